@@ -1,0 +1,333 @@
+package tile
+
+import "fmt"
+
+// compiler turns a kernel into a tree of instr closures: one per op, each a
+// loop over typed slices.
+type compiler struct {
+	e     *Exec
+	roots map[*Value]*Value // pointer value → its parameter
+}
+
+func (c *compiler) slot(v *Value) {
+	s := &c.e.slots[v.ID]
+	s.kind = storageKind(v.Type)
+	s.numel = v.Type.Shape.Numel()
+	s.used = true
+}
+
+// scratch adds a storage slot that no value names, for an op's temporaries.
+func (c *compiler) scratch(k DType, numel int) int {
+	c.e.slots = append(c.e.slots, slotInfo{kind: k, numel: numel, alias: -1, used: true})
+	return len(c.e.slots) - 1
+}
+
+func (c *compiler) alias(v, of *Value) {
+	c.slot(v)
+	c.e.slots[v.ID].alias = of.ID
+}
+
+func (c *compiler) block(b *Block, loop *Value) ([]instr, error) {
+	for _, a := range b.Args {
+		c.slot(a)
+		if a.Type.Ptr {
+			c.roots[a] = rootOf(c.roots, a, loop)
+		}
+	}
+	var code []instr
+	for _, v := range b.Values {
+		if v.Type.Ptr {
+			c.roots[v] = rootOf(c.roots, v, loop)
+		}
+		in, err := c.value(v, loop)
+		if err != nil {
+			return nil, fmt.Errorf("tile: @%s: %s: %w", c.e.k.Name, v, err)
+		}
+		if in != nil {
+			code = append(code, in)
+		}
+	}
+	return code, nil
+}
+
+func get[T any](f *frame, id int) []T { return f.vals[id].([]T) }
+
+// value compiles one op; it returns nil for ops with no run-time work.
+func (c *compiler) value(v *Value, loop *Value) (instr, error) {
+	if !v.Type.IsVoid() {
+		c.slot(v)
+	}
+	d := v.ID
+	arg := func(i int) int { return v.Args[i].ID }
+	switch cl := v.Op.info().class; {
+	case v.Op == OpConst || v.Op == OpArange:
+		return nil, nil // filled when the frame is made
+	case v.Op == OpProgramID:
+		ax := v.Aux
+		return func(f *frame) error { get[int32](f, d)[0] = f.pid[ax]; return nil }, nil
+	case v.Op == OpNumPrograms:
+		ax := v.Aux
+		return func(f *frame) error { get[int32](f, d)[0] = f.nprog[ax]; return nil }, nil
+	case v.Op == OpExpandDims || v.Op == OpReshape:
+		c.alias(v, v.Args[0])
+		return nil, nil
+	case v.Op == OpForResult:
+		f := v.Args[0]
+		c.alias(v, f.Body.Args[v.Aux+1])
+		return nil, nil
+	case cl == classShape:
+		return byKind(storageKind(v.Type), shapeOp{v: v})
+	case v.Op == OpAddPtr:
+		if v.Args[1].Type.DType == I32 {
+			return mk2(d, arg(0), arg(1), addPtrL[int32]), nil
+		}
+		return mk2(d, arg(0), arg(1), addPtrL[int64]), nil
+	case v.Op == OpLoad || v.Op == OpStore || v.Op == OpAtomicAdd:
+		return c.memory(v)
+	case cl == classBinary:
+		return c.binary(v)
+	case cl == classCompare:
+		return c.compare(v)
+	case cl == classUnary:
+		return c.unary(v)
+	case v.Op == OpSelect:
+		return byKind(storageKind(v.Type), selectOp{d, arg(0), arg(1), arg(2)})
+	case v.Op == OpCast:
+		return castInstr(v)
+	case cl == classReduce:
+		return byKind(v.Type.DType, reduceOp{v: v})
+	case v.Op == OpDot:
+		return c.dot(v)
+	case v.Op == OpFor:
+		return c.forLoop(v)
+	case v.Op == OpYield:
+		return nil, nil // handled by the loop
+	}
+	return nil, fmt.Errorf("the interpreter has no rule for %v", v.Op)
+}
+
+// kindFunc builds an instr for one storage dtype; byKind picks the
+// instantiation. Each method body is generic over the element type.
+type kindFunc interface {
+	boolF() (instr, error)
+	i32() (instr, error)
+	i64() (instr, error)
+	f32() (instr, error)
+	f64() (instr, error)
+}
+
+func byKind(k DType, f kindFunc) (instr, error) {
+	switch k {
+	case I1:
+		return f.boolF()
+	case I32:
+		return f.i32()
+	case I64:
+		return f.i64()
+	case F32:
+		return f.f32()
+	case F64:
+		return f.f64()
+	}
+	return nil, fmt.Errorf("no storage for dtype %v", k)
+}
+
+func mk1[T, R any](d, x int, fn func(d []R, a []T)) instr {
+	return func(f *frame) error { fn(get[R](f, d), get[T](f, x)); return nil }
+}
+
+func mk2[T, U, R any](d, x, y int, fn func(d []R, a []T, b []U)) instr {
+	return func(f *frame) error { fn(get[R](f, d), get[T](f, x), get[U](f, y)); return nil }
+}
+
+func mk2e[T, R any](d, x, y int, v *Value, fn func(d []R, a, b []T) string) instr {
+	return func(f *frame) error {
+		if msg := fn(get[R](f, d), get[T](f, x), get[T](f, y)); msg != "" {
+			return &ExecError{Value: v.String(), Msg: msg}
+		}
+		return nil
+	}
+}
+
+// ---- shape ops ----
+
+type shapeOp struct{ v *Value }
+
+func (s shapeOp) boolF() (instr, error) { return shapeInstr[bool](s.v) }
+func (s shapeOp) i32() (instr, error)   { return shapeInstr[int32](s.v) }
+func (s shapeOp) i64() (instr, error)   { return shapeInstr[int64](s.v) }
+func (s shapeOp) f32() (instr, error)   { return shapeInstr[float32](s.v) }
+func (s shapeOp) f64() (instr, error)   { return shapeInstr[float64](s.v) }
+
+func shapeInstr[T any](v *Value) (instr, error) {
+	d, x := v.ID, v.Args[0].ID
+	switch v.Op {
+	case OpSplat:
+		return mk1(d, x, func(d, a []T) {
+			s := a[0]
+			for i := range d {
+				d[i] = s
+			}
+		}), nil
+	case OpBroadcast:
+		in, out := pad3(v.Args[0].Type.Shape), pad3(v.Type.Shape)
+		// source strides, 0 along broadcast dimensions
+		var st [3]int
+		acc := 1
+		for i := 2; i >= 0; i-- {
+			if in[i] != 1 {
+				st[i] = acc
+			}
+			acc *= in[i]
+		}
+		return mk1(d, x, func(d, a []T) {
+			o := 0
+			for i := 0; i < out[0]; i++ {
+				for j := 0; j < out[1]; j++ {
+					base := i*st[0] + j*st[1]
+					row := d[o : o+out[2]]
+					if st[2] == 0 {
+						s := a[base]
+						for k := range row {
+							row[k] = s
+						}
+					} else {
+						copy(row, a[base:base+out[2]])
+					}
+					o += out[2]
+				}
+			}
+		}), nil
+	case OpTrans:
+		m, n := v.Args[0].Type.Shape.Dims[0], v.Args[0].Type.Shape.Dims[1]
+		return mk1(d, x, func(d, a []T) {
+			for i := 0; i < m; i++ {
+				row := a[i*n : i*n+n]
+				for j, x := range row {
+					d[j*m+i] = x
+				}
+			}
+		}), nil
+	}
+	return nil, fmt.Errorf("no shape rule for %v", v.Op)
+}
+
+// pad3 writes s as three dimensions, leading ones of size 1.
+func pad3(s Shape) [3]int {
+	out := [3]int{1, 1, 1}
+	for i := 0; i < s.Rank; i++ {
+		out[3-s.Rank+i] = s.Dims[i]
+	}
+	return out
+}
+
+// ---- select ----
+
+type selectOp struct{ d, c, a, b int }
+
+func (s selectOp) boolF() (instr, error) { return selectInstr[bool](s), nil }
+func (s selectOp) i32() (instr, error)   { return selectInstr[int32](s), nil }
+func (s selectOp) i64() (instr, error)   { return selectInstr[int64](s), nil }
+func (s selectOp) f32() (instr, error)   { return selectInstr[float32](s), nil }
+func (s selectOp) f64() (instr, error)   { return selectInstr[float64](s), nil }
+
+func selectInstr[T any](s selectOp) instr {
+	return func(f *frame) error {
+		d, c, a, b := get[T](f, s.d), get[bool](f, s.c), get[T](f, s.a), get[T](f, s.b)
+		c, a, b = c[:len(d)], a[:len(d)], b[:len(d)]
+		for i := range d {
+			if c[i] {
+				d[i] = a[i]
+			} else {
+				d[i] = b[i]
+			}
+		}
+		return nil
+	}
+}
+
+// ---- loops ----
+
+func (c *compiler) forLoop(v *Value) (instr, error) {
+	body, err := c.block(v.Body, v)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi, st := v.Args[0].ID, v.Args[1].ID, v.Args[2].ID
+	is64 := v.Args[0].Type.DType == I64
+	args := v.Body.Args
+	inits := v.Args[3:]
+	yield := v.Body.Values[len(v.Body.Values)-1]
+	// A yielded value that shares storage with a carried value must be staged
+	// so that one carried value is not overwritten before it is read.
+	argStore := map[int]bool{}
+	for _, a := range args[1:] {
+		argStore[c.e.root(a.ID)] = true
+	}
+	stage := false
+	for _, y := range yield.Args {
+		if argStore[c.e.root(y.ID)] {
+			stage = true
+		}
+	}
+	var stageIDs []int
+	if stage {
+		for _, a := range args[1:] {
+			stageIDs = append(stageIDs, c.scratch(storageKind(a.Type), a.Type.Shape.Numel()))
+		}
+	}
+	ivID := args[0].ID
+	loopID := v.String()
+	return func(f *frame) error {
+		for i, in := range inits {
+			copyVal(f.vals[args[i+1].ID], f.vals[in.ID])
+		}
+		var l, h, s int64
+		if is64 {
+			l, h, s = get[int64](f, lo)[0], get[int64](f, hi)[0], get[int64](f, st)[0]
+		} else {
+			l, h, s = int64(get[int32](f, lo)[0]), int64(get[int32](f, hi)[0]), int64(get[int32](f, st)[0])
+		}
+		if s <= 0 && l < h {
+			return &ExecError{Value: loopID, Msg: fmt.Sprintf("step %d is not positive", s)}
+		}
+		for iv := l; iv < h; iv += s {
+			if is64 {
+				get[int64](f, ivID)[0] = iv
+			} else {
+				get[int32](f, ivID)[0] = int32(iv)
+			}
+			if err := runCode(body, f); err != nil {
+				return err
+			}
+			if stage {
+				for i, y := range yield.Args {
+					copyVal(f.vals[stageIDs[i]], f.vals[y.ID])
+				}
+				for i := range yield.Args {
+					copyVal(f.vals[args[i+1].ID], f.vals[stageIDs[i]])
+				}
+			} else {
+				for i, y := range yield.Args {
+					copyVal(f.vals[args[i+1].ID], f.vals[y.ID])
+				}
+			}
+		}
+		return nil
+	}, nil
+}
+
+func copyVal(dst, src any) {
+	switch d := dst.(type) {
+	case []bool:
+		copy(d, src.([]bool))
+	case []int32:
+		copy(d, src.([]int32))
+	case []int64:
+		copy(d, src.([]int64))
+	case []float32:
+		copy(d, src.([]float32))
+	case []float64:
+		copy(d, src.([]float64))
+	}
+}

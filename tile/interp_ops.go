@@ -1,0 +1,895 @@
+package tile
+
+import (
+	"fmt"
+	"math"
+	"sync/atomic"
+	"unsafe"
+)
+
+type integer interface{ ~int32 | ~int64 }
+type float interface{ ~float32 | ~float64 }
+type number interface{ integer | float }
+
+// ---- pointers and memory ----
+
+func addPtrL[O integer](d, p []int64, off []O) {
+	p, off = p[:len(d)], off[:len(d)]
+	for i := range d {
+		d[i] = p[i] + int64(off[i])
+	}
+}
+
+func (c *compiler) memory(v *Value) (instr, error) {
+	root := c.roots[v.Args[0]]
+	if root == nil {
+		return nil, fmt.Errorf("pointer has no root parameter")
+	}
+	switch v.Args[0].Type.DType {
+	case F32:
+		return memInstr[float32](v, root)
+	case F64:
+		return memInstr[float64](v, root)
+	case I32:
+		return memInstr[int32](v, root)
+	}
+	return nil, fmt.Errorf("pointer to %v", v.Args[0].Type.DType)
+}
+
+func oob(v, root *Value, lane int, off int64, n int, verb string) error {
+	return &ExecError{Value: v.String(), Msg: fmt.Sprintf("lane %d %s offset %d of %s, outside its %d elements", lane, verb, off, root.Name, n)}
+}
+
+func memInstr[T number](v, root *Value) (instr, error) {
+	p := v.Args[0].ID
+	pi := int(root.Aux)
+	switch v.Op {
+	case OpLoad:
+		d := v.ID
+		mask, other := -1, -1
+		if len(v.Args) > 1 {
+			mask = v.Args[1].ID
+		}
+		if len(v.Args) > 2 {
+			other = v.Args[2].ID
+		}
+		return func(f *frame) error {
+			buf, dst, ptr := f.bufs[pi].([]T), get[T](f, d), get[int64](f, p)
+			ptr = ptr[:len(dst)]
+			n := uint64(len(buf))
+			if mask < 0 {
+				for i, o := range ptr {
+					if uint64(o) >= n {
+						return oob(v, root, i, o, len(buf), "reads")
+					}
+					dst[i] = buf[o]
+				}
+				return nil
+			}
+			m := get[bool](f, mask)[:len(dst)]
+			var oth []T
+			if other >= 0 {
+				oth = get[T](f, other)[:len(dst)]
+			}
+			for i, o := range ptr {
+				switch {
+				case m[i]:
+					if uint64(o) >= n {
+						return oob(v, root, i, o, len(buf), "reads")
+					}
+					dst[i] = buf[o]
+				case oth != nil:
+					dst[i] = oth[i]
+				default:
+					dst[i] = 0
+				}
+			}
+			return nil
+		}, nil
+	case OpStore:
+		x := v.Args[1].ID
+		mask := -1
+		if len(v.Args) > 2 {
+			mask = v.Args[2].ID
+		}
+		return func(f *frame) error {
+			buf, val, ptr := f.bufs[pi].([]T), get[T](f, x), get[int64](f, p)
+			ptr = ptr[:len(val)]
+			n := uint64(len(buf))
+			var m []bool
+			if mask >= 0 {
+				m = get[bool](f, mask)[:len(val)]
+			}
+			for i, o := range ptr {
+				if m != nil && !m[i] {
+					continue
+				}
+				if uint64(o) >= n {
+					return oob(v, root, i, o, len(buf), "writes")
+				}
+				buf[o] = val[i]
+			}
+			return nil
+		}, nil
+	case OpAtomicAdd:
+		d, x := v.ID, v.Args[1].ID
+		mask := -1
+		if len(v.Args) > 2 {
+			mask = v.Args[2].ID
+		}
+		return func(f *frame) error {
+			buf, val, ptr, old := f.bufs[pi].([]T), get[T](f, x), get[int64](f, p), get[T](f, d)
+			ptr = ptr[:len(val)]
+			n := uint64(len(buf))
+			var m []bool
+			if mask >= 0 {
+				m = get[bool](f, mask)[:len(val)]
+			}
+			for i, o := range ptr {
+				if m != nil && !m[i] {
+					old[i] = 0
+					continue
+				}
+				if uint64(o) >= n {
+					return oob(v, root, i, o, len(buf), "adds to")
+				}
+				old[i] = atomicAdd(&buf[o], val[i])
+			}
+			return nil
+		}, nil
+	}
+	return nil, fmt.Errorf("not a memory op")
+}
+
+// atomicAdd adds x to *p atomically and returns the old value.
+func atomicAdd[T number](p *T, x T) T {
+	switch q := any(p).(type) {
+	case *int32:
+		return T(atomic.AddInt32(q, int32(x)) - int32(x))
+	case *float32:
+		u := (*uint32)(unsafe.Pointer(q))
+		for {
+			o := atomic.LoadUint32(u)
+			nv := math.Float32bits(math.Float32frombits(o) + float32(x))
+			if atomic.CompareAndSwapUint32(u, o, nv) {
+				return T(math.Float32frombits(o))
+			}
+		}
+	case *float64:
+		u := (*uint64)(unsafe.Pointer(q))
+		for {
+			o := atomic.LoadUint64(u)
+			nv := math.Float64bits(math.Float64frombits(o) + float64(x))
+			if atomic.CompareAndSwapUint64(u, o, nv) {
+				return T(math.Float64frombits(o))
+			}
+		}
+	case *int64:
+		return T(atomic.AddInt64(q, int64(x)) - int64(x))
+	}
+	panic("unreachable: atomicAdd on an unsupported type")
+}
+
+// ---- binary ----
+
+func (c *compiler) binary(v *Value) (instr, error) {
+	d, x, y := v.ID, v.Args[0].ID, v.Args[1].ID
+	switch v.Args[0].Type.DType {
+	case F32:
+		return binFloat[float32](v, d, x, y)
+	case F64:
+		return binFloat[float64](v, d, x, y)
+	case I32:
+		return binInt[int32](v, d, x, y)
+	case I64:
+		return binInt[int64](v, d, x, y)
+	case I1:
+		return binBool(v, d, x, y)
+	}
+	return nil, fmt.Errorf("%v on %v", v.Op, v.Args[0].Type)
+}
+
+func addL[T number](d, a, b []T) {
+	a, b = a[:len(d)], b[:len(d)]
+	for i := range d {
+		d[i] = a[i] + b[i]
+	}
+}
+
+func subL[T number](d, a, b []T) {
+	a, b = a[:len(d)], b[:len(d)]
+	for i := range d {
+		d[i] = a[i] - b[i]
+	}
+}
+
+func mulL[T number](d, a, b []T) {
+	a, b = a[:len(d)], b[:len(d)]
+	for i := range d {
+		d[i] = a[i] * b[i]
+	}
+}
+
+func binFloat[T float](v *Value, d, x, y int) (instr, error) {
+	switch v.Op {
+	case OpAdd:
+		return mk2(d, x, y, addL[T]), nil
+	case OpSub:
+		return mk2(d, x, y, subL[T]), nil
+	case OpMul:
+		return mk2(d, x, y, mulL[T]), nil
+	case OpDiv:
+		return mk2(d, x, y, func(d, a, b []T) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = a[i] / b[i]
+			}
+		}), nil
+	case OpRem:
+		return mk2(d, x, y, func(d, a, b []T) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = T(math.Mod(float64(a[i]), float64(b[i])))
+			}
+		}), nil
+	case OpMin:
+		return mk2(d, x, y, func(d, a, b []T) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				if p := a[i]; p != p || p < b[i] {
+					d[i] = p
+				} else {
+					d[i] = b[i]
+				}
+			}
+		}), nil
+	case OpMax:
+		return mk2(d, x, y, func(d, a, b []T) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				if p := a[i]; p != p || p > b[i] {
+					d[i] = p
+				} else {
+					d[i] = b[i]
+				}
+			}
+		}), nil
+	case OpPow:
+		return mk2(d, x, y, func(d, a, b []T) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = T(math.Pow(float64(a[i]), float64(b[i])))
+			}
+		}), nil
+	}
+	return nil, fmt.Errorf("%v on floats", v.Op)
+}
+
+func binInt[T integer](v *Value, d, x, y int) (instr, error) {
+	switch v.Op {
+	case OpAdd:
+		return mk2(d, x, y, addL[T]), nil
+	case OpSub:
+		return mk2(d, x, y, subL[T]), nil
+	case OpMul:
+		return mk2(d, x, y, mulL[T]), nil
+	case OpDiv, OpRem:
+		rem := v.Op == OpRem
+		return mk2e(d, x, y, v, func(d, a, b []T) string {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				if b[i] == 0 {
+					return fmt.Sprintf("lane %d: integer division by zero", i)
+				}
+				if b[i] == -1 { // avoid the MinInt / -1 trap: wraps, as on the GPU
+					if rem {
+						d[i] = 0
+					} else {
+						d[i] = -a[i]
+					}
+					continue
+				}
+				if rem {
+					d[i] = a[i] % b[i]
+				} else {
+					d[i] = a[i] / b[i]
+				}
+			}
+			return ""
+		}), nil
+	case OpMin:
+		return mk2(d, x, y, func(d, a, b []T) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = min(a[i], b[i])
+			}
+		}), nil
+	case OpMax:
+		return mk2(d, x, y, func(d, a, b []T) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = max(a[i], b[i])
+			}
+		}), nil
+	case OpAnd:
+		return mk2(d, x, y, func(d, a, b []T) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = a[i] & b[i]
+			}
+		}), nil
+	case OpOr:
+		return mk2(d, x, y, func(d, a, b []T) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = a[i] | b[i]
+			}
+		}), nil
+	case OpXor:
+		return mk2(d, x, y, func(d, a, b []T) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = a[i] ^ b[i]
+			}
+		}), nil
+	}
+	return nil, fmt.Errorf("%v on ints", v.Op)
+}
+
+func binBool(v *Value, d, x, y int) (instr, error) {
+	var fn func(d, a, b []bool)
+	switch v.Op {
+	case OpAnd:
+		fn = func(d, a, b []bool) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = a[i] && b[i]
+			}
+		}
+	case OpOr:
+		fn = func(d, a, b []bool) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = a[i] || b[i]
+			}
+		}
+	case OpXor:
+		fn = func(d, a, b []bool) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = a[i] != b[i]
+			}
+		}
+	default:
+		return nil, fmt.Errorf("%v on i1", v.Op)
+	}
+	return mk2(d, x, y, fn), nil
+}
+
+// ---- comparisons ----
+
+func (c *compiler) compare(v *Value) (instr, error) {
+	d, x, y := v.ID, v.Args[0].ID, v.Args[1].ID
+	switch v.Args[0].Type.DType {
+	case F32:
+		return cmpInstr[float32](v.Op, d, x, y)
+	case F64:
+		return cmpInstr[float64](v.Op, d, x, y)
+	case I32:
+		return cmpInstr[int32](v.Op, d, x, y)
+	case I64:
+		return cmpInstr[int64](v.Op, d, x, y)
+	case I1:
+		switch v.Op {
+		case OpEq:
+			return mk2(d, x, y, func(d, a, b []bool) {
+				for i := range d {
+					d[i] = a[i] == b[i]
+				}
+			}), nil
+		case OpNe:
+			return mk2(d, x, y, func(d, a, b []bool) {
+				for i := range d {
+					d[i] = a[i] != b[i]
+				}
+			}), nil
+		}
+	}
+	return nil, fmt.Errorf("%v on %v", v.Op, v.Args[0].Type)
+}
+
+func cmpInstr[T number](op Op, d, x, y int) (instr, error) {
+	var fn func(d []bool, a, b []T)
+	switch op {
+	case OpEq:
+		fn = func(d []bool, a, b []T) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = a[i] == b[i]
+			}
+		}
+	case OpNe:
+		fn = func(d []bool, a, b []T) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = a[i] != b[i]
+			}
+		}
+	case OpLt:
+		fn = func(d []bool, a, b []T) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = a[i] < b[i]
+			}
+		}
+	case OpLe:
+		fn = func(d []bool, a, b []T) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = a[i] <= b[i]
+			}
+		}
+	case OpGt:
+		fn = func(d []bool, a, b []T) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = a[i] > b[i]
+			}
+		}
+	case OpGe:
+		fn = func(d []bool, a, b []T) {
+			a, b = a[:len(d)], b[:len(d)]
+			for i := range d {
+				d[i] = a[i] >= b[i]
+			}
+		}
+	default:
+		return nil, fmt.Errorf("%v is not a comparison", op)
+	}
+	return mk2(d, x, y, fn), nil
+}
+
+// ---- unary ----
+
+func (c *compiler) unary(v *Value) (instr, error) {
+	d, x := v.ID, v.Args[0].ID
+	switch v.Args[0].Type.DType {
+	case F32:
+		return unaryFloat[float32](v.Op, d, x)
+	case F64:
+		return unaryFloat[float64](v.Op, d, x)
+	case I32:
+		return unaryInt[int32](v.Op, d, x)
+	case I64:
+		return unaryInt[int64](v.Op, d, x)
+	case I1:
+		if v.Op == OpNot {
+			return mk1(d, x, func(d, a []bool) {
+				for i := range d {
+					d[i] = !a[i]
+				}
+			}), nil
+		}
+	}
+	return nil, fmt.Errorf("%v on %v", v.Op, v.Args[0].Type)
+}
+
+// mathL applies a float64 function elementwise, rounding to T.
+func mathL[T float](fn func(float64) float64) func(d, a []T) {
+	return func(d, a []T) {
+		a = a[:len(d)]
+		for i := range d {
+			d[i] = T(fn(float64(a[i])))
+		}
+	}
+}
+
+var mathFuncs = map[Op]func(float64) float64{
+	OpExp2:  math.Exp2,
+	OpLog:   math.Log,
+	OpLog2:  math.Log2,
+	OpLog1p: math.Log1p,
+	OpExpm1: math.Expm1,
+	OpTanh:  math.Tanh,
+	OpErf:   math.Erf,
+	OpSin:   math.Sin,
+	OpCos:   math.Cos,
+	OpSigmoid: func(x float64) float64 {
+		if x >= 0 {
+			return 1 / (1 + math.Exp(-x))
+		}
+		e := math.Exp(x)
+		return e / (1 + e)
+	},
+}
+
+func unaryFloat[T float](op Op, d, x int) (instr, error) {
+	var fn func(d, a []T)
+	switch op {
+	case OpNeg:
+		fn = func(d, a []T) {
+			a = a[:len(d)]
+			for i := range d {
+				d[i] = -a[i]
+			}
+		}
+	case OpAbs:
+		fn = func(d, a []T) {
+			a = a[:len(d)]
+			for i := range d {
+				d[i] = T(math.Abs(float64(a[i])))
+			}
+		}
+	case OpSign:
+		fn = func(d, a []T) {
+			a = a[:len(d)]
+			for i := range d {
+				switch p := a[i]; {
+				case p > 0:
+					d[i] = 1
+				case p < 0:
+					d[i] = -1
+				default:
+					d[i] = p // ±0 and NaN
+				}
+			}
+		}
+	case OpExp:
+		fn = expL[T]
+	case OpSqrt:
+		fn = func(d, a []T) {
+			a = a[:len(d)]
+			for i := range d {
+				d[i] = T(math.Sqrt(float64(a[i])))
+			}
+		}
+	case OpRsqrt:
+		fn = func(d, a []T) {
+			a = a[:len(d)]
+			for i := range d {
+				d[i] = T(1 / math.Sqrt(float64(a[i])))
+			}
+		}
+	case OpFloor:
+		fn = func(d, a []T) {
+			a = a[:len(d)]
+			for i := range d {
+				d[i] = T(math.Floor(float64(a[i])))
+			}
+		}
+	case OpCeil:
+		fn = func(d, a []T) {
+			a = a[:len(d)]
+			for i := range d {
+				d[i] = T(math.Ceil(float64(a[i])))
+			}
+		}
+	default:
+		m, ok := mathFuncs[op]
+		if !ok {
+			return nil, fmt.Errorf("%v on floats", op)
+		}
+		fn = mathL[T](m)
+	}
+	return mk1(d, x, fn), nil
+}
+
+func expL[T float](d, a []T) {
+	a = a[:len(d)]
+	for i := range d {
+		d[i] = T(math.Exp(float64(a[i])))
+	}
+}
+
+func unaryInt[T integer](op Op, d, x int) (instr, error) {
+	var fn func(d, a []T)
+	switch op {
+	case OpNeg:
+		fn = func(d, a []T) {
+			for i := range d {
+				d[i] = -a[i]
+			}
+		}
+	case OpNot:
+		fn = func(d, a []T) {
+			for i := range d {
+				d[i] = ^a[i]
+			}
+		}
+	case OpAbs:
+		fn = func(d, a []T) {
+			for i := range d {
+				if a[i] < 0 {
+					d[i] = -a[i]
+				} else {
+					d[i] = a[i]
+				}
+			}
+		}
+	case OpSign:
+		fn = func(d, a []T) {
+			for i := range d {
+				switch {
+				case a[i] > 0:
+					d[i] = 1
+				case a[i] < 0:
+					d[i] = -1
+				default:
+					d[i] = 0
+				}
+			}
+		}
+	default:
+		return nil, fmt.Errorf("%v on ints", op)
+	}
+	return mk1(d, x, fn), nil
+}
+
+// ---- casts ----
+
+func castInstr(v *Value) (instr, error) {
+	d, x := v.ID, v.Args[0].ID
+	from, to := v.Args[0].Type.DType, v.Type.DType
+	if from == to {
+		return func(f *frame) error { copyVal(f.vals[d], f.vals[x]); return nil }, nil
+	}
+	if to == I1 {
+		switch from {
+		case I32:
+			return mk1(d, x, toBool[int32]), nil
+		case I64:
+			return mk1(d, x, toBool[int64]), nil
+		case F32:
+			return mk1(d, x, toBool[float32]), nil
+		case F64:
+			return mk1(d, x, toBool[float64]), nil
+		}
+	}
+	switch from {
+	case I1:
+		switch to {
+		case I32:
+			return mk1(d, x, fromBool[int32]), nil
+		case I64:
+			return mk1(d, x, fromBool[int64]), nil
+		case F32:
+			return mk1(d, x, fromBool[float32]), nil
+		case F64:
+			return mk1(d, x, fromBool[float64]), nil
+		}
+	case I32:
+		return castFrom[int32](d, x, to)
+	case I64:
+		return castFrom[int64](d, x, to)
+	case F32:
+		return castFrom[float32](d, x, to)
+	case F64:
+		return castFrom[float64](d, x, to)
+	}
+	return nil, fmt.Errorf("cast %v to %v", from, to)
+}
+
+func toBool[S number](d []bool, a []S) {
+	for i := range d {
+		d[i] = a[i] != 0
+	}
+}
+
+func fromBool[D number](d []D, a []bool) {
+	for i := range d {
+		if a[i] {
+			d[i] = 1
+		} else {
+			d[i] = 0
+		}
+	}
+}
+
+func castFrom[S number](d, x int, to DType) (instr, error) {
+	switch to {
+	case I32:
+		return mk1(d, x, convert[S, int32]), nil
+	case I64:
+		return mk1(d, x, convert[S, int64]), nil
+	case F32:
+		return mk1(d, x, convert[S, float32]), nil
+	case F64:
+		return mk1(d, x, convert[S, float64]), nil
+	}
+	return nil, fmt.Errorf("cast to %v", to)
+}
+
+// convert converts elementwise. Floats to ints truncate toward zero and
+// saturate; NaN gives 0 (PTX cvt.rzi semantics).
+func convert[S, D number](d []D, a []S) {
+	var zd D
+	var zs S
+	_, to32 := any(zd).(int32)
+	_, to64 := any(zd).(int64)
+	_, fromF32 := any(zs).(float32)
+	_, fromF64 := any(zs).(float64)
+	if (to32 || to64) && (fromF32 || fromF64) {
+		var lo, hi int64 = math.MinInt32, math.MaxInt32
+		if to64 {
+			lo, hi = math.MinInt64, math.MaxInt64
+		}
+		flo, fhi := float64(lo), float64(hi)
+		for i := range d {
+			switch x := float64(a[i]); {
+			case x != x:
+				d[i] = 0
+			case x <= flo:
+				d[i] = D(lo)
+			case x >= fhi:
+				d[i] = D(hi)
+			default:
+				d[i] = D(x)
+			}
+		}
+		return
+	}
+	for i := range d {
+		d[i] = D(a[i])
+	}
+}
+
+// ---- reductions ----
+
+type reduceOp struct{ v *Value }
+
+func (r reduceOp) boolF() (instr, error) { return nil, fmt.Errorf("reduction of i1") }
+func (r reduceOp) i32() (instr, error)   { return reduceInstr[int32](r.v) }
+func (r reduceOp) i64() (instr, error)   { return reduceInstr[int64](r.v) }
+func (r reduceOp) f32() (instr, error)   { return reduceInstr[float32](r.v) }
+func (r reduceOp) f64() (instr, error)   { return reduceInstr[float64](r.v) }
+
+// reduceInstr views the operand as [outer, n, inner] around the reduced axis
+// and combines the n slices of length inner in order.
+func reduceInstr[T number](v *Value) (instr, error) {
+	s := v.Args[0].Type.Shape
+	ax := int(v.Aux)
+	outer, n, inner := 1, s.Dims[ax], 1
+	for i := 0; i < ax; i++ {
+		outer *= s.Dims[i]
+	}
+	for i := ax + 1; i < s.Rank; i++ {
+		inner *= s.Dims[i]
+	}
+	var combine func(acc, row []T)
+	switch v.Op {
+	case OpReduceSum:
+		combine = addInto[T]
+	case OpReduceMax:
+		combine = maxInto[T]
+	case OpReduceMin:
+		combine = minInto[T]
+	default:
+		return nil, fmt.Errorf("%v is not a reduction", v.Op)
+	}
+	return mk1(v.ID, v.Args[0].ID, func(d, a []T) {
+		for o := 0; o < outer; o++ {
+			acc := d[o*inner : o*inner+inner]
+			base := o * n * inner
+			if inner == 1 {
+				acc[0] = reduceRow(v.Op, a[base:base+n])
+				continue
+			}
+			copy(acc, a[base:base+inner])
+			for k := 1; k < n; k++ {
+				combine(acc, a[base+k*inner:base+k*inner+inner])
+			}
+		}
+	}), nil
+}
+
+// reduceRow reduces one contiguous row.
+func reduceRow[T number](op Op, row []T) T {
+	r := row[0]
+	switch op {
+	case OpReduceSum:
+		for _, p := range row[1:] {
+			r += p
+		}
+	case OpReduceMax:
+		for _, p := range row[1:] {
+			if p > r || p != p {
+				r = p
+			}
+		}
+	case OpReduceMin:
+		for _, p := range row[1:] {
+			if p < r || p != p {
+				r = p
+			}
+		}
+	}
+	return r
+}
+
+func addInto[T number](acc, row []T) {
+	row = row[:len(acc)]
+	for j := range acc {
+		acc[j] += row[j]
+	}
+}
+
+// maxInto and minInto keep NaN once seen: NaN compares false, and a NaN
+// operand replaces the accumulator.
+func maxInto[T number](acc, row []T) {
+	row = row[:len(acc)]
+	for j := range acc {
+		if p := row[j]; p > acc[j] || p != p {
+			acc[j] = p
+		}
+	}
+}
+
+func minInto[T number](acc, row []T) {
+	row = row[:len(acc)]
+	for j := range acc {
+		if p := row[j]; p < acc[j] || p != p {
+			acc[j] = p
+		}
+	}
+}
+
+// ---- dot ----
+
+func (c *compiler) dot(v *Value) (instr, error) {
+	a, b, acc := v.Args[0], v.Args[1], v.Args[2]
+	m, k, n := a.Type.Shape.Dims[0], a.Type.Shape.Dims[1], b.Type.Shape.Dims[1]
+	d, ai, bi, ci := v.ID, a.ID, b.ID, acc.ID
+	if a.Type.DType == F64 {
+		return func(f *frame) error {
+			dotL(get[float64](f, d), get[float64](f, ai), get[float64](f, bi), get[float64](f, ci), m, k, n)
+			return nil
+		}, nil
+	}
+	if v.Prec != PrecTF32 {
+		return func(f *frame) error {
+			dotL(get[float32](f, d), get[float32](f, ai), get[float32](f, bi), get[float32](f, ci), m, k, n)
+			return nil
+		}, nil
+	}
+	// TF32: round copies of the operands first
+	sa, sb := c.scratch(F32, m*k), c.scratch(F32, k*n)
+	return func(f *frame) error {
+		ra, rb := get[float32](f, sa), get[float32](f, sb)
+		for i, x := range get[float32](f, ai) {
+			ra[i] = RoundTF32(x)
+		}
+		for i, x := range get[float32](f, bi) {
+			rb[i] = RoundTF32(x)
+		}
+		dotL(get[float32](f, d), ra, rb, get[float32](f, ci), m, k, n)
+		return nil
+	}, nil
+}
+
+// dotL computes d = acc + a·b for a [m,k], b [k,n], accumulating in T.
+func dotL[T float](d, a, b, acc []T, m, k, n int) {
+	copy(d, acc)
+	for i := 0; i < m; i++ {
+		drow := d[i*n : i*n+n]
+		arow := a[i*k : i*k+k]
+		for kk, aik := range arow {
+			brow := b[kk*n : kk*n+n]
+			for j := range drow {
+				drow[j] += aik * brow[j]
+			}
+		}
+	}
+}
+
+// RoundTF32 rounds x to TF32 (10 explicit mantissa bits), to nearest with
+// ties away from zero, as cvt.rna.tf32.f32 does; infinities and NaN pass
+// through. It is how a dot with PrecTF32 sees its f32 operands.
+func RoundTF32(x float32) float32 {
+	u := math.Float32bits(x)
+	if u&0x7f800000 == 0x7f800000 {
+		return x
+	}
+	u += 1 << 12
+	u &^= 1<<13 - 1
+	return math.Float32frombits(u)
+}

@@ -1,0 +1,273 @@
+package tile
+
+import "fmt"
+
+// Op is an IR operation. Each op's semantics are stated here and implemented
+// by the interpreter (interp_*.go), which is their executable definition.
+type Op uint8
+
+// The operations. Unless stated otherwise an op's operands share one shape,
+// which is also its result's shape (the Builder inserts Splat/Broadcast).
+const (
+	OpInvalid Op = iota
+
+	// Sources.
+	OpParam       // kernel parameter number Aux, named Name: a pointer or a scalar
+	OpConst       // scalar constant: AuxF for floats, Aux for ints and i1
+	OpProgramID   // i32 coordinate of this program instance along axis Aux (0..2)
+	OpNumPrograms // i32 number of program instances along axis Aux (0..2)
+	OpArange      // i32 block [Aux, Aux2): make_range; Aux2-Aux is a power of two
+
+	// Shape ops. They move elements, never change them.
+	OpSplat      // scalar → block of the result's shape, every element the scalar
+	OpBroadcast  // block → block of equal rank: dimensions of size 1 repeat to the result's
+	OpExpandDims // insert a dimension of size 1 at axis Aux (x[:, None] is axis 1)
+	OpReshape    // same elements in row-major order, new shape of equal element count
+	OpTrans      // 2-D transpose: result[i,j] = x[j,i]
+
+	// Pointers and memory. Pointer arithmetic counts elements, not bytes.
+	OpAddPtr    // ptr + integer offset
+	OpLoad      // load(ptr [, mask [, other]]): lanes whose mask is false are not read and give other (0 without one)
+	OpStore     // store(ptr, value [, mask]): lanes whose mask is false are not written
+	OpAtomicAdd // atomic_add(ptr, value [, mask]) → the old values; f32, f64 or i32
+
+	// Binary arithmetic, on operands of one dtype.
+	OpAdd
+	OpSub
+	OpMul
+	OpDiv // floats: IEEE division; ints: truncated toward zero, error on zero divisor
+	OpRem // floats: fmod (sign of the dividend); ints: truncated remainder, error on zero divisor
+	OpMin // floats: NaN if either operand is NaN
+	OpMax // floats: NaN if either operand is NaN
+	OpPow // floats only: x**y
+	OpAnd // i1 and ints: bitwise and
+	OpOr  // i1 and ints: bitwise or
+	OpXor // i1 and ints: bitwise xor
+
+	// Comparisons, on operands of one dtype, giving i1. Ordered: false if a float operand is NaN, except Ne.
+	OpEq
+	OpNe
+	OpLt
+	OpLe
+	OpGt
+	OpGe
+
+	OpSelect // select(cond i1, a, b): a where cond, else b; a and b of one non-pointer type
+	OpCast   // convert to the result's dtype: float→int truncates toward zero; x→i1 is x != 0
+
+	// Unary ops. Math ops take floats only and compute in their dtype (f32 math
+	// is the f64 function rounded to f32, or an approximation within 2 ulp).
+	OpNeg  // -x (ints and floats)
+	OpNot  // i1 and ints: bitwise not
+	OpAbs  // |x| (ints and floats)
+	OpSign // -1, 0 or +1 (ints and floats; NaN stays NaN)
+	OpExp
+	OpExp2
+	OpLog
+	OpLog2
+	OpLog1p
+	OpExpm1
+	OpSqrt
+	OpRsqrt // 1/sqrt(x)
+	OpTanh
+	OpErf
+	OpSigmoid // 1/(1+exp(-x))
+	OpSin
+	OpCos
+	OpFloor
+	OpCeil
+
+	// Reductions of one axis (Aux) of a block; Aux2 = 1 keeps the axis with
+	// size 1. Sum adds in the dtype; Max and Min propagate NaN. A rank-1 block
+	// reduced without keep-dims gives a scalar.
+	OpReduceSum
+	OpReduceMax
+	OpReduceMin
+
+	// OpDot: dot(a [M,K], b [K,N], acc [M,N]) = acc + a·b, with f32 (f64 for
+	// f64 operands) accumulation. M, N, K ≥ 16. Prec says how f32 products may be
+	// formed: PrecIEEE exactly; PrecTF32 with the operands rounded to TF32
+	// (10 mantissa bits, round to nearest, ties away), as the tensor cores do.
+	OpDot
+
+	// Control flow.
+	OpFor       // counted loop: Args = lower, upper, step, init...; body Body; results via OpForResult
+	OpForResult // result number Aux of the OpFor in Args[0]
+	OpBlockArg  // argument number Aux of a loop body: 0 the induction variable, 1.. the loop-carried values
+	OpYield     // ends a loop body: Args are the next loop-carried values
+
+	numOps
+)
+
+// opClass groups ops that share checks and interpreter code.
+type opClass uint8
+
+const (
+	classNone opClass = iota
+	classSource
+	classShape
+	classMemory
+	classBinary
+	classCompare
+	classUnary
+	classReduce
+	classDot
+	classControl
+	classOther
+)
+
+// operand kinds an elementwise op accepts
+const (
+	okFloat = 1 << iota
+	okInt
+	okBool
+	okAll = okFloat | okInt | okBool
+)
+
+type opInfo struct {
+	name     string
+	class    opClass
+	accepts  uint8 // for binary, compare and unary ops: okFloat|okInt|okBool
+	commutes bool
+}
+
+var opTable = [numOps]opInfo{
+	OpInvalid:     {name: "invalid"},
+	OpParam:       {name: "param", class: classSource},
+	OpConst:       {name: "const", class: classSource},
+	OpProgramID:   {name: "get_program_id", class: classSource},
+	OpNumPrograms: {name: "get_num_programs", class: classSource},
+	OpArange:      {name: "make_range", class: classSource},
+
+	OpSplat:      {name: "splat", class: classShape},
+	OpBroadcast:  {name: "broadcast", class: classShape},
+	OpExpandDims: {name: "expand_dims", class: classShape},
+	OpReshape:    {name: "reshape", class: classShape},
+	OpTrans:      {name: "trans", class: classShape},
+
+	OpAddPtr:    {name: "addptr", class: classMemory},
+	OpLoad:      {name: "load", class: classMemory},
+	OpStore:     {name: "store", class: classMemory},
+	OpAtomicAdd: {name: "atomic_add", class: classMemory},
+
+	OpAdd: {name: "add", class: classBinary, accepts: okFloat | okInt, commutes: true},
+	OpSub: {name: "sub", class: classBinary, accepts: okFloat | okInt},
+	OpMul: {name: "mul", class: classBinary, accepts: okFloat | okInt, commutes: true},
+	OpDiv: {name: "div", class: classBinary, accepts: okFloat | okInt},
+	OpRem: {name: "rem", class: classBinary, accepts: okFloat | okInt},
+	OpMin: {name: "min", class: classBinary, accepts: okFloat | okInt, commutes: true},
+	OpMax: {name: "max", class: classBinary, accepts: okFloat | okInt, commutes: true},
+	OpPow: {name: "pow", class: classBinary, accepts: okFloat},
+	OpAnd: {name: "and", class: classBinary, accepts: okInt | okBool, commutes: true},
+	OpOr:  {name: "or", class: classBinary, accepts: okInt | okBool, commutes: true},
+	OpXor: {name: "xor", class: classBinary, accepts: okInt | okBool, commutes: true},
+
+	OpEq: {name: "cmp eq", class: classCompare, accepts: okAll, commutes: true},
+	OpNe: {name: "cmp ne", class: classCompare, accepts: okAll, commutes: true},
+	OpLt: {name: "cmp lt", class: classCompare, accepts: okFloat | okInt},
+	OpLe: {name: "cmp le", class: classCompare, accepts: okFloat | okInt},
+	OpGt: {name: "cmp gt", class: classCompare, accepts: okFloat | okInt},
+	OpGe: {name: "cmp ge", class: classCompare, accepts: okFloat | okInt},
+
+	OpSelect: {name: "select", class: classOther},
+	OpCast:   {name: "cast", class: classOther},
+
+	OpNeg:     {name: "neg", class: classUnary, accepts: okFloat | okInt},
+	OpNot:     {name: "not", class: classUnary, accepts: okInt | okBool},
+	OpAbs:     {name: "abs", class: classUnary, accepts: okFloat | okInt},
+	OpSign:    {name: "sign", class: classUnary, accepts: okFloat | okInt},
+	OpExp:     {name: "exp", class: classUnary, accepts: okFloat},
+	OpExp2:    {name: "exp2", class: classUnary, accepts: okFloat},
+	OpLog:     {name: "log", class: classUnary, accepts: okFloat},
+	OpLog2:    {name: "log2", class: classUnary, accepts: okFloat},
+	OpLog1p:   {name: "log1p", class: classUnary, accepts: okFloat},
+	OpExpm1:   {name: "expm1", class: classUnary, accepts: okFloat},
+	OpSqrt:    {name: "sqrt", class: classUnary, accepts: okFloat},
+	OpRsqrt:   {name: "rsqrt", class: classUnary, accepts: okFloat},
+	OpTanh:    {name: "tanh", class: classUnary, accepts: okFloat},
+	OpErf:     {name: "erf", class: classUnary, accepts: okFloat},
+	OpSigmoid: {name: "sigmoid", class: classUnary, accepts: okFloat},
+	OpSin:     {name: "sin", class: classUnary, accepts: okFloat},
+	OpCos:     {name: "cos", class: classUnary, accepts: okFloat},
+	OpFloor:   {name: "floor", class: classUnary, accepts: okFloat},
+	OpCeil:    {name: "ceil", class: classUnary, accepts: okFloat},
+
+	OpReduceSum: {name: "reduce sum", class: classReduce, accepts: okFloat | okInt},
+	OpReduceMax: {name: "reduce max", class: classReduce, accepts: okFloat | okInt},
+	OpReduceMin: {name: "reduce min", class: classReduce, accepts: okFloat | okInt},
+
+	OpDot: {name: "dot", class: classDot},
+
+	OpFor:       {name: "for", class: classControl},
+	OpForResult: {name: "for_result", class: classControl},
+	OpBlockArg:  {name: "block_arg", class: classControl},
+	OpYield:     {name: "yield", class: classControl},
+}
+
+func (o Op) String() string {
+	if o < numOps && opTable[o].name != "" {
+		return opTable[o].name
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+func (o Op) info() opInfo {
+	if o < numOps {
+		return opTable[o]
+	}
+	return opInfo{}
+}
+
+// IsBinary reports whether o is an elementwise binary arithmetic or logic op.
+func (o Op) IsBinary() bool { return o.info().class == classBinary }
+
+// IsCompare reports whether o is a comparison.
+func (o Op) IsCompare() bool { return o.info().class == classCompare }
+
+// IsUnary reports whether o is an elementwise unary op.
+func (o Op) IsUnary() bool { return o.info().class == classUnary }
+
+// IsReduce reports whether o reduces an axis.
+func (o Op) IsReduce() bool { return o.info().class == classReduce }
+
+// IsElementwise reports whether o maps elements independently (binary,
+// compare, unary, select, cast).
+func (o Op) IsElementwise() bool {
+	c := o.info().class
+	return c == classBinary || c == classCompare || c == classUnary || o == OpSelect || o == OpCast
+}
+
+// Commutes reports whether o's two operands may be swapped.
+func (o Op) Commutes() bool { return o.info().commutes }
+
+// accepts reports whether elementwise op o is defined on dtype d.
+func (o Op) accepts(d DType) bool {
+	a := o.info().accepts
+	switch {
+	case d.IsFloat():
+		return a&okFloat != 0
+	case d.IsInt():
+		return a&okInt != 0
+	case d == I1:
+		return a&okBool != 0
+	}
+	return false
+}
+
+// Precision says how a dot forms f32 products.
+type Precision uint8
+
+const (
+	PrecIEEE Precision = iota // exact f32 products
+	PrecTF32                  // operands rounded to TF32, as tensor cores do
+)
+
+func (p Precision) String() string {
+	switch p {
+	case PrecIEEE:
+		return "ieee"
+	case PrecTF32:
+		return "tf32"
+	}
+	return fmt.Sprintf("precision(%d)", uint8(p))
+}

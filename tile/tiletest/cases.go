@@ -1,0 +1,325 @@
+package tiletest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/kernels"
+)
+
+// Tolerances, stated once. f32 elementwise work is within a few ulp of the
+// float64 reference; reductions and dot products add the rounding of their
+// sums (about sqrt(n)·2⁻²⁴ relative); TF32 products round operands to 11
+// significant bits, which the reference reproduces, so only the f32 sums differ.
+var (
+	TolElementwise = Tol{Abs: 1e-6, Rel: 4e-6}
+	TolRow         = Tol{Abs: 1e-7, Rel: 2e-5}
+	TolNorm        = Tol{Abs: 2e-5, Rel: 2e-5}
+	TolSum         = Tol{Abs: 1e-4, Rel: 1e-5}
+	TolDot         = Tol{Abs: 1e-4, Rel: 1e-4}
+)
+
+func spec(f func(tile.Meta) (*tile.Kernel, error), m tile.Meta) func() (*tile.Kernel, error) {
+	return func() (*tile.Kernel, error) { return f(m) }
+}
+
+// Cases is the conformance table.
+func Cases() []Case {
+	var cs []Case
+	for _, c := range []struct{ n, block int }{{1000, 128}, {1 << 16, 1024}, {70001, 512}, {1, 64}} {
+		cs = append(cs, vecAdd(c.n, c.block))
+	}
+	cs = append(cs, geluChain(5000, 256))
+	cs = append(cs, copy2D("row_major", 100, 37, false), copy2D("col_major", 100, 37, true))
+	for _, c := range []struct {
+		rows, n, block int
+		scale          float64
+		infs           bool
+	}{
+		{64, 781, 1024, 1, false},   // not a power of two
+		{33, 1024, 1024, 1, false},  // exactly one block
+		{16, 500, 512, 1e4, false},  // large inputs: a naive exp overflows
+		{24, 300, 512, 1, true},     // rows of -inf
+		{8, 4096, 4096, 3, false},   // a wide row
+		{3, 17, 32, 1, true},        // tiny
+		{128, 100, 128, 1e-3, true}, // many rows, tiny values
+	} {
+		cs = append(cs, softmax(false, c.rows, c.n, c.block, c.scale, c.infs))
+	}
+	for _, c := range []struct {
+		rows, n, block int
+		scale          float64
+		infs           bool
+	}{
+		{8, 3000, 512, 1, false},  // rows longer than one block, ragged tail
+		{6, 2048, 256, 1e4, true}, // large inputs, -inf rows
+		{5, 100, 1024, 1, true},   // shorter than one block
+	} {
+		cs = append(cs, softmax(true, c.rows, c.n, c.block, c.scale, c.infs))
+	}
+	cs = append(cs, layerNorm(50, 781, 1024, 1), layerNorm(7, 64, 64, 100), layerNorm(4, 3, 4, 1))
+	cs = append(cs, colSum(300, 70, 64, 32), colSum(1, 1, 16, 16))
+	cs = append(cs,
+		matmul("130x70x90", 130, 70, 90, false, false, false),
+		matmul("130x70x90_transA", 130, 70, 90, true, false, false),
+		matmul("130x70x90_transB", 130, 70, 90, false, true, false),
+		matmul("130x70x90_tf32", 130, 70, 90, false, false, true),
+		matmul("16x16x16", 16, 16, 16, false, false, false),
+		matmul("1x1x1", 1, 1, 1, false, false, false),
+	)
+	big := matmul("256x384x512", 256, 384, 512, false, false, false)
+	big.Large = true
+	cs = append(cs, big)
+	return cs
+}
+
+func vecAdd(n, block int) Case {
+	return Case{
+		Name:   fmt.Sprintf("vec_add/n=%d/BLOCK=%d", n, block),
+		Kernel: spec(kernels.VecAdd, tile.Meta{"BLOCK": block}),
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x, y, out := Uniform(rng, n, -10, 10), Uniform(rng, n, -10, 10), Output(n)
+			return tile.Grid{tile.CDiv(n, block)}, []any{x, y, out, n}, func() error {
+				want := make([]float64, n)
+				for i := range want {
+					want[i] = float64(x[i]) + float64(y[i])
+				}
+				return Close("out", out, want, TolElementwise)
+			}
+		},
+	}
+}
+
+func geluChain(n, block int) Case {
+	return Case{
+		Name:   fmt.Sprintf("gelu_chain/n=%d/BLOCK=%d", n, block),
+		Kernel: spec(kernels.GeluChain, tile.Meta{"BLOCK": block}),
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x, a, b, c := Uniform(rng, n, -4, 4), Uniform(rng, n, -2, 2), Uniform(rng, n, -1, 1), Uniform(rng, n, -2, 2)
+			out := Output(n)
+			return tile.Grid{tile.CDiv(n, block)}, []any{x, a, b, c, out, n}, func() error {
+				want := make([]float64, n)
+				for i := range want {
+					h := float64(x[i])*float64(a[i]) + float64(b[i])
+					want[i] = 0.5 * h * (1 + math.Erf(h/math.Sqrt2)) * float64(c[i])
+				}
+				return Close("out", out, want, TolElementwise)
+			}
+		},
+	}
+}
+
+// copy2D stores an M×N matrix row-major or column-major and copies it out
+// row-major through strided tile loads: both layouts give the same matrix.
+func copy2D(name string, m, n int, colMajor bool) Case {
+	const bm, bn = 32, 16
+	return Case{
+		Name:   fmt.Sprintf("copy_2d/%s/%dx%d", name, m, n),
+		Kernel: spec(kernels.Copy2D, tile.Meta{"BM": bm, "BN": bn}),
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			ref := Uniform(rng, m*n, -1, 1) // row-major contents
+			in := make([]float32, m*n)
+			sm, sn := n, 1
+			if colMajor {
+				sm, sn = 1, m
+			}
+			for i := 0; i < m; i++ {
+				for j := 0; j < n; j++ {
+					in[i*sm+j*sn] = ref[i*n+j]
+				}
+			}
+			out := Output(m * n)
+			grid := tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn)}
+			return grid, []any{in, out, m, n, sm, sn}, func() error {
+				want := make([]float64, m*n)
+				for i, r := range ref {
+					want[i] = float64(r)
+				}
+				return Close("out", out, want, Tol{})
+			}
+		},
+	}
+}
+
+// SoftmaxRef is the float64 row softmax with the kernels' conventions: -inf
+// entries give 0, a row of only -inf gives zeros.
+func SoftmaxRef(x []float32, rows, n int) []float64 {
+	out := make([]float64, rows*n)
+	for r := 0; r < rows; r++ {
+		row := x[r*n : r*n+n]
+		m := math.Inf(-1)
+		for _, v := range row {
+			m = math.Max(m, float64(v))
+		}
+		if math.IsInf(m, -1) {
+			continue // zeros
+		}
+		s := 0.0
+		for _, v := range row {
+			s += math.Exp(float64(v) - m)
+		}
+		for j, v := range row {
+			out[r*n+j] = math.Exp(float64(v)-m) / s
+		}
+	}
+	return out
+}
+
+func softmax(looped bool, rows, n, block int, scale float64, infs bool) Case {
+	name, f := "softmax", kernels.Softmax
+	if looped {
+		name, f = "softmax_looped", kernels.SoftmaxLooped
+	}
+	return Case{
+		Name:   fmt.Sprintf("%s/%dx%d/BLOCK=%d/scale=%g/infs=%v", name, rows, n, block, scale, infs),
+		Kernel: spec(f, tile.Meta{"BLOCK": block}),
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x := Uniform(rng, rows*n, -scale, scale)
+			if infs {
+				for r := 0; r < rows; r++ {
+					switch r % 3 {
+					case 0: // a whole row of -inf
+						for j := 0; j < n; j++ {
+							x[r*n+j] = float32(math.Inf(-1))
+						}
+					case 1: // a masked prefix, as in causal attention
+						for j := 0; j < n/2; j++ {
+							x[r*n+j] = float32(math.Inf(-1))
+						}
+					}
+				}
+			}
+			y := Output(rows * n)
+			return tile.Grid{rows}, []any{x, y, n, n}, func() error {
+				return Close("y", y, SoftmaxRef(x, rows, n), TolRow)
+			}
+		},
+	}
+}
+
+func layerNorm(rows, n, block int, scale float64) Case {
+	const eps = 1e-5
+	return Case{
+		Name:   fmt.Sprintf("layer_norm/%dx%d/BLOCK=%d/scale=%g", rows, n, block, scale),
+		Kernel: spec(kernels.LayerNorm, tile.Meta{"BLOCK": block}),
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x := Uniform(rng, rows*n, -scale, scale)
+			for i := range x {
+				x[i] += float32(scale / 2) // an offset that a one-pass variance would lose
+			}
+			w, b := Uniform(rng, n, 0.5, 1.5), Uniform(rng, n, -1, 1)
+			y, mean, rstd := Output(rows*n), Output(rows), Output(rows)
+			return tile.Grid{rows}, []any{x, y, w, b, mean, rstd, n, n, eps}, func() error {
+				wy, wm, wr := make([]float64, rows*n), make([]float64, rows), make([]float64, rows)
+				for r := 0; r < rows; r++ {
+					row := x[r*n : r*n+n]
+					mu := 0.0
+					for _, v := range row {
+						mu += float64(v)
+					}
+					mu /= float64(n)
+					va := 0.0
+					for _, v := range row {
+						va += (float64(v) - mu) * (float64(v) - mu)
+					}
+					rs := 1 / math.Sqrt(va/float64(n)+eps)
+					wm[r], wr[r] = mu, rs
+					for j, v := range row {
+						wy[r*n+j] = (float64(v)-mu)*rs*float64(w[j]) + float64(b[j])
+					}
+				}
+				if err := Close("y", y, wy, TolNorm); err != nil {
+					return err
+				}
+				if err := Close("mean", mean, wm, Tol{Abs: 1e-6 * scale, Rel: 1e-5}); err != nil {
+					return err
+				}
+				return Close("rstd", rstd, wr, TolNorm)
+			}
+		},
+	}
+}
+
+func colSum(m, n, bm, bn int) Case {
+	return Case{
+		Name:   fmt.Sprintf("col_sum/%dx%d/BM=%d/BN=%d", m, n, bm, bn),
+		Kernel: spec(kernels.ColSum, tile.Meta{"BM": bm, "BN": bn}),
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x := Uniform(rng, m*n, -1, 1)
+			out := Output(n)
+			for i := 0; i < n; i++ {
+				out[i] = 0 // accumulated into
+			}
+			return tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn)}, []any{x, out, m, n}, func() error {
+				want := make([]float64, n)
+				for i := 0; i < m; i++ {
+					for j := 0; j < n; j++ {
+						want[j] += float64(x[i*n+j])
+					}
+				}
+				return Close("out", out, want, TolSum)
+			}
+		},
+	}
+}
+
+// MatmulRef is C = A·B in float64 for row-major A (m×k) and B (k×n), with the
+// operands first rounded to TF32 when tf32 is set.
+func MatmulRef(a, b []float32, m, n, k int, tf32 bool) []float64 {
+	rd := func(x float32) float64 {
+		if tf32 {
+			return float64(tile.RoundTF32(x))
+		}
+		return float64(x)
+	}
+	c := make([]float64, m*n)
+	for i := 0; i < m; i++ {
+		for kk := 0; kk < k; kk++ {
+			aik := rd(a[i*k+kk])
+			for j := 0; j < n; j++ {
+				c[i*n+j] += aik * rd(b[kk*n+j])
+			}
+		}
+	}
+	return c
+}
+
+// layout stores a row-major r×c matrix row- or column-major, returning the
+// buffer and its (row, column) strides.
+func layout(x []float32, r, c int, colMajor bool) ([]float32, int, int) {
+	if !colMajor {
+		return x, c, 1
+	}
+	t := make([]float32, len(x))
+	for i := 0; i < r; i++ {
+		for j := 0; j < c; j++ {
+			t[j*r+i] = x[i*c+j]
+		}
+	}
+	return t, 1, r
+}
+
+func matmul(name string, m, n, k int, transA, transB, tf32 bool) Case {
+	const bm, bn, bk = 32, 32, 32
+	meta := tile.Meta{"BM": bm, "BN": bn, "BK": bk}
+	tol := TolDot
+	if tf32 {
+		meta["TF32"] = 1
+	}
+	return Case{
+		Name:   "matmul/" + name,
+		Kernel: spec(kernels.Matmul, meta),
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			a, b := Uniform(rng, m*k, -1, 1), Uniform(rng, k*n, -1, 1)
+			ab, sam, sak := layout(a, m, k, transA)
+			bb, sbk, sbn := layout(b, k, n, transB)
+			c := Output(m * n)
+			grid := tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn)}
+			return grid, []any{ab, bb, c, m, n, k, sam, sak, sbk, sbn, n, 1}, func() error {
+				return Close("c", c, MatmulRef(a, b, m, n, k, tf32), tol)
+			}
+		},
+	}
+}

@@ -1,0 +1,151 @@
+// Package tiletest is the conformance suite of tile kernels: one table of
+// cases, each a kernel, seeded random inputs, poisoned outputs and a float64
+// reference with a stated tolerance, and one harness that runs the table on
+// any Launcher. The interpreter runs it always; a GPU backend runs the same
+// table (gonum's testblas idea).
+package tiletest
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// Launcher runs a kernel over a grid on host buffers, as tile.Exec.Launch does.
+type Launcher interface {
+	Name() string
+	Launch(k *tile.Kernel, grid tile.Grid, args ...any) error
+}
+
+// Interp is the CPU interpreter as a Launcher.
+type Interp struct{}
+
+func (Interp) Name() string { return "interp" }
+
+func (Interp) Launch(k *tile.Kernel, grid tile.Grid, args ...any) error {
+	return tile.Interpret(k, grid, args...)
+}
+
+// Case is one conformance test.
+type Case struct {
+	Name   string
+	Kernel func() (*tile.Kernel, error)
+	// Setup makes the launch arguments from rng, outputs poisoned, and returns
+	// the grid and a check to run after the launch.
+	Setup func(rng *rand.Rand) (tile.Grid, []any, func() error)
+	// Large cases take seconds on the interpreter; -short skips them.
+	Large bool
+}
+
+// Seed is the base of every case's random stream; a case mixes in its name.
+const Seed = 20261129
+
+// RNG is the seeded random stream of the named case.
+func RNG(name string) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return rand.New(rand.NewPCG(Seed, h.Sum64()))
+}
+
+// Run runs every case on l as a subtest.
+func Run(t *testing.T, l Launcher, cases []Case) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			if c.Large && testing.Short() {
+				t.Skip("large case: skipped with -short")
+			}
+			if err := RunCase(l, c); err != nil {
+				t.Fatalf("%s on %s (seed %d): %v", c.Name, l.Name(), Seed, err)
+			}
+		})
+	}
+}
+
+// RunCase builds, launches and checks one case.
+func RunCase(l Launcher, c Case) error {
+	k, err := c.Kernel()
+	if err != nil {
+		return fmt.Errorf("build: %w", err)
+	}
+	grid, args, check := c.Setup(RNG(c.Name))
+	if err := l.Launch(k, grid, args...); err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	return check()
+}
+
+// Poison fills outputs before a launch: an odd value that no kernel computes.
+const Poison = float32(-7.0e29)
+
+// Pad is the number of poisoned elements after each output's end: a stray
+// write there shows.
+const Pad = 17
+
+// Output is a poisoned output buffer of n elements plus Pad.
+func Output(n int) []float32 {
+	out := make([]float32, n+Pad)
+	for i := range out {
+		out[i] = Poison
+	}
+	return out
+}
+
+// Uniform is n values drawn uniformly from [lo, hi).
+func Uniform(rng *rand.Rand, n int, lo, hi float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(lo + (hi-lo)*rng.Float64())
+	}
+	return x
+}
+
+// Tol is an absolute-or-relative tolerance: |got-want| ≤ Abs + Rel·|want|.
+type Tol struct{ Abs, Rel float64 }
+
+// Close checks got[:len(want)] against want within tol (NaN matches only
+// NaN; infinities must match exactly), and that got's padding beyond
+// len(want) still holds Poison.
+func Close(what string, got []float32, want []float64, tol Tol) error {
+	if len(got) < len(want) {
+		return fmt.Errorf("%s: %d elements, want %d", what, len(got), len(want))
+	}
+	var bad []string
+	nbad := 0
+	for i, w := range want {
+		g := float64(got[i])
+		ok := false
+		switch {
+		case math.IsNaN(w):
+			ok = math.IsNaN(g)
+		case math.IsInf(w, 0):
+			ok = g == w
+		default:
+			ok = math.Abs(g-w) <= tol.Abs+tol.Rel*math.Abs(w)
+		}
+		if !ok {
+			nbad++
+			if len(bad) < 5 {
+				note := ""
+				if got[i] == Poison {
+					note = " (never written)"
+				}
+				bad = append(bad, fmt.Sprintf("[%d] = %g, want %g%s", i, g, w, note))
+			}
+		}
+	}
+	for i := len(want); i < len(got); i++ {
+		if got[i] != Poison {
+			return fmt.Errorf("%s: padding element %d (past the end %d) was written: %g", what, i, len(want), got[i])
+		}
+	}
+	if nbad > 0 {
+		return fmt.Errorf("%s: %d of %d elements outside tolerance %+v: %s", what, nbad, len(want), tol, strings.Join(bad, ", "))
+	}
+	return nil
+}
