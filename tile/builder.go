@@ -425,6 +425,9 @@ func (b *Builder) operand(op string, x any) (operand, bool) {
 		return operand{}, false
 	}
 	switch x := x.(type) {
+	case nil:
+		b.fail(op, Type{}, "operand is nil")
+		return operand{}, false
 	case *Value:
 		if !b.checkArg(op, x) {
 			return operand{}, false

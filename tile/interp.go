@@ -327,7 +327,10 @@ func convertScalar(x any, d DType) (any, error) {
 		}
 		return n != 0, nil
 	case I32:
-		if !isInt || n < -1<<31 || n > 1<<31-1 {
+		if !isInt {
+			return nil, fmt.Errorf("float %v for i32", x)
+		}
+		if n < -1<<31 || n > 1<<31-1 {
 			return nil, fmt.Errorf("%v does not fit i32", x)
 		}
 		return int32(n), nil

@@ -140,15 +140,6 @@ func mk2[T, U, R any](d, x, y int, fn func(d []R, a []T, b []U)) instr {
 	return func(f *frame) error { fn(get[R](f, d), get[T](f, x), get[U](f, y)); return nil }
 }
 
-func mk2e[T, R any](d, x, y int, v *Value, fn func(d []R, a, b []T) string) instr {
-	return func(f *frame) error {
-		if msg := fn(get[R](f, d), get[T](f, x), get[T](f, y)); msg != "" {
-			return &ExecError{Value: v.String(), Msg: msg}
-		}
-		return nil
-	}
-}
-
 // ---- shape ops ----
 
 type shapeOp struct{ v *Value }

@@ -275,27 +275,28 @@ func binInt[T integer](v *Value, d, x, y int) (instr, error) {
 		return mk2(d, x, y, mulL[T]), nil
 	case OpDiv, OpRem:
 		rem := v.Op == OpRem
-		return mk2e(d, x, y, v, func(d, a, b []T) string {
+		return mk2(d, x, y, func(d, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
-				if b[i] == 0 {
-					return fmt.Sprintf("lane %d: integer division by zero", i)
-				}
-				if b[i] == -1 { // avoid the MinInt / -1 trap: wraps, as on the GPU
+				switch {
+				case b[i] == 0: // defined here, unspecified on the GPU: x/0 = -1, x%0 = x
+					if rem {
+						d[i] = a[i]
+					} else {
+						d[i] = -1
+					}
+				case b[i] == -1: // MinInt / -1 wraps, as on the GPU; Go would trap
 					if rem {
 						d[i] = 0
 					} else {
 						d[i] = -a[i]
 					}
-					continue
-				}
-				if rem {
+				case rem:
 					d[i] = a[i] % b[i]
-				} else {
+				default:
 					d[i] = a[i] / b[i]
 				}
 			}
-			return ""
 		}), nil
 	case OpMin:
 		return mk2(d, x, y, func(d, a, b []T) {

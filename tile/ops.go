@@ -35,8 +35,8 @@ const (
 	OpAdd
 	OpSub
 	OpMul
-	OpDiv // floats: IEEE division; ints: truncated toward zero, error on zero divisor
-	OpRem // floats: fmod (sign of the dividend); ints: truncated remainder, error on zero divisor
+	OpDiv // floats: IEEE division; ints: truncated toward zero; x/0 = -1 (unspecified on the GPU: mask such lanes)
+	OpRem // floats: fmod (sign of the dividend); ints: truncated remainder; x%0 = x (unspecified on the GPU)
 	OpMin // floats: NaN if either operand is NaN
 	OpMax // floats: NaN if either operand is NaN
 	OpPow // floats only: x**y
