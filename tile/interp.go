@@ -51,7 +51,8 @@ type Exec struct {
 	Workers int // goroutines per launch; 0 means GOMAXPROCS
 
 	slots  []slotInfo // by value ID
-	code   []instr
+	launch []instr    // program-invariant values, run once per worker and launch
+	code   []instr    // the program
 	frames sync.Pool
 }
 
@@ -94,16 +95,18 @@ func NewExec(k *Kernel) (*Exec, error) {
 	for i := range e.slots {
 		e.slots[i].alias = -1
 	}
-	c := &compiler{e: e, roots: map[*Value]*Value{}}
+	c := &compiler{e: e, roots: map[*Value]*Value{}, lanes: AnalyzeLanes(k), invariant: make([]bool, k.NumValues())}
 	for _, p := range k.Params {
 		c.slot(p)
 		c.roots[p] = p
+		c.invariant[p.ID] = true
 	}
+	c.markLane0Only(k)
 	code, err := c.block(k.Body, nil)
 	if err != nil {
 		return nil, err
 	}
-	e.code = code
+	e.code, e.launch = code, c.launch
 	e.frames.New = func() any { return e.newFrame() }
 	return e, nil
 }
@@ -210,6 +213,10 @@ func (e *Exec) Launch(grid Grid, args ...any) error {
 			}
 		}
 		f.nprog = [3]int32{int32(g[0]), int32(g[1]), int32(g[2])}
+		if err := runCode(e.launch, f); err != nil {
+			errOnce.Do(func() { first = e.located(err, f) })
+			stop.Store(true)
+		}
 		for !stop.Load() {
 			idx := int(next.Add(1) - 1)
 			if idx >= total {

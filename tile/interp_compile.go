@@ -5,8 +5,48 @@ import "fmt"
 // compiler turns a kernel into a tree of instr closures: one per op, each a
 // loop over typed slices.
 type compiler struct {
-	e     *Exec
-	roots map[*Value]*Value // pointer value → its parameter
+	e         *Exec
+	roots     map[*Value]*Value // pointer value → its parameter
+	lanes     []LaneInfo        // by value ID
+	invariant []bool            // by value ID: the same in every program of a launch
+	launch    []instr           // computes the invariant values, once per worker and launch
+	lane0Only []bool            // by value ID: a contiguous pointer block read only for its lane 0
+}
+
+// markLane0Only finds contiguous pointer blocks whose every use is as the
+// address of a load, store or atomic_add: those read only lane 0 of it.
+func (c *compiler) markLane0Only(k *Kernel) {
+	c.lane0Only = make([]bool, k.NumValues())
+	other := make([]bool, k.NumValues())
+	k.Walk(func(v *Value) {
+		for i, a := range v.Args {
+			mem := i == 0 && (v.Op == OpLoad || v.Op == OpStore || v.Op == OpAtomicAdd)
+			if !mem {
+				other[a.ID] = true
+			}
+		}
+	})
+	k.Walk(func(v *Value) {
+		c.lane0Only[v.ID] = v.Op == OpAddPtr && c.lanes[v.ID].Contiguous && !other[v.ID]
+	})
+}
+
+// isInvariant reports whether v depends only on parameters and constants, so
+// that it can be computed once per launch instead of once per program
+// (loop-invariant code motion over the grid).
+func (c *compiler) isInvariant(v *Value) bool {
+	switch v.Op {
+	case OpParam, OpConst, OpArange:
+		return true
+	case OpProgramID, OpLoad, OpStore, OpAtomicAdd, OpFor, OpForResult, OpBlockArg, OpYield:
+		return false
+	}
+	for _, a := range v.Args {
+		if !c.invariant[a.ID] {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *compiler) slot(v *Value) {
@@ -43,7 +83,13 @@ func (c *compiler) block(b *Block, loop *Value) ([]instr, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tile: @%s: %s: %w", c.e.k.Name, v, err)
 		}
-		if in != nil {
+		inv := c.isInvariant(v)
+		c.invariant[v.ID] = inv
+		switch {
+		case in == nil:
+		case inv:
+			c.launch = append(c.launch, in)
+		default:
 			code = append(code, in)
 		}
 	}
@@ -77,6 +123,12 @@ func (c *compiler) value(v *Value, loop *Value) (instr, error) {
 		return nil, nil
 	case cl == classShape:
 		return byKind(storageKind(v.Type), shapeOp{v: v})
+	case v.Op == OpAddPtr && c.lane0Only[v.ID]:
+		x, y := arg(0), arg(1)
+		if v.Args[1].Type.DType == I32 {
+			return func(f *frame) error { get[int64](f, d)[0] = get[int64](f, x)[0] + int64(get[int32](f, y)[0]); return nil }, nil
+		}
+		return func(f *frame) error { get[int64](f, d)[0] = get[int64](f, x)[0] + get[int64](f, y)[0]; return nil }, nil
 	case v.Op == OpAddPtr:
 		if v.Args[1].Type.DType == I32 {
 			return mk2(d, arg(0), arg(1), addPtrL[int32]), nil

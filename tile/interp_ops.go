@@ -25,13 +25,18 @@ func (c *compiler) memory(v *Value) (instr, error) {
 	if root == nil {
 		return nil, fmt.Errorf("pointer has no root parameter")
 	}
+	contig := c.lanes[v.Args[0].ID].Contiguous
+	scratch := -1
+	if contig {
+		scratch = c.scratch(I64, v.Args[0].Type.Shape.Numel())
+	}
 	switch v.Args[0].Type.DType {
 	case F32:
-		return memInstr[float32](v, root)
+		return memInstr[float32](v, root, contig, scratch)
 	case F64:
-		return memInstr[float64](v, root)
+		return memInstr[float64](v, root, contig, scratch)
 	case I32:
-		return memInstr[int32](v, root)
+		return memInstr[int32](v, root, contig, scratch)
 	}
 	return nil, fmt.Errorf("pointer to %v", v.Args[0].Type.DType)
 }
@@ -40,7 +45,55 @@ func oob(v, root *Value, lane int, off int64, n int, verb string) error {
 	return &ExecError{Value: v.String(), Msg: fmt.Sprintf("lane %d %s offset %d of %s, outside its %d elements", lane, verb, off, root.Name, n)}
 }
 
-func memInstr[T number](v, root *Value) (instr, error) {
+// window returns buf[base : base+n] when every lane of a contiguous access
+// is enabled and inside buf, or nil: then the lane-by-lane path runs and
+// reports any fault precisely.
+func window[T any](buf []T, base int64, m []bool, n int) []T {
+	if base < 0 || base+int64(n) > int64(len(buf)) || !allTrue(m) {
+		return nil
+	}
+	return buf[base : base+int64(n)]
+}
+
+// allTrue reports whether every element of m is true, eight at a time (a Go
+// bool is one byte holding 0 or 1).
+func allTrue(m []bool) bool {
+	const ones = 0x0101010101010101
+	if len(m) >= 8 {
+		words := unsafe.Slice((*uint64)(unsafe.Pointer(&m[0])), len(m)/8)
+		for _, w := range words {
+			if w != ones {
+				return false
+			}
+		}
+		m = m[len(words)*8:]
+	}
+	for _, on := range m {
+		if !on {
+			return false
+		}
+	}
+	return true
+}
+
+// lanes gives the element offset of each lane: ptr itself, or for a
+// contiguous block whose lanes were not computed, base + i in scratch.
+func lanes(ptr []int64, contig bool, scratch []int64) []int64 {
+	if !contig {
+		return ptr
+	}
+	base := ptr[0]
+	for i := range scratch {
+		scratch[i] = base + int64(i)
+	}
+	return scratch
+}
+
+// memInstr compiles load, store and atomic_add. contig says the pointer
+// block is contiguous (AnalyzeLanes): a fully enabled access is then a copy,
+// and only lane 0 of the pointer block is read (lanes rebuilds the others in
+// the scratch slot for a partial access).
+func memInstr[T number](v, root *Value, contig bool, scratch int) (instr, error) {
 	p := v.Args[0].ID
 	pi := int(root.Aux)
 	switch v.Op {
@@ -55,8 +108,19 @@ func memInstr[T number](v, root *Value) (instr, error) {
 		}
 		return func(f *frame) error {
 			buf, dst, ptr := f.bufs[pi].([]T), get[T](f, d), get[int64](f, p)
-			ptr = ptr[:len(dst)]
 			n := uint64(len(buf))
+			if contig {
+				var m []bool
+				if mask >= 0 {
+					m = get[bool](f, mask)
+				}
+				if w := window(buf, ptr[0], m, len(dst)); w != nil {
+					copy(dst, w)
+					return nil
+				}
+				ptr = lanes(ptr, contig, get[int64](f, scratch))
+			}
+			ptr = ptr[:len(dst)]
 			if mask < 0 {
 				for i, o := range ptr {
 					if uint64(o) >= n {
@@ -94,12 +158,19 @@ func memInstr[T number](v, root *Value) (instr, error) {
 		}
 		return func(f *frame) error {
 			buf, val, ptr := f.bufs[pi].([]T), get[T](f, x), get[int64](f, p)
-			ptr = ptr[:len(val)]
 			n := uint64(len(buf))
 			var m []bool
 			if mask >= 0 {
 				m = get[bool](f, mask)[:len(val)]
 			}
+			if contig {
+				if w := window(buf, ptr[0], m, len(val)); w != nil {
+					copy(w, val)
+					return nil
+				}
+				ptr = lanes(ptr, contig, get[int64](f, scratch))
+			}
+			ptr = ptr[:len(val)]
 			for i, o := range ptr {
 				if m != nil && !m[i] {
 					continue
@@ -119,6 +190,9 @@ func memInstr[T number](v, root *Value) (instr, error) {
 		}
 		return func(f *frame) error {
 			buf, val, ptr, old := f.bufs[pi].([]T), get[T](f, x), get[int64](f, p), get[T](f, d)
+			if contig {
+				ptr = lanes(ptr, contig, get[int64](f, scratch))
+			}
 			ptr = ptr[:len(val)]
 			n := uint64(len(buf))
 			var m []bool
@@ -576,6 +650,10 @@ func unaryFloat[T float](op Op, d, x int) (instr, error) {
 }
 
 func expL[T float](d, a []T) {
+	if d32, ok := any(d).([]float32); ok {
+		expSlice32(d32, any(a).([]float32))
+		return
+	}
 	a = a[:len(d)]
 	for i := range d {
 		d[i] = T(math.Exp(float64(a[i])))
@@ -788,9 +866,20 @@ func reduceRow[T number](op Op, row []T) T {
 	r := row[0]
 	switch op {
 	case OpReduceSum:
-		for _, p := range row[1:] {
-			r += p
+		// four partial sums in lanes i mod 4, combined pairwise: shorter
+		// dependency chains than one running sum, and no less accurate
+		var s [4]T
+		i := 0
+		for ; i+4 <= len(row); i += 4 {
+			s[0] += row[i]
+			s[1] += row[i+1]
+			s[2] += row[i+2]
+			s[3] += row[i+3]
 		}
+		for ; i < len(row); i++ {
+			s[0] += row[i]
+		}
+		return (s[0] + s[1]) + (s[2] + s[3])
 	case OpReduceMax:
 		for _, p := range row[1:] {
 			if p > r || p != p {
