@@ -126,7 +126,10 @@ func (c *compiler) value(v *Value, loop *Value) (instr, error) {
 	case v.Op == OpAddPtr && c.lane0Only[v.ID]:
 		x, y := arg(0), arg(1)
 		if v.Args[1].Type.DType == I32 {
-			return func(f *frame) error { get[int64](f, d)[0] = get[int64](f, x)[0] + int64(get[int32](f, y)[0]); return nil }, nil
+			return func(f *frame) error {
+				get[int64](f, d)[0] = get[int64](f, x)[0] + int64(get[int32](f, y)[0])
+				return nil
+			}, nil
 		}
 		return func(f *frame) error { get[int64](f, d)[0] = get[int64](f, x)[0] + get[int64](f, y)[0]; return nil }, nil
 	case v.Op == OpAddPtr:
