@@ -2,6 +2,11 @@ module github.com/tilefuse/tilefuse
 
 go 1.26
 
+// gorgonia, tensor, cu and testify are required ahead of the packages that
+// will import them (ops, graphpass, fusion; cuda behind the tilefuse_cuda tag):
+// `go mod tidy` would drop them until then. assume-no-moving-gc is pinned to a
+// version under which Gorgonia starts on Go 1.26.
+
 require (
 	github.com/apache/arrow/go/arrow v0.0.0-20211112161151-bc219186db40 // indirect
 	github.com/awalterschulze/gographviz v2.0.3+incompatible // indirect
