@@ -22,6 +22,9 @@ func main() {
 }
 
 func run(args []string, out io.Writer) error {
+	if len(args) > 0 && args[0] == "gpubench" {
+		return gpuBench(args[1:], out)
+	}
 	fs := flag.NewFlagSet("tilefuse", flag.ContinueOnError)
 	filter := fs.String("run", "", "run only cases whose name contains this")
 	large := fs.Bool("large", false, "include the large cases")

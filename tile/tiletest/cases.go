@@ -69,9 +69,14 @@ func Cases() []Case {
 		matmul("16x16x16", 16, 16, 16, false, false, false),
 		matmul("1x1x1", 1, 1, 1, false, false, false),
 	)
-	big := matmul("256x384x512", 256, 384, 512, false, false, false)
-	big.Large = true
-	cs = append(cs, big)
+	for _, c := range []struct {
+		name    string
+		m, n, k int
+	}{{"256x384x512", 256, 384, 512}, {"1024x1024x1024", 1024, 1024, 1024}} {
+		big := matmul(c.name, c.m, c.n, c.k, false, false, false)
+		big.Large = true
+		cs = append(cs, big)
+	}
 	return cs
 }
 
@@ -79,6 +84,7 @@ func vecAdd(n, block int) Case {
 	return Case{
 		Name:   fmt.Sprintf("vec_add/n=%d/BLOCK=%d", n, block),
 		Kernel: spec(kernels.VecAdd, tile.Meta{"BLOCK": block}),
+		Tol:    TolElementwise,
 		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
 			x, y, out := Uniform(rng, n, -10, 10), Uniform(rng, n, -10, 10), Output(n)
 			return tile.Grid{tile.CDiv(n, block)}, []any{x, y, out, n}, func() error {
@@ -96,6 +102,7 @@ func geluChain(n, block int) Case {
 	return Case{
 		Name:   fmt.Sprintf("gelu_chain/n=%d/BLOCK=%d", n, block),
 		Kernel: spec(kernels.GeluChain, tile.Meta{"BLOCK": block}),
+		Tol:    TolElementwise,
 		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
 			x, a, b, c := Uniform(rng, n, -4, 4), Uniform(rng, n, -2, 2), Uniform(rng, n, -1, 1), Uniform(rng, n, -2, 2)
 			out := Output(n)
@@ -118,6 +125,7 @@ func copy2D(name string, m, n int, colMajor bool) Case {
 	return Case{
 		Name:   fmt.Sprintf("copy_2d/%s/%dx%d", name, m, n),
 		Kernel: spec(kernels.Copy2D, tile.Meta{"BM": bm, "BN": bn}),
+		Tol:    Tol{},
 		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
 			ref := Uniform(rng, m*n, -1, 1) // row-major contents
 			in := make([]float32, m*n)
@@ -175,6 +183,7 @@ func softmax(looped bool, rows, n, block int, scale float64, infs bool) Case {
 	return Case{
 		Name:   fmt.Sprintf("%s/%dx%d/BLOCK=%d/scale=%g/infs=%v", name, rows, n, block, scale, infs),
 		Kernel: spec(f, tile.Meta{"BLOCK": block}),
+		Tol:    TolRow,
 		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
 			x := Uniform(rng, rows*n, -scale, scale)
 			if infs {
@@ -204,6 +213,7 @@ func layerNorm(rows, n, block int, scale float64) Case {
 	return Case{
 		Name:   fmt.Sprintf("layer_norm/%dx%d/BLOCK=%d/scale=%g", rows, n, block, scale),
 		Kernel: spec(kernels.LayerNorm, tile.Meta{"BLOCK": block}),
+		Tol:    Tol{Abs: 2e-5 * scale, Rel: 2e-5},
 		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
 			x := Uniform(rng, rows*n, -scale, scale)
 			for i := range x {
@@ -246,6 +256,7 @@ func colSum(m, n, bm, bn int) Case {
 	return Case{
 		Name:   fmt.Sprintf("col_sum/%dx%d/BM=%d/BN=%d", m, n, bm, bn),
 		Kernel: spec(kernels.ColSum, tile.Meta{"BM": bm, "BN": bn}),
+		Tol:    TolSum,
 		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
 			x := Uniform(rng, m*n, -1, 1)
 			out := Output(n)
@@ -311,6 +322,7 @@ func matmul(name string, m, n, k int, transA, transB, tf32 bool) Case {
 	return Case{
 		Name:   "matmul/" + name,
 		Kernel: spec(kernels.Matmul, meta),
+		Tol:    tol,
 		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
 			a, b := Uniform(rng, m*k, -1, 1), Uniform(rng, k*n, -1, 1)
 			ab, sam, sak := layout(a, m, k, transA)

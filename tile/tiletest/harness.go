@@ -35,6 +35,8 @@ type Case struct {
 	Setup func(rng *rand.Rand) (tile.Grid, []any, func() error)
 	// Large cases take seconds on the interpreter; -short skips them.
 	Large bool
+	// Tol bounds the difference between two backends' outputs (Compare).
+	Tol Tol
 }
 
 // Seed is the base of every case's random stream; a case mixes in its name.
@@ -73,6 +75,62 @@ func RunCase(l Launcher, c Case) error {
 		return fmt.Errorf("launch: %w", err)
 	}
 	return check()
+}
+
+// Compare runs c on launchers a and b from identical inputs, checks each
+// result against the float64 reference, and checks that the two agree
+// within c.Tol on every floating-point buffer.
+func Compare(a, b Launcher, c Case) error {
+	k, err := c.Kernel()
+	if err != nil {
+		return fmt.Errorf("build: %w", err)
+	}
+	var outs [2][]any
+	for i, l := range []Launcher{a, b} {
+		grid, args, check := c.Setup(RNG(c.Name))
+		if err := l.Launch(k, grid, args...); err != nil {
+			return fmt.Errorf("%s: launch: %w", l.Name(), err)
+		}
+		if err := check(); err != nil {
+			return fmt.Errorf("%s: %w", l.Name(), err)
+		}
+		outs[i] = args
+	}
+	for i, x := range outs[0] {
+		xs, ok := x.([]float32)
+		if !ok {
+			continue
+		}
+		ys := outs[1][i].([]float32)
+		want := make([]float64, len(ys))
+		for j, y := range ys {
+			want[j] = float64(y)
+		}
+		if err := closeAll(k.Params[i].Name, xs, want, c.Tol); err != nil {
+			return fmt.Errorf("%s against %s: %w", a.Name(), b.Name(), err)
+		}
+	}
+	return nil
+}
+
+// closeAll is Close over the whole buffer (padding included).
+func closeAll(what string, got []float32, want []float64, tol Tol) error {
+	bad := 0
+	first := ""
+	for i, w := range want {
+		g := float64(got[i])
+		ok := g == w || math.IsNaN(g) && math.IsNaN(w) || math.Abs(g-w) <= tol.Abs+tol.Rel*math.Abs(w)
+		if !ok {
+			if bad == 0 {
+				first = fmt.Sprintf("[%d] = %g vs %g", i, g, w)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%s: %d of %d elements differ beyond %+v, first %s", what, bad, len(want), tol, first)
+	}
+	return nil
 }
 
 // Poison fills outputs before a launch: an odd value that no kernel computes.

@@ -1,0 +1,12 @@
+//go:build !tilefuse_cuda
+
+package main
+
+import (
+	"errors"
+	"io"
+)
+
+func gpuBench(args []string, out io.Writer) error {
+	return errors.New("gpubench needs the CUDA build: go build -tags tilefuse_cuda ./cmd/tilefuse (see README)")
+}

@@ -1,0 +1,1390 @@
+package codegen
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// lval is a value as one thread holds it: one register per slot of its
+// layout (slots of one class share a register), or one register for a scalar.
+type lval struct {
+	lay  *Layout // nil for scalars
+	regs []string
+}
+
+// lowerer turns one verified kernel into PTX. Values are emitted on demand
+// in the layout a consumer asks for (memoised per layout); anchors (loads,
+// reductions, dots, atomics, loop-carried values) are emitted once, in
+// program order, in their natural layout, and converted through shared
+// memory when asked for in another. Values that depend only on parameters,
+// program ids and thread geometry go to the prologue, computed once per thread.
+type lowerer struct {
+	k    *tile.Kernel
+	opt  Options
+	axes []axisInfo
+	inv  []bool // kernel-invariant: computed in the prologue
+
+	pro, body strings.Builder
+	nreg      map[string]int
+	nlabel    int
+
+	memo     []map[string]*lval // scopes; memo[0] holds prologue values
+	natural  map[int]*Layout    // anchors' natural layouts, by value ID
+	blocked  map[string]*Blocked
+	classes  map[string][][]int
+	geometry map[string]string // thread-geometry registers, by key
+
+	smem     int              // bytes of dynamic shared memory needed
+	smemBase string           // register holding the shared window address of smem
+	laidOut  map[int][]string // value ID → layouts it was emitted in (for the dump)
+}
+
+func newLowerer(k *tile.Kernel, opt Options) *lowerer {
+	l := &lowerer{
+		k: k, opt: opt,
+		nreg:     map[string]int{},
+		memo:     []map[string]*lval{{}},
+		natural:  map[int]*Layout{},
+		blocked:  map[string]*Blocked{},
+		classes:  map[string][][]int{},
+		geometry: map[string]string{},
+		laidOut:  map[int][]string{},
+	}
+	l.axes = analyzeAxes(k, opt.Spec)
+	l.inv = make([]bool, k.NumValues())
+	k.Walk(func(v *tile.Value) {
+		switch v.Op {
+		case tile.OpLoad, tile.OpAtomicAdd, tile.OpReduceSum, tile.OpReduceMax, tile.OpReduceMin,
+			tile.OpDot, tile.OpFor, tile.OpForResult, tile.OpBlockArg, tile.OpYield, tile.OpStore:
+			return
+		}
+		inv := true
+		for _, a := range v.Args {
+			inv = inv && l.inv[a.ID]
+		}
+		l.inv[v.ID] = inv
+	})
+	return l
+}
+
+// ---- registers, labels, emission ----
+
+var regDecl = map[string]string{"p": ".pred", "r": ".b32", "rd": ".b64", "f": ".f32", "fd": ".f64"}
+
+func regClass(t tile.Type) string {
+	if t.Ptr {
+		return "rd"
+	}
+	switch t.DType {
+	case tile.I1:
+		return "p"
+	case tile.I32:
+		return "r"
+	case tile.I64:
+		return "rd"
+	case tile.F32:
+		return "f"
+	case tile.F64:
+		return "fd"
+	}
+	return "r"
+}
+
+func (l *lowerer) reg(class string) string {
+	l.nreg[class]++
+	return fmt.Sprintf("%%%s%d", class, l.nreg[class])
+}
+
+func (l *lowerer) label(what string) string {
+	l.nlabel++
+	return fmt.Sprintf("$L_%s_%d", what, l.nlabel)
+}
+
+// out is where v's code goes: the prologue for kernel-invariant values.
+func (l *lowerer) out(v *tile.Value) *strings.Builder {
+	if v != nil && v.ID < len(l.inv) && l.inv[v.ID] {
+		return &l.pro
+	}
+	return &l.body
+}
+
+func emit(w *strings.Builder, format string, args ...any) {
+	w.WriteString("\t")
+	fmt.Fprintf(w, format, args...)
+	w.WriteString(";\n")
+}
+
+// ---- memo scopes ----
+
+func layKey(lay *Layout) string {
+	if lay == nil {
+		return "scalar"
+	}
+	return lay.String()
+}
+
+func (l *lowerer) lookup(v *tile.Value, lay *Layout) *lval {
+	key := fmt.Sprintf("%d|%s", v.ID, layKey(lay))
+	for i := len(l.memo) - 1; i >= 0; i-- {
+		if x, ok := l.memo[i][key]; ok {
+			return x
+		}
+	}
+	return nil
+}
+
+func (l *lowerer) remember(v *tile.Value, x *lval) {
+	key := fmt.Sprintf("%d|%s", v.ID, layKey(x.lay))
+	scope := l.memo[len(l.memo)-1]
+	if l.inv[v.ID] {
+		scope = l.memo[0]
+	}
+	scope[key] = x
+	l.laidOut[v.ID] = append(l.laidOut[v.ID], layKey(x.lay))
+}
+
+// ---- layouts ----
+
+func (l *lowerer) intern(b *Blocked) *Blocked {
+	if x, ok := l.blocked[b.key()]; ok {
+		return x
+	}
+	l.blocked[b.key()] = b
+	return b
+}
+
+// canonical is the layout chosen for a value of shape s with no natural one.
+func (l *lowerer) canonical(s tile.Shape) *Layout {
+	if s.IsScalar() {
+		return nil
+	}
+	lay := plain(l.intern(newBlocked(s.Slice(), l.opt.NumWarps, 4)))
+	return &lay
+}
+
+// classesOf groups the slots of lay by class (slots holding the same element).
+func (l *lowerer) classesOf(lay *Layout) [][]int {
+	if lay == nil {
+		return [][]int{{0}}
+	}
+	key := lay.String()
+	if c, ok := l.classes[key]; ok {
+		return c
+	}
+	idx := map[string]int{}
+	var out [][]int
+	for i, s := range lay.B.slots() {
+		k := lay.classKey(s)
+		j, ok := idx[k]
+		if !ok {
+			j = len(out)
+			idx[k] = j
+			out = append(out, nil)
+		}
+		out[j] = append(out[j], i)
+	}
+	l.classes[key] = out
+	return out
+}
+
+func nslots(lay *Layout) int {
+	if lay == nil {
+		return 1
+	}
+	return len(lay.B.slots())
+}
+
+// natural is the layout a value is best computed in, derived forward from
+// the anchors it depends on; nil when it has none (it adapts to consumers).
+func (l *lowerer) naturalOf(v *tile.Value) *Layout {
+	if v.Type.Shape.IsScalar() {
+		return nil
+	}
+	if lay, ok := l.natural[v.ID]; ok {
+		return lay
+	}
+	var lay *Layout
+	switch {
+	case v.Op == tile.OpBroadcast:
+		if in := l.naturalOf(v.Args[0]); in != nil {
+			lay = broadcastLayout(in, v.Args[0].Type.Shape, v.Type.Shape)
+		}
+	case v.Op == tile.OpExpandDims:
+		if in := l.naturalOf(v.Args[0]); in != nil {
+			src := append([]int(nil), in.Src[:v.Aux]...)
+			src = append(append(src, -1), in.Src[v.Aux:]...)
+			lay = &Layout{B: in.B, Src: src}
+		}
+	case v.Op == tile.OpTrans:
+		if in := l.naturalOf(v.Args[0]); in != nil {
+			lay = &Layout{B: in.B, Src: []int{in.Src[1], in.Src[0]}}
+		}
+	case v.Op.IsElementwise() || v.Op == tile.OpAddPtr:
+		for _, a := range v.Args {
+			if n := l.naturalOf(a); n != nil {
+				lay = n
+				break
+			}
+		}
+	}
+	l.natural[v.ID] = lay
+	return lay
+}
+
+// broadcastLayout finds, for a value of shape out broadcast from in held in
+// layout lay, the layout that makes the broadcast free: each broadcast
+// dimension takes an unused dimension of lay's blocked shape of its size.
+func broadcastLayout(lay *Layout, in, out tile.Shape) *Layout {
+	src := append([]int(nil), lay.Src...)
+	used := map[int]bool{}
+	for _, s := range src {
+		if s >= 0 {
+			used[s] = true
+		}
+	}
+	for i := 0; i < out.Rank; i++ {
+		if in.Dims[i] == out.Dims[i] {
+			continue
+		}
+		found := -1
+		for d, n := range lay.B.Shape {
+			if !used[d] && n == out.Dims[i] {
+				found = d
+				break
+			}
+		}
+		if found < 0 {
+			return nil
+		}
+		src[i] = found
+		used[found] = true
+	}
+	return &Layout{B: lay.B, Src: src}
+}
+
+// inputLayout is the layout an operand of shape in must have so that a
+// broadcast to a value held in out is free.
+func inputLayout(out *Layout, in tile.Shape) *Layout {
+	src := make([]int, len(out.Src))
+	for i, s := range out.Src {
+		if in.Dims[i] == 1 {
+			src[i] = -1
+		} else {
+			src[i] = s
+		}
+	}
+	return &Layout{B: out.B, Src: src}
+}
+
+// ---- thread geometry ----
+
+func (l *lowerer) geo(key string, make func(w *strings.Builder) string) string {
+	if r, ok := l.geometry[key]; ok {
+		return r
+	}
+	r := make(&l.pro)
+	l.geometry[key] = r
+	return r
+}
+
+func (l *lowerer) tid() string {
+	return l.geo("tid", func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "mov.u32 %s, %%tid.x", r)
+		return r
+	})
+}
+
+func (l *lowerer) laneID() string {
+	return l.geo("lane", func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "and.b32 %s, %s, 31", r, l.tid())
+		return r
+	})
+}
+
+func (l *lowerer) warpID() string {
+	return l.geo("warp", func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "shr.u32 %s, %s, 5", r, l.tid())
+		return r
+	})
+}
+
+// laneAlong and warpAlong are the thread's lane and warp index along d.
+func (l *lowerer) laneAlong(b *Blocked, d int) string {
+	return l.geo(fmt.Sprintf("lane|%s|%d", b.key(), d), func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "shr.u32 %s, %s, %d", r, l.laneID(), b.laneShift(d))
+		emit(w, "and.b32 %s, %s, %d", r, r, b.TPW[d]-1)
+		return r
+	})
+}
+
+func (l *lowerer) warpAlong(b *Blocked, d int) string {
+	return l.geo(fmt.Sprintf("warp|%s|%d", b.key(), d), func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "shr.u32 %s, %s, %d", r, l.warpID(), b.warpShift(d))
+		emit(w, "and.b32 %s, %s, %d", r, r, b.WPC[d]-1)
+		return r
+	})
+}
+
+// base is the thread's unwrapped coordinate of slot offset 0 along d.
+func (l *lowerer) base(b *Blocked, d int) string {
+	return l.geo(fmt.Sprintf("base|%s|%d", b.key(), d), func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "mul.lo.s32 %s, %s, %d", r, l.warpAlong(b, d), b.TPW[d]*b.SPT[d])
+		t := l.reg("r")
+		emit(w, "mul.lo.s32 %s, %s, %d", t, l.laneAlong(b, d), b.SPT[d])
+		emit(w, "add.s32 %s, %s, %s", r, r, t)
+		return r
+	})
+}
+
+// coord is the coordinate along d of slot offset off (wrapped).
+func (l *lowerer) coord(b *Blocked, d, off int) string {
+	return l.geo(fmt.Sprintf("coord|%s|%d|%d", b.key(), d, off), func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "add.s32 %s, %s, %d", r, l.base(b, d), off)
+		if b.wraps(d) {
+			emit(w, "and.b32 %s, %s, %d", r, r, b.Shape[d]-1)
+		}
+		return r
+	})
+}
+
+// valueCoord is the coordinate of value dimension i at slot s of lay ("0"
+// for a dimension of size 1).
+func (l *lowerer) valueCoord(lay *Layout, s slot, i int) string {
+	d := lay.Src[i]
+	if d < 0 {
+		return "0"
+	}
+	return l.coord(lay.B, d, s.Off[d])
+}
+
+// flatIndex is the row-major element index of slot s of a value of shape sh
+// in layout lay, as an i32 register (or constant).
+func (l *lowerer) flatIndex(lay *Layout, sh tile.Shape, s slot) string {
+	key := fmt.Sprintf("flat|%s|%v|%v", lay, sh, s.Off)
+	return l.geo(key, func(w *strings.Builder) string {
+		acc := ""
+		stride := 1
+		for i := sh.Rank - 1; i >= 0; i-- {
+			c := l.valueCoord(lay, s, i)
+			if c != "0" {
+				t := l.reg("r")
+				emit(w, "mul.lo.s32 %s, %s, %d", t, c, stride)
+				if acc == "" {
+					acc = t
+				} else {
+					emit(w, "add.s32 %s, %s, %s", t, t, acc)
+					acc = t
+				}
+			}
+			stride *= sh.Dims[i]
+		}
+		if acc == "" {
+			r := l.reg("r")
+			emit(w, "mov.u32 %s, 0", r)
+			return r
+		}
+		return acc
+	})
+}
+
+// owner is a predicate register true where this thread holds the canonical
+// copy of slot s's element (so that replicated values are stored or added
+// once), or "" when every copy is canonical.
+func (l *lowerer) owner(lay *Layout, s slot) (pred string, never bool) {
+	if lay == nil {
+		p := l.geo("owner|scalar", func(w *strings.Builder) string {
+			p := l.reg("p")
+			emit(w, "setp.eq.u32 %s, %s, 0", p, l.tid())
+			return p
+		})
+		return p, false
+	}
+	b := lay.B
+	var conds []string
+	for d := range b.Shape {
+		switch {
+		case !lay.uses(d):
+			if s.Off[d] != 0 {
+				return "", true
+			}
+			if b.TPW[d]*b.WPC[d] > 1 {
+				conds = append(conds, fmt.Sprintf("eq|%d", d))
+			}
+		case b.wraps(d):
+			conds = append(conds, fmt.Sprintf("lt|%d|%d", d, s.Off[d]))
+		}
+	}
+	if len(conds) == 0 {
+		return "", false
+	}
+	key := fmt.Sprintf("owner|%s|%v", b.key(), conds)
+	return l.geo(key, func(w *strings.Builder) string {
+		acc := ""
+		for _, c := range conds {
+			var d, off int
+			p := l.reg("p")
+			if strings.HasPrefix(c, "eq|") {
+				fmt.Sscanf(c, "eq|%d", &d)
+				emit(w, "setp.eq.s32 %s, %s, 0", p, l.base(b, d))
+			} else {
+				fmt.Sscanf(c, "lt|%d|%d", &d, &off)
+				t := l.reg("r")
+				emit(w, "add.s32 %s, %s, %d", t, l.base(b, d), off)
+				emit(w, "setp.lt.s32 %s, %s, %d", p, t, b.Shape[d])
+			}
+			if acc == "" {
+				acc = p
+			} else {
+				emit(w, "and.pred %s, %s, %s", p, p, acc)
+				acc = p
+			}
+		}
+		return acc
+	}), false
+}
+
+// ---- shared memory ----
+
+func (l *lowerer) needSmem(bytes int) {
+	l.smem = max(l.smem, bytes)
+}
+
+func (l *lowerer) smemAddr() string {
+	return l.geo("smem", func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "mov.u32 %s, smem", r)
+		return r
+	})
+}
+
+// smemSlot returns a register with the shared address smem + off + idx*size.
+func (l *lowerer) smemSlot(w *strings.Builder, idx string, size, off int) string {
+	a := l.reg("r")
+	if idx == "0" {
+		emit(w, "add.s32 %s, %s, %d", a, l.smemAddr(), off)
+		return a
+	}
+	emit(w, "mad.lo.s32 %s, %s, %d, %s", a, idx, size, l.smemAddr())
+	if off != 0 {
+		emit(w, "add.s32 %s, %s, %d", a, a, off)
+	}
+	return a
+}
+
+func barrier(w *strings.Builder) { emit(w, "bar.sync 0") }
+
+// memType is the PTX type of t's elements in memory and for moves.
+func memType(t tile.Type) string {
+	if t.Ptr {
+		return "u64"
+	}
+	switch t.DType {
+	case tile.I32:
+		return "b32"
+	case tile.I64:
+		return "b64"
+	case tile.F32:
+		return "f32"
+	case tile.F64:
+		return "f64"
+	case tile.I1:
+		return "u8"
+	}
+	return "b32"
+}
+
+func elemBytes(t tile.Type) int {
+	if t.Ptr {
+		return 8
+	}
+	if t.DType == tile.I1 {
+		return 1
+	}
+	return t.DType.Size()
+}
+
+// convert moves x (a value of type xt held in x.lay) into layout to of a
+// value of shape toShape with the same elements in row-major order, through
+// shared memory.
+func (l *lowerer) convert(x *lval, xt tile.Type, to *Layout, toShape tile.Shape) *lval {
+	w := &l.body
+	size := elemBytes(xt)
+	l.needSmem(xt.Shape.Numel() * size)
+	barrier(w)
+	slots := x.lay.B.slots()
+	for _, cls := range l.classesOf(x.lay) {
+		s := slots[cls[0]]
+		a := l.smemSlot(w, l.flatIndex(x.lay, xt.Shape, s), size, 0)
+		l.stShared(w, xt, a, x.regs[cls[0]])
+	}
+	barrier(w)
+	out := &lval{lay: to, regs: make([]string, nslots(to))}
+	tslots := to.B.slots()
+	for _, cls := range l.classesOf(to) {
+		s := tslots[cls[0]]
+		a := l.smemSlot(w, l.flatIndex(to, toShape, s), size, 0)
+		r := l.ldShared(w, xt, a)
+		for _, i := range cls {
+			out.regs[i] = r
+		}
+	}
+	barrier(w)
+	return out
+}
+
+func (l *lowerer) stShared(w *strings.Builder, t tile.Type, addr, r string) {
+	if t.DType == tile.I1 && !t.Ptr {
+		b := l.reg("r")
+		emit(w, "selp.u32 %s, 1, 0, %s", b, r)
+		emit(w, "st.shared.u8 [%s], %s", addr, b)
+		return
+	}
+	emit(w, "st.shared.%s [%s], %s", memType(t), addr, r)
+}
+
+func (l *lowerer) ldShared(w *strings.Builder, t tile.Type, addr string) string {
+	if t.DType == tile.I1 && !t.Ptr {
+		b, p := l.reg("r"), l.reg("p")
+		emit(w, "ld.shared.u8 %s, [%s]", b, addr)
+		emit(w, "setp.ne.u32 %s, %s, 0", p, b)
+		return p
+	}
+	r := l.reg(regClass(t))
+	emit(w, "ld.shared.%s %s, [%s]", memType(t), r, addr)
+	return r
+}
+
+// ---- demand ----
+
+// demand returns v held in layout lay (nil for scalars), emitting it if needed.
+func (l *lowerer) demand(v *tile.Value, lay *Layout) (*lval, error) {
+	if v.Type.Shape.IsScalar() {
+		lay = nil
+	} else if lay == nil {
+		return nil, fmt.Errorf("a block value %v was asked for without a layout", v.Type)
+	}
+	if x := l.lookup(v, lay); x != nil {
+		return x, nil
+	}
+	if isAnchor(v) {
+		nat := l.natural[v.ID]
+		x := l.lookup(v, nat)
+		if x == nil {
+			return nil, fmt.Errorf("internal: %%%d used before it was emitted", v.ID)
+		}
+		y := l.convert(x, v.Type, lay, v.Type.Shape)
+		l.remember(v, y)
+		return y, nil
+	}
+	x, err := l.compute(v, lay)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", v, err)
+	}
+	l.remember(v, x)
+	return x, nil
+}
+
+func isAnchor(v *tile.Value) bool {
+	switch v.Op {
+	case tile.OpLoad, tile.OpAtomicAdd, tile.OpReduceSum, tile.OpReduceMax, tile.OpReduceMin,
+		tile.OpDot, tile.OpForResult, tile.OpBlockArg:
+		return true
+	}
+	return false
+}
+
+// perClass computes one register per class with f and fills every slot.
+func (l *lowerer) perClass(lay *Layout, f func(i int) (string, error)) (*lval, error) {
+	x := &lval{lay: lay, regs: make([]string, nslots(lay))}
+	for _, cls := range l.classesOf(lay) {
+		r, err := f(cls[0])
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range cls {
+			x.regs[i] = r
+		}
+	}
+	return x, nil
+}
+
+// compute emits a non-anchor value in layout lay.
+func (l *lowerer) compute(v *tile.Value, lay *Layout) (*lval, error) {
+	w := l.out(v)
+	switch v.Op {
+	case tile.OpParam, tile.OpConst, tile.OpProgramID, tile.OpNumPrograms:
+		return l.source(v, w)
+	case tile.OpArange:
+		slots := lay.B.slots()
+		return l.perClass(lay, func(i int) (string, error) {
+			c := l.valueCoord(lay, slots[i], 0)
+			r := l.reg("r")
+			emit(w, "add.s32 %s, %s, %d", r, c, v.Aux)
+			return r, nil
+		})
+	case tile.OpSplat:
+		s, err := l.demand(v.Args[0], nil)
+		if err != nil {
+			return nil, err
+		}
+		return l.perClass(lay, func(int) (string, error) { return s.regs[0], nil })
+	case tile.OpBroadcast:
+		in, err := l.demand(v.Args[0], inputLayout(lay, v.Args[0].Type.Shape))
+		if err != nil {
+			return nil, err
+		}
+		return &lval{lay: lay, regs: in.regs}, nil
+	case tile.OpExpandDims:
+		src := append(append([]int(nil), lay.Src[:v.Aux]...), lay.Src[v.Aux+1:]...)
+		in, err := l.demand(v.Args[0], &Layout{B: lay.B, Src: src})
+		if err != nil {
+			return nil, err
+		}
+		return &lval{lay: lay, regs: in.regs}, nil
+	case tile.OpTrans:
+		in, err := l.demand(v.Args[0], &Layout{B: lay.B, Src: []int{lay.Src[1], lay.Src[0]}})
+		if err != nil {
+			return nil, err
+		}
+		return &lval{lay: lay, regs: in.regs}, nil
+	case tile.OpReshape:
+		return l.reshape(v, lay)
+	case tile.OpAddPtr:
+		return l.addPtr(v, lay, w)
+	case tile.OpSelect:
+		args, err := l.demandAll(v.Args, lay)
+		if err != nil {
+			return nil, err
+		}
+		return l.perClass(lay, func(i int) (string, error) {
+			r := l.reg(regClass(v.Type))
+			if v.Type.DType == tile.I1 {
+				// d = (c && a) || (!c && b)
+				t := l.reg("p")
+				emit(w, "and.pred %s, %s, %s", r, args[0].regs[i], args[1].regs[i])
+				emit(w, "not.pred %s, %s", t, args[0].regs[i])
+				emit(w, "and.pred %s, %s, %s", t, t, args[2].regs[i])
+				emit(w, "or.pred %s, %s, %s", r, r, t)
+				return r, nil
+			}
+			emit(w, "selp.%s %s, %s, %s, %s", selType(v.Type), r, args[1].regs[i], args[2].regs[i], args[0].regs[i])
+			return r, nil
+		})
+	case tile.OpCast:
+		a, err := l.demand(v.Args[0], lay)
+		if err != nil {
+			return nil, err
+		}
+		return l.perClass(lay, func(i int) (string, error) { return l.cast(w, v.Args[0].Type.DType, v.Type.DType, a.regs[i]), nil })
+	}
+	switch {
+	case v.Op.IsBinary() || v.Op.IsCompare():
+		args, err := l.demandAll(v.Args, lay)
+		if err != nil {
+			return nil, err
+		}
+		return l.perClass(lay, func(i int) (string, error) {
+			return l.binary(w, v.Op, v.Args[0].Type.DType, args[0].regs[i], args[1].regs[i])
+		})
+	case v.Op.IsUnary():
+		a, err := l.demand(v.Args[0], lay)
+		if err != nil {
+			return nil, err
+		}
+		return l.perClass(lay, func(i int) (string, error) { return l.unary(w, v.Op, v.Type.DType, a.regs[i]) })
+	}
+	return nil, fmt.Errorf("codegen has no rule for %v", v.Op)
+}
+
+func (l *lowerer) demandAll(vs []*tile.Value, lay *Layout) ([]*lval, error) {
+	out := make([]*lval, len(vs))
+	for i, a := range vs {
+		x, err := l.demand(a, lay)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = x
+	}
+	return out, nil
+}
+
+func selType(t tile.Type) string {
+	if t.Ptr {
+		return "b64"
+	}
+	switch t.DType {
+	case tile.I32:
+		return "b32"
+	case tile.I64:
+		return "b64"
+	case tile.F32:
+		return "f32"
+	case tile.F64:
+		return "f64"
+	}
+	return "b32"
+}
+
+// source emits a parameter, constant or program id (scalars, prologue).
+func (l *lowerer) source(v *tile.Value, w *strings.Builder) (*lval, error) {
+	w = &l.pro
+	r := l.reg(regClass(v.Type))
+	switch v.Op {
+	case tile.OpParam:
+		if v.Type.Ptr {
+			t := l.reg("rd")
+			emit(w, "ld.param.u64 %s, [%s]", t, paramName(v))
+			emit(w, "cvta.to.global.u64 %s, %s", r, t)
+		} else if v.Type.DType == tile.I1 {
+			t := l.reg("r")
+			emit(w, "ld.param.u32 %s, [%s]", t, paramName(v))
+			emit(w, "setp.ne.u32 %s, %s, 0", r, t)
+		} else {
+			emit(w, "ld.param.%s %s, [%s]", paramType(v.Type), r, paramName(v))
+		}
+	case tile.OpConst:
+		switch v.Type.DType {
+		case tile.I1:
+			emit(w, "setp.ne.u32 %s, %d, 0", r, v.Aux)
+		case tile.I32:
+			emit(w, "mov.u32 %s, %d", r, uint32(int32(v.Aux)))
+		case tile.I64:
+			emit(w, "mov.u64 %s, %d", r, uint64(v.Aux))
+		case tile.F32:
+			emit(w, "mov.f32 %s, %s", r, f32Lit(v.AuxF))
+		case tile.F64:
+			emit(w, "mov.f64 %s, %s", r, f64Lit(v.AuxF))
+		}
+	case tile.OpProgramID:
+		emit(w, "mov.u32 %s, %%ctaid.%s", r, "xyz"[v.Aux:v.Aux+1])
+	case tile.OpNumPrograms:
+		emit(w, "mov.u32 %s, %%nctaid.%s", r, "xyz"[v.Aux:v.Aux+1])
+	}
+	return &lval{regs: []string{r}}, nil
+}
+
+func paramName(v *tile.Value) string { return "param_" + v.Name }
+
+func paramType(t tile.Type) string {
+	if t.Ptr {
+		return "u64"
+	}
+	switch t.DType {
+	case tile.I32, tile.I1:
+		return "u32"
+	case tile.I64:
+		return "u64"
+	case tile.F32:
+		return "f32"
+	case tile.F64:
+		return "f64"
+	}
+	return "u32"
+}
+
+func (l *lowerer) addPtr(v *tile.Value, lay *Layout, w *strings.Builder) (*lval, error) {
+	args, err := l.demandAll(v.Args, lay)
+	if err != nil {
+		return nil, err
+	}
+	size := v.Type.DType.Size()
+	return l.perClass(lay, func(i int) (string, error) {
+		t, r := l.reg("rd"), l.reg("rd")
+		if v.Args[1].Type.DType == tile.I32 {
+			emit(w, "mul.wide.s32 %s, %s, %d", t, args[1].regs[i], size)
+		} else {
+			emit(w, "mul.lo.s64 %s, %s, %d", t, args[1].regs[i], size)
+		}
+		emit(w, "add.s64 %s, %s, %s", r, args[0].regs[i], t)
+		return r, nil
+	})
+}
+
+// reshape is free when it only adds or removes dimensions of size 1;
+// otherwise it goes through shared memory.
+func (l *lowerer) reshape(v *tile.Value, lay *Layout) (*lval, error) {
+	in, out := v.Args[0].Type.Shape, v.Type.Shape
+	var inNon, outNon []int
+	for i := 0; i < in.Rank; i++ {
+		if in.Dims[i] != 1 {
+			inNon = append(inNon, i)
+		}
+	}
+	for i := 0; i < out.Rank; i++ {
+		if out.Dims[i] != 1 {
+			outNon = append(outNon, i)
+		}
+	}
+	same := len(inNon) == len(outNon)
+	for j := 0; same && j < len(inNon); j++ {
+		same = in.Dims[inNon[j]] == out.Dims[outNon[j]]
+	}
+	if same {
+		src := make([]int, in.Rank)
+		for i := range src {
+			src[i] = -1
+		}
+		for j := range inNon {
+			src[inNon[j]] = lay.Src[outNon[j]]
+		}
+		x, err := l.demand(v.Args[0], &Layout{B: lay.B, Src: src})
+		if err != nil {
+			return nil, err
+		}
+		return &lval{lay: lay, regs: x.regs}, nil
+	}
+	from := l.naturalOf(v.Args[0])
+	if from == nil {
+		from = l.canonical(in)
+	}
+	x, err := l.demand(v.Args[0], from)
+	if err != nil {
+		return nil, err
+	}
+	return l.convert(x, v.Args[0].Type, lay, out), nil
+}
+
+// ---- elementwise instructions ----
+
+func ptxInt(d tile.DType) string {
+	if d == tile.I64 {
+		return "s64"
+	}
+	return "s32"
+}
+
+func ptxFloat(d tile.DType) string {
+	if d == tile.F64 {
+		return "f64"
+	}
+	return "f32"
+}
+
+func (l *lowerer) binary(w *strings.Builder, op tile.Op, d tile.DType, a, b string) (string, error) {
+	if op.IsCompare() {
+		p := l.reg("p")
+		var cmp string
+		switch op {
+		case tile.OpEq:
+			cmp = "eq"
+		case tile.OpNe:
+			cmp = "ne"
+			if d.IsFloat() {
+				cmp = "neu" // true when either is NaN
+			}
+		case tile.OpLt:
+			cmp = "lt"
+		case tile.OpLe:
+			cmp = "le"
+		case tile.OpGt:
+			cmp = "gt"
+		case tile.OpGe:
+			cmp = "ge"
+		}
+		switch {
+		case d == tile.I1:
+			t := l.reg("p")
+			emit(w, "xor.pred %s, %s, %s", t, a, b)
+			if op == tile.OpEq {
+				emit(w, "not.pred %s, %s", p, t)
+			} else {
+				emit(w, "mov.pred %s, %s", p, t)
+			}
+		case d.IsFloat():
+			emit(w, "setp.%s.%s %s, %s, %s", cmp, ptxFloat(d), p, a, b)
+		default:
+			emit(w, "setp.%s.%s %s, %s, %s", cmp, ptxInt(d), p, a, b)
+		}
+		return p, nil
+	}
+	r := l.reg(regClass(tile.ScalarOf(d)))
+	if d == tile.I1 {
+		switch op {
+		case tile.OpAnd:
+			emit(w, "and.pred %s, %s, %s", r, a, b)
+		case tile.OpOr:
+			emit(w, "or.pred %s, %s, %s", r, a, b)
+		case tile.OpXor:
+			emit(w, "xor.pred %s, %s, %s", r, a, b)
+		default:
+			return "", fmt.Errorf("%v on i1", op)
+		}
+		return r, nil
+	}
+	if d.IsInt() {
+		t := ptxInt(d)
+		bits := "b32"
+		if d == tile.I64 {
+			bits = "b64"
+		}
+		switch op {
+		case tile.OpAdd:
+			emit(w, "add.%s %s, %s, %s", t, r, a, b)
+		case tile.OpSub:
+			emit(w, "sub.%s %s, %s, %s", t, r, a, b)
+		case tile.OpMul:
+			emit(w, "mul.lo.%s %s, %s, %s", t, r, a, b)
+		case tile.OpDiv:
+			emit(w, "div.%s %s, %s, %s", t, r, a, b)
+		case tile.OpRem:
+			emit(w, "rem.%s %s, %s, %s", t, r, a, b)
+		case tile.OpMin:
+			emit(w, "min.%s %s, %s, %s", t, r, a, b)
+		case tile.OpMax:
+			emit(w, "max.%s %s, %s, %s", t, r, a, b)
+		case tile.OpAnd:
+			emit(w, "and.%s %s, %s, %s", bits, r, a, b)
+		case tile.OpOr:
+			emit(w, "or.%s %s, %s, %s", bits, r, a, b)
+		case tile.OpXor:
+			emit(w, "xor.%s %s, %s, %s", bits, r, a, b)
+		default:
+			return "", fmt.Errorf("%v on %v", op, d)
+		}
+		return r, nil
+	}
+	t := ptxFloat(d)
+	switch op {
+	case tile.OpAdd:
+		emit(w, "add.%s %s, %s, %s", t, r, a, b)
+	case tile.OpSub:
+		emit(w, "sub.%s %s, %s, %s", t, r, a, b)
+	case tile.OpMul:
+		emit(w, "mul.%s %s, %s, %s", t, r, a, b)
+	case tile.OpDiv:
+		emit(w, "div.rn.%s %s, %s, %s", t, r, a, b)
+	case tile.OpMin, tile.OpMax:
+		mm := "min"
+		if op == tile.OpMax {
+			mm = "max"
+		}
+		if d == tile.F32 {
+			emit(w, "%s.NaN.f32 %s, %s, %s", mm, r, a, b)
+		} else {
+			nan, s := l.reg("p"), l.reg("fd")
+			emit(w, "%s.f64 %s, %s, %s", mm, r, a, b)
+			emit(w, "setp.nan.f64 %s, %s, %s", nan, a, b)
+			emit(w, "add.f64 %s, %s, %s", s, a, b)
+			emit(w, "selp.f64 %s, %s, %s, %s", r, s, r, nan)
+		}
+	case tile.OpRem:
+		return l.frem(w, d, a, b)
+	case tile.OpPow:
+		return l.pow(w, d, a, b)
+	default:
+		return "", fmt.Errorf("%v on %v", op, d)
+	}
+	return r, nil
+}
+
+func (l *lowerer) cast(w *strings.Builder, from, to tile.DType, a string) string {
+	r := l.reg(regClass(tile.ScalarOf(to)))
+	switch {
+	case from == tile.I1:
+		switch to {
+		case tile.I32:
+			emit(w, "selp.u32 %s, 1, 0, %s", r, a)
+		case tile.I64:
+			emit(w, "selp.u64 %s, 1, 0, %s", r, a)
+		case tile.F32:
+			emit(w, "selp.f32 %s, 0f3F800000, 0f00000000, %s", r, a)
+		case tile.F64:
+			emit(w, "selp.f64 %s, 0d3FF0000000000000, 0d0000000000000000, %s", r, a)
+		}
+	case to == tile.I1:
+		if from.IsFloat() {
+			emit(w, "setp.neu.%s %s, %s, %s", ptxFloat(from), r, a, map[tile.DType]string{tile.F32: "0f00000000", tile.F64: "0d0000000000000000"}[from])
+		} else {
+			emit(w, "setp.ne.%s %s, %s, 0", ptxInt(from), r, a)
+		}
+	case from.IsFloat() && to.IsFloat():
+		if to == tile.F64 {
+			emit(w, "cvt.f64.f32 %s, %s", r, a)
+		} else {
+			emit(w, "cvt.rn.f32.f64 %s, %s", r, a)
+		}
+	case from.IsFloat():
+		emit(w, "cvt.rzi.%s.%s %s, %s", ptxInt(to), ptxFloat(from), r, a)
+	case to.IsFloat():
+		emit(w, "cvt.rn.%s.%s %s, %s", ptxFloat(to), ptxInt(from), r, a)
+	default:
+		if to == tile.I64 {
+			emit(w, "cvt.s64.s32 %s, %s", r, a)
+		} else {
+			emit(w, "cvt.u32.u64 %s, %s", r, a)
+		}
+	}
+	return r
+}
+
+// ---- program order: anchors, stores, loops ----
+
+func (l *lowerer) block(b *tile.Block) error {
+	for _, v := range b.Values {
+		var err error
+		switch v.Op {
+		case tile.OpLoad:
+			err = l.load(v)
+		case tile.OpStore, tile.OpAtomicAdd:
+			err = l.store(v)
+		case tile.OpReduceSum, tile.OpReduceMax, tile.OpReduceMin:
+			err = l.reduce(v)
+		case tile.OpDot:
+			err = l.dot(v)
+		case tile.OpFor:
+			err = l.forLoop(v)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", v, err)
+		}
+	}
+	return nil
+}
+
+// vecWidth is how many consecutive slots of a plain layout one access may
+// cover: bounded by the run each thread holds, the pointer's contiguity and
+// alignment, the mask's constancy and 16 bytes.
+func (l *lowerer) vecWidth(lay *Layout, ptr, mask *tile.Value, size int) int {
+	if lay == nil {
+		return 1
+	}
+	last := len(lay.Src) - 1
+	if lay.Src[last] != lay.B.rank()-1 || lay.B.wraps(last) {
+		return 1
+	}
+	pi := l.axes[ptr.ID]
+	v := min(lay.B.SPT[last], pi.Contig, 16/size, max(1, pi.Div/size))
+	if mask != nil {
+		v = min(v, l.axes[mask.ID].Const)
+	}
+	w := 1
+	for w*2 <= v {
+		w *= 2
+	}
+	return w
+}
+
+func vecSuffix(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return fmt.Sprintf(".v%d", n)
+}
+
+func (l *lowerer) load(v *tile.Value) error {
+	ptr := v.Args[0]
+	lay := l.naturalOf(ptr)
+	if lay == nil {
+		lay = l.canonical(v.Type.Shape)
+	}
+	if v.Type.Shape.IsScalar() {
+		lay = nil
+	}
+	args, err := l.demandAll(v.Args, lay)
+	if err != nil {
+		return err
+	}
+	var mask *tile.Value
+	if len(v.Args) > 1 {
+		mask = v.Args[1]
+	}
+	w := &l.body
+	t := v.Type
+	vw := l.vecWidth(lay, ptr, mask, elemBytes(t))
+	x := &lval{lay: lay, regs: make([]string, nslots(lay))}
+	classes := l.classesOf(lay)
+	for ci := 0; ci < len(classes); ci += vw {
+		group := classes[ci : ci+vw]
+		regs := make([]string, vw)
+		for j, cls := range group {
+			regs[j] = l.reg(regClass(t))
+			for _, i := range cls {
+				x.regs[i] = regs[j]
+			}
+		}
+		first := group[0][0]
+		pred := ""
+		if mask != nil {
+			pred = args[1].regs[first]
+			for j := range regs {
+				if len(args) > 2 {
+					emit(w, "mov.%s %s, %s", selType(t), regs[j], args[2].regs[group[j][0]])
+				} else {
+					emit(w, "mov.%s %s, %s", selType(t), regs[j], zeroLit(t.DType))
+				}
+			}
+		}
+		dst := regs[0]
+		if vw > 1 {
+			dst = "{" + strings.Join(regs, ", ") + "}"
+		}
+		guard := ""
+		if pred != "" {
+			guard = "@" + pred + " "
+		}
+		emit(w, "%sld.global%s.%s %s, [%s]", guard, vecSuffix(vw), memType(t), dst, args[0].regs[first])
+	}
+	l.natural[v.ID] = lay
+	l.remember(v, x)
+	return nil
+}
+
+// store lowers store and atomic_add: in the value's natural layout when it
+// has one, so that nothing is converted; only the canonical copy of a
+// replicated element is written.
+func (l *lowerer) store(v *tile.Value) error {
+	ptr, val := v.Args[0], v.Args[1]
+	lay := l.naturalOf(val)
+	if lay == nil {
+		lay = l.naturalOf(ptr)
+	}
+	if lay == nil {
+		lay = l.canonical(val.Type.Shape)
+	}
+	if val.Type.Shape.IsScalar() {
+		lay = nil
+	}
+	args, err := l.demandAll(v.Args, lay)
+	if err != nil {
+		return err
+	}
+	var mask *tile.Value
+	if len(v.Args) > 2 {
+		mask = v.Args[2]
+	}
+	w := &l.body
+	t := val.Type
+	atomic := v.Op == tile.OpAtomicAdd
+	vw := 1
+	if !atomic {
+		vw = l.vecWidth(lay, ptr, mask, elemBytes(t))
+	}
+	var slots []slot
+	if lay != nil {
+		slots = lay.B.slots()
+	}
+	var old *lval
+	if atomic {
+		old = &lval{lay: lay, regs: make([]string, nslots(lay))}
+	}
+	classes := l.classesOf(lay)
+	for ci := 0; ci < len(classes); ci += vw {
+		group := classes[ci : ci+vw]
+		first := group[0][0]
+		var own string
+		never := false
+		if lay == nil {
+			own, never = l.owner(nil, slot{})
+		} else {
+			own, never = l.owner(lay, slots[first])
+		}
+		if atomic {
+			r := l.reg(regClass(t))
+			emit(w, "mov.%s %s, %s", selType(t), r, zeroLit(t.DType))
+			for _, i := range group[0] {
+				old.regs[i] = r
+			}
+		}
+		if never {
+			continue
+		}
+		pred := own
+		if mask != nil {
+			m := args[2].regs[first]
+			if pred == "" {
+				pred = m
+			} else {
+				p := l.reg("p")
+				emit(w, "and.pred %s, %s, %s", p, pred, m)
+				pred = p
+			}
+		}
+		guard := ""
+		if pred != "" {
+			guard = "@" + pred + " "
+		}
+		if atomic {
+			at := map[tile.DType]string{tile.F32: "add.f32", tile.F64: "add.f64", tile.I32: "add.u32"}[t.DType]
+			emit(w, "%satom.global.%s %s, [%s], %s", guard, at, old.regs[first], args[0].regs[first], args[1].regs[first])
+			continue
+		}
+		src := args[1].regs[first]
+		if vw > 1 {
+			regs := make([]string, vw)
+			for j, cls := range group {
+				regs[j] = args[1].regs[cls[0]]
+			}
+			src = "{" + strings.Join(regs, ", ") + "}"
+		}
+		emit(w, "%sst.global%s.%s [%s], %s", guard, vecSuffix(vw), memType(t), args[0].regs[first], src)
+	}
+	if atomic {
+		l.natural[v.ID] = lay
+		l.remember(v, old)
+	}
+	return nil
+}
+
+func zeroLit(d tile.DType) string {
+	switch d {
+	case tile.F32:
+		return "0f00000000"
+	case tile.F64:
+		return "0d0000000000000000"
+	}
+	return "0"
+}
+
+// forLoop lowers a counted loop; loop-carried values live in fixed registers.
+func (l *lowerer) forLoop(v *tile.Value) error {
+	bounds := make([]string, 3)
+	for i := range bounds {
+		x, err := l.demand(v.Args[i], nil)
+		if err != nil {
+			return err
+		}
+		bounds[i] = x.regs[0]
+	}
+	it := v.Args[0].Type
+	inits := v.Args[3:]
+	body := v.Body
+	lays := make([]*Layout, len(inits))
+	carried := make([]*lval, len(inits))
+	w := &l.body
+	for i, in := range inits {
+		lay := l.naturalOf(in)
+		if lay == nil {
+			lay = l.canonical(in.Type.Shape)
+		}
+		x, err := l.demand(in, lay)
+		if err != nil {
+			return err
+		}
+		lays[i] = lay
+		c := &lval{lay: lay, regs: make([]string, len(x.regs))}
+		for _, cls := range l.classesOf(lay) {
+			r := l.reg(regClass(in.Type))
+			emit(w, "mov.%s %s, %s", movType(in.Type), r, x.regs[cls[0]])
+			for _, j := range cls {
+				c.regs[j] = r
+			}
+		}
+		carried[i] = c
+	}
+	iv := l.reg(regClass(it))
+	emit(w, "mov.%s %s, %s", movType(it), iv, bounds[0])
+	head, end := l.label("for"), l.label("end")
+	stop := l.reg("p")
+	w.WriteString(head + ":\n")
+	emit(w, "setp.ge.%s %s, %s, %s", ptxInt(it.DType), stop, iv, bounds[1])
+	nonpos := l.reg("p")
+	emit(w, "setp.le.%s %s, %s, 0", ptxInt(it.DType), nonpos, bounds[2])
+	emit(w, "or.pred %s, %s, %s", stop, stop, nonpos)
+	emit(w, "@%s bra.uni %s", stop, end)
+
+	l.memo = append(l.memo, map[string]*lval{})
+	l.remember(body.Args[0], &lval{regs: []string{iv}})
+	for i, a := range body.Args[1:] {
+		l.natural[a.ID] = lays[i]
+		l.remember(a, carried[i])
+	}
+	if err := l.block(body); err != nil {
+		return err
+	}
+	yield := body.Values[len(body.Values)-1]
+	next := make([]*lval, len(yield.Args))
+	for i, y := range yield.Args {
+		x, err := l.demand(y, lays[i])
+		if err != nil {
+			return err
+		}
+		next[i] = x
+	}
+	// copy the next values in; through temporaries where one is a carried register
+	isCarried := map[string]bool{}
+	for _, c := range carried {
+		for _, r := range c.regs {
+			isCarried[r] = true
+		}
+	}
+	type mv struct{ dst, src, typ string }
+	var moves []mv
+	stage := false
+	for i, c := range carried {
+		for _, cls := range l.classesOf(lays[i]) {
+			src := next[i].regs[cls[0]]
+			if src == c.regs[cls[0]] {
+				continue
+			}
+			moves = append(moves, mv{c.regs[cls[0]], src, movType(inits[i].Type)})
+			stage = stage || isCarried[src]
+		}
+	}
+	if stage {
+		for j, m := range moves {
+			t := l.reg(regClassOfMov(m.typ))
+			emit(w, "mov.%s %s, %s", m.typ, t, m.src)
+			moves[j].src = t
+		}
+	}
+	for _, m := range moves {
+		emit(w, "mov.%s %s, %s", m.typ, m.dst, m.src)
+	}
+	emit(w, "add.%s %s, %s, %s", ptxInt(it.DType), iv, iv, bounds[2])
+	emit(w, "bra.uni %s", head)
+	w.WriteString(end + ":\n")
+	l.memo = l.memo[:len(l.memo)-1]
+
+	// results: the carried registers, in the enclosing scope
+	for _, r := range forResults(l.k, v) {
+		i := int(r.Aux)
+		l.natural[r.ID] = lays[i]
+		l.remember(r, carried[i])
+	}
+	return nil
+}
+
+func movType(t tile.Type) string {
+	if t.Ptr {
+		return "b64"
+	}
+	switch t.DType {
+	case tile.I1:
+		return "pred"
+	case tile.I32:
+		return "b32"
+	case tile.I64:
+		return "b64"
+	case tile.F32:
+		return "f32"
+	case tile.F64:
+		return "f64"
+	}
+	return "b32"
+}
+
+func regClassOfMov(m string) string {
+	return map[string]string{"pred": "p", "b32": "r", "b64": "rd", "f32": "f", "f64": "fd"}[m]
+}
+
+// forResults lists the for_result values of loop f.
+func forResults(k *tile.Kernel, f *tile.Value) []*tile.Value {
+	var out []*tile.Value
+	k.Walk(func(v *tile.Value) {
+		if v.Op == tile.OpForResult && v.Args[0] == f {
+			out = append(out, v)
+		}
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Aux < out[j].Aux })
+	return out
+}

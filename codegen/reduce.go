@@ -1,0 +1,321 @@
+package codegen
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// reduce lowers a reduction along one axis: within each thread, then across
+// the lanes of a warp with butterfly shuffles, then across warps through
+// shared memory. The result's layout leaves the reduced dimension out, so
+// every thread along it holds the result and broadcasting it back is free.
+func (l *lowerer) reduce(v *tile.Value) error {
+	x := v.Args[0]
+	lay := l.naturalOf(x)
+	if lay == nil {
+		lay = l.canonical(x.Type.Shape)
+	}
+	in, err := l.demand(x, lay)
+	if err != nil {
+		return err
+	}
+	axis := int(v.Aux)
+	d := lay.Src[axis]
+	var outLay *Layout
+	if !v.Type.Shape.IsScalar() {
+		src := append([]int(nil), lay.Src...)
+		if v.Aux2 != 0 {
+			src[axis] = -1
+		} else {
+			src = append(src[:axis], src[axis+1:]...)
+		}
+		outLay = &Layout{B: lay.B, Src: src}
+	}
+	w := &l.body
+	t := v.Type
+	if d < 0 { // the axis has size 1: nothing to combine
+		res := &lval{lay: outLay, regs: in.regs}
+		if outLay == nil {
+			res.regs = in.regs[:1]
+		}
+		l.natural[v.ID] = outLay
+		l.remember(v, res)
+		return nil
+	}
+	b := lay.B
+	slots := b.slots()
+	sptN, tpwN, wpcN := b.distinct(d)
+
+	// group the operand's slots by the result element they hold
+	keyOf := func(s slot) string {
+		var sb strings.Builder
+		for _, e := range lay.Src {
+			if e >= 0 && e != d {
+				fmt.Fprintf(&sb, "%d.%d,", s.Rep[e], s.S[e])
+			}
+		}
+		return sb.String()
+	}
+	order := []string{}
+	groups := map[string][]int{}
+	for _, cls := range l.classesOf(lay) {
+		s := slots[cls[0]]
+		if s.S[d] >= sptN {
+			continue // a wrapped copy along the reduced dimension
+		}
+		k := keyOf(s)
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], cls[0])
+	}
+	partial := map[string]string{}
+	for _, k := range order {
+		g := groups[k]
+		acc := in.regs[g[0]]
+		for _, i := range g[1:] {
+			acc = l.combine(w, v.Op, t.DType, acc, in.regs[i])
+		}
+		for j := 0; 1<<j < tpwN; j++ {
+			other := l.shuffleXor(w, t.DType, acc, 1<<(b.laneShift(d)+j))
+			acc = l.combine(w, v.Op, t.DType, acc, other)
+		}
+		partial[k] = acc
+	}
+	if wpcN > 1 {
+		size := elemBytes(t)
+		var rshape tile.Shape
+		if outLay != nil {
+			rshape = v.Type.Shape
+		}
+		rsize := max(1, rshape.Numel())
+		l.needSmem(wpcN * rsize * size)
+		wd := l.reg("r")
+		emit(w, "and.b32 %s, %s, %d", wd, l.warpAlong(b, d), wpcN-1)
+		barrier(w)
+		for _, k := range order {
+			s := slots[groups[k][0]]
+			idx := "0"
+			if outLay != nil {
+				idx = l.flatIndex(outLay, rshape, s)
+			}
+			cell := l.reg("r")
+			emit(w, "mad.lo.s32 %s, %s, %d, %s", cell, wd, rsize, idx)
+			a := l.smemSlot(w, cell, size, 0)
+			emit(w, "st.shared.%s [%s], %s", memType(t), a, partial[k])
+		}
+		barrier(w)
+		for _, k := range order {
+			s := slots[groups[k][0]]
+			idx := "0"
+			if outLay != nil {
+				idx = l.flatIndex(outLay, rshape, s)
+			}
+			var acc string
+			for wi := 0; wi < wpcN; wi++ {
+				a := l.smemSlot(w, idx, size, wi*rsize*size)
+				r := l.reg(regClass(t))
+				emit(w, "ld.shared.%s %s, [%s]", memType(t), r, a)
+				if acc == "" {
+					acc = r
+				} else {
+					acc = l.combine(w, v.Op, t.DType, acc, r)
+				}
+			}
+			partial[k] = acc
+		}
+		barrier(w)
+	}
+	res := &lval{lay: outLay, regs: make([]string, nslots(outLay))}
+	if outLay == nil {
+		res.regs[0] = partial[order[0]]
+	} else {
+		for _, cls := range l.classesOf(outLay) {
+			s := slots[cls[0]]
+			var sb strings.Builder
+			for _, e := range outLay.Src {
+				if e >= 0 {
+					fmt.Fprintf(&sb, "%d.%d,", s.Rep[e], s.S[e])
+				}
+			}
+			r, ok := partial[sb.String()]
+			if !ok {
+				return fmt.Errorf("internal: reduction lost result class %q", sb.String())
+			}
+			for _, i := range cls {
+				res.regs[i] = r
+			}
+		}
+	}
+	l.natural[v.ID] = outLay
+	l.remember(v, res)
+	return nil
+}
+
+// combine applies a reduction's binary op.
+func (l *lowerer) combine(w *strings.Builder, op tile.Op, d tile.DType, a, b string) string {
+	var bop tile.Op
+	switch op {
+	case tile.OpReduceSum:
+		bop = tile.OpAdd
+	case tile.OpReduceMax:
+		bop = tile.OpMax
+	default:
+		bop = tile.OpMin
+	}
+	r, _ := l.binary(w, bop, d, a, b)
+	return r
+}
+
+// shuffleXor returns a's value from the lane whose id differs in the bits of mask.
+func (l *lowerer) shuffleXor(w *strings.Builder, d tile.DType, a string, mask int) string {
+	r := l.reg(regClass(tile.ScalarOf(d)))
+	if d == tile.F64 || d == tile.I64 {
+		lo, hi := l.reg("r"), l.reg("r")
+		emit(w, "mov.b64 {%s, %s}, %s", lo, hi, a)
+		emit(w, "shfl.sync.bfly.b32 %s, %s, %d, 31, -1", lo, lo, mask)
+		emit(w, "shfl.sync.bfly.b32 %s, %s, %d, 31, -1", hi, hi, mask)
+		emit(w, "mov.b64 %s, {%s, %s}", r, lo, hi)
+		return r
+	}
+	emit(w, "shfl.sync.bfly.b32 %s, %s, %d, 31, -1", r, a, mask)
+	return r
+}
+
+// dot lowers acc + a·b on CUDA cores: both operands are staged in shared
+// memory, then each thread accumulates its elements of the result with one
+// FMA per k, in order. With TF32 precision the operands are first rounded to
+// TF32 (cvt.rna), which makes each product exact in f32, as in the interpreter.
+func (l *lowerer) dot(v *tile.Value) error {
+	a, bv, acc := v.Args[0], v.Args[1], v.Args[2]
+	m, k, n := a.Type.Shape.Dims[0], a.Type.Shape.Dims[1], bv.Type.Shape.Dims[1]
+	t := v.Type
+	size := elemBytes(t)
+	accLay := l.naturalOf(acc)
+	if accLay == nil {
+		accLay = l.canonical(t.Shape)
+	}
+	for _, x := range []*tile.Value{a, bv} {
+		lay := l.naturalOf(x)
+		if lay == nil {
+			lay = l.canonical(x.Type.Shape)
+		}
+		if _, err := l.demand(x, lay); err != nil {
+			return err
+		}
+	}
+	accv, err := l.demand(acc, accLay)
+	if err != nil {
+		return err
+	}
+	w := &l.body
+	// A at [0, m*k), B after it; rows of B padded by one element against bank conflicts
+	bOff := m * k * size
+	ldb := n + 1
+	l.needSmem(bOff + k*ldb*size)
+	barrier(w)
+	for _, op := range []struct {
+		x      *tile.Value
+		off    int
+		stride int
+	}{{a, 0, k}, {bv, bOff, ldb}} {
+		lay := l.naturalOf(op.x)
+		if lay == nil {
+			lay = l.canonical(op.x.Type.Shape)
+		}
+		xv, _ := l.demand(op.x, lay)
+		slots := lay.B.slots()
+		for _, cls := range l.classesOf(lay) {
+			s := slots[cls[0]]
+			r, c := l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)
+			idx := l.reg("r")
+			emit(w, "mad.lo.s32 %s, %s, %d, %s", idx, regOrZero(w, l, r), op.stride, regOrZero(w, l, c))
+			addr := l.smemSlot(w, idx, size, op.off)
+			val := xv.regs[cls[0]]
+			if v.Prec == tile.PrecTF32 && t.DType == tile.F32 {
+				rt := l.reg("r")
+				emit(w, "cvt.rna.tf32.f32 %s, %s", rt, val)
+				emit(w, "st.shared.b32 [%s], %s", addr, rt)
+			} else {
+				emit(w, "st.shared.%s [%s], %s", memType(t), addr, val)
+			}
+		}
+	}
+	barrier(w)
+	slots := accLay.B.slots()
+	classes := l.classesOf(accLay)
+	res := &lval{lay: accLay, regs: make([]string, nslots(accLay))}
+	rows, cols := map[string]string{}, map[string]string{}
+	var rowOrder, colOrder []string // emission order must not depend on map order
+	ft := ptxFloat(t.DType)
+	for _, cls := range classes {
+		r := l.reg(regClass(t))
+		emit(w, "mov.%s %s, %s", ft, r, accv.regs[cls[0]])
+		for _, i := range cls {
+			res.regs[i] = r
+		}
+		s := slots[cls[0]]
+		ri, ci := l.valueCoord(accLay, s, 0), l.valueCoord(accLay, s, 1)
+		if _, ok := rows[ri]; !ok {
+			ra := l.reg("r")
+			emit(w, "mad.lo.s32 %s, %s, %d, %s", ra, regOrZero(w, l, ri), k*size, l.smemAddr())
+			rows[ri] = ra
+			rowOrder = append(rowOrder, ri)
+		}
+		if _, ok := cols[ci]; !ok {
+			ca := l.reg("r")
+			emit(w, "mad.lo.s32 %s, %s, %d, %s", ca, regOrZero(w, l, ci), size, l.smemAddr())
+			emit(w, "add.s32 %s, %s, %d", ca, ca, bOff)
+			cols[ci] = ca
+			colOrder = append(colOrder, ci)
+		}
+	}
+	// the k loop: one shared load per distinct row and column, one FMA per element
+	kk := l.reg("r")
+	emit(w, "mov.u32 %s, 0", kk)
+	head := l.label("dot")
+	w.WriteString(head + ":\n")
+	av, bvals := map[string]string{}, map[string]string{}
+	for _, ri := range rowOrder {
+		x := l.reg(regClass(t))
+		emit(w, "ld.shared.%s %s, [%s]", ft, x, rows[ri])
+		av[ri] = x
+	}
+	for _, ci := range colOrder {
+		x := l.reg(regClass(t))
+		emit(w, "ld.shared.%s %s, [%s]", ft, x, cols[ci])
+		bvals[ci] = x
+	}
+	for _, cls := range classes {
+		s := slots[cls[0]]
+		ri, ci := l.valueCoord(accLay, s, 0), l.valueCoord(accLay, s, 1)
+		r := res.regs[cls[0]]
+		emit(w, "fma.rn.%s %s, %s, %s, %s", ft, r, av[ri], bvals[ci], r)
+	}
+	for _, ri := range rowOrder {
+		emit(w, "add.s32 %s, %s, %d", rows[ri], rows[ri], size)
+	}
+	for _, ci := range colOrder {
+		emit(w, "add.s32 %s, %s, %d", cols[ci], cols[ci], ldb*size)
+	}
+	emit(w, "add.s32 %s, %s, 1", kk, kk)
+	p := l.reg("p")
+	emit(w, "setp.lt.s32 %s, %s, %d", p, kk, k)
+	emit(w, "@%s bra.uni %s", p, head)
+	barrier(w)
+	l.natural[v.ID] = accLay
+	l.remember(v, res)
+	return nil
+}
+
+// regOrZero turns the constant coordinate "0" into a register.
+func regOrZero(w *strings.Builder, l *lowerer, r string) string {
+	if r != "0" {
+		return r
+	}
+	z := l.reg("r")
+	emit(w, "mov.u32 %s, 0", z)
+	return z
+}

@@ -1,0 +1,237 @@
+//go:build tilefuse_cuda
+
+package cuda
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/tilefuse/tilefuse/codegen"
+)
+
+// Device is one GPU with its context, bound to a dedicated OS thread.
+type Device struct {
+	Name    string
+	Arch    int // compute capability, e.g. 90
+	SMs     int
+	MemSize int64
+
+	work chan func()
+	done chan struct{}
+
+	mu      sync.Mutex
+	modules map[[32]byte]*Function
+}
+
+// Open creates a context on GPU ordinal and the thread that owns it.
+func Open(ordinal int) (*Device, error) {
+	d := &Device{work: make(chan func()), done: make(chan struct{}), modules: map[[32]byte]*Function{}}
+	ready := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		dev, err := cu.GetDevice(ordinal)
+		if err != nil {
+			ready <- fmt.Errorf("cuda: device %d: %w", ordinal, err)
+			return
+		}
+		ctx, err := dev.MakeContext(cu.SchedAuto)
+		if err != nil {
+			ready <- fmt.Errorf("cuda: context on device %d: %w", ordinal, err)
+			return
+		}
+		if err := cu.SetCurrentContext(ctx); err != nil {
+			ready <- fmt.Errorf("cuda: set context: %w", err)
+			return
+		}
+		d.Name, _ = dev.Name()
+		maj, _ := dev.Attribute(cu.ComputeCapabilityMajor)
+		mnr, _ := dev.Attribute(cu.ComputeCapabilityMinor)
+		d.Arch = 10*maj + mnr
+		d.SMs, _ = dev.Attribute(cu.MultiprocessorCount)
+		d.MemSize, _ = dev.TotalMem()
+		ready <- nil
+		for f := range d.work {
+			f()
+		}
+		ctx.Destroy()
+		close(d.done)
+	}()
+	if err := <-ready; err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Do runs f on the device's thread, where driver calls are valid.
+func (d *Device) Do(f func() error) error {
+	var err error
+	ch := make(chan struct{})
+	d.work <- func() {
+		defer close(ch)
+		err = f()
+	}
+	<-ch
+	return err
+}
+
+// Close releases the context.
+func (d *Device) Close() error {
+	close(d.work)
+	<-d.done
+	return nil
+}
+
+// Target is the PTX target for this device: sm_90 for Hopper, else sm_80.
+func (d *Device) Target() int {
+	if d.Arch >= 90 {
+		return 90
+	}
+	return 80
+}
+
+// Function is a loaded kernel with its resource use, as Triton reports n_regs
+// and shared.
+type Function struct {
+	Name         string
+	Threads      int
+	DynShared    int // dynamic shared memory per launch, bytes
+	Regs         int // registers per thread
+	StaticShared int // static shared memory, bytes
+	Local        int // local memory per thread, bytes: spills and stack
+	fn           cu.Function
+	mod          cu.Module
+}
+
+func (f *Function) String() string {
+	return fmt.Sprintf("%s: %d threads, %d regs, %d B shared (%d static + %d dynamic), %d B local (spills)",
+		f.Name, f.Threads, f.Regs, f.StaticShared+f.DynShared, f.StaticShared, f.DynShared, f.Local)
+}
+
+// Load JIT-compiles a generated kernel (cached by the hash of its PTX).
+func (d *Device) Load(k *codegen.Kernel) (*Function, error) {
+	key := sha256.Sum256([]byte(k.PTX))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if f, ok := d.modules[key]; ok {
+		return f, nil
+	}
+	f := &Function{Name: k.Name, Threads: k.Threads(), DynShared: k.SharedBytes}
+	err := d.Do(func() error {
+		errLog := &cu.JITErrorLogBuffer{Buffer: make([]byte, 1<<14)}
+		mod, err := cu.LoadDataEx(k.PTX, errLog)
+		if err != nil {
+			return fmt.Errorf("cuda: @%s: loading PTX: %w\n%s", k.Name, err, cstr(errLog.Buffer))
+		}
+		fn, err := mod.Function(k.Name)
+		if err != nil {
+			return fmt.Errorf("cuda: @%s: function: %w", k.Name, err)
+		}
+		if k.SharedBytes > 48<<10 {
+			if err := setMaxDynamicShared(fn, k.SharedBytes); err != nil {
+				return fmt.Errorf("cuda: @%s: %w", k.Name, err)
+			}
+		}
+		f.fn, f.mod = fn, mod
+		f.Regs, _ = fn.Attribute(cu.NumRegs)
+		f.StaticShared, _ = fn.Attribute(cu.SharedSizeBytes)
+		f.Local, _ = fn.Attribute(cu.LocalSizeBytes)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.modules[key] = f
+	return f, nil
+}
+
+func cstr(b []byte) string {
+	if i := strings.IndexByte(string(b), 0); i >= 0 {
+		b = b[:i]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Buffer is device memory.
+type Buffer struct {
+	Ptr   cu.DevicePtr
+	Bytes int64
+}
+
+// Alloc allocates n bytes of device memory.
+func (d *Device) Alloc(n int64) (*Buffer, error) {
+	b := &Buffer{Bytes: n}
+	err := d.Do(func() error {
+		p, err := cu.MemAlloc(max(n, 1))
+		b.Ptr = p
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cuda: alloc %d bytes: %w", n, err)
+	}
+	return b, nil
+}
+
+// Free releases b.
+func (d *Device) Free(b *Buffer) error {
+	return d.Do(func() error { return cu.MemFree(b.Ptr) })
+}
+
+// hostBytes views a []float32, []float64 or []int32 as bytes.
+func hostBytes(x any) (unsafe.Pointer, int64, error) {
+	switch s := x.(type) {
+	case []float32:
+		if len(s) == 0 {
+			return nil, 0, nil
+		}
+		return unsafe.Pointer(&s[0]), int64(4 * len(s)), nil
+	case []float64:
+		if len(s) == 0 {
+			return nil, 0, nil
+		}
+		return unsafe.Pointer(&s[0]), int64(8 * len(s)), nil
+	case []int32:
+		if len(s) == 0 {
+			return nil, 0, nil
+		}
+		return unsafe.Pointer(&s[0]), int64(4 * len(s)), nil
+	}
+	return nil, 0, fmt.Errorf("cuda: %T is not a host buffer", x)
+}
+
+// Upload copies a host slice into b.
+func (d *Device) Upload(b *Buffer, host any) error {
+	p, n, err := hostBytes(host)
+	if err != nil || n == 0 {
+		return err
+	}
+	if n > b.Bytes {
+		return fmt.Errorf("cuda: upload of %d bytes into a buffer of %d", n, b.Bytes)
+	}
+	return d.Do(func() error { return cu.MemcpyHtoD(b.Ptr, p, n) })
+}
+
+// Download copies b into a host slice.
+func (d *Device) Download(host any, b *Buffer) error {
+	p, n, err := hostBytes(host)
+	if err != nil || n == 0 {
+		return err
+	}
+	if n > b.Bytes {
+		return fmt.Errorf("cuda: download of %d bytes from a buffer of %d", n, b.Bytes)
+	}
+	return d.Do(func() error { return cu.MemcpyDtoH(p, b.Ptr, n) })
+}
+
+// Copy copies n bytes between device buffers.
+func (d *Device) Copy(dst, src *Buffer, n int64) error {
+	return d.Do(func() error { return cu.MemcpyDtoD(dst.Ptr, src.Ptr, n) })
+}
+
+// Sync waits for all work on the device.
+func (d *Device) Sync() error { return d.Do(cu.Synchronize) }

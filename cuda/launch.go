@@ -1,0 +1,249 @@
+//go:build tilefuse_cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/tilefuse/tilefuse/codegen"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// Launch runs f, generated from kernel k, over grid. Arguments follow k's
+// parameters: a *Buffer for each pointer, a Go number for each scalar.
+// It does not wait for the kernel to finish.
+func (d *Device) Launch(f *Function, k *tile.Kernel, grid tile.Grid, args ...any) error {
+	if len(args) != len(k.Params) {
+		return fmt.Errorf("cuda: @%s: %d arguments for %d parameters", k.Name, len(args), len(k.Params))
+	}
+	slots := make([]uint64, len(args)) // each parameter in 8 bytes, as cu.Launch copies them
+	for i, p := range k.Params {
+		v, err := paramBits(p.Type, args[i])
+		if err != nil {
+			return fmt.Errorf("cuda: @%s: argument %d (%s): %w", k.Name, i, p.Name, err)
+		}
+		slots[i] = v
+	}
+	params := make([]unsafe.Pointer, len(slots))
+	for i := range slots {
+		params[i] = unsafe.Pointer(&slots[i])
+	}
+	g := grid
+	if g[1] == 0 {
+		g[1] = 1
+	}
+	if g[2] == 0 {
+		g[2] = 1
+	}
+	if g[0] == 0 {
+		return nil
+	}
+	err := d.Do(func() error {
+		return f.fn.Launch(g[0], g[1], g[2], f.Threads, 1, 1, f.DynShared, cu.Stream{}, params)
+	})
+	if err != nil {
+		return fmt.Errorf("cuda: @%s: launch grid %v: %w", k.Name, g, err)
+	}
+	return nil
+}
+
+// paramBits encodes one argument as the bits of its parameter type.
+func paramBits(t tile.Type, x any) (uint64, error) {
+	if t.Ptr {
+		b, ok := x.(*Buffer)
+		if !ok {
+			return 0, fmt.Errorf("%T for a pointer: want *cuda.Buffer", x)
+		}
+		return uint64(b.Ptr), nil
+	}
+	var f float64
+	var n int64
+	isInt := true
+	switch v := x.(type) {
+	case int:
+		n = int64(v)
+	case int32:
+		n = int64(v)
+	case int64:
+		n = v
+	case float32:
+		f, isInt = float64(v), false
+	case float64:
+		f, isInt = v, false
+	default:
+		return 0, fmt.Errorf("%T is not a number", x)
+	}
+	switch t.DType {
+	case tile.I32, tile.I1:
+		if !isInt || n < math.MinInt32 || n > math.MaxInt32 {
+			return 0, fmt.Errorf("%v does not fit i32", x)
+		}
+		return uint64(uint32(int32(n))), nil
+	case tile.I64:
+		if !isInt {
+			return 0, fmt.Errorf("float %v for i64", x)
+		}
+		return uint64(n), nil
+	case tile.F32:
+		if isInt {
+			f = float64(n)
+		}
+		return uint64(math.Float32bits(float32(f))), nil
+	case tile.F64:
+		if isInt {
+			f = float64(n)
+		}
+		return math.Float64bits(f), nil
+	}
+	return 0, fmt.Errorf("parameter type %v", t)
+}
+
+// Spec derives the divisibility specialisation of a launch from its
+// arguments, as Triton does: integers divisible by 16 and pointers aligned to
+// 16 bytes are marked so.
+func Spec(k *tile.Kernel, args []any) []int {
+	spec := make([]int, len(k.Params))
+	for i, p := range k.Params {
+		if i >= len(args) {
+			break
+		}
+		switch {
+		case p.Type.Ptr:
+			if b, ok := args[i].(*Buffer); ok && uint64(b.Ptr)%16 == 0 {
+				spec[i] = 16
+			}
+		case p.Type.DType.IsInt():
+			var n int64
+			switch v := args[i].(type) {
+			case int:
+				n = int64(v)
+			case int32:
+				n = int64(v)
+			case int64:
+				n = v
+			default:
+				continue
+			}
+			if n%16 == 0 {
+				spec[i] = 16
+			}
+		}
+	}
+	return spec
+}
+
+// Compile generates and loads k for a launch with these arguments.
+func (d *Device) Compile(k *tile.Kernel, numWarps int, args []any) (*codegen.Kernel, *Function, error) {
+	ck, err := codegen.Compile(k, codegen.Options{NumWarps: numWarps, Arch: d.Target(), Spec: Spec(k, args)})
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := d.Load(ck)
+	return ck, f, err
+}
+
+// Timer measures device time with events.
+type Timer struct {
+	d          *Device
+	start, end cu.Event
+}
+
+// NewTimer creates the two events.
+func (d *Device) NewTimer() (*Timer, error) {
+	t := &Timer{d: d}
+	err := d.Do(func() error {
+		var err error
+		if t.start, err = cu.MakeEvent(cu.DefaultEvent); err != nil {
+			return err
+		}
+		t.end, err = cu.MakeEvent(cu.DefaultEvent)
+		return err
+	})
+	return t, err
+}
+
+// Time runs f between the events and returns the elapsed device time in ms.
+func (t *Timer) Time(f func() error) (float64, error) {
+	if err := t.d.Do(func() error { return t.start.Record(cu.Stream{}) }); err != nil {
+		return 0, err
+	}
+	if err := f(); err != nil {
+		return 0, err
+	}
+	var ms float64
+	err := t.d.Do(func() error {
+		if err := t.end.Record(cu.Stream{}); err != nil {
+			return err
+		}
+		if err := t.end.Synchronize(); err != nil {
+			return err
+		}
+		var err error
+		ms, err = t.start.Elapsed(t.end)
+		return err
+	})
+	return ms, err
+}
+
+// Launcher runs kernels on host buffers: it uploads every pointer argument,
+// launches, waits, and downloads them back (a tiletest.Launcher).
+type Launcher struct {
+	Dev      *Device
+	NumWarps int
+}
+
+func (l *Launcher) Name() string { return "cuda:" + l.Dev.Name }
+
+func (l *Launcher) Launch(k *tile.Kernel, grid tile.Grid, args ...any) error {
+	if len(args) != len(k.Params) {
+		return fmt.Errorf("cuda: @%s: %d arguments for %d parameters", k.Name, len(args), len(k.Params))
+	}
+	dev := make([]any, len(args))
+	var bufs []*Buffer
+	defer func() {
+		for _, b := range bufs {
+			l.Dev.Free(b)
+		}
+	}()
+	for i, p := range k.Params {
+		if !p.Type.Ptr {
+			dev[i] = args[i]
+			continue
+		}
+		_, n, err := hostBytes(args[i])
+		if err != nil {
+			return fmt.Errorf("cuda: @%s: argument %d (%s): %w", k.Name, i, p.Name, err)
+		}
+		b, err := l.Dev.Alloc(n)
+		if err != nil {
+			return err
+		}
+		bufs = append(bufs, b)
+		if err := l.Dev.Upload(b, args[i]); err != nil {
+			return err
+		}
+		dev[i] = b
+	}
+	_, f, err := l.Dev.Compile(k, l.NumWarps, dev)
+	if err != nil {
+		return err
+	}
+	if err := l.Dev.Launch(f, k, grid, dev...); err != nil {
+		return err
+	}
+	if err := l.Dev.Sync(); err != nil {
+		return fmt.Errorf("cuda: @%s: running: %w", k.Name, err)
+	}
+	for i, p := range k.Params {
+		if p.Type.Ptr {
+			if err := l.Dev.Download(args[i], dev[i].(*Buffer)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

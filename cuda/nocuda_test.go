@@ -1,0 +1,10 @@
+//go:build !tilefuse_cuda
+
+package cuda
+
+import "testing"
+
+// TestConformanceGPU is the untagged twin of the GPU conformance run.
+func TestConformanceGPU(t *testing.T) {
+	t.Skip("built without -tags tilefuse_cuda: the GPU conformance run needs the CUDA build and a GPU (see README, scripts/gpu-build.sh)")
+}

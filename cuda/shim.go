@@ -1,0 +1,30 @@
+//go:build tilefuse_cuda
+
+package cuda
+
+/*
+#cgo LDFLAGS: -lcuda
+#include <cuda.h>
+
+static int tf_set_max_dynamic_smem(CUfunction f, int bytes) {
+	return (int)cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// setMaxDynamicShared raises f's dynamic shared memory limit (needed above 48 KB).
+func setMaxDynamicShared(f cu.Function, bytes int) error {
+	// cu.Function is a struct holding only its CUfunction handle.
+	h := *(*C.CUfunction)(unsafe.Pointer(&f))
+	if rc := C.tf_set_max_dynamic_smem(h, C.int(bytes)); rc != 0 {
+		return fmt.Errorf("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %d): CUresult %d", bytes, int(rc))
+	}
+	return nil
+}

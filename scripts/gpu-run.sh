@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs on a GPU machine from the repository root, after scripts/gpu-build.sh:
+# the GPU conformance tests, compute-sanitizer (memcheck, racecheck) on them,
+# and the GPU benchmark. Logs go to $OUT (or ./gpu-logs); a summary is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-logs}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$out/nvidia-smi.txt" 2>&1
+
+.gpu/cuda.test -test.v -test.count=1 > "$out/conformance.log" 2>&1
+conf=$?
+compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/cuda.test -test.short -test.count=1 > "$out/memcheck.log" 2>&1
+mem=$?
+compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/cuda.test -test.short -test.count=1 \
+  -test.run 'TestConformanceGPU/(softmax|layer_norm|col_sum|matmul/130x70x90$)' > "$out/racecheck.log" 2>&1
+race=$?
+.gpu/tilefuse gpubench ${BENCH_ARGS:-} > "$out/gpubench.txt" 2>&1
+bench=$?
+
+echo "== summary"
+echo "conformance rc=$conf: $(grep -c -- '--- PASS' "$out/conformance.log") passed, $(grep -c -- '--- FAIL' "$out/conformance.log") failed"
+grep -- '--- FAIL' "$out/conformance.log" | head -20
+echo "memcheck rc=$mem: $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)"
+echo "racecheck rc=$race: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck.log" | tail -1)"
+echo "gpubench rc=$bench"
+cat "$out/gpubench.txt"
