@@ -79,7 +79,6 @@ func gpuBench(args []string, out io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.2f\t%.0f%%\t%d\t%d\t%d\t%s\n", name, cfg, ms, tbs, 100*tbs/copyTBs, f.Regs, f.StaticShared+f.DynShared, f.Local, check)
 	}
 
-
 	// elementwise: vec add and gelu chain at 64M
 	const n = 64 << 20
 	rng := tiletest.RNG("gpubench")
