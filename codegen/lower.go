@@ -37,9 +37,10 @@ type lowerer struct {
 	classes  map[string][][]int
 	geometry map[string]string // thread-geometry registers, by key
 
-	smem     int              // bytes of dynamic shared memory needed
-	smemBase string           // register holding the shared window address of smem
-	laidOut  map[int][]string // value ID → layouts it was emitted in (for the dump)
+	smem      int // bytes of the reused scratch region (conversions, dots)
+	ownSmem   int // bytes of regions owned by one reduction each, before the scratch
+	loopDepth int
+	laidOut   map[int][]string // value ID → layouts it was emitted in (for the dump)
 }
 
 func newLowerer(k *tile.Kernel, opt Options) *lowerer {
@@ -455,16 +456,48 @@ func (l *lowerer) owner(lay *Layout, s slot) (pred string, never bool) {
 
 // ---- shared memory ----
 
+// Shared memory holds, first, one region per reduction (so that a
+// reduction needs one barrier, between its writes and its reads) and then a
+// scratch region reused by conversions and dots, which fence it with
+// barriers before and after. The scratch offset is known only at the end:
+// its uses read the register that scratchAddr sets from a placeholder.
+
+const scratchPlaceholder = "{{SCRATCH_OFFSET}}"
+
 func (l *lowerer) needSmem(bytes int) {
 	l.smem = max(l.smem, bytes)
 }
 
-func (l *lowerer) smemAddr() string {
-	return l.geo("smem", func(w *strings.Builder) string {
+// ownRegion reserves bytes for one reduction and returns its offset.
+func (l *lowerer) ownRegion(bytes int) int {
+	off := l.ownSmem
+	l.ownSmem += (bytes + 15) &^ 15
+	return off
+}
+
+func (l *lowerer) baseAddr() string {
+	return l.geo("smembase", func(w *strings.Builder) string {
 		r := l.reg("r")
 		emit(w, "mov.u32 %s, smem", r)
 		return r
 	})
+}
+
+// smemAddr is the shared address of the scratch region.
+func (l *lowerer) smemAddr() string {
+	return l.geo("smem", func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "add.u32 %s, %s, %s", r, l.baseAddr(), scratchPlaceholder)
+		return r
+	})
+}
+
+// totalSmem is the dynamic shared memory a launch needs.
+func (l *lowerer) totalSmem() int {
+	if l.smem == 0 {
+		return l.ownSmem
+	}
+	return l.ownSmem + l.smem
 }
 
 // smemSlot returns a register with the shared address smem + off + idx*size.
@@ -1293,6 +1326,8 @@ func (l *lowerer) forLoop(v *tile.Value) error {
 	emit(w, "@%s bra.uni %s", stop, end)
 
 	l.memo = append(l.memo, map[string]*lval{})
+	l.loopDepth++
+	defer func() { l.loopDepth-- }()
 	l.remember(body.Args[0], &lval{regs: []string{iv}})
 	for i, a := range body.Args[1:] {
 		l.natural[a.ID] = lays[i]

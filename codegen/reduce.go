@@ -91,10 +91,9 @@ func (l *lowerer) reduce(v *tile.Value) error {
 			rshape = v.Type.Shape
 		}
 		rsize := max(1, rshape.Numel())
-		l.needSmem(wpcN * rsize * size)
+		region := l.ownRegion(wpcN * rsize * size)
 		wd := l.reg("r")
 		emit(w, "and.b32 %s, %s, %d", wd, l.warpAlong(b, d), wpcN-1)
-		barrier(w)
 		for _, k := range order {
 			s := slots[groups[k][0]]
 			idx := "0"
@@ -103,8 +102,9 @@ func (l *lowerer) reduce(v *tile.Value) error {
 			}
 			cell := l.reg("r")
 			emit(w, "mad.lo.s32 %s, %s, %d, %s", cell, wd, rsize, idx)
-			a := l.smemSlot(w, cell, size, 0)
-			emit(w, "st.shared.%s [%s], %s", memType(t), a, partial[k])
+			a := l.reg("r")
+			emit(w, "mad.lo.s32 %s, %s, %d, %s", a, cell, size, l.baseAddr())
+			emit(w, "st.shared.%s [%s+%d], %s", memType(t), a, region, partial[k])
 		}
 		barrier(w)
 		for _, k := range order {
@@ -113,11 +113,16 @@ func (l *lowerer) reduce(v *tile.Value) error {
 			if outLay != nil {
 				idx = l.flatIndex(outLay, rshape, s)
 			}
+			a := l.reg("r")
+			if idx == "0" {
+				emit(w, "mov.u32 %s, %s", a, l.baseAddr())
+			} else {
+				emit(w, "mad.lo.s32 %s, %s, %d, %s", a, idx, size, l.baseAddr())
+			}
 			var acc string
 			for wi := 0; wi < wpcN; wi++ {
-				a := l.smemSlot(w, idx, size, wi*rsize*size)
 				r := l.reg(regClass(t))
-				emit(w, "ld.shared.%s %s, [%s]", memType(t), r, a)
+				emit(w, "ld.shared.%s %s, [%s+%d]", memType(t), r, a, region+wi*rsize*size)
 				if acc == "" {
 					acc = r
 				} else {
@@ -126,7 +131,9 @@ func (l *lowerer) reduce(v *tile.Value) error {
 			}
 			partial[k] = acc
 		}
-		barrier(w)
+		if l.loopDepth > 0 {
+			barrier(w) // the next iteration writes the region again
+		}
 	}
 	res := &lval{lay: outLay, regs: make([]string, nslots(outLay))}
 	if outLay == nil {
