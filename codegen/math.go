@@ -10,8 +10,9 @@ import (
 
 // Math on the GPU. Each op is exact (IEEE) where PTX has an exact
 // instruction, and otherwise built from the hardware approximations with the
-// error bound stated here; MathTolerance returns the bound the conformance
-// tests hold each op to. f64 has only the exact ops for now.
+// error bound stated here; tiletest.MathTol holds the same bounds, and the
+// conformance suite checks every op against them on the GPU. f64 has only
+// the exact ops for now.
 //
 //	op        f32 lowering                                        error vs the correctly rounded result
 //	neg abs floor ceil sign sqrt     exact instructions            exact
@@ -27,31 +28,6 @@ import (
 //	sin cos   reduction by 2π in three parts, then sin/cos.approx  5e-7 absolute for |x| < 1e5
 //	pow       ex2.approx(y·lg2.approx|x|) with IEEE special cases  2⁻²¹·(1+|y·log₂|x||) relative
 //	rem       in f64: a - trunc(a/b)·b                             exact while |a/b| < 2²⁴
-
-// ulpTol is a relative tolerance of n f32 ulps.
-func ulpTol(n float64) float64 { return n * 0x1p-23 }
-
-// MathTolerance is the error bound, absolute and relative, that the GPU
-// lowering of the f32 unary op o meets (see the table above).
-func MathTolerance(o tile.Op) (abs, rel float64) {
-	switch o {
-	case tile.OpNeg, tile.OpAbs, tile.OpFloor, tile.OpCeil, tile.OpSign, tile.OpSqrt:
-		return 0, 0
-	case tile.OpExp, tile.OpExp2, tile.OpRsqrt:
-		return 0, ulpTol(2)
-	case tile.OpLog, tile.OpLog2, tile.OpLog1p:
-		return 0x1p-22, ulpTol(3)
-	case tile.OpExpm1, tile.OpSigmoid:
-		return 0, ulpTol(3)
-	case tile.OpTanh:
-		return 0, ulpTol(4)
-	case tile.OpErf:
-		return 3e-7, 0
-	case tile.OpSin, tile.OpCos:
-		return 5e-7, 0
-	}
-	return 0, 0
-}
 
 func f32Lit(x float64) string { return fmt.Sprintf("0f%08X", math.Float32bits(float32(x))) }
 func f64Lit(x float64) string { return fmt.Sprintf("0d%016X", math.Float64bits(x)) }

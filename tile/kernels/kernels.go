@@ -192,3 +192,91 @@ func Matmul(meta tile.Meta) (*tile.Kernel, error) {
 	b.Store(cPtrs, res[0], b.And(b.Lt(rm, M), b.Lt(rn, N)))
 	return b.Build()
 }
+
+// Softmax2D is the row softmax of an R×n matrix (n ≤ BN) with BM rows per
+// program: a 2-D block reduced along its rows, kept as [BM,1] and broadcast
+// back over them.
+// Meta: BM, BN. Grid: CDiv(R, BM). Args: x, y []float32, R, n, row_stride.
+func Softmax2D(meta tile.Meta) (*tile.Kernel, error) {
+	b := tile.NewBuilder("softmax_2d", meta)
+	x, y := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+	R, n, stride := b.Param("R", tile.I32), b.Param("n", tile.I32), b.Param("row_stride", tile.I32)
+	BM, BN := b.BlockSize("BM"), b.BlockSize("BN")
+	rows := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), BM), b.Arange(0, BM)), 1) // [BM,1]
+	cols := b.ExpandDims(b.Arange(0, BN), 0)                                  // [1,BN]
+	mask := b.And(b.Lt(rows, R), b.Lt(cols, n))
+	offs := b.Add(b.Mul(rows, stride), cols)
+	xv := b.Load(b.AddPtr(x, offs), mask, negInf)
+	m := b.Max(xv, 1, tile.KeepDims) // [BM,1]
+	e := b.Exp(b.Sub(xv, safeMax(b, m)))
+	s := b.Sum(e, 1, tile.KeepDims)
+	b.Store(b.AddPtr(y, offs), b.Div(e, b.Where(b.Eq(s, 0.0), 1.0, s)), mask)
+	return b.Build()
+}
+
+// Transpose writes the transpose of an M×N row-major matrix (N×M row-major),
+// one BM×BN tile per program through a transposed block.
+// Meta: BM, BN. Grid: (CDiv(M, BM), CDiv(N, BN)). Args: x, y []float32, M, N.
+func Transpose(meta tile.Meta) (*tile.Kernel, error) {
+	b := tile.NewBuilder("transpose", meta)
+	x, y := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+	M, N := b.Param("M", tile.I32), b.Param("N", tile.I32)
+	BM, BN := b.BlockSize("BM"), b.BlockSize("BN")
+	rm := b.Add(b.Mul(b.ProgramID(0), BM), b.Arange(0, BM))
+	rn := b.Add(b.Mul(b.ProgramID(1), BN), b.Arange(0, BN))
+	r2, c2 := b.ExpandDims(rm, 1), b.ExpandDims(rn, 0)
+	t := b.Load(b.AddPtr(x, b.Add(b.Mul(r2, N), c2)), b.And(b.Lt(r2, M), b.Lt(c2, N)), nil) // [BM,BN]
+	rnT, rmT := b.ExpandDims(rn, 1), b.ExpandDims(rm, 0)                                     // [BN,1], [1,BM]
+	b.Store(b.AddPtr(y, b.Add(b.Mul(rnT, M), rmT)), b.Trans(t), b.And(b.Lt(rnT, N), b.Lt(rmT, M)))
+	return b.Build()
+}
+
+// SumSquaresF64 is out[r] = Σ x[r,j]² in float64, one row per program, in
+// BLOCK-wide steps.
+// Meta: BLOCK. Grid: R. Args: x, out []float64, n.
+func SumSquaresF64(meta tile.Meta) (*tile.Kernel, error) {
+	b := tile.NewBuilder("sum_squares_f64", meta)
+	x, out := b.Ptr("x", tile.F64), b.Ptr("out", tile.F64)
+	n := b.Param("n", tile.I32)
+	BLOCK := b.BlockSize("BLOCK")
+	row := b.ProgramID(0)
+	xrow := b.AddPtr(x, b.Mul(row, n))
+	cols := b.Arange(0, BLOCK)
+	acc := b.For(0, n, BLOCK, []*tile.Value{b.Zeros(tile.F64, BLOCK)}, func(off *tile.Value, c []*tile.Value) []*tile.Value {
+		idx := b.Add(off, cols)
+		v := b.Load(b.AddPtr(xrow, idx), b.Lt(idx, n), 0.0)
+		return []*tile.Value{b.Add(c[0], b.Mul(v, v))}
+	})
+	b.Store(b.AddPtr(out, row), b.Sum(acc[0], 0), nil)
+	return b.Build()
+}
+
+// Histogram counts values of an i32 array into bins with atomic adds:
+// counts[x[i] mod bins] += 1 for i < n.
+// Meta: BLOCK. Grid: CDiv(n, BLOCK). Args: x, counts []int32, n, bins.
+func Histogram(meta tile.Meta) (*tile.Kernel, error) {
+	b := tile.NewBuilder("histogram", meta)
+	x, counts := b.Ptr("x", tile.I32), b.Ptr("counts", tile.I32)
+	n, bins := b.Param("n", tile.I32), b.Param("bins", tile.I32)
+	BLOCK := b.BlockSize("BLOCK")
+	offs := b.Add(b.Mul(b.ProgramID(0), BLOCK), b.Arange(0, BLOCK))
+	mask := b.Lt(offs, n)
+	v := b.Load(b.AddPtr(x, offs), mask, int32(0))
+	bin := b.Rem(b.Add(b.Rem(v, bins), bins), bins) // a non-negative remainder
+	b.AtomicAdd(b.AddPtr(counts, bin), int32(1), mask)
+	return b.Build()
+}
+
+// Unary applies op elementwise: y[i] = op(x[i]) for i < n (a math check).
+// Meta: BLOCK. Grid: CDiv(n, BLOCK). Args: x, y []float32, n.
+func Unary(op tile.Op) func(meta tile.Meta) (*tile.Kernel, error) {
+	return func(meta tile.Meta) (*tile.Kernel, error) {
+		b := tile.NewBuilder("unary_"+op.String(), meta)
+		x, y, n := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32), b.Param("n", tile.I32)
+		BLOCK := b.BlockSize("BLOCK")
+		offs := b.Add(b.Mul(b.ProgramID(0), BLOCK), b.Arange(0, BLOCK))
+		mask := b.Lt(offs, n)
+		b.Store(b.AddPtr(y, offs), b.Unary(op, b.Load(b.AddPtr(x, offs), mask, nil)), mask)
+		return b.Build()
+	}
+}

@@ -69,6 +69,7 @@ func Cases() []Case {
 		matmul("16x16x16", 16, 16, 16, false, false, false),
 		matmul("1x1x1", 1, 1, 1, false, false, false),
 	)
+	cs = append(cs, moreCases()...)
 	for _, c := range []struct {
 		name    string
 		m, n, k int

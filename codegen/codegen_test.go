@@ -1,0 +1,187 @@
+package codegen
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/kernels"
+)
+
+func build(t *testing.T, f func(tile.Meta) (*tile.Kernel, error), m tile.Meta) *tile.Kernel {
+	t.Helper()
+	k, err := f(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// all16 says every parameter is divisible by 16 (pointers 16-byte aligned).
+func all16(k *tile.Kernel) []int {
+	s := make([]int, len(k.Params))
+	for i := range s {
+		s[i] = 16
+	}
+	return s
+}
+
+func count(re, text string) int { return len(regexp.MustCompile(re).FindAllString(text, -1)) }
+
+// TestVectorAccesses: 128-bit loads and stores where contiguity and
+// alignment are known, scalar ones where they are not.
+func TestVectorAccesses(t *testing.T) {
+	va := build(t, kernels.VecAdd, tile.Meta{"BLOCK": 1024})
+	sm := build(t, kernels.Softmax, tile.Meta{"BLOCK": 1024})
+	cases := []struct {
+		name           string
+		k              *tile.Kernel
+		spec           []int
+		v4Loads, v4Sts int
+		scalarLoads    int
+	}{
+		// 1024 elements, 128 threads: 8 per thread, two 16-byte runs
+		{"vec_add aligned, n%16==0", va, all16(va), 4, 2, 0},
+		{"vec_add, n unknown: masks may split a vector", va, []int{16, 16, 16, 1}, 0, 0, 16},
+		{"vec_add, pointers unaligned", va, []int{4, 4, 4, 16}, 0, 0, 16},
+		{"softmax, row stride 16k", sm, all16(sm), 2, 2, 0},
+		{"softmax, row stride 781", sm, []int{16, 16, 16, 1}, 0, 0, 8},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ck, err := Compile(c.k, Options{Spec: c.spec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := ck.PTX
+			if n := count(`ld\.global\.v4\.f32`, p); n != c.v4Loads {
+				t.Errorf("%d ld.global.v4.f32, want %d", n, c.v4Loads)
+			}
+			if n := count(`st\.global\.v4\.f32`, p); n != c.v4Sts {
+				t.Errorf("%d st.global.v4.f32, want %d", n, c.v4Sts)
+			}
+			if n := count(`ld\.global\.f32`, p); n != c.scalarLoads {
+				t.Errorf("%d scalar ld.global.f32, want %d", n, c.scalarLoads)
+			}
+		})
+	}
+}
+
+func TestPTXHeaderAndTarget(t *testing.T) {
+	k := build(t, kernels.VecAdd, tile.Meta{"BLOCK": 256})
+	for _, arch := range []int{80, 90} {
+		ck, err := Compile(k, Options{Arch: arch, NumWarps: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{".version 7.8\n", ".target sm_" + map[int]string{80: "80", 90: "90"}[arch] + "\n",
+			".visible .entry vec_add(", ".param .u64 param_x", ".param .u32 param_n", ".maxntid 64, 1, 1"} {
+			if !strings.Contains(ck.PTX, want) {
+				t.Errorf("sm_%d: PTX lacks %q", arch, want)
+			}
+		}
+		if ck.Threads() != 64 || ck.SharedBytes != 0 {
+			t.Errorf("threads %d, shared %d; want 64, 0", ck.Threads(), ck.SharedBytes)
+		}
+	}
+}
+
+// TestReductionBroadcastIsFree: a row maximum broadcast back over its row
+// needs no layout conversion: shared memory only for the cross-warp step,
+// one barrier per reduction.
+func TestReductionBroadcastIsFree(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		k        *tile.Kernel
+		barriers int
+	}{
+		{"softmax", build(t, kernels.Softmax, tile.Meta{"BLOCK": 4096}), 2},
+		{"softmax_2d", build(t, kernels.Softmax2D, tile.Meta{"BM": 16, "BN": 64}), 0},
+		{"layer_norm", build(t, kernels.LayerNorm, tile.Meta{"BLOCK": 1024}), 2},
+	} {
+		ck, err := Compile(c.k, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := count(`bar\.sync`, ck.PTX); n != c.barriers {
+			t.Errorf("%s: %d barriers, want %d", c.name, n, c.barriers)
+		}
+		if n := count(`shfl\.sync\.bfly`, ck.PTX); n == 0 {
+			t.Errorf("%s: no warp shuffles", c.name)
+		}
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	k := build(t, kernels.Matmul, tile.Meta{"BM": 32, "BN": 32, "BK": 32})
+	a, err := Compile(k, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		b, err := Compile(k, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.PTX != b.PTX {
+			t.Fatal("two compilations of one kernel gave different PTX (the module cache keys on it)")
+		}
+	}
+}
+
+func TestDumpStages(t *testing.T) {
+	k := build(t, kernels.Softmax, tile.Meta{"BLOCK": 128})
+	dir := t.TempDir()
+	if _, err := Compile(k, Options{DumpDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	env := t.TempDir()
+	t.Setenv("TILEFUSE_DUMP", env)
+	if _, err := Compile(k, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, env} {
+		for ext, want := range map[string]string{".tile": "tt.func @softmax(", ".layout": "blocked<shape=[128]", ".ptx": ".entry softmax("} {
+			b, err := os.ReadFile(filepath.Join(d, "softmax"+ext))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s%s lacks %q", d, ext, want)
+			}
+		}
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	k := build(t, kernels.VecAdd, tile.Meta{"BLOCK": 128})
+	for _, c := range []struct {
+		opt  Options
+		want string
+	}{
+		{Options{NumWarps: 3}, "num_warps 3 is not a power of two"},
+		{Options{Arch: 75}, "target sm_75"},
+	} {
+		if _, err := Compile(k, c.opt); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want %q", c.opt, err, c.want)
+		}
+	}
+	if _, err := Compile(nil, Options{}); err == nil {
+		t.Error("nil kernel accepted")
+	}
+	// f64 math with no GPU lowering yet is a clear error, not wrong code
+	b := tile.NewBuilder("exp64", nil)
+	x := b.Ptr("x", tile.F64)
+	r := b.Arange(0, 32)
+	b.Store(b.AddPtr(x, r), b.Exp(b.Load(b.AddPtr(x, r), nil, nil)), nil)
+	k64, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Compile(k64, Options{}); err == nil || !strings.Contains(err.Error(), "exp on f64 has no GPU lowering yet") {
+		t.Errorf("f64 exp: %v", err)
+	}
+}

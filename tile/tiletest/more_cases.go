@@ -1,0 +1,266 @@
+package tiletest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/kernels"
+)
+
+// ulp is a relative tolerance of n units of f32 precision.
+func ulp(n float64) float64 { return n * 0x1p-23 }
+
+// MathTol is the error bound each f32 math op must meet on every backend,
+// against the correctly rounded result. The interpreter is within 1 ulp; the
+// GPU's lowerings (package codegen) state how they meet these.
+func MathTol(o tile.Op) Tol {
+	switch o {
+	case tile.OpNeg, tile.OpAbs, tile.OpFloor, tile.OpCeil, tile.OpSign, tile.OpSqrt:
+		return Tol{Rel: ulp(1)}
+	case tile.OpExp, tile.OpExp2, tile.OpRsqrt:
+		return Tol{Rel: ulp(2)}
+	case tile.OpLog, tile.OpLog2, tile.OpLog1p:
+		return Tol{Abs: 0x1p-22, Rel: ulp(3)}
+	case tile.OpExpm1, tile.OpSigmoid:
+		return Tol{Abs: 1e-30, Rel: ulp(3)}
+	case tile.OpTanh:
+		return Tol{Rel: ulp(4)}
+	case tile.OpErf:
+		return Tol{Abs: 3e-7, Rel: ulp(1)}
+	case tile.OpSin, tile.OpCos:
+		return Tol{Abs: 5e-7, Rel: ulp(1)}
+	}
+	return Tol{Rel: ulp(1)}
+}
+
+// mathRef is the float64 function each unary op computes.
+var mathRef = map[tile.Op]func(float64) float64{
+	tile.OpNeg: func(x float64) float64 { return -x }, tile.OpAbs: math.Abs,
+	tile.OpFloor: math.Floor, tile.OpCeil: math.Ceil, tile.OpSqrt: math.Sqrt,
+	tile.OpSign: func(x float64) float64 {
+		switch {
+		case x > 0:
+			return 1
+		case x < 0:
+			return -1
+		}
+		return x
+	},
+	tile.OpExp: math.Exp, tile.OpExp2: math.Exp2, tile.OpLog: math.Log, tile.OpLog2: math.Log2,
+	tile.OpLog1p: math.Log1p, tile.OpExpm1: math.Expm1, tile.OpRsqrt: func(x float64) float64 { return 1 / math.Sqrt(x) },
+	tile.OpTanh: math.Tanh, tile.OpErf: math.Erf, tile.OpSin: math.Sin, tile.OpCos: math.Cos,
+	tile.OpSigmoid: func(x float64) float64 { return 1 / (1 + math.Exp(-x)) },
+}
+
+// mathInputs draws inputs over each op's useful domain, with its edge cases.
+func mathInputs(rng *rand.Rand, o tile.Op, n int) []float32 {
+	logUniform := func(lo, hi float64) float64 { return math.Exp(math.Log(lo) + (math.Log(hi)-math.Log(lo))*rng.Float64()) }
+	uniform := func(lo, hi float64) float64 { return lo + (hi-lo)*rng.Float64() }
+	inf := math.Inf(1)
+	var special []float64
+	draw := func() float64 { return uniform(-10, 10) }
+	switch o {
+	case tile.OpExp:
+		draw = func() float64 { return uniform(-87, 88) }
+		special = []float64{0, -inf, inf, 1e-8, -1e-8, 88.7, -103}
+	case tile.OpExp2:
+		draw = func() float64 { return uniform(-125, 127) }
+		special = []float64{0, -inf, inf, 0.5}
+	case tile.OpLog, tile.OpLog2, tile.OpSqrt, tile.OpRsqrt:
+		draw = func() float64 {
+			if rng.IntN(4) == 0 {
+				return uniform(0.7, 1.6) // near 1, where log loses relative precision
+			}
+			return logUniform(1e-30, 1e30)
+		}
+		special = []float64{1, 0, inf, 2, 0.5}
+	case tile.OpLog1p:
+		draw = func() float64 {
+			if rng.IntN(3) == 0 {
+				return uniform(-0.3, 0.3)
+			}
+			return logUniform(1e-6, 1e6) - 0.9
+		}
+		special = []float64{0, -1, 1e-7, -1e-7, inf}
+	case tile.OpExpm1:
+		draw = func() float64 {
+			if rng.IntN(3) == 0 {
+				return uniform(-0.6, 0.6)
+			}
+			return uniform(-20, 20)
+		}
+		special = []float64{0, 1e-7, -1e-7, -inf, inf}
+	case tile.OpTanh:
+		draw = func() float64 {
+			if rng.IntN(3) == 0 {
+				return uniform(-0.7, 0.7)
+			}
+			return uniform(-12, 12)
+		}
+		special = []float64{0, 1e-7, -inf, inf}
+	case tile.OpErf:
+		draw = func() float64 { return uniform(-5, 5) }
+		special = []float64{0, 0.5, -0.5, 1e-6, inf, -inf}
+	case tile.OpSigmoid:
+		draw = func() float64 { return uniform(-60, 60) }
+		special = []float64{0, inf, -inf}
+	case tile.OpSin, tile.OpCos:
+		draw = func() float64 { return uniform(-100, 100) }
+		special = []float64{0, math.Pi, -math.Pi / 2}
+	case tile.OpFloor, tile.OpCeil:
+		draw = func() float64 { return uniform(-1000, 1000) }
+		special = []float64{0, -0.5, 0.5, 2, -2}
+	}
+	x := make([]float32, n)
+	for i := range x {
+		if i < len(special) {
+			x[i] = float32(special[i])
+		} else {
+			x[i] = float32(draw())
+		}
+	}
+	return x
+}
+
+// MathOps are the f32 unary ops of the math conformance cases.
+var MathOps = []tile.Op{tile.OpNeg, tile.OpAbs, tile.OpSign, tile.OpFloor, tile.OpCeil, tile.OpSqrt, tile.OpRsqrt,
+	tile.OpExp, tile.OpExp2, tile.OpLog, tile.OpLog2, tile.OpLog1p, tile.OpExpm1, tile.OpTanh, tile.OpErf,
+	tile.OpSigmoid, tile.OpSin, tile.OpCos}
+
+func mathCase(o tile.Op) Case {
+	const n, block = 5000, 1024
+	tol := MathTol(o)
+	return Case{
+		Name:   "math/" + o.String(),
+		Kernel: spec(kernels.Unary(o), tile.Meta{"BLOCK": block}),
+		Tol:    Tol{Abs: tol.Abs, Rel: tol.Rel + ulp(1)},
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x := mathInputs(rng, o, n)
+			y := Output(n)
+			return tile.Grid{tile.CDiv(n, block)}, []any{x, y, n}, func() error {
+				want := make([]float64, n)
+				for i, v := range x {
+					// the reference rounded to f32 is what the tolerance is measured from
+					want[i] = float64(float32(mathRef[o](float64(v))))
+				}
+				return Close("y", y, want, tol)
+			}
+		},
+	}
+}
+
+func softmax2D(rows, n, bm, bn int) Case {
+	return Case{
+		Name:   fmt.Sprintf("softmax_2d/%dx%d/BM=%d/BN=%d", rows, n, bm, bn),
+		Kernel: spec(kernels.Softmax2D, tile.Meta{"BM": bm, "BN": bn}),
+		Tol:    TolRow,
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x := Uniform(rng, rows*n, -5, 5)
+			for j := 0; j < n; j++ { // one row of -inf
+				x[2*n+j] = float32(math.Inf(-1))
+			}
+			y := Output(rows * n)
+			return tile.Grid{tile.CDiv(rows, bm)}, []any{x, y, rows, n, n}, func() error {
+				return Close("y", y, SoftmaxRef(x, rows, n), TolRow)
+			}
+		},
+	}
+}
+
+func transpose(m, n, bm, bn int) Case {
+	return Case{
+		Name:   fmt.Sprintf("transpose/%dx%d/BM=%d/BN=%d", m, n, bm, bn),
+		Kernel: spec(kernels.Transpose, tile.Meta{"BM": bm, "BN": bn}),
+		Tol:    Tol{},
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x := Uniform(rng, m*n, -1, 1)
+			y := Output(m * n)
+			return tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn)}, []any{x, y, m, n}, func() error {
+				want := make([]float64, m*n)
+				for i := 0; i < m; i++ {
+					for j := 0; j < n; j++ {
+						want[j*m+i] = float64(x[i*n+j])
+					}
+				}
+				return Close("y", y, want, Tol{})
+			}
+		},
+	}
+}
+
+func sumSquaresF64(rows, n, block int) Case {
+	return Case{
+		Name:   fmt.Sprintf("sum_squares_f64/%dx%d/BLOCK=%d", rows, n, block),
+		Kernel: spec(kernels.SumSquaresF64, tile.Meta{"BLOCK": block}),
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x := make([]float64, rows*n)
+			for i := range x {
+				x[i] = rng.Float64()*2 - 1
+			}
+			out := make([]float64, rows+Pad)
+			for i := range out {
+				out[i] = float64(Poison)
+			}
+			return tile.Grid{rows}, []any{x, out, n}, func() error {
+				for r := 0; r < rows; r++ {
+					want := 0.0
+					for _, v := range x[r*n : r*n+n] {
+						want += v * v
+					}
+					if math.Abs(out[r]-want) > 1e-12*want {
+						return fmt.Errorf("out[%d] = %v, want %v", r, out[r], want)
+					}
+				}
+				for i := rows; i < len(out); i++ {
+					if out[i] != float64(Poison) {
+						return fmt.Errorf("padding element %d was written", i)
+					}
+				}
+				return nil
+			}
+		},
+	}
+}
+
+func histogram(n, bins, block int) Case {
+	return Case{
+		Name:   fmt.Sprintf("histogram/n=%d/bins=%d", n, bins),
+		Kernel: spec(kernels.Histogram, tile.Meta{"BLOCK": block}),
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x := make([]int32, n)
+			for i := range x {
+				x[i] = int32(rng.IntN(2001) - 1000)
+			}
+			counts := make([]int32, bins+Pad)
+			return tile.Grid{tile.CDiv(n, block)}, []any{x, counts, n, bins}, func() error {
+				want := make([]int32, bins+Pad)
+				for _, v := range x {
+					want[((v%int32(bins))+int32(bins))%int32(bins)]++
+				}
+				for i := range want {
+					if counts[i] != want[i] {
+						return fmt.Errorf("counts[%d] = %d, want %d", i, counts[i], want[i])
+					}
+				}
+				return nil
+			}
+		},
+	}
+}
+
+// moreCases are the cases that exercise 2-D reductions, transposed blocks,
+// f64, i32 atomics and every math op.
+func moreCases() []Case {
+	cs := []Case{
+		softmax2D(37, 100, 8, 128), softmax2D(64, 64, 16, 64), softmax2D(5, 1000, 2, 1024),
+		transpose(100, 37, 32, 16), transpose(64, 64, 64, 64),
+		sumSquaresF64(5, 3000, 512), sumSquaresF64(3, 10, 16),
+		histogram(10000, 37, 1024), histogram(100, 1, 128),
+	}
+	for _, o := range MathOps {
+		cs = append(cs, mathCase(o))
+	}
+	return cs
+}
