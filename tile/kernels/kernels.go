@@ -203,7 +203,7 @@ func Softmax2D(meta tile.Meta) (*tile.Kernel, error) {
 	R, n, stride := b.Param("R", tile.I32), b.Param("n", tile.I32), b.Param("row_stride", tile.I32)
 	BM, BN := b.BlockSize("BM"), b.BlockSize("BN")
 	rows := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), BM), b.Arange(0, BM)), 1) // [BM,1]
-	cols := b.ExpandDims(b.Arange(0, BN), 0)                                  // [1,BN]
+	cols := b.ExpandDims(b.Arange(0, BN), 0)                                   // [1,BN]
 	mask := b.And(b.Lt(rows, R), b.Lt(cols, n))
 	offs := b.Add(b.Mul(rows, stride), cols)
 	xv := b.Load(b.AddPtr(x, offs), mask, negInf)
@@ -226,7 +226,7 @@ func Transpose(meta tile.Meta) (*tile.Kernel, error) {
 	rn := b.Add(b.Mul(b.ProgramID(1), BN), b.Arange(0, BN))
 	r2, c2 := b.ExpandDims(rm, 1), b.ExpandDims(rn, 0)
 	t := b.Load(b.AddPtr(x, b.Add(b.Mul(r2, N), c2)), b.And(b.Lt(r2, M), b.Lt(c2, N)), nil) // [BM,BN]
-	rnT, rmT := b.ExpandDims(rn, 1), b.ExpandDims(rm, 0)                                     // [BN,1], [1,BM]
+	rnT, rmT := b.ExpandDims(rn, 1), b.ExpandDims(rm, 0)                                    // [BN,1], [1,BM]
 	b.Store(b.AddPtr(y, b.Add(b.Mul(rnT, M), rmT)), b.Trans(t), b.And(b.Lt(rnT, N), b.Lt(rmT, M)))
 	return b.Build()
 }

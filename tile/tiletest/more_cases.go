@@ -56,7 +56,9 @@ var mathRef = map[tile.Op]func(float64) float64{
 
 // mathInputs draws inputs over each op's useful domain, with its edge cases.
 func mathInputs(rng *rand.Rand, o tile.Op, n int) []float32 {
-	logUniform := func(lo, hi float64) float64 { return math.Exp(math.Log(lo) + (math.Log(hi)-math.Log(lo))*rng.Float64()) }
+	logUniform := func(lo, hi float64) float64 {
+		return math.Exp(math.Log(lo) + (math.Log(hi)-math.Log(lo))*rng.Float64())
+	}
 	uniform := func(lo, hi float64) float64 { return lo + (hi-lo)*rng.Float64() }
 	inf := math.Inf(1)
 	var special []float64
