@@ -173,15 +173,39 @@ func TestCompileErrors(t *testing.T) {
 		t.Error("nil kernel accepted")
 	}
 	// f64 math with no GPU lowering yet is a clear error, not wrong code
-	b := tile.NewBuilder("exp64", nil)
+	b := tile.NewBuilder("erf64", nil)
 	x := b.Ptr("x", tile.F64)
 	r := b.Arange(0, 32)
-	b.Store(b.AddPtr(x, r), b.Exp(b.Load(b.AddPtr(x, r), nil, nil)), nil)
+	b.Store(b.AddPtr(x, r), b.Erf(b.Load(b.AddPtr(x, r), nil, nil)), nil)
 	k64, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Compile(k64, Options{}); err == nil || !strings.Contains(err.Error(), "exp on f64 has no GPU lowering yet") {
+	if _, err := Compile(k64, Options{}); err == nil || !strings.Contains(err.Error(), "erf on f64 has no GPU lowering yet") {
 		t.Errorf("f64 exp: %v", err)
+	}
+}
+
+// TestTF32UsesTensorCores: a dot with TF32 precision goes through
+// mma.sync.m16n8k8 on TF32-rounded operands; IEEE stays on FMAs.
+func TestTF32UsesTensorCores(t *testing.T) {
+	for _, c := range []struct {
+		tf32     int
+		mma, fma bool
+	}{{0, false, true}, {1, true, false}} {
+		k := build(t, kernels.Matmul, tile.Meta{"BM": 64, "BN": 32, "BK": 32, "TF32": c.tf32})
+		ck, err := Compile(k, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(ck.PTX, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"); got != c.mma {
+			t.Errorf("TF32=%d: mma.sync present = %v", c.tf32, got)
+		}
+		if got := strings.Contains(ck.PTX, "cvt.rna.tf32.f32"); got != c.mma {
+			t.Errorf("TF32=%d: cvt.rna.tf32 present = %v", c.tf32, got)
+		}
+		if got := strings.Contains(ck.PTX, "fma.rn.f32"); got != c.fma {
+			t.Errorf("TF32=%d: fma.rn.f32 present = %v", c.tf32, got)
+		}
 	}
 }

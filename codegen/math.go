@@ -12,7 +12,7 @@ import (
 // instruction, and otherwise built from the hardware approximations with the
 // error bound stated here; tiletest.MathTol holds the same bounds, and the
 // conformance suite checks every op against them on the GPU. f64 has only
-// the exact ops for now.
+// exact ops and the software functions of math64.go.
 //
 //	op        f32 lowering                                        error vs the correctly rounded result
 //	neg abs floor ceil sign sqrt     exact instructions            exact
@@ -134,7 +134,10 @@ func (l *lowerer) unaryF64(w *strings.Builder, op tile.Op, a string) (string, er
 	case tile.OpSign:
 		return l.signF(w, "f64", a), nil
 	default:
-		return "", fmt.Errorf("%v on f64 has no GPU lowering yet (f64 has neg, abs, sign, floor, ceil, sqrt, rsqrt)", op)
+		if r, ok := l.unaryF64Math(w, op, a); ok {
+			return r, nil
+		}
+		return "", fmt.Errorf("%v on f64 has no GPU lowering yet", op)
 	}
 	return r, nil
 }

@@ -218,16 +218,26 @@ func (l *lowerer) dot(v *tile.Value) error {
 		return err
 	}
 	w := &l.body
-	// A at [0, m*k), B after it; rows of B padded by one element against bank conflicts
-	bOff := m * k * size
-	ldb := n + 1
-	l.needSmem(bOff + k*ldb*size)
+	mma := v.Prec == tile.PrecTF32 && t.DType == tile.F32
+	// A at [0, m*lda), B after it; rows padded against bank conflicts (for the
+	// tensor-core fragments: A rows 4 words apart mod 32 banks, B rows 8)
+	lda, ldb := k, n+1
+	if mma {
+		lda, ldb = k+4, n+8
+	}
+	bOff := m * lda * size
+	cOff := bOff + k*ldb*size
+	if mma {
+		l.needSmem(cOff + m*n*size)
+	} else {
+		l.needSmem(cOff)
+	}
 	barrier(w)
 	for _, op := range []struct {
 		x      *tile.Value
 		off    int
 		stride int
-	}{{a, 0, k}, {bv, bOff, ldb}} {
+	}{{a, 0, lda}, {bv, bOff, ldb}} {
 		lay := l.naturalOf(op.x)
 		if lay == nil {
 			lay = l.canonical(op.x.Type.Shape)
@@ -251,6 +261,9 @@ func (l *lowerer) dot(v *tile.Value) error {
 		}
 	}
 	barrier(w)
+	if mma {
+		return l.dotMMA(v, accv, accLay, m, n, k, lda, ldb, bOff, cOff)
+	}
 	slots := accLay.B.slots()
 	classes := l.classesOf(accLay)
 	res := &lval{lay: accLay, regs: make([]string, nslots(accLay))}
@@ -325,4 +338,85 @@ func regOrZero(w *strings.Builder, l *lowerer, r string) string {
 	z := l.reg("r")
 	emit(w, "mov.u32 %s, 0", z)
 	return z
+}
+
+// dotMMA finishes a TF32 dot on the tensor cores, its operands already in
+// shared memory (rounded to TF32): each warp computes 16×8 tiles of A·B with
+// mma.sync.m16n8k8 (tiles dealt round-robin to warps), writes them to shared
+// memory at cOff, and every thread adds its elements to the accumulator.
+// Fragments (PTX ISA, m16n8k8 .tf32), g = lane/4, t = lane%4:
+// A a0..a3 at (g,t) (g+8,t) (g,t+4) (g+8,t+4); B b0,b1 at (t,g) (t+4,g);
+// C c0..c3 at (g,2t) (g,2t+1) (g+8,2t) (g+8,2t+1).
+func (l *lowerer) dotMMA(v *tile.Value, accv *lval, accLay *Layout, m, n, k, lda, ldb, bOff, cOff int) error {
+	w := &l.body
+	const size = 4
+	tilesN := n / 8
+	tiles := (m / 16) * tilesN
+	warps := l.opt.NumWarps
+	g, tq := l.reg("r"), l.reg("r")
+	emit(w, "shr.u32 %s, %s, 2", g, l.laneID())
+	emit(w, "and.b32 %s, %s, 3", tq, l.laneID())
+	for j := 0; j*warps < tiles; j++ {
+		tileID, skip, p := l.reg("r"), l.label("mma_skip"), l.reg("p")
+		emit(w, "add.s32 %s, %s, %d", tileID, l.warpID(), j*warps)
+		emit(w, "setp.ge.s32 %s, %s, %d", p, tileID, tiles)
+		emit(w, "@%s bra %s", p, skip)
+		row0, col0 := l.reg("r"), l.reg("r")
+		emit(w, "div.u32 %s, %s, %d", row0, tileID, tilesN)
+		emit(w, "mul.lo.s32 %s, %s, 16", row0, row0)
+		emit(w, "rem.u32 %s, %s, %d", col0, tileID, tilesN)
+		emit(w, "mul.lo.s32 %s, %s, 8", col0, col0)
+		// addresses of this thread's fragment elements at k = 0
+		ar, bc := l.reg("r"), l.reg("r")
+		emit(w, "add.s32 %s, %s, %s", ar, row0, g)            // A row g
+		emit(w, "mad.lo.s32 %s, %s, %d, %s", ar, ar, lda, tq) // + column t
+		emit(w, "mad.lo.s32 %s, %s, %d, %s", ar, ar, size, l.smemAddr())
+		emit(w, "add.s32 %s, %s, %s", bc, col0, g)            // B column g
+		emit(w, "mad.lo.s32 %s, %s, %d, %s", bc, tq, ldb, bc) // + row t
+		emit(w, "mad.lo.s32 %s, %s, %d, %s", bc, bc, size, l.smemAddr())
+		c := [4]string{l.reg("f"), l.reg("f"), l.reg("f"), l.reg("f")}
+		for _, r := range c {
+			emit(w, "mov.f32 %s, 0f00000000", r)
+		}
+		for kk := 0; kk < k; kk += 8 {
+			a := [4]string{l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")}
+			bb := [2]string{l.reg("r"), l.reg("r")}
+			emit(w, "ld.shared.b32 %s, [%s+%d]", a[0], ar, kk*size)
+			emit(w, "ld.shared.b32 %s, [%s+%d]", a[1], ar, (8*lda+kk)*size)
+			emit(w, "ld.shared.b32 %s, [%s+%d]", a[2], ar, (kk+4)*size)
+			emit(w, "ld.shared.b32 %s, [%s+%d]", a[3], ar, (8*lda+kk+4)*size)
+			emit(w, "ld.shared.b32 %s, [%s+%d]", bb[0], bc, bOff+kk*ldb*size)
+			emit(w, "ld.shared.b32 %s, [%s+%d]", bb[1], bc, bOff+(kk+4)*ldb*size)
+			emit(w, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%s, %s, %s, %s}, {%s, %s, %s, %s}, {%s, %s}, {%s, %s, %s, %s}",
+				c[0], c[1], c[2], c[3], a[0], a[1], a[2], a[3], bb[0], bb[1], c[0], c[1], c[2], c[3])
+		}
+		// C tile to shared memory, row-major m×n at cOff
+		cr := l.reg("r")
+		emit(w, "add.s32 %s, %s, %s", cr, row0, g)
+		emit(w, "mul.lo.s32 %s, %s, %d", cr, cr, n)
+		t2 := l.reg("r")
+		emit(w, "mad.lo.s32 %s, %s, 2, %s", t2, tq, col0)
+		emit(w, "add.s32 %s, %s, %s", cr, cr, t2)
+		emit(w, "mad.lo.s32 %s, %s, %d, %s", cr, cr, size, l.smemAddr())
+		emit(w, "st.shared.v2.f32 [%s+%d], {%s, %s}", cr, cOff, c[0], c[1])
+		emit(w, "st.shared.v2.f32 [%s+%d], {%s, %s}", cr, cOff+8*n*size, c[2], c[3])
+		w.WriteString(skip + ":\n")
+	}
+	barrier(w)
+	slots := accLay.B.slots()
+	res := &lval{lay: accLay, regs: make([]string, nslots(accLay))}
+	shape := tile.Shp(m, n)
+	for _, cls := range l.classesOf(accLay) {
+		a := l.smemSlot(w, l.flatIndex(accLay, shape, slots[cls[0]]), size, cOff)
+		x, r := l.reg("f"), l.reg("f")
+		emit(w, "ld.shared.f32 %s, [%s]", x, a)
+		emit(w, "add.f32 %s, %s, %s", r, accv.regs[cls[0]], x)
+		for _, i := range cls {
+			res.regs[i] = r
+		}
+	}
+	barrier(w)
+	l.natural[v.ID] = accLay
+	l.remember(v, res)
+	return nil
 }

@@ -5,8 +5,12 @@ package cuda
 import (
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/tilefuse/tilefuse/codegen"
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/kernels"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
@@ -43,4 +47,34 @@ func TestConformanceGPU(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLoadErrorCarriesJITLog: a module the driver rejects comes back as an
+// error naming the kernel, with the JIT's own message.
+func TestLoadErrorCarriesJITLog(t *testing.T) {
+	bad := &codegen.Kernel{Name: "broken", NumWarps: 1, PTX: ".version 7.8\n.target sm_80\n.address_size 64\n.visible .entry broken() {\n\tbogus.instruction;\n}\n"}
+	_, err := dev.Load(bad)
+	if err == nil {
+		t.Fatal("bad PTX loaded")
+	}
+	if !strings.Contains(err.Error(), "@broken") || !strings.Contains(err.Error(), "bogus") {
+		t.Fatalf("error lacks the kernel name or the JIT log: %v", err)
+	}
+	t.Logf("error as reported: %v", err)
+}
+
+// TestFunctionAttributes: resource use is read back from the driver.
+func TestFunctionAttributes(t *testing.T) {
+	k, err := kernels.Softmax(tile.Meta{"BLOCK": 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, f, err := dev.Compile(k, 4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Regs <= 0 || f.DynShared != ck.SharedBytes || f.Threads != 128 {
+		t.Fatalf("attributes %s", f)
+	}
+	t.Log(f)
 }

@@ -267,12 +267,15 @@ func Histogram(meta tile.Meta) (*tile.Kernel, error) {
 	return b.Build()
 }
 
-// Unary applies op elementwise: y[i] = op(x[i]) for i < n (a math check).
+// Unary applies op elementwise to f32: y[i] = op(x[i]) for i < n.
 // Meta: BLOCK. Grid: CDiv(n, BLOCK). Args: x, y []float32, n.
-func Unary(op tile.Op) func(meta tile.Meta) (*tile.Kernel, error) {
+func Unary(op tile.Op) func(meta tile.Meta) (*tile.Kernel, error) { return UnaryOf(op, tile.F32) }
+
+// UnaryOf is Unary for elements of dtype d (f32 or f64).
+func UnaryOf(op tile.Op, d tile.DType) func(meta tile.Meta) (*tile.Kernel, error) {
 	return func(meta tile.Meta) (*tile.Kernel, error) {
-		b := tile.NewBuilder("unary_"+op.String(), meta)
-		x, y, n := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32), b.Param("n", tile.I32)
+		b := tile.NewBuilder("unary_"+op.String()+"_"+d.String(), meta)
+		x, y, n := b.Ptr("x", d), b.Ptr("y", d), b.Param("n", tile.I32)
 		BLOCK := b.BlockSize("BLOCK")
 		offs := b.Add(b.Mul(b.ProgramID(0), BLOCK), b.Arange(0, BLOCK))
 		mask := b.Lt(offs, n)

@@ -73,8 +73,9 @@ func Cases() []Case {
 	for _, c := range []struct {
 		name    string
 		m, n, k int
-	}{{"256x384x512", 256, 384, 512}, {"1024x1024x1024", 1024, 1024, 1024}} {
-		big := matmul(c.name, c.m, c.n, c.k, false, false, false)
+		tf32    bool
+	}{{"256x384x512", 256, 384, 512, false}, {"1024x1024x1024", 1024, 1024, 1024, false}, {"512x256x1024_tf32", 512, 256, 1024, true}} {
+		big := matmul(c.name, c.m, c.n, c.k, false, false, c.tf32)
 		big.Large = true
 		cs = append(cs, big)
 	}

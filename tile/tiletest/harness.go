@@ -97,16 +97,24 @@ func Compare(a, b Launcher, c Case) error {
 		outs[i] = args
 	}
 	for i, x := range outs[0] {
-		xs, ok := x.([]float32)
-		if !ok {
+		var got, want []float64
+		switch xs := x.(type) {
+		case []float32:
+			ys := outs[1][i].([]float32)
+			for j := range xs {
+				got, want = append(got, float64(xs[j])), append(want, float64(ys[j]))
+			}
+		case []float64:
+			got, want = xs, outs[1][i].([]float64)
+		case []int32:
+			ys := outs[1][i].([]int32)
+			for j := range xs {
+				got, want = append(got, float64(xs[j])), append(want, float64(ys[j]))
+			}
+		default:
 			continue
 		}
-		ys := outs[1][i].([]float32)
-		want := make([]float64, len(ys))
-		for j, y := range ys {
-			want[j] = float64(y)
-		}
-		if err := closeAll(k.Params[i].Name, xs, want, c.Tol); err != nil {
+		if err := closeAll(k.Params[i].Name, got, want, c.Tol); err != nil {
 			return fmt.Errorf("%s against %s: %w", a.Name(), b.Name(), err)
 		}
 	}
@@ -114,11 +122,11 @@ func Compare(a, b Launcher, c Case) error {
 }
 
 // closeAll is Close over the whole buffer (padding included).
-func closeAll(what string, got []float32, want []float64, tol Tol) error {
+func closeAll(what string, got, want []float64, tol Tol) error {
 	bad := 0
 	first := ""
 	for i, w := range want {
-		g := float64(got[i])
+		g := got[i]
 		ok := g == w || math.IsNaN(g) && math.IsNaN(w) || math.Abs(g-w) <= tol.Abs+tol.Rel*math.Abs(w)
 		if !ok {
 			if bad == 0 {

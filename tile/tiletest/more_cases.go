@@ -252,6 +252,82 @@ func histogram(n, bins, block int) Case {
 	}
 }
 
+// MathOps64 are the f64 unary ops with GPU lowerings.
+var MathOps64 = []tile.Op{tile.OpNeg, tile.OpAbs, tile.OpSign, tile.OpFloor, tile.OpCeil, tile.OpSqrt, tile.OpRsqrt,
+	tile.OpExp, tile.OpExp2, tile.OpLog, tile.OpLog2, tile.OpLog1p, tile.OpExpm1, tile.OpTanh, tile.OpSigmoid}
+
+// MathTol64 is the error bound of each f64 math op, relative in units of
+// 2⁻⁵² (f64 ulps at 1).
+func MathTol64(o tile.Op) Tol {
+	u := func(n float64) float64 { return n * 0x1p-52 }
+	switch o {
+	case tile.OpNeg, tile.OpAbs, tile.OpFloor, tile.OpCeil, tile.OpSign, tile.OpSqrt:
+		return Tol{}
+	case tile.OpRsqrt, tile.OpExp, tile.OpLog:
+		return Tol{Rel: u(2)}
+	case tile.OpExp2:
+		return Tol{Rel: u(2) + 200*0x1p-53} // x·ln2 rounds: |x| ≤ 200 here
+	case tile.OpLog2, tile.OpSigmoid:
+		return Tol{Rel: u(3)}
+	case tile.OpExpm1, tile.OpLog1p:
+		return Tol{Rel: u(5)}
+	case tile.OpTanh:
+		return Tol{Rel: u(6)}
+	}
+	return Tol{Rel: u(1)}
+}
+
+func mathCase64(o tile.Op) Case {
+	const n, block = 4000, 512
+	tol := MathTol64(o)
+	return Case{
+		Name:   "math_f64/" + o.String(),
+		Kernel: spec(kernels.UnaryOf(o, tile.F64), tile.Meta{"BLOCK": block}),
+		Tol:    Tol{Abs: tol.Abs, Rel: 2*tol.Rel + 0x1p-52},
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x32 := mathInputs(rng, o, n)
+			x := make([]float64, n)
+			for i, v := range x32 {
+				x[i] = float64(v) * (1 + (rng.Float64()-0.5)*1e-7) // not just f32 values
+			}
+			if o == tile.OpExp {
+				copy(x, []float64{709.7, -745, -708.5, 1e-300, 0})
+			}
+			if o == tile.OpLog || o == tile.OpLog1p {
+				copy(x, []float64{5e-324, 1e-310, math.MaxFloat64, 1 + 1e-15})
+			}
+			y := make([]float64, n+Pad)
+			for i := range y {
+				y[i] = float64(Poison)
+			}
+			return tile.Grid{tile.CDiv(n, block)}, []any{x, y, n}, func() error {
+				want := make([]float64, n)
+				for i, v := range x {
+					want[i] = mathRef[o](v)
+				}
+				return Close64("y", y, want, tol)
+			}
+		},
+	}
+}
+
+// Close64 is Close for float64 outputs.
+func Close64(what string, got, want []float64, tol Tol) error {
+	for i, w := range want {
+		g := got[i]
+		ok := g == w || math.IsNaN(g) && math.IsNaN(w) || !math.IsInf(w, 0) && math.Abs(g-w) <= tol.Abs+tol.Rel*math.Abs(w)
+		if !ok {
+			return fmt.Errorf("%s[%d] = %v, want %v (tolerance %+v)", what, i, g, w, tol)
+		}
+	}
+	for i := len(want); i < len(got); i++ {
+		if got[i] != float64(Poison) {
+			return fmt.Errorf("%s: padding element %d was written", what, i)
+		}
+	}
+	return nil
+}
+
 // moreCases are the cases that exercise 2-D reductions, transposed blocks,
 // f64, i32 atomics and every math op.
 func moreCases() []Case {
@@ -263,6 +339,9 @@ func moreCases() []Case {
 	}
 	for _, o := range MathOps {
 		cs = append(cs, mathCase(o))
+	}
+	for _, o := range MathOps64 {
+		cs = append(cs, mathCase64(o))
 	}
 	return cs
 }
