@@ -178,7 +178,10 @@ func (l *lowerer) expf(w *strings.Builder, a string) string {
 	emit(w, "selp.f32 %s, %s, 0f00000000, %s", e, e, p)
 	emit(w, "mul.f32 %s, %s, %s", e, e, f32Lit(math.Ln2))
 	emit(w, "ex2.approx.f32 %s, %s", r, t)
-	emit(w, "fma.rn.f32 %s, %s, %s, %s", r, r, e, r)
+	c := l.reg("f")
+	emit(w, "fma.rn.f32 %s, %s, %s, %s", c, r, e, r)
+	emit(w, "testp.finite.f32 %s, %s", p, r) // ∞·0 would be NaN
+	emit(w, "selp.f32 %s, %s, %s, %s", r, c, r, p)
 	return r
 }
 

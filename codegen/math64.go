@@ -78,10 +78,14 @@ func (l *lowerer) expD(w *strings.Builder, x string) string {
 	emit(w, "sub.f64 %s, %s, %s", k2, k, k1)
 	emit(w, "mul.f64 %s, %s, %s", y, y, l.pow2D(w, k1))
 	emit(w, "mul.f64 %s, %s, %s", y, y, l.pow2D(w, k2))
-	// NaN stays NaN (k is NaN-free after the clamp, so pass x's NaN through)
-	nan := l.reg("p")
-	emit(w, "testp.notanumber.f64 %s, %s", nan, x)
-	emit(w, "selp.f64 %s, %s, %s, %s", y, x, y, nan)
+	// e^-∞ = 0, e^∞ = ∞, NaN stays NaN (the reduction above would give NaN for all three)
+	sp := l.reg("p")
+	emit(w, "setp.eq.f64 %s, %s, 0dFFF0000000000000", sp, x)
+	emit(w, "selp.f64 %s, 0d0000000000000000, %s, %s", y, y, sp)
+	emit(w, "setp.eq.f64 %s, %s, 0d7FF0000000000000", sp, x)
+	emit(w, "selp.f64 %s, %s, %s, %s", y, x, y, sp)
+	emit(w, "testp.notanumber.f64 %s, %s", sp, x)
+	emit(w, "selp.f64 %s, %s, %s, %s", y, x, y, sp)
 	return y
 }
 
@@ -152,8 +156,8 @@ func (l *lowerer) expm1D(w *strings.Builder, x string) string {
 	u := l.expD(w, x)
 	um1, lg, r, p := l.reg("fd"), l.logD(w, u), l.reg("fd"), l.reg("p")
 	emit(w, "sub.f64 %s, %s, 0d3FF0000000000000", um1, u)
-	emit(w, "mul.f64 %s, %s, %s", r, um1, x)
-	emit(w, "div.rn.f64 %s, %s, %s", r, r, lg)
+	emit(w, "div.rn.f64 %s, %s, %s", r, x, lg)
+	emit(w, "mul.f64 %s, %s, %s", r, r, um1)
 	emit(w, "setp.eq.f64 %s, %s, 0d3FF0000000000000", p, u) // u == 1: x itself
 	emit(w, "selp.f64 %s, %s, %s, %s", r, x, r, p)
 	emit(w, "setp.eq.f64 %s, %s, 0dBFF0000000000000", p, um1) // e^x underflowed: -1
@@ -170,8 +174,8 @@ func (l *lowerer) log1pD(w *strings.Builder, x string) string {
 	lg := l.logD(w, u)
 	um1, r, p := l.reg("fd"), l.reg("fd"), l.reg("p")
 	emit(w, "sub.f64 %s, %s, 0d3FF0000000000000", um1, u)
-	emit(w, "mul.f64 %s, %s, %s", r, lg, x)
-	emit(w, "div.rn.f64 %s, %s, %s", r, r, um1)
+	emit(w, "div.rn.f64 %s, %s, %s", r, x, um1) // x/(u-1) first: x·log(u) can overflow
+	emit(w, "mul.f64 %s, %s, %s", r, r, lg)
 	emit(w, "setp.eq.f64 %s, %s, 0d3FF0000000000000", p, u)
 	emit(w, "selp.f64 %s, %s, %s, %s", r, x, r, p)
 	emit(w, "testp.infinite.f64 %s, %s", p, lg) // u = 0 or +inf: log(u) itself

@@ -10,7 +10,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 
 .gpu/cuda.test -test.v -test.count=1 > "$out/conformance.log" 2>&1
 conf=$?
-compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/cuda.test -test.short -test.count=1 > "$out/memcheck.log" 2>&1
+# the sanitizer runs the conformance table only: TestLoadErrorCarriesJITLog makes a driver API error on purpose
+compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/cuda.test -test.short -test.count=1 -test.run 'TestConformanceGPU' > "$out/memcheck.log" 2>&1
 mem=$?
 compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/cuda.test -test.short -test.count=1 \
   -test.run 'TestConformanceGPU/(softmax|layer_norm|col_sum|matmul/130x70x90$)' > "$out/racecheck.log" 2>&1

@@ -561,8 +561,8 @@ func mathL[T float](fn func(float64) float64) func(d, a []T) {
 
 var mathFuncs = map[Op]func(float64) float64{
 	OpExp2:  math.Exp2,
-	OpLog:   math.Log,
-	OpLog2:  math.Log2,
+	OpLog:   Log64,
+	OpLog2:  Log2_64,
 	OpLog1p: math.Log1p,
 	OpExpm1: math.Expm1,
 	OpTanh:  math.Tanh,
@@ -571,9 +571,9 @@ var mathFuncs = map[Op]func(float64) float64{
 	OpCos:   math.Cos,
 	OpSigmoid: func(x float64) float64 {
 		if x >= 0 {
-			return 1 / (1 + math.Exp(-x))
+			return 1 / (1 + Exp64(-x))
 		}
-		e := math.Exp(x)
+		e := Exp64(x)
 		return e / (1 + e)
 	},
 }
@@ -656,7 +656,7 @@ func expL[T float](d, a []T) {
 	}
 	a = a[:len(d)]
 	for i := range d {
-		d[i] = T(math.Exp(float64(a[i])))
+		d[i] = T(Exp64(float64(a[i])))
 	}
 }
 
