@@ -211,7 +211,7 @@ func gpuBench(args []string, out io.Writer) error {
 			}
 			return "ok"
 		}
-		for _, warps := range []int{2, 4, 8, 16} {
+		for _, warps := range []int{2, 4, 8} {
 			if cols/(32*warps) < 4 {
 				continue
 			}
@@ -240,6 +240,38 @@ func gpuBench(args []string, out io.Writer) error {
 					return err
 				}
 				row(fmt.Sprintf("%s %dx%d", w.name, rows, cols), fmt.Sprintf("BLOCK=%d warps=%d", cols, warps), ms, 8*float64(rows*cols), f, w.check())
+			}
+		}
+		// persistent programs that prefetch the next row
+		for _, warps := range []int{4, 8} {
+			for _, perSM := range []int{4, 8} {
+				programs := min(rows, d.SMs*perSM)
+				for _, w := range []struct {
+					name  string
+					build func(tile.Meta) (*tile.Kernel, error)
+					args  []any
+					check func() string
+				}{
+					{"softmax_persistent", kernels.SoftmaxPersistent, []any{bx, by, rows, cols, cols}, softmaxCheck},
+					{"layer_norm_persistent", kernels.LayerNormPersistent, []any{bx, by, bw, bbias, bm, br, rows, cols, cols, float32(1e-5)}, lnCheck},
+				} {
+					k, err := w.build(tile.Meta{"BLOCK": cols})
+					if err != nil {
+						return err
+					}
+					_, f, err := d.Compile(k, warps, w.args)
+					if err != nil {
+						return err
+					}
+					ms, err := median(func() error { return d.Launch(f, k, tile.Grid{programs}, w.args...) })
+					if err != nil {
+						return err
+					}
+					if err := d.Download(got, by); err != nil {
+						return err
+					}
+					row(fmt.Sprintf("%s %dx%d", w.name, rows, cols), fmt.Sprintf("BLOCK=%d warps=%d programs=%d", cols, warps, programs), ms, 8*float64(rows*cols), f, w.check())
+				}
 			}
 		}
 		for _, buf := range []*cuda.Buffer{bx, bw, bbias, by, bm, br} {

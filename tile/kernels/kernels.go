@@ -283,3 +283,61 @@ func UnaryOf(op tile.Op, d tile.DType) func(meta tile.Meta) (*tile.Kernel, error
 		return b.Build()
 	}
 }
+
+// SoftmaxPersistent is Softmax with persistent programs: program p handles
+// rows p, p+P, p+2P, … (P the number of programs) and loads row r+P before it
+// works on row r, so that each program keeps a row's load in flight while it
+// computes (software pipelining by hand, as Triton's num_stages does).
+// Meta: BLOCK (≥ n). Grid: any P ≥ 1 (a small multiple of the SM count). Args: x, y []float32, R, n, row_stride.
+func SoftmaxPersistent(meta tile.Meta) (*tile.Kernel, error) {
+	b := tile.NewBuilder("softmax_persistent", meta)
+	x, y := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+	R, n, stride := b.Param("R", tile.I32), b.Param("n", tile.I32), b.Param("row_stride", tile.I32)
+	BLOCK := b.BlockSize("BLOCK")
+	pid, step := b.ProgramID(0), b.NumPrograms(0)
+	cols := b.Arange(0, BLOCK)
+	colMask := b.Lt(cols, n)
+	load := func(row *tile.Value) *tile.Value {
+		return b.Load(b.AddPtr(x, b.Add(b.Mul(row, stride), cols)), b.And(colMask, b.Lt(row, R)), negInf)
+	}
+	b.For(pid, R, step, []*tile.Value{load(pid)}, func(row *tile.Value, c []*tile.Value) []*tile.Value {
+		next := load(b.Add(row, step)) // prefetch before the math on this row
+		xv := c[0]
+		e := b.Exp(b.Sub(xv, safeMax(b, b.Max(xv, 0))))
+		s := b.Sum(e, 0)
+		b.Store(b.AddPtr(y, b.Add(b.Mul(row, stride), cols)), b.Div(e, b.Where(b.Eq(s, 0.0), 1.0, s)), colMask)
+		return []*tile.Value{next}
+	})
+	return b.Build()
+}
+
+// LayerNormPersistent is LayerNorm with persistent programs and the next
+// row's load issued before the current row's math (see SoftmaxPersistent).
+// Meta: BLOCK (≥ n). Grid: any P ≥ 1. Args: x, y, w, bias, mean, rstd []float32, R, n, row_stride, eps.
+func LayerNormPersistent(meta tile.Meta) (*tile.Kernel, error) {
+	b := tile.NewBuilder("layer_norm_persistent", meta)
+	x, y, w, bias := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32), b.Ptr("w", tile.F32), b.Ptr("bias", tile.F32)
+	meanOut, rstdOut := b.Ptr("mean", tile.F32), b.Ptr("rstd", tile.F32)
+	R, n, stride, eps := b.Param("R", tile.I32), b.Param("n", tile.I32), b.Param("row_stride", tile.I32), b.Param("eps", tile.F32)
+	BLOCK := b.BlockSize("BLOCK")
+	pid, step := b.ProgramID(0), b.NumPrograms(0)
+	cols := b.Arange(0, BLOCK)
+	mask := b.Lt(cols, n)
+	wv := b.Load(b.AddPtr(w, cols), mask, nil)
+	bv := b.Load(b.AddPtr(bias, cols), mask, nil)
+	load := func(row *tile.Value) *tile.Value {
+		return b.Load(b.AddPtr(x, b.Add(b.Mul(row, stride), cols)), b.And(mask, b.Lt(row, R)), 0.0)
+	}
+	b.For(pid, R, step, []*tile.Value{load(pid)}, func(row *tile.Value, c []*tile.Value) []*tile.Value {
+		next := load(b.Add(row, step))
+		xv := c[0]
+		mean := b.Div(b.Sum(xv, 0), n)
+		xc := b.Where(mask, b.Sub(xv, mean), 0.0)
+		rstd := b.Rsqrt(b.Add(b.Div(b.Sum(b.Mul(xc, xc), 0), n), eps))
+		b.Store(b.AddPtr(y, b.Add(b.Mul(row, stride), cols)), b.Add(b.Mul(b.Mul(xc, rstd), wv), bv), mask)
+		b.Store(b.AddPtr(meanOut, row), mean, nil)
+		b.Store(b.AddPtr(rstdOut, row), rstd, nil)
+		return []*tile.Value{next}
+	})
+	return b.Build()
+}

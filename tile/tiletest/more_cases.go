@@ -331,6 +331,38 @@ func Close64(what string, got, want []float64, tol Tol) error {
 	return nil
 }
 
+func softmaxPersistent(rows, n, block, programs int) Case {
+	return Case{
+		Name:   fmt.Sprintf("softmax_persistent/%dx%d/BLOCK=%d/programs=%d", rows, n, block, programs),
+		Kernel: spec(kernels.SoftmaxPersistent, tile.Meta{"BLOCK": block}),
+		Tol:    TolRow,
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x := Uniform(rng, rows*n, -8, 8)
+			for j := 0; j < n && rows > 1; j++ {
+				x[n+j] = float32(math.Inf(-1))
+			}
+			y := Output(rows * n)
+			return tile.Grid{programs}, []any{x, y, rows, n, n}, func() error {
+				return Close("y", y, SoftmaxRef(x, rows, n), TolRow)
+			}
+		},
+	}
+}
+
+func layerNormPersistent(rows, n, block, programs int) Case {
+	c := layerNorm(rows, n, block, 1)
+	inner := c.Setup
+	c.Name = fmt.Sprintf("layer_norm_persistent/%dx%d/BLOCK=%d/programs=%d", rows, n, block, programs)
+	c.Kernel = spec(kernels.LayerNormPersistent, tile.Meta{"BLOCK": block})
+	c.Setup = func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+		_, args, check := inner(rng)
+		// x, y, w, b, mean, rstd, n, row_stride, eps → with R before n
+		args = append(args[:6], append([]any{rows}, args[6:]...)...)
+		return tile.Grid{programs}, args, check
+	}
+	return c
+}
+
 // moreCases are the cases that exercise 2-D reductions, transposed blocks,
 // f64, i32 atomics and every math op.
 func moreCases() []Case {
@@ -339,6 +371,8 @@ func moreCases() []Case {
 		transpose(100, 37, 32, 16), transpose(64, 64, 64, 64),
 		sumSquaresF64(5, 3000, 512), sumSquaresF64(3, 10, 16),
 		histogram(10000, 37, 1024), histogram(100, 1, 128),
+		softmaxPersistent(100, 781, 1024, 7), softmaxPersistent(64, 4096, 4096, 64), softmaxPersistent(3, 50, 64, 8),
+		layerNormPersistent(100, 781, 1024, 7), layerNormPersistent(5, 64, 64, 16),
 	}
 	for _, o := range MathOps {
 		cs = append(cs, mathCase(o))
