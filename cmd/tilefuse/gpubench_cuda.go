@@ -243,8 +243,8 @@ func gpuBench(args []string, out io.Writer) error {
 			}
 		}
 		// persistent programs that prefetch the next row
-		for _, warps := range []int{4, 8} {
-			for _, perSM := range []int{4, 8} {
+		for _, warps := range []int{4} {
+			for _, perSM := range []int{8} {
 				programs := min(rows, d.SMs*perSM)
 				for _, w := range []struct {
 					name  string

@@ -77,7 +77,8 @@ func Softmax(meta tile.Meta) (*tile.Kernel, error) {
 	xv := b.Load(b.AddPtr(x, b.Add(base, cols)), mask, negInf)
 	e := b.Exp(b.Sub(xv, safeMax(b, b.Max(xv, 0))))
 	s := b.Sum(e, 0)
-	b.Store(b.AddPtr(y, b.Add(base, cols)), b.Div(e, b.Where(b.Eq(s, 0.0), 1.0, s)), mask)
+	inv := b.Div(1.0, b.Where(b.Eq(s, 0.0), 1.0, s)) // one division per row
+	b.Store(b.AddPtr(y, b.Add(base, cols)), b.Mul(e, inv), mask)
 	return b.Build()
 }
 
@@ -305,7 +306,8 @@ func SoftmaxPersistent(meta tile.Meta) (*tile.Kernel, error) {
 		xv := c[0]
 		e := b.Exp(b.Sub(xv, safeMax(b, b.Max(xv, 0))))
 		s := b.Sum(e, 0)
-		b.Store(b.AddPtr(y, b.Add(b.Mul(row, stride), cols)), b.Div(e, b.Where(b.Eq(s, 0.0), 1.0, s)), colMask)
+		inv := b.Div(1.0, b.Where(b.Eq(s, 0.0), 1.0, s))
+		b.Store(b.AddPtr(y, b.Add(b.Mul(row, stride), cols)), b.Mul(e, inv), colMask)
 		return []*tile.Value{next}
 	})
 	return b.Build()
