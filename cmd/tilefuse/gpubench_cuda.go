@@ -21,7 +21,8 @@ import (
 // a CPU reference before its time is reported.
 func gpuBench(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("gpubench", flag.ContinueOnError)
-	reps := fs.Int("reps", 20, "timed repetitions (median reported)")
+	reps := fs.Int("reps", 50, "timed repetitions (median reported)")
+	warm := fs.Float64("warmup-ms", 100, "device time to run each configuration before timing it (clocks ramp up under load)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -35,10 +36,19 @@ func gpuBench(args []string, out io.Writer) error {
 		return err
 	}
 	median := func(f func() error) (float64, error) {
-		for i := 0; i < 3; i++ {
-			if err := f(); err != nil {
+		for spent := 0.0; spent < *warm; {
+			ms, err := timer.Time(func() error {
+				for i := 0; i < 10; i++ {
+					if err := f(); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
 				return 0, err
 			}
+			spent += ms
 		}
 		ts := make([]float64, *reps)
 		for i := range ts {
