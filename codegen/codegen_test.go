@@ -209,3 +209,21 @@ func TestTF32UsesTensorCores(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamingHint: a streaming load or store becomes ld/st.global.cs.
+func TestStreamingHint(t *testing.T) {
+	for _, stream := range []int{0, 1} {
+		k := build(t, kernels.Softmax, tile.Meta{"BLOCK": 1024, "STREAM": stream})
+		if stream == 1 && !strings.Contains(k.String(), "{cache = streaming}") {
+			t.Errorf("the dump does not show the hint:\n%v", k)
+		}
+		ck, err := Compile(k, Options{Spec: all16(k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lds, sts := count(`ld\.global\.cs\.v4\.f32`, ck.PTX), count(`st\.global\.cs\.v4\.f32`, ck.PTX)
+		if want := 2 * stream; lds != want || sts != want {
+			t.Errorf("STREAM=%d: %d ld.global.cs and %d st.global.cs, want %d each", stream, lds, sts, want)
+		}
+	}
+}

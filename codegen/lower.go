@@ -1165,7 +1165,7 @@ func (l *lowerer) load(v *tile.Value) error {
 		if pred != "" {
 			guard = "@" + pred + " "
 		}
-		emit(w, "%sld.global%s.%s %s, [%s]", guard, vecSuffix(vw), memType(t), dst, args[0].regs[first])
+		emit(w, "%sld.global%s%s.%s %s, [%s]", guard, cacheOp(v), vecSuffix(vw), memType(t), dst, args[0].regs[first])
 	}
 	l.natural[v.ID] = lay
 	l.remember(v, x)
@@ -1259,13 +1259,21 @@ func (l *lowerer) store(v *tile.Value) error {
 			}
 			src = "{" + strings.Join(regs, ", ") + "}"
 		}
-		emit(w, "%sst.global%s.%s [%s], %s", guard, vecSuffix(vw), memType(t), args[0].regs[first], src)
+		emit(w, "%sst.global%s%s.%s [%s], %s", guard, cacheOp(v), vecSuffix(vw), memType(t), args[0].regs[first], src)
 	}
 	if atomic {
 		l.natural[v.ID] = lay
 		l.remember(v, old)
 	}
 	return nil
+}
+
+// cacheOp is the PTX cache operator of a load's or store's hint.
+func cacheOp(v *tile.Value) string {
+	if tile.CacheHint(v.Aux) == tile.CacheStreaming {
+		return ".cs"
+	}
+	return ""
 }
 
 func zeroLit(d tile.DType) string {

@@ -829,7 +829,9 @@ func (b *Builder) maskFor(op string, mask *Value, s Shape) *Value {
 // Load reads the elements ptr points to (tl.load). Lanes where mask (nil: none)
 // is false are not read and give other (nil: zero). mask and other broadcast
 // to the pointer's shape.
-func (b *Builder) Load(ptr, mask *Value, other any) *Value {
+//
+// A CacheHint may follow (Load(p, m, nil, tile.CacheStreaming)).
+func (b *Builder) Load(ptr, mask *Value, other any, hint ...CacheHint) *Value {
 	if !b.checkArg("load", ptr) {
 		return b.poison(typeOr(ptr).WithDType(F32))
 	}
@@ -858,12 +860,24 @@ func (b *Builder) Load(ptr, mask *Value, other any) *Value {
 	if b.err != nil {
 		return b.poison(t)
 	}
-	return b.emit(OpLoad, t, args...)
+	v := b.emit(OpLoad, t, args...)
+	return b.hint(v, hint)
+}
+
+// hint records an optional cache hint on a memory op.
+func (b *Builder) hint(v *Value, hint []CacheHint) *Value {
+	if len(hint) > 1 || len(hint) == 1 && hint[0] >= numCacheHints {
+		return b.fail(v.Op.String(), v.Type, "cache hints %v: give at most one known hint", hint)
+	}
+	if len(hint) == 1 {
+		v.Aux = int64(hint[0])
+	}
+	return v
 }
 
 // storeLike checks and emits store or atomic_add. The pointer, value and mask
 // broadcast to one shape.
-func (b *Builder) storeLike(op Op, ptr *Value, x any, mask *Value) *Value {
+func (b *Builder) storeLike(op Op, ptr *Value, x any, mask *Value, hint []CacheHint) *Value {
 	name := op.String()
 	if !b.checkArg(name, ptr) {
 		return b.poison(Type{})
@@ -895,18 +909,19 @@ func (b *Builder) storeLike(op Op, ptr *Value, x any, mask *Value) *Value {
 	if op == OpAtomicAdd {
 		t = xv.Type
 	}
-	return b.emit(op, t, args...)
+	return b.hint(b.emit(op, t, args...), hint)
 }
 
-// Store writes x where ptr points (tl.store); lanes where mask is false are not written.
-func (b *Builder) Store(ptr *Value, x any, mask *Value) {
-	b.storeLike(OpStore, ptr, x, mask)
+// Store writes x where ptr points (tl.store); lanes where mask is false are
+// not written. A CacheHint may follow.
+func (b *Builder) Store(ptr *Value, x any, mask *Value, hint ...CacheHint) {
+	b.storeLike(OpStore, ptr, x, mask, hint)
 }
 
 // AtomicAdd adds x atomically where ptr points and returns the old values
 // (tl.atomic_add); lanes where mask is false are untouched and give 0.
 func (b *Builder) AtomicAdd(ptr *Value, x any, mask *Value) *Value {
-	return b.storeLike(OpAtomicAdd, ptr, x, mask)
+	return b.storeLike(OpAtomicAdd, ptr, x, mask, nil)
 }
 
 // ---- loops ----

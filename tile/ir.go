@@ -201,7 +201,11 @@ func writeValue(sb *strings.Builder, v *Value, indent string) {
 	case OpDot:
 		fmt.Fprintf(sb, "dot %s {precision = %s} : %s * %s -> %s", refs(v.Args), v.Prec, argType(v, 0), argType(v, 1), v.Type)
 	case OpStore, OpLoad, OpAtomicAdd:
-		fmt.Fprintf(sb, "%s %s : %s", name, refs(v.Args), argType(v, 0))
+		hint := ""
+		if v.Aux != 0 {
+			hint = fmt.Sprintf(" {cache = %v}", CacheHint(v.Aux))
+		}
+		fmt.Fprintf(sb, "%s %s%s : %s", name, refs(v.Args), hint, argType(v, 0))
 	case OpFor:
 		writeFor(sb, v, indent)
 	case OpForResult:

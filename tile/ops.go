@@ -27,8 +27,8 @@ const (
 
 	// Pointers and memory. Pointer arithmetic counts elements, not bytes.
 	OpAddPtr    // ptr + integer offset
-	OpLoad      // load(ptr [, mask [, other]]): lanes whose mask is false are not read and give other (0 without one)
-	OpStore     // store(ptr, value [, mask]): lanes whose mask is false are not written
+	OpLoad      // load(ptr [, mask [, other]]): lanes whose mask is false are not read and give other (0 without one); Aux: CacheHint
+	OpStore     // store(ptr, value [, mask]): lanes whose mask is false are not written; Aux: CacheHint
 	OpAtomicAdd // atomic_add(ptr, value [, mask]) → the old values; f32, f64 or i32
 
 	// Binary arithmetic, on operands of one dtype.
@@ -252,6 +252,27 @@ func (o Op) accepts(d DType) bool {
 		return a&okBool != 0
 	}
 	return false
+}
+
+// CacheHint tells the GPU how a load or store should use the caches (as
+// Triton's eviction_policy and cache_modifier do); it never changes results,
+// and the interpreter ignores it.
+type CacheHint uint8
+
+const (
+	CacheDefault   CacheHint = iota
+	CacheStreaming           // data touched once: evict first (PTX .cs)
+	numCacheHints
+)
+
+func (h CacheHint) String() string {
+	switch h {
+	case CacheDefault:
+		return "default"
+	case CacheStreaming:
+		return "streaming"
+	}
+	return fmt.Sprintf("cache(%d)", uint8(h))
 }
 
 // Precision says how a dot forms f32 products.

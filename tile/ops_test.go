@@ -482,6 +482,10 @@ func TestBuilderErrors(t *testing.T) {
 		{"rank 4", func(b *tile.Builder) { b.ExpandDims(b.Zeros(tile.F32, 2, 2, 2), 0) }, "rank below 3"},
 		{"program_id axis", func(b *tile.Builder) { b.ProgramID(3) }, "axis 3 is outside 0..2"},
 		{"i32 constant out of range", func(b *tile.Builder) { b.I32(1 << 40) }, "is not an i32"},
+		{"two cache hints", func(b *tile.Builder) {
+			p := b.Ptr("p", tile.F32)
+			b.Load(p, nil, nil, tile.CacheStreaming, tile.CacheDefault)
+		}, "give at most one known hint"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

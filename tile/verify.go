@@ -400,6 +400,9 @@ func (vr *verifier) memoryOp(v *Value) error {
 		if err := vr.nargs(v, 1, 3); err != nil {
 			return err
 		}
+		if v.Aux < 0 || v.Aux >= int64(numCacheHints) {
+			return vr.fail(v, fmt.Sprintf("unknown cache hint %d", v.Aux))
+		}
 		p := v.Args[0]
 		if !p.Type.Ptr {
 			return vr.fail(v, fmt.Sprintf("load from %v, not a pointer", p.Type))
@@ -419,6 +422,9 @@ func (vr *verifier) memoryOp(v *Value) error {
 	case OpStore, OpAtomicAdd:
 		if err := vr.nargs(v, 2, 3); err != nil {
 			return err
+		}
+		if v.Aux < 0 || v.Aux >= int64(numCacheHints) || v.Op == OpAtomicAdd && v.Aux != 0 {
+			return vr.fail(v, fmt.Sprintf("unknown cache hint %d", v.Aux))
 		}
 		p, x := v.Args[0], v.Args[1]
 		if !p.Type.Ptr {

@@ -254,6 +254,9 @@ func TestVerifierRejects(t *testing.T) {
 			c := first(k, OpConst)
 			c.Type = BlockOf(c.Type.DType, 16)
 		}, "a constant is a numeric scalar"},
+		{"unknown cache hint", func(k *Kernel) {
+			first(k, OpLoad).Aux = 9
+		}, "unknown cache hint 9"},
 		{"nil operand", func(k *Kernel) {
 			first(k, OpAdd).Args[0] = nil
 		}, "operand 0 is nil"},

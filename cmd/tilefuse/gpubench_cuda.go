@@ -221,68 +221,50 @@ func gpuBench(args []string, out io.Writer) error {
 			}
 			return "ok"
 		}
-		for _, warps := range []int{2, 4, 8} {
-			if cols/(32*warps) < 4 {
-				continue
+		type variant struct {
+			name  string
+			build func(tile.Meta) (*tile.Kernel, error)
+			meta  tile.Meta
+			warps int
+			grid  tile.Grid
+			args  []any
+			check func() string
+		}
+		var vs []variant
+		for _, stream := range []int{0, 1} {
+			for _, warps := range []int{4, 8} {
+				m := tile.Meta{"BLOCK": cols, "STREAM": stream}
+				vs = append(vs,
+					variant{"softmax", kernels.Softmax, m, warps, tile.Grid{rows}, []any{bx, by, cols, cols}, softmaxCheck},
+					variant{"layer_norm", kernels.LayerNorm, m, warps, tile.Grid{rows}, []any{bx, by, bw, bbias, bm, br, cols, cols, float32(1e-5)}, lnCheck})
 			}
-			for _, w := range []struct {
-				name  string
-				build func(tile.Meta) (*tile.Kernel, error)
-				args  []any
-				check func() string
-			}{
-				{"softmax", kernels.Softmax, []any{bx, by, cols, cols}, softmaxCheck},
-				{"layer_norm", kernels.LayerNorm, []any{bx, by, bw, bbias, bm, br, cols, cols, float32(1e-5)}, lnCheck},
-			} {
-				k, err := w.build(tile.Meta{"BLOCK": cols})
-				if err != nil {
-					return err
-				}
-				_, f, err := d.Compile(k, warps, w.args)
-				if err != nil {
-					return err
-				}
-				ms, err := median(func() error { return d.Launch(f, k, tile.Grid{rows}, w.args...) })
-				if err != nil {
-					return err
-				}
-				if err := d.Download(got, by); err != nil {
-					return err
-				}
-				row(fmt.Sprintf("%s %dx%d", w.name, rows, cols), fmt.Sprintf("BLOCK=%d warps=%d", cols, warps), ms, 8*float64(rows*cols), f, w.check())
+			for _, bmw := range [][2]int{{2, 2}, {4, 4}, {8, 8}, {2, 4}, {4, 8}} {
+				bmRows, warps := bmw[0], bmw[1]
+				m := tile.Meta{"BM": bmRows, "BN": cols, "STREAM": stream}
+				g := tile.Grid{tile.CDiv(rows, bmRows)}
+				vs = append(vs,
+					variant{"softmax_2d", kernels.Softmax2D, m, warps, g, []any{bx, by, rows, cols, cols}, softmaxCheck},
+					variant{"layer_norm_2d", kernels.LayerNorm2D, m, warps, g, []any{bx, by, bw, bbias, bm, br, rows, cols, cols, float32(1e-5)}, lnCheck})
 			}
 		}
-		// persistent programs that prefetch the next row
-		for _, warps := range []int{4} {
-			for _, perSM := range []int{8} {
-				programs := min(rows, d.SMs*perSM)
-				for _, w := range []struct {
-					name  string
-					build func(tile.Meta) (*tile.Kernel, error)
-					args  []any
-					check func() string
-				}{
-					{"softmax_persistent", kernels.SoftmaxPersistent, []any{bx, by, rows, cols, cols}, softmaxCheck},
-					{"layer_norm_persistent", kernels.LayerNormPersistent, []any{bx, by, bw, bbias, bm, br, rows, cols, cols, float32(1e-5)}, lnCheck},
-				} {
-					k, err := w.build(tile.Meta{"BLOCK": cols})
-					if err != nil {
-						return err
-					}
-					_, f, err := d.Compile(k, warps, w.args)
-					if err != nil {
-						return err
-					}
-					ms, err := median(func() error { return d.Launch(f, k, tile.Grid{programs}, w.args...) })
-					if err != nil {
-						return err
-					}
-					if err := d.Download(got, by); err != nil {
-						return err
-					}
-					row(fmt.Sprintf("%s %dx%d", w.name, rows, cols), fmt.Sprintf("BLOCK=%d warps=%d programs=%d", cols, warps, programs), ms, 8*float64(rows*cols), f, w.check())
-				}
+		for _, v := range vs {
+			k, err := v.build(v.meta)
+			if err != nil {
+				return err
 			}
+			_, f, err := d.Compile(k, v.warps, v.args)
+			if err != nil {
+				return err
+			}
+			ms, err := median(func() error { return d.Launch(f, k, v.grid, v.args...) })
+			if err != nil {
+				return err
+			}
+			if err := d.Download(got, by); err != nil {
+				return err
+			}
+			cfg := fmt.Sprintf("%v warps=%d", v.meta, v.warps)
+			row(fmt.Sprintf("%s %dx%d", v.name, rows, cols), cfg, ms, 8*float64(rows*cols), f, v.check())
 		}
 		for _, buf := range []*cuda.Buffer{bx, bw, bbias, by, bm, br} {
 			d.Free(buf)

@@ -55,6 +55,15 @@ func Copy2D(meta tile.Meta) (*tile.Kernel, error) {
 // negInf is the load value of masked-off lanes in max-based kernels.
 var negInf = math.Inf(-1)
 
+// streaming is the cache hint for data a kernel touches once: the meta
+// parameter STREAM = 1 asks for it.
+func streaming(meta tile.Meta) []tile.CacheHint {
+	if meta["STREAM"] != 0 {
+		return []tile.CacheHint{tile.CacheStreaming}
+	}
+	return nil
+}
+
 // safeMax replaces a row maximum of -inf by 0, so that exp(x - m) of an
 // all -inf row gives 0 rather than NaN.
 func safeMax(b *tile.Builder, m *tile.Value) *tile.Value {
@@ -74,11 +83,11 @@ func Softmax(meta tile.Meta) (*tile.Kernel, error) {
 	base := b.Mul(b.ProgramID(0), stride)
 	cols := b.Arange(0, BLOCK)
 	mask := b.Lt(cols, n)
-	xv := b.Load(b.AddPtr(x, b.Add(base, cols)), mask, negInf)
+	xv := b.Load(b.AddPtr(x, b.Add(base, cols)), mask, negInf, streaming(meta)...)
 	e := b.Exp(b.Sub(xv, safeMax(b, b.Max(xv, 0))))
 	s := b.Sum(e, 0)
 	inv := b.Div(1.0, b.Where(b.Eq(s, 0.0), 1.0, s)) // one division per row
-	b.Store(b.AddPtr(y, b.Add(base, cols)), b.Mul(e, inv), mask)
+	b.Store(b.AddPtr(y, b.Add(base, cols)), b.Mul(e, inv), mask, streaming(meta)...)
 	return b.Build()
 }
 
@@ -131,13 +140,13 @@ func LayerNorm(meta tile.Meta) (*tile.Kernel, error) {
 	base := b.Mul(row, stride)
 	cols := b.Arange(0, BLOCK)
 	mask := b.Lt(cols, n)
-	xv := b.Load(b.AddPtr(x, b.Add(base, cols)), mask, 0.0)
+	xv := b.Load(b.AddPtr(x, b.Add(base, cols)), mask, 0.0, streaming(meta)...)
 	mean := b.Div(b.Sum(xv, 0), n)
 	xc := b.Where(mask, b.Sub(xv, mean), 0.0)
 	rstd := b.Rsqrt(b.Add(b.Div(b.Sum(b.Mul(xc, xc), 0), n), eps))
 	wv := b.Load(b.AddPtr(w, cols), mask, nil)
 	bv := b.Load(b.AddPtr(bias, cols), mask, nil)
-	b.Store(b.AddPtr(y, b.Add(base, cols)), b.Add(b.Mul(b.Mul(xc, rstd), wv), bv), mask)
+	b.Store(b.AddPtr(y, b.Add(base, cols)), b.Add(b.Mul(b.Mul(xc, rstd), wv), bv), mask, streaming(meta)...)
 	b.Store(b.AddPtr(meanOut, row), mean, nil)
 	b.Store(b.AddPtr(rstdOut, row), rstd, nil)
 	return b.Build()
@@ -207,11 +216,12 @@ func Softmax2D(meta tile.Meta) (*tile.Kernel, error) {
 	cols := b.ExpandDims(b.Arange(0, BN), 0)                                   // [1,BN]
 	mask := b.And(b.Lt(rows, R), b.Lt(cols, n))
 	offs := b.Add(b.Mul(rows, stride), cols)
-	xv := b.Load(b.AddPtr(x, offs), mask, negInf)
+	xv := b.Load(b.AddPtr(x, offs), mask, negInf, streaming(meta)...)
 	m := b.Max(xv, 1, tile.KeepDims) // [BM,1]
 	e := b.Exp(b.Sub(xv, safeMax(b, m)))
 	s := b.Sum(e, 1, tile.KeepDims)
-	b.Store(b.AddPtr(y, offs), b.Div(e, b.Where(b.Eq(s, 0.0), 1.0, s)), mask)
+	inv := b.Div(1.0, b.Where(b.Eq(s, 0.0), 1.0, s)) // [BM,1]: one division per row
+	b.Store(b.AddPtr(y, offs), b.Mul(e, inv), mask, streaming(meta)...)
 	return b.Build()
 }
 
@@ -341,5 +351,32 @@ func LayerNormPersistent(meta tile.Meta) (*tile.Kernel, error) {
 		b.Store(b.AddPtr(rstdOut, row), rstd, nil)
 		return []*tile.Value{next}
 	})
+	return b.Build()
+}
+
+// LayerNorm2D is LayerNorm with BM rows per program (n ≤ BN): with as many
+// warps as rows, each row is reduced within one warp, by shuffles alone.
+// Meta: BM, BN[, STREAM]. Grid: CDiv(R, BM).
+// Args: x, y, w, bias, mean, rstd []float32, R, n, row_stride, eps.
+func LayerNorm2D(meta tile.Meta) (*tile.Kernel, error) {
+	b := tile.NewBuilder("layer_norm_2d", meta)
+	x, y, w, bias := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32), b.Ptr("w", tile.F32), b.Ptr("bias", tile.F32)
+	meanOut, rstdOut := b.Ptr("mean", tile.F32), b.Ptr("rstd", tile.F32)
+	R, n, stride, eps := b.Param("R", tile.I32), b.Param("n", tile.I32), b.Param("row_stride", tile.I32), b.Param("eps", tile.F32)
+	BM, BN := b.BlockSize("BM"), b.BlockSize("BN")
+	rows := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), BM), b.Arange(0, BM)), 1) // [BM,1]
+	cols := b.ExpandDims(b.Arange(0, BN), 0)                                   // [1,BN]
+	rowMask, colMask := b.Lt(rows, R), b.Lt(cols, n)
+	mask := b.And(rowMask, colMask)
+	offs := b.Add(b.Mul(rows, stride), cols)
+	xv := b.Load(b.AddPtr(x, offs), mask, 0.0, streaming(meta)...)
+	mean := b.Div(b.Sum(xv, 1, tile.KeepDims), n) // [BM,1]
+	xc := b.Where(mask, b.Sub(xv, mean), 0.0)
+	rstd := b.Rsqrt(b.Add(b.Div(b.Sum(b.Mul(xc, xc), 1, tile.KeepDims), n), eps))
+	wv := b.Load(b.AddPtr(w, cols), colMask, nil)
+	bv := b.Load(b.AddPtr(bias, cols), colMask, nil)
+	b.Store(b.AddPtr(y, offs), b.Add(b.Mul(b.Mul(xc, rstd), wv), bv), mask, streaming(meta)...)
+	b.Store(b.AddPtr(meanOut, rows), mean, rowMask)
+	b.Store(b.AddPtr(rstdOut, rows), rstd, rowMask)
 	return b.Build()
 }

@@ -363,6 +363,23 @@ func layerNormPersistent(rows, n, block, programs int) Case {
 	return c
 }
 
+func layerNorm2D(rows, n, bm, bn int, stream bool) Case {
+	c := layerNorm(rows, n, bn, 1)
+	inner := c.Setup
+	meta := tile.Meta{"BM": bm, "BN": bn}
+	if stream {
+		meta["STREAM"] = 1
+	}
+	c.Name = fmt.Sprintf("layer_norm_2d/%dx%d/BM=%d/BN=%d/stream=%v", rows, n, bm, bn, stream)
+	c.Kernel = spec(kernels.LayerNorm2D, meta)
+	c.Setup = func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+		_, args, check := inner(rng)
+		args = append(args[:6], append([]any{rows}, args[6:]...)...)
+		return tile.Grid{tile.CDiv(rows, bm)}, args, check
+	}
+	return c
+}
+
 // moreCases are the cases that exercise 2-D reductions, transposed blocks,
 // f64, i32 atomics and every math op.
 func moreCases() []Case {
@@ -373,6 +390,7 @@ func moreCases() []Case {
 		histogram(10000, 37, 1024), histogram(100, 1, 128),
 		softmaxPersistent(100, 781, 1024, 7), softmaxPersistent(64, 4096, 4096, 64), softmaxPersistent(3, 50, 64, 8),
 		layerNormPersistent(100, 781, 1024, 7), layerNormPersistent(5, 64, 64, 16),
+		layerNorm2D(37, 781, 4, 1024, false), layerNorm2D(64, 1024, 8, 1024, true), layerNorm2D(5, 64, 2, 64, false),
 	}
 	for _, o := range MathOps {
 		cs = append(cs, mathCase(o))
