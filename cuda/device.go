@@ -229,8 +229,18 @@ func (d *Device) Download(host any, b *Buffer) error {
 }
 
 // Copy copies n bytes between device buffers.
-func (d *Device) Copy(dst, src *Buffer, n int64) error {
-	return d.Do(func() error { return cu.MemcpyDtoD(dst.Ptr, src.Ptr, n) })
+func (d *Device) Copy(dst, src *Buffer, n int64) error { return d.CopyN(1, dst, src, n) }
+
+// CopyN enqueues reps copies back to back (see LaunchN).
+func (d *Device) CopyN(reps int, dst, src *Buffer, n int64) error {
+	return d.Do(func() error {
+		for i := 0; i < reps; i++ {
+			if err := cu.MemcpyDtoDAsync(dst.Ptr, src.Ptr, n, cu.Stream{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Sync waits for all work on the device.

@@ -17,6 +17,13 @@ import (
 // parameters: a *Buffer for each pointer, a Go number for each scalar.
 // It does not wait for the kernel to finish.
 func (d *Device) Launch(f *Function, k *tile.Kernel, grid tile.Grid, args ...any) error {
+	return d.LaunchN(1, f, k, grid, args...)
+}
+
+// LaunchN enqueues n launches of f back to back from the driver's thread, so
+// that the host's submission overlaps the GPU's work (for timing kernels
+// without launch gaps).
+func (d *Device) LaunchN(n int, f *Function, k *tile.Kernel, grid tile.Grid, args ...any) error {
 	if len(args) != len(k.Params) {
 		return fmt.Errorf("cuda: @%s: %d arguments for %d parameters", k.Name, len(args), len(k.Params))
 	}
@@ -43,7 +50,12 @@ func (d *Device) Launch(f *Function, k *tile.Kernel, grid tile.Grid, args ...any
 		return nil
 	}
 	err := d.Do(func() error {
-		return f.fn.Launch(g[0], g[1], g[2], f.Threads, 1, 1, f.DynShared, cu.Stream{}, params)
+		for i := 0; i < n; i++ {
+			if err := f.fn.Launch(g[0], g[1], g[2], f.Threads, 1, 1, f.DynShared, cu.Stream{}, params); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("cuda: @%s: launch grid %v: %w", k.Name, g, err)

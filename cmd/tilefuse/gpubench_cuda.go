@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/tilefuse/tilefuse/cuda"
@@ -21,8 +22,9 @@ import (
 // a CPU reference before its time is reported.
 func gpuBench(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("gpubench", flag.ContinueOnError)
-	reps := fs.Int("reps", 50, "timed repetitions (median reported)")
+	reps := fs.Int("reps", 100, "timed launches, in batches of 10 (the median batch's time per launch is reported)")
 	warm := fs.Float64("warmup-ms", 100, "device time to run each configuration before timing it (clocks ramp up under load)")
+	only := fs.String("run", "", "time only rows whose workload and config contain this (e.g. for ncu)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -35,28 +37,29 @@ func gpuBench(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	median := func(f func() error) (float64, error) {
+	var current string // the workload and config about to be timed
+	// median times batches of `batch` launches enqueued back to back between
+	// two events (so that no host launch gap is counted) and returns the
+	// median time per launch.
+	const batch = 10
+	median := func(f func(n int) error) (float64, error) {
+		if *only != "" && !strings.Contains(current, *only) {
+			return math.NaN(), nil
+		}
 		for spent := 0.0; spent < *warm; {
-			ms, err := timer.Time(func() error {
-				for i := 0; i < 10; i++ {
-					if err := f(); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
+			ms, err := timer.Time(func() error { return f(batch) })
 			if err != nil {
 				return 0, err
 			}
 			spent += ms
 		}
-		ts := make([]float64, *reps)
+		ts := make([]float64, max(1, *reps/batch))
 		for i := range ts {
-			ms, err := timer.Time(f)
+			ms, err := timer.Time(func() error { return f(batch) })
 			if err != nil {
 				return 0, err
 			}
-			ts[i] = ms
+			ts[i] = ms / batch
 		}
 		sort.Float64s(ts)
 		return ts[len(ts)/2], nil
@@ -73,7 +76,7 @@ func gpuBench(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	msCopy, err := median(func() error { return d.Copy(dst, src, 4*nCopy) })
+	msCopy, err := median(func(n int) error { return d.CopyN(n, dst, src, 4*nCopy) })
 	if err != nil {
 		return err
 	}
@@ -85,6 +88,9 @@ func gpuBench(args []string, out io.Writer) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "workload\tconfig\tms\tTB/s\t% of copy\tregs\tshared B\tspill B\tcheck")
 	row := func(name, cfg string, ms float64, bytes float64, f *cuda.Function, check string) {
+		if math.IsNaN(ms) {
+			return
+		}
 		tbs := bytes / (ms * 1e-3) / 1e12
 		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.2f\t%.0f%%\t%d\t%d\t%d\t%s\n", name, cfg, ms, tbs, 100*tbs/copyTBs, f.Regs, f.StaticShared+f.DynShared, f.Local, check)
 	}
@@ -158,7 +164,8 @@ func gpuBench(args []string, out io.Writer) error {
 				return err
 			}
 			grid := tile.Grid{tile.CDiv(n, cfg.block)}
-			ms, err := median(func() error { return d.Launch(f, k, grid, args...) })
+			current = fmt.Sprintf("%s BLOCK=%d warps=%d", w.name, cfg.block, cfg.warps)
+			ms, err := median(func(n int) error { return d.LaunchN(n, f, k, grid, args...) })
 			if err != nil {
 				return err
 			}
@@ -256,14 +263,15 @@ func gpuBench(args []string, out io.Writer) error {
 			if err != nil {
 				return err
 			}
-			ms, err := median(func() error { return d.Launch(f, k, v.grid, v.args...) })
+			cfg := fmt.Sprintf("%v warps=%d", v.meta, v.warps)
+			current = fmt.Sprintf("%s %dx%d %s", v.name, rows, cols, cfg)
+			ms, err := median(func(n int) error { return d.LaunchN(n, f, k, v.grid, v.args...) })
 			if err != nil {
 				return err
 			}
 			if err := d.Download(got, by); err != nil {
 				return err
 			}
-			cfg := fmt.Sprintf("%v warps=%d", v.meta, v.warps)
 			row(fmt.Sprintf("%s %dx%d", v.name, rows, cols), cfg, ms, 8*float64(rows*cols), f, v.check())
 		}
 		for _, buf := range []*cuda.Buffer{bx, bw, bbias, by, bm, br} {
