@@ -41,6 +41,7 @@ type lowerer struct {
 	ownSmem   int // bytes of regions owned by one reduction each, before the scratch
 	loopDepth int
 	laidOut   map[int][]string // value ID → layouts it was emitted in (for the dump)
+	users     map[int][]*tile.Value
 }
 
 func newLowerer(k *tile.Kernel, opt Options) *lowerer {
@@ -55,6 +56,12 @@ func newLowerer(k *tile.Kernel, opt Options) *lowerer {
 		laidOut:  map[int][]string{},
 	}
 	l.axes = analyzeAxes(k, opt.Spec)
+	l.users = map[int][]*tile.Value{}
+	k.Walk(func(v *tile.Value) {
+		for _, a := range v.Args {
+			l.users[a.ID] = append(l.users[a.ID], v)
+		}
+	})
 	l.inv = make([]bool, k.NumValues())
 	k.Walk(func(v *tile.Value) {
 		switch v.Op {
@@ -1114,9 +1121,68 @@ func vecSuffix(n int) string {
 	return fmt.Sprintf(".v%d", n)
 }
 
+// dependsOn reports whether x is computed from v.
+func dependsOn(x, v *tile.Value) bool {
+	seen := map[*tile.Value]bool{}
+	var walk func(y *tile.Value) bool
+	walk = func(y *tile.Value) bool {
+		if y == v {
+			return true
+		}
+		if seen[y] {
+			return false
+		}
+		seen[y] = true
+		for _, a := range y.Args {
+			if walk(a) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(x)
+}
+
+// consumerLayout is a layout for a load whose pointer has none: the one in
+// which an elementwise consumer, directly or through a broadcast, meets an
+// operand that has a natural layout (a bias row broadcast over a tile), so
+// that no conversion is needed.
+func (l *lowerer) consumerLayout(v *tile.Value) *Layout {
+	try := func(through, e *tile.Value) *Layout {
+		if !e.Op.IsElementwise() && e.Op != tile.OpAddPtr {
+			return nil
+		}
+		for _, o := range e.Args {
+			if o == through || dependsOn(o, v) {
+				continue
+			}
+			if n := l.naturalOf(o); n != nil {
+				return inputLayout(n, v.Type.Shape)
+			}
+		}
+		return nil
+	}
+	for _, u := range l.users[v.ID] {
+		if lay := try(v, u); lay != nil {
+			return lay
+		}
+		if u.Op == tile.OpBroadcast {
+			for _, e := range l.users[u.ID] {
+				if lay := try(u, e); lay != nil {
+					return lay
+				}
+			}
+		}
+	}
+	return nil
+}
+
 func (l *lowerer) load(v *tile.Value) error {
 	ptr := v.Args[0]
 	lay := l.naturalOf(ptr)
+	if lay == nil && !v.Type.Shape.IsScalar() {
+		lay = l.consumerLayout(v)
+	}
 	if lay == nil {
 		lay = l.canonical(v.Type.Shape)
 	}

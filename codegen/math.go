@@ -27,7 +27,7 @@ import (
 //	sigmoid   1/(1 + exp(-x))                                      3 ulp
 //	sin cos   reduction by 2π in three parts, then sin/cos.approx  5e-7 absolute for |x| < 1e5
 //	pow       ex2.approx(y·lg2.approx|x|) with IEEE special cases  2⁻²¹·(1+|y·log₂|x||) relative
-//	rem       in f64: a - trunc(a/b)·b                             exact while |a/b| < 2²⁴
+//	rem       in f64: a - trunc(a/b)·b, quotient corrected by one  exact
 
 func f32Lit(x float64) string { return fmt.Sprintf("0f%08X", math.Float32bits(float32(x))) }
 func f64Lit(x float64) string { return fmt.Sprintf("0d%016X", math.Float64bits(x)) }
@@ -319,27 +319,23 @@ func (l *lowerer) sincosf(w *strings.Builder, op tile.Op, a string) string {
 	return out
 }
 
-// frem is fmod on f32 through f64, where a - q·b is exact for |q| < 2²⁴.
+// frem is fmod: on f32 through the exact f64 fmod of math64.go.
 func (l *lowerer) frem(w *strings.Builder, d tile.DType, a, b string) (string, error) {
-	if d != tile.F32 {
-		return "", fmt.Errorf("rem on %v has no GPU lowering yet", d)
+	if d == tile.F64 {
+		return l.fmodD(w, a, b), nil
 	}
-	ad, bd, q, r := l.reg("fd"), l.reg("fd"), l.reg("fd"), l.reg("f")
+	ad, bd, r := l.reg("fd"), l.reg("fd"), l.reg("f")
 	emit(w, "cvt.f64.f32 %s, %s", ad, a)
 	emit(w, "cvt.f64.f32 %s, %s", bd, b)
-	emit(w, "div.rn.f64 %s, %s, %s", q, ad, bd)
-	emit(w, "cvt.rzi.f64.f64 %s, %s", q, q)
-	emit(w, "neg.f64 %s, %s", q, q)
-	emit(w, "fma.rn.f64 %s, %s, %s, %s", q, q, bd, ad)
-	emit(w, "cvt.rn.f32.f64 %s, %s", r, q)
+	emit(w, "cvt.rn.f32.f64 %s, %s", r, l.fmodD(w, ad, bd))
 	return r, nil
 }
 
 // pow on f32: ex2(y·lg2|x|), negated for a negative x and odd integer y,
 // NaN for a negative x and non-integer y; pow(x, 0) = pow(1, y) = 1.
 func (l *lowerer) pow(w *strings.Builder, d tile.DType, x, y string) (string, error) {
-	if d != tile.F32 {
-		return "", fmt.Errorf("pow on %v has no GPU lowering yet", d)
+	if d == tile.F64 {
+		return l.powD(w, x, y), nil
 	}
 	ax, lg, r := l.reg("f"), l.reg("f"), l.reg("f")
 	emit(w, "abs.f32 %s, %s", ax, x)

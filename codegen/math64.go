@@ -22,6 +22,10 @@ import (
 //	log1p    u = 1+x; log(u)·x/(u-1) (Kahan)                 4
 //	tanh     expm1(2|x|)/(expm1(2|x|)+2), signed             5
 //	sigmoid  1/(1+exp(-x))                                  3
+//	erf      FreeBSD s_erf.c's four rational approximations  2
+//	sin cos  Cephes: π/4 reduction in three parts, octant polynomials  2, for |x| < 2²⁹
+//	pow      exp(y·log|x|), IEEE special cases              (|y·log x| + 4)·2⁻⁵³ relative
+//	rem      a - trunc(a/b)·b, the quotient corrected by one  exact while |a/b| < 2⁵²
 
 func (l *lowerer) polyD(w *strings.Builder, x string, c []float64) string {
 	r := l.reg("fd")
@@ -222,6 +226,10 @@ func (l *lowerer) unaryF64Math(w *strings.Builder, op tile.Op, a string) (string
 		return l.log1pD(w, a), true
 	case tile.OpTanh:
 		return l.tanhD(w, a), true
+	case tile.OpErf:
+		return l.erfD(w, a), true
+	case tile.OpSin, tile.OpCos:
+		return l.sinCosD(w, op, a), true
 	case tile.OpSigmoid:
 		n := l.reg("fd")
 		emit(w, "neg.f64 %s, %s", n, a)
@@ -232,4 +240,191 @@ func (l *lowerer) unaryF64Math(w *strings.Builder, op tile.Op, a string) (string
 		return r, true
 	}
 	return "", false
+}
+
+// erfD follows FreeBSD's s_erf.c (as Go's math.Erf does): four ranges of |x|,
+// each a rational approximation (coefficients from that file); all four are
+// computed and the right one selected, as threads of a warp may differ.
+func (l *lowerer) erfD(w *strings.Builder, x string) string {
+	ax := l.reg("fd")
+	emit(w, "abs.f64 %s, %s", ax, x)
+	ratio := func(num, den []float64, t string) string {
+		p := l.polyD(w, t, num)
+		q := l.polyD(w, t, den)
+		emit(w, "div.rn.f64 %s, %s, %s", p, p, q)
+		return p
+	}
+	// |x| < 0.84375: x + x·P(x²)/Q(x²)
+	z := l.reg("fd")
+	emit(w, "mul.f64 %s, %s, %s", z, ax, ax)
+	ra := ratio([]float64{1.28379167095512558561e-01, -3.25042107247001499370e-01, -2.84817495755985104766e-02, -5.77027029648944159157e-03, -2.37630166566501626084e-05},
+		[]float64{1, 3.97917223959155352819e-01, 6.50222499887672944485e-02, 5.08130628187576562776e-03, 1.32494738004321644526e-04, -3.96022827877536812320e-06}, z)
+	emit(w, "fma.rn.f64 %s, %s, %s, %s", ra, ax, ra, ax)
+	// [0.84375, 1.25): erx + P1(s)/Q1(s), s = |x| - 1
+	s := l.reg("fd")
+	emit(w, "sub.f64 %s, %s, 0d3FF0000000000000", s, ax)
+	rb := ratio([]float64{-2.36211856075265944077e-03, 4.14856118683748331666e-01, -3.72207876035701323847e-01, 3.18346619901161753674e-01, -1.10894694282396677476e-01, 3.54783043256182359371e-02, -2.16637559486879084300e-03},
+		[]float64{1, 1.06420880400844228286e-01, 5.40397917702171048937e-01, 7.18286544141962662868e-02, 1.26171219808761642112e-01, 1.36370839120290507362e-02, 1.19844998467991074170e-02}, s)
+	emit(w, "add.f64 %s, %s, %s", rb, rb, f64Lit(8.45062911510467529297e-01))
+	// [1.25, 6): 1 - exp(-z·z - 0.5625)·exp((z-|x|)(z+|x|) + R/S)/|x|, z = |x| with its low word cleared
+	t := l.reg("fd")
+	emit(w, "mul.f64 %s, %s, %s", t, ax, ax)
+	emit(w, "rcp.rn.f64 %s, %s", t, t)
+	r1 := ratio([]float64{-9.86494403484714822705e-03, -6.93858572707181764372e-01, -1.05586262253232909814e+01, -6.23753324503260060396e+01, -1.62396669462573470355e+02, -1.84605092906711035994e+02, -8.12874355063065934246e+01, -9.81432934416914548592e+00},
+		[]float64{1, 1.96512716674392571292e+01, 1.37657754143519042600e+02, 4.34565877475229228821e+02, 6.45387271733267880336e+02, 4.29008140027567833386e+02, 1.08635005541779435134e+02, 6.57024977031928170135e+00, -6.04244152148580987438e-02}, t)
+	r2 := ratio([]float64{-9.86494292470009928597e-03, -7.99283237680523006574e-01, -1.77579549177547519889e+01, -1.60636384855821916062e+02, -6.37566443368389627722e+02, -1.02509513161107724954e+03, -4.83519191608651397019e+02},
+		[]float64{1, 3.03380607434824582924e+01, 3.25792512996573918826e+02, 1.53672958608443695994e+03, 3.19985821950859553908e+03, 2.55305040643316442583e+03, 4.74528541206955367215e+02, -2.24409524465858183362e+01}, t)
+	mid := l.reg("p")
+	emit(w, "setp.lt.f64 %s, %s, %s", mid, ax, f64Lit(1/0.35))
+	emit(w, "selp.f64 %s, %s, %s, %s", r1, r1, r2, mid)
+	bits, zz := l.reg("rd"), l.reg("fd")
+	emit(w, "mov.b64 %s, %s", bits, ax)
+	emit(w, "and.b64 %s, %s, 0xFFFFFFFF00000000", bits, bits)
+	emit(w, "mov.b64 %s, %s", zz, bits)
+	e1, e2 := l.reg("fd"), l.reg("fd")
+	emit(w, "mul.f64 %s, %s, %s", e1, zz, zz)
+	emit(w, "neg.f64 %s, %s", e1, e1)
+	emit(w, "sub.f64 %s, %s, 0d3FE2000000000000", e1, e1) // -z·z - 0.5625
+	d1, d2 := l.reg("fd"), l.reg("fd")
+	emit(w, "sub.f64 %s, %s, %s", d1, zz, ax)
+	emit(w, "add.f64 %s, %s, %s", d2, zz, ax)
+	emit(w, "fma.rn.f64 %s, %s, %s, %s", e2, d1, d2, r1)
+	x1, x2 := l.expD(w, e1), l.expD(w, e2)
+	rc := l.reg("fd")
+	emit(w, "mul.f64 %s, %s, %s", rc, x1, x2)
+	emit(w, "div.rn.f64 %s, %s, %s", rc, rc, ax)
+	emit(w, "sub.f64 %s, 0d3FF0000000000000, %s", rc, rc)
+	// pick the range, then the sign
+	r, p := l.reg("fd"), l.reg("p")
+	emit(w, "setp.lt.f64 %s, %s, 0d4018000000000000", p, ax) // 6
+	emit(w, "selp.f64 %s, %s, 0d3FF0000000000000, %s", r, rc, p)
+	emit(w, "setp.lt.f64 %s, %s, 0d3FF4000000000000", p, ax) // 1.25
+	emit(w, "selp.f64 %s, %s, %s, %s", r, rb, r, p)
+	emit(w, "setp.lt.f64 %s, %s, 0d3FEB000000000000", p, ax) // 0.84375
+	emit(w, "selp.f64 %s, %s, %s, %s", r, ra, r, p)
+	emit(w, "copysign.f64 %s, %s, %s", r, x, r)
+	emit(w, "testp.notanumber.f64 %s, %s", p, x)
+	emit(w, "selp.f64 %s, %s, %s, %s", r, x, r, p)
+	return r
+}
+
+// sinCosD follows Cephes' sin.c and cos.c (as Go's math.Sin and math.Cos
+// do): reduction by π/4 in three parts, then the sine or the cosine
+// polynomial by octant. Accurate for |x| < 2²⁹ (Go switches to a
+// Payne–Hanek reduction beyond; this does not).
+func (l *lowerer) sinCosD(w *strings.Builder, op tile.Op, x string) string {
+	ax, y := l.reg("fd"), l.reg("fd")
+	j, odd := l.reg("rd"), l.reg("rd")
+	emit(w, "abs.f64 %s, %s", ax, x)
+	emit(w, "mul.f64 %s, %s, %s", y, ax, f64Lit(4/math.Pi))
+	emit(w, "cvt.rzi.u64.f64 %s, %s", j, y)
+	emit(w, "and.b64 %s, %s, 1", odd, j)
+	emit(w, "add.u64 %s, %s, %s", j, j, odd) // map zeros to the origin
+	emit(w, "cvt.rn.f64.u64 %s, %s", y, j)
+	emit(w, "and.b64 %s, %s, 7", j, j)
+	z := l.reg("fd")
+	emit(w, "neg.f64 %s, %s", y, y)
+	emit(w, "fma.rn.f64 %s, %s, %s, %s", z, y, f64Lit(7.85398125648498535156e-1), ax)
+	emit(w, "fma.rn.f64 %s, %s, %s, %s", z, y, f64Lit(3.77489470793079817668e-8), z)
+	emit(w, "fma.rn.f64 %s, %s, %s, %s", z, y, f64Lit(2.69515142907905952645e-15), z)
+	zz := l.reg("fd")
+	emit(w, "mul.f64 %s, %s, %s", zz, z, z)
+	sp := l.polyD(w, zz, []float64{-1.66666666666666307295e-1, 8.33333333332211858878e-3, -1.98412698295895385996e-4, 2.75573136213857245213e-6, -2.50507477628578072866e-8, 1.58962301576546568060e-10})
+	emit(w, "mul.f64 %s, %s, %s", sp, sp, zz)
+	emit(w, "fma.rn.f64 %s, %s, %s, %s", sp, sp, z, z) // z + z·zz·P
+	cp := l.polyD(w, zz, []float64{4.16666666666665929218e-2, -1.38888888888730564116e-3, 2.48015872888517045348e-5, -2.75573141792967388112e-7, 2.08757008419747316778e-9, -1.13585365213876817300e-11})
+	z4 := l.reg("fd")
+	emit(w, "mul.f64 %s, %s, %s", z4, zz, zz)
+	emit(w, "mul.f64 %s, %s, %s", cp, cp, z4)
+	emit(w, "fma.rn.f64 %s, %s, 0dBFE0000000000000, %s", z4, zz, cp) // cp - 0.5·zz
+	emit(w, "add.f64 %s, %s, 0d3FF0000000000000", cp, z4)
+	// octant: j > 3 flips the sign and subtracts 4; cos also flips for j > 1
+	hi, flip, mid := l.reg("p"), l.reg("p"), l.reg("p")
+	emit(w, "setp.gt.u64 %s, %s, 3", hi, j)
+	jm := l.reg("rd")
+	emit(w, "sub.u64 %s, %s, 4", jm, j)
+	emit(w, "selp.b64 %s, %s, %s, %s", j, jm, j, hi)
+	emit(w, "setp.eq.u64 %s, %s, 1", mid, j)
+	t := l.reg("p")
+	emit(w, "setp.eq.u64 %s, %s, 2", t, j)
+	emit(w, "or.pred %s, %s, %s", mid, mid, t) // j is 1 or 2
+	r := l.reg("fd")
+	if op == tile.OpSin {
+		emit(w, "selp.f64 %s, %s, %s, %s", r, cp, sp, mid)
+		neg := l.reg("p")
+		emit(w, "setp.lt.f64 %s, %s, 0d0000000000000000", neg, x)
+		emit(w, "xor.pred %s, %s, %s", flip, neg, hi)
+	} else {
+		emit(w, "selp.f64 %s, %s, %s, %s", r, sp, cp, mid)
+		gt1 := l.reg("p")
+		emit(w, "setp.gt.u64 %s, %s, 1", gt1, j)
+		emit(w, "xor.pred %s, %s, %s", flip, hi, gt1)
+	}
+	nr := l.reg("fd")
+	emit(w, "neg.f64 %s, %s", nr, r)
+	emit(w, "selp.f64 %s, %s, %s, %s", r, nr, r, flip)
+	p := l.reg("p")
+	if op == tile.OpSin {
+		emit(w, "setp.eq.f64 %s, %s, 0d0000000000000000", p, x) // sin(±0) = ±0
+		emit(w, "selp.f64 %s, %s, %s, %s", r, x, r, p)
+	}
+	emit(w, "testp.finite.f64 %s, %s", p, x) // ±inf and NaN give NaN
+	emit(w, "selp.f64 %s, %s, 0d7FF8000000000000, %s", r, r, p)
+	return r
+}
+
+// powD is exp(y·log|x|) with pow's special cases (as the f32 lowering):
+// relative error about (|y·log x| + 4)·2⁻⁵³.
+func (l *lowerer) powD(w *strings.Builder, x, y string) string {
+	ax := l.reg("fd")
+	emit(w, "abs.f64 %s, %s", ax, x)
+	lg := l.logD(w, ax)
+	emit(w, "mul.f64 %s, %s, %s", lg, lg, y)
+	r := l.expD(w, lg)
+	yi, half, hi := l.reg("fd"), l.reg("fd"), l.reg("fd")
+	isInt, odd, neg, p := l.reg("p"), l.reg("p"), l.reg("p"), l.reg("p")
+	emit(w, "cvt.rzi.f64.f64 %s, %s", yi, y)
+	emit(w, "setp.eq.f64 %s, %s, %s", isInt, yi, y)
+	emit(w, "mul.f64 %s, %s, 0d3FE0000000000000", half, y)
+	emit(w, "cvt.rzi.f64.f64 %s, %s", hi, half)
+	emit(w, "setp.ne.and.f64 %s, %s, %s, %s", odd, hi, half, isInt)
+	emit(w, "setp.lt.f64 %s, %s, 0d0000000000000000", neg, x)
+	nr := l.reg("fd")
+	emit(w, "neg.f64 %s, %s", nr, r)
+	emit(w, "and.pred %s, %s, %s", p, neg, odd)
+	emit(w, "selp.f64 %s, %s, %s, %s", r, nr, r, p)
+	emit(w, "not.pred %s, %s", p, isInt)
+	emit(w, "and.pred %s, %s, %s", p, p, neg)
+	emit(w, "selp.f64 %s, 0d7FF8000000000000, %s, %s", r, r, p)
+	one := l.reg("p")
+	emit(w, "setp.eq.f64 %s, %s, 0d0000000000000000", one, y)
+	emit(w, "setp.eq.or.f64 %s, %s, 0d3FF0000000000000, %s", one, x, one)
+	emit(w, "selp.f64 %s, 0d3FF0000000000000, %s, %s", r, r, one)
+	return r
+}
+
+// fmodD is a - q·b with q = trunc(a/b), q corrected by one where the
+// division rounded across an integer: exact while |a/b| < 2⁵².
+func (l *lowerer) fmodD(w *strings.Builder, a, b string) string {
+	q, r := l.reg("fd"), l.reg("fd")
+	emit(w, "div.rn.f64 %s, %s, %s", q, a, b)
+	emit(w, "cvt.rzi.f64.f64 %s, %s", q, q)
+	nq := l.reg("fd")
+	emit(w, "neg.f64 %s, %s", nq, q)
+	emit(w, "fma.rn.f64 %s, %s, %s, %s", r, nq, b, a)
+	// r must have a's sign (or be 0) and be smaller than |b|
+	ab, ar, sb := l.reg("fd"), l.reg("fd"), l.reg("fd")
+	emit(w, "abs.f64 %s, %s", ab, b)
+	emit(w, "copysign.f64 %s, %s, %s", sb, a, ab) // |b| with a's sign
+	wrong, big := l.reg("p"), l.reg("p")
+	emit(w, "mul.f64 %s, %s, %s", ar, r, a)
+	emit(w, "setp.lt.f64 %s, %s, 0d0000000000000000", wrong, ar) // r and a differ in sign
+	fix := l.reg("fd")
+	emit(w, "add.f64 %s, %s, %s", fix, r, sb)
+	emit(w, "selp.f64 %s, %s, %s, %s", r, fix, r, wrong)
+	emit(w, "abs.f64 %s, %s", ar, r)
+	emit(w, "setp.ge.f64 %s, %s, %s", big, ar, ab)
+	emit(w, "sub.f64 %s, %s, %s", fix, r, sb)
+	emit(w, "selp.f64 %s, %s, %s, %s", r, fix, r, big)
+	return r
 }

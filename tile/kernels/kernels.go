@@ -380,3 +380,18 @@ func LayerNorm2D(meta tile.Meta) (*tile.Kernel, error) {
 	b.Store(b.AddPtr(rstdOut, rows), rstd, rowMask)
 	return b.Build()
 }
+
+// BinaryOf applies a binary op elementwise to elements of dtype d:
+// z[i] = op(x[i], y[i]) for i < n (a math check).
+// Meta: BLOCK. Grid: CDiv(n, BLOCK). Args: x, y, z, n.
+func BinaryOf(op tile.Op, d tile.DType) func(meta tile.Meta) (*tile.Kernel, error) {
+	return func(meta tile.Meta) (*tile.Kernel, error) {
+		b := tile.NewBuilder("binary_"+op.String()+"_"+d.String(), meta)
+		x, y, z, n := b.Ptr("x", d), b.Ptr("y", d), b.Ptr("z", d), b.Param("n", tile.I32)
+		BLOCK := b.BlockSize("BLOCK")
+		offs := b.Add(b.Mul(b.ProgramID(0), BLOCK), b.Arange(0, BLOCK))
+		mask := b.Lt(offs, n)
+		b.Store(b.AddPtr(z, offs), b.Binary(op, b.Load(b.AddPtr(x, offs), mask, nil), b.Load(b.AddPtr(y, offs), mask, nil)), mask)
+		return b.Build()
+	}
+}

@@ -257,7 +257,8 @@ func histogram(n, bins, block int) Case {
 
 // MathOps64 are the f64 unary ops with GPU lowerings.
 var MathOps64 = []tile.Op{tile.OpNeg, tile.OpAbs, tile.OpSign, tile.OpFloor, tile.OpCeil, tile.OpSqrt, tile.OpRsqrt,
-	tile.OpExp, tile.OpExp2, tile.OpLog, tile.OpLog2, tile.OpLog1p, tile.OpExpm1, tile.OpTanh, tile.OpSigmoid}
+	tile.OpExp, tile.OpExp2, tile.OpLog, tile.OpLog2, tile.OpLog1p, tile.OpExpm1, tile.OpTanh, tile.OpSigmoid,
+	tile.OpErf, tile.OpSin, tile.OpCos}
 
 // MathTol64 is the error bound of each f64 math op, relative in units of
 // 2⁻⁵² (f64 ulps at 1).
@@ -276,8 +277,82 @@ func MathTol64(o tile.Op) Tol {
 		return Tol{Rel: u(5)}
 	case tile.OpTanh:
 		return Tol{Rel: u(6)}
+	case tile.OpErf:
+		return Tol{Abs: 1e-300, Rel: u(3)}
+	case tile.OpSin, tile.OpCos: // |x| ≤ 100: the reduction's error, relative to the result near a zero
+		return Tol{Abs: u(4) * 100, Rel: u(3)}
 	}
 	return Tol{Rel: u(1)}
+}
+
+// binaryCase checks pow or rem on f32 or f64 against Go's math.Pow and math.Mod.
+func binaryCase(o tile.Op, d tile.DType) Case {
+	const n, block = 3000, 512
+	var tol Tol
+	switch {
+	case o == tile.OpRem:
+		tol = Tol{} // exact
+	case d == tile.F32: // 2⁻²¹·(1+|y·log₂x|) with |y·log₂x| ≤ 20 here
+		tol = Tol{Abs: 1e-37, Rel: 21 * 0x1p-21}
+	default: // (|y·ln x| + 4)·2⁻⁵³ with |y·ln x| ≤ 14 here
+		tol = Tol{Abs: 1e-300, Rel: 18 * 0x1p-53}
+	}
+	ref := math.Pow
+	if o == tile.OpRem {
+		ref = math.Mod
+	}
+	return Case{
+		Name:   fmt.Sprintf("math_binary/%v/%v", o, d),
+		Kernel: spec(kernels.BinaryOf(o, d), tile.Meta{"BLOCK": block}),
+		Tol:    Tol{Abs: 2 * tol.Abs, Rel: 2*tol.Rel + 0x1p-23},
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			xs, ys := make([]float64, n), make([]float64, n)
+			for i := range xs {
+				switch {
+				case o == tile.OpRem:
+					xs[i], ys[i] = (rng.Float64()-0.5)*2e3, (rng.Float64()-0.5)*20
+					if i%7 == 0 {
+						xs[i] = (rng.Float64() - 0.5) * 1e7 // large quotients
+					}
+				case i%3 == 0: // negative bases with integer exponents
+					xs[i], ys[i] = -(0.5 + 3*rng.Float64()), float64(rng.IntN(11)-5)
+				default:
+					xs[i], ys[i] = 0.05+10*rng.Float64(), (rng.Float64()-0.5)*8
+				}
+			}
+			special := [][2]float64{{0, 2}, {0, -1}, {1, 1e9}, {2, 0}, {math.NaN(), 0}, {2, 10}, {-2, 3}, {7, 0.5}}
+			if o == tile.OpRem {
+				special = [][2]float64{{5, 3}, {-5, 3}, {5, -3}, {0, 1}, {1, 0}, {math.Inf(1), 2}, {3, math.Inf(1)}, {1e15, 0.3}}
+			}
+			for i, s := range special {
+				xs[i], ys[i] = s[0], s[1]
+			}
+			if d == tile.F32 {
+				x32, y32, z32 := make([]float32, n), make([]float32, n), Output(n)
+				for i := range xs {
+					x32[i], y32[i] = float32(xs[i]), float32(ys[i])
+				}
+				return tile.Grid{tile.CDiv(n, block)}, []any{x32, y32, z32, n}, func() error {
+					want := make([]float64, n)
+					for i := range want {
+						want[i] = float64(float32(ref(float64(x32[i]), float64(y32[i]))))
+					}
+					return Close("z", z32, want, tol)
+				}
+			}
+			z := make([]float64, n+Pad)
+			for i := range z {
+				z[i] = float64(Poison)
+			}
+			return tile.Grid{tile.CDiv(n, block)}, []any{xs, ys, z, n}, func() error {
+				want := make([]float64, n)
+				for i := range want {
+					want[i] = ref(xs[i], ys[i])
+				}
+				return Close64("z", z, want, tol)
+			}
+		},
+	}
 }
 
 func mathCase64(o tile.Op) Case {
@@ -397,6 +472,9 @@ func moreCases() []Case {
 	}
 	for _, o := range MathOps64 {
 		cs = append(cs, mathCase64(o))
+	}
+	for _, o := range []tile.Op{tile.OpPow, tile.OpRem} {
+		cs = append(cs, binaryCase(o, tile.F32), binaryCase(o, tile.F64))
 	}
 	return cs
 }
