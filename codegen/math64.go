@@ -426,5 +426,11 @@ func (l *lowerer) fmodD(w *strings.Builder, a, b string) string {
 	emit(w, "setp.ge.f64 %s, %s, %s", big, ar, ab)
 	emit(w, "sub.f64 %s, %s, %s", fix, r, sb)
 	emit(w, "selp.f64 %s, %s, %s, %s", r, fix, r, big)
+	// a finite a modulo an infinite b is a (the quotient 0 times ∞ would give NaN)
+	binf, afin := l.reg("p"), l.reg("p")
+	emit(w, "testp.infinite.f64 %s, %s", binf, b)
+	emit(w, "testp.finite.f64 %s, %s", afin, a)
+	emit(w, "and.pred %s, %s, %s", binf, binf, afin)
+	emit(w, "selp.f64 %s, %s, %s, %s", r, a, r, binf)
 	return r
 }
