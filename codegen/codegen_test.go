@@ -241,3 +241,21 @@ func TestBiasLoadTakesConsumerLayout(t *testing.T) {
 		t.Errorf("LayerNorm2D with a warp per row uses %d B of shared memory and barriers; want none", ck.SharedBytes)
 	}
 }
+
+// TestConversionsThroughSharedMemory: a transposed tile added to a plain one,
+// and a reshape that moves elements between threads, go through shared
+// memory fenced by barriers.
+func TestConversionsThroughSharedMemory(t *testing.T) {
+	for _, k := range []*tile.Kernel{
+		build(t, kernels.AddTransposed, tile.Meta{"B": 32}),
+		build(t, kernels.PairSums, tile.Meta{"BLOCK": 256}),
+	} {
+		ck, err := Compile(k, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ck.SharedBytes == 0 || count(`bar\.sync`, ck.PTX) < 2 || count(`st\.shared`, ck.PTX) == 0 {
+			t.Errorf("%s: %d B shared, %d barriers: no conversion through shared memory", k.Name, ck.SharedBytes, count(`bar\.sync`, ck.PTX))
+		}
+	}
+}

@@ -395,3 +395,39 @@ func BinaryOf(op tile.Op, d tile.DType) func(meta tile.Meta) (*tile.Kernel, erro
 		return b.Build()
 	}
 }
+
+// AddTransposed is z = x + yᵀ for N×N row-major matrices, one B×B tile per
+// program: the transposed tile arrives in the other layout and must be
+// converted (through shared memory on the GPU).
+// Meta: B. Grid: (CDiv(N, B), CDiv(N, B)). Args: x, y, z []float32, N.
+func AddTransposed(meta tile.Meta) (*tile.Kernel, error) {
+	b := tile.NewBuilder("add_transposed", meta)
+	x, y, z := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32), b.Ptr("z", tile.F32)
+	N := b.Param("N", tile.I32)
+	B := b.BlockSize("B")
+	ri := b.Add(b.Mul(b.ProgramID(0), B), b.Arange(0, B))
+	rj := b.Add(b.Mul(b.ProgramID(1), B), b.Arange(0, B))
+	i2, j2 := b.ExpandDims(ri, 1), b.ExpandDims(rj, 0) // tile (i, j)
+	mask := b.And(b.Lt(i2, N), b.Lt(j2, N))
+	xt := b.Load(b.AddPtr(x, b.Add(b.Mul(i2, N), j2)), mask, 0.0)
+	jT, iT := b.ExpandDims(rj, 1), b.ExpandDims(ri, 0) // y's tile (j, i)
+	yt := b.Load(b.AddPtr(y, b.Add(b.Mul(jT, N), iT)), b.And(b.Lt(jT, N), b.Lt(iT, N)), 0.0)
+	b.Store(b.AddPtr(z, b.Add(b.Mul(i2, N), j2)), b.Add(xt, b.Trans(yt)), mask)
+	return b.Build()
+}
+
+// PairSums is out[k] = x[2k] + x[2k+1] for k < n/2, BLOCK elements per
+// program: a [BLOCK] block reshaped to [BLOCK/2, 2] and reduced along its
+// last axis (a reshape that moves elements between threads).
+// Meta: BLOCK. Grid: CDiv(n, BLOCK). Args: x, out []float32, n (even).
+func PairSums(meta tile.Meta) (*tile.Kernel, error) {
+	b := tile.NewBuilder("pair_sums", meta)
+	x, out, n := b.Ptr("x", tile.F32), b.Ptr("out", tile.F32), b.Param("n", tile.I32)
+	BLOCK := b.BlockSize("BLOCK")
+	offs := b.Add(b.Mul(b.ProgramID(0), BLOCK), b.Arange(0, BLOCK))
+	v := b.Load(b.AddPtr(x, offs), b.Lt(offs, n), 0.0)
+	s := b.Sum(b.Reshape(v, BLOCK/2, 2), 1)
+	k := b.Add(b.Mul(b.ProgramID(0), BLOCK/2), b.Arange(0, BLOCK/2))
+	b.Store(b.AddPtr(out, k), s, b.Lt(k, b.Div(n, 2)))
+	return b.Build()
+}

@@ -455,6 +455,46 @@ func layerNorm2D(rows, n, bm, bn int, stream bool) Case {
 	return c
 }
 
+func addTransposed(n, bs int) Case {
+	return Case{
+		Name:   fmt.Sprintf("add_transposed/%dx%d/B=%d", n, n, bs),
+		Kernel: spec(kernels.AddTransposed, tile.Meta{"B": bs}),
+		Tol:    TolElementwise,
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x, y := Uniform(rng, n*n, -1, 1), Uniform(rng, n*n, -1, 1)
+			z := Output(n * n)
+			return tile.Grid{tile.CDiv(n, bs), tile.CDiv(n, bs)}, []any{x, y, z, n}, func() error {
+				want := make([]float64, n*n)
+				for i := 0; i < n; i++ {
+					for j := 0; j < n; j++ {
+						want[i*n+j] = float64(x[i*n+j]) + float64(y[j*n+i])
+					}
+				}
+				return Close("z", z, want, TolElementwise)
+			}
+		},
+	}
+}
+
+func pairSums(n, block int) Case {
+	return Case{
+		Name:   fmt.Sprintf("pair_sums/n=%d/BLOCK=%d", n, block),
+		Kernel: spec(kernels.PairSums, tile.Meta{"BLOCK": block}),
+		Tol:    TolElementwise,
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x := Uniform(rng, n, -1, 1)
+			out := Output(n / 2)
+			return tile.Grid{tile.CDiv(n, block)}, []any{x, out, n}, func() error {
+				want := make([]float64, n/2)
+				for k := range want {
+					want[k] = float64(x[2*k]) + float64(x[2*k+1])
+				}
+				return Close("out", out, want, TolElementwise)
+			}
+		},
+	}
+}
+
 // moreCases are the cases that exercise 2-D reductions, transposed blocks,
 // f64, i32 atomics and every math op.
 func moreCases() []Case {
@@ -466,6 +506,7 @@ func moreCases() []Case {
 		softmaxPersistent(100, 781, 1024, 7), softmaxPersistent(64, 4096, 4096, 64), softmaxPersistent(3, 50, 64, 8),
 		layerNormPersistent(100, 781, 1024, 7), layerNormPersistent(5, 64, 64, 16),
 		layerNorm2D(37, 781, 4, 1024, false), layerNorm2D(64, 1024, 8, 1024, true), layerNorm2D(5, 64, 2, 64, false),
+		addTransposed(100, 32), addTransposed(64, 16), pairSums(1000, 256), pairSums(4096, 1024),
 	}
 	for _, o := range MathOps {
 		cs = append(cs, mathCase(o))
