@@ -259,3 +259,16 @@ func TestConversionsThroughSharedMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestLargeSharedMemory: big TF32 tiles need more than 48 KB of dynamic
+// shared memory (the cuda package raises the limit with cuFuncSetAttribute).
+func TestLargeSharedMemory(t *testing.T) {
+	k := build(t, kernels.Matmul, tile.Meta{"BM": 64, "BN": 64, "BK": 64, "TF32": 1})
+	ck, err := Compile(k, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.SharedBytes <= 48<<10 {
+		t.Fatalf("%d B of shared memory; the case meant to exceed 48 KB does not", ck.SharedBytes)
+	}
+}

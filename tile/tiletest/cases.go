@@ -68,6 +68,8 @@ func Cases() []Case {
 		matmul("130x70x90_tf32", 130, 70, 90, false, false, true),
 		matmul("16x16x16", 16, 16, 16, false, false, false),
 		matmul("1x1x1", 1, 1, 1, false, false, false),
+		// 64×64×64 TF32 tiles stage 51 KB in shared memory: above the 48 KB default
+		matmulBlocks("200x136x150_tf32_B64", 200, 136, 150, 64, false, true, true),
 	)
 	cs = append(cs, moreCases()...)
 	for _, c := range []struct {
@@ -315,7 +317,12 @@ func layout(x []float32, r, c int, colMajor bool) ([]float32, int, int) {
 }
 
 func matmul(name string, m, n, k int, transA, transB, tf32 bool) Case {
-	const bm, bn, bk = 32, 32, 32
+	return matmulBlocks(name, m, n, k, 32, transA, transB, tf32)
+}
+
+// matmulBlocks is matmul with bm = bn = bk = bs.
+func matmulBlocks(name string, m, n, k, bs int, transA, transB, tf32 bool) Case {
+	bm, bn, bk := bs, bs, bs
 	meta := tile.Meta{"BM": bm, "BN": bn, "BK": bk}
 	tol := TolDot
 	if tf32 {
