@@ -342,24 +342,35 @@ func (l *lowerer) pow(w *strings.Builder, d tile.DType, x, y string) (string, er
 	emit(w, "lg2.approx.f32 %s, %s", lg, ax)
 	emit(w, "mul.f32 %s, %s, %s", lg, lg, y)
 	emit(w, "ex2.approx.f32 %s, %s", r, lg)
-	yi, half, hi := l.reg("f"), l.reg("f"), l.reg("f")
+	return l.powSpecial(w, "f32", x, y, r), nil
+}
+
+// powSpecial applies pow's IEEE cases to r = |x|^y computed by exp and log:
+// negated for a negative x and odd integer y, NaN for a negative x and
+// non-integer y, 1 for y = 0 or x = 1. t is "f32" or "f64".
+func (l *lowerer) powSpecial(w *strings.Builder, t, x, y, r string) string {
+	class, lit := "f", f32Lit
+	if t == "f64" {
+		class, lit = "fd", f64Lit
+	}
+	yi, half, hi := l.reg(class), l.reg(class), l.reg(class)
 	isInt, odd, neg, p := l.reg("p"), l.reg("p"), l.reg("p"), l.reg("p")
-	emit(w, "cvt.rzi.f32.f32 %s, %s", yi, y)
-	emit(w, "setp.eq.f32 %s, %s, %s", isInt, yi, y)
-	emit(w, "mul.f32 %s, %s, 0f3F000000", half, y)
-	emit(w, "cvt.rzi.f32.f32 %s, %s", hi, half)
-	emit(w, "setp.ne.and.f32 %s, %s, %s, %s", odd, hi, half, isInt)
-	emit(w, "setp.lt.f32 %s, %s, 0f00000000", neg, x)
-	nr := l.reg("f")
-	emit(w, "neg.f32 %s, %s", nr, r)
+	emit(w, "cvt.rzi.%s.%s %s, %s", t, t, yi, y)
+	emit(w, "setp.eq.%s %s, %s, %s", t, isInt, yi, y)
+	emit(w, "mul.%s %s, %s, %s", t, half, y, lit(0.5))
+	emit(w, "cvt.rzi.%s.%s %s, %s", t, t, hi, half)
+	emit(w, "setp.ne.and.%s %s, %s, %s, %s", t, odd, hi, half, isInt)
+	emit(w, "setp.lt.%s %s, %s, %s", t, neg, x, lit(0))
+	nr := l.reg(class)
+	emit(w, "neg.%s %s, %s", t, nr, r)
 	emit(w, "and.pred %s, %s, %s", p, neg, odd)
-	emit(w, "selp.f32 %s, %s, %s, %s", r, nr, r, p)
+	emit(w, "selp.%s %s, %s, %s, %s", t, r, nr, r, p)
 	emit(w, "not.pred %s, %s", p, isInt)
 	emit(w, "and.pred %s, %s, %s", p, p, neg)
-	emit(w, "selp.f32 %s, 0f7FFFFFFF, %s, %s", r, r, p)
+	emit(w, "selp.%s %s, %s, %s, %s", t, r, lit(math.NaN()), r, p)
 	one := l.reg("p")
-	emit(w, "setp.eq.f32 %s, %s, 0f00000000", one, y)
-	emit(w, "setp.eq.or.f32 %s, %s, 0f3F800000, %s", one, x, one)
-	emit(w, "selp.f32 %s, 0f3F800000, %s, %s", r, r, one)
-	return r, nil
+	emit(w, "setp.eq.%s %s, %s, %s", t, one, y, lit(0))
+	emit(w, "setp.eq.or.%s %s, %s, %s, %s", t, one, x, lit(1), one)
+	emit(w, "selp.%s %s, %s, %s, %s", t, r, lit(1), r, one)
+	return r
 }

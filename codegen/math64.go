@@ -380,27 +380,7 @@ func (l *lowerer) powD(w *strings.Builder, x, y string) string {
 	emit(w, "abs.f64 %s, %s", ax, x)
 	lg := l.logD(w, ax)
 	emit(w, "mul.f64 %s, %s, %s", lg, lg, y)
-	r := l.expD(w, lg)
-	yi, half, hi := l.reg("fd"), l.reg("fd"), l.reg("fd")
-	isInt, odd, neg, p := l.reg("p"), l.reg("p"), l.reg("p"), l.reg("p")
-	emit(w, "cvt.rzi.f64.f64 %s, %s", yi, y)
-	emit(w, "setp.eq.f64 %s, %s, %s", isInt, yi, y)
-	emit(w, "mul.f64 %s, %s, 0d3FE0000000000000", half, y)
-	emit(w, "cvt.rzi.f64.f64 %s, %s", hi, half)
-	emit(w, "setp.ne.and.f64 %s, %s, %s, %s", odd, hi, half, isInt)
-	emit(w, "setp.lt.f64 %s, %s, 0d0000000000000000", neg, x)
-	nr := l.reg("fd")
-	emit(w, "neg.f64 %s, %s", nr, r)
-	emit(w, "and.pred %s, %s, %s", p, neg, odd)
-	emit(w, "selp.f64 %s, %s, %s, %s", r, nr, r, p)
-	emit(w, "not.pred %s, %s", p, isInt)
-	emit(w, "and.pred %s, %s, %s", p, p, neg)
-	emit(w, "selp.f64 %s, 0d7FF8000000000000, %s, %s", r, r, p)
-	one := l.reg("p")
-	emit(w, "setp.eq.f64 %s, %s, 0d0000000000000000", one, y)
-	emit(w, "setp.eq.or.f64 %s, %s, 0d3FF0000000000000, %s", one, x, one)
-	emit(w, "selp.f64 %s, 0d3FF0000000000000, %s, %s", r, r, one)
-	return r
+	return l.powSpecial(w, "f64", x, y, l.expD(w, lg))
 }
 
 // fmodD is a - q·b with q = trunc(a/b), q corrected by one where the
