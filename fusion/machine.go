@@ -1,0 +1,159 @@
+package fusion
+
+import (
+	"errors"
+	"fmt"
+
+	G "gorgonia.org/gorgonia"
+
+	"github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/ops"
+)
+
+// Compiled is a graph after fusion.
+type Compiled struct {
+	// Graph is the rewritten graph: one FusedOp node per group.
+	Graph  *G.ExprGraph
+	Report *Report
+	rw     *graphpass.Rewritten
+}
+
+// Compile fuses g: it imports it, partitions it, writes a kernel per group
+// and replays it into a new graph. g itself is not changed. Call it after
+// gorgonia.Grad, so that the backward pass fuses too.
+func Compile(g *G.ExprGraph, opts ...Option) (*Compiled, error) {
+	cfg := config{fuse: true}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.backend == CUDA {
+		return nil, errors.New("fusion: the CUDA backend of the fusion API is not written yet: use fusion.CPU (the generated kernels already run on GPUs through package cuda)")
+	}
+	gr, err := graphpass.Import(g)
+	if err != nil {
+		return nil, fmt.Errorf("fusion: %w", err)
+	}
+	groups := graphpass.Partition(gr, graphpass.Options{Keep: cfg.keep, MaxGroup: cfg.maxGroup, Off: !cfg.fuse})
+	kernels := map[*graphpass.Group]*graphpass.Kernel{}
+	rep := &Report{Backend: cfg.backend, Fused: cfg.fuse}
+	for _, grp := range groups {
+		k, err := graphpass.Emit(grp)
+		if err != nil {
+			return nil, fmt.Errorf("fusion: %w", err)
+		}
+		kernels[grp] = k
+		gi := GroupInfo{ID: grp.ID, Kind: grp.Kind.String(), Kernel: k.Tile.Name, Root: grp.Root.G.Name()}
+		for _, m := range grp.Members {
+			gi.Ops = append(gi.Ops, m.Info.Name)
+		}
+		rep.Groups = append(rep.Groups, gi)
+	}
+	for _, n := range gr.Nodes {
+		if n.Info.Kind == ops.Opaque {
+			rep.Unfused = append(rep.Unfused, Unfused{Node: n.G.Name(), Op: n.Info.Name, Why: n.Info.Why})
+		}
+	}
+	rw, err := graphpass.Rewrite(gr, groups, kernels, func(grp *graphpass.Group, k *graphpass.Kernel) (G.Op, error) {
+		return newFusedOp(grp, k)
+	}, func(grp *graphpass.Group, k *graphpass.Kernel) (G.Value, error) {
+		op, err := newFusedOp(grp, k) // constants only: evaluate it once, now
+		if err != nil {
+			return nil, err
+		}
+		return op.Do()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fusion: %w", err)
+	}
+	return &Compiled{Graph: rw.Graph, Report: rep, rw: rw}, nil
+}
+
+// Machine runs a fused graph: a drop-in for Gorgonia's tape machine.
+type Machine struct {
+	orig *G.ExprGraph
+	c    *Compiled
+	vm   G.VM
+	err  error
+}
+
+// NewTapeMachine compiles g and returns a machine that runs it. A compile
+// error is kept and returned by RunAll (and Err), never a panic.
+func NewTapeMachine(g *G.ExprGraph, opts ...Option) *Machine {
+	m := &Machine{orig: g}
+	c, err := Compile(g, opts...)
+	if err != nil {
+		m.err = err
+		return m
+	}
+	m.c = c
+	m.vm = G.NewTapeMachine(c.Graph)
+	return m
+}
+
+// Err is the compile error, if any.
+func (m *Machine) Err() error { return m.err }
+
+// Report says what fused (nil if compilation failed).
+func (m *Machine) Report() *Report {
+	if m.c == nil {
+		return nil
+	}
+	return m.c.Report
+}
+
+// Compiled is the fused graph (nil if compilation failed).
+func (m *Machine) Compiled() *Compiled { return m.c }
+
+// Let binds a value to an input node of the user's graph (as gorgonia.Let).
+func (m *Machine) Let(n *G.Node, v interface{}) error { return G.Let(n, v) }
+
+// RunAll runs the graph: the user's input values go in, and afterwards
+// every node of the user's graph that has a value in the fused graph holds it.
+func (m *Machine) RunAll() error {
+	if m.err != nil {
+		return m.err
+	}
+	rw := m.c.rw
+	for _, in := range rw.Inputs {
+		v := in.Value()
+		if v == nil {
+			return fmt.Errorf("fusion: input %v has no value: Let it first", in.Name())
+		}
+		if err := G.Let(rw.New[in], v); err != nil {
+			return fmt.Errorf("fusion: input %v: %w", in.Name(), err)
+		}
+	}
+	if err := m.vm.RunAll(); err != nil {
+		return fmt.Errorf("fusion: %w", err)
+	}
+	isInput := map[*G.Node]bool{}
+	for _, in := range rw.Inputs {
+		isInput[in] = true
+	}
+	for orig, nn := range rw.New {
+		if isInput[orig] {
+			continue
+		}
+		if v := nn.Value(); v != nil {
+			if err := G.UnsafeLet(orig, v); err != nil {
+				return fmt.Errorf("fusion: writing back %v: %w", orig.Name(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// Reset resets the machine for another run.
+func (m *Machine) Reset() {
+	if m.vm != nil {
+		m.vm.Reset()
+	}
+}
+
+// Close releases the machine.
+func (m *Machine) Close() error {
+	if m.vm != nil {
+		return m.vm.Close()
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+package fusion
+
+import (
+	G "gorgonia.org/gorgonia"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// Backend is where kernels run.
+type Backend uint8
+
+const (
+	CPU  Backend = iota // the tile interpreter, in parallel over cores
+	CUDA                // NVIDIA GPUs (the tilefuse_cuda build)
+)
+
+func (b Backend) String() string {
+	if b == CUDA {
+		return "cuda"
+	}
+	return "cpu"
+}
+
+type config struct {
+	backend   Backend
+	fuse      bool
+	keep      []*G.Node
+	dumpDir   string
+	precision tile.Precision
+	maxGroup  int
+}
+
+// Option configures Compile and NewTapeMachine.
+type Option func(*config)
+
+// WithBackend chooses where kernels run (default CPU).
+func WithBackend(b Backend) Option { return func(c *config) { c.backend = b } }
+
+// WithFusion turns fusion off (false): every fusable op is its own kernel
+// on the same backend, the honest unfused baseline.
+func WithFusion(on bool) Option { return func(c *config) { c.fuse = on } }
+
+// WithKeep names nodes whose values the user reads, so that they are
+// written out even where they could fuse. Nodes the user named
+// (gorgonia.WithName) and the graph's outputs are always written out.
+func WithKeep(nodes ...*G.Node) Option {
+	return func(c *config) { c.keep = append(c.keep, nodes...) }
+}
+
+// WithDumpDir writes every kernel's stages to dir.
+func WithDumpDir(dir string) Option { return func(c *config) { c.dumpDir = dir } }
+
+// WithPrecision sets the precision of matmul and attention kernels (ieee or tf32).
+func WithPrecision(p tile.Precision) Option { return func(c *config) { c.precision = p } }
+
+// WithMaxGroup bounds the number of ops fused into one kernel (default 64).
+func WithMaxGroup(n int) Option { return func(c *config) { c.maxGroup = n } }

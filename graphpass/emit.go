@@ -1,0 +1,273 @@
+package graphpass
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/tilefuse/tilefuse/ops"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// Kernel is a group's tile kernel and how to launch it.
+type Kernel struct {
+	Tile  *tile.Kernel
+	Grid  tile.Grid
+	Out   []int      // the output's shape
+	DType tile.DType // the output's dtype
+}
+
+// Kernel parameters: one pointer per group input (a scalar input is a
+// one-element buffer), then the output.
+
+func pow2AtLeast(n int) int {
+	p := 1
+	for p < n {
+		p *= 2
+	}
+	return p
+}
+
+func numel(s []int) int {
+	n := 1
+	for _, d := range s {
+		n *= d
+	}
+	return n
+}
+
+// Emit writes the group's kernel. Elementwise groups run over the output's
+// elements in blocks; reduction groups give each program a block of outputs
+// and loop over the reduced elements. Every value is computed by gen, from
+// the group's op DAG, for a block of flat indices into its own shape.
+func Emit(grp *Group) (*Kernel, error) {
+	root := grp.Root
+	d := root.Info.DType
+	b := tile.NewBuilder(fmt.Sprintf("fused_%d_%s", grp.ID, grp.Kind), nil)
+	e := &emitter{b: b, grp: grp, ptr: map[*Node]*tile.Value{}, memo: map[memoKey]*tile.Value{}}
+	for i, in := range grp.Inputs {
+		e.ptr[in] = b.Ptr(fmt.Sprintf("in%d", i), in.Info.DType)
+	}
+	out := b.Ptr("out", d)
+	k := &Kernel{Out: root.Info.Shape, DType: d}
+	switch grp.Kind {
+	case ElementwiseGroup:
+		n := numel(root.Info.Shape)
+		block := min(1024, pow2AtLeast(n))
+		offs := b.Add(b.Mul(b.ProgramID(0), block), b.Arange(0, block))
+		e.mask = b.Lt(offs, n)
+		v, err := e.gen(root, offs)
+		if err != nil {
+			return nil, err
+		}
+		b.Store(b.AddPtr(out, offs), v, e.mask)
+		k.Grid = tile.Grid{tile.CDiv(n, block)}
+	case ReduceGroup:
+		if err := e.reduce(out, k); err != nil {
+			return nil, err
+		}
+	}
+	tk, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("graphpass: %v: %w", grp, err)
+	}
+	k.Tile = tk
+	return k, nil
+}
+
+type memoKey struct {
+	n   *Node
+	idx *tile.Value
+}
+
+type emitter struct {
+	err  error
+	b    *tile.Builder
+	grp  *Group
+	ptr  map[*Node]*tile.Value
+	mask *tile.Value // lanes in range
+	memo map[memoKey]*tile.Value
+}
+
+// coords splits flat row-major indices into per-dimension coordinates of shape s.
+func (e *emitter) coords(idx *tile.Value, s []int) []*tile.Value {
+	c := make([]*tile.Value, len(s))
+	rest := idx
+	for i := len(s) - 1; i >= 0; i-- {
+		if i == 0 {
+			c[i] = rest
+			break
+		}
+		c[i] = e.b.Rem(rest, s[i])
+		rest = e.b.Div(rest, s[i])
+	}
+	return c
+}
+
+func (e *emitter) flatten(c []*tile.Value, s []int) *tile.Value {
+	var idx *tile.Value
+	stride := 1
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] != 1 {
+			t := e.b.Mul(c[i], stride)
+			if idx == nil {
+				idx = t
+			} else {
+				idx = e.b.Add(idx, t)
+			}
+		}
+		stride *= s[i]
+	}
+	if idx == nil {
+		return e.b.Mul(c[0], 0)
+	}
+	return idx
+}
+
+// gen computes node n at the flat indices idx of its own shape.
+func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
+	key := memoKey{n, idx}
+	if v, ok := e.memo[key]; ok {
+		return v, nil
+	}
+	b := e.b
+	var v *tile.Value
+	inGroup := n.Group == e.grp
+	switch {
+	case n.Info.Kind == ops.Constant && !inGroup:
+		v = b.Const(n.Info.Value, n.Info.DType)
+	case !inGroup:
+		p := e.ptr[n]
+		if p == nil {
+			return nil, fmt.Errorf("graphpass: %v: operand %v is neither in the group nor an input", e.grp, n)
+		}
+		if len(n.Info.Shape) == 0 {
+			v = b.Load(p, nil, nil) // a scalar: every lane uses it
+		} else {
+			v = b.Load(b.AddPtr(p, idx), b.BroadcastTo(e.mask, idx.Type.Shape), nil)
+		}
+	default:
+		in := func(i int, at *tile.Value) (*tile.Value, error) { return e.gen(n.Inputs[i], at) }
+		switch n.Info.Kind {
+		case ops.Constant:
+			v = b.Const(n.Info.Value, n.Info.DType)
+		case ops.Unary:
+			x, err := in(0, idx)
+			if err != nil {
+				return nil, err
+			}
+			v = n.Info.Unary(b, x)
+		case ops.Binary:
+			x, err := in(0, idx)
+			if err != nil {
+				return nil, err
+			}
+			y, err := in(1, idx)
+			if err != nil {
+				return nil, err
+			}
+			v = b.Binary(n.Info.Binary, x, y)
+			if n.Info.Cmp {
+				v = b.Cast(v, n.Info.DType)
+			}
+		case ops.Reshape:
+			x, err := in(0, idx) // row-major order is unchanged
+			if err != nil {
+				return nil, err
+			}
+			v = x
+		case ops.Repeat:
+			outS, inS := n.Info.Shape, n.Inputs[0].Info.Shape
+			if len(outS) != len(inS) {
+				return nil, fmt.Errorf("graphpass: %v: repeat from rank %d to %d", n, len(inS), len(outS))
+			}
+			c := e.coords(idx, outS)
+			for i := range c {
+				if inS[i] != outS[i] { // repeat factor outS/inS: coordinate / factor
+					c[i] = b.Div(c[i], outS[i]/inS[i])
+				}
+			}
+			x, err := in(0, e.flatten(c, inS))
+			if err != nil {
+				return nil, err
+			}
+			v = x
+		default:
+			return nil, fmt.Errorf("graphpass: %v: %v inside a group", n, n.Info.Kind)
+		}
+	}
+	if err := b.Err(); err != nil {
+		return nil, fmt.Errorf("graphpass: %v at %v: %w", e.grp, n, err)
+	}
+	if n.Info.DType != 0 && v.Type.DType != n.Info.DType && !v.Type.Ptr {
+		v = b.Cast(v, n.Info.DType)
+	}
+	e.memo[key] = v
+	return v, nil
+}
+
+// reduce writes a reduction group: program p handles outputs
+// [p·BO, (p+1)·BO) and loops over the reduced elements BR at a time.
+func (e *emitter) reduce(out *tile.Value, k *Kernel) error {
+	b, root := e.b, e.grp.Root
+	x := root.Inputs[0]
+	inS := x.Info.Shape
+	reduced := map[int]bool{}
+	for _, a := range root.Info.Axes {
+		reduced[a] = true
+	}
+	var keptS, redS []int
+	for i, dsz := range inS {
+		if reduced[i] {
+			redS = append(redS, dsz)
+		} else {
+			keptS = append(keptS, dsz)
+		}
+	}
+	no, nr := numel(keptS), numel(redS)
+	br := min(1024, pow2AtLeast(nr))
+	bo := max(1, min(pow2AtLeast(no), 4096/br))
+	o := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bo), b.Arange(0, bo)), 1) // [BO,1]
+	maskO := b.Lt(o, no)
+	rk := b.ExpandDims(b.Arange(0, br), 0) // [1,BR]
+	d := root.Info.DType
+	identity := 0.0
+	if root.Info.Reduce == tile.OpReduceMax {
+		identity = -inf
+	}
+	acc := b.For(0, nr, br, []*tile.Value{b.Full(identity, d, bo, br)}, func(r0 *tile.Value, c []*tile.Value) []*tile.Value {
+		r := b.Add(rk, r0)
+		mask := b.And(maskO, b.Lt(r, nr))
+		// input coordinates: kept ones from o, reduced ones from r
+		co, cr := e.coords(b.BroadcastTo(o, tile.Shp(bo, br)), keptS), e.coords(b.BroadcastTo(r, tile.Shp(bo, br)), redS)
+		full := make([]*tile.Value, len(inS))
+		for i, j, l := 0, 0, 0; i < len(inS); i++ {
+			if reduced[i] {
+				full[i] = cr[l]
+				l++
+			} else {
+				full[i] = co[j]
+				j++
+			}
+		}
+		e.mask = mask
+		v, err := e.gen(x, e.flatten(full, inS))
+		if err != nil {
+			e.err = err
+			return c
+		}
+		v = b.Where(mask, v, identity)
+		if root.Info.Reduce == tile.OpReduceMax {
+			return []*tile.Value{b.Maximum(c[0], v)}
+		}
+		return []*tile.Value{b.Add(c[0], v)}
+	})
+	if e.err != nil {
+		return e.err
+	}
+	res := b.Reduce(root.Info.Reduce, acc[0], 1)
+	b.Store(b.AddPtr(out, b.Reshape(o, bo)), res, b.Reshape(maskO, bo))
+	k.Grid = tile.Grid{tile.CDiv(no, bo)}
+	return nil
+}
+
+var inf = math.Inf(1)

@@ -1,0 +1,118 @@
+package graphpass
+
+import (
+	"fmt"
+	"sort"
+
+	G "gorgonia.org/gorgonia"
+
+	"github.com/tilefuse/tilefuse/ops"
+)
+
+// GroupKind is the kind of kernel a group becomes.
+type GroupKind uint8
+
+const (
+	ElementwiseGroup GroupKind = iota
+	ReduceGroup
+)
+
+func (k GroupKind) String() string {
+	if k == ReduceGroup {
+		return "reduction"
+	}
+	return "elementwise"
+}
+
+// Group is a set of nodes that becomes one kernel.
+type Group struct {
+	ID      int
+	Kind    GroupKind
+	Root    *Node   // the group's output
+	Members []*Node // topological order, Root last
+	Inputs  []*Node // values from outside, in the order the kernel takes them
+}
+
+// Options control partitioning.
+type Options struct {
+	// Keep lists nodes whose values must be written out even if they could fuse.
+	Keep []*G.Node
+	// MaxGroup bounds the number of ops in a group (0: 64).
+	MaxGroup int
+	// Off makes every fusable op its own group (one kernel per op: the
+	// honest unfused baseline on the same backend).
+	Off bool
+}
+
+// Partition assigns fusable nodes to groups and returns the groups in
+// topological order of their roots.
+func Partition(gr *Graph, opt Options) []*Group {
+	maxGroup := opt.MaxGroup
+	if maxGroup <= 0 {
+		maxGroup = 64
+	}
+	keep := map[*G.Node]bool{}
+	for _, n := range opt.Keep {
+		keep[n] = true
+	}
+	var groups []*Group
+	size := map[*Group]int{}
+	for i := len(gr.Nodes) - 1; i >= 0; i-- {
+		n := gr.Nodes[i]
+		k := n.Info.Kind
+		if !k.Elementwise() && k != ops.Reduce {
+			continue
+		}
+		if k == ops.Constant {
+			continue // folded into the groups that use it; otherwise left to Gorgonia
+		}
+		var join *Group
+		// written out: what the user keeps or named, scalars (losses and
+		// metrics, which cost nothing to write), the graph's outputs
+		writeOut := keep[n.G] || userNamed(n.G) || len(n.Info.Shape) == 0 || len(n.Users) == 0
+		if k != ops.Reduce && !opt.Off && !writeOut {
+			join = n.Users[0].Group
+			for _, u := range n.Users[1:] {
+				if u.Group != join {
+					join = nil
+					break
+				}
+			}
+			if join != nil && size[join] >= maxGroup {
+				join = nil
+			}
+		}
+		if join == nil {
+			join = &Group{Kind: ElementwiseGroup, Root: n}
+			if k == ops.Reduce {
+				join.Kind = ReduceGroup
+			}
+			groups = append(groups, join)
+		}
+		n.Group = join
+		join.Members = append(join.Members, n)
+		size[join]++
+	}
+	// order groups and members topologically, find each group's inputs
+	sort.Slice(groups, func(i, j int) bool { return groups[i].Root.index < groups[j].Root.index })
+	for id, grp := range groups {
+		grp.ID = id
+		sort.Slice(grp.Members, func(i, j int) bool { return grp.Members[i].index < grp.Members[j].index })
+		seen := map[*Node]bool{}
+		for _, m := range grp.Members {
+			for _, in := range m.Inputs {
+				if in.Group == grp || seen[in] || in.Info.Kind == ops.Constant && in.Group == nil {
+					continue
+				}
+				seen[in] = true
+				grp.Inputs = append(grp.Inputs, in)
+			}
+		}
+		sort.Slice(grp.Inputs, func(i, j int) bool { return grp.Inputs[i].index < grp.Inputs[j].index })
+	}
+	return groups
+}
+
+func (grp *Group) String() string {
+	return fmt.Sprintf("group %d (%v, %d ops, root %v)", grp.ID, grp.Kind, len(grp.Members), grp.Root)
+}

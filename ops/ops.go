@@ -1,0 +1,208 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// Kind is what an op does to its operands' elements.
+type Kind uint8
+
+const (
+	Opaque   Kind = iota // not understood, or not fusable: run by Gorgonia
+	Input                // a graph input (no op)
+	Constant             // a scalar constant (const x, SizeOf=n)
+	Unary                // elementwise, one operand
+	Binary               // elementwise, two operands (scalars broadcast)
+	Reshape              // same elements, new shape
+	Repeat               // broadcasting: repeats along axes
+	Reduce               // Σ or MaxAlong along axes
+)
+
+var kindNames = [...]string{"opaque", "input", "constant", "unary", "binary", "reshape", "repeat", "reduce"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Elementwise reports whether k maps elements independently (or moves them).
+func (k Kind) Elementwise() bool {
+	return k == Unary || k == Binary || k == Constant || k == Reshape || k == Repeat
+}
+
+// Info is what the catalogue knows of one node's op.
+type Info struct {
+	Kind   Kind
+	Name   string     // the op's String()
+	DType  tile.DType // f32 or f64 for fusable ops
+	Shape  []int      // the node's output shape
+	Unary  func(b *tile.Builder, x *tile.Value) *tile.Value
+	Binary tile.Op // the tile op of a Binary
+	Cmp    bool    // Binary is a comparison giving 1 or 0 in the operand dtype
+	Reduce tile.Op // OpReduceSum or OpReduceMax
+	Axes   []int   // reduced or repeated axes
+	Value  float64 // a Constant's value
+	Why    string  // why an op is Opaque
+}
+
+// unaryOps writes each elementwise unary Gorgonia op in tile IR, with
+// Gorgonia's meaning.
+var unaryOps = map[string]func(b *tile.Builder, x *tile.Value) *tile.Value{
+	"exp":     func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Exp(x) },
+	"ln":      func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Log(x) },
+	"log2":    func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Log2(x) },
+	"log1p":   func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Log1p(x) },
+	"expm1":   func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Expm1(x) },
+	"tanh":    func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Tanh(x) },
+	"sigmoid": func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Sigmoid(x) },
+	"softplus": func(b *tile.Builder, x *tile.Value) *tile.Value {
+		// log(1+e^x), written so that large x does not overflow: max(x,0) + log1p(e^-|x|)
+		return b.Add(b.Maximum(x, 0.0), b.Log1p(b.Exp(b.Neg(b.Abs(x)))))
+	},
+	"sqrt":    func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Sqrt(x) },
+	"invSqrt": func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Rsqrt(x) },
+	"inv":     func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Div(1.0, x) },
+	"square":  func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Mul(x, x) },
+	"cube":    func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Mul(b.Mul(x, x), x) },
+	"neg":     func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Neg(x) },
+	"abs":     func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Abs(x) },
+	"sign":    func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Sign(x) },
+	"ceil":    func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Ceil(x) },
+	"floor":   func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Floor(x) },
+	"sin":     func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Sin(x) },
+	"cos":     func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Cos(x) },
+}
+
+var binaryOps = map[string]tile.Op{"+": tile.OpAdd, "-": tile.OpSub, "⊙": tile.OpMul, "÷": tile.OpDiv, "^": tile.OpPow}
+
+var compareOps = map[string]tile.Op{"==": tile.OpEq, "!=": tile.OpNe, "<": tile.OpLt, "<=": tile.OpLe, ">": tile.OpGt, ">=": tile.OpGe}
+
+// DTypeOf maps a Gorgonia dtype to a tile dtype (ok false for the others).
+func DTypeOf(d tensor.Dtype) (tile.DType, bool) {
+	switch d {
+	case tensor.Float32:
+		return tile.F32, true
+	case tensor.Float64:
+		return tile.F64, true
+	}
+	return tile.Void, false
+}
+
+// Classify says what node n's op is.
+func Classify(n *G.Node) Info {
+	info := Info{Shape: append([]int(nil), n.Shape()...)}
+	info.DType, _ = DTypeOf(n.Dtype()) // Void where kernels cannot take the values
+	op := n.Op()
+	if op == nil {
+		info.Kind, info.Name = Input, "input"
+		return info
+	}
+	info.Name = op.String()
+	opaque := func(why string) Info {
+		info.Kind, info.Why = Opaque, why
+		return info
+	}
+	d, ok := DTypeOf(n.Dtype())
+	if !ok {
+		return opaque(fmt.Sprintf("dtype %v (tile kernels take float32 and float64)", n.Dtype()))
+	}
+	info.DType = d
+	s := info.Name
+	switch {
+	case strings.HasPrefix(s, "const "):
+		if len(info.Shape) != 0 {
+			return opaque("a tensor constant")
+		}
+		v, err := scalarOf(n.Value())
+		if err != nil {
+			return opaque(err.Error())
+		}
+		info.Kind, info.Value = Constant, v
+	case strings.HasPrefix(s, "SizeOf="):
+		v, err := strconv.Atoi(strings.TrimPrefix(s, "SizeOf="))
+		if err != nil {
+			return opaque("unreadable SizeOf")
+		}
+		info.Kind, info.Value = Constant, float64(v)
+	case unaryOps[s] != nil:
+		info.Kind, info.Unary = Unary, unaryOps[s]
+	case strings.HasSuffix(s, " false") || strings.HasSuffix(s, " true"):
+		sym, retSame, _ := strings.Cut(s, " ")
+		if o, ok := binaryOps[sym]; ok {
+			info.Kind, info.Binary = Binary, o
+		} else if o, ok := compareOps[sym]; ok {
+			if retSame != "true" {
+				return opaque("a comparison giving booleans")
+			}
+			info.Kind, info.Binary, info.Cmp = Binary, o, true
+		} else {
+			return opaque("unknown binary op")
+		}
+	case strings.HasPrefix(s, "Reshape("):
+		info.Kind = Reshape
+	case strings.HasPrefix(s, "Repeat"):
+		axis, err := strconv.Atoi(strings.TrimPrefix(s, "Repeat")) // "Repeat1": along axis 1
+		if err != nil {
+			return opaque("unreadable Repeat")
+		}
+		info.Kind, info.Axes = Repeat, []int{axis}
+	case strings.HasPrefix(s, "Σ"):
+		axes, err := intsField(op, "along")
+		if err != nil {
+			return opaque(err.Error())
+		}
+		info.Kind, info.Reduce, info.Axes = Reduce, tile.OpReduceSum, axes
+	case strings.HasPrefix(s, "MaxAlong"):
+		axes, err := intsField(op, "along")
+		if err != nil {
+			return opaque(err.Error())
+		}
+		info.Kind, info.Reduce, info.Axes = Reduce, tile.OpReduceMax, axes
+	default:
+		return opaque("not in the catalogue yet")
+	}
+	return info
+}
+
+// intsField reads an []int-like field of an op (Gorgonia's axes type).
+func intsField(op G.Op, name string) ([]int, error) {
+	v := reflect.ValueOf(op)
+	for v.Kind() == reflect.Ptr || v.Kind() == reflect.Interface {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("op %v is not a struct", op)
+	}
+	f := v.FieldByName(name)
+	if !f.IsValid() || f.Kind() != reflect.Slice {
+		return nil, fmt.Errorf("op %v has no field %s", op, name)
+	}
+	out := make([]int, f.Len())
+	for i := range out {
+		out[i] = int(f.Index(i).Int())
+	}
+	return out, nil
+}
+
+func scalarOf(v G.Value) (float64, error) {
+	switch x := v.Data().(type) {
+	case float32:
+		return float64(x), nil
+	case float64:
+		return x, nil
+	case int:
+		return float64(x), nil
+	}
+	return math.NaN(), fmt.Errorf("constant of type %T", v.Data())
+}
