@@ -11,6 +11,7 @@
 // computed over the output's elements; a reduction group is a Σ or MaxAlong
 // with its elementwise producers fused in as a prologue. A node joins the
 // group of its users when all of them are in one group and nobody else needs
-// its value: a node the user named (WithName), a scalar (a loss, a metric),
-// one with users elsewhere, and the graph's outputs are written out.
+// its value: a node the user named (WithName), a gradient (the deriv of a
+// node), a scalar (a loss, a metric), one with users elsewhere, and the
+// graph's outputs are written out.
 package graphpass

@@ -55,6 +55,14 @@ func Partition(gr *Graph, opt Options) []*Group {
 	for _, n := range opt.Keep {
 		keep[n] = true
 	}
+	for _, n := range gr.Nodes { // gradients are read through w.Grad()
+		if d := n.G.Deriv(); d != nil {
+			keep[d] = true
+		}
+		if len(n.G.DerivOf()) > 0 {
+			keep[n.G] = true
+		}
+	}
 	var groups []*Group
 	size := map[*Group]int{}
 	for i := len(gr.Nodes) - 1; i >= 0; i-- {
@@ -67,8 +75,8 @@ func Partition(gr *Graph, opt Options) []*Group {
 			continue // folded into the groups that use it; otherwise left to Gorgonia
 		}
 		var join *Group
-		// written out: what the user keeps or named, scalars (losses and
-		// metrics, which cost nothing to write), the graph's outputs
+		// written out: what the user keeps or named, gradients, scalars
+		// (losses and metrics, which cost nothing to write), the graph's outputs
 		writeOut := keep[n.G] || userNamed(n.G) || len(n.Info.Shape) == 0 || len(n.Users) == 0
 		if k != ops.Reduce && !opt.Off && !writeOut {
 			join = n.Users[0].Group

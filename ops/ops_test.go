@@ -1,0 +1,68 @@
+package ops
+
+import (
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// TestClassify builds each op the way users do and checks what the
+// catalogue makes of it.
+func TestClassify(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(2, 3), G.WithName("x"))
+	y := G.NewMatrix(g, tensor.Float32, G.WithShape(2, 3), G.WithName("y"))
+	v := G.NewVector(g, tensor.Float32, G.WithShape(3), G.WithName("v"))
+	xi := G.NewMatrix(g, tensor.Int, G.WithShape(2, 3), G.WithName("xi"))
+	must := G.Must
+	cases := []struct {
+		name string
+		n    *G.Node
+		kind Kind
+		want func(Info) bool
+	}{
+		{"input", x, Input, func(i Info) bool { return i.DType == tile.F32 }},
+		{"exp", must(G.Exp(x)), Unary, nil},
+		{"ln", must(G.Log(x)), Unary, nil},
+		{"invSqrt", must(G.InverseSqrt(x)), Unary, nil},
+		{"softplus", must(G.Softplus(x)), Unary, nil},
+		{"add", must(G.Add(x, y)), Binary, func(i Info) bool { return i.Binary == tile.OpAdd }},
+		{"hadamard div", must(G.HadamardDiv(x, y)), Binary, func(i Info) bool { return i.Binary == tile.OpDiv }},
+		{"pow", must(G.Pow(x, y)), Binary, func(i Info) bool { return i.Binary == tile.OpPow }},
+		{"scalar mul", must(G.Mul(x, G.NewConstant(float32(2)))), Binary, func(i Info) bool { return i.Binary == tile.OpMul }},
+		{"comparison, same type", must(G.Lt(x, y, true)), Binary, func(i Info) bool { return i.Cmp && i.Binary == tile.OpLt }},
+		{"comparison, booleans", must(G.Gte(x, y, false)), Opaque, nil},
+		{"constant", G.NewConstant(float32(2.5)), Constant, func(i Info) bool { return i.Value == 2.5 }},
+		{"sum along 1", must(G.Sum(x, 1)), Reduce, func(i Info) bool { return i.Reduce == tile.OpReduceSum && len(i.Axes) == 1 && i.Axes[0] == 1 }},
+		{"sum along 0 and 1", must(G.Sum(x, 0, 1)), Reduce, func(i Info) bool { return len(i.Axes) == 2 }},
+		{"max along 1", must(G.Max(x, 1)), Reduce, func(i Info) bool { return i.Reduce == tile.OpReduceMax }},
+		{"reshape", must(G.Reshape(x, tensor.Shape{3, 2})), Reshape, nil},
+		{"matmul", must(G.Mul(x, must(G.Transpose(y)))), Opaque, func(i Info) bool { return i.Why != "" }},
+		{"int dtype", must(G.Add(xi, xi)), Opaque, func(i Info) bool { return i.Why != "" }},
+	}
+	bc := must(G.BroadcastAdd(x, v, nil, []byte{0}))
+	ch := g.From(bc.ID())
+	ch.Next()
+	ch.Next()
+	rep := ch.Node().(*G.Node) // Repeat0(Reshape(v), SizeOf)
+	cases = append(cases, struct {
+		name string
+		n    *G.Node
+		kind Kind
+		want func(Info) bool
+	}{"repeat (broadcasting)", rep, Repeat, func(i Info) bool { return len(i.Axes) == 1 && i.Axes[0] == 0 }})
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			info := Classify(c.n)
+			if info.Kind != c.kind {
+				t.Fatalf("%v: kind %v (%s), want %v", c.n.Op(), info.Kind, info.Why, c.kind)
+			}
+			if c.want != nil && !c.want(info) {
+				t.Fatalf("%v: %+v", c.n.Op(), info)
+			}
+		})
+	}
+}
