@@ -65,6 +65,20 @@ func Emit(grp *Group) (*Kernel, error) {
 		if err := e.reduce(out, k); err != nil {
 			return nil, err
 		}
+	case RowGroup:
+		full := grp.Full
+		n := full[len(full)-1]
+		rows := numel(full) / n
+		block := pow2AtLeast(n)
+		cols := b.Arange(0, block)
+		e.mask = b.Lt(cols, n)
+		e.rowIdx = b.Add(b.Mul(b.ProgramID(0), n), cols)
+		v, err := e.gen(root, e.rowIdx)
+		if err != nil {
+			return nil, err
+		}
+		b.Store(b.AddPtr(out, e.rowIdx), v, e.mask)
+		k.Grid = tile.Grid{rows}
 	}
 	tk, err := b.Build()
 	if err != nil {
@@ -80,12 +94,13 @@ type memoKey struct {
 }
 
 type emitter struct {
-	err  error
-	b    *tile.Builder
-	grp  *Group
-	ptr  map[*Node]*tile.Value
-	mask *tile.Value // lanes in range
-	memo map[memoKey]*tile.Value
+	err    error
+	rowIdx *tile.Value // row groups: the flat indices of this program's row
+	b      *tile.Builder
+	grp    *Group
+	ptr    map[*Node]*tile.Value
+	mask   *tile.Value // lanes in range
+	memo   map[memoKey]*tile.Value
 }
 
 // coords splits flat row-major indices into per-dimension coordinates of shape s.
@@ -168,6 +183,36 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			v = b.Binary(n.Info.Binary, x, y)
 			if n.Info.Cmp {
 				v = b.Cast(v, n.Info.DType)
+			}
+		case ops.Reduce: // a row reduction inside a row group: once per row, whatever idx
+			if r, ok := e.memo[memoKey{n, nil}]; ok {
+				return r, nil
+			}
+			x, err := in(0, e.rowIdx)
+			if err != nil {
+				return nil, err
+			}
+			identity := 0.0
+			if n.Info.Reduce == tile.OpReduceMax {
+				identity = -inf
+			}
+			v = b.Reduce(n.Info.Reduce, b.Where(e.mask, x, identity), 0)
+			e.memo[memoKey{n, nil}] = v
+		case ops.Softmax: // along the row: max, exp, sum in the block
+			x, err := in(0, e.rowIdx)
+			if err != nil {
+				return nil, err
+			}
+			x = b.Where(e.mask, x, -inf)
+			m := b.Max(x, 0)
+			m = b.Where(b.Eq(m, -inf), 0.0, m) // a row of -inf: no NaN from -inf - -inf
+			z := b.Sub(x, m)
+			ez := b.Exp(z)
+			s := b.Sum(ez, 0)
+			if n.Info.Log {
+				v = b.Sub(z, b.Log(s))
+			} else {
+				v = b.Mul(ez, b.Div(1.0, s))
 			}
 		case ops.Reshape:
 			x, err := in(0, idx) // row-major order is unchanged

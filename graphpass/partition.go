@@ -15,14 +15,21 @@ type GroupKind uint8
 const (
 	ElementwiseGroup GroupKind = iota
 	ReduceGroup
+	RowGroup // one program per row: reductions along the last axis broadcast back over their rows
 )
 
 func (k GroupKind) String() string {
-	if k == ReduceGroup {
+	switch k {
+	case ReduceGroup:
 		return "reduction"
+	case RowGroup:
+		return "row"
 	}
 	return "elementwise"
 }
+
+// MaxRow is the longest row a row group holds in one block.
+const MaxRow = 8192
 
 // Group is a set of nodes that becomes one kernel.
 type Group struct {
@@ -31,6 +38,47 @@ type Group struct {
 	Root    *Node   // the group's output
 	Members []*Node // topological order, Root last
 	Inputs  []*Node // values from outside, in the order the kernel takes them
+	Full    []int   // elementwise and row groups: the shape computed over
+}
+
+// rowReduce reports whether n reduces only the last axis of its input.
+func rowReduce(n *Node) bool {
+	in := n.Inputs[0].Info.Shape
+	return n.Info.Kind == ops.Reduce && len(n.Info.Axes) == 1 && len(in) > 0 && n.Info.Axes[0] == len(in)-1
+}
+
+// canJoin reports whether n may join grp, its users' group, and what grp becomes.
+func canJoin(n *Node, grp *Group) (GroupKind, bool) {
+	switch n.Info.Kind {
+	case ops.Reduce, ops.Softmax:
+		if grp.Kind == ReduceGroup {
+			return 0, false
+		}
+		full := n.Info.Shape
+		if n.Info.Kind == ops.Reduce {
+			if !rowReduce(n) {
+				return 0, false
+			}
+			full = n.Inputs[0].Info.Shape
+		}
+		if !sameShape(full, grp.Full) || full[len(full)-1] > MaxRow {
+			return 0, false
+		}
+		return RowGroup, true
+	}
+	return grp.Kind, true
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Options control partitioning.
@@ -68,8 +116,11 @@ func Partition(gr *Graph, opt Options) []*Group {
 	for i := len(gr.Nodes) - 1; i >= 0; i-- {
 		n := gr.Nodes[i]
 		k := n.Info.Kind
-		if !k.Elementwise() && k != ops.Reduce {
+		if !k.Elementwise() && k != ops.Reduce && k != ops.Softmax {
 			continue
+		}
+		if k == ops.Softmax && n.Info.Shape[len(n.Info.Shape)-1] > MaxRow {
+			continue // a row longer than one block: left to Gorgonia for now
 		}
 		if k == ops.Constant {
 			continue // folded into the groups that use it; otherwise left to Gorgonia
@@ -78,10 +129,16 @@ func Partition(gr *Graph, opt Options) []*Group {
 		// written out: what the user keeps or named, gradients, scalars
 		// (losses and metrics, which cost nothing to write), the graph's outputs
 		writeOut := keep[n.G] || userNamed(n.G) || len(n.Info.Shape) == 0 || len(n.Users) == 0
-		if k != ops.Reduce && !opt.Off && !writeOut {
-			join = n.Users[0].Group
-			for _, u := range n.Users[1:] {
-				if u.Group != join {
+		if !opt.Off && !writeOut {
+			// users that only take the node's shape (SizeOf) do not need its value
+			first := true
+			for _, u := range n.Users {
+				if u.Info.Kind == ops.Constant {
+					continue
+				}
+				if first {
+					join, first = u.Group, false
+				} else if u.Group != join {
 					join = nil
 					break
 				}
@@ -89,11 +146,21 @@ func Partition(gr *Graph, opt Options) []*Group {
 			if join != nil && size[join] >= maxGroup {
 				join = nil
 			}
+			if join != nil {
+				if kind, ok := canJoin(n, join); ok {
+					join.Kind = kind
+				} else {
+					join = nil
+				}
+			}
 		}
 		if join == nil {
-			join = &Group{Kind: ElementwiseGroup, Root: n}
-			if k == ops.Reduce {
-				join.Kind = ReduceGroup
+			join = &Group{Kind: ElementwiseGroup, Root: n, Full: n.Info.Shape}
+			switch k {
+			case ops.Reduce:
+				join.Kind, join.Full = ReduceGroup, nil
+			case ops.Softmax:
+				join.Kind = RowGroup
 			}
 			groups = append(groups, join)
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/ops"
 )
@@ -71,6 +72,14 @@ func Rewrite(gr *Graph, groups []*Group, kernels map[*Group]*Kernel, makeOp OpFa
 				return nil, fmt.Errorf("graphpass: %v: %w", grp, err)
 			}
 			rw.New[on] = nn
+		case n.Info.Kind == ops.Constant && !isConstant(on):
+			// SizeOf: its value is known from the shape; as a constant it
+			// needs no operand (which may live inside a kernel now)
+			var v interface{} = n.Info.Value
+			if on.Dtype() == tensor.Float32 {
+				v = float32(n.Info.Value)
+			}
+			rw.New[on] = G.NewConstant(v, G.WithName(on.Name()), G.In(g2))
 		case isConstant(on):
 			nn := G.NewConstant(on.Value(), G.WithName(on.Name()), G.In(g2))
 			rw.New[on] = nn

@@ -25,9 +25,10 @@ const (
 	Reshape              // same elements, new shape
 	Repeat               // broadcasting: repeats along axes
 	Reduce               // Σ or MaxAlong along axes
+	Softmax              // Gorgonia's SoftMax (or log-softmax) along the last axis
 )
 
-var kindNames = [...]string{"opaque", "input", "constant", "unary", "binary", "reshape", "repeat", "reduce"}
+var kindNames = [...]string{"opaque", "input", "constant", "unary", "binary", "reshape", "repeat", "reduce", "softmax"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -53,6 +54,7 @@ type Info struct {
 	Reduce tile.Op // OpReduceSum or OpReduceMax
 	Axes   []int   // reduced or repeated axes
 	Value  float64 // a Constant's value
+	Log    bool    // a Softmax that is log-softmax
 	Why    string  // why an op is Opaque
 }
 
@@ -169,10 +171,58 @@ func Classify(n *G.Node) Info {
 			return opaque(err.Error())
 		}
 		info.Kind, info.Reduce, info.Axes = Reduce, tile.OpReduceMax, axes
+	case strings.HasPrefix(s, "Softmax{"):
+		axes, err := intField(op, "axis")
+		if err != nil {
+			return opaque(err.Error())
+		}
+		isLog, err := boolField(op, "isLog")
+		if err != nil {
+			return opaque(err.Error())
+		}
+		if r := len(info.Shape); r == 0 || axes != -1 && axes != r-1 {
+			return opaque("softmax along an axis other than the last")
+		}
+		info.Kind, info.Log = Softmax, isLog
 	default:
 		return opaque("not in the catalogue yet")
 	}
 	return info
+}
+
+func structOf(op G.Op) (reflect.Value, error) {
+	v := reflect.ValueOf(op)
+	for v.Kind() == reflect.Ptr || v.Kind() == reflect.Interface {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return v, fmt.Errorf("op %v is not a struct", op)
+	}
+	return v, nil
+}
+
+func intField(op G.Op, name string) (int, error) {
+	v, err := structOf(op)
+	if err != nil {
+		return 0, err
+	}
+	f := v.FieldByName(name)
+	if !f.IsValid() || f.Kind() != reflect.Int {
+		return 0, fmt.Errorf("op %v has no int field %s", op, name)
+	}
+	return int(f.Int()), nil
+}
+
+func boolField(op G.Op, name string) (bool, error) {
+	v, err := structOf(op)
+	if err != nil {
+		return false, err
+	}
+	f := v.FieldByName(name)
+	if !f.IsValid() || f.Kind() != reflect.Bool {
+		return false, fmt.Errorf("op %v has no bool field %s", op, name)
+	}
+	return f.Bool(), nil
 }
 
 // intsField reads an []int-like field of an op (Gorgonia's axes type).

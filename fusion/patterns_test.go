@@ -1,0 +1,147 @@
+package fusion_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/fusion"
+)
+
+func randMatrix(rng *rand.Rand, r, c int, scale float64) *tensor.Dense {
+	v := make([]float64, r*c)
+	for i := range v {
+		v[i] = (rng.Float64()*2 - 1) * scale
+	}
+	return tensor.New(tensor.WithShape(r, c), tensor.WithBacking(v))
+}
+
+func softmaxRef(x []float64, r, c int) []float64 {
+	out := make([]float64, len(x))
+	for i := 0; i < r; i++ {
+		row := x[i*c : i*c+c]
+		m := math.Inf(-1)
+		for _, v := range row {
+			m = math.Max(m, v)
+		}
+		s := 0.0
+		for _, v := range row {
+			s += math.Exp(v - m)
+		}
+		for j, v := range row {
+			out[i*c+j] = math.Exp(v-m) / s
+		}
+	}
+	return out
+}
+
+func closeTo(t *testing.T, what string, got, want []float64, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if !(math.Abs(got[i]-want[i]) <= tol*(1+math.Abs(want[i]))) {
+			t.Fatalf("%s[%d] = %v, want %v", what, i, got[i], want[i])
+		}
+	}
+}
+
+// TestSoftmaxPatternsAreOneKernel: softmax written op by op, and Gorgonia's
+// SoftMax op, each become one row kernel; both match a float64 reference,
+// also on a row far below x[0,0], where Gorgonia's own SoftMax gives NaN.
+func TestSoftmaxPatternsAreOneKernel(t *testing.T) {
+	const r, c = 37, 781
+	rng := rand.New(rand.NewPCG(11, 12))
+	xv := randMatrix(rng, r, c, 5)
+	d := xv.Data().([]float64)
+	for j := 0; j < c; j++ {
+		d[3*c+j] -= 1000 // far below x[0,0]
+	}
+	want := softmaxRef(d, r, c)
+	for _, form := range []string{"op by op", "Gorgonia SoftMax"} {
+		t.Run(form, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewMatrix(g, tensor.Float64, G.WithShape(r, c), G.WithName("x"))
+			var y *G.Node
+			if form == "op by op" {
+				m := G.Must(G.Max(x, 1))
+				e := G.Must(G.Exp(G.Must(G.BroadcastSub(x, m, nil, []byte{1}))))
+				y = G.Must(G.BroadcastHadamardDiv(e, G.Must(G.Sum(e, 1)), nil, []byte{1}))
+			} else {
+				y = G.Must(G.SoftMax(x))
+			}
+			vm := fusion.NewTapeMachine(g)
+			defer vm.Close()
+			if err := vm.Err(); err != nil {
+				t.Fatal(err)
+			}
+			rep := vm.Report()
+			if rep.Kernels() != 1 || rep.Groups[0].Kind != "row" {
+				t.Fatalf("want one row kernel:\n%v", rep)
+			}
+			G.Let(x, xv.Clone())
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			closeTo(t, "softmax", floats(y.Value()), want, 1e-12)
+		})
+	}
+}
+
+// TestLayerNormPatternIsOneKernel writes LayerNorm as users do (Mean,
+// broadcast Sub, Square, Mean, Add eps, InverseSqrt, broadcast Mul and Add):
+// one row kernel, matching a float64 reference.
+func TestLayerNormPatternIsOneKernel(t *testing.T) {
+	const r, c, eps = 19, 300, 1e-5
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float64, G.WithShape(r, c), G.WithName("x"))
+	gamma := G.NewVector(g, tensor.Float64, G.WithShape(c), G.WithName("gamma"))
+	beta := G.NewVector(g, tensor.Float64, G.WithShape(c), G.WithName("beta"))
+	mu := G.Must(G.Mean(x, 1))
+	xc := G.Must(G.BroadcastSub(x, mu, nil, []byte{1}))
+	v := G.Must(G.Mean(G.Must(G.Square(xc)), 1))
+	rstd := G.Must(G.InverseSqrt(G.Must(G.Add(v, G.NewConstant(eps)))))
+	y := G.Must(G.BroadcastHadamardProd(xc, rstd, nil, []byte{1}))
+	y = G.Must(G.BroadcastAdd(G.Must(G.BroadcastHadamardProd(y, gamma, nil, []byte{0})), beta, nil, []byte{0}))
+	vm := fusion.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rep := vm.Report()
+	if rep.Kernels() != 1 || rep.Groups[0].Kind != "row" {
+		t.Fatalf("want one row kernel:\n%v", rep)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	xv, gv, bv := randMatrix(rng, r, c, 3), randMatrix(rng, 1, c, 1), randMatrix(rng, 1, c, 1)
+	gv.Reshape(c)
+	bv.Reshape(c)
+	G.Let(x, xv)
+	G.Let(gamma, gv)
+	G.Let(beta, bv)
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	xd, gd, bd := xv.Data().([]float64), gv.Data().([]float64), bv.Data().([]float64)
+	want := make([]float64, r*c)
+	for i := 0; i < r; i++ {
+		row := xd[i*c : i*c+c]
+		m, s := 0.0, 0.0
+		for _, v := range row {
+			m += v
+		}
+		m /= c
+		for _, v := range row {
+			s += (v - m) * (v - m)
+		}
+		rs := 1 / math.Sqrt(s/c+eps)
+		for j, v := range row {
+			want[i*c+j] = (v-m)*rs*gd[j] + bd[j]
+		}
+	}
+	closeTo(t, "layer norm", floats(y.Value()), want, 1e-12)
+}
