@@ -140,3 +140,6 @@ func (op *FusedOp) String() string {
 
 // Kernel is the tile kernel the op runs.
 func (op *FusedOp) Kernel() *tile.Kernel { return op.kernel.Tile }
+
+// Grid is the grid the kernel is launched over.
+func (op *FusedOp) Grid() tile.Grid { return op.kernel.Grid }

@@ -9,6 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/tilefuse/tilefuse/codegen"
 	"github.com/tilefuse/tilefuse/fusion"
 )
 
@@ -141,6 +142,14 @@ func TestRandomGraphs(t *testing.T) {
 		}
 		kernels += vm.Report().Kernels()
 		ops += vm.Report().FusedOps()
+		// every generated kernel also lowers to PTX, for the GPU backend
+		for _, n := range vm.Compiled().Graph.AllNodes() {
+			if f, ok := n.Op().(*fusion.FusedOp); ok {
+				if _, err := codegen.Compile(f.Kernel(), codegen.Options{}); err != nil {
+					t.Fatalf("graph %d: %s does not lower to PTX: %v", seed, f.Kernel().Name, err)
+				}
+			}
+		}
 		vmRef.Close()
 		vm.Close()
 	}

@@ -10,6 +10,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 
 .gpu/cuda.test -test.v -test.count=1 > "$out/conformance.log" 2>&1
 conf=$?
+.gpu/fusion.test -test.v -test.count=1 -test.run 'TestGeneratedKernelsOnGPU' > "$out/fusion.log" 2>&1
+fus=$?
 # the sanitizer runs the conformance table only: TestLoadErrorCarriesJITLog makes a driver API error on purpose
 compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/cuda.test -test.short -test.count=1 -test.run 'TestConformanceGPU' > "$out/memcheck.log" 2>&1
 mem=$?
@@ -22,6 +24,7 @@ bench=$?
 echo "== summary"
 echo "conformance rc=$conf: $(grep -c -- '--- PASS' "$out/conformance.log") passed, $(grep -c -- '--- FAIL' "$out/conformance.log") failed"
 grep -- '--- FAIL' "$out/conformance.log" | head -20
+echo "fusion kernels on the GPU rc=$fus: $(grep -E 'agree on the GPU|FAIL|graph [0-9]+:' "$out/fusion.log" | head -3)"
 echo "memcheck rc=$mem: $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)"
 echo "racecheck rc=$race: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck.log" | tail -1)"
 echo "gpubench rc=$bench"
