@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
 )
 
@@ -25,6 +26,7 @@ type FusedOp struct {
 	out    hm.Type
 	ops    []string // the original ops, for String and the report
 	text   string   // the kernel's IR
+	view   bool     // the group only reshapes: its output shares its input's memory
 }
 
 func newFusedOp(grp *graphpass.Group, k *graphpass.Kernel) (*FusedOp, error) {
@@ -37,8 +39,10 @@ func newFusedOp(grp *graphpass.Group, k *graphpass.Kernel) (*FusedOp, error) {
 		op.ins = append(op.ins, typeOf(in.G))
 	}
 	op.out = typeOf(grp.Root.G)
+	op.view = len(grp.Inputs) == 1 && len(k.Out) > 0
 	for _, m := range grp.Members {
 		op.ops = append(op.ops, m.Info.Name)
+		op.view = op.view && m.Info.Kind == ops.Reshape
 	}
 	return op, nil
 }
@@ -71,6 +75,15 @@ func (op *FusedOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 func (op *FusedOp) Do(vals ...G.Value) (G.Value, error) {
 	if len(vals) != len(op.ins) {
 		return nil, fmt.Errorf("fusion: %s: %d inputs, want %d", op.name, len(vals), len(op.ins))
+	}
+	if op.view {
+		// a reshape copies nothing (fusion must not raise peak memory): a new
+		// header over the same elements, materialised first if the input is a view
+		d, err := hostSlice(vals[0])
+		if err != nil {
+			return nil, fmt.Errorf("fusion: %s: %w", op.name, err)
+		}
+		return tensor.New(tensor.WithShape(op.kernel.Out...), tensor.WithBacking(d)), nil
 	}
 	args := make([]any, 0, len(vals)+1)
 	for i, v := range vals {
@@ -120,7 +133,7 @@ func hostSlice(v G.Value) (any, error) {
 	return nil, fmt.Errorf("value of type %T", v.Data())
 }
 
-func (op *FusedOp) ReturnsPtr() bool     { return false }
+func (op *FusedOp) ReturnsPtr() bool     { return op.view }
 func (op *FusedOp) CallsExtern() bool    { return false }
 func (op *FusedOp) OverwritesInput() int { return -1 }
 
@@ -143,3 +156,6 @@ func (op *FusedOp) Kernel() *tile.Kernel { return op.kernel.Tile }
 
 // Grid is the grid the kernel is launched over.
 func (op *FusedOp) Grid() tile.Grid { return op.kernel.Grid }
+
+// IsView reports whether the op only reshapes: its output is its input's memory.
+func (op *FusedOp) IsView() bool { return op.view }

@@ -3,6 +3,7 @@ package fusion
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	G "gorgonia.org/gorgonia"
 
@@ -16,6 +17,8 @@ type Compiled struct {
 	Graph  *G.ExprGraph
 	Report *Report
 	rw     *graphpass.Rewritten
+	cfg    config
+	read   map[*G.Node]bool // original nodes the user can read
 }
 
 // Compile fuses g: it imports it, partitions it, writes a kernel per group
@@ -26,8 +29,8 @@ func Compile(g *G.ExprGraph, opts ...Option) (*Compiled, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.backend == CUDA {
-		return nil, errors.New("fusion: the CUDA backend of the fusion API is not written yet: use fusion.CPU (the generated kernels already run on GPUs through package cuda)")
+	if cfg.backend == CUDA && newGPUBackend == nil {
+		return nil, errors.New("fusion: the CUDA backend needs the tagged build: go build -tags tilefuse_cuda (see README)")
 	}
 	gr, err := graphpass.Import(g)
 	if err != nil {
@@ -65,14 +68,46 @@ func Compile(g *G.ExprGraph, opts ...Option) (*Compiled, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fusion: %w", err)
 	}
-	return &Compiled{Graph: rw.Graph, Report: rep, rw: rw}, nil
+	return &Compiled{Graph: rw.Graph, Report: rep, rw: rw, cfg: cfg, read: readSet(gr, cfg)}, nil
 }
+
+// readSet is what the user can read after a run: the graph's outputs,
+// gradients, kept and named nodes, and scalars.
+func readSet(gr *graphpass.Graph, cfg config) map[*G.Node]bool {
+	keep := map[*G.Node]bool{}
+	for _, n := range cfg.keep {
+		keep[n] = true
+	}
+	out := map[*G.Node]bool{}
+	for _, n := range gr.Nodes {
+		g := n.G
+		if n.Info.Kind == ops.Input {
+			continue
+		}
+		if len(n.Users) == 0 || keep[g] || len(g.DerivOf()) > 0 || g.IsScalar() || !strings.Contains(g.Name(), "(%") {
+			out[g] = true
+		}
+		if d := g.Deriv(); d != nil {
+			out[d] = true
+		}
+	}
+	return out
+}
+
+// gpuBackend runs a compiled graph on a GPU (the tilefuse_cuda build sets newGPUBackend).
+type gpuBackend interface {
+	run(c *Compiled) error
+	close() error
+}
+
+var newGPUBackend func(c *Compiled) (gpuBackend, error)
 
 // Machine runs a fused graph: a drop-in for Gorgonia's tape machine.
 type Machine struct {
 	orig *G.ExprGraph
 	c    *Compiled
 	vm   G.VM
+	gpu  gpuBackend
 	err  error
 }
 
@@ -86,6 +121,15 @@ func NewTapeMachine(g *G.ExprGraph, opts ...Option) *Machine {
 		return m
 	}
 	m.c = c
+	if c.cfg.backend == CUDA {
+		gb, err := newGPUBackend(c)
+		if err != nil {
+			m.err = err
+			return m
+		}
+		m.gpu = gb
+		return m
+	}
 	m.vm = G.NewTapeMachine(c.Graph)
 	return m
 }
@@ -112,6 +156,9 @@ func (m *Machine) Let(n *G.Node, v interface{}) error { return G.Let(n, v) }
 func (m *Machine) RunAll() error {
 	if m.err != nil {
 		return m.err
+	}
+	if m.gpu != nil {
+		return m.gpu.run(m.c)
 	}
 	rw := m.c.rw
 	for _, in := range rw.Inputs {
@@ -152,6 +199,9 @@ func (m *Machine) Reset() {
 
 // Close releases the machine.
 func (m *Machine) Close() error {
+	if m.gpu != nil {
+		return m.gpu.close()
+	}
 	if m.vm != nil {
 		return m.vm.Close()
 	}

@@ -11,6 +11,9 @@ type Report struct {
 	Fused   bool // false: fusion was turned off
 	Groups  []GroupInfo
 	Unfused []Unfused
+	// HostOps counts, on the GPU backend, the launches of unknown ops that
+	// ran on the CPU with copies in the last run.
+	HostOps int
 }
 
 // GroupInfo is one kernel.
@@ -51,6 +54,9 @@ func (r *Report) String() string {
 	}
 	for _, u := range r.Unfused {
 		fmt.Fprintf(&sb, "  not fused: %s [%s]: %s\n", u.Node, u.Op, u.Why)
+	}
+	if r.Backend == CUDA {
+		fmt.Fprintf(&sb, "  ops run on the CPU with copies in the last run: %d\n", r.HostOps)
 	}
 	return sb.String()
 }

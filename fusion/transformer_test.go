@@ -193,22 +193,29 @@ func meanSquare(v []float64) float64 {
 // implementation's cost (1e-5 relative). It also checks that each head's
 // softmax became a row kernel.
 func TestTransformerEncoderBlock(t *testing.T) {
+	checkEncoder(t, 1e-10, fusion.WithBackend(fusion.CPU))
+}
+
+func checkEncoder(t *testing.T, tol float64, opts ...fusion.Option) {
 	const b, s, d, h, ff = 2, 5, 12, 3, 24
 	e := newEncoder(t, b, s, d, h, ff)
 	rng := rand.New(rand.NewPCG(5, 6))
 	xv := randMatrix(rng, b*s, d, 1)
 	x := append([]float64(nil), xv.Data().([]float64)...)
 	G.Let(e.x, xv)
-	vm := fusion.NewTapeMachine(e.g)
+	vm := fusion.NewTapeMachine(e.g, opts...)
 	defer vm.Close()
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
 	if err := vm.RunAll(); err != nil {
 		t.Fatal(err)
 	}
 	rep := vm.Report()
 	t.Logf("%d ops in %d kernels; %d nodes left to Gorgonia", rep.FusedOps(), rep.Kernels(), len(rep.Unfused))
 	out := encoderRef(e, x, b, s, d, h, ff)
-	closeTo(t, "output", floats(e.out.Value()), out, 1e-10)
-	closeTo(t, "cost", []float64{scalar(e.cost.Value())}, []float64{meanSquare(out)}, 1e-10)
+	closeTo(t, "output", floats(e.out.Value()), out, tol)
+	closeTo(t, "cost", []float64{scalar(e.cost.Value())}, []float64{meanSquare(out)}, tol)
 	for trial := 0; trial < 40; trial++ {
 		pn := e.params[rng.IntN(len(e.params))]
 		gv, err := pn.Grad()

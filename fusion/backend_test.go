@@ -1,0 +1,26 @@
+//go:build !tilefuse_cuda
+
+package fusion_test
+
+import (
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/fusion"
+)
+
+// TestCUDABackendNeedsTheTaggedBuild: asking for the GPU in the untagged
+// build is a clear error, kept by the machine and returned by RunAll.
+func TestCUDABackendNeedsTheTaggedBuild(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float64, G.WithShape(2, 2), G.WithName("x"))
+	G.Must(G.Exp(x))
+	m := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CUDA))
+	if err := m.RunAll(); err == nil || !strings.Contains(err.Error(), "tilefuse_cuda") {
+		t.Fatalf("got %v, want an error naming the tilefuse_cuda build", err)
+	}
+	t.Skip("the CUDA backend itself runs in the tagged build on a GPU (fusion/gpu_backend_cuda_test.go)")
+}
