@@ -109,6 +109,22 @@ func (g *gpu) download(n *G.Node) (G.Value, error) {
 	return tensor.New(tensor.WithShape(n.Shape().Clone()...), tensor.WithBacking(host)), nil
 }
 
+func isConst(n *G.Node) bool { return n.Op() != nil && strings.HasPrefix(n.Op().String(), "const ") }
+
+// devBuf is n's device buffer; a constant goes up the first time it is needed.
+func (g *gpu) devBuf(n *G.Node) (*cuda.Buffer, error) {
+	if b, ok := g.bufs[n]; ok {
+		return b, nil
+	}
+	if isConst(n) {
+		if err := g.upload(n, n.Value()); err != nil {
+			return nil, err
+		}
+		return g.bufs[n], nil
+	}
+	return nil, fmt.Errorf("fusion: %v has no device value", n.Name())
+}
+
 func operands(cg *G.ExprGraph, n *G.Node) G.Nodes {
 	var out G.Nodes
 	ch := cg.From(n.ID())
@@ -142,12 +158,20 @@ func (g *gpu) run(c *Compiled) error {
 			return fmt.Errorf("fusion: node %v has no op and is not an input", n.Name())
 		case *FusedOp:
 			if op.IsView() { // a reshape: the same device memory
-				g.bufs[n] = g.bufs[args[0]]
+				b, err := g.devBuf(args[0])
+				if err != nil {
+					return err
+				}
+				g.bufs[n] = b
 				continue
 			}
 			dev := make([]any, 0, len(args)+1)
 			for _, a := range args {
-				dev = append(dev, g.bufs[a])
+				b, err := g.devBuf(a)
+				if err != nil {
+					return err
+				}
+				dev = append(dev, b)
 			}
 			out, err := g.buffer(n)
 			if err != nil {
@@ -165,17 +189,16 @@ func (g *gpu) run(c *Compiled) error {
 				return fmt.Errorf("fusion: %w", err)
 			}
 		default:
-			if strings.HasPrefix(op.String(), "const ") {
-				if _, ok := g.bufs[n]; !ok {
-					if err := g.upload(n, n.Value()); err != nil {
-						return err
-					}
-				}
-				continue
+			if isConst(n) {
+				continue // uploaded when first needed
 			}
 			// an op tilefuse does not know: on the CPU, with copies
 			vals := make([]G.Value, len(args))
 			for i, a := range args {
+				if isConst(a) {
+					vals[i] = a.Value()
+					continue
+				}
 				v, err := g.download(a)
 				if err != nil {
 					return err
@@ -197,6 +220,14 @@ func (g *gpu) run(c *Compiled) error {
 	}
 	for nn, orig := range g.newOf {
 		if !c.read[orig] || isInput[nn] {
+			continue
+		}
+		if isConst(nn) { // known on the host (SizeOf, folded constants)
+			if v := nn.Value(); v != nil {
+				if err := G.UnsafeLet(orig, v); err != nil {
+					return fmt.Errorf("fusion: writing back %v: %w", orig.Name(), err)
+				}
+			}
 			continue
 		}
 		v, err := g.download(nn)

@@ -203,7 +203,8 @@ func checkEncoder(t *testing.T, tol float64, opts ...fusion.Option) {
 	xv := randMatrix(rng, b*s, d, 1)
 	x := append([]float64(nil), xv.Data().([]float64)...)
 	G.Let(e.x, xv)
-	vm := fusion.NewTapeMachine(e.g, opts...)
+	// the block's output feeds the cost: a value the user reads, so kept
+	vm := fusion.NewTapeMachine(e.g, append(opts, fusion.WithKeep(e.out))...)
 	defer vm.Close()
 	if err := vm.Err(); err != nil {
 		t.Fatal(err)
