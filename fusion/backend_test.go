@@ -3,6 +3,8 @@
 package fusion_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,4 +25,20 @@ func TestCUDABackendNeedsTheTaggedBuild(t *testing.T) {
 		t.Fatalf("got %v, want an error naming the tilefuse_cuda build", err)
 	}
 	t.Skip("the CUDA backend itself runs in the tagged build on a GPU (fusion/gpu_backend_cuda_test.go)")
+}
+
+// TestDumpDir: WithDumpDir writes each generated kernel's IR.
+func TestDumpDir(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float64, G.WithShape(2, 2), G.WithName("x"))
+	G.Must(G.Sum(G.Must(G.Exp(x)), 1))
+	dir := t.TempDir()
+	c, err := fusion.Compile(g, fusion.WithDumpDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, c.Report.Groups[0].Kernel+".tile"))
+	if err != nil || !strings.Contains(string(b), "tt.func @"+c.Report.Groups[0].Kernel) {
+		t.Fatalf("dump: %q, %v", b, err)
+	}
 }

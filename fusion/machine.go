@@ -3,12 +3,15 @@ package fusion
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	G "gorgonia.org/gorgonia"
 
 	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/ops"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 // Compiled is a graph after fusion.
@@ -45,6 +48,11 @@ func Compile(g *G.ExprGraph, opts ...Option) (*Compiled, error) {
 			return nil, fmt.Errorf("fusion: %w", err)
 		}
 		kernels[grp] = k
+		if cfg.dumpDir != "" {
+			if err := dumpKernel(cfg.dumpDir, k.Tile); err != nil {
+				return nil, err
+			}
+		}
 		gi := GroupInfo{ID: grp.ID, Kind: grp.Kind.String(), Kernel: k.Tile.Name, Root: grp.Root.G.Name()}
 		for _, m := range grp.Members {
 			gi.Ops = append(gi.Ops, m.Info.Name)
@@ -204,6 +212,18 @@ func (m *Machine) Close() error {
 	}
 	if m.vm != nil {
 		return m.vm.Close()
+	}
+	return nil
+}
+
+// dumpKernel writes a generated kernel's IR to dir/<kernel>.tile; with
+// TILEFUSE_DUMP set, codegen writes its later stages beside it.
+func dumpKernel(dir string, k *tile.Kernel) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("fusion: dump: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, k.Name+".tile"), []byte(k.String()), 0o644); err != nil {
+		return fmt.Errorf("fusion: dump: %w", err)
 	}
 	return nil
 }

@@ -47,10 +47,13 @@ func WithKeep(nodes ...*G.Node) Option {
 	return func(c *config) { c.keep = append(c.keep, nodes...) }
 }
 
-// WithDumpDir writes every kernel's stages to dir.
+// WithDumpDir writes every generated kernel's IR to dir/<kernel>.tile (the
+// environment variable TILEFUSE_DUMP adds codegen's .layout and .ptx on the GPU).
 func WithDumpDir(dir string) Option { return func(c *config) { c.dumpDir = dir } }
 
-// WithPrecision sets the precision of matmul and attention kernels (ieee or tf32).
+// WithPrecision sets the precision of matmul and attention kernels (ieee or
+// tf32). Reserved: this version leaves matmul to Gorgonia and generates no
+// attention kernel yet.
 func WithPrecision(p tile.Precision) Option { return func(c *config) { c.precision = p } }
 
 // WithMaxGroup bounds the number of ops fused into one kernel (default 64).

@@ -1,0 +1,119 @@
+package graphpass
+
+import (
+	"sort"
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// kinds summarises a partition: each group as "kind:op,op,…", sorted.
+func kinds(groups []*Group) []string {
+	var out []string
+	for _, g := range groups {
+		var ops []string
+		for _, m := range g.Members {
+			ops = append(ops, strings.Fields(m.Info.Name)[0])
+		}
+		out = append(out, g.Kind.String()+":"+strings.Join(ops, ","))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestPartitionDecisions(t *testing.T) {
+	must := G.Must
+	cases := []struct {
+		name  string
+		build func(g *G.ExprGraph, x, y *G.Node) []*G.Node // returns nodes to keep
+		opt   Options
+		want  []string
+	}{
+		{"a chain is one kernel", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			must(G.Tanh(must(G.Add(must(G.Exp(x)), y))))
+			return nil
+		}, Options{}, []string{"elementwise:exp,+,tanh"}},
+		{"a value used twice inside one kernel stays inside", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			e := must(G.Exp(x))
+			must(G.HadamardProd(e, must(G.Add(e, y))))
+			return nil
+		}, Options{}, []string{"elementwise:exp,+,⊙"}},
+		{"a value used by two kernels is written out", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			e := must(G.Exp(x))
+			must(G.Sum(e, 0))
+			must(G.Tanh(e))
+			return nil
+		}, Options{}, []string{"elementwise:exp", "elementwise:tanh", "reduction:Σ[0]"}},
+		{"a named node is written out", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			e, _ := G.Exp(x)
+			G.WithName("hidden")(e) // as users name a node they read
+			must(G.Tanh(e))
+			return nil
+		}, Options{}, []string{"elementwise:exp", "elementwise:tanh"}},
+		{"a kept node is written out", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			e := must(G.Exp(x))
+			must(G.Tanh(e))
+			return []*G.Node{e}
+		}, Options{}, []string{"elementwise:exp", "elementwise:tanh"}},
+		{"a reduction takes its producers as prologue", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			must(G.Sum(must(G.Square(must(G.Sub(x, y)))), 0))
+			return nil
+		}, Options{}, []string{"reduction:-,square,Σ[0]"}},
+		{"a row reduction broadcast back is a row kernel", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			must(G.BroadcastSub(x, must(G.Max(x, 1)), nil, []byte{1}))
+			return nil
+		}, Options{}, []string{"row:MaxAlong[1],Reshape(4,,Repeat1,-"}},
+		{"a column reduction broadcast back is not", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			must(G.BroadcastSub(x, must(G.Sum(x, 0)), nil, []byte{0}))
+			return nil
+		}, Options{}, []string{"elementwise:Reshape(1,,Repeat0,-", "reduction:Σ[0]"}},
+		{"fusion off: one kernel per op", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			must(G.Tanh(must(G.Add(must(G.Exp(x)), y))))
+			return nil
+		}, Options{Off: true}, []string{"elementwise:+", "elementwise:exp", "elementwise:tanh"}},
+		{"group size is bounded", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			must(G.Tanh(must(G.Add(must(G.Exp(x)), y))))
+			return nil
+		}, Options{MaxGroup: 2}, []string{"elementwise:+,tanh", "elementwise:exp"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewMatrix(g, tensor.Float64, G.WithShape(4, 6), G.WithName("x"))
+			y := G.NewMatrix(g, tensor.Float64, G.WithShape(4, 6), G.WithName("y"))
+			opt := c.opt
+			opt.Keep = c.build(g, x, y)
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := kinds(Partition(gr, opt))
+			if strings.Join(got, " | ") != strings.Join(c.want, " | ") {
+				t.Fatalf("groups %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// TestGradientsAreWrittenOut: the derivative of an input is read through
+// w.Grad(), so it never fuses away even when its users could take it.
+func TestGradientsAreWrittenOut(t *testing.T) {
+	g := G.NewGraph()
+	w := G.NewMatrix(g, tensor.Float64, G.WithShape(3, 3), G.WithName("w"))
+	cost := G.Must(G.Sum(G.Must(G.Square(G.Must(G.Tanh(w))))))
+	if _, err := G.Grad(cost, w); err != nil {
+		t.Fatal(err)
+	}
+	gr, err := Import(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := Partition(gr, Options{})
+	d := gr.Lookup(w.Deriv())
+	if d == nil || d.Group == nil || d.Group.Root != d {
+		t.Fatalf("the gradient of w is not the output of its kernel: %+v", d)
+	}
+	_ = groups
+}
