@@ -63,7 +63,8 @@ func (d *Device) LaunchN(n int, f *Function, k *tile.Kernel, grid tile.Grid, arg
 	return nil
 }
 
-// paramBits encodes one argument as the bits of its parameter type.
+// paramBits encodes one argument as the bits of its parameter type (scalars
+// by the interpreter's rules, tile.ConvertScalar).
 func paramBits(t tile.Type, x any) (uint64, error) {
 	if t.Ptr {
 		b, ok := x.(*Buffer)
@@ -72,44 +73,24 @@ func paramBits(t tile.Type, x any) (uint64, error) {
 		}
 		return uint64(b.Ptr), nil
 	}
-	var f float64
-	var n int64
-	isInt := true
-	switch v := x.(type) {
-	case int:
-		n = int64(v)
-	case int32:
-		n = int64(v)
-	case int64:
-		n = v
-	case float32:
-		f, isInt = float64(v), false
-	case float64:
-		f, isInt = v, false
-	default:
-		return 0, fmt.Errorf("%T is not a number", x)
+	v, err := tile.ConvertScalar(x, t.DType)
+	if err != nil {
+		return 0, err
 	}
-	switch t.DType {
-	case tile.I32, tile.I1:
-		if !isInt || n < math.MinInt32 || n > math.MaxInt32 {
-			return 0, fmt.Errorf("%v does not fit i32", x)
+	switch v := v.(type) {
+	case bool:
+		if v {
+			return 1, nil
 		}
-		return uint64(uint32(int32(n))), nil
-	case tile.I64:
-		if !isInt {
-			return 0, fmt.Errorf("float %v for i64", x)
-		}
-		return uint64(n), nil
-	case tile.F32:
-		if isInt {
-			f = float64(n)
-		}
-		return uint64(math.Float32bits(float32(f))), nil
-	case tile.F64:
-		if isInt {
-			f = float64(n)
-		}
-		return math.Float64bits(f), nil
+		return 0, nil
+	case int32:
+		return uint64(uint32(v)), nil
+	case int64:
+		return uint64(v), nil
+	case float32:
+		return uint64(math.Float32bits(v)), nil
+	case float64:
+		return math.Float64bits(v), nil
 	}
 	return 0, fmt.Errorf("parameter type %v", t)
 }
@@ -129,18 +110,8 @@ func Spec(k *tile.Kernel, args []any) []int {
 				spec[i] = 16
 			}
 		case p.Type.DType.IsInt():
-			var n int64
-			switch v := args[i].(type) {
-			case int:
-				n = int64(v)
-			case int32:
-				n = int64(v)
-			case int64:
-				n = v
-			default:
-				continue
-			}
-			if n%16 == 0 {
+			v, err := tile.ConvertScalar(args[i], tile.I64)
+			if n, ok := v.(int64); err == nil && ok && n%16 == 0 {
 				spec[i] = 16
 			}
 		}

@@ -294,7 +294,7 @@ func (e *Exec) bind(args []any) (bufs []any, scalars []any, err error) {
 			bufs[i] = args[i]
 			continue
 		}
-		s, err := convertScalar(args[i], p.Type.DType)
+		s, err := ConvertScalar(args[i], p.Type.DType)
 		if err != nil {
 			return nil, nil, &ExecError{Kernel: e.k.Name, Msg: fmt.Sprintf("argument %d (%s %v): %v", i, p.Name, p.Type, err)}
 		}
@@ -303,8 +303,11 @@ func (e *Exec) bind(args []any) (bufs []any, scalars []any, err error) {
 	return bufs, scalars, nil
 }
 
-// convertScalar turns a Go number into the Go type that stores dtype d.
-func convertScalar(x any, d DType) (any, error) {
+// ConvertScalar turns a Go number given for a scalar parameter of dtype d
+// into the Go type that holds it (bool, int32, int64, float32, float64): ints
+// must fit, floats are not accepted for integers. Every backend takes scalar
+// arguments by these rules.
+func ConvertScalar(x any, d DType) (any, error) {
 	var f float64
 	isInt := true
 	var n int64
