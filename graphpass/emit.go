@@ -71,6 +71,7 @@ func Emit(grp *Group) (*Kernel, error) {
 		rows := numel(full) / n
 		block := pow2AtLeast(n)
 		cols := b.Arange(0, block)
+		e.cols = cols
 		e.mask = b.Lt(cols, n)
 		e.rowIdx = b.Add(b.Mul(b.ProgramID(0), n), cols)
 		v, err := e.gen(root, e.rowIdx)
@@ -96,6 +97,7 @@ type memoKey struct {
 type emitter struct {
 	err    error
 	rowIdx *tile.Value // row groups: the flat indices of this program's row
+	cols   *tile.Value // row groups: the column of each lane
 	b      *tile.Builder
 	grp    *Group
 	ptr    map[*Node]*tile.Value
@@ -105,6 +107,22 @@ type emitter struct {
 
 // coords splits flat row-major indices into per-dimension coordinates of shape s.
 func (e *emitter) coords(idx *tile.Value, s []int) []*tile.Value {
+	if idx == e.rowIdx && e.rowIdx != nil && sameShape(s, e.grp.Full) {
+		// a row group's own indices: the row is the program id (one scalar,
+		// split over the leading dimensions), the column the lane
+		c := make([]*tile.Value, len(s))
+		c[len(s)-1] = e.cols
+		rest := e.b.ProgramID(0)
+		for i := len(s) - 2; i >= 0; i-- {
+			if i == 0 {
+				c[i] = rest
+				break
+			}
+			c[i] = e.b.Rem(rest, s[i])
+			rest = e.b.Div(rest, s[i])
+		}
+		return c
+	}
 	c := make([]*tile.Value, len(s))
 	rest := idx
 	for i := len(s) - 1; i >= 0; i-- {

@@ -611,6 +611,8 @@ func unaryFloat[T float](op Op, d, x int) (instr, error) {
 		}
 	case OpExp:
 		fn = expL[T]
+	case OpTanh:
+		fn = tanhL[T]
 	case OpSqrt:
 		fn = func(d, a []T) {
 			a = a[:len(d)]
@@ -657,6 +659,17 @@ func expL[T float](d, a []T) {
 	a = a[:len(d)]
 	for i := range d {
 		d[i] = T(Exp64(float64(a[i])))
+	}
+}
+
+func tanhL[T float](d, a []T) {
+	if d32, ok := any(d).([]float32); ok {
+		tanhSlice32(d32, any(a).([]float32))
+		return
+	}
+	a = a[:len(d)]
+	for i := range d {
+		d[i] = T(math.Tanh(float64(a[i])))
 	}
 }
 
