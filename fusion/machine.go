@@ -39,11 +39,15 @@ func Compile(g *G.ExprGraph, opts ...Option) (*Compiled, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fusion: %w", err)
 	}
-	groups := graphpass.Partition(gr, graphpass.Options{Keep: cfg.keep, MaxGroup: cfg.maxGroup, Off: !cfg.fuse})
+	matmul := cfg.backend == CUDA
+	if cfg.matmul != nil {
+		matmul = *cfg.matmul
+	}
+	groups := graphpass.Partition(gr, graphpass.Options{Keep: cfg.keep, MaxGroup: cfg.maxGroup, Off: !cfg.fuse, MatMul: matmul})
 	kernels := map[*graphpass.Group]*graphpass.Kernel{}
 	rep := &Report{Backend: cfg.backend, Fused: cfg.fuse}
 	for _, grp := range groups {
-		k, err := graphpass.Emit(grp)
+		k, err := graphpass.Emit(grp, cfg.precision)
 		if err != nil {
 			return nil, fmt.Errorf("fusion: %w", err)
 		}

@@ -22,6 +22,7 @@ func (b Backend) String() string {
 }
 
 type config struct {
+	matmul    *bool // nil: on for CUDA, off for CPU
 	backend   Backend
 	fuse      bool
 	keep      []*G.Node
@@ -58,3 +59,9 @@ func WithPrecision(p tile.Precision) Option { return func(c *config) { c.precisi
 
 // WithMaxGroup bounds the number of ops fused into one kernel (default 64).
 func WithMaxGroup(n int) Option { return func(c *config) { c.maxGroup = n } }
+
+// WithMatMulFusion fuses 2-D matrix products with their elementwise epilogue
+// (bias, activation, residual) into one kernel. The default is on for the
+// CUDA backend and off for the CPU, where Gorgonia's BLAS products are faster
+// than the interpreter's.
+func WithMatMulFusion(on bool) Option { return func(c *config) { c.matmul = &on } }

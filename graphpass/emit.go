@@ -39,11 +39,11 @@ func numel(s []int) int {
 // elements in blocks; reduction groups give each program a block of outputs
 // and loop over the reduced elements. Every value is computed by gen, from
 // the group's op DAG, for a block of flat indices into its own shape.
-func Emit(grp *Group) (*Kernel, error) {
+func Emit(grp *Group, prec tile.Precision) (*Kernel, error) {
 	root := grp.Root
 	d := root.Info.DType
 	b := tile.NewBuilder(fmt.Sprintf("fused_%d_%s", grp.ID, grp.Kind), nil)
-	e := &emitter{b: b, grp: grp, ptr: map[*Node]*tile.Value{}, memo: map[memoKey]*tile.Value{}}
+	e := &emitter{b: b, grp: grp, prec: prec, ptr: map[*Node]*tile.Value{}, memo: map[memoKey]*tile.Value{}}
 	for i, in := range grp.Inputs {
 		e.ptr[in] = b.Ptr(fmt.Sprintf("in%d", i), in.Info.DType)
 	}
@@ -63,6 +63,10 @@ func Emit(grp *Group) (*Kernel, error) {
 		k.Grid = tile.Grid{tile.CDiv(n, block)}
 	case ReduceGroup:
 		if err := e.reduce(out, k); err != nil {
+			return nil, err
+		}
+	case MatMulGroup:
+		if err := e.matmul(out, k); err != nil {
 			return nil, err
 		}
 	case RowGroup:
@@ -96,8 +100,10 @@ type memoKey struct {
 
 type emitter struct {
 	err    error
-	rowIdx *tile.Value // row groups: the flat indices of this program's row
-	cols   *tile.Value // row groups: the column of each lane
+	prec   tile.Precision // of matmul groups' dots
+	mmAcc  *tile.Value    // matmul groups: the product's tile
+	rowIdx *tile.Value    // row groups: the flat indices of this program's row
+	cols   *tile.Value    // row groups: the column of each lane
 	b      *tile.Builder
 	grp    *Group
 	ptr    map[*Node]*tile.Value
@@ -216,6 +222,11 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			}
 			v = b.Reduce(n.Info.Reduce, b.Where(e.mask, x, identity), 0)
 			e.memo[memoKey{n, nil}] = v
+		case ops.MatMul: // the group's product: its tile, computed by matmul()
+			if e.mmAcc == nil {
+				return nil, fmt.Errorf("graphpass: %v: product %v outside its tile", e.grp, n)
+			}
+			v = e.mmAcc
 		case ops.Softmax: // along the row: max, exp, sum in the block
 			x, err := in(0, e.rowIdx)
 			if err != nil {
@@ -334,3 +345,49 @@ func (e *emitter) reduce(out *tile.Value, k *Kernel) error {
 }
 
 var inf = math.Inf(1)
+
+// matmul writes a matmul group: program (i, j) computes the product's
+// BM×BN tile with a K loop of dots, then the epilogue over that tile.
+func (e *emitter) matmul(out *tile.Value, k *Kernel) error {
+	b, mm := e.b, e.grp.MatMul
+	m, n := mm.Info.Shape[0], mm.Info.Shape[1]
+	aS := mm.Inputs[0].Info.Shape
+	kk := aS[1]
+	if mm.Info.TransA {
+		kk = aS[0]
+	}
+	bm, bn, bk := 32, 32, 32
+	pa, pb := e.ptr[mm.Inputs[0]], e.ptr[mm.Inputs[1]]
+	if pa == nil || pb == nil {
+		return fmt.Errorf("graphpass: %v: the product's operands are not inputs of the kernel", e.grp)
+	}
+	// element (r, c) of A is at r·sar + c·sac; likewise B
+	sar, sac := kk, 1
+	if mm.Info.TransA {
+		sar, sac = 1, m
+	}
+	sbr, sbc := n, 1
+	if mm.Info.TransB {
+		sbr, sbc = 1, kk
+	}
+	rm := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1) // [BM,1]
+	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0) // [1,BN]
+	rkRow, rkCol := b.ExpandDims(b.Arange(0, bk), 0), b.ExpandDims(b.Arange(0, bk), 1)
+	d := mm.Info.DType
+	acc := b.For(0, kk, bk, []*tile.Value{b.Zeros(d, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
+		ka, kb := b.Add(rkRow, k0), b.Add(rkCol, k0)
+		av := b.Load(b.AddPtr(pa, b.Add(b.Mul(rm, sar), b.Mul(ka, sac))), b.And(b.Lt(rm, m), b.Lt(ka, kk)), 0.0)
+		bv := b.Load(b.AddPtr(pb, b.Add(b.Mul(kb, sbr), b.Mul(rn, sbc))), b.And(b.Lt(kb, kk), b.Lt(rn, n)), 0.0)
+		return []*tile.Value{b.Dot(av, bv, c[0], e.prec)}
+	})
+	e.mmAcc = acc[0]
+	idx := b.Add(b.Mul(rm, n), rn) // [BM,BN] flat indices of the output
+	e.mask = b.And(b.Lt(rm, m), b.Lt(rn, n))
+	v, err := e.gen(e.grp.Root, idx)
+	if err != nil {
+		return err
+	}
+	b.Store(b.AddPtr(out, idx), v, e.mask)
+	k.Grid = tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn)}
+	return nil
+}

@@ -15,7 +15,8 @@ type GroupKind uint8
 const (
 	ElementwiseGroup GroupKind = iota
 	ReduceGroup
-	RowGroup // one program per row: reductions along the last axis broadcast back over their rows
+	RowGroup    // one program per row: reductions along the last axis broadcast back over their rows
+	MatMulGroup // a matrix product and its elementwise epilogue, one output tile per program
 )
 
 func (k GroupKind) String() string {
@@ -24,6 +25,8 @@ func (k GroupKind) String() string {
 		return "reduction"
 	case RowGroup:
 		return "row"
+	case MatMulGroup:
+		return "matmul"
 	}
 	return "elementwise"
 }
@@ -38,7 +41,8 @@ type Group struct {
 	Root    *Node   // the group's output
 	Members []*Node // topological order, Root last
 	Inputs  []*Node // values from outside, in the order the kernel takes them
-	Full    []int   // elementwise and row groups: the shape computed over
+	Full    []int   // elementwise, row and matmul groups: the shape computed over
+	MatMul  *Node   // a matmul group's product
 }
 
 // rowReduce reports whether n reduces only the last axis of its input.
@@ -49,9 +53,20 @@ func rowReduce(n *Node) bool {
 
 // canJoin reports whether n may join grp, its users' group, and what grp becomes.
 func canJoin(n *Node, grp *Group) (GroupKind, bool) {
+	for _, u := range n.Users {
+		if u.Group == grp && u.Info.Kind == ops.MatMul {
+			return 0, false // a product's operands live in other index spaces
+		}
+	}
 	switch n.Info.Kind {
+	case ops.MatMul:
+		if grp.Kind != ElementwiseGroup || grp.MatMul != nil || !sameShape(n.Info.Shape, grp.Full) {
+			return 0, false
+		}
+		grp.MatMul = n
+		return MatMulGroup, true
 	case ops.Reduce, ops.Softmax:
-		if grp.Kind == ReduceGroup {
+		if grp.Kind == ReduceGroup || grp.Kind == MatMulGroup {
 			return 0, false
 		}
 		full := n.Info.Shape
@@ -90,6 +105,9 @@ type Options struct {
 	// Off makes every fusable op its own group (one kernel per op: the
 	// honest unfused baseline on the same backend).
 	Off bool
+	// MatMul fuses 2-D matrix products with their elementwise epilogues
+	// (on the GPU; on the CPU Gorgonia's BLAS products are faster).
+	MatMul bool
 }
 
 // Partition assigns fusable nodes to groups and returns the groups in
@@ -116,7 +134,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 	for i := len(gr.Nodes) - 1; i >= 0; i-- {
 		n := gr.Nodes[i]
 		k := n.Info.Kind
-		if !k.Elementwise() && k != ops.Reduce && k != ops.Softmax {
+		if !k.Elementwise() && k != ops.Reduce && k != ops.Softmax && !(k == ops.MatMul && opt.MatMul) {
 			continue
 		}
 		if k == ops.Softmax && n.Info.Shape[len(n.Info.Shape)-1] > MaxRow {
@@ -161,6 +179,8 @@ func Partition(gr *Graph, opt Options) []*Group {
 				join.Kind, join.Full = ReduceGroup, nil
 			case ops.Softmax:
 				join.Kind = RowGroup
+			case ops.MatMul:
+				join.Kind, join.MatMul = MatMulGroup, n
 			}
 			groups = append(groups, join)
 		}

@@ -26,9 +26,10 @@ const (
 	Repeat               // broadcasting: repeats along axes
 	Reduce               // Σ or MaxAlong along axes
 	Softmax              // Gorgonia's SoftMax (or log-softmax) along the last axis
+	MatMul               // a 2-D matrix product, either operand transposed
 )
 
-var kindNames = [...]string{"opaque", "input", "constant", "unary", "binary", "reshape", "repeat", "reduce", "softmax"}
+var kindNames = [...]string{"opaque", "input", "constant", "unary", "binary", "reshape", "repeat", "reduce", "softmax", "matmul"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -55,7 +56,9 @@ type Info struct {
 	Axes   []int   // reduced or repeated axes
 	Value  float64 // a Constant's value
 	Log    bool    // a Softmax that is log-softmax
-	Why    string  // why an op is Opaque
+	TransA bool    // a MatMul's operands are stored transposed
+	TransB bool
+	Why    string // why an op is Opaque
 }
 
 // unaryOps writes each elementwise unary Gorgonia op in tile IR, with
@@ -171,6 +174,11 @@ func Classify(n *G.Node) Info {
 			return opaque(err.Error())
 		}
 		info.Kind, info.Reduce, info.Axes = Reduce, tile.OpReduceMax, axes
+	case s == "A × B" || s == "Aᵀ × B" || s == "A × Bᵀ" || s == "Aᵀ × Bᵀ":
+		if len(info.Shape) != 2 {
+			return opaque("a matrix product that is not 2-D")
+		}
+		info.Kind, info.TransA, info.TransB = MatMul, strings.HasPrefix(s, "Aᵀ"), strings.HasSuffix(s, "Bᵀ")
 	case strings.HasPrefix(s, "Softmax{"):
 		axes, err := intField(op, "axis")
 		if err != nil {

@@ -40,7 +40,8 @@ func TestClassify(t *testing.T) {
 		{"sum along 0 and 1", must(G.Sum(x, 0, 1)), Reduce, func(i Info) bool { return len(i.Axes) == 2 }},
 		{"max along 1", must(G.Max(x, 1)), Reduce, func(i Info) bool { return i.Reduce == tile.OpReduceMax }},
 		{"reshape", must(G.Reshape(x, tensor.Shape{3, 2})), Reshape, nil},
-		{"matmul", must(G.Mul(x, must(G.Transpose(y)))), Opaque, func(i Info) bool { return i.Why != "" }},
+		{"matmul", must(G.Mul(x, must(G.Transpose(y)))), MatMul, func(i Info) bool { return !i.TransA && !i.TransB }},
+		{"matrix-vector", must(G.Mul(x, v)), Opaque, func(i Info) bool { return i.Why != "" }},
 		{"int dtype", must(G.Add(xi, xi)), Opaque, func(i Info) bool { return i.Why != "" }},
 	}
 	bc := must(G.BroadcastAdd(x, v, nil, []byte{0}))

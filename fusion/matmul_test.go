@@ -1,0 +1,59 @@
+package fusion_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/fusion"
+)
+
+// TestMLPWithFusedMatMuls trains the MLP with every product fused with its
+// epilogue (forward and backward, transposed operands included), on the
+// interpreter, against Gorgonia (its products by BLAS, in another order).
+func TestMLPWithFusedMatMuls(t *testing.T) {
+	trainMLPAgainstGorgonia(t, 1e-10, 3e-5, fusion.WithBackend(fusion.CPU), fusion.WithMatMulFusion(true))
+}
+
+// TestLinearReLUIsOneKernel: relu(x·W + b), as Gorgonia builds it (a
+// broadcast add, then >= and ⊙), is one matmul kernel with its epilogue.
+func TestLinearReLUIsOneKernel(t *testing.T) {
+	const m, k, n = 37, 70, 45
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float64, G.WithShape(m, k), G.WithName("x"))
+	w := G.NewMatrix(g, tensor.Float64, G.WithShape(k, n), G.WithName("w"))
+	b := G.NewVector(g, tensor.Float64, G.WithShape(n), G.WithName("b"))
+	y := G.Must(G.Rectify(G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w)), b, nil, []byte{0}))))
+	vm := fusion.NewTapeMachine(g, fusion.WithMatMulFusion(true))
+	defer vm.Close()
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rep := vm.Report()
+	if rep.Kernels() != 1 || rep.Groups[0].Kind != "matmul" || len(rep.Unfused) != 0 {
+		t.Fatalf("want one matmul kernel:\n%v", rep)
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	xv, wv, bv := randMatrix(rng, m, k, 1), randMatrix(rng, k, n, 1), randMatrix(rng, 1, n, 1)
+	bv.Reshape(n)
+	G.Let(x, xv)
+	G.Let(w, wv)
+	G.Let(b, bv)
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	xd, wd, bd := xv.Data().([]float64), wv.Data().([]float64), bv.Data().([]float64)
+	want := make([]float64, m*n)
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			s := bd[j]
+			for l := 0; l < k; l++ {
+				s += xd[i*k+l] * wd[l*n+j]
+			}
+			want[i*n+j] = max(s, 0)
+		}
+	}
+	closeTo(t, "relu(x·W+b)", floats(y.Value()), want, 1e-12)
+}
