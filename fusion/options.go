@@ -52,9 +52,8 @@ func WithKeep(nodes ...*G.Node) Option {
 // environment variable TILEFUSE_DUMP adds codegen's .layout and .ptx on the GPU).
 func WithDumpDir(dir string) Option { return func(c *config) { c.dumpDir = dir } }
 
-// WithPrecision sets the precision of matmul and attention kernels (ieee or
-// tf32). Reserved: this version leaves matmul to Gorgonia and generates no
-// attention kernel yet.
+// WithPrecision sets the precision of the dots in fused matrix products
+// (ieee or tf32; on the GPU, tf32 uses the tensor cores).
 func WithPrecision(p tile.Precision) Option { return func(c *config) { c.precision = p } }
 
 // WithMaxGroup bounds the number of ops fused into one kernel (default 64).
