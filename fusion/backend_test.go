@@ -42,3 +42,21 @@ func TestDumpDir(t *testing.T) {
 		t.Fatalf("dump: %q, %v", b, err)
 	}
 }
+
+// TestRunWithoutInputs: running before the inputs have values is an error.
+// (A Gorgonia op that panics still ends the process, as under Gorgonia's own
+// machine: its tape machine runs ops on a goroutine of its own, out of reach
+// of the recover at this API's boundary.)
+func TestRunWithoutInputs(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float64, G.WithShape(2, 2), G.WithName("x"))
+	G.Must(G.Exp(G.Must(G.Tanh(x))))
+	m := fusion.NewTapeMachine(g)
+	defer m.Close()
+	if err := m.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RunAll(); err == nil || !strings.Contains(err.Error(), "no value") {
+		t.Fatalf("running without inputs: %v", err)
+	}
+}

@@ -27,7 +27,8 @@ type Compiled struct {
 // Compile fuses g: it imports it, partitions it, writes a kernel per group
 // and replays it into a new graph. g itself is not changed. Call it after
 // gorgonia.Grad, so that the backward pass fuses too.
-func Compile(g *G.ExprGraph, opts ...Option) (*Compiled, error) {
+func Compile(g *G.ExprGraph, opts ...Option) (c *Compiled, err error) {
+	defer recoverTo(&err, "compiling")
 	cfg := config{fuse: true}
 	for _, o := range opts {
 		o(&cfg)
@@ -165,7 +166,8 @@ func (m *Machine) Let(n *G.Node, v interface{}) error { return G.Let(n, v) }
 
 // RunAll runs the graph: the user's input values go in, and afterwards
 // every node of the user's graph that has a value in the fused graph holds it.
-func (m *Machine) RunAll() error {
+func (m *Machine) RunAll() (err error) {
+	defer recoverTo(&err, "running")
 	if m.err != nil {
 		return m.err
 	}
@@ -230,4 +232,14 @@ func dumpKernel(dir string, k *tile.Kernel) error {
 		return fmt.Errorf("fusion: dump: %w", err)
 	}
 	return nil
+}
+
+// recoverTo turns a panic below the API on this goroutine (Gorgonia panics in
+// places, as in NewConstant) into an error. A panic inside an op that
+// Gorgonia's tape machine runs happens on that machine's own goroutine and
+// cannot be caught here.
+func recoverTo(err *error, what string) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("fusion: %s: %v", what, r)
+	}
 }
