@@ -242,6 +242,18 @@ func (l *lowerer) naturalOf(v *tile.Value) *Layout {
 	return lay
 }
 
+// layoutOf is the layout v is best used in: its natural layout, else the
+// canonical one for its shape (nil for scalars).
+func (l *lowerer) layoutOf(v *tile.Value) *Layout {
+	if v.Type.Shape.IsScalar() {
+		return nil
+	}
+	if lay := l.naturalOf(v); lay != nil {
+		return lay
+	}
+	return l.canonical(v.Type.Shape)
+}
+
 // broadcastLayout finds, for a value of shape out broadcast from in held in
 // layout lay, the layout that makes the broadcast free: each broadcast
 // dimension takes an unused dimension of lay's blocked shape of its size.
@@ -883,11 +895,7 @@ func (l *lowerer) reshape(v *tile.Value, lay *Layout) (*lval, error) {
 		}
 		return &lval{lay: lay, regs: x.regs}, nil
 	}
-	from := l.naturalOf(v.Args[0])
-	if from == nil {
-		from = l.canonical(in)
-	}
-	x, err := l.demand(v.Args[0], from)
+	x, err := l.demand(v.Args[0], l.layoutOf(v.Args[0]))
 	if err != nil {
 		return nil, err
 	}
@@ -1369,10 +1377,7 @@ func (l *lowerer) forLoop(v *tile.Value) error {
 	carried := make([]*lval, len(inits))
 	w := &l.body
 	for i, in := range inits {
-		lay := l.naturalOf(in)
-		if lay == nil {
-			lay = l.canonical(in.Type.Shape)
-		}
+		lay := l.layoutOf(in)
 		x, err := l.demand(in, lay)
 		if err != nil {
 			return err

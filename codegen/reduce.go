@@ -13,10 +13,7 @@ import (
 // every thread along it holds the result and broadcasting it back is free.
 func (l *lowerer) reduce(v *tile.Value) error {
 	x := v.Args[0]
-	lay := l.naturalOf(x)
-	if lay == nil {
-		lay = l.canonical(x.Type.Shape)
-	}
+	lay := l.layoutOf(x)
 	in, err := l.demand(x, lay)
 	if err != nil {
 		return err
@@ -200,16 +197,9 @@ func (l *lowerer) dot(v *tile.Value) error {
 	m, k, n := a.Type.Shape.Dims[0], a.Type.Shape.Dims[1], bv.Type.Shape.Dims[1]
 	t := v.Type
 	size := elemBytes(t)
-	accLay := l.naturalOf(acc)
-	if accLay == nil {
-		accLay = l.canonical(t.Shape)
-	}
+	accLay := l.layoutOf(acc)
 	for _, x := range []*tile.Value{a, bv} {
-		lay := l.naturalOf(x)
-		if lay == nil {
-			lay = l.canonical(x.Type.Shape)
-		}
-		if _, err := l.demand(x, lay); err != nil {
+		if _, err := l.demand(x, l.layoutOf(x)); err != nil {
 			return err
 		}
 	}
@@ -238,10 +228,7 @@ func (l *lowerer) dot(v *tile.Value) error {
 		off    int
 		stride int
 	}{{a, 0, lda}, {bv, bOff, ldb}} {
-		lay := l.naturalOf(op.x)
-		if lay == nil {
-			lay = l.canonical(op.x.Type.Shape)
-		}
+		lay := l.layoutOf(op.x)
 		xv, _ := l.demand(op.x, lay)
 		slots := lay.B.slots()
 		for _, cls := range l.classesOf(lay) {
