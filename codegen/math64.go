@@ -51,12 +51,16 @@ const (
 	ln2Lo = 1.90821492927058770002e-10
 )
 
-func (l *lowerer) expD(w *strings.Builder, x string) string {
+func (l *lowerer) expD(w *strings.Builder, x0 string) string {
 	k, hi, lo, r := l.reg("fd"), l.reg("fd"), l.reg("fd"), l.reg("fd")
+	// clamp x to [-746, 710], where e^x is already 0 or ∞ in float64: the
+	// reduction needs |x - k·ln2| ≤ ln2/2 and the two-step scaling needs
+	// |k/2| < 1022 (e^-1e9 came out NaN when k alone was clamped)
+	x := l.reg("fd")
+	emit(w, "max.f64 %s, %s, 0dC087500000000000", x, x0) // -746
+	emit(w, "min.f64 %s, %s, 0d4086300000000000", x, x)  // 710
 	emit(w, "mul.f64 %s, %s, %s", k, x, f64Lit(math.Log2E))
 	emit(w, "cvt.rni.f64.f64 %s, %s", k, k)
-	emit(w, "max.f64 %s, %s, 0dC0A0000000000000", k, k) // clamp k to [-2048, 2048]: the scaling below
-	emit(w, "min.f64 %s, %s, 0d40A0000000000000", k, k) // then over- or underflows as it should
 	emit(w, "neg.f64 %s, %s", hi, k)
 	emit(w, "fma.rn.f64 %s, %s, %s, %s", hi, hi, f64Lit(ln2Hi), x)
 	emit(w, "mul.f64 %s, %s, %s", lo, k, f64Lit(ln2Lo))
@@ -84,12 +88,12 @@ func (l *lowerer) expD(w *strings.Builder, x string) string {
 	emit(w, "mul.f64 %s, %s, %s", y, y, l.pow2D(w, k2))
 	// e^-∞ = 0, e^∞ = ∞, NaN stays NaN (the reduction above would give NaN for all three)
 	sp := l.reg("p")
-	emit(w, "setp.eq.f64 %s, %s, 0dFFF0000000000000", sp, x)
+	emit(w, "setp.eq.f64 %s, %s, 0dFFF0000000000000", sp, x0)
 	emit(w, "selp.f64 %s, 0d0000000000000000, %s, %s", y, y, sp)
-	emit(w, "setp.eq.f64 %s, %s, 0d7FF0000000000000", sp, x)
-	emit(w, "selp.f64 %s, %s, %s, %s", y, x, y, sp)
-	emit(w, "testp.notanumber.f64 %s, %s", sp, x)
-	emit(w, "selp.f64 %s, %s, %s, %s", y, x, y, sp)
+	emit(w, "setp.eq.f64 %s, %s, 0d7FF0000000000000", sp, x0)
+	emit(w, "selp.f64 %s, %s, %s, %s", y, x0, y, sp)
+	emit(w, "testp.notanumber.f64 %s, %s", sp, x0)
+	emit(w, "selp.f64 %s, %s, %s, %s", y, x0, y, sp)
 	return y
 }
 

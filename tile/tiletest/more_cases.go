@@ -368,8 +368,11 @@ func mathCase64(o tile.Op) Case {
 			for i, v := range x32 {
 				x[i] = float64(v) * (1 + (rng.Float64()-0.5)*1e-7) // not just f32 values
 			}
-			if o == tile.OpExp {
-				copy(x, []float64{709.7, -745, -708.5, 1e-300, 0})
+			switch o {
+			case tile.OpExp:
+				copy(x, []float64{709.7, -745, -708.5, 1e-300, 0, -746, 710, -1e9, 1e9, -3000, 3000, -1e300})
+			case tile.OpExpm1, tile.OpSigmoid, tile.OpTanh: // built on e^x: far out of its range
+				copy(x, []float64{-1e9, 1e9, -3000, 3000, -800, 800})
 			}
 			if o == tile.OpLog || o == tile.OpLog1p {
 				copy(x, []float64{5e-324, 1e-310, math.MaxFloat64, 1 + 1e-15})
