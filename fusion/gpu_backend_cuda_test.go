@@ -19,3 +19,9 @@ func TestMLPTrainingOnGPU(t *testing.T) {
 func TestTransformerEncoderBlockOnGPU(t *testing.T) {
 	checkEncoder(t, 1e-10, fusion.WithBackend(fusion.CUDA))
 }
+
+// TestAttentionOnGPU: the flash-style attention kernel on the CUDA backend
+// (float64), against the float64 reference.
+func TestAttentionOnGPU(t *testing.T) {
+	checkAttention(t, 1e-10, fusion.WithBackend(fusion.CUDA))
+}

@@ -65,9 +65,18 @@ func Compile(g *G.ExprGraph, opts ...Option) (c *Compiled, err error) {
 		rep.Groups = append(rep.Groups, gi)
 	}
 	for _, n := range gr.Nodes {
-		if n.Info.Kind == ops.Opaque {
-			rep.Unfused = append(rep.Unfused, Unfused{Node: n.G.Name(), Op: n.Info.Name, Why: n.Info.Why})
+		why := n.Info.Why
+		switch {
+		case n.Group != nil || n.Info.Kind == ops.Input || n.Info.Kind == ops.Constant:
+			continue
+		case n.Info.Kind == ops.MatMul:
+			why = "a matrix product left to Gorgonia (WithMatMulFusion: off by default on the CPU, where BLAS is faster)"
+		case n.Info.Kind == ops.BatchedMatMul:
+			why = "a batched product outside an attention pattern (or one whose probabilities the backward pass reads)"
+		case why == "":
+			why = "not fused: " + n.Info.Kind.String()
 		}
+		rep.Unfused = append(rep.Unfused, Unfused{Node: n.G.Name(), Op: n.Info.Name, Why: why})
 	}
 	rw, err := graphpass.Rewrite(gr, groups, kernels, func(grp *graphpass.Group, k *graphpass.Kernel) (G.Op, error) {
 		return newFusedOp(grp, k)

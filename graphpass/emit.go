@@ -69,6 +69,10 @@ func Emit(grp *Group, prec tile.Precision) (*Kernel, error) {
 		if err := e.matmul(out, k); err != nil {
 			return nil, err
 		}
+	case AttentionGroup:
+		if err := e.attention(out, k); err != nil {
+			return nil, err
+		}
 	case RowGroup:
 		full := grp.Full
 		n := full[len(full)-1]
@@ -222,7 +226,7 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			}
 			v = b.Reduce(n.Info.Reduce, b.Where(e.mask, x, identity), 0)
 			e.memo[memoKey{n, nil}] = v
-		case ops.MatMul: // the group's product: its tile, computed by matmul()
+		case ops.MatMul, ops.BatchedMatMul: // the group's product: its tile, computed by matmul() or attention()
 			if e.mmAcc == nil {
 				return nil, fmt.Errorf("graphpass: %v: product %v outside its tile", e.grp, n)
 			}

@@ -27,6 +27,8 @@ func (k GroupKind) String() string {
 		return "row"
 	case MatMulGroup:
 		return "matmul"
+	case AttentionGroup:
+		return "attention"
 	}
 	return "elementwise"
 }
@@ -54,9 +56,12 @@ func rowReduce(n *Node) bool {
 // canJoin reports whether n may join grp, its users' group, and what grp becomes.
 func canJoin(n *Node, grp *Group) (GroupKind, bool) {
 	for _, u := range n.Users {
-		if u.Group == grp && u.Info.Kind == ops.MatMul {
+		if u.Group == grp && (u.Info.Kind == ops.MatMul || u.Info.Kind == ops.BatchedMatMul) {
 			return 0, false // a product's operands live in other index spaces
 		}
+	}
+	if grp.Kind == AttentionGroup && !n.Info.Kind.Elementwise() {
+		return 0, false
 	}
 	switch n.Info.Kind {
 	case ops.MatMul:
@@ -129,13 +134,19 @@ func Partition(gr *Graph, opt Options) []*Group {
 			keep[n.G] = true
 		}
 	}
+	writeOut := func(n *Node) bool {
+		return keep[n.G] || userNamed(n.G) || len(n.Info.Shape) == 0 || len(n.Users) == 0
+	}
 	var groups []*Group
+	if !opt.Off {
+		groups = findAttention(gr, writeOut)
+	}
 	size := map[*Group]int{}
 	for i := len(gr.Nodes) - 1; i >= 0; i-- {
 		n := gr.Nodes[i]
 		k := n.Info.Kind
-		if !k.Elementwise() && k != ops.Reduce && k != ops.Softmax && !(k == ops.MatMul && opt.MatMul) {
-			continue
+		if n.Group != nil || !k.Elementwise() && k != ops.Reduce && k != ops.Softmax && !(k == ops.MatMul && opt.MatMul) {
+			continue // already in an attention group, or not fusable
 		}
 		if k == ops.Softmax && n.Info.Shape[len(n.Info.Shape)-1] > MaxRow {
 			continue // a row longer than one block: left to Gorgonia for now
@@ -146,8 +157,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 		var join *Group
 		// written out: what the user keeps or named, gradients, scalars
 		// (losses and metrics, which cost nothing to write), the graph's outputs
-		writeOut := keep[n.G] || userNamed(n.G) || len(n.Info.Shape) == 0 || len(n.Users) == 0
-		if !opt.Off && !writeOut {
+		if !opt.Off && !writeOut(n) {
 			// users that only take the node's shape (SizeOf) do not need its value
 			first := true
 			for _, u := range n.Users {

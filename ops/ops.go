@@ -17,19 +17,20 @@ import (
 type Kind uint8
 
 const (
-	Opaque   Kind = iota // not understood, or not fusable: run by Gorgonia
-	Input                // a graph input (no op)
-	Constant             // a scalar constant (const x, SizeOf=n)
-	Unary                // elementwise, one operand
-	Binary               // elementwise, two operands (scalars broadcast)
-	Reshape              // same elements, new shape
-	Repeat               // broadcasting: repeats along axes
-	Reduce               // Σ or MaxAlong along axes
-	Softmax              // Gorgonia's SoftMax (or log-softmax) along the last axis
-	MatMul               // a 2-D matrix product, either operand transposed
+	Opaque        Kind = iota // not understood, or not fusable: run by Gorgonia
+	Input                     // a graph input (no op)
+	Constant                  // a scalar constant (const x, SizeOf=n)
+	Unary                     // elementwise, one operand
+	Binary                    // elementwise, two operands (scalars broadcast)
+	Reshape                   // same elements, new shape
+	Repeat                    // broadcasting: repeats along axes
+	Reduce                    // Σ or MaxAlong along axes
+	Softmax                   // Gorgonia's SoftMax (or log-softmax) along the last axis
+	MatMul                    // a 2-D matrix product, either operand transposed
+	BatchedMatMul             // a batch of matrix products over 3-D operands
 )
 
-var kindNames = [...]string{"opaque", "input", "constant", "unary", "binary", "reshape", "repeat", "reduce", "softmax", "matmul"}
+var kindNames = [...]string{"opaque", "input", "constant", "unary", "binary", "reshape", "repeat", "reduce", "softmax", "matmul", "batched matmul"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -179,6 +180,12 @@ func Classify(n *G.Node) Info {
 			return opaque("a matrix product that is not 2-D")
 		}
 		info.Kind, info.TransA, info.TransB = MatMul, strings.HasPrefix(s, "Aᵀ"), strings.HasSuffix(s, "Bᵀ")
+	case s == "A ××× B" || s == "Aᵀ ××× B" || s == "A ××× Bᵀ" || s == "Aᵀ ××× Bᵀ":
+		if len(info.Shape) != 3 {
+			return opaque("a batched product that is not 3-D")
+		}
+		// on its own it runs as Gorgonia runs it; graphpass fuses it inside attention
+		info.Kind, info.TransA, info.TransB = BatchedMatMul, strings.HasPrefix(s, "Aᵀ"), strings.HasSuffix(s, "Bᵀ")
 	case strings.HasPrefix(s, "Softmax{"):
 		axes, err := intField(op, "axis")
 		if err != nil {
