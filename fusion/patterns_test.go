@@ -44,7 +44,7 @@ func closeTo(t *testing.T, what string, got, want []float64, tol float64) {
 		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
 	}
 	for i := range want {
-		if !(math.Abs(got[i]-want[i]) <= tol*(1+math.Abs(want[i]))) {
+		if !(math.Abs(got[i]-want[i]) <= tol*(1+math.Abs(want[i]))) && !(math.IsNaN(got[i]) && math.IsNaN(want[i])) {
 			t.Fatalf("%s[%d] = %v, want %v", what, i, got[i], want[i])
 		}
 	}

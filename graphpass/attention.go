@@ -134,8 +134,9 @@ func (e *emitter) attention(out *tile.Value, k *Kernel) error {
 	if e.err != nil {
 		return e.err
 	}
-	l := res[1]
-	o := b.Div(res[2], b.Where(b.Eq(l, 0.0), 1.0, l))
+	// a row whose scores are all -∞ has l = 0 and gives 0/0 = NaN, as
+	// softmax followed by the product does
+	o := b.Div(res[2], res[1])
 	b.Store(b.AddPtr(out, b.Add(b.Mul(b.Add(b.Mul(bat, sq), rm), d), rd)), o, b.And(b.Lt(rm, sq), b.Lt(rd, d)))
 	k.Grid = tile.Grid{nb, tile.CDiv(sq, bm)}
 	return nil
