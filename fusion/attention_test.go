@@ -59,13 +59,7 @@ func checkAttention(t *testing.T, tol float64, opts ...fusion.Option) {
 			if rep.Kernels() != 1 || rep.Groups[0].Kind != "attention" || len(rep.Unfused) != 0 {
 				t.Fatalf("want one attention kernel:\n%v", rep)
 			}
-			for _, n := range vm.Compiled().Graph.AllNodes() { // and lowers to PTX
-				if f, ok := n.Op().(*fusion.FusedOp); ok {
-					if _, err := codegen.Compile(f.Kernel(), codegen.Options{}); err != nil {
-						t.Fatalf("%s does not lower to PTX: %v", f.Kernel().Name, err)
-					}
-				}
-			}
+			lowersToPTX(t, vm)
 			rng := rand.New(rand.NewPCG(uint64(c.s), 3))
 			qv, kv, vv := rand3(rng, c.b, c.s, c.d), rand3(rng, c.b, c.s, c.d), rand3(rng, c.b, c.s, c.d)
 			G.Let(q, qv)
@@ -147,5 +141,18 @@ func TestTrainingAttentionStaysUnfused(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("the report does not say the batched product was left to Gorgonia:\n%v", c.Report)
+	}
+}
+
+// lowersToPTX checks that every kernel of vm's graph lowers to PTX (which
+// the GPU backend needs; ptxas runs in the codegen tests and on the GPU).
+func lowersToPTX(t *testing.T, vm *fusion.Machine) {
+	t.Helper()
+	for _, n := range vm.Compiled().Graph.AllNodes() {
+		if f, ok := n.Op().(*fusion.FusedOp); ok {
+			if _, err := codegen.Compile(f.Kernel(), codegen.Options{}); err != nil {
+				t.Fatalf("%s does not lower to PTX: %v", f.Kernel().Name, err)
+			}
+		}
 	}
 }

@@ -25,3 +25,14 @@ func TestTransformerEncoderBlockOnGPU(t *testing.T) {
 func TestAttentionOnGPU(t *testing.T) {
 	checkAttention(t, 1e-10, fusion.WithBackend(fusion.CUDA))
 }
+
+// TestRowPatternsOnGPU: softmax and LayerNorm row kernels on the CUDA
+// backend, rows within one block and rows walked in blocks.
+func TestRowPatternsOnGPU(t *testing.T) {
+	for _, sz := range [][2]int{{37, 781}, {5, 10007}} {
+		checkSoftmaxPatterns(t, sz[0], sz[1], fusion.WithBackend(fusion.CUDA))
+	}
+	for _, sz := range [][2]int{{19, 300}, {3, 12289}} {
+		checkLayerNorm(t, sz[0], sz[1], fusion.WithBackend(fusion.CUDA))
+	}
+}

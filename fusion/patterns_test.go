@@ -1,6 +1,7 @@
 package fusion_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -53,8 +54,14 @@ func closeTo(t *testing.T, what string, got, want []float64, tol float64) {
 // TestSoftmaxPatternsAreOneKernel: softmax written op by op, and Gorgonia's
 // SoftMax op, each become one row kernel; both match a float64 reference,
 // also on a row far below x[0,0], where Gorgonia's own SoftMax gives NaN.
+// Rows longer than graphpass.MaxRow are walked in blocks (a looped kernel).
 func TestSoftmaxPatternsAreOneKernel(t *testing.T) {
-	const r, c = 37, 781
+	for _, sz := range [][2]int{{37, 781}, {5, 10007}} {
+		t.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(t *testing.T) { checkSoftmaxPatterns(t, sz[0], sz[1]) })
+	}
+}
+
+func checkSoftmaxPatterns(t *testing.T, r, c int, opts ...fusion.Option) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	xv := randMatrix(rng, r, c, 5)
 	d := xv.Data().([]float64)
@@ -74,7 +81,7 @@ func TestSoftmaxPatternsAreOneKernel(t *testing.T) {
 			} else {
 				y = G.Must(G.SoftMax(x))
 			}
-			vm := fusion.NewTapeMachine(g)
+			vm := fusion.NewTapeMachine(g, opts...)
 			defer vm.Close()
 			if err := vm.Err(); err != nil {
 				t.Fatal(err)
@@ -83,6 +90,7 @@ func TestSoftmaxPatternsAreOneKernel(t *testing.T) {
 			if rep.Kernels() != 1 || rep.Groups[0].Kind != "row" {
 				t.Fatalf("want one row kernel:\n%v", rep)
 			}
+			lowersToPTX(t, vm)
 			G.Let(x, xv.Clone())
 			if err := vm.RunAll(); err != nil {
 				t.Fatal(err)
@@ -96,7 +104,13 @@ func TestSoftmaxPatternsAreOneKernel(t *testing.T) {
 // broadcast Sub, Square, Mean, Add eps, InverseSqrt, broadcast Mul and Add):
 // one row kernel, matching a float64 reference.
 func TestLayerNormPatternIsOneKernel(t *testing.T) {
-	const r, c, eps = 19, 300, 1e-5
+	for _, sz := range [][2]int{{19, 300}, {3, 12289}} {
+		t.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(t *testing.T) { checkLayerNorm(t, sz[0], sz[1]) })
+	}
+}
+
+func checkLayerNorm(t *testing.T, r, c int, opts ...fusion.Option) {
+	const eps = 1e-5
 	g := G.NewGraph()
 	x := G.NewMatrix(g, tensor.Float64, G.WithShape(r, c), G.WithName("x"))
 	gamma := G.NewVector(g, tensor.Float64, G.WithShape(c), G.WithName("gamma"))
@@ -107,7 +121,7 @@ func TestLayerNormPatternIsOneKernel(t *testing.T) {
 	rstd := G.Must(G.InverseSqrt(G.Must(G.Add(v, G.NewConstant(eps)))))
 	y := G.Must(G.BroadcastHadamardProd(xc, rstd, nil, []byte{1}))
 	y = G.Must(G.BroadcastAdd(G.Must(G.BroadcastHadamardProd(y, gamma, nil, []byte{0})), beta, nil, []byte{0}))
-	vm := fusion.NewTapeMachine(g)
+	vm := fusion.NewTapeMachine(g, opts...)
 	defer vm.Close()
 	if err := vm.Err(); err != nil {
 		t.Fatal(err)
@@ -116,6 +130,7 @@ func TestLayerNormPatternIsOneKernel(t *testing.T) {
 	if rep.Kernels() != 1 || rep.Groups[0].Kind != "row" {
 		t.Fatalf("want one row kernel:\n%v", rep)
 	}
+	lowersToPTX(t, vm)
 	rng := rand.New(rand.NewPCG(3, 4))
 	xv, gv, bv := randMatrix(rng, r, c, 3), randMatrix(rng, 1, c, 1), randMatrix(rng, 1, c, 1)
 	gv.Reshape(c)
@@ -134,11 +149,11 @@ func TestLayerNormPatternIsOneKernel(t *testing.T) {
 		for _, v := range row {
 			m += v
 		}
-		m /= c
+		m /= float64(c)
 		for _, v := range row {
 			s += (v - m) * (v - m)
 		}
-		rs := 1 / math.Sqrt(s/c+eps)
+		rs := 1 / math.Sqrt(s/float64(c)+eps)
 		for j, v := range row {
 			want[i*c+j] = (v-m)*rs*gd[j] + bd[j]
 		}

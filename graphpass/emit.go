@@ -77,6 +77,13 @@ func Emit(grp *Group, prec tile.Precision) (*Kernel, error) {
 		full := grp.Full
 		n := full[len(full)-1]
 		rows := numel(full) / n
+		k.Grid = tile.Grid{rows}
+		if n > MaxRow {
+			if err := e.rowLooped(out, n); err != nil {
+				return nil, err
+			}
+			break
+		}
 		block := pow2AtLeast(n)
 		cols := b.Arange(0, block)
 		e.cols = cols
@@ -87,7 +94,6 @@ func Emit(grp *Group, prec tile.Precision) (*Kernel, error) {
 			return nil, err
 		}
 		b.Store(b.AddPtr(out, e.rowIdx), v, e.mask)
-		k.Grid = tile.Grid{rows}
 	}
 	tk, err := b.Build()
 	if err != nil {
@@ -113,6 +119,8 @@ type emitter struct {
 	ptr    map[*Node]*tile.Value
 	mask   *tile.Value // lanes in range
 	memo   map[memoKey]*tile.Value
+	// looped row groups: each softmax's row maximum and Σe^(x-max)
+	stats map[*Node][2]*tile.Value
 }
 
 // coords splits flat row-major indices into per-dimension coordinates of shape s.
@@ -232,6 +240,19 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			}
 			v = e.mmAcc
 		case ops.Softmax: // along the row: max, exp, sum in the block
+			if st, ok := e.stats[n]; ok { // a looped row: the statistics are known
+				x, err := in(0, idx)
+				if err != nil {
+					return nil, err
+				}
+				z := b.Sub(x, st[0])
+				if n.Info.Log {
+					v = b.Sub(z, b.Log(st[1]))
+				} else {
+					v = b.Mul(b.Exp(z), b.Div(1.0, st[1]))
+				}
+				break
+			}
 			x, err := in(0, e.rowIdx)
 			if err != nil {
 				return nil, err
@@ -394,4 +415,114 @@ func (e *emitter) matmul(out *tile.Value, k *Kernel) error {
 	b.Store(b.AddPtr(out, idx), v, e.mask)
 	k.Grid = tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn)}
 	return nil
+}
+
+// rowChunk is the block a looped row group walks its row with.
+const rowChunk = 2048
+
+// rowLooped writes a row group whose row is longer than MaxRow: program p
+// walks row p in blocks of rowChunk, once per reduction and softmax (inputs
+// first, each pass recomputing its operand from the group's inputs and the
+// row statistics found before it; a softmax keeps a running maximum and a
+// rescaled sum per lane), then once more to write the output.
+func (e *emitter) rowLooped(out *tile.Value, n int) error {
+	b := e.b
+	lanes := b.Arange(0, rowChunk)
+	row := b.Mul(b.ProgramID(0), n)
+	outer := e.memo // the row statistics, valid in every pass
+	enter := func(c0 *tile.Value) {
+		e.cols = b.Add(lanes, c0)
+		e.mask = b.Lt(e.cols, n)
+		e.rowIdx = b.Add(row, e.cols)
+		e.memo = make(map[memoKey]*tile.Value, len(outer))
+		for k, v := range outer {
+			e.memo[k] = v
+		}
+	}
+	e.stats = map[*Node][2]*tile.Value{}
+	for _, r := range e.rowOrder() {
+		x := r.Inputs[0]
+		dx := x.Info.DType
+		if r.Info.Kind == ops.Reduce {
+			identity := 0.0
+			if r.Info.Reduce == tile.OpReduceMax {
+				identity = -inf
+			}
+			res := b.For(0, n, rowChunk, []*tile.Value{b.Full(identity, dx, rowChunk)}, func(c0 *tile.Value, c []*tile.Value) []*tile.Value {
+				enter(c0)
+				v, err := e.gen(x, e.rowIdx)
+				if err != nil {
+					e.err = err
+					return c
+				}
+				v = b.Where(e.mask, v, identity)
+				if r.Info.Reduce == tile.OpReduceMax {
+					return []*tile.Value{b.Maximum(c[0], v)}
+				}
+				return []*tile.Value{b.Add(c[0], v)}
+			})
+			e.memo = outer
+			if e.err != nil {
+				return e.err
+			}
+			outer[memoKey{r, nil}] = b.Reduce(r.Info.Reduce, res[0], 0)
+			continue
+		}
+		// softmax: per lane, the running maximum m and l = Σ e^(x-m)
+		res := b.For(0, n, rowChunk, []*tile.Value{b.Full(-inf, dx, rowChunk), b.Zeros(dx, rowChunk)}, func(c0 *tile.Value, c []*tile.Value) []*tile.Value {
+			enter(c0)
+			v, err := e.gen(x, e.rowIdx)
+			if err != nil {
+				e.err = err
+				return c
+			}
+			v = b.Where(e.mask, v, -inf)
+			m := b.Maximum(c[0], v)
+			ms := b.Where(b.Eq(m, -inf), 0.0, m) // no NaN from -inf - -inf
+			l := b.Add(b.Mul(c[1], b.Exp(b.Sub(c[0], ms))), b.Exp(b.Sub(v, ms)))
+			return []*tile.Value{m, l}
+		})
+		e.memo = outer
+		if e.err != nil {
+			return e.err
+		}
+		m := b.Max(res[0], 0)
+		m = b.Where(b.Eq(m, -inf), 0.0, m)
+		lane := b.Where(b.Eq(res[0], -inf), 0.0, res[0])
+		e.stats[r] = [2]*tile.Value{m, b.Sum(b.Mul(res[1], b.Exp(b.Sub(lane, m))), 0)}
+	}
+	b.For(0, n, rowChunk, nil, func(c0 *tile.Value, c []*tile.Value) []*tile.Value {
+		enter(c0)
+		v, err := e.gen(e.grp.Root, e.rowIdx)
+		if err != nil {
+			e.err = err
+			return c
+		}
+		b.Store(b.AddPtr(out, e.rowIdx), v, e.mask)
+		return c
+	})
+	e.memo = outer
+	return e.err
+}
+
+// rowOrder lists a row group's reductions and softmaxes, each after those
+// its operand depends on.
+func (e *emitter) rowOrder() []*Node {
+	var order []*Node
+	seen := map[*Node]bool{}
+	var visit func(n *Node)
+	visit = func(n *Node) {
+		if seen[n] || n.Group != e.grp {
+			return
+		}
+		seen[n] = true
+		for _, in := range n.Inputs {
+			visit(in)
+		}
+		if n.Info.Kind == ops.Reduce || n.Info.Kind == ops.Softmax {
+			order = append(order, n)
+		}
+	}
+	visit(e.grp.Root)
+	return order
 }

@@ -33,7 +33,8 @@ func (k GroupKind) String() string {
 	return "elementwise"
 }
 
-// MaxRow is the longest row a row group holds in one block.
+// MaxRow is the longest row a row group holds in one block; longer rows are
+// walked in blocks, once per reduction (see rowLooped).
 const MaxRow = 8192
 
 // Group is a set of nodes that becomes one kernel.
@@ -81,7 +82,7 @@ func canJoin(n *Node, grp *Group) (GroupKind, bool) {
 			}
 			full = n.Inputs[0].Info.Shape
 		}
-		if !sameShape(full, grp.Full) || full[len(full)-1] > MaxRow {
+		if !sameShape(full, grp.Full) {
 			return 0, false
 		}
 		return RowGroup, true
@@ -147,9 +148,6 @@ func Partition(gr *Graph, opt Options) []*Group {
 		k := n.Info.Kind
 		if n.Group != nil || !k.Elementwise() && k != ops.Reduce && k != ops.Softmax && !(k == ops.MatMul && opt.MatMul) {
 			continue // already in an attention group, or not fusable
-		}
-		if k == ops.Softmax && n.Info.Shape[len(n.Info.Shape)-1] > MaxRow {
-			continue // a row longer than one block: left to Gorgonia for now
 		}
 		if k == ops.Constant {
 			continue // folded into the groups that use it; otherwise left to Gorgonia
