@@ -1,0 +1,383 @@
+// Package bench measures what fusion buys: a graph run by Gorgonia's own
+// tape machine, by tilefuse with fusion off (one kernel per op, same
+// backend) and by tilefuse fused, side by side in one process, each result
+// checked against the unfused one before it is reported.
+//
+// Graph measures any ExprGraph with its inputs; Workloads are the standard
+// ones (cmd/tilefuse bench runs them).
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"time"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/fusion"
+)
+
+// The modes, in the order they are measured.
+const (
+	Gorgonia = "gorgonia" // Gorgonia's tape machine
+	Unfused  = "unfused"  // tilefuse, fusion off: one kernel per op
+	Fused    = "fused"    // tilefuse
+)
+
+// Modes lists the modes.
+var Modes = []string{Gorgonia, Unfused, Fused}
+
+// Options configure a measurement.
+type Options struct {
+	Backend fusion.Backend
+	Runs    int           // timed runs per mode (default 10)
+	WarmUp  time.Duration // untimed runs first, at least one (default 100 ms)
+	// Rotate is how many copies of the inputs to cycle through, so that a
+	// small working set is not measured from cache (default: 4 when the
+	// inputs take less than 64 MiB, else 1)
+	Rotate int
+	// Tol is the tolerance of the check against the unfused run:
+	// |a-b| ≤ Tol·(1+|b|) (default 1e-3 for float32 graphs, 1e-9 for float64)
+	Tol float64
+	// Progress, if set, is told before each mode is measured.
+	Progress func(mode string)
+	// FusionOptions are passed to tilefuse (after the backend).
+	FusionOptions []fusion.Option
+}
+
+// Measurement is one mode's timing.
+type Measurement struct {
+	Mode    string  `json:"mode"`
+	Median  float64 `json:"median_s"`
+	Min     float64 `json:"min_s"`
+	Max     float64 `json:"max_s"`
+	Runs    int     `json:"runs"`
+	Kernels int     `json:"kernels,omitempty"` // tilefuse modes: kernels (and host ops) per run
+	// compile time of tilefuse modes: the first compilation of this graph in
+	// the process, and a second one
+	CompileCold   float64 `json:"compile_cold_s,omitempty"`
+	CompileCached float64 `json:"compile_cached_s,omitempty"`
+	// MaxErr is the largest |a-b|/(1+|b|) against the unfused run (0 for it)
+	MaxErr float64 `json:"max_err"`
+	GBps   float64 `json:"gb_per_s,omitempty"`
+	GFLOPs float64 `json:"gflop_per_s,omitempty"`
+}
+
+// Result is one graph's measurements.
+type Result struct {
+	Name    string         `json:"name"`
+	Size    string         `json:"size,omitempty"`
+	Backend string         `json:"backend"`
+	Bytes   int64          `json:"bytes"` // inputs read and outputs written, once
+	Flops   int64          `json:"flops,omitempty"`
+	Modes   []*Measurement `json:"modes"`
+	// CopyGBps is the memory copy bandwidth measured in the same run (host
+	// memory for the CPU backend), the roofline of memory-bound graphs.
+	CopyGBps float64 `json:"copy_gb_per_s,omitempty"`
+}
+
+// Mode returns the measurement of mode m, or nil.
+func (r *Result) Mode(m string) *Measurement {
+	for _, x := range r.Modes {
+		if x.Mode == m {
+			return x
+		}
+	}
+	return nil
+}
+
+// Speedup is Gorgonia's median time over mode m's (0 when either is missing).
+func (r *Result) Speedup(m string) float64 {
+	g, x := r.Mode(Gorgonia), r.Mode(m)
+	if g == nil || x == nil || x.Median == 0 {
+		return 0
+	}
+	return g.Median / x.Median
+}
+
+// Roofline is mode m's bandwidth as a fraction of the copy bandwidth (0 when
+// unknown).
+func (r *Result) Roofline(m string) float64 {
+	x := r.Mode(m)
+	if x == nil || r.CopyGBps == 0 {
+		return 0
+	}
+	return x.GBps / r.CopyGBps
+}
+
+// Spec is a graph to measure.
+type Spec struct {
+	Name  string
+	Size  string
+	Graph *G.ExprGraph
+	// Inputs bind every input node; Outputs are the values checked (the
+	// graph's outputs, gradients).
+	Inputs  map[*G.Node]tensor.Tensor
+	Outputs []*G.Node
+	// Flops is the work of one run, for GFLOP/s (0: report GB/s only)
+	Flops int64
+}
+
+// machine is what the three modes have in common.
+type machine interface {
+	RunAll() error
+	Reset()
+	Close() error
+}
+
+// Graph measures s in every mode.
+func Graph(s Spec, o Options) (res *Result, err error) {
+	defer func() { // a panicking op must not end the caller's program
+		if r := recover(); r != nil {
+			err = fmt.Errorf("bench: %s: panic: %v", s.Name, r)
+		}
+	}()
+	if s.Graph == nil || len(s.Outputs) == 0 {
+		return nil, errors.New("bench: a spec needs a graph and at least one output")
+	}
+	if o.Runs <= 0 {
+		o.Runs = 10
+	}
+	if o.WarmUp <= 0 {
+		o.WarmUp = 100 * time.Millisecond
+	}
+	var inBytes int64
+	f32 := false
+	for n, v := range s.Inputs {
+		if n == nil || v == nil {
+			return nil, fmt.Errorf("bench: %s: a nil input", s.Name)
+		}
+		if !slices.Equal([]int(n.Shape()), []int(v.Shape())) && !(n.IsScalar() && v.Shape().IsScalar()) {
+			return nil, fmt.Errorf("bench: %s: input %s has shape %v, its value %v", s.Name, n.Name(), n.Shape(), v.Shape())
+		}
+		inBytes += int64(v.MemSize())
+		f32 = f32 || v.Dtype() == tensor.Float32
+	}
+	if o.Tol <= 0 {
+		o.Tol = 1e-9
+		if f32 {
+			o.Tol = 1e-3
+		}
+	}
+	if o.Rotate <= 0 {
+		o.Rotate = 1
+		if inBytes < 64<<20 {
+			o.Rotate = 4
+		}
+	}
+	sets := make([]map[*G.Node]tensor.Tensor, o.Rotate)
+	for i := range sets {
+		sets[i] = map[*G.Node]tensor.Tensor{}
+		for n, v := range s.Inputs {
+			if i == 0 {
+				sets[i][n] = v
+			} else {
+				sets[i][n] = v.Clone().(tensor.Tensor)
+			}
+		}
+	}
+	bind := func(i int) error {
+		for n, v := range sets[i%len(sets)] {
+			if err := G.Let(n, v); err != nil {
+				return fmt.Errorf("bench: %s: binding %s: %w", s.Name, n.Name(), err)
+			}
+		}
+		return nil
+	}
+	res = &Result{Name: s.Name, Size: s.Size, Backend: o.Backend.String(), Flops: s.Flops}
+	var ref [][]float64 // the unfused outputs
+	outs := make(map[string][][]float64)
+	for _, mode := range []string{Unfused, Gorgonia, Fused} { // unfused first: the reference
+		if o.Progress != nil {
+			o.Progress(mode)
+		}
+		m := &Measurement{Mode: mode, Runs: o.Runs}
+		var vm machine
+		switch mode {
+		case Gorgonia:
+			vm = G.NewTapeMachine(s.Graph)
+		default:
+			opts := append([]fusion.Option{fusion.WithBackend(o.Backend), fusion.WithFusion(mode == Fused)}, o.FusionOptions...)
+			t0 := time.Now()
+			if _, err := fusion.Compile(s.Graph, opts...); err != nil {
+				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
+			}
+			m.CompileCold = time.Since(t0).Seconds()
+			t0 = time.Now()
+			fm := fusion.NewTapeMachine(s.Graph, opts...)
+			m.CompileCached = time.Since(t0).Seconds()
+			if err := fm.Err(); err != nil {
+				fm.Close()
+				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
+			}
+			m.Kernels = fm.Report().Kernels() + len(fm.Report().Unfused)
+			vm = fm
+		}
+		times, got, err := timeRuns(vm, bind, s.Outputs, o)
+		vm.Close()
+		if err != nil {
+			return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
+		}
+		outs[mode] = got
+		if mode == Unfused {
+			ref = got
+		}
+		m.MaxErr, err = compare(got, ref, o.Tol)
+		if err != nil && mode == Fused { // a wrong fused result is never reported
+			return nil, fmt.Errorf("bench: %s: fused result differs from the unfused one: %w", s.Name, err)
+		}
+		slices.Sort(times)
+		m.Median, m.Min, m.Max = median(times), times[0], times[len(times)-1]
+		m.GBps = float64(inBytes+outBytes(s.Outputs)) / m.Median / 1e9
+		if s.Flops > 0 {
+			m.GFLOPs = float64(s.Flops) / m.Median / 1e9
+		}
+		res.Modes = append(res.Modes, m)
+	}
+	// report in the order of Modes
+	slices.SortFunc(res.Modes, func(a, b *Measurement) int { return slices.Index(Modes, a.Mode) - slices.Index(Modes, b.Mode) })
+	res.Bytes = inBytes + outBytes(s.Outputs)
+	return res, nil
+}
+
+// timeRuns warms vm up, then times o.Runs runs; it returns the outputs of
+// the first run (input set 0).
+func timeRuns(vm machine, bind func(int) error, outputs []*G.Node, o Options) ([]float64, [][]float64, error) {
+	run := func(i int) error {
+		if err := bind(i); err != nil {
+			return err
+		}
+		vm.Reset()
+		return vm.RunAll()
+	}
+	if err := run(0); err != nil {
+		return nil, nil, err
+	}
+	got := make([][]float64, len(outputs))
+	for i, n := range outputs {
+		v, err := floats(n)
+		if err != nil {
+			return nil, nil, err
+		}
+		got[i] = v
+	}
+	for i, t0 := 1, time.Now(); time.Since(t0) < o.WarmUp; i++ {
+		if err := run(i); err != nil {
+			return nil, nil, err
+		}
+	}
+	times := make([]float64, o.Runs)
+	for i := range times {
+		t0 := time.Now()
+		if err := run(i); err != nil {
+			return nil, nil, err
+		}
+		times[i] = time.Since(t0).Seconds()
+	}
+	return times, got, nil
+}
+
+func floats(n *G.Node) ([]float64, error) {
+	v := n.Value()
+	if v == nil {
+		return nil, fmt.Errorf("%s has no value after the run", n.Name())
+	}
+	switch d := v.Data().(type) {
+	case []float64:
+		return slices.Clone(d), nil
+	case []float32:
+		r := make([]float64, len(d))
+		for i, x := range d {
+			r[i] = float64(x)
+		}
+		return r, nil
+	case float64:
+		return []float64{d}, nil
+	case float32:
+		return []float64{float64(d)}, nil
+	}
+	return nil, fmt.Errorf("%s: values of type %T", n.Name(), v.Data())
+}
+
+func outBytes(outputs []*G.Node) int64 {
+	var b int64
+	for _, n := range outputs {
+		if v := n.Value(); v != nil {
+			b += int64(v.MemSize())
+		}
+	}
+	return b
+}
+
+// compare returns the largest |a-b|/(1+|b|), and an error naming the first
+// value beyond tol (NaN matches NaN).
+func compare(got, want [][]float64, tol float64) (float64, error) {
+	worst := 0.0
+	var first error
+	for i := range want {
+		if len(got[i]) != len(want[i]) {
+			return math.Inf(1), fmt.Errorf("output %d: %d values, want %d", i, len(got[i]), len(want[i]))
+		}
+		for j, w := range want[i] {
+			g := got[i][j]
+			if math.IsNaN(g) && math.IsNaN(w) || g == w {
+				continue
+			}
+			e := math.Abs(g-w) / (1 + math.Abs(w))
+			if math.IsNaN(e) {
+				e = math.Inf(1)
+			}
+			worst = max(worst, e)
+			if e > tol && first == nil {
+				first = fmt.Errorf("output %d [%d] = %v, want %v (tolerance %g)", i, j, g, w, tol)
+			}
+		}
+	}
+	return worst, first
+}
+
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// HostCopyGBps measures a memory copy of n bytes on the host, over all
+// cores as the CPU backend uses them: bytes read plus bytes written per
+// second, the median of runs.
+func HostCopyGBps(n int) float64 {
+	workers := runtime.GOMAXPROCS(0)
+	src, dst := make([]byte, n), make([]byte, n)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	chunk := (n + workers - 1) / workers
+	cp := func() {
+		done := make(chan struct{}, workers)
+		for w := range workers {
+			go func() {
+				lo, hi := min(w*chunk, n), min((w+1)*chunk, n)
+				copy(dst[lo:hi], src[lo:hi])
+				done <- struct{}{}
+			}()
+		}
+		for range workers {
+			<-done
+		}
+	}
+	cp()
+	times := make([]float64, 15)
+	for i := range times {
+		t0 := time.Now()
+		cp()
+		times[i] = time.Since(t0).Seconds()
+	}
+	slices.Sort(times)
+	return 2 * float64(n) / median(times) / 1e9
+}
