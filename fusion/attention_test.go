@@ -3,6 +3,7 @@ package fusion_test
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -24,7 +25,29 @@ func rand3(rng *rand.Rand, a, b, c int) *tensor.Dense {
 // Gorgonia's batched products, becomes one flash-style kernel (no score
 // matrix), matching a float64 reference; sequence lengths that are not a
 // multiple of the block and a head dimension below 16 included.
-func TestAttentionIsOneKernel(t *testing.T) { checkAttention(t, 1e-12) }
+func TestAttentionIsOneKernel(t *testing.T) { checkAttention(t, 1e-12, fusion.WithMatMulFusion(true)) }
+
+// TestAttentionOnCPUByDefaultIsGorgonias: on the CPU, attention is left to
+// Gorgonia's BLAS products unless WithMatMulFusion asks for it (the
+// interpreter's dots are slower), and the report says so.
+func TestAttentionOnCPUByDefaultIsGorgonias(t *testing.T) {
+	g := G.NewGraph()
+	q := G.NewTensor(g, tensor.Float64, 3, G.WithShape(2, 5, 4), G.WithName("q"))
+	v := G.NewTensor(g, tensor.Float64, 3, G.WithShape(2, 5, 4), G.WithName("v"))
+	G.Must(G.BatchedMatMul(G.Must(G.SoftMax(G.Must(G.BatchedMatMul(q, q, false, true)))), v, false, false))
+	c, err := fusion.Compile(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, grp := range c.Report.Groups {
+		if grp.Kind == "attention" {
+			t.Fatalf("attention fused on the CPU by default:\n%v", c.Report)
+		}
+	}
+	if !strings.Contains(c.Report.String(), "WithMatMulFusion") {
+		t.Fatalf("the report does not say how to fuse attention:\n%v", c.Report)
+	}
+}
 
 func checkAttention(t *testing.T, tol float64, opts ...fusion.Option) {
 	for _, c := range []struct {
@@ -126,7 +149,7 @@ func TestTrainingAttentionStaysUnfused(t *testing.T) {
 	if _, err := G.Grad(cost, q, v); err != nil {
 		t.Fatal(err)
 	}
-	c, err := fusion.Compile(g)
+	c, err := fusion.Compile(g, fusion.WithMatMulFusion(true))
 	if err != nil {
 		t.Fatal(err)
 	}

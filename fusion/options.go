@@ -60,7 +60,9 @@ func WithPrecision(p tile.Precision) Option { return func(c *config) { c.precisi
 func WithMaxGroup(n int) Option { return func(c *config) { c.maxGroup = n } }
 
 // WithMatMulFusion fuses 2-D matrix products with their elementwise epilogue
-// (bias, activation, residual) into one kernel. The default is on for the
+// (bias, activation, residual) into one kernel, and attention
+// (softmax(f(q·kᵀ))·v through batched products) into one flash-style
+// kernel. The default is on for the
 // CUDA backend and off for the CPU, where Gorgonia's BLAS products are faster
 // than the interpreter's.
 func WithMatMulFusion(on bool) Option { return func(c *config) { c.matmul = &on } }

@@ -111,8 +111,9 @@ type Options struct {
 	// Off makes every fusable op its own group (one kernel per op: the
 	// honest unfused baseline on the same backend).
 	Off bool
-	// MatMul fuses 2-D matrix products with their elementwise epilogues
-	// (on the GPU; on the CPU Gorgonia's BLAS products are faster).
+	// MatMul fuses matrix products: 2-D ones with their elementwise
+	// epilogues, and attention patterns into one kernel (on the GPU; on the
+	// CPU Gorgonia's BLAS products are faster).
 	MatMul bool
 }
 
@@ -139,7 +140,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 		return keep[n.G] || userNamed(n.G) || len(n.Info.Shape) == 0 || len(n.Users) == 0
 	}
 	var groups []*Group
-	if !opt.Off {
+	if !opt.Off && opt.MatMul {
 		groups = findAttention(gr, writeOut)
 	}
 	size := map[*Group]int{}
