@@ -1,10 +1,24 @@
-// Command tilefuse runs tilefuse's tile kernels on the CPU interpreter: for
-// each kernel of the conformance table it prints the grid, the size of its
-// IR, the time of one launch and whether the result matches the float64
-// reference, after dumping one kernel's IR as an example.
+// Command tilefuse benchmarks fused Gorgonia graphs and runs tilefuse's tile
+// kernels.
 //
-//	go run ./cmd/tilefuse                 # every case but the large ones
-//	go run ./cmd/tilefuse -run softmax    # cases whose name contains "softmax"
-//	go run ./cmd/tilefuse -dump out/      # also write every kernel's IR to out/NAME.tile
-//	go run ./cmd/tilefuse -list           # list the cases
+// With no command, or "bench", it measures the standard workloads (an
+// elementwise chain, softmax, LayerNorm, matmul + bias + GELU, attention, an
+// MLP training step, a transformer encoder block forward and forward +
+// backward; each small and large) three ways: Gorgonia's tape machine,
+// tilefuse with fusion off (one kernel per op) and tilefuse fused. Each
+// fused result is checked against the unfused one before it is reported. It
+// prints a Markdown table; -json and -plot write the results as JSON and as
+// a PNG chart.
+//
+//	go run ./cmd/tilefuse                                  # every workload, both sizes, on the CPU
+//	go run ./cmd/tilefuse bench -workload softmax,layernorm -size large -runs 20
+//	go run ./cmd/tilefuse bench -json out.json -plot out.png
+//	tilefuse bench -backend cuda                           # the tilefuse_cuda build, on the GPU
+//
+// "kernels" runs every conformance kernel on the CPU interpreter and checks
+// it against its float64 reference; "gpubench" (CUDA build) times the
+// memory-bound kernels against the device's copy bandwidth.
+//
+//	go run ./cmd/tilefuse kernels -run softmax   # cases whose name contains "softmax"
+//	go run ./cmd/tilefuse kernels -dump out/     # also write every kernel's IR to out/NAME.tile
 package main

@@ -10,3 +10,7 @@ import (
 func gpuBench(args []string, out io.Writer) error {
 	return errors.New("gpubench needs the CUDA build: go build -tags tilefuse_cuda ./cmd/tilefuse (see README)")
 }
+
+func deviceCopyGBps() (float64, error) {
+	return 0, errors.New("-backend cuda needs the CUDA build: go build -tags tilefuse_cuda ./cmd/tilefuse (see README)")
+}

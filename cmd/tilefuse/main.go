@@ -22,10 +22,27 @@ func main() {
 }
 
 func run(args []string, out io.Writer) error {
-	if len(args) > 0 && args[0] == "gpubench" {
-		return gpuBench(args[1:], out)
+	if len(args) > 0 {
+		switch args[0] {
+		case "gpubench":
+			return gpuBench(args[1:], out)
+		case "kernels":
+			return kernelsCmd(args[1:], out)
+		case "bench":
+			args = args[1:]
+		default:
+			if !strings.HasPrefix(args[0], "-") {
+				return fmt.Errorf("unknown command %q: want bench (the default), kernels or gpubench", args[0])
+			}
+		}
 	}
-	fs := flag.NewFlagSet("tilefuse", flag.ContinueOnError)
+	return benchCmd(args, out, os.Stderr)
+}
+
+// kernelsCmd runs every conformance kernel on the CPU interpreter and checks
+// it against its float64 reference.
+func kernelsCmd(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("tilefuse kernels", flag.ContinueOnError)
 	filter := fs.String("run", "", "run only cases whose name contains this")
 	large := fs.Bool("large", false, "include the large cases")
 	dump := fs.String("dump", "", "write each kernel's IR to `dir`/NAME.tile")

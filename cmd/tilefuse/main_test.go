@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,7 +12,7 @@ import (
 func TestRunPrintsIRAndTable(t *testing.T) {
 	var sb strings.Builder
 	dir := t.TempDir()
-	if err := run([]string{"-run", "vec_add", "-dump", dir}, &sb); err != nil {
+	if err := run([]string{"kernels", "-run", "vec_add", "-dump", dir}, &sb); err != nil {
 		t.Fatal(err)
 	}
 	out := sb.String()
@@ -33,10 +34,76 @@ func TestRunPrintsIRAndTable(t *testing.T) {
 
 func TestRunRejectsBadInput(t *testing.T) {
 	var sb strings.Builder
-	if err := run([]string{"-run", "no-such-kernel"}, &sb); err == nil || !strings.Contains(err.Error(), "no case matches") {
+	if err := run([]string{"kernels", "-run", "no-such-kernel"}, &sb); err == nil || !strings.Contains(err.Error(), "no case matches") {
 		t.Fatalf("got %v", err)
 	}
-	if err := run([]string{"extra"}, &sb); err == nil {
+	if err := run([]string{"kernels", "extra"}, &sb); err == nil {
 		t.Fatal("a stray argument was accepted")
+	}
+}
+
+// TestBenchWritesTableJSONAndPlot runs two small workloads once: the
+// Markdown table has their rows, the JSON their measurements, the PNG is one.
+func TestBenchWritesTableJSONAndPlot(t *testing.T) {
+	dir := t.TempDir()
+	jf, pf := filepath.Join(dir, "b.json"), filepath.Join(dir, "b.png")
+	var sb, progress strings.Builder
+	err := benchCmd([]string{"-workload", "chain, softmax", "-size", "small", "-runs", "1", "-warmup", "1ms", "-json", jf, "-plot", pf}, &sb, &progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`\| chain \| small \| 11 → 1 \|`, `\| softmax \| small \| 9 → 1 \|`, `roofline: host memory copy`} {
+		if !regexp.MustCompile(want).MatchString(sb.String()) {
+			t.Errorf("table lacks %s:\n%s", want, sb.String())
+		}
+	}
+	if !strings.Contains(progress.String(), "6/6 done") {
+		t.Errorf("progress bar did not finish: %q", progress.String())
+	}
+	var doc struct {
+		Backend string
+		Results []struct {
+			Name  string
+			Modes []struct {
+				Mode   string
+				Median float64 `json:"median_s"`
+			}
+		}
+	}
+	b, err := os.ReadFile(jf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Backend != "cpu" || len(doc.Results) != 2 || len(doc.Results[1].Modes) != 3 || doc.Results[1].Modes[2].Mode != "fused" || doc.Results[1].Modes[2].Median <= 0 {
+		t.Fatalf("JSON: %+v", doc)
+	}
+	png, err := os.ReadFile(pf)
+	if err != nil || len(png) < 1000 || string(png[1:4]) != "PNG" {
+		t.Fatalf("plot: %d bytes, %v", len(png), err)
+	}
+}
+
+func TestBenchRejectsBadInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-backend", "tpu"}, "want cpu or cuda"},
+		{[]string{"-workload", "nope"}, `no workload "nope"`},
+		{[]string{"-size", "huge"}, "want small, large or all"},
+		{[]string{"-runs", "0"}, "at least 1"},
+		{[]string{"stray"}, "unexpected arguments"},
+	} {
+		var sb, progress strings.Builder
+		if err := benchCmd(c.args, &sb, &progress); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v, want an error containing %q", c.args, err, c.want)
+		}
+	}
+	var sb strings.Builder
+	if err := run([]string{"frobnicate"}, &sb); err == nil || !strings.Contains(err.Error(), "unknown command") {
+		t.Errorf("unknown command: got %v", err)
 	}
 }

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tilefuse/tilefuse/bench"
+	"github.com/tilefuse/tilefuse/fusion"
+)
+
+// benchCmd runs the standard workloads in the three modes and prints a
+// Markdown table; -json and -plot write the results for machines and people.
+func benchCmd(args []string, out, progress io.Writer) error {
+	fs := flag.NewFlagSet("tilefuse bench", flag.ContinueOnError)
+	fs.SetOutput(progress)
+	backend := fs.String("backend", "cpu", "where kernels run: cpu, or cuda (the tilefuse_cuda build)")
+	workloads := fs.String("workload", "all", "comma-separated workloads, or all: "+workloadNames())
+	size := fs.String("size", "all", "small, large or all")
+	runs := fs.Int("runs", 5, "timed runs per mode")
+	warm := fs.Duration("warmup", 50*time.Millisecond, "untimed runs first, for this long (at least one)")
+	jsonOut := fs.String("json", "", "write the results as JSON to `file`")
+	plotOut := fs.String("plot", "", "write a PNG chart of speedups and percent of roofline to `file`")
+	quiet := fs.Bool("q", false, "no progress bar")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var be fusion.Backend
+	switch *backend {
+	case "cpu":
+		be = fusion.CPU
+	case "cuda":
+		be = fusion.CUDA
+	default:
+		return fmt.Errorf("-backend %q: want cpu or cuda", *backend)
+	}
+	var ws []bench.Workload
+	if *workloads == "all" {
+		ws = bench.Workloads
+	} else {
+		for _, name := range strings.Split(*workloads, ",") {
+			w, ok := bench.Lookup(strings.TrimSpace(name))
+			if !ok {
+				return fmt.Errorf("no workload %q (have %s)", name, workloadNames())
+			}
+			ws = append(ws, w)
+		}
+	}
+	sizes := bench.Sizes
+	if *size != "all" {
+		if *size != "small" && *size != "large" {
+			return fmt.Errorf("-size %q: want small, large or all", *size)
+		}
+		sizes = []string{*size}
+	}
+	if *runs < 1 {
+		return fmt.Errorf("-runs %d: want at least 1", *runs)
+	}
+	copyGBps, copyWhat, err := copyBandwidth(be)
+	if err != nil {
+		return err
+	}
+	total := len(ws) * len(sizes) * len(bench.Modes)
+	done := 0
+	bar := func(what string) {
+		if *quiet {
+			return
+		}
+		const width = 30
+		fill := width * done / total
+		fmt.Fprintf(progress, "\r[%s%s] %d/%d %-36s", strings.Repeat("#", fill), strings.Repeat(".", width-fill), done, total, what)
+	}
+	var results []*bench.Result
+	for _, w := range ws {
+		for _, sz := range sizes {
+			spec, err := w.Build(sz)
+			if err != nil {
+				return err
+			}
+			r, err := bench.Graph(spec, bench.Options{Backend: be, Runs: *runs, WarmUp: *warm, Progress: func(mode string) {
+				bar(w.Name + "/" + sz + " " + mode)
+				done++
+			}})
+			if err != nil {
+				if !*quiet {
+					fmt.Fprintln(progress)
+				}
+				return err
+			}
+			r.CopyGBps = copyGBps
+			results = append(results, r)
+		}
+	}
+	if !*quiet {
+		bar("done")
+		fmt.Fprintln(progress)
+	}
+	writeTable(out, results, be, copyGBps, copyWhat)
+	if *jsonOut != "" {
+		b, err := json.MarshalIndent(map[string]any{
+			"date": time.Now().UTC().Format(time.RFC3339), "backend": be.String(),
+			"copy_gb_per_s": copyGBps, "copy": copyWhat, "results": results,
+		}, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if *plotOut != "" {
+		if err := writePlot(*plotOut, results, be); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func workloadNames() string {
+	var names []string
+	for _, w := range bench.Workloads {
+		names = append(names, w.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func ms(s float64) string { return fmt.Sprintf("%.3g", s*1e3) }
+
+// writeTable prints one row per workload and size: times in ms (median,
+// with the fastest and slowest run for the fused mode), speedups over
+// Gorgonia, bandwidth and percent of the copy roofline, compile times.
+func writeTable(out io.Writer, results []*bench.Result, be fusion.Backend, copyGBps float64, copyWhat string) {
+	fmt.Fprintf(out, "backend %s; roofline: %s %.1f GB/s; times are medians in ms\n\n", be, copyWhat, copyGBps)
+	fmt.Fprintln(out, "| workload | size | kernels unfused → fused | Gorgonia | unfused | fused (min–max) | fused vs Gorgonia | unfused vs Gorgonia | fused GB/s | % of copy | fused GFLOP/s | compile 1st / 2nd ms | max err Gorgonia / fused |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		g, u, f := r.Mode(bench.Gorgonia), r.Mode(bench.Unfused), r.Mode(bench.Fused)
+		flops := "–"
+		if f.GFLOPs > 0 {
+			flops = fmt.Sprintf("%.1f", f.GFLOPs)
+		}
+		fmt.Fprintf(out, "| %s | %s | %d → %d | %s | %s | %s (%s–%s) | %.2fx | %.2fx | %.2f | %.0f%% | %s | %s / %s | %.1g / %.1g |\n",
+			r.Name, r.Size, u.Kernels, f.Kernels, ms(g.Median), ms(u.Median), ms(f.Median), ms(f.Min), ms(f.Max),
+			r.Speedup(bench.Fused), r.Speedup(bench.Unfused), f.GBps, 100*r.Roofline(bench.Fused), flops,
+			ms(f.CompileCold), ms(f.CompileCached), g.MaxErr, f.MaxErr)
+	}
+	fmt.Fprintln(out, "\nkernels count fused kernels plus ops left to Gorgonia; max err is max |a-b|/(1+|b|) against the unfused run.")
+}
+
+// copyBandwidth measures the roofline of memory-bound graphs on be.
+func copyBandwidth(be fusion.Backend) (float64, string, error) {
+	if be == fusion.CUDA {
+		gbs, err := deviceCopyGBps()
+		return gbs, "device-to-device copy", err
+	}
+	return bench.HostCopyGBps(256 << 20), "host memory copy on all cores", nil
+}
+
+func createFile(name string) (*os.File, error) { return os.Create(name) }
