@@ -20,6 +20,9 @@ compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/cuda.test -test.short
 race=$?
 .gpu/tilefuse gpubench ${BENCH_ARGS:-} > "$out/gpubench.txt" 2>&1
 bench=$?
+# the fused-graph benchmark on the GPU: table, JSON and chart
+.gpu/tilefuse bench -backend cuda -q -json "$out/bench-cuda.json" -plot "$out/bench-cuda.png" > "$out/bench-cuda.md" 2> "$out/bench-cuda.err"
+gbench=$?
 
 echo "== summary"
 echo "conformance rc=$conf: $(grep -c -- '--- PASS' "$out/conformance.log") passed, $(grep -c -- '--- FAIL' "$out/conformance.log") failed"
@@ -29,3 +32,5 @@ echo "memcheck rc=$mem: $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)
 echo "racecheck rc=$race: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck.log" | tail -1)"
 echo "gpubench rc=$bench"
 cat "$out/gpubench.txt"
+echo "bench -backend cuda rc=$gbench"
+cat "$out/bench-cuda.md" "$out/bench-cuda.err"
