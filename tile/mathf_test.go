@@ -63,10 +63,15 @@ func TestTanhfAccuracy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	xs := []float32{0, -0.0, 0.625, -0.625, 0.62499997, 9.1, 9.2, -9.2, 20, 1e-8}
 	for i := 0; i < 200000; i++ {
-		xs = append(xs, float32(rng.Float64()*24-12))
+		xs = append(xs, float32(rng.Float64()*24-12), float32(rng.Float64()*1.4-0.7), // around the 0.1 switch
+			float32(math.Copysign(math.Exp(-rng.Float64()*90), rng.Float64()-0.5))) // tiny, subnormal
 	}
+	xs = append(xs, 0.1, -0.1, 0.099999994, 0.10000001, 1e-45)
 	for _, x := range xs {
 		got, want := tanhf(x), float32(math.Tanh(float64(x)))
+		if math.Signbit(float64(got)) != math.Signbit(float64(want)) {
+			t.Fatalf("tanhf(%g) = %g, want %g (sign)", x, got, want)
+		}
 		d := int64(math.Float32bits(got)) - int64(math.Float32bits(want))
 		if d > 1 || d < -1 {
 			t.Fatalf("tanhf(%g) = %g, want %g (%d ulp)", x, got, want, d)
