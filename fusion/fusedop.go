@@ -72,7 +72,8 @@ func (op *FusedOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 }
 
 // Do runs the kernel on the CPU over the input values.
-func (op *FusedOp) Do(vals ...G.Value) (G.Value, error) {
+func (op *FusedOp) Do(vals ...G.Value) (_ G.Value, err error) {
+	defer recoverTo(&err, op.name) // Gorgonia's tape machine calls it on a goroutine of its own
 	if len(vals) != len(op.ins) {
 		return nil, fmt.Errorf("fusion: %s: %d inputs, want %d", op.name, len(vals), len(op.ins))
 	}

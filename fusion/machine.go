@@ -86,7 +86,7 @@ func Compile(g *G.ExprGraph, opts ...Option) (c *Compiled, err error) {
 			return nil, err
 		}
 		return op.Do()
-	})
+	}, guard)
 	if err != nil {
 		return nil, fmt.Errorf("fusion: %w", err)
 	}

@@ -17,6 +17,10 @@ type OpFactory func(grp *Group, k *Kernel) (G.Op, error)
 // the value of the constant it becomes.
 type Folder func(grp *Group, k *Kernel) (G.Value, error)
 
+// Wrapper, if not nil, is given each replayed (unfused) op and returns the
+// op the new graph uses in its place.
+type Wrapper func(G.Op) G.Op
+
 // Rewritten is the replayed graph.
 type Rewritten struct {
 	Graph *G.ExprGraph
@@ -28,9 +32,9 @@ type Rewritten struct {
 }
 
 // Rewrite replays gr into a new graph, each group one node made by makeOp,
-// every other node applied again with its own op. Nodes inside groups
-// have no counterpart.
-func Rewrite(gr *Graph, groups []*Group, kernels map[*Group]*Kernel, makeOp OpFactory, fold Folder) (*Rewritten, error) {
+// every other node applied again with its own op (passed through wrap when
+// wrap is not nil). Nodes inside groups have no counterpart.
+func Rewrite(gr *Graph, groups []*Group, kernels map[*Group]*Kernel, makeOp OpFactory, fold Folder, wrap Wrapper) (*Rewritten, error) {
 	g2 := G.NewGraph()
 	rw := &Rewritten{Graph: g2, New: map[*G.Node]*G.Node{}}
 	for _, n := range gr.Nodes {
@@ -92,7 +96,11 @@ func Rewrite(gr *Graph, groups []*Group, kernels map[*Group]*Kernel, makeOp OpFa
 				}
 				args[i] = a
 			}
-			nn, err := applyIn(g2, on.Op(), args)
+			op := on.Op()
+			if wrap != nil {
+				op = wrap(op)
+			}
+			nn, err := applyIn(g2, op, args)
 			if err != nil {
 				return nil, fmt.Errorf("graphpass: replaying %v: %w", n, err)
 			}
