@@ -126,6 +126,11 @@ func TestRandomGraphs(t *testing.T) {
 		if err := vm.RunAll(); err != nil {
 			t.Fatalf("graph %d: fused: %v\n%v", seed, err, vm.Report())
 		}
+		// fusion must not raise peak memory: the fused graph holds no more
+		// values, element for element, than the original
+		if fu, ref := valueElems(vm.Compiled().Graph), valueElems(gRef); fu > ref {
+			t.Fatalf("graph %d: the fused graph holds %d elements of values, the original %d\n%v", seed, fu, ref, vm.Report())
+		}
 		for i, o := range outRef {
 			a, b := floats(o.Value()), floats(outFu[i].Value())
 			if o.IsScalar() {
@@ -186,4 +191,14 @@ func TestFusionOffIsOneKernelPerOp(t *testing.T) {
 		t.Fatalf("loss %v fused, %v unfused", a, b)
 	}
 	t.Logf("MLP: fused %d kernels, unfused %d (for %d ops); left to Gorgonia: %d", rOn.Kernels(), rOff.Kernels(), rOn.FusedOps(), len(rOn.Unfused))
+}
+
+// valueElems is the number of elements of all values a graph's nodes hold
+// (constants and inputs included), a proxy for the memory it needs.
+func valueElems(g *G.ExprGraph) int {
+	n := 0
+	for _, x := range g.AllNodes() {
+		n += max(1, x.Shape().TotalSize())
+	}
+	return n
 }
