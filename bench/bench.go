@@ -58,8 +58,9 @@ type Measurement struct {
 	Runs    int     `json:"runs"`
 	Kernels int     `json:"kernels,omitempty"` // tilefuse modes: kernels (and host ops) per run
 	// compile time of tilefuse modes: the first compilation of this graph in
-	// the process (cold), and a second one (NewTapeMachine: on the CPU
-	// nothing is cached between them yet; on CUDA the module cache hits)
+	// the process (cold), and a second one (NewTapeMachine), which takes the
+	// kernels' interpreter form (CPU) or loaded module (CUDA) from a cache;
+	// partitioning and emission run again
 	CompileCold   float64 `json:"compile_cold_s,omitempty"`
 	CompileCached float64 `json:"compile_cached_s,omitempty"`
 	// MaxErr is the largest |a-b|/(1+|b|) against the unfused run (0 for it)

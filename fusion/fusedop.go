@@ -5,6 +5,7 @@ import (
 	"hash"
 	"hash/fnv"
 	"strings"
+	"sync"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -30,11 +31,12 @@ type FusedOp struct {
 }
 
 func newFusedOp(grp *graphpass.Group, k *graphpass.Kernel) (*FusedOp, error) {
-	e, err := tile.NewExec(k.Tile)
+	text := k.Tile.String()
+	e, err := execs.get(text, k.Tile)
 	if err != nil {
 		return nil, fmt.Errorf("fusion: %v: %w", grp, err)
 	}
-	op := &FusedOp{name: k.Tile.Name, kernel: k, exec: e, text: k.Tile.String()}
+	op := &FusedOp{name: k.Tile.Name, kernel: k, exec: e, text: text}
 	for _, in := range grp.Inputs {
 		op.ins = append(op.ins, typeOf(in.G))
 	}
@@ -160,3 +162,36 @@ func (op *FusedOp) Grid() tile.Grid { return op.kernel.Grid }
 
 // IsView reports whether the op only reshapes: its output is its input's memory.
 func (op *FusedOp) IsView() bool { return op.view }
+
+// execCache keeps the interpreter's compiled form of kernels by their IR
+// text, so that compiling a graph again (or another graph with the same
+// kernels) skips that step. An Exec is safe for concurrent launches.
+type execCache struct {
+	mu sync.Mutex
+	m  map[string]*tile.Exec
+}
+
+// maxExecs bounds the cache; when full it starts again.
+const maxExecs = 4096
+
+var execs = &execCache{m: map[string]*tile.Exec{}}
+
+func (c *execCache) get(text string, k *tile.Kernel) (*tile.Exec, error) {
+	c.mu.Lock()
+	e, ok := c.m[text]
+	c.mu.Unlock()
+	if ok {
+		return e, nil
+	}
+	e, err := tile.NewExec(k)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if len(c.m) >= maxExecs {
+		clear(c.m)
+	}
+	c.m[text] = e
+	c.mu.Unlock()
+	return e, nil
+}
