@@ -45,7 +45,7 @@ func closeTo(t *testing.T, what string, got, want []float64, tol float64) {
 		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
 	}
 	for i := range want {
-		if !(math.Abs(got[i]-want[i]) <= tol*(1+math.Abs(want[i]))) && !(math.IsNaN(got[i]) && math.IsNaN(want[i])) {
+		if got[i] != want[i] && !(math.Abs(got[i]-want[i]) <= tol*(1+math.Abs(want[i]))) && !(math.IsNaN(got[i]) && math.IsNaN(want[i])) {
 			t.Fatalf("%s[%d] = %v, want %v", what, i, got[i], want[i])
 		}
 	}
@@ -56,7 +56,7 @@ func closeTo(t *testing.T, what string, got, want []float64, tol float64) {
 // also on a row far below x[0,0], where Gorgonia's own SoftMax gives NaN.
 // Rows longer than graphpass.MaxRow are walked in blocks (a looped kernel).
 func TestSoftmaxPatternsAreOneKernel(t *testing.T) {
-	for _, sz := range [][2]int{{37, 781}, {5, 10007}} {
+	for _, sz := range [][2]int{{37, 781}, {6, 10007}} {
 		t.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(t *testing.T) { checkSoftmaxPatterns(t, sz[0], sz[1]) })
 	}
 }
@@ -66,10 +66,16 @@ func checkSoftmaxPatterns(t *testing.T, r, c int, opts ...fusion.Option) {
 	xv := randMatrix(rng, r, c, 5)
 	d := xv.Data().([]float64)
 	for j := 0; j < c; j++ {
-		d[3*c+j] -= 1000 // far below x[0,0]
+		d[3*c+j] -= 1000        // far below x[0,0]
+		d[4*c+j] = math.Inf(-1) // a row of -Inf: NaN, as the unfused ops give
 	}
+	d[1], d[c-2] = math.Inf(-1), math.Inf(-1) // -Inf in part of a row: 0 there
 	want := softmaxRef(d, r, c)
-	for _, form := range []string{"op by op", "Gorgonia SoftMax"} {
+	logWant := make([]float64, len(want))
+	for i, p := range want {
+		logWant[i] = math.Log(p)
+	}
+	for _, form := range []string{"op by op", "Gorgonia SoftMax", "Gorgonia LogSoftMax"} {
 		t.Run(form, func(t *testing.T) {
 			g := G.NewGraph()
 			x := G.NewMatrix(g, tensor.Float64, G.WithShape(r, c), G.WithName("x"))
@@ -78,8 +84,10 @@ func checkSoftmaxPatterns(t *testing.T, r, c int, opts ...fusion.Option) {
 				m := G.Must(G.Max(x, 1))
 				e := G.Must(G.Exp(G.Must(G.BroadcastSub(x, m, nil, []byte{1}))))
 				y = G.Must(G.BroadcastHadamardDiv(e, G.Must(G.Sum(e, 1)), nil, []byte{1}))
-			} else {
+			} else if form == "Gorgonia SoftMax" {
 				y = G.Must(G.SoftMax(x))
+			} else {
+				y = G.Must(G.LogSoftMax(x))
 			}
 			vm := fusion.NewTapeMachine(g, opts...)
 			defer vm.Close()
@@ -94,6 +102,10 @@ func checkSoftmaxPatterns(t *testing.T, r, c int, opts ...fusion.Option) {
 			G.Let(x, xv.Clone())
 			if err := vm.RunAll(); err != nil {
 				t.Fatal(err)
+			}
+			if form == "Gorgonia LogSoftMax" {
+				closeTo(t, "log-softmax", floats(y.Value()), logWant, 1e-12)
+				return
 			}
 			closeTo(t, "softmax", floats(y.Value()), want, 1e-12)
 		})
