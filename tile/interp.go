@@ -26,8 +26,8 @@ func (g Grid) norm() (Grid, error) {
 	return g, nil
 }
 
-// ExecError is a fault while running a kernel: an access outside a buffer, an
-// integer division by zero, a bad argument.
+// ExecError is a fault while running a kernel: an access outside a buffer,
+// a bad argument. (Integer division by zero is defined, see OpDiv.)
 type ExecError struct {
 	Kernel  string
 	Program [3]int // the program instance's coordinates
@@ -95,7 +95,7 @@ func NewExec(k *Kernel) (*Exec, error) {
 	for i := range e.slots {
 		e.slots[i].alias = -1
 	}
-	c := &compiler{e: e, roots: map[*Value]*Value{}, lanes: AnalyzeLanes(k), invariant: make([]bool, k.NumValues())}
+	c := &compiler{e: e, roots: map[*Value]*Value{}, lanes: AnalyzeLanes(k), invariant: make([]bool, k.NumValues()), live: liveValues(k)}
 	for _, p := range k.Params {
 		c.slot(p)
 		c.roots[p] = p
@@ -155,7 +155,7 @@ func (e *Exec) newFrame() *frame {
 				d[0] = v.AuxF
 			}
 		case OpArange:
-			d := f.vals[v.ID].([]int32)
+			d, _ := f.vals[v.ID].([]int32) // nil when dead
 			for i := range d {
 				d[i] = int32(v.Aux) + int32(i)
 			}

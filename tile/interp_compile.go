@@ -11,6 +11,39 @@ type compiler struct {
 	invariant []bool            // by value ID: the same in every program of a launch
 	launch    []instr           // computes the invariant values, once per worker and launch
 	lane0Only []bool            // by value ID: a contiguous pointer block read only for its lane 0
+	live      []bool            // by value ID: its value is needed (see liveValues)
+}
+
+// liveValues finds the values a kernel's effects depend on: stores, atomic
+// adds, loads (which may fault, and so are never dropped), loops and what
+// they yield, and everything those read. The interpreter computes only
+// these; a dead value (say an index computed for a broadcast and not used)
+// costs nothing. Codegen already emits only what is demanded.
+func liveValues(k *Kernel) []bool {
+	live := make([]bool, k.NumValues())
+	var all []*Value
+	k.Walk(func(v *Value) { all = append(all, v) })
+	for changed := true; changed; {
+		changed = false
+		for i := len(all) - 1; i >= 0; i-- {
+			v := all[i]
+			if !live[v.ID] {
+				switch v.Op {
+				case OpStore, OpAtomicAdd, OpLoad, OpFor, OpYield, OpParam, OpBlockArg:
+					live[v.ID] = true
+				default:
+					continue
+				}
+			}
+			for _, a := range v.Args {
+				if !live[a.ID] {
+					live[a.ID] = true
+					changed = true
+				}
+			}
+		}
+	}
+	return live
 }
 
 // markLane0Only finds contiguous pointer blocks whose every use is as the
@@ -76,6 +109,9 @@ func (c *compiler) block(b *Block, loop *Value) ([]instr, error) {
 	}
 	var code []instr
 	for _, v := range b.Values {
+		if !c.live[v.ID] {
+			continue
+		}
 		if v.Type.Ptr {
 			c.roots[v] = rootOf(c.roots, v, loop)
 		}
