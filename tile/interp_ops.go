@@ -351,6 +351,9 @@ func binInt[T integer](v *Value, d, x, y int) (instr, error) {
 		rem := v.Op == OpRem
 		return mk2(d, x, y, func(d, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
+			if divPow2(d, a, b, rem) {
+				return
+			}
 			for i := range d {
 				switch {
 				case b[i] == 0: // defined here, unspecified on the GPU: x/0 = -1, x%0 = x
@@ -995,4 +998,37 @@ func RoundTF32(x float32) float32 {
 	u += 1 << 12
 	u &^= 1<<13 - 1
 	return math.Float32frombits(u)
+}
+
+// divPow2 is the common case of index arithmetic: every divisor the same
+// power of two and every dividend non-negative, where a shift and a mask
+// give a/b and a%b without a division per lane. It reports whether it
+// handled d.
+func divPow2[T integer](d, a, b []T, rem bool) bool {
+	if len(b) == 0 {
+		return false
+	}
+	p := b[0]
+	if p <= 0 || p&(p-1) != 0 {
+		return false
+	}
+	for i := range b {
+		if b[i] != p || a[i] < 0 {
+			return false
+		}
+	}
+	if rem {
+		for i := range d {
+			d[i] = a[i] & (p - 1)
+		}
+		return true
+	}
+	shift := uint(0)
+	for T(1)<<shift != p {
+		shift++
+	}
+	for i := range d {
+		d[i] = a[i] >> shift
+	}
+	return true
 }
