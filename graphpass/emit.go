@@ -128,19 +128,14 @@ func (e *emitter) coords(idx *tile.Value, s []int) []*tile.Value {
 	if idx == e.rowIdx && e.rowIdx != nil && sameShape(s, e.grp.Full) {
 		// a row group's own indices: the row is the program id (one scalar,
 		// split over the leading dimensions), the column the lane
-		c := make([]*tile.Value, len(s))
-		c[len(s)-1] = e.cols
-		rest := e.b.ProgramID(0)
-		for i := len(s) - 2; i >= 0; i-- {
-			if i == 0 {
-				c[i] = rest
-				break
-			}
-			c[i] = e.b.Rem(rest, s[i])
-			rest = e.b.Div(rest, s[i])
-		}
-		return c
+		return append(e.split(e.b.ProgramID(0), s[:len(s)-1]), e.cols)
 	}
+	return e.split(idx, s)
+}
+
+// split turns row-major flat indices into coordinates of shape s (the first
+// one unbounded).
+func (e *emitter) split(idx *tile.Value, s []int) []*tile.Value {
 	c := make([]*tile.Value, len(s))
 	rest := idx
 	for i := len(s) - 1; i >= 0; i-- {
