@@ -48,12 +48,14 @@ func newClassifier(t *testing.T, batch, in, classes int) *classifier {
 // TestSoftmaxClassifierMatchesGorgonia trains softmax regression with
 // cross-entropy 10 steps, fused and on Gorgonia's machine: losses and
 // weights agree (float64, 1e-10 relative).
-func TestSoftmaxClassifierMatchesGorgonia(t *testing.T) {
+func TestSoftmaxClassifierMatchesGorgonia(t *testing.T) { checkClassifier(t) }
+
+func checkClassifier(t *testing.T, opts ...fusion.Option) {
 	const batch, in, classes = 16, 5, 7
 	ref, fu := newClassifier(t, batch, in, classes), newClassifier(t, batch, in, classes)
 	vmRef := G.NewTapeMachine(ref.g)
 	defer vmRef.Close()
-	vm := fusion.NewTapeMachine(fu.g)
+	vm := fusion.NewTapeMachine(fu.g, opts...)
 	defer vm.Close()
 	if err := vm.Err(); err != nil {
 		t.Fatal(err)

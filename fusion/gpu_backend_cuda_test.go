@@ -29,10 +29,16 @@ func TestAttentionOnGPU(t *testing.T) {
 // TestRowPatternsOnGPU: softmax and LayerNorm row kernels on the CUDA
 // backend, rows within one block and rows walked in blocks.
 func TestRowPatternsOnGPU(t *testing.T) {
-	for _, sz := range [][2]int{{37, 781}, {5, 10007}} {
+	for _, sz := range [][2]int{{37, 781}, {6, 10007}} {
 		checkSoftmaxPatterns(t, sz[0], sz[1], fusion.WithBackend(fusion.CUDA))
 	}
 	for _, sz := range [][2]int{{19, 300}, {3, 12289}} {
 		checkLayerNorm(t, sz[0], sz[1], fusion.WithBackend(fusion.CUDA))
 	}
+}
+
+// TestSoftmaxClassifierOnGPU: the classifier's 10 Adam steps on the CUDA
+// backend against Gorgonia on the CPU.
+func TestSoftmaxClassifierOnGPU(t *testing.T) {
+	checkClassifier(t, fusion.WithBackend(fusion.CUDA))
 }
