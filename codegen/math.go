@@ -32,6 +32,16 @@ import (
 func f32Lit(x float64) string { return fmt.Sprintf("0f%08X", math.Float32bits(float32(x))) }
 func f64Lit(x float64) string { return fmt.Sprintf("0d%016X", math.Float64bits(x)) }
 
+// floatOneInstr are the float unary ops that are one instruction of the
+// same form in f32 and f64 (%[1]s: the type).
+var floatOneInstr = map[tile.Op]string{
+	tile.OpNeg:   "neg.%[1]s",
+	tile.OpAbs:   "abs.%[1]s",
+	tile.OpFloor: "cvt.rmi.%[1]s.%[1]s",
+	tile.OpCeil:  "cvt.rpi.%[1]s.%[1]s",
+	tile.OpSqrt:  "sqrt.rn.%[1]s",
+}
+
 func (l *lowerer) unary(w *strings.Builder, op tile.Op, d tile.DType, a string) (string, error) {
 	switch {
 	case d == tile.I1:
@@ -44,17 +54,11 @@ func (l *lowerer) unary(w *strings.Builder, op tile.Op, d tile.DType, a string) 
 		return l.unaryF64(w, op, a)
 	}
 	r := l.reg("f")
+	if form, ok := floatOneInstr[op]; ok {
+		emit(w, fmt.Sprintf(form, "f32")+" %s, %s", r, a)
+		return r, nil
+	}
 	switch op {
-	case tile.OpNeg:
-		emit(w, "neg.f32 %s, %s", r, a)
-	case tile.OpAbs:
-		emit(w, "abs.f32 %s, %s", r, a)
-	case tile.OpFloor:
-		emit(w, "cvt.rmi.f32.f32 %s, %s", r, a)
-	case tile.OpCeil:
-		emit(w, "cvt.rpi.f32.f32 %s, %s", r, a)
-	case tile.OpSqrt:
-		emit(w, "sqrt.rn.f32 %s, %s", r, a)
 	case tile.OpRsqrt:
 		emit(w, "rsqrt.approx.f32 %s, %s", r, a)
 	case tile.OpSign:
@@ -116,17 +120,11 @@ func (l *lowerer) unaryInt(w *strings.Builder, op tile.Op, d tile.DType, a strin
 
 func (l *lowerer) unaryF64(w *strings.Builder, op tile.Op, a string) (string, error) {
 	r := l.reg("fd")
+	if form, ok := floatOneInstr[op]; ok {
+		emit(w, fmt.Sprintf(form, "f64")+" %s, %s", r, a)
+		return r, nil
+	}
 	switch op {
-	case tile.OpNeg:
-		emit(w, "neg.f64 %s, %s", r, a)
-	case tile.OpAbs:
-		emit(w, "abs.f64 %s, %s", r, a)
-	case tile.OpFloor:
-		emit(w, "cvt.rmi.f64.f64 %s, %s", r, a)
-	case tile.OpCeil:
-		emit(w, "cvt.rpi.f64.f64 %s, %s", r, a)
-	case tile.OpSqrt:
-		emit(w, "sqrt.rn.f64 %s, %s", r, a)
 	case tile.OpRsqrt:
 		s := l.reg("fd")
 		emit(w, "sqrt.rn.f64 %s, %s", s, a)
