@@ -1187,15 +1187,12 @@ func (l *lowerer) consumerLayout(v *tile.Value) *Layout {
 
 func (l *lowerer) load(v *tile.Value) error {
 	ptr := v.Args[0]
-	lay := l.naturalOf(ptr)
+	lay := l.naturalOf(ptr) // nil for a scalar, and then so is canonical's
 	if lay == nil && !v.Type.Shape.IsScalar() {
 		lay = l.consumerLayout(v)
 	}
 	if lay == nil {
 		lay = l.canonical(v.Type.Shape)
-	}
-	if v.Type.Shape.IsScalar() {
-		lay = nil
 	}
 	args, err := l.demandAll(v.Args, lay)
 	if err != nil {
@@ -1231,19 +1228,27 @@ func (l *lowerer) load(v *tile.Value) error {
 				}
 			}
 		}
-		dst := regs[0]
-		if vw > 1 {
-			dst = "{" + strings.Join(regs, ", ") + "}"
-		}
-		guard := ""
-		if pred != "" {
-			guard = "@" + pred + " "
-		}
-		emit(w, "%sld.global%s%s.%s %s, [%s]", guard, cacheOp(v), vecSuffix(vw), memType(t), dst, args[0].regs[first])
+		emit(w, "%sld.global%s%s.%s %s, [%s]", guardOf(pred), cacheOp(v), vecSuffix(vw), memType(t), vecOperand(regs), args[0].regs[first])
 	}
 	l.natural[v.ID] = lay
 	l.remember(v, x)
 	return nil
+}
+
+// guardOf is the predicate prefix of an instruction ("" for none).
+func guardOf(pred string) string {
+	if pred == "" {
+		return ""
+	}
+	return "@" + pred + " "
+}
+
+// vecOperand is a register, or a {r0, r1, …} vector of them.
+func vecOperand(regs []string) string {
+	if len(regs) == 1 {
+		return regs[0]
+	}
+	return "{" + strings.Join(regs, ", ") + "}"
 }
 
 // store lowers store and atomic_add: in the value's natural layout when it
@@ -1251,15 +1256,9 @@ func (l *lowerer) load(v *tile.Value) error {
 // replicated element is written.
 func (l *lowerer) store(v *tile.Value) error {
 	ptr, val := v.Args[0], v.Args[1]
-	lay := l.naturalOf(val)
+	lay := l.naturalOf(val) // nil for a scalar, and then so is layoutOf's
 	if lay == nil {
-		lay = l.naturalOf(ptr)
-	}
-	if lay == nil {
-		lay = l.canonical(val.Type.Shape)
-	}
-	if val.Type.Shape.IsScalar() {
-		lay = nil
+		lay = l.layoutOf(ptr) // the same shape as val
 	}
 	args, err := l.demandAll(v.Args, lay)
 	if err != nil {
@@ -1316,24 +1315,17 @@ func (l *lowerer) store(v *tile.Value) error {
 				pred = p
 			}
 		}
-		guard := ""
-		if pred != "" {
-			guard = "@" + pred + " "
-		}
+		guard := guardOf(pred)
 		if atomic {
 			at := map[tile.DType]string{tile.F32: "add.f32", tile.F64: "add.f64", tile.I32: "add.u32"}[t.DType]
 			emit(w, "%satom.global.%s %s, [%s], %s", guard, at, old.regs[first], args[0].regs[first], args[1].regs[first])
 			continue
 		}
-		src := args[1].regs[first]
-		if vw > 1 {
-			regs := make([]string, vw)
-			for j, cls := range group {
-				regs[j] = args[1].regs[cls[0]]
-			}
-			src = "{" + strings.Join(regs, ", ") + "}"
+		regs := make([]string, vw)
+		for j, cls := range group {
+			regs[j] = args[1].regs[cls[0]]
 		}
-		emit(w, "%sst.global%s%s.%s [%s], %s", guard, cacheOp(v), vecSuffix(vw), memType(t), args[0].regs[first], src)
+		emit(w, "%sst.global%s%s.%s [%s], %s", guard, cacheOp(v), vecSuffix(vw), memType(t), args[0].regs[first], vecOperand(regs))
 	}
 	if atomic {
 		l.natural[v.ID] = lay
