@@ -1,7 +1,6 @@
 package fusion_test
 
 import (
-	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -80,18 +79,7 @@ func checkClassifier(t *testing.T, opts ...fusion.Option) {
 		if err := vm.RunAll(); err != nil {
 			t.Fatal(err)
 		}
-		lr, lf := scalar(ref.loss.Value()), scalar(fu.loss.Value())
-		if !(math.Abs(lr-lf) <= 1e-10*math.Abs(lr)) {
-			t.Fatalf("step %d: loss %v fused, %v in Gorgonia", step, lf, lr)
-		}
-		if err := solRef.Step(G.NodesToValueGrads(ref.learnables)); err != nil {
-			t.Fatal(err)
-		}
-		if err := sol.Step(G.NodesToValueGrads(fu.learnables)); err != nil {
-			t.Fatal(err)
-		}
-		vmRef.Reset()
-		vm.Reset()
+		lockstep(t, step, 1e-10, ref.loss, fu.loss, solRef, sol, ref.learnables, fu.learnables, vmRef, vm)
 	}
 	a, b := floats(ref.w.Value()), floats(fu.w.Value())
 	closeTo(t, "w", b, a, 1e-10)

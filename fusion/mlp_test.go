@@ -147,18 +147,7 @@ func trainMLPAgainstGorgonia(t *testing.T, tol64, tol32 float64, opts ...fusion.
 				if err := vm.RunAll(); err != nil {
 					t.Fatal(err)
 				}
-				lr, lf := scalar(ref.loss.Value()), scalar(fused.loss.Value())
-				if !(math.Abs(lr-lf) <= c.tol*math.Abs(lr)) {
-					t.Fatalf("step %d: loss %v fused, %v in Gorgonia", step, lf, lr)
-				}
-				if err := solRef.Step(G.NodesToValueGrads(ref.learnables)); err != nil {
-					t.Fatal(err)
-				}
-				if err := sol.Step(G.NodesToValueGrads(fused.learnables)); err != nil {
-					t.Fatal(err)
-				}
-				vmRef.Reset()
-				vm.Reset()
+				lockstep(t, step, c.tol, ref.loss, fused.loss, solRef, sol, ref.learnables, fused.learnables, vmRef, vm)
 			}
 			for i, w := range ref.learnables {
 				a, b := floats(w.Value()), floats(fused.learnables[i].Value())
@@ -174,4 +163,23 @@ func trainMLPAgainstGorgonia(t *testing.T, tol64, tol32 float64, opts ...fusion.
 			t.Log(vm.Report())
 		})
 	}
+}
+
+// lockstep ends one training step run on Gorgonia's machine and on ours:
+// the losses agree within tol (relative), then both solvers step and both
+// machines reset.
+func lockstep(t *testing.T, step int, tol float64, lossRef, loss *G.Node, solRef, sol G.Solver, ref, fused G.Nodes, vmRef, vm interface{ Reset() }) {
+	t.Helper()
+	lr, lf := scalar(lossRef.Value()), scalar(loss.Value())
+	if !(math.Abs(lr-lf) <= tol*math.Abs(lr)) {
+		t.Fatalf("step %d: loss %v fused, %v in Gorgonia", step, lf, lr)
+	}
+	if err := solRef.Step(G.NodesToValueGrads(ref)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sol.Step(G.NodesToValueGrads(fused)); err != nil {
+		t.Fatal(err)
+	}
+	vmRef.Reset()
+	vm.Reset()
 }
