@@ -73,15 +73,7 @@ func checkAttention(t *testing.T, tol float64, opts ...fusion.Option) {
 				sc = G.Must(G.Add(sc, add))
 			}
 			out := G.Must(G.BatchedMatMul(G.Must(G.SoftMax(sc)), v, false, false))
-			vm := fusion.NewTapeMachine(g, opts...)
-			defer vm.Close()
-			if err := vm.Err(); err != nil {
-				t.Fatal(err)
-			}
-			rep := vm.Report()
-			if rep.Kernels() != 1 || rep.Groups[0].Kind != "attention" || len(rep.Unfused) != 0 {
-				t.Fatalf("want one attention kernel:\n%v", rep)
-			}
+			vm := oneKernel(t, g, "attention", true, opts...)
 			lowersToPTX(t, vm)
 			rng := rand.New(rand.NewPCG(uint64(c.s), 3))
 			qv, kv, vv := rand3(rng, c.b, c.s, c.d), rand3(rng, c.b, c.s, c.d), rand3(rng, c.b, c.s, c.d)

@@ -26,15 +26,7 @@ func TestLinearReLUIsOneKernel(t *testing.T) {
 	w := G.NewMatrix(g, tensor.Float64, G.WithShape(k, n), G.WithName("w"))
 	b := G.NewVector(g, tensor.Float64, G.WithShape(n), G.WithName("b"))
 	y := G.Must(G.Rectify(G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w)), b, nil, []byte{0}))))
-	vm := fusion.NewTapeMachine(g, fusion.WithMatMulFusion(true))
-	defer vm.Close()
-	if err := vm.Err(); err != nil {
-		t.Fatal(err)
-	}
-	rep := vm.Report()
-	if rep.Kernels() != 1 || rep.Groups[0].Kind != "matmul" || len(rep.Unfused) != 0 {
-		t.Fatalf("want one matmul kernel:\n%v", rep)
-	}
+	vm := oneKernel(t, g, "matmul", true, fusion.WithMatMulFusion(true))
 	rng := rand.New(rand.NewPCG(9, 9))
 	xv, wv, bv := randMatrix(rng, m, k, 1), randMatrix(rng, k, n, 1), randMatrix(rng, 1, n, 1)
 	bv.Reshape(n)

@@ -89,15 +89,7 @@ func checkSoftmaxPatterns(t *testing.T, r, c int, opts ...fusion.Option) {
 			} else {
 				y = G.Must(G.LogSoftMax(x))
 			}
-			vm := fusion.NewTapeMachine(g, opts...)
-			defer vm.Close()
-			if err := vm.Err(); err != nil {
-				t.Fatal(err)
-			}
-			rep := vm.Report()
-			if rep.Kernels() != 1 || rep.Groups[0].Kind != "row" {
-				t.Fatalf("want one row kernel:\n%v", rep)
-			}
+			vm := oneKernel(t, g, "row", false, opts...)
 			lowersToPTX(t, vm)
 			G.Let(x, xv.Clone())
 			if err := vm.RunAll(); err != nil {
@@ -133,15 +125,7 @@ func checkLayerNorm(t *testing.T, r, c int, opts ...fusion.Option) {
 	rstd := G.Must(G.InverseSqrt(G.Must(G.Add(v, G.NewConstant(eps)))))
 	y := G.Must(G.BroadcastHadamardProd(xc, rstd, nil, []byte{1}))
 	y = G.Must(G.BroadcastAdd(G.Must(G.BroadcastHadamardProd(y, gamma, nil, []byte{0})), beta, nil, []byte{0}))
-	vm := fusion.NewTapeMachine(g, opts...)
-	defer vm.Close()
-	if err := vm.Err(); err != nil {
-		t.Fatal(err)
-	}
-	rep := vm.Report()
-	if rep.Kernels() != 1 || rep.Groups[0].Kind != "row" {
-		t.Fatalf("want one row kernel:\n%v", rep)
-	}
+	vm := oneKernel(t, g, "row", false, opts...)
 	lowersToPTX(t, vm)
 	rng := rand.New(rand.NewPCG(3, 4))
 	xv, gv, bv := randMatrix(rng, r, c, 3), randMatrix(rng, 1, c, 1), randMatrix(rng, 1, c, 1)
@@ -171,4 +155,21 @@ func checkLayerNorm(t *testing.T, r, c int, opts ...fusion.Option) {
 		}
 	}
 	closeTo(t, "layer norm", floats(y.Value()), want, 1e-12)
+}
+
+// oneKernel makes a machine for g and checks that g became one kernel of
+// kind (and, when alone, that nothing was left to Gorgonia). The machine
+// closes when the test ends.
+func oneKernel(t *testing.T, g *G.ExprGraph, kind string, alone bool, opts ...fusion.Option) *fusion.Machine {
+	t.Helper()
+	vm := fusion.NewTapeMachine(g, opts...)
+	t.Cleanup(func() { vm.Close() })
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rep := vm.Report()
+	if rep.Kernels() != 1 || rep.Groups[0].Kind != kind || alone && len(rep.Unfused) != 0 {
+		t.Fatalf("want one %s kernel:\n%v", kind, rep)
+	}
+	return vm
 }
