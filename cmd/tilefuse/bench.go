@@ -162,5 +162,3 @@ func copyBandwidth(be fusion.Backend) (float64, string, error) {
 	}
 	return bench.HostCopyGBps(256 << 20), "host memory copy on all cores", nil
 }
-
-func createFile(name string) (*os.File, error) { return os.Create(name) }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"os"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -74,7 +75,7 @@ func writePlot(file string, results []*bench.Result, be fusion.Backend) error {
 	sp.Draw(canvases[0][0])
 	rp.Draw(canvases[1][0])
 	png := vgimg.PngCanvas{Canvas: img}
-	f, err := createFile(file)
+	f, err := os.Create(file)
 	if err != nil {
 		return err
 	}
