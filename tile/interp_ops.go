@@ -3,6 +3,7 @@ package tile
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"sync/atomic"
 	"unsafe"
 )
@@ -1023,10 +1024,7 @@ func divPow2[T integer](d, a, b []T, rem bool) bool {
 		}
 		return true
 	}
-	shift := uint(0)
-	for T(1)<<shift != p {
-		shift++
-	}
+	shift := bits.TrailingZeros64(uint64(p))
 	for i := range d {
 		d[i] = a[i] >> shift
 	}
