@@ -78,3 +78,69 @@ func TestFunctionAttributes(t *testing.T) {
 	}
 	t.Log(f)
 }
+
+// TestThreadRun: copies and a timed launch in one Run agree with the
+// interpreter's result, and a Thread kept past its Run is an error, not a
+// call from the wrong OS thread.
+func TestThreadRun(t *testing.T) {
+	k, err := kernels.VecAdd(tile.Meta{"BLOCK": 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	x, y, z := make([]float32, n), make([]float32, n), make([]float32, n)
+	for i := range x {
+		x[i], y[i], z[i] = float32(i), float32(2*i+1), -7
+	}
+	bufs := make([]*Buffer, 3)
+	for i := range bufs {
+		if bufs[i], err = dev.Alloc(4 * n); err != nil {
+			t.Fatal(err)
+		}
+		defer dev.Free(bufs[i])
+	}
+	args := []any{bufs[0], bufs[1], bufs[2], n}
+	_, f, err := dev.Compile(k, 4, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timer, err := dev.NewTimer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer timer.Close()
+	var kept *Thread
+	var ms float64
+	err = dev.Run(func(th *Thread) error {
+		kept = th
+		for i, h := range [][]float32{x, y, z} {
+			if err := th.Upload(bufs[i], h); err != nil {
+				return err
+			}
+		}
+		if err := timer.Start(th); err != nil {
+			return err
+		}
+		if err := th.Launch(f, k, tile.Grid{(n + 255) / 256}, args...); err != nil {
+			return err
+		}
+		if ms, err = timer.Stop(th); err != nil {
+			return err
+		}
+		return th.Download(z, bufs[2])
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range z {
+		if z[i] != x[i]+y[i] {
+			t.Fatalf("z[%d] = %v, want %v", i, z[i], x[i]+y[i])
+		}
+	}
+	if ms <= 0 {
+		t.Fatalf("device time %v ms", ms)
+	}
+	if err := kept.Upload(bufs[0], x); err == nil || !strings.Contains(err.Error(), "outside") {
+		t.Fatalf("a Thread used after its Run: %v", err)
+	}
+}

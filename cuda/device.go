@@ -206,6 +206,19 @@ func hostBytes(x any) (unsafe.Pointer, int64, error) {
 
 // Upload copies a host slice into b.
 func (d *Device) Upload(b *Buffer, host any) error {
+	return d.Run(func(t *Thread) error { return t.Upload(b, host) })
+}
+
+// Download copies b into a host slice.
+func (d *Device) Download(host any, b *Buffer) error {
+	return d.Run(func(t *Thread) error { return t.Download(host, b) })
+}
+
+// Upload copies a host slice into b (as Device.Upload).
+func (t *Thread) Upload(b *Buffer, host any) error {
+	if err := t.check(); err != nil {
+		return err
+	}
 	p, n, err := hostBytes(host)
 	if err != nil || n == 0 {
 		return err
@@ -213,11 +226,14 @@ func (d *Device) Upload(b *Buffer, host any) error {
 	if n > b.Bytes {
 		return fmt.Errorf("cuda: upload of %d bytes into a buffer of %d", n, b.Bytes)
 	}
-	return d.Do(func() error { return cu.MemcpyHtoD(b.Ptr, p, n) })
+	return cu.MemcpyHtoD(b.Ptr, p, n)
 }
 
-// Download copies b into a host slice.
-func (d *Device) Download(host any, b *Buffer) error {
+// Download copies b into a host slice (as Device.Download).
+func (t *Thread) Download(host any, b *Buffer) error {
+	if err := t.check(); err != nil {
+		return err
+	}
 	p, n, err := hostBytes(host)
 	if err != nil || n == 0 {
 		return err
@@ -225,7 +241,7 @@ func (d *Device) Download(host any, b *Buffer) error {
 	if n > b.Bytes {
 		return fmt.Errorf("cuda: download of %d bytes from a buffer of %d", n, b.Bytes)
 	}
-	return d.Do(func() error { return cu.MemcpyDtoH(p, b.Ptr, n) })
+	return cu.MemcpyDtoH(p, b.Ptr, n)
 }
 
 // Copy copies n bytes between device buffers.

@@ -24,6 +24,45 @@ func (d *Device) Launch(f *Function, k *tile.Kernel, grid tile.Grid, args ...any
 // that the host's submission overlaps the GPU's work (for timing kernels
 // without launch gaps).
 func (d *Device) LaunchN(n int, f *Function, k *tile.Kernel, grid tile.Grid, args ...any) error {
+	return d.Run(func(t *Thread) error { return t.launchN(n, f, k, grid, args) })
+}
+
+// Thread is the device's own OS thread, inside Device.Run: calls through it
+// go straight to the driver, without the hand-over to that thread that each
+// Device method makes. It is valid only during the Run that made it.
+type Thread struct {
+	d    *Device
+	live bool
+}
+
+// Run runs f on the device's thread, with a Thread for its driver calls: a
+// sequence of launches and copies in one Run reaches the GPU without gaps
+// between them.
+func (d *Device) Run(f func(t *Thread) error) error {
+	t := &Thread{d: d}
+	return d.Do(func() error {
+		t.live = true
+		defer func() { t.live = false }()
+		return f(t)
+	})
+}
+
+func (t *Thread) check() error {
+	if !t.live {
+		return fmt.Errorf("cuda: a Thread used outside its Device.Run")
+	}
+	return nil
+}
+
+// Launch enqueues f, generated from kernel k, over grid (as Device.Launch).
+func (t *Thread) Launch(f *Function, k *tile.Kernel, grid tile.Grid, args ...any) error {
+	return t.launchN(1, f, k, grid, args)
+}
+
+func (t *Thread) launchN(n int, f *Function, k *tile.Kernel, grid tile.Grid, args []any) error {
+	if err := t.check(); err != nil {
+		return err
+	}
 	if len(args) != len(k.Params) {
 		return fmt.Errorf("cuda: @%s: %d arguments for %d parameters", k.Name, len(args), len(k.Params))
 	}
@@ -49,16 +88,10 @@ func (d *Device) LaunchN(n int, f *Function, k *tile.Kernel, grid tile.Grid, arg
 	if g[0] == 0 {
 		return nil
 	}
-	err := d.Do(func() error {
-		for i := 0; i < n; i++ {
-			if err := f.fn.Launch(g[0], g[1], g[2], f.Threads, 1, 1, f.DynShared, cu.Stream{}, params); err != nil {
-				return err
-			}
+	for i := 0; i < n; i++ {
+		if err := f.fn.Launch(g[0], g[1], g[2], f.Threads, 1, 1, f.DynShared, cu.Stream{}, params); err != nil {
+			return fmt.Errorf("cuda: @%s: launch grid %v: %w", k.Name, g, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("cuda: @%s: launch grid %v: %w", k.Name, g, err)
 	}
 	return nil
 }
@@ -149,6 +182,29 @@ func (d *Device) NewTimer() (*Timer, error) {
 	return t, err
 }
 
+// Start records the first event (on the device's thread, inside Run).
+func (t *Timer) Start(th *Thread) error {
+	if err := th.check(); err != nil {
+		return err
+	}
+	return t.start.Record(cu.Stream{})
+}
+
+// Stop records the second event, waits for it and returns the device time
+// since Start in ms.
+func (t *Timer) Stop(th *Thread) (float64, error) {
+	if err := th.check(); err != nil {
+		return 0, err
+	}
+	if err := t.end.Record(cu.Stream{}); err != nil {
+		return 0, err
+	}
+	if err := t.end.Synchronize(); err != nil {
+		return 0, err
+	}
+	return t.start.Elapsed(t.end)
+}
+
 // Time runs f between the events and returns the elapsed device time in ms.
 func (t *Timer) Time(f func() error) (float64, error) {
 	if err := t.d.Do(func() error { return t.start.Record(cu.Stream{}) }); err != nil {
@@ -170,6 +226,16 @@ func (t *Timer) Time(f func() error) (float64, error) {
 		return err
 	})
 	return ms, err
+}
+
+// Close destroys the events.
+func (t *Timer) Close() error {
+	return t.d.Do(func() error {
+		if err := cu.DestroyEvent(&t.start); err != nil {
+			return err
+		}
+		return cu.DestroyEvent(&t.end)
+	})
 }
 
 // Launcher runs kernels on host buffers: it uploads every pointer argument,

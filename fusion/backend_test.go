@@ -24,7 +24,31 @@ func TestCUDABackendNeedsTheTaggedBuild(t *testing.T) {
 	if err := m.RunAll(); err == nil || !strings.Contains(err.Error(), "tilefuse_cuda") {
 		t.Fatalf("got %v, want an error naming the tilefuse_cuda build", err)
 	}
+	if err := fusion.Available(fusion.CUDA); err == nil || !strings.Contains(err.Error(), "tilefuse_cuda") {
+		t.Fatalf("Available(CUDA) = %v, want an error naming the tilefuse_cuda build", err)
+	}
+	if err := fusion.Available(fusion.CPU); err != nil {
+		t.Fatalf("Available(CPU) = %v", err)
+	}
 	t.Skip("the CUDA backend itself runs in the tagged build on a GPU (fusion/gpu_backend_cuda_test.go)")
+}
+
+// TestDeviceTimeOnlyOnTheGPU: the CPU backend has no device time.
+func TestDeviceTimeOnlyOnTheGPU(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float64, G.WithShape(2, 3), G.WithName("x"))
+	G.Must(G.Exp(x))
+	m := fusion.NewTapeMachine(g)
+	defer m.Close()
+	if err := G.Let(x, tensor.New(tensor.WithShape(2, 3), tensor.WithBacking(make([]float64, 6)))); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := m.DeviceTime(); ok || s != 0 {
+		t.Fatalf("DeviceTime on the CPU = %v, %v; want 0, false", s, ok)
+	}
 }
 
 // TestDumpDir: WithDumpDir writes each generated kernel's IR.

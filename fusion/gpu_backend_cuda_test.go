@@ -4,6 +4,10 @@ package fusion_test
 
 import (
 	"testing"
+	"time"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/fusion"
 )
@@ -41,4 +45,53 @@ func TestRowPatternsOnGPU(t *testing.T) {
 // backend against Gorgonia on the CPU.
 func TestSoftmaxClassifierOnGPU(t *testing.T) {
 	checkClassifier(t, fusion.WithBackend(fusion.CUDA))
+}
+
+// TestDeviceTimeOnGPU: kernels are loaded by NewTapeMachine, and a run's
+// device time is measured, positive and within its wall time; a second
+// machine for the same graph shares the device and its loaded kernels.
+func TestDeviceTimeOnGPU(t *testing.T) {
+	if err := fusion.Available(fusion.CUDA); err != nil {
+		t.Fatal(err)
+	}
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(512, 1000), G.WithName("x"))
+	y := G.Must(G.SoftMax(G.Must(G.Tanh(x))))
+	for round := 0; round < 2; round++ {
+		t0 := time.Now()
+		m := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CUDA))
+		build := time.Since(t0)
+		if err := m.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m.DeviceTime(); ok {
+			t.Fatal("a device time before any run")
+		}
+		data := make([]float32, 512*1000)
+		for i := range data {
+			data[i] = float32(i%97) / 50
+		}
+		if err := G.Let(x, tensor.New(tensor.WithShape(512, 1000), tensor.WithBacking(data))); err != nil {
+			t.Fatal(err)
+		}
+		t0 = time.Now()
+		if err := m.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		wall := time.Since(t0).Seconds()
+		dt, ok := m.DeviceTime()
+		if !ok || dt <= 0 || dt > wall {
+			t.Fatalf("device time %v (ok %v), wall %v s", dt, ok, wall)
+		}
+		row := y.Value().Data().([]float32)[:1000]
+		var sum float64
+		for _, p := range row {
+			sum += float64(p)
+		}
+		if sum < 0.999 || sum > 1.001 {
+			t.Fatalf("a softmax row sums to %v", sum)
+		}
+		t.Logf("machine %d: built in %v, run %.3f ms wall, %.3f ms on the device", round, build, 1e3*wall, 1e3*dt)
+		m.Close()
+	}
 }

@@ -5,6 +5,7 @@ package fusion
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -12,7 +13,32 @@ import (
 	"github.com/tilefuse/tilefuse/cuda"
 )
 
-func init() { newGPUBackend = openGPU }
+func init() {
+	newGPUBackend = openGPU
+	openDevice = func() error { _, err := sharedDevice(); return err }
+}
+
+// shared is GPU 0, opened once per process: machines share its context and
+// its cache of loaded kernels, so a second machine for the same graph pays
+// for neither.
+var shared struct {
+	sync.Mutex
+	dev *cuda.Device
+}
+
+func sharedDevice() (*cuda.Device, error) {
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.dev != nil {
+		return shared.dev, nil
+	}
+	dev, err := cuda.Open(0)
+	if err != nil {
+		return nil, fmt.Errorf("fusion: %w", err)
+	}
+	shared.dev = dev
+	return dev, nil
+}
 
 // gpu runs a compiled graph on the GPU: values live in device buffers for the
 // whole run; graph inputs go up, the values the user can read come down, and
@@ -23,13 +49,19 @@ type gpu struct {
 	bufs    map[*G.Node]*cuda.Buffer
 	loaded  map[*G.Node]*cuda.Function
 	newOf   map[*G.Node]*G.Node // new node → original node
+	host    map[*G.Node]any     // host memory of values that come down, reused
 	hostOps int                 // launches of unknown ops on the CPU, last run
+	timer   *cuda.Timer
+	devMs   float64 // device time of the last run's compute, ms
 }
 
+// openGPU allocates every buffer of the graph and loads every kernel now, so
+// that a driver or JIT error is an error of NewTapeMachine and the first run
+// is as fast as the others.
 func openGPU(c *Compiled) (gpuBackend, error) {
-	dev, err := cuda.Open(0)
+	dev, err := sharedDevice()
 	if err != nil {
-		return nil, fmt.Errorf("fusion: %w", err)
+		return nil, err
 	}
 	sorted, err := G.Sort(c.Graph)
 	if err != nil {
@@ -39,11 +71,77 @@ func openGPU(c *Compiled) (gpuBackend, error) {
 	for i := len(sorted) - 1; i >= 0; i-- {
 		order = append(order, sorted[i])
 	}
-	g := &gpu{dev: dev, order: order, bufs: map[*G.Node]*cuda.Buffer{}, loaded: map[*G.Node]*cuda.Function{}, newOf: map[*G.Node]*G.Node{}}
+	g := &gpu{dev: dev, order: order, bufs: map[*G.Node]*cuda.Buffer{}, loaded: map[*G.Node]*cuda.Function{}, newOf: map[*G.Node]*G.Node{}, host: map[*G.Node]any{}}
 	for orig, nn := range c.rw.New {
 		g.newOf[nn] = orig
 	}
+	if g.timer, err = dev.NewTimer(); err != nil {
+		return nil, fmt.Errorf("fusion: %w", err)
+	}
+	if err := g.prepare(c); err != nil {
+		g.close()
+		return nil, err
+	}
 	return g, nil
+}
+
+// prepare allocates the buffers and loads the kernels, in graph order.
+func (g *gpu) prepare(c *Compiled) error {
+	isInput := map[*G.Node]bool{}
+	for _, in := range c.rw.Inputs {
+		isInput[c.rw.New[in]] = true
+	}
+	for _, n := range g.order {
+		if isInput[n] {
+			if _, err := g.buffer(n); err != nil {
+				return err
+			}
+			continue
+		}
+		args := operands(c.Graph, n)
+		switch op := n.Op().(type) {
+		case nil:
+			return fmt.Errorf("fusion: node %v has no op and is not an input", n.Name())
+		case *FusedOp:
+			dev, err := g.args(args)
+			if err != nil {
+				return err
+			}
+			if op.IsView() { // a reshape: the same device memory
+				g.bufs[n] = dev[0].(*cuda.Buffer)
+				continue
+			}
+			out, err := g.buffer(n)
+			if err != nil {
+				return err
+			}
+			_, f, err := g.dev.Compile(op.Kernel(), 4, append(dev, out))
+			if err != nil {
+				return fmt.Errorf("fusion: %w", err)
+			}
+			g.loaded[n] = f
+		default:
+			if !isConst(n) { // a host op: its result goes up into this buffer
+				if _, err := g.buffer(n); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// args are the device buffers of a kernel's operands.
+func (g *gpu) args(nodes G.Nodes) ([]any, error) {
+	dev := make([]any, 0, len(nodes)+1)
+	for _, a := range nodes {
+		b, err := g.devBuf(a)
+		if err != nil {
+			return nil, err
+		}
+		dev = append(dev, b)
+	}
+	return dev, nil
 }
 
 func elemSize(n *G.Node) (int64, error) {
@@ -73,31 +171,47 @@ func (g *gpu) buffer(n *G.Node) (*cuda.Buffer, error) {
 	return b, nil
 }
 
-func (g *gpu) upload(n *G.Node, v G.Value) error {
-	b, err := g.buffer(n)
-	if err != nil {
-		return err
+// upload copies v into n's buffer: through t inside a Run, else on its own.
+func (g *gpu) upload(t *cuda.Thread, n *G.Node, v G.Value) error {
+	b, ok := g.bufs[n]
+	if !ok {
+		if t != nil { // allocating here would wait on the thread we are on
+			return fmt.Errorf("fusion: %v has no buffer from prepare", n.Name())
+		}
+		var err error
+		if b, err = g.buffer(n); err != nil {
+			return err
+		}
 	}
 	h, err := hostSlice(v)
 	if err != nil {
 		return fmt.Errorf("fusion: %v: %w", n.Name(), err)
 	}
-	return g.dev.Upload(b, h)
+	if t == nil {
+		return g.dev.Upload(b, h)
+	}
+	return t.Upload(b, h)
 }
 
-func (g *gpu) download(n *G.Node) (G.Value, error) {
+// download copies n's buffer into host memory that is n's from one run to
+// the next (as Gorgonia's tape machine reuses its values): a value read
+// after a run is overwritten by the next one.
+func (g *gpu) download(t *cuda.Thread, n *G.Node) (G.Value, error) {
 	b, ok := g.bufs[n]
 	if !ok {
 		return nil, fmt.Errorf("fusion: %v has no device value", n.Name())
 	}
-	size := max(1, n.Shape().TotalSize())
-	var host any
-	if n.Dtype() == tensor.Float64 {
-		host = make([]float64, size)
-	} else {
-		host = make([]float32, size)
+	host, ok := g.host[n]
+	if !ok {
+		size := max(1, n.Shape().TotalSize())
+		if n.Dtype() == tensor.Float64 {
+			host = make([]float64, size)
+		} else {
+			host = make([]float32, size)
+		}
+		g.host[n] = host
 	}
-	if err := g.dev.Download(host, b); err != nil {
+	if err := t.Download(host, b); err != nil {
 		return nil, err
 	}
 	if n.IsScalar() {
@@ -117,7 +231,7 @@ func (g *gpu) devBuf(n *G.Node) (*cuda.Buffer, error) {
 		return b, nil
 	}
 	if isConst(n) {
-		if err := g.upload(n, n.Value()); err != nil {
+		if err := g.upload(nil, n, n.Value()); err != nil {
 			return nil, err
 		}
 		return g.bufs[n], nil
@@ -134,63 +248,88 @@ func operands(cg *G.ExprGraph, n *G.Node) G.Nodes {
 	return out
 }
 
+// run is one Run on the device's thread: inputs up, the timed compute, the
+// values the user can read down.
 func (g *gpu) run(c *Compiled) error {
-	g.hostOps = 0
 	rw := c.rw
 	isInput := map[*G.Node]bool{}
 	for _, in := range rw.Inputs {
-		nn := rw.New[in]
-		isInput[nn] = true
+		isInput[rw.New[in]] = true
 		if in.Value() == nil {
 			return fmt.Errorf("fusion: input %v has no value: Let it first", in.Name())
 		}
-		if err := g.upload(nn, in.Value()); err != nil {
+	}
+	g.hostOps, g.devMs = 0, 0
+	err := g.dev.Run(func(t *cuda.Thread) error {
+		for _, in := range rw.Inputs {
+			if err := g.upload(t, rw.New[in], in.Value()); err != nil {
+				return err
+			}
+		}
+		if err := g.timer.Start(t); err != nil {
 			return err
 		}
+		if err := g.compute(t, c, isInput); err != nil {
+			return err
+		}
+		ms, err := g.timer.Stop(t)
+		if err != nil {
+			return err
+		}
+		g.devMs = ms
+		for nn, orig := range g.newOf {
+			if !c.read[orig] || isInput[nn] {
+				continue
+			}
+			if isConst(nn) { // known on the host (SizeOf, folded constants)
+				if v := nn.Value(); v != nil {
+					if err := G.UnsafeLet(orig, v); err != nil {
+						return fmt.Errorf("writing back %v: %w", orig.Name(), err)
+					}
+				}
+				continue
+			}
+			v, err := g.download(t, nn)
+			if err != nil {
+				return err
+			}
+			if err := G.UnsafeLet(orig, v); err != nil {
+				return fmt.Errorf("writing back %v: %w", orig.Name(), err)
+			}
+		}
+		return nil
+	})
+	c.Report.HostOps = g.hostOps
+	if err != nil && !strings.HasPrefix(err.Error(), "fusion: ") {
+		err = fmt.Errorf("fusion: %w", err)
 	}
+	return err
+}
+
+// compute launches the graph's kernels and runs its host ops, in order; the
+// inputs are on the device.
+func (g *gpu) compute(t *cuda.Thread, c *Compiled, isInput map[*G.Node]bool) error {
 	for _, n := range g.order {
 		if isInput[n] {
 			continue
 		}
 		args := operands(c.Graph, n)
 		switch op := n.Op().(type) {
-		case nil:
-			return fmt.Errorf("fusion: node %v has no op and is not an input", n.Name())
 		case *FusedOp:
-			if op.IsView() { // a reshape: the same device memory
-				b, err := g.devBuf(args[0])
-				if err != nil {
-					return err
-				}
-				g.bufs[n] = b
+			if op.IsView() { // shares its operand's buffer (prepare)
 				continue
 			}
-			dev := make([]any, 0, len(args)+1)
-			for _, a := range args {
-				b, err := g.devBuf(a)
-				if err != nil {
-					return err
-				}
-				dev = append(dev, b)
-			}
-			out, err := g.buffer(n)
+			dev, err := g.args(args)
 			if err != nil {
 				return err
 			}
-			dev = append(dev, out)
-			f, ok := g.loaded[n]
-			if !ok {
-				if _, f, err = g.dev.Compile(op.Kernel(), 4, dev); err != nil {
-					return fmt.Errorf("fusion: %w", err)
-				}
-				g.loaded[n] = f
-			}
-			if err := g.dev.Launch(f, op.Kernel(), op.Grid(), dev...); err != nil {
+			dev = append(dev, g.bufs[n])
+			if err := t.Launch(g.loaded[n], op.Kernel(), op.Grid(), dev...); err != nil {
 				return fmt.Errorf("fusion: %w", err)
 			}
 		default:
 			if isConst(n) {
-				continue // uploaded when first needed
+				continue // uploaded by prepare
 			}
 			// an op tilefuse does not know: on the CPU, with copies
 			vals := make([]G.Value, len(args))
@@ -199,7 +338,7 @@ func (g *gpu) run(c *Compiled) error {
 					vals[i] = a.Value()
 					continue
 				}
-				v, err := g.download(a)
+				v, err := g.download(t, a)
 				if err != nil {
 					return err
 				}
@@ -209,39 +348,21 @@ func (g *gpu) run(c *Compiled) error {
 			if err != nil {
 				return fmt.Errorf("fusion: %v on the CPU: %w", n.Name(), err)
 			}
-			if err := g.upload(n, v); err != nil {
+			if err := g.upload(t, n, v); err != nil {
 				return err
 			}
 			g.hostOps++
 		}
 	}
-	if err := g.dev.Sync(); err != nil {
-		return fmt.Errorf("fusion: %w", err)
-	}
-	for nn, orig := range g.newOf {
-		if !c.read[orig] || isInput[nn] {
-			continue
-		}
-		if isConst(nn) { // known on the host (SizeOf, folded constants)
-			if v := nn.Value(); v != nil {
-				if err := G.UnsafeLet(orig, v); err != nil {
-					return fmt.Errorf("fusion: writing back %v: %w", orig.Name(), err)
-				}
-			}
-			continue
-		}
-		v, err := g.download(nn)
-		if err != nil {
-			return err
-		}
-		if err := G.UnsafeLet(orig, v); err != nil {
-			return fmt.Errorf("fusion: writing back %v: %w", orig.Name(), err)
-		}
-	}
-	c.Report.HostOps = g.hostOps
 	return nil
 }
 
+// deviceTime is the last run's compute on the device, from an event before
+// the first launch to one after the last: inputs already up, results not yet
+// down.
+func (g *gpu) deviceTime() float64 { return g.devMs / 1e3 }
+
+// close frees the graph's buffers; the shared device stays open.
 func (g *gpu) close() error {
 	seen := map[*cuda.Buffer]bool{}
 	for _, b := range g.bufs {
@@ -250,5 +371,9 @@ func (g *gpu) close() error {
 			g.dev.Free(b)
 		}
 	}
-	return g.dev.Close()
+	g.bufs = nil
+	if g.timer != nil {
+		return g.timer.Close()
+	}
+	return nil
 }

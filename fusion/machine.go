@@ -34,7 +34,7 @@ func Compile(g *G.ExprGraph, opts ...Option) (c *Compiled, err error) {
 		o(&cfg)
 	}
 	if cfg.backend == CUDA && newGPUBackend == nil {
-		return nil, errors.New("fusion: the CUDA backend needs the tagged build: go build -tags tilefuse_cuda (see README)")
+		return nil, Available(CUDA)
 	}
 	gr, err := graphpass.Import(g)
 	if err != nil {
@@ -119,10 +119,28 @@ func readSet(gr *graphpass.Graph, cfg config) map[*G.Node]bool {
 // gpuBackend runs a compiled graph on a GPU (the tilefuse_cuda build sets newGPUBackend).
 type gpuBackend interface {
 	run(c *Compiled) error
+	deviceTime() float64
 	close() error
 }
 
-var newGPUBackend func(c *Compiled) (gpuBackend, error)
+var (
+	newGPUBackend func(c *Compiled) (gpuBackend, error)
+	openDevice    func() error // opens the shared GPU (tilefuse_cuda build)
+)
+
+// Available says whether backend b can run here: the CPU always can; CUDA
+// needs the tagged build and a GPU. For CUDA it creates the process's GPU
+// context now (once; machines share it), so that the first NewTapeMachine
+// does not pay for it.
+func Available(b Backend) error {
+	if b != CUDA {
+		return nil
+	}
+	if openDevice == nil {
+		return errors.New("fusion: the CUDA backend needs the tagged build: go build -tags tilefuse_cuda (see README)")
+	}
+	return openDevice()
+}
 
 // Machine runs a fused graph: a drop-in for Gorgonia's tape machine.
 type Machine struct {
@@ -211,6 +229,19 @@ func (m *Machine) RunAll() (err error) {
 		}
 	}
 	return nil
+}
+
+// DeviceTime is, on the CUDA backend, the device time of the last run's
+// compute, measured with events from before the first kernel to after the
+// last: inputs already on the device, results not yet copied back (host ops
+// and their copies in between count). ok is false on the CPU backend or
+// before a run.
+func (m *Machine) DeviceTime() (seconds float64, ok bool) {
+	if m.gpu == nil {
+		return 0, false
+	}
+	t := m.gpu.deviceTime()
+	return t, t > 0
 }
 
 // Reset resets the machine for another run.
