@@ -57,16 +57,33 @@ type Measurement struct {
 	Max     float64 `json:"max_s"`
 	Runs    int     `json:"runs"`
 	Kernels int     `json:"kernels,omitempty"` // tilefuse modes: kernels (and host ops) per run
-	// compile time of tilefuse modes: the first compilation of this graph in
-	// the process (cold), and a second one (NewTapeMachine), which takes the
-	// kernels' interpreter form (CPU) or loaded module (CUDA) from a cache;
+	// Device times, tilefuse modes on the GPU: the compute of each run
+	// measured with events (fusion.Machine.DeviceTime), without the copies
+	// of inputs up and results down that Median includes
+	DeviceMedian float64 `json:"device_median_s,omitempty"`
+	DeviceMin    float64 `json:"device_min_s,omitempty"`
+	DeviceMax    float64 `json:"device_max_s,omitempty"`
+	// compile time of tilefuse modes: the first NewTapeMachine of this graph
+	// in the process (cold: partition, emission, and on the GPU codegen and
+	// the driver's JIT), and a second one, which takes the kernels'
+	// interpreter form (CPU) or loaded module (CUDA) from a cache;
 	// partitioning and emission run again
 	CompileCold   float64 `json:"compile_cold_s,omitempty"`
 	CompileCached float64 `json:"compile_cached_s,omitempty"`
 	// MaxErr is the largest |a-b|/(1+|b|) against the unfused run (0 for it)
 	MaxErr float64 `json:"max_err"`
+	// GBps and GFLOPs are per Time(): the device time where there is one
 	GBps   float64 `json:"gb_per_s,omitempty"`
 	GFLOPs float64 `json:"gflop_per_s,omitempty"`
+}
+
+// Time is the median the rates are computed from: the device time on the
+// GPU, else the wall time.
+func (m *Measurement) Time() float64 {
+	if m.DeviceMedian > 0 {
+		return m.DeviceMedian
+	}
+	return m.Median
 }
 
 // Result is one graph's measurements.
@@ -99,6 +116,16 @@ func (r *Result) Speedup(m string) float64 {
 		return 0
 	}
 	return g.Median / x.Median
+}
+
+// DeviceSpeedup is the unfused device time over mode m's, what fusion buys
+// on the GPU (0 without device times).
+func (r *Result) DeviceSpeedup(m string) float64 {
+	u, x := r.Mode(Unfused), r.Mode(m)
+	if u == nil || x == nil || u.DeviceMedian == 0 || x.DeviceMedian == 0 {
+		return 0
+	}
+	return u.DeviceMedian / x.DeviceMedian
 }
 
 // Roofline is mode m's bandwidth as a fraction of the copy bandwidth (0 when
@@ -140,6 +167,9 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 	}()
 	if s.Graph == nil || len(s.Outputs) == 0 {
 		return nil, errors.New("bench: a spec needs a graph and at least one output")
+	}
+	if err := fusion.Available(o.Backend); err != nil { // and the GPU context, before anything is timed
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	if o.Runs <= 0 {
 		o.Runs = 10
@@ -205,12 +235,14 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 		default:
 			opts := append([]fusion.Option{fusion.WithBackend(o.Backend), fusion.WithFusion(mode == Fused)}, o.FusionOptions...)
 			t0 := time.Now()
-			if _, err := fusion.Compile(s.Graph, opts...); err != nil {
+			fm := fusion.NewTapeMachine(s.Graph, opts...)
+			m.CompileCold = time.Since(t0).Seconds()
+			if err := fm.Err(); err != nil {
 				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
 			}
-			m.CompileCold = time.Since(t0).Seconds()
+			fm.Close()
 			t0 = time.Now()
-			fm := fusion.NewTapeMachine(s.Graph, opts...)
+			fm = fusion.NewTapeMachine(s.Graph, opts...)
 			m.CompileCached = time.Since(t0).Seconds()
 			if err := fm.Err(); err != nil {
 				fm.Close()
@@ -219,7 +251,7 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 			m.Kernels = fm.Report().Kernels() + len(fm.Report().Unfused)
 			vm = fm
 		}
-		times, got, err := timeRuns(vm, bind, s.Outputs, o)
+		times, devTimes, got, err := timeRuns(vm, bind, s.Outputs, o)
 		vm.Close()
 		if err != nil {
 			return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
@@ -234,9 +266,13 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 		}
 		slices.Sort(times)
 		m.Median, m.Min, m.Max = median(times), times[0], times[len(times)-1]
-		m.GBps = float64(inBytes+outBytes(s.Outputs)) / m.Median / 1e9
+		if devTimes != nil {
+			slices.Sort(devTimes)
+			m.DeviceMedian, m.DeviceMin, m.DeviceMax = median(devTimes), devTimes[0], devTimes[len(devTimes)-1]
+		}
+		m.GBps = float64(inBytes+outBytes(s.Outputs)) / m.Time() / 1e9
 		if s.Flops > 0 {
-			m.GFLOPs = float64(s.Flops) / m.Median / 1e9
+			m.GFLOPs = float64(s.Flops) / m.Time() / 1e9
 		}
 		res.Modes = append(res.Modes, m)
 	}
@@ -246,9 +282,15 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 	return res, nil
 }
 
-// timeRuns warms vm up, then times o.Runs runs; it returns the outputs of
-// the first run (input set 0).
-func timeRuns(vm machine, bind func(int) error, outputs []*G.Node, o Options) ([]float64, [][]float64, error) {
+// deviceTimer is a machine that measures its device time (fusion on the GPU).
+type deviceTimer interface {
+	DeviceTime() (float64, bool)
+}
+
+// timeRuns warms vm up, then times o.Runs runs, wall time and, where vm
+// measures it, device time (else nil); it returns the outputs of the first
+// run (input set 0).
+func timeRuns(vm machine, bind func(int) error, outputs []*G.Node, o Options) (times, devTimes []float64, got [][]float64, err error) {
 	run := func(i int) error {
 		if err := bind(i); err != nil {
 			return err
@@ -257,30 +299,40 @@ func timeRuns(vm machine, bind func(int) error, outputs []*G.Node, o Options) ([
 		return vm.RunAll()
 	}
 	if err := run(0); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	got := make([][]float64, len(outputs))
+	got = make([][]float64, len(outputs))
 	for i, n := range outputs {
 		v, err := floats(n)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		got[i] = v
 	}
 	for i, t0 := 1, time.Now(); time.Since(t0) < o.WarmUp; i++ {
 		if err := run(i); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
-	times := make([]float64, o.Runs)
+	dt, _ := vm.(deviceTimer)
+	times = make([]float64, o.Runs)
 	for i := range times {
 		t0 := time.Now()
 		if err := run(i); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		times[i] = time.Since(t0).Seconds()
+		if dt == nil {
+			continue
+		}
+		if d, ok := dt.DeviceTime(); ok {
+			devTimes = append(devTimes, d)
+		}
 	}
-	return times, got, nil
+	if len(devTimes) != len(times) {
+		devTimes = nil
+	}
+	return times, devTimes, got, nil
 }
 
 func floats(n *G.Node) ([]float64, error) {

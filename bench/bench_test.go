@@ -88,3 +88,25 @@ func TestCompare(t *testing.T) {
 		})
 	}
 }
+
+// TestDeviceTimes: rates come from the device time where there is one, and
+// the device speedup needs both tilefuse modes' device times.
+func TestDeviceTimes(t *testing.T) {
+	f := &Measurement{Mode: Fused, Median: 0.01, DeviceMedian: 0.002}
+	u := &Measurement{Mode: Unfused, Median: 0.02, DeviceMedian: 0.006}
+	g := &Measurement{Mode: Gorgonia, Median: 0.05}
+	if f.Time() != 0.002 || g.Time() != 0.05 {
+		t.Fatalf("Time: fused %v (want the device 0.002), Gorgonia %v (want the wall 0.05)", f.Time(), g.Time())
+	}
+	r := &Result{Modes: []*Measurement{g, u, f}}
+	if s := r.DeviceSpeedup(Fused); math.Abs(s-3) > 1e-12 {
+		t.Fatalf("DeviceSpeedup = %v, want 3", s)
+	}
+	if s := r.Speedup(Fused); math.Abs(s-5) > 1e-12 {
+		t.Fatalf("Speedup = %v, want 5 (wall clock against Gorgonia)", s)
+	}
+	u.DeviceMedian = 0
+	if s := r.DeviceSpeedup(Fused); s != 0 {
+		t.Fatalf("DeviceSpeedup without the unfused device time = %v, want 0", s)
+	}
+}

@@ -135,23 +135,48 @@ func ms(s float64) string { return fmt.Sprintf("%.3g", s*1e3) }
 
 // writeTable prints one row per workload and size: times in ms (median,
 // with the fastest and slowest run for the fused mode), speedups over
-// Gorgonia, bandwidth and percent of the copy roofline, compile times.
+// Gorgonia, bandwidth and percent of the copy roofline, compile times. With
+// device times (the GPU), the rates come from them, and a second table puts
+// the device times of the unfused and fused runs side by side.
 func writeTable(out io.Writer, results []*bench.Result, be fusion.Backend, copyGBps float64, copyWhat string) {
-	fmt.Fprintf(out, "backend %s; roofline: %s %.1f GB/s; times are medians in ms\n\n", be, copyWhat, copyGBps)
-	fmt.Fprintln(out, "| workload | size | kernels unfused → fused | Gorgonia | unfused | fused (min–max) | fused vs Gorgonia | unfused vs Gorgonia | fused GB/s | % of copy | fused GFLOP/s | compile 1st / 2nd ms | max err Gorgonia / fused |")
+	hasDev := false
+	for _, r := range results {
+		hasDev = hasDev || r.DeviceSpeedup(bench.Fused) > 0
+	}
+	rate := ""
+	if hasDev {
+		rate = " (device)"
+	}
+	fmt.Fprintf(out, "backend %s; roofline: %s %.1f GB/s; times are medians in ms, wall clock of a whole run (inputs in, results out)\n\n", be, copyWhat, copyGBps)
+	fmt.Fprintf(out, "| workload | size | kernels unfused → fused | Gorgonia | unfused | fused (min–max) | fused vs Gorgonia | unfused vs Gorgonia | fused GB/s%s | %% of copy | fused GFLOP/s%s | compile 1st / 2nd ms | max err Gorgonia / fused |\n", rate, rate)
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		g, u, f := r.Mode(bench.Gorgonia), r.Mode(bench.Unfused), r.Mode(bench.Fused)
-		flops := "–"
-		if f.GFLOPs > 0 {
-			flops = fmt.Sprintf("%.1f", f.GFLOPs)
-		}
 		fmt.Fprintf(out, "| %s | %s | %d → %d | %s | %s | %s (%s–%s) | %.2fx | %.2fx | %.2f | %.0f%% | %s | %s / %s | %.1g / %.1g |\n",
 			r.Name, r.Size, u.Kernels, f.Kernels, ms(g.Median), ms(u.Median), ms(f.Median), ms(f.Min), ms(f.Max),
-			r.Speedup(bench.Fused), r.Speedup(bench.Unfused), f.GBps, 100*r.Roofline(bench.Fused), flops,
+			r.Speedup(bench.Fused), r.Speedup(bench.Unfused), f.GBps, 100*r.Roofline(bench.Fused), gflops(f),
 			ms(f.CompileCold), ms(f.CompileCached), g.MaxErr, f.MaxErr)
 	}
 	fmt.Fprintln(out, "\nkernels count fused kernels plus ops left to Gorgonia; max err is max |a-b|/(1+|b|) against the unfused run.")
+	if !hasDev {
+		return
+	}
+	fmt.Fprintln(out, "\nOn the device (events around the kernels of one run; inputs already up, results not yet down), medians in ms:")
+	fmt.Fprintln(out, "\n| workload | size | unfused | fused (min–max) | fused vs unfused | fused GB/s | % of copy | fused GFLOP/s | transfers and host, fused |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		u, f := r.Mode(bench.Unfused), r.Mode(bench.Fused)
+		fmt.Fprintf(out, "| %s | %s | %s | %s (%s–%s) | %.2fx | %.2f | %.0f%% | %s | %.0f%% of the run |\n",
+			r.Name, r.Size, ms(u.DeviceMedian), ms(f.DeviceMedian), ms(f.DeviceMin), ms(f.DeviceMax),
+			r.DeviceSpeedup(bench.Fused), f.GBps, 100*r.Roofline(bench.Fused), gflops(f), 100*(1-f.DeviceMedian/f.Median))
+	}
+}
+
+func gflops(m *bench.Measurement) string {
+	if m.GFLOPs > 0 {
+		return fmt.Sprintf("%.1f", m.GFLOPs)
+	}
+	return "–"
 }
 
 // copyBandwidth measures the roofline of memory-bound graphs on be.

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	pngpkg "image/png"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tilefuse/tilefuse/bench"
+	"github.com/tilefuse/tilefuse/fusion"
 )
 
 func TestRunPrintsIRAndTable(t *testing.T) {
@@ -105,5 +110,42 @@ func TestBenchRejectsBadInput(t *testing.T) {
 	var sb strings.Builder
 	if err := run([]string{"frobnicate"}, &sb); err == nil || !strings.Contains(err.Error(), "unknown command") {
 		t.Errorf("unknown command: got %v", err)
+	}
+}
+
+// TestDeviceTable: with device times (the GPU), the rates come from them and
+// a second table sets the unfused and fused device times side by side; the
+// plot gets its third panel.
+func TestDeviceTable(t *testing.T) {
+	r := &bench.Result{Name: "chain", Size: "large", Backend: "cuda", Bytes: 2e9, CopyGBps: 4000, Modes: []*bench.Measurement{
+		{Mode: bench.Gorgonia, Median: 0.1, Min: 0.1, Max: 0.1},
+		{Mode: bench.Unfused, Median: 0.012, Min: 0.012, Max: 0.012, DeviceMedian: 0.004, Kernels: 11},
+		{Mode: bench.Fused, Median: 0.01, Min: 0.01, Max: 0.01, DeviceMedian: 0.001, DeviceMin: 0.001, DeviceMax: 0.001, Kernels: 1, GBps: 2000},
+	}}
+	var buf bytes.Buffer
+	writeTable(&buf, []*bench.Result{r}, fusion.CUDA, 4000, "device-to-device copy")
+	out := buf.String()
+	for _, want := range []string{
+		"fused GB/s (device)",
+		"| chain | large | 11 → 1 | 100 | 12 | 10 (10–10) | 10.00x | 8.33x | 2000.00 | 50% |",
+		"On the device",
+		"| chain | large | 4 | 1 (1–1) | 4.00x | 2000.00 | 50% | – | 90% of the run |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	png := filepath.Join(t.TempDir(), "dev.png")
+	if err := writePlot(png, []*bench.Result{r}, fusion.CUDA); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(png)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := pngpkg.DecodeConfig(f)
+	if err != nil || cfg.Height < 900 {
+		t.Fatalf("plot %v x %v (%v): want three panels", cfg.Width, cfg.Height, err)
 	}
 }

@@ -15,17 +15,21 @@ import (
 	"github.com/tilefuse/tilefuse/fusion"
 )
 
-// writePlot draws two bar charts, one above the other: each workload's
-// speedup over Gorgonia (unfused and fused), and the fused run's bandwidth
-// as a percent of the copy roofline.
+// writePlot draws bar charts, one above the other: each workload's speedup
+// over Gorgonia (unfused and fused), on the GPU the fused run's speedup over
+// the unfused one in device time, and the fused run's bandwidth as a percent
+// of the copy roofline.
 func writePlot(file string, results []*bench.Result, be fusion.Backend) error {
 	var names []string
-	fused, unfused, roof := plotter.Values{}, plotter.Values{}, plotter.Values{}
+	fused, unfused, roof, dev := plotter.Values{}, plotter.Values{}, plotter.Values{}, plotter.Values{}
+	hasDev := false
 	for _, r := range results {
 		names = append(names, r.Name+"/"+r.Size)
 		fused = append(fused, r.Speedup(bench.Fused))
 		unfused = append(unfused, r.Speedup(bench.Unfused))
 		roof = append(roof, 100*r.Roofline(bench.Fused))
+		dev = append(dev, r.DeviceSpeedup(bench.Fused))
+		hasDev = hasDev || dev[len(dev)-1] > 0
 	}
 	w := vg.Points(float64(max(8, 2*len(results))) * 18)
 	barW := vg.Points(8)
@@ -55,8 +59,28 @@ func writePlot(file string, results []*bench.Result, be fusion.Backend) error {
 	sp.X.Tick.Label.Rotation = 0.6
 	sp.X.Tick.Label.XAlign = draw.XRight
 
+	panels := [][]*plot.Plot{{sp}}
+	if hasDev {
+		dp := plot.New()
+		dp.Title.Text = "fused over unfused, device time (events)"
+		dp.Y.Label.Text = "× unfused"
+		bd, err := plotter.NewBarChart(dev, barW)
+		if err != nil {
+			return err
+		}
+		bd.Color = color.RGBA{200, 110, 30, 255}
+		dp.Add(bd, one)
+		dp.NominalX(names...)
+		dp.X.Tick.Label.Rotation = 0.6
+		dp.X.Tick.Label.XAlign = draw.XRight
+		panels = append(panels, []*plot.Plot{dp})
+	}
+
 	rp := plot.New()
 	rp.Title.Text = "fused: percent of the copy roofline"
+	if hasDev {
+		rp.Title.Text += " (device time)"
+	}
 	rp.Y.Label.Text = "% of copy bandwidth"
 	br, err := plotter.NewBarChart(roof, barW)
 	if err != nil {
@@ -68,12 +92,15 @@ func writePlot(file string, results []*bench.Result, be fusion.Backend) error {
 	rp.X.Tick.Label.Rotation = 0.6
 	rp.X.Tick.Label.XAlign = draw.XRight
 
-	img := vgimg.New(w, vg.Points(640))
+	panels = append(panels, []*plot.Plot{rp})
+
+	img := vgimg.New(w, vg.Points(float64(320*len(panels))))
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadY: vg.Points(12), PadX: vg.Points(8), PadTop: vg.Points(8), PadBottom: vg.Points(8)}
-	canvases := plot.Align([][]*plot.Plot{{sp}, {rp}}, tiles, dc)
-	sp.Draw(canvases[0][0])
-	rp.Draw(canvases[1][0])
+	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadY: vg.Points(12), PadX: vg.Points(8), PadTop: vg.Points(8), PadBottom: vg.Points(8)}
+	canvases := plot.Align(panels, tiles, dc)
+	for i, row := range panels {
+		row[0].Draw(canvases[i][0])
+	}
 	png := vgimg.PngCanvas{Canvas: img}
 	f, err := os.Create(file)
 	if err != nil {

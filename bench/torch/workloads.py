@@ -1,0 +1,220 @@
+"""The bench workloads of tilefuse (bench/workloads.go) in PyTorch, at the
+same sizes, float32, timed the way tilefuse's device times are: CUDA events
+around one run, inputs already on the device, median of runs after warm-up.
+
+Modes: eager (the graph op by op, as the Gorgonia graph is written), library
+(eager with PyTorch's own fused op where one exists: F.softmax, F.layer_norm,
+F.gelu(approximate="tanh"), SDPA), and compiled (torch.compile of the op-by-op
+code, Inductor -> Triton). Training workloads run forward and backward.
+
+usage: python3 bench/torch/workloads.py [--runs 50] [--json out.json] [--compile-sizes large]
+"""
+import argparse, json, math, statistics, sys, time
+
+import torch
+import torch.nn.functional as F
+
+dev = "cuda"
+torch.backends.cuda.matmul.allow_tf32 = False  # strict fp32, as tilefuse's ieee dots
+torch.backends.cudnn.allow_tf32 = False
+
+
+def rnd(scale, *shape, g):
+    return ((torch.rand(*shape, generator=g, device=dev) * 2 - 1) * scale).contiguous()
+
+
+def gelu(x):  # tanh form, as bench/workloads.go writes it
+    inner = (x + x * x * x * 0.044715) * math.sqrt(2 / math.pi)
+    return x * (torch.tanh(inner) + 1) * 0.5
+
+
+def layer_norm(x, gamma, beta):
+    mu = x.mean(1, keepdim=True)
+    xc = x - mu
+    v = (xc * xc).mean(1, keepdim=True)
+    rstd = 1 / torch.sqrt(v + 1e-5)
+    return xc * rstd * gamma + beta
+
+
+def softmax_ops(x):
+    e = torch.exp(x - x.amax(1, keepdim=True))
+    return e / e.sum(1, keepdim=True)
+
+
+def pick(size, small, large):
+    return small if size == "small" else large
+
+
+def chain(size, g):
+    n = pick(size, 1 << 16, 1 << 22)
+    x = rnd(2, n // 1024, 1024, g=g)
+    ops = lambda x: gelu(x * 0.5 + 1) * 2
+    lib = lambda x: F.gelu(x * 0.5 + 1, approximate="tanh") * 2
+    return (x,), ops, lib, 0
+
+
+def softmax(size, g):
+    x = rnd(4, pick(size, 64, 4096), 1024, g=g)
+    return (x,), softmax_ops, lambda x: F.softmax(x, 1), 0
+
+
+def layernorm(size, g):
+    x = rnd(4, pick(size, 64, 4096), 1024, g=g)
+    gamma, beta = rnd(1, 1024, g=g), rnd(1, 1024, g=g)
+    return (x, gamma, beta), layer_norm, lambda x, a, b: F.layer_norm(x, (1024,), a, b, 1e-5), 0
+
+
+def linear_gelu(size, g):
+    m = pick(size, 128, 1024)
+    x, w, b = rnd(1, m, m, g=g), rnd(1 / math.sqrt(m), m, m, g=g), rnd(1, m, g=g)
+    return (x, w, b), lambda x, w, b: gelu(x @ w + b), lambda x, w, b: F.gelu(torch.addmm(b, x, w), approximate="tanh"), 2 * m ** 3
+
+
+def attention(size, g):
+    bh, s, d = pick(size, 8, 32), pick(size, 128, 512), 64
+    q, k, v = (rnd(1, bh, s, d, g=g) for _ in range(3))
+    ops = lambda q, k, v: softmax_ops_last(q @ k.transpose(1, 2) * (1 / math.sqrt(d))) @ v
+    lib = lambda q, k, v: F.scaled_dot_product_attention(q, k, v)
+    return (q, k, v), ops, lib, 4 * bh * s * s * d
+
+
+def softmax_ops_last(x):
+    e = torch.exp(x - x.amax(-1, keepdim=True))
+    return e / e.sum(-1, keepdim=True)
+
+
+def grads_of(loss_fn, params):
+    def step(*args):
+        for p in params:
+            p.grad = None
+        loss = loss_fn(*args)
+        loss.backward()
+        return loss
+    return step
+
+
+def mlp_step(size, g):
+    batch = pick(size, 64, 512)
+    i, h, o = pick(size, 256, 784), pick(size, 512, 1024), 16
+    x, y = rnd(1, batch, i, g=g), rnd(1, batch, o, g=g)
+    w1, b1 = rnd(1 / math.sqrt(i), i, h, g=g), rnd(0.1, h, g=g)
+    w2, b2 = rnd(1 / math.sqrt(h), h, o, g=g), rnd(0.1, o, g=g)
+    params = [p.requires_grad_() for p in (w1, b1, w2, b2)]
+
+    def loss_ops(x, y):
+        p = gelu(x @ w1 + b1) @ w2 + b2
+        return ((p - y) ** 2).mean()
+
+    def loss_lib(x, y):
+        p = F.linear(F.gelu(F.linear(x, w1.t(), b1), approximate="tanh"), w2.t(), b2)
+        return F.mse_loss(p, y)
+
+    return (x, y), grads_of(loss_ops, params), grads_of(loss_lib, params), 3 * 2 * batch * (i * h + h * o)
+
+
+def encoder(size, g, backward):
+    batch = pick(size, 2, 8)
+    s, d, nh = pick(size, 64, 128), pick(size, 128, 256), pick(size, 4, 8)
+    ff, dh = 4 * d, d // nh
+    x = rnd(1, batch * s, d, g=g)
+    wq, wk, wv = (rnd(1 / math.sqrt(d), nh, d, dh, g=g) for _ in range(3))
+    wo = rnd(1 / math.sqrt(d), d, d, g=g)
+    ln1g, ln1b = rnd(1, d, g=g), rnd(0.1, d, g=g)
+    w1, b1 = rnd(1 / math.sqrt(d), d, ff, g=g), rnd(0.1, ff, g=g)
+    w2, b2 = rnd(1 / math.sqrt(ff), ff, d, g=g), rnd(0.1, d, g=g)
+    ln2g, ln2b = rnd(1, d, g=g), rnd(0.1, d, g=g)
+    params = [wq, wk, wv, wo, ln1g, ln1b, w1, b1, w2, b2, ln2g, ln2b]
+    if backward:
+        for p in params:
+            p.requires_grad_()
+
+    def block(x, lib):
+        heads = []
+        for i in range(nh):
+            q = (x @ wq[i]).view(batch, s, dh)
+            k = (x @ wk[i]).view(batch, s, dh)
+            v = (x @ wv[i]).view(batch, s, dh)
+            if lib:
+                o = F.scaled_dot_product_attention(q, k, v)
+            else:
+                o = softmax_ops_last(q @ k.transpose(1, 2) * (1 / math.sqrt(dh))) @ v
+            heads.append(o.reshape(batch * s, dh))
+        att = torch.cat(heads, 1)
+        ln = (lambda x, a, b: F.layer_norm(x, (d,), a, b, 1e-5)) if lib else layer_norm
+        act = (lambda x: F.gelu(x, approximate="tanh")) if lib else gelu
+        h1 = ln(x + att @ wo, ln1g, ln1b)
+        m = act(h1 @ w1 + b1) @ w2 + b2
+        return ln(h1 + m, ln2g, ln2b)
+
+    n = batch * s
+    flops = 2 * n * (3 * d * d + d * d + 2 * d * ff) + batch * nh * 4 * s * s * dh
+    if not backward:
+        return (x,), lambda x: block(x, False), lambda x: block(x, True), flops
+    return ((x,), grads_of(lambda x: (block(x, False) ** 2).mean(), params),
+            grads_of(lambda x: (block(x, True) ** 2).mean(), params), 3 * flops)
+
+
+WORKLOADS = {
+    "chain": chain, "softmax": softmax, "layernorm": layernorm, "linear_gelu": linear_gelu,
+    "attention": attention, "mlp_step": mlp_step,
+    "encoder_fwd": lambda s, g: encoder(s, g, False), "encoder_fwd_bwd": lambda s, g: encoder(s, g, True),
+}
+
+
+def device_time(fn, args, runs, warm_s=0.1):
+    """median seconds of one call, by CUDA events around it"""
+    t0 = time.time()
+    fn(*args)
+    while time.time() - t0 < warm_s:
+        fn(*args)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(runs):
+        start.record()
+        fn(*args)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--json")
+    ap.add_argument("--workload", default="all")
+    ap.add_argument("--compile-sizes", default="small,large", help="sizes to run torch.compile at (it takes seconds per graph)")
+    a = ap.parse_args()
+    names = list(WORKLOADS) if a.workload == "all" else a.workload.split(",")
+    rows = []
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; device medians in ms (events around one call)", file=sys.stderr)
+    for name in names:
+        for size in ("small", "large"):
+            g = torch.Generator(device=dev).manual_seed(1)
+            args, ops, lib, flops = WORKLOADS[name](size, g)
+            row = {"name": name, "size": size, "flops": flops}
+            row["eager_s"] = device_time(ops, args, a.runs)
+            row["library_s"] = device_time(lib, args, a.runs)
+            if size in a.compile_sizes.split(","):
+                t0 = time.time()
+                c = torch.compile(ops)
+                c(*args)
+                torch.cuda.synchronize()
+                row["compile_first_call_s"] = time.time() - t0
+                row["compiled_s"] = device_time(c, args, a.runs)
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    print("| workload | size | eager op by op | eager library ops | torch.compile | compile 1st call s |")
+    print("|---|---|---|---|---|---|")
+    f = lambda r, k: f"{1e3 * r[k]:.3g}" if k in r else "–"
+    for r in rows:
+        print(f"| {r['name']} | {r['size']} | {f(r, 'eager_s')} | {f(r, 'library_s')} | {f(r, 'compiled_s')} | "
+              f"{r.get('compile_first_call_s', float('nan')):.1f} |")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(), "results": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
