@@ -177,6 +177,14 @@ func (d *Device) Alloc(n int64) (*Buffer, error) {
 	return b, nil
 }
 
+// Slice is n bytes of b from byte off, sharing its memory (not to be freed).
+func (b *Buffer) Slice(off, n int64) (*Buffer, error) {
+	if off < 0 || n < 0 || off+n > b.Bytes {
+		return nil, fmt.Errorf("cuda: bytes [%d, %d) of a buffer of %d", off, off+n, b.Bytes)
+	}
+	return &Buffer{Ptr: b.Ptr + cu.DevicePtr(off), Bytes: n}, nil
+}
+
 // Free releases b.
 func (d *Device) Free(b *Buffer) error {
 	return d.Do(func() error { return cu.MemFree(b.Ptr) })

@@ -28,6 +28,7 @@ type FusedOp struct {
 	ops    []string // the original ops, for String and the report
 	text   string   // the kernel's IR
 	view   bool     // the group only reshapes: its output shares its input's memory
+	outs   int      // outputs: more than one are stacked along a new first axis
 }
 
 func newFusedOp(grp *graphpass.Group, k *graphpass.Kernel) (*FusedOp, error) {
@@ -36,11 +37,14 @@ func newFusedOp(grp *graphpass.Group, k *graphpass.Kernel) (*FusedOp, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fusion: %v: %w", grp, err)
 	}
-	op := &FusedOp{name: k.Tile.Name, kernel: k, exec: e, text: text}
+	op := &FusedOp{name: k.Tile.Name, kernel: k, exec: e, text: text, outs: max(1, k.Outs)}
 	for _, in := range grp.Inputs {
 		op.ins = append(op.ins, typeOf(in.G))
 	}
 	op.out = typeOf(grp.Root.G)
+	if op.outs > 1 {
+		op.out = G.TensorType{Dims: len(k.Out) + 1, Of: grp.Root.G.Dtype()}
+	}
 	op.view = len(grp.Inputs) == 1 && len(k.Out) > 0
 	for _, m := range grp.Members {
 		op.ops = append(op.ops, m.Info.Name)
@@ -67,11 +71,23 @@ func (op *FusedOp) Type() hm.Type {
 }
 
 func (op *FusedOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
-	if len(op.kernel.Out) == 0 {
-		return tensor.ScalarShape(), nil
-	}
-	return tensor.Shape(append([]int(nil), op.kernel.Out...)), nil
+	return op.shape(), nil
 }
+
+func (op *FusedOp) shape() tensor.Shape {
+	if op.outs > 1 {
+		return tensor.Shape(append([]int{op.outs}, op.kernel.Out...))
+	}
+	if len(op.kernel.Out) == 0 {
+		return tensor.ScalarShape()
+	}
+	return tensor.Shape(append([]int(nil), op.kernel.Out...))
+}
+
+// Outputs is the number of outputs of the kernel; more than one are
+// stacked along a new first axis of the op's value, and part ops take them
+// out.
+func (op *FusedOp) Outputs() int { return op.outs }
 
 // Do runs the kernel on the CPU over the input values.
 func (op *FusedOp) Do(vals ...G.Value) (_ G.Value, err error) {
@@ -102,20 +118,28 @@ func (op *FusedOp) Do(vals ...G.Value) (_ G.Value, err error) {
 	}
 	var out any
 	if op.kernel.DType == tile.F64 {
-		out = make([]float64, n)
+		o := make([]float64, op.outs*n)
+		for i := range op.outs {
+			args = append(args, o[i*n:(i+1)*n])
+		}
+		out = o
 	} else {
-		out = make([]float32, n)
+		o := make([]float32, op.outs*n)
+		for i := range op.outs {
+			args = append(args, o[i*n:(i+1)*n])
+		}
+		out = o
 	}
-	if err := op.exec.Launch(op.kernel.Grid, append(args, out)...); err != nil {
+	if err := op.exec.Launch(op.kernel.Grid, args...); err != nil {
 		return nil, fmt.Errorf("fusion: %s: %w", op.name, err)
 	}
-	if len(op.kernel.Out) == 0 {
+	if op.outs == 1 && len(op.kernel.Out) == 0 {
 		if o, ok := out.([]float64); ok {
 			return G.NewF64(o[0]), nil
 		}
 		return G.NewF32(out.([]float32)[0]), nil
 	}
-	return tensor.New(tensor.WithShape(op.kernel.Out...), tensor.WithBacking(out)), nil
+	return tensor.New(tensor.WithShape(op.shape()...), tensor.WithBacking(out)), nil
 }
 
 // hostSlice gives a value's elements as a Go slice (a scalar as one element).
@@ -162,6 +186,81 @@ func (op *FusedOp) Grid() tile.Grid { return op.kernel.Grid }
 
 // IsView reports whether the op only reshapes: its output is its input's memory.
 func (op *FusedOp) IsView() bool { return op.view }
+
+// PartOp takes output i out of a multi-output kernel's stacked value,
+// sharing its memory.
+type PartOp struct {
+	kernel string // the kernel's name, for String and the hash
+	i, of  int
+	shape  []int
+	dtype  tensor.Dtype
+}
+
+func newPartOp(grp *graphpass.Group, k *graphpass.Kernel, i int) (G.Op, error) {
+	if i < 0 || i >= k.Outs {
+		return nil, fmt.Errorf("fusion: %v: output %d of %d", grp, i, k.Outs)
+	}
+	return &PartOp{kernel: k.Tile.Name, i: i, of: k.Outs, shape: append([]int(nil), k.Out...), dtype: grp.Root.G.Dtype()}, nil
+}
+
+func (op *PartOp) Arity() int { return 1 }
+
+func (op *PartOp) Type() hm.Type {
+	return hm.NewFnType(G.TensorType{Dims: len(op.shape) + 1, Of: op.dtype}, G.TensorType{Dims: len(op.shape), Of: op.dtype})
+}
+
+func (op *PartOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	return tensor.Shape(append([]int(nil), op.shape...)), nil
+}
+
+// Part is which output the op takes, of how many.
+func (op *PartOp) Part() (i, of int) { return op.i, op.of }
+
+// Do is a view of the i-th output in the stacked value.
+func (op *PartOp) Do(vals ...G.Value) (_ G.Value, err error) {
+	defer recoverTo(&err, op.String())
+	if len(vals) != 1 {
+		return nil, fmt.Errorf("fusion: %v: %d inputs, want 1", op, len(vals))
+	}
+	d, err := hostSlice(vals[0])
+	if err != nil {
+		return nil, fmt.Errorf("fusion: %v: %w", op, err)
+	}
+	n := 1
+	for _, s := range op.shape {
+		n *= s
+	}
+	var part any
+	switch d := d.(type) {
+	case []float32:
+		if len(d) != op.of*n {
+			return nil, fmt.Errorf("fusion: %v: %d elements, want %d", op, len(d), op.of*n)
+		}
+		part = d[op.i*n : (op.i+1)*n : (op.i+1)*n]
+	case []float64:
+		if len(d) != op.of*n {
+			return nil, fmt.Errorf("fusion: %v: %d elements, want %d", op, len(d), op.of*n)
+		}
+		part = d[op.i*n : (op.i+1)*n : (op.i+1)*n]
+	}
+	return tensor.New(tensor.WithShape(op.shape...), tensor.WithBacking(part)), nil
+}
+
+func (op *PartOp) ReturnsPtr() bool     { return true }
+func (op *PartOp) CallsExtern() bool    { return false }
+func (op *PartOp) OverwritesInput() int { return -1 }
+
+func (op *PartOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "tilefuse.PartOp %s %d/%d %v %v", op.kernel, op.i, op.of, op.shape, op.dtype)
+}
+
+func (op *PartOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	op.WriteHash(h)
+	return h.Sum32()
+}
+
+func (op *PartOp) String() string { return fmt.Sprintf("%s.out%d", op.kernel, op.i) }
 
 // execCache keeps the interpreter's compiled form of kernels by their IR
 // text, so that compiling a graph again (or another graph with the same

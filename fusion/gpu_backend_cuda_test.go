@@ -95,3 +95,10 @@ func TestDeviceTimeOnGPU(t *testing.T) {
 		m.Close()
 	}
 }
+
+// TestGELUTrainingOnGPU: the multi-output GELU forward kernel and the
+// backward on the CUDA backend (outputs as slices of one buffer) against
+// Gorgonia on the CPU.
+func TestGELUTrainingOnGPU(t *testing.T) {
+	checkGELUTraining(t, 1e-10, fusion.WithBackend(fusion.CUDA))
+}

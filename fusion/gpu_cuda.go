@@ -50,6 +50,8 @@ type gpu struct {
 	loaded  map[*G.Node]*cuda.Function
 	newOf   map[*G.Node]*G.Node // new node → original node
 	host    map[*G.Node]any     // host memory of values that come down, reused
+	outs    map[*G.Node][]any   // each kernel's output buffers
+	owned   []*cuda.Buffer      // what buffer allocated, to free
 	hostOps int                 // launches of unknown ops on the CPU, last run
 	timer   *cuda.Timer
 	devMs   float64 // device time of the last run's compute, ms
@@ -71,7 +73,7 @@ func openGPU(c *Compiled) (gpuBackend, error) {
 	for i := len(sorted) - 1; i >= 0; i-- {
 		order = append(order, sorted[i])
 	}
-	g := &gpu{dev: dev, order: order, bufs: map[*G.Node]*cuda.Buffer{}, loaded: map[*G.Node]*cuda.Function{}, newOf: map[*G.Node]*G.Node{}, host: map[*G.Node]any{}}
+	g := &gpu{dev: dev, order: order, bufs: map[*G.Node]*cuda.Buffer{}, loaded: map[*G.Node]*cuda.Function{}, newOf: map[*G.Node]*G.Node{}, host: map[*G.Node]any{}, outs: map[*G.Node][]any{}}
 	for orig, nn := range c.rw.New {
 		g.newOf[nn] = orig
 	}
@@ -115,11 +117,36 @@ func (g *gpu) prepare(c *Compiled) error {
 			if err != nil {
 				return err
 			}
-			_, f, err := g.dev.Compile(op.Kernel(), 4, append(dev, out))
+			// one output, or several stacked: a slice of the buffer each
+			outs := []any{out}
+			if k := op.Outputs(); k > 1 {
+				outs = outs[:0]
+				part := out.Bytes / int64(k)
+				for i := range int64(k) {
+					s, err := out.Slice(i*part, part)
+					if err != nil {
+						return fmt.Errorf("fusion: %v: %w", n.Name(), err)
+					}
+					outs = append(outs, s)
+				}
+			}
+			g.outs[n] = outs
+			_, f, err := g.dev.Compile(op.Kernel(), 4, append(dev, outs...))
 			if err != nil {
 				return fmt.Errorf("fusion: %w", err)
 			}
 			g.loaded[n] = f
+		case *PartOp: // output i of a multi-output kernel: a slice of its buffer
+			dev, err := g.args(args)
+			if err != nil {
+				return err
+			}
+			i, of := op.Part()
+			whole := dev[0].(*cuda.Buffer)
+			part := whole.Bytes / int64(of)
+			if g.bufs[n], err = whole.Slice(int64(i)*part, part); err != nil {
+				return fmt.Errorf("fusion: %v: %w", n.Name(), err)
+			}
 		default:
 			if !isConst(n) { // a host op: its result goes up into this buffer
 				if _, err := g.buffer(n); err != nil {
@@ -168,6 +195,7 @@ func (g *gpu) buffer(n *G.Node) (*cuda.Buffer, error) {
 		return nil, err
 	}
 	g.bufs[n] = b
+	g.owned = append(g.owned, b)
 	return b, nil
 }
 
@@ -315,6 +343,8 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled, isInput map[*G.Node]bool) err
 		}
 		args := operands(c.Graph, n)
 		switch op := n.Op().(type) {
+		case *PartOp:
+			continue // a slice of its kernel's buffer (prepare)
 		case *FusedOp:
 			if op.IsView() { // shares its operand's buffer (prepare)
 				continue
@@ -323,7 +353,7 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled, isInput map[*G.Node]bool) err
 			if err != nil {
 				return err
 			}
-			dev = append(dev, g.bufs[n])
+			dev = append(dev, g.outs[n]...)
 			if err := t.Launch(g.loaded[n], op.Kernel(), op.Grid(), dev...); err != nil {
 				return fmt.Errorf("fusion: %w", err)
 			}
@@ -364,14 +394,10 @@ func (g *gpu) deviceTime() float64 { return g.devMs / 1e3 }
 
 // close frees the graph's buffers; the shared device stays open.
 func (g *gpu) close() error {
-	seen := map[*cuda.Buffer]bool{}
-	for _, b := range g.bufs {
-		if !seen[b] {
-			seen[b] = true
-			g.dev.Free(b)
-		}
+	for _, b := range g.owned { // views and slices share these
+		g.dev.Free(b)
 	}
-	g.bufs = nil
+	g.bufs, g.owned = nil, nil
 	if g.timer != nil {
 		return g.timer.Close()
 	}

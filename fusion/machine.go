@@ -62,6 +62,9 @@ func Compile(g *G.ExprGraph, opts ...Option) (c *Compiled, err error) {
 		for _, m := range grp.Members {
 			gi.Ops = append(gi.Ops, m.Info.Name)
 		}
+		for _, x := range grp.Extra {
+			gi.Extra = append(gi.Extra, x.G.Name())
+		}
 		rep.Groups = append(rep.Groups, gi)
 	}
 	for _, n := range gr.Nodes {
@@ -80,7 +83,7 @@ func Compile(g *G.ExprGraph, opts ...Option) (c *Compiled, err error) {
 	}
 	rw, err := graphpass.Rewrite(gr, groups, kernels, func(grp *graphpass.Group, k *graphpass.Kernel) (G.Op, error) {
 		return newFusedOp(grp, k)
-	}, func(grp *graphpass.Group, k *graphpass.Kernel) (G.Value, error) {
+	}, newPartOp, func(grp *graphpass.Group, k *graphpass.Kernel) (G.Value, error) {
 		op, err := newFusedOp(grp, k) // constants only: evaluate it once, now
 		if err != nil {
 			return nil, err

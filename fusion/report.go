@@ -22,6 +22,7 @@ type GroupInfo struct {
 	Kind   string
 	Kernel string
 	Root   string
+	Extra  []string // further outputs: values other kernels or the user read
 	Ops    []string
 }
 
@@ -50,7 +51,11 @@ func (r *Report) String() string {
 	}
 	fmt.Fprintf(&sb, "tilefuse report (%v, %s): %d ops in %d kernels; %d nodes left to Gorgonia\n", r.Backend, mode, r.FusedOps(), r.Kernels(), len(r.Unfused))
 	for _, g := range r.Groups {
-		fmt.Fprintf(&sb, "  kernel %s (%s) → %s: %s\n", g.Kernel, g.Kind, g.Root, strings.Join(g.Ops, ", "))
+		outs := g.Root
+		if len(g.Extra) > 0 {
+			outs += " (and " + strings.Join(g.Extra, ", ") + ")"
+		}
+		fmt.Fprintf(&sb, "  kernel %s (%s) → %s: %s\n", g.Kernel, g.Kind, outs, strings.Join(g.Ops, ", "))
 	}
 	for _, u := range r.Unfused {
 		fmt.Fprintf(&sb, "  not fused: %s [%s]: %s\n", u.Node, u.Op, u.Why)

@@ -12,12 +12,14 @@ import (
 type Kernel struct {
 	Tile  *tile.Kernel
 	Grid  tile.Grid
-	Out   []int      // the output's shape
-	DType tile.DType // the output's dtype
+	Out   []int      // the output's shape (every output's, when there are several)
+	DType tile.DType // the output's dtype (likewise)
+	Outs  int        // the number of outputs: the root, then the group's Extra
 }
 
 // Kernel parameters: one pointer per group input (a scalar input is a
-// one-element buffer), then the output.
+// one-element buffer), then one per output: the root's, then each extra
+// output's.
 
 func pow2AtLeast(n int) int {
 	p := 1
@@ -48,18 +50,25 @@ func Emit(grp *Group, prec tile.Precision) (*Kernel, error) {
 		e.ptr[in] = b.Ptr(fmt.Sprintf("in%d", i), in.Info.DType)
 	}
 	out := b.Ptr("out", d)
-	k := &Kernel{Out: root.Info.Shape, DType: d}
+	for i, x := range grp.Extra {
+		if x.Info.DType != d || !sameShape(x.Info.Shape, root.Info.Shape) {
+			return nil, fmt.Errorf("graphpass: %v: extra output %v is %v %v, the root %v %v", grp, x, x.Info.DType, x.Info.Shape, d, root.Info.Shape)
+		}
+		e.extra = append(e.extra, b.Ptr(fmt.Sprintf("out%d", i+1), d))
+	}
+	if len(grp.Extra) > 0 && (grp.Kind == ReduceGroup || grp.Kind == AttentionGroup || grp.Kind == RowGroup && grp.Full[len(grp.Full)-1] > MaxRow) {
+		return nil, fmt.Errorf("graphpass: %v: extra outputs in a %v group", grp, grp.Kind)
+	}
+	k := &Kernel{Out: root.Info.Shape, DType: d, Outs: 1 + len(grp.Extra)}
 	switch grp.Kind {
 	case ElementwiseGroup:
 		n := numel(root.Info.Shape)
 		block := min(1024, pow2AtLeast(n))
 		offs := b.Add(b.Mul(b.ProgramID(0), block), b.Arange(0, block))
 		e.mask = b.Lt(offs, n)
-		v, err := e.gen(root, offs)
-		if err != nil {
+		if err := e.store(out, offs); err != nil {
 			return nil, err
 		}
-		b.Store(b.AddPtr(out, offs), v, e.mask)
 		k.Grid = tile.Grid{tile.CDiv(n, block)}
 	case ReduceGroup:
 		if err := e.reduce(out, k); err != nil {
@@ -89,11 +98,9 @@ func Emit(grp *Group, prec tile.Precision) (*Kernel, error) {
 		e.cols = cols
 		e.mask = b.Lt(cols, n)
 		e.rowIdx = b.Add(b.Mul(b.ProgramID(0), n), cols)
-		v, err := e.gen(root, e.rowIdx)
-		if err != nil {
+		if err := e.store(out, e.rowIdx); err != nil {
 			return nil, err
 		}
-		b.Store(b.AddPtr(out, e.rowIdx), v, e.mask)
 	}
 	tk, err := b.Build()
 	if err != nil {
@@ -101,6 +108,20 @@ func Emit(grp *Group, prec tile.Precision) (*Kernel, error) {
 	}
 	k.Tile = tk
 	return k, nil
+}
+
+// store computes the root and each extra output at idx, flat indices of
+// the shape they share, and stores them under the mask.
+func (e *emitter) store(out, idx *tile.Value) error {
+	ptrs := append([]*tile.Value{out}, e.extra...)
+	for i, n := range append([]*Node{e.grp.Root}, e.grp.Extra...) {
+		v, err := e.gen(n, idx)
+		if err != nil {
+			return err
+		}
+		e.b.Store(e.b.AddPtr(ptrs[i], idx), v, e.mask)
+	}
+	return nil
 }
 
 type memoKey struct {
@@ -116,6 +137,7 @@ type emitter struct {
 	cols   *tile.Value    // row groups: the column of each lane
 	b      *tile.Builder
 	grp    *Group
+	extra  []*tile.Value // pointers of the extra outputs
 	ptr    map[*Node]*tile.Value
 	mask   *tile.Value // lanes in range
 	memo   map[memoKey]*tile.Value
@@ -403,11 +425,9 @@ func (e *emitter) matmul(out *tile.Value, k *Kernel) error {
 	e.mmAcc = acc[0]
 	idx := b.Add(b.Mul(rm, n), rn) // [BM,BN] flat indices of the output
 	e.mask = b.And(b.Lt(rm, m), b.Lt(rn, n))
-	v, err := e.gen(e.grp.Root, idx)
-	if err != nil {
+	if err := e.store(out, idx); err != nil {
 		return err
 	}
-	b.Store(b.AddPtr(out, idx), v, e.mask)
 	k.Grid = tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn)}
 	return nil
 }

@@ -42,6 +42,7 @@ type Group struct {
 	ID      int
 	Kind    GroupKind
 	Root    *Node   // the group's output
+	Extra   []*Node // further outputs, computed over Full like the root (topological order)
 	Members []*Node // topological order, Root last
 	Inputs  []*Node // values from outside, in the order the kernel takes them
 	Full    []int   // elementwise, row and matmul groups: the shape computed over
@@ -82,8 +83,8 @@ func canJoin(n *Node, grp *Group) (GroupKind, bool) {
 			}
 			full = n.Inputs[0].Info.Shape
 		}
-		if !sameShape(full, grp.Full) {
-			return 0, false
+		if !sameShape(full, grp.Full) || len(grp.Extra) > 0 && full[len(full)-1] > MaxRow {
+			return 0, false // a looped row writes one output
 		}
 		return RowGroup, true
 	}
@@ -181,6 +182,13 @@ func Partition(gr *Graph, opt Options) []*Group {
 				}
 			}
 		}
+		if join == nil && !opt.Off && len(n.Users) > 0 {
+			// used by several groups, or read by the user: an extra output of
+			// one of its users' groups, where it is computed anyway
+			if join = extraOutput(n, maxGroup, size); join != nil {
+				join.Extra = append(join.Extra, n)
+			}
+		}
 		if join == nil {
 			join = &Group{Kind: ElementwiseGroup, Root: n, Full: n.Info.Shape}
 			switch k {
@@ -202,6 +210,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 	for id, grp := range groups {
 		grp.ID = id
 		sort.Slice(grp.Members, func(i, j int) bool { return grp.Members[i].index < grp.Members[j].index })
+		sort.Slice(grp.Extra, func(i, j int) bool { return grp.Extra[i].index < grp.Extra[j].index })
 		seen := map[*Node]bool{}
 		for _, m := range grp.Members {
 			for _, in := range m.Inputs {
@@ -215,6 +224,73 @@ func Partition(gr *Graph, opt Options) []*Group {
 		sort.Slice(grp.Inputs, func(i, j int) bool { return grp.Inputs[i].index < grp.Inputs[j].index })
 	}
 	return groups
+}
+
+// extraOutput finds a group among n's users' that can compute n as an extra
+// output: one computed over n's own shape (elementwise, row with a row
+// that fits one block, matmul epilogue), in n's dtype, with room, that n can
+// join, and that would not then depend on itself through n's other users.
+func extraOutput(n *Node, maxGroup int, size map[*Group]int) *Group {
+	k := n.Info.Kind
+	if len(n.Info.Shape) == 0 || !k.Elementwise() && k != ops.Softmax || k == ops.Constant {
+		return nil
+	}
+	tried := map[*Group]bool{}
+	for _, u := range n.Users {
+		grp := u.Group
+		if grp == nil || tried[grp] {
+			continue
+		}
+		tried[grp] = true
+		switch {
+		case grp.Kind != ElementwiseGroup && grp.Kind != RowGroup && grp.Kind != MatMulGroup,
+			grp.Kind == RowGroup && grp.Full[len(grp.Full)-1] > MaxRow,
+			!sameShape(n.Info.Shape, grp.Full), n.Info.DType != grp.Root.Info.DType,
+			size[grp] >= maxGroup, reaches(n, grp):
+			continue
+		}
+		kind, ok := canJoin(n, grp)
+		if !ok {
+			continue
+		}
+		grp.Kind = kind
+		return grp
+	}
+	return nil
+}
+
+// reaches reports whether a path leaves n through a user outside grp and
+// comes back to a member of grp, with every group on the way taken as one
+// node (it reads all its members' inputs before writing any output): with n
+// inside grp, grp would wait for itself.
+func reaches(n *Node, grp *Group) bool {
+	seen := map[*Node]bool{}
+	groups := map[*Group]bool{}
+	var stack []*Node
+	for _, u := range n.Users {
+		if u.Group != grp {
+			stack = append(stack, u)
+		}
+	}
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if x.Group == grp {
+			return true
+		}
+		if seen[x] {
+			continue
+		}
+		seen[x] = true
+		stack = append(stack, x.Users...)
+		if g := x.Group; g != nil && !groups[g] {
+			groups[g] = true
+			for _, m := range g.Members {
+				stack = append(stack, m.Users...)
+			}
+		}
+	}
+	return false
 }
 
 func (grp *Group) String() string {

@@ -2,6 +2,7 @@ package graphpass
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	G "gorgonia.org/gorgonia"
@@ -17,6 +18,11 @@ type OpFactory func(grp *Group, k *Kernel) (G.Op, error)
 // the value of the constant it becomes.
 type Folder func(grp *Group, k *Kernel) (G.Value, error)
 
+// PartFactory makes the op that takes output i (0: the root, then the
+// group's Extra) out of a multi-output group's value: all its outputs
+// stacked along a new first axis.
+type PartFactory func(grp *Group, k *Kernel, i int) (G.Op, error)
+
 // Wrapper, if not nil, is given each replayed (unfused) op and returns the
 // op the new graph uses in its place.
 type Wrapper func(G.Op) G.Op
@@ -25,19 +31,24 @@ type Wrapper func(G.Op) G.Op
 type Rewritten struct {
 	Graph *G.ExprGraph
 	// New maps each original node that has a value in the new graph to its
-	// node there: inputs, nodes left as they are, and the roots of groups.
+	// node there: inputs, nodes left as they are, and the outputs of groups.
 	New map[*G.Node]*G.Node
 	// Inputs are the original graph's input nodes.
 	Inputs []*G.Node
 }
 
-// Rewrite replays gr into a new graph, each group one node made by makeOp,
+// Rewrite replays gr into a new graph, each group one node made by makeOp
+// (with a node made by part for each output of a group that has several),
 // every other node applied again with its own op (passed through wrap when
 // wrap is not nil). Nodes inside groups have no counterpart.
-func Rewrite(gr *Graph, groups []*Group, kernels map[*Group]*Kernel, makeOp OpFactory, fold Folder, wrap Wrapper) (*Rewritten, error) {
+func Rewrite(gr *Graph, groups []*Group, kernels map[*Group]*Kernel, makeOp OpFactory, part PartFactory, fold Folder, wrap Wrapper) (*Rewritten, error) {
 	g2 := G.NewGraph()
 	rw := &Rewritten{Graph: g2, New: map[*G.Node]*G.Node{}}
-	for _, n := range gr.Nodes {
+	units, err := unitOrder(gr)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range units {
 		on := n.G
 		switch {
 		case n.Info.Kind == ops.Input:
@@ -49,33 +60,45 @@ func Rewrite(gr *Graph, groups []*Group, kernels map[*Group]*Kernel, makeOp OpFa
 			}
 			rw.New[on] = nn
 			rw.Inputs = append(rw.Inputs, on)
-		case n.Group != nil && n.Group.Root != n:
-			// computed inside its group's kernel
-		case n.Group != nil && len(n.Group.Inputs) == 0:
-			v, err := fold(n.Group, kernels[n.Group])
-			if err != nil {
-				return nil, fmt.Errorf("graphpass: folding %v: %w", n.Group, err)
-			}
-			rw.New[on] = G.NewConstant(v, G.WithName(on.Name()), G.In(g2))
-		case n.Group != nil:
+		case n.Group != nil: // the group's root stands for the group
 			grp := n.Group
-			op, err := makeOp(grp, kernels[grp])
-			if err != nil {
-				return nil, err
-			}
-			args := make([]*G.Node, len(grp.Inputs))
-			for i, in := range grp.Inputs {
-				a := rw.New[in.G]
-				if a == nil {
-					return nil, fmt.Errorf("graphpass: %v: input %v has no value in the new graph", grp, in)
+			var nn *G.Node
+			if len(grp.Inputs) == 0 {
+				v, err := fold(grp, kernels[grp])
+				if err != nil {
+					return nil, fmt.Errorf("graphpass: folding %v: %w", grp, err)
 				}
-				args[i] = a
+				nn = G.NewConstant(v, G.WithName(on.Name()), G.In(g2))
+			} else {
+				op, err := makeOp(grp, kernels[grp])
+				if err != nil {
+					return nil, err
+				}
+				args := make([]*G.Node, len(grp.Inputs))
+				for i, in := range grp.Inputs {
+					a := rw.New[in.G]
+					if a == nil {
+						return nil, fmt.Errorf("graphpass: %v: input %v has no value in the new graph", grp, in)
+					}
+					args[i] = a
+				}
+				if nn, err = applyIn(g2, op, args); err != nil {
+					return nil, fmt.Errorf("graphpass: %v: %w", grp, err)
+				}
 			}
-			nn, err := applyIn(g2, op, args)
-			if err != nil {
-				return nil, fmt.Errorf("graphpass: %v: %w", grp, err)
+			if len(grp.Extra) == 0 {
+				rw.New[on] = nn
+				break
 			}
-			rw.New[on] = nn
+			for i, o := range append([]*Node{grp.Root}, grp.Extra...) {
+				pop, err := part(grp, kernels[grp], i)
+				if err != nil {
+					return nil, err
+				}
+				if rw.New[o.G], err = applyIn(g2, pop, []*G.Node{nn}); err != nil {
+					return nil, fmt.Errorf("graphpass: %v: output %d: %w", grp, i, err)
+				}
+			}
 		case n.Info.Kind == ops.Constant && !isConstant(on):
 			// SizeOf: its value is known from the shape; as a constant it
 			// needs no operand (which may live inside a kernel now)
@@ -108,6 +131,63 @@ func Rewrite(gr *Graph, groups []*Group, kernels map[*Group]*Kernel, makeOp OpFa
 		}
 	}
 	return rw, nil
+}
+
+// unitOrder orders the units of the rewritten graph, each group (stood for
+// by its root) and each node outside groups, so that each comes after every
+// unit it reads from: an extra output may be read before its group's root
+// in the original order. Ties keep the original order.
+func unitOrder(gr *Graph) ([]*Node, error) {
+	unit := func(n *Node) *Node {
+		if n.Group != nil {
+			return n.Group.Root
+		}
+		return n
+	}
+	deps := map[*Node]int{}
+	users := map[*Node][]*Node{}
+	edge := map[[2]*Node]bool{}
+	var all []*Node
+	for _, n := range gr.Nodes {
+		u := unit(n)
+		if u == n {
+			all = append(all, u)
+			deps[u] += 0
+		}
+		if n.Info.Kind == ops.Constant && n.Group == nil {
+			continue // SizeOf: replayed as a constant, it reads no operand
+		}
+		for _, in := range n.Inputs {
+			v := unit(in)
+			if v == u || edge[[2]*Node{v, u}] {
+				continue
+			}
+			edge[[2]*Node{v, u}] = true
+			deps[u]++
+			users[v] = append(users[v], u)
+		}
+	}
+	var ready, order []*Node
+	for _, u := range all {
+		if deps[u] == 0 {
+			ready = append(ready, u)
+		}
+	}
+	for len(ready) > 0 {
+		sort.Slice(ready, func(i, j int) bool { return ready[i].index < ready[j].index })
+		u := ready[0]
+		ready = ready[1:]
+		order = append(order, u)
+		for _, v := range users[u] {
+			if deps[v]--; deps[v] == 0 {
+				ready = append(ready, v)
+			}
+		}
+	}
+	if len(order) != len(all) {
+		return nil, fmt.Errorf("graphpass: the groups depend on each other in a cycle (%d of %d units ordered)", len(order), len(all))
+	}
+	return order, nil
 }
 
 func isConstant(n *G.Node) bool {
