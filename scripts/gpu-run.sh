@@ -23,6 +23,9 @@ bench=$?
 # the fused-graph benchmark on the GPU: table, JSON and chart
 .gpu/tilefuse bench -backend cuda -q -json "$out/bench-cuda.json" -plot "$out/bench-cuda.png" > "$out/bench-cuda.md" 2> "$out/bench-cuda.err"
 gbench=$?
+# the same workloads in PyTorch (eager, library ops, torch.compile), device times
+timeout 400 python3 bench/torch/workloads.py --runs 30 --json "$out/torch.json" > "$out/torch.md" 2> "$out/torch.err"
+torch=$?
 
 echo "== summary"
 echo "conformance rc=$conf: $(grep -c -- '--- PASS' "$out/conformance.log") passed, $(grep -c -- '--- FAIL' "$out/conformance.log") failed"
@@ -30,7 +33,9 @@ grep -- '--- FAIL' "$out/conformance.log" | head -20
 echo "fusion on the GPU rc=$fus: $(grep -E 'agree on the GPU' "$out/fusion.log"); $(grep -c -- '--- PASS' "$out/fusion.log") passed, $(grep -c -- '--- FAIL' "$out/fusion.log") failed"
 echo "memcheck rc=$mem: $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)"
 echo "racecheck rc=$race: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck.log" | tail -1)"
-echo "gpubench rc=$bench"
-cat "$out/gpubench.txt"
+echo "gpubench rc=$bench (full table in gpubench.txt)"
+grep -E 'copy|^vec_add 64M +BLOCK=1024|^gelu.*BLOCK=1024|^softmax 8192x4096 +\{BLOCK = 4096, STREAM = 0\} warps=4|^layer_norm 8192x4096 +\{BLOCK = 4096, STREAM = 0\} warps=4' "$out/gpubench.txt"
 echo "bench -backend cuda rc=$gbench"
-cat "$out/bench-cuda.md" "$out/bench-cuda.err"
+cat "$out/bench-cuda.md"; tail -3 "$out/bench-cuda.err"
+echo "torch rc=$torch"
+cat "$out/torch.md"; tail -2 "$out/torch.err"
