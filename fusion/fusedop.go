@@ -118,17 +118,9 @@ func (op *FusedOp) Do(vals ...G.Value) (_ G.Value, err error) {
 	}
 	var out any
 	if op.kernel.DType == tile.F64 {
-		o := make([]float64, op.outs*n)
-		for i := range op.outs {
-			args = append(args, o[i*n:(i+1)*n])
-		}
-		out = o
+		out, args = stacked[float64](args, op.outs, n)
 	} else {
-		o := make([]float32, op.outs*n)
-		for i := range op.outs {
-			args = append(args, o[i*n:(i+1)*n])
-		}
-		out = o
+		out, args = stacked[float32](args, op.outs, n)
 	}
 	if err := op.exec.Launch(op.kernel.Grid, args...); err != nil {
 		return nil, fmt.Errorf("fusion: %s: %w", op.name, err)
@@ -233,17 +225,32 @@ func (op *PartOp) Do(vals ...G.Value) (_ G.Value, err error) {
 	var part any
 	switch d := d.(type) {
 	case []float32:
-		if len(d) != op.of*n {
-			return nil, fmt.Errorf("fusion: %v: %d elements, want %d", op, len(d), op.of*n)
-		}
-		part = d[op.i*n : (op.i+1)*n : (op.i+1)*n]
+		part, err = partOf(d, op.i, op.of, n)
 	case []float64:
-		if len(d) != op.of*n {
-			return nil, fmt.Errorf("fusion: %v: %d elements, want %d", op, len(d), op.of*n)
-		}
-		part = d[op.i*n : (op.i+1)*n : (op.i+1)*n]
+		part, err = partOf(d, op.i, op.of, n)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fusion: %v: %w", op, err)
 	}
 	return tensor.New(tensor.WithShape(op.shape...), tensor.WithBacking(part)), nil
+}
+
+// stacked allocates outs outputs of n elements in one slice and appends
+// each one's part to args.
+func stacked[T float32 | float64](args []any, outs, n int) ([]T, []any) {
+	o := make([]T, outs*n)
+	for i := range outs {
+		args = append(args, o[i*n:(i+1)*n])
+	}
+	return o, args
+}
+
+// partOf is the i-th of `of` parts of n elements of d, sharing its memory.
+func partOf[T float32 | float64](d []T, i, of, n int) ([]T, error) {
+	if len(d) != of*n {
+		return nil, fmt.Errorf("%d elements, want %d", len(d), of*n)
+	}
+	return d[i*n : (i+1)*n : (i+1)*n], nil
 }
 
 func (op *PartOp) ReturnsPtr() bool     { return true }

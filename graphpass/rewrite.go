@@ -74,13 +74,9 @@ func Rewrite(gr *Graph, groups []*Group, kernels map[*Group]*Kernel, makeOp OpFa
 				if err != nil {
 					return nil, err
 				}
-				args := make([]*G.Node, len(grp.Inputs))
-				for i, in := range grp.Inputs {
-					a := rw.New[in.G]
-					if a == nil {
-						return nil, fmt.Errorf("graphpass: %v: input %v has no value in the new graph", grp, in)
-					}
-					args[i] = a
+				args, err := rw.values(grp.Inputs, grp)
+				if err != nil {
+					return nil, err
 				}
 				if nn, err = applyIn(g2, op, args); err != nil {
 					return nil, fmt.Errorf("graphpass: %v: %w", grp, err)
@@ -111,13 +107,9 @@ func Rewrite(gr *Graph, groups []*Group, kernels map[*Group]*Kernel, makeOp OpFa
 			nn := G.NewConstant(on.Value(), G.WithName(on.Name()), G.In(g2))
 			rw.New[on] = nn
 		default:
-			args := make([]*G.Node, len(n.Inputs))
-			for i, in := range n.Inputs {
-				a := rw.New[in.G]
-				if a == nil {
-					return nil, fmt.Errorf("graphpass: %v: operand %v has no value in the new graph", n, in)
-				}
-				args[i] = a
+			args, err := rw.values(n.Inputs, n)
+			if err != nil {
+				return nil, err
 			}
 			op := on.Op()
 			if wrap != nil {
@@ -131,6 +123,17 @@ func Rewrite(gr *Graph, groups []*Group, kernels map[*Group]*Kernel, makeOp OpFa
 		}
 	}
 	return rw, nil
+}
+
+// values are the new graph's nodes for operands of user (a group or a node).
+func (rw *Rewritten) values(operands []*Node, user fmt.Stringer) ([]*G.Node, error) {
+	args := make([]*G.Node, len(operands))
+	for i, in := range operands {
+		if args[i] = rw.New[in.G]; args[i] == nil {
+			return nil, fmt.Errorf("graphpass: %v: operand %v has no value in the new graph", user, in)
+		}
+	}
+	return args, nil
 }
 
 // unitOrder orders the units of the rewritten graph, each group (stood for
