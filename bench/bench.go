@@ -43,7 +43,8 @@ type Options struct {
 	// Tol is the tolerance of the check against the unfused run:
 	// |a-b| ≤ Tol·(1+|b|) (default 1e-3 for float32 graphs, 1e-9 for float64)
 	Tol float64
-	// Progress, if set, is told before each mode is measured.
+	// Progress, if set, is told before each mode is compiled, checked and
+	// warmed up (the timed runs then take turns between the modes).
 	Progress func(mode string)
 	// FusionOptions are passed to tilefuse (after the backend).
 	FusionOptions []fusion.Option
@@ -221,8 +222,25 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 		return nil
 	}
 	res = &Result{Name: s.Name, Size: s.Size, Backend: o.Backend.String(), Flops: s.Flops}
-	var ref [][]float64 // the unfused outputs
-	outs := make(map[string][][]float64)
+	type modeRun struct {
+		m          *Measurement
+		vm         machine
+		times, dev []float64
+	}
+	var runs []*modeRun
+	defer func() {
+		for _, r := range runs {
+			r.vm.Close()
+		}
+	}()
+	run := func(vm machine, i int) error {
+		if err := bind(i); err != nil {
+			return err
+		}
+		vm.Reset()
+		return vm.RunAll()
+	}
+	var ref [][]float64                                       // the unfused outputs
 	for _, mode := range []string{Unfused, Gorgonia, Fused} { // unfused first: the reference
 		if o.Progress != nil {
 			o.Progress(mode)
@@ -251,24 +269,56 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 			m.Kernels = fm.Report().Kernels() + len(fm.Report().Unfused)
 			vm = fm
 		}
-		times, devTimes, got, err := timeRuns(vm, bind, s.Outputs, o)
-		vm.Close()
-		if err != nil {
+		runs = append(runs, &modeRun{m: m, vm: vm})
+		// the first run's outputs, checked; then the warm-up
+		if err := run(vm, 0); err != nil {
 			return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
 		}
-		outs[mode] = got
+		got := make([][]float64, len(s.Outputs))
+		for i, n := range s.Outputs {
+			v, err := floats(n)
+			if err != nil {
+				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
+			}
+			got[i] = v
+		}
 		if mode == Unfused {
 			ref = got
 		}
+		var err error
 		m.MaxErr, err = compare(got, ref, o.Tol)
 		if err != nil && mode == Fused { // a wrong fused result is never reported
 			return nil, fmt.Errorf("bench: %s: fused result differs from the unfused one: %w", s.Name, err)
 		}
-		slices.Sort(times)
-		m.Median, m.Min, m.Max = median(times), times[0], times[len(times)-1]
-		if devTimes != nil {
-			slices.Sort(devTimes)
-			m.DeviceMedian, m.DeviceMin, m.DeviceMax = median(devTimes), devTimes[0], devTimes[len(devTimes)-1]
+		for i, t0 := 1, time.Now(); time.Since(t0) < o.WarmUp; i++ {
+			if err := run(vm, i); err != nil {
+				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
+			}
+		}
+	}
+	// the timed runs, the modes taking turns, so that a machine that slows
+	// down or speeds up meanwhile moves all three alike
+	for i := range o.Runs {
+		for _, r := range runs {
+			t0 := time.Now()
+			if err := run(r.vm, i); err != nil {
+				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
+			}
+			r.times = append(r.times, time.Since(t0).Seconds())
+			if dt, ok := r.vm.(deviceTimer); ok {
+				if d, ok := dt.DeviceTime(); ok {
+					r.dev = append(r.dev, d)
+				}
+			}
+		}
+	}
+	for _, r := range runs {
+		m := r.m
+		slices.Sort(r.times)
+		m.Median, m.Min, m.Max = median(r.times), r.times[0], r.times[len(r.times)-1]
+		if len(r.dev) == len(r.times) {
+			slices.Sort(r.dev)
+			m.DeviceMedian, m.DeviceMin, m.DeviceMax = median(r.dev), r.dev[0], r.dev[len(r.dev)-1]
 		}
 		m.GBps = float64(inBytes+outBytes(s.Outputs)) / m.Time() / 1e9
 		if s.Flops > 0 {
@@ -285,54 +335,6 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 // deviceTimer is a machine that measures its device time (fusion on the GPU).
 type deviceTimer interface {
 	DeviceTime() (float64, bool)
-}
-
-// timeRuns warms vm up, then times o.Runs runs, wall time and, where vm
-// measures it, device time (else nil); it returns the outputs of the first
-// run (input set 0).
-func timeRuns(vm machine, bind func(int) error, outputs []*G.Node, o Options) (times, devTimes []float64, got [][]float64, err error) {
-	run := func(i int) error {
-		if err := bind(i); err != nil {
-			return err
-		}
-		vm.Reset()
-		return vm.RunAll()
-	}
-	if err := run(0); err != nil {
-		return nil, nil, nil, err
-	}
-	got = make([][]float64, len(outputs))
-	for i, n := range outputs {
-		v, err := floats(n)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		got[i] = v
-	}
-	for i, t0 := 1, time.Now(); time.Since(t0) < o.WarmUp; i++ {
-		if err := run(i); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	dt, _ := vm.(deviceTimer)
-	times = make([]float64, o.Runs)
-	for i := range times {
-		t0 := time.Now()
-		if err := run(i); err != nil {
-			return nil, nil, nil, err
-		}
-		times[i] = time.Since(t0).Seconds()
-		if dt == nil {
-			continue
-		}
-		if d, ok := dt.DeviceTime(); ok {
-			devTimes = append(devTimes, d)
-		}
-	}
-	if len(devTimes) != len(times) {
-		devTimes = nil
-	}
-	return times, devTimes, got, nil
 }
 
 func floats(n *G.Node) ([]float64, error) {
