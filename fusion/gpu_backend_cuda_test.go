@@ -102,3 +102,9 @@ func TestDeviceTimeOnGPU(t *testing.T) {
 func TestGELUTrainingOnGPU(t *testing.T) {
 	checkGELUTraining(t, 1e-10, fusion.WithBackend(fusion.CUDA))
 }
+
+// TestTrainingAttentionOnGPU: batched products forward and backward as
+// matmul kernels on the CUDA backend, against the float64 reference.
+func TestTrainingAttentionOnGPU(t *testing.T) {
+	checkTrainingAttention(t, 1e-10, fusion.WithBackend(fusion.CUDA))
+}

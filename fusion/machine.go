@@ -75,7 +75,7 @@ func Compile(g *G.ExprGraph, opts ...Option) (c *Compiled, err error) {
 		case n.Info.Kind == ops.MatMul:
 			why = "a matrix product left to Gorgonia (WithMatMulFusion: off by default on the CPU, where BLAS is faster)"
 		case n.Info.Kind == ops.BatchedMatMul:
-			why = "a batched product outside an attention pattern, or one whose probabilities the backward pass reads (attention fuses under WithMatMulFusion: off by default on the CPU)"
+			why = "a batched product left to Gorgonia (WithMatMulFusion: off by default on the CPU, where BLAS is faster; under it, 3-D products fuse, attention into one kernel)"
 		case why == "":
 			why = "not fused: " + n.Info.Kind.String()
 		}

@@ -392,8 +392,12 @@ var inf = math.Inf(1)
 // BM×BN tile with a K loop of dots, then the epilogue over that tile.
 func (e *emitter) matmul(out *tile.Value, k *Kernel) error {
 	b, mm := e.b, e.grp.MatMul
-	m, n := mm.Info.Shape[0], mm.Info.Shape[1]
-	aS := mm.Inputs[0].Info.Shape
+	s := mm.Info.Shape
+	batch, aS := 1, mm.Inputs[0].Info.Shape
+	if mm.Info.Kind == ops.BatchedMatMul { // program axis 2 walks the batch
+		batch, s, aS = s[0], s[1:], aS[1:]
+	}
+	m, n := s[0], s[1]
 	kk := aS[1]
 	if mm.Info.TransA {
 		kk = aS[0]
@@ -402,6 +406,10 @@ func (e *emitter) matmul(out *tile.Value, k *Kernel) error {
 	pa, pb := e.ptr[mm.Inputs[0]], e.ptr[mm.Inputs[1]]
 	if pa == nil || pb == nil {
 		return fmt.Errorf("graphpass: %v: the product's operands are not inputs of the kernel", e.grp)
+	}
+	if batch > 1 {
+		z := b.ProgramID(2)
+		pa, pb = b.AddPtr(pa, b.Mul(z, m*kk)), b.AddPtr(pb, b.Mul(z, kk*n))
 	}
 	// element (r, c) of A is at r·sar + c·sac; likewise B
 	sar, sac := kk, 1
@@ -424,11 +432,17 @@ func (e *emitter) matmul(out *tile.Value, k *Kernel) error {
 	})
 	e.mmAcc = acc[0]
 	idx := b.Add(b.Mul(rm, n), rn) // [BM,BN] flat indices of the output
+	if batch > 1 {
+		idx = b.Add(idx, b.Mul(b.ProgramID(2), m*n))
+	}
 	e.mask = b.And(b.Lt(rm, m), b.Lt(rn, n))
 	if err := e.store(out, idx); err != nil {
 		return err
 	}
 	k.Grid = tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn)}
+	if batch > 1 {
+		k.Grid[2] = batch
+	}
 	return nil
 }
 

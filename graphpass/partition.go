@@ -16,7 +16,7 @@ const (
 	ElementwiseGroup GroupKind = iota
 	ReduceGroup
 	RowGroup    // one program per row: reductions along the last axis broadcast back over their rows
-	MatMulGroup // a matrix product and its elementwise epilogue, one output tile per program
+	MatMulGroup // a matrix product (2-D or batched) and its elementwise epilogue, one output tile per program
 )
 
 func (k GroupKind) String() string {
@@ -66,8 +66,8 @@ func canJoin(n *Node, grp *Group) (GroupKind, bool) {
 		return 0, false
 	}
 	switch n.Info.Kind {
-	case ops.MatMul:
-		if grp.Kind != ElementwiseGroup || grp.MatMul != nil || !sameShape(n.Info.Shape, grp.Full) {
+	case ops.MatMul, ops.BatchedMatMul:
+		if grp.Kind != ElementwiseGroup || grp.MatMul != nil || !sameShape(n.Info.Shape, grp.Full) || !productFuses(n) {
 			return 0, false
 		}
 		grp.MatMul = n
@@ -89,6 +89,19 @@ func canJoin(n *Node, grp *Group) (GroupKind, bool) {
 		return RowGroup, true
 	}
 	return grp.Kind, true
+}
+
+// productFuses reports whether n is a product a matmul group computes: a
+// 2-D one, or a batched one over 3-D operands of one batch size.
+func productFuses(n *Node) bool {
+	switch n.Info.Kind {
+	case ops.MatMul:
+		return true
+	case ops.BatchedMatMul:
+		a, b := n.Inputs[0].Info.Shape, n.Inputs[1].Info.Shape
+		return len(a) == 3 && len(b) == 3 && a[0] == b[0] && len(n.Info.Shape) == 3
+	}
+	return false
 }
 
 func sameShape(a, b []int) bool {
@@ -148,7 +161,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 	for i := len(gr.Nodes) - 1; i >= 0; i-- {
 		n := gr.Nodes[i]
 		k := n.Info.Kind
-		if n.Group != nil || !k.Elementwise() && k != ops.Reduce && k != ops.Softmax && !(k == ops.MatMul && opt.MatMul) {
+		if n.Group != nil || !k.Elementwise() && k != ops.Reduce && k != ops.Softmax && !(opt.MatMul && productFuses(n)) {
 			continue // already in an attention group, or not fusable
 		}
 		if k == ops.Constant {
@@ -196,7 +209,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 				join.Kind, join.Full = ReduceGroup, nil
 			case ops.Softmax:
 				join.Kind = RowGroup
-			case ops.MatMul:
+			case ops.MatMul, ops.BatchedMatMul:
 				join.Kind, join.MatMul = MatMulGroup, n
 			}
 			groups = append(groups, join)
