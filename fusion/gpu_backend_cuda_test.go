@@ -108,3 +108,8 @@ func TestGELUTrainingOnGPU(t *testing.T) {
 func TestTrainingAttentionOnGPU(t *testing.T) {
 	checkTrainingAttention(t, 1e-10, fusion.WithBackend(fusion.CUDA))
 }
+
+// TestSliceConcatOnGPU: slices, a concat and the backward ops they bring
+// (softmax backward, T[…]+=…) as kernels on the CUDA backend, against
+// Gorgonia on the CPU.
+func TestSliceConcatOnGPU(t *testing.T) { checkSliceConcat(t, 1e-10, fusion.WithBackend(fusion.CUDA)) }

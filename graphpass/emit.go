@@ -285,6 +285,69 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			} else {
 				v = b.Mul(ez, b.Div(1.0, s))
 			}
+		case ops.SoftmaxGrad: // along the row, from (x, y, dy): y ⊙ (dy − Σ dy⊙y); log-softmax: dy − e^y Σ dy
+			y, err := in(1, e.rowIdx)
+			if err != nil {
+				return nil, err
+			}
+			dy, err := in(2, e.rowIdx)
+			if err != nil {
+				return nil, err
+			}
+			if n.Info.Log {
+				v = b.Sub(dy, b.Mul(b.Exp(y), b.Sum(b.Where(e.mask, dy, 0.0), 0)))
+			} else {
+				v = b.Mul(y, b.Sub(dy, b.Sum(b.Where(e.mask, b.Mul(dy, y), 0.0), 0)))
+			}
+		case ops.Slice: // the input's coordinate along the axis is shifted by the start
+			c := e.coords(idx, n.Info.Shape)
+			if a := n.Info.Axes[0]; n.Info.Start != 0 {
+				c[a] = b.Add(c[a], n.Info.Start)
+			}
+			x, err := in(0, e.flatten(c, n.Inputs[0].Info.Shape))
+			if err != nil {
+				return nil, err
+			}
+			v = x
+		case ops.SliceIncr: // zeros, and the increment in the range
+			a := n.Info.Axes[0]
+			c := e.coords(idx, n.Info.Shape)
+			inRange := b.And(b.Ge(c[a], n.Info.Start), b.Lt(c[a], n.Info.End))
+			incS := n.Inputs[1].Info.Shape
+			at := idx // a scalar increment: every lane reads it
+			if len(incS) > 0 {
+				ci := append([]*tile.Value(nil), c...)
+				ci[a] = b.Maximum(b.Minimum(b.Sub(c[a], n.Info.Start), incS[a]-1), 0) // clamped: reads stay in bounds
+				at = e.flatten(ci, incS)
+			}
+			x, err := in(1, at)
+			if err != nil {
+				return nil, err
+			}
+			v = b.Where(inRange, x, 0.0)
+		case ops.Concat: // each lane takes the operand its coordinate along the axis falls in
+			a := n.Info.Axes[0]
+			c := e.coords(idx, n.Info.Shape)
+			off := 0
+			for i, x := range n.Inputs {
+				inS := x.Info.Shape
+				ci := append([]*tile.Value(nil), c...)
+				local := c[a]
+				if off != 0 {
+					local = b.Sub(c[a], off)
+				}
+				ci[a] = b.Maximum(b.Minimum(local, inS[a]-1), 0) // clamped: every lane's read is in bounds
+				xv, err := in(i, e.flatten(ci, inS))
+				if err != nil {
+					return nil, err
+				}
+				if i == 0 {
+					v = xv
+				} else {
+					v = b.Where(b.Ge(c[a], off), xv, v)
+				}
+				off += inS[a]
+			}
 		case ops.Reshape:
 			x, err := in(0, idx) // row-major order is unchanged
 			if err != nil {

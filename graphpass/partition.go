@@ -62,7 +62,7 @@ func canJoin(n *Node, grp *Group) (GroupKind, bool) {
 			return 0, false // a product's operands live in other index spaces
 		}
 	}
-	if grp.Kind == AttentionGroup && !n.Info.Kind.Elementwise() {
+	if grp.Kind == AttentionGroup && (!n.Info.Kind.Elementwise() || n.Info.Kind.Injective()) {
 		return 0, false
 	}
 	switch n.Info.Kind {
@@ -72,7 +72,7 @@ func canJoin(n *Node, grp *Group) (GroupKind, bool) {
 		}
 		grp.MatMul = n
 		return MatMulGroup, true
-	case ops.Reduce, ops.Softmax:
+	case ops.Reduce, ops.Softmax, ops.SoftmaxGrad:
 		if grp.Kind == ReduceGroup || grp.Kind == MatMulGroup {
 			return 0, false
 		}
@@ -161,7 +161,9 @@ func Partition(gr *Graph, opt Options) []*Group {
 	for i := len(gr.Nodes) - 1; i >= 0; i-- {
 		n := gr.Nodes[i]
 		k := n.Info.Kind
-		if n.Group != nil || !k.Elementwise() && k != ops.Reduce && k != ops.Softmax && !(opt.MatMul && productFuses(n)) {
+		fusable := k.Elementwise() || k.Injective() || k == ops.Reduce || k == ops.Softmax || opt.MatMul && productFuses(n) ||
+			k == ops.SoftmaxGrad && n.Info.Shape[len(n.Info.Shape)-1] <= MaxRow // a looped row computes no softmax backward
+		if n.Group != nil || !fusable {
 			continue // already in an attention group, or not fusable
 		}
 		if k == ops.Constant {
@@ -207,7 +209,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 			switch k {
 			case ops.Reduce:
 				join.Kind, join.Full = ReduceGroup, nil
-			case ops.Softmax:
+			case ops.Softmax, ops.SoftmaxGrad:
 				join.Kind = RowGroup
 			case ops.MatMul, ops.BatchedMatMul:
 				join.Kind, join.MatMul = MatMulGroup, n

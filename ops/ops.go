@@ -28,9 +28,13 @@ const (
 	Softmax                   // Gorgonia's SoftMax (or log-softmax) along the last axis
 	MatMul                    // a 2-D matrix product, either operand transposed
 	BatchedMatMul             // a batch of matrix products over 3-D operands
+	Slice                     // a range of one axis, step 1 (injective: output element i reads one input element)
+	Concat                    // operands joined along one axis (injective)
+	SoftmaxGrad               // Gorgonia's SoftmaxDiff: the softmax's backward along the last axis, from (x, y, dy)
+	SliceIncr                 // a slice's backward T[…]+=…: zeros of the first operand's shape, the second in the range
 )
 
-var kindNames = [...]string{"opaque", "input", "constant", "unary", "binary", "reshape", "repeat", "reduce", "softmax", "matmul", "batched matmul"}
+var kindNames = [...]string{"opaque", "input", "constant", "unary", "binary", "reshape", "repeat", "reduce", "softmax", "matmul", "batched matmul", "slice", "concat", "softmax backward", "slice backward"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -42,6 +46,13 @@ func (k Kind) String() string {
 // Elementwise reports whether k maps elements independently (or moves them).
 func (k Kind) Elementwise() bool {
 	return k == Unary || k == Binary || k == Constant || k == Reshape || k == Repeat
+}
+
+// Injective reports whether each output element of k reads one element of
+// one operand at an index of its own (Reshape, Repeat, Slice, Concat): such
+// ops fuse wherever elementwise ones do, outside attention kernels.
+func (k Kind) Injective() bool {
+	return k == Reshape || k == Repeat || k == Slice || k == Concat || k == SliceIncr
 }
 
 // Info is what the catalogue knows of one node's op.
@@ -56,8 +67,10 @@ type Info struct {
 	Reduce tile.Op // OpReduceSum or OpReduceMax
 	Axes   []int   // reduced or repeated axes
 	Value  float64 // a Constant's value
-	Log    bool    // a Softmax that is log-softmax
-	TransA bool    // a MatMul's operands are stored transposed
+	Log    bool    // a Softmax (or SoftmaxGrad) that is log-softmax
+	Start  int     // a Slice's (or SliceIncr's) range along Axes[0]: [Start, End)
+	End    int
+	TransA bool // a MatMul's operands are stored transposed
 	TransB bool
 	Why    string // why an op is Opaque
 }
@@ -186,6 +199,61 @@ func Classify(n *G.Node) Info {
 		}
 		// on its own it runs as Gorgonia runs it; graphpass fuses it inside attention
 		info.Kind, info.TransA, info.TransB = BatchedMatMul, strings.HasPrefix(s, "Aᵀ"), strings.HasSuffix(s, "Bᵀ")
+	case strings.HasPrefix(s, "T["): // a slice, or T[…]+=…, a slice's backward
+		incr := strings.HasSuffix(s, "+=...")
+		along, err := intField(op, "along")
+		if err != nil {
+			return opaque(err.Error())
+		}
+		var in []tensor.Shape // the operands' shapes
+		for ch := n.Graph().From(n.ID()); ch.Next(); {
+			in = append(in, ch.Node().(*G.Node).Shape())
+		}
+		if len(in) != 1 && !incr || len(in) != 2 && incr {
+			return opaque("a slice with an unexpected number of operands")
+		}
+		whole, sliced := in[0], info.Shape // the range is taken of whole; sliced has the range's length
+		if incr {
+			whole, sliced = info.Shape, in[1]
+		}
+		if len(sliced) != len(whole) || along < 0 || along >= len(whole) {
+			if !(incr && len(sliced) == 0) { // a scalar increment is broadcast
+				return opaque("a slice that drops an axis")
+			}
+		}
+		start, end := 0, whole[along]
+		if sl, ok := op.(interface{ IsSlice() tensor.Slice }); ok && sl.IsSlice() != nil && sl.IsSlice().End() > sl.IsSlice().Start() {
+			if sl.IsSlice().Step() != 1 {
+				return opaque("a slice with a step")
+			}
+			start, end = sl.IsSlice().Start(), sl.IsSlice().End()
+		}
+		info.Kind, info.Axes, info.Start, info.End = Slice, []int{along}, start, end
+		if incr {
+			info.Kind = SliceIncr
+		}
+	case strings.HasPrefix(s, "Concat("):
+		axis, err := intField(op, "axis")
+		if err != nil {
+			return opaque(err.Error())
+		}
+		if axis < 0 || axis >= len(info.Shape) {
+			return opaque("a concat along an axis out of range")
+		}
+		info.Kind, info.Axes = Concat, []int{axis}
+	case strings.HasPrefix(s, "SoftmaxDiff{"):
+		axes, err := intField(op, "axis")
+		if err != nil {
+			return opaque(err.Error())
+		}
+		isLog, err := boolField(op, "isLog")
+		if err != nil {
+			return opaque(err.Error())
+		}
+		if r := len(info.Shape); r == 0 || axes != -1 && axes != r-1 {
+			return opaque("a softmax backward along an axis other than the last")
+		}
+		info.Kind, info.Log = SoftmaxGrad, isLog
 	case strings.HasPrefix(s, "Softmax{"):
 		axes, err := intField(op, "axis")
 		if err != nil {

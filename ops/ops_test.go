@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -43,6 +44,12 @@ func TestClassify(t *testing.T) {
 		{"matmul", must(G.Mul(x, must(G.Transpose(y)))), MatMul, func(i Info) bool { return !i.TransA && !i.TransB }},
 		{"matrix-vector", must(G.Mul(x, v)), Opaque, func(i Info) bool { return i.Why != "" }},
 		{"int dtype", must(G.Add(xi, xi)), Opaque, func(i Info) bool { return i.Why != "" }},
+		{"slice of a range", must(G.Slice(x, nil, G.S(1, 3))), Slice, func(i Info) bool { return i.Axes[0] == 1 && i.Start == 1 }},
+		{"slice from the start", must(G.Slice(x, nil, G.S(0, 2))), Slice, func(i Info) bool { return i.Axes[0] == 1 && i.Start == 0 }},
+		{"slice of a length-1 range (drops the axis)", must(G.Slice(x, G.S(1, 2))), Opaque, func(i Info) bool { return i.Why != "" }},
+		{"slice of one index (drops the axis)", must(G.Slice(x, nil, G.S(2))), Opaque, func(i Info) bool { return i.Why != "" }},
+		{"concat", must(G.Concat(1, x, y)), Concat, func(i Info) bool { return i.Axes[0] == 1 }},
+		{"softmax", must(G.SoftMax(x)), Softmax, func(i Info) bool { return !i.Log }},
 	}
 	bc := must(G.BroadcastAdd(x, v, nil, []byte{0}))
 	ch := g.From(bc.ID())
@@ -65,5 +72,39 @@ func TestClassify(t *testing.T) {
 				t.Fatalf("%v: %+v", c.n.Op(), info)
 			}
 		})
+	}
+}
+
+// TestClassifyBackwardOps: Gorgonia's SoftmaxDiff (from Grad through a
+// SoftMax) is the softmax backward kind, and T[…]+=… (from Grad through a
+// slice) the slice backward, with its range.
+func TestClassifyBackwardOps(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float64, G.WithShape(2, 5), G.WithName("x"))
+	cost := G.Must(G.Sum(G.Must(G.Square(G.Must(G.SoftMax(G.Must(G.Slice(x, nil, G.S(1, 4)))))))))
+	if _, err := G.Grad(cost, x); err != nil {
+		t.Fatal(err)
+	}
+	found := map[Kind]bool{}
+	for _, n := range g.AllNodes() {
+		if n.Op() == nil {
+			continue
+		}
+		s, info := n.Op().String(), Classify(n)
+		switch {
+		case strings.HasPrefix(s, "SoftmaxDiff"):
+			found[SoftmaxGrad] = true
+			if info.Kind != SoftmaxGrad || info.Log {
+				t.Fatalf("%v: %+v", s, info)
+			}
+		case strings.HasPrefix(s, "T[:, 1:4") && strings.HasSuffix(s, "+=..."):
+			found[SliceIncr] = true
+			if info.Kind != SliceIncr || info.Axes[0] != 1 || info.Start != 1 || info.End != 4 {
+				t.Fatalf("%v: %+v", s, info)
+			}
+		}
+	}
+	if !found[SoftmaxGrad] || !found[SliceIncr] {
+		t.Fatalf("the gradient graph lacks a SoftmaxDiff or a T[…]+=…: %v", found)
 	}
 }
