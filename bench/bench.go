@@ -48,6 +48,10 @@ type Options struct {
 	Progress func(mode string)
 	// FusionOptions are passed to tilefuse (after the backend).
 	FusionOptions []fusion.Option
+	// Profile, on the GPU, runs each tilefuse mode once more with
+	// fusion.WithProfile after the timed runs: each kernel's device time
+	// goes into Result.Profile (the timed runs are not slowed by it).
+	Profile bool
 }
 
 // Measurement is one mode's timing.
@@ -98,6 +102,9 @@ type Result struct {
 	// CopyGBps is the memory copy bandwidth measured in the same run (host
 	// memory for the CPU backend), the roofline of memory-bound graphs.
 	CopyGBps float64 `json:"copy_gb_per_s,omitempty"`
+	// Profile is each tilefuse mode's kernels with their device times in
+	// one run (Options.Profile, GPU only)
+	Profile map[string][]fusion.KernelTime `json:"profile,omitempty"`
 }
 
 // Mode returns the measurement of mode m, or nil.
@@ -297,9 +304,14 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 		}
 	}
 	// the timed runs, the modes taking turns, so that a machine that slows
-	// down or speeds up meanwhile moves all three alike
+	// down or speeds up meanwhile moves all three alike; each timed run
+	// follows an untimed one of its own mode, so that it finds the caches
+	// and the GPU's clocks as a loop of its own runs would
 	for i := range o.Runs {
 		for _, r := range runs {
+			if err := run(r.vm, i); err != nil {
+				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
+			}
 			t0 := time.Now()
 			if err := run(r.vm, i); err != nil {
 				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
@@ -325,6 +337,22 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 			m.GFLOPs = float64(s.Flops) / m.Time() / 1e9
 		}
 		res.Modes = append(res.Modes, m)
+	}
+	if o.Profile && o.Backend == fusion.CUDA {
+		res.Profile = map[string][]fusion.KernelTime{}
+		for _, mode := range []string{Unfused, Fused} {
+			opts := append([]fusion.Option{fusion.WithBackend(o.Backend), fusion.WithFusion(mode == Fused), fusion.WithProfile(true)}, o.FusionOptions...)
+			fm := fusion.NewTapeMachine(s.Graph, opts...)
+			err := fm.Err()
+			for i := 0; i < 2 && err == nil; i++ { // the second run is the one kept
+				err = run(fm, i)
+			}
+			res.Profile[mode] = fm.KernelTimes()
+			fm.Close()
+			if err != nil {
+				return nil, fmt.Errorf("bench: %s: profiling %s: %w", s.Name, mode, err)
+			}
+		}
 	}
 	// report in the order of Modes
 	slices.SortFunc(res.Modes, func(a, b *Measurement) int { return slices.Index(Modes, a.Mode) - slices.Index(Modes, b.Mode) })

@@ -228,6 +228,43 @@ func (t *Timer) Time(f func() error) (float64, error) {
 	return ms, err
 }
 
+// Event marks a point in the device's work, for timing a sequence of
+// launches piece by piece.
+type Event struct{ ev cu.Event }
+
+// NewEvent creates an event.
+func (d *Device) NewEvent() (*Event, error) {
+	e := &Event{}
+	err := d.Do(func() error {
+		var err error
+		e.ev, err = cu.MakeEvent(cu.DefaultEvent)
+		return err
+	})
+	return e, err
+}
+
+// FreeEvent destroys e.
+func (d *Device) FreeEvent(e *Event) error {
+	return d.Do(func() error { return cu.DestroyEvent(&e.ev) })
+}
+
+// Record records e after the work enqueued so far.
+func (t *Thread) Record(e *Event) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	return e.ev.Record(cu.Stream{})
+}
+
+// Elapsed is the device time from a to b in ms, once b has completed
+// (after a Timer's Stop, or Sync).
+func (t *Thread) Elapsed(a, b *Event) (float64, error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	return a.ev.Elapsed(b.ev)
+}
+
 // Close destroys the events.
 func (t *Timer) Close() error {
 	return t.d.Do(func() error {

@@ -49,6 +49,9 @@ func TestDeviceTimeOnlyOnTheGPU(t *testing.T) {
 	if s, ok := m.DeviceTime(); ok || s != 0 {
 		t.Fatalf("DeviceTime on the CPU = %v, %v; want 0, false", s, ok)
 	}
+	if ks := m.KernelTimes(); ks != nil {
+		t.Fatalf("KernelTimes on the CPU = %v, want nil", ks)
+	}
 }
 
 // TestDumpDir: WithDumpDir writes each generated kernel's IR.

@@ -113,3 +113,39 @@ func TestTrainingAttentionOnGPU(t *testing.T) {
 // (softmax backward, T[…]+=…) as kernels on the CUDA backend, against
 // Gorgonia on the CPU.
 func TestSliceConcatOnGPU(t *testing.T) { checkSliceConcat(t, 1e-10, fusion.WithBackend(fusion.CUDA)) }
+
+// TestKernelTimesOnGPU: WithProfile times every kernel of a run; together
+// they fit in the run's device time.
+func TestKernelTimesOnGPU(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(300, 500), G.WithName("x"))
+	G.Must(G.Sum(G.Must(G.SoftMax(G.Must(G.Tanh(x)))), 0)) // a row kernel, then a column sum
+	m := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CUDA), fusion.WithProfile(true))
+	defer m.Close()
+	if err := m.Err(); err != nil {
+		t.Fatal(err)
+	}
+	d := make([]float32, 300*500)
+	for i := range d {
+		d[i] = float32(i%13) / 7
+	}
+	if err := G.Let(x, tensor.New(tensor.WithShape(300, 500), tensor.WithBacking(d))); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	ks := m.KernelTimes()
+	dt, _ := m.DeviceTime()
+	sum := 0.0
+	for _, k := range ks {
+		if k.Seconds <= 0 || k.Kernel == "" || len(k.Ops) == 0 {
+			t.Fatalf("kernel time %+v", k)
+		}
+		sum += k.Seconds
+	}
+	if len(ks) != m.Report().Kernels() || sum > dt {
+		t.Fatalf("%d kernel times for %d kernels; their sum %v s, the run %v s", len(ks), m.Report().Kernels(), sum, dt)
+	}
+	t.Logf("%+v in a run of %v s", ks, dt)
+}

@@ -55,6 +55,9 @@ type gpu struct {
 	hostOps int                 // launches of unknown ops on the CPU, last run
 	timer   *cuda.Timer
 	devMs   float64 // device time of the last run's compute, ms
+	// WithProfile: an event before and after each launch, and the times
+	profile map[*G.Node][2]*cuda.Event
+	times   []KernelTime
 }
 
 // openGPU allocates every buffer of the graph and loads every kernel now, so
@@ -83,6 +86,19 @@ func openGPU(c *Compiled) (gpuBackend, error) {
 	if err := g.prepare(c); err != nil {
 		g.close()
 		return nil, err
+	}
+	if c.cfg.profile {
+		g.profile = map[*G.Node][2]*cuda.Event{}
+		for n := range g.loaded {
+			var ev [2]*cuda.Event
+			for i := range ev {
+				if ev[i], err = dev.NewEvent(); err != nil {
+					g.close()
+					return nil, fmt.Errorf("fusion: %w", err)
+				}
+			}
+			g.profile[n] = ev
+		}
 	}
 	return g, nil
 }
@@ -305,6 +321,21 @@ func (g *gpu) run(c *Compiled) error {
 			return err
 		}
 		g.devMs = ms
+		if g.profile != nil { // every event has completed with the timer's
+			g.times = g.times[:0]
+			for _, n := range g.order {
+				ev, ok := g.profile[n]
+				if !ok {
+					continue
+				}
+				ms, err := t.Elapsed(ev[0], ev[1])
+				if err != nil {
+					return err
+				}
+				op := n.Op().(*FusedOp)
+				g.times = append(g.times, KernelTime{Kernel: op.name, Ops: op.ops, Seconds: ms / 1e3})
+			}
+		}
 		for nn, orig := range g.newOf {
 			if !c.read[orig] || isInput[nn] {
 				continue
@@ -354,8 +385,19 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled, isInput map[*G.Node]bool) err
 				return err
 			}
 			dev = append(dev, g.outs[n]...)
+			ev, timed := g.profile[n]
+			if timed {
+				if err := t.Record(ev[0]); err != nil {
+					return err
+				}
+			}
 			if err := t.Launch(g.loaded[n], op.Kernel(), op.Grid(), dev...); err != nil {
 				return fmt.Errorf("fusion: %w", err)
+			}
+			if timed {
+				if err := t.Record(ev[1]); err != nil {
+					return err
+				}
 			}
 		default:
 			if isConst(n) {
@@ -392,12 +434,22 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled, isInput map[*G.Node]bool) err
 // down.
 func (g *gpu) deviceTime() float64 { return g.devMs / 1e3 }
 
+func (g *gpu) kernelTimes() []KernelTime { return append([]KernelTime(nil), g.times...) }
+
 // close frees the graph's buffers; the shared device stays open.
 func (g *gpu) close() error {
 	for _, b := range g.owned { // views and slices share these
 		g.dev.Free(b)
 	}
 	g.bufs, g.owned = nil, nil
+	for _, ev := range g.profile {
+		for _, e := range ev {
+			if e != nil {
+				g.dev.FreeEvent(e)
+			}
+		}
+	}
+	g.profile = nil
 	if g.timer != nil {
 		return g.timer.Close()
 	}

@@ -123,7 +123,15 @@ func readSet(gr *graphpass.Graph, cfg config) map[*G.Node]bool {
 type gpuBackend interface {
 	run(c *Compiled) error
 	deviceTime() float64
+	kernelTimes() []KernelTime
 	close() error
+}
+
+// KernelTime is one kernel's device time in a run (WithProfile).
+type KernelTime struct {
+	Kernel  string
+	Ops     []string // the ops it runs
+	Seconds float64
 }
 
 var (
@@ -245,6 +253,15 @@ func (m *Machine) DeviceTime() (seconds float64, ok bool) {
 	}
 	t := m.gpu.deviceTime()
 	return t, t > 0
+}
+
+// KernelTimes is, on the CUDA backend with WithProfile, each kernel's
+// device time in the last run, in launch order (nil otherwise).
+func (m *Machine) KernelTimes() []KernelTime {
+	if m.gpu == nil {
+		return nil
+	}
+	return m.gpu.kernelTimes()
 }
 
 // Reset resets the machine for another run.

@@ -29,6 +29,7 @@ type config struct {
 	dumpDir   string
 	precision tile.Precision
 	maxGroup  int
+	profile   bool
 }
 
 // Option configures Compile and NewTapeMachine.
@@ -66,3 +67,8 @@ func WithMaxGroup(n int) Option { return func(c *config) { c.maxGroup = n } }
 // CUDA backend and off for the CPU, where Gorgonia's BLAS products are faster
 // than the interpreter's.
 func WithMatMulFusion(on bool) Option { return func(c *config) { c.matmul = &on } }
+
+// WithProfile times each kernel of a run on the GPU backend, with a pair of
+// events around its launch (Machine.KernelTimes). The events cost a little:
+// leave it off when timing whole runs.
+func WithProfile(on bool) Option { return func(c *config) { c.profile = on } }

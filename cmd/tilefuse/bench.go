@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +28,7 @@ func benchCmd(args []string, out, progress io.Writer) error {
 	jsonOut := fs.String("json", "", "write the results as JSON to `file`")
 	plotOut := fs.String("plot", "", "write a PNG chart of speedups and percent of roofline to `file`")
 	quiet := fs.Bool("q", false, "no progress bar")
+	profile := fs.Int("profile", 0, "on the GPU, list each workload's `N` slowest kernels per tilefuse mode, timed with events in a run of their own")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -63,6 +66,9 @@ func benchCmd(args []string, out, progress io.Writer) error {
 	if *runs < 1 {
 		return fmt.Errorf("-runs %d: want at least 1", *runs)
 	}
+	if *profile < 0 || *profile > 0 && be != fusion.CUDA {
+		return fmt.Errorf("-profile %d: want a count of kernels, with -backend cuda", *profile)
+	}
 	copyGBps, copyWhat, err := copyBandwidth(be)
 	if err != nil {
 		return err
@@ -84,7 +90,7 @@ func benchCmd(args []string, out, progress io.Writer) error {
 			if err != nil {
 				return err
 			}
-			r, err := bench.Graph(spec, bench.Options{Backend: be, Runs: *runs, WarmUp: *warm, Progress: func(mode string) {
+			r, err := bench.Graph(spec, bench.Options{Backend: be, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, Progress: func(mode string) {
 				bar(w.Name + "/" + sz + " " + mode)
 				done++
 			}})
@@ -103,6 +109,9 @@ func benchCmd(args []string, out, progress io.Writer) error {
 		fmt.Fprintln(progress)
 	}
 	writeTable(out, results, be, copyGBps, copyWhat)
+	if *profile > 0 {
+		writeProfile(out, results, *profile)
+	}
 	if *jsonOut != "" {
 		b, err := json.MarshalIndent(map[string]any{
 			"date": time.Now().UTC().Format(time.RFC3339), "backend": be.String(),
@@ -169,6 +178,30 @@ func writeTable(out io.Writer, results []*bench.Result, be fusion.Backend, copyG
 		fmt.Fprintf(out, "| %s | %s | %s | %s (%s–%s) | %.2fx | %.2f | %.0f%% | %s | %.0f%% of the run |\n",
 			r.Name, r.Size, ms(u.DeviceMedian), ms(f.DeviceMedian), ms(f.DeviceMin), ms(f.DeviceMax),
 			r.DeviceSpeedup(bench.Fused), f.GBps, 100*r.Roofline(bench.Fused), gflops(f), 100*(1-f.DeviceMedian/f.Median))
+	}
+}
+
+// writeProfile lists each workload's n slowest kernels per tilefuse mode,
+// with their share of the kernels' total.
+func writeProfile(out io.Writer, results []*bench.Result, n int) {
+	fmt.Fprintf(out, "\nThe %d slowest kernels of one run per mode (events around each launch), µs:\n", n)
+	for _, r := range results {
+		for _, mode := range []string{bench.Unfused, bench.Fused} {
+			ks := slices.Clone(r.Profile[mode])
+			total := 0.0
+			for _, k := range ks {
+				total += k.Seconds
+			}
+			slices.SortStableFunc(ks, func(a, b fusion.KernelTime) int { return cmp.Compare(b.Seconds, a.Seconds) })
+			fmt.Fprintf(out, "\n%s/%s %s: %d kernels, %.1f µs in all\n", r.Name, r.Size, mode, len(ks), 1e6*total)
+			for _, k := range ks[:min(n, len(ks))] {
+				ops := strings.Join(k.Ops, "; ")
+				if len(ops) > 90 {
+					ops = ops[:87] + "..."
+				}
+				fmt.Fprintf(out, "  %8.1f  %4.1f%%  %s  %s\n", 1e6*k.Seconds, 100*k.Seconds/max(total, 1e-12), k.Kernel, ops)
+			}
+		}
 	}
 }
 

@@ -100,6 +100,8 @@ func TestBenchRejectsBadInput(t *testing.T) {
 		{[]string{"-workload", "nope"}, `no workload "nope"`},
 		{[]string{"-size", "huge"}, "want small, large or all"},
 		{[]string{"-runs", "0"}, "at least 1"},
+		{[]string{"-profile", "3"}, "with -backend cuda"},
+		{[]string{"-profile", "-1", "-backend", "cuda"}, "want a count"},
 		{[]string{"stray"}, "unexpected arguments"},
 	} {
 		var sb, progress strings.Builder
@@ -147,5 +149,33 @@ func TestDeviceTable(t *testing.T) {
 	cfg, err := pngpkg.DecodeConfig(f)
 	if err != nil || cfg.Height < 900 {
 		t.Fatalf("plot %v x %v (%v): want three panels", cfg.Width, cfg.Height, err)
+	}
+}
+
+// TestProfileList: the slowest kernels per mode, slowest first, with their
+// share of the run's kernel time.
+func TestProfileList(t *testing.T) {
+	r := &bench.Result{Name: "mlp_step", Size: "large", Profile: map[string][]fusion.KernelTime{
+		bench.Unfused: {{Kernel: "fused_0_matmul", Ops: []string{"A × B"}, Seconds: 1e-4}},
+		bench.Fused: {
+			{Kernel: "fused_0_matmul", Ops: []string{"A × B", "+ false"}, Seconds: 1e-4},
+			{Kernel: "fused_1_reduction", Ops: []string{"Σ[0]"}, Seconds: 3e-4},
+			{Kernel: "fused_2_elementwise", Ops: []string{"tanh"}, Seconds: 1e-5},
+		},
+	}}
+	var buf bytes.Buffer
+	writeProfile(&buf, []*bench.Result{r}, 2)
+	out := buf.String()
+	for _, want := range []string{
+		"mlp_step/large fused: 3 kernels, 410.0 µs in all",
+		"     300.0  73.2%  fused_1_reduction  Σ[0]\n     100.0  24.4%  fused_0_matmul  A × B; + false\n",
+		"mlp_step/large unfused: 1 kernels, 100.0 µs in all",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("profile lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "fused_2_elementwise") {
+		t.Errorf("more than 2 kernels listed:\n%s", out)
 	}
 }
