@@ -237,6 +237,14 @@ func (t *Thread) Upload(b *Buffer, host any) error {
 	return cu.MemcpyHtoD(b.Ptr, p, n)
 }
 
+// Zero enqueues the zeroing of b (bytes 0: +0.0 in float32 and float64).
+func (t *Thread) Zero(b *Buffer) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	return cu.MemsetD8Async(b.Ptr, 0, b.Bytes, cu.Stream{})
+}
+
 // Download copies b into a host slice (as Device.Download).
 func (t *Thread) Download(host any, b *Buffer) error {
 	if err := t.check(); err != nil {

@@ -116,7 +116,7 @@ func (op *FusedOp) Do(vals ...G.Value) (_ G.Value, err error) {
 	for _, d := range op.kernel.Out {
 		n *= d
 	}
-	var out any
+	var out any // fresh, so zeros where the kernel accumulates
 	if op.kernel.DType == tile.F64 {
 		out, args = stacked[float64](args, op.outs, n)
 	} else {
@@ -175,6 +175,10 @@ func (op *FusedOp) Kernel() *tile.Kernel { return op.kernel.Tile }
 
 // Grid is the grid the kernel is launched over.
 func (op *FusedOp) Grid() tile.Grid { return op.kernel.Grid }
+
+// Accumulates reports whether the kernel adds into its output, which must
+// hold zeros before the launch (a reduction split over programs).
+func (op *FusedOp) Accumulates() bool { return op.kernel.Accumulates }
 
 // IsView reports whether the op only reshapes: its output is its input's memory.
 func (op *FusedOp) IsView() bool { return op.view }

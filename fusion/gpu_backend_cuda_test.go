@@ -149,3 +149,7 @@ func TestKernelTimesOnGPU(t *testing.T) {
 	}
 	t.Logf("%+v in a run of %v s", ks, dt)
 }
+
+// TestSplitReductionsOnGPU: sums spread over programs with atomic adds into
+// an output zeroed before each launch, on the CUDA backend.
+func TestSplitReductionsOnGPU(t *testing.T) { checkSplitReductions(t, 1e-12, fusion.WithBackend(fusion.CUDA)) }

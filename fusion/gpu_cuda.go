@@ -385,6 +385,13 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled, isInput map[*G.Node]bool) err
 				return err
 			}
 			dev = append(dev, g.outs[n]...)
+			if op.Accumulates() { // the kernel adds into its output
+				for _, o := range g.outs[n] {
+					if err := t.Zero(o.(*cuda.Buffer)); err != nil {
+						return err
+					}
+				}
+			}
 			ev, timed := g.profile[n]
 			if timed {
 				if err := t.Record(ev[0]); err != nil {

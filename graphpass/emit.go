@@ -15,6 +15,9 @@ type Kernel struct {
 	Out   []int      // the output's shape (every output's, when there are several)
 	DType tile.DType // the output's dtype (likewise)
 	Outs  int        // the number of outputs: the root, then the group's Extra
+	// Accumulates: the kernel adds into its output (a reduction split over
+	// programs, each adding its part atomically), which must be zeros first
+	Accumulates bool
 }
 
 // Kernel parameters: one pointer per group input (a scalar input is a
@@ -405,6 +408,22 @@ func (e *emitter) reduce(out *tile.Value, k *Kernel) error {
 	no, nr := numel(keptS), numel(redS)
 	br := min(1024, pow2AtLeast(nr))
 	bo := max(1, min(pow2AtLeast(no), 4096/br))
+	// few outputs over many elements: the reduced range is split over
+	// programs too (program axis 1), each adding its part into the output
+	// atomically; sums only (there is no atomic max)
+	split, chunk := 1, nr
+	if programs := tile.CDiv(no, bo); root.Info.Reduce == tile.OpReduceSum && programs < minPrograms {
+		split = min(tile.CDiv(nr, 4*br), tile.CDiv(minPrograms, programs))
+		if split > 1 {
+			chunk = tile.CDiv(tile.CDiv(nr, split), br) * br
+			split = tile.CDiv(nr, chunk)
+		}
+	}
+	var lo, hi any = 0, nr
+	if split > 1 {
+		l := b.Mul(b.ProgramID(1), chunk)
+		lo, hi = l, b.Minimum(b.Add(l, chunk), nr)
+	}
 	o := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bo), b.Arange(0, bo)), 1) // [BO,1]
 	maskO := b.Lt(o, no)
 	rk := b.ExpandDims(b.Arange(0, br), 0) // [1,BR]
@@ -413,7 +432,7 @@ func (e *emitter) reduce(out *tile.Value, k *Kernel) error {
 	if root.Info.Reduce == tile.OpReduceMax {
 		identity = -inf
 	}
-	acc := b.For(0, nr, br, []*tile.Value{b.Full(identity, d, bo, br)}, func(r0 *tile.Value, c []*tile.Value) []*tile.Value {
+	acc := b.For(lo, hi, br, []*tile.Value{b.Full(identity, d, bo, br)}, func(r0 *tile.Value, c []*tile.Value) []*tile.Value {
 		r := b.Add(rk, r0)
 		mask := b.And(maskO, b.Lt(r, nr))
 		// input coordinates: kept ones from o, reduced ones from r
@@ -444,10 +463,19 @@ func (e *emitter) reduce(out *tile.Value, k *Kernel) error {
 		return e.err
 	}
 	res := b.Reduce(root.Info.Reduce, acc[0], 1)
-	b.Store(b.AddPtr(out, b.Reshape(o, bo)), res, b.Reshape(maskO, bo))
 	k.Grid = tile.Grid{tile.CDiv(no, bo)}
+	if split > 1 {
+		b.AtomicAdd(b.AddPtr(out, b.Reshape(o, bo)), res, b.Reshape(maskO, bo))
+		k.Grid[1], k.Accumulates = split, true
+		return nil
+	}
+	b.Store(b.AddPtr(out, b.Reshape(o, bo)), res, b.Reshape(maskO, bo))
 	return nil
 }
+
+// minPrograms is the fewest programs a reduction is spread over when its
+// outputs are few (about two per SM of an H200).
+const minPrograms = 256
 
 var inf = math.Inf(1)
 
