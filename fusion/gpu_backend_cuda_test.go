@@ -152,4 +152,6 @@ func TestKernelTimesOnGPU(t *testing.T) {
 
 // TestSplitReductionsOnGPU: sums spread over programs with atomic adds into
 // an output zeroed before each launch, on the CUDA backend.
-func TestSplitReductionsOnGPU(t *testing.T) { checkSplitReductions(t, 1e-12, fusion.WithBackend(fusion.CUDA)) }
+func TestSplitReductionsOnGPU(t *testing.T) {
+	checkSplitReductions(t, 1e-12, fusion.WithBackend(fusion.CUDA))
+}
