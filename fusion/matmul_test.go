@@ -2,6 +2,7 @@ package fusion_test
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -48,4 +49,24 @@ func TestLinearReLUIsOneKernel(t *testing.T) {
 		}
 	}
 	closeTo(t, "relu(x·W+b)", floats(y.Value()), want, 1e-12)
+}
+
+// TestMatMulBlock64: the 64×64 output tile (TILEFUSE_MATMUL_BLOCK=64, the
+// default for large products) gives the MLP the same training as Gorgonia,
+// and its kernels lower to PTX.
+func TestMatMulBlock64(t *testing.T) {
+	t.Setenv("TILEFUSE_MATMUL_BLOCK", "64")
+	trainMLPAgainstGorgonia(t, 1e-11, 2e-5, fusion.WithMatMulFusion(true))
+	m := newMLP(t, tensor.Float32, 70, 33, 90, 10, 5)
+	vm := fusion.NewTapeMachine(m.g, fusion.WithMatMulFusion(true))
+	defer vm.Close()
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	lowersToPTX(t, vm)
+	for _, n := range vm.Compiled().Graph.AllNodes() {
+		if f, ok := n.Op().(*fusion.FusedOp); ok && strings.HasSuffix(f.Kernel().Name, "_matmul") && f.Grid()[0] != (70+63)/64 && f.Grid()[0] != (33+63)/64 && f.Grid()[0] != (90+63)/64 {
+			t.Fatalf("%s: grid %v, not 64-row tiles", f.Kernel().Name, f.Grid())
+		}
+	}
 }

@@ -3,6 +3,7 @@ package graphpass
 import (
 	"fmt"
 	"math"
+	"os"
 
 	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
@@ -493,7 +494,8 @@ func (e *emitter) matmul(out *tile.Value, k *Kernel) error {
 	if mm.Info.TransA {
 		kk = aS[0]
 	}
-	bm, bn, bk := 32, 32, 32
+	bm, bk := matmulBlock(batch*m*n), 32
+	bn := bm
 	pa, pb := e.ptr[mm.Inputs[0]], e.ptr[mm.Inputs[1]]
 	if pa == nil || pb == nil {
 		return fmt.Errorf("graphpass: %v: the product's operands are not inputs of the kernel", e.grp)
@@ -535,6 +537,22 @@ func (e *emitter) matmul(out *tile.Value, k *Kernel) error {
 		k.Grid[2] = batch
 	}
 	return nil
+}
+
+// matmulBlock is the side of a matmul group's output tile: 64 when the
+// product has enough 64×64 tiles to fill a large GPU (132 SMs) twice, else
+// 32. TILEFUSE_MATMUL_BLOCK=32 or 64 overrides it (for measuring both).
+func matmulBlock(outputs int) int {
+	switch os.Getenv("TILEFUSE_MATMUL_BLOCK") {
+	case "32":
+		return 32
+	case "64":
+		return 64
+	}
+	if outputs >= 2*132*64*64 {
+		return 64
+	}
+	return 32
 }
 
 // rowChunk is the block a looped row group walks its row with.
