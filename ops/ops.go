@@ -241,20 +241,7 @@ func Classify(n *G.Node) Info {
 			return opaque("a concat along an axis out of range")
 		}
 		info.Kind, info.Axes = Concat, []int{axis}
-	case strings.HasPrefix(s, "SoftmaxDiff{"):
-		axes, err := intField(op, "axis")
-		if err != nil {
-			return opaque(err.Error())
-		}
-		isLog, err := boolField(op, "isLog")
-		if err != nil {
-			return opaque(err.Error())
-		}
-		if r := len(info.Shape); r == 0 || axes != -1 && axes != r-1 {
-			return opaque("a softmax backward along an axis other than the last")
-		}
-		info.Kind, info.Log = SoftmaxGrad, isLog
-	case strings.HasPrefix(s, "Softmax{"):
+	case strings.HasPrefix(s, "SoftmaxDiff{"), strings.HasPrefix(s, "Softmax{"): // the softmax and its backward
 		axes, err := intField(op, "axis")
 		if err != nil {
 			return opaque(err.Error())
@@ -267,6 +254,9 @@ func Classify(n *G.Node) Info {
 			return opaque("softmax along an axis other than the last")
 		}
 		info.Kind, info.Log = Softmax, isLog
+		if strings.HasPrefix(s, "SoftmaxDiff{") {
+			info.Kind = SoftmaxGrad
+		}
 	default:
 		return opaque("not in the catalogue yet")
 	}
