@@ -305,14 +305,16 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 	}
 	// the timed runs, the modes taking turns, so that a machine that slows
 	// down or speeds up meanwhile moves all three alike; each timed run
-	// follows a collection (no mode pays for another's garbage) and an
-	// untimed run of its own mode, so that it finds the caches and the GPU's
-	// clocks as a loop of its own runs would
+	// follows a collection (no mode pays for another's garbage) and, on the
+	// GPU, an untimed run of its own mode, so that it finds the device's
+	// caches and clocks as a loop of its own runs would
 	for i := range o.Runs {
 		for _, r := range runs {
 			runtime.GC()
-			if err := run(r.vm, i); err != nil {
-				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
+			if o.Backend == fusion.CUDA {
+				if err := run(r.vm, i); err != nil {
+					return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
+				}
 			}
 			t0 := time.Now()
 			if err := run(r.vm, i); err != nil {
