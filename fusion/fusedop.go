@@ -112,10 +112,7 @@ func (op *FusedOp) Do(vals ...G.Value) (_ G.Value, err error) {
 		}
 		args = append(args, a)
 	}
-	n := 1
-	for _, d := range op.kernel.Out {
-		n *= d
-	}
+	n := numel(op.kernel.Out)
 	var out any // fresh, so zeros where the kernel accumulates
 	if op.kernel.DType == tile.F64 {
 		out, args = stacked[float64](args, op.outs, n)
@@ -222,10 +219,7 @@ func (op *PartOp) Do(vals ...G.Value) (_ G.Value, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("fusion: %v: %w", op, err)
 	}
-	n := 1
-	for _, s := range op.shape {
-		n *= s
-	}
+	n := numel(op.shape)
 	var part any
 	switch d := d.(type) {
 	case []float32:
@@ -237,6 +231,15 @@ func (op *PartOp) Do(vals ...G.Value) (_ G.Value, err error) {
 		return nil, fmt.Errorf("fusion: %v: %w", op, err)
 	}
 	return tensor.New(tensor.WithShape(op.shape...), tensor.WithBacking(part)), nil
+}
+
+// numel is the number of elements of shape s (1 for a scalar).
+func numel(s []int) int {
+	n := 1
+	for _, d := range s {
+		n *= d
+	}
+	return n
 }
 
 // stacked allocates outs outputs of n elements in one slice and appends

@@ -60,7 +60,7 @@ func Emit(grp *Group, prec tile.Precision) (*Kernel, error) {
 		}
 		e.extra = append(e.extra, b.Ptr(fmt.Sprintf("out%d", i+1), d))
 	}
-	if len(grp.Extra) > 0 && (grp.Kind == ReduceGroup || grp.Kind == AttentionGroup || grp.Kind == RowGroup && grp.Full[len(grp.Full)-1] > MaxRow) {
+	if len(grp.Extra) > 0 && (grp.Kind == ReduceGroup || grp.Kind == AttentionGroup || grp.Kind == RowGroup && looped(grp.Full)) {
 		return nil, fmt.Errorf("graphpass: %v: extra outputs in a %v group", grp, grp.Kind)
 	}
 	k := &Kernel{Out: root.Info.Shape, DType: d, Outs: 1 + len(grp.Extra)}
@@ -91,7 +91,7 @@ func Emit(grp *Group, prec tile.Precision) (*Kernel, error) {
 		n := full[len(full)-1]
 		rows := numel(full) / n
 		k.Grid = tile.Grid{rows}
-		if n > MaxRow {
+		if looped(full) {
 			if err := e.rowLooped(out, n); err != nil {
 				return nil, err
 			}
@@ -320,9 +320,7 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			incS := n.Inputs[1].Info.Shape
 			at := idx // a scalar increment: every lane reads it
 			if len(incS) > 0 {
-				ci := append([]*tile.Value(nil), c...)
-				ci[a] = b.Maximum(b.Minimum(b.Sub(c[a], n.Info.Start), incS[a]-1), 0) // clamped: reads stay in bounds
-				at = e.flatten(ci, incS)
+				at = e.clampedAt(c, a, b.Sub(c[a], n.Info.Start), incS)
 			}
 			x, err := in(1, at)
 			if err != nil {
@@ -335,13 +333,11 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			off := 0
 			for i, x := range n.Inputs {
 				inS := x.Info.Shape
-				ci := append([]*tile.Value(nil), c...)
 				local := c[a]
 				if off != 0 {
 					local = b.Sub(c[a], off)
 				}
-				ci[a] = b.Maximum(b.Minimum(local, inS[a]-1), 0) // clamped: every lane's read is in bounds
-				xv, err := in(i, e.flatten(ci, inS))
+				xv, err := in(i, e.clampedAt(c, a, local, inS))
 				if err != nil {
 					return nil, err
 				}
@@ -386,6 +382,15 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 	}
 	e.memo[key] = v
 	return v, nil
+}
+
+// clampedAt is the flat index into shape s of the coordinates c with c[a]
+// replaced by local clamped to [0, s[a]): lanes that a select or the mask
+// discards still read in bounds.
+func (e *emitter) clampedAt(c []*tile.Value, a int, local *tile.Value, s []int) *tile.Value {
+	ci := append([]*tile.Value(nil), c...)
+	ci[a] = e.b.Maximum(e.b.Minimum(local, s[a]-1), 0)
+	return e.flatten(ci, s)
 }
 
 // reduce writes a reduction group: program p handles outputs

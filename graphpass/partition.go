@@ -37,6 +37,11 @@ func (k GroupKind) String() string {
 // walked in blocks, once per reduction (see rowLooped).
 const MaxRow = 8192
 
+// looped reports whether rows of the shape full are walked in blocks
+// (longer than MaxRow): such a row group writes one output and computes no
+// softmax backward.
+func looped(full []int) bool { return len(full) > 0 && full[len(full)-1] > MaxRow }
+
 // Group is a set of nodes that becomes one kernel.
 type Group struct {
 	ID      int
@@ -83,8 +88,8 @@ func canJoin(n *Node, grp *Group) (GroupKind, bool) {
 			}
 			full = n.Inputs[0].Info.Shape
 		}
-		if !sameShape(full, grp.Full) || len(grp.Extra) > 0 && full[len(full)-1] > MaxRow {
-			return 0, false // a looped row writes one output
+		if !sameShape(full, grp.Full) || len(grp.Extra) > 0 && looped(full) {
+			return 0, false
 		}
 		return RowGroup, true
 	}
@@ -162,7 +167,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 		n := gr.Nodes[i]
 		k := n.Info.Kind
 		fusable := k.Elementwise() || k.Injective() || k == ops.Reduce || k == ops.Softmax || opt.MatMul && productFuses(n) ||
-			k == ops.SoftmaxGrad && n.Info.Shape[len(n.Info.Shape)-1] <= MaxRow // a looped row computes no softmax backward
+			k == ops.SoftmaxGrad && !looped(n.Info.Shape)
 		if n.Group != nil || !fusable {
 			continue // already in an attention group, or not fusable
 		}
@@ -259,7 +264,7 @@ func extraOutput(n *Node, maxGroup int, size map[*Group]int) *Group {
 		tried[grp] = true
 		switch {
 		case grp.Kind != ElementwiseGroup && grp.Kind != RowGroup && grp.Kind != MatMulGroup,
-			grp.Kind == RowGroup && grp.Full[len(grp.Full)-1] > MaxRow,
+			grp.Kind == RowGroup && looped(grp.Full),
 			!sameShape(n.Info.Shape, grp.Full), n.Info.DType != grp.Root.Info.DType,
 			size[grp] >= maxGroup, reaches(n, grp):
 			continue
