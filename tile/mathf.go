@@ -2,12 +2,9 @@ package tile
 
 import "math"
 
-// expf is e^x for float32, computed in float64 by range reduction: x·log₂e =
-// n + f with |f| ≤ ½, 2^f = e^y (y = f·ln2, |y| ≤ 0.347) by its degree-7
-// Taylor polynomial (truncation error below 6e-9 relative, a tenth of an f32
-// ulp), scaled by 2^n through the exponent bits. The result is within 1 ulp
-// of float32(math.Exp(x)), overflows to +Inf above 88.72, and rounds through
-// the f32 subnormals to 0 below -103.97.
+// expf is e^x for float32, within 1 ulp of float32(math.Exp(x)) (see
+// expCore); it overflows to +Inf above 88.72 and rounds through the f32
+// subnormals to 0 below -103.97.
 func expf(x float32) float32 {
 	switch {
 	case x != x:
@@ -17,34 +14,58 @@ func expf(x float32) float32 {
 	case x < -103.97208:
 		return 0
 	}
-	const round = 0x1.8p52 // adding and subtracting it rounds |t| < 2⁵¹ to an integer
-	return float32(expPoly(float64(x)))
+	return float32(expCore(float64(x)))
 }
 
-// expPoly is e^x for x in about [-105, 89] (the f32 range), to 6e-9 relative:
-// the range reduction and polynomial of expf, in float64.
-func expPoly(x float64) float64 {
-	const round = 0x1.8p52 // adding and subtracting it rounds |t| < 2⁵¹ to an integer
-	t := x * math.Log2E
-	n := (t + round) - round
-	y := (t - n) * math.Ln2
-	p := 1 + y*(1+y*(1.0/2+y*(1.0/6+y*(1.0/24+y*(1.0/120+y*(1.0/720+y*(1.0/5040)))))))
-	return p * math.Float64frombits(uint64(int64(n)+1023)<<52)
-}
-
-// tanhf is tanh for float32, within 1 ulp of float32(math.Tanh(x)): for
-// |x| ≥ 0.625 it is 1 - 2/(e^{2|x|}+1) with expPoly (relative error below
-// 4e-9 there); below, where that cancels, math.Tanh itself.
-func tanhf(x float32) float32 {
-	ax := math.Abs(float64(x))
-	switch {
-	case ax < 0.625 || ax != ax:
-		return float32(math.Tanh(float64(x)))
-	case ax > 9.1: // tanh rounds to ±1 in f32
-		return float32(math.Copysign(1, float64(x)))
+// exp2Frac holds 2^(i/32) for i < 32, as float64 bits less i<<47: expCore
+// adds back the whole integer k<<47, which puts k/32's integer part into the
+// exponent field and cancels the fraction's bits.
+var exp2Frac = func() (t [32]uint64) {
+	for i := range t {
+		t[i] = math.Float64bits(math.Exp2(float64(i)/32)) - uint64(i)<<47
 	}
-	t := 1 - 2/(expPoly(2*ax)+1)
-	return float32(math.Copysign(t, float64(x)))
+	return t
+}()
+
+// expCore is e^x for x in about [-105, 89] (the f32 range, doubled for
+// tanh), in float64 to 2e-12 relative: x·32/ln2 = k + r with integer k and
+// |r| ≤ ½, e^x = 2^(k/32) · e^y with y = r·ln2/32, |y| ≤ 0.0109; 2^(k/32) is
+// a table entry scaled through the exponent bits and e^y its degree-4 Taylor
+// polynomial (truncation below 1.3e-12). Four multiply-adds, where a
+// polynomial over the whole of |y| ≤ ln2/2 needs seven.
+func expCore(x float64) float64 {
+	const round = 0x1.8p52 // adding it leaves round(t) in the low mantissa bits
+	t := x * (32 / math.Ln2)
+	kd := t + round
+	ki := math.Float64bits(kd)
+	y := (t - (kd - round)) * (math.Ln2 / 32)
+	p := 1 + y*(1+y*(1.0/2+y*(1.0/6+y*(1.0/24))))
+	return p * math.Float64frombits(exp2Frac[ki&31]+ki<<47)
+}
+
+// tanhf is tanh for float32, within 1 ulp of float32(math.Tanh(x)). For
+// |x| ≥ 1/256 it is 1 - 2/(e^{2x}+1) with expCore, of either sign: the
+// subtraction cancels as |x| shrinks, by a factor near 1/(2|x|) ≤ 128, which
+// leaves 3e-10 relative from expCore's 2e-12, far below an f32 ulp. Below
+// 1/256 it is x(1 - x²/3 + 2x⁴/15) (the next term, 17x⁷/315, is below 3e-16
+// relative), which keeps the sign of -0. The switch point is far from the
+// values GELU and friends feed it, so the branch is predictable (one test of
+// |x|: the pair -c < x && x < c compiles to two branches, and the first is a
+// coin flip on data of either sign, which cost 2× here). x is clamped
+// to ±9.1, where tanh rounds to ±1 in f32, so that e^{2x} stays finite.
+func tanhf(x float32) float32 {
+	a := float64(x)
+	if a > 9.1 {
+		a = 9.1
+	}
+	if a < -9.1 {
+		a = -9.1
+	}
+	if math.Abs(a) < 1.0/256 { // false for NaN, which the formula keeps
+		s := a * a
+		return float32(a * (1 + s*(-1.0/3+s*(2.0/15))))
+	}
+	return float32(1 - 2/(expCore(2*a)+1))
 }
 
 func tanhSlice32(d, a []float32) {
