@@ -69,7 +69,9 @@ func Emit(grp *Group, prec tile.Precision) (*Kernel, error) {
 		n := numel(root.Info.Shape)
 		block := min(1024, pow2AtLeast(n))
 		offs := b.Add(b.Mul(b.ProgramID(0), block), b.Arange(0, block))
-		e.mask = b.Lt(offs, n)
+		if n%block != 0 { // else every lane is in range: no mask
+			e.mask = b.Lt(offs, n)
+		}
 		if err := e.store(out, offs); err != nil {
 			return nil, err
 		}
@@ -100,7 +102,9 @@ func Emit(grp *Group, prec tile.Precision) (*Kernel, error) {
 		block := pow2AtLeast(n)
 		cols := b.Arange(0, block)
 		e.cols = cols
-		e.mask = b.Lt(cols, n)
+		if block != n {
+			e.mask = b.Lt(cols, n)
+		}
 		e.rowIdx = b.Add(b.Mul(b.ProgramID(0), n), cols)
 		if err := e.store(out, e.rowIdx); err != nil {
 			return nil, err
@@ -143,7 +147,7 @@ type emitter struct {
 	grp    *Group
 	extra  []*tile.Value // pointers of the extra outputs
 	ptr    map[*Node]*tile.Value
-	mask   *tile.Value // lanes in range
+	mask   *tile.Value // lanes in range; nil where the sizes leave every lane in range
 	memo   map[memoKey]*tile.Value
 	// looped row groups: each softmax's row maximum and Σe^(x-max)
 	stats map[*Node][2]*tile.Value
@@ -180,7 +184,10 @@ func (e *emitter) flatten(c []*tile.Value, s []int) *tile.Value {
 	stride := 1
 	for i := len(s) - 1; i >= 0; i-- {
 		if s[i] != 1 {
-			t := e.b.Mul(c[i], stride)
+			t := c[i]
+			if stride != 1 {
+				t = e.b.Mul(t, stride)
+			}
 			if idx == nil {
 				idx = t
 			} else {
@@ -215,7 +222,11 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 		if len(n.Info.Shape) == 0 {
 			v = b.Load(p, nil, nil) // a scalar: every lane uses it
 		} else {
-			v = b.Load(b.AddPtr(p, idx), b.BroadcastTo(e.mask, idx.Type.Shape), nil)
+			var m *tile.Value
+			if e.mask != nil {
+				m = b.BroadcastTo(e.mask, idx.Type.Shape)
+			}
+			v = b.Load(b.AddPtr(p, idx), m, nil)
 		}
 	default:
 		in := func(i int, at *tile.Value) (*tile.Value, error) { return e.gen(n.Inputs[i], at) }
@@ -253,7 +264,7 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			if n.Info.Reduce == tile.OpReduceMax {
 				identity = -inf
 			}
-			v = b.Reduce(n.Info.Reduce, b.Where(e.mask, x, identity), 0)
+			v = b.Reduce(n.Info.Reduce, e.inRange(x, identity), 0)
 			e.memo[memoKey{n, nil}] = v
 		case ops.MatMul, ops.BatchedMatMul: // the group's product: its tile, computed by matmul() or attention()
 			if e.mmAcc == nil {
@@ -278,7 +289,7 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			if err != nil {
 				return nil, err
 			}
-			x = b.Where(e.mask, x, -inf)
+			x = e.inRange(x, -inf)
 			m := b.Max(x, 0)
 			m = b.Where(b.Eq(m, -inf), 0.0, m) // a row of -inf: no NaN from -inf - -inf
 			z := b.Sub(x, m)
@@ -299,9 +310,9 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 				return nil, err
 			}
 			if n.Info.Log {
-				v = b.Sub(dy, b.Mul(b.Exp(y), b.Sum(b.Where(e.mask, dy, 0.0), 0)))
+				v = b.Sub(dy, b.Mul(b.Exp(y), b.Sum(e.inRange(dy, 0.0), 0)))
 			} else {
-				v = b.Mul(y, b.Sub(dy, b.Sum(b.Where(e.mask, b.Mul(dy, y), 0.0), 0)))
+				v = b.Mul(y, b.Sub(dy, b.Sum(e.inRange(b.Mul(dy, y), 0.0), 0)))
 			}
 		case ops.Slice: // the input's coordinate along the axis is shifted by the start
 			c := e.coords(idx, n.Info.Shape)
@@ -393,15 +404,52 @@ func (e *emitter) clampedAt(c []*tile.Value, a int, local *tile.Value, s []int) 
 	return e.flatten(ci, s)
 }
 
+// inRange is x on the lanes in range and other on the rest (x itself when
+// every lane is in range).
+func (e *emitter) inRange(x *tile.Value, other float64) *tile.Value {
+	if e.mask == nil {
+		return x
+	}
+	return e.b.Where(e.mask, x, other)
+}
+
+// and is the conjunction of two masks, either of which may be nil (all
+// lanes in range).
+func (e *emitter) and(x, y *tile.Value) *tile.Value {
+	switch {
+	case x == nil:
+		return y
+	case y == nil:
+		return x
+	}
+	return e.b.And(x, y)
+}
+
 // reduce writes a reduction group: program p handles outputs
 // [p·BO, (p+1)·BO) and loops over the reduced elements BR at a time.
 func (e *emitter) reduce(out *tile.Value, k *Kernel) error {
 	b, root := e.b, e.grp.Root
 	x := root.Inputs[0]
-	inS := x.Info.Shape
-	reduced := map[int]bool{}
+	isReduced := map[int]bool{}
 	for _, a := range root.Info.Axes {
-		reduced[a] = true
+		isReduced[a] = true
+	}
+	// Neighbouring dimensions that are both kept or both reduced merge into
+	// one, and dimensions of size 1 drop out: the flat index into x is the
+	// same, with fewer divisions to split it (a full sum reads x in order).
+	var inS []int
+	var reduced []bool
+	for i, dsz := range x.Info.Shape {
+		switch {
+		case dsz == 1:
+		case len(inS) > 0 && reduced[len(reduced)-1] == isReduced[i]:
+			inS[len(inS)-1] *= dsz
+		default:
+			inS, reduced = append(inS, dsz), append(reduced, isReduced[i])
+		}
+	}
+	if len(inS) == 0 { // one element
+		inS, reduced = []int{1}, []bool{true}
 	}
 	var keptS, redS []int
 	for i, dsz := range inS {
@@ -431,7 +479,10 @@ func (e *emitter) reduce(out *tile.Value, k *Kernel) error {
 		lo, hi = l, b.Minimum(b.Add(l, chunk), nr)
 	}
 	o := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bo), b.Arange(0, bo)), 1) // [BO,1]
-	maskO := b.Lt(o, no)
+	var maskO *tile.Value // nil: every output in range
+	if no%bo != 0 {
+		maskO = b.Lt(o, no)
+	}
 	rk := b.ExpandDims(b.Arange(0, br), 0) // [1,BR]
 	d := root.Info.DType
 	identity := 0.0
@@ -440,7 +491,10 @@ func (e *emitter) reduce(out *tile.Value, k *Kernel) error {
 	}
 	acc := b.For(lo, hi, br, []*tile.Value{b.Full(identity, d, bo, br)}, func(r0 *tile.Value, c []*tile.Value) []*tile.Value {
 		r := b.Add(rk, r0)
-		mask := b.And(maskO, b.Lt(r, nr))
+		mask := maskO
+		if nr%br != 0 { // else every step is whole (chunk is a multiple of br)
+			mask = e.and(maskO, b.Lt(r, nr))
+		}
 		// input coordinates: kept ones from o, reduced ones from r
 		co, cr := e.coords(b.BroadcastTo(o, tile.Shp(bo, br)), keptS), e.coords(b.BroadcastTo(r, tile.Shp(bo, br)), redS)
 		full := make([]*tile.Value, len(inS))
@@ -459,7 +513,7 @@ func (e *emitter) reduce(out *tile.Value, k *Kernel) error {
 			e.err = err
 			return c
 		}
-		v = b.Where(mask, v, identity)
+		v = e.inRange(v, identity)
 		if root.Info.Reduce == tile.OpReduceMax {
 			return []*tile.Value{b.Maximum(c[0], v)}
 		}
@@ -470,12 +524,16 @@ func (e *emitter) reduce(out *tile.Value, k *Kernel) error {
 	}
 	res := b.Reduce(root.Info.Reduce, acc[0], 1)
 	k.Grid = tile.Grid{tile.CDiv(no, bo)}
+	var storeMask *tile.Value
+	if maskO != nil {
+		storeMask = b.Reshape(maskO, bo)
+	}
 	if split > 1 {
-		b.AtomicAdd(b.AddPtr(out, b.Reshape(o, bo)), res, b.Reshape(maskO, bo))
+		b.AtomicAdd(b.AddPtr(out, b.Reshape(o, bo)), res, storeMask)
 		k.Grid[1], k.Accumulates = split, true
 		return nil
 	}
-	b.Store(b.AddPtr(out, b.Reshape(o, bo)), res, b.Reshape(maskO, bo))
+	b.Store(b.AddPtr(out, b.Reshape(o, bo)), res, storeMask)
 	return nil
 }
 
@@ -577,7 +635,9 @@ func (e *emitter) rowLooped(out *tile.Value, n int) error {
 	outer := e.memo // the row statistics, valid in every pass
 	enter := func(c0 *tile.Value) {
 		e.cols = b.Add(lanes, c0)
-		e.mask = b.Lt(e.cols, n)
+		if n%rowChunk != 0 {
+			e.mask = b.Lt(e.cols, n)
+		}
 		e.rowIdx = b.Add(row, e.cols)
 		e.memo = make(map[memoKey]*tile.Value, len(outer))
 		for k, v := range outer {
@@ -600,7 +660,7 @@ func (e *emitter) rowLooped(out *tile.Value, n int) error {
 					e.err = err
 					return c
 				}
-				v = b.Where(e.mask, v, identity)
+				v = e.inRange(v, identity)
 				if r.Info.Reduce == tile.OpReduceMax {
 					return []*tile.Value{b.Maximum(c[0], v)}
 				}
@@ -621,7 +681,7 @@ func (e *emitter) rowLooped(out *tile.Value, n int) error {
 				e.err = err
 				return c
 			}
-			v = b.Where(e.mask, v, -inf)
+			v = e.inRange(v, -inf)
 			m := b.Maximum(c[0], v)
 			ms := b.Where(b.Eq(m, -inf), 0.0, m) // no NaN from -inf - -inf
 			l := b.Add(b.Mul(c[1], b.Exp(b.Sub(c[0], ms))), b.Exp(b.Sub(v, ms)))

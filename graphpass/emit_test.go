@@ -1,0 +1,126 @@
+package graphpass_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	. "github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// TestEmitIndexing: the emitter masks only where the sizes leave lanes out
+// of range, and reads a reduction's operand without splitting its flat
+// index when the kept and the reduced dimensions are contiguous runs: no
+// div, rem or select per element that the shapes make useless (each costs
+// the interpreter a pass over the block, and the GPU an instruction).
+func TestEmitIndexing(t *testing.T) {
+	must := G.Must
+	cases := []struct {
+		name  string
+		shape []int
+		build func(x *G.Node) *G.Node
+		// ops the kernel must not have, and ones it must
+		absent, present []tile.Op
+	}{
+		{"elementwise, whole blocks: no mask", []int{8, 1024}, func(x *G.Node) *G.Node { return must(G.Tanh(x)) },
+			[]tile.Op{tile.OpLt, tile.OpSelect, tile.OpDiv, tile.OpRem}, nil},
+		{"elementwise, a tail: masked", []int{3, 1000}, func(x *G.Node) *G.Node { return must(G.Tanh(x)) },
+			[]tile.Op{tile.OpDiv, tile.OpRem}, []tile.Op{tile.OpLt}},
+		{"full sum: the flat index as it is", []int{64, 512}, func(x *G.Node) *G.Node { return must(G.Sum(x)) },
+			[]tile.Op{tile.OpDiv, tile.OpRem, tile.OpSelect, tile.OpLt}, []tile.Op{tile.OpAtomicAdd}},
+		{"full sum with a tail: masked, still no split", []int{7, 300}, func(x *G.Node) *G.Node { return must(G.Sum(x)) },
+			[]tile.Op{tile.OpDiv, tile.OpRem}, []tile.Op{tile.OpLt, tile.OpSelect}},
+		{"row sums over trailing axes: no split", []int{16, 8, 128}, func(x *G.Node) *G.Node { return must(G.Sum(x, 1, 2)) },
+			[]tile.Op{tile.OpDiv, tile.OpRem, tile.OpSelect}, nil},
+		{"column sums: no split", []int{64, 512}, func(x *G.Node) *G.Node { return must(G.Sum(x, 0)) },
+			[]tile.Op{tile.OpDiv, tile.OpRem, tile.OpSelect}, nil},
+		{"a middle axis: split as it must be", []int{4, 6, 8}, func(x *G.Node) *G.Node { return must(G.Sum(x, 1)) },
+			nil, []tile.Op{tile.OpDiv, tile.OpRem}},
+		{"softmax rows of a power of two: no mask", []int{32, 256}, func(x *G.Node) *G.Node { return must(G.SoftMax(x)) },
+			[]tile.Op{tile.OpLt}, nil},
+		{"softmax rows of 1000: masked", []int{32, 1000}, func(x *G.Node) *G.Node { return must(G.SoftMax(x)) },
+			nil, []tile.Op{tile.OpLt}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewTensor(g, tensor.Float32, len(c.shape), G.WithShape(c.shape...), G.WithName("x"))
+			c.build(x)
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := Partition(gr, Options{})
+			if len(groups) != 1 {
+				t.Fatalf("%d groups, want 1", len(groups))
+			}
+			k, err := Emit(groups[0], tile.PrecIEEE)
+			if err != nil {
+				t.Fatal(err)
+			}
+			has := map[tile.Op]bool{}
+			k.Tile.Walk(func(v *tile.Value) { has[v.Op] = true })
+			for _, op := range c.absent {
+				if has[op] {
+					t.Errorf("kernel has %v:\n%s", op, k.Tile)
+				}
+			}
+			for _, op := range c.present {
+				if !has[op] {
+					t.Errorf("kernel lacks %v:\n%s", op, k.Tile)
+				}
+			}
+			if t.Failed() {
+				return
+			}
+			// and it computes what Gorgonia does in float64, on the interpreter
+			n := 1
+			for _, d := range c.shape {
+				n *= d
+			}
+			rng := rand.New(rand.NewPCG(5, uint64(n)))
+			in32, in64 := make([]float32, n), make([]float64, n)
+			for i := range in32 {
+				in32[i] = float32(rng.Float64()*4 - 2)
+				in64[i] = float64(in32[i])
+			}
+			g64 := G.NewGraph()
+			x64 := G.NewTensor(g64, tensor.Float64, len(c.shape), G.WithShape(c.shape...), G.WithName("x"))
+			y64 := c.build(x64)
+			if err := G.Let(x64, tensor.New(tensor.WithShape(c.shape...), tensor.WithBacking(in64))); err != nil {
+				t.Fatal(err)
+			}
+			vm := G.NewTapeMachine(g64)
+			defer vm.Close()
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			var want []float64
+			switch d := y64.Value().Data().(type) {
+			case []float64:
+				want = d
+			case float64:
+				want = []float64{d}
+			}
+			out := make([]float32, len(want))
+			for i := range out {
+				out[i] = float32(math.NaN()) // poisoned: every element must be written
+			}
+			if k.Accumulates {
+				clear(out)
+			}
+			if err := tile.Interpret(k.Tile, k.Grid, in32, out); err != nil {
+				t.Fatal(err)
+			}
+			for i, w := range want { // float32 sums of up to 32K terms of ±2
+				if d := math.Abs(float64(out[i]) - w); !(d <= 1e-5*(1+math.Abs(w))*math.Sqrt(float64(n))) {
+					t.Fatalf("element %d: %v, want %v", i, out[i], w)
+				}
+			}
+		})
+	}
+}
