@@ -479,7 +479,8 @@ func (e *emitter) reduce(out *tile.Value, k *Kernel) error {
 		lo, hi = l, b.Minimum(b.Add(l, chunk), nr)
 	}
 	o := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bo), b.Arange(0, bo)), 1) // [BO,1]
-	var maskO *tile.Value // nil: every output in range
+	// nil: every output in range
+	var maskO *tile.Value
 	if no%bo != 0 {
 		maskO = b.Lt(o, no)
 	}
