@@ -48,9 +48,10 @@ type Options struct {
 	Progress func(mode string)
 	// FusionOptions are passed to tilefuse (after the backend).
 	FusionOptions []fusion.Option
-	// Profile, on the GPU, runs each tilefuse mode once more with
-	// fusion.WithProfile after the timed runs: each kernel's device time
-	// goes into Result.Profile (the timed runs are not slowed by it).
+	// Profile runs each tilefuse mode once more with fusion.WithProfile
+	// after the timed runs: each kernel's time (device time on the GPU, wall
+	// time on the CPU) goes into Result.Profile (the timed runs are not
+	// slowed by it).
 	Profile bool
 }
 
@@ -102,8 +103,8 @@ type Result struct {
 	// CopyGBps is the memory copy bandwidth measured in the same run (host
 	// memory for the CPU backend), the roofline of memory-bound graphs.
 	CopyGBps float64 `json:"copy_gb_per_s,omitempty"`
-	// Profile is each tilefuse mode's kernels with their device times in
-	// one run (Options.Profile, GPU only)
+	// Profile is each tilefuse mode's kernels with their times in one run
+	// (Options.Profile).
 	Profile map[string][]fusion.KernelTime `json:"profile,omitempty"`
 }
 
@@ -342,7 +343,7 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 		}
 		res.Modes = append(res.Modes, m)
 	}
-	if o.Profile && o.Backend == fusion.CUDA {
+	if o.Profile {
 		res.Profile = map[string][]fusion.KernelTime{}
 		for _, mode := range []string{Unfused, Fused} {
 			opts := append([]fusion.Option{fusion.WithBackend(o.Backend), fusion.WithFusion(mode == Fused), fusion.WithProfile(true)}, o.FusionOptions...)

@@ -5,8 +5,10 @@ package fusion_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -51,6 +53,48 @@ func TestDeviceTimeOnlyOnTheGPU(t *testing.T) {
 	}
 	if ks := m.KernelTimes(); ks != nil {
 		t.Fatalf("KernelTimes on the CPU = %v, want nil", ks)
+	}
+}
+
+// TestKernelTimesOnCPU: WithProfile on the CPU times every kernel of the
+// last run, in launch order, and no more: a second run replaces the first's.
+func TestKernelTimesOnCPU(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(300, 500), G.WithName("x"))
+	G.Must(G.Sum(G.Must(G.SoftMax(G.Must(G.Tanh(x)))), 0)) // a row kernel, then a column sum
+	m := fusion.NewTapeMachine(g, fusion.WithProfile(true))
+	defer m.Close()
+	d := make([]float32, 300*500)
+	for i := range d {
+		d[i] = float32(i%13) / 7
+	}
+	if err := G.Let(x, tensor.New(tensor.WithShape(300, 500), tensor.WithBacking(d))); err != nil {
+		t.Fatal(err)
+	}
+	var kernels []string
+	for _, gi := range m.Report().Groups {
+		kernels = append(kernels, gi.Kernel)
+	}
+	for run := 0; run < 2; run++ {
+		start := time.Now()
+		if err := m.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		wall := time.Since(start).Seconds()
+		m.Reset()
+		ks := m.KernelTimes()
+		var got []string
+		sum := 0.0
+		for _, k := range ks {
+			if k.Seconds <= 0 || len(k.Ops) == 0 {
+				t.Fatalf("run %d: kernel time %+v", run, k)
+			}
+			got = append(got, k.Kernel)
+			sum += k.Seconds
+		}
+		if !slices.Equal(got, kernels) || sum > wall {
+			t.Fatalf("run %d: kernels %v timed, want %v; their sum %v s, the run %v s", run, got, kernels, sum, wall)
+		}
 	}
 }
 

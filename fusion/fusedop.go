@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -25,10 +26,36 @@ type FusedOp struct {
 	exec   *tile.Exec
 	ins    []hm.Type
 	out    hm.Type
-	ops    []string // the original ops, for String and the report
-	text   string   // the kernel's IR
-	view   bool     // the group only reshapes: its output shares its input's memory
-	outs   int      // outputs: more than one are stacked along a new first axis
+	ops    []string   // the original ops, for String and the report
+	text   string     // the kernel's IR
+	view   bool       // the group only reshapes: its output shares its input's memory
+	outs   int        // outputs: more than one are stacked along a new first axis
+	log    *kernelLog // WithProfile on the CPU: Do adds its wall time here
+}
+
+// kernelLog collects the CPU backend's kernel times of one run (WithProfile).
+type kernelLog struct {
+	mu    sync.Mutex
+	times []KernelTime
+}
+
+func (l *kernelLog) add(op *FusedOp, start time.Time) {
+	d := time.Since(start).Seconds()
+	l.mu.Lock()
+	l.times = append(l.times, KernelTime{Kernel: op.name, Ops: op.ops, Seconds: d})
+	l.mu.Unlock()
+}
+
+func (l *kernelLog) reset() {
+	l.mu.Lock()
+	l.times = l.times[:0]
+	l.mu.Unlock()
+}
+
+func (l *kernelLog) get() []KernelTime {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]KernelTime(nil), l.times...)
 }
 
 func newFusedOp(grp *graphpass.Group, k *graphpass.Kernel) (*FusedOp, error) {
@@ -89,9 +116,18 @@ func (op *FusedOp) shape() tensor.Shape {
 // out.
 func (op *FusedOp) Outputs() int { return op.outs }
 
-// Do runs the kernel on the CPU over the input values.
-func (op *FusedOp) Do(vals ...G.Value) (_ G.Value, err error) {
+// Do runs the kernel on the CPU over the input values, into fresh memory.
+func (op *FusedOp) Do(vals ...G.Value) (G.Value, error) { return op.do(nil, vals...) }
+
+// do runs the kernel on the CPU over the input values. Its output goes into
+// reuse, the op's value from an earlier run, where that fits (zeroed first
+// if the kernel accumulates), else into fresh memory; a view op returns a
+// new header over its input.
+func (op *FusedOp) do(reuse G.Value, vals ...G.Value) (_ G.Value, err error) {
 	defer recoverTo(&err, op.name) // Gorgonia's tape machine calls it on a goroutine of its own
+	if op.log != nil {
+		defer op.log.add(op, time.Now())
+	}
 	if len(vals) != len(op.ins) {
 		return nil, fmt.Errorf("fusion: %s: %d inputs, want %d", op.name, len(vals), len(op.ins))
 	}
@@ -104,7 +140,7 @@ func (op *FusedOp) Do(vals ...G.Value) (_ G.Value, err error) {
 		}
 		return tensor.New(tensor.WithShape(op.kernel.Out...), tensor.WithBacking(d)), nil
 	}
-	args := make([]any, 0, len(vals)+1)
+	args := make([]any, 0, len(vals)+op.outs)
 	for i, v := range vals {
 		a, err := hostSlice(v)
 		if err != nil {
@@ -113,20 +149,46 @@ func (op *FusedOp) Do(vals ...G.Value) (_ G.Value, err error) {
 		args = append(args, a)
 	}
 	n := numel(op.kernel.Out)
-	var out any // fresh, so zeros where the kernel accumulates
-	if op.kernel.DType == tile.F64 {
-		out, args = stacked[float64](args, op.outs, n)
-	} else {
-		out, args = stacked[float32](args, op.outs, n)
+	scalar := op.outs == 1 && len(op.kernel.Out) == 0
+	var out any
+	if t, ok := reuse.(*tensor.Dense); ok && !scalar && !t.IsView() && t.Shape().TotalSize() == op.outs*n {
+		out = t.Data()
+	}
+	switch o := out.(type) {
+	case []float32:
+		if op.kernel.DType != tile.F32 {
+			out = nil
+			break
+		}
+		args = parts(args, o, op.outs, n, op.kernel.Accumulates)
+	case []float64:
+		if op.kernel.DType != tile.F64 {
+			out = nil
+			break
+		}
+		args = parts(args, o, op.outs, n, op.kernel.Accumulates)
+	default:
+		out = nil
+	}
+	fresh := out == nil
+	if fresh { // zeros where the kernel accumulates
+		if op.kernel.DType == tile.F64 {
+			out, args = stacked[float64](args, op.outs, n)
+		} else {
+			out, args = stacked[float32](args, op.outs, n)
+		}
 	}
 	if err := op.exec.Launch(op.kernel.Grid, args...); err != nil {
 		return nil, fmt.Errorf("fusion: %s: %w", op.name, err)
 	}
-	if op.outs == 1 && len(op.kernel.Out) == 0 {
+	if scalar {
 		if o, ok := out.([]float64); ok {
 			return G.NewF64(o[0]), nil
 		}
 		return G.NewF32(out.([]float32)[0]), nil
+	}
+	if !fresh {
+		return reuse, nil
 	}
 	return tensor.New(tensor.WithShape(op.shape()...), tensor.WithBacking(out)), nil
 }
@@ -250,6 +312,18 @@ func stacked[T float32 | float64](args []any, outs, n int) ([]T, []any) {
 		args = append(args, o[i*n:(i+1)*n])
 	}
 	return o, args
+}
+
+// parts appends each of the outs outputs of n elements that o holds to
+// args, zeroed first when the kernel accumulates into them.
+func parts[T float32 | float64](args []any, o []T, outs, n int, zero bool) []any {
+	if zero {
+		clear(o)
+	}
+	for i := range outs {
+		args = append(args, o[i*n:(i+1)*n])
+	}
+	return args
 }
 
 // partOf is the i-th of `of` parts of n elements of d, sharing its memory.

@@ -267,8 +267,6 @@ func (g *gpu) download(t *cuda.Thread, n *G.Node) (G.Value, error) {
 	return tensor.New(tensor.WithShape(n.Shape().Clone()...), tensor.WithBacking(host)), nil
 }
 
-func isConst(n *G.Node) bool { return n.Op() != nil && strings.HasPrefix(n.Op().String(), "const ") }
-
 // devBuf is n's device buffer; a constant goes up the first time it is needed.
 func (g *gpu) devBuf(n *G.Node) (*cuda.Buffer, error) {
 	if b, ok := g.bufs[n]; ok {
@@ -281,15 +279,6 @@ func (g *gpu) devBuf(n *G.Node) (*cuda.Buffer, error) {
 		return g.bufs[n], nil
 	}
 	return nil, fmt.Errorf("fusion: %v has no device value", n.Name())
-}
-
-func operands(cg *G.ExprGraph, n *G.Node) G.Nodes {
-	var out G.Nodes
-	ch := cg.From(n.ID())
-	for ch.Next() {
-		out = append(out, ch.Node().(*G.Node))
-	}
-	return out
 }
 
 // run is one Run on the device's thread: inputs up, the timed compute, the

@@ -22,6 +22,7 @@ type Compiled struct {
 	rw     *graphpass.Rewritten
 	cfg    config
 	read   map[*G.Node]bool // original nodes the user can read
+	log    *kernelLog       // the CPU backend's kernel times (WithProfile)
 }
 
 // Compile fuses g: it imports it, partitions it, writes a kernel per group
@@ -81,8 +82,16 @@ func Compile(g *G.ExprGraph, opts ...Option) (c *Compiled, err error) {
 		}
 		rep.Unfused = append(rep.Unfused, Unfused{Node: n.G.Name(), Op: n.Info.Name, Why: why})
 	}
+	var log *kernelLog
+	if cfg.profile && cfg.backend == CPU {
+		log = &kernelLog{}
+	}
 	rw, err := graphpass.Rewrite(gr, groups, kernels, func(grp *graphpass.Group, k *graphpass.Kernel) (G.Op, error) {
-		return newFusedOp(grp, k)
+		op, err := newFusedOp(grp, k)
+		if op != nil && !op.view {
+			op.log = log
+		}
+		return op, err
 	}, newPartOp, func(grp *graphpass.Group, k *graphpass.Kernel) (G.Value, error) {
 		op, err := newFusedOp(grp, k) // constants only: evaluate it once, now
 		if err != nil {
@@ -93,7 +102,7 @@ func Compile(g *G.ExprGraph, opts ...Option) (c *Compiled, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("fusion: %w", err)
 	}
-	return &Compiled{Graph: rw.Graph, Report: rep, rw: rw, cfg: cfg, read: readSet(gr, cfg)}, nil
+	return &Compiled{Graph: rw.Graph, Report: rep, rw: rw, cfg: cfg, read: readSet(gr, cfg), log: log}, nil
 }
 
 // readSet is what the user can read after a run: the graph's outputs,
@@ -127,7 +136,8 @@ type gpuBackend interface {
 	close() error
 }
 
-// KernelTime is one kernel's device time in a run (WithProfile).
+// KernelTime is one kernel's time in a run (WithProfile): device time on
+// the GPU, wall time on the CPU.
 type KernelTime struct {
 	Kernel  string
 	Ops     []string // the ops it runs
@@ -157,7 +167,7 @@ func Available(b Backend) error {
 type Machine struct {
 	orig *G.ExprGraph
 	c    *Compiled
-	vm   G.VM
+	cpu  *cpuPlan
 	gpu  gpuBackend
 	err  error
 }
@@ -181,7 +191,9 @@ func NewTapeMachine(g *G.ExprGraph, opts ...Option) *Machine {
 		m.gpu = gb
 		return m
 	}
-	m.vm = G.NewTapeMachine(c.Graph)
+	if m.cpu, err = newCPUPlan(c); err != nil {
+		m.err = err
+	}
 	return m
 }
 
@@ -212,34 +224,10 @@ func (m *Machine) RunAll() (err error) {
 	if m.gpu != nil {
 		return m.gpu.run(m.c)
 	}
-	rw := m.c.rw
-	for _, in := range rw.Inputs {
-		v := in.Value()
-		if v == nil {
-			return fmt.Errorf("fusion: input %v has no value: Let it first", in.Name())
-		}
-		if err := G.Let(rw.New[in], v); err != nil {
-			return fmt.Errorf("fusion: input %v: %w", in.Name(), err)
-		}
+	if m.c.log != nil {
+		m.c.log.reset()
 	}
-	if err := m.vm.RunAll(); err != nil {
-		return fmt.Errorf("fusion: %w", err)
-	}
-	isInput := map[*G.Node]bool{}
-	for _, in := range rw.Inputs {
-		isInput[in] = true
-	}
-	for orig, nn := range rw.New {
-		if isInput[orig] {
-			continue
-		}
-		if v := nn.Value(); v != nil {
-			if err := G.UnsafeLet(orig, v); err != nil {
-				return fmt.Errorf("fusion: writing back %v: %w", orig.Name(), err)
-			}
-		}
-	}
-	return nil
+	return m.cpu.run()
 }
 
 // DeviceTime is, on the CUDA backend, the device time of the last run's
@@ -255,30 +243,31 @@ func (m *Machine) DeviceTime() (seconds float64, ok bool) {
 	return t, t > 0
 }
 
-// KernelTimes is, on the CUDA backend with WithProfile, each kernel's
-// device time in the last run, in launch order (nil otherwise).
+// KernelTimes is, with WithProfile, each kernel's time in the last run, in
+// launch order: device time between events on the CUDA backend, wall time of
+// the op (output allocation included) on the CPU. It is nil without
+// WithProfile.
 func (m *Machine) KernelTimes() []KernelTime {
-	if m.gpu == nil {
-		return nil
+	switch {
+	case m.gpu != nil:
+		return m.gpu.kernelTimes()
+	case m.c != nil && m.c.log != nil:
+		return m.c.log.get()
 	}
-	return m.gpu.kernelTimes()
+	return nil
 }
 
-// Reset resets the machine for another run.
-func (m *Machine) Reset() {
-	if m.vm != nil {
-		m.vm.Reset()
-	}
-}
+// Reset readies the machine for another run. Every run starts afresh, so
+// there is nothing to undo; it is here so that the machine drops in for
+// Gorgonia's.
+func (m *Machine) Reset() {}
 
 // Close releases the machine.
 func (m *Machine) Close() error {
 	if m.gpu != nil {
 		return m.gpu.close()
 	}
-	if m.vm != nil {
-		return m.vm.Close()
-	}
+	m.cpu = nil
 	return nil
 }
 

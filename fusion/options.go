@@ -68,7 +68,8 @@ func WithMaxGroup(n int) Option { return func(c *config) { c.maxGroup = n } }
 // than the interpreter's.
 func WithMatMulFusion(on bool) Option { return func(c *config) { c.matmul = &on } }
 
-// WithProfile times each kernel of a run on the GPU backend, with a pair of
-// events around its launch (Machine.KernelTimes). The events cost a little:
-// leave it off when timing whole runs.
+// WithProfile times each kernel of a run (Machine.KernelTimes): on the GPU
+// backend with a pair of events around its launch, on the CPU by the wall
+// clock around the op. The timing costs a little: leave it off when timing
+// whole runs.
 func WithProfile(on bool) Option { return func(c *config) { c.profile = on } }
