@@ -11,6 +11,7 @@ type compiler struct {
 	invariant []bool            // by value ID: the same in every program of a launch
 	launch    []instr           // computes the invariant values, once per worker and launch
 	lane0Only []bool            // by value ID: a contiguous pointer block read only for its lane 0
+	lane0Val  []bool            // by value ID: integer index math whose every use needs only lane 0
 	live      []bool            // by value ID: its value is needed (see liveValues)
 }
 
@@ -59,9 +60,56 @@ func (c *compiler) markLane0Only(k *Kernel) {
 			}
 		}
 	})
+	var all []*Value
 	k.Walk(func(v *Value) {
 		c.lane0Only[v.ID] = v.Op == OpAddPtr && c.lanes[v.ID].Contiguous && !other[v.ID]
+		all = append(all, v)
 	})
+	c.markLane0Values(all)
+}
+
+// markLane0Values finds the integer values (offsets, and the splats and
+// integer arithmetic they come from) whose every use is the offset of a
+// lane0Only address or another such value: only their lane 0 is computed,
+// into a slot of one element. An elementwise block's offsets pid·B + lanes
+// cost a splat and an add over every lane otherwise, more than a load or
+// store that becomes a copy. Lane 0 of these ops depends on lane 0 of their
+// operands alone, and their loops run over their result's length.
+func (c *compiler) markLane0Values(all []*Value) {
+	c.lane0Val = make([]bool, len(c.lanes))
+	eligible := func(v *Value) bool {
+		if v.Type.Ptr || (v.Type.DType != I32 && v.Type.DType != I64) {
+			return false
+		}
+		switch {
+		case v.Op == OpSplat:
+			return true
+		case v.Op == OpCast:
+			return v.Args[0].Type.DType == I32 || v.Args[0].Type.DType == I64
+		}
+		return v.Op.info().class == classBinary
+	}
+	users := make([][]*Value, len(c.lanes))
+	for _, v := range all {
+		for _, a := range v.Args {
+			users[a.ID] = append(users[a.ID], v)
+		}
+	}
+	for i := len(all) - 1; i >= 0; i-- { // users come after what they use
+		v := all[i]
+		if !eligible(v) || len(users[v.ID]) == 0 {
+			continue
+		}
+		ok := true
+		for _, u := range users[v.ID] {
+			offset := c.lane0Only[u.ID] && len(u.Args) > 1 && u.Args[1] == v && u.Args[0] != v
+			if !offset && !c.lane0Val[u.ID] {
+				ok = false
+				break
+			}
+		}
+		c.lane0Val[v.ID] = ok
+	}
 }
 
 // isInvariant reports whether v depends only on parameters and constants, so
@@ -86,6 +134,9 @@ func (c *compiler) slot(v *Value) {
 	s := &c.e.slots[v.ID]
 	s.kind = storageKind(v.Type)
 	s.numel = v.Type.Shape.Numel()
+	if c.lane0Val != nil && c.lane0Val[v.ID] {
+		s.numel = 1
+	}
 	s.used = true
 }
 

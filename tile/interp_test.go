@@ -469,3 +469,55 @@ func TestInterpretRejectsUnverifiedKernel(t *testing.T) {
 }
 
 var _ = math.Inf
+
+// TestLaneZeroOffsets: offsets used only as contiguous addresses are
+// computed for lane 0 alone; the same offsets used also as values, or
+// through a chain of integer ops, still give every lane its own.
+func TestLaneZeroOffsets(t *testing.T) {
+	const n, block = 4096, 256
+	cases := []struct {
+		name  string
+		build func(b *tile.Builder, x, y *tile.Value, offs *tile.Value)
+		want  func(i int, x float32) float32
+	}{
+		{"addresses only", func(b *tile.Builder, x, y, offs *tile.Value) {
+			b.Store(b.AddPtr(y, offs), b.Mul(b.Load(b.AddPtr(x, offs), nil, nil), 2.0), nil)
+		}, func(i int, x float32) float32 { return 2 * x }},
+		{"through a chain of integer ops", func(b *tile.Builder, x, y, offs *tile.Value) {
+			o := b.Sub(b.Add(b.Mul(offs, 3), 7), b.Add(b.Mul(offs, 2), 7)) // = offs
+			b.Store(b.AddPtr(y, o), b.Load(b.AddPtr(x, o), nil, nil), nil)
+		}, func(i int, x float32) float32 { return x }},
+		{"also a value", func(b *tile.Builder, x, y, offs *tile.Value) {
+			b.Store(b.AddPtr(y, offs), b.Add(b.Load(b.AddPtr(x, offs), nil, nil), b.Cast(offs, tile.F32)), nil)
+		}, func(i int, x float32) float32 { return x + float32(i) }},
+		{"a part of it a value", func(b *tile.Builder, x, y, offs *tile.Value) {
+			r := b.Rem(offs, 16)
+			b.Store(b.AddPtr(y, offs), b.Add(b.Load(b.AddPtr(x, offs), nil, nil), b.Cast(r, tile.F32)), nil)
+		}, func(i int, x float32) float32 { return x + float32(i%16) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := tile.NewBuilder("lane0", nil)
+			x, y := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+			offs := b.Add(b.Mul(b.ProgramID(0), block), b.Arange(0, block))
+			c.build(b, x, y, offs)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, out := make([]float32, n), make([]float32, n)
+			for i := range in {
+				in[i] = float32(i%7) - 3
+				out[i] = float32(math.NaN())
+			}
+			if err := tile.Interpret(k, tile.Grid{n / block}, in, out); err != nil {
+				t.Fatal(err)
+			}
+			for i := range out {
+				if w := c.want(i, in[i]); out[i] != w {
+					t.Fatalf("y[%d] = %v, want %v", i, out[i], w)
+				}
+			}
+		})
+	}
+}
