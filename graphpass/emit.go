@@ -68,7 +68,9 @@ func Emit(grp *Group, prec tile.Precision) (*Kernel, error) {
 	case ElementwiseGroup:
 		n := numel(root.Info.Shape)
 		block := min(1024, pow2AtLeast(n))
-		offs := b.Add(b.Mul(b.ProgramID(0), block), b.Arange(0, block))
+		e.lanes, e.block = b.Arange(0, block), block
+		offs := b.Add(b.Mul(b.ProgramID(0), block), e.lanes)
+		e.offs = offs
 		if n%block != 0 { // else every lane is in range: no mask
 			e.mask = b.Lt(offs, n)
 		}
@@ -148,6 +150,9 @@ type emitter struct {
 	extra  []*tile.Value // pointers of the extra outputs
 	ptr    map[*Node]*tile.Value
 	mask   *tile.Value // lanes in range; nil where the sizes leave every lane in range
+	// elementwise groups: the block's flat indices offs = pid·block + lanes
+	offs, lanes *tile.Value
+	block       int
 	memo   map[memoKey]*tile.Value
 	// looped row groups: each softmax's row maximum and Σe^(x-max)
 	stats map[*Node][2]*tile.Value
@@ -166,6 +171,9 @@ func (e *emitter) coords(idx *tile.Value, s []int) []*tile.Value {
 // split turns row-major flat indices into coordinates of shape s (the first
 // one unbounded).
 func (e *emitter) split(idx *tile.Value, s []int) []*tile.Value {
+	if idx == e.offs && e.offs != nil {
+		return e.splitBlock(s)
+	}
 	c := make([]*tile.Value, len(s))
 	rest := idx
 	for i := len(s) - 1; i >= 0; i-- {
@@ -175,6 +183,42 @@ func (e *emitter) split(idx *tile.Value, s []int) []*tile.Value {
 		}
 		c[i] = e.b.Rem(rest, s[i])
 		rest = e.b.Div(rest, s[i])
+	}
+	return c
+}
+
+// splitBlock is split of an elementwise block's indices pid·B + lanes. A
+// coordinate whose whole period (its stride times its size) divides B is
+// the same in every program, (lanes/stride) mod size: the interpreter
+// computes it once per launch, the GPU from the thread index alone. One
+// whose stride divides B is pid·(B/stride) + lanes/stride, mod its size:
+// a scalar times a constant and an add per program. Others divide the
+// flat index itself.
+func (e *emitter) splitBlock(s []int) []*tile.Value {
+	b, bl := e.b, e.block
+	div := func(x *tile.Value, d int) *tile.Value {
+		if d == 1 {
+			return x
+		}
+		return b.Div(x, d)
+	}
+	c := make([]*tile.Value, len(s))
+	stride := 1
+	for i := len(s) - 1; i >= 0; i-- {
+		var q *tile.Value
+		switch {
+		case i > 0 && bl%(stride*s[i]) == 0:
+			q = div(e.lanes, stride)
+		case bl%stride == 0:
+			q = b.Add(b.Mul(b.ProgramID(0), bl/stride), div(e.lanes, stride))
+		default:
+			q = div(e.offs, stride)
+		}
+		if i > 0 {
+			q = b.Rem(q, s[i])
+		}
+		c[i] = q
+		stride *= s[i]
 	}
 	return c
 }
@@ -372,7 +416,7 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			}
 			c := e.coords(idx, outS)
 			for i := range c {
-				if inS[i] != outS[i] { // repeat factor outS/inS: coordinate / factor
+				if inS[i] != outS[i] && inS[i] != 1 { // repeat factor outS/inS: coordinate / factor (flatten ignores dimensions of 1)
 					c[i] = b.Div(c[i], outS[i]/inS[i])
 				}
 			}

@@ -1,6 +1,7 @@
 package graphpass_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -78,49 +79,127 @@ func TestEmitIndexing(t *testing.T) {
 				return
 			}
 			// and it computes what Gorgonia does in float64, on the interpreter
-			n := 1
-			for _, d := range c.shape {
-				n *= d
+			agrees(t, k, [][]int{c.shape}, func(xs []*G.Node) *G.Node { return c.build(xs[0]) })
+		})
+	}
+}
+
+// agrees runs k on the interpreter over seeded inputs of the given shapes
+// and compares it with Gorgonia's float64 run of build (outputs poisoned
+// first; float32 sums of n terms of ±2: 1e-5·√n relative).
+func agrees(t *testing.T, k *Kernel, shapes [][]int, build func([]*G.Node) *G.Node) {
+	t.Helper()
+	g64 := G.NewGraph()
+	var xs []*G.Node
+	args := []any{}
+	total := 0
+	rng := rand.New(rand.NewPCG(5, uint64(len(shapes))))
+	for i, sh := range shapes {
+		n := 1
+		for _, d := range sh {
+			n *= d
+		}
+		total = max(total, n)
+		in32, in64 := make([]float32, n), make([]float64, n)
+		for j := range in32 {
+			in32[j] = float32(rng.Float64()*4 - 2)
+			in64[j] = float64(in32[j])
+		}
+		x := G.NewTensor(g64, tensor.Float64, len(sh), G.WithShape(sh...), G.WithName(fmt.Sprintf("x%d", i)))
+		if err := G.Let(x, tensor.New(tensor.WithShape(sh...), tensor.WithBacking(in64))); err != nil {
+			t.Fatal(err)
+		}
+		xs = append(xs, x)
+		args = append(args, in32)
+	}
+	y := build(xs)
+	vm := G.NewTapeMachine(g64)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	var want []float64
+	switch d := y.Value().Data().(type) {
+	case []float64:
+		want = d
+	case float64:
+		want = []float64{d}
+	}
+	out := make([]float32, len(want))
+	for i := range out {
+		out[i] = float32(math.NaN()) // poisoned: every element must be written
+	}
+	if k.Accumulates {
+		clear(out)
+	}
+	if err := tile.Interpret(k.Tile, k.Grid, append(args, out)...); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range want {
+		if d := math.Abs(float64(out[i]) - w); !(d <= 1e-5*(1+math.Abs(w))*math.Sqrt(float64(total))) {
+			t.Fatalf("element %d: %v, want %v", i, out[i], w)
+		}
+	}
+}
+
+// TestEmitBlockCoordinates: in an elementwise kernel, a coordinate whose
+// period divides the block is computed from the lanes alone (no div or rem
+// that depends on the program id: once per launch on the interpreter); the
+// others still split the flat index.
+func TestEmitBlockCoordinates(t *testing.T) {
+	must := G.Must
+	cases := []struct {
+		name     string
+		shapes   [][]int
+		build    func(xs []*G.Node) *G.Node
+		perBlock bool // every div and rem independent of the program id
+	}{
+		{"concat of four heads along the row", [][]int{{128, 32}, {128, 32}, {128, 32}, {128, 32}}, func(xs []*G.Node) *G.Node {
+			return must(G.Concat(1, xs...))
+		}, true},
+		{"a bias over 512-wide rows", [][]int{{64, 512}, {512}}, func(xs []*G.Node) *G.Node {
+			return must(G.Tanh(must(G.BroadcastAdd(xs[0], xs[1], nil, []byte{0}))))
+		}, true},
+		{"a bias over 1000-wide rows", [][]int{{6, 1000}, {1000}}, func(xs []*G.Node) *G.Node {
+			return must(G.Tanh(must(G.BroadcastAdd(xs[0], xs[1], nil, []byte{0}))))
+		}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			var xs []*G.Node
+			for i, sh := range c.shapes {
+				xs = append(xs, G.NewTensor(g, tensor.Float32, len(sh), G.WithShape(sh...), G.WithName(fmt.Sprintf("x%d", i))))
 			}
-			rng := rand.New(rand.NewPCG(5, uint64(n)))
-			in32, in64 := make([]float32, n), make([]float64, n)
-			for i := range in32 {
-				in32[i] = float32(rng.Float64()*4 - 2)
-				in64[i] = float64(in32[i])
-			}
-			g64 := G.NewGraph()
-			x64 := G.NewTensor(g64, tensor.Float64, len(c.shape), G.WithShape(c.shape...), G.WithName("x"))
-			y64 := c.build(x64)
-			if err := G.Let(x64, tensor.New(tensor.WithShape(c.shape...), tensor.WithBacking(in64))); err != nil {
+			c.build(xs)
+			gr, err := Import(g)
+			if err != nil {
 				t.Fatal(err)
 			}
-			vm := G.NewTapeMachine(g64)
-			defer vm.Close()
-			if err := vm.RunAll(); err != nil {
+			groups := Partition(gr, Options{})
+			if len(groups) != 1 {
+				t.Fatalf("%d groups, want 1", len(groups))
+			}
+			k, err := Emit(groups[0], tile.PrecIEEE)
+			if err != nil {
 				t.Fatal(err)
 			}
-			var want []float64
-			switch d := y64.Value().Data().(type) {
-			case []float64:
-				want = d
-			case float64:
-				want = []float64{d}
-			}
-			out := make([]float32, len(want))
-			for i := range out {
-				out[i] = float32(math.NaN()) // poisoned: every element must be written
-			}
-			if k.Accumulates {
-				clear(out)
-			}
-			if err := tile.Interpret(k.Tile, k.Grid, in32, out); err != nil {
-				t.Fatal(err)
-			}
-			for i, w := range want { // float32 sums of up to 32K terms of ±2
-				if d := math.Abs(float64(out[i]) - w); !(d <= 1e-5*(1+math.Abs(w))*math.Sqrt(float64(n))) {
-					t.Fatalf("element %d: %v, want %v", i, out[i], w)
+			onPID := map[*tile.Value]bool{}
+			perProgram := 0
+			k.Tile.Walk(func(v *tile.Value) {
+				dep := v.Op == tile.OpProgramID
+				for _, a := range v.Args {
+					dep = dep || onPID[a]
 				}
+				onPID[v] = dep
+				if dep && (v.Op == tile.OpDiv || v.Op == tile.OpRem) {
+					perProgram++
+				}
+			})
+			if c.perBlock != (perProgram == 0) {
+				t.Fatalf("%d div/rem on the program id, want none: %v\n%s", perProgram, c.perBlock, k.Tile)
 			}
+			agrees(t, k, c.shapes, c.build)
 		})
 	}
 }
