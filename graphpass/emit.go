@@ -153,7 +153,7 @@ type emitter struct {
 	// elementwise groups: the block's flat indices offs = pid·block + lanes
 	offs, lanes *tile.Value
 	block       int
-	memo   map[memoKey]*tile.Value
+	memo        map[memoKey]*tile.Value
 	// looped row groups: each softmax's row maximum and Σe^(x-max)
 	stats map[*Node][2]*tile.Value
 }
