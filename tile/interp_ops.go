@@ -26,18 +26,23 @@ func (c *compiler) memory(v *Value) (instr, error) {
 	if root == nil {
 		return nil, fmt.Errorf("pointer has no root parameter")
 	}
-	contig := c.lanes[v.Args[0].ID].Contiguous
+	li := c.lanes[v.Args[0].ID]
+	contig := li.Contiguous
 	scratch := -1
 	if contig {
 		scratch = c.scratch(I64, v.Args[0].Type.Shape.Numel())
 	}
+	rowW := 0 // rows of a 2-D tile, each contiguous: a copy per row
+	if w := lastDim(v.Args[0].Type.Shape); !contig && li.RowContiguous && w > 1 && v.Op != OpAtomicAdd {
+		rowW = w
+	}
 	switch v.Args[0].Type.DType {
 	case F32:
-		return memInstr[float32](v, root, contig, scratch)
+		return memInstr[float32](v, root, contig, scratch, rowW)
 	case F64:
-		return memInstr[float64](v, root, contig, scratch)
+		return memInstr[float64](v, root, contig, scratch, rowW)
 	case I32:
-		return memInstr[int32](v, root, contig, scratch)
+		return memInstr[int32](v, root, contig, scratch, rowW)
 	}
 	return nil, fmt.Errorf("pointer to %v", v.Args[0].Type.DType)
 }
@@ -90,11 +95,34 @@ func lanes(ptr []int64, contig bool, scratch []int64) []int64 {
 	return scratch
 }
 
+// loadLanes loads lanes [lo, hi) one by one: enabled ones (m nil: all) from
+// buf, the others from oth (or 0).
+func loadLanes[T number](v, root *Value, buf, dst []T, ptr []int64, m []bool, oth []T, lo, hi int) error {
+	n := uint64(len(buf))
+	for i := lo; i < hi; i++ {
+		o := ptr[i]
+		switch {
+		case m == nil || m[i]:
+			if uint64(o) >= n {
+				return oob(v, root, i, o, len(buf), "reads")
+			}
+			dst[i] = buf[o]
+		case oth != nil:
+			dst[i] = oth[i]
+		default:
+			dst[i] = 0
+		}
+	}
+	return nil
+}
+
 // memInstr compiles load, store and atomic_add. contig says the pointer
 // block is contiguous (AnalyzeLanes): a fully enabled access is then a copy,
 // and only lane 0 of the pointer block is read (lanes rebuilds the others in
-// the scratch slot for a partial access).
-func memInstr[T number](v, root *Value, contig bool, scratch int) (instr, error) {
+// the scratch slot for a partial access). rowW > 0 says each row of rowW
+// lanes is contiguous: a fully enabled row in bounds is then a copy, the
+// others go lane by lane.
+func memInstr[T number](v, root *Value, contig bool, scratch, rowW int) (instr, error) {
 	p := v.Args[0].ID
 	pi := int(root.Aux)
 	switch v.Op {
@@ -109,7 +137,6 @@ func memInstr[T number](v, root *Value, contig bool, scratch int) (instr, error)
 		}
 		return func(f *frame) error {
 			buf, dst, ptr := f.bufs[pi].([]T), get[T](f, d), get[int64](f, p)
-			n := uint64(len(buf))
 			if contig {
 				var m []bool
 				if mask >= 0 {
@@ -122,31 +149,26 @@ func memInstr[T number](v, root *Value, contig bool, scratch int) (instr, error)
 				ptr = lanes(ptr, contig, get[int64](f, scratch))
 			}
 			ptr = ptr[:len(dst)]
-			if mask < 0 {
-				for i, o := range ptr {
-					if uint64(o) >= n {
-						return oob(v, root, i, o, len(buf), "reads")
-					}
-					dst[i] = buf[o]
-				}
-				return nil
-			}
-			m := get[bool](f, mask)[:len(dst)]
+			var m []bool
 			var oth []T
-			if other >= 0 {
-				oth = get[T](f, other)[:len(dst)]
+			if mask >= 0 {
+				m = get[bool](f, mask)[:len(dst)]
+				if other >= 0 {
+					oth = get[T](f, other)[:len(dst)]
+				}
 			}
-			for i, o := range ptr {
-				switch {
-				case m[i]:
-					if uint64(o) >= n {
-						return oob(v, root, i, o, len(buf), "reads")
-					}
-					dst[i] = buf[o]
-				case oth != nil:
-					dst[i] = oth[i]
-				default:
-					dst[i] = 0
+			if rowW == 0 {
+				return loadLanes(v, root, buf, dst, ptr, m, oth, 0, len(dst))
+			}
+			for r := 0; r < len(dst); r += rowW {
+				var mr []bool
+				if m != nil {
+					mr = m[r : r+rowW]
+				}
+				if w := window(buf, ptr[r], mr, rowW); w != nil {
+					copy(dst[r:r+rowW], w)
+				} else if err := loadLanes(v, root, buf, dst, ptr, m, oth, r, r+rowW); err != nil {
+					return err
 				}
 			}
 			return nil
@@ -172,14 +194,31 @@ func memInstr[T number](v, root *Value, contig bool, scratch int) (instr, error)
 				ptr = lanes(ptr, contig, get[int64](f, scratch))
 			}
 			ptr = ptr[:len(val)]
-			for i, o := range ptr {
-				if m != nil && !m[i] {
-					continue
+			lo, hi, step := 0, len(val), len(val)
+			if rowW > 0 {
+				step = rowW
+			}
+			for r := lo; r < hi; r += step {
+				var mr []bool
+				if m != nil {
+					mr = m[r : r+step]
 				}
-				if uint64(o) >= n {
-					return oob(v, root, i, o, len(buf), "writes")
+				if rowW > 0 {
+					if w := window(buf, ptr[r], mr, step); w != nil {
+						copy(w, val[r:r+step])
+						continue
+					}
 				}
-				buf[o] = val[i]
+				for i := r; i < r+step; i++ {
+					if m != nil && !m[i] {
+						continue
+					}
+					o := ptr[i]
+					if uint64(o) >= n {
+						return oob(v, root, i, o, len(buf), "writes")
+					}
+					buf[o] = val[i]
+				}
 			}
 			return nil
 		}, nil
@@ -948,13 +987,13 @@ func (c *compiler) dot(v *Value) (instr, error) {
 	d, ai, bi, ci := v.ID, a.ID, b.ID, acc.ID
 	if a.Type.DType == F64 {
 		return func(f *frame) error {
-			dotL(get[float64](f, d), get[float64](f, ai), get[float64](f, bi), get[float64](f, ci), m, k, n)
+			dotF64(get[float64](f, d), get[float64](f, ai), get[float64](f, bi), get[float64](f, ci), m, k, n)
 			return nil
 		}, nil
 	}
 	if v.Prec != PrecTF32 {
 		return func(f *frame) error {
-			dotL(get[float32](f, d), get[float32](f, ai), get[float32](f, bi), get[float32](f, ci), m, k, n)
+			dotF32(get[float32](f, d), get[float32](f, ai), get[float32](f, bi), get[float32](f, ci), m, k, n)
 			return nil
 		}, nil
 	}
@@ -968,12 +1007,14 @@ func (c *compiler) dot(v *Value) (instr, error) {
 		for i, x := range get[float32](f, bi) {
 			rb[i] = RoundTF32(x)
 		}
-		dotL(get[float32](f, d), ra, rb, get[float32](f, ci), m, k, n)
+		dotF32(get[float32](f, d), ra, rb, get[float32](f, ci), m, k, n)
 		return nil
 	}, nil
 }
 
-// dotL computes d = acc + a·b for a [m,k], b [k,n], accumulating in T.
+// dotL computes d = acc + a·b for a [m,k], b [k,n], accumulating in T, in
+// the order of k (dotF32 and dotF64 are this with fused multiply-adds on
+// CPUs that have them).
 func dotL[T float](d, a, b, acc []T, m, k, n int) {
 	copy(d, acc)
 	for i := 0; i < m; i++ {

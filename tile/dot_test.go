@@ -1,0 +1,89 @@
+package tile
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func widen(x []float32) []float64 {
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v)
+	}
+	return out
+}
+
+// TestDotF32: the interpreter's float32 and float64 dots against a float64 reference, on
+// shapes that fill the 4×16 kernel exactly, leave edges of rows and
+// columns, or are too small for it (outputs poisoned; error within k f32
+// roundings of the terms' magnitudes).
+func TestDotF32(t *testing.T) {
+	shapes := [][3]int{{4, 1, 16}, {4, 8, 16}, {4, 3, 8}, {8, 5, 24}, {16, 16, 16}, {32, 32, 32}, {64, 32, 64}, {64, 64, 128},
+		{5, 7, 17}, {6, 3, 33}, {3, 5, 15}, {1, 1, 1}, {7, 0, 20}, {12, 9, 40}, {4, 100, 48}}
+	rng := rand.New(rand.NewPCG(3, 9))
+	for _, sh := range shapes {
+		m, k, n := sh[0], sh[1], sh[2]
+		t.Run(fmt.Sprintf("%dx%dx%d", m, k, n), func(t *testing.T) {
+			a, b, acc := make([]float32, m*k), make([]float32, k*n), make([]float32, m*n)
+			for _, s := range [][]float32{a, b, acc} {
+				for i := range s {
+					s[i] = float32(rng.Float64()*2 - 1)
+				}
+			}
+			d := make([]float32, m*n)
+			for i := range d {
+				d[i] = float32(math.NaN())
+			}
+			dotF32(d, a, b, acc, m, k, n)
+			a64, b64, acc64 := widen(a), widen(b), widen(acc)
+			d64 := make([]float64, m*n)
+			for i := range d64 {
+				d64[i] = math.NaN()
+			}
+			dotF64(d64, a64, b64, acc64, m, k, n)
+			for i := 0; i < m; i++ {
+				for j := 0; j < n; j++ {
+					want, mag := float64(acc[i*n+j]), math.Abs(float64(acc[i*n+j]))
+					for kk := 0; kk < k; kk++ {
+						p := float64(a[i*k+kk]) * float64(b[kk*n+j])
+						want += p
+						mag += math.Abs(p)
+					}
+					got := float64(d[i*n+j])
+					if !(math.Abs(got-want) <= float64(k+1)*6e-8*mag) {
+						t.Fatalf("float32: d[%d,%d] = %v, want %v", i, j, got, want)
+					}
+					if got := d64[i*n+j]; !(math.Abs(got-want) <= float64(k+1)*1.2e-16*mag) {
+						t.Fatalf("float64: d[%d,%d] = %v, want %v", i, j, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkDot(b *testing.B) {
+	for _, sh := range [][3]int{{32, 32, 32}, {64, 32, 64}, {64, 64, 64}} {
+		m, k, n := sh[0], sh[1], sh[2]
+		x, y, acc, d := make([]float32, m*k), make([]float32, k*n), make([]float32, m*n), make([]float32, m*n)
+		for i := range x {
+			x[i] = float32(i%7) / 7
+		}
+		for i := range y {
+			y[i] = float32(i%5) / 5
+		}
+		for _, v := range []struct {
+			name string
+			f    func(d, a, b, acc []float32, m, k, n int)
+		}{{"loop", dotL[float32]}, {"dotF32", dotF32}} {
+			b.Run(fmt.Sprintf("%s/%dx%dx%d", v.name, m, k, n), func(b *testing.B) {
+				for b.Loop() {
+					v.f(d, x, y, acc, m, k, n)
+				}
+				b.ReportMetric(float64(2*m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
