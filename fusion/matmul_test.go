@@ -19,36 +19,68 @@ func TestMLPWithFusedMatMuls(t *testing.T) {
 }
 
 // TestLinearReLUIsOneKernel: relu(x·W + b), as Gorgonia builds it (a
-// broadcast add, then >= and ⊙), is one matmul kernel with its epilogue.
+// broadcast add, then >= and ⊙), is one matmul kernel with its epilogue; on
+// shapes with tails in every dimension, and on shapes the tiles divide
+// (no masks), in float64 and in float32 (the interpreter's vector dot).
 func TestLinearReLUIsOneKernel(t *testing.T) {
-	const m, k, n = 37, 70, 45
-	g := G.NewGraph()
-	x := G.NewMatrix(g, tensor.Float64, G.WithShape(m, k), G.WithName("x"))
-	w := G.NewMatrix(g, tensor.Float64, G.WithShape(k, n), G.WithName("w"))
-	b := G.NewVector(g, tensor.Float64, G.WithShape(n), G.WithName("b"))
-	y := G.Must(G.Rectify(G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w)), b, nil, []byte{0}))))
-	vm := oneKernel(t, g, "matmul", true, fusion.WithMatMulFusion(true))
-	rng := rand.New(rand.NewPCG(9, 9))
-	xv, wv, bv := randMatrix(rng, m, k, 1), randMatrix(rng, k, n, 1), randMatrix(rng, 1, n, 1)
-	bv.Reshape(n)
-	G.Let(x, xv)
-	G.Let(w, wv)
-	G.Let(b, bv)
-	if err := vm.RunAll(); err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		name    string
+		m, k, n int
+		dt      tensor.Dtype
+		tol     float64
+	}{
+		{"tails everywhere", 37, 70, 45, tensor.Float64, 1e-12},
+		{"whole tiles", 64, 64, 96, tensor.Float64, 1e-12},
+		{"whole tiles, float32", 64, 96, 128, tensor.Float32, 2e-5},
+		{"tails, float32", 70, 33, 50, tensor.Float32, 2e-5},
 	}
-	xd, wd, bd := xv.Data().([]float64), wv.Data().([]float64), bv.Data().([]float64)
-	want := make([]float64, m*n)
-	for i := 0; i < m; i++ {
-		for j := 0; j < n; j++ {
-			s := bd[j]
-			for l := 0; l < k; l++ {
-				s += xd[i*k+l] * wd[l*n+j]
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, k, n := c.m, c.k, c.n
+			g := G.NewGraph()
+			x := G.NewMatrix(g, c.dt, G.WithShape(m, k), G.WithName("x"))
+			w := G.NewMatrix(g, c.dt, G.WithShape(k, n), G.WithName("w"))
+			b := G.NewVector(g, c.dt, G.WithShape(n), G.WithName("b"))
+			y := G.Must(G.Rectify(G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w)), b, nil, []byte{0}))))
+			vm := oneKernel(t, g, "matmul", true, fusion.WithMatMulFusion(true))
+			rng := rand.New(rand.NewPCG(9, 9))
+			xv, wv, bv := randMatrix(rng, m, k, 1), randMatrix(rng, k, n, 1), randMatrix(rng, 1, n, 1)
+			xd, wd, bd := xv.Data().([]float64), wv.Data().([]float64), bv.Data().([]float64)
+			let := func(node *G.Node, d []float64, shape ...int) {
+				var v *tensor.Dense
+				if c.dt == tensor.Float32 {
+					d32 := make([]float32, len(d))
+					for i, x := range d {
+						d32[i] = float32(x)
+						d[i] = float64(d32[i]) // the reference sees the rounded inputs
+					}
+					v = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d32))
+				} else {
+					v = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(append([]float64(nil), d...)))
+				}
+				if err := G.Let(node, v); err != nil {
+					t.Fatal(err)
+				}
 			}
-			want[i*n+j] = max(s, 0)
-		}
+			let(x, xd, m, k)
+			let(w, wd, k, n)
+			let(b, bd, n)
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			want := make([]float64, m*n)
+			for i := 0; i < m; i++ {
+				for j := 0; j < n; j++ {
+					s := bd[j]
+					for l := 0; l < k; l++ {
+						s += xd[i*k+l] * wd[l*n+j]
+					}
+					want[i*n+j] = max(s, 0)
+				}
+			}
+			closeTo(t, "relu(x·W+b)", floats(y.Value()), want, c.tol)
+		})
 	}
-	closeTo(t, "relu(x·W+b)", floats(y.Value()), want, 1e-12)
 }
 
 // TestMatMulBlock64: the 64×64 output tile (TILEFUSE_MATMUL_BLOCK=64, the

@@ -469,6 +469,24 @@ func (e *emitter) and(x, y *tile.Value) *tile.Value {
 	return e.b.And(x, y)
 }
 
+// loadOr0 loads the lanes under mask and gives 0 for the others (nil: every
+// lane loads).
+func (e *emitter) loadOr0(ptr, mask *tile.Value) *tile.Value {
+	if mask == nil {
+		return e.b.Load(ptr, nil, nil)
+	}
+	return e.b.Load(ptr, mask, 0.0)
+}
+
+// fullMask broadcasts a mask of [r,1] or [1,c] lanes to the tile [r,c]
+// (nil stays nil: every lane in range).
+func (e *emitter) fullMask(m *tile.Value, r, c int) *tile.Value {
+	if m == nil {
+		return nil
+	}
+	return e.b.BroadcastTo(m, tile.Shp(r, c))
+}
+
 // reduce writes a reduction group: program p handles outputs
 // [p·BO, (p+1)·BO) and loops over the reduced elements BR at a time.
 func (e *emitter) reduce(out *tile.Value, k *Kernel) error {
@@ -625,10 +643,29 @@ func (e *emitter) matmul(out *tile.Value, k *Kernel) error {
 	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0) // [1,BN]
 	rkRow, rkCol := b.ExpandDims(b.Arange(0, bk), 0), b.ExpandDims(b.Arange(0, bk), 1)
 	d := mm.Info.DType
+	mul := func(x *tile.Value, c int) *tile.Value {
+		if c == 1 {
+			return x
+		}
+		return b.Mul(x, c)
+	}
+	// the tiles' offsets at k0 = 0, once; the loop adds k0's step along K.
+	// Masks only where the sizes leave lanes out of range.
+	offA, offB := b.Add(mul(rm, sar), mul(rkRow, sac)), b.Add(mul(rkCol, sbr), mul(rn, sbc))
+	var inM, inN *tile.Value
+	if m%bm != 0 {
+		inM = b.Lt(rm, m)
+	}
+	if n%bn != 0 {
+		inN = b.Lt(rn, n)
+	}
 	acc := b.For(0, kk, bk, []*tile.Value{b.Zeros(d, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
-		ka, kb := b.Add(rkRow, k0), b.Add(rkCol, k0)
-		av := b.Load(b.AddPtr(pa, b.Add(b.Mul(rm, sar), b.Mul(ka, sac))), b.And(b.Lt(rm, m), b.Lt(ka, kk)), 0.0)
-		bv := b.Load(b.AddPtr(pb, b.Add(b.Mul(kb, sbr), b.Mul(rn, sbc))), b.And(b.Lt(kb, kk), b.Lt(rn, n)), 0.0)
+		maskA, maskB := inM, inN
+		if kk%bk != 0 {
+			maskA, maskB = e.and(inM, b.Lt(b.Add(rkRow, k0), kk)), e.and(b.Lt(b.Add(rkCol, k0), kk), inN)
+		}
+		av := e.loadOr0(b.AddPtr(pa, b.Add(offA, mul(k0, sac))), e.fullMask(maskA, bm, bk))
+		bv := e.loadOr0(b.AddPtr(pb, b.Add(offB, mul(k0, sbr))), e.fullMask(maskB, bk, bn))
 		return []*tile.Value{b.Dot(av, bv, c[0], e.prec)}
 	})
 	e.mmAcc = acc[0]
@@ -636,7 +673,7 @@ func (e *emitter) matmul(out *tile.Value, k *Kernel) error {
 	if batch > 1 {
 		idx = b.Add(idx, b.Mul(b.ProgramID(2), m*n))
 	}
-	e.mask = b.And(b.Lt(rm, m), b.Lt(rn, n))
+	e.mask = e.fullMask(e.and(inM, inN), bm, bn)
 	if err := e.store(out, idx); err != nil {
 		return err
 	}
