@@ -11,6 +11,7 @@ import (
 
 	"github.com/tilefuse/tilefuse/codegen"
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 func rand3(rng *rand.Rand, a, b, c int) *tensor.Dense {
@@ -27,25 +28,36 @@ func rand3(rng *rand.Rand, a, b, c int) *tensor.Dense {
 // multiple of the block and a head dimension below 16 included.
 func TestAttentionIsOneKernel(t *testing.T) { checkAttention(t, 1e-12, fusion.WithMatMulFusion(true)) }
 
-// TestAttentionOnCPUByDefaultIsGorgonias: on the CPU, attention is left to
-// Gorgonia's BLAS products unless WithMatMulFusion asks for it (the
-// interpreter's dots are slower), and the report says so.
-func TestAttentionOnCPUByDefaultIsGorgonias(t *testing.T) {
-	g := G.NewGraph()
-	q := G.NewTensor(g, tensor.Float64, 3, G.WithShape(2, 5, 4), G.WithName("q"))
-	v := G.NewTensor(g, tensor.Float64, 3, G.WithShape(2, 5, 4), G.WithName("v"))
-	G.Must(G.BatchedMatMul(G.Must(G.SoftMax(G.Must(G.BatchedMatMul(q, q, false, true)))), v, false, false))
-	c, err := fusion.Compile(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, grp := range c.Report.Groups {
-		if grp.Kind == "attention" {
-			t.Fatalf("attention fused on the CPU by default:\n%v", c.Report)
-		}
-	}
-	if !strings.Contains(c.Report.String(), "WithMatMulFusion") {
-		t.Fatalf("the report does not say how to fuse attention:\n%v", c.Report)
+// TestAttentionOnCPUDefault: on the CPU, attention fuses by default where
+// the interpreter's dot has vector instructions (tile.VectorDot), and is
+// left to Gorgonia's BLAS products elsewhere and under
+// WithMatMulFusion(false), with the report saying how to fuse it.
+func TestAttentionOnCPUDefault(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		opts  []fusion.Option
+		fused bool
+	}{{"default", nil, tile.VectorDot()}, {"WithMatMulFusion(false)", []fusion.Option{fusion.WithMatMulFusion(false)}, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			q := G.NewTensor(g, tensor.Float64, 3, G.WithShape(2, 5, 4), G.WithName("q"))
+			v := G.NewTensor(g, tensor.Float64, 3, G.WithShape(2, 5, 4), G.WithName("v"))
+			G.Must(G.BatchedMatMul(G.Must(G.SoftMax(G.Must(G.BatchedMatMul(q, q, false, true)))), v, false, false))
+			comp, err := fusion.Compile(g, c.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fused := false
+			for _, grp := range comp.Report.Groups {
+				fused = fused || grp.Kind == "attention"
+			}
+			if fused != c.fused {
+				t.Fatalf("attention fused: %v, want %v:\n%v", fused, c.fused, comp.Report)
+			}
+			if !fused && !strings.Contains(comp.Report.String(), "WithMatMulFusion") {
+				t.Fatalf("the report does not say how to fuse attention:\n%v", comp.Report)
+			}
+		})
 	}
 }
 

@@ -27,6 +27,9 @@ type cpuStep struct {
 	at   int   // where its value goes
 	args []int // where its operands' values are
 	argv []G.Value
+	// a Gorgonia matrix product: it writes into its value of the last run
+	// (UsePreallocDo), as the kernels do, instead of a new zeroed matrix
+	prealloc G.UsePreallocDoer
 }
 
 // binding ties a node of the user's graph to a position of the plan.
@@ -58,6 +61,9 @@ func newCPUPlan(c *Compiled) (*cpuPlan, error) {
 		default:
 			args := operands(c.Graph, n)
 			st := cpuStep{n: n, at: i, args: make([]int, len(args)), argv: make([]G.Value, len(args))}
+			if pd, ok := n.Op().(G.UsePreallocDoer); ok && isMatMul(n.Op()) {
+				st.prealloc = pd
+			}
 			for j, a := range args {
 				at, ok := pos[a]
 				if !ok {
@@ -107,7 +113,12 @@ func (p *cpuPlan) run() error {
 				return err // it names the kernel
 			}
 		default:
-			if v, err = op.Do(st.argv...); err != nil {
+			if prev := p.vals[st.at]; st.prealloc != nil && prev != nil {
+				v, err = st.prealloc.UsePreallocDo(prev, st.argv...)
+			} else {
+				v, err = op.Do(st.argv...)
+			}
+			if err != nil {
 				return fmt.Errorf("fusion: %v (%v): %w", st.n.Name(), op, err)
 			}
 		}
@@ -121,6 +132,15 @@ func (p *cpuPlan) run() error {
 		}
 	}
 	return nil
+}
+
+// isMatMul: Gorgonia's 2-D matrix product, in any transposition.
+func isMatMul(op G.Op) bool {
+	switch op.String() {
+	case "A × B", "Aᵀ × B", "A × Bᵀ", "Aᵀ × Bᵀ":
+		return true
+	}
+	return false
 }
 
 func isConst(n *G.Node) bool { return n.Op() != nil && strings.HasPrefix(n.Op().String(), "const ") }

@@ -41,7 +41,7 @@ func Compile(g *G.ExprGraph, opts ...Option) (c *Compiled, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("fusion: %w", err)
 	}
-	matmul := cfg.backend == CUDA
+	matmul := cfg.backend == CUDA || tile.VectorDot()
 	if cfg.matmul != nil {
 		matmul = *cfg.matmul
 	}
@@ -74,9 +74,9 @@ func Compile(g *G.ExprGraph, opts ...Option) (c *Compiled, err error) {
 		case n.Group != nil || n.Info.Kind == ops.Input || n.Info.Kind == ops.Constant:
 			continue
 		case n.Info.Kind == ops.MatMul:
-			why = "a matrix product left to Gorgonia (WithMatMulFusion: off by default on the CPU, where BLAS is faster)"
+			why = "a matrix product left to Gorgonia (WithMatMulFusion: off by default on a CPU without AVX2 and FMA, where BLAS is faster)"
 		case n.Info.Kind == ops.BatchedMatMul:
-			why = "a batched product left to Gorgonia (WithMatMulFusion: off by default on the CPU, where BLAS is faster; under it, 3-D products fuse, attention into one kernel)"
+			why = "a batched product left to Gorgonia (WithMatMulFusion: off by default on a CPU without AVX2 and FMA, where BLAS is faster; under it, 3-D products fuse, attention into one kernel)"
 		case why == "":
 			why = "not fused: " + n.Info.Kind.String()
 		}

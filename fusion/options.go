@@ -63,9 +63,10 @@ func WithMaxGroup(n int) Option { return func(c *config) { c.maxGroup = n } }
 // WithMatMulFusion fuses 2-D matrix products with their elementwise epilogue
 // (bias, activation, residual) into one kernel, and attention
 // (softmax(f(q·kᵀ))·v through batched products) into one flash-style
-// kernel. The default is on for the
-// CUDA backend and off for the CPU, where Gorgonia's BLAS products are faster
-// than the interpreter's.
+// kernel. The default is on for the CUDA backend, and on the CPU where the
+// interpreter's float32 dot has vector instructions (amd64 with AVX2 and FMA:
+// tile.VectorDot), which run 2–3× Gorgonia's BLAS products there; elsewhere
+// Gorgonia's BLAS is the faster and the default is off.
 func WithMatMulFusion(on bool) Option { return func(c *config) { c.matmul = &on } }
 
 // WithProfile times each kernel of a run (Machine.KernelTimes): on the GPU
