@@ -521,3 +521,82 @@ func TestLaneZeroOffsets(t *testing.T) {
 		})
 	}
 }
+
+// TestRowTiles: a 2-D tile whose rows are contiguous runs of a row-major
+// matrix loads and stores row by row; rows partly masked, and a row that
+// would read past the buffer, go lane by lane (the fault names its lane).
+func TestRowTiles(t *testing.T) {
+	const rows, cols = 20, 30 // the matrix; tiles of 8×16 at (r0, c0)
+	build := func(masked bool) *tile.Kernel {
+		b := tile.NewBuilder("row_tiles", nil)
+		x, y := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+		r0, c0 := b.Param("r0", tile.I32), b.Param("c0", tile.I32)
+		r := b.ExpandDims(b.Add(b.Arange(0, 8), r0), 1)
+		c := b.ExpandDims(b.Add(b.Arange(0, 16), c0), 0)
+		off := b.Add(b.Mul(r, cols), c)
+		var m *tile.Value
+		if masked {
+			m = b.And(b.Lt(r, rows), b.Lt(c, cols))
+		}
+		var v *tile.Value
+		if m != nil {
+			v = b.Load(b.AddPtr(x, off), m, -1.0)
+		} else {
+			v = b.Load(b.AddPtr(x, off), nil, nil)
+		}
+		b.Store(b.AddPtr(y, off), b.Mul(v, 2.0), m)
+		k, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	for _, c := range []struct {
+		name   string
+		masked bool
+		r0, c0 int
+		fault  string
+	}{
+		{"whole rows inside", false, 3, 5, ""},
+		{"rows cut by the mask at the right edge", true, 4, 20, ""},
+		{"rows cut by the mask at the bottom", true, 16, 0, ""},
+		{"past the end without a mask", false, 16, 20, "lane"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k := build(c.masked)
+			lanes := tile.AnalyzeLanes(k)
+			k.Walk(func(v *tile.Value) {
+				if v.Op == tile.OpLoad || v.Op == tile.OpStore {
+					if li := lanes[v.Args[0].ID]; !li.RowContiguous || li.Contiguous {
+						t.Fatalf("%v: %+v, want rows contiguous (and not the whole tile)", v, li)
+					}
+				}
+			})
+			x, y := make([]float32, rows*cols), make([]float32, rows*cols)
+			for i := range x {
+				x[i] = float32(i)
+				y[i] = -7
+			}
+			err := tile.Interpret(k, tile.Grid{1}, x, y, c.r0, c.c0)
+			if c.fault != "" {
+				if err == nil || !strings.Contains(err.Error(), c.fault) {
+					t.Fatalf("error %v, want a fault naming the %s", err, c.fault)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range y {
+				r, cc := i/cols, i%cols
+				want := float32(-7)
+				if r >= c.r0 && r < c.r0+8 && cc >= c.c0 && cc < c.c0+16 {
+					want = 2 * x[i]
+				}
+				if y[i] != want {
+					t.Fatalf("y[%d,%d] = %v, want %v", r, cc, y[i], want)
+				}
+			}
+		})
+	}
+}
