@@ -227,14 +227,20 @@ func (t *Thread) Upload(b *Buffer, host any) error {
 	if err := t.check(); err != nil {
 		return err
 	}
-	p, n, err := hostBytes(host)
+	p, n, err := fits(host, b, "upload of %d bytes into a buffer of %d")
 	if err != nil || n == 0 {
 		return err
 	}
-	if n > b.Bytes {
-		return fmt.Errorf("cuda: upload of %d bytes into a buffer of %d", n, b.Bytes)
-	}
 	return cu.MemcpyHtoD(b.Ptr, p, n)
+}
+
+// fits is host's memory and size, checked against b's (msg formats the two).
+func fits(host any, b *Buffer, msg string) (unsafe.Pointer, int64, error) {
+	p, n, err := hostBytes(host)
+	if err == nil && n > b.Bytes {
+		err = fmt.Errorf("cuda: "+msg, n, b.Bytes)
+	}
+	return p, n, err
 }
 
 // Zero enqueues the zeroing of b (bytes 0: +0.0 in float32 and float64).
@@ -250,12 +256,9 @@ func (t *Thread) Download(host any, b *Buffer) error {
 	if err := t.check(); err != nil {
 		return err
 	}
-	p, n, err := hostBytes(host)
+	p, n, err := fits(host, b, "download of %d bytes from a buffer of %d")
 	if err != nil || n == 0 {
 		return err
-	}
-	if n > b.Bytes {
-		return fmt.Errorf("cuda: download of %d bytes from a buffer of %d", n, b.Bytes)
 	}
 	return cu.MemcpyDtoH(p, b.Ptr, n)
 }

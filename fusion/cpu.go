@@ -32,10 +32,12 @@ type cpuStep struct {
 	prealloc G.UsePreallocDoer
 }
 
-// binding ties a node of the user's graph to a position of the plan.
+// binding ties a node of the user's graph to a position of the plan (and,
+// for inputs, to its node in the rewritten graph).
 type binding struct {
 	orig *G.Node
 	at   int
+	nn   *G.Node
 }
 
 func newCPUPlan(c *Compiled) (*cpuPlan, error) {
@@ -75,16 +77,16 @@ func newCPUPlan(c *Compiled) (*cpuPlan, error) {
 		}
 	}
 	for _, in := range c.rw.Inputs {
-		p.inputs = append(p.inputs, binding{in, pos[c.rw.New[in]]})
+		p.inputs = append(p.inputs, binding{in, pos[c.rw.New[in]], c.rw.New[in]})
 	}
 	for orig, nn := range c.rw.New {
 		switch at, ok := pos[nn]; {
 		case isInput[nn]:
 		case ok:
-			p.back = append(p.back, binding{orig, at})
+			p.back = append(p.back, binding{orig, at, nil})
 		default: // folded into a value at compile time, and not in the new graph
 			p.vals = append(p.vals, nn.Value())
-			p.back = append(p.back, binding{orig, len(p.vals) - 1})
+			p.back = append(p.back, binding{orig, len(p.vals) - 1, nil})
 		}
 	}
 	return p, nil
@@ -99,6 +101,9 @@ func (p *cpuPlan) run() error {
 			return fmt.Errorf("fusion: input %v has no value: Let it first", in.orig.Name())
 		}
 		p.vals[in.at] = v
+		if err := G.UnsafeLet(in.nn, v); err != nil {
+			return fmt.Errorf("fusion: input %v: %w", in.orig.Name(), err)
+		}
 	}
 	for i := range p.steps {
 		st := &p.steps[i]
@@ -123,6 +128,9 @@ func (p *cpuPlan) run() error {
 			}
 		}
 		p.vals[st.at] = v
+		if err := G.UnsafeLet(st.n, v); err != nil { // the rewritten graph holds its values, as under Gorgonia's machine
+			return fmt.Errorf("fusion: %v: %w", st.n.Name(), err)
+		}
 	}
 	for _, b := range p.back {
 		if v := p.vals[b.at]; v != nil {

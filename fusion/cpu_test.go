@@ -78,6 +78,11 @@ func TestRunsAgainWithNewInputs(t *testing.T) {
 			t.Fatal(err)
 		}
 		vm.Reset()
+		for _, n := range vm.Compiled().Graph.AllNodes() { // as under Gorgonia's machine
+			if n.Value() == nil {
+				t.Fatalf("run %d: %v of the rewritten graph has no value", run, n.Name())
+			}
+		}
 		// Gorgonia's own values of col and flat are not reliable once Grad
 		// has run (its tape machine reuses their memory in place): by hand
 		h := make([]float64, 100000)

@@ -114,6 +114,10 @@ func TestTrainingAttentionOnGPU(t *testing.T) {
 // Gorgonia on the CPU.
 func TestSliceConcatOnGPU(t *testing.T) { checkSliceConcat(t, 1e-10, fusion.WithBackend(fusion.CUDA)) }
 
+// TestLinearReLUOnGPU: relu(x·W + b) as one matmul kernel on the GPU, on
+// shapes with tails and on whole tiles (no masks), float64 and float32.
+func TestLinearReLUOnGPU(t *testing.T) { checkLinearReLU(t, fusion.WithBackend(fusion.CUDA)) }
+
 // TestKernelTimesOnGPU: WithProfile times every kernel of a run; together
 // they fit in the run's device time.
 func TestKernelTimesOnGPU(t *testing.T) {

@@ -51,6 +51,7 @@ type gpu struct {
 	newOf   map[*G.Node]*G.Node // new node → original node
 	host    map[*G.Node]any     // host memory of values that come down, reused
 	outs    map[*G.Node][]any   // each kernel's output buffers
+	launch  map[*G.Node][]any   // each kernel's arguments: operands' buffers, then outputs
 	owned   []*cuda.Buffer      // what buffer allocated, to free
 	hostOps int                 // launches of unknown ops on the CPU, last run
 	timer   *cuda.Timer
@@ -76,7 +77,7 @@ func openGPU(c *Compiled) (gpuBackend, error) {
 	for i := len(sorted) - 1; i >= 0; i-- {
 		order = append(order, sorted[i])
 	}
-	g := &gpu{dev: dev, order: order, bufs: map[*G.Node]*cuda.Buffer{}, loaded: map[*G.Node]*cuda.Function{}, newOf: map[*G.Node]*G.Node{}, host: map[*G.Node]any{}, outs: map[*G.Node][]any{}}
+	g := &gpu{dev: dev, order: order, bufs: map[*G.Node]*cuda.Buffer{}, loaded: map[*G.Node]*cuda.Function{}, newOf: map[*G.Node]*G.Node{}, host: map[*G.Node]any{}, outs: map[*G.Node][]any{}, launch: map[*G.Node][]any{}}
 	for orig, nn := range c.rw.New {
 		g.newOf[nn] = orig
 	}
@@ -147,22 +148,19 @@ func (g *gpu) prepare(c *Compiled) error {
 				}
 			}
 			g.outs[n] = outs
-			_, f, err := g.dev.Compile(op.Kernel(), 4, append(dev, outs...))
+			g.launch[n] = append(dev, outs...)
+			_, f, err := g.dev.Compile(op.Kernel(), 4, g.launch[n])
 			if err != nil {
 				return fmt.Errorf("fusion: %w", err)
 			}
 			g.loaded[n] = f
-		case *PartOp: // output i of a multi-output kernel: a slice of its buffer
-			dev, err := g.args(args)
-			if err != nil {
-				return err
-			}
+		case *PartOp: // output i of a multi-output kernel: its slice of the buffer
 			i, of := op.Part()
-			whole := dev[0].(*cuda.Buffer)
-			part := whole.Bytes / int64(of)
-			if g.bufs[n], err = whole.Slice(int64(i)*part, part); err != nil {
-				return fmt.Errorf("fusion: %v: %w", n.Name(), err)
+			outs, ok := g.outs[args[0]]
+			if !ok || len(outs) != of {
+				return fmt.Errorf("fusion: %v: part %d of %d of %v, which has %d outputs", n.Name(), i, of, args[0].Name(), len(outs))
 			}
+			g.bufs[n] = outs[i].(*cuda.Buffer)
 		default:
 			if !isConst(n) { // a host op: its result goes up into this buffer
 				if _, err := g.buffer(n); err != nil {
@@ -361,7 +359,6 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled, isInput map[*G.Node]bool) err
 		if isInput[n] {
 			continue
 		}
-		args := operands(c.Graph, n)
 		switch op := n.Op().(type) {
 		case *PartOp:
 			continue // a slice of its kernel's buffer (prepare)
@@ -369,11 +366,7 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled, isInput map[*G.Node]bool) err
 			if op.IsView() { // shares its operand's buffer (prepare)
 				continue
 			}
-			dev, err := g.args(args)
-			if err != nil {
-				return err
-			}
-			dev = append(dev, g.outs[n]...)
+			dev := g.launch[n]    // operands and outputs (prepare)
 			if op.Accumulates() { // the kernel adds into its output
 				for _, o := range g.outs[n] {
 					if err := t.Zero(o.(*cuda.Buffer)); err != nil {
@@ -400,6 +393,7 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled, isInput map[*G.Node]bool) err
 				continue // uploaded by prepare
 			}
 			// an op tilefuse does not know: on the CPU, with copies
+			args := operands(c.Graph, n)
 			vals := make([]G.Value, len(args))
 			for i, a := range args {
 				if isConst(a) {

@@ -22,7 +22,9 @@ func TestMLPWithFusedMatMuls(t *testing.T) {
 // broadcast add, then >= and ⊙), is one matmul kernel with its epilogue; on
 // shapes with tails in every dimension, and on shapes the tiles divide
 // (no masks), in float64 and in float32 (the interpreter's vector dot).
-func TestLinearReLUIsOneKernel(t *testing.T) {
+func TestLinearReLUIsOneKernel(t *testing.T) { checkLinearReLU(t, fusion.WithMatMulFusion(true)) }
+
+func checkLinearReLU(t *testing.T, opts ...fusion.Option) {
 	cases := []struct {
 		name    string
 		m, k, n int
@@ -42,7 +44,7 @@ func TestLinearReLUIsOneKernel(t *testing.T) {
 			w := G.NewMatrix(g, c.dt, G.WithShape(k, n), G.WithName("w"))
 			b := G.NewVector(g, c.dt, G.WithShape(n), G.WithName("b"))
 			y := G.Must(G.Rectify(G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w)), b, nil, []byte{0}))))
-			vm := oneKernel(t, g, "matmul", true, fusion.WithMatMulFusion(true))
+			vm := oneKernel(t, g, "matmul", true, opts...)
 			rng := rand.New(rand.NewPCG(9, 9))
 			xv, wv, bv := randMatrix(rng, m, k, 1), randMatrix(rng, k, n, 1), randMatrix(rng, 1, n, 1)
 			xd, wd, bd := xv.Data().([]float64), wv.Data().([]float64), bv.Data().([]float64)
