@@ -307,14 +307,25 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 	// the timed runs, the modes taking turns, so that a machine that slows
 	// down or speeds up meanwhile moves all three alike; each timed run
 	// follows a collection (no mode pays for another's garbage) and, on the
-	// GPU, an untimed run of its own mode, so that it finds the device's
-	// caches and clocks as a loop of its own runs would
+	// GPU, untimed runs of its own mode for gpuWarm (one for Gorgonia's), so
+	// that it finds the device's caches and clocks as a loop of its own runs
+	// would: the SM clock drops to 345 MHz while Gorgonia's turn keeps the
+	// GPU idle, and one run of a few ms did not bring it back up
 	for i := range o.Runs {
 		for _, r := range runs {
 			runtime.GC()
 			if o.Backend == fusion.CUDA {
-				if err := run(r.vm, i); err != nil {
-					return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
+				warm := time.Duration(0)
+				if r.m.Mode != Gorgonia {
+					warm = gpuWarm
+				}
+				for t0 := time.Now(); ; {
+					if err := run(r.vm, i); err != nil {
+						return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
+					}
+					if time.Since(t0) >= warm {
+						break
+					}
 				}
 			}
 			t0 := time.Now()
@@ -428,6 +439,10 @@ func compare(got, want [][]float64, tol float64) (float64, error) {
 	}
 	return worst, first
 }
+
+// gpuWarm is how long a tilefuse mode runs untimed on the GPU before each
+// of its timed runs.
+const gpuWarm = 50 * time.Millisecond
 
 func median(sorted []float64) float64 {
 	n := len(sorted)
