@@ -115,9 +115,6 @@ func TestDumpDir(t *testing.T) {
 }
 
 // TestRunWithoutInputs: running before the inputs have values is an error.
-// (A Gorgonia op that panics still ends the process, as under Gorgonia's own
-// machine: its tape machine runs ops on a goroutine of its own, out of reach
-// of the recover at this API's boundary.)
 func TestRunWithoutInputs(t *testing.T) {
 	g := G.NewGraph()
 	x := G.NewMatrix(g, tensor.Float64, G.WithShape(2, 2), G.WithName("x"))

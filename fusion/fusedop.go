@@ -124,7 +124,7 @@ func (op *FusedOp) Do(vals ...G.Value) (G.Value, error) { return op.do(nil, vals
 // if the kernel accumulates), else into fresh memory; a view op returns a
 // new header over its input.
 func (op *FusedOp) do(reuse G.Value, vals ...G.Value) (_ G.Value, err error) {
-	defer recoverTo(&err, op.name) // Gorgonia's tape machine calls it on a goroutine of its own
+	defer recoverTo(&err, op.name) // it may run on another goroutine: the device thread, or Gorgonia's machine over Compiled().Graph
 	if op.log != nil {
 		defer op.log.add(op, time.Now())
 	}

@@ -7,10 +7,11 @@ import (
 )
 
 // guard wraps a Gorgonia op replayed in a fused graph so that a panic in
-// its Do becomes an error of RunAll. Gorgonia's tape machine runs ops on a
-// goroutine of its own, where a panic would end the program and no recover
-// on the caller's side can stop it. The wrapper keeps the optional
-// interfaces the tape machine looks for (UsePreallocDo, UnsafeDo); Gorgonia's
+// its Do becomes an error of RunAll, wherever it runs: the CUDA backend runs
+// such ops on the device's thread, and Gorgonia's own tape machine (over
+// Compiled().Graph) on a goroutine of its own, where a panic would end the
+// program and no recover on the caller's side can stop it. The wrapper keeps
+// the optional interfaces machines look for (UsePreallocDo, UnsafeDo); Gorgonia's
 // statements (let, read), which its compiler recognises by type, are left
 // as they are.
 func guard(op G.Op) G.Op {
