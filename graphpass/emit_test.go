@@ -51,18 +51,7 @@ func TestEmitIndexing(t *testing.T) {
 			g := G.NewGraph()
 			x := G.NewTensor(g, tensor.Float32, len(c.shape), G.WithShape(c.shape...), G.WithName("x"))
 			c.build(x)
-			gr, err := Import(g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			groups := Partition(gr, Options{})
-			if len(groups) != 1 {
-				t.Fatalf("%d groups, want 1", len(groups))
-			}
-			k, err := Emit(groups[0], tile.PrecIEEE)
-			if err != nil {
-				t.Fatal(err)
-			}
+			k := emitOne(t, g)
 			has := map[tile.Op]bool{}
 			k.Tile.Walk(func(v *tile.Value) { has[v.Op] = true })
 			for _, op := range c.absent {
@@ -172,18 +161,7 @@ func TestEmitBlockCoordinates(t *testing.T) {
 				xs = append(xs, G.NewTensor(g, tensor.Float32, len(sh), G.WithShape(sh...), G.WithName(fmt.Sprintf("x%d", i))))
 			}
 			c.build(xs)
-			gr, err := Import(g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			groups := Partition(gr, Options{})
-			if len(groups) != 1 {
-				t.Fatalf("%d groups, want 1", len(groups))
-			}
-			k, err := Emit(groups[0], tile.PrecIEEE)
-			if err != nil {
-				t.Fatal(err)
-			}
+			k := emitOne(t, g)
 			onPID := map[*tile.Value]bool{}
 			perProgram := 0
 			k.Tile.Walk(func(v *tile.Value) {
@@ -202,4 +180,22 @@ func TestEmitBlockCoordinates(t *testing.T) {
 			agrees(t, k, c.shapes, c.build)
 		})
 	}
+}
+
+// emitOne partitions g, wants one group, and emits its kernel.
+func emitOne(t *testing.T, g *G.ExprGraph) *Kernel {
+	t.Helper()
+	gr, err := Import(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := Partition(gr, Options{})
+	if len(groups) != 1 {
+		t.Fatalf("%d groups, want 1", len(groups))
+	}
+	k, err := Emit(groups[0], tile.PrecIEEE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
