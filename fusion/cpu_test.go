@@ -3,6 +3,7 @@ package fusion_test
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -115,5 +116,71 @@ func TestRunsAgainWithNewInputs(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRead: gorgonia.Read(n, &v) in the user's graph gets n's value after
+// every run, as under Gorgonia's machine, even where n would be inside a
+// kernel; a cost read this way follows new inputs.
+func TestRead(t *testing.T) { checkRead(t) }
+
+func checkRead(t *testing.T, opts ...fusion.Option) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(30, 40), G.WithName("x"))
+	e := G.Must(G.Exp(x))                     // inside the kernel with the sum
+	cost := G.Must(G.Mean(G.Must(G.Tanh(e)))) // a scalar
+	var ev, cv G.Value
+	G.Read(e, &ev)
+	G.Read(cost, &cv)
+	vm := fusion.NewTapeMachine(g, opts...)
+	defer vm.Close()
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for run := 0; run < 2; run++ {
+		d := make([]float32, 30*40)
+		for i := range d {
+			d[i] = float32((i*7+run*3)%11)/11 - 0.5
+		}
+		if err := G.Let(x, tensor.New(tensor.WithShape(30, 40), tensor.WithBacking(d))); err != nil {
+			t.Fatal(err)
+		}
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		vm.Reset()
+		if ev == nil || cv == nil {
+			t.Fatalf("run %d: read %v and %v", run, ev, cv)
+		}
+		want := 0.0
+		got := floats(ev)
+		for i, v := range d {
+			w := math.Exp(float64(v))
+			if math.Abs(got[i]-w) > 1e-6*w {
+				t.Fatalf("run %d: e[%d] = %v, want %v", run, i, got[i], w)
+			}
+			want += math.Tanh(w)
+		}
+		want /= float64(len(d))
+		if c := scalar(cv); math.Abs(c-want) > 1e-6 {
+			t.Fatalf("run %d: cost %v, want %v", run, c, want)
+		}
+	}
+}
+
+// TestSetIsAClearError: gorgonia.Set is refused at compile time with an
+// error that says so, not a crash.
+func TestSetIsAClearError(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(2, 3), G.WithName("x"))
+	w := G.NewMatrix(g, tensor.Float32, G.WithShape(2, 3), G.WithName("w"))
+	G.Set(w, G.Must(G.Exp(x)))
+	m := fusion.NewTapeMachine(g)
+	defer m.Close()
+	if err := m.Err(); err == nil || !strings.Contains(err.Error(), "gorgonia.Set") {
+		t.Fatalf("compile error %v, want one about gorgonia.Set", err)
+	}
+	if err := m.RunAll(); err == nil {
+		t.Fatal("RunAll of a graph that did not compile succeeded")
 	}
 }

@@ -118,6 +118,9 @@ func TestSliceConcatOnGPU(t *testing.T) { checkSliceConcat(t, 1e-10, fusion.With
 // shapes with tails and on whole tiles (no masks), float64 and float32.
 func TestLinearReLUOnGPU(t *testing.T) { checkLinearReLU(t, fusion.WithBackend(fusion.CUDA)) }
 
+// TestReadOnGPU: gorgonia.Read statements on the CUDA backend.
+func TestReadOnGPU(t *testing.T) { checkRead(t, fusion.WithBackend(fusion.CUDA)) }
+
 // TestKernelTimesOnGPU: WithProfile times every kernel of a run; together
 // they fit in the run's device time.
 func TestKernelTimesOnGPU(t *testing.T) {

@@ -23,6 +23,14 @@ type Compiled struct {
 	cfg    config
 	read   map[*G.Node]bool // original nodes the user can read
 	log    *kernelLog       // the CPU backend's kernel times (WithProfile)
+	reads  []read           // gorgonia.Read statements of the user's graph
+}
+
+// read is a gorgonia.Read(n, into) of the user's graph: after each run the
+// machine writes n's value into *into, as Gorgonia's machine does.
+type read struct {
+	n    *G.Node
+	into *G.Value
 }
 
 // Compile fuses g: it imports it, partitions it, writes a kernel per group
@@ -36,6 +44,21 @@ func Compile(g *G.ExprGraph, opts ...Option) (c *Compiled, err error) {
 	}
 	if cfg.backend == CUDA && newGPUBackend == nil {
 		return nil, Available(CUDA)
+	}
+	var reads []read
+	for _, n := range g.AllNodes() {
+		if n.Op() != nil && n.Op().String() == "=" {
+			return nil, fmt.Errorf("fusion: %v: gorgonia.Set statements are not supported (Gorgonia v0.9.18's own tape machine leaves the node unchanged); Let new values between runs, or use a solver", n.Name())
+		}
+		if into, ok := ops.ReadTarget(n.Op()); ok {
+			ch := g.From(n.ID())
+			if !ch.Next() {
+				return nil, fmt.Errorf("fusion: %v reads no node", n.Name())
+			}
+			x := ch.Node().(*G.Node)
+			reads = append(reads, read{x, into})
+			cfg.keep = append(cfg.keep, x) // it must have a value of its own
+		}
 	}
 	gr, err := graphpass.Import(g)
 	if err != nil {
@@ -102,7 +125,7 @@ func Compile(g *G.ExprGraph, opts ...Option) (c *Compiled, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("fusion: %w", err)
 	}
-	return &Compiled{Graph: rw.Graph, Report: rep, rw: rw, cfg: cfg, read: readSet(gr, cfg), log: log}, nil
+	return &Compiled{Graph: rw.Graph, Report: rep, rw: rw, cfg: cfg, read: readSet(gr, cfg), log: log, reads: reads}, nil
 }
 
 // readSet is what the user can read after a run: the graph's outputs,
@@ -222,12 +245,20 @@ func (m *Machine) RunAll() (err error) {
 		return m.err
 	}
 	if m.gpu != nil {
-		return m.gpu.run(m.c)
+		err = m.gpu.run(m.c)
+	} else {
+		if m.c.log != nil {
+			m.c.log.reset()
+		}
+		err = m.cpu.run()
 	}
-	if m.c.log != nil {
-		m.c.log.reset()
+	if err != nil {
+		return err
 	}
-	return m.cpu.run()
+	for _, r := range m.c.reads {
+		*r.into = r.n.Value()
+	}
+	return nil
 }
 
 // DeviceTime is, on the CUDA backend, the device time of the last run's

@@ -40,6 +40,9 @@ func Import(g *G.ExprGraph) (*Graph, error) {
 	gr := &Graph{byG: map[*G.Node]*Node{}}
 	for i := len(sorted) - 1; i >= 0; i-- { // Sort puts the roots first
 		n := sorted[i]
+		if _, ok := ops.ReadTarget(n.Op()); ok {
+			continue // gorgonia.Read: the machine copies the value out after a run
+		}
 		nd := &Node{G: n, Info: ops.Classify(n), index: len(gr.Nodes)}
 		ch := g.From(n.ID())
 		for ch.Next() {

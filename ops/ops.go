@@ -121,8 +121,12 @@ func DTypeOf(d tensor.Dtype) (tile.DType, bool) {
 // Classify says what node n's op is.
 func Classify(n *G.Node) Info {
 	info := Info{Shape: append([]int(nil), n.Shape()...)}
-	info.DType, _ = DTypeOf(n.Dtype()) // Void where kernels cannot take the values
 	op := n.Op()
+	if op != nil && (op.String() == "print" || op.String() == "=") { // statements have no type
+		info.Name, info.Kind, info.Why = op.String(), Opaque, "a Gorgonia statement (Read or Set)"
+		return info
+	}
+	info.DType, _ = DTypeOf(n.Dtype()) // Void where kernels cannot take the values
 	if op == nil {
 		info.Kind, info.Name = Input, "input"
 		return info
@@ -261,6 +265,23 @@ func Classify(n *G.Node) Info {
 		return opaque("not in the catalogue yet")
 	}
 	return info
+}
+
+// ReadTarget is where Gorgonia's Read statement (gorgonia.Read(n, &v))
+// writes n's value when the graph runs: ok is false for any other op.
+func ReadTarget(op G.Op) (into *G.Value, ok bool) {
+	if op == nil || op.String() != "print" {
+		return nil, false
+	}
+	v, err := structOf(op)
+	if err != nil {
+		return nil, false
+	}
+	f := v.FieldByName("into")
+	if !f.IsValid() || f.Kind() != reflect.Ptr || f.Type().Elem() != reflect.TypeFor[G.Value]() || f.IsNil() {
+		return nil, false
+	}
+	return (*G.Value)(f.UnsafePointer()), true
 }
 
 func structOf(op G.Op) (reflect.Value, error) {
