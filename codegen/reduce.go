@@ -212,8 +212,18 @@ func (l *lowerer) dot(v *tile.Value) error {
 	// A at [0, m*lda), B after it; rows padded against bank conflicts (for the
 	// tensor-core fragments: A rows 4 words apart mod 32 banks, B rows 8)
 	lda, ldb := k, n+1
-	if mma {
+	// f32 on CUDA cores, with whole runs of 4 columns per thread: 16-byte
+	// shared loads of 4 k of A's rows and 4 columns of B's (dotVec)
+	d1 := -1
+	if accLay != nil && len(accLay.Src) > 1 {
+		d1 = accLay.Src[1]
+	}
+	vec := !mma && t.DType == tile.F32 && k%4 == 0 && n%4 == 0 && d1 >= 0 && accLay.B.SPT[d1]%4 == 0 && !accLay.B.wraps(d1)
+	switch {
+	case mma:
 		lda, ldb = k+4, n+8
+	case vec:
+		ldb = n + 4 // rows 16-byte aligned
 	}
 	bOff := m * lda * size
 	cOff := bOff + k*ldb*size
@@ -250,6 +260,9 @@ func (l *lowerer) dot(v *tile.Value) error {
 	barrier(w)
 	if mma {
 		return l.dotMMA(v, accv, accLay, m, n, k, lda, ldb, bOff, cOff)
+	}
+	if vec {
+		return l.dotVec(v, accv, accLay, k, ldb, bOff, d1)
 	}
 	slots := accLay.B.slots()
 	classes := l.classesOf(accLay)
@@ -308,6 +321,97 @@ func (l *lowerer) dot(v *tile.Value) error {
 		emit(w, "add.s32 %s, %s, %d", cols[ci], cols[ci], ldb*size)
 	}
 	emit(w, "add.s32 %s, %s, 1", kk, kk)
+	p := l.reg("p")
+	emit(w, "setp.lt.s32 %s, %s, %d", p, kk, k)
+	emit(w, "@%s bra.uni %s", p, head)
+	barrier(w)
+	l.natural[v.ID] = accLay
+	l.remember(v, res)
+	return nil
+}
+
+// dotVec is the CUDA-core dot of f32 operands staged in shared memory (A
+// at 0 with rows of k, B at bOff with rows of ldb), for an accumulator
+// layout whose columns come in aligned runs of 4 per thread (d1 is that
+// layout dimension). The k loop takes 4 steps at a time: one 16-byte load
+// of 4 k per distinct row of A, one per run of 4 columns and k of B, then
+// the FMAs, each element's in order of k as in dot's loop. Against dot's
+// one 4-byte load per distinct row and column per k, that is a quarter of
+// the shared-memory instructions, which bound the loop.
+func (l *lowerer) dotVec(v *tile.Value, accv *lval, accLay *Layout, k, ldb, bOff, d1 int) error {
+	w := &l.body
+	const size = 4
+	slots := accLay.B.slots()
+	classes := l.classesOf(accLay)
+	res := &lval{lay: accLay, regs: make([]string, nslots(accLay))}
+	type elem struct {
+		row         string
+		group, lane int
+		r           string
+	}
+	rows, groups := map[string]string{}, map[int]string{}
+	var rowOrder []string
+	var groupOrder []int // emission order must not depend on map order
+	var elems []elem
+	for _, cls := range classes {
+		r := l.reg(regClass(v.Type))
+		emit(w, "mov.f32 %s, %s", r, accv.regs[cls[0]])
+		for _, i := range cls {
+			res.regs[i] = r
+		}
+		s := slots[cls[0]]
+		ri := l.valueCoord(accLay, s, 0)
+		off := s.Off[d1]
+		g := off - off%4
+		if _, ok := rows[ri]; !ok {
+			ra := l.reg("r")
+			emit(w, "mad.lo.s32 %s, %s, %d, %s", ra, regOrZero(w, l, ri), k*size, l.smemAddr())
+			rows[ri] = ra
+			rowOrder = append(rowOrder, ri)
+		}
+		if _, ok := groups[g]; !ok {
+			ca := l.reg("r")
+			emit(w, "mad.lo.s32 %s, %s, %d, %s", ca, l.coord(accLay.B, d1, g), size, l.smemAddr())
+			emit(w, "add.s32 %s, %s, %d", ca, ca, bOff)
+			groups[g] = ca
+			groupOrder = append(groupOrder, g)
+		}
+		elems = append(elems, elem{ri, g, off % 4, r})
+	}
+	quad := func() [4]string {
+		return [4]string{l.reg("f"), l.reg("f"), l.reg("f"), l.reg("f")}
+	}
+	kk := l.reg("r")
+	emit(w, "mov.u32 %s, 0", kk)
+	head := l.label("dot")
+	w.WriteString(head + ":\n")
+	av := map[string][4]string{}
+	for _, ri := range rowOrder {
+		x := quad()
+		emit(w, "ld.shared.v4.f32 {%s, %s, %s, %s}, [%s]", x[0], x[1], x[2], x[3], rows[ri])
+		av[ri] = x
+	}
+	bvals := map[int][4][4]string{} // per run of columns: per k step, the 4 columns
+	for _, g := range groupOrder {
+		var per [4][4]string
+		for j := range 4 {
+			per[j] = quad()
+			emit(w, "ld.shared.v4.f32 {%s, %s, %s, %s}, [%s+%d]", per[j][0], per[j][1], per[j][2], per[j][3], groups[g], j*ldb*size)
+		}
+		bvals[g] = per
+	}
+	for j := range 4 {
+		for _, e := range elems {
+			emit(w, "fma.rn.f32 %s, %s, %s, %s", e.r, av[e.row][j], bvals[e.group][j][e.lane], e.r)
+		}
+	}
+	for _, ri := range rowOrder {
+		emit(w, "add.s32 %s, %s, %d", rows[ri], rows[ri], 4*size)
+	}
+	for _, g := range groupOrder {
+		emit(w, "add.s32 %s, %s, %d", groups[g], groups[g], 4*ldb*size)
+	}
+	emit(w, "add.s32 %s, %s, 4", kk, kk)
 	p := l.reg("p")
 	emit(w, "setp.lt.s32 %s, %s, %d", p, kk, k)
 	emit(w, "@%s bra.uni %s", p, head)
