@@ -325,6 +325,9 @@ func mulL[T number](d, a, b []T) {
 }
 
 func binFloat[T float](v *Value, d, x, y int) (instr, error) {
+	if f, ok := any(vecBinF32(v.Op)).(func(d, a, b []T)); ok && f != nil { // float32 with AVX
+		return mk2(d, x, y, f), nil
+	}
 	switch v.Op {
 	case OpAdd:
 		return mk2(d, x, y, addL[T]), nil
