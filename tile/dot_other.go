@@ -11,3 +11,17 @@ func dotF64(d, a, b, acc []float64, m, k, n int) { dotL(d, a, b, acc, m, k, n) }
 func VectorDot() bool { return false }
 
 func vecBinF32(op Op) func(d, a, b []float32) { return nil }
+
+func expSlice32(d, a []float32) {
+	a = a[:len(d)]
+	for i, x := range a {
+		d[i] = expf(x)
+	}
+}
+
+func tanhSlice32(d, a []float32) {
+	a = a[:len(d)]
+	for i, x := range a {
+		d[i] = tanhf(x)
+	}
+}

@@ -123,3 +123,34 @@ func TestVecBinF32(t *testing.T) {
 		}
 	}
 }
+
+// TestVecExpTanhF32: the vector exp and tanh give exactly the scalar expf
+// and tanhf results (which TestExpfAccuracy and TestTanhfAccuracy hold to
+// 1 ulp), over the whole useful range, the edges and the special values, in
+// the vector body and the tail.
+func TestVecExpTanhF32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	xs := []float32{0, float32(math.Copysign(0, -1)), float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)),
+		88.72283, 88.72284, 88.7229, 89, 89.5, -103.97207, -103.97208, -104, -150, -87.33, 1e-45, -1e-45,
+		1.0 / 256, -1.0 / 256, 0.0039062498, 0.0039062502, 9.1, -9.1, 9.2, -9.2, 20, -20, 0.625, -0.625}
+	for i := 0; i < 100000; i++ {
+		xs = append(xs, float32(rng.Float64()*200-105), float32(rng.Float64()*24-12), float32(rng.Float64()*0.02-0.01))
+	}
+	for len(xs)%4 != 3 { // a tail as well
+		xs = append(xs, float32(rng.NormFloat64()))
+	}
+	for _, f := range []struct {
+		name   string
+		slice  func(d, a []float32)
+		scalar func(float32) float32
+	}{{"exp", expSlice32, expf}, {"tanh", tanhSlice32, tanhf}} {
+		d := make([]float32, len(xs))
+		f.slice(d, xs)
+		for i, x := range xs {
+			want := f.scalar(x)
+			if math.Float32bits(d[i]) != math.Float32bits(want) && !(d[i] != d[i] && want != want) {
+				t.Fatalf("%s(%g) = %g (%#x), the scalar form %g (%#x)", f.name, x, d[i], math.Float32bits(d[i]), want, math.Float32bits(want))
+			}
+		}
+	}
+}

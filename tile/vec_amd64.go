@@ -48,3 +48,37 @@ func vecBinF32(op Op) func(d, a, b []float32) {
 		}
 	}
 }
+
+//go:noescape
+func vexpF32(d, a *float32, n int)
+
+//go:noescape
+func vtanhF32(d, a *float32, n int)
+
+// expSlice32 and tanhSlice32: the vector kernels over whole groups of 4
+// lanes, then the scalar functions they match bit for bit.
+func expSlice32(d, a []float32) {
+	a = a[:len(d)]
+	n := 0
+	if hasAVX2FMA {
+		if n = len(d) &^ 3; n > 0 {
+			vexpF32(&d[0], &a[0], n)
+		}
+	}
+	for i := n; i < len(d); i++ {
+		d[i] = expf(a[i])
+	}
+}
+
+func tanhSlice32(d, a []float32) {
+	a = a[:len(d)]
+	n := 0
+	if hasAVX2FMA {
+		if n = len(d) &^ 3; n > 0 {
+			vtanhF32(&d[0], &a[0], n)
+		}
+	}
+	for i := n; i < len(d); i++ {
+		d[i] = tanhf(a[i])
+	}
+}
