@@ -25,3 +25,15 @@ func tanhSlice32(d, a []float32) {
 		d[i] = tanhf(x)
 	}
 }
+
+func sumRow32(row []float32) float32 {
+	n := len(row) &^ 15
+	var r float32
+	if n > 0 {
+		r = sum16(row[:n])
+	}
+	for _, x := range row[n:] {
+		r += x
+	}
+	return r
+}

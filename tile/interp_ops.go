@@ -920,11 +920,32 @@ func reduceInstr[T number](v *Value) (instr, error) {
 	}), nil
 }
 
+// sum16 is the sum of len(x) elements, a multiple of 16, in sixteen
+// partial sums combined pairwise (s[j]+s[j+8], then +[j+4], +[j+2], then the
+// two): the order the vector kernel adds in.
+func sum16(x []float32) float32 {
+	var s [16]float32
+	for i := 0; i < len(x); i += 16 {
+		for j := range s {
+			s[j] += x[i+j]
+		}
+	}
+	for w := 8; w >= 1; w /= 2 {
+		for j := 0; j < w; j++ {
+			s[j] += s[j+w]
+		}
+	}
+	return s[0]
+}
+
 // reduceRow reduces one contiguous row.
 func reduceRow[T number](op Op, row []T) T {
 	r := row[0]
 	switch op {
 	case OpReduceSum:
+		if r32, ok := any(row).([]float32); ok {
+			return any(sumRow32(r32)).(T)
+		}
 		// four partial sums in lanes i mod 4, combined pairwise: shorter
 		// dependency chains than one running sum, and no less accurate
 		var s [4]T

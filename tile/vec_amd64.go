@@ -82,3 +82,23 @@ func tanhSlice32(d, a []float32) {
 		d[i] = tanhf(a[i])
 	}
 }
+
+//go:noescape
+func vsumF32(x *float32, n int) float32
+
+// sumRow32 is a float32 row's sum: whole groups of 16 in sixteen partial
+// sums (vsumF32 or sum16, which agree bit for bit), then the rest in order.
+func sumRow32(row []float32) float32 {
+	n := len(row) &^ 15
+	var r float32
+	switch {
+	case n > 0 && hasAVX2FMA:
+		r = vsumF32(&row[0], n)
+	case n > 0:
+		r = sum16(row[:n])
+	}
+	for _, x := range row[n:] {
+		r += x
+	}
+	return r
+}

@@ -51,3 +51,35 @@ TEXT ·vmulF32(SB), NOSPLIT, $0-32
 // func vdivF32(d, a, b *float32, n int)
 TEXT ·vdivF32(SB), NOSPLIT, $0-32
 	BIN(VDIVPS)
+
+// func vsumF32(x *float32, n int) float32
+//
+// The sum of n elements, n a multiple of 16, in sixteen partial sums (lane
+// j of two accumulators takes the elements i ≡ j mod 16), combined as
+// sum16 does: s[j]+s[j+8], then +[j+4], then +[j+2], then the two halves.
+TEXT ·vsumF32(SB), NOSPLIT, $0-20
+	MOVQ   x+0(FP), SI
+	MOVQ   n+8(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	XORQ   AX, AX
+
+sumloop:
+	CMPQ   AX, CX
+	JGE    sumdone
+	VADDPS (SI)(AX*4), Y0, Y0
+	VADDPS 32(SI)(AX*4), Y1, Y1
+	ADDQ   $16, AX
+	JMP    sumloop
+
+sumdone:
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+16(FP)
+	RET
