@@ -37,3 +37,9 @@ func sumRow32(row []float32) float32 {
 	}
 	return r
 }
+
+func splat32(d []float32, s float32) {
+	for i := range d {
+		d[i] = s
+	}
+}

@@ -185,3 +185,22 @@ func TestSumRow32(t *testing.T) {
 		}
 	}
 }
+
+// TestSplat32: every element of every length up to 40, NaN's bits kept.
+func TestSplat32(t *testing.T) {
+	for _, s := range []float32{1.5, float32(math.Copysign(0, -1)), math.Float32frombits(0x7fc00123)} {
+		for n := 0; n <= 40; n++ {
+			d := make([]float32, n+1)
+			d[n] = 7 // past the end: untouched
+			splat32(d[:n], s)
+			for i := range n {
+				if math.Float32bits(d[i]) != math.Float32bits(s) {
+					t.Fatalf("n=%d: d[%d] = %#x, want %#x", n, i, math.Float32bits(d[i]), math.Float32bits(s))
+				}
+			}
+			if d[n] != 7 {
+				t.Fatalf("n=%d: wrote past the end", n)
+			}
+		}
+	}
+}

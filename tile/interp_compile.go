@@ -296,6 +296,9 @@ func shapeInstr[T any](v *Value) (instr, error) {
 	d, x := v.ID, v.Args[0].ID
 	switch v.Op {
 	case OpSplat:
+		if f, ok := any(func(d, a []float32) { splat32(d, a[0]) }).(func(d, a []T)); ok {
+			return mk1(d, x, f), nil
+		}
 		return mk1(d, x, func(d, a []T) {
 			s := a[0]
 			for i := range d {

@@ -102,3 +102,19 @@ func sumRow32(row []float32) float32 {
 	}
 	return r
 }
+
+//go:noescape
+func vsplatF32(d *float32, s float32, n int)
+
+// splat32 fills d with s.
+func splat32(d []float32, s float32) {
+	n := 0
+	if hasAVX2FMA {
+		if n = len(d) &^ 7; n > 0 {
+			vsplatF32(&d[0], s, n)
+		}
+	}
+	for i := n; i < len(d); i++ {
+		d[i] = s
+	}
+}

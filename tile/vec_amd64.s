@@ -83,3 +83,23 @@ sumdone:
 	VZEROUPPER
 	MOVSS        X0, ret+16(FP)
 	RET
+
+// func vsplatF32(d *float32, s float32, n int)
+//
+// d[0:n] = s, n a multiple of 8.
+TEXT ·vsplatF32(SB), NOSPLIT, $0-24
+	MOVQ         d+0(FP), DI
+	VBROADCASTSS s+8(FP), Y0
+	MOVQ         n+16(FP), CX
+	XORQ         AX, AX
+
+splatloop:
+	CMPQ    AX, CX
+	JGE     splatdone
+	VMOVUPS Y0, (DI)(AX*4)
+	ADDQ    $8, AX
+	JMP     splatloop
+
+splatdone:
+	VZEROUPPER
+	RET
