@@ -43,3 +43,5 @@ func splat32(d []float32, s float32) {
 		d[i] = s
 	}
 }
+
+func maxRow32(row []float32) (float32, bool) { return 0, false }

@@ -204,3 +204,50 @@ func TestSplat32(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxRow32: reduceRow's float32 maximum is the scalar loop's, bit for
+// bit, with the vector path or without: rows with NaNs, with ±0 as the
+// maximum, with the maximum in the tail, of every length up to 40.
+func TestMaxRow32(t *testing.T) {
+	loop := func(row []float32) float32 {
+		r := row[0]
+		for _, p := range row[1:] {
+			if p > r || p != p {
+				r = p
+			}
+		}
+		return r
+	}
+	rng := rand.New(rand.NewPCG(11, 11))
+	negz := float32(math.Copysign(0, -1))
+	vector := 0
+	for trial := 0; trial < 3000; trial++ {
+		n := 1 + rng.IntN(40)
+		row := make([]float32, n)
+		for i := range row {
+			switch rng.IntN(12) {
+			case 0:
+				row[i] = float32(math.NaN())
+			case 1:
+				row[i] = negz
+			case 2:
+				row[i] = 0
+			default:
+				row[i] = float32(rng.NormFloat64())
+				if trial%3 == 0 {
+					row[i] = -float32(math.Abs(rng.NormFloat64())) // all negative: zeros may win
+				}
+			}
+		}
+		got, want := reduceRow(OpReduceMax, row), loop(row)
+		if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+			t.Fatalf("%v: %v (%#x), the loop %v (%#x)", row, got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+		if _, ok := maxRow32(row); ok {
+			vector++
+		}
+	}
+	if VectorDot() && vector == 0 {
+		t.Fatal("no row took the vector path")
+	}
+}

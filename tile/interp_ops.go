@@ -961,6 +961,11 @@ func reduceRow[T number](op Op, row []T) T {
 		}
 		return (s[0] + s[1]) + (s[2] + s[3])
 	case OpReduceMax:
+		if r32, ok := any(row).([]float32); ok {
+			if m, ok := maxRow32(r32); ok {
+				return any(m).(T)
+			}
+		}
 		for _, p := range row[1:] {
 			if p > r || p != p {
 				r = p

@@ -118,3 +118,26 @@ func splat32(d []float32, s float32) {
 		d[i] = s
 	}
 }
+
+//go:noescape
+func vmaxF32(x *float32, n int) (m float32, nan bool)
+
+// maxRow32 is a float32 row's maximum as the scalar loop of reduceRow
+// finds it, through vmaxF32 when the answer cannot differ: no NaN (the loop
+// keeps the last one) and not zero (the loop keeps the first of ±0).
+func maxRow32(row []float32) (float32, bool) {
+	n := len(row) &^ 7
+	if !hasAVX2FMA || n == 0 {
+		return 0, false
+	}
+	m, nan := vmaxF32(&row[0], n)
+	if nan || m == 0 {
+		return 0, false
+	}
+	for _, p := range row[n:] {
+		if p > m || p != p {
+			return 0, false // a NaN or the largest in the tail: the loop decides
+		}
+	}
+	return m, true
+}

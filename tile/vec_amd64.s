@@ -103,3 +103,39 @@ splatloop:
 splatdone:
 	VZEROUPPER
 	RET
+
+// func vmaxF32(x *float32, n int) (m float32, nan bool)
+//
+// The largest of n elements, n a multiple of 8 and at least 8, and whether
+// any is NaN (then m means nothing). VMAXPS's order of ±0 is not the
+// scalar loop's: the caller redoes a zero maximum.
+TEXT ·vmaxF32(SB), NOSPLIT, $0-21
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	VMOVUPS (SI), Y0
+	VCMPPS  $3, Y0, Y0, Y2
+	MOVQ    $8, AX
+
+maxloop:
+	CMPQ    AX, CX
+	JGE     maxdone
+	VMOVUPS (SI)(AX*4), Y1
+	VCMPPS  $3, Y1, Y1, Y3
+	VORPS   Y3, Y2, Y2
+	VMAXPS  Y1, Y0, Y0
+	ADDQ    $8, AX
+	JMP     maxloop
+
+maxdone:
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VMAXPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VMAXSS       X1, X0, X0
+	MOVSS        X0, m+16(FP)
+	VMOVMSKPS    Y2, AX
+	TESTL        AX, AX
+	SETNE        nan+20(FP)
+	VZEROUPPER
+	RET
