@@ -12,6 +12,7 @@ type compiler struct {
 	launch    []instr           // computes the invariant values, once per worker and launch
 	lane0Only []bool            // by value ID: a contiguous pointer block read only for its lane 0
 	lane0Val  []bool            // by value ID: integer index math whose every use needs only lane 0
+	folded    []bool            // by value ID: an integer splat its users read as a scalar (never filled)
 	live      []bool            // by value ID: its value is needed (see liveValues)
 }
 
@@ -66,6 +67,68 @@ func (c *compiler) markLane0Only(k *Kernel) {
 		all = append(all, v)
 	})
 	c.markLane0Values(all)
+	c.markFoldedSplats(all)
+}
+
+// markFoldedSplats finds the integer splats of a scalar whose every user is
+// an integer add or the offset of an addptr that is computed lane by lane:
+// those users add the scalar itself (addScalar), and the splat is never
+// filled. In a matmul's K loop that saves a pass over the tile per operand
+// and step, where the dot itself is only a few passes' worth.
+func (c *compiler) markFoldedSplats(all []*Value) {
+	c.folded = make([]bool, len(c.lanes))
+	users := make([][]*Value, len(c.lanes))
+	for _, v := range all {
+		for _, a := range v.Args {
+			users[a.ID] = append(users[a.ID], v)
+		}
+	}
+	for _, v := range all {
+		if v.Op != OpSplat || v.Type.Ptr || !v.Args[0].Type.Shape.IsScalar() || c.lane0Val[v.ID] || len(users[v.ID]) == 0 {
+			continue
+		}
+		if v.Type.DType != I32 && v.Type.DType != I64 {
+			continue
+		}
+		ok := true
+		for _, u := range users[v.ID] {
+			switch {
+			case u.Op == OpAdd && !c.lane0Val[u.ID] && u.Args[0].Op != u.Args[1].Op: // not two splats
+			case u.Op == OpAddPtr && !c.lane0Only[u.ID] && u.Args[1] == v:
+			default:
+				ok = false
+			}
+		}
+		c.folded[v.ID] = ok
+	}
+}
+
+// addScalar compiles an integer add or addptr one of whose operands is a
+// folded splat: each lane adds the splat's scalar source.
+func (c *compiler) addScalar(v *Value) (instr, error) {
+	d := v.ID
+	x, s := v.Args[0], v.Args[1]
+	if c.folded[x.ID] {
+		x, s = s, x
+	}
+	xi, si := x.ID, s.Args[0].ID
+	if v.Op == OpAddPtr {
+		if s.Type.DType == I32 {
+			return func(f *frame) error { addScalarL(get[int64](f, d), get[int64](f, xi), int64(get[int32](f, si)[0])); return nil }, nil
+		}
+		return func(f *frame) error { addScalarL(get[int64](f, d), get[int64](f, xi), get[int64](f, si)[0]); return nil }, nil
+	}
+	if v.Type.DType == I32 {
+		return func(f *frame) error { addScalarL(get[int32](f, d), get[int32](f, xi), get[int32](f, si)[0]); return nil }, nil
+	}
+	return func(f *frame) error { addScalarL(get[int64](f, d), get[int64](f, xi), get[int64](f, si)[0]); return nil }, nil
+}
+
+func addScalarL[T int32 | int64](d, a []T, s T) {
+	a = a[:len(d)]
+	for i := range d {
+		d[i] = a[i] + s
+	}
 }
 
 // markLane0Values finds the integer values (offsets, and the splats and
@@ -208,6 +271,10 @@ func (c *compiler) value(v *Value, loop *Value) (instr, error) {
 		f := v.Args[0]
 		c.alias(v, f.Body.Args[v.Aux+1])
 		return nil, nil
+	case v.Op == OpSplat && c.folded[v.ID]:
+		return nil, nil // its users read the scalar (addScalar)
+	case (v.Op == OpAdd || v.Op == OpAddPtr && !c.lane0Only[v.ID]) && (c.folded[v.Args[0].ID] || c.folded[v.Args[1].ID]):
+		return c.addScalar(v)
 	case cl == classShape:
 		return byKind(storageKind(v.Type), shapeOp{v: v})
 	case v.Op == OpAddPtr && c.lane0Only[v.ID]:

@@ -600,3 +600,50 @@ func TestRowTiles(t *testing.T) {
 		})
 	}
 }
+
+// TestFoldedSplats: integer splats whose users only add them (an add, an
+// addptr's offset) are read as scalars and never filled; the results are
+// those of the filled splats, in a K loop as a matmul has it, beside a
+// splat that another op also uses and an add of two splats.
+func TestFoldedSplats(t *testing.T) {
+	const rows, cols, steps = 8, 16, 3
+	b := tile.NewBuilder("folded", nil)
+	x, y := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+	r := b.ExpandDims(b.Arange(0, rows), 1)
+	c := b.ExpandDims(b.Arange(0, cols), 0)
+	base := b.Add(b.Mul(r, cols*steps), c) // [rows, cols]: rows of x, cols wide
+	acc := b.For(0, steps, 1, []*tile.Value{b.Zeros(tile.F32, rows, cols)}, func(k *tile.Value, carried []*tile.Value) []*tile.Value {
+		kc := b.Mul(k, cols)
+		v := b.Load(b.AddPtr(x, b.Add(base, kc)), nil, nil) // splat(kc): only added
+		two := b.Add(b.Splat(k, tile.Shp(rows, cols)), b.Splat(kc, tile.Shp(rows, cols)))
+		w := b.Cast(b.Mul(b.Splat(k, tile.Shp(rows, cols)), two), tile.F32) // a splat used by a mul too
+		return []*tile.Value{b.Add(carried[0], b.Add(v, w))}
+	})[0]
+	b.Store(b.AddPtr(y, b.Add(b.Mul(r, cols), c)), acc, nil)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := make([]float32, rows*cols*steps)
+	for i := range in {
+		in[i] = float32(i%13) - 6
+	}
+	out := make([]float32, rows*cols)
+	for i := range out {
+		out[i] = float32(math.NaN())
+	}
+	if err := tile.Interpret(k, tile.Grid{1}, in, out); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < rows; i++ {
+		for j := 0; j < cols; j++ {
+			want := float32(0)
+			for s := 0; s < steps; s++ {
+				want += in[i*cols*steps+s*cols+j] + float32(s*(s+s*cols))
+			}
+			if got := out[i*cols+j]; got != want {
+				t.Fatalf("y[%d,%d] = %v, want %v\n%s", i, j, got, want, k)
+			}
+		}
+	}
+}
