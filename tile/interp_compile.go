@@ -114,14 +114,26 @@ func (c *compiler) addScalar(v *Value) (instr, error) {
 	xi, si := x.ID, s.Args[0].ID
 	if v.Op == OpAddPtr {
 		if s.Type.DType == I32 {
-			return func(f *frame) error { addScalarL(get[int64](f, d), get[int64](f, xi), int64(get[int32](f, si)[0])); return nil }, nil
+			return func(f *frame) error {
+				addScalarL(get[int64](f, d), get[int64](f, xi), int64(get[int32](f, si)[0]))
+				return nil
+			}, nil
 		}
-		return func(f *frame) error { addScalarL(get[int64](f, d), get[int64](f, xi), get[int64](f, si)[0]); return nil }, nil
+		return func(f *frame) error {
+			addScalarL(get[int64](f, d), get[int64](f, xi), get[int64](f, si)[0])
+			return nil
+		}, nil
 	}
 	if v.Type.DType == I32 {
-		return func(f *frame) error { addScalarL(get[int32](f, d), get[int32](f, xi), get[int32](f, si)[0]); return nil }, nil
+		return func(f *frame) error {
+			addScalarL(get[int32](f, d), get[int32](f, xi), get[int32](f, si)[0])
+			return nil
+		}, nil
 	}
-	return func(f *frame) error { addScalarL(get[int64](f, d), get[int64](f, xi), get[int64](f, si)[0]); return nil }, nil
+	return func(f *frame) error {
+		addScalarL(get[int64](f, d), get[int64](f, xi), get[int64](f, si)[0])
+		return nil
+	}, nil
 }
 
 func addScalarL[T int32 | int64](d, a []T, s T) {
