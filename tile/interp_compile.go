@@ -13,6 +13,7 @@ type compiler struct {
 	lane0Only []bool            // by value ID: a contiguous pointer block read only for its lane 0
 	lane0Val  []bool            // by value ID: integer index math whose every use needs only lane 0
 	folded    []bool            // by value ID: an integer splat its users read as a scalar (never filled)
+	rowFirst  []int             // by value ID: the row length W of an address value computed at row starts only
 	live      []bool            // by value ID: its value is needed (see liveValues)
 }
 
@@ -68,6 +69,110 @@ func (c *compiler) markLane0Only(k *Kernel) {
 	})
 	c.markLane0Values(all)
 	c.markFoldedSplats(all)
+	c.markRowFirst(all)
+}
+
+// rowPath reports the row length of a load or store that copies its
+// pointer block row by row (memory), or 0.
+func (c *compiler) rowPath(u *Value) int {
+	if (u.Op != OpLoad && u.Op != OpStore) || len(u.Args) == 0 {
+		return 0
+	}
+	p := u.Args[0]
+	li := c.lanes[p.ID]
+	if w := lastDim(p.Type.Shape); !li.Contiguous && li.RowContiguous && w > 1 {
+		return w
+	}
+	return 0
+}
+
+// markRowFirst finds the integer adds and addptrs of a 2-D tile whose every
+// use is the address of a load or store that goes row by row, or another
+// such value of the same row length: only the lane 0 of each row is
+// computed (the memory op rebuilds a row's other lanes when it needs them).
+// The tiles of a matmul's K loop cost one pass over their rows instead of
+// one over their lanes.
+func (c *compiler) markRowFirst(all []*Value) {
+	c.rowFirst = make([]int, len(c.lanes))
+	users := make([][]*Value, len(c.lanes))
+	for _, v := range all {
+		for _, a := range v.Args {
+			users[a.ID] = append(users[a.ID], v)
+		}
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		v := all[i]
+		w := lastDim(v.Type.Shape)
+		if w <= 1 || v.Type.Shape.Rank < 2 || c.lane0Val[v.ID] || len(users[v.ID]) == 0 {
+			continue
+		}
+		switch {
+		case v.Op == OpAdd && (v.Type.DType == I32 || v.Type.DType == I64) && !v.Type.Ptr:
+		case v.Op == OpAddPtr && !c.lane0Only[v.ID]:
+		default:
+			continue
+		}
+		ok := true
+		for _, u := range users[v.ID] {
+			address := c.rowPath(u) == w && u.Args[0] == v && (u.Op != OpStore || u.Args[1] != v)
+			if !address && c.rowFirst[u.ID] != w {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			c.rowFirst[v.ID] = w
+		}
+	}
+}
+
+// rowFirstInstr computes lane 0 of each row of an add or addptr marked by
+// markRowFirst, from its operands' lane 0 of the row (or a folded splat's
+// scalar).
+func (c *compiler) rowFirstInstr(v *Value) (instr, error) {
+	d, w := v.ID, c.rowFirst[v.ID]
+	x, y := v.Args[0], v.Args[1]
+	scalar := false
+	if c.folded[x.ID] {
+		x, y = y, x
+	}
+	if c.folded[y.ID] {
+		y, scalar = y.Args[0], true
+	}
+	xi, yi := x.ID, y.ID
+	switch {
+	case v.Op == OpAddPtr && y.Type.DType == I32:
+		return func(f *frame) error {
+			addRows(get[int64](f, d), get[int64](f, xi), get[int32](f, yi), w, scalar)
+			return nil
+		}, nil
+	case v.Op == OpAddPtr || v.Type.DType == I64:
+		return func(f *frame) error {
+			addRows(get[int64](f, d), get[int64](f, xi), get[int64](f, yi), w, scalar)
+			return nil
+		}, nil
+	}
+	return func(f *frame) error {
+		addRows(get[int32](f, d), get[int32](f, xi), get[int32](f, yi), w, scalar)
+		return nil
+	}, nil
+}
+
+// addRows sets d[i] = a[i] + b[i] (b[0] when scalar) at the start of each
+// row of w lanes.
+func addRows[T int32 | int64, U int32 | int64](d, a []T, b []U, w int, scalar bool) {
+	a = a[:len(d)]
+	if scalar {
+		s := T(b[0])
+		for i := 0; i < len(d); i += w {
+			d[i] = a[i] + s
+		}
+		return
+	}
+	b = b[:len(d)]
+	for i := 0; i < len(d); i += w {
+		d[i] = a[i] + T(b[i])
+	}
 }
 
 // markFoldedSplats finds the integer splats of a scalar whose every user is
@@ -285,6 +390,8 @@ func (c *compiler) value(v *Value, loop *Value) (instr, error) {
 		return nil, nil
 	case v.Op == OpSplat && c.folded[v.ID]:
 		return nil, nil // its users read the scalar (addScalar)
+	case c.rowFirst[v.ID] > 0:
+		return c.rowFirstInstr(v)
 	case (v.Op == OpAdd || v.Op == OpAddPtr && !c.lane0Only[v.ID]) && (c.folded[v.Args[0].ID] || c.folded[v.Args[1].ID]):
 		return c.addScalar(v)
 	case cl == classShape:

@@ -95,6 +95,15 @@ func lanes(ptr []int64, contig bool, scratch []int64) []int64 {
 	return scratch
 }
 
+// rowLanes fills in a contiguous row's addresses from its lane 0 (a
+// rowFirst pointer computes lane 0 of each row alone; for one computed in
+// full it rewrites the same values).
+func rowLanes(row []int64) {
+	for j := 1; j < len(row); j++ {
+		row[j] = row[0] + int64(j)
+	}
+}
+
 // loadLanes loads lanes [lo, hi) one by one: enabled ones (m nil: all) from
 // buf, the others from oth (or 0).
 func loadLanes[T number](v, root *Value, buf, dst []T, ptr []int64, m []bool, oth []T, lo, hi int) error {
@@ -167,7 +176,10 @@ func memInstr[T number](v, root *Value, contig bool, scratch, rowW int) (instr, 
 				}
 				if w := window(buf, ptr[r], mr, rowW); w != nil {
 					copy(dst[r:r+rowW], w)
-				} else if err := loadLanes(v, root, buf, dst, ptr, m, oth, r, r+rowW); err != nil {
+					continue
+				}
+				rowLanes(ptr[r : r+rowW]) // only lane 0 of a row may have been computed
+				if err := loadLanes(v, root, buf, dst, ptr, m, oth, r, r+rowW); err != nil {
 					return err
 				}
 			}
@@ -208,6 +220,7 @@ func memInstr[T number](v, root *Value, contig bool, scratch, rowW int) (instr, 
 						copy(w, val[r:r+step])
 						continue
 					}
+					rowLanes(ptr[r : r+step]) // only lane 0 of a row may have been computed
 				}
 				for i := r; i < r+step; i++ {
 					if m != nil && !m[i] {
