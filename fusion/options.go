@@ -65,7 +65,7 @@ func WithMaxGroup(n int) Option { return func(c *config) { c.maxGroup = n } }
 // (softmax(f(q·kᵀ))·v through batched products) into one flash-style
 // kernel. The default is on for the CUDA backend, and on the CPU where the
 // interpreter's float32 dot has vector instructions (amd64 with AVX2 and FMA:
-// tile.VectorDot), which run 2–3× Gorgonia's BLAS products there; elsewhere
+// tile.VectorDot), which run 3–6× Gorgonia's BLAS products there; elsewhere
 // Gorgonia's BLAS is the faster and the default is off.
 func WithMatMulFusion(on bool) Option { return func(c *config) { c.matmul = &on } }
 
