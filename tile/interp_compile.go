@@ -127,10 +127,13 @@ func (c *compiler) markRowFirst(all []*Value) {
 }
 
 // rowFirstInstr computes lane 0 of each row of an add or addptr marked by
-// markRowFirst, from its operands' lane 0 of the row (or a folded splat's
-// scalar).
-func (c *compiler) rowFirstInstr(v *Value) (instr, error) {
-	d, w := v.ID, c.rowFirst[v.ID]
+// markRowFirst.
+func (c *compiler) rowFirstInstr(v *Value) (instr, error) { return c.addInstr(v, c.rowFirst[v.ID]) }
+
+// addInstr computes an integer add or addptr at every w-th lane (w = 1:
+// all of them), from its operands' lanes there, or a folded splat's scalar.
+func (c *compiler) addInstr(v *Value, w int) (instr, error) {
+	d := v.ID
 	x, y := v.Args[0], v.Args[1]
 	scalar := false
 	if c.folded[x.ID] {
@@ -210,43 +213,7 @@ func (c *compiler) markFoldedSplats(all []*Value) {
 
 // addScalar compiles an integer add or addptr one of whose operands is a
 // folded splat: each lane adds the splat's scalar source.
-func (c *compiler) addScalar(v *Value) (instr, error) {
-	d := v.ID
-	x, s := v.Args[0], v.Args[1]
-	if c.folded[x.ID] {
-		x, s = s, x
-	}
-	xi, si := x.ID, s.Args[0].ID
-	if v.Op == OpAddPtr {
-		if s.Type.DType == I32 {
-			return func(f *frame) error {
-				addScalarL(get[int64](f, d), get[int64](f, xi), int64(get[int32](f, si)[0]))
-				return nil
-			}, nil
-		}
-		return func(f *frame) error {
-			addScalarL(get[int64](f, d), get[int64](f, xi), get[int64](f, si)[0])
-			return nil
-		}, nil
-	}
-	if v.Type.DType == I32 {
-		return func(f *frame) error {
-			addScalarL(get[int32](f, d), get[int32](f, xi), get[int32](f, si)[0])
-			return nil
-		}, nil
-	}
-	return func(f *frame) error {
-		addScalarL(get[int64](f, d), get[int64](f, xi), get[int64](f, si)[0])
-		return nil
-	}, nil
-}
-
-func addScalarL[T int32 | int64](d, a []T, s T) {
-	a = a[:len(d)]
-	for i := range d {
-		d[i] = a[i] + s
-	}
-}
+func (c *compiler) addScalar(v *Value) (instr, error) { return c.addInstr(v, 1) }
 
 // markLane0Values finds the integer values (offsets, and the splats and
 // integer arithmetic they come from) whose every use is the offset of a
