@@ -63,13 +63,17 @@ func (c *compiler) markLane0Only(k *Kernel) {
 		}
 	})
 	var all []*Value
+	users := make([][]*Value, k.NumValues())
 	k.Walk(func(v *Value) {
 		c.lane0Only[v.ID] = v.Op == OpAddPtr && c.lanes[v.ID].Contiguous && !other[v.ID]
 		all = append(all, v)
+		for _, a := range v.Args {
+			users[a.ID] = append(users[a.ID], v)
+		}
 	})
-	c.markLane0Values(all)
-	c.markFoldedSplats(all)
-	c.markRowFirst(all)
+	c.markLane0Values(all, users)
+	c.markFoldedSplats(all, users)
+	c.markRowFirst(all, users)
 }
 
 // rowPath reports the row length of a load or store that copies its
@@ -92,14 +96,8 @@ func (c *compiler) rowPath(u *Value) int {
 // computed (the memory op rebuilds a row's other lanes when it needs them).
 // The tiles of a matmul's K loop cost one pass over their rows instead of
 // one over their lanes.
-func (c *compiler) markRowFirst(all []*Value) {
+func (c *compiler) markRowFirst(all []*Value, users [][]*Value) {
 	c.rowFirst = make([]int, len(c.lanes))
-	users := make([][]*Value, len(c.lanes))
-	for _, v := range all {
-		for _, a := range v.Args {
-			users[a.ID] = append(users[a.ID], v)
-		}
-	}
 	for i := len(all) - 1; i >= 0; i-- {
 		v := all[i]
 		w := lastDim(v.Type.Shape)
@@ -125,10 +123,6 @@ func (c *compiler) markRowFirst(all []*Value) {
 		}
 	}
 }
-
-// rowFirstInstr computes lane 0 of each row of an add or addptr marked by
-// markRowFirst.
-func (c *compiler) rowFirstInstr(v *Value) (instr, error) { return c.addInstr(v, c.rowFirst[v.ID]) }
 
 // addInstr computes an integer add or addptr at every w-th lane (w = 1:
 // all of them), from its operands' lanes there, or a folded splat's scalar.
@@ -180,17 +174,11 @@ func addRows[T int32 | int64, U int32 | int64](d, a []T, b []U, w int, scalar bo
 
 // markFoldedSplats finds the integer splats of a scalar whose every user is
 // an integer add or the offset of an addptr that is computed lane by lane:
-// those users add the scalar itself (addScalar), and the splat is never
+// those users add the scalar itself (addInstr), and the splat is never
 // filled. In a matmul's K loop that saves a pass over the tile per operand
 // and step, where the dot itself is only a few passes' worth.
-func (c *compiler) markFoldedSplats(all []*Value) {
+func (c *compiler) markFoldedSplats(all []*Value, users [][]*Value) {
 	c.folded = make([]bool, len(c.lanes))
-	users := make([][]*Value, len(c.lanes))
-	for _, v := range all {
-		for _, a := range v.Args {
-			users[a.ID] = append(users[a.ID], v)
-		}
-	}
 	for _, v := range all {
 		if v.Op != OpSplat || v.Type.Ptr || !v.Args[0].Type.Shape.IsScalar() || c.lane0Val[v.ID] || len(users[v.ID]) == 0 {
 			continue
@@ -211,10 +199,6 @@ func (c *compiler) markFoldedSplats(all []*Value) {
 	}
 }
 
-// addScalar compiles an integer add or addptr one of whose operands is a
-// folded splat: each lane adds the splat's scalar source.
-func (c *compiler) addScalar(v *Value) (instr, error) { return c.addInstr(v, 1) }
-
 // markLane0Values finds the integer values (offsets, and the splats and
 // integer arithmetic they come from) whose every use is the offset of a
 // lane0Only address or another such value: only their lane 0 is computed,
@@ -222,7 +206,7 @@ func (c *compiler) addScalar(v *Value) (instr, error) { return c.addInstr(v, 1) 
 // cost a splat and an add over every lane otherwise, more than a load or
 // store that becomes a copy. Lane 0 of these ops depends on lane 0 of their
 // operands alone, and their loops run over their result's length.
-func (c *compiler) markLane0Values(all []*Value) {
+func (c *compiler) markLane0Values(all []*Value, users [][]*Value) {
 	c.lane0Val = make([]bool, len(c.lanes))
 	eligible := func(v *Value) bool {
 		if v.Type.Ptr || (v.Type.DType != I32 && v.Type.DType != I64) {
@@ -235,12 +219,6 @@ func (c *compiler) markLane0Values(all []*Value) {
 			return v.Args[0].Type.DType == I32 || v.Args[0].Type.DType == I64
 		}
 		return v.Op.info().class == classBinary
-	}
-	users := make([][]*Value, len(c.lanes))
-	for _, v := range all {
-		for _, a := range v.Args {
-			users[a.ID] = append(users[a.ID], v)
-		}
 	}
 	for i := len(all) - 1; i >= 0; i-- { // users come after what they use
 		v := all[i]
@@ -356,11 +334,11 @@ func (c *compiler) value(v *Value, loop *Value) (instr, error) {
 		c.alias(v, f.Body.Args[v.Aux+1])
 		return nil, nil
 	case v.Op == OpSplat && c.folded[v.ID]:
-		return nil, nil // its users read the scalar (addScalar)
-	case c.rowFirst[v.ID] > 0:
-		return c.rowFirstInstr(v)
+		return nil, nil // its users read the scalar (addInstr)
+	case c.rowFirst[v.ID] > 0: // lane 0 of each row
+		return c.addInstr(v, c.rowFirst[v.ID])
 	case (v.Op == OpAdd || v.Op == OpAddPtr && !c.lane0Only[v.ID]) && (c.folded[v.Args[0].ID] || c.folded[v.Args[1].ID]):
-		return c.addScalar(v)
+		return c.addInstr(v, 1)
 	case cl == classShape:
 		return byKind(storageKind(v.Type), shapeOp{v: v})
 	case v.Op == OpAddPtr && c.lane0Only[v.ID]:

@@ -26,16 +26,12 @@ func (c *compiler) memory(v *Value) (instr, error) {
 	if root == nil {
 		return nil, fmt.Errorf("pointer has no root parameter")
 	}
-	li := c.lanes[v.Args[0].ID]
-	contig := li.Contiguous
+	contig := c.lanes[v.Args[0].ID].Contiguous
 	scratch := -1
 	if contig {
 		scratch = c.scratch(I64, v.Args[0].Type.Shape.Numel())
 	}
-	rowW := 0 // rows of a 2-D tile, each contiguous: a copy per row
-	if w := lastDim(v.Args[0].Type.Shape); !contig && li.RowContiguous && w > 1 && v.Op != OpAtomicAdd {
-		rowW = w
-	}
+	rowW := c.rowPath(v) // rows of a 2-D tile, each contiguous: a copy per row
 	switch v.Args[0].Type.DType {
 	case F32:
 		return memInstr[float32](v, root, contig, scratch, rowW)

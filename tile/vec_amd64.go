@@ -57,29 +57,19 @@ func vtanhF32(d, a *float32, n int)
 
 // expSlice32 and tanhSlice32: the vector kernels over whole groups of 4
 // lanes, then the scalar functions they match bit for bit.
-func expSlice32(d, a []float32) {
-	a = a[:len(d)]
-	n := 0
-	if hasAVX2FMA {
-		if n = len(d) &^ 3; n > 0 {
-			vexpF32(&d[0], &a[0], n)
-		}
-	}
-	for i := n; i < len(d); i++ {
-		d[i] = expf(a[i])
-	}
-}
+func expSlice32(d, a []float32)  { mapF32(d, a, vexpF32, expf) }
+func tanhSlice32(d, a []float32) { mapF32(d, a, vtanhF32, tanhf) }
 
-func tanhSlice32(d, a []float32) {
+func mapF32(d, a []float32, kern func(d, a *float32, n int), scalar func(float32) float32) {
 	a = a[:len(d)]
 	n := 0
 	if hasAVX2FMA {
 		if n = len(d) &^ 3; n > 0 {
-			vtanhF32(&d[0], &a[0], n)
+			kern(&d[0], &a[0], n)
 		}
 	}
 	for i := n; i < len(d); i++ {
-		d[i] = tanhf(a[i])
+		d[i] = scalar(a[i])
 	}
 }
 
