@@ -150,25 +150,14 @@ func (op *FusedOp) do(reuse G.Value, vals ...G.Value) (_ G.Value, err error) {
 	}
 	n := numel(op.kernel.Out)
 	scalar := op.outs == 1 && len(op.kernel.Out) == 0
-	var out any
+	var out any // the op's output of the last run, where there is one to write into
 	if t, ok := reuse.(*tensor.Dense); ok && !scalar && !t.IsView() && t.Shape().TotalSize() == op.outs*n {
-		out = t.Data()
-	}
-	switch o := out.(type) {
-	case []float32:
-		if op.kernel.DType != tile.F32 {
-			out = nil
-			break
+		switch o := t.Data().(type) {
+		case []float32:
+			out, args = o, parts(args, o, op.outs, n, op.kernel.Accumulates)
+		case []float64:
+			out, args = o, parts(args, o, op.outs, n, op.kernel.Accumulates)
 		}
-		args = parts(args, o, op.outs, n, op.kernel.Accumulates)
-	case []float64:
-		if op.kernel.DType != tile.F64 {
-			out = nil
-			break
-		}
-		args = parts(args, o, op.outs, n, op.kernel.Accumulates)
-	default:
-		out = nil
 	}
 	fresh := out == nil
 	if fresh { // zeros where the kernel accumulates
