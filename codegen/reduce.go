@@ -264,70 +264,102 @@ func (l *lowerer) dot(v *tile.Value) error {
 	if vec {
 		return l.dotVec(v, accv, accLay, k, ldb, bOff, d1)
 	}
-	slots := accLay.B.slots()
-	classes := l.classesOf(accLay)
-	res := &lval{lay: accLay, regs: make([]string, nslots(accLay))}
-	rows, cols := map[string]string{}, map[string]string{}
-	var rowOrder, colOrder []string // emission order must not depend on map order
 	ft := ptxFloat(t.DType)
-	for _, cls := range classes {
-		r := l.reg(regClass(t))
-		emit(w, "mov.%s %s, %s", ft, r, accv.regs[cls[0]])
-		for _, i := range cls {
-			res.regs[i] = r
-		}
-		s := slots[cls[0]]
+	var rows, cols smemAddrs[string]
+	type elem struct{ row, col, r string }
+	var elems []elem
+	res := l.dotAcc(w, accv, accLay, t, func(s slot, r string) {
 		ri, ci := l.valueCoord(accLay, s, 0), l.valueCoord(accLay, s, 1)
-		if _, ok := rows[ri]; !ok {
-			ra := l.reg("r")
-			emit(w, "mad.lo.s32 %s, %s, %d, %s", ra, regOrZero(w, l, ri), k*size, l.smemAddr())
-			rows[ri] = ra
-			rowOrder = append(rowOrder, ri)
-		}
-		if _, ok := cols[ci]; !ok {
-			ca := l.reg("r")
-			emit(w, "mad.lo.s32 %s, %s, %d, %s", ca, regOrZero(w, l, ci), size, l.smemAddr())
-			emit(w, "add.s32 %s, %s, %d", ca, ca, bOff)
-			cols[ci] = ca
-			colOrder = append(colOrder, ci)
-		}
-	}
+		rows.at(l, w, ri, func() string { return regOrZero(w, l, ri) }, k*size, 0)
+		cols.at(l, w, ci, func() string { return regOrZero(w, l, ci) }, size, bOff)
+		elems = append(elems, elem{ri, ci, r})
+	})
 	// the k loop: one shared load per distinct row and column, one FMA per element
 	kk := l.reg("r")
 	emit(w, "mov.u32 %s, 0", kk)
 	head := l.label("dot")
 	w.WriteString(head + ":\n")
 	av, bvals := map[string]string{}, map[string]string{}
-	for _, ri := range rowOrder {
+	for _, ri := range rows.order {
 		x := l.reg(regClass(t))
-		emit(w, "ld.shared.%s %s, [%s]", ft, x, rows[ri])
+		emit(w, "ld.shared.%s %s, [%s]", ft, x, rows.reg[ri])
 		av[ri] = x
 	}
-	for _, ci := range colOrder {
+	for _, ci := range cols.order {
 		x := l.reg(regClass(t))
-		emit(w, "ld.shared.%s %s, [%s]", ft, x, cols[ci])
+		emit(w, "ld.shared.%s %s, [%s]", ft, x, cols.reg[ci])
 		bvals[ci] = x
 	}
-	for _, cls := range classes {
-		s := slots[cls[0]]
-		ri, ci := l.valueCoord(accLay, s, 0), l.valueCoord(accLay, s, 1)
-		r := res.regs[cls[0]]
-		emit(w, "fma.rn.%s %s, %s, %s, %s", ft, r, av[ri], bvals[ci], r)
+	for _, e := range elems {
+		emit(w, "fma.rn.%s %s, %s, %s, %s", ft, e.r, av[e.row], bvals[e.col], e.r)
 	}
-	for _, ri := range rowOrder {
-		emit(w, "add.s32 %s, %s, %d", rows[ri], rows[ri], size)
+	rows.step(w, size)
+	cols.step(w, ldb*size)
+	l.dotLoopEnd(v, res, accLay, kk, 1, k, head)
+	return nil
+}
+
+// smemAddrs is one shared-memory address register per key (a row's
+// coordinate, a column, a run of columns), made at first use and kept in
+// that order, so that the code emitted does not depend on map order.
+type smemAddrs[K comparable] struct {
+	reg   map[K]string
+	order []K
+}
+
+// at makes k's register if it has none: coord()·scale + off past the
+// scratch region's start (coord is called after the register is taken, as
+// the emitted code has always numbered them).
+func (a *smemAddrs[K]) at(l *lowerer, w *strings.Builder, k K, coord func() string, scale, off int) {
+	if a.reg == nil {
+		a.reg = map[K]string{}
 	}
-	for _, ci := range colOrder {
-		emit(w, "add.s32 %s, %s, %d", cols[ci], cols[ci], ldb*size)
+	if _, ok := a.reg[k]; ok {
+		return
 	}
-	emit(w, "add.s32 %s, %s, 1", kk, kk)
+	r := l.reg("r")
+	emit(w, "mad.lo.s32 %s, %s, %d, %s", r, coord(), scale, l.smemAddr())
+	if off != 0 {
+		emit(w, "add.s32 %s, %s, %d", r, r, off)
+	}
+	a.reg[k] = r
+	a.order = append(a.order, k)
+}
+
+// step advances every register by bytes (the k loop's step).
+func (a *smemAddrs[K]) step(w *strings.Builder, bytes int) {
+	for _, k := range a.order {
+		emit(w, "add.s32 %s, %s, %d", a.reg[k], a.reg[k], bytes)
+	}
+}
+
+// dotAcc copies a dot's accumulator into a register per distinct element
+// of the result, calling each with the element's slot and register.
+func (l *lowerer) dotAcc(w *strings.Builder, accv *lval, accLay *Layout, t tile.Type, each func(s slot, r string)) *lval {
+	slots := accLay.B.slots()
+	res := &lval{lay: accLay, regs: make([]string, nslots(accLay))}
+	for _, cls := range l.classesOf(accLay) {
+		r := l.reg(regClass(t))
+		emit(w, "mov.%s %s, %s", ptxFloat(t.DType), r, accv.regs[cls[0]])
+		for _, i := range cls {
+			res.regs[i] = r
+		}
+		each(slots[cls[0]], r)
+	}
+	return res
+}
+
+// dotLoopEnd closes a dot's k loop (kk += step while below k) and names its
+// result.
+func (l *lowerer) dotLoopEnd(v *tile.Value, res *lval, accLay *Layout, kk string, step, k int, head string) {
+	w := &l.body
+	emit(w, "add.s32 %s, %s, %d", kk, kk, step)
 	p := l.reg("p")
 	emit(w, "setp.lt.s32 %s, %s, %d", p, kk, k)
 	emit(w, "@%s bra.uni %s", p, head)
 	barrier(w)
 	l.natural[v.ID] = accLay
 	l.remember(v, res)
-	return nil
 }
 
 // dotVec is the CUDA-core dot of f32 operands staged in shared memory (A
@@ -341,43 +373,22 @@ func (l *lowerer) dot(v *tile.Value) error {
 func (l *lowerer) dotVec(v *tile.Value, accv *lval, accLay *Layout, k, ldb, bOff, d1 int) error {
 	w := &l.body
 	const size = 4
-	slots := accLay.B.slots()
-	classes := l.classesOf(accLay)
-	res := &lval{lay: accLay, regs: make([]string, nslots(accLay))}
 	type elem struct {
 		row         string
 		group, lane int
 		r           string
 	}
-	rows, groups := map[string]string{}, map[int]string{}
-	var rowOrder []string
-	var groupOrder []int // emission order must not depend on map order
+	var rows smemAddrs[string]
+	var groups smemAddrs[int]
 	var elems []elem
-	for _, cls := range classes {
-		r := l.reg(regClass(v.Type))
-		emit(w, "mov.f32 %s, %s", r, accv.regs[cls[0]])
-		for _, i := range cls {
-			res.regs[i] = r
-		}
-		s := slots[cls[0]]
+	res := l.dotAcc(w, accv, accLay, v.Type, func(s slot, r string) {
 		ri := l.valueCoord(accLay, s, 0)
 		off := s.Off[d1]
 		g := off - off%4
-		if _, ok := rows[ri]; !ok {
-			ra := l.reg("r")
-			emit(w, "mad.lo.s32 %s, %s, %d, %s", ra, regOrZero(w, l, ri), k*size, l.smemAddr())
-			rows[ri] = ra
-			rowOrder = append(rowOrder, ri)
-		}
-		if _, ok := groups[g]; !ok {
-			ca := l.reg("r")
-			emit(w, "mad.lo.s32 %s, %s, %d, %s", ca, l.coord(accLay.B, d1, g), size, l.smemAddr())
-			emit(w, "add.s32 %s, %s, %d", ca, ca, bOff)
-			groups[g] = ca
-			groupOrder = append(groupOrder, g)
-		}
+		rows.at(l, w, ri, func() string { return regOrZero(w, l, ri) }, k*size, 0)
+		groups.at(l, w, g, func() string { return l.coord(accLay.B, d1, g) }, size, bOff)
 		elems = append(elems, elem{ri, g, off % 4, r})
-	}
+	})
 	quad := func() [4]string {
 		return [4]string{l.reg("f"), l.reg("f"), l.reg("f"), l.reg("f")}
 	}
@@ -386,17 +397,17 @@ func (l *lowerer) dotVec(v *tile.Value, accv *lval, accLay *Layout, k, ldb, bOff
 	head := l.label("dot")
 	w.WriteString(head + ":\n")
 	av := map[string][4]string{}
-	for _, ri := range rowOrder {
+	for _, ri := range rows.order {
 		x := quad()
-		emit(w, "ld.shared.v4.f32 {%s, %s, %s, %s}, [%s]", x[0], x[1], x[2], x[3], rows[ri])
+		emit(w, "ld.shared.v4.f32 {%s, %s, %s, %s}, [%s]", x[0], x[1], x[2], x[3], rows.reg[ri])
 		av[ri] = x
 	}
 	bvals := map[int][4][4]string{} // per run of columns: per k step, the 4 columns
-	for _, g := range groupOrder {
+	for _, g := range groups.order {
 		var per [4][4]string
 		for j := range 4 {
 			per[j] = quad()
-			emit(w, "ld.shared.v4.f32 {%s, %s, %s, %s}, [%s+%d]", per[j][0], per[j][1], per[j][2], per[j][3], groups[g], j*ldb*size)
+			emit(w, "ld.shared.v4.f32 {%s, %s, %s, %s}, [%s+%d]", per[j][0], per[j][1], per[j][2], per[j][3], groups.reg[g], j*ldb*size)
 		}
 		bvals[g] = per
 	}
@@ -405,19 +416,9 @@ func (l *lowerer) dotVec(v *tile.Value, accv *lval, accLay *Layout, k, ldb, bOff
 			emit(w, "fma.rn.f32 %s, %s, %s, %s", e.r, av[e.row][j], bvals[e.group][j][e.lane], e.r)
 		}
 	}
-	for _, ri := range rowOrder {
-		emit(w, "add.s32 %s, %s, %d", rows[ri], rows[ri], 4*size)
-	}
-	for _, g := range groupOrder {
-		emit(w, "add.s32 %s, %s, %d", groups[g], groups[g], 4*ldb*size)
-	}
-	emit(w, "add.s32 %s, %s, 4", kk, kk)
-	p := l.reg("p")
-	emit(w, "setp.lt.s32 %s, %s, %d", p, kk, k)
-	emit(w, "@%s bra.uni %s", p, head)
-	barrier(w)
-	l.natural[v.ID] = accLay
-	l.remember(v, res)
+	rows.step(w, 4*size)
+	groups.step(w, 4*ldb*size)
+	l.dotLoopEnd(v, res, accLay, kk, 4, k, head)
 	return nil
 }
 
