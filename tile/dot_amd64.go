@@ -42,37 +42,28 @@ var hasAVX2FMA = func() bool {
 // dotF32 is dotL for float32: d = acc + a·b, a [m,k], b [k,n]. Blocks of
 // 4 rows by 16 columns go through dot4x16 (fused multiply-adds, in the
 // order of k, as dotL adds); the edges through dotEdges.
-func dotF32(d, a, b, acc []float32, m, k, n int) {
-	if !hasAVX2FMA || k == 0 || n < 16 || m < 4 {
+func dotF32(d, a, b, acc []float32, m, k, n int) { dotBlocks(d, a, b, acc, m, k, n, 16, dot4x16) }
+
+// dotF64 is dotF32 for float64, in blocks of 4 rows by 8 columns.
+func dotF64(d, a, b, acc []float64, m, k, n int) { dotBlocks(d, a, b, acc, m, k, n, 8, dot4x8) }
+
+// dotBlocks runs kern over the blocks of 4 rows by nb columns of d, then
+// dotEdges over the rest; without AVX2 and FMA, or too small for one
+// block, dotL does it all.
+func dotBlocks[T float](d, a, b, acc []T, m, k, n, nb int, kern func(d, a, b *T, k, lda, ldb, ldd int)) {
+	if !hasAVX2FMA || k == 0 || n < nb || m < 4 {
 		dotL(d, a, b, acc, m, k, n)
 		return
 	}
 	copy(d, acc[:m*n])
 	_, _ = a[m*k-1], b[k*n-1] // the kernel reads within these
-	m4, n16 := m&^3, n&^15
+	m4, nv := m&^3, n-n%nb
 	for i := 0; i < m4; i += 4 {
-		for j := 0; j < n16; j += 16 {
-			dot4x16(&d[i*n+j], &a[i*k], &b[j], k, k, n, n)
+		for j := 0; j < nv; j += nb {
+			kern(&d[i*n+j], &a[i*k], &b[j], k, k, n, n)
 		}
 	}
-	dotEdges(d, a, b, m, k, n, m4, n16)
-}
-
-// dotF64 is dotF32 for float64, in blocks of 4 rows by 8 columns.
-func dotF64(d, a, b, acc []float64, m, k, n int) {
-	if !hasAVX2FMA || k == 0 || n < 8 || m < 4 {
-		dotL(d, a, b, acc, m, k, n)
-		return
-	}
-	copy(d, acc[:m*n])
-	_, _ = a[m*k-1], b[k*n-1]
-	m4, n8 := m&^3, n&^7
-	for i := 0; i < m4; i += 4 {
-		for j := 0; j < n8; j += 8 {
-			dot4x8(&d[i*n+j], &a[i*k], &b[j], k, k, n, n)
-		}
-	}
-	dotEdges(d, a, b, m, k, n, m4, n8)
+	dotEdges(d, a, b, m, k, n, m4, nv)
 }
 
 // dotEdges adds a·b into d where the vector kernel did not: rows from m4
