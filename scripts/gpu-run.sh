@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine from the repository root, after scripts/gpu-build.sh:
 # the GPU conformance tests, the fusion pass on the GPU (generated kernels,
-# the CUDA backend), compute-sanitizer (memcheck, racecheck), and the GPU benchmark. Logs go to $OUT (or ./gpu-logs); a summary is printed last.
+# the CUDA backend), compute-sanitizer (memcheck, racecheck), `tilefuse gpubench`, and
+# scripts/gpu-bench.sh (tilefuse bench -backend cuda beside PyTorch). Logs go to
+# $OUT (or ./gpu-logs); a summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-logs}
@@ -20,12 +22,10 @@ compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/cuda.test -test.short
 race=$?
 .gpu/tilefuse gpubench ${BENCH_ARGS:-} > "$out/gpubench.txt" 2>&1
 bench=$?
-# the fused-graph benchmark on the GPU: table, JSON and chart
-.gpu/tilefuse bench -backend cuda -q -json "$out/bench-cuda.json" -plot "$out/bench-cuda.png" > "$out/bench-cuda.md" 2> "$out/bench-cuda.err"
+# the fused-graph benchmark on the GPU beside the same workloads in PyTorch
+# (table, JSON and chart of each; scripts/gpu-bench.sh)
+OUT="$out" bash scripts/gpu-bench.sh > "$out/gpu-bench.txt" 2>&1
 gbench=$?
-# the same workloads in PyTorch (eager, library ops, torch.compile), device times
-timeout 400 python3 bench/torch/workloads.py --runs 30 --json "$out/torch.json" > "$out/torch.md" 2> "$out/torch.err"
-torch=$?
 
 echo "== summary"
 echo "conformance rc=$conf: $(grep -c -- '--- PASS' "$out/conformance.log") passed, $(grep -c -- '--- FAIL' "$out/conformance.log") failed"
@@ -35,7 +35,5 @@ echo "memcheck rc=$mem: $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)
 echo "racecheck rc=$race: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck.log" | tail -1)"
 echo "gpubench rc=$bench (full table in gpubench.txt)"
 grep -E 'copy|^vec_add 64M +BLOCK=1024|^gelu.*BLOCK=1024|^softmax 8192x4096 +\{BLOCK = 4096, STREAM = 0\} warps=4|^layer_norm 8192x4096 +\{BLOCK = 4096, STREAM = 0\} warps=4' "$out/gpubench.txt"
-echo "bench -backend cuda rc=$gbench"
-cat "$out/bench-cuda.md"; tail -3 "$out/bench-cuda.err"
-echo "torch rc=$torch"
-cat "$out/torch.md"; tail -2 "$out/torch.err"
+echo "scripts/gpu-bench.sh rc=$gbench"
+cat "$out/gpu-bench.txt"
