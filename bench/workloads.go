@@ -185,7 +185,7 @@ func mlpStep(size string) (Spec, error) {
 
 // encoderW: multi-head self-attention through batched products (per-head
 // projections, as Gorgonia computes the transposed form wrongly: see
-// DESIGN.md), residual, LayerNorm, a GELU MLP, residual, LayerNorm.
+// DESIGN.md, "Gorgonia v0.9.18"), residual, LayerNorm, a GELU MLP, residual, LayerNorm.
 func encoderW(size string, backward bool) (Spec, error) {
 	batch, err := pick(size, 2, 8)
 	if err != nil {

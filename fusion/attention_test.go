@@ -146,7 +146,7 @@ func checkAttention(t *testing.T, tol float64, opts ...fusion.Option) {
 // written yet); the batched products, forward and backward, become matmul
 // kernels instead. Values and gradients match a float64 reference with the
 // gradients written out by hand (Gorgonia's own machine doubles the forward
-// output of this graph once Grad has run: see DESIGN.md).
+// output of this graph once Grad has run: see DESIGN.md, "Gorgonia v0.9.18").
 func TestTrainingAttentionIsBatchedProducts(t *testing.T) { checkTrainingAttention(t, 1e-12) }
 
 func checkTrainingAttention(t *testing.T, tol float64, opts ...fusion.Option) {
