@@ -2,9 +2,10 @@ package fusion
 
 import (
 	"fmt"
-	"strings"
 
 	G "gorgonia.org/gorgonia"
+
+	"github.com/tilefuse/tilefuse/ops"
 )
 
 // cpuPlan runs a compiled graph on the CPU backend in the caller's
@@ -63,7 +64,7 @@ func newCPUPlan(c *Compiled) (*cpuPlan, error) {
 		default:
 			args := operands(c.Graph, n)
 			st := cpuStep{n: n, at: i, args: make([]int, len(args)), argv: make([]G.Value, len(args))}
-			if pd, ok := n.Op().(G.UsePreallocDoer); ok && isMatMul(n.Op()) {
+			if pd, ok := n.Op().(G.UsePreallocDoer); ok && ops.IsMatMul(n.Op()) {
 				st.prealloc = pd
 			}
 			for j, a := range args {
@@ -142,16 +143,7 @@ func (p *cpuPlan) run() error {
 	return nil
 }
 
-// isMatMul: Gorgonia's 2-D matrix product, in any transposition.
-func isMatMul(op G.Op) bool {
-	switch op.String() {
-	case "A × B", "Aᵀ × B", "A × Bᵀ", "Aᵀ × Bᵀ":
-		return true
-	}
-	return false
-}
-
-func isConst(n *G.Node) bool { return n.Op() != nil && strings.HasPrefix(n.Op().String(), "const ") }
+func isConst(n *G.Node) bool { return ops.IsConst(n.Op()) }
 
 // operands are n's operands in order.
 func operands(cg *G.ExprGraph, n *G.Node) G.Nodes {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	G "gorgonia.org/gorgonia"
+
+	"github.com/tilefuse/tilefuse/ops"
 )
 
 // guard wraps a Gorgonia op replayed in a fused graph so that a panic in
@@ -15,7 +17,7 @@ import (
 // statements (let, read), which its compiler recognises by type, are left
 // as they are.
 func guard(op G.Op) G.Op {
-	if s := op.String(); s == "=" || s == "print" {
+	if ops.IsStatement(op) {
 		return op
 	}
 	g := guarded{op}

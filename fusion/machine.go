@@ -47,7 +47,7 @@ func Compile(g *G.ExprGraph, opts ...Option) (c *Compiled, err error) {
 	}
 	var reads []read
 	for _, n := range g.AllNodes() {
-		if n.Op() != nil && n.Op().String() == "=" {
+		if ops.IsSet(n.Op()) {
 			return nil, fmt.Errorf("fusion: %v: gorgonia.Set statements are not supported (Gorgonia v0.9.18's own tape machine leaves the node unchanged); Let new values between runs, or use a solver", n.Name())
 		}
 		if into, ok := ops.ReadTarget(n.Op()); ok {

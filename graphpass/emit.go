@@ -272,30 +272,14 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			}
 			v = b.Load(b.AddPtr(p, idx), m, nil)
 		}
+	case n.Info.Kind.Writable(): // elementwise and injective ops: the catalogue writes them
+		var err error
+		if v, err = ops.Write(site{e, n}, &n.Info, n.inShapes(), idx); err != nil {
+			return nil, err
+		}
 	default:
 		in := func(i int, at *tile.Value) (*tile.Value, error) { return e.gen(n.Inputs[i], at) }
 		switch n.Info.Kind {
-		case ops.Constant:
-			v = b.Const(n.Info.Value, n.Info.DType)
-		case ops.Unary:
-			x, err := in(0, idx)
-			if err != nil {
-				return nil, err
-			}
-			v = n.Info.Unary(b, x)
-		case ops.Binary:
-			x, err := in(0, idx)
-			if err != nil {
-				return nil, err
-			}
-			y, err := in(1, idx)
-			if err != nil {
-				return nil, err
-			}
-			v = b.Binary(n.Info.Binary, x, y)
-			if n.Info.Cmp {
-				v = b.Cast(v, n.Info.DType)
-			}
 		case ops.Reduce: // a row reduction inside a row group: once per row, whatever idx
 			if r, ok := e.memo[memoKey{n, nil}]; ok {
 				return r, nil
@@ -358,73 +342,6 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			} else {
 				v = b.Mul(y, b.Sub(dy, b.Sum(e.inRange(b.Mul(dy, y), 0.0), 0)))
 			}
-		case ops.Slice: // the input's coordinate along the axis is shifted by the start
-			c := e.coords(idx, n.Info.Shape)
-			if a := n.Info.Axes[0]; n.Info.Start != 0 {
-				c[a] = b.Add(c[a], n.Info.Start)
-			}
-			x, err := in(0, e.flatten(c, n.Inputs[0].Info.Shape))
-			if err != nil {
-				return nil, err
-			}
-			v = x
-		case ops.SliceIncr: // zeros, and the increment in the range
-			a := n.Info.Axes[0]
-			c := e.coords(idx, n.Info.Shape)
-			inRange := b.And(b.Ge(c[a], n.Info.Start), b.Lt(c[a], n.Info.End))
-			incS := n.Inputs[1].Info.Shape
-			at := idx // a scalar increment: every lane reads it
-			if len(incS) > 0 {
-				at = e.clampedAt(c, a, b.Sub(c[a], n.Info.Start), incS)
-			}
-			x, err := in(1, at)
-			if err != nil {
-				return nil, err
-			}
-			v = b.Where(inRange, x, 0.0)
-		case ops.Concat: // each lane takes the operand its coordinate along the axis falls in
-			a := n.Info.Axes[0]
-			c := e.coords(idx, n.Info.Shape)
-			off := 0
-			for i, x := range n.Inputs {
-				inS := x.Info.Shape
-				local := c[a]
-				if off != 0 {
-					local = b.Sub(c[a], off)
-				}
-				xv, err := in(i, e.clampedAt(c, a, local, inS))
-				if err != nil {
-					return nil, err
-				}
-				if i == 0 {
-					v = xv
-				} else {
-					v = b.Where(b.Ge(c[a], off), xv, v)
-				}
-				off += inS[a]
-			}
-		case ops.Reshape:
-			x, err := in(0, idx) // row-major order is unchanged
-			if err != nil {
-				return nil, err
-			}
-			v = x
-		case ops.Repeat:
-			outS, inS := n.Info.Shape, n.Inputs[0].Info.Shape
-			if len(outS) != len(inS) {
-				return nil, fmt.Errorf("graphpass: %v: repeat from rank %d to %d", n, len(inS), len(outS))
-			}
-			c := e.coords(idx, outS)
-			for i := range c {
-				if inS[i] != outS[i] && inS[i] != 1 { // repeat factor outS/inS: coordinate / factor (flatten ignores dimensions of 1)
-					c[i] = b.Div(c[i], outS[i]/inS[i])
-				}
-			}
-			x, err := in(0, e.flatten(c, inS))
-			if err != nil {
-				return nil, err
-			}
-			v = x
 		default:
 			return nil, fmt.Errorf("graphpass: %v: %v inside a group", n, n.Info.Kind)
 		}
@@ -439,13 +356,24 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 	return v, nil
 }
 
-// clampedAt is the flat index into shape s of the coordinates c with c[a]
-// replaced by local clamped to [0, s[a]): lanes that a select or the mask
-// discards still read in bounds.
-func (e *emitter) clampedAt(c []*tile.Value, a int, local *tile.Value, s []int) *tile.Value {
-	ci := append([]*tile.Value(nil), c...)
-	ci[a] = e.b.Maximum(e.b.Minimum(local, s[a]-1), 0)
-	return e.flatten(ci, s)
+// site is node n of the group being written, as the ops catalogue sees it.
+type site struct {
+	e *emitter
+	n *Node
+}
+
+func (s site) Builder() *tile.Builder                             { return s.e.b }
+func (s site) Coords(idx *tile.Value, sh []int) []*tile.Value     { return s.e.coords(idx, sh) }
+func (s site) Flatten(c []*tile.Value, sh []int) *tile.Value      { return s.e.flatten(c, sh) }
+func (s site) Operand(i int, at *tile.Value) (*tile.Value, error) { return s.e.gen(s.n.Inputs[i], at) }
+
+// inShapes are the shapes of n's operands.
+func (n *Node) inShapes() [][]int {
+	s := make([][]int, len(n.Inputs))
+	for i, in := range n.Inputs {
+		s[i] = in.Info.Shape
+	}
+	return s
 }
 
 // inRange is x on the lanes in range and other on the rest (x itself when

@@ -66,7 +66,7 @@ func Import(g *G.ExprGraph) (*Graph, error) {
 // userNamed reports whether the node carries a name the user gave it
 // (Gorgonia's own names have the form "op(%a, %b)").
 func userNamed(n *G.Node) bool {
-	return !strings.Contains(n.Name(), "(%") && n.Op() != nil && !strings.HasPrefix(n.Op().String(), "const ") && !strings.HasPrefix(n.Op().String(), "SizeOf")
+	return !strings.Contains(n.Name(), "(%") && n.Op() != nil && !ops.IsConst(n.Op()) && !ops.IsSizeOf(n.Op())
 }
 
 func (n *Node) String() string { return n.G.Name() }

@@ -1,0 +1,93 @@
+package ops
+
+import (
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// TestKindTable: every kind has its entry (the table's type checks its
+// length; this checks that no entry in the middle was left empty), a kind
+// that Gorgonia spells is read, and only elementwise and injective kinds are
+// written by the catalogue.
+func TestKindTable(t *testing.T) {
+	for k := range numKinds {
+		p := kinds[k]
+		t.Run(p.name, func(t *testing.T) {
+			switch {
+			case p.name == "":
+				t.Fatalf("kind %d has no entry", k)
+			case (p.spelled == nil) != (k == Opaque || k == Input):
+				t.Fatalf("%v: spelled %v; only Opaque and Input have no spelling", k, p.spelled != nil)
+			case p.spelled != nil && p.read == nil:
+				t.Fatalf("%v is spelled but not read", k)
+			case (p.write != nil) != (p.elementwise || p.injective):
+				t.Fatalf("%v: written by the catalogue %v, elementwise %v, injective %v", k, p.write != nil, p.elementwise, p.injective)
+			case p.product && (p.elementwise || p.row):
+				t.Fatalf("%v: a product is neither elementwise nor a row op", k)
+			}
+		})
+	}
+	if s := numKinds.String(); s != "kind(15)" {
+		t.Fatalf("the end sentinel prints %q", s)
+	}
+}
+
+// TestSpellings: each spelling Gorgonia v0.9.18 gives its ops is one kind's
+// and no other's (Classify takes the first match), and the predicates other
+// packages use say what they name.
+func TestSpellings(t *testing.T) {
+	cases := []struct {
+		s    string
+		kind Kind // Opaque: no kind's
+	}{
+		{"const 0", Constant}, {"const true", Constant}, {"SizeOf=4", Constant},
+		{"exp", Unary}, {"invSqrt", Unary}, {"softplus", Unary},
+		{"+ false", Binary}, {"⊙ false", Binary}, {"< true", Binary}, {">= false", Binary},
+		{"Reshape(2, 1)", Reshape}, {"Repeat1", Repeat},
+		{"Σ[1]", Reduce}, {"Σ[0 1]", Reduce}, {"MaxAlong[1]", Reduce},
+		{"Softmax{-1, false}()", Softmax}, {"SoftmaxDiff{-1, false}()", SoftmaxGrad},
+		{"A × B", MatMul}, {"Aᵀ × Bᵀ", MatMul}, {"A ××× Bᵀ", BatchedMatMul},
+		{"T[:, 1:4]", Slice}, {"T[:, 1:4]+=...", SliceIncr}, {"Concat(1)", Concat},
+		{"=", Opaque}, {"print", Opaque}, {"Aᵀ{1, 0}", Opaque}, {"A × b", Opaque},
+	}
+	for _, c := range cases {
+		t.Run(c.s, func(t *testing.T) {
+			var match []Kind
+			for k := range numKinds {
+				if p := kinds[k]; p.spelled != nil && p.spelled(c.s) {
+					match = append(match, k)
+				}
+			}
+			if c.kind == Opaque && len(match) != 0 || c.kind != Opaque && (len(match) != 1 || match[0] != c.kind) {
+				t.Fatalf("%q is spelled by %v, want %v", c.s, match, c.kind)
+			}
+		})
+	}
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(2, 3), G.WithName("x"))
+	y := G.NewMatrix(g, tensor.Float32, G.WithShape(3, 2), G.WithName("y"))
+	var v G.Value
+	preds := []struct {
+		name string
+		op   G.Op
+		f    func(G.Op) bool
+		want bool
+	}{
+		{"a constant is const", G.NewConstant(float32(1)).Op(), IsConst, true},
+		{"an input is not const", x.Op(), IsConst, false},
+		{"a product is a matmul", G.Must(G.Mul(x, y)).Op(), IsMatMul, true},
+		{"a batched product is not", G.Must(G.BatchedMatMul(G.Must(G.Reshape(x, tensor.Shape{1, 2, 3})), G.Must(G.Reshape(y, tensor.Shape{1, 3, 2})))).Op(), IsMatMul, false},
+		{"Read is a statement", G.Read(x, &v).Op(), IsStatement, true},
+		{"Read is not Set", G.Read(x, &v).Op(), IsSet, false},
+		{"Set is", G.Set(x, y).Op(), IsSet, true},
+		{"exp is no statement", G.Must(G.Exp(x)).Op(), IsStatement, false},
+		{"nil is nothing", nil, IsConst, false},
+	}
+	for _, c := range preds {
+		if got := c.f(c.op); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// Writer is the kernel an op is written into: its builder, how it splits
+// and joins flat indices, and the node's operands. A kernel computes each
+// value at flat row-major indices of that value's own shape.
+type Writer interface {
+	Builder() *tile.Builder
+	// Coords splits the flat indices idx of shape s into one coordinate
+	// per dimension (the first one unbounded).
+	Coords(idx *tile.Value, s []int) []*tile.Value
+	// Flatten is the flat index into shape s of the coordinates c
+	// (dimensions of size 1 are left out).
+	Flatten(c []*tile.Value, s []int) *tile.Value
+	// Operand computes operand i of the node being written at the flat
+	// indices at, of the operand's own shape.
+	Operand(i int, at *tile.Value) (*tile.Value, error)
+}
+
+type writeFunc func(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error)
+
+// Write writes a node of a Writable kind, with Info info and operands of
+// shapes in, at the flat indices idx of its own shape.
+func Write(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error) {
+	f := info.Kind.props().write
+	if f == nil {
+		return nil, fmt.Errorf("ops: %s: a %v is not written on its own", info.Name, info.Kind)
+	}
+	return f(w, info, in, idx)
+}
+
+func writeConstant(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error) {
+	return w.Builder().Const(info.Value, info.DType), nil
+}
+
+func writeUnary(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error) {
+	x, err := w.Operand(0, idx)
+	if err != nil {
+		return nil, err
+	}
+	return info.Unary(w.Builder(), x), nil
+}
+
+func writeBinary(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error) {
+	x, err := w.Operand(0, idx)
+	if err != nil {
+		return nil, err
+	}
+	y, err := w.Operand(1, idx)
+	if err != nil {
+		return nil, err
+	}
+	b := w.Builder()
+	v := b.Binary(info.Binary, x, y)
+	if info.Cmp {
+		v = b.Cast(v, info.DType)
+	}
+	return v, nil
+}
+
+// writeReshape: row-major order is unchanged.
+func writeReshape(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error) {
+	return w.Operand(0, idx)
+}
+
+// writeRepeat: along a repeated axis, the operand's coordinate is the
+// output's divided by the repeat factor.
+func writeRepeat(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error) {
+	outS, inS := info.Shape, in[0]
+	if len(outS) != len(inS) {
+		return nil, fmt.Errorf("ops: %s: repeat from rank %d to %d", info.Name, len(inS), len(outS))
+	}
+	b := w.Builder()
+	c := w.Coords(idx, outS)
+	for i := range c {
+		if inS[i] != outS[i] && inS[i] != 1 { // repeat factor outS/inS: coordinate / factor (Flatten ignores dimensions of 1)
+			c[i] = b.Div(c[i], outS[i]/inS[i])
+		}
+	}
+	return w.Operand(0, w.Flatten(c, inS))
+}
+
+// writeSlice: the operand's coordinate along the axis is shifted by the start.
+func writeSlice(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error) {
+	c := w.Coords(idx, info.Shape)
+	if a := info.Axes[0]; info.Start != 0 {
+		c[a] = w.Builder().Add(c[a], info.Start)
+	}
+	return w.Operand(0, w.Flatten(c, in[0]))
+}
+
+// writeSliceIncr: zeros, and the increment in the range.
+func writeSliceIncr(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error) {
+	b := w.Builder()
+	a := info.Axes[0]
+	c := w.Coords(idx, info.Shape)
+	inRange := b.And(b.Ge(c[a], info.Start), b.Lt(c[a], info.End))
+	incS := in[1]
+	at := idx // a scalar increment: every lane reads it
+	if len(incS) > 0 {
+		at = clampedAt(w, c, a, b.Sub(c[a], info.Start), incS)
+	}
+	x, err := w.Operand(1, at)
+	if err != nil {
+		return nil, err
+	}
+	return b.Where(inRange, x, 0.0), nil
+}
+
+// writeConcat: each lane takes the operand its coordinate along the axis
+// falls in.
+func writeConcat(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error) {
+	b := w.Builder()
+	a := info.Axes[0]
+	c := w.Coords(idx, info.Shape)
+	off := 0
+	var v *tile.Value
+	for i, inS := range in {
+		local := c[a]
+		if off != 0 {
+			local = b.Sub(c[a], off)
+		}
+		xv, err := w.Operand(i, clampedAt(w, c, a, local, inS))
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			v = xv
+		} else {
+			v = b.Where(b.Ge(c[a], off), xv, v)
+		}
+		off += inS[a]
+	}
+	return v, nil
+}
+
+// clampedAt is the flat index into shape s of the coordinates c with c[a]
+// replaced by local clamped to [0, s[a]): lanes that a select or the mask
+// discards still read in bounds.
+func clampedAt(w Writer, c []*tile.Value, a int, local *tile.Value, s []int) *tile.Value {
+	b := w.Builder()
+	ci := append([]*tile.Value(nil), c...)
+	ci[a] = b.Maximum(b.Minimum(local, s[a]-1), 0)
+	return w.Flatten(ci, s)
+}
