@@ -68,7 +68,7 @@ func Compile(g *G.ExprGraph, opts ...Option) (c *Compiled, err error) {
 	if cfg.matmul != nil {
 		matmul = *cfg.matmul
 	}
-	groups := graphpass.Partition(gr, graphpass.Options{Keep: cfg.keep, MaxGroup: cfg.maxGroup, Off: !cfg.fuse, MatMul: matmul})
+	groups := graphpass.Partition(gr, graphpass.Options{WriteOut: writeOut(gr, cfg.keep), MaxGroup: cfg.maxGroup, Off: !cfg.fuse, MatMul: matmul})
 	kernels := map[*graphpass.Group]*graphpass.Kernel{}
 	rep := &Report{Backend: cfg.backend, Fused: cfg.fuse}
 	for _, grp := range groups {
@@ -126,6 +126,38 @@ func Compile(g *G.ExprGraph, opts ...Option) (c *Compiled, err error) {
 		return nil, fmt.Errorf("fusion: %w", err)
 	}
 	return &Compiled{Graph: rw.Graph, Report: rep, rw: rw, cfg: cfg, read: readSet(gr, cfg), log: log, reads: reads}, nil
+}
+
+// writeOut is what the partition writes out even where it could fuse: what
+// the user keeps (WithKeep, gorgonia.Read) or named, gradients (read
+// through w.Grad()) and the nodes they are gradients of, scalars (losses
+// and metrics, which cost nothing to write), and the graph's outputs.
+func writeOut(gr *graphpass.Graph, kept []*G.Node) map[*G.Node]bool {
+	keep := map[*G.Node]bool{}
+	for _, n := range kept {
+		keep[n] = true
+	}
+	for _, n := range gr.Nodes {
+		if d := n.G.Deriv(); d != nil {
+			keep[d] = true
+		}
+		if len(n.G.DerivOf()) > 0 {
+			keep[n.G] = true
+		}
+	}
+	out := map[*G.Node]bool{}
+	for _, n := range gr.Nodes {
+		if keep[n.G] || userNamed(n.G) || len(n.Info.Shape) == 0 || len(n.Users) == 0 {
+			out[n.G] = true
+		}
+	}
+	return out
+}
+
+// userNamed reports whether the node carries a name the user gave it
+// (Gorgonia's own names have the form "op(%a, %b)").
+func userNamed(n *G.Node) bool {
+	return !strings.Contains(n.Name(), "(%") && n.Op() != nil && !ops.IsConst(n.Op()) && !ops.IsSizeOf(n.Op())
 }
 
 // readSet is what the user can read after a run: the graph's outputs,

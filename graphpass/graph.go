@@ -2,7 +2,6 @@ package graphpass
 
 import (
 	"fmt"
-	"strings"
 
 	G "gorgonia.org/gorgonia"
 
@@ -61,12 +60,6 @@ func Import(g *G.ExprGraph) (*Graph, error) {
 		gr.Nodes = append(gr.Nodes, nd)
 	}
 	return gr, nil
-}
-
-// userNamed reports whether the node carries a name the user gave it
-// (Gorgonia's own names have the form "op(%a, %b)").
-func userNamed(n *G.Node) bool {
-	return !strings.Contains(n.Name(), "(%") && n.Op() != nil && !ops.IsConst(n.Op()) && !ops.IsSizeOf(n.Op())
 }
 
 func (n *Node) String() string { return n.G.Name() }

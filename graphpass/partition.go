@@ -123,8 +123,11 @@ func sameShape(a, b []int) bool {
 
 // Options control partitioning.
 type Options struct {
-	// Keep lists nodes whose values must be written out even if they could fuse.
-	Keep []*G.Node
+	// WriteOut holds the nodes whose values must be written out, even where
+	// they could fuse: the values the caller reads after a run (package
+	// fusion's rule). Such a node ends its group, or is an extra output of
+	// one of its users' groups.
+	WriteOut map[*G.Node]bool
 	// MaxGroup bounds the number of ops in a group (0: 64).
 	MaxGroup int
 	// Off makes every fusable op its own group (one kernel per op: the
@@ -143,21 +146,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 	if maxGroup <= 0 {
 		maxGroup = 64
 	}
-	keep := map[*G.Node]bool{}
-	for _, n := range opt.Keep {
-		keep[n] = true
-	}
-	for _, n := range gr.Nodes { // gradients are read through w.Grad()
-		if d := n.G.Deriv(); d != nil {
-			keep[d] = true
-		}
-		if len(n.G.DerivOf()) > 0 {
-			keep[n.G] = true
-		}
-	}
-	writeOut := func(n *Node) bool {
-		return keep[n.G] || userNamed(n.G) || len(n.Info.Shape) == 0 || len(n.Users) == 0
-	}
+	writeOut := func(n *Node) bool { return opt.WriteOut[n.G] }
 	var groups []*Group
 	if !opt.Off && opt.MatMul {
 		groups = findAttention(gr, writeOut)
@@ -175,8 +164,6 @@ func Partition(gr *Graph, opt Options) []*Group {
 			continue // folded into the groups that use it; otherwise left to Gorgonia
 		}
 		var join *Group
-		// written out: what the user keeps or named, gradients, scalars
-		// (losses and metrics, which cost nothing to write), the graph's outputs
 		if !opt.Off && !writeOut(n) {
 			// users that only take the node's shape (SizeOf) do not need its value
 			first := true
