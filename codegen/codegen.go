@@ -41,13 +41,10 @@ func (k *Kernel) Threads() int { return 32 * k.NumWarps }
 // H200's driver JIT both accept.
 const PTXVersion = "7.8"
 
-// Compile lowers k to PTX.
+// Compile lowers k to PTX by running the stages in order.
 func Compile(k *tile.Kernel, opt Options) (*Kernel, error) {
 	if k == nil {
 		return nil, fmt.Errorf("codegen: nil kernel")
-	}
-	if err := k.Verify(); err != nil {
-		return nil, fmt.Errorf("codegen: %w", err)
 	}
 	if opt.NumWarps == 0 {
 		opt.NumWarps = 4
@@ -61,34 +58,79 @@ func Compile(k *tile.Kernel, opt Options) (*Kernel, error) {
 	if opt.Arch != 80 && opt.Arch != 90 {
 		return nil, fmt.Errorf("codegen: @%s: target sm_%d: sm_80 and sm_90 are supported", k.Name, opt.Arch)
 	}
-	l := newLowerer(k, opt)
-	if err := l.block(k.Body); err != nil {
-		return nil, fmt.Errorf("codegen: @%s: %w", k.Name, err)
-	}
-	out := &Kernel{Name: k.Name, NumWarps: opt.NumWarps, SharedBytes: l.totalSmem()}
-	out.PTX = l.assemble()
-	out.Layout = l.layoutDump()
 	dir := opt.DumpDir
 	if dir == "" {
 		dir = os.Getenv("TILEFUSE_DUMP")
 	}
-	if dir != "" {
-		if err := Dump(dir, k, out); err != nil {
-			return nil, err
+	l := newLowerer(k, opt)
+	for _, st := range stages {
+		if err := st.run(l); err != nil {
+			return nil, fmt.Errorf("codegen: @%s: %s: %w", k.Name, st.name, err)
+		}
+		if dir != "" && st.dump != nil {
+			if err := writeDump(dir, k.Name+"."+st.ext, st.dump(l)); err != nil {
+				return nil, err
+			}
 		}
 	}
-	return out, nil
+	return l.result, nil
 }
 
-// Dump writes the three stages of a kernel to dir.
+// A stage is one step of lowering. It reads what the stages before it left
+// in the lowerer; dump, if set, is its result as text, written to
+// <kernel>.<ext> when dumping.
+type stage struct {
+	name, ext string
+	run       func(*lowerer) error
+	dump      func(*lowerer) string
+}
+
+// stages is the lowering, in order:
+//
+//   - verify: the tile IR is well formed (types, shapes, dominance);
+//   - analysis: per value, what is known along its last dimension
+//     (contiguity, divisibility, constancy: what decides vector widths) and
+//     whether it depends only on parameters and thread geometry (it then goes
+//     to the prologue, computed once);
+//   - layouts: each anchor (load, reduction, dot, atomic, loop-carried
+//     value) gets its layout, as data on the value, before anything is
+//     emitted; every other value is emitted in the layout its consumer asks
+//     for, converting through shared memory where that differs;
+//   - check: the planned layouts fit their values;
+//   - emit: PTX instructions in program order, anchors in their planned
+//     layouts;
+//   - print: the module text.
+var stages = []stage{
+	{"verify", "tile", func(l *lowerer) error { return l.k.Verify() }, func(l *lowerer) string { return l.k.String() }},
+	{"analysis", "axes", (*lowerer).analyze, (*lowerer).axesDump},
+	{"layouts", "plan", func(l *lowerer) error { return l.assignLayouts(l.k.Body) }, (*lowerer).planDump},
+	{"check", "", (*lowerer).checkLayouts, nil},
+	{"emit", "layout", func(l *lowerer) error { return l.block(l.k.Body) }, (*lowerer).layoutDump},
+	{"print", "ptx", func(l *lowerer) error {
+		l.result = &Kernel{Name: l.k.Name, NumWarps: l.opt.NumWarps, SharedBytes: l.totalSmem()}
+		l.result.PTX = l.assemble()
+		l.result.Layout = l.layoutDump()
+		return nil
+	}, func(l *lowerer) string { return l.result.PTX }},
+}
+
+// Dump writes the three main stages of a kernel to dir: its tile IR, the
+// layouts its values were emitted in and its PTX.
 func Dump(dir string, k *tile.Kernel, c *Kernel) error {
+	for ext, text := range map[string]string{".tile": k.String(), ".layout": c.Layout, ".ptx": c.PTX} {
+		if err := writeDump(dir, k.Name+ext, text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeDump(dir, name, text string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("codegen: dump: %w", err)
 	}
-	for ext, text := range map[string]string{".tile": k.String(), ".layout": c.Layout, ".ptx": c.PTX} {
-		if err := os.WriteFile(filepath.Join(dir, k.Name+ext), []byte(text), 0o644); err != nil {
-			return fmt.Errorf("codegen: dump: %w", err)
-		}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+		return fmt.Errorf("codegen: dump: %w", err)
 	}
 	return nil
 }

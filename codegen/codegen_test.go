@@ -144,7 +144,13 @@ func TestDumpStages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range []string{dir, env} {
-		for ext, want := range map[string]string{".tile": "tt.func @softmax(", ".layout": "blocked<shape=[128]", ".ptx": ".entry softmax("} {
+		for ext, want := range map[string]string{
+			".tile":   "tt.func @softmax(",
+			".axes":   "contig=128 div=1 const=1",
+			".plan":   "// result: blocked<shape=[128]",
+			".layout": "blocked<shape=[128]",
+			".ptx":    ".entry softmax(",
+		} {
 			b, err := os.ReadFile(filepath.Join(d, "softmax"+ext))
 			if err != nil {
 				t.Fatal(err)

@@ -14,6 +14,10 @@
 // alignment are known (axis analysis, with integer arguments specialised by
 // divisibility by 16, as Triton does), and masks become predicates.
 //
-// Every stage can be dumped: Options.DumpDir or the environment variable
-// TILEFUSE_DUMP=<dir> writes <kernel>.tile, <kernel>.layout and <kernel>.ptx.
+// Lowering is an ordered list of stages (stages, in codegen.go): verify →
+// analysis → layouts (each anchor's layout decided as data before emission)
+// → check → emit → print. Every stage can be dumped: Options.DumpDir or the
+// environment variable TILEFUSE_DUMP=<dir> writes <kernel>.tile (the IR),
+// .axes (axis information and invariance), .plan (the planned layouts),
+// .layout (the layouts each value was emitted in) and .ptx.
 package codegen

@@ -8,19 +8,38 @@ import (
 // Blocked is a distributed layout of a block of shape Shape over the threads
 // of one CTA, Triton's BlockedEncoding: along each dimension d, each thread
 // holds SPT[d] consecutive elements, TPW[d] threads of a warp and WPC[d]
-// warps tile the dimension, and the tile repeats Reps[d] times to cover it.
+// warps tile the dimension, and the tile repeats reps(d) times to cover it.
 // Where a tile is larger than its dimension, coordinates wrap (threads hold
 // copies). Lanes and warps are numbered with the last dimension fastest.
+//
+// WRep (nil: all 1) puts a level of registers between the lanes and the
+// warps: the warp's SPT·TPW tile repeats WRep[d] times, each warp owning a
+// contiguous warp tile of SPT·TPW·WRep elements along d. That is how the
+// tensor cores' fragments are laid out (mmaLayout): the coordinate of
+// element (rep, w, s) of a thread with lane index l and warp index u along
+// d is rep·tile + u·SPT·TPW·WRep + w·SPT·TPW + l·SPT + s.
 type Blocked struct {
 	Shape []int
 	SPT   []int
 	TPW   []int
 	WPC   []int
+	WRep  []int
 }
 
 func (b *Blocked) rank() int { return len(b.Shape) }
 
-func (b *Blocked) tile(d int) int { return b.SPT[d] * b.TPW[d] * b.WPC[d] }
+// wrep is the register repetition inside a warp's tile along d.
+func (b *Blocked) wrep(d int) int {
+	if b.WRep == nil {
+		return 1
+	}
+	return b.WRep[d]
+}
+
+// warpTile is the extent of one warp's tile along d.
+func (b *Blocked) warpTile(d int) int { return b.SPT[d] * b.TPW[d] * b.wrep(d) }
+
+func (b *Blocked) tile(d int) int { return b.warpTile(d) * b.WPC[d] }
 
 // reps is how many times the CTA tile repeats along d.
 func (b *Blocked) reps(d int) int { return max(1, b.Shape[d]/b.tile(d)) }
@@ -30,41 +49,46 @@ func (b *Blocked) wraps(d int) bool { return b.tile(d) > b.Shape[d] }
 
 // key identifies a layout for memoisation and printing.
 func (b *Blocked) key() string {
+	if b.WRep != nil {
+		return fmt.Sprintf("blocked<shape=%v spt=%v tpw=%v wrep=%v wpc=%v>", b.Shape, b.SPT, b.TPW, b.WRep, b.WPC)
+	}
 	return fmt.Sprintf("blocked<shape=%v spt=%v tpw=%v wpc=%v>", b.Shape, b.SPT, b.TPW, b.WPC)
 }
 
 // slot is one element position a thread holds: per dimension, a repetition
-// and an index within its SPT run. Its coordinate along d is
-// (base_d + Off[d]) mod Shape[d], base_d depending on the thread.
+// of the CTA tile, a repetition inside the warp's tile and an index within
+// its SPT run. Its coordinate along d is (base_d + Off[d]) mod Shape[d],
+// base_d depending on the thread.
 type slot struct {
-	Off []int // rep*tile + s, per dimension
+	Off []int // rep*tile + w*SPT*TPW + s, per dimension
 	Rep []int
+	W   []int
 	S   []int
 }
 
 // slots lists the positions each thread holds, in row-major order of
-// (rep, s) with s innermost per dimension, so that an SPT run along the last
-// dimension is a run of consecutive slots.
+// (rep, w, s) with s innermost per dimension, so that an SPT run along the
+// last dimension is a run of consecutive slots.
 func (b *Blocked) slots() []slot {
 	r := b.rank()
 	n := 1
 	for d := 0; d < r; d++ {
-		n *= b.reps(d) * b.SPT[d]
+		n *= b.reps(d) * b.wrep(d) * b.SPT[d]
 	}
 	out := make([]slot, 0, n)
-	idx := make([]int, 2*r) // rep_0, s_0, rep_1, s_1, ...
-	lim := make([]int, 2*r)
+	idx := make([]int, 3*r) // rep_0, w_0, s_0, rep_1, ...
+	lim := make([]int, 3*r)
 	for d := 0; d < r; d++ {
-		lim[2*d], lim[2*d+1] = b.reps(d), b.SPT[d]
+		lim[3*d], lim[3*d+1], lim[3*d+2] = b.reps(d), b.wrep(d), b.SPT[d]
 	}
 	for {
-		s := slot{Off: make([]int, r), Rep: make([]int, r), S: make([]int, r)}
+		s := slot{Off: make([]int, r), Rep: make([]int, r), W: make([]int, r), S: make([]int, r)}
 		for d := 0; d < r; d++ {
-			s.Rep[d], s.S[d] = idx[2*d], idx[2*d+1]
-			s.Off[d] = s.Rep[d]*b.tile(d) + s.S[d]
+			s.Rep[d], s.W[d], s.S[d] = idx[3*d], idx[3*d+1], idx[3*d+2]
+			s.Off[d] = s.Rep[d]*b.tile(d) + s.W[d]*b.SPT[d]*b.TPW[d] + s.S[d]
 		}
 		out = append(out, s)
-		i := 2*r - 1
+		i := 3*r - 1
 		for ; i >= 0; i-- {
 			idx[i]++
 			if idx[i] < lim[i] {
@@ -102,7 +126,7 @@ func (b *Blocked) distinct(d int) (spt, tpw, wpc int) {
 	n := b.Shape[d]
 	spt = min(b.SPT[d], n)
 	tpw = min(b.TPW[d], max(1, n/b.SPT[d]))
-	wpc = min(b.WPC[d], max(1, n/(b.SPT[d]*b.TPW[d])))
+	wpc = min(b.WPC[d], max(1, n/b.warpTile(d)))
 	return
 }
 
@@ -187,7 +211,7 @@ func (l Layout) classKey(s slot) string {
 	var sb strings.Builder
 	for _, d := range l.Src {
 		if d >= 0 {
-			fmt.Fprintf(&sb, "%d.%d,", s.Rep[d], s.S[d])
+			fmt.Fprintf(&sb, "%d.%d.%d,", s.Rep[d], s.W[d], s.S[d])
 		} else {
 			sb.WriteString("_,")
 		}

@@ -42,10 +42,12 @@ type lowerer struct {
 	loopDepth int
 	laidOut   map[int][]string // value ID → layouts it was emitted in (for the dump)
 	users     map[int][]*tile.Value
+	plan      plan
+	result    *Kernel // the print stage's result
 }
 
 func newLowerer(k *tile.Kernel, opt Options) *lowerer {
-	l := &lowerer{
+	return &lowerer{
 		k: k, opt: opt,
 		nreg:     map[string]int{},
 		memo:     []map[string]*lval{{}},
@@ -54,8 +56,14 @@ func newLowerer(k *tile.Kernel, opt Options) *lowerer {
 		classes:  map[string][][]int{},
 		geometry: map[string]string{},
 		laidOut:  map[int][]string{},
+		plan:     plan{access: map[int]*Layout{}, loops: map[int][]*Layout{}},
 	}
-	l.axes = analyzeAxes(k, opt.Spec)
+}
+
+// analyze is the analysis stage: axis information, users and invariance.
+func (l *lowerer) analyze() error {
+	k := l.k
+	l.axes = analyzeAxes(k, l.opt.Spec)
 	l.users = map[int][]*tile.Value{}
 	k.Walk(func(v *tile.Value) {
 		for _, a := range v.Args {
@@ -75,7 +83,30 @@ func newLowerer(k *tile.Kernel, opt Options) *lowerer {
 		}
 		l.inv[v.ID] = inv
 	})
-	return l
+	return nil
+}
+
+// axesDump is the analysis stage's result: each value's axis information
+// along its last dimension, and whether it is computed in the prologue.
+func (l *lowerer) axesDump() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "// @%s: contig, div, const along the last dimension; invariant values go to the prologue\n", l.k.Name)
+	l.k.Walk(func(v *tile.Value) {
+		if v.Type.DType == tile.Void {
+			return
+		}
+		line := v.String()
+		if i := strings.Index(line, "\n"); i >= 0 {
+			line = line[:i] + " ..."
+		}
+		a := l.axes[v.ID]
+		inv := ""
+		if l.inv[v.ID] {
+			inv = " invariant"
+		}
+		fmt.Fprintf(&sb, "%s\n    // contig=%d div=%d const=%d%s\n", line, a.Contig, a.Div, a.Const, inv)
+	})
+	return sb.String()
 }
 
 // ---- registers, labels, emission ----
@@ -357,7 +388,7 @@ func (l *lowerer) warpAlong(b *Blocked, d int) string {
 func (l *lowerer) base(b *Blocked, d int) string {
 	return l.geo(fmt.Sprintf("base|%s|%d", b.key(), d), func(w *strings.Builder) string {
 		r := l.reg("r")
-		emit(w, "mul.lo.s32 %s, %s, %d", r, l.warpAlong(b, d), b.TPW[d]*b.SPT[d])
+		emit(w, "mul.lo.s32 %s, %s, %d", r, l.warpAlong(b, d), b.warpTile(d))
 		t := l.reg("r")
 		emit(w, "mul.lo.s32 %s, %s, %d", t, l.laneAlong(b, d), b.SPT[d])
 		emit(w, "add.s32 %s, %s, %s", r, r, t)
@@ -1187,13 +1218,7 @@ func (l *lowerer) consumerLayout(v *tile.Value) *Layout {
 
 func (l *lowerer) load(v *tile.Value) error {
 	ptr := v.Args[0]
-	lay := l.naturalOf(ptr) // nil for a scalar, and then so is canonical's
-	if lay == nil && !v.Type.Shape.IsScalar() {
-		lay = l.consumerLayout(v)
-	}
-	if lay == nil {
-		lay = l.canonical(v.Type.Shape)
-	}
+	lay := l.plan.access[v.ID]
 	args, err := l.demandAll(v.Args, lay)
 	if err != nil {
 		return err
@@ -1230,7 +1255,6 @@ func (l *lowerer) load(v *tile.Value) error {
 		}
 		emit(w, "%sld.global%s%s.%s %s, [%s]", guardOf(pred), cacheOp(v), vecSuffix(vw), memType(t), vecOperand(regs), args[0].regs[first])
 	}
-	l.natural[v.ID] = lay
 	l.remember(v, x)
 	return nil
 }
@@ -1256,10 +1280,7 @@ func vecOperand(regs []string) string {
 // replicated element is written.
 func (l *lowerer) store(v *tile.Value) error {
 	ptr, val := v.Args[0], v.Args[1]
-	lay := l.naturalOf(val) // nil for a scalar, and then so is layoutOf's
-	if lay == nil {
-		lay = l.layoutOf(ptr) // the same shape as val
-	}
+	lay := l.plan.access[v.ID]
 	args, err := l.demandAll(v.Args, lay)
 	if err != nil {
 		return err
@@ -1328,7 +1349,6 @@ func (l *lowerer) store(v *tile.Value) error {
 		emit(w, "%sst.global%s%s.%s [%s], %s", guard, cacheOp(v), vecSuffix(vw), memType(t), args[0].regs[first], vecOperand(regs))
 	}
 	if atomic {
-		l.natural[v.ID] = lay
 		l.remember(v, old)
 	}
 	return nil
@@ -1365,16 +1385,15 @@ func (l *lowerer) forLoop(v *tile.Value) error {
 	it := v.Args[0].Type
 	inits := v.Args[3:]
 	body := v.Body
-	lays := make([]*Layout, len(inits))
+	lays := l.plan.loops[v.ID]
 	carried := make([]*lval, len(inits))
 	w := &l.body
 	for i, in := range inits {
-		lay := l.layoutOf(in)
+		lay := lays[i]
 		x, err := l.demand(in, lay)
 		if err != nil {
 			return err
 		}
-		lays[i] = lay
 		c := &lval{lay: lay, regs: make([]string, len(x.regs))}
 		for _, cls := range l.classesOf(lay) {
 			r := l.reg(regClass(in.Type))
@@ -1401,7 +1420,6 @@ func (l *lowerer) forLoop(v *tile.Value) error {
 	defer func() { l.loopDepth-- }()
 	l.remember(body.Args[0], &lval{regs: []string{iv}})
 	for i, a := range body.Args[1:] {
-		l.natural[a.ID] = lays[i]
 		l.remember(a, carried[i])
 	}
 	if err := l.block(body); err != nil {
@@ -1453,9 +1471,7 @@ func (l *lowerer) forLoop(v *tile.Value) error {
 
 	// results: the carried registers, in the enclosing scope
 	for _, r := range forResults(l.k, v) {
-		i := int(r.Aux)
-		l.natural[r.ID] = lays[i]
-		l.remember(r, carried[i])
+		l.remember(r, carried[r.Aux])
 	}
 	return nil
 }

@@ -18,18 +18,8 @@ func (l *lowerer) reduce(v *tile.Value) error {
 	if err != nil {
 		return err
 	}
-	axis := int(v.Aux)
-	d := lay.Src[axis]
-	var outLay *Layout
-	if !v.Type.Shape.IsScalar() {
-		src := append([]int(nil), lay.Src...)
-		if v.Aux2 != 0 {
-			src[axis] = -1
-		} else {
-			src = append(src[:axis], src[axis+1:]...)
-		}
-		outLay = &Layout{B: lay.B, Src: src}
-	}
+	d := lay.Src[v.Aux]
+	outLay := l.natural[v.ID] // reducedLayout(lay, v)
 	w := &l.body
 	t := v.Type
 	if d < 0 { // the axis has size 1: nothing to combine
@@ -37,7 +27,6 @@ func (l *lowerer) reduce(v *tile.Value) error {
 		if outLay == nil {
 			res.regs = in.regs[:1]
 		}
-		l.natural[v.ID] = outLay
 		l.remember(v, res)
 		return nil
 	}
@@ -50,7 +39,7 @@ func (l *lowerer) reduce(v *tile.Value) error {
 		var sb strings.Builder
 		for _, e := range lay.Src {
 			if e >= 0 && e != d {
-				fmt.Fprintf(&sb, "%d.%d,", s.Rep[e], s.S[e])
+				fmt.Fprintf(&sb, "%d.%d.%d,", s.Rep[e], s.W[e], s.S[e])
 			}
 		}
 		return sb.String()
@@ -59,7 +48,7 @@ func (l *lowerer) reduce(v *tile.Value) error {
 	groups := map[string][]int{}
 	for _, cls := range l.classesOf(lay) {
 		s := slots[cls[0]]
-		if s.S[d] >= sptN {
+		if s.S[d] >= sptN || s.W[d]*b.SPT[d]*b.TPW[d] >= b.Shape[d] {
 			continue // a wrapped copy along the reduced dimension
 		}
 		k := keyOf(s)
@@ -141,7 +130,7 @@ func (l *lowerer) reduce(v *tile.Value) error {
 			var sb strings.Builder
 			for _, e := range outLay.Src {
 				if e >= 0 {
-					fmt.Fprintf(&sb, "%d.%d,", s.Rep[e], s.S[e])
+					fmt.Fprintf(&sb, "%d.%d.%d,", s.Rep[e], s.W[e], s.S[e])
 				}
 			}
 			r, ok := partial[sb.String()]
@@ -153,7 +142,6 @@ func (l *lowerer) reduce(v *tile.Value) error {
 			}
 		}
 	}
-	l.natural[v.ID] = outLay
 	l.remember(v, res)
 	return nil
 }

@@ -1,0 +1,175 @@
+package codegen
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// plan is what the layout pass decides before anything is emitted: the
+// layout every anchor is computed in (its natural layout, in
+// lowerer.natural), the layout each memory access and dot takes its
+// operands in, and the layouts of each loop's carried values. Emission
+// reads it and converts, through shared memory, wherever a consumer asks
+// for another layout (lowerer.convert).
+type plan struct {
+	access map[int]*Layout   // loads, stores, atomics: the layout they access memory in (nil: scalar)
+	loops  map[int][]*Layout // for loops: the layout of each carried value
+	order  []*tile.Value     // the planned values, in program order (for the dump)
+}
+
+// assignLayouts is the layout pass: it walks the kernel in program order
+// and decides each anchor's layout as its emission will use it. Loads take
+// the layout of their pointer, else the one in which a consumer meets
+// another operand's natural layout (a bias row over a tile), else the
+// canonical blocked layout of their shape; reductions and dots follow their
+// operands; loop-carried values take their initial value's layout.
+func (l *lowerer) assignLayouts(b *tile.Block) error {
+	for _, v := range b.Values {
+		switch v.Op {
+		case tile.OpLoad:
+			lay := l.naturalOf(v.Args[0]) // nil for a scalar, and then so is canonical's
+			if lay == nil && !v.Type.Shape.IsScalar() {
+				lay = l.consumerLayout(v)
+			}
+			if lay == nil {
+				lay = l.canonical(v.Type.Shape)
+			}
+			l.plan.access[v.ID] = lay
+			l.natural[v.ID] = lay
+		case tile.OpStore, tile.OpAtomicAdd:
+			lay := l.naturalOf(v.Args[1]) // nil for a scalar, and then so is layoutOf's
+			if lay == nil {
+				lay = l.layoutOf(v.Args[0]) // the same shape as the value
+			}
+			l.plan.access[v.ID] = lay
+			if v.Op == tile.OpAtomicAdd {
+				l.natural[v.ID] = lay
+			}
+		case tile.OpReduceSum, tile.OpReduceMax, tile.OpReduceMin:
+			l.natural[v.ID] = reducedLayout(l.layoutOf(v.Args[0]), v)
+		case tile.OpDot:
+			for _, x := range v.Args[:2] {
+				l.layoutOf(x)
+			}
+			l.natural[v.ID] = l.layoutOf(v.Args[2])
+		case tile.OpFor:
+			inits := v.Args[3:]
+			lays := make([]*Layout, len(inits))
+			for i, in := range inits {
+				lays[i] = l.layoutOf(in)
+			}
+			l.plan.loops[v.ID] = lays
+			for i, a := range v.Body.Args[1:] {
+				l.natural[a.ID] = lays[i]
+			}
+			if err := l.assignLayouts(v.Body); err != nil {
+				return err
+			}
+			for _, r := range forResults(l.k, v) {
+				l.natural[r.ID] = lays[r.Aux]
+			}
+		default:
+			continue
+		}
+		l.plan.order = append(l.plan.order, v)
+	}
+	return nil
+}
+
+// reducedLayout is the layout of reduction v's result when its operand is
+// held in lay: the reduced dimension is left out (or kept as a dimension of
+// size 1), so that every thread along it holds the result.
+func reducedLayout(lay *Layout, v *tile.Value) *Layout {
+	if v.Type.Shape.IsScalar() {
+		return nil
+	}
+	axis := int(v.Aux)
+	src := append([]int(nil), lay.Src...)
+	if v.Aux2 != 0 {
+		src[axis] = -1
+	} else {
+		src = append(src[:axis], src[axis+1:]...)
+	}
+	return &Layout{B: lay.B, Src: src}
+}
+
+// checkLayouts is the layout check: every planned layout has one source
+// dimension per dimension of its value, and each used dimension of the
+// blocked layout has the value's size there.
+func (l *lowerer) checkLayouts() error {
+	check := func(v *tile.Value, what string, lay *Layout, s tile.Shape) error {
+		if s.IsScalar() {
+			if lay != nil {
+				return fmt.Errorf("%s: %s: a scalar with layout %v", v, what, lay)
+			}
+			return nil
+		}
+		if lay == nil {
+			return fmt.Errorf("%s: %s: a block %v without a layout", v, what, s)
+		}
+		if len(lay.Src) != s.Rank {
+			return fmt.Errorf("%s: %s: layout %v for rank %d", v, what, lay, s.Rank)
+		}
+		for i, d := range lay.Src {
+			switch {
+			case d < 0 && s.Dims[i] != 1:
+				return fmt.Errorf("%s: %s: dimension %d of %v is not in layout %v", v, what, i, s, lay)
+			case d >= lay.B.rank():
+				return fmt.Errorf("%s: %s: layout %v has no dimension %d", v, what, lay, d)
+			case d >= 0 && lay.B.Shape[d] != s.Dims[i]:
+				return fmt.Errorf("%s: %s: dimension %d of %v held in layout %v of another size", v, what, i, s, lay)
+			}
+		}
+		return nil
+	}
+	for _, v := range l.plan.order {
+		switch v.Op {
+		case tile.OpLoad, tile.OpAtomicAdd:
+			if err := check(v, "access", l.plan.access[v.ID], v.Type.Shape); err != nil {
+				return err
+			}
+		case tile.OpStore:
+			if err := check(v, "access", l.plan.access[v.ID], v.Args[1].Type.Shape); err != nil {
+				return err
+			}
+		case tile.OpFor:
+			for i, in := range v.Args[3:] {
+				if err := check(v, fmt.Sprintf("carried value %d", i), l.plan.loops[v.ID][i], in.Type.Shape); err != nil {
+					return err
+				}
+			}
+		}
+		if isAnchor(v) {
+			if err := check(v, "result", l.natural[v.ID], v.Type.Shape); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// planDump is the layout pass's result: each anchor, memory access and
+// loop with the layouts chosen for it.
+func (l *lowerer) planDump() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "// @%s: planned layouts (num_warps=%d, sm_%d)\n", l.k.Name, l.opt.NumWarps, l.opt.Arch)
+	for _, v := range l.plan.order {
+		line := v.String()
+		if i := strings.Index(line, "\n"); i >= 0 {
+			line = line[:i] + " ..."
+		}
+		sb.WriteString(line + "\n")
+		if lay, ok := l.plan.access[v.ID]; ok {
+			fmt.Fprintf(&sb, "    // access: %s\n", layKey(lay))
+		}
+		if isAnchor(v) {
+			fmt.Fprintf(&sb, "    // result: %s\n", layKey(l.natural[v.ID]))
+		}
+		for i, lay := range l.plan.loops[v.ID] {
+			fmt.Fprintf(&sb, "    // carried #%d: %s\n", i, layKey(lay))
+		}
+	}
+	return sb.String()
+}
