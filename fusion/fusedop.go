@@ -167,8 +167,10 @@ func (op *FusedOp) do(reuse G.Value, vals ...G.Value) (_ G.Value, err error) {
 			out, args = stacked[float32](args, op.outs, n)
 		}
 	}
-	if err := op.exec.Launch(op.kernel.Grid, args...); err != nil {
-		return nil, fmt.Errorf("fusion: %s: %w", op.name, err)
+	if n > 0 { // an empty output has nothing to compute (and an empty grid is an error)
+		if err := op.exec.Launch(op.kernel.Grid, args...); err != nil {
+			return nil, fmt.Errorf("fusion: %s: %w", op.name, err)
+		}
 	}
 	if scalar {
 		if o, ok := out.([]float64); ok {

@@ -992,6 +992,3 @@ func (b *Builder) For(lo, hi, step any, init []*Value, body func(iv *Value, carr
 	}
 	return res
 }
-
-// CDiv is ⌈a/b⌉ for positive b: the number of blocks of size b covering a.
-func CDiv(a, b int) int { return (a + b - 1) / b }

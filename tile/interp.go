@@ -7,41 +7,6 @@ import (
 	"sync/atomic"
 )
 
-// Grid is the number of program instances along x, y and z. A zero Y or Z
-// counts as 1, so Grid{8} is 8×1×1; a zero X launches nothing.
-type Grid [3]int
-
-func (g Grid) norm() (Grid, error) {
-	for i, n := range g {
-		if n < 0 || n > 1<<31-1 {
-			return g, fmt.Errorf("grid %v: dimension %d is %d", g, i, n)
-		}
-	}
-	if g[1] == 0 {
-		g[1] = 1
-	}
-	if g[2] == 0 {
-		g[2] = 1
-	}
-	return g, nil
-}
-
-// ExecError is a fault while running a kernel: an access outside a buffer,
-// a bad argument. (Integer division by zero is defined, see OpDiv.)
-type ExecError struct {
-	Kernel  string
-	Program [3]int // the program instance's coordinates
-	Value   string // the op's line in the text dump
-	Msg     string
-}
-
-func (e *ExecError) Error() string {
-	if e.Value == "" {
-		return fmt.Sprintf("tile: @%s: %s", e.Kernel, e.Msg)
-	}
-	return fmt.Sprintf("tile: @%s: program (%d,%d,%d): %s: %s", e.Kernel, e.Program[0], e.Program[1], e.Program[2], e.Value, e.Msg)
-}
-
 // Exec runs one kernel on the CPU. It is the executable specification of the
 // IR: program instances run in parallel on Workers goroutines, each with its
 // own register file, reused across launches. An Exec may be launched from
@@ -178,18 +143,15 @@ func (e *Exec) root(id int) int {
 // error). It returns the first fault any program instance met; the
 // instances after it may not have run.
 func (e *Exec) Launch(grid Grid, args ...any) error {
-	g, err := grid.norm()
+	g, err := grid.Norm()
 	if err != nil {
 		return &ExecError{Kernel: e.k.Name, Msg: err.Error()}
 	}
-	bufs, scalars, err := e.bind(args)
+	bufs, scalars, err := e.k.BindArgs(args)
 	if err != nil {
 		return err
 	}
 	total := g[0] * g[1] * g[2]
-	if total == 0 {
-		return nil
-	}
 	workers := e.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -265,102 +227,6 @@ func Interpret(k *Kernel, grid Grid, args ...any) error {
 		return err
 	}
 	return e.Launch(grid, args...)
-}
-
-// bind checks args against the parameters.
-func (e *Exec) bind(args []any) (bufs []any, scalars []any, err error) {
-	ps := e.k.Params
-	if len(args) != len(ps) {
-		return nil, nil, &ExecError{Kernel: e.k.Name, Msg: fmt.Sprintf("%d arguments for %d parameters", len(args), len(ps))}
-	}
-	bufs, scalars = make([]any, len(ps)), make([]any, len(ps))
-	for i, p := range ps {
-		bad := func(want string) error {
-			return &ExecError{Kernel: e.k.Name, Msg: fmt.Sprintf("argument %d (%s %v) is %T, want %s", i, p.Name, p.Type, args[i], want)}
-		}
-		if p.Type.Ptr {
-			ok := false
-			switch args[i].(type) {
-			case []float32:
-				ok = p.Type.DType == F32
-			case []float64:
-				ok = p.Type.DType == F64
-			case []int32:
-				ok = p.Type.DType == I32
-			}
-			if !ok {
-				return nil, nil, bad("[]" + map[DType]string{F32: "float32", F64: "float64", I32: "int32"}[p.Type.DType])
-			}
-			bufs[i] = args[i]
-			continue
-		}
-		s, err := ConvertScalar(args[i], p.Type.DType)
-		if err != nil {
-			return nil, nil, &ExecError{Kernel: e.k.Name, Msg: fmt.Sprintf("argument %d (%s %v): %v", i, p.Name, p.Type, err)}
-		}
-		scalars[i] = s
-	}
-	return bufs, scalars, nil
-}
-
-// ConvertScalar turns a Go number given for a scalar parameter of dtype d
-// into the Go type that holds it (bool, int32, int64, float32, float64): ints
-// must fit, floats are not accepted for integers. Every backend takes scalar
-// arguments by these rules.
-func ConvertScalar(x any, d DType) (any, error) {
-	var f float64
-	isInt := true
-	var n int64
-	switch x := x.(type) {
-	case int:
-		n = int64(x)
-	case int32:
-		n = int64(x)
-	case int64:
-		n = x
-	case float32:
-		f, isInt = float64(x), false
-	case float64:
-		f, isInt = x, false
-	case bool:
-		if d != I1 {
-			return nil, fmt.Errorf("bool for %v", d)
-		}
-		return x, nil
-	default:
-		return nil, fmt.Errorf("%T is not a number", x)
-	}
-	switch d {
-	case I1:
-		if !isInt {
-			return nil, fmt.Errorf("float for i1")
-		}
-		return n != 0, nil
-	case I32:
-		if !isInt {
-			return nil, fmt.Errorf("float %v for i32", x)
-		}
-		if n < -1<<31 || n > 1<<31-1 {
-			return nil, fmt.Errorf("%v does not fit i32", x)
-		}
-		return int32(n), nil
-	case I64:
-		if !isInt {
-			return nil, fmt.Errorf("float %v for i64", x)
-		}
-		return n, nil
-	case F32:
-		if isInt {
-			f = float64(n)
-		}
-		return float32(f), nil
-	case F64:
-		if isInt {
-			f = float64(n)
-		}
-		return f, nil
-	}
-	return nil, fmt.Errorf("dtype %v", d)
 }
 
 func setScalar(dst any, s any) {

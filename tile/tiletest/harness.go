@@ -9,21 +9,23 @@ import (
 	"testing"
 
 	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/interp"
 )
 
-// Launcher runs a kernel over a grid on host buffers, as tile.Exec.Launch does.
+// Launcher runs a kernel over a grid on host buffers, as interp.Interpret
+// does.
 type Launcher interface {
 	Name() string
 	Launch(k *tile.Kernel, grid tile.Grid, args ...any) error
 }
 
-// Interp is the CPU interpreter as a Launcher.
+// Interp is the reference interpreter (package tile/interp) as a Launcher.
 type Interp struct{}
 
 func (Interp) Name() string { return "interp" }
 
 func (Interp) Launch(k *tile.Kernel, grid tile.Grid, args ...any) error {
-	return tile.Interpret(k, grid, args...)
+	return interp.Interpret(k, grid, args...)
 }
 
 // Case is one conformance test.

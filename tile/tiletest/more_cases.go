@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/interp"
 	"github.com/tilefuse/tilefuse/tile/kernels"
 )
 
@@ -49,11 +50,11 @@ var mathRef = map[tile.Op]func(float64) float64{
 		return x
 	},
 	// Go's amd64 Exp and Log are wrong near overflow and for subnormals, and
-	// Log2 near 1: tile's versions are right there
-	tile.OpExp: tile.Exp64, tile.OpExp2: math.Exp2, tile.OpLog: tile.Log64, tile.OpLog2: tile.Log2_64,
+	// Log2 near 1: the reference interpreter's versions are right there
+	tile.OpExp: interp.Exp64, tile.OpExp2: math.Exp2, tile.OpLog: interp.Log64, tile.OpLog2: interp.Log2_64,
 	tile.OpLog1p: math.Log1p, tile.OpExpm1: math.Expm1, tile.OpRsqrt: func(x float64) float64 { return 1 / math.Sqrt(x) },
 	tile.OpTanh: math.Tanh, tile.OpErf: math.Erf, tile.OpSin: math.Sin, tile.OpCos: math.Cos,
-	tile.OpSigmoid: func(x float64) float64 { return 1 / (1 + tile.Exp64(-x)) },
+	tile.OpSigmoid: func(x float64) float64 { return 1 / (1 + interp.Exp64(-x)) },
 }
 
 // mathInputs draws inputs over each op's useful domain, with its edge cases.
