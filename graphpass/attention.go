@@ -7,16 +7,29 @@ import (
 	"github.com/tilefuse/tilefuse/tile"
 )
 
-// AttentionGroup is out = BatchedMatMul(SoftMax(f(BatchedMatMul(Q, K, false,
-// true))), V) with f a chain of elementwise ops (a scale, an additive mask),
-// run as one flash-style kernel: an online softmax over blocks of keys, so
-// that the score matrix is never written.
-const AttentionGroup GroupKind = 100
+// An attention group is out = BatchedMatMul(SoftMax(f(BatchedMatMul(Q, K,
+// false, true))), V) with f a chain of elementwise ops (a scale, an additive
+// mask), run as one flash-style kernel: an online softmax over blocks of
+// keys, so that the score matrix is never written. Only elementwise ops
+// join it (a mask's or a scale's producers); it has no extra outputs.
+var attentionKind = groupKind{
+	name:  "attention",
+	claim: findAttention,
+	join: func(n *Node, grp *Group) (GroupKind, bool) {
+		k := n.Info.Kind
+		return AttentionGroup, k.Elementwise() && !k.Injective()
+	},
+	emit: emitAttention,
+}
 
 // findAttention claims the attention patterns whose inner values nobody else
 // reads (in a training graph the backward pass reads the probabilities, and
-// the pattern stays as it is). It returns the new groups.
-func findAttention(gr *Graph, writeOut func(*Node) bool) []*Group {
+// the pattern stays as it is), under Options.MatMul. It returns the new
+// groups.
+func findAttention(gr *Graph, writeOut func(*Node) bool, opt Options) []*Group {
+	if !opt.MatMul {
+		return nil
+	}
 	var groups []*Group
 	for _, pv := range gr.Nodes {
 		if pv.Group != nil || pv.Info.Kind != ops.BatchedMatMul || pv.Info.TransA || pv.Info.TransB {
@@ -87,9 +100,9 @@ func findAttention(gr *Graph, writeOut func(*Node) bool) []*Group {
 	return groups
 }
 
-// attention writes an attention group: program (b, i) computes rows
-// [i·BM, (i+1)·BM) of batch b's output, looping over blocks of keys.
-func (e *emitter) attention(out *tile.Value, k *Kernel) error {
+// emitAttention: program (b, i) computes rows [i·BM, (i+1)·BM) of batch
+// b's output, looping over blocks of keys.
+func emitAttention(e *emitter, out *tile.Value, k *Kernel) error {
 	b, grp := e.b, e.grp
 	qk, pv := grp.MatMul, grp.Root
 	q, kk, v := e.ptr[qk.Inputs[0]], e.ptr[qk.Inputs[1]], e.ptr[pv.Inputs[1]]
@@ -113,7 +126,7 @@ func (e *emitter) attention(out *tile.Value, k *Kernel) error {
 		mi, li, acc := c[0], c[1], c[2]
 		rn := b.ExpandDims(b.Add(b.Arange(0, bn), n0), 0)                                                                           // [1,BN] keys
 		kt := b.Load(b.AddPtr(kk, b.Add(b.Mul(b.Add(b.Mul(bat, sk), rn), dq), rdqCol)), b.And(b.Lt(rn, sk), b.Lt(rdqCol, dq)), 0.0) // [BDQ,BN]
-		e.mmAcc = b.Dot(qt, kt, nil, e.prec)                                                                                        // [BM,BN] scores
+		e.member = productTile(e, b.Dot(qt, kt, nil, e.prec))                                                                       // [BM,BN] scores
 		e.mask = b.And(b.Lt(rm, sq), b.Lt(rn, sk))
 		sv, err := e.gen(e.grp.Root.Inputs[0].Inputs[0], b.Add(b.Mul(b.Add(b.Mul(bat, sq), rm), sk), rn))
 		if err != nil {

@@ -6,16 +6,15 @@
 // which every group is one node. It executes nothing: the node a group
 // becomes is made by the caller (package fusion).
 //
-// Groups, in this first version: an elementwise group is a DAG of
-// elementwise, broadcast (Reshape, Repeat) and scalar nodes with one output,
-// computed over the output's elements; a reduction group is a Σ or MaxAlong
-// with its elementwise producers fused in as a prologue; a row group holds
-// reductions along the last axis (and Gorgonia's SoftMax) together with the
-// consumers that broadcast them back over their rows, one row per program;
-// a matmul group is a 2-D product with its elementwise epilogue, one output
-// tile per program (when Options.MatMul asks for it). A node joins the
-// group of its users when all of them are in one group and nobody else needs
-// its value: a node the user named (WithName), a gradient (the deriv of a
-// node), a scalar (a loss, a metric), one with users elsewhere, and the
-// graph's outputs are written out.
+// Group kinds are one table (kinds.go), one file per kind, each with its
+// rules: which node starts a group of it, which nodes join one, whether it
+// computes extra outputs, and how its kernel is written (elementwise.go,
+// reduce.go, row.go, matmul.go, attention.go). Partition and Emit hold what
+// all kinds share: a node joins the group of its users when all of them are
+// in one group, the kind agrees, and the caller does not need its value
+// (Options.WriteOut); otherwise it is written out, as its own group's root
+// or as an extra output of one of its users' groups. Emit declares the
+// kernel's parameters and computes every value with gen, from the op DAG:
+// elementwise and injective ops as the ops catalogue writes them
+// (ops.Write), the rest (products, row reductions) as the group's kind does.
 package graphpass

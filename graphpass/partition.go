@@ -9,39 +9,6 @@ import (
 	"github.com/tilefuse/tilefuse/ops"
 )
 
-// GroupKind is the kind of kernel a group becomes.
-type GroupKind uint8
-
-const (
-	ElementwiseGroup GroupKind = iota
-	ReduceGroup
-	RowGroup    // one program per row: reductions along the last axis broadcast back over their rows
-	MatMulGroup // a matrix product (2-D or batched) and its elementwise epilogue, one output tile per program
-)
-
-func (k GroupKind) String() string {
-	switch k {
-	case ReduceGroup:
-		return "reduction"
-	case RowGroup:
-		return "row"
-	case MatMulGroup:
-		return "matmul"
-	case AttentionGroup:
-		return "attention"
-	}
-	return "elementwise"
-}
-
-// MaxRow is the longest row a row group holds in one block; longer rows are
-// walked in blocks, once per reduction (see rowLooped).
-const MaxRow = 8192
-
-// looped reports whether rows of the shape full are walked in blocks
-// (longer than MaxRow): such a row group writes one output and computes no
-// softmax backward.
-func looped(full []int) bool { return len(full) > 0 && full[len(full)-1] > MaxRow }
-
 // Group is a set of nodes that becomes one kernel.
 type Group struct {
 	ID      int
@@ -52,61 +19,6 @@ type Group struct {
 	Inputs  []*Node // values from outside, in the order the kernel takes them
 	Full    []int   // elementwise, row and matmul groups: the shape computed over
 	MatMul  *Node   // a matmul group's product
-}
-
-// rowReduce reports whether n reduces only the last axis of its input.
-func rowReduce(n *Node) bool {
-	in := n.Inputs[0].Info.Shape
-	return n.Info.Kind == ops.Reduce && len(n.Info.Axes) == 1 && len(in) > 0 && n.Info.Axes[0] == len(in)-1
-}
-
-// canJoin reports whether n may join grp, its users' group, and what grp becomes.
-func canJoin(n *Node, grp *Group) (GroupKind, bool) {
-	for _, u := range n.Users {
-		if u.Group == grp && (u.Info.Kind == ops.MatMul || u.Info.Kind == ops.BatchedMatMul) {
-			return 0, false // a product's operands live in other index spaces
-		}
-	}
-	if grp.Kind == AttentionGroup && (!n.Info.Kind.Elementwise() || n.Info.Kind.Injective()) {
-		return 0, false
-	}
-	switch n.Info.Kind {
-	case ops.MatMul, ops.BatchedMatMul:
-		if grp.Kind != ElementwiseGroup || grp.MatMul != nil || !sameShape(n.Info.Shape, grp.Full) || !productFuses(n) {
-			return 0, false
-		}
-		grp.MatMul = n
-		return MatMulGroup, true
-	case ops.Reduce, ops.Softmax, ops.SoftmaxGrad:
-		if grp.Kind == ReduceGroup || grp.Kind == MatMulGroup {
-			return 0, false
-		}
-		full := n.Info.Shape
-		if n.Info.Kind == ops.Reduce {
-			if !rowReduce(n) {
-				return 0, false
-			}
-			full = n.Inputs[0].Info.Shape
-		}
-		if !sameShape(full, grp.Full) || len(grp.Extra) > 0 && looped(full) {
-			return 0, false
-		}
-		return RowGroup, true
-	}
-	return grp.Kind, true
-}
-
-// productFuses reports whether n is a product a matmul group computes: a
-// 2-D one, or a batched one over 3-D operands of one batch size.
-func productFuses(n *Node) bool {
-	switch n.Info.Kind {
-	case ops.MatMul:
-		return true
-	case ops.BatchedMatMul:
-		a, b := n.Inputs[0].Info.Shape, n.Inputs[1].Info.Shape
-		return len(a) == 3 && len(b) == 3 && a[0] == b[0] && len(n.Info.Shape) == 3
-	}
-	return false
 }
 
 func sameShape(a, b []int) bool {
@@ -148,19 +60,21 @@ func Partition(gr *Graph, opt Options) []*Group {
 	}
 	writeOut := func(n *Node) bool { return opt.WriteOut[n.G] }
 	var groups []*Group
-	if !opt.Off && opt.MatMul {
-		groups = findAttention(gr, writeOut)
+	if !opt.Off { // patterns first (attention)
+		for _, kind := range groupKinds {
+			if kind.claim != nil {
+				groups = append(groups, kind.claim(gr, writeOut, opt)...)
+			}
+		}
 	}
 	size := map[*Group]int{}
 	for i := len(gr.Nodes) - 1; i >= 0; i-- {
 		n := gr.Nodes[i]
-		k := n.Info.Kind
-		fusable := k.Elementwise() || k.Injective() || k == ops.Reduce || k == ops.Softmax || opt.MatMul && productFuses(n) ||
-			k == ops.SoftmaxGrad && !looped(n.Info.Shape)
+		start, fusable := startKind(n, opt)
 		if n.Group != nil || !fusable {
 			continue // already in an attention group, or not fusable
 		}
-		if k == ops.Constant {
+		if n.Info.Kind == ops.Constant {
 			continue // folded into the groups that use it; otherwise left to Gorgonia
 		}
 		var join *Group
@@ -197,15 +111,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 			}
 		}
 		if join == nil {
-			join = &Group{Kind: ElementwiseGroup, Root: n, Full: n.Info.Shape}
-			switch k {
-			case ops.Reduce:
-				join.Kind, join.Full = ReduceGroup, nil
-			case ops.Softmax, ops.SoftmaxGrad:
-				join.Kind = RowGroup
-			case ops.MatMul, ops.BatchedMatMul:
-				join.Kind, join.MatMul = MatMulGroup, n
-			}
+			join = newGroup(start, n)
 			groups = append(groups, join)
 		}
 		n.Group = join
@@ -250,8 +156,7 @@ func extraOutput(n *Node, maxGroup int, size map[*Group]int) *Group {
 		}
 		tried[grp] = true
 		switch {
-		case grp.Kind != ElementwiseGroup && grp.Kind != RowGroup && grp.Kind != MatMulGroup,
-			grp.Kind == RowGroup && looped(grp.Full),
+		case !takesExtras(grp),
 			!sameShape(n.Info.Shape, grp.Full), n.Info.DType != grp.Root.Info.DType,
 			size[grp] >= maxGroup, reaches(n, grp):
 			continue

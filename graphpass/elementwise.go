@@ -1,0 +1,99 @@
+package graphpass
+
+import (
+	"github.com/tilefuse/tilefuse/ops"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// An elementwise group is a DAG of elementwise, injective (broadcast,
+// slice, concat) and scalar nodes computed over the output's elements, a
+// block of them per program.
+var elementwiseKind = groupKind{
+	name: "elementwise",
+	start: func(n *Node, opt Options) bool {
+		return n.Info.Kind.Elementwise() || n.Info.Kind.Injective()
+	},
+	// Any fusable node joins: a product makes the group a matmul group, a
+	// row reduction or softmax over the group's shape a row group.
+	join: func(n *Node, grp *Group) (GroupKind, bool) {
+		switch k := n.Info.Kind; {
+		case k.Product():
+			if !takesProduct(n, grp) {
+				return 0, false
+			}
+			grp.MatMul = n
+			return MatMulGroup, true
+		case k == ops.Reduce || k.Row():
+			return RowGroup, takesRow(n, grp)
+		}
+		return ElementwiseGroup, true
+	},
+	extras: func(*Group) bool { return true },
+	emit:   emitElementwise,
+}
+
+// emitElementwise: program p computes the flat indices [p·B, (p+1)·B) of
+// the output.
+func emitElementwise(e *emitter, out *tile.Value, k *Kernel) error {
+	b := e.b
+	n := numel(e.grp.Root.Info.Shape)
+	block := min(1024, pow2AtLeast(n))
+	bs := &blockSpace{e: e, lanes: b.Arange(0, block), block: block}
+	bs.offs = b.Add(b.Mul(b.ProgramID(0), block), bs.lanes)
+	e.space = bs.coords
+	if n%block != 0 { // else every lane is in range: no mask
+		e.mask = b.Lt(bs.offs, n)
+	}
+	if err := e.store(out, bs.offs); err != nil {
+		return err
+	}
+	k.Grid = tile.Grid{tile.CDiv(n, block)}
+	return nil
+}
+
+// blockSpace is an elementwise kernel's index space: the block's flat
+// indices offs = pid·block + lanes.
+type blockSpace struct {
+	e           *emitter
+	offs, lanes *tile.Value
+	block       int
+}
+
+// coords splits the block's own indices (nil for others): a coordinate
+// whose whole period (its stride times its size) divides the block is the
+// same in every program, (lanes/stride) mod size: the interpreter computes
+// it once per launch, the GPU from the thread index alone. One whose stride
+// divides the block is pid·(block/stride) + lanes/stride, mod its size: a
+// scalar times a constant and an add per program. Others divide the flat
+// index itself.
+func (bs *blockSpace) coords(idx *tile.Value, s []int) []*tile.Value {
+	if idx != bs.offs {
+		return nil
+	}
+	b, bl := bs.e.b, bs.block
+	div := func(x *tile.Value, d int) *tile.Value {
+		if d == 1 {
+			return x
+		}
+		return b.Div(x, d)
+	}
+	c := make([]*tile.Value, len(s))
+	stride := 1
+	for i := len(s) - 1; i >= 0; i-- {
+		var q *tile.Value
+		switch {
+		case i > 0 && bl%(stride*s[i]) == 0:
+			q = div(bs.lanes, stride)
+		case bl%stride == 0:
+			q = b.Add(b.Mul(b.ProgramID(0), bl/stride), div(bs.lanes, stride))
+		default:
+			q = div(bs.offs, stride)
+		}
+		if i > 0 {
+			q = b.Rem(q, s[i])
+		}
+		c[i] = q
+		stride *= s[i]
+	}
+	return c
+}

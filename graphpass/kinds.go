@@ -1,0 +1,103 @@
+package graphpass
+
+import (
+	"fmt"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// GroupKind is the kind of kernel a group becomes.
+type GroupKind uint8
+
+const (
+	ElementwiseGroup GroupKind = iota // elementwise.go
+	ReduceGroup                       // reduce.go
+	RowGroup                          // row.go
+	MatMulGroup                       // matmul.go
+	AttentionGroup                    // attention.go
+
+	numGroupKinds // the end: groupKinds has one entry per kind
+)
+
+// groupKind is what a kind of group does: which nodes start one, which
+// join one, whether it can compute extra outputs, and how its kernel is
+// written. Each kind's functions live in its own file.
+type groupKind struct {
+	name string
+	// claim, if not nil, finds this kind's patterns before the partition's
+	// greedy walk (attention), and returns the groups it made.
+	claim func(gr *Graph, writeOut func(*Node) bool, opt Options) []*Group
+	// start reports whether n, in no group, roots a new group of this kind
+	// (each fusable node starts exactly one kind).
+	start func(n *Node, opt Options) bool
+	// open sets up a new group of this kind rooted at grp.Root (nil: Full
+	// is the root's shape, and nothing more).
+	open func(grp *Group)
+	// join reports whether n may join grp, a group of this kind that all
+	// its users are in, and the kind grp becomes with it (it may record n,
+	// as a product).
+	join func(n *Node, grp *Group) (GroupKind, bool)
+	// extras reports whether grp computes further outputs over Full beside
+	// its root.
+	extras func(grp *Group) bool
+	// emit writes the kernel's body: the outputs stored at out (and
+	// e.extra), its grid in k.
+	emit func(e *emitter, out *tile.Value, k *Kernel) error
+}
+
+// groupKinds is the table of group kinds, in GroupKind order. Its type
+// checks its length: a kind added before numGroupKinds without an entry
+// does not compile, and TestGroupKindTable checks that no entry is empty.
+var groupKinds = [...]groupKind{
+	ElementwiseGroup: elementwiseKind,
+	ReduceGroup:      reduceKind,
+	RowGroup:         rowKind,
+	MatMulGroup:      matmulKind,
+	AttentionGroup:   attentionKind,
+}
+
+var _ [numGroupKinds]groupKind = groupKinds // one entry per kind
+
+func (k GroupKind) String() string {
+	if k < numGroupKinds {
+		return groupKinds[k].name
+	}
+	return fmt.Sprintf("group kind(%d)", uint8(k))
+}
+
+// startKind is the kind of group n roots when it joins none; ok is false
+// where n does not fuse.
+func startKind(n *Node, opt Options) (GroupKind, bool) {
+	for k := range groupKinds {
+		if s := groupKinds[k].start; s != nil && s(n, opt) {
+			return GroupKind(k), true
+		}
+	}
+	return 0, false
+}
+
+// newGroup is a group of kind k rooted at n.
+func newGroup(k GroupKind, n *Node) *Group {
+	grp := &Group{Kind: k, Root: n, Full: n.Info.Shape}
+	if o := groupKinds[k].open; o != nil {
+		o(grp)
+	}
+	return grp
+}
+
+// canJoin reports whether n may join grp, its users' group, and what grp
+// becomes.
+func canJoin(n *Node, grp *Group) (GroupKind, bool) {
+	for _, u := range n.Users {
+		if u.Group == grp && u.Info.Kind.Product() {
+			return 0, false // a product's operands live in other index spaces
+		}
+	}
+	return groupKinds[grp.Kind].join(n, grp)
+}
+
+// takesExtras reports whether grp can compute further outputs beside its root.
+func takesExtras(grp *Group) bool {
+	x := groupKinds[grp.Kind].extras
+	return x != nil && x(grp)
+}

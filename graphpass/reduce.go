@@ -1,0 +1,140 @@
+package graphpass
+
+import (
+	"github.com/tilefuse/tilefuse/ops"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// A reduction group is a Σ or MaxAlong with its elementwise producers fused
+// in as a prologue, computed at the reduction's input indices. A sum with
+// few outputs over many elements is split over programs that add their
+// parts atomically into a zeroed output (Kernel.Accumulates).
+var reduceKind = groupKind{
+	name:  "reduction",
+	start: func(n *Node, opt Options) bool { return n.Info.Kind == ops.Reduce },
+	open:  func(grp *Group) { grp.Full = nil },
+	// elementwise producers join as the prologue; products, reductions and
+	// softmaxes do not
+	join: func(n *Node, grp *Group) (GroupKind, bool) {
+		k := n.Info.Kind
+		return ReduceGroup, !k.Product() && k != ops.Reduce && !k.Row()
+	},
+	emit: emitReduce,
+}
+
+// emitReduce: program p handles outputs [p·BO, (p+1)·BO) and loops over
+// the reduced elements BR at a time.
+func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
+	b, root := e.b, e.grp.Root
+	x := root.Inputs[0]
+	isReduced := map[int]bool{}
+	for _, a := range root.Info.Axes {
+		isReduced[a] = true
+	}
+	// Neighbouring dimensions that are both kept or both reduced merge into
+	// one, and dimensions of size 1 drop out: the flat index into x is the
+	// same, with fewer divisions to split it (a full sum reads x in order).
+	var inS []int
+	var reduced []bool
+	for i, dsz := range x.Info.Shape {
+		switch {
+		case dsz == 1:
+		case len(inS) > 0 && reduced[len(reduced)-1] == isReduced[i]:
+			inS[len(inS)-1] *= dsz
+		default:
+			inS, reduced = append(inS, dsz), append(reduced, isReduced[i])
+		}
+	}
+	if len(inS) == 0 { // one element
+		inS, reduced = []int{1}, []bool{true}
+	}
+	var keptS, redS []int
+	for i, dsz := range inS {
+		if reduced[i] {
+			redS = append(redS, dsz)
+		} else {
+			keptS = append(keptS, dsz)
+		}
+	}
+	no, nr := numel(keptS), numel(redS)
+	br := min(1024, pow2AtLeast(nr))
+	bo := max(1, min(pow2AtLeast(no), 4096/br))
+	// few outputs over many elements: the reduced range is split over
+	// programs too (program axis 1), each adding its part into the output
+	// atomically; sums only (there is no atomic max)
+	split, chunk := 1, nr
+	if programs := tile.CDiv(no, bo); root.Info.Reduce == tile.OpReduceSum && programs < minPrograms {
+		split = min(tile.CDiv(nr, 4*br), tile.CDiv(minPrograms, programs))
+		if split > 1 {
+			chunk = tile.CDiv(tile.CDiv(nr, split), br) * br
+			split = tile.CDiv(nr, chunk)
+		}
+	}
+	var lo, hi any = 0, nr
+	if split > 1 {
+		l := b.Mul(b.ProgramID(1), chunk)
+		lo, hi = l, b.Minimum(b.Add(l, chunk), nr)
+	}
+	o := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bo), b.Arange(0, bo)), 1) // [BO,1]
+	// nil: every output in range
+	var maskO *tile.Value
+	if no%bo != 0 {
+		maskO = b.Lt(o, no)
+	}
+	rk := b.ExpandDims(b.Arange(0, br), 0) // [1,BR]
+	d := root.Info.DType
+	identity := 0.0
+	if root.Info.Reduce == tile.OpReduceMax {
+		identity = -inf
+	}
+	acc := b.For(lo, hi, br, []*tile.Value{b.Full(identity, d, bo, br)}, func(r0 *tile.Value, c []*tile.Value) []*tile.Value {
+		r := b.Add(rk, r0)
+		mask := maskO
+		if nr%br != 0 { // else every step is whole (chunk is a multiple of br)
+			mask = e.and(maskO, b.Lt(r, nr))
+		}
+		// input coordinates: kept ones from o, reduced ones from r
+		co, cr := e.coords(b.BroadcastTo(o, tile.Shp(bo, br)), keptS), e.coords(b.BroadcastTo(r, tile.Shp(bo, br)), redS)
+		full := make([]*tile.Value, len(inS))
+		for i, j, l := 0, 0, 0; i < len(inS); i++ {
+			if reduced[i] {
+				full[i] = cr[l]
+				l++
+			} else {
+				full[i] = co[j]
+				j++
+			}
+		}
+		e.mask = mask
+		v, err := e.gen(x, e.flatten(full, inS))
+		if err != nil {
+			e.err = err
+			return c
+		}
+		v = e.inRange(v, identity)
+		if root.Info.Reduce == tile.OpReduceMax {
+			return []*tile.Value{b.Maximum(c[0], v)}
+		}
+		return []*tile.Value{b.Add(c[0], v)}
+	})
+	if e.err != nil {
+		return e.err
+	}
+	res := b.Reduce(root.Info.Reduce, acc[0], 1)
+	k.Grid = tile.Grid{tile.CDiv(no, bo)}
+	var storeMask *tile.Value
+	if maskO != nil {
+		storeMask = b.Reshape(maskO, bo)
+	}
+	if split > 1 {
+		b.AtomicAdd(b.AddPtr(out, b.Reshape(o, bo)), res, storeMask)
+		k.Grid[1], k.Accumulates = split, true
+		return nil
+	}
+	b.Store(b.AddPtr(out, b.Reshape(o, bo)), res, storeMask)
+	return nil
+}
+
+// minPrograms is the fewest programs a reduction is spread over when its
+// outputs are few (about two per SM of an H200).
+const minPrograms = 256
