@@ -2,13 +2,16 @@ module github.com/tilefuse/tilefuse
 
 go 1.26
 
-// gorgonia, tensor, cu and testify are required ahead of the packages that
-// will import them (ops, graphpass, fusion; cuda behind the tilefuse_cuda tag):
-// `go mod tidy` would drop them until then. assume-no-moving-gc is pinned to a
-// version under which Gorgonia starts on Go 1.26.
+// go4.org/unsafe/assume-no-moving-gc is pinned (below, indirect) to a version
+// under which Gorgonia v0.9.18 starts on Go 1.26: the versions Gorgonia and
+// tensor require panic at start-up on a Go they do not know. A module that
+// requires tilefuse inherits the pin (DESIGN.md, "Gorgonia v0.9.18").
 
 require (
 	github.com/chewxy/hm v1.0.0
+	github.com/schollz/progressbar/v3 v3.19.1
+	github.com/stretchr/testify v1.12.1
+	golang.org/x/term v0.44.0
 	gonum.org/v1/plot v0.17.0
 	gorgonia.org/cu v0.9.6
 	gorgonia.org/gorgonia v0.9.18
@@ -30,11 +33,14 @@ require (
 	github.com/google/flatbuffers v2.0.6+incompatible // indirect
 	github.com/google/uuid v1.3.0 // indirect
 	github.com/leesper/go_rng v0.0.0-20190531154944-a612b043e353 // indirect
+	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	github.com/stretchr/testify v1.12.1 // indirect
+	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/xtgo/set v1.0.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	go4.org/unsafe/assume-no-moving-gc v0.0.0-20231121144256-b99613f794b6 // indirect
 	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/sys v0.46.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
 	golang.org/x/xerrors v0.0.0-20200804184101-5ec99f83aff1 // indirect
 	gonum.org/v1/gonum v0.16.0 // indirect

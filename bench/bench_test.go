@@ -2,10 +2,11 @@ package bench
 
 import (
 	"math"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -17,24 +18,15 @@ func TestWorkloadsSmall(t *testing.T) {
 	for _, w := range Workloads {
 		t.Run(w.Name, func(t *testing.T) {
 			s, err := w.Build("small")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			r, err := Graph(s, Options{Runs: 1, WarmUp: time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(r.Modes) != 3 {
-				t.Fatalf("%d modes measured", len(r.Modes))
-			}
+			require.NoError(t, err)
+			require.Len(t, r.Modes, 3)
 			fu, un := r.Mode(Fused), r.Mode(Unfused)
-			if fu.Kernels >= un.Kernels {
-				t.Errorf("fused: %d kernels, unfused %d", fu.Kernels, un.Kernels)
-			}
+			assert.Less(t, fu.Kernels, un.Kernels, "fusion cuts the kernel count")
 			for _, m := range r.Modes {
-				if m.Median <= 0 || m.GBps <= 0 {
-					t.Errorf("%s: median %v, %v GB/s", m.Mode, m.Median, m.GBps)
-				}
+				assert.Positive(t, m.Median, m.Mode)
+				assert.Positive(t, m.GBps, m.Mode)
 			}
 			t.Logf("%s: kernels %d → %d; speedup fused %.2fx, unfused %.2fx; max err gorgonia %.2g fused %.2g",
 				w.Name, un.Kernels, fu.Kernels, r.Speedup(Fused), r.Speedup(Unfused), r.Mode(Gorgonia).MaxErr, fu.MaxErr)
@@ -58,9 +50,8 @@ func TestGraphRejectsBadSpecs(t *testing.T) {
 		{"nil input", Spec{Name: "d", Graph: g, Outputs: []*G.Node{y}, Inputs: map[*G.Node]tensor.Tensor{x: nil}}, "a nil input"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := Graph(c.spec, Options{Runs: 1}); err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("got %v, want an error containing %q", err, c.want)
-			}
+			_, err := Graph(c.spec, Options{Runs: 1})
+			assert.ErrorContains(t, err, c.want)
 		})
 	}
 }
@@ -82,8 +73,15 @@ func TestCompare(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			worst, err := compare([][]float64{c.got}, [][]float64{c.want}, 1e-3)
-			if (err != nil) != c.fails || math.Abs(worst-c.worst) > 1e-9 && !(math.IsInf(worst, 1) && math.IsInf(c.worst, 1)) {
-				t.Fatalf("worst %v, err %v; want worst %v, failing %v", worst, err, c.worst, c.fails)
+			if c.fails {
+				assert.Error(t, err)
+			} else {
+				assert.NoError(t, err)
+			}
+			if math.IsInf(c.worst, 1) {
+				assert.True(t, math.IsInf(worst, 1), "worst %v, want +Inf", worst)
+			} else {
+				assert.InDelta(t, c.worst, worst, 1e-9)
 			}
 		})
 	}
@@ -95,18 +93,11 @@ func TestDeviceTimes(t *testing.T) {
 	f := &Measurement{Mode: Fused, Median: 0.01, DeviceMedian: 0.002}
 	u := &Measurement{Mode: Unfused, Median: 0.02, DeviceMedian: 0.006}
 	g := &Measurement{Mode: Gorgonia, Median: 0.05}
-	if f.Time() != 0.002 || g.Time() != 0.05 {
-		t.Fatalf("Time: fused %v (want the device 0.002), Gorgonia %v (want the wall 0.05)", f.Time(), g.Time())
-	}
+	assert.Equal(t, 0.002, f.Time(), "fused: the device time")
+	assert.Equal(t, 0.05, g.Time(), "Gorgonia: the wall clock")
 	r := &Result{Modes: []*Measurement{g, u, f}}
-	if s := r.DeviceSpeedup(Fused); math.Abs(s-3) > 1e-12 {
-		t.Fatalf("DeviceSpeedup = %v, want 3", s)
-	}
-	if s := r.Speedup(Fused); math.Abs(s-5) > 1e-12 {
-		t.Fatalf("Speedup = %v, want 5 (wall clock against Gorgonia)", s)
-	}
+	assert.InDelta(t, 3, r.DeviceSpeedup(Fused), 1e-12)
+	assert.InDelta(t, 5, r.Speedup(Fused), 1e-12, "wall clock against Gorgonia")
 	u.DeviceMedian = 0
-	if s := r.DeviceSpeedup(Fused); s != 0 {
-		t.Fatalf("DeviceSpeedup without the unfused device time = %v, want 0", s)
-	}
+	assert.Zero(t, r.DeviceSpeedup(Fused), "without the unfused device time")
 }

@@ -15,26 +15,39 @@ import (
 	"github.com/tilefuse/tilefuse/fusion"
 )
 
+type benchOpts struct {
+	backend, workloads, size, json, plot string
+	runs, profile                        int
+	warm                                 time.Duration
+	quiet                                bool
+}
+
+func benchFlags() (*flag.FlagSet, *benchOpts) {
+	o := &benchOpts{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.StringVar(&o.backend, "backend", "cpu", "where kernels run: cpu, or cuda (the tilefuse_cuda build)")
+	fs.StringVar(&o.workloads, "workload", "all", "comma-separated workloads, or all: "+workloadNames())
+	fs.StringVar(&o.size, "size", "all", "small, large or all")
+	fs.IntVar(&o.runs, "runs", 5, "timed runs per mode")
+	fs.DurationVar(&o.warm, "warmup", 50*time.Millisecond, "untimed runs first, for this long (at least one)")
+	fs.StringVar(&o.json, "json", "", "write the results as JSON to `file`")
+	fs.StringVar(&o.plot, "plot", "", "write a PNG chart of speedups and percent of roofline to `file`")
+	fs.BoolVar(&o.quiet, "q", false, "no progress on stderr (a bar on a terminal, one line a step otherwise)")
+	fs.IntVar(&o.profile, "profile", 0, "list each workload's `N` slowest kernels per tilefuse mode, timed in a run of their own (events on the GPU, the wall clock on the CPU)")
+	return fs, o
+}
+
 // benchCmd runs the standard workloads in the three modes and prints a
 // Markdown table; -json and -plot write the results for machines and people.
+// Progress goes to progress: a bar where it is a terminal, plain lines
+// elsewhere (a log file gets no carriage-return frames).
 func benchCmd(args []string, out, progress io.Writer) error {
-	fs := flag.NewFlagSet("tilefuse bench", flag.ContinueOnError)
-	fs.SetOutput(progress)
-	backend := fs.String("backend", "cpu", "where kernels run: cpu, or cuda (the tilefuse_cuda build)")
-	workloads := fs.String("workload", "all", "comma-separated workloads, or all: "+workloadNames())
-	size := fs.String("size", "all", "small, large or all")
-	runs := fs.Int("runs", 5, "timed runs per mode")
-	warm := fs.Duration("warmup", 50*time.Millisecond, "untimed runs first, for this long (at least one)")
-	jsonOut := fs.String("json", "", "write the results as JSON to `file`")
-	plotOut := fs.String("plot", "", "write a PNG chart of speedups and percent of roofline to `file`")
-	quiet := fs.Bool("q", false, "no progress bar")
-	profile := fs.Int("profile", 0, "list each workload's `N` slowest kernels per tilefuse mode, timed in a run of their own (events on the GPU, the wall clock on the CPU)")
-	if err := fs.Parse(args); err != nil {
+	fs, o := benchFlags()
+	if done, err := parse(fs, args, out); done || err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
+	backend, workloads, size, runs, warm := &o.backend, &o.workloads, &o.size, &o.runs, &o.warm
+	jsonOut, plotOut, quiet, profile := &o.json, &o.plot, &o.quiet, &o.profile
 	var be fusion.Backend
 	switch *backend {
 	case "cpu":
@@ -73,16 +86,7 @@ func benchCmd(args []string, out, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
-	total := len(ws) * len(sizes) * len(bench.Modes)
-	done := 0
-	bar := func(what string) {
-		if *quiet {
-			return
-		}
-		const width = 30
-		fill := width * done / total
-		fmt.Fprintf(progress, "\r[%s%s] %d/%d %-36s", strings.Repeat("#", fill), strings.Repeat(".", width-fill), done, total, what)
-	}
+	bar := newProgress(progress, len(ws)*len(sizes)*len(bench.Modes), *quiet)
 	var results []*bench.Result
 	for _, w := range ws {
 		for _, sz := range sizes {
@@ -91,23 +95,17 @@ func benchCmd(args []string, out, progress io.Writer) error {
 				return err
 			}
 			r, err := bench.Graph(spec, bench.Options{Backend: be, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, Progress: func(mode string) {
-				bar(w.Name + "/" + sz + " " + mode)
-				done++
+				bar.step(w.Name + "/" + sz + " " + mode)
 			}})
 			if err != nil {
-				if !*quiet {
-					fmt.Fprintln(progress)
-				}
+				bar.abort()
 				return err
 			}
 			r.CopyGBps = copyGBps
 			results = append(results, r)
 		}
 	}
-	if !*quiet {
-		bar("done")
-		fmt.Fprintln(progress)
-	}
+	bar.finish()
 	writeTable(out, results, be, copyGBps, copyWhat)
 	if *profile > 0 {
 		writeProfile(out, results, *profile)

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -21,13 +20,11 @@ import (
 // copy bandwidth measured in the same run. Every result is checked against
 // a CPU reference before its time is reported.
 func gpuBench(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("gpubench", flag.ContinueOnError)
-	reps := fs.Int("reps", 100, "timed launches, in batches of 10 (the median batch's time per launch is reported)")
-	warm := fs.Float64("warmup-ms", 100, "device time to run each configuration before timing it (clocks ramp up under load)")
-	only := fs.String("run", "", "time only rows whose workload and config contain this (e.g. for ncu)")
-	if err := fs.Parse(args); err != nil {
+	fs, o := gpuBenchFlags()
+	if done, err := parse(fs, args, out); done || err != nil {
 		return err
 	}
+	reps, warm, only := &o.reps, &o.warmMs, &o.only
 	d, err := cuda.Open(0)
 	if err != nil {
 		return err

@@ -8,6 +8,10 @@ import (
 )
 
 func gpuBench(args []string, out io.Writer) error {
+	fs, _ := gpuBenchFlags()
+	if done, err := parse(fs, args, out); done || err != nil {
+		return err
+	}
 	return errors.New("gpubench needs the CUDA build: go build -tags tilefuse_cuda ./cmd/tilefuse (see README)")
 }
 

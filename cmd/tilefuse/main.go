@@ -1,123 +1,172 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
-	"text/tabwriter"
-	"time"
-
-	"github.com/tilefuse/tilefuse/tile"
-	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
+// command is one of tilefuse's commands: its help and how to run it.
+type command struct {
+	name, args, summary string
+	doc                 string               // the command's own help, above its flags
+	flags               func() *flag.FlagSet // for help: the flags, unbound
+	run                 func(args []string, stdout, stderr io.Writer) error
+}
+
+var commands []command // set in init: the commands' own help refers to it
+
+func init() {
+	commands = []command{{
+		name: "bench", args: "[flags]", summary: "fused against unfused Gorgonia graphs (the default)",
+		doc: `Measures the standard workloads (an elementwise chain, softmax, LayerNorm,
+matmul + bias + GELU, attention, an MLP training step, a transformer encoder
+block forward and forward + backward; each small and large) three ways:
+Gorgonia's tape machine, tilefuse with fusion off (one kernel per op) and
+tilefuse fused. Every fused result is checked against the unfused one first.
+Prints a Markdown table on stdout and progress on stderr.`,
+		flags: func() *flag.FlagSet { fs, _ := benchFlags(); return fs },
+		run:   benchCmd,
+	}, {
+		name: "kernels", args: "[flags]", summary: "the conformance kernels on the CPU interpreter",
+		doc: `Runs every conformance kernel on the CPU interpreter and checks it against
+its float64 reference: prints one kernel's IR, then a table of every case.`,
+		flags: func() *flag.FlagSet { fs, _ := kernelsFlags(); return fs },
+		run:   func(args []string, stdout, _ io.Writer) error { return kernelsCmd(args, stdout) },
+	}, {
+		name: "gpubench", args: "[flags]", summary: "memory-bound kernels on the GPU (tilefuse_cuda build)",
+		doc: `Times vector add, the GELU chain, softmax and LayerNorm on the GPU beside the
+device's copy bandwidth measured in the same run, with each kernel's
+registers, shared memory and spills. Needs the tilefuse_cuda build.`,
+		flags: func() *flag.FlagSet { fs, _ := gpuBenchFlags(); return fs },
+		run:   func(args []string, stdout, _ io.Writer) error { return gpuBench(args, stdout) },
+	}, {
+		name: "help", args: "[command]", summary: "this help, or one command's",
+	}}
+}
+
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintf(os.Stderr, "tilefuse %s: %v\nrun 'tilefuse help %s' for its flags\n", ue.cmd, ue.err, ue.cmd)
+		os.Exit(2)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "tilefuse:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string, out io.Writer) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "gpubench":
-			return gpuBench(args[1:], out)
-		case "kernels":
-			return kernelsCmd(args[1:], out)
-		case "bench":
-			args = args[1:]
-		default:
-			if !strings.HasPrefix(args[0], "-") {
-				return fmt.Errorf("unknown command %q: want bench (the default), kernels or gpubench", args[0])
+// run runs the command args name (bench when args start with a flag or are
+// empty). Help goes to stdout: asking for it is not an error.
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if len(args) > 0 && isHelp(args[0]) {
+			writeHelp(stdout)
+			return nil
+		}
+		return benchCmd(args, stdout, stderr)
+	}
+	name, rest := args[0], args[1:]
+	if name == "help" {
+		switch {
+		case len(rest) == 0:
+			writeHelp(stdout)
+			return nil
+		case len(rest) == 1:
+			if c, ok := lookup(rest[0]); ok && c.flags != nil {
+				writeCommandHelp(stdout, c)
+				return nil
 			}
 		}
+		return fmt.Errorf("help %s: no such command (have %s)", strings.Join(rest, " "), names())
 	}
-	return benchCmd(args, out, os.Stderr)
+	c, ok := lookup(name)
+	if !ok || c.run == nil {
+		return fmt.Errorf("unknown command %q: want %s (run 'tilefuse help')", name, names())
+	}
+	return c.run(rest, stdout, stderr)
 }
 
-// kernelsCmd runs every conformance kernel on the CPU interpreter and checks
-// it against its float64 reference.
-func kernelsCmd(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("tilefuse kernels", flag.ContinueOnError)
-	filter := fs.String("run", "", "run only cases whose name contains this")
-	large := fs.Bool("large", false, "include the large cases")
-	dump := fs.String("dump", "", "write each kernel's IR to `dir`/NAME.tile")
-	list := fs.Bool("list", false, "list the cases and exit")
-	show := fs.String("show", "vec_add/n=1000/BLOCK=128", "print the IR of this `case` first (\"\" for none)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	var cases []tiletest.Case
-	for _, c := range tiletest.Cases() {
-		if strings.Contains(c.Name, *filter) && (*large || !c.Large) {
-			cases = append(cases, c)
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "--h"
+}
+
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
 		}
 	}
-	if *list {
-		for _, c := range cases {
-			fmt.Fprintln(out, c.Name)
-		}
-		return nil
+	return command{}, false
+}
+
+func names() string {
+	var ns []string
+	for _, c := range commands {
+		ns = append(ns, c.name)
 	}
-	if len(cases) == 0 {
-		return fmt.Errorf("no case matches %q", *filter)
+	return strings.Join(ns, ", ")
+}
+
+// writeHelp lists every command and every command's flags.
+func writeHelp(w io.Writer) {
+	fmt.Fprint(w, `tilefuse benchmarks Gorgonia graphs fused by tilefuse against Gorgonia's own
+machine, and runs tilefuse's tile kernels.
+
+Usage:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  tilefuse %-8s %-9s  %s\n", c.name, c.args, c.summary)
 	}
-	if *dump != "" {
-		if err := os.MkdirAll(*dump, 0o755); err != nil {
-			return err
-		}
-	}
-	for _, c := range cases {
-		if c.Name != *show {
+	fmt.Fprint(w, "\nWith no command, or only flags, tilefuse runs bench.\n")
+	for _, c := range commands {
+		if c.flags == nil {
 			continue
 		}
-		k, err := c.Kernel()
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.Name, err)
-		}
-		fmt.Fprintf(out, "IR of %s:\n\n%v\n", c.Name, k)
+		fmt.Fprintf(w, "\nFlags of %s:\n", c.name)
+		printFlags(w, c.flags())
 	}
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\tgrid\tprograms\tvalues\ttime\tcheck")
-	failed := 0
-	for _, c := range cases {
-		k, err := c.Kernel()
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.Name, err)
-		}
-		if *dump != "" {
-			name := strings.NewReplacer("/", "_", "=", "").Replace(c.Name) + ".tile"
-			if err := os.WriteFile(filepath.Join(*dump, name), []byte(k.String()), 0o644); err != nil {
-				return err
-			}
-		}
-		grid, argv, check := c.Setup(tiletest.RNG(c.Name))
-		t0 := time.Now()
-		err = tile.Interpret(k, grid, argv...)
-		dt := time.Since(t0)
-		if err == nil {
-			err = check()
-		}
-		verdict := "ok (float64 reference)"
-		if err != nil {
-			verdict = "FAIL: " + err.Error()
-			failed++
-		}
-		g := grid
-		programs := max(g[0], 0) * max(g[1], 1) * max(g[2], 1)
-		fmt.Fprintf(tw, "%s\t%d×%d×%d\t%d\t%d\t%v\t%s\n", c.Name, g[0], max(g[1], 1), max(g[2], 1), programs, k.NumValues(), dt.Round(time.Microsecond), verdict)
+}
+
+func writeCommandHelp(w io.Writer, c command) {
+	fmt.Fprintf(w, "Usage: tilefuse %s %s\n\n%s\n\nFlags:\n", c.name, c.args, c.doc)
+	printFlags(w, c.flags())
+}
+
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// usageError is a command line a command cannot parse.
+type usageError struct {
+	cmd string
+	err error
+}
+
+func (e usageError) Error() string { return fmt.Sprintf("%s: %v", e.cmd, e.err) }
+func (e usageError) Unwrap() error { return e.err }
+
+// parse parses a command's flags. -h (or -help) writes the command's help to
+// out and reports done; a bad flag is a usageError.
+func parse(fs *flag.FlagSet, args []string, out io.Writer) (done bool, err error) {
+	fs.SetOutput(io.Discard)
+	err = fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		c, _ := lookup(fs.Name())
+		writeCommandHelp(out, c)
+		return true, nil
 	}
-	tw.Flush()
-	fmt.Fprintf(out, "\n%d passed, %d failed\n", len(cases)-failed, failed)
-	if failed > 0 {
-		return fmt.Errorf("%d of %d cases failed", failed, len(cases))
+	if err != nil {
+		return true, usageError{fs.Name(), err}
 	}
-	return nil
+	if fs.NArg() > 0 {
+		return true, usageError{fs.Name(), fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	return false, nil
 }

@@ -3,48 +3,140 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"flag"
 	pngpkg "image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/tilefuse/tilefuse/bench"
 	"github.com/tilefuse/tilefuse/fusion"
 )
 
+// TestMain runs main itself when TILEFUSE_TEST_MAIN holds its arguments
+// (separated by \x1f), so that tests can check exit codes and streams.
+func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv("TILEFUSE_TEST_MAIN"); ok {
+		os.Args = []string{"tilefuse"}
+		if args != "" {
+			os.Args = append(os.Args, strings.Split(args, "\x1f")...)
+		}
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runMain runs the command as a process: its stdout, stderr and exit code.
+func runMain(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "TILEFUSE_TEST_MAIN="+strings.Join(args, "\x1f"))
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return out.String(), errOut.String(), exit.ExitCode()
+	}
+	require.NoError(t, err)
+	return out.String(), errOut.String(), 0
+}
+
+// flagNames are the flags a command's help must list.
+func flagNames(fs *flag.FlagSet) []string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, "-"+f.Name) })
+	return names
+}
+
+// TestHelp: -h, -help, --help and help list every command and every flag
+// of every command and exit 0; a command's -h and help COMMAND list its
+// own flags.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"-help"}, {"--help"}, {"help"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			stdout, stderr, code := runMain(t, args...)
+			require.Equal(t, 0, code, "stderr: %s", stderr)
+			assert.Empty(t, stderr)
+			for _, c := range commands {
+				assert.Contains(t, stdout, "tilefuse "+c.name+" ")
+				if c.flags != nil {
+					assert.Contains(t, stdout, "Flags of "+c.name+":")
+					for _, f := range flagNames(c.flags()) {
+						assert.Regexp(t, `(?m)^  `+f+`\b`, stdout, "flag %s of %s", f, c.name)
+					}
+				}
+			}
+		})
+	}
+	for _, c := range commands {
+		if c.flags == nil {
+			continue
+		}
+		for _, args := range [][]string{{c.name, "-h"}, {"help", c.name}} {
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				stdout, stderr, code := runMain(t, args...)
+				require.Equal(t, 0, code, "stderr: %s", stderr)
+				assert.Contains(t, stdout, "Usage: tilefuse "+c.name)
+				for _, f := range flagNames(c.flags()) {
+					assert.Regexp(t, `(?m)^  `+f+`\b`, stdout)
+				}
+			})
+		}
+	}
+}
+
+// TestUsageErrors: a bad flag or command exits non-zero and says where to
+// look; nothing goes to stdout.
+func TestUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown flag", []string{"bench", "-frobnicate"}, 2, "run 'tilefuse help bench'"},
+		{"unknown flag, no command", []string{"-frobnicate"}, 2, "flag provided but not defined: -frobnicate"},
+		{"stray argument", []string{"kernels", "extra"}, 2, `unexpected arguments ["extra"]`},
+		{"unknown command", []string{"frobnicate"}, 1, `unknown command "frobnicate"`},
+		{"help on an unknown command", []string{"help", "frobnicate"}, 1, "no such command"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stdout, stderr, code := runMain(t, c.args...)
+			assert.Equal(t, c.code, code)
+			assert.Contains(t, stderr, c.want)
+			assert.Empty(t, stdout)
+		})
+	}
+}
+
 func TestRunPrintsIRAndTable(t *testing.T) {
 	var sb strings.Builder
 	dir := t.TempDir()
-	if err := run([]string{"kernels", "-run", "vec_add", "-dump", dir}, &sb); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, run([]string{"kernels", "-run", "vec_add", "-dump", dir}, &sb, &sb))
 	out := sb.String()
 	for _, want := range []string{`IR of vec_add/n=1000/BLOCK=128`, `%\d+ = make_range \{0, 128\} : tensor<128xi32>`,
 		`vec_add/n=1000/BLOCK=128 +8×1×1 +8 +\d+ +\S+ +ok \(float64 reference\)`, `\n4 passed, 0 failed\n`} {
-		if !regexp.MustCompile(want).MatchString(out) {
-			t.Errorf("output lacks %s:\n%s", want, out)
-		}
+		assert.Regexp(t, want, out)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.tile"))
-	if len(files) != 4 {
-		t.Fatalf("dumped %d files, want 4", len(files))
-	}
+	require.Len(t, files, 4)
 	b, err := os.ReadFile(files[0])
-	if err != nil || !strings.HasPrefix(string(b), "tt.func @vec_add(") {
-		t.Fatalf("dump %s: %q %v", files[0], b, err)
-	}
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(b), "tt.func @vec_add("), "dump %s: %q", files[0], b)
 }
 
 func TestRunRejectsBadInput(t *testing.T) {
 	var sb strings.Builder
-	if err := run([]string{"kernels", "-run", "no-such-kernel"}, &sb); err == nil || !strings.Contains(err.Error(), "no case matches") {
-		t.Fatalf("got %v", err)
-	}
-	if err := run([]string{"kernels", "extra"}, &sb); err == nil {
-		t.Fatal("a stray argument was accepted")
-	}
+	require.ErrorContains(t, run([]string{"kernels", "-run", "no-such-kernel"}, &sb, &sb), "no case matches")
+	require.ErrorContains(t, run([]string{"kernels", "extra"}, &sb, &sb), "unexpected arguments")
 }
 
 // TestBenchWritesTableJSONAndPlot runs two small workloads once: the
@@ -53,18 +145,11 @@ func TestBenchWritesTableJSONAndPlot(t *testing.T) {
 	dir := t.TempDir()
 	jf, pf := filepath.Join(dir, "b.json"), filepath.Join(dir, "b.png")
 	var sb, progress strings.Builder
-	err := benchCmd([]string{"-workload", "chain, softmax", "-size", "small", "-runs", "1", "-warmup", "1ms", "-json", jf, "-plot", pf}, &sb, &progress)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, benchCmd([]string{"-workload", "chain, softmax", "-size", "small", "-runs", "1", "-warmup", "1ms", "-json", jf, "-plot", pf}, &sb, &progress))
 	for _, want := range []string{`\| chain \| small \| 11 → 1 \|`, `\| softmax \| small \| 9 → 1 \|`, `roofline: host memory copy`} {
-		if !regexp.MustCompile(want).MatchString(sb.String()) {
-			t.Errorf("table lacks %s:\n%s", want, sb.String())
-		}
+		assert.Regexp(t, want, sb.String())
 	}
-	if !strings.Contains(progress.String(), "6/6 done") {
-		t.Errorf("progress bar did not finish: %q", progress.String())
-	}
+	assert.Contains(t, progress.String(), "[6/6] done\n")
 	var doc struct {
 		Backend string
 		Results []struct {
@@ -76,42 +161,71 @@ func TestBenchWritesTableJSONAndPlot(t *testing.T) {
 		}
 	}
 	b, err := os.ReadFile(jf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
-	if doc.Backend != "cpu" || len(doc.Results) != 2 || len(doc.Results[1].Modes) != 3 || doc.Results[1].Modes[2].Mode != "fused" || doc.Results[1].Modes[2].Median <= 0 {
-		t.Fatalf("JSON: %+v", doc)
-	}
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &doc))
+	assert.Equal(t, "cpu", doc.Backend)
+	require.Len(t, doc.Results, 2)
+	require.Len(t, doc.Results[1].Modes, 3)
+	assert.Equal(t, "fused", doc.Results[1].Modes[2].Mode)
+	assert.Positive(t, doc.Results[1].Modes[2].Median)
 	png, err := os.ReadFile(pf)
-	if err != nil || len(png) < 1000 || string(png[1:4]) != "PNG" {
-		t.Fatalf("plot: %d bytes, %v", len(png), err)
-	}
+	require.NoError(t, err)
+	require.Greater(t, len(png), 1000)
+	assert.Equal(t, "PNG", string(png[1:4]))
+}
+
+// TestProgressOnlyOnATerminal: with stderr a file (a log), the bench writes
+// one line a step and no carriage-return frames; the bar, which does, is
+// for terminals only.
+func TestProgressOnlyOnATerminal(t *testing.T) {
+	log, err := os.Create(filepath.Join(t.TempDir(), "bench.log"))
+	require.NoError(t, err)
+	defer log.Close()
+	require.False(t, isTerminal(log))
+	assert.False(t, isTerminal(&strings.Builder{}))
+	var sb strings.Builder
+	require.NoError(t, run([]string{"bench", "-workload", "chain", "-size", "small", "-runs", "1", "-warmup", "1ms"}, &sb, log))
+	b, err := os.ReadFile(log.Name())
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "\r")
+	assert.Regexp(t, `^\[1/3\] chain/small \w+\n\[2/3\] chain/small \w+\n\[3/3\] chain/small \w+\n\[3/3\] done\n$`, string(b))
+
+	var quiet strings.Builder // -q: nothing at all
+	q := newProgress(&quiet, 2, true)
+	q.step("chain/small fused")
+	q.finish()
+	assert.Empty(t, quiet.String())
+
+	var term bytes.Buffer // what a terminal gets: frames redrawn in place
+	p := newBar(&term, 2)
+	p.step("chain/small gorgonia")
+	p.step("chain/small fused")
+	p.finish()
+	assert.Contains(t, term.String(), "\r")
+	assert.Contains(t, term.String(), "2/2")
+	assert.True(t, strings.HasSuffix(term.String(), "\n"), "the finished bar ends its line: %q", term.String())
 }
 
 func TestBenchRejectsBadInput(t *testing.T) {
 	for _, c := range []struct {
+		name string
 		args []string
 		want string
 	}{
-		{[]string{"-backend", "tpu"}, "want cpu or cuda"},
-		{[]string{"-workload", "nope"}, `no workload "nope"`},
-		{[]string{"-size", "huge"}, "want small, large or all"},
-		{[]string{"-runs", "0"}, "at least 1"},
-		{[]string{"-profile", "-1"}, "want a count"},
-		{[]string{"stray"}, "unexpected arguments"},
+		{"backend", []string{"-backend", "tpu"}, "want cpu or cuda"},
+		{"workload", []string{"-workload", "nope"}, `no workload "nope"`},
+		{"size", []string{"-size", "huge"}, "want small, large or all"},
+		{"runs", []string{"-runs", "0"}, "at least 1"},
+		{"profile", []string{"-profile", "-1"}, "want a count"},
+		{"stray argument", []string{"stray"}, "unexpected arguments"},
 	} {
-		var sb, progress strings.Builder
-		if err := benchCmd(c.args, &sb, &progress); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q: got %v, want an error containing %q", c.args, err, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			var sb, progress strings.Builder
+			assert.ErrorContains(t, benchCmd(c.args, &sb, &progress), c.want)
+		})
 	}
 	var sb strings.Builder
-	if err := run([]string{"frobnicate"}, &sb); err == nil || !strings.Contains(err.Error(), "unknown command") {
-		t.Errorf("unknown command: got %v", err)
-	}
+	assert.ErrorContains(t, run([]string{"frobnicate"}, &sb, &sb), "unknown command")
 }
 
 // TestDeviceTable: with device times (the GPU), the rates come from them and
@@ -132,23 +246,16 @@ func TestDeviceTable(t *testing.T) {
 		"On the device",
 		"| chain | large | 4 | 1 (1–1) | 4.00x | 2000.00 | 50% | – | 90% of the run |",
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("table lacks %q:\n%s", want, out)
-		}
+		assert.Contains(t, out, want)
 	}
 	png := filepath.Join(t.TempDir(), "dev.png")
-	if err := writePlot(png, []*bench.Result{r}, fusion.CUDA); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writePlot(png, []*bench.Result{r}, fusion.CUDA))
 	f, err := os.Open(png)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	cfg, err := pngpkg.DecodeConfig(f)
-	if err != nil || cfg.Height < 900 {
-		t.Fatalf("plot %v x %v (%v): want three panels", cfg.Width, cfg.Height, err)
-	}
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, cfg.Height, 900, "three panels")
 }
 
 // TestProfileList: the slowest kernels per mode, slowest first, with their
@@ -170,11 +277,7 @@ func TestProfileList(t *testing.T) {
 		"     300.0  73.2%  fused_1_reduction  Σ[0]\n     100.0  24.4%  fused_0_matmul  A × B; + false\n",
 		"mlp_step/large unfused: 1 kernels, 100.0 µs in all",
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("profile lacks %q:\n%s", want, out)
-		}
+		assert.Contains(t, out, want)
 	}
-	if strings.Contains(out, "fused_2_elementwise") {
-		t.Errorf("more than 2 kernels listed:\n%s", out)
-	}
+	assert.NotContains(t, out, "fused_2_elementwise", "more than 2 kernels listed")
 }
