@@ -249,7 +249,7 @@ func decodeCpAsync(d *decoder) error {
 				}
 				copy(data, b)
 			}
-			off, err := w.sharedOff(da, n, l, "cp.async write", dst.sym != "")
+			off, err := w.sharedOff(da, n, l, "cp.async write")
 			if err != nil {
 				return err
 			}

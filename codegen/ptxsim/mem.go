@@ -69,7 +69,7 @@ func (w *warp) globalBytes(addr uint64, n, l int, what string) ([]byte, error) {
 }
 
 // sharedOff checks an n-byte shared access and returns its offset.
-func (w *warp) sharedOff(addr uint64, n, l int, what string, _ bool) (int, error) {
+func (w *warp) sharedOff(addr uint64, n, l int, what string) (int, error) {
 	size := w.c.l.sharedSize
 	if addr >= uint64(size) || addr+uint64(n) > uint64(size) {
 		return 0, w.faultAddr(l, "memcheck", addr, "invalid shared %s of %d bytes at offset %#x: the CTA has %d bytes of shared memory (%d static, %d dynamic)",
@@ -84,7 +84,7 @@ func (w *warp) sharedOff(addr uint64, n, l int, what string, _ bool) (int, error
 // sharedRead checks an n-byte shared read (bounds, cp.async in flight,
 // racecheck) and returns the bytes.
 func (w *warp) sharedRead(addr uint64, n, l int, what string) ([]byte, error) {
-	off, err := w.sharedOff(addr, n, l, what, false)
+	off, err := w.sharedOff(addr, n, l, what)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (w *warp) sharedRead(addr uint64, n, l int, what string) ([]byte, error) {
 // sharedWrite checks a shared write and performs it.
 func (w *warp) sharedWrite(addr uint64, data []byte, l int, what string) error {
 	n := len(data)
-	off, err := w.sharedOff(addr, n, l, what, false)
+	off, err := w.sharedOff(addr, n, l, what)
 	if err != nil {
 		return err
 	}
@@ -458,7 +458,7 @@ func decodeAtom(d *decoder) error {
 					off = addr - sharedWindow
 				}
 				var o int
-				if o, err = w.sharedOff(off, n, l, "atomic", false); err == nil {
+				if o, err = w.sharedOff(off, n, l, "atomic"); err == nil {
 					if err = w.c.async.check(w, l, o, n, true); err == nil {
 						p = w.c.shared[o : o+n]
 					}
