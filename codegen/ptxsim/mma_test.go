@@ -62,14 +62,14 @@ var (
 )
 
 type mmaCase struct {
-	shape          string
-	m, n, k        int
-	dt, abt, ct    string
-	aRegs, bRegs   int
-	cRegs, dRegs   int
-	per            int // A/B elements per register
-	a, b, c, dLay  layout
-	tol            float64
+	shape         string
+	m, n, k       int
+	dt, abt, ct   string
+	aRegs, bRegs  int
+	cRegs, dRegs  int
+	per           int // A/B elements per register
+	a, b, c, dLay layout
+	tol           float64
 }
 
 var mmaCases = []mmaCase{

@@ -103,9 +103,9 @@ func TestLdmatrixFeedsMma(t *testing.T) {
 // each block comes out transposed in place.
 func TestStmatrix(t *testing.T) {
 	for _, c := range []struct {
-		name           string
+		name             string
 		ldTrans, stTrans string
-		transposed     bool
+		transposed       bool
 	}{
 		{"copy", "", "", false},
 		{"copy_trans_trans", ".trans", ".trans", false},
