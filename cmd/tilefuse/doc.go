@@ -15,6 +15,11 @@
 //	go run ./cmd/tilefuse bench -json out.json -plot out.png
 //	tilefuse bench -backend cuda                           # the tilefuse_cuda build, on the GPU
 //
+// tilefuse -h (or tilefuse help) lists every command and its flags;
+// tilefuse help COMMAND or tilefuse COMMAND -h one command's. Progress goes to
+// stderr: a bar (github.com/schollz/progressbar) on a terminal, one plain line
+// a step otherwise, nothing with -q.
+//
 // "kernels" runs every conformance kernel on the CPU interpreter and checks
 // it against its float64 reference; "gpubench" (CUDA build) times the
 // memory-bound kernels against the device's copy bandwidth.
