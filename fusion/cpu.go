@@ -2,25 +2,31 @@ package fusion
 
 import (
 	"fmt"
+	"sync"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 
 	"github.com/tilefuse/tilefuse/ops"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
-// cpuPlan runs a compiled graph on the CPU backend in the caller's
-// goroutine, op by op in graph order, without Gorgonia's tape machine. That
+// cpuBackend runs a compiled graph on the CPU in the caller's goroutine, op
+// by op in the rewrite's order, without Gorgonia's tape machine. That
 // machine hands each run to a goroutine of its own on a locked OS thread
 // (about 40 µs a run on the 2-core development VM, most of a small graph's
 // time once it is fused) and allocates every value anew. Here a kernel
 // writes into its own output of the previous run, as the CUDA backend does
 // with its buffers: a value read after a run is overwritten by the next run.
 // Ops tilefuse does not know run as Gorgonia's Do runs them.
-type cpuPlan struct {
+type cpuBackend struct {
 	steps  []cpuStep
-	vals   []G.Value // by position in the graph order
-	inputs []binding // the user's inputs, into the new graph
-	back   []binding // values written back to the user's nodes
+	vals   []G.Value // by position in the rewrite's order
+	inputs []cpuBinding
+	back   []cpuBinding // the readable set, written back to the user's nodes
+	// WithProfile: each kernel's wall time in the last run
+	profile bool
+	times   []KernelTime
 }
 
 type cpuStep struct {
@@ -33,32 +39,29 @@ type cpuStep struct {
 	prealloc G.UsePreallocDoer
 }
 
-// binding ties a node of the user's graph to a position of the plan (and,
-// for inputs, to its node in the rewritten graph).
-type binding struct {
+// cpuBinding ties a node of the user's graph to a position of the plan
+// (and, for inputs, to its node in the rewritten graph).
+type cpuBinding struct {
 	orig *G.Node
 	at   int
 	nn   *G.Node
 }
 
-func newCPUPlan(c *Compiled) (*cpuPlan, error) {
-	sorted, err := G.Sort(c.Graph)
-	if err != nil {
-		return nil, fmt.Errorf("fusion: %w", err)
-	}
-	p := &cpuPlan{vals: make([]G.Value, len(sorted))}
-	pos := make(map[*G.Node]int, len(sorted))
+func (p *cpuBackend) prepare(c *Compiled) error {
+	order := c.rw.order
+	p.vals = make([]G.Value, len(order))
+	p.profile = c.cfg.profile
+	pos := make(map[*G.Node]int, len(order))
 	isInput := map[*G.Node]bool{}
-	for _, in := range c.rw.Inputs {
-		isInput[c.rw.New[in]] = true
+	for _, in := range c.rw.inputs {
+		isInput[in.nn] = true
 	}
-	for i := range sorted {
-		n := sorted[len(sorted)-1-i] // G.Sort lists users first
+	for i, n := range order {
 		pos[n] = i
 		switch {
 		case isInput[n]:
 		case n.Op() == nil:
-			return nil, fmt.Errorf("fusion: node %v has no op and is not an input", n.Name())
+			return fmt.Errorf("fusion: node %v has no op and is not an input", n.Name())
 		case isConst(n):
 			p.vals[i] = n.Value()
 		default:
@@ -70,32 +73,33 @@ func newCPUPlan(c *Compiled) (*cpuPlan, error) {
 			for j, a := range args {
 				at, ok := pos[a]
 				if !ok {
-					return nil, fmt.Errorf("fusion: %v reads %v before it is computed", n.Name(), a.Name())
+					return fmt.Errorf("fusion: %v reads %v before it is computed", n.Name(), a.Name())
 				}
 				st.args[j] = at
 			}
 			p.steps = append(p.steps, st)
 		}
 	}
-	for _, in := range c.rw.Inputs {
-		p.inputs = append(p.inputs, binding{in, pos[c.rw.New[in]], c.rw.New[in]})
+	for _, in := range c.rw.inputs {
+		p.inputs = append(p.inputs, cpuBinding{in.orig, pos[in.nn], in.nn})
 	}
-	for orig, nn := range c.rw.New {
-		switch at, ok := pos[nn]; {
-		case isInput[nn]:
+	for _, b := range c.back {
+		at, ok := pos[b.nn]
+		switch {
 		case ok:
-			p.back = append(p.back, binding{orig, at, nil})
-		default: // folded into a value at compile time, and not in the new graph
-			p.vals = append(p.vals, nn.Value())
-			p.back = append(p.back, binding{orig, len(p.vals) - 1, nil})
+		case isConst(b.nn): // a constant no op reads: not in the graph (rewrite.go)
+			at = len(p.vals)
+			p.vals = append(p.vals, b.nn.Value())
+		default:
+			return fmt.Errorf("fusion: %v has no node in the rewritten graph's order", b.orig.Name())
 		}
+		p.back = append(p.back, cpuBinding{b.orig, at, nil})
 	}
-	return p, nil
+	return nil
 }
 
-// run runs the graph once: the user's input values in, every value the
-// user's graph has a node for out.
-func (p *cpuPlan) run() error {
+// run runs the graph once: the user's input values in, the readable set out.
+func (p *cpuBackend) run() error {
 	for _, in := range p.inputs {
 		v := in.orig.Value()
 		if v == nil {
@@ -106,6 +110,7 @@ func (p *cpuPlan) run() error {
 			return fmt.Errorf("fusion: input %v: %w", in.orig.Name(), err)
 		}
 	}
+	p.times = p.times[:0]
 	for i := range p.steps {
 		st := &p.steps[i]
 		for j, a := range st.args {
@@ -115,8 +120,15 @@ func (p *cpuPlan) run() error {
 		var err error
 		switch op := st.n.Op().(type) {
 		case *FusedOp:
+			var start time.Time
+			if p.profile && !op.view {
+				start = time.Now()
+			}
 			if v, err = op.do(p.vals[st.at], st.argv...); err != nil {
 				return err // it names the kernel
+			}
+			if p.profile && !op.view {
+				p.times = append(p.times, KernelTime{Kernel: op.name, Ops: op.ops, Seconds: time.Since(start).Seconds()})
 			}
 		default:
 			if prev := p.vals[st.at]; st.prealloc != nil && prev != nil {
@@ -141,6 +153,57 @@ func (p *cpuPlan) run() error {
 		}
 	}
 	return nil
+}
+
+func (p *cpuBackend) deviceTime() float64 { return 0 }
+
+func (p *cpuBackend) kernelTimes() []KernelTime {
+	if !p.profile {
+		return nil
+	}
+	return append([]KernelTime(nil), p.times...)
+}
+
+func (p *cpuBackend) stats(*Stats) {}
+
+func (p *cpuBackend) close() error {
+	p.steps, p.vals, p.inputs, p.back = nil, nil, nil, nil
+	return nil
+}
+
+// cpuKernels is the CPU backend's kernel cache: the interpreter's compiled
+// form of kernels by their IR text, so that compiling a graph again (or
+// another graph with the same kernels) skips that step. An Exec is safe for
+// concurrent launches.
+var cpuKernels = &execCache{m: map[string]*tile.Exec{}}
+
+type execCache struct {
+	mu sync.Mutex
+	m  map[string]*tile.Exec
+}
+
+// maxExecs bounds the cache; when full it starts again.
+const maxExecs = 4096
+
+// get is k's executable form; text is k's IR text (k.String()).
+func (c *execCache) get(text string, k *tile.Kernel) (*tile.Exec, error) {
+	c.mu.Lock()
+	e, ok := c.m[text]
+	c.mu.Unlock()
+	if ok {
+		return e, nil
+	}
+	e, err := tile.NewExec(k)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if len(c.m) >= maxExecs {
+		clear(c.m)
+	}
+	c.m[text] = e
+	c.mu.Unlock()
+	return e, nil
 }
 
 func isConst(n *G.Node) bool { return ops.IsConst(n.Op()) }

@@ -5,8 +5,6 @@ import (
 	"hash"
 	"hash/fnv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -26,45 +24,19 @@ type FusedOp struct {
 	exec   *tile.Exec
 	ins    []hm.Type
 	out    hm.Type
-	ops    []string   // the original ops, for String and the report
-	text   string     // the kernel's IR
-	view   bool       // the group only reshapes: its output shares its input's memory
-	outs   int        // outputs: more than one are stacked along a new first axis
-	log    *kernelLog // WithProfile on the CPU: Do adds its wall time here
+	ops    []string // the original ops, for String and the report
+	text   string   // the kernel's IR
+	view   bool     // the group only reshapes: its output shares its input's memory
+	outs   int      // outputs: more than one are stacked along a new first axis
 }
 
-// kernelLog collects the CPU backend's kernel times of one run (WithProfile).
-type kernelLog struct {
-	mu    sync.Mutex
-	times []KernelTime
-}
-
-func (l *kernelLog) add(op *FusedOp, start time.Time) {
-	d := time.Since(start).Seconds()
-	l.mu.Lock()
-	l.times = append(l.times, KernelTime{Kernel: op.name, Ops: op.ops, Seconds: d})
-	l.mu.Unlock()
-}
-
-func (l *kernelLog) reset() {
-	l.mu.Lock()
-	l.times = l.times[:0]
-	l.mu.Unlock()
-}
-
-func (l *kernelLog) get() []KernelTime {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]KernelTime(nil), l.times...)
-}
-
-func newFusedOp(grp *graphpass.Group, k *graphpass.Kernel) (*FusedOp, error) {
-	text := k.Tile.String()
-	e, err := execs.get(text, k.Tile)
-	if err != nil {
-		return nil, fmt.Errorf("fusion: %v: %w", grp, err)
+// newFusedOp is the op group grp becomes: its kernel k, run on the CPU as
+// prepared (the prepare stage).
+func newFusedOp(grp *graphpass.Group, k *graphpass.Kernel, pk prepared) (*FusedOp, error) {
+	if k == nil || pk.exec == nil {
+		return nil, fmt.Errorf("fusion: %v has no prepared kernel", grp)
 	}
-	op := &FusedOp{name: k.Tile.Name, kernel: k, exec: e, text: text, outs: max(1, k.Outs)}
+	op := &FusedOp{name: k.Tile.Name, kernel: k, exec: pk.exec, text: pk.text, outs: max(1, k.Outs)}
 	for _, in := range grp.Inputs {
 		op.ins = append(op.ins, typeOf(in.G))
 	}
@@ -125,9 +97,6 @@ func (op *FusedOp) Do(vals ...G.Value) (G.Value, error) { return op.do(nil, vals
 // new header over its input.
 func (op *FusedOp) do(reuse G.Value, vals ...G.Value) (_ G.Value, err error) {
 	defer recoverTo(&err, op.name) // it may run on another goroutine: the device thread, or Gorgonia's machine over Compiled().Graph
-	if op.log != nil {
-		defer op.log.add(op, time.Now())
-	}
 	if len(vals) != len(op.ins) {
 		return nil, fmt.Errorf("fusion: %s: %d inputs, want %d", op.name, len(vals), len(op.ins))
 	}
@@ -340,36 +309,3 @@ func (op *PartOp) Hashcode() uint32 {
 }
 
 func (op *PartOp) String() string { return fmt.Sprintf("%s.out%d", op.kernel, op.i) }
-
-// execCache keeps the interpreter's compiled form of kernels by their IR
-// text, so that compiling a graph again (or another graph with the same
-// kernels) skips that step. An Exec is safe for concurrent launches.
-type execCache struct {
-	mu sync.Mutex
-	m  map[string]*tile.Exec
-}
-
-// maxExecs bounds the cache; when full it starts again.
-const maxExecs = 4096
-
-var execs = &execCache{m: map[string]*tile.Exec{}}
-
-func (c *execCache) get(text string, k *tile.Kernel) (*tile.Exec, error) {
-	c.mu.Lock()
-	e, ok := c.m[text]
-	c.mu.Unlock()
-	if ok {
-		return e, nil
-	}
-	e, err := tile.NewExec(k)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	if len(c.m) >= maxExecs {
-		clear(c.m)
-	}
-	c.m[text] = e
-	c.mu.Unlock()
-	return e, nil
-}

@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	newGPUBackend = openGPU
+	newGPUBackend = func() backend { return &gpu{} }
 	openDevice = func() error { _, err := sharedDevice(); return err }
 }
 
@@ -41,52 +41,41 @@ func sharedDevice() (*cuda.Device, error) {
 }
 
 // gpu runs a compiled graph on the GPU: values live in device buffers for the
-// whole run; graph inputs go up, the values the user can read come down, and
-// ops tilefuse does not know run on the CPU with copies (counted in the report).
+// whole run; graph inputs go up, the readable set comes down, and ops
+// tilefuse does not know run on the CPU with copies (counted in Stats).
 type gpu struct {
-	dev     *cuda.Device
-	order   G.Nodes
-	bufs    map[*G.Node]*cuda.Buffer
-	loaded  map[*G.Node]*cuda.Function
-	newOf   map[*G.Node]*G.Node // new node → original node
-	host    map[*G.Node]any     // host memory of values that come down, reused
-	outs    map[*G.Node][]any   // each kernel's output buffers
-	launch  map[*G.Node][]any   // each kernel's arguments: operands' buffers, then outputs
-	owned   []*cuda.Buffer      // what buffer allocated, to free
-	hostOps int                 // launches of unknown ops on the CPU, last run
-	timer   *cuda.Timer
-	devMs   float64 // device time of the last run's compute, ms
+	c      *Compiled
+	dev    *cuda.Device
+	order  G.Nodes // the rewrite's order
+	bufs   map[*G.Node]*cuda.Buffer
+	loaded map[*G.Node]*cuda.Function
+	host   map[*G.Node]any   // host memory of values that come down, reused
+	outs   map[*G.Node][]any // each kernel's output buffers
+	launch map[*G.Node][]any // each kernel's arguments: operands' buffers, then outputs
+	owned  []*cuda.Buffer    // what buffer allocated, to free
+	last   Stats             // the last run's host ops and copies
+	timer  *cuda.Timer
+	devMs  float64 // device time of the last run's compute, ms
 	// WithProfile: an event before and after each launch, and the times
 	profile map[*G.Node][2]*cuda.Event
 	times   []KernelTime
 }
 
-// openGPU allocates every buffer of the graph and loads every kernel now, so
+// prepare allocates every buffer of the graph and loads every kernel now, so
 // that a driver or JIT error is an error of NewTapeMachine and the first run
 // is as fast as the others.
-func openGPU(c *Compiled) (gpuBackend, error) {
+func (g *gpu) prepare(c *Compiled) error {
 	dev, err := sharedDevice()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	sorted, err := G.Sort(c.Graph)
-	if err != nil {
-		return nil, fmt.Errorf("fusion: %w", err)
-	}
-	order := make(G.Nodes, 0, len(sorted))
-	for i := len(sorted) - 1; i >= 0; i-- {
-		order = append(order, sorted[i])
-	}
-	g := &gpu{dev: dev, order: order, bufs: map[*G.Node]*cuda.Buffer{}, loaded: map[*G.Node]*cuda.Function{}, newOf: map[*G.Node]*G.Node{}, host: map[*G.Node]any{}, outs: map[*G.Node][]any{}, launch: map[*G.Node][]any{}}
-	for orig, nn := range c.rw.New {
-		g.newOf[nn] = orig
-	}
+	g.c, g.dev, g.order = c, dev, c.rw.order
+	g.bufs, g.loaded, g.host, g.outs, g.launch = map[*G.Node]*cuda.Buffer{}, map[*G.Node]*cuda.Function{}, map[*G.Node]any{}, map[*G.Node][]any{}, map[*G.Node][]any{}
 	if g.timer, err = dev.NewTimer(); err != nil {
-		return nil, fmt.Errorf("fusion: %w", err)
+		return fmt.Errorf("fusion: %w", err)
 	}
-	if err := g.prepare(c); err != nil {
-		g.close()
-		return nil, err
+	if err := g.load(c); err != nil {
+		return err
 	}
 	if c.cfg.profile {
 		g.profile = map[*G.Node][2]*cuda.Event{}
@@ -94,21 +83,20 @@ func openGPU(c *Compiled) (gpuBackend, error) {
 			var ev [2]*cuda.Event
 			for i := range ev {
 				if ev[i], err = dev.NewEvent(); err != nil {
-					g.close()
-					return nil, fmt.Errorf("fusion: %w", err)
+					return fmt.Errorf("fusion: %w", err)
 				}
 			}
 			g.profile[n] = ev
 		}
 	}
-	return g, nil
+	return nil
 }
 
-// prepare allocates the buffers and loads the kernels, in graph order.
-func (g *gpu) prepare(c *Compiled) error {
+// load allocates the buffers and loads the kernels, in graph order.
+func (g *gpu) load(c *Compiled) error {
 	isInput := map[*G.Node]bool{}
-	for _, in := range c.rw.Inputs {
-		isInput[c.rw.New[in]] = true
+	for _, in := range c.rw.inputs {
+		isInput[in.nn] = true
 	}
 	for _, n := range g.order {
 		if isInput[n] {
@@ -232,6 +220,8 @@ func (g *gpu) upload(t *cuda.Thread, n *G.Node, v G.Value) error {
 	if t == nil {
 		return g.dev.Upload(b, h)
 	}
+	g.last.Uploads++
+	g.last.BytesUp += b.Bytes
 	return t.Upload(b, h)
 }
 
@@ -256,6 +246,8 @@ func (g *gpu) download(t *cuda.Thread, n *G.Node) (G.Value, error) {
 	if err := t.Download(host, b); err != nil {
 		return nil, err
 	}
+	g.last.Downloads++
+	g.last.BytesDown += b.Bytes
 	if n.IsScalar() {
 		if h, ok := host.([]float64); ok {
 			return G.NewF64(h[0]), nil
@@ -280,20 +272,20 @@ func (g *gpu) devBuf(n *G.Node) (*cuda.Buffer, error) {
 }
 
 // run is one Run on the device's thread: inputs up, the timed compute, the
-// values the user can read down.
-func (g *gpu) run(c *Compiled) error {
-	rw := c.rw
+// readable set down.
+func (g *gpu) run() error {
+	c := g.c
 	isInput := map[*G.Node]bool{}
-	for _, in := range rw.Inputs {
-		isInput[rw.New[in]] = true
-		if in.Value() == nil {
-			return fmt.Errorf("fusion: input %v has no value: Let it first", in.Name())
+	for _, in := range c.rw.inputs {
+		isInput[in.nn] = true
+		if in.orig.Value() == nil {
+			return fmt.Errorf("fusion: input %v has no value: Let it first", in.orig.Name())
 		}
 	}
-	g.hostOps, g.devMs = 0, 0
+	g.last, g.devMs = Stats{}, 0
 	err := g.dev.Run(func(t *cuda.Thread) error {
-		for _, in := range rw.Inputs {
-			if err := g.upload(t, rw.New[in], in.Value()); err != nil {
+		for _, in := range c.rw.inputs {
+			if err := g.upload(t, in.nn, in.orig.Value()); err != nil {
 				return err
 			}
 		}
@@ -323,29 +315,25 @@ func (g *gpu) run(c *Compiled) error {
 				g.times = append(g.times, KernelTime{Kernel: op.name, Ops: op.ops, Seconds: ms / 1e3})
 			}
 		}
-		for nn, orig := range g.newOf {
-			if !c.read[orig] || isInput[nn] {
-				continue
-			}
-			if isConst(nn) { // known on the host (SizeOf, folded constants)
-				if v := nn.Value(); v != nil {
-					if err := G.UnsafeLet(orig, v); err != nil {
-						return fmt.Errorf("writing back %v: %w", orig.Name(), err)
+		for _, b := range c.back {
+			if isConst(b.nn) { // known on the host (SizeOf, folded constants)
+				if v := b.nn.Value(); v != nil {
+					if err := G.UnsafeLet(b.orig, v); err != nil {
+						return fmt.Errorf("writing back %v: %w", b.orig.Name(), err)
 					}
 				}
 				continue
 			}
-			v, err := g.download(t, nn)
+			v, err := g.download(t, b.nn)
 			if err != nil {
 				return err
 			}
-			if err := G.UnsafeLet(orig, v); err != nil {
-				return fmt.Errorf("writing back %v: %w", orig.Name(), err)
+			if err := G.UnsafeLet(b.orig, v); err != nil {
+				return fmt.Errorf("writing back %v: %w", b.orig.Name(), err)
 			}
 		}
 		return nil
 	})
-	c.Report.HostOps = g.hostOps
 	if err != nil && !strings.HasPrefix(err.Error(), "fusion: ") {
 		err = fmt.Errorf("fusion: %w", err)
 	}
@@ -413,7 +401,7 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled, isInput map[*G.Node]bool) err
 			if err := g.upload(t, n, v); err != nil {
 				return err
 			}
-			g.hostOps++
+			g.last.HostOps++
 		}
 	}
 	return nil
@@ -424,10 +412,22 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled, isInput map[*G.Node]bool) err
 // down.
 func (g *gpu) deviceTime() float64 { return g.devMs / 1e3 }
 
-func (g *gpu) kernelTimes() []KernelTime { return append([]KernelTime(nil), g.times...) }
+func (g *gpu) kernelTimes() []KernelTime {
+	if g.profile == nil {
+		return nil
+	}
+	return append([]KernelTime(nil), g.times...)
+}
+
+func (g *gpu) stats(s *Stats) {
+	s.HostOps, s.Uploads, s.Downloads, s.BytesUp, s.BytesDown = g.last.HostOps, g.last.Uploads, g.last.Downloads, g.last.BytesUp, g.last.BytesDown
+}
 
 // close frees the graph's buffers; the shared device stays open.
 func (g *gpu) close() error {
+	if g.dev == nil {
+		return nil
+	}
 	for _, b := range g.owned { // views and slices share these
 		g.dev.Free(b)
 	}

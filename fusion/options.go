@@ -1,6 +1,9 @@
 package fusion
 
 import (
+	"fmt"
+	"os"
+
 	G "gorgonia.org/gorgonia"
 
 	"github.com/tilefuse/tilefuse/tile"
@@ -15,10 +18,13 @@ const (
 )
 
 func (b Backend) String() string {
-	if b == CUDA {
+	switch b {
+	case CPU:
+		return "cpu"
+	case CUDA:
 		return "cuda"
 	}
-	return "cpu"
+	return fmt.Sprintf("Backend(%d)", uint8(b))
 }
 
 type config struct {
@@ -30,35 +36,78 @@ type config struct {
 	precision tile.Precision
 	maxGroup  int
 	profile   bool
+	readAll   bool
+	errs      []error // options given values they cannot take
+}
+
+// configure applies opts over the defaults and checks what they set.
+// TILEFUSE_DUMP, when set, is the dump directory unless WithDumpDir names one.
+func configure(opts []Option) (config, error) {
+	cfg := config{fuse: true, maxGroup: 64, dumpDir: os.Getenv("TILEFUSE_DUMP")}
+	for _, o := range opts {
+		if o == nil {
+			return cfg, fmt.Errorf("fusion: a nil Option")
+		}
+		o(&cfg)
+	}
+	if len(cfg.errs) > 0 {
+		return cfg, cfg.errs[0]
+	}
+	return cfg, nil
 }
 
 // Option configures Compile and NewTapeMachine.
 type Option func(*config)
 
 // WithBackend chooses where kernels run (default CPU).
-func WithBackend(b Backend) Option { return func(c *config) { c.backend = b } }
+func WithBackend(b Backend) Option {
+	return func(c *config) {
+		if b != CPU && b != CUDA {
+			c.errs = append(c.errs, fmt.Errorf("fusion: WithBackend(%v): no such backend (fusion.CPU or fusion.CUDA)", b))
+		}
+		c.backend = b
+	}
+}
 
 // WithFusion turns fusion off (false): every fusable op is its own kernel
 // on the same backend, the honest unfused baseline.
 func WithFusion(on bool) Option { return func(c *config) { c.fuse = on } }
 
 // WithKeep names nodes whose values the user reads, so that they are
-// written out even where they could fuse. Nodes the user named
-// (gorgonia.WithName) and the graph's outputs are always written out.
+// written out even where they could fuse (readable.go has the rule for the
+// nodes that always are). A nil node or a node of another graph is an error
+// of Compile.
 func WithKeep(nodes ...*G.Node) Option {
 	return func(c *config) { c.keep = append(c.keep, nodes...) }
 }
 
-// WithDumpDir writes every generated kernel's IR to dir/<kernel>.tile (the
-// environment variable TILEFUSE_DUMP adds codegen's .layout and .ptx on the GPU).
+// WithDumpDir writes each compile stage's output to dir/NN-<stage>.txt and
+// every generated kernel's IR to dir/<kernel>.tile. Without it, the
+// environment variable TILEFUSE_DUMP names the directory (and adds
+// codegen's stages on the GPU).
 func WithDumpDir(dir string) Option { return func(c *config) { c.dumpDir = dir } }
 
 // WithPrecision sets the precision of the dots in fused matrix products
 // (ieee or tf32; on the GPU, tf32 uses the tensor cores).
-func WithPrecision(p tile.Precision) Option { return func(c *config) { c.precision = p } }
+func WithPrecision(p tile.Precision) Option {
+	return func(c *config) {
+		if p != tile.PrecIEEE && p != tile.PrecTF32 {
+			c.errs = append(c.errs, fmt.Errorf("fusion: WithPrecision(%v): no such precision (tile.PrecIEEE or tile.PrecTF32)", p))
+		}
+		c.precision = p
+	}
+}
 
-// WithMaxGroup bounds the number of ops fused into one kernel (default 64).
-func WithMaxGroup(n int) Option { return func(c *config) { c.maxGroup = n } }
+// WithMaxGroup bounds the number of ops fused into one kernel (default 64;
+// at least 1).
+func WithMaxGroup(n int) Option {
+	return func(c *config) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("fusion: WithMaxGroup(%d): a kernel holds at least one op", n))
+		}
+		c.maxGroup = n
+	}
+}
 
 // WithMatMulFusion fuses 2-D matrix products with their elementwise epilogue
 // (bias, activation, residual) into one kernel, and attention
@@ -74,3 +123,9 @@ func WithMatMulFusion(on bool) Option { return func(c *config) { c.matmul = &on 
 // clock around the op. The timing costs a little: leave it off when timing
 // whole runs.
 func WithProfile(on bool) Option { return func(c *config) { c.profile = on } }
+
+// WithReadAll(true) gives every node of the user's graph its value after
+// RunAll, as Gorgonia's machine does: for debugging, and for checking
+// against Gorgonia. Each fused value a kernel would keep to itself becomes
+// one more output of it, written to memory on every run.
+func WithReadAll(on bool) Option { return func(c *config) { c.readAll = on } }

@@ -3,6 +3,8 @@ package fusion
 import (
 	"fmt"
 	"strings"
+
+	"github.com/tilefuse/tilefuse/ops"
 )
 
 // Report says what a compilation did.
@@ -11,9 +13,6 @@ type Report struct {
 	Fused   bool // false: fusion was turned off
 	Groups  []GroupInfo
 	Unfused []Unfused
-	// HostOps counts, on the GPU backend, the launches of unknown ops that
-	// ran on the CPU with copies in the last run.
-	HostOps int
 }
 
 // GroupInfo is one kernel.
@@ -60,8 +59,35 @@ func (r *Report) String() string {
 	for _, u := range r.Unfused {
 		fmt.Fprintf(&sb, "  not fused: %s [%s]: %s\n", u.Node, u.Op, u.Why)
 	}
-	if r.Backend == CUDA {
-		fmt.Fprintf(&sb, "  ops run on the CPU with copies in the last run: %d\n", r.HostOps)
-	}
 	return sb.String()
+}
+
+// buildReport is the report of a compilation, made once.
+func buildReport(c *compilation) *Report {
+	rep := &Report{Backend: c.cfg.backend, Fused: c.cfg.fuse}
+	for _, grp := range c.groups {
+		gi := GroupInfo{ID: grp.ID, Kind: grp.Kind.String(), Kernel: c.kernels[grp].Tile.Name, Root: grp.Root.G.Name()}
+		for _, m := range grp.Members {
+			gi.Ops = append(gi.Ops, m.Info.Name)
+		}
+		for _, x := range grp.Extra {
+			gi.Extra = append(gi.Extra, x.G.Name())
+		}
+		rep.Groups = append(rep.Groups, gi)
+	}
+	for _, n := range c.gr.Nodes {
+		why := n.Info.Why
+		switch {
+		case n.Group != nil || n.Info.Kind == ops.Input || n.Info.Kind == ops.Constant:
+			continue
+		case n.Info.Kind == ops.MatMul:
+			why = "a matrix product left to Gorgonia (WithMatMulFusion: off by default on a CPU without AVX2 and FMA, where BLAS is faster)"
+		case n.Info.Kind == ops.BatchedMatMul:
+			why = "a batched product left to Gorgonia (WithMatMulFusion: off by default on a CPU without AVX2 and FMA, where BLAS is faster; under it, 3-D products fuse, attention into one kernel)"
+		case why == "":
+			why = "not fused: " + n.Info.Kind.String()
+		}
+		rep.Unfused = append(rep.Unfused, Unfused{Node: n.G.Name(), Op: n.Info.Name, Why: why})
+	}
+	return rep
 }

@@ -5,13 +5,11 @@ import (
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
-
-	"github.com/tilefuse/tilefuse/graphpass"
 )
 
-// TestWriteOut: the partition writes out what the user can read — kept and
-// named nodes, gradients, scalars, outputs —
-// and nothing else, so inner values fuse away.
+// TestWriteOut: the readable set, which the partition writes out, holds
+// what the user can read — kept and named nodes, gradients, scalars,
+// outputs — and nothing else, so inner values fuse away.
 func TestWriteOut(t *testing.T) {
 	g := G.NewGraph()
 	w := G.NewMatrix(g, tensor.Float64, G.WithShape(3, 3), G.WithName("w"))
@@ -26,11 +24,7 @@ func TestWriteOut(t *testing.T) {
 	if _, err := G.Grad(cost, w); err != nil {
 		t.Fatal(err)
 	}
-	gr, err := graphpass.Import(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := writeOut(gr, []*G.Node{kept})
+	out := compileThrough(t, g, "readable", WithKeep(kept)).isRead
 	cases := []struct {
 		name string
 		n    *G.Node

@@ -2,9 +2,9 @@
 // each into one tile kernel: Import reads the graph (forward and backward
 // nodes alike) into a DAG whose nodes carry the ops catalogue's
 // classification; Partition groups them; Emit writes each group's kernel,
-// generated from its op DAG; Rewrite replays the graph into a new one in
-// which every group is one node. It executes nothing: the node a group
-// becomes is made by the caller (package fusion).
+// generated from its op DAG. It executes nothing: package fusion runs these
+// as stages of its compile, replays the graph into a new one in which
+// every group is one node, and runs that.
 //
 // Group kinds are one table (kinds.go), one file per kind, each with its
 // rules: which node starts a group of it, which nodes join one, whether it

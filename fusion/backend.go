@@ -1,0 +1,73 @@
+package fusion
+
+import (
+	"errors"
+)
+
+// backend runs a compiled graph: the CPU backend (cpu.go) or the GPU
+// backend (gpu_cuda.go, the tilefuse_cuda build). Both take the rewritten
+// graph's nodes in Compiled.rw.order, read the user's inputs from
+// Compiled.rw.inputs and write back Compiled.back, the readable set.
+type backend interface {
+	// prepare binds the backend to the compiled graph (the load stage):
+	// whatever can be done once is done here, so that an error is an
+	// error of NewTapeMachine and the first run is as fast as the others.
+	prepare(c *Compiled) error
+	// run runs the graph once: the user's input values in, the readable
+	// set's values out (into the user's nodes).
+	run() error
+	// deviceTime is the last run's compute on the device in seconds (0 on
+	// the CPU, or before a run).
+	deviceTime() float64
+	// kernelTimes is each kernel's time in the last run (WithProfile; nil
+	// without it).
+	kernelTimes() []KernelTime
+	// stats adds the backend's counts of the last run to s.
+	stats(s *Stats)
+	close() error
+}
+
+// KernelTime is one kernel's time in a run (WithProfile): device time on
+// the GPU, wall time on the CPU.
+type KernelTime struct {
+	Kernel  string
+	Ops     []string // the ops it runs
+	Seconds float64
+}
+
+// Stats are a machine's statistics: what its runs did, where the Report is
+// what compilation did.
+type Stats struct {
+	Runs int // completed runs
+	// DeviceTime is the last run's compute on the GPU in seconds, measured
+	// with events (0 on the CPU backend).
+	DeviceTime float64
+	// HostOps is the number of ops tilefuse does not know that ran on the
+	// CPU with copies in the last run (GPU backend; 0 on the CPU backend,
+	// where every op runs on the host).
+	HostOps int
+	// Uploads and Downloads are the last run's host↔device copies (GPU
+	// backend): the graph's inputs and host ops' results up, the readable
+	// values and host ops' operands down; Bytes* are their sizes.
+	Uploads, Downloads int
+	BytesUp, BytesDown int64
+}
+
+var (
+	newGPUBackend func() backend // the tilefuse_cuda build sets it
+	openDevice    func() error   // opens the shared GPU (tilefuse_cuda build)
+)
+
+// Available says whether backend b can run here: the CPU always can; CUDA
+// needs the tagged build and a GPU. For CUDA it creates the process's GPU
+// context now (once; machines share it), so that the first NewTapeMachine
+// does not pay for it.
+func Available(b Backend) error {
+	if b != CUDA {
+		return nil
+	}
+	if openDevice == nil {
+		return errors.New("fusion: the CUDA backend needs the tagged build: go build -tags tilefuse_cuda (see README)")
+	}
+	return openDevice()
+}

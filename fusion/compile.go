@@ -1,0 +1,431 @@
+package fusion
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	G "gorgonia.org/gorgonia"
+
+	"github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/ops"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// Compiled is a graph after fusion. It does not change after Compile
+// returns: a machine's per-run statistics are Machine.Stats.
+type Compiled struct {
+	// Graph is the rewritten graph: one FusedOp node per group.
+	Graph  *G.ExprGraph
+	Report *Report
+	cfg    config
+	rw     *rewritten
+	// readable is the set of the user's nodes that hold their value after
+	// a run (readable.go); back is the part of it that a run writes back
+	// (every readable node but the inputs), the same on every backend.
+	readable map[*G.Node]bool
+	back     []binding
+	reads    []read // gorgonia.Read statements of the user's graph
+}
+
+// read is a gorgonia.Read(n, into) of the user's graph: after each run the
+// machine writes n's value into *into, as Gorgonia's machine does.
+type read struct {
+	n    *G.Node
+	into *G.Value
+}
+
+// binding ties a node of the user's graph (orig) to its node in the
+// rewritten graph (nn).
+type binding struct {
+	orig, nn *G.Node
+}
+
+// compilation is what the stages of compile fill in, each from what the
+// stages before it left.
+type compilation struct {
+	g   *G.ExprGraph
+	cfg config
+
+	reads    []read                                 // import: gorgonia.Read statements
+	gr       *graphpass.Graph                       // import
+	readable []*graphpass.Node                      // readable: operands first
+	isRead   map[*G.Node]bool                       // readable, as a set
+	groups   []*graphpass.Group                     // partition
+	kernels  map[*graphpass.Group]*graphpass.Kernel // emit
+	prepared map[*graphpass.Group]prepared          // prepare
+	rw       *rewritten                             // rewrite
+	back     []binding                              // rewrite: what a run writes back
+	be       backend                                // load (a machine's compile only)
+	out      *Compiled                              // the result, once made
+}
+
+// stage is one step of compile: a plain function over the compilation, the
+// verifier that checks what it left (nil: the stage checks its own output
+// as it goes), and the text of its output for the dump directory (nil: no
+// dump, or the stage writes its own files).
+type stage struct {
+	name  string
+	run   func(*compilation) error
+	check func(*compilation) error
+	dump  func(*compilation) string
+}
+
+// stages is the compiler, in order. Compile runs all but the last;
+// NewTapeMachine runs all of them.
+var stages = [...]stage{
+	// import reads the user's graph into graphpass's DAG, each node
+	// classified by package ops, and finds the gorgonia.Read statements.
+	// First: every later stage works on that DAG.
+	{"import", importGraph, checkImport, dumpImport},
+	// readable decides, once, which of the user's nodes hold a value after
+	// a run (the rule is in readable.go). Before partition, which writes
+	// each of them out of its kernel; the rewrite and both backends write
+	// back exactly this set.
+	{"readable", planReadable, checkReadable, dumpReadable},
+	// partition groups the fusable nodes; each group becomes one kernel.
+	{"partition", partition, checkPartition, dumpPartition},
+	// emit writes each group's tile kernel (the builder verifies each as
+	// it builds it). Its dump is one <kernel>.tile file per kernel.
+	{"emit", emit, nil, nil},
+	// verify runs tile's verifier on every kernel again and checks each
+	// kernel's signature against its group (a pointer per input and per
+	// output), before anything runs a kernel.
+	{"verify", verifyKernels, nil, nil},
+	// prepare gives each kernel its executable form on the CPU, from the
+	// CPU backend's cache. Before the rewrite, which runs the kernels of
+	// groups that read only constants (folding them into constants), and
+	// whose FusedOps run it in Do (Gorgonia's machine over Compiled.Graph,
+	// and the CPU backend).
+	{"prepare", prepareKernels, nil, nil},
+	// rewrite replays the graph into a new one, each group one FusedOp
+	// node, and lists the new graph's nodes in the order they run: the one
+	// topological sort of the rewritten graph, which the backends take.
+	{"rewrite", rewrite, checkRewrite, dumpRewrite},
+	// load binds the backend to the rewritten graph: the CPU backend's
+	// steps, the GPU backend's buffers and loaded PTX (code generation
+	// specialises each kernel to its buffers' alignment, which only the
+	// rewritten graph lays out). Last, and only for a machine.
+	{"load", loadBackend, nil, nil},
+}
+
+// Compile fuses g: it imports it, partitions it, writes a kernel per group
+// and replays it into a new graph. g itself is not changed. Call it after
+// gorgonia.Grad, so that the backward pass fuses too.
+func Compile(g *G.ExprGraph, opts ...Option) (*Compiled, error) {
+	c, err := compile(g, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return c.compiled(), nil
+}
+
+// compile runs the stages in order, each stage's verifier after it and,
+// with a dump directory, writes each stage's output there as
+// NN-<stage>.txt. withBackend runs the last stage (load) too.
+func compile(g *G.ExprGraph, opts []Option, withBackend bool) (c *compilation, err error) {
+	defer recoverTo(&err, "compiling")
+	if g == nil {
+		return nil, fmt.Errorf("fusion: Compile of a nil graph")
+	}
+	cfg, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	c = &compilation{g: g, cfg: cfg}
+	last := len(stages)
+	if !withBackend {
+		last--
+	}
+	for i, st := range stages[:last] {
+		if err := st.run(c); err != nil {
+			return nil, stageErr(st.name, err)
+		}
+		if st.check != nil {
+			if err := st.check(c); err != nil {
+				c.close()
+				return nil, fmt.Errorf("fusion: the %s stage's output fails its check (a tilefuse bug): %w", st.name, err)
+			}
+		}
+		if cfg.dumpDir != "" && st.dump != nil {
+			if err := writeDump(cfg.dumpDir, fmt.Sprintf("%02d-%s.txt", i+1, st.name), st.dump(c)); err != nil {
+				c.close()
+				return nil, err
+			}
+		}
+	}
+	return c, nil
+}
+
+// stageErr gives a stage's error the package's prefix once.
+func stageErr(stage string, err error) error {
+	if s := err.Error(); len(s) > 8 && s[:8] == "fusion: " {
+		return err
+	}
+	return fmt.Errorf("fusion: %s: %w", stage, err)
+}
+
+// close releases what the load stage took (the backend), if it ran.
+func (c *compilation) close() {
+	if c.be != nil {
+		c.be.close()
+		c.be = nil
+	}
+}
+
+// compiled is the result of the stages up to the rewrite, with its report.
+func (c *compilation) compiled() *Compiled {
+	if c.out == nil {
+		c.out = &Compiled{Graph: c.rw.graph, Report: buildReport(c), cfg: c.cfg, rw: c.rw, readable: c.isRead, back: c.back, reads: c.reads}
+	}
+	return c.out
+}
+
+// importGraph is the import stage.
+func importGraph(c *compilation) error {
+	for _, n := range c.g.AllNodes() {
+		if ops.IsSet(n.Op()) {
+			return fmt.Errorf("fusion: %v: gorgonia.Set statements are not supported (Gorgonia v0.9.18's own tape machine leaves the node unchanged); Let new values between runs, or use a solver", n.Name())
+		}
+		if into, ok := ops.ReadTarget(n.Op()); ok {
+			ch := c.g.From(n.ID())
+			if !ch.Next() {
+				return fmt.Errorf("fusion: %v reads no node", n.Name())
+			}
+			c.reads = append(c.reads, read{ch.Node().(*G.Node), into})
+		}
+	}
+	gr, err := graphpass.Import(c.g)
+	if err != nil {
+		return err
+	}
+	c.gr = gr
+	return nil
+}
+
+// checkImport: the DAG lists every node once, operands before users, and
+// its user lists mirror its operand lists.
+func checkImport(c *compilation) error {
+	at := map[*graphpass.Node]int{}
+	for i, n := range c.gr.Nodes {
+		if _, dup := at[n]; dup {
+			return fmt.Errorf("%v listed twice", n)
+		}
+		if c.gr.Lookup(n.G) != n {
+			return fmt.Errorf("%v is not its Gorgonia node's", n)
+		}
+		at[n] = i
+	}
+	uses := map[[2]*graphpass.Node]int{}
+	for i, n := range c.gr.Nodes {
+		for _, in := range n.Inputs {
+			j, ok := at[in]
+			if !ok || j >= i {
+				return fmt.Errorf("%v reads %v, which does not come before it", n, in)
+			}
+			uses[[2]*graphpass.Node{in, n}]++
+		}
+	}
+	for _, n := range c.gr.Nodes {
+		for _, u := range n.Users {
+			k := [2]*graphpass.Node{n, u}
+			if uses[k] == 0 {
+				return fmt.Errorf("%v lists user %v, which does not read it", n, u)
+			}
+			uses[k]--
+		}
+	}
+	for k, left := range uses {
+		if left != 0 {
+			return fmt.Errorf("%v reads %v, which does not list it as a user", k[1], k[0])
+		}
+	}
+	return nil
+}
+
+func dumpImport(c *compilation) string {
+	var sb textBuf
+	for i, n := range c.gr.Nodes {
+		sb.f("%4d %-40s %-16v %v", i, n.G.Name(), n.Info.Kind, n.Info.Shape)
+		if n.Info.Why != "" {
+			sb.f("  (%s)", n.Info.Why)
+		}
+		sb.f("\n")
+	}
+	return sb.String()
+}
+
+// partition is the partition stage: the readable set is written out.
+func partition(c *compilation) error {
+	matmul := c.cfg.backend == CUDA || tile.VectorDot()
+	if c.cfg.matmul != nil {
+		matmul = *c.cfg.matmul
+	}
+	c.groups = graphpass.Partition(c.gr, graphpass.Options{WriteOut: c.isRead, MaxGroup: c.cfg.maxGroup, Off: !c.cfg.fuse, MatMul: matmul})
+	return nil
+}
+
+// checkPartition: every group's members are in it and nowhere else, its
+// root and extra outputs are members, its inputs are not, and every
+// readable member is an output of its group.
+func checkPartition(c *compilation) error {
+	seen := map[*graphpass.Node]*graphpass.Group{}
+	for i, grp := range c.groups {
+		if grp.ID != i {
+			return fmt.Errorf("%v has ID %d at position %d", grp, grp.ID, i)
+		}
+		if len(grp.Members) == 0 || grp.Members[len(grp.Members)-1] != grp.Root {
+			return fmt.Errorf("%v: the root is not its last member", grp)
+		}
+		outs := map[*graphpass.Node]bool{grp.Root: true}
+		for _, x := range grp.Extra {
+			outs[x] = true
+		}
+		for _, m := range grp.Members {
+			if m.Group != grp || seen[m] != nil {
+				return fmt.Errorf("%v: member %v belongs to %v", grp, m, m.Group)
+			}
+			seen[m] = grp
+			if c.isRead[m.G] && !outs[m] {
+				return fmt.Errorf("%v: %v, which the user reads, is not one of its outputs", grp, m)
+			}
+		}
+		for x := range outs {
+			if seen[x] != grp {
+				return fmt.Errorf("%v: output %v is not a member", grp, x)
+			}
+		}
+		for _, in := range grp.Inputs {
+			if in.Group == grp {
+				return fmt.Errorf("%v: input %v is a member", grp, in)
+			}
+		}
+	}
+	for _, n := range c.gr.Nodes {
+		if n.Group != nil && seen[n] != n.Group {
+			return fmt.Errorf("%v is in %v, which does not list it", n, n.Group)
+		}
+	}
+	return nil
+}
+
+func dumpPartition(c *compilation) string {
+	var sb textBuf
+	for _, grp := range c.groups {
+		sb.f("%v\n", grp)
+		for _, m := range grp.Members {
+			sb.f("    %s [%s]\n", m.G.Name(), m.Info.Name)
+		}
+		for _, x := range grp.Extra {
+			sb.f("  extra output %s\n", x.G.Name())
+		}
+		for i, in := range grp.Inputs {
+			sb.f("  in%d %s\n", i, in.G.Name())
+		}
+	}
+	return sb.String()
+}
+
+// emit is the emit stage; with a dump directory each kernel's IR goes to
+// <kernel>.tile.
+func emit(c *compilation) error {
+	c.kernels = make(map[*graphpass.Group]*graphpass.Kernel, len(c.groups))
+	for _, grp := range c.groups {
+		k, err := graphpass.Emit(grp, c.cfg.precision)
+		if err != nil {
+			return err
+		}
+		c.kernels[grp] = k
+		if c.cfg.dumpDir != "" {
+			if err := writeDump(c.cfg.dumpDir, k.Tile.Name+".tile", k.Tile.String()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// verifyKernels is the verify stage.
+func verifyKernels(c *compilation) error {
+	for _, grp := range c.groups {
+		k := c.kernels[grp]
+		if k == nil || k.Tile == nil {
+			return fmt.Errorf("%v has no kernel", grp)
+		}
+		if err := k.Tile.Verify(); err != nil {
+			return fmt.Errorf("%v: %w", grp, err)
+		}
+		if want := len(grp.Inputs) + 1 + len(grp.Extra); len(k.Tile.Params) != want || k.Outs != 1+len(grp.Extra) {
+			return fmt.Errorf("%v: kernel %s takes %d parameters for %d outputs; the group has %d inputs and %d outputs", grp, k.Tile.Name, len(k.Tile.Params), k.Outs, len(grp.Inputs), 1+len(grp.Extra))
+		}
+		for i, p := range k.Tile.Params {
+			if !p.Type.Ptr {
+				return fmt.Errorf("%v: kernel %s: parameter %d is not a pointer", grp, k.Tile.Name, i)
+			}
+		}
+	}
+	return nil
+}
+
+// prepared is a kernel ready to run on the CPU: its executable form, and
+// its IR text (which keys the cache and a FusedOp's hash).
+type prepared struct {
+	exec *tile.Exec
+	text string
+}
+
+// prepareKernels is the prepare stage.
+func prepareKernels(c *compilation) error {
+	c.prepared = make(map[*graphpass.Group]prepared, len(c.groups))
+	for _, grp := range c.groups {
+		k := c.kernels[grp].Tile
+		text := k.String()
+		e, err := cpuKernels.get(text, k)
+		if err != nil {
+			return fmt.Errorf("fusion: %v: %w", grp, err)
+		}
+		c.prepared[grp] = prepared{e, text}
+	}
+	return nil
+}
+
+// loadBackend is the load stage.
+func loadBackend(c *compilation) error {
+	cc := c.compiled()
+	var be backend
+	if c.cfg.backend == CUDA {
+		if newGPUBackend == nil {
+			return Available(CUDA)
+		}
+		be = newGPUBackend()
+	} else {
+		be = &cpuBackend{}
+	}
+	if err := be.prepare(cc); err != nil {
+		be.close()
+		return err
+	}
+	c.be = be
+	return nil
+}
+
+// writeDump writes one file of the dump directory.
+func writeDump(dir, name, text string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("fusion: dump: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+		return fmt.Errorf("fusion: dump: %w", err)
+	}
+	return nil
+}
+
+// recoverTo turns a panic below the API on this goroutine (Gorgonia panics in
+// places, as in NewConstant) into an error. A panic inside an op that
+// Gorgonia's tape machine runs happens on that machine's own goroutine and
+// cannot be caught here.
+func recoverTo(err *error, what string) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("fusion: %s: %v", what, r)
+	}
+}

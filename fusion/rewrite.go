@@ -1,0 +1,273 @@
+package fusion
+
+import (
+	"fmt"
+	"sort"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/ops"
+)
+
+// rewritten is the graph the rewrite stage replays.
+type rewritten struct {
+	graph *G.ExprGraph
+	// new maps each original node that has a value in the new graph to its
+	// node there: inputs, nodes left as they are, and the outputs of groups.
+	new map[*G.Node]*G.Node
+	// inputs are the original graph's input nodes, and their new nodes.
+	inputs []binding
+	// order is every node of the new graph, operands first, in the order
+	// they were made: the backends run it in this order and sort nothing.
+	order []*G.Node
+}
+
+// rewrite is the rewrite stage: it replays the imported graph into a new
+// one, each group one FusedOp node (with a PartOp node for each output of
+// a group that has several), a group that reads only constants folded into
+// a constant by running its kernel now, every other node applied again with
+// its own op (guarded, so that a panic in it becomes an error). Nodes inside
+// groups have no counterpart.
+func rewrite(c *compilation) error {
+	g2 := G.NewGraph()
+	rw := &rewritten{graph: g2, new: map[*G.Node]*G.Node{}}
+	made := map[*G.Node]bool{}
+	add := func(nn *G.Node) *G.Node { // ApplyOp hash-conses: a node may come back
+		if !made[nn] {
+			made[nn] = true
+			rw.order = append(rw.order, nn)
+		}
+		return nn
+	}
+	units, err := unitOrder(c.gr)
+	if err != nil {
+		return err
+	}
+	for _, n := range units {
+		on := n.G
+		switch {
+		case n.Info.Kind == ops.Input:
+			var nn *G.Node
+			if on.IsScalar() {
+				nn = G.NewScalar(g2, on.Dtype(), G.WithName(on.Name()))
+			} else {
+				nn = G.NewTensor(g2, on.Dtype(), on.Shape().Dims(), G.WithShape(on.Shape().Clone()...), G.WithName(on.Name()))
+			}
+			rw.new[on] = add(nn)
+			rw.inputs = append(rw.inputs, binding{on, nn})
+		case n.Group != nil: // the group's root stands for the group
+			grp := n.Group
+			op, err := newFusedOp(grp, c.kernels[grp], c.prepared[grp])
+			if err != nil {
+				return err
+			}
+			var nn *G.Node
+			if len(grp.Inputs) == 0 { // constants only: evaluate it once, now
+				v, err := op.Do()
+				if err != nil {
+					return fmt.Errorf("folding %v: %w", grp, err)
+				}
+				nn = G.NewConstant(v, G.WithName(on.Name()), G.In(g2))
+			} else {
+				args, err := rw.values(grp.Inputs, grp)
+				if err != nil {
+					return err
+				}
+				if nn, err = applyIn(op, args); err != nil {
+					return fmt.Errorf("%v: %w", grp, err)
+				}
+			}
+			if !isConst(nn) {
+				add(nn)
+			}
+			if len(grp.Extra) == 0 {
+				rw.new[on] = nn
+				break
+			}
+			for i, o := range append([]*graphpass.Node{grp.Root}, grp.Extra...) {
+				pop, err := newPartOp(grp, c.kernels[grp], i)
+				if err != nil {
+					return err
+				}
+				pn, err := applyIn(pop, []*G.Node{nn})
+				if err != nil {
+					return fmt.Errorf("%v: output %d: %w", grp, i, err)
+				}
+				rw.new[o.G] = add(pn)
+			}
+		case n.Info.Kind == ops.Constant && !isConst(on):
+			// SizeOf: its value is known from the shape; as a constant it
+			// needs no operand (which may live inside a kernel now)
+			var v any = n.Info.Value
+			if on.Dtype() == tensor.Float32 {
+				v = float32(n.Info.Value)
+			}
+			rw.new[on] = G.NewConstant(v, G.WithName(on.Name()), G.In(g2))
+		case isConst(on):
+			rw.new[on] = G.NewConstant(on.Value(), G.WithName(on.Name()), G.In(g2))
+		default:
+			args, err := rw.values(n.Inputs, n)
+			if err != nil {
+				return err
+			}
+			nn, err := applyIn(guard(on.Op()), args)
+			if err != nil {
+				return fmt.Errorf("replaying %v: %w", n, err)
+			}
+			rw.new[on] = add(nn)
+		}
+	}
+	// A constant joins the graph as a clone of its node when an op first
+	// reads it (ExprGraph.AddNode), and not at all if none does: the clones
+	// read nothing and go first; rw.new keeps the node NewConstant made,
+	// which holds the same value.
+	var consts []*G.Node
+	for _, n := range g2.AllNodes() {
+		if !made[n] {
+			consts = append(consts, n)
+		}
+	}
+	rw.order = append(consts, rw.order...)
+	c.rw = rw
+	for _, n := range c.readable {
+		if nn := rw.new[n.G]; nn != nil {
+			c.back = append(c.back, binding{n.G, nn})
+		}
+	}
+	return nil
+}
+
+// checkRewrite: the order lists every node of the new graph once, operands
+// first; every readable node has a value in the new graph.
+func checkRewrite(c *compilation) error {
+	rw := c.rw
+	at := make(map[*G.Node]int, len(rw.order))
+	for i, n := range rw.order {
+		if _, dup := at[n]; dup {
+			return fmt.Errorf("node %v listed twice", n.Name())
+		}
+		at[n] = i
+	}
+	all := rw.graph.AllNodes()
+	if len(all) != len(rw.order) {
+		return fmt.Errorf("the new graph has %d nodes, the order %d", len(all), len(rw.order))
+	}
+	for _, n := range all {
+		if _, ok := at[n]; !ok {
+			return fmt.Errorf("node %v of the new graph is not in the order", n.Name())
+		}
+	}
+	for i, n := range rw.order {
+		for _, a := range operands(rw.graph, n) {
+			if j, ok := at[a]; !ok || j >= i {
+				return fmt.Errorf("%v reads %v, which does not come before it", n.Name(), a.Name())
+			}
+		}
+	}
+	if len(c.back) != len(c.readable) {
+		for _, n := range c.readable {
+			if rw.new[n.G] == nil {
+				return fmt.Errorf("%v, which the user reads, has no value in the new graph", n)
+			}
+		}
+	}
+	return nil
+}
+
+func dumpRewrite(c *compilation) string {
+	var sb textBuf
+	for i, n := range c.rw.order {
+		sb.f("%4d %-40s %v", i, n.Name(), n.Op())
+		var args []string
+		for _, a := range operands(c.rw.graph, n) {
+			args = append(args, a.Name())
+		}
+		if len(args) > 0 {
+			sb.f(" ← %v", args)
+		}
+		sb.f("\n")
+	}
+	return sb.String()
+}
+
+// values are the new graph's nodes for operands of user (a group or a node).
+func (rw *rewritten) values(operands []*graphpass.Node, user fmt.Stringer) ([]*G.Node, error) {
+	args := make([]*G.Node, len(operands))
+	for i, in := range operands {
+		if args[i] = rw.new[in.G]; args[i] == nil {
+			return nil, fmt.Errorf("%v: operand %v has no value in the new graph", user, in)
+		}
+	}
+	return args, nil
+}
+
+// unitOrder orders the units of the rewritten graph, each group (stood for
+// by its root) and each node outside groups, so that each comes after every
+// unit it reads from: an extra output may be read before its group's root
+// in the original order. Ties keep the original order.
+func unitOrder(gr *graphpass.Graph) ([]*graphpass.Node, error) {
+	unit := func(n *graphpass.Node) *graphpass.Node {
+		if n.Group != nil {
+			return n.Group.Root
+		}
+		return n
+	}
+	index := make(map[*graphpass.Node]int, len(gr.Nodes))
+	for i, n := range gr.Nodes {
+		index[n] = i
+	}
+	deps := map[*graphpass.Node]int{}
+	users := map[*graphpass.Node][]*graphpass.Node{}
+	edge := map[[2]*graphpass.Node]bool{}
+	var all []*graphpass.Node
+	for _, n := range gr.Nodes {
+		u := unit(n)
+		if u == n {
+			all = append(all, u)
+			deps[u] += 0
+		}
+		if n.Info.Kind == ops.Constant && n.Group == nil {
+			continue // SizeOf: replayed as a constant, it reads no operand
+		}
+		for _, in := range n.Inputs {
+			v := unit(in)
+			if v == u || edge[[2]*graphpass.Node{v, u}] {
+				continue
+			}
+			edge[[2]*graphpass.Node{v, u}] = true
+			deps[u]++
+			users[v] = append(users[v], u)
+		}
+	}
+	var ready, order []*graphpass.Node
+	for _, u := range all {
+		if deps[u] == 0 {
+			ready = append(ready, u)
+		}
+	}
+	for len(ready) > 0 {
+		sort.Slice(ready, func(i, j int) bool { return index[ready[i]] < index[ready[j]] })
+		u := ready[0]
+		ready = ready[1:]
+		order = append(order, u)
+		for _, v := range users[u] {
+			if deps[v]--; deps[v] == 0 {
+				ready = append(ready, v)
+			}
+		}
+	}
+	if len(order) != len(all) {
+		return nil, fmt.Errorf("the groups depend on each other in a cycle (%d of %d units ordered)", len(order), len(all))
+	}
+	return order, nil
+}
+
+// applyIn applies op to args in their graph (ApplyOp takes it from them).
+func applyIn(op G.Op, args []*G.Node) (*G.Node, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("op %v without operands cannot be replayed", op)
+	}
+	return G.ApplyOp(op, args...)
+}
