@@ -181,7 +181,9 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			v = b.Load(p, nil, nil) // a scalar: every lane uses it
 		} else {
 			var m *tile.Value
-			if e.mask != nil {
+			if e.mask != nil && !idx.Type.Shape.IsScalar() {
+				// a scalar index (a row group's row, the program id) is in
+				// range: every lane reads that one element
 				m = b.BroadcastTo(e.mask, idx.Type.Shape)
 			}
 			v = b.Load(b.AddPtr(p, idx), m, nil)

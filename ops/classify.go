@@ -252,6 +252,11 @@ func readSoftmax(n *G.Node, op G.Op, info *Info) string {
 	if r := len(info.Shape); r == 0 || axes != -1 && axes != r-1 {
 		return "softmax along an axis other than the last"
 	}
+	if axes == -1 && tensor.Shape(info.Shape).IsColVec() {
+		// Gorgonia's SoftMax takes an (n, 1) matrix along axis 0, and its
+		// backward (SoftmaxDiff) along the last axis: both run as it runs them
+		return "a softmax of a column vector (n, 1), which Gorgonia takes along axis 0"
+	}
 	info.Log = isLog
 	return ""
 }

@@ -18,6 +18,8 @@ func TestClassify(t *testing.T) {
 	y := G.NewMatrix(g, tensor.Float32, G.WithShape(2, 3), G.WithName("y"))
 	v := G.NewVector(g, tensor.Float32, G.WithShape(3), G.WithName("v"))
 	xi := G.NewMatrix(g, tensor.Int, G.WithShape(2, 3), G.WithName("xi"))
+	col := G.NewMatrix(g, tensor.Float32, G.WithShape(3, 1), G.WithName("col"))
+	row := G.NewMatrix(g, tensor.Float32, G.WithShape(1, 3), G.WithName("row"))
 	must := G.Must
 	cases := []struct {
 		name string
@@ -50,6 +52,8 @@ func TestClassify(t *testing.T) {
 		{"slice of one index (drops the axis)", must(G.Slice(x, nil, G.S(2))), Opaque, func(i Info) bool { return i.Why != "" }},
 		{"concat", must(G.Concat(1, x, y)), Concat, func(i Info) bool { return i.Axes[0] == 1 }},
 		{"softmax", must(G.SoftMax(x)), Softmax, func(i Info) bool { return !i.Log }},
+		{"softmax of a column vector (Gorgonia's: along axis 0)", must(G.SoftMax(col)), Opaque, func(i Info) bool { return i.Why != "" }},
+		{"softmax of a row vector", must(G.SoftMax(row)), Softmax, nil},
 	}
 	bc := must(G.BroadcastAdd(x, v, nil, []byte{0}))
 	ch := g.From(bc.ID())

@@ -1,0 +1,99 @@
+package fusion_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/fusion"
+)
+
+// Bugs FuzzFusion found, each as a plain test of the smallest graph that
+// shows it (the fuzzer's own inputs are in testdata/fuzz/FuzzFusion).
+
+// TestRowKernelReadsAPerRowValue: the backward of a softmax whose output is
+// reduced along its rows fuses into a row kernel that reads a per-row value
+// of another kernel at the row's index (one scalar per program). Its load
+// took the row's lane mask (rows not a multiple of the block) and failed to
+// compile: "broadcast: cannot broadcast tensor<128xi1> to i1".
+func TestRowKernelReadsAPerRowValue(t *testing.T) {
+	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+		t.Run(dt.String(), func(t *testing.T) {
+			build := func() (*G.ExprGraph, *G.Node, *G.Node, G.Nodes) {
+				g := G.NewGraph()
+				x := G.NewMatrix(g, dt, G.WithShape(5, 100), G.WithName("x"))
+				y := G.Must(G.SoftMax(x))
+				z := G.Must(G.BroadcastSub(y, G.Must(G.Max(y, 1)), nil, []byte{1}))
+				loss := G.Must(G.Sum(G.Must(G.Square(G.Must(G.Exp(z))))))
+				grads, err := G.Grad(loss, x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return g, x, loss, grads
+			}
+			rng := rand.New(rand.NewPCG(3, 3))
+			xv := data(dt, rng, 5, 100)
+			gRef, xRef, lossRef, gradRef := build()
+			g, x, loss, grad := build()
+			G.Let(xRef, xv)
+			G.Let(x, xv.Clone())
+			vmRef := G.NewTapeMachine(gRef)
+			defer vmRef.Close()
+			vm := fusion.NewTapeMachine(g)
+			defer vm.Close()
+			if err := vmRef.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			tol := 1e-12
+			if dt == tensor.Float32 {
+				tol = 1e-5
+			}
+			if a, b := scalar(lossRef.Value()), scalar(loss.Value()); math.Abs(a-b) > tol*math.Abs(a) {
+				t.Fatalf("loss %v fused, %v in Gorgonia", b, a)
+			}
+			closeTo(t, "∂loss/∂x", floats(grad[0].Value()), floats(gradRef[0].Value()), tol)
+		})
+	}
+}
+
+// TestColumnVectorSoftmaxIsGorgonias: Gorgonia's SoftMax takes an (n, 1)
+// matrix along axis 0 (a column vector), not along its rows of one; the
+// fused machine gave 1 everywhere. Such a softmax is left to Gorgonia, and
+// so is its backward (which Gorgonia takes along the last axis: its own,
+// inconsistent, gradient).
+func TestColumnVectorSoftmaxIsGorgonias(t *testing.T) {
+	for _, log := range []bool{false, true} {
+		g := G.NewGraph()
+		x := G.NewMatrix(g, tensor.Float64, G.WithShape(4, 1), G.WithName("x"))
+		sm := G.SoftMax
+		if log {
+			sm = G.LogSoftMax
+		}
+		y := G.Must(sm(x))
+		G.Must(G.Sum(y))
+		vm := fusion.NewTapeMachine(g, fusion.WithKeep(y))
+		defer vm.Close()
+		G.Let(x, tensor.New(tensor.WithShape(4, 1), tensor.WithBacking([]float64{0, 1, 2, 3})))
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float64, 4)
+		s := 0.0
+		for i := range want {
+			s += math.Exp(float64(i))
+		}
+		for i := range want {
+			want[i] = math.Exp(float64(i)) / s
+			if log {
+				want[i] = float64(i) - math.Log(s)
+			}
+		}
+		closeTo(t, "softmax along axis 0", floats(y.Value()), want, 1e-12)
+	}
+}
