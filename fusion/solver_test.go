@@ -539,7 +539,11 @@ func TestSolverKernels(t *testing.T) {
 			if dt == tensor.Float32 {
 				tol = 1e-5
 			}
-			for _, n := range []int{1, 1000, 2500} {
+			sizes := []int{1, 1000, 2500}
+			if testing.Short() {
+				sizes = sizes[2:] // -short (the race run): the multi-program size
+			}
+			for _, n := range sizes {
 				t.Run(fmt.Sprintf("%s/%v/%d", name, dt, n), func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(n), 11))
 					// padded backing arrays, [n values | pad poison]; the
@@ -623,6 +627,9 @@ func TestSolverKernels(t *testing.T) {
 // TILEFUSE_REQUIRE_PTXAS=1, as in CI): all kernels of a target in one
 // module, one ptxas run per target.
 func TestSolverKernelsPTX(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the full run lowers and assembles the solver kernels")
+	}
 	ptxas, err := exec.LookPath("ptxas")
 	if err != nil && os.Getenv("TILEFUSE_REQUIRE_PTXAS") != "" {
 		t.Fatalf("ptxas is required (TILEFUSE_REQUIRE_PTXAS is set) but not found: %v", err)
