@@ -21,6 +21,8 @@ type Device struct {
 	Arch    int // compute capability, e.g. 90
 	SMs     int
 	MemSize int64
+	// per program (block): the most threads, and the static shared memory in bytes
+	MaxThreads, SharedMemory int
 
 	work chan func()
 	done chan struct{}
@@ -54,6 +56,8 @@ func Open(ordinal int) (*Device, error) {
 		mnr, _ := dev.Attribute(cu.ComputeCapabilityMinor)
 		d.Arch = 10*maj + mnr
 		d.SMs, _ = dev.Attribute(cu.MultiprocessorCount)
+		d.MaxThreads, _ = dev.Attribute(cu.MaxThreadsPerBlock)
+		d.SharedMemory, _ = dev.Attribute(cu.MaxSharedMemoryPerBlock)
 		d.MemSize, _ = dev.TotalMem()
 		ready <- nil
 		for f := range d.work {

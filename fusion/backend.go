@@ -2,6 +2,8 @@ package fusion
 
 import (
 	"errors"
+
+	"github.com/tilefuse/tilefuse/graphpass"
 )
 
 // backend runs a compiled graph: the CPU backend (cpu.go) or the GPU
@@ -54,8 +56,9 @@ type Stats struct {
 }
 
 var (
-	newGPUBackend func() backend // the tilefuse_cuda build sets it
-	openDevice    func() error   // opens the shared GPU (tilefuse_cuda build)
+	newGPUBackend func() backend                   // the tilefuse_cuda build sets it
+	openDevice    func() error                     // opens the shared GPU (tilefuse_cuda build)
+	gpuTarget     func() (graphpass.Target, error) // the shared GPU's target (tilefuse_cuda build)
 )
 
 // Available says whether backend b can run here: the CPU always can; CUDA

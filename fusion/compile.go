@@ -51,6 +51,7 @@ type compilation struct {
 	gr       *graphpass.Graph                       // import
 	readable []*graphpass.Node                      // readable: operands first
 	isRead   map[*G.Node]bool                       // readable, as a set
+	target   graphpass.Target                       // partition: what the kernels are for
 	groups   []*graphpass.Group                     // partition
 	kernels  map[*graphpass.Group]*graphpass.Kernel // emit
 	prepared map[*graphpass.Group]prepared          // prepare
@@ -255,13 +256,19 @@ func dumpImport(c *compilation) string {
 	return sb.String()
 }
 
-// partition is the partition stage: the readable set is written out.
+// partition is the partition stage: the readable set is written out; the
+// kernels are for the backend's target (targetOf).
 func partition(c *compilation) error {
 	matmul := c.cfg.backend == CUDA || tile.VectorDot()
 	if c.cfg.matmul != nil {
 		matmul = *c.cfg.matmul
 	}
-	c.groups = graphpass.Partition(c.gr, graphpass.Options{WriteOut: c.isRead, MaxGroup: c.cfg.maxGroup, Off: !c.cfg.fuse, MatMul: matmul})
+	t, err := c.cfg.targetOf()
+	if err != nil {
+		return err
+	}
+	c.target = t
+	c.groups = graphpass.Partition(c.gr, graphpass.Options{WriteOut: c.isRead, MaxGroup: c.cfg.maxGroup, Off: !c.cfg.fuse, MatMul: matmul, Target: t})
 	return nil
 }
 
@@ -331,7 +338,7 @@ func dumpPartition(c *compilation) string {
 func emit(c *compilation) error {
 	c.kernels = make(map[*graphpass.Group]*graphpass.Kernel, len(c.groups))
 	for _, grp := range c.groups {
-		k, err := graphpass.Emit(grp, c.cfg.precision)
+		k, err := graphpass.Emit(grp, c.target, c.cfg.precision)
 		if err != nil {
 			return err
 		}

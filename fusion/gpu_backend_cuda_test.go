@@ -160,5 +160,5 @@ func TestKernelTimesOnGPU(t *testing.T) {
 // TestSplitReductionsOnGPU: sums spread over programs with atomic adds into
 // an output zeroed before each launch, on the CUDA backend.
 func TestSplitReductionsOnGPU(t *testing.T) {
-	checkSplitReductions(t, 1e-12, fusion.WithBackend(fusion.CUDA))
+	checkSplitReductions(t, 1e-12, true, fusion.WithBackend(fusion.CUDA))
 }

@@ -11,11 +11,19 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/cuda"
+	"github.com/tilefuse/tilefuse/graphpass"
 )
 
 func init() {
 	newGPUBackend = func() backend { return &gpu{} }
 	openDevice = func() error { _, err := sharedDevice(); return err }
+	gpuTarget = func() (graphpass.Target, error) {
+		dev, err := sharedDevice()
+		if err != nil {
+			return graphpass.Target{}, err
+		}
+		return graphpass.GPU(dev.SMs, dev.MaxThreads, dev.SharedMemory), nil
+	}
 }
 
 // shared is GPU 0, opened once per process: machines share its context and
@@ -137,7 +145,8 @@ func (g *gpu) load(c *Compiled) error {
 			}
 			g.outs[n] = outs
 			g.launch[n] = append(dev, outs...)
-			_, f, err := g.dev.Compile(op.Kernel(), 4, g.launch[n])
+			// the warps its target wrote it for (0, a kernel written for a CPU: codegen's 4)
+			_, f, err := g.dev.Compile(op.Kernel(), op.Kernel().Meta["num_warps"], g.launch[n])
 			if err != nil {
 				return fmt.Errorf("fusion: %w", err)
 			}

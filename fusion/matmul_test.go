@@ -2,6 +2,7 @@ package fusion_test
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -9,6 +10,8 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 // TestMLPWithFusedMatMuls trains the MLP with every product fused with its
@@ -85,14 +88,19 @@ func checkLinearReLU(t *testing.T, opts ...fusion.Option) {
 	}
 }
 
-// TestMatMulBlock64: the 64×64 output tile (TILEFUSE_MATMUL_BLOCK=64, the
-// default for large products) gives the MLP the same training as Gorgonia,
-// and its kernels lower to PTX.
+// TestMatMulBlock64: the 64×64 output tile (the default for large
+// products; here chosen by a Target.Tune) gives the MLP the same training
+// as Gorgonia, and its kernels lower to PTX.
 func TestMatMulBlock64(t *testing.T) {
-	t.Setenv("TILEFUSE_MATMUL_BLOCK", "64")
-	trainMLPAgainstGorgonia(t, 1e-11, 2e-5, fusion.WithMatMulFusion(true))
+	target := graphpass.CPU(runtime.NumCPU())
+	target.Tune = func(grp *graphpass.Group, m tile.Meta) {
+		if grp.Kind == graphpass.MatMulGroup {
+			m["BLOCK_M"], m["BLOCK_N"] = 64, 64
+		}
+	}
+	trainMLPAgainstGorgonia(t, 1e-11, 2e-5, fusion.WithMatMulFusion(true), fusion.WithTarget(target))
 	m := newMLP(t, tensor.Float32, 70, 33, 90, 10, 5)
-	vm := fusion.NewTapeMachine(m.g, fusion.WithMatMulFusion(true))
+	vm := fusion.NewTapeMachine(m.g, fusion.WithMatMulFusion(true), fusion.WithTarget(target))
 	defer vm.Close()
 	if err := vm.Err(); err != nil {
 		t.Fatal(err)

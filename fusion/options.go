@@ -3,9 +3,11 @@ package fusion
 import (
 	"fmt"
 	"os"
+	"runtime"
 
 	G "gorgonia.org/gorgonia"
 
+	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
 )
 
@@ -37,7 +39,8 @@ type config struct {
 	maxGroup  int
 	profile   bool
 	readAll   bool
-	errs      []error // options given values they cannot take
+	target    *graphpass.Target // nil: the backend's own
+	errs      []error           // options given values they cannot take
 }
 
 // configure applies opts over the defaults and checks what they set.
@@ -129,3 +132,24 @@ func WithProfile(on bool) Option { return func(c *config) { c.profile = on } }
 // against Gorgonia. Each fused value a kernel would keep to itself becomes
 // one more output of it, written to memory on every run.
 func WithReadAll(on bool) Option { return func(c *config) { c.readAll = on } }
+
+// WithTarget writes the kernels for target t (block sizes, splits, warps:
+// each kernel's meta-parameters) instead of for the backend's own machine:
+// to run one machine's kernels on another backend (a GPU's split sums on
+// the CPU, as tests do), or to tune a choice with t.Tune.
+func WithTarget(t graphpass.Target) Option { return func(c *config) { c.target = &t } }
+
+// targetOf is the target kernels are written for: WithTarget's, else the
+// backend's machine (the CPU's cores; the GPU, opened now).
+func (cfg *config) targetOf() (graphpass.Target, error) {
+	switch {
+	case cfg.target != nil:
+		return *cfg.target, nil
+	case cfg.backend == CUDA:
+		if gpuTarget == nil {
+			return graphpass.Target{}, Available(CUDA)
+		}
+		return gpuTarget()
+	}
+	return graphpass.CPU(runtime.NumCPU()), nil
+}

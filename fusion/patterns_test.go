@@ -54,7 +54,8 @@ func closeTo(t *testing.T, what string, got, want []float64, tol float64) {
 // TestSoftmaxPatternsAreOneKernel: softmax written op by op, and Gorgonia's
 // SoftMax op, each become one row kernel; both match a float64 reference,
 // also on a row far below x[0,0], where Gorgonia's own SoftMax gives NaN.
-// Rows longer than graphpass.MaxRow are walked in blocks (a looped kernel).
+// Rows longer than 8192 (the row kind's maxRow) are walked in blocks (a
+// looped kernel).
 func TestSoftmaxPatternsAreOneKernel(t *testing.T) {
 	for _, sz := range [][2]int{{37, 781}, {6, 10007}} {
 		t.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(t *testing.T) { checkSoftmaxPatterns(t, sz[0], sz[1]) })

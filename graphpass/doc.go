@@ -17,4 +17,10 @@
 // kernel's parameters and computes every value with gen, from the op DAG:
 // elementwise and injective ops as the ops catalogue writes them
 // (ops.Write), the rest (products, row reductions) as the group's kind does.
+//
+// Kernels are written for a Target (target.go), the machine the backend
+// runs them on: each kind's tune chooses the kernel's block sizes, chunks,
+// splits and warps from it as meta-parameters (tile.Kernel.Meta, in the
+// kernel's dump), which Target.Tune may change. No literal tuning choice
+// sits in an emit.
 package graphpass

@@ -40,14 +40,30 @@ func numel(s []int) int {
 	return n
 }
 
-// Emit writes the group's kernel: its parameters here, its body by its
-// kind's emit. Every value is computed by gen, from the group's op DAG, for
-// a block of flat indices into its own shape.
-func Emit(grp *Group, prec tile.Precision) (*Kernel, error) {
+// Emit writes the group's kernel for target t (the one Partition was given):
+// its meta-parameters chosen by its kind's tune (then t.Tune), its
+// parameters here, its body by its kind's emit. Every value is computed by
+// gen, from the group's op DAG, for a block of flat indices into its own
+// shape.
+func Emit(grp *Group, t Target, prec tile.Precision) (*Kernel, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	kind := groupKinds[grp.Kind]
+	meta := tile.Meta{}
+	if kind.tune != nil {
+		kind.tune(grp, t, meta)
+	}
+	if t.GPU() {
+		meta["num_warps"] = t.NumWarps
+	}
+	if t.Tune != nil {
+		t.Tune(grp, meta)
+	}
 	root := grp.Root
 	d := root.Info.DType
-	b := tile.NewBuilder(fmt.Sprintf("fused_%d_%s", grp.ID, grp.Kind), nil)
-	e := &emitter{b: b, grp: grp, prec: prec, ptr: map[*Node]*tile.Value{}, memo: map[memoKey]*tile.Value{}}
+	b := tile.NewBuilder(fmt.Sprintf("fused_%d_%s", grp.ID, grp.Kind), meta)
+	e := &emitter{b: b, grp: grp, t: t, prec: prec, ptr: map[*Node]*tile.Value{}, memo: map[memoKey]*tile.Value{}}
 	for i, in := range grp.Inputs {
 		e.ptr[in] = b.Ptr(fmt.Sprintf("in%d", i), in.Info.DType)
 	}
@@ -58,11 +74,11 @@ func Emit(grp *Group, prec tile.Precision) (*Kernel, error) {
 		}
 		e.extra = append(e.extra, b.Ptr(fmt.Sprintf("out%d", i+1), d))
 	}
-	if len(grp.Extra) > 0 && !takesExtras(grp) {
+	if len(grp.Extra) > 0 && !takesExtras(grp, t) {
 		return nil, fmt.Errorf("graphpass: %v: extra outputs in a %v group", grp, grp.Kind)
 	}
 	k := &Kernel{Out: root.Info.Shape, DType: d, Outs: 1 + len(grp.Extra)}
-	if err := groupKinds[grp.Kind].emit(e, out, k); err != nil {
+	if err := kind.emit(e, out, k); err != nil {
 		return nil, err
 	}
 	tk, err := b.Build()
@@ -95,6 +111,7 @@ type memoKey struct {
 // emitter is one kernel being written: what every group kind shares.
 type emitter struct {
 	err   error
+	t     Target
 	prec  tile.Precision // of products' dots
 	b     *tile.Builder
 	grp   *Group
@@ -109,6 +126,19 @@ type emitter struct {
 	// member computes the members the ops catalogue does not write
 	// (products, row reductions and softmaxes).
 	member func(n *Node, idx *tile.Value) (*tile.Value, error)
+}
+
+// param is the kernel's meta-parameter name (its kind's tune set it; a
+// Target.Tune may have changed it), at least 1.
+func (e *emitter) param(name string) (int, error) {
+	v := e.b.Meta(name)
+	if err := e.b.Err(); err != nil {
+		return 0, fmt.Errorf("graphpass: %v: %w", e.grp, err)
+	}
+	if v < 1 {
+		return 0, fmt.Errorf("graphpass: %v: meta-parameter %s = %d", e.grp, name, v)
+	}
+	return v, nil
 }
 
 // coords splits flat row-major indices into per-dimension coordinates of shape s.

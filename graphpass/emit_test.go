@@ -51,7 +51,7 @@ func TestEmitIndexing(t *testing.T) {
 			g := G.NewGraph()
 			x := G.NewTensor(g, tensor.Float32, len(c.shape), G.WithShape(c.shape...), G.WithName("x"))
 			c.build(x)
-			k := emitOne(t, g)
+			k := emitOne(t, g, H200)
 			has := map[tile.Op]bool{}
 			k.Tile.Walk(func(v *tile.Value) { has[v.Op] = true })
 			for _, op := range c.absent {
@@ -161,7 +161,7 @@ func TestEmitBlockCoordinates(t *testing.T) {
 				xs = append(xs, G.NewTensor(g, tensor.Float32, len(sh), G.WithShape(sh...), G.WithName(fmt.Sprintf("x%d", i))))
 			}
 			c.build(xs)
-			k := emitOne(t, g)
+			k := emitOne(t, g, H200)
 			onPID := map[*tile.Value]bool{}
 			perProgram := 0
 			k.Tile.Walk(func(v *tile.Value) {
@@ -182,18 +182,18 @@ func TestEmitBlockCoordinates(t *testing.T) {
 	}
 }
 
-// emitOne partitions g, wants one group, and emits its kernel.
-func emitOne(t *testing.T, g *G.ExprGraph) *Kernel {
+// emitOne partitions g for target tg, wants one group, and emits its kernel.
+func emitOne(t *testing.T, g *G.ExprGraph, tg Target) *Kernel {
 	t.Helper()
 	gr, err := Import(g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	groups := Partition(gr, Options{})
+	groups := Partition(gr, Options{Target: tg})
 	if len(groups) != 1 {
 		t.Fatalf("%d groups, want 1", len(groups))
 	}
-	k, err := Emit(groups[0], tile.PrecIEEE)
+	k, err := Emit(groups[0], tg, tile.PrecIEEE)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,10 +36,13 @@ type groupKind struct {
 	// join reports whether n may join grp, a group of this kind that all
 	// its users are in, and the kind grp becomes with it (it may record n,
 	// as a product).
-	join func(n *Node, grp *Group) (GroupKind, bool)
+	join func(n *Node, grp *Group, t Target) (GroupKind, bool)
 	// extras reports whether grp computes further outputs over Full beside
 	// its root.
-	extras func(grp *Group) bool
+	extras func(grp *Group, t Target) bool
+	// tune chooses the kernel's meta-parameters for target t: its block
+	// sizes, chunks, splits (nil: none; Emit adds num_warps on a GPU).
+	tune func(grp *Group, t Target, meta tile.Meta)
 	// emit writes the kernel's body: the outputs stored at out (and
 	// e.extra), its grid in k.
 	emit func(e *emitter, out *tile.Value, k *Kernel) error
@@ -87,17 +90,17 @@ func newGroup(k GroupKind, n *Node) *Group {
 
 // canJoin reports whether n may join grp, its users' group, and what grp
 // becomes.
-func canJoin(n *Node, grp *Group) (GroupKind, bool) {
+func canJoin(n *Node, grp *Group, t Target) (GroupKind, bool) {
 	for _, u := range n.Users {
 		if u.Group == grp && u.Info.Kind.Product() {
 			return 0, false // a product's operands live in other index spaces
 		}
 	}
-	return groupKinds[grp.Kind].join(n, grp)
+	return groupKinds[grp.Kind].join(n, grp, t)
 }
 
 // takesExtras reports whether grp can compute further outputs beside its root.
-func takesExtras(grp *Group) bool {
+func takesExtras(grp *Group, t Target) bool {
 	x := groupKinds[grp.Kind].extras
-	return x != nil && x(grp)
+	return x != nil && x(grp, t)
 }

@@ -2,7 +2,6 @@ package graphpass
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
@@ -17,11 +16,12 @@ var matmulKind = groupKind{
 	open:  func(grp *Group) { grp.MatMul = grp.Root },
 	// elementwise producers of the epilogue join; products, reductions and
 	// softmaxes do not
-	join: func(n *Node, grp *Group) (GroupKind, bool) {
+	join: func(n *Node, grp *Group, t Target) (GroupKind, bool) {
 		k := n.Info.Kind
 		return MatMulGroup, !k.Product() && k != ops.Reduce && !k.Row()
 	},
-	extras: func(*Group) bool { return true },
+	extras: func(*Group, Target) bool { return true },
+	tune:   tuneMatMul,
 	emit:   emitMatMul,
 }
 
@@ -69,8 +69,18 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	if mm.Info.TransA {
 		kk = aS[0]
 	}
-	bm, bk := matmulBlock(batch*m*n), 32
-	bn := bm
+	bm, err := e.param("BLOCK_M")
+	if err != nil {
+		return err
+	}
+	bn, err := e.param("BLOCK_N")
+	if err != nil {
+		return err
+	}
+	bk, err := e.param("BLOCK_K")
+	if err != nil {
+		return err
+	}
 	pa, pb := e.ptr[mm.Inputs[0]], e.ptr[mm.Inputs[1]]
 	if pa == nil || pb == nil {
 		return fmt.Errorf("graphpass: %v: the product's operands are not inputs of the kernel", e.grp)
@@ -133,20 +143,21 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	return nil
 }
 
-// matmulBlock is the side of a matmul group's output tile: 64 when the
-// product has enough 64×64 tiles to fill a large GPU (132 SMs) once, else
-// 32 (measured on the H200: a 1024×1024×1024 product 1.6× faster at 64, the
-// encoder's 1024×32 per-head products slower). TILEFUSE_MATMUL_BLOCK=32 or
-// 64 overrides it (for measuring both).
-func matmulBlock(outputs int) int {
-	switch os.Getenv("TILEFUSE_MATMUL_BLOCK") {
-	case "32":
-		return 32
-	case "64":
-		return 64
+// tuneMatMul: BLOCK_M×BLOCK_N output tiles, BLOCK_K along K (32). The
+// tile's side is 64 when the product has enough 64×64 tiles to fill the
+// GPU's SMs once, else 32 (measured on the H200, 132 SMs: a 1024×1024×1024
+// product 1.6× faster at 64, the encoder's 1024×32 per-head products slower);
+// the CPU keeps the H200's rule, with which its tables were measured.
+func tuneMatMul(grp *Group, t Target, meta tile.Meta) {
+	s := grp.MatMul.Info.Shape
+	outputs := numel(s) // batch·m·n
+	wave := t.SMs
+	if !t.GPU() {
+		wave = H200.SMs
 	}
-	if outputs >= 132*64*64 {
-		return 64
+	side := 32
+	if outputs >= wave*64*64 {
+		side = 64
 	}
-	return 32
+	meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = side, side, 32
 }

@@ -49,6 +49,9 @@ type Options struct {
 	// epilogues, and attention patterns into one kernel (on the GPU; on the
 	// CPU Gorgonia's BLAS products are faster).
 	MatMul bool
+	// Target is the machine the kernels are for (Emit must be given the
+	// same): it bounds the rows a row group holds in one block.
+	Target Target
 }
 
 // Partition assigns fusable nodes to groups and returns the groups in
@@ -96,7 +99,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 				join = nil
 			}
 			if join != nil {
-				if kind, ok := canJoin(n, join); ok {
+				if kind, ok := canJoin(n, join, opt.Target); ok {
 					join.Kind = kind
 				} else {
 					join = nil
@@ -106,7 +109,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 		if join == nil && !opt.Off && len(n.Users) > 0 {
 			// used by several groups, or read by the user: an extra output of
 			// one of its users' groups, where it is computed anyway
-			if join = extraOutput(n, maxGroup, size); join != nil {
+			if join = extraOutput(n, maxGroup, size, opt.Target); join != nil {
 				join.Extra = append(join.Extra, n)
 			}
 		}
@@ -143,7 +146,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 // output: one computed over n's own shape (elementwise, row with a row
 // that fits one block, matmul epilogue), in n's dtype, with room, that n can
 // join, and that would not then depend on itself through n's other users.
-func extraOutput(n *Node, maxGroup int, size map[*Group]int) *Group {
+func extraOutput(n *Node, maxGroup int, size map[*Group]int, t Target) *Group {
 	k := n.Info.Kind
 	if len(n.Info.Shape) == 0 || !k.Elementwise() && k != ops.Softmax || k == ops.Constant {
 		return nil
@@ -156,12 +159,12 @@ func extraOutput(n *Node, maxGroup int, size map[*Group]int) *Group {
 		}
 		tried[grp] = true
 		switch {
-		case !takesExtras(grp),
+		case !takesExtras(grp, t),
 			!sameShape(n.Info.Shape, grp.Full), n.Info.DType != grp.Root.Info.DType,
 			size[grp] >= maxGroup, reaches(n, grp):
 			continue
 		}
-		kind, ok := canJoin(n, grp)
+		kind, ok := canJoin(n, grp, t)
 		if !ok {
 			continue
 		}

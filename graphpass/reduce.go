@@ -1,6 +1,8 @@
 package graphpass
 
 import (
+	"fmt"
+
 	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -15,11 +17,55 @@ var reduceKind = groupKind{
 	open:  func(grp *Group) { grp.Full = nil },
 	// elementwise producers join as the prologue; products, reductions and
 	// softmaxes do not
-	join: func(n *Node, grp *Group) (GroupKind, bool) {
+	join: func(n *Node, grp *Group, t Target) (GroupKind, bool) {
 		k := n.Info.Kind
 		return ReduceGroup, !k.Product() && k != ops.Reduce && !k.Row()
 	},
+	tune: tuneReduce,
 	emit: emitReduce,
+}
+
+// tuneReduce: a program reduces BLOCK_O outputs BLOCK_R elements at a time
+// (on a GPU a tile of at most 32 elements a thread, 8 of them along the
+// reduced axis: 4096 and 1024 at 4 warps; on the CPU 4096 and 1024), over
+// CHUNK elements of the reduced range: all of them, or, where the target
+// splits reductions and a sum's outputs fill fewer than minPrograms
+// programs, a part of them (a multiple of BLOCK_R), the parts added
+// atomically.
+func tuneReduce(grp *Group, t Target, meta tile.Meta) {
+	root := grp.Root
+	no, nr := 1, 1
+	isReduced := map[int]bool{}
+	for _, a := range root.Info.Axes {
+		isReduced[a] = true
+	}
+	for i, d := range root.Inputs[0].Info.Shape {
+		if isReduced[i] {
+			nr *= d
+		} else {
+			no *= d
+		}
+	}
+	br := min(t.perThread(8, 1024), pow2AtLeast(nr))
+	bo := max(1, min(pow2AtLeast(no), t.perThread(32, 4096)/br))
+	chunk := nr
+	if programs := tile.CDiv(no, bo); t.SplitReductions && root.Info.Reduce == tile.OpReduceSum && programs < minPrograms(t) {
+		if split := min(tile.CDiv(nr, 4*br), tile.CDiv(minPrograms(t), programs)); split > 1 {
+			chunk = tile.CDiv(tile.CDiv(nr, split), br) * br
+		}
+	}
+	meta["BLOCK_O"], meta["BLOCK_R"], meta["CHUNK"] = bo, br, chunk
+}
+
+// minPrograms is the fewest programs a sum is spread over when its outputs
+// are few: about two per SM (or core), a power of two (256 on an H200's 132
+// SMs).
+func minPrograms(t Target) int {
+	p := 1
+	for 2*p <= 2*max(t.SMs, t.Cores) {
+		p *= 2
+	}
+	return p
 }
 
 // emitReduce: program p handles outputs [p·BO, (p+1)·BO) and loops over
@@ -57,18 +103,24 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 		}
 	}
 	no, nr := numel(keptS), numel(redS)
-	br := min(1024, pow2AtLeast(nr))
-	bo := max(1, min(pow2AtLeast(no), 4096/br))
+	br, err := e.param("BLOCK_R")
+	if err != nil {
+		return err
+	}
+	bo, err := e.param("BLOCK_O")
+	if err != nil {
+		return err
+	}
+	chunk, err := e.param("CHUNK")
+	if err != nil {
+		return err
+	}
 	// few outputs over many elements: the reduced range is split over
 	// programs too (program axis 1), each adding its part into the output
 	// atomically; sums only (there is no atomic max)
-	split, chunk := 1, nr
-	if programs := tile.CDiv(no, bo); root.Info.Reduce == tile.OpReduceSum && programs < minPrograms {
-		split = min(tile.CDiv(nr, 4*br), tile.CDiv(minPrograms, programs))
-		if split > 1 {
-			chunk = tile.CDiv(tile.CDiv(nr, split), br) * br
-			split = tile.CDiv(nr, chunk)
-		}
+	split := tile.CDiv(nr, chunk)
+	if split > 1 && (root.Info.Reduce != tile.OpReduceSum || chunk%br != 0) {
+		return fmt.Errorf("graphpass: %v: CHUNK = %d splits a %v or is not a multiple of BLOCK_R = %d", e.grp, chunk, root.Info.Reduce, br)
 	}
 	var lo, hi any = 0, nr
 	if split > 1 {
@@ -134,7 +186,3 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 	b.Store(b.AddPtr(out, b.Reshape(o, bo)), res, storeMask)
 	return nil
 }
-
-// minPrograms is the fewest programs a reduction is spread over when its
-// outputs are few (about two per SM of an H200).
-const minPrograms = 256

@@ -9,34 +9,48 @@ import (
 
 // A row group holds reductions along the last axis (and Gorgonia's SoftMax
 // and its backward) together with the consumers that broadcast them back
-// over their rows, one row per program. Rows longer than MaxRow are walked
+// over their rows, one row per program. Rows longer than maxRow are walked
 // in blocks (looped), once per reduction, then once more for the output.
 var rowKind = groupKind{
 	name: "row",
 	start: func(n *Node, opt Options) bool {
-		return n.Info.Kind == ops.Softmax || n.Info.Kind == ops.SoftmaxGrad && !looped(n.Info.Shape)
+		return n.Info.Kind == ops.Softmax || n.Info.Kind == ops.SoftmaxGrad && !looped(n.Info.Shape, opt.Target)
 	},
-	join: func(n *Node, grp *Group) (GroupKind, bool) {
+	join: func(n *Node, grp *Group, t Target) (GroupKind, bool) {
 		switch k := n.Info.Kind; {
 		case k.Product():
 			return 0, false
 		case k == ops.Reduce || k.Row():
-			return RowGroup, takesRow(n, grp)
+			return RowGroup, takesRow(n, grp, t)
 		}
 		return RowGroup, true
 	},
-	extras: func(grp *Group) bool { return !looped(grp.Full) },
+	extras: func(grp *Group, t Target) bool { return !looped(grp.Full, t) },
+	tune:   tuneRow,
 	emit:   emitRow,
 }
 
-// MaxRow is the longest row a row group holds in one block; longer rows are
+// maxRow is the longest row a row group holds in one block: on a GPU 64
+// elements a thread (8192 at 4 warps); on the CPU 8192. Longer rows are
 // walked in blocks, once per reduction (see rowEmit.looped).
-const MaxRow = 8192
+func maxRow(t Target) int { return t.perThread(64, 8192) }
 
 // looped reports whether rows of the shape full are walked in blocks
-// (longer than MaxRow): such a row group writes one output and computes no
+// (longer than maxRow): such a row group writes one output and computes no
 // softmax backward.
-func looped(full []int) bool { return len(full) > 0 && full[len(full)-1] > MaxRow }
+func looped(full []int, t Target) bool { return len(full) > 0 && full[len(full)-1] > maxRow(t) }
+
+// tuneRow: a row in one block of its length rounded up to a power of two
+// (BLOCK), or looped over blocks of CHUNK: on a GPU 16 elements a thread
+// (2048 at 4 warps), on the CPU 2048.
+func tuneRow(grp *Group, t Target, meta tile.Meta) {
+	n := grp.Full[len(grp.Full)-1]
+	if looped(grp.Full, t) {
+		meta["CHUNK"] = t.perThread(16, 2048)
+		return
+	}
+	meta["BLOCK"] = pow2AtLeast(n)
+}
 
 // rowReduce reports whether n reduces only the last axis of its input.
 func rowReduce(n *Node) bool {
@@ -47,7 +61,7 @@ func rowReduce(n *Node) bool {
 // takesRow reports whether grp, an elementwise or row group, can take n, a
 // reduction or a softmax (or its backward), as a row group: n reduces the
 // last axis of grp's shape, and a looped row has no extra outputs.
-func takesRow(n *Node, grp *Group) bool {
+func takesRow(n *Node, grp *Group, t Target) bool {
 	full := n.Info.Shape
 	if n.Info.Kind == ops.Reduce {
 		if !rowReduce(n) {
@@ -55,7 +69,7 @@ func takesRow(n *Node, grp *Group) bool {
 		}
 		full = n.Inputs[0].Info.Shape
 	}
-	return sameShape(full, grp.Full) && (len(grp.Extra) == 0 || !looped(full))
+	return sameShape(full, grp.Full) && (len(grp.Extra) == 0 || !looped(full, t))
 }
 
 // rowEmit is a row kernel being written: this program's row.
@@ -77,10 +91,20 @@ func emitRow(e *emitter, out *tile.Value, k *Kernel) error {
 	n := full[len(full)-1]
 	rows := numel(full) / n
 	k.Grid = tile.Grid{rows}
-	if looped(full) {
-		return r.looped(out, n)
+	if looped(full, e.t) {
+		chunk, err := e.param("CHUNK")
+		if err != nil {
+			return err
+		}
+		return r.looped(out, n, chunk)
 	}
-	block := pow2AtLeast(n)
+	block, err := e.param("BLOCK")
+	if err != nil {
+		return err
+	}
+	if block < n {
+		return fmt.Errorf("graphpass: %v: BLOCK = %d holds no row of %d", e.grp, block, n)
+	}
 	r.cols = b.Arange(0, block)
 	if block != n {
 		e.mask = b.Lt(r.cols, n)
@@ -162,22 +186,19 @@ func (r *rowEmit) member(n *Node, idx *tile.Value) (*tile.Value, error) {
 	return nil, fmt.Errorf("graphpass: %v: %v inside a group", n, n.Info.Kind)
 }
 
-// rowChunk is the block a looped row group walks its row with.
-const rowChunk = 2048
-
 // looped writes a row group whose row is longer than MaxRow: program p
-// walks row p in blocks of rowChunk, once per reduction and softmax (inputs
+// walks row p in blocks of chunk, once per reduction and softmax (inputs
 // first, each pass recomputing its operand from the group's inputs and the
 // row statistics found before it; a softmax keeps a running maximum and a
 // rescaled sum per lane), then once more to write the output.
-func (r *rowEmit) looped(out *tile.Value, n int) error {
+func (r *rowEmit) looped(out *tile.Value, n, chunk int) error {
 	e, b := r.e, r.e.b
-	lanes := b.Arange(0, rowChunk)
+	lanes := b.Arange(0, chunk)
 	row := b.Mul(b.ProgramID(0), n)
 	outer := e.memo // the row statistics, valid in every pass
 	enter := func(c0 *tile.Value) {
 		r.cols = b.Add(lanes, c0)
-		if n%rowChunk != 0 {
+		if n%chunk != 0 {
 			e.mask = b.Lt(r.cols, n)
 		}
 		r.idx = b.Add(row, r.cols)
@@ -195,7 +216,7 @@ func (r *rowEmit) looped(out *tile.Value, n int) error {
 			if red.Info.Reduce == tile.OpReduceMax {
 				identity = -inf
 			}
-			res := b.For(0, n, rowChunk, []*tile.Value{b.Full(identity, dx, rowChunk)}, func(c0 *tile.Value, c []*tile.Value) []*tile.Value {
+			res := b.For(0, n, chunk, []*tile.Value{b.Full(identity, dx, chunk)}, func(c0 *tile.Value, c []*tile.Value) []*tile.Value {
 				enter(c0)
 				v, err := e.gen(x, r.idx)
 				if err != nil {
@@ -216,7 +237,7 @@ func (r *rowEmit) looped(out *tile.Value, n int) error {
 			continue
 		}
 		// softmax: per lane, the running maximum m and l = Σ e^(x-m)
-		res := b.For(0, n, rowChunk, []*tile.Value{b.Full(-inf, dx, rowChunk), b.Zeros(dx, rowChunk)}, func(c0 *tile.Value, c []*tile.Value) []*tile.Value {
+		res := b.For(0, n, chunk, []*tile.Value{b.Full(-inf, dx, chunk), b.Zeros(dx, chunk)}, func(c0 *tile.Value, c []*tile.Value) []*tile.Value {
 			enter(c0)
 			v, err := e.gen(x, r.idx)
 			if err != nil {
@@ -238,7 +259,7 @@ func (r *rowEmit) looped(out *tile.Value, n int) error {
 		lane := b.Where(b.Eq(res[0], -inf), 0.0, res[0])
 		r.stats[red] = [2]*tile.Value{m, b.Sum(b.Mul(res[1], b.Exp(b.Sub(lane, m))), 0)}
 	}
-	b.For(0, n, rowChunk, nil, func(c0 *tile.Value, c []*tile.Value) []*tile.Value {
+	b.For(0, n, chunk, nil, func(c0 *tile.Value, c []*tile.Value) []*tile.Value {
 		enter(c0)
 		v, err := e.gen(e.grp.Root, r.idx)
 		if err != nil {

@@ -1,0 +1,236 @@
+package graphpass_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	. "github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// TestReductionsByTarget: the target decides whether a sum with few
+// outputs is split over programs that add atomically. On a CPU target no
+// kernel adds atomically, and the sums are bit-identical run after run; the
+// H200 target splits where it always did. Both agree with float64 sums.
+func TestReductionsByTarget(t *testing.T) {
+	must := G.Must
+	cases := []struct {
+		name     string
+		shape    []int
+		build    func(x *G.Node) *G.Node
+		gpuSplit bool // split on the H200
+	}{
+		{"full sum", []int{64, 512}, func(x *G.Node) *G.Node { return must(G.Sum(x)) }, true},
+		{"full sum of squares with a tail", []int{301, 777}, func(x *G.Node) *G.Node { return must(G.Sum(must(G.Square(x)))) }, true},
+		{"column sums", []int{9000, 3}, func(x *G.Node) *G.Node { return must(G.Sum(x, 0)) }, true},
+		{"row sums of many short rows", []int{5000, 64}, func(x *G.Node) *G.Node { return must(G.Sum(x, 1)) }, false},
+		{"maximum over all", []int{300, 777}, func(x *G.Node) *G.Node { return must(G.Max(x, 0, 1)) }, false},
+	}
+	targets := []struct {
+		name string
+		t    Target
+	}{{"cpu, 2 cores", CPU(2)}, {"cpu, 64 cores", CPU(64)}, {"h200", H200}}
+	for _, c := range cases {
+		for _, tg := range targets {
+			t.Run(c.name+"/"+tg.name, func(t *testing.T) {
+				g := G.NewGraph()
+				x := G.NewTensor(g, tensor.Float32, len(c.shape), G.WithShape(c.shape...), G.WithName("x"))
+				c.build(x)
+				k := emitOne(t, g, tg.t)
+				atomics := 0
+				k.Tile.Walk(func(v *tile.Value) {
+					if v.Op == tile.OpAtomicAdd {
+						atomics++
+					}
+				})
+				split := tg.t.GPU() && c.gpuSplit
+				if (atomics > 0) != split || k.Accumulates != split || (k.Grid[1] > 1) != split {
+					t.Fatalf("%d atomic adds, accumulates %v, grid %v; want split %v:\n%s", atomics, k.Accumulates, k.Grid, split, k.Tile)
+				}
+				agrees(t, k, [][]int{c.shape}, func(xs []*G.Node) *G.Node { return c.build(xs[0]) })
+				if split {
+					return
+				}
+				// the same bits, run after run
+				n := 1
+				for _, d := range c.shape {
+					n *= d
+				}
+				in := make([]float32, n)
+				rng := rand.New(rand.NewPCG(9, uint64(n)))
+				for i := range in {
+					in[i] = float32(rng.Float64()*200 - 100)
+				}
+				var first []float32
+				for run := range 4 {
+					out := make([]float32, numel(k.Out))
+					for i := range out {
+						out[i] = float32(math.NaN())
+					}
+					if err := tile.Interpret(k.Tile, k.Grid, in, out); err != nil {
+						t.Fatal(err)
+					}
+					if run == 0 {
+						first = out
+						continue
+					}
+					for i := range out {
+						if math.Float32bits(out[i]) != math.Float32bits(first[i]) {
+							t.Fatalf("run %d: [%d] = %v, run 0 gave %v", run, i, out[i], first[i])
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func numel(s []int) int {
+	n := 1
+	for _, d := range s {
+		n *= d
+	}
+	return n
+}
+
+// TestMetaParameters: every kernel carries the meta-parameters its kind's
+// heuristic chose for the target, in its dump; a GPU's kernels say their
+// warps; a Target.Tune's choice is the kernel's; the heuristics follow the
+// target's numbers.
+func TestMetaParameters(t *testing.T) {
+	must := G.Must
+	type graph func(g *G.ExprGraph) *G.Node
+	in := func(g *G.ExprGraph, name string, shape ...int) *G.Node {
+		return G.NewTensor(g, tensor.Float32, len(shape), G.WithShape(shape...), G.WithName(name))
+	}
+	matmul := func(m, k, n int) graph {
+		return func(g *G.ExprGraph) *G.Node {
+			return must(G.Tanh(must(G.Mul(in(g, "a", m, k), in(g, "b", k, n)))))
+		}
+	}
+	gpu8 := GPU(8, 1024, 48<<10)
+	gpu8.NumWarps = 8
+	cases := []struct {
+		name   string
+		build  graph
+		target Target
+		want   tile.Meta
+	}{
+		{"elementwise, cpu", func(g *G.ExprGraph) *G.Node { return must(G.Exp(in(g, "x", 3, 1000))) }, CPU(2),
+			tile.Meta{"BLOCK": 1024}},
+		{"elementwise, small", func(g *G.ExprGraph) *G.Node { return must(G.Exp(in(g, "x", 3, 10))) }, H200,
+			tile.Meta{"BLOCK": 32, "num_warps": 4}},
+		{"elementwise, 8 warps: 8 elements a thread", func(g *G.ExprGraph) *G.Node { return must(G.Exp(in(g, "x", 3, 1000))) }, gpu8,
+			tile.Meta{"BLOCK": 2048, "num_warps": 8}},
+		{"reduction, cpu: the whole range", func(g *G.ExprGraph) *G.Node { return must(G.Sum(in(g, "x", 9000, 3), 0)) }, CPU(2),
+			tile.Meta{"BLOCK_O": 4, "BLOCK_R": 1024, "CHUNK": 9000}},
+		{"reduction, h200: split", func(g *G.ExprGraph) *G.Node { return must(G.Sum(in(g, "x", 9000, 3), 0)) }, H200,
+			tile.Meta{"BLOCK_O": 4, "BLOCK_R": 1024, "CHUNK": 3072, "num_warps": 4}},
+		{"reduction, h200: 74 parts", func(g *G.ExprGraph) *G.Node { return must(G.Sum(in(g, "x", 300000, 3), 0)) }, H200,
+			tile.Meta{"BLOCK_O": 4, "BLOCK_R": 1024, "CHUNK": 4096, "num_warps": 4}},
+		{"reduction, 8 SMs: 16 parts", func(g *G.ExprGraph) *G.Node { return must(G.Sum(in(g, "x", 300000, 3), 0)) }, GPU(8, 1024, 48<<10),
+			tile.Meta{"BLOCK_O": 4, "BLOCK_R": 1024, "CHUNK": 19456, "num_warps": 4}},
+		{"row", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 4, 1000))) }, H200,
+			tile.Meta{"BLOCK": 1024, "num_warps": 4}},
+		{"row, looped", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 4, 10000))) }, CPU(2),
+			tile.Meta{"CHUNK": 2048}},
+		{"row of 10000 held in one block at 8 warps", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 4, 10000))) }, gpu8,
+			tile.Meta{"BLOCK": 16384, "num_warps": 8}},
+		{"matmul, few tiles", matmul(256, 64, 256), H200,
+			tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4}},
+		{"matmul, enough 64×64 tiles for 8 SMs", matmul(256, 64, 256), GPU(8, 1024, 48<<10),
+			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4}},
+		{"matmul, the cpu keeps the h200's rule", matmul(256, 64, 256), CPU(2),
+			tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}},
+		{"matmul, tuned", matmul(70, 33, 90), Target{Cores: 2, Tune: func(grp *Group, m tile.Meta) {
+			if grp.Kind == MatMulGroup {
+				m["BLOCK_M"], m["BLOCK_N"] = 64, 16
+			}
+		}}, tile.Meta{"BLOCK_M": 64, "BLOCK_N": 16, "BLOCK_K": 32}},
+		{"attention", func(g *G.ExprGraph) *G.Node {
+			q, k, v := in(g, "q", 2, 40, 16), in(g, "k", 2, 50, 16), in(g, "v", 2, 50, 8)
+			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
+		}, H200, tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 4}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			c.build(g)
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := Partition(gr, Options{Target: c.target, MatMul: true})
+			if len(groups) != 1 {
+				t.Fatalf("%d groups, want 1", len(groups))
+			}
+			k, err := Emit(groups[0], c.target, tile.PrecIEEE)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := k.Tile.Meta.String(); got != c.want.String() {
+				t.Fatalf("meta %s, want %s", got, c.want)
+			}
+			header, _, _ := strings.Cut(k.Tile.String(), "\n")
+			if !strings.Contains(header, "meta "+c.want.String()) {
+				t.Fatalf("the dump does not show the meta-parameters: %s", header)
+			}
+			if bm := c.want["BLOCK_M"]; bm > 0 && groups[0].Kind == MatMulGroup {
+				m, n := groups[0].MatMul.Info.Shape[0], groups[0].MatMul.Info.Shape[1]
+				if k.Grid[0] != tile.CDiv(m, bm) || k.Grid[1] != tile.CDiv(n, c.want["BLOCK_N"]) {
+					t.Fatalf("grid %v for %d×%d tiles of %d×%d", k.Grid, m, n, bm, c.want["BLOCK_N"])
+				}
+			}
+		})
+	}
+}
+
+// TestTargetErrors: a target or a tuned choice no kernel can be written
+// for is an error of Emit, with the group in it, not a panic or a wrong
+// kernel.
+func TestTargetErrors(t *testing.T) {
+	must := G.Must
+	cases := []struct {
+		name   string
+		shape  []int
+		build  func(x *G.Node) *G.Node
+		target Target
+		want   string
+	}{
+		{"warps not a power of two", []int{4, 100}, func(x *G.Node) *G.Node { return must(G.Exp(x)) },
+			Target{SMs: 1, MaxThreads: 1024, NumWarps: 3}, "power of two"},
+		{"more warps than threads", []int{4, 100}, func(x *G.Node) *G.Node { return must(G.Exp(x)) },
+			Target{SMs: 1, MaxThreads: 64, NumWarps: 4}, "exceed"},
+		{"a block that is not a power of two", []int{4, 100}, func(x *G.Node) *G.Node { return must(G.Exp(x)) },
+			Target{Tune: func(_ *Group, m tile.Meta) { m["BLOCK"] = 100 }}, "not a power of two"},
+		{"a meta-parameter taken away", []int{4, 100}, func(x *G.Node) *G.Node { return must(G.Exp(x)) },
+			Target{Tune: func(_ *Group, m tile.Meta) { delete(m, "BLOCK") }}, "BLOCK is not set"},
+		{"a row block shorter than the row", []int{4, 100}, func(x *G.Node) *G.Node { return must(G.SoftMax(x)) },
+			Target{Tune: func(_ *Group, m tile.Meta) { m["BLOCK"] = 64 }}, "holds no row"},
+		{"a split maximum", []int{300, 777}, func(x *G.Node) *G.Node { return must(G.Max(x, 0, 1)) },
+			Target{Tune: func(_ *Group, m tile.Meta) { m["CHUNK"] = 1024 }}, "splits a"},
+		{"a split off the reduction's blocks", []int{300, 777}, func(x *G.Node) *G.Node { return must(G.Sum(x)) },
+			Target{Tune: func(_ *Group, m tile.Meta) { m["CHUNK"] = 1000 }}, "not a multiple"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewTensor(g, tensor.Float32, len(c.shape), G.WithShape(c.shape...), G.WithName("x"))
+			c.build(x)
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := Partition(gr, Options{Target: c.target})
+			k, err := Emit(groups[0], c.target, tile.PrecIEEE)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("kernel %v, error %v; want an error saying %q", k != nil, err, c.want)
+			}
+		})
+	}
+}
