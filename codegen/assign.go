@@ -60,6 +60,13 @@ func (l *lowerer) assignLayouts(b *tile.Block) error {
 			for i, in := range inits {
 				lays[i] = l.layoutOf(in)
 			}
+			if p := l.matchPipe(v); p != nil {
+				// a K loop for the tensor cores: the accumulator lives in
+				// registers in the mma layout, before, in and after the loop
+				l.pipes[v.ID] = p
+				acc := plain(p.acc)
+				lays[p.accIdx] = &acc
+			}
 			l.plan.loops[v.ID] = lays
 			for i, a := range v.Body.Args[1:] {
 				l.natural[a.ID] = lays[i]

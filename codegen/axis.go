@@ -41,10 +41,17 @@ func gcd2(a, b int) int { return min(a, b) } // gcd of powers of two
 func analyzeAxes(k *tile.Kernel, spec []int) []axisInfo {
 	info := make([]axisInfo, k.NumValues())
 	get := func(v *tile.Value) axisInfo { return info[v.ID] }
+	loopOf := map[*tile.Value]*tile.Value{} // induction variable → its loop
 	k.Walk(func(v *tile.Value) {
 		L := lastDim(v.Type)
 		ai := axisInfo{Contig: 1, Div: 1, Const: 1}
 		switch v.Op {
+		case tile.OpFor:
+			loopOf[v.Body.Args[0]] = v
+		case tile.OpBlockArg:
+			if f, ok := loopOf[v]; ok { // lo + i·step: divisible by what divides both
+				ai.Div = gcd2(get(f.Args[0]).Div, get(f.Args[2]).Div)
+			}
 		case tile.OpParam:
 			d := 1
 			if int(v.Aux) < len(spec) && spec[v.Aux] > 0 {

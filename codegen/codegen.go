@@ -105,6 +105,7 @@ var stages = []stage{
 	{"analysis", "axes", (*lowerer).analyze, (*lowerer).axesDump},
 	{"layouts", "plan", func(l *lowerer) error { return l.assignLayouts(l.k.Body) }, (*lowerer).planDump},
 	{"check", "", (*lowerer).checkLayouts, nil},
+	{"pipeline", "pipe", func(*lowerer) error { return nil }, (*lowerer).pipeDump},
 	{"emit", "layout", func(l *lowerer) error { return l.block(l.k.Body) }, (*lowerer).layoutDump},
 	{"print", "ptx", func(l *lowerer) error {
 		l.result = &Kernel{Name: l.k.Name, NumWarps: l.opt.NumWarps, SharedBytes: l.totalSmem()}

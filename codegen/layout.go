@@ -102,6 +102,22 @@ func (b *Blocked) slots() []slot {
 	}
 }
 
+// coordOf is the coordinate of slot s held by the thread with lane index
+// lane and warp index warp: the meaning of the layout, which the emitted
+// code computes with base and coord.
+func (b *Blocked) coordOf(lane, warp int, s slot) []int {
+	c := make([]int, b.rank())
+	for d := range c {
+		l := (lane >> b.laneShift(d)) & (b.TPW[d] - 1)
+		w := (warp >> b.warpShift(d)) & (b.WPC[d] - 1)
+		c[d] = w*b.warpTile(d) + l*b.SPT[d] + s.Off[d]
+		if b.wraps(d) {
+			c[d] &= b.Shape[d] - 1
+		}
+	}
+	return c
+}
+
 // laneBits and warpBits give, per dimension, the position of its lowest bit
 // in the lane id and the warp id (the last dimension is fastest).
 func (b *Blocked) laneShift(d int) int {

@@ -43,7 +43,8 @@ type lowerer struct {
 	laidOut   map[int][]string // value ID → layouts it was emitted in (for the dump)
 	users     map[int][]*tile.Value
 	plan      plan
-	result    *Kernel // the print stage's result
+	pipes     map[int]*pipe // software-pipelined loops, by the loop's value ID
+	result    *Kernel       // the print stage's result
 }
 
 func newLowerer(k *tile.Kernel, opt Options) *lowerer {
@@ -57,6 +58,7 @@ func newLowerer(k *tile.Kernel, opt Options) *lowerer {
 		geometry: map[string]string{},
 		laidOut:  map[int][]string{},
 		plan:     plan{access: map[int]*Layout{}, loops: map[int][]*Layout{}},
+		pipes:    map[int]*pipe{},
 	}
 }
 
@@ -70,7 +72,41 @@ func (l *lowerer) analyze() error {
 			l.users[a.ID] = append(l.users[a.ID], v)
 		}
 	})
+	// values needed inside a loop body (they or something computed from them)
+	inLoop := make([]bool, k.NumValues())
+	var mark func(v *tile.Value)
+	mark = func(v *tile.Value) {
+		if inLoop[v.ID] {
+			return
+		}
+		inLoop[v.ID] = true
+		for _, a := range v.Args {
+			mark(a)
+		}
+	}
+	hasLoop := false
+	var walk func(b *tile.Block, depth int)
+	walk = func(b *tile.Block, depth int) {
+		for _, v := range b.Values {
+			if depth > 0 {
+				mark(v)
+			}
+			if v.Op == tile.OpFor {
+				hasLoop = true
+				walk(v.Body, depth+1)
+			}
+		}
+	}
+	walk(k.Body, 0)
 	l.inv = make([]bool, k.NumValues())
+	defer func() {
+		// in kernels with loops, only what a loop needs goes to the
+		// prologue: the epilogue's invariant values (output offsets, masks)
+		// are computed after the loop instead of occupying registers across it
+		for i := range l.inv {
+			l.inv[i] = l.inv[i] && (!hasLoop || inLoop[i])
+		}
+	}()
 	k.Walk(func(v *tile.Value) {
 		switch v.Op {
 		case tile.OpLoad, tile.OpAtomicAdd, tile.OpReduceSum, tile.OpReduceMax, tile.OpReduceMin,
@@ -1121,7 +1157,11 @@ func (l *lowerer) block(b *tile.Block) error {
 		case tile.OpDot:
 			err = l.dot(v)
 		case tile.OpFor:
-			err = l.forLoop(v)
+			if p, ok := l.pipes[v.ID]; ok {
+				err = l.pipelinedLoop(v, p)
+			} else {
+				err = l.forLoop(v)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", v, err)
@@ -1434,36 +1474,16 @@ func (l *lowerer) forLoop(v *tile.Value) error {
 		}
 		next[i] = x
 	}
-	// copy the next values in; through temporaries where one is a carried register
-	isCarried := map[string]bool{}
-	for _, c := range carried {
-		for _, r := range c.regs {
-			isCarried[r] = true
-		}
-	}
-	type mv struct{ dst, src, typ string }
-	var moves []mv
-	stage := false
+	// copy the next values in, as one parallel assignment
+	var moves []move
 	for i, c := range carried {
 		for _, cls := range l.classesOf(lays[i]) {
-			src := next[i].regs[cls[0]]
-			if src == c.regs[cls[0]] {
-				continue
+			if src := next[i].regs[cls[0]]; src != c.regs[cls[0]] {
+				moves = append(moves, move{c.regs[cls[0]], src, movType(inits[i].Type)})
 			}
-			moves = append(moves, mv{c.regs[cls[0]], src, movType(inits[i].Type)})
-			stage = stage || isCarried[src]
 		}
 	}
-	if stage {
-		for j, m := range moves {
-			t := l.reg(regClassOfMov(m.typ))
-			emit(w, "mov.%s %s, %s", m.typ, t, m.src)
-			moves[j].src = t
-		}
-	}
-	for _, m := range moves {
-		emit(w, "mov.%s %s, %s", m.typ, m.dst, m.src)
-	}
+	l.parallelMoves(w, moves, carried)
 	emit(w, "add.%s %s, %s, %s", ptxInt(it.DType), iv, iv, bounds[2])
 	emit(w, "bra.uni %s", head)
 	w.WriteString(end + ":\n")

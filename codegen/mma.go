@@ -1,0 +1,359 @@
+package codegen
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// Tensor-core layouts and shared-memory operand tiles for mma.sync.
+//
+// The fragments of mma.sync.m16n8k8 (.tf32) by the PTX ISA, with g = lane/4
+// and t = lane%4 (verified on the H200 by the TF32 conformance matmuls):
+//
+//	A (16×8, row): a0..a3 at (g,t) (g+8,t) (g,t+4) (g+8,t+4)
+//	B (8×8, col):  b0, b1 at (t,g) (t+4,g)
+//	C (16×8):      c0..c3 at (g,2t) (g,2t+1) (g+8,2t) (g+8,2t+1)
+//
+// C is a Blocked layout with a register level inside the warp tile
+// (mmaLayout): along rows 8 lanes (g), then 2·mt registers 8 rows apart
+// (c0/c2 and the warp's mt instruction tiles), then the warps; along
+// columns 2 registers (2t, 2t+1), 4 lanes (t), nt registers 8 columns
+// apart, then the warps. So the accumulator is an ordinary value of the
+// lowerer: the epilogue (bias, activation, residual, stores) runs on it in
+// registers, and broadcasts of a bias row into it are free.
+
+// mmaLayout is the accumulator layout of an m×n block computed by wm×wn
+// warps, each holding a contiguous (m/wm)×(n/wn) warp tile of m16n8 tiles.
+func mmaLayout(m, n, wm, wn int) *Blocked {
+	mt, nt := m/(16*wm), n/(8*wn)
+	return &Blocked{Shape: []int{m, n}, SPT: []int{1, 2}, TPW: []int{8, 4}, WRep: []int{2 * mt, nt}, WPC: []int{wm, wn}}
+}
+
+// mmaWarps splits numWarps into wm×wn warps for an m×n accumulator so that
+// every warp has whole m16n8 tiles, with warp tiles as square as possible
+// (ties: taller, which loads fewer B fragments). ok is false when the block
+// is too small for the warps.
+func mmaWarps(m, n, numWarps int) (wm, wn int, ok bool) {
+	best := -1
+	for w := 1; w <= numWarps; w *= 2 {
+		v := numWarps / w
+		if m%(16*w) != 0 || n%(8*v) != 0 {
+			continue
+		}
+		score := log2(m/w) - log2(n/v)
+		if score < 0 {
+			score = -score
+		}
+		if best < 0 || score < best {
+			best, wm, wn = score, w, v
+		}
+	}
+	return wm, wn, best >= 0
+}
+
+// swizzle permutes the 16-byte chunks of each row of a shared-memory tile,
+// as Triton's shared encoding does with a vector of 4 words: chunk c of row
+// r is stored at chunk c ^ phase(r), phase(r) = (r/PerPhase·Mul) mod
+// MaxPhase. A permutation within each aligned group of 8 chunks, it keeps
+// 16-byte copies whole and conflict-free; chosen so that fragment reads
+// are conflict-free too (chooseSwizzle).
+type swizzle struct{ PerPhase, Mul, MaxPhase int }
+
+func (s swizzle) phase(r int) int { return (r / s.PerPhase * s.Mul) % s.MaxPhase }
+
+// period is the number of rows after which the phases repeat.
+func (s swizzle) period() int {
+	return s.PerPhase * s.MaxPhase / gcdInt(s.Mul, s.MaxPhase)
+}
+
+func (s swizzle) String() string {
+	if s.MaxPhase == 1 {
+		return "none"
+	}
+	return fmt.Sprintf("chunk^((row/%d*%d)%%%d)", s.PerPhase, s.Mul, s.MaxPhase)
+}
+
+func gcdInt(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// smemTile is an operand tile in shared memory: Rows×Cols f32 elements,
+// row-major, at byte Off of a pipeline stage, rows swizzled by Swz.
+type smemTile struct {
+	Off        int
+	Rows, Cols int
+	Swz        swizzle
+}
+
+func (t smemTile) rowBytes() int { return 4 * t.Cols }
+func (t smemTile) bytes() int    { return t.Rows * t.rowBytes() }
+
+// addr is the byte offset of element (r, c) in the stage.
+func (t smemTile) addr(r, c int) int {
+	return t.Off + r*t.rowBytes() + 16*((c/4)^t.Swz.phase(r)) + 4*(c%4)
+}
+
+func (t smemTile) String() string {
+	return fmt.Sprintf("[%d][%d]f32 at +%d, swizzle %v", t.Rows, t.Cols, t.Off, t.Swz)
+}
+
+// access is one shared-memory access of a lane: Words consecutive 4-byte
+// words at element (R, C) of a tile.
+type access struct{ R, C, Words int }
+
+// conflicts counts the bank conflicts of the accesses of one instruction
+// (or one 8-row phase of an ldmatrix): the extra wavefronts, 0 when every
+// word falls in a bank of its own.
+func (t smemTile) conflicts(acc []access) int {
+	var banks [32]int
+	for _, a := range acc {
+		w := t.addr(a.R, a.C) / 4
+		for i := 0; i < a.Words; i++ {
+			banks[(w+i)%32]++
+		}
+	}
+	worst := 0
+	for _, n := range banks {
+		worst = max(worst, n)
+	}
+	return max(0, worst-1)
+}
+
+// chooseSwizzle picks the first swizzle, from the most spread out, under
+// which each group of accesses is conflict-free, among those whose phases
+// repeat within every `period` rows (so that row offsets that are multiples
+// of period keep the thread's phase); no swizzle if none is.
+func chooseSwizzle(t smemTile, groups [][]access, period int) swizzle {
+	chunks := t.Cols / 4
+	best, bestN := swizzle{1, 1, 1}, -1
+	for _, mp := range []int{8, 4, 2} {
+		if mp > chunks {
+			continue
+		}
+		for _, pp := range []int{1, 2, 4, 8} {
+			for _, mul := range []int{1, 2} {
+				s := swizzle{pp, mul, mp}
+				if period%s.period() != 0 {
+					continue
+				}
+				t.Swz = s
+				n := 0
+				for _, g := range groups {
+					n += t.conflicts(g)
+				}
+				if bestN < 0 || n < bestN {
+					best, bestN = s, n
+				}
+				if n == 0 {
+					return s
+				}
+			}
+		}
+	}
+	t.Swz = swizzle{1, 1, 1}
+	n := 0
+	for _, g := range groups {
+		n += t.conflicts(g)
+	}
+	if bestN < 0 || n <= bestN {
+		return swizzle{1, 1, 1}
+	}
+	return best
+}
+
+// ldmatrixGroups are the accesses of ldmatrix.x4 loading A fragments
+// (16 rows × 8 words at row r0, word column c0): four 8-row phases of
+// 16-byte rows.
+func ldmatrixGroups(r0, c0 int) [][]access {
+	var out [][]access
+	for j := 0; j < 4; j++ {
+		var g []access
+		for i := 0; i < 8; i++ {
+			g = append(g, access{r0 + i + 8*(j%2), c0 + 4*(j/2), 4})
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// bFragGroups are the accesses of the two ld.shared.b32 that load a B
+// fragment of an 8×8 tile at (k0, n0): lane (g, t) reads (k0+t, n0+g) and
+// (k0+t+4, n0+g).
+func bFragGroups(k0, n0 int) [][]access {
+	var out [][]access
+	for h := 0; h < 2; h++ {
+		var g []access
+		for lane := 0; lane < 32; lane++ {
+			g = append(g, access{k0 + lane%4 + 4*h, n0 + lane/4, 1})
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// operandTiles lays out one pipeline stage: A (m×k) at 0, B (k×n) after it,
+// each swizzled so that its fragment reads are conflict-free.
+func operandTiles(m, n, k int) (a, b smemTile) {
+	a = smemTile{Off: 0, Rows: m, Cols: k}
+	var ga [][]access
+	for r := 0; r < m; r += 16 {
+		for c := 0; c < k; c += 8 {
+			ga = append(ga, ldmatrixGroups(r, c)...)
+		}
+	}
+	a.Swz = chooseSwizzle(a, ga, 16)
+	b = smemTile{Off: a.bytes(), Rows: k, Cols: n}
+	var gb [][]access
+	for r := 0; r < k; r += 8 {
+		for c := 0; c < n; c += 8 {
+			gb = append(gb, bFragGroups(r, c)...)
+		}
+	}
+	b.Swz = chooseSwizzle(b, gb, 4)
+	return a, b
+}
+
+// isZero reports whether v is the constant 0 (or a block of it).
+func isZero(v *tile.Value) bool {
+	for v.Op == tile.OpSplat || v.Op == tile.OpBroadcast {
+		v = v.Args[0]
+	}
+	return v.Op == tile.OpConst && v.Aux == 0 && v.AuxF == 0
+}
+
+// ---- emission ----
+
+// mmaRegs are the per-thread shared-memory addresses of a pipelined dot's
+// fragments, relative to a stage: A's ldmatrix rows and B's columns, one
+// register per residue of the static chunk offset mod 8 (see fragAddr).
+type mmaRegs struct {
+	aBase, bBase map[int]string
+}
+
+// swizzledBase emits, in the prologue, tile.Off + row·rowBytes +
+// 16·((chunk + res) ^ phase(row)) + inChunk·4 + smem for registers row,
+// chunk and inChunk ("" for 0).
+func (l *lowerer) swizzledBase(t smemTile, row, chunk, inChunk string, res int) string {
+	key := fmt.Sprintf("swz|%v|%s|%s|%s|%d", t, row, chunk, inChunk, res)
+	return l.geo(key, func(w *strings.Builder) string {
+		s := t.Swz
+		ph := l.reg("r")
+		emit(w, "shr.u32 %s, %s, %d", ph, row, log2(s.PerPhase))
+		if s.Mul != 1 {
+			emit(w, "mul.lo.s32 %s, %s, %d", ph, ph, s.Mul)
+		}
+		emit(w, "and.b32 %s, %s, %d", ph, ph, s.MaxPhase-1)
+		c := l.reg("r")
+		emit(w, "add.s32 %s, %s, %d", c, chunk, res)
+		emit(w, "xor.b32 %s, %s, %s", c, c, ph)
+		a := l.reg("r")
+		emit(w, "mad.lo.s32 %s, %s, %d, %s", a, row, t.rowBytes(), l.smemAddr())
+		emit(w, "mad.lo.s32 %s, %s, 16, %s", a, c, a)
+		if inChunk != "" {
+			emit(w, "mad.lo.s32 %s, %s, 4, %s", a, inChunk, a)
+		}
+		if t.Off != 0 {
+			emit(w, "add.s32 %s, %s, %d", a, a, t.Off)
+		}
+		return a
+	})
+}
+
+// shiftAnd emits (x >> sh) & mask into a prologue register.
+func (l *lowerer) shiftAnd(key, x string, sh, mask int) string {
+	return l.geo(key, func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "shr.u32 %s, %s, %d", r, x, sh)
+		emit(w, "and.b32 %s, %s, %d", r, r, mask)
+		return r
+	})
+}
+
+// mmaStep emits the tensor-core work of one pipeline stage: for each k step
+// of 8, the warp's A fragments by ldmatrix.x4 and B fragments by
+// ld.shared.b32 from the stage at byte offset stage (a register), rounded to
+// TF32 (cvt.rna, as the interpreter rounds), then an mma.sync per m16n8 tile
+// of the warp into the accumulator registers acc (held in p.acc's layout).
+func (l *lowerer) mmaStep(p *pipe, stage string, acc *lval) {
+	w := &l.body
+	b := p.acc
+	mt, nt := b.wrep(0)/2, b.wrep(1)
+	lane := l.laneID()
+	// A: lane L gives the address of row (L%8) + 8·(L/8 %2) of the m16 tile,
+	// 16-byte chunk L/16 of the k8 step
+	aRow := l.geo("mma|arow|"+b.key(), func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "and.b32 %s, %s, 7", r, lane)
+		t := l.reg("r")
+		emit(w, "shr.u32 %s, %s, 3", t, lane)
+		emit(w, "and.b32 %s, %s, 1", t, t)
+		emit(w, "mad.lo.s32 %s, %s, 8, %s", r, t, r)
+		emit(w, "mad.lo.s32 %s, %s, %d, %s", r, l.warpAlong(b, 0), b.warpTile(0), r)
+		return r
+	})
+	aChunk := l.shiftAnd("mma|achunk", lane, 4, 1)
+	// B: lane (g, t) reads row t, column wn·8nt + g: chunk (wn·8nt + g)/4, word g%4
+	bRow := l.shiftAnd("mma|t", lane, 0, 3)
+	bCol := l.geo("mma|bcol|"+b.key(), func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "shr.u32 %s, %s, 2", r, lane)
+		emit(w, "mad.lo.s32 %s, %s, %d, %s", r, l.warpAlong(b, 1), b.warpTile(1), r)
+		return r
+	})
+	bChunk := l.shiftAnd("mma|bchunk|"+b.key(), bCol, 2, (1<<30)-1)
+	bIn := l.shiftAnd("mma|bin|"+b.key(), bCol, 0, 3)
+	// per stage: the stage offset added to each base once
+	aAddr, bAddr := map[int]string{}, map[int]string{}
+	at := func(m map[int]string, res int, base string) string {
+		if r, ok := m[res]; ok {
+			return r
+		}
+		r := l.reg("r")
+		emit(w, "add.s32 %s, %s, %s", r, base, stage)
+		m[res] = r
+		return r
+	}
+	for kk := 0; kk < p.k; kk += 8 {
+		a := make([][4]string, mt)
+		for i := range a {
+			cs := kk / 4 // the k step's first chunk
+			base := at(aAddr, cs%8, l.swizzledBase(p.a, aRow, aChunk, "", cs%8))
+			off := 16*i*p.a.rowBytes() + 128*(cs/8)
+			for j := range a[i] {
+				a[i][j] = l.reg("r")
+			}
+			emit(w, "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%s, %s, %s, %s}, [%s+%d]", a[i][0], a[i][1], a[i][2], a[i][3], base, off)
+		}
+		bf := make([][2]string, nt)
+		for j := range bf {
+			cs := 2 * j // column chunk of the n8 tile within the warp tile
+			base := at(bAddr, cs%8, l.swizzledBase(p.b, bRow, bChunk, bIn, cs%8))
+			off := kk*p.b.rowBytes() + 128*(cs/8)
+			bf[j] = [2]string{l.reg("r"), l.reg("r")}
+			emit(w, "ld.shared.b32 %s, [%s+%d]", bf[j][0], base, off)
+			emit(w, "ld.shared.b32 %s, [%s+%d]", bf[j][1], base, off+4*p.b.rowBytes())
+		}
+		for i := range a {
+			for j := range a[i] {
+				emit(w, "cvt.rna.tf32.f32 %s, %s", a[i][j], a[i][j])
+			}
+		}
+		for j := range bf {
+			for h := range bf[j] {
+				emit(w, "cvt.rna.tf32.f32 %s, %s", bf[j][h], bf[j][h])
+			}
+		}
+		for i := 0; i < mt; i++ {
+			for j := 0; j < nt; j++ {
+				c := p.accRegs(acc, i, j)
+				emit(w, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%s, %s, %s, %s}, {%s, %s, %s, %s}, {%s, %s}, {%s, %s, %s, %s}",
+					c[0], c[1], c[2], c[3], a[i][0], a[i][1], a[i][2], a[i][3], bf[j][0], bf[j][1], c[0], c[1], c[2], c[3])
+			}
+		}
+	}
+}

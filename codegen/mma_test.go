@@ -1,0 +1,208 @@
+package codegen
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// TestMMALayoutIsTheFragment: every thread holds, in the mma layout, the
+// accumulator elements the PTX ISA gives its lane in each m16n8 tile of its
+// warp (c0..c3 at (g,2t) (g,2t+1) (g+8,2t) (g+8,2t+1), g = lane/4,
+// t = lane%4), the warps' tiles covering the block once.
+func TestMMALayoutIsTheFragment(t *testing.T) {
+	for _, c := range []struct{ m, n, wm, wn int }{
+		{16, 8, 1, 1}, {32, 32, 2, 2}, {64, 64, 2, 2}, {128, 128, 2, 4}, {128, 256, 2, 4}, {64, 32, 4, 1},
+	} {
+		t.Run(fmt.Sprintf("%dx%d_warps%dx%d", c.m, c.n, c.wm, c.wn), func(t *testing.T) {
+			b := mmaLayout(c.m, c.n, c.wm, c.wn)
+			p := &pipe{acc: b}
+			slots := b.slots()
+			idx := &lval{regs: make([]string, len(slots))}
+			for i := range slots {
+				idx.regs[i] = fmt.Sprint(i)
+			}
+			mt, nt := c.m/c.wm/16, c.n/c.wn/8
+			seen := map[[2]int]int{}
+			for warp := 0; warp < c.wm*c.wn; warp++ {
+				wr, wc := warp/c.wn*(c.m/c.wm), warp%c.wn*(c.n/c.wn)
+				for lane := 0; lane < 32; lane++ {
+					g, tq := lane/4, lane%4
+					for i := 0; i < mt; i++ {
+						for j := 0; j < nt; j++ {
+							regs := p.accRegs(idx, i, j)
+							want := [4][2]int{{g, 2 * tq}, {g, 2*tq + 1}, {g + 8, 2 * tq}, {g + 8, 2*tq + 1}}
+							for r, reg := range regs {
+								var si int
+								fmt.Sscan(reg, &si)
+								got := b.coordOf(lane, warp, slots[si])
+								w := [2]int{wr + 16*i + want[r][0], wc + 8*j + want[r][1]}
+								if got[0] != w[0] || got[1] != w[1] {
+									t.Fatalf("warp %d lane %d tile (%d,%d) c%d: holds %v, want %v", warp, lane, i, j, r, got, w)
+								}
+								seen[w]++
+							}
+						}
+					}
+				}
+			}
+			if len(seen) != c.m*c.n {
+				t.Fatalf("%d of %d elements held", len(seen), c.m*c.n)
+			}
+			for e, n := range seen {
+				if n != 1 {
+					t.Fatalf("element %v held %d times", e, n)
+				}
+			}
+		})
+	}
+}
+
+func TestMMAWarps(t *testing.T) {
+	for _, c := range []struct {
+		m, n, warps, wm, wn int
+		ok                  bool
+	}{
+		{64, 64, 4, 2, 2, true},
+		{128, 128, 8, 2, 4, true}, // 64x32 warp tiles: fewer B fragments than 32x64
+		{128, 256, 8, 2, 4, true},
+		{32, 32, 4, 2, 2, true},
+		{16, 64, 4, 1, 4, true},
+		{16, 16, 4, 0, 0, false}, // 4 warps have no whole m16n8 tiles
+	} {
+		wm, wn, ok := mmaWarps(c.m, c.n, c.warps)
+		if ok != c.ok || ok && (wm != c.wm || wn != c.wn) {
+			t.Errorf("%dx%d, %d warps: %dx%d %v, want %dx%d %v", c.m, c.n, c.warps, wm, wn, ok, c.wm, c.wn, c.ok)
+		}
+	}
+}
+
+// TestOperandTilesConflictFree: the swizzles chosen for a stage's A and B
+// tiles make every fragment read conflict-free, keep each 16-byte chunk
+// whole and map each row's elements one to one.
+func TestOperandTilesConflictFree(t *testing.T) {
+	for _, s := range [][3]int{{64, 64, 32}, {128, 128, 32}, {128, 256, 32}, {32, 32, 32}, {64, 64, 64}, {16, 8, 8}, {32, 16, 16}} {
+		m, n, k := s[0], s[1], s[2]
+		t.Run(fmt.Sprintf("%dx%dx%d", m, n, k), func(t *testing.T) {
+			a, b := operandTiles(m, n, k)
+			for _, c := range []struct {
+				name   string
+				t      smemTile
+				groups [][]access
+			}{
+				{"A", a, nil}, {"B", b, nil},
+			} {
+				var groups [][]access
+				if c.name == "A" {
+					for r := 0; r < m; r += 16 {
+						for col := 0; col < k; col += 8 {
+							groups = append(groups, ldmatrixGroups(r, col)...)
+						}
+					}
+				} else {
+					for r := 0; r < k; r += 8 {
+						for col := 0; col < n; col += 8 {
+							groups = append(groups, bFragGroups(r, col)...)
+						}
+					}
+				}
+				for _, g := range groups {
+					if n := c.t.conflicts(g); n != 0 {
+						t.Errorf("%s %v: %d-way conflict at %v", c.name, c.t, n+1, g[0])
+					}
+				}
+				seen := map[int]bool{}
+				for r := 0; r < c.t.Rows; r++ {
+					for col := 0; col < c.t.Cols; col++ {
+						a := c.t.addr(r, col)
+						if seen[a] || a < c.t.Off || a >= c.t.Off+c.t.bytes() || (col%4 != 0 && a != c.t.addr(r, col-1)+4) {
+							t.Fatalf("%s %v: element (%d,%d) at %d", c.name, c.t, r, col, a)
+						}
+						seen[a] = true
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestPipelinedDot: a TF32 K loop runs on the tensor cores with its
+// accumulator in registers: operands copied by cp.async into a ring of
+// stages, A's fragments by ldmatrix, one wait and one barrier per
+// iteration, the epilogue storing from the mma layout (no accumulator tile
+// through shared memory). IEEE stays on FMAs.
+func TestPipelinedDot(t *testing.T) {
+	k := constMatmul(t, 256, 256, 256, 64, 64, 32, tile.PrecTF32)
+	dir := t.TempDir()
+	ck, err := Compile(k, Options{Spec: all16(k), DumpDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipe, err := os.ReadFile(filepath.Join(dir, k.Name+".pipe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "dot %"; !strings.Contains(string(pipe), want) || !strings.Contains(string(pipe), "3 stages of 16384 B") {
+		t.Errorf("the .pipe dump does not show the plan:\n%s", pipe)
+	}
+	p := ck.PTX
+	loop := p[strings.Index(p, "$L_pipe_3:"):strings.Index(p, "$L_pipe_end_4:")]
+	for _, c := range []struct {
+		re   string
+		in   string
+		want int
+	}{
+		// per iteration: 4 k steps × 2×4 m16n8 tiles of a 32×32 warp tile
+		{`mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32`, loop, 32},
+		{`ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16`, loop, 4 * 2},
+		{`cvt\.rna\.tf32\.f32`, loop, 4 * (2*4 + 4*2)},
+		// 64×32 + 32×64 floats, 16 bytes a copy, 128 threads
+		{`cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16`, loop, 8},
+		{`cp\.async\.wait_group 1`, loop, 1},
+		{`bar\.sync`, loop, 1},
+		{`st\.shared`, p, 0},
+		{`st\.global\.v2\.f32`, p, 16},
+	} {
+		if n := count(c.re, c.in); n != c.want {
+			t.Errorf("%d × %s, want %d", n, c.re, c.want)
+		}
+	}
+	if ck.SharedBytes != 3*(64*32+32*64)*4 {
+		t.Errorf("%d B of shared memory, want 3 stages of 16 KB", ck.SharedBytes)
+	}
+	ieee := constMatmul(t, 256, 256, 256, 64, 64, 32, tile.PrecIEEE)
+	ci, err := Compile(ieee, Options{Spec: all16(ieee)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(ci.PTX, "cp.async") || strings.Contains(ci.PTX, "mma.sync") {
+		t.Error("an IEEE dot was pipelined onto the tensor cores")
+	}
+}
+
+// constMatmul is C = A·B for row-major m×k and k×n matrices of known sizes
+// (as the fusion pass writes its matmul groups): bm×bn tiles, bk steps.
+func constMatmul(t *testing.T, m, n, k, bm, bn, bk int, prec tile.Precision) *tile.Kernel {
+	t.Helper()
+	b := tile.NewBuilder("mm", tile.Meta{"num_stages": 3})
+	pa, pb, pc := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("c", tile.F32)
+	rm := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1)
+	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0)
+	offA := b.Add(b.Mul(rm, k), b.ExpandDims(b.Arange(0, bk), 0))
+	offB := b.Add(b.Mul(b.ExpandDims(b.Arange(0, bk), 1), n), rn)
+	acc := b.For(0, k, bk, []*tile.Value{b.Zeros(tile.F32, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
+		av := b.Load(b.AddPtr(pa, b.Add(offA, k0)), nil, nil)
+		bv := b.Load(b.AddPtr(pb, b.Add(offB, b.Mul(k0, n))), nil, nil)
+		return []*tile.Value{b.Dot(av, bv, c[0], prec)}
+	})
+	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, n), rn)), acc[0], nil)
+	kk, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kk
+}

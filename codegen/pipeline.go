@@ -1,0 +1,397 @@
+package codegen
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// Software pipelining of K loops on the tensor cores.
+//
+// A loop whose only work is acc = dot(load A, load B, acc) (plus the
+// address and mask arithmetic of the two loads, and pointers it carries
+// along) is emitted as Triton's pipeliner emits it: the loads become
+// cp.async copies straight from global into a ring of `stages`
+// shared-memory buffers, issued stages-1 iterations ahead; each iteration
+// waits for its own buffer (cp.async.wait_group), fences it with one
+// barrier, issues the copies of a later iteration into the buffer freed by
+// the previous one, and runs the tensor cores on its buffer into an
+// accumulator that stays in registers (mmaLayout) across iterations and
+// after the loop, where the epilogue uses it as it is.
+
+// pipe is the plan of one pipelined loop.
+type pipe struct {
+	loop, dot  *tile.Value
+	accIdx     int            // the accumulator's index among the carried values
+	loads      [2]*tile.Value // A's and B's load in the loop body
+	m, n, k    int
+	wm, wn     int
+	acc        *Blocked // the accumulator's layout
+	a, b       smemTile // the operand tiles of one stage
+	stages     int
+	stageBytes int
+}
+
+func (p *pipe) String() string {
+	return fmt.Sprintf("dot %%%d %dx%dx%d: mma.sync m16n8k8 tf32, %d stages of %d B (A %v; B %v), warps %dx%d, warp tile %dx%d, accumulator %s",
+		p.dot.ID, p.m, p.n, p.k, p.stages, p.stageBytes, p.a, p.b, p.wm, p.wn, p.m/p.wm, p.n/p.wn, p.acc.key())
+}
+
+// accRegs are the accumulator registers c0..c3 of m16n8 tile (i, j) of the
+// thread's warp tile.
+func (p *pipe) accRegs(acc *lval, i, j int) [4]string {
+	slots := p.acc.slots()
+	var out [4]string
+	for si, s := range slots {
+		if s.Rep[0] != 0 || s.Rep[1] != 0 || s.W[1] != j || s.W[0]/2 != i {
+			continue
+		}
+		out[2*(s.W[0]%2)+s.S[1]] = acc.regs[si]
+	}
+	return out
+}
+
+// maxSmem is the dynamic shared memory a CTA may use: 227 KB on sm_90,
+// 163 KB on sm_80.
+func maxSmem(arch int) int {
+	if arch >= 90 {
+		return 227 << 10
+	}
+	return 163 << 10
+}
+
+// matchPipe returns the plan for loop f if it is a K loop of one TF32 dot
+// that the tensor cores can run pipelined, else nil.
+func (l *lowerer) matchPipe(f *tile.Value) *pipe {
+	body := f.Body
+	yield := body.Values[len(body.Values)-1]
+	var p *pipe
+	for i, y := range yield.Args {
+		if y.Op != tile.OpDot || y.Args[2] != body.Args[1+i] {
+			continue
+		}
+		if p != nil {
+			return nil // two dots
+		}
+		p = &pipe{loop: f, dot: y, accIdx: i}
+	}
+	if p == nil {
+		return nil
+	}
+	d := p.dot
+	if d.Prec != tile.PrecTF32 || d.Type.DType != tile.F32 {
+		return nil
+	}
+	p.m, p.k, p.n = d.Args[0].Type.Shape.Dims[0], d.Args[0].Type.Shape.Dims[1], d.Args[1].Type.Shape.Dims[1]
+	var ok bool
+	if p.wm, p.wn, ok = mmaWarps(p.m, p.n, l.opt.NumWarps); !ok || p.k%8 != 0 {
+		return nil
+	}
+	only := func(v, user *tile.Value) bool {
+		us := l.users[v.ID]
+		return len(us) == 1 && us[0] == user
+	}
+	acc := body.Args[1+p.accIdx]
+	if !only(acc, d) || !only(d, yield) {
+		return nil
+	}
+	for i := range p.loads {
+		ld := d.Args[i]
+		if ld.Op != tile.OpLoad || !only(ld, d) || (len(ld.Args) > 2 && !isZero(ld.Args[2])) {
+			return nil
+		}
+		p.loads[i] = ld
+	}
+	// the rest of the body computes addresses and masks only
+	for _, v := range body.Values {
+		switch {
+		case v == d || v == p.loads[0] || v == p.loads[1] || v == yield:
+		case v.Op == tile.OpLoad || v.Op == tile.OpStore || v.Op == tile.OpAtomicAdd || v.Op == tile.OpDot ||
+			v.Op == tile.OpFor || v.Op == tile.OpReduceSum || v.Op == tile.OpReduceMax || v.Op == tile.OpReduceMin:
+			return nil
+		}
+	}
+	// the other carried values run ahead of the loop: nothing may read them after it
+	for _, r := range forResults(l.k, f) {
+		if int(r.Aux) != p.accIdx && len(l.users[r.ID]) > 0 {
+			return nil
+		}
+	}
+	p.acc = l.intern(mmaLayout(p.m, p.n, p.wm, p.wn))
+	p.a, p.b = operandTiles(p.m, p.n, p.k)
+	p.stageBytes = p.a.bytes() + p.b.bytes()
+	p.stages = 3
+	if s, ok := l.k.Meta["num_stages"]; ok {
+		p.stages = s
+	}
+	p.stages = min(p.stages, maxSmem(l.opt.Arch)/p.stageBytes)
+	if p.stages < 2 {
+		return nil
+	}
+	return p
+}
+
+// pipeDump lists the pipelined loops.
+func (l *lowerer) pipeDump() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "// @%s: software-pipelined loops\n", l.k.Name)
+	l.k.Walk(func(v *tile.Value) {
+		if p, ok := l.pipes[v.ID]; ok {
+			fmt.Fprintf(&sb, "for %%%d: %v\n", v.ID, p)
+		}
+	})
+	return sb.String()
+}
+
+// pipelinedLoop emits loop v by plan p.
+func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
+	w := &l.body
+	bounds := make([]string, 3)
+	for i := range bounds {
+		x, err := l.demand(v.Args[i], nil)
+		if err != nil {
+			return err
+		}
+		bounds[i] = x.regs[0]
+	}
+	it := v.Args[0].Type
+	inits := v.Args[3:]
+	lays := l.plan.loops[v.ID]
+	carried := make([]*lval, len(inits))
+	for i, in := range inits {
+		x, err := l.demand(in, lays[i])
+		if err != nil {
+			return err
+		}
+		c := &lval{lay: lays[i], regs: make([]string, len(x.regs))}
+		for _, cls := range l.classesOf(lays[i]) {
+			r := l.reg(regClass(in.Type))
+			emit(w, "mov.%s %s, %s", movType(in.Type), r, x.regs[cls[0]])
+			for _, j := range cls {
+				c.regs[j] = r
+			}
+		}
+		carried[i] = c
+	}
+	l.needSmem(p.stages * p.stageBytes)
+	ring := p.stages * p.stageBytes
+	ity, ptx := movType(it), ptxInt(it.DType)
+	stepPos := l.reg("p")
+	emit(w, "setp.gt.%s %s, %s, 0", ptx, stepPos, bounds[2])
+	// the producer: iteration ivp into the buffer at byte offset sp
+	ivp, sp := l.reg(regClass(it)), l.reg("r")
+	emit(w, "mov.%s %s, %s", ity, ivp, bounds[0])
+	emit(w, "mov.u32 %s, 0", sp)
+	produce := func() error {
+		live := l.reg("p")
+		emit(w, "setp.lt.%s %s, %s, %s", ptx, live, ivp, bounds[1])
+		emit(w, "and.pred %s, %s, %s", live, live, stepPos)
+		if err := l.issueCopies(p, ivp, carried, sp, live); err != nil {
+			return err
+		}
+		emit(w, "cp.async.commit_group")
+		emit(w, "add.%s %s, %s, %s", ptx, ivp, ivp, bounds[2])
+		emit(w, "add.s32 %s, %s, %d", sp, sp, p.stageBytes)
+		wrap := l.reg("p")
+		emit(w, "setp.ge.s32 %s, %s, %d", wrap, sp, ring)
+		emit(w, "@%s mov.u32 %s, 0", wrap, sp)
+		return nil
+	}
+	// prologue: stages-1 iterations in flight
+	cnt := l.reg("r")
+	emit(w, "mov.u32 %s, 0", cnt)
+	proHead, proEnd := l.label("pipe_fill"), l.label("pipe_filled")
+	w.WriteString(proHead + ":\n")
+	done := l.reg("p")
+	emit(w, "setp.ge.s32 %s, %s, %d", done, cnt, p.stages-1)
+	emit(w, "@%s bra.uni %s", done, proEnd)
+	if err := produce(); err != nil {
+		return err
+	}
+	emit(w, "add.s32 %s, %s, 1", cnt, cnt)
+	emit(w, "bra.uni %s", proHead)
+	w.WriteString(proEnd + ":\n")
+	// the loop: consume iteration iv from the buffer at sc
+	iv, sc := l.reg(regClass(it)), l.reg("r")
+	emit(w, "mov.%s %s, %s", ity, iv, bounds[0])
+	emit(w, "mov.u32 %s, 0", sc)
+	head, end := l.label("pipe"), l.label("pipe_end")
+	w.WriteString(head + ":\n")
+	stop := l.reg("p")
+	emit(w, "setp.ge.%s %s, %s, %s", ptx, stop, iv, bounds[1])
+	nonpos := l.reg("p")
+	emit(w, "not.pred %s, %s", nonpos, stepPos)
+	emit(w, "or.pred %s, %s, %s", stop, stop, nonpos)
+	emit(w, "@%s bra.uni %s", stop, end)
+	emit(w, "cp.async.wait_group %d", p.stages-2)
+	barrier(w)
+	if err := produce(); err != nil {
+		return err
+	}
+	l.mmaStep(p, sc, carried[p.accIdx])
+	emit(w, "add.s32 %s, %s, %d", sc, sc, p.stageBytes)
+	wrap := l.reg("p")
+	emit(w, "setp.ge.s32 %s, %s, %d", wrap, sc, ring)
+	emit(w, "@%s mov.u32 %s, 0", wrap, sc)
+	emit(w, "add.%s %s, %s, %s", ptx, iv, iv, bounds[2])
+	emit(w, "bra.uni %s", head)
+	w.WriteString(end + ":\n")
+	emit(w, "cp.async.wait_group 0")
+	barrier(w) // the buffers are scratch again
+	for _, r := range forResults(l.k, v) {
+		if int(r.Aux) == p.accIdx {
+			l.remember(r, carried[p.accIdx])
+		}
+	}
+	return nil
+}
+
+// issueCopies emits, in a scope of its own where the loop's induction
+// variable is ivp and its carried values (but the accumulator) are
+// carried, the cp.async copies of the two loads into the buffer at byte
+// offset sp (lanes masked off, or all when live is false, fill zeros),
+// then advances the carried values to the next iteration.
+func (l *lowerer) issueCopies(p *pipe, ivp string, carried []*lval, sp, live string) error {
+	w := &l.body
+	body := p.loop.Body
+	l.memo = append(l.memo, map[string]*lval{})
+	l.loopDepth++
+	defer func() {
+		l.memo = l.memo[:len(l.memo)-1]
+		l.loopDepth--
+	}()
+	l.remember(body.Args[0], &lval{regs: []string{ivp}})
+	for i, a := range body.Args[1:] {
+		if i != p.accIdx {
+			l.remember(a, carried[i])
+		}
+	}
+	for i, ld := range p.loads {
+		t := p.a
+		if i == 1 {
+			t = p.b
+		}
+		lay := l.plan.access[ld.ID]
+		n := min(len(ld.Args), 2)
+		args, err := l.demandAll(ld.Args[:n], lay)
+		if err != nil {
+			return err
+		}
+		var mask *tile.Value
+		if n > 1 {
+			mask = ld.Args[1]
+		}
+		vw := l.vecWidth(lay, ld.Args[0], mask, 4)
+		slots := lay.B.slots()
+		classes := l.classesOf(lay)
+		for ci := 0; ci < len(classes); ci += vw {
+			first := classes[ci][0]
+			own, never := l.owner(lay, slots[first])
+			if never {
+				continue
+			}
+			pred := live
+			for _, q := range []string{own, maskReg(args, first)} {
+				if q != "" {
+					r := l.reg("p")
+					emit(w, "and.pred %s, %s, %s", r, pred, q)
+					pred = r
+				}
+			}
+			size := l.reg("r")
+			emit(w, "selp.u32 %s, %d, 0, %s", size, 4*vw, pred)
+			dst := l.reg("r")
+			emit(w, "add.s32 %s, %s, %s", dst, sp, l.tileSlot(t, lay, slots[first]))
+			cache := "ca"
+			if vw == 4 {
+				cache = "cg"
+			}
+			emit(w, "cp.async.%s.shared.global [%s], [%s], %d, %s", cache, dst, args[0].regs[first], 4*vw, size)
+		}
+	}
+	// the next iteration's carried values
+	yield := body.Values[len(body.Values)-1]
+	lays := l.plan.loops[p.loop.ID]
+	var moves []move
+	for i, y := range yield.Args {
+		if i == p.accIdx {
+			continue
+		}
+		x, err := l.demand(y, lays[i])
+		if err != nil {
+			return err
+		}
+		for _, cls := range l.classesOf(lays[i]) {
+			if src := x.regs[cls[0]]; src != carried[i].regs[cls[0]] {
+				moves = append(moves, move{carried[i].regs[cls[0]], src, movType(y.Type)})
+			}
+		}
+	}
+	l.parallelMoves(w, moves, carried)
+	return nil
+}
+
+func maskReg(args []*lval, slot int) string {
+	if len(args) < 2 {
+		return ""
+	}
+	return args[1].regs[slot]
+}
+
+// tileSlot is the byte offset, in a stage, of slot s of layout lay holding a
+// value of the operand tile t: a prologue register.
+func (l *lowerer) tileSlot(t smemTile, lay *Layout, s slot) string {
+	r, c := l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)
+	key := fmt.Sprintf("tileslot|%v|%s|%s", t, r, c)
+	return l.geo(key, func(w *strings.Builder) string {
+		row, col := regOrZero(w, l, r), regOrZero(w, l, c)
+		ph := l.reg("r")
+		emit(w, "shr.u32 %s, %s, %d", ph, row, log2(t.Swz.PerPhase))
+		if t.Swz.Mul != 1 {
+			emit(w, "mul.lo.s32 %s, %s, %d", ph, ph, t.Swz.Mul)
+		}
+		emit(w, "and.b32 %s, %s, %d", ph, ph, t.Swz.MaxPhase-1)
+		ch := l.reg("r")
+		emit(w, "shr.u32 %s, %s, 2", ch, col)
+		emit(w, "xor.b32 %s, %s, %s", ch, ch, ph)
+		in := l.reg("r")
+		emit(w, "and.b32 %s, %s, 3", in, col)
+		a := l.reg("r")
+		emit(w, "mad.lo.s32 %s, %s, %d, %s", a, row, t.rowBytes(), l.smemAddr())
+		emit(w, "mad.lo.s32 %s, %s, 16, %s", a, ch, a)
+		emit(w, "mad.lo.s32 %s, %s, 4, %s", a, in, a)
+		if t.Off != 0 {
+			emit(w, "add.s32 %s, %s, %d", a, a, t.Off)
+		}
+		return a
+	})
+}
+
+// move is one register copy of a parallel assignment.
+type move struct{ dst, src, typ string }
+
+// parallelMoves emits the moves as one parallel assignment: through
+// temporaries where a source is one of the carried registers.
+func (l *lowerer) parallelMoves(w *strings.Builder, moves []move, carried []*lval) {
+	isCarried := map[string]bool{}
+	for _, c := range carried {
+		for _, r := range c.regs {
+			isCarried[r] = true
+		}
+	}
+	stage := false
+	for _, m := range moves {
+		stage = stage || isCarried[m.src]
+	}
+	if stage {
+		for j, m := range moves {
+			t := l.reg(regClassOfMov(m.typ))
+			emit(w, "mov.%s %s, %s", m.typ, t, m.src)
+			moves[j].src = t
+		}
+	}
+	for _, m := range moves {
+		emit(w, "mov.%s %s, %s", m.typ, m.dst, m.src)
+	}
+}
