@@ -37,6 +37,18 @@ func op1(d *decoder, ta ptxType, f func(a uint64) uint64) error {
 	if err != nil {
 		return err
 	}
+	if dst.kind == oReg && a.kind == oReg {
+		di, ai := dst.idx, a.idx
+		d.in.run = func(w *warp, m uint32) error {
+			r := w.r
+			for ; m != 0; m &= m - 1 {
+				l := bits.TrailingZeros32(m)
+				r[di+l] = f(r[ai+l])
+			}
+			return nil
+		}
+		return nil
+	}
 	d.in.run = func(w *warp, m uint32) error {
 		for ; m != 0; m &= m - 1 {
 			l := bits.TrailingZeros32(m)
@@ -63,6 +75,32 @@ func op2(d *decoder, ta, tb ptxType, f func(a, b uint64) uint64) error {
 	b, err := d.src(2, tb)
 	if err != nil {
 		return err
+	}
+	if dst.kind == oReg && a.kind == oReg && (b.kind == oReg || b.kind == oImm) {
+		// the common forms, without the operand switch per lane
+		di, ai := dst.idx, a.idx
+		if b.kind == oImm {
+			bv := b.imm
+			d.in.run = func(w *warp, m uint32) error {
+				r := w.r
+				for ; m != 0; m &= m - 1 {
+					l := bits.TrailingZeros32(m)
+					r[di+l] = f(r[ai+l], bv)
+				}
+				return nil
+			}
+			return nil
+		}
+		bi := b.idx
+		d.in.run = func(w *warp, m uint32) error {
+			r := w.r
+			for ; m != 0; m &= m - 1 {
+				l := bits.TrailingZeros32(m)
+				r[di+l] = f(r[ai+l], r[bi+l])
+			}
+			return nil
+		}
+		return nil
 	}
 	d.in.run = func(w *warp, m uint32) error {
 		for ; m != 0; m &= m - 1 {
@@ -94,6 +132,18 @@ func op3(d *decoder, ta, tb, tc ptxType, f func(a, b, c uint64) uint64) error {
 	c, err := d.src(3, tc)
 	if err != nil {
 		return err
+	}
+	if dst.kind == oReg && a.kind == oReg && b.kind == oReg && c.kind == oReg {
+		di, ai, bi, ci := dst.idx, a.idx, b.idx, c.idx
+		d.in.run = func(w *warp, m uint32) error {
+			r := w.r
+			for ; m != 0; m &= m - 1 {
+				l := bits.TrailingZeros32(m)
+				r[di+l] = f(r[ai+l], r[bi+l], r[ci+l])
+			}
+			return nil
+		}
+		return nil
 	}
 	d.in.run = func(w *warp, m uint32) error {
 		for ; m != 0; m &= m - 1 {

@@ -36,20 +36,15 @@ func roundingOf(d *decoder) rounding {
 	return rn
 }
 
-// bigOp computes op on exact values and rounds to prec bits by mode.
+// bigOp computes op exactly and rounds it to f32 (prec 24) or f64 (prec
+// 53) by a directed mode. For f32 the exact result is first rounded to 53
+// bits toward zero with the lowest bit set when inexact (round to odd),
+// which a second rounding to 24 bits turns into the correct result,
+// subnormals and overflow included.
 func bigOp(prec uint, mode rounding, op byte, xs ...float64) float64 {
-	bm := big.ToNearestEven
-	switch mode {
-	case rz:
-		bm = big.ToZero
-	case rm:
-		bm = big.ToNegativeInf
-	case rp:
-		bm = big.ToPositiveInf
-	}
 	for _, x := range xs {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
-			// specials need no rounding: let float64 arithmetic give them
+			// specials need no rounding: float64 arithmetic gives them
 			switch op {
 			case '+':
 				return xs[0] + xs[1]
@@ -64,7 +59,15 @@ func bigOp(prec uint, mode rounding, op byte, xs ...float64) float64 {
 			}
 		}
 	}
-	z := new(big.Float).SetPrec(prec).SetMode(bm)
+	if op == '/' && xs[1] == 0 {
+		return xs[0] / xs[1]
+	}
+	z := new(big.Float).SetPrec(53)
+	if prec == 24 {
+		z.SetMode(big.ToZero)
+	} else {
+		z.SetMode(map[rounding]big.RoundingMode{rn: big.ToNearestEven, rz: big.ToZero, rm: big.ToNegativeInf, rp: big.ToPositiveInf}[mode])
+	}
 	a := new(big.Float).SetFloat64(xs[0])
 	b := new(big.Float).SetFloat64(xs[1])
 	switch op {
@@ -75,15 +78,22 @@ func bigOp(prec uint, mode rounding, op byte, xs ...float64) float64 {
 	case '*':
 		z.Mul(a, b)
 	case '/':
-		if xs[1] == 0 {
-			return xs[0] / xs[1]
-		}
 		z.Quo(a, b)
 	case 'f':
 		p := new(big.Float).SetPrec(106).Mul(a, b) // exact
 		z.Add(p, new(big.Float).SetFloat64(xs[2]))
 	}
 	r, _ := z.Float64()
+	if prec == 24 {
+		if z.Acc() != big.Exact {
+			r = math.Float64frombits(math.Float64bits(r) | 1)
+		}
+		return float64(math.Float32frombits(uint32(fmtF32.round(r, mode))))
+	}
+	if r == 0 && z.Sign() != 0 || math.IsInf(r, 0) {
+		// beyond float64's range: the directed mode's limit
+		return float64(math.Float32frombits(0)) + r
+	}
 	return r
 }
 
@@ -91,6 +101,20 @@ func bigOp(prec uint, mode rounding, op byte, xs ...float64) float64 {
 // exact in float64; the sum is rounded once, with a correction where the
 // float64 sum sits exactly on an f32 rounding boundary.
 func fma32(a, b, c float32) float32 {
+	// fast path: the float64 FMA is one rounding of the exact result; a
+	// second rounding to f32 is wrong only when that lands exactly halfway
+	// between two f32 values (low 29 bits 1<<28) or in the subnormal range
+	r := math.FMA(float64(a), float64(b), float64(c))
+	if r != r || r == 0 || math.IsInf(r, 0) {
+		return float32(r)
+	}
+	if math.Float64bits(r)&(1<<29-1) != 1<<28 && math.Abs(r) >= 0x1p-126 {
+		return float32(r)
+	}
+	return fma32Slow(a, b, c)
+}
+
+func fma32Slow(a, b, c float32) float32 {
 	p := float64(a) * float64(b)
 	s := p + float64(c)
 	if math.IsInf(s, 0) || math.IsNaN(s) || s == 0 {
