@@ -25,7 +25,7 @@ func kernelPTX(name, params, body string) string {
 	.reg .b32 %r<64>;
 	.reg .b64 %rd<32>;
 	.reg .f32 %f<64>;
-	.reg .f64 %fd<16>;
+	.reg .f64 %fd<32>;
 ` + body + `
 	ret;
 }
