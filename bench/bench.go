@@ -158,6 +158,8 @@ type Spec struct {
 	Outputs []*G.Node
 	// Flops is the work of one run, for GFLOP/s (0: report GB/s only)
 	Flops int64
+	// Train, if set, makes each run a training step (train.go)
+	Train *Train
 }
 
 // machine is what the three modes have in common.
@@ -209,6 +211,9 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 		if inBytes < 64<<20 {
 			o.Rotate = 4
 		}
+	}
+	if s.Train != nil {
+		return trainGraph(s, o)
 	}
 	sets := make([]map[*G.Node]tensor.Tensor, o.Rotate)
 	for i := range sets {

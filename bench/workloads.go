@@ -29,6 +29,7 @@ var Workloads = []Workload{
 	{"linear_gelu", "gelu(x·W + b): a matrix product with bias and activation", linearGelu},
 	{"attention", "softmax(q·kᵀ/√d)·v over batch×heads, batched products", attentionW},
 	{"mlp_step", "a 2-layer MLP's loss and gradients (one training step's work)", mlpStep},
+	{"mlp_train", "mlp_step as a training loop: batch up, RunAll, Adam's step (fused: fusion.NewSolver), loss read", mlpTrain},
 	{"encoder_fwd", "a transformer encoder block, forward", func(s string) (Spec, error) { return encoderW(s, false) }},
 	{"encoder_fwd_bwd", "a transformer encoder block, forward and gradients", func(s string) (Spec, error) { return encoderW(s, true) }},
 }
@@ -160,27 +161,37 @@ func attentionW(size string) (Spec, error) {
 }
 
 func mlpStep(size string) (Spec, error) {
-	batch, err := pick(size, 64, 512)
+	b, loss, _, grads, flops, err := mlpGraph(size)
 	if err != nil {
 		return Spec{}, err
+	}
+	return b.spec("mlp_step", size, flops, append(G.Nodes{loss}, grads...)...), nil
+}
+
+// mlpGraph is a 2-layer MLP with its loss and gradients: the learnables
+// w1, b1, w2, b2 are inputs of the builder; flops is one step's work.
+func mlpGraph(size string) (b *builder, loss *G.Node, learnables, grads G.Nodes, flops int64, err error) {
+	batch, err := pick(size, 64, 512)
+	if err != nil {
+		return nil, nil, nil, nil, 0, err
 	}
 	in, hid, out := 256, 512, 16
 	if size == "large" {
 		in, hid = 784, 1024
 	}
-	b := newBuilder()
+	b = newBuilder()
 	x, y := b.input("x", 1, batch, in), b.input("y", 1, batch, out)
 	w1, b1 := b.input("w1", 1/math.Sqrt(float64(in)), in, hid), b.input("b1", 0.1, hid)
 	w2, b2 := b.input("w2", 1/math.Sqrt(float64(hid)), hid, out), b.input("b2", 0.1, out)
 	h := gelu(G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w1)), b1, nil, []byte{0})))
 	p := G.Must(G.BroadcastAdd(G.Must(G.Mul(h, w2)), b2, nil, []byte{0}))
-	loss := G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(p, y))))))
-	grads, err := G.Grad(loss, w1, b1, w2, b2)
-	if err != nil {
-		return Spec{}, err
+	loss = G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(p, y))))))
+	learnables = G.Nodes{w1, b1, w2, b2}
+	if grads, err = G.Grad(loss, learnables...); err != nil {
+		return nil, nil, nil, nil, 0, err
 	}
-	flops := int64(3 * 2 * batch * (in*hid + hid*out)) // forward, and two products per layer backward
-	return b.spec("mlp_step", size, flops, append(G.Nodes{loss}, grads...)...), nil
+	flops = int64(3 * 2 * batch * (in*hid + hid*out)) // forward, and two products per layer backward
+	return b, loss, learnables, grads, flops, nil
 }
 
 // encoderW: multi-head self-attention through batched products (per-head

@@ -1,0 +1,245 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"time"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/fusion"
+)
+
+// Train makes a Spec a training step, timed whole as a user writes it: the
+// batch bound (gorgonia.Let), RunAll, the solver's Step over the
+// learnables, and the loss read. Gorgonia's machine and the unfused
+// machine step with the Gorgonia solver itself; the fused machine with
+// fusion.NewSolver over the same configuration (one kernel per parameter).
+// Each mode trains its own copy of the learnables from the same start, so
+// the first run's outputs (loss and gradients, before any step) are
+// checked against the unfused ones as in Graph.
+type Train struct {
+	Learnables G.Nodes         // inputs of the spec that the solver updates
+	Loss       *G.Node         // read at every step
+	Solver     func() G.Solver // a fresh Gorgonia solver of the configuration
+}
+
+// trainMode is one mode's machine, solver and learnables.
+type trainMode struct {
+	m          *Measurement
+	vm         machine
+	solver     G.Solver
+	params     map[*G.Node]tensor.Tensor // this mode's learnables
+	times, dev []float64
+}
+
+// trainGraph is Graph for a training step (s.Train set).
+func trainGraph(s Spec, o Options) (res *Result, err error) {
+	tr := s.Train
+	if tr.Loss == nil || len(tr.Learnables) == 0 || tr.Solver == nil {
+		return nil, fmt.Errorf("bench: %s: a training step needs its loss, learnables and solver", s.Name)
+	}
+	learnable := map[*G.Node]bool{}
+	for _, n := range tr.Learnables {
+		if _, ok := s.Inputs[n]; !ok {
+			return nil, fmt.Errorf("bench: %s: learnable %s is not an input of the spec", s.Name, n.Name())
+		}
+		learnable[n] = true
+	}
+	// the batch (every other input) rotates through copies, as in Graph
+	var inBytes int64
+	for n, v := range s.Inputs {
+		if n == nil || v == nil {
+			return nil, fmt.Errorf("bench: %s: a nil input", s.Name)
+		}
+		inBytes += int64(v.MemSize())
+	}
+	sets := make([]map[*G.Node]tensor.Tensor, o.Rotate)
+	for i := range sets {
+		sets[i] = map[*G.Node]tensor.Tensor{}
+		for n, v := range s.Inputs {
+			if learnable[n] {
+				continue
+			}
+			if i > 0 {
+				v = v.Clone().(tensor.Tensor)
+			}
+			sets[i][n] = v
+		}
+	}
+	res = &Result{Name: s.Name, Size: s.Size, Backend: o.Backend.String(), Flops: s.Flops}
+	var modes []*trainMode
+	defer func() {
+		for _, r := range modes {
+			r.vm.Close()
+			if c, ok := r.solver.(interface{ Close() error }); ok {
+				c.Close()
+			}
+		}
+	}()
+	// step is one training step of mode r as the user writes it: the batch
+	// up, RunAll, (check), the solver's step, the loss read
+	step := func(r *trainMode, i int, check func() error) error {
+		for n, v := range r.params { // the mode's own learnables (the modes share the graph)
+			if err := G.Let(n, v); err != nil {
+				return err
+			}
+		}
+		for n, v := range sets[i%len(sets)] {
+			if err := G.Let(n, v); err != nil {
+				return err
+			}
+		}
+		r.vm.Reset()
+		if err := r.vm.RunAll(); err != nil {
+			return err
+		}
+		if check != nil {
+			if err := check(); err != nil {
+				return err
+			}
+		}
+		if err := r.solver.Step(G.NodesToValueGrads(tr.Learnables)); err != nil {
+			return err
+		}
+		if l := scalarOf(tr.Loss.Value()); math.IsNaN(l) {
+			return fmt.Errorf("the loss is NaN")
+		}
+		return nil
+	}
+	var ref [][]float64
+	for _, mode := range []string{Unfused, Gorgonia, Fused} {
+		if o.Progress != nil {
+			o.Progress(mode)
+		}
+		r := &trainMode{m: &Measurement{Mode: mode, Runs: o.Runs}, params: map[*G.Node]tensor.Tensor{}}
+		for _, n := range tr.Learnables {
+			r.params[n] = s.Inputs[n].Clone().(tensor.Tensor)
+		}
+		switch mode {
+		case Gorgonia:
+			r.vm, r.solver = G.NewTapeMachine(s.Graph), tr.Solver()
+		default:
+			opts := append([]fusion.Option{fusion.WithBackend(o.Backend), fusion.WithFusion(mode == Fused)}, o.FusionOptions...)
+			t0 := time.Now()
+			fm := fusion.NewTapeMachine(s.Graph, opts...)
+			r.m.CompileCold = time.Since(t0).Seconds()
+			if err := fm.Err(); err != nil {
+				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
+			}
+			fm.Close() // and again, from the caches (as Graph measures it)
+			t0 = time.Now()
+			fm = fusion.NewTapeMachine(s.Graph, opts...)
+			r.m.CompileCached = time.Since(t0).Seconds()
+			if err := fm.Err(); err != nil {
+				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
+			}
+			r.m.Kernels = fm.Report().Kernels() + len(fm.Report().Unfused)
+			r.vm, r.solver = fm, tr.Solver()
+			if mode == Fused {
+				fs, err := fusion.NewSolver(fm, tr.Solver())
+				if err != nil {
+					fm.Close()
+					return nil, fmt.Errorf("bench: %s: %w", s.Name, err)
+				}
+				r.solver = fs
+			}
+		}
+		modes = append(modes, r)
+		check := func() error {
+			got := make([][]float64, len(s.Outputs))
+			for i, n := range s.Outputs {
+				v, err := floats(n)
+				if err != nil {
+					return err
+				}
+				got[i] = v
+			}
+			if mode == Unfused {
+				ref = got
+			}
+			var err error
+			r.m.MaxErr, err = compare(got, ref, o.Tol)
+			if err != nil && mode == Fused {
+				return fmt.Errorf("fused result differs from the unfused one: %w", err)
+			}
+			return nil
+		}
+		if err := step(r, 0, check); err != nil {
+			return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
+		}
+		for i, t0 := 1, time.Now(); time.Since(t0) < o.WarmUp; i++ {
+			if err := step(r, i, nil); err != nil {
+				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
+			}
+		}
+	}
+	// timed steps, the modes taking turns (see Graph)
+	for i := range o.Runs {
+		for _, r := range modes {
+			runtime.GC()
+			if o.Backend == fusion.CUDA && r.m.Mode != Gorgonia {
+				for t0 := time.Now(); time.Since(t0) < gpuWarm; {
+					if err := step(r, i, nil); err != nil {
+						return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
+					}
+				}
+			}
+			t0 := time.Now()
+			if err := step(r, i, nil); err != nil {
+				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
+			}
+			r.times = append(r.times, time.Since(t0).Seconds())
+			if dt, ok := r.vm.(deviceTimer); ok {
+				if d, ok := dt.DeviceTime(); ok {
+					r.dev = append(r.dev, d)
+				}
+			}
+		}
+	}
+	for _, r := range modes {
+		m := r.m
+		slices.Sort(r.times)
+		m.Median, m.Min, m.Max = median(r.times), r.times[0], r.times[len(r.times)-1]
+		if len(r.dev) == len(r.times) {
+			slices.Sort(r.dev)
+			m.DeviceMedian, m.DeviceMin, m.DeviceMax = median(r.dev), r.dev[0], r.dev[len(r.dev)-1]
+		}
+		m.GBps = float64(inBytes+outBytes(s.Outputs)) / m.Time() / 1e9
+		if s.Flops > 0 {
+			m.GFLOPs = float64(s.Flops) / m.Time() / 1e9
+		}
+		res.Modes = append(res.Modes, m)
+	}
+	slices.SortFunc(res.Modes, func(a, b *Measurement) int { return slices.Index(Modes, a.Mode) - slices.Index(Modes, b.Mode) })
+	res.Bytes = inBytes + outBytes(s.Outputs)
+	return res, nil
+}
+
+// scalarOf is a scalar value as a float64 (NaN for anything else).
+func scalarOf(v G.Value) float64 {
+	if v == nil {
+		return math.NaN()
+	}
+	switch x := v.Data().(type) {
+	case float32:
+		return float64(x)
+	case float64:
+		return x
+	}
+	return math.NaN()
+}
+
+// mlpTrain is mlp_step's graph trained with Adam (learn rate 1e-3).
+func mlpTrain(size string) (Spec, error) {
+	b, loss, learnables, grads, flops, err := mlpGraph(size)
+	if err != nil {
+		return Spec{}, err
+	}
+	s := b.spec("mlp_train", size, flops, append(G.Nodes{loss}, grads...)...)
+	s.Train = &Train{Learnables: learnables, Loss: loss, Solver: func() G.Solver { return G.NewAdamSolver(G.WithLearnRate(1e-3)) }}
+	return s, nil
+}
