@@ -72,7 +72,7 @@ type Measurement struct {
 	// compile time of tilefuse modes: the first NewTapeMachine of this graph
 	// in the process (cold: partition, emission, and on the GPU codegen and
 	// the driver's JIT), and a second one, which takes the kernels'
-	// interpreter form (CPU) or loaded module (CUDA) from a cache;
+	// compiled form (CPU) or loaded module (CUDA) from a cache;
 	// partitioning and emission run again
 	CompileCold   float64 `json:"compile_cold_s,omitempty"`
 	CompileCached float64 `json:"compile_cached_s,omitempty"`

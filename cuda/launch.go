@@ -97,7 +97,7 @@ func (t *Thread) launchN(n int, f *Function, k *tile.Kernel, grid tile.Grid, arg
 }
 
 // paramBits encodes one argument as the bits of its parameter type (scalars
-// by the interpreter's rules, tile.ConvertScalar).
+// by every backend's rules, tile.ConvertScalar).
 func paramBits(t tile.Type, x any) (uint64, error) {
 	if t.Ptr {
 		b, ok := x.(*Buffer)

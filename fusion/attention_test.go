@@ -10,8 +10,8 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/codegen"
+	"github.com/tilefuse/tilefuse/codegen/cpu"
 	"github.com/tilefuse/tilefuse/fusion"
-	"github.com/tilefuse/tilefuse/tile"
 )
 
 func rand3(rng *rand.Rand, a, b, c int) *tensor.Dense {
@@ -29,7 +29,7 @@ func rand3(rng *rand.Rand, a, b, c int) *tensor.Dense {
 func TestAttentionIsOneKernel(t *testing.T) { checkAttention(t, 1e-12, fusion.WithMatMulFusion(true)) }
 
 // TestAttentionOnCPUDefault: on the CPU, attention fuses by default where
-// the interpreter's dot has vector instructions (tile.VectorDot), and is
+// the interpreter's dot has vector instructions (cpu.VectorDot), and is
 // left to Gorgonia's BLAS products elsewhere and under
 // WithMatMulFusion(false), with the report saying how to fuse it.
 func TestAttentionOnCPUDefault(t *testing.T) {
@@ -37,7 +37,7 @@ func TestAttentionOnCPUDefault(t *testing.T) {
 		name  string
 		opts  []fusion.Option
 		fused bool
-	}{{"default", nil, tile.VectorDot()}, {"WithMatMulFusion(false)", []fusion.Option{fusion.WithMatMulFusion(false)}, false}} {
+	}{{"default", nil, cpu.VectorDot()}, {"WithMatMulFusion(false)", []fusion.Option{fusion.WithMatMulFusion(false)}, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			g := G.NewGraph()
 			q := G.NewTensor(g, tensor.Float64, 3, G.WithShape(2, 5, 4), G.WithName("q"))

@@ -8,7 +8,7 @@ import (
 )
 
 // TestCompileReusesExecs: compiling a graph again takes each kernel's
-// interpreter form from the cache (the same *tile.Exec), and the result
+// compiled CPU form from the cache (the same *cpu.Exec), and the result
 // still runs.
 func TestCompileReusesExecs(t *testing.T) {
 	build := func() (*G.ExprGraph, *G.Node, *G.Node) {

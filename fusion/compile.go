@@ -7,9 +7,9 @@ import (
 
 	G "gorgonia.org/gorgonia"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu"
 	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/ops"
-	"github.com/tilefuse/tilefuse/tile"
 )
 
 // Compiled is a graph after fusion. It does not change after Compile
@@ -259,7 +259,7 @@ func dumpImport(c *compilation) string {
 // partition is the partition stage: the readable set is written out; the
 // kernels are for the backend's target (targetOf).
 func partition(c *compilation) error {
-	matmul := c.cfg.backend == CUDA || tile.VectorDot()
+	matmul := c.cfg.backend == CUDA || cpu.VectorDot()
 	if c.cfg.matmul != nil {
 		matmul = *c.cfg.matmul
 	}
@@ -377,7 +377,7 @@ func verifyKernels(c *compilation) error {
 // prepared is a kernel ready to run on the CPU: its executable form, and
 // its IR text (which keys the cache and a FusedOp's hash).
 type prepared struct {
-	exec *tile.Exec
+	exec *cpu.Exec
 	text string
 }
 

@@ -7,6 +7,7 @@ import (
 
 	G "gorgonia.org/gorgonia"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu"
 	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -171,29 +172,29 @@ func (p *cpuBackend) close() error {
 	return nil
 }
 
-// cpuKernels is the CPU backend's kernel cache: the interpreter's compiled
+// cpuKernels is the CPU backend's kernel cache: the executor's compiled
 // form of kernels by their IR text, so that compiling a graph again (or
 // another graph with the same kernels) skips that step. An Exec is safe for
 // concurrent launches.
-var cpuKernels = &execCache{m: map[string]*tile.Exec{}}
+var cpuKernels = &execCache{m: map[string]*cpu.Exec{}}
 
 type execCache struct {
 	mu sync.Mutex
-	m  map[string]*tile.Exec
+	m  map[string]*cpu.Exec
 }
 
 // maxExecs bounds the cache; when full it starts again.
 const maxExecs = 4096
 
 // get is k's executable form; text is k's IR text (k.String()).
-func (c *execCache) get(text string, k *tile.Kernel) (*tile.Exec, error) {
+func (c *execCache) get(text string, k *tile.Kernel) (*cpu.Exec, error) {
 	c.mu.Lock()
 	e, ok := c.m[text]
 	c.mu.Unlock()
 	if ok {
 		return e, nil
 	}
-	e, err := tile.NewExec(k)
+	e, err := cpu.NewExec(k)
 	if err != nil {
 		return nil, err
 	}

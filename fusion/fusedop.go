@@ -10,6 +10,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu"
 	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
@@ -21,7 +22,7 @@ import (
 type FusedOp struct {
 	name   string
 	kernel *graphpass.Kernel
-	exec   *tile.Exec
+	exec   *cpu.Exec
 	ins    []hm.Type
 	out    hm.Type
 	ops    []string // the original ops, for String and the report

@@ -15,7 +15,7 @@ import (
 type Backend uint8
 
 const (
-	CPU  Backend = iota // the tile interpreter, in parallel over cores
+	CPU  Backend = iota // the CPU executor (codegen/cpu), in parallel over cores
 	CUDA                // NVIDIA GPUs (the tilefuse_cuda build)
 )
 
@@ -116,8 +116,8 @@ func WithMaxGroup(n int) Option {
 // (bias, activation, residual) into one kernel, and attention
 // (softmax(f(q·kᵀ))·v through batched products) into one flash-style
 // kernel. The default is on for the CUDA backend, and on the CPU where the
-// interpreter's float32 dot has vector instructions (amd64 with AVX2 and FMA:
-// tile.VectorDot), which run 3–6× Gorgonia's BLAS products there; elsewhere
+// CPU executor's float32 dot has vector instructions (amd64 with AVX2 and
+// FMA: codegen/cpu.VectorDot), which run 3–6× Gorgonia's BLAS products there; elsewhere
 // Gorgonia's BLAS is the faster and the default is off.
 func WithMatMulFusion(on bool) Option { return func(c *config) { c.matmul = &on } }
 

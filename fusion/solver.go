@@ -9,6 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu"
 	"github.com/tilefuse/tilefuse/tile"
 )
 
@@ -60,7 +61,7 @@ type Solver struct {
 // solverExec is a solver kernel compiled for the CPU executor.
 type solverExec struct {
 	k    *tile.Kernel
-	exec *tile.Exec
+	exec *cpu.Exec
 }
 
 // solverParam is one parameter of the model, as seen at the first Step.

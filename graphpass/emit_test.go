@@ -11,6 +11,7 @@ import (
 
 	. "github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/interp"
 )
 
 // TestEmitIndexing: the emitter masks only where the sizes leave lanes out
@@ -121,7 +122,7 @@ func agrees(t *testing.T, k *Kernel, shapes [][]int, build func([]*G.Node) *G.No
 	if k.Accumulates {
 		clear(out)
 	}
-	if err := tile.Interpret(k.Tile, k.Grid, append(args, out)...); err != nil {
+	if err := interp.Interpret(k.Tile, k.Grid, append(args, out)...); err != nil {
 		t.Fatal(err)
 	}
 	for i, w := range want {

@@ -11,6 +11,7 @@ import (
 
 	. "github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/interp"
 )
 
 // TestReductionsByTarget: the target decides whether a sum with few
@@ -72,7 +73,7 @@ func TestReductionsByTarget(t *testing.T) {
 					for i := range out {
 						out[i] = float32(math.NaN())
 					}
-					if err := tile.Interpret(k.Tile, k.Grid, in, out); err != nil {
+					if err := interp.Interpret(k.Tile, k.Grid, in, out); err != nil {
 						t.Fatal(err)
 					}
 					if run == 0 {

@@ -1,5 +1,7 @@
 // Package tile is tilefuse's block IR: a Triton-style SPMD kernel language
-// written in Go, with its builder, verifier, text dump and CPU interpreter.
+// written in Go, with its builder, verifier and text dump, and the launch
+// vocabulary every backend shares (Grid, Meta, CDiv, BindArgs, ExecError).
+// Nothing in package tile runs a kernel.
 //
 // A Kernel is the program of one program instance. A launch runs a 1-, 2- or
 // 3-D grid of instances; each reads its coordinates with ProgramID and the grid
@@ -14,10 +16,12 @@
 // checks that IR (it runs on every built kernel); Kernel.String dumps it in a
 // TTIR-like text form.
 //
-// The interpreter (Exec) is the executable specification of the IR: the
-// semantics of each op are those of its interpreter implementation, documented
-// in ops.go. It also serves as the CPU backend: program instances run in
-// parallel across cores, block ops run over whole typed slices.
+// The semantics of each op are stated in ops.go; package tile/interp, the
+// plain reference interpreter, is their executable definition. The other
+// packages around the IR: tile/analysis (axis info, liveness, invariance,
+// shared by the backends), tile/kernels and tile/tiletest (hand-written
+// kernels and the conformance suite every backend runs), codegen/cpu (the
+// optimised CPU executor) and codegen (PTX).
 //
 // Package tile knows nothing of Gorgonia or PTX.
 package tile

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/interp"
 )
 
 // A vector add written as in Triton: each program instance handles one block
@@ -28,7 +29,7 @@ func Example() {
 		xs[i], ys[i] = float32(i), 0.5
 	}
 	grid := tile.Grid{tile.CDiv(N, 128)} // 8 programs; the last one handles 104 elements
-	if err := tile.Interpret(k, grid, xs, ys, zs, N); err != nil {
+	if err := interp.Interpret(k, grid, xs, ys, zs, N); err != nil {
 		panic(err)
 	}
 	fmt.Println(grid, zs[0], zs[999])

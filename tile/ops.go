@@ -1,9 +1,13 @@
 package tile
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Op is an IR operation. Each op's semantics are stated here and implemented
-// by the interpreter (interp_*.go), which is their executable definition.
+// by the reference interpreter (package tile/interp), which is their
+// executable definition.
 type Op uint8
 
 // The operations. Unless stated otherwise an op's operands share one shape,
@@ -99,7 +103,7 @@ const (
 	numOps
 )
 
-// opClass groups ops that share checks and interpreter code.
+// opClass groups ops that share checks.
 type opClass uint8
 
 const (
@@ -227,6 +231,10 @@ func (o Op) IsCompare() bool { return o.info().class == classCompare }
 // IsUnary reports whether o is an elementwise unary op.
 func (o Op) IsUnary() bool { return o.info().class == classUnary }
 
+// IsShape reports whether o only moves elements: splat, broadcast,
+// expand_dims, reshape, trans.
+func (o Op) IsShape() bool { return o.info().class == classShape }
+
 // IsReduce reports whether o reduces an axis.
 func (o Op) IsReduce() bool { return o.info().class == classReduce }
 
@@ -256,7 +264,7 @@ func (o Op) accepts(d DType) bool {
 
 // CacheHint tells the GPU how a load or store should use the caches (as
 // Triton's eviction_policy and cache_modifier do); it never changes results,
-// and the interpreter ignores it.
+// and the CPU backends ignore it.
 type CacheHint uint8
 
 const (
@@ -291,4 +299,17 @@ func (p Precision) String() string {
 		return "tf32"
 	}
 	return fmt.Sprintf("precision(%d)", uint8(p))
+}
+
+// RoundTF32 rounds x to TF32 (10 explicit mantissa bits), to nearest with
+// ties away from zero, as cvt.rna.tf32.f32 does; infinities and NaN pass
+// through. It is how a dot with PrecTF32 sees its f32 operands.
+func RoundTF32(x float32) float32 {
+	u := math.Float32bits(x)
+	if u&0x7f800000 == 0x7f800000 {
+		return x
+	}
+	u += 1 << 12
+	u &^= 1<<13 - 1
+	return math.Float32frombits(u)
 }

@@ -20,8 +20,9 @@
 // stderr: a bar (github.com/schollz/progressbar) on a terminal, one plain line
 // a step otherwise, nothing with -q.
 //
-// "kernels" runs every conformance kernel on the CPU interpreter and checks
-// it against its float64 reference; "gpubench" (CUDA build) times the
+// "kernels" runs every conformance kernel on the CPU (the executor, or with
+// -backend interp the reference interpreter) and checks it against its
+// float64 reference; "gpubench" (CUDA build) times the
 // memory-bound kernels against the device's copy bandwidth.
 //
 //	go run ./cmd/tilefuse kernels -run softmax   # cases whose name contains "softmax"

@@ -10,13 +10,14 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/codegen/cpu"
+	"github.com/tilefuse/tilefuse/tile/interp"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
 type kernelsOpts struct {
-	filter, dump, show string
-	large, list        bool
+	filter, dump, show, backend string
+	large, list                 bool
 }
 
 func kernelsFlags() (*flag.FlagSet, *kernelsOpts) {
@@ -27,17 +28,27 @@ func kernelsFlags() (*flag.FlagSet, *kernelsOpts) {
 	fs.StringVar(&o.dump, "dump", "", "write each kernel's IR to `dir`/NAME.tile")
 	fs.BoolVar(&o.list, "list", false, "list the cases and exit")
 	fs.StringVar(&o.show, "show", "vec_add/n=1000/BLOCK=128", "print the IR of this `case` first (\"\" for none)")
+	fs.StringVar(&o.backend, "backend", "cpu", "run on `cpu` (the optimised executor, codegen/cpu) or interp (the reference interpreter, tile/interp)")
 	return fs, o
 }
 
-// kernelsCmd runs every conformance kernel on the CPU interpreter and checks
-// it against its float64 reference.
+// kernelsCmd runs every conformance kernel on the CPU, on the executor
+// (codegen/cpu) or the reference interpreter (tile/interp), and checks it
+// against its float64 reference.
 func kernelsCmd(args []string, out io.Writer) error {
 	fs, o := kernelsFlags()
 	if done, err := parse(fs, args, out); done || err != nil {
 		return err
 	}
 	filter, large, dump, list, show := &o.filter, &o.large, &o.dump, &o.list, &o.show
+	launch := cpu.Run
+	switch o.backend {
+	case "cpu":
+	case "interp":
+		launch = interp.Interpret
+	default:
+		return usageError{fs.Name(), fmt.Errorf("-backend %q: want cpu or interp", o.backend)}
+	}
 	var cases []tiletest.Case
 	for _, c := range tiletest.Cases() {
 		if strings.Contains(c.Name, *filter) && (*large || !c.Large) {
@@ -84,7 +95,7 @@ func kernelsCmd(args []string, out io.Writer) error {
 		}
 		grid, argv, check := c.Setup(tiletest.RNG(c.Name))
 		t0 := time.Now()
-		err = tile.Interpret(k, grid, argv...)
+		err = launch(k, grid, argv...)
 		dt := time.Since(t0)
 		if err == nil {
 			err = check()

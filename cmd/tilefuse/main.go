@@ -31,9 +31,10 @@ Prints a Markdown table on stdout and progress on stderr.`,
 		flags: func() *flag.FlagSet { fs, _ := benchFlags(); return fs },
 		run:   benchCmd,
 	}, {
-		name: "kernels", args: "[flags]", summary: "the conformance kernels on the CPU interpreter",
-		doc: `Runs every conformance kernel on the CPU interpreter and checks it against
-its float64 reference: prints one kernel's IR, then a table of every case.`,
+		name: "kernels", args: "[flags]", summary: "the conformance kernels on the CPU",
+		doc: `Runs every conformance kernel on the CPU (the executor, or with -backend
+interp the reference interpreter) and checks it against its float64
+reference: prints one kernel's IR, then a table of every case.`,
 		flags: func() *flag.FlagSet { fs, _ := kernelsFlags(); return fs },
 		run:   func(args []string, stdout, _ io.Writer) error { return kernelsCmd(args, stdout) },
 	}, {

@@ -105,6 +105,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"bench", "-frobnicate"}, 2, "run 'tilefuse help bench'"},
 		{"unknown flag, no command", []string{"-frobnicate"}, 2, "flag provided but not defined: -frobnicate"},
 		{"stray argument", []string{"kernels", "extra"}, 2, `unexpected arguments ["extra"]`},
+		{"unknown kernels backend", []string{"kernels", "-backend", "gpu"}, 2, "want cpu or interp"},
 		{"unknown command", []string{"frobnicate"}, 1, `unknown command "frobnicate"`},
 		{"help on an unknown command", []string{"help", "frobnicate"}, 1, "no such command"},
 	} {
@@ -131,6 +132,16 @@ func TestRunPrintsIRAndTable(t *testing.T) {
 	b, err := os.ReadFile(files[0])
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(b), "tt.func @vec_add("), "dump %s: %q", files[0], b)
+}
+
+// TestKernelsOnBothBackends: the same cases pass on the executor and on the
+// reference interpreter.
+func TestKernelsOnBothBackends(t *testing.T) {
+	for _, backend := range []string{"cpu", "interp"} {
+		var sb strings.Builder
+		require.NoError(t, run([]string{"kernels", "-backend", backend, "-run", "softmax/", "-show", ""}, &sb, &sb), "-backend %s", backend)
+		assert.Regexp(t, `\n\d+ passed, 0 failed\n`, sb.String(), "-backend %s", backend)
+	}
 }
 
 func TestRunRejectsBadInput(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"math"
 	"math/big"
 
-	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/interp"
 )
 
 // Floating-point arithmetic (PTX ISA §9.7.3 single and double precision,
@@ -451,7 +451,7 @@ func decodeMath(d *decoder) error {
 	case "ex2":
 		f = math.Exp2
 	case "lg2":
-		f = tile.Log2_64
+		f = interp.Log2_64
 	case "sin":
 		f = math.Sin
 	case "cos":

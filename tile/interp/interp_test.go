@@ -16,3 +16,8 @@ func TestConformance(t *testing.T) {
 func TestSemantics(t *testing.T) {
 	tiletest.RunSemantics(t, tiletest.Interp{})
 }
+
+// TestOps checks each op's values at special inputs.
+func TestOps(t *testing.T) {
+	tiletest.RunOps(t, tiletest.Interp{})
+}

@@ -35,7 +35,7 @@ type Case struct {
 	// Setup makes the launch arguments from rng, outputs poisoned, and returns
 	// the grid and a check to run after the launch.
 	Setup func(rng *rand.Rand) (tile.Grid, []any, func() error)
-	// Large cases take seconds on the interpreter; -short skips them.
+	// Large cases take seconds on the reference interpreter; -short skips them.
 	Large bool
 	// Tol bounds the difference between two backends' outputs (Compare).
 	Tol Tol

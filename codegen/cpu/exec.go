@@ -1,18 +1,23 @@
-package tile
+package cpu
 
 import (
 	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/analysis"
 )
 
-// Exec runs one kernel on the CPU. It is the executable specification of the
-// IR: program instances run in parallel on Workers goroutines, each with its
-// own register file, reused across launches. An Exec may be launched from
-// several goroutines at once.
+// Exec runs one kernel on the CPU, compiled once (NewExec) into a tree of
+// closures over typed slices: program instances run in parallel on Workers
+// goroutines, each with its own register file, reused across launches. An
+// Exec may be launched from several goroutines at once. Its results are the
+// reference interpreter's (tile/interp), bit for bit but where package doc
+// says otherwise.
 type Exec struct {
-	k       *Kernel
+	k       *tile.Kernel
 	Workers int // goroutines per launch; 0 means GOMAXPROCS
 
 	slots  []slotInfo // by value ID
@@ -23,7 +28,7 @@ type Exec struct {
 
 // slotInfo says how a value is stored in a frame.
 type slotInfo struct {
-	kind  DType // storage dtype; pointers are stored as i64 element offsets
+	kind  tile.DType // storage dtype; pointers are stored as i64 element offsets
 	numel int
 	alias int // -1, or the value ID whose storage this value shares
 	used  bool
@@ -41,17 +46,17 @@ type frame struct {
 	bufs  []any // per parameter: the bound buffer, or nil for scalars
 }
 
-func storageKind(t Type) DType {
+func storageKind(t tile.Type) tile.DType {
 	if t.Ptr {
-		return I64
+		return tile.I64
 	}
 	return t.DType
 }
 
-// NewExec prepares k for the interpreter. k must verify.
-func NewExec(k *Kernel) (*Exec, error) {
+// NewExec compiles k for the CPU. k must verify.
+func NewExec(k *tile.Kernel) (*Exec, error) {
 	if k == nil {
-		return nil, fmt.Errorf("tile: NewExec of a nil kernel")
+		return nil, fmt.Errorf("cpu: NewExec of a nil kernel")
 	}
 	if err := k.Verify(); err != nil {
 		return nil, err
@@ -60,11 +65,9 @@ func NewExec(k *Kernel) (*Exec, error) {
 	for i := range e.slots {
 		e.slots[i].alias = -1
 	}
-	c := &compiler{e: e, roots: map[*Value]*Value{}, lanes: AnalyzeLanes(k), invariant: make([]bool, k.NumValues()), live: liveValues(k)}
+	c := &compiler{e: e, roots: analysis.Roots(k), lanes: analysis.Axes(k, nil), invariant: analysis.Invariant(k, analysis.Launch, nil), live: analysis.Live(k)}
 	for _, p := range k.Params {
 		c.slot(p)
-		c.roots[p] = p
-		c.invariant[p.ID] = true
 	}
 	c.markLane0Only(k)
 	code, err := c.block(k.Body, nil)
@@ -77,7 +80,7 @@ func NewExec(k *Kernel) (*Exec, error) {
 }
 
 // Kernel is the kernel this Exec runs.
-func (e *Exec) Kernel() *Kernel { return e.k }
+func (e *Exec) Kernel() *tile.Kernel { return e.k }
 
 func (e *Exec) newFrame() *frame {
 	f := &frame{vals: make([]any, len(e.slots)), bufs: make([]any, len(e.k.Params))}
@@ -86,15 +89,15 @@ func (e *Exec) newFrame() *frame {
 			continue
 		}
 		switch s.kind {
-		case I1:
+		case tile.I1:
 			f.vals[id] = make([]bool, s.numel)
-		case I32:
+		case tile.I32:
 			f.vals[id] = make([]int32, s.numel)
-		case I64:
+		case tile.I64:
 			f.vals[id] = make([]int64, s.numel)
-		case F32:
+		case tile.F32:
 			f.vals[id] = make([]float32, s.numel)
-		case F64:
+		case tile.F64:
 			f.vals[id] = make([]float64, s.numel)
 		}
 	}
@@ -104,9 +107,9 @@ func (e *Exec) newFrame() *frame {
 		}
 	}
 	// sources that never change: constants and ranges
-	e.k.Walk(func(v *Value) {
+	e.k.Walk(func(v *tile.Value) {
 		switch v.Op {
-		case OpConst:
+		case tile.OpConst:
 			switch d := f.vals[v.ID].(type) {
 			case []bool:
 				d[0] = v.Aux != 0
@@ -119,7 +122,7 @@ func (e *Exec) newFrame() *frame {
 			case []float64:
 				d[0] = v.AuxF
 			}
-		case OpArange:
+		case tile.OpArange:
 			d, _ := f.vals[v.ID].([]int32) // nil when dead
 			for i := range d {
 				d[i] = int32(v.Aux) + int32(i)
@@ -142,10 +145,10 @@ func (e *Exec) root(id int) int {
 // integers, float32 or float64 for floats; a value that does not fit is an
 // error). It returns the first fault any program instance met; the
 // instances after it may not have run.
-func (e *Exec) Launch(grid Grid, args ...any) error {
+func (e *Exec) Launch(grid tile.Grid, args ...any) error {
 	g, err := grid.Norm()
 	if err != nil {
-		return &ExecError{Kernel: e.k.Name, Msg: err.Error()}
+		return &tile.ExecError{Kernel: e.k.Name, Msg: err.Error()}
 	}
 	bufs, scalars, err := e.k.BindArgs(args)
 	if err != nil {
@@ -203,7 +206,7 @@ func (e *Exec) Launch(grid Grid, args ...any) error {
 
 // located fills in the kernel and program of a fault.
 func (e *Exec) located(err error, f *frame) error {
-	if ee, ok := err.(*ExecError); ok {
+	if ee, ok := err.(*tile.ExecError); ok {
 		ee.Kernel = e.k.Name
 		ee.Program = [3]int{int(f.pid[0]), int(f.pid[1]), int(f.pid[2])}
 		return ee
@@ -220,8 +223,8 @@ func runCode(code []instr, f *frame) error {
 	return nil
 }
 
-// Interpret runs k once over grid on the CPU (NewExec, then Launch).
-func Interpret(k *Kernel, grid Grid, args ...any) error {
+// Run runs k once over grid on the CPU (NewExec, then Launch).
+func Run(k *tile.Kernel, grid tile.Grid, args ...any) error {
 	e, err := NewExec(k)
 	if err != nil {
 		return err

@@ -1,40 +1,17 @@
-package tile_test
+package cpu_test
 
 import (
 	"errors"
 	"math"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu"
 	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/analysis"
 	"github.com/tilefuse/tilefuse/tile/kernels"
 )
-
-func TestBlockSizeMustBePowerOfTwo(t *testing.T) {
-	_, err := kernels.VecAdd(tile.Meta{"BLOCK": 100})
-	if err == nil {
-		t.Fatal("BLOCK=100 was accepted")
-	}
-	if !strings.Contains(err.Error(), "BLOCK = 100 is not a power of two") {
-		t.Fatalf("error does not name the value: %v", err)
-	}
-	var be *tile.BuildError
-	if !errors.As(err, &be) || be.Kernel != "vec_add" {
-		t.Fatalf("want a *tile.BuildError naming vec_add, got %T %v", err, err)
-	}
-	b := tile.NewBuilder("r", nil)
-	b.Arange(0, 100)
-	if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), "range {0, 100} has size 100, not a power of two") {
-		t.Fatalf("Arange(0, 100): %v", err)
-	}
-	b = tile.NewBuilder("z", nil)
-	b.Zeros(tile.F32, 16, 24)
-	if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), "is 24, not a power of two") {
-		t.Fatalf("Zeros(16, 24): %v", err)
-	}
-}
 
 // TestConcurrentLaunches: one Exec launched from several goroutines at once.
 func TestConcurrentLaunches(t *testing.T) {
@@ -42,7 +19,7 @@ func TestConcurrentLaunches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := tile.NewExec(k)
+	e, err := cpu.NewExec(k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,47 +53,6 @@ func TestConcurrentLaunches(t *testing.T) {
 		}
 	}
 }
-
-func TestTextDump(t *testing.T) {
-	k, err := kernels.VecAdd(tile.Meta{"BLOCK": 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := k.String()
-	for _, re := range []string{
-		`^tt\.func @vec_add\(%x: !tt\.ptr<f32>, %y: !tt\.ptr<f32>, %out: !tt\.ptr<f32>, %n: i32\) meta \{BLOCK = 1024\} \{\n`,
-		`\n  %\d+ = get_program_id x : i32\n`,
-		`\n  %\d+ = make_range \{0, 1024\} : tensor<1024xi32>\n`,
-		`\n  %\d+ = splat %\d+ : i32 -> tensor<1024xi32>\n`,
-		`\n  %\d+ = cmp lt %\d+, %\d+ : tensor<1024xi1>\n`,
-		`\n  %\d+ = addptr %\d+, %\d+ : tensor<1024x!tt\.ptr<f32>>\n`,
-		`\n  %\d+ = load %\d+, %\d+ : tensor<1024x!tt\.ptr<f32>>\n`,
-		`\n  store %\d+, %\d+, %\d+ : tensor<1024x!tt\.ptr<f32>>\n}\n$`,
-	} {
-		if !regexp.MustCompile(re).MatchString(text) {
-			t.Errorf("dump does not match %s:\n%s", re, text)
-		}
-	}
-	mm, err := kernels.Matmul(tile.Meta{"BM": 32, "BN": 32, "BK": 32})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, re := range []string{
-		`\n  %(\d+) = for %\d+ = %\d+ to %K step %\d+ iter_args\(%\d+ = %\d+, %\d+ = %\d+, %\d+ = %\d+\) \{\n`,
-		`\n    %\d+ = dot %\d+, %\d+, %\d+ \{precision = ieee\} : tensor<32x32xf32> \* tensor<32x32xf32> -> tensor<32x32xf32>\n`,
-		`\n    yield %\d+, %\d+, %\d+\n  \}\n`,
-		`\n  %\d+ = for_result %\d+ #0 : tensor<32x32xf32>\n`,
-	} {
-		if !regexp.MustCompile(re).MatchString(mm.String()) {
-			t.Errorf("matmul dump does not match %s:\n%s", re, mm)
-		}
-	}
-	if n := mm.Count(tile.OpDot); n != 1 {
-		t.Errorf("matmul has %d dots, want 1", n)
-	}
-}
-
-var _ = math.Inf
 
 // TestLaneZeroOffsets: offsets used only as contiguous addresses are
 // computed for lane 0 alone; the same offsets used also as values, or
@@ -158,7 +94,7 @@ func TestLaneZeroOffsets(t *testing.T) {
 				in[i] = float32(i%7) - 3
 				out[i] = float32(math.NaN())
 			}
-			if err := tile.Interpret(k, tile.Grid{n / block}, in, out); err != nil {
+			if err := cpu.Run(k, tile.Grid{n / block}, in, out); err != nil {
 				t.Fatal(err)
 			}
 			for i := range out {
@@ -212,10 +148,10 @@ func TestRowTiles(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			k := build(c.masked)
-			lanes := tile.AnalyzeLanes(k)
+			lanes := analysis.Axes(k, nil)
 			k.Walk(func(v *tile.Value) {
 				if v.Op == tile.OpLoad || v.Op == tile.OpStore {
-					if li := lanes[v.Args[0].ID]; !li.RowContiguous || li.Contiguous {
+					if li := lanes[v.Args[0].ID]; !li.RowContiguous() || li.Contiguous {
 						t.Fatalf("%v: %+v, want rows contiguous (and not the whole tile)", v, li)
 					}
 				}
@@ -225,7 +161,7 @@ func TestRowTiles(t *testing.T) {
 				x[i] = float32(i)
 				y[i] = -7
 			}
-			err := tile.Interpret(k, tile.Grid{1}, x, y, c.r0, c.c0)
+			err := cpu.Run(k, tile.Grid{1}, x, y, c.r0, c.c0)
 			if c.fault != "" {
 				if err == nil || !strings.Contains(err.Error(), c.fault) {
 					t.Fatalf("error %v, want a fault naming the %s", err, c.fault)
@@ -280,7 +216,7 @@ func TestFoldedSplats(t *testing.T) {
 	for i := range out {
 		out[i] = float32(math.NaN())
 	}
-	if err := tile.Interpret(k, tile.Grid{1}, in, out); err != nil {
+	if err := cpu.Run(k, tile.Grid{1}, in, out); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < rows; i++ {

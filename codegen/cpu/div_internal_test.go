@@ -1,8 +1,10 @@
-package tile
+package cpu
 
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 // TestIntDivRem: integer div and rem on the interpreter, fast path (one
@@ -33,8 +35,8 @@ func TestIntDivRem(t *testing.T) {
 				}
 				b[i] = c.divisor(i)
 			}
-			for _, op := range []Op{OpDiv, OpRem} {
-				in, err := binInt[int32](&Value{Op: op}, 0, 1, 2)
+			for _, op := range []tile.Op{tile.OpDiv, tile.OpRem} {
+				in, err := binInt[int32](&tile.Value{Op: op}, 0, 1, 2)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -45,11 +47,11 @@ func TestIntDivRem(t *testing.T) {
 				for i := range d {
 					var want int32
 					switch {
-					case b[i] == 0 && op == OpDiv:
+					case b[i] == 0 && op == tile.OpDiv:
 						want = -1
 					case b[i] == 0:
 						want = a[i]
-					case op == OpDiv:
+					case op == tile.OpDiv:
 						want = a[i] / b[i]
 					default:
 						want = a[i] % b[i]

@@ -1,13 +1,35 @@
-package tile_test
+package tiletest
 
 import (
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/tile"
-	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
+
+// RunOps checks on l each op's values where the conformance table's random
+// inputs rarely go: f32 and f64 math at special inputs (zeros, infinities,
+// NaN, the edges of exp's range), binary f32 ops, integer arithmetic with
+// wrap-around and division by -1, comparisons with NaN, casts, reductions
+// along each axis of a rank-3 block, transposes and broadcasts.
+func RunOps(t *testing.T, l Launcher) {
+	t.Helper()
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T, Launcher)
+	}{
+		{"UnaryMathF32", opUnaryMathF32},
+		{"UnaryMathF64", opUnaryMathF64},
+		{"BinaryF32", opBinaryF32},
+		{"IntegerOps", opIntegerOps},
+		{"ComparisonsWithNaN", opComparisonsWithNaN},
+		{"Casts", opCasts},
+		{"Rank3Reductions", opRank3Reductions},
+		{"TransAndBroadcast", opTransAndBroadcast},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.run(t, l) })
+	}
+}
 
 // specials are inputs where math functions misbehave most often.
 var specials = []float64{0, math.Copysign(0, -1), 1, -1, 0.5, -0.5, 2, 10, -10, 88, -88, 89, -104,
@@ -49,7 +71,7 @@ func sameFloat(got float32, ref float64, maxULP float64) bool {
 	return ulps(got, float32(ref)) <= maxULP
 }
 
-func TestUnaryMathF32(t *testing.T) {
+func opUnaryMathF32(t *testing.T, l Launcher) {
 	ref := map[tile.Op]func(float64) float64{
 		tile.OpNeg: func(x float64) float64 { return -x }, tile.OpAbs: math.Abs,
 		tile.OpExp: math.Exp, tile.OpExp2: math.Exp2, tile.OpLog: math.Log, tile.OpLog2: math.Log2,
@@ -66,7 +88,7 @@ func TestUnaryMathF32(t *testing.T) {
 			return x
 		},
 	}
-	rng := tiletest.RNG("unary")
+	rng := RNG("unary")
 	xs := make([]float32, 0, 128)
 	for _, s := range specials {
 		xs = append(xs, float32(s))
@@ -77,8 +99,8 @@ func TestUnaryMathF32(t *testing.T) {
 	for op, f := range ref {
 		t.Run(op.String(), func(t *testing.T) {
 			k := mapKernel(t, tile.F32, tile.F32, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Unary(op, x) })
-			y := tiletest.Output(len(xs))
-			if err := tile.Interpret(k, tile.Grid{1}, xs, y, len(xs)); err != nil {
+			y := Output(len(xs))
+			if err := l.Launch(k, tile.Grid{1}, xs, y, len(xs)); err != nil {
 				t.Fatal(err)
 			}
 			for i, x := range xs {
@@ -91,11 +113,11 @@ func TestUnaryMathF32(t *testing.T) {
 	}
 }
 
-func TestUnaryMathF64(t *testing.T) {
+func opUnaryMathF64(t *testing.T, l Launcher) {
 	xs := append([]float64(nil), specials...)
 	k := mapKernel(t, tile.F64, tile.F64, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Tanh(b.Exp(x)) })
 	y := make([]float64, len(xs))
-	if err := tile.Interpret(k, tile.Grid{1}, xs, y, len(xs)); err != nil {
+	if err := l.Launch(k, tile.Grid{1}, xs, y, len(xs)); err != nil {
 		t.Fatal(err)
 	}
 	for i, x := range xs {
@@ -106,7 +128,7 @@ func TestUnaryMathF64(t *testing.T) {
 	}
 }
 
-func TestBinaryF32(t *testing.T) {
+func opBinaryF32(t *testing.T, l Launcher) {
 	pick := []float64{0, math.Copysign(0, -1), 1, -1.5, 7, -3, 1e30, 1e-30, math.Inf(1), math.Inf(-1), math.NaN()}
 	var xs, ys []float32
 	for _, a := range pick {
@@ -146,8 +168,8 @@ func TestBinaryF32(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			z0 := tiletest.Output(n)
-			if err := tile.Interpret(k, tile.Grid{1}, xs, ys, z0); err != nil {
+			z0 := Output(n)
+			if err := l.Launch(k, tile.Grid{1}, xs, ys, z0); err != nil {
 				t.Fatal(err)
 			}
 			for i := 0; i < n; i++ {
@@ -165,7 +187,7 @@ func TestBinaryF32(t *testing.T) {
 	}
 }
 
-func TestIntegerOps(t *testing.T) {
+func opIntegerOps(t *testing.T, l Launcher) {
 	xs := []int32{0, 1, -1, 7, -7, 100, math.MaxInt32, math.MinInt32, 12345, -99}
 	ys := []int32{3, -3, 2, -2, 1, 7, -1, 5, 13, 4}
 	ref := map[tile.Op]func(a, b int32) int32{
@@ -202,7 +224,7 @@ func TestIntegerOps(t *testing.T) {
 			t.Fatal(err)
 		}
 		z0 := make([]int32, n)
-		if err := tile.Interpret(k, tile.Grid{1}, xs, ys, z0); err != nil {
+		if err := l.Launch(k, tile.Grid{1}, xs, ys, z0); err != nil {
 			t.Fatal(op, err)
 		}
 		for i := range xs {
@@ -225,7 +247,7 @@ func TestIntegerOps(t *testing.T) {
 	for op, f := range unary {
 		k := mapKernel(t, tile.I32, tile.I32, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Unary(op, x) })
 		z0 := make([]int32, n)
-		if err := tile.Interpret(k, tile.Grid{1}, xs, z0, n); err != nil {
+		if err := l.Launch(k, tile.Grid{1}, xs, z0, n); err != nil {
 			t.Fatal(op, err)
 		}
 		for i := range xs {
@@ -236,7 +258,7 @@ func TestIntegerOps(t *testing.T) {
 	}
 }
 
-func TestComparisonsWithNaN(t *testing.T) {
+func opComparisonsWithNaN(t *testing.T, l Launcher) {
 	nan := float32(math.NaN())
 	xs := []float32{1, 2, nan, 1, nan, float32(math.Inf(-1))}
 	ys := []float32{2, 2, 1, nan, nan, float32(math.Inf(-1))}
@@ -260,7 +282,7 @@ func TestComparisonsWithNaN(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := make([]int32, len(xs))
-		if err := tile.Interpret(k, tile.Grid{1}, xs, ys, got); err != nil {
+		if err := l.Launch(k, tile.Grid{1}, xs, ys, got); err != nil {
 			t.Fatal(err)
 		}
 		for i := range xs {
@@ -271,12 +293,12 @@ func TestComparisonsWithNaN(t *testing.T) {
 	}
 }
 
-func TestCasts(t *testing.T) {
+func opCasts(t *testing.T, l Launcher) {
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
 	xs := []float32{1.9, -1.9, 3e9, -3e9, nan, inf, -inf, 0.5, -0.0, 16777217}
 	k := mapKernel(t, tile.F32, tile.I32, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Cast(x, tile.I32) })
 	got := make([]int32, len(xs))
-	if err := tile.Interpret(k, tile.Grid{1}, xs, got, len(xs)); err != nil {
+	if err := l.Launch(k, tile.Grid{1}, xs, got, len(xs)); err != nil {
 		t.Fatal(err)
 	}
 	want := []int32{1, -1, math.MaxInt32, math.MinInt32, 0, math.MaxInt32, math.MinInt32, 0, 0, 16777216}
@@ -289,7 +311,7 @@ func TestCasts(t *testing.T) {
 	k = mapKernel(t, tile.F32, tile.I32, func(b *tile.Builder, x *tile.Value) *tile.Value {
 		return b.Cast(b.Cast(b.Cast(b.Cast(x, tile.I64), tile.F64), tile.I1), tile.I32)
 	})
-	if err := tile.Interpret(k, tile.Grid{1}, xs, got, len(xs)); err != nil {
+	if err := l.Launch(k, tile.Grid{1}, xs, got, len(xs)); err != nil {
 		t.Fatal(err)
 	}
 	for i, x := range xs {
@@ -308,7 +330,7 @@ func TestCasts(t *testing.T) {
 		return b.Cast(b.Mul(b.Cast(x, tile.F64), 1.0), tile.F32)
 	})
 	y := make([]float32, len(xs))
-	if err := tile.Interpret(k, tile.Grid{1}, xs, y, len(xs)); err != nil {
+	if err := l.Launch(k, tile.Grid{1}, xs, y, len(xs)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range xs {
@@ -318,11 +340,11 @@ func TestCasts(t *testing.T) {
 	}
 }
 
-// TestRank3Reductions reduces a [2,4,8] block along each axis, with and
+// opRank3Reductions reduces a [2,4,8] block along each axis, with and
 // without keep-dims, against a float64 reference.
-func TestRank3Reductions(t *testing.T) {
+func opRank3Reductions(t *testing.T, l Launcher) {
 	dims := [3]int{2, 4, 8}
-	xs := tiletest.Uniform(tiletest.RNG("rank3"), 64, -1, 1)
+	xs := Uniform(RNG("rank3"), 64, -1, 1)
 	xs[13] = float32(math.NaN())
 	for _, op := range []tile.Op{tile.OpReduceSum, tile.OpReduceMax, tile.OpReduceMin} {
 		for axis := 0; axis < 3; axis++ {
@@ -340,8 +362,8 @@ func TestRank3Reductions(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := tiletest.Output(rs.Numel())
-				if err := tile.Interpret(k, tile.Grid{1}, xs, got); err != nil {
+				got := Output(rs.Numel())
+				if err := l.Launch(k, tile.Grid{1}, xs, got); err != nil {
 					t.Fatal(err)
 				}
 				want := make([]float64, rs.Numel())
@@ -373,7 +395,7 @@ func TestRank3Reductions(t *testing.T) {
 						}
 					}
 				}
-				if err := tiletest.Close(op.String(), got, want, tiletest.Tol{Abs: 1e-6, Rel: 1e-6}); err != nil {
+				if err := Close(op.String(), got, want, Tol{Abs: 1e-6, Rel: 1e-6}); err != nil {
 					t.Errorf("axis %d keep=%v: %v", axis, keep, err)
 				}
 			}
@@ -381,7 +403,7 @@ func TestRank3Reductions(t *testing.T) {
 	}
 }
 
-func TestTransAndBroadcast(t *testing.T) {
+func opTransAndBroadcast(t *testing.T, l Launcher) {
 	b := tile.NewBuilder("trans", nil)
 	x, y := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
 	rm, rn := b.ExpandDims(b.Arange(0, 16), 1), b.ExpandDims(b.Arange(0, 32), 0)
@@ -394,9 +416,9 @@ func TestTransAndBroadcast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	xs := tiletest.Uniform(tiletest.RNG("trans"), 512, -1, 1)
-	got := tiletest.Output(512)
-	if err := tile.Interpret(k, tile.Grid{1}, xs, got); err != nil {
+	xs := Uniform(RNG("trans"), 512, -1, 1)
+	got := Output(512)
+	if err := l.Launch(k, tile.Grid{1}, xs, got); err != nil {
 		t.Fatal(err)
 	}
 	want := make([]float64, 512)
@@ -405,134 +427,7 @@ func TestTransAndBroadcast(t *testing.T) {
 			want[j*16+i] = float64(xs[i*32+j] + xs[i*32])
 		}
 	}
-	if err := tiletest.Close("y", got, want, tiletest.Tol{}); err != nil {
+	if err := Close("y", got, want, Tol{}); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestBuilderErrors: each user mistake is an error naming the kernel, the
-// caller's line, the op and what is wrong; the builder never panics.
-func TestBuilderErrors(t *testing.T) {
-	cases := []struct {
-		name  string
-		build func(b *tile.Builder)
-		want  string
-	}{
-		{"shapes do not broadcast", func(b *tile.Builder) {
-			b.Add(b.Zeros(tile.F32, 128), b.Zeros(tile.F32, 64))
-		}, "add: operands tensor<128xf32> and tensor<64xf32>: shapes [128] and [64] do not broadcast"},
-		{"[M,1] with [N]", func(b *tile.Builder) {
-			b.Mul(b.Zeros(tile.F32, 16, 2), b.Zeros(tile.F32, 4))
-		}, "shapes [16,2] and [4] do not broadcast"},
-		{"load from a non-pointer", func(b *tile.Builder) {
-			b.Load(b.Zeros(tile.F32, 16), nil, nil)
-		}, "load from tensor<16xf32>, not a pointer"},
-		{"mask not i1", func(b *tile.Builder) {
-			p := b.Ptr("p", tile.F32)
-			b.Load(b.AddPtr(p, b.Arange(0, 16)), b.Arange(0, 16), nil)
-		}, "mask must be i1, is tensor<16xi32>"},
-		{"mask shape", func(b *tile.Builder) {
-			p := b.Ptr("p", tile.F32)
-			b.Load(b.AddPtr(p, b.Arange(0, 16)), b.Lt(b.Arange(0, 32), 3), nil)
-		}, "mask tensor<32xi1> does not match pointer shape [16]"},
-		{"other without mask", func(b *tile.Builder) {
-			p := b.Ptr("p", tile.F32)
-			b.Load(p, nil, 1.0)
-		}, "other without a mask"},
-		{"store of another dtype", func(b *tile.Builder) {
-			p := b.Ptr("p", tile.F32)
-			b.Store(b.AddPtr(p, b.Arange(0, 16)), b.Arange(0, 16), nil)
-		}, "value tensor<16xi32> does not match pointer tensor<16x!tt.ptr<f32>>: cast it first"},
-		{"pointer arithmetic with a float", func(b *tile.Builder) {
-			b.AddPtr(b.Ptr("p", tile.F32), 1.5)
-		}, "offset f32 must be i32 or i64"},
-		{"pointer in arithmetic", func(b *tile.Builder) {
-			b.Mul(b.Ptr("p", tile.F32), 2)
-		}, "is a pointer: use AddPtr"},
-		{"exp of an int", func(b *tile.Builder) {
-			b.Exp(b.Arange(0, 16))
-		}, "exp is not defined on tensor<16xi32>"},
-		{"dot inner dimensions", func(b *tile.Builder) {
-			b.Dot(b.Zeros(tile.F32, 16, 32), b.Zeros(tile.F32, 16, 16), nil, tile.PrecIEEE)
-		}, "inner dimensions 32 and 16 differ"},
-		{"dot too small", func(b *tile.Builder) {
-			b.Dot(b.Zeros(tile.F32, 8, 16), b.Zeros(tile.F32, 16, 16), nil, tile.PrecIEEE)
-		}, "M, N and K must be at least 16"},
-		{"loop-carried type changes", func(b *tile.Builder) {
-			b.For(0, 4, 1, []*tile.Value{b.Zeros(tile.F32, 16)}, func(_ *tile.Value, c []*tile.Value) []*tile.Value {
-				return []*tile.Value{b.Sum(c[0], 0)}
-			})
-		}, "loop-carried value 0 changes type from tensor<16xf32> to f32"},
-		{"loop returns too few", func(b *tile.Builder) {
-			b.For(0, 4, 1, []*tile.Value{b.F32(1)}, func(_ *tile.Value, c []*tile.Value) []*tile.Value { return nil })
-		}, "loop body returns 0 values, the loop carries 1"},
-		{"float loop bounds", func(b *tile.Builder) {
-			b.For(0, 4.5, 1, nil, func(_ *tile.Value, c []*tile.Value) []*tile.Value { return nil })
-		}, "bounds and step must be scalar integers"},
-		{"missing meta", func(b *tile.Builder) { b.BlockSize("BLOCK") }, "meta-parameter BLOCK is not set"},
-		{"nil operand", func(b *tile.Builder) { b.Add(nil, 1) }, "add: operand is nil"},
-		{"nil value operand", func(b *tile.Builder) { var v *tile.Value; b.Add(v, 1) }, "add: operand 0 is nil"},
-		{"Go string operand", func(b *tile.Builder) { b.Add("x", 1) }, "operand of Go type string"},
-		{"select on a float condition", func(b *tile.Builder) { b.Where(b.F32(1), 1, 2) }, "condition must be i1"},
-		{"reshape changes element count", func(b *tile.Builder) { b.Reshape(b.Arange(0, 16), 4, 8) }, "cannot reshape tensor<16xi32> to [4,8]"},
-		{"repeated parameter", func(b *tile.Builder) { b.Ptr("x", tile.F32); b.Param("x", tile.I32) }, `parameter name "x" is empty or already taken`},
-		{"pointer to i64", func(b *tile.Builder) { b.Ptr("x", tile.I64) }, "pointers are to f32, f64 or i32"},
-		{"reduce axis", func(b *tile.Builder) { b.Sum(b.Zeros(tile.F32, 4, 4), 2) }, "axis 2 of tensor<4x4xf32>"},
-		{"expand_dims axis", func(b *tile.Builder) { b.ExpandDims(b.Zeros(tile.F32, 4), 2) }, "axis 2 of tensor<4xf32>"},
-		{"rank 4", func(b *tile.Builder) { b.ExpandDims(b.Zeros(tile.F32, 2, 2, 2), 0) }, "rank below 3"},
-		{"program_id axis", func(b *tile.Builder) { b.ProgramID(3) }, "axis 3 is outside 0..2"},
-		{"i32 constant out of range", func(b *tile.Builder) { b.I32(1 << 40) }, "is not an i32"},
-		{"two cache hints", func(b *tile.Builder) {
-			p := b.Ptr("p", tile.F32)
-			b.Load(p, nil, nil, tile.CacheStreaming, tile.CacheDefault)
-		}, "give at most one known hint"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			b := tile.NewBuilder("oops", tile.Meta{})
-			c.build(b)
-			// later calls after an error must not panic
-			b.Store(b.Ptr("late", tile.F32), b.Exp(b.Add(b.Zeros(tile.F32, 16), 1.0)), nil)
-			_, err := b.Build()
-			if err == nil {
-				t.Fatal("no error")
-			}
-			msg := err.Error()
-			if !strings.Contains(msg, c.want) {
-				t.Fatalf("error %q does not mention %q", msg, c.want)
-			}
-			if !strings.HasPrefix(msg, "tile: @oops: ops_test.go:") {
-				t.Fatalf("error %q does not start with the kernel and the caller's file:line", msg)
-			}
-		})
-	}
-}
-
-// TestWeakLiteralPromotion: Go numbers take the other operand's dtype;
-// a float literal beside ints makes f32; typed Go numbers keep their dtype.
-func TestWeakLiteralPromotion(t *testing.T) {
-	b := tile.NewBuilder("promo", nil)
-	i := b.Arange(0, 16)
-	cases := []struct {
-		v    *tile.Value
-		want tile.Type
-	}{
-		{b.Add(i, 1), tile.BlockOf(tile.I32, 16)},
-		{b.Mul(i, 0.5), tile.BlockOf(tile.F32, 16)},
-		{b.Add(b.Cast(i, tile.F64), 1), tile.BlockOf(tile.F64, 16)},
-		{b.Add(i, int64(1)), tile.BlockOf(tile.I64, 16)},
-		{b.Add(i, float32(1)), tile.BlockOf(tile.F32, 16)},
-		{b.Add(b.Cast(i, tile.F32), b.F64(1)), tile.BlockOf(tile.F64, 16)},
-		{b.Lt(i, 3.5), tile.BlockOf(tile.I1, 16)},
-		{b.Add(1, 2), tile.ScalarOf(tile.I32)},
-		{b.Add(b.ExpandDims(i, 1), b.ExpandDims(i, 0)), tile.BlockOf(tile.I32, 16, 16)},
-	}
-	if _, err := b.Build(); err != nil {
-		t.Fatal(err)
-	}
-	for n, c := range cases {
-		if c.v.Type != c.want {
-			t.Errorf("case %d: %v, want %v", n, c.v.Type, c.want)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package tile
+package cpu
 
 import (
 	"fmt"
@@ -6,6 +6,9 @@ import (
 	"math/bits"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/interp"
 )
 
 type integer interface{ ~int32 | ~int64 }
@@ -21,30 +24,30 @@ func addPtrL[O integer](d, p []int64, off []O) {
 	}
 }
 
-func (c *compiler) memory(v *Value) (instr, error) {
-	root := c.roots[v.Args[0]]
+func (c *compiler) memory(v *tile.Value) (instr, error) {
+	root := c.roots[v.Args[0].ID]
 	if root == nil {
 		return nil, fmt.Errorf("pointer has no root parameter")
 	}
 	contig := c.lanes[v.Args[0].ID].Contiguous
 	scratch := -1
 	if contig {
-		scratch = c.scratch(I64, v.Args[0].Type.Shape.Numel())
+		scratch = c.scratch(tile.I64, v.Args[0].Type.Shape.Numel())
 	}
 	rowW := c.rowPath(v) // rows of a 2-D tile, each contiguous: a copy per row
 	switch v.Args[0].Type.DType {
-	case F32:
+	case tile.F32:
 		return memInstr[float32](v, root, contig, scratch, rowW)
-	case F64:
+	case tile.F64:
 		return memInstr[float64](v, root, contig, scratch, rowW)
-	case I32:
+	case tile.I32:
 		return memInstr[int32](v, root, contig, scratch, rowW)
 	}
 	return nil, fmt.Errorf("pointer to %v", v.Args[0].Type.DType)
 }
 
-func oob(v, root *Value, lane int, off int64, n int, verb string) error {
-	return &ExecError{Value: v.String(), Msg: fmt.Sprintf("lane %d %s offset %d of %s, outside its %d elements", lane, verb, off, root.Name, n)}
+func oob(v, root *tile.Value, lane int, off int64, n int, verb string) error {
+	return &tile.ExecError{Value: v.String(), Msg: fmt.Sprintf("lane %d %s offset %d of %s, outside its %d elements", lane, verb, off, root.Name, n)}
 }
 
 // window returns buf[base : base+n] when every lane of a contiguous access
@@ -102,7 +105,7 @@ func rowLanes(row []int64) {
 
 // loadLanes loads lanes [lo, hi) one by one: enabled ones (m nil: all) from
 // buf, the others from oth (or 0).
-func loadLanes[T number](v, root *Value, buf, dst []T, ptr []int64, m []bool, oth []T, lo, hi int) error {
+func loadLanes[T number](v, root *tile.Value, buf, dst []T, ptr []int64, m []bool, oth []T, lo, hi int) error {
 	n := uint64(len(buf))
 	for i := lo; i < hi; i++ {
 		o := ptr[i]
@@ -122,16 +125,16 @@ func loadLanes[T number](v, root *Value, buf, dst []T, ptr []int64, m []bool, ot
 }
 
 // memInstr compiles load, store and atomic_add. contig says the pointer
-// block is contiguous (AnalyzeLanes): a fully enabled access is then a copy,
+// block is contiguous (analysis.Axes): a fully enabled access is then a copy,
 // and only lane 0 of the pointer block is read (lanes rebuilds the others in
 // the scratch slot for a partial access). rowW > 0 says each row of rowW
 // lanes is contiguous: a fully enabled row in bounds is then a copy, the
 // others go lane by lane.
-func memInstr[T number](v, root *Value, contig bool, scratch, rowW int) (instr, error) {
+func memInstr[T number](v, root *tile.Value, contig bool, scratch, rowW int) (instr, error) {
 	p := v.Args[0].ID
 	pi := int(root.Aux)
 	switch v.Op {
-	case OpLoad:
+	case tile.OpLoad:
 		d := v.ID
 		mask, other := -1, -1
 		if len(v.Args) > 1 {
@@ -181,7 +184,7 @@ func memInstr[T number](v, root *Value, contig bool, scratch, rowW int) (instr, 
 			}
 			return nil
 		}, nil
-	case OpStore:
+	case tile.OpStore:
 		x := v.Args[1].ID
 		mask := -1
 		if len(v.Args) > 2 {
@@ -231,7 +234,7 @@ func memInstr[T number](v, root *Value, contig bool, scratch, rowW int) (instr, 
 			}
 			return nil
 		}, nil
-	case OpAtomicAdd:
+	case tile.OpAtomicAdd:
 		d, x := v.ID, v.Args[1].ID
 		mask := -1
 		if len(v.Args) > 2 {
@@ -295,18 +298,18 @@ func atomicAdd[T number](p *T, x T) T {
 
 // ---- binary ----
 
-func (c *compiler) binary(v *Value) (instr, error) {
+func (c *compiler) binary(v *tile.Value) (instr, error) {
 	d, x, y := v.ID, v.Args[0].ID, v.Args[1].ID
 	switch v.Args[0].Type.DType {
-	case F32:
+	case tile.F32:
 		return binFloat[float32](v, d, x, y)
-	case F64:
+	case tile.F64:
 		return binFloat[float64](v, d, x, y)
-	case I32:
+	case tile.I32:
 		return binInt[int32](v, d, x, y)
-	case I64:
+	case tile.I64:
 		return binInt[int64](v, d, x, y)
-	case I1:
+	case tile.I1:
 		return binBool(v, d, x, y)
 	}
 	return nil, fmt.Errorf("%v on %v", v.Op, v.Args[0].Type)
@@ -333,32 +336,32 @@ func mulL[T number](d, a, b []T) {
 	}
 }
 
-func binFloat[T float](v *Value, d, x, y int) (instr, error) {
+func binFloat[T float](v *tile.Value, d, x, y int) (instr, error) {
 	if f, ok := any(vecBinF32(v.Op)).(func(d, a, b []T)); ok && f != nil { // float32 with AVX
 		return mk2(d, x, y, f), nil
 	}
 	switch v.Op {
-	case OpAdd:
+	case tile.OpAdd:
 		return mk2(d, x, y, addL[T]), nil
-	case OpSub:
+	case tile.OpSub:
 		return mk2(d, x, y, subL[T]), nil
-	case OpMul:
+	case tile.OpMul:
 		return mk2(d, x, y, mulL[T]), nil
-	case OpDiv:
+	case tile.OpDiv:
 		return mk2(d, x, y, func(d, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
 				d[i] = a[i] / b[i]
 			}
 		}), nil
-	case OpRem:
+	case tile.OpRem:
 		return mk2(d, x, y, func(d, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
 				d[i] = T(math.Mod(float64(a[i]), float64(b[i])))
 			}
 		}), nil
-	case OpMin:
+	case tile.OpMin:
 		return mk2(d, x, y, func(d, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
@@ -369,7 +372,7 @@ func binFloat[T float](v *Value, d, x, y int) (instr, error) {
 				}
 			}
 		}), nil
-	case OpMax:
+	case tile.OpMax:
 		return mk2(d, x, y, func(d, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
@@ -380,7 +383,7 @@ func binFloat[T float](v *Value, d, x, y int) (instr, error) {
 				}
 			}
 		}), nil
-	case OpPow:
+	case tile.OpPow:
 		return mk2(d, x, y, func(d, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
@@ -391,16 +394,16 @@ func binFloat[T float](v *Value, d, x, y int) (instr, error) {
 	return nil, fmt.Errorf("%v on floats", v.Op)
 }
 
-func binInt[T integer](v *Value, d, x, y int) (instr, error) {
+func binInt[T integer](v *tile.Value, d, x, y int) (instr, error) {
 	switch v.Op {
-	case OpAdd:
+	case tile.OpAdd:
 		return mk2(d, x, y, addL[T]), nil
-	case OpSub:
+	case tile.OpSub:
 		return mk2(d, x, y, subL[T]), nil
-	case OpMul:
+	case tile.OpMul:
 		return mk2(d, x, y, mulL[T]), nil
-	case OpDiv, OpRem:
-		rem := v.Op == OpRem
+	case tile.OpDiv, tile.OpRem:
+		rem := v.Op == tile.OpRem
 		return mk2(d, x, y, func(d, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			if divPow2(d, a, b, rem) {
@@ -427,35 +430,35 @@ func binInt[T integer](v *Value, d, x, y int) (instr, error) {
 				}
 			}
 		}), nil
-	case OpMin:
+	case tile.OpMin:
 		return mk2(d, x, y, func(d, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
 				d[i] = min(a[i], b[i])
 			}
 		}), nil
-	case OpMax:
+	case tile.OpMax:
 		return mk2(d, x, y, func(d, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
 				d[i] = max(a[i], b[i])
 			}
 		}), nil
-	case OpAnd:
+	case tile.OpAnd:
 		return mk2(d, x, y, func(d, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
 				d[i] = a[i] & b[i]
 			}
 		}), nil
-	case OpOr:
+	case tile.OpOr:
 		return mk2(d, x, y, func(d, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
 				d[i] = a[i] | b[i]
 			}
 		}), nil
-	case OpXor:
+	case tile.OpXor:
 		return mk2(d, x, y, func(d, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
@@ -466,24 +469,24 @@ func binInt[T integer](v *Value, d, x, y int) (instr, error) {
 	return nil, fmt.Errorf("%v on ints", v.Op)
 }
 
-func binBool(v *Value, d, x, y int) (instr, error) {
+func binBool(v *tile.Value, d, x, y int) (instr, error) {
 	var fn func(d, a, b []bool)
 	switch v.Op {
-	case OpAnd:
+	case tile.OpAnd:
 		fn = func(d, a, b []bool) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
 				d[i] = a[i] && b[i]
 			}
 		}
-	case OpOr:
+	case tile.OpOr:
 		fn = func(d, a, b []bool) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
 				d[i] = a[i] || b[i]
 			}
 		}
-	case OpXor:
+	case tile.OpXor:
 		fn = func(d, a, b []bool) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
@@ -498,26 +501,26 @@ func binBool(v *Value, d, x, y int) (instr, error) {
 
 // ---- comparisons ----
 
-func (c *compiler) compare(v *Value) (instr, error) {
+func (c *compiler) compare(v *tile.Value) (instr, error) {
 	d, x, y := v.ID, v.Args[0].ID, v.Args[1].ID
 	switch v.Args[0].Type.DType {
-	case F32:
+	case tile.F32:
 		return cmpInstr[float32](v.Op, d, x, y)
-	case F64:
+	case tile.F64:
 		return cmpInstr[float64](v.Op, d, x, y)
-	case I32:
+	case tile.I32:
 		return cmpInstr[int32](v.Op, d, x, y)
-	case I64:
+	case tile.I64:
 		return cmpInstr[int64](v.Op, d, x, y)
-	case I1:
+	case tile.I1:
 		switch v.Op {
-		case OpEq:
+		case tile.OpEq:
 			return mk2(d, x, y, func(d, a, b []bool) {
 				for i := range d {
 					d[i] = a[i] == b[i]
 				}
 			}), nil
-		case OpNe:
+		case tile.OpNe:
 			return mk2(d, x, y, func(d, a, b []bool) {
 				for i := range d {
 					d[i] = a[i] != b[i]
@@ -528,45 +531,45 @@ func (c *compiler) compare(v *Value) (instr, error) {
 	return nil, fmt.Errorf("%v on %v", v.Op, v.Args[0].Type)
 }
 
-func cmpInstr[T number](op Op, d, x, y int) (instr, error) {
+func cmpInstr[T number](op tile.Op, d, x, y int) (instr, error) {
 	var fn func(d []bool, a, b []T)
 	switch op {
-	case OpEq:
+	case tile.OpEq:
 		fn = func(d []bool, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
 				d[i] = a[i] == b[i]
 			}
 		}
-	case OpNe:
+	case tile.OpNe:
 		fn = func(d []bool, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
 				d[i] = a[i] != b[i]
 			}
 		}
-	case OpLt:
+	case tile.OpLt:
 		fn = func(d []bool, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
 				d[i] = a[i] < b[i]
 			}
 		}
-	case OpLe:
+	case tile.OpLe:
 		fn = func(d []bool, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
 				d[i] = a[i] <= b[i]
 			}
 		}
-	case OpGt:
+	case tile.OpGt:
 		fn = func(d []bool, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
 				d[i] = a[i] > b[i]
 			}
 		}
-	case OpGe:
+	case tile.OpGe:
 		fn = func(d []bool, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
@@ -581,19 +584,19 @@ func cmpInstr[T number](op Op, d, x, y int) (instr, error) {
 
 // ---- unary ----
 
-func (c *compiler) unary(v *Value) (instr, error) {
+func (c *compiler) unary(v *tile.Value) (instr, error) {
 	d, x := v.ID, v.Args[0].ID
 	switch v.Args[0].Type.DType {
-	case F32:
+	case tile.F32:
 		return unaryFloat[float32](v.Op, d, x)
-	case F64:
+	case tile.F64:
 		return unaryFloat[float64](v.Op, d, x)
-	case I32:
+	case tile.I32:
 		return unaryInt[int32](v.Op, d, x)
-	case I64:
+	case tile.I64:
 		return unaryInt[int64](v.Op, d, x)
-	case I1:
-		if v.Op == OpNot {
+	case tile.I1:
+		if v.Op == tile.OpNot {
 			return mk1(d, x, func(d, a []bool) {
 				for i := range d {
 					d[i] = !a[i]
@@ -614,43 +617,24 @@ func mathL[T float](fn func(float64) float64) func(d, a []T) {
 	}
 }
 
-var mathFuncs = map[Op]func(float64) float64{
-	OpExp2:  math.Exp2,
-	OpLog:   Log64,
-	OpLog2:  Log2_64,
-	OpLog1p: math.Log1p,
-	OpExpm1: math.Expm1,
-	OpTanh:  math.Tanh,
-	OpErf:   math.Erf,
-	OpSin:   math.Sin,
-	OpCos:   math.Cos,
-	OpSigmoid: func(x float64) float64 {
-		if x >= 0 {
-			return 1 / (1 + Exp64(-x))
-		}
-		e := Exp64(x)
-		return e / (1 + e)
-	},
-}
-
-func unaryFloat[T float](op Op, d, x int) (instr, error) {
+func unaryFloat[T float](op tile.Op, d, x int) (instr, error) {
 	var fn func(d, a []T)
 	switch op {
-	case OpNeg:
+	case tile.OpNeg:
 		fn = func(d, a []T) {
 			a = a[:len(d)]
 			for i := range d {
 				d[i] = -a[i]
 			}
 		}
-	case OpAbs:
+	case tile.OpAbs:
 		fn = func(d, a []T) {
 			a = a[:len(d)]
 			for i := range d {
 				d[i] = T(math.Abs(float64(a[i])))
 			}
 		}
-	case OpSign:
+	case tile.OpSign:
 		fn = func(d, a []T) {
 			a = a[:len(d)]
 			for i := range d {
@@ -664,32 +648,32 @@ func unaryFloat[T float](op Op, d, x int) (instr, error) {
 				}
 			}
 		}
-	case OpExp:
+	case tile.OpExp:
 		fn = expL[T]
-	case OpTanh:
+	case tile.OpTanh:
 		fn = tanhL[T]
-	case OpSqrt:
+	case tile.OpSqrt:
 		fn = func(d, a []T) {
 			a = a[:len(d)]
 			for i := range d {
 				d[i] = T(math.Sqrt(float64(a[i])))
 			}
 		}
-	case OpRsqrt:
+	case tile.OpRsqrt:
 		fn = func(d, a []T) {
 			a = a[:len(d)]
 			for i := range d {
 				d[i] = T(1 / math.Sqrt(float64(a[i])))
 			}
 		}
-	case OpFloor:
+	case tile.OpFloor:
 		fn = func(d, a []T) {
 			a = a[:len(d)]
 			for i := range d {
 				d[i] = T(math.Floor(float64(a[i])))
 			}
 		}
-	case OpCeil:
+	case tile.OpCeil:
 		fn = func(d, a []T) {
 			a = a[:len(d)]
 			for i := range d {
@@ -697,7 +681,7 @@ func unaryFloat[T float](op Op, d, x int) (instr, error) {
 			}
 		}
 	default:
-		m, ok := mathFuncs[op]
+		m, ok := interp.Func64(op) // the spec's own definition
 		if !ok {
 			return nil, fmt.Errorf("%v on floats", op)
 		}
@@ -713,7 +697,7 @@ func expL[T float](d, a []T) {
 	}
 	a = a[:len(d)]
 	for i := range d {
-		d[i] = T(Exp64(float64(a[i])))
+		d[i] = T(interp.Exp64(float64(a[i])))
 	}
 }
 
@@ -728,22 +712,22 @@ func tanhL[T float](d, a []T) {
 	}
 }
 
-func unaryInt[T integer](op Op, d, x int) (instr, error) {
+func unaryInt[T integer](op tile.Op, d, x int) (instr, error) {
 	var fn func(d, a []T)
 	switch op {
-	case OpNeg:
+	case tile.OpNeg:
 		fn = func(d, a []T) {
 			for i := range d {
 				d[i] = -a[i]
 			}
 		}
-	case OpNot:
+	case tile.OpNot:
 		fn = func(d, a []T) {
 			for i := range d {
 				d[i] = ^a[i]
 			}
 		}
-	case OpAbs:
+	case tile.OpAbs:
 		fn = func(d, a []T) {
 			for i := range d {
 				if a[i] < 0 {
@@ -753,7 +737,7 @@ func unaryInt[T integer](op Op, d, x int) (instr, error) {
 				}
 			}
 		}
-	case OpSign:
+	case tile.OpSign:
 		fn = func(d, a []T) {
 			for i := range d {
 				switch {
@@ -774,43 +758,43 @@ func unaryInt[T integer](op Op, d, x int) (instr, error) {
 
 // ---- casts ----
 
-func castInstr(v *Value) (instr, error) {
+func castInstr(v *tile.Value) (instr, error) {
 	d, x := v.ID, v.Args[0].ID
 	from, to := v.Args[0].Type.DType, v.Type.DType
 	if from == to {
 		return func(f *frame) error { copyVal(f.vals[d], f.vals[x]); return nil }, nil
 	}
-	if to == I1 {
+	if to == tile.I1 {
 		switch from {
-		case I32:
+		case tile.I32:
 			return mk1(d, x, toBool[int32]), nil
-		case I64:
+		case tile.I64:
 			return mk1(d, x, toBool[int64]), nil
-		case F32:
+		case tile.F32:
 			return mk1(d, x, toBool[float32]), nil
-		case F64:
+		case tile.F64:
 			return mk1(d, x, toBool[float64]), nil
 		}
 	}
 	switch from {
-	case I1:
+	case tile.I1:
 		switch to {
-		case I32:
+		case tile.I32:
 			return mk1(d, x, fromBool[int32]), nil
-		case I64:
+		case tile.I64:
 			return mk1(d, x, fromBool[int64]), nil
-		case F32:
+		case tile.F32:
 			return mk1(d, x, fromBool[float32]), nil
-		case F64:
+		case tile.F64:
 			return mk1(d, x, fromBool[float64]), nil
 		}
-	case I32:
+	case tile.I32:
 		return castFrom[int32](d, x, to)
-	case I64:
+	case tile.I64:
 		return castFrom[int64](d, x, to)
-	case F32:
+	case tile.F32:
 		return castFrom[float32](d, x, to)
-	case F64:
+	case tile.F64:
 		return castFrom[float64](d, x, to)
 	}
 	return nil, fmt.Errorf("cast %v to %v", from, to)
@@ -832,15 +816,15 @@ func fromBool[D number](d []D, a []bool) {
 	}
 }
 
-func castFrom[S number](d, x int, to DType) (instr, error) {
+func castFrom[S number](d, x int, to tile.DType) (instr, error) {
 	switch to {
-	case I32:
+	case tile.I32:
 		return mk1(d, x, convert[S, int32]), nil
-	case I64:
+	case tile.I64:
 		return mk1(d, x, convert[S, int64]), nil
-	case F32:
+	case tile.F32:
 		return mk1(d, x, convert[S, float32]), nil
-	case F64:
+	case tile.F64:
 		return mk1(d, x, convert[S, float64]), nil
 	}
 	return nil, fmt.Errorf("cast to %v", to)
@@ -882,7 +866,7 @@ func convert[S, D number](d []D, a []S) {
 
 // ---- reductions ----
 
-type reduceOp struct{ v *Value }
+type reduceOp struct{ v *tile.Value }
 
 func (r reduceOp) boolF() (instr, error) { return nil, fmt.Errorf("reduction of i1") }
 func (r reduceOp) i32() (instr, error)   { return reduceInstr[int32](r.v) }
@@ -892,7 +876,7 @@ func (r reduceOp) f64() (instr, error)   { return reduceInstr[float64](r.v) }
 
 // reduceInstr views the operand as [outer, n, inner] around the reduced axis
 // and combines the n slices of length inner in order.
-func reduceInstr[T number](v *Value) (instr, error) {
+func reduceInstr[T number](v *tile.Value) (instr, error) {
 	s := v.Args[0].Type.Shape
 	ax := int(v.Aux)
 	outer, n, inner := 1, s.Dims[ax], 1
@@ -904,11 +888,11 @@ func reduceInstr[T number](v *Value) (instr, error) {
 	}
 	var combine func(acc, row []T)
 	switch v.Op {
-	case OpReduceSum:
+	case tile.OpReduceSum:
 		combine = addInto[T]
-	case OpReduceMax:
+	case tile.OpReduceMax:
 		combine = maxInto[T]
-	case OpReduceMin:
+	case tile.OpReduceMin:
 		combine = minInto[T]
 	default:
 		return nil, fmt.Errorf("%v is not a reduction", v.Op)
@@ -948,10 +932,10 @@ func sum16(x []float32) float32 {
 }
 
 // reduceRow reduces one contiguous row.
-func reduceRow[T number](op Op, row []T) T {
+func reduceRow[T number](op tile.Op, row []T) T {
 	r := row[0]
 	switch op {
-	case OpReduceSum:
+	case tile.OpReduceSum:
 		if r32, ok := any(row).([]float32); ok {
 			return any(sumRow32(r32)).(T)
 		}
@@ -969,7 +953,7 @@ func reduceRow[T number](op Op, row []T) T {
 			s[0] += row[i]
 		}
 		return (s[0] + s[1]) + (s[2] + s[3])
-	case OpReduceMax:
+	case tile.OpReduceMax:
 		if r32, ok := any(row).([]float32); ok {
 			if m, ok := maxRow32(r32); ok {
 				return any(m).(T)
@@ -980,7 +964,7 @@ func reduceRow[T number](op Op, row []T) T {
 				r = p
 			}
 		}
-	case OpReduceMin:
+	case tile.OpReduceMin:
 		for _, p := range row[1:] {
 			if p < r || p != p {
 				r = p
@@ -1019,31 +1003,31 @@ func minInto[T number](acc, row []T) {
 
 // ---- dot ----
 
-func (c *compiler) dot(v *Value) (instr, error) {
+func (c *compiler) dot(v *tile.Value) (instr, error) {
 	a, b, acc := v.Args[0], v.Args[1], v.Args[2]
 	m, k, n := a.Type.Shape.Dims[0], a.Type.Shape.Dims[1], b.Type.Shape.Dims[1]
 	d, ai, bi, ci := v.ID, a.ID, b.ID, acc.ID
-	if a.Type.DType == F64 {
+	if a.Type.DType == tile.F64 {
 		return func(f *frame) error {
 			dotF64(get[float64](f, d), get[float64](f, ai), get[float64](f, bi), get[float64](f, ci), m, k, n)
 			return nil
 		}, nil
 	}
-	if v.Prec != PrecTF32 {
+	if v.Prec != tile.PrecTF32 {
 		return func(f *frame) error {
 			dotF32(get[float32](f, d), get[float32](f, ai), get[float32](f, bi), get[float32](f, ci), m, k, n)
 			return nil
 		}, nil
 	}
 	// TF32: round copies of the operands first
-	sa, sb := c.scratch(F32, m*k), c.scratch(F32, k*n)
+	sa, sb := c.scratch(tile.F32, m*k), c.scratch(tile.F32, k*n)
 	return func(f *frame) error {
 		ra, rb := get[float32](f, sa), get[float32](f, sb)
 		for i, x := range get[float32](f, ai) {
-			ra[i] = RoundTF32(x)
+			ra[i] = tile.RoundTF32(x)
 		}
 		for i, x := range get[float32](f, bi) {
-			rb[i] = RoundTF32(x)
+			rb[i] = tile.RoundTF32(x)
 		}
 		dotF32(get[float32](f, d), ra, rb, get[float32](f, ci), m, k, n)
 		return nil
@@ -1065,19 +1049,6 @@ func dotL[T float](d, a, b, acc []T, m, k, n int) {
 			}
 		}
 	}
-}
-
-// RoundTF32 rounds x to TF32 (10 explicit mantissa bits), to nearest with
-// ties away from zero, as cvt.rna.tf32.f32 does; infinities and NaN pass
-// through. It is how a dot with PrecTF32 sees its f32 operands.
-func RoundTF32(x float32) float32 {
-	u := math.Float32bits(x)
-	if u&0x7f800000 == 0x7f800000 {
-		return x
-	}
-	u += 1 << 12
-	u &^= 1<<13 - 1
-	return math.Float32frombits(u)
 }
 
 // divPow2 is the common case of index arithmetic: every divisor the same

@@ -1,19 +1,24 @@
-package tile
+package cpu
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/analysis"
+)
 
 // TestDeadValuesAreNotCompiled: values nothing stores, loads or loops on
 // (here an index chain computed for a broadcast that was not needed) get
 // no instruction; the kernel's result is unchanged.
 func TestDeadValuesAreNotCompiled(t *testing.T) {
-	build := func(dead bool) *Kernel {
-		b := NewBuilder("dce", nil)
-		out, n := b.Ptr("out", F32), b.Param("n", I32)
+	build := func(dead bool) *tile.Kernel {
+		b := tile.NewBuilder("dce", nil)
+		out, n := b.Ptr("out", tile.F32), b.Param("n", tile.I32)
 		offs := b.Add(b.Mul(b.ProgramID(0), 64), b.Arange(0, 64))
 		if dead {
 			b.Mul(b.Rem(b.Div(offs, n), n), 3) // unused
 		}
-		b.Store(b.AddPtr(out, offs), b.Cast(offs, F32), b.Lt(offs, n))
+		b.Store(b.AddPtr(out, offs), b.Cast(offs, tile.F32), b.Lt(offs, n))
 		k, err := b.Build()
 		if err != nil {
 			t.Fatal(err)
@@ -32,9 +37,9 @@ func TestDeadValuesAreNotCompiled(t *testing.T) {
 	if len(e1.code)+len(e1.launch) != len(e2.code)+len(e2.launch) {
 		t.Fatalf("with a dead chain: %d+%d instructions, without: %d+%d", len(e1.code), len(e1.launch), len(e2.code), len(e2.launch))
 	}
-	live := liveValues(withDead)
+	live := analysis.Live(withDead)
 	dead := 0
-	withDead.Walk(func(v *Value) {
+	withDead.Walk(func(v *tile.Value) {
 		if !live[v.ID] {
 			dead++
 		}
@@ -44,7 +49,7 @@ func TestDeadValuesAreNotCompiled(t *testing.T) {
 		t.Fatalf("%d dead values, want 7", dead)
 	}
 	out := make([]float32, 100)
-	if err := e1.Launch(Grid{2}, out, 100); err != nil {
+	if err := e1.Launch(tile.Grid{2}, out, 100); err != nil {
 		t.Fatal(err)
 	}
 	if out[99] != 99 {

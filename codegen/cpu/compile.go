@@ -1,71 +1,44 @@
-package tile
+package cpu
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/analysis"
+)
 
 // compiler turns a kernel into a tree of instr closures: one per op, each a
 // loop over typed slices.
 type compiler struct {
 	e         *Exec
-	roots     map[*Value]*Value // pointer value → its parameter
-	lanes     []LaneInfo        // by value ID
-	invariant []bool            // by value ID: the same in every program of a launch
-	launch    []instr           // computes the invariant values, once per worker and launch
-	lane0Only []bool            // by value ID: a contiguous pointer block read only for its lane 0
-	lane0Val  []bool            // by value ID: integer index math whose every use needs only lane 0
-	folded    []bool            // by value ID: an integer splat its users read as a scalar (never filled)
-	rowFirst  []int             // by value ID: the row length W of an address value computed at row starts only
-	live      []bool            // by value ID: its value is needed (see liveValues)
-}
-
-// liveValues finds the values a kernel's effects depend on: stores, atomic
-// adds, loads (which may fault, and so are never dropped), loops and what
-// they yield, and everything those read. The interpreter computes only
-// these; a dead value (say an index computed for a broadcast and not used)
-// costs nothing. Codegen already emits only what is demanded.
-func liveValues(k *Kernel) []bool {
-	live := make([]bool, k.NumValues())
-	var all []*Value
-	k.Walk(func(v *Value) { all = append(all, v) })
-	for changed := true; changed; {
-		changed = false
-		for i := len(all) - 1; i >= 0; i-- {
-			v := all[i]
-			if !live[v.ID] {
-				switch v.Op {
-				case OpStore, OpAtomicAdd, OpLoad, OpFor, OpYield, OpParam, OpBlockArg:
-					live[v.ID] = true
-				default:
-					continue
-				}
-			}
-			for _, a := range v.Args {
-				if !live[a.ID] {
-					live[a.ID] = true
-					changed = true
-				}
-			}
-		}
-	}
-	return live
+	roots     []*tile.Value       // by value ID: a pointer's parameter (analysis.Roots)
+	lanes     []analysis.AxisInfo // by value ID
+	invariant []bool              // by value ID: the same in every program of a launch
+	launch    []instr             // computes the invariant values, once per worker and launch
+	lane0Only []bool              // by value ID: a contiguous pointer block read only for its lane 0
+	lane0Val  []bool              // by value ID: integer index math whose every use needs only lane 0
+	folded    []bool              // by value ID: an integer splat its users read as a scalar (never filled)
+	rowFirst  []int               // by value ID: the row length W of an address value computed at row starts only
+	live      []bool              // by value ID: its value is needed (analysis.Live)
 }
 
 // markLane0Only finds contiguous pointer blocks whose every use is as the
 // address of a load, store or atomic_add: those read only lane 0 of it.
-func (c *compiler) markLane0Only(k *Kernel) {
+func (c *compiler) markLane0Only(k *tile.Kernel) {
 	c.lane0Only = make([]bool, k.NumValues())
 	other := make([]bool, k.NumValues())
-	k.Walk(func(v *Value) {
+	k.Walk(func(v *tile.Value) {
 		for i, a := range v.Args {
-			mem := i == 0 && (v.Op == OpLoad || v.Op == OpStore || v.Op == OpAtomicAdd)
+			mem := i == 0 && (v.Op == tile.OpLoad || v.Op == tile.OpStore || v.Op == tile.OpAtomicAdd)
 			if !mem {
 				other[a.ID] = true
 			}
 		}
 	})
-	var all []*Value
-	users := make([][]*Value, k.NumValues())
-	k.Walk(func(v *Value) {
-		c.lane0Only[v.ID] = v.Op == OpAddPtr && c.lanes[v.ID].Contiguous && !other[v.ID]
+	var all []*tile.Value
+	users := make([][]*tile.Value, k.NumValues())
+	k.Walk(func(v *tile.Value) {
+		c.lane0Only[v.ID] = v.Op == tile.OpAddPtr && c.lanes[v.ID].Contiguous && !other[v.ID]
 		all = append(all, v)
 		for _, a := range v.Args {
 			users[a.ID] = append(users[a.ID], v)
@@ -78,13 +51,13 @@ func (c *compiler) markLane0Only(k *Kernel) {
 
 // rowPath reports the row length of a load or store that copies its
 // pointer block row by row (memory), or 0.
-func (c *compiler) rowPath(u *Value) int {
-	if (u.Op != OpLoad && u.Op != OpStore) || len(u.Args) == 0 {
+func (c *compiler) rowPath(u *tile.Value) int {
+	if (u.Op != tile.OpLoad && u.Op != tile.OpStore) || len(u.Args) == 0 {
 		return 0
 	}
 	p := u.Args[0]
 	li := c.lanes[p.ID]
-	if w := lastDim(p.Type.Shape); !li.Contiguous && li.RowContiguous && w > 1 {
+	if w := analysis.LastDim(p.Type.Shape); !li.Contiguous && li.RowContiguous() && w > 1 {
 		return w
 	}
 	return 0
@@ -96,23 +69,23 @@ func (c *compiler) rowPath(u *Value) int {
 // computed (the memory op rebuilds a row's other lanes when it needs them).
 // The tiles of a matmul's K loop cost one pass over their rows instead of
 // one over their lanes.
-func (c *compiler) markRowFirst(all []*Value, users [][]*Value) {
+func (c *compiler) markRowFirst(all []*tile.Value, users [][]*tile.Value) {
 	c.rowFirst = make([]int, len(c.lanes))
 	for i := len(all) - 1; i >= 0; i-- {
 		v := all[i]
-		w := lastDim(v.Type.Shape)
+		w := analysis.LastDim(v.Type.Shape)
 		if w <= 1 || v.Type.Shape.Rank < 2 || c.lane0Val[v.ID] || len(users[v.ID]) == 0 {
 			continue
 		}
 		switch {
-		case v.Op == OpAdd && (v.Type.DType == I32 || v.Type.DType == I64) && !v.Type.Ptr:
-		case v.Op == OpAddPtr && !c.lane0Only[v.ID]:
+		case v.Op == tile.OpAdd && (v.Type.DType == tile.I32 || v.Type.DType == tile.I64) && !v.Type.Ptr:
+		case v.Op == tile.OpAddPtr && !c.lane0Only[v.ID]:
 		default:
 			continue
 		}
 		ok := true
 		for _, u := range users[v.ID] {
-			address := c.rowPath(u) == w && u.Args[0] == v && (u.Op != OpStore || u.Args[1] != v)
+			address := c.rowPath(u) == w && u.Args[0] == v && (u.Op != tile.OpStore || u.Args[1] != v)
 			if !address && c.rowFirst[u.ID] != w {
 				ok = false
 				break
@@ -126,7 +99,7 @@ func (c *compiler) markRowFirst(all []*Value, users [][]*Value) {
 
 // addInstr computes an integer add or addptr at every w-th lane (w = 1:
 // all of them), from its operands' lanes there, or a folded splat's scalar.
-func (c *compiler) addInstr(v *Value, w int) (instr, error) {
+func (c *compiler) addInstr(v *tile.Value, w int) (instr, error) {
 	d := v.ID
 	x, y := v.Args[0], v.Args[1]
 	scalar := false
@@ -138,12 +111,12 @@ func (c *compiler) addInstr(v *Value, w int) (instr, error) {
 	}
 	xi, yi := x.ID, y.ID
 	switch {
-	case v.Op == OpAddPtr && y.Type.DType == I32:
+	case v.Op == tile.OpAddPtr && y.Type.DType == tile.I32:
 		return func(f *frame) error {
 			addRows(get[int64](f, d), get[int64](f, xi), get[int32](f, yi), w, scalar)
 			return nil
 		}, nil
-	case v.Op == OpAddPtr || v.Type.DType == I64:
+	case v.Op == tile.OpAddPtr || v.Type.DType == tile.I64:
 		return func(f *frame) error {
 			addRows(get[int64](f, d), get[int64](f, xi), get[int64](f, yi), w, scalar)
 			return nil
@@ -177,20 +150,20 @@ func addRows[T int32 | int64, U int32 | int64](d, a []T, b []U, w int, scalar bo
 // those users add the scalar itself (addInstr), and the splat is never
 // filled. In a matmul's K loop that saves a pass over the tile per operand
 // and step, where the dot itself is only a few passes' worth.
-func (c *compiler) markFoldedSplats(all []*Value, users [][]*Value) {
+func (c *compiler) markFoldedSplats(all []*tile.Value, users [][]*tile.Value) {
 	c.folded = make([]bool, len(c.lanes))
 	for _, v := range all {
-		if v.Op != OpSplat || v.Type.Ptr || !v.Args[0].Type.Shape.IsScalar() || c.lane0Val[v.ID] || len(users[v.ID]) == 0 {
+		if v.Op != tile.OpSplat || v.Type.Ptr || !v.Args[0].Type.Shape.IsScalar() || c.lane0Val[v.ID] || len(users[v.ID]) == 0 {
 			continue
 		}
-		if v.Type.DType != I32 && v.Type.DType != I64 {
+		if v.Type.DType != tile.I32 && v.Type.DType != tile.I64 {
 			continue
 		}
 		ok := true
 		for _, u := range users[v.ID] {
 			switch {
-			case u.Op == OpAdd && !c.lane0Val[u.ID] && u.Args[0].Op != u.Args[1].Op: // not two splats
-			case u.Op == OpAddPtr && !c.lane0Only[u.ID] && u.Args[1] == v:
+			case u.Op == tile.OpAdd && !c.lane0Val[u.ID] && u.Args[0].Op != u.Args[1].Op: // not two splats
+			case u.Op == tile.OpAddPtr && !c.lane0Only[u.ID] && u.Args[1] == v:
 			default:
 				ok = false
 			}
@@ -206,19 +179,19 @@ func (c *compiler) markFoldedSplats(all []*Value, users [][]*Value) {
 // cost a splat and an add over every lane otherwise, more than a load or
 // store that becomes a copy. Lane 0 of these ops depends on lane 0 of their
 // operands alone, and their loops run over their result's length.
-func (c *compiler) markLane0Values(all []*Value, users [][]*Value) {
+func (c *compiler) markLane0Values(all []*tile.Value, users [][]*tile.Value) {
 	c.lane0Val = make([]bool, len(c.lanes))
-	eligible := func(v *Value) bool {
-		if v.Type.Ptr || (v.Type.DType != I32 && v.Type.DType != I64) {
+	eligible := func(v *tile.Value) bool {
+		if v.Type.Ptr || (v.Type.DType != tile.I32 && v.Type.DType != tile.I64) {
 			return false
 		}
 		switch {
-		case v.Op == OpSplat:
+		case v.Op == tile.OpSplat:
 			return true
-		case v.Op == OpCast:
-			return v.Args[0].Type.DType == I32 || v.Args[0].Type.DType == I64
+		case v.Op == tile.OpCast:
+			return v.Args[0].Type.DType == tile.I32 || v.Args[0].Type.DType == tile.I64
 		}
-		return v.Op.info().class == classBinary
+		return v.Op.IsBinary()
 	}
 	for i := len(all) - 1; i >= 0; i-- { // users come after what they use
 		v := all[i]
@@ -237,25 +210,7 @@ func (c *compiler) markLane0Values(all []*Value, users [][]*Value) {
 	}
 }
 
-// isInvariant reports whether v depends only on parameters and constants, so
-// that it can be computed once per launch instead of once per program
-// (loop-invariant code motion over the grid).
-func (c *compiler) isInvariant(v *Value) bool {
-	switch v.Op {
-	case OpParam, OpConst, OpArange:
-		return true
-	case OpProgramID, OpLoad, OpStore, OpAtomicAdd, OpFor, OpForResult, OpBlockArg, OpYield:
-		return false
-	}
-	for _, a := range v.Args {
-		if !c.invariant[a.ID] {
-			return false
-		}
-	}
-	return true
-}
-
-func (c *compiler) slot(v *Value) {
+func (c *compiler) slot(v *tile.Value) {
 	s := &c.e.slots[v.ID]
 	s.kind = storageKind(v.Type)
 	s.numel = v.Type.Shape.Numel()
@@ -266,40 +221,32 @@ func (c *compiler) slot(v *Value) {
 }
 
 // scratch adds a storage slot that no value names, for an op's temporaries.
-func (c *compiler) scratch(k DType, numel int) int {
+func (c *compiler) scratch(k tile.DType, numel int) int {
 	c.e.slots = append(c.e.slots, slotInfo{kind: k, numel: numel, alias: -1, used: true})
 	return len(c.e.slots) - 1
 }
 
-func (c *compiler) alias(v, of *Value) {
+func (c *compiler) alias(v, of *tile.Value) {
 	c.slot(v)
 	c.e.slots[v.ID].alias = of.ID
 }
 
-func (c *compiler) block(b *Block, loop *Value) ([]instr, error) {
+func (c *compiler) block(b *tile.Block, loop *tile.Value) ([]instr, error) {
 	for _, a := range b.Args {
 		c.slot(a)
-		if a.Type.Ptr {
-			c.roots[a] = rootOf(c.roots, a, loop)
-		}
 	}
 	var code []instr
 	for _, v := range b.Values {
 		if !c.live[v.ID] {
 			continue
 		}
-		if v.Type.Ptr {
-			c.roots[v] = rootOf(c.roots, v, loop)
-		}
 		in, err := c.value(v, loop)
 		if err != nil {
-			return nil, fmt.Errorf("tile: @%s: %s: %w", c.e.k.Name, v, err)
+			return nil, fmt.Errorf("cpu: @%s: %s: %w", c.e.k.Name, v, err)
 		}
-		inv := c.isInvariant(v)
-		c.invariant[v.ID] = inv
 		switch {
 		case in == nil:
-		case inv:
+		case c.invariant[v.ID]:
 			c.launch = append(c.launch, in)
 		default:
 			code = append(code, in)
@@ -311,69 +258,69 @@ func (c *compiler) block(b *Block, loop *Value) ([]instr, error) {
 func get[T any](f *frame, id int) []T { return f.vals[id].([]T) }
 
 // value compiles one op; it returns nil for ops with no run-time work.
-func (c *compiler) value(v *Value, loop *Value) (instr, error) {
+func (c *compiler) value(v *tile.Value, loop *tile.Value) (instr, error) {
 	if !v.Type.IsVoid() {
 		c.slot(v)
 	}
 	d := v.ID
 	arg := func(i int) int { return v.Args[i].ID }
-	switch cl := v.Op.info().class; {
-	case v.Op == OpConst || v.Op == OpArange:
+	switch {
+	case v.Op == tile.OpConst || v.Op == tile.OpArange:
 		return nil, nil // filled when the frame is made
-	case v.Op == OpProgramID:
+	case v.Op == tile.OpProgramID:
 		ax := v.Aux
 		return func(f *frame) error { get[int32](f, d)[0] = f.pid[ax]; return nil }, nil
-	case v.Op == OpNumPrograms:
+	case v.Op == tile.OpNumPrograms:
 		ax := v.Aux
 		return func(f *frame) error { get[int32](f, d)[0] = f.nprog[ax]; return nil }, nil
-	case v.Op == OpExpandDims || v.Op == OpReshape:
+	case v.Op == tile.OpExpandDims || v.Op == tile.OpReshape:
 		c.alias(v, v.Args[0])
 		return nil, nil
-	case v.Op == OpForResult:
+	case v.Op == tile.OpForResult:
 		f := v.Args[0]
 		c.alias(v, f.Body.Args[v.Aux+1])
 		return nil, nil
-	case v.Op == OpSplat && c.folded[v.ID]:
+	case v.Op == tile.OpSplat && c.folded[v.ID]:
 		return nil, nil // its users read the scalar (addInstr)
 	case c.rowFirst[v.ID] > 0: // lane 0 of each row
 		return c.addInstr(v, c.rowFirst[v.ID])
-	case (v.Op == OpAdd || v.Op == OpAddPtr && !c.lane0Only[v.ID]) && (c.folded[v.Args[0].ID] || c.folded[v.Args[1].ID]):
+	case (v.Op == tile.OpAdd || v.Op == tile.OpAddPtr && !c.lane0Only[v.ID]) && (c.folded[v.Args[0].ID] || c.folded[v.Args[1].ID]):
 		return c.addInstr(v, 1)
-	case cl == classShape:
+	case v.Op.IsShape():
 		return byKind(storageKind(v.Type), shapeOp{v: v})
-	case v.Op == OpAddPtr && c.lane0Only[v.ID]:
+	case v.Op == tile.OpAddPtr && c.lane0Only[v.ID]:
 		x, y := arg(0), arg(1)
-		if v.Args[1].Type.DType == I32 {
+		if v.Args[1].Type.DType == tile.I32 {
 			return func(f *frame) error {
 				get[int64](f, d)[0] = get[int64](f, x)[0] + int64(get[int32](f, y)[0])
 				return nil
 			}, nil
 		}
 		return func(f *frame) error { get[int64](f, d)[0] = get[int64](f, x)[0] + get[int64](f, y)[0]; return nil }, nil
-	case v.Op == OpAddPtr:
-		if v.Args[1].Type.DType == I32 {
+	case v.Op == tile.OpAddPtr:
+		if v.Args[1].Type.DType == tile.I32 {
 			return mk2(d, arg(0), arg(1), addPtrL[int32]), nil
 		}
 		return mk2(d, arg(0), arg(1), addPtrL[int64]), nil
-	case v.Op == OpLoad || v.Op == OpStore || v.Op == OpAtomicAdd:
+	case v.Op == tile.OpLoad || v.Op == tile.OpStore || v.Op == tile.OpAtomicAdd:
 		return c.memory(v)
-	case cl == classBinary:
+	case v.Op.IsBinary():
 		return c.binary(v)
-	case cl == classCompare:
+	case v.Op.IsCompare():
 		return c.compare(v)
-	case cl == classUnary:
+	case v.Op.IsUnary():
 		return c.unary(v)
-	case v.Op == OpSelect:
+	case v.Op == tile.OpSelect:
 		return byKind(storageKind(v.Type), selectOp{d, arg(0), arg(1), arg(2)})
-	case v.Op == OpCast:
+	case v.Op == tile.OpCast:
 		return castInstr(v)
-	case cl == classReduce:
+	case v.Op.IsReduce():
 		return byKind(v.Type.DType, reduceOp{v: v})
-	case v.Op == OpDot:
+	case v.Op == tile.OpDot:
 		return c.dot(v)
-	case v.Op == OpFor:
+	case v.Op == tile.OpFor:
 		return c.forLoop(v)
-	case v.Op == OpYield:
+	case v.Op == tile.OpYield:
 		return nil, nil // handled by the loop
 	}
 	return nil, fmt.Errorf("the interpreter has no rule for %v", v.Op)
@@ -389,17 +336,17 @@ type kindFunc interface {
 	f64() (instr, error)
 }
 
-func byKind(k DType, f kindFunc) (instr, error) {
+func byKind(k tile.DType, f kindFunc) (instr, error) {
 	switch k {
-	case I1:
+	case tile.I1:
 		return f.boolF()
-	case I32:
+	case tile.I32:
 		return f.i32()
-	case I64:
+	case tile.I64:
 		return f.i64()
-	case F32:
+	case tile.F32:
 		return f.f32()
-	case F64:
+	case tile.F64:
 		return f.f64()
 	}
 	return nil, fmt.Errorf("no storage for dtype %v", k)
@@ -415,7 +362,7 @@ func mk2[T, U, R any](d, x, y int, fn func(d []R, a []T, b []U)) instr {
 
 // ---- shape ops ----
 
-type shapeOp struct{ v *Value }
+type shapeOp struct{ v *tile.Value }
 
 func (s shapeOp) boolF() (instr, error) { return shapeInstr[bool](s.v) }
 func (s shapeOp) i32() (instr, error)   { return shapeInstr[int32](s.v) }
@@ -423,10 +370,10 @@ func (s shapeOp) i64() (instr, error)   { return shapeInstr[int64](s.v) }
 func (s shapeOp) f32() (instr, error)   { return shapeInstr[float32](s.v) }
 func (s shapeOp) f64() (instr, error)   { return shapeInstr[float64](s.v) }
 
-func shapeInstr[T any](v *Value) (instr, error) {
+func shapeInstr[T any](v *tile.Value) (instr, error) {
 	d, x := v.ID, v.Args[0].ID
 	switch v.Op {
-	case OpSplat:
+	case tile.OpSplat:
 		if f, ok := any(func(d, a []float32) { splat32(d, a[0]) }).(func(d, a []T)); ok {
 			return mk1(d, x, f), nil
 		}
@@ -436,7 +383,7 @@ func shapeInstr[T any](v *Value) (instr, error) {
 				d[i] = s
 			}
 		}), nil
-	case OpBroadcast:
+	case tile.OpBroadcast:
 		in, out := pad3(v.Args[0].Type.Shape), pad3(v.Type.Shape)
 		// source strides, 0 along broadcast dimensions
 		var st [3]int
@@ -465,7 +412,7 @@ func shapeInstr[T any](v *Value) (instr, error) {
 				}
 			}
 		}), nil
-	case OpTrans:
+	case tile.OpTrans:
 		m, n := v.Args[0].Type.Shape.Dims[0], v.Args[0].Type.Shape.Dims[1]
 		return mk1(d, x, func(d, a []T) {
 			for i := 0; i < m; i++ {
@@ -480,7 +427,7 @@ func shapeInstr[T any](v *Value) (instr, error) {
 }
 
 // pad3 writes s as three dimensions, leading ones of size 1.
-func pad3(s Shape) [3]int {
+func pad3(s tile.Shape) [3]int {
 	out := [3]int{1, 1, 1}
 	for i := 0; i < s.Rank; i++ {
 		out[3-s.Rank+i] = s.Dims[i]
@@ -515,13 +462,13 @@ func selectInstr[T any](s selectOp) instr {
 
 // ---- loops ----
 
-func (c *compiler) forLoop(v *Value) (instr, error) {
+func (c *compiler) forLoop(v *tile.Value) (instr, error) {
 	body, err := c.block(v.Body, v)
 	if err != nil {
 		return nil, err
 	}
 	lo, hi, st := v.Args[0].ID, v.Args[1].ID, v.Args[2].ID
-	is64 := v.Args[0].Type.DType == I64
+	is64 := v.Args[0].Type.DType == tile.I64
 	args := v.Body.Args
 	inits := v.Args[3:]
 	yield := v.Body.Values[len(v.Body.Values)-1]
@@ -556,7 +503,7 @@ func (c *compiler) forLoop(v *Value) (instr, error) {
 			l, h, s = int64(get[int32](f, lo)[0]), int64(get[int32](f, hi)[0]), int64(get[int32](f, st)[0])
 		}
 		if s <= 0 && l < h {
-			return &ExecError{Value: loopID, Msg: fmt.Sprintf("step %d is not positive", s)}
+			return &tile.ExecError{Value: loopID, Msg: fmt.Sprintf("step %d is not positive", s)}
 		}
 		for iv := l; iv < h; iv += s {
 			if is64 {

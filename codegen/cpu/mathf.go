@@ -1,4 +1,4 @@
-package tile
+package cpu
 
 import "math"
 
@@ -74,34 +74,4 @@ func tanhf(x float32) float32 {
 		return float32(a * (1 + s*(-1.0/3+s*(2.0/15))))
 	}
 	return float32(1 - 2/(expFMA(2*a)+1))
-}
-
-// Exp64 is e^x, right where Go's amd64 math.Exp is not: that assembly
-// returns +Inf from about x = 709.1, while e^x stays finite up to 709.78.
-func Exp64(x float64) float64 {
-	if x > 709 && x < 709.8 {
-		return math.Exp(x-1) * math.E // within 2 ulp
-	}
-	return math.Exp(x)
-}
-
-// Log64 is log(x), right for subnormal x, where Go's amd64 math.Log is not.
-func Log64(x float64) float64 {
-	if x > 0 && x < 0x1p-1022 {
-		return math.Log(x*0x1p54) - 54*math.Ln2
-	}
-	return math.Log(x)
-}
-
-// Log2_64 is log₂(x): exact at powers of two, and accurate near 1, where
-// Go's math.Log2 (frexp, then a sum that cancels) loses digits.
-func Log2_64(x float64) float64 {
-	frac, exp := math.Frexp(x)
-	switch {
-	case frac == 0.5:
-		return float64(exp - 1)
-	case x > 0.5 && x < 2:
-		return Log64(x) * math.Log2E
-	}
-	return Log64(x) * math.Log2E
 }

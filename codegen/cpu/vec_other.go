@@ -1,13 +1,13 @@
 //go:build !amd64 || purego
 
-package tile
+package cpu
 
 // Without the assembly: hasAVX2FMA is false, so vec.go runs the Go loops
 // and never calls these.
 
 const hasAVX2FMA = false
 
-func noKernel() { panic("tile: no vector kernels in this build") }
+func noKernel() { panic("cpu: no vector kernels in this build") }
 
 func dot4x16(d, a, b *float32, k, lda, ldb, ldd int)  { noKernel() }
 func dot4x8(d, a, b *float64, k, lda, ldb, ldd int)   { noKernel() }

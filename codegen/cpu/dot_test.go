@@ -1,10 +1,12 @@
-package tile
+package cpu
 
 import (
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 func widen(x []float32) []float64 {
@@ -96,10 +98,10 @@ func TestVecBinF32(t *testing.T) {
 		float32(math.NaN()), 1e-45, -3e-39, 3.4e38, -3.4e38, 1.5, 7}
 	rng := rand.New(rand.NewPCG(8, 8))
 	ops := []struct {
-		op Op
+		op tile.Op
 		f  func(x, y float32) float32
-	}{{OpAdd, func(x, y float32) float32 { return x + y }}, {OpSub, func(x, y float32) float32 { return x - y }},
-		{OpMul, func(x, y float32) float32 { return x * y }}, {OpDiv, func(x, y float32) float32 { return x / y }}}
+	}{{tile.OpAdd, func(x, y float32) float32 { return x + y }}, {tile.OpSub, func(x, y float32) float32 { return x - y }},
+		{tile.OpMul, func(x, y float32) float32 { return x * y }}, {tile.OpDiv, func(x, y float32) float32 { return x / y }}}
 	for _, o := range ops {
 		fn := vecBinF32(o.op)
 		if fn == nil {
@@ -239,7 +241,7 @@ func TestMaxRow32(t *testing.T) {
 				}
 			}
 		}
-		got, want := reduceRow(OpReduceMax, row), loop(row)
+		got, want := reduceRow(tile.OpReduceMax, row), loop(row)
 		if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
 			t.Fatalf("%v: %v (%#x), the loop %v (%#x)", row, got, math.Float32bits(got), want, math.Float32bits(want))
 		}

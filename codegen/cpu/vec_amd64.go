@@ -1,6 +1,6 @@
 //go:build amd64 && !purego
 
-package tile
+package cpu
 
 // The kernels in dot_amd64.s, vec_amd64.s and vmath_amd64.s, and the CPU
 // check that guards them.

@@ -1,4 +1,6 @@
-package tile
+package cpu
+
+import "github.com/tilefuse/tilefuse/tile"
 
 // The interpreter's hot loops over float32 (and float64) blocks: the dot,
 // add/sub/mul/div, exp, tanh, row sums and maxima, splats. Each runs an
@@ -62,20 +64,20 @@ func dotEdges[T float](d, a, b []T, m, k, n, m4, nv int) {
 // vecBinF32 is the vector form of op for float32 blocks, or nil: add, sub,
 // mul and div over 8 lanes an instruction (vec_amd64.s), the same IEEE
 // single-precision results as Go's float32 arithmetic.
-func vecBinF32(op Op) func(d, a, b []float32) {
+func vecBinF32(op tile.Op) func(d, a, b []float32) {
 	if !hasAVX2FMA {
 		return nil
 	}
 	var kern func(d, a, b *float32, n int)
 	var tail func(x, y float32) float32
 	switch op {
-	case OpAdd:
+	case tile.OpAdd:
 		kern, tail = vaddF32, func(x, y float32) float32 { return x + y }
-	case OpSub:
+	case tile.OpSub:
 		kern, tail = vsubF32, func(x, y float32) float32 { return x - y }
-	case OpMul:
+	case tile.OpMul:
 		kern, tail = vmulF32, func(x, y float32) float32 { return x * y }
-	case OpDiv:
+	case tile.OpDiv:
 		kern, tail = vdivF32, func(x, y float32) float32 { return x / y }
 	default:
 		return nil

@@ -1,14 +1,15 @@
-package tile_test
+package cpu_test
 
 import (
 	"testing"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu"
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/kernels"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
-// The interpreter's speed at 16M f32 elements. SetBytes counts the bytes a
+// The executor's speed at 16M f32 elements. SetBytes counts the bytes a
 // kernel must move (each input read once, each output written once), so the
 // MB/s column is effective bandwidth; BenchmarkCopy16M is the machine's plain
 // memory copy on the same data, for scale.
@@ -29,7 +30,7 @@ func BenchmarkVecAdd16M(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := tile.NewExec(k)
+	e, err := cpu.NewExec(k)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func BenchmarkSoftmax16M(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := tile.NewExec(k)
+	e, err := cpu.NewExec(k)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package tile
+package cpu
 
 import (
 	"math/rand/v2"

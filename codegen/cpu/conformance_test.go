@@ -1,0 +1,93 @@
+package cpu_test
+
+import (
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu"
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/tiletest"
+)
+
+// launcher is the executor as a tiletest.Launcher.
+type launcher struct{}
+
+func (launcher) Name() string { return "cpu" }
+
+func (launcher) Launch(k *tile.Kernel, grid tile.Grid, args ...any) error {
+	return cpu.Run(k, grid, args...)
+}
+
+// TestConformance runs the whole conformance table on the executor,
+// against each case's float64 reference.
+func TestConformance(t *testing.T) {
+	tiletest.Run(t, launcher{}, tiletest.Cases())
+}
+
+// TestSemantics checks masks, faults, grids, atomics and loops.
+func TestSemantics(t *testing.T) { tiletest.RunSemantics(t, launcher{}) }
+
+// TestOps checks each op's values at special inputs.
+func TestOps(t *testing.T) { tiletest.RunOps(t, launcher{}) }
+
+// inexact names the ops whose results here may differ from the reference
+// interpreter's, and why; every other op is computed by the same operations
+// in the same order, and a kernel made only of those must agree bit for bit.
+// The bound of each (one application) is checked on its own in
+// TestInexactOps; through a whole kernel, the case's Tol bounds it.
+func inexact(v *tile.Value) string {
+	switch {
+	case v.Op == tile.OpDot && cpu.VectorDot():
+		return "dot: fused multiply-adds (AVX2/FMA), one rounding a step instead of two"
+	case v.Op == tile.OpExp && v.Type.DType == tile.F32:
+		return "f32 exp: expf (the vector kernel's scalar twin), within 1 ulp of the reference's float32(e^x)"
+	case v.Op == tile.OpTanh && v.Type.DType == tile.F32:
+		return "f32 tanh: tanhf, within 1 ulp of the reference's float32(tanh x)"
+	case v.Op == tile.OpReduceSum && v.Aux == int64(v.Args[0].Type.Shape.Rank-1) && v.Type.DType.IsFloat():
+		return "float sum along the last axis: f32 rows in sixteen partial sums, f64 in four, not in order"
+	case v.Op == tile.OpAtomicAdd && v.Type.DType.IsFloat():
+		return "float atomic add: programs add in the order they happen to run"
+	}
+	return ""
+}
+
+// TestAgainstReference runs every case of the conformance table (the large
+// ones too, but with -short) on the executor and on the reference
+// interpreter from the same inputs: bit for bit equal buffers where the
+// kernel has no inexact op, within the case's Tol where it has.
+func TestAgainstReference(t *testing.T) {
+	exact, total := 0, 0
+	for _, c := range tiletest.Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			if c.Large && testing.Short() {
+				t.Skip("large case: skipped with -short")
+			}
+			k, err := c.Kernel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			why := map[string]bool{}
+			k.Walk(func(v *tile.Value) {
+				if s := inexact(v); s != "" {
+					why[s] = true
+				}
+			})
+			cc := c
+			if len(why) == 0 {
+				cc.Tol = tiletest.Tol{}
+				exact++
+			}
+			total++
+			if err := tiletest.Compare(launcher{}, tiletest.Interp{}, cc); err != nil {
+				reasons := make([]string, 0, len(why))
+				for s := range why {
+					reasons = append(reasons, s)
+				}
+				sort.Strings(reasons)
+				t.Fatalf("%v\ninexact ops: %s", err, strings.Join(append(reasons, "none: must be bit-exact")[:max(len(reasons), 1)], "; "))
+			}
+		})
+	}
+	t.Logf("%d of %d cases bit-exact by their ops", exact, total)
+}

@@ -1,0 +1,74 @@
+package tile_test
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/kernels"
+)
+
+func TestBlockSizeMustBePowerOfTwo(t *testing.T) {
+	_, err := kernels.VecAdd(tile.Meta{"BLOCK": 100})
+	if err == nil {
+		t.Fatal("BLOCK=100 was accepted")
+	}
+	if !strings.Contains(err.Error(), "BLOCK = 100 is not a power of two") {
+		t.Fatalf("error does not name the value: %v", err)
+	}
+	var be *tile.BuildError
+	if !errors.As(err, &be) || be.Kernel != "vec_add" {
+		t.Fatalf("want a *tile.BuildError naming vec_add, got %T %v", err, err)
+	}
+	b := tile.NewBuilder("r", nil)
+	b.Arange(0, 100)
+	if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), "range {0, 100} has size 100, not a power of two") {
+		t.Fatalf("Arange(0, 100): %v", err)
+	}
+	b = tile.NewBuilder("z", nil)
+	b.Zeros(tile.F32, 16, 24)
+	if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), "is 24, not a power of two") {
+		t.Fatalf("Zeros(16, 24): %v", err)
+	}
+}
+
+func TestTextDump(t *testing.T) {
+	k, err := kernels.VecAdd(tile.Meta{"BLOCK": 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := k.String()
+	for _, re := range []string{
+		`^tt\.func @vec_add\(%x: !tt\.ptr<f32>, %y: !tt\.ptr<f32>, %out: !tt\.ptr<f32>, %n: i32\) meta \{BLOCK = 1024\} \{\n`,
+		`\n  %\d+ = get_program_id x : i32\n`,
+		`\n  %\d+ = make_range \{0, 1024\} : tensor<1024xi32>\n`,
+		`\n  %\d+ = splat %\d+ : i32 -> tensor<1024xi32>\n`,
+		`\n  %\d+ = cmp lt %\d+, %\d+ : tensor<1024xi1>\n`,
+		`\n  %\d+ = addptr %\d+, %\d+ : tensor<1024x!tt\.ptr<f32>>\n`,
+		`\n  %\d+ = load %\d+, %\d+ : tensor<1024x!tt\.ptr<f32>>\n`,
+		`\n  store %\d+, %\d+, %\d+ : tensor<1024x!tt\.ptr<f32>>\n}\n$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(text) {
+			t.Errorf("dump does not match %s:\n%s", re, text)
+		}
+	}
+	mm, err := kernels.Matmul(tile.Meta{"BM": 32, "BN": 32, "BK": 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []string{
+		`\n  %(\d+) = for %\d+ = %\d+ to %K step %\d+ iter_args\(%\d+ = %\d+, %\d+ = %\d+, %\d+ = %\d+\) \{\n`,
+		`\n    %\d+ = dot %\d+, %\d+, %\d+ \{precision = ieee\} : tensor<32x32xf32> \* tensor<32x32xf32> -> tensor<32x32xf32>\n`,
+		`\n    yield %\d+, %\d+, %\d+\n  \}\n`,
+		`\n  %\d+ = for_result %\d+ #0 : tensor<32x32xf32>\n`,
+	} {
+		if !regexp.MustCompile(re).MatchString(mm.String()) {
+			t.Errorf("matmul dump does not match %s:\n%s", re, mm)
+		}
+	}
+	if n := mm.Count(tile.OpDot); n != 1 {
+		t.Errorf("matmul has %d dots, want 1", n)
+	}
+}
