@@ -56,6 +56,9 @@ type Solver struct {
 	params []solverParam // by position in the model, from the first Step
 	execs  map[tile.DType]*solverExec
 	closed bool
+	// launch, if set, runs the kernels in place of the CPU executor (tests:
+	// the PTX simulator, or a GPU through host buffers)
+	launch func(k *tile.Kernel, grid tile.Grid, args ...any) error
 }
 
 // solverExec is a solver kernel compiled for the CPU executor.
@@ -156,7 +159,13 @@ func (s *Solver) Step(model []G.ValueGrad) (err error) {
 		}
 		n := l.p.shape.TotalSize()
 		a := append(append(append([]any{l.w, l.g}, l.p.state...), n), args[d]...)
-		if err := e.exec.Launch(tile.Grid{tile.CDiv(n, solverBlock)}, a...); err != nil {
+		grid := tile.Grid{tile.CDiv(n, solverBlock)}
+		if s.launch != nil {
+			err = s.launch(e.k, grid, a...)
+		} else {
+			err = e.exec.Launch(grid, a...)
+		}
+		if err != nil {
 			return fmt.Errorf("fusion: solver step: %s: %w", l.p.name, err)
 		}
 	}

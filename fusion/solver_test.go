@@ -17,6 +17,7 @@ import (
 
 	"github.com/tilefuse/tilefuse/codegen"
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 // solverCase is one solver configuration, built twice: for Gorgonia and for
@@ -89,20 +90,34 @@ func TestSolverMatchesGorgonia(t *testing.T) {
 				tol = 1e-5
 			}
 			t.Run(c.name+"/"+dt.String(), func(t *testing.T) {
-				ref, fused := newMLP(t, dt, 8, 5, 17, 3, 3), newMLP(t, dt, 8, 5, 17, 3, 3)
-				vmRef, vm := G.NewTapeMachine(ref.g), G.NewTapeMachine(fused.g)
-				defer vmRef.Close()
-				defer vm.Close()
-				solRef := c.new()
-				sol, err := fusion.NewSolver(nil, c.new())
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer sol.Close()
-				trainLockstep(t, c.steps, dt, tol, ref, fused, vmRef, vm, solRef, sol)
+				solverAgainstGorgonia(t, c.new, c.steps, dt, tol, nil)
 			})
 		}
 	}
+}
+
+// solverAgainstGorgonia is one case of TestSolverMatchesGorgonia; launch,
+// if not nil, runs the fused solver's kernels.
+func solverAgainstGorgonia(t *testing.T, mk func() G.Solver, steps int, dt tensor.Dtype, tol float64, launch launcher) {
+	t.Helper()
+	ref, fused := newMLP(t, dt, 8, 5, 17, 3, 3), newMLP(t, dt, 8, 5, 17, 3, 3)
+	vmRef, vm := G.NewTapeMachine(ref.g), G.NewTapeMachine(fused.g)
+	defer vmRef.Close()
+	defer vm.Close()
+	sol, err := fusion.NewSolver(nil, mk())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sol.Close()
+	if launch != nil {
+		fusion.SetSolverLauncher(sol, launch)
+	}
+	trainLockstep(t, steps, dt, tol, ref, fused, vmRef, vm, mk(), sol)
+}
+
+// launcher runs tile kernels somewhere (a tiletest.Launcher).
+type launcher interface {
+	Launch(k *tile.Kernel, grid tile.Grid, args ...any) error
 }
 
 // TestSolverFusedMachine is the user's whole training loop: the MLP fused
@@ -531,92 +546,99 @@ func (p tensorParam) Grad() (G.Value, error) { return p.g, nil }
 // zeroed, and the poisoned elements just past each tensor's end (its
 // backing array is longer) untouched.
 func TestSolverKernels(t *testing.T) {
-	const pad = 5
-	poison := -7.25e3
+	sizes := []int{1, 1000, 2500}
+	if testing.Short() {
+		sizes = sizes[2:] // -short (the race run): the multi-program size
+	}
 	for name, mk := range solverConfigs(t) {
 		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 			tol := 1e-13
 			if dt == tensor.Float32 {
 				tol = 1e-5
 			}
-			sizes := []int{1, 1000, 2500}
-			if testing.Short() {
-				sizes = sizes[2:] // -short (the race run): the multi-program size
-			}
 			for _, n := range sizes {
 				t.Run(fmt.Sprintf("%s/%v/%d", name, dt, n), func(t *testing.T) {
-					rng := rand.New(rand.NewPCG(uint64(n), 11))
-					// padded backing arrays, [n values | pad poison]; the
-					// tensors hold the first n
-					var pads []any
-					buf := func(scale float64) *tensor.Dense {
-						v := make([]float64, n+pad)
-						for i := range v {
-							v[i] = poison
-							if i < n {
-								v[i] = scale * rng.NormFloat64()
-							}
-						}
-						if dt == tensor.Float32 {
-							f := make([]float32, len(v))
-							for i, x := range v {
-								f[i] = float32(x)
-							}
-							pads = append(pads, f)
-							return tensor.New(tensor.WithShape(n), tensor.WithBacking(f[:n]))
-						}
-						pads = append(pads, v)
-						return tensor.New(tensor.WithShape(n), tensor.WithBacking(v[:n]))
-					}
-					w := buf(1)
-					ref := tensorParam{w.Clone().(*tensor.Dense), nil}
-					p := tensorParam{w, nil}
-					gs := mk()
-					s, err := fusion.NewSolver(nil, mk())
-					if err != nil {
-						t.Fatal(err)
-					}
-					for step := range 3 {
-						p.g = buf(0.3)
-						ref.g = p.g.Clone().(*tensor.Dense)
-						if err := gs.Step([]G.ValueGrad{ref}); err != nil {
-							t.Fatal(err)
-						}
-						if err := s.Step([]G.ValueGrad{p}); err != nil {
-							t.Fatal(err)
-						}
-						closeTensors(t, step, "w", tol, floats(ref.w), floats(p.w))
-						for i, x := range floats(p.g) {
-							if x != 0 {
-								t.Fatalf("step %d: g[%d] = %v after Step, want 0", step, i, x)
-							}
-						}
-						for _, b := range pads {
-							var past []float64
-							switch b := b.(type) {
-							case []float32:
-								for _, x := range b[n:] {
-									past = append(past, float64(x))
-								}
-							case []float64:
-								past = b[n:]
-							}
-							for i, x := range past {
-								if x != poison {
-									t.Fatalf("step %d: element %d past the end is %v, want the poison %v", step, n+i, x, poison)
-								}
-							}
-						}
-						got, err := s.State(0)
-						if err != nil {
-							t.Fatal(err)
-						}
-						for i, want := range gorgoniaState(t, gs, 0) {
-							closeTensors(t, step, fmt.Sprintf("state %d", i), tol, floats(want), floats(got[i]))
-						}
-					}
+					solverKernelAgainstGorgonia(t, mk, n, dt, tol, nil)
 				})
 			}
+		}
+	}
+}
+
+// solverKernelAgainstGorgonia is one case of TestSolverKernels; launch, if
+// not nil, runs the fused solver's kernels.
+func solverKernelAgainstGorgonia(t *testing.T, mk func() G.Solver, n int, dt tensor.Dtype, tol float64, launch launcher) {
+	t.Helper()
+	const pad = 5
+	poison := -7.25e3
+	rng := rand.New(rand.NewPCG(uint64(n), 11))
+	// padded backing arrays, [n values | pad poison]; the
+	// tensors hold the first n
+	var pads []any
+	buf := func(scale float64) *tensor.Dense {
+		v := make([]float64, n+pad)
+		for i := range v {
+			v[i] = poison
+			if i < n {
+				v[i] = scale * rng.NormFloat64()
+			}
+		}
+		if dt == tensor.Float32 {
+			f := make([]float32, len(v))
+			for i, x := range v {
+				f[i] = float32(x)
+			}
+			pads = append(pads, f)
+			return tensor.New(tensor.WithShape(n), tensor.WithBacking(f[:n]))
+		}
+		pads = append(pads, v)
+		return tensor.New(tensor.WithShape(n), tensor.WithBacking(v[:n]))
+	}
+	w := buf(1)
+	ref := tensorParam{w.Clone().(*tensor.Dense), nil}
+	p := tensorParam{w, nil}
+	gs := mk()
+	s, err := fusion.NewSolver(nil, mk())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := range 3 {
+		p.g = buf(0.3)
+		ref.g = p.g.Clone().(*tensor.Dense)
+		if err := gs.Step([]G.ValueGrad{ref}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Step([]G.ValueGrad{p}); err != nil {
+			t.Fatal(err)
+		}
+		closeTensors(t, step, "w", tol, floats(ref.w), floats(p.w))
+		for i, x := range floats(p.g) {
+			if x != 0 {
+				t.Fatalf("step %d: g[%d] = %v after Step, want 0", step, i, x)
+			}
+		}
+		for _, b := range pads {
+			var past []float64
+			switch b := b.(type) {
+			case []float32:
+				for _, x := range b[n:] {
+					past = append(past, float64(x))
+				}
+			case []float64:
+				past = b[n:]
+			}
+			for i, x := range past {
+				if x != poison {
+					t.Fatalf("step %d: element %d past the end is %v, want the poison %v", step, n+i, x, poison)
+				}
+			}
+		}
+		got, err := s.State(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range gorgoniaState(t, gs, 0) {
+			closeTensors(t, step, fmt.Sprintf("state %d", i), tol, floats(want), floats(got[i]))
 		}
 	}
 }

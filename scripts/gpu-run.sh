@@ -14,9 +14,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 conf=$?
 .gpu/fusion.test -test.v -test.count=1 -test.run 'OnGPU' > "$out/fusion.log" 2>&1
 fus=$?
-# the sanitizer runs the conformance table only: TestLoadErrorCarriesJITLog makes a driver API error on purpose
+# the sanitizer runs the conformance table and the solver kernels only: TestLoadErrorCarriesJITLog makes a driver API error on purpose
 compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/cuda.test -test.short -test.count=1 -test.run 'TestConformanceGPU' > "$out/memcheck.log" 2>&1
 mem=$?
+# the fused solvers' kernels (issue 13), every shape over 1, 1000 and 2500 elements
+compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/fusion.test -test.count=1 -test.run 'TestSolverKernelsOnGPU' > "$out/memcheck-solver.log" 2>&1
+memsol=$?
 compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/cuda.test -test.short -test.count=1 \
   -test.run 'TestConformanceGPU/(softmax|layer_norm|col_sum|matmul/130x70x90$)' > "$out/racecheck.log" 2>&1
 race=$?
@@ -32,6 +35,7 @@ echo "conformance rc=$conf: $(grep -c -- '--- PASS' "$out/conformance.log") pass
 grep -- '--- FAIL' "$out/conformance.log" | head -20
 echo "fusion on the GPU rc=$fus: $(grep -E 'agree on the GPU' "$out/fusion.log"); $(grep -c -- '--- PASS' "$out/fusion.log") passed, $(grep -c -- '--- FAIL' "$out/fusion.log") failed"
 echo "memcheck rc=$mem: $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)"
+echo "memcheck (solver kernels) rc=$memsol: $(grep -E 'ERROR SUMMARY' "$out/memcheck-solver.log" | tail -1)"
 echo "racecheck rc=$race: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck.log" | tail -1)"
 echo "gpubench rc=$bench (full table in gpubench.txt)"
 grep -E 'copy|^vec_add 64M +BLOCK=1024|^gelu.*BLOCK=1024|^softmax 8192x4096 +\{BLOCK = 4096, STREAM = 0\} warps=4|^layer_norm 8192x4096 +\{BLOCK = 4096, STREAM = 0\} warps=4' "$out/gpubench.txt"
