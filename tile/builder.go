@@ -108,7 +108,7 @@ func (b *Builder) poison(t Type) *Value { return &Value{Op: OpInvalid, Type: t} 
 
 // emit appends a new value to the current block.
 func (b *Builder) emit(op Op, t Type, args ...*Value) *Value {
-	v := &Value{ID: b.k.nextID, Op: op, Type: t, Args: args}
+	v := &Value{ID: b.k.nextID, Op: op, Type: t, Args: args, kernel: b.k}
 	b.k.nextID++
 	b.cur.Values = append(b.cur.Values, v)
 	return v
@@ -123,7 +123,7 @@ func (b *Builder) param(name string, t Type) *Value {
 	if name == "" || b.k.Param(name) != nil {
 		return b.fail("param", t, "parameter name %q is empty or already taken", name)
 	}
-	v := &Value{ID: b.k.nextID, Op: OpParam, Type: t, Name: name, Aux: int64(len(b.k.Params))}
+	v := &Value{ID: b.k.nextID, Op: OpParam, Type: t, Name: name, Aux: int64(len(b.k.Params)), kernel: b.k}
 	b.k.nextID++
 	b.k.Params = append(b.k.Params, v)
 	return v
@@ -276,7 +276,8 @@ func (b *Builder) Zeros(d DType, dims ...int) *Value { return b.Full(0, d, dims.
 
 // ---- shape ops ----
 
-// checkArg reports a nil or poisoned operand.
+// checkArg reports a nil or poisoned operand, or one this Builder did not
+// make.
 func (b *Builder) checkArg(op string, vs ...*Value) bool {
 	if b.err != nil {
 		return false
@@ -284,6 +285,14 @@ func (b *Builder) checkArg(op string, vs ...*Value) bool {
 	for i, v := range vs {
 		if v == nil {
 			b.fail(op, Type{}, "operand %d is nil", i)
+			return false
+		}
+		if v.kernel != b.k {
+			if v.kernel == nil {
+				b.fail(op, Type{}, "operand %d (%s) was not made by a Builder", i, v.ref())
+			} else {
+				b.fail(op, Type{}, "operand %d: value %s is from builder @%s", i, v.ref(), v.kernel.Name)
+			}
 			return false
 		}
 		if v.Type.IsVoid() {
@@ -952,7 +961,7 @@ func (b *Builder) For(lo, hi, step any, init []*Value, body func(iv *Value, carr
 	f := b.emit(OpFor, Type{}, append(bounds, init...)...)
 	f.Body = &Block{}
 	newArg := func(i int, t Type) *Value {
-		a := &Value{ID: b.k.nextID, Op: OpBlockArg, Type: t, Aux: int64(i)}
+		a := &Value{ID: b.k.nextID, Op: OpBlockArg, Type: t, Aux: int64(i), kernel: b.k}
 		b.k.nextID++
 		f.Body.Args = append(f.Body.Args, a)
 		return a

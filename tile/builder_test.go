@@ -133,3 +133,73 @@ func TestWeakLiteralPromotion(t *testing.T) {
 		}
 	}
 }
+
+// TestForeignValues: a value another Builder made is reported at the call
+// that uses it, naming that builder, wherever it is used (issue 14), not
+// later by the verifier as "used before its definition".
+func TestForeignValues(t *testing.T) {
+	other := tile.NewBuilder("other", nil)
+	fx := other.Zeros(tile.F32, 16)                                            // a block
+	fp := other.Ptr("q", tile.F32)                                             // a pointer
+	fm := other.Lt(other.Arange(0, 16), 3)                                     // a mask
+	fi := other.Arange(0, 16)                                                  // offsets
+	fd := other.Zeros(tile.F32, 16, 16)                                        // a dot operand
+	fs := other.F32(1)                                                         // a scalar
+	ref := func(v *tile.Value) string { return strings.Fields(v.String())[0] } // %N
+	for _, c := range []struct {
+		name    string
+		foreign *tile.Value
+		use     func(b *tile.Builder)
+		op      string
+	}{
+		{"binary operand", fx, func(b *tile.Builder) { b.Add(b.Zeros(tile.F32, 16), fx) }, "add"},
+		{"unary operand", fx, func(b *tile.Builder) { b.Exp(fx) }, "exp"},
+		{"load pointer", fp, func(b *tile.Builder) { b.Load(fp, nil, nil) }, "load"},
+		{"load mask", fm, func(b *tile.Builder) { b.Load(b.AddPtr(b.Ptr("p", tile.F32), b.Arange(0, 16)), fm, nil) }, "load"},
+		{"store value", fx, func(b *tile.Builder) { b.Store(b.AddPtr(b.Ptr("p", tile.F32), b.Arange(0, 16)), fx, nil) }, "store"},
+		{"addptr offset", fi, func(b *tile.Builder) { b.AddPtr(b.Ptr("p", tile.F32), fi) }, "addptr"},
+		{"reduction", fx, func(b *tile.Builder) { b.Sum(fx, 0) }, "reduce sum"},
+		{"dot operand", fd, func(b *tile.Builder) { b.Dot(b.Zeros(tile.F32, 16, 16), fd, nil, tile.PrecIEEE) }, "dot"},
+		{"select condition", fm, func(b *tile.Builder) { b.Where(fm, 1.0, 2.0) }, "select"},
+		{"cast", fi, func(b *tile.Builder) { b.Cast(fi, tile.F32) }, "cast"},
+		{"splat", fs, func(b *tile.Builder) { b.Splat(fs, tile.Shp(16)) }, "splat"},
+		{"loop init", fx, func(b *tile.Builder) {
+			b.For(0, 4, 1, []*tile.Value{fx}, func(_ *tile.Value, c []*tile.Value) []*tile.Value { return c })
+		}, "for"},
+		{"loop yield", fx, func(b *tile.Builder) {
+			b.For(0, 4, 1, []*tile.Value{b.Zeros(tile.F32, 16)}, func(_ *tile.Value, c []*tile.Value) []*tile.Value { return []*tile.Value{fx} })
+		}, "yield"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := tile.NewBuilder("mine", nil)
+			c.use(b)
+			_, err := b.Build()
+			if err == nil {
+				t.Fatal("a value of builder @other was accepted")
+			}
+			msg := err.Error()
+			want := "value " + ref(c.foreign) + " is from builder @other"
+			for _, w := range []string{want, "tile: @mine: builder_test.go:", c.op + ": "} {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not say %q", msg, w)
+				}
+			}
+			if strings.Contains(msg, "before its definition") {
+				t.Errorf("error %q blames the definition order", msg)
+			}
+		})
+	}
+	// a kernel put together by hand from two kernels' values: the verifier says so
+	b := tile.NewBuilder("mine", nil)
+	p := b.Ptr("p", tile.F32)
+	b.Store(b.AddPtr(p, b.Arange(0, 16)), b.Zeros(tile.F32, 16), nil)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := k.Body.Values[len(k.Body.Values)-1]
+	st.Args[1] = fx
+	if err := k.Verify(); err == nil || !strings.Contains(err.Error(), "is from kernel @other") {
+		t.Errorf("verify of a kernel holding another kernel's value: %v", err)
+	}
+}

@@ -22,6 +22,8 @@ type Value struct {
 	Name string    // OpParam: the parameter's name
 	Prec Precision // OpDot
 	Body *Block    // OpFor: the loop body
+
+	kernel *Kernel // the kernel whose Builder made it (nil for values made by hand)
 }
 
 // Block is a straight-line list of values. A loop body starts with its

@@ -112,6 +112,9 @@ func (vr *verifier) block(b *Block, loop *Value) error {
 			if a == nil {
 				return vr.fail(v, fmt.Sprintf("operand %d is nil", j))
 			}
+			if a.kernel != nil && a.kernel != vr.k {
+				return vr.fail(v, fmt.Sprintf("operand %s is from kernel @%s", a.ref(), a.kernel.Name))
+			}
 			if !vr.defined[a] {
 				return vr.fail(v, fmt.Sprintf("operand %s is used before its definition or outside its loop", a.ref()))
 			}
