@@ -88,6 +88,23 @@ func TestLive(t *testing.T) {
 	})
 }
 
+func TestLoopNeeds(t *testing.T) {
+	k, v := loopKernel(t)
+	need := analysis.LoopNeeds(k)
+	// what the loop body computes, and what those read from outside it
+	for _, n := range []string{"inLoopInv", "ld", "fromLoad", "n"} {
+		if !need[v[n].ID] {
+			t.Errorf("%s (%v) is needed in the loop but not marked", n, v[n])
+		}
+	}
+	// the loop's operands and what only the code after it reads
+	for _, n := range []string{"p0", "row", "pid", "sum", "ptrOut", "twoN", "dead"} {
+		if need[v[n].ID] {
+			t.Errorf("%s (%v) is marked as needed in the loop", n, v[n])
+		}
+	}
+}
+
 func TestUsers(t *testing.T) {
 	k, v := loopKernel(t)
 	users := analysis.Users(k)

@@ -59,12 +59,21 @@ func LastDim(s tile.Shape) int {
 // Axes computes AxisInfo for every value of k, by value ID. spec gives, per
 // parameter (by number), the known divisibility of its value (integers) or
 // of its address in bytes (pointers); 0 or missing means 1: nothing known.
-// Loop-carried values are assumed to be neither uniform nor contiguous.
+// Loop-carried values are assumed to be neither uniform nor contiguous; a
+// loop's induction variable, lo + i·step, is divisible by what divides both.
 func Axes(k *tile.Kernel, spec []int) []AxisInfo {
 	info := make([]AxisInfo, k.NumValues())
+	loopOf := map[*tile.Value]*tile.Value{} // induction variable → its loop
 	k.Walk(func(v *tile.Value) {
-		if v.ID >= 0 && v.ID < len(info) {
-			info[v.ID] = axisInfo(v, info, spec)
+		if v.ID < 0 || v.ID >= len(info) {
+			return
+		}
+		if v.Op == tile.OpFor && v.Body != nil && len(v.Body.Args) > 0 {
+			loopOf[v.Body.Args[0]] = v
+		}
+		info[v.ID] = axisInfo(v, info, spec)
+		if f, ok := loopOf[v]; ok && len(f.Args) >= 3 {
+			info[v.ID].Div = min(info[f.Args[0].ID].Div, info[f.Args[2].ID].Div)
 		}
 	})
 	return info

@@ -142,7 +142,7 @@ func TestAxes(t *testing.T) {
 		},
 		want: want{
 			"carried": {Row: 16, Contig: 1, Div: 1, Const: 1},
-			"iv":      {Row: 1, Contig: 1, Div: 1, Const: 1, Uniform: true, Contiguous: true},
+			"iv":      {Row: 1, Contig: 1, Div: 16, Const: 1, Uniform: true, Contiguous: true}, // 0 + i·16
 			"result":  {Row: 16, Contig: 1, Div: 1, Const: 1},
 		},
 	}} {

@@ -45,3 +45,37 @@ func Users(k *tile.Kernel) [][]*tile.Value {
 	})
 	return users
 }
+
+// LoopNeeds reports, by value ID, the values a loop body needs: those that
+// stand in one, and every value they are computed from. A backend that
+// computes invariant values once, ahead of everything, may keep to these
+// where a kernel has loops, so that values only the code after the loops
+// reads (an epilogue's offsets and masks) do not hold registers across them.
+func LoopNeeds(k *tile.Kernel) []bool {
+	need := make([]bool, k.NumValues())
+	var mark func(v *tile.Value)
+	mark = func(v *tile.Value) {
+		if need[v.ID] {
+			return
+		}
+		need[v.ID] = true
+		for _, a := range v.Args {
+			mark(a)
+		}
+	}
+	var walk func(b *tile.Block, inLoop bool)
+	walk = func(b *tile.Block, inLoop bool) {
+		for _, v := range b.Values {
+			if inLoop {
+				mark(v)
+			}
+			if v.Op == tile.OpFor && v.Body != nil {
+				walk(v.Body, true)
+			}
+		}
+	}
+	if k.Body != nil {
+		walk(k.Body, false)
+	}
+	return need
+}
