@@ -24,6 +24,10 @@ type asyncCopy struct {
 	lane   int
 	pc     int
 	landed bool
+	// bound: the copy completes on an mbarrier, released at count mc
+	// of its warp (racecheck); else it lands at its thread's wait
+	bound bool
+	mc    uint32
 }
 
 type asyncThread struct {
@@ -93,6 +97,35 @@ func (a *asyncCTA) issue(w *warp, l, dst int, data []byte, pc int) error {
 	return nil
 }
 
+// issueBulk registers a copy that no thread's groups track (a bulk copy
+// completing on an mbarrier) and returns its index.
+func (a *asyncCTA) issueBulk(w *warp, l, dst int, data []byte, pc int) (int, error) {
+	if err := a.check(w, l, dst, len(data), true); err != nil {
+		return 0, err
+	}
+	a.copies = append(a.copies, asyncCopy{dst: dst, data: data, warp: w.id, lane: l, pc: pc})
+	idx := len(a.copies)
+	for i := dst; i < dst+len(data); i++ {
+		a.owner[i] = int32(idx)
+	}
+	a.pending++
+	return idx - 1, nil
+}
+
+// inflight lists the thread's copies that have not landed.
+func (a *asyncCTA) inflight(w *warp, l int) []int {
+	t := a.thread(w, l)
+	var out []int
+	for _, g := range append(append([][]int(nil), t.groups...), t.open) {
+		for _, idx := range g {
+			if !a.copies[idx].landed {
+				out = append(out, idx)
+			}
+		}
+	}
+	return out
+}
+
 func (a *asyncCTA) land(c *cta, idx int) error {
 	cp := &a.copies[idx]
 	if cp.landed {
@@ -103,9 +136,12 @@ func (a *asyncCTA) land(c *cta, idx int) error {
 	for i := cp.dst; i < cp.dst+len(cp.data); i++ {
 		a.owner[i] = 0
 	}
-	w := c.warps[cp.warp]
 	if c.race != nil {
-		if err := c.race.write(w, cp.lane, cp.dst, c.shared[cp.dst:cp.dst+len(cp.data)], cp.data, cp.pc); err != nil {
+		mc := c.sync.mclock[cp.warp]
+		if cp.bound {
+			mc = cp.mc
+		}
+		if err := c.race.write(c.warps[cp.warp], cp.warp, cp.lane, mc, cp.dst, c.shared[cp.dst:cp.dst+len(cp.data)], cp.data, cp.pc); err != nil {
 			return err
 		}
 	}
@@ -151,8 +187,17 @@ func decodeCpAsync(d *decoder) error {
 	if len(d.mods) == 0 || d.mods[0] != "async" {
 		return d.errorf("%s is not simulated", d.raw.op)
 	}
-	if len(d.mods) > 1 && (d.mods[1] == "bulk" || d.mods[1] == "mbarrier" || strings.HasPrefix(d.mods[1], "reduce")) {
-		return d.errorf("%s is not simulated yet (extension point: register a decoder for it)", d.raw.op)
+	if len(d.mods) > 1 {
+		switch {
+		case d.mods[1] == "mbarrier":
+			return decodeCpAsyncMbarrierArrive(d)
+		case d.mods[1] == "bulk" && len(d.mods) > 2 && d.mods[2] == "tensor":
+			return d.errorf("%s (TMA with a tensor map) is not simulated yet", d.raw.op)
+		case d.mods[1] == "bulk":
+			return decodeCpAsyncBulk(d)
+		case strings.HasPrefix(d.mods[1], "reduce"):
+			return d.errorf("%s is not simulated", d.raw.op)
+		}
 	}
 	switch {
 	case d.has("commit_group"):

@@ -16,7 +16,7 @@ import (
 func TestConformance(t *testing.T) {
 	ran := 0
 	for _, arch := range []int{80, 90} {
-		sim := &ptxsim.Launcher{Arch: arch, Racecheck: true}
+		sim := &ptxsim.Launcher{Arch: arch, Racecheck: true, Initcheck: true}
 		for _, c := range tiletest.Cases() {
 			t.Run(sim.Name()+"/"+c.Name, func(t *testing.T) {
 				if c.Large {

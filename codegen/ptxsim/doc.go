@@ -41,7 +41,13 @@
 // mma.sync.aligned m16n8k4/m16n8k8 .tf32, m16n8k8/m16n8k16 .f16/.bf16 (f32
 // or f16 accumulators), m8n8k4 .f64; ldmatrix and stmatrix m8n8 .x1/.x2/.x4
 // (.trans); cp.async.ca/.cg (4, 8, 16 bytes, src-size zero fill,
-// ignore-src) with commit_group, wait_group and wait_all.
+// ignore-src) with commit_group, wait_group and wait_all; and for sm_90
+// pipelines: mbarrier (init, inval, arrive, arrive_drop, arrive.expect_tx,
+// expect_tx, complete_tx, test_wait and try_wait, with .parity),
+// cp.async.mbarrier.arrive(.noinc), cp.async.bulk global → shared
+// completing on an mbarrier (mbarrier::complete_tx::bytes), elect.sync,
+// and setmaxnreg as a no-op. A failing mbarrier wait yields the warp to
+// the others, so producer/consumer warps make progress.
 //
 // # Checks
 //
@@ -53,12 +59,16 @@
 // cp.async is asynchronous: the source is read when the copy is issued,
 // and shared memory is written only when the issuing thread waits for the
 // copy's group, so code that reads early sees stale data; any access to
-// bytes a copy in flight will write is a Fault ("async"). With
+// bytes a copy in flight will write is a Fault ("async"); copies that
+// complete on an mbarrier land when a thread waits on it. With
 // Config.Racecheck, shared-memory accesses by different warps to the same
-// bytes with no barrier between them, at least one a write that can change
-// what the other sees, are a Fault ("racecheck"). A bra.uni whose guard
-// differs across the warp, a barrier deadlock, and a kernel that runs past
-// Config.MaxSteps are Faults too.
+// bytes that no barrier or mbarrier wait orders, at least one a write that
+// can change what the other sees, are a Fault ("racecheck"; a
+// happens-before check at warp granularity). With Config.Initcheck, a read
+// of shared memory that nothing wrote since the CTA started is a Fault
+// ("initcheck"). A bra.uni whose guard differs across the warp, a barrier
+// deadlock, warps that all spin on mbarrier phases nothing can complete,
+// and a kernel that runs past Config.MaxSteps are Faults too.
 //
 // # What it does not simulate
 //
@@ -71,20 +81,21 @@
 // their own order. Warps interleave only at barriers, so races on global
 // memory between CTAs, and spin-waits on flags written by another warp,
 // are not modelled; local memory, textures, surfaces, calls, clusters and
-// distributed shared memory, mbarrier, cp.async.bulk (TMA) and wgmma are
-// not simulated yet.
+// distributed shared memory, cp.async.bulk.tensor (TMA with tensor
+// maps), bulk stores and wgmma are not simulated yet.
 //
 // # Extending
 //
 // Each family of instructions is a decodeFn registered for its base
 // opcodes (register in an init function, one file per family: alu.go,
-// float.go, cmp.go, cvt.go, mem.go, control.go, async.go, mma.go). A
-// decoder reads the modifiers and operands once and returns the closure
-// run on the active lanes. wgmma and mbarrier go in new files the same
-// way: wgmma as a collective over the four warps of a warp group (the
-// scheduler runs warps one at a time, so a warp-group collective waits for
-// its four warps as a barrier does), mbarrier as per-CTA objects in shared
-// memory whose try_wait yields the warp to the scheduler.
+// float.go, cmp.go, cvt.go, mem.go, control.go, async.go, mma.go,
+// mbarrier.go). A decoder reads the modifiers and operands once and
+// returns the closure run on the active lanes; an instruction that waits
+// for another warp sets warp.yield. wgmma goes in a new file the same
+// way: a collective over the four warps of a warp group (the scheduler
+// runs warps one at a time, so a warp-group collective waits for its four
+// warps as a barrier does), asynchronous like cp.async (its results land
+// at wgmma.wait_group), reading A and B through shared-memory descriptors.
 //
 // # Sources
 //

@@ -18,6 +18,10 @@ type Config struct {
 	// Racecheck reports shared-memory accesses by different warps to the
 	// same bytes, at least one a write, with no barrier between them.
 	Racecheck bool
+	// Initcheck reports reads of shared memory that nothing has written
+	// since the CTA started (compute-sanitizer's initcheck, for shared
+	// memory: its contents at launch are undefined).
+	Initcheck bool
 	// Workers is how many CTAs are simulated at once (0: GOMAXPROCS).
 	Workers int
 	// MaxSteps bounds the warp-instructions one CTA may execute (0: 1<<28),
@@ -204,8 +208,12 @@ type cta struct {
 	bars   [16]barrier
 	steps  int64
 	epoch  uint64 // racecheck: barrier epoch, unique across the worker's CTAs
+	start  uint64 // the epoch the CTA started in (initcheck)
 	race   *raceShadow
 	async  asyncCTA
+	mbars  map[uint64]*mbar
+	events uint64 // mbarrier state changes, for telling spinning from waiting
+	sync   syncClock
 }
 
 type barrier struct {
@@ -230,12 +238,20 @@ type warp struct {
 	wait    uint32 // lanes waiting at a barrier
 	barOf   [32]int8
 	cur     *inst
+
+	// yield is set by an instruction that waits for another warp (a
+	// failing mbarrier.try_wait): the warp stops after it, so that the
+	// others run. spinPC and spinEvents tell a wait that cannot end.
+	yield      bool
+	spinPC     int
+	spinEvents uint64
 }
 
 func newCTA(l *launch) *cta {
-	c := &cta{l: l, shared: make([]byte, l.sharedSize)}
-	if l.cfg.Racecheck {
-		c.race = newRaceShadow(l.sharedSize)
+	c := &cta{l: l, shared: make([]byte, l.sharedSize), mbars: map[uint64]*mbar{}}
+	if l.cfg.Racecheck || l.cfg.Initcheck {
+		c.race = newRaceShadow(l.sharedSize, l.nwarps)
+		c.race.races, c.race.init = l.cfg.Racecheck, l.cfg.Initcheck
 	}
 	c.async.init(l.sharedSize)
 	for w := 0; w < l.nwarps; w++ {
@@ -250,11 +266,15 @@ func (c *cta) run(linear int) error {
 	c.id = [3]int{linear % g[0], linear / g[0] % g[1], linear / (g[0] * g[1])}
 	c.steps = 0
 	c.epoch++
+	c.start = c.epoch
 	clear(c.shared)
 	for i := range c.bars {
 		c.bars[i] = barrier{}
 	}
 	c.async.reset()
+	clear(c.mbars)
+	c.events = 0
+	c.sync.reset(l.nwarps)
 	for _, w := range c.warps {
 		n := l.nthreads - 32*w.id
 		if n > 32 {
@@ -264,12 +284,13 @@ func (c *cta) run(linear int) error {
 		if n == 32 {
 			w.live = math.MaxUint32
 		}
-		w.wait, w.pc, w.uniform = 0, 0, true
+		w.wait, w.pc, w.uniform, w.yield, w.spinPC = 0, 0, true, false, -1
 		clear(w.r)
 	}
 	for {
 		ran := false
 		done := true
+		spinning := true // every warp that ran is back at a wait that nothing can end
 		for _, w := range c.warps {
 			if w.live != 0 {
 				done = false
@@ -278,15 +299,31 @@ func (c *cta) run(linear int) error {
 				continue
 			}
 			ran = true
-			if err := w.run(); err != nil {
+			yielded, err := w.run()
+			if err != nil {
 				return err
 			}
+			if !yielded {
+				spinning = false
+				w.spinPC = -1
+				continue
+			}
+			if w.spinPC != w.lanePCOf(bits.TrailingZeros32(w.live&^w.wait)) || w.spinEvents != c.events {
+				spinning = false
+			}
+			w.spinPC, w.spinEvents = w.lanePCOf(bits.TrailingZeros32(w.live&^w.wait)), c.events
 		}
 		if done {
-			return c.async.drain(c)
+			if err := c.async.drain(c); err != nil {
+				return err
+			}
+			return c.drainMbars()
 		}
 		if !ran && !c.releaseAny() {
 			return c.deadlock()
+		}
+		if ran && spinning {
+			return c.spinDeadlock()
 		}
 	}
 }
@@ -369,8 +406,9 @@ func (w *warp) lanePCOf(l int) int {
 	return int(w.lanePC[l])
 }
 
-// run executes the warp until it exits or every live lane waits at a barrier.
-func (w *warp) run() error {
+// run executes the warp until it exits, every live lane waits at a
+// barrier, or an instruction yields (yielded).
+func (w *warp) run() (yielded bool, err error) {
 	c := w.c
 	prog := c.l.e.prog
 	for {
@@ -383,7 +421,7 @@ func (w *warp) run() error {
 			pc, m = w.pick()
 		}
 		if m == 0 {
-			return nil
+			return false, nil
 		}
 		if pc >= len(prog) {
 			// falling off the end of the body returns
@@ -394,7 +432,7 @@ func (w *warp) run() error {
 		w.cur = in
 		c.steps++
 		if c.steps > c.l.maxSteps {
-			return w.faultKind(bits.TrailingZeros32(m), "exec", "more than %d warp-instructions in one CTA: the kernel does not end (Config.MaxSteps)", c.l.maxSteps)
+			return false, w.faultKind(bits.TrailingZeros32(m), "exec", "more than %d warp-instructions in one CTA: the kernel does not end (Config.MaxSteps)", c.l.maxSteps)
 		}
 		exec := m
 		if in.guard >= 0 {
@@ -405,11 +443,11 @@ func (w *warp) run() error {
 			if exec != 0 {
 				if in.collective && exec != w.live {
 					if err := w.collectiveFault(exec); err != nil {
-						return err
+						return false, err
 					}
 				}
 				if err := in.run(w, exec); err != nil {
-					return err
+					return false, err
 				}
 			}
 			if w.uniform {
@@ -417,16 +455,20 @@ func (w *warp) run() error {
 			} else {
 				w.move(m, 0, 0, pc+1)
 			}
+			if w.yield {
+				w.yield = false
+				return true, nil
+			}
 		case iBra:
 			if in.uni && exec != 0 && exec != m {
-				return w.faultKind(bits.TrailingZeros32(m&^exec), "sync", "bra.uni taken by lanes %#08x of %#08x: its predicate is not uniform across the warp", exec, m)
+				return false, w.faultKind(bits.TrailingZeros32(m&^exec), "sync", "bra.uni taken by lanes %#08x of %#08x: its predicate is not uniform across the warp", exec, m)
 			}
 			w.move(m, exec, in.target, pc+1)
 		case iExit:
 			w.exit(m, exec, pc)
 		case iBar:
 			if err := w.barrier(in, m, exec, pc); err != nil {
-				return err
+				return false, err
 			}
 		}
 	}

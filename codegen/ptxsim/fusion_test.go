@@ -94,7 +94,7 @@ func runGenerated(t *testing.T, wl bench.Workload, prec tile.Precision, tol tile
 			args = append(args, out[i*part:(i+1)*part])
 		}
 		k := f.Kernel()
-		sim := &ptxsim.Launcher{Arch: 80 + 10*(kernels%2)}
+		sim := &ptxsim.Launcher{Arch: 80 + 10*(kernels%2), Racecheck: true, Initcheck: true}
 		if err := sim.Launch(k, f.Grid(), args...); err != nil {
 			t.Fatalf("%s: %v", k.Name, err)
 		}

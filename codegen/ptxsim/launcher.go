@@ -13,8 +13,8 @@ import (
 type Launcher struct {
 	Arch     int // 80 or 90 (0: 90)
 	NumWarps int // 0: codegen's default
-	// Racecheck turns on the shared-memory hazard check.
-	Racecheck bool
+	// Racecheck and Initcheck turn on the shared-memory checks (Config).
+	Racecheck, Initcheck bool
 	// Workers is Config.Workers.
 	Workers int
 	// Last is the PTX of the last kernel launched (for failure messages).
@@ -95,7 +95,7 @@ func (l *Launcher) Launch(k *tile.Kernel, grid tile.Grid, args ...any) error {
 	if g[0] == 0 {
 		return nil
 	}
-	cfg := Config{Grid: g, Block: [3]int{ck.Threads(), 1, 1}, DynamicShared: ck.SharedBytes, Racecheck: l.Racecheck, Workers: l.Workers}
+	cfg := Config{Grid: g, Block: [3]int{ck.Threads(), 1, 1}, DynamicShared: ck.SharedBytes, Racecheck: l.Racecheck, Initcheck: l.Initcheck, Workers: l.Workers}
 	if err := mod.Launch(k.Name, cfg, mem, params...); err != nil {
 		return err
 	}

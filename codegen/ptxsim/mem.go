@@ -112,7 +112,7 @@ func (w *warp) sharedWrite(addr uint64, data []byte, l int, what string) error {
 		return err
 	}
 	if c.race != nil {
-		if err := c.race.write(w, l, off, c.shared[off:off+n], data, w.cur.pc); err != nil {
+		if err := c.race.write(w, w.id, l, c.sync.mclock[w.id], off, c.shared[off:off+n], data, w.cur.pc); err != nil {
 			return err
 		}
 	}
