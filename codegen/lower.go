@@ -723,12 +723,31 @@ func isAnchor(v *tile.Value) bool {
 }
 
 // perClass computes one register per class with f and fills every slot.
-func (l *lowerer) perClass(lay *Layout, f func(i int) (string, error)) (*lval, error) {
+// Given operands, classes whose operands are held in the same registers
+// share one result (a value computed from broadcast operands is computed
+// once per distinct element, not once per slot).
+func (l *lowerer) perClass(lay *Layout, f func(i int) (string, error), operands ...*lval) (*lval, error) {
 	x := &lval{lay: lay, regs: make([]string, nslots(lay))}
+	done := map[string]string{}
 	for _, cls := range l.classesOf(lay) {
-		r, err := f(cls[0])
-		if err != nil {
-			return nil, err
+		key := ""
+		if len(operands) > 0 {
+			var sb strings.Builder
+			for _, o := range operands {
+				sb.WriteString(o.regs[cls[0]])
+				sb.WriteByte(',')
+			}
+			key = sb.String()
+		}
+		r, ok := done[key]
+		if !ok || key == "" {
+			var err error
+			if r, err = f(cls[0]); err != nil {
+				return nil, err
+			}
+			if key != "" {
+				done[key] = r
+			}
 		}
 		for _, i := range cls {
 			x.regs[i] = r
@@ -798,13 +817,13 @@ func (l *lowerer) compute(v *tile.Value, lay *Layout) (*lval, error) {
 			}
 			emit(w, "selp.%s %s, %s, %s, %s", selType(v.Type), r, args[1].regs[i], args[2].regs[i], args[0].regs[i])
 			return r, nil
-		})
+		}, args...)
 	case tile.OpCast:
 		a, err := l.demand(v.Args[0], lay)
 		if err != nil {
 			return nil, err
 		}
-		return l.perClass(lay, func(i int) (string, error) { return l.cast(w, v.Args[0].Type.DType, v.Type.DType, a.regs[i]), nil })
+		return l.perClass(lay, func(i int) (string, error) { return l.cast(w, v.Args[0].Type.DType, v.Type.DType, a.regs[i]), nil }, a)
 	}
 	switch {
 	case v.Op.IsBinary() || v.Op.IsCompare():
@@ -814,13 +833,13 @@ func (l *lowerer) compute(v *tile.Value, lay *Layout) (*lval, error) {
 		}
 		return l.perClass(lay, func(i int) (string, error) {
 			return l.binary(w, v.Op, v.Args[0].Type.DType, args[0].regs[i], args[1].regs[i])
-		})
+		}, args...)
 	case v.Op.IsUnary():
 		a, err := l.demand(v.Args[0], lay)
 		if err != nil {
 			return nil, err
 		}
-		return l.perClass(lay, func(i int) (string, error) { return l.unary(w, v.Op, v.Type.DType, a.regs[i]) })
+		return l.perClass(lay, func(i int) (string, error) { return l.unary(w, v.Op, v.Type.DType, a.regs[i]) }, a)
 	}
 	return nil, fmt.Errorf("codegen has no rule for %v", v.Op)
 }
@@ -926,7 +945,7 @@ func (l *lowerer) addPtr(v *tile.Value, lay *Layout, w *strings.Builder) (*lval,
 		}
 		emit(w, "add.s64 %s, %s, %s", r, args[0].regs[i], t)
 		return r, nil
-	})
+	}, args...)
 }
 
 // reshape is free when it only adds or removes dimensions of size 1;
@@ -1272,8 +1291,24 @@ func (l *lowerer) load(v *tile.Value) error {
 	vw := l.vecWidth(lay, ptr, mask, elemBytes(t))
 	x := &lval{lay: lay, regs: make([]string, nslots(lay))}
 	classes := l.classesOf(lay)
+	loaded := map[string][]string{} // by the operands' registers: one load per distinct address
 	for ci := 0; ci < len(classes); ci += vw {
 		group := classes[ci : ci+vw]
+		var key strings.Builder
+		for _, cls := range group {
+			for _, a := range args {
+				key.WriteString(a.regs[cls[0]])
+				key.WriteByte(',')
+			}
+		}
+		if regs, ok := loaded[key.String()]; ok {
+			for j, cls := range group {
+				for _, i := range cls {
+					x.regs[i] = regs[j]
+				}
+			}
+			continue
+		}
 		regs := make([]string, vw)
 		for j, cls := range group {
 			regs[j] = l.reg(regClass(t))
@@ -1281,6 +1316,7 @@ func (l *lowerer) load(v *tile.Value) error {
 				x.regs[i] = regs[j]
 			}
 		}
+		loaded[key.String()] = regs
 		first := group[0][0]
 		pred := ""
 		if mask != nil {

@@ -21,8 +21,10 @@ type Device struct {
 	Arch    int // compute capability, e.g. 90
 	SMs     int
 	MemSize int64
-	// per program (block): the most threads, and the static shared memory in bytes
-	MaxThreads, SharedMemory int
+	// per program (block): the most threads, the shared memory in bytes
+	// without opting in (48 KiB), and the most a kernel may opt into
+	// (Load opts in for kernels that need more than 48 KiB)
+	MaxThreads, SharedMemory, SharedMemoryOptin int
 
 	work chan func()
 	done chan struct{}
@@ -58,6 +60,7 @@ func Open(ordinal int) (*Device, error) {
 		d.SMs, _ = dev.Attribute(cu.MultiprocessorCount)
 		d.MaxThreads, _ = dev.Attribute(cu.MaxThreadsPerBlock)
 		d.SharedMemory, _ = dev.Attribute(cu.MaxSharedMemoryPerBlock)
+		d.SharedMemoryOptin = max(d.SharedMemory, sharedMemoryOptin(dev))
 		d.MemSize, _ = dev.TotalMem()
 		ready <- nil
 		for f := range d.work {

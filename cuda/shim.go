@@ -9,6 +9,14 @@ package cuda
 static int tf_set_max_dynamic_smem(CUfunction f, int bytes) {
 	return (int)cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
 }
+
+static int tf_smem_optin(CUdevice d) {
+	int v = 0;
+	if (cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d) != 0) {
+		return 0;
+	}
+	return v;
+}
 */
 import "C"
 
@@ -27,4 +35,10 @@ func setMaxDynamicShared(f cu.Function, bytes int) error {
 		return fmt.Errorf("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %d): CUresult %d", bytes, int(rc))
 	}
 	return nil
+}
+
+// sharedMemoryOptin is the most dynamic shared memory a kernel of device d
+// may opt into (0 if the driver does not say).
+func sharedMemoryOptin(d cu.Device) int {
+	return int(C.tf_smem_optin(C.CUdevice(d)))
 }

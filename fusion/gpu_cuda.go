@@ -22,7 +22,7 @@ func init() {
 		if err != nil {
 			return graphpass.Target{}, err
 		}
-		return graphpass.GPU(dev.SMs, dev.MaxThreads, dev.SharedMemory), nil
+		return graphpass.GPU(dev.SMs, dev.MaxThreads, dev.SharedMemoryOptin), nil
 	}
 }
 

@@ -21,7 +21,9 @@ var attentionKind = groupKind{
 	},
 	// BLOCK_M queries a program, BLOCK_N keys a step: 32×32 score tiles
 	// (on the H200 at 4 warps, 8 scores a thread)
-	tune: func(grp *Group, t Target, meta tile.Meta) { meta["BLOCK_M"], meta["BLOCK_N"] = 32, 32 },
+	tune: func(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
+		meta["BLOCK_M"], meta["BLOCK_N"] = 32, 32
+	},
 	emit: emitAttention,
 }
 

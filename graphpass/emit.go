@@ -52,9 +52,9 @@ func Emit(grp *Group, t Target, prec tile.Precision) (*Kernel, error) {
 	kind := groupKinds[grp.Kind]
 	meta := tile.Meta{}
 	if kind.tune != nil {
-		kind.tune(grp, t, meta)
+		kind.tune(grp, t, prec, meta)
 	}
-	if t.GPU() {
+	if _, ok := meta["num_warps"]; t.GPU() && !ok {
 		meta["num_warps"] = t.NumWarps
 	}
 	if t.Tune != nil {

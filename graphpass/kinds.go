@@ -40,9 +40,10 @@ type groupKind struct {
 	// extras reports whether grp computes further outputs over Full beside
 	// its root.
 	extras func(grp *Group, t Target) bool
-	// tune chooses the kernel's meta-parameters for target t: its block
-	// sizes, chunks, splits (nil: none; Emit adds num_warps on a GPU).
-	tune func(grp *Group, t Target, meta tile.Meta)
+	// tune chooses the kernel's meta-parameters for target t and the
+	// precision of its products: its block sizes, chunks, splits, stages
+	// (nil: none; Emit adds num_warps on a GPU where tune sets none).
+	tune func(grp *Group, t Target, prec tile.Precision, meta tile.Meta)
 	// emit writes the kernel's body: the outputs stored at out (and
 	// e.extra), its grid in k.
 	emit func(e *emitter, out *tile.Value, k *Kernel) error

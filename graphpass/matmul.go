@@ -132,6 +132,18 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	if batch > 1 {
 		idx = b.Add(idx, b.Mul(b.ProgramID(2), m*n))
 	}
+	// the tile's own indices split into the rows and columns it has: no
+	// division (a bias row is then loaded once per column a thread holds)
+	e.space = func(at *tile.Value, s []int) []*tile.Value {
+		if at != idx || !sameShape(s, e.grp.Full) {
+			return nil
+		}
+		c := []*tile.Value{b.BroadcastTo(rm, tile.Shp(bm, bn)), b.BroadcastTo(rn, tile.Shp(bm, bn))}
+		if batch > 1 {
+			c = append([]*tile.Value{b.Splat(b.ProgramID(2), tile.Shp(bm, bn))}, c...)
+		}
+		return c
+	}
 	e.mask = e.fullMask(e.and(inM, inN), bm, bn)
 	if err := e.store(out, idx); err != nil {
 		return err
@@ -143,17 +155,48 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	return nil
 }
 
-// tuneMatMul: BLOCK_M×BLOCK_N output tiles, BLOCK_K along K (32). The
-// tile's side is 64 when the product has enough 64×64 tiles to fill the
-// GPU's SMs once, else 32 (measured on the H200, 132 SMs: a 1024×1024×1024
-// product 1.6× faster at 64, the encoder's 1024×32 per-head products slower);
-// the CPU keeps the H200's rule, with which its tables were measured.
-func tuneMatMul(grp *Group, t Target, meta tile.Meta) {
+// tuneMatMul chooses BLOCK_M×BLOCK_N output tiles and BLOCK_K along K.
+//
+// TF32 on a GPU runs on the tensor cores (codegen pipelines the K loop:
+// cp.async stages, mma.sync, the accumulator in registers): the tile is
+// the largest of 128, 64 and 32 on a side, each side no larger than the
+// product's (rounded up to a power of two, at least 32), of which the
+// product has at least a wave of tiles (one per SM); BLOCK_K 32; num_stages 3,
+// fewer where the target's shared memory holds fewer (at least 2); 8 warps
+// on 128×128 tiles (64×32 warp tiles: 4 warps' 64×64 warp tiles need 255
+// registers and spill), else 4.
+//
+// Otherwise (IEEE products, FMAs on CUDA cores, and the CPU) the tile's
+// side is 64 when the product has enough 64×64 tiles to fill the GPU's SMs
+// once, else 32 (measured on the H200, 132 SMs: a 1024×1024×1024 product
+// 1.6× faster at 64, the encoder's 1024×32 per-head products slower); the
+// CPU keeps the H200's rule, with which its tables were measured.
+func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	s := grp.MatMul.Info.Shape
 	outputs := numel(s) // batch·m·n
 	wave := t.SMs
 	if !t.GPU() {
 		wave = H200.SMs
+	}
+	if t.GPU() && prec == tile.PrecTF32 && grp.MatMul.Info.DType == tile.F32 {
+		m, n := s[len(s)-2], s[len(s)-1]
+		batch := outputs / (m * n)
+		var bm, bn int
+		for _, side := range []int{128, 64, 32} {
+			bm, bn = min(side, max(32, pow2AtLeast(m))), min(side, max(32, pow2AtLeast(n)))
+			if batch*tile.CDiv(m, bm)*tile.CDiv(n, bn) >= wave {
+				break
+			}
+		}
+		bk := 32
+		stage := 4 * bk * (bm + bn)
+		meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = bm, bn, bk
+		meta["num_stages"] = max(2, min(3, t.SharedMemory/stage))
+		meta["num_warps"] = 4
+		if bm*bn >= 128*128 {
+			meta["num_warps"] = 8
+		}
+		return
 	}
 	side := 32
 	if outputs >= wave*64*64 {

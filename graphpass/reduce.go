@@ -32,7 +32,7 @@ var reduceKind = groupKind{
 // splits reductions and a sum's outputs fill fewer than minPrograms
 // programs, a part of them (a multiple of BLOCK_R), the parts added
 // atomically.
-func tuneReduce(grp *Group, t Target, meta tile.Meta) {
+func tuneReduce(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 	root := grp.Root
 	no, nr := 1, 1
 	isReduced := map[int]bool{}

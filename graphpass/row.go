@@ -43,7 +43,7 @@ func looped(full []int, t Target) bool { return len(full) > 0 && full[len(full)-
 // tuneRow: a row in one block of its length rounded up to a power of two
 // (BLOCK), or looped over blocks of CHUNK: on a GPU 16 elements a thread
 // (2048 at 4 warps), on the CPU 2048.
-func tuneRow(grp *Group, t Target, meta tile.Meta) {
+func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 	n := grp.Full[len(grp.Full)-1]
 	if looped(grp.Full, t) {
 		meta["CHUNK"] = t.perThread(16, 2048)

@@ -116,47 +116,59 @@ func TestMetaParameters(t *testing.T) {
 	}
 	gpu8 := GPU(8, 1024, 48<<10)
 	gpu8.NumWarps = 8
+	smallSmem := GPU(132, 1024, 40<<10)
 	cases := []struct {
 		name   string
 		build  graph
 		target Target
 		want   tile.Meta
+		prec   tile.Precision
 	}{
 		{"elementwise, cpu", func(g *G.ExprGraph) *G.Node { return must(G.Exp(in(g, "x", 3, 1000))) }, CPU(2),
-			tile.Meta{"BLOCK": 1024}},
+			tile.Meta{"BLOCK": 1024}, 0},
 		{"elementwise, small", func(g *G.ExprGraph) *G.Node { return must(G.Exp(in(g, "x", 3, 10))) }, H200,
-			tile.Meta{"BLOCK": 32, "num_warps": 4}},
+			tile.Meta{"BLOCK": 32, "num_warps": 4}, 0},
 		{"elementwise, 8 warps: 8 elements a thread", func(g *G.ExprGraph) *G.Node { return must(G.Exp(in(g, "x", 3, 1000))) }, gpu8,
-			tile.Meta{"BLOCK": 2048, "num_warps": 8}},
+			tile.Meta{"BLOCK": 2048, "num_warps": 8}, 0},
 		{"reduction, cpu: the whole range", func(g *G.ExprGraph) *G.Node { return must(G.Sum(in(g, "x", 9000, 3), 0)) }, CPU(2),
-			tile.Meta{"BLOCK_O": 4, "BLOCK_R": 1024, "CHUNK": 9000}},
+			tile.Meta{"BLOCK_O": 4, "BLOCK_R": 1024, "CHUNK": 9000}, 0},
 		{"reduction, h200: split", func(g *G.ExprGraph) *G.Node { return must(G.Sum(in(g, "x", 9000, 3), 0)) }, H200,
-			tile.Meta{"BLOCK_O": 4, "BLOCK_R": 1024, "CHUNK": 3072, "num_warps": 4}},
+			tile.Meta{"BLOCK_O": 4, "BLOCK_R": 1024, "CHUNK": 3072, "num_warps": 4}, 0},
 		{"reduction, h200: 74 parts", func(g *G.ExprGraph) *G.Node { return must(G.Sum(in(g, "x", 300000, 3), 0)) }, H200,
-			tile.Meta{"BLOCK_O": 4, "BLOCK_R": 1024, "CHUNK": 4096, "num_warps": 4}},
+			tile.Meta{"BLOCK_O": 4, "BLOCK_R": 1024, "CHUNK": 4096, "num_warps": 4}, 0},
 		{"reduction, 8 SMs: 16 parts", func(g *G.ExprGraph) *G.Node { return must(G.Sum(in(g, "x", 300000, 3), 0)) }, GPU(8, 1024, 48<<10),
-			tile.Meta{"BLOCK_O": 4, "BLOCK_R": 1024, "CHUNK": 19456, "num_warps": 4}},
+			tile.Meta{"BLOCK_O": 4, "BLOCK_R": 1024, "CHUNK": 19456, "num_warps": 4}, 0},
 		{"row", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 4, 1000))) }, H200,
-			tile.Meta{"BLOCK": 1024, "num_warps": 4}},
+			tile.Meta{"BLOCK": 1024, "num_warps": 4}, 0},
 		{"row, looped", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 4, 10000))) }, CPU(2),
-			tile.Meta{"CHUNK": 2048}},
+			tile.Meta{"CHUNK": 2048}, 0},
 		{"row of 10000 held in one block at 8 warps", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 4, 10000))) }, gpu8,
-			tile.Meta{"BLOCK": 16384, "num_warps": 8}},
+			tile.Meta{"BLOCK": 16384, "num_warps": 8}, 0},
 		{"matmul, few tiles", matmul(256, 64, 256), H200,
-			tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4}},
+			tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4}, 0},
 		{"matmul, enough 64×64 tiles for 8 SMs", matmul(256, 64, 256), GPU(8, 1024, 48<<10),
-			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4}},
+			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4}, 0},
 		{"matmul, the cpu keeps the h200's rule", matmul(256, 64, 256), CPU(2),
-			tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}},
+			tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, 0},
+		{"matmul tf32, 4096³: 128×128 tiles on the tensor cores, 3 stages, 8 warps", matmul(4096, 4096, 4096), H200,
+			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 3, "num_warps": 8}, tile.PrecTF32},
+		{"matmul tf32, 1024³: 64×64 tiles fill the SMs", matmul(1024, 1024, 1024), H200,
+			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4}, tile.PrecTF32},
+		{"matmul tf32, 4096×4096×32: tiles no wider than the product", matmul(65536, 4096, 32), H200,
+			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 32, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4}, tile.PrecTF32},
+		{"matmul tf32, 40 KiB of shared memory: 2 stages", matmul(4096, 4096, 4096), smallSmem,
+			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 2, "num_warps": 8}, tile.PrecTF32},
+		{"matmul tf32 on the cpu: the ieee rule", matmul(256, 64, 256), CPU(2),
+			tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, tile.PrecTF32},
 		{"matmul, tuned", matmul(70, 33, 90), Target{Cores: 2, Tune: func(grp *Group, m tile.Meta) {
 			if grp.Kind == MatMulGroup {
 				m["BLOCK_M"], m["BLOCK_N"] = 64, 16
 			}
-		}}, tile.Meta{"BLOCK_M": 64, "BLOCK_N": 16, "BLOCK_K": 32}},
+		}}, tile.Meta{"BLOCK_M": 64, "BLOCK_N": 16, "BLOCK_K": 32}, 0},
 		{"attention", func(g *G.ExprGraph) *G.Node {
 			q, k, v := in(g, "q", 2, 40, 16), in(g, "k", 2, 50, 16), in(g, "v", 2, 50, 8)
 			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
-		}, H200, tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 4}},
+		}, H200, tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 4}, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -170,7 +182,7 @@ func TestMetaParameters(t *testing.T) {
 			if len(groups) != 1 {
 				t.Fatalf("%d groups, want 1", len(groups))
 			}
-			k, err := Emit(groups[0], c.target, tile.PrecIEEE)
+			k, err := Emit(groups[0], c.target, c.prec)
 			if err != nil {
 				t.Fatal(err)
 			}
