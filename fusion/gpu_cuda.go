@@ -67,6 +67,9 @@ type gpu struct {
 	// WithProfile: an event before and after each launch, and the times
 	profile map[*G.Node][2]*cuda.Event
 	times   []KernelTime
+	// inputs the device holds (learnables of a fused solver: solver_cuda.go)
+	resident map[*G.Node]*resident
+	solvers  []*gpuSolver
 }
 
 // prepare allocates every buffer of the graph and loads every kernel now, so
@@ -294,6 +297,9 @@ func (g *gpu) run() error {
 	g.last, g.devMs = Stats{}, 0
 	err := g.dev.Run(func(t *cuda.Thread) error {
 		for _, in := range c.rw.inputs {
+			if g.holds(in) { // a fused solver's learnable: its value is here
+				continue
+			}
 			if err := g.upload(t, in.nn, in.orig.Value()); err != nil {
 				return err
 			}
@@ -437,6 +443,14 @@ func (g *gpu) close() error {
 	if g.dev == nil {
 		return nil
 	}
+	serr := g.sync() // the learnables the device holds, back to their host tensors
+	for _, s := range g.solvers {
+		s.free()
+	}
+	g.resident, g.solvers = nil, nil
+	if serr != nil {
+		serr = fmt.Errorf("fusion: closing: %w", serr)
+	}
 	for _, b := range g.owned { // views and slices share these
 		g.dev.Free(b)
 	}
@@ -450,7 +464,9 @@ func (g *gpu) close() error {
 	}
 	g.profile = nil
 	if g.timer != nil {
-		return g.timer.Close()
+		if err := g.timer.Close(); serr == nil {
+			serr = err
+		}
 	}
-	return nil
+	return serr
 }

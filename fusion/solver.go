@@ -38,11 +38,16 @@ import (
 //
 // Where values live: on the CPU backend (and with a nil machine) the
 // kernels run on the CPU executor over the parameters' own host memory, so
-// n.Value() is current after every Step. The CUDA backend of today uploads
-// every input from its host value at each run, so there too the solver
-// updates the host values in place on the CPU. Where a backend keeps
-// parameters on the device, the host values are brought up to date lazily:
-// by m.Sync(), by m.Close(), and before any read through the machine;
+// n.Value() is current after every Step. On the CUDA backend they run on
+// the GPU, on the machine's own buffers of the parameters and their
+// gradients, with the state on the GPU too; from the first Step the device
+// holds the parameters (the learnables must be inputs of the machine's
+// graph): a run no longer uploads them, and their host tensors are brought
+// up to date lazily, by m.Sync() and by m.Close(). Read a parameter's value
+// after m.Sync(). To change one, Let a new tensor into its node: a run
+// uploads a parameter whose node holds another tensor than the one the
+// device's copy stands for (a write into that tensor's memory is not seen).
+// There a Step leaves the device's gradients zeroed, not the host's copies.
 // m.Sync() is always safe to call and does nothing where the host values
 // are current.
 //
@@ -59,6 +64,40 @@ type Solver struct {
 	// launch, if set, runs the kernels in place of the CPU executor (tests:
 	// the PTX simulator, or a GPU through host buffers)
 	launch func(k *tile.Kernel, grid tile.Grid, args ...any) error
+	// dev: the machine's backend keeps values on a device and runs the
+	// kernels there (bound at the first Step)
+	dev   solverDevice
+	bound deviceSolver
+	nodes []*G.Node // the learnables bound to the device, by position
+}
+
+// solverDevice is a backend that keeps the machine's values on a device
+// (the GPU backend): the solver's kernels run there, on its own buffers.
+type solverDevice interface {
+	// bindSolver takes over the learnables (inputs of the machine's graph):
+	// from then on the device holds their values (see Solver).
+	bindSolver(ps []deviceParam) (deviceSolver, error)
+	// sync brings the host tensors of the values the device holds up to
+	// date.
+	sync() error
+}
+
+// deviceParam is a learnable for bindSolver with its kernel.
+type deviceParam struct {
+	node   *G.Node
+	kernel *tile.Kernel
+	states int
+}
+
+// deviceSolver is a solver's learnables and state on a device.
+type deviceSolver interface {
+	// step launches every learnable's kernel with the scalars of its dtype
+	step(scalars func(tile.DType) []any) error
+	// state is a copy of learnable i's state
+	state(i int) ([]tensor.Tensor, error)
+	// close syncs the learnables' host values and frees the state; the
+	// machine uploads them again at its runs
+	close() error
 }
 
 // solverExec is a solver kernel compiled for the CPU executor.
@@ -92,11 +131,20 @@ func NewSolver(m *Machine, gs G.Solver) (*Solver, error) {
 	if m != nil && m.err != nil {
 		return nil, fmt.Errorf("fusion: NewSolver: the machine did not compile: %w", m.err)
 	}
-	return &Solver{cfg: cfg, gs: gs, m: m, execs: map[tile.DType]*solverExec{}}, nil
+	sol := &Solver{cfg: cfg, gs: gs, m: m, execs: map[tile.DType]*solverExec{}}
+	if m != nil {
+		sol.dev, _ = m.be.(solverDevice)
+	}
+	return sol, nil
 }
 
-// Backend is where the solver's kernels run.
-func (s *Solver) Backend() Backend { return CPU }
+// Backend is where the solver's kernels run: the machine's backend.
+func (s *Solver) Backend() Backend {
+	if s.dev != nil {
+		return CUDA
+	}
+	return CPU
+}
 
 // Step applies one update to every parameter of model, from its gradient,
 // and zeroes the gradients, as the Gorgonia solver's Step does.
@@ -104,6 +152,9 @@ func (s *Solver) Step(model []G.ValueGrad) (err error) {
 	defer recoverTo(&err, "solver step")
 	if s.closed {
 		return errors.New("fusion: solver step: the solver is closed")
+	}
+	if s.dev != nil {
+		return s.stepDevice(model)
 	}
 	if s.params == nil {
 		if err := s.bind(model); err != nil {
@@ -169,6 +220,85 @@ func (s *Solver) Step(model []G.ValueGrad) (err error) {
 			return fmt.Errorf("fusion: solver step: %s: %w", l.p.name, err)
 		}
 	}
+	return nil
+}
+
+// stepDevice is Step where the machine's backend holds the learnables.
+func (s *Solver) stepDevice(model []G.ValueGrad) error {
+	if s.m.be == nil {
+		return errors.New("fusion: solver step: the machine is closed")
+	}
+	if s.params == nil {
+		if err := s.bindDevice(model); err != nil {
+			return err
+		}
+	} else if len(model) != len(s.params) {
+		return fmt.Errorf("fusion: solver step: %d parameters, the first step had %d: pass the same learnables in the same order at every step", len(model), len(s.params))
+	}
+	var scalars []G.ValueGrad
+	for i, vg := range model {
+		p := &s.params[i]
+		if n, ok := vg.(*G.Node); !ok || n != s.nodes[i] {
+			return fmt.Errorf("fusion: solver step: parameter %d is %s, but %s at the first step: pass the same learnables in the same order at every step", i, describe(vg), p.name)
+		}
+		if p.scalar {
+			scalars = append(scalars, vg)
+		}
+	}
+	if len(scalars) > 0 {
+		if err := s.gs.Step(scalars); err != nil {
+			return fmt.Errorf("fusion: solver step: the scalar parameters, by %T: %w", s.gs, err)
+		}
+	}
+	s.iter++
+	byType := map[tile.DType][]any{}
+	return s.bound.step(func(d tile.DType) []any {
+		if byType[d] == nil {
+			byType[d] = s.cfg.scalars(d, s.iter)
+		}
+		return byType[d]
+	})
+}
+
+// bindDevice records the learnables at the first step and binds them to
+// the machine's device: nodes of its graph, dense ones stepped there,
+// scalars by the Gorgonia solver on the host (the machine uploads those at
+// every run).
+func (s *Solver) bindDevice(model []G.ValueGrad) error {
+	var ps []deviceParam
+	s.nodes = make([]*G.Node, len(model))
+	params := make([]solverParam, len(model))
+	for i, vg := range model {
+		n, ok := vg.(*G.Node)
+		if !ok {
+			return fmt.Errorf("fusion: solver: parameter %d is a %T: on the %v backend the learnables are nodes of the machine's graph", i, vg, s.Backend())
+		}
+		s.nodes[i] = n
+		p := &params[i]
+		p.name = fmt.Sprintf("parameter %d (%s)", i, n.Name())
+		switch v := n.Value().(type) {
+		case *G.F32, *G.F64:
+			p.scalar = true
+			continue
+		case *tensor.Dense:
+			p.dtype, p.shape = v.Dtype(), v.Shape().Clone()
+		default:
+			return fmt.Errorf("fusion: solver: %s: a value of type %T: want a float32 or float64 *tensor.Dense", p.name, n.Value())
+		}
+		if p.dtype != tensor.Float32 && p.dtype != tensor.Float64 {
+			return fmt.Errorf("fusion: solver: %s: %v elements: the fused solvers take float32 and float64", p.name, p.dtype)
+		}
+		e, err := s.exec(tileDType(p.dtype))
+		if err != nil {
+			return err
+		}
+		ps = append(ps, deviceParam{node: n, kernel: e.k, states: s.cfg.kind.states()})
+	}
+	b, err := s.dev.bindSolver(ps)
+	if err != nil {
+		return err
+	}
+	s.bound, s.params = b, params
 	return nil
 }
 
@@ -263,6 +393,15 @@ func (s *Solver) State(i int) ([]tensor.Tensor, error) {
 	case s.params[i].scalar:
 		return nil, fmt.Errorf("fusion: solver state: %s is a scalar: its state is kept by the Gorgonia solver", s.params[i].name)
 	}
+	if s.bound != nil { // on the device: the dense learnables in order
+		j := 0
+		for _, p := range s.params[:i] {
+			if !p.scalar {
+				j++
+			}
+		}
+		return s.bound.state(j)
+	}
 	p := &s.params[i]
 	var out []tensor.Tensor
 	for _, st := range p.state {
@@ -279,20 +418,30 @@ func (s *Solver) State(i int) ([]tensor.Tensor, error) {
 }
 
 // Close releases the optimizer state; Step and State fail afterwards. The
-// parameters' host values are current (see Solver).
+// parameters' host values are brought up to date first where the device
+// held them, and the machine uploads them at its runs again.
 func (s *Solver) Close() error {
+	if s.closed {
+		return nil
+	}
 	s.closed = true
 	s.params = nil
+	if s.bound != nil {
+		return s.bound.close()
+	}
 	return nil
 }
 
-// Sync brings the host values of the graph's inputs (its parameters among
-// them) up to date where the backend keeps newer values elsewhere. The CPU
-// backend, and the CUDA backend as it is today (it uploads every input from
-// its host value at each run), keep them on the host: Sync does nothing.
+// Sync brings the host values of the graph's inputs up to date where the
+// backend holds newer ones: the learnables a fused solver steps on the
+// CUDA backend (see Solver). On the CPU backend the host values are the
+// values: Sync does nothing.
 func (m *Machine) Sync() error {
 	if m.err != nil {
 		return m.err
+	}
+	if sd, ok := m.be.(solverDevice); ok {
+		return sd.sync()
 	}
 	return nil
 }
