@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/analysis"
 )
 
 // lval is a value as one thread holds it: one register per slot of its
@@ -24,7 +25,7 @@ type lval struct {
 type lowerer struct {
 	k    *tile.Kernel
 	opt  Options
-	axes []axisInfo
+	axes []analysis.AxisInfo
 	inv  []bool // kernel-invariant: computed in the prologue
 
 	pro, body strings.Builder
@@ -62,63 +63,32 @@ func newLowerer(k *tile.Kernel, opt Options) *lowerer {
 	}
 }
 
-// analyze is the analysis stage: axis information, users and invariance.
+// analyze is the analysis stage (package tile/analysis): axis information,
+// users and invariance. Values invariant over the program go to the
+// prologue; in kernels with loops only those a loop needs, so that the
+// epilogue's invariant values (output offsets, masks) are computed after the
+// loop instead of holding registers across it.
 func (l *lowerer) analyze() error {
 	k := l.k
-	l.axes = analyzeAxes(k, l.opt.Spec)
+	l.axes = analysis.Axes(k, l.opt.Spec)
 	l.users = map[int][]*tile.Value{}
-	k.Walk(func(v *tile.Value) {
-		for _, a := range v.Args {
-			l.users[a.ID] = append(l.users[a.ID], v)
-		}
-	})
-	// values needed inside a loop body (they or something computed from them)
-	inLoop := make([]bool, k.NumValues())
-	var mark func(v *tile.Value)
-	mark = func(v *tile.Value) {
-		if inLoop[v.ID] {
-			return
-		}
-		inLoop[v.ID] = true
-		for _, a := range v.Args {
-			mark(a)
+	for id, us := range analysis.Users(k) {
+		if len(us) > 0 {
+			l.users[id] = us
 		}
 	}
-	hasLoop := false
-	var walk func(b *tile.Block, depth int)
-	walk = func(b *tile.Block, depth int) {
-		for _, v := range b.Values {
-			if depth > 0 {
-				mark(v)
-			}
-			if v.Op == tile.OpFor {
-				hasLoop = true
-				walk(v.Body, depth+1)
-			}
-		}
-	}
-	walk(k.Body, 0)
-	l.inv = make([]bool, k.NumValues())
-	defer func() {
-		// in kernels with loops, only what a loop needs goes to the
-		// prologue: the epilogue's invariant values (output offsets, masks)
-		// are computed after the loop instead of occupying registers across it
-		for i := range l.inv {
-			l.inv[i] = l.inv[i] && (!hasLoop || inLoop[i])
-		}
-	}()
-	k.Walk(func(v *tile.Value) {
+	l.inv = analysis.Invariant(k, analysis.Program, func(v *tile.Value) bool {
 		switch v.Op {
-		case tile.OpLoad, tile.OpAtomicAdd, tile.OpReduceSum, tile.OpReduceMax, tile.OpReduceMin,
-			tile.OpDot, tile.OpFor, tile.OpForResult, tile.OpBlockArg, tile.OpYield, tile.OpStore:
-			return
+		case tile.OpReduceSum, tile.OpReduceMax, tile.OpReduceMin, tile.OpDot:
+			return true // emitted in program order
 		}
-		inv := true
-		for _, a := range v.Args {
-			inv = inv && l.inv[a.ID]
-		}
-		l.inv[v.ID] = inv
+		return false
 	})
+	hasLoop := k.Count(tile.OpFor) > 0
+	needs := analysis.LoopNeeds(k)
+	for i := range l.inv {
+		l.inv[i] = l.inv[i] && (!hasLoop || needs[i])
+	}
 	return nil
 }
 
