@@ -5,7 +5,10 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -111,17 +114,21 @@ func fzCheck(t *testing.T, data []byte, b fusion.Backend) {
 	if gor {
 		legs = append(legs, fzLeg{name: "Gorgonia float64", dt: tensor.Float64, gorgonia: true})
 	}
-	on := func(o ...fusion.Option) []fusion.Option { return append(o, fusion.WithBackend(b)) }
 	dt := fg.prog
 	if dt == tensor.Float32 && gor {
 		legs = append(legs, fzLeg{name: "Gorgonia float32", dt: dt, gorgonia: true})
 	}
-	if dt == tensor.Float32 || b != fusion.CPU {
-		legs = append(legs, fzLeg{name: "unfused " + dt.String(), dt: dt, opts: on(fusion.WithFusion(false))})
+	if dt == tensor.Float32 {
+		legs = append(legs, fzLeg{name: "unfused float32", dt: dt, opts: []fusion.Option{fusion.WithFusion(false)}})
+	}
+	on, where := []fusion.Option{fusion.WithBackend(b)}, ""
+	if b != fusion.CPU {
+		where = " on " + b.String()
+		legs = append(legs, fzLeg{name: "unfused " + dt.String() + where, dt: dt, opts: append(on, fusion.WithFusion(false))})
 	}
 	legs = append(legs,
-		fzLeg{name: "fused " + dt.String(), dt: dt, opts: on(fusion.WithMatMulFusion(false))},
-		fzLeg{name: "fused " + dt.String() + " with WithMatMulFusion(true)", dt: dt, opts: on(fusion.WithMatMulFusion(true))})
+		fzLeg{name: "fused " + dt.String() + where, dt: dt, opts: append(on, fusion.WithMatMulFusion(false))},
+		fzLeg{name: "fused " + dt.String() + " with WithMatMulFusion(true)" + where, dt: dt, opts: append(on, fusion.WithMatMulFusion(true))})
 	runs := 1
 	if fg.twoRuns {
 		runs = 2
@@ -472,6 +479,31 @@ func fzWhy(fg *fzGraph, l fzLeg) string {
 		return "tilefuse disagrees with its unfused float64 reference"
 	}
 	return "Gorgonia's tape machine disagrees with tilefuse's unfused float64 machine"
+}
+
+// fzCorpus reads testdata/fuzz/FuzzFusion: the inputs that found bugs.
+func fzCorpus() ([][]byte, error) {
+	files, err := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzFusion", "*"))
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) != 2 || lines[0] != "go test fuzz v1" || !strings.HasPrefix(lines[1], "[]byte(") || !strings.HasSuffix(lines[1], ")") {
+			return nil, fmt.Errorf("%s: not one []byte in Go's corpus encoding", f)
+		}
+		s, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		out = append(out, []byte(s))
+	}
+	return out, nil
 }
 
 // fzSteps' indices, for writing seeds by hand.
