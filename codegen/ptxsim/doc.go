@@ -46,7 +46,11 @@
 // expect_tx, complete_tx, test_wait and try_wait, with .parity),
 // cp.async.mbarrier.arrive(.noinc), cp.async.bulk global → shared
 // completing on an mbarrier (mbarrier::complete_tx::bytes), elect.sync,
-// and setmaxnreg as a no-op. A failing mbarrier wait yields the warp to
+// setmaxnreg as a no-op, and wgmma (mma_async m64nNk8 .tf32 and m64nNk16
+// .f16/.bf16 with f32 or f16 accumulators, A from registers or a
+// descriptor, B from a descriptor, K- or MN-major, no swizzle or 32/64/128-
+// byte swizzle; fence, commit_group, wait_group; results reach the
+// registers at the wait: see wgmma.go for the layouts). A failing mbarrier wait yields the warp to
 // the others, so producer/consumer warps make progress.
 //
 // # Checks
@@ -82,7 +86,10 @@
 // memory between CTAs, and spin-waits on flags written by another warp,
 // are not modelled; local memory, textures, surfaces, calls, clusters and
 // distributed shared memory, cp.async.bulk.tensor (TMA with tensor
-// maps), bulk stores and wgmma are not simulated yet.
+// maps), bulk stores, sparse and 8-bit wgmma, and descriptors with a base
+// offset are not simulated yet. The wgmma layouts are CUTLASS's canonical
+// GMMA layouts, checked here against a generic evaluation of CUTLASS's
+// statement of them, not yet on a GPU.
 //
 // # Extending
 //
@@ -91,11 +98,8 @@
 // float.go, cmp.go, cvt.go, mem.go, control.go, async.go, mma.go,
 // mbarrier.go). A decoder reads the modifiers and operands once and
 // returns the closure run on the active lanes; an instruction that waits
-// for another warp sets warp.yield. wgmma goes in a new file the same
-// way: a collective over the four warps of a warp group (the scheduler
-// runs warps one at a time, so a warp-group collective waits for its four
-// warps as a barrier does), asynchronous like cp.async (its results land
-// at wgmma.wait_group), reading A and B through shared-memory descriptors.
+// for another warp sets warp.yield (mbarrier.go); asynchronous results go
+// through a per-warp list landed at the matching wait (async.go, wgmma.go).
 //
 // # Sources
 //

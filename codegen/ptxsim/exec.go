@@ -245,6 +245,8 @@ type warp struct {
 	yield      bool
 	spinPC     int
 	spinEvents uint64
+
+	wg wgState // wgmma results in flight
 }
 
 func newCTA(l *launch) *cta {
@@ -285,6 +287,7 @@ func (c *cta) run(linear int) error {
 			w.live = math.MaxUint32
 		}
 		w.wait, w.pc, w.uniform, w.yield, w.spinPC = 0, 0, true, false, -1
+		w.wg.reset()
 		clear(w.r)
 	}
 	for {
