@@ -151,7 +151,11 @@ func (l *lowerer) assemble() string {
 		}
 		fmt.Fprintf(&sb, "\t.param .%s %s%s\n", paramType(p.Type), paramName(p), sep)
 	}
-	fmt.Fprintf(&sb, ")\n.maxntid %d, 1, 1\n{\n", 32*l.opt.NumWarps)
+	fmt.Fprintf(&sb, ")\n.maxntid %d, 1, 1\n", 32*l.opt.NumWarps)
+	if r := l.k.Meta["max_registers"]; r > 0 { // a meta-parameter: registers a thread may use
+		fmt.Fprintf(&sb, ".maxnreg %d\n", r)
+	}
+	sb.WriteString("{\n")
 	classes := make([]string, 0, len(l.nreg))
 	for c := range l.nreg {
 		classes = append(classes, c)

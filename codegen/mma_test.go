@@ -206,3 +206,19 @@ func constMatmul(t *testing.T, m, n, k, bm, bn, bk int, prec tile.Precision) *ti
 	}
 	return kk
 }
+
+// TestMaxRegisters: the meta-parameter max_registers caps the registers a
+// thread may use (.maxnreg), so that more CTAs fit an SM.
+func TestMaxRegisters(t *testing.T) {
+	k := constMatmul(t, 256, 256, 256, 64, 64, 32, tile.PrecTF32)
+	for _, r := range []int{0, 128} {
+		k.Meta["max_registers"] = r
+		ck, err := Compile(k, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.Contains(ck.PTX, ".maxnreg 128\n"), r == 128; got != want {
+			t.Errorf("max_registers=%d: .maxnreg present = %v", r, got)
+		}
+	}
+}

@@ -8,6 +8,7 @@ F.gelu(approximate="tanh"), SDPA), and compiled (torch.compile of the op-by-op
 code, Inductor -> Triton). Training workloads run forward and backward.
 
 usage: python3 bench/torch/workloads.py [--runs 50] [--json out.json] [--compile-sizes large]
+       python3 bench/torch/workloads.py --peer [--workload 4096] [--peer-compile 0]
 """
 import argparse, json, math, statistics, sys, time
 
@@ -179,13 +180,75 @@ def device_time(fn, args, runs, warm_s=0.1):
     return statistics.median(times)
 
 
+# The shapes of `tilefuse peer` (cmd/tilefuse/peer.go): y = x·W or
+# gelu(x·W + b), x m×k, W k×n, uniform in ±1 (W in ±1/√k).
+PEER = [
+    ("matmul 4096³", 4096, 4096, 4096, False),
+    ("linear_gelu 4096³", 4096, 4096, 4096, True),
+    ("matmul 1024³", 1024, 1024, 1024, False),
+    ("matmul 1000³", 1000, 1000, 1000, False),
+    ("matmul 4095×4097×33", 4095, 33, 4097, False),
+    ("matmul 4096×4096×50", 4096, 50, 4096, False),
+]
+
+
+def peer(a):
+    """cuBLAS strict fp32, TF32 and bf16 (and torch.compile with TF32 for the
+    gelu case) at tilefuse peer's shapes, each with its error against float64
+    on the same inputs: the largest error over the largest magnitude, and the
+    relative error in the 2-norm."""
+    rows = []
+    for name, m, k, n, gl in PEER:
+        if a.workload != "all" and a.workload not in name:
+            continue
+        g = torch.Generator(device=dev).manual_seed(7)
+        x, w, b = rnd(1, m, k, g=g), rnd(1 / math.sqrt(k), k, n, g=g), rnd(1, n, g=g)
+        ref = x.double() @ w.double()
+        if gl:
+            ref = gelu(ref + b.double())
+        xb, wb, bb = x.bfloat16(), w.bfloat16(), b.bfloat16()
+        if gl:
+            f32 = lambda x, w, b: F.gelu(torch.addmm(b, x, w), approximate="tanh")
+            modes = [("strict fp32", False, f32, (x, w, b)), ("tf32", True, f32, (x, w, b)),
+                     ("bf16", False, f32, (xb, wb, bb)), ("torch.compile tf32", True, "compile", (x, w, b))]
+        else:
+            mm = lambda x, w: x @ w
+            modes = [("strict fp32", False, mm, (x, w)), ("tf32", True, mm, (x, w)), ("bf16", False, mm, (xb, wb))]
+        for mode, tf32, fn, args in modes:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            if fn == "compile":
+                if not a.peer_compile:
+                    continue
+                fn = torch.compile(lambda x, w, b: gelu(x @ w + b))
+            t = device_time(fn, args, a.runs)
+            out = fn(*args).double()
+            err = (out - ref).abs()
+            row = {"name": name, "mode": mode, "s": t, "tflops": 2 * m * n * k / t / 1e12,
+                   "max_err": (err.max() / ref.abs().max()).item(), "norm_err": (err.norm() / ref.norm()).item()}
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+        torch.backends.cuda.matmul.allow_tf32 = False
+    print("| case | mode | ms | TFLOP/s | max err/max\\|ref\\| | ‖err‖/‖ref‖ |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['name']} | {r['mode']} | {1e3 * r['s']:.3f} | {r['tflops']:.1f} | {r['max_err']:.2e} | {r['norm_err']:.2e} |")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(), "peer": rows}, fh, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--peer", action="store_true", help="the matrix products of tilefuse peer instead of the bench workloads")
+    ap.add_argument("--peer-compile", type=int, default=1, help="with --peer: also torch.compile the gelu case (TF32)")
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--json")
     ap.add_argument("--workload", default="all")
     ap.add_argument("--compile-sizes", default="small,large", help="sizes to run torch.compile at (it takes seconds per graph)")
     a = ap.parse_args()
+    if a.peer:
+        print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; device medians (events around one call)", file=sys.stderr)
+        return peer(a)
     names = list(WORKLOADS) if a.workload == "all" else a.workload.split(",")
     rows = []
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; device medians in ms (events around one call)", file=sys.stderr)
