@@ -5,7 +5,9 @@ around one run, inputs already on the device, median of runs after warm-up.
 Modes: eager (the graph op by op, as the Gorgonia graph is written), library
 (eager with PyTorch's own fused op where one exists: F.softmax, F.layer_norm,
 F.gelu(approximate="tanh"), SDPA), and compiled (torch.compile of the op-by-op
-code, Inductor -> Triton). Training workloads run forward and backward.
+code, Inductor -> Triton). Training workloads run forward and backward;
+mlp_train is a whole training step (batch up, forward, backward, fused Adam,
+loss.item()), eager and library only.
 
 usage: python3 bench/torch/workloads.py [--runs 50] [--json out.json] [--compile-sizes large]
        python3 bench/torch/workloads.py --peer [--workload 4096] [--peer-compile 0]
@@ -113,6 +115,39 @@ def mlp_step(size, g):
     return (x, y), grads_of(loss_ops, params), grads_of(loss_lib, params), 3 * 2 * batch * (i * h + h * o)
 
 
+def mlp_train(size, g):
+    """mlp_step as a training loop, the whole step as a user writes it (as
+    tilefuse's mlp_train times it): the batch up from host memory, forward,
+    backward, torch.optim.Adam(fused=True).step(), loss.item()"""
+    batch = pick(size, 64, 512)
+    i, h, o = pick(size, 256, 784), pick(size, 512, 1024), 16
+    x, y = rnd(1, batch, i, g=g).cpu(), rnd(1, batch, o, g=g).cpu()
+    w1, b1 = rnd(1 / math.sqrt(i), i, h, g=g), rnd(0.1, h, g=g)
+    w2, b2 = rnd(1 / math.sqrt(h), h, o, g=g), rnd(0.1, o, g=g)
+    params = [p.requires_grad_() for p in (w1, b1, w2, b2)]
+
+    def loss_ops(x, y):
+        p = gelu(x @ w1 + b1) @ w2 + b2
+        return ((p - y) ** 2).mean()
+
+    def loss_lib(x, y):
+        p = F.linear(F.gelu(F.linear(x, w1.t(), b1), approximate="tanh"), w2.t(), b2)
+        return F.mse_loss(p, y)
+
+    def train(loss_fn):
+        opt = torch.optim.Adam(params, lr=1e-3, fused=True)
+
+        def step(xh, yh):
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(xh.to(dev), yh.to(dev))
+            loss.backward()
+            opt.step()
+            return loss.item()
+        return step
+
+    return (x, y), train(loss_ops), train(loss_lib), 3 * 2 * batch * (i * h + h * o)
+
+
 def encoder(size, g, backward):
     batch = pick(size, 2, 8)
     s, d, nh = pick(size, 64, 128), pick(size, 128, 256), pick(size, 4, 8)
@@ -157,7 +192,7 @@ def encoder(size, g, backward):
 
 WORKLOADS = {
     "chain": chain, "softmax": softmax, "layernorm": layernorm, "linear_gelu": linear_gelu,
-    "attention": attention, "mlp_step": mlp_step,
+    "attention": attention, "mlp_step": mlp_step, "mlp_train": mlp_train,
     "encoder_fwd": lambda s, g: encoder(s, g, False), "encoder_fwd_bwd": lambda s, g: encoder(s, g, True),
 }
 
@@ -259,7 +294,9 @@ def main():
             row = {"name": name, "size": size, "flops": flops}
             row["eager_s"] = device_time(ops, args, a.runs)
             row["library_s"] = device_time(lib, args, a.runs)
-            if size in a.compile_sizes.split(","):
+            # mlp_train's step reads loss.item() and steps the optimizer: graph
+            # breaks, and a compile time that would dominate the round
+            if size in a.compile_sizes.split(",") and name != "mlp_train":
                 t0 = time.time()
                 c = torch.compile(ops)
                 c(*args)
