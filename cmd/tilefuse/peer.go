@@ -128,15 +128,22 @@ func buildPeer(c peerCase, t graphpass.Target, prec tile.Precision, tune tile.Me
 }
 
 // check compares output rows spread over the matrix (every row for small
-// ones) with the float64 reference: the largest error over the largest
+// ones, and the last) with the float64 reference: the largest error over the largest
 // reference magnitude, the relative error in the 2-norm, and the number of
 // elements left unwritten or wrong beyond tol (relative to the largest
 // magnitude).
 func (p *peerKernel) check(c peerCase, got []float32, tol float64) (maxRel, normRel float64, bad int) {
-	step := max(1, c.m/64)
+	step := max(1, c.m/32)
 	ref := make([]float64, c.n)
 	var worst, refMax, errSq, refSq float64
+	rows := []int{}
 	for r := 0; r < c.m; r += step {
+		rows = append(rows, r)
+	}
+	if rows[len(rows)-1] != c.m-1 {
+		rows = append(rows, c.m-1) // the last row, at the edge of the last tiles
+	}
+	for _, r := range rows {
 		for j := range ref {
 			ref[j] = 0
 		}
