@@ -18,6 +18,7 @@ import (
 	"github.com/tilefuse/tilefuse/codegen"
 	"github.com/tilefuse/tilefuse/codegen/cpu"
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/graphpass"
 )
 
 // FuzzFusion decodes the fuzzer's bytes into a random, well-typed Gorgonia
@@ -132,6 +133,12 @@ func fzCheck(t *testing.T, data []byte, b fusion.Backend) {
 	legs = append(legs,
 		fzLeg{name: "fused " + dt.String() + where, dt: dt, opts: append(on, fusion.WithMatMulFusion(false))},
 		fzLeg{name: "fused " + dt.String() + " with WithMatMulFusion(true)" + where, dt: dt, opts: append(on, fusion.WithMatMulFusion(true))})
+	if fg.target {
+		// the GPU's kernels (split reductions, its block sizes) on this backend
+		l := &legs[len(legs)-1]
+		l.name += " and WithTarget(graphpass.H200)"
+		l.opts = append(l.opts, fusion.WithTarget(graphpass.H200))
+	}
 	runs := 1
 	if fg.twoRuns {
 		runs = 2
@@ -248,6 +255,8 @@ func (fg *fzGraph) checked() []fzChecked {
 			out = append(out, fzChecked{v.n, v.name, fg.gorgoniaFwd == "", false})
 		case slices.Contains(fg.kept, v):
 			out = append(out, fzChecked{v.n, v.name + " (kept)", false, false})
+		case fg.readAll:
+			out = append(out, fzChecked{v.n, v.name + " (read all)", false, false})
 		}
 	}
 	for i, d := range fg.grads {
@@ -334,12 +343,15 @@ func fzRun(t *testing.T, data []byte, l fzLeg, runs, perturbs int) *fzOut {
 		opts := slices.Clone(l.opts)
 		var keep G.Nodes
 		for _, c := range chk {
-			if !c.grad && fg.g.To(c.n.ID()).Len() > 0 {
+			if !c.grad && fg.g.To(c.n.ID()).Len() > 0 && (!fg.readAll || slices.Contains(fg.kept, fg.byNode[c.n])) {
 				keep = append(keep, c.n) // an intermediate value: kept explicitly
 			}
 		}
 		if len(keep) > 0 {
 			opts = append(opts, fusion.WithKeep(keep...))
+		}
+		if fg.readAll {
+			opts = append(opts, fusion.WithReadAll(true))
 		}
 		if fg.maxGrp > 0 {
 			opts = append(opts, fusion.WithMaxGroup(fg.maxGrp))

@@ -97,3 +97,33 @@ func TestColumnVectorSoftmaxIsGorgonias(t *testing.T) {
 		closeTo(t, "softmax along axis 0", floats(y.Value()), want, 1e-12)
 	}
 }
+
+// TestLoopedRowKernelTakesNoExtraOutput: a softmax over a row longer than
+// a row kernel holds in one block, read by the user (or by another kernel),
+// was made an extra output of its user's elementwise kernel, which it then
+// turned into a looped row kernel, and looped row kernels write one output:
+// "extra outputs in a row group". It is a kernel of its own now.
+func TestLoopedRowKernelTakesNoExtraOutput(t *testing.T) {
+	const n = 9000
+	g := G.NewGraph()
+	x := G.NewVector(g, tensor.Float64, G.WithShape(n), G.WithName("x"))
+	sm := G.Must(G.SoftMax(x))
+	sq := G.Must(G.Square(sm))
+	vm := fusion.NewTapeMachine(g, fusion.WithKeep(sm))
+	defer vm.Close()
+	rng := rand.New(rand.NewPCG(9, 0))
+	xv := make([]float64, n)
+	for i := range xv {
+		xv[i] = rng.Float64()*2 - 1
+	}
+	G.Let(x, tensor.New(tensor.WithShape(n), tensor.WithBacking(xv)))
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	want, wantSq := softmaxRef(xv, 1, n), make([]float64, n)
+	for i, p := range want {
+		wantSq[i] = p * p
+	}
+	closeTo(t, "softmax", floats(sm.Value()), want, 1e-12)
+	closeTo(t, "its square", floats(sq.Value()), wantSq, 1e-12)
+}

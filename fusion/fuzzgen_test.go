@@ -15,7 +15,9 @@ import (
 // bytes always give the same graph, op for op, in either dtype: a float32
 // program is built a second time in float64 as its reference.
 //
-// The bytes: a header of five (flags; then the sizes M, N, K and B, each an
+// The bytes: a header of five (flags: float32, grad, two runs, two bits of
+// max group, and in the top three bits read all, H200 target, or all three
+// set a zero size; then the sizes M, N, K and B, each an
 // index into fzDims), then one step per op group until the bytes run out
 // (at most fzMaxSteps): a step's first byte picks what it builds (fzSteps),
 // the next ones its operands and variants. Reading past the end gives zeros.
@@ -89,6 +91,8 @@ type fzGraph struct {
 	twoRuns bool         // each machine runs twice, with new inputs the second time
 	maxGrp  int          // fusion.WithMaxGroup (0: the default)
 	zero    bool         // one size is zero
+	readAll bool         // tilefuse's machines run with WithReadAll(true): every value is compared
+	target  bool         // the fused machine with products writes the H200's kernels (WithTarget)
 
 	m, n, k, b int
 	vals       []*fzVal
@@ -140,6 +144,8 @@ func fzBuild(data []byte, dt tensor.Dtype) (fg *fzGraph, err error) {
 	fg.twoRuns = h&4 != 0
 	fg.maxGrp = []int{0, 2, 5, 0}[h>>3&3]
 	fg.zero = h>>5 == 7
+	fg.readAll = h>>5&1 != 0 && !fg.zero
+	fg.target = h>>6&1 != 0 && !fg.zero
 	var dims [4]int
 	for i := range dims {
 		dims[i] = s.next()
@@ -164,7 +170,8 @@ func fzBuild(data []byte, dt tensor.Dtype) (fg *fzGraph, err error) {
 			fg.b = 0
 		}
 	}
-	fg.note("%v program (built in %v), M=%d N=%d K=%d B=%d, grad=%v, two runs=%v, max group=%d", fg.prog, fg.dt, fg.m, fg.n, fg.k, fg.b, fg.grad, fg.twoRuns, fg.maxGrp)
+	fg.note("%v program (built in %v), M=%d N=%d K=%d B=%d, grad=%v, two runs=%v, max group=%d, read all=%v, H200 target=%v",
+		fg.prog, fg.dt, fg.m, fg.n, fg.k, fg.b, fg.grad, fg.twoRuns, fg.maxGrp, fg.readAll, fg.target)
 	fg.input([]int{fg.m, fg.n}, false)
 	for step := 0; step < fzMaxSteps && !s.done(); step++ {
 		op := fzSteps[s.n(len(fzSteps))]

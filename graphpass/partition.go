@@ -168,7 +168,12 @@ func extraOutput(n *Node, maxGroup int, size map[*Group]int, t Target) *Group {
 		if !ok {
 			continue
 		}
+		was := grp.Kind
 		grp.Kind = kind
+		if !takesExtras(grp, t) { // n would make it a kind that writes one output (a looped row)
+			grp.Kind = was
+			continue
+		}
 		return grp
 	}
 	return nil
