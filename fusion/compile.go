@@ -298,7 +298,7 @@ func checkPartition(c *compilation) error {
 			}
 		}
 		for x := range outs {
-			if seen[x] != grp {
+			if seen[x] != grp && !(x.Internal() && x.Group == grp) {
 				return fmt.Errorf("%v: output %v is not a member", grp, x)
 			}
 		}
@@ -321,13 +321,16 @@ func dumpPartition(c *compilation) string {
 	for _, grp := range c.groups {
 		sb.f("%v\n", grp)
 		for _, m := range grp.Members {
-			sb.f("    %s [%s]\n", m.G.Name(), m.Info.Name)
+			sb.f("    %s [%s]\n", m, m.Info.Name)
 		}
 		for _, x := range grp.Extra {
-			sb.f("  extra output %s\n", x.G.Name())
+			sb.f("  extra output %s %v\n", x, x.Info.Shape)
+		}
+		for _, x := range grp.Recompute {
+			sb.f("  recomputes %s\n", x)
 		}
 		for i, in := range grp.Inputs {
-			sb.f("  in%d %s\n", i, in.G.Name())
+			sb.f("  in%d %s\n", i, in)
 		}
 	}
 	return sb.String()

@@ -28,7 +28,10 @@ type FusedOp struct {
 	ops    []string // the original ops, for String and the report
 	text   string   // the kernel's IR
 	view   bool     // the group only reshapes: its output shares its input's memory
-	outs   int      // outputs: more than one are stacked along a new first axis
+	outs   int      // outputs: more than one are stacked along a new first axis, or laid end to end (see sizes)
+	// sizes are the outputs' element counts where their shapes differ: the
+	// op's value is then one vector holding them end to end (nil: stacked)
+	sizes []int
 }
 
 // newFusedOp is the op group grp becomes: its kernel k, run on the CPU as
@@ -39,11 +42,21 @@ func newFusedOp(grp *graphpass.Group, k *graphpass.Kernel, pk prepared) (*FusedO
 	}
 	op := &FusedOp{name: k.Tile.Name, kernel: k, exec: pk.exec, text: pk.text, outs: max(1, k.Outs)}
 	for _, in := range grp.Inputs {
+		if in.Internal() { // a vector or matrix of the kernel's dtype
+			op.ins = append(op.ins, G.TensorType{Dims: len(in.Info.Shape), Of: grp.Root.G.Dtype()})
+			continue
+		}
 		op.ins = append(op.ins, typeOf(in.G))
 	}
 	op.out = typeOf(grp.Root.G)
 	if op.outs > 1 {
 		op.out = G.TensorType{Dims: len(k.Out) + 1, Of: grp.Root.G.Dtype()}
+	}
+	if k.Shapes != nil {
+		for i := range op.outs {
+			op.sizes = append(op.sizes, numel(k.Shape(i)))
+		}
+		op.out = G.TensorType{Dims: 1, Of: grp.Root.G.Dtype()}
 	}
 	op.view = len(grp.Inputs) == 1 && len(k.Out) > 0
 	for _, m := range grp.Members {
@@ -75,6 +88,9 @@ func (op *FusedOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 }
 
 func (op *FusedOp) shape() tensor.Shape {
+	if op.sizes != nil {
+		return tensor.Shape{op.total()}
+	}
 	if op.outs > 1 {
 		return tensor.Shape(append([]int{op.outs}, op.kernel.Out...))
 	}
@@ -85,9 +101,31 @@ func (op *FusedOp) shape() tensor.Shape {
 }
 
 // Outputs is the number of outputs of the kernel; more than one are
-// stacked along a new first axis of the op's value, and part ops take them
-// out.
+// stacked along a new first axis of the op's value (or, where their shapes
+// differ, laid end to end in a vector), and part ops take them out.
 func (op *FusedOp) Outputs() int { return op.outs }
+
+// PartSizes are the element counts of the kernel's outputs, in the order
+// they lie in the op's value.
+func (op *FusedOp) PartSizes() []int {
+	if op.sizes != nil {
+		return op.sizes
+	}
+	n := make([]int, op.outs)
+	for i := range n {
+		n[i] = numel(op.kernel.Out)
+	}
+	return n
+}
+
+// total is the number of elements of the op's value.
+func (op *FusedOp) total() int {
+	t := 0
+	for _, n := range op.PartSizes() {
+		t += n
+	}
+	return t
+}
 
 // Do runs the kernel on the CPU over the input values, into fresh memory.
 func (op *FusedOp) Do(vals ...G.Value) (G.Value, error) { return op.do(nil, vals...) }
@@ -118,26 +156,27 @@ func (op *FusedOp) do(reuse G.Value, vals ...G.Value) (_ G.Value, err error) {
 		}
 		args = append(args, a)
 	}
-	n := numel(op.kernel.Out)
+	sizes := op.PartSizes()
+	total := op.total()
 	scalar := op.outs == 1 && len(op.kernel.Out) == 0
 	var out any // the op's output of the last run, where there is one to write into
-	if t, ok := reuse.(*tensor.Dense); ok && !scalar && !t.IsView() && t.Shape().TotalSize() == op.outs*n {
+	if t, ok := reuse.(*tensor.Dense); ok && !scalar && !t.IsView() && t.Shape().TotalSize() == total {
 		switch o := t.Data().(type) {
 		case []float32:
-			out, args = o, parts(args, o, op.outs, n, op.kernel.Accumulates)
+			out, args = o, parts(args, o, sizes, op.kernel.Accumulates)
 		case []float64:
-			out, args = o, parts(args, o, op.outs, n, op.kernel.Accumulates)
+			out, args = o, parts(args, o, sizes, op.kernel.Accumulates)
 		}
 	}
 	fresh := out == nil
 	if fresh { // zeros where the kernel accumulates
 		if op.kernel.DType == tile.F64 {
-			out, args = stacked[float64](args, op.outs, n)
+			out, args = stacked[float64](args, sizes)
 		} else {
-			out, args = stacked[float32](args, op.outs, n)
+			out, args = stacked[float32](args, sizes)
 		}
 	}
-	if n > 0 { // an empty output has nothing to compute (and an empty grid is an error)
+	if numel(op.kernel.Out) > 0 { // an empty output has nothing to compute (and an empty grid is an error)
 		if err := op.exec.Launch(op.kernel.Grid, args...); err != nil {
 			return nil, fmt.Errorf("fusion: %s: %w", op.name, err)
 		}
@@ -210,19 +249,38 @@ type PartOp struct {
 	i, of  int
 	shape  []int
 	dtype  tensor.Dtype
+	inDims int // the rank of the kernel's value: stacked outputs, or 1 (end to end)
+	// the output is the elements [at, at+numel(shape)) of the kernel's
+	// value, which has total elements
+	at, total int
 }
 
 func newPartOp(grp *graphpass.Group, k *graphpass.Kernel, i int) (G.Op, error) {
 	if i < 0 || i >= k.Outs {
 		return nil, fmt.Errorf("fusion: %v: output %d of %d", grp, i, k.Outs)
 	}
-	return &PartOp{kernel: k.Tile.Name, i: i, of: k.Outs, shape: append([]int(nil), k.Out...), dtype: grp.Root.G.Dtype()}, nil
+	op := &PartOp{kernel: k.Tile.Name, i: i, of: k.Outs, shape: append([]int(nil), k.Shape(i)...), dtype: grp.Root.G.Dtype(), inDims: len(k.Out) + 1}
+	op.at, op.total = i*numel(k.Out), k.Outs*numel(k.Out) // stacked
+	if k.Shapes != nil {                                  // laid end to end
+		op.inDims, op.at, op.total = 1, 0, 0
+		for j := range k.Outs {
+			if j < i {
+				op.at += numel(k.Shape(j))
+			}
+			op.total += numel(k.Shape(j))
+		}
+	}
+	return op, nil
 }
 
 func (op *PartOp) Arity() int { return 1 }
 
 func (op *PartOp) Type() hm.Type {
-	return hm.NewFnType(G.TensorType{Dims: len(op.shape) + 1, Of: op.dtype}, G.TensorType{Dims: len(op.shape), Of: op.dtype})
+	var out hm.Type = G.TensorType{Dims: len(op.shape), Of: op.dtype}
+	if len(op.shape) == 0 {
+		out = op.dtype
+	}
+	return hm.NewFnType(G.TensorType{Dims: op.inDims, Of: op.dtype}, out)
 }
 
 func (op *PartOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
@@ -242,13 +300,19 @@ func (op *PartOp) Do(vals ...G.Value) (_ G.Value, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("fusion: %v: %w", op, err)
 	}
-	n := numel(op.shape)
+	n, at, total := numel(op.shape), op.at, op.total
 	var part any
 	switch d := d.(type) {
 	case []float32:
-		part, err = partOf(d, op.i, op.of, n)
+		part, err = partOf(d, at, n, total)
+		if err == nil && len(op.shape) == 0 {
+			return G.NewF32(part.([]float32)[0]), nil
+		}
 	case []float64:
-		part, err = partOf(d, op.i, op.of, n)
+		part, err = partOf(d, at, n, total)
+		if err == nil && len(op.shape) == 0 {
+			return G.NewF64(part.([]float64)[0]), nil
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fusion: %v: %w", op, err)
@@ -265,34 +329,38 @@ func numel(s []int) int {
 	return n
 }
 
-// stacked allocates outs outputs of n elements in one slice and appends
-// each one's part to args.
-func stacked[T float32 | float64](args []any, outs, n int) ([]T, []any) {
-	o := make([]T, outs*n)
-	for i := range outs {
-		args = append(args, o[i*n:(i+1)*n])
+// stacked allocates outputs of the given sizes end to end in one slice
+// and appends each one's part to args.
+func stacked[T float32 | float64](args []any, sizes []int) ([]T, []any) {
+	total := 0
+	for _, n := range sizes {
+		total += n
 	}
-	return o, args
+	o := make([]T, total)
+	return o, parts(args, o, sizes, false)
 }
 
-// parts appends each of the outs outputs of n elements that o holds to
-// args, zeroed first when the kernel accumulates into them.
-func parts[T float32 | float64](args []any, o []T, outs, n int, zero bool) []any {
+// parts appends each of the outputs of the given sizes that o holds end to
+// end to args, zeroed first when the kernel accumulates into them.
+func parts[T float32 | float64](args []any, o []T, sizes []int, zero bool) []any {
 	if zero {
 		clear(o)
 	}
-	for i := range outs {
-		args = append(args, o[i*n:(i+1)*n])
+	at := 0
+	for _, n := range sizes {
+		args = append(args, o[at:at+n:at+n])
+		at += n
 	}
 	return args
 }
 
-// partOf is the i-th of `of` parts of n elements of d, sharing its memory.
-func partOf[T float32 | float64](d []T, i, of, n int) ([]T, error) {
-	if len(d) != of*n {
-		return nil, fmt.Errorf("%d elements, want %d", len(d), of*n)
+// partOf is the n elements of d from at, sharing its memory; d holds total
+// elements.
+func partOf[T float32 | float64](d []T, at, n, total int) ([]T, error) {
+	if len(d) != total || at+n > len(d) {
+		return nil, fmt.Errorf("%d elements, want %d from %d of %d", len(d), n, at, total)
 	}
-	return d[i*n : (i+1)*n : (i+1)*n], nil
+	return d[at : at+n : at+n], nil
 }
 
 func (op *PartOp) ReturnsPtr() bool     { return true }
@@ -300,7 +368,7 @@ func (op *PartOp) CallsExtern() bool    { return false }
 func (op *PartOp) OverwritesInput() int { return -1 }
 
 func (op *PartOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "tilefuse.PartOp %s %d/%d %v %v", op.kernel, op.i, op.of, op.shape, op.dtype)
+	fmt.Fprintf(h, "tilefuse.PartOp %s %d/%d %v %v %d+%d", op.kernel, op.i, op.of, op.shape, op.dtype, op.at, op.total)
 }
 
 func (op *PartOp) Hashcode() uint32 {

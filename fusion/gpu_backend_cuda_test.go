@@ -103,10 +103,11 @@ func TestGELUTrainingOnGPU(t *testing.T) {
 	checkGELUTraining(t, 1e-10, fusion.WithBackend(fusion.CUDA))
 }
 
-// TestTrainingAttentionOnGPU: batched products forward and backward as
-// matmul kernels on the CUDA backend, against the float64 reference.
-func TestTrainingAttentionOnGPU(t *testing.T) {
-	checkTrainingAttention(t, 1e-10, fusion.WithBackend(fusion.CUDA))
+// TestFlashAttentionTrainingOnGPU: the flash forward and its two backward
+// kernels on the CUDA backend, against the float64 reference and central
+// differences (TestFlashAttentionTraining's cases).
+func TestFlashAttentionTrainingOnGPU(t *testing.T) {
+	checkFlashTraining(t, 1e-10, 2e-4, fusion.WithBackend(fusion.CUDA))
 }
 
 // TestSliceConcatOnGPU: slices, a concat and the backward ops they bring

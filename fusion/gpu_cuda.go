@@ -133,17 +133,22 @@ func (g *gpu) load(c *Compiled) error {
 			if err != nil {
 				return err
 			}
-			// one output, or several stacked: a slice of the buffer each
+			// one output, or several stacked or end to end: a slice of the buffer each
 			outs := []any{out}
-			if k := op.Outputs(); k > 1 {
+			if op.Outputs() > 1 {
 				outs = outs[:0]
-				part := out.Bytes / int64(k)
-				for i := range int64(k) {
-					s, err := out.Slice(i*part, part)
+				es, err := elemSize(n)
+				if err != nil {
+					return err
+				}
+				at := int64(0)
+				for _, size := range op.PartSizes() {
+					s, err := out.Slice(at, int64(size)*es)
 					if err != nil {
 						return fmt.Errorf("fusion: %v: %w", n.Name(), err)
 					}
 					outs = append(outs, s)
+					at += int64(size) * es
 				}
 			}
 			g.outs[n] = outs

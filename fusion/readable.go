@@ -6,6 +6,7 @@ import (
 
 	G "gorgonia.org/gorgonia"
 
+	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/ops"
 )
 
@@ -17,8 +18,10 @@ import (
 // A node is readable when it is not an input or a constant (those hold the
 // values the user gave them) and
 //   - it is a root of the graph (nothing reads it: an output),
-//   - it is a gradient (the Deriv of a node, read through w.Grad()), or a
-//     node Gorgonia differentiated (it has DerivOf),
+//   - it is the gradient (Deriv, read through w.Grad()) of an input, or of
+//     a node that is readable by the other rules: the gradients of values
+//     inside kernels have no value either (attention's S×S gradients never
+//     exist: the backward kernels recompute them),
 //   - it is a scalar (a loss or a metric: writing it costs nothing),
 //   - the user named it (gorgonia.WithName: Gorgonia's own names have the
 //     form "op(%a, %b)"),
@@ -43,20 +46,33 @@ func planReadable(c *compilation) error {
 	for _, r := range c.reads {
 		keep[r.n] = true
 	}
-	derivs := map[*G.Node]bool{}
+	gradOf := map[*G.Node][]*graphpass.Node{} // a gradient, and the nodes it is the gradient of
 	for _, n := range c.gr.Nodes {
 		if d := n.G.Deriv(); d != nil {
-			derivs[d] = true
+			gradOf[d] = append(gradOf[d], n)
 		}
+		for _, of := range n.G.DerivOf() {
+			if o := c.gr.Lookup(of); o != nil {
+				gradOf[n.G] = append(gradOf[n.G], o)
+			}
+		}
+	}
+	base := map[*G.Node]bool{} // by the rules but the gradients'
+	for _, n := range c.gr.Nodes {
+		g := n.G
+		base[g] = c.cfg.readAll || len(n.Users) == 0 || keep[g] || g.IsScalar() || !strings.Contains(g.Name(), "(%")
 	}
 	c.isRead = map[*G.Node]bool{}
 	for _, n := range c.gr.Nodes {
 		if n.Info.Kind == ops.Input || isConst(n.G) {
 			continue
 		}
-		g := n.G
-		if c.cfg.readAll || len(n.Users) == 0 || keep[g] || derivs[g] || len(g.DerivOf()) > 0 || g.IsScalar() || !strings.Contains(g.Name(), "(%") {
-			c.isRead[g] = true
+		read := base[n.G]
+		for _, of := range gradOf[n.G] {
+			read = read || of.Info.Kind == ops.Input || base[of.G]
+		}
+		if read {
+			c.isRead[n.G] = true
 			c.readable = append(c.readable, n)
 		}
 	}

@@ -71,7 +71,7 @@ func buildReport(c *compilation) *Report {
 			gi.Ops = append(gi.Ops, m.Info.Name)
 		}
 		for _, x := range grp.Extra {
-			gi.Extra = append(gi.Extra, x.G.Name())
+			gi.Extra = append(gi.Extra, x.String())
 		}
 		rep.Groups = append(rep.Groups, gi)
 	}

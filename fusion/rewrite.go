@@ -17,6 +17,9 @@ type rewritten struct {
 	// new maps each original node that has a value in the new graph to its
 	// node there: inputs, nodes left as they are, and the outputs of groups.
 	new map[*G.Node]*G.Node
+	// internal maps the values graphpass added (an attention kernel's
+	// log-sum-exp) to their nodes in the new graph.
+	internal map[*graphpass.Node]*G.Node
 	// inputs are the original graph's input nodes, and their new nodes.
 	inputs []binding
 	// order is every node of the new graph, operands first, in the order
@@ -32,7 +35,7 @@ type rewritten struct {
 // groups have no counterpart.
 func rewrite(c *compilation) error {
 	g2 := G.NewGraph()
-	rw := &rewritten{graph: g2, new: map[*G.Node]*G.Node{}}
+	rw := &rewritten{graph: g2, new: map[*G.Node]*G.Node{}, internal: map[*graphpass.Node]*G.Node{}}
 	made := map[*G.Node]bool{}
 	add := func(nn *G.Node) *G.Node { // ApplyOp hash-conses: a node may come back
 		if !made[nn] {
@@ -95,7 +98,11 @@ func rewrite(c *compilation) error {
 				if err != nil {
 					return fmt.Errorf("%v: output %d: %w", grp, i, err)
 				}
-				rw.new[o.G] = add(pn)
+				if o.Internal() {
+					rw.internal[o] = add(pn)
+				} else {
+					rw.new[o.G] = add(pn)
+				}
 			}
 		case n.Info.Kind == ops.Constant && !isConst(on):
 			// SizeOf: its value is known from the shape; as a constant it
@@ -196,7 +203,12 @@ func dumpRewrite(c *compilation) string {
 func (rw *rewritten) values(operands []*graphpass.Node, user fmt.Stringer) ([]*G.Node, error) {
 	args := make([]*G.Node, len(operands))
 	for i, in := range operands {
-		if args[i] = rw.new[in.G]; args[i] == nil {
+		if in.Internal() {
+			args[i] = rw.internal[in]
+		} else {
+			args[i] = rw.new[in.G]
+		}
+		if args[i] == nil {
 			return nil, fmt.Errorf("%v: operand %v has no value in the new graph", user, in)
 		}
 	}
@@ -205,8 +217,9 @@ func (rw *rewritten) values(operands []*graphpass.Node, user fmt.Stringer) ([]*G
 
 // unitOrder orders the units of the rewritten graph, each group (stood for
 // by its root) and each node outside groups, so that each comes after every
-// unit it reads from: an extra output may be read before its group's root
-// in the original order. Ties keep the original order.
+// unit it reads from (a group reads its Inputs, a node its operands): an
+// extra output may be read before its group's root in the original order.
+// Ties keep the original order.
 func unitOrder(gr *graphpass.Graph) ([]*graphpass.Node, error) {
 	unit := func(n *graphpass.Node) *graphpass.Node {
 		if n.Group != nil {
@@ -231,7 +244,14 @@ func unitOrder(gr *graphpass.Graph) ([]*graphpass.Node, error) {
 		if n.Info.Kind == ops.Constant && n.Group == nil {
 			continue // SizeOf: replayed as a constant, it reads no operand
 		}
-		for _, in := range n.Inputs {
+		reads := n.Inputs
+		if n.Group != nil {
+			if n != u {
+				continue // the group's inputs are read once, by its root
+			}
+			reads = n.Group.Inputs
+		}
+		for _, in := range reads {
 			v := unit(in)
 			if v == u || edge[[2]*graphpass.Node{v, u}] {
 				continue

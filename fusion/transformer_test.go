@@ -191,7 +191,7 @@ func meanSquare(v []float64) float64 {
 // right): the output against a float64 implementation of the block (1e-10),
 // and 40 gradient entries against central differences of that
 // implementation's cost (1e-5 relative). It also checks that each head's
-// softmax became a row kernel.
+// attention became a flash forward kernel and two backward kernels.
 func TestTransformerEncoderBlock(t *testing.T) {
 	checkEncoder(t, 1e-10, fusion.WithBackend(fusion.CPU))
 }
@@ -237,16 +237,16 @@ func checkEncoder(t *testing.T, tol float64, opts ...fusion.Option) {
 			t.Fatalf("d cost / d %s[%d]: %v fused, %v by central differences", pn.Name(), i, grad[i], fd)
 		}
 	}
-	rows := 0
+	kinds := map[string]int{}
 	for _, grp := range rep.Groups {
-		if grp.Kind == "row" {
-			rows++
-		}
+		kinds[grp.Kind]++
 	}
-	// each head's softmax is a row kernel; the LayerNorms' intermediates are
-	// read by the backward pass, so they are written out and split
-	if rows < h {
-		t.Errorf("%d row kernels, want at least %d (one softmax per head):\n%v", rows, h, rep)
+	// each head's attention is a flash forward kernel and its two backward
+	// kernels (the softmax and its gradient inside them)
+	for _, k := range []string{"attention", "attention_dq", "attention_dkv"} {
+		if kinds[k] != h {
+			t.Errorf("%d %s kernels, want %d (one per head):\n%v", kinds[k], k, h, rep)
+		}
 	}
 }
 

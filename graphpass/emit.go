@@ -12,12 +12,23 @@ import (
 type Kernel struct {
 	Tile  *tile.Kernel
 	Grid  tile.Grid
-	Out   []int      // the output's shape (every output's, when there are several)
-	DType tile.DType // the output's dtype (likewise)
+	Out   []int      // the output's shape (every output's, when there are several, but see Shapes)
+	DType tile.DType // the output's dtype (every output's)
 	Outs  int        // the number of outputs: the root, then the group's Extra
+	// Shapes is each output's shape where they differ (attention's output
+	// and log-sum-exp); nil where every output has shape Out.
+	Shapes [][]int
 	// Accumulates: the kernel adds into its output (a reduction split over
 	// programs, each adding its part atomically), which must be zeros first
 	Accumulates bool
+}
+
+// Shape is output i's shape.
+func (k *Kernel) Shape(i int) []int {
+	if k.Shapes != nil {
+		return k.Shapes[i]
+	}
+	return k.Out
 }
 
 // Kernel parameters: one pointer per group input (a scalar input is a
@@ -63,21 +74,35 @@ func Emit(grp *Group, t Target, prec tile.Precision) (*Kernel, error) {
 	root := grp.Root
 	d := root.Info.DType
 	b := tile.NewBuilder(fmt.Sprintf("fused_%d_%s", grp.ID, grp.Kind), meta)
-	e := &emitter{b: b, grp: grp, t: t, prec: prec, ptr: map[*Node]*tile.Value{}, memo: map[memoKey]*tile.Value{}}
+	e := &emitter{b: b, grp: grp, t: t, prec: prec, ptr: map[*Node]*tile.Value{}, memo: map[memoKey]*tile.Value{}, recompute: map[*Node]bool{}}
+	for _, n := range grp.Recompute {
+		e.recompute[n] = true
+	}
 	for i, in := range grp.Inputs {
 		e.ptr[in] = b.Ptr(fmt.Sprintf("in%d", i), in.Info.DType)
 	}
 	out := b.Ptr("out", d)
+	k := &Kernel{Out: root.Info.Shape, DType: d, Outs: 1 + len(grp.Extra)}
 	for i, x := range grp.Extra {
-		if x.Info.DType != d || !sameShape(x.Info.Shape, root.Info.Shape) {
-			return nil, fmt.Errorf("graphpass: %v: extra output %v is %v %v, the root %v %v", grp, x, x.Info.DType, x.Info.Shape, d, root.Info.Shape)
+		switch {
+		case x.Info.DType != d:
+			return nil, fmt.Errorf("graphpass: %v: extra output %v is %v, the root %v", grp, x, x.Info.DType, d)
+		case !sameShape(x.Info.Shape, root.Info.Shape) && !kind.anyShape:
+			return nil, fmt.Errorf("graphpass: %v: extra output %v is %v, the root %v", grp, x, x.Info.Shape, root.Info.Shape)
+		case !sameShape(x.Info.Shape, root.Info.Shape) && k.Shapes == nil:
+			k.Shapes = [][]int{root.Info.Shape}
+			for _, y := range grp.Extra[:i] {
+				k.Shapes = append(k.Shapes, y.Info.Shape)
+			}
+		}
+		if k.Shapes != nil {
+			k.Shapes = append(k.Shapes, x.Info.Shape)
 		}
 		e.extra = append(e.extra, b.Ptr(fmt.Sprintf("out%d", i+1), d))
 	}
-	if len(grp.Extra) > 0 && !takesExtras(grp, t) {
+	if len(grp.Extra) > 0 && !takesExtras(grp, t) && !kind.anyShape {
 		return nil, fmt.Errorf("graphpass: %v: extra outputs in a %v group", grp, grp.Kind)
 	}
-	k := &Kernel{Out: root.Info.Shape, DType: d, Outs: 1 + len(grp.Extra)}
 	if err := kind.emit(e, out, k); err != nil {
 		return nil, err
 	}
@@ -119,6 +144,8 @@ type emitter struct {
 	ptr   map[*Node]*tile.Value
 	mask  *tile.Value // lanes in range; nil where the sizes leave every lane in range
 	memo  map[memoKey]*tile.Value
+	// recompute: members of other groups this kernel computes (Group.Recompute)
+	recompute map[*Node]bool
 	// set by the group kind's emit:
 	// space splits the kind's own indices into coordinates faster than
 	// split does (nil for others);
@@ -126,6 +153,9 @@ type emitter struct {
 	// member computes the members the ops catalogue does not write
 	// (products, row reductions and softmaxes).
 	member func(n *Node, idx *tile.Value) (*tile.Value, error)
+	// override, if not nil, gives how to compute a node outside the group
+	// that the kind writes itself instead of loading it (nil: load it).
+	override func(n *Node) func(idx *tile.Value) (*tile.Value, error)
 }
 
 // param is the kernel's meta-parameter name (its kind's tune set it; a
@@ -198,8 +228,13 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 	}
 	b := e.b
 	var v *tile.Value
-	inGroup := n.Group == e.grp
+	inGroup := n.Group == e.grp || e.recompute[n]
 	switch {
+	case e.override != nil && e.override(n) != nil: // the kind computes it in place of a load (a causal mask)
+		var err error
+		if v, err = e.override(n)(idx); err != nil {
+			return nil, err
+		}
 	case n.Info.Kind == ops.Constant && !inGroup:
 		v = b.Const(n.Info.Value, n.Info.DType)
 	case !inGroup:

@@ -6,11 +6,13 @@ import (
 	G "gorgonia.org/gorgonia"
 
 	"github.com/tilefuse/tilefuse/ops"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
-// Node is one node of the imported graph.
+// Node is one node of the imported graph, or a value graphpass adds (an
+// internal value: G is nil).
 type Node struct {
-	G      *G.Node
+	G      *G.Node // nil for an internal value
 	Info   ops.Info
 	Inputs []*Node // in operand order
 	Users  []*Node
@@ -62,4 +64,21 @@ func Import(g *G.ExprGraph) (*Graph, error) {
 	return gr, nil
 }
 
-func (n *Node) String() string { return n.G.Name() }
+func (n *Node) String() string {
+	if n.G == nil {
+		return n.Info.Name
+	}
+	return n.G.Name()
+}
+
+// Internal reports whether n is a value that graphpass added, which no node
+// of the user's graph holds: one kernel computes it for others (attention's
+// log-sum-exp, which its backward kernels read). It is an output of its
+// group (in Extra, Group set) and an input of the groups that read it; it is
+// in no group's Members and not in Graph.Nodes.
+func (n *Node) Internal() bool { return n.G == nil }
+
+// newInternal is an internal value of shape s and dtype d, computed by grp.
+func newInternal(name string, s []int, d tile.DType, grp *Group) *Node {
+	return &Node{Info: ops.Info{Kind: ops.Opaque, Name: name, DType: d, Shape: s, Why: "computed by a kernel for others"}, Group: grp, index: -1}
+}

@@ -10,11 +10,13 @@ import (
 type GroupKind uint8
 
 const (
-	ElementwiseGroup GroupKind = iota // elementwise.go
-	ReduceGroup                       // reduce.go
-	RowGroup                          // row.go
-	MatMulGroup                       // matmul.go
-	AttentionGroup                    // attention.go
+	ElementwiseGroup  GroupKind = iota // elementwise.go
+	ReduceGroup                        // reduce.go
+	RowGroup                           // row.go
+	MatMulGroup                        // matmul.go
+	AttentionGroup                     // attention.go: the forward
+	AttentionDQGroup                   // attention.go: the backward's dQ (training graphs)
+	AttentionDKVGroup                  // attention.go: the backward's dK and dV
 
 	numGroupKinds // the end: groupKinds has one entry per kind
 )
@@ -27,6 +29,9 @@ type groupKind struct {
 	// claim, if not nil, finds this kind's patterns before the partition's
 	// greedy walk (attention), and returns the groups it made.
 	claim func(gr *Graph, writeOut func(*Node) bool, opt Options) []*Group
+	// byClaim: another kind's claim makes this kind's groups (attention's
+	// backward kernels, by attention's)
+	byClaim bool
 	// start reports whether n, in no group, roots a new group of this kind
 	// (each fusable node starts exactly one kind).
 	start func(n *Node, opt Options) bool
@@ -40,6 +45,10 @@ type groupKind struct {
 	// extras reports whether grp computes further outputs over Full beside
 	// its root.
 	extras func(grp *Group, t Target) bool
+	// anyShape: the kind's claim sets its groups' outputs, which may differ
+	// in shape from the root (attention's log-sum-exp); extraOutput never
+	// adds one.
+	anyShape bool
 	// tune chooses the kernel's meta-parameters for target t and the
 	// precision of its products: its block sizes, chunks, splits, stages
 	// (nil: none; Emit adds num_warps on a GPU where tune sets none).
@@ -53,11 +62,13 @@ type groupKind struct {
 // checks its length: a kind added before numGroupKinds without an entry
 // does not compile, and TestGroupKindTable checks that no entry is empty.
 var groupKinds = [...]groupKind{
-	ElementwiseGroup: elementwiseKind,
-	ReduceGroup:      reduceKind,
-	RowGroup:         rowKind,
-	MatMulGroup:      matmulKind,
-	AttentionGroup:   attentionKind,
+	ElementwiseGroup:  elementwiseKind,
+	ReduceGroup:       reduceKind,
+	RowGroup:          rowKind,
+	MatMulGroup:       matmulKind,
+	AttentionGroup:    attentionKind,
+	AttentionDQGroup:  attentionDQKind,
+	AttentionDKVGroup: attentionDKVKind,
 }
 
 var _ [numGroupKinds]groupKind = groupKinds // one entry per kind

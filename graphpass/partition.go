@@ -14,11 +14,19 @@ type Group struct {
 	ID      int
 	Kind    GroupKind
 	Root    *Node   // the group's output
-	Extra   []*Node // further outputs, computed over Full like the root (topological order)
+	Extra   []*Node // further outputs, computed over Full like the root (topological order); attention's of any shape
 	Members []*Node // topological order, Root last
 	Inputs  []*Node // values from outside, in the order the kernel takes them
 	Full    []int   // elementwise, row and matmul groups: the shape computed over
 	MatMul  *Node   // a matmul group's product
+	// Recompute are members of other groups that this group's kernel
+	// computes again rather than read (attention's backward kernels
+	// recompute the forward's scores and probabilities); Reads are values
+	// it reads beyond its members' operands (the forward's output and
+	// log-sum-exp). Both are set where the group is claimed.
+	Recompute []*Node
+	Reads     []*Node
+	attn      *attention // the attention pattern an attention kind's group is part of
 }
 
 func sameShape(a, b []int) bool {
@@ -127,19 +135,41 @@ func Partition(gr *Graph, opt Options) []*Group {
 		grp.ID = id
 		sort.Slice(grp.Members, func(i, j int) bool { return grp.Members[i].index < grp.Members[j].index })
 		sort.Slice(grp.Extra, func(i, j int) bool { return grp.Extra[i].index < grp.Extra[j].index })
-		seen := map[*Node]bool{}
-		for _, m := range grp.Members {
-			for _, in := range m.Inputs {
-				if in.Group == grp || seen[in] || in.Info.Kind == ops.Constant && in.Group == nil {
-					continue
-				}
-				seen[in] = true
-				grp.Inputs = append(grp.Inputs, in)
-			}
-		}
-		sort.Slice(grp.Inputs, func(i, j int) bool { return grp.Inputs[i].index < grp.Inputs[j].index })
+		grp.Inputs = groupInputs(grp)
+		sort.SliceStable(grp.Inputs, func(i, j int) bool { return grp.Inputs[i].index < grp.Inputs[j].index })
 	}
 	return groups
+}
+
+// groupInputs are the values grp's kernel reads: its members' and
+// recomputed nodes' operands that it does not compute (scalar constants are
+// written into the kernel), then its Reads; each once.
+func groupInputs(grp *Group) []*Node {
+	computed := map[*Node]bool{}
+	for _, m := range grp.Recompute {
+		computed[m] = true
+	}
+	seen := map[*Node]bool{}
+	var ins []*Node
+	add := func(in *Node) {
+		if in.Group == grp || computed[in] || seen[in] || in.Info.Kind == ops.Constant && in.Group == nil {
+			return
+		}
+		seen[in] = true
+		ins = append(ins, in)
+	}
+	for _, m := range append(append([]*Node(nil), grp.Members...), grp.Recompute...) {
+		for _, in := range m.Inputs {
+			if grp.attn != nil && grp.attn.skip(in) {
+				continue // computed from indices, never read
+			}
+			add(in)
+		}
+	}
+	for _, in := range grp.Reads {
+		add(in)
+	}
+	return ins
 }
 
 // extraOutput finds a group among n's users' that can compute n as an extra

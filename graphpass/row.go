@@ -126,7 +126,13 @@ func (r *rowEmit) coords(idx *tile.Value, s []int) []*tile.Value {
 // whatever idx.
 func (r *rowEmit) member(n *Node, idx *tile.Value) (*tile.Value, error) {
 	e, b := r.e, r.e.b
-	in := func(i int, at *tile.Value) (*tile.Value, error) { return e.gen(n.Inputs[i], at) }
+	in := func(i int, at *tile.Value) (*tile.Value, error) {
+		v, err := e.gen(n.Inputs[i], at)
+		if err == nil && v.Type.Shape.IsScalar() && !at.Type.Shape.IsScalar() {
+			v = b.BroadcastTo(v, at.Type.Shape) // a value made of constants alone is one scalar
+		}
+		return v, err
+	}
 	switch n.Info.Kind {
 	case ops.Reduce: // once per row
 		if v, ok := e.memo[memoKey{n, nil}]; ok {

@@ -168,7 +168,7 @@ func TestMetaParameters(t *testing.T) {
 		{"attention", func(g *G.ExprGraph) *G.Node {
 			q, k, v := in(g, "q", 2, 40, 16), in(g, "k", 2, 50, 16), in(g, "v", 2, 50, 8)
 			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
-		}, H200, tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 4}, 0},
+		}, H200, tile.Meta{"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4}, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,152 @@
+package graphpass
+
+import (
+	"math"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// TestAttentionPatterns: which attention patterns are claimed, as what
+// groups, and what the claim recognised (a causal mask, the scale folded
+// into Q's block), from graphs as Gorgonia users write them.
+func TestAttentionPatterns(t *testing.T) {
+	const b, s, d = 2, 6, 4
+	must := G.Must
+	tri := func(masked float64) *tensor.Dense {
+		v := make([]float64, s*s)
+		for i := range s {
+			for j := i + 1; j < s; j++ {
+				v[i*s+j] = masked
+			}
+		}
+		return tensor.New(tensor.WithShape(s, s), tensor.WithBacking(v))
+	}
+	type built struct {
+		roots G.Nodes
+		grad  bool
+	}
+	attend := func(g *G.ExprGraph, q, k, v *G.Node, mask func(*G.Node) *G.Node) *G.Node {
+		sc := must(G.Mul(must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(0.5)))
+		if mask != nil {
+			sc = mask(sc)
+		}
+		return must(G.BatchedMatMul(must(G.SoftMax(sc)), v, false, false))
+	}
+	cases := []struct {
+		name  string
+		build func(g *G.ExprGraph, q, k, v *G.Node) built
+		want  []string // the groups of attention kinds, as kinds() writes them
+		check func(t *testing.T, a *attention)
+	}{
+		{"inference: one kernel, the scale folded", func(g *G.ExprGraph, q, k, v *G.Node) built {
+			return built{G.Nodes{attend(g, q, k, v, nil)}, false}
+		}, []string{"attention:A,⊙,Softmax{-1,,A"}, func(t *testing.T, a *attention) {
+			if a.scale == nil || a.scaleC != 0.5 || a.lse != nil {
+				t.Errorf("scale %v (%v), lse %v: want the Mul by 0.5 folded, no log-sum-exp", a.scale, a.scaleC, a.lse)
+			}
+		}},
+		{"training: a forward and two backward kernels, the scale's gradient a Σ output", func(g *G.ExprGraph, q, k, v *G.Node) built {
+			return built{G.Nodes{attend(g, q, k, v, nil)}, true}
+		}, []string{"attention:A,⊙,Softmax{-1,,A +A", "attention_dkv:Aᵀ,⊙,Σ[0,Aᵀ +Aᵀ +Σ[0", "attention_dq:A,SoftmaxDiff{-1,,⊙,A +A +A"}, func(t *testing.T, a *attention) {
+			if len(a.sums) != 1 || len(a.rowSums) != 1 || a.lse == nil || a.delta == nil {
+				t.Errorf("sums %v, row sums %v, lse %v, delta %v", a.sums, a.rowSums, a.lse, a.delta)
+			}
+		}},
+		{"a causal constant of −∞: key blocks above the diagonal skipped", func(g *G.ExprGraph, q, k, v *G.Node) built {
+			c := G.NewConstant(tri(math.Inf(-1)), G.In(g))
+			return built{G.Nodes{attend(g, q, k, v, func(x *G.Node) *G.Node { return must(G.BroadcastAdd(x, c, nil, []byte{0})) })}, true}
+		}, []string{"attention:A,⊙,Reshape(1,,Repeat0,+,Softmax{-1,,A +A", "attention_dkv:Aᵀ,⊙,Σ[0,Aᵀ +Aᵀ +Σ[0", "attention_dq:A,SoftmaxDiff{-1,,⊙,A +A +A"}, func(t *testing.T, a *attention) {
+			if a.causal == nil || !a.skipsBlocks() {
+				t.Errorf("causal %v, skips blocks %v", a.causal, a.skipsBlocks())
+			}
+		}},
+		{"a causal constant of −1e9: computed from indices, no block skipped", func(g *G.ExprGraph, q, k, v *G.Node) built {
+			c := G.NewConstant(tri(-1e9), G.In(g))
+			return built{G.Nodes{attend(g, q, k, v, func(x *G.Node) *G.Node { return must(G.BroadcastAdd(x, c, nil, []byte{0})) })}, false}
+		}, []string{"attention:A,⊙,Reshape(1,,Repeat0,+,Softmax{-1,,A"}, func(t *testing.T, a *attention) {
+			if a.causal == nil || a.skipsBlocks() {
+				t.Errorf("causal %v, skips blocks %v", a.causal, a.skipsBlocks())
+			}
+		}},
+		{"a constant that is not triangular is loaded", func(g *G.ExprGraph, q, k, v *G.Node) built {
+			m := tri(math.Inf(-1))
+			m.Data().([]float64)[s+5] = 1 // below the diagonal
+			c := G.NewConstant(m, G.In(g))
+			return built{G.Nodes{attend(g, q, k, v, func(x *G.Node) *G.Node { return must(G.BroadcastAdd(x, c, nil, []byte{0})) })}, false}
+		}, []string{"attention:A,⊙,Reshape(1,,Repeat0,+,Softmax{-1,,A"}, func(t *testing.T, a *attention) {
+			if a.causal != nil {
+				t.Errorf("causal %v", a.causal)
+			}
+		}},
+		{"a mask that another attention reads is read, not computed", func(g *G.ExprGraph, q, k, v *G.Node) built {
+			m := G.NewTensor(g, tensor.Float64, 3, G.WithShape(b, s, s), G.WithName("m"))
+			m2 := must(G.Mul(m, G.NewConstant(-1e9)))
+			add := func(x *G.Node) *G.Node { return must(G.Add(x, m2)) }
+			return built{G.Nodes{attend(g, q, k, v, add), attend(g, k, q, v, add)}, false}
+		}, []string{"attention:A,⊙,+,Softmax{-1,,A", "attention:A,⊙,+,Softmax{-1,,A"}, nil},
+		{"probabilities read by the user: no flash kernel", func(g *G.ExprGraph, q, k, v *G.Node) built {
+			p := must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true))))
+			return built{G.Nodes{must(G.BatchedMatMul(p, v, false, false)), p}, false}
+		}, nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			q := G.NewTensor(g, tensor.Float64, 3, G.WithShape(b, s, d), G.WithName("q"))
+			k := G.NewTensor(g, tensor.Float64, 3, G.WithShape(b, s, d), G.WithName("k"))
+			v := G.NewTensor(g, tensor.Float64, 3, G.WithShape(b, s, d), G.WithName("v"))
+			bt := c.build(g, q, k, v)
+			writeOut := map[*G.Node]bool{}
+			for _, r := range bt.roots {
+				writeOut[r] = true
+			}
+			if bt.grad {
+				cost := must(G.Sum(must(G.Square(bt.roots[0]))))
+				grads, err := G.Grad(cost, q, k, v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, n := range append(grads, cost) {
+					writeOut[n] = true
+				}
+			}
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := Partition(gr, Options{MatMul: true, WriteOut: writeOut, Target: CPU(2)})
+			var got []*Group
+			var a *attention
+			for _, grp := range groups {
+				if grp.attn != nil {
+					got, a = append(got, grp), grp.attn
+				}
+			}
+			if gk, wk := kinds(got), c.want; len(gk) != len(wk) || len(gk) > 0 && !equalStrings(gk, wk) {
+				t.Fatalf("attention groups %q, want %q", gk, wk)
+			}
+			for _, grp := range got {
+				if _, err := Emit(grp, CPU(2), 0); err != nil {
+					t.Fatalf("%v: %v", grp, err)
+				}
+			}
+			if c.check != nil && a != nil {
+				c.check(t, a)
+			}
+		})
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
