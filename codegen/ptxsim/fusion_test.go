@@ -91,9 +91,10 @@ func runGenerated(t *testing.T, wl bench.Workload, prec tile.Precision, tol tile
 				out[i] = float32(math.NaN())
 			}
 		}
-		part := len(out) / f.Outputs() // a multi-output kernel writes each output through its own pointer
-		for i := range f.Outputs() {
-			args = append(args, out[i*part:(i+1)*part])
+		at := 0 // a multi-output kernel writes each output through its own pointer
+		for _, size := range f.PartSizes() {
+			args = append(args, out[at:at+size])
+			at += size
 		}
 		k := f.Kernel()
 		sim := &ptxsim.Launcher{Arch: 80 + 10*(kernels%2), Racecheck: true, Initcheck: true}
