@@ -127,3 +127,43 @@ func TestLoopedRowKernelTakesNoExtraOutput(t *testing.T) {
 	closeTo(t, "softmax", floats(sm.Value()), want, 1e-12)
 	closeTo(t, "its square", floats(sq.Value()), wantSq, 1e-12)
 }
+
+// TestConcatOfOnesBackward: the backward of a Concat along an axis where an
+// operand has size 1 slices a range of one, which Gorgonia's slice gives as
+// a scalar for a node of shape (1, 1); Gorgonia's machine goes on, the
+// fused machine stopped: "Node's expected shape is (1). Got () instead".
+// Such a value now takes its node's shape.
+func TestConcatOfOnesBackward(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		shape tensor.Shape
+	}{{"(1, 1)", tensor.Shape{1, 1}}, {"(1, 3)", tensor.Shape{1, 3}}} {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x0 := G.NewMatrix(g, tensor.Float64, G.WithShape(c.shape...), G.WithName("x0"))
+			x1 := G.NewMatrix(g, tensor.Float64, G.WithShape(c.shape...), G.WithName("x1"))
+			loss := G.Must(G.Sum(G.Must(G.Square(G.Must(G.Concat(0, x1, x0))))))
+			grads, err := G.Grad(loss, x0, x1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, opts := range [][]fusion.Option{{fusion.WithFusion(false)}, nil} {
+				vm := fusion.NewTapeMachine(g, opts...)
+				defer vm.Close()
+				v0 := []float64{0.5, -1, 2}[:c.shape.TotalSize()]
+				v1 := []float64{-3, 0.25, 1}[:c.shape.TotalSize()]
+				G.Let(x0, tensor.New(tensor.WithShape(c.shape...), tensor.WithBacking(append([]float64(nil), v0...))))
+				G.Let(x1, tensor.New(tensor.WithShape(c.shape...), tensor.WithBacking(append([]float64(nil), v1...))))
+				if err := vm.RunAll(); err != nil {
+					t.Fatal(err)
+				}
+				want0, want1 := make([]float64, len(v0)), make([]float64, len(v1))
+				for i := range v0 {
+					want0[i], want1[i] = 2*v0[i], 2*v1[i]
+				}
+				closeTo(t, "∂loss/∂x0", floats(grads[0].Value()), want0, 1e-15)
+				closeTo(t, "∂loss/∂x1", floats(grads[1].Value()), want1, 1e-15)
+			}
+		})
+	}
+}

@@ -119,7 +119,7 @@ func rewrite(c *compilation) error {
 			if err != nil {
 				return err
 			}
-			nn, err := applyIn(guard(on.Op()), args)
+			nn, err := applyIn(guard(on.Op(), on.Shape()), args)
 			if err != nil {
 				return fmt.Errorf("replaying %v: %w", n, err)
 			}
