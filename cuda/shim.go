@@ -10,6 +10,10 @@ static int tf_set_max_dynamic_smem(CUfunction f, int bytes) {
 	return (int)cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
 }
 
+static int tf_mem_host_alloc(void **p, size_t bytes) {
+	return (int)cuMemHostAlloc(p, bytes, 0);
+}
+
 static int tf_smem_optin(CUdevice d) {
 	int v = 0;
 	if (cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d) != 0) {
@@ -35,6 +39,16 @@ func setMaxDynamicShared(f cu.Function, bytes int) error {
 		return fmt.Errorf("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %d): CUresult %d", bytes, int(rc))
 	}
 	return nil
+}
+
+// memHostAlloc allocates n bytes of page-locked host memory
+// (cuMemHostAlloc, which cu lacks); free it with cu.MemFreeHost.
+func memHostAlloc(n int64) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	if rc := C.tf_mem_host_alloc(&p, C.size_t(n)); rc != 0 {
+		return nil, fmt.Errorf("cuMemHostAlloc(%d bytes): CUresult %d", n, int(rc))
+	}
+	return p, nil
 }
 
 // sharedMemoryOptin is the most dynamic shared memory a kernel of device d

@@ -1,0 +1,157 @@
+//go:build tilefuse_cuda
+
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// MemInfo is the device's free and total memory in bytes (cuMemGetInfo):
+// what every context on the GPU has left, not only this process.
+func (d *Device) MemInfo() (free, total int64, err error) {
+	err = d.Do(func() error {
+		var err error
+		free, total, err = cu.MemInfo()
+		return err
+	})
+	if err != nil {
+		err = fmt.Errorf("cuda: cuMemGetInfo: %w", err)
+	}
+	return free, total, err
+}
+
+// Stager copies host memory to the device through page-locked (pinned)
+// staging memory (cuMemHostAlloc), asynchronously: Upload copies the bytes
+// into a slot of a ring and enqueues cuMemcpyHtoDAsync from there on the
+// default stream, so that the copy is ordered before the kernels launched
+// after it and the host goes on (copying the next piece while the DMA
+// engine moves this one). A slot is reused only after an event recorded
+// behind its last copy has completed, so the host never overwrites bytes
+// still being copied. Pieces of one upload fill the slots in turn; small
+// uploads share a slot.
+//
+// Uploading straight from pageable Go memory (Thread.Upload) makes the
+// driver stage the bytes itself and return only once they are on the
+// device.
+type Stager struct {
+	d     *Device
+	mem   unsafe.Pointer // slots × slot bytes, page-locked
+	slot  int64
+	ev    []cu.Event // per slot: recorded after its last copy
+	pend  []bool     // ev recorded and not yet waited for
+	cur   int
+	off   int64 // bytes of slot cur in use
+	Bytes int64 // bytes that went through the stager
+}
+
+// NewStager allocates slots × slotBytes of pinned host memory and an event
+// per slot.
+func (d *Device) NewStager(slotBytes int64, slots int) (*Stager, error) {
+	if slotBytes <= 0 || slots < 2 {
+		return nil, fmt.Errorf("cuda: stager of %d slots of %d bytes: want at least 2 slots of at least 1 byte", slots, slotBytes)
+	}
+	s := &Stager{d: d, slot: slotBytes, ev: make([]cu.Event, slots), pend: make([]bool, slots)}
+	err := d.Do(func() error {
+		var err error
+		if s.mem, err = memHostAlloc(slotBytes * int64(slots)); err != nil {
+			return err
+		}
+		for i := range s.ev {
+			if s.ev[i], err = cu.MakeEvent(cu.DisableTiming); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("cuda: stager: %w", err)
+	}
+	return s, nil
+}
+
+// PinnedBytes is the page-locked memory the stager holds.
+func (s *Stager) PinnedBytes() int64 { return s.slot * int64(len(s.ev)) }
+
+// Upload enqueues the copy of host (a []float32, []float64 or []int32) into
+// the first bytes of b. The copy completes in stream order: kernels launched
+// after it read the new bytes, and a synchronous download or a Timer's Stop
+// after it waits for it. host may change as soon as Upload returns.
+func (s *Stager) Upload(t *Thread, b *Buffer, host any) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	p, n, err := fits(host, b, "upload of %d bytes into a buffer of %d")
+	if err != nil || n == 0 {
+		return err
+	}
+	src := unsafe.Slice((*byte)(p), n)
+	dst := b.Ptr
+	for len(src) > 0 {
+		if s.off == s.slot {
+			if err := s.next(); err != nil {
+				return err
+			}
+		}
+		k := min(int64(len(src)), s.slot-s.off)
+		at := unsafe.Add(s.mem, int64(s.cur)*s.slot+s.off)
+		copy(unsafe.Slice((*byte)(at), k), src[:k])
+		if err := cu.MemcpyHtoDAsync(dst, at, k, cu.Stream{}); err != nil {
+			return fmt.Errorf("cuda: staged upload of %d bytes: %w", k, err)
+		}
+		s.off += k
+		s.Bytes += k
+		dst += cu.DevicePtr(k)
+		src = src[k:]
+	}
+	return nil
+}
+
+// next records the current slot's event and moves to the next slot,
+// waiting for that slot's copies if any are still pending.
+func (s *Stager) next() error {
+	if err := s.ev[s.cur].Record(cu.Stream{}); err != nil {
+		return err
+	}
+	s.pend[s.cur] = true
+	s.cur = (s.cur + 1) % len(s.ev)
+	s.off = 0
+	if s.pend[s.cur] {
+		if err := s.ev[s.cur].Synchronize(); err != nil {
+			return err
+		}
+		s.pend[s.cur] = false
+	}
+	return nil
+}
+
+// Close waits for the copies in flight and frees the pinned memory and the
+// events.
+func (s *Stager) Close() error {
+	if s == nil || s.d == nil {
+		return nil
+	}
+	return s.d.Do(func() error {
+		var first error
+		keep := func(err error) {
+			if first == nil && err != nil {
+				first = err
+			}
+		}
+		if s.mem != nil {
+			keep(cu.Synchronize())
+			keep(cu.MemFreeHost(s.mem))
+			s.mem = nil
+		}
+		for i := range s.ev {
+			if s.ev[i] != (cu.Event{}) {
+				keep(cu.DestroyEvent(&s.ev[i]))
+			}
+		}
+		s.d = nil
+		return first
+	})
+}

@@ -1,0 +1,118 @@
+//go:build tilefuse_cuda
+
+package cuda
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestStagerOnGPU uploads tensors of sizes around and across the slot size
+// through a stager of three small slots, back to back without waiting,
+// overwriting each host slice as soon as Upload returns, and checks every
+// buffer's bytes afterwards: no copy reads a slot the host has reused, and
+// pieces land at their offsets.
+func TestStagerOnGPU(t *testing.T) {
+	const slot = 1000 // bytes: not a multiple of 4, so float32s straddle slots
+	s, err := dev.NewStager(slot, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(13, 1))
+	sizes := []int{1, 7, 249, 250, 251, 500, 751, 1000, 2503, 20000} // float32s
+	var bufs []*Buffer
+	var want [][]float32
+	defer func() {
+		for _, b := range bufs {
+			dev.Free(b)
+		}
+	}()
+	for _, n := range sizes {
+		b, err := dev.Alloc(int64(4 * n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs = append(bufs, b)
+		w := make([]float32, n)
+		for i := range w {
+			w[i] = rng.Float32()
+		}
+		want = append(want, w)
+	}
+	var total int64
+	err = dev.Run(func(th *Thread) error {
+		for rep := 0; rep < 3; rep++ { // three rounds: slots wrap around many times
+			for i, w := range want {
+				host := append([]float32(nil), w...)
+				if rep < 2 { // earlier rounds upload something else first
+					for j := range host {
+						host[j] = -1
+					}
+				}
+				if err := s.Upload(th, bufs[i], host); err != nil {
+					return err
+				}
+				total += int64(4 * len(host))
+				for j := range host { // the host may change at once
+					host[j] = 1e9
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range want {
+		got := make([]float32, len(w))
+		if err := dev.Download(got, bufs[i]); err != nil {
+			t.Fatal(err)
+		}
+		for j := range w {
+			if got[j] != w[j] {
+				t.Fatalf("%d floats: element %d is %v, uploaded %v", len(w), j, got[j], w[j])
+			}
+		}
+	}
+	if s.Bytes != total {
+		t.Errorf("stager counted %d bytes, %d uploaded", s.Bytes, total)
+	}
+	if _, err := dev.NewStager(0, 2); err == nil {
+		t.Error("a stager of empty slots: no error")
+	}
+}
+
+// TestMemInfoOnGPU: the free memory drops by an allocation of 256 MiB and
+// comes back when it is freed (within the driver's page granularity, 2 MiB).
+func TestMemInfoOnGPU(t *testing.T) {
+	free0, total, err := dev.MemInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free0 <= 0 || free0 > total {
+		t.Fatalf("free %d of %d bytes", free0, total)
+	}
+	const n = 256 << 20
+	b, err := dev.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free1, _, err := dev.MemInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Free(b); err != nil {
+		t.Fatal(err)
+	}
+	free2, _, err := dev.MemInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free0-free1 < n {
+		t.Errorf("allocating %d bytes took %d from the free memory", n, free0-free1)
+	}
+	if d := free0 - free2; d > 2<<20 || d < -(2<<20) {
+		t.Errorf("free memory %d before, %d after freeing again", free0, free2)
+	}
+}
