@@ -38,14 +38,18 @@ type lowerer struct {
 	classes  map[string][][]int
 	geometry map[string]string // thread-geometry registers, by key
 
-	smem      int // bytes of the reused scratch region (conversions, dots)
-	ownSmem   int // bytes of regions owned by one reduction each, before the scratch
-	loopDepth int
-	laidOut   map[int][]string // value ID → layouts it was emitted in (for the dump)
-	users     map[int][]*tile.Value
-	plan      plan
-	pipes     map[int]*pipe // software-pipelined loops, by the loop's value ID
-	result    *Kernel       // the print stage's result
+	smem    int // bytes of the reused scratch region (conversions, dots)
+	ownSmem int // bytes of regions owned by one reduction each, before the scratch
+	// the scratch region's alignment (16, or 1024 where wgmma reads a
+	// 128-byte-swizzled tile, whose swizzle is of the absolute address)
+	scratchAlign int
+	loopDepth    int
+	laidOut      map[int][]string // value ID → layouts it was emitted in (for the dump)
+	users        map[int][]*tile.Value
+	plan         plan
+	pipes        map[int]*pipe // software-pipelined loops, by the loop's value ID
+	wgmma        bool          // the kernel uses wgmma: .version 8.0, .target sm_90a
+	result       *Kernel       // the print stage's result
 }
 
 func newLowerer(k *tile.Kernel, opt Options) *lowerer {
@@ -553,7 +557,14 @@ func (l *lowerer) totalSmem() int {
 	if l.smem == 0 {
 		return l.ownSmem
 	}
-	return l.ownSmem + l.smem
+	return l.scratchOffset() + l.smem
+}
+
+// scratchOffset is where the scratch region starts: after the reductions'
+// regions, aligned.
+func (l *lowerer) scratchOffset() int {
+	a := max(16, l.scratchAlign)
+	return (l.ownSmem + a - 1) / a * a
 }
 
 // smemSlot returns a register with the shared address smem + off + idx*size.

@@ -274,6 +274,24 @@ func (l *lowerer) shiftAnd(key, x string, sh, mask int) string {
 	})
 }
 
+// aFragGeometry are the prologue registers of ldmatrix.x4's A rows: lane L
+// gives the address of row (L%8) + 8·(L/8 %2) of its warp's m16 tile, and
+// of 16-byte chunk L/16 of the k8 step.
+func (l *lowerer) aFragGeometry(p *pipe) (row, chunk string) {
+	b, lane := p.acc, l.laneID()
+	row = l.geo("mma|arow|"+b.key(), func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "and.b32 %s, %s, 7", r, lane)
+		t := l.reg("r")
+		emit(w, "shr.u32 %s, %s, 3", t, lane)
+		emit(w, "and.b32 %s, %s, 1", t, t)
+		emit(w, "mad.lo.s32 %s, %s, 8, %s", r, t, r)
+		emit(w, "mad.lo.s32 %s, %s, %d, %s", r, l.warpAlong(b, 0), b.warpTile(0), r)
+		return r
+	})
+	return row, l.shiftAnd("mma|achunk", lane, 4, 1)
+}
+
 // mmaStep emits the tensor-core work of one pipeline stage: for each k step
 // of 8, the warp's A fragments by ldmatrix.x4 and B fragments by
 // ld.shared.b32 from the stage at byte offset stage (a register), rounded to
@@ -284,19 +302,7 @@ func (l *lowerer) mmaStep(p *pipe, stage string, acc *lval) {
 	b := p.acc
 	mt, nt := b.wrep(0)/2, b.wrep(1)
 	lane := l.laneID()
-	// A: lane L gives the address of row (L%8) + 8·(L/8 %2) of the m16 tile,
-	// 16-byte chunk L/16 of the k8 step
-	aRow := l.geo("mma|arow|"+b.key(), func(w *strings.Builder) string {
-		r := l.reg("r")
-		emit(w, "and.b32 %s, %s, 7", r, lane)
-		t := l.reg("r")
-		emit(w, "shr.u32 %s, %s, 3", t, lane)
-		emit(w, "and.b32 %s, %s, 1", t, t)
-		emit(w, "mad.lo.s32 %s, %s, 8, %s", r, t, r)
-		emit(w, "mad.lo.s32 %s, %s, %d, %s", r, l.warpAlong(b, 0), b.warpTile(0), r)
-		return r
-	})
-	aChunk := l.shiftAnd("mma|achunk", lane, 4, 1)
+	aRow, aChunk := l.aFragGeometry(p)
 	// B: lane (g, t) reads row t, column wn·8nt + g: chunk (wn·8nt + g)/4, word g%4
 	bRow := l.shiftAnd("mma|t", lane, 0, 3)
 	bCol := l.geo("mma|bcol|"+b.key(), func(w *strings.Builder) string {

@@ -222,3 +222,64 @@ func TestMaxRegisters(t *testing.T) {
 		}
 	}
 }
+
+// TestWgmmaDot: with the meta-parameter wgmma = 1 on sm_90, a pipelined
+// TF32 K loop runs on warpgroup MMAs (.version 8.0, .target sm_90a):
+// per iteration B is transposed into a K-major 128-byte-swizzled tile
+// (rounded), fenced for the async proxy, and each warpgroup issues one
+// wgmma per k step of 8 with A's fragments in registers, committed and
+// waited for; the tile is 1024-aligned. Without it, and on sm_80, the loop
+// stays on mma.sync with .version 7.8. (CUDA 11.8's ptxas cannot assemble
+// sm_90a: the GPU round does, and the simulator runs it.)
+func TestWgmmaDot(t *testing.T) {
+	k := constMatmul(t, 256, 256, 256, 128, 256, 32, tile.PrecTF32)
+	k.Meta["wgmma"] = 1
+	ck, err := Compile(k, Options{Arch: 90, NumWarps: 8, Spec: all16(k)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ck.PTX
+	loop := p[strings.Index(p, "$L_pipe_3:"):strings.Index(p, "$L_pipe_end_4:")]
+	for _, c := range []struct {
+		re   string
+		in   string
+		want int
+	}{
+		{`\.version 8\.0\n\.target sm_90a\n`, p, 1},
+		{`\.extern \.shared \.align 1024 \.b8 smem\[\];`, p, 1},
+		{`wgmma\.mma_async\.sync\.aligned\.m64n256k8\.f32\.tf32\.tf32 \{(%f\d+, ){127}%f\d+\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, %p\d+, 1, 1;`, loop, 4},
+		{`wgmma\.fence\.sync\.aligned`, loop, 1},
+		{`wgmma\.commit_group\.sync\.aligned`, loop, 1},
+		{`wgmma\.wait_group\.sync\.aligned 0`, loop, 1},
+		{`fence\.proxy\.async\.shared::cta`, loop, 1},
+		{`bar\.sync`, loop, 2},
+		// B 32×256 by 256 threads: 8 chunks of 4 columns a thread, each one
+		// 16-byte read and 4 rounded 4-byte writes
+		{`ld\.shared\.v4\.b32`, loop, 8},
+		{`st\.shared\.b32`, loop, 32},
+		{`ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16`, loop, 4},
+		{`cvt\.rna\.tf32\.f32`, loop, 32 + 16},
+		{`mma\.sync`, p, 0},
+	} {
+		if n := count(c.re, c.in); n != c.want {
+			t.Errorf("%d × %s, want %d", n, c.re, c.want)
+		}
+	}
+	if want := 3*(128*32+32*256)*4 + 256*128; ck.SharedBytes != want {
+		t.Errorf("%d B of shared memory, want %d (3 stages, then the K-major B)", ck.SharedBytes, want)
+	}
+	for _, c := range []struct {
+		name string
+		wg   int
+		arch int
+	}{{"no meta-parameter", 0, 90}, {"sm_80", 1, 80}} {
+		k.Meta["wgmma"] = c.wg
+		ck, err := Compile(k, Options{Arch: c.arch, NumWarps: 8, Spec: all16(k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(ck.PTX, "wgmma") || !strings.Contains(ck.PTX, ".version 7.8") || !strings.Contains(ck.PTX, "mma.sync") {
+			t.Errorf("%s: not the mma.sync kernel", c.name)
+		}
+	}
+}

@@ -31,9 +31,19 @@ type pipe struct {
 	a, b       smemTile // the operand tiles of one stage
 	stages     int
 	stageBytes int
+	// wgmma (sm_90a): warpgroups run wgmma.mma_async m64nNk8 with A from
+	// registers (ldmatrix, rounded) and B from bt, a K-major tile with the
+	// 128-byte swizzle into which each stage's B is transposed and rounded
+	// (TF32 wgmma reads only K-major operands)
+	wgmma bool
+	bt    smemTile // bt.Rows = n, bt.Cols = k; Off 1024-aligned after the ring
 }
 
 func (p *pipe) String() string {
+	if p.wgmma {
+		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk8 tf32 (A from registers, B K-major %v), %d stages of %d B (A %v; B %v), %d warpgroups, accumulator %s",
+			p.dot.ID, p.m, p.n, p.k, p.n, p.bt, p.stages, p.stageBytes, p.a, p.b, p.wm/4, p.acc.key())
+	}
 	return fmt.Sprintf("dot %%%d %dx%dx%d: mma.sync m16n8k8 tf32, %d stages of %d B (A %v; B %v), warps %dx%d, warp tile %dx%d, accumulator %s",
 		p.dot.ID, p.m, p.n, p.k, p.stages, p.stageBytes, p.a, p.b, p.wm, p.wn, p.m/p.wm, p.n/p.wn, p.acc.key())
 }
@@ -88,6 +98,13 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	if p.wm, p.wn, ok = mmaWarps(p.m, p.n, l.opt.NumWarps); !ok || p.k%8 != 0 {
 		return nil
 	}
+	// wgmma where asked for (meta-parameter wgmma = 1) and the tile fits it:
+	// a warpgroup per 64 rows, N up to 256, K steps of one 128-byte row
+	nw := l.opt.NumWarps
+	p.wgmma = l.opt.Arch >= 90 && l.k.Meta["wgmma"] == 1 && nw%4 == 0 && p.m == 16*nw && p.n%8 == 0 && p.n <= 256 && p.k == 32
+	if p.wgmma {
+		p.wm, p.wn = nw, 1
+	}
 	only := func(v, user *tile.Value) bool {
 		us := l.users[v.ID]
 		return len(us) == 1 && us[0] == user
@@ -120,14 +137,27 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	}
 	p.acc = l.intern(mmaLayout(p.m, p.n, p.wm, p.wn))
 	p.a, p.b = operandTiles(p.m, p.n, p.k)
+	if p.wgmma {
+		// B is read by the transposing pass, lane k reading row k's chunks:
+		// phases of 8 rows conflict-free under chunk ^ row%8
+		p.b.Swz = swizzle{1, 1, min(8, p.n/4)}
+	}
 	p.stageBytes = p.a.bytes() + p.b.bytes()
 	p.stages = 3
 	if s, ok := l.k.Meta["num_stages"]; ok {
 		p.stages = s
 	}
-	p.stages = min(p.stages, maxSmem(l.opt.Arch)/p.stageBytes)
+	extra := 0
+	if p.wgmma {
+		extra = 1024 + p.n*128 // the K-major B, 1024-aligned
+	}
+	p.stages = min(p.stages, (maxSmem(l.opt.Arch)-extra)/p.stageBytes)
 	if p.stages < 2 {
 		return nil
+	}
+	if p.wgmma {
+		ring := p.stages * p.stageBytes
+		p.bt = smemTile{Off: (ring + 1023) / 1024 * 1024, Rows: p.n, Cols: p.k, Swz: swizzle{1, 1, 8}}
 	}
 	return p
 }
@@ -176,6 +206,11 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	}
 	l.needSmem(p.stages * p.stageBytes)
 	ring := p.stages * p.stageBytes
+	if p.wgmma {
+		l.needSmem(p.bt.Off + p.bt.bytes())
+		l.scratchAlign = 1024
+		l.wgmma = true
+	}
 	ity, ptx := movType(it), ptxInt(it.DType)
 	stepPos := l.reg("p")
 	emit(w, "setp.gt.%s %s, %s, 0", ptx, stepPos, bounds[2])
@@ -229,7 +264,11 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	if err := produce(); err != nil {
 		return err
 	}
-	l.mmaStep(p, sc, carried[p.accIdx])
+	if p.wgmma {
+		l.wgmmaStep(p, sc, carried[p.accIdx])
+	} else {
+		l.mmaStep(p, sc, carried[p.accIdx])
+	}
 	emit(w, "add.s32 %s, %s, %d", sc, sc, p.stageBytes)
 	wrap := l.reg("p")
 	emit(w, "setp.ge.s32 %s, %s, %d", wrap, sc, ring)
@@ -291,13 +330,14 @@ func (l *lowerer) issueCopies(p *pipe, ivp string, carried []*lval, sp, live str
 			if never {
 				continue
 			}
+			// masked lanes (and all in an iteration past the end) copy
+			// nothing and fill zeros; a thread holding a copy of another's
+			// element does not copy at all
 			pred := live
-			for _, q := range []string{own, maskReg(args, first)} {
-				if q != "" {
-					r := l.reg("p")
-					emit(w, "and.pred %s, %s, %s", r, pred, q)
-					pred = r
-				}
+			if m := maskReg(args, first); m != "" {
+				r := l.reg("p")
+				emit(w, "and.pred %s, %s, %s", r, pred, m)
+				pred = r
 			}
 			size := l.reg("r")
 			emit(w, "selp.u32 %s, %d, 0, %s", size, 4*vw, pred)
@@ -307,7 +347,7 @@ func (l *lowerer) issueCopies(p *pipe, ivp string, carried []*lval, sp, live str
 			if vw == 4 {
 				cache = "cg"
 			}
-			emit(w, "cp.async.%s.shared.global [%s], [%s], %d, %s", cache, dst, args[0].regs[first], 4*vw, size)
+			emit(w, "%scp.async.%s.shared.global [%s], [%s], %d, %s", guardOf(own), cache, dst, args[0].regs[first], 4*vw, size)
 		}
 	}
 	// the next iteration's carried values

@@ -1,0 +1,164 @@
+package codegen
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Hopper's warpgroup MMA for pipelined TF32 K loops (sm_90a).
+//
+// Each warpgroup (4 consecutive warps) computes 64 rows of the tile with
+// wgmma.mma_async.m64nNk8 (N the tile's width, up to 256): A from
+// registers, each warp's 16 rows loaded by ldmatrix from the stage and
+// rounded with cvt.rna.tf32 (as the interpreter rounds), B from shared
+// memory through a matrix descriptor. TF32 wgmma reads only K-major
+// operands, and a product x·W has W N-major, so each stage's B (copied
+// N-major by cp.async) is transposed into a K-major tile (bt: N rows of 32
+// words) with the 128-byte swizzle, rounded on the way, fenced for the
+// async proxy (fence.proxy.async) and a barrier. The accumulator is the mma
+// layout with one warp per 16 rows: wgmma's fragment is mma.sync's m16n8 C
+// fragment, tiled across N (d[4j..4j+3] = c0..c3 of n8 block j).
+
+// wgmmaDesc is a matrix descriptor of a K-major operand with the 128-byte
+// swizzle but its start address (bits 0-13, as bytes >> 4), as CUTLASS
+// makes it (cute make_gmma_desc): leading byte offset 1 (unused by swizzled
+// K-major layouts) in bits 16-29, stride byte offset 1024 (8 rows of 128
+// bytes) in bits 32-45 (as bytes >> 4), base offset 0 (the tile is
+// 1024-aligned), swizzle mode 1 (128 bytes) in bits 62-63.
+const wgmmaDesc = 1<<16 | (1024>>4)<<32 | 1<<62
+
+// wgmmaStep emits the tensor-core work of one pipeline stage at byte
+// offset stage (a register): the transposition of B into bt, then for each
+// k step of 8 the A fragments and one wgmma per warpgroup, committed as one
+// group and waited for.
+func (l *lowerer) wgmmaStep(p *pipe, stage string, acc *lval) {
+	w := &l.body
+	lane := l.laneID()
+	nw := l.opt.NumWarps
+	// 1. B (k×n, N-major, rows swizzled chunk ^ k%8) → bt (n×k, K-major,
+	// 128-byte swizzle), rounded: lane k reads 4 columns n of its row with
+	// one 16-byte load and writes them to rows n of bt, column k
+	// (conflict-free both ways: the 8 lanes of a read phase hit 8 chunks,
+	// a write's 32 lanes 32 banks)
+	// B's rows are swizzled chunk ^ (k % MaxPhase) (PerPhase 1, Mul 1)
+	kph := l.shiftAnd(fmt.Sprintf("wg|k%%%d", p.b.Swz.MaxPhase), lane, 0, p.b.Swz.MaxPhase-1)
+	lq := l.shiftAnd("wg|k/4", lane, 2, 7)
+	// bt row 0, column k: smem + bt.Off + 4·(k%4); the chunk is added per row
+	wbase := l.geo(fmt.Sprintf("wg|wr|%v", p.bt), func(w *strings.Builder) string {
+		a := l.reg("r")
+		emit(w, "and.b32 %s, %s, 3", a, lane)
+		emit(w, "mad.lo.s32 %s, %s, 4, %s", a, a, l.smemAddr())
+		emit(w, "add.s32 %s, %s, %d", a, a, p.bt.Off)
+		return a
+	})
+	rbase := l.rowBase(p, lane, stage)
+	warp := l.warpID()
+	chunks := p.n / 4
+	for it := 0; it*nw < chunks; it++ {
+		// chunk c = warp + it·nw of row k: columns n = 4c..4c+3
+		c := l.reg("r")
+		emit(w, "add.s32 %s, %s, %d", c, warp, it*nw)
+		skip := ""
+		if (it+1)*nw > chunks {
+			q := l.reg("p")
+			skip = l.label("wg_tr")
+			emit(w, "setp.ge.s32 %s, %s, %d", q, c, chunks)
+			emit(w, "@%s bra %s", q, skip)
+		}
+		// read at rbase + 16·((c%8) ^ phase(k)) + 128·(c/8)
+		src, hi := l.reg("r"), l.reg("r")
+		emit(w, "and.b32 %s, %s, 7", src, c)
+		emit(w, "xor.b32 %s, %s, %s", src, src, kph)
+		emit(w, "mad.lo.s32 %s, %s, 16, %s", src, src, rbase)
+		emit(w, "shr.u32 %s, %s, 3", hi, c)
+		emit(w, "mad.lo.s32 %s, %s, 128, %s", src, hi, src)
+		v := [4]string{l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")}
+		emit(w, "ld.shared.v4.b32 {%s, %s, %s, %s}, [%s]", v[0], v[1], v[2], v[3], src)
+		// write row n = 4c+e: wbase + 128·n + 16·((k/4) ^ (n%8)), n%8 = 4(c%2) + e
+		row, par := l.reg("r"), l.reg("r")
+		emit(w, "mad.lo.s32 %s, %s, %d, %s", row, c, 4*p.bt.rowBytes(), wbase)
+		emit(w, "and.b32 %s, %s, 1", par, c)
+		emit(w, "shl.b32 %s, %s, 2", par, par)
+		emit(w, "xor.b32 %s, %s, %s", par, par, lq)
+		for e := 0; e < 4; e++ {
+			emit(w, "cvt.rna.tf32.f32 %s, %s", v[e], v[e])
+			ch, a := l.reg("r"), l.reg("r")
+			emit(w, "xor.b32 %s, %s, %d", ch, par, e)
+			emit(w, "mad.lo.s32 %s, %s, 16, %s", a, ch, row)
+			emit(w, "st.shared.b32 [%s+%d], %s", a, e*p.bt.rowBytes(), v[e])
+		}
+		if skip != "" {
+			w.WriteString(skip + ":\n")
+		}
+	}
+	emit(w, "fence.proxy.async.shared::cta")
+	barrier(w)
+	// 2. A fragments of every k step: ldmatrix.x4 from the stage, rounded
+	aRow, aChunk := l.aFragGeometry(p)
+	aAddr := map[int]string{}
+	var frags [][4]string
+	for kk := 0; kk < p.k; kk += 8 {
+		cs := kk / 4
+		base, ok := aAddr[cs%8]
+		if !ok {
+			base = l.reg("r")
+			emit(w, "add.s32 %s, %s, %s", base, l.swizzledBase(p.a, aRow, aChunk, "", cs%8), stage)
+			aAddr[cs%8] = base
+		}
+		a := [4]string{l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")}
+		emit(w, "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%s, %s, %s, %s}, [%s+%d]", a[0], a[1], a[2], a[3], base, 128*(cs/8))
+		for j := range a {
+			emit(w, "cvt.rna.tf32.f32 %s, %s", a[j], a[j])
+		}
+		frags = append(frags, a)
+	}
+	// 3. the wgmmas: B's descriptor advances 32 bytes (8 words of K) a step
+	desc := l.geo(fmt.Sprintf("wg|desc|%v", p.bt), func(w *strings.Builder) string {
+		a := l.reg("r")
+		emit(w, "add.s32 %s, %s, %d", a, l.smemAddr(), p.bt.Off)
+		emit(w, "shr.u32 %s, %s, 4", a, a)
+		emit(w, "and.b32 %s, %s, %d", a, a, 0x3fff)
+		d := l.reg("rd")
+		emit(w, "cvt.u64.u32 %s, %s", d, a)
+		emit(w, "or.b64 %s, %s, %d", d, d, wgmmaDesc)
+		return d
+	})
+	scaleD := l.geo("wg|scale_d", func(w *strings.Builder) string {
+		q := l.reg("p")
+		emit(w, "setp.eq.u32 %s, 1, 1", q)
+		return q
+	})
+	var dregs []string
+	for j := 0; j < p.n/8; j++ {
+		c := p.accRegs(acc, 0, j)
+		dregs = append(dregs, c[:]...)
+	}
+	d := "{" + strings.Join(dregs, ", ") + "}"
+	emit(w, "wgmma.fence.sync.aligned")
+	for i, a := range frags {
+		di := desc
+		if i > 0 {
+			di = l.reg("rd")
+			emit(w, "add.s64 %s, %s, %d", di, desc, 2*i) // 32 bytes >> 4
+		}
+		emit(w, "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 %s, {%s, %s, %s, %s}, %s, %s, 1, 1", p.n, d, a[0], a[1], a[2], a[3], di, scaleD)
+	}
+	emit(w, "wgmma.commit_group.sync.aligned")
+	emit(w, "wgmma.wait_group.sync.aligned 0")
+}
+
+// rowBase is the prologue register smem + B.Off + lane·rowBytes, plus the
+// stage offset, added once per stage (the transposing read's row k = lane).
+func (l *lowerer) rowBase(p *pipe, lane, stage string) string {
+	base := l.geo(fmt.Sprintf("wg|row|%v", p.b), func(w *strings.Builder) string {
+		a := l.reg("r")
+		emit(w, "mad.lo.s32 %s, %s, %d, %s", a, lane, p.b.rowBytes(), l.smemAddr())
+		if p.b.Off != 0 {
+			emit(w, "add.s32 %s, %s, %d", a, a, p.b.Off)
+		}
+		return a
+	})
+	r := l.reg("r")
+	emit(&l.body, "add.s32 %s, %s, %s", r, base, stage)
+	return r
+}
