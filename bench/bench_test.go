@@ -9,6 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/graphpass"
 )
 
 // TestWorkloadsSmall runs every workload at its small size, one timed run:
@@ -100,4 +103,62 @@ func TestDeviceTimes(t *testing.T) {
 	assert.InDelta(t, 5, r.Speedup(Fused), 1e-12, "wall clock against Gorgonia")
 	u.DeviceMedian = 0
 	assert.Zero(t, r.DeviceSpeedup(Fused), "without the unfused device time")
+}
+
+// TestPeerSizes: the workloads that have the peers' shapes build them
+// (the BERT-base encoder layer, attention at B4 H16 S2048 D64 and B2 H16
+// S4096 D128), the others refuse the size; the BERT-base layer's forward
+// and backward compile for the H200 with each head's attention as one
+// forward and two backward kernels and no value of the scores' shape.
+// They run in a GPU round (tilefuse bench -size peer); here they are built
+// and compiled only.
+func TestPeerSizes(t *testing.T) {
+	want := map[string][]int{ // an input's shape
+		"attention":         {64, 2048, 64},
+		"attention_d128":    {32, 4096, 128},
+		"attention_fwd_bwd": {64, 2048, 64},
+		"encoder_fwd":       {8 * 512, 768},
+		"encoder_fwd_bwd":   {8 * 512, 768},
+	}
+	for _, w := range Workloads {
+		t.Run(w.Name, func(t *testing.T) {
+			shape, ok := want[w.Name]
+			require.Equal(t, ok, w.HasPeer())
+			if !ok {
+				_, err := w.Build(Peer)
+				assert.ErrorContains(t, err, "want small or large")
+				return
+			}
+			if testing.Short() && w.Name == "attention_d128" {
+				t.Skip("200 MB of inputs")
+			}
+			s, err := w.Build(Peer)
+			require.NoError(t, err)
+			assert.Equal(t, Peer, s.Size)
+			var shapes [][]int
+			for n := range s.Inputs {
+				shapes = append(shapes, []int(n.Shape()))
+			}
+			assert.Contains(t, shapes, shape)
+			assert.Positive(t, s.Flops)
+			if w.Name != "encoder_fwd_bwd" {
+				return
+			}
+			c, err := fusion.Compile(s.Graph, fusion.WithMatMulFusion(true), fusion.WithTarget(graphpass.H200))
+			require.NoError(t, err)
+			kinds := map[string]int{}
+			for _, g := range c.Report.Groups {
+				kinds[g.Kind]++
+			}
+			for _, k := range []string{"attention", "attention_dq", "attention_dkv"} {
+				assert.Equal(t, 12, kinds[k], "%s kernels: one per head", k)
+			}
+			for _, n := range c.Graph.AllNodes() {
+				if sh := n.Shape(); len(sh) == 3 {
+					assert.False(t, sh[1] == 512 && sh[2] == 512, "%v has the scores' shape %v", n.Name(), sh)
+				}
+			}
+			t.Logf("BERT-base encoder layer, forward and backward: %d kernels", c.Report.Kernels())
+		})
+	}
 }

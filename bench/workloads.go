@@ -13,13 +13,27 @@ import (
 type Workload struct {
 	Name string
 	Doc  string
-	// Build returns the spec at size "small" or "large" (float32, seeded
-	// random inputs).
+	// Build returns the spec at size "small" or "large", or "peer" where
+	// the workload has it (float32, seeded random inputs).
 	Build func(size string) (Spec, error)
 }
 
-// Sizes are the sizes every workload has.
+// Sizes are the sizes every workload has, which a bench run measures by
+// default.
 var Sizes = []string{"small", "large"}
+
+// Peer is the size of the shapes the peers (PyTorch on the same GPU) are
+// measured at in bench/torch/workloads.py: the BERT-base encoder layer
+// (batch 8, sequence 512, model 768, 12 heads, FF 3072) and attention at B4
+// H16 S2048 D64 and B2 H16 S4096 D128. Only the workloads HasPeer names
+// have it; too big for the CPU bench, a GPU round's.
+const Peer = "peer"
+
+// peerWorkloads have the size Peer.
+var peerWorkloads = map[string]bool{"attention": true, "attention_d128": true, "attention_fwd_bwd": true, "encoder_fwd": true, "encoder_fwd_bwd": true}
+
+// HasPeer reports whether w has the size Peer.
+func (w Workload) HasPeer() bool { return peerWorkloads[w.Name] }
 
 // Workloads are the standard graphs, as Gorgonia users write them.
 var Workloads = []Workload{
@@ -27,11 +41,13 @@ var Workloads = []Workload{
 	{"softmax", "softmax along rows, op by op (max, sub, exp, sum, div)", softmaxW},
 	{"layernorm", "LayerNorm along rows, op by op, with γ and β", layerNormW},
 	{"linear_gelu", "gelu(x·W + b): a matrix product with bias and activation", linearGelu},
-	{"attention", "softmax(q·kᵀ/√d)·v over batch×heads, batched products", attentionW},
+	{"attention", "softmax(q·kᵀ/√d)·v over batch×heads, batched products (peer: B4 H16 S2048 D64)", func(s string) (Spec, error) { return attentionW(s, 64, false) }},
+	{"attention_d128", "attention with head dim 128 (peer: B2 H16 S4096 D128)", func(s string) (Spec, error) { return attentionW(s, 128, false) }},
+	{"attention_fwd_bwd", "attention, a loss mean(out²) and the gradients of q, k and v (peer: B4 H16 S2048 D64)", func(s string) (Spec, error) { return attentionW(s, 64, true) }},
 	{"mlp_step", "a 2-layer MLP's loss and gradients (one training step's work)", mlpStep},
 	{"mlp_train", "mlp_step as a training loop: batch up, RunAll, Adam's step (fused: fusion.NewSolver), loss read", mlpTrain},
-	{"encoder_fwd", "a transformer encoder block, forward", func(s string) (Spec, error) { return encoderW(s, false) }},
-	{"encoder_fwd_bwd", "a transformer encoder block, forward and gradients", func(s string) (Spec, error) { return encoderW(s, true) }},
+	{"encoder_fwd", "a transformer encoder block, forward (peer: BERT-base)", func(s string) (Spec, error) { return encoderW(s, false) }},
+	{"encoder_fwd_bwd", "a transformer encoder block, forward, a loss mean(out²) and gradients (peer: BERT-base)", func(s string) (Spec, error) { return encoderW(s, true) }},
 }
 
 // Lookup returns the workload named name.
@@ -52,6 +68,18 @@ func pick(size string, small, large int) (int, error) {
 		return large, nil
 	}
 	return 0, fmt.Errorf("bench: size %q: want small or large", size)
+}
+
+// pick3 is pick for workloads that have the size Peer.
+func pick3(size string, small, large, peer int) (int, error) {
+	if size == Peer {
+		return peer, nil
+	}
+	v, err := pick(size, small, large)
+	if err != nil {
+		return 0, fmt.Errorf("bench: size %q: want small, large or %s", size, Peer)
+	}
+	return v, nil
 }
 
 type builder struct {
@@ -144,20 +172,43 @@ func linearGelu(size string) (Spec, error) {
 	return b.spec("linear_gelu", size, int64(2*m*n*k), y), nil
 }
 
-func attentionW(size string) (Spec, error) {
-	bh, err := pick(size, 8, 32) // batch × heads
+// attentionW: softmax(q·kᵀ/√d)·v over batch × heads at head dim d, and
+// with backward a loss mean(out²) and the gradients of q, k and v. Flops
+// count the forward's two products (4·bh·s²·d) and the backward's five
+// (10·bh·s²·d: FlashAttention's convention, the scores' product recomputed).
+func attentionW(size string, d int, backward bool) (Spec, error) {
+	bh, s := 0, 0
+	var err error
+	if d == 128 {
+		if bh, err = pick3(size, 4, 16, 2*16); err == nil {
+			s, _ = pick3(size, 64, 512, 4096)
+		}
+	} else {
+		if bh, err = pick3(size, 8, 32, 4*16); err == nil {
+			s, _ = pick3(size, 128, 512, 2048)
+		}
+	}
 	if err != nil {
 		return Spec{}, err
-	}
-	s, d := 128, 64
-	if size == "large" {
-		s = 512
 	}
 	b := newBuilder()
 	q, k, v := b.input("q", 1, bh, s, d), b.input("k", 1, bh, s, d), b.input("v", 1, bh, s, d)
 	sc := G.Must(G.Mul(G.Must(G.BatchedMatMul(q, k, false, true)), c32(1/math.Sqrt(float64(d)))))
 	out := G.Must(G.BatchedMatMul(G.Must(G.SoftMax(sc)), v, false, false))
-	return b.spec("attention", size, int64(4*bh*s*s*d), out), nil
+	flops := int64(4 * bh * s * s * d)
+	name := "attention"
+	if d != 64 {
+		name = fmt.Sprintf("attention_d%d", d)
+	}
+	if !backward {
+		return b.spec(name, size, flops, out), nil
+	}
+	loss := G.Must(G.Mean(G.Must(G.Square(out))))
+	grads, err := G.Grad(loss, q, k, v)
+	if err != nil {
+		return Spec{}, err
+	}
+	return b.spec(name+"_fwd_bwd", size, flops*14/4, append(G.Nodes{loss}, grads...)...), nil
 }
 
 func mlpStep(size string) (Spec, error) {
@@ -198,13 +249,16 @@ func mlpGraph(size string) (b *builder, loss *G.Node, learnables, grads G.Nodes,
 // projections, as Gorgonia computes the transposed form wrongly: see
 // DESIGN.md, "Gorgonia v0.9.18"), residual, LayerNorm, a GELU MLP, residual, LayerNorm.
 func encoderW(size string, backward bool) (Spec, error) {
-	batch, err := pick(size, 2, 8)
+	batch, err := pick3(size, 2, 8, 8)
 	if err != nil {
 		return Spec{}, err
 	}
 	s, d, h := 64, 128, 4
-	if size == "large" {
+	switch size {
+	case "large":
 		s, d, h = 128, 256, 8
+	case Peer: // BERT-base: FF 4·768 = 3072
+		s, d, h = 512, 768, 12
 	}
 	ff, dh := 4*d, d/h
 	b := newBuilder()

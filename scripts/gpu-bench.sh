@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The H200 table of bench/RESULTS.md in one call, on a GPU machine, from the
 # repository root, after scripts/gpu-build.sh: `tilefuse bench -backend cuda`
-# (the eight workloads; Gorgonia, tilefuse unfused and fused) and then the
+# (the standard workloads; Gorgonia, tilefuse unfused and fused) and then the
 # same workloads in PyTorch (bench/torch/workloads.py: eager, library ops,
 # torch.compile), so that both sides run on the same machine minutes apart.
 #
 #   bash scripts/gpu-bench.sh            # logs, JSON and charts in $OUT (or ./gpu-logs)
 #   RUNS=20 TORCH_RUNS=50 bash scripts/gpu-bench.sh
 #   BENCH_ARGS='-workload softmax -size large' bash scripts/gpu-bench.sh
+#   BENCH_ARGS='-size peer -precision tf32' TORCH_ARGS='--sizes peer --precisions fp32,tf32' bash scripts/gpu-bench.sh
 #
 # Exits non-zero if either side failed; prints both tables last.
 set -uo pipefail
@@ -27,7 +28,8 @@ timeout "${BENCH_TIMEOUT:-300}" "$tilefuse" bench -backend cuda -q -runs "${RUNS
   -json "$out/bench-cuda.json" -plot "$out/bench-cuda.png" > "$out/bench-cuda.md" 2> "$out/bench-cuda.err"
 gbench=$?
 t1=$(date +%s)
-timeout "${TORCH_TIMEOUT:-300}" python3 bench/torch/workloads.py --runs "${TORCH_RUNS:-30}" \
+# shellcheck disable=SC2086 # TORCH_ARGS is a list of flags
+timeout "${TORCH_TIMEOUT:-300}" python3 bench/torch/workloads.py --runs "${TORCH_RUNS:-30}" ${TORCH_ARGS:-} \
   --json "$out/torch.json" > "$out/torch.md" 2> "$out/torch.err"
 torch=$?
 t2=$(date +%s)

@@ -9,7 +9,15 @@ code, Inductor -> Triton). Training workloads run forward and backward;
 mlp_train is a whole training step (batch up, forward, backward, fused Adam,
 loss.item()), eager and library only.
 
+Size peer (bench.Peer: --sizes peer) is the issue's shapes, for the workloads
+that have it: the BERT-base encoder layer (batch 8, sequence 512, model 768, 12
+heads, FF 3072; its library mode projects all heads at once and runs SDPA on
+[batch, heads, seq, dh]) and attention at B4 H16 S2048 D64 (attention,
+attention_fwd_bwd) and B2 H16 S4096 D128 (attention_d128). --precisions
+fp32,tf32 runs each in strict fp32 and with TF32 products.
+
 usage: python3 bench/torch/workloads.py [--runs 50] [--json out.json] [--compile-sizes large]
+       python3 bench/torch/workloads.py --sizes peer --precisions fp32,tf32
        python3 bench/torch/workloads.py --peer [--workload 4096] [--peer-compile 0]
 """
 import argparse, json, math, statistics, sys, time
@@ -44,7 +52,11 @@ def softmax_ops(x):
     return e / e.sum(1, keepdim=True)
 
 
-def pick(size, small, large):
+def pick(size, small, large, peer=None):
+    if size == "peer":
+        if peer is None:
+            raise ValueError("this workload has no size peer")
+        return peer
     return small if size == "small" else large
 
 
@@ -73,12 +85,26 @@ def linear_gelu(size, g):
     return (x, w, b), lambda x, w, b: gelu(x @ w + b), lambda x, w, b: F.gelu(torch.addmm(b, x, w), approximate="tanh"), 2 * m ** 3
 
 
-def attention(size, g):
-    bh, s, d = pick(size, 8, 32), pick(size, 128, 512), 64
+PEER = {"attention", "attention_d128", "attention_fwd_bwd", "encoder_fwd", "encoder_fwd_bwd"}
+
+
+def attention(size, g, d=64, backward=False):
+    """softmax(q·kᵀ/√d)·v over batch × heads; with backward, the loss
+    mean(out²) and the gradients of q, k and v (flops: FlashAttention's
+    convention, 4·bh·s²·d forward and 10·bh·s²·d backward)"""
+    if d == 128:
+        bh, s = pick(size, 4, 16, 2 * 16), pick(size, 64, 512, 4096)
+    else:
+        bh, s = pick(size, 8, 32, 4 * 16), pick(size, 128, 512, 2048)
     q, k, v = (rnd(1, bh, s, d, g=g) for _ in range(3))
     ops = lambda q, k, v: softmax_ops_last(q @ k.transpose(1, 2) * (1 / math.sqrt(d))) @ v
     lib = lambda q, k, v: F.scaled_dot_product_attention(q, k, v)
-    return (q, k, v), ops, lib, 4 * bh * s * s * d
+    flops = 4 * bh * s * s * d
+    if not backward:
+        return (q, k, v), ops, lib, flops
+    params = [q.requires_grad_(), k.requires_grad_(), v.requires_grad_()]
+    return ((q, k, v), grads_of(lambda q, k, v: (ops(q, k, v) ** 2).mean(), params),
+            grads_of(lambda q, k, v: (lib(q, k, v) ** 2).mean(), params), flops * 14 // 4)
 
 
 def softmax_ops_last(x):
@@ -149,8 +175,8 @@ def mlp_train(size, g):
 
 
 def encoder(size, g, backward):
-    batch = pick(size, 2, 8)
-    s, d, nh = pick(size, 64, 128), pick(size, 128, 256), pick(size, 4, 8)
+    batch = pick(size, 2, 8, 8)
+    s, d, nh = pick(size, 64, 128, 512), pick(size, 128, 256, 768), pick(size, 4, 8, 12)
     ff, dh = 4 * d, d // nh
     x = rnd(1, batch * s, d, g=g)
     wq, wk, wv = (rnd(1 / math.sqrt(d), nh, d, dh, g=g) for _ in range(3))
@@ -165,17 +191,19 @@ def encoder(size, g, backward):
             p.requires_grad_()
 
     def block(x, lib):
-        heads = []
-        for i in range(nh):
-            q = (x @ wq[i]).view(batch, s, dh)
-            k = (x @ wk[i]).view(batch, s, dh)
-            v = (x @ wv[i]).view(batch, s, dh)
-            if lib:
-                o = F.scaled_dot_product_attention(q, k, v)
-            else:
+        if lib:  # as a PyTorch user writes it: every head's projection at once, SDPA over [batch, heads, seq, dh]
+            w = torch.cat([t.permute(1, 0, 2).reshape(d, nh * dh) for t in (wq, wk, wv)], 1)
+            q, k, v = (t.view(batch, s, nh, dh).transpose(1, 2) for t in (x @ w).split(nh * dh, 1))
+            att = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(batch * s, d)
+        else:  # as the Gorgonia graph is written: per-head projections, a concat
+            heads = []
+            for i in range(nh):
+                q = (x @ wq[i]).view(batch, s, dh)
+                k = (x @ wk[i]).view(batch, s, dh)
+                v = (x @ wv[i]).view(batch, s, dh)
                 o = softmax_ops_last(q @ k.transpose(1, 2) * (1 / math.sqrt(dh))) @ v
-            heads.append(o.reshape(batch * s, dh))
-        att = torch.cat(heads, 1)
+                heads.append(o.reshape(batch * s, dh))
+            att = torch.cat(heads, 1)
         ln = (lambda x, a, b: F.layer_norm(x, (d,), a, b, 1e-5)) if lib else layer_norm
         act = (lambda x: F.gelu(x, approximate="tanh")) if lib else gelu
         h1 = ln(x + att @ wo, ln1g, ln1b)
@@ -192,7 +220,8 @@ def encoder(size, g, backward):
 
 WORKLOADS = {
     "chain": chain, "softmax": softmax, "layernorm": layernorm, "linear_gelu": linear_gelu,
-    "attention": attention, "mlp_step": mlp_step, "mlp_train": mlp_train,
+    "attention": attention, "attention_d128": lambda s, g: attention(s, g, d=128),
+    "attention_fwd_bwd": lambda s, g: attention(s, g, backward=True), "mlp_step": mlp_step, "mlp_train": mlp_train,
     "encoder_fwd": lambda s, g: encoder(s, g, False), "encoder_fwd_bwd": lambda s, g: encoder(s, g, True),
 }
 
@@ -279,7 +308,9 @@ def main():
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--json")
     ap.add_argument("--workload", default="all")
-    ap.add_argument("--compile-sizes", default="small,large", help="sizes to run torch.compile at (it takes seconds per graph)")
+    ap.add_argument("--compile-sizes", default="small,large,peer", help="sizes to run torch.compile at (it takes seconds per graph)")
+    ap.add_argument("--sizes", default="small,large", help="sizes to run: small, large, peer (the workloads that have it)")
+    ap.add_argument("--precisions", default="fp32", help="fp32 (strict, as tilefuse's ieee dots) and/or tf32 (TF32 products)")
     a = ap.parse_args()
     if a.peer:
         print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; device medians (events around one call)", file=sys.stderr)
@@ -287,29 +318,35 @@ def main():
     names = list(WORKLOADS) if a.workload == "all" else a.workload.split(",")
     rows = []
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; device medians in ms (events around one call)", file=sys.stderr)
-    for name in names:
-        for size in ("small", "large"):
-            g = torch.Generator(device=dev).manual_seed(1)
-            args, ops, lib, flops = WORKLOADS[name](size, g)
-            row = {"name": name, "size": size, "flops": flops}
-            row["eager_s"] = device_time(ops, args, a.runs)
-            row["library_s"] = device_time(lib, args, a.runs)
-            # mlp_train's step reads loss.item() and steps the optimizer: graph
-            # breaks, and a compile time that would dominate the round
-            if size in a.compile_sizes.split(",") and name != "mlp_train":
-                t0 = time.time()
-                c = torch.compile(ops)
-                c(*args)
-                torch.cuda.synchronize()
-                row["compile_first_call_s"] = time.time() - t0
-                row["compiled_s"] = device_time(c, args, a.runs)
-            rows.append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
-    print("| workload | size | eager op by op | eager library ops | torch.compile | compile 1st call s |")
-    print("|---|---|---|---|---|---|")
+    for name, size, prec in ((n, s, p) for n in names for s in a.sizes.split(",") for p in a.precisions.split(",")):
+        if size == "peer" and name not in PEER:
+            continue
+        if prec not in ("fp32", "tf32"):
+            sys.exit(f"precision {prec}: want fp32 or tf32")
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = prec == "tf32"
+        g = torch.Generator(device=dev).manual_seed(1)
+        args, ops, lib, flops = WORKLOADS[name](size, g)
+        row = {"name": name, "size": size, "precision": prec, "flops": flops}
+        row["eager_s"] = device_time(ops, args, a.runs)
+        row["library_s"] = device_time(lib, args, a.runs)
+        # mlp_train's step reads loss.item() and steps the optimizer: graph
+        # breaks, and a compile time that would dominate the round
+        if size in a.compile_sizes.split(",") and name != "mlp_train":
+            t0 = time.time()
+            c = torch.compile(ops)
+            c(*args)
+            torch.cuda.synchronize()
+            row["compile_first_call_s"] = time.time() - t0
+            row["compiled_s"] = device_time(c, args, a.runs)
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+    print("| workload | size | precision | eager op by op | eager library ops | torch.compile | best TFLOP/s | compile 1st call s |")
+    print("|---|---|---|---|---|---|---|---|")
     f = lambda r, k: f"{1e3 * r[k]:.3g}" if k in r else "–"
     for r in rows:
-        print(f"| {r['name']} | {r['size']} | {f(r, 'eager_s')} | {f(r, 'library_s')} | {f(r, 'compiled_s')} | "
+        best = min(r[k] for k in ("eager_s", "library_s", "compiled_s") if k in r)
+        tf = f"{r['flops'] / best / 1e12:.1f}" if r["flops"] else "–"
+        print(f"| {r['name']} | {r['size']} | {r['precision']} | {f(r, 'eager_s')} | {f(r, 'library_s')} | {f(r, 'compiled_s')} | {tf} | "
               f"{r.get('compile_first_call_s', float('nan')):.1f} |")
     if a.json:
         with open(a.json, "w") as fh:

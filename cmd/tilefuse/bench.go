@@ -13,13 +13,14 @@ import (
 
 	"github.com/tilefuse/tilefuse/bench"
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 type benchOpts struct {
-	backend, workloads, size, json, plot string
-	runs, profile                        int
-	warm                                 time.Duration
-	quiet                                bool
+	backend, workloads, size, json, plot, precision string
+	runs, profile                                   int
+	warm                                            time.Duration
+	quiet                                           bool
 }
 
 func benchFlags() (*flag.FlagSet, *benchOpts) {
@@ -27,7 +28,8 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.backend, "backend", "cpu", "where kernels run: cpu, or cuda (the tilefuse_cuda build)")
 	fs.StringVar(&o.workloads, "workload", "all", "comma-separated workloads, or all: "+workloadNames())
-	fs.StringVar(&o.size, "size", "all", "small, large or all")
+	fs.StringVar(&o.size, "size", "all", "small, large, all (small and large) or peer (the workloads that have the peers' shapes: BERT-base, long attention; a GPU round's, without Gorgonia's machine)")
+	fs.StringVar(&o.precision, "precision", "ieee", "how tilefuse's products form f32 products: ieee (exact) or tf32 (the tensor cores')")
 	fs.IntVar(&o.runs, "runs", 5, "timed runs per mode")
 	fs.DurationVar(&o.warm, "warmup", 50*time.Millisecond, "untimed runs first, for this long (at least one)")
 	fs.StringVar(&o.json, "json", "", "write the results as JSON to `file`")
@@ -71,10 +73,29 @@ func benchCmd(args []string, out, progress io.Writer) error {
 	}
 	sizes := bench.Sizes
 	if *size != "all" {
-		if *size != "small" && *size != "large" {
-			return fmt.Errorf("-size %q: want small, large or all", *size)
+		if *size != "small" && *size != "large" && *size != bench.Peer {
+			return fmt.Errorf("-size %q: want small, large, all or %s", *size, bench.Peer)
 		}
 		sizes = []string{*size}
+	}
+	if *size == bench.Peer { // only the workloads that have it
+		var peer []bench.Workload
+		for _, w := range ws {
+			if w.HasPeer() {
+				peer = append(peer, w)
+			} else if *workloads != "all" {
+				return fmt.Errorf("workload %s has no size %s", w.Name, bench.Peer)
+			}
+		}
+		ws = peer
+	}
+	var fopts []fusion.Option
+	switch o.precision {
+	case "ieee":
+	case "tf32":
+		fopts = append(fopts, fusion.WithPrecision(tile.PrecTF32))
+	default:
+		return fmt.Errorf("-precision %q: want ieee or tf32", o.precision)
 	}
 	if *runs < 1 {
 		return fmt.Errorf("-runs %d: want at least 1", *runs)
@@ -86,7 +107,11 @@ func benchCmd(args []string, out, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
-	bar := newProgress(progress, len(ws)*len(sizes)*len(bench.Modes), *quiet)
+	steps := len(ws) * len(sizes) * len(bench.Modes)
+	if *size == bench.Peer {
+		steps = len(ws) * (len(bench.Modes) - 1)
+	}
+	bar := newProgress(progress, steps, *quiet)
 	var results []*bench.Result
 	for _, w := range ws {
 		for _, sz := range sizes {
@@ -94,7 +119,7 @@ func benchCmd(args []string, out, progress io.Writer) error {
 			if err != nil {
 				return err
 			}
-			r, err := bench.Graph(spec, bench.Options{Backend: be, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, Progress: func(mode string) {
+			r, err := bench.Graph(spec, bench.Options{Backend: be, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, SkipGorgonia: sz == bench.Peer, FusionOptions: fopts, Progress: func(mode string) {
 				bar.step(w.Name + "/" + sz + " " + mode)
 			}})
 			if err != nil {
@@ -159,10 +184,14 @@ func writeTable(out io.Writer, results []*bench.Result, be fusion.Backend, copyG
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		g, u, f := r.Mode(bench.Gorgonia), r.Mode(bench.Unfused), r.Mode(bench.Fused)
-		fmt.Fprintf(out, "| %s | %s | %d → %d | %s | %s | %s (%s–%s) | %.2fx | %.2fx | %.2f | %.0f%% | %s | %s / %s | %.1g / %.1g |\n",
-			r.Name, r.Size, u.Kernels, f.Kernels, ms(g.Median), ms(u.Median), ms(f.Median), ms(f.Min), ms(f.Max),
+		gt, gerr := "–", "–" // Gorgonia's machine left out (-size peer)
+		if g != nil {
+			gt, gerr = ms(g.Median), fmt.Sprintf("%.1g", g.MaxErr)
+		}
+		fmt.Fprintf(out, "| %s | %s | %d → %d | %s | %s | %s (%s–%s) | %.2fx | %.2fx | %.2f | %.0f%% | %s | %s / %s | %s / %.1g |\n",
+			r.Name, r.Size, u.Kernels, f.Kernels, gt, ms(u.Median), ms(f.Median), ms(f.Min), ms(f.Max),
 			r.Speedup(bench.Fused), r.Speedup(bench.Unfused), f.GBps, 100*r.Roofline(bench.Fused), gflops(f),
-			ms(f.CompileCold), ms(f.CompileCached), g.MaxErr, f.MaxErr)
+			ms(f.CompileCold), ms(f.CompileCached), gerr, f.MaxErr)
 	}
 	fmt.Fprintln(out, "\nkernels count fused kernels plus ops left to Gorgonia; max err is max |a-b|/(1+|b|) against the unfused run.")
 	if !hasDev {

@@ -2,9 +2,10 @@
 // kernels.
 //
 // With no command, or "bench", it measures the standard workloads (an
-// elementwise chain, softmax, LayerNorm, matmul + bias + GELU, attention, an
-// MLP training step, a transformer encoder block forward and forward +
-// backward; each small and large) three ways: Gorgonia's tape machine,
+// elementwise chain, softmax, LayerNorm, matmul + bias + GELU, attention
+// forward and backward, an MLP training step, a transformer encoder block
+// forward and forward + backward; each small and large, some also at the
+// peers' shapes with -size peer) three ways: Gorgonia's tape machine,
 // tilefuse with fusion off (one kernel per op) and tilefuse fused. Each
 // fused result is checked against the unfused one before it is reported. It
 // prints a Markdown table; -json and -plot write the results as JSON and as

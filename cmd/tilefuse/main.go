@@ -23,9 +23,10 @@ func init() {
 	commands = []command{{
 		name: "bench", args: "[flags]", summary: "fused against unfused Gorgonia graphs (the default)",
 		doc: `Measures the standard workloads (an elementwise chain, softmax, LayerNorm,
-matmul + bias + GELU, attention, an MLP training step, alone and as a loop
-with Adam, a transformer encoder block forward and forward + backward; each
-small and large) three ways:
+matmul + bias + GELU, attention forward and backward, an MLP training step,
+alone and as a loop with Adam, a transformer encoder block forward and
+forward + backward; each small and large; -size peer: the BERT-base layer
+and long attention, without Gorgonia's machine) three ways:
 Gorgonia's tape machine, tilefuse with fusion off (one kernel per op) and
 tilefuse fused. Every fused result is checked against the unfused one first.
 Prints a Markdown table on stdout and progress on stderr.`,

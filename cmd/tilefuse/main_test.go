@@ -225,7 +225,9 @@ func TestBenchRejectsBadInput(t *testing.T) {
 	}{
 		{"backend", []string{"-backend", "tpu"}, "want cpu or cuda"},
 		{"workload", []string{"-workload", "nope"}, `no workload "nope"`},
-		{"size", []string{"-size", "huge"}, "want small, large or all"},
+		{"size", []string{"-size", "huge"}, "want small, large, all or peer"},
+		{"a workload without the peer size", []string{"-workload", "softmax", "-size", "peer"}, "softmax has no size peer"},
+		{"precision", []string{"-precision", "fp8"}, "want ieee or tf32"},
 		{"runs", []string{"-runs", "0"}, "at least 1"},
 		{"profile", []string{"-profile", "-1"}, "want a count"},
 		{"stray argument", []string{"stray"}, "unexpected arguments"},
