@@ -29,8 +29,11 @@ import (
 // products), feeds domain-restricted ops (log, sqrt, 1/x, x^y) only values
 // bounded away from zero, and adds a random input under every LayerNorm so
 // that no row has a near-zero variance. Ops with jumps (sign, floor, ceil,
-// comparisons) appear in float64 programs only, where every leg sees the
-// same values up to rounding far below a jump's width.
+// comparisons) take only exact values (fzVal.exact), and appear in float64
+// programs only. Gorgonia approximates two functions at the ends of their
+// domains (math_nooptim.go): Sigmoid is exactly 1 above 19 (float64) or 15
+// (float32), Softplus exactly x above 16 or 14; the generator keeps their
+// operands within ±15 and ±14, where it computes them in full.
 
 // fzDims are the sizes a header byte picks from: mostly not powers of two.
 var fzDims = []int{1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 17, 24, 31, 33, 48, 64, 65, 100, 127}
@@ -366,7 +369,7 @@ func (fg *fzGraph) positive(v *fzVal) *fzVal {
 		p.pos, p.lo = true, 1/math.E
 		return p
 	default: // softplus(x) + c
-		v = fg.scale(v, 30)
+		v = fg.scale(v, 14)
 		sp := fg.add(G.Must(G.Softplus(v.n)), v.mag+1, true, "Softplus", v)
 		p := fg.add(G.Must(G.Add(sp.n, fg.constant(c))), sp.mag+c, true, fmt.Sprintf("Add %g", c), sp)
 		p.pos, p.lo = true, c
@@ -418,6 +421,8 @@ func (fg *fzGraph) unary() {
 	case 0:
 		fg.add(G.Must(G.Tanh(v.n)), 1, true, "Tanh", v)
 	case 1:
+		// Gorgonia's sigmoid is exactly 1 above 19 (float64) and 15 (float32)
+		v = fg.scale(v, 15)
 		fg.add(G.Must(G.Sigmoid(v.n)), 1, true, "Sigmoid", v)
 	case 2:
 		fg.add(G.Must(G.Sin(v.n)), 1, true, "Sin", v)
@@ -428,7 +433,7 @@ func (fg *fzGraph) unary() {
 	case 5:
 		fg.abs(v)
 	case 6:
-		v = fg.scale(v, 1e3)
+		v = fg.scale(v, 14)
 		fg.add(G.Must(G.Softplus(v.n)), v.mag+1, true, "Softplus", v)
 	case 7:
 		v = fg.scale(v, fzSquash)
