@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -26,14 +28,66 @@ var Sizes = []string{"small", "large"}
 // measured at in bench/torch/workloads.py: the BERT-base encoder layer
 // (batch 8, sequence 512, model 768, 12 heads, FF 3072) and attention at B4
 // H16 S2048 D64 and B2 H16 S4096 D128. Only the workloads HasPeer names
-// have it; too big for the CPU bench, a GPU round's.
+// have it; too big for the CPU bench, a GPU round's. The row workloads
+// (softmax, LayerNorm) and the chain have several shapes there, each its
+// own size "peer:…" (PeerSizes); -size peer on the command line stands for
+// every workload's PeerSizes.
 const Peer = "peer"
 
 // peerWorkloads have the size Peer.
 var peerWorkloads = map[string]bool{"attention": true, "attention_d128": true, "attention_fwd_bwd": true, "encoder_fwd": true, "encoder_fwd_bwd": true}
 
-// HasPeer reports whether w has the size Peer.
-func (w Workload) HasPeer() bool { return peerWorkloads[w.Name] }
+// PeerRows are the row shapes (rows, columns) of softmax and LayerNorm at
+// the peers' shapes (bench/torch/workloads.py --sizes peer: eager,
+// torch.compile and Triton's tutorial softmax): the widths the
+// hand-written and PyTorch's kernels were measured at, and odd ones
+// (issue 12).
+var PeerRows = [][2]int{{8192, 4096}, {32768, 1024}, {4096, 32768}, {1823, 781}, {1151, 8192}}
+
+// PeerChain is the element count of the chain at the peers' shape.
+const PeerChain = 64 << 20
+
+// peerSizes are the workloads with several peer shapes, each a size
+// "peer:ROWSxCOLS" (rows) or "peer:64M" (the chain), as Build takes them.
+var peerSizes = map[string][]string{
+	"chain":     {fmt.Sprintf("%s:%dM", Peer, PeerChain>>20)},
+	"softmax":   peerRowSizes(),
+	"layernorm": peerRowSizes(),
+}
+
+func peerRowSizes() []string {
+	var s []string
+	for _, rc := range PeerRows {
+		s = append(s, fmt.Sprintf("%s:%dx%d", Peer, rc[0], rc[1]))
+	}
+	return s
+}
+
+// PeerSizes are w's sizes at its peers' shapes: Peer, several "peer:…"
+// sizes, or none.
+func (w Workload) PeerSizes() []string {
+	if peerWorkloads[w.Name] {
+		return []string{Peer}
+	}
+	return peerSizes[w.Name]
+}
+
+// HasPeer reports whether w has sizes at its peers' shapes.
+func (w Workload) HasPeer() bool { return len(w.PeerSizes()) > 0 }
+
+// rowShape is the (rows, columns) of a row workload at size: small and
+// large are 1024 wide, a peer size names its shape.
+func rowShape(size string, small, large int) (int, int, error) {
+	if rest, ok := strings.CutPrefix(size, Peer+":"); ok {
+		var r, c int
+		if _, err := fmt.Sscanf(rest, "%dx%d", &r, &c); err == nil && slices.Contains(PeerRows, [2]int{r, c}) {
+			return r, c, nil
+		}
+		return 0, 0, fmt.Errorf("bench: size %q: not a peer shape (%v)", size, peerRowSizes())
+	}
+	rows, err := pick(size, small, large)
+	return rows, 1024, err
+}
 
 // Workloads are the standard graphs, as Gorgonia users write them.
 var Workloads = []Workload{
@@ -128,8 +182,11 @@ func (b *builder) spec(name, size string, flops int64, outputs ...*G.Node) Spec 
 }
 
 func elementwise(size string) (Spec, error) {
-	n, err := pick(size, 1<<16, 1<<22)
-	if err != nil {
+	var n int
+	var err error
+	if size == peerSizes["chain"][0] {
+		n = PeerChain
+	} else if n, err = pick(size, 1<<16, 1<<22); err != nil {
 		return Spec{}, err
 	}
 	b := newBuilder()
@@ -139,24 +196,24 @@ func elementwise(size string) (Spec, error) {
 }
 
 func softmaxW(size string) (Spec, error) {
-	rows, err := pick(size, 64, 4096)
+	rows, cols, err := rowShape(size, 64, 4096)
 	if err != nil {
 		return Spec{}, err
 	}
 	b := newBuilder()
-	x := b.input("x", 4, rows, 1024)
+	x := b.input("x", 4, rows, cols)
 	e := G.Must(G.Exp(G.Must(G.BroadcastSub(x, G.Must(G.Max(x, 1)), nil, []byte{1}))))
 	return b.spec("softmax", size, 0, G.Must(G.BroadcastHadamardDiv(e, G.Must(G.Sum(e, 1)), nil, []byte{1}))), nil
 }
 
 func layerNormW(size string) (Spec, error) {
-	rows, err := pick(size, 64, 4096)
+	rows, cols, err := rowShape(size, 64, 4096)
 	if err != nil {
 		return Spec{}, err
 	}
 	b := newBuilder()
-	x := b.input("x", 4, rows, 1024)
-	gamma, beta := b.input("gamma", 1, 1024), b.input("beta", 1, 1024)
+	x := b.input("x", 4, rows, cols)
+	gamma, beta := b.input("gamma", 1, cols), b.input("beta", 1, cols)
 	return b.spec("layernorm", size, 0, layerNorm(x, gamma, beta)), nil
 }
 

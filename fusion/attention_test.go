@@ -147,7 +147,7 @@ func lowersToPTX(t *testing.T, vm *fusion.Machine) {
 	t.Helper()
 	for _, n := range vm.Compiled().Graph.AllNodes() {
 		if f, ok := n.Op().(*fusion.FusedOp); ok {
-			if _, err := codegen.Compile(f.Kernel(), codegen.Options{}); err != nil {
+			if _, err := codegen.Compile(f.Kernel(), codegen.Options{NumWarps: f.Kernel().Meta["num_warps"]}); err != nil {
 				t.Fatalf("%s does not lower to PTX: %v", f.Kernel().Name, err)
 			}
 		}

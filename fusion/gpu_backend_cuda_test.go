@@ -31,12 +31,13 @@ func TestAttentionOnGPU(t *testing.T) {
 }
 
 // TestRowPatternsOnGPU: softmax and LayerNorm row kernels on the CUDA
-// backend, rows within one block and rows walked in blocks.
+// backend, rows within one block and rows walked in blocks, and every form
+// of row kernel the GPU's target writes (gpuRowShapes).
 func TestRowPatternsOnGPU(t *testing.T) {
-	for _, sz := range [][2]int{{37, 781}, {6, 10007}} {
+	for _, sz := range append([][2]int{{6, 10007}}, gpuRowShapes...) {
 		checkSoftmaxPatterns(t, sz[0], sz[1], fusion.WithBackend(fusion.CUDA))
 	}
-	for _, sz := range [][2]int{{19, 300}, {3, 12289}} {
+	for _, sz := range append([][2]int{{19, 300}, {3, 12289}}, gpuRowShapes...) {
 		checkLayerNorm(t, sz[0], sz[1], fusion.WithBackend(fusion.CUDA))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/graphpass"
 )
 
 func randMatrix(rng *rand.Rand, r, c int, scale float64) *tensor.Dense {
@@ -59,6 +60,32 @@ func closeTo(t *testing.T, what string, got, want []float64, tol float64) {
 func TestSoftmaxPatternsAreOneKernel(t *testing.T) {
 	for _, sz := range [][2]int{{37, 781}, {6, 10007}} {
 		t.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(t *testing.T) { checkSoftmaxPatterns(t, sz[0], sz[1]) })
+	}
+}
+
+// gpuRowShapes are row shapes that take each form of the row kernels the
+// H200's target writes: one row a program with masked columns (781), 4
+// rows a program with the last program's rows masked (601×100), a row of
+// up to 32768 in one block at 16 warps where the group reads only the row
+// (a softmax) and walked in blocks otherwise (20000), and a row walked in
+// blocks in two passes with the maximum and the sum of exponentials in the
+// first (40000).
+var gpuRowShapes = [][2]int{{37, 781}, {601, 100}, {6, 20000}, {5, 40000}}
+
+// TestRowKernelsOfTheGPUTarget: the H200's row kernels (rows per program,
+// warps, blocks held or walked), run by the CPU executor against the same
+// float64 references as the CPU's own.
+func TestRowKernelsOfTheGPUTarget(t *testing.T) {
+	for _, sz := range gpuRowShapes {
+		if testing.Short() && sz[1] > 10000 {
+			continue
+		}
+		t.Run(fmt.Sprintf("softmax %dx%d", sz[0], sz[1]), func(t *testing.T) {
+			checkSoftmaxPatterns(t, sz[0], sz[1], fusion.WithTarget(graphpass.H200))
+		})
+		t.Run(fmt.Sprintf("layernorm %dx%d", sz[0], sz[1]), func(t *testing.T) {
+			checkLayerNorm(t, sz[0], sz[1], fusion.WithTarget(graphpass.H200))
+		})
 	}
 }
 

@@ -74,7 +74,7 @@ func Emit(grp *Group, t Target, prec tile.Precision) (*Kernel, error) {
 	root := grp.Root
 	d := root.Info.DType
 	b := tile.NewBuilder(fmt.Sprintf("fused_%d_%s", grp.ID, grp.Kind), meta)
-	e := &emitter{b: b, grp: grp, t: t, prec: prec, ptr: map[*Node]*tile.Value{}, memo: map[memoKey]*tile.Value{}, recompute: map[*Node]bool{}}
+	e := &emitter{b: b, grp: grp, t: t, prec: prec, meta: meta, ptr: map[*Node]*tile.Value{}, memo: map[memoKey]*tile.Value{}, recompute: map[*Node]bool{}}
 	for _, n := range grp.Recompute {
 		e.recompute[n] = true
 	}
@@ -115,15 +115,16 @@ func Emit(grp *Group, t Target, prec tile.Precision) (*Kernel, error) {
 }
 
 // store computes the root and each extra output at idx, flat indices of
-// the shape they share, and stores them under the mask.
-func (e *emitter) store(out, idx *tile.Value) error {
+// the shape they share, and stores them under the mask (with the cache
+// hint, if any).
+func (e *emitter) store(out, idx *tile.Value, hint ...tile.CacheHint) error {
 	ptrs := append([]*tile.Value{out}, e.extra...)
 	for i, n := range append([]*Node{e.grp.Root}, e.grp.Extra...) {
 		v, err := e.gen(n, idx)
 		if err != nil {
 			return err
 		}
-		e.b.Store(e.b.AddPtr(ptrs[i], idx), v, e.mask)
+		e.b.Store(e.b.AddPtr(ptrs[i], idx), v, e.mask, hint...)
 	}
 	return nil
 }
@@ -137,6 +138,7 @@ type memoKey struct {
 type emitter struct {
 	err   error
 	t     Target
+	meta  tile.Meta      // the kernel's meta-parameters
 	prec  tile.Precision // of products' dots
 	b     *tile.Builder
 	grp   *Group
@@ -156,6 +158,21 @@ type emitter struct {
 	// override, if not nil, gives how to compute a node outside the group
 	// that the kind writes itself instead of loading it (nil: load it).
 	override func(n *Node) func(idx *tile.Value) (*tile.Value, error)
+	// maskOf, if set, is the mask of a load at indices of shape s (nil:
+	// every lane in range), where e.mask does not broadcast to every
+	// index shape the kind computes at (a row kernel's [BLOCK_M,1] rows).
+	maskOf func(s tile.Shape) *tile.Value
+	// stream, if set, says which loads read data no other program reads
+	// (a load at idx gets the streaming cache hint).
+	stream func(idx *tile.Value) bool
+}
+
+// optParam is the kernel's meta-parameter name where it is set, else def.
+func (e *emitter) optParam(name string, def int) (int, error) {
+	if _, ok := e.meta[name]; !ok {
+		return def, nil
+	}
+	return e.param(name)
 }
 
 // param is the kernel's meta-parameter name (its kind's tune set it; a
@@ -246,12 +263,19 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			v = b.Load(p, nil, nil) // a scalar: every lane uses it
 		} else {
 			var m *tile.Value
-			if e.mask != nil && !idx.Type.Shape.IsScalar() {
+			switch {
+			case e.maskOf != nil:
+				m = e.maskOf(idx.Type.Shape)
+			case e.mask != nil && !idx.Type.Shape.IsScalar():
 				// a scalar index (a row group's row, the program id) is in
 				// range: every lane reads that one element
 				m = b.BroadcastTo(e.mask, idx.Type.Shape)
 			}
-			v = b.Load(b.AddPtr(p, idx), m, nil)
+			var hint []tile.CacheHint
+			if e.stream != nil && e.stream(idx) {
+				hint = []tile.CacheHint{tile.CacheStreaming}
+			}
+			v = b.Load(b.AddPtr(p, idx), m, nil, hint...)
 		}
 	case n.Info.Kind.Writable(): // elementwise and injective ops: the catalogue writes them
 		var err error

@@ -2,6 +2,7 @@ package graphpass
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
@@ -30,26 +31,95 @@ var rowKind = groupKind{
 	emit:   emitRow,
 }
 
-// maxRow is the longest row a row group holds in one block: on a GPU 64
-// elements a thread (8192 at 4 warps); on the CPU 8192. Longer rows are
-// walked in blocks, once per reduction (see rowEmit.looped).
-func maxRow(t Target) int { return t.perThread(64, 8192) }
+// maxRow is the longest row a row group holds in one block (in registers):
+// on a GPU 32 elements a thread at up to 16 warps (16384 on an H200: the
+// hand-written row kernels hold 32 a thread at 62 (softmax) and 128
+// (LayerNorm) registers, the most 512 threads can have); on the CPU 8192.
+// Longer rows are walked in blocks (see rowEmit.looped).
+func maxRow(t Target) int {
+	if t.GPU() {
+		return 32 * 32 * maxRowWarps(t)
+	}
+	return 8192
+}
+
+// maxRowWarps is the most warps a row kernel takes: 16, or what the
+// target's threads allow, and never fewer than the target's warps.
+func maxRowWarps(t Target) int { return max(t.NumWarps, min(16, t.MaxThreads/32)) }
 
 // looped reports whether rows of the shape full are walked in blocks
 // (longer than maxRow): such a row group writes one output and computes no
 // softmax backward.
 func looped(full []int, t Target) bool { return len(full) > 0 && full[len(full)-1] > maxRow(t) }
 
-// tuneRow: a row in one block of its length rounded up to a power of two
-// (BLOCK), or looped over blocks of CHUNK: on a GPU 16 elements a thread
-// (2048 at 4 warps), on the CPU 2048.
+// streamBytes is the size of a row group's tensor above which its loads
+// and stores bypass the caches (STREAM): more than an H100's or H200's
+// 50 MB of L2, so that nothing a later kernel reads would have stayed
+// there anyway.
+const streamBytes = 64 << 20
+
+// tuneRow chooses a row kernel's meta-parameters:
+//   - BLOCK, the row's length rounded up to a power of two, held in one
+//     block; or, for rows longer than maxRow, CHUNK, the block the row is
+//     walked in (16 elements a thread on a GPU; 2048 on the CPU). On a GPU
+//     a row of up to twice maxRow is held in one block at 64 elements a
+//     thread where the group reads nothing but the row (a softmax: as
+//     Triton's tutorial softmax holds 32768 at 16 warps), which leaves the
+//     registers for it;
+//   - on a GPU, num_warps: at least the target's, and one warp for every
+//     1024 elements of the block (32 a thread) up to maxRowWarps (the
+//     hand-written kernels reach 3.9 TB/s on the H200 at 4 warps for 1024
+//     and 4096); a looped row takes 8 warps, so that fewer rows are in
+//     flight and its second pass finds them in L2;
+//   - on a GPU, BLOCK_M, the rows a program takes, where the rows are
+//     short: rows are added while a program holds fewer than 8 elements a
+//     thread and the grid keeps a program for every SM (absent: one);
+//   - on a GPU, STREAM = 1 where the tensor is larger than the L2
+//     (streamBytes): loads of the row and the stores with the streaming
+//     cache hint, as the hand-written kernels' best configuration.
 func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 	n := grp.Full[len(grp.Full)-1]
+	rows := numel(grp.Full) / max(n, 1)
+	if t.GPU() && int64(numel(grp.Full))*int64(grp.Root.Info.DType.Size()) > streamBytes {
+		meta["STREAM"] = 1
+	}
 	if looped(grp.Full, t) {
-		meta["CHUNK"] = t.perThread(16, 2048)
+		switch {
+		case !t.GPU():
+			meta["CHUNK"] = 2048
+		case n <= 2*maxRow(t) && rowInputs(grp) == 1:
+			meta["BLOCK"], meta["num_warps"] = pow2AtLeast(n), maxRowWarps(t)
+		default:
+			warps := max(t.NumWarps, min(8, maxRowWarps(t)))
+			meta["CHUNK"], meta["num_warps"] = 16*32*warps, warps
+		}
 		return
 	}
-	meta["BLOCK"] = pow2AtLeast(n)
+	block := pow2AtLeast(n)
+	meta["BLOCK"] = block
+	if !t.GPU() {
+		return
+	}
+	warps := max(t.NumWarps, min(block/1024, maxRowWarps(t)))
+	meta["num_warps"] = warps
+	bm := 1
+	for bm*block < 8*32*warps && 2*bm <= pow2AtLeast(rows) && tile.CDiv(rows, 2*bm) >= t.SMs {
+		bm *= 2
+	}
+	if bm > 1 {
+		meta["BLOCK_M"] = bm
+	}
+}
+
+// rowInputs is the number of the group's inputs that are not scalars.
+func rowInputs(grp *Group) int {
+	k := 0
+	for _, in := range grp.Inputs {
+		if numel(in.Info.Shape) > 1 {
+			k++
+		}
+	}
+	return k
 }
 
 // rowReduce reports whether n reduces only the last axis of its input.
@@ -72,17 +142,22 @@ func takesRow(n *Node, grp *Group, t Target) bool {
 	return sameShape(full, grp.Full) && (len(grp.Extra) == 0 || !looped(full, t))
 }
 
-// rowEmit is a row kernel being written: this program's row.
+// rowEmit is a row kernel being written: this program's row (or rows).
 type rowEmit struct {
 	e    *emitter
-	idx  *tile.Value // the flat indices of this program's row (of the block, when looped)
-	cols *tile.Value // the column of each lane
+	idx  *tile.Value // the flat indices of this program's row (of the block, when looped): [BLOCK], or [BLOCK_M,BLOCK]
+	cols *tile.Value // the column of each lane: [BLOCK], or [1,BLOCK]
+	rows *tile.Value // BLOCK_M > 1: the row of each lane, [BLOCK_M,1]; nil: the program id
+	// BLOCK_M > 1: the masks of rows and columns in range (nil: all are)
+	rowMask, colMask *tile.Value
 	// looped rows: each softmax's row maximum and Σe^(x-max)
 	stats map[*Node][2]*tile.Value
 }
 
 // emitRow: program p computes row p, in one block of the row's length
-// rounded up to a power of two, or looped.
+// rounded up to a power of two, or looped; with BLOCK_M, rows
+// [p·BLOCK_M, (p+1)·BLOCK_M) as a [BLOCK_M, BLOCK] tile reduced along its
+// rows.
 func emitRow(e *emitter, out *tile.Value, k *Kernel) error {
 	b := e.b
 	r := &rowEmit{e: e}
@@ -91,12 +166,24 @@ func emitRow(e *emitter, out *tile.Value, k *Kernel) error {
 	n := full[len(full)-1]
 	rows := numel(full) / n
 	k.Grid = tile.Grid{rows}
-	if looped(full, e.t) {
+	stream, err := e.optParam("STREAM", 0)
+	if err != nil {
+		return err
+	}
+	var hint []tile.CacheHint
+	if stream != 0 {
+		hint = []tile.CacheHint{tile.CacheStreaming}
+		e.stream = func(idx *tile.Value) bool { return idx == r.idx }
+	}
+	if _, ok := e.meta["CHUNK"]; ok { // walked in blocks
 		chunk, err := e.param("CHUNK")
 		if err != nil {
 			return err
 		}
-		return r.looped(out, n, chunk)
+		if len(e.grp.Extra) > 0 || hasSoftmaxGrad(e.grp) {
+			return fmt.Errorf("graphpass: %v: CHUNK = %d: a looped row computes no extra outputs and no softmax backward", e.grp, chunk)
+		}
+		return r.looped(out, n, chunk, hint)
 	}
 	block, err := e.param("BLOCK")
 	if err != nil {
@@ -105,21 +192,96 @@ func emitRow(e *emitter, out *tile.Value, k *Kernel) error {
 	if block < n {
 		return fmt.Errorf("graphpass: %v: BLOCK = %d holds no row of %d", e.grp, block, n)
 	}
+	bm, err := e.optParam("BLOCK_M", 1)
+	if err != nil {
+		return err
+	}
+	if bm > 1 {
+		return r.tile(out, k, rows, n, bm, block, hint)
+	}
 	r.cols = b.Arange(0, block)
 	if block != n {
 		e.mask = b.Lt(r.cols, n)
 	}
 	r.idx = b.Add(b.Mul(b.ProgramID(0), n), r.cols)
-	return e.store(out, r.idx)
+	return e.store(out, r.idx, hint...)
 }
 
-// coords: the row's own indices are the program id (one scalar, split over
-// the leading dimensions) and the column the lane; nil for others.
+// tile writes BLOCK_M rows a program: the rows' indices are [BM,1], the
+// columns' [1,BLOCK], the row's values [BM,BLOCK]; a load at the rows
+// alone (a per-row input) or the columns alone (a bias) is masked by the
+// rows' or the columns' mask.
+func (r *rowEmit) tile(out *tile.Value, k *Kernel, rows, n, bm, block int, hint []tile.CacheHint) error {
+	e, b := r.e, r.e.b
+	k.Grid = tile.Grid{tile.CDiv(rows, bm)}
+	r.rows = b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1) // [BM,1]
+	r.cols = b.ExpandDims(b.Arange(0, block), 0)                                // [1,BLOCK]
+	if rows%bm != 0 {
+		r.rowMask = b.Lt(r.rows, rows)
+	}
+	if block != n {
+		r.colMask = b.Lt(r.cols, n)
+	}
+	whole := tile.Shp(bm, block)
+	switch {
+	case r.rowMask != nil && r.colMask != nil:
+		e.mask = b.And(r.rowMask, r.colMask)
+	case r.rowMask != nil:
+		e.mask = b.BroadcastTo(r.rowMask, whole)
+	case r.colMask != nil:
+		e.mask = b.BroadcastTo(r.colMask, whole)
+	}
+	e.maskOf = func(s tile.Shape) *tile.Value {
+		switch s {
+		case tile.Scalar:
+			return nil
+		case whole:
+			return e.mask
+		case tile.Shp(bm, 1):
+			return r.rowMask
+		case tile.Shp(1, block):
+			return r.colMask
+		}
+		if e.mask == nil {
+			return nil
+		}
+		return b.BroadcastTo(e.mask, s)
+	}
+	r.idx = b.Add(b.Mul(r.rows, n), r.cols)
+	return e.store(out, r.idx, hint...)
+}
+
+// hasSoftmaxGrad reports whether a member of grp is a softmax backward.
+func hasSoftmaxGrad(grp *Group) bool {
+	for _, n := range grp.Members {
+		if n.Info.Kind == ops.SoftmaxGrad {
+			return true
+		}
+	}
+	return false
+}
+
+// coords: the row's own indices are the row (the program id, or the
+// rows' [BM,1] indices; split over the leading dimensions) and the column
+// the lane; nil for others.
 func (r *rowEmit) coords(idx *tile.Value, s []int) []*tile.Value {
 	if idx != r.idx || r.idx == nil || !sameShape(s, r.e.grp.Full) {
 		return nil
 	}
-	return append(r.e.split(r.e.b.ProgramID(0), s[:len(s)-1]), r.cols)
+	row := r.rows
+	if row == nil {
+		row = r.e.b.ProgramID(0)
+	}
+	return append(r.e.split(row, s[:len(s)-1]), r.cols)
+}
+
+// reduce reduces x along the row: a scalar for one row a program, [BM,1]
+// for BLOCK_M rows.
+func (r *rowEmit) reduce(op tile.Op, x *tile.Value) *tile.Value {
+	if r.rows != nil {
+		return r.e.b.Reduce(op, x, 1, tile.KeepDims)
+	}
+	return r.e.b.Reduce(op, x, 0)
 }
 
 // member computes the row's reductions and softmaxes, along the row
@@ -146,7 +308,7 @@ func (r *rowEmit) member(n *Node, idx *tile.Value) (*tile.Value, error) {
 		if n.Info.Reduce == tile.OpReduceMax {
 			identity = -inf
 		}
-		v := b.Reduce(n.Info.Reduce, e.inRange(x, identity), 0)
+		v := r.reduce(n.Info.Reduce, e.inRange(x, identity))
 		e.memo[memoKey{n, nil}] = v
 		return v, nil
 	case ops.Softmax: // along the row: max, exp, sum in the block
@@ -166,11 +328,11 @@ func (r *rowEmit) member(n *Node, idx *tile.Value) (*tile.Value, error) {
 			return nil, err
 		}
 		x = e.inRange(x, -inf)
-		m := b.Max(x, 0)
+		m := r.reduce(tile.OpReduceMax, x)
 		m = b.Where(b.Eq(m, -inf), 0.0, m) // a row of -inf: no NaN from -inf - -inf
 		z := b.Sub(x, m)
 		ez := b.Exp(z)
-		s := b.Sum(ez, 0)
+		s := r.reduce(tile.OpReduceSum, ez)
 		if n.Info.Log {
 			return b.Sub(z, b.Log(s)), nil
 		}
@@ -185,23 +347,29 @@ func (r *rowEmit) member(n *Node, idx *tile.Value) (*tile.Value, error) {
 			return nil, err
 		}
 		if n.Info.Log {
-			return b.Sub(dy, b.Mul(b.Exp(y), b.Sum(e.inRange(dy, 0.0), 0))), nil
+			return b.Sub(dy, b.Mul(b.Exp(y), r.reduce(tile.OpReduceSum, e.inRange(dy, 0.0)))), nil
 		}
-		return b.Mul(y, b.Sub(dy, b.Sum(e.inRange(b.Mul(dy, y), 0.0), 0))), nil
+		return b.Mul(y, b.Sub(dy, r.reduce(tile.OpReduceSum, e.inRange(b.Mul(dy, y), 0.0)))), nil
 	}
 	return nil, fmt.Errorf("graphpass: %v: %v inside a group", n, n.Info.Kind)
 }
 
-// looped writes a row group whose row is longer than MaxRow: program p
+// looped writes a row group whose row is longer than maxRow: program p
 // walks row p in blocks of chunk, once per reduction and softmax (inputs
 // first, each pass recomputing its operand from the group's inputs and the
 // row statistics found before it; a softmax keeps a running maximum and a
-// rescaled sum per lane), then once more to write the output.
-func (r *rowEmit) looped(out *tile.Value, n, chunk int) error {
+// rescaled sum per lane), then once more to write the output. A maximum m
+// = max x and a sum Σ exp(x − m) over it (a softmax written op by op) take
+// one pass together, as a softmax's do: two passes over the data in all,
+// the second with the streaming hint where the meta-parameters ask for it
+// (the first keeps the row in L2 for the second).
+func (r *rowEmit) looped(out *tile.Value, n, chunk int, hint []tile.CacheHint) error {
 	e, b := r.e, r.e.b
 	lanes := b.Arange(0, chunk)
 	row := b.Mul(b.ProgramID(0), n)
 	outer := e.memo // the row statistics, valid in every pass
+	stream := e.stream
+	e.stream = nil
 	enter := func(c0 *tile.Value) {
 		r.cols = b.Add(lanes, c0)
 		if n%chunk != 0 {
@@ -214,35 +382,52 @@ func (r *rowEmit) looped(out *tile.Value, n, chunk int) error {
 		}
 	}
 	r.stats = map[*Node][2]*tile.Value{}
-	for _, red := range r.order() {
-		x := red.Inputs[0]
-		dx := x.Info.DType
-		if red.Info.Kind == ops.Reduce {
-			identity := 0.0
-			if red.Info.Reduce == tile.OpReduceMax {
-				identity = -inf
-			}
-			res := b.For(0, n, chunk, []*tile.Value{b.Full(identity, dx, chunk)}, func(c0 *tile.Value, c []*tile.Value) []*tile.Value {
-				enter(c0)
-				v, err := e.gen(x, r.idx)
-				if err != nil {
-					e.err = err
-					return c
-				}
-				v = e.inRange(v, identity)
-				if red.Info.Reduce == tile.OpReduceMax {
-					return []*tile.Value{b.Maximum(c[0], v)}
-				}
-				return []*tile.Value{b.Add(c[0], v)}
-			})
-			e.memo = outer
-			if e.err != nil {
-				return e.err
-			}
-			outer[memoKey{red, nil}] = b.Reduce(red.Info.Reduce, res[0], 0)
+	order := r.order()
+	done := map[*Node]bool{}
+	for i, red := range order {
+		if done[red] {
 			continue
 		}
-		// softmax: per lane, the running maximum m and l = Σ e^(x-m)
+		x := red.Inputs[0]
+		dx := x.Info.DType
+		var expSum *Node // a sum of exp(x − red) along the row, taken in this pass
+		if red.Info.Kind == ops.Reduce {
+			if red.Info.Reduce == tile.OpReduceMax {
+				for _, s := range order[i+1:] {
+					if r.expSumOf(s, red) {
+						expSum = s
+						break
+					}
+				}
+			}
+			if expSum == nil {
+				identity := 0.0
+				if red.Info.Reduce == tile.OpReduceMax {
+					identity = -inf
+				}
+				res := b.For(0, n, chunk, []*tile.Value{b.Full(identity, dx, chunk)}, func(c0 *tile.Value, c []*tile.Value) []*tile.Value {
+					enter(c0)
+					v, err := e.gen(x, r.idx)
+					if err != nil {
+						e.err = err
+						return c
+					}
+					v = e.inRange(v, identity)
+					if red.Info.Reduce == tile.OpReduceMax {
+						return []*tile.Value{b.Maximum(c[0], v)}
+					}
+					return []*tile.Value{b.Add(c[0], v)}
+				})
+				e.memo = outer
+				if e.err != nil {
+					return e.err
+				}
+				outer[memoKey{red, nil}] = b.Reduce(red.Info.Reduce, res[0], 0)
+				continue
+			}
+		}
+		// a softmax, or a maximum with its sum of exponentials: per lane,
+		// the running maximum m and l = Σ e^(x-m)
 		res := b.For(0, n, chunk, []*tile.Value{b.Full(-inf, dx, chunk), b.Zeros(dx, chunk)}, func(c0 *tile.Value, c []*tile.Value) []*tile.Value {
 			enter(c0)
 			v, err := e.gen(x, r.idx)
@@ -260,11 +445,21 @@ func (r *rowEmit) looped(out *tile.Value, n, chunk int) error {
 		if e.err != nil {
 			return e.err
 		}
+		if expSum != nil { // the maximum as the unfused graph has it (-inf for a row of -inf)
+			m := b.Max(res[0], 0)
+			ms := b.Where(b.Eq(m, -inf), 0.0, m)
+			lane := b.Where(b.Eq(res[0], -inf), 0.0, res[0])
+			outer[memoKey{red, nil}] = m
+			outer[memoKey{expSum, nil}] = b.Sum(b.Mul(res[1], b.Exp(b.Sub(lane, ms))), 0)
+			done[expSum] = true
+			continue
+		}
 		m := b.Max(res[0], 0)
 		m = b.Where(b.Eq(m, -inf), 0.0, m)
 		lane := b.Where(b.Eq(res[0], -inf), 0.0, res[0])
 		r.stats[red] = [2]*tile.Value{m, b.Sum(b.Mul(res[1], b.Exp(b.Sub(lane, m))), 0)}
 	}
+	e.stream = stream
 	b.For(0, n, chunk, nil, func(c0 *tile.Value, c []*tile.Value) []*tile.Value {
 		enter(c0)
 		v, err := e.gen(e.grp.Root, r.idx)
@@ -272,11 +467,69 @@ func (r *rowEmit) looped(out *tile.Value, n, chunk int) error {
 			e.err = err
 			return c
 		}
-		b.Store(b.AddPtr(out, r.idx), v, e.mask)
+		b.Store(b.AddPtr(out, r.idx), v, e.mask, hint...)
 		return c
 	})
 	e.memo = outer
 	return e.err
+}
+
+// expSumOf reports whether s is Σ exp(x − max) along the row, where max is
+// the row maximum m of the same x, broadcast back over the row (Reshape,
+// Repeat): a softmax written op by op, whose sum the online softmax
+// computes in m's pass.
+func (r *rowEmit) expSumOf(s, m *Node) bool {
+	if s.Info.Kind != ops.Reduce || s.Info.Reduce != tile.OpReduceSum || !rowReduce(s) || !rowReduce(m) {
+		return false
+	}
+	ex := s.Inputs[0]
+	if ex.Group != r.e.grp || !ex.Info.IsExp() {
+		return false
+	}
+	sub := ex.Inputs[0]
+	if sub.Group != r.e.grp || sub.Info.Kind != ops.Binary || sub.Info.Binary != tile.OpSub || sub.Inputs[0] != m.Inputs[0] {
+		return false
+	}
+	// the maximum, its shape's ones added or taken away and repeated along
+	// the last axis only
+	bc := sub.Inputs[1]
+	for bc != m {
+		if bc.Group != r.e.grp || len(bc.Inputs) == 0 {
+			return false
+		}
+		for _, size := range bc.Inputs[1:] { // a Repeat's sizes
+			if size.Info.Kind != ops.Constant {
+				return false
+			}
+		}
+		in, out := bc.Inputs[0].Info.Shape, bc.Info.Shape
+		switch bc.Info.Kind {
+		case ops.Reshape:
+			if !slices.Equal(nonOnes(in), nonOnes(out)) {
+				return false
+			}
+		case ops.Repeat:
+			last := len(out) - 1
+			if len(in) != len(out) || in[last] != 1 || !slices.Equal(in[:last], out[:last]) {
+				return false
+			}
+		default:
+			return false
+		}
+		bc = bc.Inputs[0]
+	}
+	return true
+}
+
+// nonOnes is s without its dimensions of size 1.
+func nonOnes(s []int) []int {
+	var d []int
+	for _, x := range s {
+		if x != 1 {
+			d = append(d, x)
+		}
+	}
+	return d
 }
 
 // order lists a row group's reductions and softmaxes, each after those its

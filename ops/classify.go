@@ -344,3 +344,7 @@ func scalarOf(v G.Value) (float64, error) {
 	}
 	return math.NaN(), fmt.Errorf("constant of type %T", v.Data())
 }
+
+// IsExp reports whether the node is Gorgonia's elementwise exp (the online
+// softmax of a looped row recognises Σ exp(x − max x) by it).
+func (i *Info) IsExp() bool { return i.Kind == Unary && i.Name == "exp" }

@@ -28,7 +28,7 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.backend, "backend", "cpu", "where kernels run: cpu, or cuda (the tilefuse_cuda build)")
 	fs.StringVar(&o.workloads, "workload", "all", "comma-separated workloads, or all: "+workloadNames())
-	fs.StringVar(&o.size, "size", "all", "small, large, all (small and large) or peer (the workloads that have the peers' shapes: BERT-base, long attention; a GPU round's, without Gorgonia's machine)")
+	fs.StringVar(&o.size, "size", "all", "small, large, all (small and large) or peer (the workloads that have the peers' shapes: BERT-base, long attention, softmax and LayerNorm at five shapes, the chain at 64M; a GPU round's, without Gorgonia's machine)")
 	fs.StringVar(&o.precision, "precision", "ieee", "how tilefuse's products form f32 products: ieee (exact) or tf32 (the tensor cores')")
 	fs.IntVar(&o.runs, "runs", 5, "timed runs per mode")
 	fs.DurationVar(&o.warm, "warmup", 50*time.Millisecond, "untimed runs first, for this long (at least one)")
@@ -107,19 +107,24 @@ func benchCmd(args []string, out, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
+	sizesOf := func(bench.Workload) []string { return sizes }
 	steps := len(ws) * len(sizes) * len(bench.Modes)
 	if *size == bench.Peer {
-		steps = len(ws) * (len(bench.Modes) - 1)
+		sizesOf = bench.Workload.PeerSizes
+		steps = 0
+		for _, w := range ws {
+			steps += len(w.PeerSizes()) * (len(bench.Modes) - 1)
+		}
 	}
 	bar := newProgress(progress, steps, *quiet)
 	var results []*bench.Result
 	for _, w := range ws {
-		for _, sz := range sizes {
+		for _, sz := range sizesOf(w) {
 			spec, err := w.Build(sz)
 			if err != nil {
 				return err
 			}
-			r, err := bench.Graph(spec, bench.Options{Backend: be, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, SkipGorgonia: sz == bench.Peer, FusionOptions: fopts, Progress: func(mode string) {
+			r, err := bench.Graph(spec, bench.Options{Backend: be, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, SkipGorgonia: *size == bench.Peer, FusionOptions: fopts, Progress: func(mode string) {
 				bar.step(w.Name + "/" + sz + " " + mode)
 			}})
 			if err != nil {

@@ -226,7 +226,7 @@ func TestBenchRejectsBadInput(t *testing.T) {
 		{"backend", []string{"-backend", "tpu"}, "want cpu or cuda"},
 		{"workload", []string{"-workload", "nope"}, `no workload "nope"`},
 		{"size", []string{"-size", "huge"}, "want small, large, all or peer"},
-		{"a workload without the peer size", []string{"-workload", "softmax", "-size", "peer"}, "softmax has no size peer"},
+		{"a workload without the peer size", []string{"-workload", "linear_gelu", "-size", "peer"}, "linear_gelu has no size peer"},
 		{"precision", []string{"-precision", "fp8"}, "want ieee or tf32"},
 		{"runs", []string{"-runs", "0"}, "at least 1"},
 		{"profile", []string{"-profile", "-1"}, "want a count"},

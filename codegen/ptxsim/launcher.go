@@ -12,7 +12,7 @@ import (
 // so that the conformance table runs here as it does on a GPU.
 type Launcher struct {
 	Arch     int // 80 or 90 (0: 90)
-	NumWarps int // 0: codegen's default
+	NumWarps int // 0: the kernel's num_warps meta-parameter, else codegen's default
 	// Racecheck and Initcheck turn on the shared-memory checks (Config).
 	Racecheck, Initcheck bool
 	// Workers is Config.Workers.
@@ -59,7 +59,11 @@ func (l *Launcher) Launch(k *tile.Kernel, grid tile.Grid, args ...any) error {
 	if len(args) != len(k.Params) {
 		return fmt.Errorf("ptxsim: @%s: %d arguments for %d parameters", k.Name, len(args), len(k.Params))
 	}
-	ck, err := codegen.Compile(k, codegen.Options{Arch: l.Arch, NumWarps: l.NumWarps, Spec: Spec(k, args)})
+	warps := l.NumWarps
+	if warps == 0 {
+		warps = k.Meta["num_warps"]
+	}
+	ck, err := codegen.Compile(k, codegen.Options{Arch: l.Arch, NumWarps: warps, Spec: Spec(k, args)})
 	if err != nil {
 		return err
 	}

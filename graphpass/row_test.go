@@ -1,0 +1,83 @@
+package graphpass_test
+
+import (
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	. "github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+func opSoftmax(x *G.Node) *G.Node { // max, sub, exp, sum, div, as users write it
+	e := G.Must(G.Exp(G.Must(G.BroadcastSub(x, G.Must(G.Max(x, 1)), nil, []byte{1}))))
+	return G.Must(G.BroadcastHadamardDiv(e, G.Must(G.Sum(e, 1)), nil, []byte{1}))
+}
+
+func opLayerNorm(x *G.Node) *G.Node {
+	mu := G.Must(G.Mean(x, 1))
+	xc := G.Must(G.BroadcastSub(x, mu, nil, []byte{1}))
+	v := G.Must(G.Mean(G.Must(G.Square(xc)), 1))
+	rstd := G.Must(G.Inverse(G.Must(G.Sqrt(G.Must(G.Add(v, G.NewConstant(float32(1e-5))))))))
+	gamma := G.NewVector(x.Graph(), tensor.Float32, G.WithShape(x.Shape()[1]), G.WithName("gamma"))
+	return G.Must(G.BroadcastHadamardProd(G.Must(G.BroadcastHadamardProd(xc, rstd, nil, []byte{1})), gamma, nil, []byte{0}))
+}
+
+// TestRowKernelShapes: the forms of row kernel each width takes on the
+// H200's target, read from the kernel: the passes over the row (loops:
+// none where the row is held in one block; two for a softmax walked in
+// blocks, op by op or Gorgonia's, the maximum and the sum of exponentials
+// in one online pass; one per reduction and one for the output otherwise),
+// the rank of the row block (2 with BLOCK_M rows a program) and the
+// streaming hints on the row's loads and stores only where the tensor is
+// larger than the L2.
+func TestRowKernelShapes(t *testing.T) {
+	cases := []struct {
+		name        string
+		shape       []int
+		build       func(x *G.Node) *G.Node
+		loops, rank int
+		streamed    bool // the row's loads and stores carry the streaming hint
+	}{
+		{"softmax op by op 8192×4096: one block, streamed", []int{8192, 4096}, opSoftmax, 0, 1, true},
+		{"softmax op by op 1823×781: one block", []int{1823, 781}, opSoftmax, 0, 1, false},
+		{"softmax op by op 4096×32768: one block", []int{4096, 32768}, opSoftmax, 0, 1, true},
+		{"softmax op by op 64×40000: two passes", []int{64, 40000}, opSoftmax, 2, 1, false},
+		{"Gorgonia's softmax 64×40000: two passes", []int{64, 40000}, func(x *G.Node) *G.Node { return G.Must(G.SoftMax(x)) }, 2, 1, false},
+		{"layernorm 64×20000: three passes", []int{64, 20000}, opLayerNorm, 3, 1, false},
+		{"layernorm 4096×128: 8 rows a program", []int{4096, 128}, opLayerNorm, 0, 2, false},
+		{"softmax op by op 8192×100: 8 rows a program", []int{8192, 100}, opSoftmax, 0, 2, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewTensor(g, tensor.Float32, len(c.shape), G.WithShape(c.shape...), G.WithName("x"))
+			c.build(x)
+			k := emitOne(t, g, H200)
+			loops, rank := 0, 0
+			var hinted, plain int
+			k.Tile.Walk(func(v *tile.Value) {
+				switch v.Op {
+				case tile.OpFor:
+					loops++
+				case tile.OpLoad, tile.OpStore:
+					if tile.CacheHint(v.Aux) == tile.CacheStreaming {
+						hinted++
+					} else {
+						plain++
+					}
+					if v.Op == tile.OpLoad {
+						rank = max(rank, v.Type.Shape.Rank)
+					}
+				}
+			})
+			if loops != c.loops || rank != c.rank {
+				t.Errorf("%d loops and row blocks of rank %d, want %d and %d:\n%s", loops, rank, c.loops, c.rank, k.Tile)
+			}
+			if c.streamed && (hinted != 2 || plain != 0) || !c.streamed && hinted != 0 {
+				t.Errorf("%d loads and stores with the streaming hint and %d without (streamed: %v):\n%s", hinted, plain, c.streamed, k.Tile)
+			}
+		})
+	}
+}
