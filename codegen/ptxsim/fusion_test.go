@@ -2,13 +2,16 @@ package ptxsim_test
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/bench"
 	"github.com/tilefuse/tilefuse/codegen/ptxsim"
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
@@ -42,12 +45,12 @@ func TestGeneratedKernels(t *testing.T) {
 	t.Logf("%d generated kernels agree with the fused CPU run", total)
 }
 
-func runGenerated(t *testing.T, wl bench.Workload, prec tile.Precision, tol tiletest.Tol) int {
+func runGenerated(t *testing.T, wl bench.Workload, prec tile.Precision, tol tiletest.Tol, opts ...fusion.Option) int {
 	spec, err := wl.Build("small")
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm := fusion.NewTapeMachine(spec.Graph, fusion.WithMatMulFusion(true), fusion.WithPrecision(prec))
+	vm := fusion.NewTapeMachine(spec.Graph, append([]fusion.Option{fusion.WithMatMulFusion(true), fusion.WithPrecision(prec)}, opts...)...)
 	defer vm.Close()
 	for n, v := range spec.Inputs {
 		if err := G.Let(n, v); err != nil {
@@ -97,7 +100,7 @@ func runGenerated(t *testing.T, wl bench.Workload, prec tile.Precision, tol tile
 			at += size
 		}
 		k := f.Kernel()
-		sim := &ptxsim.Launcher{Arch: 80 + 10*(kernels%2), Racecheck: true, Initcheck: true}
+		sim := &ptxsim.Launcher{Arch: 80 + 10*(kernels%2), Racecheck: true, Initcheck: true, NumWarps: k.Meta["num_warps"]}
 		if err := sim.Launch(k, f.Grid(), args...); err != nil {
 			t.Fatalf("%s: %v", k.Name, err)
 		}
@@ -110,4 +113,86 @@ func runGenerated(t *testing.T, wl bench.Workload, prec tile.Precision, tol tile
 		kernels++
 	}
 	return kernels
+}
+
+// TestAttentionKernels runs the flash attention kernels of training graphs
+// at shapes the bench workloads do not have (sequence lengths and head dims
+// that are not multiples of the blocks, a head dim of 96 padded to 128,
+// additive and causal masks, a scale by division) in the simulator, from the
+// inputs of a fused CPU run, against that run's outputs; ieee and tf32; the
+// kernels written for the H200 (where these small grids take 32-row
+// blocks) and for a one-SM GPU (64×64 and 64×32 score tiles).
+func TestAttentionKernels(t *testing.T) {
+	tols := map[tile.Precision]tiletest.Tol{tile.PrecIEEE: {Abs: 1e-5, Rel: 1e-4}, tile.PrecTF32: {Abs: 1e-3, Rel: 1e-2}}
+	for _, c := range []struct {
+		name              string
+		b, sq, sk, dk, dv int
+		mask              string
+	}{
+		{"odd lengths, causal −∞", 2, 37, 45, 20, 12, "causal"},
+		{"additive mask input, scale by division", 1, 33, 19, 24, 40, "input"},
+		{"head dim 96", 1, 21, 30, 96, 96, ""},
+	} {
+		for _, prec := range []tile.Precision{tile.PrecIEEE, tile.PrecTF32} {
+			for _, target := range []struct {
+				name string
+				t    graphpass.Target
+			}{{"h200", graphpass.H200}, {"one SM", graphpass.GPU(1, 1024, 227<<10)}} {
+				t.Run(c.name+"/"+prec.String()+"/"+target.name, func(t *testing.T) {
+					wl := bench.Workload{Name: c.name, Build: func(string) (bench.Spec, error) {
+						return attentionSpec(c.b, c.sq, c.sk, c.dk, c.dv, c.mask)
+					}}
+					if n := runGenerated(t, wl, prec, tols[prec], fusion.WithTarget(target.t)); n < 3 {
+						t.Fatalf("%d kernels ran, want at least the three of attention", n)
+					}
+				})
+			}
+		}
+	}
+}
+
+// attentionSpec is softmax(f(q·kᵀ))·v, a loss Σ(out²) and the gradients of
+// q, k and v (float32).
+func attentionSpec(b, sq, sk, dk, dv int, mask string) (bench.Spec, error) {
+	g := G.NewGraph()
+	rng := rand.New(rand.NewPCG(uint64(sq), uint64(sk)))
+	inputs := map[*G.Node]tensor.Tensor{}
+	input := func(name string, shape ...int) *G.Node {
+		n := 1
+		for _, s := range shape {
+			n *= s
+		}
+		d := make([]float32, n)
+		for i := range d {
+			d[i] = float32(rng.Float64()*2 - 1)
+		}
+		node := G.NewTensor(g, tensor.Float32, len(shape), G.WithShape(shape...), G.WithName(name))
+		inputs[node] = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
+		return node
+	}
+	q, k, v := input("q", b, sq, dk), input("k", b, sk, dk), input("v", b, sk, dv)
+	sc := G.Must(G.BatchedMatMul(q, k, false, true))
+	switch mask {
+	case "causal":
+		m := make([]float32, sq*sk)
+		for i := range sq {
+			for j := i + 1; j < sk; j++ {
+				m[i*sk+j] = float32(math.Inf(-1))
+			}
+		}
+		sc = G.Must(G.Mul(sc, G.NewConstant(float32(1/math.Sqrt(float64(dk))))))
+		c := G.NewConstant(tensor.New(tensor.WithShape(sq, sk), tensor.WithBacking(m)), G.In(g))
+		sc = G.Must(G.BroadcastAdd(sc, c, nil, []byte{0}))
+	case "input":
+		sc = G.Must(G.Add(G.Must(G.Div(sc, G.NewConstant(float32(math.Sqrt(float64(dk)))))), input("mask", b, sq, sk)))
+	default:
+		sc = G.Must(G.Mul(sc, G.NewConstant(float32(1/math.Sqrt(float64(dk))))))
+	}
+	out := G.Must(G.BatchedMatMul(G.Must(G.SoftMax(sc)), v, false, false))
+	loss := G.Must(G.Sum(G.Must(G.Square(out))))
+	grads, err := G.Grad(loss, q, k, v)
+	if err != nil {
+		return bench.Spec{}, err
+	}
+	return bench.Spec{Name: "attention", Graph: g, Inputs: inputs, Outputs: append(G.Nodes{loss}, grads...)}, nil
 }
