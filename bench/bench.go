@@ -183,6 +183,19 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 	if s.Graph == nil || len(s.Outputs) == 0 {
 		return nil, errors.New("bench: a spec needs a graph and at least one output")
 	}
+	for i, n := range s.Outputs {
+		switch {
+		case n == nil:
+			return nil, fmt.Errorf("bench: %s: output %d is nil", s.Name, i+1)
+		case n.Graph() != s.Graph:
+			return nil, fmt.Errorf("bench: %s: output %d (%s) is a node of another graph than Spec.Graph", s.Name, i+1, n.Name())
+		}
+	}
+	for n := range s.Inputs {
+		if n != nil && n.Graph() != s.Graph {
+			return nil, fmt.Errorf("bench: %s: input %s is a node of another graph than Spec.Graph", s.Name, n.Name())
+		}
+	}
 	if err := fusion.Available(o.Backend); err != nil { // and the GPU context, before anything is timed
 		return nil, fmt.Errorf("bench: %w", err)
 	}

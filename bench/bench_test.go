@@ -75,6 +75,9 @@ func TestGraphRejectsBadSpecs(t *testing.T) {
 	g := G.NewGraph()
 	x := G.NewMatrix(g, tensor.Float32, G.WithShape(2, 3), G.WithName("x"))
 	y := G.Must(G.Exp(x))
+	other := G.NewGraph()
+	xo := G.NewMatrix(other, tensor.Float32, G.WithShape(2, 3), G.WithName("xo"))
+	yo := G.Must(G.Tanh(xo))
 	for _, c := range []struct {
 		name string
 		spec Spec
@@ -85,6 +88,10 @@ func TestGraphRejectsBadSpecs(t *testing.T) {
 		{"wrong input shape", Spec{Name: "c", Graph: g, Outputs: []*G.Node{y},
 			Inputs: map[*G.Node]tensor.Tensor{x: tensor.New(tensor.WithShape(3, 2), tensor.Of(tensor.Float32))}}, "has shape (2, 3), its value (3, 2)"},
 		{"nil input", Spec{Name: "d", Graph: g, Outputs: []*G.Node{y}, Inputs: map[*G.Node]tensor.Tensor{x: nil}}, "a nil input"},
+		{"an output of another graph", Spec{Name: "e", Graph: g, Outputs: []*G.Node{y, yo}}, "output 2 (tanh(%0)) is a node of another graph than Spec.Graph"},
+		{"an input of another graph", Spec{Name: "f", Graph: g, Outputs: []*G.Node{y},
+			Inputs: map[*G.Node]tensor.Tensor{xo: tensor.New(tensor.WithShape(2, 3), tensor.Of(tensor.Float32))}}, "input xo is a node of another graph than Spec.Graph"},
+		{"a nil output", Spec{Name: "g", Graph: g, Outputs: []*G.Node{nil}}, "output 1 is nil"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Graph(c.spec, Options{Runs: 1})

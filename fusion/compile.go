@@ -51,6 +51,7 @@ type compilation struct {
 	gr       *graphpass.Graph                       // import
 	readable []*graphpass.Node                      // readable: operands first
 	isRead   map[*G.Node]bool                       // readable, as a set
+	forward  map[*graphpass.Node]bool               // readable: the forward pass
 	target   graphpass.Target                       // partition: what the kernels are for
 	groups   []*graphpass.Group                     // partition
 	kernels  map[*graphpass.Group]*graphpass.Kernel // emit
@@ -199,6 +200,13 @@ func importGraph(c *compilation) error {
 	gr, err := graphpass.Import(c.g)
 	if err != nil {
 		return err
+	}
+	for _, n := range gr.Nodes {
+		for _, d := range n.Info.Shape {
+			if d == 0 {
+				return fmt.Errorf("fusion: %v has shape %v, with no elements: tilefuse does not run tensors without elements, and Gorgonia v0.9.18's own machine panics on them (in Exp, MatMul) or refuses them (Sum); give every dimension a size of at least 1", n.G.Name(), n.G.Shape())
+			}
+		}
 	}
 	c.gr = gr
 	return nil

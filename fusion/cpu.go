@@ -38,6 +38,9 @@ type cpuStep struct {
 	// a Gorgonia matrix product: it writes into its value of the last run
 	// (UsePreallocDo), as the kernels do, instead of a new zeroed matrix
 	prealloc G.UsePreallocDoer
+	// fresh: the value is one the user reads (or shares its memory), so it
+	// goes into fresh memory each run
+	fresh bool
 }
 
 // cpuBinding ties a node of the user's graph to a position of the plan
@@ -84,6 +87,24 @@ func (p *cpuBackend) prepare(c *Compiled) error {
 	for _, in := range c.rw.inputs {
 		p.inputs = append(p.inputs, cpuBinding{in.orig, pos[in.nn], in.nn})
 	}
+	if !c.cfg.reuse {
+		fresh := make([]bool, len(order))
+		for _, b := range c.back {
+			if at, ok := pos[b.nn]; ok {
+				fresh[at] = true
+			}
+		}
+		for i := len(order) - 1; i >= 0; i-- { // users first: a view passes it on to what it views
+			if n := order[i]; fresh[i] && n.Op() != nil && n.Op().ReturnsPtr() {
+				for _, a := range operands(c.Graph, n) {
+					fresh[pos[a]] = true
+				}
+			}
+		}
+		for i := range p.steps {
+			p.steps[i].fresh = fresh[p.steps[i].at]
+		}
+	}
 	for _, b := range c.back {
 		at, ok := pos[b.nn]
 		switch {
@@ -103,8 +124,8 @@ func (p *cpuBackend) prepare(c *Compiled) error {
 func (p *cpuBackend) run() error {
 	for _, in := range p.inputs {
 		v := in.orig.Value()
-		if v == nil {
-			return fmt.Errorf("fusion: input %v has no value: Let it first", in.orig.Name())
+		if err := checkInput(in.orig, v); err != nil {
+			return err
 		}
 		p.vals[in.at] = v
 		if err := G.UnsafeLet(in.nn, v); err != nil {
@@ -125,14 +146,18 @@ func (p *cpuBackend) run() error {
 			if p.profile && !op.view {
 				start = time.Now()
 			}
-			if v, err = op.do(p.vals[st.at], st.argv...); err != nil {
+			reuse := p.vals[st.at]
+			if st.fresh {
+				reuse = nil
+			}
+			if v, err = op.do(reuse, st.argv...); err != nil {
 				return err // it names the kernel
 			}
 			if p.profile && !op.view {
 				p.times = append(p.times, KernelTime{Kernel: op.name, Ops: op.ops, Seconds: time.Since(start).Seconds()})
 			}
 		default:
-			if prev := p.vals[st.at]; st.prealloc != nil && prev != nil {
+			if prev := p.vals[st.at]; st.prealloc != nil && prev != nil && !st.fresh {
 				v, err = st.prealloc.UsePreallocDo(prev, st.argv...)
 			} else {
 				v, err = op.Do(st.argv...)
@@ -152,6 +177,15 @@ func (p *cpuBackend) run() error {
 				return fmt.Errorf("fusion: writing back %v: %w", b.orig.Name(), err)
 			}
 		}
+	}
+	return nil
+}
+
+// checkInput: input n has a value v (its shape is n's: gorgonia.Let and
+// UnsafeLet refuse any other).
+func checkInput(n *G.Node, v G.Value) error {
+	if v == nil {
+		return fmt.Errorf("fusion: input %v has no value: Let it first", n.Name())
 	}
 	return nil
 }

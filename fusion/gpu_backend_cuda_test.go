@@ -164,3 +164,24 @@ func TestKernelTimesOnGPU(t *testing.T) {
 func TestSplitReductionsOnGPU(t *testing.T) {
 	checkSplitReductions(t, 1e-12, true, fusion.WithBackend(fusion.CUDA))
 }
+
+// TestReadAfterRunOnGPU: an LSTM cell's h and c, and a block's output y
+// that feeds Mean(y), have their values after a run on the CUDA backend
+// without WithKeep, matching the float64 reference and Gorgonia's gradients.
+func TestReadAfterRunOnGPU(t *testing.T) {
+	if err := fusion.Available(fusion.CUDA); err != nil {
+		t.Skipf("the CUDA backend cannot run here: %v", err)
+	}
+	checkReadAfterRun(t, func(t *testing.T) (*model, func() map[string][]float64) { return lstmCell(t, 3, 5, 7) }, fusion.WithBackend(fusion.CUDA))
+	checkReadAfterRun(t, func(t *testing.T) (*model, func() map[string][]float64) { return normBlock(t, 6, 10) }, fusion.WithBackend(fusion.CUDA))
+}
+
+// TestMachinesInParallelOnGPU: machines over their own graphs, in parallel
+// goroutines on one GPU (they share its context), give the values of a
+// machine run alone.
+func TestMachinesInParallelOnGPU(t *testing.T) {
+	if err := fusion.Available(fusion.CUDA); err != nil {
+		t.Skipf("the CUDA backend cannot run here: %v", err)
+	}
+	checkMachinesInParallel(t, fusion.WithBackend(fusion.CUDA))
+}

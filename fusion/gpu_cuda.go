@@ -242,23 +242,25 @@ func (g *gpu) upload(t *cuda.Thread, n *G.Node, v G.Value) error {
 	return t.Upload(b, h)
 }
 
-// download copies n's buffer into host memory that is n's from one run to
-// the next (as Gorgonia's tape machine reuses its values): a value read
-// after a run is overwritten by the next one.
-func (g *gpu) download(t *cuda.Thread, n *G.Node) (G.Value, error) {
+// download copies n's buffer into host memory: fresh memory when fresh (a
+// value the user reads, unless WithReuseOutputs), else memory that is n's
+// from one run to the next, overwritten by the next run.
+func (g *gpu) download(t *cuda.Thread, n *G.Node, fresh bool) (G.Value, error) {
 	b, ok := g.bufs[n]
 	if !ok {
 		return nil, fmt.Errorf("fusion: %v has no device value", n.Name())
 	}
 	host, ok := g.host[n]
-	if !ok {
+	if !ok || fresh {
 		size := max(1, n.Shape().TotalSize())
 		if n.Dtype() == tensor.Float64 {
 			host = make([]float64, size)
 		} else {
 			host = make([]float32, size)
 		}
-		g.host[n] = host
+		if !fresh {
+			g.host[n] = host
+		}
 	}
 	if err := t.Download(host, b); err != nil {
 		return nil, err
@@ -295,8 +297,8 @@ func (g *gpu) run() error {
 	isInput := map[*G.Node]bool{}
 	for _, in := range c.rw.inputs {
 		isInput[in.nn] = true
-		if in.orig.Value() == nil {
-			return fmt.Errorf("fusion: input %v has no value: Let it first", in.orig.Name())
+		if err := checkInput(in.orig, in.orig.Value()); err != nil {
+			return err
 		}
 	}
 	g.last, g.devMs = Stats{}, 0
@@ -344,7 +346,7 @@ func (g *gpu) run() error {
 				}
 				continue
 			}
-			v, err := g.download(t, b.nn)
+			v, err := g.download(t, b.nn, !c.cfg.reuse)
 			if err != nil {
 				return err
 			}
@@ -408,7 +410,7 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled, isInput map[*G.Node]bool) err
 					vals[i] = a.Value()
 					continue
 				}
-				v, err := g.download(t, a)
+				v, err := g.download(t, a, false)
 				if err != nil {
 					return err
 				}

@@ -2,12 +2,21 @@ package fusion
 
 import (
 	"errors"
+	"sync"
 
 	G "gorgonia.org/gorgonia"
 )
 
 // Machine runs a fused graph: a drop-in for Gorgonia's tape machine.
+//
+// A Machine is safe for use by several goroutines: RunAll calls are
+// serialised (a second waits for the first to finish), and so are Close,
+// Stats, DeviceTime and KernelTimes. The values a run writes back are the
+// user's nodes', shared by every goroutine: read them after the RunAll
+// that made them returns, before the next one starts (or give each
+// goroutine a machine over its own graph: machines run in parallel).
 type Machine struct {
+	mu   sync.Mutex
 	orig *G.ExprGraph
 	c    *Compiled
 	be   backend
@@ -49,6 +58,8 @@ func (m *Machine) Let(n *G.Node, v interface{}) error { return G.Let(n, v) }
 // RunAll runs the graph: the user's input values go in, and afterwards
 // every readable node of the user's graph holds its value.
 func (m *Machine) RunAll() (err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	defer recoverTo(&err, "running")
 	if m.err != nil {
 		return m.err
@@ -69,6 +80,8 @@ func (m *Machine) RunAll() (err error) {
 // Stats are the machine's statistics: how many runs completed, and on the
 // GPU backend the last run's device time, host ops and copies.
 func (m *Machine) Stats() Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	s := Stats{Runs: m.runs}
 	if m.be != nil {
 		s.DeviceTime = m.be.deviceTime()
@@ -83,6 +96,8 @@ func (m *Machine) Stats() Stats {
 // and their copies in between count). ok is false on the CPU backend or
 // before a run.
 func (m *Machine) DeviceTime() (seconds float64, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.be == nil {
 		return 0, false
 	}
@@ -95,6 +110,8 @@ func (m *Machine) DeviceTime() (seconds float64, ok bool) {
 // the op (output allocation included) on the CPU. It is nil without
 // WithProfile.
 func (m *Machine) KernelTimes() []KernelTime {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.be == nil {
 		return nil
 	}
@@ -108,6 +125,8 @@ func (m *Machine) Reset() {}
 
 // Close releases the machine.
 func (m *Machine) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.be == nil {
 		return nil
 	}

@@ -89,6 +89,14 @@ func TestMisuseIsAClearError(t *testing.T) {
 			t.Fatal("a report for a nil graph")
 		}
 	})
+	t.Run("a tensor without elements", func(t *testing.T) {
+		g := G.NewGraph()
+		x := G.NewMatrix(g, tensor.Float64, G.WithShape(5, 0), G.WithName("x"))
+		G.Must(G.Sum(x, 1))
+		if _, err := fusion.Compile(g); err == nil || !strings.Contains(err.Error(), "x has shape (5, 0), with no elements") {
+			t.Fatalf("Compile: %v", err)
+		}
+	})
 	t.Run("RunAll after Close", func(t *testing.T) {
 		g := G.NewGraph()
 		x := G.NewMatrix(g, tensor.Float64, G.WithShape(2, 2), G.WithName("x"))
@@ -158,4 +166,96 @@ func TestWriteBackIsTheReadableSet(t *testing.T) {
 		t.Logf("readAll %v: %d kernels", readAll, m.Report().Kernels())
 		m.Close()
 	}
+}
+
+// TestValuesSurviveTheNextRun: values the user read after a run stay as
+// they were through the next run (results collected batch by batch), on
+// every path a value takes: a kernel's root and extra outputs, a reshape
+// that shares its operand's memory, Gorgonia's own matrix product, a
+// gradient. WithReuseOutputs(true), the fast path, overwrites them.
+func TestValuesSurviveTheNextRun(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		matmul, reuse bool
+	}{
+		{"fused products", true, false},
+		{"Gorgonia's products", false, false},
+		{"fused products, reusing outputs", true, true},
+		{"Gorgonia's products, reusing outputs", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewMatrix(g, tensor.Float64, G.WithShape(4, 6), G.WithName("x"))
+			wv := make([]float64, 30)
+			for i := range wv {
+				wv[i] = float64(i%7)/7 - 0.4
+			}
+			w := G.NewMatrix(g, tensor.Float64, G.WithShape(6, 5), G.WithName("w"), G.WithValue(tensor.New(tensor.WithShape(6, 5), tensor.WithBacking(wv))))
+			h := G.Must(G.Mul(x, w))
+			a := G.Must(G.Tanh(h))
+			G.WithName("a")(a)
+			r := G.Must(G.Reshape(a, tensor.Shape{5, 4}))
+			G.WithName("r")(r)
+			b := G.Must(G.Exp(a))
+			cost := G.Must(G.Add(G.Must(G.Sum(G.Must(G.Square(b)))), G.Must(G.Sum(r))))
+			if _, err := G.Grad(cost, w); err != nil {
+				t.Fatal(err)
+			}
+			m := fusion.NewTapeMachine(g, fusion.WithMatMulFusion(tc.matmul), fusion.WithReuseOutputs(tc.reuse), fusion.WithKeep(h))
+			defer m.Close()
+			held := map[string]func() G.Value{"h": h.Value, "a": a.Value, "r": r.Value, "b": b.Value, "cost": cost.Value,
+				"dw": func() G.Value { v, _ := w.Grad(); return v }}
+			run := func(seed float64) map[string]G.Value {
+				xv := make([]float64, 24)
+				for i := range xv {
+					xv[i] = math.Sin(seed + float64(i))
+				}
+				if err := G.Let(x, tensor.New(tensor.WithShape(4, 6), tensor.WithBacking(xv))); err != nil {
+					t.Fatal(err)
+				}
+				if err := m.RunAll(); err != nil {
+					t.Fatal(err)
+				}
+				vals := map[string]G.Value{}
+				for name, get := range held {
+					if vals[name] = get(); vals[name] == nil {
+						t.Fatalf("%s has no value\n%v", name, m.Report())
+					}
+				}
+				return vals
+			}
+			first := run(1)
+			copies := map[string][]float64{}
+			for name, v := range first {
+				copies[name] = append([]float64(nil), asFloats(v)...)
+			}
+			run(2)
+			overwritten := 0
+			for name, v := range first {
+				got := asFloats(v)
+				for i := range got {
+					if got[i] != copies[name][i] {
+						overwritten++
+						if !tc.reuse {
+							t.Errorf("%s[%d] read after run 1 is %v after run 2, was %v", name, i, got[i], copies[name][i])
+						}
+						break
+					}
+				}
+			}
+			if tc.reuse && overwritten == 0 {
+				t.Errorf("WithReuseOutputs(true): no value of run 1 was overwritten by run 2; the test does not see reuse")
+			}
+		})
+	}
+}
+
+func asFloats(v G.Value) []float64 {
+	switch d := v.Data().(type) {
+	case []float64:
+		return d
+	case float64:
+		return []float64{d}
+	}
+	panic(v)
 }

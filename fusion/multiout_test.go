@@ -65,12 +65,12 @@ func checkGELUTraining(t *testing.T, tol float64, opts ...fusion.Option) {
 	var fwd []fusion.GroupInfo
 	for _, gi := range vm.Report().Groups {
 		ops := strings.Join(gi.Ops, " ")
-		if strings.Contains(ops, "cube") || strings.Contains(ops, "tanh") {
+		if strings.Contains(ops, "Cube") || strings.Contains(ops, "Tanh") {
 			fwd = append(fwd, gi)
 		}
 	}
-	if len(fwd) != 1 || !slices.ContainsFunc(fwd[0].Ops, func(s string) bool { return strings.HasPrefix(s, "cube") }) ||
-		!slices.ContainsFunc(fwd[0].Ops, func(s string) bool { return strings.HasPrefix(s, "tanh") }) || len(fwd[0].Extra) == 0 {
+	if len(fwd) != 1 || !slices.ContainsFunc(fwd[0].Ops, func(s string) bool { return strings.HasPrefix(s, "Cube") }) ||
+		!slices.ContainsFunc(fwd[0].Ops, func(s string) bool { return strings.HasPrefix(s, "Tanh") }) || len(fwd[0].Extra) == 0 {
 		t.Fatalf("the GELU forward is not one kernel with extra outputs:\n%v", vm.Report())
 	}
 	if err := vmRef.RunAll(); err != nil {

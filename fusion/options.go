@@ -40,7 +40,8 @@ type config struct {
 	profile   bool
 	readAll   bool
 	target    *graphpass.Target // nil: the backend's own
-	errs      []error           // options given values they cannot take
+	reuse     bool
+	errs      []error // options given values they cannot take
 }
 
 // configure applies opts over the defaults and checks what they set.
@@ -153,3 +154,11 @@ func (cfg *config) targetOf() (graphpass.Target, error) {
 	}
 	return graphpass.CPU(runtime.NumCPU()), nil
 }
+
+// WithReuseOutputs(true) is the fast path: every run writes each value into
+// its memory of the previous run, so a value the user read after one run is
+// overwritten by the next (copy what you keep). By default, as with
+// Gorgonia's machine, each run gives the values the user can read fresh
+// memory, and a value read after a run stays as it was; values the user
+// cannot read reuse their memory either way.
+func WithReuseOutputs(on bool) Option { return func(c *config) { c.reuse = on } }

@@ -4,15 +4,28 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu"
+	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/ops"
 )
 
-// Report says what a compilation did.
+// Report says what a compilation did, in the user's terms: nodes by the
+// names the user gave them (else by the op and its operands' names), ops
+// as the Gorgonia functions the user called (ops.Info.Describe). It is made
+// once, at compile time, and never changes: what runs did is Machine.Stats.
 type Report struct {
 	Backend Backend
 	Fused   bool // false: fusion was turned off
 	Groups  []GroupInfo
 	Unfused []Unfused
+	// NoValue are the nodes of the forward pass (the ones the user wrote)
+	// that have no value after a run: inside a kernel, or not in the
+	// readable set. WithKeep(node) or WithReadAll(true) gives them one.
+	NoValue []string
+	// BytesSaved is the memory traffic a run saves by keeping
+	// intermediates inside kernels: each value a kernel keeps to itself
+	// would, unfused, be written once and read once.
+	BytesSaved int64
 }
 
 // GroupInfo is one kernel.
@@ -20,9 +33,13 @@ type GroupInfo struct {
 	ID     int
 	Kind   string
 	Kernel string
-	Root   string
+	Root   string   // the node whose value the kernel computes
 	Extra  []string // further outputs: values other kernels or the user read
-	Ops    []string
+	Ops    []string // the ops it runs, as the user called them, in order
+	Nodes  []string // their nodes, in the same order
+	// NoValue are the kernel's nodes of the forward pass that have no
+	// value after a run (a subset of Nodes).
+	NoValue []string
 }
 
 // Unfused is a node that runs as Gorgonia runs it, and why.
@@ -42,52 +59,167 @@ func (r *Report) FusedOps() int {
 	return n
 }
 
-func (r *Report) String() string {
-	var sb strings.Builder
+// ExtraOutputs is the number of values kernels write besides their roots.
+func (r *Report) ExtraOutputs() int {
+	n := 0
+	for _, g := range r.Groups {
+		n += len(g.Extra)
+	}
+	return n
+}
+
+// Summary is the report's first line: kernels, ops fused and left to
+// Gorgonia, extra outputs, memory traffic saved per run.
+func (r *Report) Summary() string {
 	mode := "fused"
 	if !r.Fused {
 		mode = "fusion off"
 	}
-	fmt.Fprintf(&sb, "tilefuse report (%v, %s): %d ops in %d kernels; %d nodes left to Gorgonia\n", r.Backend, mode, r.FusedOps(), r.Kernels(), len(r.Unfused))
+	return fmt.Sprintf("tilefuse (%v, %s): %d kernels run %d ops; %d ops left to Gorgonia; %d extra outputs; %s less memory traffic per run",
+		r.Backend, mode, r.Kernels(), r.FusedOps(), len(r.Unfused), r.ExtraOutputs(), bytesString(r.BytesSaved))
+}
+
+func (r *Report) String() string {
+	var sb strings.Builder
+	sb.WriteString(r.Summary() + "\n")
 	for _, g := range r.Groups {
 		outs := g.Root
 		if len(g.Extra) > 0 {
 			outs += " (and " + strings.Join(g.Extra, ", ") + ")"
 		}
 		fmt.Fprintf(&sb, "  kernel %s (%s) → %s: %s\n", g.Kernel, g.Kind, outs, strings.Join(g.Ops, ", "))
+		if len(g.NoValue) > 0 {
+			fmt.Fprintf(&sb, "      no value after a run: %s\n", strings.Join(g.NoValue, ", "))
+		}
 	}
 	for _, u := range r.Unfused {
-		fmt.Fprintf(&sb, "  not fused: %s [%s]: %s\n", u.Node, u.Op, u.Why)
+		fmt.Fprintf(&sb, "  left to Gorgonia: %s (%s): %s\n", u.Node, u.Op, u.Why)
+	}
+	if len(r.NoValue) > 0 {
+		fmt.Fprintf(&sb, "  %d of your nodes have no value after a run (listed per kernel); keep one with fusion.WithKeep(node), or all with fusion.WithReadAll(true)\n", len(r.NoValue))
 	}
 	return sb.String()
+}
+
+func bytesString(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
 }
 
 // buildReport is the report of a compilation, made once.
 func buildReport(c *compilation) *Report {
 	rep := &Report{Backend: c.cfg.backend, Fused: c.cfg.fuse}
+	noValue := func(n *graphpass.Node) bool {
+		return !c.isRead[n.G] && c.forward[n] && n.Info.Kind != ops.Input && n.Info.Kind != ops.Constant && !broadcastHelper(n)
+	}
 	for _, grp := range c.groups {
-		gi := GroupInfo{ID: grp.ID, Kind: grp.Kind.String(), Kernel: c.kernels[grp].Tile.Name, Root: grp.Root.G.Name()}
-		for _, m := range grp.Members {
-			gi.Ops = append(gi.Ops, m.Info.Name)
-		}
+		gi := GroupInfo{ID: grp.ID, Kind: grp.Kind.String(), Kernel: c.kernels[grp].Tile.Name, Root: label(grp.Root)}
+		outs := map[*graphpass.Node]bool{grp.Root: true}
 		for _, x := range grp.Extra {
-			gi.Extra = append(gi.Extra, x.String())
+			gi.Extra = append(gi.Extra, label(x))
+			outs[x] = true
+		}
+		for _, m := range grp.Members {
+			gi.Ops = append(gi.Ops, m.Info.Describe())
+			gi.Nodes = append(gi.Nodes, label(m))
+			if noValue(m) {
+				gi.NoValue = append(gi.NoValue, label(m))
+				rep.NoValue = append(rep.NoValue, label(m))
+			}
+			if !outs[m] && m.Info.Kind != ops.Reshape && m.Info.Kind != ops.Constant {
+				rep.BytesSaved += 2 * int64(numel(m.Info.Shape)*max(1, m.Info.DType.Size()))
+			}
 		}
 		rep.Groups = append(rep.Groups, gi)
 	}
 	for _, n := range c.gr.Nodes {
-		why := n.Info.Why
-		switch {
-		case n.Group != nil || n.Info.Kind == ops.Input || n.Info.Kind == ops.Constant:
+		if n.Group != nil || n.Info.Kind == ops.Input || n.Info.Kind == ops.Constant {
 			continue
-		case n.Info.Kind == ops.MatMul:
-			why = "a matrix product left to Gorgonia (WithMatMulFusion: off by default on a CPU without AVX2 and FMA, where BLAS is faster)"
-		case n.Info.Kind == ops.BatchedMatMul:
-			why = "a batched product left to Gorgonia (WithMatMulFusion: off by default on a CPU without AVX2 and FMA, where BLAS is faster; under it, 3-D products fuse, attention into one kernel)"
-		case why == "":
-			why = "not fused: " + n.Info.Kind.String()
 		}
-		rep.Unfused = append(rep.Unfused, Unfused{Node: n.G.Name(), Op: n.Info.Name, Why: why})
+		rep.Unfused = append(rep.Unfused, Unfused{Node: label(n), Op: n.Info.Describe(), Why: whyUnfused(c, n)})
+		if noValue(n) {
+			rep.NoValue = append(rep.NoValue, label(n))
+		}
 	}
 	return rep
+}
+
+// broadcastHelper reports whether n is one of the nodes Gorgonia's
+// Broadcast* functions insert (a Repeat, or a Reshape that only Repeats
+// read): the user holds no handle on them.
+func broadcastHelper(n *graphpass.Node) bool {
+	switch n.Info.Kind {
+	case ops.Repeat:
+		return true
+	case ops.Reshape:
+		for _, u := range n.Users {
+			if u.Info.Kind != ops.Repeat {
+				return false
+			}
+		}
+		return len(n.Users) > 0
+	}
+	return false
+}
+
+// whyUnfused is the one-line reason node n runs as Gorgonia runs it.
+func whyUnfused(c *compilation, n *graphpass.Node) string {
+	matmul, explicit := c.cfg.backend == CUDA || cpu.VectorDot(), c.cfg.matmul != nil
+	if explicit {
+		matmul = *c.cfg.matmul
+	}
+	switch k := n.Info.Kind; {
+	case k == ops.Opaque:
+		return "not in tilefuse's catalogue: " + n.Info.Why
+	case !c.cfg.fuse:
+		return "fusion is off (WithFusion(false)), and this op has no kernel of its own"
+	case k.Product() && !matmul && explicit:
+		return "matrix products are left to Gorgonia's BLAS: WithMatMulFusion(false)"
+	case k.Product() && !matmul:
+		return "matrix products are left to Gorgonia's BLAS by default on a CPU without AVX2 and FMA, where it is faster; WithMatMulFusion(true) fuses them"
+	case k == ops.BatchedMatMul:
+		return "a batched product whose operands are not 3-D with one batch size"
+	case k == ops.SoftmaxGrad:
+		return "the softmax's gradient over rows too long for one block (walked in blocks, it has no kernel yet)"
+	}
+	return fmt.Sprintf("no group kind takes a %v op here", n.Info.Kind)
+}
+
+// label names node n for the user: the name the user gave it, else its op
+// as the user called it over its operands' names ("Mul(x, w)"), an operand
+// without a name of its own as its op ("Tanh(…)").
+func label(n *graphpass.Node) string {
+	if n.Internal() {
+		return n.String() + " (tilefuse's own)"
+	}
+	if named(n) {
+		return n.G.Name()
+	}
+	args := make([]string, len(n.Inputs))
+	for i, in := range n.Inputs {
+		switch {
+		case in.Internal():
+			args[i] = in.String()
+		case named(in):
+			args[i] = in.G.Name()
+		case in.Info.Kind == ops.Constant:
+			args[i] = in.Info.Describe()
+		default:
+			args[i] = in.Info.Func() + "(…)"
+		}
+	}
+	return n.Info.Func() + "(" + strings.Join(args, ", ") + ")"
+}
+
+// named reports whether n carries a name the user gave it (Gorgonia's own
+// names have the form "op(%a, %b)"), or is an input.
+func named(n *graphpass.Node) bool {
+	return n.Info.Kind == ops.Input || !strings.Contains(n.G.Name(), "(%") && n.Info.Kind != ops.Constant
 }

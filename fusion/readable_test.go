@@ -1,0 +1,214 @@
+package fusion_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/fusion"
+)
+
+// model is a graph built twice (once for each machine) with its inputs'
+// values, the nodes the user reads after a run, and the parameters whose
+// gradients the user reads.
+type model struct {
+	g      *G.ExprGraph
+	inputs map[*G.Node]*tensor.Dense
+	read   map[string]*G.Node // by name in the test
+	params G.Nodes
+}
+
+func paramMatrix(g *G.ExprGraph, rng *rand.Rand, name string, shape ...int) *G.Node {
+	n := 1
+	for _, k := range shape {
+		n *= k
+	}
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = rng.NormFloat64() / math.Sqrt(float64(shape[0]))
+	}
+	val := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v))
+	if len(shape) == 1 {
+		return G.NewVector(g, tensor.Float64, G.WithShape(shape...), G.WithName(name), G.WithValue(val))
+	}
+	return G.NewMatrix(g, tensor.Float64, G.WithShape(shape...), G.WithName(name), G.WithValue(val))
+}
+
+// lstmCell is one LSTM step written as Gorgonia users write it: the new h
+// and c are not named or kept; both feed the loss, and the user reads them
+// after the run to carry them into the next step.
+func lstmCell(t *testing.T, b, in, hid int) (*model, func() map[string][]float64) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	g := G.NewGraph()
+	m := &model{g: g, inputs: map[*G.Node]*tensor.Dense{}, read: map[string]*G.Node{}}
+	x := G.NewMatrix(g, tensor.Float64, G.WithShape(b, in), G.WithName("x"))
+	hPrev := G.NewMatrix(g, tensor.Float64, G.WithShape(b, hid), G.WithName("h_prev"))
+	cPrev := G.NewMatrix(g, tensor.Float64, G.WithShape(b, hid), G.WithName("c_prev"))
+	m.inputs[x], m.inputs[hPrev], m.inputs[cPrev] = randMatrix(rng, b, in, 1), randMatrix(rng, b, hid, 1), randMatrix(rng, b, hid, 1)
+	gate := func(name string, act func(*G.Node) (*G.Node, error)) *G.Node {
+		w, u, bias := paramMatrix(g, rng, "W"+name, in, hid), paramMatrix(g, rng, "U"+name, hid, hid), paramMatrix(g, rng, "b"+name, hid)
+		m.params = append(m.params, w, u, bias)
+		pre := G.Must(G.Add(G.Must(G.Mul(x, w)), G.Must(G.Mul(hPrev, u))))
+		return G.Must(act(G.Must(G.BroadcastAdd(pre, bias, nil, []byte{0}))))
+	}
+	i, f, o, gg := gate("i", G.Sigmoid), gate("f", G.Sigmoid), gate("o", G.Sigmoid), gate("g", G.Tanh)
+	c := G.Must(G.Add(G.Must(G.HadamardProd(f, cPrev)), G.Must(G.HadamardProd(i, gg))))
+	h := G.Must(G.HadamardProd(o, G.Must(G.Tanh(c))))
+	cost := G.Must(G.Add(G.Must(G.Mean(G.Must(G.Square(h)))), G.Must(G.Mean(c))))
+	if _, err := G.Grad(cost, m.params...); err != nil {
+		t.Fatal(err)
+	}
+	m.read["h"], m.read["c"], m.read["cost"] = h, c, cost
+	ref := func() map[string][]float64 { // the cell in float64 Go
+		p := map[string][]float64{}
+		for _, n := range m.params {
+			p[n.Name()] = floats(n.Value())
+		}
+		xv, hv, cv := floats(m.inputs[x]), floats(m.inputs[hPrev]), floats(m.inputs[cPrev])
+		act := func(name string, r, j int, sig bool) float64 {
+			s := p["b"+name][j]
+			for k := 0; k < in; k++ {
+				s += xv[r*in+k] * p["W"+name][k*hid+j]
+			}
+			for k := 0; k < hid; k++ {
+				s += hv[r*hid+k] * p["U"+name][k*hid+j]
+			}
+			if sig {
+				return 1 / (1 + math.Exp(-s))
+			}
+			return math.Tanh(s)
+		}
+		out := map[string][]float64{"h": make([]float64, b*hid), "c": make([]float64, b*hid)}
+		sq, sum := 0.0, 0.0
+		for r := 0; r < b; r++ {
+			for j := 0; j < hid; j++ {
+				cn := act("f", r, j, true)*cv[r*hid+j] + act("i", r, j, true)*act("g", r, j, false)
+				hn := act("o", r, j, true) * math.Tanh(cn)
+				out["c"][r*hid+j], out["h"][r*hid+j] = cn, hn
+				sq, sum = sq+hn*hn, sum+cn
+			}
+		}
+		out["cost"] = []float64{sq/float64(b*hid) + sum/float64(b*hid)}
+		return out
+	}
+	return m, ref
+}
+
+// normBlock is a transformer-style block: y = LayerNorm(x + tanh(x·W + b)),
+// with the loss Mean(y): y is the user's prediction and is not kept.
+func normBlock(t *testing.T, rows, d int) (*model, func() map[string][]float64) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	g := G.NewGraph()
+	m := &model{g: g, inputs: map[*G.Node]*tensor.Dense{}, read: map[string]*G.Node{}}
+	x := G.NewMatrix(g, tensor.Float64, G.WithShape(rows, d), G.WithName("x"))
+	m.inputs[x] = randMatrix(rng, rows, d, 1)
+	w, bias, gamma, beta := paramMatrix(g, rng, "W", d, d), paramMatrix(g, rng, "b", d), paramMatrix(g, rng, "gamma", d), paramMatrix(g, rng, "beta", d)
+	m.params = G.Nodes{w, bias, gamma, beta}
+	inner := G.Must(G.Tanh(G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w)), bias, nil, []byte{0}))))
+	y := layerNorm(G.Must(G.Add(x, inner)), gamma, beta)
+	cost := G.Must(G.Mean(y))
+	if _, err := G.Grad(cost, m.params...); err != nil {
+		t.Fatal(err)
+	}
+	m.read["y"], m.read["cost"] = y, cost
+	ref := func() map[string][]float64 {
+		xv, wv, bv, gv, betav := floats(m.inputs[x]), floats(w.Value()), floats(bias.Value()), floats(gamma.Value()), floats(beta.Value())
+		out := map[string][]float64{"y": make([]float64, rows*d)}
+		total := 0.0
+		for r := 0; r < rows; r++ {
+			z := make([]float64, d)
+			mu := 0.0
+			for j := range z {
+				s := bv[j]
+				for k := 0; k < d; k++ {
+					s += xv[r*d+k] * wv[k*d+j]
+				}
+				z[j] = xv[r*d+j] + math.Tanh(s)
+				mu += z[j]
+			}
+			mu /= float64(d)
+			v := 0.0
+			for _, zj := range z {
+				v += (zj - mu) * (zj - mu)
+			}
+			rs := 1 / math.Sqrt(v/float64(d)+1e-5)
+			for j, zj := range z {
+				out["y"][r*d+j] = (zj-mu)*rs*gv[j] + betav[j]
+				total += out["y"][r*d+j]
+			}
+		}
+		out["cost"] = []float64{total / float64(rows*d)}
+		return out
+	}
+	return m, ref
+}
+
+// checkReadAfterRun runs a model on Gorgonia's machine and on tilefuse's
+// (without WithKeep): every value the user reads is there and matches the
+// float64 reference (Gorgonia's machine overwrites some of its own values in
+// place, so it is not the reference for values), and every gradient matches
+// Gorgonia's.
+func checkReadAfterRun(t *testing.T, build func(*testing.T) (*model, func() map[string][]float64), opts ...fusion.Option) {
+	ref, _ := build(t)
+	fused, want := build(t)
+	vmRef := G.NewTapeMachine(ref.g)
+	defer vmRef.Close()
+	vm := fusion.NewTapeMachine(fused.g, opts...)
+	defer vm.Close()
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*model{ref, fused} {
+		for n, v := range m.inputs {
+			if err := G.Let(n, v.Clone()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := vmRef.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	wants := want()
+	for name, n := range fused.read {
+		if n.Value() == nil {
+			t.Fatalf("%s (%v) has no value after RunAll\n%v", name, n.Name(), vm.Report())
+		}
+		got := floats(n.Value())
+		if n.IsScalar() {
+			got = []float64{scalar(n.Value())}
+		}
+		closeTo(t, name, got, wants[name], 1e-12)
+	}
+	for i, p := range fused.params {
+		got, err := p.Grad()
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name(), err)
+		}
+		w, err := ref.params[i].Grad()
+		if err != nil {
+			t.Fatalf("%s in Gorgonia: %v", p.Name(), err)
+		}
+		closeTo(t, fmt.Sprintf("d cost/d %s", p.Name()), floats(got), floats(w), 1e-11)
+	}
+	t.Logf("%d kernels\n%v", vm.Report().Kernels(), vm.Report())
+}
+
+// TestLSTMStateReadable: an LSTM cell's new h and c, which feed the loss and
+// which the user reads to carry into the next step, have their values after
+// RunAll without WithKeep.
+func TestLSTMStateReadable(t *testing.T) {
+	checkReadAfterRun(t, func(t *testing.T) (*model, func() map[string][]float64) { return lstmCell(t, 3, 5, 7) })
+}
+
+// TestBlockOutputReadable: a transformer-style block whose output y feeds
+// the loss Mean(y): y has its value after RunAll without WithKeep.
+func TestBlockOutputReadable(t *testing.T) {
+	checkReadAfterRun(t, func(t *testing.T) (*model, func() map[string][]float64) { return normBlock(t, 6, 10) })
+}
