@@ -324,41 +324,117 @@ func (l *lowerer) mmaStep(p *pipe, stage string, acc *lval) {
 		m[res] = r
 		return r
 	}
+	// ldA loads m16 tile i's fragment of 8 k at chunk cs (4 words: A's
+	// 16×8 f32 as m16n8k8 wants it); ldB the two words of n8 tile j at rows
+	// k and k+4
+	ldA := func(i, cs int) [4]string {
+		base := at(aAddr, cs%8, l.swizzledBase(p.a, aRow, aChunk, "", cs%8))
+		off := 16*i*p.a.rowBytes() + 128*(cs/8)
+		a := [4]string{l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")}
+		emit(w, "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%s, %s, %s, %s}, [%s+%d]", a[0], a[1], a[2], a[3], base, off)
+		return a
+	}
+	ldB := func(j, k int) [2]string {
+		cs := 2 * j // column chunk of the n8 tile within the warp tile
+		base := at(bAddr, cs%8, l.swizzledBase(p.b, bRow, bChunk, bIn, cs%8))
+		off := k*p.b.rowBytes() + 128*(cs/8)
+		b := [2]string{l.reg("r"), l.reg("r")}
+		emit(w, "ld.shared.b32 %s, [%s+%d]", b[0], base, off)
+		emit(w, "ld.shared.b32 %s, [%s+%d]", b[1], base, off+4*p.b.rowBytes())
+		return b
+	}
+	mma := func(shape string, c [4]string, a [4]string, b [2]string) {
+		emit(w, "mma.sync.aligned.%s {%s, %s, %s, %s}, {%s, %s, %s, %s}, {%s, %s}, {%s, %s, %s, %s}",
+			shape, c[0], c[1], c[2], c[3], a[0], a[1], a[2], a[3], b[0], b[1], c[0], c[1], c[2], c[3])
+	}
+	const tf32 = "m16n8k8.row.col.f32.tf32.tf32.f32"
+	if p.dot.Prec == tile.PrecBF16 {
+		// m16n8k16: k permuted within each 16 (the same for A and B, so the
+		// sum is the same): the instruction's k pair (2t, 2t+1) is the
+		// stage's (t, t+4), its (2t+8, 2t+9) the stage's (t+8, t+12). So
+		// A's pairs pack ldmatrix's words of chunks c and c+1 (and c+2,
+		// c+3), B's the words of rows k+t, k+t+4 (k+t+8, k+t+12), each
+		// rounded to bf16 by the packing cvt.rn.bf16x2.f32 (hi, lo).
+		pack := func(hi, lo string) string {
+			r := l.reg("r")
+			emit(w, "cvt.rn.bf16x2.f32 %s, %s, %s", r, hi, lo)
+			return r
+		}
+		for kk := 0; kk < p.k; kk += 16 {
+			a := make([][4]string, mt)
+			for i := range a {
+				x, y := ldA(i, kk/4), ldA(i, kk/4+2)
+				a[i] = [4]string{pack(x[2], x[0]), pack(x[3], x[1]), pack(y[2], y[0]), pack(y[3], y[1])}
+			}
+			bf := make([][2]string, nt)
+			for j := range bf {
+				x, y := ldB(j, kk), ldB(j, kk+8)
+				bf[j] = [2]string{pack(x[1], x[0]), pack(y[1], y[0])}
+			}
+			for i := 0; i < mt; i++ {
+				for j := 0; j < nt; j++ {
+					mma("m16n8k16.row.col.f32.bf16.bf16.f32", p.accRegs(acc, i, j), a[i], bf[j])
+				}
+			}
+		}
+		return
+	}
+	round := func(x string) {
+		emit(w, "cvt.rna.tf32.f32 %s, %s", x, x)
+	}
 	for kk := 0; kk < p.k; kk += 8 {
 		a := make([][4]string, mt)
 		for i := range a {
-			cs := kk / 4 // the k step's first chunk
-			base := at(aAddr, cs%8, l.swizzledBase(p.a, aRow, aChunk, "", cs%8))
-			off := 16*i*p.a.rowBytes() + 128*(cs/8)
-			for j := range a[i] {
-				a[i][j] = l.reg("r")
-			}
-			emit(w, "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%s, %s, %s, %s}, [%s+%d]", a[i][0], a[i][1], a[i][2], a[i][3], base, off)
+			a[i] = ldA(i, kk/4)
 		}
 		bf := make([][2]string, nt)
 		for j := range bf {
-			cs := 2 * j // column chunk of the n8 tile within the warp tile
-			base := at(bAddr, cs%8, l.swizzledBase(p.b, bRow, bChunk, bIn, cs%8))
-			off := kk*p.b.rowBytes() + 128*(cs/8)
-			bf[j] = [2]string{l.reg("r"), l.reg("r")}
-			emit(w, "ld.shared.b32 %s, [%s+%d]", bf[j][0], base, off)
-			emit(w, "ld.shared.b32 %s, [%s+%d]", bf[j][1], base, off+4*p.b.rowBytes())
+			bf[j] = ldB(j, kk)
+		}
+		if p.dot.Prec == tile.PrecTF32x3 {
+			// 3xTF32: hi = tf32(x), lo = tf32(x − hi); the small products first
+			hiLo := func(x string) (string, string) {
+				hi, lo := l.reg("r"), l.reg("r")
+				emit(w, "cvt.rna.tf32.f32 %s, %s", hi, x)
+				emit(w, "sub.f32 %s, %s, %s", lo, x, hi)
+				emit(w, "cvt.rna.tf32.f32 %s, %s", lo, lo)
+				return hi, lo
+			}
+			ah, al := make([][4]string, mt), make([][4]string, mt)
+			for i := range a {
+				for r := range a[i] {
+					ah[i][r], al[i][r] = hiLo(a[i][r])
+				}
+			}
+			bh, bl := make([][2]string, nt), make([][2]string, nt)
+			for j := range bf {
+				for h := range bf[j] {
+					bh[j][h], bl[j][h] = hiLo(bf[j][h])
+				}
+			}
+			for i := 0; i < mt; i++ {
+				for j := 0; j < nt; j++ {
+					c := p.accRegs(acc, i, j)
+					mma(tf32, c, al[i], bh[j])
+					mma(tf32, c, ah[i], bl[j])
+					mma(tf32, c, ah[i], bh[j])
+				}
+			}
+			continue
 		}
 		for i := range a {
 			for j := range a[i] {
-				emit(w, "cvt.rna.tf32.f32 %s, %s", a[i][j], a[i][j])
+				round(a[i][j])
 			}
 		}
 		for j := range bf {
 			for h := range bf[j] {
-				emit(w, "cvt.rna.tf32.f32 %s, %s", bf[j][h], bf[j][h])
+				round(bf[j][h])
 			}
 		}
 		for i := 0; i < mt; i++ {
 			for j := 0; j < nt; j++ {
-				c := p.accRegs(acc, i, j)
-				emit(w, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%s, %s, %s, %s}, {%s, %s, %s, %s}, {%s, %s}, {%s, %s, %s, %s}",
-					c[0], c[1], c[2], c[3], a[i][0], a[i][1], a[i][2], a[i][3], bf[j][0], bf[j][1], c[0], c[1], c[2], c[3])
+				mma(tf32, p.accRegs(acc, i, j), a[i], bf[j])
 			}
 		}
 	}

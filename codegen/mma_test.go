@@ -283,3 +283,37 @@ func TestWgmmaDot(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelinedPrecisions: bf16 K loops run m16n8k16 on operands packed
+// (and rounded) by cvt.rn.bf16x2, two ldmatrix.x4 of A a k16 step; 3xTF32
+// runs three m16n8k8 per tile on high and low TF32 parts.
+func TestPipelinedPrecisions(t *testing.T) {
+	for _, c := range []struct {
+		prec tile.Precision
+		re   map[string]int // per iteration of 64x64x32 with 4 warps (32x32 warp tiles: 2x4 m16n8 tiles)
+	}{
+		{tile.PrecBF16, map[string]int{
+			`mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32`: 2 * 2 * 4,
+			`cvt\.rn\.bf16x2\.f32`:              2 * (2*4 + 4*2),
+			`ldmatrix\.sync\.aligned\.m8n8\.x4`: 2 * 2 * 2,
+			`cvt\.rna\.tf32`:                    0,
+		}},
+		{tile.PrecTF32x3, map[string]int{
+			`mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32`: 3 * 4 * 2 * 4,
+			`sub\.f32`:            4 * (2*4 + 4*2),
+			`cvt\.rna\.tf32\.f32`: 2 * 4 * (2*4 + 4*2),
+		}},
+	} {
+		k := constMatmul(t, 256, 256, 256, 64, 64, 32, c.prec)
+		ck, err := Compile(k, Options{Spec: all16(k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		loop := ck.PTX[strings.Index(ck.PTX, "$L_pipe_3:"):strings.Index(ck.PTX, "$L_pipe_end_4:")]
+		for re, want := range c.re {
+			if n := count(re, loop); n != want {
+				t.Errorf("%v: %d × %s, want %d", c.prec, n, re, want)
+			}
+		}
+	}
+}

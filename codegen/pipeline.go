@@ -44,8 +44,15 @@ func (p *pipe) String() string {
 		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk8 tf32 (A from registers, B K-major %v), %d stages of %d B (A %v; B %v), %d warpgroups, accumulator %s",
 			p.dot.ID, p.m, p.n, p.k, p.n, p.bt, p.stages, p.stageBytes, p.a, p.b, p.wm/4, p.acc.key())
 	}
-	return fmt.Sprintf("dot %%%d %dx%dx%d: mma.sync m16n8k8 tf32, %d stages of %d B (A %v; B %v), warps %dx%d, warp tile %dx%d, accumulator %s",
-		p.dot.ID, p.m, p.n, p.k, p.stages, p.stageBytes, p.a, p.b, p.wm, p.wn, p.m/p.wm, p.n/p.wn, p.acc.key())
+	inst := "m16n8k8 tf32"
+	switch p.dot.Prec {
+	case tile.PrecBF16:
+		inst = "m16n8k16 bf16"
+	case tile.PrecTF32x3:
+		inst = "m16n8k8 tf32, 3 per tile (3xTF32)"
+	}
+	return fmt.Sprintf("dot %%%d %dx%dx%d: mma.sync %s, %d stages of %d B (A %v; B %v), warps %dx%d, warp tile %dx%d, accumulator %s",
+		p.dot.ID, p.m, p.n, p.k, inst, p.stages, p.stageBytes, p.a, p.b, p.wm, p.wn, p.m/p.wm, p.n/p.wn, p.acc.key())
 }
 
 // accRegs are the accumulator registers c0..c3 of m16n8 tile (i, j) of the
@@ -90,18 +97,22 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		return nil
 	}
 	d := p.dot
-	if d.Prec != tile.PrecTF32 || d.Type.DType != tile.F32 {
+	if d.Prec == tile.PrecIEEE || d.Type.DType != tile.F32 {
 		return nil
 	}
 	p.m, p.k, p.n = d.Args[0].Type.Shape.Dims[0], d.Args[0].Type.Shape.Dims[1], d.Args[1].Type.Shape.Dims[1]
+	kstep := 8 // m16n8k8 tf32; bf16's m16n8k16 takes 16
+	if d.Prec == tile.PrecBF16 {
+		kstep = 16
+	}
 	var ok bool
-	if p.wm, p.wn, ok = mmaWarps(p.m, p.n, l.opt.NumWarps); !ok || p.k%8 != 0 {
+	if p.wm, p.wn, ok = mmaWarps(p.m, p.n, l.opt.NumWarps); !ok || p.k%kstep != 0 {
 		return nil
 	}
 	// wgmma where asked for (meta-parameter wgmma = 1) and the tile fits it:
 	// a warpgroup per 64 rows, N up to 256, K steps of one 128-byte row
 	nw := l.opt.NumWarps
-	p.wgmma = l.opt.Arch >= 90 && l.k.Meta["wgmma"] == 1 && nw%4 == 0 && p.m == 16*nw && p.n%8 == 0 && p.n <= 256 && p.k == 32
+	p.wgmma = l.opt.Arch >= 90 && l.k.Meta["wgmma"] == 1 && d.Prec == tile.PrecTF32 && nw%4 == 0 && p.m == 16*nw && p.n%8 == 0 && p.n <= 256 && p.k == 32
 	if p.wgmma {
 		p.wm, p.wn = nw, 1
 	}

@@ -178,8 +178,11 @@ func (l *lowerer) shuffleXor(w *strings.Builder, d tile.DType, a string, mask in
 
 // dot lowers acc + a·b on CUDA cores: both operands are staged in shared
 // memory, then each thread accumulates its elements of the result with one
-// FMA per k, in order. With TF32 precision the operands are first rounded to
-// TF32 (cvt.rna), which makes each product exact in f32, as in the interpreter.
+// FMA per k, in order. With TF32 (bf16) precision the operands are first
+// rounded to TF32 (bf16), which makes each product exact in f32, as in the
+// interpreter. 3xTF32 dots outside pipelined loops take exact f32 products
+// here (more accurate than the spec's three TF32 products, within its
+// tolerances).
 func (l *lowerer) dot(v *tile.Value) error {
 	a, bv, acc := v.Args[0], v.Args[1], v.Args[2]
 	m, k, n := a.Type.Shape.Dims[0], a.Type.Shape.Dims[1], bv.Type.Shape.Dims[1]
@@ -239,6 +242,13 @@ func (l *lowerer) dot(v *tile.Value) error {
 			if v.Prec == tile.PrecTF32 && t.DType == tile.F32 {
 				rt := l.reg("r")
 				emit(w, "cvt.rna.tf32.f32 %s, %s", rt, val)
+				emit(w, "st.shared.b32 [%s], %s", addr, rt)
+			} else if v.Prec == tile.PrecBF16 && t.DType == tile.F32 {
+				// rounded to bf16 and back (the upper half of an f32):
+				// the FMAs' products are then exact, as the tensor cores'
+				rt := l.reg("r")
+				emit(w, "cvt.rn.bf16x2.f32 %s, %s, %s", rt, val, val)
+				emit(w, "and.b32 %s, %s, -65536", rt, rt)
 				emit(w, "st.shared.b32 [%s], %s", addr, rt)
 			} else {
 				emit(w, "st.shared.%s [%s], %s", memType(t), addr, val)

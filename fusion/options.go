@@ -91,12 +91,15 @@ func WithKeep(nodes ...*G.Node) Option {
 // codegen's stages on the GPU).
 func WithDumpDir(dir string) Option { return func(c *config) { c.dumpDir = dir } }
 
-// WithPrecision sets the precision of the dots in fused matrix products
-// (ieee or tf32; on the GPU, tf32 uses the tensor cores).
+// WithPrecision sets the precision of the dots in fused matrix products:
+// tile.PrecIEEE (exact f32 products, the default), PrecTF32 (operands
+// rounded to TF32), PrecBF16 (operands rounded to bfloat16, f32 sums) or
+// PrecTF32x3 (three TF32 products of each operand's high and low parts:
+// close to f32's accuracy). On the GPU all but ieee run on the tensor cores.
 func WithPrecision(p tile.Precision) Option {
 	return func(c *config) {
-		if p != tile.PrecIEEE && p != tile.PrecTF32 {
-			c.errs = append(c.errs, fmt.Errorf("fusion: WithPrecision(%v): no such precision (tile.PrecIEEE or tile.PrecTF32)", p))
+		if !p.Valid() {
+			c.errs = append(c.errs, fmt.Errorf("fusion: WithPrecision(%v): no such precision (tile.PrecIEEE, PrecTF32, PrecBF16 or PrecTF32x3)", p))
 		}
 		c.precision = p
 	}

@@ -157,7 +157,7 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 
 // tuneMatMul chooses BLOCK_M×BLOCK_N output tiles and BLOCK_K along K.
 //
-// TF32 on a GPU runs on the tensor cores (codegen pipelines the K loop:
+// TF32, bf16 and 3xTF32 on a GPU run on the tensor cores (codegen pipelines the K loop:
 // cp.async stages, mma.sync, the accumulator in registers): the tile is
 // the largest of 128, 64 and 32 on a side, each side no larger than the
 // product's (rounded up to a power of two, at least 32), of which the
@@ -178,7 +178,7 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	if !t.GPU() {
 		wave = H200.SMs
 	}
-	if t.GPU() && prec == tile.PrecTF32 && grp.MatMul.Info.DType == tile.F32 {
+	if t.GPU() && prec != tile.PrecIEEE && grp.MatMul.Info.DType == tile.F32 {
 		m, n := s[len(s)-2], s[len(s)-1]
 		batch := outputs / (m * n)
 		var bm, bn int

@@ -772,7 +772,7 @@ func (b *Builder) Dot(a, c, acc *Value, p Precision) *Value {
 	if m < MinDotDim || n < MinDotDim || k < MinDotDim {
 		return b.fail("dot", t, "dot %dx%dx%d: M, N and K must be at least %d", m, n, k, MinDotDim)
 	}
-	if p > PrecTF32 {
+	if !p.Valid() {
 		return b.fail("dot", t, "unknown precision %v", p)
 	}
 	if acc == nil {

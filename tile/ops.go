@@ -91,7 +91,9 @@ const (
 	// OpDot: dot(a [M,K], b [K,N], acc [M,N]) = acc + a·b, with f32 (f64 for
 	// f64 operands) accumulation. M, N, K ≥ 16. Prec says how f32 products may be
 	// formed: PrecIEEE exactly; PrecTF32 with the operands rounded to TF32
-	// (10 mantissa bits, round to nearest, ties away), as the tensor cores do.
+	// (10 mantissa bits, round to nearest, ties away), as the tensor cores do;
+	// PrecBF16 with them rounded to bfloat16; PrecTF32x3 as three TF32
+	// products of the operands' high and low parts (see Precision).
 	OpDot
 
 	// Control flow.
@@ -288,8 +290,21 @@ type Precision uint8
 
 const (
 	PrecIEEE Precision = iota // exact f32 products
-	PrecTF32                  // operands rounded to TF32, as tensor cores do
+	PrecTF32                  // operands rounded to TF32 (RoundTF32), as tensor cores do
+	// PrecBF16: operands rounded to bfloat16 (RoundBF16: 8 bits of
+	// mantissa, to nearest even); the products are exact in f32 and summed
+	// in f32, as the tensor cores do with bf16 operands
+	PrecBF16
+	// PrecTF32x3 (3xTF32): each operand x split into hi = RoundTF32(x) and
+	// lo = RoundTF32(x − hi); acc + a_lo·b_hi + a_hi·b_lo + a_hi·b_hi,
+	// three products of TF32 operands (each exact in f32) summed in that
+	// order, small ones first: close to f32's accuracy on the tensor cores
+	PrecTF32x3
+	numPrecisions
 )
+
+// Valid reports whether p is one of the precisions.
+func (p Precision) Valid() bool { return p < numPrecisions }
 
 func (p Precision) String() string {
 	switch p {
@@ -297,8 +312,38 @@ func (p Precision) String() string {
 		return "ieee"
 	case PrecTF32:
 		return "tf32"
+	case PrecBF16:
+		return "bf16"
+	case PrecTF32x3:
+		return "tf32x3"
 	}
 	return fmt.Sprintf("precision(%d)", uint8(p))
+}
+
+// Precisions lists the precisions, for parsing and for tables.
+var Precisions = []Precision{PrecIEEE, PrecTF32, PrecBF16, PrecTF32x3}
+
+// SplitTF32 splits x into hi = RoundTF32(x) and lo = RoundTF32(x − hi), as
+// a dot with PrecTF32x3 sees its f32 operands (x − hi is exact in f32).
+func SplitTF32(x float32) (hi, lo float32) {
+	hi = RoundTF32(x)
+	return hi, RoundTF32(x - hi)
+}
+
+// RoundBF16 rounds x to bfloat16 (8 bits of mantissa), to nearest with ties
+// to even, as cvt.rn.bf16.f32 does, and returns it as an f32; NaN stays NaN
+// (quieted), infinities pass through. It is how a dot with PrecBF16 sees
+// its f32 operands.
+func RoundBF16(x float32) float32 {
+	u := math.Float32bits(x)
+	if u&0x7f800000 == 0x7f800000 {
+		if u&0x7fffff != 0 {
+			u |= 1 << 22 // quiet NaN
+		}
+		return math.Float32frombits(u &^ (1<<16 - 1))
+	}
+	u += 0x7fff + (u >> 16 & 1)
+	return math.Float32frombits(u &^ (1<<16 - 1))
 }
 
 // RoundTF32 rounds x to TF32 (10 explicit mantissa bits), to nearest with

@@ -514,7 +514,7 @@ func (vr *verifier) dot(v *Value) error {
 	if acc.Type != want || v.Type != want {
 		return vr.fail(v, fmt.Sprintf("accumulator %v and result %v must be %v", acc.Type, v.Type, want))
 	}
-	if v.Prec > PrecTF32 {
+	if !v.Prec.Valid() {
 		return vr.fail(v, fmt.Sprintf("unknown precision %v", v.Prec))
 	}
 	return nil

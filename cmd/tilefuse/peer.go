@@ -29,7 +29,7 @@ func peerFlags() (*flag.FlagSet, *peerOpts) {
 	fs.IntVar(&o.reps, "reps", 50, "timed launches, in batches of 10 (the median batch's time per launch is reported)")
 	fs.Float64Var(&o.warmMs, "warmup-ms", 100, "device time to run each kernel before timing it (clocks ramp up under load)")
 	fs.StringVar(&o.only, "run", "", "only the cases whose name contains this")
-	fs.StringVar(&o.precs, "precision", "ieee,tf32", "the precisions to run, comma-separated")
+	fs.StringVar(&o.precs, "precision", "ieee,tf32,bf16,tf32x3", "the precisions to run, comma-separated")
 	fs.StringVar(&o.tune, "tune", "", "meta-parameter choices to run beside the heuristic's, ';'-separated, each k=v,k=v (e.g. 'BLOCK_N=256,num_stages=4')")
 	return fs, o
 }
@@ -178,23 +178,26 @@ func (p *peerKernel) check(c peerCase, got []float32, tol float64) (maxRel, norm
 // peerTol is the largest error peer accepts per precision: relative to the
 // largest output, well above each one's rounding (fp32 sums, TF32 operands).
 func peerTol(p tile.Precision) float64 {
-	if p == tile.PrecIEEE {
+	switch p {
+	case tile.PrecIEEE, tile.PrecTF32x3:
 		return 1e-5
+	case tile.PrecBF16:
+		return 3e-2
 	}
 	return 5e-3
 }
 
 func parsePrecisions(s string) ([]tile.Precision, error) {
 	var out []tile.Precision
+next:
 	for _, f := range strings.Split(s, ",") {
-		switch strings.TrimSpace(f) {
-		case "ieee":
-			out = append(out, tile.PrecIEEE)
-		case "tf32":
-			out = append(out, tile.PrecTF32)
-		default:
-			return nil, fmt.Errorf("-precision %q: want ieee or tf32", f)
+		for _, p := range tile.Precisions {
+			if strings.TrimSpace(f) == p.String() {
+				out = append(out, p)
+				continue next
+			}
 		}
+		return nil, fmt.Errorf("-precision %q: want ieee, tf32, bf16 or tf32x3", f)
 	}
 	return out, nil
 }

@@ -16,7 +16,7 @@ import (
 // element left unwritten or a wrong value fails it.
 func TestPeerKernelsAndCheck(t *testing.T) {
 	for _, c := range []peerCase{{"small", 70, 33, 90, false}, {"small gelu", 64, 50, 96, true}} {
-		for _, prec := range []tile.Precision{tile.PrecIEEE, tile.PrecTF32} {
+		for _, prec := range tile.Precisions {
 			p, err := buildPeer(c, graphpass.H200, prec, nil)
 			require.NoError(t, err)
 			args := make([]any, len(p.args))

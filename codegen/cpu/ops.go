@@ -1013,23 +1013,46 @@ func (c *compiler) dot(v *tile.Value) (instr, error) {
 			return nil
 		}, nil
 	}
-	if v.Prec != tile.PrecTF32 {
+	switch v.Prec {
+	case tile.PrecTF32, tile.PrecBF16:
+		// round copies of the operands first
+		round := tile.RoundTF32
+		if v.Prec == tile.PrecBF16 {
+			round = tile.RoundBF16
+		}
+		sa, sb := c.scratch(tile.F32, m*k), c.scratch(tile.F32, k*n)
 		return func(f *frame) error {
-			dotF32(get[float32](f, d), get[float32](f, ai), get[float32](f, bi), get[float32](f, ci), m, k, n)
+			ra, rb := get[float32](f, sa), get[float32](f, sb)
+			for i, x := range get[float32](f, ai) {
+				ra[i] = round(x)
+			}
+			for i, x := range get[float32](f, bi) {
+				rb[i] = round(x)
+			}
+			dotF32(get[float32](f, d), ra, rb, get[float32](f, ci), m, k, n)
+			return nil
+		}, nil
+	case tile.PrecTF32x3:
+		// acc + a_lo·b_hi + a_hi·b_lo + a_hi·b_hi, as the interpreter
+		ah, al := c.scratch(tile.F32, m*k), c.scratch(tile.F32, m*k)
+		bh, bl := c.scratch(tile.F32, k*n), c.scratch(tile.F32, k*n)
+		return func(f *frame) error {
+			rah, ral, rbh, rbl := get[float32](f, ah), get[float32](f, al), get[float32](f, bh), get[float32](f, bl)
+			for i, x := range get[float32](f, ai) {
+				rah[i], ral[i] = tile.SplitTF32(x)
+			}
+			for i, x := range get[float32](f, bi) {
+				rbh[i], rbl[i] = tile.SplitTF32(x)
+			}
+			out := get[float32](f, d)
+			dotF32(out, ral, rbh, get[float32](f, ci), m, k, n)
+			dotF32(out, rah, rbl, out, m, k, n)
+			dotF32(out, rah, rbh, out, m, k, n)
 			return nil
 		}, nil
 	}
-	// TF32: round copies of the operands first
-	sa, sb := c.scratch(tile.F32, m*k), c.scratch(tile.F32, k*n)
 	return func(f *frame) error {
-		ra, rb := get[float32](f, sa), get[float32](f, sb)
-		for i, x := range get[float32](f, ai) {
-			ra[i] = tile.RoundTF32(x)
-		}
-		for i, x := range get[float32](f, bi) {
-			rb[i] = tile.RoundTF32(x)
-		}
-		dotF32(get[float32](f, d), ra, rb, get[float32](f, ci), m, k, n)
+		dotF32(get[float32](f, d), get[float32](f, ai), get[float32](f, bi), get[float32](f, ci), m, k, n)
 		return nil
 	}, nil
 }

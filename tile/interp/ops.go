@@ -491,14 +491,26 @@ func reduceAxis[T number](v *tile.Value, x []T) []T {
 
 // dot is acc + a·b: each result element starts from acc's and adds a[i,k]·
 // b[k,j] for k = 0, 1, …, each product rounded to the dtype before the
-// add. With PrecTF32, f32 operands are first rounded to TF32.
+// add. With PrecTF32 (PrecBF16), f32 operands are first rounded to TF32
+// (bfloat16); with PrecTF32x3 it is acc + a_lo·b_hi + a_hi·b_lo + a_hi·b_hi,
+// three such dots in that order, of the operands' TF32 parts (tile.SplitTF32).
 func dot(v *tile.Value, a, b, acc any) (any, error) {
 	m, k, n := v.Args[0].Type.Shape.Dims[0], v.Args[0].Type.Shape.Dims[1], v.Args[1].Type.Shape.Dims[1]
 	switch a := a.(type) {
 	case []float32:
 		b := b.([]float32)
-		if v.Prec == tile.PrecTF32 {
+		switch v.Prec {
+		case tile.PrecTF32:
 			a, b = map1(a, tile.RoundTF32), map1(b, tile.RoundTF32)
+		case tile.PrecBF16:
+			a, b = map1(a, tile.RoundBF16), map1(b, tile.RoundBF16)
+		case tile.PrecTF32x3:
+			hi := func(x float32) float32 { h, _ := tile.SplitTF32(x); return h }
+			lo := func(x float32) float32 { _, l := tile.SplitTF32(x); return l }
+			ahi, alo, bhi, blo := map1(a, hi), map1(a, lo), map1(b, hi), map1(b, lo)
+			d := dotL(alo, bhi, acc.([]float32), m, k, n)
+			d = dotL(ahi, blo, d, m, k, n)
+			return dotL(ahi, bhi, d, m, k, n), nil
 		}
 		return dotL(a, b, acc.([]float32), m, k, n), nil
 	case []float64:

@@ -170,7 +170,8 @@ func ColSum(meta tile.Meta) (*tile.Kernel, error) {
 
 // Matmul is C = A·B for A M×K and B K×N with arbitrary strides (so either
 // may be transposed), one BM×BN tile of C per program, a K loop of BK steps
-// and masks on every edge. Precision: meta TF32 = 1 asks for TF32 products.
+// and masks on every edge. Precision: meta TF32 = 1 asks for TF32 products,
+// PREC = p for tile.Precision(p).
 // Meta: BM, BN, BK[, TF32]. Grid: (CDiv(M, BM), CDiv(N, BN)).
 // Args: a, b, c []float32, M, N, K, sam, sak, sbk, sbn, scm, scn.
 func Matmul(meta tile.Meta) (*tile.Kernel, error) {
@@ -184,6 +185,9 @@ func Matmul(meta tile.Meta) (*tile.Kernel, error) {
 	prec := tile.PrecIEEE
 	if meta["TF32"] != 0 {
 		prec = tile.PrecTF32
+	}
+	if p, ok := meta["PREC"]; ok {
+		prec = tile.Precision(p)
 	}
 	rm := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), BM), b.Arange(0, BM)), 1) // [BM,1]
 	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), BN), b.Arange(0, BN)), 0) // [1,BN]

@@ -70,6 +70,11 @@ func Cases() []Case {
 		matmul("1x1x1", 1, 1, 1, false, false, false),
 		// 64×64×64 TF32 tiles stage 51 KB in shared memory: above the 48 KB default
 		matmulBlocks("200x136x150_tf32_B64", 200, 136, 150, 64, false, true, true),
+		// bfloat16 operands and 3xTF32 (the tensor cores' other precisions)
+		matmulPrec("130x70x90_bf16", 130, 70, 90, 32, false, false, tile.PrecBF16),
+		matmulPrec("130x70x90_tf32x3", 130, 70, 90, 32, false, false, tile.PrecTF32x3),
+		matmulPrec("200x136x150_bf16_B64_transB", 200, 136, 150, 64, false, true, tile.PrecBF16),
+		matmulPrec("200x136x150_tf32x3_B64", 200, 136, 150, 64, false, false, tile.PrecTF32x3),
 	)
 	cs = append(cs, moreCases()...)
 	for _, c := range []struct {
@@ -283,18 +288,35 @@ func colSum(m, n, bm, bn int) Case {
 // MatmulRef is C = A·B in float64 for row-major A (m×k) and B (k×n), with the
 // operands first rounded to TF32 when tf32 is set.
 func MatmulRef(a, b []float32, m, n, k int, tf32 bool) []float64 {
-	rd := func(x float32) float64 {
-		if tf32 {
-			return float64(tile.RoundTF32(x))
+	if tf32 {
+		return MatmulRefPrec(a, b, m, n, k, tile.PrecTF32)
+	}
+	return MatmulRefPrec(a, b, m, n, k, tile.PrecIEEE)
+}
+
+// MatmulRefPrec is C = A·B in float64 with the operands as a dot of
+// precision p sees them: rounded to TF32 or bfloat16, or (tf32x3) the sum
+// of the products of their TF32 parts a_lo·b_hi + a_hi·b_lo + a_hi·b_hi.
+func MatmulRefPrec(a, b []float32, m, n, k int, p tile.Precision) []float64 {
+	parts := func(x float32) (hi, lo float64) {
+		switch p {
+		case tile.PrecTF32:
+			return float64(tile.RoundTF32(x)), 0
+		case tile.PrecBF16:
+			return float64(tile.RoundBF16(x)), 0
+		case tile.PrecTF32x3:
+			h, l := tile.SplitTF32(x)
+			return float64(h), float64(l)
 		}
-		return float64(x)
+		return float64(x), 0
 	}
 	c := make([]float64, m*n)
 	for i := 0; i < m; i++ {
 		for kk := 0; kk < k; kk++ {
-			aik := rd(a[i*k+kk])
+			ah, al := parts(a[i*k+kk])
 			for j := 0; j < n; j++ {
-				c[i*n+j] += aik * rd(b[kk*n+j])
+				bh, bl := parts(b[kk*n+j])
+				c[i*n+j] += ah*bh + ah*bl + al*bh
 			}
 		}
 	}
@@ -322,11 +344,23 @@ func matmul(name string, m, n, k int, transA, transB, tf32 bool) Case {
 
 // matmulBlocks is matmul with bm = bn = bk = bs.
 func matmulBlocks(name string, m, n, k, bs int, transA, transB, tf32 bool) Case {
+	p := tile.PrecIEEE
+	if tf32 {
+		p = tile.PrecTF32
+	}
+	return matmulPrec(name, m, n, k, bs, transA, transB, p)
+}
+
+// matmulPrec is matmulBlocks with a dot of precision p.
+func matmulPrec(name string, m, n, k, bs int, transA, transB bool, p tile.Precision) Case {
 	bm, bn, bk := bs, bs, bs
 	meta := tile.Meta{"BM": bm, "BN": bn, "BK": bk}
 	tol := TolDot
-	if tf32 {
+	switch p {
+	case tile.PrecTF32:
 		meta["TF32"] = 1
+	case tile.PrecBF16, tile.PrecTF32x3:
+		meta["PREC"] = int(p)
 	}
 	return Case{
 		Name:   "matmul/" + name,
@@ -339,7 +373,7 @@ func matmulBlocks(name string, m, n, k, bs int, transA, transB, tf32 bool) Case 
 			c := Output(m * n)
 			grid := tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn)}
 			return grid, []any{ab, bb, c, m, n, k, sam, sak, sbk, sbn, n, 1}, func() error {
-				return Close("c", c, MatmulRef(a, b, m, n, k, tf32), tol)
+				return Close("c", c, MatmulRefPrec(a, b, m, n, k, p), tol)
 			}
 		},
 	}

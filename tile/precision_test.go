@@ -1,0 +1,63 @@
+package tile_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// TestRoundBF16: to nearest with ties to even, at 8 bits of mantissa, as
+// cvt.rn.bf16.f32; overflow to infinity; infinities and NaN pass.
+func TestRoundBF16(t *testing.T) {
+	p := func(e int) float32 { return float32(math.Ldexp(1, e)) }
+	for _, c := range []struct {
+		name    string
+		in, out float32
+	}{
+		{"exact", 1.5, 1.5},
+		{"below half a step", 1 + p(-9), 1},
+		{"above half a step", 1 + p(-8) + p(-20), 1 + p(-7)},
+		{"tie to even (down)", 1 + p(-8), 1},
+		{"tie to even (up)", 1 + 3*p(-8), 1 + p(-6)},
+		{"negative", -(1 + 3*p(-8)), -(1 + p(-6))},
+		{"tiny", p(-130), p(-130)},
+		{"largest rounds to infinity", math.MaxFloat32, float32(math.Inf(1))},
+		{"infinity", float32(math.Inf(-1)), float32(math.Inf(-1))},
+	} {
+		if got := tile.RoundBF16(c.in); got != c.out {
+			t.Errorf("%s: RoundBF16(%g) = %g, want %g", c.name, c.in, got, c.out)
+		}
+	}
+	if got := tile.RoundBF16(float32(math.NaN())); got == got {
+		t.Errorf("RoundBF16(NaN) = %g", got)
+	}
+}
+
+// TestSplitTF32: hi + lo carries 21 bits of mantissa where hi alone
+// carries 11: |x − (hi+lo)| ≤ 2⁻²¹|x|, and both parts are TF32 values.
+func TestSplitTF32(t *testing.T) {
+	for _, x := range []float32{1, 1.0000001, float32(math.Pi), -123.456, 1e-30, 3.4e38} {
+		hi, lo := tile.SplitTF32(x)
+		if tile.RoundTF32(hi) != hi || tile.RoundTF32(lo) != lo {
+			t.Errorf("%g: parts %g, %g are not TF32", x, hi, lo)
+		}
+		if e := math.Abs(float64(x) - float64(hi) - float64(lo)); e > math.Ldexp(math.Abs(float64(x)), -21) {
+			t.Errorf("%g: hi+lo off by %g", x, e)
+		}
+	}
+}
+
+// TestPrecisionNames: every precision has a name and is valid; the next
+// number is not.
+func TestPrecisionNames(t *testing.T) {
+	want := []string{"ieee", "tf32", "bf16", "tf32x3"}
+	for i, p := range tile.Precisions {
+		if p.String() != want[i] || !p.Valid() {
+			t.Errorf("precision %d: %q valid=%v", i, p, p.Valid())
+		}
+	}
+	if p := tile.Precision(len(tile.Precisions)); p.Valid() {
+		t.Errorf("%v is valid", p)
+	}
+}
