@@ -46,6 +46,7 @@ var (
 	opCMPPD    = vop{map0F, pp66, false, 0xc2}
 	opCVTPD2PS = vop{map0F, pp66, false, 0x5a}
 	opMOVUPD   = vop{map0F, pp66, false, 0x10}
+	opSQRTPD   = vop{map0F, pp66, false, 0x51}
 
 	// scalar single (F3, map 0F)
 	opADDSS     = vop{map0F, ppF3, false, 0x58}
@@ -366,6 +367,9 @@ func (a *Asm) VCMPPD(d, x VReg, y Operand, pred uint8) {
 func (a *Asm) VBLENDVPD(d, x VReg, y Operand, mask VReg) {
 	a.v3(opBLENDVPD, true, uint8(d), uint8(x), y, uint8(mask)<<4)
 }
+
+// VSQRTPD d = √s.
+func (a *Asm) VSQRTPD(d VReg, s Operand) { a.v3(opSQRTPD, true, uint8(d), 0, s) }
 
 // VROUNDPD d = round(s) in mode.
 func (a *Asm) VROUNDPD(d VReg, s Operand, mode uint8) { a.v3(opROUNDPD, true, uint8(d), 0, s, mode) }

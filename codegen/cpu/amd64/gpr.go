@@ -194,6 +194,9 @@ func (a *Asm) ADDQstoreImm(m Mem, v int32) { a.aluRI(aluADD, true, m, v) }
 // IMULQ dst, src: dst·src, the low 64 bits.
 func (a *Asm) IMULQ(dst, src Reg) { a.legacy(0, true, []byte{0x0f, 0xaf}, uint8(dst), src, nil) }
 
+// IMULQload dst, [m]: dst·[m], the low 64 bits.
+func (a *Asm) IMULQload(dst Reg, m Mem) { a.legacy(0, true, []byte{0x0f, 0xaf}, uint8(dst), m, nil) }
+
 // IMULL dst, src: the low 32 bits (zero-extended).
 func (a *Asm) IMULL(dst, src Reg) { a.legacy(0, false, []byte{0x0f, 0xaf}, uint8(dst), src, nil) }
 

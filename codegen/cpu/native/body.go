@@ -1,0 +1,545 @@
+package native
+
+import (
+	"github.com/tilefuse/tilefuse/codegen/cpu/amd64"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// The body: the phase's nodes for one vector position, registers
+// allocated in one linear scan (a value leaves its register after its
+// last use; when none is free, the value used furthest ahead is spilled
+// to a frame slot and reloaded where it is next needed).
+
+// opnd is an instruction operand: a register or a 32-byte memory vector.
+type opnd struct {
+	reg   amd64.VReg
+	mem   amd64.Mem
+	isMem bool
+}
+
+func (o opnd) rm() amd64.Operand {
+	if o.isMem {
+		return o.mem
+	}
+	return o.reg
+}
+
+// temps each op needs besides its operands and result.
+func tempsFor(n *node) int {
+	switch n.op {
+	case opCompute:
+		switch n.v.Op {
+		case tile.OpExp, tile.OpTanh:
+			return 9
+		case tile.OpRsqrt:
+			return 3
+		case tile.OpMin, tile.OpMax:
+			return 3
+		case tile.OpSelect, tile.OpEq, tile.OpNe, tile.OpLt, tile.OpLe, tile.OpGt, tile.OpGe:
+			return 2
+		}
+		return 1
+	case opLoad, opReduce:
+		return 3
+	case opStore, opMatWrite, opMatRead:
+		return 2
+	}
+	return 1
+}
+
+func producesValue(n *node) bool {
+	switch n.op {
+	case opStore, opMatWrite, opReduce, opUniform:
+		return false
+	}
+	return true
+}
+
+// body emits body copy c (lane offset pg.off).
+func (pg *phaseGen) body(c int) error {
+	for i := range pg.owner {
+		pg.owner[i] = nil
+	}
+	for _, n := range pg.nodes {
+		n.reg = -1
+	}
+	for i, n := range pg.nodes {
+		pg.pos = i
+		if err := pg.emitNode(n, c); err != nil {
+			return err
+		}
+	}
+	// free what is left (values read by no later node of this copy)
+	for i := range pg.owner {
+		pg.owner[i] = nil
+	}
+	return pg.g.a.Err()
+}
+
+func (pg *phaseGen) freeReg(protect []*node) (amd64.VReg, error) {
+	for r := 0; r < 16; r++ {
+		if !pg.busy[r] && pg.owner[r] == nil {
+			return amd64.VReg(r), nil
+		}
+	}
+	// spill the value next used furthest ahead
+	victim := -1
+	for r := 0; r < 16; r++ {
+		o := pg.owner[r]
+		if pg.busy[r] || o == nil || o == tempOwner || contains(protect, o) {
+			continue
+		}
+		if victim < 0 || o.last > pg.owner[victim].last {
+			victim = r
+		}
+	}
+	if victim < 0 {
+		return 0, unsupported(nil, "not enough vector registers")
+	}
+	o := pg.owner[victim]
+	if o.spill < 0 {
+		o.spill = pg.g.alloc(32, 32)
+	}
+	pg.g.a.VMOVUPSstore(fr(o.spill), amd64.VReg(victim))
+	o.reg = -1
+	pg.owner[victim] = nil
+	return amd64.VReg(victim), nil
+}
+
+// tempOwner marks a register taken by a temporary.
+var tempOwner = &node{}
+
+func contains(ns []*node, n *node) bool {
+	for _, x := range ns {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+// operand brings arg into a register (reloading a spilled value), or, if
+// mem is allowed, gives a memory operand for a uniform value.
+func (pg *phaseGen) operand(arg *node, protect []*node, memOK bool) (opnd, error) {
+	if arg.op == opUniform {
+		if memOK {
+			return opnd{mem: arg.mem, isMem: true}, nil
+		}
+		r, err := pg.freeReg(protect)
+		if err != nil {
+			return opnd{}, err
+		}
+		pg.owner[r] = tempOwner
+		pg.g.a.VMOVUPS(r, arg.mem)
+		return opnd{reg: r}, nil
+	}
+	if arg.reg >= 0 {
+		return opnd{reg: amd64.VReg(arg.reg)}, nil
+	}
+	if arg.spill < 0 {
+		return opnd{}, unsupported(arg.v, "value used before it is computed in the body")
+	}
+	r, err := pg.freeReg(protect)
+	if err != nil {
+		return opnd{}, err
+	}
+	pg.g.a.VMOVUPS(r, fr(arg.spill))
+	arg.reg = int(r)
+	pg.owner[r] = arg
+	return opnd{reg: r}, nil
+}
+
+// memOK says which operands of n may be memory: the r/m operand of its
+// instruction.
+func memOK(n *node, i int) bool {
+	if n.op != opCompute {
+		return false
+	}
+	switch n.v.Op {
+	case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpDiv, tile.OpAnd, tile.OpOr, tile.OpXor:
+		return i == 1
+	case tile.OpMin, tile.OpMax, tile.OpEq, tile.OpNe, tile.OpLt, tile.OpLe, tile.OpGt, tile.OpGe:
+		return i == 1 && n.v.Args[0].Type.DType == tile.F32
+	case tile.OpSelect:
+		return i == 1
+	case tile.OpSqrt, tile.OpFloor, tile.OpCeil, tile.OpNeg, tile.OpAbs, tile.OpCast:
+		return i == 0
+	}
+	return false
+}
+
+func (pg *phaseGen) emitNode(n *node, c int) error {
+	if n.op == opUniform {
+		return nil
+	}
+	srcs := make([]opnd, len(n.args))
+	var tmpRegs []amd64.VReg
+	release := func() {
+		for _, r := range tmpRegs {
+			pg.owner[r] = nil
+		}
+	}
+	for i, a := range n.args {
+		o, err := pg.operand(a, n.args, memOK(n, i))
+		if err != nil {
+			return err
+		}
+		if !o.isMem && a.op == opUniform {
+			tmpRegs = append(tmpRegs, o.reg)
+		}
+		srcs[i] = o
+	}
+	for range tempsFor(n) {
+		r, err := pg.freeReg(n.args)
+		if err != nil {
+			return err
+		}
+		pg.owner[r] = tempOwner
+		tmpRegs = append(tmpRegs, r)
+	}
+	temps := tmpRegs[len(tmpRegs)-tempsFor(n):]
+	// operands read for the last time give up their registers: the result
+	// may take one (every op writes its result last)
+	for _, a := range n.args {
+		if a.last == pg.pos && a.reg >= 0 {
+			pg.owner[a.reg] = nil
+			a.reg = -1
+		}
+	}
+	var dst amd64.VReg
+	if producesValue(n) {
+		r, err := pg.freeReg(n.args)
+		if err != nil {
+			return err
+		}
+		dst = r
+	}
+	var err error
+	switch n.op {
+	case opCompute:
+		if n.v.Type.DType == tile.I1 {
+			err = pg.g.maskOp(n.v, dst, srcs, temps)
+		} else {
+			err = pg.g.floatOp(n.v, dst, srcs, temps)
+		}
+	case opIntVec:
+		pg.intVec(n, dst)
+	case opLoad:
+		err = pg.load(n, dst, srcs, temps)
+	case opMatRead:
+		pg.matRead(n, dst, temps)
+	case opStore:
+		err = pg.store(n, srcs, temps)
+	case opMatWrite:
+		pg.matWrite(n, srcs[0], temps)
+	case opReduce:
+		err = pg.reduce(n, c, srcs[0], temps)
+	}
+	release()
+	if err != nil {
+		return err
+	}
+	if producesValue(n) {
+		if n.last > pg.pos {
+			pg.owner[dst] = n
+			n.reg = int(dst)
+		}
+	}
+	return nil
+}
+
+// rowBase is the pattern's row part as a register (RDX when it lives in
+// the frame).
+func (pg *phaseGen) rowBase(pat *pattern) amd64.Reg {
+	if pat.hasReg {
+		return pat.reg
+	}
+	pg.g.a.MOVQload(rT1, fr(pat.slot))
+	return rT1
+}
+
+// addr is the memory operand of the pattern's vector at the current
+// position (the element at lane 0; for a broadcast address, the one).
+func (pg *phaseGen) addr(pat *pattern) amd64.Mem {
+	b := pg.rowBase(pat)
+	if pat.elast == 0 {
+		return amd64.Ptr(b, 0)
+	}
+	return amd64.PtrIdx(b, rJ, 4, int32(4*pg.off))
+}
+
+// intVec: lanes row + e·(j + off + l) of an i32 affine value.
+func (pg *phaseGen) intVec(n *node, dst amd64.VReg) {
+	a := &pg.g.a
+	pat := n.pat
+	b := pg.rowBase(pat)
+	switch pat.elast {
+	case 0:
+		a.MOVQ(rT0, b)
+	case 1, 2, 4, 8:
+		a.LEAQ(rT0, amd64.PtrIdx(b, rJ, uint8(pat.elast), int32(pat.elast)*int32(pg.off)))
+	default:
+		a.LEAQ(rT0, amd64.Ptr(rJ, int32(pg.off)))
+		a.IMULQimm(rT0, rT0, int32(pat.elast))
+		a.ADDQ(rT0, b)
+	}
+	a.VMOVDfromGPR(dst, rT0)
+	a.VPBROADCASTD(dst, dst)
+	if pat.elast != 0 {
+		a.VPADDD(dst, dst, pg.g.iota(pat.elast))
+	}
+}
+
+// activeMask is the mask of a memory access: the op's mask (if any) and,
+// when a vector has fewer lanes than eight, the lanes it has. ok is false
+// when every lane is active.
+func (pg *phaseGen) activeMask(m *opnd, t amd64.VReg) (amd64.VReg, bool) {
+	a := &pg.g.a
+	switch {
+	case m == nil && pg.width == lane:
+		return 0, false
+	case m == nil:
+		a.VMOVUPS(t, pg.g.laneMask(pg.width))
+	case pg.width < lane:
+		a.VANDPS(t, pg.laneMaskReg(t), m.rm())
+	case m.isMem:
+		a.VMOVUPS(t, m.mem)
+	default:
+		return m.reg, true
+	}
+	return t, true
+}
+
+func (pg *phaseGen) laneMaskReg(t amd64.VReg) amd64.VReg {
+	pg.g.a.VMOVUPS(t, pg.g.laneMask(pg.width))
+	return t
+}
+
+// checkLanes checks the active lanes of a masked access through pat
+// against its parameter's buffer: the first and last active lanes' elements
+// must lie within it. RAX and RDX are clobbered.
+func (pg *phaseGen) checkLanes(n *node, pat *pattern, mask amd64.VReg) {
+	if pat.root < 0 {
+		return
+	}
+	a := &pg.g.a
+	ok := a.NewLabel()
+	bad := pg.g.stub(n.v.ID)
+	a.VMOVMSKPS(rT0, mask)
+	a.TESTL(rT0, rT0)
+	a.Jcc(amd64.CondE, ok)
+	if pat.elast == 0 {
+		b := pg.rowBase(pat)
+		a.MOVQ(rT0, b)
+		a.CMPQload(rT0, fr(paramBase(pat.root)))
+		a.Jcc(amd64.CondB, bad)
+		a.ADDQimm(rT0, 4)
+		a.CMPQload(rT0, fr(paramEnd(pat.root)))
+		a.Jcc(amd64.CondA, bad)
+		a.Bind(ok)
+		return
+	}
+	// first lane: RDX = row + 4·(j + off + first)
+	a.BSFL(rT1, rT0)
+	a.ADDQ(rT1, rJ)
+	a.SHLQ(rT1, 2)
+	if pat.hasReg {
+		a.ADDQ(rT1, pat.reg)
+	} else {
+		a.ADDQload(rT1, fr(pat.slot))
+	}
+	a.ADDQimm(rT1, int32(4*pg.off))
+	a.CMPQload(rT1, fr(paramBase(pat.root)))
+	a.Jcc(amd64.CondB, bad)
+	// last lane: RAX = row + 4·(j + off + last + 1)
+	a.BSRL(rT0, rT0)
+	a.ADDQ(rT0, rJ)
+	a.SHLQ(rT0, 2)
+	if pat.hasReg {
+		a.ADDQ(rT0, pat.reg)
+	} else {
+		a.ADDQload(rT0, fr(pat.slot))
+	}
+	a.ADDQimm(rT0, int32(4*pg.off+4))
+	a.CMPQload(rT0, fr(paramEnd(pat.root)))
+	a.Jcc(amd64.CondA, bad)
+	a.Bind(ok)
+}
+
+// load: a vector load, masked (masked-off lanes never read: they take
+// other, or 0), from a buffer or a broadcast address.
+func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) error {
+	a := &pg.g.a
+	var m *opnd
+	if len(srcs) > 0 {
+		m = &srcs[0]
+	}
+	mask, masked := pg.activeMask(m, t[0])
+	if masked && m != nil {
+		pg.checkLanes(n, n.pat, mask)
+	}
+	at := pg.addr(n.pat)
+	other := len(srcs) == 2 && !isZeroConst(n.v.Args[2])
+	into := dst
+	if other {
+		into = t[2] // the result is written last: dst may be an operand's register
+	}
+	switch {
+	case !masked && n.pat.elast == 0:
+		a.VBROADCASTSS(into, at)
+	case !masked:
+		a.VMOVUPS(into, at)
+	case n.pat.elast == 0:
+		// one address: load it (if any lane is active) and keep the active lanes
+		a.VBROADCASTSS(t[1], pg.guardedScalar(at, mask))
+		a.VANDPS(into, mask, amd64.VReg(t[1]))
+	default:
+		a.VMASKMOVPSload(into, mask, at)
+	}
+	if other {
+		// lanes whose mask is off take other
+		mr := toReg(pg, *m, t[0])
+		or := toReg(pg, srcs[1], t[1])
+		a.VBLENDVPS(dst, or, t[2], mr)
+	}
+	return nil
+}
+
+func toReg(pg *phaseGen, o opnd, t amd64.VReg) amd64.VReg {
+	if o.isMem {
+		pg.g.a.VMOVUPS(t, o.mem)
+		return t
+	}
+	return o.reg
+}
+
+func isZeroConst(v *tile.Value) bool {
+	for v.Op == tile.OpSplat || v.Op == tile.OpBroadcast {
+		v = v.Args[0]
+	}
+	return v.Op == tile.OpConst && v.AuxF == 0 && v.Aux == 0
+}
+
+// guardedScalar is the address of a broadcast load under a mask: when no
+// lane is active the load must not happen, so it reads a zero constant
+// instead.
+func (pg *phaseGen) guardedScalar(at amd64.Mem, mask amd64.VReg) amd64.Mem {
+	a := &pg.g.a
+	zero := pg.g.scratch(32)
+	ok := a.NewLabel()
+	a.LEAQ(rT0, at)
+	a.VMOVMSKPS(rT1, mask)
+	a.TESTL(rT1, rT1)
+	a.Jcc(amd64.CondNE, ok)
+	a.LEAQ(rT0, fr(zero))
+	a.Bind(ok)
+	return amd64.Ptr(rT0, 0)
+}
+
+// store: a vector store, masked.
+func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
+	a := &pg.g.a
+	val := toReg(pg, srcs[0], t[1])
+	var m *opnd
+	if len(srcs) > 1 {
+		m = &srcs[1]
+	}
+	mask, masked := pg.activeMask(m, t[0])
+	if masked && m != nil {
+		pg.checkLanes(n, n.pat, mask)
+	}
+	if n.pat.elast == 0 && pg.last > 1 {
+		return unsupported(n.v, "every lane stored to one address")
+	}
+	at := pg.addr(n.pat)
+	if masked {
+		a.VMASKMOVPSstore(at, mask, val)
+	} else {
+		a.VMOVUPSstore(at, val)
+	}
+	return nil
+}
+
+func (pg *phaseGen) matRead(n *node, dst amd64.VReg, t []amd64.VReg) {
+	a := &pg.g.a
+	at := pg.addr(n.pat)
+	switch {
+	case n.pat.elast == 0:
+		a.VBROADCASTSS(dst, at)
+	case pg.width < lane:
+		a.VMASKMOVPSload(dst, pg.laneMaskReg(t[0]), at)
+	default:
+		a.VMOVUPS(dst, at)
+	}
+}
+
+func (pg *phaseGen) matWrite(n *node, v opnd, t []amd64.VReg) {
+	a := &pg.g.a
+	val := toReg(pg, v, t[1])
+	at := pg.addr(n.pat)
+	if pg.width < lane {
+		a.VMASKMOVPSstore(at, pg.laneMaskReg(t[0]), val)
+		return
+	}
+	a.VMOVUPSstore(at, val)
+}
+
+// reduce accumulates one vector into a reduction.
+func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
+	a := &pg.g.a
+	var r *redState
+	for _, s := range pg.reds {
+		if s.in == n {
+			r = s
+		}
+	}
+	xr := toReg(pg, x, t[2])
+	if r.axis == r.v.Args[0].Type.Shape.Rank-1 {
+		acc := r.acc[c]
+		switch {
+		case pg.last <= lane:
+			a.VMOVAPS(acc, xr) // one vector a row: its lanes are combined in order
+		case r.v.Op == tile.OpReduceSum:
+			a.VADDPS(acc, acc, xr)
+		default:
+			pg.g.maxStep(r.v.Op, acc, xr, t[0], t[1])
+		}
+		return nil
+	}
+	// axis 0: the first row stores, the others combine in order
+	at := amd64.PtrIdx(rF, rJ, 4, r.res+int32(4*pg.off))
+	first, done := a.NewLabel(), a.NewLabel()
+	a.MOVQload(rT0, fr(hOuter))
+	a.TESTQ(rT0, rT0)
+	a.Jcc(amd64.CondE, first)
+	a.VMOVUPS(t[0], at)
+	switch r.v.Op {
+	case tile.OpReduceSum:
+		a.VADDPS(t[0], t[0], xr)
+	default:
+		pg.g.maxStep(r.v.Op, t[0], xr, t[1], t[2])
+	}
+	a.VMOVUPSstore(at, t[0])
+	a.JMP(done)
+	a.Bind(first)
+	a.VMOVUPSstore(at, xr)
+	a.Bind(done)
+	if pg.width < lane {
+		return unsupported(r.v, "column reduction of rows narrower than 8")
+	}
+	return nil
+}
+
+// maxStep: acc = (x > acc || x != x) ? x : acc, lane by lane (the
+// reference's scan; min with <).
+func (g *gen) maxStep(op tile.Op, acc, x, t0, t1 amd64.VReg) {
+	a := &g.a
+	pred := amd64.CmpGT
+	if op == tile.OpReduceMin {
+		pred = amd64.CmpLT
+	}
+	a.VCMPPS(t0, x, acc, pred)
+	a.VCMPPS(t1, x, x, amd64.CmpUNORD)
+	a.VORPS(t0, t0, t1)
+	a.VBLENDVPS(acc, acc, x, t0)
+}

@@ -1,0 +1,67 @@
+// Package native compiles tile kernels to amd64 machine code at run time,
+// in pure Go (no cgo, no toolchain): AVX2 and FMA instructions from the
+// encoder in codegen/cpu/amd64, in executable memory from codegen/cpu/jit,
+// run over a launch's programs by the worker pool of codegen/cpu/pool.
+// codegen/cpu's Exec runs a kernel here when Compile supports it, and on
+// its executor otherwise.
+//
+// How a kernel becomes code (plan.go, then gen.go, phase.go, body.go):
+//   - Every integer and pointer block is an affine function of the lane
+//     index, c + Σ coef[d]·q[d], with c and the coefficients scalar
+//     expressions of the program's scalars (program ids, parameters,
+//     constants): loads and stores go through addresses computed at the
+//     start of each row, never through per-lane offsets. A kernel with an
+//     integer block that is not affine (a division of lanes, a load of
+//     integers) is not supported.
+//   - Vector values are computed in phases: one loop nest per phase over
+//     the lanes of one shape, rows one at a time and the last dimension
+//     in vectors of eight f32 lanes (twice unrolled where the row has 16
+//     lanes or more), with every op of the phase applied per vector in
+//     registers. A value that needs a reduction's result is in a later
+//     phase than the reduction's input; a value a later phase reads is
+//     either recomputed there (a formula: loads from buffers the kernel
+//     never stores to, affine lanes, splats, comparisons of those, and
+//     up to four cheap float ops over them) or written to the frame
+//     (a per-worker memory block) and read back.
+//   - Scalars are computed between phases in frame slots, f32 ones with
+//     the vector code on broadcast operands; splats of them are 32-byte
+//     frame vectors that instructions take as memory operands, and
+//     constants come from a pool after the code.
+//   - Registers: one linear scan per body copy over the phase's nodes; a
+//     value leaves its register after its last use, and the value used
+//     furthest ahead is spilled to the frame when none is free.
+//   - Reductions along the last axis accumulate in two registers (the two
+//     body copies), combined at the end of each row as codegen/cpu's row
+//     sum combines its sixteen partial sums (so f32 sums are the
+//     executor's, bit for bit, for rows of 16 or more), or, for rows of
+//     eight lanes or fewer, lane by lane in order (the reference's order).
+//     Max and min scan each lane as the reference scans a row and combine
+//     the lanes in order: only which of +0 and -0, or which NaN, comes out
+//     may differ from an in-order scan. Reductions along axis 0 of a 2-D
+//     block accumulate in the frame in the reference's order.
+//   - f32 exp and tanh are codegen/cpu's expf and tanhf, the same
+//     operations as its assembly (float64 polynomial): bit for bit the
+//     executor's, within 1 ulp of the reference. rsqrt is 1/√x in float64
+//     rounded once, as the reference; every other op is exact.
+//
+// Memory safety: every access is checked against its buffer, unmasked
+// ones once per row, masked ones per vector over their active lanes
+// (masked-off lanes are never touched: vmaskmovps); i32 index arithmetic
+// whose lanes would leave the int32 range (the reference wraps) bails
+// out. A fault or a bail-out makes Launch return ErrFallback, and the
+// caller reruns the launch on the executor, which reports the fault.
+// Launch also falls back where buffers overlap and the kernel stores to
+// one of them (phases reorder a program's work).
+//
+// What is not supported yet (Compile says which value and why): loops,
+// matrix products, atomics, f64, integer loads and non-affine integer
+// blocks, gathers (lanes with a stride other than 0 or 1 element),
+// reshapes other than inserting or removing dimensions of size 1,
+// reductions along axes other than the last (or axis 0 of a 2-D block),
+// f32 log, erf, sigmoid, pow, rem, sign and the trigonometric functions.
+//
+// The generated code follows codegen/cpu/jit's rules: no stack, RDI the
+// frame throughout, RBP and R15 untouched, a bounded amount of work a call
+// (Launch splits a worker's programs into calls of about 200 µs), so that
+// the garbage collector's stop-the-world is not held up for long.
+package native

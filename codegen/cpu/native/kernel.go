@@ -1,0 +1,276 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
+	"github.com/tilefuse/tilefuse/codegen/cpu/pool"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// ErrFallback is returned by Launch when this launch must run on the
+// executor instead: arguments it does not take (or of the wrong types: the
+// executor reports those), parameters that overlap where one is stored
+// to, an access outside a buffer (the executor reports the fault), or i32
+// index arithmetic that would wrap. Any stores already made are redone by
+// the executor, which is safe because a supported kernel never reads what
+// it stores.
+var ErrFallback = errors.New("native: run this launch on the executor")
+
+// Kernel is a tile kernel compiled to native code.
+type Kernel struct {
+	k      *tile.Kernel
+	code   *jit.Code
+	frame  int32
+	stored []bool
+	work   float64 // estimated nanoseconds per program
+	frames sync.Pool
+	tasks  sync.Pool
+	size   int // code bytes
+}
+
+// Compile compiles k to native code, or returns an error wrapping
+// ErrUnsupported (k uses something not implemented here, or this build or
+// CPU cannot run generated code) or describing a failure.
+func Compile(k *tile.Kernel) (*Kernel, error) {
+	if !jit.Supported() {
+		return nil, fmt.Errorf("native: this build or CPU cannot run generated code (amd64 with AVX2 and FMA): %w", ErrUnsupported)
+	}
+	if k == nil {
+		return nil, fmt.Errorf("native: Compile of a nil kernel")
+	}
+	if err := k.Verify(); err != nil {
+		return nil, err
+	}
+	p, err := newPlan(k)
+	if err != nil {
+		return nil, err
+	}
+	code, frame, err := generate(p)
+	if err != nil {
+		return nil, err
+	}
+	if dir := os.Getenv("TILEFUSE_NATIVE_DUMP"); dir != "" {
+		// the machine code, for objdump -D -b binary -m i386:x86-64
+		os.WriteFile(filepath.Join(dir, k.Name+".bin"), code, 0o644)
+	}
+	c, err := jit.New(code)
+	if err != nil {
+		return nil, err
+	}
+	nk := &Kernel{k: k, code: c, frame: frame, stored: p.stored, work: estimate(p), size: len(code)}
+	nk.frames.New = func() any { return newFrame(frame) }
+	nk.tasks.New = func() any { return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params))} }
+	return nk, nil
+}
+
+// Kernel is the kernel compiled.
+func (nk *Kernel) Kernel() *tile.Kernel { return nk.k }
+
+// CodeSize is the size of the generated code in bytes.
+func (nk *Kernel) CodeSize() int { return nk.size }
+
+// Free releases the code now (else a cleanup does when the Kernel is
+// unreachable). No launch may be in flight or follow.
+func (nk *Kernel) Free() error { return nk.code.Free() }
+
+// estimate is a rough cost of one program in nanoseconds: the vector
+// instructions of its phases (about 0.4 ns each on one core).
+func estimate(p *plan) float64 {
+	ns := 20.0
+	for _, ph := range p.phases {
+		vecs := float64(max(1, ph.shape.Numel()/lane))
+		ns += 0.4 * vecs * float64(4+3*len(ph.ops))
+	}
+	return ns
+}
+
+// frame is one worker's frame: the header and everything the generated
+// code keeps, 32-byte aligned.
+type frame struct {
+	buf []byte
+	at  unsafe.Pointer
+}
+
+func newFrame(size int32) *frame {
+	buf := make([]byte, size+32)
+	at := unsafe.Pointer(&buf[0])
+	at = unsafe.Add(at, (32-uintptr(at)%32)%32)
+	return &frame{buf: buf, at: at}
+}
+
+func (f *frame) u64(off int) *uint64 { return (*uint64)(unsafe.Add(f.at, off)) }
+
+// task is one launch as pool work: the header the frames start with.
+type task struct {
+	nk    *Kernel
+	hdr   []byte
+	grid  [3]int
+	chunk int // programs per native call
+	fail  atomic.Bool
+}
+
+// maxCallNs bounds the work of one native call, which the Go runtime
+// cannot preempt (a garbage collection waits for it).
+const maxCallNs = 200_000
+
+// parallelNs is the work below which a launch runs on the caller alone:
+// waking the workers costs a few microseconds.
+const parallelNs = 30_000
+
+// Launch runs the kernel over grid with args as codegen/cpu's Exec.Launch
+// takes them. It returns nil, or ErrFallback: then nothing it did counts
+// and the caller runs the launch on the executor.
+func (nk *Kernel) Launch(grid tile.Grid, args ...any) error {
+	g, err := grid.Norm()
+	if err != nil || len(args) != len(nk.k.Params) {
+		return ErrFallback
+	}
+	t := nk.tasks.Get().(*task)
+	defer nk.tasks.Put(t)
+	if !t.bind(args) {
+		return ErrFallback
+	}
+	t.grid = [3]int{g[0], g[1], g[2]}
+	t.fail.Store(false)
+	total := g[0] * g[1] * g[2]
+	t.chunk = max(1, int(maxCallNs/nk.work))
+	parallel := float64(total)*nk.work >= parallelNs
+	pool.Default().Do(t, total, parallel)
+	// the buffers must stay alive until every call has returned
+	runtime.KeepAlive(args)
+	if t.fail.Load() {
+		return ErrFallback
+	}
+	return nil
+}
+
+// bind writes the parameters into the header: buffers as base and end
+// addresses, scalars as their values; false when an argument is not of
+// the parameter's type or buffers overlap where one is stored to.
+func (t *task) bind(args []any) bool {
+	h := unsafe.Pointer(&t.hdr[0])
+	put := func(off int32, v uint64) { *(*uint64)(unsafe.Add(h, off)) = v }
+	for i, p := range t.nk.k.Params {
+		if p.Type.Ptr {
+			var base, n uintptr
+			switch b := args[i].(type) {
+			case []float32:
+				if p.Type.DType != tile.F32 {
+					return false
+				}
+				base, n = uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(4*len(b))
+			case []int32:
+				if p.Type.DType != tile.I32 {
+					return false
+				}
+				base, n = uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(4*len(b))
+			default:
+				return false
+			}
+			put(paramBase(i), uint64(base))
+			put(paramEnd(i), uint64(base+n))
+			continue
+		}
+		v, ok := scalarBits(args[i], p.Type.DType)
+		if !ok {
+			return false
+		}
+		put(paramBase(i), v)
+	}
+	// stores must not reach what another parameter reads or writes
+	for i, p := range t.nk.k.Params {
+		if !p.Type.Ptr || !t.nk.stored[i] {
+			continue
+		}
+		lo, hi := *(*uint64)(unsafe.Add(h, paramBase(i))), *(*uint64)(unsafe.Add(h, paramEnd(i)))
+		for j, q := range t.nk.k.Params {
+			if j == i || !q.Type.Ptr {
+				continue
+			}
+			lo2, hi2 := *(*uint64)(unsafe.Add(h, paramBase(j))), *(*uint64)(unsafe.Add(h, paramEnd(j)))
+			if lo < hi2 && lo2 < hi {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// scalarBits is a scalar argument as its frame slot holds it: integers
+// sign-extended, i1 as 0 or 1, f32 as its bits; ok false where
+// tile.ConvertScalar would refuse it (the executor reports why).
+func scalarBits(x any, d tile.DType) (uint64, bool) {
+	var n int64
+	isInt := true
+	var f float64
+	switch v := x.(type) {
+	case int:
+		n = int64(v)
+	case int32:
+		n = int64(v)
+	case int64:
+		n = v
+	case float32:
+		f, isInt = float64(v), false
+	case float64:
+		f, isInt = v, false
+	case bool:
+		if d != tile.I1 {
+			return 0, false
+		}
+		if v {
+			return 1, true
+		}
+		return 0, true
+	default:
+		return 0, false
+	}
+	switch d {
+	case tile.I32:
+		if !isInt || n < math.MinInt32 || n > math.MaxInt32 {
+			return 0, false
+		}
+		return uint64(n), true
+	case tile.I64:
+		if !isInt {
+			return 0, false
+		}
+		return uint64(n), true
+	case tile.F32:
+		if isInt {
+			f = float64(n)
+		}
+		return uint64(math.Float32bits(float32(f))), true
+	}
+	return 0, false
+}
+
+// Run runs programs [lo, hi) as worker w: the header into a frame, then
+// native calls of at most chunk programs each.
+func (t *task) Run(w, lo, hi int) {
+	nk := t.nk
+	f := nk.frames.Get().(*frame)
+	defer nk.frames.Put(f)
+	copy(unsafe.Slice((*byte)(f.at), len(t.hdr)), t.hdr)
+	*f.u64(hGrid) = uint64(t.grid[0])
+	*f.u64(hGrid + 8) = uint64(t.grid[1])
+	*f.u64(hGrid + 16) = uint64(t.grid[2])
+	for at := lo; at < hi; at += t.chunk {
+		*f.u64(hProgLo) = uint64(at)
+		*f.u64(hProgHi) = uint64(min(hi, at+t.chunk))
+		r, ok := nk.code.Call(f.at)
+		if !ok || r != retOK {
+			t.fail.Store(true)
+			return
+		}
+	}
+}

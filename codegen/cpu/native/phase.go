@@ -1,0 +1,399 @@
+package native
+
+import (
+	"fmt"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/amd64"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// A phase is emitted as a loop nest over its shape's lanes: the outer
+// dimensions one row at a time (counters in the frame), the last in
+// vectors of eight lanes (RSI the lane index), every value of the phase
+// computed per vector in registers. Memory is reached through patterns:
+// an address (or an integer) affine in the lane index, whose part for the
+// row is computed at the start of each row into a register.
+
+type nodeOp uint8
+
+const (
+	opCompute  nodeOp = iota // an elementwise op of its args
+	opUniform                // the same vector at every position: a constant or a frame vector slot
+	opIntVec                 // an affine integer's lanes
+	opLoad                   // a load through a pattern
+	opMatRead                // a frame block of an earlier phase (or a reduction's result)
+	opStore                  // a store through a pattern
+	opMatWrite               // into the frame block of a value later phases read
+	opReduce                 // accumulate into a reduction
+)
+
+type node struct {
+	v    *tile.Value
+	op   nodeOp
+	args []*node
+	mem  amd64.Mem // opUniform
+	pat  *pattern  // memory ops and opIntVec
+	last int       // position of the last node that reads it, -1: none
+
+	// during emission of one body copy
+	reg   int   // register, or -1
+	spill int32 // frame offset of its spill slot, or -1
+}
+
+// pattern is c + Σ_k e[k]·i_k in elements over the phase's lane index i,
+// from a parameter's base (root ≥ 0), the frame (root = -1, base the
+// block's offset) or nothing (root = -2: an integer's lanes).
+type pattern struct {
+	root  int
+	base  int32
+	c     *sx
+	e     []*sx
+	elast int64 // e of the last dimension, a constant
+	// the row part, per row: in reg, or in the frame at slot
+	reg     amd64.Reg
+	hasReg  bool
+	slot    int32
+	checked bool // unmasked accesses: the row's range is checked at the row's start
+	anyMask bool
+}
+
+type phaseGen struct {
+	g     *gen
+	ph    *phase
+	rank  int
+	last  int // the last dimension
+	width int // active lanes of a vector: min(8, last)
+	nodes []*node
+	memo  map[string]*node
+	pats  []*pattern
+	reds  []*redState
+	// register allocation
+	owner [16]*node
+	busy  [16]bool
+	pos   int // the node being emitted
+	off   int // lane offset of the body copy being emitted (0 or 8)
+}
+
+type redState struct {
+	v    *tile.Value
+	in   *node
+	acc  [2]amd64.VReg // last-axis: accumulators of the two body copies
+	axis int
+	res  int32 // frame offset of the result (slot or block)
+}
+
+func (g *gen) phase(ph *phase) error {
+	if ph.shape.IsScalar() {
+		return g.scalarPhase(ph)
+	}
+	pg := &phaseGen{g: g, ph: ph, rank: ph.shape.Rank, memo: map[string]*node{}}
+	pg.last = ph.shape.Dims[pg.rank-1]
+	pg.width = min(lane, pg.last)
+	if err := pg.build(); err != nil {
+		return err
+	}
+	return pg.emit()
+}
+
+// ---- building the body ----
+
+func (pg *phaseGen) add(n *node) *node {
+	n.last, n.reg, n.spill = -1, -1, -1
+	for _, a := range n.args {
+		a.last = len(pg.nodes)
+	}
+	pg.nodes = append(pg.nodes, n)
+	return n
+}
+
+func (pg *phaseGen) build() error {
+	p := pg.g.p
+	id := identity(pg.rank)
+	for _, v := range pg.ph.ops {
+		in := p.in(v)
+		switch in.kind {
+		case kStore:
+			pat, err := pg.pointer(v.Args[0], id)
+			if err != nil {
+				return err
+			}
+			val, err := pg.eval(v.Args[1], id)
+			if err != nil {
+				return err
+			}
+			args := []*node{val}
+			if len(v.Args) == 3 {
+				m, err := pg.eval(v.Args[2], id)
+				if err != nil {
+					return err
+				}
+				args = append(args, m)
+				pat.anyMask = true
+			} else {
+				pat.checked = true
+			}
+			pg.add(&node{v: v, op: opStore, args: args, pat: pat})
+		case kReduce:
+			x, err := pg.eval(v.Args[0], identity(v.Args[0].Type.Shape.Rank))
+			if err != nil {
+				return err
+			}
+			n := pg.add(&node{v: v, op: opReduce, args: []*node{x}})
+			pg.reds = append(pg.reds, &redState{v: v, in: n, axis: int(v.Aux)})
+		default:
+			n, err := pg.eval(v, id)
+			if err != nil {
+				return err
+			}
+			if in.mat {
+				off := pg.g.matBlock(v)
+				pat := pg.framePattern(off, v.Type.Shape, id)
+				pg.add(&node{v: v, op: opMatWrite, args: []*node{n}, pat: pat})
+			}
+		}
+	}
+	return nil
+}
+
+// matBlock is the frame block of materialized value v (or a reduction's
+// result).
+func (g *gen) matBlock(v *tile.Value) int32 {
+	if off, ok := g.block[v.ID]; ok {
+		return off
+	}
+	off := g.alloc(int32(4*v.Type.Shape.Numel()), 32)
+	g.block[v.ID] = off
+	return off
+}
+
+// framePattern addresses a frame block of shape s read at lanes m.
+func (pg *phaseGen) framePattern(off int32, s tile.Shape, m lanes) *pattern {
+	e := make([]*sx, pg.rank)
+	for k := range e {
+		e[k] = sConst(0)
+	}
+	stride := int64(1)
+	for d := s.Rank - 1; d >= 0; d-- {
+		if m[d] >= 0 && s.Dims[d] > 1 {
+			e[m[d]] = sAdd(e[m[d]], sConst(stride))
+		}
+		stride *= int64(s.Dims[d])
+	}
+	return pg.intern(&pattern{root: -1, base: off, c: sConst(0), e: e})
+}
+
+// affPattern addresses affine a at lanes m.
+func (pg *phaseGen) affPattern(a *aff, root int, m lanes) (*pattern, error) {
+	e := make([]*sx, pg.rank)
+	for k := range e {
+		e[k] = sConst(0)
+	}
+	for d := 0; d < a.shape.Rank; d++ {
+		if m[d] >= 0 && a.shape.Dims[d] > 1 {
+			e[m[d]] = sAdd(e[m[d]], a.coef[d])
+		}
+	}
+	return pg.intern(&pattern{root: root, c: a.c, e: e}), nil
+}
+
+// intern returns the pattern equal to p already in the phase, or adds p;
+// its last dimension's stride must be a constant.
+func (pg *phaseGen) intern(p *pattern) *pattern {
+	el := p.e[pg.rank-1]
+	p.elast = -1
+	if el.op == sxConst {
+		p.elast = el.k
+	}
+	for _, q := range pg.pats {
+		if q.root == p.root && q.base == p.base && sxEqual(q.c, p.c) && q.elast == p.elast {
+			same := true
+			for k := range p.e {
+				if !sxEqual(p.e[k], q.e[k]) {
+					same = false
+					break
+				}
+			}
+			if same {
+				return q
+			}
+		}
+	}
+	pg.pats = append(pg.pats, p)
+	return p
+}
+
+func sxEqual(a, b *sx) bool {
+	if a == b {
+		return true
+	}
+	if a.op != b.op {
+		return false
+	}
+	switch a.op {
+	case sxConst:
+		return a.k == b.k
+	case sxVal:
+		return a.v == b.v
+	case sxNeg:
+		return sxEqual(a.a, b.a)
+	}
+	return sxEqual(a.a, b.a) && sxEqual(a.b, b.b)
+}
+
+// pointer is the pattern of pointer block v at lanes m.
+func (pg *phaseGen) pointer(v *tile.Value, m lanes) (*pattern, error) {
+	a := pg.g.p.in(v).aff
+	if a == nil || a.root < 0 {
+		return nil, unsupported(v, "pointer that is not affine")
+	}
+	pat, err := pg.affPattern(a, a.root, m)
+	if err != nil {
+		return nil, err
+	}
+	if pat.elast != 0 && pat.elast != 1 {
+		what := "a stride known only at run time"
+		if pat.elast >= 0 {
+			what = fmt.Sprintf("a stride of %d elements", pat.elast)
+		}
+		return nil, unsupported(v, "access with %s between lanes (a gather)", what)
+	}
+	return pat, nil
+}
+
+// eval is the node computing u at lanes m of the phase.
+func (pg *phaseGen) eval(u *tile.Value, m lanes) (*node, error) {
+	key := fmt.Sprint(u.ID, m.key())
+	if n, ok := pg.memo[key]; ok {
+		return n, nil
+	}
+	n, err := pg.evalNew(u, m)
+	if err != nil {
+		return nil, err
+	}
+	pg.memo[key] = n
+	return n, nil
+}
+
+func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
+	g, p := pg.g, pg.g.p
+	in := p.in(u)
+	switch in.kind {
+	case kView:
+		src := u.Args[0]
+		if src.Type.Shape.IsScalar() {
+			return pg.uniform(src)
+		}
+		return pg.eval(src, through(u, m))
+	case kScalarFloat, kScalarBool:
+		return pg.uniform(u)
+	case kReduce:
+		if u.Type.Shape.IsScalar() {
+			return pg.uniform(u)
+		}
+		pat := pg.framePattern(g.matBlock(u), u.Type.Shape, m)
+		return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
+	case kAffine:
+		if u.Type.DType != tile.I32 {
+			return nil, unsupported(u, "%v lanes as a vector", u.Type.DType)
+		}
+		pat, err := pg.affPattern(in.aff, -2, m)
+		if err != nil {
+			return nil, err
+		}
+		if pat.elast < 0 {
+			return nil, unsupported(u, "integer lanes with a stride that is not constant")
+		}
+		return pg.add(&node{v: u, op: opIntVec, pat: pat}), nil
+	case kFloat, kMask:
+		if !in.formula && (in.ph != pg.ph || !m.isIdentity()) {
+			pat := pg.framePattern(g.matBlock(u), u.Type.Shape, m)
+			return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
+		}
+		if u.Op == tile.OpLoad {
+			pat, err := pg.pointer(u.Args[0], m)
+			if err != nil {
+				return nil, err
+			}
+			var args []*node
+			for _, a := range u.Args[1:] {
+				n, err := pg.eval(a, m)
+				if err != nil {
+					return nil, err
+				}
+				args = append(args, n)
+			}
+			if len(args) == 0 {
+				pat.checked = true
+			} else {
+				pat.anyMask = true
+			}
+			return pg.add(&node{v: u, op: opLoad, args: args, pat: pat}), nil
+		}
+		var args []*node
+		for _, a := range u.Args {
+			n, err := pg.eval(a, m)
+			if err != nil {
+				return nil, err
+			}
+			args = append(args, n)
+		}
+		return pg.add(&node{v: u, op: opCompute, args: args}), nil
+	}
+	return nil, unsupported(u, "value of kind %d in a phase", in.kind)
+}
+
+// uniform is the vector of scalar x in every lane: a pool constant, or the
+// frame vector slot its segment wrote.
+func (pg *phaseGen) uniform(x *tile.Value) (*node, error) {
+	g := pg.g
+	var mem amd64.Mem
+	switch {
+	case x.Op == tile.OpConst && x.Type.DType == tile.F32:
+		mem = g.constF32(float32(x.AuxF))
+	case x.Op == tile.OpConst && x.Type.DType == tile.I1:
+		bits := uint32(0)
+		if x.Aux != 0 {
+			bits = 0xffffffff
+		}
+		mem = g.constVec(bits)
+	default:
+		off, ok := g.vslot[x.ID]
+		if !ok {
+			return nil, unsupported(x, "scalar read as a vector before it is computed")
+		}
+		mem = fr(off)
+	}
+	return pg.add(&node{v: x, op: opUniform, mem: mem}), nil
+}
+
+// scalarPhase emits the stores of scalars: checked, skipped where the
+// mask is false.
+func (g *gen) scalarPhase(ph *phase) error {
+	a := &g.a
+	for _, v := range ph.ops {
+		if v.Op != tile.OpStore {
+			return unsupported(v, "scalar %v in a phase", v.Op)
+		}
+		ptr := g.p.in(v.Args[0]).aff
+		x := v.Args[1]
+		skip := a.NewLabel()
+		if len(v.Args) == 3 {
+			g.scalarIntReg(rT0, v.Args[2])
+			a.TESTQ(rT0, rT0)
+			a.Jcc(amd64.CondE, skip)
+		}
+		g.sxReg(rT0, ptr.c)
+		a.SHLQ(rT0, 2)
+		a.ADDQload(rT0, fr(paramBase(ptr.root)))
+		bad := g.stub(v.ID)
+		a.CMPQload(rT0, fr(paramBase(ptr.root)))
+		a.Jcc(amd64.CondB, bad)
+		a.LEAQ(rT1, amd64.Ptr(rT0, 4))
+		a.CMPQload(rT1, fr(paramEnd(ptr.root)))
+		a.Jcc(amd64.CondA, bad)
+		a.VMOVSSload(0, fr(g.floatSlot(x)))
+		a.VMOVSSstore(amd64.Ptr(rT0, 0), 0)
+		a.Bind(skip)
+	}
+	return a.Err()
+}

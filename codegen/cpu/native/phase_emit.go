@@ -1,0 +1,263 @@
+package native
+
+import (
+	"math"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/amd64"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// emit writes the phase's loop nest.
+func (pg *phaseGen) emit() error {
+	g := pg.g
+	a := &g.a
+	// every expression the patterns need, computed before the loops
+	for _, pat := range pg.pats {
+		g.sxSlot(pat.c)
+		for _, e := range pat.e[:pg.rank-1] {
+			g.sxSlot(e)
+		}
+	}
+	// row parts in registers while there are registers, else in the frame
+	for i, pat := range pg.pats {
+		if i < len(baseRegs) {
+			pat.reg, pat.hasReg = baseRegs[i], true
+		} else {
+			pat.slot = g.alloc(8, 8)
+		}
+	}
+	// accumulators of last-axis reductions: fixed registers
+	nextAcc := 15
+	for _, r := range pg.reds {
+		switch {
+		case r.axis == r.v.Args[0].Type.Shape.Rank-1:
+			r.acc[0] = amd64.VReg(nextAcc)
+			r.acc[1] = amd64.VReg(nextAcc - 1)
+			pg.busy[nextAcc], pg.busy[nextAcc-1] = true, true
+			nextAcc -= 2
+			if r.v.Type.Shape.IsScalar() {
+				r.res = g.slotOf(r.v)
+			} else {
+				r.res = g.matBlock(r.v)
+			}
+		default: // axis 0 of a rank-2 block: the result block accumulates in memory
+			r.res = g.matBlock(r.v)
+		}
+		if nextAcc < 6 {
+			return unsupported(r.v, "too many reductions in one phase")
+		}
+	}
+	outer := pg.rank - 1
+	var rowTop [2]amd64.Label
+	for k := 0; k < outer; k++ {
+		a.MOVQstoreImm(fr(hOuter+8*int32(k)), 0)
+		rowTop[k] = a.NewLabel()
+		a.Bind(rowTop[k])
+	}
+	if err := pg.rowStart(); err != nil {
+		return err
+	}
+	copies := 1
+	if pg.last >= 2*lane {
+		copies = 2
+	}
+	a.XORL(rJ, rJ)
+	inner := a.NewLabel()
+	if pg.last > lane {
+		a.Bind(inner)
+	}
+	for c := 0; c < copies; c++ {
+		pg.off = c * lane
+		if err := pg.body(c); err != nil {
+			return err
+		}
+	}
+	if pg.last > lane {
+		a.ADDQimm(rJ, int32(copies*lane))
+		a.CMPQimm(rJ, int32(pg.last))
+		a.Jcc(amd64.CondL, inner)
+	}
+	if err := pg.rowEnd(); err != nil {
+		return err
+	}
+	for k := outer - 1; k >= 0; k-- {
+		a.ADDQstoreImm(fr(hOuter+8*int32(k)), 1)
+		a.MOVQload(rT0, fr(hOuter+8*int32(k)))
+		a.CMPQimm(rT0, int32(pg.ph.shape.Dims[k]))
+		a.Jcc(amd64.CondL, rowTop[k])
+		if k > 0 {
+			a.MOVQstoreImm(fr(hOuter+8*int32(k)), 0)
+		}
+	}
+	// scalar reductions: broadcast for the phases after
+	for _, r := range pg.reds {
+		if r.v.Type.Shape.IsScalar() {
+			g.broadcastSlot(r.v)
+		}
+	}
+	return a.Err()
+}
+
+// rowStart computes each pattern's row part, checks the row's range of
+// every unmasked access, and clears the accumulators.
+func (pg *phaseGen) rowStart() error {
+	g := pg.g
+	a := &g.a
+	for _, pat := range pg.pats {
+		// RAX = c + Σ e[k]·i_k (elements)
+		a.MOVQload(rT0, fr(int32(pat.c.slot)))
+		for k := 0; k < pg.rank-1; k++ {
+			e := pat.e[k]
+			if e.isConst(0) {
+				continue
+			}
+			a.MOVQload(rT1, fr(hOuter+8*int32(k)))
+			switch {
+			case e.isConst(1):
+			case e.op == sxConst && e.k >= math.MinInt32 && e.k <= math.MaxInt32:
+				a.IMULQimm(rT1, rT1, int32(e.k))
+			default:
+				a.IMULQload(rT1, fr(int32(e.slot)))
+			}
+			a.ADDQ(rT0, rT1)
+		}
+		switch pat.root {
+		case -2: // an integer: its lanes' row part as is
+		case -1:
+			a.LEAQ(rT0, amd64.PtrIdx(rF, rT0, 4, pat.base))
+		default:
+			a.SHLQ(rT0, 2)
+			a.ADDQload(rT0, fr(paramBase(pat.root)))
+		}
+		if pat.root >= 0 && pat.checked {
+			// the row's lanes: [B, B + 4·n) with n the last dimension (1 for a broadcast address)
+			n := int32(pg.last)
+			if pat.elast == 0 {
+				n = 1
+			}
+			bad := pg.faultStub(pat)
+			a.CMPQload(rT0, fr(paramBase(pat.root)))
+			a.Jcc(amd64.CondB, bad)
+			a.LEAQ(rT1, amd64.Ptr(rT0, 4*n))
+			a.CMPQload(rT1, fr(paramEnd(pat.root)))
+			a.Jcc(amd64.CondA, bad)
+		}
+		if pat.hasReg {
+			a.MOVQ(pat.reg, rT0)
+		} else {
+			a.MOVQstore(fr(pat.slot), rT0)
+		}
+	}
+	for _, r := range pg.reds {
+		if r.axis != r.v.Args[0].Type.Shape.Rank-1 {
+			continue
+		}
+		init := pg.g.constF32(0)
+		switch r.v.Op {
+		case tile.OpReduceMax:
+			init = pg.g.constF32(float32(math.Inf(-1)))
+		case tile.OpReduceMin:
+			init = pg.g.constF32(float32(math.Inf(1)))
+		}
+		a.VMOVUPS(r.acc[0], init)
+		a.VMOVUPS(r.acc[1], init)
+	}
+	return a.Err()
+}
+
+// faultStub is a label that reports a faulting access through pat (the
+// value ID of its first user) to the fault exit.
+func (pg *phaseGen) faultStub(pat *pattern) amd64.Label {
+	id := 0
+	for _, n := range pg.nodes {
+		if n.pat == pat && (n.op == opLoad || n.op == opStore) {
+			id = n.v.ID
+			break
+		}
+	}
+	return pg.g.stub(id)
+}
+
+// stub is a label past the code that sets RAX = id and jumps to the fault
+// exit.
+func (g *gen) stub(id int) amd64.Label {
+	l := g.a.NewLabel()
+	g.stubs = append(g.stubs, stubAt{l, id})
+	return l
+}
+
+type stubAt struct {
+	l  amd64.Label
+	id int
+}
+
+// rowEnd finishes the row's last-axis reductions: the two copies'
+// accumulators combined as the executor's row sum combines its sixteen
+// partial sums (or, for eight lanes or fewer, the lanes added in order),
+// the result stored in its slot or its block at the row's index.
+func (pg *phaseGen) rowEnd() error {
+	g := pg.g
+	a := &g.a
+	for _, r := range pg.reds {
+		if r.axis != r.v.Args[0].Type.Shape.Rank-1 {
+			continue
+		}
+		x, y := r.acc[0], r.acc[1]
+		switch {
+		case r.v.Op == tile.OpReduceSum && pg.last >= 2*lane:
+			a.VADDPS(x, x, y)
+			a.VEXTRACTF128(0, x, 1)
+			a.VADDPSX(x, x, amd64.VReg(0))
+			a.VMOVHLPS(0, x, x)
+			a.VADDPSX(x, x, amd64.VReg(0))
+			a.VMOVSHDUP(0, x)
+			a.VADDSS(0, x, amd64.VReg(0))
+		default:
+			// lanes in order: the copies' lanes (copy 0's vectors are the
+			// even ones: for max and min which of ±0, or which NaN, comes
+			// out may differ from an in-order scan)
+			tmp := g.scratch(64)
+			a.VMOVUPSstore(fr(tmp), x)
+			n := pg.width
+			if pg.last >= 2*lane {
+				a.VMOVUPSstore(fr(tmp+32), y)
+				n = 2 * lane
+			}
+			a.VMOVSSload(0, fr(tmp))
+			for l := 1; l < n; l++ {
+				at := fr(tmp + int32(4*l))
+				switch r.v.Op {
+				case tile.OpReduceSum:
+					a.VADDSS(0, 0, at)
+				default:
+					// r = (p > r || p != p) ? p : r, as the reference scans
+					a.VMOVSSload(1, at)
+					pred := amd64.CmpGT
+					if r.v.Op == tile.OpReduceMin {
+						pred = amd64.CmpLT
+					}
+					a.VCMPPS(2, 1, amd64.VReg(0), pred)
+					a.VCMPPS(3, 1, amd64.VReg(1), amd64.CmpUNORD)
+					a.VORPS(2, 2, amd64.VReg(3))
+					a.VBLENDVPS(0, 0, amd64.VReg(1), 2)
+				}
+			}
+		}
+		// store lane 0 of X0: a scalar's slot, or the block at the row index
+		if r.v.Type.Shape.IsScalar() {
+			a.VMOVSSstore(fr(r.res), 0)
+			continue
+		}
+		// row index: the outer counters in row-major order
+		a.MOVQload(rT0, fr(hOuter))
+		if pg.rank == 3 {
+			a.IMULQimm(rT0, rT0, int32(pg.ph.shape.Dims[1]))
+			a.ADDQload(rT0, fr(hOuter+8))
+		}
+		a.VMOVSSstore(amd64.PtrIdx(rF, rT0, 4, r.res), 0)
+	}
+	return a.Err()
+}
+
+// scratch is a frame area for one phase's temporary use.
+func (g *gen) scratch(n int32) int32 { return g.alloc(n, 32) }

@@ -1,0 +1,820 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/analysis"
+)
+
+// ErrUnsupported is wrapped by Compile's error for a kernel that uses
+// something the native code generator does not implement yet: the caller
+// runs the kernel on the executor instead.
+var ErrUnsupported = errors.New("not supported by the native code generator")
+
+func unsupported(v *tile.Value, format string, args ...any) error {
+	where := ""
+	if v != nil {
+		where = fmt.Sprintf("%%%d (%v): ", v.ID, v.Op)
+	}
+	return fmt.Errorf("native: %s%s: %w", where, fmt.Sprintf(format, args...), ErrUnsupported)
+}
+
+// kind is how the generated code holds a value.
+type kind uint8
+
+const (
+	kDead        kind = iota // not needed (analysis.Live), or a shape op folded into its users
+	kScalarInt               // rank 0 i32/i64: a frame slot (i64, i32 sign-extended)
+	kScalarFloat             // rank 0 f32: a frame slot
+	kScalarBool              // rank 0 i1: a frame slot holding 0 or 1
+	kScalarPtr               // rank 0 pointer: its parameter and an element offset (aff)
+	kAffine                  // integer or pointer block: an affine function of the lane index (aff)
+	kMask                    // i1 block: a vector of all-ones/zero lanes, computed per position
+	kFloat                   // f32 block: a vector, computed per position
+	kView                    // splat, broadcast, expand_dims, reshape, trans of a vector value
+	kReduce                  // reduction: accumulated in its input's phase, result in the frame
+	kStore                   // store: a side effect in its phase
+)
+
+// sx is a scalar integer expression over the program's scalar values,
+// folded where its operands are constant; its value is computed into a
+// frame slot in the program's prologue.
+type sx struct {
+	op   sxOp
+	k    int64
+	v    *tile.Value // sxVal: a kScalarInt value
+	a, b *sx
+	slot int // frame slot once computed, or -1
+}
+
+type sxOp uint8
+
+const (
+	sxConst sxOp = iota
+	sxVal
+	sxAdd
+	sxMul
+	sxNeg
+)
+
+func sConst(k int64) *sx { return &sx{op: sxConst, k: k, slot: -1} }
+
+func (s *sx) isConst(k int64) bool { return s.op == sxConst && s.k == k }
+
+func sAdd(a, b *sx) *sx {
+	switch {
+	case a.op == sxConst && b.op == sxConst:
+		return sConst(a.k + b.k)
+	case a.isConst(0):
+		return b
+	case b.isConst(0):
+		return a
+	}
+	return &sx{op: sxAdd, a: a, b: b, slot: -1}
+}
+
+func sMul(a, b *sx) *sx {
+	switch {
+	case a.op == sxConst && b.op == sxConst:
+		return sConst(a.k * b.k)
+	case a.isConst(0) || b.isConst(0):
+		return sConst(0)
+	case a.isConst(1):
+		return b
+	case b.isConst(1):
+		return a
+	}
+	return &sx{op: sxMul, a: a, b: b, slot: -1}
+}
+
+func sNeg(a *sx) *sx {
+	if a.op == sxConst {
+		return sConst(-a.k)
+	}
+	return &sx{op: sxNeg, a: a, slot: -1}
+}
+
+// aff is an integer or pointer value as an affine function of the lane
+// index q: c + Σ_d coef[d]·q[d]. For a pointer, root is its parameter and
+// the function gives an element offset into it.
+type aff struct {
+	root  int // parameter index of a pointer, -1 for integers
+	dt    tile.DType
+	shape tile.Shape
+	c     *sx
+	coef  [tile.MaxRank]*sx
+}
+
+// phase is one loop nest over the lanes of one shape: the vector values
+// computed there, the reductions accumulated and the stores made.
+type phase struct {
+	level int
+	shape tile.Shape
+	ops   []*tile.Value // non-formula values, reductions and stores, in program order
+	first int           // program position of its first op (a tie-break)
+}
+
+// vinfo is what the planner decided for one value.
+type vinfo struct {
+	kind    kind
+	aff     *aff
+	formula bool // a block value computed wherever it is used (never stored in the frame)
+	avail   int  // the first level whose phases (or segment) may use it
+	cost    int  // formula float ops: how many ops recomputing it costs
+	ph      *phase
+	mat     bool // computed in its phase and kept in the frame for later phases
+	segment int  // scalars: the segment (0 the prologue, s after the phases of level s-1)
+	invar   bool // scalars: the same in every program (computed once per call)
+}
+
+// plan is the result of planning a kernel.
+type plan struct {
+	k        *tile.Kernel
+	info     []vinfo
+	phases   []*phase
+	levels   int
+	stored   []bool // by parameter: the kernel stores through it
+	scalars  []*tile.Value
+	needWrap []*aff // i32 affine values whose lanes must fit in int32
+}
+
+// maxFormulaCost bounds the float ops recomputed in each phase that uses a
+// formula value, instead of storing it in the frame.
+const maxFormulaCost = 4
+
+func cheapFloatOp(o tile.Op) bool {
+	switch o {
+	case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpNeg, tile.OpAbs, tile.OpMin, tile.OpMax, tile.OpSelect:
+		return true
+	}
+	return false
+}
+
+// vectorFloatOp reports whether the code generator computes op o on f32 blocks.
+func vectorFloatOp(o tile.Op) bool {
+	switch o {
+	case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpDiv, tile.OpMin, tile.OpMax,
+		tile.OpNeg, tile.OpAbs, tile.OpSqrt, tile.OpRsqrt, tile.OpExp, tile.OpTanh,
+		tile.OpFloor, tile.OpCeil, tile.OpSelect:
+		return true
+	}
+	return false
+}
+
+// newPlan classifies every value of k, or returns why k is not supported.
+func newPlan(k *tile.Kernel) (*plan, error) {
+	p := &plan{k: k, info: make([]vinfo, k.NumValues()), stored: make([]bool, len(k.Params))}
+	live := analysis.Live(k)
+	inv := analysis.Invariant(k, analysis.Launch, nil)
+	var err error
+	roots := analysis.Roots(k)
+	// first pass: what the kernel stores through, and what it cannot do
+	k.Walk(func(v *tile.Value) {
+		if err != nil {
+			return
+		}
+		switch v.Op {
+		case tile.OpFor, tile.OpForResult, tile.OpBlockArg, tile.OpYield:
+			err = unsupported(v, "loops")
+		case tile.OpDot:
+			err = unsupported(v, "matrix products")
+		case tile.OpAtomicAdd:
+			err = unsupported(v, "atomics")
+		case tile.OpStore:
+			if r := roots[v.Args[0].ID]; r != nil {
+				p.stored[r.Aux] = true
+			}
+		}
+		if err == nil && v.Type.DType == tile.F64 {
+			err = unsupported(v, "f64")
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	k.Walk(func(v *tile.Value) {
+		if err != nil {
+			return
+		}
+		if !live[v.ID] && v.Op != tile.OpParam {
+			p.info[v.ID].kind = kDead
+			return
+		}
+		err = p.classify(v, inv[v.ID])
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := p.place(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *plan) in(v *tile.Value) *vinfo { return &p.info[v.ID] }
+
+// classify decides v's kind, formula-ness and availability; its operands
+// were classified before it (program order).
+func (p *plan) classify(v *tile.Value, invar bool) error {
+	in := p.in(v)
+	t := v.Type
+	avail := 0
+	for _, a := range v.Args {
+		avail = max(avail, p.in(a).avail)
+	}
+	in.avail = avail
+	if t.Shape.IsScalar() && v.Op != tile.OpStore {
+		return p.classifyScalar(v, invar)
+	}
+	switch {
+	case t.Ptr || (t.DType.IsInt() && v.Op != tile.OpLoad):
+		a, err := p.affineOf(v)
+		if err != nil {
+			return err
+		}
+		in.kind, in.aff, in.formula = kAffine, a, true
+		return nil
+	case v.Op == tile.OpLoad:
+		if t.DType != tile.F32 {
+			return unsupported(v, "%v loads", t.DType)
+		}
+		root := p.in(v.Args[0]).aff
+		if root == nil {
+			return unsupported(v, "load through a pointer that is not affine")
+		}
+		if p.stored[root.root] {
+			// phases reorder a program's work: a buffer it reads must not
+			// change under it
+			return unsupported(v, "load from a buffer the kernel also stores to")
+		}
+		// a load from a buffer the kernel never writes reads the same
+		// values again in a later phase (Launch checks that no two
+		// parameters overlap where one is stored to)
+		in.kind = kFloat
+		in.formula = p.allFormula(v)
+		return nil
+	case v.Op == tile.OpStore:
+		in.kind = kStore
+		if p.in(v.Args[0]).aff == nil {
+			return unsupported(v, "store through a pointer that is not affine")
+		}
+		if v.Args[1].Type.DType != tile.F32 {
+			return unsupported(v, "%v stores", v.Args[1].Type.DType)
+		}
+		return nil
+	case v.Op.IsReduce():
+		if t.DType != tile.F32 {
+			return unsupported(v, "%v reductions", t.DType)
+		}
+		ax := int(v.Aux)
+		r := v.Args[0].Type.Shape.Rank
+		if ax != r-1 && !(ax == 0 && r == 2) {
+			return unsupported(v, "reduction along axis %d of a rank-%d block", ax, r)
+		}
+		in.kind = kReduce
+		in.avail = avail + 1
+		in.formula = true // its result is in the frame, read wherever it is used
+		return nil
+	case v.Op.IsShape():
+		src := p.in(v.Args[0])
+		if v.Op == tile.OpReshape && !unitReshape(v.Args[0].Type.Shape, t.Shape) {
+			return unsupported(v, "reshape %v → %v", v.Args[0].Type.Shape, t.Shape)
+		}
+		in.kind = kView
+		in.formula = src.formula || src.kind == kScalarFloat || src.kind == kScalarBool || src.kind == kReduce
+		in.cost = src.cost
+		return nil
+	case t.DType == tile.I1:
+		// masks: comparisons, logic, casts to i1
+		switch {
+		case v.Op.IsCompare():
+			d := v.Args[0].Type.DType
+			if d.IsInt() && d != tile.I32 {
+				return unsupported(v, "%v comparisons", d)
+			}
+			if d == tile.I1 {
+				return unsupported(v, "i1 comparisons")
+			}
+		case v.Op == tile.OpAnd || v.Op == tile.OpOr || v.Op == tile.OpXor || v.Op == tile.OpNot:
+		case v.Op == tile.OpCast && v.Args[0].Type.DType == tile.F32:
+		case v.Op == tile.OpSelect:
+		default:
+			return unsupported(v, "%v of i1 blocks", v.Op)
+		}
+		in.kind = kMask
+		in.formula = p.allFormula(v)
+		return nil
+	case t.DType == tile.F32:
+		switch {
+		case v.Op == tile.OpCast:
+			if s := v.Args[0].Type.DType; s != tile.I1 && s != tile.I32 {
+				return unsupported(v, "cast from %v", s)
+			}
+		case !vectorFloatOp(v.Op):
+			return unsupported(v, "f32 %v", v.Op)
+		}
+		in.kind = kFloat
+		if cheapFloatOp(v.Op) || v.Op == tile.OpCast {
+			cost := 1
+			ok := true
+			for _, a := range v.Args {
+				ai := p.in(a)
+				ok = ok && ai.formula
+				cost += ai.cost
+			}
+			in.formula = ok && cost <= maxFormulaCost
+			in.cost = cost
+		}
+		return nil
+	}
+	return unsupported(v, "%v blocks", t)
+}
+
+func (p *plan) allFormula(v *tile.Value) bool {
+	for _, a := range v.Args {
+		if !p.in(a).formula {
+			return false
+		}
+	}
+	return true
+}
+
+// unitReshape reports whether a reshape from s to t only inserts or
+// removes dimensions of size 1.
+func unitReshape(s, t tile.Shape) bool {
+	var a, b []int
+	for i := 0; i < s.Rank; i++ {
+		if s.Dims[i] != 1 {
+			a = append(a, s.Dims[i])
+		}
+	}
+	for i := 0; i < t.Rank; i++ {
+		if t.Dims[i] != 1 {
+			b = append(b, t.Dims[i])
+		}
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// classifyScalar: rank-0 values.
+func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
+	in := p.in(v)
+	in.invar = invar
+	t := v.Type
+	switch {
+	case t.Ptr:
+		if v.Op == tile.OpParam {
+			in.kind = kScalarPtr
+			in.aff = &aff{root: int(v.Aux), dt: t.DType, c: sConst(0)}
+			return nil
+		}
+		if v.Op != tile.OpAddPtr {
+			return unsupported(v, "scalar pointer from %v", v.Op)
+		}
+		base := p.in(v.Args[0]).aff
+		in.kind = kScalarPtr
+		in.aff = &aff{root: base.root, dt: t.DType, c: sAdd(base.c, p.scalarOf(v.Args[1]))}
+		return nil
+	case t.DType.IsInt():
+		if in.avail > 0 {
+			return unsupported(v, "integer scalar computed from a reduction")
+		}
+		switch v.Op {
+		case tile.OpParam, tile.OpConst, tile.OpProgramID, tile.OpNumPrograms:
+		case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpMin, tile.OpMax, tile.OpAnd, tile.OpOr, tile.OpXor, tile.OpNeg, tile.OpNot:
+		case tile.OpDiv, tile.OpRem:
+		case tile.OpCast:
+			if s := v.Args[0].Type.DType; !s.IsInt() && s != tile.I1 {
+				return unsupported(v, "cast from %v to an integer", s)
+			}
+		case tile.OpSelect:
+		default:
+			return unsupported(v, "scalar %v", v.Op)
+		}
+		in.kind = kScalarInt
+		p.scalars = append(p.scalars, v)
+		return nil
+	case t.DType == tile.I1:
+		switch {
+		case v.Op == tile.OpConst, v.Op == tile.OpParam:
+		case v.Op.IsCompare():
+			if d := v.Args[0].Type.DType; d != tile.F32 && !d.IsInt() {
+				return unsupported(v, "%v comparison", d)
+			}
+		case v.Op == tile.OpAnd || v.Op == tile.OpOr || v.Op == tile.OpXor || v.Op == tile.OpNot:
+		default:
+			return unsupported(v, "scalar i1 %v", v.Op)
+		}
+		in.kind = kScalarBool
+		in.segment = in.avail
+		p.scalars = append(p.scalars, v)
+		return nil
+	case t.DType == tile.F32:
+		switch {
+		case v.Op == tile.OpParam, v.Op == tile.OpConst:
+		case v.Op.IsReduce():
+			if v.Type.DType != tile.F32 || v.Args[0].Type.Shape.Rank != 1 {
+				return unsupported(v, "scalar reduction of %v", v.Args[0].Type)
+			}
+			in.kind = kReduce
+			in.avail++
+			return nil
+		case v.Op == tile.OpCast:
+			if s := v.Args[0].Type.DType; s != tile.I32 && s != tile.I1 {
+				return unsupported(v, "cast from %v to f32", s)
+			}
+		case vectorFloatOp(v.Op):
+		default:
+			return unsupported(v, "scalar f32 %v", v.Op)
+		}
+		in.kind = kScalarFloat
+		in.segment = in.avail
+		p.scalars = append(p.scalars, v)
+		return nil
+	}
+	return unsupported(v, "scalar %v", t)
+}
+
+// scalarOf is the integer scalar v as an expression.
+func (p *plan) scalarOf(v *tile.Value) *sx {
+	if v.Op == tile.OpConst {
+		return sConst(v.Aux)
+	}
+	return &sx{op: sxVal, v: v, slot: -1}
+}
+
+// affineOf is the affine form of an integer or pointer block, or why it
+// has none.
+func (p *plan) affineOf(v *tile.Value) (*aff, error) {
+	t := v.Type
+	r := t.Shape.Rank
+	zero := func() *aff {
+		a := &aff{root: -1, dt: t.DType, shape: t.Shape, c: sConst(0)}
+		for d := 0; d < r; d++ {
+			a.coef[d] = sConst(0)
+		}
+		return a
+	}
+	arg := func(i int) *aff { return p.in(v.Args[i]).aff }
+	switch v.Op {
+	case tile.OpArange:
+		a := zero()
+		a.c, a.coef[0] = sConst(v.Aux), sConst(1)
+		return a, nil
+	case tile.OpSplat:
+		s := v.Args[0]
+		a := zero()
+		if s.Type.Ptr {
+			sa := p.in(s).aff
+			a.root, a.c = sa.root, sa.c
+			return a, nil
+		}
+		if p.in(s).kind != kScalarInt {
+			return nil, unsupported(v, "splat of %v", s.Type)
+		}
+		a.c = p.scalarOf(s)
+		return a, nil
+	case tile.OpBroadcast, tile.OpExpandDims, tile.OpReshape, tile.OpTrans:
+		src := arg(0)
+		if src == nil {
+			return nil, unsupported(v, "%v of a value that is not affine", v.Op)
+		}
+		a := zero()
+		a.root, a.c = src.root, src.c
+		m, ok := viewMap(v)
+		if !ok {
+			return nil, unsupported(v, "reshape %v → %v", v.Args[0].Type.Shape, t.Shape)
+		}
+		// a[d] of the result = src at index m(d): each source dimension's
+		// coefficient goes to the result dimension it comes from
+		for sd, rd := range m {
+			if rd >= 0 && v.Args[0].Type.Shape.Dims[sd] > 1 {
+				a.coef[rd] = sAdd(a.coef[rd], src.coef[sd])
+			}
+		}
+		return a, nil
+	case tile.OpAdd, tile.OpSub, tile.OpAddPtr:
+		x, y := arg(0), arg(1)
+		if x == nil || y == nil {
+			return nil, unsupported(v, "%v of values that are not affine", v.Op)
+		}
+		if v.Op == tile.OpAddPtr && y.dt == tile.I32 {
+			p.needWrap = append(p.needWrap, y)
+		}
+		a := zero()
+		a.root = x.root
+		neg := func(s *sx) *sx { return s }
+		if v.Op == tile.OpSub {
+			neg = sNeg
+		}
+		a.c = sAdd(x.c, neg(y.c))
+		for d := 0; d < r; d++ {
+			a.coef[d] = sAdd(x.coef[d], neg(y.coef[d]))
+		}
+		return a, nil
+	case tile.OpMul:
+		x, y := arg(0), arg(1)
+		if x == nil || y == nil {
+			return nil, unsupported(v, "mul of values that are not affine")
+		}
+		// one operand must be the same in every lane
+		if !uniform(y) {
+			x, y = y, x
+		}
+		if !uniform(y) {
+			return nil, unsupported(v, "product of two lane-dependent integers")
+		}
+		a := zero()
+		a.c = sMul(x.c, y.c)
+		for d := 0; d < r; d++ {
+			a.coef[d] = sMul(x.coef[d], y.c)
+		}
+		return a, nil
+	case tile.OpCast:
+		x := arg(0)
+		if x == nil {
+			return nil, unsupported(v, "cast of a value that is not affine")
+		}
+		if x.dt == tile.I32 && t.DType == tile.I64 {
+			p.needWrap = append(p.needWrap, x)
+		} else if x.dt != t.DType {
+			return nil, unsupported(v, "cast from %v to %v", x.dt, t.DType)
+		}
+		a := *x
+		a.dt = t.DType
+		return &a, nil
+	}
+	return nil, unsupported(v, "integer %v blocks", v.Op)
+}
+
+func uniform(a *aff) bool {
+	for d := 0; d < a.shape.Rank; d++ {
+		if !a.coef[d].isConst(0) {
+			return false
+		}
+	}
+	return true
+}
+
+// viewMap says, for each dimension of a shape op's operand, which
+// dimension of the result it is indexed by (-1: none, the operand's
+// dimension has size 1).
+func viewMap(v *tile.Value) ([]int, bool) {
+	src, dst := v.Args[0].Type.Shape, v.Type.Shape
+	m := make([]int, src.Rank)
+	switch v.Op {
+	case tile.OpSplat:
+		return m, true
+	case tile.OpBroadcast:
+		for d := range m {
+			m[d] = d
+			if src.Dims[d] == 1 {
+				m[d] = -1
+			}
+		}
+		return m, true
+	case tile.OpExpandDims:
+		ax := int(v.Aux)
+		for d := range m {
+			m[d] = d
+			if d >= ax {
+				m[d] = d + 1
+			}
+		}
+		return m, true
+	case tile.OpTrans:
+		m[0], m[1] = 1, 0
+		return m, true
+	case tile.OpReshape:
+		if !unitReshape(src, dst) {
+			return nil, false
+		}
+		j := 0
+		for d := range m {
+			if src.Dims[d] == 1 {
+				m[d] = -1
+				continue
+			}
+			for dst.Dims[j] == 1 {
+				j++
+			}
+			m[d] = j
+			j++
+		}
+		return m, true
+	}
+	return nil, false
+}
+
+// place assigns levels and phases: a non-formula vector value, a
+// reduction's accumulation or a store runs in the phase of its shape at
+// the first level where all it uses is available.
+func (p *plan) place() error {
+	type key struct {
+		level int
+		shape tile.Shape
+	}
+	phases := map[key]*phase{}
+	pos := 0
+	var err error
+	get := func(level int, s tile.Shape) *phase {
+		ph := phases[key{level, s}]
+		if ph == nil {
+			ph = &phase{level: level, shape: s, first: pos}
+			phases[key{level, s}] = ph
+			p.phases = append(p.phases, ph)
+		}
+		return ph
+	}
+	p.k.Walk(func(v *tile.Value) {
+		pos++
+		if err != nil {
+			return
+		}
+		in := p.in(v)
+		switch in.kind {
+		case kFloat, kMask:
+			if in.formula {
+				return
+			}
+			in.ph = get(in.avail, v.Type.Shape)
+			in.ph.ops = append(in.ph.ops, v)
+		case kReduce:
+			src := v.Args[0]
+			in.ph = get(in.avail-1, src.Type.Shape)
+			in.ph.ops = append(in.ph.ops, v)
+		case kStore:
+			in.ph = get(in.avail, v.Args[0].Type.Shape)
+			in.ph.ops = append(in.ph.ops, v)
+		}
+		p.levels = max(p.levels, in.avail+1)
+	})
+	if err != nil {
+		return err
+	}
+	return p.order()
+}
+
+// lanes maps a value's dimensions to the dimensions of the phase it is
+// evaluated in: lanes[d] is the phase dimension that indexes dimension d
+// of the value, or -1 (the value's dimension has size 1, index 0).
+type lanes []int
+
+func identity(r int) lanes {
+	m := make(lanes, r)
+	for d := range m {
+		m[d] = d
+	}
+	return m
+}
+
+func (m lanes) isIdentity() bool {
+	for d, x := range m {
+		if x != d {
+			return false
+		}
+	}
+	return true
+}
+
+func (m lanes) key() string { return fmt.Sprint([]int(m)) }
+
+// through is the lanes of a shape op's operand when the shape op is
+// evaluated with lanes m.
+func through(v *tile.Value, m lanes) lanes {
+	vm, _ := viewMap(v)
+	src := make(lanes, len(vm))
+	for sd, rd := range vm {
+		src[sd] = -1
+		if rd >= 0 && v.Args[0].Type.Shape.Dims[sd] > 1 {
+			src[sd] = m[rd]
+		}
+	}
+	return src
+}
+
+// order finds which values are kept in the frame for later phases and
+// orders the phases: by level, and within a level so that a phase comes
+// after those whose values it reads, and stores through one parameter
+// keep their program order. A kernel whose phases cannot be ordered so is
+// not supported.
+func (p *plan) order() error {
+	idx := map[*phase]int{}
+	for i, ph := range p.phases {
+		idx[ph] = i
+	}
+	n := len(p.phases)
+	after := make([][]bool, n) // after[b][a]: b runs after a
+	for i := range after {
+		after[i] = make([]bool, n)
+	}
+	var err error
+	var walk func(ph *phase, u *tile.Value, m lanes)
+	walk = func(ph *phase, u *tile.Value, m lanes) {
+		if err != nil {
+			return
+		}
+		ui := p.in(u)
+		switch {
+		case ui.kind == kView:
+			walk(ph, u.Args[0], through(u, m))
+		case ui.kind == kReduce:
+			if ui.ph != ph {
+				after[idx[ph]][idx[ui.ph]] = true
+			}
+		case (ui.kind == kFloat || ui.kind == kMask) && !ui.formula:
+			if ui.ph == ph {
+				if !m.isIdentity() || u.Type.Shape != ph.shape {
+					err = unsupported(u, "a value read in its own phase at other lanes")
+				}
+				return
+			}
+			ui.mat = true
+			after[idx[ph]][idx[ui.ph]] = true
+		case ui.kind == kFloat || ui.kind == kMask:
+			for _, a := range u.Args {
+				walk(ph, a, m)
+			}
+		}
+	}
+	for _, ph := range p.phases {
+		for _, v := range ph.ops {
+			in := p.in(v)
+			switch in.kind {
+			case kReduce:
+				walk(ph, v.Args[0], identity(v.Args[0].Type.Shape.Rank))
+			default:
+				for _, a := range v.Args {
+					walk(ph, a, identity(ph.shape.Rank))
+				}
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	// stores through one parameter in program order
+	var last [64]*phase
+	roots := analysis.Roots(p.k)
+	p.k.Walk(func(v *tile.Value) {
+		if v.Op != tile.OpStore || p.in(v).kind != kStore {
+			return
+		}
+		r := roots[v.Args[0].ID]
+		if r == nil || r.Aux >= int64(len(last)) {
+			return
+		}
+		if prev := last[r.Aux]; prev != nil && prev != p.in(v).ph {
+			after[idx[p.in(v).ph]][idx[prev]] = true
+		}
+		last[r.Aux] = p.in(v).ph
+	})
+	// Kahn's algorithm, lowest (level, first position) first
+	done := make([]bool, n)
+	var out []*phase
+	for len(out) < n {
+		best := -1
+		for i, ph := range p.phases {
+			if done[i] {
+				continue
+			}
+			ready := true
+			for j := range n {
+				if after[i][j] && !done[j] {
+					ready = false
+					break
+				}
+			}
+			if !ready {
+				continue
+			}
+			if best < 0 || ph.level < p.phases[best].level || ph.level == p.phases[best].level && ph.first < p.phases[best].first {
+				best = i
+			}
+		}
+		if best < 0 {
+			return unsupported(nil, "phases that depend on each other")
+		}
+		done[best] = true
+		out = append(out, p.phases[best])
+	}
+	// a level's phases must all run before the next level's (reductions
+	// complete at the end of their phase)
+	for i := 1; i < len(out); i++ {
+		if out[i].level < out[i-1].level {
+			return unsupported(nil, "phases out of level order")
+		}
+	}
+	p.phases = out
+	return nil
+}
