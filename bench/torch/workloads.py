@@ -10,7 +10,10 @@ mlp_train is a whole training step (batch up, forward, backward, fused Adam,
 loss.item()), eager and library only.
 
 Size peer (bench.Peer: --sizes peer) is the issue's shapes, for the workloads
-that have it: the BERT-base encoder layer (batch 8, sequence 512, model 768, 12
+that have it: softmax and LayerNorm at 8192x4096, 32768x1024, 4096x32768,
+1823x781 and 1151x8192 (softmax also with Triton's tutorial kernel where
+Triton is installed), the chain at 64M elements (each its own size
+peer:RxC, peer:64M, as tilefuse bench -size peer names them); the BERT-base encoder layer (batch 8, sequence 512, model 768, 12
 heads, FF 3072; its library mode projects all heads at once and runs SDPA on
 [batch, heads, seq, dh]) and attention at B4 H16 S2048 D64 (attention,
 attention_fwd_bwd) and B2 H16 S4096 D128 (attention_d128). --precisions
@@ -61,7 +64,7 @@ def pick(size, small, large, peer=None):
 
 
 def chain(size, g):
-    n = pick(size, 1 << 16, 1 << 22)
+    n = (1 << 26) if size == "peer:64M" else pick(size, 1 << 16, 1 << 22)
     x = rnd(2, n // 1024, 1024, g=g)
     ops = lambda x: gelu(x * 0.5 + 1) * 2
     lib = lambda x: F.gelu(x * 0.5 + 1, approximate="tanh") * 2
@@ -69,14 +72,16 @@ def chain(size, g):
 
 
 def softmax(size, g):
-    x = rnd(4, pick(size, 64, 4096), 1024, g=g)
+    r, c = row_shape(size, 64, 4096)
+    x = rnd(4, r, c, g=g)
     return (x,), softmax_ops, lambda x: F.softmax(x, 1), 0
 
 
 def layernorm(size, g):
-    x = rnd(4, pick(size, 64, 4096), 1024, g=g)
-    gamma, beta = rnd(1, 1024, g=g), rnd(1, 1024, g=g)
-    return (x, gamma, beta), layer_norm, lambda x, a, b: F.layer_norm(x, (1024,), a, b, 1e-5), 0
+    r, c = row_shape(size, 64, 4096)
+    x = rnd(4, r, c, g=g)
+    gamma, beta = rnd(1, c, g=g), rnd(1, c, g=g)
+    return (x, gamma, beta), layer_norm, lambda x, a, b: F.layer_norm(x, (c,), a, b, 1e-5), 0
 
 
 def linear_gelu(size, g):
@@ -85,7 +90,54 @@ def linear_gelu(size, g):
     return (x, w, b), lambda x, w, b: gelu(x @ w + b), lambda x, w, b: F.gelu(torch.addmm(b, x, w), approximate="tanh"), 2 * m ** 3
 
 
-PEER = {"attention", "attention_d128", "attention_fwd_bwd", "encoder_fwd", "encoder_fwd_bwd"}
+PEER_WORKLOADS = {"attention", "attention_d128", "attention_fwd_bwd", "encoder_fwd", "encoder_fwd_bwd"}
+
+# The row workloads' and the chain's peer sizes (bench.PeerRows,
+# bench.PeerChain in bench/workloads.go): each shape its own size, as
+# tilefuse bench -size peer names them.
+PEER_ROWS = [(8192, 4096), (32768, 1024), (4096, 32768), (1823, 781), (1151, 8192)]
+PEER_SIZES = {
+    "chain": ["peer:64M"],
+    "softmax": [f"peer:{r}x{c}" for r, c in PEER_ROWS],
+    "layernorm": [f"peer:{r}x{c}" for r, c in PEER_ROWS],
+}
+
+
+def peer_sizes(name):
+    """the sizes --sizes peer stands for, for workload name"""
+    if name in PEER_WORKLOADS:
+        return ["peer"]
+    return PEER_SIZES.get(name, [])
+
+
+def row_shape(size, small, large):
+    if size.startswith("peer:"):
+        r, c = (int(v) for v in size[len("peer:"):].split("x"))
+        return r, c
+    return pick(size, small, large), 1024
+
+
+try:  # Triton's tutorial softmax (python/tutorials/02-fused-softmax.py, the classic form)
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _tutorial_softmax_kernel(out_ptr, in_ptr, in_stride, out_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK_SIZE)
+        x = tl.load(in_ptr + row * in_stride + cols, mask=cols < n_cols, other=-float("inf"))
+        num = tl.exp(x - tl.max(x, axis=0))
+        tl.store(out_ptr + row * out_stride + cols, num / tl.sum(num, axis=0), mask=cols < n_cols)
+
+    def triton_softmax(x):
+        n_rows, n_cols = x.shape
+        block = triton.next_power_of_2(n_cols)
+        warps = 16 if block >= 4096 else 8 if block >= 2048 else 4
+        y = torch.empty_like(x)
+        _tutorial_softmax_kernel[(n_rows,)](y, x, x.stride(0), y.stride(0), n_cols, num_warps=warps, BLOCK_SIZE=block)
+        return y
+except ImportError:  # no Triton: the mode is left out
+    triton_softmax = None
 
 
 def attention(size, g, d=64, backward=False):
@@ -309,7 +361,7 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--workload", default="all")
     ap.add_argument("--compile-sizes", default="small,large,peer", help="sizes to run torch.compile at (it takes seconds per graph)")
-    ap.add_argument("--sizes", default="small,large", help="sizes to run: small, large, peer (the workloads that have it)")
+    ap.add_argument("--sizes", default="small,large", help="sizes to run: small, large, peer (the workloads that have it: one size, or the row workloads' and the chain's shapes)")
     ap.add_argument("--precisions", default="fp32", help="fp32 (strict, as tilefuse's ieee dots) and/or tf32 (TF32 products)")
     a = ap.parse_args()
     if a.peer:
@@ -318,20 +370,22 @@ def main():
     names = list(WORKLOADS) if a.workload == "all" else a.workload.split(",")
     rows = []
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; device medians in ms (events around one call)", file=sys.stderr)
-    for name, size, prec in ((n, s, p) for n in names for s in a.sizes.split(",") for p in a.precisions.split(",")):
-        if size == "peer" and name not in PEER:
-            continue
+    expand = lambda n, s: peer_sizes(n) if s == "peer" else [s]
+    for name, size, prec in ((n, s, p) for n in names for s0 in a.sizes.split(",") for s in expand(n, s0) for p in a.precisions.split(",")):
         if prec not in ("fp32", "tf32"):
             sys.exit(f"precision {prec}: want fp32 or tf32")
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = prec == "tf32"
         g = torch.Generator(device=dev).manual_seed(1)
         args, ops, lib, flops = WORKLOADS[name](size, g)
         row = {"name": name, "size": size, "precision": prec, "flops": flops}
+        row["bytes"] = sum(t.numel() * t.element_size() for t in args) + args[0].numel() * args[0].element_size()
         row["eager_s"] = device_time(ops, args, a.runs)
         row["library_s"] = device_time(lib, args, a.runs)
+        if name == "softmax" and triton_softmax is not None:
+            row["triton_tutorial_s"] = device_time(triton_softmax, args, a.runs)
         # mlp_train's step reads loss.item() and steps the optimizer: graph
         # breaks, and a compile time that would dominate the round
-        if size in a.compile_sizes.split(",") and name != "mlp_train":
+        if size.split(":")[0] in a.compile_sizes.split(",") and name != "mlp_train":
             t0 = time.time()
             c = torch.compile(ops)
             c(*args)
@@ -340,14 +394,15 @@ def main():
             row["compiled_s"] = device_time(c, args, a.runs)
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
-    print("| workload | size | precision | eager op by op | eager library ops | torch.compile | best TFLOP/s | compile 1st call s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| workload | size | precision | eager op by op | eager library ops | torch.compile | Triton tutorial | best TFLOP/s | best TB/s | compile 1st call s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     f = lambda r, k: f"{1e3 * r[k]:.3g}" if k in r else "–"
     for r in rows:
-        best = min(r[k] for k in ("eager_s", "library_s", "compiled_s") if k in r)
+        best = min(r[k] for k in ("eager_s", "library_s", "compiled_s", "triton_tutorial_s") if k in r)
         tf = f"{r['flops'] / best / 1e12:.1f}" if r["flops"] else "–"
-        print(f"| {r['name']} | {r['size']} | {r['precision']} | {f(r, 'eager_s')} | {f(r, 'library_s')} | {f(r, 'compiled_s')} | {tf} | "
-              f"{r.get('compile_first_call_s', float('nan')):.1f} |")
+        tb = f"{r['bytes'] / best / 1e12:.2f}"
+        print(f"| {r['name']} | {r['size']} | {r['precision']} | {f(r, 'eager_s')} | {f(r, 'library_s')} | {f(r, 'compiled_s')} | "
+              f"{f(r, 'triton_tutorial_s')} | {tf} | {tb} | {r.get('compile_first_call_s', float('nan')):.1f} |")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(), "results": rows}, fh, indent=1)
