@@ -67,12 +67,19 @@ type Measurement struct {
 	Max     float64 `json:"max_s"`
 	Runs    int     `json:"runs"`
 	Kernels int     `json:"kernels,omitempty"` // tilefuse modes: kernels (and host ops) per run
-	// Device times, tilefuse modes on the GPU: the compute of each run
-	// measured with events (fusion.Machine.DeviceTime), without the copies
-	// of inputs up and results down that Median includes
+	// Device times, tilefuse modes on the GPU: the graph's compute run
+	// back to back on the device (fusion.Machine.DeviceTimes: Runs runs
+	// after 50 ms of untimed ones, events between them, nothing copied), as
+	// PyTorch's are timed, without the copies of inputs up and results down
+	// that Median includes
 	DeviceMedian float64 `json:"device_median_s,omitempty"`
 	DeviceMin    float64 `json:"device_min_s,omitempty"`
 	DeviceMax    float64 `json:"device_max_s,omitempty"`
+	// DeviceInRun is the median device time of the compute within the
+	// timed runs (fusion.Machine.DeviceTime): each follows that run's
+	// uploads, during which the GPU idles and its clocks drop (the bench's
+	// device time before 2026-12-01)
+	DeviceInRun float64 `json:"device_in_run_s,omitempty"`
 	// compile time of tilefuse modes: the first NewTapeMachine of this graph
 	// in the process (cold: partition, emission, and on the GPU codegen and
 	// the driver's JIT), and a second one, which takes the kernels'
@@ -372,6 +379,17 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 		if len(r.dev) == len(r.times) {
 			slices.Sort(r.dev)
 			m.DeviceMedian, m.DeviceMin, m.DeviceMax = median(r.dev), r.dev[0], r.dev[len(r.dev)-1]
+			m.DeviceInRun = m.DeviceMedian
+		}
+		if dl, ok := r.vm.(deviceLooper); ok {
+			dev, ok, err := dl.DeviceTimes(o.Runs, gpuWarm)
+			if err != nil {
+				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, m.Mode, err)
+			}
+			if ok {
+				slices.Sort(dev)
+				m.DeviceMedian, m.DeviceMin, m.DeviceMax = median(dev), dev[0], dev[len(dev)-1]
+			}
 		}
 		m.GBps = float64(inBytes+outBytes(s.Outputs)) / m.Time() / 1e9
 		if s.Flops > 0 {
@@ -399,6 +417,12 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 	slices.SortFunc(res.Modes, func(a, b *Measurement) int { return slices.Index(Modes, a.Mode) - slices.Index(Modes, b.Mode) })
 	res.Bytes = inBytes + outBytes(s.Outputs)
 	return res, nil
+}
+
+// deviceLooper is a machine that times its compute back to back (fusion
+// on the GPU).
+type deviceLooper interface {
+	DeviceTimes(n int, warm time.Duration) ([]float64, bool, error)
 }
 
 // deviceTimer is a machine that measures its device time (fusion on the GPU).

@@ -256,6 +256,14 @@ func (t *Thread) Record(e *Event) error {
 	return e.ev.Record(cu.Stream{})
 }
 
+// Wait blocks until the work before e's last Record has completed.
+func (t *Thread) Wait(e *Event) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	return e.ev.Synchronize()
+}
+
 // Elapsed is the device time from a to b in ms, once b has completed
 // (after a Timer's Stop, or Sync).
 func (t *Thread) Elapsed(a, b *Event) (float64, error) {

@@ -97,6 +97,56 @@ func TestDeviceTimeOnGPU(t *testing.T) {
 	}
 }
 
+// TestDeviceTimesOnGPU: the compute run back to back (DeviceTimes) gives
+// one positive time a run, leaves the last run's values as they were and
+// its statistics (uploads) the last run's.
+func TestDeviceTimesOnGPU(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(512, 1000), G.WithName("x"))
+	y := G.Must(G.SoftMax(G.Must(G.Tanh(x))))
+	m := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CUDA))
+	defer m.Close()
+	if err := m.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := m.DeviceTimes(3, 0); ok || err != nil {
+		t.Fatalf("device times before a run (ok %v, %v)", ok, err)
+	}
+	data := make([]float32, 512*1000)
+	for i := range data {
+		data[i] = float32(i%97) / 50
+	}
+	if err := G.Let(x, tensor.New(tensor.WithShape(512, 1000), tensor.WithBacking(data))); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]float32(nil), y.Value().Data().([]float32)...)
+	before := m.Stats()
+	times, ok, err := m.DeviceTimes(7, 20*time.Millisecond)
+	if err != nil || !ok || len(times) != 7 {
+		t.Fatalf("%d times (ok %v, %v)", len(times), ok, err)
+	}
+	for i, s := range times {
+		if !(s > 0 && s < 0.1) {
+			t.Fatalf("run %d: %v s", i, s)
+		}
+	}
+	if after := m.Stats(); after != before {
+		t.Fatalf("statistics %+v after DeviceTimes, %+v before", after, before)
+	}
+	if err := m.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range y.Value().Data().([]float32) {
+		if v != want[i] {
+			t.Fatalf("y[%d] = %v after DeviceTimes, %v before", i, v, want[i])
+		}
+	}
+	t.Logf("back to back: %.4f ms a run (median of 7)", 1e3*times[3])
+}
+
 // TestGELUTrainingOnGPU: the multi-output GELU forward kernel and the
 // backward on the CUDA backend (outputs as slices of one buffer) against
 // Gorgonia on the CPU.

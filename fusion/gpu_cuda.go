@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -360,6 +361,75 @@ func (g *gpu) run() error {
 		err = fmt.Errorf("fusion: %w", err)
 	}
 	return err
+}
+
+// deviceTimes runs compute back to back in one Run: untimed for warm of
+// wall time (waiting on the device every 8 runs, so that the queue does
+// not run far ahead), then n runs with an event between each two.
+func (g *gpu) deviceTimes(n int, warm time.Duration) ([]float64, error) {
+	c := g.c
+	isInput := map[*G.Node]bool{}
+	for _, in := range c.rw.inputs {
+		isInput[in.nn] = true
+	}
+	evs := make([]*cuda.Event, n+1)
+	defer func() {
+		for _, e := range evs {
+			if e != nil {
+				g.dev.FreeEvent(e)
+			}
+		}
+	}()
+	for i := range evs {
+		var err error
+		if evs[i], err = g.dev.NewEvent(); err != nil {
+			return nil, fmt.Errorf("fusion: %w", err)
+		}
+	}
+	last := g.last // the last RunAll's statistics stay its own
+	defer func() { g.last = last }()
+	times := make([]float64, n)
+	err := g.dev.Run(func(t *cuda.Thread) error {
+		for i, t0 := 0, time.Now(); time.Since(t0) < warm; i++ {
+			if err := g.compute(t, c, isInput); err != nil {
+				return err
+			}
+			if i%8 == 7 {
+				if err := t.Record(evs[0]); err != nil {
+					return err
+				}
+				if err := t.Wait(evs[0]); err != nil {
+					return err
+				}
+			}
+		}
+		if err := t.Record(evs[0]); err != nil {
+			return err
+		}
+		for i := range n {
+			if err := g.compute(t, c, isInput); err != nil {
+				return err
+			}
+			if err := t.Record(evs[i+1]); err != nil {
+				return err
+			}
+		}
+		if err := t.Wait(evs[n]); err != nil {
+			return err
+		}
+		for i := range n {
+			ms, err := t.Elapsed(evs[i], evs[i+1])
+			if err != nil {
+				return err
+			}
+			times[i] = ms / 1e3
+		}
+		return nil
+	})
+	if err != nil && !strings.HasPrefix(err.Error(), "fusion: ") {
+		err = fmt.Errorf("fusion: %w", err)
+	}
+	return times, err
 }
 
 // compute launches the graph's kernels and runs its host ops, in order; the

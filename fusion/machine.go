@@ -2,7 +2,9 @@ package fusion
 
 import (
 	"errors"
+	"fmt"
 	"sync"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 )
@@ -103,6 +105,35 @@ func (m *Machine) DeviceTime() (seconds float64, ok bool) {
 	}
 	t := m.be.deviceTime()
 	return t, t > 0
+}
+
+// DeviceTimes runs the last run's kernels (and host ops) again on the
+// CUDA backend, n times back to back after warm of untimed runs, with the
+// inputs the last run put on the device and nothing copied up or down,
+// and returns the device time of each (seconds; events between runs): the
+// graph's compute timed as PyTorch's is (events around a call, calls one
+// after another, the clocks up). It is for benchmarks: a run's DeviceTime
+// follows that run's uploads, during which the GPU idles and its clock
+// drops. The values the runs write are the last run's again. ok is false
+// on the CPU backend or before a run.
+func (m *Machine) DeviceTimes(n int, warm time.Duration) (seconds []float64, ok bool, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, is := m.be.(deviceLooper)
+	if m.be == nil || !is || m.runs == 0 {
+		return nil, false, nil
+	}
+	if n < 1 {
+		return nil, false, fmt.Errorf("fusion: DeviceTimes(%d): at least one run", n)
+	}
+	s, err := l.deviceTimes(n, warm)
+	return s, err == nil, err
+}
+
+// deviceLooper is a backend that can run its compute back to back on a
+// device (the GPU backend).
+type deviceLooper interface {
+	deviceTimes(n int, warm time.Duration) ([]float64, error)
 }
 
 // KernelTimes is, with WithProfile, each kernel's time in the last run, in

@@ -42,6 +42,9 @@ func TestStatsCountRunsAndTheReportStays(t *testing.T) {
 	if after := m.Report().String(); after != before {
 		t.Fatalf("the report changed with runs:\n%s\nthen\n%s", before, after)
 	}
+	if times, ok, err := m.DeviceTimes(3, 0); ok || err != nil || times != nil {
+		t.Fatalf("DeviceTimes on the CPU: %v, ok %v, %v", times, ok, err)
+	}
 }
 
 // TestMisuseIsAClearError: each misuse is an error that names the option or
