@@ -225,10 +225,11 @@ func TestMaxRegisters(t *testing.T) {
 
 // TestWgmmaDot: with the meta-parameter wgmma = 1 on sm_90, a pipelined
 // TF32 K loop runs on warpgroup MMAs (.version 8.0, .target sm_90a):
-// per iteration B is transposed into a K-major 128-byte-swizzled tile
-// (rounded), fenced for the async proxy, and each warpgroup issues one
-// wgmma per k step of 8 with A's fragments in registers, committed and
-// waited for; the tile is 1024-aligned. Without it, and on sm_80, the loop
+// per iteration B is transposed into one of two K-major 128-byte-swizzled
+// tiles (rounded), fenced for the async proxy, the previous iteration's
+// wgmmas are waited for, and each warpgroup issues one wgmma per k step of
+// 8 with A's fragments in registers, committed and left running; the tiles
+// are 1024-aligned. Without it, and on sm_80, the loop
 // stays on mma.sync with .version 7.8. (CUDA 11.8's ptxas cannot assemble
 // sm_90a: the GPU round does, and the simulator runs it.)
 func TestWgmmaDot(t *testing.T) {
@@ -265,8 +266,11 @@ func TestWgmmaDot(t *testing.T) {
 			t.Errorf("%d × %s, want %d", n, c.re, c.want)
 		}
 	}
-	if want := 3*(128*32+32*256)*4 + 256*128; ck.SharedBytes != want {
-		t.Errorf("%d B of shared memory, want %d (3 stages, then the K-major B)", ck.SharedBytes, want)
+	if want := 3*(128*32+32*256)*4 + 2*256*128; ck.SharedBytes != want {
+		t.Errorf("%d B of shared memory, want %d (3 stages, then two K-major B)", ck.SharedBytes, want)
+	}
+	if n := count(`wgmma\.wait_group\.sync\.aligned 0`, p[strings.Index(p, "$L_pipe_end_4:"):]); n != 1 {
+		t.Errorf("%d waits for the last wgmmas after the loop, want 1", n)
 	}
 	for _, c := range []struct {
 		name string

@@ -37,6 +37,9 @@ type pipe struct {
 	// (TF32 wgmma reads only K-major operands)
 	wgmma bool
 	bt    smemTile // bt.Rows = n, bt.Cols = k; Off 1024-aligned after the ring
+	// two bt, btStride apart, taken in turns: one iteration's B is
+	// transposed while the previous one's wgmmas still read theirs
+	btStride int
 }
 
 func (p *pipe) String() string {
@@ -160,7 +163,8 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	}
 	extra := 0
 	if p.wgmma {
-		extra = 1024 + p.n*128 // the K-major B, 1024-aligned
+		p.btStride = (p.n*128 + 1023) / 1024 * 1024
+		extra = 1024 + 2*p.btStride // two K-major B, 1024-aligned
 	}
 	p.stages = min(p.stages, (maxSmem(l.opt.Arch)-extra)/p.stageBytes)
 	if p.stages < 2 {
@@ -218,7 +222,7 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	l.needSmem(p.stages * p.stageBytes)
 	ring := p.stages * p.stageBytes
 	if p.wgmma {
-		l.needSmem(p.bt.Off + p.bt.bytes())
+		l.needSmem(p.bt.Off + 2*p.btStride)
 		l.scratchAlign = 1024
 		l.wgmma = true
 	}
@@ -262,6 +266,11 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	iv, sc := l.reg(regClass(it)), l.reg("r")
 	emit(w, "mov.%s %s, %s", ity, iv, bounds[0])
 	emit(w, "mov.u32 %s, 0", sc)
+	bsel := ""
+	if p.wgmma {
+		bsel = l.reg("r")
+		emit(w, "mov.u32 %s, 0", bsel)
+	}
 	head, end := l.label("pipe"), l.label("pipe_end")
 	w.WriteString(head + ":\n")
 	stop := l.reg("p")
@@ -276,7 +285,8 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		return err
 	}
 	if p.wgmma {
-		l.wgmmaStep(p, sc, carried[p.accIdx])
+		l.wgmmaStep(p, sc, bsel, carried[p.accIdx])
+		emit(w, "sub.s32 %s, %d, %s", bsel, p.btStride, bsel) // the other bt next
 	} else {
 		l.mmaStep(p, sc, carried[p.accIdx])
 	}
@@ -287,6 +297,9 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	emit(w, "add.%s %s, %s, %s", ptx, iv, iv, bounds[2])
 	emit(w, "bra.uni %s", head)
 	w.WriteString(end + ":\n")
+	if p.wgmma {
+		emit(w, "wgmma.wait_group.sync.aligned 0") // the last iteration's products
+	}
 	emit(w, "cp.async.wait_group 0")
 	barrier(w) // the buffers are scratch again
 	for _, r := range forResults(l.k, v) {

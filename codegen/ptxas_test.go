@@ -39,6 +39,11 @@ func TestPTXAssembles(t *testing.T) {
 				t.Errorf("%s: compile: %v", c.Name, err)
 				continue
 			}
+			if strings.Contains(ck.PTX, ".target sm_90a") {
+				// wgmma (.version 8.0): beyond this ptxas; TestWgmmaDot checks
+				// such kernels structurally, the GPU round assembles them
+				continue
+			}
 			file := filepath.Join(dir, strings.NewReplacer("/", "_", "=", "").Replace(c.Name)+".ptx")
 			if err := os.WriteFile(file, []byte(ck.PTX), 0o644); err != nil {
 				t.Fatal(err)

@@ -28,10 +28,12 @@ import (
 const wgmmaDesc = 1<<16 | (1024>>4)<<32 | 1<<62
 
 // wgmmaStep emits the tensor-core work of one pipeline stage at byte
-// offset stage (a register): the transposition of B into bt, then for each
-// k step of 8 the A fragments and one wgmma per warpgroup, committed as one
-// group and waited for.
-func (l *lowerer) wgmmaStep(p *pipe, stage string, acc *lval) {
+// offset stage (a register): the transposition of B into the bt at byte
+// offset bsel (while the previous iteration's wgmmas read the other), then,
+// once those are done, for each k step of 8 the A fragments and one wgmma
+// per warpgroup, committed as one group and left running: the next
+// iteration's copies and transposition overlap them.
+func (l *lowerer) wgmmaStep(p *pipe, stage, bsel string, acc *lval) {
 	w := &l.body
 	lane := l.laneID()
 	nw := l.opt.NumWarps
@@ -77,6 +79,7 @@ func (l *lowerer) wgmmaStep(p *pipe, stage string, acc *lval) {
 		// write row n = 4c+e: wbase + 128·n + 16·((k/4) ^ (n%8)), n%8 = 4(c%2) + e
 		row, par := l.reg("r"), l.reg("r")
 		emit(w, "mad.lo.s32 %s, %s, %d, %s", row, c, 4*p.bt.rowBytes(), wbase)
+		emit(w, "add.s32 %s, %s, %s", row, row, bsel)
 		emit(w, "and.b32 %s, %s, 1", par, c)
 		emit(w, "shl.b32 %s, %s, 2", par, par)
 		emit(w, "xor.b32 %s, %s, %s", par, par, lq)
@@ -93,6 +96,9 @@ func (l *lowerer) wgmmaStep(p *pipe, stage string, acc *lval) {
 	}
 	emit(w, "fence.proxy.async.shared::cta")
 	barrier(w)
+	// the previous iteration's wgmmas have read their A (registers about to
+	// be loaded again) and their bt (the next iteration's to write)
+	emit(w, "wgmma.wait_group.sync.aligned 0")
 	// 2. A fragments of every k step: ldmatrix.x4 from the stage, rounded
 	aRow, aChunk := l.aFragGeometry(p)
 	aAddr := map[int]string{}
@@ -134,17 +140,21 @@ func (l *lowerer) wgmmaStep(p *pipe, stage string, acc *lval) {
 		dregs = append(dregs, c[:]...)
 	}
 	d := "{" + strings.Join(dregs, ", ") + "}"
+	// this iteration's bt: the descriptor's start address moves bsel bytes
+	sel, cur := l.reg("r"), l.reg("rd")
+	emit(w, "shr.u32 %s, %s, 4", sel, bsel)
+	emit(w, "cvt.u64.u32 %s, %s", cur, sel)
+	emit(w, "add.s64 %s, %s, %s", cur, cur, desc)
 	emit(w, "wgmma.fence.sync.aligned")
 	for i, a := range frags {
-		di := desc
+		di := cur
 		if i > 0 {
 			di = l.reg("rd")
-			emit(w, "add.s64 %s, %s, %d", di, desc, 2*i) // 32 bytes >> 4
+			emit(w, "add.s64 %s, %s, %d", di, cur, 2*i) // 32 bytes >> 4
 		}
 		emit(w, "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 %s, {%s, %s, %s, %s}, %s, %s, 1, 1", p.n, d, a[0], a[1], a[2], a[3], di, scaleD)
 	}
 	emit(w, "wgmma.commit_group.sync.aligned")
-	emit(w, "wgmma.wait_group.sync.aligned 0")
 }
 
 // rowBase is the prologue register smem + B.Off + lane·rowBytes, plus the

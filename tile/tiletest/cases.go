@@ -75,6 +75,9 @@ func Cases() []Case {
 		matmulPrec("130x70x90_tf32x3", 130, 70, 90, 32, false, false, tile.PrecTF32x3),
 		matmulPrec("200x136x150_bf16_B64_transB", 200, 136, 150, 64, false, true, tile.PrecBF16),
 		matmulPrec("200x136x150_tf32x3_B64", 200, 136, 150, 64, false, false, tile.PrecTF32x3),
+		// Hopper's warpgroup MMA (sm_90; mma.sync elsewhere): 64×64 tiles
+		// of 32 k for 4 warps, one warpgroup
+		matmulPrec("130x70x90_tf32_wgmma", 130, 70, 90, 64, false, false, tile.PrecTF32, tile.Meta{"BK": 32, "wgmma": 1}),
 	)
 	cs = append(cs, moreCases()...)
 	for _, c := range []struct {
@@ -351,10 +354,16 @@ func matmulBlocks(name string, m, n, k, bs int, transA, transB, tf32 bool) Case 
 	return matmulPrec(name, m, n, k, bs, transA, transB, p)
 }
 
-// matmulPrec is matmulBlocks with a dot of precision p.
-func matmulPrec(name string, m, n, k, bs int, transA, transB bool, p tile.Precision) Case {
-	bm, bn, bk := bs, bs, bs
-	meta := tile.Meta{"BM": bm, "BN": bn, "BK": bk}
+// matmulPrec is matmulBlocks with a dot of precision p; extra
+// meta-parameters (BK, wgmma) replace or join the others.
+func matmulPrec(name string, m, n, k, bs int, transA, transB bool, p tile.Precision, extra ...tile.Meta) Case {
+	meta := tile.Meta{"BM": bs, "BN": bs, "BK": bs}
+	for _, x := range extra {
+		for key, v := range x {
+			meta[key] = v
+		}
+	}
+	bm, bn := meta["BM"], meta["BN"]
 	tol := TolDot
 	switch p {
 	case tile.PrecTF32:
