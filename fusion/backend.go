@@ -48,11 +48,22 @@ type Stats struct {
 	// CPU with copies in the last run (GPU backend; 0 on the CPU backend,
 	// where every op runs on the host).
 	HostOps int
-	// Uploads and Downloads are the last run's host↔device copies (GPU
-	// backend): the graph's inputs and host ops' results up, the readable
-	// values and host ops' operands down; Bytes* are their sizes.
+	// Uploads and Downloads are the host↔device copies (GPU backend) since
+	// the last run began: that run's (the inputs that changed and host ops'
+	// results up, the readable values and host ops' operands down) and
+	// those of solver steps and Machine.Sync after it; Bytes* are their
+	// sizes. A training step (Let, RunAll, Step, the loss read) is one
+	// window.
 	Uploads, Downloads int
 	BytesUp, BytesDown int64
+	// Held is the number of the last run's inputs that the device held, so
+	// they were not uploaded (GPU backend; see WithInputCheck); HashedBytes
+	// the bytes that run hashed to tell them unchanged, and HostSeconds the
+	// wall time of the run outside its device time (uploads, hashing,
+	// downloads, launches that were not overlapped).
+	Held        int
+	HashedBytes int64
+	HostSeconds float64
 }
 
 var (

@@ -1,6 +1,10 @@
 package fusion
 
-import "github.com/tilefuse/tilefuse/tile"
+import (
+	G "gorgonia.org/gorgonia"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
 
 // SetSolverLauncher makes s run its kernels through l (a tiletest.Launcher:
 // the PTX simulator, or a GPU through host buffers) instead of the CPU
@@ -9,4 +13,33 @@ func SetSolverLauncher(s *Solver, l interface {
 	Launch(k *tile.Kernel, grid tile.Grid, args ...any) error
 }) {
 	s.launch = l.Launch
+}
+
+// InputChecker is residency's run-time check of the inputs (resident.go)
+// over fixed values, for BenchmarkInputCheck.
+type InputChecker struct {
+	hs   []held
+	vals []G.Value
+}
+
+// NewInputChecker holds vals as a run of the CUDA backend does after seeing
+// them twice: uploaded, hashed.
+func NewInputChecker(vals []G.Value) *InputChecker {
+	c := &InputChecker{hs: make([]held, len(vals)), vals: vals}
+	for range 2 {
+		c.Check()
+	}
+	return c
+}
+
+// Check is one run's check: the inputs it would upload, the bytes hashed.
+func (c *InputChecker) Check() (uploads int, hashed int64) {
+	p := planInputs(c.hs, c.vals, CheckContents)
+	for i, up := range p.up {
+		if up {
+			uploads++
+			c.hs[i].took(c.vals[i], p.bytes[i], p.sums[i], p.hashed[i])
+		}
+	}
+	return uploads, p.hashedB
 }

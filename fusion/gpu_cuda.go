@@ -50,26 +50,40 @@ func sharedDevice() (*cuda.Device, error) {
 }
 
 // gpu runs a compiled graph on the GPU: values live in device buffers for the
-// whole run; graph inputs go up, the readable set comes down, and ops
-// tilefuse does not know run on the CPU with copies (counted in Stats).
+// whole run and from one run to the next; graph inputs go up when the user
+// changed them (resident.go), through a Stager (page-locked memory,
+// asynchronous), the readable set comes down where the host copy is not
+// current, and ops tilefuse does not know run on the CPU with copies
+// (counted in Stats).
 type gpu struct {
-	c      *Compiled
-	dev    *cuda.Device
-	order  G.Nodes // the rewrite's order
-	bufs   map[*G.Node]*cuda.Buffer
-	loaded map[*G.Node]*cuda.Function
-	host   map[*G.Node]any   // host memory of values that come down, reused
-	outs   map[*G.Node][]any // each kernel's output buffers
-	launch map[*G.Node][]any // each kernel's arguments: operands' buffers, then outputs
-	owned  []*cuda.Buffer    // what buffer allocated, to free
-	last   Stats             // the last run's host ops and copies
-	timer  *cuda.Timer
-	devMs  float64 // device time of the last run's compute, ms
+	c        *Compiled
+	dev      *cuda.Device
+	order    G.Nodes // the rewrite's order
+	bufs     map[*G.Node]*cuda.Buffer
+	loaded   map[*G.Node]*cuda.Function
+	host     map[*G.Node]any     // host memory of host ops' operands, reused
+	hostVal  map[*G.Node]G.Value // the values made of it
+	backHost map[*G.Node]any     // host memory of values written back, reused
+	outs     map[*G.Node][]any   // each kernel's output buffers
+	launch   map[*G.Node][]any   // each kernel's arguments: operands' buffers, then outputs
+	owned    []*cuda.Buffer      // what buffer allocated, to free
+	last     Stats               // the last run's host ops and copies
+	timer    *cuda.Timer
+	devMs    float64 // device time of the last run's compute, ms
 	// WithProfile: an event before and after each launch, and the times
 	profile map[*G.Node][2]*cuda.Event
 	times   []KernelTime
-	// inputs the device holds (learnables of a fused solver: solver_cuda.go)
-	resident map[*G.Node]*resident
+	// residency (resident.go): per input of c.rw.inputs what the device's
+	// copy stands for, and which solver steps it (solver_cuda.go)
+	held    []held
+	inAt    map[*G.Node]int // an input's node in the new graph → its index
+	owner   []*gpuSolver
+	vers    *memVersions        // device memory versions and host copies
+	backVal map[*G.Node]G.Value // user's node → the value last written back
+	// gradients a fused solver reads on the device: written back by Sync,
+	// not by runs (new graph's node → user's node)
+	stepGrad map[*G.Node]*G.Node
+	stage    *cuda.Stager
 	solvers  []*gpuSolver
 }
 
@@ -83,11 +97,23 @@ func (g *gpu) prepare(c *Compiled) error {
 	}
 	g.c, g.dev, g.order = c, dev, c.rw.order
 	g.bufs, g.loaded, g.host, g.outs, g.launch = map[*G.Node]*cuda.Buffer{}, map[*G.Node]*cuda.Function{}, map[*G.Node]any{}, map[*G.Node][]any{}, map[*G.Node][]any{}
+	g.held, g.owner, g.inAt = make([]held, len(c.rw.inputs)), make([]*gpuSolver, len(c.rw.inputs)), map[*G.Node]int{}
+	g.vers, g.backVal, g.stepGrad = newMemVersions(), map[*G.Node]G.Value{}, map[*G.Node]*G.Node{}
+	g.hostVal, g.backHost = map[*G.Node]G.Value{}, map[*G.Node]any{}
 	if g.timer, err = dev.NewTimer(); err != nil {
 		return fmt.Errorf("fusion: %w", err)
 	}
 	if err := g.load(c); err != nil {
 		return err
+	}
+	// the staging ring: a quarter of the inputs' bytes a slot, 64 KiB to 1 MiB
+	var inBytes int64
+	for i, in := range c.rw.inputs {
+		g.inAt[in.nn] = i
+		inBytes += g.bufs[in.nn].Bytes
+	}
+	if g.stage, err = dev.NewStager(min(max(inBytes/4, 64<<10), 1<<20), 4); err != nil {
+		return fmt.Errorf("fusion: %w", err)
 	}
 	if c.cfg.profile {
 		g.profile = map[*G.Node][2]*cuda.Event{}
@@ -115,6 +141,7 @@ func (g *gpu) load(c *Compiled) error {
 			if _, err := g.buffer(n); err != nil {
 				return err
 			}
+			g.vers.add(n, nil)
 			continue
 		}
 		args := operands(c.Graph, n)
@@ -128,12 +155,16 @@ func (g *gpu) load(c *Compiled) error {
 			}
 			if op.IsView() { // a reshape: the same device memory
 				g.bufs[n] = dev[0].(*cuda.Buffer)
+				g.vers.add(n, args[0])
+				g.vers.add(opKey{n}, n)
 				continue
 			}
 			out, err := g.buffer(n)
 			if err != nil {
 				return err
 			}
+			g.vers.add(n, nil)
+			g.vers.add(opKey{n}, n)
 			// one output, or several stacked or end to end: a slice of the buffer each
 			outs := []any{out}
 			if op.Outputs() > 1 {
@@ -167,11 +198,15 @@ func (g *gpu) load(c *Compiled) error {
 				return fmt.Errorf("fusion: %v: part %d of %d of %v, which has %d outputs", n.Name(), i, of, args[0].Name(), len(outs))
 			}
 			g.bufs[n] = outs[i].(*cuda.Buffer)
+			g.vers.add(n, args[0]) // written with its kernel's buffer
+			g.vers.add(opKey{n}, n)
 		default:
 			if !isConst(n) { // a host op: its result goes up into this buffer
 				if _, err := g.buffer(n); err != nil {
 					return err
 				}
+				g.vers.add(n, nil)
+				g.vers.add(opKey{n}, n)
 			}
 		}
 	}
@@ -240,27 +275,28 @@ func (g *gpu) upload(t *cuda.Thread, n *G.Node, v G.Value) error {
 	}
 	g.last.Uploads++
 	g.last.BytesUp += b.Bytes
-	return t.Upload(b, h)
+	g.vers.wrote(n)
+	return g.stage.Upload(t, b, h)
 }
 
-// download copies n's buffer into host memory: fresh memory when fresh (a
-// value the user reads, unless WithReuseOutputs), else memory that is n's
-// from one run to the next, overwritten by the next run.
-func (g *gpu) download(t *cuda.Thread, n *G.Node, fresh bool) (G.Value, error) {
+// download copies n's buffer into host memory: n's in mem, kept from one
+// run to the next and overwritten by the next copy, or fresh memory where
+// mem is nil (a value the user reads, unless WithReuseOutputs).
+func (g *gpu) download(t *cuda.Thread, n *G.Node, mem map[*G.Node]any) (G.Value, error) {
 	b, ok := g.bufs[n]
 	if !ok {
 		return nil, fmt.Errorf("fusion: %v has no device value", n.Name())
 	}
-	host, ok := g.host[n]
-	if !ok || fresh {
+	host, ok := mem[n]
+	if !ok {
 		size := max(1, n.Shape().TotalSize())
 		if n.Dtype() == tensor.Float64 {
 			host = make([]float64, size)
 		} else {
 			host = make([]float32, size)
 		}
-		if !fresh {
-			g.host[n] = host
+		if mem != nil {
+			mem[n] = host
 		}
 	}
 	if err := t.Download(host, b); err != nil {
@@ -291,26 +327,34 @@ func (g *gpu) devBuf(n *G.Node) (*cuda.Buffer, error) {
 	return nil, fmt.Errorf("fusion: %v has no device value", n.Name())
 }
 
-// run is one Run on the device's thread: inputs up, the timed compute, the
-// readable set down.
+// run is one Run on the device's thread: the inputs that changed up, the
+// timed compute, the readable set down where the host's copy is stale.
 func (g *gpu) run() error {
 	c := g.c
 	isInput := map[*G.Node]bool{}
-	for _, in := range c.rw.inputs {
+	vals := make([]G.Value, len(c.rw.inputs))
+	for i, in := range c.rw.inputs {
 		isInput[in.nn] = true
-		if err := checkInput(in.orig, in.orig.Value()); err != nil {
+		vals[i] = in.orig.Value()
+		if err := checkInput(in.orig, vals[i]); err != nil {
 			return err
 		}
 	}
 	g.last, g.devMs = Stats{}, 0
+	start := time.Now()
+	plan := planInputs(g.held, vals, c.cfg.inCheck)
+	g.last.HashedBytes = plan.hashedB
 	err := g.dev.Run(func(t *cuda.Thread) error {
-		for _, in := range c.rw.inputs {
-			if g.holds(in) { // a fused solver's learnable: its value is here
+		for i, in := range c.rw.inputs {
+			if !plan.up[i] {
+				g.last.Held++
 				continue
 			}
-			if err := g.upload(t, in.nn, in.orig.Value()); err != nil {
+			g.held[i].ok = false // until the copy is enqueued
+			if err := g.upload(t, in.nn, vals[i]); err != nil {
 				return err
 			}
+			g.held[i].took(vals[i], plan.bytes[i], plan.sums[i], plan.hashed[i])
 		}
 		if err := g.timer.Start(t); err != nil {
 			return err
@@ -347,16 +391,16 @@ func (g *gpu) run() error {
 				}
 				continue
 			}
-			v, err := g.download(t, b.nn, !c.cfg.reuse)
-			if err != nil {
-				return err
+			if g.stepGrad[b.nn] != nil {
+				continue // a fused solver's gradient: Sync writes it back
 			}
-			if err := G.UnsafeLet(b.orig, v); err != nil {
-				return fmt.Errorf("writing back %v: %w", b.orig.Name(), err)
+			if err := g.writeBack(t, b); err != nil {
+				return err
 			}
 		}
 		return nil
 	})
+	g.last.HostSeconds = max(0, time.Since(start).Seconds()-g.devMs/1e3)
 	if err != nil && !strings.HasPrefix(err.Error(), "fusion: ") {
 		err = fmt.Errorf("fusion: %w", err)
 	}
@@ -432,6 +476,43 @@ func (g *gpu) deviceTimes(n int, warm time.Duration) ([]float64, error) {
 	return times, err
 }
 
+// writeBack gives the user's node b.orig the value of b.nn: downloaded,
+// unless the node still holds the copy of what the device holds now.
+func (g *gpu) writeBack(t *cuda.Thread, b binding) error {
+	if v := g.backVal[b.orig]; v != nil && b.orig.Value() == v && g.vers.current(b.nn) {
+		return nil
+	}
+	mem := g.backHost // WithReuseOutputs: the value's memory of the last copy
+	if !g.c.cfg.reuse {
+		mem = nil // fresh memory: a value read after a run is not overwritten
+	}
+	v, err := g.download(t, b.nn, mem)
+	if err != nil {
+		return err
+	}
+	if err := G.UnsafeLet(b.orig, v); err != nil {
+		return fmt.Errorf("writing back %v: %w", b.orig.Name(), err)
+	}
+	g.backVal[b.orig] = v
+	g.vers.copied(b.nn)
+	return nil
+}
+
+// operand is n's value on the host for a host op: downloaded unless the
+// copy made for an earlier host op is current.
+func (g *gpu) operand(t *cuda.Thread, n *G.Node) (G.Value, error) {
+	if v := g.hostVal[n]; v != nil && g.vers.current(opKey{n}) {
+		return v, nil
+	}
+	v, err := g.download(t, n, g.host)
+	if err != nil {
+		return nil, err
+	}
+	g.hostVal[n] = v
+	g.vers.copied(opKey{n})
+	return v, nil
+}
+
 // compute launches the graph's kernels and runs its host ops, in order; the
 // inputs are on the device.
 func (g *gpu) compute(t *cuda.Thread, c *Compiled, isInput map[*G.Node]bool) error {
@@ -463,6 +544,7 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled, isInput map[*G.Node]bool) err
 			if err := t.Launch(g.loaded[n], op.Kernel(), op.Grid(), dev...); err != nil {
 				return fmt.Errorf("fusion: %w", err)
 			}
+			g.vers.wrote(n)
 			if timed {
 				if err := t.Record(ev[1]); err != nil {
 					return err
@@ -480,7 +562,7 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled, isInput map[*G.Node]bool) err
 					vals[i] = a.Value()
 					continue
 				}
-				v, err := g.download(t, a, false)
+				v, err := g.operand(t, a)
 				if err != nil {
 					return err
 				}
@@ -512,7 +594,19 @@ func (g *gpu) kernelTimes() []KernelTime {
 }
 
 func (g *gpu) stats(s *Stats) {
-	s.HostOps, s.Uploads, s.Downloads, s.BytesUp, s.BytesDown = g.last.HostOps, g.last.Uploads, g.last.Downloads, g.last.BytesUp, g.last.BytesDown
+	runs, dt := s.Runs, s.DeviceTime
+	*s = g.last
+	s.Runs, s.DeviceTime = runs, dt
+}
+
+// touch marks input n changed on the host: the next run uploads it.
+func (g *gpu) touch(n *G.Node) error {
+	for i, in := range g.c.rw.inputs {
+		if in.orig == n {
+			g.held[i].touched = true
+		}
+	}
+	return nil
 }
 
 // close frees the graph's buffers; the shared device stays open.
@@ -524,7 +618,7 @@ func (g *gpu) close() error {
 	for _, s := range g.solvers {
 		s.free()
 	}
-	g.resident, g.solvers = nil, nil
+	g.solvers = nil
 	if serr != nil {
 		serr = fmt.Errorf("fusion: closing: %w", serr)
 	}
@@ -532,6 +626,10 @@ func (g *gpu) close() error {
 		g.dev.Free(b)
 	}
 	g.bufs, g.owned = nil, nil
+	if err := g.stage.Close(); serr == nil && err != nil {
+		serr = fmt.Errorf("fusion: closing: %w", err)
+	}
+	g.stage = nil
 	for _, ev := range g.profile {
 		for _, e := range ev {
 			if e != nil {

@@ -38,6 +38,7 @@ type config struct {
 	precision tile.Precision
 	maxGroup  int
 	profile   bool
+	inCheck   InputCheck // how the CUDA backend sees host changes (resident.go)
 	readAll   bool
 	target    *graphpass.Target // nil: the backend's own
 	reuse     bool

@@ -41,15 +41,17 @@ import (
 // n.Value() is current after every Step. On the CUDA backend they run on
 // the GPU, on the machine's own buffers of the parameters and their
 // gradients, with the state on the GPU too; from the first Step the device
-// holds the parameters (the learnables must be inputs of the machine's
-// graph): a run no longer uploads them, and their host tensors are brought
-// up to date lazily, by m.Sync() and by m.Close(). Read a parameter's value
-// after m.Sync(). To change one, Let a new tensor into its node: a run
-// uploads a parameter whose node holds another tensor than the one the
-// device's copy stands for (a write into that tensor's memory is not seen).
-// There a Step leaves the device's gradients zeroed, not the host's copies.
-// m.Sync() is always safe to call and does nothing where the host values
-// are current.
+// holds the parameters and their gradients (the learnables must be inputs
+// of the machine's graph): a run neither uploads the parameters nor writes
+// their gradients back, and both are brought to the host lazily, by
+// m.Sync() and by m.Close(). Read a parameter's value or gradient after
+// m.Sync() (after a Step the gradients are zero, as Gorgonia's Step leaves
+// them). To change a parameter, Let a new tensor into its node, or write
+// into its tensor after m.Sync(): the next run uploads it (a write is seen
+// under the default WithInputCheck(CheckContents); under CheckLet call
+// m.Touch). Between a Step and the next Sync the host tensor is stale and
+// a write into it is not seen. m.Sync() is always safe to call and copies
+// only what changed on the device since it last came down.
 //
 // A Solver is not safe for concurrent use; Step it from the goroutine that
 // runs the machine.
@@ -432,11 +434,14 @@ func (s *Solver) Close() error {
 	return nil
 }
 
-// Sync brings the host values of the graph's inputs up to date where the
-// backend holds newer ones: the learnables a fused solver steps on the
-// CUDA backend (see Solver). On the CPU backend the host values are the
+// Sync brings the host values up to date where the backend holds newer
+// ones: on the CUDA backend the learnables a fused solver steps and their
+// gradients (see Solver), each copied only if it changed on the device
+// since it last came down. On the CPU backend the host values are the
 // values: Sync does nothing.
 func (m *Machine) Sync() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.err != nil {
 		return m.err
 	}

@@ -19,58 +19,69 @@ import (
 // Step (see Solver): a run does not upload them, Sync and Close bring their
 // host tensors up to date.
 
-// resident is a graph input whose value the device holds.
-type resident struct {
-	in    binding // the user's node and its input node in the new graph
-	host  G.Value // the host tensor the device's copy stands for
-	dirty bool    // the device's copy is newer than host
-	owner *gpuSolver
-}
-
-// holds says whether the device holds input in's value, so that a run does
-// not upload it: it does unless the user let another tensor into the node,
-// which then goes up (and the device's copy is dropped).
-func (g *gpu) holds(in binding) bool {
-	r := g.resident[in.nn]
-	if r == nil {
-		return false
-	}
-	if v := in.orig.Value(); v != r.host {
-		r.host, r.dirty = v, false
-		return false
-	}
-	return true
-}
-
-// sync downloads every value the device holds a newer copy of into its host
-// tensor (its own memory: the tensor the user's node holds).
+// sync downloads every input the device holds a newer copy of into its
+// host tensor (its own memory: the tensor the user's node holds), and the
+// gradients fused solvers read on the device into their user's nodes,
+// where the host copies are not current.
 func (g *gpu) sync() error {
-	if g.dev == nil || len(g.resident) == 0 {
+	if g.dev == nil || g.bufs == nil {
+		return nil
+	}
+	dirty := false
+	for i := range g.held {
+		dirty = dirty || g.held[i].dirty
+	}
+	if !dirty && len(g.stepGrad) == 0 {
 		return nil
 	}
 	return g.dev.Run(func(t *cuda.Thread) error {
-		for _, r := range g.resident {
-			if err := g.syncOne(t, r); err != nil {
+		for i := range g.held {
+			if err := g.syncOne(t, i); err != nil {
 				return err
+			}
+		}
+		for nn, orig := range g.stepGrad {
+			if err := g.writeBack(t, binding{orig, nn}); err != nil {
+				return fmt.Errorf("fusion: sync: %w", err)
 			}
 		}
 		return nil
 	})
 }
 
-func (g *gpu) syncOne(t *cuda.Thread, r *resident) error {
-	if !r.dirty || r.in.orig.Value() != r.host {
+// syncOne downloads input i into its host tensor if the device's copy is
+// newer and the node still holds that tensor (a tensor let since goes up
+// at the next run instead).
+func (g *gpu) syncOne(t *cuda.Thread, i int) error {
+	h := &g.held[i]
+	in := g.c.rw.inputs[i]
+	if !h.dirty || in.orig.Value() != h.v {
 		return nil
 	}
-	d, ok := r.host.(*tensor.Dense)
+	d, ok := h.v.(*tensor.Dense)
 	if !ok || d.IsMaterializable() {
-		return fmt.Errorf("fusion: sync: %v holds a %T, not a contiguous tensor", r.in.orig.Name(), r.host)
+		return fmt.Errorf("fusion: sync: %v holds a %T, not a contiguous tensor", in.orig.Name(), h.v)
 	}
-	if err := t.Download(d.Data(), g.bufs[r.in.nn]); err != nil {
-		return fmt.Errorf("fusion: sync: %v: %w", r.in.orig.Name(), err)
+	b := g.bufs[in.nn]
+	if err := t.Download(d.Data(), b); err != nil {
+		return fmt.Errorf("fusion: sync: %v: %w", in.orig.Name(), err)
 	}
-	r.dirty = false
+	g.last.Downloads++
+	g.last.BytesDown += b.Bytes
+	g.took(i, h.v)
 	return nil
+}
+
+// took records that the device's copy of input i equals host value v,
+// hashed where the check and a solver's stepping need it.
+func (g *gpu) took(i int, v G.Value) {
+	bs, _ := valueBytes(v)
+	hashed := g.c.cfg.inCheck == CheckContents
+	var sum uint64
+	if hashed {
+		sum = contentHash(bs)
+	}
+	g.held[i].took(v, bs, sum, hashed)
 }
 
 // gpuSolver is a fused solver's learnables and state on the GPU.
@@ -81,7 +92,8 @@ type gpuSolver struct {
 }
 
 type gpuParam struct {
-	res   *resident
+	in    int     // the learnable's input index
+	grad  *G.Node // its gradient's node in the new graph
 	k     *tile.Kernel
 	f     *cuda.Function
 	grid  tile.Grid
@@ -104,9 +116,9 @@ func (g *gpu) bindSolver(ps []deviceParam) (_ deviceSolver, err error) {
 			s.free()
 		}
 	}()
-	inputs := map[*G.Node]binding{}
-	for _, in := range g.c.rw.inputs {
-		inputs[in.orig] = in
+	inputs := map[*G.Node]int{}
+	for i, in := range g.c.rw.inputs {
+		inputs[in.orig] = i
 	}
 	written := map[*G.Node]*G.Node{}
 	for _, b := range g.c.back {
@@ -114,21 +126,23 @@ func (g *gpu) bindSolver(ps []deviceParam) (_ deviceSolver, err error) {
 	}
 	for _, dp := range ps {
 		n := dp.node
-		in, ok := inputs[n]
+		i, ok := inputs[n]
 		if !ok {
 			return nil, fmt.Errorf("fusion: solver: %v is not an input of the machine's graph", n.Name())
 		}
-		if r := g.resident[in.nn]; r != nil && r.owner != nil && !r.owner.closed {
+		if o := g.owner[i]; o != nil && !o.closed {
 			return nil, fmt.Errorf("fusion: solver: %v is stepped by another solver already", n.Name())
 		}
+		in := g.c.rw.inputs[i]
 		wb, ok := g.bufs[in.nn]
 		if !ok {
 			return nil, fmt.Errorf("fusion: solver: %v has no device buffer", n.Name())
 		}
 		var gb *cuda.Buffer
+		var gn *G.Node
 		if d := n.Deriv(); d != nil {
 			if nn, ok := written[d]; ok {
-				gb = g.bufs[nn]
+				gb, gn = g.bufs[nn], nn
 			}
 		}
 		if gb == nil {
@@ -146,7 +160,7 @@ func (g *gpu) bindSolver(ps []deviceParam) (_ deviceSolver, err error) {
 		if wb.Bytes < es*int64(size) || gb.Bytes < es*int64(size) {
 			return nil, fmt.Errorf("fusion: solver: %v: %d elements, device buffers of %d and %d bytes", n.Name(), size, wb.Bytes, gb.Bytes)
 		}
-		p := gpuParam{k: dp.kernel, grid: tile.Grid{tile.CDiv(size, solverBlock)}, dtype: tileDType(v.Dtype()), shape: v.Shape().Clone()}
+		p := gpuParam{in: i, grad: gn, k: dp.kernel, grid: tile.Grid{tile.CDiv(size, solverBlock)}, dtype: tileDType(v.Dtype()), shape: v.Shape().Clone()}
 		p.args = []any{wb, gb}
 		for range dp.states {
 			b, err := g.dev.Alloc(es * int64(size))
@@ -160,7 +174,6 @@ func (g *gpu) bindSolver(ps []deviceParam) (_ deviceSolver, err error) {
 		if _, p.f, err = g.dev.Compile(p.k, 4, p.args); err != nil {
 			return nil, fmt.Errorf("fusion: solver: %w", err)
 		}
-		p.res = &resident{in: in, host: v, owner: s}
 		s.params = append(s.params, p)
 	}
 	err = g.dev.Run(func(t *cuda.Thread) error {
@@ -170,23 +183,38 @@ func (g *gpu) bindSolver(ps []deviceParam) (_ deviceSolver, err error) {
 					return err
 				}
 			}
-			if err := t.Upload(p.args[0].(*cuda.Buffer), p.res.host.Data()); err != nil {
+			in := g.c.rw.inputs[p.in]
+			if err := t.Upload(p.args[0].(*cuda.Buffer), in.orig.Value().Data()); err != nil {
 				return err
 			}
+			g.last.Uploads++
+			g.last.BytesUp += p.args[0].(*cuda.Buffer).Bytes
+			g.vers.wrote(in.nn)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fusion: solver: %w", err)
 	}
-	if g.resident == nil {
-		g.resident = map[*G.Node]*resident{}
-	}
 	for _, p := range s.params {
-		g.resident[p.res.in.nn] = p.res
+		in := g.c.rw.inputs[p.in]
+		g.owner[p.in] = s
+		g.held[p.in].stepped = true
+		g.took(p.in, in.orig.Value())
+		g.stepGrad[p.grad] = p.grad2orig(g)
 	}
 	g.solvers = append(g.solvers, s)
 	return s, nil
+}
+
+// grad2orig is the user's node of p's gradient.
+func (p gpuParam) grad2orig(g *gpu) *G.Node {
+	for _, b := range g.c.back {
+		if b.nn == p.grad {
+			return b.orig
+		}
+	}
+	return nil
 }
 
 // step launches every learnable's kernel, one Run, and marks the
@@ -201,7 +229,9 @@ func (s *gpuSolver) step(scalars func(tile.DType) []any) error {
 			if err := t.Launch(p.f, p.k, p.grid, args...); err != nil {
 				return err
 			}
-			p.res.dirty = true
+			s.g.held[p.in].dirty = true
+			s.g.vers.wrote(s.g.c.rw.inputs[p.in].nn)
+			s.g.vers.wrote(p.grad) // zeroed
 		}
 		return nil
 	})
@@ -247,15 +277,22 @@ func (s *gpuSolver) close() error {
 	if s.g.bufs != nil { // the machine is open: its buffers hold the learnables
 		err = s.g.dev.Run(func(t *cuda.Thread) error {
 			for _, p := range s.params {
-				if err := s.g.syncOne(t, p.res); err != nil {
+				if err := s.g.syncOne(t, p.in); err != nil {
 					return err
+				}
+				if orig := s.g.stepGrad[p.grad]; orig != nil {
+					if err := s.g.writeBack(t, binding{orig, p.grad}); err != nil {
+						return err
+					}
 				}
 			}
 			return nil
 		})
 		for _, p := range s.params {
-			if s.g.resident[p.res.in.nn] == p.res {
-				delete(s.g.resident, p.res.in.nn)
+			if s.g.owner[p.in] == s {
+				s.g.owner[p.in] = nil
+				s.g.held[p.in].stepped = false
+				delete(s.g.stepGrad, p.grad)
 			}
 		}
 	}
