@@ -398,7 +398,7 @@ func prepareKernels(c *compilation) error {
 	for _, grp := range c.groups {
 		k := c.kernels[grp].Tile
 		text := k.String()
-		e, err := cpuKernels.get(text, k)
+		e, err := cpuKernels.get(text, k, c.cfg.native)
 		if err != nil {
 			return fmt.Errorf("fusion: %v: %w", grp, err)
 		}

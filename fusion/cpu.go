@@ -220,15 +220,20 @@ type execCache struct {
 // maxExecs bounds the cache; when full it starts again.
 const maxExecs = 4096
 
-// get is k's executable form; text is k's IR text (k.String()).
-func (c *execCache) get(text string, k *tile.Kernel) (*cpu.Exec, error) {
+// get is k's executable form; text is k's IR text (k.String()); native
+// asks for machine code (cpu.WithNative).
+func (c *execCache) get(text string, k *tile.Kernel, native bool) (*cpu.Exec, error) {
+	key := text
+	if native {
+		key = "native\n" + text
+	}
 	c.mu.Lock()
-	e, ok := c.m[text]
+	e, ok := c.m[key]
 	c.mu.Unlock()
 	if ok {
 		return e, nil
 	}
-	e, err := cpu.NewExec(k)
+	e, err := cpu.NewExec(k, cpu.WithNative(native))
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +241,7 @@ func (c *execCache) get(text string, k *tile.Kernel) (*cpu.Exec, error) {
 	if len(c.m) >= maxExecs {
 		clear(c.m)
 	}
-	c.m[text] = e
+	c.m[key] = e
 	c.mu.Unlock()
 	return e, nil
 }

@@ -42,6 +42,7 @@ type config struct {
 	readAll   bool
 	target    *graphpass.Target // nil: the backend's own
 	reuse     bool
+	native    bool
 	errs      []error // options given values they cannot take
 }
 
@@ -158,6 +159,14 @@ func (cfg *config) targetOf() (graphpass.Target, error) {
 	}
 	return graphpass.CPU(runtime.NumCPU()), nil
 }
+
+// WithNativeCPU(true) runs the CPU backend's kernels as machine code
+// generated at run time (codegen/cpu/native: AVX2 and FMA, amd64) where
+// that code generator supports the kernel, and on the CPU executor
+// otherwise; results agree with the executor's within the ops' stated
+// bounds (codegen/cpu's package doc). Off by default; without AVX2 and
+// FMA, or with -tags purego, it changes nothing.
+func WithNativeCPU(on bool) Option { return func(c *config) { c.native = on } }
 
 // WithReuseOutputs(true) is the fast path: every run writes each value into
 // its memory of the previous run, so a value the user read after one run is

@@ -355,7 +355,7 @@ func (s *Solver) exec(d tile.DType) (*solverExec, error) {
 	if err != nil {
 		return nil, err
 	}
-	ex, err := cpuKernels.get(k.String(), k)
+	ex, err := cpuKernels.get(k.String(), k, false)
 	if err != nil {
 		return nil, fmt.Errorf("fusion: solver kernel %s: %w", k.Name, err)
 	}

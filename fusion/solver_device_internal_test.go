@@ -28,7 +28,7 @@ func (d *hostDevice) bindSolver(ps []deviceParam) (deviceSolver, error) {
 	d.bound += len(ps)
 	s := &hostSolver{}
 	for _, p := range ps {
-		e, err := cpuKernels.get(p.kernel.String(), p.kernel)
+		e, err := cpuKernels.get(p.kernel.String(), p.kernel, false)
 		if err != nil {
 			return nil, err
 		}

@@ -1,11 +1,15 @@
 package cpu_test
 
 import (
+	"errors"
+	"fmt"
 	"sort"
+	"sync/atomic"
 	"strings"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu"
+	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
@@ -90,4 +94,55 @@ func TestAgainstReference(t *testing.T) {
 		})
 	}
 	t.Logf("%d of %d cases bit-exact by their ops", exact, total)
+}
+
+// nativeLauncher runs kernels as machine code where codegen/cpu/native
+// supports them (and falls back as Exec does), counting the kernels that
+// ran natively.
+type nativeLauncher struct{ native, total *atomic.Int32 }
+
+func newNativeLauncher() nativeLauncher {
+	return nativeLauncher{new(atomic.Int32), new(atomic.Int32)}
+}
+
+func (nativeLauncher) Name() string { return "cpu+native" }
+
+func (l nativeLauncher) Launch(k *tile.Kernel, grid tile.Grid, args ...any) error {
+	e, err := cpu.NewExec(k, cpu.WithNative(true))
+	if err != nil {
+		return err
+	}
+	if e.NativeErr() != nil && !errors.Is(e.NativeErr(), native.ErrUnsupported) {
+		return fmt.Errorf("native code generation failed: %w", e.NativeErr())
+	}
+	l.total.Add(1)
+	if e.Native() {
+		l.native.Add(1)
+	}
+	return e.Launch(grid, args...)
+}
+
+func (l nativeLauncher) report(t *testing.T) {
+	t.Logf("%d of %d kernels ran as native code", l.native.Load(), l.total.Load())
+}
+
+// TestConformanceNative, TestSemanticsNative and TestOpsNative run the
+// table, the semantics (faults included: they fall back to the executor,
+// which reports them) and the ops at special inputs with native code on.
+func TestConformanceNative(t *testing.T) {
+	l := newNativeLauncher()
+	tiletest.Run(t, l, tiletest.Cases())
+	l.report(t)
+}
+
+func TestSemanticsNative(t *testing.T) {
+	l := newNativeLauncher()
+	tiletest.RunSemantics(t, l)
+	l.report(t)
+}
+
+func TestOpsNative(t *testing.T) {
+	l := newNativeLauncher()
+	tiletest.RunOps(t, l)
+	l.report(t)
 }

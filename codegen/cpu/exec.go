@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/analysis"
 )
@@ -24,7 +25,30 @@ type Exec struct {
 	launch []instr    // program-invariant values, run once per worker and launch
 	code   []instr    // the program
 	frames sync.Pool
+
+	native    *native.Kernel // the kernel as machine code, or nil
+	nativeErr error          // why not, when native code was asked for
 }
+
+// ExecOption configures NewExec.
+type ExecOption func(*execConfig)
+
+type execConfig struct{ native bool }
+
+// WithNative(true) makes NewExec also compile the kernel to machine code
+// (codegen/cpu/native) where that supports it: Launch then runs the
+// machine code, and the executor where a launch falls back (see
+// native.ErrFallback). Kernels it does not support run on the executor.
+// Off by default.
+func WithNative(on bool) ExecOption { return func(c *execConfig) { c.native = on } }
+
+// Native reports whether Launch runs the kernel as machine code.
+func (e *Exec) Native() bool { return e.native != nil }
+
+// NativeErr is why the kernel does not run as machine code although
+// WithNative(true) asked for it (an error wrapping native.ErrUnsupported
+// for what is not implemented there), or nil.
+func (e *Exec) NativeErr() error { return e.nativeErr }
 
 // slotInfo says how a value is stored in a frame.
 type slotInfo struct {
@@ -54,7 +78,11 @@ func storageKind(t tile.Type) tile.DType {
 }
 
 // NewExec compiles k for the CPU. k must verify.
-func NewExec(k *tile.Kernel) (*Exec, error) {
+func NewExec(k *tile.Kernel, opts ...ExecOption) (*Exec, error) {
+	var cfg execConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	if k == nil {
 		return nil, fmt.Errorf("cpu: NewExec of a nil kernel")
 	}
@@ -76,6 +104,9 @@ func NewExec(k *tile.Kernel) (*Exec, error) {
 	}
 	e.code, e.launch = code, c.launch
 	e.frames.New = func() any { return e.newFrame() }
+	if cfg.native {
+		e.native, e.nativeErr = native.Compile(k)
+	}
 	return e, nil
 }
 
@@ -146,6 +177,9 @@ func (e *Exec) root(id int) int {
 // error). It returns the first fault any program instance met; the
 // instances after it may not have run.
 func (e *Exec) Launch(grid tile.Grid, args ...any) error {
+	if e.native != nil && e.native.Launch(grid, args...) == nil {
+		return nil
+	}
 	g, err := grid.Norm()
 	if err != nil {
 		return &tile.ExecError{Kernel: e.k.Name, Msg: err.Error()}
@@ -226,6 +260,16 @@ func runCode(code []instr, f *frame) error {
 // Run runs k once over grid on the CPU (NewExec, then Launch).
 func Run(k *tile.Kernel, grid tile.Grid, args ...any) error {
 	e, err := NewExec(k)
+	if err != nil {
+		return err
+	}
+	return e.Launch(grid, args...)
+}
+
+// RunNative runs k once over grid as machine code where the native code
+// generator supports it, else on the executor.
+func RunNative(k *tile.Kernel, grid tile.Grid, args ...any) error {
+	e, err := NewExec(k, WithNative(true))
 	if err != nil {
 		return err
 	}

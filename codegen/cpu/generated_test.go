@@ -1,0 +1,157 @@
+package cpu_test
+
+import (
+	"errors"
+	"math"
+	"sort"
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+
+	"github.com/tilefuse/tilefuse/bench"
+	"github.com/tilefuse/tilefuse/codegen/cpu"
+	"github.com/tilefuse/tilefuse/codegen/cpu/native"
+	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/interp"
+	"github.com/tilefuse/tilefuse/tile/tiletest"
+)
+
+// TestGeneratedKernelsNative runs every kernel the fusion pass generates
+// for the bench workloads (size small, the CPU backend's defaults) that
+// the native code generator supports, as machine code and on the
+// reference interpreter, from the inputs it had in a fused run: bit for
+// bit where the kernel has no inexact op (see inexactNative), else within
+// 1e-5 + 1e-4·|x| (exp and tanh within 1 ulp, sums in another order). It
+// reports how many kernels ran natively, and why the others did not.
+func TestGeneratedKernelsNative(t *testing.T) {
+	ran, total := 0, 0
+	why := map[string]int{}
+	for _, wl := range bench.Workloads {
+		t.Run(wl.Name, func(t *testing.T) {
+			if wl.Name == "encoder_fwd_bwd" && testing.Short() {
+				t.Skip("140-odd kernels on the reference interpreter: not with -short")
+			}
+			spec, err := wl.Build("small")
+			if err != nil {
+				t.Fatal(err)
+			}
+			vm := fusion.NewTapeMachine(spec.Graph)
+			defer vm.Close()
+			for n, v := range spec.Inputs {
+				if err := G.Let(n, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			cg := vm.Compiled().Graph
+			for _, n := range cg.AllNodes() {
+				f, ok := n.Op().(*fusion.FusedOp)
+				if !ok || n.Value() == nil || f.IsView() {
+					continue
+				}
+				k := f.Kernel()
+				total++
+				e, err := cpu.NewExec(k, cpu.WithNative(true))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !e.Native() {
+					if !errors.Is(e.NativeErr(), native.ErrUnsupported) {
+						t.Fatalf("%s: %v", k.Name, e.NativeErr())
+					}
+					msg := e.NativeErr().Error()
+					if i := strings.Index(msg, "): "); i >= 0 {
+						msg = msg[i+3:]
+					}
+					why[strings.TrimSuffix(msg, ": "+native.ErrUnsupported.Error())]++
+					continue
+				}
+				var ins []any
+				ch := cg.From(n.ID())
+				for ch.Next() {
+					switch v := ch.Node().(*G.Node).Value().Data().(type) {
+					case []float32:
+						ins = append(ins, v)
+					case float32:
+						ins = append(ins, []float32{v})
+					default:
+						t.Fatalf("%s: input of type %T", k.Name, v)
+					}
+				}
+				outLen := 1
+				if s, ok := n.Value().Data().([]float32); ok {
+					outLen = len(s)
+				}
+				run := func(launch func(args []any) error) []float32 {
+					args := make([]any, 0, len(ins)+f.Outputs())
+					for _, in := range ins {
+						args = append(args, append([]float32(nil), in.([]float32)...))
+					}
+					out := make([]float32, outLen)
+					for i := range out {
+						if !f.Accumulates() { // else zeros, which the kernel adds into
+							out[i] = float32(math.NaN())
+						}
+					}
+					part := len(out) / f.Outputs()
+					for i := range f.Outputs() {
+						args = append(args, out[i*part:(i+1)*part])
+					}
+					if err := launch(args); err != nil {
+						t.Fatalf("%s: %v", k.Name, err)
+					}
+					return out
+				}
+				got := run(func(args []any) error { return e.Launch(f.Grid(), args...) })
+				want := run(func(args []any) error { return interp.Interpret(k, f.Grid(), args...) })
+				tol := tiletest.Tol{}
+				k.Walk(func(v *tile.Value) {
+					if inexactNative(v) {
+						tol = tiletest.Tol{Abs: 1e-5, Rel: 1e-4}
+					}
+				})
+				for i := range want {
+					g, w := float64(got[i]), float64(want[i])
+					if !(g == w || math.IsNaN(g) && math.IsNaN(w) || math.Abs(g-w) <= tol.Abs+tol.Rel*math.Abs(w)) {
+						t.Fatalf("%s: output[%d] = %v natively, %v on the reference (tolerance %+v)\n%v", k.Name, i, g, w, tol, k)
+					}
+				}
+				ran++
+			}
+		})
+	}
+	var rs []string
+	for s, n := range why {
+		rs = append(rs, s+": "+strings.Repeat("|", 0)+itoa(n))
+	}
+	sort.Strings(rs)
+	t.Logf("%d of %d generated kernels ran natively and agree with the reference; not supported:\n  %s", ran, total, strings.Join(rs, "\n  "))
+}
+
+// inexactNative: the ops whose native results may differ from the
+// reference's (the executor's inexact ops, but the dot, which native code
+// does not run).
+func inexactNative(v *tile.Value) bool {
+	switch {
+	case (v.Op == tile.OpExp || v.Op == tile.OpTanh) && v.Type.DType == tile.F32:
+		return true
+	case v.Op == tile.OpReduceSum && v.Aux == int64(v.Args[0].Type.Shape.Rank-1) && v.Type.DType.IsFloat():
+		return true
+	}
+	return false
+}
+
+func itoa(n int) string {
+	s := ""
+	for {
+		s = string(rune('0'+n%10)) + s
+		n /= 10
+		if n == 0 {
+			return s
+		}
+	}
+}
