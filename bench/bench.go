@@ -26,10 +26,11 @@ const (
 	Gorgonia = "gorgonia" // Gorgonia's tape machine
 	Unfused  = "unfused"  // tilefuse, fusion off: one kernel per op
 	Fused    = "fused"    // tilefuse
+	Native   = "native"   // tilefuse with its CPU kernels as machine code (fusion.WithNativeCPU; Options.Native)
 )
 
-// Modes lists the modes.
-var Modes = []string{Gorgonia, Unfused, Fused}
+// Modes lists the modes (Native only where Options.Native asks for it).
+var Modes = []string{Gorgonia, Unfused, Fused, Native}
 
 // Options configure a measurement.
 type Options struct {
@@ -52,6 +53,10 @@ type Options struct {
 	// of it takes seconds to minutes on the CPU); the tilefuse modes are
 	// measured and checked as ever.
 	SkipGorgonia bool
+	// Native adds the mode Native: the fused graph with its kernels as
+	// machine code (fusion.WithNativeCPU), timed in turn with the others
+	// (the CPU backend only).
+	Native bool
 	// Profile runs each tilefuse mode once more with fusion.WithProfile
 	// after the timed runs: each kernel's time (device time on the GPU, wall
 	// time on the CPU) goes into Result.Profile (the timed runs are not
@@ -277,9 +282,9 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 		vm.Reset()
 		return vm.RunAll()
 	}
-	var ref [][]float64                                       // the unfused outputs
-	for _, mode := range []string{Unfused, Gorgonia, Fused} { // unfused first: the reference
-		if mode == Gorgonia && o.SkipGorgonia {
+	var ref [][]float64                                               // the unfused outputs
+	for _, mode := range []string{Unfused, Gorgonia, Fused, Native} { // unfused first: the reference
+		if mode == Gorgonia && o.SkipGorgonia || mode == Native && (!o.Native || o.Backend != fusion.CPU) {
 			continue
 		}
 		if o.Progress != nil {
@@ -291,7 +296,8 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 		case Gorgonia:
 			vm = G.NewTapeMachine(s.Graph)
 		default:
-			opts := append([]fusion.Option{fusion.WithBackend(o.Backend), fusion.WithFusion(mode == Fused)}, o.FusionOptions...)
+			fused := mode == Fused || mode == Native
+			opts := append([]fusion.Option{fusion.WithBackend(o.Backend), fusion.WithFusion(fused), fusion.WithNativeCPU(mode == Native)}, o.FusionOptions...)
 			t0 := time.Now()
 			fm := fusion.NewTapeMachine(s.Graph, opts...)
 			m.CompileCold = time.Since(t0).Seconds()
@@ -327,8 +333,8 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 		}
 		var err error
 		m.MaxErr, err = compare(got, ref, o.Tol)
-		if err != nil && mode == Fused { // a wrong fused result is never reported
-			return nil, fmt.Errorf("bench: %s: fused result differs from the unfused one: %w", s.Name, err)
+		if err != nil && (mode == Fused || mode == Native) { // a wrong fused result is never reported
+			return nil, fmt.Errorf("bench: %s: %s result differs from the unfused one: %w", s.Name, mode, err)
 		}
 		for i, t0 := 1, time.Now(); time.Since(t0) < o.WarmUp; i++ {
 			if err := run(vm, i); err != nil {

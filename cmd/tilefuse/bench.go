@@ -20,7 +20,7 @@ type benchOpts struct {
 	backend, workloads, size, json, plot, precision string
 	runs, profile                                   int
 	warm                                            time.Duration
-	quiet                                           bool
+	quiet, native                                   bool
 }
 
 func benchFlags() (*flag.FlagSet, *benchOpts) {
@@ -35,6 +35,7 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.StringVar(&o.json, "json", "", "write the results as JSON to `file`")
 	fs.StringVar(&o.plot, "plot", "", "write a PNG chart of speedups and percent of roofline to `file`")
 	fs.BoolVar(&o.quiet, "q", false, "no progress on stderr (a bar on a terminal, one line a step otherwise)")
+	fs.BoolVar(&o.native, "native", false, "also time the fused graphs with their CPU kernels as machine code (fusion.WithNativeCPU), in turn with the other modes, with a table of native against fused")
 	fs.IntVar(&o.profile, "profile", 0, "list each workload's `N` slowest kernels per tilefuse mode, timed in a run of their own (events on the GPU, the wall clock on the CPU)")
 	return fs, o
 }
@@ -107,13 +108,17 @@ func benchCmd(args []string, out, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
+	modes := len(bench.Modes) - 1 // Native only with -native on the CPU
+	if o.native && be == fusion.CPU {
+		modes++
+	}
 	sizesOf := func(bench.Workload) []string { return sizes }
-	steps := len(ws) * len(sizes) * len(bench.Modes)
+	steps := len(ws) * len(sizes) * modes
 	if *size == bench.Peer {
 		sizesOf = bench.Workload.PeerSizes
 		steps = 0
 		for _, w := range ws {
-			steps += len(w.PeerSizes()) * (len(bench.Modes) - 1)
+			steps += len(w.PeerSizes()) * (modes - 1)
 		}
 	}
 	bar := newProgress(progress, steps, *quiet)
@@ -124,7 +129,7 @@ func benchCmd(args []string, out, progress io.Writer) error {
 			if err != nil {
 				return err
 			}
-			r, err := bench.Graph(spec, bench.Options{Backend: be, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, SkipGorgonia: *size == bench.Peer, FusionOptions: fopts, Progress: func(mode string) {
+			r, err := bench.Graph(spec, bench.Options{Backend: be, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, SkipGorgonia: *size == bench.Peer, Native: o.native, FusionOptions: fopts, Progress: func(mode string) {
 				bar.step(w.Name + "/" + sz + " " + mode)
 			}})
 			if err != nil {
@@ -199,6 +204,7 @@ func writeTable(out io.Writer, results []*bench.Result, be fusion.Backend, copyG
 			ms(f.CompileCold), ms(f.CompileCached), gerr, f.MaxErr)
 	}
 	fmt.Fprintln(out, "\nkernels count fused kernels plus ops left to Gorgonia; max err is max |a-b|/(1+|b|) against the unfused run.")
+	writeNativeTable(out, results)
 	if !hasDev {
 		return
 	}
@@ -210,6 +216,27 @@ func writeTable(out io.Writer, results []*bench.Result, be fusion.Backend, copyG
 		fmt.Fprintf(out, "| %s | %s | %s | %s (%s–%s) | %s | %.2fx | %.2f | %.0f%% | %s | %.0f%% of the run |\n",
 			r.Name, r.Size, ms(u.DeviceMedian), ms(f.DeviceMedian), ms(f.DeviceMin), ms(f.DeviceMax), ms(f.DeviceInRun),
 			r.DeviceSpeedup(bench.Fused), f.GBps, 100*r.Roofline(bench.Fused), gflops(f), 100*(1-f.DeviceMedian/f.Median))
+	}
+}
+
+// writeNativeTable puts the fused runs with kernels as machine code (-native)
+// beside the fused runs on the executor, timed in turn in the same run.
+func writeNativeTable(out io.Writer, results []*bench.Result) {
+	header := false
+	for _, r := range results {
+		f, n := r.Mode(bench.Fused), r.Mode(bench.Native)
+		if f == nil || n == nil {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(out, "\nFused kernels as machine code (codegen/cpu/native, -native) against the executor, in the same run, medians in ms:")
+			fmt.Fprintln(out, "\n| workload | size | fused, executor (min–max) | fused, native (min–max) | native vs executor | native GB/s | % of copy | compile 1st ms | max err |")
+			fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|")
+			header = true
+		}
+		fmt.Fprintf(out, "| %s | %s | %s (%s–%s) | %s (%s–%s) | %.2fx | %.2f | %.0f%% | %s | %.1g |\n",
+			r.Name, r.Size, ms(f.Median), ms(f.Min), ms(f.Max), ms(n.Median), ms(n.Min), ms(n.Max),
+			f.Median/n.Median, n.GBps, 100*r.Roofline(bench.Native), ms(n.CompileCold), n.MaxErr)
 	}
 }
 

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu"
