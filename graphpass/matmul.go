@@ -164,7 +164,11 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 // product has at least a wave of tiles (one per SM); BLOCK_K 32; num_stages 3,
 // fewer where the target's shared memory holds fewer (at least 2); 8 warps
 // on 128×128 tiles (64×32 warp tiles: 4 warps' 64×64 warp tiles need 255
-// registers and spill), else 4.
+// registers and spill), else 4. TF32 products with a wave of 128×256 tiles
+// take them with wgmma = 1 (on the H200, 2026-12-01, matmul 4096³: wgmma
+// 128×256 212 TFLOP/s, mma.sync 128×128 150, 128×256 173; gelu(x·W+b)
+// 174 against 136; at 64×64 tiles and at K ≤ 50 wgmma was slower, so
+// smaller products keep mma.sync).
 //
 // Otherwise (IEEE products, FMAs on CUDA cores, and the CPU) the tile's
 // side is 64 when the product has enough 64×64 tiles to fill the GPU's SMs
@@ -189,13 +193,22 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 			}
 		}
 		bk := 32
-		stage := 4 * bk * (bm + bn)
-		meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = bm, bn, bk
-		meta["num_stages"] = max(2, min(3, t.SharedMemory/stage))
 		meta["num_warps"] = 4
 		if bm*bn >= 128*128 {
 			meta["num_warps"] = 8
 		}
+		// TF32 with a wave of 128×256 tiles: Hopper's wgmma (codegen uses
+		// mma.sync where there is none), two K-major B tiles of 32 KiB
+		// beside the stages
+		extra := 0
+		if prec == tile.PrecTF32 && bm == 128 && n >= 256 && batch*tile.CDiv(m, 128)*tile.CDiv(n, 256) >= wave &&
+			t.SharedMemory >= 2*256*128+2*4*bk*(128+256) {
+			bn, extra = 256, 2*256*128
+			meta["wgmma"] = 1
+		}
+		stage := 4 * bk * (bm + bn)
+		meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = bm, bn, bk
+		meta["num_stages"] = max(2, min(3, (t.SharedMemory-extra)/stage))
 		return
 	}
 	side := 32

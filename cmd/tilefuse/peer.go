@@ -179,8 +179,10 @@ func (p *peerKernel) check(c peerCase, got []float32, tol float64) (maxRel, norm
 // largest output, well above each one's rounding (fp32 sums, TF32 operands).
 func peerTol(p tile.Precision) float64 {
 	switch p {
-	case tile.PrecIEEE, tile.PrecTF32x3:
+	case tile.PrecIEEE:
 		return 1e-5
+	case tile.PrecTF32x3: // 3.2e-5 at 4096³ on the H200: the tensor cores' sums
+		return 1e-4
 	case tile.PrecBF16:
 		return 3e-2
 	}
