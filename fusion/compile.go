@@ -289,7 +289,7 @@ func checkPartition(c *compilation) error {
 		if grp.ID != i {
 			return fmt.Errorf("%v has ID %d at position %d", grp, grp.ID, i)
 		}
-		if len(grp.Members) == 0 || grp.Members[len(grp.Members)-1] != grp.Root {
+		if !grp.Root.Internal() && (len(grp.Members) == 0 || grp.Members[len(grp.Members)-1] != grp.Root) {
 			return fmt.Errorf("%v: the root is not its last member", grp)
 		}
 		outs := map[*graphpass.Node]bool{grp.Root: true}
@@ -373,7 +373,11 @@ func verifyKernels(c *compilation) error {
 		if err := k.Tile.Verify(); err != nil {
 			return fmt.Errorf("%v: %w", grp, err)
 		}
-		if want := len(grp.Inputs) + 1 + len(grp.Extra); len(k.Tile.Params) != want || k.Outs != 1+len(grp.Extra) {
+		want := len(grp.Inputs) + 1 + len(grp.Extra)
+		if k.OnePointer {
+			want = len(grp.Inputs) + 1
+		}
+		if len(k.Tile.Params) != want || k.Outs != 1+len(grp.Extra) {
 			return fmt.Errorf("%v: kernel %s takes %d parameters for %d outputs; the group has %d inputs and %d outputs", grp, k.Tile.Name, len(k.Tile.Params), k.Outs, len(grp.Inputs), 1+len(grp.Extra))
 		}
 		for i, p := range k.Tile.Params {

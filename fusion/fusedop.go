@@ -41,22 +41,27 @@ func newFusedOp(grp *graphpass.Group, k *graphpass.Kernel, pk prepared) (*FusedO
 		return nil, fmt.Errorf("fusion: %v has no prepared kernel", grp)
 	}
 	op := &FusedOp{name: k.Tile.Name, kernel: k, exec: pk.exec, text: pk.text, outs: max(1, k.Outs)}
+	dt := dtypeOf(grp.Root)
 	for _, in := range grp.Inputs {
-		if in.Internal() { // a vector or matrix of the kernel's dtype
-			op.ins = append(op.ins, G.TensorType{Dims: len(in.Info.Shape), Of: grp.Root.G.Dtype()})
+		if in.Internal() { // a block of the kernel's dtype
+			op.ins = append(op.ins, G.TensorType{Dims: len(in.Info.Shape), Of: dt})
 			continue
 		}
 		op.ins = append(op.ins, typeOf(in.G))
 	}
-	op.out = typeOf(grp.Root.G)
+	if grp.Root.Internal() {
+		op.out = G.TensorType{Dims: len(grp.Root.Info.Shape), Of: dt}
+	} else {
+		op.out = typeOf(grp.Root.G)
+	}
 	if op.outs > 1 {
-		op.out = G.TensorType{Dims: len(k.Out) + 1, Of: grp.Root.G.Dtype()}
+		op.out = G.TensorType{Dims: len(k.Out) + 1, Of: dt}
 	}
 	if k.Shapes != nil {
 		for i := range op.outs {
 			op.sizes = append(op.sizes, numel(k.Shape(i)))
 		}
-		op.out = G.TensorType{Dims: 1, Of: grp.Root.G.Dtype()}
+		op.out = G.TensorType{Dims: 1, Of: dt}
 	}
 	op.view = len(grp.Inputs) == 1 && len(k.Out) > 0
 	for _, m := range grp.Members {
@@ -64,6 +69,17 @@ func newFusedOp(grp *graphpass.Group, k *graphpass.Kernel, pk prepared) (*FusedO
 		op.view = op.view && m.Info.Kind == ops.Reshape
 	}
 	return op, nil
+}
+
+// dtypeOf is n's Gorgonia dtype (an internal value's from its tile dtype).
+func dtypeOf(n *graphpass.Node) tensor.Dtype {
+	if !n.Internal() {
+		return n.G.Dtype()
+	}
+	if n.Info.DType == tile.F64 {
+		return tensor.Float64
+	}
+	return tensor.Float32
 }
 
 func typeOf(n *G.Node) hm.Type {
@@ -104,6 +120,11 @@ func (op *FusedOp) shape() tensor.Shape {
 // stacked along a new first axis of the op's value (or, where their shapes
 // differ, laid end to end in a vector), and part ops take them out.
 func (op *FusedOp) Outputs() int { return op.outs }
+
+// OnePointer reports whether the kernel takes one pointer to all its
+// outputs (the op's value, where each lies at its offset) rather than one
+// per output.
+func (op *FusedOp) OnePointer() bool { return op.kernel.OnePointer }
 
 // PartSizes are the element counts of the kernel's outputs, in the order
 // they lie in the op's value.
@@ -158,6 +179,9 @@ func (op *FusedOp) do(reuse G.Value, vals ...G.Value) (_ G.Value, err error) {
 	}
 	sizes := op.PartSizes()
 	total := op.total()
+	if op.kernel.OnePointer { // the kernel finds each output at its offset
+		sizes = []int{total}
+	}
 	scalar := op.outs == 1 && len(op.kernel.Out) == 0
 	var out any // the op's output of the last run, where there is one to write into
 	if t, ok := reuse.(*tensor.Dense); ok && !scalar && !t.IsView() && t.Shape().TotalSize() == total {

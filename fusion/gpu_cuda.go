@@ -185,6 +185,9 @@ func (g *gpu) load(c *Compiled) error {
 			}
 			g.outs[n] = outs
 			g.launch[n] = append(dev, outs...)
+			if op.OnePointer() { // the kernel finds each output at its offset
+				g.launch[n] = append(dev, out)
+			}
 			// the warps its target wrote it for (0, a kernel written for a CPU: codegen's 4)
 			_, f, err := g.dev.Compile(op.Kernel(), op.Kernel().Meta["num_warps"], g.launch[n])
 			if err != nil {

@@ -44,7 +44,7 @@ func rewrite(c *compilation) error {
 		}
 		return nn
 	}
-	units, err := unitOrder(c.gr)
+	units, err := unitOrder(c.gr, c.groups)
 	if err != nil {
 		return err
 	}
@@ -60,7 +60,7 @@ func rewrite(c *compilation) error {
 			}
 			rw.new[on] = add(nn)
 			rw.inputs = append(rw.inputs, binding{on, nn})
-		case n.Group != nil: // the group's root stands for the group
+		case n.Group != nil && n == n.Group.Root: // the group's root stands for the group
 			grp := n.Group
 			op, err := newFusedOp(grp, c.kernels[grp], c.prepared[grp])
 			if err != nil {
@@ -72,7 +72,7 @@ func rewrite(c *compilation) error {
 				if err != nil {
 					return fmt.Errorf("folding %v: %w", grp, err)
 				}
-				nn = G.NewConstant(v, G.WithName(on.Name()), G.In(g2))
+				nn = G.NewConstant(v, G.WithName(n.String()), G.In(g2))
 			} else {
 				args, err := rw.values(grp.Inputs, grp)
 				if err != nil {
@@ -85,8 +85,18 @@ func rewrite(c *compilation) error {
 			if !isConst(nn) {
 				add(nn)
 			}
+			set := func(o *graphpass.Node, v *G.Node) {
+				if o.Internal() {
+					rw.internal[o] = v
+				} else {
+					rw.new[o.G] = v
+				}
+			}
+			if grp.Stack != nil { // the whole value, which other kernels index into
+				rw.internal[grp.Stack] = nn
+			}
 			if len(grp.Extra) == 0 {
-				rw.new[on] = nn
+				set(grp.Root, nn)
 				break
 			}
 			for i, o := range append([]*graphpass.Node{grp.Root}, grp.Extra...) {
@@ -98,11 +108,7 @@ func rewrite(c *compilation) error {
 				if err != nil {
 					return fmt.Errorf("%v: output %d: %w", grp, i, err)
 				}
-				if o.Internal() {
-					rw.internal[o] = add(pn)
-				} else {
-					rw.new[o.G] = add(pn)
-				}
+				set(o, add(pn))
 			}
 		case n.Info.Kind == ops.Constant && !isConst(on):
 			// SizeOf: its value is known from the shape; as a constant it
@@ -216,42 +222,55 @@ func (rw *rewritten) values(operands []*graphpass.Node, user fmt.Stringer) ([]*G
 }
 
 // unitOrder orders the units of the rewritten graph, each group (stood for
-// by its root) and each node outside groups, so that each comes after every
-// unit it reads from (a group reads its Inputs, a node its operands): an
-// extra output may be read before its group's root in the original order.
-// Ties keep the original order.
-func unitOrder(gr *graphpass.Graph) ([]*graphpass.Node, error) {
+// by its root, which may be an internal value) and each node outside
+// groups, so that each comes after every unit it reads from (a group reads
+// its Inputs, a node its operands): an extra output may be read before its
+// group's root in the original order. Ties keep the original order (a
+// group's place is its last member's, or its last input's where it has no
+// member).
+func unitOrder(gr *graphpass.Graph, groups []*graphpass.Group) ([]*graphpass.Node, error) {
 	unit := func(n *graphpass.Node) *graphpass.Node {
 		if n.Group != nil {
 			return n.Group.Root
 		}
 		return n
 	}
-	index := make(map[*graphpass.Node]int, len(gr.Nodes))
+	index := make(map[*graphpass.Node]int, len(gr.Nodes)+len(groups))
 	for i, n := range gr.Nodes {
 		index[n] = i
+	}
+	var all []*graphpass.Node
+	reads := map[*graphpass.Node][]*graphpass.Node{}
+	for _, n := range gr.Nodes {
+		if n.Group != nil {
+			continue
+		}
+		all = append(all, n)
+		if n.Info.Kind == ops.Constant {
+			continue // SizeOf: replayed as a constant, it reads no operand
+		}
+		reads[n] = n.Inputs
+	}
+	for _, grp := range groups {
+		at := -1
+		for _, m := range grp.Members {
+			at = max(at, index[m])
+		}
+		if at < 0 {
+			for _, in := range grp.Inputs {
+				at = max(at, index[unit(in)])
+			}
+		}
+		index[grp.Root] = at
+		all = append(all, grp.Root)
+		reads[grp.Root] = grp.Inputs
 	}
 	deps := map[*graphpass.Node]int{}
 	users := map[*graphpass.Node][]*graphpass.Node{}
 	edge := map[[2]*graphpass.Node]bool{}
-	var all []*graphpass.Node
-	for _, n := range gr.Nodes {
-		u := unit(n)
-		if u == n {
-			all = append(all, u)
-			deps[u] += 0
-		}
-		if n.Info.Kind == ops.Constant && n.Group == nil {
-			continue // SizeOf: replayed as a constant, it reads no operand
-		}
-		reads := n.Inputs
-		if n.Group != nil {
-			if n != u {
-				continue // the group's inputs are read once, by its root
-			}
-			reads = n.Group.Inputs
-		}
-		for _, in := range reads {
+	for _, u := range all {
+		deps[u] += 0
+		for _, in := range reads[u] {
 			v := unit(in)
 			if v == u || edge[[2]*graphpass.Node{v, u}] {
 				continue
@@ -268,7 +287,7 @@ func unitOrder(gr *graphpass.Graph) ([]*graphpass.Node, error) {
 		}
 	}
 	for len(ready) > 0 {
-		sort.Slice(ready, func(i, j int) bool { return index[ready[i]] < index[ready[j]] })
+		sort.SliceStable(ready, func(i, j int) bool { return index[ready[i]] < index[ready[j]] })
 		u := ready[0]
 		ready = ready[1:]
 		order = append(order, u)

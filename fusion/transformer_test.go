@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -190,8 +191,10 @@ func meanSquare(v []float64) float64 {
 // here; the fused graph feeds that op materialised tensors and gets it
 // right): the output against a float64 implementation of the block (1e-10),
 // and 40 gradient entries against central differences of that
-// implementation's cost (1e-5 relative). It also checks that each head's
-// attention became a flash forward kernel and two backward kernels.
+// implementation's cost (1e-5 relative). It also checks that the heads
+// became one set of kernels: the weights stacked, every projection one
+// product, a flash forward kernel and two backward kernels, with no slice
+// or concat kernel left around them.
 func TestTransformerEncoderBlock(t *testing.T) {
 	checkEncoder(t, 1e-10, fusion.WithBackend(fusion.CPU))
 }
@@ -240,12 +243,21 @@ func checkEncoder(t *testing.T, tol float64, opts ...fusion.Option) {
 	kinds := map[string]int{}
 	for _, grp := range rep.Groups {
 		kinds[grp.Kind]++
+		if strings.HasPrefix(grp.Kind, "attention") || strings.HasPrefix(grp.Kind, "heads") {
+			continue
+		}
+		for _, op := range grp.Ops { // the heads' slices, concat and products are inside those
+			if strings.HasPrefix(op, "Concat") || strings.HasPrefix(op, "T[") || strings.Contains(op, "×××") {
+				t.Errorf("%s in a %s kernel:\n%v", op, grp.Kind, rep)
+			}
+		}
 	}
-	// each head's attention is a flash forward kernel and its two backward
-	// kernels (the softmax and its gradient inside them)
-	for _, k := range []string{"attention", "attention_dq", "attention_dkv"} {
-		if kinds[k] != h {
-			t.Errorf("%d %s kernels, want %d (one per head):\n%v", kinds[k], k, h, rep)
+	// the heads are a grid dimension: one stack of the weights, one product
+	// for every projection, one flash forward kernel and its two backward
+	// kernels (the softmax and its gradient inside them) for all heads
+	for _, k := range []string{"heads_weights", "heads_proj", "attention", "attention_dq", "attention_dkv"} {
+		if kinds[k] != 1 {
+			t.Errorf("%d %s kernels, want 1 for the %d heads:\n%v", kinds[k], k, h, rep)
 		}
 	}
 }
@@ -289,4 +301,59 @@ func TestAttentionThroughTransposes(t *testing.T) {
 	}
 	closeTo(t, "scores", floats(scores.Value()), want, 1e-12)
 	closeTo(t, "probs", floats(probs.Value()), softmaxRef(want, b*h*s, s), 1e-12)
+}
+
+// TestHeadsSharingASlice: with 5 heads of 64 columns, Gorgonia's Concat
+// gradient gives heads 0 and 4 one slice node (its slices' hash keeps the
+// bounds' low bytes: [0:64] and [256:320] hash alike, and ApplyOp
+// hash-conses them), so head 4's backward reads head 0's dO. The fused
+// heads read each head's dO where the graph says: gradients agree with the
+// unfused machine (which computes the graph op by op) within 1e-10, and
+// the heads are still one set of kernels.
+func TestHeadsSharingASlice(t *testing.T) {
+	const b, s, d, h, ff = 1, 5, 320, 5, 8
+	run := func(fuse bool) (*encoder, *fusion.Machine) {
+		e := newEncoder(t, b, s, d, h, ff)
+		G.Let(e.x, randMatrix(rand.New(rand.NewPCG(5, 6)), b*s, d, 1))
+		vm := fusion.NewTapeMachine(e.g, fusion.WithFusion(fuse), fusion.WithMatMulFusion(true))
+		if err := vm.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		return e, vm
+	}
+	ef, vm := run(true)
+	defer vm.Close()
+	eu, vu := run(false)
+	defer vu.Close()
+	slices := map[string]bool{}
+	for _, n := range ef.g.AllNodes() {
+		if strings.HasPrefix(n.Name(), "T[") {
+			slices[n.Name()] = true
+		}
+	}
+	if len(slices) >= h {
+		t.Fatalf("%d slice nodes for %d heads: Gorgonia no longer shares one (%v); the test's premise is gone", len(slices), h, slices)
+	}
+	kinds := map[string]int{}
+	for _, grp := range vm.Report().Groups {
+		kinds[grp.Kind]++
+	}
+	if kinds["attention"] != 1 || kinds["attention_dq"] != 1 || kinds["attention_dkv"] != 1 {
+		t.Fatalf("attention kernels %v, want one of each for the heads:\n%v", kinds, vm.Report())
+	}
+	closeTo(t, "cost", []float64{scalar(ef.cost.Value())}, []float64{scalar(eu.cost.Value())}, 1e-10)
+	for i, p := range ef.params {
+		gf, err := p.Grad()
+		if err != nil {
+			t.Fatal(err)
+		}
+		gu, err := eu.params[i].Grad()
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeTo(t, "d cost / d "+p.Name(), floats(gf), floats(gu), 1e-10)
+	}
 }

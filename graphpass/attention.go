@@ -118,18 +118,34 @@ func findAttention(gr *Graph, writeOut func(*Node) bool, opt Options) []*Group {
 	if !opt.MatMul {
 		return nil
 	}
-	var groups []*Group
+	var pats []*attention
+	byPV := map[*Node]*attention{}
 	for _, pv := range gr.Nodes {
 		a := matchForward(pv, writeOut)
-		if a == nil {
+		if a == nil || !a.inferenceOnly(writeOut) && !a.matchBackward(writeOut) {
 			continue
 		}
-		if a.inferenceOnly(writeOut) {
-			groups = append(groups, a.inferenceGroup())
-			continue
+		pats = append(pats, a)
+		byPV[pv] = a
+	}
+	// heads, where their projections and Concat make one pattern
+	var groups []*Group
+	merged := map[*attention]bool{}
+	for _, c := range gr.Nodes {
+		if hs := matchHeads(c, byPV, writeOut); hs != nil {
+			groups = append(groups, hs.groups()...)
+			for _, a := range hs.pats {
+				merged[a] = true
+			}
 		}
-		if a.matchBackward(writeOut) {
+	}
+	for _, a := range pats {
+		switch {
+		case merged[a]:
+		case a.training():
 			groups = append(groups, a.trainingGroups()...)
+		default:
+			groups = append(groups, a.inferenceGroup())
 		}
 	}
 	return groups

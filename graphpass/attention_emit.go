@@ -73,6 +73,7 @@ type attnEmit struct {
 	b        *tile.Builder
 	bdk, bdv int
 	bat      *tile.Value // the batch (program axis 1)
+	head     *tile.Value // the head (program axis 2; 0 but for heads)
 	// the score tile: its query and key coordinates (a row and a column,
 	// either way round), its flat indices into [nb, sq, sk], and whether
 	// each lane is in range (nil: every lane)
@@ -85,7 +86,7 @@ func newAttnEmit(e *emitter) (*attnEmit, error) {
 	if a == nil {
 		return nil, fmt.Errorf("graphpass: %v: no attention pattern", e.grp)
 	}
-	ae := &attnEmit{e: e, a: a, b: e.b, bdk: headBlock(a.hk), bdv: headBlock(a.hv), bat: e.b.ProgramID(1), tiles: map[*Node]*tile.Value{}}
+	ae := &attnEmit{e: e, a: a, b: e.b, bdk: headBlock(a.hk), bdv: headBlock(a.hv), bat: e.b.ProgramID(1), head: e.b.ProgramID(2), tiles: map[*Node]*tile.Value{}}
 	ss := []int{a.nb, a.sq, a.sk}
 	e.space = func(idx *tile.Value, s []int) []*tile.Value {
 		if idx != ae.idx || !sameShape(s, ss) {
@@ -120,26 +121,105 @@ func (ae *attnEmit) ptr(n *Node, out *tile.Value) (*tile.Value, error) {
 	if p := e.ptr[n]; p != nil {
 		return p, nil
 	}
-	if n == e.grp.Root {
-		return out, nil
-	}
-	for i, x := range e.grp.Extra {
-		if x == n {
-			return e.extra[i], nil
-		}
-	}
-	return nil, fmt.Errorf("graphpass: %v: %v is neither an input nor an output of the kernel", e.grp, n)
+	return e.outPtr(out, n)
 }
 
-// block is the [len(rows), len(cols)]-shaped block of a [nb, n, d] tensor
-// at p: rows r (a column [R,1] of row numbers, or a row [1,R]) and columns
-// c of the head dim, laid out as rows×cols where rows is [R,1], or
-// transposed ([d,R]) where r is [1,R] and c is [D,1]. Lanes outside n
-// or d are not read and give 0.
-func (ae *attnEmit) block(p *tile.Value, n, d int, r, c *tile.Value) *tile.Value {
+// A tensor the kernels read or write by blocks: its pointer at this
+// program's head, and the stride between its rows (batch × sequence rows
+// of head-dim columns).
+type rowsOf struct {
+	p      *tile.Value
+	stride int
+}
+
+// operand is q, k, v, dO or the output O (which: 'q', 'k', 'v', 'd', 'o')
+// as this program's head reads it: a single pattern's own tensor, or for
+// heads q, k and v in the projections' stack and dO and O as columns of the
+// Concat's gradient and the Concat (out: the kernel's output pointer, for
+// the forward's O).
+func (ae *attnEmit) operand(which byte, out *tile.Value) (rowsOf, error) {
+	a, hs, b := ae.a, ae.e.grp.heads, ae.b
+	if hs == nil {
+		n, stride := map[byte]*Node{'q': a.q, 'k': a.k, 'v': a.v, 'd': a.dO, 'o': a.pv}[which], a.hv
+		if which == 'q' || which == 'k' {
+			stride = a.hk
+		}
+		p, err := ae.ptr(n, out)
+		return rowsOf{p, stride}, err
+	}
+	switch which {
+	case 'q', 'k', 'v':
+		p := ae.e.ptr[hs.stack]
+		if p == nil {
+			return rowsOf{}, fmt.Errorf("graphpass: %v: the projections' stack is not an input of the kernel", ae.e.grp)
+		}
+		part := map[byte]int{'q': 0, 'k': 1, 'v': 2}[which]
+		return rowsOf{b.AddPtr(p, b.Mul(b.Add(ae.head, part*hs.h), hs.n*hs.dh)), hs.dh}, nil
+	}
+	n, col := hs.dm, b.Mul(ae.head, hs.dh)
+	if which == 'o' {
+		n = hs.concat
+	} else {
+		for i, c := range hs.doCol { // the head's dO's columns
+			if i == 0 {
+				col = b.I32(c)
+			} else {
+				col = b.Where(b.Eq(ae.head, i), c, col)
+			}
+		}
+	}
+	p, err := ae.ptr(n, out)
+	if err != nil {
+		return rowsOf{}, err
+	}
+	return rowsOf{b.AddPtr(p, col), hs.h * hs.dh}, nil
+}
+
+// vec is the pointer to this program's head's row values ([heads, batch,
+// queries]: the log-sum-exp, D, row sums) of internal value n.
+func (ae *attnEmit) vec(n *Node, out *tile.Value) (*tile.Value, error) {
+	p, err := ae.ptr(n, out)
+	if err != nil || ae.e.grp.heads == nil {
+		return p, err
+	}
+	return ae.b.AddPtr(p, ae.b.Mul(ae.head, ae.a.nb*ae.a.sq)), nil
+}
+
+// output is the pointer to this program's head's output of, of the
+// pattern's head (of(head 0's pattern) for a single pattern); with heads, the
+// kernel's one output pointer at the offset of the head's output, chosen
+// among the heads' offsets.
+func (ae *attnEmit) output(of func(a *attention) *Node, out *tile.Value) (*tile.Value, error) {
+	hs, e, b := ae.e.grp.heads, ae.e, ae.b
+	if hs == nil {
+		return ae.ptr(of(ae.a), out)
+	}
+	if !e.grp.OnePointer {
+		return nil, fmt.Errorf("graphpass: %v: per-head outputs without one output pointer", e.grp)
+	}
+	var at *tile.Value
+	for i, a := range hs.pats {
+		off, err := e.outOffset(of(a))
+		if err != nil {
+			return nil, err
+		}
+		if at == nil {
+			at = b.I32(off)
+		} else {
+			at = b.Where(b.Eq(ae.head, i), off, at)
+		}
+	}
+	return b.AddPtr(out, at), nil
+}
+
+// block is the block of a tensor t ([batch·n rows, d columns] at the
+// program's head) at rows r and columns c: a column [R,1] of row numbers
+// and a row [1,D] of columns give an R×D block, a row [1,R] and a column
+// [D,1] its transpose. Lanes outside n or d are not read and give 0.
+func (ae *attnEmit) block(t rowsOf, n, d int, r, c *tile.Value) *tile.Value {
 	b := ae.b
-	off := b.Add(b.Mul(b.Add(b.Mul(ae.bat, n), r), d), c)
-	return ae.e.loadOr0(b.AddPtr(p, off), ae.inRange(r, n, c, d))
+	off := b.Add(b.Mul(b.Add(b.Mul(ae.bat, n), r), t.stride), c)
+	return ae.e.loadOr0(b.AddPtr(t.p, off), ae.inRange(r, n, c, d))
 }
 
 // inRange is r < n && c < d, leaving out the tests that sizes make true
@@ -251,10 +331,13 @@ func emitAttention(e *emitter, out *tile.Value, k *Kernel) error {
 	if err != nil {
 		return err
 	}
-	qp, kp, vp := e.ptr[a.q], e.ptr[a.k], e.ptr[a.v]
-	if qp == nil || kp == nil || vp == nil {
-		return fmt.Errorf("graphpass: %v: q, k and v must be inputs of the kernel", e.grp)
+	var ts [4]rowsOf // q, k, v, O
+	for i, which := range []byte("qkvo") {
+		if ts[i], err = ae.operand(which, out); err != nil {
+			return err
+		}
 	}
+	qp, kp, vp, op := ts[0], ts[1], ts[2], ts[3]
 	dt := a.pv.Info.DType
 	q0 := b.Mul(b.ProgramID(0), bm)
 	rm := ae.rows(q0, bm, false)                                             // [BM,1] queries
@@ -297,21 +380,27 @@ func emitAttention(e *emitter, out *tile.Value, k *Kernel) error {
 	// a row whose scores are all −∞ has l = 0 and gives 0/0 = NaN, as
 	// softmax followed by the product does
 	o := b.Div(res[2], res[1])
-	op, err := ae.ptr(a.pv, out)
-	if err != nil {
-		return err
-	}
 	rowOff := b.Add(b.Mul(ae.bat, a.sq), rm)
-	b.Store(b.AddPtr(op, b.Add(b.Mul(rowOff, a.hv), rdv)), o, ae.inRange(rm, a.sq, rdv, a.hv))
+	b.Store(b.AddPtr(op.p, b.Add(b.Mul(rowOff, op.stride), rdv)), o, ae.inRange(rm, a.sq, rdv, a.hv))
 	if a.lse != nil {
-		lp, err := ae.ptr(a.lse, out)
+		lp, err := ae.vec(a.lse, out)
 		if err != nil {
 			return err
 		}
 		b.Store(b.AddPtr(lp, rowOff), b.Add(res[0], b.Log(res[1])), ae.inRange(rm, a.sq, nil, 0))
 	}
-	k.Grid = tile.Grid{tile.CDiv(a.sq, bm), a.nb}
+	k.Grid = ae.grid(tile.CDiv(a.sq, bm))
 	return nil
+}
+
+// grid is the kernels' grid: blocks along the sequence, the batch, and the
+// heads where there are several.
+func (ae *attnEmit) grid(blocks int) tile.Grid {
+	g := tile.Grid{blocks, ae.a.nb}
+	if hs := ae.e.grp.heads; hs != nil {
+		g[2] = hs.h
+	}
+	return g
 }
 
 // backwardTiles computes, at the score tile, the probabilities from the
@@ -354,13 +443,17 @@ func emitAttentionDQ(e *emitter, out *tile.Value, k *Kernel) error {
 	if err != nil {
 		return err
 	}
-	var ptrs [6]*tile.Value // q, k, v, dO, O, lse
-	for i, n := range []*Node{a.q, a.k, a.v, a.dO, a.pv, a.lse} {
-		if ptrs[i] = e.ptr[n]; ptrs[i] == nil {
-			return fmt.Errorf("graphpass: %v: %v is not an input of the kernel", e.grp, n)
+	var ts [5]rowsOf // q, k, v, dO, O
+	for i, which := range []byte("qkvdo") {
+		if ts[i], err = ae.operand(which, out); err != nil {
+			return err
 		}
 	}
-	qp, kp, vp, dop, op, lp := ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5]
+	qp, kp, vp, dop, op := ts[0], ts[1], ts[2], ts[3], ts[4]
+	lp, err := ae.vec(a.lse, out)
+	if err != nil {
+		return err
+	}
 	dt := a.pv.Info.DType
 	q0 := b.Mul(b.ProgramID(0), bm)
 	rm := ae.rows(q0, bm, false) // [BM,1] queries
@@ -403,24 +496,24 @@ func emitAttentionDQ(e *emitter, out *tile.Value, k *Kernel) error {
 	if e.err != nil {
 		return e.err
 	}
-	dqp, err := ae.ptr(a.dq, out)
+	dqp, err := ae.output(func(a *attention) *Node { return a.dq }, out)
 	if err != nil {
 		return err
 	}
 	b.Store(b.AddPtr(dqp, b.Add(b.Mul(rowOff, a.hk), rdk)), res[0], ae.inRange(rm, a.sq, rdk, a.hk))
-	dpp, err := ae.ptr(a.delta, out)
+	dpp, err := ae.vec(a.delta, out)
 	if err != nil {
 		return err
 	}
 	b.Store(b.AddPtr(dpp, rowOff), delta, rowMask)
 	for i, r := range a.rowSums {
-		rp, err := ae.ptr(r, out)
+		rp, err := ae.vec(r, out)
 		if err != nil {
 			return err
 		}
 		b.Store(b.AddPtr(rp, rowOff), res[1+i], rowMask)
 	}
-	k.Grid = tile.Grid{tile.CDiv(a.sq, bm), a.nb}
+	k.Grid = ae.grid(tile.CDiv(a.sq, bm))
 	return nil
 }
 
@@ -443,13 +536,21 @@ func emitAttentionDKV(e *emitter, out *tile.Value, k *Kernel) error {
 	if err != nil {
 		return err
 	}
-	var ptrs [6]*tile.Value // q, k, v, dO, lse, D
-	for i, n := range []*Node{a.q, a.k, a.v, a.dO, a.lse, a.delta} {
-		if ptrs[i] = e.ptr[n]; ptrs[i] == nil {
-			return fmt.Errorf("graphpass: %v: %v is not an input of the kernel", e.grp, n)
+	var ts [4]rowsOf // q, k, v, dO
+	for i, which := range []byte("qkvd") {
+		if ts[i], err = ae.operand(which, out); err != nil {
+			return err
 		}
 	}
-	qp, kp, vp, dop, lp, dlp := ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5]
+	qp, kp, vp, dop := ts[0], ts[1], ts[2], ts[3]
+	lp, err := ae.vec(a.lse, out)
+	if err != nil {
+		return err
+	}
+	dlp, err := ae.vec(a.delta, out)
+	if err != nil {
+		return err
+	}
 	dt := a.pv.Info.DType
 	k0 := b.Mul(b.ProgramID(0), bn)
 	rn := ae.rows(k0, bn, false) // [BN,1] keys
@@ -485,8 +586,8 @@ func emitAttentionDKV(e *emitter, out *tile.Value, k *Kernel) error {
 		return e.err
 	}
 	keyOff := b.Add(b.Mul(ae.bat, a.sk), rn)
-	for i, o := range []*Node{a.dk, a.dv} {
-		p, err := ae.ptr(o, out)
+	for i, of := range []func(a *attention) *Node{func(a *attention) *Node { return a.dk }, func(a *attention) *Node { return a.dv }} {
+		p, err := ae.output(of, out)
 		if err != nil {
 			return err
 		}
@@ -501,7 +602,7 @@ func emitAttentionDKV(e *emitter, out *tile.Value, k *Kernel) error {
 			return err
 		}
 	}
-	k.Grid = tile.Grid{tile.CDiv(a.sk, bn), a.nb}
+	k.Grid = ae.grid(tile.CDiv(a.sk, bn))
 	return nil
 }
 
@@ -516,16 +617,16 @@ func (ae *attnEmit) finishSums(out *tile.Value) error {
 	n := a.nb * a.sq
 	first := b.And(b.Eq(b.ProgramID(0), 0), b.Eq(ae.bat, 0))
 	dt := a.pv.Info.DType
-	for i, sum := range a.sums {
-		rp := e.ptr[a.rowSums[i]]
-		if rp == nil {
-			return fmt.Errorf("graphpass: %v: %v is not an input of the kernel", e.grp, a.rowSums[i])
+	for i := range a.sums {
+		rp, err := ae.vec(a.rowSums[i], out)
+		if err != nil {
+			return err
 		}
 		acc := b.For(0, b.Where(first, n, 0), br, []*tile.Value{b.Zeros(dt, br)}, func(i0 *tile.Value, c []*tile.Value) []*tile.Value {
 			off := b.Add(b.Arange(0, br), i0)
 			return []*tile.Value{b.Add(c[0], e.loadOr0(b.AddPtr(rp, off), b.Lt(off, n)))}
 		})
-		sp, err := ae.ptr(sum, out)
+		sp, err := ae.output(func(a *attention) *Node { return a.sums[i] }, out)
 		if err != nil {
 			return err
 		}

@@ -150,3 +150,66 @@ func equalStrings(a, b []string) bool {
 	}
 	return true
 }
+
+// TestHeadsPatterns: per-head projections, attention and a Concat become
+// the heads' kernels (the weights stacked, one product, one attention
+// kernel over the heads) only when every head computes alike from one x.
+func TestHeadsPatterns(t *testing.T) {
+	const b, s, d, h = 2, 6, 8, 2
+	dh := d / h
+	must := G.Must
+	cases := []struct {
+		name   string
+		scales []float64 // each head's
+		twoXs  bool      // head 1 projects another input
+		merged bool
+	}{
+		{"alike heads", []float64{0.5, 0.5}, false, true},
+		{"a head with another scale", []float64{0.5, 0.25}, false, false},
+		{"a head projecting another input", []float64{0.5, 0.5}, true, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewMatrix(g, tensor.Float64, G.WithShape(b*s, d), G.WithName("x"))
+			x2 := G.NewMatrix(g, tensor.Float64, G.WithShape(b*s, d), G.WithName("x2"))
+			var outs G.Nodes
+			for i := range h {
+				src := x
+				if c.twoXs && i == 1 {
+					src = x2
+				}
+				proj := func(name string) *G.Node {
+					w := G.NewMatrix(g, tensor.Float64, G.WithShape(d, dh), G.WithName(name+string(rune('0'+i))))
+					return must(G.Reshape(must(G.Mul(src, w)), tensor.Shape{b, s, dh}))
+				}
+				q, k, v := proj("wq"), proj("wk"), proj("wv")
+				sc := must(G.Mul(must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(c.scales[i])))
+				o := must(G.BatchedMatMul(must(G.SoftMax(sc)), v, false, false))
+				outs = append(outs, must(G.Reshape(o, tensor.Shape{b * s, dh})))
+			}
+			out := must(G.Concat(1, outs...))
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := Partition(gr, Options{MatMul: true, WriteOut: map[*G.Node]bool{out: true}, Target: CPU(2)})
+			kinds := map[GroupKind]int{}
+			for _, grp := range groups {
+				kinds[grp.Kind]++
+				if _, err := Emit(grp, CPU(2), 0); err != nil {
+					t.Fatalf("%v: %v", grp, err)
+				}
+			}
+			want := map[GroupKind]int{AttentionGroup: h}
+			if c.merged {
+				want = map[GroupKind]int{HeadsWeightsGroup: 1, HeadsProjGroup: 1, AttentionGroup: 1}
+			}
+			for k, n := range want {
+				if kinds[k] != n {
+					t.Errorf("%d %v groups, want %d (%v)", kinds[k], k, n, kinds)
+				}
+			}
+		})
+	}
+}

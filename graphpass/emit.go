@@ -18,6 +18,9 @@ type Kernel struct {
 	// Shapes is each output's shape where they differ (attention's output
 	// and log-sum-exp); nil where every output has shape Out.
 	Shapes [][]int
+	// OnePointer: the kernel takes one pointer to all its outputs, output i
+	// at the offset of the elements of the outputs before it (Group.OnePointer).
+	OnePointer bool
 	// Accumulates: the kernel adds into its output (a reduction split over
 	// programs, each adding its part atomically), which must be zeros first
 	Accumulates bool
@@ -82,7 +85,7 @@ func Emit(grp *Group, t Target, prec tile.Precision) (*Kernel, error) {
 		e.ptr[in] = b.Ptr(fmt.Sprintf("in%d", i), in.Info.DType)
 	}
 	out := b.Ptr("out", d)
-	k := &Kernel{Out: root.Info.Shape, DType: d, Outs: 1 + len(grp.Extra)}
+	k := &Kernel{Out: root.Info.Shape, DType: d, Outs: 1 + len(grp.Extra), OnePointer: grp.OnePointer}
 	for i, x := range grp.Extra {
 		switch {
 		case x.Info.DType != d:
@@ -98,7 +101,9 @@ func Emit(grp *Group, t Target, prec tile.Precision) (*Kernel, error) {
 		if k.Shapes != nil {
 			k.Shapes = append(k.Shapes, x.Info.Shape)
 		}
-		e.extra = append(e.extra, b.Ptr(fmt.Sprintf("out%d", i+1), d))
+		if !grp.OnePointer {
+			e.extra = append(e.extra, b.Ptr(fmt.Sprintf("out%d", i+1), d))
+		}
 	}
 	if len(grp.Extra) > 0 && !takesExtras(grp, t) && !kind.anyShape {
 		return nil, fmt.Errorf("graphpass: %v: extra outputs in a %v group", grp, grp.Kind)
@@ -112,6 +117,41 @@ func Emit(grp *Group, t Target, prec tile.Precision) (*Kernel, error) {
 	}
 	k.Tile = tk
 	return k, nil
+}
+
+// outPtr is the pointer to output n of the kernel (its root or an extra
+// output): its own parameter, or with one pointer for all outputs, out at
+// n's offset.
+func (e *emitter) outPtr(out *tile.Value, n *Node) (*tile.Value, error) {
+	if !e.grp.OnePointer {
+		if n == e.grp.Root {
+			return out, nil
+		}
+		for i, x := range e.grp.Extra {
+			if x == n {
+				return e.extra[i], nil
+			}
+		}
+		return nil, fmt.Errorf("graphpass: %v: %v is not an output of the kernel", e.grp, n)
+	}
+	at, err := e.outOffset(n)
+	if err != nil || at == 0 {
+		return out, err
+	}
+	return e.b.AddPtr(out, at), nil
+}
+
+// outOffset is where output n lies in the kernel's outputs laid end to end
+// (the root, then the extra outputs).
+func (e *emitter) outOffset(n *Node) (int, error) {
+	at := 0
+	for _, x := range append([]*Node{e.grp.Root}, e.grp.Extra...) {
+		if x == n {
+			return at, nil
+		}
+		at += numel(x.Info.Shape)
+	}
+	return 0, fmt.Errorf("graphpass: %v: %v is not an output of the kernel", e.grp, n)
 }
 
 // store computes the root and each extra output at idx, flat indices of

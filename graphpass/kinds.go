@@ -17,6 +17,8 @@ const (
 	AttentionGroup                     // attention.go: the forward
 	AttentionDQGroup                   // attention.go: the backward's dQ (training graphs)
 	AttentionDKVGroup                  // attention.go: the backward's dK and dV
+	HeadsWeightsGroup                  // heads.go: a multi-head pattern's weights, stacked
+	HeadsProjGroup                     // heads.go: its projections, one batched product
 
 	numGroupKinds // the end: groupKinds has one entry per kind
 )
@@ -69,6 +71,8 @@ var groupKinds = [...]groupKind{
 	AttentionGroup:    attentionKind,
 	AttentionDQGroup:  attentionDQKind,
 	AttentionDKVGroup: attentionDKVKind,
+	HeadsWeightsGroup: headsWeightsKind,
+	HeadsProjGroup:    headsProjKind,
 }
 
 var _ [numGroupKinds]groupKind = groupKinds // one entry per kind

@@ -26,7 +26,15 @@ type Group struct {
 	// log-sum-exp). Both are set where the group is claimed.
 	Recompute []*Node
 	Reads     []*Node
-	attn      *attention // the attention pattern an attention kind's group is part of
+	// OnePointer: the kernel takes one pointer to all its outputs, laid end
+	// to end (output i after the i before it), instead of one each, so that
+	// a program can choose its output by offset (a head's); Stack, if not
+	// nil, is an internal value that stands for that whole value, which
+	// other kernels index into (the heads' projections, stacked).
+	OnePointer bool
+	Stack      *Node
+	attn       *attention // the attention pattern an attention kind's group is part of
+	heads      *heads     // the multi-head pattern of a heads kind's group
 }
 
 func sameShape(a, b []int) bool {
@@ -160,8 +168,8 @@ func groupInputs(grp *Group) []*Node {
 	}
 	for _, m := range append(append([]*Node(nil), grp.Members...), grp.Recompute...) {
 		for _, in := range m.Inputs {
-			if grp.attn != nil && grp.attn.skip(in) {
-				continue // computed from indices, never read
+			if grp.attn != nil && grp.attn.skip(in) || grp.heads.skip(in) {
+				continue // computed from indices, or read through a stack
 			}
 			add(in)
 		}

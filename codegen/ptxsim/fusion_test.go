@@ -99,6 +99,9 @@ func runGenerated(t *testing.T, wl bench.Workload, prec tile.Precision, tol tile
 			args = append(args, out[at:at+size])
 			at += size
 		}
+		if f.OnePointer() { // or finds each at its offset
+			args = append(args[:len(args)-f.Outputs()], out)
+		}
 		k := f.Kernel()
 		sim := &ptxsim.Launcher{Arch: 80 + 10*(kernels%2), Racecheck: true, Initcheck: true, NumWarps: k.Meta["num_warps"]}
 		if err := sim.Launch(k, f.Grid(), args...); err != nil {

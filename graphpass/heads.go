@@ -1,0 +1,426 @@
+package graphpass
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/tilefuse/tilefuse/ops"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// Multi-head attention as Gorgonia users write it (the bench's encoder):
+// per head h, q_h = Reshape(x·Wq_h), likewise k_h and v_h, an attention
+// pattern, o_h = Reshape(its output) and one Concat of the o_h along the
+// columns; in training, each head's dO is a Reshape of a column Slice of the
+// Concat's gradient. Such heads become one set of kernels with the heads as
+// a grid dimension:
+//
+//   - heads_weights: the 3H weights stacked [3H, d, dh] (q's, k's, v's), a
+//     copy kernel (the weights are the user's separate tensors);
+//   - heads_proj: every projection as one batched product x·W_p into the
+//     stack [3H, n, dh] (an internal value: no per-head value is written);
+//   - attention (forward), attention_dq, attention_dkv over all heads
+//     (program axis 2), reading q, k and v from the stack, each head's dO and
+//     O from the Concat's gradient and the Concat itself (row stride H·dh),
+//     writing the Concat directly; the slices and reshapes around attention
+//     are members: no kernel of theirs is left.
+//
+// All heads' patterns must be alike (the same ops, the same scale and mask
+// values, masks read from the same nodes): the kernels compute head 0's
+// chain for every head.
+type heads struct {
+	h, n, d, dh int // heads, rows (batch·sequence), the model dim (x's columns), the head dim
+	x           *Node
+	pats        []*attention
+	w, proj     []*Node // the 3H weights and products x·W, q's then k's then v's
+	qkv         []*Node // the 3H reshapes of the products: each head's q, k and v
+	outs        []*Node // Reshape(o_h), the Concat's operands
+	concat      *Node
+	// training: the Concat's gradient, its column slices and their reshapes
+	// (each head's dO)
+	dm          *Node
+	slices, dos []*Node
+	doCol       []int // each head's dO's first column in dm
+	// internal values: the stacked weights and projections
+	wst, stack *Node
+	read       map[*Node]bool // nodes kernels read through a stack or the Concat's gradient
+}
+
+// skip reports whether in, an operand of a node a kernel computes, is read
+// through a stack (or the Concat's gradient) instead of by itself.
+func (hs *heads) skip(in *Node) bool { return hs != nil && hs.read[in] }
+
+// matchHeads finds the multi-head pattern whose Concat is c, of matched
+// attention patterns (by their output product), all of one mode; nil if
+// there is none.
+func matchHeads(c *Node, byPV map[*Node]*attention, writeOut func(*Node) bool) *heads {
+	s := c.Info.Shape
+	if c.Info.Kind != ops.Concat || c.Group != nil || len(c.Inputs) < 2 || len(s) != 2 || len(c.Info.Axes) != 1 || c.Info.Axes[0] != 1 {
+		return nil
+	}
+	hs := &heads{h: len(c.Inputs), n: s[0], concat: c, read: map[*Node]bool{}}
+	if s[1]%hs.h != 0 {
+		return nil
+	}
+	hs.dh = s[1] / hs.h
+	for _, o := range c.Inputs {
+		if o.Info.Kind != ops.Reshape || o.Group != nil || writeOut(o) || len(users(o)) != 1 || !sameShape(o.Info.Shape, []int{hs.n, hs.dh}) {
+			return nil
+		}
+		a := byPV[o.Inputs[0]]
+		if a == nil || slices.Contains(hs.pats, a) || a.nb*a.sq != hs.n || a.sq != a.sk || a.hk != hs.dh || a.hv != hs.dh {
+			return nil
+		}
+		hs.outs, hs.pats = append(hs.outs, o), append(hs.pats, a)
+	}
+	a0 := hs.pats[0]
+	for _, a := range hs.pats[1:] {
+		if a.training() != a0.training() || !alike(a0, a) {
+			return nil
+		}
+	}
+	// the projections: one x, a weight each
+	hs.w, hs.proj, hs.qkv = make([]*Node, 3*hs.h), make([]*Node, 3*hs.h), make([]*Node, 3*hs.h)
+	for i, a := range hs.pats {
+		for j, r := range []*Node{a.q, a.k, a.v} {
+			p := j*hs.h + i
+			if r.Info.Kind != ops.Reshape || r.Group != nil || writeOut(r) || len(r.Inputs) != 1 || slices.Contains(hs.qkv, r) {
+				return nil
+			}
+			for _, u := range users(r) {
+				if !a.score[u] && u != a.pv && u != a.dq && u != a.dk && u != a.dv {
+					return nil
+				}
+			}
+			pr := r.Inputs[0]
+			if pr.Info.Kind != ops.MatMul || pr.Info.TransA || pr.Info.TransB || pr.Group != nil || writeOut(pr) || len(users(pr)) != 1 {
+				return nil
+			}
+			if hs.x == nil {
+				hs.x = pr.Inputs[0]
+			}
+			w := pr.Inputs[1]
+			if pr.Inputs[0] != hs.x || !sameShape(w.Info.Shape, []int{hs.x.Info.Shape[1], hs.dh}) || !sameShape(pr.Info.Shape, []int{hs.n, hs.dh}) {
+				return nil
+			}
+			hs.w[p], hs.proj[p], hs.qkv[p] = w, pr, r
+		}
+	}
+	hs.d = hs.x.Info.Shape[1]
+	if a0.training() { // each head's dO: a reshaped column slice of one gradient
+		readers := map[*Node]bool{} // of a dO
+		for _, a := range hs.pats {
+			readers[a.dp], readers[a.dv] = true, true
+		}
+		for _, a := range hs.pats {
+			r := a.dO
+			if r.Info.Kind != ops.Reshape || r.Group != nil || writeOut(r) || len(r.Inputs) != 1 {
+				return nil
+			}
+			for _, u := range users(r) {
+				if !readers[u] {
+					return nil
+				}
+			}
+			sl := r.Inputs[0]
+			if sl.Info.Kind != ops.Slice || sl.Group != nil || writeOut(sl) || len(sl.Info.Axes) != 1 || sl.Info.Axes[0] != 1 || sl.Info.End-sl.Info.Start != hs.dh {
+				return nil
+			}
+			if hs.dm == nil {
+				hs.dm = sl.Inputs[0]
+			}
+			if sl.Inputs[0] != hs.dm || !sameShape(hs.dm.Info.Shape, c.Info.Shape) {
+				return nil
+			}
+			// the column the head's dO starts at: the head's own in the
+			// Concat's gradient, but Gorgonia may have given two heads one
+			// slice node (see DESIGN.md: its slices' hash)
+			hs.doCol = append(hs.doCol, sl.Info.Start)
+			if !slices.Contains(hs.dos, r) {
+				hs.dos = append(hs.dos, r)
+			}
+			if !slices.Contains(hs.slices, sl) {
+				hs.slices = append(hs.slices, sl)
+			}
+		}
+		for _, sl := range hs.slices {
+			for _, u := range users(sl) {
+				if !slices.Contains(hs.dos, u) {
+					return nil
+				}
+			}
+		}
+	}
+	for _, n := range slices.Concat(hs.w, hs.qkv, hs.slices, hs.dos) {
+		hs.read[n] = true
+	}
+	return hs
+}
+
+// alike reports whether attention patterns a and b compute alike: the same
+// ops in the same places between their products, the same constants, and
+// the same nodes (a mask) read from outside.
+func alike(a, b *attention) bool {
+	same := func(x, y float64) bool { return x == y || x != x && y != y }
+	if len(a.sums) != len(b.sums) || !same(a.scaleC, b.scaleC) || (a.scale == nil) != (b.scale == nil) || (a.causal == nil) != (b.causal == nil) ||
+		!same(a.causalKept, b.causalKept) || !same(a.causalMasked, b.causalMasked) || len(a.score) != len(b.score) || len(a.leaves) != len(b.leaves) {
+		return false
+	}
+	anchor := map[*Node]*Node{a.qk: b.qk, a.sm: b.sm, a.pv: b.pv}
+	if a.training() {
+		for x, y := range map[*Node]*Node{a.dp: b.dp, a.sd: b.sd, a.ds: b.ds, a.dq: b.dq, a.dk: b.dk, a.dv: b.dv} {
+			anchor[x] = y
+		}
+	}
+	var eq func(x, y *Node) bool
+	eq = func(x, y *Node) bool {
+		if x == y {
+			return true
+		}
+		if z, ok := anchor[x]; ok {
+			return z == y
+		}
+		inX, inY := a.score[x] || a.leaves[x], b.score[y] || b.leaves[y]
+		switch {
+		case inX != inY:
+			return false
+		case !inX: // read from outside: one node, or constants of one value
+			return x.Info.Kind == ops.Constant && y.Info.Kind == ops.Constant && x.Info.Value == y.Info.Value && x.Info.DType == y.Info.DType
+		}
+		if x.Info.Kind != y.Info.Kind || x.Info.Name != y.Info.Name || !sameShape(x.Info.Shape, y.Info.Shape) || len(x.Inputs) != len(y.Inputs) {
+			return false
+		}
+		for i := range x.Inputs {
+			if !eq(x.Inputs[i], y.Inputs[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	if !eq(a.sm.Inputs[0], b.sm.Inputs[0]) || a.training() && !eq(a.ds, b.ds) {
+		return false
+	}
+	for i := range a.sums {
+		if !eq(a.sums[i].Inputs[0], b.sums[i].Inputs[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+// groups are the heads' kernels' groups: the weights' stack, the
+// projections, and the attention kernels over every head.
+func (hs *heads) groups() []*Group {
+	dt := hs.concat.Info.DType
+	wg := &Group{Kind: HeadsWeightsGroup, heads: hs, Reads: hs.w}
+	hs.wst = newInternal(fmt.Sprintf("%v.weights", hs.concat), []int{3 * hs.h, hs.d, hs.dh}, dt, wg)
+	wg.Root, wg.Full = hs.wst, hs.wst.Info.Shape
+	pg := &Group{Kind: HeadsProjGroup, heads: hs, Reads: []*Node{hs.x, hs.wst}}
+	hs.stack = newInternal(fmt.Sprintf("%v.qkv", hs.concat), []int{3 * hs.h, hs.n, hs.dh}, dt, pg)
+	pg.Root, pg.Full = hs.stack, hs.stack.Info.Shape
+	for _, n := range slices.Concat(hs.proj, hs.qkv) {
+		n.Group = pg
+		pg.Members = append(pg.Members, n)
+	}
+	hs.wst.index, hs.stack.index = maxIndex(hs.w), maxIndex(slices.Concat(hs.proj, hs.qkv))
+	a0 := hs.pats[0]
+	rows := []int{hs.h, a0.nb, a0.sq}
+	fwd := &Group{Kind: AttentionGroup, Root: hs.concat, Full: hs.concat.Info.Shape, attn: a0, heads: hs, Reads: []*Node{hs.stack}}
+	for _, a := range hs.pats {
+		a.fwd = fwd
+	}
+	if !a0.training() {
+		for _, a := range hs.pats {
+			for n := range union(union(a.score, a.leaves), map[*Node]bool{a.pv: true}) {
+				n.Group = fwd
+				fwd.Members = append(fwd.Members, n)
+			}
+		}
+		for _, n := range append(slices.Clone(hs.outs), hs.concat) {
+			n.Group = fwd
+			fwd.Members = append(fwd.Members, n)
+		}
+		return []*Group{wg, pg, fwd}
+	}
+	bq := &Group{Kind: AttentionDQGroup, attn: a0, heads: hs, OnePointer: true}
+	bkv := &Group{Kind: AttentionDKVGroup, attn: a0, heads: hs, OnePointer: true}
+	var all []*Node // every head's score-space and leaf nodes
+	var dqs, kvOuts []*Node
+	for _, a := range hs.pats {
+		a.fwd, a.bq, a.bkv = fwd, bq, bkv
+		in := union(a.score, a.leaves)
+		fwdOf, dqOf := ancestors(a.pv, in), ancestors(a.dq, in)
+		for n := range in {
+			switch {
+			case fwdOf[n]:
+				n.Group = fwd
+			case dqOf[n]:
+				n.Group = bq
+			default:
+				n.Group = bkv
+			}
+			n.Group.Members = append(n.Group.Members, n)
+			all = append(all, n)
+		}
+		for _, n := range []*Node{a.pv} {
+			n.Group = fwd
+			fwd.Members = append(fwd.Members, n)
+		}
+		dqs = append(dqs, a.dq)
+		kvOuts = append(kvOuts, a.dk, a.dv)
+		kvOuts = append(kvOuts, a.sums...)
+	}
+	for _, n := range append(slices.Clone(hs.outs), hs.concat) {
+		n.Group = fwd
+		fwd.Members = append(fwd.Members, n)
+	}
+	for _, n := range slices.Concat(dqs, hs.slices, hs.dos) {
+		n.Group = bq
+		bq.Members = append(bq.Members, n)
+	}
+	for _, n := range kvOuts {
+		n.Group = bkv
+		bkv.Members = append(bkv.Members, n)
+	}
+	byIndex := func(x, y *Node) int { return x.index - y.index }
+	slices.SortFunc(dqs, byIndex)
+	slices.SortFunc(kvOuts, byIndex)
+	bq.Root, bq.Extra, bq.Full = dqs[len(dqs)-1], dqs[:len(dqs)-1], dqs[len(dqs)-1].Info.Shape
+	bkv.Root, bkv.Extra, bkv.Full = kvOuts[len(kvOuts)-1], kvOuts[:len(kvOuts)-1], kvOuts[len(kvOuts)-1].Info.Shape
+	lse := newInternal(hs.concat.String()+".lse", rows, dt, fwd)
+	fwd.Extra = []*Node{lse}
+	delta := newInternal(hs.concat.String()+".delta", rows, dt, bq)
+	bq.Extra = append(slices.Clone(bq.Extra), delta)
+	var rowSums []*Node
+	for i := range a0.sums {
+		r := newInternal(fmt.Sprintf("%v.rowsum%d", hs.concat, i), rows, dt, bq)
+		rowSums = append(rowSums, r)
+		bq.Extra = append(bq.Extra, r)
+	}
+	for _, a := range hs.pats { // head 0's kernels find them through a0
+		a.lse, a.delta, a.rowSums = lse, delta, rowSums
+	}
+	for _, n := range all {
+		if n.Group != bq {
+			bq.Recompute = append(bq.Recompute, n)
+		}
+		if n.Group != bkv {
+			bkv.Recompute = append(bkv.Recompute, n)
+		}
+	}
+	slices.SortFunc(bq.Recompute, byIndex)
+	slices.SortFunc(bkv.Recompute, byIndex)
+	bq.Reads = []*Node{hs.stack, hs.dm, hs.concat, lse}
+	bkv.Reads = append([]*Node{hs.stack, hs.dm, lse, delta}, rowSums...)
+	return []*Group{wg, pg, fwd, bq, bkv}
+}
+
+func maxIndex(ns []*Node) int {
+	at := -1
+	for _, n := range ns {
+		at = max(at, n.index)
+	}
+	return at
+}
+
+// heads_weights: program (i, p) copies block i of weight p into the stack
+// (the weights are separate tensors: each program loads from every one of
+// them under a mask that only its own passes).
+var headsWeightsKind = groupKind{
+	name:    "heads_weights",
+	byClaim: true,
+	join:    func(*Node, *Group, Target) (GroupKind, bool) { return HeadsWeightsGroup, false },
+	tune: func(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
+		meta["BLOCK"] = min(t.perThread(8, 1024), pow2AtLeast(grp.heads.d*grp.heads.dh))
+	},
+	emit: emitHeadsWeights,
+}
+
+func emitHeadsWeights(e *emitter, out *tile.Value, k *Kernel) error {
+	hs, b := e.grp.heads, e.b
+	bs, err := e.param("BLOCK")
+	if err != nil {
+		return err
+	}
+	size := hs.d * hs.dh
+	off := b.Add(b.Mul(b.ProgramID(0), bs), b.Arange(0, bs))
+	p := b.ProgramID(1)
+	var inRange *tile.Value
+	if size%bs != 0 {
+		inRange = b.Lt(off, size)
+	}
+	var v *tile.Value
+	for i, w := range hs.w {
+		wp := e.ptr[w]
+		if wp == nil {
+			return fmt.Errorf("graphpass: %v: weight %v is not an input of the kernel", e.grp, w)
+		}
+		mine := b.Eq(p, i)
+		x := b.Load(b.AddPtr(wp, off), b.BroadcastTo(e.and(inRange, mine), tile.Shp(bs)), 0.0)
+		if v == nil {
+			v = x
+		} else {
+			v = b.Where(mine, x, v)
+		}
+	}
+	b.Store(b.AddPtr(out, b.Add(b.Mul(p, size), off)), v, inRange)
+	k.Grid = tile.Grid{tile.CDiv(size, bs), len(hs.w)}
+	return nil
+}
+
+// heads_proj: program (i, j, p) computes the BM×BN tile (i, j) of x·W_p
+// into the stack, W_p read from the weights' stack.
+var headsProjKind = groupKind{
+	name:    "heads_proj",
+	byClaim: true,
+	join:    func(*Node, *Group, Target) (GroupKind, bool) { return HeadsProjGroup, false },
+	tune: func(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
+		hs := grp.heads
+		tuneMatMul(&Group{MatMul: &Node{Info: ops.Info{Shape: []int{3 * hs.h, hs.n, hs.dh}, DType: grp.Root.Info.DType}}}, t, prec, meta)
+	},
+	emit: emitHeadsProj,
+}
+
+func emitHeadsProj(e *emitter, out *tile.Value, k *Kernel) error {
+	hs, b := e.grp.heads, e.b
+	var bl [3]int
+	for i, name := range []string{"BLOCK_M", "BLOCK_N", "BLOCK_K"} {
+		v, err := e.param(name)
+		if err != nil {
+			return err
+		}
+		bl[i] = v
+	}
+	bm, bn, bk := bl[0], bl[1], bl[2]
+	m, n, kk := hs.n, hs.dh, hs.d
+	pa, pw := e.ptr[hs.x], e.ptr[hs.wst]
+	if pa == nil || pw == nil {
+		return fmt.Errorf("graphpass: %v: x and the weights' stack must be inputs of the kernel", e.grp)
+	}
+	p := b.ProgramID(2)
+	pb := b.AddPtr(pw, b.Mul(p, kk*n))
+	rm := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1) // [BM,1]
+	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0) // [1,BN]
+	rkRow, rkCol := b.ExpandDims(b.Arange(0, bk), 0), b.ExpandDims(b.Arange(0, bk), 1)
+	offA, offB := b.Add(b.Mul(rm, kk), rkRow), b.Add(b.Mul(rkCol, n), rn)
+	var inM, inN *tile.Value
+	if m%bm != 0 {
+		inM = b.Lt(rm, m)
+	}
+	if n%bn != 0 {
+		inN = b.Lt(rn, n)
+	}
+	acc := b.For(0, kk, bk, []*tile.Value{b.Zeros(hs.stack.Info.DType, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
+		maskA, maskB := inM, inN
+		if kk%bk != 0 {
+			maskA, maskB = e.and(inM, b.Lt(b.Add(rkRow, k0), kk)), e.and(b.Lt(b.Add(rkCol, k0), kk), inN)
+		}
+		av := e.loadOr0(b.AddPtr(pa, b.Add(offA, k0)), e.fullMask(maskA, bm, bk))
+		bv := e.loadOr0(b.AddPtr(pb, b.Add(offB, b.Mul(k0, n))), e.fullMask(maskB, bk, bn))
+		return []*tile.Value{b.Dot(av, bv, c[0], e.prec)}
+	})
+	idx := b.Add(b.Add(b.Mul(rm, n), rn), b.Mul(p, m*n))
+	b.Store(b.AddPtr(out, idx), acc[0], e.fullMask(e.and(inM, inN), bm, bn))
+	k.Grid = tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn), len(hs.w)}
+	return nil
+}
