@@ -390,7 +390,9 @@ func verifyKernels(c *compilation) error {
 }
 
 // prepared is a kernel ready to run on the CPU: its executable form, and
-// its IR text (which keys the cache and a FusedOp's hash).
+// its IR text without its name (tile.Kernel.Anonymous: it keys the cache,
+// so that the kernels of identical layers compile once, and with the name
+// a FusedOp's hash).
 type prepared struct {
 	exec *cpu.Exec
 	text string
@@ -401,7 +403,7 @@ func prepareKernels(c *compilation) error {
 	c.prepared = make(map[*graphpass.Group]prepared, len(c.groups))
 	for _, grp := range c.groups {
 		k := c.kernels[grp].Tile
-		text := k.String()
+		text := k.Anonymous()
 		e, err := cpuKernels.get(text, k, c.cfg.native)
 		if err != nil {
 			return fmt.Errorf("fusion: %v: %w", grp, err)

@@ -207,9 +207,11 @@ func (p *cpuBackend) close() error {
 }
 
 // cpuKernels is the CPU backend's kernel cache: the executor's compiled
-// form of kernels by their IR text, so that compiling a graph again (or
-// another graph with the same kernels) skips that step. An Exec is safe for
-// concurrent launches.
+// form of kernels by their IR text without their names
+// (tile.Kernel.Anonymous), so that compiling a graph again, another graph
+// with the same kernels, or a graph's identical layers skips that step. An
+// Exec is safe for concurrent launches; it names the kernel it was
+// compiled from in its errors (FusedOp renames them).
 var cpuKernels = &execCache{m: map[string]*cpu.Exec{}}
 
 type execCache struct {
@@ -220,8 +222,8 @@ type execCache struct {
 // maxExecs bounds the cache; when full it starts again.
 const maxExecs = 4096
 
-// get is k's executable form; text is k's IR text (k.String()); native
-// asks for machine code (cpu.WithNative).
+// get is k's executable form; text is k.Anonymous(); native asks for
+// machine code (cpu.WithNative).
 func (c *execCache) get(text string, k *tile.Kernel, native bool) (*cpu.Exec, error) {
 	key := text
 	if native {

@@ -43,3 +43,7 @@ func (c *InputChecker) Check() (uploads int, hashed int64) {
 	}
 	return uploads, p.hashedB
 }
+
+// ExecOf is the CPU executable form a FusedOp runs (for checking that
+// kernels of the same text share one).
+func ExecOf(f *FusedOp) any { return f.exec }

@@ -1,6 +1,7 @@
 package fusion
 
 import (
+	"errors"
 	"fmt"
 	"hash"
 	"hash/fnv"
@@ -202,6 +203,11 @@ func (op *FusedOp) do(reuse G.Value, vals ...G.Value) (_ G.Value, err error) {
 	}
 	if numel(op.kernel.Out) > 0 { // an empty output has nothing to compute (and an empty grid is an error)
 		if err := op.exec.Launch(op.kernel.Grid, args...); err != nil {
+			if ee := (*tile.ExecError)(nil); errors.As(err, &ee) && ee.Kernel != op.name {
+				named := *ee // the Exec may be another kernel's of the same text
+				named.Kernel = op.name
+				err = &named
+			}
 			return nil, fmt.Errorf("fusion: %s: %w", op.name, err)
 		}
 	}

@@ -3,6 +3,7 @@ package tile
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -109,28 +110,22 @@ func (k *Kernel) Count(o Op) int {
 }
 
 func (v *Value) ref() string {
-	if v == nil {
-		return "%<nil>"
-	}
-	if v.Op == OpParam {
-		return "%" + v.Name
-	}
-	return fmt.Sprintf("%%%d", v.ID)
+	var w irWriter
+	w.ref(v)
+	return string(w.b)
 }
 
 func refs(vs []*Value) string {
-	parts := make([]string, len(vs))
-	for i, a := range vs {
-		parts[i] = a.ref()
-	}
-	return strings.Join(parts, ", ")
+	var w irWriter
+	w.refs(vs)
+	return string(w.b)
 }
 
 // String is the value's defining line in the text dump, without indentation.
 func (v *Value) String() string {
-	var sb strings.Builder
-	writeValue(&sb, v, "")
-	return strings.TrimRight(sb.String(), "\n")
+	var w irWriter
+	w.value(v, "")
+	return strings.TrimRight(string(w.b), "\n")
 }
 
 // String dumps the kernel in a TTIR-like text form:
@@ -139,24 +134,113 @@ func (v *Value) String() string {
 //	  %3 = make_range {0, 128} : tensor<128xi32>
 //	  ...
 //	}
-func (k *Kernel) String() string {
-	var sb strings.Builder
-	params := make([]string, len(k.Params))
+func (k *Kernel) String() string { return k.text(true) }
+
+// Anonymous is the kernel's text (String) with its name left out: the same
+// for kernels that differ in nothing but their names (the kernels of two
+// identical layers), which therefore compute the same on the same
+// arguments. Backends key their compiled forms by it.
+func (k *Kernel) Anonymous() string { return k.text(false) }
+
+func (k *Kernel) text(named bool) string {
+	w := irWriter{b: make([]byte, 0, 64*(len(k.Params)+k.size()))}
+	w.str("tt.func @")
+	if named {
+		w.str(k.Name)
+	}
+	w.str("(")
 	for i, p := range k.Params {
-		params[i] = p.ref() + ": " + p.Type.String()
+		if i > 0 {
+			w.str(", ")
+		}
+		w.ref(p)
+		w.str(": ")
+		w.typ(p.Type)
 	}
-	fmt.Fprintf(&sb, "tt.func @%s(%s)", k.Name, strings.Join(params, ", "))
+	w.str(")")
 	if len(k.Meta) > 0 {
-		sb.WriteString(" meta " + k.Meta.String())
+		w.str(" meta ")
+		w.str(k.Meta.String())
 	}
-	sb.WriteString(" {\n")
+	w.str(" {\n")
 	if k.Body != nil {
 		for _, v := range k.Body.Values {
-			writeValue(&sb, v, "  ")
+			w.value(v, "  ")
 		}
 	}
-	sb.WriteString("}\n")
-	return sb.String()
+	w.str("}\n")
+	return string(w.b)
+}
+
+// size is the number of values of the kernel: parameters, the body's and
+// its loops' values and arguments.
+func (k *Kernel) size() int {
+	n := 0
+	k.Walk(func(*Value) { n++ })
+	return n
+}
+
+// irWriter appends the text dump to b (fmt's cost was most of a cached
+// compile of a large graph, where the text keys the kernel caches).
+type irWriter struct{ b []byte }
+
+func (w *irWriter) str(s string)    { w.b = append(w.b, s...) }
+func (w *irWriter) int(i int64)     { w.b = strconv.AppendInt(w.b, i, 10) }
+func (w *irWriter) float(f float64) { w.b = strconv.AppendFloat(w.b, f, 'g', -1, 64) }
+
+func (w *irWriter) ref(v *Value) {
+	switch {
+	case v == nil:
+		w.str("%<nil>")
+	case v.Op == OpParam:
+		w.str("%")
+		w.str(v.Name)
+	default:
+		w.str("%")
+		w.int(int64(v.ID))
+	}
+}
+
+func (w *irWriter) refs(vs []*Value) {
+	for i, a := range vs {
+		if i > 0 {
+			w.str(", ")
+		}
+		w.ref(a)
+	}
+}
+
+func (w *irWriter) typ(t Type) {
+	if t.Shape.Rank == 0 {
+		w.elem(t)
+		return
+	}
+	w.str("tensor<")
+	for i := 0; i < t.Shape.Rank && i < MaxRank; i++ {
+		w.int(int64(t.Shape.Dims[i]))
+		w.str("x")
+	}
+	w.elem(t)
+	w.str(">")
+}
+
+func (w *irWriter) elem(t Type) {
+	if t.Ptr {
+		w.str("!tt.ptr<")
+		w.str(t.DType.String())
+		w.str(">")
+		return
+	}
+	w.str(t.DType.String())
+}
+
+// argType writes the type of v's operand i ("?" if it has none).
+func (w *irWriter) argType(v *Value, i int) {
+	if i < len(v.Args) && v.Args[i] != nil {
+		w.typ(v.Args[i].Type)
+		return
+	}
+	w.str("?")
 }
 
 var axisNames = [3]string{"x", "y", "z"}
@@ -168,102 +252,174 @@ func axisName(a int64) string {
 	return fmt.Sprint(a)
 }
 
-func writeValue(sb *strings.Builder, v *Value, indent string) {
-	sb.WriteString(indent)
+func (w *irWriter) value(v *Value, indent string) {
+	w.str(indent)
 	if !v.Type.IsVoid() || v.Op == OpFor {
-		sb.WriteString(v.ref() + " = ")
+		w.ref(v)
+		w.str(" = ")
 	}
 	name := v.Op.String()
 	switch v.Op {
 	case OpParam:
-		fmt.Fprintf(sb, "param %d : %s", v.Aux, v.Type)
+		w.str("param ")
+		w.int(v.Aux)
+		w.str(" : ")
+		w.typ(v.Type)
 	case OpConst:
+		w.str("const ")
 		switch {
 		case v.Type.DType.IsFloat():
-			fmt.Fprintf(sb, "const %v : %s", v.AuxF, v.Type)
+			w.float(v.AuxF)
 		case v.Type.DType == I1:
-			fmt.Fprintf(sb, "const %v : %s", v.Aux != 0, v.Type)
+			w.b = strconv.AppendBool(w.b, v.Aux != 0)
 		default:
-			fmt.Fprintf(sb, "const %d : %s", v.Aux, v.Type)
+			w.int(v.Aux)
 		}
+		w.str(" : ")
+		w.typ(v.Type)
 	case OpProgramID, OpNumPrograms:
-		fmt.Fprintf(sb, "%s %s : %s", name, axisName(v.Aux), v.Type)
+		w.str(name)
+		w.str(" ")
+		w.str(axisName(v.Aux))
+		w.str(" : ")
+		w.typ(v.Type)
 	case OpArange:
-		fmt.Fprintf(sb, "make_range {%d, %d} : %s", v.Aux, v.Aux2, v.Type)
+		w.str("make_range {")
+		w.int(v.Aux)
+		w.str(", ")
+		w.int(v.Aux2)
+		w.str("} : ")
+		w.typ(v.Type)
 	case OpExpandDims:
-		fmt.Fprintf(sb, "expand_dims %s {axis = %d} : %s -> %s", refs(v.Args), v.Aux, argType(v, 0), v.Type)
+		w.str("expand_dims ")
+		w.refs(v.Args)
+		w.str(" {axis = ")
+		w.int(v.Aux)
+		w.str("} : ")
+		w.argType(v, 0)
+		w.str(" -> ")
+		w.typ(v.Type)
 	case OpSplat, OpBroadcast, OpReshape, OpTrans, OpCast:
-		fmt.Fprintf(sb, "%s %s : %s -> %s", name, refs(v.Args), argType(v, 0), v.Type)
+		w.str(name)
+		w.str(" ")
+		w.refs(v.Args)
+		w.str(" : ")
+		w.argType(v, 0)
+		w.str(" -> ")
+		w.typ(v.Type)
 	case OpReduceSum, OpReduceMax, OpReduceMin:
-		kd := ""
+		w.str(name)
+		w.str(" ")
+		w.refs(v.Args)
+		w.str(" {axis = ")
+		w.int(v.Aux)
 		if v.Aux2 != 0 {
-			kd = ", keep_dims"
+			w.str(", keep_dims")
 		}
-		fmt.Fprintf(sb, "%s %s {axis = %d%s} : %s -> %s", name, refs(v.Args), v.Aux, kd, argType(v, 0), v.Type)
+		w.str("} : ")
+		w.argType(v, 0)
+		w.str(" -> ")
+		w.typ(v.Type)
 	case OpDot:
-		fmt.Fprintf(sb, "dot %s {precision = %s} : %s * %s -> %s", refs(v.Args), v.Prec, argType(v, 0), argType(v, 1), v.Type)
+		w.str("dot ")
+		w.refs(v.Args)
+		w.str(" {precision = ")
+		w.str(v.Prec.String())
+		w.str("} : ")
+		w.argType(v, 0)
+		w.str(" * ")
+		w.argType(v, 1)
+		w.str(" -> ")
+		w.typ(v.Type)
 	case OpStore, OpLoad, OpAtomicAdd:
-		hint := ""
+		w.str(name)
+		w.str(" ")
+		w.refs(v.Args)
 		if v.Aux != 0 {
-			hint = fmt.Sprintf(" {cache = %v}", CacheHint(v.Aux))
+			w.str(" {cache = ")
+			w.str(CacheHint(v.Aux).String())
+			w.str("}")
 		}
-		fmt.Fprintf(sb, "%s %s%s : %s", name, refs(v.Args), hint, argType(v, 0))
+		w.str(" : ")
+		w.argType(v, 0)
 	case OpFor:
-		writeFor(sb, v, indent)
+		w.loop(v, indent)
 	case OpForResult:
-		fmt.Fprintf(sb, "for_result %s #%d : %s", refs(v.Args), v.Aux, v.Type)
+		w.str("for_result ")
+		w.refs(v.Args)
+		w.str(" #")
+		w.int(v.Aux)
+		w.str(" : ")
+		w.typ(v.Type)
 	case OpYield:
-		fmt.Fprintf(sb, "yield %s", refs(v.Args))
+		w.str("yield ")
+		w.refs(v.Args)
 	default:
-		fmt.Fprintf(sb, "%s %s : %s", name, refs(v.Args), v.Type)
+		w.str(name)
+		w.str(" ")
+		w.refs(v.Args)
+		w.str(" : ")
+		w.typ(v.Type)
 	}
-	sb.WriteString("\n")
+	w.str("\n")
 }
 
-func argType(v *Value, i int) string {
-	if i < len(v.Args) && v.Args[i] != nil {
-		return v.Args[i].Type.String()
-	}
-	return "?"
-}
-
-// writeFor prints
+// loop writes
 //
 //	for %iv = %lo to %hi step %s iter_args(%5 = %init, ...) {
 //	  ...
 //	  yield ...
 //	}
-func writeFor(sb *strings.Builder, v *Value, indent string) {
+func (w *irWriter) loop(v *Value, indent string) {
 	var bargs []*Value
 	if v.Body != nil {
 		bargs = v.Body.Args
 	}
-	iv := "%?"
-	if len(bargs) > 0 {
-		iv = bargs[0].ref()
+	iv := func() {
+		if len(bargs) > 0 {
+			w.ref(bargs[0])
+		} else {
+			w.str("%?")
+		}
 	}
 	if len(v.Args) < 3 {
-		fmt.Fprintf(sb, "for %s (malformed: %d operands) {\n", iv, len(v.Args))
+		w.str("for ")
+		iv()
+		w.str(" (malformed: ")
+		w.int(int64(len(v.Args)))
+		w.str(" operands) {\n")
 	} else {
-		fmt.Fprintf(sb, "for %s = %s to %s step %s", iv, v.Args[0].ref(), v.Args[1].ref(), v.Args[2].ref())
-		inits := v.Args[3:]
-		if len(inits) > 0 {
-			parts := make([]string, len(inits))
+		w.str("for ")
+		iv()
+		w.str(" = ")
+		w.ref(v.Args[0])
+		w.str(" to ")
+		w.ref(v.Args[1])
+		w.str(" step ")
+		w.ref(v.Args[2])
+		if inits := v.Args[3:]; len(inits) > 0 {
+			w.str(" iter_args(")
 			for i, in := range inits {
-				a := "%?"
-				if i+1 < len(bargs) {
-					a = bargs[i+1].ref()
+				if i > 0 {
+					w.str(", ")
 				}
-				parts[i] = a + " = " + in.ref()
+				if i+1 < len(bargs) {
+					w.ref(bargs[i+1])
+				} else {
+					w.str("%?")
+				}
+				w.str(" = ")
+				w.ref(in)
 			}
-			fmt.Fprintf(sb, " iter_args(%s)", strings.Join(parts, ", "))
+			w.str(")")
 		}
-		sb.WriteString(" {\n")
+		w.str(" {\n")
 	}
 	if v.Body != nil {
 		for _, b := range v.Body.Values {
-			writeValue(sb, b, indent+"  ")
+			w.value(b, indent+"  ")
 		}
 	}
-	sb.WriteString(indent + "}")
+	w.str(indent)
+	w.str("}")
 }

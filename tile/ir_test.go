@@ -72,3 +72,38 @@ func TestTextDump(t *testing.T) {
 		t.Errorf("matmul has %d dots, want 1", n)
 	}
 }
+
+// TestAnonymous: a kernel's text without its name is the same for kernels
+// that differ only in their names, and differs where anything else does (a
+// constant, a meta-parameter, a cache hint); it is String with the name
+// left out.
+func TestAnonymous(t *testing.T) {
+	build := func(name string, scale float64, block int, hint ...tile.CacheHint) *tile.Kernel {
+		b := tile.NewBuilder(name, tile.Meta{"BLOCK": block})
+		x, y := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+		offs := b.Add(b.Mul(b.ProgramID(0), block), b.Arange(0, block))
+		v := b.Load(b.AddPtr(x, offs), nil, nil, hint...)
+		b.Store(b.AddPtr(y, offs), b.Mul(v, scale), nil)
+		k, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	a, b := build("fused_3_elementwise", 0.5, 256), build("fused_17_elementwise", 0.5, 256)
+	if a.String() == b.String() || a.Anonymous() != b.Anonymous() {
+		t.Fatalf("kernels differing only in name:\n%s\n%s", a.Anonymous(), b.Anonymous())
+	}
+	if got, want := a.Anonymous(), strings.Replace(a.String(), "@fused_3_elementwise(", "@(", 1); got != want {
+		t.Fatalf("Anonymous is not String without the name:\n%s\n%s", got, want)
+	}
+	for name, other := range map[string]*tile.Kernel{
+		"a constant":       build("fused_3_elementwise", 0.25, 256),
+		"a meta-parameter": build("fused_3_elementwise", 0.5, 512),
+		"a cache hint":     build("fused_3_elementwise", 0.5, 256, tile.CacheStreaming),
+	} {
+		if other.Anonymous() == a.Anonymous() {
+			t.Errorf("kernels differing in %s have the same anonymous text", name)
+		}
+	}
+}

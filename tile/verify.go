@@ -21,7 +21,8 @@ func (e *VerifyError) Error() string {
 // before it is used and visible where it is used, and each op's operand and
 // result types as ops.go states them. It returns the first fault found.
 func (k *Kernel) Verify() error {
-	v := &verifier{k: k, defined: make(map[*Value]bool), ids: make(map[int]*Value), roots: make(map[*Value]*Value)}
+	n := k.size() // values, parameters and loop arguments
+	v := &verifier{k: k, defined: make(map[*Value]bool, n), ids: make(map[int]*Value, n), roots: make(map[*Value]*Value, n)}
 	if k.Name == "" {
 		return v.fail(nil, "kernel has no name")
 	}
