@@ -103,6 +103,9 @@ type stage struct {
 //     emitted; every other value is emitted in the layout its consumer asks
 //     for, converting through shared memory where that differs;
 //   - check: the planned layouts fit their values;
+//   - pipeline: the K loops of tensor-core dots that the layouts stage
+//     planned for software pipelining (cp.async stages, mma.sync or wgmma,
+//     the accumulator in registers), dumped as .pipe;
 //   - emit: PTX instructions in program order, anchors in their planned
 //     layouts;
 //   - print: the module text.

@@ -15,9 +15,11 @@
 // divisibility by 16, as Triton does), and masks become predicates.
 //
 // Lowering is an ordered list of stages (stages, in codegen.go): verify →
-// analysis → layouts (each anchor's layout decided as data before emission)
-// → check → emit → print. Every stage can be dumped: Options.DumpDir or the
-// environment variable TILEFUSE_DUMP=<dir> writes <kernel>.tile (the IR),
-// .axes (axis information and invariance), .plan (the planned layouts),
-// .layout (the layouts each value was emitted in) and .ptx.
+// analysis → layouts (each anchor's layout decided as data before emission,
+// tensor-core K loops planned) → check → pipeline → emit → print. Every
+// stage can be dumped: Options.DumpDir or the environment variable
+// TILEFUSE_DUMP=<dir> writes <kernel>.tile (the IR), .axes (axis
+// information and invariance), .plan (the planned layouts), .pipe (the
+// software-pipelined loops), .layout (the layouts each value was emitted
+// in) and .ptx.
 package codegen
