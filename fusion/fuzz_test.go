@@ -103,6 +103,9 @@ func fzCheck(t *testing.T, data []byte, b fusion.Backend) {
 		data = data[:fzMaxInput]
 	}
 	fg, err := fzBuild(data, tensor.Dtype{})
+	if log := os.Getenv("TILEFUSE_FUZZ_LOG"); log != "" {
+		defer fzTally(log, t, fg)
+	}
 	if err != nil {
 		if fg.zero {
 			t.Skipf("Gorgonia cannot build this graph with an empty tensor: %v", err)
@@ -231,6 +234,32 @@ func fzAliasHazard(g *G.ExprGraph) string {
 		}
 	}
 	return ""
+}
+
+// fzTally appends one line per graph to the file TILEFUSE_FUZZ_LOG names
+// (the fuzzer's workers are processes of their own): its outcome, dtype,
+// grad, values and ops, so that a run can say how many graphs it executed
+// and of what kind, beside the fuzzer's count of inputs.
+func fzTally(log string, t *testing.T, fg *fzGraph) {
+	outcome := "ran"
+	switch {
+	case t.Skipped():
+		outcome = "skipped"
+	case t.Failed():
+		outcome = "failed"
+	}
+	f, err := os.OpenFile(log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	ops := 0
+	for _, v := range fg.vals {
+		if v.n.Op() != nil {
+			ops++
+		}
+	}
+	fmt.Fprintf(f, "%s %v grad=%v values=%d ops=%d\n", outcome, fg.prog, fg.grad, len(fg.vals), ops)
 }
 
 // fzChecked is what the legs compare: the graph's outputs (nodes without
