@@ -269,6 +269,7 @@ type fzChecked struct {
 	name     string
 	gorgonia bool // Gorgonia's machine is compared here too
 	grad     bool
+	read     *G.Value // a gorgonia.Read's target: the value is read there
 }
 
 func (fg *fzGraph) checked() []fzChecked {
@@ -281,15 +282,18 @@ func (fg *fzGraph) checked() []fzChecked {
 		root := fg.g.To(v.n.ID()).Len() == 0 || v.n == fg.loss
 		switch {
 		case root:
-			out = append(out, fzChecked{v.n, v.name, fg.gorgoniaFwd == "", false})
+			out = append(out, fzChecked{v.n, v.name, fg.gorgoniaFwd == "", false, nil})
 		case slices.Contains(fg.kept, v):
-			out = append(out, fzChecked{v.n, v.name + " (kept)", false, false})
+			out = append(out, fzChecked{v.n, v.name + " (kept)", false, false, nil})
 		case fg.readAll:
-			out = append(out, fzChecked{v.n, v.name + " (read all)", false, false})
+			out = append(out, fzChecked{v.n, v.name + " (read all)", false, false, nil})
 		}
 	}
 	for i, d := range fg.grads {
-		out = append(out, fzChecked{d, "∂loss/∂" + fg.wrts[i].name, fg.gorgoniaGrad == "", true})
+		out = append(out, fzChecked{d, "∂loss/∂" + fg.wrts[i].name, fg.gorgoniaGrad == "", true, nil})
+	}
+	for _, r := range fg.reads {
+		out = append(out, fzChecked{r.v.n, r.v.name + " (gorgonia.Read)", false, false, r.into})
 	}
 	return out
 }
@@ -372,7 +376,7 @@ func fzRun(t *testing.T, data []byte, l fzLeg, runs, perturbs int) *fzOut {
 		opts := slices.Clone(l.opts)
 		var keep G.Nodes
 		for _, c := range chk {
-			if !c.grad && fg.g.To(c.n.ID()).Len() > 0 && (!fg.readAll || slices.Contains(fg.kept, fg.byNode[c.n])) {
+			if !c.grad && c.read == nil && fg.g.To(c.n.ID()).Len() > 0 && (!fg.readAll || slices.Contains(fg.kept, fg.byNode[c.n])) {
 				keep = append(keep, c.n) // an intermediate value: kept explicitly
 			}
 		}
@@ -452,7 +456,11 @@ func fzOnce(vm interface {
 	vals := make([][]float64, len(chk))
 	shapes := make([]tensor.Shape, len(chk))
 	for i, c := range chk {
-		if v := c.n.Value(); v != nil {
+		v := c.n.Value()
+		if c.read != nil {
+			v = *c.read
+		}
+		if v != nil {
 			vals[i], shapes[i] = fzFloats(v), v.Shape().Clone()
 		}
 	}
@@ -684,6 +692,8 @@ func fzSeeds(short bool) [][]byte {
 		fzSeed(fzGrad, 8, 9, 3, 2, []byte{fzReshape, 0, 2}, []byte{fzTransp, 0, 0}, []byte{fzSlice, 0, 1, 2, 3}, []byte{fzConcat, 0, 0, 1, 1, 0}),
 		// jumps and comparisons (f64), kept intermediates
 		fzSeed(0, 6, 7, 2, 1, []byte{fzUnary, 0, 17}, []byte{fzBinary, 0, 1, 1, 7, 2}, []byte{fzKeep, 0}, []byte{fzUnary, 0, 1}),
+		// a gorgonia.Read of an intermediate value (f32, with gradients)
+		fzSeed(fzF32|fzGrad, 6, 7, 2, 1, []byte{fzUnary, 0, 0}, []byte{fzKeep, 0, 1}, []byte{fzUnary, 0, 3}),
 		// an empty tensor
 		fzSeed(fzZero|1, 5, 6, 2, 1, []byte{fzUnary, 0, 0}, []byte{fzReduce, 0, 1, 0, 0}),
 	}

@@ -103,6 +103,7 @@ type fzGraph struct {
 	inputs     []*fzInput
 	listing    []string
 	kept       []*fzVal // values compared although they feed others (fusion.WithKeep)
+	reads      []fzRead // gorgonia.Read statements
 
 	loss  *G.Node
 	wrts  []*fzInput
@@ -985,13 +986,30 @@ func (fg *fzGraph) concat() {
 
 // keep marks a value for comparison although it feeds others
 // (fusion.WithKeep on tilefuse's machines).
+//
+// One time in three it is a gorgonia.Read(v, &into) statement instead, whose
+// into the machines fill after every run.
 func (fg *fzGraph) keep() {
 	v := fg.any(0)
+	read := fg.src.n(3) == 1
 	if v.n.Op() == nil || slices.Contains(fg.kept, v) {
+		return
+	}
+	if read {
+		into := new(G.Value)
+		G.Read(v.n, into)
+		fg.reads = append(fg.reads, fzRead{v, into})
+		fg.note("Read %s", v.name)
 		return
 	}
 	fg.kept = append(fg.kept, v)
 	fg.note("keep %s", v.name)
+}
+
+// fzRead is a gorgonia.Read statement of the graph.
+type fzRead struct {
+	v    *fzVal
+	into *G.Value
 }
 
 // finish adds the loss and its gradients (grad programs).
