@@ -13,8 +13,10 @@ import (
 )
 
 var (
-	fzGPUGraphs = flag.Int("fuzz.gpugraphs", 400, "TestFuzzGraphsOnGPU: random graphs to run after the seed corpus")
-	fzGPUTime   = flag.Duration("fuzz.gputime", 8*time.Minute, "TestFuzzGraphsOnGPU: stop starting graphs after this long")
+	// the defaults keep the test to a couple of minutes in scripts/gpu-run.sh's
+	// round; a longer run sets both (-fuzz.gpugraphs 3000 -fuzz.gputime 8m)
+	fzGPUGraphs = flag.Int("fuzz.gpugraphs", 60, "TestFuzzGraphsOnGPU: random graphs to run after the seed corpus")
+	fzGPUTime   = flag.Duration("fuzz.gputime", 2*time.Minute, "TestFuzzGraphsOnGPU: stop starting graphs after this long")
 )
 
 // TestFuzzGraphsOnGPU runs FuzzFusion's graphs on the CUDA backend: the
@@ -33,6 +35,9 @@ func TestFuzzGraphsOnGPU(t *testing.T) {
 	corpus, err := fzCorpus()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(corpus) == 0 {
+		t.Fatal("no testdata/fuzz/FuzzFusion: run from the repository's or the package's directory")
 	}
 	inputs := append(fzSeeds(false), corpus...)
 	rng := rand.New(rand.NewPCG(2026, 12))

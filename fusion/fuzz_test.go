@@ -602,11 +602,20 @@ func fzWhy(fg *fzGraph, l fzLeg) string {
 	return "Gorgonia's tape machine disagrees with tilefuse's unfused float64 machine"
 }
 
-// fzCorpus reads testdata/fuzz/FuzzFusion: the inputs that found bugs.
+// fzCorpus reads testdata/fuzz/FuzzFusion: the inputs that found bugs
+// (from the package's directory, as go test runs, or the repository's, as
+// scripts/gpu-run.sh runs the test binary).
 func fzCorpus() ([][]byte, error) {
-	files, err := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzFusion", "*"))
-	if err != nil {
-		return nil, err
+	var files []string
+	for _, dir := range []string{"testdata", filepath.Join("fusion", "testdata")} {
+		f, err := filepath.Glob(filepath.Join(dir, "fuzz", "FuzzFusion", "*"))
+		if err != nil {
+			return nil, err
+		}
+		if len(f) > 0 {
+			files = f
+			break
+		}
 	}
 	var out [][]byte
 	for _, f := range files {
