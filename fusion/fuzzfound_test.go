@@ -167,3 +167,41 @@ func TestConcatOfOnesBackward(t *testing.T) {
 		})
 	}
 }
+
+// TestReshapesWithTwoOutputs: a kernel of reshapes alone shares its input's
+// memory (a view, nothing copied); one with an extra output (a reshape of a
+// reshape to the same shape, the inner one kept) stacks two outputs and
+// cannot be a view, but was run as one: "Node's expected shape is (2, 144).
+// Got (144) instead".
+func TestReshapesWithTwoOutputs(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opt  func(inner *G.Node) fusion.Option
+	}{{"WithKeep", func(inner *G.Node) fusion.Option { return fusion.WithKeep(inner) }},
+		{"WithReadAll", func(*G.Node) fusion.Option { return fusion.WithReadAll(true) }}} {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewMatrix(g, tensor.Float64, G.WithShape(12, 12), G.WithName("x"))
+			inner := G.Must(G.Reshape(x, tensor.Shape{144}))
+			outer := G.Must(G.Reshape(inner, tensor.Shape{144}))
+			vm := fusion.NewTapeMachine(g, c.opt(inner))
+			defer vm.Close()
+			xv := make([]float64, 144)
+			for i := range xv {
+				xv[i] = float64(i) - 70.5
+			}
+			G.Let(x, tensor.New(tensor.WithShape(12, 12), tensor.WithBacking(append([]float64(nil), xv...))))
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			if s := inner.Value().Shape(); !s.Eq(tensor.Shape{144}) {
+				t.Fatalf("inner shape %v", s)
+			}
+			if s := outer.Value().Shape(); !s.Eq(tensor.Shape{144}) {
+				t.Fatalf("outer shape %v", s)
+			}
+			closeTo(t, "inner", floats(inner.Value()), xv, 0)
+			closeTo(t, "outer", floats(outer.Value()), xv, 0)
+		})
+	}
+}
