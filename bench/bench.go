@@ -92,11 +92,46 @@ type Measurement struct {
 	// partitioning and emission run again
 	CompileCold   float64 `json:"compile_cold_s,omitempty"`
 	CompileCached float64 `json:"compile_cached_s,omitempty"`
+	// Copies: tilefuse modes on the GPU, the host↔device copies of the last
+	// timed run (of a training step: the run, the solver's step and the
+	// loss read; fusion.Machine.Stats), the bytes hashed to tell held
+	// inputs unchanged, and HostMedian, the median over the timed runs of
+	// each run's wall time outside its device time (Stats.HostSeconds)
+	Copies     *Copies `json:"copies,omitempty"`
+	HostMedian float64 `json:"host_median_s,omitempty"`
 	// MaxErr is the largest |a-b|/(1+|b|) against the unfused run (0 for it)
 	MaxErr float64 `json:"max_err"`
 	// GBps and GFLOPs are per Time(): the device time where there is one
 	GBps   float64 `json:"gb_per_s,omitempty"`
 	GFLOPs float64 `json:"gflop_per_s,omitempty"`
+}
+
+// Copies are a run's host↔device copies (fusion.Stats).
+type Copies struct {
+	Uploads     int   `json:"uploads"`
+	Downloads   int   `json:"downloads"`
+	BytesUp     int64 `json:"bytes_up"`
+	BytesDown   int64 `json:"bytes_down"`
+	Held        int   `json:"held"` // inputs the device held: not uploaded
+	HashedBytes int64 `json:"hashed_bytes"`
+}
+
+// statser is a machine with statistics (fusion's).
+type statser interface{ Stats() fusion.Stats }
+
+// copiesOf records vm's copies of the run just made into m, and its host
+// time into host; only where vm is fusion's machine on the GPU.
+func copiesOf(vm any, m *Measurement, host *[]float64) {
+	sm, ok := vm.(statser)
+	if !ok {
+		return
+	}
+	st := sm.Stats()
+	if st.DeviceTime == 0 { // the CPU backend: nothing is copied
+		return
+	}
+	m.Copies = &Copies{st.Uploads, st.Downloads, st.BytesUp, st.BytesDown, st.Held, st.HashedBytes}
+	*host = append(*host, st.HostSeconds)
 }
 
 // Time is the median the rates are computed from: the device time on the
@@ -268,6 +303,7 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 		m          *Measurement
 		vm         machine
 		times, dev []float64
+		host       []float64 // Stats.HostSeconds of the timed runs (GPU)
 	}
 	var runs []*modeRun
 	defer func() {
@@ -371,6 +407,7 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
 			}
 			r.times = append(r.times, time.Since(t0).Seconds())
+			copiesOf(r.vm, r.m, &r.host)
 			if dt, ok := r.vm.(deviceTimer); ok {
 				if d, ok := dt.DeviceTime(); ok {
 					r.dev = append(r.dev, d)
@@ -382,6 +419,10 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 		m := r.m
 		slices.Sort(r.times)
 		m.Median, m.Min, m.Max = median(r.times), r.times[0], r.times[len(r.times)-1]
+		if len(r.host) > 0 {
+			slices.Sort(r.host)
+			m.HostMedian = median(r.host)
+		}
 		if len(r.dev) == len(r.times) {
 			slices.Sort(r.dev)
 			m.DeviceMedian, m.DeviceMin, m.DeviceMax = median(r.dev), r.dev[0], r.dev[len(r.dev)-1]

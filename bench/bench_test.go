@@ -161,6 +161,7 @@ func TestPeerSizes(t *testing.T) {
 		"attention_fwd_bwd": {64, 2048, 64},
 		"encoder_fwd":       {8 * 512, 768},
 		"encoder_fwd_bwd":   {8 * 512, 768},
+		"encoder_train":     {8 * 512, 768},
 	}
 	for _, w := range Workloads {
 		t.Run(w.Name, func(t *testing.T) {

@@ -34,6 +34,7 @@ type trainMode struct {
 	solver     G.Solver
 	params     map[*G.Node]tensor.Tensor // this mode's learnables
 	times, dev []float64
+	host       []float64 // Stats.HostSeconds of the timed steps (GPU)
 }
 
 // trainGraph is Graph for a training step (s.Train set).
@@ -112,6 +113,9 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 	}
 	var ref [][]float64
 	for _, mode := range []string{Unfused, Gorgonia, Fused} {
+		if mode == Gorgonia && o.SkipGorgonia {
+			continue
+		}
 		if o.Progress != nil {
 			o.Progress(mode)
 		}
@@ -193,6 +197,7 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
 			}
 			r.times = append(r.times, time.Since(t0).Seconds())
+			copiesOf(r.vm, r.m, &r.host)
 			if dt, ok := r.vm.(deviceTimer); ok {
 				if d, ok := dt.DeviceTime(); ok {
 					r.dev = append(r.dev, d)
@@ -204,6 +209,10 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 		m := r.m
 		slices.Sort(r.times)
 		m.Median, m.Min, m.Max = median(r.times), r.times[0], r.times[len(r.times)-1]
+		if len(r.host) > 0 {
+			slices.Sort(r.host)
+			m.HostMedian = median(r.host)
+		}
 		if len(r.dev) == len(r.times) {
 			slices.Sort(r.dev)
 			m.DeviceMedian, m.DeviceMin, m.DeviceMax = median(r.dev), r.dev[0], r.dev[len(r.dev)-1]

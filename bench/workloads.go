@@ -35,7 +35,7 @@ var Sizes = []string{"small", "large"}
 const Peer = "peer"
 
 // peerWorkloads have the size Peer.
-var peerWorkloads = map[string]bool{"attention": true, "attention_d128": true, "attention_fwd_bwd": true, "encoder_fwd": true, "encoder_fwd_bwd": true}
+var peerWorkloads = map[string]bool{"attention": true, "attention_d128": true, "attention_fwd_bwd": true, "encoder_fwd": true, "encoder_fwd_bwd": true, "encoder_train": true}
 
 // PeerRows are the row shapes (rows, columns) of softmax and LayerNorm at
 // the peers' shapes (bench/torch/workloads.py --sizes peer: eager,
@@ -102,6 +102,7 @@ var Workloads = []Workload{
 	{"mlp_train", "mlp_step as a training loop: batch up, RunAll, Adam's step (fused: fusion.NewSolver), loss read", mlpTrain},
 	{"encoder_fwd", "a transformer encoder block, forward (peer: BERT-base)", func(s string) (Spec, error) { return encoderW(s, false) }},
 	{"encoder_fwd_bwd", "a transformer encoder block, forward, a loss mean(out²) and gradients (peer: BERT-base)", func(s string) (Spec, error) { return encoderW(s, true) }},
+	{"encoder_train", "encoder_fwd_bwd as a training loop: batch up, RunAll, Adam's step (fused: fusion.NewSolver), loss read (peer: BERT-base)", encoderTrain},
 }
 
 // Lookup returns the workload named name.
@@ -306,9 +307,30 @@ func mlpGraph(size string) (b *builder, loss *G.Node, learnables, grads G.Nodes,
 // projections, as Gorgonia computes the transposed form wrongly: see
 // DESIGN.md, "Gorgonia v0.9.18"), residual, LayerNorm, a GELU MLP, residual, LayerNorm.
 func encoderW(size string, backward bool) (Spec, error) {
-	batch, err := pick3(size, 2, 8, 8)
+	s, _, _, err := encoderSpec(size, backward)
+	return s, err
+}
+
+// encoderTrain is encoder_fwd_bwd's graph trained with Adam (learn rate
+// 1e-3) over all its parameters (the heads' projections, wo, the MLP's and
+// the LayerNorms'), the loss mean(out²); the batch x is let anew at every
+// step.
+func encoderTrain(size string) (Spec, error) {
+	s, params, cost, err := encoderSpec(size, true)
 	if err != nil {
 		return Spec{}, err
+	}
+	s.Name = "encoder_train"
+	s.Train = &Train{Learnables: params, Loss: cost, Solver: func() G.Solver { return G.NewAdamSolver(G.WithLearnRate(1e-3)) }}
+	return s, nil
+}
+
+// encoderSpec is the encoder block's spec, its parameters and (backward)
+// its loss.
+func encoderSpec(size string, backward bool) (_ Spec, params G.Nodes, cost *G.Node, _ error) {
+	batch, err := pick3(size, 2, 8, 8)
+	if err != nil {
+		return Spec{}, nil, nil, err
 	}
 	s, d, h := 64, 128, 4
 	switch size {
@@ -320,7 +342,6 @@ func encoderW(size string, backward bool) (Spec, error) {
 	ff, dh := 4*d, d/h
 	b := newBuilder()
 	x := b.input("x", 1, batch*s, d)
-	var params G.Nodes
 	param := func(name string, scale float64, shape ...int) *G.Node {
 		p := b.input(name, scale, shape...)
 		params = append(params, p)
@@ -350,13 +371,13 @@ func encoderW(size string, backward bool) (Spec, error) {
 	outputs := G.Nodes{out}
 	if backward {
 		name = "encoder_fwd_bwd"
-		cost := G.Must(G.Mean(G.Must(G.Square(out))))
+		cost = G.Must(G.Mean(G.Must(G.Square(out))))
 		grads, err := G.Grad(cost, params...)
 		if err != nil {
-			return Spec{}, err
+			return Spec{}, nil, nil, err
 		}
 		outputs = append(G.Nodes{cost}, grads...)
 		flops *= 3
 	}
-	return b.spec(name, size, flops, outputs...), nil
+	return b.spec(name, size, flops, outputs...), params, cost, nil
 }

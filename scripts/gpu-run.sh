@@ -34,6 +34,8 @@ echo "== summary"
 echo "conformance rc=$conf: $(grep -c -- '--- PASS' "$out/conformance.log") passed, $(grep -c -- '--- FAIL' "$out/conformance.log") failed"
 grep -- '--- FAIL' "$out/conformance.log" | head -20
 echo "fusion on the GPU rc=$fus: $(grep -E 'agree on the GPU' "$out/fusion.log"); $(grep -c -- '--- PASS' "$out/fusion.log") passed, $(grep -c -- '--- FAIL' "$out/fusion.log") failed"
+# residency (issue 13): transfers counted, GPU memory back after Close, the staging ring, cuMemGetInfo
+echo "residency: $(grep -E -- '--- (PASS|FAIL|SKIP): Test(Transfers|MemoryAfterClose|SolverResident)OnGPU' "$out/fusion.log" | tr -s ' ' | tr '\n' ';') $(grep -E -- '--- (PASS|FAIL): Test(Stager|MemInfo)OnGPU' "$out/conformance.log" | tr -s ' ' | tr '\n' ';')"
 echo "memcheck rc=$mem: $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)"
 echo "memcheck (solver kernels) rc=$memsol: $(grep -E 'ERROR SUMMARY' "$out/memcheck-solver.log" | tail -1)"
 echo "racecheck rc=$race: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck.log" | tail -1)"

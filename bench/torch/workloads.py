@@ -6,8 +6,10 @@ Modes: eager (the graph op by op, as the Gorgonia graph is written), library
 (eager with PyTorch's own fused op where one exists: F.softmax, F.layer_norm,
 F.gelu(approximate="tanh"), SDPA), and compiled (torch.compile of the op-by-op
 code, Inductor -> Triton). Training workloads run forward and backward;
-mlp_train is a whole training step (batch up, forward, backward, fused Adam,
-loss.item()), eager and library only.
+mlp_train and encoder_train are whole training steps (batch up from host
+memory, forward, backward, torch.optim.Adam(fused=True).step(), loss.item()),
+eager and library only; --precisions fp32,tf32 times them in strict fp32 and
+with TF32 products.
 
 Size peer (bench.Peer: --sizes peer) is the issue's shapes, for the workloads
 that have it: softmax and LayerNorm at 8192x4096, 32768x1024, 4096x32768,
@@ -90,7 +92,7 @@ def linear_gelu(size, g):
     return (x, w, b), lambda x, w, b: gelu(x @ w + b), lambda x, w, b: F.gelu(torch.addmm(b, x, w), approximate="tanh"), 2 * m ** 3
 
 
-PEER_WORKLOADS = {"attention", "attention_d128", "attention_fwd_bwd", "encoder_fwd", "encoder_fwd_bwd"}
+PEER_WORKLOADS = {"attention", "attention_d128", "attention_fwd_bwd", "encoder_fwd", "encoder_fwd_bwd", "encoder_train"}
 
 # The row workloads' and the chain's peer sizes (bench.PeerRows,
 # bench.PeerChain in bench/workloads.go): each shape its own size, as
@@ -227,6 +229,38 @@ def mlp_train(size, g):
 
 
 def encoder(size, g, backward):
+    x, block, params, flops = encoder_parts(size, g, backward)
+    if not backward:
+        return (x,), lambda x: block(x, False), lambda x: block(x, True), flops
+    return ((x,), grads_of(lambda x: (block(x, False) ** 2).mean(), params),
+            grads_of(lambda x: (block(x, True) ** 2).mean(), params), 3 * flops)
+
+
+def encoder_train(size, g):
+    """encoder_fwd_bwd as a training loop, the whole step as a user writes it
+    (as tilefuse's encoder_train times it): the batch up from host memory,
+    forward, the loss mean(out²), backward, torch.optim.Adam(fused=True).step()
+    (learn rate 1e-3), loss.item()"""
+    x, block, params, flops = encoder_parts(size, g, True)
+    x = x.cpu()
+
+    def train(lib):
+        opt = torch.optim.Adam(params, lr=1e-3, fused=True)
+
+        def step(xh):
+            opt.zero_grad(set_to_none=True)
+            loss = (block(xh.to(dev), lib) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss.item()
+        return step
+
+    return (x,), train(False), train(True), 3 * flops
+
+
+def encoder_parts(size, g, backward):
+    """the encoder block's batch x, the block (x, lib) -> out, its parameters
+    and the forward's flops"""
     batch = pick(size, 2, 8, 8)
     s, d, nh = pick(size, 64, 128, 512), pick(size, 128, 256, 768), pick(size, 4, 8, 12)
     ff, dh = 4 * d, d // nh
@@ -264,16 +298,13 @@ def encoder(size, g, backward):
 
     n = batch * s
     flops = 2 * n * (3 * d * d + d * d + 2 * d * ff) + batch * nh * 4 * s * s * dh
-    if not backward:
-        return (x,), lambda x: block(x, False), lambda x: block(x, True), flops
-    return ((x,), grads_of(lambda x: (block(x, False) ** 2).mean(), params),
-            grads_of(lambda x: (block(x, True) ** 2).mean(), params), 3 * flops)
+    return x, block, params, flops
 
 
 WORKLOADS = {
     "chain": chain, "softmax": softmax, "layernorm": layernorm, "linear_gelu": linear_gelu,
     "attention": attention, "attention_d128": lambda s, g: attention(s, g, d=128),
-    "attention_fwd_bwd": lambda s, g: attention(s, g, backward=True), "mlp_step": mlp_step, "mlp_train": mlp_train,
+    "attention_fwd_bwd": lambda s, g: attention(s, g, backward=True), "mlp_step": mlp_step, "mlp_train": mlp_train, "encoder_train": encoder_train,
     "encoder_fwd": lambda s, g: encoder(s, g, False), "encoder_fwd_bwd": lambda s, g: encoder(s, g, True),
 }
 
@@ -383,9 +414,9 @@ def main():
         row["library_s"] = device_time(lib, args, a.runs)
         if name == "softmax" and triton_softmax is not None:
             row["triton_tutorial_s"] = device_time(triton_softmax, args, a.runs)
-        # mlp_train's step reads loss.item() and steps the optimizer: graph
+        # the training steps read loss.item() and step the optimizer: graph
         # breaks, and a compile time that would dominate the round
-        if size.split(":")[0] in a.compile_sizes.split(",") and name != "mlp_train":
+        if size.split(":")[0] in a.compile_sizes.split(",") and name not in ("mlp_train", "encoder_train"):
             t0 = time.time()
             c = torch.compile(ops)
             c(*args)

@@ -208,6 +208,7 @@ func writeTable(out io.Writer, results []*bench.Result, be fusion.Backend, copyG
 	if !hasDev {
 		return
 	}
+	defer writeCopies(out, results) // after the device table
 	fmt.Fprintln(out, "\nOn the device (the graph's kernels run back to back, events between runs, inputs already up, nothing copied: as PyTorch's are timed; \"in a run\": events around the kernels within a timed run, after its uploads), medians in ms:")
 	fmt.Fprintln(out, "\n| workload | size | unfused | fused (min–max) | fused in a run | fused vs unfused | fused GB/s | % of copy | fused GFLOP/s | transfers and host, fused |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
@@ -237,6 +238,30 @@ func writeNativeTable(out io.Writer, results []*bench.Result) {
 		fmt.Fprintf(out, "| %s | %s | %s (%s–%s) | %s (%s–%s) | %.2fx | %.2f | %.0f%% | %s | %.1g |\n",
 			r.Name, r.Size, ms(f.Median), ms(f.Min), ms(f.Max), ms(n.Median), ms(n.Min), ms(n.Max),
 			f.Median/n.Median, n.GBps, 100*r.Roofline(bench.Native), ms(n.CompileCold), n.MaxErr)
+	}
+}
+
+// writeCopies tabulates the fused mode's host↔device copies per timed run
+// (a training step: run, solver step, loss read) and the run's host time
+// (wall clock less device time), where the GPU backend reported them.
+func writeCopies(out io.Writer, results []*bench.Result) {
+	var rows []*bench.Result
+	for _, r := range results {
+		if f := r.Mode(bench.Fused); f != nil && f.Copies != nil {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nCopies of the fused mode's last timed run (inputs the GPU holds are not uploaded; values come down where readable and changed), and its host time (wall clock less device time in the run, median):")
+	fmt.Fprintln(out, "\n| workload | size | up: copies / MB | down: copies / MB | inputs held | MB hashed | host ms |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|")
+	mb := func(b int64) string { return fmt.Sprintf("%.3g", float64(b)/(1<<20)) }
+	for _, r := range rows {
+		f := r.Mode(bench.Fused)
+		c := f.Copies
+		fmt.Fprintf(out, "| %s | %s | %d / %s | %d / %s | %d | %s | %s |\n", r.Name, r.Size, c.Uploads, mb(c.BytesUp), c.Downloads, mb(c.BytesDown), c.Held, mb(c.HashedBytes), ms(f.HostMedian))
 	}
 }
 
