@@ -15,10 +15,12 @@ conf=$?
 .gpu/fusion.test -test.v -test.count=1 -test.run 'OnGPU' > "$out/fusion.log" 2>&1
 fus=$?
 # the sanitizer runs the conformance table and the solver kernels only: TestLoadErrorCarriesJITLog makes a driver API error on purpose
-compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/cuda.test -test.short -test.count=1 -test.run 'TestConformanceGPU' > "$out/memcheck.log" 2>&1
+compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/cuda.test -test.short -test.count=1 -test.run 'TestConformanceGPU|TestStagerOnGPU' > "$out/memcheck.log" 2>&1
 mem=$?
 # the fused solvers' kernels (issue 13), every shape over 1, 1000 and 2500 elements
-compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/fusion.test -test.count=1 -test.run 'TestSolverKernelsOnGPU' > "$out/memcheck-solver.log" 2>&1
+# and (issue 13) the residency paths: staged asynchronous uploads, solver steps on the machine's
+# buffers, Sync, Touch
+compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/fusion.test -test.count=1 -test.run 'TestSolverKernelsOnGPU|TestTransfersOnGPU' > "$out/memcheck-solver.log" 2>&1
 memsol=$?
 compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/cuda.test -test.short -test.count=1 \
   -test.run 'TestConformanceGPU/(softmax|layer_norm|col_sum|matmul/130x70x90$)' > "$out/racecheck.log" 2>&1
