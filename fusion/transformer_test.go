@@ -193,8 +193,8 @@ func meanSquare(v []float64) float64 {
 // and 40 gradient entries against central differences of that
 // implementation's cost (1e-5 relative). It also checks that the heads
 // became one set of kernels: the weights stacked, every projection one
-// product, a flash forward kernel and two backward kernels, with no slice
-// or concat kernel left around them.
+// product, a flash forward kernel and two backward kernels, the weights'
+// gradients two products, with no slice or concat kernel left around them.
 func TestTransformerEncoderBlock(t *testing.T) {
 	checkEncoder(t, 1e-10, fusion.WithBackend(fusion.CPU))
 }
@@ -254,10 +254,11 @@ func checkEncoder(t *testing.T, tol float64, opts ...fusion.Option) {
 	}
 	// the heads are a grid dimension: one stack of the weights, one product
 	// for every projection, one flash forward kernel and its two backward
-	// kernels (the softmax and its gradient inside them) for all heads
-	for _, k := range []string{"heads_weights", "heads_proj", "attention", "attention_dq", "attention_dkv"} {
-		if kinds[k] != 1 {
-			t.Errorf("%d %s kernels, want 1 for the %d heads:\n%v", kinds[k], k, h, rep)
+	// kernels (the softmax and its gradient inside them) for all heads, and
+	// the weights' gradients two products (q's, then k's and v's)
+	for k, n := range map[string]int{"heads_weights": 1, "heads_proj": 1, "attention": 1, "attention_dq": 1, "attention_dkv": 1, "heads_grad": 2} {
+		if kinds[k] != n {
+			t.Errorf("%d %s kernels, want %d for the %d heads:\n%v", kinds[k], k, n, h, rep)
 		}
 	}
 }

@@ -105,6 +105,12 @@ func Emit(grp *Group, t Target, prec tile.Precision) (*Kernel, error) {
 			e.extra = append(e.extra, b.Ptr(fmt.Sprintf("out%d", i+1), d))
 		}
 	}
+	if grp.OnePointer && k.Shapes == nil && len(grp.Extra) > 0 { // laid end to end: one vector
+		k.Shapes = [][]int{root.Info.Shape}
+		for _, x := range grp.Extra {
+			k.Shapes = append(k.Shapes, x.Info.Shape)
+		}
+	}
 	if len(grp.Extra) > 0 && !takesExtras(grp, t) && !kind.anyShape {
 		return nil, fmt.Errorf("graphpass: %v: extra outputs in a %v group", grp, grp.Kind)
 	}

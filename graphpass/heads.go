@@ -44,6 +44,10 @@ type heads struct {
 	// internal values: the stacked weights and projections
 	wst, stack *Node
 	read       map[*Node]bool // nodes kernels read through a stack or the Concat's gradient
+	// training: the backward kernels' groups, and the weights' gradients
+	// x_ᵀ×dP_p (by stack part) where every one is there
+	bq, bkv *Group
+	dw      []*Node
 }
 
 // skip reports whether in, an operand of a node a kernel computes, is read
@@ -312,7 +316,152 @@ func (hs *heads) groups() []*Group {
 	slices.SortFunc(bkv.Recompute, byIndex)
 	bq.Reads = []*Node{hs.stack, hs.dm, hs.concat, lse}
 	bkv.Reads = append([]*Node{hs.stack, hs.dm, lse, delta}, rowSums...)
-	return []*Group{wg, pg, fwd, bq, bkv}
+	hs.bq, hs.bkv = bq, bkv
+	return append([]*Group{wg, pg, fwd, bq, bkv}, hs.weightGradients()...)
+}
+
+// weightGradients are the groups of the weights' gradients, where each is
+// xᵀ×Reshape(its projection's gradient) (gorgonia.Grad's for x·W): one
+// batched product over the q parts (from the dQ kernel's outputs) and one
+// over the k and v parts (from the dK/dV kernel's), each reading its
+// kernel's whole value at the parts' offsets.
+func (hs *heads) weightGradients() []*Group {
+	hs.dw = make([]*Node, 3*hs.h)
+	for p := range hs.dw {
+		a := hs.pats[p%hs.h]
+		grad := []*Node{a.dq, a.dk, a.dv}[p/hs.h] // of the head's q, k or v
+		for _, r := range users(grad) {
+			if r.Info.Kind != ops.Reshape || r.Group != nil || !sameShape(r.Info.Shape, []int{hs.n, hs.dh}) {
+				continue
+			}
+			for _, u := range users(r) {
+				if u.Info.Kind == ops.MatMul && u.Info.TransA && !u.Info.TransB && u.Group == nil && u.Inputs[0] == hs.x && u.Inputs[1] == r && sameShape(u.Info.Shape, []int{hs.d, hs.dh}) {
+					hs.dw[p] = u
+				}
+			}
+		}
+		if hs.dw[p] == nil {
+			return nil // the graph does not allow it: the products stay as they are
+		}
+	}
+	var groups []*Group
+	for _, part := range []struct {
+		from   *Group
+		dw     []*Node
+		suffix string
+	}{
+		{from: hs.bq, dw: hs.dw[:hs.h], suffix: "dq"},
+		{from: hs.bkv, dw: hs.dw[hs.h:], suffix: "dkv"},
+	} {
+		part.from.OnePointer = true
+		if part.from.Stack == nil {
+			part.from.Stack = newInternal(fmt.Sprintf("%v.%s", hs.concat, part.suffix), []int{0}, hs.concat.Info.DType, part.from)
+		}
+		g := &Group{Kind: HeadsGradGroup, heads: hs, Reads: []*Node{hs.x, part.from.Stack}, OnePointer: true}
+		outs := slices.Clone(part.dw)
+		for _, n := range outs {
+			n.Group = g
+			g.Members = append(g.Members, n)
+		}
+		slices.SortFunc(outs, func(x, y *Node) int { return x.index - y.index })
+		g.Root, g.Extra, g.Full = outs[len(outs)-1], outs[:len(outs)-1], outs[len(outs)-1].Info.Shape
+		g.dw, g.from = part.dw, part.from
+		groups = append(groups, g)
+	}
+	return groups
+}
+
+// heads_grad: program (i, j, p) computes the BM×BN tile (i, j) of
+// xᵀ×dP_p, the gradient of the part's weight p, reading dP_p (the gradient
+// of projection p: head p's dQ, or dK, dV) in the backward kernel's value.
+var headsGradKind = groupKind{
+	name:    "heads_grad",
+	byClaim: true,
+	join:    func(*Node, *Group, Target) (GroupKind, bool) { return HeadsGradGroup, false },
+	tune: func(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
+		hs := grp.heads
+		tuneMatMul(&Group{MatMul: &Node{Info: ops.Info{Shape: []int{len(grp.dw), hs.d, hs.dh}, DType: grp.Root.Info.DType}}}, t, prec, meta)
+	},
+	anyShape: true,
+	emit:     emitHeadsGrad,
+}
+
+// outputOffset is where output n of grp lies in its outputs laid end to end.
+func outputOffset(grp *Group, n *Node) (int, error) {
+	at := 0
+	for _, x := range append([]*Node{grp.Root}, grp.Extra...) {
+		if x == n {
+			return at, nil
+		}
+		at += numel(x.Info.Shape)
+	}
+	return 0, fmt.Errorf("graphpass: %v: %v is not an output of it", grp, n)
+}
+
+// choose is the offsets at[p] for the program's p: a chain of selects.
+func choose(b *tile.Builder, p *tile.Value, at []int) *tile.Value {
+	v := b.I32(at[0])
+	for i, x := range at[1:] {
+		v = b.Where(b.Eq(p, i+1), x, v)
+	}
+	return v
+}
+
+func emitHeadsGrad(e *emitter, out *tile.Value, k *Kernel) error {
+	hs, b, grp := e.grp.heads, e.b, e.grp
+	var bl [3]int
+	for i, name := range []string{"BLOCK_M", "BLOCK_N", "BLOCK_K"} {
+		v, err := e.param(name)
+		if err != nil {
+			return err
+		}
+		bl[i] = v
+	}
+	bm, bn, bk := bl[0], bl[1], bl[2]
+	m, n, kk := hs.d, hs.dh, hs.n
+	px, ps := e.ptr[hs.x], e.ptr[grp.from.Stack]
+	if px == nil || ps == nil {
+		return fmt.Errorf("graphpass: %v: x and the backward kernel's value must be inputs of the kernel", grp)
+	}
+	var in, outAt []int
+	for _, dw := range grp.dw {
+		src := dw.Inputs[1].Inputs[0] // Reshape(the projection's gradient)
+		off, err := outputOffset(grp.from, src)
+		if err != nil {
+			return err
+		}
+		at, err := e.outOffset(dw)
+		if err != nil {
+			return err
+		}
+		in, outAt = append(in, off), append(outAt, at)
+	}
+	p := b.ProgramID(2)
+	pb := b.AddPtr(ps, choose(b, p, in))
+	rm := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1) // [BM,1] rows of xᵀ
+	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0) // [1,BN]
+	rkRow, rkCol := b.ExpandDims(b.Arange(0, bk), 0), b.ExpandDims(b.Arange(0, bk), 1)
+	offA, offB := b.Add(rm, b.Mul(rkRow, m)), b.Add(b.Mul(rkCol, n), rn) // xᵀ(r, c) = x[c, r]
+	var inM, inN *tile.Value
+	if m%bm != 0 {
+		inM = b.Lt(rm, m)
+	}
+	if n%bn != 0 {
+		inN = b.Lt(rn, n)
+	}
+	acc := b.For(0, kk, bk, []*tile.Value{b.Zeros(grp.Root.Info.DType, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
+		maskA, maskB := inM, inN
+		if kk%bk != 0 {
+			maskA, maskB = e.and(inM, b.Lt(b.Add(rkRow, k0), kk)), e.and(b.Lt(b.Add(rkCol, k0), kk), inN)
+		}
+		av := e.loadOr0(b.AddPtr(px, b.Add(offA, b.Mul(k0, m))), e.fullMask(maskA, bm, bk))
+		bv := e.loadOr0(b.AddPtr(pb, b.Add(offB, b.Mul(k0, n))), e.fullMask(maskB, bk, bn))
+		return []*tile.Value{b.Dot(av, bv, c[0], e.prec)}
+	})
+	op := b.AddPtr(out, choose(b, p, outAt))
+	b.Store(b.AddPtr(op, b.Add(b.Mul(rm, n), rn)), acc[0], e.fullMask(e.and(inM, inN), bm, bn))
+	k.Grid = tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn), len(grp.dw)}
+	return nil
 }
 
 func maxIndex(ns []*Node) int {

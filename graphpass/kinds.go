@@ -19,6 +19,7 @@ const (
 	AttentionDKVGroup                  // attention.go: the backward's dK and dV
 	HeadsWeightsGroup                  // heads.go: a multi-head pattern's weights, stacked
 	HeadsProjGroup                     // heads.go: its projections, one batched product
+	HeadsGradGroup                     // heads.go: its weights' gradients, a batched product for q's and one for k's and v's
 
 	numGroupKinds // the end: groupKinds has one entry per kind
 )
@@ -73,6 +74,7 @@ var groupKinds = [...]groupKind{
 	AttentionDKVGroup: attentionDKVKind,
 	HeadsWeightsGroup: headsWeightsKind,
 	HeadsProjGroup:    headsProjKind,
+	HeadsGradGroup:    headsGradKind,
 }
 
 var _ [numGroupKinds]groupKind = groupKinds // one entry per kind

@@ -35,6 +35,8 @@ type Group struct {
 	Stack      *Node
 	attn       *attention // the attention pattern an attention kind's group is part of
 	heads      *heads     // the multi-head pattern of a heads kind's group
+	dw         []*Node    // a heads_grad group's outputs, by part
+	from       *Group     // and the backward kernel whose value it reads
 }
 
 func sameShape(a, b []int) bool {
