@@ -36,6 +36,10 @@ type inst struct {
 	barCount   operand
 	barArrive  bool
 	run        func(w *warp, m uint32) error
+	// registers the instruction names (touch) and those it writes (its
+	// first operand, unless that is an address): for the wgmma hazard
+	// checks, in kernels that use wgmma (nil in wgmma's own instructions)
+	touch, writes []int32
 }
 
 type okind uint8
@@ -307,9 +311,36 @@ func (e *Entry) decode() error {
 		if in.kind == iOp && in.run == nil {
 			return d.errorf("internal: no run function")
 		}
+		if d.base == "wgmma" {
+			e.wgmma = true
+		} else if in.kind == iOp {
+			in.touch, in.writes = d.registersNamed()
+		}
 		e.prog[i] = in
 	}
 	return nil
+}
+
+// registersNamed lists the registers in the instruction's operands, and
+// those of its first operand where that is a destination (not an address
+// in brackets).
+func (d *decoder) registersNamed() (touch, writes []int32) {
+	for i, arg := range d.raw.args {
+		for _, t := range arg {
+			if t.kind != tIdent {
+				continue
+			}
+			r, ok := d.e.reg(t.s)
+			if !ok {
+				continue
+			}
+			touch = append(touch, int32(r.idx))
+			if i == 0 && (len(arg) == 0 || arg[0].s != "[") {
+				writes = append(writes, int32(r.idx))
+			}
+		}
+	}
+	return touch, writes
 }
 
 func (d *decoder) errorf(format string, args ...any) error {

@@ -449,6 +449,11 @@ func (w *warp) run() (yielded bool, err error) {
 						return false, err
 					}
 				}
+				if in.touch != nil && c.l.e.wgmma {
+					if err := w.wgHazard(in, exec); err != nil {
+						return false, err
+					}
+				}
 				if err := in.run(w, exec); err != nil {
 					return false, err
 				}

@@ -21,7 +21,9 @@ type Fault struct {
 	HasAddr bool
 	// Kind classifies the fault: "memcheck" (out of bounds, misaligned),
 	// "racecheck" (shared-memory hazard), "async" (cp.async misuse),
-	// "sync" (warp-collective or barrier misuse), "exec" (anything else).
+	// "sync" (warp-collective or barrier misuse), "wgmma" (a wgmma's
+	// registers accessed while it is in flight, or written without a
+	// wgmma.fence before it), "exec" (anything else).
 	Kind string
 	Msg  string
 }

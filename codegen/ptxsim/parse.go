@@ -41,6 +41,7 @@ type Entry struct {
 	raw    []rawInst
 	labels map[string]int
 	prog   []*inst
+	wgmma  bool // the kernel uses wgmma: its register hazards are checked
 }
 
 // Param is a kernel parameter: its state-space offset and size in bytes.
@@ -606,4 +607,19 @@ func (e *Entry) layoutShared() error {
 		e.sharedSyms[v.name] = uint64(dyn)
 	}
 	return nil
+}
+
+// regName is the name of register number idx (for messages).
+func (e *Entry) regName(idx int) string {
+	for n, r := range e.regs {
+		if r.idx == idx {
+			return n
+		}
+	}
+	for n, rg := range e.ranges {
+		if idx >= rg.base && idx < rg.base+rg.count {
+			return n + strconv.Itoa(idx-rg.base)
+		}
+	}
+	return "#" + strconv.Itoa(idx)
 }

@@ -46,13 +46,74 @@ type wgPending struct {
 	vals  [32]uint64
 }
 
-// wgState is a warp's wgmma state: results in flight, by register.
+// wgState is a warp's wgmma state: results in flight, by register; the
+// A registers of wgmmas in flight; how many wgmmas in flight name each
+// register (busy); and when each register was last written by another
+// instruction (written, in steps of the warp's clock), against the last
+// wgmma.fence.
 type wgState struct {
 	pend      []wgPending
+	pendA     []wgReg
 	committed int // groups committed so far
+	busy      []int32
+	written   []uint64
+	clock     uint64
+	fence     uint64
 }
 
-func (s *wgState) reset() { s.pend, s.committed = s.pend[:0], 0 }
+// wgReg is a register (index × 32) read by a wgmma of a group (-1: not
+// committed yet).
+type wgReg struct{ reg, group int }
+
+func (s *wgState) reset() {
+	s.pend, s.pendA, s.committed = s.pend[:0], s.pendA[:0], 0
+	clear(s.busy)
+	clear(s.written)
+	s.clock, s.fence = 0, 0
+}
+
+// wgHazard checks instruction in (not a wgmma) against the wgmmas in
+// flight: the PTX ISA leaves undefined an access to the accumulators or
+// the A registers of a wgmma.mma_async before a wgmma.wait_group retires
+// it; and it records the registers in writes, which a later wgmma may take
+// only after a wgmma.fence.
+func (w *warp) wgHazard(in *inst, exec uint32) error {
+	s := &w.wg
+	if s.busy == nil {
+		n := len(w.r) / 32
+		s.busy, s.written = make([]int32, n), make([]uint64, n)
+	}
+	if len(s.pend) > 0 || len(s.pendA) > 0 {
+		for _, r := range in.touch {
+			if s.busy[r] > 0 {
+				return w.faultKind(bits.TrailingZeros32(exec), "wgmma", "register %s is an operand of a wgmma.mma_async in flight: a wgmma.wait_group must retire it first", w.c.l.e.regName(int(r)))
+			}
+		}
+	}
+	s.clock++
+	for _, r := range in.writes {
+		s.written[r] = s.clock
+	}
+	return nil
+}
+
+// wgIssue checks that the registers of a wgmma (accumulators and A
+// fragments, by index × 32) were not written since the last wgmma.fence,
+// and marks them busy until their group retires.
+func (w *warp) wgIssue(regs []int) error {
+	s := &w.wg
+	if s.busy == nil {
+		n := len(w.r) / 32
+		s.busy, s.written = make([]int32, n), make([]uint64, n)
+	}
+	for _, r := range regs {
+		if s.written[r/32] > s.fence {
+			return w.faultKind(0, "wgmma", "register %s was written after the last wgmma.fence: wgmma.fence.sync.aligned must come between", w.c.l.e.regName(r/32))
+		}
+		s.busy[r/32]++
+	}
+	return nil
+}
 
 // value is register reg of lane l as the next wgmma sees it: the newest
 // in-flight result, else the register.
@@ -116,13 +177,21 @@ func decodeWgmma(d *decoder) error {
 	d.in.collective = true
 	switch d.mods[0] {
 	case "fence":
-		d.in.run = func(*warp, uint32) error { return nil }
+		d.in.run = func(w *warp, _ uint32) error {
+			w.wg.fence = w.wg.clock
+			return nil
+		}
 		return nil
 	case "commit_group":
 		d.in.run = func(w *warp, m uint32) error {
 			for i := range w.wg.pend {
 				if w.wg.pend[i].group < 0 {
 					w.wg.pend[i].group = w.wg.committed
+				}
+			}
+			for i := range w.wg.pendA {
+				if w.wg.pendA[i].group < 0 {
+					w.wg.pendA[i].group = w.wg.committed
 				}
 			}
 			w.wg.committed++
@@ -147,11 +216,21 @@ func decodeWgmma(d *decoder) error {
 					for l := 0; l < 32; l++ {
 						w.r[p.reg+l] = p.vals[l]
 					}
+					w.wg.busy[p.reg/32]--
 					continue
 				}
 				rest = append(rest, p)
 			}
 			w.wg.pend = rest
+			var restA []wgReg
+			for _, p := range w.wg.pendA {
+				if p.group >= 0 && p.group < limit {
+					w.wg.busy[p.reg/32]--
+					continue
+				}
+				restA = append(restA, p)
+			}
+			w.wg.pendA = restA
 			return nil
 		}
 		return nil
@@ -282,6 +361,23 @@ func decodeWgmmaMma(d *decoder) error {
 			return w.faultKind(0, "sync", "wgmma needs a whole warpgroup of four warps; the CTA has %d warps", w.c.l.nwarps)
 		}
 		wq := w.id % 4
+		regs := make([]int, 0, len(dv)+len(av))
+		for _, o := range dv {
+			regs = append(regs, o.idx)
+		}
+		for _, o := range av {
+			if o.kind == oReg {
+				regs = append(regs, o.idx)
+			}
+		}
+		if err := w.wgIssue(regs); err != nil {
+			return err
+		}
+		for _, o := range av {
+			if o.kind == oReg {
+				w.wg.pendA = append(w.wg.pendA, wgReg{o.idx, -1})
+			}
+		}
 		// B (K×N) once per warp; A's 16 rows of this warp
 		B := make([]float64, K*N)
 		read := func(desc uint64, r, k int, kMajor bool, l int) (float64, error) {

@@ -1,6 +1,7 @@
 package ptxsim_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -99,14 +100,53 @@ func TestWgmma(t *testing.T) {
 		{"f16/f16-accumulator/K-128B", "f16", 32, true, true, 128, 128, false, true},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { runWgmma(t, c, true) })
+		t.Run(c.name, func(t *testing.T) { runWgmma(t, c) })
 	}
-	// the accumulators read before wgmma.wait_group hold what they held
-	// before the wgmmas: the product never reaches the store
-	t.Run("no_wait", func(t *testing.T) { runWgmma(t, cases[4], false) })
+	// the PTX ISA leaves undefined an access to a wgmma's accumulators or A
+	// registers before the wgmma.wait_group that retires it, and a register
+	// a wgmma takes that was written after the last wgmma.fence: faults of
+	// kind "wgmma", located at the offending instruction
+	for _, h := range []struct {
+		name  string
+		c     wgCase
+		edit  func(string) string
+		instr string
+	}{
+		{"accumulator_read_before_wait", cases[4], func(s string) string {
+			return strings.Replace(s, "wgmma.wait_group.sync.aligned 0;", "", 1)
+		}, "st.global.f32"},
+		{"A_register_written_in_flight", cases[11], func(s string) string {
+			return strings.Replace(s, "\twgmma.commit_group.sync.aligned;\n", "\twgmma.commit_group.sync.aligned;\n\tmov.u32 %r31, 0;\n", 1)
+		}, "mov.u32 %r31, 0"},
+		{"A_register_read_in_flight", cases[11], func(s string) string {
+			return strings.Replace(s, "\twgmma.commit_group.sync.aligned;\n", "\twgmma.commit_group.sync.aligned;\n\tadd.u32 %r50, %r32, 1;\n", 1)
+		}, "add.u32 %r50, %r32, 1"},
+		{"no_fence_after_writing_A", cases[11], func(s string) string {
+			return strings.Replace(s, "\twgmma.fence.sync.aligned;\n", "", 1)
+		}, "wgmma.mma_async"},
+		{"fence_before_the_write", cases[11], func(s string) string {
+			return strings.Replace(s, "\twgmma.fence.sync.aligned;\n", "\twgmma.fence.sync.aligned;\n\tmov.u32 %r33, %r33;\n", 1)
+		}, "wgmma.mma_async"},
+	} {
+		t.Run(h.name, func(t *testing.T) {
+			err := runWgmmaEdit(t, h.c, h.edit)
+			var f *ptxsim.Fault
+			if !errors.As(err, &f) || f.Kind != "wgmma" || !strings.Contains(f.Instr, h.instr) {
+				t.Fatalf("got %v, want a wgmma fault at %q", err, h.instr)
+			}
+		})
+	}
 }
 
-func runWgmma(t *testing.T, c wgCase, wait bool) {
+func runWgmma(t *testing.T, c wgCase) {
+	if err := runWgmmaEdit(t, c, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runWgmmaEdit runs the case's kernel, edited by edit when it is not nil,
+// and checks its result; it returns the launch's error.
+func runWgmmaEdit(t *testing.T, c wgCase, edit func(string) string) error {
 	const M = 64
 	e := int64(2)
 	K := 16
@@ -163,8 +203,8 @@ func runWgmma(t *testing.T, c wgCase, wait bool) {
 		return uint64(lbo>>4)<<16 | uint64(sbo>>4)<<32 | sw<<62
 	}
 	src := wgmmaPTX(c, N, K, desc(c.aMajorK, c.aWidth, M), desc(c.bMajorK, c.bWidth, int64(N)))
-	if !wait {
-		src = strings.Replace(src, "wgmma.wait_group.sync.aligned 0;", "", 1)
+	if edit != nil {
+		src = edit(src)
 	}
 	mod, err := ptxsim.Parse(src)
 	if err != nil {
@@ -193,18 +233,10 @@ func runWgmma(t *testing.T, c wgCase, wait bool) {
 	fa, _ := mem.AllocCopy("afrag", afrag)
 	da := mem.Alloc("d", M*N*4)
 	if err := mod.Launch("wg", ptxsim.Config{Block: [3]int{128}, Racecheck: true, Initcheck: true}, mem, aa, ba, fa, da); err != nil {
-		t.Fatalf("%v", err)
+		return err
 	}
 	D := make([]float32, M*N)
 	mem.Read(da, D)
-	if !wait {
-		for i, v := range D {
-			if v != 0 {
-				t.Fatalf("D[%d] = %v stored before the wait: the result arrived early", i, v)
-			}
-		}
-		return
-	}
 	for i := 0; i < M; i++ {
 		for j := 0; j < N; j++ {
 			want := 0.0
@@ -221,6 +253,7 @@ func runWgmma(t *testing.T, c wgCase, wait bool) {
 			}
 		}
 	}
+	return nil
 }
 
 func putBits(b []byte, n int64, v uint64) {
