@@ -34,6 +34,16 @@ type Kernel struct {
 	SharedBytes int // dynamic shared memory to launch with
 }
 
+// Anonymous is the PTX with the kernel's name left out (it appears in the
+// header comment and the entry): the same for kernels that differ only in
+// their names, which compile to the same code. Compiled modules are keyed
+// by it (a module compiled from one kernel serves the others: launches
+// find the function by the name of the kernel it was compiled from).
+func (k *Kernel) Anonymous() string {
+	r := strings.NewReplacer("tile kernel @"+k.Name+" (", "tile kernel @ (", ".visible .entry "+k.Name+"(", ".visible .entry (")
+	return r.Replace(k.PTX)
+}
+
 // Threads is the number of threads per CTA.
 func (k *Kernel) Threads() int { return 32 * k.NumWarps }
 

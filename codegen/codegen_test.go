@@ -132,6 +132,38 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
+// TestAnonymousPTX: kernels that differ only in their names have the same
+// PTX but for the name, which Anonymous leaves out (compiled modules are
+// keyed by it); a kernel that differs otherwise has other anonymous PTX.
+func TestAnonymousPTX(t *testing.T) {
+	scale := func(name string, block int) *Kernel {
+		b := tile.NewBuilder(name, tile.Meta{"BLOCK": block})
+		x, y := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+		offs := b.Add(b.Mul(b.ProgramID(0), block), b.Arange(0, block))
+		b.Store(b.AddPtr(y, offs), b.Mul(b.Load(b.AddPtr(x, offs), nil, nil), 0.5), nil)
+		k, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Compile(k, Options{Spec: all16(k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a, b := scale("fused_3_elementwise", 1024), scale("fused_12_elementwise", 1024)
+	if a.PTX == b.PTX || a.Anonymous() != b.Anonymous() {
+		t.Fatalf("PTX of kernels named %s and %s: equal %v, anonymous equal %v", a.Name, b.Name, a.PTX == b.PTX, a.Anonymous() == b.Anonymous())
+	}
+	if strings.Contains(b.Anonymous(), "fused_12") || !strings.Contains(b.Anonymous(), ".visible .entry (") {
+		t.Fatalf("the name is still in the anonymous PTX:\n%s", b.Anonymous()[:300])
+	}
+	c := scale("fused_3_elementwise", 2048)
+	if c.Anonymous() == a.Anonymous() {
+		t.Fatal("kernels with other blocks have the same anonymous PTX")
+	}
+}
+
 func TestDumpStages(t *testing.T) {
 	k := build(t, kernels.Softmax, tile.Meta{"BLOCK": 128})
 	dir := t.TempDir()

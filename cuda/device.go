@@ -4,8 +4,10 @@ package cuda
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
@@ -13,6 +15,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/tilefuse/tilefuse/codegen"
+	"github.com/tilefuse/tilefuse/diskcache"
 )
 
 // Device is one GPU with its context, bound to a dedicated OS thread.
@@ -21,6 +24,9 @@ type Device struct {
 	Arch    int // compute capability, e.g. 90
 	SMs     int
 	MemSize int64
+	// Driver is the driver's CUDA version (cuDriverGetVersion: 12080 for
+	// 12.8), part of the keys of compiled modules on disk.
+	Driver int
 	// per program (block): the most threads, the shared memory in bytes
 	// without opting in (48 KiB), and the most a kernel may opt into
 	// (Load opts in for kernels that need more than 48 KiB)
@@ -30,12 +36,16 @@ type Device struct {
 	done chan struct{}
 
 	mu      sync.Mutex
-	modules map[[32]byte]*Function
+	modules map[[32]byte]*Function     // by the SHA-256 of the anonymous PTX
+	ptx     map[string]*codegen.Kernel // codegen's output by the kernel's anonymous IR, warps and specialisation
+	// what LoadCached found: modules loaded from the disk cache, modules
+	// linked from PTX (and written there), entries the driver refused
+	DiskHits, Linked, DiskRefused int
 }
 
 // Open creates a context on GPU ordinal and the thread that owns it.
 func Open(ordinal int) (*Device, error) {
-	d := &Device{work: make(chan func()), done: make(chan struct{}), modules: map[[32]byte]*Function{}}
+	d := &Device{work: make(chan func()), done: make(chan struct{}), modules: map[[32]byte]*Function{}, ptx: map[string]*codegen.Kernel{}}
 	ready := make(chan error)
 	go func() {
 		runtime.LockOSThread()
@@ -62,6 +72,7 @@ func Open(ordinal int) (*Device, error) {
 		d.SharedMemory, _ = dev.Attribute(cu.MaxSharedMemoryPerBlock)
 		d.SharedMemoryOptin = max(d.SharedMemory, sharedMemoryOptin(dev))
 		d.MemSize, _ = dev.TotalMem()
+		d.Driver = cu.Version()
 		ready <- nil
 		for f := range d.work {
 			f()
@@ -120,24 +131,57 @@ func (f *Function) String() string {
 		f.Name, f.Threads, f.Regs, f.StaticShared+f.DynShared, f.StaticShared, f.DynShared, f.Local)
 }
 
-// Load JIT-compiles a generated kernel (cached by the hash of its PTX).
-func (d *Device) Load(k *codegen.Kernel) (*Function, error) {
-	key := sha256.Sum256([]byte(k.PTX))
+// Load JIT-compiles a generated kernel (cached by the hash of its PTX
+// without the kernel's name, so that kernels of identical layers load
+// once).
+func (d *Device) Load(k *codegen.Kernel) (*Function, error) { return d.LoadCached(k, nil) }
+
+// LoadCached is Load with compiled modules kept on disk in c (nil: none):
+// a module is the cubin the driver's linker makes from the PTX
+// (cuLinkCreate, cuLinkAddData, cuLinkComplete), stored under a key of
+// the anonymous PTX's hash, the device's name and compute capability,
+// the driver's version and tilefuse's (diskcache.Version), and loaded
+// from there by a later process in a fraction of the JIT's time. An entry
+// the driver refuses is removed and the module linked again.
+func (d *Device) LoadCached(k *codegen.Kernel, c *diskcache.Cache) (*Function, error) {
+	anon := k.Anonymous()
+	key := sha256.Sum256([]byte(anon))
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if f, ok := d.modules[key]; ok {
 		return f, nil
 	}
 	f := &Function{Name: k.Name, Threads: k.Threads(), DynShared: k.SharedBytes}
+	diskKey := diskcache.Key(hex.EncodeToString(key[:]), d.Name, strconv.Itoa(d.Arch), strconv.Itoa(d.Driver), diskcache.Version())
 	err := d.Do(func() error {
-		errLog := &cu.JITErrorLogBuffer{Buffer: make([]byte, 1<<14)}
-		mod, err := cu.LoadDataEx(k.PTX, errLog)
-		if err != nil {
-			return fmt.Errorf("cuda: @%s: loading PTX: %w\n%s", k.Name, err, cstr(errLog.Buffer))
+		var mod cu.Module
+		entry, loaded := k.Name, false
+		if b, ok := c.Get("cubin", diskKey); ok {
+			if name, cubin, ok := strings.Cut(string(b), "\n"); ok {
+				if m, err := cu.LoadData(cubin); err == nil {
+					mod, entry, loaded = m, name, true
+					d.DiskHits++
+				}
+			}
+			if !loaded {
+				d.DiskRefused++
+				c.Remove("cubin", diskKey)
+			}
 		}
-		fn, err := mod.Function(k.Name)
+		if !loaded {
+			cubin, err := link(k)
+			if err != nil {
+				return err
+			}
+			if mod, err = cu.LoadData(cubin); err != nil {
+				return fmt.Errorf("cuda: @%s: loading the linked module: %w", k.Name, err)
+			}
+			d.Linked++
+			c.Put("cubin", diskKey, []byte(k.Name+"\n"+cubin)) // a cache that cannot be written is no cache
+		}
+		fn, err := mod.Function(entry)
 		if err != nil {
-			return fmt.Errorf("cuda: @%s: function: %w", k.Name, err)
+			return fmt.Errorf("cuda: @%s: function %s: %w", k.Name, entry, err)
 		}
 		if k.SharedBytes > 48<<10 {
 			if err := setMaxDynamicShared(fn, k.SharedBytes); err != nil {
@@ -155,6 +199,25 @@ func (d *Device) Load(k *codegen.Kernel) (*Function, error) {
 	}
 	d.modules[key] = f
 	return f, nil
+}
+
+// link compiles k's PTX to a cubin with the driver's linker (on the
+// device's thread); errors come with the JIT's log.
+func link(k *codegen.Kernel) (string, error) {
+	errLog := &cu.JITErrorLogBuffer{Buffer: make([]byte, 1<<14)}
+	l, err := cu.NewLink(errLog)
+	if err != nil {
+		return "", fmt.Errorf("cuda: @%s: cuLinkCreate: %w", k.Name, err)
+	}
+	defer l.Destroy()
+	if err := l.AddData(cu.JITInputPTX, k.PTX+"\x00", k.Name+".ptx"); err != nil {
+		return "", fmt.Errorf("cuda: @%s: compiling PTX: %w\n%s", k.Name, err, cstr(errLog.Buffer))
+	}
+	cubin, err := l.Complete()
+	if err != nil {
+		return "", fmt.Errorf("cuda: @%s: cuLinkComplete: %w\n%s", k.Name, err, cstr(errLog.Buffer))
+	}
+	return cubin, nil
 }
 
 func cstr(b []byte) string {

@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/tilefuse/tilefuse/codegen"
+	"github.com/tilefuse/tilefuse/diskcache"
 	"github.com/tilefuse/tilefuse/tile"
 )
 
@@ -154,11 +155,29 @@ func Spec(k *tile.Kernel, args []any) []int {
 
 // Compile generates and loads k for a launch with these arguments.
 func (d *Device) Compile(k *tile.Kernel, numWarps int, args []any) (*codegen.Kernel, *Function, error) {
-	ck, err := codegen.Compile(k, codegen.Options{NumWarps: numWarps, Arch: d.Target(), Spec: Spec(k, args)})
-	if err != nil {
-		return nil, nil, err
+	return d.CompileCached(k, numWarps, args, nil)
+}
+
+// CompileCached is Compile with compiled modules on disk in c
+// (LoadCached). A kernel whose IR without its name (tile.Kernel.Anonymous),
+// warps and specialisation were compiled before in this process takes
+// that PTX (named after the first such kernel) without running codegen.
+func (d *Device) CompileCached(k *tile.Kernel, numWarps int, args []any, c *diskcache.Cache) (*codegen.Kernel, *Function, error) {
+	spec := Spec(k, args)
+	key := fmt.Sprint(numWarps, spec) + "\n" + k.Anonymous()
+	d.mu.Lock()
+	ck, ok := d.ptx[key]
+	d.mu.Unlock()
+	if !ok {
+		var err error
+		if ck, err = codegen.Compile(k, codegen.Options{NumWarps: numWarps, Arch: d.Target(), Spec: spec}); err != nil {
+			return nil, nil, err
+		}
+		d.mu.Lock()
+		d.ptx[key] = ck
+		d.mu.Unlock()
 	}
-	f, err := d.Load(ck)
+	f, err := d.LoadCached(ck, c)
 	return ck, f, err
 }
 

@@ -132,6 +132,7 @@ func (g *gpu) prepare(c *Compiled) error {
 
 // load allocates the buffers and loads the kernels, in graph order.
 func (g *gpu) load(c *Compiled) error {
+	disk := c.cfg.diskCache()
 	isInput := map[*G.Node]bool{}
 	for _, in := range c.rw.inputs {
 		isInput[in.nn] = true
@@ -189,7 +190,7 @@ func (g *gpu) load(c *Compiled) error {
 				g.launch[n] = append(dev, out)
 			}
 			// the warps its target wrote it for (0, a kernel written for a CPU: codegen's 4)
-			_, f, err := g.dev.Compile(op.Kernel(), op.Kernel().Meta["num_warps"], g.launch[n])
+			_, f, err := g.dev.CompileCached(op.Kernel(), op.Kernel().Meta["num_warps"], g.launch[n], disk)
 			if err != nil {
 				return fmt.Errorf("fusion: %w", err)
 			}

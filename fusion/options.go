@@ -7,6 +7,7 @@ import (
 
 	G "gorgonia.org/gorgonia"
 
+	"github.com/tilefuse/tilefuse/diskcache"
 	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -43,6 +44,7 @@ type config struct {
 	target    *graphpass.Target // nil: the backend's own
 	reuse     bool
 	native    bool
+	cacheDir  *string // nil: diskcache's default directory; "": no cache on disk
 	errs      []error // options given values they cannot take
 }
 
@@ -138,6 +140,21 @@ func WithProfile(on bool) Option { return func(c *config) { c.profile = on } }
 // against Gorgonia. Each fused value a kernel would keep to itself becomes
 // one more output of it, written to memory on every run.
 func WithReadAll(on bool) Option { return func(c *config) { c.readAll = on } }
+
+// WithCacheDir keeps what later processes can reuse in dir instead of
+// the default, os.UserCacheDir()/tilefuse (package diskcache): the CUDA
+// backend's compiled modules and autotuning results. An empty dir turns
+// the cache on disk off (every process compiles afresh). The cache
+// location and size: tilefuse cache; tilefuse cache clear empties it.
+func WithCacheDir(dir string) Option { return func(c *config) { c.cacheDir = &dir } }
+
+// diskCache is the cache on disk the options choose.
+func (cfg *config) diskCache() *diskcache.Cache {
+	if cfg.cacheDir != nil {
+		return diskcache.Open(*cfg.cacheDir)
+	}
+	return diskcache.OpenDefault()
+}
 
 // WithTarget writes the kernels for target t (block sizes, splits, warps:
 // each kernel's meta-parameters) instead of for the backend's own machine:

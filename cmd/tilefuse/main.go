@@ -56,6 +56,14 @@ tilefuse_cuda build.`,
 		flags: func() *flag.FlagSet { fs, _ := peerFlags(); return fs },
 		run:   func(args []string, stdout, _ io.Writer) error { return peerCmd(args, stdout) },
 	}, {
+		name: "cache", args: "[clear]", summary: "where the cache on disk is and what it holds; clear empties it",
+		doc: `Prints the directory of tilefuse's cache on disk (compiled GPU modules, which
+a later process loads instead of compiling, and autotuning results) on the
+first line, then its entries and size. 'tilefuse cache clear' removes it
+and everything in it (the next compile on the GPU is cold again).`,
+		flags: func() *flag.FlagSet { fs, _ := cacheFlags(); return fs },
+		run:   func(args []string, stdout, _ io.Writer) error { return cacheCmd(args, stdout) },
+	}, {
 		name: "help", args: "[command]", summary: "this help, or one command's",
 	}}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tilefuse/tilefuse/bench"
+	"github.com/tilefuse/tilefuse/diskcache"
 	"github.com/tilefuse/tilefuse/fusion"
 )
 
@@ -108,6 +110,8 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown kernels backend", []string{"kernels", "-backend", "gpu"}, 2, "want cpu or interp"},
 		{"unknown command", []string{"frobnicate"}, 1, `unknown command "frobnicate"`},
 		{"help on an unknown command", []string{"help", "frobnicate"}, 1, "no such command"},
+		{"cache: an unknown word", []string{"cache", "purge"}, 2, `unexpected arguments ["purge"]`},
+		{"cache: an unknown flag", []string{"cache", "clear", "-all"}, 2, "run 'tilefuse help cache'"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			stdout, stderr, code := runMain(t, c.args...)
@@ -116,6 +120,34 @@ func TestUsageErrors(t *testing.T) {
 			assert.Empty(t, stdout)
 		})
 	}
+}
+
+// TestCache: tilefuse cache prints the cache's directory on its first line
+// (the default one: os.UserCacheDir()/tilefuse, or -dir) and what it
+// holds; cache clear removes it and says what it held.
+func TestCache(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", home)
+	stdout, stderr, code := runMain(t, "cache")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, filepath.Join(home, "tilefuse")+"\n0 entries, 0 B\n", stdout)
+	dir := filepath.Join(t.TempDir(), "c")
+	c := diskcache.Open(dir)
+	require.NoError(t, c.Put("cubin", diskcache.Key("a"), make([]byte, 3000)))
+	require.NoError(t, c.Put("cubin", diskcache.Key("b"), nil))
+	require.NoError(t, c.Put("tune", diskcache.Key("c"), []byte("{}")))
+	stdout, _, code = runMain(t, "cache", "-dir", dir)
+	require.Equal(t, 0, code)
+	assert.Regexp(t, `^`+regexp.QuoteMeta(dir)+`\n3 entries, 3\.\d KiB \(1 autotuning results, 2 compiled GPU modules\)\n$`, stdout)
+	stdout, _, code = runMain(t, "cache", "clear", "-dir", dir)
+	require.Equal(t, 0, code)
+	assert.Equal(t, "cleared "+dir+": ", stdout[:len("cleared "+dir+": ")])
+	assert.Contains(t, stdout, "3 entries")
+	_, err := os.Stat(dir)
+	assert.True(t, os.IsNotExist(err), "the directory is gone")
+	stdout, _, code = runMain(t, "cache", "-dir", dir)
+	require.Equal(t, 0, code)
+	assert.Equal(t, dir+"\n0 entries, 0 B\n", stdout)
 }
 
 func TestRunPrintsIRAndTable(t *testing.T) {
