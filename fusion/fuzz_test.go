@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -104,7 +105,7 @@ func fzCheck(t *testing.T, data []byte, b fusion.Backend) {
 	}
 	fg, err := fzBuild(data, tensor.Dtype{})
 	if log := os.Getenv("TILEFUSE_FUZZ_LOG"); log != "" {
-		defer fzTally(log, t, fg)
+		defer fzTally(log, t, fg, time.Now())
 	}
 	if err != nil {
 		if fg.zero {
@@ -238,9 +239,12 @@ func fzAliasHazard(g *G.ExprGraph) string {
 
 // fzTally appends one line per graph to the file TILEFUSE_FUZZ_LOG names
 // (the fuzzer's workers are processes of their own): its outcome, dtype,
-// grad, values and ops, so that a run can say how many graphs it executed
-// and of what kind, beside the fuzzer's count of inputs.
-func fzTally(log string, t *testing.T, fg *fzGraph) {
+// grad, values, ops, elements and time, so that a run can say how many
+// graphs it executed and of what kind, beside the fuzzer's count of inputs.
+// (A worker that spends 10 s on one input panics, "deadlocked!", and the
+// run ends with "fuzzing process hung or terminated unexpectedly": the
+// generator's bounds keep a graph to a few seconds on a loaded machine.)
+func fzTally(log string, t *testing.T, fg *fzGraph, start time.Time) {
 	outcome := "ran"
 	switch {
 	case t.Skipped():
@@ -259,7 +263,7 @@ func fzTally(log string, t *testing.T, fg *fzGraph) {
 			ops++
 		}
 	}
-	fmt.Fprintf(f, "%s %v grad=%v values=%d ops=%d\n", outcome, fg.prog, fg.grad, len(fg.vals), ops)
+	fmt.Fprintf(f, "%s %v grad=%v values=%d ops=%d elements=%d %.0fms\n", outcome, fg.prog, fg.grad, len(fg.vals), ops, fg.elems, 1e3*time.Since(start).Seconds())
 }
 
 // fzChecked is what the legs compare: the graph's outputs (nodes without

@@ -45,7 +45,11 @@ var fzLongRows = []int{257, 1000, 8193, 9000}
 
 const (
 	fzMaxSteps = 24
-	fzMaxElems = 1 << 18 // a value of more elements is not built
+	// the fuzzer's worker gives up on an input after 10 s, and a graph runs
+	// on four to six machines, some twice: values stay small
+	fzMaxElems = 1 << 16 // a value of more elements is not built
+	fzBudget   = 1 << 19 // nor one past this many elements in all (the forward values)
+	fzMaxMACs  = 1 << 21 // nor a product of more multiply-adds
 	fzSquash   = 4.0     // the bound under which exp and its kin take a value
 )
 
@@ -98,6 +102,7 @@ type fzGraph struct {
 	target  bool         // the fused machine with products writes the H200's kernels (WithTarget)
 
 	m, n, k, b int
+	elems      int // the elements of all values so far
 	vals       []*fzVal
 	byNode     map[*G.Node]*fzVal
 	inputs     []*fzInput
@@ -177,7 +182,7 @@ func fzBuild(data []byte, dt tensor.Dtype) (fg *fzGraph, err error) {
 	fg.note("%v program (built in %v), M=%d N=%d K=%d B=%d, grad=%v, two runs=%v, max group=%d, read all=%v, H200 target=%v",
 		fg.prog, fg.dt, fg.m, fg.n, fg.k, fg.b, fg.grad, fg.twoRuns, fg.maxGrp, fg.readAll, fg.target)
 	fg.input([]int{fg.m, fg.n}, false)
-	for step := 0; step < fzMaxSteps && !s.done(); step++ {
+	for step := 0; step < fzMaxSteps && !s.done() && fg.elems <= fzBudget; step++ {
 		op := fzSteps[s.n(len(fzSteps))]
 		op.build(fg)
 	}
@@ -208,6 +213,7 @@ func (fg *fzGraph) input(shape []int, mask bool) *fzVal {
 	default:
 		n = G.NewTensor(fg.g, fg.dt, len(shape), G.WithShape(shape...), G.WithName(name))
 	}
+	fg.elems += shapeSize(shape)
 	in := &fzInput{n: n, name: name, mask: mask}
 	fg.inputs = append(fg.inputs, in)
 	v := &fzVal{n: n, name: name, shape: slices.Clone(shape), mag: 1, deps: make([]bool, len(fg.inputs)), exact: true}
@@ -243,6 +249,7 @@ func (fg *fzGraph) add(n *G.Node, mag float64, diff bool, what string, operands 
 	}
 	fg.vals = append(fg.vals, v)
 	fg.byNode[n] = v
+	fg.elems += shapeSize(v.shape)
 	names := make([]string, len(operands))
 	for i, o := range operands {
 		names[i] = o.name
@@ -770,12 +777,10 @@ func (fg *fzGraph) layerNorm() {
 // dim picks one of the graph's sizes.
 func (fg *fzGraph) dim() int { return []int{fg.m, fg.n, fg.k, fg.b}[fg.src.n(4)] }
 
-func fits(shape ...int) bool {
-	n := 1
-	for _, d := range shape {
-		n *= d
-	}
-	return n <= fzMaxElems
+// fits reports whether a value of this shape is within the bounds.
+func (fg *fzGraph) fits(shape ...int) bool {
+	n := shapeSize(shape)
+	return n <= fzMaxElems && fg.elems+n <= fzBudget
 }
 
 // matMul: a 2-D product, either operand possibly transposed first
@@ -786,12 +791,12 @@ func (fg *fzGraph) matMul() {
 		return
 	}
 	p, q := a.shape[0], a.shape[1]
-	if fg.src.n(3) == 0 && fits(q, p) { // use aᵀ
+	if fg.src.n(3) == 0 && fg.fits(q, p) { // use aᵀ
 		a = fg.add(G.Must(G.Transpose(a.n)), a.mag, true, "Transpose", a)
 		p, q = q, p
 	}
 	r := fg.dim()
-	if !fits(q, r) || !fits(p, r) || !fits(p, q, r) && p*q*r > 1<<24 {
+	if !fg.fits(q, r) || !fg.fits(p, r) || p*q*r > fzMaxMACs {
 		return
 	}
 	var b *fzVal
@@ -817,7 +822,7 @@ func (fg *fzGraph) matMul() {
 func (fg *fzGraph) batchedMatMul() {
 	ta, tb := fg.src.n(2) == 1, fg.src.n(3) == 1
 	bs, p, q, r := fg.b, fg.dim(), fg.dim(), fg.dim()
-	if !fits(bs, p, q) || !fits(bs, q, r) || !fits(bs, p, r) || bs*p*q*r > 1<<24 {
+	if !fg.fits(bs, p, q) || !fg.fits(bs, q, r) || !fg.fits(bs, p, r) || bs*p*q*r > fzMaxMACs {
 		return
 	}
 	as, bsh := []int{bs, p, q}, []int{bs, q, r}
@@ -839,10 +844,10 @@ func (fg *fzGraph) attention() {
 	if fg.zero {
 		bs, d = fg.b, fg.k
 	}
-	if !fits(bs, s, s) || !fits(bs, s, d) || bs*s*s*d > 1<<24 {
+	if !fg.fits(bs, s, s) || !fg.fits(bs, s, d) || bs*s*s*d > fzMaxMACs {
 		return
 	}
-	proj := fg.src.n(2) == 0
+	proj := fg.src.n(2) == 0 && bs*s*fg.n*d <= fzMaxMACs && fg.fits(bs*s, fg.n)
 	var x *fzVal
 	if proj {
 		x = fg.pick([]int{bs * s, fg.n})
@@ -973,7 +978,7 @@ func (fg *fzGraph) concat() {
 	axis := fg.src.n(r)
 	other := slices.Clone(x.shape)
 	other[axis] = fg.dim()
-	if !fits(other...) || other[axis]+x.shape[axis] > 2*fzMaxElems/max(1, shapeSize(x.shape)/max(1, x.shape[axis])) {
+	if !fg.fits(other...) || other[axis]+x.shape[axis] > 2*fzMaxElems/max(1, shapeSize(x.shape)/max(1, x.shape[axis])) {
 		return
 	}
 	y := fg.pick(other)
