@@ -64,7 +64,7 @@ func (l *lowerer) assignLayouts(b *tile.Block) error {
 				// a K loop for the tensor cores: the accumulator lives in
 				// registers in the mma layout, before, in and after the loop
 				l.pipes[v.ID] = p
-				acc := plain(p.acc)
+				acc := p.accLayout()
 				lays[p.accIdx] = &acc
 			}
 			l.plan.loops[v.ID] = lays

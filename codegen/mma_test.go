@@ -288,6 +288,90 @@ func TestWgmmaDot(t *testing.T) {
 	}
 }
 
+// TestWgmmaSwapped: with wgmma = 2 on sm_90 a TF32 K loop computes Cᵀ =
+// Bᵀ·Aᵀ: A's tile is copied by cp.async into a K-major 128-byte-swizzled
+// tile (each stage 1024-aligned), rounded in place by the thread that copied
+// it and fenced for the async proxy; B's fragments (wgmma's A: 16 columns
+// of C a warp) are read with ld.shared and rounded in registers; one wgmma
+// m64n256k8 a k step of 8 per warpgroup, committed and left running while
+// the next iteration proceeds (wait_group 1), two iterations unrolled so
+// that their fragments are registers of their own; stages issued two ahead
+// of four; no transposition through shared memory, one barrier an
+// iteration; the epilogue stores from the accumulator of Cᵀ (scalar stores:
+// a thread's elements of a row are 8 columns apart).
+func TestWgmmaSwapped(t *testing.T) {
+	k := constMatmul(t, 4096, 4096, 4096, 256, 128, 32, tile.PrecTF32)
+	k.Meta["wgmma"] = 2
+	k.Meta["num_stages"] = 4
+	dir := t.TempDir()
+	ck, err := Compile(k, Options{Arch: 90, NumWarps: 8, Spec: all16(k), DumpDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipe, err := os.ReadFile(filepath.Join(dir, k.Name+".pipe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(pipe), "wgmma m64n256k8 tf32 on Cᵀ = Bᵀ·Aᵀ") || !strings.Contains(string(pipe), "4 stages of 49152 B (2 ahead") {
+		t.Errorf("the .pipe dump does not show the swapped plan:\n%s", pipe)
+	}
+	p := ck.PTX
+	loop := p[strings.Index(p, "$L_pipe_3:"):strings.Index(p, "$L_pipe_end_4:")]
+	for _, c := range []struct {
+		re   string
+		in   string
+		want int
+	}{
+		{`\.version 8\.0\n\.target sm_90a\n`, p, 1},
+		{`\.extern \.shared \.align 1024 \.b8 smem\[\];`, p, 1},
+		// two iterations a trip: 4 k steps each
+		{`wgmma\.mma_async\.sync\.aligned\.m64n256k8\.f32\.tf32\.tf32 \{(%f\d+, ){127}%f\d+\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, %p\d+, 1, 1;`, loop, 8},
+		{`wgmma\.fence\.sync\.aligned`, loop, 2},
+		{`wgmma\.commit_group\.sync\.aligned`, loop, 2},
+		{`wgmma\.wait_group\.sync\.aligned 1`, loop, 2},
+		{`wgmma\.wait_group\.sync\.aligned 0`, loop, 0},
+		{`cp\.async\.wait_group 1`, loop, 2},
+		{`fence\.proxy\.async\.shared::cta`, loop, 2},
+		{`bar\.sync`, loop, 2},
+		// A 256×32 and B 32×128 by 256 threads: 8 + 4 16-byte copies an
+		// iteration; A's 8 rounded in place
+		{`cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16`, loop, 2 * 12},
+		{`ld\.shared\.v4\.b32`, loop, 2 * 8},
+		{`st\.shared\.v4\.b32`, loop, 2 * 8},
+		{`ld\.shared\.b32`, loop, 2 * 16},
+		{`cvt\.rna\.tf32\.f32`, loop, 2 * (32 + 16)},
+		{`st\.shared\.b32`, loop, 0},
+		{`ldmatrix`, p, 0},
+		{`mma\.sync`, p, 0},
+		{`st\.global\.f32`, p, 128},
+	} {
+		if n := count(c.re, c.in); n != c.want {
+			t.Errorf("%d × %s, want %d", n, c.re, c.want)
+		}
+	}
+	if want := 4 * 49152; ck.SharedBytes != want {
+		t.Errorf("%d B of shared memory, want %d (4 stages)", ck.SharedBytes, want)
+	}
+	if n := count(`wgmma\.wait_group\.sync\.aligned 0`, p[strings.Index(p, "$L_pipe_end_4:"):]); n != 1 {
+		t.Errorf("%d waits for the last wgmmas after the loop, want 1", n)
+	}
+	for _, c := range []struct {
+		name        string
+		arch, warps int
+		prec        tile.Precision
+	}{{"sm_80", 80, 8, tile.PrecTF32}, {"one warp per 32 columns", 90, 4, tile.PrecTF32}, {"ieee", 90, 8, tile.PrecIEEE}} {
+		k := constMatmul(t, 4096, 4096, 4096, 256, 128, 32, c.prec)
+		k.Meta["wgmma"] = 2
+		ck, err := Compile(k, Options{Arch: c.arch, NumWarps: c.warps, Spec: all16(k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(ck.PTX, "wgmma") || strings.Contains(ck.PTX, "sm_90a") {
+			t.Errorf("%s: wgmma where the swapped form does not apply", c.name)
+		}
+	}
+}
+
 // TestPipelinedPrecisions: bf16 K loops run m16n8k16 on operands packed
 // (and rounded) by cvt.rn.bf16x2, two ldmatrix.x4 of A a k16 step; 3xTF32
 // runs three m16n8k8 per tile on high and low TF32 parts.

@@ -40,9 +40,43 @@ type pipe struct {
 	// two bt, btStride apart, taken in turns: one iteration's B is
 	// transposed while the previous one's wgmmas still read theirs
 	btStride int
+	// swapped (meta-parameter wgmma = 2, sm_90a): the warpgroups compute
+	// Cᵀ = Bᵀ·Aᵀ with wgmma.mma_async m64nMk8, so that no operand is
+	// transposed: wgmma's A is B's tile read into registers (each warp 16
+	// columns n of C, rounded there), wgmma's B is A's tile, copied by
+	// cp.async straight into a K-major 128-byte-swizzled tile (A is K-major
+	// as C = A·B reads it); the accumulator is the mma layout of Cᵀ, an
+	// [n, m] block whose value dimensions are swapped (accLayout). Stages
+	// are issued stages-2 ahead and each iteration leaves its wgmmas
+	// running (wait_group 1 retires the previous iteration's), so a stage
+	// is rewritten only after every warp retired the wgmmas reading it.
+	swapped bool
+}
+
+// ahead is how many iterations' copies are in flight before the first
+// iteration runs.
+func (p *pipe) ahead() int {
+	if p.swapped {
+		return p.stages - 2
+	}
+	return p.stages - 1
+}
+
+// accLayout is the layout of the accumulator value [m, n]: the mma layout,
+// or for swapped wgmmas the mma layout of the [n, m] block Cᵀ with the
+// value's dimensions swapped.
+func (p *pipe) accLayout() Layout {
+	if p.swapped {
+		return Layout{B: p.acc, Src: []int{1, 0}}
+	}
+	return plain(p.acc)
 }
 
 func (p *pipe) String() string {
+	if p.swapped {
+		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk8 %s on Cᵀ = Bᵀ·Aᵀ (Bᵀ from registers, A K-major %v), %d stages of %d B (%d ahead; A %v; B %v), %d warpgroups, accumulator %s of Cᵀ",
+			p.dot.ID, p.m, p.n, p.k, p.m, p.dot.Prec, p.a, p.stages, p.stageBytes, p.ahead(), p.a, p.b, p.wm/4, p.acc.key())
+	}
 	if p.wgmma {
 		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk8 tf32 (A from registers, B K-major %v), %d stages of %d B (A %v; B %v), %d warpgroups, accumulator %s",
 			p.dot.ID, p.m, p.n, p.k, p.n, p.bt, p.stages, p.stageBytes, p.a, p.b, p.wm/4, p.acc.key())
@@ -119,6 +153,11 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	if p.wgmma {
 		p.wm, p.wn = nw, 1
 	}
+	// the swapped form: a warp per 16 columns, wgmma's N the tile's rows
+	p.swapped = l.opt.Arch >= 90 && l.k.Meta["wgmma"] == 2 && d.Prec == tile.PrecTF32 && nw%4 == 0 && p.n == 16*nw && p.m%8 == 0 && p.m <= 256 && p.k == 32
+	if p.swapped {
+		p.wm, p.wn = nw, 1
+	}
 	only := func(v, user *tile.Value) bool {
 		us := l.users[v.ID]
 		return len(us) == 1 && us[0] == user
@@ -151,15 +190,29 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	}
 	p.acc = l.intern(mmaLayout(p.m, p.n, p.wm, p.wn))
 	p.a, p.b = operandTiles(p.m, p.n, p.k)
+	if p.swapped {
+		// Cᵀ's accumulator; A's rows of 128 bytes in wgmma's 128-byte
+		// swizzle (chunk ^ row%8 in a 1024-aligned tile); B's rows
+		// swizzled for the fragment reads (operandTiles: lane (g, t) reads
+		// rows k+t and k+t+4 of column g, as mma.sync's B)
+		p.acc = l.intern(mmaLayout(p.n, p.m, nw, 1))
+		p.a.Swz = swizzle{1, 1, 8}
+	}
 	if p.wgmma {
 		// B is read by the transposing pass, lane k reading row k's chunks:
 		// phases of 8 rows conflict-free under chunk ^ row%8
 		p.b.Swz = swizzle{1, 1, min(8, p.n/4)}
 	}
 	p.stageBytes = p.a.bytes() + p.b.bytes()
+	if p.swapped {
+		p.stageBytes = (p.stageBytes + 1023) / 1024 * 1024 // each stage's A 1024-aligned
+	}
 	p.stages = 3
 	if s, ok := l.k.Meta["num_stages"]; ok {
 		p.stages = s
+	}
+	if p.swapped {
+		p.stages = max(p.stages, 3)
 	}
 	extra := 0
 	if p.wgmma {
@@ -167,7 +220,7 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		extra = 1024 + 2*p.btStride // two K-major B, 1024-aligned
 	}
 	p.stages = min(p.stages, (maxSmem(l.opt.Arch)-extra)/p.stageBytes)
-	if p.stages < 2 {
+	if p.stages < 2 || p.ahead() < 1 {
 		return nil
 	}
 	if p.wgmma {
@@ -223,6 +276,8 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	ring := p.stages * p.stageBytes
 	if p.wgmma {
 		l.needSmem(p.bt.Off + 2*p.btStride)
+	}
+	if p.wgmma || p.swapped {
 		l.scratchAlign = 1024
 		l.wgmma = true
 	}
@@ -248,13 +303,13 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		emit(w, "@%s mov.u32 %s, 0", wrap, sp)
 		return nil
 	}
-	// prologue: stages-1 iterations in flight
+	// prologue: ahead iterations in flight
 	cnt := l.reg("r")
 	emit(w, "mov.u32 %s, 0", cnt)
 	proHead, proEnd := l.label("pipe_fill"), l.label("pipe_filled")
 	w.WriteString(proHead + ":\n")
 	done := l.reg("p")
-	emit(w, "setp.ge.s32 %s, %s, %d", done, cnt, p.stages-1)
+	emit(w, "setp.ge.s32 %s, %s, %d", done, cnt, p.ahead())
 	emit(w, "@%s bra.uni %s", done, proEnd)
 	if err := produce(); err != nil {
 		return err
@@ -273,31 +328,56 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	}
 	head, end := l.label("pipe"), l.label("pipe_end")
 	w.WriteString(head + ":\n")
-	stop := l.reg("p")
-	emit(w, "setp.ge.%s %s, %s, %s", ptx, stop, iv, bounds[1])
-	nonpos := l.reg("p")
-	emit(w, "not.pred %s, %s", nonpos, stepPos)
-	emit(w, "or.pred %s, %s, %s", stop, stop, nonpos)
-	emit(w, "@%s bra.uni %s", stop, end)
-	emit(w, "cp.async.wait_group %d", p.stages-2)
-	barrier(w)
-	if err := produce(); err != nil {
-		return err
+	nonpos := ""
+	// one iteration; swapped wgmmas unroll two, whose A fragments are in
+	// registers of their own: one set is loaded while the other's wgmmas
+	// still read theirs
+	iteration := func() error {
+		stop := l.reg("p")
+		emit(w, "setp.ge.%s %s, %s, %s", ptx, stop, iv, bounds[1])
+		if nonpos == "" {
+			nonpos = l.reg("p")
+			emit(w, "not.pred %s, %s", nonpos, stepPos)
+		}
+		emit(w, "or.pred %s, %s, %s", stop, stop, nonpos)
+		emit(w, "@%s bra.uni %s", stop, end)
+		emit(w, "cp.async.wait_group %d", p.ahead()-1)
+		if p.swapped {
+			// this thread's copies of A, rounded in place, are read by
+			// the tensor cores (the async proxy) next
+			if err := l.roundCopies(p, sc); err != nil {
+				return err
+			}
+			emit(w, "fence.proxy.async.shared::cta")
+		}
+		barrier(w)
+		if err := produce(); err != nil {
+			return err
+		}
+		switch {
+		case p.swapped:
+			l.wgmmaSwappedStep(p, sc, carried[p.accIdx])
+		case p.wgmma:
+			l.wgmmaStep(p, sc, bsel, carried[p.accIdx])
+			emit(w, "sub.s32 %s, %d, %s", bsel, p.btStride, bsel) // the other bt next
+		default:
+			l.mmaStep(p, sc, carried[p.accIdx])
+		}
+		emit(w, "add.s32 %s, %s, %d", sc, sc, p.stageBytes)
+		wrap := l.reg("p")
+		emit(w, "setp.ge.s32 %s, %s, %d", wrap, sc, ring)
+		emit(w, "@%s mov.u32 %s, 0", wrap, sc)
+		emit(w, "add.%s %s, %s, %s", ptx, iv, iv, bounds[2])
+		return nil
 	}
-	if p.wgmma {
-		l.wgmmaStep(p, sc, bsel, carried[p.accIdx])
-		emit(w, "sub.s32 %s, %d, %s", bsel, p.btStride, bsel) // the other bt next
-	} else {
-		l.mmaStep(p, sc, carried[p.accIdx])
+	for u := 0; u < 1 || p.swapped && u < 2; u++ {
+		if err := iteration(); err != nil {
+			return err
+		}
 	}
-	emit(w, "add.s32 %s, %s, %d", sc, sc, p.stageBytes)
-	wrap := l.reg("p")
-	emit(w, "setp.ge.s32 %s, %s, %d", wrap, sc, ring)
-	emit(w, "@%s mov.u32 %s, 0", wrap, sc)
-	emit(w, "add.%s %s, %s, %s", ptx, iv, iv, bounds[2])
 	emit(w, "bra.uni %s", head)
 	w.WriteString(end + ":\n")
-	if p.wgmma {
+	if p.wgmma || p.swapped {
 		emit(w, "wgmma.wait_group.sync.aligned 0") // the last iteration's products
 	}
 	emit(w, "cp.async.wait_group 0")
@@ -393,6 +473,44 @@ func (l *lowerer) issueCopies(p *pipe, ivp string, carried []*lval, sp, live str
 		}
 	}
 	l.parallelMoves(w, moves, carried)
+	return nil
+}
+
+// roundCopies rounds to TF32, in place, what this thread copied into A's
+// tile of the stage at byte offset stage (the copies issueCopies made,
+// zero fills included), once they have landed: the tensor cores read
+// wgmma's shared-memory operand as it is, and the interpreter rounds
+// operands to nearest (cvt.rna).
+func (l *lowerer) roundCopies(p *pipe, stage string) error {
+	w := &l.body
+	ld := p.loads[0]
+	lay := l.plan.access[ld.ID]
+	var mask *tile.Value
+	if len(ld.Args) > 1 {
+		mask = ld.Args[1]
+	}
+	vw := l.vecWidth(lay, ld.Args[0], mask, 4)
+	slots := lay.B.slots()
+	classes := l.classesOf(lay)
+	for ci := 0; ci < len(classes); ci += vw {
+		first := classes[ci][0]
+		own, never := l.owner(lay, slots[first])
+		if never {
+			continue
+		}
+		a := l.reg("r")
+		emit(w, "add.s32 %s, %s, %s", a, stage, l.tileSlot(p.a, lay, slots[first]))
+		regs := make([]string, vw)
+		for j := range regs {
+			regs[j] = l.reg("r")
+		}
+		g := guardOf(own)
+		emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(vw), vecOperand(regs), a)
+		for _, r := range regs {
+			emit(w, "%scvt.rna.tf32.f32 %s, %s", g, r, r)
+		}
+		emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(vw), a, vecOperand(regs))
+	}
 	return nil
 }
 

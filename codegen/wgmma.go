@@ -172,3 +172,85 @@ func (l *lowerer) rowBase(p *pipe, lane, stage string) string {
 	emit(&l.body, "add.s32 %s, %s, %s", r, base, stage)
 	return r
 }
+
+// wgmmaSwappedStep emits the tensor-core work of one stage of a swapped
+// loop (pipe.swapped) at byte offset stage (a register): for each k step
+// of 8, the warp's fragment of Bᵀ (wgmma's A: rows n = 16·warp + g and
+// g + 8, columns k + t and k + t + 4, read from B's k×n tile, rounded to
+// TF32), then, after wgmma.fence, one wgmma per k step over the stage's A
+// tile (wgmma's B, K-major, read by descriptor); committed and left
+// running, the previous iteration's wgmmas retired (wait_group 1), so that
+// the tensor cores always have the next group queued. Called for two
+// iterations in turn, the fragments of each are registers of its own.
+func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval) {
+	w := &l.body
+	lane := l.laneID()
+	bRow := l.shiftAnd("mma|t", lane, 0, 3)
+	bCol := l.geo("wgs|bcol", func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "shr.u32 %s, %s, 2", r, lane)
+		emit(w, "mad.lo.s32 %s, %s, 16, %s", r, l.warpID(), r)
+		return r
+	})
+	bChunk := l.shiftAnd("wgs|bchunk", bCol, 2, (1<<30)-1)
+	bIn := l.shiftAnd("wgs|bin", bCol, 0, 3)
+	addr := map[int]string{}
+	ld := func(k, cs int) string {
+		base, ok := addr[cs%8]
+		if !ok {
+			base = l.reg("r")
+			emit(w, "add.s32 %s, %s, %s", base, l.swizzledBase(p.b, bRow, bChunk, bIn, cs%8), stage)
+			addr[cs%8] = base
+		}
+		r := l.reg("r")
+		emit(w, "ld.shared.b32 %s, [%s+%d]", r, base, k*p.b.rowBytes()+128*(cs/8))
+		return r
+	}
+	var frags [][4]string
+	for kk := 0; kk < p.k; kk += 8 {
+		// a0..a3 at (g, t) (g+8, t) (g, t+4) (g+8, t+4): B's (k+t, n) ...
+		a := [4]string{ld(kk, 0), ld(kk, 2), ld(kk+4, 0), ld(kk+4, 2)}
+		for _, r := range a {
+			emit(w, "cvt.rna.tf32.f32 %s, %s", r, r)
+		}
+		frags = append(frags, a)
+	}
+	// wgmma's B: the stage's A tile, K-major with the 128-byte swizzle; the
+	// descriptor's start moves by the stage's offset, then 32 bytes a k step
+	desc := l.geo(fmt.Sprintf("wgs|desc|%v", p.a), func(w *strings.Builder) string {
+		a := l.reg("r")
+		emit(w, "add.s32 %s, %s, %d", a, l.smemAddr(), p.a.Off)
+		emit(w, "shr.u32 %s, %s, 4", a, a)
+		emit(w, "and.b32 %s, %s, %d", a, a, 0x3fff)
+		d := l.reg("rd")
+		emit(w, "cvt.u64.u32 %s, %s", d, a)
+		emit(w, "or.b64 %s, %s, %d", d, d, wgmmaDesc)
+		return d
+	})
+	scaleD := l.geo("wg|scale_d", func(w *strings.Builder) string {
+		q := l.reg("p")
+		emit(w, "setp.eq.u32 %s, 1, 1", q)
+		return q
+	})
+	var dregs []string
+	for j := 0; j < p.m/8; j++ {
+		c := p.accRegs(acc, 0, j)
+		dregs = append(dregs, c[:]...)
+	}
+	d := "{" + strings.Join(dregs, ", ") + "}"
+	sel, cur := l.reg("r"), l.reg("rd")
+	emit(w, "shr.u32 %s, %s, 4", sel, stage)
+	emit(w, "cvt.u64.u32 %s, %s", cur, sel)
+	emit(w, "add.s64 %s, %s, %s", cur, cur, desc)
+	emit(w, "wgmma.fence.sync.aligned")
+	for i, a := range frags {
+		di := cur
+		if i > 0 {
+			di = l.reg("rd")
+			emit(w, "add.s64 %s, %s, %d", di, cur, 2*i) // 32 bytes >> 4
+		}
+		emit(w, "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 %s, {%s, %s, %s, %s}, %s, %s, 1, 1", p.m, d, a[0], a[1], a[2], a[3], di, scaleD)
+	}
+	emit(w, "wgmma.commit_group.sync.aligned")
+	emit(w, "wgmma.wait_group.sync.aligned 1")
+}

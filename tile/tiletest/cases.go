@@ -78,6 +78,11 @@ func Cases() []Case {
 		// Hopper's warpgroup MMA (sm_90; mma.sync elsewhere): 64×64 tiles
 		// of 32 k for 4 warps, one warpgroup
 		matmulPrec("130x70x90_tf32_wgmma", 130, 70, 90, 64, false, false, tile.PrecTF32, tile.Meta{"BK": 32, "wgmma": 1}),
+		// the swapped form (wgmma = 2: Cᵀ = Bᵀ·Aᵀ, a warp per 16 columns):
+		// 128×64 tiles for one warpgroup, 4 stages; 256×128 for two; A
+		// stored transposed (4-byte copies into the K-major tile)
+		matmulPrec("130x70x90_tf32_wgmma2", 130, 70, 90, 64, false, false, tile.PrecTF32, tile.Meta{"BM": 128, "BK": 32, "wgmma": 2, "num_stages": 4}),
+		matmulPrec("300x200x100_tf32_wgmma2_256x128_transA", 300, 200, 100, 128, true, false, tile.PrecTF32, tile.Meta{"BM": 256, "BK": 32, "wgmma": 2, "num_stages": 3, "num_warps": 8}),
 	)
 	cs = append(cs, moreCases()...)
 	for _, c := range []struct {
