@@ -104,6 +104,14 @@ func rewrite(c *compilation) error {
 				if err != nil {
 					return err
 				}
+				if isConst(nn) { // folded: each output its own constant, cut from the value now
+					v, err := pop.Do(nn.Value())
+					if err != nil {
+						return fmt.Errorf("folding %v: output %d: %w", grp, i, err)
+					}
+					set(o, G.NewConstant(v, G.WithName(o.String()), G.In(g2)))
+					continue
+				}
 				pn, err := applyIn(pop, []*G.Node{nn})
 				if err != nil {
 					return fmt.Errorf("%v: output %d: %w", grp, i, err)
