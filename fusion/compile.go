@@ -55,6 +55,7 @@ type compilation struct {
 	target   graphpass.Target                       // partition: what the kernels are for
 	groups   []*graphpass.Group                     // partition
 	kernels  map[*graphpass.Group]*graphpass.Kernel // emit
+	tuning   []*TuneResult                          // emit, with WithAutotune
 	prepared map[*graphpass.Group]prepared          // prepare
 	rw       *rewritten                             // rewrite
 	back     []binding                              // rewrite: what a run writes back
@@ -348,8 +349,22 @@ func dumpPartition(c *compilation) string {
 // <kernel>.tile.
 func emit(c *compilation) error {
 	c.kernels = make(map[*graphpass.Group]*graphpass.Kernel, len(c.groups))
+	var tn *tuner
+	if c.cfg.autotune {
+		var err error
+		if tn, err = newTuner(c); err != nil {
+			return err
+		}
+	}
 	for _, grp := range c.groups {
-		k, err := graphpass.Emit(grp, c.target, c.cfg.precision)
+		t := c.target
+		if tn != nil {
+			var err error
+			if t, err = tn.target(grp); err != nil {
+				return err
+			}
+		}
+		k, err := graphpass.Emit(grp, t, c.cfg.precision)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package fusion
 import (
 	G "gorgonia.org/gorgonia"
 
+	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
 )
 
@@ -47,3 +48,16 @@ func (c *InputChecker) Check() (uploads int, hashed int64) {
 // ExecOf is the CPU executable form a FusedOp runs (for checking that
 // kernels of the same text share one).
 func ExecOf(f *FusedOp) any { return f.exec }
+
+// SetTuneTimer makes WithAutotune measure kernels with f (which must leave
+// the kernel's outputs in args, as the backends' timers do) until the
+// returned function restores the backend's own.
+func SetTuneTimer(f func(k *graphpass.Kernel, args []any) (float64, error)) (restore func()) {
+	tuneOverride = f
+	return func() { tuneOverride = nil }
+}
+
+// CPUKernelTime is the CPU backend's measurement for WithAutotune.
+func CPUKernelTime(k *graphpass.Kernel, args []any) (float64, error) {
+	return cpuKernelTime(k, args, false)
+}

@@ -12,12 +12,21 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/cuda"
+	"github.com/tilefuse/tilefuse/diskcache"
 	"github.com/tilefuse/tilefuse/graphpass"
 )
 
 func init() {
 	newGPUBackend = func() backend { return &gpu{} }
 	openDevice = func() error { _, err := sharedDevice(); return err }
+	gpuKernelTimer = gpuKernelTime
+	gpuDevice = func() (string, error) {
+		dev, err := sharedDevice()
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s (sm_%d, driver %d)", dev.Name, dev.Arch, dev.Driver), nil
+	}
 	gpuTarget = func() (graphpass.Target, error) {
 		dev, err := sharedDevice()
 		if err != nil {
@@ -409,6 +418,83 @@ func (g *gpu) run() error {
 		err = fmt.Errorf("fusion: %w", err)
 	}
 	return err
+}
+
+// gpuKernelTime is WithAutotune's measurement on the GPU: k on device
+// copies of args (compiled through the disk cache), launched once, its
+// outputs downloaded into the last k.Outs of args; then, after 5 ms of
+// launches (the clocks up), batches of 10 launches between events: the
+// median batch's time a launch.
+func gpuKernelTime(k *graphpass.Kernel, args []any, disk *diskcache.Cache) (float64, error) {
+	dev, err := sharedDevice()
+	if err != nil {
+		return 0, err
+	}
+	bufs := make([]any, len(args))
+	defer func() {
+		for _, b := range bufs {
+			if b, ok := b.(*cuda.Buffer); ok {
+				dev.Free(b)
+			}
+		}
+	}()
+	for i, a := range args {
+		n := int64(0)
+		switch a := a.(type) {
+		case []float32:
+			n = 4 * int64(len(a))
+		case []float64:
+			n = 8 * int64(len(a))
+		default:
+			return 0, fmt.Errorf("fusion: tuning @%s: argument %d is %T", k.Tile.Name, i, a)
+		}
+		b, err := dev.Alloc(n)
+		if err != nil {
+			return 0, err
+		}
+		bufs[i] = b
+		if err := dev.Upload(b, a); err != nil {
+			return 0, err
+		}
+	}
+	_, f, err := dev.CompileCached(k.Tile, k.Tile.Meta["num_warps"], bufs, disk)
+	if err != nil {
+		return 0, err
+	}
+	if err := dev.Launch(f, k.Tile, k.Grid, bufs...); err != nil {
+		return 0, err
+	}
+	if err := dev.Sync(); err != nil {
+		return 0, fmt.Errorf("fusion: tuning @%s: %w", k.Tile.Name, err)
+	}
+	for i := len(args) - max(1, k.Outs); i < len(args); i++ {
+		if err := dev.Download(args[i], bufs[i].(*cuda.Buffer)); err != nil {
+			return 0, err
+		}
+	}
+	timer, err := dev.NewTimer()
+	if err != nil {
+		return 0, err
+	}
+	defer timer.Close()
+	const batch = 10
+	launch := func() error { return dev.LaunchN(batch, f, k.Tile, k.Grid, bufs...) }
+	for spent := 0.0; spent < 5; {
+		ms, err := timer.Time(launch)
+		if err != nil {
+			return 0, err
+		}
+		spent += ms
+	}
+	ts := make([]float64, 5)
+	for i := range ts {
+		ms, err := timer.Time(launch)
+		if err != nil {
+			return 0, err
+		}
+		ts[i] = ms / 1e3 / batch
+	}
+	return medianOf(ts), nil
 }
 
 // deviceTimes runs compute back to back in one Run: untimed for warm of

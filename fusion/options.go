@@ -31,21 +31,23 @@ func (b Backend) String() string {
 }
 
 type config struct {
-	matmul    *bool // nil: on for CUDA, off for CPU
-	backend   Backend
-	fuse      bool
-	keep      []*G.Node
-	dumpDir   string
-	precision tile.Precision
-	maxGroup  int
-	profile   bool
-	inCheck   InputCheck // how the CUDA backend sees host changes (resident.go)
-	readAll   bool
-	target    *graphpass.Target // nil: the backend's own
-	reuse     bool
-	native    bool
-	cacheDir  *string // nil: diskcache's default directory; "": no cache on disk
-	errs      []error // options given values they cannot take
+	matmul       *bool // nil: on for CUDA, off for CPU
+	backend      Backend
+	fuse         bool
+	keep         []*G.Node
+	dumpDir      string
+	precision    tile.Precision
+	maxGroup     int
+	profile      bool
+	inCheck      InputCheck // how the CUDA backend sees host changes (resident.go)
+	readAll      bool
+	target       *graphpass.Target // nil: the backend's own
+	reuse        bool
+	native       bool
+	cacheDir     *string // nil: diskcache's default directory; "": no cache on disk
+	autotune     bool
+	tuneProgress func(done, total int, kernel string)
+	errs         []error // options given values they cannot take
 }
 
 // configure applies opts over the defaults and checks what they set.

@@ -26,6 +26,8 @@ type Report struct {
 	// intermediates inside kernels: each value a kernel keeps to itself
 	// would, unfused, be written once and read once.
 	BytesSaved int64
+	// Tuning is what WithAutotune chose, per kernel text (nil without it).
+	Tuning []TuneResult
 }
 
 // GroupInfo is one kernel.
@@ -98,6 +100,9 @@ func (r *Report) String() string {
 	if len(r.NoValue) > 0 {
 		fmt.Fprintf(&sb, "  %d of your nodes have no value after a run (listed per kernel); keep one with fusion.WithKeep(node), or all with fusion.WithReadAll(true)\n", len(r.NoValue))
 	}
+	for _, t := range r.Tuning {
+		fmt.Fprintf(&sb, "  autotuned %s\n", t)
+	}
 	return sb.String()
 }
 
@@ -116,6 +121,9 @@ func bytesString(b int64) string {
 // buildReport is the report of a compilation, made once.
 func buildReport(c *compilation) *Report {
 	rep := &Report{Backend: c.cfg.backend, Fused: c.cfg.fuse}
+	for _, r := range c.tuning {
+		rep.Tuning = append(rep.Tuning, *r)
+	}
 	noValue := func(n *graphpass.Node) bool {
 		return !c.isRead[n.G] && c.forward[n] && n.Info.Kind != ops.Input && n.Info.Kind != ops.Constant && !broadcastHelper(n)
 	}

@@ -32,7 +32,8 @@ var elementwiseKind = groupKind{
 	tune: func(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 		meta["BLOCK"] = min(t.perThread(8, 1024), pow2AtLeast(numel(grp.Root.Info.Shape)))
 	},
-	emit: emitElementwise,
+	space: elementwiseSpace,
+	emit:  emitElementwise,
 }
 
 // emitElementwise: program p computes the flat indices [p·BLOCK,

@@ -56,6 +56,10 @@ type groupKind struct {
 	// precision of its products: its block sizes, chunks, splits, stages
 	// (nil: none; Emit adds num_warps on a GPU where tune sets none).
 	tune func(grp *Group, t Target, prec tile.Precision, meta tile.Meta)
+	// space, if not nil, lists alternatives to the meta-parameters def
+	// that tune (and the target) chose, for an autotuner to measure
+	// (Candidates): each one Emit can write a kernel with.
+	space func(grp *Group, t Target, prec tile.Precision, def tile.Meta) []tile.Meta
 	// emit writes the kernel's body: the outputs stored at out (and
 	// e.extra), its grid in k.
 	emit func(e *emitter, out *tile.Value, k *Kernel) error

@@ -21,8 +21,9 @@ var reduceKind = groupKind{
 		k := n.Info.Kind
 		return ReduceGroup, !k.Product() && k != ops.Reduce && !k.Row()
 	},
-	tune: tuneReduce,
-	emit: emitReduce,
+	tune:  tuneReduce,
+	space: reduceSpace,
+	emit:  emitReduce,
 }
 
 // tuneReduce: a program reduces BLOCK_O outputs BLOCK_R elements at a time

@@ -28,6 +28,7 @@ var rowKind = groupKind{
 	},
 	extras: func(grp *Group, t Target) bool { return !looped(grp.Full, t) },
 	tune:   tuneRow,
+	space:  rowSpace,
 	emit:   emitRow,
 }
 

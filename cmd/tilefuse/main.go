@@ -56,6 +56,17 @@ tilefuse_cuda build.`,
 		flags: func() *flag.FlagSet { fs, _ := peerFlags(); return fs },
 		run:   func(args []string, stdout, _ io.Writer) error { return peerCmd(args, stdout) },
 	}, {
+		name: "tune", args: "[flags]", summary: "autotune a workload's kernels and keep the choices",
+		doc: `Compiles one workload with fusion.WithAutotune: each kernel's candidate
+meta-parameters (block sizes, rows a program, warps, chunks; the heuristic's
+first) are written, run on seeded inputs, checked against the heuristic
+kernel's outputs and timed on the backend, and the fastest is kept where it
+beats the heuristic's by more than the noise; the choices go to the cache on
+disk (tilefuse cache), where later compiles of the same kernels, in any
+process, find them. Prints one row a kernel text; progress on stderr.`,
+		flags: func() *flag.FlagSet { fs, _ := tuneFlags(); return fs },
+		run:   tuneCmd,
+	}, {
 		name: "cache", args: "[clear]", summary: "where the cache on disk is and what it holds; clear empties it",
 		doc: `Prints the directory of tilefuse's cache on disk (compiled GPU modules, which
 a later process loads instead of compiling, and autotuning results) on the

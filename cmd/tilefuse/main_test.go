@@ -150,6 +150,38 @@ func TestCache(t *testing.T) {
 	assert.Equal(t, dir+"\n0 entries, 0 B\n", stdout)
 }
 
+// TestTune: tilefuse tune measures a workload's kernels on the CPU, prints
+// a row per kernel text and keeps the choices: a second run takes every
+// one from the cache; progress goes to stderr, one line a kernel where it
+// is not a terminal.
+func TestTune(t *testing.T) {
+	dir := t.TempDir()
+	var out, progress strings.Builder
+	require.NoError(t, tuneCmd([]string{"-workload", "layernorm", "-size", "small", "-cache-dir", dir}, &out, &progress))
+	assert.Contains(t, out.String(), "| fused_0_row | 1 | {BLOCK = 1024} |")
+	assert.Contains(t, out.String(), "| measured |")
+	assert.Contains(t, out.String(), "1 kernel texts tuned")
+	assert.Contains(t, progress.String(), "[1/1] tuned fused_0_row\n")
+	u, err := diskcache.Open(dir).Usage()
+	require.NoError(t, err)
+	assert.Equal(t, 1, u.Kinds["tune"])
+	out.Reset()
+	require.NoError(t, tuneCmd([]string{"-workload", "layernorm", "-size", "small", "-cache-dir", dir, "-q"}, &out, &progress))
+	assert.Contains(t, out.String(), "| cache |")
+	assert.Contains(t, out.String(), "1 taken from the cache")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-backend", "tpu"}, "want cpu or cuda"},
+		{[]string{"-workload", "nope"}, `no workload "nope"`},
+		{[]string{"-size", "huge"}, "want small or large"},
+		{[]string{"-precision", "fp8"}, "want ieee or tf32"},
+	} {
+		assert.ErrorContains(t, tuneCmd(c.args, &out, &progress), c.want)
+	}
+}
+
 func TestRunPrintsIRAndTable(t *testing.T) {
 	var sb strings.Builder
 	dir := t.TempDir()

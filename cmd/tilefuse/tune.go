@@ -1,0 +1,126 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/tilefuse/tilefuse/bench"
+	"github.com/tilefuse/tilefuse/diskcache"
+	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+type tuneOpts struct {
+	backend, workload, size, precision, cacheDir string
+	quiet                                        bool
+}
+
+func tuneFlags() (*flag.FlagSet, *tuneOpts) {
+	o := &tuneOpts{}
+	fs := flag.NewFlagSet("tune", flag.ContinueOnError)
+	fs.StringVar(&o.backend, "backend", "cpu", "where kernels run and are measured: cpu, or cuda (the tilefuse_cuda build)")
+	fs.StringVar(&o.workload, "workload", "softmax", "the workload to tune, one of: "+workloadNames())
+	fs.StringVar(&o.size, "size", "large", "its size: small, large, or one of its peer sizes (peer, peer:8192x4096, …; see help bench)")
+	fs.StringVar(&o.precision, "precision", "ieee", "how products form f32 products: ieee or tf32")
+	fs.StringVar(&o.cacheDir, "cache-dir", "", "the cache on disk the results go to (default: the one tilefuse uses, see tilefuse cache)")
+	fs.BoolVar(&o.quiet, "q", false, "no progress on stderr (a bar on a terminal, one line a kernel otherwise)")
+	return fs, o
+}
+
+// tuneCmd compiles a workload with fusion.WithAutotune: each kernel's
+// candidates measured on the backend (or taken from the cache on disk),
+// the choices printed as a Markdown table and kept for later processes.
+func tuneCmd(args []string, out, progressW io.Writer) error {
+	fs, o := tuneFlags()
+	if done, err := parse(fs, args, out); done || err != nil {
+		return err
+	}
+	var be fusion.Backend
+	switch o.backend {
+	case "cpu":
+		be = fusion.CPU
+	case "cuda":
+		be = fusion.CUDA
+	default:
+		return fmt.Errorf("-backend %q: want cpu or cuda", o.backend)
+	}
+	opts := []fusion.Option{fusion.WithBackend(be), fusion.WithAutotune(true)}
+	switch o.precision {
+	case "ieee":
+	case "tf32":
+		opts = append(opts, fusion.WithPrecision(tile.PrecTF32))
+	default:
+		return fmt.Errorf("-precision %q: want ieee or tf32", o.precision)
+	}
+	dir := o.cacheDir
+	if dir == "" {
+		var err error
+		if dir, err = diskcache.Dir(); err != nil {
+			return err
+		}
+	}
+	opts = append(opts, fusion.WithCacheDir(dir))
+	w, ok := bench.Lookup(o.workload)
+	if !ok {
+		return fmt.Errorf("no workload %q (have %s)", o.workload, workloadNames())
+	}
+	spec, err := w.Build(o.size)
+	if err != nil {
+		return err
+	}
+	var bar progress
+	opts = append(opts, fusion.WithTuneProgress(func(done, total int, kernel string) {
+		if bar == nil {
+			bar = newProgress(progressW, total, o.quiet)
+		}
+		bar.step("tuned " + kernel)
+	}))
+	t0 := time.Now()
+	c, err := fusion.Compile(spec.Graph, opts...)
+	if err != nil {
+		if bar != nil {
+			bar.abort()
+		}
+		return err
+	}
+	if bar != nil {
+		bar.finish()
+	}
+	writeTuning(out, c.Report, fmt.Sprintf("%s/%s on %v, %d kernels, compiled and tuned in %.2f s; results in %s", spec.Name, spec.Size, be, c.Report.Kernels(), time.Since(t0).Seconds(), dir))
+	return nil
+}
+
+// writeTuning prints what the autotuner chose, one row a kernel text.
+func writeTuning(out io.Writer, rep *fusion.Report, title string) {
+	fmt.Fprintf(out, "%s\n\n", title)
+	if len(rep.Tuning) == 0 {
+		fmt.Fprintln(out, "no kernel has meta-parameters to tune")
+		return
+	}
+	fmt.Fprintln(out, "| kernel | kernels of its text | default | chosen | default ms | chosen ms | speedup | candidates | rejected | source |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
+	changed, cached := 0, 0
+	for _, r := range rep.Tuning {
+		speed, src := 1.0, "measured"
+		if r.ChosenSeconds > 0 {
+			speed = r.DefaultSeconds / r.ChosenSeconds
+		}
+		if r.FromCache {
+			src, cached = "cache", cached+1
+		}
+		if r.Chosen.String() != r.Default.String() {
+			changed++
+		}
+		fmt.Fprintf(out, "| %s | %d | %v | %v | %.4g | %.4g | %.2fx | %d | %d | %s |\n", r.Kernel, r.Kernels, r.Default, r.Chosen,
+			1e3*r.DefaultSeconds, 1e3*r.ChosenSeconds, speed, r.Candidates, len(r.Rejected), src)
+	}
+	fmt.Fprintf(out, "\n%d kernel texts tuned, %d changed from the heuristic's choice, %d taken from the cache\n", len(rep.Tuning), changed, cached)
+	for _, r := range rep.Tuning {
+		for _, why := range r.Rejected {
+			fmt.Fprintf(out, "  %s: rejected %s\n", r.Kernel, strings.TrimSpace(why))
+		}
+	}
+}

@@ -1,0 +1,391 @@
+package fusion
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu"
+	"github.com/tilefuse/tilefuse/diskcache"
+	"github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// WithAutotune(true) tunes each kernel's meta-parameters on the backend at
+// compile time: the candidates its group kind declares
+// (graphpass.Candidates: block sizes, rows a program, warps, chunks; the
+// heuristic's choice first) are each written, run on seeded inputs of the
+// kernel's shapes, checked against the heuristic kernel's outputs (a
+// candidate that differs is rejected) and timed; the fastest is kept only
+// where it beats the heuristic's in an interleaved rematch by more than the
+// noise margin, so tuning never picks a kernel measured slower than its
+// default. Results persist in the cache on disk (WithCacheDir), keyed by
+// the kernel's IR without its name (its shapes included), the target, the
+// device (its name and driver on a GPU; the CPU's architecture and cores)
+// and tilefuse's version, and a later compile, in this process or
+// another, takes them without measuring. Kernels of the same text tune
+// once. Report.Tuning says what each chose. On the GPU a kernel takes
+// milliseconds to measure and each candidate a compile; on the CPU the
+// measurement is the executor's own (its block choices).
+func WithAutotune(on bool) Option { return func(c *config) { c.autotune = on } }
+
+// WithTuneProgress has WithAutotune report each kernel it has tuned (or
+// found tuned): done of total kernels that have candidates, and the
+// kernel's name (for a progress bar).
+func WithTuneProgress(f func(done, total int, kernel string)) Option {
+	return func(c *config) { c.tuneProgress = f }
+}
+
+// TuneResult is what WithAutotune did for the kernels of one text.
+type TuneResult struct {
+	Kernel  string // the first kernel of the text
+	Kernels int    // kernels of this text in the graph
+	// Default is the heuristic's meta-parameters, Chosen the kernels'
+	Default, Chosen tile.Meta
+	// DefaultSeconds and ChosenSeconds are one launch of each, as the
+	// rematch measured them (from the cache: as the tuning that stored
+	// them measured them)
+	DefaultSeconds, ChosenSeconds float64
+	Candidates                    int      // tried, the default included
+	Rejected                      []string // candidates that could not be written, run, or that computed otherwise, and why
+	FromCache                     bool     // taken from the cache on disk, not measured
+}
+
+func (r TuneResult) String() string {
+	src := "measured"
+	if r.FromCache {
+		src = "from the cache"
+	}
+	speed := 1.0
+	if r.ChosenSeconds > 0 {
+		speed = r.DefaultSeconds / r.ChosenSeconds
+	}
+	return fmt.Sprintf("%s (×%d): %v → %v, %.3g → %.3g ms (%.2fx; %d candidates, %d rejected; %s)",
+		r.Kernel, r.Kernels, r.Default, r.Chosen, 1e3*r.DefaultSeconds, 1e3*r.ChosenSeconds, speed, r.Candidates, len(r.Rejected), src)
+}
+
+// kernelTimer runs a kernel on host buffers (its inputs, then its outputs,
+// which it leaves written by one launch) and returns the seconds of one
+// launch, measured after that one.
+type kernelTimer func(k *graphpass.Kernel, args []any) (float64, error)
+
+// gpuKernelTimer is the GPU backend's kernelTimer (tilefuse_cuda build),
+// with compiled modules in the disk cache; gpuDevice names the device for
+// keys (name, compute capability, driver).
+var (
+	gpuKernelTimer func(k *graphpass.Kernel, args []any, disk *diskcache.Cache) (float64, error)
+	gpuDevice      func() (string, error)
+)
+
+// tuneMargin is how much faster than the default's a candidate must be in
+// the rematch to be chosen: the noise of the measurement (more on a CPU
+// shared with other work).
+func tuneMargin(b Backend) float64 {
+	if b == CUDA {
+		return 0.03
+	}
+	return 0.10
+}
+
+// tuner is WithAutotune's state for one compilation.
+type tuner struct {
+	c      *compilation
+	disk   *diskcache.Cache
+	timer  kernelTimer
+	device string
+	memo   map[string]*TuneResult // by the default kernel's anonymous text
+	done   int
+	total  int
+}
+
+// tuneOverride, if set (tests), replaces the backend's kernel timer.
+var tuneOverride kernelTimer
+
+func newTuner(c *compilation) (*tuner, error) {
+	t := &tuner{c: c, disk: c.cfg.diskCache(), memo: map[string]*TuneResult{}}
+	switch {
+	case c.cfg.backend == CUDA:
+		if gpuKernelTimer == nil {
+			return nil, Available(CUDA)
+		}
+		dev, err := gpuDevice()
+		if err != nil {
+			return nil, err
+		}
+		t.device = dev
+		t.timer = func(k *graphpass.Kernel, args []any) (float64, error) { return gpuKernelTimer(k, args, t.disk) }
+	default:
+		t.device = fmt.Sprintf("cpu %s/%s, %d cores, vector dot %v, native %v", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpu.VectorDot(), c.cfg.native)
+		t.timer = func(k *graphpass.Kernel, args []any) (float64, error) { return cpuKernelTime(k, args, c.cfg.native) }
+	}
+	if tuneOverride != nil {
+		t.timer = tuneOverride
+	}
+	for _, grp := range c.groups {
+		if len(graphpass.Candidates(grp, c.target, c.cfg.precision)) > 1 {
+			t.total++
+		}
+	}
+	return t, nil
+}
+
+// target is the target grp's kernel is written for: the compilation's,
+// with the tuned meta-parameters where there are candidates.
+func (t *tuner) target(grp *graphpass.Group) (graphpass.Target, error) {
+	base, prec := t.c.target, t.c.cfg.precision
+	cands := graphpass.Candidates(grp, base, prec)
+	if len(cands) < 2 {
+		return base, nil
+	}
+	def, err := graphpass.Emit(grp, graphpass.TuneTo(base, cands[0]), prec)
+	if err != nil {
+		return base, err
+	}
+	text := def.Tile.Anonymous()
+	r, ok := t.memo[text]
+	if ok {
+		r.Kernels++
+	} else {
+		if r, err = t.tune(grp, def, cands, text); err != nil {
+			return base, err
+		}
+		t.memo[text] = r
+		t.c.tuning = append(t.c.tuning, r)
+	}
+	t.done++
+	if f := t.c.cfg.tuneProgress; f != nil {
+		f(t.done, t.total, def.Tile.Name)
+	}
+	return graphpass.TuneTo(base, r.Chosen), nil
+}
+
+// tuneEntry is a tuning result on disk.
+type tuneEntry struct {
+	Chosen, Default               tile.Meta
+	DefaultSeconds, ChosenSeconds float64
+	Candidates                    int
+	Rejected                      []string
+}
+
+// tune measures the candidates of the kernel def (of anonymous text text),
+// or takes the result from the disk cache.
+func (t *tuner) tune(grp *graphpass.Group, def *graphpass.Kernel, cands []tile.Meta, text string) (*TuneResult, error) {
+	key := diskcache.Key(text, t.c.target.String(), t.c.cfg.precision.String(), t.device, diskcache.Version())
+	r := &TuneResult{Kernel: def.Tile.Name, Kernels: 1, Default: cands[0], Chosen: cands[0], Candidates: len(cands)}
+	if b, ok := t.disk.Get("tune", key); ok {
+		var e tuneEntry
+		if json.Unmarshal(b, &e) == nil && slices.ContainsFunc(cands, func(m tile.Meta) bool { return m.String() == e.Chosen.String() }) {
+			r.Chosen, r.DefaultSeconds, r.ChosenSeconds, r.Candidates, r.Rejected, r.FromCache = e.Chosen, e.DefaultSeconds, e.ChosenSeconds, e.Candidates, e.Rejected, true
+			return r, nil
+		}
+		t.disk.Remove("tune", key) // of another set of candidates: tune again
+	}
+	args, outs := tuneArgs(grp, def)
+	defTime, err := t.timer(def, args)
+	if err != nil { // nothing to measure against: the default, untuned
+		r.Rejected = append(r.Rejected, fmt.Sprintf("the default %v did not run: %v", cands[0], err))
+		return r, nil
+	}
+	want := cloneOuts(outs)
+	type run struct {
+		k    *graphpass.Kernel
+		meta tile.Meta
+		s    float64
+	}
+	var ok []run
+	for _, m := range cands[1:] {
+		k, err := graphpass.Emit(grp, graphpass.TuneTo(t.c.target, m), t.c.cfg.precision)
+		if err != nil {
+			r.Rejected = append(r.Rejected, fmt.Sprintf("%v: %v", m, err))
+			continue
+		}
+		resetOuts(outs, def.Accumulates)
+		s, err := t.timer(k, args)
+		if err != nil {
+			r.Rejected = append(r.Rejected, fmt.Sprintf("%v: %v", m, err))
+			continue
+		}
+		if err := sameOuts(outs, want, def.DType); err != nil {
+			r.Rejected = append(r.Rejected, fmt.Sprintf("%v: computes otherwise: %v", m, err))
+			continue
+		}
+		ok = append(ok, run{k, m, s})
+	}
+	r.DefaultSeconds, r.ChosenSeconds = defTime, defTime
+	if len(ok) > 0 {
+		best := slices.MinFunc(ok, func(a, b run) int { return cmpFloat(a.s, b.s) })
+		if best.s < defTime {
+			// the rematch: the default and the best, in turns
+			var ds, bs []float64
+			for range 3 {
+				for _, x := range []struct {
+					k   *graphpass.Kernel
+					out *[]float64
+				}{{def, &ds}, {best.k, &bs}} {
+					resetOuts(outs, def.Accumulates)
+					s, err := t.timer(x.k, args)
+					if err != nil {
+						s = math.Inf(1) // it ran before: count it as the slowest
+					}
+					*x.out = append(*x.out, s)
+				}
+			}
+			d, b := medianOf(ds), medianOf(bs)
+			r.DefaultSeconds, r.ChosenSeconds = d, d
+			if b < d*(1-tuneMargin(t.c.cfg.backend)) {
+				r.Chosen, r.ChosenSeconds = best.meta, b
+			}
+		}
+	}
+	e := tuneEntry{Chosen: r.Chosen, Default: r.Default, DefaultSeconds: r.DefaultSeconds, ChosenSeconds: r.ChosenSeconds, Candidates: r.Candidates, Rejected: r.Rejected}
+	if b, err := json.Marshal(e); err == nil {
+		t.disk.Put("tune", key, b) // a cache that cannot be written is no cache
+	}
+	return r, nil
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func medianOf(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// tuneArgs are seeded inputs of the group's inputs' shapes (in [0.5,
+// 1.5): no log or square root of a negative) and an output buffer per
+// output of k (NaN, or zeros where k accumulates).
+func tuneArgs(grp *graphpass.Group, k *graphpass.Kernel) (args []any, outs []any) {
+	rng := rand.New(rand.NewPCG(12, 2026))
+	for _, in := range grp.Inputs {
+		n := max(1, numel(in.Info.Shape))
+		if in.Info.DType == tile.F64 {
+			x := make([]float64, n)
+			for i := range x {
+				x[i] = 0.5 + rng.Float64()
+			}
+			args = append(args, x)
+			continue
+		}
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(0.5 + rng.Float64())
+		}
+		args = append(args, x)
+	}
+	for i := range max(1, k.Outs) {
+		n := max(1, numel(k.Shape(i)))
+		if k.DType == tile.F64 {
+			outs = append(outs, make([]float64, n))
+		} else {
+			outs = append(outs, make([]float32, n))
+		}
+	}
+	resetOuts(outs, k.Accumulates)
+	return append(args, outs...), outs
+}
+
+// resetOuts poisons the outputs with NaN, or zeros them where the kernel
+// accumulates into them.
+func resetOuts(outs []any, zero bool) {
+	v := math.NaN()
+	if zero {
+		v = 0
+	}
+	for _, o := range outs {
+		switch o := o.(type) {
+		case []float32:
+			for i := range o {
+				o[i] = float32(v)
+			}
+		case []float64:
+			for i := range o {
+				o[i] = v
+			}
+		}
+	}
+}
+
+func cloneOuts(outs []any) []any {
+	c := make([]any, len(outs))
+	for i, o := range outs {
+		switch o := o.(type) {
+		case []float32:
+			c[i] = slices.Clone(o)
+		case []float64:
+			c[i] = slices.Clone(o)
+		}
+	}
+	return c
+}
+
+// sameOuts checks a candidate's outputs against the default's: |a-b| ≤
+// tol·(1+|b|), as the bench checks fused against unfused (sums in another
+// order), NaN where the default has NaN.
+func sameOuts(got, want []any, d tile.DType) error {
+	tol := 1e-3
+	if d == tile.F64 {
+		tol = 1e-9
+	}
+	for i := range want {
+		var g, w []float64
+		switch x := got[i].(type) {
+		case []float32:
+			for j, v := range x {
+				g = append(g, float64(v))
+				w = append(w, float64(want[i].([]float32)[j]))
+			}
+		case []float64:
+			g, w = x, want[i].([]float64)
+		}
+		for j := range w {
+			if math.IsNaN(w[j]) && math.IsNaN(g[j]) {
+				continue
+			}
+			if !(math.Abs(g[j]-w[j]) <= tol*(1+math.Abs(w[j]))) {
+				return fmt.Errorf("output %d [%d] = %v, the default's %v", i, j, g[j], w[j])
+			}
+		}
+	}
+	return nil
+}
+
+// cpuKernelTime runs k once on the CPU executor (the outputs stay), then
+// times launches: the median of at least 3, and of as many as 20 ms allow
+// (at most 50).
+func cpuKernelTime(k *graphpass.Kernel, args []any, native bool) (float64, error) {
+	e, err := cpu.NewExec(k.Tile, cpu.WithNative(native))
+	if err != nil {
+		return 0, err
+	}
+	if err := e.Launch(k.Grid, args...); err != nil {
+		return 0, err
+	}
+	out := slices.Clone(args)
+	if k.Accumulates { // timed launches add into copies, not the checked outputs
+		for i := len(args) - max(1, k.Outs); i < len(args); i++ {
+			out[i] = cloneOuts(args[i : i+1])[0]
+		}
+	}
+	var ts []float64
+	for t0 := time.Now(); len(ts) < 3 || len(ts) < 50 && time.Since(t0) < 20*time.Millisecond; {
+		s := time.Now()
+		if err := e.Launch(k.Grid, out...); err != nil {
+			return 0, err
+		}
+		ts = append(ts, time.Since(s).Seconds())
+	}
+	return medianOf(ts), nil
+}

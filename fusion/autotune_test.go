@@ -1,0 +1,214 @@
+package fusion_test
+
+import (
+	"math"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// tunedSoftmax is a softmax over 512 rows of 100 written op by op, twice
+// (two kernels of one text), with its inputs bound.
+func tunedSoftmax(t *testing.T) (*G.ExprGraph, []*G.Node) {
+	g := G.NewGraph()
+	var ys []*G.Node
+	for i, name := range []string{"x1", "x2"} {
+		x := G.NewMatrix(g, tensor.Float32, G.WithShape(512, 100), G.WithName(name))
+		e := G.Must(G.Exp(G.Must(G.BroadcastSub(x, G.Must(G.Max(x, 1)), nil, []byte{1}))))
+		ys = append(ys, G.Must(G.BroadcastHadamardDiv(e, G.Must(G.Sum(e, 1)), nil, []byte{1})))
+		d := make([]float32, 512*100)
+		for j := range d {
+			d[j] = float32((j*7+i*3)%23) / 5
+		}
+		require.NoError(t, G.Let(x, tensor.New(tensor.WithShape(512, 100), tensor.WithBacking(d))))
+	}
+	return g, ys
+}
+
+// fakeTimes runs each kernel on the CPU (so that its outputs are real) and
+// says it took the time times gives its meta-parameters (the default's:
+// 1), counting the calls.
+func fakeTimes(calls *atomic.Int32, times func(m tile.Meta) float64) func(*graphpass.Kernel, []any) (float64, error) {
+	return func(k *graphpass.Kernel, args []any) (float64, error) {
+		calls.Add(1)
+		if _, err := fusion.CPUKernelTime(k, args); err != nil {
+			return 0, err
+		}
+		return times(k.Tile.Meta), nil
+	}
+}
+
+// TestAutotuneOnTheCPU: WithAutotune on the CPU backend measures the
+// candidates of each kernel text once (two identical softmax kernels tune
+// together), keeps the fastest (here 4 rows a program, as the timer says),
+// writes the kernels with it, computes what the untuned machine computes,
+// and stores the choice on disk: a later compile with the same cache takes
+// it without measuring; without a cache on disk it measures again.
+func TestAutotuneOnTheCPU(t *testing.T) {
+	var calls atomic.Int32
+	defer fusion.SetTuneTimer(fakeTimes(&calls, func(m tile.Meta) float64 {
+		switch m["BLOCK_M"] {
+		case 4:
+			return 0.5
+		case 2:
+			return 0.8
+		}
+		return 1
+	}))()
+	dir := t.TempDir()
+	g, ys := tunedSoftmax(t)
+	var progress []string
+	opts := []fusion.Option{fusion.WithTarget(graphpass.CPU(2)), fusion.WithAutotune(true), fusion.WithCacheDir(dir),
+		fusion.WithTuneProgress(func(done, total int, kernel string) {
+			progress = append(progress, strings.Repeat("#", done)+"/"+strings.Repeat("#", total))
+		})}
+	m := fusion.NewTapeMachine(g, opts...)
+	require.NoError(t, m.Err())
+	defer m.Close()
+	rep := m.Report()
+	require.Len(t, rep.Tuning, 1, "one text, tuned once")
+	r := rep.Tuning[0]
+	assert.Equal(t, 2, r.Kernels)
+	assert.False(t, r.FromCache)
+	assert.Equal(t, 4, r.Chosen["BLOCK_M"], "%v", r)
+	assert.Empty(t, r.Default["BLOCK_M"])
+	assert.Greater(t, r.Candidates, 2)
+	assert.Empty(t, r.Rejected)
+	assert.Equal(t, []string{"#/##", "##/##"}, progress)
+	for _, n := range m.Compiled().Graph.AllNodes() {
+		if f, ok := n.Op().(*fusion.FusedOp); ok {
+			assert.Equal(t, 4, f.Kernel().Meta["BLOCK_M"], f.Kernel().Name)
+		}
+	}
+	measured := calls.Load()
+	assert.Equal(t, int32(r.Candidates+6), measured, "each candidate once, then the default and the best three times each")
+	require.NoError(t, m.RunAll())
+	want := untunedValues(t, g, ys)
+	for i, y := range ys {
+		closeTo(t, "softmax", floats(y.Value()), want[i], 1e-6)
+	}
+
+	again := fusion.NewTapeMachine(g, opts...)
+	require.NoError(t, again.Err())
+	defer again.Close()
+	assert.Equal(t, measured, calls.Load(), "a later compile measures nothing")
+	require.Len(t, again.Report().Tuning, 1)
+	assert.True(t, again.Report().Tuning[0].FromCache)
+	assert.Equal(t, r.Chosen, again.Report().Tuning[0].Chosen)
+
+	noDisk := fusion.NewTapeMachine(g, fusion.WithTarget(graphpass.CPU(2)), fusion.WithAutotune(true), fusion.WithCacheDir(""))
+	require.NoError(t, noDisk.Err())
+	defer noDisk.Close()
+	assert.False(t, noDisk.Report().Tuning[0].FromCache)
+	assert.Greater(t, calls.Load(), measured)
+}
+
+// untunedValues are the graph's outputs on a machine without tuning.
+func untunedValues(t *testing.T, g *G.ExprGraph, ys []*G.Node) [][]float64 {
+	m := fusion.NewTapeMachine(g, fusion.WithTarget(graphpass.CPU(2)))
+	require.NoError(t, m.Err())
+	defer m.Close()
+	require.NoError(t, m.RunAll())
+	var out [][]float64
+	for _, y := range ys {
+		out = append(out, floats(y.Value()))
+	}
+	return out
+}
+
+// TestAutotuneRejectsAndNeverSlows: a candidate whose outputs differ from
+// the default's is rejected however fast it says it is; a candidate
+// faster by less than the noise margin, or only in the first measurement,
+// is not chosen: the default stays.
+func TestAutotuneRejectsAndNeverSlows(t *testing.T) {
+	cases := []struct {
+		name   string
+		times  func(m tile.Meta) float64
+		wrong  int // BLOCK_M whose outputs the timer spoils
+		chosen int // BLOCK_M chosen (0: the default, one row)
+	}{
+		{"a wrong candidate", func(m tile.Meta) float64 {
+			if m["BLOCK_M"] == 8 {
+				return 0.1
+			}
+			if m["BLOCK_M"] == 2 {
+				return 0.7
+			}
+			return 1
+		}, 8, 2},
+		{"within the margin", func(m tile.Meta) float64 {
+			if m["BLOCK_M"] == 4 {
+				return 0.97
+			}
+			return 1
+		}, 0, 0},
+		{"all slower", func(m tile.Meta) float64 {
+			if len(m) > 1 {
+				return 2
+			}
+			return 1
+		}, 0, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var calls atomic.Int32
+			timer := fakeTimes(&calls, c.times)
+			defer fusion.SetTuneTimer(func(k *graphpass.Kernel, args []any) (float64, error) {
+				s, err := timer(k, args)
+				if c.wrong != 0 && k.Tile.Meta["BLOCK_M"] == c.wrong {
+					args[len(args)-1].([]float32)[17] += 1
+				}
+				return s, err
+			})()
+			g, _ := tunedSoftmax(t)
+			m := fusion.NewTapeMachine(g, fusion.WithTarget(graphpass.CPU(2)), fusion.WithAutotune(true), fusion.WithCacheDir(""))
+			require.NoError(t, m.Err())
+			defer m.Close()
+			r := m.Report().Tuning[0]
+			assert.Equal(t, c.chosen, r.Chosen["BLOCK_M"], "%v", r)
+			if c.wrong != 0 {
+				require.Len(t, r.Rejected, 1)
+				assert.Contains(t, r.Rejected[0], "computes otherwise")
+			}
+			assert.LessOrEqual(t, r.ChosenSeconds, r.DefaultSeconds)
+		})
+	}
+}
+
+// TestAutotuneMeasures: with the CPU's own measurement, every kernel text
+// of a graph with several kinds is tuned, each choice is one of its
+// candidates and measured no slower than the default, and the graph
+// computes what it computes untuned.
+func TestAutotuneMeasures(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(300, 100), G.WithName("x"))
+	s := G.Must(G.Sum(G.Must(G.SoftMax(G.Must(G.Tanh(x)))), 0))
+	d := make([]float32, 300*100)
+	for i := range d {
+		d[i] = float32(math.Sin(float64(i)))
+	}
+	require.NoError(t, G.Let(x, tensor.New(tensor.WithShape(300, 100), tensor.WithBacking(d))))
+	m := fusion.NewTapeMachine(g, fusion.WithTarget(graphpass.CPU(2)), fusion.WithAutotune(true), fusion.WithCacheDir(""))
+	require.NoError(t, m.Err())
+	defer m.Close()
+	rep := m.Report()
+	require.NotEmpty(t, rep.Tuning)
+	for _, r := range rep.Tuning {
+		assert.Positive(t, r.DefaultSeconds, r.Kernel)
+		assert.LessOrEqual(t, r.ChosenSeconds, r.DefaultSeconds, r.Kernel)
+		t.Log(r)
+	}
+	require.NoError(t, m.RunAll())
+	got := floats(s.Value())
+	want := untunedValues(t, g, []*G.Node{s})[0]
+	closeTo(t, "column sums", got, want, 1e-5)
+}

@@ -1,0 +1,175 @@
+package graphpass
+
+import (
+	"maps"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// Candidates are the meta-parameter choices an autotuner may try for grp's
+// kernel on target t: first the heuristic's own (its kind's tune, then
+// t.Tune, as Emit chooses), then its kind's alternatives (space), each
+// different, none known to be unwritable; a kind without a space has the
+// default alone. Emit a candidate with TuneTo.
+func Candidates(grp *Group, t Target, prec tile.Precision) []tile.Meta {
+	def := defaultMeta(grp, t, prec)
+	out := []tile.Meta{def}
+	space := groupKinds[grp.Kind].space
+	if space == nil {
+		return out
+	}
+	seen := map[string]bool{def.String(): true}
+	for _, m := range space(grp, t, prec, def) {
+		if m == nil || seen[m.String()] {
+			continue
+		}
+		seen[m.String()] = true
+		out = append(out, m)
+	}
+	return out
+}
+
+// defaultMeta is the meta-parameters Emit chooses for grp on t.
+func defaultMeta(grp *Group, t Target, prec tile.Precision) tile.Meta {
+	meta := tile.Meta{}
+	if tune := groupKinds[grp.Kind].tune; tune != nil {
+		tune(grp, t, prec, meta)
+	}
+	if _, ok := meta["num_warps"]; t.GPU() && !ok {
+		meta["num_warps"] = t.NumWarps
+	}
+	if t.Tune != nil {
+		t.Tune(grp, meta)
+	}
+	return meta
+}
+
+// TuneTo is t with its Tune replaced by one that sets every kernel's
+// meta-parameters to meta (a candidate of Candidates): Emit(grp,
+// TuneTo(t, m), prec) writes grp's kernel with m.
+func TuneTo(t Target, meta tile.Meta) Target {
+	t.Tune = func(_ *Group, m tile.Meta) {
+		clear(m)
+		maps.Copy(m, meta)
+	}
+	return t
+}
+
+// with is def with the changes in kv (name, value pairs; a value of 0
+// deletes the parameter).
+func with(def tile.Meta, kv ...any) tile.Meta {
+	m := maps.Clone(def)
+	for i := 0; i+1 < len(kv); i += 2 {
+		name, v := kv[i].(string), kv[i+1].(int)
+		if v == 0 {
+			delete(m, name)
+		} else {
+			m[name] = v
+		}
+	}
+	return m
+}
+
+// warpChoices are num_warps halved and doubled (within 1 and the most the
+// target's threads and maxWarps allow), where def has num_warps.
+func warpChoices(def tile.Meta, t Target, maxWarps int) []tile.Meta {
+	w, ok := def["num_warps"]
+	if !ok || !t.GPU() {
+		return nil
+	}
+	var out []tile.Meta
+	if w > 1 {
+		out = append(out, with(def, "num_warps", w/2))
+	}
+	if 2*w <= min(maxWarps, t.MaxThreads/32) {
+		out = append(out, with(def, "num_warps", 2*w))
+	}
+	return out
+}
+
+// elementwiseSpace: BLOCK halved and doubled (more warps with the double
+// on a GPU, as 8 a thread), and quadrupled on the CPU.
+func elementwiseSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta {
+	b := def["BLOCK"]
+	n := pow2AtLeast(numel(grp.Root.Info.Shape))
+	var out []tile.Meta
+	if b > 32 {
+		out = append(out, with(def, "BLOCK", b/2))
+	}
+	if 2*b <= n {
+		out = append(out, with(def, "BLOCK", 2*b))
+		if w := def["num_warps"]; t.GPU() && 2*w*32 <= t.MaxThreads {
+			out = append(out, with(def, "BLOCK", 2*b, "num_warps", 2*w))
+		}
+	}
+	if !t.GPU() && 4*b <= n {
+		out = append(out, with(def, "BLOCK", 4*b))
+	}
+	return out
+}
+
+// reduceSpace: the tile's shape (BLOCK_R halved or doubled, BLOCK_O the
+// other way), where the reduced range's part (CHUNK) stays a multiple of
+// BLOCK_R; and num_warps on a GPU.
+func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta {
+	br, bo, chunk := def["BLOCK_R"], def["BLOCK_O"], def["CHUNK"]
+	var out []tile.Meta
+	reduced := numel(grp.Root.Inputs[0].Info.Shape) / max(1, numel(grp.Root.Info.Shape))
+	split := chunk < reduced // programs share the reduced range: CHUNK stays a multiple
+	if br > 8 && bo*2 <= pow2AtLeast(numel(grp.Root.Info.Shape)) {
+		out = append(out, with(def, "BLOCK_R", br/2, "BLOCK_O", bo*2))
+	}
+	if bo > 1 && (!split || chunk%(2*br) == 0) {
+		out = append(out, with(def, "BLOCK_R", br*2, "BLOCK_O", bo/2))
+	}
+	return append(out, warpChoices(def, t, 8)...)
+}
+
+// rowSpace: on a GPU, num_warps halved and doubled, BLOCK_M halved and
+// doubled (one row a program: two), the streaming hint the other way;
+// rows walked in blocks: CHUNK halved and doubled, and where the row fits
+// in one block too (up to twice maxRow), that form; on the CPU, 2 to 8
+// rows a program for short rows, CHUNK halved and doubled.
+func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta {
+	n := grp.Full[len(grp.Full)-1]
+	rows := numel(grp.Full) / max(n, 1)
+	var out []tile.Meta
+	if chunk, ok := def["CHUNK"]; ok {
+		if chunk > 256 {
+			out = append(out, with(def, "CHUNK", chunk/2))
+		}
+		if 2*chunk < n {
+			out = append(out, with(def, "CHUNK", chunk*2))
+		}
+		if t.GPU() && n <= 2*maxRow(t) {
+			out = append(out, with(def, "CHUNK", 0, "BLOCK", pow2AtLeast(n), "num_warps", maxRowWarps(t)))
+		}
+		return append(out, warpChoices(def, t, 16)...)
+	}
+	block := def["BLOCK"]
+	bm := max(1, def["BLOCK_M"])
+	if !t.GPU() {
+		for _, m := range []int{2, 4, 8} {
+			if m*block <= 2048 && m <= pow2AtLeast(rows) {
+				out = append(out, with(def, "BLOCK_M", m))
+			}
+		}
+		return out
+	}
+	switch {
+	case bm > 2:
+		out = append(out, with(def, "BLOCK_M", bm/2))
+	case bm == 2:
+		out = append(out, with(def, "BLOCK_M", 0)) // one row a program
+	}
+	if 2*bm <= pow2AtLeast(rows) && 2*bm*block <= 64*32*def["num_warps"] {
+		out = append(out, with(def, "BLOCK_M", 2*bm))
+	}
+	out = append(out, with(def, "STREAM", 1-def["STREAM"]))
+	for _, m := range warpChoices(def, t, 16) {
+		if bm*block <= 64*32*m["num_warps"] { // at most 64 elements a thread
+			out = append(out, m)
+		}
+	}
+	return out
+}

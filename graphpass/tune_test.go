@@ -1,0 +1,140 @@
+package graphpass_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	. "github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/interp"
+)
+
+// TestCandidates: every candidate a kind offers an autotuner writes a
+// kernel (Emit with TuneTo) that computes what the heuristic's kernel
+// computes (the reference interpreter, seeded inputs, outputs poisoned);
+// the first candidate is the heuristic's own, and the others differ from
+// it and from each other. Row, reduction and elementwise groups on the
+// H200's target and the CPU's, at shapes that take each form.
+func TestCandidates(t *testing.T) {
+	must := G.Must
+	in := func(g *G.ExprGraph, name string, shape ...int) *G.Node {
+		return G.NewTensor(g, tensor.Float32, len(shape), G.WithShape(shape...), G.WithName(name))
+	}
+	cases := []struct {
+		name   string
+		build  func(g *G.ExprGraph)
+		target Target
+		min    int // candidates at least (with the default)
+	}{
+		{"elementwise", func(g *G.ExprGraph) { must(G.Tanh(in(g, "x", 3, 1000))) }, H200, 3},
+		{"elementwise, cpu", func(g *G.ExprGraph) { must(G.Tanh(in(g, "x", 9, 1000))) }, CPU(2), 3},
+		{"column sums, split", func(g *G.ExprGraph) { must(G.Sum(in(g, "x", 9000, 3), 0)) }, H200, 3},
+		{"row sums", func(g *G.ExprGraph) { must(G.Sum(in(g, "x", 300, 777), 1)) }, CPU(2), 2},
+		{"softmax of short rows", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 2048, 100)) }, H200, 4},
+		{"softmax rows of 1000", func(g *G.ExprGraph) { must(G.SoftMax(in(g, "x", 37, 1000))) }, H200, 3},
+		{"softmax rows of 20000", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 3, 20000)) }, H200, 2},
+		{"layernorm rows of 20000, walked", func(g *G.ExprGraph) { opLayerNorm(in(g, "x", 3, 20000)) }, H200, 4},
+		{"softmax of short rows, cpu", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 64, 100)) }, CPU(2), 3},
+		{"softmax rows of 10000, cpu", func(g *G.ExprGraph) { must(G.SoftMax(in(g, "x", 3, 10000))) }, CPU(2), 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			c.build(g)
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := Partition(gr, Options{Target: c.target})
+			if len(groups) != 1 {
+				t.Fatalf("%d groups", len(groups))
+			}
+			grp := groups[0]
+			cands := Candidates(grp, c.target, tile.PrecIEEE)
+			if len(cands) < c.min {
+				t.Fatalf("%d candidates, want at least %d: %v", len(cands), c.min, cands)
+			}
+			def, err := Emit(grp, c.target, tile.PrecIEEE)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cands[0].String(); got != def.Tile.Meta.String() {
+				t.Fatalf("the first candidate %s is not the heuristic's %s", got, def.Tile.Meta)
+			}
+			seen := map[string]bool{}
+			var want []float32
+			for i, m := range cands {
+				if seen[m.String()] {
+					t.Fatalf("candidate %s twice", m)
+				}
+				seen[m.String()] = true
+				k, err := Emit(grp, TuneTo(c.target, m), tile.PrecIEEE)
+				if err != nil {
+					t.Fatalf("candidate %s: %v", m, err)
+				}
+				if k.Tile.Meta.String() != m.String() {
+					t.Fatalf("kernel meta %s, candidate %s", k.Tile.Meta, m)
+				}
+				out := runOnInterp(t, grp, k)
+				if i == 0 {
+					want = out
+					continue
+				}
+				// sums in another order: within 1e-5 of the magnitude,
+				// growing with the square root of the terms summed
+				terms := 1
+				for _, in := range grp.Inputs {
+					n := 1
+					for _, d := range in.Info.Shape {
+						n *= d
+					}
+					terms = max(terms, n/len(want))
+				}
+				for j := range want {
+					if d := math.Abs(float64(out[j] - want[j])); !(d <= 1e-5*(1+math.Abs(float64(want[j])))*math.Sqrt(float64(terms))) {
+						t.Fatalf("candidate %s: output[%d] = %v, the default's %v", m, j, out[j], want[j])
+					}
+				}
+			}
+			t.Logf("%d candidates: %v", len(cands), cands)
+		})
+	}
+}
+
+// runOnInterp runs k on seeded inputs of grp's inputs' shapes and returns
+// its output (poisoned with NaN first, zeros where it accumulates).
+func runOnInterp(t *testing.T, grp *Group, k *Kernel) []float32 {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(5, 6))
+	var args []any
+	for _, in := range grp.Inputs {
+		n := 1
+		for _, d := range in.Info.Shape {
+			n *= d
+		}
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.Float64()*4 - 2)
+		}
+		args = append(args, x)
+	}
+	n := 1
+	for _, d := range k.Out {
+		n *= d
+	}
+	out := make([]float32, n)
+	for i := range out {
+		if !k.Accumulates {
+			out[i] = float32(math.NaN())
+		}
+	}
+	if err := interp.Interpret(k.Tile, k.Grid, append(args, out)...); err != nil {
+		t.Fatal(fmt.Errorf("%s: %w", k.Tile.Meta, err))
+	}
+	return out
+}
