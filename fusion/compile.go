@@ -52,6 +52,7 @@ type compilation struct {
 	readable []*graphpass.Node                      // readable: operands first
 	isRead   map[*G.Node]bool                       // readable, as a set
 	forward  map[*graphpass.Node]bool               // readable: the forward pass
+	dead     map[*G.Node]bool                       // readable: what nothing reads, not computed
 	target   graphpass.Target                       // partition: what the kernels are for
 	groups   []*graphpass.Group                     // partition
 	kernels  map[*graphpass.Group]*graphpass.Kernel // emit
@@ -277,7 +278,7 @@ func partition(c *compilation) error {
 		return err
 	}
 	c.target = t
-	c.groups = graphpass.Partition(c.gr, graphpass.Options{WriteOut: c.isRead, MaxGroup: c.cfg.maxGroup, Off: !c.cfg.fuse, MatMul: matmul, Target: t})
+	c.groups = graphpass.Partition(c.gr, graphpass.Options{WriteOut: c.isRead, Dead: c.dead, MaxGroup: c.cfg.maxGroup, Off: !c.cfg.fuse, MatMul: matmul, Target: t})
 	return nil
 }
 

@@ -18,7 +18,14 @@ import (
 // The rule is what a user of Gorgonia's machine reads. A node is readable
 // when it is not an input or a constant (those hold the values the user
 // gave them) and
-//   - it is a root of the graph (nothing reads it: an output),
+//   - it is a root of the graph (nothing reads it: an output), but for a
+//     tensor of the backward pass that is no node's gradient: Grad
+//     differentiates every op with respect to all its operands, and the
+//     contributions to the gradient of an operand that is not
+//     differentiated (x in x·W when only W's gradient is asked for) are
+//     never summed into one, so each is a root (36 products of 4096×768
+//     in the BERT-base encoder layer's backward); name or keep such a
+//     tensor to read it,
 //   - it is the gradient (Deriv, read through w.Grad()) of an input, or of
 //     a node that is readable by the other rules. Grad gives every node
 //     between the inputs and the cost a gradient of its own; those of values
@@ -89,7 +96,8 @@ func planReadable(c *compilation) error {
 	base := map[*G.Node]bool{} // by the rules but the gradients'
 	for _, n := range c.gr.Nodes {
 		g := n.G
-		base[g] = c.cfg.readAll || len(n.Users) == 0 || keep[g] || g.IsScalar() || !strings.Contains(g.Name(), "(%") || predictions[n]
+		root := len(n.Users) == 0 && (c.forward[n] || len(gradOf[g]) > 0 || g.IsScalar())
+		base[g] = c.cfg.readAll || root || keep[g] || g.IsScalar() || !strings.Contains(g.Name(), "(%") || predictions[n]
 	}
 	c.isRead = map[*G.Node]bool{}
 	for _, n := range c.gr.Nodes {
@@ -103,6 +111,22 @@ func planReadable(c *compilation) error {
 		if read {
 			c.isRead[n.G] = true
 			c.readable = append(c.readable, n)
+		}
+	}
+	// what nothing reads is not computed: a node that is not readable and
+	// whose users are all dead (users first: one pass)
+	c.dead = map[*G.Node]bool{}
+	for i := len(c.gr.Nodes) - 1; i >= 0; i-- {
+		n := c.gr.Nodes[i]
+		if c.isRead[n.G] || n.Info.Kind == ops.Input || isConst(n.G) || ops.IsStatement(n.G.Op()) {
+			continue
+		}
+		dead := true
+		for _, u := range n.Users {
+			dead = dead && c.dead[u.G]
+		}
+		if dead {
+			c.dead[n.G] = true
 		}
 	}
 	return nil

@@ -22,6 +22,10 @@ type Report struct {
 	// that have no value after a run: inside a kernel, or not in the
 	// readable set. WithKeep(node) or WithReadAll(true) gives them one.
 	NoValue []string
+	// NotComputed are the nodes nothing reads (not readable, their users
+	// not computed either), which no kernel computes: Gorgonia's unsummed
+	// contributions to an undifferentiated operand's gradient (readable.go).
+	NotComputed []string
 	// BytesSaved is the memory traffic a run saves by keeping
 	// intermediates inside kernels: each value a kernel keeps to itself
 	// would, unfused, be written once and read once.
@@ -103,6 +107,9 @@ func (r *Report) String() string {
 	for _, t := range r.Tuning {
 		fmt.Fprintf(&sb, "  autotuned %s\n", t)
 	}
+	if len(r.NotComputed) > 0 {
+		fmt.Fprintf(&sb, "  not computed, as nothing reads them (gradients Gorgonia never sums; keep one with fusion.WithKeep): %s\n", strings.Join(r.NotComputed, ", "))
+	}
 	return sb.String()
 }
 
@@ -148,6 +155,10 @@ func buildReport(c *compilation) *Report {
 		rep.Groups = append(rep.Groups, gi)
 	}
 	for _, n := range c.gr.Nodes {
+		if n.Dead() {
+			rep.NotComputed = append(rep.NotComputed, label(n))
+			continue
+		}
 		if n.Group != nil || n.Info.Kind == ops.Input || n.Info.Kind == ops.Constant {
 			continue
 		}

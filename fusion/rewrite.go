@@ -250,8 +250,8 @@ func unitOrder(gr *graphpass.Graph, groups []*graphpass.Group) ([]*graphpass.Nod
 	var all []*graphpass.Node
 	reads := map[*graphpass.Node][]*graphpass.Node{}
 	for _, n := range gr.Nodes {
-		if n.Group != nil {
-			continue
+		if n.Group != nil || n.Dead() {
+			continue // a group's unit is its root; what nothing reads is not computed
 		}
 		all = append(all, n)
 		if n.Info.Kind == ops.Constant {

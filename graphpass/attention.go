@@ -133,7 +133,7 @@ func findAttention(gr *Graph, writeOut func(*Node) bool, opt Options) []*Group {
 	merged := map[*attention]bool{}
 	for _, c := range gr.Nodes {
 		if hs := matchHeads(c, byPV, writeOut); hs != nil {
-			groups = append(groups, hs.groups()...)
+			groups = append(groups, hs.groups(writeOut)...)
 			for _, a := range hs.pats {
 				merged[a] = true
 			}
@@ -151,11 +151,12 @@ func findAttention(gr *Graph, writeOut func(*Node) bool, opt Options) []*Group {
 	return groups
 }
 
-// users are n's users that read its value (SizeOf reads only its shape).
+// users are n's users that read its value (SizeOf reads only its shape;
+// a dead node is not computed).
 func users(n *Node) []*Node {
 	var us []*Node
 	for _, u := range n.Users {
-		if u.Info.Kind != ops.Constant {
+		if u.Info.Kind != ops.Constant && !u.dead {
 			us = append(us, u)
 		}
 	}

@@ -18,6 +18,7 @@ type Node struct {
 	Users  []*Node
 	Group  *Group // nil for nodes left as they are
 	index  int    // position in topological order
+	dead   bool   // nobody reads its value: not computed (Options.Dead)
 }
 
 // Graph is an imported Gorgonia graph, nodes in topological order (operands first).
@@ -70,6 +71,10 @@ func (n *Node) String() string {
 	}
 	return n.G.Name()
 }
+
+// Dead reports whether n is computed by no kernel and left out of the
+// rewritten graph, as nobody reads its value (Options.Dead).
+func (n *Node) Dead() bool { return n.dead }
 
 // Internal reports whether n is a value that graphpass added, which no node
 // of the user's graph holds: one kernel computes it for others (attention's

@@ -214,7 +214,7 @@ func alike(a, b *attention) bool {
 
 // groups are the heads' kernels' groups: the weights' stack, the
 // projections, and the attention kernels over every head.
-func (hs *heads) groups() []*Group {
+func (hs *heads) groups(writeOut func(*Node) bool) []*Group {
 	dt := hs.concat.Info.DType
 	wg := &Group{Kind: HeadsWeightsGroup, heads: hs, Reads: hs.w}
 	hs.wst = newInternal(fmt.Sprintf("%v.weights", hs.concat), []int{3 * hs.h, hs.d, hs.dh}, dt, wg)
@@ -317,7 +317,7 @@ func (hs *heads) groups() []*Group {
 	bq.Reads = []*Node{hs.stack, hs.dm, hs.concat, lse}
 	bkv.Reads = append([]*Node{hs.stack, hs.dm, lse, delta}, rowSums...)
 	hs.bq, hs.bkv = bq, bkv
-	return append([]*Group{wg, pg, fwd, bq, bkv}, hs.weightGradients()...)
+	return append([]*Group{wg, pg, fwd, bq, bkv}, hs.weightGradients(writeOut)...)
 }
 
 // weightGradients are the groups of the weights' gradients, where each is
@@ -325,7 +325,7 @@ func (hs *heads) groups() []*Group {
 // batched product over the q parts (from the dQ kernel's outputs) and one
 // over the k and v parts (from the dK/dV kernel's), each reading its
 // kernel's whole value at the parts' offsets.
-func (hs *heads) weightGradients() []*Group {
+func (hs *heads) weightGradients(writeOut func(*Node) bool) []*Group {
 	hs.dw = make([]*Node, 3*hs.h)
 	for p := range hs.dw {
 		a := hs.pats[p%hs.h]
@@ -360,9 +360,17 @@ func (hs *heads) weightGradients() []*Group {
 		g := &Group{Kind: HeadsGradGroup, heads: hs, Reads: []*Node{hs.x, part.from.Stack}, OnePointer: true}
 		outs := slices.Clone(part.dw)
 		for _, n := range outs {
+			// the reshape of the projection's gradient, where only this
+			// product reads it: a member (the kernel reads the stack)
+			if r := n.Inputs[1]; len(users(r)) == 1 && !writeOut(r) {
+				r.Group = g
+				g.Members = append(g.Members, r)
+				hs.read[r] = true
+			}
 			n.Group = g
 			g.Members = append(g.Members, n)
 		}
+		slices.SortFunc(g.Members, func(x, y *Node) int { return x.index - y.index })
 		slices.SortFunc(outs, func(x, y *Node) int { return x.index - y.index })
 		g.Root, g.Extra, g.Full = outs[len(outs)-1], outs[:len(outs)-1], outs[len(outs)-1].Info.Shape
 		g.dw, g.from = part.dw, part.from

@@ -70,6 +70,10 @@ type Options struct {
 	// Target is the machine the kernels are for (Emit must be given the
 	// same): it bounds the rows a row group holds in one block.
 	Target Target
+	// Dead holds the nodes whose values nobody reads (no user that is not
+	// dead, and not written out): they join no group and are not computed
+	// (Node.Dead).
+	Dead map[*G.Node]bool
 }
 
 // Partition assigns fusable nodes to groups and returns the groups in
@@ -80,6 +84,9 @@ func Partition(gr *Graph, opt Options) []*Group {
 		maxGroup = 64
 	}
 	writeOut := func(n *Node) bool { return opt.WriteOut[n.G] }
+	for _, n := range gr.Nodes {
+		n.dead = opt.Dead[n.G]
+	}
 	var groups []*Group
 	if !opt.Off { // patterns first (attention)
 		for _, kind := range groupKinds {
@@ -92,8 +99,8 @@ func Partition(gr *Graph, opt Options) []*Group {
 	for i := len(gr.Nodes) - 1; i >= 0; i-- {
 		n := gr.Nodes[i]
 		start, fusable := startKind(n, opt)
-		if n.Group != nil || !fusable {
-			continue // already in an attention group, or not fusable
+		if n.Group != nil || !fusable || n.dead {
+			continue // already in an attention group, not fusable, or not computed
 		}
 		if n.Info.Kind == ops.Constant {
 			continue // folded into the groups that use it; otherwise left to Gorgonia
@@ -103,7 +110,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 			// users that only take the node's shape (SizeOf) do not need its value
 			first := true
 			for _, u := range n.Users {
-				if u.Info.Kind == ops.Constant {
+				if u.Info.Kind == ops.Constant || u.dead {
 					continue
 				}
 				if first {
