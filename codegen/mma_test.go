@@ -355,11 +355,50 @@ func TestWgmmaSwapped(t *testing.T) {
 	if n := count(`wgmma\.wait_group\.sync\.aligned 0`, p[strings.Index(p, "$L_pipe_end_4:"):]); n != 1 {
 		t.Errorf("%d waits for the last wgmmas after the loop, want 1", n)
 	}
+	// 3xTF32: A's low parts beside its tile, B's split in registers, three
+	// wgmmas a k step into the iteration's block accumulator (the first
+	// from zero), which is added in f32 once retired: in the loop, the
+	// other iteration's; at each of the two exits, the last one's
+	x3 := constMatmul(t, 4096, 4096, 4096, 64, 128, 32, tile.PrecTF32x3)
+	x3.Meta["wgmma"] = 2
+	x3.Meta["num_stages"] = 6
+	ck, err = Compile(x3, Options{Arch: 90, NumWarps: 8, Spec: all16(x3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = ck.PTX
+	loop = p[strings.Index(p, "$L_pipe_3:"):strings.Index(p, "$L_pipe_exit_5:")]
+	exits := p[strings.Index(p, "$L_pipe_exit_5:"):strings.Index(p, "$L_pipe_end_4:")]
+	for _, c := range []struct {
+		re   string
+		in   string
+		want int
+	}{
+		{`wgmma\.mma_async\.sync\.aligned\.m64n64k8\.f32\.tf32\.tf32 \{(%f\d+, ){31}%f\d+\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, %p\d+, 1, 1;`, loop, 2 * 4 * 3},
+		{`wgmma\.wait_group\.sync\.aligned 1`, loop, 2},
+		{`add\.f32`, loop, 2 * 32},
+		{`add\.f32`, exits, 2 * 32},
+		{`wgmma\.wait_group\.sync\.aligned 0`, exits, 2},
+		// A 64×32 by 256 threads: 2 chunks of 4 a thread, split into two tiles
+		{`st\.shared\.v4\.b32`, loop, 2 * 2 * 2},
+		{`sub\.f32`, loop, 2 * (8 + 16)},
+		{`cvt\.rna\.tf32\.f32`, loop, 2 * 2 * (8 + 16)},
+	} {
+		if n := count(c.re, c.in); n != c.want {
+			t.Errorf("3xTF32: %d × %s, want %d", n, c.re, c.want)
+		}
+	}
+	if n := count(`, %p\d+, 1, 1;`, loop); n != 24 {
+		t.Errorf("%d wgmmas", n)
+	}
+	if want := 6 * (64*128*2 + 32*128*4); ck.SharedBytes != want {
+		t.Errorf("3xTF32: %d B of shared memory, want %d (6 stages of A, its low parts and B)", ck.SharedBytes, want)
+	}
 	for _, c := range []struct {
 		name        string
 		arch, warps int
 		prec        tile.Precision
-	}{{"sm_80", 80, 8, tile.PrecTF32}, {"one warp per 32 columns", 90, 4, tile.PrecTF32}, {"ieee", 90, 8, tile.PrecIEEE}} {
+	}{{"sm_80", 80, 8, tile.PrecTF32}, {"one warp per 32 columns", 90, 4, tile.PrecTF32}, {"ieee", 90, 8, tile.PrecIEEE}, {"bf16", 90, 8, tile.PrecBF16}} {
 		k := constMatmul(t, 4096, 4096, 4096, 256, 128, 32, c.prec)
 		k.Meta["wgmma"] = 2
 		ck, err := Compile(k, Options{Arch: c.arch, NumWarps: c.warps, Spec: all16(k)})

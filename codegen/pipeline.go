@@ -51,7 +51,15 @@ type pipe struct {
 	// running (wait_group 1 retires the previous iteration's), so a stage
 	// is rewritten only after every warp retired the wgmmas reading it.
 	swapped bool
+	// alo (swapped 3xTF32): the low TF32 parts of A's tile, beside it in
+	// each stage (the tile itself holds the high parts); the products of
+	// an iteration are summed by the tensor cores into a block
+	// accumulator of their own (two, for the two unrolled iterations),
+	// which is added to the accumulator in f32 once its wgmmas are retired
+	alo smemTile
 }
+
+func (p *pipe) x3() bool { return p.dot.Prec == tile.PrecTF32x3 }
 
 // ahead is how many iterations' copies are in flight before the first
 // iteration runs.
@@ -74,8 +82,12 @@ func (p *pipe) accLayout() Layout {
 
 func (p *pipe) String() string {
 	if p.swapped {
-		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk8 %s on Cᵀ = Bᵀ·Aᵀ (Bᵀ from registers, A K-major %v), %d stages of %d B (%d ahead; A %v; B %v), %d warpgroups, accumulator %s of Cᵀ",
-			p.dot.ID, p.m, p.n, p.k, p.m, p.dot.Prec, p.a, p.stages, p.stageBytes, p.ahead(), p.a, p.b, p.wm/4, p.acc.key())
+		x3 := ""
+		if p.x3() {
+			x3 = fmt.Sprintf(", 3 a k step, low parts of A %v, each iteration summed in a block accumulator", p.alo)
+		}
+		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk8 %s on Cᵀ = Bᵀ·Aᵀ (Bᵀ from registers, A K-major%s), %d stages of %d B (%d ahead; A %v; B %v), %d warpgroups, accumulator %s of Cᵀ",
+			p.dot.ID, p.m, p.n, p.k, p.m, p.dot.Prec, x3, p.stages, p.stageBytes, p.ahead(), p.a, p.b, p.wm/4, p.acc.key())
 	}
 	if p.wgmma {
 		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk8 tf32 (A from registers, B K-major %v), %d stages of %d B (A %v; B %v), %d warpgroups, accumulator %s",
@@ -154,7 +166,7 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		p.wm, p.wn = nw, 1
 	}
 	// the swapped form: a warp per 16 columns, wgmma's N the tile's rows
-	p.swapped = l.opt.Arch >= 90 && l.k.Meta["wgmma"] == 2 && d.Prec == tile.PrecTF32 && nw%4 == 0 && p.n == 16*nw && p.m%8 == 0 && p.m <= 256 && p.k == 32
+	p.swapped = l.opt.Arch >= 90 && l.k.Meta["wgmma"] == 2 && (d.Prec == tile.PrecTF32 || d.Prec == tile.PrecTF32x3) && nw%4 == 0 && p.n == 16*nw && p.m%8 == 0 && p.m <= 256 && p.k == 32
 	if p.swapped {
 		p.wm, p.wn = nw, 1
 	}
@@ -197,13 +209,18 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		// rows k+t and k+t+4 of column g, as mma.sync's B)
 		p.acc = l.intern(mmaLayout(p.n, p.m, nw, 1))
 		p.a.Swz = swizzle{1, 1, 8}
+		if p.x3() {
+			p.alo = p.a
+			p.b.Off += p.a.bytes()
+			p.alo.Off = p.a.bytes()
+		}
 	}
 	if p.wgmma {
 		// B is read by the transposing pass, lane k reading row k's chunks:
 		// phases of 8 rows conflict-free under chunk ^ row%8
 		p.b.Swz = swizzle{1, 1, min(8, p.n/4)}
 	}
-	p.stageBytes = p.a.bytes() + p.b.bytes()
+	p.stageBytes = p.a.bytes() + p.b.bytes() + p.alo.bytes()
 	if p.swapped {
 		p.stageBytes = (p.stageBytes + 1023) / 1024 * 1024 // each stage's A 1024-aligned
 	}
@@ -326,13 +343,29 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		bsel = l.reg("r")
 		emit(w, "mov.u32 %s, 0", bsel)
 	}
+	var blk [2][]string // swapped 3xTF32: the two iterations' block accumulators, zero
+	if p.swapped && p.x3() {
+		for u := range blk {
+			for range p.m / 2 {
+				r := l.reg("f")
+				emit(w, "mov.f32 %s, 0f00000000", r)
+				blk[u] = append(blk[u], r)
+			}
+		}
+	}
 	head, end := l.label("pipe"), l.label("pipe_end")
+	exits := [2]string{end, end}
+	if blk[0] != nil {
+		// leaving before iteration u, the previous one's block (the other
+		// set's) is added once its wgmmas are retired
+		exits = [2]string{l.label("pipe_exit"), l.label("pipe_exit")}
+	}
 	w.WriteString(head + ":\n")
 	nonpos := ""
 	// one iteration; swapped wgmmas unroll two, whose A fragments are in
 	// registers of their own: one set is loaded while the other's wgmmas
 	// still read theirs
-	iteration := func() error {
+	iteration := func(u int) error {
 		stop := l.reg("p")
 		emit(w, "setp.ge.%s %s, %s, %s", ptx, stop, iv, bounds[1])
 		if nonpos == "" {
@@ -340,7 +373,7 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 			emit(w, "not.pred %s, %s", nonpos, stepPos)
 		}
 		emit(w, "or.pred %s, %s, %s", stop, stop, nonpos)
-		emit(w, "@%s bra.uni %s", stop, end)
+		emit(w, "@%s bra.uni %s", stop, exits[u])
 		emit(w, "cp.async.wait_group %d", p.ahead()-1)
 		if p.swapped {
 			// this thread's copies of A, rounded in place, are read by
@@ -356,7 +389,10 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		}
 		switch {
 		case p.swapped:
-			l.wgmmaSwappedStep(p, sc, carried[p.accIdx])
+			l.wgmmaSwappedStep(p, sc, carried[p.accIdx], blk[u])
+			if blk[0] != nil {
+				l.addBlock(p, carried[p.accIdx], blk[1-u])
+			}
 		case p.wgmma:
 			l.wgmmaStep(p, sc, bsel, carried[p.accIdx])
 			emit(w, "sub.s32 %s, %d, %s", bsel, p.btStride, bsel) // the other bt next
@@ -371,13 +407,21 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		return nil
 	}
 	for u := 0; u < 1 || p.swapped && u < 2; u++ {
-		if err := iteration(); err != nil {
+		if err := iteration(u); err != nil {
 			return err
 		}
 	}
 	emit(w, "bra.uni %s", head)
+	if blk[0] != nil {
+		for u, x := range exits {
+			w.WriteString(x + ":\n")
+			emit(w, "wgmma.wait_group.sync.aligned 0") // the last iteration's products
+			l.addBlock(p, carried[p.accIdx], blk[1-u])
+			emit(w, "bra.uni %s", end)
+		}
+	}
 	w.WriteString(end + ":\n")
-	if p.wgmma || p.swapped {
+	if p.wgmma || p.swapped && blk[0] == nil {
 		emit(w, "wgmma.wait_group.sync.aligned 0") // the last iteration's products
 	}
 	emit(w, "cp.async.wait_group 0")
@@ -476,11 +520,24 @@ func (l *lowerer) issueCopies(p *pipe, ivp string, carried []*lval, sp, live str
 	return nil
 }
 
+// addBlock adds a block accumulator (in the order of the wgmma's
+// destination registers) to the accumulator, in f32.
+func (l *lowerer) addBlock(p *pipe, acc *lval, blk []string) {
+	i := 0
+	for j := 0; j < p.m/8; j++ {
+		for _, r := range p.accRegs(acc, 0, j) {
+			emit(&l.body, "add.f32 %s, %s, %s", r, r, blk[i])
+			i++
+		}
+	}
+}
+
 // roundCopies rounds to TF32, in place, what this thread copied into A's
 // tile of the stage at byte offset stage (the copies issueCopies made,
 // zero fills included), once they have landed: the tensor cores read
 // wgmma's shared-memory operand as it is, and the interpreter rounds
-// operands to nearest (cvt.rna).
+// operands to nearest (cvt.rna). For 3xTF32 the tile keeps the high parts
+// and alo receives the low ones.
 func (l *lowerer) roundCopies(p *pipe, stage string) error {
 	w := &l.body
 	ld := p.loads[0]
@@ -506,10 +563,24 @@ func (l *lowerer) roundCopies(p *pipe, stage string) error {
 		}
 		g := guardOf(own)
 		emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(vw), vecOperand(regs), a)
+		var lo []string
 		for _, r := range regs {
+			if p.x3() {
+				x := l.reg("r")
+				emit(w, "%smov.b32 %s, %s", g, x, r)
+				emit(w, "%scvt.rna.tf32.f32 %s, %s", g, r, x)
+				d := l.reg("r")
+				emit(w, "%ssub.f32 %s, %s, %s", g, d, x, r)
+				emit(w, "%scvt.rna.tf32.f32 %s, %s", g, d, d)
+				lo = append(lo, d)
+				continue
+			}
 			emit(w, "%scvt.rna.tf32.f32 %s, %s", g, r, r)
 		}
 		emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(vw), a, vecOperand(regs))
+		if lo != nil {
+			emit(w, "%sst.shared%s.b32 [%s+%d], %s", g, vecSuffix(vw), a, p.alo.Off-p.a.Off, vecOperand(lo))
+		}
 	}
 	return nil
 }

@@ -182,7 +182,10 @@ func (l *lowerer) rowBase(p *pipe, lane, stage string) string {
 // running, the previous iteration's wgmmas retired (wait_group 1), so that
 // the tensor cores always have the next group queued. Called for two
 // iterations in turn, the fragments of each are registers of its own.
-func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval) {
+// 3xTF32 splits the fragments into high and low parts and runs three
+// wgmmas a k step (B's high part with A's low, B's low with A's high, then
+// the high parts) into the block accumulator blk, starting from zero.
+func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []string) {
 	w := &l.body
 	lane := l.laneID()
 	bRow := l.shiftAnd("mma|t", lane, 0, 3)
@@ -206,10 +209,21 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval) {
 		emit(w, "ld.shared.b32 %s, [%s+%d]", r, base, k*p.b.rowBytes()+128*(cs/8))
 		return r
 	}
-	var frags [][4]string
+	var frags, lows [][4]string
 	for kk := 0; kk < p.k; kk += 8 {
 		// a0..a3 at (g, t) (g+8, t) (g, t+4) (g+8, t+4): B's (k+t, n) ...
 		a := [4]string{ld(kk, 0), ld(kk, 2), ld(kk+4, 0), ld(kk+4, 2)}
+		if p.x3() {
+			var hi, lo [4]string
+			for i, x := range a {
+				hi[i], lo[i] = l.reg("r"), l.reg("r")
+				emit(w, "cvt.rna.tf32.f32 %s, %s", hi[i], x)
+				emit(w, "sub.f32 %s, %s, %s", lo[i], x, hi[i])
+				emit(w, "cvt.rna.tf32.f32 %s, %s", lo[i], lo[i])
+			}
+			frags, lows = append(frags, hi), append(lows, lo)
+			continue
+		}
 		for _, r := range a {
 			emit(w, "cvt.rna.tf32.f32 %s, %s", r, r)
 		}
@@ -232,10 +246,12 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval) {
 		emit(w, "setp.eq.u32 %s, 1, 1", q)
 		return q
 	})
-	var dregs []string
-	for j := 0; j < p.m/8; j++ {
-		c := p.accRegs(acc, 0, j)
-		dregs = append(dregs, c[:]...)
+	dregs := blk
+	if dregs == nil {
+		for j := 0; j < p.m/8; j++ {
+			c := p.accRegs(acc, 0, j)
+			dregs = append(dregs, c[:]...)
+		}
 	}
 	d := "{" + strings.Join(dregs, ", ") + "}"
 	sel, cur := l.reg("r"), l.reg("rd")
@@ -243,13 +259,32 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval) {
 	emit(w, "cvt.u64.u32 %s, %s", cur, sel)
 	emit(w, "add.s64 %s, %s, %s", cur, cur, desc)
 	emit(w, "wgmma.fence.sync.aligned")
+	mma := func(a [4]string, desc, scale string) {
+		emit(w, "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 %s, {%s, %s, %s, %s}, %s, %s, 1, 1", p.m, d, a[0], a[1], a[2], a[3], desc, scale)
+	}
 	for i, a := range frags {
 		di := cur
 		if i > 0 {
 			di = l.reg("rd")
 			emit(w, "add.s64 %s, %s, %d", di, cur, 2*i) // 32 bytes >> 4
 		}
-		emit(w, "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 %s, {%s, %s, %s, %s}, %s, %s, 1, 1", p.m, d, a[0], a[1], a[2], a[3], di, scaleD)
+		if !p.x3() {
+			mma(a, di, scaleD)
+			continue
+		}
+		dlo := l.reg("rd")
+		emit(w, "add.s64 %s, %s, %d", dlo, di, (p.alo.Off-p.a.Off)>>4)
+		first := scaleD
+		if i == 0 {
+			first = l.geo("wg|zero_d", func(w *strings.Builder) string {
+				q := l.reg("p")
+				emit(w, "setp.ne.u32 %s, 1, 1", q)
+				return q
+			})
+		}
+		mma(a, dlo, first)       // B's high part, A's low
+		mma(lows[i], di, scaleD) // B's low part, A's high
+		mma(a, di, scaleD)       // the high parts
 	}
 	emit(w, "wgmma.commit_group.sync.aligned")
 	emit(w, "wgmma.wait_group.sync.aligned 1")

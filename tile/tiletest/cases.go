@@ -83,6 +83,10 @@ func Cases() []Case {
 		// stored transposed (4-byte copies into the K-major tile)
 		matmulPrec("130x70x90_tf32_wgmma2", 130, 70, 90, 64, false, false, tile.PrecTF32, tile.Meta{"BM": 128, "BK": 32, "wgmma": 2, "num_stages": 4}),
 		matmulPrec("300x200x100_tf32_wgmma2_256x128_transA", 300, 200, 100, 128, true, false, tile.PrecTF32, tile.Meta{"BM": 256, "BK": 32, "wgmma": 2, "num_stages": 3, "num_warps": 8}),
+		// 3xTF32 swapped: each iteration's products summed apart, 3 and 4
+		// iterations (the loop leaves after either unrolled half)
+		matmulPrec("130x70x90_tf32x3_wgmma2", 130, 70, 90, 64, false, false, tile.PrecTF32x3, tile.Meta{"BK": 32, "wgmma": 2, "num_stages": 4}),
+		matmulPrec("200x136x128_tf32x3_wgmma2_128x128", 200, 136, 128, 128, false, false, tile.PrecTF32x3, tile.Meta{"BK": 32, "wgmma": 2, "num_stages": 3, "num_warps": 8}),
 	)
 	cs = append(cs, moreCases()...)
 	for _, c := range []struct {
