@@ -45,6 +45,7 @@ var attentionKind = groupKind{
 	},
 	anyShape: true,
 	tune:     tuneAttention,
+	space:    attentionSpace,
 	emit:     emitAttention,
 }
 
@@ -54,6 +55,7 @@ var attentionDQKind = groupKind{
 	join:     func(*Node, *Group, Target) (GroupKind, bool) { return AttentionDQGroup, false },
 	anyShape: true,
 	tune:     tuneAttentionDQ,
+	space:    attentionSpace,
 	emit:     emitAttentionDQ,
 }
 
@@ -63,6 +65,7 @@ var attentionDKVKind = groupKind{
 	join:     func(*Node, *Group, Target) (GroupKind, bool) { return AttentionDKVGroup, false },
 	anyShape: true,
 	tune:     tuneAttentionDKV,
+	space:    attentionSpace,
 	emit:     emitAttentionDKV,
 }
 

@@ -48,6 +48,23 @@ func tuneAttentionDKV(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 	}
 }
 
+// attentionSpace: the score tile's sides BLOCK_M and BLOCK_N each halved
+// and doubled (16 to 128: a dot's sides are at least 16), and num_warps on a
+// GPU; for the forward and both backward kernels.
+func attentionSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta {
+	var out []tile.Meta
+	for _, name := range []string{"BLOCK_M", "BLOCK_N"} {
+		b := def[name]
+		if b/2 >= tile.MinDotDim {
+			out = append(out, with(def, name, b/2))
+		}
+		if 2*b <= 128 {
+			out = append(out, with(def, name, 2*b))
+		}
+	}
+	return append(out, warpChoices(def, t, 8)...)
+}
+
 func attnBlocks(a *attention, t Target) (bm, bn int) {
 	if !t.GPU() {
 		return 32, 32

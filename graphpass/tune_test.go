@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -18,8 +19,9 @@ import (
 // kernel (Emit with TuneTo) that computes what the heuristic's kernel
 // computes (the reference interpreter, seeded inputs, outputs poisoned);
 // the first candidate is the heuristic's own, and the others differ from
-// it and from each other. Row, reduction and elementwise groups on the
-// H200's target and the CPU's, at shapes that take each form.
+// it and from each other. Row, reduction, elementwise and attention groups
+// (a causal mask: key blocks skipped at every tile shape) on the H200's
+// target and the CPU's, at shapes that take each form.
 func TestCandidates(t *testing.T) {
 	must := G.Must
 	in := func(g *G.ExprGraph, name string, shape ...int) *G.Node {
@@ -41,6 +43,8 @@ func TestCandidates(t *testing.T) {
 		{"layernorm rows of 20000, walked", func(g *G.ExprGraph) { opLayerNorm(in(g, "x", 3, 20000)) }, H200, 4},
 		{"softmax of short rows, cpu", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 64, 100)) }, CPU(2), 3},
 		{"softmax rows of 10000, cpu", func(g *G.ExprGraph) { must(G.SoftMax(in(g, "x", 3, 10000))) }, CPU(2), 3},
+		{"causal attention", func(g *G.ExprGraph) { opCausalAttention(g, in) }, H200, 5},
+		{"causal attention, cpu", func(g *G.ExprGraph) { opCausalAttention(g, in) }, CPU(2), 4},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -50,11 +54,14 @@ func TestCandidates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			groups := Partition(gr, Options{Target: c.target})
+			groups := Partition(gr, Options{Target: c.target, MatMul: true})
 			if len(groups) != 1 {
 				t.Fatalf("%d groups", len(groups))
 			}
 			grp := groups[0]
+			if want := strings.HasPrefix(c.name, "causal attention"); want != (grp.Kind == AttentionGroup) {
+				t.Fatalf("a %v group", grp.Kind)
+			}
 			cands := Candidates(grp, c.target, tile.PrecIEEE)
 			if len(cands) < c.min {
 				t.Fatalf("%d candidates, want at least %d: %v", len(cands), c.min, cands)
@@ -104,6 +111,22 @@ func TestCandidates(t *testing.T) {
 			t.Logf("%d candidates: %v", len(cands), cands)
 		})
 	}
+}
+
+// opCausalAttention is softmax(q·kᵀ/8 + a causal mask of −∞)·v, 70
+// queries and keys, head dims 20 and 12.
+func opCausalAttention(g *G.ExprGraph, in func(*G.ExprGraph, string, ...int) *G.Node) {
+	const b, s = 2, 70
+	q, k, v := in(g, "q", b, s, 20), in(g, "k", b, s, 20), in(g, "v", b, s, 12)
+	m := make([]float32, s*s)
+	for i := range s {
+		for j := i + 1; j < s; j++ {
+			m[i*s+j] = float32(math.Inf(-1))
+		}
+	}
+	c := G.NewConstant(tensor.New(tensor.WithShape(s, s), tensor.WithBacking(m)), G.In(g))
+	sc := G.Must(G.BroadcastAdd(G.Must(G.Mul(G.Must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(float32(0.125)))), c, nil, []byte{0}))
+	G.Must(G.BatchedMatMul(G.Must(G.SoftMax(sc)), v, false, false))
 }
 
 // runOnInterp runs k on seeded inputs of grp's inputs' shapes and returns
