@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 // flashCase is one training attention graph: softmax(f(q·kᵀ))·v with a
@@ -237,12 +238,28 @@ func (fg *flashGraph) reference(q, k, v []float64) (cost float64, out, dq, dk, d
 // with central differences of the reference's loss; at odd sequence lengths
 // and head dims, with and without masks.
 func TestFlashAttentionTraining(t *testing.T) {
-	checkFlashTraining(t, 1e-10, 2e-4, fusion.WithMatMulFusion(true))
+	checkFlashTraining(t, 1e-10, 2e-4, nil, fusion.WithMatMulFusion(true))
 }
 
-func checkFlashTraining(t *testing.T, tol64, tol32 float64, opts ...fusion.Option) {
+// TestFlashAttentionPrecisions: the float32 case with the products in TF32,
+// bfloat16 and 3xTF32, against the float64 reference at each precision's
+// tolerance (relative to 1 + |value|; the largest error is logged).
+func TestFlashAttentionPrecisions(t *testing.T) {
+	for _, p := range []struct {
+		prec tile.Precision
+		tol  float64
+	}{{tile.PrecTF32, 2e-3}, {tile.PrecBF16, 1.5e-2}, {tile.PrecTF32x3, 2e-6}} { // measured: 4.2e-4, 3e-3, 3.2e-7
+		t.Run(p.prec.String(), func(t *testing.T) {
+			checkFlashTraining(t, 0, p.tol, func(c flashCase) bool { return c.f32 }, fusion.WithMatMulFusion(true), fusion.WithPrecision(p.prec))
+		})
+	}
+}
+
+// checkFlashTraining runs the cases (those only picks, where not nil) at
+// the tolerances of float64 and float32 cases.
+func checkFlashTraining(t *testing.T, tol64, tol32 float64, only func(flashCase) bool, opts ...fusion.Option) {
 	for _, c := range flashCases {
-		if testing.Short() && c.sq*c.sk > 2000 {
+		if testing.Short() && c.sq*c.sk > 2000 || only != nil && !only(c) {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
@@ -293,6 +310,13 @@ func checkFlashTraining(t *testing.T, tol64, tol32 float64, opts ...fusion.Optio
 				fg.wv, fg.mv = round32(fg.wv), round32(fg.mv)
 			}
 			cost, out, dq, dk, dv := fg.reference(q, k, v)
+			worst := 0.0
+			for i, got := range [][]float64{floats(fg.out.Value()), floats(fg.grads[0].Value()), floats(fg.grads[1].Value()), floats(fg.grads[2].Value())} {
+				for j, w := range [][]float64{out, dq, dk, dv}[i] {
+					worst = math.Max(worst, math.Abs(got[j]-w)/(1+math.Abs(w)))
+				}
+			}
+			t.Logf("largest error against float64, relative to 1+|value|: %.2g", worst)
 			closeTo(t, "loss", []float64{scalar(fg.cost.Value())}, []float64{cost}, tol)
 			closeTo(t, "out", floats(fg.out.Value()), out, tol)
 			got := [][]float64{floats(fg.grads[0].Value()), floats(fg.grads[1].Value()), floats(fg.grads[2].Value())}

@@ -158,7 +158,7 @@ func TestGELUTrainingOnGPU(t *testing.T) {
 // kernels on the CUDA backend, against the float64 reference and central
 // differences (TestFlashAttentionTraining's cases).
 func TestFlashAttentionTrainingOnGPU(t *testing.T) {
-	checkFlashTraining(t, 1e-10, 2e-4, fusion.WithBackend(fusion.CUDA))
+	checkFlashTraining(t, 1e-10, 2e-4, nil, fusion.WithBackend(fusion.CUDA))
 }
 
 // TestSliceConcatOnGPU: slices, a concat and the backward ops they bring
