@@ -24,24 +24,43 @@ func BenchmarkCopy16M(b *testing.B) {
 	}
 }
 
+// modes runs a benchmark on the executor and as native code (where the
+// native code generator takes the kernel), as sub-benchmarks.
+func modes(b *testing.B, k *tile.Kernel, run func(b *testing.B, e *cpu.Exec)) {
+	for _, native := range []bool{false, true} {
+		name := "executor"
+		if native {
+			name = "native"
+		}
+		b.Run(name, func(b *testing.B) {
+			e, err := cpu.NewExec(k, cpu.WithNative(native))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if native && !e.Native() {
+				b.Skipf("not native: %v", e.NativeErr())
+			}
+			run(b, e)
+		})
+	}
+}
+
 func BenchmarkVecAdd16M(b *testing.B) {
 	const block = 4096
 	k, err := kernels.VecAdd(tile.Meta{"BLOCK": block})
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := cpu.NewExec(k)
-	if err != nil {
-		b.Fatal(err)
-	}
 	rng := tiletest.RNG("bench")
 	x, y, out := tiletest.Uniform(rng, n16M, -1, 1), tiletest.Uniform(rng, n16M, -1, 1), make([]float32, n16M)
-	b.SetBytes(12 * n16M)
-	for b.Loop() {
-		if err := e.Launch(tile.Grid{tile.CDiv(n16M, block)}, x, y, out, n16M); err != nil {
-			b.Fatal(err)
+	modes(b, k, func(b *testing.B, e *cpu.Exec) {
+		b.SetBytes(12 * n16M)
+		for b.Loop() {
+			if err := e.Launch(tile.Grid{tile.CDiv(n16M, block)}, x, y, out, n16M); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
+	})
 }
 
 func BenchmarkSoftmax16M(b *testing.B) {
@@ -50,15 +69,40 @@ func BenchmarkSoftmax16M(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := cpu.NewExec(k)
+	x, y := tiletest.Uniform(tiletest.RNG("bench"), rows*cols, -4, 4), make([]float32, rows*cols)
+	modes(b, k, func(b *testing.B, e *cpu.Exec) {
+		b.SetBytes(8 * rows * cols)
+		for b.Loop() {
+			if err := e.Launch(tile.Grid{rows}, x, y, cols, cols); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkGELUChain4M is the bench workload chain's fused kernel (tanh
+// GELU of x·0.5+1, times 2) over 4M elements in blocks of 1024.
+func BenchmarkGELUChain4M(b *testing.B) {
+	const n, block = 1 << 22, 1024
+	bl := tile.NewBuilder("chain", tile.Meta{"BLOCK": block})
+	in, out := bl.Ptr("in", tile.F32), bl.Ptr("out", tile.F32)
+	offs := bl.Add(bl.Mul(bl.ProgramID(0), block), bl.Arange(0, block))
+	x := bl.Load(bl.AddPtr(in, offs), nil, nil)
+	h := bl.Add(bl.Mul(x, 0.5), 1.0)
+	inner := bl.Mul(bl.Add(h, bl.Mul(bl.Mul(bl.Mul(h, h), h), 0.044715)), 0.7978845608)
+	y := bl.Mul(bl.Mul(bl.Mul(h, bl.Add(bl.Tanh(inner), 1.0)), 0.5), 2.0)
+	bl.Store(bl.AddPtr(out, offs), y, nil)
+	k, err := bl.Build()
 	if err != nil {
 		b.Fatal(err)
 	}
-	x, y := tiletest.Uniform(tiletest.RNG("bench"), rows*cols, -4, 4), make([]float32, rows*cols)
-	b.SetBytes(8 * rows * cols)
-	for b.Loop() {
-		if err := e.Launch(tile.Grid{rows}, x, y, cols, cols); err != nil {
-			b.Fatal(err)
+	xs, ys := tiletest.Uniform(tiletest.RNG("bench"), n, -2, 2), make([]float32, n)
+	modes(b, k, func(b *testing.B, e *cpu.Exec) {
+		b.SetBytes(8 * n)
+		for b.Loop() {
+			if err := e.Launch(tile.Grid{n / block}, xs, ys); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
+	})
 }

@@ -30,7 +30,7 @@ func tempsFor(n *node) int {
 	case opCompute:
 		switch n.v.Op {
 		case tile.OpExp, tile.OpTanh:
-			return 9
+			return 10
 		case tile.OpRsqrt:
 			return 3
 		case tile.OpMin, tile.OpMax:

@@ -81,7 +81,7 @@ func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) e
 		a.VCVTPD2PS(t[0], t[0])
 		a.VINSERTF128(dst, t[2], t[0], 1)
 	case tile.OpExp, tile.OpTanh:
-		g.mathF32(v.Op, dst, g.reg(s[0], t[8]), t[:8])
+		g.mathF32(v.Op, dst, g.reg(s[0], t[9]), t[:9])
 	case tile.OpSelect:
 		a.VBLENDVPS(dst, g.reg(s[2], t[0]), s[1].rm(), g.maskReg(s[0], t))
 	case tile.OpCast:
@@ -154,101 +154,75 @@ func (g *gen) maskOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) er
 	return nil
 }
 
-// mathF32: exp or tanh of eight f32 lanes, each as codegen/cpu's expf and
-// tanhf compute it (the same operations as its vmath_amd64.s, in two
-// halves of four float64 lanes): so the results are the executor's, bit
-// for bit. t holds eight temporaries; x is read before dst is written.
+// mathF32: exp or tanh of eight f32 lanes, each lane as expf32 and
+// tanhf32 (mathf.go) compute it, in f32 arithmetic (so the results are
+// not the executor's: see mathf.go for their bounds). t holds nine
+// temporaries; x is read before dst is written.
 func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 	a := &g.a
-	lo := t[7]
-	for h := 0; h < 2; h++ {
-		t0, t1 := t[0], t[1]
-		if h == 0 {
-			a.VCVTPS2PD(t0, x)
-		} else {
-			a.VEXTRACTF128(t0, x, 1)
-			a.VCVTPS2PD(t0, t0)
-		}
-		res := t[4]
-		if op == tile.OpExp {
-			a.VMAXPD(t1, t0, g.constF64(-104))
-			a.VMINPD(t1, t1, g.constF64(89))
-			g.expCore(t1, t[2], t[4], t[3])
-			a.VCMPPD(t[6], t0, g.constF64(expOverflow), amd64.CmpGT)
-			a.VBLENDVPD(res, res, g.constF64(math.Inf(1)), t[6])
-			a.VCMPPD(t[6], t0, g.constF64(expUnderflow), amd64.CmpLT)
-			a.VANDNPD(res, t[6], res)
-		} else {
-			c := t[6]
-			a.VMAXPD(c, t0, g.constF64(-9.1))
-			a.VMINPD(c, c, g.constF64(9.1))
-			a.VADDPD(t1, c, c)
-			g.expCore(t1, t[2], t[4], t[3])
-			a.VADDPD(res, res, g.constF64(1))
-			a.VMOVUPD(t[5], g.constF64(2))
-			a.VDIVPD(t[5], t[5], res)
-			a.VMOVUPD(res, g.constF64(1))
-			a.VSUBPD(res, res, t[5])
-			a.VMULPD(t[2], c, c)
-			a.VMULPD(t[3], t[2], g.constF64(2.0/15))
-			a.VADDPD(t[3], t[3], g.constF64(-1.0/3))
-			a.VMULPD(t[3], t[2], t[3])
-			a.VADDPD(t[3], t[3], g.constF64(1))
-			a.VMULPD(t[3], c, t[3])
-			a.VANDPD(t[5], c, g.constI64(0x7fffffffffffffff))
-			a.VCMPPD(t[5], t[5], g.constF64(1.0/256), amd64.CmpLT)
-			a.VBLENDVPD(res, res, t[3], t[5])
-		}
-		a.VCMPPD(t[6], t0, t0, amd64.CmpUNORD)
-		a.VBLENDVPD(res, res, t0, t[6])
-		if h == 0 {
-			a.VCVTPD2PS(lo, res)
-		} else {
-			a.VCVTPD2PS(res, res)
-			a.VINSERTF128(dst, lo, res, 1)
-		}
+	if op == tile.OpExp {
+		res := t[5]
+		g.expCore32(res, x, t[:5])
+		a.VCMPPS(t[0], x, g.constF32(expOverflow32), amd64.CmpGT)
+		a.VBLENDVPS(res, res, g.constF32(float32(math.Inf(1))), t[0])
+		a.VCMPPS(t[0], x, g.constF32(expUnderflow32), amd64.CmpLT)
+		a.VANDNPS(res, t[0], res)
+		a.VCMPPS(t[0], x, x, amd64.CmpUNORD)
+		a.VBLENDVPS(dst, res, x, t[0])
+		return
 	}
+	// tanh: |x| < 0.625 by its Taylor polynomial, else 1 - 2/(e^{2|x|}+1)
+	// with x's sign
+	a.VANDPS(t[0], x, g.constVec(0x7fffffff))
+	a.VCMPPS(t[1], t[0], g.constF32(tanhSmall32), amd64.CmpLT)
+	a.VMULPS(t[2], x, x)
+	a.VMOVUPS(t[3], g.constF32(tanhTaylor32[len(tanhTaylor32)-1]))
+	for k := len(tanhTaylor32) - 2; k >= 1; k-- {
+		a.VFMADD213PS(t[3], t[2], g.constF32(tanhTaylor32[k]))
+	}
+	a.VMULPS(t[4], x, t[2])
+	a.VFMADD213PS(t[4], t[3], x)
+	a.VMINPS(t[0], t[0], g.constF32(tanhClamp32))
+	a.VADDPS(t[0], t[0], t[0])
+	g.expCore32(t[2], t[0], []amd64.VReg{t[3], t[5], t[6], t[7], t[8]})
+	a.VADDPS(t[2], t[2], g.constF32(1))
+	a.VMOVUPS(t[3], g.constF32(2))
+	a.VDIVPS(t[2], t[3], t[2])
+	a.VMOVUPS(t[3], g.constF32(1))
+	a.VSUBPS(t[2], t[3], t[2])
+	a.VBLENDVPS(t[2], t[2], t[4], t[1])
+	a.VANDPS(t[3], x, g.constVec(0x80000000))
+	a.VORPS(t[2], t[2], t[3]) // x's sign (the Taylor form loses it at -0)
+	a.VCMPPS(t[3], x, x, amd64.CmpUNORD)
+	a.VBLENDVPS(dst, t[2], x, t[3])
 }
 
-// expCore: r = e^y for float64 lanes y in about [-105, 89], as expFMA: t
-// = y·log2(e), n = round(t) (ties to even), y' = (t-n)·ln2, the
-// degree-11 Taylor polynomial in fused multiply-adds, times 2^n through
-// the exponent bits. Clobbers y, u, w.
-func (g *gen) expCore(y, u, r, w amd64.VReg) {
+// expCore32: res = e^x for x in [-104, 89] (clamped there), as expf32's
+// core: n = round(x·log2 e), r = x - n·ln2 in two steps, the degree-7
+// Taylor polynomial of e^r by fused multiply-adds, times 2^(n>>1) and
+// 2^(n-(n>>1)). x is read first, res written last; t holds five
+// temporaries.
+func (g *gen) expCore32(res, x amd64.VReg, t []amd64.VReg) {
 	a := &g.a
-	a.VMULPD(u, y, g.constF64(math.Log2E))
-	a.VROUNDPD(w, u, 0)
-	a.VSUBPD(u, u, w)
-	a.VMULPD(u, u, g.constF64(math.Ln2))
-	a.VMOVUPD(r, g.constF64(expPoly[0]))
-	for _, c := range expPoly[1:] {
-		a.VFMADD213PD(r, u, g.constF64(c))
+	a.VMAXPS(t[0], x, g.constF32(-104))
+	a.VMINPS(t[0], t[0], g.constF32(89))
+	a.VMULPS(t[1], t[0], g.constF32(log2e32))
+	a.VROUNDPS(t[1], t[1], 0)
+	a.VMOVAPS(t[2], t[0])
+	a.VFNMADD231PS(t[2], t[1], g.constF32(ln2Hi32))
+	a.VFNMADD231PS(t[2], t[1], g.constF32(ln2Lo32))
+	a.VMOVUPS(t[3], g.constF32(expTaylor32[0]))
+	for _, c := range expTaylor32[1:] {
+		a.VFMADD213PS(t[3], t[2], g.constF32(c))
 	}
-	a.VCVTPD2DQ(y, w)
-	a.VPMOVSXDQ(y, y)
-	a.VPADDQ(y, y, g.constI64(1023))
-	a.VPSLLQ(y, y, 52)
-	a.VMULPD(r, r, y)
+	a.VCVTTPS2DQ(t[1], t[1])
+	a.VPSRAD(t[4], t[1], 1)
+	a.VPSUBD(t[1], t[1], t[4])
+	bias := g.constVec(127)
+	a.VPADDD(t[4], t[4], bias)
+	a.VPSLLD(t[4], t[4], 23)
+	a.VPADDD(t[1], t[1], bias)
+	a.VPSLLD(t[1], t[1], 23)
+	a.VMULPS(t[3], t[3], t[4])
+	a.VMULPS(res, t[3], t[1])
 }
-
-// expf's bounds, float32(88.72284) and float32(-103.97208) (expf compares
-// its f32 argument with them).
-var (
-	expOverflow  = float64(float32(88.72284))
-	expUnderflow = float64(float32(-103.97208))
-)
-
-// expPoly holds 1/k! for k = 11 down to 0 (codegen/cpu's expPoly).
-var expPoly = func() (c [12]float64) {
-	f := 1.0
-	for k := 1; k <= 11; k++ {
-		f *= float64(k)
-	}
-	for i := range c {
-		c[i] = 1 / f
-		if k := 11 - i; k > 0 {
-			f /= float64(k)
-		}
-	}
-	return c
-}()

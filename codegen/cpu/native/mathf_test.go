@@ -1,0 +1,148 @@
+package native
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// mathKernel is y = op(x) over blocks of 256.
+func mathKernel(t *testing.T, op tile.Op) *Kernel {
+	t.Helper()
+	b := tile.NewBuilder("math_"+op.String(), tile.Meta{"BLOCK": 256})
+	x, y, n := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32), b.Param("n", tile.I32)
+	offs := b.Add(b.Mul(b.ProgramID(0), 256), b.Arange(0, 256))
+	m := b.Lt(offs, n)
+	v := b.Load(b.AddPtr(x, offs), m, nil)
+	var r *tile.Value
+	if op == tile.OpExp {
+		r = b.Exp(v)
+	} else {
+		r = b.Tanh(v)
+	}
+	b.Store(b.AddPtr(y, offs), r, m)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nk, err := Compile(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nk.Free() })
+	return nk
+}
+
+// mathInputs: the edges (±0, ±Inf, NaN, subnormals, the ranges' ends and
+// thresholds with their neighbours), a sweep, and seeded random values.
+func mathInputs() []float32 {
+	xs := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		1e-45, -1e-45, 1e-38, -1e-38, 1e-7, -1e-7}
+	for _, e := range []float32{expOverflow32, expUnderflow32, -87.33655, 88, -104, 89, tanhSmall32, -tanhSmall32, tanhClamp32, 7.9053111, 0.5, 1, 2, 10, 20} {
+		for _, x := range []float32{e, -e} {
+			xs = append(xs, x, math.Nextafter32(x, float32(math.Inf(1))), math.Nextafter32(x, float32(math.Inf(-1))))
+		}
+	}
+	for x := float32(-110); x <= 110; x += 0.0137 {
+		xs = append(xs, x)
+	}
+	rng := rand.New(rand.NewPCG(16, 2026))
+	for range 50000 {
+		xs = append(xs, math.Float32frombits(rng.Uint32()))
+	}
+	return xs
+}
+
+// TestMathTwins: the generated exp and tanh agree with expf32 and tanhf32
+// bit for bit, lane by lane (a tail of 57 lanes included).
+func TestMathTwins(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("no native code here: not amd64 with AVX2 and FMA, or -tags purego")
+	}
+	xs := mathInputs()
+	for _, c := range []struct {
+		op   tile.Op
+		twin func(float32) float32
+	}{{tile.OpExp, expf32}, {tile.OpTanh, tanhf32}} {
+		nk := mathKernel(t, c.op)
+		y := make([]float32, len(xs))
+		if err := nk.Launch(tile.Grid{(len(xs) + 255) / 256}, xs, y, len(xs)); err != nil {
+			t.Fatal(err)
+		}
+		bad := 0
+		for i, x := range xs {
+			w := c.twin(x)
+			if math.Float32bits(y[i]) != math.Float32bits(w) && !(w != w && y[i] != y[i]) {
+				if bad++; bad <= 5 {
+					t.Errorf("%v(%v) (%#x) = %v natively, %v by its twin", c.op, x, math.Float32bits(x), y[i], w)
+				}
+			}
+		}
+		if bad > 0 {
+			t.Fatalf("%v: %d of %d lanes differ", c.op, bad, len(xs))
+		}
+	}
+}
+
+// ulpErr is |got - want| in units of the last place of float32(want).
+func ulpErr(got float32, want float64) float64 {
+	w := float32(want)
+	if got == w || got != got && w != w {
+		return 0
+	}
+	if math.IsInf(float64(w), 0) || got != got || w != w {
+		return math.Inf(1)
+	}
+	e := int(math.Float32bits(w)>>23&0xff) - 127 - 23
+	if e < -149 {
+		e = -149
+	}
+	return math.Abs(float64(got)-want) / math.Ldexp(1, e)
+}
+
+// TestMathErrors measures expf32 and tanhf32 against float64 exp and tanh
+// over every 97th f32 of their ranges (every 997th with -short); mathf.go
+// states the bounds (found with every 7th: 0.94 and 1.36 ulp).
+func TestMathErrors(t *testing.T) {
+	step := uint32(97)
+	if testing.Short() {
+		step = 997
+	}
+	var maxExp, maxTanh float64
+	var atExp, atTanh float32
+	for b := uint32(0); b < 0x7f800000; b += step {
+		for _, x := range []float32{math.Float32frombits(b), -math.Float32frombits(b)} {
+			if x > -104 && x < 89 {
+				if u := ulpErr(expf32(x), math.Exp(float64(x))); u > maxExp {
+					maxExp, atExp = u, x
+				}
+			}
+			if x > -12 && x < 12 {
+				if u := ulpErr(tanhf32(x), math.Tanh(float64(x))); u > maxTanh {
+					maxTanh, atTanh = u, x
+				}
+			}
+		}
+	}
+	t.Logf("expf32 within %.3f ulp (at %v), tanhf32 within %.3f ulp (at %v)", maxExp, atExp, maxTanh, atTanh)
+	if maxExp > 1 {
+		t.Errorf("expf32: %.3f ulp at %v, above its bound of 1", maxExp, atExp)
+	}
+	if maxTanh > 1.5 {
+		t.Errorf("tanhf32: %.3f ulp at %v, above its bound of 1.5", maxTanh, atTanh)
+	}
+	// the edges: exact where the function is
+	for _, c := range []struct {
+		x, exp, tanh float32
+	}{{0, 1, 0}, {float32(math.Inf(1)), float32(math.Inf(1)), 1}, {float32(math.Inf(-1)), 0, -1}, {100, float32(math.Inf(1)), 1}, {-200, 0, -1}} {
+		if e, h := expf32(c.x), tanhf32(c.x); e != c.exp || h != c.tanh {
+			t.Errorf("x = %v: exp %v tanh %v, want %v and %v", c.x, e, h, c.exp, c.tanh)
+		}
+	}
+	if h := tanhf32(float32(math.Copysign(0, -1))); math.Float32bits(h) != 0x80000000 {
+		t.Errorf("tanh(-0) = %v, want -0", h)
+	}
+}
