@@ -106,3 +106,44 @@ func BenchmarkGELUChain4M(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkLaunchSmall is the fixed cost of a launch: vector add over 64
+// elements, one program.
+func BenchmarkLaunchSmall(b *testing.B) {
+	const n, block = 64, 64
+	k, err := kernels.VecAdd(tile.Meta{"BLOCK": block})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := tiletest.RNG("bench")
+	x, y, out := tiletest.Uniform(rng, n, -1, 1), tiletest.Uniform(rng, n, -1, 1), make([]float32, n)
+	modes(b, k, func(b *testing.B, e *cpu.Exec) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := e.Launch(tile.Grid{1}, x, y, out, n); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkLaunch64K: 64K elements in 64 programs, what a small
+// workload's kernel is: the pool's dispatch (or not) and the work.
+func BenchmarkLaunch64K(b *testing.B) {
+	const n, block = 1 << 16, 1024
+	k, err := kernels.VecAdd(tile.Meta{"BLOCK": block})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := tiletest.RNG("bench")
+	x, y, out := tiletest.Uniform(rng, n, -1, 1), tiletest.Uniform(rng, n, -1, 1), make([]float32, n)
+	modes(b, k, func(b *testing.B, e *cpu.Exec) {
+		b.ReportAllocs()
+		b.SetBytes(12 * n)
+		for b.Loop() {
+			if err := e.Launch(tile.Grid{n / block}, x, y, out, n); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
