@@ -26,7 +26,7 @@ const (
 	Gorgonia = "gorgonia" // Gorgonia's tape machine
 	Unfused  = "unfused"  // tilefuse, fusion off: one kernel per op
 	Fused    = "fused"    // tilefuse
-	Native   = "native"   // tilefuse with its CPU kernels as machine code (fusion.WithNativeCPU; Options.Native)
+	Native   = "native"   // Options.Native: tilefuse with its CPU kernels as machine code, Fused then on the executor
 )
 
 // Modes lists the modes (Native only where Options.Native asks for it).
@@ -54,8 +54,10 @@ type Options struct {
 	// measured and checked as ever.
 	SkipGorgonia bool
 	// Native adds the mode Native: the fused graph with its kernels as
-	// machine code (fusion.WithNativeCPU), timed in turn with the others
-	// (the CPU backend only).
+	// machine code (fusion.WithNativeCPU(true), the default), timed in turn
+	// with the others, while Fused runs them on the executor
+	// (fusion.WithNativeCPU(false)): the two side by side (the CPU backend
+	// only).
 	Native bool
 	// Profile runs each tilefuse mode once more with fusion.WithProfile
 	// after the timed runs: each kernel's time (device time on the GPU, wall
@@ -333,7 +335,11 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 			vm = G.NewTapeMachine(s.Graph)
 		default:
 			fused := mode == Fused || mode == Native
-			opts := append([]fusion.Option{fusion.WithBackend(o.Backend), fusion.WithFusion(fused), fusion.WithNativeCPU(mode == Native)}, o.FusionOptions...)
+			opts := []fusion.Option{fusion.WithBackend(o.Backend), fusion.WithFusion(fused)}
+			if o.Native && o.Backend == fusion.CPU {
+				opts = append(opts, fusion.WithNativeCPU(mode == Native))
+			}
+			opts = append(opts, o.FusionOptions...)
 			t0 := time.Now()
 			fm := fusion.NewTapeMachine(s.Graph, opts...)
 			m.CompileCold = time.Since(t0).Seconds()

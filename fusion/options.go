@@ -53,7 +53,7 @@ type config struct {
 // configure applies opts over the defaults and checks what they set.
 // TILEFUSE_DUMP, when set, is the dump directory unless WithDumpDir names one.
 func configure(opts []Option) (config, error) {
-	cfg := config{fuse: true, maxGroup: 64, dumpDir: os.Getenv("TILEFUSE_DUMP")}
+	cfg := config{fuse: true, maxGroup: 64, dumpDir: os.Getenv("TILEFUSE_DUMP"), native: true}
 	for _, o := range opts {
 		if o == nil {
 			return cfg, fmt.Errorf("fusion: a nil Option")
@@ -179,12 +179,13 @@ func (cfg *config) targetOf() (graphpass.Target, error) {
 	return graphpass.CPU(runtime.NumCPU()), nil
 }
 
-// WithNativeCPU(true) runs the CPU backend's kernels as machine code
-// generated at run time (codegen/cpu/native: AVX2 and FMA, amd64) where
-// that code generator supports the kernel, and on the CPU executor
-// otherwise; results agree with the executor's within the ops' stated
-// bounds (codegen/cpu's package doc). Off by default; without AVX2 and
-// FMA, or with -tags purego, it changes nothing.
+// WithNativeCPU(false) runs every kernel of the CPU backend on the CPU
+// executor (codegen/cpu). By default (true) a kernel runs as machine code
+// generated at run time (codegen/cpu/native: AVX2 and FMA on amd64) where
+// that code generator supports it, and on the executor otherwise; both
+// agree with the reference interpreter within the ops' stated bounds
+// (codegen/cpu/native's package doc). Without AVX2 and FMA, or with -tags
+// purego, it changes nothing.
 func WithNativeCPU(on bool) Option { return func(c *config) { c.native = on } }
 
 // WithReuseOutputs(true) is the fast path: every run writes each value into

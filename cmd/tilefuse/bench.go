@@ -35,7 +35,7 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.StringVar(&o.json, "json", "", "write the results as JSON to `file`")
 	fs.StringVar(&o.plot, "plot", "", "write a PNG chart of speedups and percent of roofline to `file`")
 	fs.BoolVar(&o.quiet, "q", false, "no progress on stderr (a bar on a terminal, one line a step otherwise)")
-	fs.BoolVar(&o.native, "native", false, "also time the fused graphs with their CPU kernels as machine code (fusion.WithNativeCPU), in turn with the other modes, with a table of native against fused")
+	fs.BoolVar(&o.native, "native", false, "time the fused graphs twice, their CPU kernels on the executor (fused) and as machine code (native, the default otherwise), in turn with the other modes, with a table of native against the executor")
 	fs.IntVar(&o.profile, "profile", 0, "list each workload's `N` slowest kernels per tilefuse mode, timed in a run of their own (events on the GPU, the wall clock on the CPU)")
 	return fs, o
 }

@@ -2,8 +2,11 @@
 // into closures over typed slices and runs its program instances in
 // parallel on a pool of goroutines (Exec.Launch), with hand-written AVX2/FMA
 // kernels for its hot loops and its own f32 math. Package fusion runs every
-// fused kernel on the CPU through it. A native SIMD code generator from the
-// IR is meant to land here too.
+// fused kernel on the CPU through it. With WithNative(true) (fusion's
+// default) an Exec also holds the kernel as machine code from
+// codegen/cpu/native where that code generator supports it, and Launch runs
+// that instead (see native's package doc; the executor remains for the
+// kernels and launches it declines).
 //
 // What it owns:
 //   - exec.go: Exec, the worker pool, the register frames reused across
