@@ -50,9 +50,12 @@ type TuneResult struct {
 	// rematch measured them (from the cache: as the tuning that stored
 	// them measured them)
 	DefaultSeconds, ChosenSeconds float64
-	Candidates                    int      // tried, the default included
-	Rejected                      []string // candidates that could not be written, run, or that computed otherwise, and why
-	FromCache                     bool     // taken from the cache on disk, not measured
+	// Bytes is what one launch reads and writes at least: its inputs and
+	// outputs, once each (a kernel's own roofline)
+	Bytes      int64
+	Candidates int      // tried, the default included
+	Rejected   []string // candidates that could not be written, run, or that computed otherwise, and why
+	FromCache  bool     // taken from the cache on disk, not measured
 }
 
 func (r TuneResult) String() string {
@@ -167,6 +170,7 @@ func (t *tuner) target(grp *graphpass.Group) (graphpass.Target, error) {
 type tuneEntry struct {
 	Chosen, Default               tile.Meta
 	DefaultSeconds, ChosenSeconds float64
+	Bytes                         int64
 	Candidates                    int
 	Rejected                      []string
 }
@@ -176,6 +180,15 @@ type tuneEntry struct {
 func (t *tuner) tune(grp *graphpass.Group, def *graphpass.Kernel, cands []tile.Meta, text string) (*TuneResult, error) {
 	key := diskcache.Key(text, t.c.target.String(), t.c.cfg.precision.String(), t.device, diskcache.Version())
 	r := &TuneResult{Kernel: def.Tile.Name, Kernels: 1, Default: cands[0], Chosen: cands[0], Candidates: len(cands)}
+	args, outs := tuneArgs(grp, def)
+	for _, a := range args {
+		switch a := a.(type) {
+		case []float32:
+			r.Bytes += 4 * int64(len(a))
+		case []float64:
+			r.Bytes += 8 * int64(len(a))
+		}
+	}
 	if b, ok := t.disk.Get("tune", key); ok {
 		var e tuneEntry
 		if json.Unmarshal(b, &e) == nil && slices.ContainsFunc(cands, func(m tile.Meta) bool { return m.String() == e.Chosen.String() }) {
@@ -184,7 +197,6 @@ func (t *tuner) tune(grp *graphpass.Group, def *graphpass.Kernel, cands []tile.M
 		}
 		t.disk.Remove("tune", key) // of another set of candidates: tune again
 	}
-	args, outs := tuneArgs(grp, def)
 	defTime, err := t.timer(def, args)
 	if err != nil { // nothing to measure against: the default, untuned
 		r.Rejected = append(r.Rejected, fmt.Sprintf("the default %v did not run: %v", cands[0], err))
@@ -241,7 +253,7 @@ func (t *tuner) tune(grp *graphpass.Group, def *graphpass.Kernel, cands []tile.M
 			}
 		}
 	}
-	e := tuneEntry{Chosen: r.Chosen, Default: r.Default, DefaultSeconds: r.DefaultSeconds, ChosenSeconds: r.ChosenSeconds, Candidates: r.Candidates, Rejected: r.Rejected}
+	e := tuneEntry{Chosen: r.Chosen, Default: r.Default, DefaultSeconds: r.DefaultSeconds, ChosenSeconds: r.ChosenSeconds, Bytes: r.Bytes, Candidates: r.Candidates, Rejected: r.Rejected}
 	if b, err := json.Marshal(e); err == nil {
 		t.disk.Put("tune", key, b) // a cache that cannot be written is no cache
 	}

@@ -20,7 +20,7 @@ type benchOpts struct {
 	backend, workloads, size, json, plot, precision string
 	runs, profile                                   int
 	warm                                            time.Duration
-	quiet, native                                   bool
+	quiet, native, autotune                         bool
 }
 
 func benchFlags() (*flag.FlagSet, *benchOpts) {
@@ -36,6 +36,7 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.StringVar(&o.plot, "plot", "", "write a PNG chart of speedups and percent of roofline to `file`")
 	fs.BoolVar(&o.quiet, "q", false, "no progress on stderr (a bar on a terminal, one line a step otherwise)")
 	fs.BoolVar(&o.native, "native", false, "time the fused graphs twice, their CPU kernels on the executor (fused) and as machine code (native, the default otherwise), in turn with the other modes, with a table of native against the executor")
+	fs.BoolVar(&o.autotune, "autotune", false, "tilefuse's modes with fusion.WithAutotune: each kernel's meta-parameters measured on the backend at compile time (choices from and to the cache on disk; the compile times include the tuning)")
 	fs.IntVar(&o.profile, "profile", 0, "list each workload's `N` slowest kernels per tilefuse mode, timed in a run of their own (events on the GPU, the wall clock on the CPU)")
 	return fs, o
 }
@@ -97,6 +98,9 @@ func benchCmd(args []string, out, progress io.Writer) error {
 		fopts = append(fopts, fusion.WithPrecision(tile.PrecTF32))
 	default:
 		return fmt.Errorf("-precision %q: want ieee or tf32", o.precision)
+	}
+	if o.autotune {
+		fopts = append(fopts, fusion.WithAutotune(true))
 	}
 	if *runs < 1 {
 		return fmt.Errorf("-runs %d: want at least 1", *runs)

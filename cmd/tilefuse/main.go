@@ -63,7 +63,9 @@ first) are written, run on seeded inputs, checked against the heuristic
 kernel's outputs and timed on the backend, and the fastest is kept where it
 beats the heuristic's by more than the noise; the choices go to the cache on
 disk (tilefuse cache), where later compiles of the same kernels, in any
-process, find them. Prints one row a kernel text; progress on stderr.`,
+process, find them. Prints one row a kernel text (times of one launch, in
+batches of launches on a GPU, and its inputs and outputs in GB/s); progress
+on stderr.`,
 		flags: func() *flag.FlagSet { fs, _ := tuneFlags(); return fs },
 		run:   tuneCmd,
 	}, {

@@ -100,8 +100,8 @@ func writeTuning(out io.Writer, rep *fusion.Report, title string) {
 		fmt.Fprintln(out, "no kernel has meta-parameters to tune")
 		return
 	}
-	fmt.Fprintln(out, "| kernel | kernels of its text | default | chosen | default ms | chosen ms | speedup | candidates | rejected | source |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| kernel | kernels of its text | default | chosen | default ms | chosen ms | speedup | chosen GB/s | candidates | rejected | source |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|")
 	changed, cached := 0, 0
 	for _, r := range rep.Tuning {
 		speed, src := 1.0, "measured"
@@ -114,8 +114,12 @@ func writeTuning(out io.Writer, rep *fusion.Report, title string) {
 		if r.Chosen.String() != r.Default.String() {
 			changed++
 		}
-		fmt.Fprintf(out, "| %s | %d | %v | %v | %.4g | %.4g | %.2fx | %d | %d | %s |\n", r.Kernel, r.Kernels, r.Default, r.Chosen,
-			1e3*r.DefaultSeconds, 1e3*r.ChosenSeconds, speed, r.Candidates, len(r.Rejected), src)
+		gbs := "–"
+		if r.ChosenSeconds > 0 {
+			gbs = fmt.Sprintf("%.0f", float64(r.Bytes)/r.ChosenSeconds/1e9)
+		}
+		fmt.Fprintf(out, "| %s | %d | %v | %v | %.4g | %.4g | %.2fx | %s | %d | %d | %s |\n", r.Kernel, r.Kernels, r.Default, r.Chosen,
+			1e3*r.DefaultSeconds, 1e3*r.ChosenSeconds, speed, gbs, r.Candidates, len(r.Rejected), src)
 	}
 	fmt.Fprintf(out, "\n%d kernel texts tuned, %d changed from the heuristic's choice, %d taken from the cache\n", len(rep.Tuning), changed, cached)
 	for _, r := range rep.Tuning {
