@@ -235,3 +235,24 @@ func TestMachinesInParallelOnGPU(t *testing.T) {
 	}
 	checkMachinesInParallel(t, fusion.WithBackend(fusion.CUDA))
 }
+
+// TestFlashAttentionLongSequenceOnGPU: issue 11's memory target: a training
+// step's attention at S = 16384, B1 H16 D64 (float32) runs on the GPU in
+// O(S) memory per head (every value of the rewritten graph, which is what
+// the backend allocates, well below one head's scores), with rows of the
+// output and of dQ against float64 and dV's and dK's sums over the keys.
+func TestFlashAttentionLongSequenceOnGPU(t *testing.T) {
+	la := newLongAttention(t, 16384, true)
+	vm := fusion.NewTapeMachine(la.g, fusion.WithBackend(fusion.CUDA), fusion.WithKeep(la.out))
+	defer vm.Close()
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	la.checkMemory(t, vm.Compiled())
+	t0 := time.Now()
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("one run: %v wall, %.3g ms on the device", time.Since(t0), 1e3*vm.Stats().DeviceTime)
+	la.checkRows(t, 2e-3)
+}
