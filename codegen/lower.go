@@ -47,9 +47,10 @@ type lowerer struct {
 	laidOut      map[int][]string // value ID → layouts it was emitted in (for the dump)
 	users        map[int][]*tile.Value
 	plan         plan
-	pipes        map[int]*pipe // software-pipelined loops, by the loop's value ID
-	wgmma        bool          // the kernel uses wgmma: .version 8.0, .target sm_90a
-	result       *Kernel       // the print stage's result
+	pipes        map[int]*pipe     // software-pipelined loops, by the loop's value ID
+	wgmma        bool              // the kernel uses wgmma: .version 8.0, .target sm_90a
+	slotMemo     map[string]string // values emitted slot by slot (slotwise.go)
+	result       *Kernel           // the print stage's result
 }
 
 func newLowerer(k *tile.Kernel, opt Options) *lowerer {
@@ -1338,9 +1339,19 @@ func vecOperand(regs []string) string {
 func (l *lowerer) store(v *tile.Value) error {
 	ptr, val := v.Args[0], v.Args[1]
 	lay := l.plan.access[v.ID]
-	args, err := l.demandAll(v.Args, lay)
-	if err != nil {
-		return err
+	var args []*lval
+	slotwise := l.slotwise(lay) && v.Op == tile.OpStore
+	if slotwise {
+		// filled slot by slot below, as each group is stored
+		args = make([]*lval, len(v.Args))
+		for i := range args {
+			args[i] = &lval{lay: lay, regs: make([]string, nslots(lay))}
+		}
+	} else {
+		var err error
+		if args, err = l.demandAll(v.Args, lay); err != nil {
+			return err
+		}
 	}
 	var mask *tile.Value
 	if len(v.Args) > 2 {
@@ -1365,6 +1376,17 @@ func (l *lowerer) store(v *tile.Value) error {
 	for ci := 0; ci < len(classes); ci += vw {
 		group := classes[ci : ci+vw]
 		first := group[0][0]
+		if slotwise {
+			for _, cls := range group {
+				for j, a := range v.Args {
+					r, err := l.demandAt(a, lay, cls[0])
+					if err != nil {
+						return err
+					}
+					args[j].regs[cls[0]] = r
+				}
+			}
+		}
 		var own string
 		never := false
 		if lay == nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -408,6 +409,49 @@ func TestWgmmaSwapped(t *testing.T) {
 		if strings.Contains(ck.PTX, "wgmma") || strings.Contains(ck.PTX, "sm_90a") {
 			t.Errorf("%s: wgmma where the swapped form does not apply", c.name)
 		}
+	}
+}
+
+// TestSlotwiseEpilogue: after a wgmma loop the epilogue is emitted slot by
+// slot, each element's chain ending in its store before the next begins
+// (op by op over 128 accumulator registers, tanh(2·acc + b) spilled): the
+// stores are spread through the tanh code, not after all of it, and the
+// bias row is loaded once per distinct column.
+func TestSlotwiseEpilogue(t *testing.T) {
+	const m, n, k, bm, bn = 512, 256, 64, 256, 128
+	b := tile.NewBuilder("mm_epi", tile.Meta{"num_stages": 4, "wgmma": 2})
+	pa, pb, pbias, pc := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("bias", tile.F32), b.Ptr("c", tile.F32)
+	rm := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1)
+	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0)
+	offA := b.Add(b.Mul(rm, k), b.ExpandDims(b.Arange(0, 32), 0))
+	offB := b.Add(b.Mul(b.ExpandDims(b.Arange(0, 32), 1), n), rn)
+	acc := b.For(0, k, 32, []*tile.Value{b.Zeros(tile.F32, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
+		av := b.Load(b.AddPtr(pa, b.Add(offA, k0)), nil, nil)
+		bv := b.Load(b.AddPtr(pb, b.Add(offB, b.Mul(k0, n))), nil, nil)
+		return []*tile.Value{b.Dot(av, bv, c[0], tile.PrecTF32)}
+	})
+	bias := b.BroadcastTo(b.Load(b.AddPtr(pbias, rn), nil, nil), tile.Shp(bm, bn))
+	y := b.Tanh(b.Add(b.Mul(acc[0], 2.0), bias))
+	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, n), rn)), y, nil)
+	kk, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := Compile(kk, Options{Arch: 90, NumWarps: 8, Spec: all16(kk)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	epi := ck.PTX[strings.Index(ck.PTX, "$L_pipe_end_4:"):]
+	stores := regexp.MustCompile(`st\.global\.f32`).FindAllStringIndex(epi, -1)
+	tanh := regexp.MustCompile(`tanh|ex2`).FindAllStringIndex(epi, -1)
+	if len(stores) != 128 || len(tanh) == 0 {
+		t.Fatalf("%d stores, %d tanh instructions in the epilogue", len(stores), len(tanh))
+	}
+	if stores[0][0] > tanh[len(tanh)/8][0] || stores[len(stores)/2][0] > tanh[len(tanh)*3/4][0] {
+		t.Errorf("the stores come after the tanh code (first store at %d, last tanh at %d): not slot by slot", stores[0][0], tanh[len(tanh)-1][0])
+	}
+	if n := count(`ld\.global\.f32`, epi); n != 2 {
+		t.Errorf("%d bias loads, want 2 (a thread's columns n = 16·warp + g and g + 8)", n)
 	}
 }
 

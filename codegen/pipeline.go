@@ -377,9 +377,14 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		emit(w, "cp.async.wait_group %d", p.ahead()-1)
 		if p.swapped {
 			// this thread's copies of A, rounded in place, are read by
-			// the tensor cores (the async proxy) next
-			if err := l.roundCopies(p, sc); err != nil {
-				return err
+			// the tensor cores (the async proxy) next. The meta-parameter
+			// skip_round = 1 leaves TF32's A to the tensor cores'
+			// conversion (ptxsim truncates): not the interpreter's
+			// rounding, only to measure what the pass costs
+			if p.x3() || l.k.Meta["skip_round"] != 1 {
+				if err := l.roundCopies(p, sc); err != nil {
+					return err
+				}
 			}
 			emit(w, "fence.proxy.async.shared::cta")
 		}
