@@ -506,8 +506,10 @@ func fzStructure(t *testing.T, fg *fzGraph, ref *fzOut, outs []*fzOut) {
 		if !r.Fused && r.Kernels() != r.FusedOps() {
 			t.Fatalf("%s: %d kernels for %d ops without fusion\n%s\n%v", o.leg.name, r.Kernels(), r.FusedOps(), fg, r)
 		}
-		if r.Fused && cpu.VectorDot() && strings.Contains(o.leg.name, "WithMatMulFusion(true)") && fg.maxGrp == 0 {
-			// the unfused reference fuses products too (the default where the dot has vector instructions)
+		if r.Fused && cpu.VectorDot() && strings.Contains(o.leg.name, "WithMatMulFusion(true)") && fg.maxGrp == 0 && !fg.target {
+			// the unfused reference fuses products too (the default where the dot has vector
+			// instructions), for the same target (what fuses depends on it: the rows a row
+			// kernel holds in one block)
 			if r.FusedOps() != ref.report.FusedOps() || r.Kernels() > ref.report.Kernels() {
 				t.Fatalf("%s: %d ops in %d kernels; unfused, %d ops in %d kernels\n%s\n%v\n%v", o.leg.name, r.FusedOps(), r.Kernels(), ref.report.FusedOps(), ref.report.Kernels(), fg, r, ref.report)
 			}
