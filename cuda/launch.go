@@ -303,7 +303,9 @@ func (t *Timer) Close() error {
 }
 
 // Launcher runs kernels on host buffers: it uploads every pointer argument,
-// launches, waits, and downloads them back (a tiletest.Launcher).
+// launches, waits, and downloads them back (a tiletest.Launcher). A kernel's
+// num_warps meta-parameter, where it has one, wins over NumWarps (the
+// swapped wgmma form needs a warp per 16 columns).
 type Launcher struct {
 	Dev      *Device
 	NumWarps int
@@ -341,7 +343,11 @@ func (l *Launcher) Launch(k *tile.Kernel, grid tile.Grid, args ...any) error {
 		}
 		dev[i] = b
 	}
-	_, f, err := l.Dev.Compile(k, l.NumWarps, dev)
+	warps := l.NumWarps
+	if w := k.Meta["num_warps"]; w > 0 {
+		warps = w
+	}
+	_, f, err := l.Dev.Compile(k, warps, dev)
 	if err != nil {
 		return err
 	}
