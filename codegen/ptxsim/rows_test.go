@@ -14,7 +14,9 @@ import (
 	"github.com/tilefuse/tilefuse/codegen/ptxsim"
 	"github.com/tilefuse/tilefuse/fusion"
 	"github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/interp"
+	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
 // TestRowKernelsOfTheH200 lowers the row kernels the fusion pass writes
@@ -146,4 +148,30 @@ func runRowKernel(t *testing.T, form string, rows, cols, sub int) {
 		}
 	}
 	t.Logf("%s %v: %d rows agree", k.Meta, grid, sub)
+}
+
+// TestGeneratedKernelsOfTheH200 is TestGeneratedKernels with the kernels
+// written for the H200 (graphpass.H200: rows a program, warps per width,
+// split sums, the streaming hint) instead of the CPU's: the small
+// workloads' kernels of every kind in the simulator, from the inputs of a
+// fused CPU run of the same kernels, against that run's outputs (ieee).
+func TestGeneratedKernelsOfTheH200(t *testing.T) {
+	tol := tiletest.Tol{Abs: 1e-5, Rel: 1e-4}
+	total := 0
+	for _, wl := range bench.Workloads {
+		t.Run(wl.Name, func(t *testing.T) {
+			switch {
+			case wl.Name == "mlp_train" || wl.Name == "encoder_train":
+				t.Skip("the kernels of mlp_step and encoder_fwd_bwd, with the solver's (TestSolverOnPTXSim)")
+			case testing.Short() && (wl.Name == "encoder_fwd_bwd" || wl.Name == "attention_fwd_bwd"):
+				t.Skip("-short: the backward passes' kernels take a while in the simulator")
+			}
+			n := runGenerated(t, wl, tile.PrecIEEE, tol, fusion.WithTarget(graphpass.H200))
+			if n == 0 {
+				t.Fatal("no generated kernel ran")
+			}
+			total += n
+		})
+	}
+	t.Logf("%d kernels written for the H200 agree with the fused CPU run", total)
 }
