@@ -293,6 +293,16 @@ func (g *gen) sxSlot(s *sx) int32 {
 		s.slot = int(g.alloc(8, 8))
 		a.MOVQload(rT0, fr(int32(s.a.slot)))
 		a.NEGQ(rT0)
+	case sxDiv, sxRem:
+		g.sxSlot(s.a)
+		s.slot = int(g.alloc(8, 8))
+		a.MOVQload(rT0, fr(int32(s.a.slot)))
+		a.MOVQimm(amd64.RCX, s.k)
+		a.CQO()
+		a.IDIVQ(amd64.RCX)
+		if s.op == sxRem {
+			a.MOVQ(rT0, rT1)
+		}
 	}
 	a.MOVQstore(fr(int32(s.slot)), rT0)
 	g.sxDone[s] = true
@@ -347,6 +357,18 @@ func (g *gen) wrapChecks() error {
 		a.MOVQimm(amd64.RCX, math.MaxInt32)
 		a.CMPQ(rT1, amd64.RCX)
 		a.Jcc(amd64.CondG, g.bail)
+	}
+	// integer division of lanes: every lane in the same multiple of d
+	for _, dc := range g.p.needDiv {
+		g.sxReg(rT0, dc.x.c)
+		a.TESTQ(rT0, rT0)
+		a.Jcc(amd64.CondL, g.bail)
+		a.MOVQimm(amd64.RCX, dc.d)
+		a.CQO()
+		a.IDIVQ(amd64.RCX)
+		a.MOVQimm(amd64.RCX, dc.d-dc.span)
+		a.CMPQ(rT1, amd64.RCX)
+		a.Jcc(amd64.CondGE, g.bail)
 	}
 	return a.Err()
 }
@@ -557,6 +579,35 @@ func (g *gen) scalarFloat(v *tile.Value) error {
 		off := g.slotOf(v)
 		a.MOVLimm(rT0, math.Float32bits(float32(v.AuxF)))
 		a.MOVQstore(fr(off), rT0)
+		return g.broadcastSlot(v)
+	case tile.OpLoad:
+		// checked, or other (0 without one) where the mask is false
+		ptr := g.p.in(v.Args[0]).aff
+		off, done := a.NewLabel(), a.NewLabel()
+		if len(v.Args) >= 2 {
+			g.scalarIntReg(rT0, v.Args[1])
+			a.TESTQ(rT0, rT0)
+			a.Jcc(amd64.CondE, off)
+		}
+		g.sxReg(rT0, ptr.c)
+		a.SHLQ(rT0, 2)
+		a.ADDQload(rT0, fr(paramBase(ptr.root)))
+		bad := g.stub(v.ID)
+		a.CMPQload(rT0, fr(paramBase(ptr.root)))
+		a.Jcc(amd64.CondB, bad)
+		a.LEAQ(rT1, amd64.Ptr(rT0, 4))
+		a.CMPQload(rT1, fr(paramEnd(ptr.root)))
+		a.Jcc(amd64.CondA, bad)
+		a.VMOVSSload(0, amd64.Ptr(rT0, 0))
+		a.JMP(done)
+		a.Bind(off)
+		if len(v.Args) == 3 {
+			a.VMOVSSload(0, fr(g.floatSlot(v.Args[2])))
+		} else {
+			a.VXORPS(0, 0, amd64.VReg(0))
+		}
+		a.Bind(done)
+		a.VMOVSSstore(fr(g.slotOf(v)), 0)
 		return g.broadcastSlot(v)
 	case tile.OpCast:
 		g.scalarIntReg(rT0, v.Args[0])

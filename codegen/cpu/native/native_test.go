@@ -2,6 +2,7 @@ package native_test
 
 import (
 	"errors"
+	"math"
 	"sort"
 	"strings"
 	"testing"
@@ -124,5 +125,65 @@ func itoa(n int) string {
 		if n == 0 {
 			return string(b[i:])
 		}
+	}
+}
+
+// TestDivRemLanes: x / n and x % n of contiguous lanes are affine within a
+// block when the block does not straddle a multiple of n (a bias indexed
+// by the column of a flat offset); a program where it would, bails out,
+// and the launch falls back (the executor gets it right).
+func TestDivRemLanes(t *testing.T) {
+	requireJIT(t)
+	const block = 64
+	b := tile.NewBuilder("divrem", tile.Meta{"BLOCK": block})
+	x, bias, w, y := b.Ptr("x", tile.F32), b.Ptr("bias", tile.F32), b.Ptr("w", tile.F32), b.Ptr("y", tile.F32)
+	size := b.Param("size", tile.I32)
+	offs := b.Add(b.Mul(b.ProgramID(0), block), b.Arange(0, block))
+	m := b.Lt(offs, size)
+	col := b.Rem(offs, 96)
+	row := b.Div(offs, 96)
+	v := b.Add(b.Load(b.AddPtr(x, offs), m, nil), b.Mul(b.Load(b.AddPtr(bias, col), m, nil), b.Load(b.AddPtr(w, row), m, nil)))
+	b.Store(b.AddPtr(y, offs), v, m)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nk, err := native.Compile(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nk.Free()
+	rng := tiletest.RNG("divrem")
+	for _, c := range []struct {
+		name     string
+		size     int
+		fallback bool
+	}{
+		{"blocks within rows", 96 * 2, true}, // 64-lane blocks straddle multiples of 96: program 1 bails
+		{"one block", 60, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			xs, bs, ws := tiletest.Uniform(rng, c.size, -1, 1), tiletest.Uniform(rng, 96, -1, 1), tiletest.Uniform(rng, c.size/96+1, -1, 1)
+			got, want := tiletest.Output(c.size), tiletest.Output(c.size)
+			grid := tile.Grid{(c.size + block - 1) / block}
+			err := nk.Launch(grid, xs, bs, ws, got, c.size)
+			if c.fallback {
+				if !errors.Is(err, native.ErrFallback) {
+					t.Fatalf("launch: %v, want ErrFallback", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := (tiletest.Interp{}).Launch(k, grid, xs, bs, ws, want, c.size); err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("y[%d] = %v, want %v", i, got[i], want[i])
+				}
+			}
+		})
 	}
 }

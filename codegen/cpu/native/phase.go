@@ -236,6 +236,8 @@ func sxEqual(a, b *sx) bool {
 		return a.v == b.v
 	case sxNeg:
 		return sxEqual(a.a, b.a)
+	case sxDiv, sxRem:
+		return a.k == b.k && sxEqual(a.a, b.a)
 	}
 	return sxEqual(a.a, b.a) && sxEqual(a.b, b.b)
 }

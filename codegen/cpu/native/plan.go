@@ -57,6 +57,8 @@ const (
 	sxAdd
 	sxMul
 	sxNeg
+	sxDiv // a / k, truncated, k > 0 a constant
+	sxRem // a % k, truncated
 )
 
 func sConst(k int64) *sx { return &sx{op: sxConst, k: k, slot: -1} }
@@ -94,6 +96,16 @@ func sNeg(a *sx) *sx {
 		return sConst(-a.k)
 	}
 	return &sx{op: sxNeg, a: a, slot: -1}
+}
+
+func sDivRem(op sxOp, a *sx, k int64) *sx {
+	if a.op == sxConst {
+		if op == sxDiv {
+			return sConst(a.k / k)
+		}
+		return sConst(a.k % k)
+	}
+	return &sx{op: op, a: a, k: k, slot: -1}
 }
 
 // aff is an integer or pointer value as an affine function of the lane
@@ -138,6 +150,17 @@ type plan struct {
 	stored   []bool // by parameter: the kernel stores through it
 	scalars  []*tile.Value
 	needWrap []*aff // i32 affine values whose lanes must fit in int32
+	needDiv  []divCheck
+}
+
+// divCheck: x / d and x % d of an affine x are affine within the block
+// when no two lanes fall in different multiples of d: c ≥ 0 and
+// c % d + span < d, span the largest lane offset Σ coef·(dim-1). A program
+// where that fails bails out (the launch reruns on the executor).
+type divCheck struct {
+	x    *aff
+	d    int64
+	span int64
 }
 
 // maxFormulaCost bounds the float ops recomputed in each phase that uses a
@@ -422,6 +445,10 @@ func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
 	case t.DType == tile.F32:
 		switch {
 		case v.Op == tile.OpParam, v.Op == tile.OpConst:
+		case v.Op == tile.OpLoad:
+			if p.stored[p.in(v.Args[0]).aff.root] {
+				return unsupported(v, "load from a buffer the kernel also stores to")
+			}
 		case v.Op.IsReduce():
 			if v.Type.DType != tile.F32 || v.Args[0].Type.Shape.Rank != 1 {
 				return unsupported(v, "scalar reduction of %v", v.Args[0].Type)
@@ -539,6 +566,38 @@ func (p *plan) affineOf(v *tile.Value) (*aff, error) {
 		for d := 0; d < r; d++ {
 			a.coef[d] = sMul(x.coef[d], y.c)
 		}
+		return a, nil
+	case tile.OpDiv, tile.OpRem:
+		x, y := arg(0), arg(1)
+		if x == nil || y == nil || x.root >= 0 {
+			return nil, unsupported(v, "%v of values that are not affine", v.Op)
+		}
+		if !uniform(y) || y.c.op != sxConst || y.c.k <= 0 {
+			return nil, unsupported(v, "integer %v by a divisor that is not a positive constant", v.Op)
+		}
+		d := y.c.k
+		span := int64(0)
+		for dim := 0; dim < r; dim++ {
+			c := x.coef[dim]
+			if c.op != sxConst || c.k < 0 {
+				return nil, unsupported(v, "integer %v of lanes with a coefficient that is not a constant ≥ 0", v.Op)
+			}
+			span += c.k * int64(t.Shape.Dims[dim]-1)
+		}
+		if span >= d {
+			return nil, unsupported(v, "integer %v whose lanes span more than the divisor", v.Op)
+		}
+		if x.dt == tile.I32 {
+			p.needWrap = append(p.needWrap, x)
+		}
+		p.needDiv = append(p.needDiv, divCheck{x, d, span})
+		a := zero()
+		if v.Op == tile.OpDiv {
+			a.c = sDivRem(sxDiv, x.c, d) // the same in every lane
+			return a, nil
+		}
+		a.c = sDivRem(sxRem, x.c, d)
+		a.coef = x.coef
 		return a, nil
 	case tile.OpCast:
 		x := arg(0)
