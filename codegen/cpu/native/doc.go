@@ -55,12 +55,25 @@
 // Launch also falls back where buffers overlap and the kernel stores to
 // one of them (phases reorder a program's work).
 //
-// What is not supported yet (Compile says which value and why): loops,
-// matrix products, atomics, f64, integer loads and non-affine integer
-// blocks, gathers (lanes with a stride other than 0 or 1 element),
-// reshapes other than inserting or removing dimensions of size 1,
-// reductions along axes other than the last (or axis 0 of a 2-D block),
-// f32 log, erf, sigmoid, pow, rem, sign and the trigonometric functions.
+// Loops (plan.go: loop, gen.go: loopCode): the kernel's top level is a
+// sequence of regions (straight-line code, planned as above) and counted
+// loops whose body is a region run once per iteration; what crosses from
+// one region to a later one is a scalar slot, a formula or a frame block.
+// A loop-carried block lives in a frame block (a scalar in a slot) that
+// the body's argument and the loop's result share; the yield writes it in
+// place when every read of it in the body comes in an earlier phase or at
+// the same lanes of the yield's phase, else into a block of its own copied
+// at the end of the iteration. Expressions first computed in the body are
+// recomputed after it (a loop may run no iteration).
+//
+// What is not supported yet (Compile says which value and why): nested
+// loops, matrix products, atomics, f64, integer loads and non-affine
+// integer blocks (div/rem of lanes are affine only where a block does not
+// straddle a multiple of the divisor: checked per program, else a bail-out),
+// gathers (lanes with a stride other than 0 or 1 element), reshapes other
+// than inserting or removing dimensions of size 1, reductions along axes
+// other than the last (or axis 0 of a 2-D block), f32 log, erf, sigmoid,
+// pow, rem, sign and the trigonometric functions.
 //
 // The generated code follows codegen/cpu/jit's rules: no stack, RDI the
 // frame throughout, RBP and R15 untouched, a bounded amount of work a call

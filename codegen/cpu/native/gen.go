@@ -150,10 +150,12 @@ func generate(p *plan) (code []byte, frame int32, err error) {
 	a.MOVQstore(fr(hPid+16), rT0)
 
 	// values the same in every program: once per call
-	for _, v := range p.scalars {
-		if in := p.in(v); in.invar && in.segment == 0 {
-			if err := g.scalar(v); err != nil {
-				return nil, 0, err
+	for _, rg := range p.regions {
+		for _, v := range rg.scalars {
+			if in := p.in(v); in.invar && in.segment == 0 {
+				if err := g.scalar(v); err != nil {
+					return nil, 0, err
+				}
 			}
 		}
 	}
@@ -209,24 +211,40 @@ func generate(p *plan) (code []byte, frame int32, err error) {
 	return code, (g.frameSize + 63) &^ 31, nil
 }
 
-// program emits one program: its scalars, then per level the scalars
-// that level makes available and its phases.
+// program emits one program: its regions and loops in order.
 func (g *gen) program() error {
+	for _, it := range g.p.items {
+		var err error
+		if it.rg != nil {
+			err = g.region(it.rg)
+		} else {
+			err = g.loopCode(it.loop)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// region emits a region: its prologue scalars and checks, then per level
+// the scalars that level makes available and its phases.
+func (g *gen) region(rg *region) error {
 	p := g.p
-	for _, v := range p.scalars {
+	for _, v := range rg.scalars {
 		if in := p.in(v); !in.invar && in.segment == 0 {
 			if err := g.scalar(v); err != nil {
 				return err
 			}
 		}
 	}
-	if err := g.wrapChecks(); err != nil {
+	if err := g.wrapChecks(rg); err != nil {
 		return err
 	}
 	pi := 0
-	for level := 0; level < p.levels; level++ {
+	for level := 0; level < rg.levels; level++ {
 		if level > 0 {
-			for _, v := range p.scalars {
+			for _, v := range rg.scalars {
 				if p.in(v).segment == level {
 					if err := g.scalar(v); err != nil {
 						return err
@@ -234,13 +252,172 @@ func (g *gen) program() error {
 				}
 			}
 		}
-		for ; pi < len(p.phases) && p.phases[pi].level == level; pi++ {
-			if err := g.phase(p.phases[pi]); err != nil {
+		for ; pi < len(rg.phases) && rg.phases[pi].level == level; pi++ {
+			if err := g.phase(rg.phases[pi]); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// loopCode emits a counted loop: the carried storage given its initial
+// values, then for iv = lo; iv < hi; iv += step the body, the yields made
+// the carried values (through temporaries where they are not written in
+// place). A step ≤ 0 where lo < hi is a fault, as in the reference.
+func (g *gen) loopCode(lp *loopPlan) error {
+	a := &g.a
+	v := lp.v
+	for i := range lp.carries {
+		c := &lp.carries[i]
+		if c.block {
+			off := g.alloc(int32(4*c.arg.Type.Shape.Numel()), 32)
+			g.block[c.arg.ID] = off
+			if c.result != nil {
+				g.block[c.result.ID] = off
+			}
+			continue
+		}
+		off := g.slotOf(c.arg)
+		if c.result != nil {
+			g.slot[c.result.ID] = off
+		}
+		g.scalarBits(rT0, c.init)
+		a.MOVQstore(fr(off), rT0)
+	}
+	// the blocks' initial values: one phase per shape
+	var inits []*phase
+	for i, c := range lp.carries {
+		if !c.block {
+			continue
+		}
+		var ph *phase
+		for _, q := range inits {
+			if q.shape == c.arg.Type.Shape {
+				ph = q
+			}
+		}
+		if ph == nil {
+			ph = &phase{shape: c.arg.Type.Shape, rg: g.p.in(v).rg}
+			inits = append(inits, ph)
+		}
+		ph.inits = append(ph.inits, yieldWrite{lp, i})
+	}
+	for _, ph := range inits {
+		if err := g.phase(ph); err != nil {
+			return err
+		}
+	}
+	// the counter (int64, as the reference counts) and the bounds
+	counter, hiSlot, stepSlot := g.alloc(8, 8), g.alloc(8, 8), g.alloc(8, 8)
+	g.scalarIntReg(rT0, v.Args[0])
+	a.MOVQstore(fr(counter), rT0)
+	g.scalarIntReg(rT1, v.Args[1])
+	a.MOVQstore(fr(hiSlot), rT1)
+	g.scalarIntReg(amd64.RCX, v.Args[2])
+	a.MOVQstore(fr(stepSlot), amd64.RCX)
+	top, done := a.NewLabel(), a.NewLabel()
+	a.CMPQ(rT0, rT1)
+	a.Jcc(amd64.CondGE, done)
+	a.TESTQ(amd64.RCX, amd64.RCX)
+	a.Jcc(amd64.CondLE, g.stub(v.ID))
+	iv := v.Body.Args[0]
+	ivSlot := g.slotOf(iv)
+	a.Bind(top)
+	a.MOVQload(rT0, fr(counter))
+	a.CMPQload(rT0, fr(hiSlot))
+	a.Jcc(amd64.CondGE, done)
+	if iv.Type.DType == tile.I32 {
+		a.MOVSXD(rT0, rT0)
+	}
+	a.MOVQstore(fr(ivSlot), rT0)
+	// expressions first computed in the body are recomputed after it
+	before := make(map[*sx]bool, len(g.sxDone))
+	for s := range g.sxDone {
+		before[s] = true
+	}
+	if err := g.region(lp.body); err != nil {
+		return err
+	}
+	for s := range g.sxDone {
+		if !before[s] {
+			delete(g.sxDone, s)
+		}
+	}
+	// the yields become the carried values: scalars through temporaries
+	// (a yield may be another carried value), blocks copied from theirs
+	var tmps []int32
+	for _, c := range lp.carries {
+		if c.block {
+			continue
+		}
+		t := g.alloc(8, 8)
+		g.scalarBits(rT0, c.yield)
+		a.MOVQstore(fr(t), rT0)
+		tmps = append(tmps, t)
+	}
+	j := 0
+	for i, c := range lp.carries {
+		if c.block {
+			if !c.inPlace {
+				g.copyBlock(g.block[c.arg.ID], g.yieldBlock(lp, i), c.arg.Type.Shape.Numel())
+			}
+			continue
+		}
+		a.MOVQload(rT0, fr(tmps[j]))
+		a.MOVQstore(fr(g.slotOf(c.arg)), rT0)
+		j++
+	}
+	a.MOVQload(rT0, fr(counter))
+	a.ADDQload(rT0, fr(stepSlot))
+	a.MOVQstore(fr(counter), rT0)
+	a.JMP(top)
+	a.Bind(done)
+	return a.Err()
+}
+
+// scalarBits loads scalar v's slot (its 8 bytes: an integer, or an f32's
+// bits) into r; constants as their bits.
+func (g *gen) scalarBits(r amd64.Reg, v *tile.Value) {
+	if v.Op == tile.OpConst {
+		if v.Type.DType == tile.F32 {
+			g.a.MOVLimm(r, math.Float32bits(float32(v.AuxF)))
+			return
+		}
+		g.a.MOVQimm(r, v.Aux)
+		return
+	}
+	g.a.MOVQload(r, fr(g.slotOf(v)))
+}
+
+// yieldBlock is where the yield of carry i writes: the carried block
+// itself, or a block of its own copied at the end of the iteration.
+func (g *gen) yieldBlock(lp *loopPlan, i int) int32 {
+	c := lp.carries[i]
+	if c.inPlace {
+		return g.block[c.arg.ID]
+	}
+	key := -1 - c.arg.ID // a key no value has
+	if off, ok := g.block[key]; ok {
+		return off
+	}
+	off := g.alloc(int32(4*c.arg.Type.Shape.Numel()), 32)
+	g.block[key] = off
+	return off
+}
+
+// copyBlock copies n f32 from the frame at from to the frame at to.
+func (g *gen) copyBlock(to, from int32, n int) {
+	a := &g.a
+	i := 0
+	for ; i+lane <= n; i += lane {
+		a.VMOVUPS(0, fr(from+int32(4*i)))
+		a.VMOVUPSstore(fr(to+int32(4*i)), 0)
+	}
+	for ; i < n; i++ {
+		a.VMOVSSload(0, fr(from+int32(4*i)))
+		a.VMOVSSstore(fr(to+int32(4*i)), 0)
+	}
 }
 
 // ---- scalar integer expressions ----
@@ -313,11 +490,12 @@ func (g *gen) sxSlot(s *sx) int32 {
 // in the reference but not here; such a program bails out (the launch
 // reruns on the executor). Each check computes the smallest and largest
 // lane of c + Σ coef[d]·q[d] in 64 bits.
-func (g *gen) wrapChecks() error {
+func (g *gen) wrapChecks(rg *region) error {
 	a := &g.a
 	seen := map[*aff]bool{}
-	for _, af := range g.p.needWrap {
-		if seen[af] {
+	for _, w := range g.p.needWrap {
+		af := w.x
+		if seen[af] || w.rg != rg {
 			continue
 		}
 		seen[af] = true
@@ -360,6 +538,9 @@ func (g *gen) wrapChecks() error {
 	}
 	// integer division of lanes: every lane in the same multiple of d
 	for _, dc := range g.p.needDiv {
+		if dc.rg != rg {
+			continue
+		}
 		g.sxReg(rT0, dc.x.c)
 		a.TESTQ(rT0, rT0)
 		a.Jcc(amd64.CondL, g.bail)
@@ -436,7 +617,7 @@ func is32(d tile.DType) bool { return d == tile.I32 }
 func (g *gen) scalarInt(v *tile.Value) error {
 	a := &g.a
 	switch v.Op {
-	case tile.OpParam, tile.OpProgramID, tile.OpNumPrograms:
+	case tile.OpParam, tile.OpProgramID, tile.OpNumPrograms, tile.OpBlockArg, tile.OpForResult:
 		g.slotOf(v)
 		return nil
 	case tile.OpConst:
@@ -572,7 +753,7 @@ func (g *gen) scalarDivRem(v *tile.Value) {
 func (g *gen) scalarFloat(v *tile.Value) error {
 	a := &g.a
 	switch v.Op {
-	case tile.OpParam:
+	case tile.OpParam, tile.OpBlockArg, tile.OpForResult:
 		g.slotOf(v)
 		return g.broadcastSlot(v)
 	case tile.OpConst:

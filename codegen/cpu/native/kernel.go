@@ -86,9 +86,25 @@ func (nk *Kernel) Free() error { return nk.code.Free() }
 // instructions of its phases (about 0.4 ns each on one core).
 func estimate(p *plan) float64 {
 	ns := 20.0
-	for _, ph := range p.phases {
-		vecs := float64(max(1, ph.shape.Numel()/lane))
-		ns += 0.4 * vecs * float64(4+3*len(ph.ops))
+	region := func(rg *region) float64 {
+		t := 0.0
+		for _, ph := range rg.phases {
+			vecs := float64(max(1, ph.shape.Numel()/lane))
+			t += 0.4 * vecs * float64(4+3*(len(ph.ops)+len(ph.yields)))
+		}
+		return t
+	}
+	for _, it := range p.items {
+		if it.rg != nil {
+			ns += region(it.rg)
+			continue
+		}
+		trips := 16.0 // bounds known only at run time: a guess
+		lo, hi, step := it.loop.v.Args[0], it.loop.v.Args[1], it.loop.v.Args[2]
+		if lo.Op == tile.OpConst && hi.Op == tile.OpConst && step.Op == tile.OpConst && step.Aux > 0 {
+			trips = float64(max(0, (hi.Aux-lo.Aux+step.Aux-1)/step.Aux))
+		}
+		ns += trips * (10 + region(it.loop.body))
 	}
 	return ns
 }

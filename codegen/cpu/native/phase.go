@@ -152,6 +152,30 @@ func (pg *phaseGen) build() error {
 			}
 		}
 	}
+	// loop-carried blocks: every yielded (or initial) value first, then
+	// the writes (a yield may read another carried block)
+	var vals []*node
+	var dsts []int32
+	for _, y := range pg.ph.yields {
+		c := y.lp.carries[y.i]
+		n, err := pg.eval(c.yield, id)
+		if err != nil {
+			return err
+		}
+		vals, dsts = append(vals, n), append(dsts, pg.g.yieldBlock(y.lp, y.i))
+	}
+	for _, y := range pg.ph.inits {
+		c := y.lp.carries[y.i]
+		n, err := pg.eval(c.init, id)
+		if err != nil {
+			return err
+		}
+		vals, dsts = append(vals, n), append(dsts, pg.g.block[c.arg.ID])
+	}
+	for i, n := range vals {
+		pat := pg.framePattern(dsts[i], pg.ph.shape, id)
+		pg.add(&node{v: n.v, op: opMatWrite, args: []*node{n}, pat: pat})
+	}
 	return nil
 }
 
@@ -288,6 +312,9 @@ func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
 		return pg.eval(src, through(u, m))
 	case kScalarFloat, kScalarBool:
 		return pg.uniform(u)
+	case kCarry:
+		pat := pg.framePattern(g.matBlock(u), u.Type.Shape, m)
+		return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
 	case kReduce:
 		if u.Type.Shape.IsScalar() {
 			return pg.uniform(u)

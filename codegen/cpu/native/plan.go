@@ -3,6 +3,7 @@ package native
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/analysis"
@@ -36,6 +37,8 @@ const (
 	kView                    // splat, broadcast, expand_dims, reshape, trans of a vector value
 	kReduce                  // reduction: accumulated in its input's phase, result in the frame
 	kStore                   // store: a side effect in its phase
+	kCarry                   // a loop-carried block (the body's argument, the loop's result): its frame block
+	kLoop                    // for, yield: planned as their loop
 )
 
 // sx is a scalar integer expression over the program's scalar values,
@@ -122,10 +125,20 @@ type aff struct {
 // phase is one loop nest over the lanes of one shape: the vector values
 // computed there, the reductions accumulated and the stores made.
 type phase struct {
-	level int
-	shape tile.Shape
-	ops   []*tile.Value // non-formula values, reductions and stores, in program order
-	first int           // program position of its first op (a tie-break)
+	level  int
+	shape  tile.Shape
+	ops    []*tile.Value // non-formula values, reductions and stores, in program order
+	first  int           // program position of its first op (a tie-break)
+	yields []yieldWrite  // loop-carried blocks written here
+	inits  []yieldWrite  // (a loop's prologue) carried blocks given their initial values
+	rg     *region
+}
+
+// yieldWrite: the yield (or, for inits, the initial value) of carry i of
+// loop lp, written to its block.
+type yieldWrite struct {
+	lp *loopPlan
+	i  int
 }
 
 // vinfo is what the planner decided for one value.
@@ -139,18 +152,69 @@ type vinfo struct {
 	mat     bool // computed in its phase and kept in the frame for later phases
 	segment int  // scalars: the segment (0 the prologue, s after the phases of level s-1)
 	invar   bool // scalars: the same in every program (computed once per call)
+	rg      *region
+	carry   *loopPlan // kCarry, and scalars that are carried: their loop
+	reads   []carryRead
 }
 
-// plan is the result of planning a kernel.
+// carryRead is where a phase reads a carried block (to decide whether the
+// yield may write it in place).
+type carryRead struct {
+	ph       *phase
+	identity bool
+}
+
+// plan is the result of planning a kernel: its top level as a sequence of
+// regions (straight-line values, planned in levels and phases) and loops
+// (whose bodies are regions run once per iteration).
 type plan struct {
 	k        *tile.Kernel
 	info     []vinfo
-	phases   []*phase
-	levels   int
-	stored   []bool // by parameter: the kernel stores through it
-	scalars  []*tile.Value
-	needWrap []*aff // i32 affine values whose lanes must fit in int32
+	items    []item
+	regions  []*region   // every region, bodies included
+	stored   []bool      // by parameter: the kernel stores through it
+	needWrap []wrapCheck // i32 affine values whose lanes must fit in int32
 	needDiv  []divCheck
+	cur      *region // the region being classified
+}
+
+// wrapCheck: the lanes of x, computed in region rg, must fit in int32.
+type wrapCheck struct {
+	x  *aff
+	rg *region
+}
+
+// region is straight-line code: its scalars in segments, its vector values
+// in phases by level. A value of an earlier region (or, in a loop body, of
+// the code before the loop) is complete when the region runs: it reads it
+// as a scalar slot, a formula or a frame block.
+type region struct {
+	scalars []*tile.Value
+	phases  []*phase
+	levels  int
+	loop    *loopPlan // the loop this region is the body of, or nil
+}
+
+// item is one step of the top level: a region or a loop.
+type item struct {
+	rg   *region
+	loop *loopPlan
+}
+
+// loopPlan is a counted loop: its body, and per loop-carried value the
+// storage it lives in across iterations (a frame block for blocks, a slot
+// for scalars), shared by the body's argument and the loop's result.
+type loopPlan struct {
+	v       *tile.Value // the OpFor
+	body    *region
+	carries []carry
+}
+
+type carry struct {
+	arg, init, yield, result *tile.Value // result: the OpForResult, or nil
+	block                    bool
+	inPlace                  bool // the yield writes the carried block itself
+	yieldPh                  *phase
 }
 
 // divCheck: x / d and x % d of an affine x are affine within the block
@@ -161,6 +225,7 @@ type divCheck struct {
 	x    *aff
 	d    int64
 	span int64
+	rg   *region
 }
 
 // maxFormulaCost bounds the float ops recomputed in each phase that uses a
@@ -199,8 +264,12 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 			return
 		}
 		switch v.Op {
-		case tile.OpFor, tile.OpForResult, tile.OpBlockArg, tile.OpYield:
-			err = unsupported(v, "loops")
+		case tile.OpFor:
+			for _, b := range v.Body.Values {
+				if b.Op == tile.OpFor {
+					err = unsupported(b, "nested loops")
+				}
+			}
 		case tile.OpDot:
 			err = unsupported(v, "matrix products")
 		case tile.OpAtomicAdd:
@@ -217,23 +286,139 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	k.Walk(func(v *tile.Value) {
-		if err != nil {
-			return
-		}
+	p.newRegion(nil)
+	one := func(v *tile.Value) error {
+		in := p.in(v)
+		in.rg = p.cur
 		if !live[v.ID] && v.Op != tile.OpParam {
-			p.info[v.ID].kind = kDead
-			return
+			in.kind = kDead
+			return nil
 		}
-		err = p.classify(v, inv[v.ID])
-	})
-	if err != nil {
-		return nil, err
+		if err := p.classify(v, inv[v.ID]); err != nil {
+			return err
+		}
+		// a scalar computed once per call: the same in every program, and
+		// made only of such scalars (never a reduction's or a loop's)
+		if in.invar {
+			switch in.kind {
+			case kScalarInt, kScalarFloat, kScalarBool, kScalarPtr:
+			default:
+				in.invar = false
+			}
+			for _, a := range v.Args {
+				in.invar = in.invar && p.in(a).invar
+			}
+		}
+		return nil
 	}
-	if err := p.place(); err != nil {
+	for _, v := range k.Params {
+		if err := one(v); err != nil {
+			return nil, err
+		}
+	}
+	for _, v := range k.Body.Values {
+		if v.Op != tile.OpFor {
+			if err := one(v); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := p.loop(v, one); err != nil {
+			return nil, err
+		}
+	}
+	for _, rg := range p.regions {
+		if err := p.place(rg); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.order(); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// newRegion starts a region (a loop's body when lp is set).
+func (p *plan) newRegion(lp *loopPlan) *region {
+	rg := &region{loop: lp}
+	p.regions = append(p.regions, rg)
+	if lp == nil {
+		p.items = append(p.items, item{rg: rg})
+	}
+	p.cur = rg
+	return rg
+}
+
+// loop plans a counted loop: a region of its own for the body, the values
+// after it in a new region.
+func (p *plan) loop(v *tile.Value, one func(*tile.Value) error) error {
+	in := p.in(v)
+	in.rg, in.kind = p.cur, kLoop
+	for _, a := range v.Args[:3] {
+		if k := p.in(a).kind; k != kScalarInt {
+			return unsupported(v, "loop bounds that are not integer scalars")
+		}
+	}
+	lp := &loopPlan{v: v}
+	body := v.Body
+	yield := body.Values[len(body.Values)-1]
+	for i, init := range v.Args[3:] {
+		arg := body.Args[i+1]
+		c := carry{arg: arg, init: init, yield: yield.Args[i], block: !arg.Type.Shape.IsScalar()}
+		if c.block && arg.Type.DType != tile.F32 || !c.block && arg.Type.DType != tile.F32 && !arg.Type.DType.IsInt() {
+			return unsupported(arg, "a loop-carried %v", arg.Type)
+		}
+		if ii := p.in(init); c.block && (ii.kind == kFloat || ii.kind == kMask) && !ii.formula {
+			ii.mat = true // the loop's prologue reads it
+		}
+		lp.carries = append(lp.carries, c)
+	}
+	lp.body = p.newRegion(lp)
+	// the induction variable and the carried values
+	iv := body.Args[0]
+	p.in(iv).rg, p.in(iv).kind = lp.body, kScalarInt
+	lp.body.scalars = append(lp.body.scalars, iv)
+	for _, c := range lp.carries {
+		ai := p.in(c.arg)
+		ai.rg, ai.carry = lp.body, lp
+		switch {
+		case c.block:
+			ai.kind, ai.formula = kCarry, true
+		case c.arg.Type.DType == tile.F32:
+			ai.kind = kScalarFloat
+			lp.body.scalars = append(lp.body.scalars, c.arg)
+		default:
+			ai.kind = kScalarInt
+			lp.body.scalars = append(lp.body.scalars, c.arg)
+		}
+	}
+	for _, b := range body.Values {
+		if b.Op == tile.OpYield {
+			p.in(b).rg, p.in(b).kind = lp.body, kLoop
+			continue
+		}
+		if err := one(b); err != nil {
+			return err
+		}
+	}
+	// yields: a block is written in the phase of its shape at its level; a
+	// scalar's slot is copied at the end of the iteration
+	for i, c := range lp.carries {
+		if !c.block {
+			continue
+		}
+		yi := p.in(c.yield)
+		level := 0
+		if yi.rg == lp.body {
+			level = yi.avail
+		}
+		ph := p.phaseOf(lp.body, level, c.arg.Type.Shape, len(p.info))
+		ph.yields = append(ph.yields, yieldWrite{lp, i})
+		lp.carries[i].yieldPh = ph
+	}
+	p.items = append(p.items, item{loop: lp})
+	p.newRegion(nil) // the loop's results (OpForResult) share the carried storage
+	return nil
 }
 
 func (p *plan) in(v *tile.Value) *vinfo { return &p.info[v.ID] }
@@ -245,9 +430,29 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 	t := v.Type
 	avail := 0
 	for _, a := range v.Args {
-		avail = max(avail, p.in(a).avail)
+		if p.in(a).rg == p.cur {
+			avail = max(avail, p.in(a).avail)
+		}
 	}
 	in.avail = avail
+	if v.Op == tile.OpForResult {
+		// the loop's carried storage, complete after the loop
+		lp := p.loopOf(v.Args[0])
+		c := &lp.carries[v.Aux]
+		c.result = v
+		in.carry = lp
+		switch {
+		case c.block:
+			in.kind, in.formula = kCarry, true
+		case t.DType == tile.F32:
+			in.kind = kScalarFloat
+			p.cur.scalars = append(p.cur.scalars, v)
+		default:
+			in.kind = kScalarInt
+			p.cur.scalars = append(p.cur.scalars, v)
+		}
+		return nil
+	}
 	if t.Shape.IsScalar() && v.Op != tile.OpStore {
 		return p.classifyScalar(v, invar)
 	}
@@ -389,6 +594,15 @@ func unitReshape(s, t tile.Shape) bool {
 	return true
 }
 
+func (p *plan) loopOf(v *tile.Value) *loopPlan {
+	for _, it := range p.items {
+		if it.loop != nil && it.loop.v == v {
+			return it.loop
+		}
+	}
+	return nil
+}
+
 // classifyScalar: rank-0 values.
 func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
 	in := p.in(v)
@@ -425,7 +639,7 @@ func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
 			return unsupported(v, "scalar %v", v.Op)
 		}
 		in.kind = kScalarInt
-		p.scalars = append(p.scalars, v)
+		p.cur.scalars = append(p.cur.scalars, v)
 		return nil
 	case t.DType == tile.I1:
 		switch {
@@ -440,7 +654,7 @@ func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
 		}
 		in.kind = kScalarBool
 		in.segment = in.avail
-		p.scalars = append(p.scalars, v)
+		p.cur.scalars = append(p.cur.scalars, v)
 		return nil
 	case t.DType == tile.F32:
 		switch {
@@ -466,7 +680,7 @@ func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
 		}
 		in.kind = kScalarFloat
 		in.segment = in.avail
-		p.scalars = append(p.scalars, v)
+		p.cur.scalars = append(p.cur.scalars, v)
 		return nil
 	}
 	return unsupported(v, "scalar %v", t)
@@ -536,7 +750,7 @@ func (p *plan) affineOf(v *tile.Value) (*aff, error) {
 			return nil, unsupported(v, "%v of values that are not affine", v.Op)
 		}
 		if v.Op == tile.OpAddPtr && y.dt == tile.I32 {
-			p.needWrap = append(p.needWrap, y)
+			p.needWrap = append(p.needWrap, wrapCheck{y, p.cur})
 		}
 		a := zero()
 		a.root = x.root
@@ -588,9 +802,9 @@ func (p *plan) affineOf(v *tile.Value) (*aff, error) {
 			return nil, unsupported(v, "integer %v whose lanes span more than the divisor", v.Op)
 		}
 		if x.dt == tile.I32 {
-			p.needWrap = append(p.needWrap, x)
+			p.needWrap = append(p.needWrap, wrapCheck{x, p.cur})
 		}
-		p.needDiv = append(p.needDiv, divCheck{x, d, span})
+		p.needDiv = append(p.needDiv, divCheck{x, d, span, p.cur})
 		a := zero()
 		if v.Op == tile.OpDiv {
 			a.c = sDivRem(sxDiv, x.c, d) // the same in every lane
@@ -605,7 +819,7 @@ func (p *plan) affineOf(v *tile.Value) (*aff, error) {
 			return nil, unsupported(v, "cast of a value that is not affine")
 		}
 		if x.dt == tile.I32 && t.DType == tile.I64 {
-			p.needWrap = append(p.needWrap, x)
+			p.needWrap = append(p.needWrap, wrapCheck{x, p.cur})
 		} else if x.dt != t.DType {
 			return nil, unsupported(v, "cast from %v to %v", x.dt, t.DType)
 		}
@@ -675,53 +889,51 @@ func viewMap(v *tile.Value) ([]int, bool) {
 	return nil, false
 }
 
-// place assigns levels and phases: a non-formula vector value, a
-// reduction's accumulation or a store runs in the phase of its shape at
-// the first level where all it uses is available.
-func (p *plan) place() error {
-	type key struct {
-		level int
-		shape tile.Shape
-	}
-	phases := map[key]*phase{}
-	pos := 0
-	var err error
-	get := func(level int, s tile.Shape) *phase {
-		ph := phases[key{level, s}]
-		if ph == nil {
-			ph = &phase{level: level, shape: s, first: pos}
-			phases[key{level, s}] = ph
-			p.phases = append(p.phases, ph)
+// phaseOf is region rg's phase of shape s at level, made at program
+// position pos if new.
+func (p *plan) phaseOf(rg *region, level int, s tile.Shape, pos int) *phase {
+	for _, ph := range rg.phases {
+		if ph.level == level && ph.shape == s {
+			return ph
 		}
-		return ph
 	}
+	ph := &phase{level: level, shape: s, first: pos, rg: rg}
+	rg.phases = append(rg.phases, ph)
+	rg.levels = max(rg.levels, level+1)
+	return ph
+}
+
+// place assigns region rg's levels and phases: a non-formula vector value,
+// a reduction's accumulation or a store runs in the phase of its shape at
+// the first level where all it uses is available.
+func (p *plan) place(rg *region) error {
+	pos := 0
 	p.k.Walk(func(v *tile.Value) {
 		pos++
-		if err != nil {
+		in := p.in(v)
+		if in.rg != rg {
 			return
 		}
-		in := p.in(v)
 		switch in.kind {
 		case kFloat, kMask:
 			if in.formula {
 				return
 			}
-			in.ph = get(in.avail, v.Type.Shape)
+			in.ph = p.phaseOf(rg, in.avail, v.Type.Shape, pos)
 			in.ph.ops = append(in.ph.ops, v)
 		case kReduce:
 			src := v.Args[0]
-			in.ph = get(in.avail-1, src.Type.Shape)
+			in.ph = p.phaseOf(rg, in.avail-1, src.Type.Shape, pos)
 			in.ph.ops = append(in.ph.ops, v)
 		case kStore:
-			in.ph = get(in.avail, v.Args[0].Type.Shape)
+			in.ph = p.phaseOf(rg, in.avail, v.Args[0].Type.Shape, pos)
 			in.ph.ops = append(in.ph.ops, v)
 		}
-		p.levels = max(p.levels, in.avail+1)
+		if in.kind != kDead && in.kind != kLoop {
+			rg.levels = max(rg.levels, in.avail+1)
+		}
 	})
-	if err != nil {
-		return err
-	}
-	return p.order()
+	return nil
 }
 
 // lanes maps a value's dimensions to the dimensions of the phase it is
@@ -762,20 +974,58 @@ func through(v *tile.Value, m lanes) lanes {
 	return src
 }
 
-// order finds which values are kept in the frame for later phases and
-// orders the phases: by level, and within a level so that a phase comes
-// after those whose values it reads, and stores through one parameter
-// keep their program order. A kernel whose phases cannot be ordered so is
-// not supported.
+// order finds which values are kept in the frame for later phases, orders
+// each region's phases, and decides which loop-carried blocks the yield
+// writes in place.
 func (p *plan) order() error {
+	for _, rg := range p.regions {
+		if err := p.orderRegion(rg); err != nil {
+			return err
+		}
+	}
+	// a yield writes its carried block in place when every read of the
+	// block in the body comes in an earlier phase, or in the yield's phase
+	// at the same lanes
+	for _, it := range p.items {
+		if it.loop == nil {
+			continue
+		}
+		for i := range it.loop.carries {
+			c := &it.loop.carries[i]
+			if !c.block {
+				continue
+			}
+			c.inPlace = true
+			at := slices.Index(it.loop.body.phases, c.yieldPh)
+			for _, r := range p.in(c.arg).reads {
+				ri := slices.Index(it.loop.body.phases, r.ph)
+				if ri > at || ri == at && !r.identity {
+					c.inPlace = false
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// orderRegion orders rg's phases: by level, and within a level so that a
+// phase comes after those whose values it reads, and stores through one
+// parameter keep their program order. A region whose phases cannot be
+// ordered so is not supported.
+func (p *plan) orderRegion(rg *region) error {
 	idx := map[*phase]int{}
-	for i, ph := range p.phases {
+	for i, ph := range rg.phases {
 		idx[ph] = i
 	}
-	n := len(p.phases)
+	n := len(rg.phases)
 	after := make([][]bool, n) // after[b][a]: b runs after a
 	for i := range after {
 		after[i] = make([]bool, n)
+	}
+	dep := func(ph, on *phase) {
+		if on != nil && on != ph && on.rg == rg {
+			after[idx[ph]][idx[on]] = true
+		}
 	}
 	var err error
 	var walk func(ph *phase, u *tile.Value, m lanes)
@@ -788,9 +1038,9 @@ func (p *plan) order() error {
 		case ui.kind == kView:
 			walk(ph, u.Args[0], through(u, m))
 		case ui.kind == kReduce:
-			if ui.ph != ph {
-				after[idx[ph]][idx[ui.ph]] = true
-			}
+			dep(ph, ui.ph)
+		case ui.kind == kCarry:
+			ui.reads = append(ui.reads, carryRead{ph, m.isIdentity() && u.Type.Shape == ph.shape})
 		case (ui.kind == kFloat || ui.kind == kMask) && !ui.formula:
 			if ui.ph == ph {
 				if !m.isIdentity() || u.Type.Shape != ph.shape {
@@ -799,14 +1049,14 @@ func (p *plan) order() error {
 				return
 			}
 			ui.mat = true
-			after[idx[ph]][idx[ui.ph]] = true
+			dep(ph, ui.ph)
 		case ui.kind == kFloat || ui.kind == kMask:
 			for _, a := range u.Args {
 				walk(ph, a, m)
 			}
 		}
 	}
-	for _, ph := range p.phases {
+	for _, ph := range rg.phases {
 		for _, v := range ph.ops {
 			in := p.in(v)
 			switch in.kind {
@@ -818,6 +1068,9 @@ func (p *plan) order() error {
 				}
 			}
 		}
+		for _, y := range ph.yields {
+			walk(ph, y.lp.carries[y.i].yield, identity(ph.shape.Rank))
+		}
 	}
 	if err != nil {
 		return err
@@ -826,7 +1079,7 @@ func (p *plan) order() error {
 	var last [64]*phase
 	roots := analysis.Roots(p.k)
 	p.k.Walk(func(v *tile.Value) {
-		if v.Op != tile.OpStore || p.in(v).kind != kStore {
+		if v.Op != tile.OpStore || p.in(v).kind != kStore || p.in(v).rg != rg {
 			return
 		}
 		r := roots[v.Args[0].ID]
@@ -843,7 +1096,7 @@ func (p *plan) order() error {
 	var out []*phase
 	for len(out) < n {
 		best := -1
-		for i, ph := range p.phases {
+		for i, ph := range rg.phases {
 			if done[i] {
 				continue
 			}
@@ -857,7 +1110,7 @@ func (p *plan) order() error {
 			if !ready {
 				continue
 			}
-			if best < 0 || ph.level < p.phases[best].level || ph.level == p.phases[best].level && ph.first < p.phases[best].first {
+			if best < 0 || ph.level < rg.phases[best].level || ph.level == rg.phases[best].level && ph.first < rg.phases[best].first {
 				best = i
 			}
 		}
@@ -865,7 +1118,7 @@ func (p *plan) order() error {
 			return unsupported(nil, "phases that depend on each other")
 		}
 		done[best] = true
-		out = append(out, p.phases[best])
+		out = append(out, rg.phases[best])
 	}
 	// a level's phases must all run before the next level's (reductions
 	// complete at the end of their phase)
@@ -874,6 +1127,6 @@ func (p *plan) order() error {
 			return unsupported(nil, "phases out of level order")
 		}
 	}
-	p.phases = out
+	rg.phases = out
 	return nil
 }
