@@ -22,6 +22,11 @@ mem=$?
 # buffers, Sync, Touch
 compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/fusion.test -test.count=1 -test.run 'TestSolverKernelsOnGPU|TestTransfersOnGPU' > "$out/memcheck-solver.log" 2>&1
 memsol=$?
+# the flash attention kernels (issue 11): forward, dQ and dK/dV, single patterns and heads
+compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/fusion.test -test.count=1 -test.run 'TestFlashAttentionTrainingOnGPU|TestTransformerEncoderBlockOnGPU' > "$out/memcheck-attention.log" 2>&1
+mematt=$?
+compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/fusion.test -test.count=1 -test.run 'TestFlashAttentionTrainingOnGPU|TestTransformerEncoderBlockOnGPU' > "$out/racecheck-attention.log" 2>&1
+raceatt=$?
 compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/cuda.test -test.short -test.count=1 \
   -test.run 'TestConformanceGPU/(softmax|layer_norm|col_sum|matmul/130x70x90$)' > "$out/racecheck.log" 2>&1
 race=$?
@@ -41,6 +46,8 @@ echo "residency: $(grep -E -- '--- (PASS|FAIL|SKIP): Test(Transfers|MemoryAfterC
 echo "memcheck rc=$mem: $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)"
 echo "memcheck (solver kernels) rc=$memsol: $(grep -E 'ERROR SUMMARY' "$out/memcheck-solver.log" | tail -1)"
 echo "racecheck rc=$race: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck.log" | tail -1)"
+echo "memcheck (attention kernels) rc=$mematt: $(grep -E 'ERROR SUMMARY' "$out/memcheck-attention.log" | tail -1)"
+echo "racecheck (attention kernels) rc=$raceatt: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck-attention.log" | tail -1)"
 echo "gpubench rc=$bench (full table in gpubench.txt)"
 grep -E 'copy|^vec_add 64M +BLOCK=1024|^gelu.*BLOCK=1024|^softmax 8192x4096 +\{BLOCK = 4096, STREAM = 0\} warps=4|^layer_norm 8192x4096 +\{BLOCK = 4096, STREAM = 0\} warps=4' "$out/gpubench.txt"
 echo "scripts/gpu-bench.sh rc=$gbench"
