@@ -211,6 +211,36 @@ type emitter struct {
 	// stream, if set, says which loads read data no other program reads
 	// (a load at idx gets the streaming cache hint).
 	stream func(idx *tile.Value) bool
+	// rowReciprocal: a division by a value the same along each row (a
+	// scalar, or [BLOCK_M,1], against a block of the row) is one
+	// reciprocal a row and a product per element (divideByRow).
+	rowReciprocal bool
+}
+
+// divideByRow writes x / y as x · (1/y) where y is the same along each row
+// of x (its block is a scalar or [BLOCK_M,1] against x's row block): one
+// division a row instead of one an element, as the hand-written kernels
+// do (softmax 8192×4096 on the H200: 68 → 62 registers). The product
+// rounds twice: within 1.5 ulp of the quotient, as Triton's and
+// torch.compile's f32 division. Nil where n is not such a division.
+func (e *emitter) divideByRow(n *Node, idx *tile.Value) (*tile.Value, error) {
+	if n.Info.Kind != ops.Binary || n.Info.Binary != tile.OpDiv || n.Info.Cmp {
+		return nil, nil
+	}
+	x, err := e.gen(n.Inputs[0], idx)
+	if err != nil {
+		return nil, err
+	}
+	y, err := e.gen(n.Inputs[1], idx)
+	if err != nil {
+		return nil, err
+	}
+	xs, ys := x.Type.Shape, y.Type.Shape
+	perRow := !xs.IsScalar() && xs.Numel() > 1 && (ys.IsScalar() || xs.Rank == 2 && ys.Rank == 2 && ys.Dims[0] == xs.Dims[0] && ys.Dims[1] == 1 && xs.Dims[1] > 1)
+	if !perRow {
+		return nil, nil
+	}
+	return e.b.Mul(x, e.b.Div(1.0, y)), nil
 }
 
 // optParam is the kernel's meta-parameter name where it is set, else def.
@@ -325,8 +355,15 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 		}
 	case n.Info.Kind.Writable(): // elementwise and injective ops: the catalogue writes them
 		var err error
-		if v, err = ops.Write(site{e, n}, &n.Info, n.inShapes(), idx); err != nil {
-			return nil, err
+		if e.rowReciprocal {
+			if v, err = e.divideByRow(n, idx); err != nil {
+				return nil, err
+			}
+		}
+		if v == nil {
+			if v, err = ops.Write(site{e, n}, &n.Info, n.inShapes(), idx); err != nil {
+				return nil, err
+			}
 		}
 	case e.member != nil: // what only the group's kind computes
 		var err error

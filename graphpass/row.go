@@ -163,6 +163,7 @@ func emitRow(e *emitter, out *tile.Value, k *Kernel) error {
 	b := e.b
 	r := &rowEmit{e: e}
 	e.space, e.member = r.coords, r.member
+	e.rowReciprocal = e.t.GPU()
 	full := e.grp.Full
 	n := full[len(full)-1]
 	rows := numel(full) / n

@@ -81,3 +81,38 @@ func TestRowKernelShapes(t *testing.T) {
 		})
 	}
 }
+
+// TestRowReciprocal: on a GPU a softmax written op by op divides by its
+// row sum once a row (a division of a scalar, or of [BLOCK_M,1] with
+// several rows a program, then a product per element), as the
+// hand-written kernels do; on the CPU the division stays per element, as
+// the unfused graph computes it.
+func TestRowReciprocal(t *testing.T) {
+	cases := []struct {
+		name    string
+		shape   []int
+		target  Target
+		perElem bool // a division of a block of the row's width
+	}{
+		{"one row a program", []int{64, 1000}, H200, false},
+		{"rows a program", []int{4096, 100}, H200, false},
+		{"walked in blocks", []int{8, 40000}, H200, false},
+		{"cpu", []int{64, 1000}, CPU(2), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			opSoftmax(G.NewTensor(g, tensor.Float32, len(c.shape), G.WithShape(c.shape...), G.WithName("x")))
+			k := emitOne(t, g, c.target)
+			wide := 0
+			k.Tile.Walk(func(v *tile.Value) {
+				if v.Op == tile.OpDiv && v.Type.DType.IsFloat() && v.Type.Shape.Numel() > max(1, k.Tile.Meta["BLOCK_M"]) {
+					wide++
+				}
+			})
+			if (wide > 0) != c.perElem {
+				t.Fatalf("%d float divisions of whole blocks (per element: %v):\n%s", wide, c.perElem, k.Tile)
+			}
+		})
+	}
+}
