@@ -121,7 +121,9 @@ func runGenerated(t *testing.T, wl bench.Workload, prec tile.Precision, tol tile
 // TestAttentionKernels runs the flash attention kernels of training graphs
 // at shapes the bench workloads do not have (sequence lengths and head dims
 // that are not multiples of the blocks, a head dim of 96 padded to 128,
-// additive and causal masks, a scale by division) in the simulator, from the
+// additive and causal masks, a scale by division; heads by projections and
+// a concat: the weights' stack, the projections' and the weights'
+// gradients' batched products, attention over the heads) in the simulator, from the
 // inputs of a fused CPU run, against that run's outputs; ieee and tf32; the
 // kernels written for the H200 (where these small grids take 32-row
 // blocks) and for a one-SM GPU (64×64 and 64×32 score tiles).
@@ -135,6 +137,7 @@ func TestAttentionKernels(t *testing.T) {
 		{"odd lengths, causal −∞", 2, 37, 45, 20, 12, "causal"},
 		{"additive mask input, scale by division", 1, 33, 19, 24, 40, "input"},
 		{"head dim 96", 1, 21, 30, 96, 96, ""},
+		{"3 heads of 64 by projections and a concat, causal", 2, 37, 37, 64, 64, "heads"},
 	} {
 		for _, prec := range []tile.Precision{tile.PrecIEEE, tile.PrecTF32} {
 			for _, target := range []struct {
@@ -143,6 +146,9 @@ func TestAttentionKernels(t *testing.T) {
 			}{{"h200", graphpass.H200}, {"one SM", graphpass.GPU(1, 1024, 227<<10)}} {
 				t.Run(c.name+"/"+prec.String()+"/"+target.name, func(t *testing.T) {
 					wl := bench.Workload{Name: c.name, Build: func(string) (bench.Spec, error) {
+						if c.mask == "heads" {
+							return headsSpec(c.b, c.sq, 3, c.dk)
+						}
 						return attentionSpec(c.b, c.sq, c.sk, c.dk, c.dv, c.mask)
 					}}
 					if n := runGenerated(t, wl, prec, tols[prec], fusion.WithTarget(target.t)); n < 3 {
@@ -152,6 +158,52 @@ func TestAttentionKernels(t *testing.T) {
 			}
 		}
 	}
+}
+
+// headsSpec is h heads of dh columns as Gorgonia users write them: per-head
+// projections of x, causal attention, a Concat; a loss Σ(Concat²) and the
+// projections' weights' gradients (float32).
+func headsSpec(b, s, h, dh int) (bench.Spec, error) {
+	g := G.NewGraph()
+	rng := rand.New(rand.NewPCG(uint64(s), uint64(h)))
+	inputs := map[*G.Node]tensor.Tensor{}
+	input := func(name string, scale float64, shape ...int) *G.Node {
+		d := make([]float32, shape[0]*shape[1])
+		for i := range d {
+			d[i] = float32((rng.Float64()*2 - 1) * scale)
+		}
+		node := G.NewMatrix(g, tensor.Float32, G.WithShape(shape...), G.WithName(name))
+		inputs[node] = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
+		return node
+	}
+	d := h * dh
+	x := input("x", 1, b*s, d)
+	m := make([]float32, s*s)
+	for i := range s {
+		for j := i + 1; j < s; j++ {
+			m[i*s+j] = float32(math.Inf(-1))
+		}
+	}
+	causal := G.NewConstant(tensor.New(tensor.WithShape(s, s), tensor.WithBacking(m)), G.In(g))
+	var outs, ws G.Nodes
+	for i := range h {
+		proj := func(name string) *G.Node {
+			w := input(name+string(rune('0'+i)), 1/math.Sqrt(float64(d)), d, dh)
+			ws = append(ws, w)
+			return G.Must(G.Reshape(G.Must(G.Mul(x, w)), tensor.Shape{b, s, dh}))
+		}
+		q, k, v := proj("wq"), proj("wk"), proj("wv")
+		sc := G.Must(G.Mul(G.Must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(float32(1/math.Sqrt(float64(dh))))))
+		sc = G.Must(G.BroadcastAdd(sc, causal, nil, []byte{0}))
+		o := G.Must(G.BatchedMatMul(G.Must(G.SoftMax(sc)), v, false, false))
+		outs = append(outs, G.Must(G.Reshape(o, tensor.Shape{b * s, dh})))
+	}
+	loss := G.Must(G.Sum(G.Must(G.Square(G.Must(G.Concat(1, outs...))))))
+	grads, err := G.Grad(loss, ws...)
+	if err != nil {
+		return bench.Spec{}, err
+	}
+	return bench.Spec{Name: "heads", Graph: g, Inputs: inputs, Outputs: append(G.Nodes{loss}, grads...)}, nil
 }
 
 // attentionSpec is softmax(f(q·kᵀ))·v, a loss Σ(out²) and the gradients of
