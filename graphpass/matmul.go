@@ -168,7 +168,12 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 // take them with wgmma = 1 (on the H200, 2026-12-01, matmul 4096³: wgmma
 // 128×256 212 TFLOP/s, mma.sync 128×128 150, 128×256 173; gelu(x·W+b)
 // 174 against 136; at 64×64 tiles and at K ≤ 50 wgmma was slower, so
-// smaller products keep mma.sync).
+// smaller products keep mma.sync); those with a wave of 256×128 tiles take
+// the swapped form, wgmma = 2, 4 stages (third round: matmul 4096³ 234.8
+// against 210.9, gelu(x·W+b) 180.8 against 173.3; 3 stages 196.2, 128×128
+// 183.1). 3xTF32 takes the swapped form (third round, 4096³: 128×128
+// 72.2 TFLOP/s and gelu(x·W+b) 81.3, 64×128 72.7 and 61.2, errors 6.0e-7,
+// against mma.sync's 58.2 with 3.2e-5; SGEMM 51.0 with 3.5e-6).
 //
 // Otherwise (IEEE products, FMAs on CUDA cores, and the CPU) the tile's
 // side is 64 when the product has enough 64×64 tiles to fill the GPU's SMs
@@ -197,9 +202,34 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 		if bm*bn >= 128*128 {
 			meta["num_warps"] = 8
 		}
-		// TF32 with a wave of 128×256 tiles: Hopper's wgmma (codegen uses
-		// mma.sync where there is none), two K-major B tiles of 32 KiB
+		// TF32 with a wave of 256×128 tiles: Hopper's wgmma in the swapped
+		// form (Cᵀ = Bᵀ·Aᵀ, wgmma = 2; codegen uses mma.sync off sm_90),
+		// 4 stages of 48 KiB; else with a wave of 128×256 tiles the
+		// transposing form (wgmma = 1), two K-major B tiles of 32 KiB
 		// beside the stages
+		if prec == tile.PrecTF32 && bm == 128 && m >= 256 && n >= 128 && batch*tile.CDiv(m, 256)*tile.CDiv(n, 128) >= wave &&
+			t.SharedMemory >= 4*4*bk*(256+128) {
+			meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = 256, 128, bk
+			meta["num_warps"], meta["num_stages"], meta["wgmma"] = 8, 4, 2
+			return
+		}
+		// 3xTF32: the swapped form wherever the product is 64 columns wide
+		// (its sums of 32 k in block accumulators make it more accurate
+		// than SGEMM; mma.sync's one accumulator is not): 128×128 tiles
+		// (4 stages of 48 KiB) where there is a wave of them, else 64×128
+		// (6 stages of 32 KiB), 64×64 for narrower products
+		if prec == tile.PrecTF32x3 && n >= 64 && t.SharedMemory >= 3*4*bk*3*64 {
+			bm, bn := 64, 128
+			if n < 128 {
+				bn = 64
+			} else if m >= 128 && batch*tile.CDiv(m, 128)*tile.CDiv(n, 128) >= wave && t.SharedMemory >= 4*4*bk*3*128 {
+				bm = 128
+			}
+			stage := 4 * bk * (2*bm + bn)
+			meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = bm, bn, bk
+			meta["num_warps"], meta["num_stages"], meta["wgmma"] = bn/16, min(6, t.SharedMemory/stage), 2
+			return
+		}
 		extra := 0
 		if prec == tile.PrecTF32 && bm == 128 && n >= 256 && batch*tile.CDiv(m, 128)*tile.CDiv(n, 256) >= wave &&
 			t.SharedMemory >= 2*256*128+2*4*bk*(128+256) {
