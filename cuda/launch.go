@@ -5,6 +5,8 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -156,6 +158,78 @@ func Spec(k *tile.Kernel, args []any) []int {
 // Compile generates and loads k for a launch with these arguments.
 func (d *Device) Compile(k *tile.Kernel, numWarps int, args []any) (*codegen.Kernel, *Function, error) {
 	return d.CompileCached(k, numWarps, args, nil)
+}
+
+// Job is a kernel to compile for a launch with these arguments.
+type Job struct {
+	Kernel   *tile.Kernel
+	NumWarps int
+	Args     []any
+}
+
+// CompileMany is CompileCached for many kernels at once, the way a
+// graph's kernels are prepared: codegen in parallel goroutines, the
+// modules neither loaded nor on disk linked in parallel (LinkAhead), then
+// each loaded. The functions are in the jobs' order.
+func (d *Device) CompileMany(jobs []Job, c *diskcache.Cache) ([]*Function, error) {
+	type gen struct {
+		ck  *codegen.Kernel
+		err error
+	}
+	keys := make([]string, len(jobs))
+	gens := map[string]*gen{}
+	var todo []int // a job of each key codegen has not made
+	d.mu.Lock()
+	for i, j := range jobs {
+		keys[i] = fmt.Sprint(j.NumWarps, Spec(j.Kernel, j.Args)) + "\n" + j.Kernel.Anonymous()
+		if _, ok := gens[keys[i]]; ok {
+			continue
+		}
+		g := &gen{}
+		gens[keys[i]] = g
+		if ck, ok := d.ptx[keys[i]]; ok {
+			g.ck = ck
+		} else {
+			todo = append(todo, i)
+		}
+	}
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for _, i := range todo {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			j := jobs[i]
+			g := gens[keys[i]]
+			g.ck, g.err = codegen.Compile(j.Kernel, codegen.Options{NumWarps: j.NumWarps, Arch: d.Target(), Spec: Spec(j.Kernel, j.Args)})
+		}()
+	}
+	wg.Wait()
+	var cks []*codegen.Kernel
+	d.mu.Lock()
+	for k, g := range gens {
+		if g.err == nil {
+			d.ptx[k] = g.ck
+			cks = append(cks, g.ck)
+		}
+	}
+	d.mu.Unlock()
+	d.LinkAhead(cks, c, 0)
+	fs := make([]*Function, len(jobs))
+	for i := range jobs {
+		g := gens[keys[i]]
+		if g.err != nil {
+			return nil, g.err
+		}
+		f, err := d.LoadCached(g.ck, c)
+		if err != nil {
+			return nil, err
+		}
+		fs[i] = f
+	}
+	return fs, nil
 }
 
 // CompileCached is Compile with compiled modules on disk in c

@@ -106,3 +106,74 @@ func TestModuleCacheOnGPU(t *testing.T) {
 		}
 	}
 }
+
+// TestCompileManyOnGPU: kernels compiled together (codegen and the linker
+// in parallel) give one function per distinct kernel (a repeated one
+// shares it), each linked once and written to the disk cache, and each
+// computes what it computes when compiled alone.
+func TestCompileManyOnGPU(t *testing.T) {
+	c := diskcache.Open(t.TempDir())
+	d, err := Open(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	const n = 5000
+	x, y := make([]float32, n), make([]float32, n)
+	for i := range x {
+		x[i], y[i] = float32(i), float32(2*i)
+	}
+	bufs := make([]*Buffer, 3)
+	for i := range bufs {
+		if bufs[i], err = d.Alloc(4 * n); err != nil {
+			t.Fatal(err)
+		}
+		defer d.Free(bufs[i])
+	}
+	if err := d.Upload(bufs[0], x); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Upload(bufs[1], y); err != nil {
+		t.Fatal(err)
+	}
+	args := []any{bufs[0], bufs[1], bufs[2], n}
+	var jobs []Job
+	for _, block := range []int{256, 512, 1024, 256} {
+		k, err := kernels.VecAdd(tile.Meta{"BLOCK": block})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, Job{Kernel: k, NumWarps: 4, Args: args})
+	}
+	fs, err := d.CompileMany(jobs, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs[0] != fs[3] || fs[0] == fs[1] || fs[1] == fs[2] {
+		t.Fatal("a repeated kernel has its own function, or distinct kernels share one")
+	}
+	if d.Linked != 3 {
+		t.Fatalf("linked %d modules, want 3", d.Linked)
+	}
+	if u, err := c.Usage(); err != nil || u.Kinds["cubin"] != 3 {
+		t.Fatalf("%v entries on disk (%v), want 3 cubins", u.Kinds, err)
+	}
+	for i, f := range fs {
+		out := make([]float32, n)
+		if err := d.Upload(bufs[2], out); err != nil {
+			t.Fatal(err)
+		}
+		k := jobs[i].Kernel
+		if err := d.Launch(f, k, tile.Grid{tile.CDiv(n, k.Meta["BLOCK"])}, args...); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Download(out, bufs[2]); err != nil {
+			t.Fatal(err)
+		}
+		for j := range out {
+			if out[j] != x[j]+y[j] {
+				t.Fatalf("kernel %d: out[%d] = %v, want %v", i, j, out[j], x[j]+y[j])
+			}
+		}
+	}
+}

@@ -142,6 +142,10 @@ func (g *gpu) prepare(c *Compiled) error {
 // load allocates the buffers and loads the kernels, in graph order.
 func (g *gpu) load(c *Compiled) error {
 	disk := c.cfg.diskCache()
+	// the kernels, compiled together at the end (codegen and the driver's
+	// linker in parallel: cuda.Device.CompileMany)
+	var jobs []cuda.Job
+	var jobNodes []*G.Node
 	isInput := map[*G.Node]bool{}
 	for _, in := range c.rw.inputs {
 		isInput[in.nn] = true
@@ -199,11 +203,8 @@ func (g *gpu) load(c *Compiled) error {
 				g.launch[n] = append(dev, out)
 			}
 			// the warps its target wrote it for (0, a kernel written for a CPU: codegen's 4)
-			_, f, err := g.dev.CompileCached(op.Kernel(), op.Kernel().Meta["num_warps"], g.launch[n], disk)
-			if err != nil {
-				return fmt.Errorf("fusion: %w", err)
-			}
-			g.loaded[n] = f
+			jobs = append(jobs, cuda.Job{Kernel: op.Kernel(), NumWarps: op.Kernel().Meta["num_warps"], Args: g.launch[n]})
+			jobNodes = append(jobNodes, n)
 		case *PartOp: // output i of a multi-output kernel: its slice of the buffer
 			i, of := op.Part()
 			outs, ok := g.outs[args[0]]
@@ -222,6 +223,13 @@ func (g *gpu) load(c *Compiled) error {
 				g.vers.add(opKey{n}, n)
 			}
 		}
+	}
+	fs, err := g.dev.CompileMany(jobs, disk)
+	if err != nil {
+		return fmt.Errorf("fusion: %w", err)
+	}
+	for i, n := range jobNodes {
+		g.loaded[n] = fs[i]
 	}
 	return nil
 }

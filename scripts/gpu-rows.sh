@@ -58,7 +58,7 @@ step() { # step NAME TIMEOUT CMD...: run CMD into $out/NAME.{md,err}, say how it
 for s in $steps; do
   case $s in
   1)
-    step test-cuda 300 .gpu/cuda.test -test.run 'TestModuleCacheOnGPU|TestConformanceGPU' -test.v
+    step test-cuda 300 .gpu/cuda.test -test.run 'TestModuleCacheOnGPU|TestCompileManyOnGPU|TestConformanceGPU' -test.v
     step test-fusion 600 .gpu/fusion.test -test.run 'TestRowPatternsOnGPU|TestDeviceTimesOnGPU|TestDeviceTimeOnGPU' -test.v
     ;;
   2)
