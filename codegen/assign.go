@@ -30,6 +30,9 @@ func (l *lowerer) assignLayouts(b *tile.Block) error {
 		switch v.Op {
 		case tile.OpLoad:
 			lay := l.naturalOf(v.Args[0]) // nil for a scalar, and then so is canonical's
+			if x := l.mmaLoadLayout(v); x != nil {
+				lay = x // a B operand's copies, or an A operand loaded as a fragment
+			}
 			if lay == nil && !v.Type.Shape.IsScalar() {
 				lay = l.consumerLayout(v)
 			}
@@ -53,12 +56,17 @@ func (l *lowerer) assignLayouts(b *tile.Block) error {
 			for _, x := range v.Args[:2] {
 				l.layoutOf(x)
 			}
-			l.natural[v.ID] = l.layoutOf(v.Args[2])
+			if l.mma().dots[v.ID] == nil { // else preset: the mma layout
+				l.natural[v.ID] = l.layoutOf(v.Args[2])
+			}
 		case tile.OpFor:
 			inits := v.Args[3:]
 			lays := make([]*Layout, len(inits))
 			for i, in := range inits {
 				lays[i] = l.layoutOf(in)
+			}
+			if l.mma().loops[v.ID] != nil {
+				l.mmaCarried(v, lays)
 			}
 			if p := l.matchPipe(v); p != nil {
 				// a K loop for the tensor cores: the accumulator lives in

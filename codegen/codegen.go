@@ -122,9 +122,9 @@ type stage struct {
 var stages = []stage{
 	{"verify", "tile", func(l *lowerer) error { return l.k.Verify() }, func(l *lowerer) string { return l.k.String() }},
 	{"analysis", "axes", (*lowerer).analyze, (*lowerer).axesDump},
-	{"layouts", "plan", func(l *lowerer) error { return l.assignLayouts(l.k.Body) }, (*lowerer).planDump},
+	{"layouts", "plan", func(l *lowerer) error { l.planMMALoops(); return l.assignLayouts(l.k.Body) }, (*lowerer).planDump},
 	{"check", "", (*lowerer).checkLayouts, nil},
-	{"pipeline", "pipe", func(*lowerer) error { return nil }, (*lowerer).pipeDump},
+	{"pipeline", "pipe", func(*lowerer) error { return nil }, func(l *lowerer) string { return l.pipeDump() + l.mmaLoopDump() }},
 	{"emit", "layout", func(l *lowerer) error { return l.block(l.k.Body) }, (*lowerer).layoutDump},
 	{"print", "ptx", func(l *lowerer) error {
 		l.result = &Kernel{Name: l.k.Name, NumWarps: l.opt.NumWarps, SharedBytes: l.totalSmem()}

@@ -48,6 +48,7 @@ type lowerer struct {
 	users        map[int][]*tile.Value
 	plan         plan
 	pipes        map[int]*pipe     // software-pipelined loops, by the loop's value ID
+	mmaPlan      *mmaPlan          // loops whose dots run on register fragments (mmaloop.go)
 	wgmma        bool              // the kernel uses wgmma: .version 8.0, .target sm_90a
 	slotMemo     map[string]string // values emitted slot by slot (slotwise.go)
 	result       *Kernel           // the print stage's result
@@ -683,7 +684,10 @@ func (l *lowerer) demand(v *tile.Value, lay *Layout) (*lval, error) {
 		if x == nil {
 			return nil, fmt.Errorf("internal: %%%d used before it was emitted", v.ID)
 		}
-		y := l.convert(x, v.Type, lay, v.Type.Shape)
+		y := l.rename(x, lay, v.Type.Shape)
+		if y == nil {
+			y = l.convert(x, v.Type, lay, v.Type.Shape)
+		}
 		l.remember(v, y)
 		return y, nil
 	}
@@ -1160,6 +1164,8 @@ func (l *lowerer) block(b *tile.Block) error {
 		case tile.OpFor:
 			if p, ok := l.pipes[v.ID]; ok {
 				err = l.pipelinedLoop(v, p)
+			} else if ml := l.mma().loops[v.ID]; ml != nil {
+				err = l.mmaLoopEmit(v, ml)
 			} else {
 				err = l.forLoop(v)
 			}

@@ -18,25 +18,27 @@ import (
 // blocks (dK and dV accumulate in registers) are the smaller. On a CPU,
 // 32×32 (the interpreter's dot works on 4×16 blocks; larger tiles were no
 // faster).
-func tuneAttention(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
+func tuneAttention(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	a := grp.attn
 	bm, bn := attnBlocks(a, t)
 	if t.GPU() && bm > 32 && tile.CDiv(a.sq, bm)*a.nb < t.SMs {
 		bm = 32
 	}
 	meta["BLOCK_M"], meta["BLOCK_N"] = bm, bn
+	attnWarps(t, prec, bm, meta)
 }
 
-func tuneAttentionDQ(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
+func tuneAttentionDQ(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	a := grp.attn
 	bm, _ := attnBlocks(a, t)
 	if t.GPU() && bm > 32 && tile.CDiv(a.sq, bm)*a.nb < t.SMs {
 		bm = 32
 	}
 	meta["BLOCK_M"], meta["BLOCK_N"] = bm, 32
+	attnWarps(t, prec, bm, meta)
 }
 
-func tuneAttentionDKV(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
+func tuneAttentionDKV(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	a := grp.attn
 	_, bn := attnBlocks(a, t)
 	if t.GPU() && bn > 32 && tile.CDiv(a.sk, bn)*a.nb < t.SMs {
@@ -45,6 +47,17 @@ func tuneAttentionDKV(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 	meta["BLOCK_M"], meta["BLOCK_N"] = 32, bn
 	if len(a.sums) > 0 {
 		meta["BLOCK_R"] = t.perThread(8, 1024)
+	}
+	attnWarps(t, prec, bn, meta)
+}
+
+// attnWarps: on a GPU, tensor-core precisions run a kernel's products with
+// one warp per 16 of the rows it holds (codegen's MMA loops give each warp
+// whole rows of the score tile, so that P stays in registers), at most the
+// target's warps.
+func attnWarps(t Target, prec tile.Precision, rows int, meta tile.Meta) {
+	if t.GPU() && prec != tile.PrecIEEE {
+		meta["num_warps"] = max(1, min(t.NumWarps, rows/16))
 	}
 }
 

@@ -1,0 +1,559 @@
+package codegen
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// MMA loops: loops whose dots run on the tensor cores with their operands
+// and results in registers, as FlashAttention-2 runs attention.
+//
+// A loop (other than a plain K loop, pipeline.go) qualifies when every dot
+// in its body is a TF32, bf16 or 3xTF32 product whose B operand is a load
+// in the body (or its transpose) that nothing else reads and whose address
+// and mask depend only on the induction variable, and whose A operand is
+// anything: a value from before the loop (attention's query block), or one
+// computed in the body (the probabilities P from an earlier dot's result
+// after elementwise ops and row reductions). Then:
+//
+//   - each dot's result is held in the mma accumulator layout (mmaLayout,
+//     all warps along the rows: a warp owns whole rows, so that row
+//     reductions are shuffles among the 4 lanes of a row), and so is
+//     everything computed from it elementwise;
+//   - each A operand is held in the accumulator layout of its m×k block,
+//     which is the A fragment of mma.sync with k permuted within each 8
+//     (m16n8k8 tf32: the instruction's k = t and t+4 are the block's
+//     columns 2t and 2t+1; m16n8k16 bf16 needs no permutation): so the
+//     accumulator of one dot is the A operand of the next with no data
+//     movement, and an A operand from before the loop is loaded once
+//     straight into it (ld.global pairs) and rounded before the loop;
+//   - the B loads become cp.async copies into a ring of `num_stages`
+//     (default 2) shared-memory stages, a tile per load with its memory-
+//     contiguous dimension along the tile's rows, swizzled so that fragment
+//     reads are conflict-free where one swizzle allows it; each iteration
+//     waits for its stage, one barrier, issues the copies of a later
+//     iteration, and reads B's fragments with the same k permutation
+//     (ld.shared.v2 where k is contiguous, two ld.shared.b32 where n is);
+//   - carried values take the layout their next value is computed in
+//     (the accumulator's, or a row slice of it for running maxima and sums).
+//
+// Layout conversions between layouts that hold the same elements in every
+// thread (a row slice of one accumulator and of another with the same rows)
+// are register renamings (rename), not shared-memory round trips.
+
+// mmaLoop is the plan of one MMA loop.
+type mmaLoop struct {
+	loop       *tile.Value
+	dots       []*mmaDot
+	tiles      []*opTile
+	stages     int
+	stageBytes int
+}
+
+// mmaDot is the plan of one dot of an MMA loop.
+type mmaDot struct {
+	v       *tile.Value
+	m, n, k int
+	c       *Blocked // the result's layout: mmaLayout(m, n, warps, 1)
+	a       *Layout  // the A operand's: the accumulator layout of m×k
+	outside bool     // A is computed before the loop: fragments made once
+	// aTile (outside only, where registers would not hold every operand):
+	// A is written once into a tile of its own before the loop, its
+	// fragments read each iteration (k along the tile's rows)
+	aTile  *smemTile
+	b      *opTile
+	bTrans bool // B is the transpose of the tile's load
+}
+
+// opTile is a B operand load of an MMA loop and its tile in each stage:
+// Rows × Cols elements, Cols along the load's dimension Inner (contiguous
+// in memory where one is).
+type opTile struct {
+	load  *tile.Value
+	t     smemTile
+	inner int
+	copy  *Layout // the layout the copies are issued in
+	vw    int     // elements a copy
+}
+
+// mmaPlan holds the MMA loops of a kernel and what the layout pass needs
+// from them.
+type mmaPlan struct {
+	loops map[int]*mmaLoop   // by the loop's value ID
+	dots  map[int]*mmaDot    // by the dot's value ID
+	tiles map[int]*opTile    // by the load's value ID
+	wish  map[int]*Layout    // loads that feed A operands: the layout to load in
+	frags map[int][][]string // emission: A fragments made before the loop, by dot ID
+}
+
+func (l *lowerer) mma() *mmaPlan {
+	if l.mmaPlan == nil {
+		l.mmaPlan = &mmaPlan{loops: map[int]*mmaLoop{}, dots: map[int]*mmaDot{}, tiles: map[int]*opTile{}, wish: map[int]*Layout{}, frags: map[int][][]string{}}
+	}
+	return l.mmaPlan
+}
+
+// planMMALoops finds the MMA loops before layouts are assigned, and
+// presets what assignLayouts reads: each dot's result layout and the
+// layouts that loads feeding A operands are to be loaded in.
+func (l *lowerer) planMMALoops() {
+	mp := l.mma()
+	l.k.Walk(func(v *tile.Value) {
+		if v.Op != tile.OpFor {
+			return
+		}
+		ml := l.matchMMALoop(v)
+		if ml == nil {
+			return
+		}
+		mp.loops[v.ID] = ml
+		for _, d := range ml.dots {
+			mp.dots[d.v.ID] = d
+			c := plain(d.c)
+			l.natural[d.v.ID] = &c
+		}
+		for _, t := range ml.tiles {
+			mp.tiles[t.load.ID] = t
+		}
+		for _, d := range ml.dots {
+			l.wishBack(d.v.Args[0], d.a, map[*tile.Value]bool{})
+		}
+	})
+}
+
+// wishBack asks the loads that x is computed from elementwise (at x's
+// shape) to be loaded in layout lay, x's layout as an A operand.
+func (l *lowerer) wishBack(x *tile.Value, lay *Layout, seen map[*tile.Value]bool) {
+	if seen[x] {
+		return
+	}
+	seen[x] = true
+	switch {
+	case x.Op == tile.OpLoad:
+		if _, ok := l.mma().wish[x.ID]; !ok && l.mma().tiles[x.ID] == nil {
+			l.mma().wish[x.ID] = lay
+		}
+	case x.Op.IsElementwise():
+		for _, a := range x.Args {
+			if a.Type.Shape.Rank == x.Type.Shape.Rank && a.Type.Shape.Numel() == x.Type.Shape.Numel() {
+				l.wishBack(a, lay, seen)
+			}
+		}
+	}
+}
+
+// matchMMALoop returns the plan of loop f if it is an MMA loop, else nil.
+func (l *lowerer) matchMMALoop(f *tile.Value) *mmaLoop {
+	if l.matchPipe(f) != nil {
+		return nil
+	}
+	nw := l.opt.NumWarps
+	body := f.Body
+	inBody := map[*tile.Value]bool{}
+	var dots []*tile.Value
+	for _, v := range body.Values {
+		inBody[v] = true
+		switch v.Op {
+		case tile.OpFor:
+			return nil
+		case tile.OpDot:
+			dots = append(dots, v)
+		}
+	}
+	if len(dots) == 0 {
+		return nil
+	}
+	ml := &mmaLoop{loop: f}
+	tiles := map[*tile.Value]*opTile{}
+	isDot := map[*tile.Value]bool{}
+	for _, d := range dots {
+		isDot[d] = true
+		if d.Prec == tile.PrecIEEE || d.Type.DType != tile.F32 {
+			return nil
+		}
+		m, k, n := d.Args[0].Type.Shape.Dims[0], d.Args[0].Type.Shape.Dims[1], d.Args[1].Type.Shape.Dims[1]
+		kstep := 8
+		if d.Prec == tile.PrecBF16 {
+			kstep = 16
+		}
+		if m%(16*nw) != 0 || n%8 != 0 || k%kstep != 0 {
+			return nil
+		}
+		bv, trans := d.Args[1], false
+		if bv.Op == tile.OpTrans {
+			bv, trans = bv.Args[0], true
+		}
+		if bv.Op != tile.OpLoad || !inBody[bv] || !l.pipeable(bv, f) {
+			return nil
+		}
+		t := tiles[bv]
+		if t == nil {
+			if t = l.planTile(bv); t == nil {
+				return nil
+			}
+			tiles[bv] = t
+		}
+		ml.dots = append(ml.dots, &mmaDot{
+			v: d, m: m, n: n, k: k,
+			c:       l.intern(mmaLayout(m, n, nw, 1)),
+			a:       &Layout{B: l.intern(mmaLayout(m, k, nw, 1)), Src: []int{0, 1}},
+			outside: !inBody[d.Args[0]],
+			b:       t, bTrans: trans,
+		})
+	}
+	// the B loads are read by the tensor cores only
+	isB := func(u, x *tile.Value) bool {
+		return isDot[u] && u.Args[1] == x && u.Args[0] != x && u.Args[2] != x
+	}
+	for _, v := range body.Values { // in program order: the tiles' order
+		t := tiles[v]
+		if t == nil {
+			continue
+		}
+		for _, u := range l.users[v.ID] {
+			if u.Op == tile.OpTrans {
+				for _, uu := range l.users[u.ID] {
+					if !isB(uu, u) {
+						return nil
+					}
+				}
+				continue
+			}
+			if !isB(u, v) {
+				return nil
+			}
+		}
+		ml.tiles = append(ml.tiles, t)
+	}
+	l.placeOperands(ml)
+	// swizzles: each tile's fragment reads, as B of each dot it feeds
+	for _, t := range ml.tiles {
+		var groups [][]access
+		for _, d := range ml.dots {
+			if d.b == t {
+				groups = append(groups, l.bReadGroups(d)...)
+			}
+		}
+		t.t.Swz = chooseSwizzle(t.t, groups, 8)
+	}
+	// the ring: tiles 128-byte aligned in a stage
+	off := 0
+	for _, t := range ml.tiles {
+		t.t.Off = off
+		off += (t.t.bytes() + 127) &^ 127
+	}
+	ml.stageBytes = off
+	ml.stages = 2
+	if s, ok := l.k.Meta["num_stages"]; ok && s >= 2 {
+		ml.stages = s
+	}
+	// leave 16 KB to the kernel's other shared memory
+	room := maxSmem(l.opt.Arch) - 16<<10
+	for _, d := range ml.dots {
+		if d.aTile != nil {
+			room -= d.aTile.bytes() + 128
+		}
+	}
+	ml.stages = min(ml.stages, room/ml.stageBytes)
+	if ml.stages < 2 {
+		return nil
+	}
+	return ml
+}
+
+// mmaRegBudget is how many registers a thread may give to the values an
+// MMA loop keeps across iterations: its accumulators and the fragments of
+// A operands from before the loop. Beyond it, those A operands (the largest
+// first) are read from shared memory each iteration instead, as
+// FlashAttention-2 keeps Q in shared memory: at head dim 128, 4 warps and
+// 64 rows, Q, dO and the accumulators in registers took ptxas 11.8 to 255
+// registers with spills (the backward kernels).
+const mmaRegBudget = 160
+
+// placeOperands decides which A operands from before the loop stay in
+// registers (see mmaRegBudget).
+func (l *lowerer) placeOperands(ml *mmaLoop) {
+	threads := 32 * l.opt.NumWarps
+	yield := ml.loop.Body.Values[len(ml.loop.Body.Values)-1]
+	regs := 0
+	for _, d := range ml.dots {
+		for _, y := range yield.Args {
+			if y == d.v {
+				regs += d.m * d.n / threads
+			}
+		}
+	}
+	var outside []*mmaDot
+	for _, d := range ml.dots {
+		if d.outside {
+			outside = append(outside, d)
+			regs += d.m * d.k / threads
+		}
+	}
+	sort.SliceStable(outside, func(i, j int) bool { return outside[i].m*outside[i].k > outside[j].m*outside[j].k })
+	for _, d := range outside {
+		if regs <= mmaRegBudget {
+			break
+		}
+		t := smemTile{Rows: d.m, Cols: d.k}
+		var groups [][]access
+		for r0 := 0; r0 < d.m; r0 += 8 {
+			for k0 := 0; k0 < d.k; k0 += 8 {
+				for half := 0; half < 2; half++ {
+					var g []access
+					for lane := 16 * half; lane < 16*(half+1); lane++ {
+						g = append(g, access{r0 + lane/4, k0 + 2*(lane%4), 2})
+					}
+					groups = append(groups, g)
+				}
+			}
+		}
+		t.Swz = chooseSwizzle(t, groups, 8)
+		d.aTile = &t
+		regs -= d.m * d.k / threads
+	}
+}
+
+// pipeable reports whether load ld in the body of loop f can be issued for
+// a later iteration: no other value than zero for masked lanes, and an
+// address and mask computed from the induction variable and values from
+// before the loop only (no carried value, no load).
+func (l *lowerer) pipeable(ld *tile.Value, f *tile.Value) bool {
+	if len(ld.Args) > 2 && !isZero(ld.Args[2]) {
+		return false
+	}
+	if ld.Type.Shape.Rank != 2 || ld.Type.DType != tile.F32 {
+		return false
+	}
+	body := f.Body
+	inBody := map[*tile.Value]bool{}
+	for _, v := range body.Values {
+		inBody[v] = true
+	}
+	seen := map[*tile.Value]bool{}
+	var ok func(v *tile.Value) bool
+	ok = func(v *tile.Value) bool {
+		if seen[v] {
+			return true
+		}
+		seen[v] = true
+		for i, a := range body.Args {
+			if v == a {
+				return i == 0
+			}
+		}
+		if !inBody[v] {
+			return true
+		}
+		switch v.Op {
+		case tile.OpLoad, tile.OpDot, tile.OpAtomicAdd, tile.OpReduceSum, tile.OpReduceMax, tile.OpReduceMin:
+			return false
+		}
+		for _, a := range v.Args {
+			if !ok(a) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, a := range ld.Args[:min(len(ld.Args), 2)] {
+		if !ok(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// planTile lays out load ld's tile: its contiguous dimension (from the
+// address's coefficients) along the rows, and the widest copies that
+// alignment and the mask allow (16 bytes where the parameters' divisibility
+// is known, as the cuda launcher gives it).
+func (l *lowerer) planTile(ld *tile.Value) *opTile {
+	sh := ld.Type.Shape.Slice()
+	memo := map[*tile.Value]*affine{}
+	a := l.affineOf(ld.Args[0], memo)
+	size := int64(ld.Type.DType.Size())
+	inner := 1
+	if a != nil && a.Coef[0] == size && a.Coef[1] != size {
+		inner = 0
+	}
+	outer := 1 - inner
+	vw := 1
+	if a != nil && a.Coef[inner] == size {
+		for _, w := range []int{4, 2} {
+			bytes := int64(w) * size
+			if sh[inner]%w != 0 || a.Div%bytes != 0 || a.Coef[outer]%bytes != 0 {
+				continue
+			}
+			if len(ld.Args) > 1 && l.runs(ld.Args[1], inner, memo) < int64(w) {
+				continue
+			}
+			vw = w
+			break
+		}
+	}
+	t := &opTile{load: ld, inner: inner, vw: vw}
+	t.t = smemTile{Rows: sh[outer], Cols: sh[inner], Swz: swizzle{1, 1, 1}}
+	nw := l.opt.NumWarps
+	if inner == 1 {
+		c := plain(l.intern(newBlocked(sh, nw, 4)))
+		t.copy = &c
+	} else {
+		t.copy = &Layout{B: l.intern(newBlocked([]int{sh[1], sh[0]}, nw, 4)), Src: []int{1, 0}}
+	}
+	return t
+}
+
+// bKMajor reports whether dot d reads its B tile with k along the tile's
+// rows (k contiguous: one ld.shared.v2 per fragment), else n is.
+func (d *mmaDot) bKMajor() bool {
+	kDim := 0 // B's k is dimension 0 of the load, or 1 of a transposed one
+	if d.bTrans {
+		kDim = 1
+	}
+	return kDim == d.b.inner
+}
+
+// bReadGroups are the shared-memory accesses of dot d's B fragment reads,
+// grouped as the hardware serves them: per 8 k and 8 n, lane (g, t) reads
+// k 2t and 2t+1 of column g (a half-warp per 8-byte wavefront where k is
+// contiguous; two 4-byte reads of the warp where n is).
+func (l *lowerer) bReadGroups(d *mmaDot) [][]access {
+	var out [][]access
+	for k0 := 0; k0 < d.k; k0 += 8 {
+		for n0 := 0; n0 < d.n; n0 += 8 {
+			if d.bKMajor() {
+				for half := 0; half < 2; half++ {
+					var g []access
+					for lane := 16 * half; lane < 16*(half+1); lane++ {
+						g = append(g, access{n0 + lane/4, k0 + 2*(lane%4), 2})
+					}
+					out = append(out, g)
+				}
+				continue
+			}
+			for h := 0; h < 2; h++ {
+				var g []access
+				for lane := 0; lane < 32; lane++ {
+					g = append(g, access{k0 + 2*(lane%4) + h, n0 + lane/4, 1})
+				}
+				out = append(out, g)
+			}
+		}
+	}
+	return out
+}
+
+// mmaCarried sets the layouts of MMA loop f's carried values: the layout
+// each one's next value is computed in where that is an accumulator layout
+// or a slice of one, computed without the carried values themselves (so
+// that a running maximum starting from a constant takes its rows' layout).
+func (l *lowerer) mmaCarried(f *tile.Value, lays []*Layout) {
+	body := f.Body
+	yield := body.Values[len(body.Values)-1]
+	inBody := map[*tile.Value]bool{}
+	for _, v := range body.Values {
+		inBody[v] = true
+	}
+	memo := map[*tile.Value]*Layout{}
+	var nat func(v *tile.Value) *Layout
+	nat = func(v *tile.Value) *Layout {
+		if v.Type.Shape.IsScalar() {
+			return nil
+		}
+		if x, ok := memo[v]; ok {
+			return x
+		}
+		memo[v] = nil // cycles cannot happen, but be safe
+		var lay *Layout
+		if d := l.mma().dots[v.ID]; d != nil {
+			c := plain(d.c)
+			lay = &c
+		} else if !inBody[v] {
+			if v.Op != tile.OpBlockArg {
+				lay = l.naturalOf(v)
+			}
+		} else {
+			switch {
+			case v.Op == tile.OpReduceSum || v.Op == tile.OpReduceMax || v.Op == tile.OpReduceMin:
+				if in := nat(v.Args[0]); in != nil {
+					lay = reducedLayout(in, v)
+				}
+			case v.Op == tile.OpBroadcast:
+				if in := nat(v.Args[0]); in != nil {
+					lay = broadcastLayout(in, v.Args[0].Type.Shape, v.Type.Shape)
+				}
+			case v.Op == tile.OpExpandDims:
+				if in := nat(v.Args[0]); in != nil {
+					src := append([]int(nil), in.Src[:v.Aux]...)
+					src = append(append(src, -1), in.Src[v.Aux:]...)
+					lay = &Layout{B: in.B, Src: src}
+				}
+			case v.Op == tile.OpTrans:
+				if in := nat(v.Args[0]); in != nil {
+					lay = &Layout{B: in.B, Src: []int{in.Src[1], in.Src[0]}}
+				}
+			case v.Op.IsElementwise():
+				for _, a := range v.Args {
+					if lay = nat(a); lay != nil {
+						break
+					}
+				}
+			}
+		}
+		memo[v] = lay
+		return lay
+	}
+	for i, y := range yield.Args {
+		if lay := nat(y); lay != nil && lay.B.WRep != nil {
+			lays[i] = lay
+		}
+	}
+}
+
+// mmaLoopDump lists the MMA loops (the pipeline stage's dump).
+func (l *lowerer) mmaLoopDump() string {
+	if l.mmaPlan == nil || len(l.mmaPlan.loops) == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	l.k.Walk(func(v *tile.Value) {
+		ml := l.mmaPlan.loops[v.ID]
+		if ml == nil {
+			return
+		}
+		fmt.Fprintf(&sb, "for %%%d: mma loop, %d stages of %d B\n", v.ID, ml.stages, ml.stageBytes)
+		for _, t := range ml.tiles {
+			fmt.Fprintf(&sb, "    load %%%d: tile %v (dimension %d along the rows), copies of %d B\n", t.load.ID, t.t, t.inner, 4*t.vw)
+		}
+		for _, d := range ml.dots {
+			where := "computed in the loop"
+			if d.outside {
+				where = "from before the loop, fragments made once"
+			}
+			if d.aTile != nil {
+				where = fmt.Sprintf("from before the loop, in shared memory (tile %v)", *d.aTile)
+			}
+			kmaj := "n"
+			if d.bKMajor() {
+				kmaj = "k"
+			}
+			fmt.Fprintf(&sb, "    dot %%%d %dx%dx%d %v: A %s; B tile of %%%d (%s along its rows); result %s\n",
+				d.v.ID, d.m, d.n, d.k, d.v.Prec, where, d.b.load.ID, kmaj, d.c.key())
+		}
+	})
+	return sb.String()
+}
+
+// mmaLoadLayout is the layout load v is planned in when an MMA loop
+// decides it: the copy layout of a B operand, or an A operand's fragment
+// layout (nil: the layout pass decides).
+func (l *lowerer) mmaLoadLayout(v *tile.Value) *Layout {
+	if t := l.mma().tiles[v.ID]; t != nil {
+		return t.copy
+	}
+	return l.mma().wish[v.ID]
+}
