@@ -160,11 +160,20 @@ func (d *Device) Compile(k *tile.Kernel, numWarps int, args []any) (*codegen.Ker
 	return d.CompileCached(k, numWarps, args, nil)
 }
 
-// Job is a kernel to compile for a launch with these arguments.
+// Job is a kernel to compile for a launch with these arguments (or,
+// where Spec is set, for arguments of that specialisation).
 type Job struct {
 	Kernel   *tile.Kernel
 	NumWarps int
 	Args     []any
+	Spec     []int
+}
+
+func (j Job) spec() []int {
+	if j.Spec != nil {
+		return j.Spec
+	}
+	return Spec(j.Kernel, j.Args)
 }
 
 // CompileMany is CompileCached for many kernels at once, the way a
@@ -181,7 +190,7 @@ func (d *Device) CompileMany(jobs []Job, c *diskcache.Cache) ([]*Function, error
 	var todo []int // a job of each key codegen has not made
 	d.mu.Lock()
 	for i, j := range jobs {
-		keys[i] = fmt.Sprint(j.NumWarps, Spec(j.Kernel, j.Args)) + "\n" + j.Kernel.Anonymous()
+		keys[i] = fmt.Sprint(j.NumWarps, j.spec()) + "\n" + j.Kernel.Anonymous()
 		if _, ok := gens[keys[i]]; ok {
 			continue
 		}
@@ -203,7 +212,7 @@ func (d *Device) CompileMany(jobs []Job, c *diskcache.Cache) ([]*Function, error
 			defer func() { <-sem; wg.Done() }()
 			j := jobs[i]
 			g := gens[keys[i]]
-			g.ck, g.err = codegen.Compile(j.Kernel, codegen.Options{NumWarps: j.NumWarps, Arch: d.Target(), Spec: Spec(j.Kernel, j.Args)})
+			g.ck, g.err = codegen.Compile(j.Kernel, codegen.Options{NumWarps: j.NumWarps, Arch: d.Target(), Spec: j.spec()})
 		}()
 	}
 	wg.Wait()

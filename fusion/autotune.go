@@ -82,6 +82,9 @@ type kernelTimer func(k *graphpass.Kernel, args []any) (float64, error)
 var (
 	gpuKernelTimer func(k *graphpass.Kernel, args []any, disk *diskcache.Cache) (float64, error)
 	gpuDevice      func() (string, error)
+	// gpuPrecompile compiles kernels together ahead of their timing (the
+	// driver's linker in parallel), where the backend can
+	gpuPrecompile func(ks []*graphpass.Kernel, disk *diskcache.Cache)
 )
 
 // tuneMargin is how much faster than the default's a candidate must be in
@@ -128,12 +131,41 @@ func newTuner(c *compilation) (*tuner, error) {
 	if tuneOverride != nil {
 		t.timer = tuneOverride
 	}
+	var ahead []*graphpass.Kernel // the candidates of the kernels to measure
+	seen := map[string]bool{}
 	for _, grp := range c.groups {
-		if len(graphpass.Candidates(grp, c.target, c.cfg.precision)) > 1 {
-			t.total++
+		cands := graphpass.Candidates(grp, c.target, c.cfg.precision)
+		if len(cands) < 2 {
+			continue
+		}
+		t.total++
+		if c.cfg.backend != CUDA || gpuPrecompile == nil || tuneOverride != nil {
+			continue
+		}
+		def, err := graphpass.Emit(grp, graphpass.TuneTo(c.target, cands[0]), c.cfg.precision)
+		if err != nil || seen[def.Tile.Anonymous()] {
+			continue
+		}
+		seen[def.Tile.Anonymous()] = true
+		if _, ok := t.disk.Get("tune", t.key(def.Tile.Anonymous())); ok {
+			continue // tuned before: nothing to measure
+		}
+		for _, m := range cands {
+			if k, err := graphpass.Emit(grp, graphpass.TuneTo(c.target, m), c.cfg.precision); err == nil {
+				ahead = append(ahead, k)
+			}
 		}
 	}
+	if len(ahead) > 0 {
+		gpuPrecompile(ahead, t.disk)
+	}
 	return t, nil
+}
+
+// key is the disk cache's key of the tuning of the kernel of anonymous
+// text text.
+func (t *tuner) key(text string) string {
+	return diskcache.Key(text, t.c.target.String(), t.c.cfg.precision.String(), t.device, diskcache.Version())
 }
 
 // target is the target grp's kernel is written for: the compilation's,
@@ -178,7 +210,7 @@ type tuneEntry struct {
 // tune measures the candidates of the kernel def (of anonymous text text),
 // or takes the result from the disk cache.
 func (t *tuner) tune(grp *graphpass.Group, def *graphpass.Kernel, cands []tile.Meta, text string) (*TuneResult, error) {
-	key := diskcache.Key(text, t.c.target.String(), t.c.cfg.precision.String(), t.device, diskcache.Version())
+	key := t.key(text)
 	r := &TuneResult{Kernel: def.Tile.Name, Kernels: 1, Default: cands[0], Chosen: cands[0], Candidates: len(cands)}
 	args, outs := tuneArgs(grp, def)
 	for _, a := range args {

@@ -20,6 +20,23 @@ func init() {
 	newGPUBackend = func() backend { return &gpu{} }
 	openDevice = func() error { _, err := sharedDevice(); return err }
 	gpuKernelTimer = gpuKernelTime
+	gpuPrecompile = func(ks []*graphpass.Kernel, disk *diskcache.Cache) {
+		dev, err := sharedDevice()
+		if err != nil {
+			return
+		}
+		jobs := make([]cuda.Job, len(ks))
+		for i, k := range ks {
+			spec := make([]int, len(k.Tile.Params))
+			for j, p := range k.Tile.Params {
+				if p.Type.Ptr { // device buffers are 256-byte aligned
+					spec[j] = 16
+				}
+			}
+			jobs[i] = cuda.Job{Kernel: k.Tile, NumWarps: k.Tile.Meta["num_warps"], Spec: spec}
+		}
+		dev.CompileMany(jobs, disk) // a kernel that does not compile fails again when timed, with its error
+	}
 	gpuDevice = func() (string, error) {
 		dev, err := sharedDevice()
 		if err != nil {
