@@ -205,3 +205,52 @@ func TestReshapesWithTwoOutputs(t *testing.T) {
 		})
 	}
 }
+
+// TestRowStatisticAlongTheOtherAxis: in a square x, a row's statistic (its
+// sum, its variance) is also a vector of the columns' length, and a user
+// may broadcast it along the other axis (a per-column gain). A row kernel
+// computes the statistic once, for its own row, and read it there for
+// every column: wrong values, without an error. Such a statistic is a
+// kernel of its own now.
+func TestRowStatisticAlongTheOtherAxis(t *testing.T) {
+	const n = 37
+	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+		t.Run(dt.String(), func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewMatrix(g, dt, G.WithShape(n, n), G.WithName("x"))
+			s := G.Must(G.Sum(x, 1))                                            // s[i] = Σ_j x[i,j]
+			y := G.Must(G.BroadcastHadamardProd(x, s, nil, []byte{0}))          // y[i,j] = x[i,j]·s[j]
+			z := G.Must(G.BroadcastSub(y, G.Must(G.Max(y, 1)), nil, []byte{1})) // and a row op after it
+			vm := fusion.NewTapeMachine(g, fusion.WithKeep(y))
+			defer vm.Close()
+			rng := rand.New(rand.NewPCG(37, 1))
+			xv := data(dt, rng, n, n)
+			G.Let(x, xv)
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			xd := floats(xv)
+			want, wantZ := make([]float64, n*n), make([]float64, n*n)
+			for i := 0; i < n; i++ {
+				m := math.Inf(-1)
+				for j := 0; j < n; j++ {
+					sj := 0.0
+					for k := 0; k < n; k++ {
+						sj += xd[j*n+k]
+					}
+					want[i*n+j] = xd[i*n+j] * sj
+					m = math.Max(m, want[i*n+j])
+				}
+				for j := 0; j < n; j++ {
+					wantZ[i*n+j] = want[i*n+j] - m
+				}
+			}
+			tol := 1e-12
+			if dt == tensor.Float32 {
+				tol = 1e-5
+			}
+			closeTo(t, "x·Sum(x, 1) along axis 0", floats(y.Value()), want, tol)
+			closeTo(t, "minus its row maximum", floats(z.Value()), wantZ, tol)
+		})
+	}
+}

@@ -140,7 +140,49 @@ func takesRow(n *Node, grp *Group, t Target) bool {
 		}
 		full = n.Inputs[0].Info.Shape
 	}
-	return sameShape(full, grp.Full) && (len(grp.Extra) == 0 || !looped(full, t))
+	return sameShape(full, grp.Full) && (len(grp.Extra) == 0 || !looped(full, t)) && keepsRow(n, grp)
+}
+
+// keepsRow reports whether every path from n, a reduction or softmax (or
+// its backward) of a row group, to the group's root reads n at the
+// program's own row: a row kernel computes n once per row, whatever index a
+// member asks it at. Elementwise ops and the row ops keep the row; a
+// broadcast keeps it along the last axis only (a row's statistic read back
+// over its row), and a reshape only when it keeps every leading size (it
+// appends or drops a trailing 1). A statistic broadcast along another axis
+// (Sum(x, 1) used as a per-column gain of a square x) reads other rows'
+// values: it is a kernel of its own (found by FuzzFusion).
+func keepsRow(n *Node, grp *Group) bool {
+	for _, u := range n.Users {
+		if u.Group != grp {
+			continue
+		}
+		switch k := u.Info.Kind; {
+		case k == ops.Repeat:
+			if len(u.Info.Axes) != 1 || u.Info.Axes[0] != len(u.Info.Shape)-1 {
+				return false
+			}
+		case k == ops.Reshape:
+			in, out := trimTrailingOnes(u.Inputs[0].Info.Shape), trimTrailingOnes(u.Info.Shape)
+			if !sameShape(in, out) {
+				return false
+			}
+		case k == ops.Unary || k == ops.Binary || k == ops.Constant || k == ops.Reduce || k.Row():
+		default:
+			return false
+		}
+		if !keepsRow(u, grp) {
+			return false
+		}
+	}
+	return true
+}
+
+func trimTrailingOnes(s []int) []int {
+	for len(s) > 0 && s[len(s)-1] == 1 {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // rowEmit is a row kernel being written: this program's row (or rows).
