@@ -123,7 +123,7 @@ func (l *lowerer) axesDump() string {
 
 // ---- registers, labels, emission ----
 
-var regDecl = map[string]string{"p": ".pred", "r": ".b32", "rd": ".b64", "f": ".f32", "fd": ".f64"}
+var regDecl = map[string]string{"p": ".pred", "h": ".b16", "r": ".b32", "rd": ".b64", "f": ".f32", "fd": ".f64"}
 
 func regClass(t tile.Type) string {
 	if t.Ptr {

@@ -395,11 +395,43 @@ func TestWgmmaSwapped(t *testing.T) {
 	if want := 6 * (64*128*2 + 32*128*4); ck.SharedBytes != want {
 		t.Errorf("3xTF32: %d B of shared memory, want %d (6 stages of A, its low parts and B)", ck.SharedBytes, want)
 	}
+	// bf16: the copying thread converts A into the iteration's bf16 tile
+	// (two after the ring, 64-byte swizzle); B's fragment pairs (k+2t,
+	// k+2t+1) packed by cvt.rn.bf16x2; two m64n256k16 an iteration
+	bf := constMatmul(t, 4096, 4096, 4096, 256, 128, 32, tile.PrecBF16)
+	bf.Meta["wgmma"] = 2
+	bf.Meta["num_stages"] = 4
+	ck, err = Compile(bf, Options{Arch: 90, NumWarps: 8, Spec: all16(bf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = ck.PTX
+	loop = p[strings.Index(p, "$L_pipe_3:"):strings.Index(p, "$L_pipe_end_4:")]
+	for _, c := range []struct {
+		re   string
+		want int
+	}{
+		{`wgmma\.mma_async\.sync\.aligned\.m64n256k16\.f32\.bf16\.bf16 \{(%f\d+, ){127}%f\d+\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, %p\d+, 1, 1, 0;`, 2 * 2},
+		// A: 8 chunks of 4 a thread, 2 packs and one 8-byte store each; B:
+		// 16 words, 8 packs
+		{`cvt\.rn\.bf16x2\.f32`, 2 * (8*2 + 8)},
+		{`st\.shared\.v2\.b32 \[%r\d+\+0\]`, 8},
+		{`st\.shared\.v2\.b32 \[%r\d+\+16384\]`, 8},
+		{`ld\.shared\.b32`, 2 * 16},
+		{`cvt\.rna`, 0},
+	} {
+		if n := count(c.re, loop); n != c.want {
+			t.Errorf("bf16: %d × %s, want %d", n, c.re, c.want)
+		}
+	}
+	if want := 4*49152 + 2*256*64; ck.SharedBytes != want {
+		t.Errorf("bf16: %d B of shared memory, want %d (4 stages, two bf16 tiles)", ck.SharedBytes, want)
+	}
 	for _, c := range []struct {
 		name        string
 		arch, warps int
 		prec        tile.Precision
-	}{{"sm_80", 80, 8, tile.PrecTF32}, {"one warp per 32 columns", 90, 4, tile.PrecTF32}, {"ieee", 90, 8, tile.PrecIEEE}, {"bf16", 90, 8, tile.PrecBF16}} {
+	}{{"sm_80", 80, 8, tile.PrecTF32}, {"one warp per 32 columns", 90, 4, tile.PrecTF32}, {"ieee", 90, 8, tile.PrecIEEE}} {
 		k := constMatmul(t, 4096, 4096, 4096, 256, 128, 32, c.prec)
 		k.Meta["wgmma"] = 2
 		ck, err := Compile(k, Options{Arch: c.arch, NumWarps: c.warps, Spec: all16(k)})

@@ -57,9 +57,20 @@ type pipe struct {
 	// accumulator of their own (two, for the two unrolled iterations),
 	// which is added to the accumulator in f32 once its wgmmas are retired
 	alo smemTile
+	// abf (swapped bf16): two K-major tiles of A's elements rounded to
+	// bf16 (rows of 64 bytes, wgmma's 64-byte swizzle), after the ring, one
+	// for each unrolled iteration: the copying thread converts its copies
+	// of the stage into the iteration's tile, from which the wgmmas read
+	abf      smemTile
+	abfBytes int // one tile
 }
 
-func (p *pipe) x3() bool { return p.dot.Prec == tile.PrecTF32x3 }
+func (p *pipe) x3() bool   { return p.dot.Prec == tile.PrecTF32x3 }
+func (p *pipe) bf16() bool { return p.dot.Prec == tile.PrecBF16 }
+
+// wgmmaDesc64 is wgmmaDesc for a K-major operand with the 64-byte swizzle
+// (rows of 64 bytes, 8-row groups 512 bytes apart), swizzle mode 2.
+const wgmmaDesc64 uint64 = 1<<16 | (512>>4)<<32 | 2<<62
 
 // ahead is how many iterations' copies are in flight before the first
 // iteration runs.
@@ -82,12 +93,15 @@ func (p *pipe) accLayout() Layout {
 
 func (p *pipe) String() string {
 	if p.swapped {
-		x3 := ""
+		x3, k := "", 8
 		if p.x3() {
 			x3 = fmt.Sprintf(", 3 a k step, low parts of A %v, each iteration summed in a block accumulator", p.alo)
 		}
-		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk8 %s on Cᵀ = Bᵀ·Aᵀ (Bᵀ from registers, A K-major%s), %d stages of %d B (%d ahead; A %v; B %v), %d warpgroups, accumulator %s of Cᵀ",
-			p.dot.ID, p.m, p.n, p.k, p.m, p.dot.Prec, x3, p.stages, p.stageBytes, p.ahead(), p.a, p.b, p.wm/4, p.acc.key())
+		if p.bf16() {
+			x3, k = fmt.Sprintf(", converted into two [%d][%d]bf16 tiles at +%d, 64-byte swizzle", p.m, p.k, p.abf.Off), 16
+		}
+		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk%d %s on Cᵀ = Bᵀ·Aᵀ (Bᵀ from registers, A K-major%s), %d stages of %d B (%d ahead; A %v; B %v), %d warpgroups, accumulator %s of Cᵀ",
+			p.dot.ID, p.m, p.n, p.k, p.m, k, p.dot.Prec, x3, p.stages, p.stageBytes, p.ahead(), p.a, p.b, p.wm/4, p.acc.key())
 	}
 	if p.wgmma {
 		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk8 tf32 (A from registers, B K-major %v), %d stages of %d B (A %v; B %v), %d warpgroups, accumulator %s",
@@ -166,7 +180,7 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		p.wm, p.wn = nw, 1
 	}
 	// the swapped form: a warp per 16 columns, wgmma's N the tile's rows
-	p.swapped = l.opt.Arch >= 90 && l.k.Meta["wgmma"] == 2 && (d.Prec == tile.PrecTF32 || d.Prec == tile.PrecTF32x3) && nw%4 == 0 && p.n == 16*nw && p.m%8 == 0 && p.m <= 256 && p.k == 32
+	p.swapped = l.opt.Arch >= 90 && l.k.Meta["wgmma"] == 2 && d.Prec != tile.PrecIEEE && nw%4 == 0 && p.n == 16*nw && p.m%8 == 0 && p.m <= 256 && p.k == 32
 	if p.swapped {
 		p.wm, p.wn = nw, 1
 	}
@@ -214,6 +228,24 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 			p.b.Off += p.a.bytes()
 			p.alo.Off = p.a.bytes()
 		}
+		if p.bf16() {
+			// B's fragments of m64nNk16: lane (g, t) reads rows k+2t and
+			// k+2t+1 (and 8 below) of columns g and g+8
+			var gb [][]access
+			for r := 0; r < p.k; r += 8 {
+				for c := 0; c < p.n; c += 8 {
+					for h := 0; h < 2; h++ {
+						var g []access
+						for lane := 0; lane < 32; lane++ {
+							g = append(g, access{r + 2*(lane%4) + h, c + lane/4, 1})
+						}
+						gb = append(gb, g)
+					}
+				}
+			}
+			p.b.Swz = chooseSwizzle(p.b, gb, 8)
+			p.abfBytes = p.m * 2 * p.k
+		}
 	}
 	if p.wgmma {
 		// B is read by the transposing pass, lane k reading row k's chunks:
@@ -236,6 +268,9 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		p.btStride = (p.n*128 + 1023) / 1024 * 1024
 		extra = 1024 + 2*p.btStride // two K-major B, 1024-aligned
 	}
+	if p.bf16() && p.swapped {
+		extra = 2 * p.abfBytes // the ring's end is 1024-aligned
+	}
 	p.stages = min(p.stages, (maxSmem(l.opt.Arch)-extra)/p.stageBytes)
 	if p.stages < 2 || p.ahead() < 1 {
 		return nil
@@ -243,6 +278,9 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	if p.wgmma {
 		ring := p.stages * p.stageBytes
 		p.bt = smemTile{Off: (ring + 1023) / 1024 * 1024, Rows: p.n, Cols: p.k, Swz: swizzle{1, 1, 8}}
+	}
+	if p.bf16() && p.swapped {
+		p.abf = smemTile{Off: p.stages * p.stageBytes, Rows: p.m, Cols: p.k / 2}
 	}
 	return p
 }
@@ -293,6 +331,9 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	ring := p.stages * p.stageBytes
 	if p.wgmma {
 		l.needSmem(p.bt.Off + 2*p.btStride)
+	}
+	if p.abfBytes > 0 {
+		l.needSmem(p.abf.Off + 2*p.abfBytes)
 	}
 	if p.wgmma || p.swapped {
 		l.scratchAlign = 1024
@@ -381,8 +422,8 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 			// skip_round = 1 leaves TF32's A to the tensor cores'
 			// conversion (ptxsim truncates): not the interpreter's
 			// rounding, only to measure what the pass costs
-			if p.x3() || l.k.Meta["skip_round"] != 1 {
-				if err := l.roundCopies(p, sc); err != nil {
+			if p.x3() || p.bf16() || l.k.Meta["skip_round"] != 1 {
+				if err := l.roundCopies(p, sc, u); err != nil {
 					return err
 				}
 			}
@@ -394,7 +435,7 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		}
 		switch {
 		case p.swapped:
-			l.wgmmaSwappedStep(p, sc, carried[p.accIdx], blk[u])
+			l.wgmmaSwappedStep(p, sc, carried[p.accIdx], blk[u], u)
 			if blk[0] != nil {
 				l.addBlock(p, carried[p.accIdx], blk[1-u])
 			}
@@ -542,8 +583,9 @@ func (l *lowerer) addBlock(p *pipe, acc *lval, blk []string) {
 // zero fills included), once they have landed: the tensor cores read
 // wgmma's shared-memory operand as it is, and the interpreter rounds
 // operands to nearest (cvt.rna). For 3xTF32 the tile keeps the high parts
-// and alo receives the low ones.
-func (l *lowerer) roundCopies(p *pipe, stage string) error {
+// and alo receives the low ones; for bf16 they go, rounded to bf16, into
+// the bf16 tile of unrolled iteration u.
+func (l *lowerer) roundCopies(p *pipe, stage string, u int) error {
 	w := &l.body
 	ld := p.loads[0]
 	lay := l.plan.access[ld.ID]
@@ -568,6 +610,40 @@ func (l *lowerer) roundCopies(p *pipe, stage string) error {
 		}
 		g := guardOf(own)
 		emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(vw), vecOperand(regs), a)
+		if p.bf16() {
+			// element (r, k) of the bf16 tile: r·64 + 2k, the 16-byte
+			// chunk k/8 XORed with (r/2)%4 (the 64-byte swizzle)
+			b := l.geo(fmt.Sprintf("abf|%v|%s|%s", p.abf, l.valueCoord(lay, slots[first], 0), l.valueCoord(lay, slots[first], 1)), func(w *strings.Builder) string {
+				row, col := regOrZero(w, l, l.valueCoord(lay, slots[first], 0)), regOrZero(w, l, l.valueCoord(lay, slots[first], 1))
+				ph, ch, in, r := l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")
+				emit(w, "shr.u32 %s, %s, 1", ph, row)
+				emit(w, "and.b32 %s, %s, 3", ph, ph)
+				emit(w, "shr.u32 %s, %s, 3", ch, col)
+				emit(w, "xor.b32 %s, %s, %s", ch, ch, ph)
+				emit(w, "and.b32 %s, %s, 7", in, col)
+				emit(w, "mad.lo.s32 %s, %s, 64, %s", r, row, l.smemAddr())
+				emit(w, "mad.lo.s32 %s, %s, 16, %s", r, ch, r)
+				emit(w, "mad.lo.s32 %s, %s, 2, %s", r, in, r)
+				emit(w, "add.s32 %s, %s, %d", r, r, p.abf.Off)
+				return r
+			})
+			off := u * p.abfBytes
+			switch vw {
+			case 1:
+				h := l.reg("h")
+				emit(w, "%scvt.rn.bf16.f32 %s, %s", g, h, regs[0])
+				emit(w, "%sst.shared.b16 [%s+%d], %s", g, b, off, h)
+			default:
+				var packed []string
+				for j := 0; j < vw; j += 2 {
+					r := l.reg("r")
+					emit(w, "%scvt.rn.bf16x2.f32 %s, %s, %s", g, r, regs[j+1], regs[j])
+					packed = append(packed, r)
+				}
+				emit(w, "%sst.shared%s.b32 [%s+%d], %s", g, vecSuffix(len(packed)), b, off, vecOperand(packed))
+			}
+			continue
+		}
 		var lo []string
 		for _, r := range regs {
 			if p.x3() {

@@ -185,7 +185,15 @@ func (l *lowerer) rowBase(p *pipe, lane, stage string) string {
 // 3xTF32 splits the fragments into high and low parts and runs three
 // wgmmas a k step (B's high part with A's low, B's low with A's high, then
 // the high parts) into the block accumulator blk, starting from zero.
-func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []string) {
+//
+// bf16 runs m64nMk16: the fragment's pairs (k+2t, k+2t+1) of B packed and
+// rounded by cvt.rn.bf16x2, wgmma's B the bf16 tile of unrolled iteration
+// u (64-byte swizzle).
+func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []string, u int) {
+	if p.bf16() {
+		l.wgmmaSwappedBF16(p, stage, acc, u)
+		return
+	}
 	w := &l.body
 	lane := l.laneID()
 	bRow := l.shiftAnd("mma|t", lane, 0, 3)
@@ -285,6 +293,93 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 		mma(a, dlo, first)       // B's high part, A's low
 		mma(lows[i], di, scaleD) // B's low part, A's high
 		mma(a, di, scaleD)       // the high parts
+	}
+	emit(w, "wgmma.commit_group.sync.aligned")
+	emit(w, "wgmma.wait_group.sync.aligned 1")
+}
+
+// wgmmaSwappedBF16 is wgmmaSwappedStep for bf16.
+func (l *lowerer) wgmmaSwappedBF16(p *pipe, stage string, acc *lval, u int) {
+	w := &l.body
+	lane := l.laneID()
+	// rows 2t and 2t+1 of B, each with a base of its own (their phases differ)
+	rows := [2]string{
+		l.geo("wgs|2t", func(w *strings.Builder) string {
+			r := l.reg("r")
+			emit(w, "and.b32 %s, %s, 3", r, lane)
+			emit(w, "shl.b32 %s, %s, 1", r, r)
+			return r
+		}),
+	}
+	rows[1] = l.geo("wgs|2t+1", func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "add.s32 %s, %s, 1", r, rows[0])
+		return r
+	})
+	bCol := l.geo("wgs|bcol", func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "shr.u32 %s, %s, 2", r, lane)
+		emit(w, "mad.lo.s32 %s, %s, 16, %s", r, l.warpID(), r)
+		return r
+	})
+	bChunk := l.shiftAnd("wgs|bchunk", bCol, 2, (1<<30)-1)
+	bIn := l.shiftAnd("wgs|bin", bCol, 0, 3)
+	addr := map[[2]int]string{}
+	ld := func(h, k, cs int) string {
+		key := [2]int{h, cs % 8}
+		base, ok := addr[key]
+		if !ok {
+			base = l.reg("r")
+			emit(w, "add.s32 %s, %s, %s", base, l.swizzledBase(p.b, rows[h], bChunk, bIn, cs%8), stage)
+			addr[key] = base
+		}
+		r := l.reg("r")
+		emit(w, "ld.shared.b32 %s, [%s+%d]", r, base, k*p.b.rowBytes()+128*(cs/8))
+		return r
+	}
+	pack := func(lo, hi string) string {
+		r := l.reg("r")
+		emit(w, "cvt.rn.bf16x2.f32 %s, %s, %s", r, hi, lo)
+		return r
+	}
+	var frags [][4]string
+	for kk := 0; kk < p.k; kk += 16 {
+		// a0..a3: rows g, g+8 (columns n of C), k pairs (2t, 2t+1) and
+		// (2t+8, 2t+9)
+		var a [4]string
+		for i := range a {
+			k, cs := kk+8*(i/2), 2*(i%2)
+			a[i] = pack(ld(0, k, cs), ld(1, k, cs))
+		}
+		frags = append(frags, a)
+	}
+	desc := l.geo(fmt.Sprintf("wgs|desc|%v", p.abf), func(w *strings.Builder) string {
+		a := l.reg("r")
+		emit(w, "add.s32 %s, %s, %d", a, l.smemAddr(), p.abf.Off)
+		emit(w, "shr.u32 %s, %s, 4", a, a)
+		emit(w, "and.b32 %s, %s, %d", a, a, 0x3fff)
+		d := l.reg("rd")
+		emit(w, "cvt.u64.u32 %s, %s", d, a)
+		emit(w, "or.b64 %s, %s, %#x", d, d, wgmmaDesc64)
+		return d
+	})
+	scaleD := l.geo("wg|scale_d", func(w *strings.Builder) string {
+		q := l.reg("p")
+		emit(w, "setp.eq.u32 %s, 1, 1", q)
+		return q
+	})
+	var dregs []string
+	for j := 0; j < p.m/8; j++ {
+		c := p.accRegs(acc, 0, j)
+		dregs = append(dregs, c[:]...)
+	}
+	d := "{" + strings.Join(dregs, ", ") + "}"
+	emit(w, "wgmma.fence.sync.aligned")
+	for i, a := range frags {
+		// this iteration's tile, then 32 bytes (16 k) a step, in 16-byte units
+		di := l.reg("rd")
+		emit(w, "add.s64 %s, %s, %d", di, desc, (u*p.abfBytes+32*i)>>4)
+		emit(w, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16 %s, {%s, %s, %s, %s}, %s, %s, 1, 1, 0", p.m, d, a[0], a[1], a[2], a[3], di, scaleD)
 	}
 	emit(w, "wgmma.commit_group.sync.aligned")
 	emit(w, "wgmma.wait_group.sync.aligned 1")

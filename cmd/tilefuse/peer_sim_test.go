@@ -28,6 +28,8 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}},
 		{peerCase{"matmul 130x70x90 swapped 128x64", 130, 70, 90, false}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}},
+		{peerCase{"gelu 300x96x200 swapped bf16 256x128", 300, 96, 200, true}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}},
 		{peerCase{"gelu 150x100x200 swapped 3xTF32 64x128", 150, 100, 200, true}, tile.PrecTF32x3,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}},
 	} {

@@ -87,6 +87,10 @@ func Cases() []Case {
 		// iterations (the loop leaves after either unrolled half)
 		matmulPrec("130x70x90_tf32x3_wgmma2", 130, 70, 90, 64, false, false, tile.PrecTF32x3, tile.Meta{"BK": 32, "wgmma": 2, "num_stages": 4}),
 		matmulPrec("200x136x128_tf32x3_wgmma2_128x128", 200, 136, 128, 128, false, false, tile.PrecTF32x3, tile.Meta{"BK": 32, "wgmma": 2, "num_stages": 3, "num_warps": 8}),
+		// bf16 swapped: A converted by the copying thread into a bf16 tile
+		// (64-byte swizzle), m64nMk16; B stored transposed (4-byte copies)
+		matmulPrec("130x70x90_bf16_wgmma2", 130, 70, 90, 64, false, false, tile.PrecBF16, tile.Meta{"BM": 128, "BK": 32, "wgmma": 2, "num_stages": 4}),
+		matmulPrec("300x200x100_bf16_wgmma2_256x128_transAB", 300, 200, 100, 128, true, true, tile.PrecBF16, tile.Meta{"BM": 256, "BK": 32, "wgmma": 2, "num_stages": 4, "num_warps": 8}),
 	)
 	cs = append(cs, moreCases()...)
 	for _, c := range []struct {
