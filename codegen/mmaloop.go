@@ -264,28 +264,41 @@ func (l *lowerer) matchMMALoop(f *tile.Value) *mmaLoop {
 	return ml
 }
 
-// mmaRegBudget is how many registers a thread may give to the values an
-// MMA loop keeps across iterations: its accumulators and the fragments of
-// A operands from before the loop. Beyond it, those A operands (the largest
+// mmaRegBudget bounds an estimate of the registers a thread of an MMA
+// loop holds at once: the accumulators it carries, the fragments of A
+// operands from before the loop, the other results of its products (S and
+// dP live together in the backward) and the B words of one k step. Beyond it, those A operands (the largest
 // first) are read from shared memory each iteration instead, as
-// FlashAttention-2 keeps Q in shared memory: at head dim 128, 4 warps and
-// 64 rows, Q, dO and the accumulators in registers took ptxas 11.8 to 255
-// registers with spills (the backward kernels).
-const mmaRegBudget = 160
+// FlashAttention-2 keeps Q in shared memory. ptxas 11.8 (sm_80) put the
+// attention kernels at about 60-80 registers above the estimate: 112 → 168
+// (forward, 64×64, head dim 64), 160 → 228 (dQ), 176 → 249 and 254
+// (forward at head dim 128, dK/dV); 208 (128-row blocks at 4 warps) spilled
+// at 255, 144 with Q in shared memory took 245. The meta-parameter mma_regs overrides it.
+const mmaRegBudget = 176
 
 // placeOperands decides which A operands from before the loop stay in
 // registers (see mmaRegBudget).
 func (l *lowerer) placeOperands(ml *mmaLoop) {
 	threads := 32 * l.opt.NumWarps
 	yield := ml.loop.Body.Values[len(ml.loop.Body.Values)-1]
-	regs := 0
-	for _, d := range ml.dots {
-		for _, y := range yield.Args {
-			if y == d.v {
-				regs += d.m * d.n / threads
-			}
-		}
+	budget := mmaRegBudget
+	if b, ok := l.k.Meta["mma_regs"]; ok {
+		budget = b
 	}
+	regs, temps, bwords := 0, 0, 0
+	for _, d := range ml.dots {
+		carried := false
+		for _, y := range yield.Args {
+			carried = carried || y == d.v
+		}
+		if carried {
+			regs += d.m * d.n / threads
+		} else {
+			temps += d.m * d.n / threads
+		}
+		bwords = max(bwords, 2*d.n/8)
+	}
+	regs += temps + bwords
 	var outside []*mmaDot
 	for _, d := range ml.dots {
 		if d.outside {
@@ -295,7 +308,7 @@ func (l *lowerer) placeOperands(ml *mmaLoop) {
 	}
 	sort.SliceStable(outside, func(i, j int) bool { return outside[i].m*outside[i].k > outside[j].m*outside[j].k })
 	for _, d := range outside {
-		if regs <= mmaRegBudget {
+		if regs <= budget {
 			break
 		}
 		t := smemTile{Rows: d.m, Cols: d.k}

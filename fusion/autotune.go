@@ -212,14 +212,11 @@ type tuneEntry struct {
 func (t *tuner) tune(grp *graphpass.Group, def *graphpass.Kernel, cands []tile.Meta, text string) (*TuneResult, error) {
 	key := t.key(text)
 	r := &TuneResult{Kernel: def.Tile.Name, Kernels: 1, Default: cands[0], Chosen: cands[0], Candidates: len(cands)}
-	args, outs := tuneArgs(grp, def)
-	for _, a := range args {
-		switch a := a.(type) {
-		case []float32:
-			r.Bytes += 4 * int64(len(a))
-		case []float64:
-			r.Bytes += 8 * int64(len(a))
-		}
+	for _, in := range grp.Inputs {
+		r.Bytes += int64(max(1, numel(in.Info.Shape)) * max(1, in.Info.DType.Size()))
+	}
+	for i := range max(1, def.Outs) {
+		r.Bytes += int64(max(1, numel(def.Shape(i))) * max(1, def.DType.Size()))
 	}
 	if b, ok := t.disk.Get("tune", key); ok {
 		var e tuneEntry
@@ -229,6 +226,7 @@ func (t *tuner) tune(grp *graphpass.Group, def *graphpass.Kernel, cands []tile.M
 		}
 		t.disk.Remove("tune", key) // of another set of candidates: tune again
 	}
+	args, outs := tuneArgs(grp, def)
 	defTime, err := t.timer(def, args)
 	if err != nil { // nothing to measure against: the default, untuned
 		r.Rejected = append(r.Rejected, fmt.Sprintf("the default %v did not run: %v", cands[0], err))

@@ -18,9 +18,9 @@ import (
 // loaded once), loops over blocks of bn of the n keys (Kᵀ loaded as
 // [d, bn], its head dim contiguous in memory, and V as [bn, d]) with an
 // online softmax, and divides by the row sums at the end.
-func flashKernel(t *testing.T, n, d, bm, bn int, prec tile.Precision) *tile.Kernel {
+func flashKernel(t *testing.T, n, d, bm, bn int, prec tile.Precision, meta tile.Meta) *tile.Kernel {
 	t.Helper()
-	b := tile.NewBuilder("flash", nil)
+	b := tile.NewBuilder("flash", meta)
 	pq, pk, pv, po := b.Ptr("q", tile.F32), b.Ptr("k", tile.F32), b.Ptr("v", tile.F32), b.Ptr("o", tile.F32)
 	inf := math.Inf(1)
 	rm := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1) // [BM,1]
@@ -56,22 +56,28 @@ func flashKernel(t *testing.T, n, d, bm, bn int, prec tile.Precision) *tile.Kern
 // along its contiguous first dimension) into two stages, one wait and one
 // barrier an iteration; the result agrees with the interpreter on 100 keys
 // (not a multiple of the 32-key blocks) under racecheck and initcheck, on
-// sm_80 and sm_90. IEEE stays on the FMA path.
+// sm_80 and sm_90. With the meta-parameter mma_regs = 0 Q is written once
+// into shared memory and its fragments read every iteration (ld.shared.v2,
+// two per m16 tile and k step). IEEE stays on the FMA path.
 func TestFlashMMALoop(t *testing.T) {
 	const n, d, bm, bn = 100, 64, 64, 32
 	for _, c := range []struct {
-		prec tile.Precision
-		tol  tiletest.Tol
-		mma  string
-		per  int // mma.sync an iteration: (S: 4 n8 × 8 k steps + PV: 8 n8 × 4 k steps) per warp
+		name   string
+		prec   tile.Precision
+		meta   tile.Meta
+		tol    tiletest.Tol
+		mma    string
+		per    int // mma.sync an iteration: (S: 4 n8 × 8 k steps + PV: 8 n8 × 4 k steps) per warp
+		aReads int // ld.shared.v2 of Q an iteration
 	}{
-		{tile.PrecTF32, tiletest.Tol{Abs: 2e-3, Rel: 2e-2}, `mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32`, 32 + 32},
-		{tile.PrecBF16, tiletest.Tol{Abs: 2e-2, Rel: 5e-2}, `mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32`, 16 + 16},
-		{tile.PrecTF32x3, tiletest.Tol{Abs: 2e-5, Rel: 2e-4}, `mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32`, 3 * (32 + 32)},
-		{tile.PrecIEEE, tiletest.Tol{Abs: 2e-5, Rel: 2e-4}, `mma\.sync`, 0},
+		{"tf32", tile.PrecTF32, nil, tiletest.Tol{Abs: 2e-3, Rel: 2e-2}, `mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32`, 32 + 32, 0},
+		{"tf32, Q in shared memory", tile.PrecTF32, tile.Meta{"mma_regs": 0}, tiletest.Tol{Abs: 2e-3, Rel: 2e-2}, `mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32`, 32 + 32, 2 * 8},
+		{"bf16", tile.PrecBF16, nil, tiletest.Tol{Abs: 2e-2, Rel: 5e-2}, `mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32`, 16 + 16, 0},
+		{"tf32x3", tile.PrecTF32x3, nil, tiletest.Tol{Abs: 2e-5, Rel: 2e-4}, `mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32`, 3 * (32 + 32), 0},
+		{"ieee", tile.PrecIEEE, nil, tiletest.Tol{Abs: 2e-5, Rel: 2e-4}, `mma\.sync`, 0, 0},
 	} {
-		t.Run(c.prec.String(), func(t *testing.T) {
-			k := flashKernel(t, n, d, bm, bn, c.prec)
+		t.Run(c.name, func(t *testing.T) {
+			k := flashKernel(t, n, d, bm, bn, c.prec, c.meta)
 			ck, err := codegen.Compile(k, codegen.Options{Arch: 80, Spec: []int{16, 16, 16, 16}})
 			if err != nil {
 				t.Fatal(err)
@@ -96,6 +102,7 @@ func TestFlashMMALoop(t *testing.T) {
 					{`cp\.async\.wait_group 0`, 1},
 					{`bar\.sync`, 1},
 					{`st\.shared`, 0},
+					{`ld\.shared\.v2\.b32`, c.aReads + 4*8}, // and S's B fragments: 4 n8 × 8 k steps
 					{`shfl\.sync\.bfly`, 2 * 2 * 2}, // the maximum and the sum: rows g and g+8, lanes ^1 and ^2
 				} {
 					if got := len(regexp.MustCompile(x.re).FindAllString(loop, -1)); got != x.want {
@@ -104,7 +111,7 @@ func TestFlashMMALoop(t *testing.T) {
 				}
 			}
 			for _, arch := range []int{80, 90} {
-				rng := tiletest.RNG("flash " + c.prec.String())
+				rng := tiletest.RNG("flash " + c.name)
 				in := func(size int) []float32 {
 					x := make([]float32, size)
 					for i := range x {
