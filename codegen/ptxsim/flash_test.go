@@ -103,7 +103,7 @@ func TestFlashMMALoop(t *testing.T) {
 					{`bar\.sync`, 1},
 					{`st\.shared`, 0},
 					{`ld\.shared\.v2\.b32`, c.aReads + 4*8}, // and S's B fragments: 4 n8 × 8 k steps
-					{`shfl\.sync\.bfly`, 2 * 2 * 2}, // the maximum and the sum: rows g and g+8, lanes ^1 and ^2
+					{`shfl\.sync\.bfly`, 2 * 2 * 2},         // the maximum and the sum: rows g and g+8, lanes ^1 and ^2
 				} {
 					if got := len(regexp.MustCompile(x.re).FindAllString(loop, -1)); got != x.want {
 						t.Errorf("%d × %s in the loop, want %d", got, x.re, x.want)
