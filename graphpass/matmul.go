@@ -207,8 +207,12 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 		// 4 stages of 48 KiB; else with a wave of 128×256 tiles the
 		// transposing form (wgmma = 1), two K-major B tiles of 32 KiB
 		// beside the stages
-		if prec == tile.PrecTF32 && bm == 128 && m >= 256 && n >= 128 && batch*tile.CDiv(m, 256)*tile.CDiv(n, 128) >= wave &&
-			t.SharedMemory >= 4*4*bk*(256+128) {
+		// (bf16 likewise, its A converted by the copying threads into a
+		// bf16 tile of 32 KiB beside the stages: 311.6 TFLOP/s at 4096³
+		// against mma.sync's 193.3, round 1 of 2026-12-01 in bench/RESULTS.md)
+		swapped := prec == tile.PrecTF32 && t.SharedMemory >= 4*4*bk*(256+128) ||
+			prec == tile.PrecBF16 && t.SharedMemory >= 4*4*bk*(256+128)+2*2*256*bk
+		if swapped && bm == 128 && m >= 256 && n >= 128 && batch*tile.CDiv(m, 256)*tile.CDiv(n, 128) >= wave {
 			meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = 256, 128, bk
 			meta["num_warps"], meta["num_stages"], meta["wgmma"] = 8, 4, 2
 			return
