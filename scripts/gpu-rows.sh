@@ -18,12 +18,18 @@
 #      Triton's tutorial softmax);
 #   4. compile times of encoder_fwd_bwd large with an empty cache: cold and
 #      a second compile in one process, then a second process (the cubins
-#      on disk);
+#      on disk); both with CUDA_CACHE_DISABLE=1, so that the driver's own
+#      JIT cache (~/.nv/ComputeCache) does not make "cold" warm;
 #   5. tilefuse tune on encoder_fwd_bwd large (target: 30 s), then again
 #      (every choice from the cache).
 #
 #   bash scripts/gpu-rows.sh                  # logs in $OUT (or ./gpu-logs/rows)
 #   STEPS="2 3" bash scripts/gpu-rows.sh      # some steps only
+#
+# $OUT gets two files (the device tool brings back at most 8): rows.log,
+# every step's table, the last lines of its stderr and the steps' status
+# (also printed), and rows-logs.tar.gz, every step's full stdout, stderr
+# and JSON.
 #
 # Each step has a timeout; the script goes on after a failed step and exits
 # non-zero if any failed. Prints every table last.
@@ -31,27 +37,29 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-logs/rows}
 mkdir -p "$out"
+# the steps' own files, gathered into $out at the end
+logs=$(mktemp -d)
 tf=${TILEFUSE:-.gpu/tilefuse}
 steps=${STEPS:-1 2 3 4 5}
 if [ ! -x "$tf" ]; then
   echo "gpu-rows: no $tf: build it with scripts/gpu-build.sh (or set TILEFUSE)" >&2
   exit 2
 fi
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$out/nvidia-smi.txt" 2>&1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$logs/nvidia-smi.txt" 2>&1
 fail=0
 # a scratch cache for the measurements, so that the user's is left alone
 # and step 4 starts from nothing
 cache=$(mktemp -d)
-trap 'rm -rf "$cache"' EXIT
+trap 'rm -rf "$cache" "$logs"' EXIT
 peer="peer:8192x4096 peer:32768x1024 peer:4096x32768 peer:1823x781 peer:1151x8192"
 
-step() { # step NAME TIMEOUT CMD...: run CMD into $out/NAME.{md,err}, say how it went
+step() { # step NAME TIMEOUT CMD...: run CMD into $logs/NAME.{md,err}, say how it went
   local name=$1 limit=$2
   shift 2
   local t0=$SECONDS
-  timeout "$limit" "$@" > "$out/$name.md" 2> "$out/$name.err"
+  timeout "$limit" "$@" > "$logs/$name.md" 2> "$logs/$name.err"
   local rc=$?
-  echo "== $name: rc=$rc ($((SECONDS - t0)) s): $*" | tee -a "$out/steps.txt"
+  echo "== $name: rc=$rc ($((SECONDS - t0)) s): $*" | tee -a "$logs/steps.txt"
   [ "$rc" -eq 0 ] || fail=1
 }
 
@@ -73,19 +81,19 @@ for s in $steps; do
   3)
     # step 2's tuning results are in this cache: -autotune takes them
     step bench-peer 900 env XDG_CACHE_HOME="$cache/xdg3" "$tf" bench -backend cuda -q -runs "${RUNS:-10}" -workload chain,softmax,layernorm -size peer \
-      -json "$out/bench-peer.json"
+      -json "$logs/bench-peer.json"
     step bench-peer-autotune 900 env XDG_CACHE_HOME="$cache/xdg3" "$tf" bench -backend cuda -q -runs "${RUNS:-10}" -workload chain,softmax,layernorm -size peer \
-      -autotune -json "$out/bench-peer-autotune.json"
-    step torch-peer 900 python3 bench/torch/workloads.py --runs "${TORCH_RUNS:-30}" --workload chain,softmax,layernorm --sizes peer --json "$out/torch-peer.json"
+      -autotune -json "$logs/bench-peer-autotune.json"
+    step torch-peer 900 python3 bench/torch/workloads.py --runs "${TORCH_RUNS:-30}" --workload chain,softmax,layernorm --sizes peer --json "$logs/torch-peer.json"
     ;;
   4)
     # a fresh cache directory: the first process compiles cold (the
     # bench's "compile 1st" is its first NewTapeMachine, "2nd" a second
     # one in the same process); the second process finds the cubins
     x4=$cache/xdg4
-    step compile-process1 600 env XDG_CACHE_HOME="$x4" "$tf" bench -backend cuda -q -runs 1 -workload encoder_fwd_bwd -size large
+    step compile-process1 600 env CUDA_CACHE_DISABLE=1 XDG_CACHE_HOME="$x4" "$tf" bench -backend cuda -q -runs 1 -workload encoder_fwd_bwd -size large
     step compile-cache-after1 60 env XDG_CACHE_HOME="$x4" "$tf" cache
-    step compile-process2 600 env XDG_CACHE_HOME="$x4" "$tf" bench -backend cuda -q -runs 1 -workload encoder_fwd_bwd -size large
+    step compile-process2 600 env CUDA_CACHE_DISABLE=1 XDG_CACHE_HOME="$x4" "$tf" bench -backend cuda -q -runs 1 -workload encoder_fwd_bwd -size large
     ;;
   5)
     step tune-encoder 300 "$tf" tune -backend cuda -workload encoder_fwd_bwd -size large -cache-dir "$cache/tune5"
@@ -94,12 +102,16 @@ for s in $steps; do
   esac
 done
 
-for f in "$out"/*.md; do
+{
+  cat "$logs/nvidia-smi.txt"
+  for f in "$logs"/*.md; do
+    echo
+    echo "=== $(basename "$f" .md)"
+    cat "$f"
+    tail -3 "${f%.md}.err"
+  done
   echo
-  echo "=== $(basename "$f" .md)"
-  cat "$f"
-  tail -3 "${f%.md}.err"
-done
-echo
-cat "$out/steps.txt"
+  cat "$logs/steps.txt"
+} | tee "$out/rows.log"
+tar -czf "$out/rows-logs.tar.gz" -C "$logs" .
 exit $fail
