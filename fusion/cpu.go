@@ -6,6 +6,7 @@ import (
 	"time"
 
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu"
 	"github.com/tilefuse/tilefuse/ops"
@@ -41,6 +42,7 @@ type cpuStep struct {
 	// fresh: the value is one the user reads (or shares its memory), so it
 	// goes into fresh memory each run
 	fresh bool
+	boxes boxes // a kernel's arguments boxed, kept between runs
 }
 
 // cpuBinding ties a node of the user's graph to a position of the plan
@@ -128,7 +130,7 @@ func (p *cpuBackend) run() error {
 			return err
 		}
 		p.vals[in.at] = v
-		if err := G.UnsafeLet(in.nn, v); err != nil {
+		if err := let(in.nn, v); err != nil {
 			return fmt.Errorf("fusion: input %v: %w", in.orig.Name(), err)
 		}
 	}
@@ -150,7 +152,7 @@ func (p *cpuBackend) run() error {
 			if st.fresh {
 				reuse = nil
 			}
-			if v, err = op.do(reuse, st.argv...); err != nil {
+			if v, err = op.do(reuse, &st.boxes, st.argv...); err != nil {
 				return err // it names the kernel
 			}
 			if p.profile && !op.view {
@@ -167,18 +169,39 @@ func (p *cpuBackend) run() error {
 			}
 		}
 		p.vals[st.at] = v
-		if err := G.UnsafeLet(st.n, v); err != nil { // the rewritten graph holds its values, as under Gorgonia's machine
+		if err := let(st.n, v); err != nil { // the rewritten graph holds its values, as under Gorgonia's machine
 			return fmt.Errorf("fusion: %v: %w", st.n.Name(), err)
 		}
 	}
 	for _, b := range p.back {
 		if v := p.vals[b.at]; v != nil {
-			if err := G.UnsafeLet(b.orig, v); err != nil {
+			if err := let(b.orig, v); err != nil {
 				return fmt.Errorf("fusion: writing back %v: %w", b.orig.Name(), err)
 			}
 		}
 	}
 	return nil
+}
+
+// let binds v to n (gorgonia.UnsafeLet) unless n holds v already: a run
+// that reuses its memory binds the same tensors every time, and
+// UnsafeLet allocates (it compares copies of the shapes).
+func let(n *G.Node, v G.Value) error {
+	switch v := v.(type) {
+	case *tensor.Dense:
+		if cur, ok := n.Value().(*tensor.Dense); ok && cur == v {
+			return nil
+		}
+	case *G.F32:
+		if cur, ok := n.Value().(*G.F32); ok && cur == v {
+			return nil
+		}
+	case *G.F64:
+		if cur, ok := n.Value().(*G.F64); ok && cur == v {
+			return nil
+		}
+	}
+	return G.UnsafeLet(n, v)
 }
 
 // checkInput: input n has a value v (its shape is n's: gorgonia.Let and

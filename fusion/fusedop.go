@@ -6,6 +6,7 @@ import (
 	"hash"
 	"hash/fnv"
 	"strings"
+	"unsafe"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -152,13 +153,101 @@ func (op *FusedOp) total() int {
 }
 
 // Do runs the kernel on the CPU over the input values, into fresh memory.
-func (op *FusedOp) Do(vals ...G.Value) (G.Value, error) { return op.do(nil, vals...) }
+func (op *FusedOp) Do(vals ...G.Value) (G.Value, error) { return op.do(nil, nil, vals...) }
+
+// boxes keeps a step's kernel arguments boxed as interfaces between runs
+// (the CPU backend's, one per step): boxing a slice allocates, and a run
+// that reuses its memory passes the same slices every time, so a slice
+// whose start and length are those of the last run's is passed as the
+// same interface again. With it, a warm RunAll of native kernels on
+// reused outputs allocates nothing (TestRunAllAllocs).
+type boxes struct {
+	args    []any // by position
+	keys    []boxKey
+	scratch []any // the argument list
+	// a scalar kernel's output element
+	one32 []float32
+	one64 []float64
+	// scalar inputs, by position
+	in32 []float32
+	in64 []float64
+	// a view op's last header and the data it views
+	view    *tensor.Dense
+	viewKey boxKey
+}
+
+type boxKey struct {
+	p unsafe.Pointer
+	n int
+}
+
+func keyOf[T float32 | float64](d []T) boxKey {
+	return boxKey{unsafe.Pointer(unsafe.SliceData(d)), len(d)}
+}
+
+// box appends d boxed to args, as the last run's i-th argument where it
+// is the same slice.
+func box[T float32 | float64](b *boxes, args []any, d []T) []any {
+	if b == nil {
+		return append(args, d)
+	}
+	i, k := len(args), keyOf(d)
+	if i < len(b.keys) && b.keys[i] == k {
+		if _, same := b.args[i].([]T); same {
+			return append(args, b.args[i])
+		}
+	}
+	a := any(d)
+	for len(b.keys) <= i {
+		b.keys = append(b.keys, boxKey{})
+		b.args = append(b.args, nil)
+	}
+	b.keys[i], b.args[i] = k, a
+	return append(args, a)
+}
+
+// boxValue appends v's elements to args (boxing them through b), a scalar
+// as one element; it reads a float tensor's elements without reflection.
+func boxValue(b *boxes, args []any, v G.Value) ([]any, error) {
+	if t, ok := v.(*tensor.Dense); ok && !t.IsScalar() && !t.IsMaterializable() {
+		switch t.Dtype() {
+		case tensor.Float32:
+			return box(b, args, t.Float32s()), nil
+		case tensor.Float64:
+			return box(b, args, t.Float64s()), nil
+		}
+	}
+	if b != nil { // a scalar as one element of the step's own
+		switch v := v.(type) {
+		case *G.F32:
+			i := len(args)
+			for len(b.in32) <= i {
+				b.in32 = append(b.in32, 0)
+			}
+			b.in32[i] = float32(*v)
+			return box(b, args, b.in32[i:i+1:i+1]), nil
+		case *G.F64:
+			i := len(args)
+			for len(b.in64) <= i {
+				b.in64 = append(b.in64, 0)
+			}
+			b.in64[i] = float64(*v)
+			return box(b, args, b.in64[i:i+1:i+1]), nil
+		}
+	}
+	a, err := hostSlice(v)
+	if err != nil {
+		return args, err
+	}
+	return append(args, a), nil
+}
 
 // do runs the kernel on the CPU over the input values. Its output goes into
 // reuse, the op's value from an earlier run, where that fits (zeroed first
 // if the kernel accumulates), else into fresh memory; a view op returns a
 // new header over its input.
-func (op *FusedOp) do(reuse G.Value, vals ...G.Value) (_ G.Value, err error) {
+// b, where not nil, keeps the arguments boxed from one run to the next.
+func (op *FusedOp) do(reuse G.Value, b *boxes, vals ...G.Value) (_ G.Value, err error) {
 	defer recoverTo(&err, op.name) // it may run on another goroutine: the device thread, or Gorgonia's machine over Compiled().Graph
 	if len(vals) != len(op.ins) {
 		return nil, fmt.Errorf("fusion: %s: %d inputs, want %d", op.name, len(vals), len(op.ins))
@@ -170,15 +259,33 @@ func (op *FusedOp) do(reuse G.Value, vals ...G.Value) (_ G.Value, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("fusion: %s: %w", op.name, err)
 		}
-		return tensor.New(tensor.WithShape(op.kernel.Out...), tensor.WithBacking(d)), nil
+		var k boxKey
+		switch d := d.(type) {
+		case []float32:
+			k = keyOf(d)
+		case []float64:
+			k = keyOf(d)
+		}
+		if b != nil && b.view != nil && b.viewKey == k {
+			return b.view, nil // the same header over the same elements as the last run's
+		}
+		t := tensor.New(tensor.WithShape(op.kernel.Out...), tensor.WithBacking(d))
+		if b != nil {
+			b.view, b.viewKey = t, k
+		}
+		return t, nil
 	}
-	args := make([]any, 0, len(vals)+op.outs)
+	var args []any
+	if b != nil {
+		args = b.scratch[:0]
+		defer func() { b.scratch = args[:0] }() // keep the array for the next run
+	} else {
+		args = make([]any, 0, len(vals)+op.outs)
+	}
 	for i, v := range vals {
-		a, err := hostSlice(v)
-		if err != nil {
+		if args, err = boxValue(b, args, v); err != nil {
 			return nil, fmt.Errorf("fusion: %s: input %d: %w", op.name, i, err)
 		}
-		args = append(args, a)
 	}
 	sizes := op.PartSizes()
 	total := op.total()
@@ -186,16 +293,31 @@ func (op *FusedOp) do(reuse G.Value, vals ...G.Value) (_ G.Value, err error) {
 		sizes = []int{total}
 	}
 	scalar := op.outs == 1 && len(op.kernel.Out) == 0
-	var out any // the op's output of the last run, where there is one to write into
+	var out any // the op's new output
+	fresh := true
 	if t, ok := reuse.(*tensor.Dense); ok && !scalar && !t.IsView() && t.Shape().TotalSize() == total {
-		switch o := t.Data().(type) {
-		case []float32:
-			out, args = o, parts(args, o, sizes, op.kernel.Accumulates)
-		case []float64:
-			out, args = o, parts(args, o, sizes, op.kernel.Accumulates)
+		// the op's output of the last run, to write into
+		switch t.Dtype() {
+		case tensor.Float32:
+			args, fresh = parts(b, args, t.Float32s(), sizes, op.kernel.Accumulates), false
+		case tensor.Float64:
+			args, fresh = parts(b, args, t.Float64s(), sizes, op.kernel.Accumulates), false
 		}
 	}
-	fresh := out == nil
+	if scalar && b != nil { // into the step's own element, zeroed
+		if op.kernel.DType == tile.F64 {
+			if b.one64 == nil {
+				b.one64 = make([]float64, 1)
+			}
+			args = parts(b, args, b.one64, sizes, true)
+		} else {
+			if b.one32 == nil {
+				b.one32 = make([]float32, 1)
+			}
+			args = parts(b, args, b.one32, sizes, true)
+		}
+		fresh = false
+	}
 	if fresh { // zeros where the kernel accumulates
 		if op.kernel.DType == tile.F64 {
 			out, args = stacked[float64](args, sizes)
@@ -212,6 +334,20 @@ func (op *FusedOp) do(reuse G.Value, vals ...G.Value) (_ G.Value, err error) {
 			}
 			return nil, fmt.Errorf("fusion: %s: %w", op.name, err)
 		}
+	}
+	if scalar && b != nil { // written into the last run's value where there is one
+		if op.kernel.DType == tile.F64 {
+			if r, ok := reuse.(*G.F64); ok {
+				*r = G.F64(b.one64[0])
+				return r, nil
+			}
+			return G.NewF64(b.one64[0]), nil
+		}
+		if r, ok := reuse.(*G.F32); ok {
+			*r = G.F32(b.one32[0])
+			return r, nil
+		}
+		return G.NewF32(b.one32[0]), nil
 	}
 	if scalar {
 		if o, ok := out.([]float64); ok {
@@ -369,18 +505,18 @@ func stacked[T float32 | float64](args []any, sizes []int) ([]T, []any) {
 		total += n
 	}
 	o := make([]T, total)
-	return o, parts(args, o, sizes, false)
+	return o, parts(nil, args, o, sizes, false)
 }
 
 // parts appends each of the outputs of the given sizes that o holds end to
 // end to args, zeroed first when the kernel accumulates into them.
-func parts[T float32 | float64](args []any, o []T, sizes []int, zero bool) []any {
+func parts[T float32 | float64](b *boxes, args []any, o []T, sizes []int, zero bool) []any {
 	if zero {
 		clear(o)
 	}
 	at := 0
 	for _, n := range sizes {
-		args = append(args, o[at:at+n:at+n])
+		args = box(b, args, o[at:at+n:at+n])
 		at += n
 	}
 	return args
