@@ -348,3 +348,21 @@ func scalarOf(v G.Value) (float64, error) {
 // IsExp reports whether the node is Gorgonia's elementwise exp (the online
 // softmax of a looped row recognises Σ exp(x − max x) by it).
 func (i *Info) IsExp() bool { return i.Kind == Unary && i.Name == "exp" }
+
+// gradGroup is the group Gorgonia's Grad files the nodes it makes under
+// (its unexported gradClust): each operand's gradient contribution, the
+// sums of contributions and what its ops' derivative expressions return.
+const gradGroup = "gradients"
+
+// MadeByGrad reports whether gorgonia.Grad made n: Gorgonia records it in
+// the node's unexported field group ("gradients"), read here by
+// reflection. A node the user made has no group. False where the field is
+// missing (another Gorgonia version): the caller then treats n as the
+// user's.
+func MadeByGrad(n *G.Node) bool {
+	if n == nil {
+		return false
+	}
+	f := reflect.ValueOf(n).Elem().FieldByName("group")
+	return f.IsValid() && f.Kind() == reflect.String && f.String() == gradGroup
+}

@@ -91,3 +91,48 @@ func TestSpellings(t *testing.T) {
 		}
 	}
 }
+
+// TestMadeByGrad: the nodes gorgonia.Grad makes are told from the user's:
+// the gradient it returns and its contribution to a constant's gradient
+// (which no node's Grad() reads) are Grad's; the user's own nodes, the
+// constant and a value the user computes from a gradient afterwards are
+// not.
+func TestMadeByGrad(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float64, G.WithShape(2, 3), G.WithName("x"))
+	c := G.NewConstant(0.5)
+	xc := G.Must(G.Mul(x, c))
+	cost := G.Must(G.Sum(G.Must(G.Square(xc))))
+	grads, err := G.Grad(cost, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	norm := G.Must(G.Sum(G.Must(G.Square(grads[0])))) // the user's metric of a gradient
+	var toC *G.Node                                   // Grad's contribution to c's gradient: a scalar root that is no node's gradient
+	for _, n := range g.AllNodes() {
+		if n.IsScalar() && n != cost && n != norm && len(n.DerivOf()) == 0 && g.To(n.ID()).Len() == 0 && n.Op() != nil && !IsConst(n.Op()) {
+			toC = n
+		}
+	}
+	if toC == nil {
+		t.Fatal("no contribution to the constant's gradient: the test's premise is gone")
+	}
+	for _, tc := range []struct {
+		name string
+		n    *G.Node
+		want bool
+	}{
+		{"the gradient Grad returns", grads[0], true},
+		{"the contribution to the constant's gradient", toC, true},
+		{"an input", x, false},
+		{"the constant", c, false},
+		{"the user's product", xc, false},
+		{"the user's cost", cost, false},
+		{"the user's metric of a gradient", norm, false},
+		{"nil", nil, false},
+	} {
+		if got := MadeByGrad(tc.n); got != tc.want {
+			t.Errorf("%s (%v): %v, want %v", tc.name, tc.n, got, tc.want)
+		}
+	}
+}
