@@ -30,7 +30,8 @@ type Graph struct {
 // Lookup returns the imported node of a Gorgonia node.
 func (gr *Graph) Lookup(n *G.Node) *Node { return gr.byG[n] }
 
-// Import reads g.
+// Import reads g; scalars of constants and shapes alone become constants
+// (foldConstants).
 func Import(g *G.ExprGraph) (*Graph, error) {
 	if g == nil {
 		return nil, fmt.Errorf("graphpass: nil graph")
@@ -62,6 +63,7 @@ func Import(g *G.ExprGraph) (*Graph, error) {
 		gr.byG[n] = nd
 		gr.Nodes = append(gr.Nodes, nd)
 	}
+	foldConstants(gr)
 	return gr, nil
 }
 

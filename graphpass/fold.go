@@ -1,0 +1,82 @@
+package graphpass
+
+import (
+	"math"
+
+	"github.com/tilefuse/tilefuse/ops"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// foldConstants computes at import the scalars that depend on constants
+// and shapes alone through exactly rounded arithmetic (+, −, ×, ÷ of two
+// such scalars, a negation): Mean's divisor SizeOf·SizeOf, its 1/n in the
+// backward pass. Each becomes a Constant holding its value, which every
+// kernel that reads it writes in as a constant, as it does Gorgonia's own
+// constants and SizeOf, instead of a one-element kernel of its own (or,
+// for one made of constants directly, a kernel run once at compile time)
+// and a load of its value in every kernel that reads it. The value is the
+// one a kernel would compute: the operation in the node's dtype, rounded
+// once (Go's float32 arithmetic is IEEE single precision), so nothing
+// changes but where it is computed (and it is the value Gorgonia's machine
+// computes: TestFoldConstants). Ops that are not exactly rounded (exp,
+// sqrt, …) are left to a kernel, whose backend's math defines them, and so
+// is a value that is not finite (1/0), which no kernel's literal is
+// written for.
+func foldConstants(gr *Graph) {
+	for _, n := range gr.Nodes { // operands first
+		if v, ok := foldValue(n); ok && !math.IsInf(v, 0) && !math.IsNaN(v) {
+			n.Info.Kind, n.Info.Value, n.Info.Why = ops.Constant, v, ""
+		}
+	}
+}
+
+// foldValue is n's value where n is a scalar computed by exact arithmetic
+// from scalar constants.
+func foldValue(n *Node) (float64, bool) {
+	if len(n.Info.Shape) != 0 || n.Info.DType != tile.F32 && n.Info.DType != tile.F64 {
+		return 0, false
+	}
+	for _, in := range n.Inputs {
+		if in.Info.Kind != ops.Constant || len(in.Info.Shape) != 0 {
+			return 0, false
+		}
+	}
+	f32 := n.Info.DType == tile.F32
+	round := func(x float64) float64 {
+		if f32 {
+			return float64(float32(x))
+		}
+		return x
+	}
+	switch {
+	case n.Info.Kind == ops.Unary && n.Info.Name == "neg" && len(n.Inputs) == 1:
+		return -round(n.Inputs[0].Info.Value), true
+	case n.Info.Kind == ops.Binary && !n.Info.Cmp && len(n.Inputs) == 2:
+		a, b := round(n.Inputs[0].Info.Value), round(n.Inputs[1].Info.Value)
+		if f32 {
+			x, y := float32(a), float32(b)
+			switch n.Info.Binary {
+			case tile.OpAdd:
+				return float64(x + y), true
+			case tile.OpSub:
+				return float64(x - y), true
+			case tile.OpMul:
+				return float64(x * y), true
+			case tile.OpDiv:
+				return float64(x / y), true
+			}
+			return 0, false
+		}
+		switch n.Info.Binary {
+		case tile.OpAdd:
+			return a + b, true
+		case tile.OpSub:
+			return a - b, true
+		case tile.OpMul:
+			return a * b, true
+		case tile.OpDiv:
+			return a / b, true
+		}
+	}
+	return 0, false
+}
