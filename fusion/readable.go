@@ -2,6 +2,7 @@ package fusion
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	G "gorgonia.org/gorgonia"
@@ -91,13 +92,18 @@ func planReadable(c *compilation) error {
 			}
 		}
 	}
+	for g, of := range gradOf { // a constant's gradient is nobody's (see strayScalars)
+		gradOf[g] = slices.DeleteFunc(of, func(o *graphpass.Node) bool { return o.Info.Kind == ops.Constant && !keep[o.G] })
+	}
 	c.forward = forwardNodes(c.gr)
-	predictions := predictionsOf(c.gr, c.forward)
+	stray := strayScalars(c.gr, gradOf)
+	predictions := predictionsOf(c.gr, c.forward, stray)
 	base := map[*G.Node]bool{} // by the rules but the gradients'
 	for _, n := range c.gr.Nodes {
 		g := n.G
-		root := len(n.Users) == 0 && (c.forward[n] || len(gradOf[g]) > 0 || g.IsScalar())
-		base[g] = c.cfg.readAll || root || keep[g] || g.IsScalar() || !strings.Contains(g.Name(), "(%") || predictions[n]
+		scalar := g.IsScalar() && !stray[n]
+		root := len(n.Users) == 0 && !stray[n] && (c.forward[n] || len(gradOf[g]) > 0 || scalar)
+		base[g] = c.cfg.readAll || root || keep[g] || scalar || !strings.Contains(g.Name(), "(%") || predictions[n]
 	}
 	c.isRead = map[*G.Node]bool{}
 	for _, n := range c.gr.Nodes {
@@ -130,6 +136,46 @@ func planReadable(c *compilation) error {
 		}
 	}
 	return nil
+}
+
+// strayScalars are the scalars of the backward pass that Grad computes for
+// the gradient of an operand it does not differentiate, and that only
+// that computation reads: Grad differentiates every op with respect to
+// all its operands, so a Mul(x, 0.5) gets a contribution Σ(x⊙dy) towards
+// the constant's gradient, LayerNorm's Mean a chain −(Σ/n)/n·dy towards
+// its divisor's (SizeOf), an attention's scale one towards the scale's.
+// Gorgonia sums no such contribution into a gradient: Backpropagate sets
+// a Deriv only on the nodes between the inputs asked for and the cost,
+// and a constant (or a value made of constants alone, or an input not
+// asked for) is none of them; a constant the user holds is not even the
+// graph's node (ExprGraph.AddNode adds a clone). So no Grad() reads such
+// a value, and, unnamed, nothing else can. A stray scalar is one that
+// Grad made (ops.MadeByGrad), that is no node's gradient, and that is a
+// root, or that has no gradient of its own (Grad gives one to every node
+// between the inputs and the cost: the loss is never stray) and is read
+// only by stray scalars (the chain's intermediates, which may be made of
+// forward values alone: −loss/n·1/n for Mean's divisor). A
+// scalar the user computes from a gradient (a gradient norm) is not Grad's,
+// and stays readable.
+func strayScalars(gr *graphpass.Graph, gradOf map[*G.Node][]*graphpass.Node) map[*graphpass.Node]bool {
+	stray := map[*graphpass.Node]bool{}
+	for i := len(gr.Nodes) - 1; i >= 0; i-- { // users first
+		n := gr.Nodes[i]
+		g := n.G
+		if !g.IsScalar() || len(gradOf[g]) > 0 || n.Info.Kind == ops.Input || isConst(g) || !strings.Contains(g.Name(), "(%") {
+			continue
+		}
+		if len(n.Users) == 0 {
+			stray[n] = ops.MadeByGrad(g)
+			continue
+		}
+		all := g.Deriv() == nil // a value between the inputs and the cost (the loss itself) is the user's
+		for _, u := range n.Users {
+			all = all && stray[u]
+		}
+		stray[n] = all
+	}
+	return stray
 }
 
 // forwardNodes is the forward pass (see above).
@@ -167,7 +213,7 @@ func forwardNodes(gr *graphpass.Graph) map[*graphpass.Node]bool {
 }
 
 // predictionsOf are the predictions of the forward pass's scalars (see above).
-func predictionsOf(gr *graphpass.Graph, forward map[*graphpass.Node]bool) map[*graphpass.Node]bool {
+func predictionsOf(gr *graphpass.Graph, forward, stray map[*graphpass.Node]bool) map[*graphpass.Node]bool {
 	training := false
 	for _, n := range gr.Nodes {
 		if !forward[n] {
@@ -210,7 +256,7 @@ func predictionsOf(gr *graphpass.Graph, forward map[*graphpass.Node]bool) map[*g
 		}
 	}
 	for _, n := range gr.Nodes {
-		if len(n.Info.Shape) == 0 && forward[n] {
+		if len(n.Info.Shape) == 0 && forward[n] && !stray[n] {
 			walk(n)
 		}
 	}

@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/ops"
 )
 
 // model is a graph built twice (once for each machine) with its inputs'
@@ -211,4 +213,107 @@ func TestLSTMStateReadable(t *testing.T) {
 // the loss Mean(y): y has its value after RunAll without WithKeep.
 func TestBlockOutputReadable(t *testing.T) {
 	checkReadAfterRun(t, func(t *testing.T) (*model, func() map[string][]float64) { return normBlock(t, 6, 10) })
+}
+
+// TestStrayScalars: Grad differentiates every op with respect to all its
+// operands, so a graph with a product by a constant (z·0.5) and LayerNorm's
+// Means gets scalar contributions towards the constant's and the divisors'
+// (SizeOf's) gradients, which Gorgonia never sums into a gradient and no
+// Grad() reads. They are not kept readable, so no kernel computes them (nor
+// the tensors only they read: z⊙dy); the user's scalars stay readable and
+// right: the loss, a metric of the forward pass (Sum(y), unnamed), a metric
+// of a gradient computed after Grad (Σ dw², unnamed), and a named scalar of
+// Grad's chain (and the chain it is computed from). 19 kernels with the
+// rule, 32 without (the stray scalars' reductions and one-element kernels).
+func TestStrayScalars(t *testing.T) {
+	type graph struct {
+		g                   *G.ExprGraph
+		x                   *G.Node
+		params              G.Nodes
+		loss, metric, gnorm *G.Node
+		named               *G.Node
+	}
+	build := func() *graph {
+		rng := rand.New(rand.NewPCG(41, 42))
+		g := G.NewGraph()
+		x := G.NewMatrix(g, tensor.Float64, G.WithShape(6, 7), G.WithName("x"))
+		w, gamma, beta := paramMatrix(g, rng, "w", 7, 5), paramMatrix(g, rng, "gamma", 5), paramMatrix(g, rng, "beta", 5)
+		z := G.Must(G.Mul(G.Must(G.Mul(x, w)), G.NewConstant(0.5)))
+		y := layerNorm(z, gamma, beta)
+		loss := G.Must(G.Mean(G.Must(G.Square(y))))
+		metric := G.Must(G.Sum(y))
+		grads, err := G.Grad(loss, w, gamma, beta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gnorm := G.Must(G.Sum(G.Must(G.Square(grads[0]))))
+		var named *G.Node // a stray scalar of Grad's chain the user names: readable
+		for _, n := range g.AllNodes() {
+			if n.IsScalar() && ops.MadeByGrad(n) && len(n.DerivOf()) == 0 && g.To(n.ID()).Len() == 0 && named == nil {
+				named = n
+				G.WithName("named_stray")(n)
+			}
+		}
+		if named == nil {
+			t.Fatal("Grad made no stray scalar: the test's premise is gone")
+		}
+		return &graph{g, x, G.Nodes{w, gamma, beta}, loss, metric, gnorm, named}
+	}
+	ref, fused := build(), build()
+	xv := randMatrix(rand.New(rand.NewPCG(43, 44)), 6, 7, 1)
+	for _, m := range []*graph{ref, fused} {
+		if err := G.Let(m.x, xv.Clone()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vmRef := G.NewTapeMachine(ref.g)
+	defer vmRef.Close()
+	vm := fusion.NewTapeMachine(fused.g)
+	defer vm.Close()
+	if err := vmRef.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	r := vm.Report()
+	stray := 0
+	for _, n := range r.NotComputed {
+		if strings.HasPrefix(n, "Sum(") {
+			stray++
+		}
+	}
+	if stray < 3 { // Σ(z⊙dy) for the constant, two Means' divisors
+		t.Errorf("%d stray sums not computed, want at least 3: %v\n%v", stray, r.NotComputed, r)
+	}
+	if r.Kernels() != 19 {
+		t.Errorf("%d kernels, want 19 (32 computing the stray scalars)\n%v", r.Kernels(), r)
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want *G.Node
+	}{
+		{"the loss", fused.loss, ref.loss},
+		{"the forward metric Sum(y)", fused.metric, ref.metric},
+		{"the metric of a gradient Σ dw²", fused.gnorm, ref.gnorm},
+		{"a named stray scalar", fused.named, ref.named},
+	} {
+		if tc.got.Value() == nil {
+			t.Errorf("%s (%v) has no value after RunAll\n%v", tc.name, tc.got.Name(), r)
+			continue
+		}
+		closeTo(t, tc.name, []float64{scalar(tc.got.Value())}, []float64{scalar(tc.want.Value())}, 1e-12)
+	}
+	for i, p := range fused.params {
+		got, err := p.Grad()
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name(), err)
+		}
+		want, err := ref.params[i].Grad()
+		if err != nil {
+			t.Fatalf("%s in Gorgonia: %v", p.Name(), err)
+		}
+		closeTo(t, "d loss/d "+p.Name(), floats(got), floats(want), 1e-11)
+	}
+	t.Logf("%v", r)
 }
