@@ -8,8 +8,10 @@ F.gelu(approximate="tanh"), SDPA), and compiled (torch.compile of the op-by-op
 code, Inductor -> Triton). Training workloads run forward and backward;
 mlp_train and encoder_train are whole training steps (batch up from host
 memory, forward, backward, torch.optim.Adam(fused=True).step(), loss.item()),
-eager and library only; --precisions fp32,tf32 times them in strict fp32 and
-with TF32 products.
+eager and library only; --precisions fp32,tf32,bf16 times them in strict fp32,
+with TF32 products, and under bf16 autocast (float32 inputs, the products and
+SDPA in bfloat16: the twin of tilefuse bench -precision bf16, whose products
+round float32 operands to bfloat16; tilefuse's tf32x3 has no PyTorch twin).
 
 Size peer (bench.Peer: --sizes peer) is the issue's shapes, for the workloads
 that have it: softmax and LayerNorm at 8192x4096, 32768x1024, 4096x32768,
@@ -384,6 +386,14 @@ def peer(a):
             json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(), "peer": rows}, fh, indent=1)
 
 
+def autocast_bf16(fn):
+    """fn run under torch.autocast to bfloat16 (its inputs stay float32)."""
+    def f(*args):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return fn(*args)
+    return f
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--peer", action="store_true", help="the matrix products of tilefuse peer instead of the bench workloads")
@@ -393,7 +403,7 @@ def main():
     ap.add_argument("--workload", default="all")
     ap.add_argument("--compile-sizes", default="small,large,peer", help="sizes to run torch.compile at (it takes seconds per graph)")
     ap.add_argument("--sizes", default="small,large", help="sizes to run: small, large, peer (the workloads that have it: one size, or the row workloads' and the chain's shapes)")
-    ap.add_argument("--precisions", default="fp32", help="fp32 (strict, as tilefuse's ieee dots) and/or tf32 (TF32 products)")
+    ap.add_argument("--precisions", default="fp32", help="fp32 (strict, as tilefuse's ieee dots), tf32 (TF32 products) and/or bf16 (autocast to bfloat16)")
     a = ap.parse_args()
     if a.peer:
         print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; device medians (events around one call)", file=sys.stderr)
@@ -403,11 +413,13 @@ def main():
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; device medians in ms (events around one call)", file=sys.stderr)
     expand = lambda n, s: peer_sizes(n) if s == "peer" else [s]
     for name, size, prec in ((n, s, p) for n in names for s0 in a.sizes.split(",") for s in expand(n, s0) for p in a.precisions.split(",")):
-        if prec not in ("fp32", "tf32"):
-            sys.exit(f"precision {prec}: want fp32 or tf32")
+        if prec not in ("fp32", "tf32", "bf16"):
+            sys.exit(f"precision {prec}: want fp32, tf32 or bf16")
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = prec == "tf32"
         g = torch.Generator(device=dev).manual_seed(1)
         args, ops, lib, flops = WORKLOADS[name](size, g)
+        if prec == "bf16":
+            ops, lib = autocast_bf16(ops), autocast_bf16(lib)
         row = {"name": name, "size": size, "precision": prec, "flops": flops}
         row["bytes"] = sum(t.numel() * t.element_size() for t in args) + args[0].numel() * args[0].element_size()
         row["eager_s"] = device_time(ops, args, a.runs)
@@ -418,7 +430,7 @@ def main():
         # breaks, and a compile time that would dominate the round
         if size.split(":")[0] in a.compile_sizes.split(",") and name not in ("mlp_train", "encoder_train"):
             t0 = time.time()
-            c = torch.compile(ops)
+            c = torch.compile(ops)  # ops already under autocast for bf16
             c(*args)
             torch.cuda.synchronize()
             row["compile_first_call_s"] = time.time() - t0

@@ -29,7 +29,7 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.StringVar(&o.backend, "backend", "cpu", "where kernels run: cpu, or cuda (the tilefuse_cuda build)")
 	fs.StringVar(&o.workloads, "workload", "all", "comma-separated workloads, or all: "+workloadNames())
 	fs.StringVar(&o.size, "size", "all", "small, large, all (small and large) or peer (the workloads that have the peers' shapes: BERT-base, long attention, softmax and LayerNorm at five shapes, the chain at 64M; a GPU round's, without Gorgonia's machine)")
-	fs.StringVar(&o.precision, "precision", "ieee", "how tilefuse's products form f32 products: ieee (exact) or tf32 (the tensor cores')")
+	fs.StringVar(&o.precision, "precision", "ieee", "how tilefuse's products form f32 products: ieee (exact), tf32 (the tensor cores'), tf32x3 (three TF32 products: near fp32's accuracy on the tensor cores) or bf16 (operands rounded to bfloat16)")
 	fs.IntVar(&o.runs, "runs", 5, "timed runs per mode")
 	fs.DurationVar(&o.warm, "warmup", 50*time.Millisecond, "untimed runs first, for this long (at least one)")
 	fs.StringVar(&o.json, "json", "", "write the results as JSON to `file`")
@@ -91,13 +91,17 @@ func benchCmd(args []string, out, progress io.Writer) error {
 		}
 		ws = peer
 	}
+	prec, err := parsePrecision(o.precision)
+	if err != nil {
+		return err
+	}
 	var fopts []fusion.Option
-	switch o.precision {
-	case "ieee":
-	case "tf32":
-		fopts = append(fopts, fusion.WithPrecision(tile.PrecTF32))
-	default:
-		return fmt.Errorf("-precision %q: want ieee or tf32", o.precision)
+	tol := 0.0 // bench's default: 1e-3 for float32 graphs
+	if prec != tile.PrecIEEE {
+		fopts = append(fopts, fusion.WithPrecision(prec))
+	}
+	if prec == tile.PrecBF16 { // bf16 operands (8 bits): as peer accepts
+		tol = peerTol(prec)
 	}
 	if o.autotune {
 		fopts = append(fopts, fusion.WithAutotune(true))
@@ -133,7 +137,7 @@ func benchCmd(args []string, out, progress io.Writer) error {
 			if err != nil {
 				return err
 			}
-			r, err := bench.Graph(spec, bench.Options{Backend: be, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, SkipGorgonia: *size == bench.Peer, Native: o.native, FusionOptions: fopts, Progress: func(mode string) {
+			r, err := bench.Graph(spec, bench.Options{Backend: be, Tol: tol, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, SkipGorgonia: *size == bench.Peer, Native: o.native, FusionOptions: fopts, Progress: func(mode string) {
 				bar.step(w.Name + "/" + sz + " " + mode)
 			}})
 			if err != nil {

@@ -176,7 +176,7 @@ func TestTune(t *testing.T) {
 		{[]string{"-backend", "tpu"}, "want cpu or cuda"},
 		{[]string{"-workload", "nope"}, `no workload "nope"`},
 		{[]string{"-size", "huge"}, "want small or large"},
-		{[]string{"-precision", "fp8"}, "want ieee or tf32"},
+		{[]string{"-precision", "fp8"}, "want ieee, tf32, tf32x3 or bf16"},
 	} {
 		assert.ErrorContains(t, tuneCmd(c.args, &out, &progress), c.want)
 	}
@@ -291,7 +291,7 @@ func TestBenchRejectsBadInput(t *testing.T) {
 		{"workload", []string{"-workload", "nope"}, `no workload "nope"`},
 		{"size", []string{"-size", "huge"}, "want small, large, all or peer"},
 		{"a workload without the peer size", []string{"-workload", "linear_gelu", "-size", "peer"}, "linear_gelu has no size peer"},
-		{"precision", []string{"-precision", "fp8"}, "want ieee or tf32"},
+		{"precision", []string{"-precision", "fp8"}, "want ieee, tf32, tf32x3 or bf16"},
 		{"runs", []string{"-runs", "0"}, "at least 1"},
 		{"profile", []string{"-profile", "-1"}, "want a count"},
 		{"stray argument", []string{"stray"}, "unexpected arguments"},
@@ -359,4 +359,41 @@ func TestProfileList(t *testing.T) {
 		assert.Contains(t, out, want)
 	}
 	assert.NotContains(t, out, "fused_2_elementwise", "more than 2 kernels listed")
+}
+
+// TestBenchPrecisions: bench -precision takes every precision of the
+// products; attention's error against Gorgonia's fp32 machine orders them
+// (3xTF32 near fp32's rounding, TF32's 10 bits, bf16's 7).
+func TestBenchPrecisions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three attention benches on the interpreter")
+	}
+	errs := map[string]float64{}
+	for _, prec := range []string{"tf32x3", "tf32", "bf16"} {
+		jf := filepath.Join(t.TempDir(), prec+".json")
+		var sb, progress strings.Builder
+		require.NoError(t, benchCmd([]string{"-q", "-workload", "attention", "-size", "small", "-runs", "1", "-warmup", "1ms", "-precision", prec, "-json", jf}, &sb, &progress), prec)
+		b, err := os.ReadFile(jf)
+		require.NoError(t, err)
+		var doc struct {
+			Results []struct {
+				Modes []struct {
+					Mode   string
+					MaxErr float64 `json:"max_err"`
+				}
+			}
+		}
+		require.NoError(t, json.Unmarshal(b, &doc))
+		require.Len(t, doc.Results, 1)
+		for _, m := range doc.Results[0].Modes {
+			if m.Mode == "gorgonia" {
+				errs[prec] = m.MaxErr
+			}
+		}
+	}
+	t.Logf("max error against Gorgonia: %v", errs)
+	assert.Less(t, errs["tf32x3"], 1e-5, "3xTF32 within fp32's rounding")
+	assert.Less(t, errs["tf32x3"], errs["tf32"])
+	assert.Less(t, errs["tf32"], errs["bf16"])
+	assert.Less(t, errs["bf16"], 3e-2)
 }

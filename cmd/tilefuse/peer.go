@@ -189,6 +189,16 @@ func peerTol(p tile.Precision) float64 {
 	return 5e-3
 }
 
+// parsePrecision reads bench's and tune's -precision: one precision.
+func parsePrecision(s string) (tile.Precision, error) {
+	for _, p := range tile.Precisions {
+		if strings.TrimSpace(s) == p.String() {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("-precision %q: want ieee, tf32, tf32x3 or bf16", s)
+}
+
 func parsePrecisions(s string) ([]tile.Precision, error) {
 	var out []tile.Precision
 next:

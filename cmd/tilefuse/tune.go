@@ -24,7 +24,7 @@ func tuneFlags() (*flag.FlagSet, *tuneOpts) {
 	fs.StringVar(&o.backend, "backend", "cpu", "where kernels run and are measured: cpu, or cuda (the tilefuse_cuda build)")
 	fs.StringVar(&o.workload, "workload", "softmax", "the workload to tune, one of: "+workloadNames())
 	fs.StringVar(&o.size, "size", "large", "its size: small, large, or one of its peer sizes (peer, peer:8192x4096, …; see help bench)")
-	fs.StringVar(&o.precision, "precision", "ieee", "how products form f32 products: ieee or tf32")
+	fs.StringVar(&o.precision, "precision", "ieee", "how products form f32 products: ieee, tf32, tf32x3 or bf16")
 	fs.StringVar(&o.cacheDir, "cache-dir", "", "the cache on disk the results go to (default: the one tilefuse uses, see tilefuse cache)")
 	fs.BoolVar(&o.quiet, "q", false, "no progress on stderr (a bar on a terminal, one line a kernel otherwise)")
 	return fs, o
@@ -48,12 +48,12 @@ func tuneCmd(args []string, out, progressW io.Writer) error {
 		return fmt.Errorf("-backend %q: want cpu or cuda", o.backend)
 	}
 	opts := []fusion.Option{fusion.WithBackend(be), fusion.WithAutotune(true)}
-	switch o.precision {
-	case "ieee":
-	case "tf32":
-		opts = append(opts, fusion.WithPrecision(tile.PrecTF32))
-	default:
-		return fmt.Errorf("-precision %q: want ieee or tf32", o.precision)
+	prec, err := parsePrecision(o.precision)
+	if err != nil {
+		return err
+	}
+	if prec != tile.PrecIEEE {
+		opts = append(opts, fusion.WithPrecision(prec))
 	}
 	dir := o.cacheDir
 	if dir == "" {
