@@ -101,6 +101,11 @@ type Measurement struct {
 	// each run's wall time outside its device time (Stats.HostSeconds)
 	Copies     *Copies `json:"copies,omitempty"`
 	HostMedian float64 `json:"host_median_s,omitempty"`
+	// SolverDevice is, for a training step on the GPU (Spec.Train, the fused
+	// mode), the median device time of the fused solver's kernels
+	// (fusion.Stats.SolverDeviceTime): the step's kernels take DeviceInRun
+	// plus SolverDevice on the device
+	SolverDevice float64 `json:"solver_device_s,omitempty"`
 	// MaxErr is the largest |a-b|/(1+|b|) against the unfused run (0 for it)
 	MaxErr float64 `json:"max_err"`
 	// GBps and GFLOPs are per Time(): the device time where there is one
@@ -116,6 +121,9 @@ type Copies struct {
 	BytesDown   int64 `json:"bytes_down"`
 	Held        int   `json:"held"` // inputs the device held: not uploaded
 	HashedBytes int64 `json:"hashed_bytes"`
+	// kernels launched one by one and CUDA graphs replayed (fusion.WithCUDAGraphs)
+	Launches      int `json:"launches"`
+	GraphLaunches int `json:"graph_launches"`
 }
 
 // statser is a machine with statistics (fusion's).
@@ -132,7 +140,7 @@ func copiesOf(vm any, m *Measurement, host *[]float64) {
 	if st.DeviceTime == 0 { // the CPU backend: nothing is copied
 		return
 	}
-	m.Copies = &Copies{st.Uploads, st.Downloads, st.BytesUp, st.BytesDown, st.Held, st.HashedBytes}
+	m.Copies = &Copies{st.Uploads, st.Downloads, st.BytesUp, st.BytesDown, st.Held, st.HashedBytes, st.Launches, st.GraphLaunches}
 	*host = append(*host, st.HostSeconds)
 }
 
@@ -153,6 +161,9 @@ type Result struct {
 	Bytes   int64          `json:"bytes"` // inputs read and outputs written, once
 	Flops   int64          `json:"flops,omitempty"`
 	Modes   []*Measurement `json:"modes"`
+	// Train: each run was a training step (Spec.Train): batch up, RunAll,
+	// the solver's step, the loss read
+	Train bool `json:"train,omitempty"`
 	// CopyGBps is the memory copy bandwidth measured in the same run (host
 	// memory for the CPU backend), the roofline of memory-bound graphs.
 	CopyGBps float64 `json:"copy_gb_per_s,omitempty"`

@@ -35,6 +35,7 @@ type trainMode struct {
 	params     map[*G.Node]tensor.Tensor // this mode's learnables
 	times, dev []float64
 	host       []float64 // Stats.HostSeconds of the timed steps (GPU)
+	solverDev  []float64 // Stats.SolverDeviceTime of the timed steps (GPU, fused)
 }
 
 // trainGraph is Graph for a training step (s.Train set).
@@ -71,7 +72,7 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 			sets[i][n] = v
 		}
 	}
-	res = &Result{Name: s.Name, Size: s.Size, Backend: o.Backend.String(), Flops: s.Flops}
+	res = &Result{Name: s.Name, Size: s.Size, Backend: o.Backend.String(), Flops: s.Flops, Train: true}
 	var modes []*trainMode
 	defer func() {
 		for _, r := range modes {
@@ -198,6 +199,11 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 			}
 			r.times = append(r.times, time.Since(t0).Seconds())
 			copiesOf(r.vm, r.m, &r.host)
+			if sm, ok := r.vm.(statser); ok && r.m.Mode == Fused {
+				if d := sm.Stats().SolverDeviceTime; d > 0 {
+					r.solverDev = append(r.solverDev, d)
+				}
+			}
 			if dt, ok := r.vm.(deviceTimer); ok {
 				if d, ok := dt.DeviceTime(); ok {
 					r.dev = append(r.dev, d)
@@ -216,6 +222,11 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 		if len(r.dev) == len(r.times) {
 			slices.Sort(r.dev)
 			m.DeviceMedian, m.DeviceMin, m.DeviceMax = median(r.dev), r.dev[0], r.dev[len(r.dev)-1]
+			m.DeviceInRun = m.DeviceMedian
+		}
+		if len(r.solverDev) == len(r.times) {
+			slices.Sort(r.solverDev)
+			m.SolverDevice = median(r.solverDev)
 		}
 		m.GBps = float64(inBytes+outBytes(s.Outputs)) / m.Time() / 1e9
 		if s.Flops > 0 {

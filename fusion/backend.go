@@ -64,6 +64,16 @@ type Stats struct {
 	Held        int
 	HashedBytes int64
 	HostSeconds float64
+	// Launches are the kernels the host launched one by one (cuLaunchKernel)
+	// and GraphLaunches the CUDA graphs it replayed (WithCUDAGraphs) in the
+	// same window as the copies: the run's and those of solver steps after
+	// it (GPU backend).
+	Launches, GraphLaunches int
+	// SolverDeviceTime is the device time of the last fused solver step's
+	// kernels (fusion.NewSolver on the GPU backend), measured with events
+	// around them; Stats waits for them to finish to read it. A training
+	// step's kernels take DeviceTime plus SolverDeviceTime on the device.
+	SolverDeviceTime float64
 }
 
 var (

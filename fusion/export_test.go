@@ -61,3 +61,35 @@ func SetTuneTimer(f func(k *graphpass.Kernel, args []any) (float64, error)) (res
 func CPUKernelTime(k *graphpass.Kernel, args []any) (float64, error) {
 	return cpuKernelTime(k, args, false)
 }
+
+// StepChecker is residency's check of a fused training step's inputs:
+// the learnables stepped on the device (held, dirty), the batch let anew
+// at every step (BenchmarkTrainStepHost).
+type StepChecker struct {
+	hs []held
+}
+
+// NewStepChecker holds the learnables of vals as after a fused solver's
+// Step; the others as uploaded once.
+func NewStepChecker(vals []G.Value, learnable []bool) *StepChecker {
+	c := &StepChecker{hs: make([]held, len(vals))}
+	for i, v := range vals {
+		b, _ := valueBytes(v)
+		c.hs[i].took(v, b, contentHash(b), true)
+		c.hs[i].stepped, c.hs[i].dirty = learnable[i], learnable[i]
+	}
+	return c
+}
+
+// Check plans a run over vals: the inputs it uploads, the bytes hashed.
+func (c *StepChecker) Check(vals []G.Value) (uploads int, hashed int64) {
+	p := planInputs(c.hs, vals, CheckContents)
+	for i, up := range p.up {
+		if up {
+			uploads++
+			c.hs[i].took(vals[i], p.bytes[i], p.sums[i], p.hashed[i])
+			c.hs[i].stepped = false
+		}
+	}
+	return uploads, p.hashedB
+}

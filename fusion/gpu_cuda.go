@@ -111,6 +111,31 @@ type gpu struct {
 	stepGrad map[*G.Node]*G.Node
 	stage    *cuda.Stager
 	solvers  []*gpuSolver
+	// a run's device work in order, made by prepare (steps), and with
+	// WithCUDAGraphs its stretches between host ops as graphs (segs)
+	isInput map[*G.Node]bool
+	steps   []devStep
+	segs    []devSeg
+	// events around the last fused solver step's launches (solver_cuda.go)
+	solverEv   [2]*cuda.Event
+	solverLast bool // recorded and not read yet
+	solverMs   float64
+}
+
+// devStep is one step of a run's compute: a kernel's launch with its
+// arguments packed (and the zeroing of its outputs first where it
+// accumulates into them), or an op left to the CPU.
+type devStep struct {
+	n    *G.Node
+	zero []*cuda.Buffer
+	pk   *cuda.Packed // nil: a host op
+}
+
+// devSeg is a stretch of steps [from, to): device steps as one graph, or
+// (graph nil) one host op.
+type devSeg struct {
+	from, to int
+	graph    *cuda.Graph
 }
 
 // prepare allocates every buffer of the graph and loads every kernel now, so
@@ -130,6 +155,9 @@ func (g *gpu) prepare(c *Compiled) error {
 		return fmt.Errorf("fusion: %w", err)
 	}
 	if err := g.load(c); err != nil {
+		return err
+	}
+	if err := g.plan(c); err != nil {
 		return err
 	}
 	// the staging ring: a quarter of the inputs' bytes a slot, 64 KiB to 1 MiB
@@ -251,6 +279,73 @@ func (g *gpu) load(c *Compiled) error {
 	return nil
 }
 
+// plan makes the run's steps (each kernel's arguments packed once, in C
+// memory) and, with WithCUDAGraphs, the graphs of the stretches of
+// launches between host ops.
+func (g *gpu) plan(c *Compiled) error {
+	g.isInput = map[*G.Node]bool{}
+	for _, in := range c.rw.inputs {
+		g.isInput[in.nn] = true
+	}
+	for _, n := range g.order {
+		if g.isInput[n] {
+			continue
+		}
+		switch op := n.Op().(type) {
+		case *PartOp:
+			continue // a slice of its kernel's buffer (load)
+		case *FusedOp:
+			if op.IsView() { // shares its operand's buffer (load)
+				continue
+			}
+			st := devStep{n: n}
+			if op.Accumulates() { // the kernel adds into its output
+				for _, o := range g.outs[n] {
+					st.zero = append(st.zero, o.(*cuda.Buffer))
+				}
+			}
+			pk, err := g.dev.Pack(g.loaded[n], op.Kernel(), op.Grid(), g.launch[n]...)
+			if err != nil {
+				return fmt.Errorf("fusion: %w", err)
+			}
+			st.pk = pk
+			g.steps = append(g.steps, st)
+		default:
+			if !isConst(n) { // constants went up in load
+				g.steps = append(g.steps, devStep{n: n})
+			}
+		}
+	}
+	if !c.cfg.graphs || c.cfg.profile {
+		return nil
+	}
+	return g.dev.Run(func(t *cuda.Thread) error {
+		var nodes []cuda.GraphStep
+		for i := 0; i < len(g.steps); {
+			if g.steps[i].pk == nil {
+				g.segs = append(g.segs, devSeg{from: i, to: i + 1})
+				i++
+				continue
+			}
+			j := i
+			nodes = nodes[:0]
+			for ; j < len(g.steps) && g.steps[j].pk != nil; j++ {
+				for _, z := range g.steps[j].zero {
+					nodes = append(nodes, cuda.GraphStep{Zero: z})
+				}
+				nodes = append(nodes, cuda.GraphStep{Launch: g.steps[j].pk})
+			}
+			gr, err := t.NewGraph(nodes)
+			if err != nil {
+				return fmt.Errorf("fusion: WithCUDAGraphs: kernels %d to %d of the run: %w", i+1, j, err)
+			}
+			g.segs = append(g.segs, devSeg{from: i, to: j, graph: gr})
+			i = j
+		}
+		return nil
+	})
+}
+
 // args are the device buffers of a kernel's operands.
 func (g *gpu) args(nodes G.Nodes) ([]any, error) {
 	dev := make([]any, 0, len(nodes)+1)
@@ -369,10 +464,8 @@ func (g *gpu) devBuf(n *G.Node) (*cuda.Buffer, error) {
 // timed compute, the readable set down where the host's copy is stale.
 func (g *gpu) run() error {
 	c := g.c
-	isInput := map[*G.Node]bool{}
 	vals := make([]G.Value, len(c.rw.inputs))
 	for i, in := range c.rw.inputs {
-		isInput[in.nn] = true
 		vals[i] = in.orig.Value()
 		if err := checkInput(in.orig, vals[i]); err != nil {
 			return err
@@ -397,7 +490,7 @@ func (g *gpu) run() error {
 		if err := g.timer.Start(t); err != nil {
 			return err
 		}
-		if err := g.compute(t, c, isInput); err != nil {
+		if err := g.compute(t, c); err != nil {
 			return err
 		}
 		ms, err := g.timer.Stop(t)
@@ -527,10 +620,6 @@ func gpuKernelTime(k *graphpass.Kernel, args []any, disk *diskcache.Cache) (floa
 // not run far ahead), then n runs with an event between each two.
 func (g *gpu) deviceTimes(n int, warm time.Duration) ([]float64, error) {
 	c := g.c
-	isInput := map[*G.Node]bool{}
-	for _, in := range c.rw.inputs {
-		isInput[in.nn] = true
-	}
 	evs := make([]*cuda.Event, n+1)
 	defer func() {
 		for _, e := range evs {
@@ -550,7 +639,7 @@ func (g *gpu) deviceTimes(n int, warm time.Duration) ([]float64, error) {
 	times := make([]float64, n)
 	err := g.dev.Run(func(t *cuda.Thread) error {
 		for i, t0 := 0, time.Now(); time.Since(t0) < warm; i++ {
-			if err := g.compute(t, c, isInput); err != nil {
+			if err := g.compute(t, c); err != nil {
 				return err
 			}
 			if i%8 == 7 {
@@ -566,7 +655,7 @@ func (g *gpu) deviceTimes(n int, warm time.Duration) ([]float64, error) {
 			return err
 		}
 		for i := range n {
-			if err := g.compute(t, c, isInput); err != nil {
+			if err := g.compute(t, c); err != nil {
 				return err
 			}
 			if err := t.Record(evs[i+1]); err != nil {
@@ -628,71 +717,84 @@ func (g *gpu) operand(t *cuda.Thread, n *G.Node) (G.Value, error) {
 	return v, nil
 }
 
-// compute launches the graph's kernels and runs its host ops, in order; the
-// inputs are on the device.
-func (g *gpu) compute(t *cuda.Thread, c *Compiled, isInput map[*G.Node]bool) error {
-	for _, n := range g.order {
-		if isInput[n] {
-			continue
-		}
-		switch op := n.Op().(type) {
-		case *PartOp:
-			continue // a slice of its kernel's buffer (prepare)
-		case *FusedOp:
-			if op.IsView() { // shares its operand's buffer (prepare)
+// compute launches the graph's kernels and runs its host ops, in order
+// (the steps plan made); the inputs are on the device. With graphs (plan)
+// each stretch of launches is one graph's replay.
+func (g *gpu) compute(t *cuda.Thread, c *Compiled) error {
+	if g.segs != nil {
+		for _, sg := range g.segs {
+			if sg.graph == nil {
+				if err := g.hostOp(t, c, g.steps[sg.from].n); err != nil {
+					return err
+				}
 				continue
 			}
-			dev := g.launch[n]    // operands and outputs (prepare)
-			if op.Accumulates() { // the kernel adds into its output
-				for _, o := range g.outs[n] {
-					if err := t.Zero(o.(*cuda.Buffer)); err != nil {
-						return err
-					}
-				}
-			}
-			ev, timed := g.profile[n]
-			if timed {
-				if err := t.Record(ev[0]); err != nil {
-					return err
-				}
-			}
-			if err := t.Launch(g.loaded[n], op.Kernel(), op.Grid(), dev...); err != nil {
+			if err := t.LaunchGraph(sg.graph); err != nil {
 				return fmt.Errorf("fusion: %w", err)
 			}
-			g.vers.wrote(n)
-			if timed {
-				if err := t.Record(ev[1]); err != nil {
-					return err
-				}
+			g.last.GraphLaunches++
+			for _, st := range g.steps[sg.from:sg.to] {
+				g.vers.wrote(st.n)
 			}
-		default:
-			if isConst(n) {
-				continue // uploaded by prepare
-			}
-			// an op tilefuse does not know: on the CPU, with copies
-			args := operands(c.Graph, n)
-			vals := make([]G.Value, len(args))
-			for i, a := range args {
-				if isConst(a) {
-					vals[i] = a.Value()
-					continue
-				}
-				v, err := g.operand(t, a)
-				if err != nil {
-					return err
-				}
-				vals[i] = v
-			}
-			v, err := op.Do(vals...)
-			if err != nil {
-				return fmt.Errorf("fusion: %v on the CPU: %w", n.Name(), err)
-			}
-			if err := g.upload(t, n, v); err != nil {
+		}
+		return nil
+	}
+	for _, st := range g.steps {
+		if st.pk == nil {
+			if err := g.hostOp(t, c, st.n); err != nil {
 				return err
 			}
-			g.last.HostOps++
+			continue
+		}
+		for _, z := range st.zero {
+			if err := t.Zero(z); err != nil {
+				return err
+			}
+		}
+		ev, timed := g.profile[st.n]
+		if timed {
+			if err := t.Record(ev[0]); err != nil {
+				return err
+			}
+		}
+		if err := t.LaunchPacked(st.pk); err != nil {
+			return fmt.Errorf("fusion: %w", err)
+		}
+		g.last.Launches++
+		g.vers.wrote(st.n)
+		if timed {
+			if err := t.Record(ev[1]); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
+}
+
+// hostOp runs n, an op tilefuse does not know, on the CPU: its operands
+// down (where the host's copies are stale), its result up.
+func (g *gpu) hostOp(t *cuda.Thread, c *Compiled, n *G.Node) error {
+	args := operands(c.Graph, n)
+	vals := make([]G.Value, len(args))
+	for i, a := range args {
+		if isConst(a) {
+			vals[i] = a.Value()
+			continue
+		}
+		v, err := g.operand(t, a)
+		if err != nil {
+			return err
+		}
+		vals[i] = v
+	}
+	v, err := n.Op().Do(vals...)
+	if err != nil {
+		return fmt.Errorf("fusion: %v on the CPU: %w", n.Name(), err)
+	}
+	if err := g.upload(t, n, v); err != nil {
+		return err
+	}
+	g.last.HostOps++
 	return nil
 }
 
@@ -712,6 +814,21 @@ func (g *gpu) stats(s *Stats) {
 	runs, dt := s.Runs, s.DeviceTime
 	*s = g.last
 	s.Runs, s.DeviceTime = runs, dt
+	if g.solverLast && g.dev != nil {
+		err := g.dev.Run(func(t *cuda.Thread) error {
+			if err := t.Wait(g.solverEv[1]); err != nil {
+				return err
+			}
+			ms, err := t.Elapsed(g.solverEv[0], g.solverEv[1])
+			g.solverMs = ms
+			return err
+		})
+		g.solverLast = false
+		if err != nil {
+			g.solverMs = 0 // unknown (Stats has no error: the next run or step reports the device's)
+		}
+	}
+	s.SolverDeviceTime = g.solverMs / 1e3
 }
 
 // touch marks input n changed on the host: the next run uploads it.
@@ -741,6 +858,17 @@ func (g *gpu) close() error {
 		g.dev.Free(b)
 	}
 	g.bufs, g.owned = nil, nil
+	for _, sg := range g.segs {
+		if err := g.dev.FreeGraph(sg.graph); serr == nil && err != nil {
+			serr = fmt.Errorf("fusion: closing: %w", err)
+		}
+	}
+	for _, st := range g.steps {
+		if st.pk != nil {
+			st.pk.Free()
+		}
+	}
+	g.segs, g.steps = nil, nil
 	if err := g.stage.Close(); serr == nil && err != nil {
 		serr = fmt.Errorf("fusion: closing: %w", err)
 	}
@@ -753,6 +881,13 @@ func (g *gpu) close() error {
 		}
 	}
 	g.profile = nil
+	for i, e := range g.solverEv {
+		if e != nil {
+			g.dev.FreeEvent(e)
+			g.solverEv[i] = nil
+		}
+	}
+	g.solverLast = false
 	if g.timer != nil {
 		if err := g.timer.Close(); serr == nil {
 			serr = err

@@ -40,6 +40,7 @@ type config struct {
 	maxGroup     int
 	profile      bool
 	inCheck      InputCheck // how the CUDA backend sees host changes (resident.go)
+	graphs       bool       // CUDA: a run's launches replayed as CUDA graphs
 	readAll      bool
 	target       *graphpass.Target // nil: the backend's own
 	reuse        bool
@@ -136,6 +137,19 @@ func WithMatMulFusion(on bool) Option { return func(c *config) { c.matmul = &on 
 // clock around the op. The timing costs a little: leave it off when timing
 // whole runs.
 func WithProfile(on bool) Option { return func(c *config) { c.profile = on } }
+
+// WithCUDAGraphs(true) makes the CUDA backend replay a run's kernels as
+// CUDA graphs: the machine makes each stretch of launches between ops
+// left to the CPU into a graph once, when it is made (every kernel's
+// arguments are device buffers fixed then), and a run replays each with
+// one cuGraphLaunch, where it otherwise makes a cuLaunchKernel per kernel
+// (and a memset per kernel that accumulates into its output). The host's
+// cost of a run's launches becomes that of one call, and the GPU runs the
+// kernels without the gaps of launches it waits for. Stats counts both
+// (Launches, GraphLaunches). WithProfile, which times each launch with
+// events, launches one by one. Off by default until measured on a GPU; the
+// CPU backend ignores it.
+func WithCUDAGraphs(on bool) Option { return func(c *config) { c.graphs = on } }
 
 // WithReadAll(true) gives every node of the user's graph its value after
 // RunAll, as Gorgonia's machine does: for debugging, and for checking

@@ -11,3 +11,9 @@ func TestTransfersOnGPU(t *testing.T) { t.Skip(noCUDA) }
 
 // TestMemoryAfterCloseOnGPU is the untagged twin of the GPU memory check.
 func TestMemoryAfterCloseOnGPU(t *testing.T) { t.Skip(noCUDA) }
+
+// TestCUDAGraphsTrainingOnGPU is the untagged twin of the CUDA graphs' training check.
+func TestCUDAGraphsTrainingOnGPU(t *testing.T) { t.Skip(noCUDA) }
+
+// TestCUDAGraphsHostOpOnGPU is the untagged twin of the CUDA graphs' host-op check.
+func TestCUDAGraphsHostOpOnGPU(t *testing.T) { t.Skip(noCUDA) }

@@ -101,6 +101,7 @@ type gpuParam struct {
 	shape tensor.Shape
 	args  []any          // w, g, the state, n: the scalars follow at each step
 	state []*cuda.Buffer // owned
+	pk    *cuda.Packed   // the launch, args packed; each step sets the scalars
 }
 
 // bindSolver finds each learnable's input buffer and its gradient's buffer,
@@ -174,7 +175,14 @@ func (g *gpu) bindSolver(ps []deviceParam) (_ deviceSolver, err error) {
 		if _, p.f, err = g.dev.Compile(p.k, 4, p.args); err != nil {
 			return nil, fmt.Errorf("fusion: solver: %w", err)
 		}
-		s.params = append(s.params, p)
+		packed := append(p.args[:len(p.args):len(p.args)], make([]any, len(p.k.Params)-len(p.args))...)
+		for j := len(p.args); j < len(packed); j++ {
+			packed[j] = 0 // the scalars: set at each step
+		}
+		s.params = append(s.params, p) // (free releases the state and the launch from here on)
+		if s.params[len(s.params)-1].pk, err = g.dev.Pack(p.f, p.k, p.grid, packed...); err != nil {
+			return nil, fmt.Errorf("fusion: solver: %w", err)
+		}
 	}
 	err = g.dev.Run(func(t *cuda.Thread) error {
 		for _, p := range s.params {
@@ -223,16 +231,42 @@ func (s *gpuSolver) step(scalars func(tile.DType) []any) error {
 	if s.closed || s.g.bufs == nil {
 		return errors.New("fusion: solver step: the machine or the solver is closed")
 	}
+	g := s.g
+	for i, e := range g.solverEv {
+		if e == nil {
+			var err error
+			if g.solverEv[i], err = g.dev.NewEvent(); err != nil {
+				return fmt.Errorf("fusion: solver step: %w", err)
+			}
+		}
+	}
 	err := s.g.dev.Run(func(t *cuda.Thread) error {
+		g.solverLast = false
+		if err := t.Record(g.solverEv[0]); err != nil {
+			return err
+		}
 		for _, p := range s.params {
-			args := append(p.args[:len(p.args):len(p.args)], scalars(p.dtype)...)
-			if err := t.Launch(p.f, p.k, p.grid, args...); err != nil {
+			sc := scalars(p.dtype)
+			if len(p.args)+len(sc) != len(p.k.Params) {
+				return fmt.Errorf("@%s: %d arguments and %d scalars for %d parameters", p.k.Name, len(p.args), len(sc), len(p.k.Params))
+			}
+			for j, x := range sc {
+				if err := p.pk.Set(len(p.args)+j, x); err != nil {
+					return err
+				}
+			}
+			if err := t.LaunchPacked(p.pk); err != nil {
 				return err
 			}
+			s.g.last.Launches++
 			s.g.held[p.in].dirty = true
 			s.g.vers.wrote(s.g.c.rw.inputs[p.in].nn)
 			s.g.vers.wrote(p.grad) // zeroed
 		}
+		if err := t.Record(g.solverEv[1]); err != nil {
+			return err
+		}
+		g.solverLast = true
 		return nil
 	})
 	if err != nil {
@@ -308,5 +342,9 @@ func (s *gpuSolver) free() {
 			s.g.dev.Free(b)
 		}
 		s.params[i].state = nil
+		if s.params[i].pk != nil {
+			s.params[i].pk.Free()
+			s.params[i].pk = nil
+		}
 	}
 }

@@ -8,7 +8,10 @@ F.gelu(approximate="tanh"), SDPA), and compiled (torch.compile of the op-by-op
 code, Inductor -> Triton). Training workloads run forward and backward;
 mlp_train and encoder_train are whole training steps (batch up from host
 memory, forward, backward, torch.optim.Adam(fused=True).step(), loss.item()),
-eager and library only; --precisions fp32,tf32,bf16 times them in strict fp32,
+eager and library only, timed by the host's wall clock around the whole step
+(time.perf_counter: the step ends in loss.item(), which waits for its
+kernels), as tilefuse's training steps are; --precisions fp32,tf32,bf16 times
+them in strict fp32,
 with TF32 products, and under bf16 autocast (float32 inputs, the products and
 SDPA in bfloat16: the twin of tilefuse bench -precision bf16, whose products
 round float32 operands to bfloat16; tilefuse's tf32x3 has no PyTorch twin).
@@ -329,6 +332,27 @@ def device_time(fn, args, runs, warm_s=0.1):
     return statistics.median(times)
 
 
+def wall_time(fn, args, runs, warm_s=0.1):
+    """median seconds of one call by the host's wall clock (time.perf_counter
+    around it), for the training steps: each ends in loss.item(), which waits
+    for the step's kernels, the optimizer's included, as tilefuse's
+    mlp_train and encoder_train time the whole step"""
+    t0 = time.time()
+    fn(*args)
+    while time.time() - t0 < warm_s:
+        fn(*args)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+TRAIN_STEPS = {"mlp_train", "encoder_train"}
+
+
 # The shapes of `tilefuse peer` (cmd/tilefuse/peer.go): y = x·W or
 # gelu(x·W + b), x m×k, W k×n, uniform in ±1 (W in ±1/√k).
 PEER = [
@@ -410,7 +434,7 @@ def main():
         return peer(a)
     names = list(WORKLOADS) if a.workload == "all" else a.workload.split(",")
     rows = []
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; device medians in ms (events around one call)", file=sys.stderr)
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; device medians in ms (events around one call; mlp_train and encoder_train: the wall clock of a whole step)", file=sys.stderr)
     expand = lambda n, s: peer_sizes(n) if s == "peer" else [s]
     for name, size, prec in ((n, s, p) for n in names for s0 in a.sizes.split(",") for s in expand(n, s0) for p in a.precisions.split(",")):
         if prec not in ("fp32", "tf32", "bf16"):
@@ -422,13 +446,15 @@ def main():
             ops, lib = autocast_bf16(ops), autocast_bf16(lib)
         row = {"name": name, "size": size, "precision": prec, "flops": flops}
         row["bytes"] = sum(t.numel() * t.element_size() for t in args) + args[0].numel() * args[0].element_size()
-        row["eager_s"] = device_time(ops, args, a.runs)
-        row["library_s"] = device_time(lib, args, a.runs)
+        timer = wall_time if name in TRAIN_STEPS else device_time
+        row["timed_by"] = "wall clock" if name in TRAIN_STEPS else "events"
+        row["eager_s"] = timer(ops, args, a.runs)
+        row["library_s"] = timer(lib, args, a.runs)
         if name == "softmax" and triton_softmax is not None:
             row["triton_tutorial_s"] = device_time(triton_softmax, args, a.runs)
         # the training steps read loss.item() and step the optimizer: graph
         # breaks, and a compile time that would dominate the round
-        if size.split(":")[0] in a.compile_sizes.split(",") and name not in ("mlp_train", "encoder_train"):
+        if size.split(":")[0] in a.compile_sizes.split(",") and name not in TRAIN_STEPS:
             t0 = time.time()
             c = torch.compile(ops)  # ops already under autocast for bf16
             c(*args)

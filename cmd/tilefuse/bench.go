@@ -20,7 +20,7 @@ type benchOpts struct {
 	backend, workloads, size, json, plot, precision string
 	runs, profile                                   int
 	warm                                            time.Duration
-	quiet, native, autotune                         bool
+	quiet, native, autotune, graphs                 bool
 }
 
 func benchFlags() (*flag.FlagSet, *benchOpts) {
@@ -37,6 +37,7 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.BoolVar(&o.quiet, "q", false, "no progress on stderr (a bar on a terminal, one line a step otherwise)")
 	fs.BoolVar(&o.native, "native", false, "time the fused graphs twice, their CPU kernels on the executor (fused) and as machine code (native, the default otherwise), in turn with the other modes, with a table of native against the executor")
 	fs.BoolVar(&o.autotune, "autotune", false, "tilefuse's modes with fusion.WithAutotune: each kernel's meta-parameters measured on the backend at compile time (choices from and to the cache on disk; the compile times include the tuning)")
+	fs.BoolVar(&o.graphs, "cuda-graphs", false, "tilefuse's modes with fusion.WithCUDAGraphs: on the GPU each run's kernels replayed as CUDA graphs, one cuGraphLaunch for the launches between ops left to the CPU")
 	fs.IntVar(&o.profile, "profile", 0, "list each workload's `N` slowest kernels per tilefuse mode, timed in a run of their own (events on the GPU, the wall clock on the CPU)")
 	return fs, o
 }
@@ -105,6 +106,9 @@ func benchCmd(args []string, out, progress io.Writer) error {
 	}
 	if o.autotune {
 		fopts = append(fopts, fusion.WithAutotune(true))
+	}
+	if o.graphs {
+		fopts = append(fopts, fusion.WithCUDAGraphs(true))
 	}
 	if *runs < 1 {
 		return fmt.Errorf("-runs %d: want at least 1", *runs)
@@ -216,6 +220,7 @@ func writeTable(out io.Writer, results []*bench.Result, be fusion.Backend, copyG
 	if !hasDev {
 		return
 	}
+	defer writeTrain(out, results)  // last
 	defer writeCopies(out, results) // after the device table
 	fmt.Fprintln(out, "\nOn the device (the graph's kernels run back to back, events between runs, inputs already up, nothing copied: as PyTorch's are timed; \"in a run\": events around the kernels within a timed run, after its uploads), medians in ms:")
 	fmt.Fprintln(out, "\n| workload | size | unfused | fused (min–max) | fused in a run | fused vs unfused | fused GB/s | % of copy | fused GFLOP/s | transfers and host, fused |")
@@ -270,6 +275,33 @@ func writeCopies(out io.Writer, results []*bench.Result) {
 		f := r.Mode(bench.Fused)
 		c := f.Copies
 		fmt.Fprintf(out, "| %s | %s | %d / %s | %d / %s | %d | %s | %s |\n", r.Name, r.Size, c.Uploads, mb(c.BytesUp), c.Downloads, mb(c.BytesDown), c.Held, mb(c.HashedBytes), ms(f.HostMedian))
+	}
+}
+
+// writeTrain sets the fused mode's training steps (workloads with a
+// solver: mlp_train, encoder_train) against the device time of their
+// kernels, the run's and the fused solver's, where the GPU backend
+// reported both.
+func writeTrain(out io.Writer, results []*bench.Result) {
+	header := false
+	for _, r := range results {
+		f := r.Mode(bench.Fused)
+		if !r.Train || f == nil || f.DeviceInRun <= 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(out, "\nTraining steps, fused: the wall clock of a whole step (batch up, RunAll, the fused solver's step, the loss read) against the device time of its kernels (the run's, events around them in the timed step, plus the solver's), medians in ms:")
+			fmt.Fprintln(out, "\n| workload | size | wall (min–max) | device: run + solver | wall / device | host ms of the run | launches / graph replays a step |")
+			fmt.Fprintln(out, "|---|---|---|---|---|---|---|")
+			header = true
+		}
+		dev := f.DeviceInRun + f.SolverDevice
+		launches := "–"
+		if c := f.Copies; c != nil {
+			launches = fmt.Sprintf("%d / %d", c.Launches, c.GraphLaunches)
+		}
+		fmt.Fprintf(out, "| %s | %s | %s (%s–%s) | %s + %s | %.2fx | %s | %s |\n", r.Name, r.Size, ms(f.Median), ms(f.Min), ms(f.Max),
+			ms(f.DeviceInRun), ms(f.SolverDevice), f.Median/dev, ms(f.HostMedian), launches)
 	}
 }
 

@@ -397,3 +397,24 @@ func TestBenchPrecisions(t *testing.T) {
 	assert.Less(t, errs["tf32"], errs["bf16"])
 	assert.Less(t, errs["bf16"], 3e-2)
 }
+
+// TestTrainTable: a training step's row sets its wall clock against the
+// device time of the run's kernels plus the solver's (2.4 ms against
+// 0.5 + 0.1: 4.00x), with the launches and graph replays of a step; a
+// workload that is not a training step gets no row.
+func TestTrainTable(t *testing.T) {
+	fused := func(train bool) *bench.Result {
+		return &bench.Result{Name: map[bool]string{true: "mlp_train", false: "mlp_step"}[train], Size: "large", Backend: "cuda", Train: train, Modes: []*bench.Measurement{
+			{Mode: bench.Gorgonia, Median: 0.01, Min: 0.01, Max: 0.01},
+			{Mode: bench.Unfused, Median: 0.004, Min: 0.004, Max: 0.004, DeviceMedian: 0.002, Kernels: 40},
+			{Mode: bench.Fused, Median: 0.0024, Min: 0.0023, Max: 0.003, DeviceMedian: 0.0005, DeviceInRun: 0.0005, SolverDevice: 0.0001, Kernels: 22,
+				Copies: &bench.Copies{Uploads: 2, Launches: 4, GraphLaunches: 1}, HostMedian: 0.0007},
+		}}
+	}
+	var buf bytes.Buffer
+	writeTable(&buf, []*bench.Result{fused(false), fused(true)}, fusion.CUDA, 4000, "device-to-device copy")
+	out := buf.String()
+	assert.Contains(t, out, "Training steps, fused")
+	assert.Contains(t, out, "| mlp_train | large | 2.4 (2.3–3) | 0.5 + 0.1 | 4.00x | 0.7 | 4 / 1 |")
+	assert.NotContains(t, out, "| mlp_step | large | 2.4 (2.3–3) | 0.5 + 0.1 |")
+}
