@@ -147,3 +147,38 @@ func BenchmarkLaunch64K(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkLinearGELU is GELU(x·W + b) at 512³ (tanh form) as the fusion
+// pass writes it for the CPU: one 64×64 block of the output a program, a
+// K loop of 32 with the product in the carried accumulator, the bias and
+// GELU before the store.
+func BenchmarkLinearGELU(b *testing.B) {
+	const m, n, kk, bm, bn, bk = 512, 512, 512, 64, 64, 32
+	bl := tile.NewBuilder("linear_gelu", nil)
+	px, pw, pb, po := bl.Ptr("x", tile.F32), bl.Ptr("w", tile.F32), bl.Ptr("b", tile.F32), bl.Ptr("out", tile.F32)
+	rows := bl.ExpandDims(bl.Add(bl.Mul(bl.ProgramID(0), bm), bl.Arange(0, bm)), 1)
+	cols := bl.ExpandDims(bl.Add(bl.Mul(bl.ProgramID(1), bn), bl.Arange(0, bn)), 0)
+	acc := bl.For(0, kk, bk, []*tile.Value{bl.Zeros(tile.F32, bm, bn)}, func(k0 *tile.Value, cv []*tile.Value) []*tile.Value {
+		rk := bl.Arange(0, bk)
+		xv := bl.Load(bl.AddPtr(px, bl.Add(bl.Mul(rows, kk), bl.Add(bl.ExpandDims(rk, 0), k0))), nil, nil)
+		wv := bl.Load(bl.AddPtr(pw, bl.Add(bl.Mul(bl.Add(bl.ExpandDims(rk, 1), k0), n), cols)), nil, nil)
+		return []*tile.Value{bl.Dot(xv, wv, cv[0], tile.PrecIEEE)}
+	})[0]
+	h := bl.Add(acc, bl.Load(bl.AddPtr(pb, bl.BroadcastTo(cols, tile.Shp(bm, bn))), nil, nil))
+	inner := bl.Mul(bl.Add(h, bl.Mul(bl.Mul(bl.Mul(h, h), h), 0.044715)), 0.7978845608)
+	bl.Store(bl.AddPtr(po, bl.Add(bl.Mul(rows, n), cols)), bl.Mul(bl.Mul(h, bl.Add(bl.Tanh(inner), 1.0)), 0.5), nil)
+	k, err := bl.Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := tiletest.RNG("bench")
+	x, w, bias, out := tiletest.Uniform(rng, m*kk, -1, 1), tiletest.Uniform(rng, kk*n, -1, 1), tiletest.Uniform(rng, n, -1, 1), make([]float32, m*n)
+	modes(b, k, func(b *testing.B, e *cpu.Exec) {
+		for b.Loop() {
+			if err := e.Launch(tile.Grid{m / bm, n / bn}, x, w, bias, out); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(2*m*n*kk)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
+}

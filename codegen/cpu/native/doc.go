@@ -66,8 +66,22 @@
 // at the end of the iteration. Expressions first computed in the body are
 // recomputed after it (a loop may run no iteration).
 //
+// Matrix products (dot.go): a product runs at the start of the level its
+// result is available at, over frame blocks: operands that are not blocks
+// already are packed (written as rows of a block of their own by a phase
+// of the level before, loads and masks as any phase does them), and a
+// register-blocked micro-kernel (6 rows × 16 columns: 12 ymm accumulators,
+// two vectors of b, a broadcast of a; K in a loop) writes the result to a
+// block of its own, or into the loop-carried accumulator itself where the
+// product is that block's yield and nothing reads the block after it (a
+// tiled matmul's K loop: no copy per iteration). What follows the loop
+// (bias, GELU, residual) is a phase over the accumulator's block before
+// the store. Each element is c + Σ_k a·b in k order in fused
+// multiply-adds, within 2(K+1)·2⁻²⁴·(|c| + Σ|a·b|) of the reference.
+//
 // What is not supported yet (Compile says which value and why): nested
-// loops, matrix products, atomics, f64, integer loads and non-affine
+// loops, products of precisions other than ieee, operands read with a
+// stride between lanes (a transposed operand is a gather), atomics, f64, integer loads and non-affine
 // integer blocks (div/rem of lanes are affine only where a block does not
 // straddle a multiple of the divisor: checked per program, else a bail-out),
 // gathers (lanes with a stride other than 0 or 1 element), reshapes other

@@ -252,6 +252,13 @@ func (g *gen) region(rg *region) error {
 				}
 			}
 		}
+		for _, d := range rg.dots {
+			if p.in(d).avail == level {
+				if err := g.dotCode(d); err != nil {
+					return err
+				}
+			}
+		}
 		for ; pi < len(rg.phases) && rg.phases[pi].level == level; pi++ {
 			if err := g.phase(rg.phases[pi]); err != nil {
 				return err

@@ -40,6 +40,8 @@ func inexact(v *tile.Value) string {
 		return "f32 tanh: codegen/cpu's tanhf, within 1 ulp"
 	case v.Op == tile.OpReduceSum && v.Aux == int64(v.Args[0].Type.Shape.Rank-1) && v.Args[0].Type.Shape.Dims[v.Aux] > 8:
 		return "f32 sum along the last axis: sixteen partial sums"
+	case v.Op == tile.OpDot:
+		return "dot: fused multiply-adds in k order (TestDotNative)"
 	}
 	return ""
 }
@@ -186,4 +188,114 @@ func TestDivRemLanes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDotNative: matrix products as the native micro-kernel computes them
+// (6×16 register blocks over packed frame blocks), against the reference
+// interpreter, element by element within 2(K+1)·2⁻²⁴·(|c| + Σ_k |a·b|)
+// (fused multiply-adds in k order against two roundings a step; codegen/cpu's
+// TestInexactOps bounds the executor's dot alike). Sizes that are not
+// multiples of the blocks (masked rows, columns and k), row blocks of 16,
+// 32 and 64 (6-row blocks and a tail of 4, 2 or 4), a K loop whose
+// product accumulates in the carried block, one whose yield is not the
+// product (the product's own block), and products outside loops with a
+// zero or a loaded accumulator.
+func TestDotNative(t *testing.T) {
+	requireJIT(t)
+	type dotCase struct {
+		name       string
+		m, n, k    int
+		bm, bn, bk int
+		loop       bool // a K loop (else one block of K)
+		loadAcc    bool // the accumulator starts from c (else zeros)
+		notYield   bool // the loop yields the product plus zero
+	}
+	for _, c := range []dotCase{
+		{name: "one block 16×16×16", m: 16, n: 16, k: 16, bm: 16, bn: 16, bk: 16},
+		{name: "one block, loaded accumulator, masked 50×40×27", m: 50, n: 40, k: 27, bm: 64, bn: 32, bk: 32, loadAcc: true},
+		{name: "K loop in place 130×70×90", m: 130, n: 70, k: 90, bm: 32, bn: 32, bk: 32, loop: true},
+		{name: "K loop in place 64×128 blocks 100×200×77", m: 100, n: 200, k: 77, bm: 64, bn: 128, bk: 16, loop: true, loadAcc: true},
+		{name: "K loop, yield not the product, 45×33×70", m: 45, n: 33, k: 70, bm: 16, bn: 32, bk: 32, loop: true, notYield: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k := dotKernel(t, c.bm, c.bn, c.bk, c.loop, c.loadAcc, c.notYield)
+			nk, err := native.Compile(k)
+			if err != nil {
+				t.Fatalf("not compiled natively: %v\n%v", err, k)
+			}
+			defer nk.Free()
+			rng := tiletest.RNG(c.name)
+			a, b := tiletest.Uniform(rng, c.m*c.k, -1, 1), tiletest.Uniform(rng, c.k*c.n, -1, 1)
+			c0 := tiletest.Uniform(rng, c.m*c.n, -1, 1)
+			grid := tile.Grid{(c.m + c.bm - 1) / c.bm, (c.n + c.bn - 1) / c.bn}
+			run := func(launch func(args ...any) error) []float32 {
+				out := make([]float32, c.m*c.n)
+				for i := range out {
+					out[i] = float32(math.NaN()) // every element is written
+				}
+				if err := launch(a, b, c0, out, c.m, c.n, c.k); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			got := run(func(args ...any) error { return nk.Launch(grid, args...) })
+			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+			for i := 0; i < c.m; i++ {
+				for j := 0; j < c.n; j++ {
+					abs := 0.0
+					if c.loadAcc {
+						abs = math.Abs(float64(c0[i*c.n+j]))
+					}
+					for q := 0; q < c.k; q++ {
+						abs += math.Abs(float64(a[i*c.k+q]) * float64(b[q*c.n+j]))
+					}
+					g, w := float64(got[i*c.n+j]), float64(want[i*c.n+j])
+					if bound := 2 * float64(c.k+1) * 0x1p-24 * abs; !(math.Abs(g-w) <= bound) {
+						t.Fatalf("c[%d,%d] = %v natively, %v on the reference: apart by more than %g", i, j, g, w, bound)
+					}
+				}
+			}
+		})
+	}
+}
+
+// dotKernel is c = [c0 +] a·b of row-major a [M,K], b [K,N], c0 and c [M,N], one
+// bm×bn block of c a program.
+func dotKernel(t *testing.T, bm, bn, bk int, loop, loadAcc, notYield bool) *tile.Kernel {
+	b := tile.NewBuilder("dot", nil)
+	pa, pb, pc0, pc := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("c0", tile.F32), b.Ptr("c", tile.F32)
+	M, N, K := b.Param("M", tile.I32), b.Param("N", tile.I32), b.Param("K", tile.I32)
+	rows := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1)
+	cols := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0)
+	cmask := b.And(b.Lt(rows, M), b.Lt(cols, N))
+	cptr := b.AddPtr(pc, b.Add(b.Mul(rows, N), cols))
+	init := b.Zeros(tile.F32, bm, bn)
+	if loadAcc {
+		init = b.Load(b.AddPtr(pc0, b.Add(b.Mul(rows, N), cols)), cmask, 0.0)
+	}
+	step := func(k0 *tile.Value, acc *tile.Value) *tile.Value {
+		rk := b.Arange(0, bk)
+		kr, kc := b.Add(b.ExpandDims(rk, 0), k0), b.Add(b.ExpandDims(rk, 1), k0)
+		av := b.Load(b.AddPtr(pa, b.Add(b.Mul(rows, K), kr)), b.And(b.Lt(rows, M), b.Lt(kr, K)), 0.0)
+		bv := b.Load(b.AddPtr(pb, b.Add(b.Mul(kc, N), cols)), b.And(b.Lt(kc, K), b.Lt(cols, N)), 0.0)
+		return b.Dot(av, bv, acc, tile.PrecIEEE)
+	}
+	var res *tile.Value
+	if loop {
+		res = b.For(0, K, bk, []*tile.Value{init}, func(k0 *tile.Value, cv []*tile.Value) []*tile.Value {
+			d := step(k0, cv[0])
+			if notYield {
+				d = b.Add(d, 0.0)
+			}
+			return []*tile.Value{d}
+		})[0]
+	} else {
+		res = step(b.I32(0), init)
+	}
+	b.Store(cptr, res, cmask)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

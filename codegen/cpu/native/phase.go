@@ -92,6 +92,9 @@ func (g *gen) phase(ph *phase) error {
 	if err := pg.build(); err != nil {
 		return err
 	}
+	if len(pg.nodes) == 0 { // nothing left to do (a yield a product wrote in place)
+		return nil
+	}
 	return pg.emit()
 }
 
@@ -152,12 +155,24 @@ func (pg *phaseGen) build() error {
 			}
 		}
 	}
+	// operands of products, each to its block
+	for _, x := range pg.ph.packs {
+		n, err := pg.eval(x, id)
+		if err != nil {
+			return err
+		}
+		pat := pg.framePattern(pg.g.packBlock(x), x.Type.Shape, id)
+		pg.add(&node{v: x, op: opMatWrite, args: []*node{n}, pat: pat})
+	}
 	// loop-carried blocks: every yielded (or initial) value first, then
 	// the writes (a yield may read another carried block)
 	var vals []*node
 	var dsts []int32
 	for _, y := range pg.ph.yields {
 		c := y.lp.carries[y.i]
+		if p.in(c.yield).kind == kDot && p.in(c.yield).accIn {
+			continue // the product wrote the carried block
+		}
 		n, err := pg.eval(c.yield, id)
 		if err != nil {
 			return err
@@ -320,6 +335,9 @@ func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
 			return pg.uniform(u)
 		}
 		pat := pg.framePattern(g.matBlock(u), u.Type.Shape, m)
+		return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
+	case kDot:
+		pat := pg.framePattern(g.dotBlock(u), u.Type.Shape, m)
 		return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
 	case kAffine:
 		if u.Type.DType != tile.I32 {

@@ -39,6 +39,7 @@ const (
 	kStore                   // store: a side effect in its phase
 	kCarry                   // a loop-carried block (the body's argument, the loop's result): its frame block
 	kLoop                    // for, yield: planned as their loop
+	kDot                     // matrix product: a register-blocked micro-kernel over frame blocks (dot.go), its result a frame block
 )
 
 // sx is a scalar integer expression over the program's scalar values,
@@ -130,6 +131,7 @@ type phase struct {
 	ops    []*tile.Value // non-formula values, reductions and stores, in program order
 	first  int           // program position of its first op (a tie-break)
 	yields []yieldWrite  // loop-carried blocks written here
+	packs  []*tile.Value // operands of products written to frame blocks of their own here
 	inits  []yieldWrite  // (a loop's prologue) carried blocks given their initial values
 	rg     *region
 }
@@ -155,6 +157,11 @@ type vinfo struct {
 	rg      *region
 	carry   *loopPlan // kCarry, and scalars that are carried: their loop
 	reads   []carryRead
+	// kCarry: the levels of its region at whose start products read it
+	dotReads []int
+	// kDot: the product accumulates into its accumulator's block (a
+	// carried block the product is the yield of, read by nothing after it)
+	accIn bool
 }
 
 // carryRead is where a phase reads a carried block (to decide whether the
@@ -192,7 +199,8 @@ type region struct {
 	scalars []*tile.Value
 	phases  []*phase
 	levels  int
-	loop    *loopPlan // the loop this region is the body of, or nil
+	loop    *loopPlan     // the loop this region is the body of, or nil
+	dots    []*tile.Value // products, each run at the start of its level
 }
 
 // item is one step of the top level: a region or a loop.
@@ -271,7 +279,7 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 				}
 			}
 		case tile.OpDot:
-			err = unsupported(v, "matrix products")
+			err = dotSupported(v)
 		case tile.OpAtomicAdd:
 			err = unsupported(v, "atomics")
 		case tile.OpStore:
@@ -451,6 +459,13 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 			in.kind = kScalarInt
 			p.cur.scalars = append(p.cur.scalars, v)
 		}
+		return nil
+	}
+	if v.Op == tile.OpDot {
+		// a product needs all of its operands: its result is a level later,
+		// in a frame block
+		in.kind, in.formula = kDot, true
+		in.avail = avail + 1
 		return nil
 	}
 	if t.Shape.IsScalar() && v.Op != tile.OpStore {
@@ -928,6 +943,24 @@ func (p *plan) place(rg *region) error {
 		case kStore:
 			in.ph = p.phaseOf(rg, in.avail, v.Args[0].Type.Shape, pos)
 			in.ph.ops = append(in.ph.ops, v)
+		case kDot:
+			rg.dots = append(rg.dots, v)
+			for i, x := range v.Args {
+				xi := p.in(x)
+				switch {
+				case i == 2 && zeroSplat(x):
+				case xi.kind == kCarry:
+					xi.dotReads = append(xi.dotReads, in.avail)
+				case xi.kind == kDot:
+				case xi.kind == kFloat && !xi.formula:
+					xi.mat = true // written to its block in its phase
+				default: // written to a block of its own before the product
+					ph := p.phaseOf(rg, in.avail-1, x.Type.Shape, pos)
+					if !slices.Contains(ph.packs, x) {
+						ph.packs = append(ph.packs, x)
+					}
+				}
+			}
 		}
 		if in.kind != kDead && in.kind != kLoop {
 			rg.levels = max(rg.levels, in.avail+1)
@@ -1003,6 +1036,24 @@ func (p *plan) order() error {
 					c.inPlace = false
 				}
 			}
+			// a product reads the whole block at the start of its level
+			for _, l := range p.in(c.arg).dotReads {
+				if c.yieldPh.level < l {
+					c.inPlace = false
+				}
+			}
+			// a product that is the yield accumulates in the carried block
+			// itself when nothing reads the block after the product starts
+			d := c.yield
+			if !c.inPlace || d.Op != tile.OpDot || d.Args[2] != c.arg || p.in(d).rg != it.loop.body {
+				continue
+			}
+			di := p.in(d)
+			ok := len(p.in(c.arg).dotReads) == 1
+			for _, r := range p.in(c.arg).reads {
+				ok = ok && r.ph.level < di.avail
+			}
+			di.accIn = ok
 		}
 	}
 	return nil
@@ -1070,6 +1121,9 @@ func (p *plan) orderRegion(rg *region) error {
 		}
 		for _, y := range ph.yields {
 			walk(ph, y.lp.carries[y.i].yield, identity(ph.shape.Rank))
+		}
+		for _, x := range ph.packs {
+			walk(ph, x, identity(ph.shape.Rank))
 		}
 	}
 	if err != nil {
