@@ -8,3 +8,9 @@ import "testing"
 func TestConformanceGPU(t *testing.T) {
 	t.Skip("built without -tags tilefuse_cuda: the GPU conformance run needs the CUDA build and a GPU (see README, scripts/gpu-build.sh)")
 }
+
+// TestPackedAndGraphOnGPU is the untagged twin of the packed launches' and
+// CUDA graphs' check.
+func TestPackedAndGraphOnGPU(t *testing.T) {
+	t.Skip("built without -tags tilefuse_cuda: packed launches and CUDA graphs need the CUDA build and a GPU")
+}

@@ -28,7 +28,8 @@ func (d *Device) MemInfo() (free, total int64, err error) {
 // into a slot of a ring and enqueues cuMemcpyHtoDAsync from there on the
 // default stream, so that the copy is ordered before the kernels launched
 // after it and the host goes on (copying the next piece while the DMA
-// engine moves this one). A slot is reused only after an event recorded
+// engine moves this one; a piece is copied by several cores on a machine
+// with many, Workers). A slot is reused only after an event recorded
 // behind its last copy has completed, so the host never overwrites bytes
 // still being copied. Pieces of one upload fill the slots in turn; small
 // uploads share a slot.
@@ -45,6 +46,9 @@ type Stager struct {
 	cur   int
 	off   int64 // bytes of slot cur in use
 	Bytes int64 // bytes that went through the stager
+	// Workers is how many cores copy a piece into its slot (parallelCopy;
+	// NewStager: 4 on a machine of 8 or more cores, else 1)
+	Workers int
 }
 
 // NewStager allocates slots × slotBytes of pinned host memory and an event
@@ -53,7 +57,7 @@ func (d *Device) NewStager(slotBytes int64, slots int) (*Stager, error) {
 	if slotBytes <= 0 || slots < 2 {
 		return nil, fmt.Errorf("cuda: stager of %d slots of %d bytes: want at least 2 slots of at least 1 byte", slots, slotBytes)
 	}
-	s := &Stager{d: d, slot: slotBytes, ev: make([]cu.Event, slots), pend: make([]bool, slots)}
+	s := &Stager{d: d, slot: slotBytes, ev: make([]cu.Event, slots), pend: make([]bool, slots), Workers: stageWorkers()}
 	err := d.Do(func() error {
 		var err error
 		if s.mem, err = memHostAlloc(slotBytes * int64(slots)); err != nil {
@@ -98,7 +102,7 @@ func (s *Stager) Upload(t *Thread, b *Buffer, host any) error {
 		}
 		k := min(int64(len(src)), s.slot-s.off)
 		at := unsafe.Add(s.mem, int64(s.cur)*s.slot+s.off)
-		copy(unsafe.Slice((*byte)(at), k), src[:k])
+		parallelCopy(unsafe.Slice((*byte)(at), k), src[:k], s.Workers)
 		if err := cu.MemcpyHtoDAsync(dst, at, k, cu.Stream{}); err != nil {
 			return fmt.Errorf("cuda: staged upload of %d bytes: %w", k, err)
 		}

@@ -8,19 +8,35 @@ import (
 )
 
 // TestStagerOnGPU uploads tensors of sizes around and across the slot size
-// through a stager of three small slots, back to back without waiting,
+// through a stager of three slots (small ones copied by one core; 1 MiB
+// ones, each piece copied by 4 cores), back to back without waiting,
 // overwriting each host slice as soon as Upload returns, and checks every
 // buffer's bytes afterwards: no copy reads a slot the host has reused, and
 // pieces land at their offsets.
 func TestStagerOnGPU(t *testing.T) {
-	const slot = 1000 // bytes: not a multiple of 4, so float32s straddle slots
+	cases := []struct {
+		name    string
+		slot    int64 // bytes
+		workers int   // cores copying a piece (parallelCopy)
+		sizes   []int // float32s
+	}{
+		// slots not a multiple of 4 bytes, so float32s straddle them
+		{"small slots", 1000, 1, []int{1, 7, 249, 250, 251, 500, 751, 1000, 2503, 20000}},
+		{"1 MiB slots on 4 cores", 1<<20 + 3, 4, []int{1, 131072, 262145, 400000, 900001}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { stagerCase(t, c.slot, c.workers, c.sizes) })
+	}
+}
+
+func stagerCase(t *testing.T, slot int64, workers int, sizes []int) {
 	s, err := dev.NewStager(slot, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	s.Workers = workers
 	rng := rand.New(rand.NewPCG(13, 1))
-	sizes := []int{1, 7, 249, 250, 251, 500, 751, 1000, 2503, 20000} // float32s
 	var bufs []*Buffer
 	var want [][]float32
 	defer func() {
