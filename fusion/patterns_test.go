@@ -141,7 +141,77 @@ func TestLayerNormPatternIsOneKernel(t *testing.T) {
 	}
 }
 
+// TestSquaresAboutARowValue: a row walked in blocks takes a sum of squares
+// about a value known from an earlier sum of the same row, Σ (x − c)², in
+// that sum's pass (the mean and variance of LayerNorm in one pass: two
+// passes over the row instead of three), from each lane's running mean and
+// squared deviations (Welford's), so that rows whose mean is large against
+// their spread keep their digits: LayerNorm of rows at 1e5 ± 3 (Σx² −
+// (Σx)²/n would leave about 1e-7 of the variance; the mean's own rounding
+// leaves about 1e-11 of the output, hence the tolerance of 1e-9 there) and
+// a sum of squares about half the
+// mean, on the CPU's and the H200's targets, at widths with and without
+// lanes past the row's end in the last block, against float64 references.
+func TestSquaresAboutARowValue(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []fusion.Option
+		r, c int
+	}{
+		{"cpu 3x12289", nil, 3, 12289},
+		{"cpu 4x16384", nil, 4, 16384},
+		{"h200 5x40000", []fusion.Option{fusion.WithTarget(graphpass.H200)}, 5, 40000},
+		{"h200 3x32768", []fusion.Option{fusion.WithTarget(graphpass.H200)}, 3, 32768},
+	} {
+		t.Run("layernorm offset "+tc.name, func(t *testing.T) { checkLayerNormOffset(t, tc.r, tc.c, 1e5, tc.opts...) })
+		t.Run("about half the mean "+tc.name, func(t *testing.T) { checkSquaresAboutHalfMean(t, tc.r, tc.c, tc.opts...) })
+	}
+}
+
+// checkSquaresAboutHalfMean: y = x · Σ (x − mean/2)², one row kernel,
+// against float64.
+func checkSquaresAboutHalfMean(t *testing.T, r, c int, opts ...fusion.Option) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float64, G.WithShape(r, c), G.WithName("x"))
+	half := G.Must(G.Mul(G.Must(G.Mean(x, 1)), G.NewConstant(0.5)))
+	v := G.Must(G.Sum(G.Must(G.Square(G.Must(G.BroadcastSub(x, half, nil, []byte{1})))), 1))
+	y := G.Must(G.BroadcastHadamardProd(x, v, nil, []byte{1}))
+	vm := oneKernel(t, g, "row", false, opts...)
+	rng := rand.New(rand.NewPCG(5, 6))
+	xv := randMatrix(rng, r, c, 3)
+	d := xv.Data().([]float64)
+	for i := range d {
+		d[i] += 2 // a mean of 2: half of it is not the mean
+	}
+	G.Let(x, xv)
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float64, r*c)
+	for i := 0; i < r; i++ {
+		row := d[i*c : i*c+c]
+		m := 0.0
+		for _, v := range row {
+			m += v
+		}
+		h := m / float64(c) * 0.5
+		s := 0.0
+		for _, v := range row {
+			s += (v - h) * (v - h)
+		}
+		for j, v := range row {
+			want[i*c+j] = v * s
+		}
+	}
+	closeTo(t, "x·Σ(x − mean/2)²", floats(y.Value()), want, 1e-12)
+}
+
 func checkLayerNorm(t *testing.T, r, c int, opts ...fusion.Option) {
+	checkLayerNormOffset(t, r, c, 0, opts...)
+}
+
+// checkLayerNormOffset is checkLayerNorm with off added to every x.
+func checkLayerNormOffset(t *testing.T, r, c int, off float64, opts ...fusion.Option) {
 	const eps = 1e-5
 	g := G.NewGraph()
 	x := G.NewMatrix(g, tensor.Float64, G.WithShape(r, c), G.WithName("x"))
@@ -157,6 +227,9 @@ func checkLayerNorm(t *testing.T, r, c int, opts ...fusion.Option) {
 	lowersToPTX(t, vm)
 	rng := rand.New(rand.NewPCG(3, 4))
 	xv, gv, bv := randMatrix(rng, r, c, 3), randMatrix(rng, 1, c, 1), randMatrix(rng, 1, c, 1)
+	for i, xd := 0, xv.Data().([]float64); i < len(xd); i++ {
+		xd[i] += off
+	}
 	gv.Reshape(c)
 	bv.Reshape(c)
 	G.Let(x, xv)
@@ -182,7 +255,11 @@ func checkLayerNorm(t *testing.T, r, c int, opts ...fusion.Option) {
 			want[i*c+j] = (v-m)*rs*gd[j] + bd[j]
 		}
 	}
-	closeTo(t, "layer norm", floats(y.Value()), want, 1e-12)
+	tol := 1e-12
+	if off != 0 {
+		tol = 1e-9
+	}
+	closeTo(t, "layer norm", floats(y.Value()), want, tol)
 }
 
 // oneKernel makes a machine for g and checks that g became one kernel of

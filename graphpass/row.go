@@ -70,8 +70,23 @@ const streamBytes = 64 << 20
 //   - on a GPU, num_warps: at least the target's, and one warp for every
 //     1024 elements of the block (32 a thread) up to maxRowWarps (the
 //     hand-written kernels reach 3.9 TB/s on the H200 at 4 warps for 1024
-//     and 4096); a looped row takes 8 warps, so that fewer rows are in
-//     flight and its second pass finds them in L2;
+//     and 4096); a looped row takes maxRowWarps (16), so that few rows are
+//     in flight and its second pass finds them in L2: LayerNorm's looped
+//     kernel holds 99 registers a thread (ptxas 11.8, sm_90), one program
+//     of 16 warps an SM, 132 rows of 128 KiB at 32768 wide (17 MB) in
+//     flight on an H200, where 8 warps had two an SM (34 MB of its 50 MB
+//     L2), and three programs before the variance joined the mean's pass
+//     (76 registers: 50 MB, the whole L2);
+//   - on a GPU, a row of at least 8192 that reads other operands beside
+//     the row (LayerNorm's γ and β) is walked in blocks of 16 elements a
+//     thread at the target's warps (CHUNK 2048 at 4 warps) where the group
+//     computes nothing a looped row cannot: held in one block, x, γ and β
+//     take 32 registers each a thread (LayerNorm 1151×8192 at 8 warps: 133
+//     registers, one program an SM, which loads its row, reduces it and
+//     writes it with nothing else in flight: 56% of the copy bandwidth on
+//     the H200), where walked it takes 99 at 4 warps, four programs an SM,
+//     and its second pass finds the row in L1 or L2 (132 × 4 rows of 32
+//     KiB in flight);
 //   - on a GPU, BLOCK_M, the rows a program takes, where the rows are
 //     short: rows are added while a program holds fewer than 8 elements a
 //     thread and the grid keeps a program for every SM (absent: one);
@@ -91,17 +106,21 @@ func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 		case n <= 2*maxRow(t) && rowInputs(grp) == 1:
 			meta["BLOCK"], meta["num_warps"] = pow2AtLeast(n), maxRowWarps(t)
 		default:
-			warps := max(t.NumWarps, min(8, maxRowWarps(t)))
+			warps := maxRowWarps(t)
 			meta["CHUNK"], meta["num_warps"] = 16*32*warps, warps
 		}
 		return
 	}
 	block := pow2AtLeast(n)
+	if t.GPU() && block >= 8192 && rowInputs(grp) > 1 && len(grp.Extra) == 0 && !hasSoftmaxGrad(grp) {
+		meta["CHUNK"], meta["num_warps"] = 16*32*t.NumWarps, t.NumWarps
+		return
+	}
 	meta["BLOCK"] = block
 	if !t.GPU() {
 		return
 	}
-	warps := max(t.NumWarps, min(block/1024, maxRowWarps(t)))
+	warps := rowWarps(block, t)
 	meta["num_warps"] = warps
 	bm := 1
 	for bm*block < 8*32*warps && 2*bm <= pow2AtLeast(rows) && tile.CDiv(rows, 2*bm) >= t.SMs {
@@ -111,6 +130,10 @@ func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 		meta["BLOCK_M"] = bm
 	}
 }
+
+// rowWarps is the warps of a row held in one block of block elements: the
+// target's, and one for every 1024 elements up to maxRowWarps.
+func rowWarps(block int, t Target) int { return max(t.NumWarps, min(block/1024, maxRowWarps(t))) }
 
 // rowInputs is the number of the group's inputs that are not scalars.
 func rowInputs(grp *Group) int {
@@ -444,6 +467,15 @@ func (r *rowEmit) looped(out *tile.Value, n, chunk int, hint []tile.CacheHint) e
 					}
 				}
 			}
+			if expSum == nil && red.Info.Reduce == tile.OpReduceSum {
+				if sq, c := r.squaresAbout(red, order[i+1:], outer); sq != nil {
+					if err := r.sumAndSquares(red, sq, c, n, chunk, enter, outer); err != nil {
+						return err
+					}
+					done[sq] = true
+					continue
+				}
+			}
 			if expSum == nil {
 				identity := 0.0
 				if red.Info.Reduce == tile.OpReduceMax {
@@ -516,6 +548,173 @@ func (r *rowEmit) looped(out *tile.Value, n, chunk int, hint []tile.CacheHint) e
 	})
 	e.memo = outer
 	return e.err
+}
+
+// squaresAbout finds, among the reductions after red in a looped row, a
+// sum of squares about a value c the same along the row, Σ (x − c)² with x
+// red's operand (LayerNorm's variance about its mean, red's sum over n),
+// where c is known once red is (it reads no statistic but red and those in
+// outer): such a sum is taken in red's pass (sumAndSquares), so that
+// LayerNorm walks its row twice instead of three times. It returns the
+// sum and c as the group has it (broadcast over the row), or nil.
+func (r *rowEmit) squaresAbout(red *Node, later []*Node, outer map[memoKey]*tile.Value) (*Node, *Node) {
+	x := red.Inputs[0]
+	for _, s := range later {
+		if s.Info.Kind != ops.Reduce || s.Info.Reduce != tile.OpReduceSum || !rowReduce(s) {
+			continue
+		}
+		q := s.Inputs[0]
+		if q.Group != r.e.grp {
+			continue
+		}
+		var d *Node
+		switch {
+		case q.Info.Kind == ops.Unary && q.Info.Name == "square":
+			d = q.Inputs[0]
+		case q.Info.Kind == ops.Binary && q.Info.Binary == tile.OpMul && q.Inputs[0] == q.Inputs[1]:
+			d = q.Inputs[0]
+		default:
+			continue
+		}
+		if d.Group != r.e.grp || d.Info.Kind != ops.Binary || d.Info.Binary != tile.OpSub || d.Inputs[0] != x {
+			continue
+		}
+		if c := d.Inputs[1]; r.rowConstant(c) && r.knownAfter(c, red, outer) {
+			return s, c
+		}
+	}
+	return nil, nil
+}
+
+// rowConstant reports whether c, a value of the group's full shape, is a
+// value per row broadcast along the last axis: Reshapes that only add or
+// take away ones and Repeats along the last axis from 1, down to a value
+// with one element a row.
+func (r *rowEmit) rowConstant(c *Node) bool {
+	full := r.e.grp.Full
+	if !sameShape(c.Info.Shape, full) {
+		return false
+	}
+	rows := numel(full) / full[len(full)-1]
+	repeated := false
+	for c.Group == r.e.grp && numel(c.Info.Shape) != rows {
+		if len(c.Inputs) == 0 {
+			return false
+		}
+		for _, size := range c.Inputs[1:] { // a Repeat's sizes
+			if size.Info.Kind != ops.Constant {
+				return false
+			}
+		}
+		in, out := c.Inputs[0].Info.Shape, c.Info.Shape
+		switch c.Info.Kind {
+		case ops.Reshape:
+			if !slices.Equal(nonOnes(in), nonOnes(out)) {
+				return false
+			}
+		case ops.Repeat:
+			last := len(out) - 1
+			if len(in) != len(out) || in[last] != 1 || !slices.Equal(in[:last], out[:last]) {
+				return false
+			}
+			repeated = true
+		default:
+			return false
+		}
+		c = c.Inputs[0]
+	}
+	return repeated && numel(c.Info.Shape) == rows
+}
+
+// knownAfter reports whether every row statistic of the group that c reads
+// is red or in outer (taken in an earlier pass).
+func (r *rowEmit) knownAfter(c, red *Node, outer map[memoKey]*tile.Value) bool {
+	seen := map[*Node]bool{}
+	var ok func(n *Node) bool
+	ok = func(n *Node) bool {
+		if seen[n] || n.Group != r.e.grp {
+			return true
+		}
+		seen[n] = true
+		switch n.Info.Kind {
+		case ops.Reduce:
+			if _, done := outer[memoKey{n, nil}]; n != red && !done {
+				return false
+			}
+			return true // computed as a whole: its operand is not read again
+		case ops.Softmax, ops.SoftmaxGrad:
+			return false
+		}
+		for _, in := range n.Inputs {
+			if !ok(in) {
+				return false
+			}
+		}
+		return true
+	}
+	return ok(c)
+}
+
+// sumAndSquares takes red = Σ x and sq = Σ (x − c)² along the row in one
+// pass: per lane the sum, and Welford's running mean and sum of squared
+// deviations M2 of the lane's k elements (mean += (x − mean)/k, M2 +=
+// (x − mean_old)(x − mean_new)); then red = Σ sum and, c known from red,
+// sq = Σ over the lanes M2 + k (mean − c)², the deviations about each
+// lane's own mean moved to c: no cancellation of Σ x² against (Σ x)²/n
+// where the mean is large against the spread.
+func (r *rowEmit) sumAndSquares(red, sq, c *Node, n, chunk int, enter func(*tile.Value), outer map[memoKey]*tile.Value) error {
+	e, b := r.e, r.e.b
+	dx := red.Inputs[0].Info.DType
+	masked := n%chunk != 0
+	init := []*tile.Value{b.Zeros(dx, chunk), b.Zeros(dx, chunk), b.Zeros(dx, chunk)}
+	if masked { // lanes past the row's end in the last block: a count per lane
+		init = append(init, b.Zeros(dx, chunk))
+	}
+	res := b.For(0, n, chunk, init, func(c0 *tile.Value, cv []*tile.Value) []*tile.Value {
+		enter(c0)
+		v, err := e.gen(red.Inputs[0], r.idx)
+		if err != nil {
+			e.err = err
+			return cv
+		}
+		sum := b.Add(cv[0], e.inRange(v, 0))
+		delta := e.inRange(b.Sub(v, cv[1]), 0)
+		var mean *tile.Value
+		next := []*tile.Value{sum}
+		if masked {
+			k := b.Add(cv[3], e.inRange(b.Full(1, dx, chunk), 0))
+			mean = b.Add(cv[1], b.Div(delta, b.Maximum(k, 1.0)))
+			next = append(next, mean, nil, k)
+		} else { // every lane's k-th element: one reciprocal a block
+			k := b.Add(b.Mul(b.Cast(c0, dx), 1/float64(chunk)), 1.0)
+			mean = b.Add(cv[1], b.Mul(delta, b.Div(1.0, k)))
+			next = append(next, mean, nil)
+		}
+		next[2] = b.Add(cv[2], b.Mul(delta, e.inRange(b.Sub(v, mean), 0)))
+		return next
+	})
+	e.memo = outer
+	if e.err != nil {
+		return e.err
+	}
+	outer[memoKey{red, nil}] = b.Reduce(tile.OpReduceSum, res[0], 0)
+	// c over the first block's lanes (a value per row: the same in each)
+	enter(b.I32(0))
+	cl, err := e.gen(c, r.idx)
+	e.memo = outer
+	if err != nil {
+		return err
+	}
+	if cl.Type.Shape.IsScalar() {
+		cl = b.BroadcastTo(cl, tile.Shp(chunk))
+	}
+	var k any = float64(n / chunk)
+	if masked {
+		k = res[3]
+	}
+	dev := b.Sub(res[1], cl)
+	outer[memoKey{sq, nil}] = b.Reduce(tile.OpReduceSum, b.Add(res[2], b.Mul(k, b.Mul(dev, dev))), 0)
+	return nil
 }
 
 // expSumOf reports whether s is Σ exp(x − max) along the row, where max is

@@ -28,10 +28,11 @@ func opLayerNorm(x *G.Node) *G.Node {
 // H200's target, read from the kernel: the passes over the row (loops:
 // none where the row is held in one block; two for a softmax walked in
 // blocks, op by op or Gorgonia's, the maximum and the sum of exponentials
-// in one online pass; one per reduction and one for the output otherwise),
-// the rank of the row block (2 with BLOCK_M rows a program) and the
-// streaming hints on the row's loads and stores only where the tensor is
-// larger than the L2.
+// in one online pass, and two for LayerNorm, its mean and variance in
+// one; one per reduction and one for the output otherwise; LayerNorm
+// walks rows of 8192 or more), the rank of the row block (2 with BLOCK_M
+// rows a program) and the streaming hints on the row's loads and stores
+// only where the tensor is larger than the L2.
 func TestRowKernelShapes(t *testing.T) {
 	cases := []struct {
 		name        string
@@ -45,7 +46,9 @@ func TestRowKernelShapes(t *testing.T) {
 		{"softmax op by op 4096×32768: one block", []int{4096, 32768}, opSoftmax, 0, 1, true},
 		{"softmax op by op 64×40000: two passes", []int{64, 40000}, opSoftmax, 2, 1, false},
 		{"Gorgonia's softmax 64×40000: two passes", []int{64, 40000}, func(x *G.Node) *G.Node { return G.Must(G.SoftMax(x)) }, 2, 1, false},
-		{"layernorm 64×20000: three passes", []int{64, 20000}, opLayerNorm, 3, 1, false},
+		{"layernorm 64×20000: two passes (the mean and the variance in one)", []int{64, 20000}, opLayerNorm, 2, 1, false},
+		{"layernorm 64×20480: two passes, no lane past the end", []int{64, 20480}, opLayerNorm, 2, 1, false},
+		{"layernorm 1151×8192: two passes", []int{1151, 8192}, opLayerNorm, 2, 1, false},
 		{"layernorm 4096×128: 8 rows a program", []int{4096, 128}, opLayerNorm, 0, 2, false},
 		{"softmax op by op 8192×100: 8 rows a program", []int{8192, 100}, opSoftmax, 0, 2, false},
 	}

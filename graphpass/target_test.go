@@ -148,16 +148,20 @@ func TestMetaParameters(t *testing.T) {
 			tile.Meta{"BLOCK": 4096, "STREAM": 1, "num_warps": 4}, 0},
 		{"row of 8192: 8 warps", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 1151, 8192))) }, H200,
 			tile.Meta{"BLOCK": 8192, "num_warps": 8}, 0},
+		{"a LayerNorm-like row of 8192 walked at 4 warps", func(g *G.ExprGraph) *G.Node {
+			x, w := in(g, "x", 1151, 8192), in(g, "w", 8192)
+			return must(G.BroadcastHadamardProd(must(G.SoftMax(x)), w, nil, []byte{0}))
+		}, H200, tile.Meta{"CHUNK": 2048, "num_warps": 4}, 0},
 		{"rows of 100: 8 a program", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 8192, 100))) }, H200,
 			tile.Meta{"BLOCK": 128, "BLOCK_M": 8, "num_warps": 4}, 0},
 		{"rows of 100, 600 of them: 4 a program (150 programs for 132 SMs)", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 600, 100))) }, H200,
 			tile.Meta{"BLOCK": 128, "BLOCK_M": 4, "num_warps": 4}, 0},
 		{"a softmax row of 32768 in one block at 16 warps", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 4096, 32768))) }, H200,
 			tile.Meta{"BLOCK": 32768, "STREAM": 1, "num_warps": 16}, 0},
-		{"a LayerNorm-like row of 32768 looped at 8 warps", func(g *G.ExprGraph) *G.Node {
+		{"a LayerNorm-like row of 32768 looped at 16 warps", func(g *G.ExprGraph) *G.Node {
 			x, w := in(g, "x", 64, 32768), in(g, "w", 32768)
 			return must(G.BroadcastHadamardProd(must(G.SoftMax(x)), w, nil, []byte{0}))
-		}, H200, tile.Meta{"CHUNK": 4096, "num_warps": 8}, 0},
+		}, H200, tile.Meta{"CHUNK": 8192, "num_warps": 16}, 0},
 		{"matmul, few tiles", matmul(256, 64, 256), H200,
 			tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4}, 0},
 		{"matmul, enough 64×64 tiles for 8 SMs", matmul(256, 64, 256), GPU(8, 1024, 48<<10),

@@ -126,13 +126,35 @@ func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.M
 }
 
 // rowSpace: on a GPU, num_warps halved and doubled, BLOCK_M halved and
-// doubled (one row a program: two), the streaming hint the other way;
-// rows walked in blocks: CHUNK halved and doubled, and where the row fits
-// in one block too (up to twice maxRow), that form; on the CPU, 2 to 8
-// rows a program for short rows, CHUNK halved and doubled.
+// doubled (one row a program: two), the streaming hint the other way, and
+// for rows of at least 8192 held in one block, every warp the target has
+// (32 at 1024 threads: 8 to 32 elements a thread, a quarter or half of
+// the registers, one program of 32 warps an SM) and the row walked in
+// blocks of 16 elements a thread at 4, 8 and 16 warps (where the group
+// computes nothing a looped row cannot: fewer registers, more programs an
+// SM, the second pass from L2); rows walked in blocks: CHUNK halved and
+// doubled, blocks of 16 a thread at 4, 8 and 16 warps, the warps halved
+// and doubled, and where the row fits in one block too (up to twice
+// maxRow), that form at 16 warps and at every warp the target has (and,
+// up to maxRow, at the warps tuneRow gives a row held in one block); on the
+// CPU, 2 to 8 rows a program for short rows, CHUNK halved and doubled.
 func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta {
 	n := grp.Full[len(grp.Full)-1]
 	rows := numel(grp.Full) / max(n, 1)
+	allWarps := t.MaxThreads / 32
+	// the looped form at 16 elements a thread (GPU), where it is writable
+	loopedForms := func() []tile.Meta {
+		var out []tile.Meta
+		if !t.GPU() || len(grp.Extra) > 0 || hasSoftmaxGrad(grp) {
+			return nil
+		}
+		for _, w := range []int{4, 8, 16} {
+			if c := 16 * 32 * w; w <= allWarps && c < n {
+				out = append(out, with(def, "BLOCK", 0, "BLOCK_M", 0, "CHUNK", c, "num_warps", w))
+			}
+		}
+		return out
+	}
 	var out []tile.Meta
 	if chunk, ok := def["CHUNK"]; ok {
 		if chunk > 256 {
@@ -141,8 +163,16 @@ func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta
 		if 2*chunk < n {
 			out = append(out, with(def, "CHUNK", chunk*2))
 		}
+		out = append(out, loopedForms()...)
 		if t.GPU() && n <= 2*maxRow(t) {
-			out = append(out, with(def, "CHUNK", 0, "BLOCK", pow2AtLeast(n), "num_warps", maxRowWarps(t)))
+			block := pow2AtLeast(n)
+			if n <= maxRow(t) { // the warps a row held in one block takes
+				out = append(out, with(def, "CHUNK", 0, "BLOCK", block, "num_warps", rowWarps(block, t)))
+			}
+			out = append(out, with(def, "CHUNK", 0, "BLOCK", block, "num_warps", maxRowWarps(t)))
+			if block <= 64*32*allWarps {
+				out = append(out, with(def, "CHUNK", 0, "BLOCK", block, "num_warps", allWarps))
+			}
 		}
 		return append(out, warpChoices(def, t, 16)...)
 	}
@@ -170,6 +200,12 @@ func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta
 		if bm*block <= 64*32*m["num_warps"] { // at most 64 elements a thread
 			out = append(out, m)
 		}
+	}
+	if bm == 1 && block >= 8192 {
+		if block <= 64*32*allWarps && block >= 8*32*allWarps {
+			out = append(out, with(def, "num_warps", allWarps))
+		}
+		out = append(out, loopedForms()...)
 	}
 	return out
 }

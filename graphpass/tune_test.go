@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,20 +32,27 @@ func TestCandidates(t *testing.T) {
 		name   string
 		build  func(g *G.ExprGraph)
 		target Target
-		min    int // candidates at least (with the default)
+		min    int      // candidates at least (with the default)
+		want   []string // candidates there must be, if any
 	}{
-		{"elementwise", func(g *G.ExprGraph) { must(G.Tanh(in(g, "x", 3, 1000))) }, H200, 3},
-		{"elementwise, cpu", func(g *G.ExprGraph) { must(G.Tanh(in(g, "x", 9, 1000))) }, CPU(2), 3},
-		{"column sums, split", func(g *G.ExprGraph) { must(G.Sum(in(g, "x", 9000, 3), 0)) }, H200, 3},
-		{"row sums", func(g *G.ExprGraph) { must(G.Sum(in(g, "x", 300, 777), 1)) }, CPU(2), 2},
-		{"softmax of short rows", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 2048, 100)) }, H200, 4},
-		{"softmax rows of 1000", func(g *G.ExprGraph) { must(G.SoftMax(in(g, "x", 37, 1000))) }, H200, 3},
-		{"softmax rows of 20000", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 3, 20000)) }, H200, 2},
-		{"layernorm rows of 20000, walked", func(g *G.ExprGraph) { opLayerNorm(in(g, "x", 3, 20000)) }, H200, 4},
-		{"softmax of short rows, cpu", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 64, 100)) }, CPU(2), 3},
-		{"softmax rows of 10000, cpu", func(g *G.ExprGraph) { must(G.SoftMax(in(g, "x", 3, 10000))) }, CPU(2), 3},
-		{"causal attention", func(g *G.ExprGraph) { opCausalAttention(g, in) }, H200, 5},
-		{"causal attention, cpu", func(g *G.ExprGraph) { opCausalAttention(g, in) }, CPU(2), 4},
+		{"elementwise", func(g *G.ExprGraph) { must(G.Tanh(in(g, "x", 3, 1000))) }, H200, 3, nil},
+		{"elementwise, cpu", func(g *G.ExprGraph) { must(G.Tanh(in(g, "x", 9, 1000))) }, CPU(2), 3, nil},
+		{"column sums, split", func(g *G.ExprGraph) { must(G.Sum(in(g, "x", 9000, 3), 0)) }, H200, 3, nil},
+		{"row sums", func(g *G.ExprGraph) { must(G.Sum(in(g, "x", 300, 777), 1)) }, CPU(2), 2, nil},
+		{"softmax of short rows", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 2048, 100)) }, H200, 4, nil},
+		{"softmax rows of 1000", func(g *G.ExprGraph) { must(G.SoftMax(in(g, "x", 37, 1000))) }, H200, 3, nil},
+		{"softmax rows of 20000", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 3, 20000)) }, H200, 2, nil},
+		{"layernorm rows of 20000, walked", func(g *G.ExprGraph) { opLayerNorm(in(g, "x", 3, 20000)) }, H200, 7, nil},
+		{name: "layernorm rows of 8192: walked at 4 and 8 warps, one block at 8, 16 and 32", build: func(g *G.ExprGraph) { opLayerNorm(in(g, "x", 3, 8192)) }, target: H200, min: 8,
+			want: []string{"{CHUNK = 2048, num_warps = 4}", "{CHUNK = 4096, num_warps = 8}", "{BLOCK = 8192, num_warps = 8}", "{BLOCK = 8192, num_warps = 16}", "{BLOCK = 8192, num_warps = 32}"}},
+		{name: "softmax rows of 32768: 32 warps, walked at 4, 8 and 16", build: func(g *G.ExprGraph) { opSoftmax(in(g, "x", 2, 32768)) }, target: H200, min: 6,
+			want: []string{"{BLOCK = 32768, num_warps = 32}", "{CHUNK = 2048, num_warps = 4}", "{CHUNK = 4096, num_warps = 8}", "{CHUNK = 8192, num_warps = 16}"}},
+		{name: "layernorm rows of 32768, walked: 8 warps, one block at 16 and 32", build: func(g *G.ExprGraph) { opLayerNorm(in(g, "x", 2, 32768)) }, target: H200, min: 8,
+			want: []string{"{CHUNK = 4096, num_warps = 8}", "{BLOCK = 32768, num_warps = 16}", "{BLOCK = 32768, num_warps = 32}"}},
+		{"softmax of short rows, cpu", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 64, 100)) }, CPU(2), 3, nil},
+		{"softmax rows of 10000, cpu", func(g *G.ExprGraph) { must(G.SoftMax(in(g, "x", 3, 10000))) }, CPU(2), 3, nil},
+		{"causal attention", func(g *G.ExprGraph) { opCausalAttention(g, in) }, H200, 5, nil},
+		{"causal attention, cpu", func(g *G.ExprGraph) { opCausalAttention(g, in) }, CPU(2), 4, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -65,6 +73,11 @@ func TestCandidates(t *testing.T) {
 			cands := Candidates(grp, c.target, tile.PrecIEEE)
 			if len(cands) < c.min {
 				t.Fatalf("%d candidates, want at least %d: %v", len(cands), c.min, cands)
+			}
+			for _, w := range c.want {
+				if !slices.ContainsFunc(cands, func(m tile.Meta) bool { return m.String() == w }) {
+					t.Fatalf("no candidate %s: %v", w, cands)
+				}
 			}
 			def, err := Emit(grp, c.target, tile.PrecIEEE)
 			if err != nil {
