@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/graphpass"
 )
 
 // Bugs FuzzFusion found, each as a plain test of the smallest graph that
@@ -251,6 +252,57 @@ func TestRowStatisticAlongTheOtherAxis(t *testing.T) {
 			}
 			closeTo(t, "x·Sum(x, 1) along axis 0", floats(y.Value()), want, tol)
 			closeTo(t, "minus its row maximum", floats(z.Value()), wantZ, tol)
+		})
+	}
+}
+
+// TestBatchOfOneWithABroadcastEpilogue: a batched product of one batch
+// whose epilogue adds a matrix broadcast along the batch axis. The product
+// kernel hands its epilogue the tile's coordinates without a division, and
+// gave a batch of one only the row's and column's: the broadcast asked for
+// three, and compiling failed ("index out of range [2] with length 2").
+func TestBatchOfOneWithABroadcastEpilogue(t *testing.T) {
+	const m, k, n = 13, 7, 17
+	for _, c := range []struct {
+		name string
+		opts []fusion.Option
+	}{
+		{"products fused", []fusion.Option{fusion.WithMatMulFusion(true)}},
+		{"products fused, H200 target", []fusion.Option{fusion.WithMatMulFusion(true), fusion.WithTarget(graphpass.H200)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			a := G.NewTensor(g, tensor.Float64, 3, G.WithShape(1, m, k), G.WithName("a"))
+			b := G.NewTensor(g, tensor.Float64, 3, G.WithShape(1, k, n), G.WithName("b"))
+			bias := G.NewMatrix(g, tensor.Float64, G.WithShape(m, n), G.WithName("bias"))
+			y := G.Must(G.BroadcastAdd(bias, G.Must(G.BatchedMatMul(a, b)), []byte{0}, nil))
+			vm := fusion.NewTapeMachine(g, c.opts...)
+			defer vm.Close()
+			if err := vm.Err(); err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 13))
+			av, bv, biasv := data(tensor.Float64, rng, m, k), data(tensor.Float64, rng, k, n), data(tensor.Float64, rng, m, n)
+			av.Reshape(1, m, k)
+			bv.Reshape(1, k, n)
+			G.Let(a, av)
+			G.Let(b, bv)
+			G.Let(bias, biasv)
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			ad, bd, cd := floats(av), floats(bv), floats(biasv)
+			want := make([]float64, m*n)
+			for i := 0; i < m; i++ {
+				for j := 0; j < n; j++ {
+					s := cd[i*n+j]
+					for l := 0; l < k; l++ {
+						s += ad[i*k+l] * bd[l*n+j]
+					}
+					want[i*n+j] = s
+				}
+			}
+			closeTo(t, "bias + a·b", floats(y.Value()), want, 1e-12)
 		})
 	}
 }

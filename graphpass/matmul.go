@@ -139,8 +139,11 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 			return nil
 		}
 		c := []*tile.Value{b.BroadcastTo(rm, tile.Shp(bm, bn)), b.BroadcastTo(rn, tile.Shp(bm, bn))}
-		if batch > 1 {
+		switch {
+		case batch > 1:
 			c = append([]*tile.Value{b.Splat(b.ProgramID(2), tile.Shp(bm, bn))}, c...)
+		case len(s) == 3: // a batch of one: its coordinate is 0
+			c = append([]*tile.Value{b.Zeros(tile.I32, bm, bn)}, c...)
 		}
 		return c
 	}
