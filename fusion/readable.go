@@ -2,6 +2,7 @@ package fusion
 
 import (
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 
@@ -38,7 +39,10 @@ import (
 //   - the user named it (gorgonia.WithName: Gorgonia's own names have the
 //     form "op(%a, %b)"),
 //   - a gorgonia.Read statement reads it, or the user kept it (WithKeep),
-//   - it is a prediction: what a loss is computed from (below), or
+//   - it is a prediction: what a loss is computed from (below),
+//   - it leaves a recurrent step (below): the h and c of each step of an
+//     unrolled RNN, the last step's included, which the user carries into
+//     the next batch (their gradients are not readable by this rule), or
 //   - WithReadAll(true) is set: every node is readable.
 //
 // A prediction is found by walking back from every scalar of the forward
@@ -54,9 +58,16 @@ import (
 // a sum of two computed values, …). So in Mean(Square(Sub(pred, target)))
 // pred is readable, in -Mean(Log(SoftMax(z))·onehot) the softmax, in
 // Mean(y) for a block's output y, y, and in an LSTM cell whose h and c both
-// feed the loss, h and c. A value the loss does not read and that is not a
-// root (the cell state of an unrolled step that only feeds the next) is
-// not: the report lists such nodes, and WithKeep keeps them.
+// feed the loss, h and c.
+//
+// A recurrent step is found by its shared weight: the same product with the
+// same weight (h·U) once per step, each depending on the one before
+// (statesOf). What one step computes and a later step reads (h_t, c_t) is
+// readable, and so is what the last step computes as the earlier steps
+// computed their states (h_T and c_T, though only the output's product
+// reads them). A recurrence written otherwise (no shared weight, or the
+// weight a different node each step) is not seen: the report lists its
+// nodes without a value, and WithKeep keeps them.
 //
 // The forward pass is what the user wrote: the nodes that a root or a
 // scalar of the forward pass is computed from. Gorgonia's Grad makes the
@@ -98,6 +109,7 @@ func planReadable(c *compilation) error {
 	c.forward = forwardNodes(c.gr)
 	stray := strayScalars(c.gr, gradOf)
 	predictions := predictionsOf(c.gr, c.forward, stray)
+	states := statesOf(c.gr, c.forward)
 	base := map[*G.Node]bool{} // by the rules but the gradients'
 	for _, n := range c.gr.Nodes {
 		g := n.G
@@ -110,7 +122,7 @@ func planReadable(c *compilation) error {
 		if n.Info.Kind == ops.Input || isConst(n.G) {
 			continue
 		}
-		read := base[n.G]
+		read := base[n.G] || states[n]
 		for _, of := range gradOf[n.G] {
 			read = read || of.Info.Kind == ops.Input || base[of.G]
 		}
@@ -258,6 +270,181 @@ func predictionsOf(gr *graphpass.Graph, forward, stray map[*graphpass.Node]bool)
 	for _, n := range gr.Nodes {
 		if len(n.Info.Shape) == 0 && forward[n] && !stray[n] {
 			walk(n)
+		}
+	}
+	return out
+}
+
+// statesOf are the values that leave a recurrent step (see above). A
+// recurrence is a chain of uses u_1 … u_T (T ≥ 2) of one input (a shared
+// weight) by the same product (MatMul, batched or not, the same
+// transposes) at the same operand position with the same shape, each
+// depending on the one before (h·U of an unrolled RNN; not x_t·W, whose
+// uses are independent). Products only: they are few, so that finding
+// chains stays linear in practice (a pass over the graph per candidate).
+// Chains of one length that run in step with each other (an LSTM's four
+// gates' h·U_i, h·U_f, …) are one recurrence. A node's step is the latest use it depends on (0: none).
+// The values that leave step t < T are the nodes of step t that a node of
+// a later step reads and that a later use depends on (h_t, c_t); those of
+// the last step are its nodes that compute what one of step T−1's leaving
+// values computes, by their signatures: op, shape and operands, an operand
+// outside the step counting by its shape alone, but an input the steps
+// share (a weight) by itself (h_T, c_T, though they feed only the
+// output's product).
+func statesOf(gr *graphpass.Graph, forward map[*graphpass.Node]bool) map[*graphpass.Node]bool {
+	type useKey struct {
+		in    *graphpass.Node
+		op    string
+		pos   int
+		shape string
+	}
+	uses := map[useKey][]*graphpass.Node{}
+	var keys []useKey
+	for _, n := range gr.Nodes { // operands first: uses in the order they run
+		if k := n.Info.Kind; !forward[n] || k != ops.MatMul && k != ops.BatchedMatMul {
+			continue
+		}
+		for pos, in := range n.Inputs {
+			if in.Info.Kind != ops.Input || !forward[in] {
+				continue
+			}
+			k := useKey{in, n.G.Op().String(), pos, fmt.Sprint(n.Info.Shape)}
+			if len(uses[k]) == 0 {
+				keys = append(keys, k)
+			}
+			uses[k] = append(uses[k], n)
+		}
+	}
+	// steps numbers the forward nodes by the latest use of chains they
+	// depend on; ok: every use's operands depend on the use before it
+	// (and on no later one) in every chain
+	steps := func(chains [][]*graphpass.Node) (step map[*graphpass.Node]int, useOf map[*graphpass.Node]int, ok bool) {
+		useOf = map[*graphpass.Node]int{}
+		for _, us := range chains {
+			for t, u := range us {
+				if useOf[u] != 0 && useOf[u] != t+1 {
+					return nil, nil, false
+				}
+				useOf[u] = t + 1
+			}
+		}
+		step = map[*graphpass.Node]int{}
+		for _, n := range gr.Nodes {
+			if !forward[n] {
+				continue
+			}
+			s := 0
+			for _, in := range n.Inputs {
+				s = max(s, step[in])
+			}
+			if t := useOf[n]; t > 0 {
+				if s != t-1 {
+					return nil, nil, false
+				}
+				s = t
+			}
+			step[n] = s
+		}
+		return step, useOf, true
+	}
+	// recurrences: chains, those in step with each other together
+	var recs [][][]*graphpass.Node
+	for _, k := range keys {
+		us := uses[k]
+		if len(us) < 2 {
+			continue
+		}
+		if _, _, ok := steps([][]*graphpass.Node{us}); !ok {
+			continue
+		}
+		joined := false
+		for i, r := range recs {
+			if len(r[0]) != len(us) {
+				continue
+			}
+			if _, _, ok := steps(append(slices.Clone(r), us)); ok {
+				recs[i], joined = append(r, us), true
+				break
+			}
+		}
+		if !joined {
+			recs = append(recs, [][]*graphpass.Node{us})
+		}
+	}
+	out := map[*graphpass.Node]bool{}
+	for _, r := range recs {
+		step, useOf, _ := steps(r)
+		T := len(r[0])
+		// later: the latest use that depends on the node
+		later := map[*graphpass.Node]int{}
+		for i := len(gr.Nodes) - 1; i >= 0; i-- {
+			n := gr.Nodes[i]
+			l := useOf[n]
+			for _, u := range n.Users {
+				l = max(l, later[u])
+			}
+			later[n] = l
+		}
+		var leaving []*graphpass.Node
+		for _, n := range gr.Nodes {
+			s := step[n]
+			if s < 1 || s >= T || later[n] <= s || n.Info.Kind == ops.Input {
+				continue
+			}
+			for _, u := range n.Users {
+				if forward[u] && step[u] > s {
+					leaving = append(leaving, n)
+					out[n] = true
+					break
+				}
+			}
+		}
+		// the last step's, by signature
+		shared := map[*graphpass.Node]bool{} // inputs read in more than one step
+		for _, n := range gr.Nodes {
+			if n.Info.Kind != ops.Input {
+				continue
+			}
+			first := 0
+			for _, u := range n.Users {
+				if s := step[u]; forward[u] && s > 0 {
+					shared[n] = shared[n] || first > 0 && s != first
+					first = s
+				}
+			}
+		}
+		sig := map[*graphpass.Node]uint64{}
+		var sigOf func(n *graphpass.Node, s int) string
+		sigOf = func(n *graphpass.Node, s int) string {
+			switch {
+			case shared[n]:
+				return fmt.Sprintf("shared %p", n)
+			case step[n] != s || n.Info.Kind == ops.Input:
+				return fmt.Sprintf("outside %v", n.Info.Shape)
+			case useOf[n] > 0:
+				return "use"
+			}
+			if v, ok := sig[n]; ok {
+				return fmt.Sprintf("%x", v)
+			}
+			h := fnv.New64a()
+			fmt.Fprintf(h, "%v %v", n.G.Op(), n.Info.Shape)
+			for _, in := range n.Inputs {
+				fmt.Fprintf(h, " (%s)", sigOf(in, s))
+			}
+			sig[n] = h.Sum64()
+			return fmt.Sprintf("%x", sig[n])
+		}
+		want := map[string]bool{}
+		for _, n := range leaving {
+			if step[n] == T-1 {
+				want[sigOf(n, T-1)] = true
+			}
+		}
+		for _, n := range gr.Nodes {
+			if step[n] == T && forward[n] && n.Info.Kind != ops.Input && want[sigOf(n, T)] {
+				out[n] = true
+			}
 		}
 	}
 	return out

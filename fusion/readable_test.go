@@ -317,3 +317,157 @@ func TestStrayScalars(t *testing.T) {
 	}
 	t.Logf("%v", r)
 }
+
+// unrolledLSTM is an LSTM unrolled over steps, written as Gorgonia users
+// write one: the gates' weights shared by every step, h and c of each step
+// feeding the next, and only the last h feeding the output h·V (training:
+// the loss Mean(Square(h·V − target)) and the weights' gradients; else the
+// output is the graph's root). Nothing is named or kept but the inputs
+// and weights; the user reads every step's h and c after the run (the
+// last ones to carry into the next batch). Neither a root, nor a scalar,
+// nor a prediction (h·V is the prediction): they are values that leave a
+// recurrent step.
+func unrolledLSTM(t *testing.T, b, in, hid, out, steps int, train bool) (*model, func() map[string][]float64) {
+	rng := rand.New(rand.NewPCG(31, uint64(steps)))
+	g := G.NewGraph()
+	m := &model{g: g, inputs: map[*G.Node]*tensor.Dense{}, read: map[string]*G.Node{}}
+	h := G.NewMatrix(g, tensor.Float64, G.WithShape(b, hid), G.WithName("h0"))
+	c := G.NewMatrix(g, tensor.Float64, G.WithShape(b, hid), G.WithName("c0"))
+	h0, c0 := h, c
+	m.inputs[h], m.inputs[c] = randMatrix(rng, b, hid, 1), randMatrix(rng, b, hid, 1)
+	xs := make([]*G.Node, steps)
+	for s := range xs {
+		xs[s] = G.NewMatrix(g, tensor.Float64, G.WithShape(b, in), G.WithName(fmt.Sprintf("x%d", s+1)))
+		m.inputs[xs[s]] = randMatrix(rng, b, in, 1)
+	}
+	type gateW struct{ w, u, bias *G.Node }
+	gates := map[string]gateW{}
+	for _, name := range []string{"i", "f", "o", "g"} {
+		gw := gateW{paramMatrix(g, rng, "W"+name, in, hid), paramMatrix(g, rng, "U"+name, hid, hid), paramMatrix(g, rng, "b"+name, hid)}
+		gates[name] = gw
+		m.params = append(m.params, gw.w, gw.u, gw.bias)
+	}
+	v := paramMatrix(g, rng, "V", hid, out)
+	m.params = append(m.params, v)
+	for s := 0; s < steps; s++ {
+		gate := func(name string, act func(*G.Node) (*G.Node, error)) *G.Node {
+			gw := gates[name]
+			pre := G.Must(G.Add(G.Must(G.Mul(xs[s], gw.w)), G.Must(G.Mul(h, gw.u))))
+			return G.Must(act(G.Must(G.BroadcastAdd(pre, gw.bias, nil, []byte{0}))))
+		}
+		i, f, o, gg := gate("i", G.Sigmoid), gate("f", G.Sigmoid), gate("o", G.Sigmoid), gate("g", G.Tanh)
+		c = G.Must(G.Add(G.Must(G.HadamardProd(f, c)), G.Must(G.HadamardProd(i, gg))))
+		h = G.Must(G.HadamardProd(o, G.Must(G.Tanh(c))))
+		m.read[fmt.Sprintf("h%d", s+1)], m.read[fmt.Sprintf("c%d", s+1)] = h, c
+	}
+	y := G.Must(G.Mul(h, v))
+	m.read["y"] = y
+	var target *G.Node
+	if train {
+		target = G.NewMatrix(g, tensor.Float64, G.WithShape(b, out), G.WithName("target"))
+		m.inputs[target] = randMatrix(rng, b, out, 1)
+		cost := G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(y, target))))))
+		if _, err := G.Grad(cost, m.params...); err != nil {
+			t.Fatal(err)
+		}
+		m.read["cost"] = cost
+	} else {
+		m.params = nil
+	}
+	ref := func() map[string][]float64 { // the steps in float64 Go
+		p := map[string][]float64{}
+		for _, n := range append(m.params, v) {
+			p[n.Name()] = floats(n.Value())
+		}
+		for _, gw := range gates {
+			for _, n := range []*G.Node{gw.w, gw.u, gw.bias} {
+				p[n.Name()] = floats(n.Value())
+			}
+		}
+		res := map[string][]float64{}
+		hv, cv := floats(m.inputs[h0]), floats(m.inputs[c0])
+		for s := 0; s < steps; s++ {
+			xv := floats(m.inputs[xs[s]])
+			act := func(name string, r, j int, sig bool) float64 {
+				a := p["b"+name][j]
+				for k := 0; k < in; k++ {
+					a += xv[r*in+k] * p["W"+name][k*hid+j]
+				}
+				for k := 0; k < hid; k++ {
+					a += hv[r*hid+k] * p["U"+name][k*hid+j]
+				}
+				if sig {
+					return 1 / (1 + math.Exp(-a))
+				}
+				return math.Tanh(a)
+			}
+			hn, cn := make([]float64, b*hid), make([]float64, b*hid)
+			for r := 0; r < b; r++ {
+				for j := 0; j < hid; j++ {
+					cn[r*hid+j] = act("f", r, j, true)*cv[r*hid+j] + act("i", r, j, true)*act("g", r, j, false)
+					hn[r*hid+j] = act("o", r, j, true) * math.Tanh(cn[r*hid+j])
+				}
+			}
+			hv, cv = hn, cn
+			res[fmt.Sprintf("h%d", s+1)], res[fmt.Sprintf("c%d", s+1)] = hn, cn
+		}
+		yv := make([]float64, b*out)
+		for r := 0; r < b; r++ {
+			for j := 0; j < out; j++ {
+				for k := 0; k < hid; k++ {
+					yv[r*out+j] += hv[r*hid+k] * p["V"][k*out+j]
+				}
+			}
+		}
+		res["y"] = yv
+		if train {
+			tv, sq := floats(m.inputs[target]), 0.0
+			for i, y := range yv {
+				sq += (y - tv[i]) * (y - tv[i])
+			}
+			res["cost"] = []float64{sq / float64(len(yv))}
+		}
+		return res
+	}
+	return m, ref
+}
+
+// TestRecurrentStateReadable: an unrolled LSTM's h and c of every step,
+// the last ones included (they feed only the output's product, or only the
+// last h), have their values after RunAll without WithKeep, in training
+// and inference, with products fused or not.
+func TestRecurrentStateReadable(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		steps int
+		train bool
+		opts  []fusion.Option
+	}{
+		{"training, 3 steps", 3, true, nil},
+		{"training, 2 steps, products fused", 2, true, []fusion.Option{fusion.WithMatMulFusion(true)}},
+		{"inference, 4 steps", 4, false, nil},
+		{"inference, 2 steps, products fused", 2, false, []fusion.Option{fusion.WithMatMulFusion(true)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			checkReadAfterRun(t, func(t *testing.T) (*model, func() map[string][]float64) {
+				return unrolledLSTM(t, 3, 5, 7, 4, c.steps, c.train)
+			}, c.opts...)
+			// and no more: the gates stay inside their kernels (an LSTM's
+			// four gates are one recurrence, in step)
+			m, _ := unrolledLSTM(t, 3, 5, 7, 4, c.steps, c.train)
+			comp, err := fusion.Compile(m.g, c.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gates := 0
+			for _, n := range comp.Report.NoValue {
+				if strings.HasPrefix(n, "Sigmoid(") {
+					gates++
+				}
+			}
+			if gates != 3*c.steps {
+				t.Fatalf("%d of the %d sigmoid gates have no value, want all\n%v", gates, 3*c.steps, comp.Report)
+			}
+		})
+	}
+}
