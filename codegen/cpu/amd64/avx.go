@@ -25,6 +25,8 @@ var (
 	opSQRTPS   = vop{map0F, ppNone, false, 0x51}
 	opCMPPS    = vop{map0F, ppNone, false, 0xc2}
 	opSHUFPS   = vop{map0F, ppNone, false, 0xc6}
+	opUNPCKLPS = vop{map0F, ppNone, false, 0x14}
+	opUNPCKHPS = vop{map0F, ppNone, false, 0x15}
 	opMOVUPS   = vop{map0F, ppNone, false, 0x10}
 	opMOVUPSst = vop{map0F, ppNone, false, 0x11}
 	opMOVAPS   = vop{map0F, ppNone, false, 0x28}
@@ -252,6 +254,14 @@ func (a *Asm) VCVTTPS2DQ(d VReg, s Operand) { a.v3(opCVTTPS2DQ, true, uint8(d), 
 func (a *Asm) VSHUFPS(d, x VReg, y Operand, imm uint8) {
 	a.v3(opSHUFPS, true, uint8(d), uint8(x), y, imm)
 }
+
+// VUNPCKLPS d = the low two lanes of each 128-bit half of x and y,
+// interleaved (x0 y0 x1 y1 | x4 y4 x5 y5).
+func (a *Asm) VUNPCKLPS(d, x VReg, y Operand) { a.v3(opUNPCKLPS, true, uint8(d), uint8(x), y) }
+
+// VUNPCKHPS d = the high two lanes of each 128-bit half of x and y,
+// interleaved (x2 y2 x3 y3 | x6 y6 x7 y7).
+func (a *Asm) VUNPCKHPS(d, x VReg, y Operand) { a.v3(opUNPCKHPS, true, uint8(d), uint8(x), y) }
 
 // VPERMILPS d = s's lanes permuted by imm within each 128-bit half.
 func (a *Asm) VPERMILPS(d VReg, s Operand, imm uint8) { a.v3(opPERMILPS, true, uint8(d), 0, s, imm) }

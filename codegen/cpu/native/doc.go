@@ -78,15 +78,18 @@
 // (bias, GELU, residual) is a phase over the accumulator's block before
 // the store. Each element is c + Σ_k a·b in k order in fused
 // multiply-adds, within 2(K+1)·2⁻²⁴·(|c| + Σ|a·b|) of the reference.
+// An operand loaded contiguously along its first dimension (a transposed
+// operand) is packed transposed and read so (a), or turned back in 8×8
+// tiles in the frame (b).
 //
 // What is not supported yet (Compile says which value and why): nested
-// loops, products of precisions other than ieee, operands read with a
-// stride between lanes (a transposed operand is a gather), atomics, f64, integer loads and non-affine
-// integer blocks (div/rem of lanes are affine only where a block does not
-// straddle a multiple of the divisor: checked per program, else a bail-out),
-// gathers (lanes with a stride other than 0 or 1 element), reshapes other
-// than inserting or removing dimensions of size 1, reductions along axes
-// other than the last (or axis 0 of a 2-D block), f32 log, erf, sigmoid,
+// loops, products of precisions other than ieee, atomics, f64, integer
+// loads and non-affine integer blocks (div/rem of lanes are affine only
+// where a block does not straddle a multiple of the divisor: checked per
+// program, else a bail-out), gathers (lanes with a stride other than 0 or
+// 1 element, but a product's transposed operands), reshapes other than
+// inserting or removing dimensions of size 1, reductions along axes other
+// than the last (or axis 0 of a 2-D block), f32 log, erf, sigmoid,
 // pow, rem, sign and the trigonometric functions.
 //
 // The generated code follows codegen/cpu/jit's rules: no stack, RDI the

@@ -19,6 +19,15 @@ import (
 // block after it (the K loop of a tiled matmul), into that block itself:
 // no copy per iteration.
 //
+// Transposed operands (the backward products' xᵀ·dy, attention's q·kᵀ):
+// an operand loaded one element apart along its first dimension is packed
+// transposed, by a phase over the transposed shape that reads it at
+// swapped lanes (its loads stay contiguous). The micro-kernel reads a
+// transposed a as it is (its broadcasts move along the block's rows
+// instead of its columns); a transposed b is turned back in the frame, in
+// 8×8 tiles (unpack, shuffle, exchange of 128-bit halves), before the
+// micro-kernel.
+//
 // The micro-kernel: the columns in strips of 16 (two vectors), the rows
 // in blocks of six, so that 12 accumulators, the strip's two vectors of b
 // and one broadcast of a fill 15 ymm registers; per k, two loads of b,
@@ -57,28 +66,65 @@ func zeroSplat(x *tile.Value) bool {
 	return x.Op == tile.OpConst && x.Type.DType == tile.F32 && math.Float32bits(float32(x.AuxF)) == 0
 }
 
-// packBlock is the frame block a pack writes operand x to.
-func (g *gen) packBlock(x *tile.Value) int32 {
-	key := -(1 << 24) - x.ID // a key no value has
+// lanes are the lanes a pack reads its operand at: the phase's own, or
+// swapped.
+func (pk pack) lanes() lanes {
+	if pk.trans {
+		return lanes{1, 0}
+	}
+	return identity(pk.x.Type.Shape.Rank)
+}
+
+// transposedLoad reports whether x is a load of a rank-2 block whose
+// elements lie one apart along its first dimension and not along its last
+// (a transposed operand: packed transposed, its loads stay contiguous).
+func (p *plan) transposedLoad(x *tile.Value) bool {
+	if x.Op != tile.OpLoad || x.Type.Shape.Rank != 2 {
+		return false
+	}
+	a := p.in(x.Args[0]).aff
+	if a == nil {
+		return false
+	}
+	last := a.coef[1]
+	return !(last.op == sxConst && (last.k == 0 || last.k == 1)) && a.coef[0].isConst(1)
+}
+
+// packBlock is the frame block pack pk writes to.
+func (g *gen) packBlock(pk pack) int32 {
+	key := -(1 << 24) - 2*pk.x.ID // a key no value has
+	if pk.trans {
+		key--
+	}
+	return g.scratchBlock(key, pk.x.Type.Shape.Numel())
+}
+
+// scratchBlock is the frame block of n f32 under key, made if new.
+func (g *gen) scratchBlock(key, n int) int32 {
 	if off, ok := g.block[key]; ok {
 		return off
 	}
-	off := g.alloc(int32(4*x.Type.Shape.Numel())+32, 32) // 32 bytes over: a vector read past the end stays in the frame
+	off := g.alloc(int32(4*n)+32, 32) // 32 bytes over: a vector read past the end stays in the frame
 	g.block[key] = off
 	return off
 }
 
-// operandBlock is the frame block the product reads operand x from.
-func (g *gen) operandBlock(x *tile.Value) int32 {
+// operandBlock is the frame block product d reads operand i from, and
+// whether it holds the operand's transpose.
+func (g *gen) operandBlock(d *tile.Value, i int) (int32, bool) {
+	x := d.Args[i]
 	switch xi := g.p.in(x); {
+	case i == 2 && zeroSplat(x):
+		return 0, false
 	case xi.kind == kCarry:
-		return g.block[x.ID]
+		return g.block[x.ID], false
 	case xi.kind == kDot:
-		return g.dotBlock(x)
+		return g.dotBlock(x), false
 	case xi.kind == kFloat && !xi.formula:
-		return g.matBlock(x)
+		return g.matBlock(x), false
 	}
-	return g.packBlock(x)
+	tr := i < 2 && g.p.in(d).dotTrans[i]
+	return g.packBlock(pack{x, tr}), tr
 }
 
 // dotBlock is where product d's result is: its accumulator's block where
@@ -94,13 +140,21 @@ func (g *gen) dotBlock(d *tile.Value) int32 {
 func (g *gen) dotCode(d *tile.Value) error {
 	a := &g.a
 	m, k, n := d.Args[0].Type.Shape.Dims[0], d.Args[0].Type.Shape.Dims[1], d.Args[1].Type.Shape.Dims[1]
-	offA, offB := g.operandBlock(d.Args[0]), g.operandBlock(d.Args[1])
+	offA, aT := g.operandBlock(d, 0)
+	offB, bT := g.operandBlock(d, 1)
 	zero := zeroSplat(d.Args[2])
-	var offC int32
-	if !zero {
-		offC = g.operandBlock(d.Args[2])
-	}
+	offC, _ := g.operandBlock(d, 2)
 	offD := g.dotBlock(d)
+	if bT { // b's transpose [N,K] → b [K,N], in 8×8 tiles
+		to := g.scratchBlock(-(1<<24)-2*d.ID-(1<<23), k*n)
+		g.transposeBlock(to, offB, n, k)
+		offB = to
+	}
+	// a at row r, column k: row-major, or transposed (the block is [K,M])
+	aRow, aCol := int32(4*k), int32(4)
+	if aT {
+		aRow, aCol = 4, int32(4*m)
+	}
 	const (
 		rA   = amd64.RBX // a's row block
 		rC   = amd64.R8  // c's row block
@@ -134,12 +188,12 @@ func (g *gen) dotCode(d *tile.Value) error {
 			a.VMOVUPS(amd64.VReg(bVec+v), amd64.Ptr(rBk, int32(32*v)))
 		}
 		for r := 0; r < mr; r++ {
-			a.VBROADCASTSS(aBc, amd64.Ptr(rAk, int32(4*r*k)))
+			a.VBROADCASTSS(aBc, amd64.Ptr(rAk, int32(r)*aRow))
 			for v := 0; v < nv; v++ {
 				a.VFMADD231PS(acc(r, v), aBc, amd64.VReg(bVec+v))
 			}
 		}
-		a.ADDQimm(rAk, 4)
+		a.ADDQimm(rAk, aCol)
 		a.ADDQimm(rBk, int32(4*n))
 		a.SUBQimm(rK, 1)
 		a.Jcc(amd64.CondNE, top)
@@ -160,7 +214,7 @@ func (g *gen) dotCode(d *tile.Value) error {
 			rows := a.NewLabel()
 			a.Bind(rows)
 			micro(dotRows, j0)
-			a.ADDQimm(rA, int32(4*dotRows*k))
+			a.ADDQimm(rA, dotRows*aRow)
 			if !zero {
 				a.ADDQimm(rC, int32(4*dotRows*n))
 			}
@@ -173,4 +227,60 @@ func (g *gen) dotCode(d *tile.Value) error {
 		}
 	}
 	return a.Err()
+}
+
+// transposeBlock writes the transpose of the r×c frame block at from
+// (row-major) to the c×r block at to, in 8×8 tiles (r and c multiples of
+// eight): eight rows loaded, interleaved (unpack), shuffled and their
+// 128-bit halves exchanged, eight rows stored.
+func (g *gen) transposeBlock(to, from int32, r, c int) {
+	a := &g.a
+	const (
+		rSrc  = amd64.R11 // the tile in from
+		rDst  = amd64.R12 // the tile in to
+		rRow  = amd64.R13 // from's row of tiles
+		rCol  = amd64.R14 // to's column of tiles
+		rLeft = amd64.RDX // tiles left in the row
+		rRows = amd64.R10 // rows of tiles left
+	)
+	a.LEAQ(rRow, fr(from))
+	a.LEAQ(rCol, fr(to))
+	a.MOVLimm(rRows, uint32(r/lane))
+	rows := a.NewLabel()
+	a.Bind(rows)
+	a.MOVQ(rSrc, rRow)
+	a.MOVQ(rDst, rCol)
+	a.MOVLimm(rLeft, uint32(c/lane))
+	tiles := a.NewLabel()
+	a.Bind(tiles)
+	for q := 0; q < lane; q++ {
+		a.VMOVUPS(amd64.VReg(q), amd64.Ptr(rSrc, int32(4*q*c)))
+	}
+	for q := 0; q < lane; q += 2 {
+		a.VUNPCKLPS(amd64.VReg(8+q), amd64.VReg(q), amd64.VReg(q+1))
+		a.VUNPCKHPS(amd64.VReg(9+q), amd64.VReg(q), amd64.VReg(q+1))
+	}
+	for q := 0; q < lane; q += 4 {
+		// t(8+q), t(9+q) from rows q, q+1; t(10+q), t(11+q) from q+2, q+3
+		a.VSHUFPS(amd64.VReg(q), amd64.VReg(8+q), amd64.VReg(10+q), 0x44)
+		a.VSHUFPS(amd64.VReg(q+1), amd64.VReg(8+q), amd64.VReg(10+q), 0xee)
+		a.VSHUFPS(amd64.VReg(q+2), amd64.VReg(9+q), amd64.VReg(11+q), 0x44)
+		a.VSHUFPS(amd64.VReg(q+3), amd64.VReg(9+q), amd64.VReg(11+q), 0xee)
+	}
+	for q := 0; q < lane; q++ {
+		imm := uint8(0x20)
+		if q >= 4 {
+			imm = 0x31
+		}
+		a.VPERM2F128(8, amd64.VReg(q%4), amd64.VReg(q%4+4), imm)
+		a.VMOVUPSstore(amd64.Ptr(rDst, int32(4*q*r)), 8)
+	}
+	a.ADDQimm(rSrc, 4*lane)
+	a.ADDQimm(rDst, int32(4*lane*r))
+	a.SUBQimm(rLeft, 1)
+	a.Jcc(amd64.CondNE, tiles)
+	a.ADDQimm(rRow, int32(4*lane*c))
+	a.ADDQimm(rCol, 4*lane)
+	a.SUBQimm(rRows, 1)
+	a.Jcc(amd64.CondNE, rows)
 }

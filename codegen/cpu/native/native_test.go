@@ -209,6 +209,7 @@ func TestDotNative(t *testing.T) {
 		loop       bool // a K loop (else one block of K)
 		loadAcc    bool // the accumulator starts from c (else zeros)
 		notYield   bool // the loop yields the product plus zero
+		tA, tB     bool // a is stored as its transpose [K,M], b as [N,K]
 	}
 	for _, c := range []dotCase{
 		{name: "one block 16×16×16", m: 16, n: 16, k: 16, bm: 16, bn: 16, bk: 16},
@@ -216,9 +217,12 @@ func TestDotNative(t *testing.T) {
 		{name: "K loop in place 130×70×90", m: 130, n: 70, k: 90, bm: 32, bn: 32, bk: 32, loop: true},
 		{name: "K loop in place 64×128 blocks 100×200×77", m: 100, n: 200, k: 77, bm: 64, bn: 128, bk: 16, loop: true, loadAcc: true},
 		{name: "K loop, yield not the product, 45×33×70", m: 45, n: 33, k: 70, bm: 16, bn: 32, bk: 32, loop: true, notYield: true},
+		{name: "a transposed, K loop 130×70×90", m: 130, n: 70, k: 90, bm: 32, bn: 32, bk: 32, loop: true, tA: true},
+		{name: "b transposed, K loop 100×200×77", m: 100, n: 200, k: 77, bm: 64, bn: 64, bk: 16, loop: true, tB: true, loadAcc: true},
+		{name: "both transposed, one block 50×40×27", m: 50, n: 40, k: 27, bm: 64, bn: 64, bk: 32, tA: true, tB: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			k := dotKernel(t, c.bm, c.bn, c.bk, c.loop, c.loadAcc, c.notYield)
+			k := dotKernel(t, c.bm, c.bn, c.bk, c.loop, c.loadAcc, c.notYield, c.tA, c.tB)
 			nk, err := native.Compile(k)
 			if err != nil {
 				t.Fatalf("not compiled natively: %v\n%v", err, k)
@@ -247,7 +251,14 @@ func TestDotNative(t *testing.T) {
 						abs = math.Abs(float64(c0[i*c.n+j]))
 					}
 					for q := 0; q < c.k; q++ {
-						abs += math.Abs(float64(a[i*c.k+q]) * float64(b[q*c.n+j]))
+						ai, bi := i*c.k+q, q*c.n+j
+						if c.tA {
+							ai = q*c.m + i
+						}
+						if c.tB {
+							bi = j*c.k + q
+						}
+						abs += math.Abs(float64(a[ai]) * float64(b[bi]))
 					}
 					g, w := float64(got[i*c.n+j]), float64(want[i*c.n+j])
 					if bound := 2 * float64(c.k+1) * 0x1p-24 * abs; !(math.Abs(g-w) <= bound) {
@@ -259,9 +270,10 @@ func TestDotNative(t *testing.T) {
 	}
 }
 
-// dotKernel is c = [c0 +] a·b of row-major a [M,K], b [K,N], c0 and c [M,N], one
+// dotKernel is c = [c0 +] a·b of row-major a [M,K] (or its transpose
+// [K,M]), b [K,N] (or [N,K]), c0 and c [M,N], one
 // bm×bn block of c a program.
-func dotKernel(t *testing.T, bm, bn, bk int, loop, loadAcc, notYield bool) *tile.Kernel {
+func dotKernel(t *testing.T, bm, bn, bk int, loop, loadAcc, notYield, tA, tB bool) *tile.Kernel {
 	b := tile.NewBuilder("dot", nil)
 	pa, pb, pc0, pc := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("c0", tile.F32), b.Ptr("c", tile.F32)
 	M, N, K := b.Param("M", tile.I32), b.Param("N", tile.I32), b.Param("K", tile.I32)
@@ -276,8 +288,15 @@ func dotKernel(t *testing.T, bm, bn, bk int, loop, loadAcc, notYield bool) *tile
 	step := func(k0 *tile.Value, acc *tile.Value) *tile.Value {
 		rk := b.Arange(0, bk)
 		kr, kc := b.Add(b.ExpandDims(rk, 0), k0), b.Add(b.ExpandDims(rk, 1), k0)
-		av := b.Load(b.AddPtr(pa, b.Add(b.Mul(rows, K), kr)), b.And(b.Lt(rows, M), b.Lt(kr, K)), 0.0)
-		bv := b.Load(b.AddPtr(pb, b.Add(b.Mul(kc, N), cols)), b.And(b.Lt(kc, K), b.Lt(cols, N)), 0.0)
+		aOff, bOff := b.Add(b.Mul(rows, K), kr), b.Add(b.Mul(kc, N), cols)
+		if tA {
+			aOff = b.Add(rows, b.Mul(kr, M))
+		}
+		if tB {
+			bOff = b.Add(b.Mul(cols, K), kc)
+		}
+		av := b.Load(b.AddPtr(pa, aOff), b.And(b.Lt(rows, M), b.Lt(kr, K)), 0.0)
+		bv := b.Load(b.AddPtr(pb, bOff), b.And(b.Lt(kc, K), b.Lt(cols, N)), 0.0)
 		return b.Dot(av, bv, acc, tile.PrecIEEE)
 	}
 	var res *tile.Value

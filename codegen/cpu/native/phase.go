@@ -156,13 +156,13 @@ func (pg *phaseGen) build() error {
 		}
 	}
 	// operands of products, each to its block
-	for _, x := range pg.ph.packs {
-		n, err := pg.eval(x, id)
+	for _, pk := range pg.ph.packs {
+		n, err := pg.eval(pk.x, pk.lanes())
 		if err != nil {
 			return err
 		}
-		pat := pg.framePattern(pg.g.packBlock(x), x.Type.Shape, id)
-		pg.add(&node{v: x, op: opMatWrite, args: []*node{n}, pat: pat})
+		pat := pg.framePattern(pg.g.packBlock(pk), pg.ph.shape, id)
+		pg.add(&node{v: pk.x, op: opMatWrite, args: []*node{n}, pat: pat})
 	}
 	// loop-carried blocks: every yielded (or initial) value first, then
 	// the writes (a yield may read another carried block)

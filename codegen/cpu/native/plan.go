@@ -131,7 +131,7 @@ type phase struct {
 	ops    []*tile.Value // non-formula values, reductions and stores, in program order
 	first  int           // program position of its first op (a tie-break)
 	yields []yieldWrite  // loop-carried blocks written here
-	packs  []*tile.Value // operands of products written to frame blocks of their own here
+	packs  []pack        // operands of products written to frame blocks of their own here
 	inits  []yieldWrite  // (a loop's prologue) carried blocks given their initial values
 	rg     *region
 }
@@ -162,6 +162,19 @@ type vinfo struct {
 	// kDot: the product accumulates into its accumulator's block (a
 	// carried block the product is the yield of, read by nothing after it)
 	accIn bool
+	// kDot: operand i (a, b) is packed transposed (its loads are
+	// contiguous along its first dimension)
+	dotTrans [2]bool
+}
+
+// pack is an operand of a product written to a frame block of its own: as
+// it is (row-major), or transposed (the block holds its transpose,
+// row-major: a phase over the transposed shape, the operand read at
+// swapped lanes, so that loads contiguous along its first dimension are
+// contiguous along the phase's last).
+type pack struct {
+	x     *tile.Value
+	trans bool
 }
 
 // carryRead is where a phase reads a carried block (to decide whether the
@@ -955,9 +968,15 @@ func (p *plan) place(rg *region) error {
 				case xi.kind == kFloat && !xi.formula:
 					xi.mat = true // written to its block in its phase
 				default: // written to a block of its own before the product
-					ph := p.phaseOf(rg, in.avail-1, x.Type.Shape, pos)
-					if !slices.Contains(ph.packs, x) {
-						ph.packs = append(ph.packs, x)
+					pk := pack{x, i < 2 && p.transposedLoad(x)}
+					s := x.Type.Shape
+					if pk.trans {
+						s = tile.Shp(s.Dims[1], s.Dims[0])
+						in.dotTrans[i] = true
+					}
+					ph := p.phaseOf(rg, in.avail-1, s, pos)
+					if !slices.Contains(ph.packs, pk) {
+						ph.packs = append(ph.packs, pk)
 					}
 				}
 			}
@@ -1122,8 +1141,8 @@ func (p *plan) orderRegion(rg *region) error {
 		for _, y := range ph.yields {
 			walk(ph, y.lp.carries[y.i].yield, identity(ph.shape.Rank))
 		}
-		for _, x := range ph.packs {
-			walk(ph, x, identity(ph.shape.Rank))
+		for _, pk := range ph.packs {
+			walk(ph, pk.x, pk.lanes())
 		}
 	}
 	if err != nil {
