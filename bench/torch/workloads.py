@@ -26,11 +26,17 @@ heads, FF 3072; its library mode projects all heads at once and runs SDPA on
 attention_fwd_bwd) and B2 H16 S4096 D128 (attention_d128). --precisions
 fp32,tf32 runs each in strict fp32 and with TF32 products.
 
+--device cpu runs everything on the CPU (torch.set_num_threads(--threads),
+all cores by default), timed by the host's wall clock around one call (eager
+CPU ops return when done), to set beside tilefuse bench -backend cpu on the
+same machine (scripts/cpu-bench.sh runs both); Triton's softmax is left out.
+
 usage: python3 bench/torch/workloads.py [--runs 50] [--json out.json] [--compile-sizes large]
+       python3 bench/torch/workloads.py --device cpu [--threads 16] [--compile-sizes small]
        python3 bench/torch/workloads.py --sizes peer --precisions fp32,tf32
        python3 bench/torch/workloads.py --peer [--workload 4096] [--peer-compile 0]
 """
-import argparse, json, math, statistics, sys, time
+import argparse, json, math, platform, statistics, sys, time
 
 import torch
 import torch.nn.functional as F
@@ -38,6 +44,18 @@ import torch.nn.functional as F
 dev = "cuda"
 torch.backends.cuda.matmul.allow_tf32 = False  # strict fp32, as tilefuse's ieee dots
 torch.backends.cudnn.allow_tf32 = False
+
+
+def sync():
+    """waits for the device's work (nothing to wait for on the CPU)"""
+    if dev == "cuda":
+        torch.cuda.synchronize()
+
+
+def device_name():
+    if dev == "cuda":
+        return torch.cuda.get_device_name()
+    return f"CPU {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
 
 
 def rnd(scale, *shape, g):
@@ -315,7 +333,10 @@ WORKLOADS = {
 
 
 def device_time(fn, args, runs, warm_s=0.1):
-    """median seconds of one call, by CUDA events around it"""
+    """median seconds of one call, by CUDA events around it (on the CPU by
+    the wall clock: wall_time)"""
+    if dev == "cpu":
+        return wall_time(fn, args, runs, warm_s)
     t0 = time.time()
     fn(*args)
     while time.time() - t0 < warm_s:
@@ -341,7 +362,7 @@ def wall_time(fn, args, runs, warm_s=0.1):
     fn(*args)
     while time.time() - t0 < warm_s:
         fn(*args)
-    torch.cuda.synchronize()
+    sync()
     times = []
     for _ in range(runs):
         t = time.perf_counter()
@@ -407,13 +428,13 @@ def peer(a):
         print(f"| {r['name']} | {r['mode']} | {1e3 * r['s']:.3f} | {r['tflops']:.1f} | {r['max_err']:.2e} | {r['norm_err']:.2e} |")
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(), "peer": rows}, fh, indent=1)
+            json.dump({"torch": torch.__version__, "device": device_name(), "peer": rows}, fh, indent=1)
 
 
 def autocast_bf16(fn):
     """fn run under torch.autocast to bfloat16 (its inputs stay float32)."""
     def f(*args):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(dev, dtype=torch.bfloat16):
             return fn(*args)
     return f
 
@@ -428,13 +449,20 @@ def main():
     ap.add_argument("--compile-sizes", default="small,large,peer", help="sizes to run torch.compile at (it takes seconds per graph)")
     ap.add_argument("--sizes", default="small,large", help="sizes to run: small, large, peer (the workloads that have it: one size, or the row workloads' and the chain's shapes)")
     ap.add_argument("--precisions", default="fp32", help="fp32 (strict, as tilefuse's ieee dots), tf32 (TF32 products) and/or bf16 (autocast to bfloat16)")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="where to run: the GPU (CUDA events) or the CPU (the wall clock around one call)")
+    ap.add_argument("--threads", type=int, default=0, help="with --device cpu: torch.set_num_threads (0: PyTorch's default, the cores)")
     a = ap.parse_args()
+    global dev
+    dev = a.device
+    if dev == "cpu" and a.threads > 0:
+        torch.set_num_threads(a.threads)
+    how = "device medians (events around one call)" if dev == "cuda" else "medians (the wall clock around one call)"
     if a.peer:
-        print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; device medians (events around one call)", file=sys.stderr)
+        print(f"torch {torch.__version__}, {device_name()}; {how}", file=sys.stderr)
         return peer(a)
     names = list(WORKLOADS) if a.workload == "all" else a.workload.split(",")
     rows = []
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; device medians in ms (events around one call; mlp_train and encoder_train: the wall clock of a whole step)", file=sys.stderr)
+    print(f"torch {torch.__version__}, {device_name()}; {how} in ms (mlp_train and encoder_train: the wall clock of a whole step)", file=sys.stderr)
     expand = lambda n, s: peer_sizes(n) if s == "peer" else [s]
     for name, size, prec in ((n, s, p) for n in names for s0 in a.sizes.split(",") for s in expand(n, s0) for p in a.precisions.split(",")):
         if prec not in ("fp32", "tf32", "bf16"):
@@ -447,10 +475,10 @@ def main():
         row = {"name": name, "size": size, "precision": prec, "flops": flops}
         row["bytes"] = sum(t.numel() * t.element_size() for t in args) + args[0].numel() * args[0].element_size()
         timer = wall_time if name in TRAIN_STEPS else device_time
-        row["timed_by"] = "wall clock" if name in TRAIN_STEPS else "events"
+        row["timed_by"] = "wall clock" if name in TRAIN_STEPS or dev == "cpu" else "events"
         row["eager_s"] = timer(ops, args, a.runs)
         row["library_s"] = timer(lib, args, a.runs)
-        if name == "softmax" and triton_softmax is not None:
+        if name == "softmax" and triton_softmax is not None and dev == "cuda":
             row["triton_tutorial_s"] = device_time(triton_softmax, args, a.runs)
         # the training steps read loss.item() and step the optimizer: graph
         # breaks, and a compile time that would dominate the round
@@ -458,7 +486,7 @@ def main():
             t0 = time.time()
             c = torch.compile(ops)  # ops already under autocast for bf16
             c(*args)
-            torch.cuda.synchronize()
+            sync()
             row["compile_first_call_s"] = time.time() - t0
             row["compiled_s"] = device_time(c, args, a.runs)
         rows.append(row)
@@ -474,7 +502,7 @@ def main():
               f"{f(r, 'triton_tutorial_s')} | {tf} | {tb} | {r.get('compile_first_call_s', float('nan')):.1f} |")
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(), "results": rows}, fh, indent=1)
+            json.dump({"torch": torch.__version__, "device": device_name(), "results": rows}, fh, indent=1)
 
 
 if __name__ == "__main__":
