@@ -154,6 +154,7 @@ func (l *lowerer) mmaLoopEmit(v *tile.Value, ml *mmaLoop) error {
 	emit(w, "or.pred %s, %s, %s", stop, stop, nonpos)
 	emit(w, "@%s bra.uni %s", stop, end)
 	emit(w, "cp.async.wait_group %d", ml.stages-2)
+	l.roundTiles(ml, region, sc)
 	barrier(w)
 	if err := produce(); err != nil {
 		return err
@@ -256,6 +257,41 @@ func (l *lowerer) tileCopies(ml *mmaLoop, region int, ivp, sp, live string) erro
 		}
 	}
 	return nil
+}
+
+// roundTiles rounds to TF32, in place, this thread's copies into the stage
+// at byte offset sc of the tiles of ml that are read by TF32 products only
+// (opTile.rounded): after the thread's wait for them, before the barrier
+// that shows them to the other warps. Zero fills round to zero.
+func (l *lowerer) roundTiles(ml *mmaLoop, region int, sc string) {
+	w := &l.body
+	for _, t := range ml.tiles {
+		if !t.rounded {
+			continue
+		}
+		lay := t.copy
+		slots := lay.B.slots()
+		classes := l.classesOf(lay)
+		for ci := 0; ci < len(classes); ci += t.vw {
+			first := classes[ci][0]
+			own, never := l.owner(lay, slots[first])
+			if never {
+				continue
+			}
+			a := l.reg("r")
+			emit(w, "add.s32 %s, %s, %s", a, sc, l.copySlot(t, region, lay, slots[first]))
+			regs := make([]string, t.vw)
+			for j := range regs {
+				regs[j] = l.reg("r")
+			}
+			g := guardOf(own)
+			emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(t.vw), vecOperand(regs), a)
+			for _, r := range regs {
+				emit(w, "%scvt.rna.tf32.f32 %s, %s", g, r, r)
+			}
+			emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(t.vw), a, vecOperand(regs))
+		}
+	}
 }
 
 // copySlot is the shared address, in stage 0 of the ring at region, of
@@ -420,17 +456,24 @@ func (l *lowerer) aTileBase(d *mmaDot, region, res int) string {
 }
 
 // storeATile writes x (A of dot d, held in d.a) into its tile at region:
-// each thread its own pairs of columns (the tile's rows are its warp's).
+// each thread its own pairs of columns (the tile's rows are its warp's);
+// rounded to TF32 for a TF32 product, so that its reads need no conversion.
 func (l *lowerer) storeATile(d *mmaDot, x *lval, region int) {
 	w := &l.body
 	b := d.a.B
+	word := func(r string) string {
+		if d.v.Prec != tile.PrecTF32 {
+			return r
+		}
+		return l.roundTF32(w, r)
+	}
 	for i := 0; i < b.wrep(0)/2; i++ {
 		for h := range 2 {
 			for kb := 0; kb < d.k/8; kb++ {
 				cs := 2 * kb
 				off := (16*i+8*h)*d.aTile.rowBytes() + 128*(cs/8)
 				emit(w, "st.shared.v2.f32 [%s+%d], {%s, %s}", l.aTileBase(d, region, cs%8), off,
-					x.regs[fragSlot(b, 2*i+h, kb, 0)], x.regs[fragSlot(b, 2*i+h, kb, 1)])
+					word(x.regs[fragSlot(b, 2*i+h, kb, 0)]), word(x.regs[fragSlot(b, 2*i+h, kb, 1)]))
 			}
 		}
 	}
@@ -451,6 +494,9 @@ func (l *lowerer) aTileFrag(d *mmaDot, region, i, ks int) []string {
 		emit(w, "ld.shared.v2.b32 {%s, %s}, [%s+%d]", r0, r1, l.aTileBase(d, region, cs%8), off)
 		words[[3]int{h, kb, 0}], words[[3]int{h, kb, 1}] = r0, r1
 		return words[[3]int{h, kb, s}]
+	}
+	if d.v.Prec == tile.PrecTF32 { // rounded once by storeATile
+		return []string{at(0, ks, 0), at(1, ks, 0), at(0, ks, 1), at(1, ks, 1)}
 	}
 	return l.aFrag(d, ks, at)
 }
@@ -579,8 +625,10 @@ func (l *lowerer) mmaDotEmit(d *mmaDot, region, aRegion int, stage string) error
 					bf[j] = []string{h0, h1, l0, l1}
 					continue
 				}
-				emit(w, "cvt.rna.tf32.f32 %s, %s", x[0], x[0])
-				emit(w, "cvt.rna.tf32.f32 %s, %s", x[1], x[1])
+				if !d.b.rounded {
+					emit(w, "cvt.rna.tf32.f32 %s, %s", x[0], x[0])
+					emit(w, "cvt.rna.tf32.f32 %s, %s", x[1], x[1])
+				}
 				bf[j] = x[:]
 			}
 			for i := 0; i < mt; i++ {

@@ -77,6 +77,11 @@ type opTile struct {
 	inner int
 	copy  *Layout // the layout the copies are issued in
 	vw    int     // elements a copy
+	// rounded: every dot reading the tile is a TF32 product, so each
+	// thread rounds its own copies to TF32 in place once they land (before
+	// the iteration's barrier), and the fragment reads need no conversion:
+	// a word is converted once instead of once per warp reading it
+	rounded bool
 }
 
 // mmaPlan holds the MMA loops of a kernel and what the layout pass needs
@@ -227,6 +232,14 @@ func (l *lowerer) matchMMALoop(f *tile.Value) *mmaLoop {
 			}
 		}
 		ml.tiles = append(ml.tiles, t)
+	}
+	for _, t := range ml.tiles {
+		t.rounded = true
+		for _, d := range ml.dots {
+			if d.b == t && d.v.Prec != tile.PrecTF32 {
+				t.rounded = false
+			}
+		}
 	}
 	l.placeOperands(ml)
 	// swizzles: each tile's fragment reads, as B of each dot it feeds
@@ -540,7 +553,11 @@ func (l *lowerer) mmaLoopDump() string {
 		}
 		fmt.Fprintf(&sb, "for %%%d: mma loop, %d stages of %d B\n", v.ID, ml.stages, ml.stageBytes)
 		for _, t := range ml.tiles {
-			fmt.Fprintf(&sb, "    load %%%d: tile %v (dimension %d along the rows), copies of %d B\n", t.load.ID, t.t, t.inner, 4*t.vw)
+			rounded := ""
+			if t.rounded {
+				rounded = ", rounded to TF32 in place"
+			}
+			fmt.Fprintf(&sb, "    load %%%d: tile %v (dimension %d along the rows), copies of %d B%s\n", t.load.ID, t.t, t.inner, 4*t.vw, rounded)
 		}
 		for _, d := range ml.dots {
 			where := "computed in the loop"

@@ -2,6 +2,7 @@ package graphpass
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -326,6 +327,24 @@ func (ae *attnEmit) scores() (*tile.Value, error) {
 	return x, nil
 }
 
+// expDiff is e^(x − m), m a row's maximum or log-sum-exp (broadcast along
+// the rows of x). Where the products run on the tensor cores at TF32 or
+// bf16, whose next product rounds P to 10 or 7 bits, it is
+// FlashAttention-2's 2^(x·log₂e − m·log₂e): one FMA (ptxas contracts the
+// product and the difference) and ex2.approx, relative error about
+// (|x|+|m|)·2⁻²⁴ + 2⁻²², within 1e-5 for scores below 100 against TF32's
+// 2⁻¹¹ rounding; ieee and 3xTF32 keep the correctly rounded e^x (expf in
+// codegen: ten more instructions an element, a third of the forward's
+// instructions besides the products at 64×64 tiles).
+func (ae *attnEmit) expDiff(x, m *tile.Value) *tile.Value {
+	b := ae.b
+	if p := ae.e.prec; p != tile.PrecTF32 && p != tile.PrecBF16 {
+		return b.Exp(b.Sub(x, m))
+	}
+	l2e := b.Const(math.Log2E, x.Type.DType)
+	return b.Exp2(b.Sub(b.Mul(x, l2e), b.Mul(m, l2e)))
+}
+
 // zeroOut is x on the tile's lanes in range, 0 elsewhere.
 func (ae *attnEmit) zeroOut(x *tile.Value) *tile.Value {
 	if ae.valid == nil {
@@ -396,8 +415,8 @@ func emitAttention(e *emitter, out *tile.Value, k *Kernel) error {
 		}
 		mNew := b.Maximum(mi, b.Max(sv, 1, tile.KeepDims))
 		ms := b.Where(b.Eq(mNew, -inf), 0.0, mNew)
-		alpha := b.Exp(b.Sub(mi, ms))
-		pt := b.Exp(b.Sub(sv, ms))
+		alpha := ae.expDiff(mi, ms)
+		pt := ae.expDiff(sv, ms)
 		rnCol := ae.rows(n0, bn, false)            // [BN,1]
 		vt := ae.block(vp, a.sk, a.hv, rnCol, rdv) // [BN,BDV]
 		li = b.Add(b.Mul(li, alpha), b.Sum(pt, 1, tile.KeepDims))
@@ -445,7 +464,7 @@ func (ae *attnEmit) backwardTiles(s, lse, dp, delta *tile.Value) (p, ds *tile.Va
 	if err != nil {
 		return nil, nil, err
 	}
-	p = ae.zeroOut(b.Exp(b.Sub(x, lse)))
+	p = ae.zeroOut(ae.expDiff(x, lse))
 	ae.tiles[a.sm] = p
 	ae.tiles[a.dp] = dp
 	ae.tiles[a.sd] = b.Mul(p, b.Sub(dp, delta))
