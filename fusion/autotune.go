@@ -56,6 +56,16 @@ type TuneResult struct {
 	Candidates int      // tried, the default included
 	Rejected   []string // candidates that could not be written, run, or that computed otherwise, and why
 	FromCache  bool     // taken from the cache on disk, not measured
+	// Tried is every candidate that ran and computed what the default
+	// does, the default first, with one launch's time as first measured
+	// (before the rematch): the whole space side by side
+	Tried []TriedMeta
+}
+
+// TriedMeta is one candidate's measurement.
+type TriedMeta struct {
+	Meta    tile.Meta
+	Seconds float64
 }
 
 func (r TuneResult) String() string {
@@ -205,6 +215,7 @@ type tuneEntry struct {
 	Bytes                         int64
 	Candidates                    int
 	Rejected                      []string
+	Tried                         []TriedMeta
 }
 
 // tune measures the candidates of the kernel def (of anonymous text text),
@@ -221,7 +232,7 @@ func (t *tuner) tune(grp *graphpass.Group, def *graphpass.Kernel, cands []tile.M
 	if b, ok := t.disk.Get("tune", key); ok {
 		var e tuneEntry
 		if json.Unmarshal(b, &e) == nil && slices.ContainsFunc(cands, func(m tile.Meta) bool { return m.String() == e.Chosen.String() }) {
-			r.Chosen, r.DefaultSeconds, r.ChosenSeconds, r.Candidates, r.Rejected, r.FromCache = e.Chosen, e.DefaultSeconds, e.ChosenSeconds, e.Candidates, e.Rejected, true
+			r.Chosen, r.DefaultSeconds, r.ChosenSeconds, r.Candidates, r.Rejected, r.Tried, r.FromCache = e.Chosen, e.DefaultSeconds, e.ChosenSeconds, e.Candidates, e.Rejected, e.Tried, true
 			return r, nil
 		}
 		t.disk.Remove("tune", key) // of another set of candidates: tune again
@@ -258,6 +269,10 @@ func (t *tuner) tune(grp *graphpass.Group, def *graphpass.Kernel, cands []tile.M
 		ok = append(ok, run{k, m, s})
 	}
 	r.DefaultSeconds, r.ChosenSeconds = defTime, defTime
+	r.Tried = append(r.Tried, TriedMeta{cands[0], defTime})
+	for _, x := range ok {
+		r.Tried = append(r.Tried, TriedMeta{x.meta, x.s})
+	}
 	if len(ok) > 0 {
 		best := slices.MinFunc(ok, func(a, b run) int { return cmpFloat(a.s, b.s) })
 		if best.s < defTime {
@@ -283,7 +298,7 @@ func (t *tuner) tune(grp *graphpass.Group, def *graphpass.Kernel, cands []tile.M
 			}
 		}
 	}
-	e := tuneEntry{Chosen: r.Chosen, Default: r.Default, DefaultSeconds: r.DefaultSeconds, ChosenSeconds: r.ChosenSeconds, Bytes: r.Bytes, Candidates: r.Candidates, Rejected: r.Rejected}
+	e := tuneEntry{Chosen: r.Chosen, Default: r.Default, DefaultSeconds: r.DefaultSeconds, ChosenSeconds: r.ChosenSeconds, Bytes: r.Bytes, Candidates: r.Candidates, Rejected: r.Rejected, Tried: r.Tried}
 	if b, err := json.Marshal(e); err == nil {
 		t.disk.Put("tune", key, b) // a cache that cannot be written is no cache
 	}

@@ -27,6 +27,15 @@ func tuneAttention(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	}
 	meta["BLOCK_M"], meta["BLOCK_N"] = bm, bn
 	attnWarps(t, prec, bm, meta)
+	// TF32 and bf16 at 64×64 (head dims ≤ 64, 4 warps): the loop needs 162–165
+	// registers by ptxas 11.8 (sm_90) with no spill; a cap at 168 (the most
+	// for 3 programs of 128 threads in 64K registers) makes sure 12 warps an
+	// SM, not 8, overlap one another's softmax with their products (3xTF32
+	// needs 227: it would spill)
+	if t.GPU() && (prec == tile.PrecTF32 || prec == tile.PrecBF16) && meta["num_warps"] == 4 &&
+		bm*max(headBlock(a.hk), headBlock(a.hv)) <= 32*32*4 {
+		meta["max_registers"] = 168
+	}
 }
 
 func tuneAttentionDQ(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
@@ -64,8 +73,16 @@ func attnWarps(t Target, prec tile.Precision, rows int, meta tile.Meta) {
 
 // attentionSpace: the score tile's sides BLOCK_M and BLOCK_N each halved
 // and doubled (16 to 128: a dot's sides are at least 16), and num_warps on a
-// GPU; for the forward and both backward kernels.
-func attentionSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta {
+// GPU; for the forward and both backward kernels. With the products on the
+// tensor cores (codegen's MMA loops: a warp holds whole rows of the score
+// tile, 16 or 32 of them) also the tiles FlashAttention-2 chooses from:
+// 64 or 128 resident rows (queries; keys for dK/dV) at 16 or 32 rows a warp,
+// 32 or 64 streamed, two stages or three where three stages of K and V
+// take at most 160 KiB; and where a 4-warp program's accumulators are at
+// most 32 registers a thread, the same capped at 168 registers
+// (max_registers: 3 programs an SM instead of 2 where ptxas would take a
+// few more).
+func attentionSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []tile.Meta {
 	var out []tile.Meta
 	for _, name := range []string{"BLOCK_M", "BLOCK_N"} {
 		b := def[name]
@@ -76,7 +93,35 @@ func attentionSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []til
 			out = append(out, with(def, name, 2*b))
 		}
 	}
-	return append(out, warpChoices(def, t, 8)...)
+	out = append(out, warpChoices(def, t, 8)...)
+	if !t.GPU() || prec == tile.PrecIEEE {
+		return out
+	}
+	a := grp.attn
+	held, streamed := "BLOCK_M", "BLOCK_N" // the forward and dQ hold queries
+	if grp.Kind == AttentionDKVGroup {
+		held, streamed = streamed, held
+	}
+	bd := headBlock(a.hk) + headBlock(a.hv)
+	for _, rows := range []int{64, 128} {
+		for _, perWarp := range []int{16, 32} {
+			nw := rows / perWarp
+			if nw*32 > t.MaxThreads || nw > 8 {
+				continue
+			}
+			for _, n := range []int{32, 64} {
+				m := with(def, held, rows, streamed, n, "num_warps", nw)
+				out = append(out, m)
+				if 3*n*bd*4 <= 160<<10 {
+					out = append(out, with(m, "num_stages", 3))
+				}
+				if nw == 4 && rows*headBlock(a.hv)/128 <= 32 {
+					out = append(out, with(m, "max_registers", 168))
+				}
+			}
+		}
+	}
+	return out
 }
 
 func attnBlocks(a *attention, t Target) (bm, bn int) {

@@ -34,25 +34,30 @@ func TestCandidates(t *testing.T) {
 		target Target
 		min    int      // candidates at least (with the default)
 		want   []string // candidates there must be, if any
+		prec   tile.Precision
 	}{
-		{"elementwise", func(g *G.ExprGraph) { must(G.Tanh(in(g, "x", 3, 1000))) }, H200, 3, nil},
-		{"elementwise, cpu", func(g *G.ExprGraph) { must(G.Tanh(in(g, "x", 9, 1000))) }, CPU(2), 3, nil},
-		{"column sums, split", func(g *G.ExprGraph) { must(G.Sum(in(g, "x", 9000, 3), 0)) }, H200, 3, nil},
-		{"row sums", func(g *G.ExprGraph) { must(G.Sum(in(g, "x", 300, 777), 1)) }, CPU(2), 2, nil},
-		{"softmax of short rows", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 2048, 100)) }, H200, 4, nil},
-		{"softmax rows of 1000", func(g *G.ExprGraph) { must(G.SoftMax(in(g, "x", 37, 1000))) }, H200, 3, nil},
-		{"softmax rows of 20000", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 3, 20000)) }, H200, 2, nil},
-		{"layernorm rows of 20000, walked", func(g *G.ExprGraph) { opLayerNorm(in(g, "x", 3, 20000)) }, H200, 7, nil},
+		{"elementwise", func(g *G.ExprGraph) { must(G.Tanh(in(g, "x", 3, 1000))) }, H200, 3, nil, tile.PrecIEEE},
+		{"elementwise, cpu", func(g *G.ExprGraph) { must(G.Tanh(in(g, "x", 9, 1000))) }, CPU(2), 3, nil, tile.PrecIEEE},
+		{"column sums, split", func(g *G.ExprGraph) { must(G.Sum(in(g, "x", 9000, 3), 0)) }, H200, 3, nil, tile.PrecIEEE},
+		{"row sums", func(g *G.ExprGraph) { must(G.Sum(in(g, "x", 300, 777), 1)) }, CPU(2), 2, nil, tile.PrecIEEE},
+		{"softmax of short rows", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 2048, 100)) }, H200, 4, nil, tile.PrecIEEE},
+		{"softmax rows of 1000", func(g *G.ExprGraph) { must(G.SoftMax(in(g, "x", 37, 1000))) }, H200, 3, nil, tile.PrecIEEE},
+		{"softmax rows of 20000", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 3, 20000)) }, H200, 2, nil, tile.PrecIEEE},
+		{"layernorm rows of 20000, walked", func(g *G.ExprGraph) { opLayerNorm(in(g, "x", 3, 20000)) }, H200, 7, nil, tile.PrecIEEE},
 		{name: "layernorm rows of 8192: walked at 4 and 8 warps, one block at 8, 16 and 32", build: func(g *G.ExprGraph) { opLayerNorm(in(g, "x", 3, 8192)) }, target: H200, min: 8,
 			want: []string{"{CHUNK = 2048, num_warps = 4}", "{CHUNK = 4096, num_warps = 8}", "{BLOCK = 8192, num_warps = 8}", "{BLOCK = 8192, num_warps = 16}", "{BLOCK = 8192, num_warps = 32}"}},
 		{name: "softmax rows of 32768: 32 warps, walked at 4, 8 and 16", build: func(g *G.ExprGraph) { opSoftmax(in(g, "x", 2, 32768)) }, target: H200, min: 6,
 			want: []string{"{BLOCK = 32768, num_warps = 32}", "{CHUNK = 2048, num_warps = 4}", "{CHUNK = 4096, num_warps = 8}", "{CHUNK = 8192, num_warps = 16}"}},
 		{name: "layernorm rows of 32768, walked: 8 warps, one block at 16 and 32", build: func(g *G.ExprGraph) { opLayerNorm(in(g, "x", 2, 32768)) }, target: H200, min: 8,
 			want: []string{"{CHUNK = 4096, num_warps = 8}", "{BLOCK = 32768, num_warps = 16}", "{BLOCK = 32768, num_warps = 32}"}},
-		{"softmax of short rows, cpu", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 64, 100)) }, CPU(2), 3, nil},
-		{"softmax rows of 10000, cpu", func(g *G.ExprGraph) { must(G.SoftMax(in(g, "x", 3, 10000))) }, CPU(2), 3, nil},
-		{"causal attention", func(g *G.ExprGraph) { opCausalAttention(g, in) }, H200, 5, nil},
-		{"causal attention, cpu", func(g *G.ExprGraph) { opCausalAttention(g, in) }, CPU(2), 4, nil},
+		{"softmax of short rows, cpu", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 64, 100)) }, CPU(2), 3, nil, tile.PrecIEEE},
+		{"softmax rows of 10000, cpu", func(g *G.ExprGraph) { must(G.SoftMax(in(g, "x", 3, 10000))) }, CPU(2), 3, nil, tile.PrecIEEE},
+		{"causal attention", func(g *G.ExprGraph) { opCausalAttention(g, in) }, H200, 5, nil, tile.PrecIEEE},
+		{"causal attention, cpu", func(g *G.ExprGraph) { opCausalAttention(g, in) }, CPU(2), 4, nil, tile.PrecIEEE},
+		// the tensor cores' tiles: 64 or 128 rows at 16 or 32 a warp, 32 or
+		// 64 keys, 3 stages, the 168-register cap
+		{name: "causal attention, tf32", build: func(g *G.ExprGraph) { opCausalAttention(g, in) }, target: H200, min: 20, prec: tile.PrecTF32,
+			want: []string{"{BLOCK_M = 128, BLOCK_N = 32, num_warps = 4}", "{BLOCK_M = 128, BLOCK_N = 64, num_stages = 3, num_warps = 8}", "{BLOCK_M = 64, BLOCK_N = 64, max_registers = 168, num_warps = 4}"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -70,7 +75,7 @@ func TestCandidates(t *testing.T) {
 			if want := strings.HasPrefix(c.name, "causal attention"); want != (grp.Kind == AttentionGroup) {
 				t.Fatalf("a %v group", grp.Kind)
 			}
-			cands := Candidates(grp, c.target, tile.PrecIEEE)
+			cands := Candidates(grp, c.target, c.prec)
 			if len(cands) < c.min {
 				t.Fatalf("%d candidates, want at least %d: %v", len(cands), c.min, cands)
 			}
@@ -79,7 +84,7 @@ func TestCandidates(t *testing.T) {
 					t.Fatalf("no candidate %s: %v", w, cands)
 				}
 			}
-			def, err := Emit(grp, c.target, tile.PrecIEEE)
+			def, err := Emit(grp, c.target, c.prec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +98,7 @@ func TestCandidates(t *testing.T) {
 					t.Fatalf("candidate %s twice", m)
 				}
 				seen[m.String()] = true
-				k, err := Emit(grp, TuneTo(c.target, m), tile.PrecIEEE)
+				k, err := Emit(grp, TuneTo(c.target, m), c.prec)
 				if err != nil {
 					t.Fatalf("candidate %s: %v", m, err)
 				}
@@ -105,8 +110,17 @@ func TestCandidates(t *testing.T) {
 					want = out
 					continue
 				}
+				if c.prec != tile.PrecIEEE && m["BLOCK_M"]%(16*m["num_warps"]) != 0 && m["BLOCK_M"] > def.Tile.Meta["BLOCK_M"] {
+					t.Fatalf("candidate %s: more resident rows than its warps hold in whole m16 tiles", m)
+				}
 				// sums in another order: within 1e-5 of the magnitude,
-				// growing with the square root of the terms summed
+				// growing with the square root of the terms summed (TF32:
+				// P rounds to 11 bits after a maximum that depends on the
+				// key blocks)
+				tol := 1e-5
+				if c.prec == tile.PrecTF32 {
+					tol = 1e-3
+				}
 				terms := 1
 				for _, in := range grp.Inputs {
 					n := 1
@@ -116,7 +130,7 @@ func TestCandidates(t *testing.T) {
 					terms = max(terms, n/len(want))
 				}
 				for j := range want {
-					if d := math.Abs(float64(out[j] - want[j])); !(d <= 1e-5*(1+math.Abs(float64(want[j])))*math.Sqrt(float64(terms))) {
+					if d := math.Abs(float64(out[j] - want[j])); !(d <= tol*(1+math.Abs(float64(want[j])))*math.Sqrt(float64(terms))) {
 						t.Fatalf("candidate %s: output[%d] = %v, the default's %v", m, j, out[j], want[j])
 					}
 				}

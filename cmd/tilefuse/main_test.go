@@ -161,6 +161,7 @@ func TestTune(t *testing.T) {
 	assert.Contains(t, out.String(), "| fused_0_row | 1 | {BLOCK = 1024} |")
 	assert.Contains(t, out.String(), "| measured |")
 	assert.Contains(t, out.String(), "1 kernel texts tuned")
+	assert.Regexp(t, `fused_0_row: every candidate, fastest first .*\n(  [0-9.e-]+  \{BLOCK = \d+.*\}\n){2,}`, out.String())
 	assert.Contains(t, progress.String(), "[1/1] tuned fused_0_row\n")
 	u, err := diskcache.Open(dir).Usage()
 	require.NoError(t, err)
@@ -169,6 +170,7 @@ func TestTune(t *testing.T) {
 	require.NoError(t, tuneCmd([]string{"-workload", "layernorm", "-size", "small", "-cache-dir", dir, "-q"}, &out, &progress))
 	assert.Contains(t, out.String(), "| cache |")
 	assert.Contains(t, out.String(), "1 taken from the cache")
+	assert.Contains(t, out.String(), "fused_0_row: every candidate, fastest first") // kept in the cache
 	for _, c := range []struct {
 		args []string
 		want string

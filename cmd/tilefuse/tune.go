@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -122,6 +124,17 @@ func writeTuning(out io.Writer, rep *fusion.Report, title string) {
 			1e3*r.DefaultSeconds, 1e3*r.ChosenSeconds, speed, gbs, r.Candidates, len(r.Rejected), src)
 	}
 	fmt.Fprintf(out, "\n%d kernel texts tuned, %d changed from the heuristic's choice, %d taken from the cache\n", len(rep.Tuning), changed, cached)
+	for _, r := range rep.Tuning {
+		if len(r.Tried) < 2 {
+			continue
+		}
+		tried := slices.Clone(r.Tried)
+		slices.SortStableFunc(tried, func(a, b fusion.TriedMeta) int { return cmp.Compare(a.Seconds, b.Seconds) })
+		fmt.Fprintf(out, "\n%s: every candidate, fastest first (one launch, ms, before the rematch):\n", r.Kernel)
+		for _, x := range tried {
+			fmt.Fprintf(out, "  %.4g  %v\n", 1e3*x.Seconds, x.Meta)
+		}
+	}
 	for _, r := range rep.Tuning {
 		for _, why := range r.Rejected {
 			fmt.Fprintf(out, "  %s: rejected %s\n", r.Kernel, strings.TrimSpace(why))
