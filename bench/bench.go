@@ -106,6 +106,10 @@ type Measurement struct {
 	// (fusion.Stats.SolverDeviceTime): the step's kernels take DeviceInRun
 	// plus SolverDevice on the device
 	SolverDevice float64 `json:"solver_device_s,omitempty"`
+	// Phases is, for a training step on the GPU (the fused mode), the median
+	// over the timed steps of each phase of the step's host wall clock
+	// (fusion.Stats.Phases)
+	Phases *fusion.RunPhases `json:"phases,omitempty"`
 	// MaxErr is the largest |a-b|/(1+|b|) against the unfused run (0 for it)
 	MaxErr float64 `json:"max_err"`
 	// GBps and GFLOPs are per Time(): the device time where there is one

@@ -36,6 +36,7 @@ type trainMode struct {
 	times, dev []float64
 	host       []float64 // Stats.HostSeconds of the timed steps (GPU)
 	solverDev  []float64 // Stats.SolverDeviceTime of the timed steps (GPU, fused)
+	phases     []fusion.RunPhases
 }
 
 // trainGraph is Graph for a training step (s.Train set).
@@ -200,8 +201,10 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 			r.times = append(r.times, time.Since(t0).Seconds())
 			copiesOf(r.vm, r.m, &r.host)
 			if sm, ok := r.vm.(statser); ok && r.m.Mode == Fused {
-				if d := sm.Stats().SolverDeviceTime; d > 0 {
+				st := sm.Stats()
+				if d := st.SolverDeviceTime; d > 0 {
 					r.solverDev = append(r.solverDev, d)
+					r.phases = append(r.phases, st.Phases)
 				}
 			}
 			if dt, ok := r.vm.(deviceTimer); ok {
@@ -227,6 +230,7 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 		if len(r.solverDev) == len(r.times) {
 			slices.Sort(r.solverDev)
 			m.SolverDevice = median(r.solverDev)
+			m.Phases = medianPhases(r.phases)
 		}
 		m.GBps = float64(inBytes+outBytes(s.Outputs)) / m.Time() / 1e9
 		if s.Flops > 0 {
@@ -237,6 +241,29 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 	slices.SortFunc(res.Modes, func(a, b *Measurement) int { return slices.Index(Modes, a.Mode) - slices.Index(Modes, b.Mode) })
 	res.Bytes = inBytes + outBytes(s.Outputs)
 	return res, nil
+}
+
+// medianPhases is the median of each phase over ps.
+func medianPhases(ps []fusion.RunPhases) *fusion.RunPhases {
+	var m fusion.RunPhases
+	for _, f := range []func(*fusion.RunPhases) *float64{
+		func(p *fusion.RunPhases) *float64 { return &p.Check },
+		func(p *fusion.RunPhases) *float64 { return &p.HandOff },
+		func(p *fusion.RunPhases) *float64 { return &p.Upload },
+		func(p *fusion.RunPhases) *float64 { return &p.Launch },
+		func(p *fusion.RunPhases) *float64 { return &p.Wait },
+		func(p *fusion.RunPhases) *float64 { return &p.Download },
+		func(p *fusion.RunPhases) *float64 { return &p.Return },
+		func(p *fusion.RunPhases) *float64 { return &p.Solver },
+	} {
+		xs := make([]float64, len(ps))
+		for i := range ps {
+			xs[i] = *f(&ps[i])
+		}
+		slices.Sort(xs)
+		*f(&m) = median(xs)
+	}
+	return &m
 }
 
 // scalarOf is a scalar value as a float64 (NaN for anything else).

@@ -74,6 +74,22 @@ type Stats struct {
 	// around them; Stats waits for them to finish to read it. A training
 	// step's kernels take DeviceTime plus SolverDeviceTime on the device.
 	SolverDeviceTime float64
+	// Phases is where the last run's wall clock went on the host (GPU
+	// backend), for finding the host's cost of a step.
+	Phases RunPhases
+}
+
+// RunPhases split a run's wall clock on the CUDA backend, in seconds, in
+// order: Check, residency's look at the inputs (hashing where it must);
+// HandOff, the hand-over to the device's OS thread; Upload, the uploads
+// (the staging copies and their enqueueing); Launch, enqueueing the
+// compute (launches or graph replays, host ops with their copies); Wait,
+// waiting for the device to finish it (the device time, less what ran
+// while the host was still launching); Download, the readable values
+// coming down; Return, the hand-back to the caller. Solver is the wall
+// clock of a fused solver Step since the run (its hand-over and launches).
+type RunPhases struct {
+	Check, HandOff, Upload, Launch, Wait, Download, Return, Solver float64
 }
 
 var (

@@ -475,7 +475,16 @@ func (g *gpu) run() error {
 	start := time.Now()
 	plan := planInputs(g.held, vals, c.cfg.inCheck)
 	g.last.HashedBytes = plan.hashedB
+	ph := &g.last.Phases
+	mark := time.Now()
+	ph.Check = mark.Sub(start).Seconds()
+	lap := func(d *float64) { // the time since the last mark into d
+		now := time.Now()
+		*d = now.Sub(mark).Seconds()
+		mark = now
+	}
 	err := g.dev.Run(func(t *cuda.Thread) error {
+		lap(&ph.HandOff)
 		for i, in := range c.rw.inputs {
 			if !plan.up[i] {
 				g.last.Held++
@@ -487,16 +496,19 @@ func (g *gpu) run() error {
 			}
 			g.held[i].took(vals[i], plan.bytes[i], plan.sums[i], plan.hashed[i])
 		}
+		lap(&ph.Upload)
 		if err := g.timer.Start(t); err != nil {
 			return err
 		}
 		if err := g.compute(t, c); err != nil {
 			return err
 		}
+		lap(&ph.Launch)
 		ms, err := g.timer.Stop(t)
 		if err != nil {
 			return err
 		}
+		lap(&ph.Wait)
 		g.devMs = ms
 		if g.profile != nil { // every event has completed with the timer's
 			g.times = g.times[:0]
@@ -529,8 +541,10 @@ func (g *gpu) run() error {
 				return err
 			}
 		}
+		lap(&ph.Download)
 		return nil
 	})
+	lap(&ph.Return)
 	g.last.HostSeconds = max(0, time.Since(start).Seconds()-g.devMs/1e3)
 	if err != nil && !strings.HasPrefix(err.Error(), "fusion: ") {
 		err = fmt.Errorf("fusion: %w", err)

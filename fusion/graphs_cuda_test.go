@@ -95,6 +95,11 @@ func TestCUDAGraphsTrainingOnGPU(t *testing.T) {
 		if !(on.SolverDeviceTime > 0) || !(off.SolverDeviceTime > 0) {
 			t.Fatalf("step %d: the solver's device time %v with graphs, %v without", s, on.SolverDeviceTime, off.SolverDeviceTime)
 		}
+		for _, p := range []fusion.RunPhases{on.Phases, off.Phases} {
+			if !(p.Upload > 0 && p.Launch > 0 && p.Wait >= 0 && p.Download > 0 && p.Solver > 0) {
+				t.Fatalf("step %d: phases of the run %+v: a batch went up, kernels ran, the loss came down and the solver stepped", s, p)
+			}
+		}
 		if on.Uploads != off.Uploads || on.BytesDown != off.BytesDown {
 			t.Fatalf("step %d: copies differ: %+v with graphs, %+v without", s, on, off)
 		}

@@ -5,6 +5,7 @@ package fusion
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -232,6 +233,8 @@ func (s *gpuSolver) step(scalars func(tile.DType) []any) error {
 		return errors.New("fusion: solver step: the machine or the solver is closed")
 	}
 	g := s.g
+	t0 := time.Now()
+	defer func() { g.last.Phases.Solver = time.Since(t0).Seconds() }()
 	for i, e := range g.solverEv {
 		if e == nil {
 			var err error
