@@ -130,10 +130,10 @@ func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.M
 // for rows of at least 8192 held in one block, every warp the target has
 // (32 at 1024 threads: 8 to 32 elements a thread, a quarter or half of
 // the registers, one program of 32 warps an SM) and the row walked in
-// blocks of 16 elements a thread at 4, 8 and 16 warps (where the group
+// blocks of 16 elements a thread at 4, 8, 16 and 32 warps (where the group
 // computes nothing a looped row cannot: fewer registers, more programs an
 // SM, the second pass from L2); rows walked in blocks: CHUNK halved and
-// doubled, blocks of 16 a thread at 4, 8 and 16 warps, the warps halved
+// doubled, blocks of 16 a thread at 4, 8, 16 and 32 warps, the warps halved
 // and doubled, and where the row fits in one block too (up to twice
 // maxRow), that form at 16 warps and at every warp the target has (and,
 // up to maxRow, at the warps tuneRow gives a row held in one block); on the
@@ -148,7 +148,7 @@ func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta
 		if !t.GPU() || len(grp.Extra) > 0 || hasSoftmaxGrad(grp) {
 			return nil
 		}
-		for _, w := range []int{4, 8, 16} {
+		for _, w := range []int{4, 8, 16, 32} {
 			if c := 16 * 32 * w; w <= allWarps && c < n {
 				out = append(out, with(def, "BLOCK", 0, "BLOCK_M", 0, "CHUNK", c, "num_warps", w))
 			}
