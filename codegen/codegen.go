@@ -1,11 +1,13 @@
 package codegen
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -25,13 +27,25 @@ type Options struct {
 	DumpDir string
 }
 
-// Kernel is a kernel lowered to PTX.
+// Kernel is a kernel lowered to PTX. Its fields do not change after
+// Compile returns (Hash relies on it).
 type Kernel struct {
 	Name        string
 	PTX         string
 	Layout      string // the layout-annotated IR, as dumped
 	NumWarps    int
 	SharedBytes int // dynamic shared memory to launch with
+
+	hashOnce sync.Once
+	hash     [32]byte
+}
+
+// Hash is the SHA-256 of Anonymous, computed once: the key of the kernel's
+// compiled module (a second machine for a graph looks each kernel up by it
+// again, and its PTX is up to tens of KiB).
+func (k *Kernel) Hash() [32]byte {
+	k.hashOnce.Do(func() { k.hash = sha256.Sum256([]byte(k.Anonymous())) })
+	return k.hash
 }
 
 // Anonymous is the PTX with the kernel's name left out (it appears in the

@@ -1,6 +1,7 @@
 package codegen
 
 import (
+	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -161,6 +162,16 @@ func TestAnonymousPTX(t *testing.T) {
 	c := scale("fused_3_elementwise", 2048)
 	if c.Anonymous() == a.Anonymous() {
 		t.Fatal("kernels with other blocks have the same anonymous PTX")
+	}
+	// Hash, the modules' key, is the anonymous PTX's SHA-256, the same
+	// when asked again
+	for _, k := range []*Kernel{a, b, c} {
+		if h := k.Hash(); h != sha256.Sum256([]byte(k.Anonymous())) || k.Hash() != h {
+			t.Fatalf("%s: Hash is not the SHA-256 of the anonymous PTX", k.Name)
+		}
+	}
+	if a.Hash() != b.Hash() || a.Hash() == c.Hash() {
+		t.Fatalf("hashes: %s and %s equal %v (want true), %s and %s (BLOCK 2048) equal %v (want false)", a.Name, b.Name, a.Hash() == b.Hash(), a.Name, c.Name, a.Hash() == c.Hash())
 	}
 }
 

@@ -3,7 +3,6 @@
 package cuda
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"runtime"
@@ -44,7 +43,20 @@ type Device struct {
 	// what LoadCached found: modules loaded from the disk cache, modules
 	// linked from PTX (and written there), entries the driver refused
 	DiskHits, Linked, DiskRefused int
+	// freed device memory and page-locked staging memory, for the next
+	// allocation of the same size (pool.go)
+	freeMem    *freeList[cu.DevicePtr]
+	freePinned *freeList[unsafe.Pointer]
 }
+
+// Free lists hold at most poolBytes of device memory (an eighth of it
+// where the device has less than 8 times that) and pinnedPoolBytes of
+// page-locked memory: enough for the buffers of the bench's largest
+// graphs, so that a second machine for a graph allocates nothing.
+const (
+	poolBytes       = 16 << 30
+	pinnedPoolBytes = 64 << 20
+)
 
 // Open creates a context on GPU ordinal and the thread that owns it.
 func Open(ordinal int) (*Device, error) {
@@ -76,6 +88,8 @@ func Open(ordinal int) (*Device, error) {
 		d.SharedMemory, _ = dev.Attribute(cu.MaxSharedMemoryPerBlock)
 		d.SharedMemoryOptin = max(d.SharedMemory, sharedMemoryOptin(dev))
 		d.MemSize, _ = dev.TotalMem()
+		d.freeMem = newFreeList[cu.DevicePtr](min(poolBytes, d.MemSize/8))
+		d.freePinned = newFreeList[unsafe.Pointer](pinnedPoolBytes)
 		d.Driver = cu.Version()
 		ready <- nil
 		for f := range d.work {
@@ -148,8 +162,7 @@ func (d *Device) Load(k *codegen.Kernel) (*Function, error) { return d.LoadCache
 // from there by a later process in a fraction of the JIT's time. An entry
 // the driver refuses is removed and the module linked again.
 func (d *Device) LoadCached(k *codegen.Kernel, c *diskcache.Cache) (*Function, error) {
-	anon := k.Anonymous()
-	key := sha256.Sum256([]byte(anon))
+	key := k.Hash()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if f, ok := d.modules[key]; ok {
@@ -237,7 +250,7 @@ func (d *Device) LinkAhead(ks []*codegen.Kernel, c *diskcache.Cache, workers int
 	seen := map[[32]byte]bool{}
 	d.mu.Lock()
 	for _, k := range ks {
-		key := sha256.Sum256([]byte(k.Anonymous()))
+		key := k.Hash()
 		_, loaded := d.modules[key]
 		_, ahead := d.ahead[key]
 		if loaded || ahead || seen[key] {
@@ -326,8 +339,18 @@ type Buffer struct {
 // Alloc allocates n bytes of device memory.
 func (d *Device) Alloc(n int64) (*Buffer, error) {
 	b := &Buffer{Bytes: n}
+	if p, ok := d.freeMem.take(max(n, 1)); ok {
+		b.Ptr = p
+		return b, nil
+	}
 	err := d.Do(func() error {
 		p, err := cu.MemAlloc(max(n, 1))
+		if err != nil && d.freeMem.bytes() > 0 { // out of memory, maybe: give back what the free list holds
+			for _, q := range d.freeMem.drain() {
+				cu.MemFree(q)
+			}
+			p, err = cu.MemAlloc(max(n, 1))
+		}
 		b.Ptr = p
 		return err
 	})
@@ -345,9 +368,34 @@ func (b *Buffer) Slice(off, n int64) (*Buffer, error) {
 	return &Buffer{Ptr: b.Ptr + cu.DevicePtr(off), Bytes: n}, nil
 }
 
-// Free releases b.
+// Free releases b: into the device's free list, for the next Alloc of
+// its size (the device's work is on one stream: what was queued before
+// that Alloc has used it by the time what is queued after it writes it),
+// or to the driver where the list is full.
 func (d *Device) Free(b *Buffer) error {
+	kept, err := d.freeMem.put(max(b.Bytes, 1), b.Ptr)
+	if kept || err != nil {
+		return err
+	}
 	return d.Do(func() error { return cu.MemFree(b.Ptr) })
+}
+
+// Trim gives the memory the free lists hold back to the driver.
+func (d *Device) Trim() error {
+	return d.Do(func() error {
+		var first error
+		for _, p := range d.freeMem.drain() {
+			if err := cu.MemFree(p); first == nil {
+				first = err
+			}
+		}
+		for _, p := range d.freePinned.drain() {
+			if err := cu.MemFreeHost(p); first == nil {
+				first = err
+			}
+		}
+		return first
+	})
 }
 
 // hostBytes views a []float32, []float64 or []int32 as bytes.

@@ -167,6 +167,17 @@ type Job struct {
 	NumWarps int
 	Args     []any
 	Spec     []int
+	// Text, if not empty, is Kernel.Anonymous(), which the caller has
+	// written already (a graph's kernels' texts are written once, at
+	// compile time): not written again to look the kernel up.
+	Text string
+}
+
+func (j Job) text() string {
+	if j.Text != "" {
+		return j.Text
+	}
+	return j.Kernel.Anonymous()
 }
 
 func (j Job) spec() []int {
@@ -190,7 +201,7 @@ func (d *Device) CompileMany(jobs []Job, c *diskcache.Cache) ([]*Function, error
 	var todo []int // a job of each key codegen has not made
 	d.mu.Lock()
 	for i, j := range jobs {
-		keys[i] = fmt.Sprint(j.NumWarps, j.spec()) + "\n" + j.Kernel.Anonymous()
+		keys[i] = fmt.Sprint(j.NumWarps, j.spec()) + "\n" + j.text()
 		if _, ok := gens[keys[i]]; ok {
 			continue
 		}

@@ -60,7 +60,9 @@ func (d *Device) NewStager(slotBytes int64, slots int) (*Stager, error) {
 	s := &Stager{d: d, slot: slotBytes, ev: make([]cu.Event, slots), pend: make([]bool, slots), Workers: stageWorkers()}
 	err := d.Do(func() error {
 		var err error
-		if s.mem, err = memHostAlloc(slotBytes * int64(slots)); err != nil {
+		if p, ok := d.freePinned.take(slotBytes * int64(slots)); ok {
+			s.mem = p
+		} else if s.mem, err = memHostAlloc(slotBytes * int64(slots)); err != nil {
 			return err
 		}
 		for i := range s.ev {
@@ -147,7 +149,13 @@ func (s *Stager) Close() error {
 		}
 		if s.mem != nil {
 			keep(cu.Synchronize())
-			keep(cu.MemFreeHost(s.mem))
+			// for the next stager of its size (a second machine), or freed
+			switch kept, err := s.d.freePinned.put(s.PinnedBytes(), s.mem); {
+			case err != nil: // held there already: not freed twice
+				keep(err)
+			case !kept:
+				keep(cu.MemFreeHost(s.mem))
+			}
 			s.mem = nil
 		}
 		for i := range s.ev {

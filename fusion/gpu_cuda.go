@@ -248,7 +248,7 @@ func (g *gpu) load(c *Compiled) error {
 				g.launch[n] = append(dev, out)
 			}
 			// the warps its target wrote it for (0, a kernel written for a CPU: codegen's 4)
-			jobs = append(jobs, cuda.Job{Kernel: op.Kernel(), NumWarps: op.Kernel().Meta["num_warps"], Args: g.launch[n]})
+			jobs = append(jobs, cuda.Job{Kernel: op.Kernel(), NumWarps: op.Kernel().Meta["num_warps"], Args: g.launch[n], Text: op.text})
 			jobNodes = append(jobNodes, n)
 		case *PartOp: // output i of a multi-output kernel: its slice of the buffer
 			i, of := op.Part()
