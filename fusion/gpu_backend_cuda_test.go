@@ -215,15 +215,17 @@ func TestSplitReductionsOnGPU(t *testing.T) {
 	checkSplitReductions(t, 1e-12, true, fusion.WithBackend(fusion.CUDA))
 }
 
-// TestReadAfterRunOnGPU: an LSTM cell's h and c, and a block's output y
-// that feeds Mean(y), have their values after a run on the CUDA backend
-// without WithKeep, matching the float64 reference and Gorgonia's gradients.
+// TestReadAfterRunOnGPU: an LSTM cell's h and c, a block's output y that
+// feeds Mean(y), and every step's h and c of an unrolled LSTM have their
+// values after a run on the CUDA backend without WithKeep, matching the
+// float64 reference and Gorgonia's gradients.
 func TestReadAfterRunOnGPU(t *testing.T) {
 	if err := fusion.Available(fusion.CUDA); err != nil {
 		t.Skipf("the CUDA backend cannot run here: %v", err)
 	}
 	checkReadAfterRun(t, func(t *testing.T) (*model, func() map[string][]float64) { return lstmCell(t, 3, 5, 7) }, fusion.WithBackend(fusion.CUDA))
 	checkReadAfterRun(t, func(t *testing.T) (*model, func() map[string][]float64) { return normBlock(t, 6, 10) }, fusion.WithBackend(fusion.CUDA))
+	checkReadAfterRun(t, func(t *testing.T) (*model, func() map[string][]float64) { return unrolledLSTM(t, 3, 5, 7, 4, 3, true) }, fusion.WithBackend(fusion.CUDA))
 }
 
 // TestMachinesInParallelOnGPU: machines over their own graphs, in parallel
