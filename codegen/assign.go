@@ -33,6 +33,9 @@ func (l *lowerer) assignLayouts(b *tile.Block) error {
 			if x := l.mmaLoadLayout(v); x != nil {
 				lay = x // a B operand's copies, or an A operand loaded as a fragment
 			}
+			if x := l.pipeCopy[v.ID]; x != nil {
+				lay = x // a pipelined operand's copies along its contiguous dimension
+			}
 			if lay == nil && !v.Type.Shape.IsScalar() {
 				lay = l.consumerLayout(v)
 			}
@@ -72,6 +75,11 @@ func (l *lowerer) assignLayouts(b *tile.Block) error {
 				// a K loop for the tensor cores: the accumulator lives in
 				// registers in the mma layout, before, in and after the loop
 				l.pipes[v.ID] = p
+				for i, c := range p.copy {
+					if c != nil {
+						l.pipeCopy[p.loads[i].ID] = c
+					}
+				}
 				acc := p.accLayout()
 				lays[p.accIdx] = &acc
 			}

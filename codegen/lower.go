@@ -47,7 +47,12 @@ type lowerer struct {
 	laidOut      map[int][]string // value ID → layouts it was emitted in (for the dump)
 	users        map[int][]*tile.Value
 	plan         plan
-	pipes        map[int]*pipe     // software-pipelined loops, by the loop's value ID
+	pipes        map[int]*pipe   // software-pipelined loops, by the loop's value ID
+	pipeCopy     map[int]*Layout // their transposed operands' loads: the layout they copy in
+	// stageMemo: a tensor-core step's fragment bases plus its stage
+	// register (stageBase), cleared at the start of each step
+	stageMemo    map[string]string
+	stageMemoReg string
 	mmaPlan      *mmaPlan          // loops whose dots run on register fragments (mmaloop.go)
 	wgmma        bool              // the kernel uses wgmma: .version 8.0, .target sm_90a
 	slotMemo     map[string]string // values emitted slot by slot (slotwise.go)
@@ -66,6 +71,7 @@ func newLowerer(k *tile.Kernel, opt Options) *lowerer {
 		laidOut:  map[int][]string{},
 		plan:     plan{access: map[int]*Layout{}, loops: map[int][]*Layout{}},
 		pipes:    map[int]*pipe{},
+		pipeCopy: map[int]*Layout{},
 	}
 }
 

@@ -299,6 +299,7 @@ func (l *lowerer) aFragGeometry(p *pipe) (row, chunk string) {
 // of the warp into the accumulator registers acc (held in p.acc's layout).
 func (l *lowerer) mmaStep(p *pipe, stage string, acc *lval) {
 	w := &l.body
+	l.newStep()
 	b := p.acc
 	mt, nt := b.wrep(0)/2, b.wrep(1)
 	lane := l.laneID()
@@ -328,6 +329,9 @@ func (l *lowerer) mmaStep(p *pipe, stage string, acc *lval) {
 	// 16×8 f32 as m16n8k8 wants it); ldB the two words of n8 tile j at rows
 	// k and k+4
 	ldA := func(i, cs int) [4]string {
+		if p.aT {
+			return l.ldATransposed(p, i, cs, stage)
+		}
 		base := at(aAddr, cs%8, l.swizzledBase(p.a, aRow, aChunk, "", cs%8))
 		off := 16*i*p.a.rowBytes() + 128*(cs/8)
 		a := [4]string{l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")}
@@ -335,6 +339,9 @@ func (l *lowerer) mmaStep(p *pipe, stage string, acc *lval) {
 		return a
 	}
 	ldB := func(j, k int) [2]string {
+		if p.bT {
+			return l.ldBTransposed(p, j, k, stage)
+		}
 		cs := 2 * j // column chunk of the n8 tile within the warp tile
 		base := at(bAddr, cs%8, l.swizzledBase(p.b, bRow, bChunk, bIn, cs%8))
 		off := k*p.b.rowBytes() + 128*(cs/8)
@@ -438,4 +445,81 @@ func (l *lowerer) mmaStep(p *pipe, stage string, acc *lval) {
 			}
 		}
 	}
+}
+
+// ldATransposed loads mma.sync's A fragment of m16 tile i of the warp and
+// the 8 k from chunk cs (k = 4·cs) from A's tile stored [k][m] (p.aT):
+// lane (g, t) reads rows k+t and k+t+4 of columns m+g and m+g+8, one
+// ld.shared.b32 each, from bases kept per stage in l.stageBase.
+func (l *lowerer) ldATransposed(p *pipe, i, cs int, stage string) [4]string {
+	b, lane := p.acc, l.laneID()
+	row := l.shiftAnd("mma|t", lane, 0, 3)
+	col := l.geo("mma|atcol|"+b.key(), func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "shr.u32 %s, %s, 2", r, lane)
+		emit(w, "mad.lo.s32 %s, %s, %d, %s", r, l.warpAlong(b, 0), b.warpTile(0), r)
+		return r
+	})
+	chunk := l.shiftAnd("mma|atchunk|"+b.key(), col, 2, (1<<30)-1)
+	in := l.shiftAnd("mma|atin|"+b.key(), col, 0, 3)
+	k := 4 * cs
+	var out [4]string
+	for q, rc := range [4][2]int{{0, 0}, {0, 1}, {1, 0}, {1, 1}} { // (k+4·rc[0], m+8·rc[1])
+		res := 4*i + 2*rc[1] // the column's chunk within the warp tile
+		base := l.stageBase(fmt.Sprintf("at|%d", res%8), stage, l.swizzledBase(p.a, row, chunk, in, res%8))
+		out[q] = l.reg("r")
+		emit(&l.body, "ld.shared.b32 %s, [%s+%d]", out[q], base, (k+4*rc[0])*p.a.rowBytes()+128*(res/8))
+	}
+	return out
+}
+
+// ldBTransposed loads mma.sync's B fragment of n8 tile j of the warp at k
+// from B's tile stored [n][k] (p.bT): lane (g, t) reads columns k+t and
+// k+t+4 of row n+g.
+func (l *lowerer) ldBTransposed(p *pipe, j, k int, stage string) [2]string {
+	b, lane := p.acc, l.laneID()
+	t := l.shiftAnd("mma|t", lane, 0, 3)
+	row := l.geo("mma|btrow|"+b.key(), func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "shr.u32 %s, %s, 2", r, lane)
+		emit(w, "mad.lo.s32 %s, %s, %d, %s", r, l.warpAlong(b, 1), b.warpTile(1), r)
+		return r
+	})
+	var out [2]string
+	for h := range out {
+		cs := k/4 + h
+		base := l.stageBase(fmt.Sprintf("bt|%d", cs%8), stage, l.swizzledBase(p.b, row, l.zeroReg(), t, cs%8))
+		out[h] = l.reg("r")
+		emit(&l.body, "ld.shared.b32 %s, [%s+%d]", out[h], base, 8*j*p.b.rowBytes()+128*(cs/8))
+	}
+	return out
+}
+
+// stageBase is base + stage, emitted once per key within one step of a
+// pipelined loop (newStep clears the memo: the stage register's value
+// changes between steps).
+func (l *lowerer) stageBase(key, stage, base string) string {
+	if l.stageMemo == nil || l.stageMemoReg != stage {
+		l.stageMemo, l.stageMemoReg = map[string]string{}, stage
+	}
+	if r, ok := l.stageMemo[key]; ok {
+		return r
+	}
+	r := l.reg("r")
+	emit(&l.body, "add.s32 %s, %s, %s", r, base, stage)
+	l.stageMemo[key] = r
+	return r
+}
+
+// newStep starts a step of a pipelined loop: no fragment base of an
+// earlier step is reused.
+func (l *lowerer) newStep() { l.stageMemo = nil }
+
+// zeroReg is a prologue register holding 0.
+func (l *lowerer) zeroReg() string {
+	return l.geo("zero", func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "mov.u32 %s, 0", r)
+		return r
+	})
 }

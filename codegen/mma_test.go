@@ -520,3 +520,52 @@ func TestPipelinedPrecisions(t *testing.T) {
 		}
 	}
 }
+
+// TestTransposedTilesConflictFree: the tiles of operands stored transposed
+// in memory (A as [k][m], B as [n][k]) serve their fragment reads without
+// bank conflicts, at the pipelined loops' tile sizes; unswizzled, the same
+// reads conflict (8-way for B's rows of 32 words), so the swizzle is what
+// makes them free.
+func TestTransposedTilesConflictFree(t *testing.T) {
+	for _, s := range [][3]int{{64, 64, 32}, {128, 128, 32}, {256, 128, 32}, {128, 64, 32}, {32, 32, 32}, {64, 64, 64}} {
+		m, n, k := s[0], s[1], s[2]
+		at, ag := transposedATile(m, k)
+		bt, bg := transposedBTile(n, k, false)
+		st, sg := transposedBTile(n, k, true)
+		for _, c := range []struct {
+			name   string
+			t      smemTile
+			groups [][]access
+		}{{"Aᵀ", at, ag}, {"Bᵀ mma.sync", bt, bg}, {"Bᵀ swapped", st, sg}} {
+			t.Run(fmt.Sprintf("%s %dx%dx%d", c.name, m, n, k), func(t *testing.T) {
+				if len(c.groups) == 0 {
+					t.Fatal("no reads")
+				}
+				plain := c.t
+				plain.Swz = swizzle{1, 1, 1}
+				before := 0
+				for _, g := range c.groups {
+					if n := c.t.conflicts(g); n != 0 {
+						t.Errorf("%v: %d-way conflict at %v", c.t, n+1, g[0])
+					}
+					before += plain.conflicts(g)
+				}
+				if c.t.Cols >= 32 {
+					if before == 0 {
+						t.Errorf("the reads do not conflict without the swizzle: the test checks nothing")
+					}
+				}
+				seen := map[int]bool{}
+				for r := 0; r < c.t.Rows; r++ {
+					for col := 0; col < c.t.Cols; col++ {
+						a := c.t.addr(r, col)
+						if seen[a] || a < 0 || a >= c.t.bytes() {
+							t.Fatalf("element (%d,%d) at %d", r, col, a)
+						}
+						seen[a] = true
+					}
+				}
+			})
+		}
+	}
+}

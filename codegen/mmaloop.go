@@ -399,28 +399,8 @@ func (l *lowerer) pipeable(ld *tile.Value, f *tile.Value) bool {
 // is known, as the cuda launcher gives it).
 func (l *lowerer) planTile(ld *tile.Value) *opTile {
 	sh := ld.Type.Shape.Slice()
-	memo := map[*tile.Value]*affine{}
-	a := l.affineOf(ld.Args[0], memo)
-	size := int64(ld.Type.DType.Size())
-	inner := 1
-	if a != nil && a.Coef[0] == size && a.Coef[1] != size {
-		inner = 0
-	}
+	inner, vw, _ := l.contigDim(ld)
 	outer := 1 - inner
-	vw := 1
-	if a != nil && a.Coef[inner] == size {
-		for _, w := range []int{4, 2} {
-			bytes := int64(w) * size
-			if sh[inner]%w != 0 || a.Div%bytes != 0 || a.Coef[outer]%bytes != 0 {
-				continue
-			}
-			if len(ld.Args) > 1 && l.runs(ld.Args[1], inner, memo) < int64(w) {
-				continue
-			}
-			vw = w
-			break
-		}
-	}
 	t := &opTile{load: ld, inner: inner, vw: vw}
 	t.t = smemTile{Rows: sh[outer], Cols: sh[inner], Swz: swizzle{1, 1, 1}}
 	nw := l.opt.NumWarps
@@ -431,6 +411,40 @@ func (l *lowerer) planTile(ld *tile.Value) *opTile {
 		t.copy = &Layout{B: l.intern(newBlocked([]int{sh[1], sh[0]}, nw, 4)), Src: []int{1, 0}}
 	}
 	return t
+}
+
+// contigDim is the dimension of the 2-D block that load ld reads
+// contiguously in memory (from the address's coefficients; 1 where
+// neither or both are), the widest copy along it that alignment and the
+// mask allow (16 bytes where the parameters' divisibility is known, as
+// the cuda launcher gives it), and whether that dimension is known to be
+// contiguous at all.
+func (l *lowerer) contigDim(ld *tile.Value) (inner, vw int, contig bool) {
+	sh := ld.Type.Shape.Slice()
+	memo := map[*tile.Value]*affine{}
+	a := l.affineOf(ld.Args[0], memo)
+	size := int64(ld.Type.DType.Size())
+	inner = 1
+	if a != nil && a.Coef[0] == size && a.Coef[1] != size {
+		inner = 0
+	}
+	outer := 1 - inner
+	vw = 1
+	if a == nil || a.Coef[inner] != size {
+		return inner, vw, false
+	}
+	for _, w := range []int{4, 2} {
+		bytes := int64(w) * size
+		if sh[inner]%w != 0 || a.Div%bytes != 0 || a.Coef[outer]%bytes != 0 {
+			continue
+		}
+		if len(ld.Args) > 1 && l.runs(ld.Args[1], inner, memo) < int64(w) {
+			continue
+		}
+		vw = w
+		break
+	}
+	return inner, vw, true
 }
 
 // bKMajor reports whether dot d reads its B tile with k along the tile's

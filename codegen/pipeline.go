@@ -63,6 +63,17 @@ type pipe struct {
 	// of the stage into the iteration's tile, from which the wgmmas read
 	abf      smemTile
 	abfBytes int // one tile
+	// aT, bT: an operand stored transposed in memory (Aᵀ: m contiguous;
+	// Bᵀ: k contiguous) is kept in shared memory in its memory order, A as
+	// [k][m], B as [n][k], so that its copies are 16 bytes wide and a
+	// warp's copies read whole rows of memory (copy: the load's layout,
+	// lanes along the contiguous dimension; vw: the copy's width in
+	// elements); the fragment reads follow the tile (transposedOperands).
+	// Copied as the tile [m][k] / [k][n] before, a warp's 4-byte copies of
+	// Bᵀ touched 32 rows of memory, 4 useful bytes in each 32-byte sector.
+	aT, bT bool
+	copy   [2]*Layout
+	vw     [2]int
 }
 
 func (p *pipe) x3() bool   { return p.dot.Prec == tile.PrecTF32x3 }
@@ -216,6 +227,7 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	}
 	p.acc = l.intern(mmaLayout(p.m, p.n, p.wm, p.wn))
 	p.a, p.b = operandTiles(p.m, p.n, p.k)
+	l.transposedOperands(p)
 	if p.swapped {
 		// Cᵀ's accumulator; A's rows of 128 bytes in wgmma's 128-byte
 		// swizzle (chunk ^ row%8 in a 1024-aligned tile); B's rows
@@ -283,6 +295,92 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		p.abf = smemTile{Off: p.stages * p.stageBytes, Rows: p.m, Cols: p.k / 2}
 	}
 	return p
+}
+
+// transposedOperands finds the operands of p that are contiguous in memory
+// along the tile's first dimension (Aᵀ along m, Bᵀ along k) and lays their
+// tiles out in that order, swizzled for their fragment reads: A as [k][m],
+// each lane reading rows k+t and k+t+4 of columns m+g and m+g+8 (as B's
+// fragments are read); B as [n][k], read on mma.sync by two ld.shared.b32
+// of row n+g (columns k+t, k+t+4), in the swapped wgmma form by ldmatrix.x4
+// (it is wgmma's A there, as A is mma.sync's). Not for the transposing
+// wgmma form, nor A in the swapped form (wgmma reads it K-major from
+// shared memory), nor bf16's B in the swapped form (read in pairs of k).
+//
+// The meta-parameter naive_copy = 1 keeps the old form (the tiles [m][k]
+// and [k][n] whatever the memory order, 4-byte copies of a transposed
+// operand): only to measure what the layout gains.
+func (l *lowerer) transposedOperands(p *pipe) {
+	if p.wgmma || l.k.Meta["naive_copy"] == 1 {
+		return
+	}
+	for i, ld := range p.loads {
+		if p.swapped && (i == 0 || p.bf16()) {
+			continue
+		}
+		inner, vw, contig := l.contigDim(ld)
+		if !contig || inner != 0 {
+			continue
+		}
+		sh := ld.Type.Shape.Slice()
+		p.copy[i] = &Layout{B: l.intern(newBlocked([]int{sh[1], sh[0]}, l.opt.NumWarps, 4)), Src: []int{1, 0}}
+		p.vw[i] = vw
+	}
+	if p.copy[0] != nil {
+		p.aT = true
+		p.a, _ = transposedATile(p.m, p.k)
+	}
+	p.b.Off = p.a.bytes()
+	if p.copy[1] != nil {
+		p.bT = true
+		p.b, _ = transposedBTile(p.n, p.k, p.swapped)
+		p.b.Off = p.a.bytes()
+	}
+}
+
+// transposedATile is A's m×k operand tile stored [k][m], swizzled so that
+// mma.sync's fragment reads (lane (g, t): rows k+t, k+t+4 of column m+g,
+// as B's) are conflict-free; groups are those reads.
+func transposedATile(m, k int) (smemTile, [][]access) {
+	t := smemTile{Rows: k, Cols: m}
+	var g [][]access
+	for r := 0; r < k; r += 8 {
+		for c := 0; c < m; c += 8 {
+			g = append(g, bFragGroups(r, c)...)
+		}
+	}
+	t.Swz = chooseSwizzle(t, g, 4)
+	return t, g
+}
+
+// transposedBTile is B's k×n operand tile stored [n][k], swizzled for its
+// fragment reads: on mma.sync lane (g, t) reads columns k+t and k+t+4 of
+// row n+g; in the swapped wgmma form (swapped) ldmatrix.x4 reads 16 rows
+// n of 8 k, as mma.sync's A. groups are those reads.
+func transposedBTile(n, k int, swapped bool) (smemTile, [][]access) {
+	t := smemTile{Rows: n, Cols: k}
+	var g [][]access
+	period := 8
+	for r := 0; r < n; r += 8 {
+		for c := 0; c < k; c += 8 {
+			if swapped {
+				if r%16 == 0 {
+					g = append(g, ldmatrixGroups(r, c)...)
+				}
+				period = 16
+				continue
+			}
+			for h := 0; h < 2; h++ {
+				var acc []access
+				for lane := 0; lane < 32; lane++ {
+					acc = append(acc, access{r + lane/4, c + lane%4 + 4*h, 1})
+				}
+				g = append(g, acc)
+			}
+		}
+	}
+	t.Swz = chooseSwizzle(t, g, period)
+	return t, g
 }
 
 // pipeDump lists the pipelined loops.
@@ -516,6 +614,9 @@ func (l *lowerer) issueCopies(p *pipe, ivp string, carried []*lval, sp, live str
 			mask = ld.Args[1]
 		}
 		vw := l.vecWidth(lay, ld.Args[0], mask, 4)
+		if p.copy[i] != nil {
+			vw = p.vw[i]
+		}
 		slots := lay.B.slots()
 		classes := l.classesOf(lay)
 		for ci := 0; ci < len(classes); ci += vw {
@@ -536,7 +637,7 @@ func (l *lowerer) issueCopies(p *pipe, ivp string, carried []*lval, sp, live str
 			size := l.reg("r")
 			emit(w, "selp.u32 %s, %d, 0, %s", size, 4*vw, pred)
 			dst := l.reg("r")
-			emit(w, "add.s32 %s, %s, %s", dst, sp, l.tileSlot(t, lay, slots[first]))
+			emit(w, "add.s32 %s, %s, %s", dst, sp, l.tileSlot(t, lay, slots[first], p.copy[i] != nil))
 			cache := "ca"
 			if vw == 4 {
 				cache = "cg"
@@ -603,7 +704,7 @@ func (l *lowerer) roundCopies(p *pipe, stage string, u int) error {
 			continue
 		}
 		a := l.reg("r")
-		emit(w, "add.s32 %s, %s, %s", a, stage, l.tileSlot(p.a, lay, slots[first]))
+		emit(w, "add.s32 %s, %s, %s", a, stage, l.tileSlot(p.a, lay, slots[first], false))
 		regs := make([]string, vw)
 		for j := range regs {
 			regs[j] = l.reg("r")
@@ -674,9 +775,13 @@ func maskReg(args []*lval, slot int) string {
 }
 
 // tileSlot is the byte offset, in a stage, of slot s of layout lay holding a
-// value of the operand tile t: a prologue register.
-func (l *lowerer) tileSlot(t smemTile, lay *Layout, s slot) string {
+// value of the operand tile t (its element (i, j) at row j, column i of t
+// where trans): a prologue register.
+func (l *lowerer) tileSlot(t smemTile, lay *Layout, s slot, trans bool) string {
 	r, c := l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)
+	if trans {
+		r, c = c, r
+	}
 	key := fmt.Sprintf("tileslot|%v|%s|%s", t, r, c)
 	return l.geo(key, func(w *strings.Builder) string {
 		row, col := regOrZero(w, l, r), regOrZero(w, l, c)

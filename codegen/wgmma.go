@@ -195,6 +195,7 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 		return
 	}
 	w := &l.body
+	l.newStep()
 	lane := l.laneID()
 	bRow := l.shiftAnd("mma|t", lane, 0, 3)
 	bCol := l.geo("wgs|bcol", func(w *strings.Builder) string {
@@ -220,7 +221,13 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 	var frags, lows [][4]string
 	for kk := 0; kk < p.k; kk += 8 {
 		// a0..a3 at (g, t) (g+8, t) (g, t+4) (g+8, t+4): B's (k+t, n) ...
-		a := [4]string{ld(kk, 0), ld(kk, 2), ld(kk+4, 0), ld(kk+4, 2)}
+		var a [4]string
+		if p.bT {
+			// ... of B's tile stored [n][k]: ldmatrix.x4, as mma.sync's A
+			a = l.ldmatrixT(p, kk/4, stage)
+		} else {
+			a = [4]string{ld(kk, 0), ld(kk, 2), ld(kk+4, 0), ld(kk+4, 2)}
+		}
 		if p.x3() {
 			var hi, lo [4]string
 			for i, x := range a {
@@ -383,4 +390,16 @@ func (l *lowerer) wgmmaSwappedBF16(p *pipe, stage string, acc *lval, u int) {
 	}
 	emit(w, "wgmma.commit_group.sync.aligned")
 	emit(w, "wgmma.wait_group.sync.aligned 1")
+}
+
+// ldmatrixT loads, in the swapped form with B stored [n][k] (p.bT), the
+// warp's 16 columns n and the 8 k from chunk cs as wgmma's A fragment:
+// ldmatrix.x4 of rows n..n+15, as mma.sync's A fragments are loaded
+// (aFragGeometry: the accumulator of Cᵀ has a warp per 16 rows n).
+func (l *lowerer) ldmatrixT(p *pipe, cs int, stage string) [4]string {
+	row, chunk := l.aFragGeometry(p)
+	base := l.stageBase(fmt.Sprintf("ldmt|%d", cs%8), stage, l.swizzledBase(p.b, row, chunk, "", cs%8))
+	a := [4]string{l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")}
+	emit(&l.body, "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%s, %s, %s, %s}, [%s+%d]", a[0], a[1], a[2], a[3], base, 128*(cs/8))
+	return a
 }

@@ -375,7 +375,10 @@ TRAIN_STEPS = {"mlp_train", "encoder_train"}
 
 
 # The shapes of `tilefuse peer` (cmd/tilefuse/peer.go): y = x·W or
-# gelu(x·W + b), x m×k, W k×n, uniform in ±1 (W in ±1/√k).
+# gelu(x·W + b), x m×k, W k×n, uniform in ±1 (W in ±1/√k); ta: x stored
+# transposed (k×m in memory, y = xᵀ·W as a weight gradient reads it), tb: W
+# stored transposed (n×k, y = x·Wᵀ as an input gradient reads it). Names
+# give m×n×k.
 PEER = [
     ("matmul 4096³", 4096, 4096, 4096, False),
     ("linear_gelu 4096³", 4096, 4096, 4096, True),
@@ -383,6 +386,17 @@ PEER = [
     ("matmul 1000³", 1000, 1000, 1000, False),
     ("matmul 4095×4097×33", 4095, 33, 4097, False),
     ("matmul 4096×4096×50", 4096, 50, 4096, False),
+    # the BERT-base encoder layer's products (8×512 rows, model 768, FF 3072)
+    ("bert NN 4096×3072×768", 4096, 768, 3072, False),
+    ("bert NN gelu 4096×3072×768", 4096, 768, 3072, True),
+    ("bert NN 4096×768×3072", 4096, 3072, 768, False),
+    ("bert NN 4096×768×768", 4096, 768, 768, False),
+    ("bert NT 4096×768×3072", 4096, 3072, 768, False, False, True),
+    ("bert NT 4096×3072×768", 4096, 768, 3072, False, False, True),
+    ("bert NT 4096×768×768", 4096, 768, 768, False, False, True),
+    ("bert TN 768×3072×4096", 768, 4096, 3072, False, True, False),
+    ("bert TN 3072×768×4096", 3072, 4096, 768, False, True, False),
+    ("bert TN 768×768×4096", 768, 4096, 768, False, True, False),
 ]
 
 
@@ -392,11 +406,18 @@ def peer(a):
     on the same inputs: the largest error over the largest magnitude, and the
     relative error in the 2-norm."""
     rows = []
-    for name, m, k, n, gl in PEER:
+    for name, m, k, n, gl, *trans in PEER:
+        ta, tb = trans or (False, False)
         if a.workload != "all" and a.workload not in name:
             continue
         g = torch.Generator(device=dev).manual_seed(7)
         x, w, b = rnd(1, m, k, g=g), rnd(1 / math.sqrt(k), k, n, g=g), rnd(1, n, g=g)
+        # transposed operands: views of the transposed storage, as autograd's
+        # gradients pass them to cuBLAS
+        if ta:
+            x = x.t().contiguous().t()
+        if tb:
+            w = w.t().contiguous().t()
         ref = x.double() @ w.double()
         if gl:
             ref = gelu(ref + b.double())

@@ -38,19 +38,49 @@ func peerFlags() (*flag.FlagSet, *peerOpts) {
 // torch.compile) are measured at in bench/torch/workloads.py --peer:
 // y = x·W, or with bias gelu(x·W + b) (tanh form, as the bench's
 // linear_gelu). x is m×k, W k×n, inputs uniform in ±1 (W in ±1/√k).
+// ta stores x transposed (k×m in memory: y = Aᵀ·B of the k×m matrix, as
+// a weight gradient reads its activations), tb stores W transposed (n×k:
+// y = A·Bᵀ, as an input gradient reads a weight); such products are
+// BatchedMatMul over one batch, Gorgonia's only op that takes the
+// transposes from its user. Names give m×n×k.
 type peerCase struct {
 	name    string
 	m, k, n int
 	gelu    bool
+	ta, tb  bool
 }
 
 var peerCases = []peerCase{
-	{"matmul 4096³", 4096, 4096, 4096, false},
-	{"linear_gelu 4096³", 4096, 4096, 4096, true},
-	{"matmul 1024³", 1024, 1024, 1024, false},
-	{"matmul 1000³", 1000, 1000, 1000, false},
-	{"matmul 4095×4097×33", 4095, 33, 4097, false},
-	{"matmul 4096×4096×50", 4096, 50, 4096, false},
+	{name: "matmul 4096³", m: 4096, k: 4096, n: 4096},
+	{name: "linear_gelu 4096³", m: 4096, k: 4096, n: 4096, gelu: true},
+	{name: "matmul 1024³", m: 1024, k: 1024, n: 1024},
+	{name: "matmul 1000³", m: 1000, k: 1000, n: 1000},
+	{name: "matmul 4095×4097×33", m: 4095, k: 33, n: 4097},
+	{name: "matmul 4096×4096×50", m: 4096, k: 50, n: 4096},
+	// the BERT-base encoder layer's products (batch 8 × seq 512 rows,
+	// model 768, FF 3072) forward (NN) and backward (NT: input gradients,
+	// TN: weight gradients)
+	{name: "bert NN 4096×3072×768", m: 4096, k: 768, n: 3072},
+	{name: "bert NN gelu 4096×3072×768", m: 4096, k: 768, n: 3072, gelu: true},
+	{name: "bert NN 4096×768×3072", m: 4096, k: 3072, n: 768},
+	{name: "bert NN 4096×768×768", m: 4096, k: 768, n: 768},
+	{name: "bert NT 4096×768×3072", m: 4096, k: 3072, n: 768, tb: true},
+	{name: "bert NT 4096×3072×768", m: 4096, k: 768, n: 3072, tb: true},
+	{name: "bert NT 4096×768×768", m: 4096, k: 768, n: 768, tb: true},
+	{name: "bert TN 768×3072×4096", m: 768, k: 4096, n: 3072, ta: true},
+	{name: "bert TN 3072×768×4096", m: 3072, k: 4096, n: 768, ta: true},
+	{name: "bert TN 768×768×4096", m: 768, k: 4096, n: 768, ta: true},
+}
+
+// transposed is the r×c row-major x stored c×r.
+func transposed(x []float32, r, c int) []float32 {
+	t := make([]float32, len(x))
+	for i := 0; i < r; i++ {
+		for j := 0; j < c; j++ {
+			t[j*r+i] = x[i*c+j]
+		}
+	}
+	return t
 }
 
 func (c peerCase) flops() float64 { return 2 * float64(c.m) * float64(c.n) * float64(c.k) }
@@ -87,10 +117,30 @@ func buildPeer(c peerCase, t graphpass.Target, prec tile.Precision, tune tile.Me
 	}
 	p := &peerKernel{x: fill(c.m*c.k, 1), w: fill(c.k*c.n, 1/math.Sqrt(float64(c.k)))}
 	g := G.NewGraph()
-	x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.m, c.k), G.WithName("x"))
-	w := G.NewMatrix(g, tensor.Float32, G.WithShape(c.k, c.n), G.WithName("w"))
-	host := map[*G.Node][]float32{x: p.x, w: p.w}
-	y := G.Must(G.Mul(x, w))
+	var x, w, y *G.Node
+	var host map[*G.Node][]float32
+	if c.ta || c.tb {
+		if c.gelu {
+			return nil, fmt.Errorf("peer %s: a transposed product with gelu is not a case", c.name)
+		}
+		xs, xd := []int{1, c.m, c.k}, p.x
+		if c.ta {
+			xs, xd = []int{1, c.k, c.m}, transposed(p.x, c.m, c.k)
+		}
+		ws, wd := []int{1, c.k, c.n}, p.w
+		if c.tb {
+			ws, wd = []int{1, c.n, c.k}, transposed(p.w, c.k, c.n)
+		}
+		x = G.NewTensor(g, tensor.Float32, 3, G.WithShape(xs...), G.WithName("x"))
+		w = G.NewTensor(g, tensor.Float32, 3, G.WithShape(ws...), G.WithName("w"))
+		host = map[*G.Node][]float32{x: xd, w: wd}
+		y = G.Must(G.BatchedMatMul(x, w, c.ta, c.tb))
+	} else {
+		x = G.NewMatrix(g, tensor.Float32, G.WithShape(c.m, c.k), G.WithName("x"))
+		w = G.NewMatrix(g, tensor.Float32, G.WithShape(c.k, c.n), G.WithName("w"))
+		host = map[*G.Node][]float32{x: p.x, w: p.w}
+		y = G.Must(G.Mul(x, w))
+	}
 	if c.gelu {
 		p.b = fill(c.n, 1)
 		b := G.NewVector(g, tensor.Float32, G.WithShape(c.n), G.WithName("b"))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -23,15 +24,34 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 		pc   peerCase
 		prec tile.Precision
 		tune tile.Meta
+		wide bool // every copy 16 bytes (the strides and sizes are multiples of 4)
 	}{
-		{peerCase{"gelu 300x96x200 swapped 256x128", 300, 96, 200, true}, tile.PrecTF32,
-			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}},
-		{peerCase{"matmul 130x70x90 swapped 128x64", 130, 70, 90, false}, tile.PrecTF32,
-			tile.Meta{"wgmma": 2, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}},
-		{peerCase{"gelu 300x96x200 swapped bf16 256x128", 300, 96, 200, true}, tile.PrecBF16,
-			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}},
-		{peerCase{"gelu 150x100x200 swapped 3xTF32 64x128", 150, 100, 200, true}, tile.PrecTF32x3,
-			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}},
+		{peerCase{name: "gelu 300x96x200 swapped 256x128", m: 300, k: 96, n: 200, gelu: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 130x70x90 swapped 128x64", m: 130, k: 70, n: 90}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, false},
+		{peerCase{name: "gelu 300x96x200 swapped bf16 256x128", m: 300, k: 96, n: 200, gelu: true}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "gelu 150x100x200 swapped 3xTF32 64x128", m: 150, k: 100, n: 200, gelu: true}, tile.PrecTF32x3,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, false},
+		// transposed operands (kept in shared memory in their memory order,
+		// 16-byte copies where the strides allow, 8 or 4 where not)
+		{peerCase{name: "Aᵀ·B 196x136x100 128x128", m: 196, k: 100, n: 136, ta: true}, tile.PrecTF32,
+			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "wgmma": 0}, true},
+		{peerCase{name: "Aᵀ·B 131x70x90 64x64", m: 131, k: 70, n: 90, ta: true}, tile.PrecTF32,
+			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "wgmma": 0}, false},
+		{peerCase{name: "A·Bᵀ 150x200x100 128x128", m: 150, k: 100, n: 200, tb: true}, tile.PrecTF32,
+			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "wgmma": 0}, true},
+		{peerCase{name: "A·Bᵀ 150x90x66 64x64", m: 150, k: 66, n: 90, tb: true}, tile.PrecTF32,
+			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "wgmma": 0}, false},
+		{peerCase{name: "Aᵀ·Bᵀ bf16 130x72x100 64x64", m: 130, k: 100, n: 72, ta: true, tb: true}, tile.PrecBF16,
+			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "wgmma": 0}, false},
+		{peerCase{name: "Aᵀ·Bᵀ 3xTF32 130x72x100 64x64", m: 130, k: 100, n: 72, ta: true, tb: true}, tile.PrecTF32x3,
+			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "wgmma": 0}, false},
+		{peerCase{name: "A·Bᵀ 300x200x100 swapped 256x128", m: 300, k: 100, n: 200, tb: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+		{peerCase{name: "A·Bᵀ 150x100x200 swapped 3xTF32 64x128", m: 150, k: 100, n: 200, tb: true}, tile.PrecTF32x3,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, true},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
 			p, err := buildPeer(c.pc, graphpass.H200, c.prec, c.tune)
@@ -42,7 +62,15 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			}
 			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
 			require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
-			require.Contains(t, sim.Last.PTX, "wgmma.mma_async")
+			inst := "mma.sync"
+			if c.tune["wgmma"] != 0 {
+				inst = "wgmma.mma_async"
+			}
+			require.True(t, strings.Contains(sim.Last.PTX, inst), "no %s", inst)
+			if c.wide {
+				require.False(t, strings.Contains(sim.Last.PTX, "], 4, %r"), "a 4-byte copy")
+				require.False(t, strings.Contains(sim.Last.PTX, "], 8, %r"), "an 8-byte copy")
+			}
 			maxRel, normRel, bad := p.check(c.pc, p.args[len(p.args)-1], peerTol(c.prec))
 			require.Zero(t, bad, "max %.2g norm %.2g", maxRel, normRel)
 			t.Logf("max %.2g norm %.2g", maxRel, normRel)

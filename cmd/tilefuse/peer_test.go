@@ -15,7 +15,12 @@ import (
 // interpreter at small shapes, pass its float64 check; an output with an
 // element left unwritten or a wrong value fails it.
 func TestPeerKernelsAndCheck(t *testing.T) {
-	for _, c := range []peerCase{{"small", 70, 33, 90, false}, {"small gelu", 64, 50, 96, true}} {
+	for _, c := range []peerCase{
+		{name: "small", m: 70, k: 33, n: 90},
+		{name: "small gelu", m: 64, k: 50, n: 96, gelu: true},
+		{name: "small Aᵀ·B", m: 70, k: 33, n: 90, ta: true},
+		{name: "small A·Bᵀ", m: 70, k: 33, n: 90, tb: true},
+	} {
 		for _, prec := range tile.Precisions {
 			p, err := buildPeer(c, graphpass.H200, prec, nil)
 			require.NoError(t, err)

@@ -197,6 +197,18 @@ func axisInfo(v *tile.Value, info []AxisInfo, spec []int) AxisInfo {
 			ai.Const = max(ai.Const, min(b.Contig, a.Const, a.Div, b.Div))
 		}
 		ai.Uniform = a.Uniform && b.Uniform
+	case tile.OpSelect:
+		// either operand, lane by lane: divisible by what divides both
+		// (per-head offsets chosen by program id, as the heads' kernels
+		// pick their weights' slices)
+		ai.Const, ai.Uniform = L, true
+		for i := range v.Args {
+			a := arg(i)
+			ai.Const, ai.Uniform = min(ai.Const, a.Const), ai.Uniform && a.Uniform
+		}
+		if v.Type.DType.IsInt() && v.Type.DType != tile.I1 {
+			ai.Div = min(divAt(arg(1), argT(1), 1), divAt(arg(2), argT(2), 1))
+		}
 	default:
 		if v.Op.IsElementwise() {
 			ai.Const, ai.Uniform = L, true

@@ -129,6 +129,25 @@ func TestAxes(t *testing.T) {
 			"trans":    {Row: 4, Contig: 1, Div: 1, Const: 1},
 		},
 	}, {
+		// an offset chosen by the program id among multiples of 4096 (the
+		// heads' kernels pick each head's weights so): divisible by 4096;
+		// with a lane-varying operand, by what divides both
+		name: "select_offsets",
+		spec: []int{16},
+		build: func(b *tile.Builder, mark func(string, *tile.Value) *tile.Value) {
+			x := b.Ptr("x", tile.F32)
+			z := b.ProgramID(2)
+			off := mark("off", b.Where(b.Eq(z, 1), 8192, b.Where(b.Eq(z, 2), 4096, 0)))
+			r := b.Arange(0, 16)
+			lanes := mark("lanes", b.Where(b.Lt(r, 8), b.Mul(r, 4), 12))
+			b.Store(mark("ptr", b.AddPtr(b.AddPtr(x, off), lanes)), 0.0, nil)
+		},
+		want: want{
+			"off":   {Row: 1, Contig: 1, Div: 4096, Const: 1, Uniform: true, Contiguous: true},
+			"lanes": {Row: 16, Contig: 1, Div: 4, Const: 1},
+			"ptr":   {Row: 16, Contig: 1, Div: 16, Const: 1},
+		},
+	}, {
 		name: "loop_carried",
 		build: func(b *tile.Builder, mark func(string, *tile.Value) *tile.Value) {
 			x := b.Ptr("x", tile.F32)
