@@ -1156,12 +1156,23 @@ func (l *lowerer) cast(w *strings.Builder, from, to tile.DType, a string) string
 // ---- program order: anchors, stores, loops ----
 
 func (l *lowerer) block(b *tile.Block) error {
-	for _, v := range b.Values {
+	done := map[*tile.Value]bool{}
+	for i, v := range b.Values {
+		if done[v] {
+			continue
+		}
 		var err error
 		switch v.Op {
 		case tile.OpLoad:
 			err = l.load(v)
 		case tile.OpStore, tile.OpAtomicAdd:
+			if run := l.storeRun(b.Values[i:]); len(run) > 1 {
+				for _, x := range run {
+					done[x] = true
+				}
+				err = l.storeGroup(run)
+				break
+			}
 			err = l.store(v)
 		case tile.OpReduceSum, tile.OpReduceMax, tile.OpReduceMin:
 			err = l.reduce(v)
@@ -1349,98 +1360,210 @@ func vecOperand(regs []string) string {
 // has one, so that nothing is converted; only the canonical copy of a
 // replicated element is written.
 func (l *lowerer) store(v *tile.Value) error {
-	ptr, val := v.Args[0], v.Args[1]
-	lay := l.plan.access[v.ID]
-	var args []*lval
-	slotwise := l.slotwise(lay) && v.Op == tile.OpStore
-	if slotwise {
-		// filled slot by slot below, as each group is stored
-		args = make([]*lval, len(v.Args))
-		for i := range args {
-			args[i] = &lval{lay: lay, regs: make([]string, nslots(lay))}
-		}
-	} else {
-		var err error
-		if args, err = l.demandAll(v.Args, lay); err != nil {
+	s, err := l.storePrep(v)
+	if err != nil {
+		return err
+	}
+	for ci := 0; ci < len(s.classes); ci += s.vw {
+		if err := l.storeAt(s, ci); err != nil {
 			return err
 		}
 	}
-	var mask *tile.Value
+	if s.atomic {
+		l.remember(v, s.old)
+	}
+	return nil
+}
+
+// storeEmit is a store (or atomic_add) being emitted group by group of
+// vw classes of its layout.
+type storeEmit struct {
+	v        *tile.Value
+	lay      *Layout
+	args     []*lval
+	mask     *tile.Value
+	vw       int
+	slots    []slot
+	classes  [][]int
+	atomic   bool
+	slotwise bool  // operands asked for group by group (slotwise.go)
+	old      *lval // atomic_add's result
+}
+
+// storePrep demands store v's operands (all slots, or none yet where they
+// are asked for slot by slot) and its access width.
+func (l *lowerer) storePrep(v *tile.Value) (*storeEmit, error) {
+	ptr, val := v.Args[0], v.Args[1]
+	s := &storeEmit{v: v, lay: l.plan.access[v.ID], vw: 1, atomic: v.Op == tile.OpAtomicAdd}
+	lay := s.lay
+	s.slotwise = l.slotwise(lay) && v.Op == tile.OpStore
+	if s.slotwise {
+		// filled slot by slot, as each group is stored
+		s.args = make([]*lval, len(v.Args))
+		for i := range s.args {
+			s.args[i] = &lval{lay: lay, regs: make([]string, nslots(lay))}
+		}
+	} else {
+		var err error
+		if s.args, err = l.demandAll(v.Args, lay); err != nil {
+			return nil, err
+		}
+	}
 	if len(v.Args) > 2 {
-		mask = v.Args[2]
+		s.mask = v.Args[2]
 	}
-	w := &l.body
-	t := val.Type
-	atomic := v.Op == tile.OpAtomicAdd
-	vw := 1
-	if !atomic {
-		vw = l.vecWidth(lay, ptr, mask, elemBytes(t))
+	if !s.atomic {
+		s.vw = l.vecWidth(lay, ptr, s.mask, elemBytes(val.Type))
 	}
-	var slots []slot
 	if lay != nil {
-		slots = lay.B.slots()
+		s.slots = lay.B.slots()
 	}
-	var old *lval
-	if atomic {
-		old = &lval{lay: lay, regs: make([]string, nslots(lay))}
+	if s.atomic {
+		s.old = &lval{lay: lay, regs: make([]string, nslots(lay))}
 	}
-	classes := l.classesOf(lay)
-	for ci := 0; ci < len(classes); ci += vw {
-		group := classes[ci : ci+vw]
-		first := group[0][0]
-		if slotwise {
-			for _, cls := range group {
-				for j, a := range v.Args {
-					r, err := l.demandAt(a, lay, cls[0])
-					if err != nil {
-						return err
-					}
-					args[j].regs[cls[0]] = r
+	s.classes = l.classesOf(lay)
+	return s, nil
+}
+
+// storeAt emits the access of the vw classes of s from class ci.
+func (l *lowerer) storeAt(s *storeEmit, ci int) error {
+	v, lay, args := s.v, s.lay, s.args
+	w := &l.body
+	t := v.Args[1].Type
+	group := s.classes[ci : ci+s.vw]
+	first := group[0][0]
+	if s.slotwise {
+		for _, cls := range group {
+			for j, a := range v.Args {
+				r, err := l.demandAt(a, lay, cls[0])
+				if err != nil {
+					return err
+				}
+				args[j].regs[cls[0]] = r
+			}
+		}
+	}
+	var own string
+	never := false
+	if lay == nil {
+		own, never = l.owner(nil, slot{})
+	} else {
+		own, never = l.owner(lay, s.slots[first])
+	}
+	if s.atomic {
+		r := l.reg(regClass(t))
+		emit(w, "mov.%s %s, %s", selType(t), r, zeroLit(t.DType))
+		for _, i := range group[0] {
+			s.old.regs[i] = r
+		}
+	}
+	if never {
+		return nil
+	}
+	pred := own
+	if s.mask != nil {
+		m := args[2].regs[first]
+		if pred == "" {
+			pred = m
+		} else {
+			p := l.reg("p")
+			emit(w, "and.pred %s, %s, %s", p, pred, m)
+			pred = p
+		}
+	}
+	guard := guardOf(pred)
+	if s.atomic {
+		at := map[tile.DType]string{tile.F32: "add.f32", tile.F64: "add.f64", tile.I32: "add.u32"}[t.DType]
+		emit(w, "%satom.global.%s %s, [%s], %s", guard, at, s.old.regs[first], args[0].regs[first], args[1].regs[first])
+		return nil
+	}
+	regs := make([]string, s.vw)
+	for j, cls := range group {
+		regs[j] = args[1].regs[cls[0]]
+	}
+	emit(w, "%sst.global%s%s.%s [%s], %s", guard, cacheOp(v), vecSuffix(s.vw), memType(t), args[0].regs[first], vecOperand(regs))
+	return nil
+}
+
+// storeRun is the run of stores from vals[0] that are emitted together,
+// group by group of their layout (storeGroup): slot-wise stores (after the
+// loops of a wgmma kernel) in one layout and width, through pointers into
+// distinct kernel parameters, with nothing but values emitted on demand
+// between them. Store by store, a later store's chain re-read the earlier
+// ones' intermediates of every slot, all live at once (the encoder's
+// gelu(x·W+b) with its 6 intermediates kept for the backward spilled
+// 2.7 KB a thread); group by group, a slot's chains end in its stores.
+func (l *lowerer) storeRun(vals []*tile.Value) []*tile.Value {
+	v := vals[0]
+	lay := l.plan.access[v.ID]
+	if v.Op != tile.OpStore || !l.slotwise(lay) {
+		return nil
+	}
+	root := ptrRoot(v.Args[0])
+	if root == nil {
+		return nil
+	}
+	run := []*tile.Value{v}
+	roots := map[*tile.Value]bool{root: true}
+	for _, x := range vals[1:] {
+		if x.Op != tile.OpStore {
+			if isAnchor(x) || x.Op == tile.OpFor {
+				break
+			}
+			continue // emitted on demand
+		}
+		r := ptrRoot(x.Args[0])
+		xl := l.plan.access[x.ID]
+		if r == nil || roots[r] || layKey(xl) != layKey(lay) || !l.slotwise(xl) || len(x.Args) != len(v.Args) {
+			break
+		}
+		roots[r] = true
+		run = append(run, x)
+	}
+	return run
+}
+
+// ptrRoot is the kernel parameter a block of pointers is offset from
+// (through addptr, splat and broadcast), or nil.
+func ptrRoot(p *tile.Value) *tile.Value {
+	for {
+		switch p.Op {
+		case tile.OpParam:
+			return p
+		case tile.OpAddPtr, tile.OpSplat, tile.OpBroadcast, tile.OpExpandDims:
+			p = p.Args[0]
+		default:
+			return nil
+		}
+	}
+}
+
+// storeGroup emits the stores of run (storeRun) group by group: each one's
+// access of classes ci.. in turn, then the next group.
+func (l *lowerer) storeGroup(run []*tile.Value) error {
+	var ss []*storeEmit
+	for _, v := range run {
+		s, err := l.storePrep(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", v, err)
+		}
+		if len(ss) > 0 && (s.vw != ss[0].vw || len(s.classes) != len(ss[0].classes)) {
+			// widths differ: one after the other
+			for _, v := range run {
+				if err := l.store(v); err != nil {
+					return fmt.Errorf("%s: %w", v, err)
 				}
 			}
+			return nil
 		}
-		var own string
-		never := false
-		if lay == nil {
-			own, never = l.owner(nil, slot{})
-		} else {
-			own, never = l.owner(lay, slots[first])
-		}
-		if atomic {
-			r := l.reg(regClass(t))
-			emit(w, "mov.%s %s, %s", selType(t), r, zeroLit(t.DType))
-			for _, i := range group[0] {
-				old.regs[i] = r
-			}
-		}
-		if never {
-			continue
-		}
-		pred := own
-		if mask != nil {
-			m := args[2].regs[first]
-			if pred == "" {
-				pred = m
-			} else {
-				p := l.reg("p")
-				emit(w, "and.pred %s, %s, %s", p, pred, m)
-				pred = p
-			}
-		}
-		guard := guardOf(pred)
-		if atomic {
-			at := map[tile.DType]string{tile.F32: "add.f32", tile.F64: "add.f64", tile.I32: "add.u32"}[t.DType]
-			emit(w, "%satom.global.%s %s, [%s], %s", guard, at, old.regs[first], args[0].regs[first], args[1].regs[first])
-			continue
-		}
-		regs := make([]string, vw)
-		for j, cls := range group {
-			regs[j] = args[1].regs[cls[0]]
-		}
-		emit(w, "%sst.global%s%s.%s [%s], %s", guard, cacheOp(v), vecSuffix(vw), memType(t), args[0].regs[first], vecOperand(regs))
+		ss = append(ss, s)
 	}
-	if atomic {
-		l.remember(v, old)
+	for ci := 0; ci < len(ss[0].classes); ci += ss[0].vw {
+		for _, s := range ss {
+			if err := l.storeAt(s, ci); err != nil {
+				return fmt.Errorf("%s: %w", s.v, err)
+			}
+		}
 	}
 	return nil
 }
