@@ -161,6 +161,18 @@ func TestFlashAttentionTrainingOnGPU(t *testing.T) {
 	checkFlashTraining(t, 1e-10, 2e-4, nil, fusion.WithBackend(fusion.CUDA))
 }
 
+// TestFlashAttentionPrecisionsOnGPU: TestFlashAttentionPrecisions on the
+// CUDA backend: the MMA loops (K and V rounded to TF32 in place, P from the
+// accumulators, bf16 pairs, 3xTF32 splits) on the tensor cores against the
+// float64 reference.
+func TestFlashAttentionPrecisionsOnGPU(t *testing.T) {
+	for _, p := range flashPrecisions {
+		t.Run(p.prec.String(), func(t *testing.T) {
+			checkFlashTraining(t, 0, p.tol, func(c flashCase) bool { return c.f32 }, fusion.WithBackend(fusion.CUDA), fusion.WithMatMulFusion(true), fusion.WithPrecision(p.prec))
+		})
+	}
+}
+
 // TestSliceConcatOnGPU: slices, a concat and the backward ops they bring
 // (softmax backward, T[…]+=…) as kernels on the CUDA backend, against
 // Gorgonia on the CPU.
