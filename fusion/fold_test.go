@@ -53,8 +53,8 @@ func TestFoldedExtraOutputs(t *testing.T) {
 // kernel computes one (each was a one-element kernel), the named one holds,
 // after a run on the fused machine, bit for bit the value Gorgonia's
 // machine computes, and the loss and the gradients agree with Gorgonia's
-// within float32 rounding (seeded data, 5×7 with 3 columns: no block size): 6 kernels,
-// 10 without folding.
+// within float32 rounding (seeded data, 5×7 with 3 columns: no block
+// size). At most 6 kernels; 10 without folding when it came.
 func TestFoldedScalarsRun(t *testing.T) {
 	build := func() (g *G.ExprGraph, x, w, scale, loss *G.Node) {
 		g = G.NewGraph()
@@ -109,8 +109,8 @@ func TestFoldedScalarsRun(t *testing.T) {
 			}
 		}
 	}
-	if got := m.Report().Kernels(); got != 6 { // 10 with the 4 scalars' kernels
-		t.Errorf("%d kernels, want 6\n%v", got, m.Report())
+	if got := m.Report().Kernels(); got > 6 { // 10 with the 4 scalars' kernels
+		t.Errorf("%d kernels, want at most 6\n%v", got, m.Report())
 	}
 	if sf.Value() == nil {
 		t.Fatalf("the named scalar has no value\n%v", m.Report())

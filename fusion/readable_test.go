@@ -223,8 +223,9 @@ func TestBlockOutputReadable(t *testing.T) {
 // the tensors only they read: z⊙dy); the user's scalars stay readable and
 // right: the loss, a metric of the forward pass (Sum(y), unnamed), a metric
 // of a gradient computed after Grad (Σ dw², unnamed), and a named scalar of
-// Grad's chain (and the chain it is computed from). 19 kernels with the
-// rule, 32 without (the stray scalars' reductions and one-element kernels).
+// Grad's chain (and the chain it is computed from). At most 19 kernels
+// with the rule, 32 without (the stray scalars' reductions and one-element
+// kernels) when it came.
 func TestStrayScalars(t *testing.T) {
 	type graph struct {
 		g                   *G.ExprGraph
@@ -286,8 +287,8 @@ func TestStrayScalars(t *testing.T) {
 	if stray < 3 { // Σ(z⊙dy) for the constant, two Means' divisors
 		t.Errorf("%d stray sums not computed, want at least 3: %v\n%v", stray, r.NotComputed, r)
 	}
-	if r.Kernels() != 19 {
-		t.Errorf("%d kernels, want 19 (32 computing the stray scalars)\n%v", r.Kernels(), r)
+	if r.Kernels() > 19 {
+		t.Errorf("%d kernels, want at most 19 (32 computing the stray scalars)\n%v", r.Kernels(), r)
 	}
 	for _, tc := range []struct {
 		name      string

@@ -229,13 +229,23 @@ func extraOutput(n *Node, maxGroup int, size map[*Group]int, t Target) *Group {
 // reaches reports whether a path leaves n through a user outside grp and
 // comes back to a member of grp, with every group on the way taken as one
 // node (it reads all its members' inputs before writing any output): with n
-// inside grp, grp would wait for itself.
+// inside grp, grp would wait for itself. A constant user (SizeOf) takes
+// only its operand's shape, known before anything runs: no path goes
+// through one (a broadcast's SizeOf of n is no dependence of the
+// broadcast's group on n's value).
 func reaches(n *Node, grp *Group) bool {
 	seen := map[*Node]bool{}
 	groups := map[*Group]bool{}
 	var stack []*Node
+	push := func(us []*Node) {
+		for _, u := range us {
+			if u.Info.Kind != ops.Constant {
+				stack = append(stack, u)
+			}
+		}
+	}
 	for _, u := range n.Users {
-		if u.Group != grp {
+		if u.Group != grp && u.Info.Kind != ops.Constant {
 			stack = append(stack, u)
 		}
 	}
@@ -249,11 +259,11 @@ func reaches(n *Node, grp *Group) bool {
 			continue
 		}
 		seen[x] = true
-		stack = append(stack, x.Users...)
+		push(x.Users)
 		if g := x.Group; g != nil && !groups[g] {
 			groups[g] = true
 			for _, m := range g.Members {
-				stack = append(stack, m.Users...)
+				push(m.Users)
 			}
 		}
 	}

@@ -62,6 +62,16 @@ func TestPartitionDecisions(t *testing.T) {
 			must(G.BroadcastSub(e, must(G.Sum(e, 0)), nil, []byte{0}))
 			return nil
 		}, Options{}, []string{"elementwise:Reshape(1,,Repeat0,-", "elementwise:exp", "reduction:Σ[0]"}},
+		{"a broadcast's SizeOf of a value is no path back to it", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			// the bias added to e is repeated SizeOf(0, e) times: that
+			// reads e's shape, not its value, so e is an extra output of
+			// the kernel that adds the bias (as LayerNorm's x̂ is)
+			e := must(G.Exp(x))
+			must(G.Sum(e, 0))
+			b := G.NewVector(g, tensor.Float64, G.WithShape(6), G.WithName("b"))
+			must(G.BroadcastAdd(e, b, nil, []byte{0}))
+			return nil
+		}, Options{}, []string{"elementwise:exp,Reshape(1,,Repeat0,+ +exp", "reduction:Σ[0]"}},
 		{"a reduced value is not an extra output of a row kernel", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
 			m := must(G.Max(x, 1))
 			must(G.BroadcastSub(x, m, nil, []byte{1}))
