@@ -40,24 +40,33 @@ func newLNBlock(t *testing.T, rows, d int) *lnBlock {
 // TestLNBlockKernels: the block's forward and backward fuse into few
 // kernels on the CPU's and the H200's targets (both run here, on the CPU
 // backend), and the loss and the gradients agree with Gorgonia's machine
-// (float64, 37×50: no block size divides it). The rules it counts:
+// (float64, 37×50: no block size divides it; 5000×20). The rules it
+// counts:
 //   - LayerNorm's normalised value x̂, which the backward reads, is an
 //     extra output of the kernel that scales and shifts it: the
 //     broadcasts of gamma and beta take SizeOf(x̂), its shape alone, which
 //     is no path back to x̂ (partition.go's reaches); it was a kernel of
 //     its own, and so the whole LayerNorm could not become one row kernel
-//     with its backward;
+//     with its backward (14 → 9 kernels);
+//   - the gradients of gamma and beta, Reshape(Sum(…, 0)) as Gorgonia
+//     writes a broadcast's gradient, are each one reduction kernel that
+//     stores its sums under the reshape's shape, not a reduction and a
+//     copy (9 → 7); on the H200 with 5000 rows the column sums are split
+//     over programs that add their parts atomically into the reshaped
+//     output.
 func TestLNBlockKernels(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		opts    []fusion.Option
-		kernels int
+		name       string
+		opts       []fusion.Option
+		rows, cols int
+		kernels    int
 	}{
-		{"cpu", []fusion.Option{fusion.WithMatMulFusion(true)}, 9},
-		{"h200", []fusion.Option{fusion.WithMatMulFusion(true), fusion.WithTarget(graphpass.H200)}, 9},
+		{"cpu", []fusion.Option{fusion.WithMatMulFusion(true)}, 37, 50, 7},
+		{"h200", []fusion.Option{fusion.WithMatMulFusion(true), fusion.WithTarget(graphpass.H200)}, 37, 50, 7},
+		{"h200 split column sums", []fusion.Option{fusion.WithMatMulFusion(true), fusion.WithTarget(graphpass.H200)}, 5000, 20, 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ref, fused := newLNBlock(t, 37, 50), newLNBlock(t, 37, 50)
+			ref, fused := newLNBlock(t, tc.rows, tc.cols), newLNBlock(t, tc.rows, tc.cols)
 			vmRef := G.NewTapeMachine(ref.g)
 			defer vmRef.Close()
 			vm := fusion.NewTapeMachine(fused.g, tc.opts...)

@@ -24,7 +24,14 @@ var elementwiseKind = groupKind{
 			grp.MatMul = n
 			return MatMulGroup, true
 		case k == ops.Reduce || k.Row():
-			return RowGroup, takesRow(n, grp, t)
+			if takesRow(n, grp, t) {
+				return RowGroup, true
+			}
+			if reshapeOfReduce(n, grp) { // a reduction stored under the reshape's shape
+				grp.Full = nil
+				return ReduceGroup, true
+			}
+			return 0, false
 		}
 		return ElementwiseGroup, true
 	},

@@ -86,6 +86,20 @@ func TestPartitionDecisions(t *testing.T) {
 			must(G.Sum(must(G.Square(must(G.Sub(x, y)))), 0))
 			return nil
 		}, Options{}, []string{"reduction:-,square,Σ[0]"}},
+		{"a reshape of a column sum is the reduction's root", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			// Gorgonia's gradient of a broadcast bias: Reshape(Sum(dy, 0))
+			must(G.Reshape(must(G.Sum(must(G.HadamardProd(x, y)), 0)), tensor.Shape{1, 6}))
+			return nil
+		}, Options{}, []string{"reduction:⊙,Σ[0],Reshape(1,"}},
+		{"a column sum the user reads is not", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			s := must(G.Sum(x, 0))
+			must(G.Reshape(s, tensor.Shape{1, 6}))
+			return []*G.Node{s}
+		}, Options{}, []string{"elementwise:Reshape(1,", "reduction:Σ[0]"}},
+		{"a reshape of a row sum too", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			must(G.Reshape(must(G.Sum(x, 1)), tensor.Shape{2, 2}))
+			return nil
+		}, Options{}, []string{"reduction:Σ[1],Reshape(2,"}},
 		{"a row reduction broadcast back is a row kernel", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
 			must(G.BroadcastSub(x, must(G.Max(x, 1)), nil, []byte{1}))
 			return nil

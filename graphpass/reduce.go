@@ -10,7 +10,12 @@ import (
 // A reduction group is a Σ or MaxAlong with its elementwise producers fused
 // in as a prologue, computed at the reduction's input indices. A sum with
 // few outputs over many elements is split over programs that add their
-// parts atomically into a zeroed output (Kernel.Accumulates).
+// parts atomically into a zeroed output (Kernel.Accumulates). Its root may
+// be a reshape of the reduction's value (Gorgonia's gradient of a
+// broadcast bias is Reshape(Sum(dy, 0))): a reshape keeps the elements'
+// order, so the kernel stores the reduction's outputs as they are, under
+// the reshape's shape (reshapeOfReduce), instead of a copying kernel of
+// its own.
 var reduceKind = groupKind{
 	name:  "reduction",
 	start: func(n *Node, opt Options) bool { return n.Info.Kind == ops.Reduce },
@@ -34,7 +39,7 @@ var reduceKind = groupKind{
 // programs, a part of them (a multiple of BLOCK_R), the parts added
 // atomically.
 func tuneReduce(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
-	root := grp.Root
+	root := reduction(grp)
 	no, nr := 1, 1
 	isReduced := map[int]bool{}
 	for _, a := range root.Info.Axes {
@@ -72,7 +77,7 @@ func minPrograms(t Target) int {
 // emitReduce: program p handles outputs [p·BO, (p+1)·BO) and loops over
 // the reduced elements BR at a time.
 func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
-	b, root := e.b, e.grp.Root
+	b, root := e.b, reduction(e.grp)
 	x := root.Inputs[0]
 	isReduced := map[int]bool{}
 	for _, a := range root.Info.Axes {
@@ -186,4 +191,33 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 	}
 	b.Store(b.AddPtr(out, b.Reshape(o, bo)), res, storeMask)
 	return nil
+}
+
+// reduction is a reduction group's reduction: its root, or the value the
+// root reshapes (through reshapes only).
+func reduction(grp *Group) *Node {
+	n := grp.Root
+	for n.Info.Kind == ops.Reshape && len(n.Inputs) == 1 {
+		n = n.Inputs[0]
+	}
+	return n
+}
+
+// reshapeOfReduce reports whether grp, an elementwise group, is nothing but
+// reshapes of n, a reduction, into its root (no extra outputs): grp
+// becomes n's reduction group, with the reshape as its root.
+func reshapeOfReduce(n *Node, grp *Group) bool {
+	if len(grp.Extra) > 0 || grp.MatMul != nil || n.Info.Kind != ops.Reduce || n.Info.DType != grp.Root.Info.DType {
+		return false
+	}
+	for _, m := range grp.Members {
+		if m.Info.Kind != ops.Reshape || len(m.Inputs) != 1 {
+			return false
+		}
+	}
+	x := grp.Root
+	for x.Group == grp && x.Info.Kind == ops.Reshape {
+		x = x.Inputs[0]
+	}
+	return x == n
 }

@@ -114,7 +114,7 @@ func elementwiseSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []t
 func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta {
 	br, bo, chunk := def["BLOCK_R"], def["BLOCK_O"], def["CHUNK"]
 	var out []tile.Meta
-	reduced := numel(grp.Root.Inputs[0].Info.Shape) / max(1, numel(grp.Root.Info.Shape))
+	reduced := numel(reduction(grp).Inputs[0].Info.Shape) / max(1, numel(grp.Root.Info.Shape))
 	split := chunk < reduced // programs share the reduced range: CHUNK stays a multiple
 	if br > 8 && bo*2 <= pow2AtLeast(numel(grp.Root.Info.Shape)) {
 		out = append(out, with(def, "BLOCK_R", br/2, "BLOCK_O", bo*2))
