@@ -146,6 +146,9 @@ func Partition(gr *Graph, opt Options) []*Group {
 		join.Members = append(join.Members, n)
 		size[join]++
 	}
+	if !opt.Off {
+		groups = mergeSiblingReductions(groups, maxGroup)
+	}
 	// order groups and members topologically, find each group's inputs
 	sort.Slice(groups, func(i, j int) bool { return groups[i].Root.index < groups[j].Root.index })
 	for id, grp := range groups {

@@ -100,6 +100,21 @@ func TestPartitionDecisions(t *testing.T) {
 			must(G.Reshape(must(G.Sum(x, 1)), tensor.Shape{2, 2}))
 			return nil
 		}, Options{}, []string{"reduction:Σ[1],Reshape(2,"}},
+		{"sibling column sums are one kernel", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			// a LayerNorm's Σ dy and Σ dy⊙x̂ over the rows
+			must(G.Sum(x, 0))
+			must(G.Sum(must(G.HadamardProd(x, y)), 0))
+			return nil
+		}, Options{}, []string{"reduction:Σ[0],⊙,Σ[0] +Σ[0]"}},
+		{"a sum of its sibling's value is not its sibling", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			must(G.Sum(must(G.BroadcastSub(x, must(G.Sum(x, 0)), nil, []byte{0})), 0))
+			return nil
+		}, Options{}, []string{"reduction:Reshape(1,,Repeat0,-,Σ[0]", "reduction:Σ[0]"}},
+		{"sums along other axes are not siblings", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			must(G.Sum(x, 0))
+			must(G.Sum(y, 1))
+			return nil
+		}, Options{}, []string{"reduction:Σ[0]", "reduction:Σ[1]"}},
 		{"a row reduction broadcast back is a row kernel", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
 			must(G.BroadcastSub(x, must(G.Max(x, 1)), nil, []byte{1}))
 			return nil

@@ -2,6 +2,7 @@ package graphpass
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
@@ -25,6 +26,15 @@ var reduceKind = groupKind{
 	join: func(n *Node, grp *Group, t Target) (GroupKind, bool) {
 		k := n.Info.Kind
 		return ReduceGroup, !k.Product() && k != ops.Reduce && !k.Row()
+	},
+	// its extra outputs are sibling reductions only (mergeSiblingReductions)
+	extras: func(grp *Group, _ Target) bool {
+		for _, x := range grp.Extra {
+			if reductionOf(x).Info.Kind != ops.Reduce {
+				return false
+			}
+		}
+		return len(grp.Extra) > 0
 	},
 	tune:  tuneReduce,
 	space: reduceSpace,
@@ -145,7 +155,14 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 	if root.Info.Reduce == tile.OpReduceMax {
 		identity = -inf
 	}
-	acc := b.For(lo, hi, br, []*tile.Value{b.Full(identity, d, bo, br)}, func(r0 *tile.Value, c []*tile.Value) []*tile.Value {
+	// the root's reduction and its siblings' (extra outputs): the same
+	// reduction of inputs of one shape, at the same indices
+	outs := append([]*Node{e.grp.Root}, e.grp.Extra...)
+	inits := make([]*tile.Value, len(outs))
+	for i := range outs {
+		inits[i] = b.Full(identity, d, bo, br)
+	}
+	acc := b.For(lo, hi, br, inits, func(r0 *tile.Value, c []*tile.Value) []*tile.Value {
 		r := b.Add(rk, r0)
 		mask := maskO
 		if nr%br != 0 { // else every step is whole (chunk is a multiple of br)
@@ -164,43 +181,145 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 			}
 		}
 		e.mask = mask
-		v, err := e.gen(x, e.flatten(full, inS))
-		if err != nil {
-			e.err = err
-			return c
+		at := e.flatten(full, inS)
+		next := make([]*tile.Value, len(outs))
+		for i, n := range outs {
+			v, err := e.gen(reductionOf(n).Inputs[0], at)
+			if err != nil {
+				e.err = err
+				return c
+			}
+			v = e.inRange(v, identity)
+			if root.Info.Reduce == tile.OpReduceMax {
+				next[i] = b.Maximum(c[i], v)
+			} else {
+				next[i] = b.Add(c[i], v)
+			}
 		}
-		v = e.inRange(v, identity)
-		if root.Info.Reduce == tile.OpReduceMax {
-			return []*tile.Value{b.Maximum(c[0], v)}
-		}
-		return []*tile.Value{b.Add(c[0], v)}
+		return next
 	})
 	if e.err != nil {
 		return e.err
 	}
-	res := b.Reduce(root.Info.Reduce, acc[0], 1)
 	k.Grid = tile.Grid{tile.CDiv(no, bo)}
 	var storeMask *tile.Value
 	if maskO != nil {
 		storeMask = b.Reshape(maskO, bo)
 	}
 	if split > 1 {
-		b.AtomicAdd(b.AddPtr(out, b.Reshape(o, bo)), res, storeMask)
 		k.Grid[1], k.Accumulates = split, true
-		return nil
 	}
-	b.Store(b.AddPtr(out, b.Reshape(o, bo)), res, storeMask)
+	for i, n := range outs {
+		p, err := e.outPtr(out, n)
+		if err != nil {
+			return err
+		}
+		res := b.Reduce(root.Info.Reduce, acc[i], 1)
+		if split > 1 {
+			b.AtomicAdd(b.AddPtr(p, b.Reshape(o, bo)), res, storeMask)
+		} else {
+			b.Store(b.AddPtr(p, b.Reshape(o, bo)), res, storeMask)
+		}
+	}
 	return nil
 }
 
 // reduction is a reduction group's reduction: its root, or the value the
 // root reshapes (through reshapes only).
-func reduction(grp *Group) *Node {
-	n := grp.Root
+func reduction(grp *Group) *Node { return reductionOf(grp.Root) }
+
+// reductionOf is n, or the value n reshapes (through reshapes only).
+func reductionOf(n *Node) *Node {
 	for n.Info.Kind == ops.Reshape && len(n.Inputs) == 1 {
 		n = n.Inputs[0]
 	}
 	return n
+}
+
+// mergeSiblingReductions merges reduction groups that reduce tensors of
+// the same shape along the same axes with the same operation into one
+// kernel with one output each (the bias's and the gain's gradients of a
+// LayerNorm, Σ dy and Σ dy⊙x̂ over the rows, read dy once): the later
+// root stays the root, the other reductions are its extra outputs. Two
+// groups merge only where neither depends on the other through any path
+// of groups (the merged kernel reads both groups' inputs before writing
+// either's output), within maxGroup ops. It returns the groups left.
+func mergeSiblingReductions(groups []*Group, maxGroup int) []*Group {
+	key := func(grp *Group) string {
+		r := reduction(grp)
+		if r.Info.Kind != ops.Reduce || len(r.Inputs) != 1 {
+			return ""
+		}
+		return fmt.Sprint(r.Info.Reduce, r.Info.Axes, r.Inputs[0].Info.Shape, r.Info.DType, grp.Root.Info.Shape)
+	}
+	gone := map[*Group]bool{}
+	for i, a := range groups {
+		if a.Kind != ReduceGroup || gone[a] || key(a) == "" {
+			continue
+		}
+		for _, b := range groups[i+1:] {
+			if b.Kind != ReduceGroup || gone[b] || len(b.Extra) > 0 || key(b) != key(a) ||
+				len(a.Members)+len(b.Members) > maxGroup || groupReaches(a, b) || groupReaches(b, a) {
+				continue
+			}
+			outs := append(append([]*Node{a.Root}, a.Extra...), b.Root)
+			root := a.Root // the later root is the merged group's
+			if b.Root.index > root.index {
+				root = b.Root
+			}
+			a.Root, a.Extra = root, nil
+			for _, o := range outs {
+				if o != root {
+					a.Extra = append(a.Extra, o)
+				}
+			}
+			for _, m := range b.Members {
+				m.Group = a
+			}
+			a.Members = append(a.Members, b.Members...)
+			gone[b] = true
+		}
+	}
+	return slices.DeleteFunc(groups, func(g *Group) bool { return gone[g] })
+}
+
+// groupReaches reports whether a path leads from an output of a to a
+// member of b, every group on the way taken as one node (it reads all its
+// members' inputs before writing any output); constant users (SizeOf) take
+// their operand's shape only, and are no path.
+func groupReaches(a, b *Group) bool {
+	seen := map[*Node]bool{}
+	groups := map[*Group]bool{a: true}
+	var stack []*Node
+	push := func(us []*Node) {
+		for _, u := range us {
+			if u.Info.Kind != ops.Constant && u.Group != a {
+				stack = append(stack, u)
+			}
+		}
+	}
+	for _, m := range a.Members {
+		push(m.Users)
+	}
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if x.Group == b {
+			return true
+		}
+		if seen[x] {
+			continue
+		}
+		seen[x] = true
+		push(x.Users)
+		if g := x.Group; g != nil && !groups[g] {
+			groups[g] = true
+			for _, m := range g.Members {
+				push(m.Users)
+			}
+		}
+	}
+	return false
 }
 
 // reshapeOfReduce reports whether grp, an elementwise group, is nothing but
