@@ -220,11 +220,13 @@ func TestPeerSizes(t *testing.T) {
 			// broadcast's SizeOf stopped counting as a use of its operand's
 			// value, 36 before reductions took the reshape of their value
 			// (bias and gamma gradients), 30 before sibling column sums
-			// became one kernel; issue 11's target is 60
-			assert.LessOrEqual(t, c.Report.Kernels(), 26)
+			// became one kernel, 26 before a row kernel stored values per
+			// row (the first LayerNorm's forward in one); issue 11's
+			// target is 60
+			assert.LessOrEqual(t, c.Report.Kernels(), 23)
 			cpuC, err := fusion.Compile(s.Graph, fusion.WithMatMulFusion(true), fusion.WithTarget(graphpass.CPU(2)))
 			require.NoError(t, err)
-			assert.LessOrEqual(t, cpuC.Report.Kernels(), 26, "the CPU target's kernels")
+			assert.LessOrEqual(t, cpuC.Report.Kernels(), 23, "the CPU target's kernels")
 			t.Logf("on the CPU target: %d kernels", cpuC.Report.Kernels())
 			t.Logf("BERT-base encoder layer, forward and backward: %d kernels", c.Report.Kernels())
 		})

@@ -17,10 +17,11 @@ import (
 type lnBlock struct {
 	g                      *G.ExprGraph
 	x, w, gamma, beta, out *G.Node
+	w2                     *G.Node // the product after the LayerNorm (then)
 	loss                   *G.Node
 }
 
-func newLNBlock(t *testing.T, rows, d int) *lnBlock {
+func newLNBlock(t *testing.T, rows, d int, then bool) *lnBlock {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(51, 52))
 	g := G.NewGraph()
@@ -30,8 +31,14 @@ func newLNBlock(t *testing.T, rows, d int) *lnBlock {
 	b.gamma, b.beta = paramMatrix(g, rng, "gamma", d), paramMatrix(g, rng, "beta", d)
 	h := G.Must(G.Add(b.x, G.Must(G.Mul(b.x, b.w))))
 	b.out = layerNorm(h, b.gamma, b.beta)
+	params := G.Nodes{b.w, b.gamma, b.beta}
+	if then { // a product after the LayerNorm, as the encoder's first one feeds the feed-forward
+		b.w2 = paramMatrix(g, rng, "w2", d, 7)
+		b.out = G.Must(G.Tanh(G.Must(G.Mul(b.out, b.w2))))
+		params = append(params, b.w2)
+	}
 	b.loss = G.Must(G.Mean(G.Must(G.Square(b.out))))
-	if _, err := G.Grad(b.loss, b.w, b.gamma, b.beta); err != nil {
+	if _, err := G.Grad(b.loss, params...); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -55,20 +62,29 @@ func newLNBlock(t *testing.T, rows, d int) *lnBlock {
 //     over programs that add their parts atomically into the reshaped
 //     output;
 //   - those two column sums, Σ dy and Σ dy⊙x̂, are one kernel with two
-//     outputs that reads dy once (sibling reductions; 7 → 6).
+//     outputs that reads dy once (sibling reductions; 7 → 6);
+//   - with a product after the LayerNorm (its backward then comes after
+//     the product's), the LayerNorm's forward is one row kernel: its
+//     per-row values (σ, 1/σ), which the backward reads, are extra
+//     outputs stored once a row (13 → 10 kernels; with several rows a
+//     program too).
 func TestLNBlockKernels(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		opts       []fusion.Option
 		rows, cols int
 		kernels    int
+		then       bool
 	}{
-		{"cpu", []fusion.Option{fusion.WithMatMulFusion(true)}, 37, 50, 6},
-		{"h200", []fusion.Option{fusion.WithMatMulFusion(true), fusion.WithTarget(graphpass.H200)}, 37, 50, 6},
-		{"h200 split column sums", []fusion.Option{fusion.WithMatMulFusion(true), fusion.WithTarget(graphpass.H200)}, 5000, 20, 6},
+		{"cpu", []fusion.Option{fusion.WithMatMulFusion(true)}, 37, 50, 6, false},
+		{"h200", []fusion.Option{fusion.WithMatMulFusion(true), fusion.WithTarget(graphpass.H200)}, 37, 50, 6, false},
+		{"h200 split column sums", []fusion.Option{fusion.WithMatMulFusion(true), fusion.WithTarget(graphpass.H200)}, 5000, 20, 6, false},
+		{"cpu, a product after", []fusion.Option{fusion.WithMatMulFusion(true)}, 37, 50, 10, true},
+		{"h200, a product after", []fusion.Option{fusion.WithMatMulFusion(true), fusion.WithTarget(graphpass.H200)}, 37, 50, 10, true},
+		{"h200, a product after, rows a program (BLOCK_M)", []fusion.Option{fusion.WithMatMulFusion(true), fusion.WithTarget(graphpass.H200)}, 3001, 20, 10, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ref, fused := newLNBlock(t, tc.rows, tc.cols), newLNBlock(t, tc.rows, tc.cols)
+			ref, fused := newLNBlock(t, tc.rows, tc.cols, tc.then), newLNBlock(t, tc.rows, tc.cols, tc.then)
 			vmRef := G.NewTapeMachine(ref.g)
 			defer vmRef.Close()
 			vm := fusion.NewTapeMachine(fused.g, tc.opts...)
@@ -87,7 +103,11 @@ func TestLNBlockKernels(t *testing.T) {
 				t.Errorf("%d kernels, want %d\n%v", r.Kernels(), tc.kernels, r)
 			}
 			closeTo(t, "loss", []float64{scalar(fused.loss.Value())}, []float64{scalar(ref.loss.Value())}, 1e-12)
-			for _, p := range [][2]*G.Node{{fused.w, ref.w}, {fused.gamma, ref.gamma}, {fused.beta, ref.beta}} {
+			pairs := [][2]*G.Node{{fused.w, ref.w}, {fused.gamma, ref.gamma}, {fused.beta, ref.beta}}
+			if tc.then {
+				pairs = append(pairs, [2]*G.Node{fused.w2, ref.w2})
+			}
+			for _, p := range pairs {
 				got, err := p[0].Grad()
 				if err != nil {
 					t.Fatal(err)
@@ -98,6 +118,56 @@ func TestLNBlockKernels(t *testing.T) {
 				}
 				closeTo(t, "d loss/d "+p[0].Name(), floats(got), floats(want), 1e-10)
 			}
+		})
+	}
+}
+
+// TestPerRowExtraElementwise: a value per row that the user reads (e =
+// exp(v), named) and that a kernel over the rows' elements broadcasts is
+// that kernel's extra output, stored once a row by the lanes of the first
+// column; its value and the kernel's agree with Gorgonia's (float64, 37×50,
+// the CPU's and the H200's targets), in one kernel for both and one for
+// the loss's sum.
+func TestPerRowExtraElementwise(t *testing.T) {
+	build := func() (g *G.ExprGraph, e, y, loss *G.Node) {
+		rng := rand.New(rand.NewPCG(61, 62))
+		g = G.NewGraph()
+		x := G.NewMatrix(g, tensor.Float64, G.WithShape(37, 50), G.WithName("x"), G.WithValue(randMatrix(rng, 37, 50, 1)))
+		v := G.NewVector(g, tensor.Float64, G.WithShape(37), G.WithName("v"), G.WithValue(tensor.New(tensor.WithShape(37), tensor.WithBacking(floats(randMatrix(rng, 37, 1, 1))))))
+		e = G.Must(G.Exp(v))
+		G.WithName("e")(e)
+		y = G.Must(G.Tanh(G.Must(G.BroadcastHadamardProd(x, e, nil, []byte{1}))))
+		G.WithName("y")(y)
+		loss = G.Must(G.Sum(y))
+		return
+	}
+	for _, tc := range []struct {
+		name string
+		opts []fusion.Option
+	}{
+		{"cpu", nil},
+		{"h200", []fusion.Option{fusion.WithTarget(graphpass.H200)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gr, er, _, lr := build()
+			gf, ef, _, lf := build()
+			vmRef := G.NewTapeMachine(gr)
+			defer vmRef.Close()
+			vm := fusion.NewTapeMachine(gf, tc.opts...)
+			defer vm.Close()
+			if err := vmRef.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			r := vm.Report()
+			if r.Kernels() != 2 {
+				t.Errorf("%d kernels, want 2 (3 with exp(v) a kernel of its own)\n%v", r.Kernels(), r)
+			}
+			closeTo(t, "e", floats(ef.Value()), floats(er.Value()), 1e-15)
+			closeTo(t, "loss", []float64{scalar(lf.Value())}, []float64{scalar(lr.Value())}, 1e-12)
+			t.Logf("%v", r)
 		})
 	}
 }

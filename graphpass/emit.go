@@ -90,7 +90,7 @@ func Emit(grp *Group, t Target, prec tile.Precision) (*Kernel, error) {
 		switch {
 		case x.Info.DType != d:
 			return nil, fmt.Errorf("graphpass: %v: extra output %v is %v, the root %v", grp, x, x.Info.DType, d)
-		case !sameShape(x.Info.Shape, root.Info.Shape) && !kind.anyShape:
+		case !sameShape(x.Info.Shape, root.Info.Shape) && !kind.anyShape && !(perRow(x, grp.Full) && sameShape(grp.Full, root.Info.Shape)):
 			return nil, fmt.Errorf("graphpass: %v: extra output %v is %v, the root %v", grp, x, x.Info.Shape, root.Info.Shape)
 		case !sameShape(x.Info.Shape, root.Info.Shape) && k.Shapes == nil:
 			k.Shapes = [][]int{root.Info.Shape}
@@ -162,17 +162,49 @@ func (e *emitter) outOffset(n *Node) (int, error) {
 
 // store computes the root and each extra output at idx, flat indices of
 // the shape they share, and stores them under the mask (with the cache
-// hint, if any).
+// hint, if any). A per-row extra output (perRow: a LayerNorm's 1/σ) is
+// computed at its row's index, idx / n for rows of n, and stored by the
+// lanes of the row's first column only.
 func (e *emitter) store(out, idx *tile.Value, hint ...tile.CacheHint) error {
+	b := e.b
 	ptrs := append([]*tile.Value{out}, e.extra...)
 	for i, n := range append([]*Node{e.grp.Root}, e.grp.Extra...) {
-		v, err := e.gen(n, idx)
+		at, mask := idx, e.mask
+		if !sameShape(n.Info.Shape, e.grp.Root.Info.Shape) && perRow(n, e.grp.Full) {
+			cols := e.grp.Full[len(e.grp.Full)-1]
+			at, mask = b.Div(idx, cols), e.and(mask, b.Eq(b.Rem(idx, cols), 0))
+		}
+		v, err := e.gen(n, at)
 		if err != nil {
 			return err
 		}
-		e.b.Store(e.b.AddPtr(ptrs[i], idx), v, e.mask, hint...)
+		if !v.Type.Shape.IsScalar() && v.Type.Shape != at.Type.Shape || v.Type.Shape.IsScalar() && !at.Type.Shape.IsScalar() {
+			v = b.BroadcastTo(v, at.Type.Shape) // a row's value, held once a row
+		}
+		b.Store(b.AddPtr(ptrs[i], at), v, mask, hint...)
 	}
 	return nil
+}
+
+// perRow reports whether x holds one value for each row of full (the
+// rows' shape, full without its last axis, with or without a trailing 1):
+// an extra output an elementwise or row group over full computes at its
+// rows' indices (store).
+func perRow(x *Node, full []int) bool {
+	if len(full) < 2 || len(x.Info.Shape) == 0 {
+		return false
+	}
+	return sameShape(trimTrailingOnes(x.Info.Shape), trimTrailingOnes(full[:len(full)-1])) && numel(x.Info.Shape)*full[len(full)-1] == numel(full)
+}
+
+// hasPerRowExtra reports whether an extra output of grp is per row.
+func hasPerRowExtra(grp *Group) bool {
+	for _, x := range grp.Extra {
+		if !sameShape(x.Info.Shape, grp.Full) && perRow(x, grp.Full) {
+			return true
+		}
+	}
+	return false
 }
 
 type memoKey struct {

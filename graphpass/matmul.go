@@ -28,7 +28,7 @@ var matmulKind = groupKind{
 // takesProduct reports whether grp, an elementwise group, can take the
 // product n as its matmul: its first, over the group's shape.
 func takesProduct(n *Node, grp *Group) bool {
-	return grp.MatMul == nil && sameShape(n.Info.Shape, grp.Full) && productFuses(n)
+	return grp.MatMul == nil && sameShape(n.Info.Shape, grp.Full) && productFuses(n) && !hasPerRowExtra(grp)
 }
 
 // productFuses reports whether n is a product a matmul group computes: a

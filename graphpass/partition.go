@@ -208,9 +208,13 @@ func extraOutput(n *Node, maxGroup int, size map[*Group]int, t Target) *Group {
 			continue
 		}
 		tried[grp] = true
+		// a value per row of an elementwise or row group's shape is one
+		// too, stored once a row (a LayerNorm's 1/σ, which its backward reads)
+		rowValue := (grp.Kind == ElementwiseGroup || grp.Kind == RowGroup) && grp.MatMul == nil &&
+			sameShape(grp.Full, grp.Root.Info.Shape) && perRow(n, grp.Full)
 		switch {
 		case !takesExtras(grp, t),
-			!sameShape(n.Info.Shape, grp.Full), n.Info.DType != grp.Root.Info.DType,
+			!sameShape(n.Info.Shape, grp.Full) && !rowValue, n.Info.DType != grp.Root.Info.DType,
 			size[grp] >= maxGroup, reaches(n, grp):
 			continue
 		}

@@ -115,6 +115,18 @@ func TestPartitionDecisions(t *testing.T) {
 			must(G.Sum(y, 1))
 			return nil
 		}, Options{}, []string{"reduction:Σ[0]", "reduction:Σ[1]"}},
+		{"a value per row that others read is an extra output of the row kernel", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			// as a LayerNorm's 1/σ, which its backward reads
+			e := must(G.Exp(must(G.Sum(x, 1))))
+			must(G.BroadcastHadamardProd(x, e, nil, []byte{1}))
+			return []*G.Node{e}
+		}, Options{}, []string{"row:Σ[1],exp,Reshape(4,,Repeat1,⊙ +exp"}},
+		{"but not of a product's kernel", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			e := must(G.Exp(must(G.Sum(x, 1))))
+			w := G.NewMatrix(g, tensor.Float64, G.WithShape(6, 6), G.WithName("w"))
+			must(G.Mul(must(G.BroadcastHadamardProd(x, e, nil, []byte{1})), w))
+			return []*G.Node{e}
+		}, Options{MatMul: true}, []string{"matmul:A", "row:Σ[1],exp,Reshape(4,,Repeat1,⊙ +exp"}},
 		{"a row reduction broadcast back is a row kernel", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
 			must(G.BroadcastSub(x, must(G.Max(x, 1)), nil, []byte{1}))
 			return nil
