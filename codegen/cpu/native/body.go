@@ -29,7 +29,7 @@ func tempsFor(n *node) int {
 	switch n.op {
 	case opCompute:
 		switch n.v.Op {
-		case tile.OpExp, tile.OpTanh:
+		case tile.OpExp, tile.OpTanh, tile.OpLog:
 			return 10
 		case tile.OpRsqrt:
 			return 3
@@ -378,6 +378,10 @@ func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) e
 	if masked && m != nil {
 		pg.checkLanes(n, n.pat, mask)
 	}
+	if n.pat.elast > 1 { // a gather (unmasked: the row's range was checked)
+		pg.gather(n.pat, dst, t[1])
+		return nil
+	}
 	at := pg.addr(n.pat)
 	other := len(srcs) == 2 && !isZeroConst(n.v.Args[2])
 	into := dst
@@ -403,6 +407,29 @@ func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) e
 		a.VBLENDVPS(dst, or, t[2], mr)
 	}
 	return nil
+}
+
+// gather loads the vector's lanes of a pattern with a constant stride s
+// of more than one element (the row's active lanes, the others zero):
+// scalar loads inserted lane by lane, the high half through t.
+func (pg *phaseGen) gather(pat *pattern, dst, t amd64.VReg) {
+	a := &pg.g.a
+	b := pg.rowBase(pat)
+	s := int32(4 * pat.elast)
+	a.LEAQ(rT0, amd64.Ptr(rJ, int32(pg.off)))
+	a.IMULQimm(rT0, rT0, s)
+	a.ADDQ(rT0, b)
+	half := func(r amd64.VReg, from, n int) {
+		a.VMOVSSload(r, amd64.Ptr(rT0, int32(from)*s))
+		for l := 1; l < n; l++ {
+			a.VINSERTPS(r, r, amd64.Ptr(rT0, int32(from+l)*s), uint8(l<<4))
+		}
+	}
+	half(dst, 0, min(4, pg.width)) // VMOVSS clears the lanes above
+	if pg.width > 4 {
+		half(t, 4, pg.width-4)
+		a.VINSERTF128(dst, dst, t, 1)
+	}
 }
 
 func toReg(pg *phaseGen, o opnd, t amd64.VReg) amd64.VReg {

@@ -86,8 +86,10 @@
 // loops, products of precisions other than ieee, atomics, f64, integer
 // loads and non-affine integer blocks (div/rem of lanes are affine only
 // where a block does not straddle a multiple of the divisor: checked per
-// program, else a bail-out), gathers (lanes with a stride other than 0 or
-// 1 element, but a product's transposed operands), reshapes other than
+// program, else a bail-out), masked gathers and stores with a stride
+// between lanes (an unmasked load whose lanes lie a constant stride apart
+// is eight scalar loads a vector, its row's range checked at the row's
+// start), reshapes other than
 // inserting or removing dimensions of size 1, reductions along axes other
 // than the last (or axis 0 of a 2-D block), f32 log, erf, sigmoid,
 // pow, rem, sign and the trigonometric functions.

@@ -17,13 +17,7 @@ func mathKernel(t *testing.T, op tile.Op) *Kernel {
 	offs := b.Add(b.Mul(b.ProgramID(0), 256), b.Arange(0, 256))
 	m := b.Lt(offs, n)
 	v := b.Load(b.AddPtr(x, offs), m, nil)
-	var r *tile.Value
-	if op == tile.OpExp {
-		r = b.Exp(v)
-	} else {
-		r = b.Tanh(v)
-	}
-	b.Store(b.AddPtr(y, offs), r, m)
+	b.Store(b.AddPtr(y, offs), b.Unary(op, v), m)
 	k, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +35,8 @@ func mathKernel(t *testing.T, op tile.Op) *Kernel {
 func mathInputs() []float32 {
 	xs := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
 		1e-45, -1e-45, 1e-38, -1e-38, 1e-7, -1e-7}
-	for _, e := range []float32{expOverflow32, expUnderflow32, -87.33655, 88, -104, 89, tanhSmall32, -tanhSmall32, tanhClamp32, 7.9053111, 0.5, 1, 2, 10, 20} {
+	for _, e := range []float32{expOverflow32, expUnderflow32, -87.33655, 88, -104, 89, tanhSmall32, -tanhSmall32, tanhClamp32, 7.9053111, 0.5, 1, 2, 10, 20,
+		minNormal32, sqrt2_32, sqrt2_32 / 2, math.MaxFloat32, 1e-45} {
 		for _, x := range []float32{e, -e} {
 			xs = append(xs, x, math.Nextafter32(x, float32(math.Inf(1))), math.Nextafter32(x, float32(math.Inf(-1))))
 		}
@@ -56,8 +51,9 @@ func mathInputs() []float32 {
 	return xs
 }
 
-// TestMathTwins: the generated exp and tanh agree with expf32 and tanhf32
-// bit for bit, lane by lane (a tail of 57 lanes included).
+// TestMathTwins: the generated exp, tanh and log agree with expf32,
+// tanhf32 and logf32 bit for bit, lane by lane (a tail of 57 lanes
+// included).
 func TestMathTwins(t *testing.T) {
 	if !jit.Supported() {
 		t.Skip("no native code here: not amd64 with AVX2 and FMA, or -tags purego")
@@ -66,7 +62,7 @@ func TestMathTwins(t *testing.T) {
 	for _, c := range []struct {
 		op   tile.Op
 		twin func(float32) float32
-	}{{tile.OpExp, expf32}, {tile.OpTanh, tanhf32}} {
+	}{{tile.OpExp, expf32}, {tile.OpTanh, tanhf32}, {tile.OpLog, logf32}} {
 		nk := mathKernel(t, c.op)
 		y := make([]float32, len(xs))
 		if err := nk.Launch(tile.Grid{(len(xs) + 255) / 256}, xs, y, len(xs)); err != nil {
@@ -103,17 +99,23 @@ func ulpErr(got float32, want float64) float64 {
 	return math.Abs(float64(got)-want) / math.Ldexp(1, e)
 }
 
-// TestMathErrors measures expf32 and tanhf32 against float64 exp and tanh
-// over every 97th f32 of their ranges (every 997th with -short); mathf.go
-// states the bounds (found with every 7th: 0.94 and 1.36 ulp).
+// TestMathErrors measures expf32, tanhf32 and logf32 against float64 exp,
+// tanh and log over every 97th f32 of their ranges (every 997th with
+// -short); mathf.go states the bounds (found with every 7th: 0.94 and
+// 1.36 ulp; logf32's over every 97th).
 func TestMathErrors(t *testing.T) {
 	step := uint32(97)
 	if testing.Short() {
 		step = 997
 	}
-	var maxExp, maxTanh float64
-	var atExp, atTanh float32
+	var maxExp, maxTanh, maxLog float64
+	var atExp, atTanh, atLog float32
 	for b := uint32(0); b < 0x7f800000; b += step {
+		if x := math.Float32frombits(b); x > 0 {
+			if u := ulpErr(logf32(x), math.Log(float64(x))); u > maxLog {
+				maxLog, atLog = u, x
+			}
+		}
 		for _, x := range []float32{math.Float32frombits(b), -math.Float32frombits(b)} {
 			if x > -104 && x < 89 {
 				if u := ulpErr(expf32(x), math.Exp(float64(x))); u > maxExp {
@@ -127,7 +129,21 @@ func TestMathErrors(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("expf32 within %.3f ulp (at %v), tanhf32 within %.3f ulp (at %v)", maxExp, atExp, maxTanh, atTanh)
+	t.Logf("expf32 within %.3f ulp (at %v), tanhf32 within %.3f ulp (at %v), logf32 within %.3f ulp (at %v)", maxExp, atExp, maxTanh, atTanh, maxLog, atLog)
+	if maxLog > 1 {
+		t.Errorf("logf32: %.3f ulp at %v, above its bound of 1", maxLog, atLog)
+	}
+	for _, c := range []struct{ x, log float32 }{{1, 0}, {0, float32(math.Inf(-1))}, {float32(math.Copysign(0, -1)), float32(math.Inf(-1))},
+		{float32(math.Inf(1)), float32(math.Inf(1))}} {
+		if l := logf32(c.x); l != c.log {
+			t.Errorf("log(%v) = %v, want %v", c.x, l, c.log)
+		}
+	}
+	for _, x := range []float32{-1, -1e-45, float32(math.Inf(-1)), float32(math.NaN())} {
+		if l := logf32(x); l == l {
+			t.Errorf("log(%v) = %v, want NaN", x, l)
+		}
+	}
 	if maxExp > 1 {
 		t.Errorf("expf32: %.3f ulp at %v, above its bound of 1", maxExp, atExp)
 	}

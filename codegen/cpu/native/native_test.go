@@ -38,6 +38,8 @@ func inexact(v *tile.Value) string {
 		return "f32 exp: codegen/cpu's expf, within 1 ulp"
 	case v.Op == tile.OpTanh && v.Type.DType == tile.F32:
 		return "f32 tanh: codegen/cpu's tanhf, within 1 ulp"
+	case v.Op == tile.OpLog && v.Type.DType == tile.F32:
+		return "f32 log: logf32 (Cephes' logf), within 1 ulp"
 	case v.Op == tile.OpReduceSum && v.Aux == int64(v.Args[0].Type.Shape.Rank-1) && v.Args[0].Type.Shape.Dims[v.Aux] > 8:
 		return "f32 sum along the last axis: sixteen partial sums"
 	case v.Op == tile.OpDot:
@@ -317,4 +319,72 @@ func dotKernel(t *testing.T, bm, bn, bk int, loop, loadAcc, notYield, tA, tB boo
 		t.Fatal(err)
 	}
 	return k
+}
+
+// TestGatherNative: unmasked loads whose lanes lie a constant stride of
+// more than one element apart (a transposed read: y[r, c] = x[c·s + r]) run
+// natively as scalar loads lane by lane, bit for bit the reference's, for
+// rows of 2 to 64 lanes (vectors half full or less, full, unrolled); a read past
+// the buffer's end falls back (ErrFallback), as other faults do.
+func TestGatherNative(t *testing.T) {
+	requireJIT(t)
+	for _, c := range []struct {
+		name          string
+		rows, cols, s int
+		programs      int
+		short         bool // x one element shorter than the programs read
+	}{
+		{"2 lanes", 16, 2, 16, 3, false},
+		{"4 lanes", 8, 4, 9, 2, false},
+		{"8 lanes", 4, 8, 5, 1, false},
+		{"16 lanes", 32, 16, 40, 2, false},
+		{"64 lanes", 16, 64, 16, 1, false},
+		{"past the end", 16, 16, 16, 2, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := tile.NewBuilder("gather", nil)
+			px, py := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+			r := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), c.rows), b.Arange(0, c.rows)), 1)
+			col := b.ExpandDims(b.Arange(0, c.cols), 0)
+			v := b.Load(b.AddPtr(px, b.Add(b.Mul(col, c.s), r)), nil, nil)
+			b.Store(b.AddPtr(py, b.Add(b.Mul(r, c.cols), col)), b.Mul(v, 2.0), nil)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			nk, err := native.Compile(k)
+			if err != nil {
+				t.Fatalf("not compiled natively: %v", err)
+			}
+			defer nk.Free()
+			xlen := (c.cols-1)*c.s + c.rows*c.programs
+			if c.short {
+				xlen--
+			}
+			x := tiletest.Uniform(tiletest.RNG(c.name), xlen, -1, 1)
+			run := func(launch func(args ...any) error) ([]float32, error) {
+				y := make([]float32, c.rows*c.programs*c.cols)
+				for i := range y {
+					y[i] = float32(math.NaN())
+				}
+				return y, launch(x, y)
+			}
+			got, gerr := run(func(args ...any) error { return nk.Launch(tile.Grid{c.programs}, args...) })
+			want, werr := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{c.programs}, args...) })
+			if c.short {
+				if werr == nil || !errors.Is(gerr, native.ErrFallback) {
+					t.Fatalf("a read past the end: native %v, reference %v; want a fallback and a fault", gerr, werr)
+				}
+				return
+			}
+			if gerr != nil || werr != nil {
+				t.Fatalf("native %v, reference %v", gerr, werr)
+			}
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("y[%d] = %v natively, %v on the reference", i, got[i], want[i])
+				}
+			}
+		})
+	}
 }

@@ -80,7 +80,7 @@ func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) e
 		a.VDIVPD(t[0], t[0], t[1])
 		a.VCVTPD2PS(t[0], t[0])
 		a.VINSERTF128(dst, t[2], t[0], 1)
-	case tile.OpExp, tile.OpTanh:
+	case tile.OpExp, tile.OpTanh, tile.OpLog:
 		g.mathF32(v.Op, dst, g.reg(s[0], t[9]), t[:9])
 	case tile.OpSelect:
 		a.VBLENDVPS(dst, g.reg(s[2], t[0]), s[1].rm(), g.maskReg(s[0], t))
@@ -160,6 +160,10 @@ func (g *gen) maskOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) er
 // temporaries; x is read before dst is written.
 func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 	a := &g.a
+	if op == tile.OpLog {
+		g.log32(dst, x, t)
+		return
+	}
 	if op == tile.OpExp {
 		res := t[5]
 		g.expCore32(res, x, t[:5])
@@ -195,6 +199,48 @@ func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 	a.VORPS(t[2], t[2], t[3]) // x's sign (the Taylor form loses it at -0)
 	a.VCMPPS(t[3], x, x, amd64.CmpUNORD)
 	a.VBLENDVPS(dst, t[2], x, t[3])
+}
+
+// log32: ln x of eight lanes as logf32 computes them. t holds nine
+// temporaries; x is read before dst is written.
+func (g *gen) log32(dst, x amd64.VReg, t []amd64.VReg) {
+	a := &g.a
+	// subnormals scaled by 2^23, their exponent's bias 127 + 23
+	a.VCMPPS(t[0], x, g.constF32(minNormal32), amd64.CmpLT)
+	a.VMULPS(t[1], x, g.constF32(subnormScale))
+	a.VBLENDVPS(t[1], x, t[1], t[0])
+	a.VANDPS(t[0], t[0], g.constVec(23))
+	a.VPADDD(t[0], t[0], g.constVec(127)) // the bias
+	a.VPSRLD(t[2], t[1], 23)
+	a.VPSUBD(t[2], t[2], t[0]) // e
+	a.VPAND(t[1], t[1], g.constVec(0x7fffff))
+	a.VPOR(t[1], t[1], g.constVec(0x3f800000)) // m in [1, 2)
+	a.VCMPPS(t[0], t[1], g.constF32(sqrt2_32), amd64.CmpGT)
+	a.VMULPS(t[3], t[1], g.constF32(0.5))
+	a.VBLENDVPS(t[1], t[1], t[3], t[0])
+	a.VPSUBD(t[2], t[2], t[0])          // e+1 where halved (the mask is -1)
+	a.VSUBPS(t[1], t[1], g.constF32(1)) // f
+	a.VMULPS(t[3], t[1], t[1])          // z
+	a.VMOVUPS(t[4], g.constF32(logP[0]))
+	for _, c := range logP[1:] {
+		a.VFMADD213PS(t[4], t[1], g.constF32(c))
+	}
+	a.VMULPS(t[4], t[4], t[1])
+	a.VMULPS(t[4], t[4], t[3]) // y
+	a.VCVTDQ2PS(t[2], t[2])    // ef
+	a.VFMADD231PS(t[4], t[2], g.constF32(ln2Lo32))
+	a.VFMADD231PS(t[4], t[3], g.constF32(-0.5))
+	a.VADDPS(t[4], t[1], t[4])
+	a.VFMADD231PS(t[4], t[2], g.constF32(ln2Hi32))
+	// x < 0: NaN; ±0: -Inf; +Inf: +Inf; NaN: itself
+	a.VCMPPS(t[0], x, g.constF32(0), amd64.CmpLT)
+	a.VBLENDVPS(t[4], t[4], g.constF32(float32(math.NaN())), t[0])
+	a.VCMPPS(t[0], x, g.constF32(0), amd64.CmpEQ)
+	a.VBLENDVPS(t[4], t[4], g.constF32(float32(math.Inf(-1))), t[0])
+	a.VCMPPS(t[0], x, g.constF32(float32(math.Inf(1))), amd64.CmpEQ)
+	a.VBLENDVPS(t[4], t[4], x, t[0])
+	a.VCMPPS(t[0], x, x, amd64.CmpUNORD)
+	a.VBLENDVPS(dst, t[4], x, t[0])
 }
 
 // expCore32: res = e^x for x in [-104, 89] (clamped there), as expf32's

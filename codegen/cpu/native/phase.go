@@ -2,6 +2,7 @@ package native
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/amd64"
 	"github.com/tilefuse/tilefuse/tile"
@@ -116,7 +117,7 @@ func (pg *phaseGen) build() error {
 		in := p.in(v)
 		switch in.kind {
 		case kStore:
-			pat, err := pg.pointer(v.Args[0], id)
+			pat, err := pg.pointer(v.Args[0], id, false)
 			if err != nil {
 				return err
 			}
@@ -281,8 +282,10 @@ func sxEqual(a, b *sx) bool {
 	return sxEqual(a.a, b.a) && sxEqual(a.b, b.b)
 }
 
-// pointer is the pattern of pointer block v at lanes m.
-func (pg *phaseGen) pointer(v *tile.Value, m lanes) (*pattern, error) {
+// pointer is the pattern of pointer block v at lanes m; gather allows a
+// constant stride of more than one element between lanes (an unmasked
+// load: eight scalar loads a vector).
+func (pg *phaseGen) pointer(v *tile.Value, m lanes, gather bool) (*pattern, error) {
 	a := pg.g.p.in(v).aff
 	if a == nil || a.root < 0 {
 		return nil, unsupported(v, "pointer that is not affine")
@@ -291,7 +294,7 @@ func (pg *phaseGen) pointer(v *tile.Value, m lanes) (*pattern, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pat.elast != 0 && pat.elast != 1 {
+	if pat.elast != 0 && pat.elast != 1 && !(gather && pat.elast > 1 && pat.elast <= math.MaxInt32/(4*lane)) {
 		what := "a stride known only at run time"
 		if pat.elast >= 0 {
 			what = fmt.Sprintf("a stride of %d elements", pat.elast)
@@ -357,7 +360,7 @@ func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
 			return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
 		}
 		if u.Op == tile.OpLoad {
-			pat, err := pg.pointer(u.Args[0], m)
+			pat, err := pg.pointer(u.Args[0], m, len(u.Args) == 1)
 			if err != nil {
 				return nil, err
 			}

@@ -132,8 +132,11 @@ func (pg *phaseGen) rowStart() error {
 		if pat.root >= 0 && pat.checked {
 			// the row's lanes: [B, B + 4·n) with n the last dimension (1 for a broadcast address)
 			n := int32(pg.last)
-			if pat.elast == 0 {
+			switch {
+			case pat.elast == 0:
 				n = 1
+			case pat.elast > 1: // a gather: lane l at l·elast
+				n = int32(pat.elast)*(n-1) + 1
 			}
 			bad := pg.faultStub(pat)
 			a.CMPQload(rT0, fr(paramBase(pat.root)))

@@ -265,7 +265,7 @@ func cheapFloatOp(o tile.Op) bool {
 func vectorFloatOp(o tile.Op) bool {
 	switch o {
 	case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpDiv, tile.OpMin, tile.OpMax,
-		tile.OpNeg, tile.OpAbs, tile.OpSqrt, tile.OpRsqrt, tile.OpExp, tile.OpTanh,
+		tile.OpNeg, tile.OpAbs, tile.OpSqrt, tile.OpRsqrt, tile.OpExp, tile.OpTanh, tile.OpLog,
 		tile.OpFloor, tile.OpCeil, tile.OpSelect:
 		return true
 	}
