@@ -94,6 +94,10 @@ type Measurement struct {
 	// partitioning and emission run again
 	CompileCold   float64 `json:"compile_cold_s,omitempty"`
 	CompileCached float64 `json:"compile_cached_s,omitempty"`
+	// StagesCold and StagesCached: each of those compiles by stage
+	// (fusion.Report.Stages)
+	StagesCold   []fusion.StageTime `json:"compile_stages_cold,omitempty"`
+	StagesCached []fusion.StageTime `json:"compile_stages_cached,omitempty"`
 	// Copies: tilefuse modes on the GPU, the host↔device copies of the last
 	// timed run (of a training step: the run, the solver's step and the
 	// loss read; fusion.Machine.Stats), the bytes hashed to tell held
@@ -361,10 +365,12 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 			if err := fm.Err(); err != nil {
 				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
 			}
+			m.StagesCold = fm.Report().Stages
 			fm.Close()
 			t0 = time.Now()
 			fm = fusion.NewTapeMachine(s.Graph, opts...)
 			m.CompileCached = time.Since(t0).Seconds()
+			m.StagesCached = fm.Report().Stages
 			if err := fm.Err(); err != nil {
 				fm.Close()
 				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)

@@ -136,10 +136,12 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 			if err := fm.Err(); err != nil {
 				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
 			}
+			r.m.StagesCold = fm.Report().Stages
 			fm.Close() // and again, from the caches (as Graph measures it)
 			t0 = time.Now()
 			fm = fusion.NewTapeMachine(s.Graph, opts...)
 			r.m.CompileCached = time.Since(t0).Seconds()
+			r.m.StagesCached = fm.Report().Stages
 			if err := fm.Err(); err != nil {
 				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 
@@ -62,6 +63,7 @@ type compilation struct {
 	back     []binding                              // rewrite: what a run writes back
 	be       backend                                // load (a machine's compile only)
 	out      *Compiled                              // the result, once made
+	stages   []StageTime                            // each stage's wall time, as it ran
 }
 
 // stage is one step of compile: a plain function over the compilation, the
@@ -142,9 +144,11 @@ func compile(g *G.ExprGraph, opts []Option, withBackend bool) (c *compilation, e
 		last--
 	}
 	for i, st := range stages[:last] {
+		t0 := time.Now()
 		if err := st.run(c); err != nil {
 			return nil, stageErr(st.name, err)
 		}
+		c.stages = append(c.stages, StageTime{st.name, time.Since(t0).Seconds()})
 		if st.check != nil {
 			if err := st.check(c); err != nil {
 				c.close()
@@ -157,6 +161,9 @@ func compile(g *G.ExprGraph, opts []Option, withBackend bool) (c *compilation, e
 				return nil, err
 			}
 		}
+	}
+	if c.out != nil { // made by the load stage: with it
+		c.out.Report.Stages = c.stages
 	}
 	return c, nil
 }
@@ -181,6 +188,7 @@ func (c *compilation) close() {
 func (c *compilation) compiled() *Compiled {
 	if c.out == nil {
 		c.out = &Compiled{Graph: c.rw.graph, Report: buildReport(c), cfg: c.cfg, rw: c.rw, readable: c.isRead, back: c.back, reads: c.reads}
+		c.out.Report.Stages = c.stages
 	}
 	return c.out
 }

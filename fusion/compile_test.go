@@ -155,6 +155,39 @@ func TestStageDumps(t *testing.T) {
 	}
 }
 
+// TestStageTimes: a report lists the stages of the compile that made it
+// in order, Compile's every stage but load, a machine's every stage, each
+// with a wall time of at least zero.
+func TestStageTimes(t *testing.T) {
+	g, _, _ := smallGraph()
+	c, err := Compile(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewTapeMachine(g)
+	defer m.Close()
+	if err := m.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		rep  *Report
+		n    int
+	}{
+		{"Compile", c.Report, len(stages) - 1},
+		{"NewTapeMachine", m.Report(), len(stages)},
+	} {
+		if len(tc.rep.Stages) != tc.n {
+			t.Fatalf("%s: %d stages timed, want %d: %v", tc.name, len(tc.rep.Stages), tc.n, tc.rep.Stages)
+		}
+		for i, st := range tc.rep.Stages {
+			if st.Stage != stages[i].name || !(st.Seconds >= 0) {
+				t.Fatalf("%s: stage %d is %s in %v s, want %s in a time ≥ 0", tc.name, i, st.Stage, st.Seconds, stages[i].name)
+			}
+		}
+	}
+}
+
 // TestTILEFUSEDUMP: the environment variable is the dump directory when no
 // option names one.
 func TestTILEFUSEDUMP(t *testing.T) {

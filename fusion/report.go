@@ -32,6 +32,16 @@ type Report struct {
 	BytesSaved int64
 	// Tuning is what WithAutotune chose, per kernel text (nil without it).
 	Tuning []TuneResult
+	// Stages are the compile's stages (import, readable, partition, emit,
+	// verify, prepare, rewrite and, for a machine, load: the backend's
+	// buffers and modules) in order, with the wall time each took.
+	Stages []StageTime
+}
+
+// StageTime is the wall time a stage of a compile took.
+type StageTime struct {
+	Stage   string
+	Seconds float64
 }
 
 // GroupInfo is one kernel.

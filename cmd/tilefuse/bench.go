@@ -187,6 +187,29 @@ func workloadNames() string {
 
 func ms(s float64) string { return fmt.Sprintf("%.3g", s*1e3) }
 
+// writeStages prints the fused mode's compiles stage by stage (ms), where
+// a compile took 20 ms or more: what a second compile in the process
+// still spends, and on what.
+func writeStages(out io.Writer, results []*bench.Result) {
+	line := func(sts []fusion.StageTime) string {
+		var b strings.Builder
+		for i, st := range sts {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s %.2f", st.Stage, 1e3*st.Seconds)
+		}
+		return b.String()
+	}
+	for _, r := range results {
+		f := r.Mode(bench.Fused)
+		if f == nil || max(f.CompileCold, f.CompileCached) < 0.020 || len(f.StagesCold) == 0 {
+			continue
+		}
+		fmt.Fprintf(out, "\ncompile of %s %s by stage, ms: 1st %s; 2nd %s\n", r.Name, r.Size, line(f.StagesCold), line(f.StagesCached))
+	}
+}
+
 // writeTable prints one row per workload and size: times in ms (median,
 // with the fastest and slowest run for the fused mode), speedups over
 // Gorgonia, bandwidth and percent of the copy roofline, compile times. With
@@ -216,6 +239,7 @@ func writeTable(out io.Writer, results []*bench.Result, be fusion.Backend, copyG
 			ms(f.CompileCold), ms(f.CompileCached), gerr, f.MaxErr)
 	}
 	fmt.Fprintln(out, "\nkernels count fused kernels plus ops left to Gorgonia; max err is max |a-b|/(1+|b|) against the unfused run.")
+	writeStages(out, results)
 	writeNativeTable(out, results)
 	if !hasDev {
 		return
