@@ -19,7 +19,8 @@
 #   4. compile times of encoder_fwd_bwd large with an empty cache: cold and
 #      a second compile in one process, then a second process (the cubins
 #      on disk); both with CUDA_CACHE_DISABLE=1, so that the driver's own
-#      JIT cache (~/.nv/ComputeCache) does not make "cold" warm;
+#      JIT cache (~/.nv/ComputeCache) does not make "cold" warm; tilefuse
+#      bench prints each compile by stage (fusion.Report.Stages);
 #   5. tilefuse tune on encoder_fwd_bwd large (target: 30 s), then again
 #      (every choice from the cache).
 #
@@ -91,9 +92,9 @@ for s in $steps; do
     # bench's "compile 1st" is its first NewTapeMachine, "2nd" a second
     # one in the same process); the second process finds the cubins
     x4=$cache/xdg4
-    step compile-process1 600 env CUDA_CACHE_DISABLE=1 XDG_CACHE_HOME="$x4" "$tf" bench -backend cuda -q -runs 1 -workload encoder_fwd_bwd -size large
+    step compile-process1 600 env CUDA_CACHE_DISABLE=1 XDG_CACHE_HOME="$x4" "$tf" bench -backend cuda -q -runs 1 -workload encoder_fwd_bwd -size large -json "$logs/compile-process1.json"
     step compile-cache-after1 60 env XDG_CACHE_HOME="$x4" "$tf" cache
-    step compile-process2 600 env CUDA_CACHE_DISABLE=1 XDG_CACHE_HOME="$x4" "$tf" bench -backend cuda -q -runs 1 -workload encoder_fwd_bwd -size large
+    step compile-process2 600 env CUDA_CACHE_DISABLE=1 XDG_CACHE_HOME="$x4" "$tf" bench -backend cuda -q -runs 1 -workload encoder_fwd_bwd -size large -json "$logs/compile-process2.json"
     ;;
   5)
     step tune-encoder 300 "$tf" tune -backend cuda -workload encoder_fwd_bwd -size large -cache-dir "$cache/tune5"
