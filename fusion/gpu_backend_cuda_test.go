@@ -237,7 +237,9 @@ func TestReadAfterRunOnGPU(t *testing.T) {
 	}
 	checkReadAfterRun(t, func(t *testing.T) (*model, func() map[string][]float64) { return lstmCell(t, 3, 5, 7) }, fusion.WithBackend(fusion.CUDA))
 	checkReadAfterRun(t, func(t *testing.T) (*model, func() map[string][]float64) { return normBlock(t, 6, 10) }, fusion.WithBackend(fusion.CUDA))
-	checkReadAfterRun(t, func(t *testing.T) (*model, func() map[string][]float64) { return unrolledLSTM(t, 3, 5, 7, 4, 3, true) }, fusion.WithBackend(fusion.CUDA))
+	checkReadAfterRun(t, func(t *testing.T) (*model, func() map[string][]float64) {
+		return unrolledLSTM(t, 3, 5, 7, 4, 3, true, false)
+	}, fusion.WithBackend(fusion.CUDA))
 }
 
 // TestMachinesInParallelOnGPU: machines over their own graphs, in parallel

@@ -285,7 +285,9 @@ func predictionsOf(gr *graphpass.Graph, forward, stray map[*graphpass.Node]bool)
 // Chains of one length that run in step with each other (an LSTM's four
 // gates' h·U_i, h·U_f, …) are one recurrence. A node's step is the latest use it depends on (0: none).
 // The values that leave step t < T are the nodes of step t that a node of
-// a later step reads and that a later use depends on (h_t, c_t); those of
+// a later step reads (directly, or through a Concat or reshape: the
+// [x_{t+1}, h_t] of a product) and that a later use depends on (h_t, c_t);
+// those of
 // the last step are its nodes that compute what one of step T−1's leaving
 // values computes, by their signatures: op, shape and operands, an operand
 // outside the step counting by its shape alone, but an input the steps
@@ -385,18 +387,30 @@ func statesOf(gr *graphpass.Graph, forward map[*graphpass.Node]bool) map[*graphp
 			}
 			later[n] = l
 		}
+		// readLater: a node of a step after s reads n, directly or through
+		// data movement (a Concat [x_{t+1}, h_t] or a reshape before the
+		// next step's product)
+		var readLater func(n *graphpass.Node, s int) bool
+		readLater = func(n *graphpass.Node, s int) bool {
+			for _, u := range n.Users {
+				if !forward[u] {
+					continue
+				}
+				if step[u] > s || (u.Info.Kind == ops.Concat || u.Info.Kind == ops.Reshape) && readLater(u, s) {
+					return true
+				}
+			}
+			return false
+		}
 		var leaving []*graphpass.Node
 		for _, n := range gr.Nodes {
 			s := step[n]
-			if s < 1 || s >= T || later[n] <= s || n.Info.Kind == ops.Input {
-				continue
+			if s < 1 || s >= T || later[n] <= s || n.Info.Kind == ops.Input || n.Info.Kind == ops.Concat {
+				continue // a Concat assembles the next product's operand from the state
 			}
-			for _, u := range n.Users {
-				if forward[u] && step[u] > s {
-					leaving = append(leaving, n)
-					out[n] = true
-					break
-				}
+			if readLater(n, s) {
+				leaving = append(leaving, n)
+				out[n] = true
 			}
 		}
 		// the last step's, by signature

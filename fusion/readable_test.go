@@ -328,7 +328,10 @@ func TestStrayScalars(t *testing.T) {
 // last ones to carry into the next batch). Neither a root, nor a scalar,
 // nor a prediction (h·V is the prediction): they are values that leave a
 // recurrent step.
-func unrolledLSTM(t *testing.T, b, in, hid, out, steps int, train bool) (*model, func() map[string][]float64) {
+//
+// concat writes each gate as act([x_t, h_{t−1}]·W + b), one W of in+hid
+// rows (h reaches the next step's product through a Concat).
+func unrolledLSTM(t *testing.T, b, in, hid, out, steps int, train, concat bool) (*model, func() map[string][]float64) {
 	rng := rand.New(rand.NewPCG(31, uint64(steps)))
 	g := G.NewGraph()
 	m := &model{g: g, inputs: map[*G.Node]*tensor.Dense{}, read: map[string]*G.Node{}}
@@ -344,16 +347,27 @@ func unrolledLSTM(t *testing.T, b, in, hid, out, steps int, train bool) (*model,
 	type gateW struct{ w, u, bias *G.Node }
 	gates := map[string]gateW{}
 	for _, name := range []string{"i", "f", "o", "g"} {
-		gw := gateW{paramMatrix(g, rng, "W"+name, in, hid), paramMatrix(g, rng, "U"+name, hid, hid), paramMatrix(g, rng, "b"+name, hid)}
+		var gw gateW
+		if concat {
+			gw = gateW{w: paramMatrix(g, rng, "W"+name, in+hid, hid), bias: paramMatrix(g, rng, "b"+name, hid)}
+			m.params = append(m.params, gw.w, gw.bias)
+		} else {
+			gw = gateW{paramMatrix(g, rng, "W"+name, in, hid), paramMatrix(g, rng, "U"+name, hid, hid), paramMatrix(g, rng, "b"+name, hid)}
+			m.params = append(m.params, gw.w, gw.u, gw.bias)
+		}
 		gates[name] = gw
-		m.params = append(m.params, gw.w, gw.u, gw.bias)
 	}
 	v := paramMatrix(g, rng, "V", hid, out)
 	m.params = append(m.params, v)
 	for s := 0; s < steps; s++ {
 		gate := func(name string, act func(*G.Node) (*G.Node, error)) *G.Node {
 			gw := gates[name]
-			pre := G.Must(G.Add(G.Must(G.Mul(xs[s], gw.w)), G.Must(G.Mul(h, gw.u))))
+			var pre *G.Node
+			if concat {
+				pre = G.Must(G.Mul(G.Must(G.Concat(1, xs[s], h)), gw.w))
+			} else {
+				pre = G.Must(G.Add(G.Must(G.Mul(xs[s], gw.w)), G.Must(G.Mul(h, gw.u))))
+			}
 			return G.Must(act(G.Must(G.BroadcastAdd(pre, gw.bias, nil, []byte{0}))))
 		}
 		i, f, o, gg := gate("i", G.Sigmoid), gate("f", G.Sigmoid), gate("o", G.Sigmoid), gate("g", G.Tanh)
@@ -382,8 +396,17 @@ func unrolledLSTM(t *testing.T, b, in, hid, out, steps int, train bool) (*model,
 		}
 		for _, gw := range gates {
 			for _, n := range []*G.Node{gw.w, gw.u, gw.bias} {
-				p[n.Name()] = floats(n.Value())
+				if n != nil {
+					p[n.Name()] = floats(n.Value())
+				}
 			}
+		}
+		wx := func(name string, k, j int) float64 { return p["W"+name][k*hid+j] }
+		uh := func(name string, k, j int) float64 {
+			if concat {
+				return p["W"+name][(in+k)*hid+j]
+			}
+			return p["U"+name][k*hid+j]
 		}
 		res := map[string][]float64{}
 		hv, cv := floats(m.inputs[h0]), floats(m.inputs[c0])
@@ -392,10 +415,10 @@ func unrolledLSTM(t *testing.T, b, in, hid, out, steps int, train bool) (*model,
 			act := func(name string, r, j int, sig bool) float64 {
 				a := p["b"+name][j]
 				for k := 0; k < in; k++ {
-					a += xv[r*in+k] * p["W"+name][k*hid+j]
+					a += xv[r*in+k] * wx(name, k, j)
 				}
 				for k := 0; k < hid; k++ {
-					a += hv[r*hid+k] * p["U"+name][k*hid+j]
+					a += hv[r*hid+k] * uh(name, k, j)
 				}
 				if sig {
 					return 1 / (1 + math.Exp(-a))
@@ -439,23 +462,25 @@ func unrolledLSTM(t *testing.T, b, in, hid, out, steps int, train bool) (*model,
 // and inference, with products fused or not.
 func TestRecurrentStateReadable(t *testing.T) {
 	for _, c := range []struct {
-		name  string
-		steps int
-		train bool
-		opts  []fusion.Option
+		name          string
+		steps         int
+		train, concat bool
+		opts          []fusion.Option
 	}{
-		{"training, 3 steps", 3, true, nil},
-		{"training, 2 steps, products fused", 2, true, []fusion.Option{fusion.WithMatMulFusion(true)}},
-		{"inference, 4 steps", 4, false, nil},
-		{"inference, 2 steps, products fused", 2, false, []fusion.Option{fusion.WithMatMulFusion(true)}},
+		{"training, 3 steps", 3, true, false, nil},
+		{"training, 2 steps, products fused", 2, true, false, []fusion.Option{fusion.WithMatMulFusion(true)}},
+		{"inference, 4 steps", 4, false, false, nil},
+		{"inference, 2 steps, products fused", 2, false, false, []fusion.Option{fusion.WithMatMulFusion(true)}},
+		{"[x, h]·W, training, 3 steps", 3, true, true, nil},
+		{"[x, h]·W, inference, 3 steps, products fused", 3, false, true, []fusion.Option{fusion.WithMatMulFusion(true)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			checkReadAfterRun(t, func(t *testing.T) (*model, func() map[string][]float64) {
-				return unrolledLSTM(t, 3, 5, 7, 4, c.steps, c.train)
+				return unrolledLSTM(t, 3, 5, 7, 4, c.steps, c.train, c.concat)
 			}, c.opts...)
 			// and no more: the gates stay inside their kernels (an LSTM's
 			// four gates are one recurrence, in step)
-			m, _ := unrolledLSTM(t, 3, 5, 7, 4, c.steps, c.train)
+			m, _ := unrolledLSTM(t, 3, 5, 7, 4, c.steps, c.train, c.concat)
 			comp, err := fusion.Compile(m.g, c.opts...)
 			if err != nil {
 				t.Fatal(err)
