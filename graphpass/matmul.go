@@ -22,7 +22,43 @@ var matmulKind = groupKind{
 	},
 	extras: func(*Group, Target) bool { return true },
 	tune:   tuneMatMul,
+	space:  matmulSpace,
 	emit:   emitMatMul,
+}
+
+// matmulSpace: on a GPU, a bare 2-D product (nothing else in its group)
+// with fewer output tiles than SMs and K long enough: K split in 2 and 4
+// (SPLIT_K), and where the wave rule took tiles under 128×128 on the
+// tensor cores, 128×128 tiles with K split in 4 (the BERT layer's weight
+// gradient 768×768 with K = 4096: 144 tiles of 64×64 against 36 of
+// 128×128 in 4 parts). Not measured yet: the autotuner and tilefuse peer
+// -tune measure them; the heuristic does not take them.
+func matmulSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []tile.Meta {
+	mm := grp.MatMul
+	s := mm.Info.Shape
+	if !t.GPU() || mm.Info.Kind != ops.MatMul || grp.Root != mm || len(grp.Extra) > 0 || def["wgmma"] != 0 || len(s) != 2 {
+		return nil
+	}
+	m, n := s[0], s[1]
+	a := mm.Inputs[0].Info.Shape
+	k := a[1]
+	if mm.Info.TransA {
+		k = a[0]
+	}
+	bm, bn, bk := def["BLOCK_M"], def["BLOCK_N"], def["BLOCK_K"]
+	if bm == 0 || bn == 0 || bk == 0 || tile.CDiv(m, bm)*tile.CDiv(n, bn) >= t.SMs {
+		return nil
+	}
+	var out []tile.Meta
+	for _, split := range []int{2, 4} {
+		if k >= split*4*bk {
+			out = append(out, with(def, "SPLIT_K", split))
+		}
+	}
+	if prec != tile.PrecIEEE && (bm < 128 || bn < 128) && m >= 128 && n >= 128 && k >= 16*bk {
+		out = append(out, with(def, "BLOCK_M", 128, "BLOCK_N", 128, "num_warps", 8, "SPLIT_K", 4))
+	}
+	return out
 }
 
 // takesProduct reports whether grp, an elementwise group, can take the
@@ -118,7 +154,22 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	if n%bn != 0 {
 		inN = b.Lt(rn, n)
 	}
-	acc := b.For(0, kk, bk, []*tile.Value{b.Zeros(d, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
+	// SPLIT_K = s > 1 (a bare 2-D product only: nothing but the product in
+	// the group): program axis 2 takes the s-th part of K, and the parts
+	// are added atomically into the zeroed output (Kernel.Accumulates), so
+	// that a product with few output tiles and a long K fills the GPU
+	var lo, hi any = 0, kk
+	split := 1
+	if s, ok := e.meta["SPLIT_K"]; ok && s > 1 {
+		if batch > 1 || e.grp.Root != mm || len(e.grp.Extra) > 0 {
+			return fmt.Errorf("graphpass: %v: SPLIT_K = %d takes a bare 2-D product", e.grp, s)
+		}
+		split = s
+		chunk := tile.CDiv(tile.CDiv(kk, bk), split) * bk
+		start := b.Mul(b.ProgramID(2), chunk)
+		lo, hi = start, b.Minimum(b.Add(start, chunk), kk)
+	}
+	acc := b.For(lo, hi, bk, []*tile.Value{b.Zeros(d, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
 		maskA, maskB := inM, inN
 		if kk%bk != 0 {
 			maskA, maskB = e.and(inM, b.Lt(b.Add(rkRow, k0), kk)), e.and(b.Lt(b.Add(rkCol, k0), kk), inN)
@@ -148,10 +199,15 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 		return c
 	}
 	e.mask = e.fullMask(e.and(inM, inN), bm, bn)
+	k.Grid = tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn)}
+	if split > 1 {
+		b.AtomicAdd(b.AddPtr(out, idx), acc[0], e.mask)
+		k.Grid[2], k.Accumulates = split, true
+		return nil
+	}
 	if err := e.store(out, idx); err != nil {
 		return err
 	}
-	k.Grid = tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn)}
 	if batch > 1 {
 		k.Grid[2] = batch
 	}

@@ -52,6 +52,7 @@ func TestCandidates(t *testing.T) {
 			want: []string{"{CHUNK = 4096, num_warps = 8}", "{BLOCK = 32768, num_warps = 16}", "{BLOCK = 32768, num_warps = 32}"}},
 		{"softmax of short rows, cpu", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 64, 100)) }, CPU(2), 3, nil, tile.PrecIEEE},
 		{"softmax rows of 10000, cpu", func(g *G.ExprGraph) { must(G.SoftMax(in(g, "x", 3, 10000))) }, CPU(2), 3, nil, tile.PrecIEEE},
+		{"product of few tiles, long K", func(g *G.ExprGraph) { must(G.Mul(in(g, "x", 70, 600), in(g, "w", 600, 50))) }, H200, 3, nil, tile.PrecIEEE},
 		{"causal attention", func(g *G.ExprGraph) { opCausalAttention(g, in) }, H200, 5, nil, tile.PrecIEEE},
 		{"causal attention, cpu", func(g *G.ExprGraph) { opCausalAttention(g, in) }, CPU(2), 4, nil, tile.PrecIEEE},
 		// the tensor cores' tiles: 64 or 128 rows at 16 or 32 a warp, 32 or

@@ -172,6 +172,9 @@ func buildPeer(c peerCase, t graphpass.Target, prec tile.Precision, tune tile.Me
 	out := make([]float32, c.m*c.n)
 	for i := range out {
 		out[i] = float32(math.NaN())
+		if p.k.Accumulates { // SPLIT_K: the parts add into a zeroed output
+			out[i] = 0
+		}
 	}
 	p.args = append(p.args, out)
 	return p, nil

@@ -52,6 +52,10 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
 		{peerCase{name: "A·Bᵀ 150x100x200 swapped 3xTF32 64x128", m: 150, k: 100, n: 200, tb: true}, tile.PrecTF32x3,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, true},
+		// K split over program axis 2, the parts added atomically (the
+		// last part shorter than the others)
+		{peerCase{name: "Aᵀ·B 131x90x200 split 3 128x128", m: 131, k: 200, n: 90, ta: true}, tile.PrecTF32,
+			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "wgmma": 0, "SPLIT_K": 3}, false},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
 			p, err := buildPeer(c.pc, graphpass.H200, c.prec, c.tune)
@@ -67,6 +71,10 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 				inst = "wgmma.mma_async"
 			}
 			require.True(t, strings.Contains(sim.Last.PTX, inst), "no %s", inst)
+			if c.tune["SPLIT_K"] > 1 {
+				require.True(t, p.k.Accumulates && p.k.Grid[2] == c.tune["SPLIT_K"], "grid %v", p.k.Grid)
+				require.True(t, strings.Contains(sim.Last.PTX, "atom.global.add.f32"), "no atomic adds")
+			}
 			if c.wide {
 				require.False(t, strings.Contains(sim.Last.PTX, "], 4, %r"), "a 4-byte copy")
 				require.False(t, strings.Contains(sim.Last.PTX, "], 8, %r"), "an 8-byte copy")

@@ -41,6 +41,20 @@ func TestPeerKernelsAndCheck(t *testing.T) {
 			require.NotZero(t, bad, "%s %v: an unwritten element passed", c.name, prec)
 		}
 	}
+	// SPLIT_K: the parts of K add into the zeroed output
+	c := peerCase{name: "split", m: 70, k: 200, n: 90, ta: true}
+	for _, prec := range []tile.Precision{tile.PrecIEEE, tile.PrecTF32} {
+		p, err := buildPeer(c, graphpass.H200, prec, tile.Meta{"SPLIT_K": 3})
+		require.NoError(t, err)
+		require.True(t, p.k.Accumulates, "%v", prec)
+		args := make([]any, len(p.args))
+		for i, a := range p.args {
+			args[i] = a
+		}
+		require.NoError(t, interp.Interpret(p.k.Tile, p.k.Grid, args...))
+		maxRel, normRel, bad := p.check(c, p.args[len(p.args)-1], peerTol(prec))
+		require.Zero(t, bad, "split %v: max %.2g norm %.2g", prec, maxRel, normRel)
+	}
 	_, err := parsePrecisions("ieee,bf17")
 	require.ErrorContains(t, err, "bf17")
 	tunes, err := parseTunes("BLOCK_N=256,num_stages=4; num_warps=4")
