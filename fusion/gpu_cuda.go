@@ -59,6 +59,11 @@ func init() {
 var shared struct {
 	sync.Mutex
 	dev *cuda.Device
+	// live counts the prepared machines; when the last one closes, the
+	// device's free lists go back to the driver (Device.Trim), so that
+	// closing every machine returns the GPU memory they took, while
+	// machines made while another is alive reuse its freed buffers
+	live int
 }
 
 func sharedDevice() (*cuda.Device, error) {
@@ -82,6 +87,7 @@ func sharedDevice() (*cuda.Device, error) {
 // current, and ops tilefuse does not know run on the CPU with copies
 // (counted in Stats).
 type gpu struct {
+	counted  bool // in shared.live (prepare), until close
 	c        *Compiled
 	dev      *cuda.Device
 	order    G.Nodes // the rewrite's order
@@ -147,6 +153,10 @@ func (g *gpu) prepare(c *Compiled) error {
 		return err
 	}
 	g.c, g.dev, g.order = c, dev, c.rw.order
+	shared.Lock()
+	shared.live++
+	shared.Unlock()
+	g.counted = true
 	g.bufs, g.loaded, g.host, g.outs, g.launch = map[*G.Node]*cuda.Buffer{}, map[*G.Node]*cuda.Function{}, map[*G.Node]any{}, map[*G.Node][]any{}, map[*G.Node][]any{}
 	g.held, g.owner, g.inAt = make([]held, len(c.rw.inputs)), make([]*gpuSolver, len(c.rw.inputs)), map[*G.Node]int{}
 	g.vers, g.backVal, g.stepGrad = newMemVersions(), map[*G.Node]G.Value{}, map[*G.Node]*G.Node{}
@@ -905,6 +915,18 @@ func (g *gpu) close() error {
 	if g.timer != nil {
 		if err := g.timer.Close(); serr == nil {
 			serr = err
+		}
+	}
+	if g.counted {
+		g.counted = false
+		shared.Lock()
+		shared.live--
+		last := shared.live == 0
+		shared.Unlock()
+		if last {
+			if err := g.dev.Trim(); serr == nil && err != nil {
+				serr = fmt.Errorf("fusion: closing: %w", err)
+			}
 		}
 	}
 	return serr

@@ -72,10 +72,20 @@ func TestGeneratedKernelsOnGPU(t *testing.T) {
 					out[i] = math.NaN()
 				}
 			}
-			// a multi-output kernel writes each output through its own pointer
-			part := len(out) / f.Outputs()
-			for i := range f.Outputs() {
-				args = append(args, out[i*part:(i+1)*part])
+			// a multi-output kernel writes each output through its own
+			// pointer (or, OnePointer, all through one), each of its own size
+			// (a per-row extra output is one value a row)
+			if f.OnePointer() {
+				args = append(args, out)
+			} else {
+				off := 0
+				for _, n := range f.PartSizes() {
+					args = append(args, out[off:off+n])
+					off += n
+				}
+				if off != len(out) {
+					t.Fatalf("graph %d: %s: parts of %v elements in a value of %d", seed, f.Kernel().Name, f.PartSizes(), len(out))
+				}
 			}
 			k := f.Kernel()
 			if err := gpu.Launch(k, f.Grid(), args...); err != nil {
