@@ -42,6 +42,18 @@ func TestRowPatternsOnGPU(t *testing.T) {
 	}
 }
 
+// TestSquaresAboutARowValueOnGPU: TestSquaresAboutARowValue's rows on the
+// CUDA backend: LayerNorm of rows at 1e5 ± 3 and a sum of squares about
+// half the row's mean, walked in blocks with the squares in the sum's pass
+// (Welford's per lane), at widths with and without lanes past the row's
+// end, against float64 references.
+func TestSquaresAboutARowValueOnGPU(t *testing.T) {
+	for _, sz := range [][2]int{{3, 12289}, {5, 40000}, {3, 32768}} {
+		checkLayerNormOffset(t, sz[0], sz[1], 1e5, fusion.WithBackend(fusion.CUDA))
+		checkSquaresAboutHalfMean(t, sz[0], sz[1], fusion.WithBackend(fusion.CUDA))
+	}
+}
+
 // TestSoftmaxClassifierOnGPU: the classifier's 10 Adam steps on the CUDA
 // backend against Gorgonia on the CPU.
 func TestSoftmaxClassifierOnGPU(t *testing.T) {

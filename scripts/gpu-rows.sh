@@ -68,7 +68,7 @@ for s in $steps; do
   case $s in
   1)
     step test-cuda 300 .gpu/cuda.test -test.run 'TestModuleCacheOnGPU|TestCompileManyOnGPU|TestConformanceGPU' -test.v
-    step test-fusion 600 .gpu/fusion.test -test.run 'TestRowPatternsOnGPU|TestDeviceTimesOnGPU|TestDeviceTimeOnGPU' -test.v
+    step test-fusion 600 .gpu/fusion.test -test.run 'TestRowPatternsOnGPU|TestSquaresAboutARowValueOnGPU|TestDeviceTimesOnGPU|TestDeviceTimeOnGPU' -test.v
     ;;
   2)
     for w in softmax layernorm; do
