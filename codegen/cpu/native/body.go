@@ -39,8 +39,10 @@ func tempsFor(n *node) int {
 			return 2
 		}
 		return 1
-	case opLoad, opReduce:
+	case opLoad:
 		return 3
+	case opReduce:
+		return 4
 	case opStore, opMatWrite, opMatRead:
 		return 2
 	}
@@ -475,10 +477,27 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 	if masked && m != nil {
 		pg.checkLanes(n, n.pat, mask)
 	}
-	if n.pat.elast == 0 && pg.last > 1 {
-		return unsupported(n.v, "every lane stored to one address")
-	}
 	at := pg.addr(n.pat)
+	if n.pat.elast == 0 && pg.last > 1 {
+		// every lane to one address (a value per row, stored by the lane
+		// a mask picks): the last active lane's value, the reference's
+		// last write
+		skip := a.NewLabel()
+		if masked {
+			a.VMOVMSKPS(rT0, mask)
+			a.TESTL(rT0, rT0)
+			a.Jcc(amd64.CondE, skip)
+			a.BSRL(rT0, rT0)
+		} else {
+			a.MOVLimm(rT0, uint32(pg.width-1))
+		}
+		tmp := pg.g.scratch(32)
+		a.VMOVUPSstore(fr(tmp), val)
+		a.VMOVSSload(t[0], amd64.PtrIdx(rF, rT0, 4, tmp))
+		a.VMOVSSstore(at, t[0])
+		a.Bind(skip)
+		return nil
+	}
 	if masked {
 		a.VMASKMOVPSstore(at, mask, val)
 	} else {
@@ -521,6 +540,22 @@ func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
 		}
 	}
 	xr := toReg(pg, x, t[2])
+	if r.axis == r.v.Args[0].Type.Shape.Rank-1 && r.inMem {
+		// the accumulator in the frame (more reductions than registers)
+		acc := fr(r.mem[c])
+		switch {
+		case pg.last <= lane:
+			a.VMOVUPSstore(acc, xr)
+		case r.v.Op == tile.OpReduceSum:
+			a.VADDPS(t[0], xr, acc)
+			a.VMOVUPSstore(acc, t[0])
+		default:
+			a.VMOVUPS(t[0], acc)
+			pg.g.maxStep(r.v.Op, t[0], xr, t[1], t[3])
+			a.VMOVUPSstore(acc, t[0])
+		}
+		return nil
+	}
 	if r.axis == r.v.Args[0].Type.Shape.Rank-1 {
 		acc := r.acc[c]
 		switch {

@@ -31,7 +31,7 @@
 //     value leaves its register after its last use, and the value used
 //     furthest ahead is spilled to the frame when none is free.
 //   - Reductions along the last axis accumulate in two registers (the two
-//     body copies), combined at the end of each row as codegen/cpu's row
+//     body copies; in the frame for a phase's sixth and later reductions), combined at the end of each row as codegen/cpu's row
 //     sum combines its sixteen partial sums (so f32 sums are the
 //     executor's, bit for bit, for rows of 16 or more), or, for rows of
 //     eight lanes or fewer, lane by lane in order (the reference's order).

@@ -388,3 +388,127 @@ func TestGatherNative(t *testing.T) {
 		})
 	}
 }
+
+// TestManyReductionsNative: more last-axis reductions in one phase than
+// accumulator registers (five pairs): the others accumulate in the frame.
+// Eight reductions of a [4, 64] block (sums, a max, a min; the last three
+// in the frame) against the reference: max and min bit for bit, sums
+// within 64·2⁻²⁴·Σ|x| (sixteen partial sums against the reference's order).
+func TestManyReductionsNative(t *testing.T) {
+	requireJIT(t)
+	const rows, cols, nred = 4, 64, 8
+	b := tile.NewBuilder("many_reductions", nil)
+	px := b.Ptr("x", tile.F32)
+	var outs []*tile.Value
+	for i := range nred {
+		outs = append(outs, b.Ptr("out"+itoa(i), tile.F32))
+	}
+	r := b.ExpandDims(b.Arange(0, rows), 1)
+	x := b.Load(b.AddPtr(px, b.Add(b.Mul(r, cols), b.ExpandDims(b.Arange(0, cols), 0))), nil, nil)
+	red := func(i int) *tile.Value {
+		switch i {
+		case 5:
+			return b.Max(b.Mul(x, 3.0), 1)
+		case 6:
+			return b.Min(b.Sub(x, 1.0), 1)
+		}
+		return b.Sum(b.Mul(b.Add(x, float64(i)), x), 1)
+	}
+	for i := range nred {
+		b.Store(b.AddPtr(outs[i], b.Arange(0, rows)), red(i), nil)
+	}
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nk, err := native.Compile(k)
+	if err != nil {
+		t.Fatalf("not compiled natively: %v", err)
+	}
+	defer nk.Free()
+	xs := tiletest.Uniform(tiletest.RNG("many reductions"), rows*cols, -2, 2)
+	run := func(launch func(args ...any) error) [][]float32 {
+		args := []any{xs}
+		var res [][]float32
+		for range nred {
+			o := make([]float32, rows)
+			for i := range o {
+				o[i] = float32(math.NaN())
+			}
+			res, args = append(res, o), append(args, o)
+		}
+		if err := launch(args...); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	got := run(func(args ...any) error { return nk.Launch(tile.Grid{1}, args...) })
+	want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{1}, args...) })
+	for i := range nred {
+		for j := range rows {
+			g, w := float64(got[i][j]), float64(want[i][j])
+			bound := 0.0
+			if i != 5 && i != 6 {
+				for c := range cols {
+					v := float64(xs[j*cols+c])
+					bound += math.Abs((v + float64(i)) * v)
+				}
+				bound *= cols * 0x1p-24
+			}
+			if !(math.Abs(g-w) <= bound) {
+				t.Fatalf("reduction %d, row %d: %v natively, %v on the reference (bound %g)", i, j, g, w, bound)
+			}
+		}
+	}
+}
+
+// TestOneAddressStoreNative: a block stored with every lane at one
+// address (a value per row: the lane whose offset is a multiple of the
+// row's width stores it) writes the last active lane's value, as the
+// reference's last write; unmasked, the row's last lane (the lanes' values
+// differ). Bit for bit.
+func TestOneAddressStoreNative(t *testing.T) {
+	requireJIT(t)
+	for _, masked := range []bool{true, false} {
+		const width, blocks = 128, 3
+		b := tile.NewBuilder("per_row", nil)
+		px, py := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+		offs := b.Add(b.Mul(b.ProgramID(0), width), b.Arange(0, width))
+		x := b.Load(b.AddPtr(px, offs), nil, nil)
+		s := b.Max(x, 0)          // exact: the comparison is bit for bit
+		row := b.Div(offs, width) // the same in every lane
+		var mask *tile.Value
+		val := b.Add(b.Splat(s, tile.Shp(width)), x) // lanes that differ
+		if masked {
+			mask = b.Eq(b.Rem(offs, width), 0)
+		}
+		b.Store(b.AddPtr(py, row), val, mask)
+		k, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nk, err := native.Compile(k)
+		if err != nil {
+			t.Fatalf("masked %v: not compiled natively: %v", masked, err)
+		}
+		xs := tiletest.Uniform(tiletest.RNG("per row"), width*blocks, -1, 1)
+		run := func(launch func(args ...any) error) []float32 {
+			y := make([]float32, blocks)
+			for i := range y {
+				y[i] = float32(math.NaN())
+			}
+			if err := launch(xs, y); err != nil {
+				t.Fatal(err)
+			}
+			return y
+		}
+		got := run(func(args ...any) error { return nk.Launch(tile.Grid{blocks}, args...) })
+		want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{blocks}, args...) })
+		nk.Free()
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("masked %v, row %d: %v natively, %v on the reference", masked, i, got[i], want[i])
+			}
+		}
+	}
+}

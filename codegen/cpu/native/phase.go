@@ -76,11 +76,14 @@ type phaseGen struct {
 }
 
 type redState struct {
-	v    *tile.Value
-	in   *node
-	acc  [2]amd64.VReg // last-axis: accumulators of the two body copies
-	axis int
-	res  int32 // frame offset of the result (slot or block)
+	v   *tile.Value
+	in  *node
+	acc [2]amd64.VReg // last-axis: accumulators of the two body copies
+	// last-axis, when the registers are taken: the accumulators in the frame
+	inMem bool
+	mem   [2]int32
+	axis  int
+	res   int32 // frame offset of the result (slot or block)
 }
 
 func (g *gen) phase(ph *phase) error {

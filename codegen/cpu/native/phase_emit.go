@@ -31,10 +31,15 @@ func (pg *phaseGen) emit() error {
 	for _, r := range pg.reds {
 		switch {
 		case r.axis == r.v.Args[0].Type.Shape.Rank-1:
-			r.acc[0] = amd64.VReg(nextAcc)
-			r.acc[1] = amd64.VReg(nextAcc - 1)
-			pg.busy[nextAcc], pg.busy[nextAcc-1] = true, true
-			nextAcc -= 2
+			if nextAcc-1 < 6 { // registers 0–5 stay for the body: the frame
+				r.inMem = true
+				r.mem[0], r.mem[1] = g.alloc(32, 32), g.alloc(32, 32)
+			} else {
+				r.acc[0] = amd64.VReg(nextAcc)
+				r.acc[1] = amd64.VReg(nextAcc - 1)
+				pg.busy[nextAcc], pg.busy[nextAcc-1] = true, true
+				nextAcc -= 2
+			}
 			if r.v.Type.Shape.IsScalar() {
 				r.res = g.slotOf(r.v)
 			} else {
@@ -42,9 +47,6 @@ func (pg *phaseGen) emit() error {
 			}
 		default: // axis 0 of a rank-2 block: the result block accumulates in memory
 			r.res = g.matBlock(r.v)
-		}
-		if nextAcc < 6 {
-			return unsupported(r.v, "too many reductions in one phase")
 		}
 	}
 	outer := pg.rank - 1
@@ -162,6 +164,12 @@ func (pg *phaseGen) rowStart() error {
 		case tile.OpReduceMin:
 			init = pg.g.constF32(float32(math.Inf(1)))
 		}
+		if r.inMem {
+			a.VMOVUPS(0, init)
+			a.VMOVUPSstore(fr(r.mem[0]), 0)
+			a.VMOVUPSstore(fr(r.mem[1]), 0)
+			continue
+		}
 		a.VMOVUPS(r.acc[0], init)
 		a.VMOVUPS(r.acc[1], init)
 	}
@@ -206,6 +214,11 @@ func (pg *phaseGen) rowEnd() error {
 			continue
 		}
 		x, y := r.acc[0], r.acc[1]
+		if r.inMem { // into registers 4 and 5: free at a row's end (accumulators are 6 and up)
+			x, y = 4, 5
+			a.VMOVUPS(x, fr(r.mem[0]))
+			a.VMOVUPS(y, fr(r.mem[1]))
+		}
 		switch {
 		case r.v.Op == tile.OpReduceSum && pg.last >= 2*lane:
 			a.VADDPS(x, x, y)
