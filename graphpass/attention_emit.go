@@ -25,6 +25,17 @@ func tuneAttention(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	if t.GPU() && bm > 32 && tile.CDiv(a.sq, bm)*a.nb < t.SMs {
 		bm = 32
 	}
+	// TF32 with a wave of 128-query blocks: 128 rows at 8 warps (16 a
+	// warp) and 3 stages of K and V, as FlashAttention-2 on the H200
+	// (measured with tilefuse tune, 2026-12-01, fifth round: B4 H16 S2048
+	// D64 0.590 ms against 64×64 at 4 warps' 0.621; B2 H16 S4096 D128 at
+	// 128×32 2.176 against 64×32's 2.57; 128 rows at 4 warps 0.609 and
+	// 3.27)
+	if t.GPU() && prec == tile.PrecTF32 && bm == 64 && tile.CDiv(a.sq, 128)*a.nb >= t.SMs &&
+		t.MaxThreads >= 256 && 3*4*bn*(headBlock(a.hk)+headBlock(a.hv)) <= 160<<10 && t.SharedMemory >= 160<<10 {
+		meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"], meta["num_stages"] = 128, bn, 8, 3
+		return
+	}
 	meta["BLOCK_M"], meta["BLOCK_N"] = bm, bn
 	attnWarps(t, prec, bm, meta)
 	// TF32 and bf16 at 64×64 (head dims ≤ 64, 4 warps): the loop needs 162–165

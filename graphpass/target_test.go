@@ -201,6 +201,18 @@ func TestMetaParameters(t *testing.T) {
 			q, k, v := in(g, "q", 2, 40, 16), in(g, "k", 2, 50, 16), in(g, "v", 2, 50, 8)
 			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
 		}, H200, tile.Meta{"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4}, 0},
+		{"attention tf32, B4 H16 S2048 D64: 128 queries at 8 warps, 3 stages", func(g *G.ExprGraph) *G.Node {
+			q, k, v := in(g, "q", 64, 2048, 64), in(g, "k", 64, 2048, 64), in(g, "v", 64, 2048, 64)
+			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
+		}, H200, tile.Meta{"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 3, "num_warps": 8}, tile.PrecTF32},
+		{"attention tf32, B2 H16 S4096 D128: 128×32 at 8 warps, 3 stages", func(g *G.ExprGraph) *G.Node {
+			q, k, v := in(g, "q", 32, 4096, 128), in(g, "k", 32, 4096, 128), in(g, "v", 32, 4096, 128)
+			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
+		}, H200, tile.Meta{"BLOCK_M": 128, "BLOCK_N": 32, "num_stages": 3, "num_warps": 8}, tile.PrecTF32},
+		{"attention tf32, 40 blocks of 128 queries for 132 SMs: the smaller blocks", func(g *G.ExprGraph) *G.Node {
+			q, k, v := in(g, "q", 10, 512, 64), in(g, "k", 10, 512, 64), in(g, "v", 10, 512, 64)
+			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
+		}, H200, tile.Meta{"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 2}, tile.PrecTF32},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
