@@ -82,6 +82,8 @@ func allNative(t testing.TB, vm *fusion.Machine) {
 // (codegen/cpu/pool). By default each run gives the values the user can
 // read fresh memory (as Gorgonia's machine does), which allocates; that
 // count is logged. The results of the warm runs are those of the first.
+// Under the race detector, whose instrumentation allocates, the count is
+// only logged.
 func TestRunAllAllocs(t *testing.T) {
 	if !jit.Supported() {
 		t.Skip("no machine code in this build (not amd64 with AVX2 and FMA, or -tags purego): kernels run on the executor, which allocates per launch")
@@ -108,7 +110,7 @@ func TestRunAllAllocs(t *testing.T) {
 						t.Fatal(err)
 					}
 				})
-				if reuse && allocs != 0 {
+				if reuse && allocs != 0 && !raceEnabled {
 					t.Errorf("reused outputs: %v allocations per RunAll, want 0", allocs)
 				}
 				t.Logf("reuse %v: %v allocations per RunAll", reuse, allocs)
