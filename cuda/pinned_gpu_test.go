@@ -118,7 +118,10 @@ func TestMemInfoOnGPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := dev.Free(b); err != nil {
+	if err := dev.Free(b); err != nil { // into the free list
+		t.Fatal(err)
+	}
+	if err := dev.Trim(); err != nil { // back to the driver
 		t.Fatal(err)
 	}
 	free2, _, err := dev.MemInfo()

@@ -102,7 +102,7 @@ func TestGeneratedKernelsOnGPU(t *testing.T) {
 		vm.Close()
 	}
 	t.Logf("%d generated kernels agree on the GPU (%d extra outputs)", kernels, extra)
-	if kernels < 500 || extra == 0 { // 30 graphs: about 700 kernels, 200 of them with extra outputs
+	if kernels < 300 || extra == 0 { // 30 graphs: about 430 kernels and 380 extra outputs (700 and 200 before sibling reductions and per-row values)
 		t.Fatalf("only %d kernels (%d extra outputs) compared: the CPU run left the rewritten graph without values", kernels, extra)
 	}
 }
