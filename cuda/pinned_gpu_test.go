@@ -100,7 +100,8 @@ func stagerCase(t *testing.T, slot int64, workers int, sizes []int) {
 }
 
 // TestMemInfoOnGPU: the free memory drops by an allocation of 256 MiB and
-// comes back when it is freed (within the driver's page granularity, 2 MiB).
+// comes back when it is freed and the free list trimmed (within the
+// driver's page granularity, 2 MiB).
 func TestMemInfoOnGPU(t *testing.T) {
 	free0, total, err := dev.MemInfo()
 	if err != nil {
