@@ -241,25 +241,39 @@ func extraOutput(n *Node, maxGroup int, size map[*Group]int, t Target) *Group {
 // through one (a broadcast's SizeOf of n is no dependence of the
 // broadcast's group on n's value).
 func reaches(n *Node, grp *Group) bool {
+	var stack []*Node
+	for _, u := range n.Users {
+		if u.Group != grp {
+			stack = append(stack, u)
+		}
+	}
+	return pathTo(stack, grp, nil)
+}
+
+// pathTo reports whether a path from one of the nodes of start (constant
+// users aside: see reaches) leads to a member of target, every group on
+// the way taken as one node: reaching one of its members reaches the
+// users of all of them. Users in the group from (where not nil) are no
+// path: the walk leaves it and may not come back through it.
+func pathTo(start []*Node, target, from *Group) bool {
 	seen := map[*Node]bool{}
 	groups := map[*Group]bool{}
+	if from != nil {
+		groups[from] = true
+	}
 	var stack []*Node
 	push := func(us []*Node) {
 		for _, u := range us {
-			if u.Info.Kind != ops.Constant {
+			if u.Info.Kind != ops.Constant && (from == nil || u.Group != from) {
 				stack = append(stack, u)
 			}
 		}
 	}
-	for _, u := range n.Users {
-		if u.Group != grp && u.Info.Kind != ops.Constant {
-			stack = append(stack, u)
-		}
-	}
+	push(start)
 	for len(stack) > 0 {
 		x := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if x.Group == grp {
+		if x.Group == target {
 			return true
 		}
 		if seen[x] {

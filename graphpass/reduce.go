@@ -288,38 +288,11 @@ func mergeSiblingReductions(groups []*Group, maxGroup int) []*Group {
 // members' inputs before writing any output); constant users (SizeOf) take
 // their operand's shape only, and are no path.
 func groupReaches(a, b *Group) bool {
-	seen := map[*Node]bool{}
-	groups := map[*Group]bool{a: true}
 	var stack []*Node
-	push := func(us []*Node) {
-		for _, u := range us {
-			if u.Info.Kind != ops.Constant && u.Group != a {
-				stack = append(stack, u)
-			}
-		}
-	}
 	for _, m := range a.Members {
-		push(m.Users)
+		stack = append(stack, m.Users...)
 	}
-	for len(stack) > 0 {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if x.Group == b {
-			return true
-		}
-		if seen[x] {
-			continue
-		}
-		seen[x] = true
-		push(x.Users)
-		if g := x.Group; g != nil && !groups[g] {
-			groups[g] = true
-			for _, m := range g.Members {
-				push(m.Users)
-			}
-		}
-	}
-	return false
+	return pathTo(stack, b, a)
 }
 
 // reshapeOfReduce reports whether grp, an elementwise group, is nothing but
