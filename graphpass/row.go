@@ -601,26 +601,11 @@ func (r *rowEmit) rowConstant(c *Node) bool {
 		if len(c.Inputs) == 0 {
 			return false
 		}
-		for _, size := range c.Inputs[1:] { // a Repeat's sizes
-			if size.Info.Kind != ops.Constant {
-				return false
-			}
-		}
-		in, out := c.Inputs[0].Info.Shape, c.Info.Shape
-		switch c.Info.Kind {
-		case ops.Reshape:
-			if !slices.Equal(nonOnes(in), nonOnes(out)) {
-				return false
-			}
-		case ops.Repeat:
-			last := len(out) - 1
-			if len(in) != len(out) || in[last] != 1 || !slices.Equal(in[:last], out[:last]) {
-				return false
-			}
-			repeated = true
-		default:
+		rep, ok := rowBroadcastStep(c)
+		if !ok {
 			return false
 		}
+		repeated = repeated || rep
 		c = c.Inputs[0]
 	}
 	return repeated && numel(c.Info.Shape) == rows
@@ -740,28 +725,33 @@ func (r *rowEmit) expSumOf(s, m *Node) bool {
 		if bc.Group != r.e.grp || len(bc.Inputs) == 0 {
 			return false
 		}
-		for _, size := range bc.Inputs[1:] { // a Repeat's sizes
-			if size.Info.Kind != ops.Constant {
-				return false
-			}
-		}
-		in, out := bc.Inputs[0].Info.Shape, bc.Info.Shape
-		switch bc.Info.Kind {
-		case ops.Reshape:
-			if !slices.Equal(nonOnes(in), nonOnes(out)) {
-				return false
-			}
-		case ops.Repeat:
-			last := len(out) - 1
-			if len(in) != len(out) || in[last] != 1 || !slices.Equal(in[:last], out[:last]) {
-				return false
-			}
-		default:
+		if _, ok := rowBroadcastStep(bc); !ok {
 			return false
 		}
 		bc = bc.Inputs[0]
 	}
 	return true
+}
+
+// rowBroadcastStep reports whether c (with an operand) broadcasts a value
+// per row along the last axis one step: a Reshape that only adds or takes
+// away ones, or a Repeat by constant sizes along the last axis from 1
+// (repeat).
+func rowBroadcastStep(c *Node) (repeat, ok bool) {
+	for _, size := range c.Inputs[1:] { // a Repeat's sizes
+		if size.Info.Kind != ops.Constant {
+			return false, false
+		}
+	}
+	in, out := c.Inputs[0].Info.Shape, c.Info.Shape
+	switch c.Info.Kind {
+	case ops.Reshape:
+		return false, slices.Equal(nonOnes(in), nonOnes(out))
+	case ops.Repeat:
+		last := len(out) - 1
+		return true, len(in) == len(out) && in[last] == 1 && slices.Equal(in[:last], out[:last])
+	}
+	return false, false
 }
 
 // nonOnes is s without its dimensions of size 1.
