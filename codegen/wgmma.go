@@ -119,21 +119,8 @@ func (l *lowerer) wgmmaStep(p *pipe, stage, bsel string, acc *lval) {
 		frags = append(frags, a)
 	}
 	// 3. the wgmmas: B's descriptor advances 32 bytes (8 words of K) a step
-	desc := l.geo(fmt.Sprintf("wg|desc|%v", p.bt), func(w *strings.Builder) string {
-		a := l.reg("r")
-		emit(w, "add.s32 %s, %s, %d", a, l.smemAddr(), p.bt.Off)
-		emit(w, "shr.u32 %s, %s, 4", a, a)
-		emit(w, "and.b32 %s, %s, %d", a, a, 0x3fff)
-		d := l.reg("rd")
-		emit(w, "cvt.u64.u32 %s, %s", d, a)
-		emit(w, "or.b64 %s, %s, %d", d, d, wgmmaDesc)
-		return d
-	})
-	scaleD := l.geo("wg|scale_d", func(w *strings.Builder) string {
-		q := l.reg("p")
-		emit(w, "setp.eq.u32 %s, 1, 1", q)
-		return q
-	})
+	desc := l.wgmmaDescriptor("wg", p.bt, wgmmaDesc)
+	scaleD := l.wgmmaScaleD()
 	var dregs []string
 	for j := 0; j < p.n/8; j++ {
 		c := p.accRegs(acc, 0, j)
@@ -246,21 +233,8 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 	}
 	// wgmma's B: the stage's A tile, K-major with the 128-byte swizzle; the
 	// descriptor's start moves by the stage's offset, then 32 bytes a k step
-	desc := l.geo(fmt.Sprintf("wgs|desc|%v", p.a), func(w *strings.Builder) string {
-		a := l.reg("r")
-		emit(w, "add.s32 %s, %s, %d", a, l.smemAddr(), p.a.Off)
-		emit(w, "shr.u32 %s, %s, 4", a, a)
-		emit(w, "and.b32 %s, %s, %d", a, a, 0x3fff)
-		d := l.reg("rd")
-		emit(w, "cvt.u64.u32 %s, %s", d, a)
-		emit(w, "or.b64 %s, %s, %d", d, d, wgmmaDesc)
-		return d
-	})
-	scaleD := l.geo("wg|scale_d", func(w *strings.Builder) string {
-		q := l.reg("p")
-		emit(w, "setp.eq.u32 %s, 1, 1", q)
-		return q
-	})
+	desc := l.wgmmaDescriptor("wgs", p.a, wgmmaDesc)
+	scaleD := l.wgmmaScaleD()
 	dregs := blk
 	if dregs == nil {
 		for j := 0; j < p.m/8; j++ {
@@ -360,21 +334,8 @@ func (l *lowerer) wgmmaSwappedBF16(p *pipe, stage string, acc *lval, u int) {
 		}
 		frags = append(frags, a)
 	}
-	desc := l.geo(fmt.Sprintf("wgs|desc|%v", p.abf), func(w *strings.Builder) string {
-		a := l.reg("r")
-		emit(w, "add.s32 %s, %s, %d", a, l.smemAddr(), p.abf.Off)
-		emit(w, "shr.u32 %s, %s, 4", a, a)
-		emit(w, "and.b32 %s, %s, %d", a, a, 0x3fff)
-		d := l.reg("rd")
-		emit(w, "cvt.u64.u32 %s, %s", d, a)
-		emit(w, "or.b64 %s, %s, %#x", d, d, wgmmaDesc64)
-		return d
-	})
-	scaleD := l.geo("wg|scale_d", func(w *strings.Builder) string {
-		q := l.reg("p")
-		emit(w, "setp.eq.u32 %s, 1, 1", q)
-		return q
-	})
+	desc := l.wgmmaDescriptor("wgs", p.abf, wgmmaDesc64)
+	scaleD := l.wgmmaScaleD()
 	var dregs []string
 	for j := 0; j < p.m/8; j++ {
 		c := p.accRegs(acc, 0, j)
@@ -402,4 +363,30 @@ func (l *lowerer) ldmatrixT(p *pipe, cs int, stage string) [4]string {
 	a := [4]string{l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")}
 	emit(&l.body, "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%s, %s, %s, %s}, [%s+%d]", a[0], a[1], a[2], a[3], base, 128*(cs/8))
 	return a
+}
+
+// wgmmaDescriptor is the matrix descriptor of shared tile t (computed once
+// a kernel, under key's prefix): its start address in 16-byte units and
+// the layout bits (wgmmaDesc, wgmmaDesc64).
+func (l *lowerer) wgmmaDescriptor(key string, t smemTile, bits uint64) string {
+	return l.geo(fmt.Sprintf("%s|desc|%v", key, t), func(w *strings.Builder) string {
+		a := l.reg("r")
+		emit(w, "add.s32 %s, %s, %d", a, l.smemAddr(), t.Off)
+		emit(w, "shr.u32 %s, %s, 4", a, a)
+		emit(w, "and.b32 %s, %s, %d", a, a, 0x3fff)
+		d := l.reg("rd")
+		emit(w, "cvt.u64.u32 %s, %s", d, a)
+		emit(w, "or.b64 %s, %s, %d", d, d, bits)
+		return d
+	})
+}
+
+// wgmmaScaleD is the predicate scale-d of a wgmma that adds into its
+// accumulator (true), made once a kernel.
+func (l *lowerer) wgmmaScaleD() string {
+	return l.geo("wg|scale_d", func(w *strings.Builder) string {
+		q := l.reg("p")
+		emit(w, "setp.eq.u32 %s, 1, 1", q)
+		return q
+	})
 }
