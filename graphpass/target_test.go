@@ -157,7 +157,7 @@ func TestMetaParameters(t *testing.T) {
 		{"rows of 100, 600 of them: 4 a program (150 programs for 132 SMs)", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 600, 100))) }, H200,
 			tile.Meta{"BLOCK": 128, "BLOCK_M": 4, "num_warps": 4}, 0},
 		{"a softmax row of 32768 in one block at 16 warps", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 4096, 32768))) }, H200,
-			tile.Meta{"BLOCK": 32768, "STREAM": 1, "num_warps": 16}, 0},
+			tile.Meta{"BLOCK": 32768, "num_warps": 16}, 0},
 		{"a LayerNorm-like row of 32768 looped at 16 warps", func(g *G.ExprGraph) *G.Node {
 			x, w := in(g, "x", 64, 32768), in(g, "w", 32768)
 			return must(G.BroadcastHadamardProd(must(G.SoftMax(x)), w, nil, []byte{0}))
