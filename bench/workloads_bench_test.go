@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"flag"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -8,15 +9,18 @@ import (
 	"github.com/tilefuse/tilefuse/fusion"
 )
 
-// BenchmarkWorkloads runs each standard workload at its small size in
-// Gorgonia's tape machine and fused on the CPU, for profiling
-// (go test -run xxx -bench Workloads/layernorm -cpuprofile cpu.out ./bench).
-// Numbers go through the bench CLI, not this.
+// benchSize is the size BenchmarkWorkloads builds its workloads at.
+var benchSize = flag.String("bench.size", "small", "the workloads' size in BenchmarkWorkloads (small, large)")
+
+// BenchmarkWorkloads runs each standard workload at -bench.size (small by
+// default) in Gorgonia's tape machine and fused on the CPU, for profiling
+// (go test -run xxx -bench Workloads/layernorm -cpuprofile cpu.out ./bench,
+// -args -bench.size large). Numbers go through the bench CLI, not this.
 func BenchmarkWorkloads(b *testing.B) {
 	for _, w := range Workloads {
 		for _, mode := range []string{Gorgonia, Fused} {
 			b.Run(w.Name+"/"+mode, func(b *testing.B) {
-				s, err := w.Build("small")
+				s, err := w.Build(*benchSize)
 				if err != nil {
 					b.Fatal(err)
 				}
