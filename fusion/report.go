@@ -56,6 +56,14 @@ type GroupInfo struct {
 	// NoValue are the kernel's nodes of the forward pass that have no
 	// value after a run (a subset of Nodes).
 	NoValue []string
+	// Recompute are values of other kernels that this one computes again
+	// from what it reads instead of reading them (graphpass's
+	// rematerialisation; attention's backward recomputes the scores).
+	Recompute []string
+	// Bytes is what the kernel moves per run: its inputs read once and its
+	// outputs written once (a model: a product reads its operands' tiles
+	// more than once, from cache).
+	Bytes int64
 }
 
 // Unfused is a node that runs as Gorgonia runs it, and why.
@@ -71,6 +79,16 @@ func (r *Report) FusedOps() int {
 	n := 0
 	for _, g := range r.Groups {
 		n += len(g.Ops)
+	}
+	return n
+}
+
+// KernelBytes is the memory traffic of the kernels per run: each one's
+// inputs read once and its outputs written once (GroupInfo.Bytes).
+func (r *Report) KernelBytes() int64 {
+	var n int64
+	for _, g := range r.Groups {
+		n += g.Bytes
 	}
 	return n
 }
@@ -91,8 +109,8 @@ func (r *Report) Summary() string {
 	if !r.Fused {
 		mode = "fusion off"
 	}
-	return fmt.Sprintf("tilefuse (%v, %s): %d kernels run %d ops; %d ops left to Gorgonia; %d extra outputs; %s less memory traffic per run",
-		r.Backend, mode, r.Kernels(), r.FusedOps(), len(r.Unfused), r.ExtraOutputs(), bytesString(r.BytesSaved))
+	return fmt.Sprintf("tilefuse (%v, %s): %d kernels run %d ops; %d ops left to Gorgonia; %d extra outputs; the kernels move %s per run; %s less memory traffic per run",
+		r.Backend, mode, r.Kernels(), r.FusedOps(), len(r.Unfused), r.ExtraOutputs(), bytesString(r.KernelBytes()), bytesString(r.BytesSaved))
 }
 
 func (r *Report) String() string {
@@ -104,6 +122,9 @@ func (r *Report) String() string {
 			outs += " (and " + strings.Join(g.Extra, ", ") + ")"
 		}
 		fmt.Fprintf(&sb, "  kernel %s (%s) → %s: %s\n", g.Kernel, g.Kind, outs, strings.Join(g.Ops, ", "))
+		if len(g.Recompute) > 0 {
+			fmt.Fprintf(&sb, "      computes again instead of reading: %s\n", strings.Join(g.Recompute, ", "))
+		}
 		if len(g.NoValue) > 0 {
 			fmt.Fprintf(&sb, "      no value after a run: %s\n", strings.Join(g.NoValue, ", "))
 		}
@@ -151,6 +172,15 @@ func buildReport(c *compilation) *Report {
 			gi.Extra = append(gi.Extra, label(x))
 			outs[x] = true
 		}
+		for _, x := range grp.Recompute {
+			gi.Recompute = append(gi.Recompute, label(x))
+		}
+		for _, in := range grp.Inputs {
+			gi.Bytes += nodeBytes(in)
+		}
+		for x := range outs {
+			gi.Bytes += nodeBytes(x)
+		}
 		for _, m := range grp.Members {
 			gi.Ops = append(gi.Ops, m.Info.Describe())
 			gi.Nodes = append(gi.Nodes, label(m))
@@ -178,6 +208,11 @@ func buildReport(c *compilation) *Report {
 		}
 	}
 	return rep
+}
+
+// nodeBytes is the size of n's value.
+func nodeBytes(n *graphpass.Node) int64 {
+	return int64(numel(n.Info.Shape) * max(1, n.Info.DType.Size()))
 }
 
 // broadcastHelper reports whether n is one of the nodes Gorgonia's

@@ -35,6 +35,7 @@ var elementwiseKind = groupKind{
 		}
 		return ElementwiseGroup, true
 	},
+	remat:  true,
 	extras: func(*Group, Target) bool { return true },
 	tune: func(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 		meta["BLOCK"] = min(t.perThread(8, 1024), pow2AtLeast(numel(grp.Root.Info.Shape)))

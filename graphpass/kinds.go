@@ -48,6 +48,11 @@ type groupKind struct {
 	// extras reports whether grp computes further outputs over Full beside
 	// its root.
 	extras func(grp *Group, t Target) bool
+	// remat: a group of this kind may compute cheap values of another's
+	// again where it reads them (Group.Recompute), and leave its own extra
+	// outputs to their readers so (rematerialise); its kernel computes
+	// every member but its product and row ops through the emitter's gen.
+	remat bool
 	// anyShape: the kind's claim sets its groups' outputs, which may differ
 	// in shape from the root (attention's log-sum-exp); extraOutput never
 	// adds one.

@@ -20,6 +20,7 @@ var matmulKind = groupKind{
 		k := n.Info.Kind
 		return MatMulGroup, !k.Product() && k != ops.Reduce && !k.Row()
 	},
+	remat:  true,
 	extras: func(*Group, Target) bool { return true },
 	tune:   tuneMatMul,
 	space:  matmulSpace,

@@ -148,6 +148,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 	}
 	if !opt.Off {
 		groups = mergeSiblingReductions(groups, maxGroup)
+		rematerialise(groups, writeOut, maxGroup, opt.Target)
 	}
 	// order groups and members topologically, find each group's inputs
 	sort.Slice(groups, func(i, j int) bool { return groups[i].Root.index < groups[j].Root.index })

@@ -10,7 +10,8 @@ import (
 )
 
 // kinds summarises a partition: each group as "kind:op,op,…", then
-// " +op" for each extra output, sorted.
+// " +op" for each extra output and " ~op" for each node of another group
+// it computes again (rematerialise; not attention's own), sorted.
 func kinds(groups []*Group) []string {
 	var out []string
 	for _, g := range groups {
@@ -21,6 +22,11 @@ func kinds(groups []*Group) []string {
 		s := g.Kind.String() + ":" + strings.Join(ops, ",")
 		for _, x := range g.Extra {
 			s += " +" + strings.Fields(x.Info.Name)[0]
+		}
+		for _, x := range g.Recompute {
+			if groupKinds[g.Kind].remat {
+				s += " ~" + strings.Fields(x.Info.Name)[0]
+			}
 		}
 		out = append(out, s)
 	}
@@ -46,11 +52,52 @@ func TestPartitionDecisions(t *testing.T) {
 			return nil
 		}, Options{}, []string{"elementwise:exp,+,⊙"}},
 		{"a value used by two kernels is an extra output of one", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			// computed again by the sum, it would read x and y for e
+			e := must(G.HadamardProd(x, y))
+			must(G.Sum(e, 0))
+			must(G.Tanh(e))
+			return nil
+		}, Options{}, []string{"elementwise:⊙,tanh +⊙", "reduction:Σ[0]"}},
+		{"a cheap value is computed again by its reader where that moves fewer bytes", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			// the sum reads x instead of exp(x), which is not written
 			e := must(G.Exp(x))
 			must(G.Sum(e, 0))
 			must(G.Tanh(e))
 			return nil
+		}, Options{}, []string{"elementwise:exp,tanh", "reduction:Σ[0] ~exp"}},
+		{"but not a value the user reads", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			e := must(G.Exp(x))
+			must(G.Sum(e, 0))
+			must(G.Tanh(e))
+			return []*G.Node{e}
 		}, Options{}, []string{"elementwise:exp,tanh +exp", "reduction:Σ[0]"}},
+		{"nor a product's operand", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			e := must(G.Exp(x))
+			must(G.Tanh(e))
+			w := G.NewMatrix(g, tensor.Float64, G.WithShape(6, 6), G.WithName("w"))
+			must(G.Mul(e, w))
+			return nil
+		}, Options{MatMul: true}, []string{"elementwise:exp,tanh +exp", "matmul:A"}},
+		{"nor a chain longer than maxRecompute", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			e := x
+			for range maxRecompute + 1 {
+				e = must(G.Exp(e))
+			}
+			must(G.Sum(e, 0))
+			must(G.Tanh(e))
+			return nil
+		}, Options{}, []string{"elementwise:exp,exp,exp,exp,exp,exp,exp,exp,exp,tanh +exp", "reduction:Σ[0]"}},
+		{"a product the values are computed from is written in their place", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			// tanh(x·w) and 1 + tanh(x·w) read by two sums: the kernel
+			// writes x·w once, each sum computes its value from it
+			w := G.NewMatrix(g, tensor.Float64, G.WithShape(6, 6), G.WithName("w"))
+			th := must(G.Tanh(must(G.Mul(x, w))))
+			a := must(G.Add(th, G.NewConstant(1.0)))
+			must(G.HadamardProd(th, a))
+			must(G.Sum(th, 0))
+			must(G.Sum(a, 1))
+			return nil
+		}, Options{MatMul: true}, []string{"matmul:A,tanh,+,⊙ +A", "reduction:Σ[0] ~tanh", "reduction:Σ[1] ~tanh ~+"}},
 		{"a node written out is an extra output", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
 			e := must(G.Exp(x))
 			must(G.Tanh(e))
@@ -66,12 +113,12 @@ func TestPartitionDecisions(t *testing.T) {
 			// the bias added to e is repeated SizeOf(0, e) times: that
 			// reads e's shape, not its value, so e is an extra output of
 			// the kernel that adds the bias (as LayerNorm's x̂ is)
-			e := must(G.Exp(x))
+			e := must(G.HadamardProd(x, y))
 			must(G.Sum(e, 0))
 			b := G.NewVector(g, tensor.Float64, G.WithShape(6), G.WithName("b"))
 			must(G.BroadcastAdd(e, b, nil, []byte{0}))
 			return nil
-		}, Options{}, []string{"elementwise:exp,Reshape(1,,Repeat0,+ +exp", "reduction:Σ[0]"}},
+		}, Options{}, []string{"elementwise:⊙,Reshape(1,,Repeat0,+ +⊙", "reduction:Σ[0]"}},
 		{"a reduced value is not an extra output of a row kernel", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
 			m := must(G.Max(x, 1))
 			must(G.BroadcastSub(x, m, nil, []byte{1}))

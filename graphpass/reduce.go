@@ -36,6 +36,7 @@ var reduceKind = groupKind{
 		}
 		return len(grp.Extra) > 0
 	},
+	remat: true,
 	tune:  tuneReduce,
 	space: reduceSpace,
 	emit:  emitReduce,

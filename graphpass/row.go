@@ -26,6 +26,7 @@ var rowKind = groupKind{
 		}
 		return RowGroup, true
 	},
+	remat:  true,
 	extras: func(grp *Group, t Target) bool { return !looped(grp.Full, t) },
 	tune:   tuneRow,
 	space:  rowSpace,
