@@ -74,6 +74,9 @@ type Measurement struct {
 	Max     float64 `json:"max_s"`
 	Runs    int     `json:"runs"`
 	Kernels int     `json:"kernels,omitempty"` // tilefuse modes: kernels (and host ops) per run
+	// KernelBytes, tilefuse modes: the bytes the kernels move per run, each
+	// one's inputs read once and outputs written once (fusion.Report.KernelBytes)
+	KernelBytes int64 `json:"kernel_bytes,omitempty"`
 	// Device times, tilefuse modes on the GPU: the graph's compute run
 	// back to back on the device (fusion.Machine.DeviceTimes: Runs runs
 	// after 50 ms of untimed ones, events between them, nothing copied), as
@@ -376,6 +379,7 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
 			}
 			m.Kernels = fm.Report().Kernels() + len(fm.Report().Unfused)
+			m.KernelBytes = fm.Report().KernelBytes()
 			vm = fm
 		}
 		runs = append(runs, &modeRun{m: m, vm: vm})

@@ -225,20 +225,20 @@ func writeTable(out io.Writer, results []*bench.Result, be fusion.Backend, copyG
 		rate = " (device)"
 	}
 	fmt.Fprintf(out, "backend %s; roofline: %s %.1f GB/s; times are medians in ms, wall clock of a whole run (inputs in, results out)\n\n", be, copyWhat, copyGBps)
-	fmt.Fprintf(out, "| workload | size | kernels unfused → fused | Gorgonia | unfused | fused (min–max) | fused vs Gorgonia | unfused vs Gorgonia | fused GB/s%s | %% of copy | fused GFLOP/s%s | compile 1st / 2nd ms | max err Gorgonia / fused |\n", rate, rate)
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(out, "| workload | size | kernels unfused → fused | kernels' MB unfused → fused | Gorgonia | unfused | fused (min–max) | fused vs Gorgonia | unfused vs Gorgonia | fused GB/s%s | %% of copy | fused GFLOP/s%s | compile 1st / 2nd ms | max err Gorgonia / fused |\n", rate, rate)
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		g, u, f := r.Mode(bench.Gorgonia), r.Mode(bench.Unfused), r.Mode(bench.Fused)
 		gt, gerr := "–", "–" // Gorgonia's machine left out (-size peer)
 		if g != nil {
 			gt, gerr = ms(g.Median), fmt.Sprintf("%.1g", g.MaxErr)
 		}
-		fmt.Fprintf(out, "| %s | %s | %d → %d | %s | %s | %s (%s–%s) | %.2fx | %.2fx | %.2f | %.0f%% | %s | %s / %s | %s / %.1g |\n",
-			r.Name, r.Size, u.Kernels, f.Kernels, gt, ms(u.Median), ms(f.Median), ms(f.Min), ms(f.Max),
+		fmt.Fprintf(out, "| %s | %s | %d → %d | %.1f → %.1f | %s | %s | %s (%s–%s) | %.2fx | %.2fx | %.2f | %.0f%% | %s | %s / %s | %s / %.1g |\n",
+			r.Name, r.Size, u.Kernels, f.Kernels, float64(u.KernelBytes)/1e6, float64(f.KernelBytes)/1e6, gt, ms(u.Median), ms(f.Median), ms(f.Min), ms(f.Max),
 			r.Speedup(bench.Fused), r.Speedup(bench.Unfused), f.GBps, 100*r.Roofline(bench.Fused), gflops(f),
 			ms(f.CompileCold), ms(f.CompileCached), gerr, f.MaxErr)
 	}
-	fmt.Fprintln(out, "\nkernels count fused kernels plus ops left to Gorgonia; max err is max |a-b|/(1+|b|) against the unfused run.")
+	fmt.Fprintln(out, "\nkernels count fused kernels plus ops left to Gorgonia; kernels' MB is what they move per run (each kernel's inputs read once, outputs written once; ops left to Gorgonia not counted); max err is max |a-b|/(1+|b|) against the unfused run.")
 	writeStages(out, results)
 	writeNativeTable(out, results)
 	if !hasDev {
