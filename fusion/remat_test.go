@@ -163,8 +163,9 @@ func poisonGrads(grads G.Nodes) {
 // TestRecomputedValuesMatchGorgonia: graphs in which a kernel computes
 // values of another again instead of reading them (an elementwise value
 // in a sum's prologue; a product's tanh and 1 + tanh from the product,
-// which its kernel writes in their place; LayerNorm's broadcast γ and
-// 1/σ in its backward's row kernel) give Gorgonia's values (float64,
+// which its kernel writes in their place; two values of one intermediate
+// left one at a time, the intermediate computed once; LayerNorm's
+// broadcast γ and 1/σ in its backward's row kernel) give Gorgonia's values (float64,
 // 1e-12 relative; 13×37, no multiple of a block), and each does compute
 // something again.
 func TestRecomputedValuesMatchGorgonia(t *testing.T) {
@@ -185,6 +186,16 @@ func TestRecomputedValuesMatchGorgonia(t *testing.T) {
 			th := G.Must(G.Tanh(G.Must(G.Mul(in("x", r, c), in("w", c, c)))))
 			a := G.Must(G.Add(th, G.NewConstant(1.0)))
 			return graph{outs: G.Nodes{G.Must(G.HadamardProd(th, a)), G.Must(G.Sum(th, 0)), G.Must(G.Sum(a, 1))}}
+		}},
+		{"two values of one intermediate, left one at a time", func(g *G.ExprGraph, in func(string, ...int) *G.Node) graph {
+			x := in("x", r, c)
+			e := G.Must(G.Exp(x))
+			th, a := G.Must(G.Tanh(e)), G.Must(G.Add(e, G.NewConstant(1.0)))
+			q := x
+			for range 9 { // too long a chain to compute again
+				q = G.Must(G.Sin(q))
+			}
+			return graph{outs: G.Nodes{G.Must(G.HadamardProd(G.Must(G.HadamardProd(th, a)), q)), G.Must(G.Sum(G.Must(G.Sub(th, a)), 0)), G.Must(G.Max(q, 0))}}
 		}},
 		{"LayerNorm's backward after a product", func(g *G.ExprGraph, in func(string, ...int) *G.Node) graph {
 			x, gamma, beta := in("x", r, c), in("g", c), in("b", c)

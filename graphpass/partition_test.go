@@ -87,6 +87,21 @@ func TestPartitionDecisions(t *testing.T) {
 			must(G.Tanh(e))
 			return nil
 		}, Options{}, []string{"elementwise:exp,exp,exp,exp,exp,exp,exp,exp,exp,tanh +exp", "reduction:Σ[0]"}},
+		{"values left one at a time where all together cannot be", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			// q's chain is too long to compute again; tanh(e) and 1 + e,
+			// both read by one sum, are left to it one after the other,
+			// and it computes e = exp(x) once
+			e := must(G.Exp(x))
+			th, a := must(G.Tanh(e)), must(G.Add(e, G.NewConstant(1.0)))
+			q := x
+			for range maxRecompute + 1 {
+				q = must(G.Sin(q))
+			}
+			must(G.HadamardProd(must(G.HadamardProd(th, a)), q))
+			must(G.Sum(must(G.Sub(th, a)), 0))
+			must(G.Max(q, 0))
+			return nil
+		}, Options{}, []string{"elementwise:exp,tanh,+,sin,sin,sin,sin,sin,sin,sin,sin,sin,⊙,⊙ +sin", "reduction:-,Σ[0] ~exp ~tanh ~+", "reduction:MaxAlong[0]"}},
 		{"a product the values are computed from is written in their place", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
 			// tanh(x·w) and 1 + tanh(x·w) read by two sums: the kernel
 			// writes x·w once, each sum computes its value from it

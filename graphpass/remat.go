@@ -121,7 +121,10 @@ func tryRemat(p *Group, xs []*Node, readers map[*Node][]*Group, maxGroup int, t 
 			in[n] = true
 		}
 		var nodes []*Node
-		seen := map[*Node]bool{}
+		seen := map[*Node]bool{} // and what c computes again already
+		for _, n := range c.Recompute {
+			seen[n] = true
+		}
 		var walk func(n *Node) bool
 		walk = func(n *Node) bool {
 			switch {
