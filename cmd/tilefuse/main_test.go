@@ -313,8 +313,8 @@ func TestBenchRejectsBadInput(t *testing.T) {
 func TestDeviceTable(t *testing.T) {
 	r := &bench.Result{Name: "chain", Size: "large", Backend: "cuda", Bytes: 2e9, CopyGBps: 4000, Modes: []*bench.Measurement{
 		{Mode: bench.Gorgonia, Median: 0.1, Min: 0.1, Max: 0.1},
-		{Mode: bench.Unfused, Median: 0.012, Min: 0.012, Max: 0.012, DeviceMedian: 0.004, Kernels: 11},
-		{Mode: bench.Fused, Median: 0.01, Min: 0.01, Max: 0.01, DeviceMedian: 0.001, DeviceMin: 0.001, DeviceMax: 0.001, DeviceInRun: 0.0015, Kernels: 1, GBps: 2000,
+		{Mode: bench.Unfused, Median: 0.012, Min: 0.012, Max: 0.012, DeviceMedian: 0.004, Kernels: 11, KernelBytes: 176e6},
+		{Mode: bench.Fused, Median: 0.01, Min: 0.01, Max: 0.01, DeviceMedian: 0.001, DeviceMin: 0.001, DeviceMax: 0.001, DeviceInRun: 0.0015, Kernels: 1, KernelBytes: 32e6, GBps: 2000,
 			Copies: &bench.Copies{Uploads: 2, Downloads: 1, BytesUp: 3 << 20, BytesDown: 4, Held: 4, HashedBytes: 1 << 19}, HostMedian: 0.0004},
 	}}
 	var buf bytes.Buffer
@@ -322,7 +322,7 @@ func TestDeviceTable(t *testing.T) {
 	out := buf.String()
 	for _, want := range []string{
 		"fused GB/s (device)",
-		"| chain | large | 11 → 1 | 100 | 12 | 10 (10–10) | 10.00x | 8.33x | 2000.00 | 50% |",
+		"| chain | large | 11 → 1 | 176.0 → 32.0 | 100 | 12 | 10 (10–10) | 10.00x | 8.33x | 2000.00 | 50% |",
 		"On the device",
 		"| chain | large | 4 | 1 (1–1) | 1.5 | 4.00x | 2000.00 | 50% | – | 90% of the run |",
 		"| chain | large | 2 / 3 | 1 / 3.81e-06 | 4 | 0.5 | 0.4 |", // the copies of a run
