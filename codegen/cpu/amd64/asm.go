@@ -60,6 +60,7 @@ type Mem struct {
 	Scale uint8 // 0: no index; else 1, 2, 4 or 8
 	Disp  int32
 	label Label // ≥ 1: RIP-relative to this label
+	bcst  bool  // an EVEX broadcast of one element (Bcst)
 }
 
 // Ptr is [base + disp].
@@ -197,12 +198,26 @@ func (a *Asm) rmBits(rm Operand) (x, b bool) {
 // SIB and displacement. A RIP-relative displacement is recorded for
 // endInstr.
 func (a *Asm) modrm(reg uint8, rm Operand) {
+	if m, ok := rm.(Mem); ok && m.bcst {
+		a.fail("a broadcast operand in a non-EVEX instruction")
+		return
+	}
+	a.modrmN(reg, rm, 1)
+}
+
+// modrmN is modrm with an 8-bit displacement scaled by n (EVEX's disp8·N
+// compression; 1 for legacy and VEX instructions): a displacement that is
+// a multiple of n within ±128·n takes one byte.
+func (a *Asm) modrmN(reg uint8, rm Operand, n int32) {
 	reg &= 7
 	switch o := rm.(type) {
 	case Reg:
 		a.byte1(0xc0 | reg<<3 | uint8(o)&7)
 		return
 	case VReg:
+		a.byte1(0xc0 | reg<<3 | uint8(o)&7)
+		return
+	case ZReg:
 		a.byte1(0xc0 | reg<<3 | uint8(o)&7)
 		return
 	case Mem:
@@ -234,7 +249,7 @@ func (a *Asm) modrm(reg uint8, rm Operand) {
 		switch {
 		case o.Disp == 0 && base != 5: // [rbp] and [r13] need a displacement
 			mod = 0
-		case o.Disp >= -128 && o.Disp <= 127:
+		case o.Disp%n == 0 && o.Disp/n >= -128 && o.Disp/n <= 127:
 			mod = 1
 		default:
 			mod = 2
@@ -250,7 +265,7 @@ func (a *Asm) modrm(reg uint8, rm Operand) {
 		}
 		switch mod {
 		case 1:
-			a.byte1(byte(int8(o.Disp)))
+			a.byte1(byte(int8(o.Disp / n)))
 		case 2:
 			a.imm32(o.Disp)
 		}

@@ -61,6 +61,10 @@ func TestMisuse(t *testing.T) {
 		{"bound twice", func(a *Asm) { l := a.NewLabel(); a.Bind(l); a.Bind(l) }, "bound twice"},
 		{"rsp index", func(a *Asm) { a.MOVQload(RAX, PtrIdx(RAX, RSP, 4, 0)) }, "RSP cannot be an index"},
 		{"bad scale", func(a *Asm) { a.MOVQload(RAX, PtrIdx(RAX, RCX, 3, 0)) }, "scale 3"},
+		{"broadcast in a VEX instruction", func(a *Asm) { a.VADDPS(0, 1, Ptr(RAX, 0).Bcst()) }, "broadcast operand"},
+		{"zmm register past 31", func(a *Asm) { a.VADDPSZ(32, 1, ZReg(2)) }, "vector register"},
+		{"zmm r/m past 31", func(a *Asm) { a.VADDPSZ(0, 1, ZReg(40)) }, "vector register"},
+		{"ymm r/m in an EVEX instruction", func(a *Asm) { a.VADDPSZ(0, 1, VReg(2)) }, "operand"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -50,6 +50,22 @@ var hasAVX2FMA = func() bool {
 	return b7&(1<<5) != 0 // AVX2
 }()
 
+// HasAVX512 reports whether generated code may use AVX-512F (EVEX, zmm
+// registers, Z0–Z31): Supported, the CPU has AVX512F, and the OS saves the
+// opmask and zmm state (XCR0 bits 5–7).
+func HasAVX512() bool { return hasAVX512 }
+
+var hasAVX512 = func() bool {
+	if !hasAVX2FMA {
+		return false
+	}
+	if xgetbv0()&0xe6 != 0xe6 { // xmm, ymm, opmask, zmm0–15 upper halves, zmm16–31
+		return false
+	}
+	_, b7, _, _ := cpuid(7, 0)
+	return b7&(1<<16) != 0 // AVX512F
+}()
+
 // New copies code into fresh executable memory (mapped read+write,
 // written, then made read+execute) whose first byte is the entry point.
 func New(code []byte) (*Code, error) {

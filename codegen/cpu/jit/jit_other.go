@@ -14,6 +14,9 @@ type Code struct{}
 // amd64, another OS, or -tags purego).
 func Supported() bool { return false }
 
+// HasAVX512 reports false: no generated code in this build.
+func HasAVX512() bool { return false }
+
 // New returns an error: this build cannot run generated code.
 func New(code []byte) (*Code, error) {
 	return nil, fmt.Errorf("jit: generated code cannot run in this build (not amd64, or -tags purego)")

@@ -43,11 +43,14 @@ const (
 	rT0  = amd64.RAX
 	rT1  = amd64.RDX
 	lane = 8 // f32 lanes of a ymm register
+
+	blockAlign = 64 // frame blocks start on a cache line (zmm loads of whole lines)
 )
 
 type gen struct {
-	p *plan
-	a amd64.Asm
+	p      *plan
+	a      amd64.Asm
+	avx512 bool // products in zmm registers (dot.go: dotZ)
 
 	frameSize int32
 	slot      map[int]int32 // scalar value ID → frame offset of its 8-byte slot
@@ -130,7 +133,7 @@ func paramEnd(i int) int32  { return hParams + paramSize*int32(i) + 8 }
 // generate emits the whole function: the program loop around the
 // segments and phases.
 func generate(p *plan) (code []byte, frame int32, err error) {
-	g := &gen{p: p, slot: map[int]int32{}, vslot: map[int]int32{}, block: map[int]int32{},
+	g := &gen{p: p, avx512: useAVX512.Load(), slot: map[int]int32{}, vslot: map[int]int32{}, block: map[int]int32{},
 		consts: map[[32]byte]amd64.Label{}, sxDone: map[*sx]bool{}}
 	g.frameSize = hParams + paramSize*int32(len(p.k.Params))
 	a := &g.a
@@ -278,7 +281,7 @@ func (g *gen) loopCode(lp *loopPlan) error {
 	for i := range lp.carries {
 		c := &lp.carries[i]
 		if c.block {
-			off := g.alloc(int32(4*c.arg.Type.Shape.Numel()), 32)
+			off := g.alloc(int32(4*c.arg.Type.Shape.Numel()), blockAlign)
 			g.block[c.arg.ID] = off
 			if c.result != nil {
 				g.block[c.result.ID] = off
@@ -408,7 +411,7 @@ func (g *gen) yieldBlock(lp *loopPlan, i int) int32 {
 	if off, ok := g.block[key]; ok {
 		return off
 	}
-	off := g.alloc(int32(4*c.arg.Type.Shape.Numel()), 32)
+	off := g.alloc(int32(4*c.arg.Type.Shape.Numel()), blockAlign)
 	g.block[key] = off
 	return off
 }

@@ -114,16 +114,16 @@ func estimate(p *plan) float64 {
 }
 
 // frame is one worker's frame: the header and everything the generated
-// code keeps, 32-byte aligned.
+// code keeps, 64-byte aligned (blockAlign).
 type frame struct {
 	buf []byte
 	at  unsafe.Pointer
 }
 
 func newFrame(size int32) *frame {
-	buf := make([]byte, size+32)
+	buf := make([]byte, size+blockAlign)
 	at := unsafe.Pointer(&buf[0])
-	at = unsafe.Add(at, (32-uintptr(at)%32)%32)
+	at = unsafe.Add(at, (blockAlign-uintptr(at)%blockAlign)%blockAlign)
 	return &frame{buf: buf, at: at}
 }
 

@@ -275,7 +275,7 @@ func TestDotNative(t *testing.T) {
 // dotKernel is c = [c0 +] a·b of row-major a [M,K] (or its transpose
 // [K,M]), b [K,N] (or [N,K]), c0 and c [M,N], one
 // bm×bn block of c a program.
-func dotKernel(t *testing.T, bm, bn, bk int, loop, loadAcc, notYield, tA, tB bool) *tile.Kernel {
+func dotKernel(t testing.TB, bm, bn, bk int, loop, loadAcc, notYield, tA, tB bool) *tile.Kernel {
 	b := tile.NewBuilder("dot", nil)
 	pa, pb, pc0, pc := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("c0", tile.F32), b.Ptr("c", tile.F32)
 	M, N, K := b.Param("M", tile.I32), b.Param("N", tile.I32), b.Param("K", tile.I32)

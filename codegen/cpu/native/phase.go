@@ -204,7 +204,7 @@ func (g *gen) matBlock(v *tile.Value) int32 {
 	if off, ok := g.block[v.ID]; ok {
 		return off
 	}
-	off := g.alloc(int32(4*v.Type.Shape.Numel()), 32)
+	off := g.alloc(int32(4*v.Type.Shape.Numel()), blockAlign)
 	g.block[v.ID] = off
 	return off
 }

@@ -1,0 +1,25 @@
+package native
+
+import (
+	"os"
+	"sync/atomic"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
+)
+
+// useAVX512 says whether Compile emits AVX-512 (zmm) code where it has
+// it (the products' micro-kernel): where the CPU and the OS support
+// AVX-512F, unless TILEFUSE_NATIVE_AVX512=0 at start-up or SetAVX512(false).
+var useAVX512 atomic.Bool
+
+func init() { useAVX512.Store(jit.HasAVX512() && os.Getenv("TILEFUSE_NATIVE_AVX512") != "0") }
+
+// AVX512 reports whether kernels compiled now use AVX-512 (zmm) code.
+func AVX512() bool { return useAVX512.Load() }
+
+// SetAVX512 makes kernels compiled from now on use AVX-512 (on, where the
+// CPU and OS support it) or AVX2 only (off), and returns the previous
+// setting. Kernels already compiled keep their code. For measuring one
+// against the other and testing both; the environment's
+// TILEFUSE_NATIVE_AVX512=0 turns it off at start-up.
+func SetAVX512(on bool) (was bool) { return useAVX512.Swap(on && jit.HasAVX512()) }
