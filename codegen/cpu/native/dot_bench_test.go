@@ -32,7 +32,7 @@ func BenchmarkDot(b *testing.B) {
 	rng := tiletest.RNG("BenchmarkDot")
 	av, bv := tiletest.Uniform(rng, m*k, -1, 1), tiletest.Uniform(rng, k*n, -1, 1)
 	c0, out := make([]float32, m*n), make([]float32, m*n)
-	for _, blk := range [][3]int{{32, 32, 32}, {64, 64, 32}, {64, 64, 64}} {
+	for _, blk := range [][3]int{{32, 32, 32}, {64, 64, 32}, {128, 128, 32}} {
 		for _, isa := range isas(b) {
 			rowsZ := []int{0}
 			if isa == "avx512" {

@@ -192,16 +192,19 @@ func TestDivRemLanes(t *testing.T) {
 	}
 }
 
-// TestDotNative: matrix products as the native micro-kernel computes them
-// (6×16 register blocks over packed frame blocks), against the reference
-// interpreter, element by element within 2(K+1)·2⁻²⁴·(|c| + Σ_k |a·b|)
-// (fused multiply-adds in k order against two roundings a step; codegen/cpu's
-// TestInexactOps bounds the executor's dot alike). Sizes that are not
+// TestDotNative: matrix products as the native micro-kernels compute them
+// (6×16 ymm register blocks, and where the CPU has AVX-512 12×32 zmm ones,
+// over packed frame blocks), against the reference interpreter, element by
+// element within 2(K+1)·2⁻²⁴·(|c| + Σ_k |a·b|) (fused multiply-adds in k
+// order against two roundings a step; codegen/cpu's TestInexactOps bounds
+// the executor's dot alike), and the two micro-kernels against each other
+// bit for bit (the same operations in the same order). Sizes that are not
 // multiples of the blocks (masked rows, columns and k), row blocks of 16,
-// 32 and 64 (6-row blocks and a tail of 4, 2 or 4), a K loop whose
-// product accumulates in the carried block, one whose yield is not the
-// product (the product's own block), and products outside loops with a
-// zero or a loaded accumulator.
+// 32, 64 and 128 (6-row blocks and a tail of 4, 2, 4 or 2; 12-row ones and
+// a tail of 4, 8, 4 or 8), column blocks of 16 (one zmm strip of a single
+// vector) to 128, a K loop whose product accumulates in the carried block,
+// one whose yield is not the product (the product's own block), and
+// products outside loops with a zero or a loaded accumulator.
 func TestDotNative(t *testing.T) {
 	requireJIT(t)
 	type dotCase struct {
@@ -222,14 +225,11 @@ func TestDotNative(t *testing.T) {
 		{name: "a transposed, K loop 130×70×90", m: 130, n: 70, k: 90, bm: 32, bn: 32, bk: 32, loop: true, tA: true},
 		{name: "b transposed, K loop 100×200×77", m: 100, n: 200, k: 77, bm: 64, bn: 64, bk: 16, loop: true, tB: true, loadAcc: true},
 		{name: "both transposed, one block 50×40×27", m: 50, n: 40, k: 27, bm: 64, bn: 64, bk: 32, tA: true, tB: true},
+		{name: "K loop 128×16 blocks 300×50×45", m: 300, n: 50, k: 45, bm: 128, bn: 16, bk: 16, loop: true, loadAcc: true},
+		{name: "K loop 128×128 blocks 150×300×70", m: 150, n: 300, k: 70, bm: 128, bn: 128, bk: 32, loop: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			k := dotKernel(t, c.bm, c.bn, c.bk, c.loop, c.loadAcc, c.notYield, c.tA, c.tB)
-			nk, err := native.Compile(k)
-			if err != nil {
-				t.Fatalf("not compiled natively: %v\n%v", err, k)
-			}
-			defer nk.Free()
 			rng := tiletest.RNG(c.name)
 			a, b := tiletest.Uniform(rng, c.m*c.k, -1, 1), tiletest.Uniform(rng, c.k*c.n, -1, 1)
 			c0 := tiletest.Uniform(rng, c.m*c.n, -1, 1)
@@ -244,31 +244,56 @@ func TestDotNative(t *testing.T) {
 				}
 				return out
 			}
-			got := run(func(args ...any) error { return nk.Launch(grid, args...) })
 			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
-			for i := 0; i < c.m; i++ {
-				for j := 0; j < c.n; j++ {
-					abs := 0.0
-					if c.loadAcc {
-						abs = math.Abs(float64(c0[i*c.n+j]))
-					}
-					for q := 0; q < c.k; q++ {
-						ai, bi := i*c.k+q, q*c.n+j
-						if c.tA {
-							ai = q*c.m + i
-						}
-						if c.tB {
-							bi = j*c.k + q
-						}
-						abs += math.Abs(float64(a[ai]) * float64(b[bi]))
-					}
-					g, w := float64(got[i*c.n+j]), float64(want[i*c.n+j])
-					if bound := 2 * float64(c.k+1) * 0x1p-24 * abs; !(math.Abs(g-w) <= bound) {
-						t.Fatalf("c[%d,%d] = %v natively, %v on the reference: apart by more than %g", i, j, g, w, bound)
+			var first []float32
+			for _, isa := range isas(t) {
+				native.SetAVX512(isa == "avx512")
+				nk, err := native.Compile(k)
+				if err != nil {
+					t.Fatalf("%s: not compiled natively: %v\n%v", isa, err, k)
+				}
+				got := run(func(args ...any) error { return nk.Launch(grid, args...) })
+				nk.Free()
+				checkDot(t, isa, c.m, c.n, c.k, c.loadAcc, c.tA, c.tB, a, b, c0, got, want)
+				if first == nil {
+					first = got
+					continue
+				}
+				for i := range got { // the same operations in the same order
+					if math.Float32bits(got[i]) != math.Float32bits(first[i]) {
+						t.Fatalf("c[%d] = %v with %s, %v with avx2", i, got[i], isa, first[i])
 					}
 				}
 			}
 		})
+	}
+}
+
+// checkDot checks a product against the reference's: within
+// 2(K+1)·2⁻²⁴·(|c0| + Σ|a·b|) of it, element by element.
+func checkDot(t *testing.T, isa string, m, n, k int, loadAcc, tA, tB bool, a, b, c0, got, want []float32) {
+	t.Helper()
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			abs := 0.0
+			if loadAcc {
+				abs = math.Abs(float64(c0[i*n+j]))
+			}
+			for q := 0; q < k; q++ {
+				ai, bi := i*k+q, q*n+j
+				if tA {
+					ai = q*m + i
+				}
+				if tB {
+					bi = j*k + q
+				}
+				abs += math.Abs(float64(a[ai]) * float64(b[bi]))
+			}
+			g, w := float64(got[i*n+j]), float64(want[i*n+j])
+			if bound := 2 * float64(k+1) * 0x1p-24 * abs; !(math.Abs(g-w) <= bound) {
+				t.Fatalf("%s: c[%d,%d] = %v natively, %v on the reference: apart by more than %g", isa, i, j, g, w, bound)
+			}
+		}
 	}
 }
 
