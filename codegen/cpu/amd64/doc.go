@@ -1,5 +1,6 @@
 // Package amd64 is an x86-64 instruction encoder in pure Go: the general
-// purpose instructions and the VEX-encoded AVX2 and FMA instructions that
+// purpose instructions, the VEX-encoded AVX2 and FMA instructions and the
+// EVEX-encoded AVX-512F ones (evex.go: 512-bit, Z0–Z31, broadcasts) that
 // the native CPU code generator (package codegen/cpu/native) emits, into a
 // byte buffer with labels and RIP-relative constants.
 //

@@ -1,7 +1,8 @@
 // Package native compiles tile kernels to amd64 machine code at run time,
-// in pure Go (no cgo, no toolchain): AVX2 and FMA instructions from the
-// encoder in codegen/cpu/amd64, in executable memory from codegen/cpu/jit,
-// run over a launch's programs by the worker pool of codegen/cpu/pool.
+// in pure Go (no cgo, no toolchain): AVX2 and FMA instructions (AVX-512F
+// ones in products, where the CPU has them) from the encoder in
+// codegen/cpu/amd64, in executable memory from codegen/cpu/jit, run over a
+// launch's programs by the worker pool of codegen/cpu/pool.
 // codegen/cpu's Exec runs a kernel here when Compile supports it, and on
 // its executor otherwise.
 //
@@ -71,7 +72,10 @@
 // already are packed (written as rows of a block of their own by a phase
 // of the level before, loads and masks as any phase does them), and a
 // register-blocked micro-kernel (6 rows × 16 columns: 12 ymm accumulators,
-// two vectors of b, a broadcast of a; K in a loop) writes the result to a
+// two vectors of b, a broadcast of a; K in a loop; where the CPU has
+// AVX-512F, 12 rows × 32 columns in 24 zmm accumulators, the same
+// operations in the same order: bit for bit the ymm kernel's; SetAVX512 or
+// TILEFUSE_NATIVE_AVX512=0 keep AVX2) writes the result to a
 // block of its own, or into the loop-carried accumulator itself where the
 // product is that block's yield and nothing reads the block after it (a
 // tiled matmul's K loop: no copy per iteration). What follows the loop
