@@ -22,8 +22,8 @@
 //     (zero), and the ABI wrapper around the trampoline restores them
 //     on return to Go code. It must end with VZEROUPPER when it used the
 //     upper halves of ymm or zmm registers (the SSE transition penalty;
-//     Z16–Z31, which SSE code cannot reach, need not be cleared; zmm code
-//     only where HasAVX512: the OS saves the opmask and zmm state), and
+//     VZEROUPPER leaves Z16–Z31, which SSE code cannot reach, as they
+//     are; zmm code only where HasAVX512: the OS saves their state), and
 //     leave the direction flag clear and MXCSR as it found them.
 //   - No calls back into Go, no allocation, no panics: a fault is
 //     reported by the return value and the argument block.
