@@ -64,6 +64,8 @@ type compilation struct {
 	rw       *rewritten                             // rewrite
 	back     []binding                              // rewrite: what a run writes back
 	be       backend                                // load (a machine's compile only)
+	nodes    []*G.Node                              // on a cache hit: per node of gr, the user's node it stands for (node)
+	report   *Report                                // on a cache hit: the entry's report
 	out      *Compiled                              // the result, once made
 	stages   []StageTime                            // each stage's wall time, as it ran
 }
@@ -145,7 +147,24 @@ func compile(g *G.ExprGraph, opts []Option, withBackend bool) (c *compilation, e
 	if !withBackend {
 		last--
 	}
+	// the front-end cache (compilecache.go): on a hit, the rewrite and
+	// load alone
+	t0 := time.Now()
+	fp := fingerprintOf(g, &cfg)
+	var hit *frontEnd
+	if fp != nil {
+		hit = lookupFrontEnd(fp)
+	}
+	c.stages = append(c.stages, StageTime{"fingerprint", time.Since(t0).Seconds()})
+	first := 0
+	if hit != nil {
+		c.reuse(hit, fp)
+		first = rewriteStage
+	}
 	for i, st := range stages[:last] {
+		if i < first {
+			continue
+		}
 		t0 := time.Now()
 		if err := st.run(c); err != nil {
 			return nil, stageErr(st.name, err)
@@ -167,7 +186,21 @@ func compile(g *G.ExprGraph, opts []Option, withBackend bool) (c *compilation, e
 	if c.out != nil { // made by the load stage: with it
 		c.out.Report.Stages = c.stages
 	}
+	if fp != nil && hit == nil {
+		c.compiled()
+		storeFrontEnd(fp, c)
+	}
 	return c, nil
+}
+
+// rewriteStage is the rewrite's index in stages: a cache hit runs it and
+// the stages after it.
+const rewriteStage = 6
+
+func init() {
+	if stages[rewriteStage].name != "rewrite" {
+		panic("fusion: rewriteStage is not the rewrite's index")
+	}
 }
 
 // stageErr gives a stage's error the package's prefix once.
@@ -189,7 +222,11 @@ func (c *compilation) close() {
 // compiled is the result of the stages up to the rewrite, with its report.
 func (c *compilation) compiled() *Compiled {
 	if c.out == nil {
-		c.out = &Compiled{Graph: c.rw.graph, Report: buildReport(c), cfg: c.cfg, rw: c.rw, readable: c.isRead, back: c.back, reads: c.reads}
+		rep := c.report
+		if rep == nil {
+			rep = buildReport(c)
+		}
+		c.out = &Compiled{Graph: c.rw.graph, Report: rep, cfg: c.cfg, rw: c.rw, readable: c.isRead, back: c.back, reads: c.reads}
 		c.out.Report.Stages = c.stages
 	}
 	return c.out

@@ -156,33 +156,52 @@ func TestStageDumps(t *testing.T) {
 }
 
 // TestStageTimes: a report lists the stages of the compile that made it
-// in order, Compile's every stage but load, a machine's every stage, each
-// with a wall time of at least zero.
+// in order, each with a wall time of at least zero: the fingerprint, then
+// Compile's every stage but load, a machine's every stage, and a machine
+// whose front end came from the cache (the graph compiled before) the
+// fingerprint, the rewrite and the load.
 func TestStageTimes(t *testing.T) {
+	ResetCompileCache()
 	g, _, _ := smallGraph()
 	c, err := Compile(g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewTapeMachine(g)
-	defer m.Close()
-	if err := m.Err(); err != nil {
-		t.Fatal(err)
+	var ms []*Machine
+	defer func() {
+		for _, m := range ms {
+			m.Close()
+		}
+	}()
+	for _, opts := range [][]Option{{WithCompileCache(false)}, nil} {
+		m := NewTapeMachine(g, opts...)
+		ms = append(ms, m)
+		if err := m.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(sts []stage) []string {
+		out := []string{"fingerprint"}
+		for _, st := range sts {
+			out = append(out, st.name)
+		}
+		return out
 	}
 	for _, tc := range []struct {
 		name string
 		rep  *Report
-		n    int
+		want []string
 	}{
-		{"Compile", c.Report, len(stages) - 1},
-		{"NewTapeMachine", m.Report(), len(stages)},
+		{"Compile", c.Report, names(stages[:len(stages)-1])},
+		{"NewTapeMachine", ms[0].Report(), names(stages[:])},
+		{"NewTapeMachine from the cache", ms[1].Report(), names(stages[rewriteStage:])},
 	} {
-		if len(tc.rep.Stages) != tc.n {
-			t.Fatalf("%s: %d stages timed, want %d: %v", tc.name, len(tc.rep.Stages), tc.n, tc.rep.Stages)
+		if len(tc.rep.Stages) != len(tc.want) {
+			t.Fatalf("%s: %d stages timed, want %d: %v", tc.name, len(tc.rep.Stages), len(tc.want), tc.rep.Stages)
 		}
 		for i, st := range tc.rep.Stages {
-			if st.Stage != stages[i].name || !(st.Seconds >= 0) {
-				t.Fatalf("%s: stage %d is %s in %v s, want %s in a time ≥ 0", tc.name, i, st.Stage, st.Seconds, stages[i].name)
+			if st.Stage != tc.want[i] || !(st.Seconds >= 0) {
+				t.Fatalf("%s: stage %d is %s in %v s, want %s in a time ≥ 0", tc.name, i, st.Stage, st.Seconds, tc.want[i])
 			}
 		}
 	}

@@ -48,6 +48,7 @@ type config struct {
 	cacheDir     *string // nil: diskcache's default directory; "": no cache on disk
 	autotune     bool
 	tuneProgress func(done, total int, kernel string)
+	noCache      bool    // WithCompileCache(false)
 	errs         []error // options given values they cannot take
 }
 

@@ -32,10 +32,16 @@ type Report struct {
 	BytesSaved int64
 	// Tuning is what WithAutotune chose, per kernel text (nil without it).
 	Tuning []TuneResult
-	// Stages are the compile's stages (import, readable, partition, emit,
-	// verify, prepare, rewrite and, for a machine, load: the backend's
-	// buffers and modules) in order, with the wall time each took.
+	// Stages are the compile's stages (fingerprint, import, readable,
+	// partition, emit, verify, prepare, rewrite and, for a machine, load:
+	// the backend's buffers and modules) in order, with the wall time each
+	// took; on a hit of the front-end cache (Cached) fingerprint, rewrite
+	// and load alone.
 	Stages []StageTime
+	// Cached: the stages from import to prepare came from the front-end
+	// cache, an earlier compile of an identical graph in this process
+	// (WithCompileCache).
+	Cached bool
 }
 
 // StageTime is the wall time a stage of a compile took.

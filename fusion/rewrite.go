@@ -49,7 +49,7 @@ func rewrite(c *compilation) error {
 		return err
 	}
 	for _, n := range units {
-		on := n.G
+		on := c.node(n)
 		switch {
 		case n.Info.Kind == ops.Input:
 			var nn *G.Node
@@ -74,7 +74,7 @@ func rewrite(c *compilation) error {
 				}
 				nn = G.NewConstant(v, G.WithName(n.String()), G.In(g2))
 			} else {
-				args, err := rw.values(grp.Inputs, grp)
+				args, err := rw.values(c, grp.Inputs, grp)
 				if err != nil {
 					return err
 				}
@@ -89,7 +89,7 @@ func rewrite(c *compilation) error {
 				if o.Internal() {
 					rw.internal[o] = v
 				} else {
-					rw.new[o.G] = v
+					rw.new[c.node(o)] = v
 				}
 			}
 			if grp.Stack != nil { // the whole value, which other kernels index into
@@ -129,7 +129,7 @@ func rewrite(c *compilation) error {
 		case isConst(on):
 			rw.new[on] = G.NewConstant(on.Value(), G.WithName(on.Name()), G.In(g2))
 		default:
-			args, err := rw.values(n.Inputs, n)
+			args, err := rw.values(c, n.Inputs, n)
 			if err != nil {
 				return err
 			}
@@ -153,8 +153,8 @@ func rewrite(c *compilation) error {
 	rw.order = append(consts, rw.order...)
 	c.rw = rw
 	for _, n := range c.readable {
-		if nn := rw.new[n.G]; nn != nil {
-			c.back = append(c.back, binding{n.G, nn})
+		if nn := rw.new[c.node(n)]; nn != nil {
+			c.back = append(c.back, binding{c.node(n), nn})
 		}
 	}
 	return nil
@@ -189,7 +189,7 @@ func checkRewrite(c *compilation) error {
 	}
 	if len(c.back) != len(c.readable) {
 		for _, n := range c.readable {
-			if rw.new[n.G] == nil {
+			if rw.new[c.node(n)] == nil {
 				return fmt.Errorf("%v, which the user reads, has no value in the new graph", n)
 			}
 		}
@@ -214,13 +214,13 @@ func dumpRewrite(c *compilation) string {
 }
 
 // values are the new graph's nodes for operands of user (a group or a node).
-func (rw *rewritten) values(operands []*graphpass.Node, user fmt.Stringer) ([]*G.Node, error) {
+func (rw *rewritten) values(c *compilation, operands []*graphpass.Node, user fmt.Stringer) ([]*G.Node, error) {
 	args := make([]*G.Node, len(operands))
 	for i, in := range operands {
 		if in.Internal() {
 			args[i] = rw.internal[in]
 		} else {
-			args[i] = rw.new[in.G]
+			args[i] = rw.new[c.node(in)]
 		}
 		if args[i] == nil {
 			return nil, fmt.Errorf("%v: operand %v has no value in the new graph", user, in)

@@ -74,6 +74,9 @@ func (n *Node) String() string {
 	return n.G.Name()
 }
 
+// Index is n's position in Graph.Nodes (-1 for an internal value).
+func (n *Node) Index() int { return n.index }
+
 // Dead reports whether n is computed by no kernel and left out of the
 // rewritten graph, as nobody reads its value (Options.Dead).
 func (n *Node) Dead() bool { return n.dead }
