@@ -1,7 +1,9 @@
 package fusion
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -459,7 +461,18 @@ func verifyKernels(c *compilation) error {
 type prepared struct {
 	exec *cpu.Exec
 	text string
+	sum  [16]byte // text's hash (textSum): what FusedOp.WriteHash writes
 }
+
+// textSum is a 128-bit hash of a kernel's text, for FusedOp's hash (in
+// the process: Gorgonia hash-conses within a process).
+func textSum(text string) (s [16]byte) {
+	binary.LittleEndian.PutUint64(s[:8], maphash.String(textSeeds[0], text))
+	binary.LittleEndian.PutUint64(s[8:], maphash.String(textSeeds[1], text))
+	return s
+}
+
+var textSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 
 // prepareKernels is the prepare stage.
 func prepareKernels(c *compilation) error {
@@ -478,6 +491,7 @@ func prepareKernels(c *compilation) error {
 		}
 	}
 	execs := make([]*cpu.Exec, len(c.groups))
+	sums := make([][16]byte, len(c.groups))
 	errs := make([]error, len(c.groups))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
@@ -488,6 +502,7 @@ func prepareKernels(c *compilation) error {
 			defer func() { <-sem; wg.Done() }()
 			defer recoverTo(&errs[i], "preparing a kernel") // compile's recover is on its own goroutine
 			execs[i], errs[i] = cpuKernels.get(texts[i], c.kernels[c.groups[i]].Tile, c.cfg.native)
+			sums[i] = textSum(texts[i])
 		}()
 	}
 	wg.Wait()
@@ -496,7 +511,7 @@ func prepareKernels(c *compilation) error {
 		if errs[j] != nil {
 			return fmt.Errorf("fusion: %v: %w", c.groups[j], errs[j])
 		}
-		c.prepared[grp] = prepared{execs[j], texts[i]}
+		c.prepared[grp] = prepared{execs[j], texts[i], sums[j]}
 	}
 	return nil
 }

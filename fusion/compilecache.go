@@ -227,31 +227,36 @@ func fingerprintOf(g *G.ExprGraph, cfg *config) (fp *fingerprint) {
 	for _, n := range fp.all {
 		op := n.Op()
 		k.int(int(n.ID()))
-		k.str(n.Name())
+		k.str(rawName(n))
 		if keep[n] {
 			k.b = append(k.b, 'K')
 			kept++
 		}
-		switch {
-		case op == nil:
+		isConst := false
+		if op == nil {
 			k.b = append(k.b, 'I')
-		case ops.IsSet(op):
-			return nil
-		default:
-			if into, ok := ops.ReadTarget(op); ok { // its target is per graph: not in the key
-				k.b = append(k.b, 'R')
+		} else {
+			spelled := op.String()
+			set, isRead, constant := ops.Spelled(spelled)
+			if set {
+				return nil
+			}
+			if isRead { // its target is per graph: not in the key
+				into, ok := ops.ReadTarget(op)
 				ch := g.From(n.ID())
-				if !ch.Next() {
+				if !ok || !ch.Next() {
 					return nil
 				}
 				r := ch.Node().(*G.Node)
+				k.b = append(k.b, 'R')
 				k.int(int(r.ID()))
 				fp.reads = append(fp.reads, read{r, into})
 				continue
 			}
+			isConst = constant
 			k.b = append(k.b, 'O')
 			k.str(reflect.TypeOf(op).String())
-			k.str(op.String())
+			k.str(spelled)
 			k.opaque(func() { op.WriteHash(k) })
 		}
 		k.str(n.Dtype().Name())
@@ -260,10 +265,8 @@ func fingerprintOf(g *G.ExprGraph, cfg *config) (fp *fingerprint) {
 		for _, d := range s {
 			k.int(d)
 		}
-		if op != nil && ops.IsConst(op) {
-			if !writeValue(k, n.Value()) {
-				return nil
-			}
+		if isConst && !writeValue(k, n.Value()) {
+			return nil
 		}
 		ch := g.From(n.ID())
 		k.int(ch.Len())
@@ -280,7 +283,7 @@ func fingerprintOf(g *G.ExprGraph, cfg *config) (fp *fingerprint) {
 		for _, o := range of {
 			k.int(int(o.ID()))
 		}
-		k.flag(ops.MadeByGrad(n))
+		k.str(group(n))
 	}
 	if kept != len(keep) { // a node of another graph: the readable stage says so
 		return nil
@@ -288,6 +291,38 @@ func fingerprintOf(g *G.ExprGraph, cfg *config) (fp *fingerprint) {
 	fp.key = k.b
 	fp.sum = maphash.Bytes(fpSeed, k.b)
 	return fp
+}
+
+// nodeFields are the indices of G.Node's unexported fields name (empty
+// where the user named nothing: Name then spells the op and the operands'
+// IDs, which the description holds already, with fmt) and group
+// (ops.MadeByGrad), read by reflection without Name's formatting or a
+// search by name per node; -1 where missing (another Gorgonia version).
+var nodeFields = func() (f struct{ name, group int }) {
+	t := reflect.TypeFor[G.Node]()
+	f.name, f.group = -1, -1
+	if sf, ok := t.FieldByName("name"); ok && sf.Type.Kind() == reflect.String && len(sf.Index) == 1 {
+		f.name = sf.Index[0]
+	}
+	if sf, ok := t.FieldByName("group"); ok && sf.Type.Kind() == reflect.String && len(sf.Index) == 1 {
+		f.group = sf.Index[0]
+	}
+	return f
+}()
+
+func rawName(n *G.Node) string {
+	if nodeFields.name < 0 {
+		return n.Name()
+	}
+	return reflect.ValueOf(n).Elem().Field(nodeFields.name).String()
+}
+
+// group is n's group: "gradients" where Grad made it (ops.MadeByGrad).
+func group(n *G.Node) string {
+	if nodeFields.group < 0 {
+		return fmt.Sprint(ops.MadeByGrad(n))
+	}
+	return reflect.ValueOf(n).Elem().Field(nodeFields.group).String()
 }
 
 // writeValue writes a constant's value: its type, layout and a 128-bit

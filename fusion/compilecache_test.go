@@ -325,3 +325,65 @@ func TestCompileCacheBound(t *testing.T) {
 		t.Fatalf("WithCompileCache(false) changed the cache: %+v → %+v", before, after)
 	}
 }
+
+// BenchmarkSecondCompile: a second NewTapeMachine of the bench's
+// encoder_fwd_bwd (large) in the process, from the front-end cache (hit)
+// and compiled afresh (WithCompileCache(false)); each stage's mean time
+// is reported in ms (stage-ms/op).
+func BenchmarkSecondCompile(b *testing.B) {
+	wl, _ := bench.Lookup("encoder_fwd_bwd")
+	spec, err := wl.Build("large")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		opts []fusion.Option
+	}{{"hit", nil}, {"nocache", []fusion.Option{fusion.WithCompileCache(false)}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			vm := fusion.NewTapeMachine(spec.Graph, tc.opts...) // the first: cubins, executors and the entry
+			if err := vm.Err(); err != nil {
+				b.Fatal(err)
+			}
+			vm.Close()
+			stage := map[string]float64{}
+			var order []string
+			b.ResetTimer()
+			for b.Loop() {
+				vm := fusion.NewTapeMachine(spec.Graph, tc.opts...)
+				if err := vm.Err(); err != nil {
+					b.Fatal(err)
+				}
+				for _, st := range vm.Report().Stages {
+					if _, ok := stage[st.Stage]; !ok {
+						order = append(order, st.Stage)
+					}
+					stage[st.Stage] += st.Seconds
+				}
+				vm.Close()
+			}
+			for _, s := range order {
+				b.ReportMetric(1e3*stage[s]/float64(b.N), s+"-ms/op")
+			}
+		})
+	}
+}
+
+// BenchmarkFingerprint: the walk that keys the front-end cache, over the
+// bench's encoder_fwd_bwd (large).
+func BenchmarkFingerprint(b *testing.B) {
+	wl, _ := bench.Lookup("encoder_fwd_bwd")
+	spec, err := wl.Build("large")
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for b.Loop() {
+		n = fusion.FingerprintLen(spec.Graph)
+	}
+	if n == 0 {
+		b.Fatal("not cached")
+	}
+	b.ReportMetric(float64(len(spec.Graph.AllNodes())), "nodes")
+	b.ReportMetric(float64(n), "key-bytes")
+}

@@ -93,3 +93,17 @@ func (c *StepChecker) Check(vals []G.Value) (uploads int, hashed int64) {
 	}
 	return uploads, p.hashedB
 }
+
+// FingerprintLen is the length of g's canonical description under opts
+// (0: not cached), for BenchmarkFingerprint.
+func FingerprintLen(g *G.ExprGraph, opts ...Option) int {
+	cfg, err := configure(opts)
+	if err != nil {
+		return 0
+	}
+	fp := fingerprintOf(g, &cfg)
+	if fp == nil {
+		return 0
+	}
+	return len(fp.key)
+}

@@ -42,6 +42,13 @@ const (
 	readSpelling = "print"
 )
 
+// Spelled classifies an op by its String, for a caller that has it
+// already: Gorgonia's Set and Read statements, and a constant's op
+// (IsSet, ReadTarget's test, IsConst).
+func Spelled(s string) (set, read, constant bool) {
+	return s == setSpelling, s == readSpelling, isConstSpelling(s)
+}
+
 // IsConst reports whether op is a Gorgonia constant's ("const …"; not
 // SizeOf, which Classify also calls a Constant).
 func IsConst(op G.Op) bool { return op != nil && isConstSpelling(op.String()) }
