@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -360,6 +361,54 @@ func (d *Device) Alloc(n int64) (*Buffer, error) {
 	return b, nil
 }
 
+// AllocMany allocates a buffer of each size: from the free list where it
+// holds one, the rest in one hand-over to the device's thread (not one per
+// buffer, as Alloc). On an error nothing stays allocated.
+func (d *Device) AllocMany(sizes []int64) ([]*Buffer, error) {
+	bs := make([]*Buffer, len(sizes))
+	var rest []int
+	for i, n := range sizes {
+		bs[i] = &Buffer{Bytes: n}
+		if p, ok := d.freeMem.take(max(n, 1)); ok {
+			bs[i].Ptr = p
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	var failed int64
+	err := d.Do(func() error {
+		for k, i := range rest {
+			n := max(sizes[i], 1)
+			p, err := cu.MemAlloc(n)
+			if err != nil && d.freeMem.bytes() > 0 { // out of memory, maybe: give back what the free list holds
+				for _, q := range d.freeMem.drain() {
+					cu.MemFree(q)
+				}
+				p, err = cu.MemAlloc(n)
+			}
+			if err != nil {
+				failed = sizes[i]
+				for _, j := range rest[:k] {
+					cu.MemFree(bs[j].Ptr)
+					bs[j].Ptr = 0
+				}
+				return err
+			}
+			bs[i].Ptr = p
+		}
+		return nil
+	})
+	if err != nil {
+		for i, b := range bs {
+			if b.Ptr != 0 && !slices.Contains(rest, i) { // taken from the free list: back into it
+				d.Free(b)
+			}
+		}
+		return nil, fmt.Errorf("cuda: alloc %d bytes: %w", failed, err)
+	}
+	return bs, nil
+}
+
 // Slice is n bytes of b from byte off, sharing its memory (not to be freed).
 func (b *Buffer) Slice(off, n int64) (*Buffer, error) {
 	if off < 0 || n < 0 || off+n > b.Bytes {
@@ -380,7 +429,12 @@ func (d *Device) Free(b *Buffer) error {
 	return d.Do(func() error { return cu.MemFree(b.Ptr) })
 }
 
-// Trim gives the memory the free lists hold back to the driver.
+// Trim gives the device memory the free list holds back to the driver.
+// The page-locked staging memory stays in its list (host memory, at most
+// pinnedPoolBytes): the next machine's Stager takes it instead of pinning
+// memory again (cuMemHostAlloc of a stager's up to 4 MiB cost a second
+// machine for a graph, made after the first was closed, more than the
+// rest of its buffers). TrimPinned gives that back too.
 func (d *Device) Trim() error {
 	return d.Do(func() error {
 		var first error
@@ -389,6 +443,15 @@ func (d *Device) Trim() error {
 				first = err
 			}
 		}
+		return first
+	})
+}
+
+// TrimPinned gives the page-locked memory the free list holds back to
+// the driver.
+func (d *Device) TrimPinned() error {
+	return d.Do(func() error {
+		var first error
 		for _, p := range d.freePinned.drain() {
 			if err := cu.MemFreeHost(p); first == nil {
 				first = err

@@ -60,9 +60,11 @@ var shared struct {
 	sync.Mutex
 	dev *cuda.Device
 	// live counts the prepared machines; when the last one closes, the
-	// device's free lists go back to the driver (Device.Trim), so that
-	// closing every machine returns the GPU memory they took, while
-	// machines made while another is alive reuse its freed buffers
+	// device's free list of device memory goes back to the driver
+	// (Device.Trim), so that closing every machine returns the GPU memory
+	// they took, while machines made while another is alive reuse its
+	// freed buffers; the page-locked staging memory (a few MiB of host
+	// memory) stays for the next machine's stager
 	live int
 }
 
@@ -205,6 +207,9 @@ func (g *gpu) load(c *Compiled) error {
 	for _, in := range c.rw.inputs {
 		isInput[in.nn] = true
 	}
+	if err := g.allocAll(isInput); err != nil {
+		return err
+	}
 	for _, n := range g.order {
 		if isInput[n] {
 			if _, err := g.buffer(n); err != nil {
@@ -285,6 +290,44 @@ func (g *gpu) load(c *Compiled) error {
 	}
 	for i, n := range jobNodes {
 		g.loaded[n] = fs[i]
+	}
+	return nil
+}
+
+// allocAll allocates, together (cuda.Device.AllocMany: one hand-over to
+// the device's thread, not one per buffer), the buffers load takes with
+// buffer: the inputs', each kernel's output but a view's, each host op's.
+func (g *gpu) allocAll(isInput map[*G.Node]bool) error {
+	var need []*G.Node
+	var sizes []int64
+	for _, n := range g.order {
+		own := isInput[n]
+		if !own {
+			switch op := n.Op().(type) {
+			case nil, *PartOp:
+			case *FusedOp:
+				own = !op.IsView()
+			default:
+				own = !isConst(n)
+			}
+		}
+		if !own {
+			continue
+		}
+		es, err := elemSize(n)
+		if err != nil {
+			return err
+		}
+		need = append(need, n)
+		sizes = append(sizes, es*int64(max(1, n.Shape().TotalSize())))
+	}
+	bs, err := g.dev.AllocMany(sizes)
+	if err != nil {
+		return err
+	}
+	for i, n := range need {
+		g.bufs[n] = bs[i]
+		g.owned = append(g.owned, bs[i])
 	}
 	return nil
 }
