@@ -63,6 +63,7 @@ type compilation struct {
 	kernels  map[*graphpass.Group]*graphpass.Kernel // emit
 	tuning   []*TuneResult                          // emit, with WithAutotune
 	prepared map[*graphpass.Group]prepared          // prepare
+	units    []*graphpass.Node                      // rewrite: unitOrder's (cached with the front end)
 	rw       *rewritten                             // rewrite
 	back     []binding                              // rewrite: what a run writes back
 	be       backend                                // load (a machine's compile only)

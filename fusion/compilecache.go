@@ -47,7 +47,8 @@ type frontEnd struct {
 	groups   []*graphpass.Group
 	kernels  map[*graphpass.Group]*graphpass.Kernel
 	prepared map[*graphpass.Group]prepared
-	report   Report // without Stages
+	units    []*graphpass.Node // the rewrite's unitOrder
+	report   Report            // without Stages
 }
 
 var frontEnds struct {
@@ -106,7 +107,7 @@ func storeFrontEnd(fp *fingerprint, c *compilation) {
 		pos[n] = i
 	}
 	e := &frontEnd{sum: fp.sum, key: fp.key, gr: c.gr, at: make([]int, len(c.gr.Nodes)), readable: c.readable, target: c.target,
-		groups: c.groups, kernels: c.kernels, prepared: c.prepared, report: *c.out.Report}
+		groups: c.groups, kernels: c.kernels, prepared: c.prepared, units: c.units, report: *c.out.Report}
 	e.report.Stages = nil
 	for i, n := range c.gr.Nodes {
 		p, ok := pos[n.G]
@@ -130,7 +131,7 @@ func storeFrontEnd(fp *fingerprint, c *compilation) {
 
 // reuse fills c from e, binding e's nodes to the positions of c's graph.
 func (c *compilation) reuse(e *frontEnd, fp *fingerprint) {
-	c.gr, c.readable, c.target, c.groups, c.kernels, c.prepared = e.gr, e.readable, e.target, e.groups, e.kernels, e.prepared
+	c.gr, c.readable, c.target, c.groups, c.kernels, c.prepared, c.units = e.gr, e.readable, e.target, e.groups, e.kernels, e.prepared, e.units
 	c.reads = fp.reads
 	c.nodes = make([]*G.Node, len(e.at))
 	for i, p := range e.at {

@@ -44,9 +44,13 @@ func rewrite(c *compilation) error {
 		}
 		return nn
 	}
-	units, err := unitOrder(c.gr, c.groups)
-	if err != nil {
-		return err
+	units := c.units // on a cache hit, the entry's
+	if units == nil {
+		var err error
+		if units, err = unitOrder(c.gr, c.groups); err != nil {
+			return err
+		}
+		c.units = units
 	}
 	for _, n := range units {
 		on := c.node(n)
@@ -67,7 +71,8 @@ func rewrite(c *compilation) error {
 				return err
 			}
 			var nn *G.Node
-			if len(grp.Inputs) == 0 { // constants only: evaluate it once, now
+			folded := len(grp.Inputs) == 0
+			if folded { // constants only: evaluate it once, now
 				v, err := op.Do()
 				if err != nil {
 					return fmt.Errorf("folding %v: %w", grp, err)
@@ -82,7 +87,7 @@ func rewrite(c *compilation) error {
 					return fmt.Errorf("%v: %w", grp, err)
 				}
 			}
-			if !isConst(nn) {
+			if !folded {
 				add(nn)
 			}
 			set := func(o *graphpass.Node, v *G.Node) {
@@ -104,7 +109,7 @@ func rewrite(c *compilation) error {
 				if err != nil {
 					return err
 				}
-				if isConst(nn) { // folded: each output its own constant, cut from the value now
+				if folded { // each output its own constant, cut from the value now
 					v, err := pop.Do(nn.Value())
 					if err != nil {
 						return fmt.Errorf("folding %v: output %d: %w", grp, i, err)
