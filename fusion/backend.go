@@ -29,6 +29,13 @@ type backend interface {
 	close() error
 }
 
+// loadPhaser is a backend whose load stage reports its parts (the GPU's:
+// buffers, modules, launch plan, stager), listed in Report.Stages after
+// load as "load:<part>".
+type loadPhaser interface {
+	loadPhases() []StageTime
+}
+
 // KernelTime is one kernel's time in a run (WithProfile): device time on
 // the GPU, wall time on the CPU.
 type KernelTime struct {

@@ -186,6 +186,11 @@ func compile(g *G.ExprGraph, opts []Option, withBackend bool) (c *compilation, e
 			}
 		}
 	}
+	if lp, ok := c.be.(loadPhaser); ok {
+		for _, ph := range lp.loadPhases() {
+			c.stages = append(c.stages, StageTime{"load:" + ph.Stage, ph.Seconds})
+		}
+	}
 	if c.out != nil { // made by the load stage: with it
 		c.out.Report.Stages = c.stages
 	}

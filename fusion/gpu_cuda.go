@@ -128,6 +128,22 @@ type gpu struct {
 	solverEv   [2]*cuda.Event
 	solverLast bool // recorded and not read yet
 	solverMs   float64
+	// the load stage's parts, timed (loadPhases)
+	phases []StageTime
+}
+
+// loadPhases are prepare's parts: the buffers (allocAll), the kernels'
+// modules (CompileMany: codegen, link and load where not in the device's
+// caches), the launch plan (packed arguments, CUDA graphs), the timer's
+// events and the stager (its pinned memory from the free list, or pinned
+// now).
+func (g *gpu) loadPhases() []StageTime { return g.phases }
+
+// lap adds the time since *mark to the load's phases as name.
+func (g *gpu) lap(name string, mark *time.Time) {
+	now := time.Now()
+	g.phases = append(g.phases, StageTime{name, now.Sub(*mark).Seconds()})
+	*mark = now
 }
 
 // devStep is one step of a run's compute: a kernel's launch with its
@@ -163,14 +179,16 @@ func (g *gpu) prepare(c *Compiled) error {
 	g.held, g.owner, g.inAt = make([]held, len(c.rw.inputs)), make([]*gpuSolver, len(c.rw.inputs)), map[*G.Node]int{}
 	g.vers, g.backVal, g.stepGrad = newMemVersions(), map[*G.Node]G.Value{}, map[*G.Node]*G.Node{}
 	g.hostVal, g.backHost = map[*G.Node]G.Value{}, map[*G.Node]any{}
-	if g.timer, err = dev.NewTimer(); err != nil {
-		return fmt.Errorf("fusion: %w", err)
-	}
-	if err := g.load(c); err != nil {
+	mark := time.Now()
+	if err := g.load(c, &mark); err != nil {
 		return err
 	}
 	if err := g.plan(c); err != nil {
 		return err
+	}
+	g.lap("plan", &mark)
+	if g.timer, err = dev.NewTimer(); err != nil {
+		return fmt.Errorf("fusion: %w", err)
 	}
 	// the staging ring: a quarter of the inputs' bytes a slot, 64 KiB to 1 MiB
 	var inBytes int64
@@ -181,6 +199,7 @@ func (g *gpu) prepare(c *Compiled) error {
 	if g.stage, err = dev.NewStager(min(max(inBytes/4, 64<<10), 1<<20), 4); err != nil {
 		return fmt.Errorf("fusion: %w", err)
 	}
+	g.lap("stager", &mark)
 	if c.cfg.profile {
 		g.profile = map[*G.Node][2]*cuda.Event{}
 		for n := range g.loaded {
@@ -196,8 +215,9 @@ func (g *gpu) prepare(c *Compiled) error {
 	return nil
 }
 
-// load allocates the buffers and loads the kernels, in graph order.
-func (g *gpu) load(c *Compiled) error {
+// load allocates the buffers and loads the kernels, in graph order; mark
+// times its phases.
+func (g *gpu) load(c *Compiled, mark *time.Time) error {
 	disk := c.cfg.diskCache()
 	// the kernels, compiled together at the end (codegen and the driver's
 	// linker in parallel: cuda.Device.CompileMany)
@@ -210,6 +230,7 @@ func (g *gpu) load(c *Compiled) error {
 	if err := g.allocAll(isInput); err != nil {
 		return err
 	}
+	g.lap("buffers", mark)
 	for _, n := range g.order {
 		if isInput[n] {
 			if _, err := g.buffer(n); err != nil {
@@ -284,6 +305,7 @@ func (g *gpu) load(c *Compiled) error {
 			}
 		}
 	}
+	g.lap("bind", mark) // views, slices, constants up
 	fs, err := g.dev.CompileMany(jobs, disk)
 	if err != nil {
 		return fmt.Errorf("fusion: %w", err)
@@ -291,6 +313,7 @@ func (g *gpu) load(c *Compiled) error {
 	for i, n := range jobNodes {
 		g.loaded[n] = fs[i]
 	}
+	g.lap("modules", mark)
 	return nil
 }
 
