@@ -258,7 +258,9 @@ func fingerprintOf(g *G.ExprGraph, cfg *config) (fp *fingerprint) {
 			k.b = append(k.b, 'O')
 			k.str(reflect.TypeOf(op).String())
 			k.str(spelled)
-			k.opaque(func() { op.WriteHash(k) })
+			if !constant { // a constant tensor's WriteHash formats its value (%v: elided where large); writeValue hashes its bytes
+				k.opaque(func() { op.WriteHash(k) })
+			}
 		}
 		k.str(n.Dtype().Name())
 		s := n.Shape()

@@ -53,7 +53,9 @@ func buildCacheGraph(t *testing.T, v cacheVariant) *cacheGraph {
 		mask[i] = 1
 	}
 	mask[0] = v.mask00
-	masked := G.Must(G.HadamardProd(scaled, G.NewConstant(tensor.New(tensor.WithShape(v.rows, cacheCols), tensor.WithBacking(mask)))))
+	// named: Gorgonia names a constant by its value printed (%v) otherwise,
+	// which would tell the variants apart without looking at the value
+	masked := G.Must(G.HadamardProd(scaled, G.NewConstant(tensor.New(tensor.WithShape(v.rows, cacheCols), tensor.WithBacking(mask)), G.WithName("mask"))))
 	s := G.Must(G.Sum(masked, v.axis))
 	cost := G.Must(G.Mean(s))
 	if _, err := G.Grad(cost, cg.w); err != nil {
