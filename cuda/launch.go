@@ -318,6 +318,28 @@ func (t *Timer) Stop(th *Thread) (float64, error) {
 	return t.start.Elapsed(t.end)
 }
 
+// Mark records the second event without waiting for it: read the time
+// with Read once the device has finished it (a Fetcher's Wait or Finish,
+// Device.Sync).
+func (t *Timer) Mark(th *Thread) error {
+	if err := th.check(); err != nil {
+		return err
+	}
+	return t.end.Record(cu.Stream{})
+}
+
+// Read is the device time from Start to Mark in ms, waiting for the
+// second event if it has not completed yet.
+func (t *Timer) Read(th *Thread) (float64, error) {
+	if err := th.check(); err != nil {
+		return 0, err
+	}
+	if err := t.end.Synchronize(); err != nil {
+		return 0, err
+	}
+	return t.start.Elapsed(t.end)
+}
+
 // Time runs f between the events and returns the elapsed device time in ms.
 func (t *Timer) Time(f func() error) (float64, error) {
 	if err := t.d.Do(func() error { return t.start.Record(cu.Stream{}) }); err != nil {

@@ -118,7 +118,13 @@ type gpu struct {
 	// not by runs (new graph's node → user's node)
 	stepGrad map[*G.Node]*G.Node
 	stage    *cuda.Stager
-	solvers  []*gpuSolver
+	// the readable values' downloads of a run (and Sync's), enqueued
+	// together into pinned memory and waited for once (fetching: download
+	// enqueues there; afterFetch runs once the bytes have landed)
+	fetch      *cuda.Fetcher
+	fetching   bool
+	afterFetch []func()
+	solvers    []*gpuSolver
 	// a run's device work in order, made by prepare (steps), and with
 	// WithCUDAGraphs its stretches between host ops as graphs (segs)
 	isInput map[*G.Node]bool
@@ -197,6 +203,17 @@ func (g *gpu) prepare(c *Compiled) error {
 		inBytes += g.bufs[in.nn].Bytes
 	}
 	if g.stage, err = dev.NewStager(min(max(inBytes/4, 64<<10), 1<<20), 4); err != nil {
+		return fmt.Errorf("fusion: %w", err)
+	}
+	// the fetcher: every readable value of a run at once, up to 16 MiB
+	// (a larger value, or what does not fit, comes down on its own)
+	var backBytes int64
+	for _, b := range c.back {
+		if buf, ok := g.bufs[b.nn]; ok {
+			backBytes += (buf.Bytes + 255) / 256 * 256
+		}
+	}
+	if g.fetch, err = dev.NewFetcher(min(max(backBytes, 64<<10), 16<<20)); err != nil {
 		return fmt.Errorf("fusion: %w", err)
 	}
 	g.lap("stager", &mark)
@@ -508,7 +525,7 @@ func (g *gpu) download(t *cuda.Thread, n *G.Node, mem map[*G.Node]any) (G.Value,
 			mem[n] = host
 		}
 	}
-	if err := t.Download(host, b); err != nil {
+	if err := g.copyDown(t, host, b); err != nil {
 		return nil, err
 	}
 	g.last.Downloads++
@@ -520,6 +537,40 @@ func (g *gpu) download(t *cuda.Thread, n *G.Node, mem map[*G.Node]any) (G.Value,
 		return G.NewF32(host.([]float32)[0]), nil
 	}
 	return tensor.New(tensor.WithShape(n.Shape().Clone()...), tensor.WithBacking(host)), nil
+}
+
+// copyDown copies b into host: enqueued on the fetcher while fetching
+// (host holds the bytes after endFetch), else at once.
+func (g *gpu) copyDown(t *cuda.Thread, host any, b *cuda.Buffer) error {
+	if g.fetching {
+		return g.fetch.Enqueue(t, host, b)
+	}
+	return t.Download(host, b)
+}
+
+// beginFetch makes the downloads that follow enqueue on the fetcher.
+func (g *gpu) beginFetch() {
+	g.fetching, g.afterFetch = true, g.afterFetch[:0]
+}
+
+// endFetch waits for the downloads enqueued since beginFetch, copies them
+// into their host memory and runs what waited for them; with wait false
+// (an error on the way) it only drops them.
+func (g *gpu) endFetch(t *cuda.Thread, wait bool) error {
+	g.fetching = false
+	if !wait {
+		g.fetch.Discard()
+		g.afterFetch = g.afterFetch[:0]
+		return nil
+	}
+	if err := g.fetch.Finish(t); err != nil {
+		return err
+	}
+	for _, f := range g.afterFetch {
+		f()
+	}
+	g.afterFetch = g.afterFetch[:0]
+	return nil
 }
 
 // devBuf is n's device buffer; a constant goes up the first time it is needed.
@@ -580,27 +631,18 @@ func (g *gpu) run() error {
 			return err
 		}
 		lap(&ph.Launch)
-		ms, err := g.timer.Stop(t)
-		if err != nil {
+		// the readable values' downloads enqueued behind the kernels, one
+		// wait for both, then the copies out of the pinned memory
+		if err := g.timer.Mark(t); err != nil {
 			return err
 		}
-		lap(&ph.Wait)
-		g.devMs = ms
-		if g.profile != nil { // every event has completed with the timer's
-			g.times = g.times[:0]
-			for _, n := range g.order {
-				ev, ok := g.profile[n]
-				if !ok {
-					continue
-				}
-				ms, err := t.Elapsed(ev[0], ev[1])
-				if err != nil {
-					return err
-				}
-				op := n.Op().(*FusedOp)
-				g.times = append(g.times, KernelTime{Kernel: op.name, Ops: op.ops, Seconds: ms / 1e3})
+		g.beginFetch()
+		fetched := false
+		defer func() {
+			if !fetched {
+				g.endFetch(t, false)
 			}
-		}
+		}()
 		for _, b := range c.back {
 			if isConst(b.nn) { // known on the host (SizeOf, folded constants)
 				if v := b.nn.Value(); v != nil {
@@ -617,7 +659,38 @@ func (g *gpu) run() error {
 				return err
 			}
 		}
+		down := time.Since(mark).Seconds()
+		mark = time.Now()
+		if err := g.fetch.Wait(t); err != nil {
+			return err
+		}
+		lap(&ph.Wait)
+		ms, err := g.timer.Read(t)
+		if err != nil {
+			return err
+		}
+		g.devMs = ms
+		if g.profile != nil { // every event has completed with the timer's
+			g.times = g.times[:0]
+			for _, n := range g.order {
+				ev, ok := g.profile[n]
+				if !ok {
+					continue
+				}
+				ms, err := t.Elapsed(ev[0], ev[1])
+				if err != nil {
+					return err
+				}
+				op := n.Op().(*FusedOp)
+				g.times = append(g.times, KernelTime{Kernel: op.name, Ops: op.ops, Seconds: ms / 1e3})
+			}
+		}
+		fetched = true
+		if err := g.endFetch(t, true); err != nil {
+			return err
+		}
 		lap(&ph.Download)
+		ph.Download += down
 		return nil
 	})
 	lap(&ph.Return)
@@ -787,8 +860,16 @@ func (g *gpu) writeBack(t *cuda.Thread, b binding) error {
 	if err := G.UnsafeLet(b.orig, v); err != nil {
 		return fmt.Errorf("writing back %v: %w", b.orig.Name(), err)
 	}
-	g.backVal[b.orig] = v
-	g.vers.copied(b.nn)
+	done := func() {
+		g.backVal[b.orig] = v
+		g.vers.copied(b.nn)
+	}
+	if g.fetching { // current once the bytes have landed
+		delete(g.backVal, b.orig)
+		g.afterFetch = append(g.afterFetch, done)
+		return nil
+	}
+	done()
 	return nil
 }
 
@@ -963,6 +1044,10 @@ func (g *gpu) close() error {
 		serr = fmt.Errorf("fusion: closing: %w", err)
 	}
 	g.stage = nil
+	if err := g.fetch.Close(); serr == nil && err != nil {
+		serr = fmt.Errorf("fusion: closing: %w", err)
+	}
+	g.fetch = nil
 	for _, ev := range g.profile {
 		for _, e := range ev {
 			if e != nil {

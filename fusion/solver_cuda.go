@@ -36,15 +36,21 @@ func (g *gpu) sync() error {
 		return nil
 	}
 	return g.dev.Run(func(t *cuda.Thread) error {
+		g.beginFetch() // every copy enqueued, one wait
 		for i := range g.held {
 			if err := g.syncOne(t, i); err != nil {
+				g.endFetch(t, false)
 				return err
 			}
 		}
 		for nn, orig := range g.stepGrad {
 			if err := g.writeBack(t, binding{orig, nn}); err != nil {
+				g.endFetch(t, false)
 				return fmt.Errorf("fusion: sync: %w", err)
 			}
+		}
+		if err := g.endFetch(t, true); err != nil {
+			return fmt.Errorf("fusion: sync: %w", err)
 		}
 		return nil
 	})
@@ -64,12 +70,17 @@ func (g *gpu) syncOne(t *cuda.Thread, i int) error {
 		return fmt.Errorf("fusion: sync: %v holds a %T, not a contiguous tensor", in.orig.Name(), h.v)
 	}
 	b := g.bufs[in.nn]
-	if err := t.Download(d.Data(), b); err != nil {
+	if err := g.copyDown(t, d.Data(), b); err != nil {
 		return fmt.Errorf("fusion: sync: %v: %w", in.orig.Name(), err)
 	}
 	g.last.Downloads++
 	g.last.BytesDown += b.Bytes
-	g.took(i, h.v)
+	v := h.v
+	if g.fetching { // took records the copy once the bytes have landed
+		g.afterFetch = append(g.afterFetch, func() { g.took(i, v) })
+		return nil
+	}
+	g.took(i, v)
 	return nil
 }
 
