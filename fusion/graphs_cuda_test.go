@@ -86,10 +86,10 @@ func TestCUDAGraphsTrainingOnGPU(t *testing.T) {
 		if s == 0 {
 			t.Logf("a step without graphs: %d launches; with: %d graph replays and %d launches", off.Launches, on.GraphLaunches, on.Launches)
 		}
-		if on.GraphLaunches != 1 || on.Launches != len(runs[1].m.learnables) {
-			t.Fatalf("step %d with graphs: %d graph replays and %d launches, want 1 and the solver's %d", s, on.GraphLaunches, on.Launches, len(runs[1].m.learnables))
+		if on.GraphLaunches != 1 || on.Launches != 1 {
+			t.Fatalf("step %d with graphs: %d graph replays and %d launches, want 1 and the solver's one (every float32 learnable in one multi-tensor launch)", s, on.GraphLaunches, on.Launches)
 		}
-		if off.GraphLaunches != 0 || off.Launches <= len(runs[0].m.learnables)+1 {
+		if off.GraphLaunches != 0 || off.Launches <= 2 {
 			t.Fatalf("step %d without graphs: %d graph replays and %d launches, want 0 and a launch per kernel and solver kernel", s, off.GraphLaunches, off.Launches)
 		}
 		if !(on.SolverDeviceTime > 0) || !(off.SolverDeviceTime > 0) {

@@ -62,6 +62,7 @@ type Solver struct {
 	iter   int           // steps taken
 	params []solverParam // by position in the model, from the first Step
 	execs  map[tile.DType]*solverExec
+	multis map[tile.DType]*tile.Kernel // the GPU's multi-tensor kernels
 	closed bool
 	// launch, if set, runs the kernels in place of the CPU executor (tests:
 	// the PTX simulator, or a GPU through host buffers)
@@ -84,10 +85,15 @@ type solverDevice interface {
 	sync() error
 }
 
-// deviceParam is a learnable for bindSolver with its kernel.
+// deviceParam is a learnable for bindSolver with its kernels: the
+// per-tensor one (a host-memory device's), and the multi-tensor one
+// (buildSolverMultiKernel) of its element type, shared by the learnables of
+// that type, with the configuration that builds its table.
 type deviceParam struct {
 	node   *G.Node
 	kernel *tile.Kernel
+	multi  *tile.Kernel
+	cfg    solverConfig
 	states int
 }
 
@@ -294,7 +300,11 @@ func (s *Solver) bindDevice(model []G.ValueGrad) error {
 		if err != nil {
 			return err
 		}
-		ps = append(ps, deviceParam{node: n, kernel: e.k, states: s.cfg.kind.states()})
+		mk, err := s.multiKernel(tileDType(p.dtype))
+		if err != nil {
+			return err
+		}
+		ps = append(ps, deviceParam{node: n, kernel: e.k, multi: mk, cfg: s.cfg, states: s.cfg.kind.states()})
 	}
 	b, err := s.dev.bindSolver(ps)
 	if err != nil {
@@ -362,6 +372,24 @@ func (s *Solver) exec(d tile.DType) (*solverExec, error) {
 	e := &solverExec{k: k, exec: ex}
 	s.execs[d] = e
 	return e, nil
+}
+
+// multiKernel is the solver's multi-tensor kernel for elements of type d
+// (the GPU's: one launch over every learnable of that type), built at
+// first use.
+func (s *Solver) multiKernel(d tile.DType) (*tile.Kernel, error) {
+	if k := s.multis[d]; k != nil {
+		return k, nil
+	}
+	k, err := buildSolverMultiKernel(s.cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	if s.multis == nil {
+		s.multis = map[tile.DType]*tile.Kernel{}
+	}
+	s.multis[d] = k
+	return k, nil
 }
 
 // Kernels are the solver's kernels, for float32 and for float64 parameters:

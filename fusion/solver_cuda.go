@@ -100,24 +100,34 @@ func (g *gpu) took(i int, v G.Value) {
 type gpuSolver struct {
 	g      *gpu
 	params []gpuParam
+	groups []gpuGroup // one launch each: the learnables of one element type
 	closed bool
 }
 
 type gpuParam struct {
 	in    int     // the learnable's input index
 	grad  *G.Node // its gradient's node in the new graph
-	k     *tile.Kernel
-	f     *cuda.Function
-	grid  tile.Grid
 	dtype tile.DType
 	shape tensor.Shape
-	args  []any          // w, g, the state, n: the scalars follow at each step
+	args  []any          // w, g, the state
 	state []*cuda.Buffer // owned
-	pk    *cuda.Packed   // the launch, args packed; each step sets the scalars
+}
+
+// gpuGroup is one multi-tensor launch (buildSolverMultiKernel) over the
+// learnables of one element type: its table of offsets, made once, and
+// the launch, args packed; each step sets the scalars.
+type gpuGroup struct {
+	k      *tile.Kernel
+	dtype  tile.DType
+	params []int // indices into gpuSolver.params
+	tab    *cuda.Buffer
+	table  []int32
+	pk     *cuda.Packed
 }
 
 // bindSolver finds each learnable's input buffer and its gradient's buffer,
-// allocates the zeroed state, loads the kernels and uploads the learnables'
+// allocates the zeroed state, builds the table of each element type's
+// multi-tensor launch, loads the kernels and uploads the learnables'
 // current host values, which the device holds from now on.
 func (g *gpu) bindSolver(ps []deviceParam) (_ deviceSolver, err error) {
 	if g.dev == nil || g.bufs == nil {
@@ -137,6 +147,7 @@ func (g *gpu) bindSolver(ps []deviceParam) (_ deviceSolver, err error) {
 	for _, b := range g.c.back {
 		written[b.orig] = b.nn
 	}
+	group := map[*tile.Kernel]int{}
 	for _, dp := range ps {
 		n := dp.node
 		i, ok := inputs[n]
@@ -173,30 +184,82 @@ func (g *gpu) bindSolver(ps []deviceParam) (_ deviceSolver, err error) {
 		if wb.Bytes < es*int64(size) || gb.Bytes < es*int64(size) {
 			return nil, fmt.Errorf("fusion: solver: %v: %d elements, device buffers of %d and %d bytes", n.Name(), size, wb.Bytes, gb.Bytes)
 		}
-		p := gpuParam{in: i, grad: gn, k: dp.kernel, grid: tile.Grid{tile.CDiv(size, solverBlock)}, dtype: tileDType(v.Dtype()), shape: v.Shape().Clone()}
+		p := gpuParam{in: i, grad: gn, dtype: tileDType(v.Dtype()), shape: v.Shape().Clone()}
 		p.args = []any{wb, gb}
+		s.params = append(s.params, p) // (free releases the state from here on)
+		pp := &s.params[len(s.params)-1]
 		for range dp.states {
 			b, err := g.dev.Alloc(es * int64(size))
 			if err != nil {
 				return nil, fmt.Errorf("fusion: solver: %v: %w", n.Name(), err)
 			}
-			p.state = append(p.state, b)
-			p.args = append(p.args, b)
+			pp.state = append(pp.state, b)
+			pp.args = append(pp.args, b)
 		}
-		p.args = append(p.args, size)
-		if _, p.f, err = g.dev.Compile(p.k, 4, p.args); err != nil {
+		j, ok := group[dp.multi]
+		if !ok {
+			j = len(s.groups)
+			group[dp.multi] = j
+			s.groups = append(s.groups, gpuGroup{k: dp.multi, dtype: pp.dtype})
+		}
+		s.groups[j].params = append(s.groups[j].params, len(s.params)-1)
+	}
+	// each group's table: the learnables' tensors as offsets from the first
+	// one's value, in elements
+	for gi := range s.groups {
+		gr := &s.groups[gi]
+		es := int64(4)
+		if gr.dtype == tile.F64 {
+			es = 8
+		}
+		base := s.params[gr.params[0]].args[0].(*cuda.Buffer)
+		var offs [][]int64
+		var sizes []int
+		for _, pi := range gr.params {
+			p := s.params[pi]
+			var o []int64
+			for _, a := range p.args {
+				d := int64(a.(*cuda.Buffer).Ptr) - int64(base.Ptr)
+				if d%es != 0 {
+					return nil, fmt.Errorf("fusion: solver: a device buffer %d bytes from the first learnable's, not a whole number of elements", d)
+				}
+				o = append(o, d/es)
+			}
+			offs = append(offs, o)
+			sizes = append(sizes, p.shape.TotalSize())
+		}
+		if gr.table, err = ps[gr.params[0]].cfg.multiTable(offs, sizes); err != nil {
+			return nil, err
+		}
+		rows := len(gr.table) / ps[gr.params[0]].cfg.multiRow()
+		if rows == 0 {
+			continue // learnables of no elements: nothing to launch
+		}
+		if gr.tab, err = g.dev.Alloc(int64(4 * len(gr.table))); err != nil {
 			return nil, fmt.Errorf("fusion: solver: %w", err)
 		}
-		packed := append(p.args[:len(p.args):len(p.args)], make([]any, len(p.k.Params)-len(p.args))...)
-		for j := len(p.args); j < len(packed); j++ {
-			packed[j] = 0 // the scalars: set at each step
+		args := make([]any, len(gr.k.Params))
+		args[0], args[1] = base, gr.tab
+		for j := 2; j < len(args); j++ {
+			args[j] = 0 // the scalars: set at each step
 		}
-		s.params = append(s.params, p) // (free releases the state and the launch from here on)
-		if s.params[len(s.params)-1].pk, err = g.dev.Pack(p.f, p.k, p.grid, packed...); err != nil {
+		_, f, err := g.dev.Compile(gr.k, 4, args)
+		if err != nil {
+			return nil, fmt.Errorf("fusion: solver: %w", err)
+		}
+		if gr.pk, err = g.dev.Pack(f, gr.k, tile.Grid{rows}, args...); err != nil {
 			return nil, fmt.Errorf("fusion: solver: %w", err)
 		}
 	}
 	err = g.dev.Run(func(t *cuda.Thread) error {
+		for _, gr := range s.groups {
+			if gr.tab == nil {
+				continue
+			}
+			if err := t.Upload(gr.tab, gr.table); err != nil {
+				return err
+			}
+		}
 		for _, p := range s.params {
 			for _, b := range p.state {
 				if err := t.Zero(b); err != nil {
@@ -259,23 +322,29 @@ func (s *gpuSolver) step(scalars func(tile.DType) []any) error {
 		if err := t.Record(g.solverEv[0]); err != nil {
 			return err
 		}
-		for _, p := range s.params {
-			sc := scalars(p.dtype)
-			if len(p.args)+len(sc) != len(p.k.Params) {
-				return fmt.Errorf("@%s: %d arguments and %d scalars for %d parameters", p.k.Name, len(p.args), len(sc), len(p.k.Params))
+		for _, gr := range s.groups {
+			if gr.pk == nil {
+				continue
+			}
+			sc := scalars(gr.dtype)
+			if 2+len(sc) != len(gr.k.Params) {
+				return fmt.Errorf("@%s: %d scalars for %d parameters", gr.k.Name, len(sc), len(gr.k.Params))
 			}
 			for j, x := range sc {
-				if err := p.pk.Set(len(p.args)+j, x); err != nil {
+				if err := gr.pk.Set(2+j, x); err != nil {
 					return err
 				}
 			}
-			if err := t.LaunchPacked(p.pk); err != nil {
+			if err := t.LaunchPacked(gr.pk); err != nil {
 				return err
 			}
 			s.g.last.Launches++
-			s.g.held[p.in].dirty = true
-			s.g.vers.wrote(s.g.c.rw.inputs[p.in].nn)
-			s.g.vers.wrote(p.grad) // zeroed
+			for _, pi := range gr.params {
+				p := s.params[pi]
+				s.g.held[p.in].dirty = true
+				s.g.vers.wrote(s.g.c.rw.inputs[p.in].nn)
+				s.g.vers.wrote(p.grad) // zeroed
+			}
 		}
 		if err := t.Record(g.solverEv[1]); err != nil {
 			return err
@@ -348,7 +417,7 @@ func (s *gpuSolver) close() error {
 	return err
 }
 
-// free releases the state buffers.
+// free releases the state buffers, the tables and the launches.
 func (s *gpuSolver) free() {
 	s.closed = true
 	for i := range s.params {
@@ -356,9 +425,16 @@ func (s *gpuSolver) free() {
 			s.g.dev.Free(b)
 		}
 		s.params[i].state = nil
-		if s.params[i].pk != nil {
-			s.params[i].pk.Free()
-			s.params[i].pk = nil
+	}
+	for i := range s.groups {
+		gr := &s.groups[i]
+		if gr.tab != nil {
+			s.g.dev.Free(gr.tab)
+			gr.tab = nil
+		}
+		if gr.pk != nil {
+			gr.pk.Free()
+			gr.pk = nil
 		}
 	}
 }

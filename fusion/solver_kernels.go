@@ -226,8 +226,7 @@ func buildSolverKernel(c solverConfig, d tile.DType) (*tile.Kernel, error) {
 	b := tile.NewBuilder(c.kernelName(d), tile.Meta{"BLOCK": solverBlock})
 	wp, gp := b.Ptr("w", d), b.Ptr("g", d)
 	var sp []*tile.Value
-	stateNames := map[solverKind][]string{solverAdam: {"m", "v"}, solverMomentum: {"velocity"}, solverRMSProp: {"cache"}, solverAdaGrad: {"cache"}}[c.kind]
-	for _, name := range stateNames {
+	for _, name := range c.stateNames() {
 		sp = append(sp, b.Ptr(name, d))
 	}
 	n := b.Param("n", tile.I32)
@@ -238,8 +237,103 @@ func buildSolverKernel(c solverConfig, d tile.DType) (*tile.Kernel, error) {
 	block := b.BlockSize("BLOCK")
 	offs := b.Add(b.Mul(b.ProgramID(0), block), b.Arange(0, block))
 	mask := b.Lt(offs, n)
-	load := func(ptr *tile.Value) *tile.Value { return b.Load(b.AddPtr(ptr, offs), mask, nil) }
-	store := func(ptr, x *tile.Value) { b.Store(b.AddPtr(ptr, offs), x, mask) }
+	at := func(ptr *tile.Value) *tile.Value { return b.AddPtr(ptr, offs) }
+	solverBody(b, c, d, p, at(wp), at(gp), mapValues(sp, at), mask)
+	k, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("fusion: solver kernel: %w", err)
+	}
+	return k, nil
+}
+
+func mapValues(vs []*tile.Value, f func(*tile.Value) *tile.Value) []*tile.Value {
+	out := make([]*tile.Value, len(vs))
+	for i, v := range vs {
+		out[i] = f(v)
+	}
+	return out
+}
+
+// stateNames are the names of the solver's state tensors.
+func (c solverConfig) stateNames() []string {
+	return map[solverKind][]string{solverAdam: {"m", "v"}, solverMomentum: {"velocity"}, solverRMSProp: {"cache"}, solverAdaGrad: {"cache"}}[c.kind]
+}
+
+// multiRow is the number of i32 entries of a multi-tensor kernel's table a
+// program reads: per tensor (w, g, the states) its element offset from
+// base as two numbers, hi and lo (offset = hi·2³¹ + lo, 0 ≤ lo < 2³¹), then
+// the number of elements the program updates (1 to solverBlock).
+func (c solverConfig) multiRow() int { return 2*(2+c.kind.states()) + 1 }
+
+// multiTable is the table of a multi-tensor kernel for tensors given by
+// their element offsets from base (per learnable: w, g, the states, in the
+// kernel's order) and their sizes: one row (multiRow) per program, each
+// learnable's programs in turn, solverBlock elements each but the last.
+func (c solverConfig) multiTable(offs [][]int64, sizes []int) ([]int32, error) {
+	row := c.multiRow()
+	var tab []int32
+	for i, o := range offs {
+		if len(o) != 2+c.kind.states() {
+			return nil, fmt.Errorf("fusion: solver table: learnable %d has %d tensors, want %d", i, len(o), 2+c.kind.states())
+		}
+		for at := 0; at < sizes[i]; at += solverBlock {
+			for _, x := range o {
+				x += int64(at)
+				hi, lo := x>>31, x&(1<<31-1)
+				if hi < math.MinInt32 || hi > math.MaxInt32 {
+					return nil, fmt.Errorf("fusion: solver table: offset %d out of range", x)
+				}
+				tab = append(tab, int32(hi), int32(lo))
+			}
+			tab = append(tab, int32(min(solverBlock, sizes[i]-at)))
+		}
+	}
+	if len(tab)%row != 0 {
+		return nil, fmt.Errorf("fusion: solver table: %d entries, not rows of %d", len(tab), row)
+	}
+	return tab, nil
+}
+
+// buildSolverMultiKernel is buildSolverKernel over many tensors in one
+// launch (PyTorch's multi_tensor_apply): its parameters are base (a
+// pointer every tensor is addressed from), tab (multiTable) and the
+// scalars of c.scalarNames; program p updates the elements row p of tab
+// names. Launch it over tile.Grid{len(tab) / c.multiRow()}. The update is
+// the same expression as buildSolverKernel's, element for element.
+func buildSolverMultiKernel(c solverConfig, d tile.DType) (*tile.Kernel, error) {
+	if d != tile.F32 && d != tile.F64 {
+		return nil, fmt.Errorf("fusion: solver kernel for %v elements: want f32 or f64", d)
+	}
+	b := tile.NewBuilder(c.kernelName(d)+"_multi", tile.Meta{"BLOCK": solverBlock})
+	base, tab := b.Ptr("base", d), b.Ptr("tab", tile.I32)
+	p := map[string]*tile.Value{}
+	for _, name := range c.scalarNames() {
+		p[name] = b.Param(name, d)
+	}
+	block := b.BlockSize("BLOCK")
+	row := b.Mul(b.ProgramID(0), c.multiRow())
+	entry := func(k int) *tile.Value { return b.Load(b.AddPtr(tab, b.Add(row, k)), nil, nil) }
+	lanes := b.Arange(0, block)
+	mask := b.Lt(lanes, entry(c.multiRow()-1))
+	var ptrs []*tile.Value
+	for t := range 2 + c.kind.states() {
+		off := b.Add(b.Mul(b.Cast(entry(2*t), tile.I64), b.I64(1<<31)), b.Cast(entry(2*t+1), tile.I64))
+		ptrs = append(ptrs, b.AddPtr(b.AddPtr(base, off), lanes))
+	}
+	solverBody(b, c, d, p, ptrs[0], ptrs[1], ptrs[2:], mask)
+	k, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("fusion: solver kernel: %w", err)
+	}
+	return k, nil
+}
+
+// solverBody loads w, g and the state through the pointer tiles given,
+// applies c's update and stores the new value, state and a zero gradient,
+// where mask holds.
+func solverBody(b *tile.Builder, c solverConfig, d tile.DType, p map[string]*tile.Value, wp, gp *tile.Value, sp []*tile.Value, mask *tile.Value) {
+	load := func(ptr *tile.Value) *tile.Value { return b.Load(ptr, mask, nil) }
+	store := func(ptr, x *tile.Value) { b.Store(ptr, x, mask) }
 	// clamp is tensor.Clamp: below the low bound → low, else above the high → high
 	clamp := func(x *tile.Value) *tile.Value {
 		lo, hi := p["neg_clip"], p["clip"]
@@ -308,10 +402,5 @@ func buildSolverKernel(c solverConfig, d tile.DType) (*tile.Kernel, error) {
 		store(sp[0], cache)
 	}
 	store(wp, w)
-	b.Store(b.AddPtr(gp, offs), 0.0, mask)
-	k, err := b.Build()
-	if err != nil {
-		return nil, fmt.Errorf("fusion: solver kernel: %w", err)
-	}
-	return k, nil
+	b.Store(gp, 0.0, mask)
 }
