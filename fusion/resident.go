@@ -210,7 +210,7 @@ func valueBytes(v G.Value) (b []byte, contiguous bool) {
 }
 
 // hashChunk is the piece of memory one worker hashes at a time.
-const hashChunk = 256 << 10
+const hashChunk = 64 << 10
 
 // contentHash is the hash of b that residency compares: xxh3 of b up to a
 // chunk, else xxh3 of the chunks' xxh3s in order (so that chunks hash in
@@ -231,15 +231,18 @@ func chunks(n int) int { return (n + hashChunk - 1) / hashChunk }
 func chunkOf(b []byte, i int) []byte { return b[i*hashChunk : min(len(b), (i+1)*hashChunk)] }
 
 // hashAll is contentHash of each of bs, the chunks spread over the cores
-// when there is more than a megabyte in all.
+// when there is more than hashParallel bytes in all: the caller hashes
+// chunks too, from the first, and waits for the helpers by polling (a
+// helper not scheduled yet costs it nothing; parking and waking the caller
+// would cost more than a chunk).
 func hashAll(bs [][]byte) []uint64 {
 	out := make([]uint64, len(bs))
 	total := 0
 	for _, b := range bs {
 		total += len(b)
 	}
-	workers := min(runtime.GOMAXPROCS(0), (total+hashChunk-1)/hashChunk)
-	if total < 1<<20 || workers < 2 {
+	workers := min(runtime.GOMAXPROCS(0), 8, (total+hashChunk-1)/hashChunk)
+	if total < hashParallel || workers < 2 {
 		for i, b := range bs {
 			out[i] = contentHash(b)
 		}
@@ -258,25 +261,33 @@ func hashAll(bs [][]byte) []uint64 {
 			jobs = append(jobs, job{i, c})
 		}
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				k := int(next.Add(1)) - 1
-				if k >= len(jobs) {
-					return
-				}
-				j := jobs[k]
-				if j.c < 0 {
-					out[j.b] = xxh3.Hash(bs[j.b])
-					continue
-				}
+	var next, done atomic.Int64
+	work := func() {
+		for {
+			k := int(next.Add(1)) - 1
+			if k >= len(jobs) {
+				return
+			}
+			j := jobs[k]
+			if j.c < 0 {
+				out[j.b] = xxh3.Hash(bs[j.b])
+			} else {
 				binary.LittleEndian.PutUint64(part[j.b][8*j.c:], xxh3.Hash(chunkOf(bs[j.b], j.c)))
 			}
-		})
+			done.Add(1)
+		}
 	}
-	wg.Wait()
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
+	for spins := 0; done.Load() < int64(len(jobs)); spins++ {
+		if spins == 1<<16 { // a helper holding a job and descheduled: block
+			wg.Wait()
+			break
+		}
+	}
 	for i, p := range part {
 		if p != nil {
 			out[i] = xxh3.Hash(p)
@@ -284,6 +295,9 @@ func hashAll(bs [][]byte) []uint64 {
 	}
 	return out
 }
+
+// hashParallel is the least total hashAll spreads over the cores.
+const hashParallel = 256 << 10
 
 // inputPlan decides a run's uploads: per input its verdict, and the hashes
 // of CheckContents, computed together (hashAll).
