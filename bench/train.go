@@ -17,7 +17,7 @@ import (
 // batch bound (gorgonia.Let), RunAll, the solver's Step over the
 // learnables, and the loss read. Gorgonia's machine and the unfused
 // machine step with the Gorgonia solver itself; the fused machine with
-// fusion.NewSolver over the same configuration (one kernel per parameter).
+// fusion.NewSolver over the same configuration (one kernel launch per element type on the GPU).
 // Each mode trains its own copy of the learnables from the same start, so
 // the first run's outputs (loss and gradients, before any step) are
 // checked against the unfused ones as in Graph.

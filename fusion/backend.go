@@ -91,9 +91,10 @@ type Stats struct {
 // HandOff, the hand-over to the device's OS thread; Upload, the uploads
 // (the staging copies and their enqueueing); Launch, enqueueing the
 // compute (launches or graph replays, host ops with their copies); Wait,
-// waiting for the device to finish it (the device time, less what ran
-// while the host was still launching); Download, the readable values
-// coming down; Return, the hand-back to the caller. Solver is the wall
+// waiting once for the device to finish it and the readable values'
+// copies enqueued behind it (the device time, less what ran while the
+// host was still launching, plus the copies); Download, enqueueing those
+// copies and copying them out of the pinned memory; Return, the hand-back to the caller. Solver is the wall
 // clock of a fused solver Step since the run (its hand-over and launches).
 type RunPhases struct {
 	Check, HandOff, Upload, Launch, Wait, Download, Return, Solver float64

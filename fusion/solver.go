@@ -14,7 +14,8 @@ import (
 )
 
 // Solver applies one of Gorgonia's solvers as fused kernels: one kernel
-// launch per parameter tensor reads the value, the gradient and the
+// launch per parameter tensor on the CPU, one per element type over every
+// parameter tensor on the GPU, reads the value, the gradient and the
 // optimizer state once and writes the new value and state, where Gorgonia's
 // Step runs a dozen tensor operations, each a pass over memory. It
 // satisfies gorgonia.Solver, so a training loop keeps calling
