@@ -32,7 +32,7 @@ type Device struct {
 	// (Load opts in for kernels that need more than 48 KiB)
 	MaxThreads, SharedMemory, SharedMemoryOptin int
 
-	work chan func()
+	work *worker // the hand-over to the thread below (worker.go)
 	done chan struct{}
 
 	ctx cu.CUContext
@@ -61,7 +61,7 @@ const (
 
 // Open creates a context on GPU ordinal and the thread that owns it.
 func Open(ordinal int) (*Device, error) {
-	d := &Device{work: make(chan func()), done: make(chan struct{}), modules: map[[32]byte]*Function{}, ptx: map[string]*codegen.Kernel{}, ahead: map[[32]byte]linked{}}
+	d := &Device{work: newWorker(spinWorkers()), done: make(chan struct{}), modules: map[[32]byte]*Function{}, ptx: map[string]*codegen.Kernel{}, ahead: map[[32]byte]linked{}}
 	ready := make(chan error)
 	go func() {
 		runtime.LockOSThread()
@@ -93,9 +93,7 @@ func Open(ordinal int) (*Device, error) {
 		d.freePinned = newFreeList[unsafe.Pointer](pinnedPoolBytes)
 		d.Driver = cu.Version()
 		ready <- nil
-		for f := range d.work {
-			f()
-		}
+		d.work.loop()
 		ctx.Destroy()
 		close(d.done)
 	}()
@@ -107,19 +105,12 @@ func Open(ordinal int) (*Device, error) {
 
 // Do runs f on the device's thread, where driver calls are valid.
 func (d *Device) Do(f func() error) error {
-	var err error
-	ch := make(chan struct{})
-	d.work <- func() {
-		defer close(ch)
-		err = f()
-	}
-	<-ch
-	return err
+	return d.work.do(f)
 }
 
 // Close releases the context.
 func (d *Device) Close() error {
-	close(d.work)
+	d.work.stop()
 	<-d.done
 	return nil
 }

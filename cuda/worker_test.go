@@ -1,0 +1,83 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestWorker hands work to a worker from several goroutines at once, with
+// and without spinning, pieces short and long (past the caller's and the
+// worker's polling windows) and with pauses between them (the worker
+// blocked again), and checks that every piece ran once, on the worker's
+// goroutine only (one at a time), and that each caller got its own error.
+func TestWorker(t *testing.T) {
+	for _, spin := range []bool{false, true} {
+		t.Run(fmt.Sprintf("spin=%v", spin), func(t *testing.T) {
+			w := newWorker(spin)
+			stopped := make(chan struct{})
+			var runs int64
+			go func() {
+				runtime.LockOSThread()
+				w.loop()
+				close(stopped)
+			}()
+			var mu sync.Mutex
+			ran := map[int]int{}
+			busy := false
+			var wg sync.WaitGroup
+			const callers, each = 4, 25
+			for c := range callers {
+				wg.Go(func() {
+					for i := range each {
+						id := c*each + i
+						var sleep time.Duration
+						switch id % 10 {
+						case 3:
+							sleep = 4 * waitSpin // past the caller's polling
+						case 7:
+							time.Sleep(2 * idleSpin) // the worker blocks again
+						}
+						err := w.do(func() error {
+							mu.Lock()
+							if busy {
+								mu.Unlock()
+								return errors.New("two pieces at once")
+							}
+							busy = true
+							ran[id]++
+							runs++
+							mu.Unlock()
+							time.Sleep(sleep)
+							mu.Lock()
+							busy = false
+							mu.Unlock()
+							return fmt.Errorf("piece %d", id)
+						})
+						if err == nil || err.Error() != fmt.Sprintf("piece %d", id) {
+							t.Errorf("piece %d: error %v", id, err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			w.stop()
+			select {
+			case <-stopped:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the worker did not stop")
+			}
+			if len(ran) != callers*each || runs != callers*each {
+				t.Fatalf("%d pieces ran (%d runs), want %d", len(ran), runs, callers*each)
+			}
+			for id, n := range ran {
+				if n != 1 {
+					t.Errorf("piece %d ran %d times", id, n)
+				}
+			}
+		})
+	}
+}
