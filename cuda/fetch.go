@@ -22,6 +22,8 @@ import (
 // (cuMemcpyDtoH, after the copies enqueued before it have landed); one that
 // does not fit in what is left makes Enqueue finish the copies before it
 // first. The pinned memory is reused from one Finish to the next.
+// EnqueueSide copies on the fetcher's own stream, beside the kernels
+// launched after it.
 type Fetcher struct {
 	d    *Device
 	mem  unsafe.Pointer
@@ -30,6 +32,9 @@ type Fetcher struct {
 	pend []fetch
 	// synced: the device has finished everything enqueued so far (Wait)
 	synced bool
+	// the side stream of EnqueueSide's copies and the event they wait on
+	side   cu.Stream
+	sideEv cu.Event
 	// Bytes and Copies are the bytes and copies that went through the
 	// pinned memory (not the direct ones).
 	Bytes  int64
@@ -58,10 +63,23 @@ func (d *Device) NewFetcher(size int64) (*Fetcher, error) {
 			return nil
 		}
 		var err error
-		f.mem, err = memHostAlloc(size)
-		return err
+		if f.mem, err = memHostAlloc(size); err != nil {
+			return err
+		}
+		return nil
 	})
+	if err == nil {
+		err = d.Do(func() error {
+			var err error
+			if f.side, err = cu.MakeStream(cu.NonBlocking); err != nil {
+				return err
+			}
+			f.sideEv, err = cu.MakeEvent(cu.DisableTiming)
+			return err
+		})
+	}
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("cuda: fetcher: %w", err)
 	}
 	return f, nil
@@ -71,9 +89,23 @@ func (d *Device) NewFetcher(size int64) (*Fetcher, error) {
 func (f *Fetcher) PinnedBytes() int64 { return f.size }
 
 // Enqueue orders the copy of the first bytes of b into host (a []float32,
-// []float64 or []int32 no longer than b). host holds them only after
-// Finish; it must not be read or written before.
+// []float64 or []int32 no longer than b), on the default stream: after
+// the work enqueued before it. host holds them only after Finish; it must
+// not be read or written before.
 func (f *Fetcher) Enqueue(t *Thread, host any, b *Buffer) error {
+	return f.enqueue(t, host, b, false)
+}
+
+// EnqueueSide is Enqueue on the fetcher's own stream: the copy waits for
+// the work enqueued on the default stream so far (an event) and then runs
+// beside the work enqueued there after it (later kernels of a run), so
+// that a value computed early comes down while the device computes the
+// rest. b must not be written by that later work before Finish.
+func (f *Fetcher) EnqueueSide(t *Thread, host any, b *Buffer) error {
+	return f.enqueue(t, host, b, true)
+}
+
+func (f *Fetcher) enqueue(t *Thread, host any, b *Buffer, side bool) error {
 	if err := t.check(); err != nil {
 		return err
 	}
@@ -95,7 +127,17 @@ func (f *Fetcher) Enqueue(t *Thread, host any, b *Buffer) error {
 			return err
 		}
 	}
-	if err := cu.MemcpyDtoHAsync(unsafe.Add(f.mem, f.off), b.Ptr, n, cu.Stream{}); err != nil {
+	stream := cu.Stream{}
+	if side {
+		if err := f.sideEv.Record(cu.Stream{}); err != nil {
+			return fmt.Errorf("cuda: fetcher: %w", err)
+		}
+		if err := f.side.Wait(f.sideEv, 0); err != nil {
+			return fmt.Errorf("cuda: fetcher: %w", err)
+		}
+		stream = f.side
+	}
+	if err := cu.MemcpyDtoHAsync(unsafe.Add(f.mem, f.off), b.Ptr, n, stream); err != nil {
 		return fmt.Errorf("cuda: async download of %d bytes: %w", n, err)
 	}
 	f.synced = false
@@ -153,25 +195,35 @@ func (f *Fetcher) Discard() {
 	f.pend, f.off, f.synced = f.pend[:0], 0, false
 }
 
-// Close frees the pinned memory (after the copies in flight); pending
-// copies are dropped.
+// Close frees the pinned memory, the stream and the event (after the
+// copies in flight); pending copies are dropped.
 func (f *Fetcher) Close() error {
-	if f == nil || f.d == nil || f.mem == nil {
+	if f == nil || f.d == nil {
 		return nil
 	}
-	return f.d.Do(func() error {
+	err := f.d.Do(func() error {
 		first := cu.Synchronize()
-		switch kept, err := f.d.freePinned.put(f.size, f.mem); {
-		case err != nil:
-			if first == nil {
-				first = err
-			}
-		case !kept:
-			if err := cu.MemFreeHost(f.mem); first == nil {
+		keep := func(err error) {
+			if first == nil && err != nil {
 				first = err
 			}
 		}
-		f.mem, f.pend = nil, nil
+		if f.mem != nil {
+			switch kept, err := f.d.freePinned.put(f.size, f.mem); {
+			case err != nil:
+				keep(err)
+			case !kept:
+				keep(cu.MemFreeHost(f.mem))
+			}
+		}
+		if f.side != (cu.Stream{}) {
+			keep(f.side.Destroy())
+		}
+		if f.sideEv != (cu.Event{}) {
+			keep(cu.DestroyEvent(&f.sideEv))
+		}
 		return first
 	})
+	f.mem, f.pend, f.d = nil, nil, nil
+	return err
 }

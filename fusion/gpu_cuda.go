@@ -124,7 +124,15 @@ type gpu struct {
 	fetch      *cuda.Fetcher
 	fetching   bool
 	afterFetch []func()
-	solvers    []*gpuSolver
+	// early: per step of the run, the readable values (indices into
+	// c.back) whose memory that step writes last: they come down on the
+	// fetcher's side stream as soon as it is enqueued, beside the later
+	// kernels (side: the copy being made is one; sent: per c.back, this
+	// run's)
+	early   map[int][]int
+	side    bool
+	sent    []bool
+	solvers []*gpuSolver
 	// a run's device work in order, made by prepare (steps), and with
 	// WithCUDAGraphs its stretches between host ops as graphs (segs)
 	isInput map[*G.Node]bool
@@ -409,6 +417,7 @@ func (g *gpu) plan(c *Compiled) error {
 			}
 		}
 	}
+	g.planEarly(c)
 	if !c.cfg.graphs || c.cfg.profile {
 		return nil
 	}
@@ -437,6 +446,57 @@ func (g *gpu) plan(c *Compiled) error {
 		}
 		return nil
 	})
+}
+
+// planEarly finds, for each readable value that a step of the run writes,
+// the last step that writes its memory (views and parts of a kernel share
+// their kernel's): its copy can start right after that step (sendEarly).
+// Not with WithProfile, whose per-kernel events should see no copies
+// beside the kernels.
+func (g *gpu) planEarly(c *Compiled) {
+	g.early, g.sent = map[int][]int{}, make([]bool, len(c.back))
+	if c.cfg.profile {
+		return
+	}
+	last := map[int]int{} // memory → the last step writing it
+	for i, st := range g.steps {
+		if m, ok := g.vers.mem[st.n]; ok {
+			last[m] = i
+		}
+	}
+	for j, b := range c.back {
+		if isConst(b.nn) {
+			continue
+		}
+		if m, ok := g.vers.mem[b.nn]; ok {
+			if i, ok := last[m]; ok {
+				g.early[i] = append(g.early[i], j)
+			}
+		}
+	}
+}
+
+// sendEarly enqueues, while a run is fetching, the side copies of the
+// readable values whose last writer is step i (a fused solver's gradient
+// is not written back: Sync brings it).
+func (g *gpu) sendEarly(t *cuda.Thread, i int) error {
+	if !g.fetching {
+		return nil
+	}
+	for _, j := range g.early[i] {
+		b := g.c.back[j]
+		if g.stepGrad[b.nn] != nil {
+			continue
+		}
+		g.side = true
+		err := g.writeBack(t, b)
+		g.side = false
+		if err != nil {
+			return err
+		}
+		g.sent[j] = true
+	}
+	return nil
 }
 
 // args are the device buffers of a kernel's operands.
@@ -542,7 +602,10 @@ func (g *gpu) download(t *cuda.Thread, n *G.Node, mem map[*G.Node]any) (G.Value,
 // copyDown copies b into host: enqueued on the fetcher while fetching
 // (host holds the bytes after endFetch), else at once.
 func (g *gpu) copyDown(t *cuda.Thread, host any, b *cuda.Buffer) error {
-	if g.fetching {
+	switch {
+	case g.fetching && g.side:
+		return g.fetch.EnqueueSide(t, host, b)
+	case g.fetching:
 		return g.fetch.Enqueue(t, host, b)
 	}
 	return t.Download(host, b)
@@ -624,6 +687,18 @@ func (g *gpu) run() error {
 			g.held[i].took(vals[i], plan.bytes[i], plan.sums[i], plan.hashed[i])
 		}
 		lap(&ph.Upload)
+		// the readable values' downloads: each enqueued on the fetcher's
+		// side stream right after the kernel that writes it last (compute,
+		// sendEarly), the rest behind the kernels; one wait for all, then
+		// the copies out of the pinned memory
+		g.beginFetch()
+		clear(g.sent)
+		fetched := false
+		defer func() {
+			if !fetched {
+				g.endFetch(t, false)
+			}
+		}()
 		if err := g.timer.Start(t); err != nil {
 			return err
 		}
@@ -631,19 +706,13 @@ func (g *gpu) run() error {
 			return err
 		}
 		lap(&ph.Launch)
-		// the readable values' downloads enqueued behind the kernels, one
-		// wait for both, then the copies out of the pinned memory
 		if err := g.timer.Mark(t); err != nil {
 			return err
 		}
-		g.beginFetch()
-		fetched := false
-		defer func() {
-			if !fetched {
-				g.endFetch(t, false)
+		for j, b := range c.back {
+			if g.sent[j] {
+				continue // on its way since its kernel
 			}
-		}()
-		for _, b := range c.back {
 			if isConst(b.nn) { // known on the host (SizeOf, folded constants)
 				if v := b.nn.Value(); v != nil {
 					if err := G.UnsafeLet(b.orig, v); err != nil {
@@ -898,6 +967,9 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled) error {
 				if err := g.hostOp(t, c, g.steps[sg.from].n); err != nil {
 					return err
 				}
+				if err := g.sendEarly(t, sg.from); err != nil {
+					return err
+				}
 				continue
 			}
 			if err := t.LaunchGraph(sg.graph); err != nil {
@@ -907,12 +979,20 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled) error {
 			for _, st := range g.steps[sg.from:sg.to] {
 				g.vers.wrote(st.n)
 			}
+			for i := sg.from; i < sg.to; i++ {
+				if err := g.sendEarly(t, i); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	}
-	for _, st := range g.steps {
+	for i, st := range g.steps {
 		if st.pk == nil {
 			if err := g.hostOp(t, c, st.n); err != nil {
+				return err
+			}
+			if err := g.sendEarly(t, i); err != nil {
 				return err
 			}
 			continue
@@ -938,6 +1018,9 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled) error {
 				return err
 			}
 		}
+		if err := g.sendEarly(t, i); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -945,6 +1028,9 @@ func (g *gpu) compute(t *cuda.Thread, c *Compiled) error {
 // hostOp runs n, an op tilefuse does not know, on the CPU: its operands
 // down (where the host's copies are stale), its result up.
 func (g *gpu) hostOp(t *cuda.Thread, c *Compiled, n *G.Node) error {
+	fetching := g.fetching // the operands come down now, not with the run's values
+	g.fetching = false
+	defer func() { g.fetching = fetching }()
 	args := operands(c.Graph, n)
 	vals := make([]G.Value, len(args))
 	for i, a := range args {
