@@ -14,19 +14,23 @@ import (
 // poisoned with NaN and a sentinel past the end, and checks every element
 // after Finish: copies that fit are staged and land at their offsets, one
 // that does not fit in what is left finishes the others first, one larger
-// than the memory goes straight to its slice, and nothing past a slice's
-// end is written.
+// than the memory goes straight to its slice, a copy on the side stream
+// waits for the upload queued before it, and nothing past a slice's end is
+// written.
 func TestFetcherOnGPU(t *testing.T) {
 	cases := []struct {
 		name  string
 		size  int64 // the fetcher's pinned bytes
 		sizes []int // float32s
 		wait  bool  // Wait before Finish
+		side  bool  // every other copy on the side stream (EnqueueSide)
 	}{
-		{"all fit", 1 << 20, []int{1, 7, 63, 64, 65, 1000, 4097}, false},
-		{"all fit, Wait first", 1 << 20, []int{3, 250, 1025}, true},
-		{"overflow finishes early", 8 << 10, []int{1000, 1000, 1000, 1500, 1, 2047}, false},
-		{"larger than the memory", 4 << 10, []int{10, 5000, 20, 1 << 16, 3}, false},
+		{"all fit", 1 << 20, []int{1, 7, 63, 64, 65, 1000, 4097}, false, false},
+		{"all fit, Wait first", 1 << 20, []int{3, 250, 1025}, true, false},
+		{"overflow finishes early", 8 << 10, []int{1000, 1000, 1000, 1500, 1, 2047}, false, false},
+		{"larger than the memory", 4 << 10, []int{10, 5000, 20, 1 << 16, 3}, false, false},
+		{"side stream", 1 << 20, []int{1, 7, 63, 64, 65, 1000, 4097, 200000}, false, true},
+		{"side stream, overflow and direct", 8 << 10, []int{1000, 1500, 3000, 1, 2047, 1 << 16}, true, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -70,7 +74,11 @@ func TestFetcherOnGPU(t *testing.T) {
 					if err := up.Upload(th, bufs[i], want[i]); err != nil {
 						return err
 					}
-					if err := f.Enqueue(th, got[i][:c.sizes[i]], bufs[i]); err != nil {
+					enq := f.Enqueue
+					if c.side && i%2 == 1 { // after the upload before it, beside what follows
+						enq = f.EnqueueSide
+					}
+					if err := enq(th, got[i][:c.sizes[i]], bufs[i]); err != nil {
 						return err
 					}
 				}
