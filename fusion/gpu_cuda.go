@@ -129,10 +129,13 @@ type gpu struct {
 	// fetcher's side stream as soon as it is enqueued, beside the later
 	// kernels (side: the copy being made is one; sent: per c.back, this
 	// run's)
-	early   map[int][]int
-	side    bool
-	sent    []bool
-	solvers []*gpuSolver
+	early map[int][]int
+	side  bool
+	sent  []bool
+	// speculate: the run has no host op, so its compute may be launched
+	// before the hashes of the inputs it keeps are settled (run, redo)
+	speculate bool
+	solvers   []*gpuSolver
 	// a run's device work in order, made by prepare (steps), and with
 	// WithCUDAGraphs its stretches between host ops as graphs (segs)
 	isInput map[*G.Node]bool
@@ -455,6 +458,12 @@ func (g *gpu) plan(c *Compiled) error {
 // beside the kernels.
 func (g *gpu) planEarly(c *Compiled) {
 	g.early, g.sent = map[int][]int{}, make([]bool, len(c.back))
+	g.speculate = true
+	for _, st := range g.steps {
+		if st.pk == nil {
+			g.speculate = false
+		}
+	}
 	if c.cfg.profile {
 		return
 	}
@@ -663,8 +672,22 @@ func (g *gpu) run() error {
 	}
 	g.last, g.devMs = Stats{}, 0
 	start := time.Now()
-	plan := planInputs(g.held, vals, c.cfg.inCheck)
-	g.last.HashedBytes = plan.hashedB
+	// the inputs kept if their bytes hash as before: hashed on other
+	// goroutines while the device thread uploads and launches (on the
+	// guess that they did not change), settled before anything comes
+	// down; a run with host ops (which read values on the host mid-run)
+	// hashes them first
+	plan := planInputsLater(g.held, vals, c.cfg.inCheck)
+	var sums chan []uint64
+	if len(plan.later) > 0 {
+		if g.speculate {
+			sums = make(chan []uint64, 1)
+			bs := plan.laterBytes()
+			go func() { sums <- hashAll(bs) }()
+		} else {
+			plan.settle(g.held, hashAll(plan.laterBytes()))
+		}
+	}
 	ph := &g.last.Phases
 	mark := time.Now()
 	ph.Check = mark.Sub(start).Seconds()
@@ -706,6 +729,18 @@ func (g *gpu) run() error {
 			return err
 		}
 		lap(&ph.Launch)
+		if sums != nil {
+			h := <-sums
+			if changed := plan.settle(g.held, h); len(changed) > 0 { // a write into a kept input: up, and again
+				if err := g.redo(t, c, vals, &plan, changed); err != nil {
+					return err
+				}
+			}
+			var waited float64
+			lap(&waited)
+			ph.Check += waited
+		}
+		g.last.HashedBytes = plan.hashedB
 		if err := g.timer.Mark(t); err != nil {
 			return err
 		}
@@ -768,6 +803,31 @@ func (g *gpu) run() error {
 		err = fmt.Errorf("fusion: %w", err)
 	}
 	return err
+}
+
+// redo is the rest of a run whose compute was launched on inputs that
+// turned out to have changed on the host (changed, settled after the
+// launches): the copies already on their way are waited for and dropped,
+// those inputs go up, and the compute runs again (each kernel writes its whole
+// output, zeroing first where it accumulates, so the second results
+// replace the first).
+func (g *gpu) redo(t *cuda.Thread, c *Compiled, vals []G.Value, plan *inputPlan, changed []int) error {
+	if err := g.fetch.Wait(t); err != nil { // no side copy still writing the pinned memory
+		return err
+	}
+	g.endFetch(t, false)
+	for _, i := range changed {
+		in := c.rw.inputs[i]
+		g.last.Held--
+		g.held[i].ok = false
+		if err := g.upload(t, in.nn, vals[i]); err != nil {
+			return err
+		}
+		g.held[i].took(vals[i], plan.bytes[i], plan.sums[i], plan.hashed[i])
+	}
+	g.beginFetch()
+	clear(g.sent)
+	return g.compute(t, c)
 }
 
 // gpuKernelTime is WithAutotune's measurement on the GPU: k on device

@@ -30,7 +30,12 @@ import (
 //     about 2⁻⁶⁴ for contents not built to collide. A value seen for the
 //     first time is uploaded without hashing and hashed at the next run
 //     that finds it in the node again (so a batch let anew at every step
-//     is never hashed), and uploaded once more then.
+//     is never hashed), and uploaded once more then. The GPU's run hashes
+//     the inputs it would keep on other goroutines while its device thread
+//     launches the compute on the guess that they did not change, and
+//     settles the guess before anything comes down: a changed one goes up
+//     and the compute runs again (a run with host ops, which read values
+//     mid-run, hashes first).
 //
 // An input a fused solver steps on the device (solver_cuda.go) is the
 // device's between a Step and the next Machine.Sync: its host tensor is
@@ -307,10 +312,23 @@ type inputPlan struct {
 	hashed  []bool
 	bytes   [][]byte // per input: its host bytes (contiguous values)
 	hashedB int64    // bytes hashed
+	// later (planInputsLater): the inputs kept if their bytes hash as
+	// before, not hashed yet; settle decides them
+	later []int
 }
 
 // planInputs judges every input's host value against what the device holds.
 func planInputs(hs []held, vals []G.Value, c InputCheck) inputPlan {
+	p := planInputsLater(hs, vals, c)
+	p.settle(hs, hashAll(p.laterBytes()))
+	return p
+}
+
+// planInputsLater is planInputs but for the inputs it would keep if their
+// bytes hash as before (hashThen): those are left in p.later, kept for
+// now, for the caller to hash (hashAll of p.laterBytes, on another
+// goroutine while the device works) and settle.
+func planInputsLater(hs []held, vals []G.Value, c InputCheck) inputPlan {
 	p := inputPlan{up: make([]bool, len(hs)), sums: make([]uint64, len(hs)), hashed: make([]bool, len(hs)), bytes: make([][]byte, len(hs))}
 	var toHash [][]byte
 	var at []int
@@ -322,7 +340,9 @@ func planInputs(hs []held, vals []G.Value, c InputCheck) inputPlan {
 		// so that the next run can keep it; so is one a solver steps
 		again := contiguous && c == CheckContents && (hs[i].stepped || hs[i].ok && vals[i] == hs[i].v)
 		switch {
-		case v == hashThen, v == upload && again:
+		case v == hashThen:
+			p.later = append(p.later, i)
+		case v == upload && again:
 			toHash = append(toHash, b)
 			at = append(at, i)
 		}
@@ -332,11 +352,34 @@ func planInputs(hs []held, vals []G.Value, c InputCheck) inputPlan {
 		i := at[k]
 		p.sums[i], p.hashed[i] = s, true
 		p.hashedB += int64(len(toHash[k]))
-		if !p.up[i] && s != hs[i].sum {
-			p.up[i] = true // written into since the device took it
-		}
 	}
 	return p
+}
+
+// laterBytes are the bytes of the inputs in p.later, in order.
+func (p *inputPlan) laterBytes() [][]byte {
+	bs := make([][]byte, len(p.later))
+	for k, i := range p.later {
+		bs[k] = p.bytes[i]
+	}
+	return bs
+}
+
+// settle decides the inputs in p.later from their hashes (sums, in order):
+// one whose bytes hash otherwise than when the device took its copy goes
+// up. It returns those, and empties p.later.
+func (p *inputPlan) settle(hs []held, sums []uint64) []int {
+	var changed []int
+	for k, i := range p.later {
+		p.sums[i], p.hashed[i] = sums[k], true
+		p.hashedB += int64(len(p.bytes[i]))
+		if sums[k] != hs[i].sum {
+			p.up[i] = true // written into since the device took it
+			changed = append(changed, i)
+		}
+	}
+	p.later = nil
+	return changed
 }
 
 // memVersions tracks which host copies of device values are current. Each
