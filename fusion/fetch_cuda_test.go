@@ -104,3 +104,61 @@ func fetchedCase(t *testing.T, n int, opts []fusion.Option) {
 		t.Fatal(err)
 	}
 }
+
+// TestSpeculativeRunOnGPU writes into a kept input's tensor in place
+// between runs (no Let, no Touch): the run launches its compute on the
+// device's copy, finds the bytes changed when the hashes come in, uploads
+// the input and computes again, so that every run's y = 2x+1 is the new
+// x's (1e-6 relative); Stats counts the uploads (first sight, second sight
+// hashed, then only after a write), with launches and as CUDA graphs.
+func TestSpeculativeRunOnGPU(t *testing.T) {
+	if err := fusion.Available(fusion.CUDA); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300007
+	for _, graphs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("graphs=%v", graphs), func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewVector(g, tensor.Float32, G.WithShape(n), G.WithName("x"))
+			y := G.Must(G.Add(G.Must(G.Mul(x, G.NewConstant(float32(2)))), G.NewConstant(float32(1))))
+			vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CUDA), fusion.WithCUDAGraphs(graphs))
+			if err := vm.Err(); err != nil {
+				t.Fatal(err)
+			}
+			defer vm.Close()
+			rng := rand.New(rand.NewPCG(3, 9))
+			xv := make([]float32, n)
+			fill := func() {
+				for i := range xv {
+					xv[i] = float32(rng.NormFloat64())
+				}
+			}
+			fill()
+			if err := G.Let(x, tensor.New(tensor.WithShape(n), tensor.WithBacking(xv))); err != nil {
+				t.Fatal(err)
+			}
+			for run, c := range []struct {
+				write bool
+				ups   int
+			}{{false, 1}, {false, 1}, {false, 0}, {true, 1}, {false, 0}, {true, 1}, {true, 1}, {false, 0}} {
+				if c.write {
+					fill()
+				}
+				if err := vm.RunAll(); err != nil {
+					t.Fatalf("run %d: %v", run, err)
+				}
+				if st := vm.Stats(); st.Uploads != c.ups {
+					t.Errorf("run %d: %d uploads, want %d", run, st.Uploads, c.ups)
+				}
+				got := y.Value().Data().([]float32)
+				for i, v := range xv {
+					want := 2*float64(v) + 1
+					if d := math.Abs(float64(got[i]) - want); d > 1e-6*(1+math.Abs(want)) {
+						t.Fatalf("run %d (written: %v): y[%d] = %v, want %v", run, c.write, i, got[i], want)
+					}
+				}
+				vm.Reset()
+			}
+		})
+	}
+}
