@@ -622,7 +622,7 @@ func (g *gpu) copyDown(t *cuda.Thread, host any, b *cuda.Buffer) error {
 
 // beginFetch makes the downloads that follow enqueue on the fetcher.
 func (g *gpu) beginFetch() {
-	g.fetching, g.afterFetch = true, g.afterFetch[:0]
+	g.fetching, g.afterFetch = g.fetch != nil, g.afterFetch[:0]
 }
 
 // endFetch waits for the downloads enqueued since beginFetch, copies them
@@ -630,6 +630,9 @@ func (g *gpu) beginFetch() {
 // (an error on the way) it only drops them.
 func (g *gpu) endFetch(t *cuda.Thread, wait bool) error {
 	g.fetching = false
+	if g.fetch == nil {
+		return nil
+	}
 	if !wait {
 		g.fetch.Discard()
 		g.afterFetch = g.afterFetch[:0]
@@ -765,6 +768,9 @@ func (g *gpu) run() error {
 		}
 		down := time.Since(mark).Seconds()
 		mark = time.Now()
+		if g.fetch == nil {
+			return fmt.Errorf("fusion: the machine is closed")
+		}
 		if err := g.fetch.Wait(t); err != nil {
 			return err
 		}
