@@ -701,6 +701,9 @@ func (g *gpu) run() error {
 	}
 	err := g.dev.Run(func(t *cuda.Thread) error {
 		lap(&ph.HandOff)
+		if g.fetch == nil {
+			return fmt.Errorf("fusion: the machine is closed")
+		}
 		for i, in := range c.rw.inputs {
 			if !plan.up[i] {
 				g.last.Held++
@@ -768,9 +771,6 @@ func (g *gpu) run() error {
 		}
 		down := time.Since(mark).Seconds()
 		mark = time.Now()
-		if g.fetch == nil {
-			return fmt.Errorf("fusion: the machine is closed")
-		}
 		if err := g.fetch.Wait(t); err != nil {
 			return err
 		}
