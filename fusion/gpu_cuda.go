@@ -133,8 +133,12 @@ type gpu struct {
 	side  bool
 	sent  []bool
 	// speculate: the run has no host op, so its compute may be launched
-	// before the hashes of the inputs it keeps are settled (run, redo)
+	// before the hashes of the inputs it keeps are settled (run, redo);
+	// stale: the last run's hashes found a kept input changed (a loop that
+	// writes into its inputs, as Gorgonia's own solvers do in place), so
+	// this run hashes first instead of computing twice
 	speculate bool
+	stale     bool
 	solvers   []*gpuSolver
 	// a run's device work in order, made by prepare (steps), and with
 	// WithCUDAGraphs its stretches between host ops as graphs (segs)
@@ -683,12 +687,12 @@ func (g *gpu) run() error {
 	plan := planInputsLater(g.held, vals, c.cfg.inCheck)
 	var sums chan []uint64
 	if len(plan.later) > 0 {
-		if g.speculate {
+		if g.speculate && !g.stale {
 			sums = make(chan []uint64, 1)
 			bs := plan.laterBytes()
 			go func() { sums <- hashAll(bs) }()
 		} else {
-			plan.settle(g.held, hashAll(plan.laterBytes()))
+			g.stale = len(plan.settle(g.held, hashAll(plan.laterBytes()))) > 0
 		}
 	}
 	ph := &g.last.Phases
@@ -737,7 +741,9 @@ func (g *gpu) run() error {
 		lap(&ph.Launch)
 		if sums != nil {
 			h := <-sums
-			if changed := plan.settle(g.held, h); len(changed) > 0 { // a write into a kept input: up, and again
+			changed := plan.settle(g.held, h)
+			g.stale = len(changed) > 0
+			if len(changed) > 0 { // a write into a kept input: up, and again
 				if err := g.redo(t, c, vals, &plan, changed); err != nil {
 					return err
 				}
