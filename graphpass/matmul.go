@@ -2,6 +2,7 @@ package graphpass
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
@@ -248,6 +249,12 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 		wave = H200.SMs
 	}
 	if t.GPU() && prec != tile.PrecIEEE && grp.MatMul.Info.DType == tile.F32 {
+		// TF32 and bf16 products at least 128 on every side on a GPU with
+		// the H200's shared memory: the wave model (waves.go)
+		if ws := productWaveShape(grp); waveModelApplies(t, prec, ws) {
+			maps.Copy(meta, chooseWaves(t, prec, ws).meta())
+			return
+		}
 		m, n := s[len(s)-2], s[len(s)-1]
 		batch := outputs / (m * n)
 		var bm, bn int

@@ -56,6 +56,17 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 		// last part shorter than the others)
 		{peerCase{name: "Aᵀ·B 131x90x200 split 3 128x128", m: 131, k: 200, n: 90, ta: true}, tile.PrecTF32,
 			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "wgmma": 0, "SPLIT_K": 3}, false},
+		// the wave model's choices (graphpass/waves.go): the swapped form
+		// with K split (the atomic adds from the accumulator of Cᵀ), and
+		// its 64×128 tile
+		{peerCase{name: "matmul 300x200x200 swapped 256x128 split 3", m: 300, k: 200, n: 200}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4, "SPLIT_K": 3}, true},
+		{peerCase{name: "A·Bᵀ 130x200x90 swapped 256x128 split 2", m: 130, k: 200, n: 90, tb: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4, "SPLIT_K": 2}, false},
+		{peerCase{name: "matmul 300x136x200 swapped bf16 256x128 split 2", m: 300, k: 136, n: 200}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4, "SPLIT_K": 2}, true},
+		{peerCase{name: "matmul 130x70x200 swapped 64x128", m: 130, k: 70, n: 200}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
 			p, err := buildPeer(c.pc, graphpass.H200, c.prec, c.tune)

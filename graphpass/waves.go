@@ -1,0 +1,197 @@
+package graphpass
+
+import (
+	"fmt"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// The wave model: on a GPU whose shared memory holds the swapped wgmma
+// form's 4 stages of 256×128 (the H200), a TF32 or bf16 product at least
+// 128 on every side chooses its tensor-core tiling (and, for a bare
+// product of one batch, SPLIT_K) by the least estimated time:
+//
+//	time = ceil(CTAs / SMs) · (steps + 3) · step(form, BM·BN) + reduction
+//	step = c(form) · (BM·BN + a(form)) · BLOCK_K      (×0.75 for bf16)
+//	reduction = (SPLIT_K + 1) · 4·M·N bytes / 2 TB/s  (SPLIT_K > 1 only)
+//
+// CTAs = batch · ⌈M/BM⌉ · ⌈N/BN⌉ · SPLIT_K; steps = ⌈⌈K/BK⌉/SPLIT_K⌉ (the
+// longest part); 3 steps a tile for the pipeline's fill and the epilogue.
+// The model weighs the tilings that were measured (below) and applies to
+// products with a wave of 128×128 tiles, or bare ones with K ≥ 2048 (which
+// a split may fill); smaller ones keep tuneMatMul's older rules.
+// An SM runs ceil(CTAs/SMs) tiles whatever its residency (the block
+// scheduler refills a slot as a CTA ends; co-resident CTAs share the SM's
+// tensor cores), so the wave count is that ceiling. A step's cost grows
+// with the tile's area plus a per-step overhead a (the fragment loads,
+// barriers and issue a tile pays whatever its size): the constants are
+// fitted to the H200's measurements of 2026-12-01 (tf32): swapped wgmma
+// 256×128 at 4096³ 234.8 TFLOP/s, 128×128 183.1, 64×128 144 (4096×3072×768);
+// the transposing wgmma 128×256 210.9; mma.sync 128×128 150 and 64×128 at
+// 288 tiles 0.186 ms (768×3072×4096); split K on 4096×3072×768 at 256×128,
+// 2, 3 and 4 parts: 109, 90, 78 against 194 (the reduction's 2 TB/s and
+// its +1: the output zeroed). A split must beat the best unsplit tiling by
+// a tenth (its cost is the least certain term).
+//
+// Forms: the swapped wgmma (wgmma = 2; BN = 16·num_warps: 128 at 8 warps;
+// BM 64, 128 or 256), the transposing wgmma (wgmma = 1, tf32, 128×256 at 8
+// warps) and mma.sync (128×128 at 8 warps, 64×128 at 4). A form whose operand copies
+// would be 4 bytes wide is not a choice: A stored transposed (Aᵀ·B, the
+// weight gradients) in either wgmma form (wgmma reads it K-major from
+// shared memory, a tf32 operand only K-major), B stored transposed in the
+// transposing form and in bf16's swapped form; those run on mma.sync.
+// BLOCK_M, BLOCK_N are powers of two (the tile IR's blocks are), so the
+// 192- and 96-wide tilings that would fill the H200's 132 SMs with 4096×768
+// are not choices.
+
+// tcForm is a tensor-core form of the K loop: its meta-parameter wgmma
+// and its cost constants (seconds per element of tile area and k, the
+// per-step overhead in elements of area).
+type tcForm struct {
+	wgmma int
+	c     float64
+	a     int
+}
+
+var (
+	formSwapped  = tcForm{wgmma: 2, c: 8.52e-13, a: 8192}
+	formWGMMA    = tcForm{wgmma: 1, c: 9.49e-13, a: 8192}
+	formMMASync  = tcForm{wgmma: 0, c: 1.616e-12, a: 1024}
+	splitBytesPS = 2e12 // the split's reduction, bytes a second
+)
+
+// tcTiling is a choice of the wave model: a form, the tile, warps, stages
+// and K's parts.
+type tcTiling struct {
+	form                 tcForm
+	bm, bn, warps, split int
+	stages               int
+	est                  float64 // seconds
+}
+
+func (c tcTiling) meta() tile.Meta {
+	m := tile.Meta{"BLOCK_M": c.bm, "BLOCK_N": c.bn, "BLOCK_K": 32, "num_warps": c.warps, "num_stages": c.stages}
+	if c.form.wgmma != 0 {
+		m["wgmma"] = c.form.wgmma
+	}
+	if c.split > 1 {
+		m["SPLIT_K"] = c.split
+	}
+	return m
+}
+
+func (c tcTiling) String() string {
+	return fmt.Sprintf("%v (%.1f µs)", c.meta(), c.est*1e6)
+}
+
+// waveShape is what the model reads of a product.
+type waveShape struct {
+	batch, m, n, k int
+	transA, transB bool
+	bare           bool // nothing but the product in its group, one batch: SPLIT_K writable
+}
+
+// waveModelApplies reports whether the wave model chooses grp's tiling on
+// t at prec (else tuneMatMul's older rules do).
+func waveModelApplies(t Target, prec tile.Precision, s waveShape) bool {
+	if !t.GPU() || (prec != tile.PrecTF32 && prec != tile.PrecBF16) || t.SharedMemory < 4*4*32*(256+128)+2*2*256*32 ||
+		s.m < 128 || s.n < 128 || s.k < 128 {
+		return false
+	}
+	return s.batch*tile.CDiv(s.m, 128)*tile.CDiv(s.n, 128) >= t.SMs || s.bare && s.k >= 2048
+}
+
+// waveTilings lists every tiling the model weighs for s on t at prec,
+// with its estimate, in the model's order of preference on a tie.
+func waveTilings(t Target, prec tile.Precision, s waveShape) []tcTiling {
+	const bk = 32
+	bf16 := prec == tile.PrecBF16
+	var out []tcTiling
+	add := func(f tcForm, bm, bn, warps, stages int) {
+		if stages < 2 || 32*warps > t.MaxThreads {
+			return
+		}
+		steps := tile.CDiv(s.k, bk)
+		for split := 1; split <= 4; split++ {
+			if split > 1 && (!s.bare || steps < 4*split) {
+				break
+			}
+			ctas := s.batch * tile.CDiv(s.m, bm) * tile.CDiv(s.n, bn) * split
+			step := f.c * float64(bm*bn+f.a) * bk
+			if bf16 {
+				step *= 0.75
+			}
+			est := float64(tile.CDiv(ctas, t.SMs)) * float64(tile.CDiv(steps, split)+3) * step
+			if split > 1 {
+				est += float64((split+1)*4*s.m*s.n) / splitBytesPS
+			}
+			out = append(out, tcTiling{form: f, bm: bm, bn: bn, warps: warps, split: split, stages: stages, est: est})
+		}
+	}
+	// the swapped wgmma: 4 stages where they fit (bf16's two tiles of A
+	// beside them), at least 3
+	if !s.transA && !(bf16 && s.transB) {
+		for _, bm := range []int{256, 128, 64} {
+			for _, bn := range []int{128} {
+				extra := 0
+				if bf16 {
+					extra = 2 * 2 * bm * bk
+				}
+				stage := (4*bk*(bm+bn) + 1023) / 1024 * 1024
+				if st := min(4, (t.SharedMemory-extra)/stage); st >= 3 {
+					add(formSwapped, bm, bn, bn/16, st)
+				}
+			}
+		}
+	}
+	// the transposing wgmma: 128×256, two K-major B tiles beside the stages
+	if prec == tile.PrecTF32 && !s.transA && !s.transB {
+		extra := 2 * 256 * 128
+		add(formWGMMA, 128, 256, 8, max(2, min(3, (t.SharedMemory-extra)/(4*bk*(128+256)))))
+	}
+	for _, sh := range [][2]int{{128, 128}, {64, 128}} {
+		warps := 4
+		if sh[0]*sh[1] >= 128*128 {
+			warps = 8
+		}
+		add(formMMASync, sh[0], sh[1], warps, max(2, min(3, t.SharedMemory/(4*bk*(sh[0]+sh[1])))))
+	}
+	return out
+}
+
+// chooseWaves is the model's choice for s: the least estimate, a split
+// only where it beats every unsplit tiling by a tenth.
+func chooseWaves(t Target, prec tile.Precision, s waveShape) tcTiling {
+	var best, bestSplit tcTiling
+	for _, c := range waveTilings(t, prec, s) {
+		b := &best
+		if c.split > 1 {
+			b = &bestSplit
+		}
+		if b.est == 0 || c.est < b.est {
+			*b = c
+		}
+	}
+	if bestSplit.est > 0 && bestSplit.est < 0.9*best.est {
+		return bestSplit
+	}
+	return best
+}
+
+// productWaveShape reads grp's product for the model.
+func productWaveShape(grp *Group) waveShape {
+	mm := grp.MatMul
+	s := mm.Info.Shape
+	a := mm.Inputs[0].Info.Shape
+	batch := 1
+	if len(s) == 3 {
+		batch, a = s[0], a[len(a)-2:]
+	}
+	m, n := s[len(s)-2], s[len(s)-1]
+	k := a[1]
+	if mm.Info.TransA {
+		k = a[0]
+	}
+	return waveShape{batch: batch, m: m, n: n, k: k, transA: mm.Info.TransA, transB: mm.Info.TransB,
+		bare: batch == 1 && grp.Root == mm && len(grp.Extra) == 0}
+}

@@ -1,0 +1,107 @@
+package graphpass
+
+import (
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// TestWaveModel: the tilings the wave model chooses for the BERT-base
+// encoder layer's products (8×512 rows, hidden 768, FFN 3072) as the peer
+// cases spell them (NN y = x·W, NT input gradients dy·Wᵀ, TN weight
+// gradients xᵀ·dy; bare products, so that SPLIT_K is writable) and for
+// 4096³, which keeps the choice of before the model (256×128 swapped
+// wgmma); a product with an epilogue takes no split; each choice is the
+// least estimate of the tilings the model weighs (a split by a tenth).
+func TestWaveModel(t *testing.T) {
+	swapped256 := tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 8, "wgmma": 2}
+	mma64 := tile.Meta{"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4}
+	mma128 := tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 3, "num_warps": 8}
+	split3 := tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 3, "num_warps": 8, "SPLIT_K": 3}
+	cases := []struct {
+		name         string
+		m, k, n      int
+		ta, tb, tanh bool
+		prec         tile.Precision
+		want         tile.Meta
+	}{
+		{name: "4096³ tf32: as before the model", m: 4096, k: 4096, n: 4096, prec: tile.PrecTF32, want: swapped256},
+		{name: "4096³ bf16: as before the model", m: 4096, k: 4096, n: 4096, prec: tile.PrecBF16, want: swapped256},
+		{name: "NN 4096×3072×768 tf32: 384 tiles, 2.9 waves", m: 4096, k: 768, n: 3072, prec: tile.PrecTF32, want: swapped256},
+		{name: "NN 4096×768×3072 tf32: 96 tiles of 256×128 (0.73 wave) beat 192 of 128×128", m: 4096, k: 3072, n: 768, prec: tile.PrecTF32, want: swapped256},
+		{name: "NN 4096×768×768 tf32", m: 4096, k: 768, n: 768, prec: tile.PrecTF32, want: swapped256},
+		{name: "NT 4096×768×3072 tf32: B stored [n][k] read by ldmatrix in the swapped form", m: 4096, k: 3072, n: 768, tb: true, prec: tile.PrecTF32, want: swapped256},
+		{name: "NT 4096×3072×768 tf32", m: 4096, k: 768, n: 3072, tb: true, prec: tile.PrecTF32, want: swapped256},
+		{name: "NT 4096×768×768 tf32", m: 4096, k: 768, n: 768, tb: true, prec: tile.PrecTF32, want: swapped256},
+		{name: "TN 768×3072×4096 tf32: Aᵀ on mma.sync, 288 tiles of 64×128", m: 768, k: 4096, n: 3072, ta: true, prec: tile.PrecTF32, want: mma64},
+		{name: "TN 3072×768×4096 tf32", m: 3072, k: 4096, n: 768, ta: true, prec: tile.PrecTF32, want: mma64},
+		{name: "TN 768×768×4096 tf32: 36 tiles of 128×128, K in 3 parts", m: 768, k: 4096, n: 768, ta: true, prec: tile.PrecTF32, want: split3},
+		{name: "NN 4096×768×3072 bf16", m: 4096, k: 3072, n: 768, prec: tile.PrecBF16, want: swapped256},
+		{name: "NT 4096×768×3072 bf16: B stored [n][k] not in bf16's swapped form", m: 4096, k: 3072, n: 768, tb: true, prec: tile.PrecBF16, want: mma64},
+		{name: "NT 4096×3072×768 bf16", m: 4096, k: 768, n: 3072, tb: true, prec: tile.PrecBF16, want: mma128},
+		{name: "TN 768×768×4096 bf16", m: 768, k: 4096, n: 768, ta: true, prec: tile.PrecBF16, want: split3},
+		{name: "NN 768×3072×4096 tf32, bare: 72 tiles of 256×128, K in 3 parts", m: 768, k: 4096, n: 3072, prec: tile.PrecTF32,
+			want: tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 8, "wgmma": 2, "SPLIT_K": 3}},
+		{name: "NN 768×3072×4096 tf32 with an epilogue: no split", m: 768, k: 4096, n: 3072, tanh: true, prec: tile.PrecTF32, want: swapped256},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			var y *G.Node
+			if c.ta || c.tb {
+				xs, ws := []int{1, c.m, c.k}, []int{1, c.k, c.n}
+				if c.ta {
+					xs = []int{1, c.k, c.m}
+				}
+				if c.tb {
+					ws = []int{1, c.n, c.k}
+				}
+				x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(xs...), G.WithName("x"))
+				w := G.NewTensor(g, tensor.Float32, 3, G.WithShape(ws...), G.WithName("w"))
+				y = G.Must(G.BatchedMatMul(x, w, c.ta, c.tb))
+			} else {
+				x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.m, c.k), G.WithName("x"))
+				w := G.NewMatrix(g, tensor.Float32, G.WithShape(c.k, c.n), G.WithName("w"))
+				y = G.Must(G.Mul(x, w))
+			}
+			if c.tanh {
+				G.Must(G.Tanh(y))
+			}
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := Partition(gr, Options{Target: H200, MatMul: true})
+			if len(groups) != 1 || groups[0].Kind != MatMulGroup {
+				t.Fatalf("%d groups, want one matmul group", len(groups))
+			}
+			grp := groups[0]
+			got := defaultMeta(grp, H200, c.prec)
+			if got.String() != c.want.String() {
+				t.Errorf("meta %v, want %v", got, c.want)
+			}
+			s := productWaveShape(grp)
+			if s.m != c.m || s.n != c.n || s.k != c.k || s.transA != c.ta || s.transB != c.tb || s.bare == c.tanh {
+				t.Fatalf("shape %+v", s)
+			}
+			if !waveModelApplies(H200, c.prec, s) {
+				t.Fatal("the wave model does not apply")
+			}
+			ch := chooseWaves(H200, c.prec, s)
+			for _, o := range waveTilings(H200, c.prec, s) {
+				if ch.split == 1 && o.split == 1 && o.est < ch.est || ch.split > 1 && o.est < ch.est {
+					t.Errorf("%v chosen over the cheaper %v", ch, o)
+				}
+				if ch.split == 1 && o.split > 1 && o.est < 0.9*ch.est {
+					t.Errorf("%v chosen over %v, cheaper by more than a tenth", ch, o)
+				}
+				if o.split > 1 && c.tanh {
+					t.Errorf("%v: a split of a product with an epilogue", o)
+				}
+			}
+		})
+	}
+}
