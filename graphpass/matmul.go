@@ -35,7 +35,13 @@ var matmulKind = groupKind{
 // gradient 768×768 with K = 4096: 144 tiles of 64×64 against 36 of
 // 128×128 in 4 parts). Not measured yet: the autotuner and tilefuse peer
 // -tune measure them; the heuristic does not take them.
+//
+// Where the wave model chooses (waves.go), its other tilings instead, the
+// cheapest estimates first (at most maxWaveCandidates).
 func matmulSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []tile.Meta {
+	if ws := productWaveShape(grp); waveModelApplies(t, prec, ws) {
+		return waveCandidates(t, prec, ws)
+	}
 	mm := grp.MatMul
 	s := mm.Info.Shape
 	if !t.GPU() || mm.Info.Kind != ops.MatMul || grp.Root != mm || len(grp.Extra) > 0 || def["wgmma"] != 0 || len(s) != 2 {

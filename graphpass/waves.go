@@ -2,6 +2,7 @@ package graphpass
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -194,4 +195,40 @@ func productWaveShape(grp *Group) waveShape {
 	}
 	return waveShape{batch: batch, m: m, n: n, k: k, transA: mm.Info.TransA, transB: mm.Info.TransB,
 		bare: batch == 1 && grp.Root == mm && len(grp.Extra) == 0}
+}
+
+// maxWaveSplits is how many of the model's split tilings an autotuner
+// tries beside every unsplit one.
+const maxWaveSplits = 3
+
+// waveCandidates are the model's tilings for s: every unsplit one, then
+// the maxWaveSplits cheapest splits, each group cheapest first.
+func waveCandidates(t Target, prec tile.Precision, s waveShape) []tile.Meta {
+	all := waveTilings(t, prec, s)
+	slices.SortStableFunc(all, func(a, b tcTiling) int {
+		switch {
+		case a.split > 1 != (b.split > 1):
+			if a.split > 1 {
+				return 1
+			}
+			return -1
+		case a.est < b.est:
+			return -1
+		case a.est > b.est:
+			return 1
+		}
+		return 0
+	})
+	var out []tile.Meta
+	splits := 0
+	for _, c := range all {
+		if c.split > 1 {
+			if splits == maxWaveSplits {
+				break
+			}
+			splits++
+		}
+		out = append(out, c.meta())
+	}
+	return out
 }

@@ -105,3 +105,62 @@ func TestWaveModel(t *testing.T) {
 		})
 	}
 }
+
+// TestWaveCandidates: where the wave model chooses, the autotuner's
+// candidates are its tilings (every unsplit one, the cheapest splits), the
+// heuristic's first, each different; for 4096×768 over K 3072 they include
+// 128×128 on the swapped form and on mma.sync (the choice before the
+// model) and 64×128, and for the bare 768×768 weight gradient the
+// unsplit 128×128 and 64×128 beside the chosen split.
+func TestWaveCandidates(t *testing.T) {
+	cases := []struct {
+		name    string
+		m, k, n int
+		ta      bool
+		want    []string
+	}{
+		{"NN 4096×768×3072", 4096, 3072, 768, false, []string{
+			"{BLOCK_K = 32, BLOCK_M = 128, BLOCK_N = 128, num_stages = 4, num_warps = 8, wgmma = 2}",
+			"{BLOCK_K = 32, BLOCK_M = 64, BLOCK_N = 128, num_stages = 4, num_warps = 8, wgmma = 2}",
+			"{BLOCK_K = 32, BLOCK_M = 128, BLOCK_N = 128, num_stages = 3, num_warps = 8}"}},
+		{"TN 768×768×4096", 768, 4096, 768, true, []string{
+			"{BLOCK_K = 32, BLOCK_M = 128, BLOCK_N = 128, num_stages = 3, num_warps = 8}",
+			"{BLOCK_K = 32, BLOCK_M = 64, BLOCK_N = 128, num_stages = 3, num_warps = 4}"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			xs := []int{1, c.m, c.k}
+			if c.ta {
+				xs = []int{1, c.k, c.m}
+			}
+			x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(xs...), G.WithName("x"))
+			w := G.NewTensor(g, tensor.Float32, 3, G.WithShape(1, c.k, c.n), G.WithName("w"))
+			G.Must(G.BatchedMatMul(x, w, c.ta, false))
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := Partition(gr, Options{Target: H200, MatMul: true})
+			if len(groups) != 1 {
+				t.Fatalf("%d groups", len(groups))
+			}
+			cands := Candidates(groups[0], H200, tile.PrecTF32)
+			if cands[0].String() != defaultMeta(groups[0], H200, tile.PrecTF32).String() {
+				t.Errorf("first candidate %v is not the heuristic's", cands[0])
+			}
+			seen := map[string]bool{}
+			for _, m := range cands {
+				if seen[m.String()] {
+					t.Errorf("%v twice", m)
+				}
+				seen[m.String()] = true
+			}
+			for _, w := range c.want {
+				if !seen[w] {
+					t.Errorf("no candidate %s among %v", w, cands)
+				}
+			}
+		})
+	}
+}
