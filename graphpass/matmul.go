@@ -224,6 +224,11 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 
 // tuneMatMul chooses BLOCK_M×BLOCK_N output tiles and BLOCK_K along K.
 //
+// TF32 and bf16 products at least 128 on every side with a wave of
+// 128×128 tiles (or bare with K ≥ 2048), on a GPU with the H200's shared
+// memory: the wave model (waves.go) chooses the form, tile and SPLIT_K.
+// The rules below are for the others.
+//
 // TF32, bf16 and 3xTF32 on a GPU run on the tensor cores (codegen pipelines the K loop:
 // cp.async stages, mma.sync, the accumulator in registers): the tile is
 // the largest of 128, 64 and 32 on a side, each side no larger than the
