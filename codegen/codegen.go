@@ -141,6 +141,9 @@ var stages = []stage{
 	{"pipeline", "pipe", func(*lowerer) error { return nil }, func(l *lowerer) string { return l.pipeDump() + l.mmaLoopDump() }},
 	{"emit", "layout", func(l *lowerer) error { return l.block(l.k.Body) }, (*lowerer).layoutDump},
 	{"print", "ptx", func(l *lowerer) error {
+		if l.layoutErr != nil {
+			return l.layoutErr
+		}
 		l.result = &Kernel{Name: l.k.Name, NumWarps: l.opt.NumWarps, SharedBytes: l.totalSmem()}
 		l.result.PTX = l.assemble()
 		l.result.Layout = l.layoutDump()

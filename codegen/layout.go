@@ -168,7 +168,7 @@ func newBlocked(s []int, numWarps, vec int) *Blocked {
 	lanes := 32
 	for d := last; d >= 0 && lanes > 1; d-- {
 		room := max(1, s[d]/b.SPT[d])
-		t := min(lanes, room)
+		t := min(lanes, room&-room) // a power of two that divides the dimension's room (192 = 3·64)
 		b.TPW[d] = t
 		lanes /= t
 	}
@@ -176,12 +176,29 @@ func newBlocked(s []int, numWarps, vec int) *Blocked {
 	warps := numWarps
 	for d := 0; d < r && warps > 1; d++ {
 		room := max(1, s[d]/(b.SPT[d]*b.TPW[d]))
-		w := min(warps, room)
+		w := min(warps, room&-room)
 		b.WPC[d] = w
 		warps /= w
 	}
 	b.WPC[0] *= warps // leftover warps hold copies
 	return b
+}
+
+// tilesExactly reports why b cannot hold its shape, or nil: a dimension
+// that is not a power of two (three times one: 192) must be a multiple of
+// the CTA tile (no wrapping: coordinates wrap with a mask), and the lanes
+// and warps along every dimension are powers of two.
+func (b *Blocked) tilesExactly() error {
+	for d := range b.Shape {
+		p2 := func(n int) bool { return n > 0 && n&(n-1) == 0 }
+		if !p2(b.SPT[d]) && b.SPT[d]%3 != 0 || !p2(b.TPW[d]) || !p2(b.WPC[d]) {
+			return fmt.Errorf("layout %s: lanes or warps along dimension %d are not a power of two", b.key(), d)
+		}
+		if !p2(b.Shape[d]) && b.Shape[d]%b.tile(d) != 0 {
+			return fmt.Errorf("layout %s: dimension %d of %d is no multiple of its tile %d", b.key(), d, b.Shape[d], b.tile(d))
+		}
+	}
+	return nil
 }
 
 func ones(n int) []int {

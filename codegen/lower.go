@@ -32,11 +32,14 @@ type lowerer struct {
 	nreg      map[string]int
 	nlabel    int
 
-	memo     []map[string]*lval // scopes; memo[0] holds prologue values
-	natural  map[int]*Layout    // anchors' natural layouts, by value ID
-	blocked  map[string]*Blocked
-	classes  map[string][][]int
-	geometry map[string]string // thread-geometry registers, by key
+	memo    []map[string]*lval // scopes; memo[0] holds prologue values
+	natural map[int]*Layout    // anchors' natural layouts, by value ID
+	blocked map[string]*Blocked
+	// layoutErr: the first layout interned that cannot hold its shape
+	// (Blocked.tilesExactly), reported after emit
+	layoutErr error
+	classes   map[string][][]int
+	geometry  map[string]string // thread-geometry registers, by key
 
 	smem    int // bytes of the reused scratch region (conversions, dots)
 	ownSmem int // bytes of regions owned by one reduction each, before the scratch
@@ -210,6 +213,9 @@ func (l *lowerer) intern(b *Blocked) *Blocked {
 		return x
 	}
 	l.blocked[b.key()] = b
+	if err := b.tilesExactly(); err != nil && l.layoutErr == nil {
+		l.layoutErr = err
+	}
 	return b
 }
 

@@ -225,7 +225,9 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 			return nil
 		}
 	}
-	p.acc = l.intern(mmaLayout(p.m, p.n, p.wm, p.wn))
+	if !p.swapped {
+		p.acc = l.intern(mmaLayout(p.m, p.n, p.wm, p.wn))
+	}
 	p.a, p.b = operandTiles(p.m, p.n, p.k)
 	l.transposedOperands(p)
 	if p.swapped {

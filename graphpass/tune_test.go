@@ -53,6 +53,10 @@ func TestCandidates(t *testing.T) {
 		{"softmax of short rows, cpu", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 64, 100)) }, CPU(2), 3, nil, tile.PrecIEEE},
 		{"softmax rows of 10000, cpu", func(g *G.ExprGraph) { must(G.SoftMax(in(g, "x", 3, 10000))) }, CPU(2), 3, nil, tile.PrecIEEE},
 		{"product of few tiles, long K", func(g *G.ExprGraph) { must(G.Mul(in(g, "x", 70, 600), in(g, "w", 600, 50))) }, H200, 3, nil, tile.PrecIEEE},
+		// the wave model's tilings (waves.go): 192 rows, split K, tails
+		{name: "bare product, K 2048, tf32: the wave model's", build: func(g *G.ExprGraph) { must(G.Mul(in(g, "x", 200, 2048), in(g, "w", 2048, 136))) }, target: H200, min: 8, prec: tile.PrecTF32,
+			want: []string{"{BLOCK_K = 32, BLOCK_M = 192, BLOCK_N = 128, num_stages = 4, num_warps = 8, wgmma = 2}",
+				"{BLOCK_K = 32, BLOCK_M = 64, BLOCK_N = 128, SPLIT_K = 4, num_stages = 4, num_warps = 8, wgmma = 2}"}},
 		{"causal attention", func(g *G.ExprGraph) { opCausalAttention(g, in) }, H200, 5, nil, tile.PrecIEEE},
 		{"causal attention, cpu", func(g *G.ExprGraph) { opCausalAttention(g, in) }, CPU(2), 4, nil, tile.PrecIEEE},
 		// the tensor cores' tiles: 64 or 128 rows at 16 or 32 a warp, 32 or
@@ -111,7 +115,7 @@ func TestCandidates(t *testing.T) {
 					want = out
 					continue
 				}
-				if c.prec != tile.PrecIEEE && m["BLOCK_M"]%(16*m["num_warps"]) != 0 && m["BLOCK_M"] > def.Tile.Meta["BLOCK_M"] {
+				if grp.Kind == AttentionGroup && c.prec != tile.PrecIEEE && m["BLOCK_M"]%(16*m["num_warps"]) != 0 && m["BLOCK_M"] > def.Tile.Meta["BLOCK_M"] {
 					t.Fatalf("candidate %s: more resident rows than its warps hold in whole m16 tiles", m)
 				}
 				// sums in another order: within 1e-5 of the magnitude,

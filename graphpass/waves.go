@@ -132,7 +132,7 @@ func waveTilings(t Target, prec tile.Precision, s waveShape) []tcTiling {
 	// the swapped wgmma: 4 stages where they fit (bf16's two tiles of A
 	// beside them), at least 3
 	if !s.transA && !(bf16 && s.transB) {
-		for _, bm := range []int{256, 128, 64} {
+		for _, bm := range []int{256, 192, 128, 64} {
 			for _, bn := range []int{128} {
 				extra := 0
 				if bf16 {

@@ -155,12 +155,13 @@ func (b *Builder) Meta(name string) int {
 	return v
 }
 
-// BlockSize returns the meta-parameter name, which must be a power of two.
+// BlockSize returns the meta-parameter name, which must be a block
+// dimension (a power of two, or three times one and at least 96).
 func (b *Builder) BlockSize(name string) int {
 	v := b.Meta(name)
-	if !isPow2(v) {
+	if !isBlockDim(v) {
 		if b.err == nil {
-			b.fail("meta", Type{}, "block size %s = %d is not a power of two", name, v)
+			b.fail("meta", Type{}, "block size %s = %d is not a power of two (nor three times one, at least 96)", name, v)
 		}
 		return 1
 	}
@@ -189,15 +190,15 @@ func (b *Builder) gridQuery(op Op, axis int) *Value {
 }
 
 // Arange is the i32 block [start, end) (Triton's arange); end-start must be a
-// power of two.
+// block dimension (a power of two, or three times one and at least 96).
 func (b *Builder) Arange(start, end int) *Value {
 	n := end - start
 	t := BlockOf(I32, max(n, 1))
 	if b.err != nil {
 		return b.poison(t)
 	}
-	if !isPow2(n) {
-		return b.fail("make_range", t, "range {%d, %d} has size %d, not a power of two", start, end, n)
+	if !isBlockDim(n) {
+		return b.fail("make_range", t, "range {%d, %d} has size %d, not a power of two (nor three times one, at least 96)", start, end, n)
 	}
 	if start < math.MinInt32 || end > math.MaxInt32 {
 		return b.fail("make_range", t, "range {%d, %d} does not fit i32", start, end)

@@ -6,8 +6,9 @@
 // A Kernel is the program of one program instance. A launch runs a 1-, 2- or
 // 3-D grid of instances; each reads its coordinates with ProgramID and the grid
 // size with NumPrograms. Values are scalars or block tensors of rank 1 to 3
-// whose every dimension is a power of two, of dtype f32, f64, i32, i64 or i1,
-// or pointers (and blocks of pointers) to f32, f64 or i32.
+// whose every dimension is a power of two (or three times one, at least 96:
+// tiles of 192 rows), of dtype f32, f64, i32, i64 or i1, or pointers (and
+// blocks of pointers) to f32, f64 or i32.
 //
 // The layers follow Triton's: the Builder is the user-facing surface and
 // performs the semantic checks (implicit broadcasting scalar↔block and

@@ -20,7 +20,7 @@ const (
 	OpConst       // scalar constant: AuxF for floats, Aux for ints and i1
 	OpProgramID   // i32 coordinate of this program instance along axis Aux (0..2)
 	OpNumPrograms // i32 number of program instances along axis Aux (0..2)
-	OpArange      // i32 block [Aux, Aux2): make_range; Aux2-Aux is a power of two
+	OpArange      // i32 block [Aux, Aux2): make_range; Aux2-Aux a block dimension
 
 	// Shape ops. They move elements, never change them.
 	OpSplat      // scalar → block of the result's shape, every element the scalar

@@ -224,8 +224,8 @@ func (vr *verifier) value(v *Value, loop *Value) error {
 			return err
 		}
 		n := v.Aux2 - v.Aux
-		if !isPow2(int(n)) {
-			return vr.fail(v, fmt.Sprintf("range {%d, %d} has size %d, not a power of two", v.Aux, v.Aux2, n))
+		if !isBlockDim(int(n)) {
+			return vr.fail(v, fmt.Sprintf("range {%d, %d} has size %d, not a power of two (nor three times one, at least 96)", v.Aux, v.Aux2, n))
 		}
 		if t != BlockOf(I32, int(n)) {
 			return vr.fail(v, fmt.Sprintf("result must be tensor<%dxi32>", n))

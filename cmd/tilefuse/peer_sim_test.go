@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -65,6 +66,30 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4, "SPLIT_K": 2}, false},
 		{peerCase{name: "matmul 300x136x200 swapped bf16 256x128 split 2", m: 300, k: 136, n: 200}, tile.PrecBF16,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4, "SPLIT_K": 2}, true},
+		// tiles of 192 rows (three times a power of two: 4096×768 in 132
+		// tiles), 430 rows: two tiles and 46 rows
+		{peerCase{name: "matmul 430x70x200 swapped 192x128", m: 430, k: 70, n: 200}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "gelu 430x96x200 swapped 192x128", m: 430, k: 96, n: 200, gelu: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "A·Bᵀ 430x100x200 swapped 192x128", m: 430, k: 100, n: 200, tb: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+		{peerCase{name: "gelu 430x96x200 swapped bf16 192x128", m: 430, k: 96, n: 200, gelu: true}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 430x200x200 swapped 192x128 split 2", m: 430, k: 200, n: 200}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4, "SPLIT_K": 2}, true},
+		{peerCase{name: "matmul 430x70x200 mma.sync 192x128", m: 430, k: 70, n: 200}, tile.PrecTF32,
+			tile.Meta{"wgmma": 0, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		// (Aᵀ's copies at 192 wide are not all 16 bytes: the wave model
+		// does not weigh these)
+		{peerCase{name: "Aᵀ·B 430x200x100 mma.sync 192x128", m: 430, k: 100, n: 200, ta: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 0, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		{peerCase{name: "Aᵀ·B 200x430x100 mma.sync 128x192", m: 200, k: 100, n: 430, ta: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 0, "BLOCK_M": 128, "BLOCK_N": 192, "num_warps": 8, "num_stages": 3}, false},
+		{peerCase{name: "Aᵀ·B 131x90x430 mma.sync 128x192 split 3", m: 131, k: 430, n: 90, ta: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 0, "BLOCK_M": 128, "BLOCK_N": 192, "num_warps": 8, "num_stages": 3, "SPLIT_K": 3}, false},
+		{peerCase{name: "Aᵀ·B bf16 430x200x100 mma.sync 192x128", m: 430, k: 100, n: 200, ta: true}, tile.PrecBF16,
+			tile.Meta{"wgmma": 0, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
 		{peerCase{name: "matmul 130x70x200 swapped 64x128", m: 130, k: 70, n: 200}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 	} {
@@ -82,6 +107,9 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 				inst = "wgmma.mma_async"
 			}
 			require.True(t, strings.Contains(sim.Last.PTX, inst), "no %s", inst)
+			if c.tune["wgmma"] == 2 {
+				require.True(t, strings.Contains(sim.Last.PTX, fmt.Sprintf("wgmma.mma_async.sync.aligned.m64n%dk", c.tune["BLOCK_M"])), "no m64n%d", c.tune["BLOCK_M"])
+			}
 			if c.tune["SPLIT_K"] > 1 {
 				require.True(t, p.k.Accumulates && p.k.Grid[2] == c.tune["SPLIT_K"], "grid %v", p.k.Grid)
 				require.True(t, strings.Contains(sim.Last.PTX, "atom.global.add.f32"), "no atomic adds")
