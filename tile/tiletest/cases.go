@@ -91,6 +91,11 @@ func Cases() []Case {
 		// (64-byte swizzle), m64nMk16; B stored transposed (4-byte copies)
 		matmulPrec("130x70x90_bf16_wgmma2", 130, 70, 90, 64, false, false, tile.PrecBF16, tile.Meta{"BM": 128, "BK": 32, "wgmma": 2, "num_stages": 4}),
 		matmulPrec("300x200x100_bf16_wgmma2_256x128_transAB", 300, 200, 100, 128, true, true, tile.PrecBF16, tile.Meta{"BM": 256, "BK": 32, "wgmma": 2, "num_stages": 4, "num_warps": 8}),
+		// tiles of 192 rows (three times a power of two: the wave model's
+		// 4096×768 in 132 tiles), 430 rows: two tiles and 46 rows
+		matmulPrec("430x200x100_tf32_wgmma2_192x128", 430, 200, 100, 128, false, false, tile.PrecTF32, tile.Meta{"BM": 192, "BK": 32, "wgmma": 2, "num_stages": 4, "num_warps": 8}),
+		matmulPrec("430x200x100_tf32_wgmma2_192x128_transB", 430, 200, 100, 128, false, true, tile.PrecTF32, tile.Meta{"BM": 192, "BK": 32, "wgmma": 2, "num_stages": 4, "num_warps": 8}),
+		matmulPrec("430x200x100_bf16_wgmma2_192x128", 430, 200, 100, 128, false, false, tile.PrecBF16, tile.Meta{"BM": 192, "BK": 32, "wgmma": 2, "num_stages": 4, "num_warps": 8}),
 	)
 	cs = append(cs, moreCases()...)
 	for _, c := range []struct {
