@@ -35,15 +35,16 @@ import (
 // a tenth (its cost is the least certain term).
 //
 // Forms: the swapped wgmma (wgmma = 2; BN = 16·num_warps: 128 at 8 warps;
-// BM 64, 128 or 256), the transposing wgmma (wgmma = 1, tf32, 128×256 at 8
+// BM 64, 128, 192 or 256), the transposing wgmma (wgmma = 1, tf32, 128×256 at 8
 // warps) and mma.sync (128×128 at 8 warps, 64×128 at 4). A form whose operand copies
 // would be 4 bytes wide is not a choice: A stored transposed (Aᵀ·B, the
 // weight gradients) in either wgmma form (wgmma reads it K-major from
 // shared memory, a tf32 operand only K-major), B stored transposed in the
 // transposing form and in bf16's swapped form; those run on mma.sync.
-// BLOCK_M, BLOCK_N are powers of two (the tile IR's blocks are), so the
-// 192- and 96-wide tilings that would fill the H200's 132 SMs with 4096×768
-// are not choices.
+// BLOCK_M = 192 (a block dimension three times a power of two) fills the
+// H200's 132 SMs with 4096×768 (22×6 tiles); BLOCK_N = 192 would take 12
+// warps in the swapped form, which codegen does not (num_warps is a power
+// of two).
 
 // tcForm is a tensor-core form of the K loop: its meta-parameter wgmma
 // and its cost constants (seconds per element of tile area and k, the
