@@ -39,7 +39,7 @@ var matmulKind = groupKind{
 // Where the wave model chooses (waves.go), its other tilings instead, the
 // cheapest estimates first (at most maxWaveCandidates).
 func matmulSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []tile.Meta {
-	if ws := productWaveShape(grp); waveModelApplies(t, prec, ws) {
+	if ws, ok := productWaveShape(grp); ok && waveModelApplies(t, prec, ws) {
 		return waveCandidates(t, prec, ws)
 	}
 	mm := grp.MatMul
@@ -262,7 +262,7 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	if t.GPU() && prec != tile.PrecIEEE && grp.MatMul.Info.DType == tile.F32 {
 		// TF32 and bf16 products at least 128 on every side on a GPU with
 		// the H200's shared memory: the wave model (waves.go)
-		if ws := productWaveShape(grp); waveModelApplies(t, prec, ws) {
+		if ws, ok := productWaveShape(grp); ok && waveModelApplies(t, prec, ws) {
 			maps.Copy(meta, chooseWaves(t, prec, ws).meta())
 			return
 		}

@@ -180,14 +180,22 @@ func chooseWaves(t Target, prec tile.Precision, s waveShape) tcTiling {
 	return best
 }
 
-// productWaveShape reads grp's product for the model.
-func productWaveShape(grp *Group) waveShape {
+// productWaveShape reads grp's product for the model: a matmul group's
+// 2-D product, or batched over 3-D operands (ok false for other kinds,
+// such as the heads' kernels, which tune their products with
+// tuneMatMul's rules).
+func productWaveShape(grp *Group) (waveShape, bool) {
 	mm := grp.MatMul
-	s := mm.Info.Shape
-	a := mm.Inputs[0].Info.Shape
+	if grp.Kind != MatMulGroup || mm == nil || len(mm.Inputs) != 2 {
+		return waveShape{}, false
+	}
+	s, a := mm.Info.Shape, mm.Inputs[0].Info.Shape
+	if len(s) < 2 || len(s) > 3 || len(a) != len(s) {
+		return waveShape{}, false
+	}
 	batch := 1
 	if len(s) == 3 {
-		batch, a = s[0], a[len(a)-2:]
+		batch, a = s[0], a[1:]
 	}
 	m, n := s[len(s)-2], s[len(s)-1]
 	k := a[1]
@@ -195,7 +203,7 @@ func productWaveShape(grp *Group) waveShape {
 		k = a[0]
 	}
 	return waveShape{batch: batch, m: m, n: n, k: k, transA: mm.Info.TransA, transB: mm.Info.TransB,
-		bare: batch == 1 && grp.Root == mm && len(grp.Extra) == 0}
+		bare: batch == 1 && grp.Root == mm && len(grp.Extra) == 0}, true
 }
 
 // maxWaveSplits is how many of the model's split tilings an autotuner

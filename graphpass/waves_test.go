@@ -83,8 +83,8 @@ func TestWaveModel(t *testing.T) {
 			if got.String() != c.want.String() {
 				t.Errorf("meta %v, want %v", got, c.want)
 			}
-			s := productWaveShape(grp)
-			if s.m != c.m || s.n != c.n || s.k != c.k || s.transA != c.ta || s.transB != c.tb || s.bare == c.tanh {
+			s, ok := productWaveShape(grp)
+			if !ok || s.m != c.m || s.n != c.n || s.k != c.k || s.transA != c.ta || s.transB != c.tb || s.bare == c.tanh {
 				t.Fatalf("shape %+v", s)
 			}
 			if !waveModelApplies(H200, c.prec, s) {
