@@ -110,7 +110,8 @@ func elementwiseSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []t
 
 // reduceSpace: the tile's shape (BLOCK_R halved or doubled, BLOCK_O the
 // other way), where the reduced range's part (CHUNK) stays a multiple of
-// BLOCK_R; and num_warps on a GPU.
+// BLOCK_R; for the column form split over programs (COLUMNS), CHUNK halved
+// (at least BLOCK_R) and doubled (while it splits); and num_warps on a GPU.
 func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta {
 	br, bo, chunk := def["BLOCK_R"], def["BLOCK_O"], def["CHUNK"]
 	var out []tile.Meta
@@ -121,6 +122,14 @@ func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.M
 	}
 	if bo > 1 && (!split || chunk%(2*br) == 0) {
 		out = append(out, with(def, "BLOCK_R", br*2, "BLOCK_O", bo/2))
+	}
+	if def["COLUMNS"] == 1 && split {
+		if chunk/2 >= br && (chunk/2)%br == 0 {
+			out = append(out, with(def, "CHUNK", chunk/2))
+		}
+		if 2*chunk < reduced {
+			out = append(out, with(def, "CHUNK", 2*chunk))
+		}
 	}
 	return append(out, warpChoices(def, t, 8)...)
 }

@@ -1,0 +1,192 @@
+package graphpass_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	. "github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/interp"
+)
+
+// TestColumnReductions: a reduction over the leading axes of its input
+// (column sums: a bias's gradient; column maxima) takes the column form on
+// a GPU target (COLUMNS = 1: a [BLOCK_R, BLOCK_O] tile with the outputs
+// along its contiguous axis, reduced across its rows once at the end; a
+// sum with few column blocks also split over row chunks, program axis 1,
+// added atomically into the zeroed output), and the reduced axis last on a
+// CPU target. Every kernel, run on the reference interpreter with its
+// output poisoned (NaN; zeros where it accumulates), agrees with a float64
+// reduction of the same float32 inputs within 1e-5·Σ|terms| per output
+// (f32 sums of up to 5000 terms of ±2 in any order: their rounding is
+// under 1e-6 of Σ|terms| here, and one term left out or counted twice is
+// far over it); a maximum is exact. Shapes off every block: rows and
+// columns that are not multiples of BLOCK_R, BLOCK_O or CHUNK, one row,
+// one column.
+func TestColumnReductions(t *testing.T) {
+	must := G.Must
+	type build func(xs []*G.Node) *G.Node
+	sum0 := func(xs []*G.Node) *G.Node { return must(G.Sum(xs[0], 0)) }
+	cases := []struct {
+		name    string
+		shapes  [][]int
+		build   build
+		ref     func(in [][]float64, r, c int) []float64 // in read as [r, c], reduced over r
+		max     bool
+		columns bool // the column form on a GPU
+	}{
+		{"Σ[0] 1000×777", [][]int{{1000, 777}}, sum0, nil, false, true},
+		{"Σ[0] 4095×33", [][]int{{4095, 33}}, sum0, nil, false, true},
+		{"Σ[0] 4096×768", [][]int{{4096, 768}}, sum0, nil, false, true},
+		{"Σ[0] 1×5000: one row, a copy", [][]int{{1, 5000}}, sum0, nil, false, false},
+		{"Σ[0] 5000×1: one column, a full sum", [][]int{{5000, 1}}, sum0, nil, false, false},
+		{"Σ[0] 3×4097: few rows", [][]int{{3, 4097}}, sum0, nil, false, true},
+		{"Σ[0,1] of 30×40×130: leading axes merged", [][]int{{30, 40, 130}}, func(xs []*G.Node) *G.Node { return must(G.Sum(xs[0], 0, 1)) }, nil, false, true},
+		{"Reshape(Σ[0](dy ⊙ x̂)): a gain's gradient", [][]int{{1000, 777}, {1000, 777}}, func(xs []*G.Node) *G.Node {
+			return must(G.Reshape(must(G.Sum(must(G.HadamardProd(xs[0], xs[1])), 0)), tensor.Shape{777}))
+		}, func(in [][]float64, r, c int) []float64 {
+			s := make([]float64, c)
+			for i := range in[0] {
+				s[i%c] += in[0][i] * in[1][i]
+			}
+			return s
+		}, false, true},
+		{"Σ[0](x ⊙ γ): a broadcast operand in the prologue", [][]int{{999, 130}, {130}}, func(xs []*G.Node) *G.Node {
+			return must(G.Sum(must(G.BroadcastHadamardProd(xs[0], xs[1], nil, []byte{0})), 0))
+		}, func(in [][]float64, r, c int) []float64 {
+			s := make([]float64, c)
+			for i := range in[0] {
+				s[i%c] += in[0][i] * in[1][i%c]
+			}
+			return s
+		}, false, true},
+		{"max[0] 1000×777", [][]int{{1000, 777}}, func(xs []*G.Node) *G.Node { return must(G.Max(xs[0], 0)) }, nil, true, true},
+		{"max[0] 4095×33", [][]int{{4095, 33}}, func(xs []*G.Node) *G.Node { return must(G.Max(xs[0], 0)) }, nil, true, true},
+	}
+	gpu8 := GPU(8, 1024, 48<<10)
+	gpu8.NumWarps = 8
+	targets := []struct {
+		name string
+		t    Target
+	}{{"h200", H200}, {"8 SMs, 8 warps", gpu8}, {"cpu, 2 cores", CPU(2)}}
+	for _, c := range cases {
+		for _, tg := range targets {
+			t.Run(c.name+"/"+tg.name, func(t *testing.T) {
+				if testing.Short() && c.shapes[0][0]*c.shapes[0][1] > 1<<20 {
+					t.Skip("-short: 3M elements on the interpreter")
+				}
+				g := G.NewGraph()
+				var xs []*G.Node
+				for i, sh := range c.shapes {
+					xs = append(xs, G.NewTensor(g, tensor.Float32, len(sh), G.WithShape(sh...), G.WithName(fmt.Sprintf("x%d", i))))
+				}
+				c.build(xs)
+				k := emitOne(t, g, tg.t)
+				columns := k.Tile.Meta["COLUMNS"] == 1
+				if want := c.columns && tg.t.GPU(); columns != want {
+					t.Fatalf("column form %v, want %v: %v", columns, want, k.Tile.Meta)
+				}
+				if k.Accumulates != (k.Grid[1] > 1) || k.Accumulates && (c.max || !tg.t.GPU()) {
+					t.Fatalf("accumulates %v, grid %v (a maximum or a cpu target never splits)", k.Accumulates, k.Grid)
+				}
+				sh := c.shapes[0]
+				cols := sh[len(sh)-1]
+				rows := numel(sh) / cols
+				if len(sh) == 3 {
+					rows, cols = sh[0]*sh[1], sh[2]
+				}
+				rng := rand.New(rand.NewPCG(uint64(rows), uint64(cols)))
+				var args []any
+				var in [][]float64
+				for _, s := range c.shapes {
+					x32, x64 := make([]float32, numel(s)), make([]float64, numel(s))
+					for i := range x32 {
+						x32[i] = float32(rng.Float64()*4 - 2)
+						x64[i] = float64(x32[i])
+					}
+					args, in = append(args, x32), append(in, x64)
+				}
+				var want, scale []float64
+				want, scale = make([]float64, cols), make([]float64, cols)
+				for j := range want {
+					want[j] = math.Inf(-1)
+					if !c.max {
+						want[j] = 0
+					}
+				}
+				if c.ref != nil {
+					want = c.ref(in, rows, cols)
+				}
+				for i, v := range in[0] {
+					switch j := i % cols; {
+					case c.max:
+						want[j] = math.Max(want[j], v)
+					case c.ref == nil:
+						want[j] += v
+					}
+					scale[i%cols] += math.Abs(v) * 2 // |x·y| ≤ 2|x|
+				}
+				out := make([]float32, cols)
+				for i := range out {
+					out[i] = float32(math.NaN())
+					if k.Accumulates {
+						out[i] = 0
+					}
+				}
+				if err := interp.Interpret(k.Tile, k.Grid, append(args, out)...); err != nil {
+					t.Fatal(err)
+				}
+				for j, w := range want {
+					tol := 1e-5 * scale[j]
+					if c.max {
+						tol = 0
+					}
+					if g := float64(out[j]); !(math.Abs(g-w) <= tol) {
+						t.Fatalf("%v grid %v: output %d = %v, want %v (within %.3g)", k.Tile.Meta, k.Grid, j, g, w, tol)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestColumnFormLoads: in the column form every load of the reduction's
+// input is a [BLOCK_R, BLOCK_O] block whose last axis walks the
+// contiguous outputs, and the reduction is along axis 0 (what codegen
+// turns into 128-bit loads of 128 neighbouring floats a warp row).
+func TestColumnFormLoads(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(4096, 3072), G.WithName("x"))
+	G.Must(G.Sum(x, 0))
+	k := emitOne(t, g, H200)
+	bo, br := k.Tile.Meta["BLOCK_O"], k.Tile.Meta["BLOCK_R"]
+	if want := (tile.Grid{3072 / bo, tile.CDiv(4096, k.Tile.Meta["CHUNK"])}); k.Grid != want || !k.Accumulates {
+		t.Fatalf("grid %v accumulates %v, want %v split", k.Grid, k.Accumulates, want)
+	}
+	if k.Grid[0]*k.Grid[1] < 2*H200.SMs {
+		t.Errorf("%d programs for %d SMs", k.Grid[0]*k.Grid[1], H200.SMs)
+	}
+	loads, reduces := 0, 0
+	k.Tile.Walk(func(v *tile.Value) {
+		switch {
+		case v.Op == tile.OpLoad:
+			loads++
+			if s := v.Type.Shape; s.Rank != 2 || s.Dims[0] != br || s.Dims[1] != bo {
+				t.Errorf("a load of %v, want [%d, %d]", s, br, bo)
+			}
+		case v.Op == tile.OpReduceSum:
+			reduces++
+			if v.Aux != 0 {
+				t.Errorf("a reduction along axis %d, want 0", v.Aux)
+			}
+		}
+	})
+	if loads != 1 || reduces != 1 {
+		t.Fatalf("%d loads and %d reductions, want 1 and 1:\n%s", loads, reduces, k.Tile)
+	}
+}
