@@ -73,6 +73,30 @@ func TestRowPeerSizes(t *testing.T) {
 	assert.ErrorContains(t, err, "want small or large")
 }
 
+// TestColumnPeerSizes: colsum's peer sizes build dy of PeerColumns' shapes
+// and a vector of its columns; its small size is off every block (777
+// columns); other shapes are errors that name the peer sizes.
+func TestColumnPeerSizes(t *testing.T) {
+	w, ok := Lookup("colsum")
+	require.True(t, ok)
+	require.Len(t, w.PeerSizes(), len(PeerColumns))
+	for i, size := range append(w.PeerSizes(), "small") {
+		s, err := w.Build(size)
+		require.NoError(t, err, size)
+		want := []int{1000, 777}
+		if size != "small" {
+			want = PeerColumns[i][:]
+		}
+		for n := range s.Inputs {
+			assert.Equal(t, want, []int(n.Shape()), size)
+		}
+		require.Len(t, s.Outputs, 1)
+		assert.Equal(t, want[1:], []int(s.Outputs[0].Shape()), size)
+	}
+	_, err := w.Build("peer:100x100")
+	assert.ErrorContains(t, err, "peer:4096x3072")
+}
+
 func TestGraphRejectsBadSpecs(t *testing.T) {
 	g := G.NewGraph()
 	x := G.NewMatrix(g, tensor.Float32, G.WithShape(2, 3), G.WithName("x"))

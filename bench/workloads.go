@@ -44,6 +44,11 @@ var peerWorkloads = map[string]bool{"attention": true, "attention_d128": true, "
 // (issue 12).
 var PeerRows = [][2]int{{8192, 4096}, {32768, 1024}, {4096, 32768}, {1823, 781}, {1151, 8192}}
 
+// PeerColumns are the shapes (rows, columns) of the column sums at the
+// peers' shapes: the BERT-base layer's bias gradients, Σ[0] of its FF
+// activations' gradient (4096×3072) and of its model-wide ones (4096×768).
+var PeerColumns = [][2]int{{4096, 3072}, {4096, 768}}
+
 // PeerChain is the element count of the chain at the peers' shape.
 const PeerChain = 64 << 20
 
@@ -53,11 +58,14 @@ var peerSizes = map[string][]string{
 	"chain":     {fmt.Sprintf("%s:%dM", Peer, PeerChain>>20)},
 	"softmax":   peerRowSizes(),
 	"layernorm": peerRowSizes(),
+	"colsum":    peerShapeSizes(PeerColumns),
 }
 
-func peerRowSizes() []string {
+func peerRowSizes() []string { return peerShapeSizes(PeerRows) }
+
+func peerShapeSizes(shapes [][2]int) []string {
 	var s []string
-	for _, rc := range PeerRows {
+	for _, rc := range shapes {
 		s = append(s, fmt.Sprintf("%s:%dx%d", Peer, rc[0], rc[1]))
 	}
 	return s
@@ -78,15 +86,21 @@ func (w Workload) HasPeer() bool { return len(w.PeerSizes()) > 0 }
 // rowShape is the (rows, columns) of a row workload at size: small and
 // large are 1024 wide, a peer size names its shape.
 func rowShape(size string, small, large int) (int, int, error) {
+	return peerShape(size, PeerRows, small, large, 1024)
+}
+
+// peerShape is the (rows, columns) at size: small and large rows of cols,
+// a peer size one of shapes.
+func peerShape(size string, shapes [][2]int, small, large, cols int) (int, int, error) {
 	if rest, ok := strings.CutPrefix(size, Peer+":"); ok {
 		var r, c int
-		if _, err := fmt.Sscanf(rest, "%dx%d", &r, &c); err == nil && slices.Contains(PeerRows, [2]int{r, c}) {
+		if _, err := fmt.Sscanf(rest, "%dx%d", &r, &c); err == nil && slices.Contains(shapes, [2]int{r, c}) {
 			return r, c, nil
 		}
-		return 0, 0, fmt.Errorf("bench: size %q: not a peer shape (%v)", size, peerRowSizes())
+		return 0, 0, fmt.Errorf("bench: size %q: not a peer shape (%v)", size, peerShapeSizes(shapes))
 	}
 	rows, err := pick(size, small, large)
-	return rows, 1024, err
+	return rows, cols, err
 }
 
 // Workloads are the standard graphs, as Gorgonia users write them.
@@ -94,6 +108,7 @@ var Workloads = []Workload{
 	{"chain", "gelu(x·0.5+1)·2, tanh form, op by op", elementwise},
 	{"softmax", "softmax along rows, op by op (max, sub, exp, sum, div)", softmaxW},
 	{"layernorm", "LayerNorm along rows, op by op, with γ and β", layerNormW},
+	{"colsum", "a bias's gradient: Reshape(Σ[0] dy), column sums over rows (small 1000×777, large 8192×1024; peer: 4096×3072 and 4096×768, the BERT layer's)", colSum},
 	{"linear_gelu", "gelu(x·W + b): a matrix product with bias and activation", linearGelu},
 	{"attention", "softmax(q·kᵀ/√d)·v over batch×heads, batched products (peer: B4 H16 S2048 D64)", func(s string) (Spec, error) { return attentionW(s, 64, false) }},
 	{"attention_d128", "attention with head dim 128 (peer: B2 H16 S4096 D128)", func(s string) (Spec, error) { return attentionW(s, 128, false) }},
@@ -216,6 +231,21 @@ func layerNormW(size string) (Spec, error) {
 	x := b.input("x", 4, rows, cols)
 	gamma, beta := b.input("gamma", 1, cols), b.input("beta", 1, cols)
 	return b.spec("layernorm", size, 0, layerNorm(x, gamma, beta)), nil
+}
+
+// colSum: Reshape(Sum(dy, 0)), Gorgonia's gradient of a broadcast bias,
+// alone: a column reduction whose GB/s is its input's bytes over its time.
+func colSum(size string) (Spec, error) {
+	rows, cols, err := peerShape(size, PeerColumns, 1000, 8192, 1024)
+	if err != nil {
+		return Spec{}, err
+	}
+	if size == "small" {
+		cols = 777
+	}
+	b := newBuilder()
+	dy := b.input("dy", 1, rows, cols)
+	return b.spec("colsum", size, 0, G.Must(G.Reshape(G.Must(G.Sum(dy, 0)), tensor.Shape{cols}))), nil
 }
 
 func linearGelu(size string) (Spec, error) {

@@ -1,8 +1,10 @@
 package fusion_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -48,6 +50,25 @@ func checkSplitReductions(t *testing.T, tol float64, splits bool, opts ...fusion
 				}
 				return s
 			}, true},
+		{"column sums 1000×777 (the column form on a GPU target)", [2]int{1000, 777}, func(x *G.Node) *G.Node { return G.Must(G.Sum(x, 0)) },
+			colSums, true},
+		{"column sums 4095×33", [2]int{4095, 33}, func(x *G.Node) *G.Node { return G.Must(G.Sum(x, 0)) },
+			colSums, true},
+		{"column sums of one row, 1×5000", [2]int{1, 5000}, func(x *G.Node) *G.Node { return G.Must(G.Sum(x, 0)) },
+			colSums, false},
+		{"column sums of one column, 5000×1", [2]int{5000, 1}, func(x *G.Node) *G.Node { return G.Must(G.Sum(x, 0)) },
+			colSums, true},
+		{"column maxima 1000×777", [2]int{1000, 777}, func(x *G.Node) *G.Node { return G.Must(G.Max(x, 0)) },
+			func(x []float64, r, c int) []float64 {
+				m := make([]float64, c)
+				for j := range m {
+					m[j] = math.Inf(-1)
+				}
+				for i, v := range x {
+					m[i%c] = math.Max(m[i%c], v)
+				}
+				return m
+			}, false},
 		{"max over all", [2]int{70, 130}, func(x *G.Node) *G.Node { return G.Must(G.Max(x)) },
 			func(x []float64, r, c int) []float64 {
 				m := math.Inf(-1)
@@ -110,5 +131,88 @@ func checkSplitReductions(t *testing.T, tol float64, splits bool, opts ...fusion
 				vm.Reset()
 			}
 		})
+	}
+}
+
+// colSums is the column sums of x read as r×c.
+func colSums(x []float64, r, c int) []float64 {
+	s := make([]float64, c)
+	for i, v := range x {
+		s[i%c] += v
+	}
+	return s
+}
+
+// TestColumnSiblingReductions: a LayerNorm's bias and gain gradients,
+// Reshape(Σ[0] dy) and Reshape(Σ[0] dy⊙x̂), are one kernel with two
+// outputs that reads dy once, on the CPU backend for the CPU's target and
+// for the H200's (the column form, split over row chunks); float32 sums
+// against float64 ones within 1e-5·Σ|terms| per output, at shapes off
+// every block. The CPU target's sums are the same bits run after run.
+func TestColumnSiblingReductions(t *testing.T) {
+	for _, sh := range [][2]int{{1000, 777}, {4095, 33}, {4096, 768}} {
+		for _, tg := range []struct {
+			name string
+			opts []fusion.Option
+		}{{"cpu target", nil}, {"h200 target", []fusion.Option{fusion.WithTarget(graphpass.H200)}}} {
+			t.Run(fmt.Sprintf("%dx%d/%s", sh[0], sh[1], tg.name), func(t *testing.T) {
+				r, c := sh[0], sh[1]
+				g := G.NewGraph()
+				dy := G.NewMatrix(g, tensor.Float32, G.WithShape(r, c), G.WithName("dy"))
+				xh := G.NewMatrix(g, tensor.Float32, G.WithShape(r, c), G.WithName("xhat"))
+				db := G.Must(G.Reshape(G.Must(G.Sum(dy, 0)), tensor.Shape{c}))
+				dg := G.Must(G.Reshape(G.Must(G.Sum(G.Must(G.HadamardProd(dy, xh)), 0)), tensor.Shape{c}))
+				vm := fusion.NewTapeMachine(g, tg.opts...)
+				defer vm.Close()
+				if err := vm.Err(); err != nil {
+					t.Fatal(err)
+				}
+				kernels := 0
+				for _, n := range vm.Compiled().Graph.AllNodes() {
+					if f, ok := n.Op().(*fusion.FusedOp); ok && !f.IsView() {
+						kernels++
+					}
+				}
+				if kernels != 1 {
+					t.Fatalf("%d kernels, want 1:\n%v", kernels, vm.Report())
+				}
+				rng := rand.New(rand.NewPCG(uint64(r), uint64(c)))
+				d, x := make([]float32, r*c), make([]float32, r*c)
+				for i := range d {
+					d[i], x[i] = float32(rng.Float64()*4-2), float32(rng.Float64()*4-2)
+				}
+				if err := G.Let(dy, tensor.New(tensor.WithShape(r, c), tensor.WithBacking(d))); err != nil {
+					t.Fatal(err)
+				}
+				if err := G.Let(xh, tensor.New(tensor.WithShape(r, c), tensor.WithBacking(x))); err != nil {
+					t.Fatal(err)
+				}
+				wantB, wantG, scaleB, scaleG := make([]float64, c), make([]float64, c), make([]float64, c), make([]float64, c)
+				for i := range d {
+					p := float64(d[i]) * float64(x[i])
+					wantB[i%c] += float64(d[i])
+					wantG[i%c] += p
+					scaleB[i%c] += math.Abs(float64(d[i]))
+					scaleG[i%c] += math.Abs(p)
+				}
+				var first []float32
+				for run := range 2 {
+					if err := vm.RunAll(); err != nil {
+						t.Fatal(err)
+					}
+					gotB, gotG := db.Value().Data().([]float32), dg.Value().Data().([]float32)
+					for j := range c {
+						if !(math.Abs(float64(gotB[j])-wantB[j]) <= 1e-5*scaleB[j]) || !(math.Abs(float64(gotG[j])-wantG[j]) <= 1e-5*scaleG[j]) {
+							t.Fatalf("run %d column %d: Σdy %v want %v, Σdy⊙x̂ %v want %v", run, j, gotB[j], wantB[j], gotG[j], wantG[j])
+						}
+					}
+					if tg.opts == nil && run == 1 && !slices.Equal(first, append(slices.Clone(gotB), gotG...)) {
+						t.Fatal("the cpu target's sums differ run after run")
+					}
+					first = append(slices.Clone(gotB), gotG...)
+					vm.Reset()
+				}
+			})
+		}
 	}
 }
