@@ -48,13 +48,13 @@ var reduceKind = groupKind{
 // CHUNK elements of the reduced range: all of them, or, where the target
 // splits reductions and a sum's outputs fill fewer than minPrograms
 // programs, a part of them (a multiple of BLOCK_R), the parts added
-// atomically. A reduction over the leading axes of its input on a GPU
-// (column sums: a bias's or a gain's gradient) takes the column form
-// instead (tuneColumns).
+// atomically. A reduction over the leading axes of its input (column
+// sums: a bias's or a gain's gradient) takes the column form instead
+// (tuneColumns).
 func tuneReduce(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 	root := reduction(grp)
 	inS, reduced := reduceDims(root)
-	if t.GPU() && leadingAxes(reduced) {
+	if leadingAxes(reduced) {
 		tuneColumns(root, t, inS[0], inS[1], meta)
 		return
 	}
@@ -80,19 +80,25 @@ func tuneReduce(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 // tuneColumns: the column form (COLUMNS = 1) of a reduction of nr rows of
 // no contiguous outputs (the input read as [nr, no]): a program holds a
 // [BLOCK_R, BLOCK_O] tile with the outputs along its last, contiguous axis
-// (BLOCK_O = 128: a warp's 32 lanes load 4 neighbouring floats each, 512
-// contiguous bytes a row in 128-bit loads), BLOCK_R rows of 32 elements a
-// thread (32 rows at 4 warps), added elementwise down its CHUNK rows and
-// reduced across the rows once at the end. Programs tile the outputs
-// (program axis 0) and, where those are fewer than 4 an SM and the target
-// splits sums, the rows too (program axis 1: CHUNK rows each, at least 2
-// BLOCK_R, a multiple of it), the parts added atomically into the zeroed
-// output. The form before, [BLOCK_O, BLOCK_R] with the reduced axis last,
-// gave each warp 32 rows of one column a load: one 4-byte word of each
-// of 32 sectors (fused_12_reduction, Σ[0] of 4096×3072, 58 µs on the
-// H200, where 50 MB take 15 at 3.5 TB/s).
+// (BLOCK_O = 128: on a GPU a warp's 32 lanes load 4 neighbouring floats
+// each, 512 contiguous bytes a row in 128-bit loads), BLOCK_R rows of 32
+// elements a thread (32 rows at 4 warps; on the CPU a tile of 4096),
+// added elementwise down its CHUNK rows and reduced across the rows once
+// at the end. Programs tile the outputs (program axis 0; on the CPU
+// BLOCK_O is halved down to 16 until there are two a core) and, where
+// those are fewer than 4 an SM and the target splits sums, the rows too
+// (program axis 1: CHUNK rows each, at least 2 BLOCK_R, a multiple of
+// it), the parts added atomically into the zeroed output. The form
+// before, [BLOCK_O, BLOCK_R] with the reduced axis last, gave each warp 32
+// rows of one column a load: one 4-byte word of each of 32 sectors
+// (fused_12_reduction, Σ[0] of 4096×3072, 58 µs on the H200, where 50 MB
+// take 15 at 3.5 TB/s); on the CPU, gathers of one column (colsum large,
+// 8192×1024, native: 205 → 23 ms on the 2-core VM).
 func tuneColumns(root *Node, t Target, nr, no int, meta tile.Meta) {
 	bo := min(128, pow2AtLeast(no))
+	for !t.GPU() && bo > 16 && tile.CDiv(no, bo) < 2*t.Cores {
+		bo /= 2
+	}
 	br := min(pow2AtLeast(nr), max(1, t.perThread(32, 4096)/bo))
 	chunk := nr
 	if programs := tile.CDiv(no, bo); t.SplitReductions && root.Info.Reduce == tile.OpReduceSum && programs < 4*t.SMs {

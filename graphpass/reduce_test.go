@@ -15,12 +15,11 @@ import (
 )
 
 // TestColumnReductions: a reduction over the leading axes of its input
-// (column sums: a bias's gradient; column maxima) takes the column form on
-// a GPU target (COLUMNS = 1: a [BLOCK_R, BLOCK_O] tile with the outputs
-// along its contiguous axis, reduced across its rows once at the end; a
-// sum with few column blocks also split over row chunks, program axis 1,
-// added atomically into the zeroed output), and the reduced axis last on a
-// CPU target. Every kernel, run on the reference interpreter with its
+// (column sums: a bias's gradient; column maxima) takes the column form
+// (COLUMNS = 1: a [BLOCK_R, BLOCK_O] tile with the outputs along its
+// contiguous axis, reduced across its rows once at the end; on a GPU a sum
+// with few column blocks also split over row chunks, program axis 1,
+// added atomically into the zeroed output; never on a CPU). Every kernel, run on the reference interpreter with its
 // output poisoned (NaN; zeros where it accumulates), agrees with a float64
 // reduction of the same float32 inputs within 1e-5·Σ|terms| per output
 // (f32 sums of up to 5000 terms of ±2 in any order: their rounding is
@@ -38,7 +37,7 @@ func TestColumnReductions(t *testing.T) {
 		build   build
 		ref     func(in [][]float64, r, c int) []float64 // in read as [r, c], reduced over r
 		max     bool
-		columns bool // the column form on a GPU
+		columns bool // the column form
 	}{
 		{"Σ[0] 1000×777", [][]int{{1000, 777}}, sum0, nil, false, true},
 		{"Σ[0] 4095×33", [][]int{{4095, 33}}, sum0, nil, false, true},
@@ -88,7 +87,7 @@ func TestColumnReductions(t *testing.T) {
 				c.build(xs)
 				k := emitOne(t, g, tg.t)
 				columns := k.Tile.Meta["COLUMNS"] == 1
-				if want := c.columns && tg.t.GPU(); columns != want {
+				if want := c.columns; columns != want {
 					t.Fatalf("column form %v, want %v: %v", columns, want, k.Tile.Meta)
 				}
 				if k.Accumulates != (k.Grid[1] > 1) || k.Accumulates && (c.max || !tg.t.GPU()) {
