@@ -239,6 +239,15 @@ func TestSplitReductionsOnGPU(t *testing.T) {
 	checkSplitReductions(t, 1e-12, true, fusion.WithBackend(fusion.CUDA))
 }
 
+// TestColumnSiblingReductionsOnGPU: the bias and gain gradients of
+// TestColumnSiblingReductions in one column-form kernel on the CUDA
+// backend with the device's own target (split over row chunks, the parts
+// added atomically: not the same bits run after run), at the BERT layer's
+// shapes and tails, within 1e-5·Σ|terms| of float64 sums.
+func TestColumnSiblingReductionsOnGPU(t *testing.T) {
+	checkColumnSiblings(t, [][2]int{{4096, 3072}, {4096, 768}, {1000, 777}, {4095, 33}, {1, 5000}, {5000, 1}}, false, fusion.WithBackend(fusion.CUDA))
+}
+
 // TestReadAfterRunOnGPU: an LSTM cell's h and c, a block's output y that
 // feeds Mean(y), and every step's h and c of an unrolled LSTM have their
 // values after a run on the CUDA backend without WithKeep, matching the
