@@ -55,7 +55,7 @@ func tuneReduce(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 	root := reduction(grp)
 	inS, reduced := reduceDims(root)
 	if leadingAxes(reduced) {
-		tuneColumns(root, t, inS[0], inS[1], meta)
+		tuneColumns(root, t, inS[0], inS[1], 1+len(grp.Extra), meta)
 		return
 	}
 	no, nr := 1, 1
@@ -82,7 +82,8 @@ func tuneReduce(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 // [BLOCK_R, BLOCK_O] tile with the outputs along its last, contiguous axis
 // (BLOCK_O = 128: on a GPU a warp's 32 lanes load 4 neighbouring floats
 // each, 512 contiguous bytes a row in 128-bit loads), BLOCK_R rows of 32
-// elements a thread (32 rows at 4 warps; on the CPU a tile of 4096),
+// elements a thread (32 rows at 4 warps; fewer where the kernel has
+// several outputs, below; on the CPU a tile of 4096),
 // added elementwise down its CHUNK rows and reduced across the rows once
 // at the end. Programs tile the outputs (program axis 0; on the CPU
 // BLOCK_O is halved down to 16 until there are two a core) and, where
@@ -94,12 +95,20 @@ func tuneReduce(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 // (fused_12_reduction, Σ[0] of 4096×3072, 58 µs on the H200, where 50 MB
 // take 15 at 3.5 TB/s); on the CPU, gathers of one column (colsum large,
 // 8192×1024, native: 205 → 23 ms on the 2-core VM).
-func tuneColumns(root *Node, t Target, nr, no int, meta tile.Meta) {
+func tuneColumns(root *Node, t Target, nr, no, outs int, meta tile.Meta) {
 	bo := min(128, pow2AtLeast(no))
 	for !t.GPU() && bo > 16 && tile.CDiv(no, bo) < 2*t.Cores {
 		bo /= 2
 	}
-	br := min(pow2AtLeast(nr), max(1, t.perThread(32, 4096)/bo))
+	// on a GPU at most 64 accumulator registers a thread, at least 4 a
+	// sum: the five sums of a block's LayerNorm gradients (fused_15 of the
+	// BERT layer) at 32 a thread took 254 registers (ptxas 11.8), two
+	// programs an SM; at 8, 8 rows a tile
+	e := 32
+	for e > 4 && e*outs > 64 {
+		e /= 2
+	}
+	br := min(pow2AtLeast(nr), max(1, t.perThread(e, 4096)/bo))
 	chunk := nr
 	if programs := tile.CDiv(no, bo); t.SplitReductions && root.Info.Reduce == tile.OpReduceSum && programs < 4*t.SMs {
 		if split := min(tile.CDiv(nr, 2*br), tile.CDiv(4*t.SMs, programs)); split > 1 {
