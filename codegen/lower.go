@@ -59,6 +59,12 @@ type lowerer struct {
 	mmaPlan      *mmaPlan          // loops whose dots run on register fragments (mmaloop.go)
 	wgmma        bool              // the kernel uses wgmma: .version 8.0, .target sm_90a
 	slotMemo     map[string]string // values emitted slot by slot (slotwise.go)
+	// late loads (lateload.go): by value ID, the store they are emitted
+	// in and how many of its groups ahead
+	late      map[int]*lateLoad
+	lateStore *tile.Value
+	lateAhead int
+	lating    bool // emitting lateStore
 	result       *Kernel           // the print stage's result
 }
 
@@ -694,6 +700,13 @@ func (l *lowerer) demand(v *tile.Value, lay *Layout) (*lval, error) {
 		nat := l.natural[v.ID]
 		x := l.lookup(v, nat)
 		if x == nil {
+			if ok, err := l.lateWhole(v); err != nil {
+				return nil, err
+			} else if ok {
+				x = l.lookup(v, nat)
+			}
+		}
+		if x == nil {
 			return nil, fmt.Errorf("internal: %%%d used before it was emitted", v.ID)
 		}
 		y := l.rename(x, lay, v.Type.Shape)
@@ -1162,6 +1175,9 @@ func (l *lowerer) cast(w *strings.Builder, from, to tile.DType, a string) string
 // ---- program order: anchors, stores, loops ----
 
 func (l *lowerer) block(b *tile.Block) error {
+	if b == l.k.Body {
+		l.planLate(b)
+	}
 	done := map[*tile.Value]bool{}
 	for i, v := range b.Values {
 		if done[v] {
@@ -1170,7 +1186,9 @@ func (l *lowerer) block(b *tile.Block) error {
 		var err error
 		switch v.Op {
 		case tile.OpLoad:
-			err = l.load(v)
+			if l.late[v.ID] == nil { // late loads: in the store (lateload.go)
+				err = l.load(v)
+			}
 		case tile.OpStore, tile.OpAtomicAdd:
 			if run := l.storeRun(b.Values[i:]); len(run) > 1 {
 				for _, x := range run {
@@ -1370,7 +1388,14 @@ func (l *lowerer) store(v *tile.Value) error {
 	if err != nil {
 		return err
 	}
+	l.lating = v == l.lateStore
+	defer func() { l.lating = false }()
 	for ci := 0; ci < len(s.classes); ci += s.vw {
+		if l.lating {
+			if err := l.lateAheadOf(ci, s.vw); err != nil {
+				return err
+			}
+		}
 		if err := l.storeAt(s, ci); err != nil {
 			return err
 		}
@@ -1402,7 +1427,7 @@ func (l *lowerer) storePrep(v *tile.Value) (*storeEmit, error) {
 	ptr, val := v.Args[0], v.Args[1]
 	s := &storeEmit{v: v, lay: l.plan.access[v.ID], vw: 1, atomic: v.Op == tile.OpAtomicAdd}
 	lay := s.lay
-	s.slotwise = l.slotwise(lay) && v.Op == tile.OpStore
+	s.slotwise = (l.slotwise(lay) || v == l.lateStore) && v.Op == tile.OpStore
 	if s.slotwise {
 		// filled slot by slot, as each group is stored
 		s.args = make([]*lval, len(v.Args))

@@ -39,7 +39,15 @@ func (l *lowerer) demandAt(v *tile.Value, lay *Layout, i int) (string, error) {
 	if x := l.lookup(v, lay); x != nil {
 		return x.regs[i], nil
 	}
-	if isAnchor(v) || l.inv[v.ID] {
+	if ll := l.late[v.ID]; ll != nil && !ll.whole && layKey(lay) == layKey(ll.lay) {
+		return l.lateAt(ll, i)
+	}
+	elementwise := v.Op == tile.OpSelect || v.Op == tile.OpCast || v.Op == tile.OpAddPtr ||
+		v.Op.IsBinary() || v.Op.IsCompare() || v.Op.IsUnary()
+	// in a store with late loads, invariant pointers and masks too are
+	// computed slot by slot, in the body: whole, in the prologue, they
+	// were held across the kernel (lateload.go)
+	if isAnchor(v) || l.inv[v.ID] && !(l.lating && elementwise) {
 		x, err := l.demand(v, lay)
 		if err != nil {
 			return "", err
@@ -59,8 +67,6 @@ func (l *lowerer) demandAt(v *tile.Value, lay *Layout, i int) (string, error) {
 	if in != nil {
 		return l.demandAt(v.Args[0], in, i)
 	}
-	elementwise := v.Op == tile.OpSelect || v.Op == tile.OpCast || v.Op == tile.OpAddPtr ||
-		v.Op.IsBinary() || v.Op.IsCompare() || v.Op.IsUnary()
 	if !elementwise {
 		x, err := l.demand(v, lay)
 		if err != nil {
@@ -89,6 +95,9 @@ func (l *lowerer) demandAt(v *tile.Value, lay *Layout, i int) (string, error) {
 		l.laidOut[v.ID] = append(l.laidOut[v.ID], layKey(lay)+" (slot by slot)")
 	}
 	w := l.out(v)
+	if l.lating {
+		w = &l.body
+	}
 	var r string
 	var err error
 	switch {

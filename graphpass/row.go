@@ -107,11 +107,14 @@ func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 		switch {
 		case !t.GPU():
 			meta["CHUNK"] = 2048
-		case n <= 2*maxRow(t) && rowInputs(grp) == 1:
+		case n <= 2*maxRow(t) && (rowInputs(grp) == 1 || lateLoads(grp, t)):
 			// without STREAM: softmax 4096×32768 on the H200 (tilefuse
 			// tune, 2026-12-01) 0.269 ms against 0.301 with it
 			meta["BLOCK"], meta["num_warps"] = pow2AtLeast(n), maxRowWarps(t)
 			delete(meta, "STREAM")
+			if rowInputs(grp) > 1 { // γ and β one group a thread at a time: 128 registers, 32 B spilled
+				meta["late_loads"] = 1
+			}
 		default:
 			warps := maxRowWarps(t)
 			meta["CHUNK"], meta["num_warps"] = 16*32*warps, warps
@@ -119,15 +122,15 @@ func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 		return
 	}
 	block := pow2AtLeast(n)
-	if t.GPU() && block >= 8192 && rowInputs(grp) > 1 && len(grp.Extra) == 0 && !hasSoftmaxGrad(grp) {
-		meta["CHUNK"], meta["num_warps"] = 16*32*t.NumWarps, t.NumWarps
-		return
-	}
+	late := lateLoads(grp, t)
 	meta["BLOCK"] = block
 	if !t.GPU() {
 		return
 	}
 	warps := rowWarps(block, t)
+	if late {
+		warps = lateWarps(block, t)
+	}
 	meta["num_warps"] = warps
 	bm := 1
 	for bm*block < 8*32*warps && 2*bm <= pow2AtLeast(rows) && tile.CDiv(rows, 2*bm) >= t.SMs {
@@ -135,8 +138,28 @@ func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 	}
 	if bm > 1 {
 		meta["BLOCK_M"] = bm
+	} else if late {
+		meta["late_loads"] = 2
 	}
 }
+
+// lateLoads reports whether the row kernel of grp on t loads the operands
+// it reads beside the row (LayerNorm's γ and β) in its output's store, a
+// group of 4 a thread at a time, instead of whole after the reductions
+// (codegen's meta-parameter late_loads): on a GPU, where the group reads
+// another operand than the row and writes one output. Held whole, x, γ and
+// β took 32 registers each a thread at 32 elements a thread (LayerNorm
+// 8192×4096 at 4 warps: 138 registers, 3 programs an SM; with late_loads
+// 86, 5), and a row of 32768 at 16 warps spilled 2.4 KB a thread.
+func lateLoads(grp *Group, t Target) bool {
+	return t.GPU() && rowInputs(grp) > 1 && len(grp.Extra) == 0 && !hasSoftmaxGrad(grp)
+}
+
+// lateWarps is the warps of a row held in one block whose other operands
+// are loaded late: one warp for every 512 elements (16 a thread: the row
+// and the few groups of γ and β in flight), from the target's warps up to
+// maxRowWarps.
+func lateWarps(block int, t Target) int { return max(t.NumWarps, min(block/512, maxRowWarps(t))) }
 
 // rowWarps is the warps of a row held in one block of block elements: the
 // target's, and one for every 1024 elements up to maxRowWarps.

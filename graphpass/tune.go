@@ -151,15 +151,34 @@ func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta
 	n := grp.Full[len(grp.Full)-1]
 	rows := numel(grp.Full) / max(n, 1)
 	allWarps := t.MaxThreads / 32
-	// the looped form at 16 elements a thread (GPU), where it is writable
+	// the looped form at 16 elements a thread (GPU), where it is writable,
+	// with the streaming hint where tuneRow gives it to a looped row
 	loopedForms := func() []tile.Meta {
 		var out []tile.Meta
 		if !t.GPU() || len(grp.Extra) > 0 || hasSoftmaxGrad(grp) {
 			return nil
 		}
+		stream := 0
+		if int64(numel(grp.Full))*int64(grp.Root.Info.DType.Size()) > streamBytes {
+			stream = 1
+		}
 		for _, w := range []int{4, 8, 16, 32} {
 			if c := 16 * 32 * w; w <= allWarps && c < n {
-				out = append(out, with(def, "BLOCK", 0, "BLOCK_M", 0, "CHUNK", c, "num_warps", w))
+				out = append(out, with(def, "BLOCK", 0, "BLOCK_M", 0, "late_loads", 0, "CHUNK", c, "STREAM", stream, "num_warps", w))
+			}
+		}
+		return out
+	}
+	// a row held in one block with late loads (lateLoads): d groups
+	// ahead, 1, 2 and 4 (and, from the held forms without them, 2)
+	lateForms := func(m tile.Meta) []tile.Meta {
+		if !lateLoads(grp, t) {
+			return nil
+		}
+		var out []tile.Meta
+		for _, d := range []int{0, 1, 2, 4} {
+			if d != m["late_loads"] {
+				out = append(out, with(m, "late_loads", d))
 			}
 		}
 		return out
@@ -175,12 +194,16 @@ func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta
 		out = append(out, loopedForms()...)
 		if t.GPU() && n <= 2*maxRow(t) {
 			block := pow2AtLeast(n)
+			var held []tile.Meta
 			if n <= maxRow(t) { // the warps a row held in one block takes
-				out = append(out, with(def, "CHUNK", 0, "BLOCK", block, "num_warps", rowWarps(block, t)))
+				held = append(held, with(def, "CHUNK", 0, "BLOCK", block, "num_warps", rowWarps(block, t)))
 			}
-			out = append(out, with(def, "CHUNK", 0, "BLOCK", block, "num_warps", maxRowWarps(t)))
+			held = append(held, with(def, "CHUNK", 0, "BLOCK", block, "num_warps", maxRowWarps(t)))
 			if block <= 64*32*allWarps {
-				out = append(out, with(def, "CHUNK", 0, "BLOCK", block, "num_warps", allWarps))
+				held = append(held, with(def, "CHUNK", 0, "BLOCK", block, "num_warps", allWarps))
+			}
+			for _, m := range held {
+				out = append(append(out, m), lateForms(with(m, "late_loads", 2))...)
 			}
 		}
 		return append(out, warpChoices(def, t, 16)...)
@@ -202,12 +225,18 @@ func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta
 		out = append(out, with(def, "BLOCK_M", 0)) // one row a program
 	}
 	if 2*bm <= pow2AtLeast(rows) && 2*bm*block <= 64*32*def["num_warps"] {
-		out = append(out, with(def, "BLOCK_M", 2*bm))
+		out = append(out, with(def, "BLOCK_M", 2*bm, "late_loads", 0)) // a [1,BLOCK] γ is loaded whole
 	}
 	out = append(out, with(def, "STREAM", 1-def["STREAM"]))
 	for _, m := range warpChoices(def, t, 16) {
 		if bm*block <= 64*32*m["num_warps"] { // at most 64 elements a thread
 			out = append(out, m)
+		}
+	}
+	if bm == 1 {
+		out = append(out, lateForms(def)...)
+		if _, ok := def["late_loads"]; ok { // the warps and loads of a row held without late loads
+			out = append(out, with(def, "late_loads", 0, "num_warps", rowWarps(block, t)))
 		}
 	}
 	if bm == 1 && block >= 8192 {
