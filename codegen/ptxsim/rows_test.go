@@ -175,3 +175,94 @@ func TestGeneratedKernelsOfTheH200(t *testing.T) {
 	}
 	t.Logf("%d kernels written for the H200 agree with the fused CPU run", total)
 }
+
+// TestLayerNormCandidatesInSimulator: every candidate the autotuner may
+// try for LayerNorm with γ and β on the H200 (graphpass.Candidates: held in
+// one block with γ and β loaded whole or late, 1, 2 or 4 groups ahead, at
+// several warps; rows a program; walked in blocks) runs in the simulator
+// under racecheck and initcheck and agrees with the interpreter running
+// the same kernel (outputs poisoned with NaN; within a millionth of the
+// largest output plus 2e-5 relative, as runRowKernel): widths with a
+// masked tail (20000 in a block of 32768, 3000 in 4096, 1000 in 1024,
+// 781: no 16-byte groups) and without (8192), rows no multiple of the rows
+// a program.
+func TestLayerNormCandidatesInSimulator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: some forty row kernels in the simulator")
+	}
+	for _, sh := range [][2]int{{3, 20000}, {5, 3000}, {4, 8192}, {7, 1000}, {3, 781}} {
+		rows, cols := sh[0], sh[1]
+		g := G.NewGraph()
+		x := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("x"))
+		gamma := G.NewVector(g, tensor.Float32, G.WithShape(cols), G.WithName("gamma"))
+		beta := G.NewVector(g, tensor.Float32, G.WithShape(cols), G.WithName("beta"))
+		mu := G.Must(G.Mean(x, 1))
+		xc := G.Must(G.BroadcastSub(x, mu, nil, []byte{1}))
+		v := G.Must(G.Mean(G.Must(G.Square(xc)), 1))
+		rstd := G.Must(G.Inverse(G.Must(G.Sqrt(G.Must(G.Add(v, G.NewConstant(float32(1e-5))))))))
+		y := G.Must(G.BroadcastHadamardProd(xc, rstd, nil, []byte{1}))
+		G.Must(G.BroadcastAdd(G.Must(G.BroadcastHadamardProd(y, gamma, nil, []byte{0})), beta, nil, []byte{0}))
+		gr, err := graphpass.Import(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups := graphpass.Partition(gr, graphpass.Options{Target: graphpass.H200})
+		if len(groups) != 1 {
+			t.Fatalf("%dx%d: %d groups, want 1", rows, cols, len(groups))
+		}
+		grp := groups[0]
+		rng := rand.New(rand.NewPCG(uint64(rows), uint64(cols)))
+		vals := map[string][]float32{}
+		for _, in := range grp.Inputs {
+			d := make([]float32, tensorSize(in.Info.Shape))
+			for i := range d {
+				d[i] = float32(rng.Float64()*8 - 4)
+			}
+			vals[in.G.Name()] = d
+		}
+		for _, meta := range graphpass.Candidates(grp, graphpass.H200, tile.PrecIEEE) {
+			t.Run(fmt.Sprintf("%dx%d %v", rows, cols, meta), func(t *testing.T) {
+				k, err := graphpass.Emit(grp, graphpass.TuneTo(graphpass.H200, meta), tile.PrecIEEE)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var args, ref []any
+				for _, in := range grp.Inputs {
+					args = append(args, append([]float32(nil), vals[in.G.Name()]...))
+					ref = append(ref, append([]float32(nil), vals[in.G.Name()]...))
+				}
+				out, want := make([]float32, rows*cols), make([]float32, rows*cols)
+				for i := range out {
+					out[i], want[i] = float32(math.NaN()), float32(math.NaN())
+				}
+				if err := interp.Interpret(k.Tile, k.Grid, append(ref, want)...); err != nil {
+					t.Fatal(err)
+				}
+				sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true, NumWarps: meta["num_warps"]}
+				if err := sim.Launch(k.Tile, k.Grid, append(args, out)...); err != nil {
+					t.Fatal(err)
+				}
+				scale := 0.0
+				for i, w := range want {
+					if math.IsNaN(float64(w)) {
+						t.Fatalf("the interpreter left output %d unwritten", i)
+					}
+					scale = max(scale, math.Abs(float64(w)))
+				}
+				for i, w := range want {
+					if g := out[i]; !(math.Abs(float64(g-w)) <= 1e-6*scale+2e-5*math.Abs(float64(w))) {
+						t.Fatalf("output[%d] (row %d) = %v in the simulator, %v in the interpreter", i, i/cols, g, w)
+					}
+				}
+			})
+		}
+	}
+}
+
+func tensorSize(s []int) int {
+	n := 1
+	for _, d := range s {
+		n *= d
+	}
+	return n
+}
