@@ -64,8 +64,8 @@ type lowerer struct {
 	late      map[int]*lateLoad
 	lateStore *tile.Value
 	lateAhead int
-	lating    bool // emitting lateStore
-	result       *Kernel           // the print stage's result
+	lating    bool    // emitting lateStore
+	result    *Kernel // the print stage's result
 }
 
 func newLowerer(k *tile.Kernel, opt Options) *lowerer {
