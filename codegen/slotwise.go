@@ -36,18 +36,19 @@ func (l *lowerer) demandAt(v *tile.Value, lay *Layout, i int) (string, error) {
 		}
 		return x.regs[0], nil
 	}
-	if x := l.lookup(v, lay); x != nil {
+	elementwise := v.Op == tile.OpSelect || v.Op == tile.OpCast || v.Op == tile.OpAddPtr ||
+		v.Op.IsBinary() || v.Op.IsCompare() || v.Op.IsUnary()
+	// in a store with late loads, invariant pointers and masks too are
+	// computed slot by slot, in the body, even where the prologue has them
+	// whole: there they were held across the kernel (lateload.go)
+	recompute := l.lating && elementwise && l.inv[v.ID]
+	if x := l.lookup(v, lay); x != nil && !recompute {
 		return x.regs[i], nil
 	}
 	if ll := l.late[v.ID]; ll != nil && !ll.whole && layKey(lay) == layKey(ll.lay) {
 		return l.lateAt(ll, i)
 	}
-	elementwise := v.Op == tile.OpSelect || v.Op == tile.OpCast || v.Op == tile.OpAddPtr ||
-		v.Op.IsBinary() || v.Op.IsCompare() || v.Op.IsUnary()
-	// in a store with late loads, invariant pointers and masks too are
-	// computed slot by slot, in the body: whole, in the prologue, they
-	// were held across the kernel (lateload.go)
-	if isAnchor(v) || l.inv[v.ID] && !(l.lating && elementwise) {
+	if isAnchor(v) || l.inv[v.ID] && !recompute {
 		x, err := l.demand(v, lay)
 		if err != nil {
 			return "", err
