@@ -67,7 +67,7 @@ const streamBytes = 64 << 20
 //     a row of up to twice maxRow is held in one block at 64 elements a
 //     thread where the group reads nothing but the row (a softmax: as
 //     Triton's tutorial softmax holds 32768 at 16 warps), which leaves the
-//     registers for it;
+//     registers for it, or loads what else it reads late (below);
 //   - on a GPU, num_warps: at least the target's, and one warp for every
 //     1024 elements of the block (32 a thread) up to maxRowWarps (the
 //     hand-written kernels reach 3.9 TB/s on the H200 at 4 warps for 1024
@@ -78,16 +78,20 @@ const streamBytes = 64 << 20
 //     flight on an H200, where 8 warps had two an SM (34 MB of its 50 MB
 //     L2), and three programs before the variance joined the mean's pass
 //     (76 registers: 50 MB, the whole L2);
-//   - on a GPU, a row of at least 8192 that reads other operands beside
-//     the row (LayerNorm's γ and β) is walked in blocks of 16 elements a
-//     thread at the target's warps (CHUNK 2048 at 4 warps) where the group
-//     computes nothing a looped row cannot: held in one block, x, γ and β
-//     take 32 registers each a thread (LayerNorm 1151×8192 at 8 warps: 133
-//     registers, one program an SM, which loads its row, reduces it and
-//     writes it with nothing else in flight: 56% of the copy bandwidth on
-//     the H200), where walked it takes 99 at 4 warps, four programs an SM,
-//     and its second pass finds the row in L1 or L2 (132 × 4 rows of 32
-//     KiB in flight);
+//   - on a GPU, where the group reads other operands beside the row and
+//     writes one output (LayerNorm's γ and β: lateLoads), late_loads (one
+//     row a program): they are loaded in the output's store, 2 groups of 4
+//     a thread ahead (1 at 64 elements a thread), not whole beside the
+//     row, so that a row of
+//     up to twice maxRow is held in one block as a softmax's is (32768 at
+//     16 warps: 126 registers, no spills, where x, γ and β held whole
+//     spilled 2.4 KB a thread), and a row of up to maxRow takes one warp
+//     for every 512 elements (lateWarps: 4096 at 8 warps, 58 registers, 4
+//     programs an SM, where 4 warps holding γ and β whole took 138, 3;
+//     8192 at 16 warps, 62, 2 programs an SM). Held whole, LayerNorm
+//     1151×8192 at 8 warps took 133 registers and ran at 56% of the copy
+//     bandwidth on the H200 (walked at 4 warps: 63%; 4096×32768 walked at
+//     16 warps: 74%); the walked forms stay candidates (rowSpace);
 //   - on a GPU, BLOCK_M, the rows a program takes, where the rows are
 //     short: rows are added while a program holds fewer than 8 elements a
 //     thread and the grid keeps a program for every SM (absent: one);

@@ -145,8 +145,11 @@ func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.M
 // doubled, blocks of 16 a thread at 4, 8, 16 and 32 warps, the warps halved
 // and doubled, and where the row fits in one block too (up to twice
 // maxRow), that form at 16 warps and at every warp the target has (and,
-// up to maxRow, at the warps tuneRow gives a row held in one block); on the
-// CPU, 2 to 8 rows a program for short rows, CHUNK halved and doubled.
+// up to maxRow, at the warps tuneRow gives a row held in one block); where
+// the group's other operands may be loaded late (lateLoads), a row held in
+// one block with them loaded 1, 2 or 4 groups ahead or whole (late_loads
+// 0), and the warps a row held whole takes; on the CPU, 2 to 8 rows a
+// program for short rows, CHUNK halved and doubled.
 func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta {
 	n := grp.Full[len(grp.Full)-1]
 	rows := numel(grp.Full) / max(n, 1)
