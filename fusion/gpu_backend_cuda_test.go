@@ -46,7 +46,8 @@ func TestRowPatternsOnGPU(t *testing.T) {
 // CUDA backend: LayerNorm of rows at 1e5 ± 3 and a sum of squares about
 // half the row's mean, walked in blocks with the squares in the sum's pass
 // (Welford's per lane), at widths with and without lanes past the row's
-// end, against float64 references.
+// end (12289: LayerNorm's row held in one block with γ and β loaded late),
+// against float64 references.
 func TestSquaresAboutARowValueOnGPU(t *testing.T) {
 	for _, sz := range [][2]int{{3, 12289}, {5, 40000}, {3, 32768}} {
 		checkLayerNormOffset(t, sz[0], sz[1], 1e5, fusion.WithBackend(fusion.CUDA))

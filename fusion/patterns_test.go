@@ -65,12 +65,15 @@ func TestSoftmaxPatternsAreOneKernel(t *testing.T) {
 
 // gpuRowShapes are row shapes that take each form of the row kernels the
 // H200's target writes: one row a program with masked columns (781), 4
-// rows a program with the last program's rows masked (601×100), a row of
-// up to 32768 in one block at 16 warps where the group reads only the row
-// (a softmax) and walked in blocks otherwise (20000), and a row walked in
+// rows a program with the last program's rows masked (601×100), rows held
+// in one block with LayerNorm's γ and β loaded late (4000 at 8 warps,
+// masked; 8192 at 16), a row of up to 32768 in one block at 16 warps where
+// the group reads only the row (a softmax) or loads γ and β late (float32
+// only) and walked in blocks otherwise (these float64 LayerNorms' 20000),
+// and a row walked in
 // blocks in two passes with the maximum and the sum of exponentials in the
 // first (40000).
-var gpuRowShapes = [][2]int{{37, 781}, {601, 100}, {6, 20000}, {5, 40000}}
+var gpuRowShapes = [][2]int{{37, 781}, {601, 100}, {9, 4000}, {8, 8192}, {6, 20000}, {5, 40000}}
 
 // TestRowKernelsOfTheGPUTarget: the H200's row kernels (rows per program,
 // warps, blocks held or walked), run by the CPU executor against the same

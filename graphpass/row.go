@@ -83,8 +83,9 @@ const streamBytes = 64 << 20
 //     row a program): they are loaded in the output's store, 2 groups of 4
 //     a thread ahead (1 at 64 elements a thread), not whole beside the
 //     row, so that a row of
-//     up to twice maxRow is held in one block as a softmax's is (32768 at
-//     16 warps: 126 registers, no spills, where x, γ and β held whole
+//     up to twice maxRow of 4-byte elements is held in one block as a
+//     softmax's is (32768 at 16 warps: 126 registers, no spills, where x,
+//     γ and β held whole
 //     spilled 2.4 KB a thread), and a row of up to maxRow takes one warp
 //     for every 512 elements (lateWarps: 4096 at 8 warps, 58 registers, 4
 //     programs an SM, where 4 warps holding γ and β whole took 138, 3;
@@ -111,7 +112,7 @@ func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 		switch {
 		case !t.GPU():
 			meta["CHUNK"] = 2048
-		case n <= 2*maxRow(t) && (rowInputs(grp) == 1 || lateLoads(grp, t)):
+		case n <= 2*maxRow(t) && (rowInputs(grp) == 1 || lateLoads(grp, t) && grp.Root.Info.DType.Size() <= 4):
 			// without STREAM: softmax 4096×32768 on the H200 (tilefuse
 			// tune, 2026-12-01) 0.269 ms against 0.301 with it
 			meta["BLOCK"], meta["num_warps"] = pow2AtLeast(n), maxRowWarps(t)

@@ -178,6 +178,11 @@ func TestMetaParameters(t *testing.T) {
 			x, w := in(g, "x", 64, 32768), in(g, "w", 32768)
 			return must(G.BroadcastHadamardProd(must(G.SoftMax(x)), w, nil, []byte{0}))
 		}, H200, tile.Meta{"BLOCK": 32768, "late_loads": 1, "num_warps": 16}, 0},
+		{"a float64 LayerNorm-like row of 32768 looped at 16 warps (64 a thread would take 128 registers for the row)", func(g *G.ExprGraph) *G.Node {
+			x := G.NewTensor(g, tensor.Float64, 2, G.WithShape(64, 32768), G.WithName("x"))
+			w := G.NewTensor(g, tensor.Float64, 1, G.WithShape(32768), G.WithName("w"))
+			return must(G.BroadcastHadamardProd(must(G.SoftMax(x)), w, nil, []byte{0}))
+		}, H200, tile.Meta{"CHUNK": 8192, "num_warps": 16}, 0},
 		{"a LayerNorm-like row of 40000 looped at 16 warps", func(g *G.ExprGraph) *G.Node {
 			x, w := in(g, "x", 64, 40000), in(g, "w", 40000)
 			return must(G.BroadcastHadamardProd(must(G.SoftMax(x)), w, nil, []byte{0}))
