@@ -603,11 +603,20 @@ func (g *gpu) download(t *cuda.Thread, n *G.Node, mem map[*G.Node]any) (G.Value,
 	}
 	g.last.Downloads++
 	g.last.BytesDown += b.Bytes
-	if n.IsScalar() {
+	if n.IsScalar() { // while fetching, its bytes land at endFetch: the value is set then
 		if h, ok := host.([]float64); ok {
-			return G.NewF64(h[0]), nil
+			v := G.NewF64(h[0])
+			if g.fetching {
+				g.afterFetch = append(g.afterFetch, func() { *v = G.F64(h[0]) })
+			}
+			return v, nil
 		}
-		return G.NewF32(host.([]float32)[0]), nil
+		h := host.([]float32)
+		v := G.NewF32(h[0])
+		if g.fetching {
+			g.afterFetch = append(g.afterFetch, func() { *v = G.F32(h[0]) })
+		}
+		return v, nil
 	}
 	return tensor.New(tensor.WithShape(n.Shape().Clone()...), tensor.WithBacking(host)), nil
 }
