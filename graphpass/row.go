@@ -128,6 +128,14 @@ func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 	}
 	block := pow2AtLeast(n)
 	late := lateLoads(grp, t)
+	if late && block >= 8192 && !looped(grp.Full, t) {
+		// walked at the target's warps, as before late loads: LayerNorm
+		// 1151×8192 on the H200 (bench, 2026-12-01) 0.0283 ms walked
+		// (CHUNK 2048, 4 warps) against 0.0312 held at 16 warps with
+		// late_loads 2
+		meta["CHUNK"], meta["num_warps"] = 16*32*t.NumWarps, t.NumWarps
+		return
+	}
 	meta["BLOCK"] = block
 	if !t.GPU() {
 		return

@@ -206,7 +206,7 @@ func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta
 				held = append(held, with(def, "CHUNK", 0, "BLOCK", block, "num_warps", allWarps))
 			}
 			for _, m := range held {
-				out = append(append(out, m), lateForms(with(m, "late_loads", 2))...)
+				out = append(append(out, m), lateForms(m)...)
 			}
 		}
 		return append(out, warpChoices(def, t, 16)...)
