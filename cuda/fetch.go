@@ -32,9 +32,13 @@ type Fetcher struct {
 	pend []fetch
 	// synced: the device has finished everything enqueued so far (Wait)
 	synced bool
-	// the side stream of EnqueueSide's copies and the event they wait on
-	side   cu.Stream
-	sideEv cu.Event
+	// the side stream of EnqueueSide's copies and the event they wait on;
+	// landed: an event recorded after each side copy (the first nLanded
+	// in use since the last Finish), for CopyLanded
+	side    cu.Stream
+	sideEv  cu.Event
+	landed  []cu.Event
+	nLanded int
 	// Bytes and Copies are the bytes and copies that went through the
 	// pinned memory (not the direct ones).
 	Bytes  int64
@@ -47,6 +51,8 @@ type fetch struct {
 	dst unsafe.Pointer
 	off int64
 	n   int64
+	ev  int  // a side copy: its event in landed; -1: none
+	out bool // copied out (CopyLanded)
 }
 
 // fetchAlign keeps every staged copy on its own cache lines.
@@ -140,8 +146,23 @@ func (f *Fetcher) enqueue(t *Thread, host any, b *Buffer, side bool) error {
 	if err := cu.MemcpyDtoHAsync(unsafe.Add(f.mem, f.off), b.Ptr, n, stream); err != nil {
 		return fmt.Errorf("cuda: async download of %d bytes: %w", n, err)
 	}
+	ev := -1
+	if side {
+		if f.nLanded == len(f.landed) {
+			e, err := cu.MakeEvent(cu.DisableTiming)
+			if err != nil {
+				return fmt.Errorf("cuda: fetcher: %w", err)
+			}
+			f.landed = append(f.landed, e)
+		}
+		if err := f.landed[f.nLanded].Record(f.side); err != nil {
+			return fmt.Errorf("cuda: fetcher: %w", err)
+		}
+		ev = f.nLanded
+		f.nLanded++
+	}
 	f.synced = false
-	f.pend = append(f.pend, fetch{dst: p, off: f.off, n: n})
+	f.pend = append(f.pend, fetch{dst: p, off: f.off, n: n, ev: ev})
 	f.off = (f.off + n + fetchAlign - 1) / fetchAlign * fetchAlign
 	f.Bytes += n
 	f.Copies++
@@ -161,7 +182,7 @@ func (f *Fetcher) Finish(t *Thread) error {
 		return nil
 	}
 	pend := f.pend
-	f.pend, f.off = f.pend[:0], 0
+	f.pend, f.off, f.nLanded = f.pend[:0], 0, 0
 	if !f.synced {
 		if err := cu.Synchronize(); err != nil {
 			return fmt.Errorf("cuda: fetcher: %w", err)
@@ -169,8 +190,38 @@ func (f *Fetcher) Finish(t *Thread) error {
 	}
 	f.synced = false
 	for _, c := range pend {
-		src := unsafe.Slice((*byte)(unsafe.Add(f.mem, c.off)), c.n)
-		parallelCopy(unsafe.Slice((*byte)(c.dst), c.n), src, f.Workers)
+		if !c.out {
+			f.copyOut(c)
+		}
+	}
+	return nil
+}
+
+// copyOut copies c from the pinned memory into its host slice.
+func (f *Fetcher) copyOut(c fetch) {
+	src := unsafe.Slice((*byte)(unsafe.Add(f.mem, c.off)), c.n)
+	parallelCopy(unsafe.Slice((*byte)(c.dst), c.n), src, f.Workers)
+}
+
+// CopyLanded copies the side copies enqueued so far (EnqueueSide) into
+// their host slices, in order, each as soon as it has landed (its event:
+// the calling thread waits for that copy, not for the kernels launched
+// after it), so that they are out of the pinned memory while later kernels
+// still run; Finish copies the rest.
+func (f *Fetcher) CopyLanded(t *Thread) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	for i := range f.pend {
+		c := &f.pend[i]
+		if c.ev < 0 || c.out {
+			continue
+		}
+		if err := f.landed[c.ev].Synchronize(); err != nil {
+			return fmt.Errorf("cuda: fetcher: %w", err)
+		}
+		f.copyOut(*c)
+		c.out = true
 	}
 	return nil
 }
@@ -192,7 +243,7 @@ func (f *Fetcher) Wait(t *Thread) error {
 // Discard drops the copies enqueued and not finished (their host slices
 // are not written; the staging memory is reused).
 func (f *Fetcher) Discard() {
-	f.pend, f.off, f.synced = f.pend[:0], 0, false
+	f.pend, f.off, f.synced, f.nLanded = f.pend[:0], 0, false, 0
 }
 
 // Close frees the pinned memory, the stream and the event (after the
@@ -221,6 +272,9 @@ func (f *Fetcher) Close() error {
 		}
 		if f.sideEv != (cu.Event{}) {
 			keep(cu.DestroyEvent(&f.sideEv))
+		}
+		for i := range f.landed {
+			keep(cu.DestroyEvent(&f.landed[i]))
 		}
 		return first
 	})

@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -80,6 +81,16 @@ func TestFetcherOnGPU(t *testing.T) {
 					}
 					if err := enq(th, got[i][:c.sizes[i]], bufs[i]); err != nil {
 						return err
+					}
+				}
+				if c.side { // the side copies out as they land, before the rest
+					if err := f.CopyLanded(th); err != nil {
+						return err
+					}
+					for i := 1; i < len(c.sizes); i += 2 {
+						if n := c.sizes[i]; 4*int64(n) <= f.PinnedBytes() && got[i][0] != want[i][0] {
+							return fmt.Errorf("buffer %d: not out after CopyLanded: %v, want %v", i, got[i][0], want[i][0])
+						}
 					}
 				}
 				if c.wait {

@@ -132,6 +132,11 @@ type gpu struct {
 	early map[int][]int
 	side  bool
 	sent  []bool
+	// pre: the fresh host memory of the values sent early, allocated on
+	// other goroutines while the device thread uploads and launches (Go
+	// zeroes a new slice: on an H200 host about 170 µs a MB, which in the
+	// launch loop kept the device waiting), taken by download
+	pre map[*G.Node]chan any
 	// speculate: the run has no host op, so its compute may be launched
 	// before the hashes of the inputs it keeps are settled (run, redo);
 	// stale: the last run's hashes found a kept input changed (a loop that
@@ -588,11 +593,11 @@ func (g *gpu) download(t *cuda.Thread, n *G.Node, mem map[*G.Node]any) (G.Value,
 	}
 	host, ok := mem[n]
 	if !ok {
-		size := max(1, n.Shape().TotalSize())
-		if n.Dtype() == tensor.Float64 {
-			host = make([]float64, size)
+		if ch, ok := g.pre[n]; ok && mem == nil {
+			host = <-ch
+			delete(g.pre, n)
 		} else {
-			host = make([]float32, size)
+			host = hostMem(n)
 		}
 		if mem != nil {
 			mem[n] = host
@@ -619,6 +624,38 @@ func (g *gpu) download(t *cuda.Thread, n *G.Node, mem map[*G.Node]any) (G.Value,
 		return v, nil
 	}
 	return tensor.New(tensor.WithShape(n.Shape().Clone()...), tensor.WithBacking(host)), nil
+}
+
+// hostMem is fresh host memory for n's value.
+func hostMem(n *G.Node) any {
+	size := max(1, n.Shape().TotalSize())
+	if n.Dtype() == tensor.Float64 {
+		return make([]float64, size)
+	}
+	return make([]float32, size)
+}
+
+// preallocate starts the allocation of the fresh host memory of the values
+// a run sends down early (g.pre), one goroutine a value.
+func (g *gpu) preallocate() {
+	clear(g.pre)
+	if g.fetch == nil || g.c.cfg.reuse {
+		return
+	}
+	for _, js := range g.early {
+		for _, j := range js {
+			n := g.c.back[j].nn
+			if g.stepGrad[n] != nil || isConst(n) {
+				continue
+			}
+			if g.pre == nil {
+				g.pre = map[*G.Node]chan any{}
+			}
+			ch := make(chan any, 1)
+			g.pre[n] = ch
+			go func() { ch <- hostMem(n) }()
+		}
+	}
 }
 
 // copyDown copies b into host: enqueued on the fetcher while fetching
@@ -688,6 +725,7 @@ func (g *gpu) run() error {
 	}
 	g.last, g.devMs = Stats{}, 0
 	start := time.Now()
+	g.preallocate()
 	// the inputs kept if their bytes hash as before: hashed on other
 	// goroutines while the device thread uploads and launches (on the
 	// guess that they did not change), settled before anything comes
@@ -786,6 +824,9 @@ func (g *gpu) run() error {
 		}
 		down := time.Since(mark).Seconds()
 		mark = time.Now()
+		if err := g.fetch.CopyLanded(t); err != nil { // the early values out while the kernels run
+			return err
+		}
 		if err := g.fetch.Wait(t); err != nil {
 			return err
 		}
