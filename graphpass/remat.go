@@ -83,7 +83,25 @@ func leavable(x *Node, p *Group, readers []*Group, writeOut func(*Node) bool) bo
 			return false // left to Gorgonia, or a product's operand
 		}
 	}
-	return true
+	return !compared(x, p, map[*Node]bool{})
+}
+
+// compared reports whether a comparison in a group other than p depends on
+// x through that group's members: recomputed there, x could come out an ulp
+// from the value a comparison is meant to find equal (a max's gradient
+// compares the values with their maximum, computed by another kernel from
+// x as p wrote it; GPU fuzz, 2026-12-01), so such a value is not left.
+func compared(x *Node, p *Group, seen map[*Node]bool) bool {
+	for _, u := range x.Users {
+		if u.Group == nil || u.Group == p || seen[u] {
+			continue
+		}
+		seen[u] = true
+		if u.Info.Cmp || compared(u, p, seen) {
+			return true
+		}
+	}
+	return false
 }
 
 // cheap reports whether n is computed by the catalogue from its operands
