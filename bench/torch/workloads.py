@@ -109,6 +109,16 @@ def layernorm(size, g):
     return (x, gamma, beta), layer_norm, lambda x, a, b: F.layer_norm(x, (c,), a, b, 1e-5), 0
 
 
+def colsum(size, g):
+    """a bias's gradient: column sums over rows (bench/workloads.go colSum)"""
+    if size.startswith("peer:"):
+        r, c = (int(v) for v in size[len("peer:"):].split("x"))
+    else:
+        r, c = pick(size, 1000, 8192), (777 if size == "small" else 1024)
+    dy = rnd(1, r, c, g=g)
+    return (dy,), lambda dy: dy.sum(0), lambda dy: torch.sum(dy, dim=0), 0
+
+
 def linear_gelu(size, g):
     m = pick(size, 128, 1024)
     x, w, b = rnd(1, m, m, g=g), rnd(1 / math.sqrt(m), m, m, g=g), rnd(1, m, g=g)
@@ -125,6 +135,7 @@ PEER_SIZES = {
     "chain": ["peer:64M"],
     "softmax": [f"peer:{r}x{c}" for r, c in PEER_ROWS],
     "layernorm": [f"peer:{r}x{c}" for r, c in PEER_ROWS],
+    "colsum": ["peer:4096x3072", "peer:4096x768"],
 }
 
 
@@ -325,7 +336,7 @@ def encoder_parts(size, g, backward):
 
 
 WORKLOADS = {
-    "chain": chain, "softmax": softmax, "layernorm": layernorm, "linear_gelu": linear_gelu,
+    "chain": chain, "softmax": softmax, "layernorm": layernorm, "colsum": colsum, "linear_gelu": linear_gelu,
     "attention": attention, "attention_d128": lambda s, g: attention(s, g, d=128),
     "attention_fwd_bwd": lambda s, g: attention(s, g, backward=True), "mlp_step": mlp_step, "mlp_train": mlp_train, "encoder_train": encoder_train,
     "encoder_fwd": lambda s, g: encoder(s, g, False), "encoder_fwd_bwd": lambda s, g: encoder(s, g, True),
@@ -495,6 +506,8 @@ def main():
             ops, lib = autocast_bf16(ops), autocast_bf16(lib)
         row = {"name": name, "size": size, "precision": prec, "flops": flops}
         row["bytes"] = sum(t.numel() * t.element_size() for t in args) + args[0].numel() * args[0].element_size()
+        if name == "colsum":  # the output is one row
+            row["bytes"] = args[0].numel() * args[0].element_size() + args[0].shape[1] * args[0].element_size()
         timer = wall_time if name in TRAIN_STEPS else device_time
         row["timed_by"] = "wall clock" if name in TRAIN_STEPS or dev == "cpu" else "events"
         row["eager_s"] = timer(ops, args, a.runs)
