@@ -66,6 +66,9 @@ func (pg *phaseGen) body(c int) error {
 		n.reg = -1
 	}
 	for i, n := range pg.nodes {
+		if pg.fast != nil && !pg.fast.live[i] {
+			continue // a mask the unmasked loop does not need
+		}
 		pg.pos = i
 		if err := pg.emitNode(n, c); err != nil {
 			return err
@@ -174,15 +177,16 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 	if n.op == opUniform {
 		return nil
 	}
-	srcs := make([]opnd, len(n.args))
+	args := pg.fast.args(n) // all of them but in the unmasked loop
+	srcs := make([]opnd, len(args))
 	var tmpRegs []amd64.VReg
 	release := func() {
 		for _, r := range tmpRegs {
 			pg.owner[r] = nil
 		}
 	}
-	for i, a := range n.args {
-		o, err := pg.operand(a, n.args, memOK(n, i))
+	for i, a := range args {
+		o, err := pg.operand(a, args, memOK(n, i))
 		if err != nil {
 			return err
 		}
@@ -192,7 +196,7 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 		srcs[i] = o
 	}
 	for range tempsFor(n) {
-		r, err := pg.freeReg(n.args)
+		r, err := pg.freeReg(args)
 		if err != nil {
 			return err
 		}
@@ -202,7 +206,7 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 	temps := tmpRegs[len(tmpRegs)-tempsFor(n):]
 	// operands read for the last time give up their registers: the result
 	// may take one (every op writes its result last)
-	for _, a := range n.args {
+	for _, a := range args {
 		if a.last == pg.pos && a.reg >= 0 {
 			pg.owner[a.reg] = nil
 			a.reg = -1
@@ -210,7 +214,7 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 	}
 	var dst amd64.VReg
 	if producesValue(n) {
-		r, err := pg.freeReg(n.args)
+		r, err := pg.freeReg(args)
 		if err != nil {
 			return err
 		}

@@ -35,6 +35,7 @@ type Kernel struct {
 	frames sync.Pool
 	tasks  sync.Pool
 	size   int // code bytes
+	fast   int // phases with an unmasked row loop (fast.go)
 }
 
 // Compile compiles k to native code, or returns an error wrapping
@@ -66,7 +67,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	nk := &Kernel{k: k, code: c, frame: frame, stored: p.stored, work: estimate(p), size: len(code)}
+	nk := &Kernel{k: k, code: c, frame: frame, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases}
 	nk.frames.New = func() any { return newFrame(frame) }
 	nk.tasks.New = func() any { return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params))} }
 	return nk, nil

@@ -537,3 +537,152 @@ func TestOneAddressStoreNative(t *testing.T) {
 		}
 	}
 }
+
+// TestUnmaskedRowsNative: phases whose masks are provably true over a row
+// (comparisons of i32 lanes, scalar booleans and their Ands, checked at the
+// row's start) run such rows unmasked, the others masked (fast.go). Each
+// kernel is y[r,c] = x[r,c]·2 + 1 over 16×32 blocks of [M,N] under a mask,
+// run natively with and without the unmasked rows and on the reference:
+// the three bit for bit (poisoned outputs: what is not stored stays NaN).
+// Tails in rows and columns, every comparison, two lane vectors compared
+// (a causal mask: rows part true), a scalar boolean, a load's other value,
+// i32 lanes that wrap within a row (their 64-bit ends would pass), masks
+// the rows cannot be proven by (a loaded value's comparison; rows of four
+// lanes), and a buffer shorter than the mask says (a fault: fallback).
+func TestUnmaskedRowsNative(t *testing.T) {
+	requireJIT(t)
+	const bm, bn = 16, 32
+	type env struct {
+		b       *tile.Builder
+		r, c    *tile.Value // [bm,1] and [1,bn] lanes
+		M, N, P *tile.Value // parameters: rows, columns, a free one
+		x       func(mask *tile.Value, other any) *tile.Value
+	}
+	for _, c := range []struct {
+		name     string
+		m, n, p  int
+		cols     int  // the block's columns (bn unless narrower)
+		short    bool // x shorter than M·N: a masked read past its end
+		unstored bool // the mask leaves elements of y unstored
+		wantFast bool
+		// the kernel: y's mask and value
+		body func(e env) (mask, val *tile.Value)
+	}{
+		{name: "tails in rows and columns", m: 37, n: 70, wantFast: true, body: func(e env) (*tile.Value, *tile.Value) {
+			m := e.b.And(e.b.Lt(e.r, e.M), e.b.Lt(e.c, e.N))
+			return m, e.x(m, 0.0)
+		}},
+		{name: "≤, >, ≥", m: 40, n: 64, wantFast: true, body: func(e env) (*tile.Value, *tile.Value) {
+			m := e.b.And(e.b.And(e.b.Le(e.r, e.b.Sub(e.M, 1)), e.b.Gt(e.N, e.c)), e.b.Ge(e.c, 0))
+			return m, e.x(m, 0.0)
+		}},
+		{name: "causal: columns ≤ rows", m: 64, n: 64, unstored: true, wantFast: true, body: func(e env) (*tile.Value, *tile.Value) {
+			m := e.b.And(e.b.And(e.b.Lt(e.r, e.M), e.b.Lt(e.c, e.N)), e.b.Le(e.c, e.r))
+			return m, e.x(m, 0.0)
+		}},
+		{name: "scalar boolean", m: 48, n: 64, p: 2, unstored: true, wantFast: true, body: func(e env) (*tile.Value, *tile.Value) {
+			on := e.b.Lt(e.b.ProgramID(0), e.P) // the first two row blocks
+			m := e.b.And(e.b.And(e.b.Lt(e.r, e.M), e.b.Lt(e.c, e.N)), on)
+			return m, e.x(m, 0.0)
+		}},
+		{name: "other value, y unmasked", m: 20, n: 50, wantFast: true, body: func(e env) (*tile.Value, *tile.Value) {
+			m := e.b.And(e.b.Lt(e.r, e.M), e.b.Lt(e.c, e.N))
+			return nil, e.x(m, 7.5)
+		}},
+		{name: "i32 lanes wrapping within a row", m: 32, n: 64, p: math.MaxInt32 - 40, unstored: true, wantFast: true, body: func(e env) (*tile.Value, *tile.Value) {
+			// c + P > 0 in 64 bits at both ends of every row of the second
+			// column block, but its lanes from c = 8 on wrap negative
+			m := e.b.And(e.b.Lt(e.r, e.M), e.b.Gt(e.b.Add(e.c, e.P), 0))
+			return m, e.x(e.b.And(e.b.Lt(e.r, e.M), e.b.Lt(e.c, e.N)), 0.0)
+		}},
+		{name: "a loaded value's comparison", m: 32, n: 64, unstored: true, wantFast: false, body: func(e env) (*tile.Value, *tile.Value) {
+			v := e.x(nil, nil)
+			return e.b.Gt(v, 1.0), v
+		}},
+		{name: "rows of four lanes", m: 30, n: 4, cols: 4, wantFast: false, body: func(e env) (*tile.Value, *tile.Value) {
+			m := e.b.And(e.b.Lt(e.r, e.M), e.b.Lt(e.c, e.N))
+			return m, e.x(m, 0.0)
+		}},
+		{name: "x shorter than the mask says", m: 32, n: 64, short: true, wantFast: true, body: func(e env) (*tile.Value, *tile.Value) {
+			m := e.b.And(e.b.Lt(e.r, e.M), e.b.Lt(e.c, e.N))
+			return m, e.x(m, 0.0)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cols := c.cols
+			if cols == 0 {
+				cols = bn
+			}
+			b := tile.NewBuilder("unmasked_rows", nil)
+			px, py := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+			e := env{b: b, M: b.Param("M", tile.I32), N: b.Param("N", tile.I32), P: b.Param("P", tile.I32)}
+			e.r = b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1)
+			e.c = b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), cols), b.Arange(0, cols)), 0)
+			off := b.Add(b.Mul(e.r, e.N), e.c)
+			e.x = func(mask *tile.Value, other any) *tile.Value {
+				return b.Add(b.Mul(b.Load(b.AddPtr(px, off), mask, other), 2.0), 1.0)
+			}
+			mask, val := c.body(e)
+			gm, gn := (c.m+bm-1)/bm, (c.n+cols-1)/cols
+			ylen := c.m * c.n
+			if mask == nil { // y unmasked: the whole grid's rows and columns
+				off = b.Add(b.Mul(e.r, gn*cols), e.c)
+				ylen = gm * bm * gn * cols
+			}
+			b.Store(b.AddPtr(py, off), val, mask)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			xlen := c.m * c.n
+			if c.short {
+				xlen -= c.n + 3
+			}
+			x := tiletest.Uniform(tiletest.RNG(c.name), xlen, -2, 2)
+			grid := tile.Grid{gm, gn}
+			run := func(launch func(args ...any) error) ([]float32, error) {
+				y := make([]float32, ylen)
+				for i := range y {
+					y[i] = float32(math.NaN())
+				}
+				return y, launch(x, y, c.m, c.n, c.p)
+			}
+			want, werr := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+			was := native.SetFastRows(true)
+			defer native.SetFastRows(was)
+			for _, fast := range []bool{false, true} {
+				native.SetFastRows(fast)
+				nk, err := native.Compile(k)
+				if err != nil {
+					t.Fatalf("not compiled natively: %v\n%v", err, k)
+				}
+				defer nk.Free()
+				if n := native.FastPhases(nk); fast && (n > 0) != c.wantFast || !fast && n != 0 {
+					t.Fatalf("fast rows %v: %d phases with unmasked rows; want some: %v", fast, n, fast && c.wantFast)
+				}
+				got, gerr := run(func(args ...any) error { return nk.Launch(grid, args...) })
+				if c.short {
+					if werr == nil || !errors.Is(gerr, native.ErrFallback) {
+						t.Fatalf("fast rows %v: a read past the end: native %v, reference %v; want a fallback and a fault", fast, gerr, werr)
+					}
+					continue
+				}
+				if gerr != nil || werr != nil {
+					t.Fatalf("fast rows %v: native %v, reference %v", fast, gerr, werr)
+				}
+				stored := 0
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("fast rows %v: y[%d] = %v natively, %v on the reference", fast, i, got[i], want[i])
+					}
+					if !math.IsNaN(float64(want[i])) {
+						stored++
+					}
+				}
+				if stored == 0 || c.unstored && stored == len(want) {
+					t.Fatalf("%d of %d elements stored: the case does not mask what it means to", stored, len(want))
+				}
+			}
+		})
+	}
+}

@@ -71,8 +71,9 @@ type phaseGen struct {
 	// register allocation
 	owner [16]*node
 	busy  [16]bool
-	pos   int // the node being emitted
-	off   int // lane offset of the body copy being emitted (0 or 8)
+	pos   int       // the node being emitted
+	fast  *fastPlan // emitting the unmasked loop (fast.go), or nil
+	off   int       // lane offset of the body copy being emitted (0 or 8)
 }
 
 type redState struct {

@@ -63,21 +63,33 @@ func (pg *phaseGen) emit() error {
 	if pg.last >= 2*lane {
 		copies = 2
 	}
-	a.XORL(rJ, rJ)
-	inner := a.NewLabel()
-	if pg.last > lane {
-		a.Bind(inner)
-	}
-	for c := 0; c < copies; c++ {
-		pg.off = c * lane
-		if err := pg.body(c); err != nil {
+	// rows whose masks are all true run the unmasked loop (fast.go)
+	var done amd64.Label
+	if fp := pg.planFast(copies); fp != nil && !noFastRows.Load() {
+		g.p.fastPhases++
+		slow := a.NewLabel()
+		done = a.NewLabel()
+		pg.fastCheck(fp, slow)
+		pg.fast = fp
+		slowLast := make([]int, len(pg.nodes))
+		for i, n := range pg.nodes {
+			slowLast[i], n.last = n.last, fp.last[i]
+		}
+		if err := pg.inner(copies); err != nil {
 			return err
 		}
+		for i, n := range pg.nodes {
+			n.last = slowLast[i]
+		}
+		pg.fast = nil
+		a.JMP(done)
+		a.Bind(slow)
 	}
-	if pg.last > lane {
-		a.ADDQimm(rJ, int32(copies*lane))
-		a.CMPQimm(rJ, int32(pg.last))
-		a.Jcc(amd64.CondL, inner)
+	if err := pg.inner(copies); err != nil {
+		return err
+	}
+	if done != 0 {
+		a.Bind(done)
 	}
 	if err := pg.rowEnd(); err != nil {
 		return err
@@ -96,6 +108,29 @@ func (pg *phaseGen) emit() error {
 		if r.v.Type.Shape.IsScalar() {
 			g.broadcastSlot(r.v)
 		}
+	}
+	return a.Err()
+}
+
+// inner emits the loop over a row's vectors: body copies of the phase's
+// nodes (those of the unmasked loop where pg.fast is set).
+func (pg *phaseGen) inner(copies int) error {
+	a := &pg.g.a
+	a.XORL(rJ, rJ)
+	top := a.NewLabel()
+	if pg.last > lane {
+		a.Bind(top)
+	}
+	for c := 0; c < copies; c++ {
+		pg.off = c * lane
+		if err := pg.body(c); err != nil {
+			return err
+		}
+	}
+	if pg.last > lane {
+		a.ADDQimm(rJ, int32(copies*lane))
+		a.CMPQimm(rJ, int32(pg.last))
+		a.Jcc(amd64.CondL, top)
 	}
 	return a.Err()
 }

@@ -196,6 +196,8 @@ type plan struct {
 	needWrap []wrapCheck // i32 affine values whose lanes must fit in int32
 	needDiv  []divCheck
 	cur      *region // the region being classified
+
+	fastPhases int // set by generate: phases with an unmasked row loop (fast.go)
 }
 
 // wrapCheck: the lanes of x, computed in region rg, must fit in int32.

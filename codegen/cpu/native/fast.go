@@ -1,0 +1,235 @@
+package native
+
+import (
+	"math"
+	"sync/atomic"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/amd64"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// The row-level unmasked body. A masked access costs about 35
+// instructions a vector (the mask's lanes and comparisons, the active
+// lanes' range check, vmaskmovps); most rows of most phases (the packs of
+// a tiled matmul, its epilogue away from the tails) have every mask true
+// over the whole row. Where a phase's masks are provably true over a row
+// from a few scalar comparisons at the row's start, the phase gets a
+// second inner loop for such rows, in which those masked accesses are
+// plain loads and stores (their row's range checked once, at the row's
+// start) and the masks are not computed at all. Rows where a check fails
+// run the masked loop as before, so results are the same bit for bit:
+// both loops load, compute and store the same lanes.
+//
+// A mask is provably true over a row when it is an i1 constant true, a
+// scalar boolean that is true, an And of such masks, or a comparison
+// (<, ≤, >, ≥) of two i32 lane vectors: both are affine in the lane index
+// j along the row (row part + e·j), so with both ends of each within the
+// int32 range (no lane wraps: the lanes are their 64-bit values) a
+// comparison holding at j = 0 and at the row's last lane holds at every
+// lane in between.
+
+// noFastRows turns the unmasked row loop off (tests: export_test.go).
+var noFastRows atomic.Bool
+
+// fastPlan is what a phase's unmasked row needs.
+type fastPlan struct {
+	unmask []*node       // masked accesses that run unmasked
+	cmps   []*node       // i32 comparisons that must hold over the row
+	ints   []*pattern    // i32 lane patterns whose row ends must fit in int32
+	bools  []*tile.Value // scalar booleans that must be true
+	ranges []*pattern    // unmasked patterns whose row range must lie in the buffer
+	live   []bool        // per node: emitted in the unmasked loop
+	last   []int         // per node: its last reader in the unmasked loop
+}
+
+// planFast is the phase's fast plan, or nil where it has none: no masked
+// access whose mask can be proven true over a row, or rows that are not
+// whole vectors.
+func (pg *phaseGen) planFast(copies int) *fastPlan {
+	if pg.width != lane || pg.last%(copies*lane) != 0 {
+		return nil
+	}
+	fp := &fastPlan{}
+	for _, n := range pg.nodes {
+		var m *node
+		switch {
+		case n.op == opLoad && len(n.args) > 0:
+			m = n.args[0]
+		case n.op == opStore && len(n.args) == 2:
+			m = n.args[1]
+		default:
+			continue
+		}
+		if n.pat.root < 0 || n.pat.elast > 1 {
+			continue
+		}
+		save := *fp
+		if !pg.provable(m, fp) {
+			*fp = save
+			continue
+		}
+		fp.unmask = append(fp.unmask, n)
+		if !n.pat.checked && !containsPat(fp.ranges, n.pat) {
+			fp.ranges = append(fp.ranges, n.pat)
+		}
+	}
+	if len(fp.unmask) == 0 {
+		return nil
+	}
+	for _, c := range fp.cmps {
+		for _, x := range c.args {
+			if !containsPat(fp.ints, x.pat) {
+				fp.ints = append(fp.ints, x.pat)
+			}
+		}
+	}
+	// what the unmasked loop computes: the stores, frame writes and
+	// reductions, and what they read but the masks of unmasked accesses
+	fp.live = make([]bool, len(pg.nodes))
+	fp.last = make([]int, len(pg.nodes))
+	idx := make(map[*node]int, len(pg.nodes))
+	for i, n := range pg.nodes {
+		idx[n] = i
+		fp.last[i] = -1
+	}
+	for i := len(pg.nodes) - 1; i >= 0; i-- {
+		n := pg.nodes[i]
+		switch n.op {
+		case opStore, opMatWrite, opReduce:
+			fp.live[i] = true
+		}
+		if !fp.live[i] {
+			continue
+		}
+		for _, a := range fp.args(n) {
+			j := idx[a]
+			fp.live[j] = true
+			fp.last[j] = max(fp.last[j], i)
+		}
+	}
+	return fp
+}
+
+func containsPat(ps []*pattern, p *pattern) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// args are the operands n reads in the unmasked loop.
+func (fp *fastPlan) args(n *node) []*node {
+	if fp == nil || !contains(fp.unmask, n) {
+		return n.args
+	}
+	if n.op == opStore {
+		return n.args[:1] // the value; not the mask
+	}
+	return nil // a load: neither the mask nor the value of masked-off lanes
+}
+
+// provable reports whether mask m can be proven true over a row, adding
+// the checks that prove it to fp.
+func (pg *phaseGen) provable(m *node, fp *fastPlan) bool {
+	switch m.op {
+	case opUniform:
+		v := m.v
+		switch {
+		case v.Type.DType != tile.I1:
+			return false
+		case v.Op == tile.OpConst:
+			return v.Aux != 0
+		case pg.g.p.in(v).kind == kScalarBool:
+			fp.bools = append(fp.bools, v)
+			return true
+		}
+	case opCompute:
+		switch m.v.Op {
+		case tile.OpAnd:
+			return pg.provable(m.args[0], fp) && pg.provable(m.args[1], fp)
+		case tile.OpLt, tile.OpLe, tile.OpGt, tile.OpGe:
+			for _, x := range m.args {
+				if x.op != opIntVec || x.pat.elast < 0 || x.pat.elast*int64(pg.last) > math.MaxInt32 {
+					return false
+				}
+			}
+			fp.cmps = append(fp.cmps, m)
+			return true
+		}
+	}
+	return false
+}
+
+// rowPart loads the pattern's row part into r.
+func (pg *phaseGen) rowPart(r amd64.Reg, pat *pattern) {
+	if pat.hasReg {
+		pg.g.a.MOVQ(r, pat.reg)
+	} else {
+		pg.g.a.MOVQload(r, fr(pat.slot))
+	}
+}
+
+// fastCheck jumps to slow unless every check of fp holds for this row
+// (after rowStart: the patterns' row parts are computed). RAX and RDX are
+// clobbered.
+func (pg *phaseGen) fastCheck(fp *fastPlan, slow amd64.Label) {
+	g := pg.g
+	a := &g.a
+	span := int64(pg.last - 1)
+	// i32 lanes: both ends of the row within int32 (none wraps)
+	for _, pat := range fp.ints {
+		pg.rowPart(rT0, pat)
+		for end := 0; end < 2; end++ {
+			if end == 1 {
+				if pat.elast == 0 {
+					break
+				}
+				a.ADDQimm(rT0, int32(pat.elast*span))
+			}
+			a.MOVSXD(rT1, rT0)
+			a.CMPQ(rT1, rT0)
+			a.Jcc(amd64.CondNE, slow)
+		}
+	}
+	// comparisons at both ends of the row (one where the two lanes move alike)
+	fails := map[tile.Op]amd64.Cond{tile.OpLt: amd64.CondGE, tile.OpLe: amd64.CondG, tile.OpGt: amd64.CondLE, tile.OpGe: amd64.CondL}
+	for _, c := range fp.cmps {
+		x, y := c.args[0].pat, c.args[1].pat
+		ends := []int64{0}
+		if x.elast != y.elast {
+			ends = append(ends, span)
+		}
+		for _, j := range ends {
+			pg.rowPart(rT0, x)
+			if d := x.elast * j; d != 0 {
+				a.ADDQimm(rT0, int32(d))
+			}
+			pg.rowPart(rT1, y)
+			if d := y.elast * j; d != 0 {
+				a.ADDQimm(rT1, int32(d))
+			}
+			a.CMPQ(rT0, rT1)
+			a.Jcc(fails[c.v.Op], slow)
+		}
+	}
+	for _, v := range fp.bools {
+		g.scalarIntReg(rT0, v)
+		a.TESTQ(rT0, rT0)
+		a.Jcc(amd64.CondE, slow)
+	}
+	// the row's lanes of each access made unmasked within its buffer
+	for _, pat := range fp.ranges {
+		n := int32(pg.last)
+		if pat.elast == 0 {
+			n = 1
+		}
+		pg.rowPart(rT0, pat)
+		a.CMPQload(rT0, fr(paramBase(pat.root)))
+		a.Jcc(amd64.CondB, slow)
+		a.LEAQ(rT1, amd64.Ptr(rT0, 4*n))
+		a.CMPQload(rT1, fr(paramEnd(pat.root)))
+		a.Jcc(amd64.CondA, slow)
+	}
+}
