@@ -39,6 +39,7 @@ type fastPlan struct {
 	bools  []*tile.Value // scalar booleans that must be true
 	ranges []*pattern    // unmasked patterns whose row range must lie in the buffer
 	live   []bool        // per node: emitted in the unmasked loop
+	pats   []*pattern    // the patterns the unmasked loop reads
 	last   []int         // per node: its last reader in the unmasked loop
 }
 
@@ -105,6 +106,11 @@ func (pg *phaseGen) planFast(copies int) *fastPlan {
 			j := idx[a]
 			fp.live[j] = true
 			fp.last[j] = max(fp.last[j], i)
+		}
+	}
+	for i, n := range pg.nodes {
+		if fp.live[i] && n.pat != nil && !containsPat(fp.pats, n.pat) {
+			fp.pats = append(fp.pats, n.pat)
 		}
 	}
 	return fp
@@ -231,5 +237,121 @@ func (pg *phaseGen) fastCheck(fp *fastPlan, slow amd64.Label) {
 		a.LEAQ(rT1, amd64.Ptr(rT0, 4*n))
 		a.CMPQload(rT1, fr(paramEnd(pat.root)))
 		a.Jcc(amd64.CondA, slow)
+	}
+}
+
+// blockCheck jumps to fail unless every check of fp holds for every row
+// of the phase, and every unmasked access (those of the masked loop too)
+// lies within its buffer for every row: each is linear in the lane
+// indices, so it holds over the phase's box of lanes where it holds at its
+// corners (the corners along the dimensions it varies in). RAX, RDX and
+// RCX are clobbered.
+func (pg *phaseGen) blockCheck(fp *fastPlan, fail amd64.Label) {
+	g := pg.g
+	a := &g.a
+	for _, v := range fp.bools {
+		g.scalarIntReg(rT0, v)
+		a.TESTQ(rT0, rT0)
+		a.Jcc(amd64.CondE, fail)
+	}
+	for _, pat := range fp.ints {
+		for _, c := range pg.corners(pat, nil) {
+			pg.cornerValue(rT0, pat, c)
+			a.MOVSXD(rT1, rT0)
+			a.CMPQ(rT1, rT0)
+			a.Jcc(amd64.CondNE, fail)
+		}
+	}
+	fails := map[tile.Op]amd64.Cond{tile.OpLt: amd64.CondGE, tile.OpLe: amd64.CondG, tile.OpGt: amd64.CondLE, tile.OpGe: amd64.CondL}
+	for _, cmp := range fp.cmps {
+		x, y := cmp.args[0].pat, cmp.args[1].pat
+		for _, c := range pg.corners(x, y) {
+			pg.cornerValue(rT0, x, c)
+			a.MOVQ(rT1, rT0)
+			pg.cornerValue(rT0, y, c)
+			a.CMPQ(rT1, rT0)
+			a.Jcc(fails[cmp.v.Op], fail)
+		}
+	}
+	for _, pat := range pg.pats {
+		if pat.root < 0 || !pat.checked && !containsPat(fp.ranges, pat) {
+			continue
+		}
+		for _, c := range pg.corners(pat, nil) {
+			pg.cornerValue(rT0, pat, c)
+			a.CMPQload(rT0, fr(paramBase(pat.root)))
+			a.Jcc(amd64.CondB, fail)
+			a.LEAQ(rT1, amd64.Ptr(rT0, 4))
+			a.CMPQload(rT1, fr(paramEnd(pat.root)))
+			a.Jcc(amd64.CondA, fail)
+		}
+	}
+}
+
+// corners are the corners of the phase's box of lanes along the
+// dimensions where x varies (with y: where x and y vary differently), as
+// bit sets (bit k: dimension k at its last index, else at 0).
+func (pg *phaseGen) corners(x, y *pattern) []int {
+	cs := []int{0}
+	dims := pg.ph.shape.Dims
+	for k := 0; k < pg.rank; k++ {
+		if dims[k] == 1 {
+			continue
+		}
+		var differs bool
+		switch {
+		case k == pg.rank-1 && y == nil:
+			differs = x.elast != 0
+		case k == pg.rank-1:
+			differs = x.elast != y.elast
+		case y == nil:
+			differs = !x.e[k].isConst(0)
+		default:
+			differs = !sxEqual(x.e[k], y.e[k])
+		}
+		if differs {
+			for _, c := range cs {
+				cs = append(cs, c|1<<k)
+			}
+		}
+	}
+	return cs
+}
+
+// cornerValue puts the pattern's value at corner c into r (an element
+// offset; an address for a buffer's). RCX is clobbered.
+func (pg *phaseGen) cornerValue(r amd64.Reg, pat *pattern, c int) {
+	a := &pg.g.a
+	dims := pg.ph.shape.Dims
+	add := func(k int64) {
+		switch {
+		case k == 0:
+		case k >= math.MinInt32 && k <= math.MaxInt32:
+			a.ADDQimm(r, int32(k))
+		default:
+			a.MOVQimm(amd64.RCX, k)
+			a.ADDQ(r, amd64.RCX)
+		}
+	}
+	a.MOVQload(r, fr(int32(pat.c.slot)))
+	for k := 0; k < pg.rank; k++ {
+		if c&(1<<k) == 0 {
+			continue
+		}
+		n := int64(dims[k] - 1)
+		switch e := pat.e[k]; {
+		case k == pg.rank-1:
+			add(pat.elast * n)
+		case e.op == sxConst:
+			add(e.k * n)
+		default:
+			a.MOVQload(amd64.RCX, fr(int32(e.slot)))
+			a.IMULQimm(amd64.RCX, amd64.RCX, int32(n))
+			a.ADDQ(r, amd64.RCX)
+		}
+	}
+	if pat.root >= 0 {
+		a.SHLQ(r, 2)
+		a.ADDQload(r, fr(paramBase(pat.root)))
 	}
 }

@@ -49,6 +49,48 @@ func (pg *phaseGen) emit() error {
 			r.res = g.matBlock(r.v)
 		}
 	}
+	copies := 1
+	if pg.last >= 2*lane {
+		copies = 2
+	}
+	// rows whose masks are all true run unmasked (fast.go): every row
+	// where the checks hold over the whole phase, else row by row
+	fp := pg.planFast(copies)
+	if noFastRows.Load() {
+		fp = nil
+	}
+	if fp == nil {
+		if err := pg.nest(copies, nil, false); err != nil {
+			return err
+		}
+	} else {
+		g.p.fastPhases++
+		rowwise, done := a.NewLabel(), a.NewLabel()
+		pg.blockCheck(fp, rowwise)
+		if err := pg.nest(copies, fp, true); err != nil {
+			return err
+		}
+		a.JMP(done)
+		a.Bind(rowwise)
+		if err := pg.nest(copies, fp, false); err != nil {
+			return err
+		}
+		a.Bind(done)
+	}
+	// scalar reductions: broadcast for the phases after
+	for _, r := range pg.reds {
+		if r.v.Type.Shape.IsScalar() {
+			g.broadcastSlot(r.v)
+		}
+	}
+	return a.Err()
+}
+
+// nest emits the loop nest over the phase's rows: the masked loop per
+// row (fp nil), the unmasked one (whole: blockCheck passed for every row),
+// or either per row as fastCheck says.
+func (pg *phaseGen) nest(copies int, fp *fastPlan, whole bool) error {
+	a := &pg.g.a
 	outer := pg.rank - 1
 	var rowTop [2]amd64.Label
 	for k := 0; k < outer; k++ {
@@ -56,39 +98,33 @@ func (pg *phaseGen) emit() error {
 		rowTop[k] = a.NewLabel()
 		a.Bind(rowTop[k])
 	}
-	if err := pg.rowStart(); err != nil {
+	var only *fastPlan
+	if whole {
+		only = fp
+	}
+	if err := pg.rowStart(only); err != nil {
 		return err
 	}
-	copies := 1
-	if pg.last >= 2*lane {
-		copies = 2
-	}
-	// rows whose masks are all true run the unmasked loop (fast.go)
-	var done amd64.Label
-	if fp := pg.planFast(copies); fp != nil && !noFastRows.Load() {
-		g.p.fastPhases++
-		slow := a.NewLabel()
-		done = a.NewLabel()
-		pg.fastCheck(fp, slow)
-		pg.fast = fp
-		slowLast := make([]int, len(pg.nodes))
-		for i, n := range pg.nodes {
-			slowLast[i], n.last = n.last, fp.last[i]
-		}
+	switch {
+	case fp == nil:
 		if err := pg.inner(copies); err != nil {
 			return err
 		}
-		for i, n := range pg.nodes {
-			n.last = slowLast[i]
+	case whole:
+		if err := pg.innerFast(fp, copies); err != nil {
+			return err
 		}
-		pg.fast = nil
+	default:
+		slow, done := a.NewLabel(), a.NewLabel()
+		pg.fastCheck(fp, slow)
+		if err := pg.innerFast(fp, copies); err != nil {
+			return err
+		}
 		a.JMP(done)
 		a.Bind(slow)
-	}
-	if err := pg.inner(copies); err != nil {
-		return err
-	}
-	if done != 0 {
+		if err := pg.inner(copies); err != nil {
+			return err
+		}
 		a.Bind(done)
 	}
 	if err := pg.rowEnd(); err != nil {
@@ -103,13 +139,22 @@ func (pg *phaseGen) emit() error {
 			a.MOVQstoreImm(fr(hOuter+8*int32(k)), 0)
 		}
 	}
-	// scalar reductions: broadcast for the phases after
-	for _, r := range pg.reds {
-		if r.v.Type.Shape.IsScalar() {
-			g.broadcastSlot(r.v)
-		}
-	}
 	return a.Err()
+}
+
+// innerFast is inner with the nodes of fp's unmasked loop.
+func (pg *phaseGen) innerFast(fp *fastPlan, copies int) error {
+	pg.fast = fp
+	slowLast := make([]int, len(pg.nodes))
+	for i, n := range pg.nodes {
+		slowLast[i], n.last = n.last, fp.last[i]
+	}
+	err := pg.inner(copies)
+	for i, n := range pg.nodes {
+		n.last = slowLast[i]
+	}
+	pg.fast = nil
+	return err
 }
 
 // inner emits the loop over a row's vectors: body copies of the phase's
@@ -136,11 +181,16 @@ func (pg *phaseGen) inner(copies int) error {
 }
 
 // rowStart computes each pattern's row part, checks the row's range of
-// every unmasked access, and clears the accumulators.
-func (pg *phaseGen) rowStart() error {
+// every unmasked access, and clears the accumulators; with fp, only the
+// row parts its unmasked loop reads, unchecked (blockCheck checked them
+// for every row).
+func (pg *phaseGen) rowStart(fp *fastPlan) error {
 	g := pg.g
 	a := &g.a
 	for _, pat := range pg.pats {
+		if fp != nil && !containsPat(fp.pats, pat) {
+			continue
+		}
 		// RAX = c + Σ e[k]·i_k (elements)
 		a.MOVQload(rT0, fr(int32(pat.c.slot)))
 		for k := 0; k < pg.rank-1; k++ {
@@ -166,7 +216,7 @@ func (pg *phaseGen) rowStart() error {
 			a.SHLQ(rT0, 2)
 			a.ADDQload(rT0, fr(paramBase(pat.root)))
 		}
-		if pat.root >= 0 && pat.checked {
+		if pat.root >= 0 && pat.checked && fp == nil {
 			// the row's lanes: [B, B + 4·n) with n the last dimension (1 for a broadcast address)
 			n := int32(pg.last)
 			switch {
