@@ -49,7 +49,13 @@
 //
 // Memory safety: every access is checked against its buffer, unmasked
 // ones once per row, masked ones per vector over their active lanes
-// (masked-off lanes are never touched: vmaskmovps); i32 index arithmetic
+// (masked-off lanes are never touched: vmaskmovps). Unmasked rows
+// (fast.go): where a phase's masks are comparisons of i32 lanes, scalar
+// booleans and Ands of them, a check that they hold over every lane and
+// that the accesses lie in their buffers runs once a phase (each side is
+// affine in the lanes: at the corners of its box), else once a row; rows
+// that pass run a loop of plain loads and stores without the masks, the
+// others the masked loop, with the same results bit for bit. i32 index arithmetic
 // whose lanes would leave the int32 range (the reference wraps) bails
 // out. A fault or a bail-out makes Launch return ErrFallback, and the
 // caller reruns the launch on the executor, which reports the fault.

@@ -355,3 +355,70 @@ func (pg *phaseGen) cornerValue(r amd64.Reg, pat *pattern, c int) {
 		a.ADDQload(r, fr(paramBase(pat.root)))
 	}
 }
+
+// movesZ reports whether the unmasked loop only moves data, contiguous
+// rows of whole zmm vectors (a pack, a copy): loads and frame reads into
+// frame writes and stores, every value a plain vector of the row; then it
+// runs in zmm registers, 16 lanes a move.
+func (pg *phaseGen) movesZ(fp *fastPlan) bool {
+	if !pg.g.avx512 || pg.last%(2*lane) != 0 {
+		return false
+	}
+	vals := 0
+	for i, n := range pg.nodes {
+		if !fp.live[i] {
+			continue
+		}
+		switch n.op {
+		case opLoad:
+			if len(fp.args(n)) != 0 {
+				return false
+			}
+			vals++
+		case opMatRead:
+			vals++
+		case opMatWrite, opStore:
+			if len(fp.args(n)) != 1 || n.args[0].op != opLoad && n.args[0].op != opMatRead {
+				return false
+			}
+		default:
+			return false
+		}
+		if n.pat.elast != 1 {
+			return false
+		}
+	}
+	return vals <= 16
+}
+
+// innerZ is the unmasked loop of a phase that only moves data (movesZ):
+// each value in a register of Z16–Z31, 16 lanes at a time.
+func (pg *phaseGen) innerZ(fp *fastPlan) error {
+	a := &pg.g.a
+	a.XORL(rJ, rJ)
+	top := a.NewLabel()
+	if pg.last > 2*lane {
+		a.Bind(top)
+	}
+	reg := map[*node]amd64.ZReg{}
+	for i, n := range pg.nodes {
+		if !fp.live[i] {
+			continue
+		}
+		at := amd64.PtrIdx(pg.rowBase(n.pat), rJ, 4, 0)
+		switch n.op {
+		case opLoad, opMatRead:
+			z := amd64.ZReg(16 + len(reg))
+			reg[n] = z
+			a.VMOVUPSZ(z, at)
+		default:
+			a.VMOVUPSstoreZ(at, reg[n.args[0]])
+		}
+	}
+	if pg.last > 2*lane {
+		a.ADDQimm(rJ, int32(2*lane))
+		a.CMPQimm(rJ, int32(pg.last))
+		a.Jcc(amd64.CondL, top)
+	}
+	return a.Err()
+}

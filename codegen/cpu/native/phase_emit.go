@@ -144,6 +144,9 @@ func (pg *phaseGen) nest(copies int, fp *fastPlan, whole bool) error {
 
 // innerFast is inner with the nodes of fp's unmasked loop.
 func (pg *phaseGen) innerFast(fp *fastPlan, copies int) error {
+	if pg.movesZ(fp) {
+		return pg.innerZ(fp)
+	}
 	pg.fast = fp
 	slowLast := make([]int, len(pg.nodes))
 	for i, n := range pg.nodes {
