@@ -247,11 +247,20 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 // 72.2 TFLOP/s and gelu(x·W+b) 81.3, 64×128 72.7 and 61.2, errors 6.0e-7,
 // against mma.sync's 58.2 with 3.2e-5; SGEMM 51.0 with 3.5e-6).
 //
-// Otherwise (IEEE products, FMAs on CUDA cores, and the CPU) the tile's
-// side is 64 when the product has enough 64×64 tiles to fill the GPU's SMs
-// once, else 32 (measured on the H200, 132 SMs: a 1024×1024×1024 product
-// 1.6× faster at 64, the encoder's 1024×32 per-head products slower); the
-// CPU keeps the H200's rule, with which its tables were measured.
+// IEEE products on the CPU (the native code's packed blocks and 12×32
+// micro-kernel): the largest of 128, 64 and 32 on a side (each side no
+// larger than the product's, rounded up to a power of two, at least 32) of
+// which the product has at least four tiles a core; BLOCK_K 32. Larger
+// tiles pack each operand block fewer times (one core, 2026-12-01, with
+// the unmasked packs: BenchmarkDot 1024³ 72 GFLOP/s at 64×64, 86 at
+// 128×128; gelu(x·W+b) 1024³ 50–56 ms at 64×64, 44–51 at 128×128).
+//
+// Otherwise (IEEE products, FMAs on CUDA cores, and the CPU's other
+// precisions, on the executor) the tile's side is 64 when the product has
+// enough 64×64 tiles to fill the GPU's SMs once, else 32 (measured on the
+// H200, 132 SMs: a 1024×1024×1024 product 1.6× faster at 64, the encoder's
+// 1024×32 per-head products slower); the CPU keeps the H200's rule there,
+// with which the executor's tables were measured.
 func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	s := grp.MatMul.Info.Shape
 	outputs := numel(s) // batch·m·n
@@ -334,6 +343,19 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 		stage := 4 * bk * (bm + bn)
 		meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = bm, bn, bk
 		meta["num_stages"] = max(2, min(3, (t.SharedMemory-extra)/stage))
+		return
+	}
+	if !t.GPU() && prec == tile.PrecIEEE {
+		m, n := s[len(s)-2], s[len(s)-1]
+		batch := outputs / (m * n)
+		var bm, bn int
+		for _, side := range []int{128, 64, 32} {
+			bm, bn = min(side, max(32, pow2AtLeast(m))), min(side, max(32, pow2AtLeast(n)))
+			if batch*tile.CDiv(m, bm)*tile.CDiv(n, bn) >= 4*t.Cores {
+				break
+			}
+		}
+		meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = bm, bn, 32
 		return
 	}
 	side := 32
