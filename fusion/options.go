@@ -2,6 +2,7 @@ package fusion
 
 import (
 	"fmt"
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"os"
 	"runtime"
 
@@ -191,7 +192,9 @@ func (cfg *config) targetOf() (graphpass.Target, error) {
 		}
 		return gpuTarget()
 	}
-	return graphpass.CPU(runtime.NumCPU()), nil
+	t := graphpass.CPU(runtime.NumCPU())
+	t.Native = cfg.native && jit.Supported()
+	return t, nil
 }
 
 // WithNativeCPU(false) runs every kernel of the CPU backend on the CPU

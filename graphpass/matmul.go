@@ -247,16 +247,17 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 // 72.2 TFLOP/s and gelu(x·W+b) 81.3, 64×128 72.7 and 61.2, errors 6.0e-7,
 // against mma.sync's 58.2 with 3.2e-5; SGEMM 51.0 with 3.5e-6).
 //
-// IEEE products on the CPU (the native code's packed blocks and 12×32
-// micro-kernel): the largest of 128, 64 and 32 on a side (each side no
+// IEEE products on the CPU as native code (Target.Native: packed blocks
+// and a 12×32 micro-kernel): the largest of 128, 64 and 32 on a side (each side no
 // larger than the product's, rounded up to a power of two, at least 32) of
 // which the product has at least four tiles a core; BLOCK_K 32. Larger
 // tiles pack each operand block fewer times (one core, 2026-12-01, with
 // the unmasked packs: BenchmarkDot 1024³ 72 GFLOP/s at 64×64, 86 at
 // 128×128; gelu(x·W+b) 1024³ 50–56 ms at 64×64, 44–51 at 128×128).
 //
-// Otherwise (IEEE products, FMAs on CUDA cores, and the CPU's other
-// precisions, on the executor) the tile's side is 64 when the product has
+// Otherwise (IEEE products, FMAs on CUDA cores, and the CPU's executor,
+// which measured slower at 128: linear_gelu 1024³ 0.38–0.51 s against
+// 0.63–1.1 with -tags purego) the tile's side is 64 when the product has
 // enough 64×64 tiles to fill the GPU's SMs once, else 32 (measured on the
 // H200, 132 SMs: a 1024×1024×1024 product 1.6× faster at 64, the encoder's
 // 1024×32 per-head products slower); the CPU keeps the H200's rule there,
@@ -345,7 +346,7 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 		meta["num_stages"] = max(2, min(3, (t.SharedMemory-extra)/stage))
 		return
 	}
-	if !t.GPU() && prec == tile.PrecIEEE {
+	if !t.GPU() && t.Native && prec == tile.PrecIEEE {
 		m, n := s[len(s)-2], s[len(s)-1]
 		batch := outputs / (m * n)
 		var bm, bn int

@@ -17,8 +17,12 @@ type Target struct {
 	// package makes for kernels that need it) of one program (CTA), and the
 	// warps per program kernels are written for. SMs is 0 on a CPU.
 	SMs, MaxThreads, SharedMemory, NumWarps int
-	// A CPU: the cores the interpreter runs programs on in parallel.
-	Cores int
+	// A CPU: the cores the interpreter runs programs on in parallel, and
+	// whether kernels run as machine code where codegen/cpu/native
+	// supports them (else on the executor): its products take larger
+	// tiles.
+	Cores  int
+	Native bool
 	// SplitReductions spreads a sum with few outputs over many elements
 	// over more programs, which add their parts atomically into a zeroed
 	// output: on a GPU it fills the SMs; on a CPU a few cores are busy
@@ -31,7 +35,8 @@ type Target struct {
 	Tune func(grp *Group, meta tile.Meta)
 }
 
-// CPU is the target of the CPU backend with cores cores.
+// CPU is the target of the CPU backend with cores cores, its kernels on
+// the executor (Native false).
 func CPU(cores int) Target { return Target{Cores: max(1, cores)} }
 
 // GPU is the target of a GPU with sms SMs, at most maxThreads threads and
@@ -53,6 +58,9 @@ func (t Target) GPU() bool { return t.SMs > 0 }
 func (t Target) String() string {
 	if t.GPU() {
 		return fmt.Sprintf("gpu (%d SMs, %d warps)", t.SMs, t.NumWarps)
+	}
+	if t.Native {
+		return fmt.Sprintf("cpu (%d cores, native)", t.Cores)
 	}
 	return fmt.Sprintf("cpu (%d cores)", t.Cores)
 }

@@ -117,6 +117,7 @@ func TestMetaParameters(t *testing.T) {
 	gpu8 := GPU(8, 1024, 48<<10)
 	gpu8.NumWarps = 8
 	smallSmem := GPU(132, 1024, 40<<10)
+	native := func(cores int) Target { t := CPU(cores); t.Native = true; return t }
 	cases := []struct {
 		name   string
 		build  graph
@@ -191,15 +192,15 @@ func TestMetaParameters(t *testing.T) {
 			tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4}, 0},
 		{"matmul, enough 64×64 tiles for 8 SMs", matmul(256, 64, 256), GPU(8, 1024, 48<<10),
 			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4}, 0},
-		{"matmul on 2 cores: 64×64 tiles (four of 128×128, fewer than four a core)", matmul(256, 64, 256), CPU(2),
+		{"matmul on 2 cores: 64×64 tiles (four of 128×128, fewer than four a core)", matmul(256, 64, 256), native(2),
 			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, 0},
-		{"matmul 1024³ on 16 cores: 128×128 tiles, four a core", matmul(1024, 1024, 1024), CPU(16),
+		{"matmul 1024³ on 16 cores: 128×128 tiles, four a core", matmul(1024, 1024, 1024), native(16),
 			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}, 0},
-		{"matmul 1024³ on 64 cores: 64×64 tiles", matmul(1024, 1024, 1024), CPU(64),
+		{"matmul 1024³ on 64 cores: 64×64 tiles", matmul(1024, 1024, 1024), native(64),
 			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, 0},
-		{"matmul 1024×32 on 2 cores: 128×32 tiles, no wider than the product", matmul(1024, 256, 32), CPU(2),
+		{"matmul 1024×32 on 2 cores: 128×32 tiles, no wider than the product", matmul(1024, 256, 32), native(2),
 			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 32, "BLOCK_K": 32}, 0},
-		{"matmul 100×70 on 2 cores: 32×32 tiles, the smallest", matmul(100, 50, 70), CPU(2),
+		{"matmul 100×70 on 2 cores: 32×32 tiles, the smallest", matmul(100, 50, 70), native(2),
 			tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, 0},
 		{"matmul tf32, 4096³: 256×128 tiles on swapped wgmma, 4 stages, 8 warps", matmul(4096, 4096, 4096), H200,
 			tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 8, "wgmma": 2}, tile.PrecTF32},
@@ -227,7 +228,11 @@ func TestMetaParameters(t *testing.T) {
 			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 32, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4}, tile.PrecTF32},
 		{"matmul tf32, 40 KiB of shared memory: 2 stages", matmul(4096, 4096, 4096), smallSmem,
 			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 2, "num_warps": 8}, tile.PrecTF32},
-		{"matmul tf32 on the cpu (the executor's): the h200's ieee rule", matmul(256, 64, 256), CPU(2),
+		{"matmul 1024³ on the executor, 16 cores: the h200's rule, 64×64", matmul(1024, 1024, 1024), CPU(16),
+			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, 0},
+		{"matmul 256×256 on the executor, 2 cores: the h200's rule, 32×32", matmul(256, 64, 256), CPU(2),
+			tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, 0},
+		{"matmul tf32, native cpu (the executor's product): the h200's ieee rule", matmul(256, 64, 256), native(2),
 			tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, tile.PrecTF32},
 		{"matmul, tuned", matmul(70, 33, 90), Target{Cores: 2, Tune: func(grp *Group, m tile.Meta) {
 			if grp.Kind == MatMulGroup {
