@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
 )
 
@@ -267,87 +268,122 @@ func checkFlashTraining(t *testing.T, tol64, tol32 float64, only func(flashCase)
 		if testing.Short() && c.sq*c.sk > 2000 || only != nil && !only(c) {
 			continue
 		}
-		t.Run(c.name, func(t *testing.T) {
-			fg := newFlashGraph(t, c)
-			vm := fusion.NewTapeMachine(fg.g, append([]fusion.Option{fusion.WithKeep(fg.out)}, opts...)...)
-			defer vm.Close()
-			if err := vm.Err(); err != nil {
-				t.Fatal(err)
-			}
-			rep := vm.Report()
-			kinds := map[string]int{}
-			for _, grp := range rep.Groups {
-				kinds[grp.Kind]++
-				if strings.HasPrefix(grp.Kind, "attention") {
-					continue
-				}
-				for _, op := range grp.Ops {
-					if strings.HasPrefix(op, "BatchedMatMul") || strings.HasPrefix(op, "SoftMax") {
-						t.Fatalf("%s in a %s kernel, not in attention's:\n%v", op, grp.Kind, rep)
-					}
-				}
-			}
-			if kinds["attention"] != 1 || kinds["attention_dq"] != 1 || kinds["attention_dkv"] != 1 {
-				t.Fatalf("kernels by kind %v, want one attention, attention_dq and attention_dkv:\n%v", kinds, rep)
-			}
-			// no S×S value: no value the rewritten graph computes has the
-			// scores' shape (inputs and constants are the user's; a
-			// multi-output kernel's value is checked part by part)
-			for _, n := range vm.Compiled().Graph.AllNodes() {
-				if f, ok := n.Op().(*fusion.FusedOp); n.Op() == nil || strings.HasPrefix(n.Op().String(), "const") || ok && f.Outputs() > 1 {
-					continue
-				}
-				if s := n.Shape(); len(s) >= 2 && (s[len(s)-2] == c.sq && s[len(s)-1] == c.sk || s[len(s)-2] == c.sk && s[len(s)-1] == c.sq) {
-					t.Fatalf("%v (%v) has shape %v: scores of %d×%d", n.Name(), n.Op(), s, c.sq, c.sk)
-				}
-			}
-			lowersToPTX(t, vm)
-			if err := vm.RunAll(); err != nil {
-				t.Fatalf("%v\n%v", err, rep)
-			}
-			tol := tol64
-			if c.f32 {
-				tol = tol32
-			}
-			q, k, v := fg.qv, fg.kv, fg.vv
-			if c.f32 { // the reference sees the values the graph does
-				q, k, v = round32(q), round32(k), round32(v)
-				fg.wv, fg.mv = round32(fg.wv), round32(fg.mv)
-			}
-			cost, out, dq, dk, dv := fg.reference(q, k, v)
-			worst := 0.0
-			for i, got := range [][]float64{floats(fg.out.Value()), floats(fg.grads[0].Value()), floats(fg.grads[1].Value()), floats(fg.grads[2].Value())} {
-				for j, w := range [][]float64{out, dq, dk, dv}[i] {
-					worst = math.Max(worst, math.Abs(got[j]-w)/(1+math.Abs(w)))
-				}
-			}
-			t.Logf("largest error against float64, relative to 1+|value|: %.2g", worst)
-			closeTo(t, "loss", []float64{scalar(fg.cost.Value())}, []float64{cost}, tol)
-			closeTo(t, "out", floats(fg.out.Value()), out, tol)
-			got := [][]float64{floats(fg.grads[0].Value()), floats(fg.grads[1].Value()), floats(fg.grads[2].Value())}
-			for i, want := range [][]float64{dq, dk, dv} {
-				closeTo(t, []string{"dq", "dk", "dv"}[i], got[i], want, tol)
-			}
-			// central differences of the reference's loss, at a few entries
-			rng := rand.New(rand.NewPCG(7, uint64(c.sq)))
-			vals := [][]float64{q, k, v}
-			for trial := range 12 {
-				which := trial % 3
-				x := vals[which]
-				i := rng.IntN(len(x))
-				old, h := x[i], 1e-5
-				x[i] = old + h
-				up, _, _, _, _ := fg.reference(vals[0], vals[1], vals[2])
-				x[i] = old - h
-				down, _, _, _, _ := fg.reference(vals[0], vals[1], vals[2])
-				x[i] = old
-				fd := (up - down) / (2 * h)
-				if g := got[which][i]; math.Abs(fd-g) > 1e-5*(math.Abs(fd)+1) && !(c.f32 && math.Abs(fd-g) <= tol32*(math.Abs(fd)+1)*10) {
-					t.Fatalf("d loss / d %s[%d]: %v fused, %v by central differences", []string{"q", "k", "v"}[which], i, g, fd)
-				}
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { checkFlashCase(t, c, tol64, tol32, opts...) })
 	}
+}
+
+// checkFlashCase is checkFlashTraining's test of one case.
+func checkFlashCase(t *testing.T, c flashCase, tol64, tol32 float64, opts ...fusion.Option) {
+	t.Helper()
+	fg := newFlashGraph(t, c)
+	vm := fusion.NewTapeMachine(fg.g, append([]fusion.Option{fusion.WithKeep(fg.out)}, opts...)...)
+	defer vm.Close()
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rep := vm.Report()
+	kinds := map[string]int{}
+	for _, grp := range rep.Groups {
+		kinds[grp.Kind]++
+		if strings.HasPrefix(grp.Kind, "attention") {
+			continue
+		}
+		for _, op := range grp.Ops {
+			if strings.HasPrefix(op, "BatchedMatMul") || strings.HasPrefix(op, "SoftMax") {
+				t.Fatalf("%s in a %s kernel, not in attention's:\n%v", op, grp.Kind, rep)
+			}
+		}
+	}
+	if kinds["attention"] != 1 || kinds["attention_dq"] != 1 || kinds["attention_dkv"] != 1 {
+		t.Fatalf("kernels by kind %v, want one attention, attention_dq and attention_dkv:\n%v", kinds, rep)
+	}
+	// no S×S value: no value the rewritten graph computes has the
+	// scores' shape (inputs and constants are the user's; a
+	// multi-output kernel's value is checked part by part)
+	for _, n := range vm.Compiled().Graph.AllNodes() {
+		if f, ok := n.Op().(*fusion.FusedOp); n.Op() == nil || strings.HasPrefix(n.Op().String(), "const") || ok && f.Outputs() > 1 {
+			continue
+		}
+		if s := n.Shape(); len(s) >= 2 && (s[len(s)-2] == c.sq && s[len(s)-1] == c.sk || s[len(s)-2] == c.sk && s[len(s)-1] == c.sq) {
+			t.Fatalf("%v (%v) has shape %v: scores of %d×%d", n.Name(), n.Op(), s, c.sq, c.sk)
+		}
+	}
+	lowersToPTX(t, vm)
+	if err := vm.RunAll(); err != nil {
+		t.Fatalf("%v\n%v", err, rep)
+	}
+	tol := tol64
+	if c.f32 {
+		tol = tol32
+	}
+	q, k, v := fg.qv, fg.kv, fg.vv
+	if c.f32 { // the reference sees the values the graph does
+		q, k, v = round32(q), round32(k), round32(v)
+		fg.wv, fg.mv = round32(fg.wv), round32(fg.mv)
+	}
+	cost, out, dq, dk, dv := fg.reference(q, k, v)
+	worst := 0.0
+	for i, got := range [][]float64{floats(fg.out.Value()), floats(fg.grads[0].Value()), floats(fg.grads[1].Value()), floats(fg.grads[2].Value())} {
+		for j, w := range [][]float64{out, dq, dk, dv}[i] {
+			worst = math.Max(worst, math.Abs(got[j]-w)/(1+math.Abs(w)))
+		}
+	}
+	t.Logf("largest error against float64, relative to 1+|value|: %.2g", worst)
+	closeTo(t, "loss", []float64{scalar(fg.cost.Value())}, []float64{cost}, tol)
+	closeTo(t, "out", floats(fg.out.Value()), out, tol)
+	got := [][]float64{floats(fg.grads[0].Value()), floats(fg.grads[1].Value()), floats(fg.grads[2].Value())}
+	for i, want := range [][]float64{dq, dk, dv} {
+		closeTo(t, []string{"dq", "dk", "dv"}[i], got[i], want, tol)
+	}
+	// central differences of the reference's loss, at a few entries
+	rng := rand.New(rand.NewPCG(7, uint64(c.sq)))
+	vals := [][]float64{q, k, v}
+	for trial := range 12 {
+		which := trial % 3
+		x := vals[which]
+		i := rng.IntN(len(x))
+		old, h := x[i], 1e-5
+		x[i] = old + h
+		up, _, _, _, _ := fg.reference(vals[0], vals[1], vals[2])
+		x[i] = old - h
+		down, _, _, _, _ := fg.reference(vals[0], vals[1], vals[2])
+		x[i] = old
+		fd := (up - down) / (2 * h)
+		if g := got[which][i]; math.Abs(fd-g) > 1e-5*(math.Abs(fd)+1) && !(c.f32 && math.Abs(fd-g) <= tol32*(math.Abs(fd)+1)*10) {
+			t.Fatalf("d loss / d %s[%d]: %v fused, %v by central differences", []string{"q", "k", "v"}[which], i, g, fd)
+		}
+	}
+}
+
+// TestFlashAttentionLargeTilesCPU: float32 attention forward and backward
+// with the tiles the CPU's machine code takes at 2 cores (128 queries by 128
+// keys; graphpass.cpuAttnBlocks), tails in both sequences and a causal
+// mask, against the float64 reference and central differences.
+func TestFlashAttentionLargeTilesCPU(t *testing.T) {
+	c := flashCase{name: "float32, 128×128 tiles, tails", b: 8, sq: 200, sk: 150, dk: 48, dv: 40, scale: "mul", mask: "causal", f32: true}
+	target := graphpass.CPU(2)
+	target.Native = true
+	opts := []fusion.Option{fusion.WithMatMulFusion(true), fusion.WithTarget(target)}
+	// the kernels take the tiles this test is about
+	fg := newFlashGraph(t, c)
+	vm := fusion.NewTapeMachine(fg.g, opts...)
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	tiles := 0
+	for _, n := range vm.Compiled().Graph.AllNodes() {
+		if f, ok := n.Op().(*fusion.FusedOp); ok && strings.HasPrefix(f.Kernel().Name, "fused") && f.Kernel().Meta["BLOCK_M"] != 0 {
+			if m := f.Kernel().Meta; m["BLOCK_M"] != 128 || m["BLOCK_N"] != 128 {
+				t.Fatalf("%s: %v, want 128×128 tiles", f.Kernel().Name, m)
+			}
+			tiles++
+		}
+	}
+	vm.Close()
+	if tiles != 3 {
+		t.Fatalf("%d attention kernels with tiles, want 3", tiles)
+	}
+	checkFlashCase(t, c, 0, 2e-4, opts...)
 }
 
 func round32(x []float64) []float64 {

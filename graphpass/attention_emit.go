@@ -16,11 +16,15 @@ import (
 // accumulators and the resident blocks live in registers: at 4 warps a
 // 64×128 accumulator is 64 floats a thread), halving the resident block
 // where the grid would not fill the SMs once; the backward's resident key
-// blocks (dK and dV accumulate in registers) are the smaller. On a CPU,
-// 32×32 (the interpreter's dot works on 4×16 blocks; larger tiles were no
-// faster).
+// blocks (dK and dV accumulate in registers) are the smaller. On a CPU
+// whose kernels run as machine code, ieee: cpuAttnBlocks; else 32×32 (the
+// executor's dot works on 4×16 blocks; larger tiles were no faster).
 func tuneAttention(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	a := grp.attn
+	if cpuAttn(t, prec) {
+		meta["BLOCK_M"], meta["BLOCK_N"] = cpuAttnBlocks(grp, t, a.sq, a.sk)
+		return
+	}
 	bm, bn := attnBlocks(a, t)
 	if t.GPU() && bm > 32 && tile.CDiv(a.sq, bm)*a.nb < t.SMs {
 		bm = 32
@@ -51,6 +55,10 @@ func tuneAttention(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 
 func tuneAttentionDQ(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	a := grp.attn
+	if cpuAttn(t, prec) {
+		meta["BLOCK_M"], meta["BLOCK_N"] = cpuAttnBlocks(grp, t, a.sq, a.sk)
+		return
+	}
 	bm, _ := attnBlocks(a, t)
 	if t.GPU() && bm > 32 && tile.CDiv(a.sq, bm)*a.nb < t.SMs {
 		bm = 32
@@ -61,6 +69,13 @@ func tuneAttentionDQ(grp *Group, t Target, prec tile.Precision, meta tile.Meta) 
 
 func tuneAttentionDKV(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	a := grp.attn
+	if cpuAttn(t, prec) {
+		meta["BLOCK_N"], meta["BLOCK_M"] = cpuAttnBlocks(grp, t, a.sk, a.sq)
+		if len(a.sums) > 0 {
+			meta["BLOCK_R"] = t.perThread(8, 1024)
+		}
+		return
+	}
 	_, bn := attnBlocks(a, t)
 	if t.GPU() && bn > 32 && tile.CDiv(a.sk, bn)*a.nb < t.SMs {
 		bn = 32
@@ -95,6 +110,17 @@ func attnWarps(t Target, prec tile.Precision, rows int, meta tile.Meta) {
 // few more).
 func attentionSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []tile.Meta {
 	var out []tile.Meta
+	if cpuAttn(t, prec) {
+		// every pair of 32–256 (the search that chose cpuAttnBlocks)
+		for _, m := range []int{32, 64, 128, 256} {
+			for _, n := range []int{32, 64, 128, 256} {
+				if c := with(def, "BLOCK_M", m, "BLOCK_N", n); c.String() != def.String() {
+					out = append(out, c)
+				}
+			}
+		}
+		return out
+	}
 	for _, name := range []string{"BLOCK_M", "BLOCK_N"} {
 		b := def[name]
 		if b/2 >= tile.MinDotDim {
@@ -146,6 +172,40 @@ func attnBlocks(a *attention, t Target) (bm, bn int) {
 		return 64, 32
 	}
 	return 32, 32
+}
+
+// cpuAttn: the kernels run as machine code on a CPU (codegen/cpu/native's
+// products are ieee only).
+func cpuAttn(t Target, prec tile.Precision) bool {
+	return !t.GPU() && t.Native && prec == tile.PrecIEEE
+}
+
+// cpuAttnBlocks: the held and streamed sides of the score tile for kernels
+// that run as machine code on a CPU: the largest of 128, 64 and 32 held rows
+// (64 and 32 for head dims over 128) that gives every core at least four
+// programs, the streamed side as large (no larger than either sequence
+// needs, at least 32). Measured with tilefuse tune on the 2-core VM
+// (2026-12-01, every pair of 16–256; attention large, B·H 32, S 512, head
+// dim 64): 32×32 16.0 ms, 64×64 10.9, 128×128 10.3 (128×256 10.0); head
+// dim 128: 12.2, 9.5, 8.1; the backward's dQ 14.2 → 11.4 and dK/dV 17.8 →
+// 15.0 at 128×128; size small (S 128) 0.35 → 0.27 ms.
+func cpuAttnBlocks(grp *Group, t Target, held, streamed int) (int, int) {
+	a, grids := grp.attn, grp.attn.nb
+	if grp.heads != nil {
+		grids *= grp.heads.h
+	}
+	sides := []int{128, 64, 32}
+	if max(headBlock(a.hk), headBlock(a.hv)) > 128 {
+		sides = sides[1:]
+	}
+	var bh, bs int
+	for _, side := range sides {
+		bh, bs = min(side, max(32, pow2AtLeast(held))), min(side, max(32, pow2AtLeast(streamed)))
+		if grids*tile.CDiv(held, bh) >= 4*t.Cores {
+			break
+		}
+	}
+	return bh, bs
 }
 
 // headBlock is a head dim's block: a power of two, at least 16 (a dot's

@@ -243,6 +243,30 @@ func TestMetaParameters(t *testing.T) {
 			q, k, v := in(g, "q", 2, 40, 16), in(g, "k", 2, 50, 16), in(g, "v", 2, 50, 8)
 			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
 		}, H200, tile.Meta{"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4}, 0},
+		{"attention on 2 cores as machine code, B·H 32 S 512 D64: 128×128", func(g *G.ExprGraph) *G.Node {
+			q, k, v := in(g, "q", 32, 512, 64), in(g, "k", 32, 512, 64), in(g, "v", 32, 512, 64)
+			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
+		}, native(2), tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128}, 0},
+		{"attention on 64 cores as machine code, B·H 32 S 512: 64×64 (four programs a core)", func(g *G.ExprGraph) *G.Node {
+			q, k, v := in(g, "q", 32, 512, 64), in(g, "k", 32, 512, 64), in(g, "v", 32, 512, 64)
+			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
+		}, native(64), tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64}, 0},
+		{"attention on 2 cores as machine code, 40 queries, 50 keys: 64×64, no larger than the sequences", func(g *G.ExprGraph) *G.Node {
+			q, k, v := in(g, "q", 8, 40, 16), in(g, "k", 8, 50, 16), in(g, "v", 8, 50, 8)
+			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
+		}, native(2), tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64}, 0},
+		{"attention on 2 cores as machine code, B·H 2, 40 queries: too few programs for more than 32×32", func(g *G.ExprGraph) *G.Node {
+			q, k, v := in(g, "q", 2, 40, 16), in(g, "k", 2, 50, 16), in(g, "v", 2, 50, 8)
+			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
+		}, native(2), tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32}, 0},
+		{"attention on 2 cores as machine code, head dim 256: 64×64", func(g *G.ExprGraph) *G.Node {
+			q, k, v := in(g, "q", 8, 512, 256), in(g, "k", 8, 512, 256), in(g, "v", 8, 512, 256)
+			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
+		}, native(2), tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64}, 0},
+		{"attention on the executor, 2 cores: 32×32", func(g *G.ExprGraph) *G.Node {
+			q, k, v := in(g, "q", 32, 512, 64), in(g, "k", 32, 512, 64), in(g, "v", 32, 512, 64)
+			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
+		}, CPU(2), tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32}, 0},
 		{"attention tf32, B4 H16 S2048 D64: 128 queries at 8 warps, 3 stages", func(g *G.ExprGraph) *G.Node {
 			q, k, v := in(g, "q", 64, 2048, 64), in(g, "k", 64, 2048, 64), in(g, "v", 64, 2048, 64)
 			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
