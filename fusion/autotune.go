@@ -342,8 +342,7 @@ func tuneArgs(grp *graphpass.Group, k *graphpass.Kernel) (args []any, outs []any
 		}
 		args = append(args, x)
 	}
-	for i := range max(1, k.Outs) {
-		n := max(1, numel(k.Shape(i)))
+	for _, n := range tuneOutSizes(k) {
 		if k.DType == tile.F64 {
 			outs = append(outs, make([]float64, n))
 		} else {
@@ -352,6 +351,24 @@ func tuneArgs(grp *graphpass.Group, k *graphpass.Kernel) (args []any, outs []any
 	}
 	resetOuts(outs, k.Accumulates)
 	return append(args, outs...), outs
+}
+
+// tuneOutSizes are the elements of each output parameter of k: one per
+// output, or one for all of them laid end to end where the kernel takes one
+// pointer to its outputs (OnePointer: the heads' backward kernels).
+func tuneOutSizes(k *graphpass.Kernel) []int {
+	var sizes []int
+	for i := range max(1, k.Outs) {
+		sizes = append(sizes, max(1, numel(k.Shape(i))))
+	}
+	if k.OnePointer {
+		total := 0
+		for _, n := range sizes {
+			total += n
+		}
+		sizes = []int{total}
+	}
+	return sizes
 }
 
 // resetOuts poisons the outputs with NaN, or zeros them where the kernel
@@ -432,7 +449,7 @@ func cpuKernelTime(k *graphpass.Kernel, args []any, native bool) (float64, error
 	}
 	out := slices.Clone(args)
 	if k.Accumulates { // timed launches add into copies, not the checked outputs
-		for i := len(args) - max(1, k.Outs); i < len(args); i++ {
+		for i := len(args) - len(tuneOutSizes(k)); i < len(args); i++ {
 			out[i] = cloneOuts(args[i : i+1])[0]
 		}
 	}

@@ -2,6 +2,7 @@ package fusion_test
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -211,4 +212,52 @@ func TestAutotuneMeasures(t *testing.T) {
 	got := floats(s.Value())
 	want := untunedValues(t, g, []*G.Node{s})[0]
 	closeTo(t, "column sums", got, want, 1e-5)
+}
+
+// TestAutotuneOnePointerKernels: the kernels that take one pointer to all
+// their outputs (the heads' attention backward, the weights' gradients of
+// an encoder block) are measured like any other: every candidate runs (none
+// is rejected for its arguments), and the tuned machine computes what the
+// untuned one does.
+func TestAutotuneOnePointerKernels(t *testing.T) {
+	var calls atomic.Int32
+	defer fusion.SetTuneTimer(fakeTimes(&calls, func(m tile.Meta) float64 { return 1 }))()
+	const b, s, d, h, ff = 2, 5, 12, 3, 24
+	e := newEncoder(t, b, s, d, h, ff)
+	xv := randMatrix(rand.New(rand.NewPCG(5, 6)), b*s, d, 1)
+	require.NoError(t, G.Let(e.x, xv))
+	m := fusion.NewTapeMachine(e.g, fusion.WithTarget(graphpass.CPU(2)), fusion.WithMatMulFusion(true),
+		fusion.WithAutotune(true), fusion.WithCacheDir(t.TempDir()))
+	require.NoError(t, m.Err())
+	defer m.Close()
+	onePointer := map[string]bool{}
+	for _, n := range m.Compiled().Graph.AllNodes() {
+		if f, ok := n.Op().(*fusion.FusedOp); ok && f.OnePointer() {
+			onePointer[f.Kernel().Name] = true
+		}
+	}
+	require.NotEmpty(t, onePointer, "the encoder's backward has kernels with one pointer to their outputs")
+	tuned := 0
+	for _, r := range m.Report().Tuning {
+		assert.Empty(t, r.Rejected, "%s", r.Kernel)
+		if onePointer[r.Kernel] {
+			tuned++
+			assert.Len(t, r.Tried, r.Candidates, "%s: every candidate measured", r.Kernel)
+		}
+	}
+	assert.Positive(t, tuned, "one-pointer kernels tuned")
+	require.NoError(t, m.RunAll())
+	want := fusion.NewTapeMachine(e.g, fusion.WithTarget(graphpass.CPU(2)), fusion.WithMatMulFusion(true))
+	require.NoError(t, want.Err())
+	defer want.Close()
+	got := floats(e.out.Value())
+	for _, gn := range e.grads {
+		got = append(got, floats(gn.Value())...)
+	}
+	require.NoError(t, want.RunAll())
+	ref := floats(e.out.Value())
+	for _, gn := range e.grads {
+		ref = append(ref, floats(gn.Value())...)
+	}
+	closeTo(t, "output and gradients", got, ref, 1e-12)
 }

@@ -939,7 +939,7 @@ func gpuKernelTime(k *graphpass.Kernel, args []any, disk *diskcache.Cache) (floa
 	if err := dev.Sync(); err != nil {
 		return 0, fmt.Errorf("fusion: tuning @%s: %w", k.Tile.Name, err)
 	}
-	for i := len(args) - max(1, k.Outs); i < len(args); i++ {
+	for i := len(args) - len(tuneOutSizes(k)); i < len(args); i++ {
 		if err := dev.Download(args[i], bufs[i].(*cuda.Buffer)); err != nil {
 			return 0, err
 		}
