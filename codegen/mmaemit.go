@@ -116,6 +116,11 @@ func (l *lowerer) mmaLoopEmit(v *tile.Value, ml *mmaLoop) error {
 	}
 	ring := ml.stages * ml.stageBytes
 	region := (l.ownRegion(ring+112) + 127) &^ 127
+	if ml.wg { // wgmma's swizzle atoms: 1024-aligned
+		region = (l.ownRegion(ring+1008) + 1023) &^ 1023
+		l.scratchAlign = max(l.scratchAlign, 1024)
+		l.wgmma = true
+	}
 	ity, ptx := movType(it), ptxInt(it.DType)
 	stepPos := l.reg("p")
 	emit(w, "setp.gt.%s %s, %s, 0", ptx, stepPos, bounds[2])
@@ -155,6 +160,9 @@ func (l *lowerer) mmaLoopEmit(v *tile.Value, ml *mmaLoop) error {
 	emit(w, "@%s bra.uni %s", stop, end)
 	emit(w, "cp.async.wait_group %d", ml.stages-2)
 	l.roundTiles(ml, region, sc)
+	if ml.wg { // the copies and their rounding, for wgmma's reads
+		emit(w, "fence.proxy.async.shared::cta")
+	}
 	barrier(w)
 	if err := produce(); err != nil {
 		return err
@@ -171,6 +179,8 @@ func (l *lowerer) mmaLoopEmit(v *tile.Value, ml *mmaLoop) error {
 		switch {
 		case x.Op == tile.OpYield || mp.tiles[x.ID] != nil:
 			// the yield follows; the B loads were copied by produce
+		case mp.dots[x.ID] != nil && ml.wg:
+			err = l.wgmmaDotEmit(mp.dots[x.ID], region, aRegion[mp.dots[x.ID]], sc)
 		case mp.dots[x.ID] != nil:
 			err = l.mmaDotEmit(mp.dots[x.ID], region, aRegion[mp.dots[x.ID]], sc)
 		default:
@@ -301,6 +311,12 @@ func (l *lowerer) copySlot(t *opTile, region int, lay *Layout, s slot) string {
 	key := fmt.Sprintf("mmacopy|%v|%d|%s|%s", t.t, region, row, col)
 	return l.geo(key, func(w *strings.Builder) string {
 		r, c := regOrZero(w, l, row), regOrZero(w, l, col)
+		if t.wg {
+			if t.inner == 0 {
+				r, c = c, r
+			}
+			return l.wgSlot(w, t, region, r, c)
+		}
 		ph := l.phase(w, t.t.Swz, r)
 		ch := l.reg("r")
 		emit(w, "shr.u32 %s, %s, 2", ch, c)
@@ -400,6 +416,10 @@ func (l *lowerer) aFrags(d *mmaDot, x *lval) [][]string {
 	var out [][]string
 	for i := 0; i < b.wrep(0)/2; i++ {
 		for ks := 0; ks < d.k/d.kstep(); ks++ {
+			if d.plainK { // slots (w0, w1): row 8·w0 + g, column 4·w1 + t
+				out = append(out, l.aFrag(d, ks, func(h, kb, s int) string { return x.regs[(2*i+h)*b.wrep(1)+2*kb+s] }))
+				continue
+			}
 			out = append(out, l.aFrag(d, ks, func(h, kb, s int) string { return x.regs[fragSlot(b, 2*i+h, kb, s)] }))
 		}
 	}

@@ -51,6 +51,11 @@ type mmaLoop struct {
 	tiles      []*opTile
 	stages     int
 	stageBytes int
+	// wg (meta-parameter wgmma = 1 on sm_90a, TF32): the dots run as
+	// wgmma.mma_async m64nNk8 per warpgroup, A from registers (the same
+	// fragments), B by descriptor from the tiles in wgmma's K-major
+	// layout (opTile.wg); see wgmmaLoop
+	wg bool
 }
 
 // mmaDot is the plan of one dot of an MMA loop.
@@ -66,6 +71,10 @@ type mmaDot struct {
 	aTile  *smemTile
 	b      *opTile
 	bTrans bool // B is the transpose of the tile's load
+	// plainK (wgmma loops, A from before the loop): d.a is the true A
+	// fragment layout, k unpermuted (its B tile is copied 16 bytes wide
+	// into wgmma's layout, which cannot permute k)
+	plainK bool
 }
 
 // opTile is a B operand load of an MMA loop and its tile in each stage:
@@ -82,6 +91,19 @@ type opTile struct {
 	// the iteration's barrier), and the fragment reads need no conversion:
 	// a word is converted once instead of once per warp reading it
 	rounded bool
+	// wg: the tile is a wgmma B operand, stored in the canonical K-major
+	// layout with the widest swizzle its rows allow (wgTile): load
+	// dimension wgK is wgmma's k, the other its n. Where k is not the
+	// contiguous dimension (V in P·V), the copies are 4 bytes and
+	// transpose on the way.
+	wg  bool
+	wgK int
+	// wgPerm: the dots reading the tile take A from the loop, in the
+	// accumulator layout, whose k is permuted within each 8 (the mma.sync
+	// form's A fragment): the tile stores word k of each 8 at position
+	// k/2 + 4·(k%2), so that wgmma's k = t, t+4 read the block's 2t, 2t+1
+	// (4-byte copies)
+	wgPerm bool
 }
 
 // mmaPlan holds the MMA loops of a kernel and what the layout pass needs
@@ -241,6 +263,7 @@ func (l *lowerer) matchMMALoop(f *tile.Value) *mmaLoop {
 			}
 		}
 	}
+	ml.wg = l.opt.Arch >= 90 && l.k.Meta["wgmma"] == 1 && l.wgmmaLoop(ml)
 	l.placeOperands(ml)
 	// swizzles: each tile's fragment reads, as B of each dot it feeds
 	for _, t := range ml.tiles {
@@ -252,11 +275,16 @@ func (l *lowerer) matchMMALoop(f *tile.Value) *mmaLoop {
 		}
 		t.t.Swz = chooseSwizzle(t.t, groups, 8)
 	}
-	// the ring: tiles 128-byte aligned in a stage
+	// the ring: tiles 128-byte aligned in a stage (1024 for wgmma's
+	// swizzle atoms)
+	align := 128
+	if ml.wg {
+		align = 1024
+	}
 	off := 0
 	for _, t := range ml.tiles {
 		t.t.Off = off
-		off += (t.t.bytes() + 127) &^ 127
+		off += (t.t.bytes() + align - 1) &^ (align - 1)
 	}
 	ml.stageBytes = off
 	ml.stages = 2
@@ -321,7 +349,7 @@ func (l *lowerer) placeOperands(ml *mmaLoop) {
 	}
 	sort.SliceStable(outside, func(i, j int) bool { return outside[i].m*outside[i].k > outside[j].m*outside[j].k })
 	for _, d := range outside {
-		if regs <= budget {
+		if regs <= budget || ml.wg { // wgmma loops keep them in registers (the tiles hold mma.sync's fragments)
 			break
 		}
 		t := smemTile{Rows: d.m, Cols: d.k}
@@ -565,11 +593,19 @@ func (l *lowerer) mmaLoopDump() string {
 		if ml == nil {
 			return
 		}
-		fmt.Fprintf(&sb, "for %%%d: mma loop, %d stages of %d B\n", v.ID, ml.stages, ml.stageBytes)
+		form := "mma loop"
+		if ml.wg {
+			form = "mma loop on wgmma (m64nNk8 a warpgroup, B K-major by descriptor)"
+		}
+		fmt.Fprintf(&sb, "for %%%d: %s, %d stages of %d B\n", v.ID, form, ml.stages, ml.stageBytes)
 		for _, t := range ml.tiles {
 			rounded := ""
 			if t.rounded {
 				rounded = ", rounded to TF32 in place"
+			}
+			if t.wg {
+				n, kw, rb, _ := t.wgGeom()
+				rounded += fmt.Sprintf(", wgmma B: %d rows n of %d k (dimension %d) in %d-byte rows, %d-byte swizzle", n, kw, t.wgK, rb, rb)
 			}
 			fmt.Fprintf(&sb, "    load %%%d: tile %v (dimension %d along the rows), copies of %d B%s\n", t.load.ID, t.t, t.inner, 4*t.vw, rounded)
 		}
