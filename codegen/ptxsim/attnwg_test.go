@@ -1,0 +1,210 @@
+package ptxsim_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/codegen"
+	"github.com/tilefuse/tilefuse/codegen/ptxsim"
+	"github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/interp"
+)
+
+// TestAttentionWgmmaInSimulator: graphpass's attention forward kernel with
+// the meta-parameter wgmma = 1 (codegen's MMA loops on Hopper's wgmma:
+// mmawg.go) for sm_90a: S = Q·Kᵀ and O += P·V as wgmma.mma_async m64nNk8
+// per warpgroup (64 rows at 4 warps, 128 at 8), K by 16-byte copies and V
+// transposed by 4-byte copies into K-major swizzled tiles (128-byte rows,
+// and 64-byte ones where a tile's k is 16 words), Q's fragments unpermuted,
+// P's handed over permuted with V's k permuted to match. Each case runs in
+// the simulator under racecheck, initcheck and the wgmma hazard check and
+// agrees with the interpreter running the same kernel (TF32; lengths that
+// are no multiple of the blocks, causal −∞ and additive input masks, head
+// dims padded and masked, a batch of 2). The PTX is checked for its form:
+// .version 8.0, .target sm_90a, the wgmmas of each k step, one fence,
+// commit and wait a product, the copies' widths, fence.proxy.async and one
+// barrier an iteration, and no mma.sync.
+func TestAttentionWgmmaInSimulator(t *testing.T) {
+	for _, c := range []struct {
+		name                 string
+		b, sq, sk, dk, dv    int
+		mask                 string
+		bm, bn, warps, stage int
+	}{
+		{"d64 causal 64×32 4 warps", 1, 70, 70, 64, 64, "causal", 64, 32, 4, 2},
+		{"d64 additive mask batch 2 128×64 8 warps 3 stages", 2, 37, 45, 64, 64, "input", 128, 64, 8, 3},
+		{"d128 causal 64×32", 1, 40, 40, 128, 128, "causal", 64, 32, 4, 2},
+		{"d32 odd lengths 64×64", 1, 33, 19, 32, 32, "", 64, 64, 4, 2},
+		{"d96 padded, additive mask", 1, 21, 30, 96, 96, "input", 64, 32, 4, 2},
+		{"dk 12 dv 20: 64-byte rows, 16 keys a step", 1, 29, 35, 12, 20, "causal", 64, 16, 4, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if testing.Short() && c.dk >= 96 {
+				t.Skip("-short: the large head dims")
+			}
+			grp, vals := attentionGroup(t, c.b, c.sq, c.sk, c.dk, c.dv, c.mask)
+			meta := tile.Meta{"BLOCK_M": c.bm, "BLOCK_N": c.bn, "num_warps": c.warps, "num_stages": c.stage, "wgmma": 1}
+			kern, err := graphpass.Emit(grp, graphpass.TuneTo(graphpass.H200, meta), tile.PrecTF32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ck, err := codegen.Compile(kern.Tile, codegen.Options{Arch: 90, NumWarps: c.warps, Spec: []int{16, 16, 16, 16, 16, 16}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkWgmmaForm(t, ck.PTX, c.bn, c.dk, c.dv)
+			var args []any
+			for _, x := range grp.Inputs {
+				src, ok := vals[x.G.Name()]
+				if !ok {
+					t.Fatalf("input %v", x.G)
+				}
+				args = append(args, append([]float32(nil), src...))
+			}
+			n := c.b * c.sq * c.dv
+			want, got := make([]float32, n), make([]float32, n)
+			for i := range got {
+				want[i], got[i] = float32(math.NaN()), float32(math.NaN())
+			}
+			if err := interp.Interpret(kern.Tile, kern.Grid, append(args, want)...); err != nil {
+				t.Fatal(err)
+			}
+			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true, NumWarps: c.warps}
+			if err := sim.Launch(kern.Tile, kern.Grid, append(args, got)...); err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				g, w := float64(got[i]), float64(want[i])
+				if !(math.Abs(g-w) <= 1e-3+1e-2*math.Abs(w)) {
+					t.Fatalf("out[%d] = %v in the simulator, %v in the interpreter (tolerance 1e-3 + 1e-2·|want|)", i, g, w)
+				}
+			}
+		})
+	}
+}
+
+// checkWgmmaForm checks the form of a wgmma attention forward's PTX (bn
+// keys a step, head dims dk and dv padded to powers of two, at least 16).
+func checkWgmmaForm(t *testing.T, p string, bn, dk, dv int) {
+	t.Helper()
+	pad := func(d int) int {
+		x := 16
+		for x < d {
+			x *= 2
+		}
+		return x
+	}
+	bdk, bdv := pad(dk), pad(dv)
+	if !strings.Contains(p, ".version 8.0") || !strings.Contains(p, ".target sm_90a") {
+		t.Error("not .version 8.0 / .target sm_90a")
+	}
+	if strings.Contains(p, "mma.sync") {
+		t.Error("mma.sync in a wgmma kernel")
+	}
+	i, j := strings.Index(p, "$L_mma_loop_"), strings.LastIndex(p, "$L_mma_loop_end_")
+	if i < 0 || j < 0 {
+		t.Fatalf("no MMA loop:\n%s", p)
+	}
+	loop := p[i:j]
+	// S = Q·Kᵀ: m64n{bn}, a k step of 8 of the head dim each; O += P·V:
+	// m64n{bdv}, a k step of 8 keys each; every one of the full form
+	want := map[string]int{fmt.Sprint(bn): bdk / 8}
+	want[fmt.Sprint(bdv)] += bn / 8
+	got := map[string]int{}
+	all := regexp.MustCompile(`wgmma\.mma_async[^;]*;`).FindAllString(loop, -1)
+	form := regexp.MustCompile(`^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k8\.f32\.tf32\.tf32 \{(%f\d+, )+%f\d+\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, %p\d+, 1, 1;$`)
+	for _, x := range all {
+		m := form.FindStringSubmatch(x)
+		if m == nil {
+			t.Errorf("wgmma of another form: %s", x)
+			continue
+		}
+		got[m[1]]++
+		if regs := strings.Count(x[:strings.Index(x, "}")], "%f"); fmt.Sprint(2*regs) != m[1] {
+			t.Errorf("%d accumulator registers in %s", regs, x)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("wgmmas in the loop by N: %v, want %v", got, want)
+	}
+	for _, x := range []struct {
+		re   string
+		want int
+	}{
+		{`wgmma\.fence\.sync\.aligned`, 2},
+		{`wgmma\.commit_group\.sync\.aligned`, 2},
+		{`wgmma\.wait_group\.sync\.aligned 0`, 2},
+		{`fence\.proxy\.async\.shared::cta`, 1},
+		{`bar\.sync`, 1},
+		{`cp\.async\.wait_group`, 1},
+		{`cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16`, -1}, // K: 16 bytes
+		{`cp\.async\.ca\.shared\.global \[%r\d+\], \[%rd\d+\], 4`, -1},  // V: 4 bytes, transposing
+	} {
+		got := len(regexp.MustCompile(x.re).FindAllString(loop, -1))
+		if x.want < 0 {
+			if got == 0 {
+				t.Errorf("no %s in the loop", x.re)
+			}
+			continue
+		}
+		if got != x.want {
+			t.Errorf("%d × %s in the loop, want %d", got, x.re, x.want)
+		}
+	}
+}
+
+// attentionGroup is softmax(q·kᵀ·scale + mask)·v at batch b (causal: a
+// constant lower-triangular −∞ mask; input: an additive mask input of
+// [b, sq, sk]; "": none) as graphpass's one attention group, with its
+// inputs' values by name (seeded).
+func attentionGroup(t *testing.T, b, sq, sk, dk, dv int, mask string) (*graphpass.Group, map[string][]float32) {
+	t.Helper()
+	g := G.NewGraph()
+	rng := rand.New(rand.NewPCG(uint64(sq), uint64(dk)))
+	vals := map[string][]float32{}
+	in := func(name string, shape ...int) *G.Node {
+		n := 1
+		for _, s := range shape {
+			n *= s
+		}
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.Float64()*2 - 1)
+		}
+		vals[name] = x
+		return G.NewTensor(g, tensor.Float32, len(shape), G.WithShape(shape...), G.WithName(name))
+	}
+	q, k, v := in("q", b, sq, dk), in("k", b, sk, dk), in("v", b, sk, dv)
+	sc := G.Must(G.Mul(G.Must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(float32(1/math.Sqrt(float64(dk))))))
+	switch mask {
+	case "causal":
+		m := make([]float32, sq*sk)
+		for i := range sq {
+			for j := i + 1; j < sk; j++ {
+				m[i*sk+j] = float32(math.Inf(-1))
+			}
+		}
+		c := G.NewConstant(tensor.New(tensor.WithShape(sq, sk), tensor.WithBacking(m)), G.In(g))
+		sc = G.Must(G.BroadcastAdd(sc, c, nil, []byte{0}))
+	case "input":
+		sc = G.Must(G.Add(sc, in("mask", b, sq, sk)))
+	}
+	G.Must(G.BatchedMatMul(G.Must(G.SoftMax(sc)), v, false, false))
+	gr, err := graphpass.Import(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := graphpass.Partition(gr, graphpass.Options{Target: graphpass.H200, MatMul: true})
+	if len(groups) != 1 || groups[0].Kind != graphpass.AttentionGroup {
+		t.Fatalf("groups %v, want one attention group", groups)
+	}
+	return groups[0], vals
+}
