@@ -115,11 +115,13 @@ func (l *lowerer) mmaLoopEmit(v *tile.Value, ml *mmaLoop) error {
 		l.mma().frags[d.v.ID] = l.aFrags(d, x)
 	}
 	ring := ml.stages * ml.stageBytes
-	region := (l.ownRegion(ring+112) + 127) &^ 127
+	var region int
 	if ml.wg { // wgmma's swizzle atoms: 1024-aligned
 		region = (l.ownRegion(ring+1008) + 1023) &^ 1023
 		l.scratchAlign = max(l.scratchAlign, 1024)
 		l.wgmma = true
+	} else {
+		region = (l.ownRegion(ring+112) + 127) &^ 127
 	}
 	ity, ptx := movType(it), ptxInt(it.DType)
 	stepPos := l.reg("p")
@@ -161,6 +163,7 @@ func (l *lowerer) mmaLoopEmit(v *tile.Value, ml *mmaLoop) error {
 	emit(w, "cp.async.wait_group %d", ml.stages-2)
 	l.roundTiles(ml, region, sc)
 	if ml.wg { // the copies and their rounding, for wgmma's reads
+		l.convertTiles(ml, region, sc)
 		emit(w, "fence.proxy.async.shared::cta")
 	}
 	barrier(w)
@@ -311,7 +314,7 @@ func (l *lowerer) copySlot(t *opTile, region int, lay *Layout, s slot) string {
 	key := fmt.Sprintf("mmacopy|%v|%d|%s|%s", t.t, region, row, col)
 	return l.geo(key, func(w *strings.Builder) string {
 		r, c := regOrZero(w, l, row), regOrZero(w, l, col)
-		if t.wg {
+		if t.wg && !t.wgBF {
 			if t.inner == 0 {
 				r, c = c, r
 			}

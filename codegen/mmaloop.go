@@ -51,10 +51,10 @@ type mmaLoop struct {
 	tiles      []*opTile
 	stages     int
 	stageBytes int
-	// wg (meta-parameter wgmma = 1 on sm_90a, TF32): the dots run as
-	// wgmma.mma_async m64nNk8 per warpgroup, A from registers (the same
-	// fragments), B by descriptor from the tiles in wgmma's K-major
-	// layout (opTile.wg); see wgmmaLoop
+	// wg (meta-parameter wgmma = 1 on sm_90a, TF32 or bf16): the dots run
+	// as wgmma.mma_async m64nNk8 (k16) per warpgroup, A from registers,
+	// B by descriptor from tiles in wgmma's K-major layout (opTile.wg);
+	// see mmawg.go
 	wg bool
 }
 
@@ -104,6 +104,12 @@ type opTile struct {
 	// k/2 + 4·(k%2), so that wgmma's k = t, t+4 read the block's 2t, 2t+1
 	// (4-byte copies)
 	wgPerm bool
+	// wgBF: the tile's copies land in f32 (t, as in the mma.sync form) and
+	// each thread converts its own to bf16 into the wgmma tile at wgOff in
+	// the stage; otherwise the copies land in the wgmma tile itself (wgOff
+	// = t.Off)
+	wgBF  bool
+	wgOff int
 }
 
 // mmaPlan holds the MMA loops of a kernel and what the layout pass needs
@@ -283,8 +289,14 @@ func (l *lowerer) matchMMALoop(f *tile.Value) *mmaLoop {
 	}
 	off := 0
 	for _, t := range ml.tiles {
-		t.t.Off = off
+		t.t.Off, t.wgOff = off, off
 		off += (t.t.bytes() + align - 1) &^ (align - 1)
+	}
+	for _, t := range ml.tiles { // bf16 wgmma tiles after the copies
+		if t.wgBF {
+			t.wgOff = off
+			off += (t.wgBytes() + align - 1) &^ (align - 1)
+		}
 	}
 	ml.stageBytes = off
 	ml.stages = 2
@@ -595,7 +607,7 @@ func (l *lowerer) mmaLoopDump() string {
 		}
 		form := "mma loop"
 		if ml.wg {
-			form = "mma loop on wgmma (m64nNk8 a warpgroup, B K-major by descriptor)"
+			form = "mma loop on wgmma (m64nN a warpgroup, A from registers, B K-major by descriptor)"
 		}
 		fmt.Fprintf(&sb, "for %%%d: %s, %d stages of %d B\n", v.ID, form, ml.stages, ml.stageBytes)
 		for _, t := range ml.tiles {
@@ -604,8 +616,12 @@ func (l *lowerer) mmaLoopDump() string {
 				rounded = ", rounded to TF32 in place"
 			}
 			if t.wg {
-				n, kw, rb, _ := t.wgGeom()
-				rounded += fmt.Sprintf(", wgmma B: %d rows n of %d k (dimension %d) in %d-byte rows, %d-byte swizzle", n, kw, t.wgK, rb, rb)
+				n, kw, rb, _, e := t.wgGeom()
+				ty := "tf32"
+				if t.wgBF {
+					ty = fmt.Sprintf("bf16 (converted at +%d)", t.wgOff)
+				}
+				rounded += fmt.Sprintf(", wgmma B %s: %d rows n of %d k (dimension %d) in %d-byte rows, %d-byte swizzle, %d-byte elements", ty, n, kw, t.wgK, rb, rb, e)
 			}
 			fmt.Fprintf(&sb, "    load %%%d: tile %v (dimension %d along the rows), copies of %d B%s\n", t.load.ID, t.t, t.inner, 4*t.vw, rounded)
 		}

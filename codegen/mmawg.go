@@ -48,9 +48,14 @@ func (l *lowerer) wgmmaLoop(ml *mmaLoop) bool {
 	if nw%4 != 0 {
 		return false
 	}
+	prec := ml.dots[0].v.Prec
+	if prec != tile.PrecTF32 && prec != tile.PrecBF16 {
+		return false
+	}
+	bf := prec == tile.PrecBF16
 	kdim, perm := map[*opTile]int{}, map[*opTile]bool{}
 	for _, d := range ml.dots {
-		if d.v.Prec != tile.PrecTF32 || d.m != 16*nw || d.n%8 != 0 || d.n > 256 || d.k%8 != 0 {
+		if d.v.Prec != prec || d.m != 16*nw || d.n%8 != 0 || d.n > 256 || d.k%d.kstep() != 0 {
 			return false
 		}
 		k := 0 // B's k is dimension 0 of the load, or 1 of a transposed one
@@ -60,7 +65,7 @@ func (l *lowerer) wgmmaLoop(ml *mmaLoop) bool {
 		if prev, ok := kdim[d.b]; ok && (prev != k || perm[d.b] != !d.outside) {
 			return false
 		}
-		kdim[d.b], perm[d.b] = k, !d.outside
+		kdim[d.b], perm[d.b] = k, !d.outside && !bf
 	}
 	for _, t := range ml.tiles {
 		k, ok := kdim[t]
@@ -69,9 +74,19 @@ func (l *lowerer) wgmmaLoop(ml *mmaLoop) bool {
 		}
 		sh := t.load.Type.Shape.Slice()
 		n, kw := sh[1-k], sh[k]
-		if n%8 != 0 || (kw != 8 && kw != 16 && kw%32 != 0) {
+		e := 4
+		if bf {
+			e = 2
+		}
+		if b := e * kw; n%8 != 0 || (b != 32 && b != 64 && b%128 != 0) { // rows of 32, 64 or 128 bytes
 			return false
 		}
+	}
+	if bf { // bf16 tiles beside the f32 copies, which are planned as for mma.sync
+		for _, t := range ml.tiles {
+			t.wg, t.wgK, t.wgBF = true, kdim[t], true
+		}
+		return true
 	}
 	for _, d := range ml.dots {
 		if d.outside { // the true A fragment: (g, t) (g+8, t) (g, t+4) (g+8, t+4)
@@ -103,13 +118,22 @@ func (l *lowerer) wgmmaLoop(ml *mmaLoop) bool {
 	return true
 }
 
-// wgGeom is tile t's wgmma layout: n rows of row bytes holding k words
-// each (kw of them in all, in kw·4/row atoms of n rows).
-func (t *opTile) wgGeom() (n, kw, row, atom int) {
+// wgGeom is tile t's wgmma layout: n rows of row bytes holding k elements
+// of e bytes each (kw of them in all, in kw·e/row atoms of n rows).
+func (t *opTile) wgGeom() (n, kw, row, atom, e int) {
 	sh := t.load.Type.Shape.Slice()
-	n, kw = sh[1-t.wgK], sh[t.wgK]
-	row = min(128, 4*kw)
-	return n, kw, row, n * row
+	n, kw, e = sh[1-t.wgK], sh[t.wgK], 4
+	if t.wgBF {
+		e = 2
+	}
+	row = min(128, e*kw)
+	return n, kw, row, n * row, e
+}
+
+// wgBytes is the size of tile t's bf16 tile (wgBF).
+func (t *opTile) wgBytes() int {
+	n, kw, _, _, e := t.wgGeom()
+	return n * kw * e
 }
 
 // wgSlot is the shared address, in stage 0 of the ring at region, of
@@ -132,8 +156,8 @@ func (l *lowerer) wgSlot(w *strings.Builder, t *opTile, region int, row, col str
 		emit(w, "mad.lo.s32 %s, %s, 4, %s", p, q, p)
 		k = p
 	}
-	_, _, rb, atom := t.wgGeom()
-	kw := rb / 4
+	_, _, rb, atom, e := t.wgGeom()
+	kw := rb / e
 	a := l.reg("r")
 	emit(w, "mul.lo.s32 %s, %s, %d", a, n, rb)
 	q := l.reg("r")
@@ -141,14 +165,14 @@ func (l *lowerer) wgSlot(w *strings.Builder, t *opTile, region int, row, col str
 	emit(w, "mad.lo.s32 %s, %s, %d, %s", a, q, atom, a)
 	r := l.reg("r")
 	emit(w, "and.b32 %s, %s, %d", r, k, kw-1)
-	emit(w, "mad.lo.s32 %s, %s, 4, %s", a, r, a)
+	emit(w, "mad.lo.s32 %s, %s, %d, %s", a, r, e, a)
 	sw := l.reg("r")
 	emit(w, "shr.u32 %s, %s, 7", sw, a)
 	emit(w, "and.b32 %s, %s, %d", sw, sw, rb/16-1)
 	emit(w, "shl.b32 %s, %s, 4", sw, sw)
 	emit(w, "xor.b32 %s, %s, %s", a, a, sw)
 	emit(w, "add.s32 %s, %s, %s", a, a, l.baseAddr())
-	emit(w, "add.s32 %s, %s, %d", a, a, region+t.t.Off)
+	emit(w, "add.s32 %s, %s, %d", a, a, region+t.wgOff)
 	return a
 }
 
@@ -158,12 +182,12 @@ func (l *lowerer) wgSlot(w *strings.Builder, t *opTile, region int, row, col str
 // offset 8 rows, and the swizzle of its rows (128, 64 or 32 bytes: modes
 // 1, 2, 3), as CUTLASS's make_gmma_desc makes it.
 func (l *lowerer) wgDesc(t *opTile, region int) string {
-	_, _, rb, _ := t.wgGeom()
+	_, _, rb, _, _ := t.wgGeom()
 	mode := map[int]uint64{128: 1, 64: 2, 32: 3}[rb]
 	bits := uint64(1)<<16 | uint64(8*rb>>4)<<32 | mode<<62
-	return l.geo(fmt.Sprintf("mmawg|desc|%d|%d|%d", region, t.t.Off, rb), func(w *strings.Builder) string {
+	return l.geo(fmt.Sprintf("mmawg|desc|%d|%d|%d", region, t.wgOff, rb), func(w *strings.Builder) string {
 		a := l.reg("r")
-		emit(w, "add.s32 %s, %s, %d", a, l.baseAddr(), region+t.t.Off)
+		emit(w, "add.s32 %s, %s, %d", a, l.baseAddr(), region+t.wgOff)
 		emit(w, "shr.u32 %s, %s, 4", a, a)
 		emit(w, "and.b32 %s, %s, %d", a, a, 0x3fff)
 		d := l.reg("rd")
@@ -198,7 +222,7 @@ func (l *lowerer) wgmmaDotEmit(d *mmaDot, region, aRegion int, stage string) err
 		}
 	}
 	var frags [][]string
-	ks8 := d.k / 8
+	ks8 := d.k / d.kstep() // k steps of 8 (tf32) or 16 (bf16)
 	switch {
 	case d.aTile != nil:
 		for ks := 0; ks < ks8; ks++ {
@@ -222,7 +246,7 @@ func (l *lowerer) wgmmaDotEmit(d *mmaDot, region, aRegion int, stage string) err
 		}
 	}
 	dl := "{" + strings.Join(dregs, ", ") + "}"
-	_, _, rb, atom := d.b.wgGeom()
+	_, _, rb, atom, _ := d.b.wgGeom()
 	sel, cur := l.reg("r"), l.reg("rd")
 	emit(w, "shr.u32 %s, %s, 4", sel, stage)
 	emit(w, "cvt.u64.u32 %s, %s", cur, sel)
@@ -246,10 +270,93 @@ func (l *lowerer) wgmmaDotEmit(d *mmaDot, region, aRegion int, stage string) err
 			})
 		}
 		a := frags[ks]
+		if d.v.Prec == tile.PrecBF16 {
+			emit(w, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16 %s, {%s, %s, %s, %s}, %s, %s, 1, 1, 0", d.n, dl, a[0], a[1], a[2], a[3], di, scale)
+			continue
+		}
 		emit(w, "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 %s, {%s, %s, %s, %s}, %s, %s, 1, 1", d.n, dl, a[0], a[1], a[2], a[3], di, scale)
 	}
 	emit(w, "wgmma.commit_group.sync.aligned")
 	emit(w, "wgmma.wait_group.sync.aligned 0")
 	l.remember(v, res)
 	return nil
+}
+
+// convertTiles writes, for each bf16 wgmma tile of ml (opTile.wgBF), this
+// thread's copies in the stage at byte offset sc, once they have landed
+// (after its cp.async.wait_group, before the fence and the barrier),
+// rounded to bf16 (cvt.rn.bf16x2: nearest even, as the interpreter) into
+// the tile's K-major layout: a copy's elements consecutive along k as
+// packed words (st.shared.b32 or .v2), consecutive along n as halves
+// (st.shared.b16) at rows n+j, whose addresses are the first one's plus
+// j rows with the swizzle's chunk bits flipped by ((j·row) >> 7) (the
+// copy's first n is a multiple of its width, so no carry crosses them).
+func (l *lowerer) convertTiles(ml *mmaLoop, region int, sc string) {
+	w := &l.body
+	for _, t := range ml.tiles {
+		if !t.wgBF {
+			continue
+		}
+		_, _, rb, _, _ := t.wgGeom()
+		lay := t.copy
+		slots := lay.B.slots()
+		classes := l.classesOf(lay)
+		for ci := 0; ci < len(classes); ci += t.vw {
+			first := classes[ci][0]
+			own, never := l.owner(lay, slots[first])
+			if never {
+				continue
+			}
+			g := guardOf(own)
+			src := l.reg("r")
+			emit(w, "add.s32 %s, %s, %s", src, sc, l.copySlot(t, region, lay, slots[first]))
+			x := make([]string, t.vw)
+			for j := range x {
+				x[j] = l.reg("f")
+			}
+			emit(w, "%sld.shared%s.f32 %s, [%s]", g, vecSuffix(t.vw), vecOperand(x), src)
+			dst := l.reg("r")
+			emit(w, "add.s32 %s, %s, %s", dst, sc, l.wgCopySlot(t, region, lay, slots[first]))
+			pack := func(hi, lo string) string {
+				r := l.reg("r")
+				emit(w, "%scvt.rn.bf16x2.f32 %s, %s, %s", g, r, hi, lo)
+				return r
+			}
+			if t.vw == 1 {
+				emit(w, "%sst.shared.b16 [%s], %s", g, dst, pack(x[0], x[0]))
+				continue
+			}
+			var words []string
+			for j := 0; j < t.vw; j += 2 {
+				words = append(words, pack(x[j+1], x[j]))
+			}
+			if t.inner == t.wgK { // along k: packed words, contiguous
+				emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(len(words)), dst, vecOperand(words))
+				continue
+			}
+			for j := 0; j < t.vw; j++ { // along n: a half a row
+				h := words[j/2]
+				if j%2 == 1 {
+					h = l.reg("r")
+					emit(w, "%sshr.u32 %s, %s, 16", g, h, words[j/2])
+				}
+				a := dst
+				if flip := ((j * rb) >> 7) & (rb/16 - 1); flip != 0 {
+					a = l.reg("r")
+					emit(w, "%sxor.b32 %s, %s, %d", g, a, dst, flip<<4)
+				}
+				emit(w, "%sst.shared.b16 [%s+%d], %s", g, a, j*rb, h)
+			}
+		}
+	}
+}
+
+// wgCopySlot is the shared address, in stage 0 of the ring at region, in
+// tile t's bf16 tile of slot s of its copy layout lay: a prologue register.
+func (l *lowerer) wgCopySlot(t *opTile, region int, lay *Layout, s slot) string {
+	r0, r1 := l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)
+	key := fmt.Sprintf("mmawgcopy|%d|%d|%s|%s", region, t.wgOff, r0, r1)
+	return l.geo(key, func(w *strings.Builder) string {
+		return l.wgSlot(w, t, region, regOrZero(w, l, r0), regOrZero(w, l, r1))
+	})
 }

@@ -14,9 +14,11 @@ import (
 
 // TestFlashWgmmaLoop: the hand-written flash forward pass (flashKernel)
 // with the meta-parameter wgmma = 1 runs its MMA loop on wgmma for sm_90a
+// (TF32 and bf16)
 // (checkWgmmaForm: m64nNk8 per k step, one fence, commit and wait a
 // product, K copied 16 bytes wide and V 4 bytes wide into K-major tiles,
-// fence.proxy.async and one barrier an iteration) and agrees with the
+// fence.proxy.async and one barrier an iteration; bf16: K and V converted
+// by their copying threads) and agrees with the
 // interpreter in the simulator under racecheck, initcheck and the wgmma
 // hazard check, at lengths that are no multiple of the key block; for
 // sm_80 the same kernel keeps the mma.sync form (.version 7.8, which ptxas
@@ -33,54 +35,60 @@ func TestFlashWgmmaLoop(t *testing.T) {
 		{"d128, 128×32, 8 warps, 3 stages", 150, 128, 128, 32, 8, 3},
 		{"d32, 64×64", 70, 32, 64, 64, 4, 2},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			if testing.Short() && c.d >= 128 {
-				t.Skip("-short: the large head dim")
-			}
-			meta := tile.Meta{"wgmma": 1, "num_warps": c.warps, "num_stages": c.stages}
-			k := flashKernel(t, c.n, c.d, c.bm, c.bn, tile.PrecTF32, meta)
-			for _, arch := range []int{90, 80} {
-				ck, err := codegen.Compile(k, codegen.Options{Arch: arch, NumWarps: c.warps, Spec: []int{16, 16, 16, 16}})
-				if err != nil {
-					t.Fatal(err)
+		for _, prec := range []tile.Precision{tile.PrecTF32, tile.PrecBF16} {
+			t.Run(c.name+"/"+prec.String(), func(t *testing.T) {
+				if testing.Short() && c.d >= 128 {
+					t.Skip("-short: the large head dim")
 				}
-				if arch == 90 {
-					checkWgmmaForm(t, ck.PTX, c.bn, c.d, c.d)
-				} else {
-					if strings.Contains(ck.PTX, "wgmma") || !strings.Contains(ck.PTX, ".version 7.8") || !strings.Contains(ck.PTX, "mma.sync") {
-						t.Error("sm_80: not the mma.sync form")
+				tol := tiletest.Tol{Abs: 2e-3, Rel: 2e-2}
+				if prec == tile.PrecBF16 {
+					tol = tiletest.Tol{Abs: 2e-2, Rel: 5e-2}
+				}
+				meta := tile.Meta{"wgmma": 1, "num_warps": c.warps, "num_stages": c.stages}
+				k := flashKernel(t, c.n, c.d, c.bm, c.bn, prec, meta)
+				for _, arch := range []int{90, 80} {
+					ck, err := codegen.Compile(k, codegen.Options{Arch: arch, NumWarps: c.warps, Spec: []int{16, 16, 16, 16}})
+					if err != nil {
+						t.Fatal(err)
 					}
-					ptxasCheck(t, ck.PTX)
-				}
-				rng := tiletest.RNG("flash wgmma " + c.name)
-				in := func(size int) []float32 {
-					x := make([]float32, size)
-					for i := range x {
-						x[i] = float32(rng.Float64()*2 - 1)
+					if arch == 90 {
+						checkWgmmaForm(t, ck.PTX, prec, c.bn, c.d, c.d)
+					} else {
+						if strings.Contains(ck.PTX, "wgmma") || !strings.Contains(ck.PTX, ".version 7.8") || !strings.Contains(ck.PTX, "mma.sync") {
+							t.Error("sm_80: not the mma.sync form")
+						}
+						ptxasCheck(t, ck.PTX)
 					}
-					return x
-				}
-				n, d := c.n, c.d
-				q, kk, v := in(n*d), in(n*d), in(n*d)
-				want, got := make([]float32, n*d), make([]float32, n*d)
-				for i := range got {
-					got[i] = float32(math.NaN())
-				}
-				grid := tile.Grid{tile.CDiv(n, c.bm)}
-				if err := interp.Interpret(k, grid, q, kk, v, want); err != nil {
-					t.Fatal(err)
-				}
-				sim := &ptxsim.Launcher{Arch: arch, Racecheck: true, Initcheck: true, NumWarps: c.warps}
-				if err := sim.Launch(k, grid, q, kk, v, got); err != nil {
-					t.Fatal(err)
-				}
-				for i := range want {
-					g, w := float64(got[i]), float64(want[i])
-					if !(math.Abs(g-w) <= 2e-3+2e-2*math.Abs(w)) {
-						t.Fatalf("sm_%d: o[%d] = %v in the simulator, %v in the interpreter (tolerance 2e-3 + 2e-2·|want|)", arch, i, g, w)
+					rng := tiletest.RNG("flash wgmma " + c.name)
+					in := func(size int) []float32 {
+						x := make([]float32, size)
+						for i := range x {
+							x[i] = float32(rng.Float64()*2 - 1)
+						}
+						return x
+					}
+					n, d := c.n, c.d
+					q, kk, v := in(n*d), in(n*d), in(n*d)
+					want, got := make([]float32, n*d), make([]float32, n*d)
+					for i := range got {
+						got[i] = float32(math.NaN())
+					}
+					grid := tile.Grid{tile.CDiv(n, c.bm)}
+					if err := interp.Interpret(k, grid, q, kk, v, want); err != nil {
+						t.Fatal(err)
+					}
+					sim := &ptxsim.Launcher{Arch: arch, Racecheck: true, Initcheck: true, NumWarps: c.warps}
+					if err := sim.Launch(k, grid, q, kk, v, got); err != nil {
+						t.Fatal(err)
+					}
+					for i := range want {
+						g, w := float64(got[i]), float64(want[i])
+						if !(math.Abs(g-w) <= tol.Abs+tol.Rel*math.Abs(w)) {
+							t.Fatalf("sm_%d: o[%d] = %v in the simulator, %v in the interpreter (tolerance %+v)", arch, i, g, w, tol)
+						}
 					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
