@@ -314,11 +314,11 @@ func (l *lowerer) copySlot(t *opTile, region int, lay *Layout, s slot) string {
 	key := fmt.Sprintf("mmacopy|%v|%d|%s|%s", t.t, region, row, col)
 	return l.geo(key, func(w *strings.Builder) string {
 		r, c := regOrZero(w, l, row), regOrZero(w, l, col)
-		if t.wg && !t.wgBF {
+		if t.direct {
 			if t.inner == 0 {
 				r, c = c, r
 			}
-			return l.wgSlot(w, t, region, r, c)
+			return l.wgSlot(w, t, t.wg[0], region, r, c)
 		}
 		ph := l.phase(w, t.t.Swz, r)
 		ch := l.reg("r")

@@ -70,7 +70,8 @@ type mmaDot struct {
 	// fragments read each iteration (k along the tile's rows)
 	aTile  *smemTile
 	b      *opTile
-	bTrans bool // B is the transpose of the tile's load
+	bTrans bool    // B is the transpose of the tile's load
+	view   *wgView // wgmma loops: the view of b the dot reads
 	// plainK (wgmma loops, A from before the loop): d.a is the true A
 	// fragment layout, k unpermuted (its B tile is copied 16 bytes wide
 	// into wgmma's layout, which cannot permute k)
@@ -91,25 +92,26 @@ type opTile struct {
 	// the iteration's barrier), and the fragment reads need no conversion:
 	// a word is converted once instead of once per warp reading it
 	rounded bool
-	// wg: the tile is a wgmma B operand, stored in the canonical K-major
-	// layout with the widest swizzle its rows allow (wgTile): load
-	// dimension wgK is wgmma's k, the other its n. Where k is not the
-	// contiguous dimension (V in P·V), the copies are 4 bytes and
-	// transpose on the way.
-	wg  bool
-	wgK int
-	// wgPerm: the dots reading the tile take A from the loop, in the
-	// accumulator layout, whose k is permuted within each 8 (the mma.sync
-	// form's A fragment): the tile stores word k of each 8 at position
-	// k/2 + 4·(k%2), so that wgmma's k = t, t+4 read the block's 2t, 2t+1
-	// (4-byte copies)
-	wgPerm bool
-	// wgBF: the tile's copies land in f32 (t, as in the mma.sync form) and
-	// each thread converts its own to bf16 into the wgmma tile at wgOff in
-	// the stage; otherwise the copies land in the wgmma tile itself (wgOff
-	// = t.Off)
-	wgBF  bool
-	wgOff int
+	// wg: the tile's views as wgmma B operands (wgmma loops), each in
+	// wgmma's canonical K-major layout; direct: the copies land in wg[0]
+	// itself (TF32), else in t as in the mma.sync form, and each thread
+	// converts its own copies into every view (bf16; a TF32 tile read with
+	// both k dimensions, or permuted where its k is contiguous)
+	wg     []*wgView
+	direct bool
+}
+
+// wgView is a view of an MMA loop's B tile as wgmma's K-major operand:
+// load dimension k is wgmma's k, the other its n; perm: k is permuted
+// within each 8 as the A operand's (TF32 with A computed in the loop, in
+// the accumulator layout: word k of 8 at position k/2 + 4·(k%2), so that
+// wgmma's k = t, t+4 read the block's 2t, 2t+1); bf: bf16 elements; off:
+// its offset in a stage.
+type wgView struct {
+	k    int
+	perm bool
+	bf   bool
+	off  int
 }
 
 // mmaPlan holds the MMA loops of a kernel and what the layout pass needs
@@ -289,13 +291,18 @@ func (l *lowerer) matchMMALoop(f *tile.Value) *mmaLoop {
 	}
 	off := 0
 	for _, t := range ml.tiles {
-		t.t.Off, t.wgOff = off, off
+		t.t.Off = off
+		if t.direct {
+			t.wg[0].off = off
+		}
 		off += (t.t.bytes() + align - 1) &^ (align - 1)
 	}
-	for _, t := range ml.tiles { // bf16 wgmma tiles after the copies
-		if t.wgBF {
-			t.wgOff = off
-			off += (t.wgBytes() + align - 1) &^ (align - 1)
+	for _, t := range ml.tiles { // converted wgmma views after the copies
+		for i, v := range t.wg {
+			if i > 0 || !t.direct {
+				v.off = off
+				off += (t.wgBytes(v) + align - 1) &^ (align - 1)
+			}
 		}
 	}
 	ml.stageBytes = off
@@ -615,13 +622,17 @@ func (l *lowerer) mmaLoopDump() string {
 			if t.rounded {
 				rounded = ", rounded to TF32 in place"
 			}
-			if t.wg {
-				n, kw, rb, _, e := t.wgGeom()
-				ty := "tf32"
-				if t.wgBF {
-					ty = fmt.Sprintf("bf16 (converted at +%d)", t.wgOff)
+			for i, v := range t.wg {
+				n, kw, rb, _, e := t.wgGeom(v)
+				how := fmt.Sprintf("converted at +%d", v.off)
+				if i == 0 && t.direct {
+					how = "copied into it"
 				}
-				rounded += fmt.Sprintf(", wgmma B %s: %d rows n of %d k (dimension %d) in %d-byte rows, %d-byte swizzle, %d-byte elements", ty, n, kw, t.wgK, rb, rb, e)
+				perm := ""
+				if v.perm {
+					perm = ", k permuted"
+				}
+				rounded += fmt.Sprintf("; wgmma B (%s): %d rows n of %d k (dimension %d%s), %d-byte rows and swizzle, %d-byte elements", how, n, kw, v.k, perm, rb, e)
 			}
 			fmt.Fprintf(&sb, "    load %%%d: tile %v (dimension %d along the rows), copies of %d B%s\n", t.load.ID, t.t, t.inner, 4*t.vw, rounded)
 		}

@@ -39,10 +39,10 @@ import (
 //     iteration's barrier, by which time its wgmmas have retired.
 
 // wgmmaLoop reports whether MMA loop ml can run its dots as wgmma, and if
-// so marks its tiles and plans their copies (see above): TF32 dots of 16
-// rows a warp over whole warpgroups, N a multiple of 8 up to 256, each
-// tile read with one k dimension, n rows a multiple of 8 and k of 8, 16 or
-// a multiple of 32 words.
+// so plans its tiles' views and copies (see above): TF32 or bf16 dots (one
+// precision) of 16 rows a warp over whole warpgroups, N a multiple of 8 up
+// to 256, each view's n rows a multiple of 8 and k rows of 32, 64 or a
+// multiple of 128 bytes.
 func (l *lowerer) wgmmaLoop(ml *mmaLoop) bool {
 	nw := l.opt.NumWarps
 	if nw%4 != 0 {
@@ -53,7 +53,8 @@ func (l *lowerer) wgmmaLoop(ml *mmaLoop) bool {
 		return false
 	}
 	bf := prec == tile.PrecBF16
-	kdim, perm := map[*opTile]int{}, map[*opTile]bool{}
+	views := map[*opTile][]*wgView{}
+	dview := map[*mmaDot]*wgView{}
 	for _, d := range ml.dots {
 		if d.v.Prec != prec || d.m != 16*nw || d.n%8 != 0 || d.n > 256 || d.k%d.kstep() != 0 {
 			return false
@@ -62,91 +63,116 @@ func (l *lowerer) wgmmaLoop(ml *mmaLoop) bool {
 		if d.bTrans {
 			k = 1
 		}
-		if prev, ok := kdim[d.b]; ok && (prev != k || perm[d.b] != !d.outside) {
-			return false
+		perm := !d.outside && !bf
+		var v *wgView
+		for _, x := range views[d.b] {
+			if x.k == k && x.perm == perm {
+				v = x
+			}
 		}
-		kdim[d.b], perm[d.b] = k, !d.outside && !bf
+		if v == nil {
+			v = &wgView{k: k, perm: perm, bf: bf}
+			views[d.b] = append(views[d.b], v)
+		}
+		dview[d] = v
 	}
 	for _, t := range ml.tiles {
-		k, ok := kdim[t]
-		if !ok {
+		if len(views[t]) == 0 {
 			return false
 		}
-		sh := t.load.Type.Shape.Slice()
-		n, kw := sh[1-k], sh[k]
-		e := 4
-		if bf {
-			e = 2
-		}
-		if b := e * kw; n%8 != 0 || (b != 32 && b != 64 && b%128 != 0) { // rows of 32, 64 or 128 bytes
-			return false
+		for _, v := range views[t] {
+			n, kw, _, _, e := t.wgGeom(v)
+			if b := e * kw; n%8 != 0 || (b != 32 && b != 64 && b%128 != 0) {
+				return false
+			}
 		}
 	}
-	if bf { // bf16 tiles beside the f32 copies, which are planned as for mma.sync
+	if !bf { // TF32 tiles of two views: one is copied into, the other transposed from it
 		for _, t := range ml.tiles {
-			t.wg, t.wgK, t.wgBF = true, kdim[t], true
+			if vs := views[t]; len(vs) > 1 && !(len(vs) == 2 && vs[0].k != vs[1].k) {
+				return false
+			}
+			if vs := views[t]; len(vs) == 2 && !((vs[0].k == t.inner && !vs[0].perm) || (vs[1].k == t.inner && !vs[1].perm)) {
+				return false
+			}
 		}
-		return true
 	}
 	for _, d := range ml.dots {
-		if d.outside { // the true A fragment: (g, t) (g+8, t) (g, t+4) (g+8, t+4)
+		d.view = dview[d]
+		if d.outside && !bf { // the true A fragment: (g, t) (g+8, t) (g, t+4) (g+8, t+4)
 			d.plainK = true
 			d.a = &Layout{B: l.intern(&Blocked{Shape: []int{d.m, d.k}, SPT: []int{1, 1}, TPW: []int{8, 4}, WRep: []int{2, d.k / 4}, WPC: []int{nw, 1}}), Src: []int{0, 1}}
 		}
 	}
 	for _, t := range ml.tiles {
-		t.wg, t.wgK, t.wgPerm = true, kdim[t], perm[t]
-		if t.wgK == t.inner && !t.wgPerm {
+		t.wg = views[t]
+		if bf {
+			continue // copied in f32 as planned, converted into each view
+		}
+		if len(t.wg) > 1 { // copied into the view whose k is contiguous, unpermuted
+			for i, v := range t.wg {
+				if v.k == t.inner && !v.perm {
+					t.wg[0], t.wg[i] = t.wg[i], t.wg[0]
+					t.direct = true
+				}
+			}
 			continue
 		}
-		// transposing copies: 4 bytes, lanes 8 along n (contiguous in
-		// memory) × 4 along k, warps along k first
+		t.direct = true
+		if v := t.wg[0]; v.k == t.inner && !v.perm {
+			continue
+		}
+		// transposing (or permuting) copies: 4 bytes, lanes 8 along the
+		// contiguous dimension × 4 along the other, warps along the other
+		// first
 		sh := t.load.Type.Shape.Slice()
+		other := 1 - t.inner
 		b := &Blocked{Shape: append([]int(nil), sh...), SPT: []int{1, 1}, TPW: make([]int, 2), WPC: []int{1, 1}}
-		b.TPW[t.inner], b.TPW[t.wgK] = 8, 4
+		b.TPW[t.inner], b.TPW[other] = 8, 4
 		warps := nw
-		for _, d := range []int{t.wgK, t.inner} {
+		for _, d := range []int{other, t.inner} {
 			room := max(1, sh[d]/b.TPW[d])
 			w := min(warps, room&-room)
 			b.WPC[d] = w
 			warps /= w
 		}
-		b.WPC[t.wgK] *= warps
+		b.WPC[other] *= warps
 		c := plain(l.intern(b))
 		t.copy, t.vw = &c, 1
 	}
 	return true
 }
 
-// wgGeom is tile t's wgmma layout: n rows of row bytes holding k elements
-// of e bytes each (kw of them in all, in kw·e/row atoms of n rows).
-func (t *opTile) wgGeom() (n, kw, row, atom, e int) {
+// wgGeom is view v of tile t: n rows of row bytes holding k elements of e
+// bytes each (kw of them in all, in kw·e/row atoms of n rows).
+func (t *opTile) wgGeom(v *wgView) (n, kw, row, atom, e int) {
 	sh := t.load.Type.Shape.Slice()
-	n, kw, e = sh[1-t.wgK], sh[t.wgK], 4
-	if t.wgBF {
+	n, kw, e = sh[1-v.k], sh[v.k], 4
+	if v.bf {
 		e = 2
 	}
 	row = min(128, e*kw)
 	return n, kw, row, n * row, e
 }
 
-// wgBytes is the size of tile t's bf16 tile (wgBF).
-func (t *opTile) wgBytes() int {
-	n, kw, _, _, e := t.wgGeom()
+// wgBytes is the size of view v of tile t.
+func (t *opTile) wgBytes(v *wgView) int {
+	n, kw, _, _, e := t.wgGeom(v)
 	return n * kw * e
 }
 
 // wgSlot is the shared address, in stage 0 of the ring at region, of
-// element (row, col) of wgmma tile t (coordinates of its load's first and
-// second dimension): atom k/(row/4), row n, word k%(row/4), the swizzle
-// XORing address bits [4, 4+log2(row/16)) with bits [7, ...) (atoms are
-// 1024-aligned, so the tile's offsets are the absolute address's bits).
-func (l *lowerer) wgSlot(w *strings.Builder, t *opTile, region int, row, col string) string {
+// element (row, col) of view v of tile t (coordinates of its load's first
+// and second dimension): atom k/(row/e), row n, element k%(row/e) (k
+// permuted where v is), the swizzle XORing address bits [4, 4+log2(row/16))
+// with bits [7, ...) (atoms are 1024-aligned, so the view's offsets are
+// the absolute address's bits).
+func (l *lowerer) wgSlot(w *strings.Builder, t *opTile, v *wgView, region int, row, col string) string {
 	n, k := row, col
-	if t.wgK == 0 {
+	if v.k == 0 {
 		n, k = col, row
 	}
-	if t.wgPerm { // word k of 8 at position k/2 + 4·(k%2), as A's k
+	if v.perm { // word k of 8 at position k/2 + 4·(k%2), as A's k
 		p, q := l.reg("r"), l.reg("r")
 		emit(w, "and.b32 %s, %s, -8", p, k)
 		emit(w, "bfe.u32 %s, %s, 1, 2", q, k)
@@ -156,7 +182,7 @@ func (l *lowerer) wgSlot(w *strings.Builder, t *opTile, region int, row, col str
 		emit(w, "mad.lo.s32 %s, %s, 4, %s", p, q, p)
 		k = p
 	}
-	_, _, rb, atom, e := t.wgGeom()
+	_, _, rb, atom, e := t.wgGeom(v)
 	kw := rb / e
 	a := l.reg("r")
 	emit(w, "mul.lo.s32 %s, %s, %d", a, n, rb)
@@ -172,22 +198,22 @@ func (l *lowerer) wgSlot(w *strings.Builder, t *opTile, region int, row, col str
 	emit(w, "shl.b32 %s, %s, 4", sw, sw)
 	emit(w, "xor.b32 %s, %s, %s", a, a, sw)
 	emit(w, "add.s32 %s, %s, %s", a, a, l.baseAddr())
-	emit(w, "add.s32 %s, %s, %d", a, a, region+t.wgOff)
+	emit(w, "add.s32 %s, %s, %d", a, a, region+v.off)
 	return a
 }
 
-// wgDesc is the matrix descriptor of wgmma tile t in stage 0 of the ring
+// wgDesc is the matrix descriptor of view v of tile t in stage 0 of the ring
 // at region (a prologue register): its start address in 16-byte units,
 // leading byte offset 1 (unused by swizzled K-major layouts), stride byte
 // offset 8 rows, and the swizzle of its rows (128, 64 or 32 bytes: modes
 // 1, 2, 3), as CUTLASS's make_gmma_desc makes it.
-func (l *lowerer) wgDesc(t *opTile, region int) string {
-	_, _, rb, _, _ := t.wgGeom()
+func (l *lowerer) wgDesc(t *opTile, v *wgView, region int) string {
+	_, _, rb, _, _ := t.wgGeom(v)
 	mode := map[int]uint64{128: 1, 64: 2, 32: 3}[rb]
 	bits := uint64(1)<<16 | uint64(8*rb>>4)<<32 | mode<<62
-	return l.geo(fmt.Sprintf("mmawg|desc|%d|%d|%d", region, t.wgOff, rb), func(w *strings.Builder) string {
+	return l.geo(fmt.Sprintf("mmawg|desc|%d|%d|%d", region, v.off, rb), func(w *strings.Builder) string {
 		a := l.reg("r")
-		emit(w, "add.s32 %s, %s, %d", a, l.baseAddr(), region+t.wgOff)
+		emit(w, "add.s32 %s, %s, %d", a, l.baseAddr(), region+v.off)
 		emit(w, "shr.u32 %s, %s, 4", a, a)
 		emit(w, "and.b32 %s, %s, %d", a, a, 0x3fff)
 		d := l.reg("rd")
@@ -246,11 +272,11 @@ func (l *lowerer) wgmmaDotEmit(d *mmaDot, region, aRegion int, stage string) err
 		}
 	}
 	dl := "{" + strings.Join(dregs, ", ") + "}"
-	_, _, rb, atom, _ := d.b.wgGeom()
+	_, _, rb, atom, _ := d.b.wgGeom(d.view)
 	sel, cur := l.reg("r"), l.reg("rd")
 	emit(w, "shr.u32 %s, %s, 4", sel, stage)
 	emit(w, "cvt.u64.u32 %s, %s", cur, sel)
-	emit(w, "add.s64 %s, %s, %s", cur, cur, l.wgDesc(d.b, region))
+	emit(w, "add.s64 %s, %s, %s", cur, cur, l.wgDesc(d.b, d.view, region))
 	scaleD := l.wgmmaScaleD()
 	emit(w, "wgmma.fence.sync.aligned")
 	for ks := 0; ks < ks8; ks++ {
@@ -282,22 +308,29 @@ func (l *lowerer) wgmmaDotEmit(d *mmaDot, region, aRegion int, stage string) err
 	return nil
 }
 
-// convertTiles writes, for each bf16 wgmma tile of ml (opTile.wgBF), this
-// thread's copies in the stage at byte offset sc, once they have landed
-// (after its cp.async.wait_group, before the fence and the barrier),
-// rounded to bf16 (cvt.rn.bf16x2: nearest even, as the interpreter) into
-// the tile's K-major layout: a copy's elements consecutive along k as
-// packed words (st.shared.b32 or .v2), consecutive along n as halves
-// (st.shared.b16) at rows n+j, whose addresses are the first one's plus
-// j rows with the swizzle's chunk bits flipped by ((j·row) >> 7) (the
-// copy's first n is a multiple of its width, so no carry crosses them).
+// convertTiles writes, for each view of ml's tiles that the copies do
+// not land in, this thread's copies in the stage at byte offset sc, once
+// they have landed and been rounded in place (TF32; after its
+// cp.async.wait_group, before the fence and the barrier), into the view:
+// bf16 rounded by cvt.rn.bf16x2 (nearest even, as the interpreter). A
+// copy's elements consecutive along the view's k are stored as packed
+// bf16 words (st.shared.b32, .v2), consecutive along n one a row (a word,
+// or a bf16 half; TF32 views converted are always transposed) at
+// rows n+j, whose addresses are the first one's plus j rows with the
+// swizzle's chunk bits flipped by ((j·row) >> 7) (the copy's first n is a
+// multiple of its width, so no carry crosses them).
 func (l *lowerer) convertTiles(ml *mmaLoop, region int, sc string) {
 	w := &l.body
 	for _, t := range ml.tiles {
-		if !t.wgBF {
+		var views []*wgView
+		for i, v := range t.wg {
+			if i > 0 || !t.direct {
+				views = append(views, v)
+			}
+		}
+		if len(views) == 0 {
 			continue
 		}
-		_, _, rb, _, _ := t.wgGeom()
 		lay := t.copy
 		slots := lay.B.slots()
 		classes := l.classesOf(lay)
@@ -312,51 +345,65 @@ func (l *lowerer) convertTiles(ml *mmaLoop, region int, sc string) {
 			emit(w, "add.s32 %s, %s, %s", src, sc, l.copySlot(t, region, lay, slots[first]))
 			x := make([]string, t.vw)
 			for j := range x {
-				x[j] = l.reg("f")
+				x[j] = l.reg("r")
 			}
-			emit(w, "%sld.shared%s.f32 %s, [%s]", g, vecSuffix(t.vw), vecOperand(x), src)
-			dst := l.reg("r")
-			emit(w, "add.s32 %s, %s, %s", dst, sc, l.wgCopySlot(t, region, lay, slots[first]))
-			pack := func(hi, lo string) string {
-				r := l.reg("r")
-				emit(w, "%scvt.rn.bf16x2.f32 %s, %s, %s", g, r, hi, lo)
-				return r
-			}
-			if t.vw == 1 {
-				emit(w, "%sst.shared.b16 [%s], %s", g, dst, pack(x[0], x[0]))
-				continue
-			}
-			var words []string
-			for j := 0; j < t.vw; j += 2 {
-				words = append(words, pack(x[j+1], x[j]))
-			}
-			if t.inner == t.wgK { // along k: packed words, contiguous
-				emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(len(words)), dst, vecOperand(words))
-				continue
-			}
-			for j := 0; j < t.vw; j++ { // along n: a half a row
-				h := words[j/2]
-				if j%2 == 1 {
-					h = l.reg("r")
-					emit(w, "%sshr.u32 %s, %s, 16", g, h, words[j/2])
+			emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(t.vw), vecOperand(x), src)
+			for _, v := range views {
+				_, _, rb, _, _ := t.wgGeom(v)
+				dst := l.reg("r")
+				emit(w, "add.s32 %s, %s, %s", dst, sc, l.wgCopySlot(t, v, region, lay, slots[first]))
+				// the element j rows after the first
+				row := func(j int) string {
+					if flip := ((j * rb) >> 7) & (rb/16 - 1); flip != 0 {
+						a := l.reg("r")
+						emit(w, "%sxor.b32 %s, %s, %d", g, a, dst, flip<<4)
+						return a
+					}
+					return dst
 				}
-				a := dst
-				if flip := ((j * rb) >> 7) & (rb/16 - 1); flip != 0 {
-					a = l.reg("r")
-					emit(w, "%sxor.b32 %s, %s, %d", g, a, dst, flip<<4)
+				along := v.k == t.inner
+				if !v.bf { // TF32: the transposed view (wgmmaLoop), a word a row
+					for j := range x {
+						emit(w, "%sst.shared.b32 [%s+%d], %s", g, row(j), j*rb, x[j])
+					}
+					continue
 				}
-				emit(w, "%sst.shared.b16 [%s+%d], %s", g, a, j*rb, h)
+				pack := func(hi, lo string) string {
+					r := l.reg("r")
+					emit(w, "%scvt.rn.bf16x2.f32 %s, %s, %s", g, r, hi, lo)
+					return r
+				}
+				if t.vw == 1 {
+					emit(w, "%sst.shared.b16 [%s], %s", g, dst, pack(x[0], x[0]))
+					continue
+				}
+				var words []string
+				for j := 0; j < t.vw; j += 2 {
+					words = append(words, pack(x[j+1], x[j]))
+				}
+				if along { // packed words, contiguous
+					emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(len(words)), dst, vecOperand(words))
+					continue
+				}
+				for j := 0; j < t.vw; j++ { // a half a row
+					h := words[j/2]
+					if j%2 == 1 {
+						h = l.reg("r")
+						emit(w, "%sshr.u32 %s, %s, 16", g, h, words[j/2])
+					}
+					emit(w, "%sst.shared.b16 [%s+%d], %s", g, row(j), j*rb, h)
+				}
 			}
 		}
 	}
 }
 
 // wgCopySlot is the shared address, in stage 0 of the ring at region, in
-// tile t's bf16 tile of slot s of its copy layout lay: a prologue register.
-func (l *lowerer) wgCopySlot(t *opTile, region int, lay *Layout, s slot) string {
+// view v of tile t of slot s of its copy layout lay: a prologue register.
+func (l *lowerer) wgCopySlot(t *opTile, v *wgView, region int, lay *Layout, s slot) string {
 	r0, r1 := l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)
-	key := fmt.Sprintf("mmawgcopy|%d|%d|%s|%s", region, t.wgOff, r0, r1)
+	key := fmt.Sprintf("mmawgcopy|%d|%d|%s|%s", region, v.off, r0, r1)
 	return l.geo(key, func(w *strings.Builder) string {
-		return l.wgSlot(w, t, region, regOrZero(w, l, r0), regOrZero(w, l, r1))
+		return l.wgSlot(w, t, v, region, regOrZero(w, l, r0), regOrZero(w, l, r1))
 	})
 }

@@ -107,8 +107,8 @@ func attnWarps(t Target, prec tile.Precision, rows int, meta tile.Meta) {
 // take at most 160 KiB; and where a 4-warp program's accumulators are at
 // most 32 registers a thread, the same capped at 168 registers
 // (max_registers: 3 programs an SM instead of 2 where ptxas would take a
-// few more); for the TF32 and bf16 forward at 16 rows a warp, the same
-// tiles with wgmma = 1 (codegen's MMA loops on Hopper's wgmma; not measured on the
+// few more); at TF32 and bf16 and 16 rows a warp, the same tiles with
+// wgmma = 1 (codegen's MMA loops on Hopper's wgmma; not measured on the
 // GPU yet, so only a candidate).
 func attentionSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []tile.Meta {
 	var out []tile.Meta
@@ -157,11 +157,11 @@ func attentionSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []
 				if nw == 4 && rows*headBlock(a.hv)/128 <= 32 {
 					out = append(out, with(m, "max_registers", 168))
 				}
-				// the forward's products on Hopper's wgmma (codegen's
-				// MMA loops with wgmma = 1: a warpgroup per 64 rows,
-				// 16 a warp; TF32 and bf16; mma.sync where the GPU is
-				// not sm_90): not measured yet, so never the default
-				if grp.Kind == AttentionGroup && (prec == tile.PrecTF32 || prec == tile.PrecBF16) && perWarp == 16 {
+				// the products on Hopper's wgmma (codegen's MMA loops
+				// with wgmma = 1: a warpgroup per 64 rows, 16 a warp;
+				// TF32 and bf16; mma.sync where the GPU is not sm_90):
+				// not measured yet, so never the default
+				if (prec == tile.PrecTF32 || prec == tile.PrecBF16) && perWarp == 16 {
 					out = append(out, with(m, "wgmma", 1))
 					if 3*n*bd*4 <= 160<<10 {
 						out = append(out, with(m, "num_stages", 3, "wgmma", 1))

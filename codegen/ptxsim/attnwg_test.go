@@ -11,8 +11,10 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/tilefuse/tilefuse/bench"
 	"github.com/tilefuse/tilefuse/codegen"
 	"github.com/tilefuse/tilefuse/codegen/ptxsim"
+	"github.com/tilefuse/tilefuse/fusion"
 	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/interp"
@@ -226,4 +228,74 @@ func attentionGroup(t *testing.T, b, sq, sk, dk, dv int, mask string) (*graphpas
 		t.Fatalf("groups %v, want one attention group", groups)
 	}
 	return groups[0], vals
+}
+
+// TestAttentionWgmmaTraining: a training graph's attention kernels (the
+// forward, which writes the log-sum-exp, dQ and dK/dV) with wgmma = 1 at
+// 16 rows a warp (64 resident rows at 4 warps, 128 at 8) for sm_90a, in
+// the simulator
+// under racecheck, initcheck and the wgmma hazard check, from the inputs
+// of a fused CPU run against its outputs (TestAttentionKernels's
+// tolerances), TF32 and bf16, lengths that are no multiple of the blocks,
+// causal and additive masks, head dims 5–128 (16-, 8- and 4-byte copies).
+// Every attention kernel runs its loop on
+// wgmma: the backward's tiles read with both k dimensions (K in S = Q·Kᵀ
+// and dQ += dS·K; Q and dO in dK/dV) are copied once and converted into a
+// second K-major view by the copying threads.
+func TestAttentionWgmmaTraining(t *testing.T) {
+	tols := map[tile.Precision]tiletest.Tol{tile.PrecTF32: {Abs: 1e-3, Rel: 1e-2}, tile.PrecBF16: {Abs: 1e-2, Rel: 5e-2}}
+	for _, c := range []struct {
+		name              string
+		b, sq, sk, dk, dv int
+		mask              string
+		rows              int // resident rows (queries; keys in dK/dV), 16 a warp
+	}{
+		{"d64 causal", 1, 70, 70, 64, 64, "causal", 64},
+		{"dk 24 dv 40, additive mask, scale by division", 1, 33, 19, 24, 40, "input", 64},
+		{"d128", 1, 40, 45, 128, 128, "", 64},
+		{"dk 10 dv 6: 8-byte copies", 1, 37, 29, 10, 6, "causal", 64},
+		{"dk 5 dv 7: 4-byte copies", 1, 21, 26, 5, 7, "input", 64},
+		{"d32 causal, batch 2, 128 rows at 8 warps", 2, 140, 140, 32, 32, "causal", 128},
+	} {
+		for _, prec := range []tile.Precision{tile.PrecTF32, tile.PrecBF16} {
+			t.Run(c.name+"/"+prec.String(), func(t *testing.T) {
+				if testing.Short() && c.dk >= 128 {
+					t.Skip("-short: the large head dim")
+				}
+				target := graphpass.H200
+				target.Tune = func(grp *graphpass.Group, m tile.Meta) {
+					switch grp.Kind {
+					case graphpass.AttentionGroup, graphpass.AttentionDQGroup:
+						m["BLOCK_M"], m["BLOCK_N"] = c.rows, 32
+					case graphpass.AttentionDKVGroup:
+						m["BLOCK_M"], m["BLOCK_N"] = 32, c.rows
+					default:
+						return
+					}
+					m["num_warps"], m["wgmma"] = c.rows/16, 1
+				}
+				wl := bench.Workload{Name: c.name, Build: func(string) (bench.Spec, error) {
+					return attentionSpec(c.b, c.sq, c.sk, c.dk, c.dv, c.mask)
+				}}
+				onWgmma := 0
+				check := func(k *tile.Kernel) {
+					if k.Meta["wgmma"] != 1 {
+						return
+					}
+					ck, err := codegen.Compile(k, codegen.Options{Arch: 90, NumWarps: k.Meta["num_warps"]})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !strings.Contains(ck.PTX, "wgmma.mma_async") || strings.Contains(ck.PTX, "mma.sync") || !strings.Contains(ck.PTX, ".target sm_90a") {
+						t.Errorf("%s: not on wgmma", k.Name)
+					}
+					onWgmma++
+				}
+				runGeneratedOn(t, wl, prec, tols[prec], 90, check, fusion.WithTarget(target))
+				if onWgmma != 3 {
+					t.Fatalf("%d attention kernels on wgmma, want the forward, dQ and dK/dV", onWgmma)
+				}
+			})
+		}
+	}
 }

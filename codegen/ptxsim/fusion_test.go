@@ -46,6 +46,12 @@ func TestGeneratedKernels(t *testing.T) {
 }
 
 func runGenerated(t *testing.T, wl bench.Workload, prec tile.Precision, tol tiletest.Tol, opts ...fusion.Option) int {
+	return runGeneratedOn(t, wl, prec, tol, 0, nil, opts...)
+}
+
+// runGeneratedOn is runGenerated on sm_<arch> (0: sm_80 and sm_90 in
+// turn), calling check (if not nil) with each kernel before it runs.
+func runGeneratedOn(t *testing.T, wl bench.Workload, prec tile.Precision, tol tiletest.Tol, arch int, check func(*tile.Kernel), opts ...fusion.Option) int {
 	spec, err := wl.Build("small")
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +109,14 @@ func runGenerated(t *testing.T, wl bench.Workload, prec tile.Precision, tol tile
 			args = append(args[:len(args)-f.Outputs()], out)
 		}
 		k := f.Kernel()
-		sim := &ptxsim.Launcher{Arch: 80 + 10*(kernels%2), Racecheck: true, Initcheck: true, NumWarps: k.Meta["num_warps"]}
+		if check != nil {
+			check(k)
+		}
+		a := arch
+		if a == 0 {
+			a = 80 + 10*(kernels%2)
+		}
+		sim := &ptxsim.Launcher{Arch: a, Racecheck: true, Initcheck: true, NumWarps: k.Meta["num_warps"]}
 		if err := sim.Launch(k, f.Grid(), args...); err != nil {
 			t.Fatalf("%s: %v", k.Name, err)
 		}
