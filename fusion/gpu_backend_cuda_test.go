@@ -10,6 +10,8 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 // TestMLPTrainingOnGPU trains the MLP with the CUDA backend, values on the
@@ -182,6 +184,39 @@ func TestFlashAttentionPrecisionsOnGPU(t *testing.T) {
 	for _, p := range flashPrecisions {
 		t.Run(p.prec.String(), func(t *testing.T) {
 			checkFlashTraining(t, 0, p.tol, func(c flashCase) bool { return c.f32 }, fusion.WithBackend(fusion.CUDA), fusion.WithMatMulFusion(true), fusion.WithPrecision(p.prec))
+		})
+	}
+}
+
+// TestFlashAttentionWgmmaOnGPU: the float32 flash training cases of
+// TestFlashAttentionPrecisionsOnGPU with codegen's MMA loops on Hopper's
+// wgmma (meta-parameter wgmma = 1 for the forward, dQ and dK/dV, 64
+// resident rows at 4 warps: the form ptxsim's TestAttentionWgmmaTraining
+// runs) at TF32 and bf16 on the CUDA backend, against the float64
+// reference and central differences at the same tolerances. The heuristic
+// does not choose this form until it is measured; this shows it computes
+// on the GPU what the simulator says it does.
+func TestFlashAttentionWgmmaOnGPU(t *testing.T) {
+	target := graphpass.H200
+	target.Tune = func(grp *graphpass.Group, m tile.Meta) {
+		switch grp.Kind {
+		case graphpass.AttentionGroup, graphpass.AttentionDQGroup:
+			m["BLOCK_M"], m["BLOCK_N"] = 64, 32
+		case graphpass.AttentionDKVGroup:
+			m["BLOCK_M"], m["BLOCK_N"] = 32, 64
+		default:
+			return
+		}
+		delete(m, "max_registers")
+		m["num_warps"], m["wgmma"] = 4, 1
+	}
+	for _, p := range flashPrecisions {
+		if p.prec != tile.PrecTF32 && p.prec != tile.PrecBF16 {
+			continue
+		}
+		t.Run(p.prec.String(), func(t *testing.T) {
+			checkFlashTraining(t, 0, p.tol, func(c flashCase) bool { return c.f32 }, fusion.WithBackend(fusion.CUDA), fusion.WithMatMulFusion(true),
+				fusion.WithPrecision(p.prec), fusion.WithTarget(target))
 		})
 	}
 }

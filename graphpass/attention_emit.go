@@ -162,7 +162,7 @@ func attentionSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []
 				// TF32 and bf16; mma.sync where the GPU is not sm_90):
 				// not measured yet, so never the default
 				if (prec == tile.PrecTF32 || prec == tile.PrecBF16) && perWarp == 16 {
-					out = append(out, with(m, "wgmma", 1))
+					out = append(out, with(m, "num_stages", 0, "wgmma", 1)) // 2 stages
 					if 3*n*bd*4 <= 160<<10 {
 						out = append(out, with(m, "num_stages", 3, "wgmma", 1))
 					}
