@@ -161,10 +161,11 @@ func (l *lowerer) mmaLoopEmit(v *tile.Value, ml *mmaLoop) error {
 	emit(w, "or.pred %s, %s, %s", stop, stop, nonpos)
 	emit(w, "@%s bra.uni %s", stop, end)
 	emit(w, "cp.async.wait_group %d", ml.stages-2)
-	l.roundTiles(ml, region, sc)
-	if ml.wg { // the copies and their rounding, for wgmma's reads
-		l.convertTiles(ml, region, sc)
+	if ml.wg { // the copies, rounded or converted, for wgmma's reads
+		l.prepareTiles(ml, region, sc)
 		emit(w, "fence.proxy.async.shared::cta")
+	} else {
+		l.roundTiles(ml, region, sc)
 	}
 	barrier(w)
 	if err := produce(); err != nil {

@@ -88,6 +88,9 @@ func (l *lowerer) wgmmaLoop(ml *mmaLoop) bool {
 		}
 	}
 	if !bf { // TF32 tiles of two views: one is copied into, the other transposed from it
+		// (prepareTiles); of one view: copied into it, or with the
+		// meta-parameter wg_stage = 1 a view that is transposed or
+		// permuted is transposed from the copies as the second view is
 		for _, t := range ml.tiles {
 			if vs := views[t]; len(vs) > 1 && !(len(vs) == 2 && vs[0].k != vs[1].k) {
 				return false
@@ -118,10 +121,14 @@ func (l *lowerer) wgmmaLoop(ml *mmaLoop) bool {
 			}
 			continue
 		}
-		t.direct = true
 		if v := t.wg[0]; v.k == t.inner && !v.perm {
+			t.direct = true
 			continue
 		}
+		if l.k.Meta["wg_stage"] == 1 && t.wg[0].k != t.inner { // copied 16 bytes wide as planned, transposed by the copying threads
+			continue
+		}
+		t.direct = true
 		// transposing (or permuting) copies: 4 bytes, lanes 8 along the
 		// contiguous dimension × 4 along the other, warps along the other
 		// first
@@ -308,18 +315,19 @@ func (l *lowerer) wgmmaDotEmit(d *mmaDot, region, aRegion int, stage string) err
 	return nil
 }
 
-// convertTiles writes, for each view of ml's tiles that the copies do
-// not land in, this thread's copies in the stage at byte offset sc, once
-// they have landed and been rounded in place (TF32; after its
-// cp.async.wait_group, before the fence and the barrier), into the view:
-// bf16 rounded by cvt.rn.bf16x2 (nearest even, as the interpreter). A
-// copy's elements consecutive along the view's k are stored as packed
-// bf16 words (st.shared.b32, .v2), consecutive along n one a row (a word,
-// or a bf16 half; TF32 views converted are always transposed) at
-// rows n+j, whose addresses are the first one's plus j rows with the
-// swizzle's chunk bits flipped by ((j·row) >> 7) (the copy's first n is a
-// multiple of its width, so no carry crosses them).
-func (l *lowerer) convertTiles(ml *mmaLoop, region int, sc string) {
+// prepareTiles makes this thread's copies of ml's tiles in the stage at
+// byte offset sc ready for wgmma, once they have landed (after its
+// cp.async.wait_group, before the fence and the barrier): it loads each
+// copy, rounds it to TF32 (cvt.rna, as the interpreter) and stores it back
+// where the copies land in a view (direct), and writes it into every other
+// view of the tile: TF32 views there are transposed (wgmmaLoop), a word a
+// row; bf16 rounded by cvt.rn.bf16x2 (nearest even, as the interpreter),
+// packed words where the copy's elements run along the view's k, a half a
+// row where they run along n. Rows n+j of a copy are at the first one's
+// address plus j rows with the swizzle's chunk bits flipped by
+// ((j·row) >> 7) (the copy's first n is a multiple of its width, so no
+// carry crosses them).
+func (l *lowerer) prepareTiles(ml *mmaLoop, region int, sc string) {
 	w := &l.body
 	for _, t := range ml.tiles {
 		var views []*wgView
@@ -328,7 +336,7 @@ func (l *lowerer) convertTiles(ml *mmaLoop, region int, sc string) {
 				views = append(views, v)
 			}
 		}
-		if len(views) == 0 {
+		if len(views) == 0 && !t.rounded {
 			continue
 		}
 		lay := t.copy
@@ -348,6 +356,14 @@ func (l *lowerer) convertTiles(ml *mmaLoop, region int, sc string) {
 				x[j] = l.reg("r")
 			}
 			emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(t.vw), vecOperand(x), src)
+			if t.rounded {
+				for _, r := range x {
+					emit(w, "%scvt.rna.tf32.f32 %s, %s", g, r, r)
+				}
+				if t.direct {
+					emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(t.vw), src, vecOperand(x))
+				}
+			}
 			for _, v := range views {
 				_, _, rb, _, _ := t.wgGeom(v)
 				dst := l.reg("r")
@@ -361,8 +377,7 @@ func (l *lowerer) convertTiles(ml *mmaLoop, region int, sc string) {
 					}
 					return dst
 				}
-				along := v.k == t.inner
-				if !v.bf { // TF32: the transposed view (wgmmaLoop), a word a row
+				if !v.bf { // TF32: a transposed view (wgmmaLoop), a word a row
 					for j := range x {
 						emit(w, "%sst.shared.b32 [%s+%d], %s", g, row(j), j*rb, x[j])
 					}
@@ -381,7 +396,7 @@ func (l *lowerer) convertTiles(ml *mmaLoop, region int, sc string) {
 				for j := 0; j < t.vw; j += 2 {
 					words = append(words, pack(x[j+1], x[j]))
 				}
-				if along { // packed words, contiguous
+				if v.k == t.inner { // packed words, contiguous
 					emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(len(words)), dst, vecOperand(words))
 					continue
 				}

@@ -108,8 +108,9 @@ func attnWarps(t Target, prec tile.Precision, rows int, meta tile.Meta) {
 // most 32 registers a thread, the same capped at 168 registers
 // (max_registers: 3 programs an SM instead of 2 where ptxas would take a
 // few more); at TF32 and bf16 and 16 rows a warp, the same tiles with
-// wgmma = 1 (codegen's MMA loops on Hopper's wgmma; not measured on the
-// GPU yet, so only a candidate).
+// wgmma = 1 (codegen's MMA loops on Hopper's wgmma; the TF32 forward also
+// with wg_stage = 1, V transposed from 16-byte copies instead of by 4-byte
+// ones; not measured on the GPU yet, so only candidates).
 func attentionSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []tile.Meta {
 	var out []tile.Meta
 	if cpuAttn(t, prec) {
@@ -162,9 +163,15 @@ func attentionSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []
 				// TF32 and bf16; mma.sync where the GPU is not sm_90):
 				// not measured yet, so never the default
 				if (prec == tile.PrecTF32 || prec == tile.PrecBF16) && perWarp == 16 {
-					out = append(out, with(m, "num_stages", 0, "wgmma", 1)) // 2 stages
+					stages := []int{0} // 2 stages, and 3 where they fit
 					if 3*n*bd*4 <= 160<<10 {
-						out = append(out, with(m, "num_stages", 3, "wgmma", 1))
+						stages = append(stages, 3)
+					}
+					for _, st := range stages {
+						out = append(out, with(m, "num_stages", st, "wgmma", 1))
+						if grp.Kind == AttentionGroup && prec == tile.PrecTF32 { // V copied 16 bytes wide, transposed by its threads
+							out = append(out, with(m, "num_stages", st, "wgmma", 1, "wg_stage", 1))
+						}
 					}
 				}
 			}

@@ -29,7 +29,9 @@ import (
 // and 64-byte ones where a tile's k is 16 words), Q's fragments unpermuted,
 // P's handed over permuted with V's k permuted to match; bf16 as
 // m64nNk16, K and V copied in f32 and converted by the copying thread into
-// K-major bf16 tiles (32-, 64- and 128-byte rows). Each case runs in the
+// K-major bf16 tiles (32-, 64- and 128-byte rows); with wg_stage = 1 (TF32)
+// V copied 16 bytes wide in f32 and transposed by the copying threads.
+// Each case runs in the
 // simulator under racecheck, initcheck and the wgmma hazard check and
 // agrees with the interpreter running the same kernel (TF32, bf16; lengths that
 // are no multiple of the blocks, causal −∞ and additive input masks, head
@@ -47,13 +49,17 @@ func TestAttentionWgmmaInSimulator(t *testing.T) {
 		b, sq, sk, dk, dv    int
 		mask                 string
 		bm, bn, warps, stage int
+		staged               bool // wg_stage = 1
 	}{
-		{"d64 causal 64×32 4 warps", 1, 70, 70, 64, 64, "causal", 64, 32, 4, 2},
-		{"d64 additive mask batch 2 128×64 8 warps 3 stages", 2, 37, 45, 64, 64, "input", 128, 64, 8, 3},
-		{"d128 causal 64×32", 1, 40, 40, 128, 128, "causal", 64, 32, 4, 2},
-		{"d32 odd lengths 64×64", 1, 33, 19, 32, 32, "", 64, 64, 4, 2},
-		{"d96 padded, additive mask", 1, 21, 30, 96, 96, "input", 64, 32, 4, 2},
-		{"dk 12 dv 20: 64-byte rows, 16 keys a step", 1, 29, 35, 12, 20, "causal", 64, 16, 4, 3},
+		{"d64 causal 64×32 4 warps", 1, 70, 70, 64, 64, "causal", 64, 32, 4, 2, false},
+		{"d64 causal 64×32 4 warps, V staged", 1, 70, 70, 64, 64, "causal", 64, 32, 4, 2, true},
+		{"d64 additive mask batch 2 128×64 8 warps 3 stages", 2, 37, 45, 64, 64, "input", 128, 64, 8, 3, false},
+		{"d64 additive mask batch 2 128×64 8 warps 3 stages, V staged", 2, 37, 45, 64, 64, "input", 128, 64, 8, 3, true},
+		{"d128 causal 64×32", 1, 40, 40, 128, 128, "causal", 64, 32, 4, 2, false},
+		{"d32 odd lengths 64×64", 1, 33, 19, 32, 32, "", 64, 64, 4, 2, false},
+		{"d96 padded, additive mask", 1, 21, 30, 96, 96, "input", 64, 32, 4, 2, false},
+		{"dk 12 dv 20: 64-byte rows, 16 keys a step", 1, 29, 35, 12, 20, "causal", 64, 16, 4, 3, false},
+		{"dk 12 dv 20: 64-byte rows, 16 keys a step, V staged", 1, 29, 35, 12, 20, "causal", 64, 16, 4, 3, true},
 	} {
 		for _, prec := range []tile.Precision{tile.PrecTF32, tile.PrecBF16} {
 			t.Run(c.name+"/"+prec.String(), func(t *testing.T) {
@@ -63,6 +69,12 @@ func TestAttentionWgmmaInSimulator(t *testing.T) {
 				tol := tols[prec]
 				grp, vals := attentionGroup(t, c.b, c.sq, c.sk, c.dk, c.dv, c.mask)
 				meta := tile.Meta{"BLOCK_M": c.bm, "BLOCK_N": c.bn, "num_warps": c.warps, "num_stages": c.stage, "wgmma": 1}
+				if c.staged {
+					if prec != tile.PrecTF32 {
+						t.Skip("wg_stage is TF32's: bf16 always converts its copies")
+					}
+					meta["wg_stage"] = 1
+				}
 				kern, err := graphpass.Emit(grp, graphpass.TuneTo(graphpass.H200, meta), prec)
 				if err != nil {
 					t.Fatal(err)
@@ -71,7 +83,7 @@ func TestAttentionWgmmaInSimulator(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				checkWgmmaForm(t, ck.PTX, prec, c.bn, c.dk, c.dv)
+				checkWgmmaForm(t, ck.PTX, prec, c.bn, c.dk, c.dv, c.staged)
 				var args []any
 				for _, x := range grp.Inputs {
 					src, ok := vals[x.G.Name()]
@@ -105,7 +117,7 @@ func TestAttentionWgmmaInSimulator(t *testing.T) {
 
 // checkWgmmaForm checks the form of a wgmma attention forward's PTX (bn
 // keys a step, head dims dk and dv padded to powers of two, at least 16).
-func checkWgmmaForm(t *testing.T, p string, prec tile.Precision, bn, dk, dv int) {
+func checkWgmmaForm(t *testing.T, p string, prec tile.Precision, bn, dk, dv int, staged bool) {
 	t.Helper()
 	pad := func(d int) int {
 		x := 16
@@ -165,6 +177,8 @@ func checkWgmmaForm(t *testing.T, p string, prec tile.Precision, bn, dk, dv int)
 	}
 	if prec == tile.PrecBF16 { // converted by the copying thread: K packed, V a half a row
 		counts = append(counts, count{`cp\.async\.ca`, 0}, count{`cvt\.rn\.bf16x2\.f32`, -1}, count{`st\.shared\.b16`, -1}, count{`cvt\.rna\.tf32`, 0})
+	} else if staged { // wg_stage: V copied 16 bytes wide, transposed by the copying threads
+		counts = append(counts, count{`cp\.async\.ca`, 0}, count{`cvt\.rn\.bf16x2`, 0})
 	} else { // V: 4 bytes, transposing
 		counts = append(counts, count{`cp\.async\.ca\.shared\.global \[%r\d+\], \[%rd\d+\], 4`, -1}, count{`cvt\.rn\.bf16x2`, 0})
 	}

@@ -52,7 +52,7 @@ func TestFlashWgmmaLoop(t *testing.T) {
 						t.Fatal(err)
 					}
 					if arch == 90 {
-						checkWgmmaForm(t, ck.PTX, prec, c.bn, c.d, c.d)
+						checkWgmmaForm(t, ck.PTX, prec, c.bn, c.d, c.d, false)
 					} else {
 						if strings.Contains(ck.PTX, "wgmma") || !strings.Contains(ck.PTX, ".version 7.8") || !strings.Contains(ck.PTX, "mma.sync") {
 							t.Error("sm_80: not the mma.sync form")
