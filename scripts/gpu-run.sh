@@ -22,10 +22,11 @@ mem=$?
 # buffers, Sync, Touch
 compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/fusion.test -test.count=1 -test.run 'TestSolverKernelsOnGPU|TestTransfersOnGPU' > "$out/memcheck-solver.log" 2>&1
 memsol=$?
-# the flash attention kernels (issue 11): forward, dQ and dK/dV, single patterns and heads
-compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/fusion.test -test.count=1 -test.run 'TestFlashAttentionTrainingOnGPU|TestTransformerEncoderBlockOnGPU' > "$out/memcheck-attention.log" 2>&1
+# the flash attention kernels (issue 11): forward, dQ and dK/dV, single patterns and heads;
+# and on wgmma (meta-parameter wgmma = 1, not the default yet)
+compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/fusion.test -test.count=1 -test.run 'TestFlashAttentionTrainingOnGPU|TestTransformerEncoderBlockOnGPU|TestFlashAttentionWgmmaOnGPU' > "$out/memcheck-attention.log" 2>&1
 mematt=$?
-compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/fusion.test -test.count=1 -test.run 'TestFlashAttentionTrainingOnGPU|TestTransformerEncoderBlockOnGPU' > "$out/racecheck-attention.log" 2>&1
+compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/fusion.test -test.count=1 -test.run 'TestFlashAttentionTrainingOnGPU|TestTransformerEncoderBlockOnGPU|TestFlashAttentionWgmmaOnGPU' > "$out/racecheck-attention.log" 2>&1
 raceatt=$?
 compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/cuda.test -test.short -test.count=1 \
   -test.run 'TestConformanceGPU/(softmax|layer_norm|col_sum|matmul/130x70x90$)' > "$out/racecheck.log" 2>&1
