@@ -149,6 +149,10 @@ func (l *lowerer) mmaLoopEmit(v *tile.Value, ml *mmaLoop) error {
 			return err
 		}
 	}
+	var into map[*mmaDot]*lval
+	if ml.wg {
+		into = l.wgInPlace(ml, carried, lays)
+	}
 	iv, sc := l.reg(regClass(it)), l.reg("r")
 	emit(w, "mov.%s %s, %s", ity, iv, bounds[0])
 	emit(w, "mov.u32 %s, 0", sc)
@@ -164,6 +168,9 @@ func (l *lowerer) mmaLoopEmit(v *tile.Value, ml *mmaLoop) error {
 	if ml.wg { // the copies, rounded or converted, for wgmma's reads
 		l.prepareTiles(ml, region, sc)
 		emit(w, "fence.proxy.async.shared::cta")
+		if len(into) > 0 { // the previous iteration's products left in flight (wgInPlace)
+			emit(w, "wgmma.wait_group.sync.aligned 0")
+		}
 	} else {
 		l.roundTiles(ml, region, sc)
 	}
@@ -184,7 +191,7 @@ func (l *lowerer) mmaLoopEmit(v *tile.Value, ml *mmaLoop) error {
 		case x.Op == tile.OpYield || mp.tiles[x.ID] != nil:
 			// the yield follows; the B loads were copied by produce
 		case mp.dots[x.ID] != nil && ml.wg:
-			err = l.wgmmaDotEmit(mp.dots[x.ID], region, aRegion[mp.dots[x.ID]], sc)
+			err = l.wgmmaDotEmit(mp.dots[x.ID], region, aRegion[mp.dots[x.ID]], sc, into[mp.dots[x.ID]])
 		case mp.dots[x.ID] != nil:
 			err = l.mmaDotEmit(mp.dots[x.ID], region, aRegion[mp.dots[x.ID]], sc)
 		default:
@@ -217,6 +224,9 @@ func (l *lowerer) mmaLoopEmit(v *tile.Value, ml *mmaLoop) error {
 	emit(w, "add.%s %s, %s, %s", ptx, iv, iv, bounds[2])
 	emit(w, "bra.uni %s", head)
 	w.WriteString(end + ":\n")
+	if len(into) > 0 {
+		emit(w, "wgmma.wait_group.sync.aligned 0") // the last iteration's products
+	}
 	emit(w, "cp.async.wait_group 0") // copies past the end (zero fills) land before anything else
 	for _, r := range forResults(l.k, v) {
 		l.remember(r, carried[r.Aux])

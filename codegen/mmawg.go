@@ -33,10 +33,14 @@ import (
 //     visible to wgmma, and the iteration's one barrier follows;
 //   - a dot writes its A fragments and accumulator registers (the product
 //     with alpha for P·V; scale-d false for a zero accumulator) before
-//     wgmma.fence, issues one wgmma per k step of 8, commits and waits for
-//     the group (wait_group 0) before anything reads the result. The stage
-//     read is rewritten only after every warp has passed a later
-//     iteration's barrier, by which time its wgmmas have retired.
+//     wgmma.fence, issues one wgmma per k step, commits and waits for the
+//     group (wait_group 0) before anything reads the result; except a dot
+//     whose result only becomes a carried value (P·V into O: wgInPlace),
+//     which accumulates in the carried registers and is left in flight
+//     into the next iteration, retired after that iteration's copies are
+//     prepared and before its barrier. The stage a dot reads is rewritten
+//     only by copies issued after a later iteration's barrier, by which
+//     time every warp's wgmmas that read it have retired.
 
 // wgmmaLoop reports whether MMA loop ml can run its dots as wgmma, and if
 // so plans its tiles' views and copies (see above): TF32 or bf16 dots (one
@@ -236,13 +240,16 @@ func (l *lowerer) wgDesc(t *opTile, v *wgView, region int) string {
 // where it is zero: the first wgmma's scale-d is false), wgmma.fence, one
 // wgmma.mma_async m64nNk8 per k step of 8, commit, and the wait that
 // retires them before the result is read.
-func (l *lowerer) wgmmaDotEmit(d *mmaDot, region, aRegion int, stage string) error {
+func (l *lowerer) wgmmaDotEmit(d *mmaDot, region, aRegion int, stage string, into *lval) error {
 	w := &l.body
 	v := d.v
 	c := plain(d.c)
 	res := &lval{lay: &c, regs: make([]string, nslots(&c))}
 	for i := range res.regs {
 		res.regs[i] = l.reg("f")
+	}
+	if into != nil {
+		copy(res.regs, into.regs)
 	}
 	zero := isZero(v.Args[2])
 	if !zero {
@@ -251,7 +258,9 @@ func (l *lowerer) wgmmaDotEmit(d *mmaDot, region, aRegion int, stage string) err
 			return err
 		}
 		for i, r := range res.regs {
-			emit(w, "mov.f32 %s, %s", r, acc.regs[i])
+			if r != acc.regs[i] {
+				emit(w, "mov.f32 %s, %s", r, acc.regs[i])
+			}
 		}
 	}
 	var frags [][]string
@@ -310,9 +319,58 @@ func (l *lowerer) wgmmaDotEmit(d *mmaDot, region, aRegion int, stage string) err
 		emit(w, "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 %s, {%s, %s, %s, %s}, %s, %s, 1, 1", d.n, dl, a[0], a[1], a[2], a[3], di, scale)
 	}
 	emit(w, "wgmma.commit_group.sync.aligned")
-	emit(w, "wgmma.wait_group.sync.aligned 0")
+	if into == nil {
+		emit(w, "wgmma.wait_group.sync.aligned 0")
+	}
 	l.remember(v, res)
 	return nil
+}
+
+// wgInPlace picks the dots of wgmma loop ml whose wgmmas can be left in
+// flight into the next iteration, accumulating straight into the
+// registers of the carried value they become (P·V into O): the result's
+// only reader is the yield, in the carried value's layout, and every
+// reader of the carried value in the body comes before the dot (acc·α),
+// so that nothing touches those registers until the next iteration's
+// wait, which mmaLoopEmit places after the copies are prepared and before
+// the barrier: the stage the wgmmas read is rewritten only after that
+// barrier (by the copies issued then), and the next iteration's products
+// find their registers retired. After the loop a wait retires the last.
+func (l *lowerer) wgInPlace(ml *mmaLoop, carried []*lval, lays []*Layout) map[*mmaDot]*lval {
+	body := ml.loop.Body
+	yield := body.Values[len(body.Values)-1]
+	pos := map[*tile.Value]int{}
+	for i, x := range body.Values {
+		pos[x] = i
+	}
+	out := map[*mmaDot]*lval{}
+	for _, d := range ml.dots {
+		if us := l.users[d.v.ID]; len(us) != 1 || us[0] != yield {
+			continue
+		}
+		for i, y := range yield.Args {
+			if y != d.v || lays[i] == nil || lays[i].String() != plain(d.c).String() || len(carried[i].regs) != nslots(lays[i]) {
+				continue
+			}
+			arg := body.Args[1+i]
+			readers := l.users[arg.ID]
+			ok := len(readers) > 0
+			for _, u := range readers {
+				if p, in := pos[u]; !in || p >= pos[d.v] {
+					ok = false
+				}
+			}
+			seen := map[string]bool{}
+			for _, r := range carried[i].regs {
+				ok = ok && !seen[r]
+				seen[r] = true
+			}
+			if ok {
+				out[d] = carried[i]
+			}
+		}
+	}
+	return out
 }
 
 // prepareTiles makes this thread's copies of ml's tiles in the stage at

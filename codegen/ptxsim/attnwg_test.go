@@ -162,6 +162,16 @@ func checkWgmmaForm(t *testing.T, p string, prec tile.Precision, bn, dk, dv int,
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("wgmmas in the loop by N: %v, want %v", got, want)
 	}
+	// P·V's wgmmas are left in flight into the next iteration (O's
+	// registers are their accumulator): retired after the copies are
+	// prepared and before the barrier after which the stage they read is
+	// rewritten, and after the loop
+	if !regexp.MustCompile(`fence\.proxy\.async\.shared::cta;\s*wgmma\.wait_group\.sync\.aligned 0;\s*bar\.sync 0;`).MatchString(loop) {
+		t.Error("no wgmma.wait_group 0 between the copies' fence and the barrier")
+	}
+	if !regexp.MustCompile(`\$L_mma_loop_end_\d+:\s*wgmma\.wait_group\.sync\.aligned 0;`).MatchString(p[j:]) {
+		t.Error("no wgmma.wait_group 0 after the loop")
+	}
 	type count struct {
 		re   string
 		want int // -1: at least one
