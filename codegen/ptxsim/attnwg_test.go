@@ -261,7 +261,8 @@ func attentionGroup(t *testing.T, b, sq, sk, dk, dv int, mask string) (*graphpas
 // under racecheck, initcheck and the wgmma hazard check, from the inputs
 // of a fused CPU run against its outputs (TestAttentionKernels's
 // tolerances), TF32 and bf16, lengths that are no multiple of the blocks,
-// causal and additive masks, head dims 5–128 (16-, 8- and 4-byte copies).
+// causal and additive masks, head dims 5–128 (16-, 8- and 4-byte copies),
+// heads by projections and a concat (the heads a grid dimension).
 // Every attention kernel runs its loop on
 // wgmma: the backward's tiles read with both k dimensions (K in S = Q·Kᵀ
 // and dQ += dS·K; Q and dO in dK/dV) are copied once and converted into a
@@ -273,13 +274,15 @@ func TestAttentionWgmmaTraining(t *testing.T) {
 		b, sq, sk, dk, dv int
 		mask              string
 		rows              int // resident rows (queries; keys in dK/dV), 16 a warp
+		heads             int // > 0: heads by projections and a concat (headsSpec), causal
 	}{
-		{"d64 causal", 1, 70, 70, 64, 64, "causal", 64},
-		{"dk 24 dv 40, additive mask, scale by division", 1, 33, 19, 24, 40, "input", 64},
-		{"d128", 1, 40, 45, 128, 128, "", 64},
-		{"dk 10 dv 6: 8-byte copies", 1, 37, 29, 10, 6, "causal", 64},
-		{"dk 5 dv 7: 4-byte copies", 1, 21, 26, 5, 7, "input", 64},
-		{"d32 causal, batch 2, 128 rows at 8 warps", 2, 140, 140, 32, 32, "causal", 128},
+		{"d64 causal", 1, 70, 70, 64, 64, "causal", 64, 0},
+		{"dk 24 dv 40, additive mask, scale by division", 1, 33, 19, 24, 40, "input", 64, 0},
+		{"d128", 1, 40, 45, 128, 128, "", 64, 0},
+		{"dk 10 dv 6: 8-byte copies", 1, 37, 29, 10, 6, "causal", 64, 0},
+		{"dk 5 dv 7: 4-byte copies", 1, 21, 26, 5, 7, "input", 64, 0},
+		{"d32 causal, batch 2, 128 rows at 8 warps", 2, 140, 140, 32, 32, "causal", 128, 0},
+		{"3 heads of 32 by projections and a concat", 2, 37, 37, 32, 32, "heads", 64, 3},
 	} {
 		for _, prec := range []tile.Precision{tile.PrecTF32, tile.PrecBF16} {
 			t.Run(c.name+"/"+prec.String(), func(t *testing.T) {
@@ -299,6 +302,9 @@ func TestAttentionWgmmaTraining(t *testing.T) {
 					m["num_warps"], m["wgmma"] = c.rows/16, 1
 				}
 				wl := bench.Workload{Name: c.name, Build: func(string) (bench.Spec, error) {
+					if c.heads > 0 {
+						return headsSpec(c.b, c.sq, c.heads, c.dk)
+					}
 					return attentionSpec(c.b, c.sq, c.sk, c.dk, c.dv, c.mask)
 				}}
 				onWgmma := 0
