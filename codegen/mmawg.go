@@ -18,7 +18,13 @@ import (
 //     mma.sync's m16n8k8 A fragment (a0..a3 at (g, t) (g+8, t) (g, t+4)
 //     (g+8, t+4)), so the accumulator layout, the k permutation and P's
 //     hand-over from one product to the next are those of the mma.sync
-//     form (mmaloop.go), unchanged;
+//     form (mmaloop.go), unchanged (CUTLASS's statement of the PTX ISA's
+//     fragments, cute/atom/mma_traits_sm90_gmma.hpp: ALayout_64x8, thread
+//     (t, g, warp) strides (64, 1, 16) and values (8, 256) over m + 64·k,
+//     is a0..a3 at (g, t) (g+8, t) (g, t+4) (g+8, t+4) of warp w's rows
+//     16w..16w+15; bf16's ALayout_64x16 = CLayout_64x16, pairs (2t, 2t+1)
+//     as m16n8k16's; the transposing wgmma form's products, measured on
+//     the H200, load A so too);
 //   - B comes from shared memory through a matrix descriptor: TF32 wgmma
 //     reads only K-major operands, so each B tile is stored in the
 //     canonical K-major layout (rows of n, k along a row, 128-byte rows
