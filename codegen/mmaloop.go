@@ -112,6 +112,10 @@ type wgView struct {
 	perm bool
 	bf   bool
 	off  int
+	// x3 (3xTF32): the view holds the high parts tf32(x), and a view of
+	// the same layout at lo the low parts tf32(x − tf32(x))
+	x3 bool
+	lo int
 }
 
 // mmaPlan holds the MMA loops of a kernel and what the layout pass needs
@@ -271,7 +275,9 @@ func (l *lowerer) matchMMALoop(f *tile.Value) *mmaLoop {
 			}
 		}
 	}
-	ml.wg = l.opt.Arch >= 90 && l.k.Meta["wgmma"] == 1 && l.wgmmaLoop(ml)
+	if l.opt.Arch >= 90 && l.k.Meta["wgmma"] == 1 {
+		l.tryWgmma(ml)
+	}
 	l.placeOperands(ml)
 	// swizzles: each tile's fragment reads, as B of each dot it feeds
 	for _, t := range ml.tiles {
@@ -283,29 +289,7 @@ func (l *lowerer) matchMMALoop(f *tile.Value) *mmaLoop {
 		}
 		t.t.Swz = chooseSwizzle(t.t, groups, 8)
 	}
-	// the ring: tiles 128-byte aligned in a stage (1024 for wgmma's
-	// swizzle atoms)
-	align := 128
-	if ml.wg {
-		align = 1024
-	}
-	off := 0
-	for _, t := range ml.tiles {
-		t.t.Off = off
-		if t.direct {
-			t.wg[0].off = off
-		}
-		off += (t.t.bytes() + align - 1) &^ (align - 1)
-	}
-	for _, t := range ml.tiles { // converted wgmma views after the copies
-		for i, v := range t.wg {
-			if i > 0 || !t.direct {
-				v.off = off
-				off += (t.wgBytes(v) + align - 1) &^ (align - 1)
-			}
-		}
-	}
-	ml.stageBytes = off
+	ml.stageBytes = layoutStage(ml)
 	ml.stages = 2
 	if s, ok := l.k.Meta["num_stages"]; ok && s >= 2 {
 		ml.stages = s
@@ -322,6 +306,70 @@ func (l *lowerer) matchMMALoop(f *tile.Value) *mmaLoop {
 		return nil
 	}
 	return ml
+}
+
+// layoutStage places ml's tiles in a stage, 128-byte aligned (1024 for
+// wgmma's swizzle atoms; converted wgmma views after the copies, then
+// 3xTF32's low parts), and returns the stage's size.
+func layoutStage(ml *mmaLoop) int {
+	align := 128
+	if ml.wg {
+		align = 1024
+	}
+	off := 0
+	for _, t := range ml.tiles {
+		t.t.Off = off
+		if t.direct {
+			t.wg[0].off = off
+		}
+		off += (t.t.bytes() + align - 1) &^ (align - 1)
+	}
+	for _, t := range ml.tiles {
+		for i, v := range t.wg {
+			if i > 0 || !t.direct {
+				v.off = off
+				off += (t.wgBytes(v) + align - 1) &^ (align - 1)
+			}
+		}
+		for _, v := range t.wg {
+			if v.x3 {
+				v.lo = off
+				off += (t.wgBytes(v) + align - 1) &^ (align - 1)
+			}
+		}
+	}
+	return off
+}
+
+// tryWgmma plans MMA loop ml on wgmma (wgmmaLoop) where two stages of its
+// tiles and views fit in shared memory beside 16 KB for the kernel's
+// other uses; else it leaves the plan as it was (mma.sync).
+func (l *lowerer) tryWgmma(ml *mmaLoop) {
+	type tileState struct {
+		copy *Layout
+		vw   int
+	}
+	tiles := map[*opTile]tileState{}
+	for _, t := range ml.tiles {
+		tiles[t] = tileState{t.copy, t.vw}
+	}
+	dots := map[*mmaDot]*Layout{}
+	for _, d := range ml.dots {
+		dots[d] = d.a
+	}
+	if ml.wg = l.wgmmaLoop(ml); !ml.wg {
+		return
+	}
+	if 2*layoutStage(ml) <= maxSmem(l.opt.Arch)-16<<10 {
+		return
+	}
+	ml.wg = false
+	for t, st := range tiles {
+		t.copy, t.vw, t.wg, t.direct = st.copy, st.vw, nil, false
+	}
+	for d, a := range dots {
+		d.a, d.view, d.plainK = a, nil, false
+	}
 }
 
 // mmaRegBudget bounds an estimate of the registers a thread of an MMA
@@ -631,6 +679,9 @@ func (l *lowerer) mmaLoopDump() string {
 				perm := ""
 				if v.perm {
 					perm = ", k permuted"
+				}
+				if v.x3 {
+					perm += fmt.Sprintf(", high parts; low parts at +%d", v.lo)
 				}
 				rounded += fmt.Sprintf("; wgmma B (%s): %d rows n of %d k (dimension %d%s), %d-byte rows and swizzle, %d-byte elements", how, n, kw, v.k, perm, rb, e)
 			}

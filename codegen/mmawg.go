@@ -59,10 +59,10 @@ func (l *lowerer) wgmmaLoop(ml *mmaLoop) bool {
 		return false
 	}
 	prec := ml.dots[0].v.Prec
-	if prec != tile.PrecTF32 && prec != tile.PrecBF16 {
+	if prec != tile.PrecTF32 && prec != tile.PrecBF16 && prec != tile.PrecTF32x3 {
 		return false
 	}
-	bf := prec == tile.PrecBF16
+	bf, x3 := prec == tile.PrecBF16, prec == tile.PrecTF32x3
 	views := map[*opTile][]*wgView{}
 	dview := map[*mmaDot]*wgView{}
 	for _, d := range ml.dots {
@@ -81,7 +81,7 @@ func (l *lowerer) wgmmaLoop(ml *mmaLoop) bool {
 			}
 		}
 		if v == nil {
-			v = &wgView{k: k, perm: perm, bf: bf}
+			v = &wgView{k: k, perm: perm, bf: bf, x3: x3}
 			views[d.b] = append(views[d.b], v)
 		}
 		dview[d] = v
@@ -318,6 +318,19 @@ func (l *lowerer) wgmmaDotEmit(d *mmaDot, region, aRegion int, stage string, int
 			})
 		}
 		a := frags[ks]
+		if d.v.Prec == tile.PrecTF32x3 { // the small products first: A's low parts by B's high, A's high by B's low, then the high parts
+			dlo := l.reg("rd")
+			emit(w, "add.s64 %s, %s, %d", dlo, di, (d.view.lo-d.view.off)>>4)
+			for _, p := range [][2]string{{"lo", di}, {"hi", dlo}, {"hi", di}} {
+				f := a[0:4]
+				if p[0] == "lo" {
+					f = a[4:8]
+				}
+				emit(w, "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 %s, {%s, %s, %s, %s}, %s, %s, 1, 1", d.n, dl, f[0], f[1], f[2], f[3], p[1], scale)
+				scale = scaleD
+			}
+			continue
+		}
 		if d.v.Prec == tile.PrecBF16 {
 			emit(w, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16 %s, {%s, %s, %s, %s}, %s, %s, 1, 1, 0", d.n, dl, a[0], a[1], a[2], a[3], di, scale)
 			continue
@@ -400,7 +413,8 @@ func (l *lowerer) prepareTiles(ml *mmaLoop, region int, sc string) {
 				views = append(views, v)
 			}
 		}
-		if len(views) == 0 && !t.rounded {
+		x3 := len(t.wg) > 0 && t.wg[0].x3
+		if len(views) == 0 && !t.rounded && !x3 {
 			continue
 		}
 		lay := t.copy
@@ -420,6 +434,20 @@ func (l *lowerer) prepareTiles(ml *mmaLoop, region int, sc string) {
 				x[j] = l.reg("r")
 			}
 			emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(t.vw), vecOperand(x), src)
+			var lo []string // 3xTF32: x becomes the high parts, lo the low ones
+			if x3 {
+				for j, r := range x {
+					x[j], lo = l.reg("r"), append(lo, l.reg("r"))
+					emit(w, "%scvt.rna.tf32.f32 %s, %s", g, x[j], r)
+					emit(w, "%ssub.f32 %s, %s, %s", g, lo[j], r, x[j])
+					emit(w, "%scvt.rna.tf32.f32 %s, %s", g, lo[j], lo[j])
+				}
+				if t.direct {
+					v := t.wg[0]
+					emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(t.vw), src, vecOperand(x))
+					emit(w, "%sst.shared%s.b32 [%s+%d], %s", g, vecSuffix(t.vw), src, v.lo-v.off, vecOperand(lo))
+				}
+			}
 			if t.rounded {
 				for _, r := range x {
 					emit(w, "%scvt.rna.tf32.f32 %s, %s", g, r, r)
@@ -443,7 +471,11 @@ func (l *lowerer) prepareTiles(ml *mmaLoop, region int, sc string) {
 				}
 				if !v.bf { // TF32: a transposed view (wgmmaLoop), a word a row
 					for j := range x {
-						emit(w, "%sst.shared.b32 [%s+%d], %s", g, row(j), j*rb, x[j])
+						a := row(j)
+						emit(w, "%sst.shared.b32 [%s+%d], %s", g, a, j*rb, x[j])
+						if x3 {
+							emit(w, "%sst.shared.b32 [%s+%d], %s", g, a, j*rb+v.lo-v.off, lo[j])
+						}
 					}
 					continue
 				}

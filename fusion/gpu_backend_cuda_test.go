@@ -192,7 +192,7 @@ func TestFlashAttentionPrecisionsOnGPU(t *testing.T) {
 // TestFlashAttentionPrecisionsOnGPU with codegen's MMA loops on Hopper's
 // wgmma (meta-parameter wgmma = 1 for the forward, dQ and dK/dV, 64
 // resident rows at 4 warps: the form ptxsim's TestAttentionWgmmaTraining
-// runs) at TF32 and bf16 on the CUDA backend, against the float64
+// runs) at TF32, bf16 and 3xTF32 on the CUDA backend, against the float64
 // reference and central differences at the same tolerances. The heuristic
 // does not choose this form until it is measured; this shows it computes
 // on the GPU what the simulator says it does.
@@ -211,9 +211,6 @@ func TestFlashAttentionWgmmaOnGPU(t *testing.T) {
 		m["num_warps"], m["wgmma"] = 4, 1
 	}
 	for _, p := range flashPrecisions {
-		if p.prec != tile.PrecTF32 && p.prec != tile.PrecBF16 {
-			continue
-		}
 		t.Run(p.prec.String(), func(t *testing.T) {
 			checkFlashTraining(t, 0, p.tol, func(c flashCase) bool { return c.f32 }, fusion.WithBackend(fusion.CUDA), fusion.WithMatMulFusion(true),
 				fusion.WithPrecision(p.prec), fusion.WithTarget(target))

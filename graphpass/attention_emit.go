@@ -107,9 +107,9 @@ func attnWarps(t Target, prec tile.Precision, rows int, meta tile.Meta) {
 // take at most 160 KiB; and where a 4-warp program's accumulators are at
 // most 32 registers a thread, the same capped at 168 registers
 // (max_registers: 3 programs an SM instead of 2 where ptxas would take a
-// few more); at TF32 and bf16 and 16 rows a warp, the same tiles with
-// wgmma = 1 (codegen's MMA loops on Hopper's wgmma; the TF32 forward also
-// with wg_stage = 1, V transposed from 16-byte copies instead of by 4-byte
+// few more); at 16 rows a warp, the same tiles with wgmma = 1 (codegen's
+// MMA loops on Hopper's wgmma; the TF32 and 3xTF32 forward also with
+// wg_stage = 1, V transposed from 16-byte copies instead of by 4-byte
 // ones; not measured on the GPU yet, so only candidates).
 func attentionSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []tile.Meta {
 	var out []tile.Meta
@@ -160,16 +160,17 @@ func attentionSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []
 				}
 				// the products on Hopper's wgmma (codegen's MMA loops
 				// with wgmma = 1: a warpgroup per 64 rows, 16 a warp;
-				// TF32 and bf16; mma.sync where the GPU is not sm_90):
-				// not measured yet, so never the default
-				if (prec == tile.PrecTF32 || prec == tile.PrecBF16) && perWarp == 16 {
+				// TF32, bf16 and 3xTF32; mma.sync where the GPU is not
+				// sm_90 or the views do not fit two stages): not
+				// measured yet, so never the default
+				if perWarp == 16 {
 					stages := []int{0} // 2 stages, and 3 where they fit
 					if 3*n*bd*4 <= 160<<10 {
 						stages = append(stages, 3)
 					}
 					for _, st := range stages {
 						out = append(out, with(m, "num_stages", st, "wgmma", 1))
-						if grp.Kind == AttentionGroup && prec == tile.PrecTF32 { // V copied 16 bytes wide, transposed by its threads
+						if grp.Kind == AttentionGroup && prec != tile.PrecBF16 { // V copied 16 bytes wide, transposed by its threads
 							out = append(out, with(m, "num_stages", st, "wgmma", 1, "wg_stage", 1))
 						}
 					}

@@ -33,7 +33,7 @@ import (
 // V copied 16 bytes wide in f32 and transposed by the copying threads.
 // Each case runs in the
 // simulator under racecheck, initcheck and the wgmma hazard check and
-// agrees with the interpreter running the same kernel (TF32, bf16; lengths that
+// agrees with the interpreter running the same kernel (TF32, bf16, 3xTF32; lengths that
 // are no multiple of the blocks, causal −∞ and additive input masks, head
 // dims padded and masked, a batch of 2). The PTX is checked for its form:
 // .version 8.0, .target sm_90a, the wgmmas of each k step, one fence,
@@ -43,7 +43,7 @@ func TestAttentionWgmmaInSimulator(t *testing.T) {
 	// the simulator and the interpreter round the same operands; they
 	// differ in the order of sums and in ex2.approx, which moves P across
 	// a rounding boundary now and then (bf16: 8 bits)
-	tols := map[tile.Precision]tiletest.Tol{tile.PrecTF32: {Abs: 1e-3, Rel: 1e-2}, tile.PrecBF16: {Abs: 1e-2, Rel: 5e-2}}
+	tols := map[tile.Precision]tiletest.Tol{tile.PrecTF32: {Abs: 1e-3, Rel: 1e-2}, tile.PrecBF16: {Abs: 1e-2, Rel: 5e-2}, tile.PrecTF32x3: {Abs: 2e-4, Rel: 1e-4}}
 	for _, c := range []struct {
 		name                 string
 		b, sq, sk, dk, dv    int
@@ -61,7 +61,7 @@ func TestAttentionWgmmaInSimulator(t *testing.T) {
 		{"dk 12 dv 20: 64-byte rows, 16 keys a step", 1, 29, 35, 12, 20, "causal", 64, 16, 4, 3, false},
 		{"dk 12 dv 20: 64-byte rows, 16 keys a step, V staged", 1, 29, 35, 12, 20, "causal", 64, 16, 4, 3, true},
 	} {
-		for _, prec := range []tile.Precision{tile.PrecTF32, tile.PrecBF16} {
+		for _, prec := range []tile.Precision{tile.PrecTF32, tile.PrecBF16, tile.PrecTF32x3} {
 			t.Run(c.name+"/"+prec.String(), func(t *testing.T) {
 				if testing.Short() && c.dk >= 96 {
 					t.Skip("-short: the large head dims")
@@ -70,8 +70,8 @@ func TestAttentionWgmmaInSimulator(t *testing.T) {
 				grp, vals := attentionGroup(t, c.b, c.sq, c.sk, c.dk, c.dv, c.mask)
 				meta := tile.Meta{"BLOCK_M": c.bm, "BLOCK_N": c.bn, "num_warps": c.warps, "num_stages": c.stage, "wgmma": 1}
 				if c.staged {
-					if prec != tile.PrecTF32 {
-						t.Skip("wg_stage is TF32's: bf16 always converts its copies")
+					if prec == tile.PrecBF16 {
+						t.Skip("wg_stage is TF32's and 3xTF32's: bf16 always converts its copies")
 					}
 					meta["wg_stage"] = 1
 				}
@@ -144,8 +144,12 @@ func checkWgmmaForm(t *testing.T, p string, prec tile.Precision, bn, dk, dv int,
 	if prec == tile.PrecBF16 {
 		ks, form = 16, regexp.MustCompile(`^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.bf16\.bf16 \{(%f\d+, )+%f\d+\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, %p\d+, 1, 1, 0;$`)
 	}
-	want := map[string]int{fmt.Sprint(bn): bdk / ks}
-	want[fmt.Sprint(bdv)] += bn / ks
+	per := 1
+	if prec == tile.PrecTF32x3 { // three products a k step
+		per = 3
+	}
+	want := map[string]int{fmt.Sprint(bn): per * bdk / ks}
+	want[fmt.Sprint(bdv)] += per * bn / ks
 	got := map[string]int{}
 	all := regexp.MustCompile(`wgmma\.mma_async[^;]*;`).FindAllString(loop, -1)
 	for _, x := range all {
@@ -260,15 +264,16 @@ func attentionGroup(t *testing.T, b, sq, sk, dk, dv int, mask string) (*graphpas
 // the simulator
 // under racecheck, initcheck and the wgmma hazard check, from the inputs
 // of a fused CPU run against its outputs (TestAttentionKernels's
-// tolerances), TF32 and bf16, lengths that are no multiple of the blocks,
+// tolerances), TF32, bf16 and 3xTF32, lengths that are no multiple of the blocks,
 // causal and additive masks, head dims 5–128 (16-, 8- and 4-byte copies),
 // heads by projections and a concat (the heads a grid dimension).
-// Every attention kernel runs its loop on
-// wgmma: the backward's tiles read with both k dimensions (K in S = Q·Kᵀ
-// and dQ += dS·K; Q and dO in dK/dV) are copied once and converted into a
-// second K-major view by the copying threads.
+// Every attention kernel runs its loop on wgmma (but 3xTF32's dK/dV at
+// head dim 128, whose views do not fit two stages: mma.sync): the
+// backward's tiles read with both k dimensions (K in S = Q·Kᵀ and dQ +=
+// dS·K; Q and dO in dK/dV) are copied once and converted into a second
+// K-major view by the copying threads.
 func TestAttentionWgmmaTraining(t *testing.T) {
-	tols := map[tile.Precision]tiletest.Tol{tile.PrecTF32: {Abs: 1e-3, Rel: 1e-2}, tile.PrecBF16: {Abs: 1e-2, Rel: 5e-2}}
+	tols := map[tile.Precision]tiletest.Tol{tile.PrecTF32: {Abs: 1e-3, Rel: 1e-2}, tile.PrecBF16: {Abs: 1e-2, Rel: 5e-2}, tile.PrecTF32x3: {Abs: 2e-4, Rel: 1e-4}}
 	for _, c := range []struct {
 		name              string
 		b, sq, sk, dk, dv int
@@ -284,7 +289,7 @@ func TestAttentionWgmmaTraining(t *testing.T) {
 		{"d32 causal, batch 2, 128 rows at 8 warps", 2, 140, 140, 32, 32, "causal", 128, 0},
 		{"3 heads of 32 by projections and a concat", 2, 37, 37, 32, 32, "heads", 64, 3},
 	} {
-		for _, prec := range []tile.Precision{tile.PrecTF32, tile.PrecBF16} {
+		for _, prec := range []tile.Precision{tile.PrecTF32, tile.PrecBF16, tile.PrecTF32x3} {
 			t.Run(c.name+"/"+prec.String(), func(t *testing.T) {
 				if testing.Short() && c.dk >= 128 {
 					t.Skip("-short: the large head dim")
@@ -307,7 +312,7 @@ func TestAttentionWgmmaTraining(t *testing.T) {
 					}
 					return attentionSpec(c.b, c.sq, c.sk, c.dk, c.dv, c.mask)
 				}}
-				onWgmma := 0
+				onWgmma, onMMASync := 0, 0
 				check := func(k *tile.Kernel) {
 					if k.Meta["wgmma"] != 1 {
 						return
@@ -316,14 +321,25 @@ func TestAttentionWgmmaTraining(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if !strings.Contains(ck.PTX, "wgmma.mma_async") || strings.Contains(ck.PTX, "mma.sync") || !strings.Contains(ck.PTX, ".target sm_90a") {
-						t.Errorf("%s: not on wgmma", k.Name)
+					switch p := ck.PTX; {
+					case strings.Contains(p, "wgmma.mma_async") && !strings.Contains(p, "mma.sync") && strings.Contains(p, ".target sm_90a"):
+						onWgmma++
+					case strings.Contains(p, "mma.sync") && !strings.Contains(p, "wgmma"):
+						onMMASync++
+					default:
+						t.Errorf("%s: neither on wgmma nor on mma.sync", k.Name)
 					}
-					onWgmma++
 				}
 				runGeneratedOn(t, wl, prec, tols[prec], 90, check, fusion.WithTarget(target))
-				if onWgmma != 3 {
-					t.Fatalf("%d attention kernels on wgmma, want the forward, dQ and dK/dV", onWgmma)
+				want := 3
+				if prec == tile.PrecTF32x3 && c.dk == 128 {
+					// dK/dV's views of Q and dO, high and low parts, at head
+					// dim 128: two stages would take 256 KiB (codegen keeps
+					// mma.sync there)
+					want = 2
+				}
+				if onWgmma != want || onMMASync != 3-want {
+					t.Fatalf("attention kernels: %d on wgmma, %d on mma.sync; want %d on wgmma, the rest on mma.sync", onWgmma, onMMASync, want)
 				}
 			})
 		}

@@ -14,17 +14,17 @@ import (
 
 // TestFlashWgmmaLoop: the hand-written flash forward pass (flashKernel)
 // with the meta-parameter wgmma = 1 runs its MMA loop on wgmma for sm_90a
-// (TF32 and bf16)
-// (checkWgmmaForm: m64nNk8 per k step, one fence, commit and wait a
-// product, K copied 16 bytes wide and V 4 bytes wide into K-major tiles,
-// fence.proxy.async and one barrier an iteration; bf16: K and V converted
-// by their copying threads) and agrees with the
-// interpreter in the simulator under racecheck, initcheck and the wgmma
-// hazard check, at lengths that are no multiple of the key block; for
-// sm_80 the same kernel keeps the mma.sync form (.version 7.8, which ptxas
-// 11.8 assembles) and agrees too. Without the k permutation of V's tile
-// (P is handed over in the accumulator layout, k permuted within each 8)
-// or with Q in the mma.sync form's permuted layout, the products are wrong.
+// at TF32, bf16 and 3xTF32 (checkWgmmaForm: m64nNk8 or k16 per k step, three
+// a step at 3xTF32; one fence and commit a product; K copied 16 bytes wide
+// and V 4 bytes wide into K-major tiles, bf16 converted by the copying
+// threads, 3xTF32's low parts in views of their own; fence.proxy.async
+// and one barrier an iteration) and agrees with the interpreter in the
+// simulator under racecheck, initcheck and the wgmma hazard check, at
+// lengths that are no multiple of the key block; for sm_80 the same kernel
+// keeps the mma.sync form (.version 7.8, which ptxas 11.8 assembles) and
+// agrees too. Without the k permutation of V's tile (P is handed over in
+// the accumulator layout, k permuted within each 8) or with Q in the
+// mma.sync form's permuted layout, the products are wrong.
 func TestFlashWgmmaLoop(t *testing.T) {
 	for _, c := range []struct {
 		name          string
@@ -35,14 +35,17 @@ func TestFlashWgmmaLoop(t *testing.T) {
 		{"d128, 128×32, 8 warps, 3 stages", 150, 128, 128, 32, 8, 3},
 		{"d32, 64×64", 70, 32, 64, 64, 4, 2},
 	} {
-		for _, prec := range []tile.Precision{tile.PrecTF32, tile.PrecBF16} {
+		for _, prec := range []tile.Precision{tile.PrecTF32, tile.PrecBF16, tile.PrecTF32x3} {
 			t.Run(c.name+"/"+prec.String(), func(t *testing.T) {
 				if testing.Short() && c.d >= 128 {
 					t.Skip("-short: the large head dim")
 				}
 				tol := tiletest.Tol{Abs: 2e-3, Rel: 2e-2}
-				if prec == tile.PrecBF16 {
+				switch prec {
+				case tile.PrecBF16:
 					tol = tiletest.Tol{Abs: 2e-2, Rel: 5e-2}
+				case tile.PrecTF32x3:
+					tol = tiletest.Tol{Abs: 2e-5, Rel: 2e-4}
 				}
 				meta := tile.Meta{"wgmma": 1, "num_warps": c.warps, "num_stages": c.stages}
 				k := flashKernel(t, c.n, c.d, c.bm, c.bn, prec, meta)
