@@ -3,7 +3,9 @@ package amd64
 import "fmt"
 
 // EVEX-encoded AVX-512 instructions (AVX512F): the 512-bit forms over
-// Z0–Z31 that the native code generator's zmm product micro-kernel emits.
+// Z0–Z31 that the native code generator emits (the product micro-kernel,
+// the unmasked loops of vector phases), with opmasks K1–K7 where a
+// comparison or a blend needs them.
 // Methods have a Z suffix; operand order is Intel's, as for the VEX forms.
 // A memory operand made with Mem.Bcst is a 32-bit element broadcast to
 // every lane ({1to16}). Displacements that fit are compressed (disp8·N,
@@ -19,6 +21,13 @@ func (z ZReg) String() string { return fmt.Sprintf("Z%d", uint8(z)) }
 
 func (ZReg) isOperand() {}
 
+// KReg is an opmask register K0–K7 (K0 cannot mask: as a mask it means
+// none).
+type KReg uint8
+
+// String is the register's name in Go's assembler.
+func (k KReg) String() string { return fmt.Sprintf("K%d", uint8(k)) }
+
 // Bcst is m read as one 32-bit element broadcast to every lane ({1to16}),
 // for the EVEX instructions that take it.
 func (m Mem) Bcst() Mem { m.bcst = true; return m }
@@ -28,7 +37,18 @@ func (m Mem) Bcst() Mem { m.bcst = true; return m }
 // its memory operand's size n for disp8 compression (a broadcast's is 4).
 // No masking: aaa = 0, z = 0.
 func (a *Asm) evex(mm, pp uint8, w bool, op byte, reg, vvvv uint8, rm Operand, n int32) {
+	a.evexK(mm, pp, w, op, reg, vvvv, rm, n, 0, false)
+}
+
+// evexK is evex under opmask k (K1–K7; 0: none), zeroing the lanes it
+// leaves off where zero (else they keep the destination's), with imm
+// bytes after the operands.
+func (a *Asm) evexK(mm, pp uint8, w bool, op byte, reg, vvvv uint8, rm Operand, n int32, k KReg, zero bool, imm ...byte) {
 	a.ripAt, a.ripL = -1, 0
+	if k > 7 || zero && k == 0 {
+		a.fail("opmask K%d (zeroing %v)", k, zero)
+		return
+	}
 	if reg > 31 || vvvv > 31 {
 		a.fail("vector register %d or %d", reg, vvvv)
 		return
@@ -79,8 +99,13 @@ func (a *Asm) evex(mm, pp uint8, w bool, op byte, reg, vvvv uint8, rm Operand, n
 	if vvvv&16 == 0 {
 		p2 |= 0x08
 	}
+	p2 |= uint8(k)
+	if zero {
+		p2 |= 0x80
+	}
 	a.byte1(0x62, p0, p1, p2, op)
 	a.modrmN(reg, rm, n)
+	a.byte1(imm...)
 	a.endInstr()
 }
 
@@ -115,4 +140,143 @@ func (a *Asm) VMULPSZ(d, x ZReg, y Operand) {
 // VFMADD231PSZ d = x·y + d, rounded once; y may be a broadcast (Mem.Bcst).
 func (a *Asm) VFMADD231PSZ(d, x ZReg, y Operand) {
 	a.evex(map0F38, pp66, false, 0xb8, uint8(d), uint8(x), y, 64)
+}
+
+// The instructions of the native code's vector phases in zmm registers
+// (codegen/cpu/native: vec.go): each the 512-bit twin of a VEX form the
+// ymm code uses, or an opmask form standing in for a vector mask.
+
+// VMOVAPSZ d = s (register to register; the store form, as Go's
+// assembler encodes it).
+func (a *Asm) VMOVAPSZ(d, s ZReg) { a.evex(map0F, ppNone, false, 0x29, uint8(s), 0, d, 64) }
+
+// VSUBPSZ d = x - y.
+func (a *Asm) VSUBPSZ(d, x ZReg, y Operand) {
+	a.evex(map0F, ppNone, false, 0x5c, uint8(d), uint8(x), y, 64)
+}
+
+// VDIVPSZ d = x / y.
+func (a *Asm) VDIVPSZ(d, x ZReg, y Operand) {
+	a.evex(map0F, ppNone, false, 0x5e, uint8(d), uint8(x), y, 64)
+}
+
+// VMINPSZ d = min(x, y) (y where either is NaN, as VMINPS).
+func (a *Asm) VMINPSZ(d, x ZReg, y Operand) {
+	a.evex(map0F, ppNone, false, 0x5d, uint8(d), uint8(x), y, 64)
+}
+
+// VMAXPSZ d = max(x, y) (y where either is NaN, as VMAXPS).
+func (a *Asm) VMAXPSZ(d, x ZReg, y Operand) {
+	a.evex(map0F, ppNone, false, 0x5f, uint8(d), uint8(x), y, 64)
+}
+
+// VPANDDZ d = x & y.
+func (a *Asm) VPANDDZ(d, x ZReg, y Operand) {
+	a.evex(map0F, pp66, false, 0xdb, uint8(d), uint8(x), y, 64)
+}
+
+// VPANDNDZ d = ^x & y.
+func (a *Asm) VPANDNDZ(d, x ZReg, y Operand) {
+	a.evex(map0F, pp66, false, 0xdf, uint8(d), uint8(x), y, 64)
+}
+
+// VPORDZ d = x | y.
+func (a *Asm) VPORDZ(d, x ZReg, y Operand) {
+	a.evex(map0F, pp66, false, 0xeb, uint8(d), uint8(x), y, 64)
+}
+
+// VPADDDZ d = x + y (int32 lanes).
+func (a *Asm) VPADDDZ(d, x ZReg, y Operand) {
+	a.evex(map0F, pp66, false, 0xfe, uint8(d), uint8(x), y, 64)
+}
+
+// VPSUBDZ d = x - y (int32 lanes).
+func (a *Asm) VPSUBDZ(d, x ZReg, y Operand) {
+	a.evex(map0F, pp66, false, 0xfa, uint8(d), uint8(x), y, 64)
+}
+
+// VFMADD213PSZ d = x·d + y, rounded once.
+func (a *Asm) VFMADD213PSZ(d, x ZReg, y Operand) {
+	a.evex(map0F38, pp66, false, 0xa8, uint8(d), uint8(x), y, 64)
+}
+
+// VFNMADD231PSZ d = -(x·y) + d, rounded once.
+func (a *Asm) VFNMADD231PSZ(d, x ZReg, y Operand) {
+	a.evex(map0F38, pp66, false, 0xbc, uint8(d), uint8(x), y, 64)
+}
+
+// VSQRTPSZ d = √s.
+func (a *Asm) VSQRTPSZ(d ZReg, s Operand) { a.evex(map0F, ppNone, false, 0x51, uint8(d), 0, s, 64) }
+
+// VCVTTPS2DQZ d = int32(s), truncated.
+func (a *Asm) VCVTTPS2DQZ(d ZReg, s Operand) {
+	a.evex(map0F, ppF3, false, 0x5b, uint8(d), 0, s, 64)
+}
+
+// VCVTDQ2PSZ d = float32(s) of int32 lanes.
+func (a *Asm) VCVTDQ2PSZ(d ZReg, s Operand) {
+	a.evex(map0F, ppNone, false, 0x5b, uint8(d), 0, s, 64)
+}
+
+// VRNDSCALEPSZ d = s rounded to an integer as imm says (imm < 16: VROUNDPS's
+// rounding control, the same results).
+func (a *Asm) VRNDSCALEPSZ(d ZReg, s Operand, imm uint8) {
+	a.evexK(map0F3A, pp66, false, 0x08, uint8(d), 0, s, 64, 0, false, imm)
+}
+
+// VPSRADZ d = s >> n (int32 lanes, arithmetic).
+func (a *Asm) VPSRADZ(d, s ZReg, n uint8) {
+	a.evexK(map0F, pp66, false, 0x72, 4, uint8(d), s, 64, 0, false, n)
+}
+
+// VPSRLDZ d = s >> n (int32 lanes, logical).
+func (a *Asm) VPSRLDZ(d, s ZReg, n uint8) {
+	a.evexK(map0F, pp66, false, 0x72, 2, uint8(d), s, 64, 0, false, n)
+}
+
+// VPSLLDZ d = s << n (int32 lanes).
+func (a *Asm) VPSLLDZ(d, s ZReg, n uint8) {
+	a.evexK(map0F, pp66, false, 0x72, 6, uint8(d), s, 64, 0, false, n)
+}
+
+// VCMPPSZ k = x pred y (VCMPPS's predicates) lane by lane.
+func (a *Asm) VCMPPSZ(k KReg, x ZReg, y Operand, pred uint8) {
+	a.evexK(map0F, ppNone, false, 0xc2, uint8(k), uint8(x), y, 64, 0, false, pred)
+}
+
+// VPCMPGTDZ k = x > y (int32 lanes).
+func (a *Asm) VPCMPGTDZ(k KReg, x ZReg, y Operand) {
+	a.evex(map0F, pp66, false, 0x66, uint8(k), uint8(x), y, 64)
+}
+
+// VPCMPEQDZ k = x == y (int32 lanes).
+func (a *Asm) VPCMPEQDZ(k KReg, x ZReg, y Operand) {
+	a.evex(map0F, pp66, false, 0x76, uint8(k), uint8(x), y, 64)
+}
+
+// VPTESTMDZ k = x & y != 0 (int32 lanes).
+func (a *Asm) VPTESTMDZ(k KReg, x ZReg, y Operand) {
+	a.evex(map0F38, pp66, false, 0x27, uint8(k), uint8(x), y, 64)
+}
+
+// VBLENDMPSZ d = k ? y : x lane by lane (k not 0).
+func (a *Asm) VBLENDMPSZ(d ZReg, k KReg, x ZReg, y Operand) {
+	if k == 0 {
+		a.fail("VBLENDMPS without an opmask")
+		return
+	}
+	a.evexK(map0F38, pp66, false, 0x65, uint8(d), uint8(x), y, 64, k, false)
+}
+
+// VPBROADCASTDZ d = s's low int32 in every lane (s an X register, given as
+// a ZReg of its number, or a 32-bit memory operand), under opmask k
+// (0: none), the lanes it leaves off zeroed where zero.
+func (a *Asm) VPBROADCASTDZ(d ZReg, k KReg, zero bool, s Operand) {
+	a.evexK(map0F38, pp66, false, 0x58, uint8(d), 0, s, 4, k, zero)
+}
+
+// VEXTRACTF64X4Z d = the 256-bit half i of s (d a Y register, given as a
+// ZReg of its number).
+func (a *Asm) VEXTRACTF64X4Z(d, s ZReg, i uint8) {
+	a.evexK(map0F3A, pp66, true, 0x1b, uint8(s), 0, d, 32, 0, false, i)
 }
