@@ -103,9 +103,13 @@ func (pg *phaseGen) freeReg(protect []*node) (amd64.VReg, error) {
 	}
 	o := pg.owner[victim]
 	if o.spill < 0 {
-		o.spill = pg.g.alloc(32, 32)
+		size := int32(32)
+		if pg.g.avx512 { // a zmm loop may spill it too (fast.go: zmmOK)
+			size = 64
+		}
+		o.spill = pg.g.alloc(size, size)
 	}
-	pg.g.a.VMOVUPSstore(fr(o.spill), amd64.VReg(victim))
+	pg.g.va().VMOVUPSstore(fr(o.spill), amd64.VReg(victim))
 	o.reg = -1
 	pg.owner[victim] = nil
 	return amd64.VReg(victim), nil
@@ -135,7 +139,7 @@ func (pg *phaseGen) operand(arg *node, protect []*node, memOK bool) (opnd, error
 			return opnd{}, err
 		}
 		pg.owner[r] = tempOwner
-		pg.g.a.VMOVUPS(r, arg.mem)
+		pg.g.va().vbcst(r, arg.mem)
 		return opnd{reg: r}, nil
 	}
 	if arg.reg >= 0 {
@@ -148,7 +152,7 @@ func (pg *phaseGen) operand(arg *node, protect []*node, memOK bool) (opnd, error
 	if err != nil {
 		return opnd{}, err
 	}
-	pg.g.a.VMOVUPS(r, fr(arg.spill))
+	pg.g.va().VMOVUPS(r, fr(arg.spill))
 	arg.reg = int(r)
 	pg.owner[r] = arg
 	return opnd{reg: r}, nil
@@ -177,6 +181,7 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 	if n.op == opUniform {
 		return nil
 	}
+	pg.g.clearK()
 	args := pg.fast.args(n) // all of them but in the unmasked loop
 	srcs := make([]opnd, len(args))
 	var tmpRegs []amd64.VReg
@@ -276,7 +281,7 @@ func (pg *phaseGen) addr(pat *pattern) amd64.Mem {
 
 // intVec: lanes row + e·(j + off + l) of an i32 affine value.
 func (pg *phaseGen) intVec(n *node, dst amd64.VReg) {
-	a := &pg.g.a
+	a := pg.g.va()
 	pat := n.pat
 	b := pg.rowBase(pat)
 	switch pat.elast {
@@ -291,7 +296,11 @@ func (pg *phaseGen) intVec(n *node, dst amd64.VReg) {
 	}
 	a.VMOVDfromGPR(dst, rT0)
 	a.VPBROADCASTD(dst, dst)
-	if pat.elast != 0 {
+	switch {
+	case pat.elast == 0:
+	case pg.g.zmm: // the 16 lanes' steps: a whole vector, not a uniform
+		a.Asm.VPADDDZ(zr(dst), zr(dst), pg.g.iota16(pat.elast))
+	default:
 		a.VPADDD(dst, dst, pg.g.iota(pat.elast))
 	}
 }
@@ -300,7 +309,7 @@ func (pg *phaseGen) intVec(n *node, dst amd64.VReg) {
 // when a vector has fewer lanes than eight, the lanes it has. ok is false
 // when every lane is active.
 func (pg *phaseGen) activeMask(m *opnd, t amd64.VReg) (amd64.VReg, bool) {
-	a := &pg.g.a
+	a := pg.g.va()
 	switch {
 	case m == nil && pg.width == lane:
 		return 0, false
@@ -309,7 +318,7 @@ func (pg *phaseGen) activeMask(m *opnd, t amd64.VReg) (amd64.VReg, bool) {
 	case pg.width < lane:
 		a.VANDPS(t, pg.laneMaskReg(t), m.rm())
 	case m.isMem:
-		a.VMOVUPS(t, m.mem)
+		a.vbcst(t, m.mem)
 	default:
 		return m.reg, true
 	}
@@ -328,7 +337,7 @@ func (pg *phaseGen) checkLanes(n *node, pat *pattern, mask amd64.VReg) {
 	if pat.root < 0 {
 		return
 	}
-	a := &pg.g.a
+	a := pg.g.va()
 	ok := a.NewLabel()
 	bad := pg.g.stub(n.v.ID)
 	a.VMOVMSKPS(rT0, mask)
@@ -375,7 +384,7 @@ func (pg *phaseGen) checkLanes(n *node, pat *pattern, mask amd64.VReg) {
 // load: a vector load, masked (masked-off lanes never read: they take
 // other, or 0), from a buffer or a broadcast address.
 func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) error {
-	a := &pg.g.a
+	a := pg.g.va()
 	var m *opnd
 	if len(srcs) > 0 {
 		m = &srcs[0]
@@ -419,7 +428,7 @@ func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) e
 // of more than one element (the row's active lanes, the others zero):
 // scalar loads inserted lane by lane, the high half through t.
 func (pg *phaseGen) gather(pat *pattern, dst, t amd64.VReg) {
-	a := &pg.g.a
+	a := pg.g.va()
 	b := pg.rowBase(pat)
 	s := int32(4 * pat.elast)
 	a.LEAQ(rT0, amd64.Ptr(rJ, int32(pg.off)))
@@ -440,7 +449,7 @@ func (pg *phaseGen) gather(pat *pattern, dst, t amd64.VReg) {
 
 func toReg(pg *phaseGen, o opnd, t amd64.VReg) amd64.VReg {
 	if o.isMem {
-		pg.g.a.VMOVUPS(t, o.mem)
+		pg.g.va().vbcst(t, o.mem)
 		return t
 	}
 	return o.reg
@@ -457,7 +466,7 @@ func isZeroConst(v *tile.Value) bool {
 // lane is active the load must not happen, so it reads a zero constant
 // instead.
 func (pg *phaseGen) guardedScalar(at amd64.Mem, mask amd64.VReg) amd64.Mem {
-	a := &pg.g.a
+	a := pg.g.va()
 	zero := pg.g.scratch(32)
 	ok := a.NewLabel()
 	a.LEAQ(rT0, at)
@@ -471,7 +480,7 @@ func (pg *phaseGen) guardedScalar(at amd64.Mem, mask amd64.VReg) amd64.Mem {
 
 // store: a vector store, masked.
 func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
-	a := &pg.g.a
+	a := pg.g.va()
 	val := toReg(pg, srcs[0], t[1])
 	var m *opnd
 	if len(srcs) > 1 {
@@ -511,7 +520,7 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 }
 
 func (pg *phaseGen) matRead(n *node, dst amd64.VReg, t []amd64.VReg) {
-	a := &pg.g.a
+	a := pg.g.va()
 	at := pg.addr(n.pat)
 	switch {
 	case n.pat.elast == 0:
@@ -524,7 +533,7 @@ func (pg *phaseGen) matRead(n *node, dst amd64.VReg, t []amd64.VReg) {
 }
 
 func (pg *phaseGen) matWrite(n *node, v opnd, t []amd64.VReg) {
-	a := &pg.g.a
+	a := pg.g.va()
 	val := toReg(pg, v, t[1])
 	at := pg.addr(n.pat)
 	if pg.width < lane {
@@ -536,7 +545,7 @@ func (pg *phaseGen) matWrite(n *node, v opnd, t []amd64.VReg) {
 
 // reduce accumulates one vector into a reduction.
 func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
-	a := &pg.g.a
+	a := pg.g.va()
 	var r *redState
 	for _, s := range pg.reds {
 		if s.in == n {
@@ -562,6 +571,9 @@ func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
 	}
 	if r.axis == r.v.Args[0].Type.Shape.Rank-1 {
 		acc := r.acc[c]
+		if pg.g.zmm { // one accumulator of 16 lanes (fast.go: innerZmm)
+			acc = r.acc[0]
+		}
 		switch {
 		case pg.last <= lane:
 			a.VMOVAPS(acc, xr) // one vector a row: its lanes are combined in order
@@ -599,7 +611,7 @@ func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
 // maxStep: acc = (x > acc || x != x) ? x : acc, lane by lane (the
 // reference's scan; min with <).
 func (g *gen) maxStep(op tile.Op, acc, x, t0, t1 amd64.VReg) {
-	a := &g.a
+	a := g.va()
 	pred := amd64.CmpGT
 	if op == tile.OpReduceMin {
 		pred = amd64.CmpLT

@@ -422,3 +422,113 @@ func (pg *phaseGen) innerZ(fp *fastPlan) error {
 	}
 	return a.Err()
 }
+
+// noZmmRows keeps unmasked loops that compute in ymm registers even where
+// the CPU has AVX-512 (tests: export_test.go).
+var noZmmRows atomic.Bool
+
+// zmmOK reports whether the unmasked loop can compute in zmm registers,
+// sixteen lanes a vector (vec.go): AVX-512 on, rows of whole zmm vectors,
+// and every node of the loop one that vec.go has the 512-bit form of —
+// plain loads and stores of contiguous lanes or one address, frame blocks,
+// affine i32 lanes, the f32 and i1 ops but rsqrt, and last-axis reductions
+// in registers. The results are the ymm loop's bit for bit: every op is
+// the same per lane, and a reduction's one accumulator of 16 lanes holds
+// the ymm loop's two of eight (lanes 8–15 the second copy's), split into
+// them after the loop for the row's end (innerZmm).
+func (pg *phaseGen) zmmOK(fp *fastPlan) bool {
+	if !pg.g.avx512 || noZmmRows.Load() || pg.last%(2*lane) != 0 {
+		return false
+	}
+	rank := func(v *tile.Value) int { return v.Type.Shape.Rank }
+	for i, n := range pg.nodes {
+		if !fp.live[i] {
+			continue
+		}
+		switch n.op {
+		case opUniform, opIntVec:
+		case opLoad, opMatRead:
+			if len(fp.args(n)) != 0 || n.pat.elast != 0 && n.pat.elast != 1 {
+				return false
+			}
+		case opStore:
+			if len(fp.args(n)) != 1 || n.pat.elast != 1 {
+				return false
+			}
+		case opMatWrite:
+			if n.pat.elast != 1 {
+				return false
+			}
+		case opReduce:
+			for _, r := range pg.reds {
+				if r.in == n && (r.axis != rank(r.v.Args[0])-1 || r.inMem) {
+					return false
+				}
+			}
+		case opCompute:
+			if !zmmOp(n.v) {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// zmmOp reports whether v's op has its zmm form in ops.go (through vec.go).
+func zmmOp(v *tile.Value) bool {
+	switch v.Op {
+	case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpDiv, tile.OpMin, tile.OpMax,
+		tile.OpNeg, tile.OpAbs, tile.OpSqrt, tile.OpFloor, tile.OpCeil,
+		tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSelect,
+		tile.OpEq, tile.OpNe, tile.OpLt, tile.OpLe, tile.OpGt, tile.OpGe,
+		tile.OpAnd, tile.OpOr, tile.OpXor, tile.OpNot:
+		return true
+	case tile.OpCast:
+		from, to := v.Args[0].Type.DType, v.Type.DType
+		return to == tile.F32 && (from == tile.I1 || from == tile.I32) || to == tile.I1 && from == tile.F32
+	}
+	return false
+}
+
+// innerZmm is the unmasked loop over a row's vectors in zmm registers:
+// body copies of 16 lanes (two where the row has a multiple of 32), the
+// last-axis reductions in one zmm accumulator each (the register of the
+// ymm loop's first), whose upper half goes to the second's after the loop.
+func (pg *phaseGen) innerZmm() error {
+	g := pg.g
+	a := &g.a
+	g.p.zmmPhases++
+	for _, r := range pg.reds {
+		a.VBROADCASTSSZ(amd64.ZReg(r.acc[0]), pg.redInit(r))
+	}
+	const zl = 2 * lane // f32 lanes of a zmm register
+	copies := 1
+	if pg.last%(2*zl) == 0 {
+		copies = 2
+	}
+	a.XORL(rJ, rJ)
+	top := a.NewLabel()
+	if pg.last > copies*zl {
+		a.Bind(top)
+	}
+	g.zmm = true
+	for c := 0; c < copies; c++ {
+		pg.off = c * zl
+		if err := pg.body(c); err != nil {
+			g.zmm = false
+			return err
+		}
+	}
+	g.zmm = false
+	if pg.last > copies*zl {
+		a.ADDQimm(rJ, int32(copies*zl))
+		a.CMPQimm(rJ, int32(pg.last))
+		a.Jcc(amd64.CondL, top)
+	}
+	for _, r := range pg.reds {
+		a.VEXTRACTF64X4Z(amd64.ZReg(r.acc[1]), amd64.ZReg(r.acc[0]), 1)
+	}
+	return a.Err()
+}

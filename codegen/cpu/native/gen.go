@@ -52,11 +52,18 @@ type gen struct {
 	a      amd64.Asm
 	avx512 bool // products in zmm registers (dot.go: dotZ)
 
+	// a phase's unmasked loop in zmm registers (vec.go): set while its
+	// body is emitted; the opmask each vector register's mask came from
+	zmm   bool
+	kOf   [16]amd64.KReg
+	nextK int
+
 	frameSize int32
 	slot      map[int]int32 // scalar value ID → frame offset of its 8-byte slot
 	vslot     map[int]int32 // scalar value ID → frame offset of its 32-byte broadcast
 	block     map[int]int32 // materialized value or block reduction → frame offset
 	consts    map[[32]byte]amd64.Label
+	consts64  map[[64]byte]amd64.Label
 	sxDone    map[*sx]bool
 	fault     amd64.Label
 	bail      amd64.Label
@@ -116,6 +123,21 @@ func (g *gen) iota(s int64) amd64.Mem {
 	return g.constBytes(b)
 }
 
+// iota16 is the 64-byte constant vector (0, s, 2s, …, 15s) of int32
+// lanes.
+func (g *gen) iota16(s int64) amd64.Mem {
+	var b [64]byte
+	for i := 0; i < 16; i++ {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(int32(int64(i)*s)))
+	}
+	l, ok := g.consts64[b]
+	if !ok {
+		l = g.a.Data(b[:], 64)
+		g.consts64[b] = l
+	}
+	return amd64.At(l)
+}
+
 // laneMask is the constant vector whose first w lanes are all ones.
 func (g *gen) laneMask(w int) amd64.Mem {
 	var b [32]byte
@@ -134,7 +156,7 @@ func paramEnd(i int) int32  { return hParams + paramSize*int32(i) + 8 }
 // segments and phases.
 func generate(p *plan) (code []byte, frame int32, err error) {
 	g := &gen{p: p, avx512: useAVX512.Load(), slot: map[int]int32{}, vslot: map[int]int32{}, block: map[int]int32{},
-		consts: map[[32]byte]amd64.Label{}, sxDone: map[*sx]bool{}}
+		consts: map[[32]byte]amd64.Label{}, consts64: map[[64]byte]amd64.Label{}, sxDone: map[*sx]bool{}}
 	g.frameSize = hParams + paramSize*int32(len(p.k.Params))
 	a := &g.a
 	g.fault, g.bail = a.NewLabel(), a.NewLabel()

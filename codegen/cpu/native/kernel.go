@@ -36,6 +36,7 @@ type Kernel struct {
 	tasks  sync.Pool
 	size   int // code bytes
 	fast   int // phases with an unmasked row loop (fast.go)
+	zmm    int // of which computing in zmm registers (fast.go: zmmOK)
 }
 
 // Compile compiles k to native code, or returns an error wrapping
@@ -67,7 +68,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	nk := &Kernel{k: k, code: c, frame: frame, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases}
+	nk := &Kernel{k: k, code: c, frame: frame, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases}
 	nk.frames.New = func() any { return newFrame(frame) }
 	nk.tasks.New = func() any { return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params))} }
 	return nk, nil

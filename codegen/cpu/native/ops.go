@@ -14,7 +14,7 @@ import (
 // reg is o in a register (a memory operand loaded into t).
 func (g *gen) reg(o opnd, t amd64.VReg) amd64.VReg {
 	if o.isMem {
-		g.a.VMOVUPS(t, o.mem)
+		g.va().vbcst(t, o.mem)
 		return t
 	}
 	return o.reg
@@ -28,12 +28,12 @@ var cmpPred = map[tile.Op]uint8{
 // floatCompare: dst = x op y on f32 lanes (ordered: false with a NaN, but
 // for Ne).
 func (g *gen) floatCompare(op tile.Op, dst, x amd64.VReg, y opnd) {
-	g.a.VCMPPS(dst, x, y.rm(), cmpPred[op])
+	g.va().VCMPPS(dst, x, y.rm(), cmpPred[op])
 }
 
 // floatOp emits f32 op v.
 func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) error {
-	a := &g.a
+	a := g.va()
 	switch v.Op {
 	case tile.OpAdd:
 		a.VADDPS(dst, g.reg(s[0], t[0]), s[1].rm())
@@ -105,13 +105,13 @@ func (g *gen) maskReg(o opnd, t []amd64.VReg) amd64.VReg {
 		return o.reg
 	}
 	r := t[len(t)-1]
-	g.a.VMOVUPS(r, o.mem)
+	g.va().vbcst(r, o.mem)
 	return r
 }
 
 // maskOp emits an i1 op: all-ones lanes where true.
 func (g *gen) maskOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) error {
-	a := &g.a
+	a := g.va()
 	ones := g.constVec(0xffffffff)
 	switch {
 	case v.Op.IsCompare() && v.Args[0].Type.DType == tile.F32:
@@ -159,7 +159,7 @@ func (g *gen) maskOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) er
 // not the executor's: see mathf.go for their bounds). t holds nine
 // temporaries; x is read before dst is written.
 func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
-	a := &g.a
+	a := g.va()
 	if op == tile.OpLog {
 		g.log32(dst, x, t)
 		return
@@ -180,7 +180,7 @@ func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 	a.VANDPS(t[0], x, g.constVec(0x7fffffff))
 	a.VCMPPS(t[1], t[0], g.constF32(tanhSmall32), amd64.CmpLT)
 	a.VMULPS(t[2], x, x)
-	a.VMOVUPS(t[3], g.constF32(tanhTaylor32[len(tanhTaylor32)-1]))
+	a.vbcst(t[3], g.constF32(tanhTaylor32[len(tanhTaylor32)-1]))
 	for k := len(tanhTaylor32) - 2; k >= 1; k-- {
 		a.VFMADD213PS(t[3], t[2], g.constF32(tanhTaylor32[k]))
 	}
@@ -190,9 +190,9 @@ func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 	a.VADDPS(t[0], t[0], t[0])
 	g.expCore32(t[2], t[0], []amd64.VReg{t[3], t[5], t[6], t[7], t[8]})
 	a.VADDPS(t[2], t[2], g.constF32(1))
-	a.VMOVUPS(t[3], g.constF32(2))
+	a.vbcst(t[3], g.constF32(2))
 	a.VDIVPS(t[2], t[3], t[2])
-	a.VMOVUPS(t[3], g.constF32(1))
+	a.vbcst(t[3], g.constF32(1))
 	a.VSUBPS(t[2], t[3], t[2])
 	a.VBLENDVPS(t[2], t[2], t[4], t[1])
 	a.VANDPS(t[3], x, g.constVec(0x80000000))
@@ -204,7 +204,7 @@ func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 // log32: ln x of eight lanes as logf32 computes them. t holds nine
 // temporaries; x is read before dst is written.
 func (g *gen) log32(dst, x amd64.VReg, t []amd64.VReg) {
-	a := &g.a
+	a := g.va()
 	// subnormals scaled by 2^23, their exponent's bias 127 + 23
 	a.VCMPPS(t[0], x, g.constF32(minNormal32), amd64.CmpLT)
 	a.VMULPS(t[1], x, g.constF32(subnormScale))
@@ -221,7 +221,7 @@ func (g *gen) log32(dst, x amd64.VReg, t []amd64.VReg) {
 	a.VPSUBD(t[2], t[2], t[0])          // e+1 where halved (the mask is -1)
 	a.VSUBPS(t[1], t[1], g.constF32(1)) // f
 	a.VMULPS(t[3], t[1], t[1])          // z
-	a.VMOVUPS(t[4], g.constF32(logP[0]))
+	a.vbcst(t[4], g.constF32(logP[0]))
 	for _, c := range logP[1:] {
 		a.VFMADD213PS(t[4], t[1], g.constF32(c))
 	}
@@ -249,7 +249,7 @@ func (g *gen) log32(dst, x amd64.VReg, t []amd64.VReg) {
 // 2^(n-(n>>1)). x is read first, res written last; t holds five
 // temporaries.
 func (g *gen) expCore32(res, x amd64.VReg, t []amd64.VReg) {
-	a := &g.a
+	a := g.va()
 	a.VMAXPS(t[0], x, g.constF32(-104))
 	a.VMINPS(t[0], t[0], g.constF32(89))
 	a.VMULPS(t[1], t[0], g.constF32(log2e32))
@@ -257,7 +257,7 @@ func (g *gen) expCore32(res, x amd64.VReg, t []amd64.VReg) {
 	a.VMOVAPS(t[2], t[0])
 	a.VFNMADD231PS(t[2], t[1], g.constF32(ln2Hi32))
 	a.VFNMADD231PS(t[2], t[1], g.constF32(ln2Lo32))
-	a.VMOVUPS(t[3], g.constF32(expTaylor32[0]))
+	a.vbcst(t[3], g.constF32(expTaylor32[0]))
 	for _, c := range expTaylor32[1:] {
 		a.VFMADD213PS(t[3], t[2], g.constF32(c))
 	}

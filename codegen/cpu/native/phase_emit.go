@@ -152,7 +152,12 @@ func (pg *phaseGen) innerFast(fp *fastPlan, copies int) error {
 	for i, n := range pg.nodes {
 		slowLast[i], n.last = n.last, fp.last[i]
 	}
-	err := pg.inner(copies)
+	var err error
+	if pg.zmmOK(fp) {
+		err = pg.innerZmm()
+	} else {
+		err = pg.inner(copies)
+	}
 	for i, n := range pg.nodes {
 		n.last = slowLast[i]
 	}
@@ -245,13 +250,7 @@ func (pg *phaseGen) rowStart(fp *fastPlan) error {
 		if r.axis != r.v.Args[0].Type.Shape.Rank-1 {
 			continue
 		}
-		init := pg.g.constF32(0)
-		switch r.v.Op {
-		case tile.OpReduceMax:
-			init = pg.g.constF32(float32(math.Inf(-1)))
-		case tile.OpReduceMin:
-			init = pg.g.constF32(float32(math.Inf(1)))
-		}
+		init := pg.redInit(r)
 		if r.inMem {
 			a.VMOVUPS(0, init)
 			a.VMOVUPSstore(fr(r.mem[0]), 0)
@@ -262,6 +261,17 @@ func (pg *phaseGen) rowStart(fp *fastPlan) error {
 		a.VMOVUPS(r.acc[1], init)
 	}
 	return a.Err()
+}
+
+// redInit is a reduction's initial value: a uniform in the pool.
+func (pg *phaseGen) redInit(r *redState) amd64.Mem {
+	switch r.v.Op {
+	case tile.OpReduceMax:
+		return pg.g.constF32(float32(math.Inf(-1)))
+	case tile.OpReduceMin:
+		return pg.g.constF32(float32(math.Inf(1)))
+	}
+	return pg.g.constF32(0)
 }
 
 // faultStub is a label that reports a faulting access through pat (the

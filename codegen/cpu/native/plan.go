@@ -198,6 +198,7 @@ type plan struct {
 	cur      *region // the region being classified
 
 	fastPhases int // set by generate: phases with an unmasked row loop (fast.go)
+	zmmPhases  int // of which computing in zmm registers (fast.go: zmmOK)
 }
 
 // wrapCheck: the lanes of x, computed in region rg, must fit in int32.

@@ -1,0 +1,321 @@
+package native
+
+import "github.com/tilefuse/tilefuse/codegen/cpu/amd64"
+
+// The vector instructions of a phase's body, in ymm registers (VEX, eight
+// lanes) or, while gen.zmm is set (the unmasked loop of a phase that
+// zmmOK accepts, fast.go), their 512-bit twins on the registers of the
+// same numbers (Y3 → Z3), sixteen lanes: every operation per lane the
+// same, so a lane's result does not depend on the register width. In zmm:
+//   - a memory operand of an arithmetic instruction is a uniform (a pool
+//     constant or a frame splat, the same value in every lane): read as
+//     its first element broadcast ({1to16}); full vectors in memory (rows,
+//     spill slots) are reached by VMOVUPS and VMOVUPSstore only, uniforms
+//     loaded into a register by vbcst;
+//   - a vector mask stays data (all-ones lanes), as in ymm: a comparison
+//     writes K1 and expands it to a vector (vpbroadcastd of all ones under
+//     K1, zeroing), a blend tests the mask's sign bits into K1 (VBLENDVPS's
+//     rule) and runs vblendmps; where the mask was just made by a
+//     comparison (kOf), its opmask is used as it is.
+//
+// vasm embeds the assembler: the methods below shadow its VEX forms, the
+// rest (integer registers, labels) pass through.
+type vasm struct {
+	*amd64.Asm
+	g *gen
+}
+
+// va is the body's vector assembler.
+func (g *gen) va() vasm { return vasm{&g.a, g} }
+
+func zr(r amd64.VReg) amd64.ZReg { return amd64.ZReg(r) }
+
+// zo is a VEX operand as its EVEX twin's: a register of the same number,
+// a uniform in memory broadcast from its first element.
+func zo(o amd64.Operand) amd64.Operand {
+	switch x := o.(type) {
+	case amd64.VReg:
+		return amd64.ZReg(x)
+	case amd64.Mem:
+		return x.Bcst()
+	}
+	return o
+}
+
+// maskK is the opmask of the comparison that last wrote vector register
+// r (zmm, within one node's code: gen.kOf is cleared at each node), or 0.
+func (v vasm) maskK(r amd64.VReg) amd64.KReg { return v.g.kOf[r] }
+
+// wrote records that d was written by something other than a comparison.
+func (v vasm) wrote(d amd64.VReg) {
+	if v.g.zmm {
+		v.g.kOf[d] = 0
+	}
+}
+
+// newK is an opmask for a comparison's result (K1–K7 in turn; a register
+// whose opmask is taken again forgets it).
+func (v vasm) newK() amd64.KReg {
+	g := v.g
+	g.nextK = g.nextK%7 + 1
+	k := amd64.KReg(g.nextK)
+	for r := range g.kOf {
+		if g.kOf[r] == k {
+			g.kOf[r] = 0
+		}
+	}
+	return k
+}
+
+// kFrom is the opmask of vector mask m's sign bits (K1–K7).
+func (v vasm) kFrom(m amd64.VReg) amd64.KReg {
+	if k := v.maskK(m); k != 0 {
+		return k
+	}
+	g := v.g
+	k := v.newK()
+	v.Asm.VPTESTMDZ(k, zr(m), g.constVec(0x80000000).Bcst())
+	g.kOf[m] = k
+	return k
+}
+
+// expand writes the vector mask of opmask k into d (all ones where set).
+func (v vasm) expand(d amd64.VReg, k amd64.KReg) {
+	v.Asm.VPBROADCASTDZ(zr(d), k, true, v.g.constVec(0xffffffff))
+}
+
+type binZ func(a *amd64.Asm, d, x amd64.ZReg, y amd64.Operand)
+type binY func(a *amd64.Asm, d, x amd64.VReg, y amd64.Operand)
+
+func (v vasm) bin(fy binY, fz binZ, d, x amd64.VReg, y amd64.Operand) {
+	if v.g.zmm {
+		fz(v.Asm, zr(d), zr(x), zo(y))
+		v.wrote(d)
+		return
+	}
+	fy(v.Asm, d, x, y)
+}
+
+func (v vasm) VADDPS(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VADDPS, (*amd64.Asm).VADDPSZ, d, x, y)
+}
+func (v vasm) VSUBPS(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VSUBPS, (*amd64.Asm).VSUBPSZ, d, x, y)
+}
+func (v vasm) VMULPS(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VMULPS, (*amd64.Asm).VMULPSZ, d, x, y)
+}
+func (v vasm) VDIVPS(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VDIVPS, (*amd64.Asm).VDIVPSZ, d, x, y)
+}
+func (v vasm) VMINPS(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VMINPS, (*amd64.Asm).VMINPSZ, d, x, y)
+}
+func (v vasm) VMAXPS(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VMAXPS, (*amd64.Asm).VMAXPSZ, d, x, y)
+}
+func (v vasm) VANDPS(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VANDPS, (*amd64.Asm).VPANDDZ, d, x, y)
+}
+func (v vasm) VANDNPS(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VANDNPS, (*amd64.Asm).VPANDNDZ, d, x, y)
+}
+func (v vasm) VORPS(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VORPS, (*amd64.Asm).VPORDZ, d, x, y)
+}
+func (v vasm) VXORPS(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VXORPS, (*amd64.Asm).VPXORDZ, d, x, y)
+}
+func (v vasm) VPAND(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VPAND, (*amd64.Asm).VPANDDZ, d, x, y)
+}
+func (v vasm) VPOR(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VPOR, (*amd64.Asm).VPORDZ, d, x, y)
+}
+func (v vasm) VPXOR(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VPXOR, (*amd64.Asm).VPXORDZ, d, x, y)
+}
+func (v vasm) VPADDD(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VPADDD, (*amd64.Asm).VPADDDZ, d, x, y)
+}
+func (v vasm) VPSUBD(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VPSUBD, (*amd64.Asm).VPSUBDZ, d, x, y)
+}
+func (v vasm) VFMADD213PS(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VFMADD213PS, (*amd64.Asm).VFMADD213PSZ, d, x, y)
+}
+func (v vasm) VFMADD231PS(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VFMADD231PS, (*amd64.Asm).VFMADD231PSZ, d, x, y)
+}
+func (v vasm) VFNMADD231PS(d, x amd64.VReg, y amd64.Operand) {
+	v.bin((*amd64.Asm).VFNMADD231PS, (*amd64.Asm).VFNMADD231PSZ, d, x, y)
+}
+
+func (v vasm) VSQRTPS(d amd64.VReg, s amd64.Operand) {
+	if v.g.zmm {
+		v.Asm.VSQRTPSZ(zr(d), zo(s))
+		v.wrote(d)
+		return
+	}
+	v.Asm.VSQRTPS(d, s)
+}
+
+func (v vasm) VROUNDPS(d amd64.VReg, s amd64.Operand, mode uint8) {
+	if v.g.zmm {
+		v.Asm.VRNDSCALEPSZ(zr(d), zo(s), mode)
+		v.wrote(d)
+		return
+	}
+	v.Asm.VROUNDPS(d, s, mode)
+}
+
+func (v vasm) VCVTDQ2PS(d amd64.VReg, s amd64.Operand) {
+	if v.g.zmm {
+		v.Asm.VCVTDQ2PSZ(zr(d), zo(s))
+		v.wrote(d)
+		return
+	}
+	v.Asm.VCVTDQ2PS(d, s)
+}
+
+func (v vasm) VCVTTPS2DQ(d amd64.VReg, s amd64.Operand) {
+	if v.g.zmm {
+		v.Asm.VCVTTPS2DQZ(zr(d), zo(s))
+		v.wrote(d)
+		return
+	}
+	v.Asm.VCVTTPS2DQ(d, s)
+}
+
+func (v vasm) shift(fy func(*amd64.Asm, amd64.VReg, amd64.VReg, uint8), fz func(*amd64.Asm, amd64.ZReg, amd64.ZReg, uint8), d, s amd64.VReg, n uint8) {
+	if v.g.zmm {
+		fz(v.Asm, zr(d), zr(s), n)
+		v.wrote(d)
+		return
+	}
+	fy(v.Asm, d, s, n)
+}
+func (v vasm) VPSRAD(d, s amd64.VReg, n uint8) {
+	v.shift((*amd64.Asm).VPSRAD, (*amd64.Asm).VPSRADZ, d, s, n)
+}
+func (v vasm) VPSRLD(d, s amd64.VReg, n uint8) {
+	v.shift((*amd64.Asm).VPSRLD, (*amd64.Asm).VPSRLDZ, d, s, n)
+}
+func (v vasm) VPSLLD(d, s amd64.VReg, n uint8) {
+	v.shift((*amd64.Asm).VPSLLD, (*amd64.Asm).VPSLLDZ, d, s, n)
+}
+
+// VCMPPS d = x pred y, a vector mask (zmm: through an opmask kept for the
+// blends of the same node).
+func (v vasm) VCMPPS(d, x amd64.VReg, y amd64.Operand, pred uint8) {
+	if v.g.zmm {
+		k := v.newK()
+		v.Asm.VCMPPSZ(k, zr(x), zo(y), pred)
+		v.expand(d, k)
+		v.g.kOf[d] = k
+		return
+	}
+	v.Asm.VCMPPS(d, x, y, pred)
+}
+
+func (v vasm) VPCMPGTD(d, x amd64.VReg, y amd64.Operand) {
+	if v.g.zmm {
+		k := v.newK()
+		v.Asm.VPCMPGTDZ(k, zr(x), zo(y))
+		v.expand(d, k)
+		v.g.kOf[d] = k
+		return
+	}
+	v.Asm.VPCMPGTD(d, x, y)
+}
+
+func (v vasm) VPCMPEQD(d, x amd64.VReg, y amd64.Operand) {
+	if v.g.zmm {
+		k := v.newK()
+		v.Asm.VPCMPEQDZ(k, zr(x), zo(y))
+		v.expand(d, k)
+		v.g.kOf[d] = k
+		return
+	}
+	v.Asm.VPCMPEQD(d, x, y)
+}
+
+// VBLENDVPS d = mask's sign bit ? y : x, lane by lane.
+func (v vasm) VBLENDVPS(d, x amd64.VReg, y amd64.Operand, mask amd64.VReg) {
+	if v.g.zmm {
+		k := v.kFrom(mask)
+		v.Asm.VBLENDMPSZ(zr(d), k, zr(x), zo(y))
+		v.wrote(d)
+		return
+	}
+	v.Asm.VBLENDVPS(d, x, y, mask)
+}
+
+func (v vasm) VMOVAPS(d, s amd64.VReg) {
+	if v.g.zmm {
+		v.Asm.VMOVAPSZ(zr(d), zr(s))
+		v.g.kOf[d] = v.g.kOf[s]
+		return
+	}
+	v.Asm.VMOVAPS(d, s)
+}
+
+// VMOVUPS loads a whole vector (a row's, a spill slot's).
+func (v vasm) VMOVUPS(d amd64.VReg, m amd64.Mem) {
+	if v.g.zmm {
+		v.Asm.VMOVUPSZ(zr(d), m)
+		v.wrote(d)
+		return
+	}
+	v.Asm.VMOVUPS(d, m)
+}
+
+// VMOVUPSstore stores a whole vector.
+func (v vasm) VMOVUPSstore(m amd64.Mem, s amd64.VReg) {
+	if v.g.zmm {
+		v.Asm.VMOVUPSstoreZ(m, zr(s))
+		return
+	}
+	v.Asm.VMOVUPSstore(m, s)
+}
+
+// vbcst loads a uniform (every lane the same value: a pool constant, a
+// frame splat).
+func (v vasm) vbcst(d amd64.VReg, m amd64.Mem) {
+	if v.g.zmm {
+		v.Asm.VBROADCASTSSZ(zr(d), m)
+		v.wrote(d)
+		return
+	}
+	v.Asm.VMOVUPS(d, m)
+}
+
+// VBROADCASTSS loads one element into every lane.
+func (v vasm) VBROADCASTSS(d amd64.VReg, m amd64.Mem) {
+	if v.g.zmm {
+		v.Asm.VBROADCASTSSZ(zr(d), m)
+		v.wrote(d)
+		return
+	}
+	v.Asm.VBROADCASTSS(d, m)
+}
+
+// VPBROADCASTD d = s's low int32 in every lane.
+func (v vasm) VPBROADCASTD(d, s amd64.VReg) {
+	if v.g.zmm {
+		v.Asm.VPBROADCASTDZ(zr(d), 0, false, zr(s))
+		v.wrote(d)
+		return
+	}
+	v.Asm.VPBROADCASTD(d, s)
+}
+
+// VMOVDfromGPR d = r's low 32 bits in lane 0, the other lanes zero (the
+// VEX form clears the zmm register's upper bits too).
+func (v vasm) VMOVDfromGPR(d amd64.VReg, r amd64.Reg) {
+	v.Asm.VMOVDfromGPR(d, r)
+	v.wrote(d)
+}
+
+// clearK forgets every comparison's opmask (a node's code starts).
+func (g *gen) clearK() { g.kOf = [16]amd64.KReg{} }

@@ -1,0 +1,181 @@
+package native_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
+	"github.com/tilefuse/tilefuse/codegen/cpu/native"
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/tiletest"
+)
+
+// TestZmmRowsNative: the unmasked loops of phases that compute (math,
+// comparisons and selects, i32 lanes, row reductions) run in zmm
+// registers where the CPU has AVX-512, and give the ymm loops' results
+// bit for bit: each kernel is compiled with native.SetAVX512 off and on,
+// the number of its phases computing in zmm checked (none off, some on),
+// both run over the same seeded inputs (special values — NaN, ±Inf, ±0,
+// subnormals — among them where the case says) with tails in rows and
+// columns (rows past M and columns past N run the masked ymm loop, the
+// others the zmm one), compared with each other bit for bit and with the
+// reference interpreter: bit for bit where the ops are exact, else within
+// the case's tolerance (f32 exp, tanh and log within 2 ulp; sums in the
+// executor's order, 2n·u·Σ|x| apart at most: the stated tolerances hold
+// that for these inputs).
+func TestZmmRowsNative(t *testing.T) {
+	requireJIT(t)
+	if !jit.HasAVX512() {
+		t.Skip("no AVX-512 here: the zmm loops are never emitted")
+	}
+	const bm = 16
+	type env struct {
+		b    *tile.Builder
+		r, c *tile.Value // [bm,1] and [1,bn] i32 lanes
+		x    *tile.Value // the loaded block
+	}
+	for _, c := range []struct {
+		name     string
+		m, n, bn int
+		specials bool    // NaN, ±Inf, ±0, subnormals among the inputs
+		lo, hi   float64 // the inputs' range
+		rel, abs float64 // tolerance against the reference (0: bit for bit)
+		body     func(e env) *tile.Value
+	}{
+		{name: "exp, one zmm vector a row", m: 37, n: 40, bn: 16, specials: true, lo: -110, hi: 95, rel: 2.4e-7, abs: 3e-45, body: func(e env) *tile.Value { return e.b.Exp(e.x) }},
+		{name: "exp", m: 37, n: 100, bn: 32, specials: true, lo: -110, hi: 95, rel: 2.4e-7, abs: 3e-45, body: func(e env) *tile.Value { return e.b.Exp(e.x) }},
+		{name: "tanh", m: 37, n: 100, bn: 32, specials: true, lo: -12, hi: 12, rel: 2.4e-7, body: func(e env) *tile.Value { return e.b.Tanh(e.x) }},
+		{name: "log", m: 37, n: 100, bn: 32, specials: true, lo: -1, hi: 1e6, rel: 2.4e-7, abs: 1e-7, body: func(e env) *tile.Value { return e.b.Log(e.x) }},
+		{name: "gelu (tanh form), 96-lane rows", m: 40, n: 150, bn: 96, lo: -6, hi: 6, rel: 1e-6, abs: 1e-7, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			u := b.Mul(b.Add(x, b.Mul(b.Mul(b.Mul(x, x), x), 0.044715)), 0.7978845608)
+			return b.Mul(b.Mul(x, 0.5), b.Add(b.Tanh(u), 1.0))
+		}},
+		{name: "arithmetic", m: 37, n: 100, bn: 32, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			y := b.Maximum(b.Minimum(b.Sub(b.Mul(x, x), b.Div(x, 3.0)), 2.5), b.Floor(x))
+			return b.Sub(b.Add(b.Add(y, b.Ceil(x)), b.Sqrt(b.Abs(x))), b.Neg(x))
+		}},
+		{name: "min and max with NaN", m: 37, n: 64, bn: 64, specials: true, lo: -2, hi: 2, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			return b.Add(b.Maximum(x, 0.5), b.Minimum(-0.5, x))
+		}},
+		{name: "comparisons and selects", m: 37, n: 100, bn: 32, specials: true, lo: -2, hi: 2, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			pos := b.And(b.Gt(x, 0.25), b.Ne(x, 1.0))
+			neg := b.Or(b.Le(x, -1.0), b.Eq(x, 0.0))
+			y := b.Where(pos, x, b.Where(neg, b.Neg(x), b.Mul(x, 2.0)))
+			odd := b.Xor(b.Ge(x, 0.0), b.Not(b.Lt(x, 1.5)))
+			return b.Add(y, b.Cast(odd, tile.F32))
+		}},
+		{name: "i32 lanes", m: 37, n: 100, bn: 32, lo: -2, hi: 2, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			rc := b.Add(b.Mul(e.r, 3), e.c)                                   // [bm,bn] i32 lanes
+			below := b.Where(b.Lt(e.c, b.Mul(e.r, 2)), x, b.F32(0))           // i32 comparison as a value
+			return b.Add(b.Mul(b.Cast(rc, tile.F32), 0.001), b.Add(below, x)) // i32 → f32
+		}},
+		{name: "row sum", m: 37, n: 256, bn: 256, lo: -3, hi: 3, abs: 1e-4, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Sum(e.x, 1, true))
+		}},
+		{name: "row sum of 16: one zmm vector a row", m: 37, n: 16, bn: 16, lo: -3, hi: 3, abs: 2e-6, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Sum(e.x, 1, true))
+		}},
+		{name: "row max with NaN", m: 37, n: 64, bn: 64, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Max(e.x, 1, true))
+		}},
+		{name: "row min", m: 37, n: 128, bn: 128, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Min(e.x, 1, true))
+		}},
+		{name: "softmax", m: 37, n: 256, bn: 256, lo: -8, hi: 8, rel: 2e-6, abs: 1e-9, body: func(e env) *tile.Value {
+			b := e.b
+			z := b.Exp(b.Sub(e.x, b.Max(e.x, 1, true)))
+			return b.Div(z, b.Sum(z, 1, true))
+		}},
+		{name: "layernorm", m: 37, n: 64, bn: 64, lo: -3, hi: 3, rel: 1e-5, abs: 1e-5, body: func(e env) *tile.Value {
+			b := e.b
+			d := b.Sub(e.x, b.Div(b.Sum(e.x, 1, true), 64.0))
+			v := b.Div(b.Sum(b.Mul(d, d), 1, true), 64.0)
+			return b.Mul(d, b.Rsqrt(b.Add(v, 1e-5)))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := tile.NewBuilder("zmm_rows", nil)
+			px, py := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+			M, N := b.Param("M", tile.I32), b.Param("N", tile.I32)
+			e := env{b: b}
+			e.r = b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1)
+			e.c = b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), c.bn), b.Arange(0, c.bn)), 0)
+			off := b.Add(b.Mul(e.r, N), e.c)
+			mask := b.And(b.Lt(e.r, M), b.Lt(e.c, N))
+			e.x = b.Load(b.AddPtr(px, off), mask, 0.0)
+			b.Store(b.AddPtr(py, off), c.body(e), mask)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := tiletest.RNG(c.name)
+			x := tiletest.Uniform(rng, c.m*c.n, c.lo, c.hi)
+			if c.specials {
+				sp := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0,
+					float32(math.Copysign(0, -1)), 1e-45, -1e-45, 1e-39, -3e-39, math.MaxFloat32, -math.MaxFloat32}
+				for i := range x {
+					if rng.IntN(9) == 0 {
+						x[i] = sp[rng.IntN(len(sp))]
+					}
+				}
+			}
+			grid := tile.Grid{(c.m + bm - 1) / bm, (c.n + c.bn - 1) / c.bn}
+			run := func(launch func(args ...any) error) []float32 {
+				y := make([]float32, c.m*c.n)
+				for i := range y {
+					y[i] = float32(math.NaN())
+				}
+				if err := launch(x, y, c.m, c.n); err != nil {
+					t.Fatal(err)
+				}
+				return y
+			}
+			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+			got := map[string][]float32{}
+			for _, isa := range isas(t) {
+				native.SetAVX512(isa == "avx512")
+				nk, err := native.Compile(k)
+				if err != nil {
+					t.Fatalf("not compiled natively: %v\n%v", err, k)
+				}
+				defer nk.Free()
+				if n := native.ZmmPhases(nk); (n > 0) != (isa == "avx512") {
+					t.Fatalf("%s: %d phases compute in zmm registers", isa, n)
+				}
+				got[isa] = run(func(args ...any) error { return nk.Launch(grid, args...) })
+			}
+			for i := range want {
+				y, z := got["avx2"][i], got["avx512"][i]
+				if math.Float32bits(y) != math.Float32bits(z) {
+					t.Fatalf("y[%d] (row %d, column %d; x = %v) = %v (%#x) in ymm, %v (%#x) in zmm",
+						i, i/c.n, i%c.n, x[i], y, math.Float32bits(y), z, math.Float32bits(z))
+				}
+				w := want[i]
+				switch {
+				case w != w || z != z:
+					if w == w || z == z {
+						t.Fatalf("y[%d] (x = %v) = %v natively, %v on the reference", i, x[i], z, w)
+					}
+				case c.rel == 0 && c.abs == 0:
+					if math.Float32bits(z) != math.Float32bits(w) {
+						t.Fatalf("y[%d] (x = %v) = %v natively, %v on the reference", i, x[i], z, w)
+					}
+				case math.IsInf(float64(w), 0) || math.IsInf(float64(z), 0):
+					if z != w {
+						t.Fatalf("y[%d] (x = %v) = %v natively, %v on the reference", i, x[i], z, w)
+					}
+				default:
+					if d := math.Abs(float64(z) - float64(w)); d > c.rel*math.Abs(float64(w))+c.abs {
+						t.Fatalf("y[%d] (x = %v) = %v natively, %v on the reference: %g apart, over %g·|y| + %g",
+							i, x[i], z, w, d, c.rel, c.abs)
+					}
+				}
+			}
+		})
+	}
+}
