@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu"
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
+	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/kernels"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
@@ -25,19 +27,31 @@ func BenchmarkCopy16M(b *testing.B) {
 }
 
 // modes runs a benchmark on the executor and as native code (where the
-// native code generator takes the kernel), as sub-benchmarks.
+// native code generator takes the kernel), as sub-benchmarks; the native
+// code with AVX2 only (native/avx2) and, where the CPU has AVX-512, with
+// zmm code where the generator emits it (native/avx512).
 func modes(b *testing.B, k *tile.Kernel, run func(b *testing.B, e *cpu.Exec)) {
-	for _, native := range []bool{false, true} {
-		name := "executor"
-		if native {
-			name = "native"
+	b.Run("executor", func(b *testing.B) {
+		e, err := cpu.NewExec(k, cpu.WithNative(false))
+		if err != nil {
+			b.Fatal(err)
 		}
-		b.Run(name, func(b *testing.B) {
-			e, err := cpu.NewExec(k, cpu.WithNative(native))
+		run(b, e)
+	})
+	isas := []string{"avx2"}
+	if jit.HasAVX512() {
+		isas = append(isas, "avx512")
+	}
+	was := native.AVX512()
+	defer native.SetAVX512(was)
+	for _, isa := range isas {
+		b.Run("native/"+isa, func(b *testing.B) {
+			native.SetAVX512(isa == "avx512")
+			e, err := cpu.NewExec(k, cpu.WithNative(true))
 			if err != nil {
 				b.Fatal(err)
 			}
-			if native && !e.Native() {
+			if !e.Native() {
 				b.Skipf("not native: %v", e.NativeErr())
 			}
 			run(b, e)
@@ -74,6 +88,28 @@ func BenchmarkSoftmax16M(b *testing.B) {
 		b.SetBytes(8 * rows * cols)
 		for b.Loop() {
 			if err := e.Launch(tile.Grid{rows}, x, y, cols, cols); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkLayerNorm16M is kernels.LayerNorm over 4096 rows of 4096 (y,
+// and each row's mean and rstd).
+func BenchmarkLayerNorm16M(b *testing.B) {
+	const rows, cols = 4096, 4096
+	k, err := kernels.LayerNorm(tile.Meta{"BLOCK": cols})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := tiletest.RNG("bench")
+	x, y := tiletest.Uniform(rng, rows*cols, -4, 4), make([]float32, rows*cols)
+	w, bias := tiletest.Uniform(rng, cols, 0.5, 1.5), tiletest.Uniform(rng, cols, -1, 1)
+	mean, rstd := make([]float32, rows), make([]float32, rows)
+	modes(b, k, func(b *testing.B, e *cpu.Exec) {
+		b.SetBytes(8 * rows * cols)
+		for b.Loop() {
+			if err := e.Launch(tile.Grid{rows}, x, y, w, bias, mean, rstd, cols, cols, float32(1e-5)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -612,6 +612,21 @@ func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
 // reference's scan; min with <).
 func (g *gen) maxStep(op tile.Op, acc, x, t0, t1 amd64.VReg) {
 	a := g.va()
+	if g.zmm {
+		// vmaxps(x, acc) is x > acc ? x : acc (acc where either is NaN), then
+		// x where x is NaN: the same per lane, one step shorter on the
+		// accumulator's chain
+		if op == tile.OpReduceMin {
+			a.Asm.VMINPSZ(zr(acc), zr(x), zr(acc))
+		} else {
+			a.Asm.VMAXPSZ(zr(acc), zr(x), zr(acc))
+		}
+		k := a.newK()
+		a.Asm.VCMPPSZ(k, zr(x), zr(x), amd64.CmpUNORD)
+		a.Asm.VBLENDMPSZ(zr(acc), k, zr(acc), zr(x))
+		a.wrote(acc)
+		return
+	}
 	pred := amd64.CmpGT
 	if op == tile.OpReduceMin {
 		pred = amd64.CmpLT

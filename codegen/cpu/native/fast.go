@@ -45,12 +45,15 @@ type fastPlan struct {
 
 // planFast is the phase's fast plan, or nil where it has none: no masked
 // access whose mask can be proven true over a row, or rows that are not
-// whole vectors.
+// whole vectors. A phase with no masked access at all has one where its
+// loop can compute in zmm registers (zmmOK): an empty plan, no checks but
+// the accesses' ranges once a phase.
 func (pg *phaseGen) planFast(copies int) *fastPlan {
 	if pg.width != lane || pg.last%(copies*lane) != 0 {
 		return nil
 	}
 	fp := &fastPlan{}
+	masked := false
 	for _, n := range pg.nodes {
 		var m *node
 		switch {
@@ -61,6 +64,7 @@ func (pg *phaseGen) planFast(copies int) *fastPlan {
 		default:
 			continue
 		}
+		masked = true
 		if n.pat.root < 0 || n.pat.elast > 1 {
 			continue
 		}
@@ -74,7 +78,7 @@ func (pg *phaseGen) planFast(copies int) *fastPlan {
 			fp.ranges = append(fp.ranges, n.pat)
 		}
 	}
-	if len(fp.unmask) == 0 {
+	if len(fp.unmask) == 0 && masked {
 		return nil
 	}
 	for _, c := range fp.cmps {
@@ -112,6 +116,11 @@ func (pg *phaseGen) planFast(copies int) *fastPlan {
 		if fp.live[i] && n.pat != nil && !containsPat(fp.pats, n.pat) {
 			fp.pats = append(fp.pats, n.pat)
 		}
+	}
+	if len(fp.unmask) == 0 && !pg.zmmOK(fp) {
+		// a phase without masks has one loop already: it takes this
+		// plan only to compute in zmm registers
+		return nil
 	}
 	return fp
 }
