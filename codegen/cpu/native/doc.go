@@ -1,6 +1,6 @@
 // Package native compiles tile kernels to amd64 machine code at run time,
 // in pure Go (no cgo, no toolchain): AVX2 and FMA instructions (AVX-512F
-// ones in products, where the CPU has them) from the encoder in
+// ones in products and unmasked phase loops, where the CPU has them) from the encoder in
 // codegen/cpu/amd64, in executable memory from codegen/cpu/jit, run over a
 // launch's programs by the worker pool of codegen/cpu/pool.
 // codegen/cpu's Exec runs a kernel here when Compile supports it, and on
@@ -18,7 +18,11 @@
 //     the lanes of one shape, rows one at a time and the last dimension
 //     in vectors of eight f32 lanes (twice unrolled where the row has 16
 //     lanes or more), with every op of the phase applied per vector in
-//     registers. A value that needs a reduction's result is in a later
+//     registers. Where the CPU has AVX-512F, the unmasked loop of a phase
+//     (fast.go) runs in zmm registers, sixteen lanes a vector, wherever
+//     its ops have 512-bit forms (vec.go: the same operations per lane,
+//     uniforms as {1to16} broadcasts, vector masks through opmasks): bit
+//     for bit the ymm loop's. A value that needs a reduction's result is in a later
 //     phase than the reduction's input; a value a later phase reads is
 //     either recomputed there (a formula: loads from buffers the kernel
 //     never stores to, affine lanes, splats, comparisons of those, and

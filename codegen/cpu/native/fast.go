@@ -508,7 +508,10 @@ func zmmOp(v *tile.Value) bool {
 func (pg *phaseGen) innerZmm() error {
 	g := pg.g
 	a := &g.a
-	g.p.zmmPhases++
+	if !pg.zmmCounted { // a phase may have two unmasked loops: once
+		pg.zmmCounted = true
+		g.p.zmmPhases++
+	}
 	for _, r := range pg.reds {
 		a.VBROADCASTSSZ(amd64.ZReg(r.acc[0]), pg.redInit(r))
 	}

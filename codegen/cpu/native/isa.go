@@ -8,8 +8,9 @@ import (
 )
 
 // useAVX512 says whether Compile emits AVX-512 (zmm) code where it has
-// it (the products' micro-kernel): where the CPU and the OS support
-// AVX-512F, unless TILEFUSE_NATIVE_AVX512=0 at start-up or SetAVX512(false).
+// it (the products' micro-kernel, the unmasked loops of phases: fast.go):
+// where the CPU and the OS support AVX-512F, unless
+// TILEFUSE_NATIVE_AVX512=0 at start-up or SetAVX512(false).
 var useAVX512 atomic.Bool
 
 func init() { useAVX512.Store(jit.HasAVX512() && os.Getenv("TILEFUSE_NATIVE_AVX512") != "0") }

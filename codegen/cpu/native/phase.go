@@ -73,7 +73,9 @@ type phaseGen struct {
 	busy  [16]bool
 	pos   int       // the node being emitted
 	fast  *fastPlan // emitting the unmasked loop (fast.go), or nil
-	off   int       // lane offset of the body copy being emitted (0 or 8)
+	off   int       // lane offset of the body copy being emitted (0 or 8; 0 or 16 in zmm)
+
+	zmmCounted bool // counted in plan.zmmPhases
 }
 
 type redState struct {
