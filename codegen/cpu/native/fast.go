@@ -440,16 +440,17 @@ var noZmmRows atomic.Bool
 // sixteen lanes a vector (vec.go): AVX-512 on, rows of whole zmm vectors,
 // and every node of the loop one that vec.go has the 512-bit form of —
 // plain loads and stores of contiguous lanes or one address, frame blocks,
-// affine i32 lanes, the f32 and i1 ops but rsqrt, and last-axis reductions
-// in registers. The results are the ymm loop's bit for bit: every op is
-// the same per lane, and a reduction's one accumulator of 16 lanes holds
-// the ymm loop's two of eight (lanes 8–15 the second copy's), split into
-// them after the loop for the row's end (innerZmm).
+// affine i32 lanes, the f32 and i1 ops but rsqrt, and reductions (along
+// the last axis in registers, along axis 0 in the frame: 16 columns a
+// vector, each in the reference's order as in ymm). The results are the
+// ymm loop's bit for bit: every op is the same per lane, and a last-axis
+// reduction's one accumulator of 16 lanes holds the ymm loop's two of
+// eight (lanes 8–15 the second copy's), split into them after the loop
+// for the row's end (innerZmm).
 func (pg *phaseGen) zmmOK(fp *fastPlan) bool {
 	if !pg.g.avx512 || noZmmRows.Load() || pg.last%(2*lane) != 0 {
 		return false
 	}
-	rank := func(v *tile.Value) int { return v.Type.Shape.Rank }
 	for i, n := range pg.nodes {
 		if !fp.live[i] {
 			continue
@@ -470,7 +471,7 @@ func (pg *phaseGen) zmmOK(fp *fastPlan) bool {
 			}
 		case opReduce:
 			for _, r := range pg.reds {
-				if r.in == n && (r.axis != rank(r.v.Args[0])-1 || r.inMem) {
+				if r.in == n && r.inMem {
 					return false
 				}
 			}
@@ -512,8 +513,11 @@ func (pg *phaseGen) innerZmm() error {
 		pg.zmmCounted = true
 		g.p.zmmPhases++
 	}
+	last := func(r *redState) bool { return r.axis == r.v.Args[0].Type.Shape.Rank-1 }
 	for _, r := range pg.reds {
-		a.VBROADCASTSSZ(amd64.ZReg(r.acc[0]), pg.redInit(r))
+		if last(r) {
+			a.VBROADCASTSSZ(amd64.ZReg(r.acc[0]), pg.redInit(r))
+		}
 	}
 	const zl = 2 * lane // f32 lanes of a zmm register
 	copies := 1
@@ -540,7 +544,9 @@ func (pg *phaseGen) innerZmm() error {
 		a.Jcc(amd64.CondL, top)
 	}
 	for _, r := range pg.reds {
-		a.VEXTRACTF64X4Z(amd64.ZReg(r.acc[1]), amd64.ZReg(r.acc[0]), 1)
+		if last(r) {
+			a.VEXTRACTF64X4Z(amd64.ZReg(r.acc[1]), amd64.ZReg(r.acc[0]), 1)
+		}
 	}
 	return a.Err()
 }

@@ -97,6 +97,15 @@ func TestZmmRowsNative(t *testing.T) {
 		{name: "row min", m: 37, n: 128, bn: 128, lo: -3, hi: 3, body: func(e env) *tile.Value {
 			return e.b.Sub(e.x, e.b.Min(e.x, 1, true))
 		}},
+		{name: "column sum", m: 37, n: 100, bn: 32, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Sum(e.x, 0, true))
+		}},
+		{name: "column max with NaN", m: 37, n: 100, bn: 32, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Max(e.x, 0, true))
+		}},
+		{name: "column min", m: 37, n: 64, bn: 64, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Min(e.x, 0, true))
+		}},
 		{name: "softmax", m: 37, n: 256, bn: 256, lo: -8, hi: 8, rel: 2e-6, abs: 1e-9, body: func(e env) *tile.Value {
 			b := e.b
 			z := b.Exp(b.Sub(e.x, b.Max(e.x, 1, true)))
