@@ -1,6 +1,7 @@
 package native
 
 import (
+	"fmt"
 	"math"
 	"sync/atomic"
 
@@ -538,6 +539,9 @@ func (pg *phaseGen) innerZmm() error {
 		}
 	}
 	g.zmm = false
+	if g.zmmBad != "" {
+		return fmt.Errorf("native: %s in a zmm loop (a node zmmOK should decline)", g.zmmBad)
+	}
 	if pg.last > copies*zl {
 		a.ADDQimm(rJ, int32(copies*zl))
 		a.CMPQimm(rJ, int32(pg.last))

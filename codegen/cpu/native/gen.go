@@ -54,9 +54,10 @@ type gen struct {
 
 	// a phase's unmasked loop in zmm registers (vec.go): set while its
 	// body is emitted; the opmask each vector register's mask came from
-	zmm   bool
-	kOf   [16]amd64.KReg
-	nextK int
+	zmm    bool
+	kOf    [16]amd64.KReg
+	nextK  int
+	zmmBad string // a ymm-only instruction reached in a zmm loop (vec.go)
 
 	frameSize int32
 	slot      map[int]int32 // scalar value ID → frame offset of its 8-byte slot

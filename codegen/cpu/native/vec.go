@@ -319,3 +319,56 @@ func (v vasm) VMOVDfromGPR(d amd64.VReg, r amd64.Reg) {
 
 // clearK forgets every comparison's opmask (a node's code starts).
 func (g *gen) clearK() { g.kOf = [16]amd64.KReg{} }
+
+// The VEX instructions without a zmm twin here (rsqrt's float64 lanes,
+// gathers, masked accesses, lane extraction): emitted only in ymm loops
+// (zmmOK declines the nodes that need them); one reached in a zmm loop is
+// recorded, and the phase fails to compile (innerZmm) rather than run
+// eight lanes of sixteen.
+
+func (v vasm) ymmOnly(name string) {
+	if v.g.zmm && v.g.zmmBad == "" {
+		v.g.zmmBad = name
+	}
+}
+
+func (v vasm) VCVTPD2PS(d, s amd64.VReg) { v.ymmOnly("VCVTPD2PS"); v.Asm.VCVTPD2PS(d, s) }
+func (v vasm) VCVTPS2PD(d amd64.VReg, s amd64.Operand) {
+	v.ymmOnly("VCVTPS2PD")
+	v.Asm.VCVTPS2PD(d, s)
+}
+func (v vasm) VDIVPD(d, x amd64.VReg, y amd64.Operand) { v.ymmOnly("VDIVPD"); v.Asm.VDIVPD(d, x, y) }
+func (v vasm) VEXTRACTF128(d, s amd64.VReg, imm uint8) {
+	v.ymmOnly("VEXTRACTF128")
+	v.Asm.VEXTRACTF128(d, s, imm)
+}
+func (v vasm) VINSERTF128(d, x amd64.VReg, s amd64.Operand, imm uint8) {
+	v.ymmOnly("VINSERTF128")
+	v.Asm.VINSERTF128(d, x, s, imm)
+}
+func (v vasm) VINSERTPS(d, x amd64.VReg, y amd64.Operand, imm uint8) {
+	v.ymmOnly("VINSERTPS")
+	v.Asm.VINSERTPS(d, x, y, imm)
+}
+func (v vasm) VMASKMOVPSload(d, mask amd64.VReg, m amd64.Mem) {
+	v.ymmOnly("VMASKMOVPS")
+	v.Asm.VMASKMOVPSload(d, mask, m)
+}
+func (v vasm) VMASKMOVPSstore(m amd64.Mem, mask, s amd64.VReg) {
+	v.ymmOnly("VMASKMOVPS")
+	v.Asm.VMASKMOVPSstore(m, mask, s)
+}
+func (v vasm) VMOVMSKPS(r amd64.Reg, s amd64.VReg) { v.ymmOnly("VMOVMSKPS"); v.Asm.VMOVMSKPS(r, s) }
+func (v vasm) VMOVSSload(d amd64.VReg, m amd64.Mem) {
+	v.ymmOnly("VMOVSS")
+	v.Asm.VMOVSSload(d, m)
+}
+func (v vasm) VMOVSSstore(m amd64.Mem, s amd64.VReg) {
+	v.ymmOnly("VMOVSS")
+	v.Asm.VMOVSSstore(m, s)
+}
+func (v vasm) VMOVUPD(d amd64.VReg, m amd64.Mem) { v.ymmOnly("VMOVUPD"); v.Asm.VMOVUPD(d, m) }
+func (v vasm) VSQRTPD(d amd64.VReg, s amd64.Operand) {
+	v.ymmOnly("VSQRTPD")
+	v.Asm.VSQRTPD(d, s)
+}
