@@ -251,4 +251,12 @@ var encCases = []encCase{
 	{"vpbroadcastd zmm xmm", func(a *Asm) { a.VPBROADCASTDZ(11, 0, false, ZReg(11)) }, "VPBROADCASTD X11, Z11", "62527d4858db"},
 	{"vextractf64x4", func(a *Asm) { a.VEXTRACTF64X4Z(14, 15, 1) }, "VEXTRACTF64X4 $1, Z15, Y14", "6253fd481bfe01"},
 	{"vextractf64x4 lo", func(a *Asm) { a.VEXTRACTF64X4Z(0, 9, 1) }, "VEXTRACTF64X4 $1, Z9, Y0", "6273fd481bc801"},
+	{"vcvtps2pd zmm", func(a *Asm) { a.VCVTPS2PDZ(2, ZReg(1)) }, "VCVTPS2PD Y1, Z2", "62f17c485ad1"},
+	{"vcvtps2pd zmm hi", func(a *Asm) { a.VCVTPS2PDZ(12, ZReg(9)) }, "VCVTPS2PD Y9, Z12", "62517c485ae1"},
+	{"vcvtpd2ps zmm", func(a *Asm) { a.VCVTPD2PSZ(3, 10) }, "VCVTPD2PS Z10, Y3", "62d1fd485ada"},
+	{"vsqrtpd zmm", func(a *Asm) { a.VSQRTPDZ(4, ZReg(4)) }, "VSQRTPD Z4, Z4", "62f1fd4851e4"},
+	{"vdivpd zmm", func(a *Asm) { a.VDIVPDZ(5, 6, ZReg(13)) }, "VDIVPD Z13, Z6, Z5", "62d1cd485eed"},
+	{"vbroadcastsd zmm", func(a *Asm) { a.VBROADCASTSDZ(7, Ptr(RDI, 16)) }, "VBROADCASTSD 16(DI), Z7", "62f2fd48197f02"},
+	{"vinsertf64x4", func(a *Asm) { a.VINSERTF64X4Z(1, 2, 3, 1) }, "VINSERTF64X4 $1, Y3, Z2, Z1", "62f3ed481acb01"},
+	{"vinsertf64x4 hi", func(a *Asm) { a.VINSERTF64X4Z(14, 11, 8, 1) }, "VINSERTF64X4 $1, Y8, Z11, Z14", "6253a5481af001"},
 }

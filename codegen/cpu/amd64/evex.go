@@ -280,3 +280,30 @@ func (a *Asm) VPBROADCASTDZ(d ZReg, k KReg, zero bool, s Operand) {
 func (a *Asm) VEXTRACTF64X4Z(d, s ZReg, i uint8) {
 	a.evexK(map0F3A, pp66, true, 0x1b, uint8(s), 0, d, 32, 0, false, i)
 }
+
+// VCVTPS2PDZ d = float64 of the eight f32 lanes of s (a Y register, given
+// as a ZReg of its number, or 32 bytes of memory).
+func (a *Asm) VCVTPS2PDZ(d ZReg, s Operand) {
+	a.evex(map0F, ppNone, false, 0x5a, uint8(d), 0, s, 32)
+}
+
+// VCVTPD2PSZ d = f32 of the eight float64 lanes of s (d a Y register,
+// given as a ZReg of its number).
+func (a *Asm) VCVTPD2PSZ(d, s ZReg) { a.evex(map0F, pp66, true, 0x5a, uint8(d), 0, s, 64) }
+
+// VSQRTPDZ d = √s (float64 lanes).
+func (a *Asm) VSQRTPDZ(d ZReg, s Operand) { a.evex(map0F, pp66, true, 0x51, uint8(d), 0, s, 64) }
+
+// VDIVPDZ d = x / y (float64 lanes).
+func (a *Asm) VDIVPDZ(d, x ZReg, y Operand) {
+	a.evex(map0F, pp66, true, 0x5e, uint8(d), uint8(x), y, 64)
+}
+
+// VBROADCASTSDZ d = the float64 at m in every lane.
+func (a *Asm) VBROADCASTSDZ(d ZReg, m Mem) { a.evex(map0F38, pp66, true, 0x19, uint8(d), 0, m, 8) }
+
+// VINSERTF64X4Z d = x with its 256-bit half i replaced by s (a Y register,
+// given as a ZReg of its number).
+func (a *Asm) VINSERTF64X4Z(d, x, s ZReg, i uint8) {
+	a.evexK(map0F3A, pp66, true, 0x1a, uint8(d), uint8(x), s, 32, 0, false, i)
+}

@@ -441,7 +441,7 @@ var noZmmRows atomic.Bool
 // sixteen lanes a vector (vec.go): AVX-512 on, rows of whole zmm vectors,
 // and every node of the loop one that vec.go has the 512-bit form of —
 // plain loads and stores of contiguous lanes or one address, frame blocks,
-// affine i32 lanes, the f32 and i1 ops but rsqrt, and reductions (along
+// affine i32 lanes, the f32 and i1 ops, and reductions (along
 // the last axis in registers, along axis 0 in the frame: 16 columns a
 // vector, each in the reference's order as in ymm). The results are the
 // ymm loop's bit for bit: every op is the same per lane, and a last-axis
@@ -492,7 +492,7 @@ func zmmOp(v *tile.Value) bool {
 	switch v.Op {
 	case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpDiv, tile.OpMin, tile.OpMax,
 		tile.OpNeg, tile.OpAbs, tile.OpSqrt, tile.OpFloor, tile.OpCeil,
-		tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSelect,
+		tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpRsqrt, tile.OpSelect,
 		tile.OpEq, tile.OpNe, tile.OpLt, tile.OpLe, tile.OpGt, tile.OpGe,
 		tile.OpAnd, tile.OpOr, tile.OpXor, tile.OpNot:
 		return true

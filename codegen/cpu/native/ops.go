@@ -67,6 +67,10 @@ func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) e
 	case tile.OpRsqrt:
 		// 1/√x in float64, rounded once to f32, as the reference
 		x := g.reg(s[0], t[0])
+		if g.zmm {
+			g.rsqrtZ(dst, x, t)
+			break
+		}
 		one := g.constF64(1)
 		a.VCVTPS2PD(t[1], x)
 		a.VSQRTPD(t[1], t[1])
@@ -97,6 +101,28 @@ func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) e
 		return unsupported(v, "f32 %v", v.Op)
 	}
 	return nil
+}
+
+// rsqrtZ is rsqrt in zmm registers: the ymm form's operations on each
+// half of sixteen lanes (eight float64 lanes a half). x is read before
+// dst is written; t holds three temporaries (x may be t[0]).
+func (g *gen) rsqrtZ(dst, x amd64.VReg, t []amd64.VReg) {
+	a := &g.a
+	one := g.constF64(1)
+	z := func(r amd64.VReg) amd64.ZReg { return amd64.ZReg(r) }
+	a.VCVTPS2PDZ(z(t[1]), z(x)) // lanes 0–7
+	a.VSQRTPDZ(z(t[1]), z(t[1]))
+	a.VBROADCASTSDZ(z(t[2]), one)
+	a.VDIVPDZ(z(t[2]), z(t[2]), z(t[1]))
+	a.VCVTPD2PSZ(z(t[2]), z(t[2]))
+	a.VEXTRACTF64X4Z(z(t[1]), z(x), 1) // lanes 8–15
+	a.VCVTPS2PDZ(z(t[1]), z(t[1]))
+	a.VSQRTPDZ(z(t[1]), z(t[1]))
+	a.VBROADCASTSDZ(z(t[0]), one) // x is no longer needed
+	a.VDIVPDZ(z(t[0]), z(t[0]), z(t[1]))
+	a.VCVTPD2PSZ(z(t[0]), z(t[0]))
+	a.VINSERTF64X4Z(z(dst), z(t[2]), z(t[0]), 1)
+	g.va().wrote(dst)
 }
 
 // maskReg is a mask operand in a register, using the last temp.

@@ -67,6 +67,9 @@ func TestZmmRowsNative(t *testing.T) {
 			y := b.Maximum(b.Minimum(b.Sub(b.Mul(x, x), b.Div(x, 3.0)), 2.5), b.Floor(x))
 			return b.Sub(b.Add(b.Add(y, b.Ceil(x)), b.Sqrt(b.Abs(x))), b.Neg(x))
 		}},
+		{name: "rsqrt", m: 37, n: 100, bn: 32, specials: true, lo: -1, hi: 1e4, body: func(e env) *tile.Value {
+			return e.b.Rsqrt(e.x)
+		}},
 		{name: "min and max with NaN", m: 37, n: 64, bn: 64, specials: true, lo: -2, hi: 2, body: func(e env) *tile.Value {
 			b, x := e.b, e.x
 			return b.Add(b.Maximum(x, 0.5), b.Minimum(-0.5, x))
