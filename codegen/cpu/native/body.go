@@ -556,9 +556,17 @@ func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
 	if r.axis == r.v.Args[0].Type.Shape.Rank-1 && r.inMem {
 		// the accumulator in the frame (more reductions than registers)
 		acc := fr(r.mem[c])
+		if pg.g.zmm { // both halves, as the one accumulator in registers
+			acc = fr(r.mem[0])
+		}
 		switch {
 		case pg.last <= lane:
 			a.VMOVUPSstore(acc, xr)
+		case r.v.Op == tile.OpReduceSum && pg.g.zmm:
+			// the frame's vector is no uniform: loaded, not broadcast
+			a.VMOVUPS(t[0], acc)
+			a.VADDPS(t[0], xr, amd64.Operand(t[0]))
+			a.VMOVUPSstore(acc, t[0])
 		case r.v.Op == tile.OpReduceSum:
 			a.VADDPS(t[0], xr, acc)
 			a.VMOVUPSstore(acc, t[0])

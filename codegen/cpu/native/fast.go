@@ -442,7 +442,8 @@ var noZmmRows atomic.Bool
 // and every node of the loop one that vec.go has the 512-bit form of —
 // plain loads and stores of contiguous lanes or one address, frame blocks,
 // affine i32 lanes, the f32 and i1 ops, and reductions (along
-// the last axis in registers, along axis 0 in the frame: 16 columns a
+// the last axis in registers, or in the frame's 64 bytes of the ymm
+// pair's two accumulators; along axis 0 in the frame: 16 columns a
 // vector, each in the reference's order as in ymm). The results are the
 // ymm loop's bit for bit: every op is the same per lane, and a last-axis
 // reduction's one accumulator of 16 lanes holds the ymm loop's two of
@@ -471,11 +472,6 @@ func (pg *phaseGen) zmmOK(fp *fastPlan) bool {
 				return false
 			}
 		case opReduce:
-			for _, r := range pg.reds {
-				if r.in == n && r.inMem {
-					return false
-				}
-			}
 		case opCompute:
 			if !zmmOp(n.v) {
 				return false
@@ -514,7 +510,8 @@ func (pg *phaseGen) innerZmm() error {
 		pg.zmmCounted = true
 		g.p.zmmPhases++
 	}
-	last := func(r *redState) bool { return r.axis == r.v.Args[0].Type.Shape.Rank-1 }
+	// last-axis reductions in registers (in the frame: rowStart set both halves)
+	last := func(r *redState) bool { return r.axis == r.v.Args[0].Type.Shape.Rank-1 && !r.inMem }
 	for _, r := range pg.reds {
 		if last(r) {
 			a.VBROADCASTSSZ(amd64.ZReg(r.acc[0]), pg.redInit(r))

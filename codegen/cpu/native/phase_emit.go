@@ -33,7 +33,9 @@ func (pg *phaseGen) emit() error {
 		case r.axis == r.v.Args[0].Type.Shape.Rank-1:
 			if nextAcc-1 < 6 { // registers 0–5 stay for the body: the frame
 				r.inMem = true
-				r.mem[0], r.mem[1] = g.alloc(32, 32), g.alloc(32, 32)
+				// one 64-byte block: in a zmm loop (fast.go) one accumulator
+				m := g.alloc(64, 64)
+				r.mem[0], r.mem[1] = m, m+32
 			} else {
 				r.acc[0] = amd64.VReg(nextAcc)
 				r.acc[1] = amd64.VReg(nextAcc - 1)

@@ -109,6 +109,16 @@ func TestZmmRowsNative(t *testing.T) {
 		{name: "column min", m: 37, n: 64, bn: 64, lo: -3, hi: 3, body: func(e env) *tile.Value {
 			return e.b.Sub(e.x, e.b.Min(e.x, 0, true))
 		}},
+		{name: "seven row reductions: two in the frame", m: 37, n: 64, bn: 64, lo: -3, hi: 3, abs: 1e-4, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			y := b.Add(b.Sum(x, 1, true), b.Max(x, 1, true))
+			y = b.Add(y, b.Min(x, 1, true))
+			y = b.Add(y, b.Sum(b.Mul(x, x), 1, true))
+			y = b.Add(y, b.Max(b.Neg(x), 1, true))
+			y = b.Add(y, b.Sum(b.Abs(x), 1, true))
+			y = b.Add(y, b.Min(b.Mul(x, 3.0), 1, true))
+			return b.Sub(x, y)
+		}},
 		{name: "softmax", m: 37, n: 256, bn: 256, lo: -8, hi: 8, rel: 2e-6, abs: 1e-9, body: func(e env) *tile.Value {
 			b := e.b
 			z := b.Exp(b.Sub(e.x, b.Max(e.x, 1, true)))
