@@ -433,24 +433,20 @@ func (pg *phaseGen) innerZ(fp *fastPlan) error {
 	return a.Err()
 }
 
-// noZmmRows keeps unmasked loops that compute in ymm registers even where
-// the CPU has AVX-512 (tests: export_test.go).
-var noZmmRows atomic.Bool
-
 // zmmOK reports whether the unmasked loop can compute in zmm registers,
 // sixteen lanes a vector (vec.go): AVX-512 on, rows of whole zmm vectors,
 // and every node of the loop one that vec.go has the 512-bit form of —
-// plain loads and stores of contiguous lanes or one address, frame blocks,
-// affine i32 lanes, the f32 and i1 ops, and reductions (along
-// the last axis in registers, or in the frame's 64 bytes of the ymm
-// pair's two accumulators; along axis 0 in the frame: 16 columns a
-// vector, each in the reference's order as in ymm). The results are the
-// ymm loop's bit for bit: every op is the same per lane, and a last-axis
-// reduction's one accumulator of 16 lanes holds the ymm loop's two of
-// eight (lanes 8–15 the second copy's), split into them after the loop
-// for the row's end (innerZmm).
+// plain loads (of contiguous lanes or one address) and stores (of
+// contiguous lanes), frame blocks, affine i32 lanes, the f32 and i1 ops,
+// and reductions (along the last axis in registers, or in the frame's 64
+// bytes of the ymm pair's two accumulators; along axis 0 in the frame: 16
+// columns a vector, each in the reference's order as in ymm). The results
+// are the ymm loop's bit for bit: every op is the same per lane, and a
+// last-axis reduction's one accumulator of 16 lanes holds the ymm loop's
+// two of eight (lanes 8–15 the second copy's), split into them after the
+// loop for the row's end (innerZmm).
 func (pg *phaseGen) zmmOK(fp *fastPlan) bool {
-	if !pg.g.avx512 || noZmmRows.Load() || pg.last%(2*lane) != 0 {
+	if !pg.g.avx512 || pg.last%(2*lane) != 0 {
 		return false
 	}
 	for i, n := range pg.nodes {
