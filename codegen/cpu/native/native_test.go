@@ -58,8 +58,9 @@ func requireJIT(t *testing.T) {
 // TestAgainstReference runs every conformance case the native code
 // generator supports, natively and on the reference interpreter from the
 // same inputs: bit for bit where the kernel has no inexact op, else within
-// the case's tolerance. It reports how many cases ran natively and why
-// the others did not.
+// the case's tolerance; with AVX2 only and, where the CPU has it, with
+// AVX-512. It reports how many cases ran natively and why the others did
+// not.
 func TestAgainstReference(t *testing.T) {
 	requireJIT(t)
 	ran, exact, total, zmm := 0, 0, 0, 0
@@ -108,13 +109,16 @@ func TestAgainstReference(t *testing.T) {
 				exact++
 			}
 			ran++
-			if err := tiletest.Compare(launcher{}, tiletest.Interp{}, cc); err != nil {
-				var rs []string
-				for s := range reasons {
-					rs = append(rs, s)
+			for _, isa := range isas(t) {
+				native.SetAVX512(isa == "avx512")
+				if err := tiletest.Compare(launcher{}, tiletest.Interp{}, cc); err != nil {
+					var rs []string
+					for s := range reasons {
+						rs = append(rs, s)
+					}
+					sort.Strings(rs)
+					t.Fatalf("%s: %v\ninexact ops: %v\n%v", isa, err, rs, k)
 				}
-				sort.Strings(rs)
-				t.Fatalf("%v\ninexact ops: %v\n%v", err, rs, k)
 			}
 		})
 	}
@@ -550,8 +554,9 @@ func TestOneAddressStoreNative(t *testing.T) {
 // (comparisons of i32 lanes, scalar booleans and their Ands, checked at the
 // row's start) run such rows unmasked, the others masked (fast.go). Each
 // kernel is y[r,c] = x[r,c]·2 + 1 over 16×32 blocks of [M,N] under a mask,
-// run natively with and without the unmasked rows and on the reference:
-// the three bit for bit (poisoned outputs: what is not stored stays NaN).
+// run natively with and without the unmasked rows (each with AVX2 only
+// and, where the CPU has it, AVX-512) and on the reference: all bit for
+// bit (poisoned outputs: what is not stored stays NaN).
 // Tails in rows and columns, every comparison, two lane vectors compared
 // (a causal mask: rows part true), a scalar boolean, a load's other value,
 // i32 lanes that wrap within a row (their 64-bit ends would pass), masks
@@ -662,37 +667,40 @@ func TestUnmaskedRowsNative(t *testing.T) {
 			want, werr := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
 			was := native.SetFastRows(true)
 			defer native.SetFastRows(was)
-			for _, fast := range []bool{false, true} {
-				native.SetFastRows(fast)
-				nk, err := native.Compile(k)
-				if err != nil {
-					t.Fatalf("not compiled natively: %v\n%v", err, k)
-				}
-				defer nk.Free()
-				if n := native.FastPhases(nk); fast && (n > 0) != c.wantFast || !fast && n != 0 {
-					t.Fatalf("fast rows %v: %d phases with unmasked rows; want some: %v", fast, n, fast && c.wantFast)
-				}
-				got, gerr := run(func(args ...any) error { return nk.Launch(grid, args...) })
-				if c.short {
-					if werr == nil || !errors.Is(gerr, native.ErrFallback) {
-						t.Fatalf("fast rows %v: a read past the end: native %v, reference %v; want a fallback and a fault", fast, gerr, werr)
+			for _, isa := range isas(t) {
+				native.SetAVX512(isa == "avx512")
+				for _, fast := range []bool{false, true} {
+					native.SetFastRows(fast)
+					nk, err := native.Compile(k)
+					if err != nil {
+						t.Fatalf("not compiled natively: %v\n%v", err, k)
 					}
-					continue
-				}
-				if gerr != nil || werr != nil {
-					t.Fatalf("fast rows %v: native %v, reference %v", fast, gerr, werr)
-				}
-				stored := 0
-				for i := range want {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("fast rows %v: y[%d] = %v natively, %v on the reference", fast, i, got[i], want[i])
+					defer nk.Free()
+					if n := native.FastPhases(nk); fast && (n > 0) != c.wantFast || !fast && n != 0 {
+						t.Fatalf("%s, fast rows %v: %d phases with unmasked rows; want some: %v", isa, fast, n, fast && c.wantFast)
 					}
-					if !math.IsNaN(float64(want[i])) {
-						stored++
+					got, gerr := run(func(args ...any) error { return nk.Launch(grid, args...) })
+					if c.short {
+						if werr == nil || !errors.Is(gerr, native.ErrFallback) {
+							t.Fatalf("%s, fast rows %v: a read past the end: native %v, reference %v; want a fallback and a fault", isa, fast, gerr, werr)
+						}
+						continue
 					}
-				}
-				if stored == 0 || c.unstored && stored == len(want) {
-					t.Fatalf("%d of %d elements stored: the case does not mask what it means to", stored, len(want))
+					if gerr != nil || werr != nil {
+						t.Fatalf("%s, fast rows %v: native %v, reference %v", isa, fast, gerr, werr)
+					}
+					stored := 0
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s, fast rows %v: y[%d] = %v natively, %v on the reference", isa, fast, i, got[i], want[i])
+						}
+						if !math.IsNaN(float64(want[i])) {
+							stored++
+						}
+					}
+					if stored == 0 || c.unstored && stored == len(want) {
+						t.Fatalf("%d of %d elements stored: the case does not mask what it means to", stored, len(want))
+					}
 				}
 			}
 		})
