@@ -53,7 +53,8 @@ func mathInputs() []float32 {
 
 // TestMathTwins: the generated exp, tanh and log agree with expf32,
 // tanhf32 and logf32 bit for bit, lane by lane (a tail of 57 lanes
-// included).
+// included), in ymm and, where the CPU has AVX-512, in zmm registers
+// (whole blocks; the tail's block runs the masked ymm loop).
 func TestMathTwins(t *testing.T) {
 	if !jit.Supported() {
 		t.Skip("no native code here: not amd64 with AVX2 and FMA, or -tags purego")
@@ -63,22 +64,32 @@ func TestMathTwins(t *testing.T) {
 		op   tile.Op
 		twin func(float32) float32
 	}{{tile.OpExp, expf32}, {tile.OpTanh, tanhf32}, {tile.OpLog, logf32}} {
-		nk := mathKernel(t, c.op)
-		y := make([]float32, len(xs))
-		if err := nk.Launch(tile.Grid{(len(xs) + 255) / 256}, xs, y, len(xs)); err != nil {
-			t.Fatal(err)
-		}
-		bad := 0
-		for i, x := range xs {
-			w := c.twin(x)
-			if math.Float32bits(y[i]) != math.Float32bits(w) && !(w != w && y[i] != y[i]) {
-				if bad++; bad <= 5 {
-					t.Errorf("%v(%v) (%#x) = %v natively, %v by its twin", c.op, x, math.Float32bits(x), y[i], w)
+		for _, zmm := range []bool{false, true} {
+			if zmm && !jit.HasAVX512() {
+				continue // no AVX-512 here: ymm only
+			}
+			was := SetAVX512(zmm)
+			nk := mathKernel(t, c.op)
+			SetAVX512(was)
+			if (nk.zmm > 0) != zmm {
+				t.Fatalf("%v, AVX-512 %v: %d phases in zmm registers", c.op, zmm, nk.zmm)
+			}
+			y := make([]float32, len(xs))
+			if err := nk.Launch(tile.Grid{(len(xs) + 255) / 256}, xs, y, len(xs)); err != nil {
+				t.Fatal(err)
+			}
+			bad := 0
+			for i, x := range xs {
+				w := c.twin(x)
+				if math.Float32bits(y[i]) != math.Float32bits(w) && !(w != w && y[i] != y[i]) {
+					if bad++; bad <= 5 {
+						t.Errorf("%v(%v) (%#x) = %v natively (AVX-512 %v), %v by its twin", c.op, x, math.Float32bits(x), y[i], zmm, w)
+					}
 				}
 			}
-		}
-		if bad > 0 {
-			t.Fatalf("%v: %d of %d lanes differ", c.op, bad, len(xs))
+			if bad > 0 {
+				t.Fatalf("%v, AVX-512 %v: %d of %d lanes differ", c.op, zmm, bad, len(xs))
+			}
 		}
 	}
 }

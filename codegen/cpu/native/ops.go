@@ -52,8 +52,7 @@ func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) e
 		} else {
 			a.VMAXPS(t[1], x, s[1].rm())
 		}
-		a.VCMPPS(t[2], x, x, amd64.CmpUNORD)
-		a.VBLENDVPS(dst, t[1], x, t[2])
+		a.blendSel(dst, t[1], x, a.cmpSel(t[2], x, x, amd64.CmpUNORD))
 	case tile.OpNeg:
 		a.VXORPS(dst, g.reg(s[0], t[0]), g.constVec(0x80000000))
 	case tile.OpAbs:
@@ -193,18 +192,16 @@ func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 	if op == tile.OpExp {
 		res := t[5]
 		g.expCore32(res, x, t[:5])
-		a.VCMPPS(t[0], x, g.constF32(expOverflow32), amd64.CmpGT)
-		a.VBLENDVPS(res, res, g.constF32(float32(math.Inf(1))), t[0])
-		a.VCMPPS(t[0], x, g.constF32(expUnderflow32), amd64.CmpLT)
-		a.VANDNPS(res, t[0], res)
-		a.VCMPPS(t[0], x, x, amd64.CmpUNORD)
-		a.VBLENDVPS(dst, res, x, t[0])
+		over := a.cmpSel(t[0], x, g.constF32(expOverflow32), amd64.CmpGT)
+		a.blendSel(res, res, g.constF32(float32(math.Inf(1))), over)
+		a.zeroSel(res, a.cmpSel(t[0], x, g.constF32(expUnderflow32), amd64.CmpLT), res)
+		a.blendSel(dst, res, x, a.cmpSel(t[0], x, x, amd64.CmpUNORD))
 		return
 	}
 	// tanh: |x| < 0.625 by its Taylor polynomial, else 1 - 2/(e^{2|x|}+1)
 	// with x's sign
 	a.VANDPS(t[0], x, g.constVec(0x7fffffff))
-	a.VCMPPS(t[1], t[0], g.constF32(tanhSmall32), amd64.CmpLT)
+	small := a.cmpSel(t[1], t[0], g.constF32(tanhSmall32), amd64.CmpLT)
 	a.VMULPS(t[2], x, x)
 	a.vbcst(t[3], g.constF32(tanhTaylor32[len(tanhTaylor32)-1]))
 	for k := len(tanhTaylor32) - 2; k >= 1; k-- {
@@ -220,11 +217,10 @@ func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 	a.VDIVPS(t[2], t[3], t[2])
 	a.vbcst(t[3], g.constF32(1))
 	a.VSUBPS(t[2], t[3], t[2])
-	a.VBLENDVPS(t[2], t[2], t[4], t[1])
+	a.blendSel(t[2], t[2], t[4], small)
 	a.VANDPS(t[3], x, g.constVec(0x80000000))
 	a.VORPS(t[2], t[2], t[3]) // x's sign (the Taylor form loses it at -0)
-	a.VCMPPS(t[3], x, x, amd64.CmpUNORD)
-	a.VBLENDVPS(dst, t[2], x, t[3])
+	a.blendSel(dst, t[2], x, a.cmpSel(t[3], x, x, amd64.CmpUNORD))
 }
 
 // log32: ln x of eight lanes as logf32 computes them. t holds nine
@@ -259,14 +255,10 @@ func (g *gen) log32(dst, x amd64.VReg, t []amd64.VReg) {
 	a.VADDPS(t[4], t[1], t[4])
 	a.VFMADD231PS(t[4], t[2], g.constF32(ln2Hi32))
 	// x < 0: NaN; ±0: -Inf; +Inf: +Inf; NaN: itself
-	a.VCMPPS(t[0], x, g.constF32(0), amd64.CmpLT)
-	a.VBLENDVPS(t[4], t[4], g.constF32(float32(math.NaN())), t[0])
-	a.VCMPPS(t[0], x, g.constF32(0), amd64.CmpEQ)
-	a.VBLENDVPS(t[4], t[4], g.constF32(float32(math.Inf(-1))), t[0])
-	a.VCMPPS(t[0], x, g.constF32(float32(math.Inf(1))), amd64.CmpEQ)
-	a.VBLENDVPS(t[4], t[4], x, t[0])
-	a.VCMPPS(t[0], x, x, amd64.CmpUNORD)
-	a.VBLENDVPS(dst, t[4], x, t[0])
+	a.blendSel(t[4], t[4], g.constF32(float32(math.NaN())), a.cmpSel(t[0], x, g.constF32(0), amd64.CmpLT))
+	a.blendSel(t[4], t[4], g.constF32(float32(math.Inf(-1))), a.cmpSel(t[0], x, g.constF32(0), amd64.CmpEQ))
+	a.blendSel(t[4], t[4], x, a.cmpSel(t[0], x, g.constF32(float32(math.Inf(1))), amd64.CmpEQ))
+	a.blendSel(dst, t[4], x, a.cmpSel(t[0], x, x, amd64.CmpUNORD))
 }
 
 // expCore32: res = e^x for x in [-104, 89] (clamped there), as expf32's

@@ -372,3 +372,41 @@ func (v vasm) VSQRTPD(d amd64.VReg, s amd64.Operand) {
 	v.ymmOnly("VSQRTPD")
 	v.Asm.VSQRTPD(d, s)
 }
+
+// selMask is a comparison's result that only selects lanes: the vector
+// mask in r (ymm), or an opmask (zmm: no vector is made of it).
+type selMask struct {
+	r amd64.VReg
+	k amd64.KReg
+}
+
+// cmpSel compares x pred y into a selMask (ymm: into r).
+func (v vasm) cmpSel(r, x amd64.VReg, y amd64.Operand, pred uint8) selMask {
+	if v.g.zmm {
+		k := v.newK()
+		v.Asm.VCMPPSZ(k, zr(x), zo(y), pred)
+		return selMask{r: r, k: k}
+	}
+	v.Asm.VCMPPS(r, x, y, pred)
+	return selMask{r: r}
+}
+
+// blendSel d = m ? y : x, lane by lane.
+func (v vasm) blendSel(d, x amd64.VReg, y amd64.Operand, m selMask) {
+	if v.g.zmm {
+		v.Asm.VBLENDMPSZ(zr(d), m.k, zr(x), zo(y))
+		v.wrote(d)
+		return
+	}
+	v.Asm.VBLENDVPS(d, x, y, m.r)
+}
+
+// zeroSel d = m ? +0 : x, lane by lane (VANDNPS of the mask).
+func (v vasm) zeroSel(d amd64.VReg, m selMask, x amd64.VReg) {
+	if v.g.zmm {
+		v.Asm.VBLENDMPSZ(zr(d), m.k, zr(x), v.g.constVec(0).Bcst())
+		v.wrote(d)
+		return
+	}
+	v.Asm.VANDNPS(d, m.r, x)
+}
