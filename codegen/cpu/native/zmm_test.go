@@ -11,18 +11,21 @@ import (
 )
 
 // TestZmmRowsNative: the unmasked loops of phases that compute (math,
-// comparisons and selects, i32 lanes, row reductions) run in zmm
-// registers where the CPU has AVX-512, and give the ymm loops' results
-// bit for bit: each kernel is compiled with native.SetAVX512 off and on,
-// the number of its phases computing in zmm checked (none off, some on),
-// both run over the same seeded inputs (special values — NaN, ±Inf, ±0,
-// subnormals — among them where the case says) with tails in rows and
-// columns (rows past M and columns past N run the masked ymm loop, the
-// others the zmm one), compared with each other bit for bit and with the
-// reference interpreter: bit for bit where the ops are exact, else within
-// the case's tolerance (f32 exp, tanh and log within 2 ulp; sums in the
-// executor's order, 2n·u·Σ|x| apart at most: the stated tolerances hold
-// that for these inputs).
+// comparisons and selects, i32 lanes, rsqrt, loads at one address, row and
+// column reductions, reductions in the frame) and the loops of phases
+// without masks run in zmm registers where the CPU has AVX-512, and give
+// the ymm loops' results bit for bit: each kernel is compiled with
+// native.SetAVX512 off and on, the number of its phases computing in zmm
+// checked (none off, some on), both run over the same seeded inputs
+// (special values — NaN, ±Inf, ±0, subnormals — among them where the case
+// says) with tails in rows and columns (rows past M and columns past N run
+// the masked ymm loop, the others the zmm one; rows of one zmm vector and
+// of an odd number of them too), compared with each other bit for bit and
+// with the reference interpreter: bit for bit where the ops are exact,
+// else within the case's tolerance (f32 exp, tanh and log within 2 ulp;
+// row sums in the executor's order, 2n·u·Σ|x| apart at most: the stated
+// tolerances hold that for these inputs). Skipped without AVX-512 (the
+// zmm loops are never emitted there).
 func TestZmmRowsNative(t *testing.T) {
 	requireJIT(t)
 	if !jit.HasAVX512() {
@@ -33,6 +36,8 @@ func TestZmmRowsNative(t *testing.T) {
 		b    *tile.Builder
 		r, c *tile.Value // [bm,1] and [1,bn] i32 lanes
 		x    *tile.Value // the loaded block
+		// the row's first element of x, at one address for the row's lanes
+		rowFirst func() *tile.Value
 	}
 	for _, c := range []struct {
 		name     string
@@ -61,6 +66,9 @@ func TestZmmRowsNative(t *testing.T) {
 			b := e.b
 			z := b.Exp(b.Sub(e.x, b.Max(e.x, 1, true)))
 			return b.Div(z, b.Sum(z, 1, true))
+		}},
+		{name: "a value per row loaded at one address", m: 37, n: 100, bn: 32, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			return e.b.Mul(e.x, e.rowFirst())
 		}},
 		{name: "arithmetic", m: 37, n: 100, bn: 32, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
 			b, x := e.b, e.x
@@ -142,6 +150,9 @@ func TestZmmRowsNative(t *testing.T) {
 			mask := b.And(b.Lt(e.r, M), b.Lt(e.c, N))
 			if c.noMask {
 				mask = nil
+			}
+			e.rowFirst = func() *tile.Value {
+				return b.Load(b.AddPtr(px, b.Mul(e.r, N)), b.Lt(e.r, M), 0.0)
 			}
 			if mask != nil {
 				e.x = b.Load(b.AddPtr(px, off), mask, 0.0)
