@@ -19,8 +19,8 @@ import (
 // checked (none off, some on), both run over the same seeded inputs
 // (special values — NaN, ±Inf, ±0, subnormals — among them where the case
 // says) with tails in rows and columns (rows past M and columns past N run
-// the masked ymm loop, the others the zmm one; rows of one zmm vector and
-// of an odd number of them too), compared with each other bit for bit and
+// the masked ymm loop, the others the zmm one; rows of one zmm vector, not
+// unrolled, too), compared with each other bit for bit and
 // with the reference interpreter: bit for bit where the ops are exact,
 // else within the case's tolerance (f32 exp, tanh and log within 2 ulp;
 // row sums in the executor's order, 2n·u·Σ|x| apart at most: the stated
