@@ -13,10 +13,13 @@ import "github.com/tilefuse/tilefuse/codegen/cpu/amd64"
 //     spill slots) are reached by VMOVUPS and VMOVUPSstore only, uniforms
 //     loaded into a register by vbcst;
 //   - a vector mask stays data (all-ones lanes), as in ymm: a comparison
-//     writes K1 and expands it to a vector (vpbroadcastd of all ones under
-//     K1, zeroing), a blend tests the mask's sign bits into K1 (VBLENDVPS's
-//     rule) and runs vblendmps; where the mask was just made by a
-//     comparison (kOf), its opmask is used as it is.
+//     writes an opmask (K1–K7 in turn) and expands it to a vector
+//     (vpbroadcastd of all ones under it, zeroing), a blend tests the
+//     mask's sign bits into an opmask (VBLENDVPS's rule) and runs
+//     vblendmps; where the mask was made by a comparison of the same node
+//     (kOf), its opmask is used as it is. A comparison whose result only
+//     selects lanes (cmpSel, blendSel, zeroSel: the math's range and NaN
+//     tests) makes no vector at all.
 //
 // vasm embeds the assembler: the methods below shadow its VEX forms, the
 // rest (integer registers, labels) pass through.
