@@ -114,6 +114,13 @@ func TestMetaParameters(t *testing.T) {
 			return must(G.Tanh(must(G.Mul(in(g, "a", m, k), in(g, "b", k, n)))))
 		}
 	}
+	// attention is softmax(q·kᵀ)·v over b batches of sq queries and sk keys
+	attention := func(b, sq, sk, dk, dv int) graph {
+		return func(g *G.ExprGraph) *G.Node {
+			q, k, v := in(g, "q", b, sq, dk), in(g, "k", b, sk, dk), in(g, "v", b, sk, dv)
+			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
+		}
+	}
 	gpu8 := GPU(8, 1024, 48<<10)
 	gpu8.NumWarps = 8
 	smallSmem := GPU(132, 1024, 40<<10)
@@ -239,46 +246,16 @@ func TestMetaParameters(t *testing.T) {
 				m["BLOCK_M"], m["BLOCK_N"] = 64, 16
 			}
 		}}, tile.Meta{"BLOCK_M": 64, "BLOCK_N": 16, "BLOCK_K": 32}, 0},
-		{"attention", func(g *G.ExprGraph) *G.Node {
-			q, k, v := in(g, "q", 2, 40, 16), in(g, "k", 2, 50, 16), in(g, "v", 2, 50, 8)
-			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
-		}, H200, tile.Meta{"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4}, 0},
-		{"attention on 2 cores as machine code, B·H 32 S 512 D64: 128×128", func(g *G.ExprGraph) *G.Node {
-			q, k, v := in(g, "q", 32, 512, 64), in(g, "k", 32, 512, 64), in(g, "v", 32, 512, 64)
-			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
-		}, native(2), tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128}, 0},
-		{"attention on 64 cores as machine code, B·H 32 S 512: 64×64 (four programs a core)", func(g *G.ExprGraph) *G.Node {
-			q, k, v := in(g, "q", 32, 512, 64), in(g, "k", 32, 512, 64), in(g, "v", 32, 512, 64)
-			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
-		}, native(64), tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64}, 0},
-		{"attention on 2 cores as machine code, 40 queries, 50 keys: 64×64, no larger than the sequences", func(g *G.ExprGraph) *G.Node {
-			q, k, v := in(g, "q", 8, 40, 16), in(g, "k", 8, 50, 16), in(g, "v", 8, 50, 8)
-			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
-		}, native(2), tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64}, 0},
-		{"attention on 2 cores as machine code, B·H 2, 40 queries: too few programs for more than 32×32", func(g *G.ExprGraph) *G.Node {
-			q, k, v := in(g, "q", 2, 40, 16), in(g, "k", 2, 50, 16), in(g, "v", 2, 50, 8)
-			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
-		}, native(2), tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32}, 0},
-		{"attention on 2 cores as machine code, head dim 256: 64×64", func(g *G.ExprGraph) *G.Node {
-			q, k, v := in(g, "q", 8, 512, 256), in(g, "k", 8, 512, 256), in(g, "v", 8, 512, 256)
-			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
-		}, native(2), tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64}, 0},
-		{"attention on the executor, 2 cores: 32×32", func(g *G.ExprGraph) *G.Node {
-			q, k, v := in(g, "q", 32, 512, 64), in(g, "k", 32, 512, 64), in(g, "v", 32, 512, 64)
-			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
-		}, CPU(2), tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32}, 0},
-		{"attention tf32, B4 H16 S2048 D64: 128 queries at 8 warps, 3 stages", func(g *G.ExprGraph) *G.Node {
-			q, k, v := in(g, "q", 64, 2048, 64), in(g, "k", 64, 2048, 64), in(g, "v", 64, 2048, 64)
-			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
-		}, H200, tile.Meta{"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 3, "num_warps": 8}, tile.PrecTF32},
-		{"attention tf32, B2 H16 S4096 D128: 128×32 at 8 warps, 3 stages", func(g *G.ExprGraph) *G.Node {
-			q, k, v := in(g, "q", 32, 4096, 128), in(g, "k", 32, 4096, 128), in(g, "v", 32, 4096, 128)
-			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
-		}, H200, tile.Meta{"BLOCK_M": 128, "BLOCK_N": 32, "num_stages": 3, "num_warps": 8}, tile.PrecTF32},
-		{"attention tf32, 40 blocks of 128 queries for 132 SMs: the smaller blocks", func(g *G.ExprGraph) *G.Node {
-			q, k, v := in(g, "q", 10, 512, 64), in(g, "k", 10, 512, 64), in(g, "v", 10, 512, 64)
-			return must(G.BatchedMatMul(must(G.SoftMax(must(G.BatchedMatMul(q, k, false, true)))), v, false, false))
-		}, H200, tile.Meta{"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 2}, tile.PrecTF32},
+		{"attention", attention(2, 40, 50, 16, 8), H200, tile.Meta{"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4}, 0},
+		{"attention on 2 cores as machine code, B·H 32 S 512 D64: 128×128", attention(32, 512, 512, 64, 64), native(2), tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128}, 0},
+		{"attention on 64 cores as machine code, B·H 32 S 512: 64×64 (four programs a core)", attention(32, 512, 512, 64, 64), native(64), tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64}, 0},
+		{"attention on 2 cores as machine code, 40 queries, 50 keys: 64×64, no larger than the sequences", attention(8, 40, 50, 16, 8), native(2), tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64}, 0},
+		{"attention on 2 cores as machine code, B·H 2, 40 queries: too few programs for more than 32×32", attention(2, 40, 50, 16, 8), native(2), tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32}, 0},
+		{"attention on 2 cores as machine code, head dim 256: 64×64", attention(8, 512, 512, 256, 256), native(2), tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64}, 0},
+		{"attention on the executor, 2 cores: 32×32", attention(32, 512, 512, 64, 64), CPU(2), tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32}, 0},
+		{"attention tf32, B4 H16 S2048 D64: 128 queries at 8 warps, 3 stages", attention(64, 2048, 2048, 64, 64), H200, tile.Meta{"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 3, "num_warps": 8}, tile.PrecTF32},
+		{"attention tf32, B2 H16 S4096 D128: 128×32 at 8 warps, 3 stages", attention(32, 4096, 4096, 128, 128), H200, tile.Meta{"BLOCK_M": 128, "BLOCK_N": 32, "num_stages": 3, "num_warps": 8}, tile.PrecTF32},
+		{"attention tf32, 40 blocks of 128 queries for 132 SMs: the smaller blocks", attention(10, 512, 512, 64, 64), H200, tile.Meta{"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 2}, tile.PrecTF32},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
