@@ -44,6 +44,9 @@ func matmulSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []til
 	}
 	mm := grp.MatMul
 	s := mm.Info.Shape
+	if !t.GPU() && t.Native && prec == tile.PrecIEEE && def["BLOCK_M"] != 0 {
+		return cpuProductSpace(mm, def)
+	}
 	if !t.GPU() || mm.Info.Kind != ops.MatMul || grp.Root != mm || len(grp.Extra) > 0 || def["wgmma"] != 0 || len(s) != 2 {
 		return nil
 	}
@@ -65,6 +68,35 @@ func matmulSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []til
 	}
 	if prec != tile.PrecIEEE && (bm < 128 || bn < 128) && m >= 128 && n >= 128 && k >= 16*bk {
 		out = append(out, with(def, "BLOCK_M", 128, "BLOCK_N", 128, "num_warps", 8, "SPLIT_K", 4))
+	}
+	return out
+}
+
+// cpuProductSpace: on a CPU whose kernels run as machine code, output
+// tiles of 64–256 a side (square, or one side twice the other) and K steps
+// of 32–128, none larger than the product needs. On the 2-core VM
+// (linear_gelu large, 1024³, one core, tilefuse tune, 2026-12-01) the
+// heuristic's 128×128×32 ran 14.2–14.9 ms and the best of these
+// 12.4–13.6 (256×256 or 256×128 with K steps of 64 or 128), the ranking
+// not stable from run to run: a choice for the tuner, not the heuristic.
+func cpuProductSpace(mm *Node, def tile.Meta) []tile.Meta {
+	s := mm.Info.Shape
+	m, n := s[len(s)-2], s[len(s)-1]
+	a := mm.Inputs[0].Info.Shape
+	k := a[len(a)-1]
+	if mm.Info.TransA {
+		k = a[len(a)-2]
+	}
+	seen := map[string]bool{def.String(): true}
+	var out []tile.Meta
+	for _, side := range [][2]int{{64, 64}, {128, 128}, {128, 256}, {256, 128}, {256, 256}} {
+		for _, bk := range []int{32, 64, 128} {
+			c := with(def, "BLOCK_M", min(side[0], max(32, pow2AtLeast(m))), "BLOCK_N", min(side[1], max(32, pow2AtLeast(n))), "BLOCK_K", min(bk, max(32, pow2AtLeast(k))))
+			if !seen[c.String()] {
+				seen[c.String()] = true
+				out = append(out, c)
+			}
+		}
 	}
 	return out
 }

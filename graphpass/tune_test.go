@@ -59,6 +59,9 @@ func TestCandidates(t *testing.T) {
 			want: []string{"{CHUNK = 4096, num_warps = 8}", "{CHUNK = 8192, num_warps = 16}", "{BLOCK = 32768, num_warps = 16}", "{BLOCK = 32768, late_loads = 2, num_warps = 16}", "{BLOCK = 32768, late_loads = 1, num_warps = 32}"}},
 		{"softmax of short rows, cpu", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 64, 100)) }, CPU(2), 3, nil, tile.PrecIEEE},
 		{"softmax rows of 10000, cpu", func(g *G.ExprGraph) { must(G.SoftMax(in(g, "x", 3, 10000))) }, CPU(2), 3, nil, tile.PrecIEEE},
+		{name: "product, cpu as machine code: tiles of 64–256, K steps of 32–128", build: func(g *G.ExprGraph) { must(G.Tanh(must(G.Mul(in(g, "x", 300, 200), in(g, "w", 200, 150))))) }, target: Target{Cores: 2, Native: true}, min: 10,
+			want: []string{"{BLOCK_K = 64, BLOCK_M = 64, BLOCK_N = 64}", "{BLOCK_K = 128, BLOCK_M = 256, BLOCK_N = 256}", "{BLOCK_K = 32, BLOCK_M = 256, BLOCK_N = 128}"}},
+		{"product, cpu on the executor", func(g *G.ExprGraph) { must(G.Mul(in(g, "x", 300, 200), in(g, "w", 200, 150))) }, CPU(2), 1, nil, tile.PrecIEEE},
 		{"product of few tiles, long K", func(g *G.ExprGraph) { must(G.Mul(in(g, "x", 70, 600), in(g, "w", 600, 50))) }, H200, 3, nil, tile.PrecIEEE},
 		// the wave model's tilings (waves.go): 192 rows, split K, tails
 		{name: "bare product, K 2048, tf32: the wave model's", build: func(g *G.ExprGraph) { must(G.Mul(in(g, "x", 200, 2048), in(g, "w", 2048, 136))) }, target: H200, min: 8, prec: tile.PrecTF32,
