@@ -84,6 +84,14 @@ type Stats struct {
 	// Phases is where the last run's wall clock went on the host (GPU
 	// backend), for finding the host's cost of a step.
 	Phases RunPhases
+	// Recycled and Allocated count, since the machine was made, the memory
+	// given to values the user can read (of 32 KiB or more, by default:
+	// WithRecycle): buffers that earlier runs gave such values and the Go
+	// runtime found unreachable, taken again (RecycledBytes their bytes),
+	// and buffers allocated anew. Both are 0 with WithReuseOutputs(true)
+	// or WithRecycle(false).
+	Recycled, Allocated int
+	RecycledBytes       int64
 }
 
 // RunPhases split a run's wall clock on the CUDA backend, in seconds, in

@@ -385,6 +385,7 @@ func (cfg *config) writeKey(k *keyBuf) bool {
 	k.int(int(cfg.inCheck))
 	k.flag(cfg.graphs)
 	k.flag(cfg.reuse)
+	k.flag(cfg.recycle)
 	k.flag(cfg.cacheDir != nil)
 	if cfg.cacheDir != nil {
 		k.str(*cfg.cacheDir)

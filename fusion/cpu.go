@@ -29,6 +29,9 @@ type cpuBackend struct {
 	// WithProfile: each kernel's wall time in the last run
 	profile bool
 	times   []KernelTime
+	// rec recycles the fresh memory of readable values (recycle.go); nil
+	// with WithReuseOutputs or WithRecycle(false)
+	rec *recycler
 }
 
 type cpuStep struct {
@@ -103,8 +106,16 @@ func (p *cpuBackend) prepare(c *Compiled) error {
 				}
 			}
 		}
+		limit := 0
 		for i := range p.steps {
-			p.steps[i].fresh = fresh[p.steps[i].at]
+			st := &p.steps[i]
+			st.fresh = fresh[st.at]
+			if b := freshBytes(st); st.fresh && b >= minRecycled {
+				limit += b
+			}
+		}
+		if c.cfg.recycle && limit > 0 {
+			p.rec = newRecycler(recycleRuns * limit)
 		}
 	}
 	for _, b := range c.back {
@@ -152,7 +163,7 @@ func (p *cpuBackend) run() error {
 			if st.fresh {
 				reuse = nil
 			}
-			if v, err = op.do(reuse, &st.boxes, st.argv...); err != nil {
+			if v, err = op.do(reuse, &st.boxes, p.rec, st.argv...); err != nil {
 				return err // it names the kernel
 			}
 			if p.profile && !op.view {
@@ -161,6 +172,8 @@ func (p *cpuBackend) run() error {
 		default:
 			if prev := p.vals[st.at]; st.prealloc != nil && prev != nil && !st.fresh {
 				v, err = st.prealloc.UsePreallocDo(prev, st.argv...)
+			} else if t := recycledValue(p.rec, st); st.prealloc != nil && t != nil {
+				v, err = st.prealloc.UsePreallocDo(t, st.argv...) // it overwrites every element
 			} else {
 				v, err = op.Do(st.argv...)
 			}
@@ -222,11 +235,51 @@ func (p *cpuBackend) kernelTimes() []KernelTime {
 	return append([]KernelTime(nil), p.times...)
 }
 
-func (p *cpuBackend) stats(*Stats) {}
+func (p *cpuBackend) stats(s *Stats) {
+	s.Recycled, s.Allocated, s.RecycledBytes = p.rec.counts()
+}
 
 func (p *cpuBackend) close() error {
-	p.steps, p.vals, p.inputs, p.back = nil, nil, nil, nil
+	p.rec.close()
+	p.steps, p.vals, p.inputs, p.back, p.rec = nil, nil, nil, nil, nil
 	return nil
+}
+
+// freshBytes is the size of the memory st's value is given when fresh: a
+// kernel's whole value (its outputs end to end), a Gorgonia matrix
+// product's; 0 for a view, a scalar or another op.
+func freshBytes(st *cpuStep) int {
+	switch op := st.n.Op().(type) {
+	case *FusedOp:
+		if op.view || op.outs == 1 && len(op.kernel.Out) == 0 {
+			return 0
+		}
+		return op.total() * op.kernel.DType.Size()
+	}
+	if st.prealloc != nil && !st.n.IsScalar() {
+		return st.n.Shape().TotalSize() * int(st.n.Dtype().Size())
+	}
+	return 0
+}
+
+// recycledValue is memory from rec for the fresh value of st, a Gorgonia
+// matrix product, as a tensor of its shape; nil where there is none to give
+// (no recycler, not such a step, too small to recycle).
+func recycledValue(rec *recycler, st *cpuStep) G.Value {
+	if rec == nil || st.prealloc == nil || !st.fresh || freshBytes(st) < minRecycled {
+		return nil
+	}
+	n := st.n.Shape().TotalSize()
+	var d any
+	switch st.n.Dtype() {
+	case tensor.Float32:
+		d = recycledSlice[float32](rec, n, false)
+	case tensor.Float64:
+		d = recycledSlice[float64](rec, n, false)
+	default:
+		return nil
+	}
+	return tensor.New(tensor.WithShape(st.n.Shape().Clone()...), tensor.WithBacking(d))
 }
 
 // cpuKernels is the CPU backend's kernel cache: the executor's compiled

@@ -1,6 +1,8 @@
 package fusion
 
 import (
+	"runtime"
+
 	G "gorgonia.org/gorgonia"
 
 	"github.com/tilefuse/tilefuse/graphpass"
@@ -106,4 +108,29 @@ func FingerprintLen(g *G.ExprGraph, opts ...Option) int {
 		return 0
 	}
 	return len(fp.key)
+}
+
+// SetRecycling makes the machines made after it recycle the memory of
+// readable values of minBytes or more (at least 16: below, the tiny
+// allocator shares an allocation between values) and, with poison, fill
+// each buffer taken again with NaN unless it is zeroed, until restore.
+func SetRecycling(minBytes int, poison bool) (restore func()) {
+	m, p := minRecycled, poisonRecycled
+	minRecycled, poisonRecycled = max(minBytes, 16), poison
+	return func() { minRecycled, poisonRecycled = m, p }
+}
+
+// WaitFinalizers collects garbage and returns once every finalizer that
+// collection queued has run (the recycler's among them): finalizers run one
+// batch after another on one goroutine, so a sentinel's finalizer queued by
+// a later collection runs after them.
+func WaitFinalizers() {
+	for range 2 {
+		done := make(chan struct{})
+		s := new([4]int64) // its own allocation (not the tiny allocator's)
+		runtime.SetFinalizer(s, func(*[4]int64) { close(done) })
+		s = nil
+		runtime.GC()
+		<-done
+	}
 }

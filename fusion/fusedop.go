@@ -155,7 +155,7 @@ func (op *FusedOp) total() int {
 }
 
 // Do runs the kernel on the CPU over the input values, into fresh memory.
-func (op *FusedOp) Do(vals ...G.Value) (G.Value, error) { return op.do(nil, nil, vals...) }
+func (op *FusedOp) Do(vals ...G.Value) (G.Value, error) { return op.do(nil, nil, nil, vals...) }
 
 // boxes keeps a step's kernel arguments boxed as interfaces between runs
 // (the CPU backend's, one per step): boxing a slice allocates, and a run
@@ -246,10 +246,11 @@ func boxValue(b *boxes, args []any, v G.Value) ([]any, error) {
 
 // do runs the kernel on the CPU over the input values. Its output goes into
 // reuse, the op's value from an earlier run, where that fits (zeroed first
-// if the kernel accumulates), else into fresh memory; a view op returns a
-// new header over its input.
+// if the kernel accumulates), else into fresh memory (recycled through rec
+// where it is not nil: recycle.go); a view op returns a new header over its
+// input.
 // b, where not nil, keeps the arguments boxed from one run to the next.
-func (op *FusedOp) do(reuse G.Value, b *boxes, vals ...G.Value) (_ G.Value, err error) {
+func (op *FusedOp) do(reuse G.Value, b *boxes, rec *recycler, vals ...G.Value) (_ G.Value, err error) {
 	defer recoverTo(&err, op.name) // it may run on another goroutine: the device thread, or Gorgonia's machine over Compiled().Graph
 	if len(vals) != len(op.ins) {
 		return nil, fmt.Errorf("fusion: %s: %d inputs, want %d", op.name, len(vals), len(op.ins))
@@ -322,9 +323,9 @@ func (op *FusedOp) do(reuse G.Value, b *boxes, vals ...G.Value) (_ G.Value, err 
 	}
 	if fresh { // zeros where the kernel accumulates
 		if op.kernel.DType == tile.F64 {
-			out, args = stacked[float64](args, sizes)
+			out, args = stacked[float64](rec, args, sizes, op.kernel.Accumulates)
 		} else {
-			out, args = stacked[float32](args, sizes)
+			out, args = stacked[float32](rec, args, sizes, op.kernel.Accumulates)
 		}
 	}
 	if numel(op.kernel.Out) > 0 { // an empty output has nothing to compute (and an empty grid is an error)
@@ -504,13 +505,14 @@ func numel(s []int) int {
 }
 
 // stacked allocates outputs of the given sizes end to end in one slice
-// and appends each one's part to args.
-func stacked[T float32 | float64](args []any, sizes []int) ([]T, []any) {
+// (new, or recycled through rec and then zeroed if zero is set) and
+// appends each one's part to args.
+func stacked[T float32 | float64](rec *recycler, args []any, sizes []int, zero bool) ([]T, []any) {
 	total := 0
 	for _, n := range sizes {
 		total += n
 	}
-	o := make([]T, total)
+	o := recycledSlice[T](rec, total, zero)
 	return o, parts(nil, args, o, sizes, false)
 }
 

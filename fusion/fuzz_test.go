@@ -82,6 +82,7 @@ type fzLeg struct {
 	dt       tensor.Dtype
 	gorgonia bool // Gorgonia's tape machine, else tilefuse's
 	opts     []fusion.Option
+	collect  bool // garbage collected between runs, finalizers run (TestRecycledFuzzSeeds)
 }
 
 // fzOut is what one leg computed: per run, per checked node, its values
@@ -93,6 +94,7 @@ type fzOut struct {
 	spread [][][]float64 // the reference's: see fzRun
 	shapes [][]tensor.Shape
 	report *fusion.Report
+	stats  fusion.Stats // a tilefuse machine's, after its runs
 	err    error
 }
 
@@ -408,7 +410,13 @@ func fzRun(t *testing.T, data []byte, l fzLeg, runs, perturbs int) *fzOut {
 		vm = m
 	}
 	defer vm.Close()
+	if m, ok := vm.(*fusion.Machine); ok {
+		defer func() { o.stats = m.Stats() }() // before Close
+	}
 	for r := 0; r < runs; r++ {
+		if l.collect && r > 0 {
+			fusion.WaitFinalizers()
+		}
 		vals, shapes, err := fzOnce(vm, fg, chk, data, r, 0)
 		if err != nil {
 			o.err = err

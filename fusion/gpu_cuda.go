@@ -156,6 +156,9 @@ type gpu struct {
 	solverMs   float64
 	// the load stage's parts, timed (loadPhases)
 	phases []StageTime
+	// rec recycles the fresh host memory of readable values (recycle.go);
+	// nil with WithReuseOutputs or WithRecycle(false)
+	rec *recycler
 }
 
 // loadPhases are prepare's parts: the buffers (allocAll), the kernels'
@@ -235,6 +238,17 @@ func (g *gpu) prepare(c *Compiled) error {
 	}
 	if g.fetch, err = dev.NewFetcher(min(max(backBytes, 64<<10), 16<<20)); err != nil {
 		return fmt.Errorf("fusion: %w", err)
+	}
+	if !c.cfg.reuse && c.cfg.recycle { // up to recycleRuns runs' worth of the readable values' host memory
+		limit := 0
+		for _, b := range c.back {
+			if n := hostBytes(b.nn); n >= minRecycled {
+				limit += n
+			}
+		}
+		if limit > 0 {
+			g.rec = newRecycler(recycleRuns * limit)
+		}
 	}
 	g.lap("stager", &mark)
 	if c.cfg.profile {
@@ -597,7 +611,11 @@ func (g *gpu) download(t *cuda.Thread, n *G.Node, mem map[*G.Node]any) (G.Value,
 			host = <-ch
 			delete(g.pre, n)
 		} else {
-			host = hostMem(n)
+			rec := g.rec // recycled: the memory of a value the user reads
+			if mem != nil {
+				rec = nil
+			}
+			host = hostMem(n, rec)
 		}
 		if mem != nil {
 			mem[n] = host
@@ -626,13 +644,23 @@ func (g *gpu) download(t *cuda.Thread, n *G.Node, mem map[*G.Node]any) (G.Value,
 	return tensor.New(tensor.WithShape(n.Shape().Clone()...), tensor.WithBacking(host)), nil
 }
 
-// hostMem is fresh host memory for n's value.
-func hostMem(n *G.Node) any {
+// hostMem is fresh host memory for n's value, recycled through rec where
+// it is not nil (a download writes every element).
+func hostMem(n *G.Node, rec *recycler) any {
 	size := max(1, n.Shape().TotalSize())
 	if n.Dtype() == tensor.Float64 {
-		return make([]float64, size)
+		return recycledSlice[float64](rec, size, false)
 	}
-	return make([]float32, size)
+	return recycledSlice[float32](rec, size, false)
+}
+
+// hostBytes is the size of hostMem(n).
+func hostBytes(n *G.Node) int {
+	size := max(1, n.Shape().TotalSize())
+	if n.Dtype() == tensor.Float64 {
+		return 8 * size
+	}
+	return 4 * size
 }
 
 // preallocate starts the allocation of the fresh host memory of the values
@@ -653,7 +681,8 @@ func (g *gpu) preallocate() {
 			}
 			ch := make(chan any, 1)
 			g.pre[n] = ch
-			go func() { ch <- hostMem(n) }()
+			rec := g.rec // not g's field: close may clear it while this runs
+			go func() { ch <- hostMem(n, rec) }()
 		}
 	}
 }
@@ -1208,6 +1237,7 @@ func (g *gpu) stats(s *Stats) {
 		}
 	}
 	s.SolverDeviceTime = g.solverMs / 1e3
+	s.Recycled, s.Allocated, s.RecycledBytes = g.rec.counts()
 }
 
 // touch marks input n changed on the host: the next run uploads it.
@@ -1226,6 +1256,8 @@ func (g *gpu) close() error {
 		return nil
 	}
 	serr := g.sync() // the learnables the device holds, back to their host tensors
+	g.rec.close()
+	g.rec = nil
 	for _, s := range g.solvers {
 		s.free()
 	}

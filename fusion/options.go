@@ -45,6 +45,7 @@ type config struct {
 	readAll      bool
 	target       *graphpass.Target // nil: the backend's own
 	reuse        bool
+	recycle      bool // WithRecycle
 	native       bool
 	cacheDir     *string // nil: diskcache's default directory; "": no cache on disk
 	autotune     bool
@@ -56,7 +57,7 @@ type config struct {
 // configure applies opts over the defaults and checks what they set.
 // TILEFUSE_DUMP, when set, is the dump directory unless WithDumpDir names one.
 func configure(opts []Option) (config, error) {
-	cfg := config{fuse: true, maxGroup: 64, dumpDir: os.Getenv("TILEFUSE_DUMP"), native: true}
+	cfg := config{fuse: true, maxGroup: 64, dumpDir: os.Getenv("TILEFUSE_DUMP"), native: true, recycle: true}
 	for _, o := range opts {
 		if o == nil {
 			return cfg, fmt.Errorf("fusion: a nil Option")
@@ -213,3 +214,15 @@ func WithNativeCPU(on bool) Option { return func(c *config) { c.native = on } }
 // memory, and a value read after a run stays as it was; values the user
 // cannot read reuse their memory either way.
 func WithReuseOutputs(on bool) Option { return func(c *config) { c.reuse = on } }
+
+// WithRecycle(false) gives the values the user can read new memory every
+// run (the default without WithReuseOutputs). By default (true) a run
+// gives such a value of 32 KiB or more memory that an earlier run gave
+// one and that the Go runtime has since found unreachable (a finalizer on
+// the memory: no tensor, slice, subslice, view or pointer into it is left),
+// so that Go need not zero new memory each run; a value the user still
+// holds is never reused, whatever part of it they hold. Memory comes back
+// as the collector runs, at most 4 runs' worth a machine (Close drops it);
+// Stats counts what was recycled. It changes nothing with
+// WithReuseOutputs(true).
+func WithRecycle(on bool) Option { return func(c *config) { c.recycle = on } }

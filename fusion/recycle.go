@@ -1,0 +1,178 @@
+package fusion
+
+import (
+	"math"
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// A recycler gives the values the user can read (by default, without
+// WithReuseOutputs) memory that an earlier run gave such a value and that
+// the Go runtime has since proven unreachable, instead of new memory that Go
+// zeroes (a large single-kernel graph spent most of its run there: softmax
+// large on the 2-core VM, 16% of its samples in runtime.memclrNoHeapPointers
+// under stacked and 9% more in the collections those allocations caused).
+//
+// Why this never overwrites a value the user still reads: a buffer the
+// recycler hands out is its own allocation (make of at least minRecycled
+// bytes), and a finalizer is set on its first element, which is the start
+// of the allocation. The runtime runs that finalizer only once no pointer
+// into the allocation is left anywhere: not the tensor, not its Data()
+// slice, not a subslice, a view (a reshape, a part of a multi-output
+// kernel), an unsafe.Pointer derived from them, an interface, nor anything
+// reachable from another object's finalizer. Only then does the buffer go
+// to the free list, which holds the only pointer to it until a run takes
+// it and sets the finalizer again. What a finalizer cannot see is a pointer
+// kept as a uintptr, or in C memory, and Go's rules forbid both (unsafe,
+// cgo). The runtime gives the finalizer goroutine a happens-before edge from
+// everything before the collection (the race detector models it), and the
+// free list is behind a mutex.
+//
+// A taken buffer holds an old value: it is zeroed where the kernel
+// accumulates into it, as the memory WithReuseOutputs reuses is; every other
+// kernel, and a GPU download, writes each element.
+//
+// Memory comes back only when a collection runs, and a collection runs when
+// the program allocates enough (GOGC): a run that takes from the free list
+// allocates nothing large, so a loop that drops its values alternates
+// stretches of recycled runs with stretches of new memory. The free list is
+// bounded (limit bytes: recycleRuns runs' worth of the machine's readable
+// values, found at prepare); what comes back beyond it is left to the
+// collector. close drops the free list; buffers that come back after it are
+// left to the collector.
+type recycler struct {
+	mu     sync.Mutex
+	slots  map[int]*recycleSlot // by size in bytes
+	held   int                  // bytes on the free lists
+	limit  int
+	closed bool
+	// counts since the machine was made, of buffers of minRecycled bytes or
+	// more: taken from a free list, and allocated anew
+	recycled, allocated int
+	recycledBytes       int64
+}
+
+// recycleSlot is the free list of one size; fin is its finalizer, made once
+// so that setting it allocates nothing.
+type recycleSlot struct {
+	r     *recycler
+	bytes int
+	free  []unsafe.Pointer
+	fin   func(*byte)
+}
+
+// minRecycled is the smallest buffer recycled: smaller ones are cheap to
+// zero, and a finalizer costs about as much. (Tests lower it, to recycle
+// small graphs' values; never below 16 bytes, the tiny allocator's.)
+var minRecycled = 32 << 10
+
+// recycleRuns is how many runs' worth of readable values a machine's free
+// list holds at most.
+const recycleRuns = 4
+
+// poisonRecycled (tests) fills every buffer taken from a free list and not
+// zeroed with NaN, so that an element a kernel does not write shows.
+var poisonRecycled bool
+
+func newRecycler(limit int) *recycler {
+	return &recycler{slots: map[int]*recycleSlot{}, limit: limit}
+}
+
+// take is the free list of buffers of the given size (made on first use)
+// and a buffer popped from it, or nil.
+func (r *recycler) take(bytes int) (*recycleSlot, unsafe.Pointer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.slots[bytes]
+	if s == nil {
+		s = &recycleSlot{r: r, bytes: bytes}
+		s.fin = s.back
+		if !r.closed {
+			r.slots[bytes] = s
+		}
+	}
+	n := len(s.free)
+	if n == 0 {
+		r.allocated++
+		return s, nil
+	}
+	p := s.free[n-1]
+	s.free[n-1] = nil
+	s.free = s.free[:n-1]
+	r.held -= s.bytes
+	r.recycled++
+	r.recycledBytes += int64(s.bytes)
+	return s, p
+}
+
+// back is the finalizer: the runtime found p's allocation unreachable.
+// It runs on the finalizer goroutine.
+func (s *recycleSlot) back(p *byte) {
+	r := s.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.held+s.bytes > r.limit {
+		return // left to the collector
+	}
+	s.free = append(s.free, unsafe.Pointer(p))
+	r.held += s.bytes
+}
+
+// close drops the free lists: the memory goes back to the collector.
+func (r *recycler) close() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	for _, s := range r.slots {
+		clear(s.free)
+		s.free = nil
+	}
+	r.slots = nil
+	r.held = 0
+}
+
+// counts are the recycler's counts (zero for nil).
+func (r *recycler) counts() (recycled, allocated int, recycledBytes int64) {
+	if r == nil {
+		return 0, 0, 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.recycled, r.allocated, r.recycledBytes
+}
+
+// recycledSlice is n elements for a value the user can read: a buffer from
+// r's free list (zeroed if zero is set) or a new one, set to come back to
+// r once unreachable; with r nil or below minRecycled bytes, new memory.
+// Taking from the free list allocates nothing.
+func recycledSlice[T float32 | float64](r *recycler, n int, zero bool) []T {
+	var t T
+	bytes := n * int(unsafe.Sizeof(t))
+	if r == nil || bytes < minRecycled {
+		return make([]T, n)
+	}
+	s, p := r.take(bytes)
+	var o []T
+	if p != nil {
+		o = unsafe.Slice((*T)(p), n)
+		switch {
+		case zero:
+			clear(o)
+		case poisonRecycled:
+			nan := T(math.NaN())
+			for i := range o {
+				o[i] = nan
+			}
+		}
+	} else {
+		o = make([]T, n)
+	}
+	// &o[0] is the start of its allocation (make of more than the tiny
+	// allocator's 16 bytes), as SetFinalizer requires
+	runtime.SetFinalizer((*byte)(unsafe.Pointer(unsafe.SliceData(o))), s.fin)
+	return o
+}

@@ -1,0 +1,402 @@
+package fusion_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/graphpass"
+)
+
+// recycleGraph is a graph whose readable value is big enough to recycle
+// (rows×cols float32, 76.8 KB at 64×300): out is the node the user reads,
+// want its value from x's elements in float64.
+type recycleGraph struct {
+	g    *G.ExprGraph
+	x    *G.Node
+	out  *G.Node
+	want func(x []float32) []float64
+	// check: the compiled graph has the structure the case is about
+	check func(c *fusion.Compiled) error
+}
+
+const recRows, recCols = 64, 300
+
+// etx is exp(tanh(v)), the value the recycle graphs compute.
+func etx(v float32) float64 { return math.Exp(math.Tanh(float64(v))) }
+
+func recycleGraphs(t *testing.T) map[string]func() recycleGraph {
+	t.Helper()
+	input := func(g *G.ExprGraph) *G.Node {
+		return G.NewMatrix(g, tensor.Float32, G.WithShape(recRows, recCols), G.WithName("x"))
+	}
+	return map[string]func() recycleGraph{
+		// one kernel, its output read
+		"kernel output": func() recycleGraph {
+			g := G.NewGraph()
+			x := input(g)
+			y := G.Must(G.Exp(G.Must(G.Tanh(x))))
+			return recycleGraph{g: g, x: x, out: y, want: func(x []float32) []float64 {
+				w := make([]float64, len(x))
+				for i, v := range x {
+					w[i] = etx(v)
+				}
+				return w
+			}}
+		},
+		// a reshape of a kernel's output: the view's memory is the kernel's
+		"reshape of a kernel output": func() recycleGraph {
+			g := G.NewGraph()
+			x := input(g)
+			a := G.Must(G.Exp(G.Must(G.Tanh(x))))
+			G.WithName("a")(a) // read too: the kernel writes it, the reshape views it
+			y := G.Must(G.Reshape(a, tensor.Shape{recRows * recCols}))
+			return recycleGraph{g: g, x: x, out: y, want: func(x []float32) []float64 {
+				w := make([]float64, len(x))
+				for i, v := range x {
+					w[i] = etx(v)
+				}
+				return w
+			}, check: func(c *fusion.Compiled) error {
+				for _, n := range c.Graph.AllNodes() {
+					if f, ok := n.Op().(*fusion.FusedOp); ok && f.IsView() {
+						return nil
+					}
+				}
+				return fmt.Errorf("no view op")
+			}}
+		},
+		// the second output of a kernel with two: the user's value starts
+		// inside the allocation
+		"second part of a multi-output kernel": func() recycleGraph {
+			g := G.NewGraph()
+			x := input(g)
+			a := G.Must(G.Tanh(x))
+			G.WithName("a")(a) // read too: the kernel writes both
+			y := G.Must(G.Add(G.Must(G.Exp(a)), a))
+			G.WithName("y")(y)
+			return recycleGraph{g: g, x: x, out: y, want: func(x []float32) []float64 {
+				w := make([]float64, len(x))
+				for i, v := range x {
+					w[i] = etx(v) + math.Tanh(float64(v))
+				}
+				return w
+			}, check: func(c *fusion.Compiled) error {
+				for _, n := range c.Graph.AllNodes() {
+					if p, ok := n.Op().(*fusion.PartOp); ok {
+						if i, _ := p.Part(); i > 0 {
+							return nil
+						}
+					}
+				}
+				return fmt.Errorf("no part after the first of a multi-output kernel")
+			}}
+		},
+	}
+}
+
+// holders are the ways a user keeps a value past later runs; each returns
+// what it reads the kept elements back with.
+var holders = []struct {
+	name string
+	hold func(v G.Value) func() []float32
+}{
+	{"the Data slice", func(v G.Value) func() []float32 {
+		d := v.Data().([]float32)
+		return func() []float32 { return d }
+	}},
+	{"a subslice", func(v G.Value) func() []float32 {
+		d := v.Data().([]float32)
+		d = d[len(d)/3 : len(d)/3+777]
+		return func() []float32 { return d }
+	}},
+	{"the tensor", func(v G.Value) func() []float32 {
+		t := v.(*tensor.Dense)
+		return func() []float32 { return t.Data().([]float32) }
+	}},
+	{"an unsafe.Pointer into it", func(v G.Value) func() []float32 {
+		d := v.Data().([]float32)
+		p, n := unsafe.Pointer(&d[len(d)/2]), len(d)-len(d)/2
+		return func() []float32 { return unsafe.Slice((*float32)(p), n) }
+	}},
+}
+
+// TestRecycleNeverOverwritesHeldValues: by default a run gives a readable
+// value memory recycled from earlier runs once the Go runtime has found it
+// unreachable. A user who keeps the first run's value, as its Data slice, a
+// subslice, the tensor or an unsafe.Pointer into it, of a kernel's output,
+// a view of one, or a part of a multi-output kernel, sees it unchanged
+// after eight more runs on new inputs with a collection after each; the
+// other runs' values were recycled meanwhile (Stats.Recycled), and each
+// run's value is exp(tanh(x)) of its inputs (float64 reference, 1e-6
+// relative). Recycling that ignored reachability fails it.
+func TestRecycleNeverOverwritesHeldValues(t *testing.T) {
+	for gname, build := range recycleGraphs(t) {
+		for _, h := range holders {
+			t.Run(gname+"/"+h.name, func(t *testing.T) {
+				rg := build()
+				vm := fusion.NewTapeMachine(rg.g)
+				defer vm.Close()
+				if err := vm.Err(); err != nil {
+					t.Fatal(err)
+				}
+				if rg.check != nil {
+					if err := rg.check(vm.Compiled()); err != nil {
+						t.Fatalf("the graph does not cover the case: %v\n%v", err, vm.Report())
+					}
+				}
+				rng := rand.New(rand.NewPCG(11, 3))
+				var read func() []float32
+				var kept []float32
+				for run := range 9 {
+					x := make([]float32, recRows*recCols)
+					for i := range x {
+						x[i] = rng.Float32()*4 - 2
+					}
+					if err := G.Let(rg.x, tensor.New(tensor.WithShape(recRows, recCols), tensor.WithBacking(x))); err != nil {
+						t.Fatal(err)
+					}
+					if err := vm.RunAll(); err != nil {
+						t.Fatal(err)
+					}
+					got := rg.out.Value().Data().([]float32)
+					for i, w := range rg.want(x) {
+						if !(math.Abs(float64(got[i])-w) <= 1e-6*(1+math.Abs(w))) {
+							t.Fatalf("run %d: [%d] = %v, want %v", run, i, got[i], w)
+						}
+					}
+					if run == 0 {
+						read = h.hold(rg.out.Value())
+						kept = append([]float32(nil), read()...)
+					}
+					fusion.WaitFinalizers()
+				}
+				if s := vm.Stats(); s.Recycled == 0 {
+					t.Fatalf("no value was recycled (%+v): the test does not cover recycling", s)
+				}
+				got := read()
+				for i := range kept {
+					if got[i] != kept[i] {
+						t.Fatalf("the kept value changed: [%d] = %v, was %v", i, got[i], kept[i])
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestRecycleReusesDroppedValues: a loop that drops each run's value (a
+// 512 KB softmax) and collects after each run gets it recycled from the
+// third run on: no new memory, a few KB allocated per run against the
+// value's bytes with WithRecycle(false); WithReuseOutputs(true) recycles
+// nothing (it needs nothing new) and allocates little too. Results stay
+// those of the first run.
+func TestRecycleReusesDroppedValues(t *testing.T) {
+	const rows, cols = 256, 512
+	const bytes = rows * cols * 4
+	cases := []struct {
+		name      string
+		opts      []fusion.Option
+		recycles  bool
+		wantBytes func(perRun float64) bool
+		want      string
+	}{
+		{"default", nil, true, func(b float64) bool { return b < bytes/8 }, "under an eighth of the value's"},
+		{"WithRecycle(false)", []fusion.Option{fusion.WithRecycle(false)}, false, func(b float64) bool { return b >= bytes }, "at least the value's"},
+		{"WithReuseOutputs(true)", []fusion.Option{fusion.WithReuseOutputs(true)}, false, func(b float64) bool { return b < bytes/8 }, "under an eighth of the value's"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("x"))
+			y := G.Must(G.SoftMax(x))
+			vm := fusion.NewTapeMachine(g, c.opts...)
+			defer vm.Close()
+			if err := vm.Err(); err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(5, 8))
+			d := make([]float32, rows*cols)
+			for i := range d {
+				d[i] = rng.Float32()*6 - 3
+			}
+			if err := G.Let(x, tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(d))); err != nil {
+				t.Fatal(err)
+			}
+			var first []float32
+			var ms0, ms1 runtime.MemStats
+			var total float64
+			const runs, warm = 10, 2
+			for run := range runs {
+				before := vm.Stats()
+				runtime.ReadMemStats(&ms0)
+				if err := vm.RunAll(); err != nil {
+					t.Fatal(err)
+				}
+				runtime.ReadMemStats(&ms1)
+				after := vm.Stats()
+				got := y.Value().Data().([]float32)
+				if run == 0 {
+					first = append([]float32(nil), got...)
+				} else {
+					for i := range got {
+						if got[i] != first[i] {
+							t.Fatalf("run %d: [%d] = %v, the first run's %v", run, i, got[i], first[i])
+						}
+					}
+				}
+				if run >= warm {
+					total += float64(ms1.TotalAlloc - ms0.TotalAlloc)
+					if c.recycles && after.Recycled != before.Recycled+1 {
+						t.Fatalf("run %d: recycled %d values, want 1 (%+v)", run, after.Recycled-before.Recycled, after)
+					}
+				}
+				if !c.recycles && (after.Recycled != 0 || after.Allocated != 0) {
+					t.Fatalf("run %d: counts %+v, want none", run, after)
+				}
+				got = nil
+				fusion.WaitFinalizers()
+			}
+			perRun := total / (runs - warm)
+			t.Logf("%.0f bytes allocated per run (the value: %d)", perRun, bytes)
+			if !c.wantBytes(perRun) {
+				t.Fatalf("%.0f bytes allocated per run, want %s (%d)", perRun, c.want, bytes)
+			}
+		})
+	}
+}
+
+// TestRecycledOutputAKernelAddsInto: a readable column sum that a kernel
+// accumulates into (split over programs, written for the H200 target) is
+// zeroed when its memory is recycled: with recycled buffers poisoned with
+// NaN, six runs on new inputs with a collection between each give the sum
+// of each column (float64, 1e-9 relative), and the value was recycled.
+func TestRecycledOutputAKernelAddsInto(t *testing.T) {
+	defer fusion.SetRecycling(16, true)()
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float64, G.WithShape(20000, 6), G.WithName("x"))
+	col := G.Must(G.Sum(G.Must(G.Square(G.Must(G.Tanh(x)))), 0))
+	vm := fusion.NewTapeMachine(g, fusion.WithTarget(graphpass.H200))
+	defer vm.Close()
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	accumulates := false
+	for _, n := range vm.Compiled().Graph.AllNodes() {
+		if f, ok := n.Op().(*fusion.FusedOp); ok && f.Accumulates() {
+			accumulates = true
+		}
+	}
+	if !accumulates {
+		t.Fatalf("no kernel adds into its output: the test does not cover zeroing\n%v", vm.Report())
+	}
+	rng := rand.New(rand.NewPCG(2, 9))
+	for run := range 6 {
+		d := make([]float64, 20000*6)
+		for i := range d {
+			d[i] = rng.Float64()*2 - 1
+		}
+		if err := G.Let(x, tensor.New(tensor.WithShape(20000, 6), tensor.WithBacking(d))); err != nil {
+			t.Fatal(err)
+		}
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float64, 6)
+		for i, v := range d {
+			th := math.Tanh(v)
+			want[i%6] += th * th
+		}
+		closeTo(t, fmt.Sprintf("run %d", run), floats(col.Value()), want, 1e-9)
+		fusion.WaitFinalizers()
+	}
+	if s := vm.Stats(); s.Recycled == 0 {
+		t.Fatalf("nothing was recycled (%+v): the test does not cover it", s)
+	}
+}
+
+// TestRecycledFuzzSeeds: FuzzFusion's seed graphs (products fused or not,
+// the H200 target where the seed asks for it), each run three times on new
+// inputs with a collection between runs, every value of 16 bytes or more
+// recycled and each recycled buffer poisoned with NaN unless zeroed, give
+// what the same machine gives with WithRecycle(false) (itself checked
+// against float64 by FuzzFusion): equal within 1e-5 relative in float32,
+// 1e-12 in float64, NaN where and only where it has NaN. An element a
+// kernel does not write, or an accumulator not zeroed, shows as NaN.
+func TestRecycledFuzzSeeds(t *testing.T) {
+	defer fusion.SetRecycling(16, true)()
+	recycled := 0
+	for i, data := range fzSeeds(true) {
+		fg, err := fzBuild(data, tensor.Dtype{})
+		if err != nil || fg.zero {
+			continue // FuzzFusion covers what the generator refuses and empty tensors
+		}
+		dt := fg.prog
+		for _, mm := range []bool{false, true} {
+			t.Run(fmt.Sprintf("seed %d matmul %v", i, mm), func(t *testing.T) {
+				opts := []fusion.Option{fusion.WithMatMulFusion(mm)}
+				if fg.target {
+					opts = append(opts, fusion.WithTarget(graphpass.H200))
+				}
+				on := fzRun(t, data, fzLeg{name: "recycled", dt: dt, opts: opts, collect: true}, 3, 0)
+				off := fzRun(t, data, fzLeg{name: "new memory", dt: dt, opts: append(opts, fusion.WithRecycle(false)), collect: true}, 3, 0)
+				for _, o := range []*fzOut{on, off} {
+					if o.err != nil {
+						t.Fatalf("%s: %v\n%s", o.leg.name, o.err, fg)
+					}
+				}
+				recycled += on.stats.Recycled
+				tol := 1e-12
+				if dt == tensor.Float32 {
+					tol = 1e-5
+				}
+				for r := range on.vals {
+					for k := range on.vals[r] {
+						a, b := on.vals[r][k], off.vals[r][k]
+						if len(a) != len(b) {
+							t.Fatalf("run %d, value %d: %d elements, want %d\n%s", r, k, len(a), len(b), fg)
+						}
+						for j := range a {
+							if math.IsNaN(a[j]) != math.IsNaN(b[j]) || !math.IsNaN(b[j]) && !(math.Abs(a[j]-b[j]) <= tol*(1+math.Abs(b[j]))) {
+								t.Fatalf("run %d, value %d [%d]: %v, want %v\n%s", r, k, j, a[j], b[j], fg)
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+	if recycled == 0 {
+		t.Fatal("no value was recycled: the test does not cover recycling")
+	}
+	t.Logf("%d values recycled", recycled)
+}
+
+// TestMachinesInParallelRecycling: machines in parallel (checkMachinesInParallel's
+// models) while another goroutine collects garbage without pause, values of
+// 16 bytes or more recycled and poisoned: finalizers hand buffers back on
+// their own goroutine while runs take them (run it under -race).
+func TestMachinesInParallelRecycling(t *testing.T) {
+	defer fusion.SetRecycling(16, true)()
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	checkMachinesInParallel(t)
+}
