@@ -1,0 +1,6 @@
+//go:build race
+
+package fusion
+
+// raceOn: the race detector's instrumentation allocates (internal tests).
+const raceOn = true
