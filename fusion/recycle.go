@@ -3,6 +3,7 @@ package fusion
 import (
 	"math"
 	"runtime"
+	"runtime/metrics"
 	"sync"
 	"unsafe"
 )
@@ -39,14 +40,24 @@ import (
 // stretches of recycled runs with stretches of new memory. The free list is
 // bounded (limit bytes: recycleRuns runs' worth of the machine's readable
 // values, found at prepare); what comes back beyond it is left to the
-// collector. close drops the free list; buffers that come back after it are
-// left to the collector.
+// collector, one collection later than without a finalizer. So that little
+// comes back beyond it, a new buffer gets the finalizer only while the free
+// list and the buffers out with one (armed) fit the limit, and the others
+// are plain memory; where armed buffers stay out for two collections (the
+// user keeps them) they are written off, so that keeping values never stops
+// recycling for good. close drops the free list; buffers that come back
+// after it are left to the collector.
 type recycler struct {
 	mu     sync.Mutex
 	slots  map[int]*recycleSlot // by size in bytes
 	held   int                  // bytes on the free lists
+	armed  int                  // bytes out with the finalizer set, as far as known
 	limit  int
 	closed bool
+	// refused: the collections completed when a new buffer was first left
+	// without the finalizer since one last came back (0: none was)
+	refused uint64
+	gcs     [1]metrics.Sample
 	// counts since the machine was made, of buffers of minRecycled bytes or
 	// more: taken from a free list, and allocated anew
 	recycled, allocated int
@@ -76,11 +87,14 @@ const recycleRuns = 4
 var poisonRecycled bool
 
 func newRecycler(limit int) *recycler {
-	return &recycler{slots: map[int]*recycleSlot{}, limit: limit}
+	r := &recycler{slots: map[int]*recycleSlot{}, limit: limit}
+	r.gcs[0].Name = "/gc/cycles/total:gc-cycles"
+	return r
 }
 
 // take is the free list of buffers of the given size (made on first use)
-// and a buffer popped from it, or nil.
+// and a buffer popped from it, or nil; where it is nil and the slot is nil
+// too, the new buffer is not to get the finalizer.
 func (r *recycler) take(bytes int) (*recycleSlot, unsafe.Pointer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -95,8 +109,21 @@ func (r *recycler) take(bytes int) (*recycleSlot, unsafe.Pointer) {
 	n := len(s.free)
 	if n == 0 {
 		r.allocated++
+		if r.held+r.armed+bytes > r.limit {
+			metrics.Read(r.gcs[:])
+			gcs := r.gcs[0].Value.Uint64()
+			if r.refused == 0 || gcs < r.refused+2 {
+				if r.refused == 0 {
+					r.refused = max(gcs, 1)
+				}
+				return nil, nil
+			}
+			r.armed, r.refused = 0, 0 // out for two collections: kept
+		}
+		r.armed += bytes
 		return s, nil
 	}
+	r.armed += bytes
 	p := s.free[n-1]
 	s.free[n-1] = nil
 	s.free = s.free[:n-1]
@@ -112,6 +139,7 @@ func (s *recycleSlot) back(p *byte) {
 	r := s.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.armed, r.refused = max(0, r.armed-s.bytes), 0
 	if r.closed || r.held+s.bytes > r.limit {
 		return // left to the collector
 	}
@@ -171,8 +199,10 @@ func recycledSlice[T float32 | float64](r *recycler, n int, zero bool) []T {
 	} else {
 		o = make([]T, n)
 	}
-	// &o[0] is the start of its allocation (make of more than the tiny
-	// allocator's 16 bytes), as SetFinalizer requires
-	runtime.SetFinalizer((*byte)(unsafe.Pointer(unsafe.SliceData(o))), s.fin)
+	if s != nil {
+		// &o[0] is the start of its allocation (make of more than the tiny
+		// allocator's 16 bytes), as SetFinalizer requires
+		runtime.SetFinalizer((*byte)(unsafe.Pointer(unsafe.SliceData(o))), s.fin)
+	}
 	return o
 }

@@ -19,47 +19,58 @@ func (r *recycler) heldNow() (bytes, bufs int) {
 }
 
 // TestRecyclerBound: buffers come back only once unreachable, at most the
-// limit's worth; what comes back beyond it, or after close, is left to the
-// collector. Cases run in order on one recycler of 4 buffers' room.
+// limit's worth; a new buffer gets the finalizer only while the free list
+// and the buffers out with it fit the limit, until those stay out for two
+// collections (kept); what comes back after close is left to the
+// collector. Steps run in order on one recycler of 4 buffers' room, each
+// checked after a collection and its finalizers.
 func TestRecyclerBound(t *testing.T) {
 	const n = 16 << 10 // float32s: 64 KiB a buffer
 	const size = 4 * n
 	r := newRecycler(4 * size)
-	var kept [][]float32
+	var kept, more [][]float32
+	get := func(k int, keep *[][]float32) {
+		for range k {
+			s := recycledSlice[float32](r, n, false)
+			if keep != nil {
+				*keep = append(*keep, s)
+			}
+		}
+	}
 	steps := []struct {
 		name string
 		do   func()
-		// the free lists after a collection
-		wantBufs       int
-		wantRecycled   int
-		wantAllocated  int
-		wantSlotsAfter bool
+		// after a collection: buffers on the free list, bytes armed, counts
+		bufs, armed, recycled, allocated int
+		slots                            bool
 	}{
-		{"ten kept by the user: nothing comes back", func() {
-			for range 10 {
-				kept = append(kept, recycledSlice[float32](r, n, false))
-			}
-		}, 0, 0, 10, true},
-		{"all ten dropped: four come back, the limit", func() { kept = nil }, 4, 0, 10, true},
-		{"four taken again, a fifth allocated; a part of one kept", func() {
+		{"ten kept by the user: four armed, none back", func() { get(10, &kept) }, 0, 4 * size, 0, 10, true},
+		{"all ten dropped: the four armed come back", func() { kept = nil }, 4, 0, 0, 10, true},
+		{"four taken again, a fifth new and plain; a part of one of the four kept", func() {
 			for i := range 5 {
 				s := recycledSlice[float32](r, n, false)
 				if i == 2 {
 					kept = append(kept, s[n/2:n/2+1])
 				}
 			}
-		}, 4, 4, 11, true},
-		{"closed with four held: the free lists are dropped", func() { r.close() }, 0, 4, 11, false},
-		{"the part dropped after close: left to the collector", func() { kept = nil }, 0, 4, 11, false},
+		}, 3, size, 4, 11, true},
+		{"three more taken and kept: the limit armed; a new one plain", func() { get(3, &more); get(1, nil) }, 0, 4 * size, 7, 12, true},
+		{"two collections on, one more is armed: the four written off", func() { WaitFinalizers(); get(1, &more) }, 0, size, 7, 13, true},
+		{"all dropped: five come back, four kept", func() { kept, more = nil, nil }, 4, 0, 7, 13, true},
+		{"closed with four held: the free lists are dropped", func() { get(1, &kept); r.close() }, 0, size, 8, 13, false},
+		{"the last dropped after close: left to the collector", func() { kept = nil }, 0, 0, 8, 13, false},
 	}
 	for _, st := range steps {
 		st.do()
 		WaitFinalizers()
 		held, bufs := r.heldNow()
+		r.mu.Lock()
+		armed := r.armed
+		r.mu.Unlock()
 		recycled, allocated, _ := r.counts()
-		if bufs != st.wantBufs || held != bufs*size || recycled != st.wantRecycled || allocated != st.wantAllocated || (r.slots != nil) != st.wantSlotsAfter {
-			t.Fatalf("%s: %d buffers held (%d bytes), %d recycled, %d allocated, slots %v; want %d, %d, %d, %v",
-				st.name, bufs, held, recycled, allocated, r.slots != nil, st.wantBufs, st.wantRecycled, st.wantAllocated, st.wantSlotsAfter)
+		if bufs != st.bufs || held != bufs*size || armed != st.armed || recycled != st.recycled || allocated != st.allocated || (r.slots != nil) != st.slots {
+			t.Fatalf("%s: %d buffers held (%d bytes), %d bytes armed, %d recycled, %d allocated, slots %v; want %d, %d, %d, %d, %v",
+				st.name, bufs, held, armed, recycled, allocated, r.slots != nil, st.bufs, st.armed, st.recycled, st.allocated, st.slots)
 		}
 	}
 }
@@ -71,18 +82,22 @@ func TestRecycledSliceAllocatesNothing(t *testing.T) {
 	cases := []struct {
 		name    string
 		prefill int
+		limit   int
 		want    float64
 	}{
-		{"from the free list", 200, 0},
-		{"new", 0, 1},
+		{"from the free list", 200, 1 << 30, 0},
+		{"new, past the limit (nothing comes back)", 0, 0, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := newRecycler(1 << 30)
+			r := newRecycler(c.limit)
+			r.mu.Lock()
+			sl := &recycleSlot{r: r, bytes: 4 * n}
+			sl.fin = sl.back
+			r.slots[4*n] = sl
+			r.mu.Unlock()
 			for range c.prefill { // as if each had come back
 				s := make([]float32, n)
-				sl, _ := r.take(4 * n)
-				r.allocated--
 				sl.back((*byte)(unsafe.Pointer(&s[0])))
 			}
 			var sink []float32
