@@ -6,6 +6,7 @@ import (
 	"runtime/metrics"
 	"sync"
 	"unsafe"
+	"weak"
 )
 
 // A recycler gives the values the user can read (by default, without
@@ -65,9 +66,12 @@ type recycler struct {
 }
 
 // recycleSlot is the free list of one size; fin is its finalizer, made once
-// so that setting it allocates nothing.
+// so that setting it allocates nothing. It points to its recycler weakly:
+// a machine dropped without Close leaves its recycler, free lists and all,
+// to the collector even while its last values (armed) live on in the
+// user's graph.
 type recycleSlot struct {
-	r     *recycler
+	r     weak.Pointer[recycler]
 	bytes int
 	free  []unsafe.Pointer
 	fin   func(*byte)
@@ -100,7 +104,7 @@ func (r *recycler) take(bytes int) (*recycleSlot, unsafe.Pointer) {
 	defer r.mu.Unlock()
 	s := r.slots[bytes]
 	if s == nil {
-		s = &recycleSlot{r: r, bytes: bytes}
+		s = &recycleSlot{r: weak.Make(r), bytes: bytes}
 		s.fin = s.back
 		if !r.closed {
 			r.slots[bytes] = s
@@ -136,7 +140,10 @@ func (r *recycler) take(bytes int) (*recycleSlot, unsafe.Pointer) {
 // back is the finalizer: the runtime found p's allocation unreachable.
 // It runs on the finalizer goroutine.
 func (s *recycleSlot) back(p *byte) {
-	r := s.r
+	r := s.r.Value()
+	if r == nil {
+		return // the machine is gone: left to the collector
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.armed, r.refused = max(0, r.armed-s.bytes), 0

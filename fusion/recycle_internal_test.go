@@ -3,6 +3,7 @@ package fusion
 import (
 	"testing"
 	"unsafe"
+	"weak"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -92,7 +93,7 @@ func TestRecycledSliceAllocatesNothing(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRecycler(c.limit)
 			r.mu.Lock()
-			sl := &recycleSlot{r: r, bytes: 4 * n}
+			sl := &recycleSlot{r: weak.Make(r), bytes: 4 * n}
 			sl.fin = sl.back
 			r.slots[4*n] = sl
 			r.mu.Unlock()
@@ -142,5 +143,44 @@ func TestCloseDropsRecycled(t *testing.T) {
 	}
 	if held, bufs := r.heldNow(); held != 0 || bufs != 0 || r.slots != nil || !r.closed {
 		t.Fatalf("after Close: %d bytes in %d buffers held, slots %v, closed %v", held, bufs, r.slots != nil, r.closed)
+	}
+}
+
+// TestDroppedMachineFreesRecycler: a machine dropped without Close leaves
+// its recycler, free list and all, to the collector, though the user's
+// graph still holds the last run's value (whose finalizer names the
+// recycler's free list).
+func TestDroppedMachineFreesRecycler(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(128, 128), G.WithName("x"))
+	y := G.Must(G.Exp(G.Must(G.Tanh(x))))
+	if err := G.Let(x, tensor.New(tensor.WithShape(128, 128), tensor.Of(tensor.Float32))); err != nil {
+		t.Fatal(err)
+	}
+	wr := func() weak.Pointer[recycler] {
+		m := NewTapeMachine(g)
+		if err := m.Err(); err != nil {
+			t.Fatal(err)
+		}
+		r := m.be.(*cpuBackend).rec
+		for range 4 {
+			if err := m.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			WaitFinalizers()
+		}
+		if held, _ := r.heldNow(); held == 0 {
+			t.Fatal("nothing held: the test does not cover a free list")
+		}
+		return weak.Make(r)
+	}()
+	for range 3 {
+		WaitFinalizers()
+	}
+	if wr.Value() != nil {
+		t.Fatal("the recycler of a dropped machine is still reachable")
+	}
+	if y.Value() == nil {
+		t.Fatal("the graph lost its value")
 	}
 }
