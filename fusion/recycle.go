@@ -50,7 +50,7 @@ import (
 // after it are left to the collector.
 type recycler struct {
 	mu     sync.Mutex
-	slots  map[int]*recycleSlot // by size in bytes
+	lists  map[int]*recycleList // by size in bytes
 	held   int                  // bytes on the free lists
 	armed  int                  // bytes out with the finalizer set, as far as known
 	limit  int
@@ -65,15 +65,20 @@ type recycler struct {
 	recycledBytes       int64
 }
 
-// recycleSlot is the free list of one size; fin is its finalizer, made once
-// so that setting it allocates nothing. It points to its recycler weakly:
-// a machine dropped without Close leaves its recycler, free lists and all,
-// to the collector even while its last values (armed) live on in the
-// user's graph.
+// recycleList is the free list of one size.
+type recycleList struct {
+	slot *recycleSlot
+	free []unsafe.Pointer
+}
+
+// recycleSlot is what a buffer's finalizer knows: its size and its
+// recycler, weakly, so that a machine dropped without Close leaves its
+// recycler, free lists and all, to the collector even while its last values
+// (armed) live on in the user's graph; fin is the finalizer, made once so
+// that setting it allocates nothing.
 type recycleSlot struct {
 	r     weak.Pointer[recycler]
 	bytes int
-	free  []unsafe.Pointer
 	fin   func(*byte)
 }
 
@@ -91,26 +96,33 @@ const recycleRuns = 4
 var poisonRecycled bool
 
 func newRecycler(limit int) *recycler {
-	r := &recycler{slots: map[int]*recycleSlot{}, limit: limit}
+	r := &recycler{lists: map[int]*recycleList{}, limit: limit}
 	r.gcs[0].Name = "/gc/cycles/total:gc-cycles"
 	return r
 }
 
-// take is the free list of buffers of the given size (made on first use)
-// and a buffer popped from it, or nil; where it is nil and the slot is nil
-// too, the new buffer is not to get the finalizer.
+// list is the free list of buffers of the given size, made on first use
+// (and dropped at once if r is closed). r.mu is held.
+func (r *recycler) list(bytes int) *recycleList {
+	l := r.lists[bytes]
+	if l == nil {
+		l = &recycleList{slot: &recycleSlot{r: weak.Make(r), bytes: bytes}}
+		l.slot.fin = l.slot.back
+		if !r.closed {
+			r.lists[bytes] = l
+		}
+	}
+	return l
+}
+
+// take pops a buffer of the given size from its free list, or gives nil;
+// the slot is what to set its finalizer with, nil where a new buffer is not
+// to have one.
 func (r *recycler) take(bytes int) (*recycleSlot, unsafe.Pointer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := r.slots[bytes]
-	if s == nil {
-		s = &recycleSlot{r: weak.Make(r), bytes: bytes}
-		s.fin = s.back
-		if !r.closed {
-			r.slots[bytes] = s
-		}
-	}
-	n := len(s.free)
+	l := r.list(bytes)
+	n := len(l.free)
 	if n == 0 {
 		r.allocated++
 		if r.held+r.armed+bytes > r.limit {
@@ -125,16 +137,16 @@ func (r *recycler) take(bytes int) (*recycleSlot, unsafe.Pointer) {
 			r.armed, r.refused = 0, 0 // out for two collections: kept
 		}
 		r.armed += bytes
-		return s, nil
+		return l.slot, nil
 	}
 	r.armed += bytes
-	p := s.free[n-1]
-	s.free[n-1] = nil
-	s.free = s.free[:n-1]
-	r.held -= s.bytes
+	p := l.free[n-1]
+	l.free[n-1] = nil
+	l.free = l.free[:n-1]
+	r.held -= bytes
 	r.recycled++
-	r.recycledBytes += int64(s.bytes)
-	return s, p
+	r.recycledBytes += int64(bytes)
+	return l.slot, p
 }
 
 // back is the finalizer: the runtime found p's allocation unreachable.
@@ -147,10 +159,11 @@ func (s *recycleSlot) back(p *byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.armed, r.refused = max(0, r.armed-s.bytes), 0
-	if r.closed || r.held+s.bytes > r.limit {
+	l := r.lists[s.bytes]
+	if r.closed || l == nil || r.held+s.bytes > r.limit {
 		return // left to the collector
 	}
-	s.free = append(s.free, unsafe.Pointer(p))
+	l.free = append(l.free, unsafe.Pointer(p))
 	r.held += s.bytes
 }
 
@@ -162,11 +175,11 @@ func (r *recycler) close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
-	for _, s := range r.slots {
-		clear(s.free)
-		s.free = nil
+	for _, l := range r.lists {
+		clear(l.free)
+		l.free = nil
 	}
-	r.slots = nil
+	r.lists = nil
 	r.held = 0
 }
 

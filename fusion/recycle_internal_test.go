@@ -13,8 +13,8 @@ import (
 func (r *recycler) heldNow() (bytes, bufs int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, s := range r.slots {
-		bufs += len(s.free)
+	for _, l := range r.lists {
+		bufs += len(l.free)
 	}
 	return r.held, bufs
 }
@@ -69,9 +69,9 @@ func TestRecyclerBound(t *testing.T) {
 		armed := r.armed
 		r.mu.Unlock()
 		recycled, allocated, _ := r.counts()
-		if bufs != st.bufs || held != bufs*size || armed != st.armed || recycled != st.recycled || allocated != st.allocated || (r.slots != nil) != st.slots {
+		if bufs != st.bufs || held != bufs*size || armed != st.armed || recycled != st.recycled || allocated != st.allocated || (r.lists != nil) != st.slots {
 			t.Fatalf("%s: %d buffers held (%d bytes), %d bytes armed, %d recycled, %d allocated, slots %v; want %d, %d, %d, %d, %v",
-				st.name, bufs, held, armed, recycled, allocated, r.slots != nil, st.bufs, st.armed, st.recycled, st.allocated, st.slots)
+				st.name, bufs, held, armed, recycled, allocated, r.lists != nil, st.bufs, st.armed, st.recycled, st.allocated, st.slots)
 		}
 	}
 }
@@ -93,9 +93,7 @@ func TestRecycledSliceAllocatesNothing(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRecycler(c.limit)
 			r.mu.Lock()
-			sl := &recycleSlot{r: weak.Make(r), bytes: 4 * n}
-			sl.fin = sl.back
-			r.slots[4*n] = sl
+			sl := r.list(4 * n).slot
 			r.mu.Unlock()
 			for range c.prefill { // as if each had come back
 				s := make([]float32, n)
@@ -141,15 +139,15 @@ func TestCloseDropsRecycled(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if held, bufs := r.heldNow(); held != 0 || bufs != 0 || r.slots != nil || !r.closed {
-		t.Fatalf("after Close: %d bytes in %d buffers held, slots %v, closed %v", held, bufs, r.slots != nil, r.closed)
+	if held, bufs := r.heldNow(); held != 0 || bufs != 0 || r.lists != nil || !r.closed {
+		t.Fatalf("after Close: %d bytes in %d buffers held, slots %v, closed %v", held, bufs, r.lists != nil, r.closed)
 	}
 }
 
 // TestDroppedMachineFreesRecycler: a machine dropped without Close leaves
-// its recycler, free list and all, to the collector, though the user's
-// graph still holds the last run's value (whose finalizer names the
-// recycler's free list).
+// its recycler and the buffers on its free list to the collector, though
+// the user's graph still holds the last run's value, whose finalizer
+// names the recycler.
 func TestDroppedMachineFreesRecycler(t *testing.T) {
 	g := G.NewGraph()
 	x := G.NewMatrix(g, tensor.Float32, G.WithShape(128, 128), G.WithName("x"))
@@ -157,7 +155,7 @@ func TestDroppedMachineFreesRecycler(t *testing.T) {
 	if err := G.Let(x, tensor.New(tensor.WithShape(128, 128), tensor.Of(tensor.Float32))); err != nil {
 		t.Fatal(err)
 	}
-	wr := func() weak.Pointer[recycler] {
+	wr, wb := func() (weak.Pointer[recycler], weak.Pointer[byte]) {
 		m := NewTapeMachine(g)
 		if err := m.Err(); err != nil {
 			t.Fatal(err)
@@ -172,13 +170,21 @@ func TestDroppedMachineFreesRecycler(t *testing.T) {
 		if held, _ := r.heldNow(); held == 0 {
 			t.Fatal("nothing held: the test does not cover a free list")
 		}
-		return weak.Make(r)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, l := range r.lists {
+			if len(l.free) > 0 {
+				return weak.Make(r), weak.Make((*byte)(l.free[0]))
+			}
+		}
+		t.Fatal("no buffer on a free list")
+		return weak.Pointer[recycler]{}, weak.Pointer[byte]{}
 	}()
 	for range 3 {
 		WaitFinalizers()
 	}
-	if wr.Value() != nil {
-		t.Fatal("the recycler of a dropped machine is still reachable")
+	if wr.Value() != nil || wb.Value() != nil {
+		t.Fatalf("of a dropped machine, still reachable: the recycler %v, a buffer of its free list %v", wr.Value() != nil, wb.Value() != nil)
 	}
 	if y.Value() == nil {
 		t.Fatal("the graph lost its value")
