@@ -172,7 +172,7 @@ func (p *cpuBackend) run() error {
 		default:
 			if prev := p.vals[st.at]; st.prealloc != nil && prev != nil && !st.fresh {
 				v, err = st.prealloc.UsePreallocDo(prev, st.argv...)
-			} else if t := recycledValue(p.rec, st); st.prealloc != nil && t != nil {
+			} else if t := recycledValue(p.rec, st); t != nil {
 				v, err = st.prealloc.UsePreallocDo(t, st.argv...) // it overwrites every element
 			} else {
 				v, err = op.Do(st.argv...)
