@@ -74,6 +74,19 @@ type pipe struct {
 	aT, bT bool
 	copy   [2]*Layout
 	vw     [2]int
+	// staged (swapped form, meta-parameter wg_stage = 1, A stored
+	// transposed): wgmma reads A K-major from shared memory, and Aᵀ is
+	// m-contiguous in memory, so its copies into the K-major tile would be
+	// 4 bytes wide, a warp's 32 copies spread over 32 rows of k. Instead A
+	// is copied as the other transposed operands are, 16 bytes wide along
+	// m into a (plain) staging tile a of [k][m] in the stage, and each
+	// thread, once its copies have landed, transposes them (rounded to
+	// TF32, split for 3xTF32, converted for bf16) into the stage's K-major
+	// tile ak (alo, abf) that the wgmmas read by descriptor. Both tiles
+	// are in the stage, so the ring's argument (a stage is rewritten only
+	// after every warp retired the wgmmas that read it) covers ak.
+	staged bool
+	ak     smemTile
 }
 
 func (p *pipe) x3() bool   { return p.dot.Prec == tile.PrecTF32x3 }
@@ -110,6 +123,15 @@ func (p *pipe) String() string {
 		}
 		if p.bf16() {
 			x3, k = fmt.Sprintf(", converted into two [%d][%d]bf16 tiles at +%d, 64-byte swizzle", p.m, p.k, p.abf.Off), 16
+			if p.staged {
+				x3 = fmt.Sprintf(", converted into the stage's [%d][%d]bf16 tile at +%d, 64-byte swizzle", p.m, p.k, p.abf.Off)
+			}
+		}
+		if p.staged {
+			x3 += fmt.Sprintf(", Aᵀ copied %d wide into [k][m] and transposed by its threads", p.vw[0])
+			if !p.bf16() {
+				x3 += fmt.Sprintf(" into %v", p.ak)
+			}
 		}
 		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk%d %s on Cᵀ = Bᵀ·Aᵀ (Bᵀ from registers, A K-major%s), %d stages of %d B (%d ahead; A %v; B %v), %d warpgroups, accumulator %s of Cᵀ",
 			p.dot.ID, p.m, p.n, p.k, p.m, k, p.dot.Prec, x3, p.stages, p.stageBytes, p.ahead(), p.a, p.b, p.wm/4, p.acc.key())
@@ -236,8 +258,12 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		// swizzled for the fragment reads (operandTiles: lane (g, t) reads
 		// rows k+t and k+t+4 of column g, as mma.sync's B)
 		p.acc = l.intern(mmaLayout(p.n, p.m, nw, 1))
-		p.a.Swz = swizzle{1, 1, 8}
-		if p.x3() {
+		if p.staged {
+			l.stagedTiles(p)
+		} else {
+			p.a.Swz = swizzle{1, 1, 8}
+		}
+		if p.x3() && !p.staged {
 			p.alo = p.a
 			p.b.Off += p.a.bytes()
 			p.alo.Off = p.a.bytes()
@@ -267,6 +293,9 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		p.b.Swz = swizzle{1, 1, min(8, p.n/4)}
 	}
 	p.stageBytes = p.a.bytes() + p.b.bytes() + p.alo.bytes()
+	if p.staged {
+		p.stageBytes = p.b.Off + p.b.bytes()
+	}
 	if p.swapped {
 		p.stageBytes = (p.stageBytes + 1023) / 1024 * 1024 // each stage's A 1024-aligned
 	}
@@ -282,7 +311,7 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		p.btStride = (p.n*128 + 1023) / 1024 * 1024
 		extra = 1024 + 2*p.btStride // two K-major B, 1024-aligned
 	}
-	if p.bf16() && p.swapped {
+	if p.bf16() && p.swapped && !p.staged {
 		extra = 2 * p.abfBytes // the ring's end is 1024-aligned
 	}
 	p.stages = min(p.stages, (maxSmem(l.opt.Arch)-extra)/p.stageBytes)
@@ -293,7 +322,7 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		ring := p.stages * p.stageBytes
 		p.bt = smemTile{Off: (ring + 1023) / 1024 * 1024, Rows: p.n, Cols: p.k, Swz: swizzle{1, 1, 8}}
 	}
-	if p.bf16() && p.swapped {
+	if p.bf16() && p.swapped && !p.staged {
 		p.abf = smemTile{Off: p.stages * p.stageBytes, Rows: p.m, Cols: p.k / 2}
 	}
 	return p
@@ -317,7 +346,7 @@ func (l *lowerer) transposedOperands(p *pipe) {
 		return
 	}
 	for i, ld := range p.loads {
-		if p.swapped && (i == 0 || p.bf16()) {
+		if p.swapped && (i == 0 && !l.stagedFits(p) || i == 1 && p.bf16()) {
 			continue
 		}
 		inner, vw, contig := l.contigDim(ld)
@@ -325,12 +354,17 @@ func (l *lowerer) transposedOperands(p *pipe) {
 			continue
 		}
 		sh := ld.Type.Shape.Slice()
-		p.copy[i] = &Layout{B: l.intern(newBlocked([]int{sh[1], sh[0]}, l.opt.NumWarps, 4)), Src: []int{1, 0}}
+		cb := newBlocked([]int{sh[1], sh[0]}, l.opt.NumWarps, 4)
+		if i == 0 && p.swapped {
+			cb = stagedCopyBlocked(sh[1], sh[0], l.opt.NumWarps)
+		}
+		p.copy[i] = &Layout{B: l.intern(cb), Src: []int{1, 0}}
 		p.vw[i] = vw
 	}
 	if p.copy[0] != nil {
 		p.aT = true
 		p.a, _ = transposedATile(p.m, p.k)
+		p.staged = p.swapped
 	}
 	p.b.Off = p.a.bytes()
 	if p.copy[1] != nil {
@@ -338,6 +372,75 @@ func (l *lowerer) transposedOperands(p *pipe) {
 		p.b, _ = transposedBTile(p.n, p.k, p.swapped)
 		p.b.Off = p.a.bytes()
 	}
+}
+
+// stagedTiles lays out a stage of the staged swapped form (p.staged): at
+// its start (1024-aligned) the K-major tile the wgmmas read, ak (rows of m,
+// 128 bytes of k, the 128-byte swizzle; for 3xTF32 then alo, the low
+// parts, alike; for bf16 instead abf, rows of 64 bytes, the 64-byte
+// swizzle), then A's staging tile a, [k][m], then B.
+func (l *lowerer) stagedTiles(p *pipe) {
+	front := 0
+	if p.bf16() {
+		p.abf = smemTile{Rows: p.m, Cols: p.k / 2}
+		front = p.m * 2 * p.k
+	} else {
+		p.ak = smemTile{Rows: p.m, Cols: p.k, Swz: swizzle{1, 1, 8}}
+		front = p.ak.bytes()
+		if p.x3() {
+			p.alo = p.ak
+			p.alo.Off = front
+			front += p.alo.bytes()
+		}
+	}
+	// the staging tile: a quarter warp's 16-byte copies (and reads) are 4
+	// rows by 2 chunks (stagedCopyBlocked), chunk ^ 2·(row%4): 8 chunks
+	p.a = smemTile{Off: front, Rows: p.k, Cols: p.m, Swz: swizzle{1, 1, 1}}
+	if p.m >= 32 {
+		p.a.Swz = swizzle{1, 2, 8}
+	}
+	p.b.Off = p.a.Off + p.a.bytes()
+}
+
+// stagedCopyBlocked is the layout of the staged form's copies of Aᵀ's
+// [k][m] tile: 4 elements of m a lane, a warp 2 lanes along m by 16 along
+// k (32 bytes of each of 16 rows of memory: whole sectors), so that the
+// transposing stores into the K-major tile are conflict-free: for each
+// element e of the copies, a warp's 32 lanes write rows ≡ e mod 4 (two
+// swizzle phases) at 16 consecutive k (4 chunks, 4 words each): 32 banks.
+// With a warp's lanes along m (as the other transposed tiles are copied)
+// they would write 2 banks, 16-way conflicts. The staging tile's swizzle
+// (stagedTiles) keeps the 16-byte copies and their reads conflict-free.
+func stagedCopyBlocked(k, m, numWarps int) *Blocked {
+	b := &Blocked{Shape: []int{k, m}, SPT: []int{1, 4}, TPW: []int{16, 2}, WPC: []int{1, 1}}
+	warps := numWarps
+	for d := 0; d < 2 && warps > 1; d++ {
+		room := max(1, b.Shape[d]/(b.SPT[d]*b.TPW[d]))
+		w := min(warps, room&-room)
+		b.WPC[d] = w
+		warps /= w
+	}
+	b.WPC[0] *= warps
+	return b
+}
+
+// stagedFits reports whether the swapped loop p is asked to stage A
+// (meta-parameter wg_stage = 1) and three stages of the staged form fit in
+// shared memory (at 256×128 TF32 they take 240 KiB: such a loop keeps
+// the 4-byte copies into the K-major tile).
+func (l *lowerer) stagedFits(p *pipe) bool {
+	if l.k.Meta["wg_stage"] != 1 {
+		return false
+	}
+	kt := 4 * p.m * p.k // ak
+	switch {
+	case p.bf16():
+		kt /= 2
+	case p.x3():
+		kt *= 2
+	}
+	stage := (kt + 4*p.m*p.k + 4*p.k*p.n + 1023) / 1024 * 1024
+	return 3*stage <= maxSmem(l.opt.Arch)
 }
 
 // transposedATile is A's m×k operand tile stored [k][m], swizzled so that
@@ -432,7 +535,7 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	if p.wgmma {
 		l.needSmem(p.bt.Off + 2*p.btStride)
 	}
-	if p.abfBytes > 0 {
+	if p.abfBytes > 0 && !p.staged {
 		l.needSmem(p.abf.Off + 2*p.abfBytes)
 	}
 	if p.wgmma || p.swapped {
@@ -522,7 +625,7 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 			// skip_round = 1 leaves TF32's A to the tensor cores'
 			// conversion (ptxsim truncates): not the interpreter's
 			// rounding, only to measure what the pass costs
-			if p.x3() || p.bf16() || l.k.Meta["skip_round"] != 1 {
+			if p.x3() || p.bf16() || p.staged || l.k.Meta["skip_round"] != 1 {
 				if err := l.roundCopies(p, sc, u); err != nil {
 					return err
 				}
@@ -689,6 +792,10 @@ func (l *lowerer) addBlock(p *pipe, acc *lval, blk []string) {
 // and alo receives the low ones; for bf16 they go, rounded to bf16, into
 // the bf16 tile of unrolled iteration u.
 func (l *lowerer) roundCopies(p *pipe, stage string, u int) error {
+	if p.staged {
+		l.transposeCopies(p, stage)
+		return nil
+	}
 	w := &l.body
 	ld := p.loads[0]
 	lay := l.plan.access[ld.ID]
@@ -767,6 +874,92 @@ func (l *lowerer) roundCopies(p *pipe, stage string, u int) error {
 		}
 	}
 	return nil
+}
+
+// transposeCopies is roundCopies of the staged form: this thread's copies
+// of the stage's staging tile ([k][m], vw elements along m each, zero
+// fills included) are read back and written, element by element, into the
+// stage's K-major tile: rounded to TF32 into ak (3xTF32: high parts into
+// ak, low parts into alo), or rounded to bf16 into abf. A copy's elements
+// m0..m0+vw-1 (m0 a multiple of vw) share k, and their rows' swizzle
+// phases are m0's with the low bits flipped by e: (m0+e)%8 = m0%8 ^ e for
+// the 128-byte swizzle, ((m0+e)/2)%4 = (m0/2)%4 ^ e/2 for the 64-byte one.
+func (l *lowerer) transposeCopies(p *pipe, stage string) {
+	w := &l.body
+	ld := p.loads[0]
+	lay := l.plan.access[ld.ID]
+	vw := p.vw[0]
+	slots := lay.B.slots()
+	classes := l.classesOf(lay)
+	for ci := 0; ci < len(classes); ci += vw {
+		first := classes[ci][0]
+		own, never := l.owner(lay, slots[first])
+		if never {
+			continue
+		}
+		g := guardOf(own)
+		a := l.reg("r")
+		emit(w, "add.s32 %s, %s, %s", a, stage, l.tileSlot(p.a, lay, slots[first], true))
+		regs := make([]string, vw)
+		for j := range regs {
+			regs[j] = l.reg("r")
+		}
+		emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(vw), vecOperand(regs), a)
+		// the K-major tile's row m0, column k: base (without the chunk)
+		// and the chunk of row m0, kq
+		mc, kc := l.valueCoord(lay, slots[first], 0), l.valueCoord(lay, slots[first], 1)
+		t, rowBytes, kPerChunk, phShift, phMask, elem := p.ak, 128, 4, 0, 7, 4
+		if p.bf16() {
+			t, rowBytes, kPerChunk, phShift, phMask, elem = p.abf, 64, 8, 1, 3, 2
+		}
+		key := fmt.Sprintf("stg|%v|%s|%s", t, mc, kc)
+		base := l.geo(key+"|base", func(w *strings.Builder) string {
+			row, col := regOrZero(w, l, mc), regOrZero(w, l, kc)
+			in, r := l.reg("r"), l.reg("r")
+			emit(w, "and.b32 %s, %s, %d", in, col, kPerChunk-1)
+			emit(w, "mad.lo.s32 %s, %s, %d, %s", r, row, rowBytes, l.smemAddr())
+			emit(w, "mad.lo.s32 %s, %s, %d, %s", r, in, elem, r)
+			if t.Off != 0 {
+				emit(w, "add.s32 %s, %s, %d", r, r, t.Off)
+			}
+			return r
+		})
+		kq := l.geo(key+"|kq", func(w *strings.Builder) string {
+			row, col := regOrZero(w, l, mc), regOrZero(w, l, kc)
+			ph, r := l.reg("r"), l.reg("r")
+			emit(w, "shr.u32 %s, %s, %d", ph, row, phShift)
+			emit(w, "and.b32 %s, %s, %d", ph, ph, phMask)
+			emit(w, "shr.u32 %s, %s, %d", r, col, log2(kPerChunk))
+			emit(w, "xor.b32 %s, %s, %s", r, r, ph)
+			return r
+		})
+		b := l.reg("r")
+		emit(w, "add.s32 %s, %s, %s", b, base, stage)
+		for e, x := range regs {
+			ch, addr := kq, l.reg("r")
+			if f := e >> phShift; f != 0 {
+				ch = l.reg("r")
+				emit(w, "xor.b32 %s, %s, %d", ch, kq, f)
+			}
+			emit(w, "mad.lo.s32 %s, %s, 16, %s", addr, ch, b)
+			switch {
+			case p.bf16():
+				h := l.reg("h")
+				emit(w, "%scvt.rn.bf16.f32 %s, %s", g, h, x)
+				emit(w, "%sst.shared.b16 [%s+%d], %s", g, addr, e*rowBytes, h)
+			case p.x3():
+				hi, lo := l.reg("r"), l.reg("r")
+				emit(w, "%scvt.rna.tf32.f32 %s, %s", g, hi, x)
+				emit(w, "%ssub.f32 %s, %s, %s", g, lo, x, hi)
+				emit(w, "%scvt.rna.tf32.f32 %s, %s", g, lo, lo)
+				emit(w, "%sst.shared.b32 [%s+%d], %s", g, addr, e*rowBytes, hi)
+				emit(w, "%sst.shared.b32 [%s+%d], %s", g, addr, e*rowBytes+p.alo.Off-p.ak.Off, lo)
+			default:
+				emit(w, "%scvt.rna.tf32.f32 %s, %s", g, x, x)
+				emit(w, "%sst.shared.b32 [%s+%d], %s", g, addr, e*rowBytes, x)
+			}
+		}
+	}
 }
 
 func maskReg(args []*lval, slot int) string {

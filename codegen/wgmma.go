@@ -233,7 +233,11 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 	}
 	// wgmma's B: the stage's A tile, K-major with the 128-byte swizzle; the
 	// descriptor's start moves by the stage's offset, then 32 bytes a k step
-	desc := l.wgmmaDescriptor("wgs", p.a, wgmmaDesc)
+	at := p.a
+	if p.staged {
+		at = p.ak
+	}
+	desc := l.wgmmaDescriptor("wgs", at, wgmmaDesc)
 	scaleD := l.wgmmaScaleD()
 	dregs := blk
 	if dregs == nil {
@@ -262,7 +266,7 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 			continue
 		}
 		dlo := l.reg("rd")
-		emit(w, "add.s64 %s, %s, %d", dlo, di, (p.alo.Off-p.a.Off)>>4)
+		emit(w, "add.s64 %s, %s, %d", dlo, di, (p.alo.Off-at.Off)>>4)
 		first := scaleD
 		if i == 0 {
 			first = l.geo("wg|zero_d", func(w *strings.Builder) string {
@@ -342,6 +346,14 @@ func (l *lowerer) wgmmaSwappedBF16(p *pipe, stage string, acc *lval, u int) {
 		dregs = append(dregs, c[:]...)
 	}
 	d := "{" + strings.Join(dregs, ", ") + "}"
+	if p.staged {
+		// the bf16 tile is the stage's: the descriptor moves by the stage
+		sel, cur := l.reg("r"), l.reg("rd")
+		emit(w, "shr.u32 %s, %s, 4", sel, stage)
+		emit(w, "cvt.u64.u32 %s, %s", cur, sel)
+		emit(w, "add.s64 %s, %s, %s", cur, cur, desc)
+		desc, u = cur, 0
+	}
 	emit(w, "wgmma.fence.sync.aligned")
 	for i, a := range frags {
 		// this iteration's tile, then 32 bytes (16 k) a step, in 16-byte units

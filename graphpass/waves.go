@@ -1,6 +1,7 @@
 package graphpass
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -51,14 +52,18 @@ import (
 // per-step overhead in elements of area).
 type tcForm struct {
 	wgmma int
+	stage bool // wg_stage = 1: Aᵀ staged and transposed by its copying threads
 	c     float64
 	a     int
 }
 
 var (
-	formSwapped  = tcForm{wgmma: 2, c: 8.52e-13, a: 8192}
-	formWGMMA    = tcForm{wgmma: 1, c: 9.49e-13, a: 8192}
-	formMMASync  = tcForm{wgmma: 0, c: 1.616e-12, a: 1024}
+	formSwapped = tcForm{wgmma: 2, c: 8.52e-13, a: 8192}
+	formWGMMA   = tcForm{wgmma: 1, c: 9.49e-13, a: 8192}
+	formMMASync = tcForm{wgmma: 0, c: 1.616e-12, a: 1024}
+	// the swapped form with Aᵀ staged (wg_stage = 1): not measured yet,
+	// estimated as the swapped form; only a candidate (stagedCandidates)
+	formStaged   = tcForm{wgmma: 2, stage: true, c: 8.52e-13, a: 8192}
 	splitBytesPS = 2e12 // the split's reduction, bytes a second
 )
 
@@ -75,6 +80,9 @@ func (c tcTiling) meta() tile.Meta {
 	m := tile.Meta{"BLOCK_M": c.bm, "BLOCK_N": c.bn, "BLOCK_K": 32, "num_warps": c.warps, "num_stages": c.stages}
 	if c.form.wgmma != 0 {
 		m["wgmma"] = c.form.wgmma
+	}
+	if c.form.stage {
+		m["wg_stage"] = 1
 	}
 	if c.split > 1 {
 		m["SPLIT_K"] = c.split
@@ -106,6 +114,13 @@ func waveModelApplies(t Target, prec tile.Precision, s waveShape) bool {
 // waveTilings lists every tiling the model weighs for s on t at prec,
 // with its estimate, in the model's order of preference on a tie.
 func waveTilings(t Target, prec tile.Precision, s waveShape) []tcTiling {
+	return tilings(t, prec, s, false)
+}
+
+// tilings lists the model's tilings for s (staged false), or only those of
+// the staged swapped form for Aᵀ (staged true: the candidates that are
+// not the model's choices until measured).
+func tilings(t Target, prec tile.Precision, s waveShape, staged bool) []tcTiling {
 	const bk = 32
 	bf16 := prec == tile.PrecBF16
 	var out []tcTiling
@@ -129,6 +144,25 @@ func waveTilings(t Target, prec tile.Precision, s waveShape) []tcTiling {
 			}
 			out = append(out, tcTiling{form: f, bm: bm, bn: bn, warps: warps, split: split, stages: stages, est: est})
 		}
+	}
+	if staged {
+		// Aᵀ copied 16 bytes wide into a [k][m] staging tile, transposed
+		// into the K-major tile by its threads, both in each stage (bf16:
+		// the K-major tile in bf16); at least 3 stages: 256×128 fits only
+		// at bf16
+		if s.transA && !(bf16 && s.transB) {
+			for _, bm := range []int{256, 192, 128, 64} {
+				kt := 4 * bm * bk
+				if bf16 {
+					kt /= 2
+				}
+				stage := (kt + 4*bk*(bm+128) + 1023) / 1024 * 1024
+				if st := min(4, t.SharedMemory/stage); st >= 3 {
+					add(formStaged, bm, 128, 8, st)
+				}
+			}
+		}
+		return out
 	}
 	// the swapped wgmma: 4 stages where they fit (bf16's two tiles of A
 	// beside them), at least 3
@@ -227,6 +261,34 @@ func waveCandidates(t Target, prec tile.Precision, s waveShape) []tile.Meta {
 			return 1
 		}
 		return 0
+	})
+	var out []tile.Meta
+	splits := 0
+	for _, c := range all {
+		if c.split > 1 {
+			if splits == maxWaveSplits {
+				break
+			}
+			splits++
+		}
+		out = append(out, c.meta())
+	}
+	return append(out, stagedCandidates(t, prec, s)...)
+}
+
+// stagedCandidates are the staged swapped form's tilings for Aᵀ (every
+// unsplit one, then the maxWaveSplits cheapest splits), candidates for the
+// autotuner only: the model does not weigh them until they are measured.
+func stagedCandidates(t Target, prec tile.Precision, s waveShape) []tile.Meta {
+	all := tilings(t, prec, s, true)
+	slices.SortStableFunc(all, func(a, b tcTiling) int {
+		if a.split > 1 != (b.split > 1) {
+			if a.split > 1 {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(a.est, b.est)
 	})
 	var out []tile.Meta
 	splits := 0

@@ -125,7 +125,13 @@ func TestWaveCandidates(t *testing.T) {
 			"{BLOCK_K = 32, BLOCK_M = 128, BLOCK_N = 128, num_stages = 3, num_warps = 8}"}},
 		{"TN 768×768×4096", 768, 4096, 768, true, []string{
 			"{BLOCK_K = 32, BLOCK_M = 128, BLOCK_N = 128, num_stages = 3, num_warps = 8}",
-			"{BLOCK_K = 32, BLOCK_M = 64, BLOCK_N = 128, num_stages = 3, num_warps = 4}"}},
+			"{BLOCK_K = 32, BLOCK_M = 64, BLOCK_N = 128, num_stages = 3, num_warps = 4}",
+			// the staged swapped form for Aᵀ (wg_stage = 1): candidates only
+			"{BLOCK_K = 32, BLOCK_M = 192, BLOCK_N = 128, num_stages = 3, num_warps = 8, wg_stage = 1, wgmma = 2}",
+			"{BLOCK_K = 32, BLOCK_M = 128, BLOCK_N = 128, num_stages = 4, num_warps = 8, wg_stage = 1, wgmma = 2}",
+			"{BLOCK_K = 32, BLOCK_M = 64, BLOCK_N = 128, num_stages = 4, num_warps = 8, wg_stage = 1, wgmma = 2}"}},
+		{"TN 768×3072×4096", 768, 4096, 3072, true, []string{
+			"{BLOCK_K = 32, BLOCK_M = 128, BLOCK_N = 128, num_stages = 4, num_warps = 8, wg_stage = 1, wgmma = 2}"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -159,6 +165,15 @@ func TestWaveCandidates(t *testing.T) {
 			for _, w := range c.want {
 				if !seen[w] {
 					t.Errorf("no candidate %s among %v", w, cands)
+				}
+			}
+			// the default never stages; only Aᵀ products are offered it
+			if defaultMeta(groups[0], H200, tile.PrecTF32)["wg_stage"] != 0 {
+				t.Errorf("the default stages Aᵀ")
+			}
+			for _, m := range cands {
+				if m["wg_stage"] != 0 && (!c.ta || m["wgmma"] != 2) {
+					t.Errorf("candidate %v stages a product that is not Aᵀ·B in the swapped form", m)
 				}
 			}
 		})

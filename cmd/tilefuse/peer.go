@@ -120,9 +120,6 @@ func buildPeer(c peerCase, t graphpass.Target, prec tile.Precision, tune tile.Me
 	var x, w, y *G.Node
 	var host map[*G.Node][]float32
 	if c.ta || c.tb {
-		if c.gelu {
-			return nil, fmt.Errorf("peer %s: a transposed product with gelu is not a case", c.name)
-		}
 		xs, xd := []int{1, c.m, c.k}, p.x
 		if c.ta {
 			xs, xd = []int{1, c.k, c.m}, transposed(p.x, c.m, c.k)
@@ -145,7 +142,11 @@ func buildPeer(c peerCase, t graphpass.Target, prec tile.Precision, tune tile.Me
 		p.b = fill(c.n, 1)
 		b := G.NewVector(g, tensor.Float32, G.WithShape(c.n), G.WithName("b"))
 		host[b] = p.b
-		s := G.Must(G.BroadcastAdd(y, b, nil, []byte{0}))
+		pat := []byte{0}
+		if c.ta || c.tb { // y is [1][m][n]
+			pat = []byte{0, 1}
+		}
+		s := G.Must(G.BroadcastAdd(y, b, nil, pat))
 		cube := G.Must(G.HadamardProd(G.Must(G.HadamardProd(s, s)), s))
 		inner := G.Must(G.Mul(G.Must(G.Add(s, G.Must(G.Mul(cube, G.NewConstant(float32(0.044715)))))), G.NewConstant(float32(math.Sqrt(2/math.Pi)))))
 		G.Must(G.Mul(G.Must(G.HadamardProd(s, G.Must(G.Add(G.Must(G.Tanh(inner)), G.NewConstant(float32(1)))))), G.NewConstant(float32(0.5))))

@@ -92,6 +92,19 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 0, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
 		{peerCase{name: "matmul 130x70x200 swapped 64x128", m: 130, k: 70, n: 200}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		// Aᵀ·B in the swapped form with A staged (wg_stage = 1): copied
+		// along m, 16 bytes wide where m's stride allows (8 at 130, 4 at
+		// 131), and transposed by the copying threads into the K-major tile
+		{peerCase{name: "Aᵀ·B 196x100x136 swapped staged 128x128", m: 196, k: 100, n: 136, ta: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "wg_stage": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+		{peerCase{name: "Aᵀ·B gelu 130x70x90 swapped staged 64x64", m: 130, k: 70, n: 90, ta: true, gelu: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "wg_stage": 1, "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, false},
+		{peerCase{name: "Aᵀ·B 131x200x70 swapped staged 192x128 split 3", m: 131, k: 200, n: 70, ta: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "wg_stage": 1, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "SPLIT_K": 3}, false},
+		{peerCase{name: "Aᵀ·B gelu 300x96x200 swapped staged bf16 256x128", m: 300, k: 96, n: 200, ta: true, gelu: true}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "wg_stage": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, true},
+		{peerCase{name: "Aᵀ·B 130x100x150 swapped staged 3xTF32 64x128", m: 130, k: 100, n: 150, ta: true}, tile.PrecTF32x3,
+			tile.Meta{"wgmma": 2, "wg_stage": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
 			p, err := buildPeer(c.pc, graphpass.H200, c.prec, c.tune)
@@ -117,6 +130,19 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			if c.wide {
 				require.False(t, strings.Contains(sim.Last.PTX, "], 4, %r"), "a 4-byte copy")
 				require.False(t, strings.Contains(sim.Last.PTX, "], 8, %r"), "an 8-byte copy")
+			}
+			if c.tune["wg_stage"] == 1 {
+				// Aᵀ staged: no 4-byte copy where m's stride is even (A's
+				// copies into the K-major tile were 4 bytes wide), and the
+				// stores that transpose them
+				if c.pc.m%2 == 0 && c.pc.n%2 == 0 {
+					require.False(t, strings.Contains(sim.Last.PTX, "], 4, %r"), "a 4-byte copy")
+				}
+				st := "st.shared.b32"
+				if c.prec == tile.PrecBF16 {
+					st = "st.shared.b16"
+				}
+				require.True(t, strings.Contains(sim.Last.PTX, st), "no %s", st)
 			}
 			maxRel, normRel, bad := p.check(c.pc, p.args[len(p.args)-1], peerTol(c.prec))
 			require.Zero(t, bad, "max %.2g norm %.2g", maxRel, normRel)
