@@ -569,3 +569,66 @@ func TestTransposedTilesConflictFree(t *testing.T) {
 		}
 	}
 }
+
+// TestStagedCopiesConflictFree: the staged swapped form's copies of Aᵀ
+// (stagedCopyBlocked) write the K-major tile (128-byte swizzle), one
+// element of each copy at a time, without bank conflicts, and their
+// 16-byte copies into the staging tile and reads back (a quarter warp at a
+// time) too; with a warp's lanes along m (newBlocked, as the other
+// transposed operands are copied) the transposing stores conflict 16-way.
+func TestStagedCopiesConflictFree(t *testing.T) {
+	const k = 32
+	for _, c := range []struct{ m, warps int }{{64, 8}, {128, 8}, {192, 8}, {256, 8}, {64, 4}} {
+		t.Run(fmt.Sprintf("%dx%d %d warps", c.m, k, c.warps), func(t *testing.T) {
+			ak := smemTile{Rows: c.m, Cols: k, Swz: swizzle{1, 1, 8}}
+			stg := smemTile{Rows: k, Cols: c.m, Swz: swizzle{1, 2, 8}}
+			// the copies' (k, m0) of each lane of warp w at slot offsets (rk, rm)
+			lanes := func(b *Blocked, w, rk, rm int) [32][2]int {
+				var out [32][2]int
+				for lane := range out {
+					for d := range 2 {
+						l := (lane >> b.laneShift(d)) & (b.TPW[d] - 1)
+						wp := (w >> b.warpShift(d)) & (b.WPC[d] - 1)
+						off := []int{rk, rm}[d]
+						out[lane][d] = (wp*b.warpTile(d) + l*b.SPT[d] + off) % b.Shape[d]
+					}
+				}
+				return out
+			}
+			worst := func(b *Blocked) (stores, copies int) {
+				for w := range c.warps {
+					for rk := 0; rk < k; rk += b.tile(0) {
+						for rm := 0; rm < c.m; rm += b.tile(1) {
+							ls := lanes(b, w, rk, rm)
+							for e := range 4 {
+								var g []access
+								for _, x := range ls {
+									g = append(g, access{x[1] + e, x[0], 1})
+								}
+								stores = max(stores, ak.conflicts(g))
+							}
+							for q := 0; q < 32; q += 8 {
+								var g []access
+								for _, x := range ls[q : q+8] {
+									g = append(g, access{x[0], x[1], 4})
+								}
+								copies = max(copies, stg.conflicts(g))
+							}
+						}
+					}
+				}
+				return stores, copies
+			}
+			b := stagedCopyBlocked(k, c.m, c.warps)
+			if err := b.tilesExactly(); err != nil {
+				t.Fatal(err)
+			}
+			if s, cp := worst(b); s != 0 || cp != 0 {
+				t.Errorf("%s: %d-way conflicts storing into the K-major tile, %d-way copying", b.key(), s+1, cp+1)
+			}
+			if s, _ := worst(newBlocked([]int{k, c.m}, c.warps, 4)); s == 0 {
+				t.Errorf("lanes along m store without conflicts: the test checks nothing")
+			}
+		})
+	}
+}
