@@ -2,11 +2,15 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tilefuse/tilefuse/codegen"
 	"github.com/tilefuse/tilefuse/codegen/ptxsim"
 	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
@@ -143,6 +147,17 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 					st = "st.shared.b16"
 				}
 				require.True(t, strings.Contains(sim.Last.PTX, st), "no %s", st)
+				require.True(t, strings.Contains(sim.Last.PTX, ".version 8.0") && strings.Contains(sim.Last.PTX, ".target sm_90a"), "not PTX 8.0 for sm_90a")
+				// on sm_80 the kernel keeps mma.sync, which ptxas assembles
+				ck, err := codegen.Compile(p.k.Tile, codegen.Options{Arch: 80, NumWarps: c.tune["num_warps"], Spec: ptxsim.Spec(p.k.Tile, args)})
+				require.NoError(t, err)
+				require.True(t, strings.Contains(ck.PTX, "mma.sync") && !strings.Contains(ck.PTX, "wgmma"), "sm_80: not mma.sync")
+				if ptxas, err := exec.LookPath("ptxas"); err == nil {
+					file := filepath.Join(t.TempDir(), "k.ptx")
+					require.NoError(t, os.WriteFile(file, []byte(ck.PTX), 0o644))
+					out, err := exec.Command(ptxas, "-arch=sm_80", "-o", os.DevNull, file).CombinedOutput()
+					require.NoError(t, err, "ptxas: %s", out)
+				}
 			}
 			maxRel, normRel, bad := p.check(c.pc, p.args[len(p.args)-1], peerTol(c.prec))
 			require.Zero(t, bad, "max %.2g norm %.2g", maxRel, normRel)
