@@ -98,8 +98,17 @@ const wgmmaDesc64 uint64 = 1<<16 | (512>>4)<<32 | 2<<62
 
 // ahead is how many iterations' copies are in flight before the first
 // iteration runs.
+//
+// The swapped form issues stages-2 ahead: cp.async rewrites a stage's A,
+// which the wgmmas read, only after every warp retired them. Staged, the
+// copies land in the staging tile and B, which are read synchronously (by
+// the transposing pass and the fragment loads) before the iteration's
+// barrier returns, so stages-1 ahead; the stage's K-major tile is
+// rewritten by the transposing pass of iteration i+stages, after the
+// barrier of iteration i+stages-1, which every warp passes after retiring
+// iteration i's wgmmas (wait_group 1 in iteration i+1) when stages ≥ 3.
 func (p *pipe) ahead() int {
-	if p.swapped {
+	if p.swapped && !p.staged {
 		return p.stages - 2
 	}
 	return p.stages - 1
