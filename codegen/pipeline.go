@@ -345,7 +345,9 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 // of row n+g (columns k+t, k+t+4), in the swapped wgmma form by ldmatrix.x4
 // (it is wgmma's A there, as A is mma.sync's). Not for the transposing
 // wgmma form, nor A in the swapped form (wgmma reads it K-major from
-// shared memory), nor bf16's B in the swapped form (read in pairs of k).
+// shared memory) unless it is staged (wg_stage = 1, stagedFits: copied
+// in stagedCopyBlocked's layout into a [k][m] staging tile, transposed by
+// transposeCopies), nor bf16's B in the swapped form (read in pairs of k).
 //
 // The meta-parameter naive_copy = 1 keeps the old form (the tiles [m][k]
 // and [k][n] whatever the memory order, 4-byte copies of a transposed

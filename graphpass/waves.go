@@ -41,7 +41,10 @@ import (
 // would be 4 bytes wide is not a choice: A stored transposed (Aᵀ·B, the
 // weight gradients) in either wgmma form (wgmma reads it K-major from
 // shared memory, a tf32 operand only K-major), B stored transposed in the
-// transposing form and in bf16's swapped form; those run on mma.sync.
+// transposing form and in bf16's swapped form; those run on mma.sync. Aᵀ
+// products get the swapped form with Aᵀ staged (wg_stage = 1: 16-byte
+// copies transposed by their threads) as autotune candidates only
+// (stagedCandidates), until it is measured.
 // BLOCK_M = 192 (a block dimension three times a power of two) fills the
 // H200's 132 SMs with 4096×768 (22×6 tiles); BLOCK_N = 192 would take 12
 // warps in the swapped form, which codegen does not (num_warps is a power
