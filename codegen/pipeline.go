@@ -57,10 +57,15 @@ type pipe struct {
 	// accumulator of their own (two, for the two unrolled iterations),
 	// which is added to the accumulator in f32 once its wgmmas are retired
 	alo smemTile
-	// abf (swapped bf16): two K-major tiles of A's elements rounded to
-	// bf16 (rows of 64 bytes, wgmma's 64-byte swizzle), after the ring, one
-	// for each unrolled iteration: the copying thread converts its copies
-	// of the stage into the iteration's tile, from which the wgmmas read
+	// abf (swapped bf16): the K-major tile of A's elements rounded to
+	// bf16 (rows of 64 bytes, wgmma's 64-byte swizzle) at the start of each
+	// stage: the copying thread converts its copies of the stage into it,
+	// and the wgmmas read it. (Two such tiles after the ring, one for each
+	// unrolled iteration, were rewritten while another warpgroup's wgmmas
+	// of two iterations before could still read them: the simulator's
+	// check of writes to shared memory that wgmmas in flight read.) In the
+	// stage, the ring's argument covers it, and since the copies land only
+	// where synchronous reads go, they are issued stages-1 ahead (ahead)
 	abf      smemTile
 	abfBytes int // one tile
 	// aT, bT: an operand stored transposed in memory (Aᵀ: m contiguous;
@@ -100,15 +105,16 @@ const wgmmaDesc64 uint64 = 1<<16 | (512>>4)<<32 | 2<<62
 // iteration runs.
 //
 // The swapped form issues stages-2 ahead: cp.async rewrites a stage's A,
-// which the wgmmas read, only after every warp retired them. Staged, the
-// copies land in the staging tile and B, which are read synchronously (by
-// the transposing pass and the fragment loads) before the iteration's
-// barrier returns, so stages-1 ahead; the stage's K-major tile is
+// which the wgmmas read, only after every warp retired them. Staged, and
+// at bf16, the copies land in tiles (staging, A's f32 tile, B) that are
+// read synchronously (by the transposing or converting pass and the
+// fragment loads) before the iteration's barrier returns, so stages-1
+// ahead; the stage's K-major tile (ak, abf) is
 // rewritten by the transposing pass of iteration i+stages, after the
 // barrier of iteration i+stages-1, which every warp passes after retiring
 // iteration i's wgmmas (wait_group 1 in iteration i+1) when stages ≥ 3.
 func (p *pipe) ahead() int {
-	if p.swapped && !p.staged {
+	if p.swapped && !p.staged && !p.bf16() {
 		return p.stages - 2
 	}
 	return p.stages - 1
@@ -131,10 +137,7 @@ func (p *pipe) String() string {
 			x3 = fmt.Sprintf(", 3 a k step, low parts of A %v, each iteration summed in a block accumulator", p.alo)
 		}
 		if p.bf16() {
-			x3, k = fmt.Sprintf(", converted into two [%d][%d]bf16 tiles at +%d, 64-byte swizzle", p.m, p.k, p.abf.Off), 16
-			if p.staged {
-				x3 = fmt.Sprintf(", converted into the stage's [%d][%d]bf16 tile at +%d, 64-byte swizzle", p.m, p.k, p.abf.Off)
-			}
+			x3, k = fmt.Sprintf(", converted into the stage's [%d][%d]bf16 tile at +%d, 64-byte swizzle", p.m, p.k, p.abf.Off), 16
 		}
 		if p.staged {
 			x3 += fmt.Sprintf(", Aᵀ copied %d wide into [k][m] and transposed by its threads", p.vw[0])
@@ -294,6 +297,12 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 			}
 			p.b.Swz = chooseSwizzle(p.b, gb, 8)
 			p.abfBytes = p.m * 2 * p.k
+			if !p.staged {
+				// the bf16 tile first in the stage, then A's f32 tile
+				p.abf = smemTile{Rows: p.m, Cols: p.k / 2}
+				p.a.Off += p.abfBytes
+				p.b.Off += p.abfBytes
+			}
 		}
 	}
 	if p.wgmma {
@@ -302,11 +311,9 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		p.b.Swz = swizzle{1, 1, min(8, p.n/4)}
 	}
 	p.stageBytes = p.a.bytes() + p.b.bytes() + p.alo.bytes()
-	if p.staged {
-		p.stageBytes = p.b.Off + p.b.bytes()
-	}
 	if p.swapped {
-		p.stageBytes = (p.stageBytes + 1023) / 1024 * 1024 // each stage's A 1024-aligned
+		p.stageBytes = p.b.Off + p.b.bytes()               // B last
+		p.stageBytes = (p.stageBytes + 1023) / 1024 * 1024 // each stage's wgmma tile 1024-aligned
 	}
 	p.stages = 3
 	if s, ok := l.k.Meta["num_stages"]; ok {
@@ -320,9 +327,6 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		p.btStride = (p.n*128 + 1023) / 1024 * 1024
 		extra = 1024 + 2*p.btStride // two K-major B, 1024-aligned
 	}
-	if p.bf16() && p.swapped && !p.staged {
-		extra = 2 * p.abfBytes // the ring's end is 1024-aligned
-	}
 	p.stages = min(p.stages, (maxSmem(l.opt.Arch)-extra)/p.stageBytes)
 	if p.stages < 2 || p.ahead() < 1 {
 		return nil
@@ -330,9 +334,6 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	if p.wgmma {
 		ring := p.stages * p.stageBytes
 		p.bt = smemTile{Off: (ring + 1023) / 1024 * 1024, Rows: p.n, Cols: p.k, Swz: swizzle{1, 1, 8}}
-	}
-	if p.bf16() && p.swapped && !p.staged {
-		p.abf = smemTile{Off: p.stages * p.stageBytes, Rows: p.m, Cols: p.k / 2}
 	}
 	return p
 }
@@ -546,9 +547,6 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	if p.wgmma {
 		l.needSmem(p.bt.Off + 2*p.btStride)
 	}
-	if p.abfBytes > 0 && !p.staged {
-		l.needSmem(p.abf.Off + 2*p.abfBytes)
-	}
 	if p.wgmma || p.swapped {
 		l.scratchAlign = 1024
 		l.wgmma = true
@@ -637,7 +635,7 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 			// conversion (ptxsim truncates): not the interpreter's
 			// rounding, only to measure what the pass costs
 			if p.x3() || p.bf16() || p.staged || l.k.Meta["skip_round"] != 1 {
-				if err := l.roundCopies(p, sc, u); err != nil {
+				if err := l.roundCopies(p, sc); err != nil {
 					return err
 				}
 			}
@@ -649,7 +647,7 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		}
 		switch {
 		case p.swapped:
-			l.wgmmaSwappedStep(p, sc, carried[p.accIdx], blk[u], u)
+			l.wgmmaSwappedStep(p, sc, carried[p.accIdx], blk[u])
 			if blk[0] != nil {
 				l.addBlock(p, carried[p.accIdx], blk[1-u])
 			}
@@ -801,8 +799,8 @@ func (l *lowerer) addBlock(p *pipe, acc *lval, blk []string) {
 // wgmma's shared-memory operand as it is, and the interpreter rounds
 // operands to nearest (cvt.rna). For 3xTF32 the tile keeps the high parts
 // and alo receives the low ones; for bf16 they go, rounded to bf16, into
-// the bf16 tile of unrolled iteration u.
-func (l *lowerer) roundCopies(p *pipe, stage string, u int) error {
+// the stage's bf16 tile.
+func (l *lowerer) roundCopies(p *pipe, stage string) error {
 	if p.staged {
 		l.transposeCopies(p, stage)
 		return nil
@@ -848,12 +846,15 @@ func (l *lowerer) roundCopies(p *pipe, stage string, u int) error {
 				emit(w, "add.s32 %s, %s, %d", r, r, p.abf.Off)
 				return r
 			})
-			off := u * p.abfBytes
+			// the stage's bf16 tile
+			bs := l.reg("r")
+			emit(w, "add.s32 %s, %s, %s", bs, b, stage)
+			b = bs
 			switch vw {
 			case 1:
 				h := l.reg("h")
 				emit(w, "%scvt.rn.bf16.f32 %s, %s", g, h, regs[0])
-				emit(w, "%sst.shared.b16 [%s+%d], %s", g, b, off, h)
+				emit(w, "%sst.shared.b16 [%s], %s", g, b, h)
 			default:
 				var packed []string
 				for j := 0; j < vw; j += 2 {
@@ -861,7 +862,7 @@ func (l *lowerer) roundCopies(p *pipe, stage string, u int) error {
 					emit(w, "%scvt.rn.bf16x2.f32 %s, %s, %s", g, r, regs[j+1], regs[j])
 					packed = append(packed, r)
 				}
-				emit(w, "%sst.shared%s.b32 [%s+%d], %s", g, vecSuffix(len(packed)), b, off, vecOperand(packed))
+				emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(len(packed)), b, vecOperand(packed))
 			}
 			continue
 		}

@@ -174,11 +174,11 @@ func (l *lowerer) rowBase(p *pipe, lane, stage string) string {
 // the high parts) into the block accumulator blk, starting from zero.
 //
 // bf16 runs m64nMk16: the fragment's pairs (k+2t, k+2t+1) of B packed and
-// rounded by cvt.rn.bf16x2, wgmma's B the bf16 tile of unrolled iteration
-// u (64-byte swizzle).
-func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []string, u int) {
+// rounded by cvt.rn.bf16x2, wgmma's B the stage's bf16 tile (64-byte
+// swizzle).
+func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []string) {
 	if p.bf16() {
-		l.wgmmaSwappedBF16(p, stage, acc, u)
+		l.wgmmaSwappedBF16(p, stage, acc)
 		return
 	}
 	w := &l.body
@@ -284,7 +284,7 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 }
 
 // wgmmaSwappedBF16 is wgmmaSwappedStep for bf16.
-func (l *lowerer) wgmmaSwappedBF16(p *pipe, stage string, acc *lval, u int) {
+func (l *lowerer) wgmmaSwappedBF16(p *pipe, stage string, acc *lval) {
 	w := &l.body
 	lane := l.laneID()
 	// rows 2t and 2t+1 of B, each with a base of its own (their phases differ)
@@ -346,19 +346,16 @@ func (l *lowerer) wgmmaSwappedBF16(p *pipe, stage string, acc *lval, u int) {
 		dregs = append(dregs, c[:]...)
 	}
 	d := "{" + strings.Join(dregs, ", ") + "}"
-	if p.staged {
-		// the bf16 tile is the stage's: the descriptor moves by the stage
-		sel, cur := l.reg("r"), l.reg("rd")
-		emit(w, "shr.u32 %s, %s, 4", sel, stage)
-		emit(w, "cvt.u64.u32 %s, %s", cur, sel)
-		emit(w, "add.s64 %s, %s, %s", cur, cur, desc)
-		desc, u = cur, 0
-	}
+	// the bf16 tile is the stage's: the descriptor moves by the stage
+	sel, cur := l.reg("r"), l.reg("rd")
+	emit(w, "shr.u32 %s, %s, 4", sel, stage)
+	emit(w, "cvt.u64.u32 %s, %s", cur, sel)
+	emit(w, "add.s64 %s, %s, %s", cur, cur, desc)
 	emit(w, "wgmma.fence.sync.aligned")
 	for i, a := range frags {
-		// this iteration's tile, then 32 bytes (16 k) a step, in 16-byte units
+		// 32 bytes (16 k) a step, in 16-byte units
 		di := l.reg("rd")
-		emit(w, "add.s64 %s, %s, %d", di, desc, (u*p.abfBytes+32*i)>>4)
+		emit(w, "add.s64 %s, %s, %d", di, cur, (32*i)>>4)
 		emit(w, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16 %s, {%s, %s, %s, %s}, %s, %s, 1, 1, 0", p.m, d, a[0], a[1], a[2], a[3], di, scaleD)
 	}
 	emit(w, "wgmma.commit_group.sync.aligned")

@@ -328,8 +328,9 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 		// transposing form (wgmma = 1), two K-major B tiles of 32 KiB
 		// beside the stages
 		// (bf16 likewise, its A converted by the copying threads into a
-		// bf16 tile of 32 KiB beside the stages: 311.6 TFLOP/s at 4096³
-		// against mma.sync's 193.3, round 1 of 2026-12-01 in bench/RESULTS.md)
+		// bf16 tile: 311.6 TFLOP/s at 4096³ against mma.sync's 193.3, round
+		// 1 of 2026-12-01 in bench/RESULTS.md, with two such tiles beside 4
+		// stages; now one in each stage, and codegen fits 3 of 64 KiB)
 		swapped := prec == tile.PrecTF32 && t.SharedMemory >= 4*4*bk*(256+128) ||
 			prec == tile.PrecBF16 && t.SharedMemory >= 4*4*bk*(256+128)+2*2*256*bk
 		if swapped && bm == 128 && m >= 256 && n >= 128 && batch*tile.CDiv(m, 256)*tile.CDiv(n, 128) >= wave {

@@ -167,17 +167,17 @@ func tilings(t Target, prec tile.Precision, s waveShape, staged bool) []tcTiling
 		}
 		return out
 	}
-	// the swapped wgmma: 4 stages where they fit (bf16's two tiles of A
-	// beside them), at least 3
+	// the swapped wgmma: 4 stages where they fit (bf16's tile of A in
+	// bf16 in each stage beside its f32 tiles: 3 at 256×128), at least 3
 	if !s.transA && !(bf16 && s.transB) {
 		for _, bm := range []int{256, 192, 128, 64} {
 			for _, bn := range []int{128} {
-				extra := 0
+				bytes := 4 * bk * (bm + bn)
 				if bf16 {
-					extra = 2 * 2 * bm * bk
+					bytes += 2 * bm * bk
 				}
-				stage := (4*bk*(bm+bn) + 1023) / 1024 * 1024
-				if st := min(4, (t.SharedMemory-extra)/stage); st >= 3 {
+				stage := (bytes + 1023) / 1024 * 1024
+				if st := min(4, t.SharedMemory/stage); st >= 3 {
 					add(formSwapped, bm, bn, bn/16, st)
 				}
 			}

@@ -287,6 +287,7 @@ func (c *cta) run(linear int) error {
 			w.live = math.MaxUint32
 		}
 		w.wait, w.pc, w.uniform, w.yield, w.spinPC = 0, 0, true, false, -1
+		w.wgRetire(-1) // a CTA that exited with wgmmas in flight
 		w.wg.reset()
 		clear(w.r)
 	}

@@ -29,6 +29,10 @@ type raceShadow struct {
 	rPC   []int32  // the last read of byte i, for messages
 	rLane []int8
 	rWarp []int16
+	// wgRead counts, per byte, the wgmma.mma_async in flight that read it
+	// (each warp's part, from its issue to the wgmma.wait_group of that
+	// warp that retires it)
+	wgRead []int16
 }
 
 type shadow struct {
@@ -42,7 +46,8 @@ type shadow struct {
 
 func newRaceShadow(n, nwarps int) *raceShadow {
 	return &raceShadow{nw: nwarps, b: make([]shadow, n), reads: make([]uint64, n*nwarps),
-		rPC: make([]int32, n), rLane: make([]int8, n), rWarp: make([]int16, n)}
+		rPC: make([]int32, n), rLane: make([]int8, n), rWarp: make([]int16, n),
+		wgRead: make([]int16, n)}
 }
 
 // syncClock is the mbarrier ordering state of a CTA.
@@ -115,6 +120,16 @@ func (r *raceShadow) write(w *warp, me, l int, mc uint32, off int, old, data []b
 			s.wEpoch = ep
 			continue
 		}
+		if r.wgRead[i] > 0 && old[j] != v {
+			w := c.warps[me]
+			cur := w.cur
+			if pc >= 0 && pc < len(w.c.l.e.prog) {
+				w.cur = w.c.l.e.prog[pc]
+			}
+			err := w.faultAddr(l, "wgmma", uint64(i), "writes shared byte %#x, which a wgmma.mma_async of warp %d in flight reads: a wgmma.wait_group of every warp that issued it must retire it before the write (a barrier after the waits orders them)", i, c.wgReader(i))
+			w.cur = cur
+			return err
+		}
 		if s.wEpoch == ep && !r.ordered(c, me, int(s.wWarp), s.wMC) && s.wVal != v {
 			return c.warps[me].raceFaultAt(l, pc, "write", "write", int(s.wWarp), int(s.wLane), int(s.wPC), i)
 		}
@@ -165,4 +180,19 @@ func (w *warp) raceFaultAt(l, pc int, what, other string, ow, ol, opc, at int) e
 		what, at, other, by, where)
 	w.cur = cur
 	return err
+}
+
+// wgReader is a warp with a wgmma in flight that reads shared byte i (-1
+// if none), for messages.
+func (c *cta) wgReader(i int) int {
+	for _, w := range c.warps {
+		for _, s := range w.wg.smem {
+			for _, o := range s.offs {
+				if i >= int(o) && i < int(o)+s.n {
+					return w.id
+				}
+			}
+		}
+	}
+	return -1
 }

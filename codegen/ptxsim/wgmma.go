@@ -54,7 +54,8 @@ type wgPending struct {
 type wgState struct {
 	pend      []wgPending
 	pendA     []wgReg
-	committed int // groups committed so far
+	smem      []wgSmem // racecheck: the shared bytes of the wgmmas in flight
+	committed int      // groups committed so far
 	busy      []int32
 	written   []uint64
 	clock     uint64
@@ -65,8 +66,37 @@ type wgState struct {
 // committed yet).
 type wgReg struct{ reg, group int }
 
+// wgSmem is the shared memory a warp's part of a wgmma reads (offs, n
+// bytes each) until its group (-1: not committed yet) retires.
+type wgSmem struct {
+	group int
+	offs  []int32
+	n     int
+}
+
+// wgRetire drops the shared reads of the warp's wgmmas in groups before
+// limit (all when limit < 0) from the race shadow's counts.
+func (w *warp) wgRetire(limit int) {
+	rs := w.c.race
+	var rest []wgSmem
+	for _, s := range w.wg.smem {
+		if limit >= 0 && (s.group < 0 || s.group >= limit) {
+			rest = append(rest, s)
+			continue
+		}
+		if rs != nil {
+			for _, o := range s.offs {
+				for b := int(o); b < int(o)+s.n; b++ {
+					rs.wgRead[b]--
+				}
+			}
+		}
+	}
+	w.wg.smem = rest
+}
+
 func (s *wgState) reset() {
-	s.pend, s.pendA, s.committed = s.pend[:0], s.pendA[:0], 0
+	s.pend, s.pendA, s.committed, s.smem = s.pend[:0], s.pendA[:0], 0, s.smem[:0]
 	clear(s.busy)
 	clear(s.written)
 	s.clock, s.fence = 0, 0
@@ -194,6 +224,11 @@ func decodeWgmma(d *decoder) error {
 					w.wg.pendA[i].group = w.wg.committed
 				}
 			}
+			for i := range w.wg.smem {
+				if w.wg.smem[i].group < 0 {
+					w.wg.smem[i].group = w.wg.committed
+				}
+			}
 			w.wg.committed++
 			return nil
 		}
@@ -231,6 +266,7 @@ func decodeWgmma(d *decoder) error {
 				restA = append(restA, p)
 			}
 			w.wg.pendA = restA
+			w.wgRetire(limit)
 			return nil
 		}
 		return nil
@@ -378,7 +414,11 @@ func decodeWgmmaMma(d *decoder) error {
 				w.wg.pendA = append(w.wg.pendA, wgReg{o.idx, -1})
 			}
 		}
-		// B (K×N) once per warp; A's 16 rows of this warp
+		// B (K×N) once per warp; A's 16 rows of this warp. Under
+		// racecheck the bytes read stay marked until the warp retires the
+		// wgmma: a write to them before is a hazard
+		var offs []int32
+		track := w.c.race != nil && w.c.race.races
 		B := make([]float64, K*N)
 		read := func(desc uint64, r, k int, kMajor bool, l int) (float64, error) {
 			dd, ok := decodeDesc(desc)
@@ -389,6 +429,9 @@ func decodeWgmmaMma(d *decoder) error {
 			b, err := w.sharedRead(a, int(esize), l, "wgmma operand")
 			if err != nil {
 				return 0, err
+			}
+			if track {
+				offs = append(offs, int32(a))
 			}
 			return elem(b), nil
 		}
@@ -435,6 +478,15 @@ func decodeWgmmaMma(d *decoder) error {
 					A[row*K+k] = v
 				}
 			}
+		}
+		if track && len(offs) > 0 {
+			rs := w.c.race
+			for _, o := range offs {
+				for b := int(o); b < int(o)+int(esize); b++ {
+					rs.wgRead[b]++
+				}
+			}
+			w.wg.smem = append(w.wg.smem, wgSmem{group: -1, offs: offs, n: int(esize)})
 		}
 		useD := w.pval(&scaleD, 0)
 		for i := range dv {

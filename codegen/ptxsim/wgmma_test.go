@@ -127,6 +127,12 @@ func TestWgmma(t *testing.T) {
 		{"fence_before_the_write", cases[11], func(s string) string {
 			return strings.Replace(s, "\twgmma.fence.sync.aligned;\n", "\twgmma.fence.sync.aligned;\n\tmov.u32 %r33, %r33;\n", 1)
 		}, "wgmma.mma_async"},
+		// and shared memory that a wgmma in flight reads must not change
+		// before a wgmma.wait_group retires it (each thread its own word
+		// of B: no race between warps)
+		{"B_written_in_flight", cases[3], func(s string) string {
+			return strings.Replace(s, "\twgmma.commit_group.sync.aligned;\n", "\twgmma.commit_group.sync.aligned;\n\tmov.u32 %r60, 2139095039;\n\tmad.lo.u32 %r46, %r1, 4, %r3;\n\tst.shared.b32 [%r46], %r60;\n", 1)
+		}, "st.shared.b32 [%r46]"},
 	} {
 		t.Run(h.name, func(t *testing.T) {
 			err := runWgmmaEdit(t, h.c, h.edit)
