@@ -20,6 +20,10 @@ tunes="$tunes;wgmma=2,SPLIT_K=1,BLOCK_K=32,BLOCK_N=128,num_warps=8,BLOCK_M=128,n
 echo "peer TN tf32,tf32x3 rc=$?"; cat "$out/peer-tn-tf32.txt"
 .gpu/tilefuse peer -precision bf16 -run 'bert TN' -tune "$tunes;$s,BLOCK_M=256,num_stages=3" > "$out/peer-tn-bf16.txt" 2>&1
 echo "peer TN bf16 rc=$?"; cat "$out/peer-tn-bf16.txt"
+# bf16's swapped form now keeps its bf16 tile in each stage (3 stages at
+# 256×128; the two tiles after the ring raced): its 4096³ rows again
+.gpu/tilefuse peer -precision bf16 -run '4096³' > "$out/peer-bf16-4096.txt" 2>&1
+echo "peer bf16 4096³ rc=$?"; cat "$out/peer-bf16-4096.txt"
 for prec in tf32 bf16; do
   .gpu/tilefuse tune -backend cuda -workload encoder_fwd_bwd -size peer -precision "$prec" -q \
     -cache-dir "$out/tune-cache-tn" > "$out/tune-encoder-$prec.txt" 2>&1
