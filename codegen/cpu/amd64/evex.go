@@ -70,6 +70,9 @@ func (a *Asm) evexK(mm, pp uint8, w bool, op byte, reg, vvvv uint8, rm Operand, 
 		bcst = o.bcst
 		if bcst {
 			n = 4
+			if w { // a float64 (W1) instruction broadcasts 8 bytes ({1to8})
+				n = 8
+			}
 		}
 	default:
 		a.fail("operand %v", rm)
@@ -306,4 +309,80 @@ func (a *Asm) VBROADCASTSDZ(d ZReg, m Mem) { a.evex(map0F38, pp66, true, 0x19, u
 // given as a ZReg of its number).
 func (a *Asm) VINSERTF64X4Z(d, x, s ZReg, i uint8) {
 	a.evexK(map0F3A, pp66, true, 0x1a, uint8(d), uint8(x), s, 32, 0, false, i)
+}
+
+// The float64 lanes of native phases with f64 values (codegen/cpu/native:
+// f64.go): eight float64 lanes in a zmm register; a memory operand made
+// with Mem.Bcst is one float64 broadcast ({1to8}).
+
+// VMOVUPDZ d = [m] (512-bit load) under opmask k (0: none), the lanes it
+// leaves off zeroed (their memory is not read: no fault).
+func (a *Asm) VMOVUPDZ(d ZReg, k KReg, m Mem) {
+	a.evexK(map0F, pp66, true, 0x10, uint8(d), 0, m, 64, k, k != 0)
+}
+
+// VMOVUPDstoreZ [m] = s under opmask k (0: none; the lanes it leaves off
+// are not written).
+func (a *Asm) VMOVUPDstoreZ(m Mem, k KReg, s ZReg) {
+	a.evexK(map0F, pp66, true, 0x11, uint8(s), 0, m, 64, k, false)
+}
+
+// VADDPDZ d = x + y (float64 lanes).
+func (a *Asm) VADDPDZ(d, x ZReg, y Operand) {
+	a.evex(map0F, pp66, true, 0x58, uint8(d), uint8(x), y, 64)
+}
+
+// VSUBPDZ d = x - y (float64 lanes).
+func (a *Asm) VSUBPDZ(d, x ZReg, y Operand) {
+	a.evex(map0F, pp66, true, 0x5c, uint8(d), uint8(x), y, 64)
+}
+
+// VMULPDZ d = x · y (float64 lanes).
+func (a *Asm) VMULPDZ(d, x ZReg, y Operand) {
+	a.evex(map0F, pp66, true, 0x59, uint8(d), uint8(x), y, 64)
+}
+
+// VMINPDZ d = min(x, y) (y where either is NaN).
+func (a *Asm) VMINPDZ(d, x ZReg, y Operand) {
+	a.evex(map0F, pp66, true, 0x5d, uint8(d), uint8(x), y, 64)
+}
+
+// VMAXPDZ d = max(x, y) (y where either is NaN).
+func (a *Asm) VMAXPDZ(d, x ZReg, y Operand) {
+	a.evex(map0F, pp66, true, 0x5f, uint8(d), uint8(x), y, 64)
+}
+
+// VPANDQZ d = x & y (64-bit lanes).
+func (a *Asm) VPANDQZ(d, x ZReg, y Operand) {
+	a.evex(map0F, pp66, true, 0xdb, uint8(d), uint8(x), y, 64)
+}
+
+// VPXORQZ d = x ^ y (64-bit lanes).
+func (a *Asm) VPXORQZ(d, x ZReg, y Operand) {
+	a.evex(map0F, pp66, true, 0xef, uint8(d), uint8(x), y, 64)
+}
+
+// VCMPPDZ k = x pred y (VCMPPD's predicates) lane by lane.
+func (a *Asm) VCMPPDZ(k KReg, x ZReg, y Operand, pred uint8) {
+	a.evexK(map0F, pp66, true, 0xc2, uint8(k), uint8(x), y, 64, 0, false, pred)
+}
+
+// VBLENDMPDZ d = k ? y : x lane by lane (k not 0).
+func (a *Asm) VBLENDMPDZ(d ZReg, k KReg, x ZReg, y Operand) {
+	if k == 0 {
+		a.fail("VBLENDMPD without an opmask")
+		return
+	}
+	a.evexK(map0F38, pp66, true, 0x65, uint8(d), uint8(x), y, 64, k, false)
+}
+
+// VRNDSCALEPDZ d = s rounded to an integer as imm says (float64 lanes).
+func (a *Asm) VRNDSCALEPDZ(d ZReg, s Operand, imm uint8) {
+	a.evexK(map0F3A, pp66, true, 0x09, uint8(d), 0, s, 64, 0, false, imm)
+}
+
+// VCVTDQ2PDZ d = float64 of the eight int32 lanes of s (a Y register,
+// given as a ZReg of its number, or 32 bytes of memory).
+func (a *Asm) VCVTDQ2PDZ(d ZReg, s Operand) {
+	a.evex(map0F, ppF3, false, 0xe6, uint8(d), 0, s, 32)
 }
