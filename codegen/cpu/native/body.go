@@ -109,7 +109,11 @@ func (pg *phaseGen) freeReg(protect []*node) (amd64.VReg, error) {
 		}
 		o.spill = pg.g.alloc(size, size)
 	}
-	pg.g.va().VMOVUPSstore(fr(o.spill), amd64.VReg(victim))
+	if isF64(o) {
+		pg.g.a.VMOVUPDstoreZ(fr(o.spill), 0, z(amd64.VReg(victim)))
+	} else {
+		pg.g.va().VMOVUPSstore(fr(o.spill), amd64.VReg(victim))
+	}
 	o.reg = -1
 	pg.owner[victim] = nil
 	return amd64.VReg(victim), nil
@@ -139,7 +143,11 @@ func (pg *phaseGen) operand(arg *node, protect []*node, memOK bool) (opnd, error
 			return opnd{}, err
 		}
 		pg.owner[r] = tempOwner
-		pg.g.va().vbcst(r, arg.mem)
+		if arg.v.Type.DType == tile.F64 {
+			pg.g.a.VBROADCASTSDZ(z(r), arg.mem)
+		} else {
+			pg.g.va().vbcst(r, arg.mem)
+		}
 		return opnd{reg: r}, nil
 	}
 	if arg.reg >= 0 {
@@ -152,7 +160,11 @@ func (pg *phaseGen) operand(arg *node, protect []*node, memOK bool) (opnd, error
 	if err != nil {
 		return opnd{}, err
 	}
-	pg.g.va().VMOVUPS(r, fr(arg.spill))
+	if isF64(arg) {
+		pg.g.a.VMOVUPDZ(z(r), 0, fr(arg.spill))
+	} else {
+		pg.g.va().VMOVUPS(r, fr(arg.spill))
+	}
 	arg.reg = int(r)
 	pg.owner[r] = arg
 	return opnd{reg: r}, nil
@@ -161,8 +173,8 @@ func (pg *phaseGen) operand(arg *node, protect []*node, memOK bool) (opnd, error
 // memOK says which operands of n may be memory: the r/m operand of its
 // instruction.
 func memOK(n *node, i int) bool {
-	if n.op != opCompute {
-		return false
+	if n.op != opCompute || f64Phase(n) {
+		return false // f64 operands: always registers (f64.go)
 	}
 	switch n.v.Op {
 	case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpDiv, tile.OpAnd, tile.OpOr, tile.OpXor:
@@ -228,9 +240,14 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 	var err error
 	switch n.op {
 	case opCompute:
-		if n.v.Type.DType == tile.I1 {
+		switch {
+		case n.v.Type.DType == tile.I1 && n.v.Op.IsCompare() && n.v.Args[0].Type.DType == tile.F64:
+			err = pg.g.f64Compare(n.v, dst, srcs)
+		case n.v.Type.DType == tile.I1:
 			err = pg.g.maskOp(n.v, dst, srcs, temps)
-		} else {
+		case n.v.Type.DType == tile.F64:
+			err = pg.g.f64Op(n.v, dst, srcs, temps)
+		default:
 			err = pg.g.floatOp(n.v, dst, srcs, temps)
 		}
 	case opIntVec:
@@ -276,7 +293,7 @@ func (pg *phaseGen) addr(pat *pattern) amd64.Mem {
 	if pat.elast == 0 {
 		return amd64.Ptr(b, 0)
 	}
-	return amd64.PtrIdx(b, rJ, 4, int32(4*pg.off))
+	return amd64.PtrIdx(b, rJ, uint8(pat.esz()), pat.esz()*int32(pg.off))
 }
 
 // intVec: lanes row + e·(j + off + l) of an i32 affine value.
@@ -348,7 +365,7 @@ func (pg *phaseGen) checkLanes(n *node, pat *pattern, mask amd64.VReg) {
 		a.MOVQ(rT0, b)
 		a.CMPQload(rT0, fr(paramBase(pat.root)))
 		a.Jcc(amd64.CondB, bad)
-		a.ADDQimm(rT0, 4)
+		a.ADDQimm(rT0, pat.esz())
 		a.CMPQload(rT0, fr(paramEnd(pat.root)))
 		a.Jcc(amd64.CondA, bad)
 		a.Bind(ok)
@@ -357,25 +374,25 @@ func (pg *phaseGen) checkLanes(n *node, pat *pattern, mask amd64.VReg) {
 	// first lane: RDX = row + 4·(j + off + first)
 	a.BSFL(rT1, rT0)
 	a.ADDQ(rT1, rJ)
-	a.SHLQ(rT1, 2)
+	a.SHLQ(rT1, pat.sh)
 	if pat.hasReg {
 		a.ADDQ(rT1, pat.reg)
 	} else {
 		a.ADDQload(rT1, fr(pat.slot))
 	}
-	a.ADDQimm(rT1, int32(4*pg.off))
+	a.ADDQimm(rT1, pat.esz()*int32(pg.off))
 	a.CMPQload(rT1, fr(paramBase(pat.root)))
 	a.Jcc(amd64.CondB, bad)
 	// last lane: RAX = row + 4·(j + off + last + 1)
 	a.BSRL(rT0, rT0)
 	a.ADDQ(rT0, rJ)
-	a.SHLQ(rT0, 2)
+	a.SHLQ(rT0, pat.sh)
 	if pat.hasReg {
 		a.ADDQ(rT0, pat.reg)
 	} else {
 		a.ADDQload(rT0, fr(pat.slot))
 	}
-	a.ADDQimm(rT0, int32(4*pg.off+4))
+	a.ADDQimm(rT0, pat.esz()*int32(pg.off+1))
 	a.CMPQload(rT0, fr(paramEnd(pat.root)))
 	a.Jcc(amd64.CondA, bad)
 	a.Bind(ok)
@@ -398,6 +415,10 @@ func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) e
 		return nil
 	}
 	at := pg.addr(n.pat)
+	if n.pat.sh == 3 {
+		pg.loadF64(n, dst, srcs, t, at, mask, masked)
+		return nil
+	}
 	other := len(srcs) == 2 && !isZeroConst(n.v.Args[2])
 	into := dst
 	if other {
@@ -491,6 +512,17 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 		pg.checkLanes(n, n.pat, mask)
 	}
 	at := pg.addr(n.pat)
+	if n.pat.sh == 3 {
+		switch {
+		case n.pat.elast == 0 && pg.last > 1:
+			return unsupported(n.v, "f64 store of a vector to one address")
+		case masked:
+			pg.g.a.VMOVUPDstoreZ(at, pg.g.kMask(mask), z(val))
+		default:
+			pg.g.a.VMOVUPDstoreZ(at, 0, z(val))
+		}
+		return nil
+	}
 	if n.pat.elast == 0 && pg.last > 1 {
 		// every lane to one address (a value per row, stored by the lane
 		// a mask picks): the last active lane's value, the reference's
@@ -522,6 +554,10 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 func (pg *phaseGen) matRead(n *node, dst amd64.VReg, t []amd64.VReg) {
 	a := pg.g.va()
 	at := pg.addr(n.pat)
+	if n.pat.sh == 3 {
+		pg.matReadF64(n, dst, t, at)
+		return
+	}
 	switch {
 	case n.pat.elast == 0:
 		a.VBROADCASTSS(dst, at)
@@ -536,6 +572,14 @@ func (pg *phaseGen) matWrite(n *node, v opnd, t []amd64.VReg) {
 	a := pg.g.va()
 	val := toReg(pg, v, t[1])
 	at := pg.addr(n.pat)
+	if n.pat.sh == 3 {
+		var k amd64.KReg
+		if pg.width < lane {
+			k = pg.g.kMask(pg.laneMaskReg(t[0]))
+		}
+		pg.g.a.VMOVUPDstoreZ(at, k, z(val))
+		return
+	}
 	if pg.width < lane {
 		a.VMASKMOVPSstore(at, pg.laneMaskReg(t[0]), val)
 		return

@@ -244,7 +244,7 @@ func (pg *phaseGen) fastCheck(fp *fastPlan, slow amd64.Label) {
 		pg.rowPart(rT0, pat)
 		a.CMPQload(rT0, fr(paramBase(pat.root)))
 		a.Jcc(amd64.CondB, slow)
-		a.LEAQ(rT1, amd64.Ptr(rT0, 4*n))
+		a.LEAQ(rT1, amd64.Ptr(rT0, pat.esz()*n))
 		a.CMPQload(rT1, fr(paramEnd(pat.root)))
 		a.Jcc(amd64.CondA, slow)
 	}
@@ -291,7 +291,7 @@ func (pg *phaseGen) blockCheck(fp *fastPlan, fail amd64.Label) {
 			pg.cornerValue(rT0, pat, c)
 			a.CMPQload(rT0, fr(paramBase(pat.root)))
 			a.Jcc(amd64.CondB, fail)
-			a.LEAQ(rT1, amd64.Ptr(rT0, 4))
+			a.LEAQ(rT1, amd64.Ptr(rT0, pat.esz()))
 			a.CMPQload(rT1, fr(paramEnd(pat.root)))
 			a.Jcc(amd64.CondA, fail)
 		}
@@ -361,7 +361,7 @@ func (pg *phaseGen) cornerValue(r amd64.Reg, pat *pattern, c int) {
 		}
 	}
 	if pat.root >= 0 {
-		a.SHLQ(r, 2)
+		a.SHLQ(r, pat.sh)
 		a.ADDQload(r, fr(paramBase(pat.root)))
 	}
 }
@@ -394,7 +394,7 @@ func (pg *phaseGen) movesZ(fp *fastPlan) bool {
 		default:
 			return false
 		}
-		if n.pat.elast != 1 {
+		if n.pat.elast != 1 || n.pat.sh != 2 {
 			return false
 		}
 	}
@@ -452,6 +452,9 @@ func (pg *phaseGen) zmmOK(fp *fastPlan) bool {
 	for i, n := range pg.nodes {
 		if !fp.live[i] {
 			continue
+		}
+		if f64Phase(n) {
+			return false // eight f64 lanes are a zmm register already (f64.go)
 		}
 		switch n.op {
 		case opUniform, opIntVec:

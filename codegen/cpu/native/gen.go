@@ -156,7 +156,7 @@ func paramEnd(i int) int32  { return hParams + paramSize*int32(i) + 8 }
 // generate emits the whole function: the program loop around the
 // segments and phases.
 func generate(p *plan) (code []byte, frame int32, err error) {
-	g := &gen{p: p, avx512: useAVX512.Load(), slot: map[int]int32{}, vslot: map[int]int32{}, block: map[int]int32{},
+	g := &gen{p: p, avx512: p.avx512, slot: map[int]int32{}, vslot: map[int]int32{}, block: map[int]int32{},
 		consts: map[[32]byte]amd64.Label{}, consts64: map[[64]byte]amd64.Label{}, sxDone: map[*sx]bool{}}
 	g.frameSize = hParams + paramSize*int32(len(p.k.Params))
 	a := &g.a

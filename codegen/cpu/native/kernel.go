@@ -190,6 +190,11 @@ func (t *task) bind(args []any) bool {
 					return false
 				}
 				base, n = uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(4*len(b))
+			case []float64:
+				if p.Type.DType != tile.F64 {
+					return false
+				}
+				base, n = uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(8*len(b))
 			case []int32:
 				if p.Type.DType != tile.I32 {
 					return false

@@ -93,6 +93,11 @@ func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) e
 			a.VANDPS(dst, g.reg(s[0], t[0]), g.constF32(1))
 		case tile.I32:
 			a.VCVTDQ2PS(dst, s[0].rm())
+		case tile.F64: // rounded to nearest, as float32(x)
+			if s[0].isMem {
+				return unsupported(v, "f64 operand in memory")
+			}
+			g.a.VCVTPD2PSZ(z(dst), z(s[0].reg))
 		default:
 			return unsupported(v, "cast from %v", v.Args[0].Type.DType)
 		}

@@ -50,12 +50,24 @@ type pattern struct {
 	c     *sx
 	e     []*sx
 	elast int64 // e of the last dimension, a constant
+	sh    uint8 // log2 of the element's size: 2 (f32, i32), 3 (f64)
 	// the row part, per row: in reg, or in the frame at slot
 	reg     amd64.Reg
 	hasReg  bool
 	slot    int32
 	checked bool // unmasked accesses: the row's range is checked at the row's start
 	anyMask bool
+}
+
+// esz is the size of the pattern's elements in bytes.
+func (p *pattern) esz() int32 { return 1 << p.sh }
+
+// shiftOf is log2 of the size of a dtype's elements in memory.
+func shiftOf(d tile.DType) uint8 {
+	if d == tile.F64 {
+		return 3
+	}
+	return 2
 }
 
 type phaseGen struct {
@@ -157,7 +169,7 @@ func (pg *phaseGen) build() error {
 			}
 			if in.mat {
 				off := pg.g.matBlock(v)
-				pat := pg.framePattern(off, v.Type.Shape, id)
+				pat := pg.framePattern(off, v.Type, id)
 				pg.add(&node{v: v, op: opMatWrite, args: []*node{n}, pat: pat})
 			}
 		}
@@ -168,7 +180,7 @@ func (pg *phaseGen) build() error {
 		if err != nil {
 			return err
 		}
-		pat := pg.framePattern(pg.g.packBlock(pk), pg.ph.shape, id)
+		pat := pg.framePattern(pg.g.packBlock(pk), tile.Type{DType: tile.F32, Shape: pg.ph.shape}, id)
 		pg.add(&node{v: pk.x, op: opMatWrite, args: []*node{n}, pat: pat})
 	}
 	// loop-carried blocks: every yielded (or initial) value first, then
@@ -195,7 +207,7 @@ func (pg *phaseGen) build() error {
 		vals, dsts = append(vals, n), append(dsts, pg.g.block[c.arg.ID])
 	}
 	for i, n := range vals {
-		pat := pg.framePattern(dsts[i], pg.ph.shape, id)
+		pat := pg.framePattern(dsts[i], tile.Type{DType: tile.F32, Shape: pg.ph.shape}, id)
 		pg.add(&node{v: n.v, op: opMatWrite, args: []*node{n}, pat: pat})
 	}
 	return nil
@@ -207,13 +219,14 @@ func (g *gen) matBlock(v *tile.Value) int32 {
 	if off, ok := g.block[v.ID]; ok {
 		return off
 	}
-	off := g.alloc(int32(4*v.Type.Shape.Numel()), blockAlign)
+	off := g.alloc(int32(v.Type.Shape.Numel())<<shiftOf(v.Type.DType), blockAlign)
 	g.block[v.ID] = off
 	return off
 }
 
-// framePattern addresses a frame block of shape s read at lanes m.
-func (pg *phaseGen) framePattern(off int32, s tile.Shape, m lanes) *pattern {
+// framePattern addresses a frame block of type t read at lanes m.
+func (pg *phaseGen) framePattern(off int32, t tile.Type, m lanes) *pattern {
+	s := t.Shape
 	e := make([]*sx, pg.rank)
 	for k := range e {
 		e[k] = sConst(0)
@@ -225,7 +238,7 @@ func (pg *phaseGen) framePattern(off int32, s tile.Shape, m lanes) *pattern {
 		}
 		stride *= int64(s.Dims[d])
 	}
-	return pg.intern(&pattern{root: -1, base: off, c: sConst(0), e: e})
+	return pg.intern(&pattern{root: -1, base: off, c: sConst(0), e: e, sh: shiftOf(t.DType)})
 }
 
 // affPattern addresses affine a at lanes m.
@@ -239,7 +252,11 @@ func (pg *phaseGen) affPattern(a *aff, root int, m lanes) (*pattern, error) {
 			e[m[d]] = sAdd(e[m[d]], a.coef[d])
 		}
 	}
-	return pg.intern(&pattern{root: root, c: a.c, e: e}), nil
+	sh := uint8(2)
+	if root >= 0 {
+		sh = shiftOf(pg.g.p.k.Params[root].Type.DType)
+	}
+	return pg.intern(&pattern{root: root, c: a.c, e: e, sh: sh}), nil
 }
 
 // intern returns the pattern equal to p already in the phase, or adds p;
@@ -251,7 +268,7 @@ func (pg *phaseGen) intern(p *pattern) *pattern {
 		p.elast = el.k
 	}
 	for _, q := range pg.pats {
-		if q.root == p.root && q.base == p.base && sxEqual(q.c, p.c) && q.elast == p.elast {
+		if q.root == p.root && q.base == p.base && q.sh == p.sh && sxEqual(q.c, p.c) && q.elast == p.elast {
 			same := true
 			for k := range p.e {
 				if !sxEqual(p.e[k], q.e[k]) {
@@ -300,7 +317,7 @@ func (pg *phaseGen) pointer(v *tile.Value, m lanes, gather bool) (*pattern, erro
 	if err != nil {
 		return nil, err
 	}
-	if pat.elast != 0 && pat.elast != 1 && !(gather && pat.elast > 1 && pat.elast <= math.MaxInt32/(4*lane)) {
+	if pat.elast != 0 && pat.elast != 1 && !(gather && pat.sh == 2 && pat.elast > 1 && pat.elast <= math.MaxInt32/(4*lane)) {
 		what := "a stride known only at run time"
 		if pat.elast >= 0 {
 			what = fmt.Sprintf("a stride of %d elements", pat.elast)
@@ -337,16 +354,16 @@ func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
 	case kScalarFloat, kScalarBool:
 		return pg.uniform(u)
 	case kCarry:
-		pat := pg.framePattern(g.matBlock(u), u.Type.Shape, m)
+		pat := pg.framePattern(g.matBlock(u), u.Type, m)
 		return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
 	case kReduce:
 		if u.Type.Shape.IsScalar() {
 			return pg.uniform(u)
 		}
-		pat := pg.framePattern(g.matBlock(u), u.Type.Shape, m)
+		pat := pg.framePattern(g.matBlock(u), u.Type, m)
 		return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
 	case kDot:
-		pat := pg.framePattern(g.dotBlock(u), u.Type.Shape, m)
+		pat := pg.framePattern(g.dotBlock(u), u.Type, m)
 		return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
 	case kAffine:
 		if u.Type.DType != tile.I32 {
@@ -362,7 +379,7 @@ func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
 		return pg.add(&node{v: u, op: opIntVec, pat: pat}), nil
 	case kFloat, kMask:
 		if !in.formula && (in.ph != pg.ph || !m.isIdentity()) {
-			pat := pg.framePattern(g.matBlock(u), u.Type.Shape, m)
+			pat := pg.framePattern(g.matBlock(u), u.Type, m)
 			return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
 		}
 		if u.Op == tile.OpLoad {
@@ -406,6 +423,8 @@ func (pg *phaseGen) uniform(x *tile.Value) (*node, error) {
 	switch {
 	case x.Op == tile.OpConst && x.Type.DType == tile.F32:
 		mem = g.constF32(float32(x.AuxF))
+	case x.Op == tile.OpConst && x.Type.DType == tile.F64:
+		mem = g.constF64(x.AuxF)
 	case x.Op == tile.OpConst && x.Type.DType == tile.I1:
 		bits := uint32(0)
 		if x.Aux != 0 {

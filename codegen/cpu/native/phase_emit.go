@@ -221,13 +221,13 @@ func (pg *phaseGen) rowStart(fp *fastPlan) error {
 		switch pat.root {
 		case -2: // an integer: its lanes' row part as is
 		case -1:
-			a.LEAQ(rT0, amd64.PtrIdx(rF, rT0, 4, pat.base))
+			a.LEAQ(rT0, amd64.PtrIdx(rF, rT0, uint8(pat.esz()), pat.base))
 		default:
-			a.SHLQ(rT0, 2)
+			a.SHLQ(rT0, pat.sh)
 			a.ADDQload(rT0, fr(paramBase(pat.root)))
 		}
 		if pat.root >= 0 && pat.checked && fp == nil {
-			// the row's lanes: [B, B + 4·n) with n the last dimension (1 for a broadcast address)
+			// the row's lanes: [B, B + esz·n) with n the last dimension (1 for a broadcast address)
 			n := int32(pg.last)
 			switch {
 			case pat.elast == 0:
@@ -238,7 +238,7 @@ func (pg *phaseGen) rowStart(fp *fastPlan) error {
 			bad := pg.faultStub(pat)
 			a.CMPQload(rT0, fr(paramBase(pat.root)))
 			a.Jcc(amd64.CondB, bad)
-			a.LEAQ(rT1, amd64.Ptr(rT0, 4*n))
+			a.LEAQ(rT1, amd64.Ptr(rT0, pat.esz()*n))
 			a.CMPQload(rT1, fr(paramEnd(pat.root)))
 			a.Jcc(amd64.CondA, bad)
 		}

@@ -197,6 +197,8 @@ type plan struct {
 	needDiv  []divCheck
 	cur      *region // the region being classified
 
+	avx512 bool // zmm code (read once: isa.go); f64 lanes need it
+
 	fastPhases int // set by generate: phases with an unmasked row loop (fast.go)
 	zmmPhases  int // of which computing in zmm registers (fast.go: zmmOK)
 }
@@ -277,7 +279,7 @@ func vectorFloatOp(o tile.Op) bool {
 
 // newPlan classifies every value of k, or returns why k is not supported.
 func newPlan(k *tile.Kernel) (*plan, error) {
-	p := &plan{k: k, info: make([]vinfo, k.NumValues()), stored: make([]bool, len(k.Params))}
+	p := &plan{k: k, info: make([]vinfo, k.NumValues()), stored: make([]bool, len(k.Params)), avx512: useAVX512.Load()}
 	live := analysis.Live(k)
 	inv := analysis.Invariant(k, analysis.Launch, nil)
 	var err error
@@ -303,8 +305,9 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 				p.stored[r.Aux] = true
 			}
 		}
-		if err == nil && v.Type.DType == tile.F64 {
-			err = unsupported(v, "f64")
+		if err == nil && v.Type.DType == tile.F64 && !p.avx512 {
+			// eight f64 lanes are one zmm register (f64.go)
+			err = unsupported(v, "f64 without AVX-512")
 		}
 	})
 	if err != nil {
@@ -496,7 +499,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		in.kind, in.aff, in.formula = kAffine, a, true
 		return nil
 	case v.Op == tile.OpLoad:
-		if t.DType != tile.F32 {
+		if t.DType != tile.F32 && t.DType != tile.F64 {
 			return unsupported(v, "%v loads", t.DType)
 		}
 		root := p.in(v.Args[0]).aff
@@ -519,8 +522,11 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		if p.in(v.Args[0]).aff == nil {
 			return unsupported(v, "store through a pointer that is not affine")
 		}
-		if v.Args[1].Type.DType != tile.F32 {
-			return unsupported(v, "%v stores", v.Args[1].Type.DType)
+		switch d := v.Args[1].Type.DType; {
+		case d == tile.F64 && v.Args[1].Type.Shape.IsScalar():
+			return unsupported(v, "scalar f64 stores")
+		case d != tile.F32 && d != tile.F64:
+			return unsupported(v, "%v stores", d)
 		}
 		return nil
 	case v.Op.IsReduce():
@@ -568,7 +574,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 	case t.DType == tile.F32:
 		switch {
 		case v.Op == tile.OpCast:
-			if s := v.Args[0].Type.DType; s != tile.I1 && s != tile.I32 {
+			if s := v.Args[0].Type.DType; s != tile.I1 && s != tile.I32 && s != tile.F64 {
 				return unsupported(v, "cast from %v", s)
 			}
 		case !vectorFloatOp(v.Op):
@@ -587,8 +593,41 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 			in.cost = cost
 		}
 		return nil
+	case t.DType == tile.F64:
+		switch {
+		case v.Op == tile.OpCast:
+			if s := v.Args[0].Type.DType; s != tile.I1 && s != tile.I32 && s != tile.F32 {
+				return unsupported(v, "cast from %v to f64", s)
+			}
+		case !vectorF64Op(v.Op):
+			return unsupported(v, "f64 %v", v.Op)
+		}
+		in.kind = kFloat
+		if cheapFloatOp(v.Op) || v.Op == tile.OpCast {
+			cost := 1
+			ok := true
+			for _, a := range v.Args {
+				ai := p.in(a)
+				ok = ok && ai.formula
+				cost += ai.cost
+			}
+			in.formula = ok && cost <= maxFormulaCost
+			in.cost = cost
+		}
+		return nil
 	}
 	return unsupported(v, "%v blocks", t)
+}
+
+// vectorF64Op reports whether the code generator computes op o on f64
+// blocks (f64.go): exactly, as the reference does.
+func vectorF64Op(o tile.Op) bool {
+	switch o {
+	case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpDiv, tile.OpMin, tile.OpMax,
+		tile.OpNeg, tile.OpAbs, tile.OpSqrt, tile.OpRsqrt, tile.OpSign, tile.OpFloor, tile.OpCeil, tile.OpSelect:
+		return true
+	}
+	return false
 }
 
 func (p *plan) allFormula(v *tile.Value) bool {
@@ -712,6 +751,11 @@ func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
 		in.kind = kScalarFloat
 		in.segment = in.avail
 		p.cur.scalars = append(p.cur.scalars, v)
+		return nil
+	case t.DType == tile.F64 && v.Op == tile.OpConst:
+		// read only as a splat: a pool constant (uniform); no scalar code
+		// computes with f64
+		in.kind = kScalarFloat
 		return nil
 	}
 	return unsupported(v, "scalar %v", t)

@@ -1,0 +1,188 @@
+package native
+
+import (
+	"github.com/tilefuse/tilefuse/codegen/cpu/amd64"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// f64 lanes. A phase computes eight lanes a vector (its ymm loop; zmmOK
+// declines phases with f64 values); a vector of eight f64 lanes is one
+// zmm register, Z of the number the register allocator gives it (the
+// register numbers and the allocator are the f32 code's: Z0–Z15, spill
+// slots of 64 bytes), so f64 needs AVX-512F (plan: newPlan declines f64
+// without it). Masks stay what they are for f32: eight 32-bit lanes in a
+// ymm register (i32 comparisons, lane masks, Ands), turned into an
+// opmask where an f64 instruction needs one (kMask: the sign bits of the
+// eight lanes); an f64 comparison writes an opmask and expands it to such
+// a mask. Masked loads and stores are EVEX moves under the opmask, which
+// neither read nor write the lanes it leaves off (no fault there), the
+// active lanes' range checked as for f32 (checkLanes). Every op is the
+// reference's per lane: IEEE add, sub, mul, div, sqrt (rounded once),
+// rsqrt (1/√x, two roundings as the reference's), sign, floor and ceil, min and max with the reference's NaN rule, sign
+// operations, selects, conversions f32 ↔ f64 (f64 → f32 rounds to
+// nearest, as Go's float32(x)) and i32 → f64 (exact). Reductions,
+// products, exp/tanh/log and scalar f64 code are declined (plan.go).
+
+// isF64 reports whether node n computes (or stores, through its pattern)
+// f64 lanes.
+func isF64(n *node) bool {
+	if n.pat != nil && n.pat.root != -2 {
+		return n.pat.sh == 3
+	}
+	return n.v.Type.DType == tile.F64
+}
+
+// f64Phase reports whether a phase node reads or writes f64 lanes (zmmOK
+// declines such phases: their vectors are eight lanes).
+func f64Phase(n *node) bool {
+	if isF64(n) {
+		return true
+	}
+	for _, a := range n.args {
+		if a.v.Type.DType == tile.F64 {
+			return true
+		}
+	}
+	return false
+}
+
+func z(r amd64.VReg) amd64.ZReg { return amd64.ZReg(r) }
+
+// kMask is the opmask of the eight 32-bit lanes of vector mask m (their
+// sign bits; lanes 8–15 of the zmm register may be anything: the f64
+// instructions read the opmask's low eight bits).
+func (g *gen) kMask(m amd64.VReg) amd64.KReg {
+	k := g.va().newK()
+	g.a.VPTESTMDZ(k, z(m), g.constVec(0x80000000).Bcst())
+	return k
+}
+
+// f64Op emits f64 op v: dst = op(s), every operand in a register.
+func (g *gen) f64Op(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) error {
+	a := &g.a
+	for _, o := range s {
+		if o.isMem {
+			return unsupported(v, "f64 operand in memory") // memOK gives none
+		}
+	}
+	r := func(i int) amd64.ZReg { return z(s[i].reg) }
+	switch v.Op {
+	case tile.OpAdd:
+		a.VADDPDZ(z(dst), r(0), r(1))
+	case tile.OpSub:
+		a.VSUBPDZ(z(dst), r(0), r(1))
+	case tile.OpMul:
+		a.VMULPDZ(z(dst), r(0), r(1))
+	case tile.OpDiv:
+		a.VDIVPDZ(z(dst), r(0), r(1))
+	case tile.OpMin, tile.OpMax:
+		// (x != x || x op y) ? x : y, as the reference (vminpd/vmaxpd give
+		// y where either is NaN)
+		if v.Op == tile.OpMin {
+			a.VMINPDZ(z(t[1]), r(0), r(1))
+		} else {
+			a.VMAXPDZ(z(t[1]), r(0), r(1))
+		}
+		k := g.va().newK()
+		a.VCMPPDZ(k, r(0), r(0), amd64.CmpUNORD)
+		a.VBLENDMPDZ(z(dst), k, z(t[1]), r(0))
+	case tile.OpNeg:
+		a.VPXORQZ(z(dst), r(0), g.constI64(-1<<63).Bcst())
+	case tile.OpAbs:
+		a.VPANDQZ(z(dst), r(0), g.constI64(1<<63-1).Bcst())
+	case tile.OpSqrt:
+		a.VSQRTPDZ(z(dst), r(0))
+	case tile.OpRsqrt: // 1/√x, each rounded: the reference's
+		a.VSQRTPDZ(z(t[1]), r(0))
+		a.VBROADCASTSDZ(z(t[0]), g.constF64(1))
+		a.VDIVPDZ(z(dst), z(t[0]), z(t[1]))
+	case tile.OpSign: // 1 where x > 0, -1 where x < 0, else x (±0, NaN)
+		va := g.va()
+		gt, lt := va.newK(), va.newK()
+		a.VCMPPDZ(gt, r(0), g.constF64(0).Bcst(), amd64.CmpGT)
+		a.VCMPPDZ(lt, r(0), g.constF64(0).Bcst(), amd64.CmpLT)
+		a.VBLENDMPDZ(z(t[0]), gt, r(0), g.constF64(1).Bcst())
+		a.VBLENDMPDZ(z(dst), lt, z(t[0]), g.constF64(-1).Bcst())
+	case tile.OpFloor:
+		a.VRNDSCALEPDZ(z(dst), r(0), 9)
+	case tile.OpCeil:
+		a.VRNDSCALEPDZ(z(dst), r(0), 10)
+	case tile.OpSelect:
+		a.VBLENDMPDZ(z(dst), g.kMask(s[0].reg), r(2), r(1))
+	case tile.OpCast:
+		switch v.Args[0].Type.DType {
+		case tile.F32:
+			a.VCVTPS2PDZ(z(dst), r(0))
+		case tile.I32:
+			a.VCVTDQ2PDZ(z(dst), r(0))
+		case tile.I1:
+			k := g.kMask(s[0].reg)
+			a.VPXORQZ(z(t[0]), z(t[0]), z(t[0]))
+			a.VBLENDMPDZ(z(dst), k, z(t[0]), g.constF64(1).Bcst())
+		default:
+			return unsupported(v, "cast from %v to f64", v.Args[0].Type.DType)
+		}
+	default:
+		return unsupported(v, "f64 %v", v.Op)
+	}
+	return nil
+}
+
+// f64Compare: dst = x op y of f64 lanes, a vector mask of eight 32-bit
+// lanes (ordered: false with a NaN, but for Ne).
+func (g *gen) f64Compare(v *tile.Value, dst amd64.VReg, s []opnd) error {
+	if s[0].isMem || s[1].isMem {
+		return unsupported(v, "f64 operand in memory")
+	}
+	va := g.va()
+	k := va.newK()
+	g.a.VCMPPDZ(k, z(s[0].reg), z(s[1].reg), cmpPred[v.Op])
+	va.expand(dst, k)
+	return nil
+}
+
+// loadF64 is load's f64 form (mask: the active lanes' vector mask where
+// masked).
+func (pg *phaseGen) loadF64(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg, at amd64.Mem, mask amd64.VReg, masked bool) {
+	g := pg.g
+	a := &g.a
+	other := len(srcs) == 2 && !isZeroConst(n.v.Args[2])
+	into := dst
+	if other {
+		into = t[2]
+	}
+	var k amd64.KReg
+	if masked {
+		k = g.kMask(mask)
+	}
+	switch {
+	case !masked && n.pat.elast == 0:
+		a.VBROADCASTSDZ(z(into), at)
+	case !masked:
+		a.VMOVUPDZ(z(into), 0, at)
+	case n.pat.elast == 0:
+		// one address: loaded if any lane is active, kept in the active lanes
+		a.VBROADCASTSDZ(z(t[1]), pg.guardedScalar(at, mask))
+		a.VPXORQZ(z(into), z(into), z(into))
+		a.VBLENDMPDZ(z(into), k, z(into), z(t[1]))
+	default:
+		a.VMOVUPDZ(z(into), k, at)
+	}
+	if other {
+		// lanes whose mask is off take other
+		a.VBLENDMPDZ(z(dst), k, z(srcs[1].reg), z(t[2]))
+	}
+}
+
+// matReadF64 reads an f64 frame block's vector.
+func (pg *phaseGen) matReadF64(n *node, dst amd64.VReg, t []amd64.VReg, at amd64.Mem) {
+	g := pg.g
+	switch {
+	case n.pat.elast == 0:
+		g.a.VBROADCASTSDZ(z(dst), at)
+	case pg.width < lane:
+		g.a.VMOVUPDZ(z(dst), g.kMask(pg.laneMaskReg(t[0])), at)
+	default:
+		g.a.VMOVUPDZ(z(dst), 0, at)
+	}
+}

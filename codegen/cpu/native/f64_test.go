@@ -1,0 +1,265 @@
+package native_test
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
+	"github.com/tilefuse/tilefuse/codegen/cpu/native"
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/tiletest"
+)
+
+// TestF64Native: kernels with f64 values run natively (Compile accepts
+// them where the CPU has AVX-512; with AVX2 only it declines them with
+// ErrUnsupported) and give the reference interpreter's results bit for
+// bit (every op is exact or rounded once as the reference rounds; NaN
+// where the reference has NaN): masked rows with tails in rows and
+// columns, rows narrower than eight lanes, rows without masks (the
+// unmasked loop), one-address loads under a mask, loads with another
+// value for masked-off lanes, comparisons and selects, casts f32 ↔ f64,
+// i32 and i1 → f64, rsqrt and sign, an f64 value kept in the frame for a
+// later phase (after an f32 row max), and more live f64 values than
+// registers (spills of 64 bytes). Inputs are seeded, with special values
+// (NaN, ±Inf, ±0, subnormals, the largest finite) where the case says;
+// outputs are poisoned with NaN first.
+func TestF64Native(t *testing.T) {
+	requireJIT(t)
+	const bm = 16
+	type env struct {
+		b    *tile.Builder
+		r, c *tile.Value // [bm,1] and [1,bn] i32 lanes
+		x    *tile.Value // the loaded f64 block
+		mask *tile.Value // the block's mask (nil without)
+		// the row's first element of x, at one address for the row's lanes
+		rowFirst func() *tile.Value
+		ptr      *tile.Value // x's pointer block
+	}
+	for _, c := range []struct {
+		name     string
+		m, n, bn int
+		specials bool
+		noMask   bool
+		out      tile.DType // the output's type (F64 unless said)
+		lo, hi   float64
+		body     func(e env) *tile.Value
+	}{
+		{name: "arithmetic", m: 37, n: 100, bn: 32, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			y := b.Maximum(b.Minimum(b.Sub(b.Mul(x, x), b.Div(x, 3.0)), 2.5), b.Floor(x))
+			return b.Sub(b.Add(b.Add(y, b.Ceil(x)), b.Sqrt(b.Abs(x))), b.Neg(x))
+		}},
+		{name: "arithmetic, rows of five (4-lane blocks)", m: 37, n: 5, bn: 4, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			return b.Add(b.Mul(x, 1.0/3), b.Div(1.0, x))
+		}},
+		{name: "arithmetic without masks", m: 32, n: 256, bn: 128, noMask: true, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			return b.Add(b.Mul(b.Sub(x, 0.25), x), b.Sqrt(b.Abs(x)))
+		}},
+		{name: "min and max with NaN", m: 37, n: 64, bn: 64, specials: true, lo: -2, hi: 2, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			return b.Add(b.Maximum(x, 0.5), b.Minimum(-0.5, x))
+		}},
+		{name: "rsqrt and sign", m: 37, n: 100, bn: 32, specials: true, lo: -1, hi: 1e4, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			return b.Add(b.Rsqrt(x), b.Sign(x))
+		}},
+		{name: "sign of ±0 and NaN", m: 20, n: 40, bn: 16, specials: true, lo: -1e-300, hi: 1e-300, body: func(e env) *tile.Value {
+			return e.b.Sign(e.x)
+		}},
+		{name: "comparisons and selects", m: 37, n: 100, bn: 32, specials: true, lo: -2, hi: 2, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			pos := b.And(b.Gt(x, 0.25), b.Ne(x, 1.0))
+			neg := b.Or(b.Le(x, -1.0), b.Eq(x, 0.0))
+			y := b.Where(pos, x, b.Where(neg, b.Neg(x), b.Mul(x, 2.0)))
+			odd := b.Xor(b.Ge(x, 0.0), b.Not(b.Lt(x, 1.5)))
+			return b.Add(y, b.Cast(odd, tile.F64))
+		}},
+		{name: "casts f32 ↔ f64 and i32 → f64", m: 37, n: 100, bn: 32, specials: true, lo: -1e40, hi: 1e40, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			x32 := b.Cast(x, tile.F32) // rounded to nearest; overflow to ±Inf
+			rc := b.Add(b.Mul(e.r, 100003), e.c)
+			return b.Add(b.Sub(x, b.Cast(x32, tile.F64)), b.Cast(rc, tile.F64))
+		}},
+		{name: "f64 → f32 output", m: 37, n: 100, bn: 32, specials: true, out: tile.F32, lo: -1e39, hi: 1e39, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			return b.Cast(b.Mul(x, 1.0000001), tile.F32)
+		}},
+		{name: "f32 lanes widened", m: 37, n: 100, bn: 32, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			y := b.Mul(b.Cast(x, tile.F32), b.F32(1.5)) // an f32 product
+			return b.Div(b.Cast(y, tile.F64), x)
+		}},
+		{name: "a value per row loaded at one address", m: 37, n: 100, bn: 32, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			return e.b.Mul(e.x, e.rowFirst())
+		}},
+		{name: "masked-off lanes take another value", m: 37, n: 100, bn: 32, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			b := e.b
+			// x's element one column on: the row's last lane reads other
+			next := b.Load(b.AddPtr(e.ptr, 1), b.And(e.mask, b.Lt(b.Add(e.c, 1), b.Param("N1", tile.I32))), 2.5)
+			return b.Sub(next, e.x)
+		}},
+		{name: "kept in the frame for a later phase", m: 37, n: 100, bn: 32, lo: 0, hi: 9, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			u := b.Div(b.Sqrt(x), 7.0) // not a formula: kept, read after the max
+			s := b.Max(b.Cast(x, tile.F32), 1, true) // (an f32 sum's order is not the reference's)
+			return b.Add(b.Mul(u, b.Cast(s, tile.F64)), u)
+		}},
+		{name: "more live values than registers", m: 37, n: 100, bn: 32, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			var vs []*tile.Value
+			for i := 0; i < 20; i++ {
+				vs = append(vs, b.Div(x, float64(i)+1.5))
+			}
+			y := vs[len(vs)-1]
+			for i := len(vs) - 2; i >= 0; i-- {
+				y = b.Sub(vs[i], b.Mul(y, 0.5))
+			}
+			return y
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := c.out
+			if out == 0 {
+				out = tile.F64
+			}
+			b := tile.NewBuilder("f64_rows", nil)
+			px, py := b.Ptr("x", tile.F64), b.Ptr("y", out)
+			M, N := b.Param("M", tile.I32), b.Param("N", tile.I32)
+			e := env{b: b}
+			e.r = b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1)
+			e.c = b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), c.bn), b.Arange(0, c.bn)), 0)
+			off := b.Add(b.Mul(e.r, N), e.c)
+			if !c.noMask {
+				e.mask = b.And(b.Lt(e.r, M), b.Lt(e.c, N))
+			}
+			e.rowFirst = func() *tile.Value {
+				return b.Load(b.AddPtr(px, b.Mul(e.r, N)), b.Lt(e.r, M), 0.0)
+			}
+			e.ptr = b.AddPtr(px, off)
+			if e.mask != nil {
+				e.x = b.Load(e.ptr, e.mask, 0.0)
+			} else {
+				e.x = b.Load(e.ptr, nil, nil)
+			}
+			b.Store(b.AddPtr(py, off), c.body(e), e.mask)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := tiletest.RNG(c.name)
+			x := make([]float64, c.m*c.n)
+			for i, v := range tiletest.Uniform(rng, c.m*c.n, 0, 1) {
+				x[i] = c.lo + (c.hi-c.lo)*(float64(v)+rng.Float64()*1e-7)
+			}
+			if c.specials {
+				sp := []float64{math.NaN(), math.Inf(1), math.Inf(-1), 0, math.Copysign(0, -1),
+					5e-324, -5e-324, 1e-310, -3e-308, math.MaxFloat64, -math.MaxFloat64, 1e39, -1e-46}
+				for i := range x {
+					if rng.IntN(9) == 0 {
+						x[i] = sp[rng.IntN(len(sp))]
+					}
+				}
+			}
+			grid := tile.Grid{(c.m + bm - 1) / bm, (c.n + c.bn - 1) / c.bn}
+			run := func(launch func(args ...any) error) []float64 {
+				var y any
+				if out == tile.F64 {
+					y64 := make([]float64, c.m*c.n)
+					for i := range y64 {
+						y64[i] = math.NaN()
+					}
+					y = y64
+				} else {
+					y32 := make([]float32, c.m*c.n)
+					for i := range y32 {
+						y32[i] = float32(math.NaN())
+					}
+					y = y32
+				}
+				args := []any{x, y, c.m, c.n}
+				if len(k.Params) == 5 {
+					args = append(args, c.n)
+				}
+				if err := launch(args...); err != nil {
+					t.Fatal(err)
+				}
+				if y64, ok := y.([]float64); ok {
+					return y64
+				}
+				r := make([]float64, c.m*c.n)
+				for i, v := range y.([]float32) {
+					r[i] = float64(v)
+				}
+				return r
+			}
+			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+			ran := false
+			for _, isa := range isas(t) {
+				native.SetAVX512(isa == "avx512")
+				nk, err := native.Compile(k)
+				if isa == "avx2" {
+					if !errors.Is(err, native.ErrUnsupported) || !strings.Contains(err.Error(), "f64 without AVX-512") {
+						t.Fatalf("avx2: f64 not declined (%v)", err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("not compiled natively: %v\n%v", err, k)
+				}
+				defer nk.Free()
+				got := run(func(args ...any) error { return nk.Launch(grid, args...) })
+				ran = true
+				for i := range want {
+					w, z := want[i], got[i]
+					if w != w && z != z {
+						continue
+					}
+					if math.Float64bits(z) != math.Float64bits(w) {
+						t.Fatalf("%s: y[%d] (row %d, column %d; x = %v) = %v (%#x) natively, %v (%#x) on the reference",
+							isa, i, i/c.n, i%c.n, x[i], z, math.Float64bits(z), w, math.Float64bits(w))
+					}
+				}
+			}
+			if !ran {
+				t.Skip("no AVX-512 here: f64 kernels are declined (checked)")
+			}
+		})
+	}
+}
+
+// TestF64Declined: what f64 kernels still run on the executor says why.
+func TestF64Declined(t *testing.T) {
+	requireJIT(t)
+	if !jit.HasAVX512() {
+		t.Skip("no AVX-512 here: every f64 kernel is declined")
+	}
+	for _, c := range []struct {
+		name, why string
+		body      func(b *tile.Builder, x *tile.Value) *tile.Value
+	}{
+		{"exp", "f64 exp", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Exp(x) }},
+		{"tanh", "f64 tanh", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Tanh(x) }},
+		{"row sum", "f64 reductions", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Sub(x, b.Sum(x, 1, true)) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := tile.NewBuilder("f64_declined", nil)
+			px, py := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64)
+			off := b.Add(b.Mul(b.ExpandDims(b.Arange(0, 8), 1), 32), b.ExpandDims(b.Arange(0, 32), 0))
+			b.Store(b.AddPtr(py, off), c.body(b, b.Load(b.AddPtr(px, off), nil, nil)), nil)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			was := native.SetAVX512(true)
+			defer native.SetAVX512(was)
+			_, err = native.Compile(k)
+			if !errors.Is(err, native.ErrUnsupported) || !strings.Contains(err.Error(), c.why) {
+				t.Fatalf("got %v, want a decline for %s", err, c.why)
+			}
+		})
+	}
+}
