@@ -104,7 +104,7 @@ func TestF64Native(t *testing.T) {
 		}},
 		{name: "kept in the frame for a later phase", m: 37, n: 100, bn: 32, lo: 0, hi: 9, body: func(e env) *tile.Value {
 			b, x := e.b, e.x
-			u := b.Div(b.Sqrt(x), 7.0) // not a formula: kept, read after the max
+			u := b.Div(b.Sqrt(x), 7.0)               // not a formula: kept, read after the max
 			s := b.Max(b.Cast(x, tile.F32), 1, true) // (an f32 sum's order is not the reference's)
 			return b.Add(b.Mul(u, b.Cast(s, tile.F64)), u)
 		}},
