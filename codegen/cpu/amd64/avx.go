@@ -58,6 +58,8 @@ var (
 	opSQRTSS    = vop{map0F, ppF3, false, 0x51}
 	opMOVSS     = vop{map0F, ppF3, false, 0x10}
 	opMOVSSst   = vop{map0F, ppF3, false, 0x11}
+	opMOVSD     = vop{map0F, ppF2, false, 0x10}
+	opMOVSDst   = vop{map0F, ppF2, false, 0x11}
 	opMOVSHDUP  = vop{map0F, ppF3, false, 0x16}
 	opCVTTPS2DQ = vop{map0F, ppF3, false, 0x5b}
 	opCVTPD2DQ  = vop{map0F, ppF2, false, 0xe6}
@@ -152,6 +154,12 @@ func (a *Asm) VMOVSSload(d VReg, m Mem) { a.v3(opMOVSS, false, uint8(d), 0, m) }
 
 // VMOVSSstore [m], s: lane 0.
 func (a *Asm) VMOVSSstore(m Mem, s VReg) { a.v3(opMOVSSst, false, uint8(s), 0, m) }
+
+// VMOVSDload d = the float64 at m in lane 0, the other lanes zero.
+func (a *Asm) VMOVSDload(d VReg, m Mem) { a.v3(opMOVSD, false, uint8(d), 0, m) }
+
+// VMOVSDstore [m] = s's float64 lane 0.
+func (a *Asm) VMOVSDstore(m Mem, s VReg) { a.v3(opMOVSDst, false, uint8(s), 0, m) }
 
 // VMOVDload d, [m]: 32 bits into lane 0.
 func (a *Asm) VMOVDload(d VReg, m Mem) { a.v3(opMOVDx, false, uint8(d), 0, m) }

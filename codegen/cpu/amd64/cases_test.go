@@ -276,4 +276,8 @@ var encCases = []encCase{
 	{"vblendmpd zmm", func(a *Asm) { a.VBLENDMPDZ(5, 1, 6, ZReg(7)) }, "VBLENDMPD Z7, Z6, K1, Z5", "62f2cd4965ef"},
 	{"vrndscalepd zmm", func(a *Asm) { a.VRNDSCALEPDZ(1, ZReg(2), 9) }, "VRNDSCALEPD $9, Z2, Z1", "62f3fd4809ca09"},
 	{"vcvtdq2pd zmm", func(a *Asm) { a.VCVTDQ2PDZ(2, ZReg(9)) }, "VCVTDQ2PD Y9, Z2", "62d17e48e6d1"},
+	{"vmovsd load", func(a *Asm) { a.VMOVSDload(3, PtrIdx(RDI, RAX, 8, 64)) }, "VMOVSD 64(DI)(AX*8), X3", "c5fb105cc740"},
+	{"vmovsd store", func(a *Asm) { a.VMOVSDstore(Ptr(R9, 8), 12) }, "VMOVSD X12, 8(R9)", "c4417b116108"},
+	{"vpermilps swap halves", func(a *Asm) { a.VPERMILPS(1, VReg(2), 0x4e) }, "VPERMILPS $0x4e, Y2, Y1", "c4e37d04ca4e"},
+	{"vaddpd ymm", func(a *Asm) { a.VADDPD(6, 6, VReg(9)) }, "VADDPD Y9, Y6, Y6", "c4c14d58f1"},
 }

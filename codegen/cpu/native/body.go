@@ -597,6 +597,9 @@ func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
 		}
 	}
 	xr := toReg(pg, x, t[2])
+	if isF64Red(r) {
+		return pg.reduceF64(r, c, xr, t)
+	}
 	if r.axis == r.v.Args[0].Type.Shape.Rank-1 && r.inMem {
 		// the accumulator in the frame (more reductions than registers)
 		acc := fr(r.mem[c])

@@ -1,6 +1,8 @@
 package native
 
 import (
+	"math"
+
 	"github.com/tilefuse/tilefuse/codegen/cpu/amd64"
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -20,8 +22,9 @@ import (
 // reference's per lane: IEEE add, sub, mul, div, sqrt (rounded once),
 // rsqrt (1/√x, two roundings as the reference's), sign, floor and ceil, min and max with the reference's NaN rule, sign
 // operations, selects, conversions f32 ↔ f64 (f64 → f32 rounds to
-// nearest, as Go's float32(x)) and i32 → f64 (exact). Reductions,
-// products, exp/tanh/log and scalar f64 code are declined (plan.go).
+// nearest, as Go's float32(x)) and i32 → f64 (exact); reductions
+// (below). Products, exp/tanh/log and scalar f64 code are declined
+// (plan.go).
 
 // isF64 reports whether node n computes (or stores, through its pattern)
 // f64 lanes.
@@ -184,5 +187,119 @@ func (pg *phaseGen) matReadF64(n *node, dst amd64.VReg, t []amd64.VReg, at amd64
 		g.a.VMOVUPDZ(z(dst), g.kMask(pg.laneMaskReg(t[0])), at)
 	default:
 		g.a.VMOVUPDZ(z(dst), 0, at)
+	}
+}
+
+// Reductions of f64 lanes. Along the last axis: a sum in the executor's
+// order (codegen/cpu: reduceRow), four partial sums s[i mod 4] over the
+// row's elements in order, combined as (s0+s1)+(s2+s3): one accumulator of
+// four lanes (ymm, the register of the first body copy's accumulator)
+// takes each vector's low four lanes and then its high four, both body
+// copies in turn, so rows whose length is a multiple of four (every row
+// of eight lanes or more in this code) are the executor's bit for bit.
+// Max and min scan each lane (eight a body copy, zmm) as the reference
+// scans a row and combine the lanes in order, as for f32 (only which of
+// ±0, or which NaN, comes out may differ from an in-order scan). Along
+// axis 0: in the frame, in the reference's order.
+
+func isF64Red(r *redState) bool { return r.v.Type.DType == tile.F64 }
+
+// redInitF64 is an f64 reduction's initial value (a pool constant whose
+// first float64 is broadcast).
+func (pg *phaseGen) redInitF64(r *redState) amd64.Mem {
+	switch r.v.Op {
+	case tile.OpReduceMax:
+		return pg.g.constF64(math.Inf(-1))
+	case tile.OpReduceMin:
+		return pg.g.constF64(math.Inf(1))
+	}
+	return pg.g.constF64(0)
+}
+
+// maxStepF64: acc = (x > acc || x != x) ? x : acc per lane (min with <).
+func (g *gen) maxStepF64(op tile.Op, acc, x amd64.ZReg) {
+	a := &g.a
+	if op == tile.OpReduceMin {
+		a.VMINPDZ(acc, x, acc)
+	} else {
+		a.VMAXPDZ(acc, x, acc)
+	}
+	k := g.va().newK()
+	a.VCMPPDZ(k, x, x, amd64.CmpUNORD)
+	a.VBLENDMPDZ(acc, k, acc, x)
+}
+
+// reduceF64 accumulates the vector in xr into f64 reduction r.
+func (pg *phaseGen) reduceF64(r *redState, c int, xr amd64.VReg, t []amd64.VReg) error {
+	g := pg.g
+	a := &g.a
+	if r.axis == r.v.Args[0].Type.Shape.Rank-1 {
+		switch {
+		case r.inMem:
+			return unsupported(r.v, "f64 reductions past the accumulator registers")
+		case r.v.Op == tile.OpReduceSum:
+			if pg.last != 4 && pg.last%lane != 0 {
+				return unsupported(r.v, "f64 sum of rows of %d", pg.last)
+			}
+			acc := r.acc[0] // one accumulator of four lanes for both copies
+			a.VADDPD(acc, acc, xr)
+			if pg.width > 4 {
+				a.VEXTRACTF64X4Z(z(t[0]), z(xr), 1)
+				a.VADDPD(acc, acc, t[0])
+			}
+		default:
+			g.maxStepF64(r.v.Op, z(r.acc[c]), z(xr))
+		}
+		return nil
+	}
+	// axis 0: the first row stores, the others combine in order
+	if pg.width < lane {
+		return unsupported(r.v, "column reduction of rows narrower than 8")
+	}
+	at := amd64.PtrIdx(rF, rJ, 8, r.res+int32(8*pg.off))
+	first, done := a.NewLabel(), a.NewLabel()
+	a.MOVQload(rT0, fr(hOuter))
+	a.TESTQ(rT0, rT0)
+	a.Jcc(amd64.CondE, first)
+	a.VMOVUPDZ(z(t[0]), 0, at)
+	switch r.v.Op {
+	case tile.OpReduceSum:
+		a.VADDPDZ(z(t[0]), z(t[0]), z(xr))
+	default:
+		g.maxStepF64(r.v.Op, z(t[0]), z(xr))
+	}
+	a.VMOVUPDstoreZ(at, 0, z(t[0]))
+	a.JMP(done)
+	a.Bind(first)
+	a.VMOVUPDstoreZ(at, 0, z(xr))
+	a.Bind(done)
+	return nil
+}
+
+// rowEndF64 finishes f64 last-axis reduction r of a row into X0.
+func (pg *phaseGen) rowEndF64(r *redState) {
+	g := pg.g
+	a := &g.a
+	if r.v.Op == tile.OpReduceSum {
+		// (s0+s1)+(s2+s3) of the accumulator's four lanes
+		acc := r.acc[0]
+		a.VPERMILPS(1, acc, 0x4e)       // (s1, s0, s3, s2)
+		a.VADDPD(1, acc, amd64.VReg(1)) // (s0+s1, ·, s2+s3, ·)
+		a.VEXTRACTF128(0, 1, 1)         // (s2+s3, ·)
+		a.VADDPD(0, 1, amd64.VReg(0))   // lane 0: (s0+s1)+(s2+s3)
+		return
+	}
+	// lanes in order: copy 0's then copy 1's (eight each)
+	tmp := g.alloc(128, 64)
+	a.VMOVUPDstoreZ(fr(tmp), 0, z(r.acc[0]))
+	n := pg.width
+	if pg.last >= 2*lane {
+		a.VMOVUPDstoreZ(fr(tmp+64), 0, z(r.acc[1]))
+		n = 2 * lane
+	}
+	a.VBROADCASTSDZ(0, fr(tmp))
+	for l := 1; l < n; l++ {
+		a.VBROADCASTSDZ(1, fr(tmp+int32(8*l)))
+		g.maxStepF64(r.v.Op, 0, 1)
 	}
 }

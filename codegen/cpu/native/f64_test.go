@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu"
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/tile"
@@ -44,7 +45,10 @@ func TestF64Native(t *testing.T) {
 		noMask   bool
 		out      tile.DType // the output's type (F64 unless said)
 		lo, hi   float64
-		body     func(e env) *tile.Value
+		// sums along the last axis: bit for bit the executor's (four
+		// partial sums), within tol·(1 + |y|) of the reference's in-order sum
+		tol  float64
+		body func(e env) *tile.Value
 	}{
 		{name: "arithmetic", m: 37, n: 100, bn: 32, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
 			b, x := e.b, e.x
@@ -119,6 +123,52 @@ func TestF64Native(t *testing.T) {
 				y = b.Sub(vs[i], b.Mul(y, 0.5))
 			}
 			return y
+		}},
+		{name: "row sum", m: 37, n: 256, bn: 256, lo: -3, hi: 3, tol: 1e-12, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Sum(e.x, 1, true))
+		}},
+		{name: "row sum with tails", m: 37, n: 100, bn: 128, lo: -3, hi: 3, tol: 1e-12, body: func(e env) *tile.Value {
+			return e.b.Add(e.x, e.b.Sum(e.b.Mul(e.x, e.x), 1, true))
+		}},
+		{name: "row sum of eight", m: 37, n: 8, bn: 8, lo: -3, hi: 3, tol: 1e-12, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Sum(e.x, 1, true))
+		}},
+		{name: "row sum of four", m: 37, n: 7, bn: 4, lo: -3, hi: 3, tol: 1e-12, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Sum(e.x, 1, true))
+		}},
+		{name: "row max with NaN", m: 37, n: 64, bn: 64, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Max(e.x, 1, true))
+		}},
+		{name: "row min with tails", m: 37, n: 100, bn: 128, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Min(e.b.Where(e.mask, e.x, math.Inf(1)), 1, true))
+		}},
+		{name: "row max of four", m: 37, n: 7, bn: 4, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Max(e.x, 1, true))
+		}},
+		{name: "column sum", m: 37, n: 100, bn: 32, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Sum(e.x, 0, true))
+		}},
+		{name: "column max with NaN", m: 37, n: 100, bn: 32, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Max(e.x, 0, true))
+		}},
+		{name: "column min", m: 37, n: 64, bn: 64, lo: -3, hi: 3, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Min(e.x, 0, true))
+		}},
+		{name: "three row reductions", m: 37, n: 64, bn: 64, lo: -3, hi: 3, tol: 1e-12, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			return b.Sub(x, b.Add(b.Add(b.Sum(x, 1, true), b.Max(x, 1, true)), b.Min(b.Mul(x, 3.0), 1, true)))
+		}},
+		{name: "layernorm", m: 37, n: 64, bn: 64, noMask: false, lo: -3, hi: 3, tol: 1e-11, body: func(e env) *tile.Value {
+			b := e.b
+			d := b.Sub(e.x, b.Div(b.Sum(e.x, 1, true), 64.0))
+			v := b.Div(b.Sum(b.Mul(d, d), 1, true), 64.0)
+			return b.Mul(d, b.Rsqrt(b.Add(v, 1e-5)))
+		}},
+		{name: "layernorm without masks", m: 32, n: 256, bn: 256, noMask: true, lo: -3, hi: 3, tol: 1e-11, body: func(e env) *tile.Value {
+			b := e.b
+			d := b.Sub(e.x, b.Div(b.Sum(e.x, 1, true), 256.0))
+			v := b.Div(b.Sum(b.Mul(d, d), 1, true), 256.0)
+			return b.Mul(d, b.Rsqrt(b.Add(v, 1e-5)))
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -197,6 +247,21 @@ func TestF64Native(t *testing.T) {
 				return r
 			}
 			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+			if c.tol != 0 {
+				// the reference's sums are in order: within tol of them, and
+				// bit for bit the executor's below
+				ex, err := cpu.NewExec(k, cpu.WithNative(false))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ref := want
+				want = run(func(args ...any) error { return ex.Launch(grid, args...) })
+				for i := range want {
+					if w, r := want[i], ref[i]; math.Abs(w-r) > c.tol*(1+math.Abs(r)) {
+						t.Fatalf("executor: y[%d] = %v, reference %v: over the tolerance", i, w, r)
+					}
+				}
+			}
 			ran := false
 			for _, isa := range isas(t) {
 				native.SetAVX512(isa == "avx512")
@@ -243,12 +308,15 @@ func TestF64Declined(t *testing.T) {
 	}{
 		{"exp", "f64 exp", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Exp(x) }},
 		{"tanh", "f64 tanh", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Tanh(x) }},
-		{"row sum", "f64 reductions", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Sub(x, b.Sum(x, 1, true)) }},
+		{"log", "f64 log", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Log(x) }},
+		{"product", "f64 products", func(b *tile.Builder, x *tile.Value) *tile.Value {
+			return b.Dot(x, x, nil, tile.PrecIEEE)
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := tile.NewBuilder("f64_declined", nil)
 			px, py := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64)
-			off := b.Add(b.Mul(b.ExpandDims(b.Arange(0, 8), 1), 32), b.ExpandDims(b.Arange(0, 32), 0))
+			off := b.Add(b.Mul(b.ExpandDims(b.Arange(0, 32), 1), 32), b.ExpandDims(b.Arange(0, 32), 0))
 			b.Store(b.AddPtr(py, off), c.body(b, b.Load(b.AddPtr(px, off), nil, nil)), nil)
 			k, err := b.Build()
 			if err != nil {

@@ -252,6 +252,14 @@ func (pg *phaseGen) rowStart(fp *fastPlan) error {
 		if r.axis != r.v.Args[0].Type.Shape.Rank-1 {
 			continue
 		}
+		if isF64Red(r) {
+			if r.inMem {
+				return unsupported(r.v, "f64 reductions past the accumulator registers")
+			}
+			a.VBROADCASTSDZ(amd64.ZReg(r.acc[0]), pg.redInitF64(r))
+			a.VBROADCASTSDZ(amd64.ZReg(r.acc[1]), pg.redInitF64(r))
+			continue
+		}
 		init := pg.redInit(r)
 		if r.inMem {
 			a.VMOVUPS(0, init)
@@ -311,6 +319,16 @@ func (pg *phaseGen) rowEnd() error {
 	a := &g.a
 	for _, r := range pg.reds {
 		if r.axis != r.v.Args[0].Type.Shape.Rank-1 {
+			continue
+		}
+		if isF64Red(r) {
+			pg.rowEndF64(r)
+			a.MOVQload(rT0, fr(hOuter))
+			if pg.rank == 3 {
+				a.IMULQimm(rT0, rT0, int32(pg.ph.shape.Dims[1]))
+				a.ADDQload(rT0, fr(hOuter+8))
+			}
+			a.VMOVSDstore(amd64.PtrIdx(rF, rT0, 8, r.res), 0)
 			continue
 		}
 		x, y := r.acc[0], r.acc[1]

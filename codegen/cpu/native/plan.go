@@ -530,7 +530,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		}
 		return nil
 	case v.Op.IsReduce():
-		if t.DType != tile.F32 {
+		if t.DType != tile.F32 && t.DType != tile.F64 {
 			return unsupported(v, "%v reductions", t.DType)
 		}
 		ax := int(v.Aux)
