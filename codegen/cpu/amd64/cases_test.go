@@ -280,4 +280,10 @@ var encCases = []encCase{
 	{"vmovsd store", func(a *Asm) { a.VMOVSDstore(Ptr(R9, 8), 12) }, "VMOVSD X12, 8(R9)", "c4417b116108"},
 	{"vpermilps swap halves", func(a *Asm) { a.VPERMILPS(1, VReg(2), 0x4e) }, "VPERMILPS $0x4e, Y2, Y1", "c4e37d04ca4e"},
 	{"vaddpd ymm", func(a *Asm) { a.VADDPD(6, 6, VReg(9)) }, "VADDPD Y9, Y6, Y6", "c4c14d58f1"},
+	{"vmovapd zmm", func(a *Asm) { a.VMOVAPDZ(1, 18) }, "VMOVAPD Z18, Z1", "62e1fd4829d1"},
+	{"vporq zmm bcst", func(a *Asm) { a.VPORQZ(2, 3, Ptr(RDI, 8).Bcst()) }, "VPORQ.BCST 8(DI), Z3, Z2", "62f1e558eb5701"},
+	{"vfmadd213pd zmm bcst", func(a *Asm) { a.VFMADD213PDZ(3, 2, Ptr(RDI, 40).Bcst()) }, "VFMADD213PD.BCST 40(DI), Z2, Z3", "62f2ed58a85f05"},
+	{"vfnmadd231pd zmm bcst", func(a *Asm) { a.VFNMADD231PDZ(8, 9, Ptr(RDI, 16).Bcst()) }, "VFNMADD231PD.BCST 16(DI), Z9, Z8", "6272b558bc4702"},
+	{"vcvtpd2dq zmm", func(a *Asm) { a.VCVTPD2DQZ(3, 10) }, "VCVTPD2DQ Z10, Y3", "62d1ff48e6da"},
+	{"vpsllq zmm", func(a *Asm) { a.VPSLLQZ(12, 3, 52) }, "VPSLLQ $52, Z3, Z12", "62f19d4873f334"},
 }

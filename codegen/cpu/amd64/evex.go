@@ -386,3 +386,32 @@ func (a *Asm) VRNDSCALEPDZ(d ZReg, s Operand, imm uint8) {
 func (a *Asm) VCVTDQ2PDZ(d ZReg, s Operand) {
 	a.evex(map0F, ppF3, false, 0xe6, uint8(d), 0, s, 32)
 }
+
+// VMOVAPDZ d = s (float64 lanes, register to register; the store form, as
+// Go's assembler encodes it).
+func (a *Asm) VMOVAPDZ(d, s ZReg) { a.evex(map0F, pp66, true, 0x29, uint8(s), 0, d, 64) }
+
+// VPORQZ d = x | y (64-bit lanes).
+func (a *Asm) VPORQZ(d, x ZReg, y Operand) {
+	a.evex(map0F, pp66, true, 0xeb, uint8(d), uint8(x), y, 64)
+}
+
+// VFMADD213PDZ d = x·d + y, rounded once (float64 lanes).
+func (a *Asm) VFMADD213PDZ(d, x ZReg, y Operand) {
+	a.evex(map0F38, pp66, true, 0xa8, uint8(d), uint8(x), y, 64)
+}
+
+// VFNMADD231PDZ d = -(x·y) + d, rounded once (float64 lanes).
+func (a *Asm) VFNMADD231PDZ(d, x ZReg, y Operand) {
+	a.evex(map0F38, pp66, true, 0xbc, uint8(d), uint8(x), y, 64)
+}
+
+// VCVTPD2DQZ d = int32 of the eight float64 lanes of s, rounded as MXCSR
+// says (to nearest; 0x80000000 where out of range or NaN); d a Y register,
+// given as a ZReg of its number.
+func (a *Asm) VCVTPD2DQZ(d, s ZReg) { a.evex(map0F, ppF2, true, 0xe6, uint8(d), 0, s, 64) }
+
+// VPSLLQZ d = s << n (64-bit lanes).
+func (a *Asm) VPSLLQZ(d, s ZReg, n uint8) {
+	a.evexK(map0F, pp66, true, 0x73, 6, uint8(d), s, 64, 0, false, n)
+}
