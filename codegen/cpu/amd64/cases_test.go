@@ -286,4 +286,5 @@ var encCases = []encCase{
 	{"vfnmadd231pd zmm bcst", func(a *Asm) { a.VFNMADD231PDZ(8, 9, Ptr(RDI, 16).Bcst()) }, "VFNMADD231PD.BCST 16(DI), Z9, Z8", "6272b558bc4702"},
 	{"vcvtpd2dq zmm", func(a *Asm) { a.VCVTPD2DQZ(3, 10) }, "VCVTPD2DQ Z10, Y3", "62d1ff48e6da"},
 	{"vpsllq zmm", func(a *Asm) { a.VPSLLQZ(12, 3, 52) }, "VPSLLQ $52, Z3, Z12", "62f19d4873f334"},
+	{"vcmppd zmm k under k", func(a *Asm) { a.VCMPPDKZ(2, 1, 4, Ptr(RDI, 8).Bcst(), 0x11) }, "VCMPPD.BCST $0x11, 8(DI), Z4, K1, K2", "62f1dd59c2570111"},
 }

@@ -415,3 +415,13 @@ func (a *Asm) VCVTPD2DQZ(d, s ZReg) { a.evex(map0F, ppF2, true, 0xe6, uint8(d), 
 func (a *Asm) VPSLLQZ(d, s ZReg, n uint8) {
 	a.evexK(map0F, pp66, true, 0x73, 6, uint8(d), s, 64, 0, false, n)
 }
+
+// VCMPPDKZ k = x pred y lane by lane where opmask m is set, 0 elsewhere
+// (m not 0).
+func (a *Asm) VCMPPDKZ(k, m KReg, x ZReg, y Operand, pred uint8) {
+	if m == 0 {
+		a.fail("VCMPPD under K0")
+		return
+	}
+	a.evexK(map0F, pp66, true, 0xc2, uint8(k), uint8(x), y, 64, m, false, pred)
+}

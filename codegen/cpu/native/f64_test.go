@@ -21,7 +21,10 @@ import (
 // columns, rows narrower than eight lanes, rows without masks (the
 // unmasked loop), one-address loads under a mask, loads with another
 // value for masked-off lanes, comparisons and selects, casts f32 ↔ f64,
-// i32 and i1 → f64, rsqrt and sign, an f64 value kept in the frame for a
+// i32 and i1 → f64, rsqrt and sign, exp and tanh (mathd.go), softmax,
+// LayerNorm and GELU, row and column reductions (sums bit for bit the
+// executor's, against the reference within 1e-12), an f64 value kept in
+// the frame for a
 // later phase (after an f32 row max), and more live f64 values than
 // registers (spills of 64 bytes). Inputs are seeded, with special values
 // (NaN, ±Inf, ±0, subnormals, the largest finite) where the case says;
@@ -170,6 +173,25 @@ func TestF64Native(t *testing.T) {
 			v := b.Div(b.Sum(b.Mul(d, d), 1, true), 256.0)
 			return b.Mul(d, b.Rsqrt(b.Add(v, 1e-5)))
 		}},
+		{name: "exp and tanh", m: 37, n: 100, bn: 32, specials: true, lo: -800, hi: 800, body: func(e env) *tile.Value {
+			return e.b.Add(e.b.Exp(e.x), e.b.Tanh(e.x))
+		}},
+		{name: "softmax", m: 37, n: 256, bn: 256, lo: -8, hi: 8, tol: 1e-12, body: func(e env) *tile.Value {
+			b := e.b
+			z := b.Exp(b.Sub(e.x, b.Max(e.x, 1, true)))
+			return b.Div(z, b.Sum(z, 1, true))
+		}},
+		{name: "softmax with tails", m: 37, n: 100, bn: 128, lo: -8, hi: 8, tol: 1e-12, body: func(e env) *tile.Value {
+			b := e.b
+			x := b.Where(e.mask, e.x, math.Inf(-1))
+			z := b.Exp(b.Sub(x, b.Max(x, 1, true)))
+			return b.Div(z, b.Sum(z, 1, true))
+		}},
+		{name: "gelu (tanh form)", m: 40, n: 150, bn: 64, lo: -6, hi: 6, body: func(e env) *tile.Value {
+			b, x := e.b, e.x
+			u := b.Mul(b.Add(x, b.Mul(b.Mul(b.Mul(x, x), x), 0.044715)), 0.7978845608028654)
+			return b.Mul(b.Mul(x, 0.5), b.Add(b.Tanh(u), 1.0))
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := c.out
@@ -306,8 +328,8 @@ func TestF64Declined(t *testing.T) {
 		name, why string
 		body      func(b *tile.Builder, x *tile.Value) *tile.Value
 	}{
-		{"exp", "f64 exp", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Exp(x) }},
-		{"tanh", "f64 tanh", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Tanh(x) }},
+		{"exp2", "f64 exp2", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Exp2(x) }},
+		{"erf", "f64 erf", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Erf(x) }},
 		{"log", "f64 log", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Log(x) }},
 		{"product", "f64 products", func(b *tile.Builder, x *tile.Value) *tile.Value {
 			return b.Dot(x, x, nil, tile.PrecIEEE)

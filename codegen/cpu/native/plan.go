@@ -624,7 +624,8 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 func vectorF64Op(o tile.Op) bool {
 	switch o {
 	case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpDiv, tile.OpMin, tile.OpMax,
-		tile.OpNeg, tile.OpAbs, tile.OpSqrt, tile.OpRsqrt, tile.OpSign, tile.OpFloor, tile.OpCeil, tile.OpSelect:
+		tile.OpNeg, tile.OpAbs, tile.OpSqrt, tile.OpRsqrt, tile.OpSign, tile.OpFloor, tile.OpCeil, tile.OpSelect,
+		tile.OpExp, tile.OpTanh:
 		return true
 	}
 	return false

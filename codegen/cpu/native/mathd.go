@@ -1,0 +1,242 @@
+package native
+
+import (
+	"math"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/amd64"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// f64 exp and tanh on eight lanes, bit for bit the reference's.
+//
+// The reference's f64 exp (tile/interp.Exp64) is Go's math.Exp, with
+// e^(x-1)·e for 709 < x < 709.8, where Go's amd64 assembly overflows
+// early; on amd64 with FMA (the native code needs FMA) that assembly
+// (math/exp_amd64.s, Shibata's method from SLEEF) computes n = round(x·log2
+// e) in int32, r = x - n·ln2 in two fused steps, e^(r/16) by a degree-8
+// Taylor polynomial in fused multiply-adds, squared four times as
+// y·(y+2) (the last with +1 fused), times 2^n (2^(n+1022)·2^-1022 where
+// 2^n is subnormal, 0 below 2^-1075, +Inf from 2^1024). Every step is an
+// IEEE operation on float64, so eight lanes of it in zmm registers give
+// the scalar results exactly: exp64 is that algorithm in Go, its scalar
+// twin (TestMathF64: bit for bit Exp64 and the vector code). The
+// reference's tanh is Go's math.Tanh (pure Go: a rational function below
+// 0.625, 1 - 2/(e^{2|x|}+1) with e^ from math.Exp above it, ±1 past
+// 44.01), whose operations the vector code repeats in the same order
+// (tanh64, its twin, with explicit conversions so that no compiler fuses
+// them). Go documents both as within 1 ulp of the exact result.
+
+const (
+	expLog2E    = 1.4426950408889634073599246810018920
+	expLn2U     = 0.69314718055966295651160180568695068359375
+	expLn2L     = 0.28235290563031577122588448175013436025525412068e-12
+	expOverflow = 7.09782712893384e+02
+	tanhMaxLog  = 8.8029691931113054295988e+01 // log(2**127), as math.Tanh
+	tanhSat     = 0.5 * tanhMaxLog
+)
+
+// expTaylor64: the Taylor coefficients of e^r from 1/8! to 1 (Go's
+// exprodata, in the order the assembly takes them).
+var expTaylor64 = [...]float64{2.4801587301587301587e-5, 1.9841269841269841270e-4,
+	1.3888888888888888889e-3, 8.3333333333333333333e-3, 4.1666666666666666667e-2,
+	1.6666666666666666667e-1, 0.5, 1.0}
+
+var tanhP64 = [...]float64{-9.64399179425052238628e-1, -9.92877231001918586564e1, -1.61468768441708447952e3}
+var tanhQ64 = [...]float64{1.12811678491632931402e2, 2.23548839060100448583e3, 4.84406305325125486048e3}
+
+// exp64 is the reference's f64 exp (interp.Exp64 on amd64 with FMA), as
+// the vector code computes it.
+func exp64(x float64) float64 {
+	if x > 709 && x < 709.8 {
+		return float64(expArch64(x-1) * math.E)
+	}
+	return expArch64(x)
+}
+
+// expArch64 is Go's amd64 math.Exp (its FMA path).
+func expArch64(x float64) float64 {
+	switch {
+	case x != x:
+		return x
+	case x > expOverflow:
+		return math.Inf(1)
+	}
+	t := float64(x * expLog2E)
+	nf := math.RoundToEven(t) // CVTSD2SL: to nearest, MinInt32 out of range
+	if !(nf >= math.MinInt32 && nf <= math.MaxInt32) {
+		nf = math.MinInt32
+	}
+	r := math.FMA(-nf, expLn2U, x)
+	r = math.FMA(-nf, expLn2L, r)
+	r = float64(r * 0.0625)
+	p := expTaylor64[0]
+	for _, c := range expTaylor64[1:] {
+		p = math.FMA(p, r, c)
+	}
+	y := float64(r * p)
+	for i := 0; i < 3; i++ {
+		y = float64(y * float64(y+2))
+	}
+	y = math.FMA(y, float64(y+2), 1)
+	e := nf + 1023
+	switch {
+	case e < -52:
+		return 0
+	case e <= 0:
+		return float64(float64(y*math.Float64frombits(uint64(e+1022)<<52)) * 0x1p-1022)
+	case e >= 0x7ff:
+		return math.Inf(1)
+	}
+	return float64(y * math.Float64frombits(uint64(e)<<52))
+}
+
+// tanh64 is Go's math.Tanh, each operation rounded as the Go code
+// (without fusion) rounds it.
+func tanh64(x float64) float64 {
+	z := math.Abs(x)
+	switch {
+	case z > tanhSat:
+		return math.Copysign(1, x)
+	case z >= 0.625:
+		s := expArch64(float64(2 * z))
+		z = float64(1 - float64(2/float64(s+1)))
+		if x < 0 {
+			z = -z
+		}
+		return z
+	case x == 0:
+		return x
+	}
+	s := float64(x * x)
+	p := float64(float64(float64(float64(tanhP64[0]*s)+tanhP64[1])*s) + tanhP64[2])
+	q := float64(float64(float64(float64(float64(s+tanhQ64[0])*s)+tanhQ64[1])*s) + tanhQ64[2])
+	return float64(x + float64(float64(float64(x*s)*p)/q))
+}
+
+// cF64 is float64 constant x as a broadcast operand ({1to8}).
+func (g *gen) cF64(x float64) amd64.Mem { return g.constF64(x).Bcst() }
+
+// expCoreF64: y = expArch64(x) for lanes where x is finite and at most
+// expOverflow (others: anything). x is read first and stays; y is
+// written last; t holds four temporaries.
+func (g *gen) expCoreF64(y, x amd64.ZReg, t []amd64.VReg) {
+	a := &g.a
+	va := g.va()
+	nf, r, p, u := z(t[0]), z(t[1]), z(t[2]), z(t[3])
+	a.VMULPDZ(nf, x, g.cF64(expLog2E))
+	a.VCVTPD2DQZ(nf, nf) // n in the low half
+	a.VCVTDQ2PDZ(nf, nf)
+	a.VMOVAPDZ(r, x)
+	a.VFNMADD231PDZ(r, nf, g.cF64(expLn2U))
+	a.VFNMADD231PDZ(r, nf, g.cF64(expLn2L))
+	a.VMULPDZ(r, r, g.cF64(0.0625))
+	a.VBROADCASTSDZ(p, g.constF64(expTaylor64[0]))
+	for _, c := range expTaylor64[1:] {
+		a.VFMADD213PDZ(p, r, g.cF64(c))
+	}
+	a.VMULPDZ(p, r, p) // y
+	for i := 0; i < 3; i++ {
+		a.VADDPDZ(u, p, g.cF64(2))
+		a.VMULPDZ(p, p, u)
+	}
+	a.VADDPDZ(u, p, g.cF64(2))
+	a.VFMADD213PDZ(p, u, g.cF64(1))
+	// × 2^n: the exponent field e = n + 1023 (n + 1023 + 1022 where 2^n is
+	// subnormal, then × 2^-1022), built by adding 2^52 and shifting its
+	// low bits into place
+	a.VADDPDZ(r, nf, g.cF64(1023))
+	den := va.newK()
+	a.VCMPPDZ(den, r, g.cF64(0), amd64.CmpLE)
+	a.VADDPDZ(u, r, g.cF64(1022))
+	a.VBLENDMPDZ(r, den, r, u)
+	a.VADDPDZ(r, r, g.cF64(0x1p52))
+	a.VPSLLQZ(r, r, 52)
+	a.VMULPDZ(p, p, r)
+	a.VMULPDZ(u, p, g.cF64(0x1p-1022))
+	a.VBLENDMPDZ(p, den, p, u)
+	k := va.newK()
+	a.VCMPPDZ(k, nf, g.cF64(-1075), amd64.CmpLT)
+	a.VBLENDMPDZ(p, k, p, g.cF64(0))
+	k = va.newK()
+	a.VCMPPDZ(k, nf, g.cF64(1024), amd64.CmpGE)
+	a.VBLENDMPDZ(y, k, p, g.cF64(math.Inf(1)))
+}
+
+// expF64: dst = exp64(x) lane by lane. x is read before dst is written; t
+// holds six temporaries.
+func (g *gen) expF64(dst, x amd64.ZReg, t []amd64.VReg) {
+	a := &g.a
+	va := g.va()
+	xs, y := z(t[4]), z(t[5])
+	// 709 < x < 709.8: e^(x-1)·e
+	near := va.newK()
+	a.VCMPPDZ(near, x, g.cF64(709), amd64.CmpGT)
+	a.VCMPPDKZ(near, near, x, g.cF64(709.8), amd64.CmpLT)
+	a.VSUBPDZ(xs, x, g.cF64(1))
+	a.VBLENDMPDZ(xs, near, x, xs)
+	g.expCoreF64(y, xs, t[:4])
+	big := va.newK()
+	a.VCMPPDZ(big, xs, g.cF64(expOverflow), amd64.CmpGT) // +Inf too (NaN: false)
+	a.VBLENDMPDZ(y, big, y, g.cF64(math.Inf(1)))
+	a.VMULPDZ(z(t[0]), y, g.cF64(math.E))
+	a.VBLENDMPDZ(y, near, y, z(t[0]))
+	nan := va.newK()
+	a.VCMPPDZ(nan, x, x, amd64.CmpUNORD)
+	a.VBLENDMPDZ(dst, nan, y, x)
+}
+
+// tanhF64: dst = tanh64(x) lane by lane. x is read before dst is written;
+// t holds ten temporaries.
+func (g *gen) tanhF64(dst, x amd64.ZReg, t []amd64.VReg) {
+	a := &g.a
+	va := g.va()
+	zz, s, p, q, res := z(t[4]), z(t[5]), z(t[6]), z(t[7]), z(t[8])
+	a.VPANDQZ(zz, x, g.constI64(1<<63-1).Bcst())
+	// below 0.625: x + x·s·P(s)/Q(s), s = x²
+	a.VMULPDZ(s, x, x)
+	a.VMULPDZ(p, s, g.cF64(tanhP64[0]))
+	a.VADDPDZ(p, p, g.cF64(tanhP64[1]))
+	a.VMULPDZ(p, p, s)
+	a.VADDPDZ(p, p, g.cF64(tanhP64[2]))
+	a.VADDPDZ(q, s, g.cF64(tanhQ64[0]))
+	a.VMULPDZ(q, q, s)
+	a.VADDPDZ(q, q, g.cF64(tanhQ64[1]))
+	a.VMULPDZ(q, q, s)
+	a.VADDPDZ(q, q, g.cF64(tanhQ64[2]))
+	a.VMULPDZ(s, x, s)
+	a.VMULPDZ(s, s, p)
+	a.VDIVPDZ(s, s, q)
+	a.VADDPDZ(res, x, s)
+	// from 0.625: 1 - 2/(e^{2|x|}+1), x's sign
+	a.VADDPDZ(s, zz, zz)
+	g.expCoreF64(p, s, t[:4])
+	a.VADDPDZ(p, p, g.cF64(1))
+	a.VBROADCASTSDZ(q, g.constF64(2))
+	a.VDIVPDZ(p, q, p)
+	a.VBROADCASTSDZ(q, g.constF64(1))
+	a.VSUBPDZ(p, q, p)
+	sign := z(t[9])
+	a.VPANDQZ(sign, x, g.constI64(-1<<63).Bcst())
+	a.VPORQZ(p, p, sign)
+	k := va.newK()
+	a.VCMPPDZ(k, zz, g.cF64(0.625), amd64.CmpGE)
+	a.VBLENDMPDZ(res, k, res, p)
+	// past 44.01: ±1
+	a.VPORQZ(q, q, sign)
+	k = va.newK()
+	a.VCMPPDZ(k, zz, g.cF64(tanhSat), amd64.CmpGT)
+	a.VBLENDMPDZ(res, k, res, q)
+	// ±0: x
+	k = va.newK()
+	a.VCMPPDZ(k, x, g.cF64(0), amd64.CmpEQ)
+	a.VBLENDMPDZ(dst, k, res, x)
+}
+
+// mathF64 emits f64 exp or tanh of v's operand x into dst.
+func (g *gen) mathF64(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
+	if op == tile.OpExp {
+		g.expF64(z(dst), z(x), t)
+		return
+	}
+	g.tanhF64(z(dst), z(x), t)
+}

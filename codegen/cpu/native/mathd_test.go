@@ -1,0 +1,96 @@
+package native
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/interp"
+)
+
+// mathInputs64: the edges (±0, ±Inf, NaN, subnormals, the largest finite,
+// the thresholds of exp — 709, 709.8, its overflow, the ends of its
+// subnormal results near -708.4 and -745.1 — and of tanh — 0.625, 44.01 —
+// each with its neighbours), a sweep over [-750, 750], and seeded random
+// values: uniform in ±800, in ±2, and any bit pattern.
+func mathInputs64() []float64 {
+	xs := []float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.NaN(), 5e-324, -5e-324,
+		1e-310, -1e-310, 0x1p-1022, -0x1p-1022, math.MaxFloat64, -math.MaxFloat64, 1e-17, -1e-17}
+	for _, e := range []float64{709, 709.8, expOverflow, 709.5, 708.39641853226408, 708.4, 745.1332191019411,
+		745.13321910194122, 744.44007192138126, 740, 0.625, tanhSat, 1, 2, 20, 0.5, 1023 * math.Ln2, 1024 * math.Ln2} {
+		for _, x := range []float64{e, -e} {
+			xs = append(xs, x, math.Nextafter(x, math.Inf(1)), math.Nextafter(x, math.Inf(-1)))
+		}
+	}
+	for x := -750.0; x <= 750; x += 0.01713 {
+		xs = append(xs, x)
+	}
+	rng := rand.New(rand.NewPCG(64, 2026))
+	for range 40000 {
+		xs = append(xs, (rng.Float64()*2-1)*800, (rng.Float64()*2-1)*2, math.Float64frombits(rng.Uint64()))
+	}
+	return xs
+}
+
+// TestMathF64: the scalar twins exp64 and tanh64 are the reference's f64
+// exp (interp.Exp64: Go's math.Exp, as the reference computes it) and
+// tanh (math.Tanh) bit for bit, and the generated code is the twins bit
+// for bit lane by lane (a tail of 61 lanes included: the masked loop),
+// over mathInputs64. Skipped without AVX-512 (f64 is declined there) and
+// where the scalar exp is not Go's FMA assembly (the twin follows it).
+func TestMathF64(t *testing.T) {
+	if !jit.Supported() || !jit.HasAVX512() {
+		t.Skip("no f64 native code here: needs amd64 with AVX2, FMA and AVX-512")
+	}
+	xs := mathInputs64()
+	for _, c := range []struct {
+		op   tile.Op
+		twin func(float64) float64
+		ref  func(float64) float64
+	}{
+		{tile.OpExp, exp64, interp.Exp64},
+		{tile.OpTanh, tanh64, math.Tanh},
+	} {
+		t.Run(c.op.String(), func(t *testing.T) {
+			for _, x := range xs {
+				w, g := c.ref(x), c.twin(x)
+				if math.Float64bits(w) != math.Float64bits(g) && !(w != w && g != g) {
+					t.Fatalf("%v(%v): twin %v (%#x), reference %v (%#x)", c.op, x, g, math.Float64bits(g), w, math.Float64bits(w))
+				}
+			}
+			b := tile.NewBuilder("mathd_"+c.op.String(), tile.Meta{"BLOCK": 256})
+			px, py, n := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Param("n", tile.I32)
+			offs := b.Add(b.Mul(b.ProgramID(0), 256), b.Arange(0, 256))
+			m := b.Lt(offs, n)
+			b.Store(b.AddPtr(py, offs), b.Unary(c.op, b.Load(b.AddPtr(px, offs), m, nil)), m)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			was := SetAVX512(true)
+			defer SetAVX512(was)
+			nk, err := Compile(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nk.Free()
+			in := xs[:(len(xs)/256-1)*256+61] // a tail of 61
+			y := make([]float64, len(in))
+			for i := range y {
+				y[i] = math.NaN()
+			}
+			if err := nk.Launch(tile.Grid{(len(in) + 255) / 256}, in, y, len(in)); err != nil {
+				t.Fatal(err)
+			}
+			for i, x := range in {
+				w := c.twin(x)
+				if math.Float64bits(y[i]) != math.Float64bits(w) && !(w != w && y[i] != y[i]) {
+					t.Fatalf("%v(%v) = %v (%#x) natively, %v (%#x) by the twin", c.op, x, y[i], math.Float64bits(y[i]), w, math.Float64bits(w))
+				}
+			}
+			t.Logf("%d inputs: bit for bit", len(in))
+		})
+	}
+}
