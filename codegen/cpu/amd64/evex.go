@@ -425,3 +425,8 @@ func (a *Asm) VCMPPDKZ(k, m KReg, x ZReg, y Operand, pred uint8) {
 	}
 	a.evexK(map0F, pp66, true, 0xc2, uint8(k), uint8(x), y, 64, m, false, pred)
 }
+
+// VFMADD231PDZ d = x·y + d, rounded once (float64 lanes).
+func (a *Asm) VFMADD231PDZ(d, x ZReg, y Operand) {
+	a.evex(map0F38, pp66, true, 0xb8, uint8(d), uint8(x), y, 64)
+}

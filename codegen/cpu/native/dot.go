@@ -45,7 +45,7 @@ const (
 func dotSupported(v *tile.Value) error {
 	a, b := v.Args[0].Type, v.Args[1].Type
 	switch {
-	case v.Type.DType != tile.F32:
+	case v.Type.DType != tile.F32 && v.Type.DType != tile.F64:
 		return unsupported(v, "%v products", v.Type.DType)
 	case v.Prec != tile.PrecIEEE:
 		return unsupported(v, "products of precision %v", v.Prec)
@@ -63,7 +63,8 @@ func zeroSplat(x *tile.Value) bool {
 	for x.Op.IsShape() {
 		x = x.Args[0]
 	}
-	return x.Op == tile.OpConst && x.Type.DType == tile.F32 && math.Float32bits(float32(x.AuxF)) == 0
+	return x.Op == tile.OpConst && (x.Type.DType == tile.F32 && math.Float32bits(float32(x.AuxF)) == 0 ||
+		x.Type.DType == tile.F64 && math.Float64bits(x.AuxF) == 0)
 }
 
 // lanes are the lanes a pack reads its operand at: the phase's own, or
@@ -96,7 +97,7 @@ func (g *gen) packBlock(pk pack) int32 {
 	if pk.trans {
 		key--
 	}
-	return g.scratchBlock(key, pk.x.Type.Shape.Numel())
+	return g.scratchBlock(key, pk.x.Type.Shape.Numel()<<(shiftOf(pk.x.Type.DType)-2))
 }
 
 // scratchBlock is the frame block of n f32 under key, made if new.
@@ -145,6 +146,17 @@ func (g *gen) dotCode(d *tile.Value) error {
 	zero := zeroSplat(d.Args[2])
 	offC, _ := g.operandBlock(d, 2)
 	offD := g.dotBlock(d)
+	if d.Type.DType == tile.F64 {
+		if bT {
+			return unsupported(d, "f64 products with a transposed b")
+		}
+		aRow, aCol := int32(8*k), int32(8)
+		if aT {
+			aRow, aCol = 8, int32(8*m)
+		}
+		g.dotZ64(m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
+		return a.Err()
+	}
 	if bT { // b's transpose [N,K] → b [K,N], in 8×8 tiles
 		to := g.scratchBlock(-(1<<24)-2*d.ID-(1<<23), k*n)
 		g.transposeBlock(to, offB, n, k)
@@ -374,4 +386,88 @@ func (g *gen) transposeBlock(to, from int32, r, c int) {
 	a.ADDQimm(rCol, 4*lane)
 	a.SUBQimm(rRows, 1)
 	a.Jcc(amd64.CondNE, rows)
+}
+
+// dotZ64 is the f64 micro-kernel (f64 needs AVX-512F: plan.go): dotZ's
+// loop nest over float64 lanes, eight a zmm register, the columns in
+// strips of 16 (two vectors; N is a multiple of 16: dotSupported), the
+// rows in blocks of dotRowsZ (2·dotRowsZ accumulators, b in Z28–Z29, a's
+// broadcast in Z30). Each element is c + Σ_k a[i,k]·b[k,j] in k order,
+// one rounding a step (fused multiply-adds): within 2(K+1)·2⁻⁵³·(|c| +
+// Σ|a·b|) of the reference's.
+func (g *gen) dotZ64(m, k, n int, offA, offB, offC, offD, aRow, aCol int32, zero bool) {
+	a := &g.a
+	const (
+		rA   = amd64.RBX
+		rC   = amd64.R8
+		rD   = amd64.R9
+		rI   = amd64.R10
+		rAk  = amd64.R11
+		rBk  = amd64.R12
+		rK   = amd64.RDX
+		bVec = 28
+		aBc  = 30
+		zl   = lane // f64 lanes of a zmm register
+		nv   = 2
+	)
+	rows := dotRowsZ
+	micro := func(mr, j0 int) {
+		acc := func(r, v int) amd64.ZReg { return amd64.ZReg(r*nv + v) }
+		col := int32(8 * j0)
+		for r := 0; r < mr; r++ {
+			for v := 0; v < nv; v++ {
+				if zero {
+					a.VPXORQZ(acc(r, v), acc(r, v), acc(r, v))
+				} else {
+					a.VMOVUPDZ(acc(r, v), 0, amd64.Ptr(rC, int32(8*r*n)+col+int32(64*v)))
+				}
+			}
+		}
+		a.MOVQ(rAk, rA)
+		a.LEAQ(rBk, fr(offB+col))
+		a.MOVLimm(rK, uint32(k))
+		top := a.NewLabel()
+		a.Bind(top)
+		for v := 0; v < nv; v++ {
+			a.VMOVUPDZ(amd64.ZReg(bVec+v), 0, amd64.Ptr(rBk, int32(64*v)))
+		}
+		for r := 0; r < mr; r++ {
+			a.VBROADCASTSDZ(aBc, amd64.Ptr(rAk, int32(r)*aRow))
+			for v := 0; v < nv; v++ {
+				a.VFMADD231PDZ(acc(r, v), amd64.ZReg(bVec+v), amd64.ZReg(aBc))
+			}
+		}
+		a.ADDQimm(rAk, aCol)
+		a.ADDQimm(rBk, int32(8*n))
+		a.SUBQimm(rK, 1)
+		a.Jcc(amd64.CondNE, top)
+		for r := 0; r < mr; r++ {
+			for v := 0; v < nv; v++ {
+				a.VMOVUPDstoreZ(amd64.Ptr(rD, int32(8*r*n)+col+int32(64*v)), 0, acc(r, v))
+			}
+		}
+	}
+	for j0 := 0; j0 < n; j0 += nv * zl {
+		a.LEAQ(rA, fr(offA))
+		if !zero {
+			a.LEAQ(rC, fr(offC))
+		}
+		a.LEAQ(rD, fr(offD))
+		if full := m / rows; full > 0 {
+			a.MOVLimm(rI, uint32(full))
+			top := a.NewLabel()
+			a.Bind(top)
+			micro(rows, j0)
+			a.ADDQimm(rA, int32(rows)*aRow)
+			if !zero {
+				a.ADDQimm(rC, int32(8*rows*n))
+			}
+			a.ADDQimm(rD, int32(8*rows*n))
+			a.SUBQimm(rI, 1)
+			a.Jcc(amd64.CondNE, top)
+		}
+		if tail := m % rows; tail > 0 {
+			micro(tail, j0)
+		}
+	}
 }

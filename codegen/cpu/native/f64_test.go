@@ -331,9 +331,6 @@ func TestF64Declined(t *testing.T) {
 		{"exp2", "f64 exp2", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Exp2(x) }},
 		{"erf", "f64 erf", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Erf(x) }},
 		{"log", "f64 log", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Log(x) }},
-		{"product", "f64 products", func(b *tile.Builder, x *tile.Value) *tile.Value {
-			return b.Dot(x, x, nil, tile.PrecIEEE)
-		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := tile.NewBuilder("f64_declined", nil)
@@ -349,6 +346,94 @@ func TestF64Declined(t *testing.T) {
 			_, err = native.Compile(k)
 			if !errors.Is(err, native.ErrUnsupported) || !strings.Contains(err.Error(), c.why) {
 				t.Fatalf("got %v, want a decline for %s", err, c.why)
+			}
+		})
+	}
+}
+
+// TestDotF64Native: f64 products (dotZ64: fused multiply-adds in k order,
+// eight lanes a zmm register) over masked rows, columns and k, a K loop
+// accumulating in place or not, a transposed a, row blocks past the
+// micro-kernel's twelve rows: within 2(K+1)·2⁻⁵³·(|c0| + Σ|a·b|) of the
+// reference, element by element. A transposed b is declined.
+func TestDotF64Native(t *testing.T) {
+	requireJIT(t)
+	if !jit.HasAVX512() {
+		t.Skip("no AVX-512 here: f64 kernels are declined")
+	}
+	for _, c := range []struct {
+		name       string
+		m, n, k    int
+		bm, bn, bk int
+		loop       bool
+		loadAcc    bool
+		notYield   bool
+		tA         bool
+	}{
+		{name: "one block 16×16×16", m: 16, n: 16, k: 16, bm: 16, bn: 16, bk: 16},
+		{name: "one block, loaded accumulator, masked 50×40×27", m: 50, n: 40, k: 27, bm: 64, bn: 32, bk: 32, loadAcc: true},
+		{name: "K loop in place 130×70×90", m: 130, n: 70, k: 90, bm: 32, bn: 32, bk: 32, loop: true},
+		{name: "K loop, yield not the product, 45×33×70", m: 45, n: 33, k: 70, bm: 16, bn: 32, bk: 32, loop: true, notYield: true},
+		{name: "a transposed, K loop 130×70×90", m: 130, n: 70, k: 90, bm: 32, bn: 32, bk: 32, loop: true, tA: true},
+		{name: "K loop 64×64 blocks 150×100×70", m: 150, n: 100, k: 70, bm: 64, bn: 64, bk: 32, loop: true, loadAcc: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.loop && !c.tA && !c.notYield { // the same with b transposed: declined
+				was := native.SetAVX512(true)
+				_, err := native.Compile(dotKernelOf(t, tile.F64, c.bm, c.bn, c.bk, c.loop, c.loadAcc, false, false, true))
+				native.SetAVX512(was)
+				if !errors.Is(err, native.ErrUnsupported) || !strings.Contains(err.Error(), "f64 products with a transposed b") {
+					t.Fatalf("b transposed: got %v, want a decline", err)
+				}
+			}
+			k := dotKernelOf(t, tile.F64, c.bm, c.bn, c.bk, c.loop, c.loadAcc, c.notYield, c.tA, false)
+			rng := tiletest.RNG(c.name)
+			uni := func(n int) []float64 {
+				x := make([]float64, n)
+				for i := range x {
+					x[i] = rng.Float64()*2 - 1
+				}
+				return x
+			}
+			a, bm, c0 := uni(c.m*c.k), uni(c.k*c.n), uni(c.m*c.n)
+			grid := tile.Grid{(c.m + c.bm - 1) / c.bm, (c.n + c.bn - 1) / c.bn}
+			run := func(launch func(args ...any) error) []float64 {
+				out := make([]float64, c.m*c.n)
+				for i := range out {
+					out[i] = math.NaN()
+				}
+				if err := launch(a, bm, c0, out, c.m, c.n, c.k); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+			was := native.SetAVX512(true)
+			defer native.SetAVX512(was)
+			nk, err := native.Compile(k)
+			if err != nil {
+				t.Fatalf("not compiled natively: %v\n%v", err, k)
+			}
+			defer nk.Free()
+			got := run(func(args ...any) error { return nk.Launch(grid, args...) })
+			for i := 0; i < c.m; i++ {
+				for j := 0; j < c.n; j++ {
+					abs := 0.0
+					if c.loadAcc {
+						abs = math.Abs(c0[i*c.n+j])
+					}
+					for q := 0; q < c.k; q++ {
+						ai := i*c.k + q
+						if c.tA {
+							ai = q*c.m + i
+						}
+						abs += math.Abs(a[ai] * bm[q*c.n+j])
+					}
+					g, w := got[i*c.n+j], want[i*c.n+j]
+					if bound := 2 * float64(c.k+1) * 0x1p-53 * abs; !(math.Abs(g-w) <= bound) {
+						t.Fatalf("c[%d,%d] = %v natively, %v on the reference: apart by more than %g", i, j, g, w, bound)
+					}
+				}
 			}
 		})
 	}

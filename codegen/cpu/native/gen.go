@@ -304,7 +304,7 @@ func (g *gen) loopCode(lp *loopPlan) error {
 	for i := range lp.carries {
 		c := &lp.carries[i]
 		if c.block {
-			off := g.alloc(int32(4*c.arg.Type.Shape.Numel()), blockAlign)
+			off := g.alloc(int32(c.arg.Type.Shape.Numel())<<shiftOf(c.arg.Type.DType), blockAlign)
 			g.block[c.arg.ID] = off
 			if c.result != nil {
 				g.block[c.result.ID] = off
@@ -393,7 +393,7 @@ func (g *gen) loopCode(lp *loopPlan) error {
 	for i, c := range lp.carries {
 		if c.block {
 			if !c.inPlace {
-				g.copyBlock(g.block[c.arg.ID], g.yieldBlock(lp, i), c.arg.Type.Shape.Numel())
+				g.copyBlock(g.block[c.arg.ID], g.yieldBlock(lp, i), c.arg.Type.Shape.Numel()<<(shiftOf(c.arg.Type.DType)-2))
 			}
 			continue
 		}
@@ -434,12 +434,12 @@ func (g *gen) yieldBlock(lp *loopPlan, i int) int32 {
 	if off, ok := g.block[key]; ok {
 		return off
 	}
-	off := g.alloc(int32(4*c.arg.Type.Shape.Numel()), blockAlign)
+	off := g.alloc(int32(c.arg.Type.Shape.Numel())<<shiftOf(c.arg.Type.DType), blockAlign)
 	g.block[key] = off
 	return off
 }
 
-// copyBlock copies n f32 from the frame at from to the frame at to.
+// copyBlock copies n f32 (n/2 f64) from the frame at from to the frame at to.
 func (g *gen) copyBlock(to, from int32, n int) {
 	a := &g.a
 	i := 0

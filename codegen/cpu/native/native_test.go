@@ -328,14 +328,19 @@ func checkDot(t *testing.T, isa string, m, n, k int, loadAcc, tA, tB bool, a, b,
 // [K,M]), b [K,N] (or [N,K]), c0 and c [M,N], one
 // bm×bn block of c a program.
 func dotKernel(t testing.TB, bm, bn, bk int, loop, loadAcc, notYield, tA, tB bool) *tile.Kernel {
+	return dotKernelOf(t, tile.F32, bm, bn, bk, loop, loadAcc, notYield, tA, tB)
+}
+
+// dotKernelOf is dotKernel over elements of type dt.
+func dotKernelOf(t testing.TB, dt tile.DType, bm, bn, bk int, loop, loadAcc, notYield, tA, tB bool) *tile.Kernel {
 	b := tile.NewBuilder("dot", nil)
-	pa, pb, pc0, pc := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("c0", tile.F32), b.Ptr("c", tile.F32)
+	pa, pb, pc0, pc := b.Ptr("a", dt), b.Ptr("b", dt), b.Ptr("c0", dt), b.Ptr("c", dt)
 	M, N, K := b.Param("M", tile.I32), b.Param("N", tile.I32), b.Param("K", tile.I32)
 	rows := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1)
 	cols := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0)
 	cmask := b.And(b.Lt(rows, M), b.Lt(cols, N))
 	cptr := b.AddPtr(pc, b.Add(b.Mul(rows, N), cols))
-	init := b.Zeros(tile.F32, bm, bn)
+	init := b.Zeros(dt, bm, bn)
 	if loadAcc {
 		init = b.Load(b.AddPtr(pc0, b.Add(b.Mul(rows, N), cols)), cmask, 0.0)
 	}

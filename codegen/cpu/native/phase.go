@@ -180,7 +180,7 @@ func (pg *phaseGen) build() error {
 		if err != nil {
 			return err
 		}
-		pat := pg.framePattern(pg.g.packBlock(pk), tile.Type{DType: tile.F32, Shape: pg.ph.shape}, id)
+		pat := pg.framePattern(pg.g.packBlock(pk), tile.Type{DType: pk.x.Type.DType, Shape: pg.ph.shape}, id)
 		pg.add(&node{v: pk.x, op: opMatWrite, args: []*node{n}, pat: pat})
 	}
 	// loop-carried blocks: every yielded (or initial) value first, then
@@ -207,7 +207,7 @@ func (pg *phaseGen) build() error {
 		vals, dsts = append(vals, n), append(dsts, pg.g.block[c.arg.ID])
 	}
 	for i, n := range vals {
-		pat := pg.framePattern(dsts[i], tile.Type{DType: tile.F32, Shape: pg.ph.shape}, id)
+		pat := pg.framePattern(dsts[i], tile.Type{DType: n.v.Type.DType, Shape: pg.ph.shape}, id)
 		pg.add(&node{v: n.v, op: opMatWrite, args: []*node{n}, pat: pat})
 	}
 	return nil

@@ -392,7 +392,7 @@ func (p *plan) loop(v *tile.Value, one func(*tile.Value) error) error {
 	for i, init := range v.Args[3:] {
 		arg := body.Args[i+1]
 		c := carry{arg: arg, init: init, yield: yield.Args[i], block: !arg.Type.Shape.IsScalar()}
-		if c.block && arg.Type.DType != tile.F32 || !c.block && arg.Type.DType != tile.F32 && !arg.Type.DType.IsInt() {
+		if c.block && arg.Type.DType != tile.F32 && arg.Type.DType != tile.F64 || !c.block && arg.Type.DType != tile.F32 && !arg.Type.DType.IsInt() {
 			return unsupported(arg, "a loop-carried %v", arg.Type)
 		}
 		if ii := p.in(init); c.block && (ii.kind == kFloat || ii.kind == kMask) && !ii.formula {
