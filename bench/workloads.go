@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -156,17 +157,46 @@ type builder struct {
 	g      *G.ExprGraph
 	rng    *rand.Rand
 	inputs map[*G.Node]tensor.Tensor
+	f64    bool // float64 inputs (BuildFloat64)
 }
+
+// buildF64 makes the builders of a BuildFloat64 call use float64; held
+// for the call's duration.
+var (
+	buildMu  sync.Mutex
+	buildF64 bool
+)
 
 func newBuilder() *builder {
-	return &builder{g: G.NewGraph(), rng: rand.New(rand.NewPCG(1, 2)), inputs: map[*G.Node]tensor.Tensor{}}
+	return &builder{g: G.NewGraph(), rng: rand.New(rand.NewPCG(1, 2)), inputs: map[*G.Node]tensor.Tensor{}, f64: buildF64}
 }
 
-// input adds a float32 input of the given shape with values in ±scale.
+// BuildFloat64 is wl.Build(size) with float64 inputs and constants (the
+// same shapes and seeded values, widened): Gorgonia's usual dtype, for
+// measuring and testing float64 graphs.
+func BuildFloat64(wl Workload, size string) (Spec, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	buildF64 = true
+	defer func() { buildF64 = false }()
+	return wl.Build(size)
+}
+
+// input adds a float32 (float64) input of the given shape with values in
+// ±scale.
 func (b *builder) input(name string, scale float64, shape ...int) *G.Node {
 	n := 1
 	for _, s := range shape {
 		n *= s
+	}
+	if b.f64 {
+		d := make([]float64, n)
+		for i := range d {
+			d[i] = float64(float32((b.rng.Float64()*2 - 1) * scale))
+		}
+		node := G.NewTensor(b.g, tensor.Float64, len(shape), G.WithShape(shape...), G.WithName(name))
+		b.inputs[node] = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
+		return node
 	}
 	d := make([]float32, n)
 	for i := range d {
@@ -177,18 +207,24 @@ func (b *builder) input(name string, scale float64, shape ...int) *G.Node {
 	return node
 }
 
-func c32(v float64) *G.Node { return G.NewConstant(float32(v)) }
+// cOf is constant v of x's dtype (float32 or float64).
+func cOf(x *G.Node, v float64) *G.Node {
+	if x.Dtype() == tensor.Float64 {
+		return G.NewConstant(v)
+	}
+	return G.NewConstant(float32(v))
+}
 
 func gelu(x *G.Node) *G.Node { // tanh form, as users write it
-	inner := G.Must(G.Mul(G.Must(G.Add(x, G.Must(G.Mul(G.Must(G.Cube(x)), c32(0.044715))))), c32(math.Sqrt(2/math.Pi))))
-	return G.Must(G.Mul(G.Must(G.HadamardProd(x, G.Must(G.Add(G.Must(G.Tanh(inner)), c32(1))))), c32(0.5)))
+	inner := G.Must(G.Mul(G.Must(G.Add(x, G.Must(G.Mul(G.Must(G.Cube(x)), cOf(x, 0.044715))))), cOf(x, math.Sqrt(2/math.Pi))))
+	return G.Must(G.Mul(G.Must(G.HadamardProd(x, G.Must(G.Add(G.Must(G.Tanh(inner)), cOf(x, 1))))), cOf(x, 0.5)))
 }
 
 func layerNorm(x, gamma, beta *G.Node) *G.Node {
 	mu := G.Must(G.Mean(x, 1))
 	xc := G.Must(G.BroadcastSub(x, mu, nil, []byte{1}))
 	v := G.Must(G.Mean(G.Must(G.Square(xc)), 1))
-	rstd := G.Must(G.Inverse(G.Must(G.Sqrt(G.Must(G.Add(v, c32(1e-5)))))))
+	rstd := G.Must(G.Inverse(G.Must(G.Sqrt(G.Must(G.Add(v, cOf(x, 1e-5)))))))
 	y := G.Must(G.BroadcastHadamardProd(xc, rstd, nil, []byte{1}))
 	return G.Must(G.BroadcastAdd(G.Must(G.BroadcastHadamardProd(y, gamma, nil, []byte{0})), beta, nil, []byte{0}))
 }
@@ -207,8 +243,8 @@ func elementwise(size string) (Spec, error) {
 	}
 	b := newBuilder()
 	x := b.input("x", 2, n/1024, 1024)
-	h := G.Must(G.Add(G.Must(G.Mul(x, c32(0.5))), c32(1)))
-	return b.spec("chain", size, 0, G.Must(G.Mul(gelu(h), c32(2)))), nil
+	h := G.Must(G.Add(G.Must(G.Mul(x, cOf(x, 0.5))), cOf(x, 1)))
+	return b.spec("chain", size, 0, G.Must(G.Mul(gelu(h), cOf(x, 2)))), nil
 }
 
 func softmaxW(size string) (Spec, error) {
@@ -281,7 +317,7 @@ func attentionW(size string, d int, backward bool) (Spec, error) {
 	}
 	b := newBuilder()
 	q, k, v := b.input("q", 1, bh, s, d), b.input("k", 1, bh, s, d), b.input("v", 1, bh, s, d)
-	sc := G.Must(G.Mul(G.Must(G.BatchedMatMul(q, k, false, true)), c32(1/math.Sqrt(float64(d)))))
+	sc := G.Must(G.Mul(G.Must(G.BatchedMatMul(q, k, false, true)), cOf(q, 1/math.Sqrt(float64(d)))))
 	out := G.Must(G.BatchedMatMul(G.Must(G.SoftMax(sc)), v, false, false))
 	flops := int64(4 * bh * s * s * d)
 	name := "attention"
@@ -384,7 +420,7 @@ func encoderSpec(size string, backward bool) (_ Spec, params G.Nodes, cost *G.No
 			return G.Must(G.Reshape(G.Must(G.Mul(x, w)), tensor.Shape{batch, s, dh}))
 		}
 		q, k, v := proj("wq"), proj("wk"), proj("wv")
-		sc := G.Must(G.Mul(G.Must(G.BatchedMatMul(q, k, false, true)), c32(1/math.Sqrt(float64(dh)))))
+		sc := G.Must(G.Mul(G.Must(G.BatchedMatMul(q, k, false, true)), cOf(q, 1/math.Sqrt(float64(dh)))))
 		o := G.Must(G.BatchedMatMul(G.Must(G.SoftMax(sc)), v, false, false))
 		heads = append(heads, G.Must(G.Reshape(o, tensor.Shape{batch * s, dh})))
 	}
