@@ -71,6 +71,9 @@ func TestGeneratedF64KernelsNative(t *testing.T) {
 						msg = msg[i+3:]
 					}
 					why[strings.TrimSuffix(msg, ": "+native.ErrUnsupported.Error())]++
+					if testing.Verbose() {
+						t.Logf("%s: %v", k.Name, e.NativeErr())
+					}
 					continue
 				}
 				var ins [][]float64

@@ -305,3 +305,71 @@ func (pg *phaseGen) rowEndF64(r *redState) {
 		g.maxStepF64(r.v.Op, 0, 1)
 	}
 }
+
+// scalarF64 computes an f64 scalar into its slot: a load (checked, or
+// other where the mask is false), or an op computed by the vector code on
+// broadcast operands (scalarF64Op); it is read as a splat (broadcastSlot:
+// the slot itself, 8 bytes).
+func (g *gen) scalarF64(v *tile.Value) error {
+	a := &g.a
+	if v.Op != tile.OpLoad {
+		return g.scalarF64Op(v)
+	}
+	ptr := g.p.in(v.Args[0]).aff
+	off, done := a.NewLabel(), a.NewLabel()
+	if len(v.Args) >= 2 {
+		g.scalarIntReg(rT0, v.Args[1])
+		a.TESTQ(rT0, rT0)
+		a.Jcc(amd64.CondE, off)
+	}
+	g.sxReg(rT0, ptr.c)
+	a.SHLQ(rT0, 3)
+	a.ADDQload(rT0, fr(paramBase(ptr.root)))
+	bad := g.stub(v.ID)
+	a.CMPQload(rT0, fr(paramBase(ptr.root)))
+	a.Jcc(amd64.CondB, bad)
+	a.LEAQ(rT1, amd64.Ptr(rT0, 8))
+	a.CMPQload(rT1, fr(paramEnd(ptr.root)))
+	a.Jcc(amd64.CondA, bad)
+	a.MOVQload(rT0, amd64.Ptr(rT0, 0))
+	a.JMP(done)
+	a.Bind(off)
+	bits := uint64(0)
+	if len(v.Args) == 3 {
+		bits = math.Float64bits(v.Args[2].AuxF)
+	}
+	a.MOVQimm(rT0, int64(bits))
+	a.Bind(done)
+	a.MOVQstore(fr(g.slotOf(v)), rT0)
+	return g.broadcastSlot(v)
+}
+
+// scalarF64Op computes f64 op v on its operands broadcast to every lane
+// (Z0–Z2; masks in Y0–Y2), lane 0 of the result stored in its slot.
+func (g *gen) scalarF64Op(v *tile.Value) error {
+	a := &g.a
+	srcs := make([]opnd, len(v.Args))
+	for i, x := range v.Args {
+		r := amd64.VReg(i)
+		switch {
+		case g.p.in(x).kind == kScalarBool:
+			g.scalarIntReg(rT0, x) // all ones where true
+			a.NEGQ(rT0)
+			a.VMOVDfromGPR(r, rT0)
+			a.VPBROADCASTD(r, r)
+		case x.Type.DType != tile.F64:
+			return unsupported(v, "scalar f64 %v of %v", v.Op, x.Type.DType)
+		case x.Op == tile.OpConst:
+			a.VBROADCASTSDZ(z(r), g.constF64(x.AuxF))
+		default:
+			a.VBROADCASTSDZ(z(r), fr(g.slotOf(x)))
+		}
+		srcs[i] = opnd{reg: r}
+	}
+	tmps := []amd64.VReg{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	if err := g.f64Op(v, 3, srcs, tmps); err != nil {
+		return err
+	}
+	a.VMOVSDstore(fr(g.slotOf(v)), 3)
+	return g.broadcastSlot(v)
+}

@@ -438,3 +438,68 @@ func TestDotF64Native(t *testing.T) {
 		})
 	}
 }
+
+// TestF64ScalarsNative: f64 scalars (a sum of a 1-D block, a scalar
+// quotient, a scalar load under a mask with another value, a select of
+// scalars) read as splats, natively: bit for bit the executor's (its row
+// sum's order), within 1e-12 of the reference.
+func TestF64ScalarsNative(t *testing.T) {
+	requireJIT(t)
+	if !jit.HasAVX512() {
+		t.Skip("no AVX-512 here: f64 kernels are declined")
+	}
+	const block = 256
+	b := tile.NewBuilder("f64_scalars", nil)
+	px, py, n := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Param("n", tile.I32)
+	offs := b.Add(b.Mul(b.ProgramID(0), block), b.Arange(0, block))
+	mask := b.Lt(offs, n)
+	x := b.Load(b.AddPtr(px, offs), mask, 0.0)
+	mean := b.Div(b.Sum(x, 0, false), float64(block))
+	first := b.Load(px, b.Gt(n, b.I32(1000)), 1.5) // x[0] where n > 1000, else 1.5
+	scale := b.Where(b.Gt(n, b.I32(500)), first, b.Neg(first))
+	b.Store(b.AddPtr(py, offs), b.Sub(b.Mul(x, scale), mean), mask)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	was := native.SetAVX512(true)
+	defer native.SetAVX512(was)
+	nk, err := native.Compile(k)
+	if err != nil {
+		t.Fatalf("not compiled natively: %v\n%v", err, k)
+	}
+	defer nk.Free()
+	ex, err := cpu.NewExec(k, cpu.WithNative(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{1000, 1001, 77} {
+		rng := tiletest.RNG("f64 scalars")
+		xs := make([]float64, size)
+		for i := range xs {
+			xs[i] = rng.Float64()*2 - 0.9
+		}
+		grid := tile.Grid{(size + block - 1) / block}
+		run := func(launch func(args ...any) error) []float64 {
+			y := make([]float64, size)
+			for i := range y {
+				y[i] = math.NaN()
+			}
+			if err := launch(xs, y, size); err != nil {
+				t.Fatal(err)
+			}
+			return y
+		}
+		got := run(func(args ...any) error { return nk.Launch(grid, args...) })
+		want := run(func(args ...any) error { return ex.Launch(grid, args...) })
+		ref := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+		for i := range want {
+			if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+				t.Fatalf("n=%d: y[%d] = %v natively, %v on the executor", size, i, got[i], want[i])
+			}
+			if math.Abs(want[i]-ref[i]) > 1e-12*(1+math.Abs(ref[i])) {
+				t.Fatalf("n=%d: y[%d] = %v on the executor, %v on the reference", size, i, want[i], ref[i])
+			}
+		}
+	}
+}

@@ -785,6 +785,9 @@ func (g *gen) scalarDivRem(v *tile.Value) {
 // operands, lane 0 stored.
 func (g *gen) scalarFloat(v *tile.Value) error {
 	a := &g.a
+	if v.Type.DType == tile.F64 {
+		return g.scalarF64(v)
+	}
 	switch v.Op {
 	case tile.OpParam, tile.OpBlockArg, tile.OpForResult:
 		g.slotOf(v)
@@ -880,6 +883,10 @@ func (g *gen) scalarFloatCompare(v *tile.Value) error {
 // broadcastSlot writes the 32-byte broadcast of f32 scalar v where phases
 // read it as a vector operand.
 func (g *gen) broadcastSlot(v *tile.Value) error {
+	if v.Type.DType == tile.F64 { // read as {1to8} or vbroadcastsd: the slot itself
+		g.vslot[v.ID] = g.slotOf(v)
+		return nil
+	}
 	off := g.alloc(32, 32)
 	g.vslot[v.ID] = off
 	g.a.VBROADCASTSS(0, fr(g.slotOf(v)))

@@ -323,6 +323,10 @@ func (pg *phaseGen) rowEnd() error {
 		}
 		if isF64Red(r) {
 			pg.rowEndF64(r)
+			if r.v.Type.Shape.IsScalar() {
+				a.VMOVSDstore(fr(r.res), 0)
+				continue
+			}
 			a.MOVQload(rT0, fr(hOuter))
 			if pg.rank == 3 {
 				a.IMULQimm(rT0, rT0, int32(pg.ph.shape.Dims[1]))

@@ -758,6 +758,31 @@ func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
 		// computes with f64
 		in.kind = kScalarFloat
 		return nil
+	case t.DType == tile.F64 && v.Op == tile.OpLoad:
+		// read only as a splat: its slot (f64.go: scalarF64)
+		if p.stored[p.in(v.Args[0]).aff.root] {
+			return unsupported(v, "load from a buffer the kernel also stores to")
+		}
+		if len(v.Args) == 3 && v.Args[2].Op != tile.OpConst {
+			return unsupported(v, "scalar f64 load whose other is not a constant")
+		}
+		in.kind = kScalarFloat
+		in.segment = in.avail
+		p.cur.scalars = append(p.cur.scalars, v)
+		return nil
+	case t.DType == tile.F64 && vectorF64Op(v.Op):
+		// computed by the vector code on broadcast operands (f64.go)
+		in.kind = kScalarFloat
+		in.segment = in.avail
+		p.cur.scalars = append(p.cur.scalars, v)
+		return nil
+	case t.DType == tile.F64 && v.Op.IsReduce():
+		if v.Args[0].Type.Shape.Rank != 1 {
+			return unsupported(v, "scalar reduction of %v", v.Args[0].Type)
+		}
+		in.kind = kReduce
+		in.avail++
+		return nil
 	}
 	return unsupported(v, "scalar %v", t)
 }
