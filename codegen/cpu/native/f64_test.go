@@ -353,9 +353,9 @@ func TestF64Declined(t *testing.T) {
 
 // TestDotF64Native: f64 products (dotZ64: fused multiply-adds in k order,
 // eight lanes a zmm register) over masked rows, columns and k, a K loop
-// accumulating in place or not, a transposed a, row blocks past the
-// micro-kernel's twelve rows: within 2(K+1)·2⁻⁵³·(|c0| + Σ|a·b|) of the
-// reference, element by element. A transposed b is declined.
+// accumulating in place or not, transposed operands, row blocks past
+// the micro-kernel's twelve rows: within 2(K+1)·2⁻⁵³·(|c0| + Σ|a·b|) of
+// the reference, element by element.
 func TestDotF64Native(t *testing.T) {
 	requireJIT(t)
 	if !jit.HasAVX512() {
@@ -368,7 +368,7 @@ func TestDotF64Native(t *testing.T) {
 		loop       bool
 		loadAcc    bool
 		notYield   bool
-		tA         bool
+		tA, tB     bool
 	}{
 		{name: "one block 16×16×16", m: 16, n: 16, k: 16, bm: 16, bn: 16, bk: 16},
 		{name: "one block, loaded accumulator, masked 50×40×27", m: 50, n: 40, k: 27, bm: 64, bn: 32, bk: 32, loadAcc: true},
@@ -376,17 +376,11 @@ func TestDotF64Native(t *testing.T) {
 		{name: "K loop, yield not the product, 45×33×70", m: 45, n: 33, k: 70, bm: 16, bn: 32, bk: 32, loop: true, notYield: true},
 		{name: "a transposed, K loop 130×70×90", m: 130, n: 70, k: 90, bm: 32, bn: 32, bk: 32, loop: true, tA: true},
 		{name: "K loop 64×64 blocks 150×100×70", m: 150, n: 100, k: 70, bm: 64, bn: 64, bk: 32, loop: true, loadAcc: true},
+		{name: "b transposed, K loop 100×200×77", m: 100, n: 200, k: 77, bm: 64, bn: 64, bk: 16, loop: true, tB: true, loadAcc: true},
+		{name: "both transposed, one block 50×40×27", m: 50, n: 40, k: 27, bm: 64, bn: 64, bk: 32, tA: true, tB: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if c.loop && !c.tA && !c.notYield { // the same with b transposed: declined
-				was := native.SetAVX512(true)
-				_, err := native.Compile(dotKernelOf(t, tile.F64, c.bm, c.bn, c.bk, c.loop, c.loadAcc, false, false, true))
-				native.SetAVX512(was)
-				if !errors.Is(err, native.ErrUnsupported) || !strings.Contains(err.Error(), "f64 products with a transposed b") {
-					t.Fatalf("b transposed: got %v, want a decline", err)
-				}
-			}
-			k := dotKernelOf(t, tile.F64, c.bm, c.bn, c.bk, c.loop, c.loadAcc, c.notYield, c.tA, false)
+			k := dotKernelOf(t, tile.F64, c.bm, c.bn, c.bk, c.loop, c.loadAcc, c.notYield, c.tA, c.tB)
 			rng := tiletest.RNG(c.name)
 			uni := func(n int) []float64 {
 				x := make([]float64, n)
@@ -427,7 +421,11 @@ func TestDotF64Native(t *testing.T) {
 						if c.tA {
 							ai = q*c.m + i
 						}
-						abs += math.Abs(a[ai] * bm[q*c.n+j])
+						bi := q*c.n + j
+						if c.tB {
+							bi = j*c.k + q
+						}
+						abs += math.Abs(a[ai] * bm[bi])
 					}
 					g, w := got[i*c.n+j], want[i*c.n+j]
 					if bound := 2 * float64(c.k+1) * 0x1p-53 * abs; !(math.Abs(g-w) <= bound) {
