@@ -515,7 +515,21 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 	if n.pat.sh == 3 {
 		switch {
 		case n.pat.elast == 0 && pg.last > 1:
-			return unsupported(n.v, "f64 store of a vector to one address")
+			// every lane to one address: the last active lane's value
+			skip := a.NewLabel()
+			if masked {
+				a.VMOVMSKPS(rT0, mask)
+				a.TESTL(rT0, rT0)
+				a.Jcc(amd64.CondE, skip)
+				a.BSRL(rT0, rT0)
+			} else {
+				a.MOVLimm(rT0, uint32(pg.width-1))
+			}
+			tmp := pg.g.alloc(64, 64)
+			pg.g.a.VMOVUPDstoreZ(fr(tmp), 0, z(val))
+			a.VMOVSDload(t[0], amd64.PtrIdx(rF, rT0, 8, tmp))
+			a.VMOVSDstore(at, t[0])
+			a.Bind(skip)
 		case masked:
 			pg.g.a.VMOVUPDstoreZ(at, pg.g.kMask(mask), z(val))
 		default:

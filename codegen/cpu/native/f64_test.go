@@ -501,3 +501,73 @@ func TestF64ScalarsNative(t *testing.T) {
 		}
 	}
 }
+
+// TestF64OneAddressStoreNative: an f64 block stored with every lane of a
+// row at one address (a value per row) stores the last active lane's
+// value, the reference's last write: masked (rows past M, columns past
+// N) and not.
+func TestF64OneAddressStoreNative(t *testing.T) {
+	requireJIT(t)
+	if !jit.HasAVX512() {
+		t.Skip("no AVX-512 here: f64 kernels are declined")
+	}
+	const bm, bn = 16, 32
+	for _, c := range []struct {
+		name   string
+		m, n   int
+		masked bool
+	}{{"masked", 37, 27, true}, {"unmasked", 32, 32, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			b := tile.NewBuilder("f64_one_address", nil)
+			px, py := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64)
+			M, N := b.Param("M", tile.I32), b.Param("N", tile.I32)
+			r := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1)
+			col := b.ExpandDims(b.Arange(0, bn), 0)
+			var mask *tile.Value
+			if c.masked {
+				mask = b.And(b.Lt(r, M), b.Lt(col, N))
+			}
+			var x *tile.Value
+			if mask != nil {
+				x = b.Load(b.AddPtr(px, b.Add(b.Mul(r, N), col)), mask, 0.0)
+			} else {
+				x = b.Load(b.AddPtr(px, b.Add(b.Mul(r, N), col)), nil, nil)
+			}
+			b.Store(b.AddPtr(py, b.Add(r, b.Mul(col, 0))), b.Mul(x, 3.0), mask)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			was := native.SetAVX512(true)
+			defer native.SetAVX512(was)
+			nk, err := native.Compile(k)
+			if err != nil {
+				t.Fatalf("not compiled natively: %v\n%v", err, k)
+			}
+			defer nk.Free()
+			rng := tiletest.RNG(c.name)
+			xs := make([]float64, c.m*c.n)
+			for i := range xs {
+				xs[i] = rng.Float64()*2 - 1
+			}
+			grid := tile.Grid{(c.m + bm - 1) / bm}
+			run := func(launch func(args ...any) error) []float64 {
+				y := make([]float64, c.m)
+				for i := range y {
+					y[i] = math.NaN()
+				}
+				if err := launch(xs, y, c.m, c.n); err != nil {
+					t.Fatal(err)
+				}
+				return y
+			}
+			got := run(func(args ...any) error { return nk.Launch(grid, args...) })
+			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+			for i := range want {
+				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+					t.Fatalf("y[%d] = %v natively, %v on the reference", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}
