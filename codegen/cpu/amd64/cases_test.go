@@ -288,4 +288,5 @@ var encCases = []encCase{
 	{"vpsllq zmm", func(a *Asm) { a.VPSLLQZ(12, 3, 52) }, "VPSLLQ $52, Z3, Z12", "62f19d4873f334"},
 	{"vcmppd zmm k under k", func(a *Asm) { a.VCMPPDKZ(2, 1, 4, Ptr(RDI, 8).Bcst(), 0x11) }, "VCMPPD.BCST $0x11, 8(DI), Z4, K1, K2", "62f1dd59c2570111"},
 	{"vfmadd231pd zmm", func(a *Asm) { a.VFMADD231PDZ(9, 17, ZReg(28)) }, "VFMADD231PD Z28, Z17, Z9", "6212f540b8cc"},
+	{"vpsrlq zmm", func(a *Asm) { a.VPSRLQZ(12, 3, 52) }, "VPSRLQ $52, Z3, Z12", "62f19d4873d334"},
 }

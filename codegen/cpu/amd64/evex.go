@@ -430,3 +430,8 @@ func (a *Asm) VCMPPDKZ(k, m KReg, x ZReg, y Operand, pred uint8) {
 func (a *Asm) VFMADD231PDZ(d, x ZReg, y Operand) {
 	a.evex(map0F38, pp66, true, 0xb8, uint8(d), uint8(x), y, 64)
 }
+
+// VPSRLQZ d = s >> n (64-bit lanes, logical).
+func (a *Asm) VPSRLQZ(d, s ZReg, n uint8) {
+	a.evexK(map0F, pp66, true, 0x73, 2, uint8(d), s, 64, 0, false, n)
+}

@@ -234,9 +234,140 @@ func (g *gen) tanhF64(dst, x amd64.ZReg, t []amd64.VReg) {
 
 // mathF64 emits f64 exp or tanh of v's operand x into dst.
 func (g *gen) mathF64(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
+	if op == tile.OpLog {
+		g.logF64(z(dst), z(x), t)
+		return
+	}
 	if op == tile.OpExp {
 		g.expF64(z(dst), z(x), t)
 		return
 	}
 	g.tanhF64(z(dst), z(x), t)
+}
+
+// f64 log: the reference's Log64 is Go's math.Log (on amd64 its assembly,
+// math/log_amd64.s: x = f1·2^k with f1 in [√½, √2) — f1 ≤ √½/… doubled —
+// f = f1 - 1, s = f/(2+f), a degree-7 polynomial in s² split in two, k·ln2
+// in two parts; no FMA), with subnormal x scaled by 2^54 first (its
+// assembly reads their exponent field as if normal). log64 is that in Go,
+// the vector code's twin.
+
+const (
+	logHSqrt2 = 7.07106781186547524401e-01
+	logLn2Hi  = 6.93147180369123816490e-01
+	logLn2Lo  = 1.90821492927058770002e-10
+	logL1     = 6.666666666666735130e-01
+	logL2     = 3.999999999940941908e-01
+	logL3     = 2.857142874366239149e-01
+	logL4     = 2.222219843214978396e-01
+	logL5     = 1.818357216161805012e-01
+	logL6     = 1.531383769920937332e-01
+	logL7     = 1.479819860511658591e-01
+	logSub    = 54 * math.Ln2 // the scaled subnormals' correction, as interp.Log64
+)
+
+// log64 is the reference's f64 log (interp.Log64 on amd64).
+func log64(x float64) float64 {
+	if x > 0 && x < 0x1p-1022 {
+		return float64(logArch64(float64(x*0x1p54)) - logSub)
+	}
+	return logArch64(x)
+}
+
+// logArch64 is Go's amd64 math.Log.
+func logArch64(x float64) float64 {
+	switch {
+	case x == 0:
+		return math.Inf(-1)
+	case math.Signbit(x):
+		return math.NaN()
+	case x != x || math.IsInf(x, 1):
+		return x
+	}
+	bits := math.Float64bits(x)
+	f1 := math.Float64frombits(bits&(1<<52-1) | math.Float64bits(0.5))
+	k := float64(int64(bits>>52&0x7ff) - 0x3fe)
+	if f1 <= logHSqrt2 {
+		k, f1 = k-1, float64(f1*2)
+	}
+	f := float64(f1 - 1)
+	s := float64(f / float64(2+f))
+	s2 := float64(s * s)
+	s4 := float64(s2 * s2)
+	t1 := float64(s2 * float64(logL1+float64(s4*float64(logL3+float64(s4*float64(logL5+float64(s4*logL7)))))))
+	t2 := float64(s4 * float64(logL2+float64(s4*float64(logL4+float64(s4*logL6)))))
+	r := float64(t1 + t2)
+	hfsq := float64(float64(0.5*f) * f)
+	return float64(k*logLn2Hi) - float64(float64(hfsq-float64(float64(s*float64(hfsq+r))+float64(k*logLn2Lo)))-f)
+}
+
+// logF64: dst = log64(x) lane by lane. x is read before dst is written; t
+// holds ten temporaries.
+func (g *gen) logF64(dst, x amd64.ZReg, t []amd64.VReg) {
+	a := &g.a
+	va := g.va()
+	xs, f1, k, u, f, s, s2, s4, p, q := z(t[0]), z(t[1]), z(t[2]), z(t[3]), z(t[4]), z(t[5]), z(t[6]), z(t[7]), z(t[8]), z(t[9])
+	// subnormals: × 2^54
+	sub := va.newK()
+	a.VCMPPDZ(sub, x, g.cF64(0), amd64.CmpGT)
+	a.VCMPPDKZ(sub, sub, x, g.cF64(0x1p-1022), amd64.CmpLT)
+	a.VMULPDZ(u, x, g.cF64(0x1p54))
+	a.VBLENDMPDZ(xs, sub, x, u)
+	// f1 = the mantissa in [0.5, 1), k = the exponent (2^52 + e, less 2^52 + 1022)
+	a.VPANDQZ(f1, xs, g.constI64(1<<52-1).Bcst())
+	a.VPORQZ(f1, f1, g.cF64(0.5))
+	a.VPSRLQZ(k, xs, 52)
+	a.VPANDQZ(k, k, g.constI64(0x7ff).Bcst())
+	a.VPORQZ(k, k, g.cF64(0x1p52))
+	a.VSUBPDZ(k, k, g.cF64(0x1p52))
+	a.VSUBPDZ(k, k, g.cF64(0x3fe))
+	lo := va.newK()
+	a.VCMPPDZ(lo, f1, g.cF64(logHSqrt2), amd64.CmpLE)
+	a.VSUBPDZ(u, k, g.cF64(1))
+	a.VBLENDMPDZ(k, lo, k, u)
+	a.VADDPDZ(u, f1, f1)
+	a.VBLENDMPDZ(f1, lo, f1, u)
+	a.VSUBPDZ(f, f1, g.cF64(1))
+	a.VADDPDZ(u, f, g.cF64(2))
+	a.VDIVPDZ(s, f, u)
+	a.VMULPDZ(s2, s, s)
+	a.VMULPDZ(s4, s2, s2)
+	a.VMULPDZ(p, s4, g.cF64(logL7))
+	a.VADDPDZ(p, p, g.cF64(logL5))
+	a.VMULPDZ(p, p, s4)
+	a.VADDPDZ(p, p, g.cF64(logL3))
+	a.VMULPDZ(p, p, s4)
+	a.VADDPDZ(p, p, g.cF64(logL1))
+	a.VMULPDZ(p, s2, p) // t1
+	a.VMULPDZ(q, s4, g.cF64(logL6))
+	a.VADDPDZ(q, q, g.cF64(logL4))
+	a.VMULPDZ(q, q, s4)
+	a.VADDPDZ(q, q, g.cF64(logL2))
+	a.VMULPDZ(q, s4, q) // t2
+	a.VADDPDZ(p, p, q)  // R
+	a.VMULPDZ(s2, f, g.cF64(0.5))
+	a.VMULPDZ(s2, s2, f) // hfsq
+	a.VADDPDZ(p, p, s2)  // hfsq + R
+	a.VMULPDZ(p, s, p)
+	a.VMULPDZ(u, k, g.cF64(logLn2Lo))
+	a.VADDPDZ(p, p, u)
+	a.VSUBPDZ(u, s2, p)
+	a.VSUBPDZ(u, u, f)
+	a.VMULPDZ(p, k, g.cF64(logLn2Hi))
+	a.VSUBPDZ(p, p, u)
+	// subnormals' correction; ±0: -Inf; x < 0: NaN; +Inf, NaN: x
+	a.VSUBPDZ(u, p, g.cF64(logSub))
+	a.VBLENDMPDZ(p, sub, p, u)
+	kz := va.newK()
+	a.VCMPPDZ(kz, x, g.cF64(0), amd64.CmpEQ)
+	a.VBLENDMPDZ(p, kz, p, g.cF64(math.Inf(-1)))
+	kn := va.newK()
+	a.VCMPPDZ(kn, x, g.cF64(0), amd64.CmpLT)
+	a.VBLENDMPDZ(p, kn, p, g.cF64(math.NaN()))
+	kx := va.newK()
+	a.VCMPPDZ(kx, x, g.cF64(math.Inf(1)), amd64.CmpEQ)
+	a.VBLENDMPDZ(p, kx, p, x)
+	kx = va.newK()
+	a.VCMPPDZ(kx, x, x, amd64.CmpUNORD)
+	a.VBLENDMPDZ(dst, kx, p, x)
 }

@@ -12,14 +12,15 @@ import (
 
 // mathInputs64: the edges (±0, ±Inf, NaN, subnormals, the largest finite,
 // the thresholds of exp — 709, 709.8, its overflow, the ends of its
-// subnormal results near -708.4 and -745.1 — and of tanh — 0.625, 44.01 —
-// each with its neighbours), a sweep over [-750, 750], and seeded random
+// subnormal results near -708.4 and -745.1 —, of tanh — 0.625, 44.01 —
+// and of log — 1, √½·2^k, √2 —, each with its neighbours), a sweep over [-750, 750], and seeded random
 // values: uniform in ±800, in ±2, and any bit pattern.
 func mathInputs64() []float64 {
 	xs := []float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.NaN(), 5e-324, -5e-324,
 		1e-310, -1e-310, 0x1p-1022, -0x1p-1022, math.MaxFloat64, -math.MaxFloat64, 1e-17, -1e-17}
 	for _, e := range []float64{709, 709.8, expOverflow, 709.5, 708.39641853226408, 708.4, 745.1332191019411,
-		745.13321910194122, 744.44007192138126, 740, 0.625, tanhSat, 1, 2, 20, 0.5, 1023 * math.Ln2, 1024 * math.Ln2} {
+		745.13321910194122, 744.44007192138126, 740, 0.625, tanhSat, 1, 2, 20, 0.5, 1023 * math.Ln2, 1024 * math.Ln2,
+		logHSqrt2, 2 * logHSqrt2, 4 * logHSqrt2, math.Sqrt2, 1e-300, 0x1p-1000} {
 		for _, x := range []float64{e, -e} {
 			xs = append(xs, x, math.Nextafter(x, math.Inf(1)), math.Nextafter(x, math.Inf(-1)))
 		}
@@ -34,9 +35,9 @@ func mathInputs64() []float64 {
 	return xs
 }
 
-// TestMathF64: the scalar twins exp64 and tanh64 are the reference's f64
-// exp (interp.Exp64: Go's math.Exp, as the reference computes it) and
-// tanh (math.Tanh) bit for bit, and the generated code is the twins bit
+// TestMathF64: the scalar twins exp64, tanh64 and log64 are the
+// reference's f64 exp (interp.Exp64: Go's math.Exp, as the reference
+// computes it), tanh (math.Tanh) and log (interp.Log64) bit for bit, and the generated code is the twins bit
 // for bit lane by lane (a tail of 61 lanes included: the masked loop),
 // over mathInputs64. Skipped without AVX-512 (f64 is declined there) and
 // where the scalar exp is not Go's FMA assembly (the twin follows it).
@@ -52,6 +53,7 @@ func TestMathF64(t *testing.T) {
 	}{
 		{tile.OpExp, exp64, interp.Exp64},
 		{tile.OpTanh, tanh64, math.Tanh},
+		{tile.OpLog, log64, interp.Log64},
 	} {
 		t.Run(c.op.String(), func(t *testing.T) {
 			for _, x := range xs {

@@ -625,7 +625,7 @@ func vectorF64Op(o tile.Op) bool {
 	switch o {
 	case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpDiv, tile.OpMin, tile.OpMax,
 		tile.OpNeg, tile.OpAbs, tile.OpSqrt, tile.OpRsqrt, tile.OpSign, tile.OpFloor, tile.OpCeil, tile.OpSelect,
-		tile.OpExp, tile.OpTanh:
+		tile.OpExp, tile.OpTanh, tile.OpLog:
 		return true
 	}
 	return false
