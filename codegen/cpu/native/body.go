@@ -411,6 +411,10 @@ func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) e
 		pg.checkLanes(n, n.pat, mask)
 	}
 	if n.pat.elast > 1 { // a gather (unmasked: the row's range was checked)
+		if n.pat.sh == 3 {
+			pg.gatherF64(n.pat, dst)
+			return nil
+		}
 		pg.gather(n.pat, dst, t[1])
 		return nil
 	}

@@ -373,3 +373,28 @@ func (g *gen) scalarF64Op(v *tile.Value) error {
 	a.VMOVSDstore(fr(g.slotOf(v)), 3)
 	return g.broadcastSlot(v)
 }
+
+// gatherF64 loads the vector's f64 lanes of a pattern with a constant
+// stride of more than one element (the row's active lanes, the others
+// zero), through the frame: each lane's 8 bytes moved to a 64-byte
+// scratch vector, then loaded (unmasked: the row's range was checked at
+// its start).
+func (pg *phaseGen) gatherF64(pat *pattern, dst amd64.VReg) {
+	g := pg.g
+	a := &g.a
+	b := pg.rowBase(pat)
+	s := 8 * int32(pat.elast)
+	a.LEAQ(rT0, amd64.Ptr(rJ, int32(pg.off)))
+	a.IMULQimm(rT0, rT0, s)
+	a.ADDQ(rT0, b)
+	tmp := g.alloc(64, 64)
+	for l := 0; l < lane; l++ {
+		if l < pg.width {
+			a.MOVQload(rT1, amd64.Ptr(rT0, int32(l)*s))
+		} else {
+			a.XORL(rT1, rT1)
+		}
+		a.MOVQstore(fr(tmp+int32(8*l)), rT1)
+	}
+	a.VMOVUPDZ(z(dst), 0, fr(tmp))
+}

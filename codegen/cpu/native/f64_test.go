@@ -574,3 +574,83 @@ func TestF64OneAddressStoreNative(t *testing.T) {
 		})
 	}
 }
+
+// TestF64GatherNative: unmasked f64 loads whose lanes lie a constant
+// stride of more than one element apart (y[r, c] = 2·x[c·s + r]) run
+// natively, bit for bit the reference's, for rows of 2 to 64 lanes; a
+// read past the buffer's end falls back (ErrFallback).
+func TestF64GatherNative(t *testing.T) {
+	requireJIT(t)
+	if !jit.HasAVX512() {
+		t.Skip("no AVX-512 here: f64 kernels are declined")
+	}
+	for _, c := range []struct {
+		name          string
+		rows, cols, s int
+		programs      int
+		short         bool
+	}{
+		{"2 lanes", 16, 2, 16, 3, false},
+		{"4 lanes", 8, 4, 9, 2, false},
+		{"8 lanes", 4, 8, 5, 1, false},
+		{"16 lanes", 32, 16, 40, 2, false},
+		{"64 lanes", 16, 64, 16, 1, false},
+		{"past the end", 16, 16, 16, 2, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := tile.NewBuilder("gather64", nil)
+			px, py := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64)
+			r := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), c.rows), b.Arange(0, c.rows)), 1)
+			col := b.ExpandDims(b.Arange(0, c.cols), 0)
+			v := b.Load(b.AddPtr(px, b.Add(b.Mul(col, c.s), r)), nil, nil)
+			b.Store(b.AddPtr(py, b.Add(b.Mul(r, c.cols), col)), b.Mul(v, 2.0), nil)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			was := native.SetAVX512(true)
+			defer native.SetAVX512(was)
+			nk, err := native.Compile(k)
+			if err != nil {
+				t.Fatalf("not compiled natively: %v", err)
+			}
+			defer nk.Free()
+			xlen := (c.cols-1)*c.s + c.rows*c.programs
+			if c.short {
+				xlen--
+			}
+			rng := tiletest.RNG(c.name)
+			x := make([]float64, xlen)
+			for i := range x {
+				x[i] = rng.Float64()*2 - 1
+			}
+			run := func(launch func(args ...any) error) ([]float64, error) {
+				y := make([]float64, c.rows*c.programs*c.cols)
+				for i := range y {
+					y[i] = math.NaN()
+				}
+				return y, launch(x, y)
+			}
+			grid := tile.Grid{c.programs}
+			got, err := run(func(args ...any) error { return nk.Launch(grid, args...) })
+			if c.short {
+				if !errors.Is(err, native.ErrFallback) {
+					t.Fatalf("a read past the end: got %v, want ErrFallback", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+					t.Fatalf("y[%d] = %v natively, %v on the reference", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}

@@ -317,7 +317,7 @@ func (pg *phaseGen) pointer(v *tile.Value, m lanes, gather bool) (*pattern, erro
 	if err != nil {
 		return nil, err
 	}
-	if pat.elast != 0 && pat.elast != 1 && !(gather && pat.sh == 2 && pat.elast > 1 && pat.elast <= math.MaxInt32/(4*lane)) {
+	if pat.elast != 0 && pat.elast != 1 && !(gather && pat.elast > 1 && pat.elast <= math.MaxInt32/int64(pat.esz()*lane)) {
 		what := "a stride known only at run time"
 		if pat.elast >= 0 {
 			what = fmt.Sprintf("a stride of %d elements", pat.elast)
