@@ -22,9 +22,9 @@ import (
 // reference's per lane: IEEE add, sub, mul, div, sqrt (rounded once),
 // rsqrt (1/√x, two roundings as the reference's), sign, floor and ceil, min and max with the reference's NaN rule, sign
 // operations, selects, conversions f32 ↔ f64 (f64 → f32 rounds to
-// nearest, as Go's float32(x)) and i32 → f64 (exact); reductions
-// (below). Products, exp/tanh/log and scalar f64 code are declined
-// (plan.go).
+// nearest, as Go's float32(x)) and i32 → f64 (exact); exp, tanh and log
+// (mathd.go); reductions, scalars and gathers (below). Products: dot.go
+// (dotZ64).
 
 // isF64 reports whether node n computes (or stores, through its pattern)
 // f64 lanes.
