@@ -29,7 +29,7 @@ func tempsFor(n *node) int {
 	switch n.op {
 	case opCompute:
 		switch n.v.Op {
-		case tile.OpExp, tile.OpTanh, tile.OpLog:
+		case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid:
 			return 10
 		case tile.OpRsqrt:
 			return 3

@@ -103,15 +103,15 @@
 // casts to and from f32 and from i32 and i1, row and column reductions
 // (sums in the executor's four partial sums), scalars (loads, sums, the
 // ops on broadcast operands), gathers, products (12×16 in zmm, FMAs in k
-// order), exp, tanh and log as the reference computes them (Go's amd64
-// math.Exp, math.Tanh and math.Log, operation by operation): bit for bit
+// order), exp, tanh, log and sigmoid as the reference computes them (Go's
+// amd64 math.Exp, math.Tanh and math.Log, operation by operation): bit for bit
 // the reference's but sums (the executor's order) and products (within
 // 2(K+1)·2⁻⁵³·Σ|a·b|). Without AVX-512 f64 is declined.
 //
 // What is not supported yet (Compile says which value and why): nested
 // loops, products of precisions other than ieee, atomics, f64 without
-// AVX-512 (and erf, sigmoid, pow and the other math f32 lacks too, scalar
-// f64 comparisons), integer
+// AVX-512 (and erf, pow and the other math f32 lacks too, scalar f64
+// comparisons), integer
 // loads and non-affine integer blocks (div/rem of lanes are affine only
 // where a block does not straddle a multiple of the divisor: checked per
 // program, else a bail-out), masked gathers and stores with a stride

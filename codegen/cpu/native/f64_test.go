@@ -333,7 +333,7 @@ func TestF64Declined(t *testing.T) {
 	}{
 		{"exp2", "f64 exp2", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Exp2(x) }},
 		{"erf", "f64 erf", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Erf(x) }},
-		{"sigmoid", "f64 sigmoid", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Sigmoid(x) }},
+		{"sin", "f64 sin", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Sin(x) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := tile.NewBuilder("f64_declined", nil)
@@ -442,7 +442,7 @@ func TestDotF64Native(t *testing.T) {
 
 // TestF64ScalarsNative: f64 scalars (a sum of a 1-D block, a scalar
 // quotient, a scalar load under a mask with another value, a select of
-// scalars) read as splats, natively: bit for bit the executor's (its row
+// scalars) read as splats and stored, natively: bit for bit the executor's (its row
 // sum's order), within 1e-12 of the reference.
 func TestF64ScalarsNative(t *testing.T) {
 	requireJIT(t)
@@ -451,7 +451,7 @@ func TestF64ScalarsNative(t *testing.T) {
 	}
 	const block = 256
 	b := tile.NewBuilder("f64_scalars", nil)
-	px, py, n := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Param("n", tile.I32)
+	px, py, pm, n := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Ptr("m", tile.F64), b.Param("n", tile.I32)
 	offs := b.Add(b.Mul(b.ProgramID(0), block), b.Arange(0, block))
 	mask := b.Lt(offs, n)
 	x := b.Load(b.AddPtr(px, offs), mask, 0.0)
@@ -459,6 +459,7 @@ func TestF64ScalarsNative(t *testing.T) {
 	first := b.Load(px, b.Gt(n, b.I32(1000)), 1.5) // x[0] where n > 1000, else 1.5
 	scale := b.Where(b.Gt(n, b.I32(500)), first, b.Neg(first))
 	b.Store(b.AddPtr(py, offs), b.Sub(b.Mul(x, scale), mean), mask)
+	b.Store(b.AddPtr(pm, b.ProgramID(0)), mean, nil) // a scalar store
 	k, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -482,11 +483,11 @@ func TestF64ScalarsNative(t *testing.T) {
 		}
 		grid := tile.Grid{(size + block - 1) / block}
 		run := func(launch func(args ...any) error) []float64 {
-			y := make([]float64, size)
+			y := make([]float64, size+grid[0]) // y, then the means
 			for i := range y {
 				y[i] = math.NaN()
 			}
-			if err := launch(xs, y, size); err != nil {
+			if err := launch(xs, y[:size], y[size:], size); err != nil {
 				t.Fatal(err)
 			}
 			return y

@@ -234,8 +234,12 @@ func (g *gen) tanhF64(dst, x amd64.ZReg, t []amd64.VReg) {
 
 // mathF64 emits f64 exp or tanh of v's operand x into dst.
 func (g *gen) mathF64(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
-	if op == tile.OpLog {
+	switch op {
+	case tile.OpLog:
 		g.logF64(z(dst), z(x), t)
+		return
+	case tile.OpSigmoid:
+		g.sigmoidF64(z(dst), z(x), t)
 		return
 	}
 	if op == tile.OpExp {
@@ -370,4 +374,29 @@ func (g *gen) logF64(dst, x amd64.ZReg, t []amd64.VReg) {
 	kx = va.newK()
 	a.VCMPPDZ(kx, x, x, amd64.CmpUNORD)
 	a.VBLENDMPDZ(dst, kx, p, x)
+}
+
+// sigmoid64 is the reference's f64 sigmoid (tile/interp: 1/(1+e^-x) for
+// x ≥ 0, e^x/(1+e^x) below, e^ being Exp64), the vector code's twin.
+func sigmoid64(x float64) float64 {
+	if x >= 0 {
+		return float64(1 / float64(1+exp64(-x)))
+	}
+	e := exp64(x)
+	return float64(e / float64(1+e))
+}
+
+// sigmoidF64: dst = sigmoid64(x) lane by lane. x is read before dst is
+// written; t holds ten temporaries.
+func (g *gen) sigmoidF64(dst, x amd64.ZReg, t []amd64.VReg) {
+	a := &g.a
+	xs, e, d := z(t[6]), z(t[7]), z(t[8])
+	pos := g.va().newK()
+	a.VCMPPDZ(pos, x, g.cF64(0), amd64.CmpGE)
+	a.VPXORQZ(xs, x, g.constI64(-1<<63).Bcst())
+	a.VBLENDMPDZ(xs, pos, x, xs) // -x where x ≥ 0
+	g.expF64(e, xs, t[:6])
+	a.VADDPDZ(d, e, g.cF64(1))
+	a.VBLENDMPDZ(e, pos, e, g.cF64(1)) // the numerator: 1 where x ≥ 0
+	a.VDIVPDZ(dst, e, d)
 }

@@ -35,9 +35,13 @@ func mathInputs64() []float64 {
 	return xs
 }
 
-// TestMathF64: the scalar twins exp64, tanh64 and log64 are the
-// reference's f64 exp (interp.Exp64: Go's math.Exp, as the reference
-// computes it), tanh (math.Tanh) and log (interp.Log64) bit for bit, and the generated code is the twins bit
+// sigmoidRef is the reference interpreter's f64 sigmoid.
+var sigmoidRef, _ = interp.Func64(tile.OpSigmoid)
+
+// TestMathF64: the scalar twins exp64, tanh64, log64 and sigmoid64 are
+// the reference's f64 exp (interp.Exp64: Go's math.Exp, as the reference
+// computes it), tanh (math.Tanh), log (interp.Log64) and sigmoid bit for
+// bit, and the generated code is the twins bit
 // for bit lane by lane (a tail of 61 lanes included: the masked loop),
 // over mathInputs64. Skipped without AVX-512 (f64 is declined there) and
 // where the scalar exp is not Go's FMA assembly (the twin follows it).
@@ -54,6 +58,7 @@ func TestMathF64(t *testing.T) {
 		{tile.OpExp, exp64, interp.Exp64},
 		{tile.OpTanh, tanh64, math.Tanh},
 		{tile.OpLog, log64, interp.Log64},
+		{tile.OpSigmoid, sigmoid64, sigmoidRef},
 	} {
 		t.Run(c.op.String(), func(t *testing.T) {
 			for _, x := range xs {

@@ -457,17 +457,30 @@ func (g *gen) scalarPhase(ph *phase) error {
 			a.TESTQ(rT0, rT0)
 			a.Jcc(amd64.CondE, skip)
 		}
+		sh, esz := uint8(2), int32(4)
+		if x.Type.DType == tile.F64 {
+			sh, esz = 3, 8
+		}
 		g.sxReg(rT0, ptr.c)
-		a.SHLQ(rT0, 2)
+		a.SHLQ(rT0, sh)
 		a.ADDQload(rT0, fr(paramBase(ptr.root)))
 		bad := g.stub(v.ID)
 		a.CMPQload(rT0, fr(paramBase(ptr.root)))
 		a.Jcc(amd64.CondB, bad)
-		a.LEAQ(rT1, amd64.Ptr(rT0, 4))
+		a.LEAQ(rT1, amd64.Ptr(rT0, esz))
 		a.CMPQload(rT1, fr(paramEnd(ptr.root)))
 		a.Jcc(amd64.CondA, bad)
-		a.VMOVSSload(0, fr(g.floatSlot(x)))
-		a.VMOVSSstore(amd64.Ptr(rT0, 0), 0)
+		switch {
+		case x.Type.DType != tile.F64:
+			a.VMOVSSload(0, fr(g.floatSlot(x)))
+			a.VMOVSSstore(amd64.Ptr(rT0, 0), 0)
+		case x.Op == tile.OpConst:
+			a.VMOVSDload(0, g.constF64(x.AuxF))
+			a.VMOVSDstore(amd64.Ptr(rT0, 0), 0)
+		default:
+			a.VMOVSDload(0, fr(g.slotOf(x)))
+			a.VMOVSDstore(amd64.Ptr(rT0, 0), 0)
+		}
 		a.Bind(skip)
 	}
 	return a.Err()

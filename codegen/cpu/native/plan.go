@@ -523,8 +523,6 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 			return unsupported(v, "store through a pointer that is not affine")
 		}
 		switch d := v.Args[1].Type.DType; {
-		case d == tile.F64 && v.Args[1].Type.Shape.IsScalar():
-			return unsupported(v, "scalar f64 stores")
 		case d != tile.F32 && d != tile.F64:
 			return unsupported(v, "%v stores", d)
 		}
@@ -625,7 +623,7 @@ func vectorF64Op(o tile.Op) bool {
 	switch o {
 	case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpDiv, tile.OpMin, tile.OpMax,
 		tile.OpNeg, tile.OpAbs, tile.OpSqrt, tile.OpRsqrt, tile.OpSign, tile.OpFloor, tile.OpCeil, tile.OpSelect,
-		tile.OpExp, tile.OpTanh, tile.OpLog:
+		tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid:
 		return true
 	}
 	return false
