@@ -110,8 +110,7 @@
 //
 // What is not supported yet (Compile says which value and why): nested
 // loops, products of precisions other than ieee, atomics, f64 without
-// AVX-512 (and erf, pow and the other math f32 lacks too, scalar f64
-// comparisons), integer
+// AVX-512 (and erf, pow and the other math f32 lacks too), integer
 // loads and non-affine integer blocks (div/rem of lanes are affine only
 // where a block does not straddle a multiple of the divisor: checked per
 // program, else a bail-out), masked gathers and stores with a stride

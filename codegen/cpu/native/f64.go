@@ -398,3 +398,23 @@ func (pg *phaseGen) gatherF64(pat *pattern, dst amd64.VReg) {
 	}
 	a.VMOVUPDZ(z(dst), 0, fr(tmp))
 }
+
+// scalarF64Compare: an f64 comparison of scalars, 0 or 1 in its slot
+// (f64Compare on the operands broadcast, lane 0's result).
+func (g *gen) scalarF64Compare(v *tile.Value) error {
+	a := &g.a
+	for i, x := range v.Args {
+		if x.Op == tile.OpConst {
+			a.VBROADCASTSDZ(amd64.ZReg(i), g.constF64(x.AuxF))
+		} else {
+			a.VBROADCASTSDZ(amd64.ZReg(i), fr(g.slotOf(x)))
+		}
+	}
+	if err := g.f64Compare(v, 2, []opnd{{reg: 0}, {reg: 1}}); err != nil {
+		return err
+	}
+	a.VMOVMSKPS(rT0, 2)
+	a.ANDQimm(rT0, 1)
+	a.MOVQstore(fr(g.slotOf(v)), rT0)
+	return nil
+}

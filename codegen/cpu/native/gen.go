@@ -700,6 +700,9 @@ func (g *gen) scalarInt(v *tile.Value) error {
 		if x.Type.DType == tile.F32 {
 			return g.scalarFloatCompare(v)
 		}
+		if x.Type.DType == tile.F64 {
+			return g.scalarF64Compare(v)
+		}
 		g.scalarIntReg(amd64.RCX, x)
 		g.scalarIntReg(rT1, v.Args[1])
 		a.MOVQimm(amd64.R8, 1)

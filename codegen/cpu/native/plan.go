@@ -714,7 +714,7 @@ func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
 		switch {
 		case v.Op == tile.OpConst, v.Op == tile.OpParam:
 		case v.Op.IsCompare():
-			if d := v.Args[0].Type.DType; d != tile.F32 && !d.IsInt() {
+			if d := v.Args[0].Type.DType; d != tile.F32 && d != tile.F64 && !d.IsInt() {
 				return unsupported(v, "%v comparison", d)
 			}
 		case v.Op == tile.OpAnd || v.Op == tile.OpOr || v.Op == tile.OpXor || v.Op == tile.OpNot:
