@@ -14,7 +14,7 @@ import (
 // side: go test -run xxx -bench Float64Native -count 5 ./bench -args
 // -bench.size large. With -count, the two alternate per workload.
 func BenchmarkFloat64Native(b *testing.B) {
-	for _, name := range []string{"chain", "softmax", "layernorm", "linear_gelu"} {
+	for _, name := range []string{"chain", "softmax", "layernorm", "linear_gelu", "attention"} {
 		var wl Workload
 		for _, w := range Workloads {
 			if w.Name == name {
