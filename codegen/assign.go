@@ -92,6 +92,10 @@ func (l *lowerer) assignLayouts(b *tile.Block) error {
 			}
 			for _, r := range forResults(l.k, v) {
 				l.natural[r.ID] = lays[r.Aux]
+				if p := l.pipes[v.ID]; p != nil && p.epiSmem && int(r.Aux) == p.accIdx {
+					// the epilogue in the row-major layout, through shared memory
+					l.natural[r.ID] = l.canonical(r.Type.Shape)
+				}
 			}
 		default:
 			continue

@@ -51,6 +51,12 @@ type pipe struct {
 	// running (wait_group 1 retires the previous iteration's), so a stage
 	// is rewritten only after every warp retired the wgmmas reading it.
 	swapped bool
+	// epiSmem (swapped form, meta-parameter epi_smem = 1): after the K
+	// loop the accumulator goes through shared memory (the stages' memory,
+	// rows padded by 4 words) into the canonical row-major layout of the
+	// [m, n] block (4 consecutive elements of a row a thread), so that the
+	// epilogue's loads and stores are 16 bytes wide (epilogueThroughSmem).
+	epiSmem bool
 	// alo (swapped 3xTF32): the low TF32 parts of A's tile, beside it in
 	// each stage (the tile itself holds the high parts); the products of
 	// an iteration are summed by the tensor cores into a block
@@ -228,6 +234,7 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	p.swapped = l.opt.Arch >= 90 && l.k.Meta["wgmma"] == 2 && d.Prec != tile.PrecIEEE && nw%4 == 0 && p.n == 16*nw && p.m%8 == 0 && p.m <= 256 && p.k == 32
 	if p.swapped {
 		p.wm, p.wn = nw, 1
+		p.epiSmem = l.k.Meta["epi_smem"] == 1
 	}
 	only := func(v, user *tile.Value) bool {
 		us := l.users[v.ID]
@@ -686,10 +693,92 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	barrier(w) // the buffers are scratch again
 	for _, r := range forResults(l.k, v) {
 		if int(r.Aux) == p.accIdx {
-			l.remember(r, carried[p.accIdx])
+			if p.epiSmem {
+				l.remember(r, l.epilogueThroughSmem(p, carried[p.accIdx], l.natural[r.ID]))
+			} else {
+				l.remember(r, carried[p.accIdx])
+			}
 		}
 	}
 	return nil
+}
+
+// epiPad is the padding, in words, of each row of the accumulator's tile in
+// shared memory (epilogueThroughSmem): with rows n+4 words apart, a warp's
+// scalar stores of one accumulator register (rows 2t, 2t+1 and columns g of
+// the swapped mma layout, lane = 4g+t) fall in 32 different banks, and
+// rows stay 16-byte aligned for the row-major layout's 16-byte loads.
+const epiPad = 4
+
+// epilogueThroughSmem moves the swapped form's accumulator acc (after the
+// loop's wait_group 0, cp.async.wait_group 0 and barrier: the stages are
+// scratch) into layout to, the canonical row-major layout of the [m, n]
+// block, through a [m][n+epiPad] f32 tile at the start of the scratch
+// region: each thread stores its accumulator words (4-byte stores, without
+// bank conflicts), a barrier, then each thread loads its runs of
+// consecutive elements of a row with ld.shared.v4 (v2, or scalar, where
+// the layout's runs are shorter), and a barrier before the scratch region
+// is reused.
+func (l *lowerer) epilogueThroughSmem(p *pipe, acc *lval, to *Layout) *lval {
+	w := &l.body
+	stride := p.n + epiPad
+	l.needSmem(p.m * stride * 4)
+	addr := func(lay *Layout, s slot) string {
+		row, col := l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)
+		i := l.reg("r")
+		emit(w, "mad.lo.s32 %s, %s, %d, %s", i, row, stride, col)
+		return l.smemSlot(w, i, 4, 0)
+	}
+	slots := acc.lay.B.slots()
+	for _, cls := range l.classesOf(acc.lay) {
+		emit(w, "st.shared.f32 [%s], %s", addr(acc.lay, slots[cls[0]]), acc.regs[cls[0]])
+	}
+	barrier(w)
+	out := &lval{lay: to, regs: make([]string, nslots(to))}
+	last := to.B.rank() - 1
+	run := 1
+	for run*2 <= min(4, to.B.SPT[last]) && to.B.SPT[last]%(run*2) == 0 {
+		run *= 2
+	}
+	tslots := to.B.slots()
+	classOf := make([]int, len(tslots))
+	for c, cls := range l.classesOf(to) {
+		for _, i := range cls {
+			classOf[i] = c
+		}
+	}
+	classes := l.classesOf(to)
+	loaded := make([]bool, len(classes))
+	for i := 0; i < len(tslots); i++ {
+		c := classOf[i]
+		if loaded[c] {
+			continue
+		}
+		n := 1
+		if tslots[i].S[last]%run == 0 && i+run <= len(tslots) {
+			n = run
+		}
+		regs := make([]string, n)
+		for j := range regs {
+			regs[j] = l.reg("f")
+		}
+		a := addr(to, tslots[i])
+		if n == 1 {
+			emit(w, "ld.shared.f32 %s, [%s]", regs[0], a)
+		} else {
+			emit(w, "ld.shared.v%d.f32 {%s}, [%s]", n, strings.Join(regs, ", "), a)
+		}
+		for j, r := range regs {
+			cj := classOf[i+j]
+			loaded[cj] = true
+			for _, k := range classes[cj] {
+				out.regs[k] = r
+			}
+		}
+		i += n - 1
+	}
+	barrier(w) // the tile's reads before the scratch region is reused
+	return out
 }
 
 // issueCopies emits, in a scope of its own where the loop's induction

@@ -109,6 +109,26 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "wg_stage": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, true},
 		{peerCase{name: "Aᵀ·B 130x100x150 swapped staged 3xTF32 64x128", m: 130, k: 100, n: 150, ta: true}, tile.PrecTF32x3,
 			tile.Meta{"wgmma": 2, "wg_stage": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		// the epilogue through shared memory (epi_smem = 1): the
+		// accumulator of Cᵀ stored into the stages' memory and read back
+		// row-major, 16-byte loads and stores where the columns allow (n a
+		// multiple of 4), scalar at n = 90
+		{peerCase{name: "gelu 300x96x200 swapped 256x128 epi_smem", m: 300, k: 96, n: 200, gelu: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "gelu 300x96x200 swapped bf16 256x128 epi_smem", m: 300, k: 96, n: 200, gelu: true}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 130x70x90 swapped 128x64 epi_smem", m: 130, k: 70, n: 90}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, false},
+		{peerCase{name: "A·Bᵀ 430x100x200 swapped 192x128 epi_smem", m: 430, k: 100, n: 200, tb: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+		{peerCase{name: "gelu 430x96x200 swapped bf16 192x128 epi_smem", m: 430, k: 96, n: 200, gelu: true}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 300x200x200 swapped 256x128 split 3 epi_smem", m: 300, k: 200, n: 200}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4, "SPLIT_K": 3}, true},
+		{peerCase{name: "gelu 150x100x200 swapped 3xTF32 64x128 epi_smem", m: 150, k: 100, n: 200, gelu: true}, tile.PrecTF32x3,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, false},
+		{peerCase{name: "Aᵀ·B gelu 130x70x92 swapped staged 64x64 epi_smem", m: 130, k: 70, n: 92, ta: true, gelu: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "wg_stage": 1, "epi_smem": 1, "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, false},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
 			p, err := buildPeer(c.pc, graphpass.H200, c.prec, c.tune)
@@ -157,6 +177,15 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 					require.NoError(t, os.WriteFile(file, []byte(ck.PTX), 0o644))
 					out, err := exec.Command(ptxas, "-arch=sm_80", "-o", os.DevNull, file).CombinedOutput()
 					require.NoError(t, err, "ptxas: %s", out)
+				}
+			}
+			if c.tune["epi_smem"] == 1 {
+				// the accumulator goes through shared memory, read back
+				// 16 bytes wide; the stores are 16 bytes wide where n is a
+				// multiple of 4, else scalar (atomics are scalar)
+				require.True(t, strings.Contains(sim.Last.PTX, "ld.shared.v4.f32"), "no 16-byte reads of the accumulator's tile")
+				if c.tune["SPLIT_K"] <= 1 {
+					require.Equal(t, c.pc.n%4 == 0, strings.Contains(sim.Last.PTX, "st.global.v4.f32"), "st.global.v4.f32 where n = %d", c.pc.n)
 				}
 			}
 			maxRel, normRel, bad := p.check(c.pc, p.args[len(p.args)-1], peerTol(c.prec))
