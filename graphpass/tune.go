@@ -26,6 +26,26 @@ func Candidates(grp *Group, t Target, prec tile.Precision) []tile.Meta {
 		seen[m.String()] = true
 		out = append(out, m)
 	}
+	return append(out, epiSmemCandidates(out, seen)...)
+}
+
+// epiSmemCandidates are the swapped-form tilings among cands (wgmma = 2)
+// with the epilogue through shared memory (epi_smem = 1: codegen's
+// epilogueThroughSmem, the accumulator of Cᵀ read back row-major for
+// 16-byte loads and stores), candidates for the autotuner only: no
+// heuristic chooses epi_smem until it is measured on the GPU.
+func epiSmemCandidates(cands []tile.Meta, seen map[string]bool) []tile.Meta {
+	var out []tile.Meta
+	for _, m := range cands {
+		if m["wgmma"] != 2 || m["epi_smem"] != 0 {
+			continue
+		}
+		e := with(m, "epi_smem", 1)
+		if !seen[e.String()] {
+			seen[e.String()] = true
+			out = append(out, e)
+		}
+	}
 	return out
 }
 

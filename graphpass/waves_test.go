@@ -124,7 +124,8 @@ func TestWaveCandidates(t *testing.T) {
 		{"NN 4096×768×3072", 4096, 3072, 768, false, []string{
 			"{BLOCK_K = 32, BLOCK_M = 128, BLOCK_N = 128, num_stages = 4, num_warps = 8, wgmma = 2}",
 			"{BLOCK_K = 32, BLOCK_M = 64, BLOCK_N = 128, num_stages = 4, num_warps = 8, wgmma = 2}",
-			"{BLOCK_K = 32, BLOCK_M = 128, BLOCK_N = 128, num_stages = 3, num_warps = 8}"}},
+			"{BLOCK_K = 32, BLOCK_M = 128, BLOCK_N = 128, num_stages = 3, num_warps = 8}",
+			"{BLOCK_K = 32, BLOCK_M = 192, BLOCK_N = 128, epi_smem = 1, num_stages = 4, num_warps = 8, wgmma = 2}"}},
 		{"TN 768×768×4096", 768, 4096, 768, true, []string{
 			"{BLOCK_K = 32, BLOCK_M = 128, BLOCK_N = 128, num_stages = 3, num_warps = 8}",
 			"{BLOCK_K = 32, BLOCK_M = 64, BLOCK_N = 128, num_stages = 3, num_warps = 4}",
@@ -172,6 +173,16 @@ func TestWaveCandidates(t *testing.T) {
 			// the default never stages; only Aᵀ products are offered it
 			if defaultMeta(groups[0], H200, tile.PrecTF32)["wg_stage"] != 0 {
 				t.Errorf("the default stages Aᵀ")
+			}
+			// every swapped tiling is offered with the epilogue through
+			// shared memory too (epi_smem = 1), which the default never has
+			if defaultMeta(groups[0], H200, tile.PrecTF32)["epi_smem"] != 0 {
+				t.Errorf("the default's epilogue goes through shared memory")
+			}
+			for _, m := range cands {
+				if m["wgmma"] == 2 && m["epi_smem"] == 0 && !seen[with(m, "epi_smem", 1).String()] {
+					t.Errorf("%v is not offered with epi_smem = 1", m)
+				}
 			}
 			for _, m := range cands {
 				if m["wg_stage"] != 0 && (!c.ta || m["wgmma"] != 2) {
