@@ -1,5 +1,7 @@
 package native
 
+import "github.com/tilefuse/tilefuse/tile"
+
 // FastPhases is the number of nk's phases with an unmasked row loop
 // (fast.go).
 func FastPhases(nk *Kernel) int { return nk.fast }
@@ -11,3 +13,30 @@ func SetFastRows(on bool) (was bool) { return !noFastRows.Swap(!on) }
 // ZmmPhases is the number of nk's phases whose unmasked row loop computes
 // in zmm registers (fast.go: zmmOK).
 func ZmmPhases(nk *Kernel) int { return nk.zmm }
+
+// RunRanges runs a launch of nk over grid as the pool would with one
+// worker per range: each range's Run in turn, on this goroutine (ranges[w]
+// is worker w's static range), after binding args as Launch does.
+func RunRanges(nk *Kernel, grid tile.Grid, ranges [][2]int, args ...any) error {
+	g, err := grid.Norm()
+	if err != nil {
+		return err
+	}
+	t := nk.tasks.Get().(*task)
+	defer nk.tasks.Put(t)
+	if !t.bind(args) {
+		return ErrFallback
+	}
+	t.grid = [3]int{g[0], g[1], g[2]}
+	t.fail.Store(false)
+	t.total = g[0] * g[1] * g[2]
+	t.chunk = 3
+	t.next.Store(0)
+	for w, r := range ranges {
+		t.Run(w, r[0], r[1])
+	}
+	if t.fail.Load() {
+		return ErrFallback
+	}
+	return nil
+}

@@ -137,6 +137,8 @@ type task struct {
 	hdr   []byte
 	grid  [3]int
 	chunk int // programs per native call
+	total int // programs of the launch
+	next  atomic.Int64
 	fail  atomic.Bool
 }
 
@@ -147,6 +149,12 @@ const maxCallNs = 200_000
 // parallelNs is the work below which a launch runs on the caller alone:
 // waking the workers costs a few microseconds.
 const parallelNs = 30_000
+
+// grabsPerWorker is how many chunks a parallel launch is cut into per
+// worker at least: workers take chunks in turn from a shared counter, so
+// a worker that starts late or shares its core with another process does
+// less of the launch, and the others more.
+const grabsPerWorker = 8
 
 // Launch runs the kernel over grid with args as codegen/cpu's Exec.Launch
 // takes them. It returns nil, or ErrFallback: then nothing it did counts
@@ -166,6 +174,11 @@ func (nk *Kernel) Launch(grid tile.Grid, args ...any) error {
 	total := g[0] * g[1] * g[2]
 	t.chunk = max(1, int(maxCallNs/nk.work))
 	parallel := float64(total)*nk.work >= parallelNs
+	if p := pool.Default(); parallel && p.Workers() > 1 {
+		t.chunk = max(1, min(t.chunk, total/(grabsPerWorker*p.Workers())))
+	}
+	t.total = total
+	t.next.Store(0)
 	pool.Default().Do(t, total, parallel)
 	// the buffers must stay alive until every call has returned
 	runtime.KeepAlive(args)
@@ -281,8 +294,12 @@ func scalarBits(x any, d tile.DType) (uint64, bool) {
 	return 0, false
 }
 
-// Run runs programs [lo, hi) as worker w: the header into a frame, then
-// native calls of at most chunk programs each.
+// Run runs programs as worker w: the header into a frame, then native
+// calls of chunk programs each, taken in turn from the launch's counter
+// (the pool's static range [lo, hi) is not used: every worker takes
+// chunks until none is left, so the launch's programs are run once each
+// however the pool splits them and however fast each worker gets through
+// its chunks).
 func (t *task) Run(w, lo, hi int) {
 	nk := t.nk
 	f := nk.frames.Get().(*frame)
@@ -291,9 +308,13 @@ func (t *task) Run(w, lo, hi int) {
 	*f.u64(hGrid) = uint64(t.grid[0])
 	*f.u64(hGrid + 8) = uint64(t.grid[1])
 	*f.u64(hGrid + 16) = uint64(t.grid[2])
-	for at := lo; at < hi; at += t.chunk {
+	for !t.fail.Load() {
+		at := int(t.next.Add(int64(t.chunk))) - t.chunk
+		if at >= t.total {
+			return
+		}
 		*f.u64(hProgLo) = uint64(at)
-		*f.u64(hProgHi) = uint64(min(hi, at+t.chunk))
+		*f.u64(hProgHi) = uint64(min(t.total, at+t.chunk))
 		r, ok := nk.code.Call(f.at)
 		if !ok || r != retOK {
 			t.fail.Store(true)

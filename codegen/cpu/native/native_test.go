@@ -10,6 +10,7 @@ import (
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/kernels"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
@@ -721,6 +722,55 @@ func TestUnmaskedRowsNative(t *testing.T) {
 					if stored == 0 || c.unstored && stored == len(want) {
 						t.Fatalf("%d of %d elements stored: the case does not mask what it means to", stored, len(want))
 					}
+				}
+			}
+		})
+	}
+}
+
+// TestChunksTaken: a launch's workers take chunks of programs from a
+// shared counter, not the static ranges the pool gives them, so the
+// workers that come first do the work of one that comes late (or never
+// before they are done). Each case runs some workers' Run calls one after
+// another, their static ranges covering only part of the launch, over a
+// vector add of 20 programs in chunks of 3 (the last one short), the
+// output poisoned first: every program must have run (with static ranges
+// the programs outside them would not).
+func TestChunksTaken(t *testing.T) {
+	requireJIT(t)
+	const block, progs = 16, 20
+	k, err := kernels.VecAdd(tile.Meta{"BLOCK": block})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nk, err := native.Compile(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nk.Free()
+	n := block*progs - 5 // a masked tail
+	rng := tiletest.RNG("chunks")
+	x, y := tiletest.Uniform(rng, n, -1, 1), tiletest.Uniform(rng, n, -1, 1)
+	for _, c := range []struct {
+		name   string
+		ranges [][2]int
+	}{
+		{"one worker, the whole range", [][2]int{{0, progs}}},
+		{"the first of two halves alone", [][2]int{{0, progs / 2}}},
+		{"the first given nothing, the second a third", [][2]int{{0, 0}, {13, progs}}},
+		{"both halves, the first takes all", [][2]int{{0, progs / 2}, {progs / 2, progs}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := make([]float32, n)
+			for i := range out {
+				out[i] = float32(math.NaN())
+			}
+			if err := native.RunRanges(nk, tile.Grid{progs}, c.ranges, x, y, out, n); err != nil {
+				t.Fatal(err)
+			}
+			for i := range out {
+				if want := x[i] + y[i]; out[i] != want {
+					t.Fatalf("out[%d] = %v, want %v", i, out[i], want)
 				}
 			}
 		})
