@@ -652,6 +652,8 @@ func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
 			a.VMOVAPS(acc, xr) // one vector a row: its lanes are combined in order
 		case r.v.Op == tile.OpReduceSum:
 			a.VADDPS(acc, acc, xr)
+		case pg.g.zmm:
+			pg.g.maxStepZ(r.v.Op, acc, xr)
 		default:
 			pg.g.maxStep(r.v.Op, acc, xr, t[0], t[1])
 		}
@@ -679,6 +681,43 @@ func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
 		return unsupported(r.v, "column reduction of rows narrower than 8")
 	}
 	return nil
+}
+
+// nanOf is the register that holds, in a zmm loop, the last NaN of each
+// lane of the max or min accumulated in acc (maxStepZ): Z16–Z31 are no
+// body's registers.
+func nanOf(acc amd64.VReg) amd64.ZReg { return amd64.ZReg(16 + acc) }
+
+// maxStepZ is maxStep on an accumulator in a zmm register, in two
+// chains: acc = vmaxps(x, acc), the larger where neither is NaN and acc
+// where one is (so acc holds the first maximum of the lane's numbers),
+// and nanOf(acc) = x where x is NaN (the lane's last NaN); after the loop
+// nanFold makes acc the NaN where the lane saw one. That is the scan's
+// result in every lane, bit for bit: the scan keeps the first of equal
+// maxima (x > acc is false for ±0 against ∓0) and takes every NaN, and
+// once it holds a NaN only a later NaN replaces it. acc's chain is one
+// instruction (maxStep's zmm form was two: vmaxps, then the blend).
+func (g *gen) maxStepZ(op tile.Op, acc, x amd64.VReg) {
+	a := g.va()
+	if op == tile.OpReduceMin {
+		a.Asm.VMINPSZ(zr(acc), zr(x), zr(acc))
+	} else {
+		a.Asm.VMAXPSZ(zr(acc), zr(x), zr(acc))
+	}
+	k := a.newK()
+	a.Asm.VCMPPSZ(k, zr(x), zr(x), amd64.CmpUNORD)
+	n := nanOf(acc)
+	a.Asm.VBLENDMPSZ(n, k, n, zr(x))
+	a.wrote(acc)
+}
+
+// nanFold ends a zmm loop's max or min in acc (maxStepZ): the lanes
+// whose NaN register holds a NaN take it. K1 is clobbered.
+func (g *gen) nanFold(acc amd64.VReg) {
+	a := &g.a
+	n := nanOf(acc)
+	a.VCMPPSZ(1, n, n, amd64.CmpUNORD)
+	a.VBLENDMPSZ(zr(acc), 1, zr(acc), n)
 }
 
 // maxStep: acc = (x > acc || x != x) ? x : acc, lane by lane (the

@@ -514,6 +514,9 @@ func (pg *phaseGen) innerZmm() error {
 	for _, r := range pg.reds {
 		if last(r) {
 			a.VBROADCASTSSZ(amd64.ZReg(r.acc[0]), pg.redInit(r))
+			if r.v.Op != tile.OpReduceSum { // no NaN yet (maxStepZ)
+				a.VBROADCASTSSZ(nanOf(r.acc[0]), pg.redInit(r))
+			}
 		}
 	}
 	const zl = 2 * lane // f32 lanes of a zmm register
@@ -545,6 +548,9 @@ func (pg *phaseGen) innerZmm() error {
 	}
 	for _, r := range pg.reds {
 		if last(r) {
+			if r.v.Op != tile.OpReduceSum {
+				g.nanFold(r.acc[0])
+			}
 			a.VEXTRACTF64X4Z(amd64.ZReg(r.acc[1]), amd64.ZReg(r.acc[0]), 1)
 		}
 	}

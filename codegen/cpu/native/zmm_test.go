@@ -43,6 +43,7 @@ func TestZmmRowsNative(t *testing.T) {
 		name     string
 		m, n, bn int
 		specials bool    // NaN, ±Inf, ±0, subnormals among the inputs
+		ties     bool    // NaNs of three payloads (none, one in 300 or one in 6, by row) and ±0 (half the rest) among the inputs
 		noMask   bool    // loads and stores without masks (m, n whole blocks)
 		lo, hi   float64 // the inputs' range
 		rel, abs float64 // tolerance against the reference (0: bit for bit)
@@ -104,6 +105,12 @@ func TestZmmRowsNative(t *testing.T) {
 		}},
 		{name: "row max with NaN", m: 37, n: 64, bn: 64, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
 			return e.b.Sub(e.x, e.b.Max(e.x, 1, true))
+		}},
+		// which NaN and which zero a row's max and min give (abs: ±0 may be
+		// the reference's other zero; NaNs any NaN), ymm and zmm alike
+		{name: "row max and min of NaNs with payloads and signed zeros", m: 37, n: 128, bn: 128, ties: true, lo: -3, hi: 0, abs: 1e-45, body: func(e env) *tile.Value {
+			b := e.b
+			return b.Where(b.Gt(e.x, -1.5), b.Max(e.x, 1, true), b.Min(e.x, 1, true))
 		}},
 		{name: "row min", m: 37, n: 128, bn: 128, lo: -3, hi: 3, body: func(e env) *tile.Value {
 			return e.b.Sub(e.x, e.b.Min(e.x, 1, true))
@@ -172,6 +179,19 @@ func TestZmmRowsNative(t *testing.T) {
 				for i := range x {
 					if rng.IntN(9) == 0 {
 						x[i] = sp[rng.IntN(len(sp))]
+					}
+				}
+			}
+			if c.ties {
+				// rows without NaNs (the first of equal zeros), with a few
+				// and with several a lane (the last NaN)
+				nans := []uint32{0x7fc00001, 0xffc00002, 0x7fc12345}
+				for i := range x {
+					switch {
+					case []bool{false, rng.IntN(300) == 0, rng.IntN(6) == 0}[i/c.n%3]:
+						x[i] = math.Float32frombits(nans[rng.IntN(len(nans))])
+					case rng.IntN(2) == 0:
+						x[i] = float32(math.Copysign(0, float64(rng.IntN(2)*2-1)))
 					}
 				}
 			}
