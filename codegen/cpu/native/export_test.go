@@ -24,6 +24,8 @@ func RunRanges(nk *Kernel, grid tile.Grid, ranges [][2]int, args ...any) error {
 	}
 	t := nk.tasks.Get().(*task)
 	defer nk.tasks.Put(t)
+	t.args = args // as Launch: no argument on the stack
+	defer func() { t.args = nil }()
 	if !t.bind(args) {
 		return ErrFallback
 	}
@@ -35,8 +37,10 @@ func RunRanges(nk *Kernel, grid tile.Grid, ranges [][2]int, args ...any) error {
 	for w, r := range ranges {
 		t.Run(w, r[0], r[1])
 	}
+
 	if t.fail.Load() {
 		return ErrFallback
 	}
 	return nil
 }
+

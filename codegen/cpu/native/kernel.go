@@ -136,8 +136,9 @@ type task struct {
 	nk    *Kernel
 	hdr   []byte
 	grid  [3]int
-	chunk int // programs per native call
-	total int // programs of the launch
+	args  []any // the launch's arguments, while it runs (see Launch)
+	chunk int   // programs per native call
+	total int   // programs of the launch
 	next  atomic.Int64
 	fail  atomic.Bool
 }
@@ -166,6 +167,12 @@ func (nk *Kernel) Launch(grid tile.Grid, args ...any) error {
 	}
 	t := nk.tasks.Get().(*task)
 	defer nk.tasks.Put(t)
+	// held by the task, the arguments escape, so that the compiler puts
+	// no caller's array on its goroutine's stack: the header holds raw
+	// addresses, and a stack that grows during the launch would move
+	// such an array under them (the native code would write the old copy)
+	t.args = args
+	defer func() { t.args = nil }()
 	if !t.bind(args) {
 		return ErrFallback
 	}

@@ -2,6 +2,7 @@ package native_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"sort"
 	"strings"
@@ -774,5 +775,47 @@ func TestChunksTaken(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestArgsOffTheStack: the arrays a launch writes are on the heap even
+// where the caller's would not escape otherwise. Launch's header holds raw
+// addresses, and a goroutine's stack that grows during a launch moves
+// what is on it, so an output array on the caller's stack could be
+// written at its old place (a wrong result at best). Checked with a fixed
+// size output that nothing but the launch sees: it must be allocated
+// (AllocsPerRun at least 1), and hold the sums.
+func TestArgsOffTheStack(t *testing.T) {
+	requireJIT(t)
+	const n = 64
+	k, err := kernels.VecAdd(tile.Meta{"BLOCK": n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nk, err := native.Compile(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nk.Free()
+	x := tiletest.Uniform(tiletest.RNG("stack"), n, -1, 1)
+	var bad error
+	allocs := testing.AllocsPerRun(10, func() {
+		out := make([]float32, n)
+		if err := nk.Launch(tile.Grid{1}, x, x, out, n); err != nil {
+			bad = err
+			return
+		}
+		for i := range out {
+			if out[i] != x[i]+x[i] {
+				bad = fmt.Errorf("out[%d] = %v, want %v", i, out[i], x[i]+x[i])
+				return
+			}
+		}
+	})
+	if bad != nil {
+		t.Fatal(bad)
+	}
+	if allocs < 1 {
+		t.Fatalf("%v allocations a launch: the output array stayed on the stack", allocs)
 	}
 }
