@@ -103,11 +103,11 @@ func (pg *phaseGen) freeReg(protect []*node) (amd64.VReg, error) {
 	}
 	o := pg.owner[victim]
 	if o.spill < 0 {
-		size := int32(32)
-		if pg.g.avx512 { // a zmm loop may spill it too (fast.go: zmmOK)
-			size = 64
+		size, align := int32(32), int32(32)
+		if pg.g.avx512 { // a zmm loop may spill it too (fast.go: zmmOK), in pairs
+			size, align = 128, 64
 		}
-		o.spill = pg.g.alloc(size, size)
+		o.spill = pg.g.alloc(size, align)
 	}
 	if isF64(o) {
 		pg.g.a.VMOVUPDstoreZ(fr(o.spill), 0, z(amd64.VReg(victim)))
@@ -650,6 +650,18 @@ func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
 		switch {
 		case pg.last <= lane:
 			a.VMOVAPS(acc, xr) // one vector a row: its lanes are combined in order
+		case pg.g.zpair: // the pair's vectors in turn, into the one accumulator
+			g := pg.g
+			g.zfixed = true
+			for c := range 2 {
+				g.zc = c
+				if r.v.Op == tile.OpReduceSum {
+					a.Asm.VADDPSZ(zr(acc), zr(acc), a.z(xr))
+				} else {
+					g.maxStepZ(r.v.Op, acc, xr)
+				}
+			}
+			g.zfixed, g.zc = false, 0
 		case r.v.Op == tile.OpReduceSum:
 			a.VADDPS(acc, acc, xr)
 		case pg.g.zmm:
@@ -699,15 +711,16 @@ func nanOf(acc amd64.VReg) amd64.ZReg { return amd64.ZReg(16 + acc) }
 // instruction (maxStep's zmm form was two: vmaxps, then the blend).
 func (g *gen) maxStepZ(op tile.Op, acc, x amd64.VReg) {
 	a := g.va()
+	xz := a.z(x) // the pair's vector being emitted (pairs: reduce)
 	if op == tile.OpReduceMin {
-		a.Asm.VMINPSZ(zr(acc), zr(x), zr(acc))
+		a.Asm.VMINPSZ(zr(acc), xz, zr(acc))
 	} else {
-		a.Asm.VMAXPSZ(zr(acc), zr(x), zr(acc))
+		a.Asm.VMAXPSZ(zr(acc), xz, zr(acc))
 	}
-	k := a.newK()
-	a.Asm.VCMPPSZ(k, zr(x), zr(x), amd64.CmpUNORD)
+	k := a.zk(a.newK())
+	a.Asm.VCMPPSZ(k, xz, xz, amd64.CmpUNORD)
 	n := nanOf(acc)
-	a.Asm.VBLENDMPSZ(n, k, n, zr(x))
+	a.Asm.VBLENDMPSZ(n, k, n, xz)
 	a.wrote(acc)
 }
 

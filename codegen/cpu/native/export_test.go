@@ -44,3 +44,11 @@ func RunRanges(nk *Kernel, grid tile.Grid, ranges [][2]int, args ...any) error {
 	return nil
 }
 
+// SetZmmPairs makes kernels compiled from now on emit the zmm loop's two
+// vectors as one paired body (on, the default) or as two bodies, and
+// returns the previous setting.
+func SetZmmPairs(on bool) (was bool) { return !noZmmPairs.Swap(!on) }
+
+// PairLoops is the number of nk's zmm loops whose two vectors are emitted
+// in pairs (fast.go: pairOK).
+func PairLoops(nk *Kernel) int { return nk.pairs }

@@ -498,6 +498,43 @@ func zmmOp(v *tile.Value) bool {
 	return false
 }
 
+// noZmmPairs turns the paired zmm bodies off (tests: export_test.go).
+var noZmmPairs atomic.Bool
+
+// pairOK reports whether the zmm loop's two vectors of 16 lanes can be
+// emitted as one body whose every instruction is written twice, once for
+// each (vec.go: each; registers Z0–Z15 and Z16–Z31, opmasks K1–K3 and
+// K4–K6, whole vectors in memory 64 bytes apart), rather than as two
+// bodies one after the other: the two vectors' dependency chains (exp's,
+// tanh's) then run side by side. Every node of the unmasked loop but
+// i32 lanes (their VEX move from a general register reaches Z0–Z15
+// only), rsqrt (its own zmm sequence), reductions along axis 0 and
+// reductions in the frame; last-axis reductions in registers add the two
+// vectors in turn into their one accumulator, as two bodies do.
+func (pg *phaseGen) pairOK() bool {
+	fp := pg.fast
+	if noZmmPairs.Load() || fp == nil {
+		return false
+	}
+	for i, n := range pg.nodes {
+		if !fp.live[i] {
+			continue
+		}
+		switch {
+		case n.op == opIntVec:
+			return false
+		case n.op == opCompute && n.v.Op == tile.OpRsqrt:
+			return false
+		}
+	}
+	for _, r := range pg.reds {
+		if r.inMem || r.axis != r.v.Args[0].Type.Shape.Rank-1 {
+			return false
+		}
+	}
+	return true
+}
+
 // innerZmm is the unmasked loop over a row's vectors in zmm registers:
 // body copies of 16 lanes (two where the row has a multiple of 32), the
 // last-axis reductions in one zmm accumulator each (the register of the
@@ -520,29 +557,34 @@ func (pg *phaseGen) innerZmm() error {
 		}
 	}
 	const zl = 2 * lane // f32 lanes of a zmm register
-	copies := 1
+	copies, step := 1, zl
 	if pg.last%(2*zl) == 0 {
-		copies = 2
+		copies, step = 2, 2*zl
+	}
+	pairs := copies == 2 && pg.pairOK()
+	if pairs { // one body, each instruction for both vectors (vec.go: each)
+		copies = 1
+		g.p.pairLoops++
 	}
 	a.XORL(rJ, rJ)
 	top := a.NewLabel()
-	if pg.last > copies*zl {
+	if pg.last > step {
 		a.Bind(top)
 	}
-	g.zmm = true
+	g.zmm, g.zpair = true, pairs
 	for c := 0; c < copies; c++ {
 		pg.off = c * zl
 		if err := pg.body(c); err != nil {
-			g.zmm = false
+			g.zmm, g.zpair = false, false
 			return err
 		}
 	}
-	g.zmm = false
+	g.zmm, g.zpair = false, false
 	if g.zmmBad != "" {
 		return fmt.Errorf("native: %s in a zmm loop (a node zmmOK should decline)", g.zmmBad)
 	}
-	if pg.last > copies*zl {
-		a.ADDQimm(rJ, int32(copies*zl))
+	if pg.last > step {
+		a.ADDQimm(rJ, int32(step))
 		a.CMPQimm(rJ, int32(pg.last))
 		a.Jcc(amd64.CondL, top)
 	}

@@ -58,6 +58,12 @@ type gen struct {
 	kOf    [16]amd64.KReg
 	nextK  int
 	zmmBad string // a ymm-only instruction reached in a zmm loop (vec.go)
+	// pairs (vec.go): each instruction of the zmm body twice, for the
+	// vectors at lanes j and j+16 (zc 0 and 1: registers +16, opmasks +3,
+	// whole vectors in memory +64 bytes); zfixed: one bank, zc, only
+	zpair  bool
+	zfixed bool
+	zc     int
 
 	frameSize int32
 	slot      map[int]int32 // scalar value ID → frame offset of its 8-byte slot

@@ -37,6 +37,7 @@ type Kernel struct {
 	size   int // code bytes
 	fast   int // phases with an unmasked row loop (fast.go)
 	zmm    int // of which computing in zmm registers (fast.go: zmmOK)
+	pairs  int // zmm loops whose two vectors are emitted in pairs (fast.go: pairOK)
 }
 
 // Compile compiles k to native code, or returns an error wrapping
@@ -68,7 +69,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	nk := &Kernel{k: k, code: c, frame: frame, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases}
+	nk := &Kernel{k: k, code: c, frame: frame, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops}
 	nk.frames.New = func() any { return newFrame(frame) }
 	nk.tasks.New = func() any { return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params))} }
 	return nk, nil

@@ -201,6 +201,7 @@ type plan struct {
 
 	fastPhases int // set by generate: phases with an unmasked row loop (fast.go)
 	zmmPhases  int // of which computing in zmm registers (fast.go: zmmOK)
+	pairLoops  int // zmm loops emitted in pairs (fast.go: pairOK)
 }
 
 // wrapCheck: the lanes of x, computed in region rg, must fit in int32.

@@ -33,16 +33,46 @@ func (g *gen) va() vasm { return vasm{&g.a, g} }
 
 func zr(r amd64.VReg) amd64.ZReg { return amd64.ZReg(r) }
 
-// zo is a VEX operand as its EVEX twin's: a register of the same number,
-// a uniform in memory broadcast from its first element.
-func zo(o amd64.Operand) amd64.Operand {
-	switch x := o.(type) {
+// each emits f once, or in pairs once for each bank (zc 0, then 1).
+func (v vasm) each(f func()) {
+	g := v.g
+	if !g.zpair || g.zfixed {
+		f()
+		return
+	}
+	for c := range 2 {
+		g.zc = c
+		f()
+	}
+	g.zc = 0
+}
+
+// z is vector register r in the bank being emitted (Z16–Z31 for the
+// second of a pair).
+func (v vasm) z(r amd64.VReg) amd64.ZReg { return amd64.ZReg(int(r) + 16*v.g.zc) }
+
+// zk is opmask k in the bank being emitted (K4–K6 for the second).
+func (v vasm) zk(k amd64.KReg) amd64.KReg {
+	if k == 0 {
+		return 0
+	}
+	return k + amd64.KReg(3*v.g.zc)
+}
+
+// zm is a whole vector in memory (a row's, a frame block's, a spill
+// slot's) in the bank being emitted: the next 64 bytes for the second.
+func (v vasm) zm(m amd64.Mem) amd64.Mem { m.Disp += int32(64 * v.g.zc); return m }
+
+// zop is operand y in the bank being emitted: a register, or a uniform
+// in memory broadcast (the same for both).
+func (v vasm) zop(y amd64.Operand) amd64.Operand {
+	switch x := y.(type) {
 	case amd64.VReg:
-		return amd64.ZReg(x)
+		return v.z(x)
 	case amd64.Mem:
 		return x.Bcst()
 	}
-	return o
+	return y
 }
 
 // maskK is the opmask of the comparison that last wrote vector register
@@ -60,7 +90,11 @@ func (v vasm) wrote(d amd64.VReg) {
 // whose opmask is taken again forgets it).
 func (v vasm) newK() amd64.KReg {
 	g := v.g
-	g.nextK = g.nextK%7 + 1
+	if g.zpair {
+		g.nextK = g.nextK%3 + 1 // K1–K3, their pairs K4–K6
+	} else {
+		g.nextK = g.nextK%7 + 1
+	}
 	k := amd64.KReg(g.nextK)
 	for r := range g.kOf {
 		if g.kOf[r] == k {
@@ -77,14 +111,16 @@ func (v vasm) kFrom(m amd64.VReg) amd64.KReg {
 	}
 	g := v.g
 	k := v.newK()
-	v.Asm.VPTESTMDZ(k, zr(m), g.constVec(0x80000000).Bcst())
+	c := g.constVec(0x80000000).Bcst()
+	v.each(func() { v.Asm.VPTESTMDZ(v.zk(k), v.z(m), c) })
 	g.kOf[m] = k
 	return k
 }
 
 // expand writes the vector mask of opmask k into d (all ones where set).
 func (v vasm) expand(d amd64.VReg, k amd64.KReg) {
-	v.Asm.VPBROADCASTDZ(zr(d), k, true, v.g.constVec(0xffffffff))
+	c := v.g.constVec(0xffffffff)
+	v.each(func() { v.Asm.VPBROADCASTDZ(v.z(d), v.zk(k), true, c) })
 }
 
 type binZ func(a *amd64.Asm, d, x amd64.ZReg, y amd64.Operand)
@@ -92,7 +128,7 @@ type binY func(a *amd64.Asm, d, x amd64.VReg, y amd64.Operand)
 
 func (v vasm) bin(fy binY, fz binZ, d, x amd64.VReg, y amd64.Operand) {
 	if v.g.zmm {
-		fz(v.Asm, zr(d), zr(x), zo(y))
+		v.each(func() { fz(v.Asm, v.z(d), v.z(x), v.zop(y)) })
 		v.wrote(d)
 		return
 	}
@@ -156,7 +192,7 @@ func (v vasm) VFNMADD231PS(d, x amd64.VReg, y amd64.Operand) {
 
 func (v vasm) VSQRTPS(d amd64.VReg, s amd64.Operand) {
 	if v.g.zmm {
-		v.Asm.VSQRTPSZ(zr(d), zo(s))
+		v.each(func() { v.Asm.VSQRTPSZ(v.z(d), v.zop(s)) })
 		v.wrote(d)
 		return
 	}
@@ -165,7 +201,7 @@ func (v vasm) VSQRTPS(d amd64.VReg, s amd64.Operand) {
 
 func (v vasm) VROUNDPS(d amd64.VReg, s amd64.Operand, mode uint8) {
 	if v.g.zmm {
-		v.Asm.VRNDSCALEPSZ(zr(d), zo(s), mode)
+		v.each(func() { v.Asm.VRNDSCALEPSZ(v.z(d), v.zop(s), mode) })
 		v.wrote(d)
 		return
 	}
@@ -174,7 +210,7 @@ func (v vasm) VROUNDPS(d amd64.VReg, s amd64.Operand, mode uint8) {
 
 func (v vasm) VCVTDQ2PS(d amd64.VReg, s amd64.Operand) {
 	if v.g.zmm {
-		v.Asm.VCVTDQ2PSZ(zr(d), zo(s))
+		v.each(func() { v.Asm.VCVTDQ2PSZ(v.z(d), v.zop(s)) })
 		v.wrote(d)
 		return
 	}
@@ -183,7 +219,7 @@ func (v vasm) VCVTDQ2PS(d amd64.VReg, s amd64.Operand) {
 
 func (v vasm) VCVTTPS2DQ(d amd64.VReg, s amd64.Operand) {
 	if v.g.zmm {
-		v.Asm.VCVTTPS2DQZ(zr(d), zo(s))
+		v.each(func() { v.Asm.VCVTTPS2DQZ(v.z(d), v.zop(s)) })
 		v.wrote(d)
 		return
 	}
@@ -192,7 +228,7 @@ func (v vasm) VCVTTPS2DQ(d amd64.VReg, s amd64.Operand) {
 
 func (v vasm) shift(fy func(*amd64.Asm, amd64.VReg, amd64.VReg, uint8), fz func(*amd64.Asm, amd64.ZReg, amd64.ZReg, uint8), d, s amd64.VReg, n uint8) {
 	if v.g.zmm {
-		fz(v.Asm, zr(d), zr(s), n)
+		v.each(func() { fz(v.Asm, v.z(d), v.z(s), n) })
 		v.wrote(d)
 		return
 	}
@@ -213,7 +249,7 @@ func (v vasm) VPSLLD(d, s amd64.VReg, n uint8) {
 func (v vasm) VCMPPS(d, x amd64.VReg, y amd64.Operand, pred uint8) {
 	if v.g.zmm {
 		k := v.newK()
-		v.Asm.VCMPPSZ(k, zr(x), zo(y), pred)
+		v.each(func() { v.Asm.VCMPPSZ(v.zk(k), v.z(x), v.zop(y), pred) })
 		v.expand(d, k)
 		v.g.kOf[d] = k
 		return
@@ -224,7 +260,7 @@ func (v vasm) VCMPPS(d, x amd64.VReg, y amd64.Operand, pred uint8) {
 func (v vasm) VPCMPGTD(d, x amd64.VReg, y amd64.Operand) {
 	if v.g.zmm {
 		k := v.newK()
-		v.Asm.VPCMPGTDZ(k, zr(x), zo(y))
+		v.each(func() { v.Asm.VPCMPGTDZ(v.zk(k), v.z(x), v.zop(y)) })
 		v.expand(d, k)
 		v.g.kOf[d] = k
 		return
@@ -235,7 +271,7 @@ func (v vasm) VPCMPGTD(d, x amd64.VReg, y amd64.Operand) {
 func (v vasm) VPCMPEQD(d, x amd64.VReg, y amd64.Operand) {
 	if v.g.zmm {
 		k := v.newK()
-		v.Asm.VPCMPEQDZ(k, zr(x), zo(y))
+		v.each(func() { v.Asm.VPCMPEQDZ(v.zk(k), v.z(x), v.zop(y)) })
 		v.expand(d, k)
 		v.g.kOf[d] = k
 		return
@@ -247,7 +283,7 @@ func (v vasm) VPCMPEQD(d, x amd64.VReg, y amd64.Operand) {
 func (v vasm) VBLENDVPS(d, x amd64.VReg, y amd64.Operand, mask amd64.VReg) {
 	if v.g.zmm {
 		k := v.kFrom(mask)
-		v.Asm.VBLENDMPSZ(zr(d), k, zr(x), zo(y))
+		v.each(func() { v.Asm.VBLENDMPSZ(v.z(d), v.zk(k), v.z(x), v.zop(y)) })
 		v.wrote(d)
 		return
 	}
@@ -256,7 +292,7 @@ func (v vasm) VBLENDVPS(d, x amd64.VReg, y amd64.Operand, mask amd64.VReg) {
 
 func (v vasm) VMOVAPS(d, s amd64.VReg) {
 	if v.g.zmm {
-		v.Asm.VMOVAPSZ(zr(d), zr(s))
+		v.each(func() { v.Asm.VMOVAPSZ(v.z(d), v.z(s)) })
 		v.g.kOf[d] = v.g.kOf[s]
 		return
 	}
@@ -266,7 +302,7 @@ func (v vasm) VMOVAPS(d, s amd64.VReg) {
 // VMOVUPS loads a whole vector (a row's, a spill slot's).
 func (v vasm) VMOVUPS(d amd64.VReg, m amd64.Mem) {
 	if v.g.zmm {
-		v.Asm.VMOVUPSZ(zr(d), m)
+		v.each(func() { v.Asm.VMOVUPSZ(v.z(d), v.zm(m)) })
 		v.wrote(d)
 		return
 	}
@@ -276,7 +312,7 @@ func (v vasm) VMOVUPS(d amd64.VReg, m amd64.Mem) {
 // VMOVUPSstore stores a whole vector.
 func (v vasm) VMOVUPSstore(m amd64.Mem, s amd64.VReg) {
 	if v.g.zmm {
-		v.Asm.VMOVUPSstoreZ(m, zr(s))
+		v.each(func() { v.Asm.VMOVUPSstoreZ(v.zm(m), v.z(s)) })
 		return
 	}
 	v.Asm.VMOVUPSstore(m, s)
@@ -286,7 +322,7 @@ func (v vasm) VMOVUPSstore(m amd64.Mem, s amd64.VReg) {
 // frame splat).
 func (v vasm) vbcst(d amd64.VReg, m amd64.Mem) {
 	if v.g.zmm {
-		v.Asm.VBROADCASTSSZ(zr(d), m)
+		v.each(func() { v.Asm.VBROADCASTSSZ(v.z(d), m) })
 		v.wrote(d)
 		return
 	}
@@ -296,7 +332,7 @@ func (v vasm) vbcst(d amd64.VReg, m amd64.Mem) {
 // VBROADCASTSS loads one element into every lane.
 func (v vasm) VBROADCASTSS(d amd64.VReg, m amd64.Mem) {
 	if v.g.zmm {
-		v.Asm.VBROADCASTSSZ(zr(d), m)
+		v.each(func() { v.Asm.VBROADCASTSSZ(v.z(d), m) })
 		v.wrote(d)
 		return
 	}
@@ -306,7 +342,7 @@ func (v vasm) VBROADCASTSS(d amd64.VReg, m amd64.Mem) {
 // VPBROADCASTD d = s's low int32 in every lane.
 func (v vasm) VPBROADCASTD(d, s amd64.VReg) {
 	if v.g.zmm {
-		v.Asm.VPBROADCASTDZ(zr(d), 0, false, zr(s))
+		v.each(func() { v.Asm.VPBROADCASTDZ(v.z(d), 0, false, v.z(s)) })
 		v.wrote(d)
 		return
 	}
@@ -316,6 +352,9 @@ func (v vasm) VPBROADCASTD(d, s amd64.VReg) {
 // VMOVDfromGPR d = r's low 32 bits in lane 0, the other lanes zero (the
 // VEX form clears the zmm register's upper bits too).
 func (v vasm) VMOVDfromGPR(d amd64.VReg, r amd64.Reg) {
+	if v.g.zpair && v.g.zmmBad == "" { // VEX: no Z16–Z31 (pairOK declines i32 lanes)
+		v.g.zmmBad = "VMOVD in pairs"
+	}
 	v.Asm.VMOVDfromGPR(d, r)
 	v.wrote(d)
 }
@@ -387,7 +426,7 @@ type selMask struct {
 func (v vasm) cmpSel(r, x amd64.VReg, y amd64.Operand, pred uint8) selMask {
 	if v.g.zmm {
 		k := v.newK()
-		v.Asm.VCMPPSZ(k, zr(x), zo(y), pred)
+		v.each(func() { v.Asm.VCMPPSZ(v.zk(k), v.z(x), v.zop(y), pred) })
 		return selMask{r: r, k: k}
 	}
 	v.Asm.VCMPPS(r, x, y, pred)
@@ -397,7 +436,7 @@ func (v vasm) cmpSel(r, x amd64.VReg, y amd64.Operand, pred uint8) selMask {
 // blendSel d = m ? y : x, lane by lane.
 func (v vasm) blendSel(d, x amd64.VReg, y amd64.Operand, m selMask) {
 	if v.g.zmm {
-		v.Asm.VBLENDMPSZ(zr(d), m.k, zr(x), zo(y))
+		v.each(func() { v.Asm.VBLENDMPSZ(v.z(d), v.zk(m.k), v.z(x), v.zop(y)) })
 		v.wrote(d)
 		return
 	}
@@ -407,7 +446,8 @@ func (v vasm) blendSel(d, x amd64.VReg, y amd64.Operand, m selMask) {
 // zeroSel d = m ? +0 : x, lane by lane (VANDNPS of the mask).
 func (v vasm) zeroSel(d amd64.VReg, m selMask, x amd64.VReg) {
 	if v.g.zmm {
-		v.Asm.VBLENDMPSZ(zr(d), m.k, zr(x), v.g.constVec(0).Bcst())
+		c := v.g.constVec(0).Bcst()
+		v.each(func() { v.Asm.VBLENDMPSZ(v.z(d), v.zk(m.k), v.z(x), c) })
 		v.wrote(d)
 		return
 	}

@@ -15,8 +15,10 @@ import (
 // column reductions, reductions in the frame) and the loops of phases
 // without masks run in zmm registers where the CPU has AVX-512, and give
 // the ymm loops' results bit for bit: each kernel is compiled with
-// native.SetAVX512 off and on, the number of its phases computing in zmm
-// checked (none off, some on), both run over the same seeded inputs
+// native.SetAVX512 off and on (on twice: the zmm loops' two vectors in
+// pairs, the default, and one after the other), the number of its phases
+// computing in zmm checked (none off, some on; some loops in pairs over
+// the cases), both run over the same seeded inputs
 // (special values — NaN, ±Inf, ±0, subnormals — among them where the case
 // says) with tails in rows and columns (rows past M and columns past N run
 // the masked ymm loop, the others the zmm one; rows of one zmm vector, not
@@ -32,6 +34,12 @@ func TestZmmRowsNative(t *testing.T) {
 		t.Skip("no AVX-512 here: the zmm loops are never emitted")
 	}
 	const bm = 16
+	pairs := 0 // zmm loops emitted in pairs, over the cases
+	defer func() {
+		if pairs == 0 && !t.Failed() {
+			t.Error("no zmm loop was emitted in pairs")
+		}
+	}()
 	type env struct {
 		b    *tile.Builder
 		r, c *tile.Value // [bm,1] and [1,bn] i32 lanes
@@ -208,23 +216,31 @@ func TestZmmRowsNative(t *testing.T) {
 			}
 			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
 			got := map[string][]float32{}
-			for _, isa := range isas(t) {
-				native.SetAVX512(isa == "avx512")
+			// zmm loops with their two vectors in pairs (the default) and
+			// one after the other
+			for _, isa := range append(isas(t), "avx512 unpaired") {
+				native.SetAVX512(isa != "avx2")
+				was := native.SetZmmPairs(isa == "avx512")
 				nk, err := native.Compile(k)
+				native.SetZmmPairs(was)
 				if err != nil {
 					t.Fatalf("not compiled natively: %v\n%v", err, k)
 				}
 				defer nk.Free()
-				if n := native.ZmmPhases(nk); (n > 0) != (isa == "avx512") {
+				if n := native.ZmmPhases(nk); (n > 0) != (isa != "avx2") {
 					t.Fatalf("%s: %d phases compute in zmm registers", isa, n)
 				}
+				if n := native.PairLoops(nk); isa != "avx512" && n > 0 {
+					t.Fatalf("%s: %d zmm loops in pairs", isa, n)
+				}
+				pairs += native.PairLoops(nk)
 				got[isa] = run(func(args ...any) error { return nk.Launch(grid, args...) })
 			}
 			for i := range want {
-				y, z := got["avx2"][i], got["avx512"][i]
-				if math.Float32bits(y) != math.Float32bits(z) {
-					t.Fatalf("y[%d] (row %d, column %d; x = %v) = %v (%#x) in ymm, %v (%#x) in zmm",
-						i, i/c.n, i%c.n, x[i], y, math.Float32bits(y), z, math.Float32bits(z))
+				y, z, u := got["avx2"][i], got["avx512"][i], got["avx512 unpaired"][i]
+				if math.Float32bits(y) != math.Float32bits(z) || math.Float32bits(y) != math.Float32bits(u) {
+					t.Fatalf("y[%d] (row %d, column %d; x = %v) = %v (%#x) in ymm, %v (%#x) in zmm, %v (%#x) in zmm unpaired",
+						i, i/c.n, i%c.n, x[i], y, math.Float32bits(y), z, math.Float32bits(z), u, math.Float32bits(u))
 				}
 				w := want[i]
 				switch {
