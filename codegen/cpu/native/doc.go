@@ -22,7 +22,10 @@
 //     (fast.go) runs in zmm registers, sixteen lanes a vector, wherever
 //     its ops have 512-bit forms (vec.go: the same operations per lane,
 //     uniforms as {1to16} broadcasts, vector masks through opmasks): bit
-//     for bit the ymm loop's. A value that needs a reduction's result is in a later
+//     for bit the ymm loop's. Its two vectors of an iteration are one
+//     body with every instruction written for both (Z0–Z15 and Z16–Z31),
+//     so that their dependency chains overlap, where the loop allows
+//     (fast.go: pairOK). A value that needs a reduction's result is in a later
 //     phase than the reduction's input; a value a later phase reads is
 //     either recomputed there (a formula: loads from buffers the kernel
 //     never stores to, affine lanes, splats, comparisons of those, and
