@@ -90,6 +90,8 @@ var encCases = []encCase{
 	{"bsr", func(a *Asm) { a.BSRL(R9, RDX) }, "BSRL DX, R9", "440fbdca"},
 	{"ret", func(a *Asm) { a.RET() }, "RET", "c3"},
 	{"vzeroupper", func(a *Asm) { a.VZEROUPPER() }, "VZEROUPPER", "c5f877"},
+	{"prefetcht0", func(a *Asm) { a.PREFETCHT0(PtrIdx(RBX, RSI, 4, 4096)) }, "PREFETCHT0 4096(BX)(SI*4)", "0f188cb300100000"},
+	{"prefetcht0 ext", func(a *Asm) { a.PREFETCHT0(Ptr(R9, 64)) }, "PREFETCHT0 64(R9)", "410f184940"},
 	// vector moves
 	{"vmovups load", func(a *Asm) { a.VMOVUPS(0, PtrIdx(RAX, RCX, 4, 0)) }, "VMOVUPS (AX)(CX*4), Y0", "c5fc100488"},
 	{"vmovups load ext", func(a *Asm) { a.VMOVUPS(9, PtrIdx(R10, R11, 4, 32)) }, "VMOVUPS 32(R10)(R11*4), Y9", "c4017c104c9a20"},

@@ -432,6 +432,7 @@ func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) e
 	case !masked && n.pat.elast == 0:
 		a.VBROADCASTSS(into, at)
 	case !masked:
+		pg.prefetch(n.pat, at)
 		a.VMOVUPS(into, at)
 	case n.pat.elast == 0:
 		// one address: load it (if any lane is active) and keep the active lanes
@@ -447,6 +448,66 @@ func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) e
 		a.VBLENDVPS(dst, or, t[2], mr)
 	}
 	return nil
+}
+
+// prefetch hints the same stream one row on (4·last bytes past at: the
+// next program's row, where programs tile a buffer row after row) into
+// the caches, in zmm loops of one-row phases whose load pattern moves
+// with the program id (the rows the bench's row kernels stream); one line
+// per 16 lanes, so the row's loads wait less on memory while the phase
+// computes. A prefetch never faults: past a buffer's end it is only a
+// wasted line.
+func (pg *phaseGen) prefetch(pat *pattern, at amd64.Mem) {
+	g := pg.g
+	if !g.zmm || pg.rank != 1 || pat.root < 0 || pat.elast != 1 || !pg.stream(pat) {
+		return
+	}
+	lines := 1
+	if g.zpair {
+		lines = 2
+	}
+	for c := range lines {
+		m := at
+		m.Disp += int32(4*pg.last + 64*c)
+		g.a.PREFETCHT0(m)
+	}
+}
+
+// stream reports whether pattern pat's row part depends on a program id.
+func (pg *phaseGen) stream(pat *pattern) bool {
+	if pat.pid == 0 {
+		pat.pid = 2
+		if sxHasPID(pat.c, map[*tile.Value]bool{}) {
+			pat.pid = 1
+		}
+	}
+	return pat.pid == 1
+}
+
+func sxHasPID(e *sx, seen map[*tile.Value]bool) bool {
+	if e == nil {
+		return false
+	}
+	if e.op == sxVal && valueHasPID(e.v, seen) {
+		return true
+	}
+	return sxHasPID(e.a, seen) || sxHasPID(e.b, seen)
+}
+
+func valueHasPID(v *tile.Value, seen map[*tile.Value]bool) bool {
+	if v == nil || seen[v] {
+		return false
+	}
+	seen[v] = true
+	if v.Op == tile.OpProgramID {
+		return true
+	}
+	for _, a := range v.Args {
+		if valueHasPID(a, seen) {
+			return true
+		}
+	}
+	return false
 }
 
 // gather loads the vector's lanes of a pattern with a constant stride s

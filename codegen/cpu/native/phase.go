@@ -57,6 +57,7 @@ type pattern struct {
 	slot    int32
 	checked bool // unmasked accesses: the row's range is checked at the row's start
 	anyMask bool
+	pid     uint8 // body.go: stream (0 not known yet, 1 the row part moves with a program id, 2 not)
 }
 
 // esz is the size of the pattern's elements in bytes.
