@@ -342,6 +342,8 @@ func (pg *phaseGen) rowEnd() error {
 			a.VMOVUPS(y, fr(r.mem[1]))
 		}
 		switch {
+		case r.v.Op != tile.OpReduceSum && pg.last >= 2*lane:
+			pg.maxTree(r.v.Op, x, y)
 		case r.v.Op == tile.OpReduceSum && pg.last >= 2*lane:
 			a.VADDPS(x, x, y)
 			a.VEXTRACTF128(0, x, 1)
@@ -395,6 +397,41 @@ func (pg *phaseGen) rowEnd() error {
 		a.VMOVSSstore(amd64.PtrIdx(rF, rT0, 4, r.res), 0)
 	}
 	return a.Err()
+}
+
+// maxTree combines the sixteen lanes of a row's max (min) — lanes 0–7 in
+// x, 8–15 in y, each the scan of its elements — into lane 0 of X0 as the
+// in-order combination does (lane 0, then 1, …, then 15, each step
+// r = (p > r || p != p) ? p : r), in a tree of four levels: that step is
+// associative (it keeps the first of equal maxima and the last NaN of a
+// sequence however the sequence is bracketed), so each level combines
+// neighbours, the earlier first: (0,1) (2,3) …, then (0–1,2–3) …, and the
+// result is the in-order one bit for bit, at four steps' latency instead
+// of fifteen. X0–X3 are clobbered.
+func (pg *phaseGen) maxTree(op tile.Op, x, y amd64.VReg) {
+	a := &pg.g.a
+	pred := amd64.CmpGT
+	if op == tile.OpReduceMin {
+		pred = amd64.CmpLT
+	}
+	// X0 = step(X0, X1) lane by lane: X0 the earlier lanes, X1 the later
+	step := func() {
+		a.VCMPPS(2, 1, amd64.VReg(0), pred)
+		a.VCMPPS(3, 1, amd64.VReg(1), amd64.CmpUNORD)
+		a.VORPS(2, 2, amd64.VReg(3))
+		a.VBLENDVPS(0, 0, amd64.VReg(1), 2)
+	}
+	// lanes 0,2 | 8,10 | 4,6 | 12,14 against 1,3 | 9,11 | 5,7 | 13,15
+	a.VSHUFPS(1, x, y, 0xdd)
+	a.VSHUFPS(0, x, y, 0x88)
+	step() // X0: 0–1, 2–3, 8–9, 10–11 | 4–5, 6–7, 12–13, 14–15
+	a.VSHUFPS(1, 0, amd64.VReg(0), 0xdd)
+	a.VSHUFPS(0, 0, amd64.VReg(0), 0x88)
+	step() // X0: 0–3, 8–11 | 4–7, 12–15
+	a.VEXTRACTF128(1, 0, 1)
+	step() // 0–7, 8–15
+	a.VMOVSHDUP(1, amd64.VReg(0))
+	step() // 0–15
 }
 
 // scratch is a frame area for one phase's temporary use.

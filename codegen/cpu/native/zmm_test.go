@@ -55,7 +55,10 @@ func TestZmmRowsNative(t *testing.T) {
 		noMask   bool    // loads and stores without masks (m, n whole blocks)
 		lo, hi   float64 // the inputs' range
 		rel, abs float64 // tolerance against the reference (0: bit for bit)
-		body     func(e env) *tile.Value
+		// exact, where set, is every native result bit for bit (the
+		// reference's max may be the other zero or another NaN)
+		exact func(x []float32, m, n int) []float32
+		body  func(e env) *tile.Value
 	}{
 		{name: "exp, one zmm vector a row", m: 37, n: 40, bn: 16, specials: true, lo: -110, hi: 95, rel: 2.4e-7, abs: 3e-45, body: func(e env) *tile.Value { return e.b.Exp(e.x) }},
 		{name: "exp", m: 37, n: 100, bn: 32, specials: true, lo: -110, hi: 95, rel: 2.4e-7, abs: 3e-45, body: func(e env) *tile.Value { return e.b.Exp(e.x) }},
@@ -119,6 +122,19 @@ func TestZmmRowsNative(t *testing.T) {
 		{name: "row max and min of NaNs with payloads and signed zeros", m: 37, n: 128, bn: 128, ties: true, lo: -3, hi: 0, abs: 1e-45, body: func(e env) *tile.Value {
 			b := e.b
 			return b.Where(b.Gt(e.x, -1.5), b.Max(e.x, 1, true), b.Min(e.x, 1, true))
+		}, exact: func(x []float32, m, n int) []float32 {
+			y := make([]float32, m*n)
+			for i := range m {
+				row := x[i*n : (i+1)*n]
+				hi, lo := laneScan(row, false), laneScan(row, true)
+				for j, v := range row {
+					y[i*n+j] = lo
+					if v > -1.5 {
+						y[i*n+j] = hi
+					}
+				}
+			}
+			return y
 		}},
 		{name: "row min", m: 37, n: 128, bn: 128, lo: -3, hi: 3, body: func(e env) *tile.Value {
 			return e.b.Sub(e.x, e.b.Min(e.x, 1, true))
@@ -236,6 +252,16 @@ func TestZmmRowsNative(t *testing.T) {
 				pairs += native.PairLoops(nk)
 				got[isa] = run(func(args ...any) error { return nk.Launch(grid, args...) })
 			}
+			if c.exact != nil {
+				exact := c.exact(x, c.m, c.n)
+				for isa, y := range got {
+					for i := range y {
+						if math.Float32bits(y[i]) != math.Float32bits(exact[i]) {
+							t.Fatalf("%s: y[%d] (row %d) = %v (%#x), want %v (%#x)", isa, i, i/c.n, y[i], math.Float32bits(y[i]), exact[i], math.Float32bits(exact[i]))
+						}
+					}
+				}
+			}
 			for i := range want {
 				y, z, u := got["avx2"][i], got["avx512"][i], got["avx512 unpaired"][i]
 				if math.Float32bits(y) != math.Float32bits(z) || math.Float32bits(y) != math.Float32bits(u) {
@@ -265,4 +291,33 @@ func TestZmmRowsNative(t *testing.T) {
 			}
 		})
 	}
+}
+
+// laneScan is a row's max (min) as the native code defines it for rows
+// of 16 lanes or more: lane l (of 16) scans the elements l, l+16, … in
+// order, r = (p > r || p != p) ? p : r (< for min), and the lanes are
+// combined so in order, lane 0 first.
+func laneScan(row []float32, isMin bool) float32 {
+	step := func(r, p float32) float32 {
+		if p != p || !isMin && p > r || isMin && p < r {
+			return p
+		}
+		return r
+	}
+	init := float32(math.Inf(-1))
+	if isMin {
+		init = float32(math.Inf(1))
+	}
+	var lanes [16]float32
+	for l := range lanes {
+		lanes[l] = init
+	}
+	for j, p := range row {
+		lanes[j%16] = step(lanes[j%16], p)
+	}
+	r := lanes[0]
+	for _, p := range lanes[1:] {
+		r = step(r, p)
+	}
+	return r
 }
