@@ -24,8 +24,8 @@ func RunRanges(nk *Kernel, grid tile.Grid, ranges [][2]int, args ...any) error {
 	}
 	t := nk.tasks.Get().(*task)
 	defer nk.tasks.Put(t)
-	t.args = args // as Launch: no argument on the stack
-	defer func() { t.args = nil }()
+	t.args = append(t.args[:0], args...) // as Launch: no argument on the stack
+	defer func() { clear(t.args); t.args = t.args[:0] }()
 	if !t.bind(args) {
 		return ErrFallback
 	}

@@ -137,7 +137,7 @@ type task struct {
 	nk    *Kernel
 	hdr   []byte
 	grid  [3]int
-	args  []any // the launch's arguments, while it runs (see Launch)
+	args  []any // a copy of the launch's arguments, while it runs (see Launch)
 	chunk int   // programs per native call
 	total int   // programs of the launch
 	next  atomic.Int64
@@ -172,8 +172,8 @@ func (nk *Kernel) Launch(grid tile.Grid, args ...any) error {
 	// no caller's array on its goroutine's stack: the header holds raw
 	// addresses, and a stack that grows during the launch would move
 	// such an array under them (the native code would write the old copy)
-	t.args = args
-	defer func() { t.args = nil }()
+	t.args = append(t.args[:0], args...)
+	defer func() { clear(t.args); t.args = t.args[:0] }()
 	if !t.bind(args) {
 		return ErrFallback
 	}
