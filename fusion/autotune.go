@@ -60,12 +60,20 @@ type TuneResult struct {
 	// does, the default first, with one launch's time as first measured
 	// (before the rematch): the whole space side by side
 	Tried []TriedMeta
+	// Unfinished, if not empty, says why not every candidate was
+	// measured (WithTuneBudget's budget ran out): the kernels keep the
+	// default, or the best of those measured where the rematch chose it
+	Unfinished string
 }
 
 // TriedMeta is one candidate's measurement.
 type TriedMeta struct {
 	Meta    tile.Meta
 	Seconds float64
+	// Dropped: its first measurement (a GPU batch, the CPU's first
+	// launches) was over 1.5× the best so far, and it was measured no
+	// further; Seconds is that first measurement
+	Dropped bool `json:",omitempty"`
 }
 
 func (r TuneResult) String() string {
@@ -77,20 +85,57 @@ func (r TuneResult) String() string {
 	if r.ChosenSeconds > 0 {
 		speed = r.DefaultSeconds / r.ChosenSeconds
 	}
+	if r.Unfinished != "" {
+		src += "; " + r.Unfinished
+	}
 	return fmt.Sprintf("%s (×%d): %v → %v, %.3g → %.3g ms (%.2fx; %d candidates, %d rejected; %s)",
 		r.Kernel, r.Kernels, r.Default, r.Chosen, 1e3*r.DefaultSeconds, 1e3*r.ChosenSeconds, speed, r.Candidates, len(r.Rejected), src)
 }
 
+// WithTuneBudget bounds WithAutotune's measuring in one compilation to
+// about d of wall time (0: no bound; the default is DefaultTuneBudget).
+// The kernel texts are tuned most costly first (the default's time × the
+// kernels of its text, after every default is measured once), each
+// text's candidates in their space's order (the wave model's estimate,
+// cheapest first, where the space has one); when the budget runs out,
+// the texts not reached keep their defaults and the one in progress its
+// best so far among those measured (rematched against the default as
+// always: the budget never makes a kernel slower), and Report.Tuning says
+// so (TuneResult.Unfinished). A rematch in progress completes: the budget
+// can be passed by one rematch. Unfinished results are not stored on disk,
+// so a later tune measures them again, with the finished ones taken from
+// the cache.
+func WithTuneBudget(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.errs = append(c.errs, fmt.Errorf("fusion: WithTuneBudget(%v): a budget is not negative (0: no bound)", d))
+			return
+		}
+		c.tuneBudget = &d
+	}
+}
+
+// DefaultTuneBudget is WithAutotune's budget without WithTuneBudget: a
+// bench workload tunes within 30 s on a GPU, compiles included.
+const DefaultTuneBudget = 25 * time.Second
+
+// earlyDrop is how much slower than the best so far a candidate's first
+// measurement may be before the rest of its measurement is skipped: its
+// first batch (GPU) or first launches (CPU) say it cannot win.
+const earlyDrop = 1.5
+
 // kernelTimer runs a kernel on host buffers (its inputs, then its outputs,
 // which it leaves written by one launch) and returns the seconds of one
-// launch, measured after that one.
-type kernelTimer func(k *graphpass.Kernel, args []any) (float64, error)
+// launch, measured after that one. Where a first measurement already
+// exceeds limit it may return it without measuring further (the caller
+// drops the candidate).
+type kernelTimer func(k *graphpass.Kernel, args []any, limit float64) (float64, error)
 
 // gpuKernelTimer is the GPU backend's kernelTimer (tilefuse_cuda build),
 // with compiled modules in the disk cache; gpuDevice names the device for
 // keys (name, compute capability, driver).
 var (
-	gpuKernelTimer func(k *graphpass.Kernel, args []any, disk *diskcache.Cache) (float64, error)
+	gpuKernelTimer func(k *graphpass.Kernel, args []any, limit float64, disk *diskcache.Cache) (float64, error)
 	gpuDevice      func() (string, error)
 	// gpuPrecompile compiles kernels together ahead of their timing (the
 	// driver's linker in parallel), where the backend can
@@ -107,22 +152,43 @@ func tuneMargin(b Backend) float64 {
 	return 0.10
 }
 
-// tuner is WithAutotune's state for one compilation.
+// tuner is WithAutotune's state for one compilation: every kernel text's
+// result, measured (or taken from the cache) when it is made.
 type tuner struct {
 	c      *compilation
 	disk   *diskcache.Cache
 	timer  kernelTimer
 	device string
 	memo   map[string]*TuneResult // by the default kernel's anonymous text
+	start  time.Time
+	budget time.Duration // 0: none
 	done   int
 	total  int
 }
 
-// tuneOverride, if set (tests), replaces the backend's kernel timer.
-var tuneOverride kernelTimer
+// tuneOverride, if set (tests), replaces the backend's kernel timer;
+// tuneClock is the tuner's clock (tests: a fake one).
+var (
+	tuneOverride kernelTimer
+	tuneClock    = time.Now
+)
+
+// tuneJob is a kernel text to measure.
+type tuneJob struct {
+	grp              *graphpass.Group
+	def              *graphpass.Kernel
+	cands            []tile.Meta
+	text             string
+	r                *TuneResult
+	args, outs, want []any
+	defTime          float64
+}
 
 func newTuner(c *compilation) (*tuner, error) {
-	t := &tuner{c: c, disk: c.cfg.diskCache(), memo: map[string]*TuneResult{}}
+	t := &tuner{c: c, disk: c.cfg.diskCache(), memo: map[string]*TuneResult{}, start: tuneClock(), budget: DefaultTuneBudget}
+	if c.cfg.tuneBudget != nil {
+		t.budget = *c.cfg.tuneBudget
+	}
 	switch {
 	case c.cfg.backend == CUDA:
 		if gpuKernelTimer == nil {
@@ -133,43 +199,123 @@ func newTuner(c *compilation) (*tuner, error) {
 			return nil, err
 		}
 		t.device = dev
-		t.timer = func(k *graphpass.Kernel, args []any) (float64, error) { return gpuKernelTimer(k, args, t.disk) }
+		t.timer = func(k *graphpass.Kernel, args []any, limit float64) (float64, error) {
+			return gpuKernelTimer(k, args, limit, t.disk)
+		}
 	default:
 		t.device = fmt.Sprintf("cpu %s/%s, %d cores, vector dot %v, native %v", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpu.VectorDot(), c.cfg.native)
-		t.timer = func(k *graphpass.Kernel, args []any) (float64, error) { return cpuKernelTime(k, args, c.cfg.native) }
+		t.timer = func(k *graphpass.Kernel, args []any, limit float64) (float64, error) {
+			return cpuKernelTime(k, args, limit, c.cfg.native)
+		}
 	}
 	if tuneOverride != nil {
 		t.timer = tuneOverride
 	}
-	var ahead []*graphpass.Kernel // the candidates of the kernels to measure
-	seen := map[string]bool{}
-	for _, grp := range c.groups {
-		cands := graphpass.Candidates(grp, c.target, c.cfg.precision)
+	if err := t.run(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// over says whether the budget is spent.
+func (t *tuner) over() bool {
+	return t.budget > 0 && tuneClock().Sub(t.start) >= t.budget
+}
+
+// precompile compiles ks together where the backend can (the GPU's driver
+// JIT in parallel), ahead of their timing.
+func (t *tuner) precompile(ks []*graphpass.Kernel) {
+	if len(ks) > 0 && t.c.cfg.backend == CUDA && gpuPrecompile != nil && tuneOverride == nil {
+		gpuPrecompile(ks, t.disk)
+	}
+}
+
+// run tunes every kernel text of the compilation: each text's result from
+// the cache where it is there; else every default measured once, then the
+// texts by their share of the time (the default's × its kernels), most
+// first, each with its candidates, while the budget lasts.
+func (t *tuner) run() error {
+	var jobs []*tuneJob
+	kernels := map[string]int{}
+	for _, grp := range t.c.groups {
+		cands := graphpass.Candidates(grp, t.c.target, t.c.cfg.precision)
 		if len(cands) < 2 {
 			continue
 		}
 		t.total++
-		if c.cfg.backend != CUDA || gpuPrecompile == nil || tuneOverride != nil {
+		def, err := graphpass.Emit(grp, graphpass.TuneTo(t.c.target, cands[0]), t.c.cfg.precision)
+		if err != nil {
+			return err
+		}
+		text := def.Tile.Anonymous()
+		kernels[text]++
+		if _, ok := t.memo[text]; ok {
 			continue
 		}
-		def, err := graphpass.Emit(grp, graphpass.TuneTo(c.target, cands[0]), c.cfg.precision)
-		if err != nil || seen[def.Tile.Anonymous()] {
+		r := &TuneResult{Kernel: def.Tile.Name, Default: cands[0], Chosen: cands[0], Candidates: len(cands)}
+		t.memo[text] = r
+		for _, in := range grp.Inputs {
+			r.Bytes += int64(max(1, numel(in.Info.Shape)) * max(1, in.Info.DType.Size()))
+		}
+		for i := range max(1, def.Outs) {
+			r.Bytes += int64(max(1, numel(def.Shape(i))) * max(1, def.DType.Size()))
+		}
+		if t.fromDisk(r, cands, text) {
 			continue
 		}
-		seen[def.Tile.Anonymous()] = true
-		if _, ok := t.disk.Get("tune", t.key(def.Tile.Anonymous())); ok {
-			continue // tuned before: nothing to measure
-		}
-		for _, m := range cands {
-			if k, err := graphpass.Emit(grp, graphpass.TuneTo(c.target, m), c.cfg.precision); err == nil {
-				ahead = append(ahead, k)
-			}
+		jobs = append(jobs, &tuneJob{grp: grp, def: def, cands: cands, text: text, r: r})
+	}
+	for text, n := range kernels {
+		t.memo[text].Kernels = n
+	}
+	for text, r := range t.memo {
+		if r.FromCache {
+			t.progress(r, kernels[text])
 		}
 	}
-	if len(ahead) > 0 {
-		gpuPrecompile(ahead, t.disk)
+	// every default once: the texts' shares of the time
+	var defs []*graphpass.Kernel
+	for _, j := range jobs {
+		defs = append(defs, j.def)
 	}
-	return t, nil
+	t.precompile(defs)
+	for _, j := range jobs {
+		if t.over() {
+			j.r.Unfinished = fmt.Sprintf("not tuned: the budget of %v ran out", t.budget)
+			continue
+		}
+		j.args, j.outs = tuneArgs(j.grp, j.def)
+		s, err := t.timer(j.def, j.args, math.Inf(1))
+		if err != nil { // nothing to measure against: the default, untuned
+			j.r.Rejected = append(j.r.Rejected, fmt.Sprintf("the default %v did not run: %v", j.cands[0], err))
+			j.args, j.outs = nil, nil
+			continue
+		}
+		j.defTime, j.want = s, cloneOuts(j.outs)
+		j.r.DefaultSeconds, j.r.ChosenSeconds = s, s
+		j.r.Tried = []TriedMeta{{Meta: j.cands[0], Seconds: s}}
+	}
+	slices.SortStableFunc(jobs, func(a, b *tuneJob) int {
+		return cmpFloat(b.defTime*float64(kernels[b.text]), a.defTime*float64(kernels[a.text]))
+	})
+	for _, j := range jobs {
+		if j.args != nil {
+			t.tune(j)
+			j.args, j.outs, j.want = nil, nil, nil
+		}
+		t.progress(j.r, kernels[j.text])
+	}
+	return nil
+}
+
+// progress reports the n kernels of r's text done.
+func (t *tuner) progress(r *TuneResult, n int) {
+	for range n {
+		t.done++
+		if f := t.c.cfg.tuneProgress; f != nil {
+			f(t.done, t.total, r.Kernel)
+		}
+	}
 }
 
 // key is the disk cache's key of the tuning of the kernel of anonymous
@@ -190,20 +336,12 @@ func (t *tuner) target(grp *graphpass.Group) (graphpass.Target, error) {
 	if err != nil {
 		return base, err
 	}
-	text := def.Tile.Anonymous()
-	r, ok := t.memo[text]
-	if ok {
-		r.Kernels++
-	} else {
-		if r, err = t.tune(grp, def, cands, text); err != nil {
-			return base, err
-		}
-		t.memo[text] = r
-		t.c.tuning = append(t.c.tuning, r)
+	r, ok := t.memo[def.Tile.Anonymous()]
+	if !ok {
+		return base, fmt.Errorf("fusion: tuning @%s: not among the kernels tuned", def.Tile.Name)
 	}
-	t.done++
-	if f := t.c.cfg.tuneProgress; f != nil {
-		f(t.done, t.total, def.Tile.Name)
+	if !slices.Contains(t.c.tuning, r) {
+		t.c.tuning = append(t.c.tuning, r)
 	}
 	return graphpass.TuneTo(base, r.Chosen), nil
 }
@@ -218,60 +356,73 @@ type tuneEntry struct {
 	Tried                         []TriedMeta
 }
 
-// tune measures the candidates of the kernel def (of anonymous text text),
-// or takes the result from the disk cache.
-func (t *tuner) tune(grp *graphpass.Group, def *graphpass.Kernel, cands []tile.Meta, text string) (*TuneResult, error) {
+// fromDisk fills r from the disk cache where the text was tuned before
+// (with a choice still among cands).
+func (t *tuner) fromDisk(r *TuneResult, cands []tile.Meta, text string) bool {
 	key := t.key(text)
-	r := &TuneResult{Kernel: def.Tile.Name, Kernels: 1, Default: cands[0], Chosen: cands[0], Candidates: len(cands)}
-	for _, in := range grp.Inputs {
-		r.Bytes += int64(max(1, numel(in.Info.Shape)) * max(1, in.Info.DType.Size()))
+	b, ok := t.disk.Get("tune", key)
+	if !ok {
+		return false
 	}
-	for i := range max(1, def.Outs) {
-		r.Bytes += int64(max(1, numel(def.Shape(i))) * max(1, def.DType.Size()))
+	var e tuneEntry
+	if json.Unmarshal(b, &e) == nil && slices.ContainsFunc(cands, func(m tile.Meta) bool { return m.String() == e.Chosen.String() }) {
+		r.Chosen, r.DefaultSeconds, r.ChosenSeconds, r.Candidates, r.Rejected, r.Tried, r.FromCache = e.Chosen, e.DefaultSeconds, e.ChosenSeconds, e.Candidates, e.Rejected, e.Tried, true
+		return true
 	}
-	if b, ok := t.disk.Get("tune", key); ok {
-		var e tuneEntry
-		if json.Unmarshal(b, &e) == nil && slices.ContainsFunc(cands, func(m tile.Meta) bool { return m.String() == e.Chosen.String() }) {
-			r.Chosen, r.DefaultSeconds, r.ChosenSeconds, r.Candidates, r.Rejected, r.Tried, r.FromCache = e.Chosen, e.DefaultSeconds, e.ChosenSeconds, e.Candidates, e.Rejected, e.Tried, true
-			return r, nil
-		}
-		t.disk.Remove("tune", key) // of another set of candidates: tune again
-	}
-	args, outs := tuneArgs(grp, def)
-	defTime, err := t.timer(def, args)
-	if err != nil { // nothing to measure against: the default, untuned
-		r.Rejected = append(r.Rejected, fmt.Sprintf("the default %v did not run: %v", cands[0], err))
-		return r, nil
-	}
-	want := cloneOuts(outs)
+	t.disk.Remove("tune", key) // of another set of candidates: tune again
+	return false
+}
+
+// tune measures the candidates of j (its default measured) while the
+// budget lasts, rematches the fastest against the default, and stores the
+// result on disk where every candidate was measured.
+func (t *tuner) tune(j *tuneJob) {
+	r, args, outs := j.r, j.args, j.outs
+	defTime := j.defTime
 	type run struct {
 		k    *graphpass.Kernel
 		meta tile.Meta
 		s    float64
 	}
+	var ks []*graphpass.Kernel
+	var metas []tile.Meta
+	for _, m := range j.cands[1:] {
+		k, err := graphpass.Emit(j.grp, graphpass.TuneTo(t.c.target, m), t.c.cfg.precision)
+		if err != nil {
+			r.Rejected = append(r.Rejected, fmt.Sprintf("%v: %v", m, err))
+			continue
+		}
+		ks, metas = append(ks, k), append(metas, m)
+	}
+	t.precompile(ks)
 	var ok []run
-	for _, m := range cands[1:] {
-		k, err := graphpass.Emit(grp, graphpass.TuneTo(t.c.target, m), t.c.cfg.precision)
+	best := defTime
+	measured := 0
+	for i, k := range ks {
+		if t.over() {
+			r.Unfinished = fmt.Sprintf("partly tuned: %d of %d candidates measured before the budget of %v ran out", 1+measured, r.Candidates, t.budget)
+			break
+		}
+		measured++
+		m := metas[i]
+		resetOuts(outs, j.def.Accumulates)
+		limit := earlyDrop * best
+		s, err := t.timer(k, args, limit)
 		if err != nil {
 			r.Rejected = append(r.Rejected, fmt.Sprintf("%v: %v", m, err))
 			continue
 		}
-		resetOuts(outs, def.Accumulates)
-		s, err := t.timer(k, args)
-		if err != nil {
-			r.Rejected = append(r.Rejected, fmt.Sprintf("%v: %v", m, err))
-			continue
-		}
-		if err := sameOuts(outs, want, def.DType); err != nil {
+		if err := sameOuts(outs, j.want, j.def.DType); err != nil {
 			r.Rejected = append(r.Rejected, fmt.Sprintf("%v: computes otherwise: %v", m, err))
 			continue
 		}
+		if s > limit { // its first measurement says it cannot win
+			r.Tried = append(r.Tried, TriedMeta{Meta: m, Seconds: s, Dropped: true})
+			continue
+		}
+		r.Tried = append(r.Tried, TriedMeta{Meta: m, Seconds: s})
 		ok = append(ok, run{k, m, s})
-	}
-	r.DefaultSeconds, r.ChosenSeconds = defTime, defTime
-	r.Tried = append(r.Tried, TriedMeta{cands[0], defTime})
-	for _, x := range ok {
-		r.Tried = append(r.Tried, TriedMeta{x.meta, x.s})
+		best = min(best, s)
 	}
 	if len(ok) > 0 {
 		best := slices.MinFunc(ok, func(a, b run) int { return cmpFloat(a.s, b.s) })
@@ -282,9 +433,9 @@ func (t *tuner) tune(grp *graphpass.Group, def *graphpass.Kernel, cands []tile.M
 				for _, x := range []struct {
 					k   *graphpass.Kernel
 					out *[]float64
-				}{{def, &ds}, {best.k, &bs}} {
-					resetOuts(outs, def.Accumulates)
-					s, err := t.timer(x.k, args)
+				}{{j.def, &ds}, {best.k, &bs}} {
+					resetOuts(outs, j.def.Accumulates)
+					s, err := t.timer(x.k, args, math.Inf(1))
 					if err != nil {
 						s = math.Inf(1) // it ran before: count it as the slowest
 					}
@@ -298,11 +449,13 @@ func (t *tuner) tune(grp *graphpass.Group, def *graphpass.Kernel, cands []tile.M
 			}
 		}
 	}
+	if r.Unfinished != "" {
+		return // measured again by a later tune
+	}
 	e := tuneEntry{Chosen: r.Chosen, Default: r.Default, DefaultSeconds: r.DefaultSeconds, ChosenSeconds: r.ChosenSeconds, Bytes: r.Bytes, Candidates: r.Candidates, Rejected: r.Rejected, Tried: r.Tried}
 	if b, err := json.Marshal(e); err == nil {
-		t.disk.Put("tune", key, b) // a cache that cannot be written is no cache
+		t.disk.Put("tune", t.key(j.text), b) // a cache that cannot be written is no cache
 	}
-	return r, nil
 }
 
 func cmpFloat(a, b float64) int {
@@ -438,8 +591,8 @@ func sameOuts(got, want []any, d tile.DType) error {
 
 // cpuKernelTime runs k once on the CPU executor (the outputs stay), then
 // times launches: the median of at least 3, and of as many as 20 ms allow
-// (at most 50).
-func cpuKernelTime(k *graphpass.Kernel, args []any, native bool) (float64, error) {
+// (at most 50); of 3 where their median is over limit.
+func cpuKernelTime(k *graphpass.Kernel, args []any, limit float64, native bool) (float64, error) {
 	e, err := cpu.NewExec(k.Tile, cpu.WithNative(native))
 	if err != nil {
 		return 0, err
@@ -460,6 +613,9 @@ func cpuKernelTime(k *graphpass.Kernel, args []any, native bool) (float64, error
 			return 0, err
 		}
 		ts = append(ts, time.Since(s).Seconds())
+		if len(ts) == 3 && medianOf(ts) > limit {
+			break // it cannot win: measured no further
+		}
 	}
 	return medianOf(ts), nil
 }

@@ -3,9 +3,11 @@ package fusion_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -260,4 +262,198 @@ func TestAutotuneOnePointerKernels(t *testing.T) {
 		ref = append(ref, floats(gn.Value())...)
 	}
 	closeTo(t, "output and gradients", got, ref, 1e-12)
+}
+
+// twoTexts is tunedSoftmax and a softmax over 256 rows of 300: two
+// kernel texts (rows are not in a row kernel's text, its width is), the
+// first of two kernels.
+func twoTexts(t *testing.T) *G.ExprGraph {
+	g, _ := tunedSoftmax(t)
+	z := G.NewMatrix(g, tensor.Float32, G.WithShape(256, 300), G.WithName("z"))
+	e := G.Must(G.Exp(G.Must(G.BroadcastSub(z, G.Must(G.Max(z, 1)), nil, []byte{1}))))
+	G.Must(G.BroadcastHadamardDiv(e, G.Must(G.Sum(e, 1)), nil, []byte{1}))
+	d := make([]float32, 256*300)
+	for j := range d {
+		d[j] = float32((j*5)%19) / 4
+	}
+	require.NoError(t, G.Let(z, tensor.New(tensor.WithShape(256, 300), tensor.WithBacking(d))))
+	return g
+}
+
+// fakeClock is a clock a fake timer moves: each measurement costs the
+// seconds it says a launch takes, times the launches it stands for.
+type fakeClock struct{ now time.Time }
+
+func (c *fakeClock) Now() time.Time { return c.now }
+func (c *fakeClock) spend(seconds float64) {
+	c.now = c.now.Add(time.Duration(seconds * float64(time.Second)))
+}
+
+// TestAutotuneBudget: WithTuneBudget bounds the measuring on a fake clock
+// (each measurement costs 10 launches of the time the fake timer gives;
+// the 300-wide text's default 3 s a launch, the 100-wide text's 1 s, of
+// two kernels: the 300-wide text has the larger share and is tuned
+// first).
+// The budget is kept (passed by at most one candidate and one rematch),
+// texts not reached keep their defaults and say so in Report.Tuning, and
+// unfinished texts are not stored: a later compile measures them again.
+func TestAutotuneBudget(t *testing.T) {
+	const launches = 10
+	cases := []struct {
+		name   string
+		budget time.Duration
+		// finished: the texts (by width) measured to the end
+		finished []int
+		// reached: the texts with a candidate measured besides the default
+		reached []int
+	}{
+		{"no bound", 0, []int{100, 300}, []int{100, 300}},
+		{"ample", time.Hour, []int{100, 300}, []int{100, 300}},
+		{"the defaults only", 40 * time.Second, nil, nil},
+		// the defaults 40 s, then the 300-wide text's two candidates 45 s
+		{"in the costliest's candidates", 50 * time.Second, nil, []int{300}},
+		{"the costliest first", 100 * time.Second, []int{300}, []int{300}},
+		{"nothing", time.Nanosecond, nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clock := &fakeClock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+			defer fusion.SetTuneClock(clock.Now)()
+			var calls atomic.Int32
+			costliest := 0.0
+			timer := fakeTimes(&calls, func(m tile.Meta) float64 { return 1 })
+			defer fusion.SetTuneTimer(func(k *graphpass.Kernel, args []any) (float64, error) {
+				if _, err := timer(k, args); err != nil {
+					return 0, err
+				}
+				s := 1.0
+				if k.Shape(0)[1] == 300 {
+					s = 3
+				}
+				if k.Tile.Meta["BLOCK_M"] == 4 {
+					s /= 2
+				}
+				costliest = max(costliest, s)
+				clock.spend(launches * s)
+				return s, nil
+			})()
+			start := clock.now
+			dir := t.TempDir()
+			opts := []fusion.Option{fusion.WithTarget(graphpass.CPU(2)), fusion.WithAutotune(true), fusion.WithCacheDir(dir), fusion.WithTuneBudget(c.budget)}
+			m := fusion.NewTapeMachine(twoTexts(t), opts...)
+			require.NoError(t, m.Err())
+			defer m.Close()
+			if c.budget > 0 {
+				spent := clock.now.Sub(start)
+				assert.LessOrEqual(t, spent, c.budget+time.Duration(7*launches*costliest*float64(time.Second)),
+					"one candidate and one rematch past the budget at most")
+			}
+			rep := m.Report()
+			require.Len(t, rep.Tuning, 2)
+			rows := map[int]fusion.TuneResult{}
+			for _, n := range m.Compiled().Graph.AllNodes() {
+				if f, ok := n.Op().(*fusion.FusedOp); ok {
+					for _, r := range rep.Tuning {
+						if r.Kernel == f.Kernel().Name {
+							rows[n.Shape()[1]] = r
+						}
+					}
+				}
+			}
+			require.Len(t, rows, 2)
+			for _, n := range []int{100, 300} {
+				r := rows[n]
+				finished, reached := slices.Contains(c.finished, n), slices.Contains(c.reached, n)
+				assert.Equal(t, finished, r.Unfinished == "", "%d wide: %v", n, r)
+				assert.Equal(t, reached, len(r.Tried) > 1, "%d wide: %v", n, r)
+				if finished {
+					assert.Equal(t, 4, r.Chosen["BLOCK_M"], "%d wide: %v", n, r)
+					assert.Len(t, r.Tried, r.Candidates)
+					continue
+				}
+				assert.Contains(t, r.String(), "budget")
+				if !reached {
+					assert.Empty(t, r.Chosen["BLOCK_M"], "%d wide: the default kept: %v", n, r)
+				}
+			}
+			// a later compile takes the finished texts from the disk and
+			// measures the others again
+			again := fusion.NewTapeMachine(twoTexts(t), opts...)
+			require.NoError(t, again.Err())
+			defer again.Close()
+			for _, r := range again.Report().Tuning {
+				var n int
+				for k, v := range rows {
+					if v.Kernel == r.Kernel {
+						n = k
+					}
+				}
+				assert.Equal(t, slices.Contains(c.finished, n), r.FromCache, "%d wide", n)
+			}
+		})
+	}
+}
+
+// TestAutotuneEarlyDrop: a candidate whose first measurement is over 1.5×
+// the best so far is measured no further (the fake timer is told the
+// limit, and stops there as the backends' timers do) and marked Dropped;
+// the fastest candidate is never dropped and is chosen, after the
+// rematch, only where it beats the default by the margin.
+func TestAutotuneEarlyDrop(t *testing.T) {
+	cases := []struct {
+		name    string
+		times   map[int]float64 // by BLOCK_M (0: the default, one row)
+		chosen  int
+		dropped []int
+	}{
+		{"the fastest last", map[int]float64{0: 1, 2: 1.4, 4: 0.9, 8: 0.5}, 8, nil},
+		{"slow ones after a fast one", map[int]float64{0: 1, 2: 0.5, 4: 0.76, 8: 2}, 2, []int{4, 8}},
+		{"slower than the default", map[int]float64{0: 1, 2: 1.6, 4: 1.2, 8: 3}, 0, []int{2, 8}},
+		{"within the margin", map[int]float64{0: 1, 2: 0.95, 4: 2, 8: 1.5}, 0, []int{4}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var calls, stopped atomic.Int32
+			timer := fakeTimes(&calls, func(m tile.Meta) float64 {
+				if s, ok := c.times[m["BLOCK_M"]]; ok {
+					return s
+				}
+				return 4 // the other candidates: slow
+			})
+			defer fusion.SetTuneLimitTimer(func(k *graphpass.Kernel, args []any, limit float64) (float64, error) {
+				s, err := timer(k, args)
+				if s > limit {
+					stopped.Add(1)
+				}
+				return s, err
+			})()
+			g, _ := tunedSoftmax(t)
+			m := fusion.NewTapeMachine(g, fusion.WithTarget(graphpass.CPU(2)), fusion.WithAutotune(true), fusion.WithCacheDir(""))
+			require.NoError(t, m.Err())
+			defer m.Close()
+			r := m.Report().Tuning[0]
+			assert.Equal(t, c.chosen, r.Chosen["BLOCK_M"], "%v", r)
+			assert.Empty(t, r.Rejected)
+			assert.Len(t, r.Tried, r.Candidates, "every candidate measured, dropped or not")
+			var dropped []int
+			fastest := r.Tried[0]
+			for _, x := range r.Tried {
+				if x.Dropped {
+					dropped = append(dropped, x.Meta["BLOCK_M"])
+				}
+				if x.Seconds < fastest.Seconds {
+					fastest = x
+				}
+			}
+			assert.False(t, fastest.Dropped, "the fastest is never dropped")
+			for _, b := range c.dropped {
+				assert.Contains(t, dropped, b)
+			}
+			for _, b := range []int{c.chosen} {
+				assert.NotContains(t, dropped, b)
+			}
+			assert.Equal(t, int(stopped.Load()), len(dropped), "dropped where the timer was told it could stop")
+			assert.LessOrEqual(t, r.ChosenSeconds, r.DefaultSeconds)
+		})
+	}
 }

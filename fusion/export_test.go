@@ -1,7 +1,9 @@
 package fusion
 
 import (
+	"math"
 	"runtime"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 
@@ -55,13 +57,27 @@ func ExecOf(f *FusedOp) any { return f.exec }
 // the kernel's outputs in args, as the backends' timers do) until the
 // returned function restores the backend's own.
 func SetTuneTimer(f func(k *graphpass.Kernel, args []any) (float64, error)) (restore func()) {
+	tuneOverride = func(k *graphpass.Kernel, args []any, _ float64) (float64, error) { return f(k, args) }
+	return func() { tuneOverride = nil }
+}
+
+// SetTuneLimitTimer is SetTuneTimer with the timer given the limit over
+// which it may stop measuring (the tuner drops a candidate over it).
+func SetTuneLimitTimer(f func(k *graphpass.Kernel, args []any, limit float64) (float64, error)) (restore func()) {
 	tuneOverride = f
 	return func() { tuneOverride = nil }
 }
 
+// SetTuneClock makes the tuner read the time from now (a fake clock)
+// until the returned function restores time.Now.
+func SetTuneClock(now func() time.Time) (restore func()) {
+	tuneClock = now
+	return func() { tuneClock = time.Now }
+}
+
 // CPUKernelTime is the CPU backend's measurement for WithAutotune.
 func CPUKernelTime(k *graphpass.Kernel, args []any) (float64, error) {
-	return cpuKernelTime(k, args, false)
+	return cpuKernelTime(k, args, math.Inf(1), false)
 }
 
 // StepChecker is residency's check of a fused training step's inputs:

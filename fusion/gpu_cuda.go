@@ -924,9 +924,10 @@ func (g *gpu) redo(t *cuda.Thread, c *Compiled, vals []G.Value, plan *inputPlan,
 // gpuKernelTime is WithAutotune's measurement on the GPU: k on device
 // copies of args (compiled through the disk cache), launched once, its
 // outputs downloaded into the last k.Outs of args; then, after 5 ms of
-// launches (the clocks up), batches of 10 launches between events: the
-// median batch's time a launch.
-func gpuKernelTime(k *graphpass.Kernel, args []any, disk *diskcache.Cache) (float64, error) {
+// launches (the clocks up; 1 ms where a measurement ended within the last
+// second), 5 batches of 10 launches between events: the median batch's
+// time a launch, or the first batch's where it is over limit.
+func gpuKernelTime(k *graphpass.Kernel, args []any, limit float64, disk *diskcache.Cache) (float64, error) {
 	dev, err := sharedDevice()
 	if err != nil {
 		return 0, err
@@ -980,7 +981,18 @@ func gpuKernelTime(k *graphpass.Kernel, args []any, disk *diskcache.Cache) (floa
 	defer timer.Close()
 	const batch = 10
 	launch := func() error { return dev.LaunchN(batch, f, k.Tile, k.Grid, bufs...) }
-	for spent := 0.0; spent < 5; {
+	warm := 5.0 // ms of launches before timing: the clocks up
+	tuneWarm.Lock()
+	if time.Since(tuneWarm.last) < time.Second {
+		warm = 1 // the device ran a measurement just now: still warm
+	}
+	tuneWarm.Unlock()
+	defer func() {
+		tuneWarm.Lock()
+		tuneWarm.last = time.Now()
+		tuneWarm.Unlock()
+	}()
+	for spent := 0.0; spent < warm; {
 		ms, err := timer.Time(launch)
 		if err != nil {
 			return 0, err
@@ -994,8 +1006,18 @@ func gpuKernelTime(k *graphpass.Kernel, args []any, disk *diskcache.Cache) (floa
 			return 0, err
 		}
 		ts[i] = ms / 1e3 / batch
+		if i == 0 && ts[0] > limit {
+			return ts[0], nil // its first batch says it cannot win
+		}
 	}
 	return medianOf(ts), nil
+}
+
+// tuneWarm is when the last tuning measurement ended: a measurement within
+// a second of it warms the device up for 1 ms instead of 5.
+var tuneWarm struct {
+	sync.Mutex
+	last time.Time
 }
 
 // deviceTimes runs compute back to back in one Run: untimed for warm of

@@ -5,6 +5,7 @@ import (
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"os"
 	"runtime"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 
@@ -50,8 +51,9 @@ type config struct {
 	cacheDir     *string // nil: diskcache's default directory; "": no cache on disk
 	autotune     bool
 	tuneProgress func(done, total int, kernel string)
-	noCache      bool    // WithCompileCache(false)
-	errs         []error // options given values they cannot take
+	tuneBudget   *time.Duration // WithTuneBudget; nil: DefaultTuneBudget
+	noCache      bool           // WithCompileCache(false)
+	errs         []error        // options given values they cannot take
 }
 
 // configure applies opts over the defaults and checks what they set.

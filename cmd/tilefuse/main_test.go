@@ -179,9 +179,29 @@ func TestTune(t *testing.T) {
 		{[]string{"-workload", "nope"}, `no workload "nope"`},
 		{[]string{"-size", "huge"}, "want small or large"},
 		{[]string{"-precision", "fp8"}, "want ieee, tf32, tf32x3 or bf16"},
+		{[]string{"-budget", "-1s"}, "a budget is not negative"},
 	} {
 		assert.ErrorContains(t, tuneCmd(c.args, &out, &progress), c.want)
 	}
+}
+
+// TestTuneBudget: with a budget spent before any measurement (1 ns),
+// tilefuse tune keeps the defaults, says in the table and under it that the
+// budget ran out, and stores nothing: a run without that bound measures.
+func TestTuneBudget(t *testing.T) {
+	dir := t.TempDir()
+	var out, progress strings.Builder
+	require.NoError(t, tuneCmd([]string{"-workload", "layernorm", "-size", "small", "-cache-dir", dir, "-budget", "1ns", "-q"}, &out, &progress))
+	assert.Contains(t, out.String(), "| fused_0_row | 1 | {BLOCK = 1024} | {BLOCK = 1024} |")
+	assert.Contains(t, out.String(), "| not tuned: the budget of 1ns ran out |")
+	assert.Contains(t, out.String(), "1 kernel texts not tuned or partly tuned: the budget ran out")
+	u, err := diskcache.Open(dir).Usage()
+	require.NoError(t, err)
+	assert.Zero(t, u.Kinds["tune"])
+	out.Reset()
+	require.NoError(t, tuneCmd([]string{"-workload", "layernorm", "-size", "small", "-cache-dir", dir, "-budget", "0", "-q"}, &out, &progress))
+	assert.Contains(t, out.String(), "| measured |")
+	assert.NotContains(t, out.String(), "budget")
 }
 
 func TestRunPrintsIRAndTable(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 type tuneOpts struct {
 	backend, workload, size, precision, cacheDir string
 	quiet                                        bool
+	budget                                       time.Duration
 }
 
 func tuneFlags() (*flag.FlagSet, *tuneOpts) {
@@ -28,6 +29,7 @@ func tuneFlags() (*flag.FlagSet, *tuneOpts) {
 	fs.StringVar(&o.size, "size", "large", "its size: small, large, or one of its peer sizes (peer, peer:8192x4096, …; see help bench)")
 	fs.StringVar(&o.precision, "precision", "ieee", "how products form f32 products: ieee, tf32, tf32x3 or bf16")
 	fs.StringVar(&o.cacheDir, "cache-dir", "", "the cache on disk the results go to (default: the one tilefuse uses, see tilefuse cache)")
+	fs.DurationVar(&o.budget, "budget", fusion.DefaultTuneBudget, "wall time to spend measuring (0: no bound); kernels not reached keep their defaults, and the table says which (a later tune measures them, taking the others from the cache)")
 	fs.BoolVar(&o.quiet, "q", false, "no progress on stderr (a bar on a terminal, one line a kernel otherwise)")
 	return fs, o
 }
@@ -49,7 +51,7 @@ func tuneCmd(args []string, out, progressW io.Writer) error {
 	default:
 		return fmt.Errorf("-backend %q: want cpu or cuda", o.backend)
 	}
-	opts := []fusion.Option{fusion.WithBackend(be), fusion.WithAutotune(true)}
+	opts := []fusion.Option{fusion.WithBackend(be), fusion.WithAutotune(true), fusion.WithTuneBudget(o.budget)}
 	prec, err := parsePrecision(o.precision)
 	if err != nil {
 		return err
@@ -104,9 +106,12 @@ func writeTuning(out io.Writer, rep *fusion.Report, title string) {
 	}
 	fmt.Fprintln(out, "| kernel | kernels of its text | default | chosen | default ms | chosen ms | speedup | chosen GB/s | candidates | rejected | source |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|")
-	changed, cached := 0, 0
+	changed, cached, unfinished := 0, 0, 0
 	for _, r := range rep.Tuning {
 		speed, src := 1.0, "measured"
+		if r.Unfinished != "" {
+			src, unfinished = r.Unfinished, unfinished+1
+		}
 		if r.ChosenSeconds > 0 {
 			speed = r.DefaultSeconds / r.ChosenSeconds
 		}
@@ -124,6 +129,9 @@ func writeTuning(out io.Writer, rep *fusion.Report, title string) {
 			1e3*r.DefaultSeconds, 1e3*r.ChosenSeconds, speed, gbs, r.Candidates, len(r.Rejected), src)
 	}
 	fmt.Fprintf(out, "\n%d kernel texts tuned, %d changed from the heuristic's choice, %d taken from the cache\n", len(rep.Tuning), changed, cached)
+	if unfinished > 0 {
+		fmt.Fprintf(out, "%d kernel texts not tuned or partly tuned: the budget ran out (-budget; a later tune measures them)\n", unfinished)
+	}
 	for _, r := range rep.Tuning {
 		if len(r.Tried) < 2 {
 			continue
@@ -132,7 +140,11 @@ func writeTuning(out io.Writer, rep *fusion.Report, title string) {
 		slices.SortStableFunc(tried, func(a, b fusion.TriedMeta) int { return cmp.Compare(a.Seconds, b.Seconds) })
 		fmt.Fprintf(out, "\n%s: every candidate, fastest first (one launch, ms, before the rematch):\n", r.Kernel)
 		for _, x := range tried {
-			fmt.Fprintf(out, "  %.4g  %v\n", 1e3*x.Seconds, x.Meta)
+			dropped := ""
+			if x.Dropped {
+				dropped = "  (dropped after its first measurement: over 1.5× the best so far)"
+			}
+			fmt.Fprintf(out, "  %.4g  %v%s\n", 1e3*x.Seconds, x.Meta, dropped)
 		}
 	}
 	for _, r := range rep.Tuning {
