@@ -567,23 +567,30 @@ func sameOuts(got, want []any, d tile.DType) error {
 		tol = 1e-9
 	}
 	for i := range want {
-		var g, w []float64
-		switch x := got[i].(type) {
+		var err error
+		switch g := got[i].(type) {
 		case []float32:
-			for j, v := range x {
-				g = append(g, float64(v))
-				w = append(w, float64(want[i].([]float32)[j]))
-			}
+			err = sameFloats(i, g, want[i].([]float32), tol)
 		case []float64:
-			g, w = x, want[i].([]float64)
+			err = sameFloats(i, g, want[i].([]float64), tol)
 		}
-		for j := range w {
-			if math.IsNaN(w[j]) && math.IsNaN(g[j]) {
-				continue
-			}
-			if !(math.Abs(g[j]-w[j]) <= tol*(1+math.Abs(w[j]))) {
-				return fmt.Errorf("output %d [%d] = %v, the default's %v", i, j, g[j], w[j])
-			}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sameFloats is sameOuts for output i, in place (a peer-size output has
+// 10⁸ elements: no copies).
+func sameFloats[T float32 | float64](i int, got, want []T, tol float64) error {
+	for j, w := range want {
+		g, w := float64(got[j]), float64(w)
+		if math.IsNaN(w) && math.IsNaN(g) {
+			continue
+		}
+		if !(math.Abs(g-w) <= tol*(1+math.Abs(w))) {
+			return fmt.Errorf("output %d [%d] = %v, the default's %v", i, j, g, w)
 		}
 	}
 	return nil

@@ -1,0 +1,61 @@
+package fusion
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// TestSameOuts: a candidate's outputs match the default's within
+// 1e-3·(1+|b|) in f32 and 1e-9·(1+|b|) in f64, NaN only where the default
+// has NaN; the error names the output and the element.
+func TestSameOuts(t *testing.T) {
+	nan := float32(math.NaN())
+	cases := []struct {
+		name      string
+		got, want []any
+		d         tile.DType
+		err       string
+	}{
+		{"equal", []any{[]float32{1, 2, 3}}, []any{[]float32{1, 2, 3}}, tile.F32, ""},
+		{"within f32's tolerance", []any{[]float32{1, 2.0029, 3}}, []any{[]float32{1, 2, 3}}, tile.F32, ""},
+		{"past f32's tolerance", []any{[]float32{1, 2, 3}, []float32{1, 2, 3.005}}, []any{[]float32{1, 2, 3}, []float32{1, 2, 3}}, tile.F32, "output 1 [2] = 3.005"},
+		{"NaN where the default has NaN", []any{[]float32{nan, 1}}, []any{[]float32{nan, 1}}, tile.F32, ""},
+		{"NaN where the default has none", []any{[]float32{1, nan}}, []any{[]float32{1, 1}}, tile.F32, "output 0 [1] = NaN"},
+		{"a number where the default has NaN", []any{[]float32{1, 1}}, []any{[]float32{1, nan}}, tile.F32, "output 0 [1] = 1, the default's NaN"},
+		{"within f64's tolerance", []any{[]float64{1 + 1e-10}}, []any{[]float64{1}}, tile.F64, ""},
+		{"past f64's tolerance", []any{[]float64{1 + 1e-8}}, []any{[]float64{1}}, tile.F64, "output 0 [0]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := sameOuts(c.got, c.want, c.d)
+			if c.err == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Fatalf("got %v, want an error with %q", err, c.err)
+			}
+		})
+	}
+}
+
+// BenchmarkSameOuts: the check of a peer-size row kernel's output (16M
+// f32 elements).
+func BenchmarkSameOuts(b *testing.B) {
+	x := make([]float32, 1<<24)
+	for i := range x {
+		x[i] = float32(i%1000) / 7
+	}
+	got, want := []any{x}, []any{append([]float32(nil), x...)}
+	b.SetBytes(8 << 24)
+	for b.Loop() {
+		if err := sameOuts(got, want, tile.F32); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
