@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu"
@@ -534,13 +535,17 @@ func resetOuts(outs []any, zero bool) {
 	for _, o := range outs {
 		switch o := o.(type) {
 		case []float32:
-			for i := range o {
-				o[i] = float32(v)
-			}
+			parallelChunks(len(o), func(_, lo, hi int) {
+				for i := lo; i < hi; i++ {
+					o[i] = float32(v)
+				}
+			})
 		case []float64:
-			for i := range o {
-				o[i] = v
-			}
+			parallelChunks(len(o), func(_, lo, hi int) {
+				for i := lo; i < hi; i++ {
+					o[i] = v
+				}
+			})
 		}
 	}
 }
@@ -582,18 +587,58 @@ func sameOuts(got, want []any, d tile.DType) error {
 }
 
 // sameFloats is sameOuts for output i, in place (a peer-size output has
-// 10⁸ elements: no copies).
+// 10⁸ elements: no copies), in chunks over the cores; the error is the
+// first element that differs.
 func sameFloats[T float32 | float64](i int, got, want []T, tol float64) error {
-	for j, w := range want {
-		g, w := float64(got[j]), float64(w)
-		if math.IsNaN(w) && math.IsNaN(g) {
-			continue
+	bad := make([]int, tuneChunks(len(want)))
+	parallelChunks(len(want), func(c, lo, hi int) {
+		bad[c] = -1
+		ws := want[lo:hi]
+		gs := got[lo:hi][:len(ws)]
+		for j, w := range ws {
+			g, w := float64(gs[j]), float64(w)
+			if math.IsNaN(w) && math.IsNaN(g) {
+				continue
+			}
+			if !(math.Abs(g-w) <= tol*(1+math.Abs(w))) {
+				bad[c] = lo + j
+				return
+			}
 		}
-		if !(math.Abs(g-w) <= tol*(1+math.Abs(w))) {
-			return fmt.Errorf("output %d [%d] = %v, the default's %v", i, j, g, w)
+	})
+	for _, j := range bad {
+		if j >= 0 {
+			return fmt.Errorf("output %d [%d] = %v, the default's %v", i, j, float64(got[j]), float64(want[j]))
 		}
 	}
 	return nil
+}
+
+// tuneChunk is the elements a goroutine checks or fills at least.
+const tuneChunk = 1 << 20
+
+// tuneChunks is how many chunks parallelChunks cuts n elements into.
+func tuneChunks(n int) int {
+	return max(1, min(runtime.GOMAXPROCS(0), (n+tuneChunk-1)/tuneChunk))
+}
+
+// parallelChunks calls f on consecutive chunks [lo, hi) of n elements,
+// chunk c of tuneChunks(n), each in a goroutine where there is more than one.
+func parallelChunks(n int, f func(c, lo, hi int)) {
+	k := tuneChunks(n)
+	if k == 1 {
+		f(0, 0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for c := range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(c, c*n/k, (c+1)*n/k)
+		}()
+	}
+	wg.Wait()
 }
 
 // cpuKernelTime runs k once on the CPU executor (the outputs stay), then
