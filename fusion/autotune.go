@@ -141,6 +141,9 @@ var (
 	// gpuPrecompile compiles kernels together ahead of their timing (the
 	// driver's linker in parallel), where the backend can
 	gpuPrecompile func(ks []*graphpass.Kernel, disk *diskcache.Cache)
+	// gpuTuneRelease frees what gpuKernelTimer keeps on the device for
+	// the next candidate of a text (its inputs), once the text is measured
+	gpuTuneRelease func()
 )
 
 // tuneMargin is how much faster than the default's a candidate must be in
@@ -231,6 +234,14 @@ func (t *tuner) precompile(ks []*graphpass.Kernel) {
 	}
 }
 
+// release frees what the backend's timer kept for a text's next
+// candidate.
+func (t *tuner) release() {
+	if t.c.cfg.backend == CUDA && gpuTuneRelease != nil && tuneOverride == nil {
+		gpuTuneRelease()
+	}
+}
+
 // run tunes every kernel text of the compilation: each text's result from
 // the cache where it is there; else every default measured once, then the
 // texts by their share of the time (the default's × its kernels), most
@@ -288,10 +299,12 @@ func (t *tuner) run() error {
 		j.args, j.outs = tuneArgs(j.grp, j.def)
 		s, err := t.timer(j.def, j.args, math.Inf(1))
 		if err != nil { // nothing to measure against: the default, untuned
+			t.release()
 			j.r.Rejected = append(j.r.Rejected, fmt.Sprintf("the default %v did not run: %v", j.cands[0], err))
 			j.args, j.outs = nil, nil
 			continue
 		}
+		t.release()
 		j.defTime, j.want = s, cloneOuts(j.outs)
 		j.r.DefaultSeconds, j.r.ChosenSeconds = s, s
 		j.r.Tried = []TriedMeta{{Meta: j.cands[0], Seconds: s}}
@@ -302,6 +315,7 @@ func (t *tuner) run() error {
 	for _, j := range jobs {
 		if j.args != nil {
 			t.tune(j)
+			t.release()
 			j.args, j.outs, j.want = nil, nil, nil
 		}
 		t.progress(j.r, kernels[j.text])

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -20,6 +21,7 @@ func init() {
 	newGPUBackend = func() backend { return &gpu{} }
 	openDevice = func() error { _, err := sharedDevice(); return err }
 	gpuKernelTimer = gpuKernelTime
+	gpuTuneRelease = releaseTuneInputs
 	gpuPrecompile = func(ks []*graphpass.Kernel, disk *diskcache.Cache) {
 		dev, err := sharedDevice()
 		if err != nil {
@@ -933,28 +935,44 @@ func gpuKernelTime(k *graphpass.Kernel, args []any, limit float64, disk *diskcac
 		return 0, err
 	}
 	bufs := make([]any, len(args))
+	nIn := len(args) - len(tuneOutSizes(k))
 	defer func() {
-		for _, b := range bufs {
+		for _, b := range bufs[nIn:] { // the inputs stay for the text's next candidate
 			if b, ok := b.(*cuda.Buffer); ok {
 				dev.Free(b)
 			}
 		}
 	}()
+	tuneInputs.Lock()
+	defer tuneInputs.Unlock()
 	for i, a := range args {
 		n := int64(0)
+		var key tuneInputKey
 		switch a := a.(type) {
 		case []float32:
-			n = 4 * int64(len(a))
+			n, key = 4*int64(len(a)), tuneInputKey{unsafe.Pointer(unsafe.SliceData(a)), len(a)}
 		case []float64:
-			n = 8 * int64(len(a))
+			n, key = 8*int64(len(a)), tuneInputKey{unsafe.Pointer(unsafe.SliceData(a)), len(a)}
 		default:
 			return 0, fmt.Errorf("fusion: tuning @%s: argument %d is %T", k.Tile.Name, i, a)
+		}
+		if i < nIn {
+			if b, ok := tuneInputs.bufs[key]; ok {
+				bufs[i] = b
+				continue
+			}
 		}
 		b, err := dev.Alloc(n)
 		if err != nil {
 			return 0, err
 		}
 		bufs[i] = b
+		if i < nIn {
+			if tuneInputs.bufs == nil {
+				tuneInputs.bufs = map[tuneInputKey]*cuda.Buffer{}
+			}
+			tuneInputs.bufs[key] = b // freed by gpuTuneRelease
+		}
 		if err := dev.Upload(b, a); err != nil {
 			return 0, err
 		}
@@ -1011,6 +1029,36 @@ func gpuKernelTime(k *graphpass.Kernel, args []any, limit float64, disk *diskcac
 		}
 	}
 	return medianOf(ts), nil
+}
+
+// tuneInputs are the device copies of the tuner's input buffers, by the
+// host slice's data and length: the candidates of one kernel text (and its
+// rematch) read the same inputs, uploaded once, until gpuTuneRelease. A
+// kernel that wrote its inputs would spoil the next candidates' outputs,
+// which are then rejected as computing otherwise, never chosen.
+var tuneInputs struct {
+	sync.Mutex
+	bufs map[tuneInputKey]*cuda.Buffer
+}
+
+type tuneInputKey struct {
+	p unsafe.Pointer
+	n int
+}
+
+// releaseTuneInputs frees tuneInputs (gpuTuneRelease).
+func releaseTuneInputs() {
+	tuneInputs.Lock()
+	defer tuneInputs.Unlock()
+	if len(tuneInputs.bufs) == 0 {
+		return
+	}
+	if dev, err := sharedDevice(); err == nil {
+		for _, b := range tuneInputs.bufs {
+			dev.Free(b)
+		}
+	}
+	clear(tuneInputs.bufs)
 }
 
 // tuneWarm is when the last tuning measurement ended: a measurement within
