@@ -67,7 +67,11 @@ beats the heuristic's by more than the noise; the choices go to the cache on
 disk (tilefuse cache), where later compiles of the same kernels, in any
 process, find them. Prints one row a kernel text (times of one launch, in
 batches of launches on a GPU, and its inputs and outputs in GB/s); progress
-on stderr.`,
+on stderr. Measuring stops after -budget (25 s by default): every default is
+measured first, then the kernels with the most time first; a candidate
+whose first measurement is over 1.5x the best so far is measured no
+further; kernels not reached keep their defaults, are marked in the table
+and are measured by the next tune (the others come from the cache).`,
 		flags: func() *flag.FlagSet { fs, _ := tuneFlags(); return fs },
 		run:   tuneCmd,
 	}, {
