@@ -84,6 +84,10 @@ var (
 	opPBROADCASTD = vop{map0F38, pp66, false, 0x58}
 	opMASKMOVPSld = vop{map0F38, pp66, false, 0x2c}
 	opMASKMOVPSst = vop{map0F38, pp66, false, 0x2e}
+	opMASKMOVPDld = vop{map0F38, pp66, false, 0x2d}
+	opMASKMOVPDst = vop{map0F38, pp66, false, 0x2f}
+	opBROADCASTSD = vop{map0F38, pp66, false, 0x19}
+	opCVTDQ2PD    = vop{map0F, ppF3, false, 0xe6}
 	opPMULLD      = vop{map0F38, pp66, false, 0x40}
 	opPMOVSXDQ    = vop{map0F38, pp66, false, 0x25}
 	opFMADD231PS  = vop{map0F38, pp66, false, 0xb8}
@@ -188,6 +192,24 @@ func (a *Asm) VMASKMOVPSload(d, mask VReg, m Mem) {
 func (a *Asm) VMASKMOVPSstore(m Mem, mask, s VReg) {
 	a.v3(opMASKMOVPSst, true, uint8(s), uint8(mask), m)
 }
+
+// VMASKMOVPDload d, mask, [m]: the f64 lanes whose mask sign bit is set
+// are loaded, the others zeroed; masked-off lanes never fault.
+func (a *Asm) VMASKMOVPDload(d, mask VReg, m Mem) {
+	a.v3(opMASKMOVPDld, true, uint8(d), uint8(mask), m)
+}
+
+// VMASKMOVPDstore [m], mask, s: the f64 lanes whose mask sign bit is set
+// are stored; masked-off lanes are not touched and never fault.
+func (a *Asm) VMASKMOVPDstore(m Mem, mask, s VReg) {
+	a.v3(opMASKMOVPDst, true, uint8(s), uint8(mask), m)
+}
+
+// VBROADCASTSD d(ymm), [m]: one float64 to four lanes.
+func (a *Asm) VBROADCASTSD(d VReg, m Mem) { a.v3(opBROADCASTSD, true, uint8(d), 0, m) }
+
+// VCVTDQ2PD d(ymm) = the four int32 lanes of s (xmm or m128), exactly.
+func (a *Asm) VCVTDQ2PD(d VReg, s Operand) { a.v3(opCVTDQ2PD, true, uint8(d), 0, s) }
 
 // VMOVMSKPS r, s: the sign bits of s's eight lanes.
 func (a *Asm) VMOVMSKPS(r Reg, s VReg) { a.v3(opMOVMSKPS, true, uint8(r), 0, s) }
