@@ -33,6 +33,10 @@ func tempsFor(n *node) int {
 			return 10
 		case tile.OpRsqrt:
 			return 3
+		case tile.OpSign:
+			if isF64(n) {
+				return 2 // a ymm pair's form (f64y.go)
+			}
 		case tile.OpMin, tile.OpMax:
 			return 3
 		case tile.OpSelect, tile.OpEq, tile.OpNe, tile.OpLt, tile.OpLe, tile.OpGt, tile.OpGe:
@@ -104,12 +108,17 @@ func (pg *phaseGen) freeReg(protect []*node) (amd64.VReg, error) {
 	o := pg.owner[victim]
 	if o.spill < 0 {
 		size, align := int32(32), int32(32)
-		if pg.g.avx512 { // a zmm loop may spill it too (fast.go: zmmOK), in pairs
+		switch {
+		case pg.g.avx512: // a zmm loop may spill it too (fast.go: zmmOK), in pairs
 			size, align = 128, 64
+		case pg.pairs: // an f64 ymm pair (f64y.go)
+			size, align = 64, 64
 		}
 		o.spill = pg.g.alloc(size, align)
 	}
-	if isF64(o) {
+	if isF64(o) && pg.pairs {
+		pg.g.storeF64Y(fr(o.spill), amd64.VReg(victim), 0, false, 0)
+	} else if isF64(o) {
 		pg.g.a.VMOVUPDstoreZ(fr(o.spill), 0, z(amd64.VReg(victim)))
 	} else {
 		pg.g.va().VMOVUPSstore(fr(o.spill), amd64.VReg(victim))
@@ -144,7 +153,7 @@ func (pg *phaseGen) operand(arg *node, protect []*node, memOK bool) (opnd, error
 		}
 		pg.owner[r] = tempOwner
 		if arg.v.Type.DType == tile.F64 {
-			pg.g.a.VBROADCASTSDZ(z(r), arg.mem)
+			pg.g.splatF64(r, arg.mem)
 		} else {
 			pg.g.va().vbcst(r, arg.mem)
 		}
@@ -160,7 +169,10 @@ func (pg *phaseGen) operand(arg *node, protect []*node, memOK bool) (opnd, error
 	if err != nil {
 		return opnd{}, err
 	}
-	if isF64(arg) {
+	if isF64(arg) && pg.pairs {
+		pg.g.a.VMOVUPD(r, fr(arg.spill))
+		pg.g.a.VMOVUPD(hi(r), fr(arg.spill+32))
+	} else if isF64(arg) {
 		pg.g.a.VMOVUPDZ(z(r), 0, fr(arg.spill))
 	} else {
 		pg.g.va().VMOVUPS(r, fr(arg.spill))
@@ -242,7 +254,7 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 	case opCompute:
 		switch {
 		case n.v.Type.DType == tile.I1 && n.v.Op.IsCompare() && n.v.Args[0].Type.DType == tile.F64:
-			err = pg.g.f64Compare(n.v, dst, srcs)
+			err = pg.g.f64Compare(n.v, dst, srcs, temps)
 		case n.v.Type.DType == tile.I1:
 			err = pg.g.maskOp(n.v, dst, srcs, temps)
 		case n.v.Type.DType == tile.F64:
@@ -591,10 +603,16 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 				a.MOVLimm(rT0, uint32(pg.width-1))
 			}
 			tmp := pg.g.alloc(64, 64)
-			pg.g.a.VMOVUPDstoreZ(fr(tmp), 0, z(val))
+			if pg.g.avx512 {
+				pg.g.a.VMOVUPDstoreZ(fr(tmp), 0, z(val))
+			} else {
+				pg.g.storeF64Y(fr(tmp), val, 0, false, 0)
+			}
 			a.VMOVSDload(t[0], amd64.PtrIdx(rF, rT0, 8, tmp))
 			a.VMOVSDstore(at, t[0])
 			a.Bind(skip)
+		case !pg.g.avx512:
+			pg.g.storeF64Y(at, val, mask, masked, t[1])
 		case masked:
 			pg.g.a.VMOVUPDstoreZ(at, pg.g.kMask(mask), z(val))
 		default:
@@ -651,6 +669,14 @@ func (pg *phaseGen) matWrite(n *node, v opnd, t []amd64.VReg) {
 	a := pg.g.va()
 	val := toReg(pg, v, t[1])
 	at := pg.addr(n.pat)
+	if n.pat.sh == 3 && !pg.g.avx512 {
+		m := amd64.VReg(0)
+		if pg.width < lane {
+			m = pg.laneMaskReg(t[0])
+		}
+		pg.g.storeF64Y(at, val, m, pg.width < lane, t[1])
+		return
+	}
 	if n.pat.sh == 3 {
 		var k amd64.KReg
 		if pg.width < lane {

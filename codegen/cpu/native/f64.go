@@ -68,6 +68,9 @@ func (g *gen) f64Op(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) err
 			return unsupported(v, "f64 operand in memory") // memOK gives none
 		}
 	}
+	if !g.avx512 {
+		return g.f64OpY(v, dst, s, t) // f64y.go
+	}
 	r := func(i int) amd64.ZReg { return z(s[i].reg) }
 	switch v.Op {
 	case tile.OpAdd:
@@ -135,9 +138,12 @@ func (g *gen) f64Op(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) err
 
 // f64Compare: dst = x op y of f64 lanes, a vector mask of eight 32-bit
 // lanes (ordered: false with a NaN, but for Ne).
-func (g *gen) f64Compare(v *tile.Value, dst amd64.VReg, s []opnd) error {
+func (g *gen) f64Compare(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) error {
 	if s[0].isMem || s[1].isMem {
 		return unsupported(v, "f64 operand in memory")
+	}
+	if !g.avx512 {
+		return g.f64CompareY(v, dst, s, t)
 	}
 	va := g.va()
 	k := va.newK()
@@ -151,6 +157,10 @@ func (g *gen) f64Compare(v *tile.Value, dst amd64.VReg, s []opnd) error {
 func (pg *phaseGen) loadF64(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg, at amd64.Mem, mask amd64.VReg, masked bool) {
 	g := pg.g
 	a := &g.a
+	if !g.avx512 {
+		pg.loadF64Y(n, dst, srcs, t, at, mask, masked)
+		return
+	}
 	other := len(srcs) == 2 && !isZeroConst(n.v.Args[2])
 	into := dst
 	if other {
@@ -182,6 +192,10 @@ func (pg *phaseGen) loadF64(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg
 // matReadF64 reads an f64 frame block's vector.
 func (pg *phaseGen) matReadF64(n *node, dst amd64.VReg, t []amd64.VReg, at amd64.Mem) {
 	g := pg.g
+	if !g.avx512 {
+		pg.matReadF64Y(n, dst, t, at)
+		return
+	}
 	switch {
 	case n.pat.elast == 0:
 		g.a.VBROADCASTSDZ(z(dst), at)
@@ -235,6 +249,9 @@ func (g *gen) maxStepF64(op tile.Op, acc, x amd64.ZReg) {
 func (pg *phaseGen) reduceF64(r *redState, c int, xr amd64.VReg, t []amd64.VReg) error {
 	g := pg.g
 	a := &g.a
+	if !g.avx512 {
+		return pg.reduceF64Y(r, c, xr, t)
+	}
 	if r.axis == r.v.Args[0].Type.Shape.Rank-1 {
 		switch {
 		case r.inMem:
@@ -289,6 +306,10 @@ func (pg *phaseGen) rowEndF64(r *redState) {
 		a.VADDPD(1, acc, amd64.VReg(1)) // (s0+s1, ·, s2+s3, ·)
 		a.VEXTRACTF128(0, 1, 1)         // (s2+s3, ·)
 		a.VADDPD(0, 1, amd64.VReg(0))   // lane 0: (s0+s1)+(s2+s3)
+		return
+	}
+	if !g.avx512 {
+		pg.rowEndMaxF64Y(r)
 		return
 	}
 	// lanes in order: copy 0's then copy 1's (eight each)
@@ -360,13 +381,16 @@ func (g *gen) scalarF64Op(v *tile.Value) error {
 		case x.Type.DType != tile.F64:
 			return unsupported(v, "scalar f64 %v of %v", v.Op, x.Type.DType)
 		case x.Op == tile.OpConst:
-			a.VBROADCASTSDZ(z(r), g.constF64(x.AuxF))
+			g.splatF64(r, g.constF64(x.AuxF))
 		default:
-			a.VBROADCASTSDZ(z(r), fr(g.slotOf(x)))
+			g.splatF64(r, fr(g.slotOf(x)))
 		}
 		srcs[i] = opnd{reg: r}
 	}
 	tmps := []amd64.VReg{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	if !g.avx512 {
+		tmps = tmps[:4] // Y8–Y15: the pairs' high halves (f64y.go)
+	}
 	if err := g.f64Op(v, 3, srcs, tmps); err != nil {
 		return err
 	}
@@ -396,7 +420,23 @@ func (pg *phaseGen) gatherF64(pat *pattern, dst amd64.VReg) {
 		}
 		a.MOVQstore(fr(tmp+int32(8*l)), rT1)
 	}
+	if !g.avx512 {
+		a.VMOVUPD(dst, fr(tmp))
+		a.VMOVUPD(hi(dst), fr(tmp+32))
+		return
+	}
 	a.VMOVUPDZ(z(dst), 0, fr(tmp))
+}
+
+// splatF64 broadcasts the float64 at m to every lane of f64 vector r (a
+// zmm register, or a ymm pair without AVX-512: f64y.go).
+func (g *gen) splatF64(r amd64.VReg, m amd64.Mem) {
+	if !g.avx512 {
+		g.a.VBROADCASTSD(r, m)
+		g.a.VBROADCASTSD(hi(r), m)
+		return
+	}
+	g.a.VBROADCASTSDZ(z(r), m)
 }
 
 // scalarF64Compare: an f64 comparison of scalars, 0 or 1 in its slot
@@ -405,12 +445,12 @@ func (g *gen) scalarF64Compare(v *tile.Value) error {
 	a := &g.a
 	for i, x := range v.Args {
 		if x.Op == tile.OpConst {
-			a.VBROADCASTSDZ(amd64.ZReg(i), g.constF64(x.AuxF))
+			g.splatF64(amd64.VReg(i), g.constF64(x.AuxF))
 		} else {
-			a.VBROADCASTSDZ(amd64.ZReg(i), fr(g.slotOf(x)))
+			g.splatF64(amd64.VReg(i), fr(g.slotOf(x)))
 		}
 	}
-	if err := g.f64Compare(v, 2, []opnd{{reg: 0}, {reg: 1}}); err != nil {
+	if err := g.f64Compare(v, 2, []opnd{{reg: 0}, {reg: 1}}, []amd64.VReg{3, 4}); err != nil {
 		return err
 	}
 	a.VMOVMSKPS(rT0, 2)

@@ -97,6 +97,12 @@ func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) e
 			if s[0].isMem {
 				return unsupported(v, "f64 operand in memory")
 			}
+			if !g.avx512 { // a ymm pair (f64y.go): the high half first
+				a.VCVTPD2PS(t[0], hi(s[0].reg))
+				a.VCVTPD2PS(dst, s[0].reg)
+				a.VINSERTF128(dst, dst, t[0], 1)
+				break
+			}
 			g.a.VCVTPD2PSZ(z(dst), z(s[0].reg))
 		default:
 			return unsupported(v, "cast from %v", v.Args[0].Type.DType)

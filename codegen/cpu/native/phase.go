@@ -84,6 +84,7 @@ type phaseGen struct {
 	// register allocation
 	owner [16]*node
 	busy  [16]bool
+	pairs bool      // f64 vectors are ymm pairs: no AVX-512 (f64y.go)
 	pos   int       // the node being emitted
 	fast  *fastPlan // emitting the unmasked loop (fast.go), or nil
 	off   int       // lane offset of the body copy being emitted (0 or 8; 0 or 16 in zmm)

@@ -27,11 +27,37 @@ func (pg *phaseGen) emit() error {
 		}
 	}
 	// accumulators of last-axis reductions: fixed registers
-	nextAcc := 15
+	nextAcc, lowest := 15, 6
+	if !g.avx512 {
+		for _, n := range pg.nodes {
+			pg.pairs = pg.pairs || f64Phase(n)
+		}
+	}
+	if pg.pairs {
+		// f64 vectors are ymm pairs (f64y.go): Y8–Y15 their high halves
+		for r := 8; r < 16; r++ {
+			pg.busy[r] = true
+		}
+		nextAcc, lowest = 7, 4
+	}
 	for _, r := range pg.reds {
 		switch {
+		case r.axis == r.v.Args[0].Type.Shape.Rank-1 && pg.pairs && isF64Red(r) && r.v.Op == tile.OpReduceSum:
+			// one ymm accumulator of four lanes for both copies (f64.go)
+			if nextAcc < lowest {
+				r.inMem = true // declined (reduceF64)
+			} else {
+				r.acc[0], r.acc[1] = amd64.VReg(nextAcc), amd64.VReg(nextAcc)
+				pg.busy[nextAcc] = true
+				nextAcc--
+			}
+			if r.v.Type.Shape.IsScalar() {
+				r.res = g.slotOf(r.v)
+			} else {
+				r.res = g.matBlock(r.v)
+			}
 		case r.axis == r.v.Args[0].Type.Shape.Rank-1:
-			if nextAcc-1 < 6 { // registers 0–5 stay for the body: the frame
+			if nextAcc-1 < lowest { // registers 0–5 (pairs: 0–3) stay for the body: the frame
 				r.inMem = true
 				// one 64-byte block: in a zmm loop (fast.go) one accumulator
 				m := g.alloc(64, 64)
@@ -256,8 +282,8 @@ func (pg *phaseGen) rowStart(fp *fastPlan) error {
 			if r.inMem {
 				return unsupported(r.v, "f64 reductions past the accumulator registers")
 			}
-			a.VBROADCASTSDZ(amd64.ZReg(r.acc[0]), pg.redInitF64(r))
-			a.VBROADCASTSDZ(amd64.ZReg(r.acc[1]), pg.redInitF64(r))
+			g.splatF64(r.acc[0], pg.redInitF64(r))
+			g.splatF64(r.acc[1], pg.redInitF64(r))
 			continue
 		}
 		init := pg.redInit(r)
@@ -338,6 +364,9 @@ func (pg *phaseGen) rowEnd() error {
 		x, y := r.acc[0], r.acc[1]
 		if r.inMem { // into registers 4 and 5: free at a row's end (accumulators are 6 and up)
 			x, y = 4, 5
+			if pg.pairs { // accumulators are 4–7, high halves free at a row's end
+				x, y = 8, 9
+			}
 			a.VMOVUPS(x, fr(r.mem[0]))
 			a.VMOVUPS(y, fr(r.mem[1]))
 		}
