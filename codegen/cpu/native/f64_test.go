@@ -325,19 +325,25 @@ func TestF64Native(t *testing.T) {
 	}
 }
 
-// TestF64Declined: what f64 kernels still run on the executor says why.
+// TestF64Declined: what f64 kernels still run on the executor says why:
+// with AVX-512 and without (avx2Only: declined only without it, where
+// f64 vectors are ymm pairs: exp, tanh, log, sigmoid, products).
 func TestF64Declined(t *testing.T) {
 	requireJIT(t)
-	if !jit.HasAVX512() {
-		t.Skip("no AVX-512 here: every f64 kernel is declined")
-	}
+	type fn = func(b *tile.Builder, x *tile.Value) *tile.Value
 	for _, c := range []struct {
 		name, why string
-		body      func(b *tile.Builder, x *tile.Value) *tile.Value
+		avx2Only  bool
+		body      fn
 	}{
-		{"exp2", "f64 exp2", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Exp2(x) }},
-		{"erf", "f64 erf", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Erf(x) }},
-		{"sin", "f64 sin", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Sin(x) }},
+		{"exp2", "f64 exp2", false, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Exp2(x) }},
+		{"erf", "f64 erf", false, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Erf(x) }},
+		{"sin", "f64 sin", false, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Sin(x) }},
+		{"exp", "f64 exp without AVX-512", true, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Exp(x) }},
+		{"tanh", "f64 tanh without AVX-512", true, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Tanh(x) }},
+		{"log", "f64 log without AVX-512", true, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Log(x) }},
+		{"sigmoid", "f64 sigmoid without AVX-512", true, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Sigmoid(x) }},
+		{"dot", "f64 products without AVX-512", true, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Dot(x, x, nil, tile.PrecIEEE) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := tile.NewBuilder("f64_declined", nil)
@@ -348,11 +354,19 @@ func TestF64Declined(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			was := native.SetAVX512(true)
-			defer native.SetAVX512(was)
-			_, err = native.Compile(k)
-			if !errors.Is(err, native.ErrUnsupported) || !strings.Contains(err.Error(), c.why) {
-				t.Fatalf("got %v, want a decline for %s", err, c.why)
+			for _, isa := range isas(t) {
+				native.SetAVX512(isa == "avx512")
+				nk, err := native.Compile(k)
+				if isa == "avx512" && c.avx2Only {
+					if err != nil {
+						t.Fatalf("avx512: not compiled natively: %v", err)
+					}
+					nk.Free()
+					continue
+				}
+				if !errors.Is(err, native.ErrUnsupported) || !strings.Contains(err.Error(), c.why) {
+					t.Fatalf("%s: got %v, want a decline for %s", isa, err, c.why)
+				}
 			}
 		})
 	}
@@ -450,9 +464,6 @@ func TestDotF64Native(t *testing.T) {
 // sum's order), within 1e-12 of the reference.
 func TestF64ScalarsNative(t *testing.T) {
 	requireJIT(t)
-	if !jit.HasAVX512() {
-		t.Skip("no AVX-512 here: f64 kernels are declined")
-	}
 	const block = 256
 	b := tile.NewBuilder("f64_scalars", nil)
 	px, py, pm, n := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Ptr("m", tile.F64), b.Param("n", tile.I32)
@@ -469,17 +480,23 @@ func TestF64ScalarsNative(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	was := native.SetAVX512(true)
-	defer native.SetAVX512(was)
-	nk, err := native.Compile(k)
-	if err != nil {
-		t.Fatalf("not compiled natively: %v\n%v", err, k)
-	}
-	defer nk.Free()
 	ex, err := cpu.NewExec(k, cpu.WithNative(false))
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, isa := range isas(t) {
+		native.SetAVX512(isa == "avx512")
+		nk, err := native.Compile(k)
+		if err != nil {
+			t.Fatalf("%s: not compiled natively: %v\n%v", isa, err, k)
+		}
+		defer nk.Free()
+		testF64Scalars(t, isa, k, nk, ex)
+	}
+}
+
+func testF64Scalars(t *testing.T, isa string, k *tile.Kernel, nk *native.Kernel, ex *cpu.Exec) {
+	const block = 256
 	for _, size := range []int{1000, 1001, 77} {
 		rng := tiletest.RNG("f64 scalars")
 		xs := make([]float64, size)
@@ -502,7 +519,7 @@ func TestF64ScalarsNative(t *testing.T) {
 		ref := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
 		for i := range want {
 			if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
-				t.Fatalf("n=%d: y[%d] = %v natively, %v on the executor", size, i, got[i], want[i])
+				t.Fatalf("%s, n=%d: y[%d] = %v natively, %v on the executor", isa, size, i, got[i], want[i])
 			}
 			if math.Abs(want[i]-ref[i]) > 1e-12*(1+math.Abs(ref[i])) {
 				t.Fatalf("n=%d: y[%d] = %v on the executor, %v on the reference", size, i, want[i], ref[i])
@@ -517,9 +534,6 @@ func TestF64ScalarsNative(t *testing.T) {
 // N) and not.
 func TestF64OneAddressStoreNative(t *testing.T) {
 	requireJIT(t)
-	if !jit.HasAVX512() {
-		t.Skip("no AVX-512 here: f64 kernels are declined")
-	}
 	const bm, bn = 16, 32
 	for _, c := range []struct {
 		name   string
@@ -547,37 +561,44 @@ func TestF64OneAddressStoreNative(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			was := native.SetAVX512(true)
-			defer native.SetAVX512(was)
-			nk, err := native.Compile(k)
-			if err != nil {
-				t.Fatalf("not compiled natively: %v\n%v", err, k)
-			}
-			defer nk.Free()
-			rng := tiletest.RNG(c.name)
-			xs := make([]float64, c.m*c.n)
-			for i := range xs {
-				xs[i] = rng.Float64()*2 - 1
-			}
-			grid := tile.Grid{(c.m + bm - 1) / bm}
-			run := func(launch func(args ...any) error) []float64 {
-				y := make([]float64, c.m)
-				for i := range y {
-					y[i] = math.NaN()
+			for _, isa := range isas(t) {
+				native.SetAVX512(isa == "avx512")
+				nk, err := native.Compile(k)
+				if err != nil {
+					t.Fatalf("%s: not compiled natively: %v\n%v", isa, err, k)
 				}
-				if err := launch(xs, y, c.m, c.n); err != nil {
-					t.Fatal(err)
-				}
-				return y
-			}
-			got := run(func(args ...any) error { return nk.Launch(grid, args...) })
-			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
-			for i := range want {
-				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
-					t.Fatalf("y[%d] = %v natively, %v on the reference", i, got[i], want[i])
-				}
+				defer nk.Free()
+				testF64OneAddress(t, isa, k, nk, c.name, c.m, c.n, bm)
 			}
 		})
+	}
+}
+
+// testF64OneAddress runs one-address store kernel nk (m rows of n) and
+// compares it with the reference bit for bit.
+func testF64OneAddress(t *testing.T, isa string, k *tile.Kernel, nk *native.Kernel, name string, m, n, bm int) {
+	rng := tiletest.RNG(name)
+	xs := make([]float64, m*n)
+	for i := range xs {
+		xs[i] = rng.Float64()*2 - 1
+	}
+	grid := tile.Grid{(m + bm - 1) / bm}
+	run := func(launch func(args ...any) error) []float64 {
+		y := make([]float64, m)
+		for i := range y {
+			y[i] = math.NaN()
+		}
+		if err := launch(xs, y, m, n); err != nil {
+			t.Fatal(err)
+		}
+		return y
+	}
+	got := run(func(args ...any) error { return nk.Launch(grid, args...) })
+	want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+	for i := range want {
+		if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+			t.Fatalf("%s: y[%d] = %v natively, %v on the reference", isa, i, got[i], want[i])
+		}
 	}
 }
 
@@ -587,9 +608,6 @@ func TestF64OneAddressStoreNative(t *testing.T) {
 // read past the buffer's end falls back (ErrFallback).
 func TestF64GatherNative(t *testing.T) {
 	requireJIT(t)
-	if !jit.HasAVX512() {
-		t.Skip("no AVX-512 here: f64 kernels are declined")
-	}
 	for _, c := range []struct {
 		name          string
 		rows, cols, s int
@@ -614,49 +632,56 @@ func TestF64GatherNative(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			was := native.SetAVX512(true)
-			defer native.SetAVX512(was)
-			nk, err := native.Compile(k)
-			if err != nil {
-				t.Fatalf("not compiled natively: %v", err)
-			}
-			defer nk.Free()
-			xlen := (c.cols-1)*c.s + c.rows*c.programs
-			if c.short {
-				xlen--
-			}
-			rng := tiletest.RNG(c.name)
-			x := make([]float64, xlen)
-			for i := range x {
-				x[i] = rng.Float64()*2 - 1
-			}
-			run := func(launch func(args ...any) error) ([]float64, error) {
-				y := make([]float64, c.rows*c.programs*c.cols)
-				for i := range y {
-					y[i] = math.NaN()
+			for _, isa := range isas(t) {
+				native.SetAVX512(isa == "avx512")
+				nk, err := native.Compile(k)
+				if err != nil {
+					t.Fatalf("%s: not compiled natively: %v", isa, err)
 				}
-				return y, launch(x, y)
-			}
-			grid := tile.Grid{c.programs}
-			got, err := run(func(args ...any) error { return nk.Launch(grid, args...) })
-			if c.short {
-				if !errors.Is(err, native.ErrFallback) {
-					t.Fatalf("a read past the end: got %v, want ErrFallback", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range want {
-				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
-					t.Fatalf("y[%d] = %v natively, %v on the reference", i, got[i], want[i])
-				}
+				defer nk.Free()
+				testF64Gather(t, isa, k, nk, c.rows, c.cols, c.s, c.programs, c.short, c.name)
 			}
 		})
+	}
+}
+
+// testF64Gather runs gather kernel nk and compares it with the reference
+// bit for bit (short: x one element short, the launch must fall back).
+func testF64Gather(t *testing.T, isa string, k *tile.Kernel, nk *native.Kernel, rows, cols, s, programs int, short bool, name string) {
+	xlen := (cols-1)*s + rows*programs
+	if short {
+		xlen--
+	}
+	rng := tiletest.RNG(name)
+	x := make([]float64, xlen)
+	for i := range x {
+		x[i] = rng.Float64()*2 - 1
+	}
+	run := func(launch func(args ...any) error) ([]float64, error) {
+		y := make([]float64, rows*programs*cols)
+		for i := range y {
+			y[i] = math.NaN()
+		}
+		return y, launch(x, y)
+	}
+	grid := tile.Grid{programs}
+	got, err := run(func(args ...any) error { return nk.Launch(grid, args...) })
+	if short {
+		if !errors.Is(err, native.ErrFallback) {
+			t.Fatalf("%s: a read past the end: got %v, want ErrFallback", isa, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+			t.Fatalf("%s: y[%d] = %v natively, %v on the reference", isa, i, got[i], want[i])
+		}
 	}
 }
