@@ -156,6 +156,10 @@ func (g *gen) dotCode(d *tile.Value) error {
 		if aT {
 			aRow, aCol = 8, int32(8*m)
 		}
+		if !g.avx512 {
+			g.dotY64(m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
+			return a.Err()
+		}
 		g.dotZ64(m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
 		return a.Err()
 	}
@@ -504,4 +508,90 @@ func (g *gen) transposeBlock64(to, from int32, r, c int) {
 	a.ADDQimm(rCol, 8)
 	a.SUBQimm(rRows, 1)
 	a.Jcc(amd64.CondNE, rows)
+}
+
+// dotRowsY64 is the rows of a block of dotY64's micro-kernel.
+const dotRowsY64 = 6
+
+// dotY64 is dotZ64 without AVX-512: four float64 lanes a ymm register,
+// the columns in strips of 8 (two vectors; N is a multiple of 16:
+// dotSupported), the rows in blocks of dotRowsY64 (12 accumulators, b in
+// Y12–Y13, a's broadcast in Y14). Each element is c + Σ_k a[i,k]·b[k,j]
+// in k order, one fused multiply-add a step: the zmm kernel's operations
+// element by element, so its results bit for bit.
+func (g *gen) dotY64(m, k, n int, offA, offB, offC, offD, aRow, aCol int32, zero bool) {
+	a := &g.a
+	const (
+		rA   = amd64.RBX
+		rC   = amd64.R8
+		rD   = amd64.R9
+		rI   = amd64.R10
+		rAk  = amd64.R11
+		rBk  = amd64.R12
+		rK   = amd64.RDX
+		bVec = 12
+		aBc  = 14
+		yl   = 4 // f64 lanes of a ymm register
+		nv   = 2
+	)
+	rows := dotRowsY64
+	micro := func(mr, j0 int) {
+		acc := func(r, v int) amd64.VReg { return amd64.VReg(r*nv + v) }
+		col := int32(8 * j0)
+		for r := 0; r < mr; r++ {
+			for v := 0; v < nv; v++ {
+				if zero {
+					a.VXORPS(acc(r, v), acc(r, v), acc(r, v))
+				} else {
+					a.VMOVUPD(acc(r, v), amd64.Ptr(rC, int32(8*r*n)+col+int32(32*v)))
+				}
+			}
+		}
+		a.MOVQ(rAk, rA)
+		a.LEAQ(rBk, fr(offB+col))
+		a.MOVLimm(rK, uint32(k))
+		top := a.NewLabel()
+		a.Bind(top)
+		for v := 0; v < nv; v++ {
+			a.VMOVUPD(amd64.VReg(bVec+v), amd64.Ptr(rBk, int32(32*v)))
+		}
+		for r := 0; r < mr; r++ {
+			a.VBROADCASTSD(aBc, amd64.Ptr(rAk, int32(r)*aRow))
+			for v := 0; v < nv; v++ {
+				a.VFMADD231PD(acc(r, v), amd64.VReg(bVec+v), amd64.VReg(aBc))
+			}
+		}
+		a.ADDQimm(rAk, aCol)
+		a.ADDQimm(rBk, int32(8*n))
+		a.SUBQimm(rK, 1)
+		a.Jcc(amd64.CondNE, top)
+		for r := 0; r < mr; r++ {
+			for v := 0; v < nv; v++ {
+				a.VMOVUPSstore(amd64.Ptr(rD, int32(8*r*n)+col+int32(32*v)), acc(r, v))
+			}
+		}
+	}
+	for j0 := 0; j0 < n; j0 += nv * yl {
+		a.LEAQ(rA, fr(offA))
+		if !zero {
+			a.LEAQ(rC, fr(offC))
+		}
+		a.LEAQ(rD, fr(offD))
+		if full := m / rows; full > 0 {
+			a.MOVLimm(rI, uint32(full))
+			top := a.NewLabel()
+			a.Bind(top)
+			micro(rows, j0)
+			a.ADDQimm(rA, int32(rows)*aRow)
+			if !zero {
+				a.ADDQimm(rC, int32(8*rows*n))
+			}
+			a.ADDQimm(rD, int32(8*rows*n))
+			a.SUBQimm(rI, 1)
+			a.Jcc(amd64.CondNE, top)
+		}
+		if tail := m % rows; tail > 0 {
+			micro(tail, j0)
+		}
+	}
 }

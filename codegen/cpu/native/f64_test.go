@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu"
-	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
@@ -327,7 +326,7 @@ func TestF64Native(t *testing.T) {
 
 // TestF64Declined: what f64 kernels still run on the executor says why:
 // with AVX-512 and without (avx2Only: declined only without it, where
-// f64 vectors are ymm pairs: exp, tanh, log, sigmoid, products).
+// f64 vectors are ymm pairs: exp, tanh, log, sigmoid).
 func TestF64Declined(t *testing.T) {
 	requireJIT(t)
 	type fn = func(b *tile.Builder, x *tile.Value) *tile.Value
@@ -343,7 +342,6 @@ func TestF64Declined(t *testing.T) {
 		{"tanh", "f64 tanh without AVX-512", true, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Tanh(x) }},
 		{"log", "f64 log without AVX-512", true, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Log(x) }},
 		{"sigmoid", "f64 sigmoid without AVX-512", true, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Sigmoid(x) }},
-		{"dot", "f64 products without AVX-512", true, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Dot(x, x, nil, tile.PrecIEEE) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := tile.NewBuilder("f64_declined", nil)
@@ -372,16 +370,14 @@ func TestF64Declined(t *testing.T) {
 	}
 }
 
-// TestDotF64Native: f64 products (dotZ64: fused multiply-adds in k order,
-// eight lanes a zmm register) over masked rows, columns and k, a K loop
-// accumulating in place or not, transposed operands, row blocks past
-// the micro-kernel's twelve rows: within 2(K+1)·2⁻⁵³·(|c0| + Σ|a·b|) of
-// the reference, element by element.
+// TestDotF64Native: f64 products (fused multiply-adds in k order: dotZ64,
+// eight lanes a zmm register, and without AVX-512 dotY64, four lanes a
+// ymm register) over masked rows, columns and k, a K loop accumulating in
+// place or not, transposed operands, row blocks past the micro-kernels'
+// twelve and six rows: within 2(K+1)·2⁻⁵³·(|c0| + Σ|a·b|) of the
+// reference, element by element, and the two kernels bit for bit.
 func TestDotF64Native(t *testing.T) {
 	requireJIT(t)
-	if !jit.HasAVX512() {
-		t.Skip("no AVX-512 here: f64 kernels are declined")
-	}
 	for _, c := range []struct {
 		name       string
 		m, n, k    int
@@ -423,38 +419,54 @@ func TestDotF64Native(t *testing.T) {
 				return out
 			}
 			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
-			was := native.SetAVX512(true)
-			defer native.SetAVX512(was)
-			nk, err := native.Compile(k)
-			if err != nil {
-				t.Fatalf("not compiled natively: %v\n%v", err, k)
-			}
-			defer nk.Free()
-			got := run(func(args ...any) error { return nk.Launch(grid, args...) })
-			for i := 0; i < c.m; i++ {
-				for j := 0; j < c.n; j++ {
-					abs := 0.0
-					if c.loadAcc {
-						abs = math.Abs(c0[i*c.n+j])
-					}
-					for q := 0; q < c.k; q++ {
-						ai := i*c.k + q
-						if c.tA {
-							ai = q*c.m + i
+			var prev []float64
+			for _, isa := range isas(t) {
+				native.SetAVX512(isa == "avx512")
+				nk, err := native.Compile(k)
+				if err != nil {
+					t.Fatalf("%s: not compiled natively: %v\n%v", isa, err, k)
+				}
+				defer nk.Free()
+				got := run(func(args ...any) error { return nk.Launch(grid, args...) })
+				checkDotF64(t, isa, c.m, c.n, c.k, c.loadAcc, c.tA, c.tB, a, bm, c0, got, want)
+				if prev != nil {
+					for i := range got {
+						if math.Float64bits(got[i]) != math.Float64bits(prev[i]) {
+							t.Fatalf("c[%d] = %v with %s, %v with avx2", i, got[i], isa, prev[i])
 						}
-						bi := q*c.n + j
-						if c.tB {
-							bi = j*c.k + q
-						}
-						abs += math.Abs(a[ai] * bm[bi])
-					}
-					g, w := got[i*c.n+j], want[i*c.n+j]
-					if bound := 2 * float64(c.k+1) * 0x1p-53 * abs; !(math.Abs(g-w) <= bound) {
-						t.Fatalf("c[%d,%d] = %v natively, %v on the reference: apart by more than %g", i, j, g, w, bound)
 					}
 				}
+				prev = got
 			}
 		})
+	}
+}
+
+// checkDotF64 checks f64 product got against the reference's want:
+// within 2(K+1)·2⁻⁵³·(|c0| + Σ|a·b|) element by element.
+func checkDotF64(t *testing.T, isa string, m, n, k int, loadAcc, tA, tB bool, a, b, c0, got, want []float64) {
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			abs := 0.0
+			if loadAcc {
+				abs = math.Abs(c0[i*n+j])
+			}
+			for q := 0; q < k; q++ {
+				ai := i*k + q
+				if tA {
+					ai = q*m + i
+				}
+				bi := q*n + j
+				if tB {
+					bi = j*k + q
+				}
+				abs += math.Abs(a[ai] * b[bi])
+			}
+			g, w := got[i*n+j], want[i*n+j]
+			if bound := 2 * float64(k+1) * 0x1p-53 * abs; !(math.Abs(g-w) <= bound) {
+				t.Fatalf("%s: c[%d,%d] = %v natively, %v on the reference: apart by more than %g", isa, i, j, g, w, bound)
+			}
+		}
 	}
 }
 

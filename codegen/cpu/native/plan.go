@@ -308,10 +308,8 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 		}
 		if err == nil && v.Type.DType == tile.F64 && !p.avx512 {
 			// without AVX-512 f64 vectors are ymm pairs (f64y.go): the
-			// products' micro-kernel and the math are zmm code
+			// math is zmm code (products: dotY64)
 			switch v.Op {
-			case tile.OpDot:
-				err = unsupported(v, "f64 products without AVX-512")
 			case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid:
 				err = unsupported(v, "f64 %v without AVX-512", v.Op)
 			}
