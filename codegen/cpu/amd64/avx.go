@@ -95,6 +95,7 @@ var (
 	opFNMADD231PS = vop{map0F38, pp66, false, 0xbc}
 	opFMADD231PD  = vop{map0F38, pp66, true, 0xb8}
 	opFMADD213PD  = vop{map0F38, pp66, true, 0xa8}
+	opFNMADD231PD = vop{map0F38, pp66, true, 0xbc}
 	opTESTPS      = vop{map0F38, pp66, false, 0x0e}
 	opPERMPS      = vop{map0F38, pp66, false, 0x16}
 
@@ -419,6 +420,9 @@ func (a *Asm) VFMADD213PD(d, x VReg, y Operand) { a.v3(opFMADD213PD, true, uint8
 
 // VFMADD231PD d = a·b + d.
 func (a *Asm) VFMADD231PD(d, x VReg, y Operand) { a.v3(opFMADD231PD, true, uint8(d), uint8(x), y) }
+
+// VFNMADD231PD d = -(a·b) + d, rounded once.
+func (a *Asm) VFNMADD231PD(d, x VReg, y Operand) { a.v3(opFNMADD231PD, true, uint8(d), uint8(x), y) }
 
 // ---- integers (AVX2) ----
 

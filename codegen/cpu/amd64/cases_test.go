@@ -184,6 +184,7 @@ var encCases = []encCase{
 	{"vsqrtpd", func(a *Asm) { a.VSQRTPD(3, VReg(10)) }, "VSQRTPD Y10, Y3", "c4c17d51da"},
 	{"vroundpd", func(a *Asm) { a.VROUNDPD(3, VReg(2), 0) }, "VROUNDPD $0, Y2, Y3", "c4e37d09da00"},
 	{"vfmadd213pd", func(a *Asm) { a.VFMADD213PD(4, 2, VReg(9)) }, "VFMADD213PD Y9, Y2, Y4", "c4c2eda8e1"},
+	{"vfnmadd231pd", func(a *Asm) { a.VFNMADD231PD(4, 2, VReg(9)) }, "VFNMADD231PD Y9, Y2, Y4", "c4c2edbce1"},
 	{"vfmadd231pd", func(a *Asm) { a.VFMADD231PD(4, 2, VReg(9)) }, "VFMADD231PD Y9, Y2, Y4", "c4c2edb8e1"},
 	// integers
 	{"vpaddd", func(a *Asm) { a.VPADDD(0, 1, VReg(2)) }, "VPADDD Y2, Y1, Y0", "c5f5fec2"},

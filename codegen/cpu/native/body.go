@@ -224,7 +224,11 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 		}
 		srcs[i] = o
 	}
-	for range tempsFor(n) {
+	nt := tempsFor(n)
+	if pg.pairs && n.op == opCompute && isF64(n) && (n.v.Op == tile.OpExp || n.v.Op == tile.OpTanh) {
+		nt = mathTempsPairs // and their high halves (mathdy.go)
+	}
+	for range nt {
 		r, err := pg.freeReg(args)
 		if err != nil {
 			return err
@@ -232,7 +236,7 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 		pg.owner[r] = tempOwner
 		tmpRegs = append(tmpRegs, r)
 	}
-	temps := tmpRegs[len(tmpRegs)-tempsFor(n):]
+	temps := tmpRegs[len(tmpRegs)-nt:]
 	// operands read for the last time give up their registers: the result
 	// may take one (every op writes its result last)
 	for _, a := range args {

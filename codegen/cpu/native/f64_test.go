@@ -45,9 +45,9 @@ func TestF64Native(t *testing.T) {
 		m, n, bn int
 		specials bool
 		noMask   bool
-		// declined without AVX-512 (f64y.go) for this reason: exp, tanh
-		// and log are zmm code; a sum, a max and a min of rows are more
-		// than the ymm pairs' accumulator registers
+		// declined without AVX-512 (f64y.go) for this reason: log is zmm
+		// code; a sum, a max and a min of rows are more than the ymm
+		// pairs' accumulator registers
 		avx2Why string
 		out     tile.DType // the output's type (F64 unless said)
 		lo, hi  float64
@@ -176,24 +176,24 @@ func TestF64Native(t *testing.T) {
 			v := b.Div(b.Sum(b.Mul(d, d), 1, true), 256.0)
 			return b.Mul(d, b.Rsqrt(b.Add(v, 1e-5)))
 		}},
-		{name: "exp and tanh", avx2Why: "without AVX-512", m: 37, n: 100, bn: 32, specials: true, lo: -800, hi: 800, body: func(e env) *tile.Value {
+		{name: "exp and tanh", m: 37, n: 100, bn: 32, specials: true, lo: -800, hi: 800, body: func(e env) *tile.Value {
 			return e.b.Add(e.b.Exp(e.x), e.b.Tanh(e.x))
 		}},
 		{name: "log", avx2Why: "without AVX-512", m: 37, n: 100, bn: 32, specials: true, lo: -1, hi: 1e6, body: func(e env) *tile.Value {
 			return e.b.Log(e.x)
 		}},
-		{name: "softmax", avx2Why: "without AVX-512", m: 37, n: 256, bn: 256, lo: -8, hi: 8, tol: 1e-12, body: func(e env) *tile.Value {
+		{name: "softmax", m: 37, n: 256, bn: 256, lo: -8, hi: 8, tol: 1e-12, body: func(e env) *tile.Value {
 			b := e.b
 			z := b.Exp(b.Sub(e.x, b.Max(e.x, 1, true)))
 			return b.Div(z, b.Sum(z, 1, true))
 		}},
-		{name: "softmax with tails", avx2Why: "without AVX-512", m: 37, n: 100, bn: 128, lo: -8, hi: 8, tol: 1e-12, body: func(e env) *tile.Value {
+		{name: "softmax with tails", m: 37, n: 100, bn: 128, lo: -8, hi: 8, tol: 1e-12, body: func(e env) *tile.Value {
 			b := e.b
 			x := b.Where(e.mask, e.x, math.Inf(-1))
 			z := b.Exp(b.Sub(x, b.Max(x, 1, true)))
 			return b.Div(z, b.Sum(z, 1, true))
 		}},
-		{name: "gelu (tanh form)", avx2Why: "without AVX-512", m: 40, n: 150, bn: 64, lo: -6, hi: 6, body: func(e env) *tile.Value {
+		{name: "gelu (tanh form)", m: 40, n: 150, bn: 64, lo: -6, hi: 6, body: func(e env) *tile.Value {
 			b, x := e.b, e.x
 			u := b.Mul(b.Add(x, b.Mul(b.Mul(b.Mul(x, x), x), 0.044715)), 0.7978845608028654)
 			return b.Mul(b.Mul(x, 0.5), b.Add(b.Tanh(u), 1.0))
@@ -326,7 +326,7 @@ func TestF64Native(t *testing.T) {
 
 // TestF64Declined: what f64 kernels still run on the executor says why:
 // with AVX-512 and without (avx2Only: declined only without it, where
-// f64 vectors are ymm pairs: exp, tanh, log, sigmoid).
+// f64 vectors are ymm pairs: log, sigmoid).
 func TestF64Declined(t *testing.T) {
 	requireJIT(t)
 	type fn = func(b *tile.Builder, x *tile.Value) *tile.Value
@@ -338,8 +338,6 @@ func TestF64Declined(t *testing.T) {
 		{"exp2", "f64 exp2", false, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Exp2(x) }},
 		{"erf", "f64 erf", false, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Erf(x) }},
 		{"sin", "f64 sin", false, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Sin(x) }},
-		{"exp", "f64 exp without AVX-512", true, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Exp(x) }},
-		{"tanh", "f64 tanh without AVX-512", true, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Tanh(x) }},
 		{"log", "f64 log without AVX-512", true, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Log(x) }},
 		{"sigmoid", "f64 sigmoid without AVX-512", true, func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Sigmoid(x) }},
 	} {
