@@ -468,5 +468,8 @@ func (a *Asm) VPSRAD(d, s VReg, n uint8) { a.v3(opPSHIFTD, true, 4, uint8(d), s,
 // VPSLLQ d = s << n (int64 lanes).
 func (a *Asm) VPSLLQ(d, s VReg, n uint8) { a.v3(opPSHIFTQ, true, 6, uint8(d), s, n) }
 
+// VPSRLQ d = s >> n on each 64-bit lane (logical).
+func (a *Asm) VPSRLQ(d, s VReg, n uint8) { a.v3(opPSHIFTQ, true, 2, uint8(d), s, n) }
+
 // VPMOVSXDQ d(4 × int64) = the 4 int32 lanes of s (xmm) sign-extended.
 func (a *Asm) VPMOVSXDQ(d VReg, s Operand) { a.v3(opPMOVSXDQ, true, uint8(d), 0, s) }

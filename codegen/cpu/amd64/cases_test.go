@@ -201,6 +201,7 @@ var encCases = []encCase{
 	{"vpsrld", func(a *Asm) { a.VPSRLD(1, 2, 1) }, "VPSRLD $1, Y2, Y1", "c5f572d201"},
 	{"vpsrad", func(a *Asm) { a.VPSRAD(9, 10, 31) }, "VPSRAD $31, Y10, Y9", "c4c13572e21f"},
 	{"vpsllq", func(a *Asm) { a.VPSLLQ(5, 5, 52) }, "VPSLLQ $52, Y5, Y5", "c5d573f534"},
+	{"vpsrlq", func(a *Asm) { a.VPSRLQ(11, 3, 52) }, "VPSRLQ $52, Y3, Y11", "c5a573d334"},
 	{"vpmovsxdq", func(a *Asm) { a.VPMOVSXDQ(5, VReg(5)) }, "VPMOVSXDQ X5, Y5", "c4e27d25ed"},
 	// EVEX (AVX-512F, 512-bit)
 	{"vmovups zmm load", func(a *Asm) { a.VMOVUPSZ(0, Ptr(RAX, 0)) }, "VMOVUPS (AX), Z0", "62f17c481000"},

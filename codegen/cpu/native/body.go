@@ -225,7 +225,7 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 		srcs[i] = o
 	}
 	nt := tempsFor(n)
-	if pg.pairs && n.op == opCompute && isF64(n) && (n.v.Op == tile.OpExp || n.v.Op == tile.OpTanh) {
+	if pg.pairs && n.op == opCompute && isF64(n) && (n.v.Op == tile.OpExp || n.v.Op == tile.OpTanh || n.v.Op == tile.OpLog || n.v.Op == tile.OpSigmoid) {
 		nt = mathTempsPairs // and their high halves (mathdy.go)
 	}
 	for range nt {

@@ -52,7 +52,7 @@ func (g *gen) halfMask(t, m amd64.VReg, h int) {
 func (g *gen) f64OpY(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) error {
 	a := &g.a
 	switch v.Op {
-	case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid: // mathdy.go (plan declines log, sigmoid)
+	case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid: // mathdy.go
 		return g.mathF64Y(v, dst, s[0].reg, t)
 	case tile.OpSelect:
 		// both halves' masks first: dst may be the mask's register

@@ -1,7 +1,6 @@
 package native
 
 import (
-	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -44,8 +43,7 @@ var sigmoidRef, _ = interp.Func64(tile.OpSigmoid)
 // computes it), tanh (math.Tanh), log (interp.Log64) and sigmoid bit for
 // bit, and the generated code is the twins bit
 // for bit lane by lane (a tail of 61 lanes included: the masked loop),
-// over mathInputs64: with AVX-512 and, for exp and tanh, without it
-// (mathdy.go: ymm pairs).
+// over mathInputs64: with AVX-512 and without it (mathdy.go: ymm pairs).
 func TestMathF64(t *testing.T) {
 	if !jit.Supported() {
 		t.Skip("no native code here: needs amd64 with AVX2 and FMA")
@@ -86,12 +84,6 @@ func TestMathF64(t *testing.T) {
 			for _, isa := range isas {
 				SetAVX512(isa == "avx512")
 				nk, err := Compile(k)
-				if isa == "avx2" && (c.op == tile.OpLog || c.op == tile.OpSigmoid) {
-					if !errors.Is(err, ErrUnsupported) {
-						t.Fatalf("avx2: %v not declined (%v)", c.op, err)
-					}
-					continue
-				}
 				if err != nil {
 					t.Fatalf("%s: %v", isa, err)
 				}

@@ -197,7 +197,7 @@ type plan struct {
 	needDiv  []divCheck
 	cur      *region // the region being classified
 
-	avx512 bool // zmm code (read once: isa.go); f64 lanes need it
+	avx512 bool // zmm code (read once: isa.go); f64 lanes in zmm registers, else ymm pairs (f64y.go)
 
 	fastPhases int // set by generate: phases with an unmasked row loop (fast.go)
 	zmmPhases  int // of which computing in zmm registers (fast.go: zmmOK)
@@ -304,14 +304,6 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 		case tile.OpStore:
 			if r := roots[v.Args[0].ID]; r != nil {
 				p.stored[r.Aux] = true
-			}
-		}
-		if err == nil && v.Type.DType == tile.F64 && !p.avx512 {
-			// without AVX-512 f64 vectors are ymm pairs (f64y.go): the
-			// log and sigmoid are zmm code (exp, tanh: mathdy.go; products: dotY64)
-			switch v.Op {
-			case tile.OpLog, tile.OpSigmoid:
-				err = unsupported(v, "f64 %v without AVX-512", v.Op)
 			}
 		}
 	})
