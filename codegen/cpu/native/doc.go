@@ -109,11 +109,14 @@
 // order), exp, tanh, log and sigmoid as the reference computes them (Go's
 // amd64 math.Exp, math.Tanh and math.Log, operation by operation): bit for bit
 // the reference's but sums (the executor's order) and products (within
-// 2(K+1)·2⁻⁵³·Σ|a·b|). Without AVX-512 f64 is declined.
+// 2(K+1)·2⁻⁵³·Σ|a·b|). Without AVX-512 (f64y.go, mathdy.go) eight f64
+// lanes are a pair of ymm registers (Y0–Y7 and the register 8 above),
+// every op, reduction, product (dotY64: 6×8) and math function the zmm
+// form's operations in the same order: its results bit for bit.
 //
 // What is not supported yet (Compile says which value and why): nested
-// loops, products of precisions other than ieee, atomics, f64 without
-// AVX-512 (and erf, pow and the other math f32 lacks too), integer
+// loops, products of precisions other than ieee, atomics, f64 erf, pow
+// and the other math f32 lacks too, integer
 // loads and non-affine integer blocks (div/rem of lanes are affine only
 // where a block does not straddle a multiple of the divisor: checked per
 // program, else a bail-out), masked gathers and stores with a stride

@@ -394,7 +394,7 @@ func (g *gen) transposeBlock(to, from int32, r, c int) {
 	a.Jcc(amd64.CondNE, rows)
 }
 
-// dotZ64 is the f64 micro-kernel (f64 needs AVX-512F: plan.go): dotZ's
+// dotZ64 is the f64 micro-kernel with AVX-512F (without: dotY64): dotZ's
 // loop nest over float64 lanes, eight a zmm register, the columns in
 // strips of 16 (two vectors; N is a multiple of 16: dotSupported), the
 // rows in blocks of dotRowsZ (2·dotRowsZ accumulators, b in Z28–Z29, a's

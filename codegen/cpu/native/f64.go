@@ -11,8 +11,8 @@ import (
 // declines phases with f64 values); a vector of eight f64 lanes is one
 // zmm register, Z of the number the register allocator gives it (the
 // register numbers and the allocator are the f32 code's: Z0–Z15, spill
-// slots of 64 bytes), so f64 needs AVX-512F (plan: newPlan declines f64
-// without it). Masks stay what they are for f32: eight 32-bit lanes in a
+// slots of 64 bytes) where the CPU has AVX-512F; without it a pair of
+// ymm registers (f64y.go). Masks stay what they are for f32: eight 32-bit lanes in a
 // ymm register (i32 comparisons, lane masks, Ands), turned into an
 // opmask where an f64 instruction needs one (kMask: the sign bits of the
 // eight lanes); an f64 comparison writes an opmask and expands it to such

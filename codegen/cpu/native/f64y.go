@@ -10,7 +10,8 @@ import (
 // registers, lanes 0–3 in the register r the allocator gives the value
 // and lanes 4–7 in r+8 (hi). A phase with f64 values (pairs) allocates
 // from Y0–Y7 only (Y8–Y15 are the pairs' high halves; last-axis
-// accumulators from Y7 down, two reductions at most), so the loop nests,
+// accumulators from Y7 down to Y4: an f64 sum takes one register, others
+// two), so the loop nests,
 // the allocator's decisions and the masks are the zmm form's: masks stay
 // eight 32-bit lanes in one register, split into two halves of four
 // 64-bit lanes (halfMask: vpmovsxdq) where an f64 move or blend needs
@@ -20,8 +21,8 @@ import (
 // no fault). Every op is the zmm form's per lane, in the same order
 // (IEEE operations, the reference's NaN rule for min and max, row sums in
 // the executor's four partial sums: lanes 0–3, then 4–7), so results are
-// bit for bit the zmm form's. Declined without AVX-512: exp, tanh, log,
-// sigmoid (mathd.go is zmm code) and products (dotZ64).
+// bit for bit the zmm form's; exp, tanh, log and sigmoid: mathdy.go;
+// products: dotY64.
 
 // hi is the register of lanes 4–7 of the f64 value whose lanes 0–3 are in r.
 func hi(r amd64.VReg) amd64.VReg { return r + 8 }
