@@ -164,6 +164,15 @@ func TestF64Native(t *testing.T) {
 			b, x := e.b, e.x
 			return b.Sub(x, b.Add(b.Add(b.Sum(x, 1, true), b.Max(x, 1, true)), b.Min(b.Mul(x, 3.0), 1, true)))
 		}},
+		{name: "f32 row reductions past the registers beside f64", m: 37, n: 64, bn: 64, lo: -3, hi: 3, tol: 1e-5, body: func(e env) *tile.Value {
+			// four f32 reductions (two in registers, two in the frame: with
+			// ymm pairs their row ends read them into Y8, Y9) in a phase
+			// with f64 values
+			b := e.b
+			y := b.Cast(e.x, tile.F32)
+			s := b.Add(b.Add(b.Sum(y, 1, true), b.Max(y, 1, true)), b.Add(b.Min(y, 1, true), b.Sum(b.Mul(y, y), 1, true)))
+			return b.Sub(e.x, b.Cast(s, tile.F64))
+		}},
 		{name: "layernorm", m: 37, n: 64, bn: 64, noMask: false, lo: -3, hi: 3, tol: 1e-11, body: func(e env) *tile.Value {
 			b := e.b
 			d := b.Sub(e.x, b.Div(b.Sum(e.x, 1, true), 64.0))

@@ -10,7 +10,7 @@ import (
 // registers, lanes 0–3 in the register r the allocator gives the value
 // and lanes 4–7 in r+8 (hi). A phase with f64 values (pairs) allocates
 // from Y0–Y7 only (Y8–Y15 are the pairs' high halves; last-axis
-// accumulators from Y7 down to Y4: an f64 sum takes one register, others
+// accumulators from Y7 down to Y5: an f64 sum takes one register, others
 // two), so the loop nests,
 // the allocator's decisions and the masks are the zmm form's: masks stay
 // eight 32-bit lanes in one register, split into two halves of four

@@ -38,7 +38,7 @@ func (pg *phaseGen) emit() error {
 		for r := 8; r < 16; r++ {
 			pg.busy[r] = true
 		}
-		nextAcc, lowest = 7, 4
+		nextAcc, lowest = 7, 5
 	}
 	for _, r := range pg.reds {
 		switch {
@@ -57,7 +57,7 @@ func (pg *phaseGen) emit() error {
 				r.res = g.matBlock(r.v)
 			}
 		case r.axis == r.v.Args[0].Type.Shape.Rank-1:
-			if nextAcc-1 < lowest { // registers 0–5 (pairs: 0–3) stay for the body: the frame
+			if nextAcc-1 < lowest { // registers 0–5 (pairs: 0–4) stay for the body: the frame
 				r.inMem = true
 				// one 64-byte block: in a zmm loop (fast.go) one accumulator
 				m := g.alloc(64, 64)
