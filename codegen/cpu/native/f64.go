@@ -389,7 +389,12 @@ func (g *gen) scalarF64Op(v *tile.Value) error {
 	}
 	tmps := []amd64.VReg{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
 	if !g.avx512 {
-		tmps = tmps[:4] // Y8–Y15: the pairs' high halves (f64y.go)
+		// Y8–Y15: the pairs' high halves (f64y.go); a unary op's math
+		// takes the unused operand registers too (mathTempsPairs)
+		tmps = tmps[:4]
+		if len(v.Args) == 1 {
+			tmps = []amd64.VReg{1, 2, 4, 5, 6, 7}
+		}
 	}
 	if err := g.f64Op(v, 3, srcs, tmps); err != nil {
 		return err

@@ -467,7 +467,7 @@ func checkDotF64(t *testing.T, isa string, m, n, k int, loadAcc, tA, tB bool, a,
 
 // TestF64ScalarsNative: f64 scalars (a sum of a 1-D block, a scalar
 // quotient, a scalar load under a mask with another value, comparisons
-// and selects of scalars) read as splats and stored, natively: bit for bit the executor's (its row
+// and selects of scalars, exp and tanh of a scalar) read as splats and stored, natively: bit for bit the executor's (its row
 // sum's order), within 1e-12 of the reference.
 func TestF64ScalarsNative(t *testing.T) {
 	requireJIT(t)
@@ -481,6 +481,7 @@ func TestF64ScalarsNative(t *testing.T) {
 	first := b.Load(px, b.Gt(n, b.I32(1000)), 1.5) // x[0] where n > 1000, else 1.5
 	scale := b.Where(b.Gt(n, b.I32(500)), first, b.Neg(first))
 	scale = b.Where(b.Lt(mean, 0.1), scale, b.Mul(scale, 2.0)) // an f64 comparison of scalars
+	scale = b.Mul(scale, b.Exp(b.Tanh(mean)))                  // scalar math
 	b.Store(b.AddPtr(py, offs), b.Sub(b.Mul(x, scale), mean), mask)
 	b.Store(b.AddPtr(pm, b.ProgramID(0)), mean, nil) // a scalar store
 	k, err := b.Build()
