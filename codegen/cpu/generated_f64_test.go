@@ -1,13 +1,10 @@
 package cpu_test
 
 import (
-	"errors"
 	"math"
 	"sort"
 	"strings"
 	"testing"
-
-	G "gorgonia.org/gorgonia"
 
 	"github.com/tilefuse/tilefuse/bench"
 	"github.com/tilefuse/tilefuse/codegen/cpu"
@@ -55,83 +52,8 @@ func testGeneratedF64Kernels(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			vm := fusion.NewTapeMachine(spec.Graph)
-			defer vm.Close()
-			for n, v := range spec.Inputs {
-				if err := G.Let(n, v); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := vm.RunAll(); err != nil {
-				t.Fatal(err)
-			}
-			cg := vm.Compiled().Graph
-			for _, n := range cg.AllNodes() {
-				f, ok := n.Op().(*fusion.FusedOp)
-				if !ok || n.Value() == nil || f.IsView() {
-					continue
-				}
+			generatedKernels(t, spec, why, &total, func(f *fusion.FusedOp, e *cpu.Exec, run func(launch func(args []any) error) []float64) {
 				k := f.Kernel()
-				total++
-				e, err := cpu.NewExec(k, cpu.WithNative(true))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !e.Native() {
-					if !errors.Is(e.NativeErr(), native.ErrUnsupported) {
-						t.Fatalf("%s: %v", k.Name, e.NativeErr())
-					}
-					msg := e.NativeErr().Error()
-					if i := strings.Index(msg, "): "); i >= 0 {
-						msg = msg[i+3:]
-					}
-					why[strings.TrimSuffix(msg, ": "+native.ErrUnsupported.Error())]++
-					if testing.Verbose() {
-						t.Logf("%s: %v", k.Name, e.NativeErr())
-					}
-					continue
-				}
-				var ins [][]float64
-				ch := cg.From(n.ID())
-				for ch.Next() {
-					switch v := ch.Node().(*G.Node).Value().Data().(type) {
-					case []float64:
-						ins = append(ins, v)
-					case float64:
-						ins = append(ins, []float64{v})
-					default:
-						t.Fatalf("%s: input of type %T", k.Name, v)
-					}
-				}
-				outLen := 1
-				if s, ok := n.Value().Data().([]float64); ok {
-					outLen = len(s)
-				}
-				run := func(launch func(args []any) error) []float64 {
-					args := make([]any, 0, len(ins)+f.Outputs())
-					for _, in := range ins {
-						args = append(args, append([]float64(nil), in...))
-					}
-					out := make([]float64, outLen)
-					for i := range out {
-						if !f.Accumulates() {
-							out[i] = math.NaN()
-						}
-					}
-					if f.OnePointer() {
-						args = append(args, out)
-					} else {
-						at := 0
-						for _, n := range f.PartSizes() {
-							args = append(args, out[at:at+n])
-							at += n
-						}
-					}
-					if err := launch(args); err != nil {
-						t.Fatalf("%s: %v", k.Name, err)
-					}
-					return out
-				}
 				ex, err := cpu.NewExec(k, cpu.WithNative(false))
 				if err != nil {
 					t.Fatal(err)
@@ -148,7 +70,7 @@ func testGeneratedF64Kernels(t *testing.T) {
 					}
 				}
 				ran++
-			}
+			})
 		})
 	}
 	var rs []string
