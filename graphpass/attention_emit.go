@@ -35,8 +35,16 @@ func tuneAttention(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	// D64 0.590 ms against 64×64 at 4 warps' 0.621; B2 H16 S4096 D128 at
 	// 128×32 2.176 against 64×32's 2.57; 128 rows at 4 warps 0.609 and
 	// 3.27)
+	// For head dims up to 64, 128×32 at 4 warps (32 rows a warp) instead
+	// (tilefuse tune on the H200, 2026-12-01, third session, twice: B4 H16
+	// S2048 D64 0.577 → 0.496 and 0.578 → 0.504 ms in the rematch; at D128
+	// 4 warps measured 3.26 against 8 warps' 2.17)
 	if t.GPU() && prec == tile.PrecTF32 && bm == 64 && tile.CDiv(a.sq, 128)*a.nb >= t.SMs &&
 		t.MaxThreads >= 256 && 3*4*bn*(headBlock(a.hk)+headBlock(a.hv)) <= 160<<10 && t.SharedMemory >= 160<<10 {
+		if max(headBlock(a.hk), headBlock(a.hv)) <= 64 {
+			meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"], meta["num_stages"] = 128, 32, 4, 3
+			return
+		}
 		meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"], meta["num_stages"] = 128, bn, 8, 3
 		return
 	}
@@ -63,8 +71,23 @@ func tuneAttentionDQ(grp *Group, t Target, prec tile.Precision, meta tile.Meta) 
 	if t.GPU() && bm > 32 && tile.CDiv(a.sq, bm)*a.nb < t.SMs {
 		bm = 32
 	}
+	// TF32, head dims up to 64, a wave of 128-query blocks: 128×32 at 4
+	// warps (tilefuse tune on the H200, 2026-12-01, third session: B4 H16
+	// S2048 D64 dQ 0.973 → 0.732 ms against 64×32 at 4 warps)
+	if wideAttnTF32(t, prec, a, bm, a.sq) {
+		meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"] = 128, 32, 4
+		return
+	}
 	meta["BLOCK_M"], meta["BLOCK_N"] = bm, 32
 	attnWarps(t, prec, bm, meta)
+}
+
+// wideAttnTF32: a TF32 attention kernel on a GPU, head dims up to 64, whose
+// held block of 64 (queries; keys for dK/dV) can be 128 with a wave of
+// programs still.
+func wideAttnTF32(t Target, prec tile.Precision, a *attention, held, seq int) bool {
+	return t.GPU() && prec == tile.PrecTF32 && held == 64 && max(headBlock(a.hk), headBlock(a.hv)) <= 64 &&
+		tile.CDiv(seq, 128)*a.nb >= t.SMs && t.MaxThreads >= 128
 }
 
 func tuneAttentionDKV(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
@@ -80,10 +103,17 @@ func tuneAttentionDKV(grp *Group, t Target, prec tile.Precision, meta tile.Meta)
 	if t.GPU() && bn > 32 && tile.CDiv(a.sk, bn)*a.nb < t.SMs {
 		bn = 32
 	}
-	meta["BLOCK_M"], meta["BLOCK_N"] = 32, bn
 	if len(a.sums) > 0 {
 		meta["BLOCK_R"] = t.perThread(8, 1024)
 	}
+	// as dQ: 128 keys at 4 warps (tilefuse tune on the H200, 2026-12-01,
+	// third session: B4 H16 S2048 D64 dK/dV 1.316 → 0.996 ms against 64
+	// keys at 4 warps)
+	if wideAttnTF32(t, prec, a, bn, a.sk) {
+		meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"] = 32, 128, 4
+		return
+	}
+	meta["BLOCK_M"], meta["BLOCK_N"] = 32, bn
 	attnWarps(t, prec, bn, meta)
 }
 
