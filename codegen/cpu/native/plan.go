@@ -566,36 +566,18 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		in.kind = kMask
 		in.formula = p.allFormula(v)
 		return nil
-	case t.DType == tile.F32:
+	case t.DType == tile.F32 || t.DType == tile.F64:
+		other, floatOp := tile.F64, vectorFloatOp // the cast's other float type; the ops vectors take
+		if t.DType == tile.F64 {
+			other, floatOp = tile.F32, vectorF64Op
+		}
 		switch {
 		case v.Op == tile.OpCast:
-			if s := v.Args[0].Type.DType; s != tile.I1 && s != tile.I32 && s != tile.F64 {
-				return unsupported(v, "cast from %v", s)
+			if s := v.Args[0].Type.DType; s != tile.I1 && s != tile.I32 && s != other {
+				return unsupported(v, "cast from %v to %v", s, t.DType)
 			}
-		case !vectorFloatOp(v.Op):
-			return unsupported(v, "f32 %v", v.Op)
-		}
-		in.kind = kFloat
-		if cheapFloatOp(v.Op) || v.Op == tile.OpCast {
-			cost := 1
-			ok := true
-			for _, a := range v.Args {
-				ai := p.in(a)
-				ok = ok && ai.formula
-				cost += ai.cost
-			}
-			in.formula = ok && cost <= maxFormulaCost
-			in.cost = cost
-		}
-		return nil
-	case t.DType == tile.F64:
-		switch {
-		case v.Op == tile.OpCast:
-			if s := v.Args[0].Type.DType; s != tile.I1 && s != tile.I32 && s != tile.F32 {
-				return unsupported(v, "cast from %v to f64", s)
-			}
-		case !vectorF64Op(v.Op):
-			return unsupported(v, "f64 %v", v.Op)
+		case !floatOp(v.Op):
+			return unsupported(v, "%v %v", t.DType, v.Op)
 		}
 		in.kind = kFloat
 		if cheapFloatOp(v.Op) || v.Op == tile.OpCast {
