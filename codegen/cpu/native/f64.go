@@ -336,22 +336,7 @@ func (g *gen) scalarF64(v *tile.Value) error {
 	if v.Op != tile.OpLoad {
 		return g.scalarF64Op(v)
 	}
-	ptr := g.p.in(v.Args[0]).aff
-	off, done := a.NewLabel(), a.NewLabel()
-	if len(v.Args) >= 2 {
-		g.scalarIntReg(rT0, v.Args[1])
-		a.TESTQ(rT0, rT0)
-		a.Jcc(amd64.CondE, off)
-	}
-	g.sxReg(rT0, ptr.c)
-	a.SHLQ(rT0, 3)
-	a.ADDQload(rT0, fr(paramBase(ptr.root)))
-	bad := g.stub(v.ID)
-	a.CMPQload(rT0, fr(paramBase(ptr.root)))
-	a.Jcc(amd64.CondB, bad)
-	a.LEAQ(rT1, amd64.Ptr(rT0, 8))
-	a.CMPQload(rT1, fr(paramEnd(ptr.root)))
-	a.Jcc(amd64.CondA, bad)
+	off, done := g.scalarLoadAddr(v, 3)
 	a.MOVQload(rT0, amd64.Ptr(rT0, 0))
 	a.JMP(done)
 	a.Bind(off)

@@ -808,22 +808,7 @@ func (g *gen) scalarFloat(v *tile.Value) error {
 		return g.broadcastSlot(v)
 	case tile.OpLoad:
 		// checked, or other (0 without one) where the mask is false
-		ptr := g.p.in(v.Args[0]).aff
-		off, done := a.NewLabel(), a.NewLabel()
-		if len(v.Args) >= 2 {
-			g.scalarIntReg(rT0, v.Args[1])
-			a.TESTQ(rT0, rT0)
-			a.Jcc(amd64.CondE, off)
-		}
-		g.sxReg(rT0, ptr.c)
-		a.SHLQ(rT0, 2)
-		a.ADDQload(rT0, fr(paramBase(ptr.root)))
-		bad := g.stub(v.ID)
-		a.CMPQload(rT0, fr(paramBase(ptr.root)))
-		a.Jcc(amd64.CondB, bad)
-		a.LEAQ(rT1, amd64.Ptr(rT0, 4))
-		a.CMPQload(rT1, fr(paramEnd(ptr.root)))
-		a.Jcc(amd64.CondA, bad)
+		off, done := g.scalarLoadAddr(v, 2)
 		a.VMOVSSload(0, amd64.Ptr(rT0, 0))
 		a.JMP(done)
 		a.Bind(off)
@@ -901,4 +886,29 @@ func (g *gen) broadcastSlot(v *tile.Value) error {
 	g.a.VBROADCASTSS(0, fr(g.slotOf(v)))
 	g.a.VMOVUPSstore(fr(off), 0)
 	return nil
+}
+
+// scalarLoadAddr emits the address of scalar load v's element (of 1<<shift
+// bytes) into rT0, checked against its buffer's range (out of it: v's
+// stub); where v's mask is false it jumps to off instead. The caller
+// loads from rT0, jumps to done, binds off (the other value) and done.
+func (g *gen) scalarLoadAddr(v *tile.Value, shift int) (off, done amd64.Label) {
+	a := &g.a
+	ptr := g.p.in(v.Args[0]).aff
+	off, done = a.NewLabel(), a.NewLabel()
+	if len(v.Args) >= 2 {
+		g.scalarIntReg(rT0, v.Args[1])
+		a.TESTQ(rT0, rT0)
+		a.Jcc(amd64.CondE, off)
+	}
+	g.sxReg(rT0, ptr.c)
+	a.SHLQ(rT0, uint8(shift))
+	a.ADDQload(rT0, fr(paramBase(ptr.root)))
+	bad := g.stub(v.ID)
+	a.CMPQload(rT0, fr(paramBase(ptr.root)))
+	a.Jcc(amd64.CondB, bad)
+	a.LEAQ(rT1, amd64.Ptr(rT0, 1<<shift))
+	a.CMPQload(rT1, fr(paramEnd(ptr.root)))
+	a.Jcc(amd64.CondA, bad)
+	return off, done
 }
