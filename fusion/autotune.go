@@ -420,14 +420,14 @@ func (t *tuner) tune(j *tuneJob) {
 		}
 		measured++
 		m := metas[i]
-		resetOuts(outs, j.def.Accumulates)
+		resetOuts(outs, k.Accumulates) // a split candidate adds into zeros, whatever the default does
 		limit := earlyDrop * best
 		s, err := t.timer(k, args, limit)
 		if err != nil {
 			r.Rejected = append(r.Rejected, fmt.Sprintf("%v: %v", m, err))
 			continue
 		}
-		if err := sameOuts(outs, j.want, j.def.DType); err != nil {
+		if err := sameOuts(outs, j.want, j.def.DType, max(dotTol(j.def.Tile), dotTol(k.Tile))); err != nil {
 			r.Rejected = append(r.Rejected, fmt.Sprintf("%v: computes otherwise: %v", m, err))
 			continue
 		}
@@ -449,7 +449,7 @@ func (t *tuner) tune(j *tuneJob) {
 					k   *graphpass.Kernel
 					out *[]float64
 				}{{j.def, &ds}, {best.k, &bs}} {
-					resetOuts(outs, j.def.Accumulates)
+					resetOuts(outs, x.k.Accumulates)
 					s, err := t.timer(x.k, args, math.Inf(1))
 					if err != nil {
 						s = math.Inf(1) // it ran before: count it as the slowest
@@ -579,8 +579,13 @@ func cloneOuts(outs []any) []any {
 
 // sameOuts checks a candidate's outputs against the default's: |a-b| ≤
 // tol·(1+|b|), as the bench checks fused against unfused (sums in another
-// order), NaN where the default has NaN.
-func sameOuts(got, want []any, d tile.DType) error {
+// order), NaN where the default has NaN. Where the kernels' products round
+// their operands (TF32, bf16: dotTol), a candidate that sums in another
+// order differs from the default by that rounding times the terms'
+// magnitudes, which an element with cancellation can hold far above its
+// own value: there |a-b| ≤ ntol·max|b| (the output's largest element)
+// passes too.
+func sameOuts(got, want []any, d tile.DType, ntol float64) error {
 	tol := 1e-3
 	if d == tile.F64 {
 		tol = 1e-9
@@ -589,9 +594,11 @@ func sameOuts(got, want []any, d tile.DType) error {
 		var err error
 		switch g := got[i].(type) {
 		case []float32:
-			err = sameFloats(i, g, want[i].([]float32), tol)
+			w := want[i].([]float32)
+			err = sameFloats(i, g, w, tol, ntol*maxAbs(w))
 		case []float64:
-			err = sameFloats(i, g, want[i].([]float64), tol)
+			w := want[i].([]float64)
+			err = sameFloats(i, g, w, tol, ntol*maxAbs(w))
 		}
 		if err != nil {
 			return err
@@ -600,10 +607,42 @@ func sameOuts(got, want []any, d tile.DType) error {
 	return nil
 }
 
+// dotTol is sameOuts' ntol for kernel k: 8 units of the rounding of its
+// products' operands (TF32 2⁻¹¹, bf16 2⁻⁸), 0 where its products are exact
+// (ieee) or as accurate (3xTF32), or where it has none.
+func dotTol(k *tile.Kernel) float64 {
+	tol := 0.0
+	k.Walk(func(v *tile.Value) {
+		if v.Op != tile.OpDot {
+			return
+		}
+		switch v.Prec {
+		case tile.PrecTF32:
+			tol = max(tol, 8*0x1p-11)
+		case tile.PrecBF16:
+			tol = max(tol, 8*0x1p-8)
+		}
+	})
+	return tol
+}
+
+// maxAbs is the largest |x| of xs that is not NaN (0 for none).
+func maxAbs[T float32 | float64](xs []T) float64 {
+	m := make([]float64, tuneChunks(len(xs)))
+	parallelChunks(len(xs), func(c, lo, hi int) {
+		for _, x := range xs[lo:hi] {
+			if a := math.Abs(float64(x)); a > m[c] { // NaN compares false
+				m[c] = a
+			}
+		}
+	})
+	return slices.Max(append(m, 0))
+}
+
 // sameFloats is sameOuts for output i, in place (a peer-size output has
 // 10⁸ elements: no copies), in chunks over the cores; the error is the
 // first element that differs.
-func sameFloats[T float32 | float64](i int, got, want []T, tol float64) error {
+func sameFloats[T float32 | float64](i int, got, want []T, tol, abs float64) error {
 	bad := make([]int, tuneChunks(len(want)))
 	parallelChunks(len(want), func(c, lo, hi int) {
 		bad[c] = -1
@@ -614,7 +653,7 @@ func sameFloats[T float32 | float64](i int, got, want []T, tol float64) error {
 			if math.IsNaN(w) && math.IsNaN(g) {
 				continue
 			}
-			if !(math.Abs(g-w) <= tol*(1+math.Abs(w))) {
+			if d := math.Abs(g - w); !(d <= tol*(1+math.Abs(w)) || d <= abs) {
 				bad[c] = lo + j
 				return
 			}

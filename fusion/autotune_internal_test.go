@@ -9,28 +9,36 @@ import (
 )
 
 // TestSameOuts: a candidate's outputs match the default's within
-// 1e-3·(1+|b|) in f32 and 1e-9·(1+|b|) in f64, NaN only where the default
-// has NaN; the error names the output and the element.
+// 1e-3·(1+|b|) in f32 and 1e-9·(1+|b|) in f64, or within ntol·max|b| where
+// the products round their operands, NaN only where the default has NaN;
+// the error names the output and the element.
 func TestSameOuts(t *testing.T) {
 	nan := float32(math.NaN())
 	cases := []struct {
 		name      string
 		got, want []any
 		d         tile.DType
+		ntol      float64
 		err       string
 	}{
-		{"equal", []any{[]float32{1, 2, 3}}, []any{[]float32{1, 2, 3}}, tile.F32, ""},
-		{"within f32's tolerance", []any{[]float32{1, 2.0029, 3}}, []any{[]float32{1, 2, 3}}, tile.F32, ""},
-		{"past f32's tolerance", []any{[]float32{1, 2, 3}, []float32{1, 2, 3.005}}, []any{[]float32{1, 2, 3}, []float32{1, 2, 3}}, tile.F32, "output 1 [2] = 3.005"},
-		{"NaN where the default has NaN", []any{[]float32{nan, 1}}, []any{[]float32{nan, 1}}, tile.F32, ""},
-		{"NaN where the default has none", []any{[]float32{1, nan}}, []any{[]float32{1, 1}}, tile.F32, "output 0 [1] = NaN"},
-		{"a number where the default has NaN", []any{[]float32{1, 1}}, []any{[]float32{1, nan}}, tile.F32, "output 0 [1] = 1, the default's NaN"},
-		{"within f64's tolerance", []any{[]float64{1 + 1e-10}}, []any{[]float64{1}}, tile.F64, ""},
-		{"past f64's tolerance", []any{[]float64{1 + 1e-8}}, []any{[]float64{1}}, tile.F64, "output 0 [0]"},
+		{"equal", []any{[]float32{1, 2, 3}}, []any{[]float32{1, 2, 3}}, tile.F32, 0, ""},
+		{"within f32's tolerance", []any{[]float32{1, 2.0029, 3}}, []any{[]float32{1, 2, 3}}, tile.F32, 0, ""},
+		{"past f32's tolerance", []any{[]float32{1, 2, 3}, []float32{1, 2, 3.005}}, []any{[]float32{1, 2, 3}, []float32{1, 2, 3}}, tile.F32, 0, "output 1 [2] = 3.005"},
+		{"NaN where the default has NaN", []any{[]float32{nan, 1}}, []any{[]float32{nan, 1}}, tile.F32, 0, ""},
+		{"NaN where the default has none", []any{[]float32{1, nan}}, []any{[]float32{1, 1}}, tile.F32, 0, "output 0 [1] = NaN"},
+		{"a number where the default has NaN", []any{[]float32{1, 1}}, []any{[]float32{1, nan}}, tile.F32, 0, "output 0 [1] = 1, the default's NaN"},
+		// the heads' dQ of the BERT layer in TF32 on the H200: every other
+		// tiling -906.32 at an element where the default has -907.25
+		{"tf32: within 8 units of TF32 of the largest", []any{[]float32{-906.32, 2000}}, []any{[]float32{-907.25, 2000}}, tile.F32, 8 * 0x1p-11, ""},
+		{"tf32: past it", []any{[]float32{-890, 2000}}, []any{[]float32{-907.25, 2000}}, tile.F32, 8 * 0x1p-11, "output 0 [0] = -890"},
+		{"ieee: the same difference fails", []any{[]float32{-906.32, 2000}}, []any{[]float32{-907.25, 2000}}, tile.F32, 0, "output 0 [0]"},
+		{"tf32: NaN where the default has none", []any{[]float32{nan, 2000}}, []any{[]float32{1, 2000}}, tile.F32, 8 * 0x1p-11, "output 0 [0] = NaN"},
+		{"within f64's tolerance", []any{[]float64{1 + 1e-10}}, []any{[]float64{1}}, tile.F64, 0, ""},
+		{"past f64's tolerance", []any{[]float64{1 + 1e-8}}, []any{[]float64{1}}, tile.F64, 0, "output 0 [0]"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := sameOuts(c.got, c.want, c.d)
+			err := sameOuts(c.got, c.want, c.d, c.ntol)
 			if c.err == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -54,7 +62,7 @@ func BenchmarkSameOuts(b *testing.B) {
 	got, want := []any{x}, []any{append([]float32(nil), x...)}
 	b.SetBytes(8 << 24)
 	for b.Loop() {
-		if err := sameOuts(got, want, tile.F32); err != nil {
+		if err := sameOuts(got, want, tile.F32, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

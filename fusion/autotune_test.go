@@ -457,3 +457,53 @@ func TestAutotuneEarlyDrop(t *testing.T) {
 		})
 	}
 }
+
+// TestAutotuneSplitCandidates: a product whose default does not split K
+// has SPLIT_K candidates (fewer output tiles than the H200's SMs), which
+// add their parts into their output: the tuner zeros the output for them
+// (it poisoned it with NaN for the default, which writes it), so that they
+// compute what the default computes, are not rejected, and win where they
+// are fastest; in TF32 too, whose candidates sum in another order.
+func TestAutotuneSplitCandidates(t *testing.T) {
+	for _, prec := range []tile.Precision{tile.PrecIEEE, tile.PrecTF32} {
+		t.Run(prec.String(), func(t *testing.T) {
+			var calls atomic.Int32
+			defer fusion.SetTuneTimer(fakeTimes(&calls, func(m tile.Meta) float64 {
+				if m["SPLIT_K"] == 4 {
+					return 0.5
+				}
+				return 1
+			}))()
+			const m, k, n = 200, 1024, 136
+			g := G.NewGraph()
+			rng := rand.New(rand.NewPCG(3, 4))
+			mat := func(r, c int) *tensor.Dense {
+				v := make([]float32, r*c)
+				for i := range v {
+					v[i] = float32(rng.Float64()*2 - 1)
+				}
+				return tensor.New(tensor.WithShape(r, c), tensor.WithBacking(v))
+			}
+			a := G.NewMatrix(g, tensor.Float32, G.WithShape(m, k), G.WithName("a"), G.WithValue(mat(m, k)))
+			b := G.NewMatrix(g, tensor.Float32, G.WithShape(k, n), G.WithName("b"), G.WithValue(mat(k, n)))
+			y := G.Must(G.Mul(a, b))
+			opts := []fusion.Option{fusion.WithTarget(graphpass.H200), fusion.WithMatMulFusion(true), fusion.WithPrecision(prec)}
+			tm := fusion.NewTapeMachine(g, append(opts, fusion.WithAutotune(true), fusion.WithCacheDir(t.TempDir()))...)
+			require.NoError(t, tm.Err())
+			defer tm.Close()
+			rep := tm.Report()
+			require.Len(t, rep.Tuning, 1)
+			r := rep.Tuning[0]
+			assert.Empty(t, r.Default["SPLIT_K"], "the default does not split: %v", r.Default)
+			assert.Empty(t, r.Rejected)
+			assert.Equal(t, 4, r.Chosen["SPLIT_K"], "%v", r)
+			require.NoError(t, tm.RunAll())
+			got := floats(y.Value())
+			plain := fusion.NewTapeMachine(g, opts...)
+			require.NoError(t, plain.Err())
+			defer plain.Close()
+			require.NoError(t, plain.RunAll())
+			closeTo(t, "a·b", got, floats(y.Value()), 1e-3)
+		})
+	}
+}
