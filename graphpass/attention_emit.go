@@ -26,7 +26,8 @@ func tuneAttention(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 		return
 	}
 	bm, bn := attnBlocks(a, t)
-	if t.GPU() && bm > 32 && tile.CDiv(a.sq, bm)*a.nb < t.SMs {
+	nb := attnPrograms(grp)
+	if t.GPU() && bm > 32 && tile.CDiv(a.sq, bm)*nb < t.SMs {
 		bm = 32
 	}
 	// TF32 with a wave of 128-query blocks: 128 rows at 8 warps (16 a
@@ -39,7 +40,7 @@ func tuneAttention(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	// (tilefuse tune on the H200, 2026-12-01, third session, twice: B4 H16
 	// S2048 D64 0.577 → 0.496 and 0.578 → 0.504 ms in the rematch; at D128
 	// 4 warps measured 3.26 against 8 warps' 2.17)
-	if t.GPU() && prec == tile.PrecTF32 && bm == 64 && tile.CDiv(a.sq, 128)*a.nb >= t.SMs &&
+	if t.GPU() && prec == tile.PrecTF32 && bm == 64 && tile.CDiv(a.sq, 128)*nb >= t.SMs &&
 		t.MaxThreads >= 256 && 3*4*bn*(headBlock(a.hk)+headBlock(a.hv)) <= 160<<10 && t.SharedMemory >= 160<<10 {
 		if max(headBlock(a.hk), headBlock(a.hv)) <= 64 {
 			meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"], meta["num_stages"] = 128, 32, 4, 3
@@ -68,13 +69,14 @@ func tuneAttentionDQ(grp *Group, t Target, prec tile.Precision, meta tile.Meta) 
 		return
 	}
 	bm, _ := attnBlocks(a, t)
-	if t.GPU() && bm > 32 && tile.CDiv(a.sq, bm)*a.nb < t.SMs {
+	nb := attnPrograms(grp)
+	if t.GPU() && bm > 32 && tile.CDiv(a.sq, bm)*nb < t.SMs {
 		bm = 32
 	}
 	// TF32, head dims up to 64, a wave of 128-query blocks: 128×32 at 4
 	// warps (tilefuse tune on the H200, 2026-12-01, third session: B4 H16
 	// S2048 D64 dQ 0.973 → 0.732 ms against 64×32 at 4 warps)
-	if wideAttnTF32(t, prec, a, bm, a.sq) {
+	if wideAttnTF32(t, prec, a, nb, bm, a.sq) {
 		meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"] = 128, 32, 4
 		return
 	}
@@ -84,10 +86,25 @@ func tuneAttentionDQ(grp *Group, t Target, prec tile.Precision, meta tile.Meta) 
 
 // wideAttnTF32: a TF32 attention kernel on a GPU, head dims up to 64, whose
 // held block of 64 (queries; keys for dK/dV) can be 128 with a wave of
-// programs still.
-func wideAttnTF32(t Target, prec tile.Precision, a *attention, held, seq int) bool {
+// programs still (nb of them a block of the sequence).
+func wideAttnTF32(t Target, prec tile.Precision, a *attention, nb, held, seq int) bool {
 	return t.GPU() && prec == tile.PrecTF32 && held == 64 && max(headBlock(a.hk), headBlock(a.hv)) <= 64 &&
-		tile.CDiv(seq, 128)*a.nb >= t.SMs && t.MaxThreads >= 128
+		tile.CDiv(seq, 128)*nb >= t.SMs && t.MaxThreads >= 128
+}
+
+// attnPrograms is how many programs an attention kernel runs per block of
+// its sequence: the batch, times the heads where the heads are a grid
+// dimension (the BERT layer: 8 × 12 = 96; counting the batch alone, 8,
+// gave its kernels the tiles of a grid that does not fill the SMs: on the
+// H200 in TF32 the forward 0.117 ms at 32×64 against 0.065–0.071 at 128
+// queries, dQ 0.152 against 0.088, dK/dV 0.162 against 0.128; tilefuse
+// tune, 2026-12-01, fourth session).
+func attnPrograms(grp *Group) int {
+	n := grp.attn.nb
+	if grp.heads != nil {
+		n *= grp.heads.h
+	}
+	return n
 }
 
 func tuneAttentionDKV(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
@@ -100,7 +117,8 @@ func tuneAttentionDKV(grp *Group, t Target, prec tile.Precision, meta tile.Meta)
 		return
 	}
 	_, bn := attnBlocks(a, t)
-	if t.GPU() && bn > 32 && tile.CDiv(a.sk, bn)*a.nb < t.SMs {
+	nb := attnPrograms(grp)
+	if t.GPU() && bn > 32 && tile.CDiv(a.sk, bn)*nb < t.SMs {
 		bn = 32
 	}
 	if len(a.sums) > 0 {
@@ -109,7 +127,7 @@ func tuneAttentionDKV(grp *Group, t Target, prec tile.Precision, meta tile.Meta)
 	// as dQ: 128 keys at 4 warps (tilefuse tune on the H200, 2026-12-01,
 	// third session: B4 H16 S2048 D64 dK/dV 1.316 → 0.996 ms against 64
 	// keys at 4 warps)
-	if wideAttnTF32(t, prec, a, bn, a.sk) {
+	if wideAttnTF32(t, prec, a, nb, bn, a.sk) {
 		meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"] = 32, 128, 4
 		return
 	}
@@ -240,10 +258,7 @@ func cpuAttn(t Target, prec tile.Precision) bool {
 // dim 128: 12.2, 9.5, 8.1; the backward's dQ 14.2 → 11.4 and dK/dV 17.8 →
 // 15.0 at 128×128; size small (S 128) 0.35 → 0.27 ms.
 func cpuAttnBlocks(grp *Group, t Target, held, streamed int) (int, int) {
-	a, grids := grp.attn, grp.attn.nb
-	if grp.heads != nil {
-		grids *= grp.heads.h
-	}
+	a, grids := grp.attn, attnPrograms(grp)
 	sides := []int{128, 64, 32}
 	if max(headBlock(a.hk), headBlock(a.hv)) > 128 {
 		sides = sides[1:]
