@@ -127,3 +127,19 @@ func Available(b Backend) error {
 	}
 	return openDevice()
 }
+
+// fetcherBytes is the page-locked memory of the CUDA backend's fetcher for
+// a run whose readable values take back bytes (each rounded up to 256):
+// all of them, from 64 KiB up to maxFetcherBytes. A value that does not fit
+// beside those enqueued before it waits for them (the fetcher's Finish: the
+// host stops launching until the kernels before it are done) and one larger
+// than the fetcher comes down on its own. The cap was 16 MiB: the BERT-base
+// layer's training step reads 25 MB (its 12.6 MB output among them), and
+// its second large value waited in the middle of the launches, the device
+// idle meanwhile: 4.50 ms of device time in a step against 2.04 for the
+// same kernels back to back (H200, 2026-12-01, fourth session).
+func fetcherBytes(back int64) int64 { return min(max(back, 64<<10), maxFetcherBytes) }
+
+// maxFetcherBytes is the most page-locked memory a machine's fetcher takes
+// (a variable: tests lower it to send values down on their own).
+var maxFetcherBytes int64 = 256 << 20

@@ -150,3 +150,15 @@ func WaitFinalizers() {
 		<-done
 	}
 }
+
+// FetcherBytes is fetcherBytes.
+func FetcherBytes(back int64) int64 { return fetcherBytes(back) }
+
+// SetMaxFetcherBytes makes machines made until the returned function
+// restores the default take at most n bytes of page-locked memory for
+// their fetcher.
+func SetMaxFetcherBytes(n int64) (restore func()) {
+	old := maxFetcherBytes
+	maxFetcherBytes = n
+	return func() { maxFetcherBytes = old }
+}

@@ -16,8 +16,8 @@ import (
 
 // TestWriteBacksFetchedOnGPU checks the readable values a run brings down
 // together (one wait, through the pinned fetcher): outputs of 1, 1003 and
-// 5·2²⁰+3 float32s (the last larger than the fetcher's 16 MiB, so it comes
-// down on its own after the staged ones), each against a float64 reference
+// 5·2²⁰+3 float32s (the last larger than the fetcher, here held to 16 MiB,
+// so it comes down on its own after the staged ones), each against a float64 reference
 // (1e-6 relative), at three runs with a new x each; the values read after a
 // run stay what they were after the next (fresh memory, not overwritten),
 // and Stats counts a download per output; with launches one by one, as
@@ -26,6 +26,7 @@ func TestWriteBacksFetchedOnGPU(t *testing.T) {
 	if err := fusion.Available(fusion.CUDA); err != nil {
 		t.Fatal(err)
 	}
+	defer fusion.SetMaxFetcherBytes(16 << 20)()
 	modes := []struct {
 		name string
 		opts []fusion.Option

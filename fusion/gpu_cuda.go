@@ -230,15 +230,14 @@ func (g *gpu) prepare(c *Compiled) error {
 	if g.stage, err = dev.NewStager(min(max(inBytes/4, 64<<10), 1<<20), 4); err != nil {
 		return fmt.Errorf("fusion: %w", err)
 	}
-	// the fetcher: every readable value of a run at once, up to 16 MiB
-	// (a larger value, or what does not fit, comes down on its own)
+	// the fetcher: every readable value of a run at once (fetcherBytes)
 	var backBytes int64
 	for _, b := range c.back {
 		if buf, ok := g.bufs[b.nn]; ok {
 			backBytes += (buf.Bytes + 255) / 256 * 256
 		}
 	}
-	if g.fetch, err = dev.NewFetcher(min(max(backBytes, 64<<10), 16<<20)); err != nil {
+	if g.fetch, err = dev.NewFetcher(fetcherBytes(backBytes)); err != nil {
 		return fmt.Errorf("fusion: %w", err)
 	}
 	if !c.cfg.reuse && c.cfg.recycle { // up to recycleRuns runs' worth of the readable values' host memory
