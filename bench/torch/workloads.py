@@ -397,6 +397,8 @@ PEER = [
     ("matmul 1000³", 1000, 1000, 1000, False),
     ("matmul 4095×4097×33", 4095, 33, 4097, False),
     ("matmul 4096×4096×50", 4096, 50, 4096, False),
+    ("matmul 4096×4096×32", 4096, 32, 4096, False),
+    ("matmul 4096×4096×64", 4096, 64, 4096, False),
     # the BERT-base encoder layer's products (8×512 rows, model 768, FF 3072)
     ("bert NN 4096×3072×768", 4096, 768, 3072, False),
     ("bert NN gelu 4096×3072×768", 4096, 768, 3072, True),

@@ -57,6 +57,11 @@ var peerCases = []peerCase{
 	{name: "matmul 1000³", m: 1000, k: 1000, n: 1000},
 	{name: "matmul 4095×4097×33", m: 4095, k: 33, n: 4097},
 	{name: "matmul 4096×4096×50", m: 4096, k: 50, n: 4096},
+	// the odd shapes' aligned neighbours (issue 10: an odd shape at least
+	// 0.8× the aligned rate per FLOP): K = 32 beside 4095×4097×33, K = 64
+	// beside K = 50
+	{name: "matmul 4096×4096×32", m: 4096, k: 32, n: 4096},
+	{name: "matmul 4096×4096×64", m: 4096, k: 64, n: 4096},
 	// the BERT-base encoder layer's products (batch 8 × seq 512 rows,
 	// model 768, FF 3072) forward (NN) and backward (NT: input gradients,
 	// TN: weight gradients)
