@@ -26,51 +26,7 @@ func Candidates(grp *Group, t Target, prec tile.Precision) []tile.Meta {
 		seen[m.String()] = true
 		out = append(out, m)
 	}
-	out = append(out, epiSmemCandidates(out, seen)...)
-	return append(out, lateCandidates(grp, out, seen)...)
-}
-
-// lateCandidates are, for a product whose epilogue reads a value of its
-// output's shape (an input gradient through an activation's derivative:
-// dO·Wᵀ ⊙ gelu'(z)), the swapped-form tilings among cands (wgmma = 2,
-// the epilogue in the accumulator's layout) with those loads late
-// (late_loads = 2: codegen's late loads, each slot's value loaded two
-// groups ahead of its use in the store, instead of every slot's before
-// the epilogue, which at 256 rows held 128 accumulators and 128 loaded
-// values a thread: the BERT layer's such kernel took 0.265 ms on the H200
-// at 256 rows against 0.168 at 64); candidates for the autotuner only
-// until measured.
-func lateCandidates(grp *Group, cands []tile.Meta, seen map[string]bool) []tile.Meta {
-	if grp.Kind != MatMulGroup || !readsOutputShaped(grp) {
-		return nil
-	}
-	var out []tile.Meta
-	for _, m := range cands {
-		if m["wgmma"] != 2 || m["epi_smem"] != 0 || m["late_loads"] != 0 || m["SPLIT_K"] > 1 {
-			continue
-		}
-		e := with(m, "late_loads", 2)
-		if !seen[e.String()] {
-			seen[e.String()] = true
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// readsOutputShaped reports whether product group grp reads, beside its
-// product's operands, an input of its output's shape.
-func readsOutputShaped(grp *Group) bool {
-	mm := grp.MatMul
-	if mm == nil {
-		return false
-	}
-	for _, in := range grp.Inputs {
-		if in != mm.Inputs[0] && in != mm.Inputs[1] && sameShape(in.Info.Shape, grp.Root.Info.Shape) {
-			return true
-		}
-	}
-	return false
+	return append(out, epiSmemCandidates(out, seen)...)
 }
 
 // epiSmemCandidates are the swapped-form tilings among cands (wgmma = 2)
