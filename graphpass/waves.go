@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
 )
 
@@ -15,7 +16,8 @@ import (
 //
 //	time = ceil(CTAs / SMs) · (steps + 3) · step(form, BM·BN) + reduction
 //	step = c(form) · (BM·BN + a(form)) · BLOCK_K      (×0.75 for bf16)
-//	reduction = (SPLIT_K + 1) · 4·M·N bytes / 2 TB/s  (SPLIT_K > 1 only)
+//	reduction = (SPLIT_K + 1) · 4·M·N bytes / 2 TB/s  (SPLIT_K > 1 only;
+//	            3 µs + the bytes at 7 TB/s where the L2 holds the output)
 //
 // CTAs = batch · ⌈M/BM⌉ · ⌈N/BN⌉ · SPLIT_K; steps = ⌈⌈K/BK⌉/SPLIT_K⌉ (the
 // longest part); 3 steps a tile for the pipeline's fill and the epilogue.
@@ -41,10 +43,12 @@ import (
 // would be 4 bytes wide is not a choice: A stored transposed (Aᵀ·B, the
 // weight gradients) in either wgmma form (wgmma reads it K-major from
 // shared memory, a tf32 operand only K-major), B stored transposed in the
-// transposing form and in bf16's swapped form; those run on mma.sync. Aᵀ
-// products get the swapped form with Aᵀ staged (wg_stage = 1: 16-byte
-// copies transposed by their threads) as autotune candidates only
-// (stagedCandidates), until it is measured.
+// transposing form and in bf16's swapped form; those run on mma.sync, or
+// for Aᵀ on the swapped form with Aᵀ staged (wg_stage = 1: 16-byte copies
+// transposed by their threads; formStaged, weighed at TF32 since measured
+// on the H200, a candidate only at bf16: stagedCandidates). An epilogue
+// that reads a value of the output's shape through many elementwise ops
+// or a transcendental (heavyEpi) keeps the swapped form to 64 rows.
 // BLOCK_M = 192 (a block dimension three times a power of two) fills the
 // H200's 132 SMs with 4096×768 (22×6 tiles); BLOCK_N = 192 would take 12
 // warps in the swapped form, which codegen does not (num_warps is a power
@@ -64,10 +68,25 @@ var (
 	formSwapped = tcForm{wgmma: 2, c: 8.52e-13, a: 8192}
 	formWGMMA   = tcForm{wgmma: 1, c: 9.49e-13, a: 8192}
 	formMMASync = tcForm{wgmma: 0, c: 1.616e-12, a: 1024}
-	// the swapped form with Aᵀ staged (wg_stage = 1): not measured yet,
-	// estimated as the swapped form; only a candidate (stagedCandidates)
-	formStaged   = tcForm{wgmma: 2, stage: true, c: 8.52e-13, a: 8192}
+	// the swapped form with Aᵀ staged (wg_stage = 1), fitted to the H200's
+	// TF32 Aᵀ·B 768×768×4096 at 192, 128 and 64 rows unsplit (0.180,
+	// 0.121, 0.078 ms: one wave each, 131 steps); it also gives 768×3072
+	// ×4096's 192×128 (0.177) and, with the reduction below, its split in
+	// 4 (0.148) within 5% (tilefuse tune, 2026-12-01, fourth session).
+	// The model weighs it at TF32; at bf16 it is a candidate only
+	// (stagedCandidates)
+	formStaged   = tcForm{wgmma: 2, stage: true, c: 1.486e-12, a: 4384}
 	splitBytesPS = 2e12 // the split's reduction, bytes a second
+	// an output the L2 holds with its parts (at most splitL2Bytes) is
+	// reduced at splitL2BytesPS after splitL2Fixed seconds (the zeroing,
+	// the last parts): the H200's TF32 Aᵀ·B 768×3072×4096 split in 4 took
+	// 10 µs beyond its waves (47 MB of atomic traffic), 768×768 in 3 parts
+	// 4.6 µs (9.4 MB); 4096×3072 outputs (50 MB) kept 2 TB/s
+	splitL2Bytes   = 16 << 20
+	splitL2BytesPS = 7e12
+	splitL2Fixed   = 3e-6
+	// heavyEpiOps: see heavyEpilogue
+	heavyEpiOps = 8
 )
 
 // tcTiling is a choice of the wave model: a form, the tile, warps, stages
@@ -102,6 +121,25 @@ type waveShape struct {
 	batch, m, n, k int
 	transA, transB bool
 	bare           bool // nothing but the product in its group, one batch: SPLIT_K writable
+	// heavyEpi: the epilogue reads a value of the output's shape through
+	// a transcendental (an input gradient through an activation's
+	// derivative, dO·Wᵀ ⊙ gelu'(z)): on the swapped form only 64 rows,
+	// and not the transposing form (not measured with such an epilogue),
+	// which the model's cost does not see (the H200, TF32, the BERT layer's
+	// 4096×3072×768: 256 rows 0.269 ms, 192 0.238, 128 0.189, 64 0.168;
+	// its forward gelu(x·W+b), no such read, 0.177 at 256 and 64; late
+	// loads and epi_smem did not close it: DESIGN.md)
+	heavyEpi bool
+}
+
+// splitCost is the seconds of a split in parts of an m×n f32 output:
+// zeroing it and adding the parts into it, in the L2 where it fits.
+func splitCost(parts, m, n int) float64 {
+	bytes := float64((parts + 1) * 4 * m * n)
+	if 4*m*n*(parts+1) <= splitL2Bytes*(parts+1) && 4*m*n <= splitL2Bytes {
+		return splitL2Fixed + bytes/splitL2BytesPS
+	}
+	return bytes / splitBytesPS
 }
 
 // waveModelApplies reports whether the wave model chooses grp's tiling on
@@ -143,12 +181,12 @@ func tilings(t Target, prec tile.Precision, s waveShape, staged bool) []tcTiling
 			}
 			est := float64(tile.CDiv(ctas, t.SMs)) * float64(tile.CDiv(steps, split)+3) * step
 			if split > 1 {
-				est += float64((split+1)*4*s.m*s.n) / splitBytesPS
+				est += splitCost(split, s.m, s.n)
 			}
 			out = append(out, tcTiling{form: f, bm: bm, bn: bn, warps: warps, split: split, stages: stages, est: est})
 		}
 	}
-	if staged {
+	if staged || prec == tile.PrecTF32 {
 		// Aᵀ copied 16 bytes wide into a [k][m] staging tile, transposed
 		// into the K-major tile by its threads, both in each stage (bf16:
 		// the K-major tile in bf16); at least 3 stages: 256×128 fits only
@@ -165,12 +203,17 @@ func tilings(t Target, prec tile.Precision, s waveShape, staged bool) []tcTiling
 				}
 			}
 		}
-		return out
+		if staged {
+			return out
+		}
 	}
 	// the swapped wgmma: 4 stages where they fit (bf16's tile of A in
 	// bf16 in each stage beside its f32 tiles: 3 at 256×128), at least 3
 	if !s.transA && !(bf16 && s.transB) {
 		for _, bm := range []int{256, 192, 128, 64} {
+			if s.heavyEpi && bm > 64 {
+				continue
+			}
 			for _, bn := range []int{128} {
 				bytes := 4 * bk * (bm + bn)
 				if bf16 {
@@ -184,7 +227,7 @@ func tilings(t Target, prec tile.Precision, s waveShape, staged bool) []tcTiling
 		}
 	}
 	// the transposing wgmma: 128×256, two K-major B tiles beside the stages
-	if prec == tile.PrecTF32 && !s.transA && !s.transB {
+	if prec == tile.PrecTF32 && !s.transA && !s.transB && !s.heavyEpi {
 		extra := 2 * 256 * 128
 		add(formWGMMA, 128, 256, 8, max(2, min(3, (t.SharedMemory-extra)/(4*bk*(128+256)))))
 	}
@@ -240,7 +283,40 @@ func productWaveShape(grp *Group) (waveShape, bool) {
 		k = a[0]
 	}
 	return waveShape{batch: batch, m: m, n: n, k: k, transA: mm.Info.TransA, transB: mm.Info.TransB,
-		bare: batch == 1 && grp.Root == mm && len(grp.Extra) == 0}, true
+		bare: batch == 1 && grp.Root == mm && len(grp.Extra) == 0, heavyEpi: heavyEpilogue(grp)}, true
+}
+
+// heavyEpilogue reports whether product group grp reads, beside its
+// product's operands, an input of its output's shape, and computes a
+// transcendental (tanh, exp, log, erf, sigmoid) or at least heavyEpiOps
+// elementwise ops in its epilogue (the BERT layer's dO·W2ᵀ ⊙ gelu'(z)
+// reads the forward's kept values and computes the derivative in 13
+// products and sums; a residual's sum is one).
+func heavyEpilogue(grp *Group) bool {
+	mm := grp.MatMul
+	reads := false
+	for _, in := range grp.Inputs {
+		if in != mm.Inputs[0] && in != mm.Inputs[1] && sameShape(in.Info.Shape, mm.Info.Shape) {
+			reads = true
+		}
+	}
+	if !reads {
+		return false
+	}
+	ew := 0 // the epilogue's elementwise ops
+	for _, n := range grp.Members {
+		switch n.Info.Kind {
+		case ops.Unary:
+			switch n.Info.Name {
+			case "tanh", "exp", "ln", "log2", "log1p", "expm1", "sigmoid", "softplus", "erf":
+				return true
+			}
+			ew++
+		case ops.Binary:
+			ew++
+		}
+	}
+	return ew >= heavyEpiOps
 }
 
 // maxWaveSplits is how many of the model's split tilings an autotuner
