@@ -30,11 +30,14 @@ type Options struct {
 // Kernel is a kernel lowered to PTX. Its fields do not change after
 // Compile returns (Hash relies on it).
 type Kernel struct {
-	Name        string
-	PTX         string
-	Layout      string // the layout-annotated IR, as dumped
-	NumWarps    int
-	SharedBytes int // dynamic shared memory to launch with
+	Name     string
+	PTX      string
+	Layout   string // the layout-annotated IR, as dumped
+	NumWarps int
+	// ProducerWarps are launched beside NumWarps: the producer of a
+	// warp-specialised K loop (meta-parameter ws = 1), 0 otherwise
+	ProducerWarps int
+	SharedBytes   int // dynamic shared memory to launch with
 
 	hashOnce sync.Once
 	hash     [32]byte
@@ -59,7 +62,7 @@ func (k *Kernel) Anonymous() string {
 }
 
 // Threads is the number of threads per CTA.
-func (k *Kernel) Threads() int { return 32 * k.NumWarps }
+func (k *Kernel) Threads() int { return 32 * (k.NumWarps + k.ProducerWarps) }
 
 // PTXVersion is the PTX ISA version emitted: what CUDA 11.8's ptxas and the
 // H200's driver JIT both accept.
@@ -144,7 +147,7 @@ var stages = []stage{
 		if l.layoutErr != nil {
 			return l.layoutErr
 		}
-		l.result = &Kernel{Name: l.k.Name, NumWarps: l.opt.NumWarps, SharedBytes: l.totalSmem()}
+		l.result = &Kernel{Name: l.k.Name, NumWarps: l.opt.NumWarps, ProducerWarps: l.producerWarps, SharedBytes: l.totalSmem()}
 		l.result.PTX = l.assemble()
 		l.result.Layout = l.layoutDump()
 		return nil
@@ -191,7 +194,7 @@ func (l *lowerer) assemble() string {
 		}
 		fmt.Fprintf(&sb, "\t.param .%s %s%s\n", paramType(p.Type), paramName(p), sep)
 	}
-	fmt.Fprintf(&sb, ")\n.maxntid %d, 1, 1\n", 32*l.opt.NumWarps)
+	fmt.Fprintf(&sb, ")\n.maxntid %d, 1, 1\n", 32*(l.opt.NumWarps+l.producerWarps))
 	if r := l.k.Meta["max_registers"]; r > 0 { // a meta-parameter: registers a thread may use
 		fmt.Fprintf(&sb, ".maxnreg %d\n", r)
 	}
