@@ -167,7 +167,13 @@ func (p *pipe) String() string {
 		}
 		ahead := fmt.Sprintf("%d ahead", p.ahead())
 		if p.ws {
-			ahead = fmt.Sprintf("warp-specialised: %d producer warps, full/empty mbarriers, pass %d behind the copies, setmaxnreg %d/%d", p.wm, p.wsLag, p.wsRegs[0], p.wsRegs[1])
+			ahead = fmt.Sprintf("warp-specialised: %d producer warps, full/empty mbarriers, pass %d behind the copies", p.wm, p.wsLag)
+			if p.wsLag == 0 {
+				ahead = fmt.Sprintf("warp-specialised: %d producer warps, full/empty mbarriers, copies completing on full", p.wm)
+			}
+			if p.wsRegs[0] > 0 {
+				ahead += fmt.Sprintf(", setmaxnreg %d/%d", p.wsRegs[0], p.wsRegs[1])
+			}
 		}
 		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk%d %s on Cᵀ = Bᵀ·Aᵀ (Bᵀ from registers, A K-major%s), %d stages of %d B (%s; A %v; B %v), %d warpgroups, accumulator %s of Cᵀ",
 			p.dot.ID, p.m, p.n, p.k, p.m, k, p.dot.Prec, x3, p.stages, p.stageBytes, ahead, p.a, p.b, p.wm/4, p.acc.key())

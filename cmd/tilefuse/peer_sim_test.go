@@ -131,22 +131,28 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "wg_stage": 1, "epi_smem": 1, "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, false},
 		// warp-specialised (ws = 1): a producer of num_warps more warps
 		// copies the stages, the consumers run the wgmmas, full and empty
-		// mbarriers between them (M, N, K no multiples of the tile)
+		// mbarriers between them (M, N, K no multiples of the tile; past
+		// K = 72 more iterations than stages, so that stages are refilled
+		// once their consumers released them)
 		{peerCase{name: "matmul 200x72x136 swapped ws 256x128", m: 200, k: 72, n: 136}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 200x264x136 swapped ws 256x128", m: 200, k: 264, n: 136}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		{peerCase{name: "matmul 200x72x136 swapped ws bf16 256x128", m: 200, k: 72, n: 136}, tile.PrecBF16,
 			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
-		{peerCase{name: "gelu 300x96x200 swapped ws 128x64", m: 300, k: 96, n: 200, gelu: true}, tile.PrecTF32,
+		{peerCase{name: "matmul 200x264x136 swapped ws bf16 256x128", m: 200, k: 264, n: 136}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "gelu 300x160x200 swapped ws 128x64", m: 300, k: 160, n: 200, gelu: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, true},
 		{peerCase{name: "gelu 430x200x200 swapped ws bf16 192x128 lag 1", m: 430, k: 200, n: 200, gelu: true}, tile.PrecBF16,
 			tile.Meta{"wgmma": 2, "ws": 1, "ws_lag": 1, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 5}, false},
-		{peerCase{name: "matmul 200x72x136 swapped ws unrounded 256x128", m: 200, k: 72, n: 136}, tile.PrecTF32,
+		{peerCase{name: "matmul 200x200x136 swapped ws unrounded 256x128", m: 200, k: 200, n: 136}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "ws": 1, "skip_round": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
-		{peerCase{name: "A·Bᵀ 150x100x200 swapped ws 3xTF32 64x128", m: 150, k: 100, n: 200, tb: true}, tile.PrecTF32x3,
+		{peerCase{name: "A·Bᵀ 150x300x200 swapped ws 3xTF32 64x128", m: 150, k: 300, n: 200, tb: true}, tile.PrecTF32x3,
 			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, true},
-		{peerCase{name: "Aᵀ·B 196x100x136 swapped ws staged 128x128", m: 196, k: 100, n: 136, ta: true}, tile.PrecTF32,
+		{peerCase{name: "Aᵀ·B 196x300x136 swapped ws staged 128x128", m: 196, k: 300, n: 136, ta: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "ws": 1, "wg_stage": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
-		{peerCase{name: "matmul 300x200x200 swapped ws 256x128 split 3 epi_smem", m: 300, k: 200, n: 200}, tile.PrecTF32,
+		{peerCase{name: "matmul 300x600x200 swapped ws 256x128 split 3 epi_smem", m: 300, k: 600, n: 200}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "ws": 1, "epi_smem": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4, "SPLIT_K": 3}, true},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
