@@ -56,13 +56,22 @@ import (
 // Registers: at 8 consumer warps (16 in all, 512 threads) a launch gives a
 // thread 128 registers, fewer than a 256×128 tile's consumer needs (128
 // accumulators, two iterations' fragments); the producer gives its share
-// back (setmaxnreg.dec to wsProducerRegs, meta-parameter ws_regs) and the
-// consumers take it (setmaxnreg.inc to the rest: 65536 registers over the
-// CTA). At 4 consumer warps (256 threads) the launch's 255 suffice.
+// back (setmaxnreg.dec to wsProducerRegs, or wsProducerRegsWide where its
+// pass converts or splits; meta-parameter ws_regs) and the consumers take
+// it (setmaxnreg.inc to the rest: 65536 registers over the CTA, 216 or
+// 200). At 4 consumer warps (256 threads) the launch's 255 suffice.
 
 // wsProducerRegs is the producer's register count after setmaxnreg.dec
-// (CUTLASS's warp-specialised kernels give their TMA producer 40).
-const wsProducerRegs = 40
+// (CUTLASS's warp-specialised kernels give their TMA producer 40), and
+// wsProducerRegsWide that of a producer whose pass converts (bf16) or
+// splits (3xTF32) its copies. ptxas 11.8 on a stand-in of the 256×128
+// kernels (sm_90, the wgmmas, fences and setmaxnreg dropped: what is left
+// live is the producer's loop, the prologue and stores of constants) used
+// 40 registers at TF32 and 56 at bf16, without spills.
+const (
+	wsProducerRegs     = 40
+	wsProducerRegsWide = 56
+)
 
 // wsAlone reports whether loop f can be warp-specialised: a loop of the
 // kernel's top-level block, the kernel's only loop, with nothing before it
@@ -105,6 +114,9 @@ func (l *lowerer) wsPlan(p *pipe) {
 		return
 	}
 	prod := wsProducerRegs
+	if p.bf16() || p.x3() {
+		prod = wsProducerRegsWide
+	}
 	if r, ok := l.k.Meta["ws_regs"]; ok && r >= 24 && r <= 256 {
 		prod = r &^ 7
 	}
