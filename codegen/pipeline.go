@@ -112,6 +112,11 @@ type pipe struct {
 	ws     bool
 	wsLag  int
 	wsRegs [2]int
+	// wsWarps: the producer's warps, 4 (one warpgroup) where its copies
+	// can be laid out over 4 warps (wsCopy: the layouts of loads copied
+	// along their rows; copy's are rebuilt over 4 warps), else NumWarps
+	wsWarps int
+	wsCopy  [2]*Layout
 }
 
 func (p *pipe) x3() bool   { return p.dot.Prec == tile.PrecTF32x3 }
@@ -167,9 +172,9 @@ func (p *pipe) String() string {
 		}
 		ahead := fmt.Sprintf("%d ahead", p.ahead())
 		if p.ws {
-			ahead = fmt.Sprintf("warp-specialised: %d producer warps, full/empty mbarriers, pass %d behind the copies", p.wm, p.wsLag)
+			ahead = fmt.Sprintf("warp-specialised: %d producer warps, full/empty mbarriers, pass %d behind the copies", p.wsWarps, p.wsLag)
 			if p.wsLag == 0 {
-				ahead = fmt.Sprintf("warp-specialised: %d producer warps, full/empty mbarriers, copies completing on full", p.wm)
+				ahead = fmt.Sprintf("warp-specialised: %d producer warps, full/empty mbarriers, copies completing on full", p.wsWarps)
 			}
 			if p.wsRegs[0] > 0 {
 				ahead += fmt.Sprintf(", setmaxnreg %d/%d", p.wsRegs[0], p.wsRegs[1])

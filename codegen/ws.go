@@ -10,12 +10,15 @@ import (
 // only copies and consumers that only multiply, handing the stages over
 // through mbarriers instead of a barrier of the whole CTA each iteration.
 //
-// The kernel is launched with twice the layouts' NumWarps: warps
-// NumWarps..2·NumWarps-1 are the producer. Every layout's warp coordinates
-// are masked to NumWarps warps (a power of two), so producer thread t
-// computes exactly the copies (addresses, masks, swizzled destinations)
-// that consumer thread t − 32·NumWarps issues in the other forms: the
-// producer runs issueCopies and roundCopies as they are. Code before the
+// The kernel is launched with the layouts' NumWarps and, after them, the
+// producer's warps (wsPlan): one warpgroup, whose copies are laid out over
+// its 4 warps (wsCopy, or copy rebuilt), or, where the loop's copies
+// cannot be laid out afresh (carried pointers: wsNarrow) or ws_warps = 8
+// asks, NumWarps warps in the other form's copy layouts. Every layout's
+// warp coordinates are masked to its warps (powers of two), so producer
+// warp NumWarps + w computes the copies (addresses, masks, swizzled
+// destinations) of warp w of its layouts: the producer runs issueCopies
+// and roundCopies as they are. Code before the
 // loop runs in all warps (wsAlone: it has no effect but registers); after
 // the loop the producer has exited and the barriers of the epilogue are
 // named barrier 1 over the consumers' threads (lowerer.barrier).
@@ -53,25 +56,38 @@ import (
 // producer's hand-overs (they hold two: the one they multiply and the one
 // whose wgmmas are still running).
 //
-// Registers: at 8 consumer warps (16 in all, 512 threads) a launch gives a
-// thread 128 registers, fewer than a 256×128 tile's consumer needs (128
-// accumulators, two iterations' fragments); the producer gives its share
-// back (setmaxnreg.dec to wsProducerRegs, or wsProducerRegsWide where its
-// pass converts or splits; meta-parameter ws_regs) and the consumers take
-// it (setmaxnreg.inc to the rest: 65536 registers over the CTA, 216 or
-// 200). At 4 consumer warps (256 threads) the launch's 255 suffice.
+// Registers: at 8 consumer warps and a producer warpgroup (384 threads) a
+// launch gives a thread 168 registers, fewer than a 256×128 tile's
+// consumer needs (128 accumulators, two iterations' fragments); the
+// producer gives its share back (setmaxnreg.dec to wsProducerRegs, or
+// meta-parameter ws_regs) and the consumers take it (setmaxnreg.inc to
+// the rest: 224 at TF32, 208 at bf16; with 8 producer warps, 512 threads,
+// 216 and 200). At 4 consumer warps and 4 producer warps (256 threads)
+// the launch's 255 suffice.
 
-// wsProducerRegs is the producer's register count after setmaxnreg.dec
-// (CUTLASS's warp-specialised kernels give their TMA producer 40), and
-// wsProducerRegsWide that of a producer whose pass converts (bf16) or
-// splits (3xTF32) its copies. ptxas 11.8 on a stand-in of the 256×128
-// kernels (sm_90, the wgmmas, fences and setmaxnreg dropped: what is left
-// live is the producer's loop, the prologue and stores of constants) used
-// 40 registers at TF32 and 56 at bf16, without spills.
-const (
-	wsProducerRegs     = 40
-	wsProducerRegsWide = 56
-)
+// wsProducerRegs is the producer's register count after setmaxnreg.dec:
+// CUTLASS's warp-specialised kernels give their TMA producer 40; this
+// producer holds the addresses of its cp.async copies and the words of its
+// pass. ptxas 11.8 on stand-ins of the 256×128 kernels (sm_90; wgmmas,
+// fences and setmaxnreg dropped, so that what stays live is the
+// producer's loop, the prologue and stores of constants) used 40
+// registers at TF32 and 56 at bf16 with 12 copies a producer thread (8
+// producer warps), 56 and 80 with 24 (a warpgroup), without spills: wide
+// is a pass that converts (bf16) or splits (3xTF32), many more than 12
+// copies a thread.
+func wsProducerRegs(wide, many bool) int {
+	r := 40
+	if wide {
+		r += 16
+	}
+	if many {
+		r += 16
+		if wide {
+			r += 8
+		}
+	}
+	return r
+}
 
 // wsAlone reports whether loop f can be warp-specialised: a loop of the
 // kernel's top-level block, the kernel's only loop, with nothing before it
@@ -99,8 +115,29 @@ func (l *lowerer) wsAlone(f *tile.Value) bool {
 	return false // not at the top level
 }
 
-// wsPlan sets the warp-specialised plan's lag and register counts.
+// wsPlan sets the warp-specialised plan's producer warps, lag and
+// register counts.
 func (l *lowerer) wsPlan(p *pipe) {
+	nw := l.opt.NumWarps
+	p.wsWarps = nw
+	if w, ok := l.k.Meta["ws_warps"]; (!ok || w == 4) && nw > 4 && l.wsNarrow(p) {
+		// one warpgroup: each producer thread issues the copies of
+		// nw/4 consumer threads of the other form, in layouts of 4 warps
+		// (warps nw..nw+3 take those of warps 0..3: coordinates masked)
+		p.wsWarps = 4
+		for i, ld := range p.loads {
+			sh := ld.Type.Shape.Slice()
+			switch {
+			case p.copy[i] == nil:
+				c := plain(l.intern(newBlocked(sh, 4, 4)))
+				p.wsCopy[i] = &c
+			case i == 0 && p.staged:
+				p.copy[i] = &Layout{B: l.intern(stagedCopyBlocked(sh[1], sh[0], 4)), Src: []int{1, 0}}
+			default:
+				p.copy[i] = &Layout{B: l.intern(newBlocked([]int{sh[1], sh[0]}, 4, 4)), Src: []int{1, 0}}
+			}
+		}
+	}
 	pass := p.x3() || p.bf16() || p.staged || l.k.Meta["skip_round"] != 1
 	if pass {
 		p.wsLag = min(2, p.stages-2)
@@ -109,19 +146,64 @@ func (l *lowerer) wsPlan(p *pipe) {
 		}
 		p.wsLag = max(p.wsLag, 1)
 	}
-	threads := 64 * l.opt.NumWarps
+	threads := 32 * (nw + p.wsWarps)
 	if threads <= 256 {
 		return
 	}
-	prod := wsProducerRegs
-	if p.bf16() || p.x3() {
-		prod = wsProducerRegsWide
-	}
+	copies := (p.m*p.k + p.k*p.n) / 4 / (32 * p.wsWarps) // 16-byte copies a producer thread
+	prod := wsProducerRegs(p.bf16() || p.x3(), copies > 12)
 	if r, ok := l.k.Meta["ws_regs"]; ok && r >= 24 && r <= 256 {
 		prod = r &^ 7
 	}
-	cons := min(256, (65536/threads*threads-prod*threads/2)/(threads/2)) &^ 7
-	p.wsRegs = [2]int{prod, cons}
+	p.wsRegs = [2]int{prod, wsConsumerRegs(nw, p.wsWarps, prod)}
+}
+
+// wsConsumerRegs is what the consumers' setmaxnreg.inc may ask for once
+// the producer's warps gave theirs back down to prod: the launch's
+// registers a thread (65536 over the CTA's threads, in steps of 8, as
+// ptxas bounds a kernel by its .maxntid) times the threads, less the
+// producer's, over the consumers' threads, in steps of 8, at most 256.
+func wsConsumerRegs(nw, pw, prod int) int {
+	threads := 32 * (nw + pw)
+	launch := min(255, 65536/threads) &^ 7
+	return min(256, (launch*threads-prod*32*pw)/(32*nw)) &^ 7
+}
+
+// wsNarrow reports whether p's copies can be laid out over 4 producer
+// warps: the loop carries nothing but the accumulator and the loads'
+// addresses and masks are computed from scalars and values that are not
+// anchors (so that the producer computes them afresh in the copies'
+// layouts: an anchor would be converted through shared memory, with a
+// barrier, in the producer's loop).
+func (l *lowerer) wsNarrow(p *pipe) bool {
+	if len(p.loop.Args) != 4 {
+		return false
+	}
+	seen := map[*tile.Value]bool{}
+	var free func(v *tile.Value) bool
+	free = func(v *tile.Value) bool {
+		if seen[v] {
+			return true
+		}
+		seen[v] = true
+		if !v.Type.Shape.IsScalar() && isAnchor(v) {
+			return false
+		}
+		for _, a := range v.Args {
+			if !free(a) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, ld := range p.loads {
+		for _, a := range ld.Args[:min(len(ld.Args), 2)] {
+			if !free(a) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // wsLoop emits pipelined loop v by the warp-specialised plan p (see
@@ -140,8 +222,11 @@ func (l *lowerer) wsLoop(v *tile.Value, p *pipe, bounds []string, carried []*lva
 	emit(w, "add.s32 %s, %s, %d", bars, l.baseAddr(), l.ownRegion(16*S))
 	first := l.reg("p")
 	emit(w, "setp.eq.u32 %s, %s, 0", first, l.tid())
-	for s := 0; s < 2*S; s++ {
-		emit(w, "@%s mbarrier.init.shared::cta.b64 [%s+%d], %d", first, bars, 8*s, threads)
+	for s := 0; s < S; s++ {
+		emit(w, "@%s mbarrier.init.shared::cta.b64 [%s+%d], %d", first, bars, 8*s, 32*p.wsWarps) // full: each producer thread
+	}
+	for s := S; s < 2*S; s++ {
+		emit(w, "@%s mbarrier.init.shared::cta.b64 [%s+%d], %d", first, bars, 8*s, threads) // empty: each consumer thread
 	}
 	emit(w, "fence.mbarrier_init.release.cluster")
 	emit(w, "bar.sync 0") // every warp: the mbarriers initialised
@@ -226,7 +311,7 @@ func (l *lowerer) wsLoop(v *tile.Value, p *pipe, bounds []string, carried []*lva
 		emit(w, "wgmma.wait_group.sync.aligned 0") // the last iteration's products
 	}
 	// the producer has exited: from here on barriers are the consumers'
-	l.producerWarps, l.barThreads = nw, threads
+	l.producerWarps, l.barThreads = p.wsWarps, threads
 	l.barrier(w) // the stages are scratch again
 	l.pipeResults(v, p, acc)
 	return nil

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -40,9 +42,10 @@ func wsProduct(t *testing.T, m, n, k, bm, bn int, prec tile.Precision, meta tile
 }
 
 // TestWarpSpecialisedProductOnGPU: the warp-specialised form of the
-// swapped wgmma K loop (ws = 1: producer warps copying the stages, consumer
-// warps running the wgmmas, full and empty mbarriers between them,
-// setmaxnreg at 16 warps) runs on the device at shapes no multiple of the
+// swapped wgmma K loop (ws = 1: a producer warpgroup copying the stages,
+// or with ws_warps = 8 as many warps as the consumers, consumer warps
+// running the wgmmas, full and empty mbarriers between them, setmaxnreg
+// past 8 warps) runs on the device at shapes no multiple of the
 // tile (and of K's 32), TF32, bf16 and 3xTF32, with the pass over the
 // copies 1 or 2 iterations behind them and without one (TF32 unrounded:
 // cp.async.mbarrier.arrive.noinc). Each result is the same, bit for bit, as
@@ -69,7 +72,9 @@ func TestWarpSpecialisedProductOnGPU(t *testing.T) {
 		{"tf32 192x128 8+8 warps 4 stages lag 1", tile.PrecTF32, 192, 128, tile.Meta{"num_warps": 8, "num_stages": 4, "ws_lag": 1}, 2e-3},
 		{"tf32 128x64 4+4 warps 3 stages", tile.PrecTF32, 128, 64, tile.Meta{"num_warps": 4, "num_stages": 3}, 2e-3},
 		{"tf32 unrounded 256x128 (noinc)", tile.PrecTF32, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 4, "skip_round": 1}, 4e-3},
-		{"tf32 256x128 producer 56 registers", tile.PrecTF32, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 4, "ws_regs": 56}, 2e-3},
+		{"tf32 256x128 producer 40 registers", tile.PrecTF32, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 4, "ws_regs": 40}, 2e-3},
+		{"tf32 256x128 8+8 warps", tile.PrecTF32, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 4, "ws_warps": 8}, 2e-3},
+		{"bf16 256x128 8+8 warps", tile.PrecBF16, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 3, "ws_warps": 8}, 1e-2},
 		{"bf16 256x128 3 stages", tile.PrecBF16, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 3}, 1e-2},
 		{"bf16 128x128 5 stages", tile.PrecBF16, 128, 128, tile.Meta{"num_warps": 8, "num_stages": 5}, 1e-2},
 		{"3xTF32 64x128 6 stages", tile.PrecTF32x3, 64, 128, tile.Meta{"num_warps": 8, "num_stages": 6}, 1e-5},
@@ -100,8 +105,10 @@ func TestWarpSpecialisedProductOnGPU(t *testing.T) {
 					}
 					return out
 				}
-				// the form the device runs: num_warps producer warps beside
-				// the consumers, the driver's JIT taking the PTX
+				// the form the device runs: the producer's warps beside the
+				// consumers, the driver's JIT taking the PTX, and enough
+				// registers allocated for setmaxnreg's split (else the
+				// consumers' setmaxnreg.inc would wait for ever)
 				meta := tile.Meta{"wgmma": 2, "ws": 1}
 				for key, v := range c.meta {
 					meta[key] = v
@@ -115,8 +122,20 @@ func TestWarpSpecialisedProductOnGPU(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if ck.ProducerWarps != nw || f.Threads != 64*nw || !strings.Contains(ck.PTX, "mbarrier.try_wait") {
+				pw := 4
+				if w := meta["ws_warps"]; w != 0 {
+					pw = w
+				}
+				if ck.ProducerWarps != pw || f.Threads != 32*(nw+pw) || !strings.Contains(ck.PTX, "mbarrier.try_wait") {
 					t.Fatalf("not the warp-specialised form: %d producer warps, %v", ck.ProducerWarps, f)
+				}
+				if dec := regexp.MustCompile(`setmaxnreg\.dec\.sync\.aligned\.u32 (\d+);`).FindStringSubmatch(ck.PTX); dec != nil {
+					inc := regexp.MustCompile(`setmaxnreg\.inc\.sync\.aligned\.u32 (\d+);`).FindStringSubmatch(ck.PTX)
+					p, _ := strconv.Atoi(dec[1])
+					c, _ := strconv.Atoi(inc[1])
+					if need := 32 * (pw*p + nw*c); f.Regs*f.Threads < need {
+						t.Fatalf("%v: %d registers a thread allocated, %d in all, but setmaxnreg's split %d/%d needs %d", f, f.Regs, f.Regs*f.Threads, p, c, need)
+					}
 				}
 				t.Log(f)
 				got, base := run(1), run(0)

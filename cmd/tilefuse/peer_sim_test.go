@@ -142,6 +142,11 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		{peerCase{name: "matmul 200x264x136 swapped ws bf16 256x128", m: 200, k: 264, n: 136}, tile.PrecBF16,
 			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		// a producer as wide as the consumers (ws_warps = 8), in their layouts
+		{peerCase{name: "gelu 200x264x136 swapped ws 8+8 warps 256x128", m: 200, k: 264, n: 136, gelu: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "ws": 1, "ws_warps": 8, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 200x264x136 swapped ws bf16 8+8 warps 256x128", m: 200, k: 264, n: 136}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "ws": 1, "ws_warps": 8, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		{peerCase{name: "gelu 300x160x200 swapped ws 128x64", m: 300, k: 160, n: 200, gelu: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, true},
 		{peerCase{name: "gelu 430x200x200 swapped ws bf16 192x128 lag 1", m: 430, k: 200, n: 200, gelu: true}, tile.PrecBF16,
@@ -205,7 +210,11 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 				}
 			}
 			if c.tune["ws"] == 1 {
-				requireWarpSpecialised(t, sim.Last, c.tune["num_warps"], c.tune["skip_round"] == 1 && c.prec == tile.PrecTF32 && c.tune["wg_stage"] == 0)
+				pw := 4
+				if c.tune["ws_warps"] != 0 {
+					pw = c.tune["ws_warps"]
+				}
+				requireWarpSpecialised(t, sim.Last, c.tune["num_warps"], pw, c.tune["skip_round"] == 1 && c.prec == tile.PrecTF32 && c.tune["wg_stage"] == 0)
 			}
 			if c.tune["epi_smem"] == 1 {
 				// the accumulator goes through shared memory, read back
@@ -224,18 +233,18 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 }
 
 // requireWarpSpecialised checks that ck is the warp-specialised form of a
-// swapped wgmma loop with nw consumer warps: as many producer warps
-// launched beside them, the producer's loop and the consumers' loop
+// swapped wgmma loop with nw consumer warps: pw producer warps launched
+// beside them, the producer's loop and the consumers' loop
 // synchronised by mbarriers only (no bar.sync in either), the producer
 // handing stages over by cp.async.mbarrier.arrive.noinc where noinc (no
 // pass over the copies), else by mbarrier.arrive after its pass; the
-// register split where the launch's share falls short (16 warps).
-func requireWarpSpecialised(t *testing.T, ck *codegen.Kernel, nw int, noinc bool) {
+// register split where the launch's share falls short (past 8 warps).
+func requireWarpSpecialised(t *testing.T, ck *codegen.Kernel, nw, pw int, noinc bool) {
 	t.Helper()
 	p := ck.PTX
-	require.Equal(t, nw, ck.ProducerWarps, "producer warps")
-	require.Equal(t, 64*nw, ck.Threads(), "threads")
-	require.Contains(t, p, fmt.Sprintf(".maxntid %d, 1, 1", 64*nw))
+	require.Equal(t, pw, ck.ProducerWarps, "producer warps")
+	require.Equal(t, 32*(nw+pw), ck.Threads(), "threads")
+	require.Contains(t, p, fmt.Sprintf(".maxntid %d, 1, 1", 32*(nw+pw)))
 	cut := func(from, to string) string {
 		// label definitions start their lines
 		i, j := strings.Index(p, "\n"+from), strings.Index(p, "\n"+to)
@@ -254,6 +263,6 @@ func requireWarpSpecialised(t *testing.T, ck *codegen.Kernel, nw int, noinc bool
 	require.Contains(t, cons, "mbarrier.arrive.shared::cta.b64 _,")
 	require.Equal(t, noinc, strings.Contains(prod, "cp.async.mbarrier.arrive.noinc"), "cp.async.mbarrier.arrive.noinc")
 	require.Equal(t, !noinc, strings.Contains(p, "mbarrier.arrive.shared::cta.b64 _,") && strings.Contains(prod, "cp.async.wait_group"), "the pass's arrivals")
-	require.Equal(t, nw == 8, strings.Contains(p, "setmaxnreg.dec.sync.aligned.u32 ") && strings.Contains(p, "setmaxnreg.inc.sync.aligned.u32 "), "setmaxnreg at 16 warps only")
+	require.Equal(t, nw+pw > 8, strings.Contains(p, "setmaxnreg.dec.sync.aligned.u32 ") && strings.Contains(p, "setmaxnreg.inc.sync.aligned.u32 "), "setmaxnreg past 8 warps only")
 	require.Contains(t, p, "\texit;")
 }

@@ -14,7 +14,8 @@ import (
 
 // TestWarpSpecialisedHandOver: the warp-specialised product (ws = 1:
 // producer warps copy, consumer warps run the wgmmas, full and empty
-// mbarriers between them) agrees with the interpreter in the simulator
+// mbarriers between them; a producer warpgroup, or with ws_warps = 8 as
+// many warps as the consumers) agrees with the interpreter in the simulator
 // under racecheck and initcheck at 200×136×200 (no multiple of the 256×128
 // tile or of K's 32; 7 iterations, so that each of the 4 stages is filled
 // twice but one), TF32 and bf16; and the simulator catches each
@@ -33,19 +34,23 @@ func TestWarpSpecialisedHandOver(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		prec  tile.Precision
+		pw    int // producer warps
 		edit  func(string) string
 		kinds []string // the faults expected, any of them; none: it must agree
 	}{
-		{"tf32", tile.PrecTF32, nil, nil},
-		{"bf16", tile.PrecBF16, nil, nil},
-		{"tf32 consumers skip the full wait", tile.PrecTF32, drop(`\t@!%p\d+ bra \$L_ws_full_\d+;\n`), []string{"async", "racecheck", "initcheck"}},
-		{"bf16 consumers skip the full wait", tile.PrecBF16, drop(`\t@!%p\d+ bra \$L_ws_full_\d+;\n`), []string{"async", "racecheck", "initcheck"}},
-		{"tf32 producer skips the empty wait", tile.PrecTF32, drop(`\t@!%p\d+ bra \$L_ws_empty_\d+;\n`), []string{"async", "racecheck", "wgmma"}},
-		{"tf32 consumers never release", tile.PrecTF32, drop(`\t@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];\n`), []string{"sync"}},
+		{"tf32", tile.PrecTF32, 4, nil, nil},
+		{"bf16", tile.PrecBF16, 4, nil, nil},
+		{"tf32 8 producer warps", tile.PrecTF32, 8, nil, nil},
+		{"bf16 8 producer warps", tile.PrecBF16, 8, nil, nil},
+		{"tf32 consumers skip the full wait", tile.PrecTF32, 4, drop(`\t@!%p\d+ bra \$L_ws_full_\d+;\n`), []string{"async", "racecheck", "initcheck"}},
+		{"bf16 consumers skip the full wait", tile.PrecBF16, 4, drop(`\t@!%p\d+ bra \$L_ws_full_\d+;\n`), []string{"async", "racecheck", "initcheck"}},
+		{"tf32 producer skips the empty wait", tile.PrecTF32, 4, drop(`\t@!%p\d+ bra \$L_ws_empty_\d+;\n`), []string{"async", "racecheck", "wgmma"}},
+		{"tf32 8 producer warps skip the empty wait", tile.PrecTF32, 8, drop(`\t@!%p\d+ bra \$L_ws_empty_\d+;\n`), []string{"async", "racecheck", "wgmma"}},
+		{"tf32 consumers never release", tile.PrecTF32, 4, drop(`\t@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];\n`), []string{"sync"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			kern := residualProduct(t, m, n, k, 256, false, c.prec, 0)
-			kern.Meta["ws"] = 1
+			kern.Meta["ws"], kern.Meta["ws_warps"] = 1, c.pw
 			rng := rand.New(rand.NewPCG(3, 17))
 			fill := func(size int) []float32 {
 				d := make([]float32, size)
@@ -68,7 +73,7 @@ func TestWarpSpecialisedHandOver(t *testing.T) {
 			}
 			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true, Edit: c.edit}
 			got, err := run(func(args ...any) error { return sim.Launch(kern, grid, args...) })
-			if sim.Last == nil || sim.Last.ProducerWarps != 8 {
+			if sim.Last == nil || sim.Last.ProducerWarps != c.pw {
 				t.Fatalf("not the warp-specialised form (%v)", err)
 			}
 			if c.kinds != nil {
