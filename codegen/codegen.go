@@ -37,7 +37,10 @@ type Kernel struct {
 	// ProducerWarps are launched beside NumWarps: the producer of a
 	// warp-specialised K loop (meta-parameter ws = 1), 0 otherwise
 	ProducerWarps int
-	SharedBytes   int // dynamic shared memory to launch with
+	// RegSplit: the registers a thread of the producer's and of the
+	// consumers' warps ask for with setmaxnreg (0, 0: none)
+	RegSplit    [2]int
+	SharedBytes int // dynamic shared memory to launch with
 
 	hashOnce sync.Once
 	hash     [32]byte
@@ -59,6 +62,13 @@ func (k *Kernel) Hash() [32]byte {
 func (k *Kernel) Anonymous() string {
 	r := strings.NewReplacer("tile kernel @"+k.Name+" (", "tile kernel @ (", ".visible .entry "+k.Name+"(", ".visible .entry (")
 	return r.Replace(k.PTX)
+}
+
+// RegisterPool is how many registers the CTA must be given at launch for
+// its warps' setmaxnreg to succeed (0 without setmaxnreg): a
+// setmaxnreg.inc waits until the CTA's pool has them.
+func (k *Kernel) RegisterPool() int {
+	return 32 * (k.ProducerWarps*k.RegSplit[0] + k.NumWarps*k.RegSplit[1])
 }
 
 // Threads is the number of threads per CTA.
@@ -147,7 +157,7 @@ var stages = []stage{
 		if l.layoutErr != nil {
 			return l.layoutErr
 		}
-		l.result = &Kernel{Name: l.k.Name, NumWarps: l.opt.NumWarps, ProducerWarps: l.producerWarps, SharedBytes: l.totalSmem()}
+		l.result = &Kernel{Name: l.k.Name, NumWarps: l.opt.NumWarps, ProducerWarps: l.producerWarps, RegSplit: l.regSplit, SharedBytes: l.totalSmem()}
 		l.result.PTX = l.assemble()
 		l.result.Layout = l.layoutDump()
 		return nil

@@ -63,6 +63,7 @@ type lowerer struct {
 	// once they have exited, the threads that barriers wait for
 	producerWarps int
 	barThreads    int
+	regSplit      [2]int            // setmaxnreg's counts (Kernel.RegSplit)
 	slotMemo      map[string]string // values emitted slot by slot (slotwise.go)
 	// late loads (lateload.go): by value ID, the store they are emitted
 	// in and how many of its groups ahead

@@ -311,7 +311,7 @@ func (l *lowerer) wsLoop(v *tile.Value, p *pipe, bounds []string, carried []*lva
 		emit(w, "wgmma.wait_group.sync.aligned 0") // the last iteration's products
 	}
 	// the producer has exited: from here on barriers are the consumers'
-	l.producerWarps, l.barThreads = p.wsWarps, threads
+	l.producerWarps, l.barThreads, l.regSplit = p.wsWarps, threads, p.wsRegs
 	l.barrier(w) // the stages are scratch again
 	l.pipeResults(v, p, acc)
 	return nil

@@ -46,6 +46,11 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 	if ck.NumWarps != 8 || ck.ProducerWarps != 4 || ck.Threads() != 384 {
 		t.Errorf("warps %d + %d (%d threads), want 8 + 4", ck.NumWarps, ck.ProducerWarps, ck.Threads())
 	}
+	// the launch's 168 registers a thread, all of them (the cuda package
+	// refuses a kernel allocated fewer: setmaxnreg.inc would wait for ever)
+	if ck.RegSplit != [2]int{56, 224} || ck.RegisterPool() != 168*384 {
+		t.Errorf("register split %v (pool %d), want 56/224 (168·384)", ck.RegSplit, ck.RegisterPool())
+	}
 	// 4 stages and 1 KiB for the mbarriers before the 1024-aligned scratch
 	if want := 1024 + 4*49152; ck.SharedBytes != want {
 		t.Errorf("%d B of shared memory, want %d", ck.SharedBytes, want)
