@@ -74,8 +74,10 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 	}{
 		{"target", `\.version 8\.0\n\.target sm_90a\n`, p, 1},
 		{"threads", `\.maxntid 384, 1, 1`, p, 1},
-		{"full mbarriers", `mbarrier\.init\.shared::cta\.b64 \[%r\d+\+\d+\], 128;`, before, 4},
-		{"empty mbarriers", `mbarrier\.init\.shared::cta\.b64 \[%r\d+\+\d+\], 256;`, before, 4},
+		// an arrival a warp: full from the 4 producer warps, empty from
+		// the 8 consumer warps
+		{"full mbarriers", `mbarrier\.init\.shared::cta\.b64 \[%r\d+\+\d+\], 4;`, before, 4},
+		{"empty mbarriers", `mbarrier\.init\.shared::cta\.b64 \[%r\d+\+\d+\], 8;`, before, 4},
 		{"one barrier before the roles split", `bar\.sync 0;`, before, 1},
 		{"producer's registers", `setmaxnreg\.dec\.sync\.aligned\.u32 56;`, before + prod, 1},
 		{"consumers' registers", `setmaxnreg\.inc\.sync\.aligned\.u32 224;`, p, 1},
@@ -87,7 +89,7 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 		{"producer's groups", `cp\.async\.commit_group`, prod, 1},
 		{"the pass two behind", `cp\.async\.wait_group 1;`, prod, 1},
 		{"producer's pass", `cvt\.rna\.tf32\.f32`, prod, 64},
-		{"producer's hand-over", `fence\.proxy\.async\.shared::cta;\n\tmbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];`, prod, 1},
+		{"producer's hand-over", `fence\.proxy\.async\.shared::cta;\n\tbar\.warp\.sync -1;\n\t@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];`, prod, 1},
 		{"drain", `cp\.async\.wait_group 0;`, drain, 1},
 		{"drain's pass", `cvt\.rna\.tf32\.f32`, drain, 64},
 		{"drain's hand-over", `mbarrier\.arrive\.shared::cta\.b64 _,`, drain, 1},
@@ -96,7 +98,7 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 		// the consumers: two iterations a trip, 4 k steps each
 		{"consumer's wgmmas", `wgmma\.mma_async\.sync\.aligned\.m64n256k8\.f32\.tf32\.tf32`, cons, 8},
 		{"consumers wait on full", `mbarrier\.try_wait\.parity\.shared::cta\.b64`, cons, 2},
-		{"consumers release the stage before", `@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];`, cons, 2},
+		{"consumers release the stage before", `bar\.warp\.sync -1;\n\t@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];`, cons, 2},
 		{"wgmmas left running", `wgmma\.wait_group\.sync\.aligned 1;`, cons, 2},
 		{"no copies in the consumers", `cp\.async`, cons, 0},
 		{"B's fragments", `ld\.shared\.b32`, cons, 2 * 16},
@@ -130,7 +132,7 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 		// (3 stages of 64 KiB fit: the pass one behind)
 		{"bf16 256x128", tile.PrecBF16, 256, 128, 8, 4, tile.Meta{}, []string{"cvt.rn.bf16x2.f32", "3 stages of 65536 B", "cp.async.wait_group 0;\n\tadd", "setmaxnreg.dec.sync.aligned.u32 80;", "setmaxnreg.inc.sync.aligned.u32 208;"}, []string{"cvt.rna", "cp.async.mbarrier.arrive", "cp.async.wait_group 1;"}},
 		{"tf32 128x64 4 warps lag 1", tile.PrecTF32, 128, 64, 4, 4, tile.Meta{"ws_lag": 1, "num_stages": 3}, []string{".maxntid 256,", "cp.async.wait_group 0;\n\tadd", "bar.sync 1, 128;"}, []string{"setmaxnreg", "cp.async.wait_group 1;"}},
-		{"tf32 unrounded", tile.PrecTF32, 256, 128, 8, 4, tile.Meta{"skip_round": 1}, []string{"cp.async.mbarrier.arrive.noinc.shared.b64", "fence.proxy.async.shared::cta;\n"}, []string{"cp.async.wait_group", "cp.async.commit_group"}},
+		{"tf32 unrounded", tile.PrecTF32, 256, 128, 8, 4, tile.Meta{"skip_round": 1}, []string{"cp.async.mbarrier.arrive.noinc.shared.b64", "fence.proxy.async.shared::cta;\n", "], 128;"}, []string{"cp.async.wait_group", "cp.async.commit_group"}},
 		{"producer registers 40", tile.PrecTF32, 256, 128, 8, 4, tile.Meta{"ws_regs": 40}, []string{"setmaxnreg.dec.sync.aligned.u32 40;", "setmaxnreg.inc.sync.aligned.u32 232;"}, nil},
 		{"producer registers 24", tile.PrecTF32, 256, 128, 8, 4, tile.Meta{"ws_regs": 24}, []string{"setmaxnreg.dec.sync.aligned.u32 24;", "setmaxnreg.inc.sync.aligned.u32 240;"}, nil},
 		// a producer as wide as the consumers, in their layouts: 12

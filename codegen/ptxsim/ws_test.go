@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/ptxsim"
@@ -22,7 +23,8 @@ import (
 // hand-over taken away: consumers that do not wait on full read a stage
 // before its copies land, a producer that does not wait on empty rewrites
 // a stage that consumers still read, consumers that never release a stage
-// leave the producer waiting for ever.
+// leave the producer waiting for ever, and a producer that never hands one
+// over the consumers.
 func TestWarpSpecialisedHandOver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seconds in the simulator")
@@ -30,6 +32,18 @@ func TestWarpSpecialisedHandOver(t *testing.T) {
 	const m, n, k = 200, 136, 200
 	drop := func(re string) func(string) string {
 		return func(s string) string { return regexp.MustCompile(re).ReplaceAllString(s, "") }
+	}
+	// consumers and producer apply an edit to the consumers' or the
+	// producer's code only
+	split := func(s string) (string, string) {
+		i := strings.Index(s, "\n$L_ws_consumer_")
+		return s[:i], s[i:]
+	}
+	consumers := func(edit func(string) string) func(string) string {
+		return func(s string) string { p, c := split(s); return p + edit(c) }
+	}
+	producer := func(edit func(string) string) func(string) string {
+		return func(s string) string { p, c := split(s); return edit(p) + c }
 	}
 	for _, c := range []struct {
 		name  string
@@ -46,7 +60,8 @@ func TestWarpSpecialisedHandOver(t *testing.T) {
 		{"bf16 consumers skip the full wait", tile.PrecBF16, 4, drop(`\t@!%p\d+ bra \$L_ws_full_\d+;\n`), []string{"async", "racecheck", "initcheck"}},
 		{"tf32 producer skips the empty wait", tile.PrecTF32, 4, drop(`\t@!%p\d+ bra \$L_ws_empty_\d+;\n`), []string{"async", "racecheck", "wgmma"}},
 		{"tf32 8 producer warps skip the empty wait", tile.PrecTF32, 8, drop(`\t@!%p\d+ bra \$L_ws_empty_\d+;\n`), []string{"async", "racecheck", "wgmma"}},
-		{"tf32 consumers never release", tile.PrecTF32, 4, drop(`\t@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];\n`), []string{"sync"}},
+		{"tf32 consumers never release", tile.PrecTF32, 4, consumers(drop(`\t@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];\n`)), []string{"sync"}},
+		{"tf32 producer never hands over", tile.PrecTF32, 4, producer(drop(`\t@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];\n`)), []string{"sync"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			kern := residualProduct(t, m, n, k, 256, false, c.prec, 0)
