@@ -407,6 +407,10 @@ func (l *lowerer) wsProducer(p *pipe, bounds []string, carried []*lval, bars, st
 		}
 		emit(w, "bra.uni %s", more)
 		w.WriteString(out + ":\n")
+	} else {
+		// no thread exits with its copies in flight (their arrivals are
+		// the consumers' to wait for: this only waits for them to land)
+		emit(w, "cp.async.wait_all")
 	}
 	emit(w, "exit")
 	return nil

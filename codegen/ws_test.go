@@ -132,7 +132,7 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 		// (3 stages of 64 KiB fit: the pass one behind)
 		{"bf16 256x128", tile.PrecBF16, 256, 128, 8, 4, tile.Meta{}, []string{"cvt.rn.bf16x2.f32", "3 stages of 65536 B", "cp.async.wait_group 0;\n\tadd", "setmaxnreg.dec.sync.aligned.u32 80;", "setmaxnreg.inc.sync.aligned.u32 208;"}, []string{"cvt.rna", "cp.async.mbarrier.arrive", "cp.async.wait_group 1;"}},
 		{"tf32 128x64 4 warps lag 1", tile.PrecTF32, 128, 64, 4, 4, tile.Meta{"ws_lag": 1, "num_stages": 3}, []string{".maxntid 256,", "cp.async.wait_group 0;\n\tadd", "bar.sync 1, 128;"}, []string{"setmaxnreg", "cp.async.wait_group 1;"}},
-		{"tf32 unrounded", tile.PrecTF32, 256, 128, 8, 4, tile.Meta{"skip_round": 1}, []string{"cp.async.mbarrier.arrive.noinc.shared.b64", "fence.proxy.async.shared::cta;\n", "], 128;"}, []string{"cp.async.wait_group", "cp.async.commit_group"}},
+		{"tf32 unrounded", tile.PrecTF32, 256, 128, 8, 4, tile.Meta{"skip_round": 1}, []string{"cp.async.mbarrier.arrive.noinc.shared.b64", "fence.proxy.async.shared::cta;\n", "], 128;", "cp.async.wait_all;\n\texit;"}, []string{"cp.async.wait_group", "cp.async.commit_group"}},
 		{"producer registers 40", tile.PrecTF32, 256, 128, 8, 4, tile.Meta{"ws_regs": 40}, []string{"setmaxnreg.dec.sync.aligned.u32 40;", "setmaxnreg.inc.sync.aligned.u32 232;"}, nil},
 		{"producer registers 24", tile.PrecTF32, 256, 128, 8, 4, tile.Meta{"ws_regs": 24}, []string{"setmaxnreg.dec.sync.aligned.u32 24;", "setmaxnreg.inc.sync.aligned.u32 240;"}, nil},
 		// a producer as wide as the consumers, in their layouts: 12
