@@ -76,6 +76,9 @@ func (l *lowerer) assignLayouts(b *tile.Block) error {
 				// registers in the mma layout, before, in and after the loop
 				l.pipes[v.ID] = p
 				for i, c := range p.copy {
+					if c == nil {
+						c = p.wsCopy[i]
+					}
 					if c != nil {
 						l.pipeCopy[p.loads[i].ID] = c
 					}

@@ -30,10 +30,16 @@ type Options struct {
 // Kernel is a kernel lowered to PTX. Its fields do not change after
 // Compile returns (Hash relies on it).
 type Kernel struct {
-	Name        string
-	PTX         string
-	Layout      string // the layout-annotated IR, as dumped
-	NumWarps    int
+	Name     string
+	PTX      string
+	Layout   string // the layout-annotated IR, as dumped
+	NumWarps int
+	// ProducerWarps are launched beside NumWarps: the producer of a
+	// warp-specialised K loop (meta-parameter ws = 1), 0 otherwise
+	ProducerWarps int
+	// RegSplit: the registers a thread of the producer's and of the
+	// consumers' warps ask for with setmaxnreg (0, 0: none)
+	RegSplit    [2]int
 	SharedBytes int // dynamic shared memory to launch with
 
 	hashOnce sync.Once
@@ -58,8 +64,15 @@ func (k *Kernel) Anonymous() string {
 	return r.Replace(k.PTX)
 }
 
+// RegisterPool is how many registers the CTA must be given at launch for
+// its warps' setmaxnreg to succeed (0 without setmaxnreg): a
+// setmaxnreg.inc waits until the CTA's pool has them.
+func (k *Kernel) RegisterPool() int {
+	return 32 * (k.ProducerWarps*k.RegSplit[0] + k.NumWarps*k.RegSplit[1])
+}
+
 // Threads is the number of threads per CTA.
-func (k *Kernel) Threads() int { return 32 * k.NumWarps }
+func (k *Kernel) Threads() int { return 32 * (k.NumWarps + k.ProducerWarps) }
 
 // PTXVersion is the PTX ISA version emitted: what CUDA 11.8's ptxas and the
 // H200's driver JIT both accept.
@@ -144,7 +157,7 @@ var stages = []stage{
 		if l.layoutErr != nil {
 			return l.layoutErr
 		}
-		l.result = &Kernel{Name: l.k.Name, NumWarps: l.opt.NumWarps, SharedBytes: l.totalSmem()}
+		l.result = &Kernel{Name: l.k.Name, NumWarps: l.opt.NumWarps, ProducerWarps: l.producerWarps, RegSplit: l.regSplit, SharedBytes: l.totalSmem()}
 		l.result.PTX = l.assemble()
 		l.result.Layout = l.layoutDump()
 		return nil
@@ -191,7 +204,7 @@ func (l *lowerer) assemble() string {
 		}
 		fmt.Fprintf(&sb, "\t.param .%s %s%s\n", paramType(p.Type), paramName(p), sep)
 	}
-	fmt.Fprintf(&sb, ")\n.maxntid %d, 1, 1\n", 32*l.opt.NumWarps)
+	fmt.Fprintf(&sb, ")\n.maxntid %d, 1, 1\n", 32*(l.opt.NumWarps+l.producerWarps))
 	if r := l.k.Meta["max_registers"]; r > 0 { // a meta-parameter: registers a thread may use
 		fmt.Fprintf(&sb, ".maxnreg %d\n", r)
 	}

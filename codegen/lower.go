@@ -56,9 +56,15 @@ type lowerer struct {
 	// register (stageBase), cleared at the start of each step
 	stageMemo    map[string]string
 	stageMemoReg string
-	mmaPlan      *mmaPlan          // loops whose dots run on register fragments (mmaloop.go)
-	wgmma        bool              // the kernel uses wgmma: .version 8.0, .target sm_90a
-	slotMemo     map[string]string // values emitted slot by slot (slotwise.go)
+	mmaPlan      *mmaPlan // loops whose dots run on register fragments (mmaloop.go)
+	wgmma        bool     // the kernel uses wgmma: .version 8.0, .target sm_90a
+	// producerWarps: warps beside the NumWarps of the layouts that a
+	// warp-specialised loop adds as its producer (wsLoop); barThreads:
+	// once they have exited, the threads that barriers wait for
+	producerWarps int
+	barThreads    int
+	regSplit      [2]int            // setmaxnreg's counts (Kernel.RegSplit)
+	slotMemo      map[string]string // values emitted slot by slot (slotwise.go)
 	// late loads (lateload.go): by value ID, the store they are emitted
 	// in and how many of its groups ahead
 	late      map[int]*lateLoad
@@ -601,7 +607,16 @@ func (l *lowerer) smemSlot(w *strings.Builder, idx string, size, off int) string
 	return a
 }
 
-func barrier(w *strings.Builder) { emit(w, "bar.sync 0") }
+// barrier synchronises the CTA's threads: every thread (bar.sync 0), or,
+// after a warp-specialised loop whose producer warps have exited
+// (wsLoop), its consumer threads only: named barrier 1 with their count.
+func (l *lowerer) barrier(w *strings.Builder) {
+	if l.barThreads > 0 {
+		emit(w, "bar.sync 1, %d", l.barThreads)
+		return
+	}
+	emit(w, "bar.sync 0")
+}
 
 // memType is the PTX type of t's elements in memory and for moves.
 func memType(t tile.Type) string {
@@ -640,14 +655,14 @@ func (l *lowerer) convert(x *lval, xt tile.Type, to *Layout, toShape tile.Shape)
 	w := &l.body
 	size := elemBytes(xt)
 	l.needSmem(xt.Shape.Numel() * size)
-	barrier(w)
+	l.barrier(w)
 	slots := x.lay.B.slots()
 	for _, cls := range l.classesOf(x.lay) {
 		s := slots[cls[0]]
 		a := l.smemSlot(w, l.flatIndex(x.lay, xt.Shape, s), size, 0)
 		l.stShared(w, xt, a, x.regs[cls[0]])
 	}
-	barrier(w)
+	l.barrier(w)
 	out := &lval{lay: to, regs: make([]string, nslots(to))}
 	tslots := to.B.slots()
 	for _, cls := range l.classesOf(to) {
@@ -658,7 +673,7 @@ func (l *lowerer) convert(x *lval, xt tile.Type, to *Layout, toShape tile.Shape)
 			out.regs[i] = r
 		}
 	}
-	barrier(w)
+	l.barrier(w)
 	return out
 }
 

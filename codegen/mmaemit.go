@@ -174,7 +174,7 @@ func (l *lowerer) mmaLoopEmit(v *tile.Value, ml *mmaLoop) error {
 	} else {
 		l.roundTiles(ml, region, sc)
 	}
-	barrier(w)
+	l.barrier(w)
 	if err := produce(); err != nil {
 		return err
 	}

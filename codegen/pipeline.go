@@ -98,6 +98,25 @@ type pipe struct {
 	// after every warp retired the wgmmas that read it) covers ak.
 	staged bool
 	ak     smemTile
+	// ws (swapped form, meta-parameter ws = 1): warp-specialised (wsLoop).
+	// A producer of NumWarps more warps (launched beside the layouts'
+	// NumWarps, whose geometry its threads repeat) only copies stages, and
+	// the NumWarps consumer warps only run the wgmmas; full and empty
+	// mbarriers per stage hand the stages over, without a CTA-wide barrier
+	// in the loop. wsLag: how many iterations a producer thread's copies
+	// run ahead of its pass over them (rounding to TF32, converting to
+	// bf16, splitting, transposing; 0 where no pass is needed: the copies
+	// complete on the full barrier themselves, cp.async.mbarrier.arrive);
+	// wsRegs: setmaxnreg's counts for the producer and the consumers (0:
+	// none, where the launch's share already suffices)
+	ws     bool
+	wsLag  int
+	wsRegs [2]int
+	// wsWarps: the producer's warps, 4 (one warpgroup) where its copies
+	// can be laid out over 4 warps (wsCopy: the layouts of loads copied
+	// along their rows; copy's are rebuilt over 4 warps), else NumWarps
+	wsWarps int
+	wsCopy  [2]*Layout
 }
 
 func (p *pipe) x3() bool   { return p.dot.Prec == tile.PrecTF32x3 }
@@ -151,8 +170,18 @@ func (p *pipe) String() string {
 				x3 += fmt.Sprintf(" into %v", p.ak)
 			}
 		}
-		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk%d %s on Cᵀ = Bᵀ·Aᵀ (Bᵀ from registers, A K-major%s), %d stages of %d B (%d ahead; A %v; B %v), %d warpgroups, accumulator %s of Cᵀ",
-			p.dot.ID, p.m, p.n, p.k, p.m, k, p.dot.Prec, x3, p.stages, p.stageBytes, p.ahead(), p.a, p.b, p.wm/4, p.acc.key())
+		ahead := fmt.Sprintf("%d ahead", p.ahead())
+		if p.ws {
+			ahead = fmt.Sprintf("warp-specialised: %d producer warps, full/empty mbarriers, pass %d behind the copies", p.wsWarps, p.wsLag)
+			if p.wsLag == 0 {
+				ahead = fmt.Sprintf("warp-specialised: %d producer warps, full/empty mbarriers, copies completing on full", p.wsWarps)
+			}
+			if p.wsRegs[0] > 0 {
+				ahead += fmt.Sprintf(", setmaxnreg %d/%d", p.wsRegs[0], p.wsRegs[1])
+			}
+		}
+		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk%d %s on Cᵀ = Bᵀ·Aᵀ (Bᵀ from registers, A K-major%s), %d stages of %d B (%s; A %v; B %v), %d warpgroups, accumulator %s of Cᵀ",
+			p.dot.ID, p.m, p.n, p.k, p.m, k, p.dot.Prec, x3, p.stages, p.stageBytes, ahead, p.a, p.b, p.wm/4, p.acc.key())
 	}
 	if p.wgmma {
 		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk8 tf32 (A from registers, B K-major %v), %d stages of %d B (A %v; B %v), %d warpgroups, accumulator %s",
@@ -235,6 +264,7 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	if p.swapped {
 		p.wm, p.wn = nw, 1
 		p.epiSmem = l.k.Meta["epi_smem"] == 1
+		p.ws = l.k.Meta["ws"] == 1 && nw <= 8 && l.wsAlone(f)
 	}
 	only := func(v, user *tile.Value) bool {
 		us := l.users[v.ID]
@@ -330,6 +360,9 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		p.stages = max(p.stages, 3)
 	}
 	extra := 0
+	if p.ws {
+		extra = 1024 // the mbarriers, before the 1024-aligned scratch region
+	}
 	if p.wgmma {
 		p.btStride = (p.n*128 + 1023) / 1024 * 1024
 		extra = 1024 + 2*p.btStride // two K-major B, 1024-aligned
@@ -337,6 +370,9 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	p.stages = min(p.stages, (maxSmem(l.opt.Arch)-extra)/p.stageBytes)
 	if p.stages < 2 || p.ahead() < 1 {
 		return nil
+	}
+	if p.ws {
+		l.wsPlan(p)
 	}
 	if p.wgmma {
 		ring := p.stages * p.stageBytes
@@ -558,6 +594,9 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		l.scratchAlign = 1024
 		l.wgmma = true
 	}
+	if p.ws {
+		return l.wsLoop(v, p, bounds, carried)
+	}
 	ity, ptx := movType(it), ptxInt(it.DType)
 	stepPos := l.reg("p")
 	emit(w, "setp.gt.%s %s, %s, 0", ptx, stepPos, bounds[2])
@@ -648,7 +687,7 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 			}
 			emit(w, "fence.proxy.async.shared::cta")
 		}
-		barrier(w)
+		l.barrier(w)
 		if err := produce(); err != nil {
 			return err
 		}
@@ -690,17 +729,23 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		emit(w, "wgmma.wait_group.sync.aligned 0") // the last iteration's products
 	}
 	emit(w, "cp.async.wait_group 0")
-	barrier(w) // the buffers are scratch again
+	l.barrier(w) // the buffers are scratch again
+	l.pipeResults(v, p, carried[p.accIdx])
+	return nil
+}
+
+// pipeResults gives loop v's result the accumulator acc (moved through
+// shared memory into the row-major layout where p.epiSmem).
+func (l *lowerer) pipeResults(v *tile.Value, p *pipe, acc *lval) {
 	for _, r := range forResults(l.k, v) {
 		if int(r.Aux) == p.accIdx {
 			if p.epiSmem {
-				l.remember(r, l.epilogueThroughSmem(p, carried[p.accIdx], l.natural[r.ID]))
+				l.remember(r, l.epilogueThroughSmem(p, acc, l.natural[r.ID]))
 			} else {
-				l.remember(r, carried[p.accIdx])
+				l.remember(r, acc)
 			}
 		}
 	}
-	return nil
 }
 
 // epiPad is the padding, in words, of each row of the accumulator's tile in
@@ -733,7 +778,7 @@ func (l *lowerer) epilogueThroughSmem(p *pipe, acc *lval, to *Layout) *lval {
 	for _, cls := range l.classesOf(acc.lay) {
 		emit(w, "st.shared.f32 [%s], %s", addr(acc.lay, slots[cls[0]]), acc.regs[cls[0]])
 	}
-	barrier(w)
+	l.barrier(w)
 	out := &lval{lay: to, regs: make([]string, nslots(to))}
 	last := to.B.rank() - 1
 	run := 1
@@ -777,7 +822,7 @@ func (l *lowerer) epilogueThroughSmem(p *pipe, acc *lval, to *Layout) *lval {
 		}
 		i += n - 1
 	}
-	barrier(w) // the tile's reads before the scratch region is reused
+	l.barrier(w) // the tile's reads before the scratch region is reused
 	return out
 }
 

@@ -92,7 +92,7 @@ func (l *lowerer) reduce(v *tile.Value) error {
 			emit(w, "mad.lo.s32 %s, %s, %d, %s", a, cell, size, l.baseAddr())
 			emit(w, "st.shared.%s [%s+%d], %s", memType(t), a, region, partial[k])
 		}
-		barrier(w)
+		l.barrier(w)
 		for _, k := range order {
 			s := slots[groups[k][0]]
 			idx := "0"
@@ -118,7 +118,7 @@ func (l *lowerer) reduce(v *tile.Value) error {
 			partial[k] = acc
 		}
 		if l.loopDepth > 0 {
-			barrier(w) // the next iteration writes the region again
+			l.barrier(w) // the next iteration writes the region again
 		}
 	}
 	res := &lval{lay: outLay, regs: make([]string, nslots(outLay))}
@@ -223,7 +223,7 @@ func (l *lowerer) dot(v *tile.Value) error {
 	} else {
 		l.needSmem(cOff)
 	}
-	barrier(w)
+	l.barrier(w)
 	for _, op := range []struct {
 		x      *tile.Value
 		off    int
@@ -255,7 +255,7 @@ func (l *lowerer) dot(v *tile.Value) error {
 			}
 		}
 	}
-	barrier(w)
+	l.barrier(w)
 	if mma {
 		return l.dotMMA(v, accv, accLay, m, n, k, lda, ldb, bOff, cOff)
 	}
@@ -355,7 +355,7 @@ func (l *lowerer) dotLoopEnd(v *tile.Value, res *lval, accLay *Layout, kk string
 	p := l.reg("p")
 	emit(w, "setp.lt.s32 %s, %s, %d", p, kk, k)
 	emit(w, "@%s bra.uni %s", p, head)
-	barrier(w)
+	l.barrier(w)
 	l.natural[v.ID] = accLay
 	l.remember(v, res)
 }
@@ -492,7 +492,7 @@ func (l *lowerer) dotMMA(v *tile.Value, accv *lval, accLay *Layout, m, n, k, lda
 		emit(w, "st.shared.v2.f32 [%s+%d], {%s, %s}", cr, cOff+8*n*size, c[2], c[3])
 		w.WriteString(skip + ":\n")
 	}
-	barrier(w)
+	l.barrier(w)
 	slots := accLay.B.slots()
 	res := &lval{lay: accLay, regs: make([]string, nslots(accLay))}
 	shape := tile.Shp(m, n)
@@ -505,7 +505,7 @@ func (l *lowerer) dotMMA(v *tile.Value, accv *lval, accLay *Layout, m, n, k, lda
 			res.regs[i] = r
 		}
 	}
-	barrier(w)
+	l.barrier(w)
 	l.natural[v.ID] = accLay
 	l.remember(v, res)
 	return nil

@@ -95,7 +95,7 @@ func (l *lowerer) wgmmaStep(p *pipe, stage, bsel string, acc *lval) {
 		}
 	}
 	emit(w, "fence.proxy.async.shared::cta")
-	barrier(w)
+	l.barrier(w)
 	// the previous iteration's wgmmas have read their A (registers about to
 	// be loaded again) and their bt (the next iteration's to write)
 	emit(w, "wgmma.wait_group.sync.aligned 0")

@@ -209,6 +209,11 @@ func (d *Device) LoadCached(k *codegen.Kernel, c *diskcache.Cache) (*Function, e
 		f.Regs, _ = fn.Attribute(cu.NumRegs)
 		f.StaticShared, _ = fn.Attribute(cu.SharedSizeBytes)
 		f.Local, _ = fn.Attribute(cu.LocalSizeBytes)
+		if need := k.RegisterPool(); f.Regs*f.Threads < need {
+			// the consumers' setmaxnreg.inc would wait for ever for
+			// registers the CTA was never given
+			return fmt.Errorf("cuda: @%s: %d registers a thread allocated for %d threads, but its setmaxnreg split %v needs %d in all", k.Name, f.Regs, f.Threads, k.RegSplit, need)
+		}
 		return nil
 	})
 	if err != nil {

@@ -14,3 +14,9 @@ func TestConformanceGPU(t *testing.T) {
 func TestPackedAndGraphOnGPU(t *testing.T) {
 	t.Skip("built without -tags tilefuse_cuda: packed launches and CUDA graphs need the CUDA build and a GPU")
 }
+
+// TestWarpSpecialisedProductOnGPU is the untagged twin of the check of the
+// warp-specialised wgmma product on the device.
+func TestWarpSpecialisedProductOnGPU(t *testing.T) {
+	t.Skip("built without -tags tilefuse_cuda: the warp-specialised wgmma product needs the CUDA build and an sm_90 GPU (see README, scripts/gpu-build.sh)")
+}

@@ -195,6 +195,18 @@ func TestWaveCandidates(t *testing.T) {
 					t.Errorf("%v is not offered with epi_smem = 1", m)
 				}
 			}
+			// and warp-specialised (ws = 1), which the default never is
+			if defaultMeta(groups[0], H200, tile.PrecTF32)["ws"] != 0 {
+				t.Errorf("the default is warp-specialised")
+			}
+			for _, m := range cands {
+				if m["wgmma"] == 2 && m["ws"] == 0 && m["num_warps"] <= 8 && !seen[with(m, "ws", 1).String()] {
+					t.Errorf("%v is not offered with ws = 1", m)
+				}
+				if m["ws"] != 0 && m["wgmma"] != 2 {
+					t.Errorf("candidate %v is warp-specialised but not the swapped form", m)
+				}
+			}
 			for _, m := range cands {
 				if m["wg_stage"] != 0 && (!c.ta || m["wgmma"] != 2) {
 					t.Errorf("candidate %v stages a product that is not Aᵀ·B in the swapped form", m)

@@ -129,6 +129,36 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, false},
 		{peerCase{name: "Aᵀ·B gelu 130x70x92 swapped staged 64x64 epi_smem", m: 130, k: 70, n: 92, ta: true, gelu: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "wg_stage": 1, "epi_smem": 1, "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, false},
+		// warp-specialised (ws = 1): a producer of num_warps more warps
+		// copies the stages, the consumers run the wgmmas, full and empty
+		// mbarriers between them (M, N, K no multiples of the tile; past
+		// K = 72 more iterations than stages, so that stages are refilled
+		// once their consumers released them)
+		{peerCase{name: "matmul 200x72x136 swapped ws 256x128", m: 200, k: 72, n: 136}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 200x264x136 swapped ws 256x128", m: 200, k: 264, n: 136}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 200x72x136 swapped ws bf16 256x128", m: 200, k: 72, n: 136}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 200x264x136 swapped ws bf16 256x128", m: 200, k: 264, n: 136}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		// a producer as wide as the consumers (ws_warps = 8), in their layouts
+		{peerCase{name: "gelu 200x264x136 swapped ws 8+8 warps 256x128", m: 200, k: 264, n: 136, gelu: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "ws": 1, "ws_warps": 8, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 200x264x136 swapped ws bf16 8+8 warps 256x128", m: 200, k: 264, n: 136}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "ws": 1, "ws_warps": 8, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "gelu 300x160x200 swapped ws 128x64", m: 300, k: 160, n: 200, gelu: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, true},
+		{peerCase{name: "gelu 430x200x200 swapped ws bf16 192x128 lag 1", m: 430, k: 200, n: 200, gelu: true}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "ws": 1, "ws_lag": 1, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 5}, false},
+		{peerCase{name: "matmul 200x200x136 swapped ws unrounded 256x128", m: 200, k: 200, n: 136}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "ws": 1, "skip_round": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "A·Bᵀ 150x300x200 swapped ws 3xTF32 64x128", m: 150, k: 300, n: 200, tb: true}, tile.PrecTF32x3,
+			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, true},
+		{peerCase{name: "Aᵀ·B 196x300x136 swapped ws staged 128x128", m: 196, k: 300, n: 136, ta: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "ws": 1, "wg_stage": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+		{peerCase{name: "matmul 300x600x200 swapped ws 256x128 split 3 epi_smem", m: 300, k: 600, n: 200}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "ws": 1, "epi_smem": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4, "SPLIT_K": 3}, true},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
 			p, err := buildPeer(c.pc, graphpass.H200, c.prec, c.tune)
@@ -179,6 +209,13 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 					require.NoError(t, err, "ptxas: %s", out)
 				}
 			}
+			if c.tune["ws"] == 1 {
+				pw := 4
+				if c.tune["ws_warps"] != 0 {
+					pw = c.tune["ws_warps"]
+				}
+				requireWarpSpecialised(t, sim.Last, c.tune["num_warps"], pw, c.tune["skip_round"] == 1 && c.prec == tile.PrecTF32 && c.tune["wg_stage"] == 0)
+			}
 			if c.tune["epi_smem"] == 1 {
 				// the accumulator goes through shared memory, read back
 				// 16 bytes wide; the stores are 16 bytes wide where n is a
@@ -193,4 +230,39 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			t.Logf("max %.2g norm %.2g", maxRel, normRel)
 		})
 	}
+}
+
+// requireWarpSpecialised checks that ck is the warp-specialised form of a
+// swapped wgmma loop with nw consumer warps: pw producer warps launched
+// beside them, the producer's loop and the consumers' loop
+// synchronised by mbarriers only (no bar.sync in either), the producer
+// handing stages over by cp.async.mbarrier.arrive.noinc where noinc (no
+// pass over the copies), else by mbarrier.arrive after its pass; the
+// register split where the launch's share falls short (past 8 warps).
+func requireWarpSpecialised(t *testing.T, ck *codegen.Kernel, nw, pw int, noinc bool) {
+	t.Helper()
+	p := ck.PTX
+	require.Equal(t, pw, ck.ProducerWarps, "producer warps")
+	require.Equal(t, 32*(nw+pw), ck.Threads(), "threads")
+	require.Contains(t, p, fmt.Sprintf(".maxntid %d, 1, 1", 32*(nw+pw)))
+	cut := func(from, to string) string {
+		// label definitions start their lines
+		i, j := strings.Index(p, "\n"+from), strings.Index(p, "\n"+to)
+		require.True(t, i >= 0 && j > i, "no %s … %s", from, to)
+		return p[i:j]
+	}
+	prod := cut("$L_ws_produce_", "$L_ws_consumer_")
+	cons := cut("$L_ws_consume_", "$L_ws_end_")
+	for name, loop := range map[string]string{"producer": prod, "consumer": cons} {
+		require.NotContains(t, loop, "bar.sync", "%s loop", name)
+		require.Contains(t, loop, "mbarrier.try_wait.parity.shared::cta.b64", "%s loop", name)
+	}
+	require.NotContains(t, prod, "wgmma")
+	require.NotContains(t, cons, "cp.async")
+	require.Contains(t, cons, "wgmma.mma_async")
+	require.Contains(t, cons, "mbarrier.arrive.shared::cta.b64 _,")
+	require.Equal(t, noinc, strings.Contains(prod, "cp.async.mbarrier.arrive.noinc"), "cp.async.mbarrier.arrive.noinc")
+	require.Equal(t, !noinc, strings.Contains(p, "mbarrier.arrive.shared::cta.b64 _,") && strings.Contains(prod, "cp.async.wait_group"), "the pass's arrivals")
+	require.Equal(t, nw+pw > 8, strings.Contains(p, "setmaxnreg.dec.sync.aligned.u32 ") && strings.Contains(p, "setmaxnreg.inc.sync.aligned.u32 "), "setmaxnreg past 8 warps only")
+	require.Contains(t, p, "\texit;")
 }

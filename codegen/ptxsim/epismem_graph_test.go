@@ -176,7 +176,8 @@ func lateInEpilogue(ptx string) (ok, late bool) {
 // small, compiled by package fusion for the H200 at TF32) backward
 // product dH = dO·W2ᵀ ⊙ gelu'(z), whose epilogue reads z of its output's
 // shape in the accumulator's layout, forced onto the swapped form with
-// late_loads = 2 and without, at 128 and 64 rows: in the simulator
+// late_loads = 2 and without, at 128 and 64 rows (and warp-specialised,
+// ws = 1, at 128): in the simulator
 // (racecheck, initcheck) it agrees with the interpreter (seeded inputs,
 // outputs poisoned, 128 tokens over a hidden layer of 256), and with
 // late_loads its loads of z come inside the epilogue's arithmetic, not all
@@ -189,84 +190,90 @@ func TestEpiLateLoadsEncoder(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(23, 29))
 	found := 0
-	for _, late := range []int{0, 2} {
-		for _, bm := range []int{128, 64} {
-			s, err := wl.Build("small")
-			if err != nil {
-				t.Fatal(err)
-			}
-			target := graphpass.H200
-			target.Tune = func(grp *graphpass.Group, m tile.Meta) {
-				if grp.Kind == graphpass.MatMulGroup && grp.MatMul.Info.TransB && len(grp.MatMul.Info.Shape) == 2 {
-					m["wgmma"], m["BLOCK_M"], m["BLOCK_N"], m["BLOCK_K"], m["num_warps"], m["num_stages"] = 2, bm, 128, 32, 8, 4
-					if late > 0 {
-						m["late_loads"] = late
-					}
+	// late_loads, rows, ws: warp-specialised at 128 rows, late and not
+	for _, cfg := range [][3]int{{0, 128, 0}, {0, 64, 0}, {2, 128, 0}, {2, 64, 0}, {0, 128, 1}, {2, 128, 1}} {
+		late, bm, ws := cfg[0], cfg[1], cfg[2]
+		s, err := wl.Build("small")
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := graphpass.H200
+		target.Tune = func(grp *graphpass.Group, m tile.Meta) {
+			if grp.Kind == graphpass.MatMulGroup && grp.MatMul.Info.TransB && len(grp.MatMul.Info.Shape) == 2 {
+				m["wgmma"], m["BLOCK_M"], m["BLOCK_N"], m["BLOCK_K"], m["num_warps"], m["num_stages"] = 2, bm, 128, 32, 8, 4
+				if late > 0 {
+					m["late_loads"] = late
+				}
+				if ws > 0 {
+					m["ws"] = ws
 				}
 			}
-			c, err := fusion.Compile(s.Graph, fusion.WithTarget(target), fusion.WithMatMulFusion(true), fusion.WithPrecision(tile.PrecTF32))
-			if err != nil {
-				t.Fatal(err)
+		}
+		c, err := fusion.Compile(s.Graph, fusion.WithTarget(target), fusion.WithMatMulFusion(true), fusion.WithPrecision(tile.PrecTF32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range c.Graph.AllNodes() {
+			op, ok := n.Op().(*fusion.FusedOp)
+			if !ok || op.Kernel().Meta["wgmma"] != 2 || op.Outputs() != 1 || op.Accumulates() {
+				continue
 			}
-			for _, n := range c.Graph.AllNodes() {
-				op, ok := n.Op().(*fusion.FusedOp)
-				if !ok || op.Kernel().Meta["wgmma"] != 2 || op.Outputs() != 1 || op.Accumulates() {
-					continue
+			out := n.Shape()
+			var sizes []int
+			reads := 0                                   // inputs of the output's shape
+			for ch := c.Graph.From(n.ID()); ch.Next(); { // the children in order
+				x := ch.Node().(*G.Node)
+				sizes = append(sizes, x.Shape().TotalSize())
+				if x.Shape().Eq(out) {
+					reads++
 				}
-				out := n.Shape()
-				var sizes []int
-				reads := 0                                   // inputs of the output's shape
-				for ch := c.Graph.From(n.ID()); ch.Next(); { // the children in order
-					x := ch.Node().(*G.Node)
-					sizes = append(sizes, x.Shape().TotalSize())
-					if x.Shape().Eq(out) {
-						reads++
-					}
-				}
-				if reads == 0 || op.Kernel().Count(tile.OpTanh) == 0 {
-					continue // not an epilogue reading a value of the output's shape through a GELU
-				}
-				found++
-				kern := op.Kernel()
-				t.Run(fmt.Sprintf("%s %v %d rows late_loads %d", kern.Name, out, bm, late), func(t *testing.T) {
-					var args []any
-					for _, size := range sizes {
-						d := make([]float32, size)
-						for i := range d {
-							d[i] = float32(rng.Float64()*2 - 1)
-						}
-						args = append(args, d)
-					}
-					poisoned := func() []float32 {
-						o := make([]float32, out.TotalSize())
-						for i := range o {
-							o[i] = float32(math.NaN())
-						}
-						return o
-					}
-					want, got := poisoned(), poisoned()
-					if err := interp.Interpret(kern, op.Grid(), append(args, want)...); err != nil {
-						t.Fatal(err)
-					}
-					sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true, NumWarps: 8}
-					if err := sim.Launch(kern, op.Grid(), append(args, got)...); err != nil {
-						t.Fatal(err)
-					}
-					ptx := sim.Last.PTX
-					if !strings.Contains(ptx, "wgmma.mma_async") {
-						t.Fatalf("not the swapped form (%v)", kern.Meta)
-					}
-					if _, isLate := lateInEpilogue(ptx); isLate != (late > 0) {
-						t.Fatalf("late_loads %d: the epilogue's loads late: %v", late, isLate)
-					}
-					for i := range want {
-						g, w := float64(got[i]), float64(want[i])
-						if !(math.Abs(g-w) <= 1e-5*max(1, math.Abs(w))) {
-							t.Fatalf("[%d]: %v in the simulator, %v in the interpreter", i, g, w)
-						}
-					}
-				})
 			}
+			if reads == 0 || op.Kernel().Count(tile.OpTanh) == 0 {
+				continue // not an epilogue reading a value of the output's shape through a GELU
+			}
+			found++
+			kern := op.Kernel()
+			t.Run(fmt.Sprintf("%s %v %d rows late_loads %d ws %d", kern.Name, out, bm, late, ws), func(t *testing.T) {
+				var args []any
+				for _, size := range sizes {
+					d := make([]float32, size)
+					for i := range d {
+						d[i] = float32(rng.Float64()*2 - 1)
+					}
+					args = append(args, d)
+				}
+				poisoned := func() []float32 {
+					o := make([]float32, out.TotalSize())
+					for i := range o {
+						o[i] = float32(math.NaN())
+					}
+					return o
+				}
+				want, got := poisoned(), poisoned()
+				if err := interp.Interpret(kern, op.Grid(), append(args, want)...); err != nil {
+					t.Fatal(err)
+				}
+				sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true, NumWarps: 8}
+				if err := sim.Launch(kern, op.Grid(), append(args, got)...); err != nil {
+					t.Fatal(err)
+				}
+				ptx := sim.Last.PTX
+				if !strings.Contains(ptx, "wgmma.mma_async") {
+					t.Fatalf("not the swapped form (%v)", kern.Meta)
+				}
+				if (sim.Last.ProducerWarps > 0) != (ws > 0) {
+					t.Fatalf("ws %d: %d producer warps", ws, sim.Last.ProducerWarps)
+				}
+				if _, isLate := lateInEpilogue(ptx); isLate != (late > 0) {
+					t.Fatalf("late_loads %d: the epilogue's loads late: %v", late, isLate)
+				}
+				for i := range want {
+					g, w := float64(got[i]), float64(want[i])
+					if !(math.Abs(g-w) <= 1e-5*max(1, math.Abs(w))) {
+						t.Fatalf("[%d]: %v in the simulator, %v in the interpreter", i, g, w)
+					}
+				}
+			})
 		}
 	}
 	if found == 0 {

@@ -19,6 +19,9 @@ type Launcher struct {
 	Workers int
 	// Last is the PTX of the last kernel launched (for failure messages).
 	Last *codegen.Kernel
+	// Edit, if set, rewrites the PTX before it runs: tests inject faults
+	// with it (Last keeps the PTX as lowered)
+	Edit func(ptx string) string
 }
 
 // Name says which target the launcher simulates.
@@ -68,7 +71,11 @@ func (l *Launcher) Launch(k *tile.Kernel, grid tile.Grid, args ...any) error {
 		return err
 	}
 	l.Last = ck
-	mod, err := Parse(ck.PTX)
+	src := ck.PTX
+	if l.Edit != nil {
+		src = l.Edit(src)
+	}
+	mod, err := Parse(src)
 	if err != nil {
 		return err
 	}

@@ -409,8 +409,13 @@ func decodeCpAsyncMbarrierArrive(d *decoder) error {
 			mc := w.c.sync.release(w.id)
 			cps := w.c.async.inflight(w, l)
 			for _, idx := range cps {
-				cp := &w.c.async.copies[idx]
-				cp.bound, cp.mc = true, mc
+				// a copy that an earlier arrival already tracks keeps
+				// that arrival's count: its write happens before both,
+				// and a thread that waits on the earlier mbarrier only
+				// must see it
+				if cp := &w.c.async.copies[idx]; !cp.bound {
+					cp.bound, cp.mc = true, mc
+				}
 			}
 			b.asyncArrives = append(b.asyncArrives, asyncArrive{copies: cps, warp: w.id, mc: mc})
 			w.c.events++

@@ -188,3 +188,60 @@ $L_wait:
 		}
 	}
 }
+
+// TestCpAsyncMbarrierArriveTwice: a thread's copies into two buffers, each
+// followed by cp.async.mbarrier.arrive.noinc on a barrier of its own (as a
+// producer fills two stages before a consumer waits): the second arrival
+// also tracks the first buffer's copies, still in flight, yet a thread
+// that waits on the first barrier only reads the first buffer without a
+// race (the copies keep the first arrival's release).
+func TestCpAsyncMbarrierArriveTwice(t *testing.T) {
+	src := kernelPTX("cp_mbar2", ".param .u64 x, .param .u64 y", `
+	.shared .align 16 .b8 buf[1024];
+	.shared .align 8 .b8 bar[16];
+	mov.u32 %r0, %tid.x;
+	mov.u32 %r1, buf;
+	mov.u32 %r2, bar;
+	setp.eq.u32 %p1, %r0, 0;
+	@%p1 mbarrier.init.shared.b64 [%r2], 128;
+	@%p1 mbarrier.init.shared.b64 [%r2+8], 128;
+	bar.sync 0;
+	ld.param.u64 %rd1, [x];
+	mul.wide.u32 %rd2, %r0, 4;
+	add.s64 %rd3, %rd1, %rd2;
+	mad.lo.s32 %r3, %r0, 4, %r1;
+	cp.async.ca.shared.global [%r3], [%rd3], 4;
+	cp.async.mbarrier.arrive.noinc.shared.b64 [%r2];
+	cp.async.ca.shared.global [%r3+512], [%rd3+512], 4;
+	cp.async.mbarrier.arrive.noinc.shared.b64 [%r2+8];
+$L_wait:
+	mbarrier.test_wait.parity.shared.b64 %p2, [%r2], 0;
+	@!%p2 bra $L_wait;
+	sub.u32 %r4, 127, %r0;
+	mad.lo.s32 %r5, %r4, 4, %r1;
+	ld.shared.f32 %f1, [%r5];
+	ld.param.u64 %rd4, [y];
+	add.s64 %rd5, %rd4, %rd2;
+	st.global.f32 [%rd5], %f1;
+$L_wait2:
+	mbarrier.test_wait.parity.shared.b64 %p3, [%r2+8], 0;
+	@!%p3 bra $L_wait2;
+	ld.shared.f32 %f2, [%r5+512];
+	st.global.f32 [%rd5+512], %f2;`)
+	ptxasCheck(t, src)
+	x := make([]float32, 256)
+	for i := range x {
+		x[i] = float32(i) * 1.5
+	}
+	mem := ptxsim.NewMemory()
+	xa, _ := mem.AllocCopy("x", x)
+	ya := mem.Alloc("y", 1024)
+	mustRun(t, src, "cp_mbar2", ptxsim.Config{Block: [3]int{128}, Racecheck: true}, mem, xa, ya)
+	y := make([]float32, 256)
+	mem.Read(ya, y)
+	for i := range y {
+		if want := x[128*(i/128)+127-i%128]; y[i] != want {
+			t.Fatalf("y[%d] = %v, want %v", i, y[i], want)
+		}
+	}
+}
