@@ -184,9 +184,8 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 		}
 		return b.Mul(x, c)
 	}
-	// the tiles' offsets at k0 = 0, once; the loop adds k0's step along K.
-	// Masks only where the sizes leave lanes out of range.
-	offA, offB := b.Add(mul(rm, sar), mul(rkRow, sac)), b.Add(mul(rkCol, sbr), mul(rn, sbc))
+	// the tiles' offsets at k0 = 0, once (step); the loop adds k0's step
+	// along K. Masks only where the sizes leave lanes out of range.
 	var inM, inN *tile.Value
 	if m%bm != 0 {
 		inM = b.Lt(rm, m)
@@ -209,15 +208,36 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 		start := b.Mul(b.ProgramID(2), chunk)
 		lo, hi = start, b.Minimum(b.Add(start, chunk), kk)
 	}
-	acc := b.For(lo, hi, bk, []*tile.Value{b.Zeros(d, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
-		maskA, maskB := inM, inN
-		if kk%bk != 0 {
-			maskA, maskB = e.and(inM, b.Lt(b.Add(rkRow, k0), kk)), e.and(b.Lt(b.Add(rkCol, k0), kk), inN)
+	// one K loop of BLOCK_K steps, masked along K where BLOCK_K does not
+	// divide K; on a CPU whose kernels run as machine code (which computes
+	// a masked step's zeros as any others) the steps that fit whole
+	// unmasked, then the rest of K in one step of its own, the smallest
+	// power of two (at least tile.MinDotDim) that holds it (K = 784 with
+	// BLOCK_K 64: 12 steps of 64 and one of 16)
+	step := func(bk int, rkRow, rkCol *tile.Value, masked bool) func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
+		offA, offB := b.Add(mul(rm, sar), mul(rkRow, sac)), b.Add(mul(rkCol, sbr), mul(rn, sbc))
+		return func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
+			maskA, maskB := inM, inN
+			if masked {
+				maskA, maskB = e.and(inM, b.Lt(b.Add(rkRow, k0), kk)), e.and(b.Lt(b.Add(rkCol, k0), kk), inN)
+			}
+			av := e.loadOr0(b.AddPtr(pa, b.Add(offA, mul(k0, sac))), e.fullMask(maskA, bm, bk))
+			bv := e.loadOr0(b.AddPtr(pb, b.Add(offB, mul(k0, sbr))), e.fullMask(maskB, bk, bn))
+			return []*tile.Value{b.Dot(av, bv, c[0], e.prec)}
 		}
-		av := e.loadOr0(b.AddPtr(pa, b.Add(offA, mul(k0, sac))), e.fullMask(maskA, bm, bk))
-		bv := e.loadOr0(b.AddPtr(pb, b.Add(offB, mul(k0, sbr))), e.fullMask(maskB, bk, bn))
-		return []*tile.Value{b.Dot(av, bv, c[0], e.prec)}
-	})
+	}
+	var acc []*tile.Value
+	if rest := kk % bk; split == 1 && rest != 0 && !e.t.GPU() && e.t.Native {
+		acc = []*tile.Value{b.Zeros(d, bm, bn)}
+		if whole := kk - rest; whole > 0 {
+			acc = b.For(0, whole, bk, acc, step(bk, rkRow, rkCol, false))
+		}
+		bt := max(tile.MinDotDim, pow2AtLeast(rest))
+		rkRow, rkCol := b.ExpandDims(b.Arange(0, bt), 0), b.ExpandDims(b.Arange(0, bt), 1)
+		acc = b.For(kk-rest, kk, bt, acc, step(bt, rkRow, rkCol, rest != bt))
+	} else {
+		acc = b.For(lo, hi, bk, []*tile.Value{b.Zeros(d, bm, bn)}, step(bk, rkRow, rkCol, kk%bk != 0))
+	}
 	e.member = productTile(e, acc[0])
 	idx := b.Add(b.Mul(rm, n), rn) // [BM,BN] flat indices of the output
 	if batch > 1 {
@@ -282,10 +302,21 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 // IEEE products on the CPU as native code (Target.Native: packed blocks
 // and a 12×32 micro-kernel): the largest of 128, 64 and 32 on a side (each side no
 // larger than the product's, rounded up to a power of two, at least 32) of
-// which the product has at least four tiles a core; BLOCK_K 32. Larger
+// which the product has at least four tiles a core. Larger
 // tiles pack each operand block fewer times (one core, 2026-12-01, with
 // the unmasked packs: BenchmarkDot 1024³ 72 GFLOP/s at 64×64, 86 at
 // 128×128; gelu(x·W+b) 1024³ 50–56 ms at 64×64, 44–51 at 128×128).
+// BLOCK_K is the largest power of two up to 64 that K holds, and
+// emitMatMul runs the rest of K in a step of its own: the micro-kernel
+// loads and stores its accumulators once a step, and a masked step
+// computes its zeros (2-core VM, one core, 128×128 tiles, thread CPU
+// time, steps of 32 → 64 with the tail step, min of 12 alternating:
+// 1024³ 149 → 161 GFLOP/s, 512×1024 over K 784 160 → 168, Aᵀ×B
+// 784×1024 over K 512 143 → 150, A×Bᵀ 512×1024 over K 1024 155 → 163,
+// over K 16 0.28 → 0.16 ms). A side whose tiles would pad the product by
+// more than an eighth is halved while that pads less (mlp_step's weight
+// gradient, 784 rows: 64-row tiles, 832 computed, not 896; same VM, one
+// core, 784×1024 over K 512: 6.75 → 6.0 ms).
 //
 // Otherwise (IEEE products, FMAs on CUDA cores, and the CPU's executor,
 // which measured slower at 128: linear_gelu 1024³ 0.38–0.51 s against
@@ -389,7 +420,29 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 				break
 			}
 		}
-		meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = bm, bn, 32
+		// a side whose tiles pad the product by more than an eighth (784
+		// rows: 896 at 128) halved while that pads less (832 at 64): the
+		// micro-kernel computes the padding's zeros
+		pad := func(size, side int) int { return tile.CDiv(size, side)*side - size }
+		for bm > 32 && 8*pad(m, bm) > m && pad(m, bm/2) < pad(m, bm) {
+			bm /= 2
+		}
+		for bn > 32 && 8*pad(n, bn) > n && pad(n, bn/2) < pad(n, bn) {
+			bn /= 2
+		}
+		bk := 32 // a product of its own kind's (heads_proj: no operands here)
+		if in := grp.MatMul.Inputs; len(in) == 2 {
+			a := in[0].Info.Shape
+			k := a[len(a)-1]
+			if grp.MatMul.Info.TransA {
+				k = a[len(a)-2]
+			}
+			bk = tile.MinDotDim // the largest power of two up to 64 that K holds
+			for bk < 64 && 2*bk <= k {
+				bk *= 2
+			}
+		}
+		meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = bm, bn, bk
 		return
 	}
 	side := 32

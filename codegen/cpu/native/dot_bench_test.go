@@ -61,3 +61,140 @@ func BenchmarkDot(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkProducts: the bench's product shapes (linear_gelu 1024³;
+// mlp_step large's x·w1 (A×B over K 784), its weight gradient xᵀ·dh
+// (Aᵀ×B, 784×1024 over K 512), and A×Bᵀ over K 1024 and over K 16 (its
+// dh = dy·w2ᵀ)) as graphpass writes them for the native CPU target (K
+// steps of 64 and a tail step), at 64×64 and 128×128 tiles (what 16 and 2
+// cores get). It reports GFLOP/s, and those of the fastest launch
+// (best-GFLOP/s); -cpu 1,16 gives one core and sixteen.
+func BenchmarkProducts(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		m, n, k int
+		tA, tB  bool
+	}{
+		{"AB_1024x1024x1024", 1024, 1024, 1024, false, false},
+		{"AB_512x1024x784", 512, 1024, 784, false, false},
+		{"AtB_784x1024x512", 784, 1024, 512, true, false},
+		{"ABt_512x1024x1024", 512, 1024, 1024, false, true},
+		{"ABt_512x1024x16", 512, 1024, 16, false, true},
+	} {
+		rng := tiletest.RNG(c.name)
+		av, bv := tiletest.Uniform(rng, c.m*c.k, -1, 1), tiletest.Uniform(rng, c.k*c.n, -1, 1)
+		out := make([]float32, c.m*c.n)
+		bk := tile.MinDotDim
+		for bk < 64 && 2*bk <= c.k {
+			bk *= 2
+		}
+		for _, side := range []int{64, 128} {
+			b.Run(fmt.Sprintf("%s/%dx%d", c.name, side, side), func(b *testing.B) {
+				nk, err := native.Compile(productKernel(b, c.m, c.n, c.k, side, side, bk, c.tA, c.tB, true))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer nk.Free()
+				grid := tile.Grid{(c.m + side - 1) / side, (c.n + side - 1) / side}
+				best := time.Duration(math.MaxInt64)
+				flops := 2 * float64(c.m) * float64(c.n) * float64(c.k)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					t0 := time.Now()
+					if err := nk.Launch(grid, av, bv, out); err != nil {
+						b.Fatal(err)
+					}
+					best = min(best, time.Since(t0))
+				}
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				b.ReportMetric(flops/best.Seconds()/1e9, "best-GFLOP/s")
+			})
+		}
+	}
+}
+
+// productKernel is c = a·b as graphpass's emitMatMul writes it for a
+// native CPU target: constant sizes, masks only where the blocks do not
+// divide them, a transposed a ([K,M] in memory) or b ([N,K]); with
+// splitK, K in whole unmasked steps of bk and the rest in one step of its
+// own (the smallest power of two, at least 16, that holds it), else one
+// loop masked along K where bk does not divide K.
+func productKernel(t testing.TB, m, n, k, bm, bn, bk int, tA, tB, splitK bool) *tile.Kernel {
+	b := tile.NewBuilder("product", nil)
+	pa, pb, pc := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("c", tile.F32)
+	sar, sac, sbr, sbc := k, 1, n, 1
+	if tA {
+		sar, sac = 1, m
+	}
+	if tB {
+		sbr, sbc = 1, k
+	}
+	mul := func(x *tile.Value, c int) *tile.Value {
+		if c == 1 {
+			return x
+		}
+		return b.Mul(x, c)
+	}
+	rm := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1)
+	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0)
+	and := func(x, y *tile.Value) *tile.Value {
+		switch {
+		case x == nil:
+			return y
+		case y == nil:
+			return x
+		}
+		return b.And(x, y)
+	}
+	var inM, inN *tile.Value
+	if m%bm != 0 {
+		inM = b.Lt(rm, m)
+	}
+	if n%bn != 0 {
+		inN = b.Lt(rn, n)
+	}
+	full := func(x *tile.Value, r, c int) *tile.Value {
+		if x == nil {
+			return nil
+		}
+		return b.BroadcastTo(x, tile.Shp(r, c))
+	}
+	load := func(p *tile.Value, mask *tile.Value) *tile.Value {
+		if mask == nil {
+			return b.Load(p, nil, nil)
+		}
+		return b.Load(p, mask, 0.0)
+	}
+	step := func(bk int, masked bool) func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
+		rkRow, rkCol := b.ExpandDims(b.Arange(0, bk), 0), b.ExpandDims(b.Arange(0, bk), 1)
+		offA, offB := b.Add(mul(rm, sar), mul(rkRow, sac)), b.Add(mul(rkCol, sbr), mul(rn, sbc))
+		return func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
+			maskA, maskB := inM, inN
+			if masked {
+				maskA, maskB = and(inM, b.Lt(b.Add(rkRow, k0), k)), and(b.Lt(b.Add(rkCol, k0), k), inN)
+			}
+			av := load(b.AddPtr(pa, b.Add(offA, mul(k0, sac))), full(maskA, bm, bk))
+			bv := load(b.AddPtr(pb, b.Add(offB, mul(k0, sbr))), full(maskB, bk, bn))
+			return []*tile.Value{b.Dot(av, bv, c[0], tile.PrecIEEE)}
+		}
+	}
+	acc := []*tile.Value{b.Zeros(tile.F32, bm, bn)}
+	if rest := k % bk; splitK && rest != 0 {
+		if k > rest {
+			acc = b.For(0, k-rest, bk, acc, step(bk, false))
+		}
+		bt := tile.MinDotDim
+		for bt < rest {
+			bt *= 2
+		}
+		acc = b.For(k-rest, k, bt, acc, step(bt, rest != bt))
+	} else {
+		acc = b.For(0, k, bk, acc, step(bk, k%bk != 0))
+	}
+	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, n), rn)), acc[0], full(and(inM, inN), bm, bn))
+	kern, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kern
+}

@@ -842,3 +842,76 @@ func TestArgsOffTheStack(t *testing.T) {
 		t.Fatalf("%v allocations a launch: the output array stayed on the stack", allocs)
 	}
 }
+
+// TestProductStepsNative: products as graphpass writes them for the
+// native CPU target (productKernel): K in whole unmasked steps and the
+// rest in a step of its own, masked where the rest is not a power of two
+// of at least 16, the two loops accumulating into one carried block; row
+// and column tails; a or b transposed. Against the reference (outputs
+// poisoned with NaN), within 2(K+1)·2⁻²⁴·Σ|a·b| (checkDot), with AVX2 and
+// AVX-512 bit for bit the same.
+func TestProductStepsNative(t *testing.T) {
+	requireJIT(t)
+	for _, c := range []struct {
+		name       string
+		m, n, k    int
+		bm, bn, bk int
+		tA, tB     bool
+	}{
+		{"A×B, K 784: 12 steps of 64, one of 16 unmasked", 100, 96, 784, 64, 64, 64, false, false},
+		{"A×B, K 200: 3 steps of 64, 8 in a masked 16", 70, 50, 200, 64, 32, 64, false, false},
+		{"Aᵀ×B, rows 130 of 128-row tiles, K 77: 64, then 13 in 16", 130, 70, 77, 128, 64, 64, true, false},
+		{"Aᵀ×B, K 100: one step of 64, 36 in a masked 64", 45, 33, 100, 32, 32, 64, true, false},
+		{"A×Bᵀ, K 16: one step", 50, 200, 16, 64, 128, 16, false, true},
+		{"A×Bᵀ, K 10: a masked step of 16", 33, 40, 10, 32, 32, 16, false, true},
+		{"A×Bᵀ, K 1030: 32 steps of 32, 6 in 16", 40, 64, 1030, 32, 64, 32, false, true},
+		{"both transposed, K 90: 64, then 26 in 32", 60, 60, 90, 64, 64, 64, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k := productKernel(t, c.m, c.n, c.k, c.bm, c.bn, c.bk, c.tA, c.tB, true)
+			dots := 0
+			k.Walk(func(v *tile.Value) {
+				if v.Op == tile.OpDot {
+					dots++
+				}
+			})
+			if want := 1 + min(1, c.k%c.bk)*min(1, c.k/c.bk); dots != want {
+				t.Fatalf("%d dots, want %d", dots, want)
+			}
+			rng := tiletest.RNG(c.name)
+			a, b := tiletest.Uniform(rng, c.m*c.k, -1, 1), tiletest.Uniform(rng, c.k*c.n, -1, 1)
+			grid := tile.Grid{(c.m + c.bm - 1) / c.bm, (c.n + c.bn - 1) / c.bn}
+			run := func(launch func(args ...any) error) []float32 {
+				out := make([]float32, c.m*c.n)
+				for i := range out {
+					out[i] = float32(math.NaN()) // every element is written
+				}
+				if err := launch(a, b, out); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+			var first []float32
+			for _, isa := range isas(t) {
+				native.SetAVX512(isa == "avx512")
+				nk, err := native.Compile(k)
+				if err != nil {
+					t.Fatalf("%s: not compiled natively: %v\n%v", isa, err, k)
+				}
+				got := run(func(args ...any) error { return nk.Launch(grid, args...) })
+				nk.Free()
+				checkDot(t, isa, c.m, c.n, c.k, false, c.tA, c.tB, a, b, nil, got, want)
+				if first == nil {
+					first = got
+					continue
+				}
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(first[i]) {
+						t.Fatalf("c[%d] = %v with %s, %v with avx2", i, got[i], isa, first[i])
+					}
+				}
+			}
+		})
+	}
+}
