@@ -117,6 +117,9 @@ type pipe struct {
 	// along their rows; copy's are rebuilt over 4 warps), else NumWarps
 	wsWarps int
 	wsCopy  [2]*Layout
+	// wsDeclined: why ws = 1 was not applied (the launch's registers a
+	// thread cannot hold the consumers' accumulators: wsPlan)
+	wsDeclined string
 }
 
 func (p *pipe) x3() bool   { return p.dot.Prec == tile.PrecTF32x3 }
@@ -179,6 +182,9 @@ func (p *pipe) String() string {
 			if p.wsRegs[0] > 0 {
 				ahead += fmt.Sprintf(", setmaxnreg %d/%d", p.wsRegs[0], p.wsRegs[1])
 			}
+		}
+		if p.wsDeclined != "" {
+			ahead += "; ws = 1 declined: " + p.wsDeclined
 		}
 		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk%d %s on Cᵀ = Bᵀ·Aᵀ (Bᵀ from registers, A K-major%s), %d stages of %d B (%s; A %v; B %v), %d warpgroups, accumulator %s of Cᵀ",
 			p.dot.ID, p.m, p.n, p.k, p.m, k, p.dot.Prec, x3, p.stages, p.stageBytes, ahead, p.a, p.b, p.wm/4, p.acc.key())

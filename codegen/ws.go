@@ -1,6 +1,8 @@
 package codegen
 
 import (
+	"fmt"
+
 	"strings"
 
 	"github.com/tilefuse/tilefuse/tile"
@@ -141,6 +143,15 @@ func (l *lowerer) wsPlan(p *pipe) {
 			}
 		}
 	}
+	// ptxas bounds every thread of a .maxntid T kernel by 65536/T
+	// registers, setmaxnreg or not: the consumers' accumulators
+	// (m·n/(32·nw) a thread) and the loop's ~30 others must fit it (the
+	// H200's ptxas refused 8+8 warps at 256×128: 128 registers, 158
+	// needed); else the plain swapped form, the dump says why
+	if acc, bound := p.m*p.n/(32*nw), min(255, 65536/(32*(nw+p.wsWarps)))&^7; acc+wsLoopRegs > bound {
+		p.ws, p.wsDeclined = false, fmt.Sprintf("%d+%d warps allow %d registers a thread, the accumulators take %d and the loop ~%d", nw, p.wsWarps, bound, acc, wsLoopRegs)
+		return
+	}
 	pass := p.x3() || p.bf16() || p.staged || l.k.Meta["skip_round"] != 1
 	if pass {
 		p.wsLag = min(2, p.stages-2)
@@ -160,6 +171,11 @@ func (l *lowerer) wsPlan(p *pipe) {
 	}
 	p.wsRegs = [2]int{prod, wsConsumerRegs(nw, p.wsWarps, prod)}
 }
+
+// wsLoopRegs is the registers a consumer thread of the swapped form's loop
+// holds beside its accumulators (the H200's ptxas: 158 for 128
+// accumulators at 256×128 on 8 warps).
+const wsLoopRegs = 30
 
 // wsConsumerRegs is what the consumers' setmaxnreg.inc may ask for once
 // the producer's warps gave theirs back down to prod: the launch's

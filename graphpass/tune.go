@@ -26,28 +26,7 @@ func Candidates(grp *Group, t Target, prec tile.Precision) []tile.Meta {
 		seen[m.String()] = true
 		out = append(out, m)
 	}
-	out = append(out, epiSmemCandidates(out, seen)...)
-	return append(out, wsCandidates(out, seen)...)
-}
-
-// wsCandidates are the swapped-form tilings among cands (wgmma = 2, at
-// most 8 warps) warp-specialised (ws = 1: codegen's wsLoop, a producer
-// warpgroup copying the stages, the wgmmas in the consumers, mbarriers
-// between them instead of a barrier an iteration), candidates for the
-// autotuner only: no heuristic chooses ws until it is measured on the GPU.
-func wsCandidates(cands []tile.Meta, seen map[string]bool) []tile.Meta {
-	var out []tile.Meta
-	for _, m := range cands {
-		if m["wgmma"] != 2 || m["ws"] != 0 || m["num_warps"] > 8 {
-			continue
-		}
-		e := with(m, "ws", 1)
-		if !seen[e.String()] {
-			seen[e.String()] = true
-			out = append(out, e)
-		}
-	}
-	return out
+	return append(out, epiSmemCandidates(out, seen)...)
 }
 
 // epiSmemCandidates are the swapped-form tilings among cands (wgmma = 2)

@@ -195,16 +195,12 @@ func TestWaveCandidates(t *testing.T) {
 					t.Errorf("%v is not offered with epi_smem = 1", m)
 				}
 			}
-			// and warp-specialised (ws = 1), which the default never is
-			if defaultMeta(groups[0], H200, tile.PrecTF32)["ws"] != 0 {
-				t.Errorf("the default is warp-specialised")
-			}
+			// never warp-specialised (ws = 1: slower than the barrier form
+			// at every tiling measured on the H200), by default or as a
+			// candidate
 			for _, m := range cands {
-				if m["wgmma"] == 2 && m["ws"] == 0 && m["num_warps"] <= 8 && !seen[with(m, "ws", 1).String()] {
-					t.Errorf("%v is not offered with ws = 1", m)
-				}
-				if m["ws"] != 0 && m["wgmma"] != 2 {
-					t.Errorf("candidate %v is warp-specialised but not the swapped form", m)
+				if m["ws"] != 0 {
+					t.Errorf("candidate %v is warp-specialised", m)
 				}
 			}
 			for _, m := range cands {

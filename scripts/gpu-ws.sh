@@ -22,11 +22,11 @@ for tool in memcheck racecheck; do
   echo "$tool rc=$?"; tail -3 "$out/ws-$tool.log"
 done
 s='wgmma=2,SPLIT_K=1,BLOCK_K=32,BLOCK_N=128,num_warps=8'
-tf32="ws=1;ws=1,ws_warps=8;ws=1,ws_regs=40;ws=1,ws_regs=24;ws=1,num_stages=3;ws=1,ws_lag=1;ws=1,ws_lag=3;ws=1,skip_round=1;skip_round=1"
+tf32="ws=1;ws=1,ws_warps=8,BLOCK_M=128;ws=1,ws_regs=40;ws=1,ws_regs=24;ws=1,num_stages=3;ws=1,ws_lag=1;ws=1,ws_lag=3;ws=1,skip_round=1;skip_round=1"
 tf32="$tf32;$s,BLOCK_M=192,num_stages=4;$s,BLOCK_M=192,num_stages=5,ws=1;$s,BLOCK_M=128,num_stages=6;$s,BLOCK_M=128,num_stages=6,ws=1"
-bf16="ws=1;ws=1,ws_warps=8;ws=1,ws_regs=56;ws=1,ws_lag=2"
+bf16="ws=1;ws=1,ws_warps=8,BLOCK_M=128;ws=1,ws_regs=56;ws=1,ws_lag=2"
 bf16="$bf16;$s,BLOCK_M=192,num_stages=4;$s,BLOCK_M=192,num_stages=4,ws=1;$s,BLOCK_M=128,num_stages=5;$s,BLOCK_M=128,num_stages=5,ws=1"
-gelu="ws=1;ws=1,ws_warps=8;ws=1,ws_regs=40;ws=1,epi_smem=1;epi_smem=1"
+gelu="ws=1;ws=1,ws_warps=8,BLOCK_M=128;ws=1,ws_regs=40;ws=1,epi_smem=1;epi_smem=1"
 for prec in tf32 bf16; do
   tunes=$tf32
   [ "$prec" = bf16 ] && tunes=$bf16
