@@ -92,7 +92,9 @@ const streamBytes = 64 << 20
 //     8192 at 16 warps, 62, 2 programs an SM). Held whole, LayerNorm
 //     1151×8192 at 8 warps took 133 registers and ran at 56% of the copy
 //     bandwidth on the H200 (walked at 4 warps: 63%; 4096×32768 walked at
-//     16 warps: 74%); the walked forms stay candidates (rowSpace);
+//     16 warps: 74%); held late, a row of 8192 to maxRow takes one warp
+//     for every 1024 elements (below); the walked forms stay candidates
+//     (rowSpace);
 //   - on a GPU, BLOCK_M, the rows a program takes, where the rows are
 //     short: rows are added while a program holds fewer than 8 elements a
 //     thread and the grid keeps a program for every SM (absent: one);
@@ -116,9 +118,12 @@ func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 			// without STREAM: softmax 4096×32768 on the H200 (tilefuse
 			// tune, 2026-12-01) 0.269 ms against 0.301 with it
 			meta["BLOCK"], meta["num_warps"] = pow2AtLeast(n), maxRowWarps(t)
-			delete(meta, "STREAM")
 			if rowInputs(grp) > 1 { // γ and β one group a thread at a time: 128 registers, 32 B spilled
+				// with STREAM (LayerNorm 4096×32768 on the H200, tilefuse
+				// tune, 2026-12-01, fourth session: 0.2804 ms against 0.2971)
 				meta["late_loads"] = 1
+			} else {
+				delete(meta, "STREAM")
 			}
 		default:
 			warps := maxRowWarps(t)
@@ -129,11 +134,11 @@ func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 	block := pow2AtLeast(n)
 	late := lateLoads(grp, t)
 	if late && block >= 8192 && !looped(grp.Full, t) {
-		// walked at the target's warps, as before late loads: LayerNorm
-		// 1151×8192 on the H200 (bench, 2026-12-01) 0.0283 ms walked
-		// (CHUNK 2048, 4 warps) against 0.0312 held at 16 warps with
-		// late_loads 2
-		meta["CHUNK"], meta["num_warps"] = 16*32*t.NumWarps, t.NumWarps
+		// held at a warp for every 1024 elements (32 a thread) with γ and
+		// β two groups ahead: LayerNorm 1151×8192 on the H200 (tilefuse
+		// tune, 2026-12-01, fourth session) 0.0234 ms against 0.0279
+		// walked (CHUNK 2048, 4 warps; 0.0312 held at 16 warps)
+		meta["BLOCK"], meta["num_warps"], meta["late_loads"] = block, rowWarps(block, t), 2
 		return
 	}
 	meta["BLOCK"] = block
