@@ -52,3 +52,14 @@ func SetZmmPairs(on bool) (was bool) { return !noZmmPairs.Swap(!on) }
 // PairLoops is the number of nk's zmm loops whose two vectors are emitted
 // in pairs (fast.go: pairOK).
 func PairLoops(nk *Kernel) int { return nk.pairs }
+
+// LaunchWorkers is how many workers a launch of work estimated
+// nanoseconds asks of a pool of n.
+var LaunchWorkers = launchWorkers
+
+// Work is nk's estimated work per program, in nanoseconds.
+func Work(nk *Kernel) float64 { return nk.work }
+
+// SetRunHook makes f be called as each of a launch's Run calls starts
+// (nil: none), with the worker it runs as.
+func SetRunHook(f func(w int)) { runHook = f }

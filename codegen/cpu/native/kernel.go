@@ -149,8 +149,23 @@ type task struct {
 const maxCallNs = 200_000
 
 // parallelNs is the work below which a launch runs on the caller alone:
-// waking the workers costs a few microseconds.
+// waking the workers costs a few microseconds. Above it a launch asks for
+// one worker per parallelNs/2 of work, up to the pool's size, so that each
+// worker woken has work for several times what waking it costs.
 const parallelNs = 30_000
+
+// runHook, set by tests alone, is called as each Run starts.
+var runHook func(w int)
+
+// launchWorkers is how many workers (the caller included) a launch of
+// work estimated nanoseconds asks of a pool of n: 1 (the caller alone)
+// below parallelNs.
+func launchWorkers(work float64, n int) int {
+	if work < parallelNs {
+		return 1
+	}
+	return max(1, min(n, int(work/(parallelNs/2))))
+}
 
 // grabsPerWorker is how many chunks a parallel launch is cut into per
 // worker at least: workers take chunks in turn from a shared counter, so
@@ -181,13 +196,13 @@ func (nk *Kernel) Launch(grid tile.Grid, args ...any) error {
 	t.fail.Store(false)
 	total := g[0] * g[1] * g[2]
 	t.chunk = max(1, int(maxCallNs/nk.work))
-	parallel := float64(total)*nk.work >= parallelNs
-	if p := pool.Default(); parallel && p.Workers() > 1 {
-		t.chunk = max(1, min(t.chunk, total/(grabsPerWorker*p.Workers())))
+	workers := launchWorkers(float64(total)*nk.work, pool.Default().Workers())
+	if workers > 1 {
+		t.chunk = max(1, min(t.chunk, total/(grabsPerWorker*workers)))
 	}
 	t.total = total
 	t.next.Store(0)
-	pool.Default().Do(t, total, parallel)
+	pool.Default().Do(t, total, workers)
 	// the buffers must stay alive until every call has returned
 	runtime.KeepAlive(args)
 	if t.fail.Load() {
@@ -309,6 +324,9 @@ func scalarBits(x any, d tile.DType) (uint64, bool) {
 // however the pool splits them and however fast each worker gets through
 // its chunks).
 func (t *task) Run(w, lo, hi int) {
+	if runHook != nil {
+		runHook(w)
+	}
 	nk := t.nk
 	f := nk.frames.Get().(*frame)
 	defer nk.frames.Put(f)
