@@ -15,7 +15,9 @@ import (
 // and MLP step at size small (machine code, the default options, so the
 // readable values take fresh or recycled memory), in a loop of runs
 // ("loop") and one run after a collection, as bench.Graph times each run
-// ("aftergc": the collection is not timed). Profile with
+// ("aftergc": the collection is not timed), and in a loop with
+// WithReuseOutputs ("reuse": no allocation, the kernels' time and the
+// machine's least fixed cost). Profile with
 // -cpuprofile; compare GOMAXPROCS with -cpu 1,2,16.
 func BenchmarkSmallRunAll(b *testing.B) {
 	for _, name := range []string{"softmax", "layernorm", "mlp_step"} {
@@ -33,8 +35,16 @@ func BenchmarkSmallRunAll(b *testing.B) {
 		if err := vm.Err(); err != nil {
 			b.Fatal(err)
 		}
-		for _, mode := range []string{"loop", "aftergc"} {
+		reused := fusion.NewTapeMachine(s.Graph, fusion.WithReuseOutputs(true))
+		if err := reused.Err(); err != nil {
+			b.Fatal(err)
+		}
+		for _, mode := range []string{"loop", "aftergc", "reuse"} {
 			b.Run(name+"/"+mode, func(b *testing.B) {
+				vm := vm
+				if mode == "reuse" {
+					vm = reused
+				}
 				b.ReportAllocs()
 				for b.Loop() {
 					if mode == "aftergc" {
@@ -49,5 +59,6 @@ func BenchmarkSmallRunAll(b *testing.B) {
 			})
 		}
 		vm.Close()
+		reused.Close()
 	}
 }
