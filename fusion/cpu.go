@@ -169,6 +169,15 @@ func (p *cpuBackend) run() error {
 			if p.profile && !op.view {
 				p.times = append(p.times, KernelTime{Kernel: op.name, Ops: op.ops, Seconds: time.Since(start).Seconds()})
 			}
+		case *PartOp:
+			if st.fresh || len(st.argv) != 1 {
+				v, err = op.Do(st.argv...)
+			} else {
+				v, err = op.reused(&st.boxes, st.argv[0]) // one operand: the kernel's value
+			}
+			if err != nil {
+				return err // it names the part
+			}
 		default:
 			if prev := p.vals[st.at]; st.prealloc != nil && prev != nil && !st.fresh {
 				v, err = st.prealloc.UsePreallocDo(prev, st.argv...)

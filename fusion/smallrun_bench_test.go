@@ -39,15 +39,15 @@ func BenchmarkSmallRunAll(b *testing.B) {
 		if err := reused.Err(); err != nil {
 			b.Fatal(err)
 		}
-		for _, mode := range []string{"loop", "aftergc", "reuse"} {
+		for _, mode := range []string{"loop", "aftergc", "reuse", "reuse-aftergc"} {
 			b.Run(name+"/"+mode, func(b *testing.B) {
 				vm := vm
-				if mode == "reuse" {
+				if mode == "reuse" || mode == "reuse-aftergc" {
 					vm = reused
 				}
 				b.ReportAllocs()
 				for b.Loop() {
-					if mode == "aftergc" {
+					if mode == "aftergc" || mode == "reuse-aftergc" {
 						b.StopTimer()
 						runtime.GC()
 						b.StartTimer()
