@@ -113,3 +113,60 @@ func TestSmallLaunchInline(t *testing.T) {
 		})
 	}
 }
+
+// TestLaunchAfterGCAllocs: a launch right after a garbage collection
+// allocates nothing: a kernel's task and frames are kept on its own free
+// lists, which a collection does not empty (a sync.Pool's would be, and
+// the bench times each run after a collection). Small (on the caller) and
+// large (on the pool's workers, where there are several) launches.
+func TestLaunchAfterGCAllocs(t *testing.T) {
+	requireJIT(t)
+	if raceEnabled {
+		t.Skip("the race detector's instrumentation allocates")
+	}
+	const block = 256
+	k, err := kernels.VecAdd(tile.Meta{"BLOCK": block})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nk, err := native.Compile(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nk.Free()
+	for _, c := range []struct {
+		name string
+		n    int
+	}{
+		{"small", 3*block + 7},
+		{"large", 1<<20 + 5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rng := tiletest.RNG("aftergc-" + c.name)
+			x, y := tiletest.Uniform(rng, c.n, -1, 1), tiletest.Uniform(rng, c.n, -1, 1)
+			out := make([]float32, c.n)
+			args := []any{x, y, out, c.n}
+			grid := tile.Grid{(c.n + block - 1) / block}
+			if err := nk.Launch(grid, args...); err != nil {
+				t.Fatal(err)
+			}
+			if native.FreeFrames(nk) == 0 {
+				t.Fatal("no frame on the free list after a launch")
+			}
+			allocs := testing.AllocsPerRun(10, func() {
+				runtime.GC()
+				if err := nk.Launch(grid, args...); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if allocs != 0 {
+				t.Fatalf("%v allocations per launch after a collection, want 0", allocs)
+			}
+			for i := range out {
+				if want := float64(x[i]) + float64(y[i]); math.Abs(float64(out[i])-want) > 1e-6*(1+math.Abs(want)) {
+					t.Fatalf("out[%d] = %v, want %v", i, out[i], want)
+				}
+			}
+		})
+	}
+}

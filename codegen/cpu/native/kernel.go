@@ -32,8 +32,8 @@ type Kernel struct {
 	frame  int32
 	stored []bool
 	work   float64 // estimated nanoseconds per program
-	frames sync.Pool
-	tasks  sync.Pool
+	frames freeList[frame]
+	tasks  freeList[task]
 	size   int // code bytes
 	fast   int // phases with an unmasked row loop (fast.go)
 	zmm    int // of which computing in zmm registers (fast.go: zmmOK)
@@ -57,7 +57,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	code, frame, err := generate(p)
+	code, frameSize, err := generate(p)
 	if err != nil {
 		return nil, err
 	}
@@ -69,9 +69,9 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	nk := &Kernel{k: k, code: c, frame: frame, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops}
-	nk.frames.New = func() any { return newFrame(frame) }
-	nk.tasks.New = func() any { return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params))} }
+	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops}
+	nk.frames.new = func() *frame { return newFrame(frameSize) }
+	nk.tasks.new = func() *task { return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params))} }
 	return nk, nil
 }
 
@@ -114,6 +114,36 @@ func estimate(p *plan) float64 {
 		ns += trips * (10 + region(it.loop.body))
 	}
 	return ns
+}
+
+// freeList is a stack of a kernel's frames or tasks, kept across garbage
+// collections: a sync.Pool is emptied by every collection, after which
+// each launch allocated (and zeroed) its task and every worker's frame
+// anew, the bench's timed runs (each after a collection) included. It
+// holds as many as were ever in use at once.
+type freeList[T any] struct {
+	mu   sync.Mutex
+	free []*T
+	new  func() *T
+}
+
+func (l *freeList[T]) get() *T {
+	l.mu.Lock()
+	if n := len(l.free); n > 0 {
+		x := l.free[n-1]
+		l.free[n-1] = nil
+		l.free = l.free[:n-1]
+		l.mu.Unlock()
+		return x
+	}
+	l.mu.Unlock()
+	return l.new()
+}
+
+func (l *freeList[T]) put(x *T) {
+	l.mu.Lock()
+	l.free = append(l.free, x)
+	l.mu.Unlock()
 }
 
 // frame is one worker's frame: the header and everything the generated
@@ -181,8 +211,8 @@ func (nk *Kernel) Launch(grid tile.Grid, args ...any) error {
 	if err != nil || len(args) != len(nk.k.Params) {
 		return ErrFallback
 	}
-	t := nk.tasks.Get().(*task)
-	defer nk.tasks.Put(t)
+	t := nk.tasks.get()
+	defer nk.tasks.put(t)
 	// held by the task, the arguments escape, so that the compiler puts
 	// no caller's array on its goroutine's stack: the header holds raw
 	// addresses, and a stack that grows during the launch would move
@@ -328,8 +358,8 @@ func (t *task) Run(w, lo, hi int) {
 		runHook(w)
 	}
 	nk := t.nk
-	f := nk.frames.Get().(*frame)
-	defer nk.frames.Put(f)
+	f := nk.frames.get()
+	defer nk.frames.put(f)
 	copy(unsafe.Slice((*byte)(f.at), len(t.hdr)), t.hdr)
 	*f.u64(hGrid) = uint64(t.grid[0])
 	*f.u64(hGrid + 8) = uint64(t.grid[1])
