@@ -69,17 +69,19 @@ type Pool struct {
 }
 
 // New is a pool of n workers, the caller of each dispatch included; n ≤ 0
-// means GOMAXPROCS.
+// means GOMAXPROCS, or the CPUs the process may run on where those are
+// fewer (GOMAXPROCS=16 on 2 CPUs: 2 workers, not 16 threads taking turns
+// on two cores while the caller waits for the one the OS left out).
 func New(n int) *Pool {
 	if n <= 0 {
-		n = runtime.GOMAXPROCS(0)
+		n = min(runtime.GOMAXPROCS(0), runtime.NumCPU())
 	}
 	return &Pool{n: n, chunks: make([]int, n+1), done: make(chan struct{}, 1), spin: n <= runtime.NumCPU()}
 }
 
 var std = New(0)
 
-// Default is the process's pool, sized to GOMAXPROCS when first made.
+// Default is the process's pool, sized when first made (New(0)).
 func Default() *Pool { return std }
 
 // Workers is the number of workers, the caller included.

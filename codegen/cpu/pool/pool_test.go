@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -196,5 +197,29 @@ func BenchmarkDispatch(b *testing.B) {
 	c := &counter{seen: make([]atomic.Int32, 64)}
 	for i := 0; i < b.N; i++ {
 		p.Do(c, 64, p.Workers())
+	}
+}
+
+// TestSizedToCPUs: a pool of New(0) has a worker per GOMAXPROCS, but no
+// more than the CPUs the process may run on.
+func TestSizedToCPUs(t *testing.T) {
+	was := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(was)
+	cpus := runtime.NumCPU()
+	for _, c := range []struct {
+		name       string
+		gomaxprocs int
+		want       int
+	}{
+		{"one", 1, 1},
+		{"as many as CPUs", cpus, cpus},
+		{"oversubscribed", 8 * cpus, cpus},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			runtime.GOMAXPROCS(c.gomaxprocs)
+			if got := New(0).Workers(); got != c.want {
+				t.Fatalf("GOMAXPROCS %d on %d CPUs: %d workers, want %d", c.gomaxprocs, cpus, got, c.want)
+			}
+		})
 	}
 }
