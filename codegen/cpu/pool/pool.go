@@ -9,7 +9,8 @@
 // one worker runs on the caller alone, without waking anyone. A worker
 // that finishes a dispatch watches for the next one for a short while
 // (spinTime) before it parks, so that the kernels of a graph, which come
-// one after another, find it awake. Nothing is allocated per dispatch.
+// one after another, find it awake (TILEFUSE_SPIN_US sets that while;
+// 0 parks at once). Nothing is allocated per dispatch.
 //
 // One dispatch uses the workers at a time: a dispatch from another
 // goroutine while one is in flight runs on its caller alone (it neither
@@ -18,7 +19,9 @@
 package pool
 
 import (
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,8 +45,18 @@ const (
 // spinTime is how long a worker that finished a dispatch watches for the
 // next one before it parks (where the pool has no more workers than the
 // machine has CPUs: otherwise a spinning worker takes a core from one that
-// has work).
-const spinTime = 50 * time.Microsecond
+// has work): 50 µs, or TILEFUSE_SPIN_US microseconds (0: park at once),
+// read when the process starts, for measuring.
+var spinTime = spinFrom(os.Getenv("TILEFUSE_SPIN_US"))
+
+// spinFrom is the spin time a TILEFUSE_SPIN_US value asks for: 50 µs when
+// it is empty or not a count of microseconds.
+func spinFrom(env string) time.Duration {
+	if us, err := strconv.Atoi(env); err == nil && us >= 0 {
+		return time.Duration(us) * time.Microsecond
+	}
+	return 50 * time.Microsecond
+}
 
 // Pool is a set of worker goroutines.
 type Pool struct {
@@ -76,7 +89,7 @@ func New(n int) *Pool {
 	if n <= 0 {
 		n = min(runtime.GOMAXPROCS(0), runtime.NumCPU())
 	}
-	return &Pool{n: n, chunks: make([]int, n+1), done: make(chan struct{}, 1), spin: n <= runtime.NumCPU()}
+	return &Pool{n: n, chunks: make([]int, n+1), done: make(chan struct{}, 1), spin: spinTime > 0 && n <= runtime.NumCPU()}
 }
 
 var std = New(0)

@@ -223,3 +223,24 @@ func TestSizedToCPUs(t *testing.T) {
 		})
 	}
 }
+
+// TestSpinFrom: TILEFUSE_SPIN_US is a count of microseconds; anything
+// else leaves the default.
+func TestSpinFrom(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		want time.Duration
+	}{
+		{"", 50 * time.Microsecond},
+		{"0", 0},
+		{"200", 200 * time.Microsecond},
+		{"-3", 50 * time.Microsecond},
+		{"1ms", 50 * time.Microsecond},
+	} {
+		t.Run(c.env, func(t *testing.T) {
+			if got := spinFrom(c.env); got != c.want {
+				t.Fatalf("spinFrom(%q) = %v, want %v", c.env, got, c.want)
+			}
+		})
+	}
+}
