@@ -502,8 +502,10 @@ func (op *PartOp) Do(vals ...G.Value) (_ G.Value, err error) {
 // reused is op's value over v's elements as Do makes it, but the header
 // of the last run (b.view) where it is over the same elements: a run that
 // reuses its memory then allocates nothing for a part. Only for values
-// the user does not read (the CPU backend's steps that are not fresh):
-// b.view keeps the elements it views alive.
+// the user does not read, of kernels whose memory is reused (the CPU
+// backend's steps neither fresh nor viewing a fresh value): b.view keeps
+// the elements it views alive, which must not hold a fresh value's memory
+// from the recycler.
 func (op *PartOp) reused(b *boxes, v G.Value) (G.Value, error) {
 	t, ok := v.(*tensor.Dense)
 	if !ok || t.IsView() || len(op.shape) == 0 {
