@@ -15,8 +15,9 @@ import (
 )
 
 // smallGraphs are graphs whose every kernel runs as machine code: the
-// bench's memory-bound workloads (size small) and a scalar result (the
-// mean of squares, a kernel with a scalar output).
+// bench's memory-bound workloads and its MLP training step (size small:
+// products, multi-output kernels whose parts are views) and a scalar
+// result (the mean of squares, a kernel with a scalar output).
 func smallGraphs(t testing.TB) []struct {
 	name string
 	spec bench.Spec
@@ -25,7 +26,7 @@ func smallGraphs(t testing.TB) []struct {
 		name string
 		spec bench.Spec
 	}
-	for _, name := range []string{"chain", "softmax", "layernorm"} {
+	for _, name := range []string{"chain", "softmax", "layernorm", "mlp_step"} {
 		wl, _ := bench.Lookup(name)
 		spec, err := wl.Build("small")
 		if err != nil {
@@ -251,6 +252,78 @@ func BenchmarkFixedCost(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestReusedPartsFollowNewInputs: with reused outputs a multi-output
+// kernel's parts keep their headers from run to run (no allocation);
+// what the next run gives the user is still its own result: the bench's
+// MLP step (its backward kernels have several outputs) with new data in
+// the same tensors and then new tensors, against a fresh machine's run
+// of the same inputs, bit for bit, and the first run's results against
+// the unfused graph within the bench's float32 tolerance.
+func TestReusedPartsFollowNewInputs(t *testing.T) {
+	wl, _ := bench.Lookup("mlp_step")
+	spec, err := wl.Build("small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := fusion.NewTapeMachine(spec.Graph, fusion.WithReuseOutputs(true))
+	defer vm.Close()
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	parts := 0
+	for _, n := range vm.Compiled().Graph.AllNodes() {
+		if _, ok := n.Op().(*fusion.PartOp); ok {
+			parts++
+		}
+	}
+	if parts == 0 {
+		t.Fatal("no multi-output kernel in the graph: the test covers nothing")
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for step, what := range []string{"first inputs", "same tensors, new data", "new tensors"} {
+		for n, v := range spec.Inputs {
+			d := v.Data().([]float32)
+			if step == 2 {
+				d = make([]float32, len(d))
+			}
+			for i := range d {
+				d[i] = float32(rng.Float64()*2 - 1)
+			}
+			if err := G.Let(n, tensor.New(tensor.WithShape(v.Shape().Clone()...), tensor.WithBacking(d))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		got := outputs(spec.Outputs)
+		ref := fusion.NewTapeMachine(spec.Graph)
+		if err := ref.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		want := outputs(spec.Outputs)
+		ref.Close()
+		if !sameFloats(got, want) {
+			t.Fatalf("%s: the reused machine's results differ from a fresh machine's", what)
+		}
+		if step == 0 {
+			unf := fusion.NewTapeMachine(spec.Graph, fusion.WithFusion(false))
+			if err := unf.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			u := outputs(spec.Outputs)
+			unf.Close()
+			for i := range u {
+				for j := range u[i] {
+					if d := math.Abs(got[i][j] - u[i][j]); d > 1e-3*(1+math.Abs(u[i][j])) {
+						t.Fatalf("output %d[%d] = %v, unfused %v", i, j, got[i][j], u[i][j])
+					}
+				}
+			}
 		}
 	}
 }

@@ -45,7 +45,10 @@ type cpuStep struct {
 	// fresh: the value is one the user reads (or shares its memory), so it
 	// goes into fresh memory each run
 	fresh bool
-	boxes boxes // a kernel's arguments boxed, kept between runs
+	// viewsFresh: a part (PartOp) of a kernel whose value is fresh: its
+	// elements differ every run, and a header kept would hold them
+	viewsFresh bool
+	boxes      boxes // a kernel's arguments boxed, kept between runs
 }
 
 // cpuBinding ties a node of the user's graph to a position of the plan
@@ -110,6 +113,9 @@ func (p *cpuBackend) prepare(c *Compiled) error {
 		for i := range p.steps {
 			st := &p.steps[i]
 			st.fresh = fresh[st.at]
+			if _, ok := st.n.Op().(*PartOp); ok && len(st.args) == 1 {
+				st.viewsFresh = fresh[st.args[0]]
+			}
 			if b := freshBytes(st); st.fresh && b >= minRecycled {
 				limit += b
 			}
@@ -168,6 +174,15 @@ func (p *cpuBackend) run() error {
 			}
 			if p.profile && !op.view {
 				p.times = append(p.times, KernelTime{Kernel: op.name, Ops: op.ops, Seconds: time.Since(start).Seconds()})
+			}
+		case *PartOp:
+			if st.fresh || st.viewsFresh || len(st.argv) != 1 {
+				v, err = op.Do(st.argv...)
+			} else {
+				v, err = op.reused(&st.boxes, st.argv[0]) // one operand: the kernel's value
+			}
+			if err != nil {
+				return err // it names the part
 			}
 		default:
 			if prev := p.vals[st.at]; st.prealloc != nil && prev != nil && !st.fresh {

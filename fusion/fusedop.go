@@ -467,7 +467,11 @@ func (op *PartOp) Part() (i, of int) { return op.i, op.of }
 
 // Do is a view of the i-th output in the stacked value.
 func (op *PartOp) Do(vals ...G.Value) (_ G.Value, err error) {
-	defer recoverTo(&err, op.String())
+	defer func() { // named only on a panic: String allocates
+		if r := recover(); r != nil {
+			err = fmt.Errorf("fusion: %s: %v", op, r)
+		}
+	}()
 	if len(vals) != 1 {
 		return nil, fmt.Errorf("fusion: %v: %d inputs, want 1", op, len(vals))
 	}
@@ -493,6 +497,46 @@ func (op *PartOp) Do(vals ...G.Value) (_ G.Value, err error) {
 		return nil, fmt.Errorf("fusion: %v: %w", op, err)
 	}
 	return tensor.New(tensor.WithShape(op.shape...), tensor.WithBacking(part)), nil
+}
+
+// reused is op's value over v's elements as Do makes it, but the header
+// of the last run (b.view) where it is over the same elements: a run that
+// reuses its memory then allocates nothing for a part. Only for values
+// the user does not read, of kernels whose memory is reused (the CPU
+// backend's steps neither fresh nor viewing a fresh value): b.view keeps
+// the elements it views alive, which must not hold a fresh value's memory
+// from the recycler.
+func (op *PartOp) reused(b *boxes, v G.Value) (G.Value, error) {
+	t, ok := v.(*tensor.Dense)
+	if !ok || t.IsView() || len(op.shape) == 0 {
+		return op.Do(v)
+	}
+	n := numel(op.shape)
+	var k boxKey
+	switch t.Dtype() {
+	case tensor.Float32:
+		d := t.Float32s()
+		if len(d) != op.total || op.at+n > len(d) {
+			return op.Do(v) // it says what is wrong
+		}
+		k = keyOf(d[op.at : op.at+n])
+	case tensor.Float64:
+		d := t.Float64s()
+		if len(d) != op.total || op.at+n > len(d) {
+			return op.Do(v)
+		}
+		k = keyOf(d[op.at : op.at+n])
+	default:
+		return op.Do(v)
+	}
+	if b.view != nil && b.viewKey == k {
+		return b.view, nil
+	}
+	out, err := op.Do(v)
+	if d, ok := out.(*tensor.Dense); ok && err == nil {
+		b.view, b.viewKey = d, k
+	}
+	return out, err
 }
 
 // numel is the number of elements of shape s (1 for a scalar).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -17,10 +18,10 @@ import (
 )
 
 type benchOpts struct {
-	backend, workloads, size, json, plot, precision string
-	runs, profile                                   int
-	warm                                            time.Duration
-	quiet, native, autotune, graphs                 bool
+	backend, workloads, size, json, plot, precision, cpuprofile string
+	runs, profile                                               int
+	warm                                                        time.Duration
+	quiet, native, autotune, graphs                             bool
 }
 
 func benchFlags() (*flag.FlagSet, *benchOpts) {
@@ -38,6 +39,7 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.BoolVar(&o.native, "native", false, "time the fused graphs twice, their CPU kernels on the executor (fused) and as machine code (native, the default otherwise), in turn with the other modes, with a table of native against the executor")
 	fs.BoolVar(&o.autotune, "autotune", false, "tilefuse's modes with fusion.WithAutotune: each kernel's meta-parameters measured on the backend at compile time (choices from and to the cache on disk; the compile times include the tuning)")
 	fs.BoolVar(&o.graphs, "cuda-graphs", false, "tilefuse's modes with fusion.WithCUDAGraphs: on the GPU each run's kernels replayed as CUDA graphs, one cuGraphLaunch for the launches between ops left to the CPU")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole bench (compiles, warm-ups and timed runs; go tool pprof reads it) to `file`")
 	fs.IntVar(&o.profile, "profile", 0, "list each workload's `N` slowest kernels per tilefuse mode, timed in a run of their own (events on the GPU, the wall clock on the CPU)")
 	return fs, o
 }
@@ -132,6 +134,17 @@ func benchCmd(args []string, out, progress io.Writer) error {
 		for _, w := range ws {
 			steps += len(w.PeerSizes()) * (modes - 1)
 		}
+	}
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	bar := newProgress(progress, steps, *quiet)
 	var results []*bench.Result

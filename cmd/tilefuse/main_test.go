@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"flag"
 	pngpkg "image/png"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -271,6 +273,23 @@ func TestBenchWritesTableJSONAndPlot(t *testing.T) {
 	assert.Equal(t, "PNG", string(png[1:4]))
 }
 
+// TestBenchCPUProfile: -cpuprofile writes a CPU profile of the bench
+// (gzipped protobuf, as runtime/pprof writes it) whose samples include
+// the bench's measuring function.
+func TestBenchCPUProfile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "cpu.prof")
+	var sb, progress strings.Builder
+	require.NoError(t, benchCmd([]string{"-workload", "softmax", "-size", "small", "-runs", "5", "-warmup", "200ms", "-q", "-cpuprofile", f}, &sb, &progress))
+	assert.Regexp(t, `\| softmax \| small \|`, sb.String())
+	b, err := os.ReadFile(f)
+	require.NoError(t, err)
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	require.NoError(t, err, "a profile is gzipped")
+	raw, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), "bench.Graph", "the profile's functions include the bench's")
+}
+
 // TestProgressOnlyOnATerminal: with stderr a file (a log), the bench writes
 // one line a step and no carriage-return frames; the bar, which does, is
 // for terminals only.
@@ -316,6 +335,7 @@ func TestBenchRejectsBadInput(t *testing.T) {
 		{"precision", []string{"-precision", "fp8"}, "want ieee, tf32, tf32x3 or bf16"},
 		{"runs", []string{"-runs", "0"}, "at least 1"},
 		{"profile", []string{"-profile", "-1"}, "want a count"},
+		{"cpuprofile in a missing directory", []string{"-workload", "chain", "-size", "small", "-cpuprofile", "/nonexistent/dir/cpu.prof"}, "-cpuprofile"},
 		{"stray argument", []string{"stray"}, "unexpected arguments"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -22,8 +22,8 @@ func RunRanges(nk *Kernel, grid tile.Grid, ranges [][2]int, args ...any) error {
 	if err != nil {
 		return err
 	}
-	t := nk.tasks.Get().(*task)
-	defer nk.tasks.Put(t)
+	t := nk.tasks.get()
+	defer nk.tasks.put(t)
 	t.args = append(t.args[:0], args...) // as Launch: no argument on the stack
 	defer func() { clear(t.args); t.args = t.args[:0] }()
 	if !t.bind(args) {
@@ -52,3 +52,21 @@ func SetZmmPairs(on bool) (was bool) { return !noZmmPairs.Swap(!on) }
 // PairLoops is the number of nk's zmm loops whose two vectors are emitted
 // in pairs (fast.go: pairOK).
 func PairLoops(nk *Kernel) int { return nk.pairs }
+
+// LaunchWorkers is how many workers a launch of work estimated
+// nanoseconds asks of a pool of n.
+var LaunchWorkers = launchWorkers
+
+// Work is nk's estimated work per program, in nanoseconds.
+func Work(nk *Kernel) float64 { return nk.work }
+
+// SetRunHook makes f be called as each of a launch's Run calls starts
+// (nil: none), with the worker it runs as.
+func SetRunHook(f func(w int)) { runHook = f }
+
+// FreeFrames is the number of frames on nk's free list.
+func FreeFrames(nk *Kernel) int {
+	nk.frames.mu.Lock()
+	defer nk.frames.mu.Unlock()
+	return len(nk.frames.free)
+}

@@ -32,8 +32,8 @@ type Kernel struct {
 	frame  int32
 	stored []bool
 	work   float64 // estimated nanoseconds per program
-	frames sync.Pool
-	tasks  sync.Pool
+	frames freeList[frame]
+	tasks  freeList[task]
 	size   int // code bytes
 	fast   int // phases with an unmasked row loop (fast.go)
 	zmm    int // of which computing in zmm registers (fast.go: zmmOK)
@@ -57,7 +57,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	code, frame, err := generate(p)
+	code, frameSize, err := generate(p)
 	if err != nil {
 		return nil, err
 	}
@@ -69,9 +69,9 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	nk := &Kernel{k: k, code: c, frame: frame, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops}
-	nk.frames.New = func() any { return newFrame(frame) }
-	nk.tasks.New = func() any { return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params))} }
+	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops}
+	nk.frames.new = func() *frame { return newFrame(frameSize) }
+	nk.tasks.new = func() *task { return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params))} }
 	return nk, nil
 }
 
@@ -116,6 +116,36 @@ func estimate(p *plan) float64 {
 	return ns
 }
 
+// freeList is a stack of a kernel's frames or tasks, kept across garbage
+// collections: a sync.Pool is emptied by every collection, after which
+// each launch allocated (and zeroed) its task and every worker's frame
+// anew, the bench's timed runs (each after a collection) included. It
+// holds as many as were ever in use at once.
+type freeList[T any] struct {
+	mu   sync.Mutex
+	free []*T
+	new  func() *T
+}
+
+func (l *freeList[T]) get() *T {
+	l.mu.Lock()
+	if n := len(l.free); n > 0 {
+		x := l.free[n-1]
+		l.free[n-1] = nil
+		l.free = l.free[:n-1]
+		l.mu.Unlock()
+		return x
+	}
+	l.mu.Unlock()
+	return l.new()
+}
+
+func (l *freeList[T]) put(x *T) {
+	l.mu.Lock()
+	l.free = append(l.free, x)
+	l.mu.Unlock()
+}
+
 // frame is one worker's frame: the header and everything the generated
 // code keeps, 64-byte aligned (blockAlign).
 type frame struct {
@@ -149,8 +179,23 @@ type task struct {
 const maxCallNs = 200_000
 
 // parallelNs is the work below which a launch runs on the caller alone:
-// waking the workers costs a few microseconds.
+// waking the workers costs a few microseconds. Above it a launch asks for
+// one worker per parallelNs/2 of work, up to the pool's size, so that each
+// worker woken has work for several times what waking it costs.
 const parallelNs = 30_000
+
+// runHook, set by tests alone, is called as each Run starts.
+var runHook func(w int)
+
+// launchWorkers is how many workers (the caller included) a launch of
+// work estimated nanoseconds asks of a pool of n: 1 (the caller alone)
+// below parallelNs.
+func launchWorkers(work float64, n int) int {
+	if work < parallelNs {
+		return 1
+	}
+	return max(1, min(n, int(work/(parallelNs/2))))
+}
 
 // grabsPerWorker is how many chunks a parallel launch is cut into per
 // worker at least: workers take chunks in turn from a shared counter, so
@@ -166,8 +211,8 @@ func (nk *Kernel) Launch(grid tile.Grid, args ...any) error {
 	if err != nil || len(args) != len(nk.k.Params) {
 		return ErrFallback
 	}
-	t := nk.tasks.Get().(*task)
-	defer nk.tasks.Put(t)
+	t := nk.tasks.get()
+	defer nk.tasks.put(t)
 	// held by the task, the arguments escape, so that the compiler puts
 	// no caller's array on its goroutine's stack: the header holds raw
 	// addresses, and a stack that grows during the launch would move
@@ -181,13 +226,13 @@ func (nk *Kernel) Launch(grid tile.Grid, args ...any) error {
 	t.fail.Store(false)
 	total := g[0] * g[1] * g[2]
 	t.chunk = max(1, int(maxCallNs/nk.work))
-	parallel := float64(total)*nk.work >= parallelNs
-	if p := pool.Default(); parallel && p.Workers() > 1 {
-		t.chunk = max(1, min(t.chunk, total/(grabsPerWorker*p.Workers())))
+	workers := launchWorkers(float64(total)*nk.work, pool.Default().Workers())
+	if workers > 1 {
+		t.chunk = max(1, min(t.chunk, total/(grabsPerWorker*workers)))
 	}
 	t.total = total
 	t.next.Store(0)
-	pool.Default().Do(t, total, parallel)
+	pool.Default().Do(t, total, workers)
 	// the buffers must stay alive until every call has returned
 	runtime.KeepAlive(args)
 	if t.fail.Load() {
@@ -309,9 +354,12 @@ func scalarBits(x any, d tile.DType) (uint64, bool) {
 // however the pool splits them and however fast each worker gets through
 // its chunks).
 func (t *task) Run(w, lo, hi int) {
+	if runHook != nil {
+		runHook(w)
+	}
 	nk := t.nk
-	f := nk.frames.Get().(*frame)
-	defer nk.frames.Put(f)
+	f := nk.frames.get()
+	defer nk.frames.put(f)
 	copy(unsafe.Slice((*byte)(f.at), len(t.hdr)), t.hdr)
 	*f.u64(hGrid) = uint64(t.grid[0])
 	*f.u64(hGrid + 8) = uint64(t.grid[1])

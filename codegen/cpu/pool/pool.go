@@ -1,9 +1,16 @@
 // Package pool is the CPU backend's persistent worker pool: one goroutine
-// per core, started once, woken once per dispatch. A dispatch splits a
-// range of work items (a kernel's program instances) into one static chunk
-// per worker, runs the first chunk on the caller's goroutine and waits for
-// the rest; small work runs on the caller alone, without waking anyone.
-// Nothing is allocated per dispatch.
+// per core, started once. A dispatch asks for up to a number of workers
+// (the caller included) and splits a range of work items (a kernel's
+// program instances) into one chunk per worker asked for; the caller opens
+// the dispatch, wakes the others, and takes chunks itself. Chunks go to
+// whoever comes first, so a worker that wakes late finds none left and
+// does nothing, and the caller waits only for workers that took a chunk
+// and are still in it, never for one that has not woken yet. A dispatch of
+// one worker runs on the caller alone, without waking anyone. A worker
+// that finishes a dispatch watches for the next one for a short while
+// (spinTime) before it parks, so that the kernels of a graph, which come
+// one after another, find it awake (TILEFUSE_SPIN_US sets that while;
+// 0 parks at once). Nothing is allocated per dispatch.
 //
 // One dispatch uses the workers at a time: a dispatch from another
 // goroutine while one is in flight runs on its caller alone (it neither
@@ -12,16 +19,43 @@
 package pool
 
 import (
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Task is work over a range of items: Run(w, lo, hi) does items [lo, hi)
 // as worker w (0 is the caller). Run is called concurrently for disjoint
-// ranges.
+// ranges, and a worker may be given several ranges of one dispatch.
 type Task interface {
 	Run(w, lo, hi int)
+}
+
+// Pool.state is the dispatch's number (the high 32 bits), the bit open,
+// set while it takes workers, and the workers in it (the caller not
+// included: the bits below open).
+const (
+	open   = 1 << 30
+	inMask = open - 1
+)
+
+// spinTime is how long a worker that finished a dispatch watches for the
+// next one before it parks (where the pool has no more workers than the
+// machine has CPUs: otherwise a spinning worker takes a core from one that
+// has work): 50 µs, or TILEFUSE_SPIN_US microseconds (0: park at once),
+// read when the process starts, for measuring.
+var spinTime = spinFrom(os.Getenv("TILEFUSE_SPIN_US"))
+
+// spinFrom is the spin time a TILEFUSE_SPIN_US value asks for: 50 µs when
+// it is empty or not a count of microseconds.
+func spinFrom(env string) time.Duration {
+	if us, err := strconv.Atoi(env); err == nil && us >= 0 {
+		return time.Duration(us) * time.Microsecond
+	}
+	return 50 * time.Microsecond
 }
 
 // Pool is a set of worker goroutines.
@@ -30,26 +64,37 @@ type Pool struct {
 	start sync.Once
 	busy  sync.Mutex
 	wake  []chan struct{}
+	// parked[w] is set by worker w before it blocks on wake[w]; whoever
+	// clears it sends the token that wakes it
+	parked []atomic.Bool
+	spin   bool
 
 	// the dispatch in flight
-	task    Task
-	chunks  []int // chunk w is [chunks[w], chunks[w+1])
-	pending atomic.Int32
-	done    chan struct{}
+	task   Task
+	chunks []int // chunk c is [chunks[c], chunks[c+1])
+	k      int   // chunks
+	next   atomic.Int32
+	state  atomic.Uint64 // the dispatch's number, open, the workers in it
+	seq    uint32        // the number of the last dispatch
+	done   chan struct{}
+	// joins counts the workers that ever joined a dispatch (tests)
+	joins atomic.Int64
 }
 
 // New is a pool of n workers, the caller of each dispatch included; n ≤ 0
-// means GOMAXPROCS.
+// means GOMAXPROCS, or the CPUs the process may run on where those are
+// fewer (GOMAXPROCS=16 on 2 CPUs: 2 workers, not 16 threads taking turns
+// on two cores while the caller waits for the one the OS left out).
 func New(n int) *Pool {
 	if n <= 0 {
-		n = runtime.GOMAXPROCS(0)
+		n = min(runtime.GOMAXPROCS(0), runtime.NumCPU())
 	}
-	return &Pool{n: n, chunks: make([]int, n+1), done: make(chan struct{}, 1)}
+	return &Pool{n: n, chunks: make([]int, n+1), done: make(chan struct{}, 1), spin: spinTime > 0 && n <= runtime.NumCPU()}
 }
 
 var std = New(0)
 
-// Default is the process's pool, sized to GOMAXPROCS when first made.
+// Default is the process's pool, sized when first made (New(0)).
 func Default() *Pool { return std }
 
 // Workers is the number of workers, the caller included.
@@ -57,6 +102,7 @@ func (p *Pool) Workers() int { return p.n }
 
 func (p *Pool) startWorkers() {
 	p.wake = make([]chan struct{}, p.n)
+	p.parked = make([]atomic.Bool, p.n)
 	for w := 1; w < p.n; w++ {
 		p.wake[w] = make(chan struct{}, 1)
 		go p.worker(w)
@@ -64,20 +110,80 @@ func (p *Pool) startWorkers() {
 }
 
 func (p *Pool) worker(w int) {
-	for range p.wake[w] {
-		p.task.Run(w, p.chunks[w], p.chunks[w+1])
-		if p.pending.Add(-1) == 0 {
-			p.done <- struct{}{}
+	var last uint32 // the last dispatch this worker joined
+	for {
+		// park, unless a dispatch it has not joined opened meanwhile and
+		// the flag is still its own
+		p.parked[w].Store(true)
+		if !p.unjoined(last) || !p.parked[w].CompareAndSwap(true, false) {
+			<-p.wake[w]
+		}
+		for p.join(w, &last) {
+			if !p.spin {
+				break
+			}
+			// watch for the next dispatch a while before parking
+			t0 := time.Now()
+			for i := 0; !p.unjoined(last); i++ {
+				if i%64 == 63 {
+					if time.Since(t0) > spinTime {
+						break
+					}
+					runtime.Gosched()
+				}
+			}
 		}
 	}
 }
 
-// Do runs t over items [0, total): on the caller alone when parallel is
-// false, total is below 2, the pool has one worker or another dispatch
-// holds the workers; else in up to Workers static chunks of equal size,
-// the first on the caller.
-func (p *Pool) Do(t Task, total int, parallel bool) {
-	if !parallel || total < 2 || p.n < 2 || !p.busy.TryLock() {
+// unjoined: a dispatch other than last is open.
+func (p *Pool) unjoined(last uint32) bool {
+	s := p.state.Load()
+	return s&open != 0 && uint32(s>>32) != last
+}
+
+// join takes part in the open dispatch, unless there is none or it is
+// last (a worker joins a dispatch once): chunks until none is left. It
+// reports whether it joined, and sets last to the dispatch it joined.
+func (p *Pool) join(w int, last *uint32) bool {
+	for {
+		s := p.state.Load()
+		if s&open == 0 || uint32(s>>32) == *last {
+			return false
+		}
+		if p.state.CompareAndSwap(s, s+1) {
+			*last = uint32(s >> 32)
+			break
+		}
+	}
+	p.joins.Add(1)
+	p.take(w)
+	if p.state.Add(^uint64(0))&(open|inMask) == 0 { // the last one out of a closed dispatch
+		p.done <- struct{}{}
+	}
+	return true
+}
+
+// take runs chunks of the dispatch in flight as worker w until none is
+// left.
+func (p *Pool) take(w int) {
+	t := p.task
+	for {
+		c := int(p.next.Add(1)) - 1
+		if c >= p.k {
+			return
+		}
+		t.Run(w, p.chunks[c], p.chunks[c+1])
+	}
+}
+
+// Do runs t over items [0, total) on up to workers workers, the caller
+// included: on the caller alone when workers or total is below 2, the
+// pool has one worker or another dispatch holds the workers; else in
+// min(workers, Workers, total) chunks of equal size, taken by the caller
+// and the workers that wake in time.
+func (p *Pool) Do(t Task, total, workers int) {
+	if workers < 2 || total < 2 || p.n < 2 || !p.busy.TryLock() {
 		if total > 0 {
 			t.Run(0, 0, total)
 		}
@@ -85,17 +191,24 @@ func (p *Pool) Do(t Task, total int, parallel bool) {
 	}
 	defer p.busy.Unlock()
 	p.start.Do(p.startWorkers)
-	k := min(p.n, total)
-	for w := 0; w <= k; w++ {
-		p.chunks[w] = total * w / k
+	k := min(p.n, total, workers)
+	for c := 0; c <= k; c++ {
+		p.chunks[c] = total * c / k
 	}
-	p.task = t
-	p.pending.Store(int32(k - 1))
+	p.task, p.k = t, k
+	p.next.Store(0)
+	p.seq++
+	if p.seq == 0 { // 0 is no worker's last dispatch
+		p.seq = 1
+	}
+	p.state.Store(uint64(p.seq)<<32 | open)
 	for w := 1; w < k; w++ {
-		p.wake[w] <- struct{}{}
+		if p.parked[w].CompareAndSwap(true, false) {
+			p.wake[w] <- struct{}{} // the flag was set: the buffer is empty
+		}
 	}
-	t.Run(0, p.chunks[0], p.chunks[1])
-	if k > 1 {
+	p.take(0)
+	if p.state.Add(^uint64(open-1))&inMask != 0 { // workers still in their chunks
 		<-p.done
 	}
 	p.task = nil

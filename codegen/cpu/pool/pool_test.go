@@ -1,9 +1,11 @@
 package pool
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // counter marks each item it runs; a second visit is an error.
@@ -28,43 +30,115 @@ func check(t *testing.T, c *counter, total int) {
 	}
 }
 
+// TestDo: every item runs once, on the caller alone where the dispatch
+// asks for one worker or has one item, and on at most the workers asked
+// for otherwise (the caller or workers that woke in time: a worker
+// still watching after the last dispatch may take every chunk first).
 func TestDo(t *testing.T) {
 	cases := []struct {
-		name     string
-		workers  int
-		total    int
-		parallel bool
+		name    string
+		workers int // the pool's
+		total   int
+		ask     int // workers the dispatch asks for
 	}{
-		{"inline small", 4, 1, true},
-		{"inline by request", 4, 100, false},
-		{"one worker", 1, 100, true},
-		{"fewer items than workers", 8, 3, true},
-		{"uneven", 3, 1001, true},
-		{"many", 4, 100000, true},
-		{"empty", 4, 0, true},
+		{"inline small", 4, 1, 4},
+		{"inline by request", 4, 100, 1},
+		{"inline by request of zero", 4, 100, 0},
+		{"one worker", 1, 100, 4},
+		{"fewer items than workers", 8, 3, 8},
+		{"fewer asked than workers", 8, 1000, 3},
+		{"more asked than workers", 3, 1001, 16},
+		{"uneven", 3, 1001, 3},
+		{"many", 4, 100000, 4},
+		{"empty", 4, 0, 4},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := New(tc.workers)
 			for rep := 0; rep < 3; rep++ {
 				c := &counter{seen: make([]atomic.Int32, tc.total)}
-				p.Do(c, tc.total, tc.parallel)
+				p.Do(c, tc.total, tc.ask)
 				check(t, c, tc.total)
+				inline := tc.ask < 2 || tc.total < 2 || tc.workers < 2
+				if inline && tc.total > 0 && c.workers[0].Load() != 1 {
+					t.Fatalf("on the caller alone: the caller ran %d ranges, want 1", c.workers[0].Load())
+				}
 				used := 0
 				for w := range c.workers {
 					if c.workers[w].Load() > 0 {
 						used++
 					}
 				}
-				want := min(tc.workers, tc.total)
-				if !tc.parallel || tc.total < 2 {
-					want = min(1, tc.total)
+				most := min(tc.workers, tc.total, max(tc.ask, 1))
+				if used > most {
+					t.Fatalf("%d workers ran, want at most %d", used, most)
 				}
-				if used != want {
-					t.Fatalf("%d workers ran, want %d", used, want)
+			}
+			if tc.ask < 2 || tc.total < 2 || tc.workers < 2 {
+				if p.wake != nil { // no worker goroutine exists
+					t.Fatalf("a dispatch on the caller alone started the workers")
 				}
 			}
 		})
+	}
+}
+
+// TestLateWorkersNotAwaited: a dispatch's caller takes every chunk that
+// no worker has taken and returns without waiting for workers that have
+// not woken: here the workers never do (their goroutines are not
+// started), and each dispatch must still finish, on the caller alone.
+func TestLateWorkersNotAwaited(t *testing.T) {
+	p := New(4)
+	p.start.Do(func() { // the workers' channels and flags, but no goroutines
+		p.wake = make([]chan struct{}, p.n)
+		p.parked = make([]atomic.Bool, p.n)
+		for w := 1; w < p.n; w++ {
+			p.wake[w] = make(chan struct{}, 1)
+			p.parked[w].Store(true)
+		}
+	})
+	finished := make(chan *counter)
+	go func() {
+		for range 3 {
+			c := &counter{seen: make([]atomic.Int32, 1000)}
+			p.Do(c, 1000, 4)
+			finished <- c
+		}
+	}()
+	for i := range 3 {
+		select {
+		case c := <-finished:
+			check(t, c, 1000)
+			if n := c.workers[0].Load(); n != 4 {
+				t.Fatalf("dispatch %d: the caller ran %d chunks, want all 4", i, n)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("dispatch %d waits for workers that never woke", i)
+		}
+	}
+}
+
+// TestWorkersJoin: with its workers running, a pool's dispatches are
+// joined by them (over many dispatches of long chunks, at least once).
+func TestWorkersJoin(t *testing.T) {
+	p := New(2)
+	c := &slow{}
+	for i := 0; i < 200 && p.joins.Load() == 0; i++ {
+		p.Do(c, 2, 2)
+	}
+	if p.joins.Load() == 0 {
+		t.Fatal("no worker joined any of 200 dispatches")
+	}
+}
+
+// slow spins about 100 µs an item.
+type slow struct{ sink atomic.Int64 }
+
+func (s *slow) Run(w, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		for t0 := time.Now(); time.Since(t0) < 100*time.Microsecond; {
+			s.sink.Add(1)
+		}
 	}
 }
 
@@ -77,7 +151,7 @@ type nested struct {
 func (n *nested) Run(w, lo, hi int) {
 	for i := lo; i < hi; i++ {
 		c := &counter{seen: make([]atomic.Int32, 10)}
-		n.p.Do(c, 10, true)
+		n.p.Do(c, 10, 4)
 		for j := range c.seen {
 			if c.seen[j].Load() != 1 {
 				n.bad.Add(1)
@@ -95,14 +169,14 @@ func TestConcurrentAndNested(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
 				c := &counter{seen: make([]atomic.Int32, 37)}
-				p.Do(c, 37, true)
+				p.Do(c, 37, 4)
 				check(t, c, 37)
 			}
 		}()
 	}
 	wg.Wait()
 	n := &nested{p: p}
-	p.Do(n, 8, true)
+	p.Do(n, 8, 4)
 	if n.bad.Load() != 0 {
 		t.Fatalf("%d items of nested dispatches ran other than once", n.bad.Load())
 	}
@@ -111,8 +185,8 @@ func TestConcurrentAndNested(t *testing.T) {
 func TestNoAllocs(t *testing.T) {
 	p := New(4)
 	c := &counter{seen: make([]atomic.Int32, 1000)}
-	p.Do(c, 1000, true) // start the workers
-	allocs := testing.AllocsPerRun(100, func() { p.Do(c, 1000, true) })
+	p.Do(c, 1000, 4) // start the workers
+	allocs := testing.AllocsPerRun(100, func() { p.Do(c, 1000, 4) })
 	if allocs != 0 {
 		t.Fatalf("%v allocations per dispatch", allocs)
 	}
@@ -122,6 +196,51 @@ func BenchmarkDispatch(b *testing.B) {
 	p := Default()
 	c := &counter{seen: make([]atomic.Int32, 64)}
 	for i := 0; i < b.N; i++ {
-		p.Do(c, 64, true)
+		p.Do(c, 64, p.Workers())
+	}
+}
+
+// TestSizedToCPUs: a pool of New(0) has a worker per GOMAXPROCS, but no
+// more than the CPUs the process may run on.
+func TestSizedToCPUs(t *testing.T) {
+	was := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(was)
+	cpus := runtime.NumCPU()
+	for _, c := range []struct {
+		name       string
+		gomaxprocs int
+		want       int
+	}{
+		{"one", 1, 1},
+		{"as many as CPUs", cpus, cpus},
+		{"oversubscribed", 8 * cpus, cpus},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			runtime.GOMAXPROCS(c.gomaxprocs)
+			if got := New(0).Workers(); got != c.want {
+				t.Fatalf("GOMAXPROCS %d on %d CPUs: %d workers, want %d", c.gomaxprocs, cpus, got, c.want)
+			}
+		})
+	}
+}
+
+// TestSpinFrom: TILEFUSE_SPIN_US is a count of microseconds; anything
+// else leaves the default.
+func TestSpinFrom(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		want time.Duration
+	}{
+		{"", 50 * time.Microsecond},
+		{"0", 0},
+		{"200", 200 * time.Microsecond},
+		{"-3", 50 * time.Microsecond},
+		{"1ms", 50 * time.Microsecond},
+	} {
+		t.Run(c.env, func(t *testing.T) {
+			if got := spinFrom(c.env); got != c.want {
+				t.Fatalf("spinFrom(%q) = %v, want %v", c.env, got, c.want)
+			}
+		})
 	}
 }
