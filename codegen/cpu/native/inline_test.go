@@ -11,7 +11,6 @@ import (
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/codegen/cpu/pool"
 	"github.com/tilefuse/tilefuse/tile"
-	"github.com/tilefuse/tilefuse/tile/kernels"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
@@ -56,15 +55,7 @@ func goid() int {
 func TestSmallLaunchInline(t *testing.T) {
 	requireJIT(t)
 	const block = 256
-	k, err := kernels.VecAdd(tile.Meta{"BLOCK": block})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nk, err := native.Compile(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nk.Free()
+	nk := vecAdd(t, block)
 	for _, c := range []struct {
 		name   string
 		n      int
@@ -125,15 +116,7 @@ func TestLaunchAfterGCAllocs(t *testing.T) {
 		t.Skip("the race detector's instrumentation allocates")
 	}
 	const block = 256
-	k, err := kernels.VecAdd(tile.Meta{"BLOCK": block})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nk, err := native.Compile(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nk.Free()
+	nk := vecAdd(t, block)
 	for _, c := range []struct {
 		name string
 		n    int

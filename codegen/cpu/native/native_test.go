@@ -763,15 +763,7 @@ func TestUnmaskedRowsNative(t *testing.T) {
 func TestChunksTaken(t *testing.T) {
 	requireJIT(t)
 	const block, progs = 16, 20
-	k, err := kernels.VecAdd(tile.Meta{"BLOCK": block})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nk, err := native.Compile(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nk.Free()
+	nk := vecAdd(t, block)
 	n := block*progs - 5 // a masked tail
 	rng := tiletest.RNG("chunks")
 	x, y := tiletest.Uniform(rng, n, -1, 1), tiletest.Uniform(rng, n, -1, 1)
@@ -811,15 +803,7 @@ func TestChunksTaken(t *testing.T) {
 func TestArgsOffTheStack(t *testing.T) {
 	requireJIT(t)
 	const n = 64
-	k, err := kernels.VecAdd(tile.Meta{"BLOCK": n})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nk, err := native.Compile(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nk.Free()
+	nk := vecAdd(t, n)
 	x := tiletest.Uniform(tiletest.RNG("stack"), n, -1, 1)
 	var bad error
 	allocs := testing.AllocsPerRun(10, func() {
@@ -914,4 +898,24 @@ func TestProductStepsNative(t *testing.T) {
 			}
 		})
 	}
+}
+
+// vecAdd is tile/kernels' vector add of BLOCK block as machine code,
+// freed when the test ends.
+func vecAdd(t *testing.T, block int) *native.Kernel {
+	t.Helper()
+	k, err := kernels.VecAdd(tile.Meta{"BLOCK": block})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nk, err := native.Compile(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := nk.Free(); err != nil {
+			t.Error(err)
+		}
+	})
+	return nk
 }
