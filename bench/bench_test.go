@@ -67,6 +67,9 @@ func TestRowPeerSizes(t *testing.T) {
 		}
 		_, err := w.Build("peer:100x100")
 		assert.ErrorContains(t, err, "not a peer shape")
+		_, err = w.Build(Peer) // tilefuse tune -size peer: which shape?
+		assert.ErrorContains(t, err, "several peer shapes, name one: ")
+		assert.ErrorContains(t, err, w.PeerSizes()[0])
 	}
 	w, _ := Lookup("softmax")
 	_, err := w.Build("medium")

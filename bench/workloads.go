@@ -100,6 +100,9 @@ func peerShape(size string, shapes [][2]int, small, large, cols int) (int, int, 
 		}
 		return 0, 0, fmt.Errorf("bench: size %q: not a peer shape (%v)", size, peerShapeSizes(shapes))
 	}
+	if size == Peer { // one call per shape (tilefuse bench -size peer runs them all)
+		return 0, 0, fmt.Errorf("bench: size %q: this workload has several peer shapes, name one: %v", size, peerShapeSizes(shapes))
+	}
 	rows, err := pick(size, small, large)
 	return rows, cols, err
 }
