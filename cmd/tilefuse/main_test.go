@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	pngpkg "image/png"
 	"io"
 	"os"
@@ -173,6 +174,12 @@ func TestTune(t *testing.T) {
 	assert.Contains(t, out.String(), "| cache |")
 	assert.Contains(t, out.String(), "1 taken from the cache")
 	assert.Contains(t, out.String(), "fused_0_row: every candidate, fastest first") // kept in the cache
+	// -size peer for a workload of several peer shapes: each in turn
+	out.Reset()
+	require.NoError(t, tuneCmd([]string{"-workload", "colsum", "-size", "peer", "-cache-dir", dir, "-budget", "2s", "-q"}, &out, &progress))
+	for _, size := range bench.PeerColumns {
+		assert.Contains(t, out.String(), fmt.Sprintf("colsum/peer:%dx%d on cpu, 1 kernels, compiled and tuned", size[0], size[1]))
+	}
 	for _, c := range []struct {
 		args []string
 		want string

@@ -26,7 +26,7 @@ func tuneFlags() (*flag.FlagSet, *tuneOpts) {
 	fs := flag.NewFlagSet("tune", flag.ContinueOnError)
 	fs.StringVar(&o.backend, "backend", "cpu", "where kernels run and are measured: cpu, or cuda (the tilefuse_cuda build)")
 	fs.StringVar(&o.workload, "workload", "softmax", "the workload to tune, one of: "+workloadNames())
-	fs.StringVar(&o.size, "size", "large", "its size: small, large, or one of its peer sizes (peer, peer:8192x4096, …; see help bench)")
+	fs.StringVar(&o.size, "size", "large", "its size: small, large, or one of its peer sizes (peer, peer:8192x4096, …; see help bench); peer for a workload of several peer shapes tunes each in turn")
 	fs.StringVar(&o.precision, "precision", "ieee", "how products form f32 products: ieee, tf32, tf32x3 or bf16")
 	fs.StringVar(&o.cacheDir, "cache-dir", "", "the cache on disk the results go to (default: the one tilefuse uses, see tilefuse cache)")
 	fs.DurationVar(&o.budget, "budget", fusion.DefaultTuneBudget, "wall time to spend measuring (0: no bound); kernels not reached keep their defaults, and the table says which (a later tune measures them, taking the others from the cache)")
@@ -71,12 +71,29 @@ func tuneCmd(args []string, out, progressW io.Writer) error {
 	if !ok {
 		return fmt.Errorf("no workload %q (have %s)", o.workload, workloadNames())
 	}
-	spec, err := w.Build(o.size)
+	sizes := []string{o.size}
+	if o.size == bench.Peer && len(w.PeerSizes()) > 1 { // each of its peer shapes in turn
+		sizes = w.PeerSizes()
+	}
+	for i, size := range sizes {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		if err := tuneSize(w, size, be, dir, opts, o, out, progressW); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tuneSize is tuneCmd for one size of w.
+func tuneSize(w bench.Workload, size string, be fusion.Backend, dir string, opts []fusion.Option, o *tuneOpts, out, progressW io.Writer) error {
+	spec, err := w.Build(size)
 	if err != nil {
 		return err
 	}
 	var bar progress
-	opts = append(opts, fusion.WithTuneProgress(func(done, total int, kernel string) {
+	opts = append(slices.Clip(opts), fusion.WithTuneProgress(func(done, total int, kernel string) {
 		if bar == nil {
 			bar = newProgress(progressW, total, o.quiet)
 		}
