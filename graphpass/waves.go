@@ -357,7 +357,7 @@ func waveCandidates(t Target, prec tile.Precision, s waveShape) []tile.Meta {
 
 // stagedCandidates are the staged swapped form's tilings for Aᵀ (every
 // unsplit one, then the maxWaveSplits cheapest splits), candidates for the
-// autotuner only: the model does not weigh them until they are measured.
+// autotuner (the model weighs them itself at TF32 only: waveTilings).
 func stagedCandidates(t Target, prec tile.Precision, s waveShape) []tile.Meta {
 	all := tilings(t, prec, s, true)
 	slices.SortStableFunc(all, func(a, b tcTiling) int {
