@@ -159,20 +159,28 @@ func TestReusedArgumentsFollowNewInputs(t *testing.T) {
 		if err := G.Let(x, tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))); err != nil {
 			t.Fatal(err)
 		}
-		if err := vm.RunAll(); err != nil {
-			t.Fatal(err)
-		}
-		got := outputs(spec.Outputs)
-		ref := fusion.NewTapeMachine(spec.Graph)
-		if err := ref.RunAll(); err != nil {
-			t.Fatal(err)
-		}
-		want := outputs(spec.Outputs)
-		ref.Close()
-		if !sameFloats(got, want) {
-			t.Fatalf("%s: the reused machine's results differ from a fresh machine's", what)
-		}
+		sameAsFresh(t, vm, spec, what)
 	}
+}
+
+// sameAsFresh runs vm and then a fresh machine of spec's graph (with the
+// inputs bound now), fails the test where their outputs differ, and
+// returns vm's.
+func sameAsFresh(t *testing.T, vm *fusion.Machine, spec bench.Spec, what string) [][]float64 {
+	t.Helper()
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	got := outputs(spec.Outputs)
+	ref := fusion.NewTapeMachine(spec.Graph)
+	defer ref.Close()
+	if err := ref.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	if !sameFloats(got, outputs(spec.Outputs)) {
+		t.Fatalf("%s: the reused machine's results differ from a fresh machine's", what)
+	}
+	return got
 }
 
 func outputs(ns []*G.Node) [][]float64 {
@@ -297,19 +305,7 @@ func TestReusedPartsFollowNewInputs(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := vm.RunAll(); err != nil {
-			t.Fatal(err)
-		}
-		got := outputs(spec.Outputs)
-		ref := fusion.NewTapeMachine(spec.Graph)
-		if err := ref.RunAll(); err != nil {
-			t.Fatal(err)
-		}
-		want := outputs(spec.Outputs)
-		ref.Close()
-		if !sameFloats(got, want) {
-			t.Fatalf("%s: the reused machine's results differ from a fresh machine's", what)
-		}
+		got := sameAsFresh(t, vm, spec, what)
 		if step == 0 {
 			unf := fusion.NewTapeMachine(spec.Graph, fusion.WithFusion(false))
 			if err := unf.RunAll(); err != nil {
