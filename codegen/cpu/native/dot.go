@@ -177,77 +177,14 @@ func (g *gen) dotCode(d *tile.Value) error {
 		g.dotZ(m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
 		return a.Err()
 	}
-	const (
-		rA   = amd64.RBX // a's row block
-		rC   = amd64.R8  // c's row block
-		rD   = amd64.R9  // the result's row block
-		rI   = amd64.R10 // row blocks left
-		rAk  = amd64.R11 // a at column k
-		rBk  = amd64.R12 // b at row k, the strip's columns
-		rK   = amd64.RDX // k left
-		bVec = 12        // b's vectors: 12, 13
-		aBc  = 14        // a's broadcast
-	)
-	micro := func(mr, j0 int) {
-		const nv = dotVecs
-		acc := func(r, v int) amd64.VReg { return amd64.VReg(r*nv + v) }
-		col := int32(4 * j0)
-		for r := 0; r < mr; r++ {
-			for v := 0; v < nv; v++ {
-				if zero {
-					a.VXORPS(acc(r, v), acc(r, v), acc(r, v))
-				} else {
-					a.VMOVUPS(acc(r, v), amd64.Ptr(rC, int32(4*r*n)+col+int32(32*v)))
-				}
-			}
-		}
-		a.MOVQ(rAk, rA)
-		a.LEAQ(rBk, fr(offB+col))
-		a.MOVLimm(rK, uint32(k))
-		top := a.NewLabel()
-		a.Bind(top)
-		for v := 0; v < nv; v++ {
-			a.VMOVUPS(amd64.VReg(bVec+v), amd64.Ptr(rBk, int32(32*v)))
-		}
-		for r := 0; r < mr; r++ {
-			a.VBROADCASTSS(aBc, amd64.Ptr(rAk, int32(r)*aRow))
-			for v := 0; v < nv; v++ {
-				a.VFMADD231PS(acc(r, v), aBc, amd64.VReg(bVec+v))
-			}
-		}
-		a.ADDQimm(rAk, aCol)
-		a.ADDQimm(rBk, int32(4*n))
-		a.SUBQimm(rK, 1)
-		a.Jcc(amd64.CondNE, top)
-		for r := 0; r < mr; r++ {
-			for v := 0; v < nv; v++ {
-				a.VMOVUPSstore(amd64.Ptr(rD, int32(4*r*n)+col+int32(32*v)), acc(r, v))
-			}
-		}
-	}
-	for j0 := 0; j0 < n; j0 += dotVecs * lane {
-		a.LEAQ(rA, fr(offA))
-		if !zero {
-			a.LEAQ(rC, fr(offC))
-		}
-		a.LEAQ(rD, fr(offD))
-		if full := m / dotRows; full > 0 {
-			a.MOVLimm(rI, uint32(full))
-			rows := a.NewLabel()
-			a.Bind(rows)
-			micro(dotRows, j0)
-			a.ADDQimm(rA, dotRows*aRow)
-			if !zero {
-				a.ADDQimm(rC, int32(4*dotRows*n))
-			}
-			a.ADDQimm(rD, int32(4*dotRows*n))
-			a.SUBQimm(rI, 1)
-			a.Jcc(amd64.CondNE, rows)
-		}
-		if tail := m % dotRows; tail > 0 {
-			micro(tail, j0)
-		}
-	}
+	g.dotLoop(dotISA{
+		size: 4, vecBytes: 32, rows: dotRows, bVec: 12, aBc: 14,
+		zero:  func(r int) { a.VXORPS(amd64.VReg(r), amd64.VReg(r), amd64.VReg(r)) },
+		load:  func(r int, m amd64.Mem) { a.VMOVUPS(amd64.VReg(r), m) },
+		store: func(m amd64.Mem, r int) { a.VMOVUPSstore(m, amd64.VReg(r)) },
+		bcast: func(r int, m amd64.Mem) { a.VBROADCASTSS(amd64.VReg(r), m) },
+		fma:   func(acc, b, x int) { a.VFMADD231PS(amd64.VReg(acc), amd64.VReg(x), amd64.VReg(b)) },
+	}, m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
 	return a.Err()
 }
 
@@ -263,79 +200,14 @@ var dotRowsZ = 12
 // c + Σ_k a[i,k]·b[k,j] in k order, one rounding a step.
 func (g *gen) dotZ(m, k, n int, offA, offB, offC, offD, aRow, aCol int32, zero bool) {
 	a := &g.a
-	const (
-		rA   = amd64.RBX // a's row block
-		rC   = amd64.R8  // c's row block
-		rD   = amd64.R9  // the result's row block
-		rI   = amd64.R10 // row blocks left
-		rAk  = amd64.R11 // a at column k
-		rBk  = amd64.R12 // b at row k, the strip's columns
-		rK   = amd64.RDX // k left
-		bVec = 28        // b's vectors: Z28, Z29
-		aBc  = 30        // a's broadcast
-		zl   = 2 * lane  // f32 lanes of a zmm register
-	)
-	rows := dotRowsZ
-	micro := func(mr, nv, j0 int) {
-		acc := func(r, v int) amd64.ZReg { return amd64.ZReg(r*nv + v) }
-		col := int32(4 * j0)
-		for r := 0; r < mr; r++ {
-			for v := 0; v < nv; v++ {
-				if zero {
-					a.VPXORDZ(acc(r, v), acc(r, v), acc(r, v))
-				} else {
-					a.VMOVUPSZ(acc(r, v), amd64.Ptr(rC, int32(4*r*n)+col+int32(64*v)))
-				}
-			}
-		}
-		a.MOVQ(rAk, rA)
-		a.LEAQ(rBk, fr(offB+col))
-		a.MOVLimm(rK, uint32(k))
-		top := a.NewLabel()
-		a.Bind(top)
-		for v := 0; v < nv; v++ {
-			a.VMOVUPSZ(amd64.ZReg(bVec+v), amd64.Ptr(rBk, int32(64*v)))
-		}
-		for r := 0; r < mr; r++ {
-			a.VBROADCASTSSZ(aBc, amd64.Ptr(rAk, int32(r)*aRow))
-			for v := 0; v < nv; v++ {
-				a.VFMADD231PSZ(acc(r, v), amd64.ZReg(bVec+v), amd64.ZReg(aBc))
-			}
-		}
-		a.ADDQimm(rAk, aCol)
-		a.ADDQimm(rBk, int32(4*n))
-		a.SUBQimm(rK, 1)
-		a.Jcc(amd64.CondNE, top)
-		for r := 0; r < mr; r++ {
-			for v := 0; v < nv; v++ {
-				a.VMOVUPSstoreZ(amd64.Ptr(rD, int32(4*r*n)+col+int32(64*v)), acc(r, v))
-			}
-		}
-	}
-	for j0 := 0; j0 < n; j0 += 2 * zl {
-		nv := min(2, (n-j0)/zl) // n is a multiple of 16 (dotSupported)
-		a.LEAQ(rA, fr(offA))
-		if !zero {
-			a.LEAQ(rC, fr(offC))
-		}
-		a.LEAQ(rD, fr(offD))
-		if full := m / rows; full > 0 {
-			a.MOVLimm(rI, uint32(full))
-			top := a.NewLabel()
-			a.Bind(top)
-			micro(rows, nv, j0)
-			a.ADDQimm(rA, int32(rows)*aRow)
-			if !zero {
-				a.ADDQimm(rC, int32(4*rows*n))
-			}
-			a.ADDQimm(rD, int32(4*rows*n))
-			a.SUBQimm(rI, 1)
-			a.Jcc(amd64.CondNE, top)
-		}
-		if tail := m % rows; tail > 0 {
-			micro(tail, nv, j0)
-		}
-	}
+	g.dotLoop(dotISA{
+		size: 4, vecBytes: 64, rows: dotRowsZ, bVec: 28, aBc: 30,
+		zero:  func(r int) { a.VPXORDZ(amd64.ZReg(r), amd64.ZReg(r), amd64.ZReg(r)) },
+		load:  func(r int, m amd64.Mem) { a.VMOVUPSZ(amd64.ZReg(r), m) },
+		store: func(m amd64.Mem, r int) { a.VMOVUPSstoreZ(m, amd64.ZReg(r)) },
+		bcast: func(r int, m amd64.Mem) { a.VBROADCASTSSZ(amd64.ZReg(r), m) },
+		fma:   func(acc, b, x int) { a.VFMADD231PSZ(amd64.ZReg(acc), amd64.ZReg(b), amd64.ZReg(x)) },
+	}, m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
 }
 
 // transposeBlock writes the transpose of the r×c frame block at from
@@ -403,79 +275,14 @@ func (g *gen) transposeBlock(to, from int32, r, c int) {
 // Σ|a·b|) of the reference's.
 func (g *gen) dotZ64(m, k, n int, offA, offB, offC, offD, aRow, aCol int32, zero bool) {
 	a := &g.a
-	const (
-		rA   = amd64.RBX
-		rC   = amd64.R8
-		rD   = amd64.R9
-		rI   = amd64.R10
-		rAk  = amd64.R11
-		rBk  = amd64.R12
-		rK   = amd64.RDX
-		bVec = 28
-		aBc  = 30
-		zl   = lane // f64 lanes of a zmm register
-		nv   = 2
-	)
-	rows := dotRowsZ
-	micro := func(mr, j0 int) {
-		acc := func(r, v int) amd64.ZReg { return amd64.ZReg(r*nv + v) }
-		col := int32(8 * j0)
-		for r := 0; r < mr; r++ {
-			for v := 0; v < nv; v++ {
-				if zero {
-					a.VPXORQZ(acc(r, v), acc(r, v), acc(r, v))
-				} else {
-					a.VMOVUPDZ(acc(r, v), 0, amd64.Ptr(rC, int32(8*r*n)+col+int32(64*v)))
-				}
-			}
-		}
-		a.MOVQ(rAk, rA)
-		a.LEAQ(rBk, fr(offB+col))
-		a.MOVLimm(rK, uint32(k))
-		top := a.NewLabel()
-		a.Bind(top)
-		for v := 0; v < nv; v++ {
-			a.VMOVUPDZ(amd64.ZReg(bVec+v), 0, amd64.Ptr(rBk, int32(64*v)))
-		}
-		for r := 0; r < mr; r++ {
-			a.VBROADCASTSDZ(aBc, amd64.Ptr(rAk, int32(r)*aRow))
-			for v := 0; v < nv; v++ {
-				a.VFMADD231PDZ(acc(r, v), amd64.ZReg(bVec+v), amd64.ZReg(aBc))
-			}
-		}
-		a.ADDQimm(rAk, aCol)
-		a.ADDQimm(rBk, int32(8*n))
-		a.SUBQimm(rK, 1)
-		a.Jcc(amd64.CondNE, top)
-		for r := 0; r < mr; r++ {
-			for v := 0; v < nv; v++ {
-				a.VMOVUPDstoreZ(amd64.Ptr(rD, int32(8*r*n)+col+int32(64*v)), 0, acc(r, v))
-			}
-		}
-	}
-	for j0 := 0; j0 < n; j0 += nv * zl {
-		a.LEAQ(rA, fr(offA))
-		if !zero {
-			a.LEAQ(rC, fr(offC))
-		}
-		a.LEAQ(rD, fr(offD))
-		if full := m / rows; full > 0 {
-			a.MOVLimm(rI, uint32(full))
-			top := a.NewLabel()
-			a.Bind(top)
-			micro(rows, j0)
-			a.ADDQimm(rA, int32(rows)*aRow)
-			if !zero {
-				a.ADDQimm(rC, int32(8*rows*n))
-			}
-			a.ADDQimm(rD, int32(8*rows*n))
-			a.SUBQimm(rI, 1)
-			a.Jcc(amd64.CondNE, top)
-		}
-		if tail := m % rows; tail > 0 {
-			micro(tail, j0)
-		}
-	}
+	g.dotLoop(dotISA{
+		size: 8, vecBytes: 64, rows: dotRowsZ, bVec: 28, aBc: 30,
+		zero:  func(r int) { a.VPXORQZ(amd64.ZReg(r), amd64.ZReg(r), amd64.ZReg(r)) },
+		load:  func(r int, m amd64.Mem) { a.VMOVUPDZ(amd64.ZReg(r), 0, m) },
+		store: func(m amd64.Mem, r int) { a.VMOVUPDstoreZ(m, 0, amd64.ZReg(r)) },
+		bcast: func(r int, m amd64.Mem) { a.VBROADCASTSDZ(amd64.ZReg(r), m) },
+		fma:   func(acc, b, x int) { a.VFMADD231PDZ(amd64.ZReg(acc), amd64.ZReg(b), amd64.ZReg(x)) },
+	}, m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
 }
 
 // transposeBlock64 writes the transpose of the r×c f64 frame block at
@@ -521,29 +328,60 @@ const dotRowsY64 = 6
 // element by element, so its results bit for bit.
 func (g *gen) dotY64(m, k, n int, offA, offB, offC, offD, aRow, aCol int32, zero bool) {
 	a := &g.a
+	g.dotLoop(dotISA{
+		size: 8, vecBytes: 32, rows: dotRowsY64, bVec: 12, aBc: 14,
+		zero:  func(r int) { a.VXORPS(amd64.VReg(r), amd64.VReg(r), amd64.VReg(r)) },
+		load:  func(r int, m amd64.Mem) { a.VMOVUPD(amd64.VReg(r), m) },
+		store: func(m amd64.Mem, r int) { a.VMOVUPSstore(m, amd64.VReg(r)) },
+		bcast: func(r int, m amd64.Mem) { a.VBROADCASTSD(amd64.VReg(r), m) },
+		fma:   func(acc, b, x int) { a.VFMADD231PD(amd64.VReg(acc), amd64.VReg(b), amd64.VReg(x)) },
+	}, m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
+}
+
+// dotISA is what a micro-kernel of dotLoop is written with: the element
+// and vector sizes, the rows of a block, b's first vector register and
+// a's broadcast register (the accumulators take the registers from 0),
+// and the instructions, on register numbers.
+type dotISA struct {
+	size, vecBytes int32
+	rows           int
+	bVec, aBc      int
+	zero           func(r int)
+	load           func(r int, m amd64.Mem)
+	store          func(m amd64.Mem, r int)
+	bcast          func(r int, m amd64.Mem)
+	fma            func(acc, b, a int) // acc += b·a
+}
+
+// dotLoop is the micro-kernel loop of every product of dotCode: the
+// columns in strips of dotVecs vectors (one where fewer columns are left),
+// the rows in blocks of isa.rows, full blocks in a loop and the last
+// M mod rows after it; per block and k, the strip's vectors of b loaded,
+// a's element broadcast for each row and an FMA for each accumulator,
+// each element c + Σ_k a[i,k]·b[k,j] in k order, one rounding a step.
+func (g *gen) dotLoop(isa dotISA, m, k, n int, offA, offB, offC, offD, aRow, aCol int32, zero bool) {
+	a := &g.a
 	const (
-		rA   = amd64.RBX
-		rC   = amd64.R8
-		rD   = amd64.R9
-		rI   = amd64.R10
-		rAk  = amd64.R11
-		rBk  = amd64.R12
-		rK   = amd64.RDX
-		bVec = 12
-		aBc  = 14
-		yl   = 4 // f64 lanes of a ymm register
-		nv   = 2
+		rA  = amd64.RBX // a's row block
+		rC  = amd64.R8  // c's row block
+		rD  = amd64.R9  // the result's row block
+		rI  = amd64.R10 // row blocks left
+		rAk = amd64.R11 // a at column k
+		rBk = amd64.R12 // b at row k, the strip's columns
+		rK  = amd64.RDX // k left
 	)
-	rows := dotRowsY64
-	micro := func(mr, j0 int) {
-		acc := func(r, v int) amd64.VReg { return amd64.VReg(r*nv + v) }
-		col := int32(8 * j0)
+	es, vb := isa.size, isa.vecBytes
+	lanes := int(vb / es)
+	rowBytes := es * int32(n)
+	micro := func(mr, nv, j0 int) {
+		acc := func(r, v int) int { return r*nv + v }
+		col := es * int32(j0)
 		for r := 0; r < mr; r++ {
 			for v := 0; v < nv; v++ {
 				if zero {
-					a.VXORPS(acc(r, v), acc(r, v), acc(r, v))
+					isa.zero(acc(r, v))
 				} else {
-					a.VMOVUPD(acc(r, v), amd64.Ptr(rC, int32(8*r*n)+col+int32(32*v)))
+					isa.load(acc(r, v), amd64.Ptr(rC, int32(r)*rowBytes+col+vb*int32(v)))
 				}
 			}
 		}
@@ -553,25 +391,27 @@ func (g *gen) dotY64(m, k, n int, offA, offB, offC, offD, aRow, aCol int32, zero
 		top := a.NewLabel()
 		a.Bind(top)
 		for v := 0; v < nv; v++ {
-			a.VMOVUPD(amd64.VReg(bVec+v), amd64.Ptr(rBk, int32(32*v)))
+			isa.load(isa.bVec+v, amd64.Ptr(rBk, vb*int32(v)))
 		}
 		for r := 0; r < mr; r++ {
-			a.VBROADCASTSD(aBc, amd64.Ptr(rAk, int32(r)*aRow))
+			isa.bcast(isa.aBc, amd64.Ptr(rAk, int32(r)*aRow))
 			for v := 0; v < nv; v++ {
-				a.VFMADD231PD(acc(r, v), amd64.VReg(bVec+v), amd64.VReg(aBc))
+				isa.fma(acc(r, v), isa.bVec+v, isa.aBc)
 			}
 		}
 		a.ADDQimm(rAk, aCol)
-		a.ADDQimm(rBk, int32(8*n))
+		a.ADDQimm(rBk, rowBytes)
 		a.SUBQimm(rK, 1)
 		a.Jcc(amd64.CondNE, top)
 		for r := 0; r < mr; r++ {
 			for v := 0; v < nv; v++ {
-				a.VMOVUPSstore(amd64.Ptr(rD, int32(8*r*n)+col+int32(32*v)), acc(r, v))
+				isa.store(amd64.Ptr(rD, int32(r)*rowBytes+col+vb*int32(v)), acc(r, v))
 			}
 		}
 	}
-	for j0 := 0; j0 < n; j0 += nv * yl {
+	rows := isa.rows
+	for j0 := 0; j0 < n; j0 += dotVecs * lanes {
+		nv := min(dotVecs, (n-j0)/lanes) // n is a multiple of 16 (dotSupported)
 		a.LEAQ(rA, fr(offA))
 		if !zero {
 			a.LEAQ(rC, fr(offC))
@@ -581,17 +421,17 @@ func (g *gen) dotY64(m, k, n int, offA, offB, offC, offD, aRow, aCol int32, zero
 			a.MOVLimm(rI, uint32(full))
 			top := a.NewLabel()
 			a.Bind(top)
-			micro(rows, j0)
+			micro(rows, nv, j0)
 			a.ADDQimm(rA, int32(rows)*aRow)
 			if !zero {
-				a.ADDQimm(rC, int32(8*rows*n))
+				a.ADDQimm(rC, int32(rows)*rowBytes)
 			}
-			a.ADDQimm(rD, int32(8*rows*n))
+			a.ADDQimm(rD, int32(rows)*rowBytes)
 			a.SUBQimm(rI, 1)
 			a.Jcc(amd64.CondNE, top)
 		}
 		if tail := m % rows; tail > 0 {
-			micro(tail, j0)
+			micro(tail, nv, j0)
 		}
 	}
 }
