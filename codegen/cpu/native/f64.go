@@ -245,13 +245,11 @@ func (g *gen) maxStepF64(op tile.Op, acc, x amd64.ZReg) {
 	a.VBLENDMPDZ(acc, k, acc, x)
 }
 
-// reduceF64 accumulates the vector in xr into f64 reduction r.
+// reduceF64 accumulates the vector in xr into f64 reduction r: a zmm
+// register, or without AVX-512 a pair of ymm registers (half).
 func (pg *phaseGen) reduceF64(r *redState, c int, xr amd64.VReg, t []amd64.VReg) error {
 	g := pg.g
 	a := &g.a
-	if !g.avx512 {
-		return pg.reduceF64Y(r, c, xr, t)
-	}
 	if r.axis == r.v.Args[0].Type.Shape.Rank-1 {
 		switch {
 		case r.inMem:
@@ -262,12 +260,20 @@ func (pg *phaseGen) reduceF64(r *redState, c int, xr amd64.VReg, t []amd64.VReg)
 			}
 			acc := r.acc[0] // one accumulator of four lanes for both copies
 			a.VADDPD(acc, acc, xr)
-			if pg.width > 4 {
+			switch {
+			case pg.width <= 4:
+			case g.avx512:
 				a.VEXTRACTF64X4Z(z(t[0]), z(xr), 1)
 				a.VADDPD(acc, acc, t[0])
+			default:
+				a.VADDPD(acc, acc, hi(xr))
 			}
-		default:
+		case g.avx512:
 			g.maxStepF64(r.v.Op, z(r.acc[c]), z(xr))
+		default:
+			for h := 0; h < 2; h++ {
+				g.maxStepF64Y(r.v.Op, half(r.acc[c], h), half(xr, h), t[0])
+			}
 		}
 		return nil
 	}
@@ -280,17 +286,34 @@ func (pg *phaseGen) reduceF64(r *redState, c int, xr amd64.VReg, t []amd64.VReg)
 	a.MOVQload(rT0, fr(hOuter))
 	a.TESTQ(rT0, rT0)
 	a.Jcc(amd64.CondE, first)
-	a.VMOVUPDZ(z(t[0]), 0, at)
-	switch r.v.Op {
-	case tile.OpReduceSum:
-		a.VADDPDZ(z(t[0]), z(t[0]), z(xr))
-	default:
-		g.maxStepF64(r.v.Op, z(t[0]), z(xr))
+	if g.avx512 {
+		a.VMOVUPDZ(z(t[0]), 0, at)
+		switch r.v.Op {
+		case tile.OpReduceSum:
+			a.VADDPDZ(z(t[0]), z(t[0]), z(xr))
+		default:
+			g.maxStepF64(r.v.Op, z(t[0]), z(xr))
+		}
+		a.VMOVUPDstoreZ(at, 0, z(t[0]))
+	} else {
+		for h := 0; h < 2; h++ {
+			a.VMOVUPD(t[0], memHalf(at, h))
+			switch r.v.Op {
+			case tile.OpReduceSum:
+				a.VADDPD(t[0], t[0], half(xr, h))
+			default:
+				g.maxStepF64Y(r.v.Op, t[0], half(xr, h), t[1])
+			}
+			a.VMOVUPSstore(memHalf(at, h), t[0])
+		}
 	}
-	a.VMOVUPDstoreZ(at, 0, z(t[0]))
 	a.JMP(done)
 	a.Bind(first)
-	a.VMOVUPDstoreZ(at, 0, z(xr))
+	if g.avx512 {
+		a.VMOVUPDstoreZ(at, 0, z(xr))
+	} else {
+		g.storeF64Y(at, xr, 0, false, 0)
+	}
 	a.Bind(done)
 	return nil
 }

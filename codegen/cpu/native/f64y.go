@@ -235,56 +235,6 @@ func (g *gen) maxStepF64Y(op tile.Op, acc, x, t amd64.VReg) {
 	a.VBLENDVPD(acc, acc, x, t)
 }
 
-// reduceF64Y is reduceF64's AVX2 form.
-func (pg *phaseGen) reduceF64Y(r *redState, c int, xr amd64.VReg, t []amd64.VReg) error {
-	g := pg.g
-	a := &g.a
-	if r.axis == r.v.Args[0].Type.Shape.Rank-1 {
-		switch {
-		case r.inMem:
-			return unsupported(r.v, "f64 reductions past the accumulator registers")
-		case r.v.Op == tile.OpReduceSum:
-			if pg.last != 4 && pg.last%lane != 0 {
-				return unsupported(r.v, "f64 sum of rows of %d", pg.last)
-			}
-			acc := r.acc[0] // one accumulator of four lanes for both copies
-			a.VADDPD(acc, acc, xr)
-			if pg.width > 4 {
-				a.VADDPD(acc, acc, hi(xr))
-			}
-		default:
-			for h := 0; h < 2; h++ {
-				g.maxStepF64Y(r.v.Op, half(r.acc[c], h), half(xr, h), t[0])
-			}
-		}
-		return nil
-	}
-	// axis 0: the first row stores, the others combine in order
-	if pg.width < lane {
-		return unsupported(r.v, "column reduction of rows narrower than 8")
-	}
-	at := amd64.PtrIdx(rF, rJ, 8, r.res+int32(8*pg.off))
-	first, done := a.NewLabel(), a.NewLabel()
-	a.MOVQload(rT0, fr(hOuter))
-	a.TESTQ(rT0, rT0)
-	a.Jcc(amd64.CondE, first)
-	for h := 0; h < 2; h++ {
-		a.VMOVUPD(t[0], memHalf(at, h))
-		switch r.v.Op {
-		case tile.OpReduceSum:
-			a.VADDPD(t[0], t[0], half(xr, h))
-		default:
-			g.maxStepF64Y(r.v.Op, t[0], half(xr, h), t[1])
-		}
-		a.VMOVUPSstore(memHalf(at, h), t[0])
-	}
-	a.JMP(done)
-	a.Bind(first)
-	g.storeF64Y(at, xr, 0, false, 0)
-	a.Bind(done)
-	return nil
-}
-
 // rowEndMaxF64Y finishes an f64 last-axis max or min of a row into X0:
 // the lanes in order, as rowEndF64.
 func (pg *phaseGen) rowEndMaxF64Y(r *redState) {
