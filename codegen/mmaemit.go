@@ -293,28 +293,39 @@ func (l *lowerer) roundTiles(ml *mmaLoop, region int, sc string) {
 		if !t.rounded {
 			continue
 		}
-		lay := t.copy
-		slots := lay.B.slots()
-		classes := l.classesOf(lay)
-		for ci := 0; ci < len(classes); ci += t.vw {
-			first := classes[ci][0]
-			own, never := l.owner(lay, slots[first])
-			if never {
-				continue
-			}
-			a := l.reg("r")
-			emit(w, "add.s32 %s, %s, %s", a, sc, l.copySlot(t, region, lay, slots[first]))
-			regs := make([]string, t.vw)
-			for j := range regs {
-				regs[j] = l.reg("r")
-			}
-			g := guardOf(own)
-			emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(t.vw), vecOperand(regs), a)
+		l.eachCopy(t, region, sc, func(g, a string, _ slot, regs []string) {
 			for _, r := range regs {
 				emit(w, "%scvt.rna.tf32.f32 %s, %s", g, r, r)
 			}
 			emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(t.vw), a, vecOperand(regs))
+		})
+	}
+}
+
+// eachCopy loads this thread's copies of tile t into the stage at byte
+// offset sc, an access group (t.vw words) at a time, into fresh
+// registers, and calls f with the group's guard, its shared address, its
+// first slot and the registers.
+func (l *lowerer) eachCopy(t *opTile, region int, sc string, f func(g, addr string, first slot, regs []string)) {
+	w := &l.body
+	lay := t.copy
+	slots := lay.B.slots()
+	classes := l.classesOf(lay)
+	for ci := 0; ci < len(classes); ci += t.vw {
+		first := classes[ci][0]
+		own, never := l.owner(lay, slots[first])
+		if never {
+			continue
 		}
+		a := l.reg("r")
+		emit(w, "add.s32 %s, %s, %s", a, sc, l.copySlot(t, region, lay, slots[first]))
+		regs := make([]string, t.vw)
+		for j := range regs {
+			regs[j] = l.reg("r")
+		}
+		g := guardOf(own)
+		emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(t.vw), vecOperand(regs), a)
+		f(g, a, slots[first], regs)
 	}
 }
 

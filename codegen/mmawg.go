@@ -418,22 +418,7 @@ func (l *lowerer) prepareTiles(ml *mmaLoop, region int, sc string) {
 			continue
 		}
 		lay := t.copy
-		slots := lay.B.slots()
-		classes := l.classesOf(lay)
-		for ci := 0; ci < len(classes); ci += t.vw {
-			first := classes[ci][0]
-			own, never := l.owner(lay, slots[first])
-			if never {
-				continue
-			}
-			g := guardOf(own)
-			src := l.reg("r")
-			emit(w, "add.s32 %s, %s, %s", src, sc, l.copySlot(t, region, lay, slots[first]))
-			x := make([]string, t.vw)
-			for j := range x {
-				x[j] = l.reg("r")
-			}
-			emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(t.vw), vecOperand(x), src)
+		l.eachCopy(t, region, sc, func(g, src string, first slot, x []string) {
 			var lo []string // 3xTF32: x becomes the high parts, lo the low ones
 			if x3 {
 				for j, r := range x {
@@ -459,7 +444,7 @@ func (l *lowerer) prepareTiles(ml *mmaLoop, region int, sc string) {
 			for _, v := range views {
 				_, _, rb, _, _ := t.wgGeom(v)
 				dst := l.reg("r")
-				emit(w, "add.s32 %s, %s, %s", dst, sc, l.wgCopySlot(t, v, region, lay, slots[first]))
+				emit(w, "add.s32 %s, %s, %s", dst, sc, l.wgCopySlot(t, v, region, lay, first))
 				// the element j rows after the first
 				row := func(j int) string {
 					if flip := ((j * rb) >> 7) & (rb/16 - 1); flip != 0 {
@@ -505,7 +490,7 @@ func (l *lowerer) prepareTiles(ml *mmaLoop, region int, sc string) {
 					emit(w, "%sst.shared.b16 [%s+%d], %s", g, row(j), j*rb, h)
 				}
 			}
-		}
+		})
 	}
 }
 
