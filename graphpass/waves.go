@@ -324,42 +324,15 @@ func heavyEpilogue(grp *Group) bool {
 const maxWaveSplits = 3
 
 // waveCandidates are the model's tilings for s: every unsplit one, then
-// the maxWaveSplits cheapest splits, each group cheapest first.
+// the maxWaveSplits cheapest splits, each group cheapest first; then the
+// staged form's (stagedCandidates; Candidates drops the ones listed twice).
 func waveCandidates(t Target, prec tile.Precision, s waveShape) []tile.Meta {
-	all := waveTilings(t, prec, s)
-	slices.SortStableFunc(all, func(a, b tcTiling) int {
-		switch {
-		case a.split > 1 != (b.split > 1):
-			if a.split > 1 {
-				return 1
-			}
-			return -1
-		case a.est < b.est:
-			return -1
-		case a.est > b.est:
-			return 1
-		}
-		return 0
-	})
-	var out []tile.Meta
-	splits := 0
-	for _, c := range all {
-		if c.split > 1 {
-			if splits == maxWaveSplits {
-				break
-			}
-			splits++
-		}
-		out = append(out, c.meta())
-	}
-	return append(out, stagedCandidates(t, prec, s)...)
+	return append(unsplitThenSplits(waveTilings(t, prec, s)), stagedCandidates(t, prec, s)...)
 }
 
-// stagedCandidates are the staged swapped form's tilings for Aᵀ (every
-// unsplit one, then the maxWaveSplits cheapest splits), candidates for the
-// autotuner (the model weighs them itself at TF32 only: waveTilings).
-func stagedCandidates(t Target, prec tile.Precision, s waveShape) []tile.Meta {
-	all := tilings(t, prec, s, true)
+// unsplitThenSplits are the metas of tilings: every unsplit one, then the
+// maxWaveSplits cheapest splits, each group cheapest first.
+func unsplitThenSplits(all []tcTiling) []tile.Meta {
 	slices.SortStableFunc(all, func(a, b tcTiling) int {
 		if a.split > 1 != (b.split > 1) {
 			if a.split > 1 {
@@ -381,4 +354,11 @@ func stagedCandidates(t Target, prec tile.Precision, s waveShape) []tile.Meta {
 		out = append(out, c.meta())
 	}
 	return out
+}
+
+// stagedCandidates are the staged swapped form's tilings for Aᵀ (every
+// unsplit one, then the maxWaveSplits cheapest splits), candidates for the
+// autotuner (the model weighs them itself at TF32 only: waveTilings).
+func stagedCandidates(t Target, prec tile.Precision, s waveShape) []tile.Meta {
+	return unsplitThenSplits(tilings(t, prec, s, true))
 }
