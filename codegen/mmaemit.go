@@ -239,7 +239,6 @@ func (l *lowerer) mmaLoopEmit(v *tile.Value, ml *mmaLoop) error {
 // of the ring at region (masked-off lanes, or all where live is false, fill
 // zeros; a thread holding a copy of another's element copies nothing).
 func (l *lowerer) tileCopies(ml *mmaLoop, region int, ivp, sp, live string) error {
-	w := &l.body
 	body := ml.loop.Body
 	l.memo = append(l.memo, map[string]*lval{})
 	l.loopDepth++
@@ -255,30 +254,7 @@ func (l *lowerer) tileCopies(ml *mmaLoop, region int, ivp, sp, live string) erro
 		if err != nil {
 			return err
 		}
-		slots := lay.B.slots()
-		classes := l.classesOf(lay)
-		for ci := 0; ci < len(classes); ci += t.vw {
-			first := classes[ci][0]
-			own, never := l.owner(lay, slots[first])
-			if never {
-				continue
-			}
-			pred := live
-			if m := maskReg(args, first); m != "" {
-				r := l.reg("p")
-				emit(w, "and.pred %s, %s, %s", r, pred, m)
-				pred = r
-			}
-			size := l.reg("r")
-			emit(w, "selp.u32 %s, %d, 0, %s", size, 4*t.vw, pred)
-			dst := l.reg("r")
-			emit(w, "add.s32 %s, %s, %s", dst, sp, l.copySlot(t, region, lay, slots[first]))
-			cache := "ca"
-			if t.vw == 4 {
-				cache = "cg"
-			}
-			emit(w, "%scp.async.%s.shared.global [%s], [%s], %d, %s", guardOf(own), cache, dst, args[0].regs[first], 4*t.vw, size)
-		}
+		l.asyncCopies(args, lay, t.vw, live, sp, func(s slot) string { return l.copySlot(t, region, lay, s) })
 	}
 	return nil
 }
@@ -309,24 +285,16 @@ func (l *lowerer) roundTiles(ml *mmaLoop, region int, sc string) {
 func (l *lowerer) eachCopy(t *opTile, region int, sc string, f func(g, addr string, first slot, regs []string)) {
 	w := &l.body
 	lay := t.copy
-	slots := lay.B.slots()
-	classes := l.classesOf(lay)
-	for ci := 0; ci < len(classes); ci += t.vw {
-		first := classes[ci][0]
-		own, never := l.owner(lay, slots[first])
-		if never {
-			continue
-		}
+	l.ownedGroups(lay, t.vw, func(_ int, s slot, g string) {
 		a := l.reg("r")
-		emit(w, "add.s32 %s, %s, %s", a, sc, l.copySlot(t, region, lay, slots[first]))
+		emit(w, "add.s32 %s, %s, %s", a, sc, l.copySlot(t, region, lay, s))
 		regs := make([]string, t.vw)
 		for j := range regs {
 			regs[j] = l.reg("r")
 		}
-		g := guardOf(own)
 		emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(t.vw), vecOperand(regs), a)
-		f(g, a, slots[first], regs)
-	}
+		f(g, a, s, regs)
+	})
 }
 
 // copySlot is the shared address, in stage 0 of the ring at region, of

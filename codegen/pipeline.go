@@ -871,33 +871,7 @@ func (l *lowerer) issueCopies(p *pipe, ivp string, carried []*lval, sp, live str
 		if p.copy[i] != nil {
 			vw = p.vw[i]
 		}
-		slots := lay.B.slots()
-		classes := l.classesOf(lay)
-		for ci := 0; ci < len(classes); ci += vw {
-			first := classes[ci][0]
-			own, never := l.owner(lay, slots[first])
-			if never {
-				continue
-			}
-			// masked lanes (and all in an iteration past the end) copy
-			// nothing and fill zeros; a thread holding a copy of another's
-			// element does not copy at all
-			pred := live
-			if m := maskReg(args, first); m != "" {
-				r := l.reg("p")
-				emit(w, "and.pred %s, %s, %s", r, pred, m)
-				pred = r
-			}
-			size := l.reg("r")
-			emit(w, "selp.u32 %s, %d, 0, %s", size, 4*vw, pred)
-			dst := l.reg("r")
-			emit(w, "add.s32 %s, %s, %s", dst, sp, l.tileSlot(t, lay, slots[first], p.copy[i] != nil))
-			cache := "ca"
-			if vw == 4 {
-				cache = "cg"
-			}
-			emit(w, "%scp.async.%s.shared.global [%s], [%s], %d, %s", guardOf(own), cache, dst, args[0].regs[first], 4*vw, size)
-		}
+		l.asyncCopies(args, lay, vw, live, sp, func(s slot) string { return l.tileSlot(t, lay, s, p.copy[i] != nil) })
 	}
 	// the next iteration's carried values
 	yield := body.Values[len(body.Values)-1]
@@ -953,27 +927,19 @@ func (l *lowerer) roundCopies(p *pipe, stage string) error {
 		mask = ld.Args[1]
 	}
 	vw := l.vecWidth(lay, ld.Args[0], mask, 4)
-	slots := lay.B.slots()
-	classes := l.classesOf(lay)
-	for ci := 0; ci < len(classes); ci += vw {
-		first := classes[ci][0]
-		own, never := l.owner(lay, slots[first])
-		if never {
-			continue
-		}
+	l.ownedGroups(lay, vw, func(_ int, s slot, g string) {
 		a := l.reg("r")
-		emit(w, "add.s32 %s, %s, %s", a, stage, l.tileSlot(p.a, lay, slots[first], false))
+		emit(w, "add.s32 %s, %s, %s", a, stage, l.tileSlot(p.a, lay, s, false))
 		regs := make([]string, vw)
 		for j := range regs {
 			regs[j] = l.reg("r")
 		}
-		g := guardOf(own)
 		emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(vw), vecOperand(regs), a)
 		if p.bf16() {
 			// element (r, k) of the bf16 tile: r·64 + 2k, the 16-byte
 			// chunk k/8 XORed with (r/2)%4 (the 64-byte swizzle)
-			b := l.geo(fmt.Sprintf("abf|%v|%s|%s", p.abf, l.valueCoord(lay, slots[first], 0), l.valueCoord(lay, slots[first], 1)), func(w *strings.Builder) string {
-				row, col := regOrZero(w, l, l.valueCoord(lay, slots[first], 0)), regOrZero(w, l, l.valueCoord(lay, slots[first], 1))
+			b := l.geo(fmt.Sprintf("abf|%v|%s|%s", p.abf, l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)), func(w *strings.Builder) string {
+				row, col := regOrZero(w, l, l.valueCoord(lay, s, 0)), regOrZero(w, l, l.valueCoord(lay, s, 1))
 				ph, ch, in, r := l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")
 				emit(w, "shr.u32 %s, %s, 1", ph, row)
 				emit(w, "and.b32 %s, %s, 3", ph, ph)
@@ -1004,7 +970,7 @@ func (l *lowerer) roundCopies(p *pipe, stage string) error {
 				}
 				emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(len(packed)), b, vecOperand(packed))
 			}
-			continue
+			return
 		}
 		var lo []string
 		for _, r := range regs {
@@ -1024,7 +990,7 @@ func (l *lowerer) roundCopies(p *pipe, stage string) error {
 		if lo != nil {
 			emit(w, "%sst.shared%s.b32 [%s+%d], %s", g, vecSuffix(vw), a, p.alo.Off-p.a.Off, vecOperand(lo))
 		}
-	}
+	})
 	return nil
 }
 
@@ -1041,17 +1007,9 @@ func (l *lowerer) transposeCopies(p *pipe, stage string) {
 	ld := p.loads[0]
 	lay := l.plan.access[ld.ID]
 	vw := p.vw[0]
-	slots := lay.B.slots()
-	classes := l.classesOf(lay)
-	for ci := 0; ci < len(classes); ci += vw {
-		first := classes[ci][0]
-		own, never := l.owner(lay, slots[first])
-		if never {
-			continue
-		}
-		g := guardOf(own)
+	l.ownedGroups(lay, vw, func(_ int, s slot, g string) {
 		a := l.reg("r")
-		emit(w, "add.s32 %s, %s, %s", a, stage, l.tileSlot(p.a, lay, slots[first], true))
+		emit(w, "add.s32 %s, %s, %s", a, stage, l.tileSlot(p.a, lay, s, true))
 		regs := make([]string, vw)
 		for j := range regs {
 			regs[j] = l.reg("r")
@@ -1059,7 +1017,7 @@ func (l *lowerer) transposeCopies(p *pipe, stage string) {
 		emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(vw), vecOperand(regs), a)
 		// the K-major tile's row m0, column k: base (without the chunk)
 		// and the chunk of row m0, kq
-		mc, kc := l.valueCoord(lay, slots[first], 0), l.valueCoord(lay, slots[first], 1)
+		mc, kc := l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)
 		t, rowBytes, kPerChunk, phShift, phMask, elem := p.ak, 128, 4, 0, 7, 4
 		if p.bf16() {
 			t, rowBytes, kPerChunk, phShift, phMask, elem = p.abf, 64, 8, 1, 3, 2
@@ -1111,7 +1069,50 @@ func (l *lowerer) transposeCopies(p *pipe, stage string) {
 				emit(w, "%sst.shared.b32 [%s+%d], %s", g, addr, e*rowBytes, x)
 			}
 		}
+	})
+}
+
+// ownedGroups calls f for each access group of vw slots of layout lay
+// that this thread owns (its first class index, that class's slot, and
+// the guard of its instructions), skipping those no thread of it ever
+// owns.
+func (l *lowerer) ownedGroups(lay *Layout, vw int, f func(first int, s slot, g string)) {
+	slots := lay.B.slots()
+	classes := l.classesOf(lay)
+	for ci := 0; ci < len(classes); ci += vw {
+		first := classes[ci][0]
+		own, never := l.owner(lay, slots[first])
+		if never {
+			continue
+		}
+		f(first, slots[first], guardOf(own))
 	}
+}
+
+// asyncCopies issues the cp.async copies of a load in layout lay, vw
+// words a group, from the addresses args[0] (masked by args[1] where
+// given) into the shared address sp + at(slot): masked lanes (and all in
+// an iteration past the end, live false) copy nothing and fill zeros; a
+// thread holding a copy of another's element does not copy at all.
+func (l *lowerer) asyncCopies(args []*lval, lay *Layout, vw int, live, sp string, at func(s slot) string) {
+	w := &l.body
+	l.ownedGroups(lay, vw, func(first int, s slot, g string) {
+		pred := live
+		if m := maskReg(args, first); m != "" {
+			r := l.reg("p")
+			emit(w, "and.pred %s, %s, %s", r, pred, m)
+			pred = r
+		}
+		size := l.reg("r")
+		emit(w, "selp.u32 %s, %d, 0, %s", size, 4*vw, pred)
+		dst := l.reg("r")
+		emit(w, "add.s32 %s, %s, %s", dst, sp, at(s))
+		cache := "ca"
+		if vw == 4 {
+			cache = "cg"
+		}
+		emit(w, "%scp.async.%s.shared.global [%s], [%s], %d, %s", g, cache, dst, args[0].regs[first], 4*vw, size)
+	})
 }
 
 func maskReg(args []*lval, slot int) string {
