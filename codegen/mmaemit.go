@@ -271,7 +271,7 @@ func (l *lowerer) roundTiles(ml *mmaLoop, region int, sc string) {
 		}
 		l.eachCopy(t, region, sc, func(g, a string, _ slot, regs []string) {
 			for _, r := range regs {
-				emit(w, "%scvt.rna.tf32.f32 %s, %s", g, r, r)
+				emitTruncTF32(w, g, r, r)
 			}
 			emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(t.vw), a, vecOperand(regs))
 		})
@@ -444,7 +444,7 @@ func (l *lowerer) aFrag(d *mmaDot, ks int, at func(h, kb, s int) string) []strin
 		}
 		return f
 	}
-	return []string{l.roundTF32(w, at(0, ks, 0)), l.roundTF32(w, at(1, ks, 0)), l.roundTF32(w, at(0, ks, 1)), l.roundTF32(w, at(1, ks, 1))}
+	return []string{l.truncTF32(w, at(0, ks, 0)), l.truncTF32(w, at(1, ks, 0)), l.truncTF32(w, at(0, ks, 1)), l.truncTF32(w, at(1, ks, 1))}
 }
 
 // aTileBase is the thread's address of its first A words in dot d's A
@@ -478,7 +478,7 @@ func (l *lowerer) storeATile(d *mmaDot, x *lval, region int) {
 		if d.v.Prec != tile.PrecTF32 {
 			return r
 		}
-		return l.roundTF32(w, r)
+		return l.truncTF32(w, r)
 	}
 	for i := 0; i < b.wrep(0)/2; i++ {
 		for h := range 2 {
@@ -514,10 +514,21 @@ func (l *lowerer) aTileFrag(d *mmaDot, region, i, ks int) []string {
 	return l.aFrag(d, ks, at)
 }
 
-func (l *lowerer) roundTF32(w *strings.Builder, x string) string {
+// truncTF32 is x as a TF32 product reads it (tile.TruncTF32): its 13 low
+// mantissa bits cleared, in a register of its own.
+func (l *lowerer) truncTF32(w *strings.Builder, x string) string {
 	r := l.reg("r")
-	emit(w, "cvt.rna.tf32.f32 %s, %s", r, x)
+	emitTruncTF32(w, "", r, x)
 	return r
+}
+
+// tf32Mask clears an f32's 13 low mantissa bits: TF32 towards zero, as the
+// tensor cores read an f32 operand themselves (tile.TruncTF32).
+const tf32Mask = "0xffffe000"
+
+// emitTruncTF32 writes dst = src truncated to TF32 (g: a guard or "").
+func emitTruncTF32(w *strings.Builder, g, dst, src string) {
+	emit(w, "%sand.b32 %s, %s, %s", g, dst, src, tf32Mask)
 }
 
 // splitTF32 is 3xTF32's split: hi = tf32(x), lo = tf32(x − hi).
@@ -639,8 +650,8 @@ func (l *lowerer) mmaDotEmit(d *mmaDot, region, aRegion int, stage string) error
 					continue
 				}
 				if !d.b.rounded {
-					emit(w, "cvt.rna.tf32.f32 %s, %s", x[0], x[0])
-					emit(w, "cvt.rna.tf32.f32 %s, %s", x[1], x[1])
+					emitTruncTF32(w, "", x[0], x[0])
+					emitTruncTF32(w, "", x[1], x[1])
 				}
 				bf[j] = x[:]
 			}

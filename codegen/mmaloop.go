@@ -29,7 +29,7 @@ import (
 //     columns 2t and 2t+1; m16n8k16 bf16 needs no permutation): so the
 //     accumulator of one dot is the A operand of the next with no data
 //     movement, and an A operand from before the loop is loaded once
-//     straight into it (ld.global pairs) and rounded before the loop;
+//     straight into it (ld.global pairs) and truncated to TF32 before the loop;
 //   - the B loads become cp.async copies into a ring of `num_stages`
 //     (default 2) shared-memory stages, a tile per load with its memory-
 //     contiguous dimension along the tile's rows, swizzled so that fragment
@@ -88,7 +88,7 @@ type opTile struct {
 	copy  *Layout // the layout the copies are issued in
 	vw    int     // elements a copy
 	// rounded: every dot reading the tile is a TF32 product, so each
-	// thread rounds its own copies to TF32 in place once they land (before
+	// thread truncates its own copies to TF32 in place once they land (before
 	// the iteration's barrier), and the fragment reads need no conversion:
 	// a word is converted once instead of once per warp reading it
 	rounded bool
@@ -667,8 +667,8 @@ func (l *lowerer) mmaLoopDump() string {
 		fmt.Fprintf(&sb, "for %%%d: %s, %d stages of %d B\n", v.ID, form, ml.stages, ml.stageBytes)
 		for _, t := range ml.tiles {
 			rounded := ""
-			if t.rounded {
-				rounded = ", rounded to TF32 in place"
+			if t.rounded && !ml.wg { // wgmma reads its operands as they are
+				rounded = ", truncated to TF32 in place"
 			}
 			for i, v := range t.wg {
 				n, kw, rb, _, e := t.wgGeom(v)

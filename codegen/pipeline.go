@@ -125,6 +125,12 @@ type pipe struct {
 func (p *pipe) x3() bool   { return p.dot.Prec == tile.PrecTF32x3 }
 func (p *pipe) bf16() bool { return p.dot.Prec == tile.PrecBF16 }
 
+// copyPass: a swapped loop's copies of A are passed over once they land
+// (roundCopies: 3xTF32's split, bf16's conversion, the staged form's
+// transposition); TF32's A is read by the tensor cores as it landed (they
+// truncate, as the interpreter does).
+func (p *pipe) copyPass() bool { return p.x3() || p.bf16() || p.staged }
+
 // wgmmaDesc64 is wgmmaDesc for a K-major operand with the 64-byte swizzle
 // (rows of 64 bytes, 8-row groups 512 bytes apart), swizzle mode 2.
 const wgmmaDesc64 uint64 = 1<<16 | (512>>4)<<32 | 2<<62
@@ -681,12 +687,10 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		emit(w, "@%s bra.uni %s", stop, exits[u])
 		emit(w, "cp.async.wait_group %d", p.ahead()-1)
 		if p.swapped {
-			// this thread's copies of A, rounded in place, are read by
-			// the tensor cores (the async proxy) next. The meta-parameter
-			// skip_round = 1 leaves TF32's A to the tensor cores'
-			// conversion (ptxsim truncates): not the interpreter's
-			// rounding, only to measure what the pass costs
-			if p.x3() || p.bf16() || p.staged || l.k.Meta["skip_round"] != 1 {
+			// this thread's copies of A (split, converted or
+			// transposed where the pass is needed) are read by the
+			// tensor cores (the async proxy) next
+			if p.copyPass() {
 				if err := l.roundCopies(p, sc); err != nil {
 					return err
 				}
@@ -907,13 +911,12 @@ func (l *lowerer) addBlock(p *pipe, acc *lval, blk []string) {
 	}
 }
 
-// roundCopies rounds to TF32, in place, what this thread copied into A's
-// tile of the stage at byte offset stage (the copies issueCopies made,
-// zero fills included), once they have landed: the tensor cores read
-// wgmma's shared-memory operand as it is, and the interpreter rounds
-// operands to nearest (cvt.rna). For 3xTF32 the tile keeps the high parts
-// and alo receives the low ones; for bf16 they go, rounded to bf16, into
-// the stage's bf16 tile.
+// roundCopies passes over what this thread copied into A's tile of the
+// stage at byte offset stage (the copies issueCopies made, zero fills
+// included), once they have landed (pipe.copyPass): for 3xTF32 the tile
+// keeps the high parts (rounded to nearest, cvt.rna) and alo receives the
+// low ones; for bf16 they go, rounded to bf16, into the stage's bf16 tile;
+// the staged form transposes them (transposeCopies).
 func (l *lowerer) roundCopies(p *pipe, stage string) error {
 	if p.staged {
 		l.transposeCopies(p, stage)
@@ -972,19 +975,15 @@ func (l *lowerer) roundCopies(p *pipe, stage string) error {
 			}
 			return
 		}
-		var lo []string
+		var lo []string // 3xTF32 (the other passes returned above)
 		for _, r := range regs {
-			if p.x3() {
-				x := l.reg("r")
-				emit(w, "%smov.b32 %s, %s", g, x, r)
-				emit(w, "%scvt.rna.tf32.f32 %s, %s", g, r, x)
-				d := l.reg("r")
-				emit(w, "%ssub.f32 %s, %s, %s", g, d, x, r)
-				emit(w, "%scvt.rna.tf32.f32 %s, %s", g, d, d)
-				lo = append(lo, d)
-				continue
-			}
-			emit(w, "%scvt.rna.tf32.f32 %s, %s", g, r, r)
+			x := l.reg("r")
+			emit(w, "%smov.b32 %s, %s", g, x, r)
+			emit(w, "%scvt.rna.tf32.f32 %s, %s", g, r, x)
+			d := l.reg("r")
+			emit(w, "%ssub.f32 %s, %s, %s", g, d, x, r)
+			emit(w, "%scvt.rna.tf32.f32 %s, %s", g, d, d)
+			lo = append(lo, d)
 		}
 		emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(vw), a, vecOperand(regs))
 		if lo != nil {
@@ -997,8 +996,9 @@ func (l *lowerer) roundCopies(p *pipe, stage string) error {
 // transposeCopies is roundCopies of the staged form: this thread's copies
 // of the stage's staging tile ([k][m], vw elements along m each, zero
 // fills included) are read back and written, element by element, into the
-// stage's K-major tile: rounded to TF32 into ak (3xTF32: high parts into
-// ak, low parts into alo), or rounded to bf16 into abf. A copy's elements
+// stage's K-major tile: as they are into ak for TF32 (the tensor cores
+// truncate), high parts into ak and low parts into alo for 3xTF32, rounded
+// to bf16 into abf. A copy's elements
 // m0..m0+vw-1 (m0 a multiple of vw) share k, and their rows' swizzle
 // phases are m0's with the low bits flipped by e: (m0+e)%8 = m0%8 ^ e for
 // the 128-byte swizzle, ((m0+e)/2)%4 = (m0/2)%4 ^ e/2 for the 64-byte one.
@@ -1065,7 +1065,6 @@ func (l *lowerer) transposeCopies(p *pipe, stage string) {
 				emit(w, "%sst.shared.b32 [%s+%d], %s", g, addr, e*rowBytes, hi)
 				emit(w, "%sst.shared.b32 [%s+%d], %s", g, addr, e*rowBytes+p.alo.Off-p.ak.Off, lo)
 			default:
-				emit(w, "%scvt.rna.tf32.f32 %s, %s", g, x, x)
 				emit(w, "%sst.shared.b32 [%s+%d], %s", g, addr, e*rowBytes, x)
 			}
 		}

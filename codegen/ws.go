@@ -33,7 +33,7 @@ import (
 // warp's pass is done), or from each producer thread where its copies
 // complete on it, and empty[s], one from each consumer warp. Producer iteration i (stage s = i mod S, round r = i / S):
 //
-//   - where a pass over the copies is needed (TF32 rounding in place, bf16
+//   - where a pass over the copies is needed (bf16
 //     conversion, 3xTF32 splitting, staged transposition: roundCopies),
 //     first the pass over iteration i − lag, whose copies have landed
 //     (cp.async.wait_group lag−1: each iteration's copies are one group),
@@ -152,8 +152,7 @@ func (l *lowerer) wsPlan(p *pipe) {
 		p.ws, p.wsDeclined = false, fmt.Sprintf("%d+%d warps allow %d registers a thread, the accumulators take %d and the loop ~%d", nw, p.wsWarps, bound, acc, wsLoopRegs)
 		return
 	}
-	pass := p.x3() || p.bf16() || p.staged || l.k.Meta["skip_round"] != 1
-	if pass {
+	if p.copyPass() {
 		p.wsLag = min(2, p.stages-2)
 		if lag, ok := l.k.Meta["ws_lag"]; ok && lag >= 1 {
 			p.wsLag = min(lag, p.stages-1)

@@ -15,10 +15,10 @@ import (
 // beside the consumers' num_warps, its copies laid out over its 4 warps
 // (ws_warps = 8: as many warps as the consumers, in their layouts); the
 // producer's loop waits on each stage's
-// empty mbarrier, issues the stage's cp.async copies and, two iterations
-// behind them (cp.async.wait_group 1), rounds its copies of A to TF32,
-// fences them for the async proxy and arrives on the stage's full
-// mbarrier, then drains and exits; the consumers' loop waits on full,
+// empty mbarrier and issues the stage's cp.async copies, which complete on
+// the stage's full mbarrier (cp.async.mbarrier.arrive.noinc: TF32's A is
+// read by the tensor cores as it landed, no pass over it), then drains and
+// exits; the consumers' loop waits on full, fences A for the async proxy,
 // runs the wgmmas (two iterations unrolled, as the other swapped form)
 // and arrives on the previous stage's empty barrier once its wgmmas are
 // retired. Neither loop has a bar.sync: that is the point of the form
@@ -40,7 +40,7 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(pipe), "4 stages of 49152 B (warp-specialised: 4 producer warps, full/empty mbarriers, pass 2 behind the copies, setmaxnreg 56/224") {
+	if !strings.Contains(string(pipe), "4 stages of 49152 B (warp-specialised: 4 producer warps, full/empty mbarriers, copies completing on full, setmaxnreg 56/224") {
 		t.Errorf("the .pipe dump does not show the warp-specialised plan:\n%s", pipe)
 	}
 	if ck.NumWarps != 8 || ck.ProducerWarps != 4 || ck.Threads() != 384 {
@@ -74,30 +74,29 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 	}{
 		{"target", `\.version 8\.0\n\.target sm_90a\n`, p, 1},
 		{"threads", `\.maxntid 384, 1, 1`, p, 1},
-		// an arrival a warp: full from the 4 producer warps, empty from
-		// the 8 consumer warps
-		{"full mbarriers", `mbarrier\.init\.shared::cta\.b64 \[%r\d+\+\d+\], 4;`, before, 4},
+		// full: an arrival from each of the 128 producer threads (their
+		// copies complete on it); empty: one from each of the 8 consumer
+		// warps
+		{"full mbarriers", `mbarrier\.init\.shared::cta\.b64 \[%r\d+\+\d+\], 128;`, before, 4},
 		{"empty mbarriers", `mbarrier\.init\.shared::cta\.b64 \[%r\d+\+\d+\], 8;`, before, 4},
 		{"one barrier before the roles split", `bar\.sync 0;`, before, 1},
 		{"producer's registers", `setmaxnreg\.dec\.sync\.aligned\.u32 56;`, before + prod, 1},
 		{"consumers' registers", `setmaxnreg\.inc\.sync\.aligned\.u32 224;`, p, 1},
 		// the producer: A 256×32 and B 32×128 by 128 threads, 16 + 8
-		// 16-byte copies an iteration; A's 16 rounded (4 words each) in
-		// the pass two iterations behind, in the loop and in the drain
+		// 16-byte copies an iteration, completing on the stage's full
+		// barrier; no pass over A (no groups, no waits, no conversion)
 		{"producer's copies", `cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16`, prod, 24},
 		{"producer waits on empty", `mbarrier\.try_wait\.parity\.shared::cta\.b64`, prod, 1},
-		{"producer's groups", `cp\.async\.commit_group`, prod, 1},
-		{"the pass two behind", `cp\.async\.wait_group 1;`, prod, 1},
-		{"producer's pass", `cvt\.rna\.tf32\.f32`, prod, 64},
-		{"producer's hand-over", `fence\.proxy\.async\.shared::cta;\n\tbar\.warp\.sync -1;\n\t@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];`, prod, 1},
-		{"drain", `cp\.async\.wait_group 0;`, drain, 1},
-		{"drain's pass", `cvt\.rna\.tf32\.f32`, drain, 64},
-		{"drain's hand-over", `mbarrier\.arrive\.shared::cta\.b64 _,`, drain, 1},
-		{"producer exits", `\texit;`, drain, 1},
+		{"copies complete on full", `cp\.async\.mbarrier\.arrive\.noinc\.shared\.b64 \[%r\d+\];`, prod, 1},
+		{"no groups", `cp\.async\.(commit|wait)_group`, prod + drain, 0},
+		{"no conversion", `cvt\.rna\.tf32\.f32|0xffffe000`, prod + drain, 0},
+		{"drain", `cp\.async\.wait_all;\n\texit;`, drain, 1},
 		{"no wgmma in the producer", `wgmma`, prod + drain, 0},
 		// the consumers: two iterations a trip, 4 k steps each
 		{"consumer's wgmmas", `wgmma\.mma_async\.sync\.aligned\.m64n256k8\.f32\.tf32\.tf32`, cons, 8},
 		{"consumers wait on full", `mbarrier\.try_wait\.parity\.shared::cta\.b64`, cons, 2},
+		{"consumers fence A", `@!%p\d+ bra \$L_ws_full_\d+;\n\tfence\.proxy\.async\.shared::cta;`, cons, 2},
+		{"Bᵀ's fragments truncated", `and\.b32 %r\d+, %r\d+, 0xffffe000`, cons, 2 * 16},
 		{"consumers release the stage before", `bar\.warp\.sync -1;\n\t@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];`, cons, 2},
 		{"wgmmas left running", `wgmma\.wait_group\.sync\.aligned 1;`, cons, 2},
 		{"no copies in the consumers", `cp\.async`, cons, 0},
@@ -115,11 +114,11 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 			t.Errorf("%s: %d × %s, want %d", c.name, n, c.re, c.want)
 		}
 	}
-	// bf16: the pass converts A into the stage's bf16 tile; 4 consumer
-	// warps (256 threads) keep the launch's registers (no setmaxnreg);
-	// lag 1 by ws_lag; without a pass (TF32 unrounded, skip_round) the
-	// copies complete on the full barrier (cp.async.mbarrier.arrive.noinc)
-	// and the consumers fence A for the async proxy
+	// bf16: the pass converts A into the stage's bf16 tile, one
+	// iteration behind the copies, each warp handing its stage over
+	// (fence, bar.warp.sync, an arrival of lane 0: full expects one a
+	// warp); 3xTF32 splits A, two behind where 4 stages fit; 4 consumer
+	// warps (256 threads) keep the launch's registers (no setmaxnreg)
 	for _, c := range []struct {
 		name     string
 		prec     tile.Precision
@@ -130,9 +129,9 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 		wantNone []string
 	}{
 		// (3 stages of 64 KiB fit: the pass one behind)
-		{"bf16 256x128", tile.PrecBF16, 256, 128, 8, 4, tile.Meta{}, []string{"cvt.rn.bf16x2.f32", "3 stages of 65536 B", "cp.async.wait_group 0;\n\tadd", "setmaxnreg.dec.sync.aligned.u32 80;", "setmaxnreg.inc.sync.aligned.u32 208;"}, []string{"cvt.rna", "cp.async.mbarrier.arrive", "cp.async.wait_group 1;"}},
-		{"tf32 128x64 4 warps lag 1", tile.PrecTF32, 128, 64, 4, 4, tile.Meta{"ws_lag": 1, "num_stages": 3}, []string{".maxntid 256,", "cp.async.wait_group 0;\n\tadd", "bar.sync 1, 128;"}, []string{"setmaxnreg", "cp.async.wait_group 1;"}},
-		{"tf32 unrounded", tile.PrecTF32, 256, 128, 8, 4, tile.Meta{"skip_round": 1}, []string{"cp.async.mbarrier.arrive.noinc.shared.b64", "fence.proxy.async.shared::cta;\n", "], 128;", "cp.async.wait_all;\n\texit;"}, []string{"cp.async.wait_group", "cp.async.commit_group"}},
+		{"bf16 256x128", tile.PrecBF16, 256, 128, 8, 4, tile.Meta{}, []string{"cvt.rn.bf16x2.f32", "3 stages of 65536 B", "pass 1 behind the copies", "cp.async.commit_group", "cp.async.wait_group 0;\n\tadd", "fence.proxy.async.shared::cta;\n\tbar.warp.sync -1;\n\t@%p", "], 4;", "setmaxnreg.dec.sync.aligned.u32 80;", "setmaxnreg.inc.sync.aligned.u32 208;"}, []string{"cvt.rna", "cp.async.mbarrier.arrive", "cp.async.wait_group 1;"}},
+		{"tf32x3 128x64 4 warps", tile.PrecTF32x3, 128, 64, 4, 4, tile.Meta{}, []string{"cvt.rna.tf32.f32", "pass 2 behind the copies", "cp.async.wait_group 1;", "cp.async.wait_group 0;"}, []string{"cp.async.mbarrier.arrive"}},
+		{"tf32x3 128x64 4 warps lag 1", tile.PrecTF32x3, 128, 64, 4, 4, tile.Meta{"ws_lag": 1, "num_stages": 3}, []string{".maxntid 256,", "cvt.rna.tf32.f32", "pass 1 behind the copies", "cp.async.wait_group 0;\n\tadd", "bar.sync 1, 128;"}, []string{"setmaxnreg", "cp.async.wait_group 1;", "cp.async.mbarrier.arrive"}},
 		{"producer registers 40", tile.PrecTF32, 256, 128, 8, 4, tile.Meta{"ws_regs": 40}, []string{"setmaxnreg.dec.sync.aligned.u32 40;", "setmaxnreg.inc.sync.aligned.u32 232;"}, nil},
 		{"producer registers 24", tile.PrecTF32, 256, 128, 8, 4, tile.Meta{"ws_regs": 24}, []string{"setmaxnreg.dec.sync.aligned.u32 24;", "setmaxnreg.inc.sync.aligned.u32 240;"}, nil},
 		// a producer as wide as the consumers, in their layouts: 8

@@ -45,8 +45,8 @@ func wsProduct(t *testing.T, m, n, k, bm, bn int, prec tile.Precision, meta tile
 // running the wgmmas, full and empty mbarriers between them, setmaxnreg
 // past 8 warps) runs on the device at shapes no multiple of the
 // tile (and of K's 32), TF32, bf16 and 3xTF32, with the pass over the
-// copies 1 or 2 iterations behind them and without one (TF32 unrounded:
-// cp.async.mbarrier.arrive.noinc). Each result is the same, bit for bit, as
+// copies 1 or 2 iterations behind them (bf16, 3xTF32) and without one
+// (TF32, read by the tensor cores as it landed: cp.async.mbarrier.arrive.noinc). Each result is the same, bit for bit, as
 // the same kernel's without ws (the same operands and wgmmas in the same
 // order: the form only moves the copies to other warps), and within tol of
 // Σ|a||b| of the float64 product in every element (outputs poisoned with
@@ -66,12 +66,11 @@ func TestWarpSpecialisedProductOnGPU(t *testing.T) {
 		meta   tile.Meta
 		tol    float64
 	}{
-		{"tf32 256x128 8+4 warps 4 stages", tile.PrecTF32, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 4}, 2e-3},
-		{"tf32 192x128 8+4 warps 4 stages lag 1", tile.PrecTF32, 192, 128, tile.Meta{"num_warps": 8, "num_stages": 4, "ws_lag": 1}, 2e-3},
-		{"tf32 128x64 4+4 warps 3 stages", tile.PrecTF32, 128, 64, tile.Meta{"num_warps": 4, "num_stages": 3}, 2e-3},
-		{"tf32 unrounded 256x128 (noinc)", tile.PrecTF32, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 4, "skip_round": 1}, 4e-3},
-		{"tf32 256x128 8+4 warps producer 40 registers", tile.PrecTF32, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 4, "ws_regs": 40}, 2e-3},
-		{"tf32 128x128 8+8 warps", tile.PrecTF32, 128, 128, tile.Meta{"num_warps": 8, "num_stages": 4, "ws_warps": 8}, 2e-3},
+		{"tf32 256x128 8+4 warps 4 stages", tile.PrecTF32, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 4}, 4e-3},
+		{"tf32 128x64 4+4 warps 3 stages", tile.PrecTF32, 128, 64, tile.Meta{"num_warps": 4, "num_stages": 3}, 4e-3},
+		{"tf32 256x128 8+4 warps producer 40 registers", tile.PrecTF32, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 4, "ws_regs": 40}, 4e-3},
+		{"tf32 128x128 8+8 warps", tile.PrecTF32, 128, 128, tile.Meta{"num_warps": 8, "num_stages": 4, "ws_warps": 8}, 4e-3},
+		{"bf16 192x128 8+4 warps 4 stages lag 1", tile.PrecBF16, 192, 128, tile.Meta{"num_warps": 8, "num_stages": 4, "ws_lag": 1}, 1e-2},
 		{"bf16 128x128 8+8 warps", tile.PrecBF16, 128, 128, tile.Meta{"num_warps": 8, "num_stages": 4, "ws_warps": 8}, 1e-2},
 		{"bf16 256x128 8+4 warps 3 stages", tile.PrecBF16, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 3}, 1e-2},
 		{"bf16 128x128 8+4 warps 5 stages", tile.PrecBF16, 128, 128, tile.Meta{"num_warps": 8, "num_stages": 5}, 1e-2},

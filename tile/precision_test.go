@@ -34,6 +34,40 @@ func TestRoundBF16(t *testing.T) {
 	}
 }
 
+// TestTruncTF32: the 13 low mantissa bits cleared (towards zero, where
+// RoundTF32 rounds to nearest), as the tensor cores read f32 operands;
+// infinities, zeros and quiet NaNs pass, a NaN whose payload lies only in
+// the low bits becomes an infinity of its sign (as and.b32 makes it).
+func TestTruncTF32(t *testing.T) {
+	p := func(e int) float32 { return float32(math.Ldexp(1, e)) }
+	bits := math.Float32frombits
+	for _, c := range []struct {
+		name    string
+		in, out float32
+	}{
+		{"exact", 1 + p(-10), 1 + p(-10)},
+		{"below half a step", 1 + p(-12), 1},
+		{"above half a step (RoundTF32 goes up)", 1 + 3*p(-12), 1},
+		{"just below the next step", 1 + p(-10) - p(-23), 1},
+		{"negative towards zero", -(1 + 3*p(-12)), -1},
+		{"largest finite", math.MaxFloat32, bits(0x7f7fe000)},
+		{"subnormal", bits(0x00001fff), 0},
+		{"negative zero", float32(math.Copysign(0, -1)), float32(math.Copysign(0, -1))},
+		{"infinity", float32(math.Inf(-1)), float32(math.Inf(-1))},
+		{"NaN with a low payload only", bits(0xff800001), float32(math.Inf(-1))},
+	} {
+		if got := tile.TruncTF32(c.in); math.Float32bits(got) != math.Float32bits(c.out) {
+			t.Errorf("%s: TruncTF32(%g) = %g (%#x), want %g (%#x)", c.name, c.in, got, math.Float32bits(got), c.out, math.Float32bits(c.out))
+		}
+	}
+	if got := tile.TruncTF32(float32(math.NaN())); got == got {
+		t.Errorf("TruncTF32(quiet NaN) = %g", got)
+	}
+	if r := tile.RoundTF32(1 + 3*p(-12)); r != 1+p(-10) {
+		t.Errorf("RoundTF32(1 + 3·2⁻¹²) = %g: the cases above assume it rounds up", r)
+	}
+}
+
 // TestSplitTF32: hi + lo carries 21 bits of mantissa where hi alone
 // carries 11: |x − (hi+lo)| ≤ 2⁻²¹|x|, and both parts are TF32 values.
 func TestSplitTF32(t *testing.T) {

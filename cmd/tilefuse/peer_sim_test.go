@@ -151,8 +151,6 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, true},
 		{peerCase{name: "gelu 430x200x200 swapped ws bf16 192x128 lag 1", m: 430, k: 200, n: 200, gelu: true}, tile.PrecBF16,
 			tile.Meta{"wgmma": 2, "ws": 1, "ws_lag": 1, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 5}, false},
-		{peerCase{name: "matmul 200x200x136 swapped ws unrounded 256x128", m: 200, k: 200, n: 136}, tile.PrecTF32,
-			tile.Meta{"wgmma": 2, "ws": 1, "skip_round": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		{peerCase{name: "A·Bᵀ 150x300x200 swapped ws 3xTF32 64x128", m: 150, k: 300, n: 200, tb: true}, tile.PrecTF32x3,
 			tile.Meta{"wgmma": 2, "ws": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, true},
 		{peerCase{name: "Aᵀ·B 196x300x136 swapped ws staged 128x128", m: 196, k: 300, n: 136, ta: true}, tile.PrecTF32,
@@ -214,7 +212,8 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 				if c.tune["ws_warps"] != 0 {
 					pw = c.tune["ws_warps"]
 				}
-				requireWarpSpecialised(t, sim.Last, c.tune["num_warps"], pw, c.tune["skip_round"] == 1 && c.prec == tile.PrecTF32 && c.tune["wg_stage"] == 0)
+				// TF32 (not staged) has no pass over A: its copies complete on full
+				requireWarpSpecialised(t, sim.Last, c.tune["num_warps"], pw, c.prec == tile.PrecTF32 && c.tune["wg_stage"] == 0)
 			}
 			if c.tune["epi_smem"] == 1 {
 				// the accumulator goes through shared memory, read back

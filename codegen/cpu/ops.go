@@ -1015,8 +1015,8 @@ func (c *compiler) dot(v *tile.Value) (instr, error) {
 	}
 	switch v.Prec {
 	case tile.PrecTF32, tile.PrecBF16:
-		// round copies of the operands first
-		round := tile.RoundTF32
+		// copies of the operands as the dot sees them first
+		round := tile.TruncTF32
 		if v.Prec == tile.PrecBF16 {
 			round = tile.RoundBF16
 		}

@@ -61,7 +61,10 @@ func TestWarpSpecialisedHandOver(t *testing.T) {
 		{"tf32 producer skips the empty wait", tile.PrecTF32, 4, drop(`\t@!%p\d+ bra \$L_ws_empty_\d+;\n`), []string{"async", "racecheck", "wgmma"}},
 		{"tf32 8 producer warps skip the empty wait", tile.PrecTF32, 8, drop(`\t@!%p\d+ bra \$L_ws_empty_\d+;\n`), []string{"async", "racecheck", "wgmma"}},
 		{"tf32 consumers never release", tile.PrecTF32, 4, consumers(drop(`\t@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];\n`)), []string{"sync"}},
-		{"tf32 producer never hands over", tile.PrecTF32, 4, producer(drop(`\t@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];\n`)), []string{"sync"}},
+		// TF32's copies complete on full themselves (no pass); bf16's
+		// warps hand the stage over after their pass
+		{"tf32 producer's copies never arrive", tile.PrecTF32, 4, producer(drop(`\tcp\.async\.mbarrier\.arrive\.noinc\.shared\.b64 \[%r\d+\];\n`)), []string{"sync"}},
+		{"bf16 producer never hands over", tile.PrecBF16, 4, producer(drop(`\t@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];\n`)), []string{"sync"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rows := 256
