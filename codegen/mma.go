@@ -294,8 +294,9 @@ func (l *lowerer) aFragGeometry(p *pipe) (row, chunk string) {
 
 // mmaStep emits the tensor-core work of one pipeline stage: for each k step
 // of 8, the warp's A fragments by ldmatrix.x4 and B fragments by
-// ld.shared.b32 from the stage at byte offset stage (a register), truncated
-// to TF32 (and.b32, as the interpreter truncates), then an mma.sync per m16n8 tile
+// ld.shared.b32 from the stage at byte offset stage (a register), A's
+// truncated to TF32 (and.b32) and B's rounded (cvt.rna), as the interpreter
+// sees a TF32 dot's operands, then an mma.sync per m16n8 tile
 // of the warp into the accumulator registers acc (held in p.acc's layout).
 func (l *lowerer) mmaStep(p *pipe, stage string, acc *lval) {
 	w := &l.body
@@ -386,7 +387,7 @@ func (l *lowerer) mmaStep(p *pipe, stage string, acc *lval) {
 		}
 		return
 	}
-	round := func(x string) { emitTruncTF32(w, "", x, x) }
+	round := func(x string) { emitRoundTF32(w, "", x, x) } // B's words
 	for kk := 0; kk < p.k; kk += 8 {
 		a := make([][4]string, mt)
 		for i := range a {
@@ -429,7 +430,7 @@ func (l *lowerer) mmaStep(p *pipe, stage string, acc *lval) {
 		}
 		for i := range a {
 			for j := range a[i] {
-				round(a[i][j])
+				emitTruncTF32(w, "", a[i][j], a[i][j])
 			}
 		}
 		for j := range bf {

@@ -160,8 +160,9 @@ func TestPipelinedDot(t *testing.T) {
 		// per iteration: 4 k steps × 2×4 m16n8 tiles of a 32×32 warp tile
 		{`mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32`, loop, 32},
 		{`ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16`, loop, 4 * 2},
-		{`and\.b32 %r\d+, %r\d+, 0xffffe000`, loop, 4 * (2*4 + 4*2)},
-		{`cvt\.rna\.tf32\.f32`, loop, 0},
+		// A's fragments truncated, B's rounded
+		{`and\.b32 %r\d+, %r\d+, 0xffffe000`, loop, 4 * 2 * 4},
+		{`cvt\.rna\.tf32\.f32`, loop, 4 * 4 * 2},
 		// 64×32 + 32×64 floats, 16 bytes a copy, 128 threads
 		{`cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16`, loop, 8},
 		{`cp\.async\.wait_group 1`, loop, 1},
@@ -257,13 +258,12 @@ func TestWgmmaDot(t *testing.T) {
 		{`fence\.proxy\.async\.shared::cta`, loop, 1},
 		{`bar\.sync`, loop, 2},
 		// B 32×256 by 256 threads: 8 chunks of 4 columns a thread, each one
-		// 16-byte read and 4 4-byte writes (as they are: the tensor cores
-		// truncate their shared-memory operands)
+		// 16-byte read and 4 rounded 4-byte writes
 		{`ld\.shared\.v4\.b32`, loop, 8},
 		{`st\.shared\.b32`, loop, 32},
 		{`ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16`, loop, 4},
-		{`and\.b32 %r\d+, %r\d+, 0xffffe000`, loop, 16}, // A's fragments
-		{`cvt\.rna\.tf32\.f32`, loop, 0},
+		{`and\.b32 %r\d+, %r\d+, 0xffffe000`, loop, 16}, // A's fragments, truncated
+		{`cvt\.rna\.tf32\.f32`, loop, 32},                 // B's words, rounded
 		{`mma\.sync`, p, 0},
 	} {
 		if n := count(c.re, c.in); n != c.want {
@@ -339,13 +339,13 @@ func TestWgmmaSwapped(t *testing.T) {
 		{`bar\.sync`, loop, 2},
 		// A 256×32 and B 32×128 by 256 threads: 8 + 4 16-byte copies an
 		// iteration; A read by the tensor cores as it landed (no pass),
-		// Bᵀ's fragments truncated in registers
+		// Bᵀ's fragments rounded in registers
 		{`cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16`, loop, 2 * 12},
 		{`ld\.shared\.v4\.b32`, loop, 0},
 		{`st\.shared\.v4\.b32`, loop, 0},
 		{`ld\.shared\.b32`, loop, 2 * 16},
-		{`and\.b32 %r\d+, %r\d+, 0xffffe000`, loop, 2 * 16},
-		{`cvt\.rna\.tf32\.f32`, loop, 0},
+		{`and\.b32 %r\d+, %r\d+, 0xffffe000`, loop, 0},
+		{`cvt\.rna\.tf32\.f32`, loop, 2 * 16},
 		{`st\.shared\.b32`, loop, 0},
 		{`ldmatrix`, p, 0},
 		{`mma\.sync`, p, 0},

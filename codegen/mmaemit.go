@@ -259,7 +259,7 @@ func (l *lowerer) tileCopies(ml *mmaLoop, region int, ivp, sp, live string) erro
 	return nil
 }
 
-// roundTiles rounds to TF32, in place, this thread's copies into the stage
+// roundTiles rounds to TF32 (B operands: to nearest), in place, this thread's copies into the stage
 // at byte offset sc of the tiles of ml that are read by TF32 products only
 // (opTile.rounded): after the thread's wait for them, before the barrier
 // that shows them to the other warps. Zero fills round to zero.
@@ -271,7 +271,7 @@ func (l *lowerer) roundTiles(ml *mmaLoop, region int, sc string) {
 		}
 		l.eachCopy(t, region, sc, func(g, a string, _ slot, regs []string) {
 			for _, r := range regs {
-				emitTruncTF32(w, g, r, r)
+				emitRoundTF32(w, g, r, r)
 			}
 			emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(t.vw), a, vecOperand(regs))
 		})
@@ -526,9 +526,16 @@ func (l *lowerer) truncTF32(w *strings.Builder, x string) string {
 // tensor cores read an f32 operand themselves (tile.TruncTF32).
 const tf32Mask = "0xffffe000"
 
-// emitTruncTF32 writes dst = src truncated to TF32 (g: a guard or "").
+// emitTruncTF32 writes dst = src truncated to TF32 (g: a guard or ""): a
+// TF32 dot's A operand.
 func emitTruncTF32(w *strings.Builder, g, dst, src string) {
 	emit(w, "%sand.b32 %s, %s, %s", g, dst, src, tf32Mask)
+}
+
+// emitRoundTF32 writes dst = src rounded to TF32, to nearest with ties away
+// (tile.RoundTF32, cvt.rna): a TF32 dot's B operand.
+func emitRoundTF32(w *strings.Builder, g, dst, src string) {
+	emit(w, "%scvt.rna.tf32.f32 %s, %s", g, dst, src)
 }
 
 // splitTF32 is 3xTF32's split: hi = tf32(x), lo = tf32(x − hi).
@@ -650,8 +657,8 @@ func (l *lowerer) mmaDotEmit(d *mmaDot, region, aRegion int, stage string) error
 					continue
 				}
 				if !d.b.rounded {
-					emitTruncTF32(w, "", x[0], x[0])
-					emitTruncTF32(w, "", x[1], x[1])
+					emitRoundTF32(w, "", x[0], x[0])
+					emitRoundTF32(w, "", x[1], x[1])
 				}
 				bf[j] = x[:]
 			}

@@ -87,8 +87,8 @@ type opTile struct {
 	inner int
 	copy  *Layout // the layout the copies are issued in
 	vw    int     // elements a copy
-	// rounded: every dot reading the tile is a TF32 product, so each
-	// thread truncates its own copies to TF32 in place once they land (before
+	// rounded: every dot reading the tile is a TF32 product (as its B), so
+	// each thread rounds its own copies to TF32 in place once they land (before
 	// the iteration's barrier), and the fragment reads need no conversion:
 	// a word is converted once instead of once per warp reading it
 	rounded bool
@@ -667,8 +667,8 @@ func (l *lowerer) mmaLoopDump() string {
 		fmt.Fprintf(&sb, "for %%%d: %s, %d stages of %d B\n", v.ID, form, ml.stages, ml.stageBytes)
 		for _, t := range ml.tiles {
 			rounded := ""
-			if t.rounded && !ml.wg { // wgmma reads its operands as they are
-				rounded = ", truncated to TF32 in place"
+			if t.rounded {
+				rounded = ", rounded to TF32 in place"
 			}
 			for i, v := range t.wg {
 				n, kw, rb, _, e := t.wgGeom(v)

@@ -394,11 +394,11 @@ func (l *lowerer) wgInPlace(ml *mmaLoop, carried []*lval, lays []*Layout) map[*m
 
 // prepareTiles makes this thread's copies of ml's tiles in the stage at
 // byte offset sc ready for wgmma, once they have landed (after its
-// cp.async.wait_group, before the fence and the barrier): where the copies
-// land in a view (direct) a TF32 tile is read by the tensor cores as it is
-// (they truncate, as the interpreter does) and a 3xTF32 one is split in
-// place; each copy is written into every other view of the tile: TF32
-// views there are transposed (wgmmaLoop), a word a
+// cp.async.wait_group, before the fence and the barrier): it loads each
+// copy, rounds it to TF32 (cvt.rna: the tiles are B operands, which a TF32
+// dot rounds) and stores it back where the copies land in a view (direct),
+// or splits it (3xTF32), and writes it into every other view of the tile:
+// TF32 views there are transposed (wgmmaLoop), a word a
 // row; bf16 rounded by cvt.rn.bf16x2 (nearest even, as the interpreter),
 // packed words where the copy's elements run along the view's k, a half a
 // row where they run along n. Rows n+j of a copy are at the first one's
@@ -415,7 +415,7 @@ func (l *lowerer) prepareTiles(ml *mmaLoop, region int, sc string) {
 			}
 		}
 		x3 := len(t.wg) > 0 && t.wg[0].x3
-		if len(views) == 0 && !x3 {
+		if len(views) == 0 && !t.rounded && !x3 {
 			continue
 		}
 		lay := t.copy
@@ -432,6 +432,14 @@ func (l *lowerer) prepareTiles(ml *mmaLoop, region int, sc string) {
 					v := t.wg[0]
 					emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(t.vw), src, vecOperand(x))
 					emit(w, "%sst.shared%s.b32 [%s+%d], %s", g, vecSuffix(t.vw), src, v.lo-v.off, vecOperand(lo))
+				}
+			}
+			if t.rounded {
+				for _, r := range x {
+					emitRoundTF32(w, g, r, r)
+				}
+				if t.direct {
+					emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(t.vw), src, vecOperand(x))
 				}
 			}
 			for _, v := range views {

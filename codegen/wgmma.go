@@ -10,12 +10,12 @@ import (
 // Each warpgroup (4 consecutive warps) computes 64 rows of the tile with
 // wgmma.mma_async.m64nNk8 (N the tile's width, up to 256): A from
 // registers, each warp's 16 rows loaded by ldmatrix from the stage and
-// truncated to TF32 (and.b32, as the interpreter truncates), B from shared
-// memory through a matrix descriptor. TF32 wgmma reads only K-major
+// truncated to TF32 (and.b32: a TF32 dot's A), B from shared memory
+// through a matrix descriptor. TF32 wgmma reads only K-major
 // operands, and a product x·W has W N-major, so each stage's B (copied
 // N-major by cp.async) is transposed into a K-major tile (bt: N rows of 32
-// words) with the 128-byte swizzle, as it is (the tensor cores truncate
-// their shared-memory operands), fenced for the
+// words) with the 128-byte swizzle, rounded on the way (a TF32 dot's B:
+// cvt.rna), fenced for the
 // async proxy (fence.proxy.async) and a barrier. The accumulator is the mma
 // layout with one warp per 16 rows: wgmma's fragment is mma.sync's m16n8 C
 // fragment, tiled across N (d[4j..4j+3] = c0..c3 of n8 block j).
@@ -39,7 +39,7 @@ func (l *lowerer) wgmmaStep(p *pipe, stage, bsel string, acc *lval) {
 	lane := l.laneID()
 	nw := l.opt.NumWarps
 	// 1. B (k×n, N-major, rows swizzled chunk ^ k%8) → bt (n×k, K-major,
-	// 128-byte swizzle), as it is: lane k reads 4 columns n of its row with
+	// 128-byte swizzle), rounded: lane k reads 4 columns n of its row with
 	// one 16-byte load and writes them to rows n of bt, column k
 	// (conflict-free both ways: the 8 lanes of a read phase hit 8 chunks,
 	// a write's 32 lanes 32 banks)
@@ -84,7 +84,8 @@ func (l *lowerer) wgmmaStep(p *pipe, stage, bsel string, acc *lval) {
 		emit(w, "and.b32 %s, %s, 1", par, c)
 		emit(w, "shl.b32 %s, %s, 2", par, par)
 		emit(w, "xor.b32 %s, %s, %s", par, par, lq)
-		for e := 0; e < 4; e++ { // as they are: the tensor cores truncate
+		for e := 0; e < 4; e++ {
+			emitRoundTF32(w, "", v[e], v[e])
 			ch, a := l.reg("r"), l.reg("r")
 			emit(w, "xor.b32 %s, %s, %d", ch, par, e)
 			emit(w, "mad.lo.s32 %s, %s, 16, %s", a, ch, row)
@@ -163,8 +164,9 @@ func (l *lowerer) rowBase(p *pipe, lane, stage string) string {
 // wgmmaSwappedStep emits the tensor-core work of one stage of a swapped
 // loop (pipe.swapped) at byte offset stage (a register): for each k step
 // of 8, the warp's fragment of Bᵀ (wgmma's A: rows n = 16·warp + g and
-// g + 8, columns k + t and k + t + 4, read from B's k×n tile, truncated to
-// TF32), then, after wgmma.fence, one wgmma per k step over the stage's A
+// g + 8, columns k + t and k + t + 4, read from B's k×n tile, rounded to
+// TF32 (a TF32 dot's B; its A, wgmma's B, is read as it landed: the tensor
+// cores truncate it)), then, after wgmma.fence, one wgmma per k step over the stage's A
 // tile (wgmma's B, K-major, read by descriptor); committed and left
 // running, the previous iteration's wgmmas retired (wait_group 1), so that
 // the tensor cores always have the next group queued. Called for two
@@ -227,7 +229,7 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 			continue
 		}
 		for _, r := range a {
-			emitTruncTF32(w, "", r, r)
+			emitRoundTF32(w, "", r, r)
 		}
 		frags = append(frags, a)
 	}

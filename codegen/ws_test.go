@@ -96,7 +96,7 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 		{"consumer's wgmmas", `wgmma\.mma_async\.sync\.aligned\.m64n256k8\.f32\.tf32\.tf32`, cons, 8},
 		{"consumers wait on full", `mbarrier\.try_wait\.parity\.shared::cta\.b64`, cons, 2},
 		{"consumers fence A", `@!%p\d+ bra \$L_ws_full_\d+;\n\tfence\.proxy\.async\.shared::cta;`, cons, 2},
-		{"Bᵀ's fragments truncated", `and\.b32 %r\d+, %r\d+, 0xffffe000`, cons, 2 * 16},
+		{"Bᵀ's fragments rounded", `cvt\.rna\.tf32\.f32`, cons, 2 * 16},
 		{"consumers release the stage before", `bar\.warp\.sync -1;\n\t@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];`, cons, 2},
 		{"wgmmas left running", `wgmma\.wait_group\.sync\.aligned 1;`, cons, 2},
 		{"no copies in the consumers", `cp\.async`, cons, 0},

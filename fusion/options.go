@@ -104,8 +104,9 @@ func WithKeep(nodes ...*G.Node) Option {
 func WithDumpDir(dir string) Option { return func(c *config) { c.dumpDir = dir } }
 
 // WithPrecision sets the precision of the dots in fused matrix products:
-// tile.PrecIEEE (exact f32 products, the default), PrecTF32 (operands
-// truncated to TF32, as the tensor cores read f32; tile.TruncTF32),
+// tile.PrecIEEE (exact f32 products, the default), PrecTF32 (A truncated
+// to TF32, as the tensor cores read f32, and B rounded to TF32:
+// tile.TruncTF32, tile.RoundTF32),
 // PrecBF16 (operands rounded to bfloat16, f32 sums) or PrecTF32x3 (three
 // TF32 products of each operand's high and low parts: close to f32's
 // accuracy). On the GPU all but ieee run on the tensor cores.

@@ -90,9 +90,9 @@ const (
 
 	// OpDot: dot(a [M,K], b [K,N], acc [M,N]) = acc + a·b, with f32 (f64 for
 	// f64 operands) accumulation. M, N, K ≥ 16. Prec says how f32 products may be
-	// formed: PrecIEEE exactly; PrecTF32 with the operands truncated to TF32
-	// (10 mantissa bits, the 13 low bits dropped: TruncTF32), as the tensor
-	// cores read f32 operands;
+	// formed: PrecIEEE exactly; PrecTF32 with a truncated to TF32 (10
+	// mantissa bits, the 13 low bits dropped: TruncTF32, as the tensor cores
+	// read an f32 operand) and b rounded to TF32 (RoundTF32);
 	// PrecBF16 with them rounded to bfloat16; PrecTF32x3 as three TF32
 	// products of the operands' high and low parts (see Precision).
 	OpDot
@@ -291,7 +291,13 @@ type Precision uint8
 
 const (
 	PrecIEEE Precision = iota // exact f32 products
-	PrecTF32                  // operands truncated to TF32 (TruncTF32), as tensor cores read f32
+	// PrecTF32: a (the left operand) truncated to TF32 (TruncTF32), as the
+	// tensor cores read an f32 operand they are given as it is, b rounded
+	// to TF32 (RoundTF32, to nearest); the products are exact in f32 and
+	// summed in f32. A kernel reads A through shared memory straight into
+	// the tensor cores where it can (Hopper's wgmma) and converts B, which
+	// it holds in registers, on the way.
+	PrecTF32
 	// PrecBF16: operands rounded to bfloat16 (RoundBF16: 8 bits of
 	// mantissa, to nearest even); the products are exact in f32 and summed
 	// in f32, as the tensor cores do with bf16 operands
@@ -349,8 +355,8 @@ func RoundBF16(x float32) float32 {
 
 // RoundTF32 rounds x to TF32 (10 explicit mantissa bits), to nearest with
 // ties away from zero, as cvt.rna.tf32.f32 does; infinities and NaN pass
-// through. It is how a dot with PrecTF32x3 splits its f32 operands
-// (SplitTF32).
+// through. It is how a dot with PrecTF32 sees its b operand, and how one
+// with PrecTF32x3 splits its f32 operands (SplitTF32).
 func RoundTF32(x float32) float32 {
 	u := math.Float32bits(x)
 	if u&0x7f800000 == 0x7f800000 {
@@ -365,8 +371,8 @@ func RoundTF32(x float32) float32 {
 // mantissa bits) rounded towards zero, which is how the tensor cores read an
 // f32 operand that was not converted first (measured on the H200, 2026-12-01:
 // wgmma's shared-memory operands), and what the generated kernels do to the
-// operands they hold in registers (and.b32 with 0xffffe000). It is how a dot
-// with PrecTF32 sees its f32 operands. Infinities and zeros pass through, and
+// A operands they hold in registers (and.b32 with 0xffffe000). It is how a
+// dot with PrecTF32 sees its a operand. Infinities and zeros pass through, and
 // so does a NaN whose payload has a bit among the 10 high mantissa bits (a
 // quiet NaN always does); a NaN whose payload lies only in the 13 low bits
 // becomes an infinity of its sign, as the mask makes it.

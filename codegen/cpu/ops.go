@@ -1015,19 +1015,20 @@ func (c *compiler) dot(v *tile.Value) (instr, error) {
 	}
 	switch v.Prec {
 	case tile.PrecTF32, tile.PrecBF16:
-		// copies of the operands as the dot sees them first
-		round := tile.TruncTF32
+		// copies of the operands as the dot sees them first (TF32: a
+		// truncated, b rounded; bf16: both rounded)
+		roundA, roundB := tile.TruncTF32, tile.RoundTF32
 		if v.Prec == tile.PrecBF16 {
-			round = tile.RoundBF16
+			roundA, roundB = tile.RoundBF16, tile.RoundBF16
 		}
 		sa, sb := c.scratch(tile.F32, m*k), c.scratch(tile.F32, k*n)
 		return func(f *frame) error {
 			ra, rb := get[float32](f, sa), get[float32](f, sb)
 			for i, x := range get[float32](f, ai) {
-				ra[i] = round(x)
+				ra[i] = roundA(x)
 			}
 			for i, x := range get[float32](f, bi) {
-				rb[i] = round(x)
+				rb[i] = roundB(x)
 			}
 			dotF32(get[float32](f, d), ra, rb, get[float32](f, ci), m, k, n)
 			return nil

@@ -96,19 +96,24 @@ func Cases() []Case {
 		matmulPrec("430x200x100_tf32_wgmma2_192x128", 430, 200, 100, 128, false, false, tile.PrecTF32, tile.Meta{"BM": 192, "BK": 32, "wgmma": 2, "num_stages": 4, "num_warps": 8}),
 		matmulPrec("430x200x100_tf32_wgmma2_192x128_transB", 430, 200, 100, 128, false, true, tile.PrecTF32, tile.Meta{"BM": 192, "BK": 32, "wgmma": 2, "num_stages": 4, "num_warps": 8}),
 		matmulPrec("430x200x100_bf16_wgmma2_192x128", 430, 200, 100, 128, false, false, tile.PrecBF16, tile.Meta{"BM": 192, "BK": 32, "wgmma": 2, "num_stages": 4, "num_warps": 8}),
-		// TF32 truncates: operands whose rounding and truncation differ,
-		// sums exact in f32, compared exactly, on every TF32 form (mma.sync
-		// fragments in registers; wgmma's B transposed into shared memory
-		// and A in registers; the swapped form's A read by the tensor cores
-		// as it landed, also Aᵀ staged, and warp-specialised)
-		tf32Truncates("70x40x96", 70, 40, 96, 32, false, false),
-		tf32Truncates("70x40x96_transB", 70, 40, 96, 32, false, true),
-		tf32Truncates("130x70x90_wgmma", 130, 70, 90, 64, false, false, tile.Meta{"BK": 32, "wgmma": 1}),
-		tf32Truncates("130x70x90_wgmma2", 130, 70, 90, 64, false, false, tile.Meta{"BM": 128, "BK": 32, "wgmma": 2, "num_stages": 4}),
-		tf32Truncates("300x200x100_wgmma2_256x128_transA", 300, 200, 100, 128, true, false, tile.Meta{"BM": 256, "BK": 32, "wgmma": 2, "num_stages": 3, "num_warps": 8}),
-		tf32Truncates("300x200x100_wgmma2_192x128_staged_transA", 300, 200, 100, 128, true, false, tile.Meta{"BM": 192, "BK": 32, "wgmma": 2, "wg_stage": 1, "num_stages": 4, "num_warps": 8}),
-		tf32Truncates("300x200x100_wgmma2_128x64_ws", 300, 200, 100, 64, false, false, tile.Meta{"BM": 128, "BK": 32, "wgmma": 2, "ws": 1, "num_stages": 4}),
 	)
+	// TF32 truncates A and rounds B: operands whose rounding and truncation
+	// differ, sums exact in f32, compared exactly, on every TF32 form
+	// (mma.sync fragments in registers; wgmma's A in registers and B
+	// transposed into shared memory; the swapped form's A read by the
+	// tensor cores as it landed, also Aᵀ staged, and warp-specialised), A's
+	// and B's in turn
+	for _, side := range []string{"A", "B"} {
+		cs = append(cs,
+			tf32Operands(side, "70x40x96", 70, 40, 96, 32, false, false),
+			tf32Operands(side, "70x40x96_transB", 70, 40, 96, 32, false, true),
+			tf32Operands(side, "130x70x90_wgmma", 130, 70, 90, 64, false, false, tile.Meta{"BK": 32, "wgmma": 1}),
+			tf32Operands(side, "130x70x90_wgmma2", 130, 70, 90, 64, false, false, tile.Meta{"BM": 128, "BK": 32, "wgmma": 2, "num_stages": 4}),
+			tf32Operands(side, "300x200x100_wgmma2_256x128_transA", 300, 200, 100, 128, true, false, tile.Meta{"BM": 256, "BK": 32, "wgmma": 2, "num_stages": 3, "num_warps": 8}),
+			tf32Operands(side, "300x200x100_wgmma2_192x128_staged_transA", 300, 200, 100, 128, true, false, tile.Meta{"BM": 192, "BK": 32, "wgmma": 2, "wg_stage": 1, "num_stages": 4, "num_warps": 8}),
+			tf32Operands(side, "300x200x100_wgmma2_128x64_ws", 300, 200, 100, 64, false, false, tile.Meta{"BM": 128, "BK": 32, "wgmma": 2, "ws": 1, "num_stages": 4}),
+		)
+	}
 	cs = append(cs, moreCases()...)
 	for _, c := range []struct {
 		name    string
@@ -319,7 +324,8 @@ func colSum(m, n, bm, bn int) Case {
 }
 
 // MatmulRef is C = A·B in float64 for row-major A (m×k) and B (k×n), with the
-// operands first truncated to TF32 when tf32 is set.
+// operands first as a TF32 dot sees them when tf32 is set (A truncated,
+// B rounded).
 func MatmulRef(a, b []float32, m, n, k int, tf32 bool) []float64 {
 	if tf32 {
 		return MatmulRefPrec(a, b, m, n, k, tile.PrecTF32)
@@ -328,12 +334,16 @@ func MatmulRef(a, b []float32, m, n, k int, tf32 bool) []float64 {
 }
 
 // MatmulRefPrec is C = A·B in float64 with the operands as a dot of
-// precision p sees them: truncated to TF32 or rounded to bfloat16, or (tf32x3) the sum
-// of the products of their TF32 parts a_lo·b_hi + a_hi·b_lo + a_hi·b_hi.
+// precision p sees them: TF32 (A truncated, B rounded), bfloat16, or
+// (tf32x3) the sum of the products of their TF32 parts a_lo·b_hi +
+// a_hi·b_lo + a_hi·b_hi.
 func MatmulRefPrec(a, b []float32, m, n, k int, p tile.Precision) []float64 {
-	parts := func(x float32) (hi, lo float64) {
+	parts := func(x float32, isB bool) (hi, lo float64) {
 		switch p {
 		case tile.PrecTF32:
+			if isB {
+				return float64(tile.RoundTF32(x)), 0
+			}
 			return float64(tile.TruncTF32(x)), 0
 		case tile.PrecBF16:
 			return float64(tile.RoundBF16(x)), 0
@@ -346,9 +356,9 @@ func MatmulRefPrec(a, b []float32, m, n, k int, p tile.Precision) []float64 {
 	c := make([]float64, m*n)
 	for i := 0; i < m; i++ {
 		for kk := 0; kk < k; kk++ {
-			ah, al := parts(a[i*k+kk])
+			ah, al := parts(a[i*k+kk], false)
 			for j := 0; j < n; j++ {
-				bh, bl := parts(b[kk*n+j])
+				bh, bl := parts(b[kk*n+j], true)
 				c[i*n+j] += ah*bh + ah*bl + al*bh
 			}
 		}
@@ -393,26 +403,39 @@ func matmulPrec(name string, m, n, k, bs int, transA, transB bool, p tile.Precis
 	return matmulData(name, m, n, k, bs, transA, transB, p, uniform, TolDot, extra...)
 }
 
-// tf32Truncates is a TF32 matmul whose operands tell truncation from
-// rounding: A's elements are 1 + j·2⁻¹⁰ + 3·2⁻¹² (j < 8), which TF32
-// truncates to 1 + j·2⁻¹⁰ and rounds to 1 + (j+1)·2⁻¹⁰, B's are 2^e
-// (|e| ≤ 2), exact in TF32. Every product is a multiple of 2⁻¹² below 2⁴
-// and every sum of them below 2¹⁰, so f32 sums them exactly in any order:
-// the result is compared exactly with the truncated operands' product.
-// Rounding would make each element larger by at least k·2⁻¹² (all
-// positive, nothing cancels).
-func tf32Truncates(name string, m, n, k, bs int, transA, transB bool, extra ...tile.Meta) Case {
+// tf32Operands is a TF32 matmul whose side operand tells truncation from
+// rounding. Side A: A's elements are 1 + j·2⁻¹⁰ + 3·2⁻¹² (j < 8), which
+// TF32 truncates to 1 + j·2⁻¹⁰ and rounds to 1 + (j+1)·2⁻¹⁰, B's are 2^e
+// (|e| ≤ 2), exact in TF32. Side B: B's elements are 2^e·(1 + j·2⁻¹⁰ +
+// 3·2⁻¹²) (e ∈ {0, 1}), A's 2^f (f ∈ {−1, 0}). Every product is a multiple
+// of 2⁻¹² below 2⁴ and every sum of them below 2¹⁰, so f32 sums them exactly
+// in any order: the result is compared exactly with the product of the
+// operands as a TF32 dot sees them (A truncated, B rounded). The other
+// conversion would move each element by at least k·2⁻¹² (all positive,
+// nothing cancels).
+func tf32Operands(side, name string, m, n, k, bs int, transA, transB bool, extra ...tile.Meta) Case {
 	data := func(rng *rand.Rand) ([]float32, []float32) {
 		a, b := make([]float32, m*k), make([]float32, k*n)
+		odd := func(e int) float32 {
+			return float32(math.Ldexp(1+float64(rng.IntN(8))/(1<<10)+3.0/(1<<12), e))
+		}
 		for i := range a {
-			a[i] = 1 + float32(rng.IntN(8))/(1<<10) + 3.0/(1<<12)
+			if side == "A" {
+				a[i] = odd(0)
+			} else {
+				a[i] = float32(math.Ldexp(1, -rng.IntN(2)))
+			}
 		}
 		for i := range b {
-			b[i] = float32(math.Ldexp(1, rng.IntN(5)-2))
+			if side == "A" {
+				b[i] = float32(math.Ldexp(1, rng.IntN(5)-2))
+			} else {
+				b[i] = odd(rng.IntN(2))
+			}
 		}
 		return a, b
 	}
-	return matmulData("tf32_truncates_"+name, m, n, k, bs, transA, transB, tile.PrecTF32, data, Tol{}, extra...)
+	return matmulData("tf32_"+side+"_"+name, m, n, k, bs, transA, transB, tile.PrecTF32, data, Tol{}, extra...)
 }
 
 // matmulData is matmulPrec with operands from data and tolerance tol.
