@@ -263,7 +263,7 @@ func TestWgmmaDot(t *testing.T) {
 		{`st\.shared\.b32`, loop, 32},
 		{`ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16`, loop, 4},
 		{`and\.b32 %r\d+, %r\d+, 0xffffe000`, loop, 16}, // A's fragments, truncated
-		{`cvt\.rna\.tf32\.f32`, loop, 32},                 // B's words, rounded
+		{`cvt\.rna\.tf32\.f32`, loop, 32},               // B's words, rounded
 		{`mma\.sync`, p, 0},
 	} {
 		if n := count(c.re, c.in); n != c.want {
