@@ -89,9 +89,11 @@ type Stats struct {
 	// WithRecycle): buffers that earlier runs gave such values and the Go
 	// runtime found unreachable, taken again (RecycledBytes their bytes),
 	// and buffers allocated anew. Both are 0 with WithReuseOutputs(true)
-	// or WithRecycle(false).
-	Recycled, Allocated int
-	RecycledBytes       int64
+	// or WithRecycle(false). CollectionsAsked counts the collections the
+	// machine started in the background because a run had to allocate a
+	// buffer of 1 MiB or more anew (see WithRecycle).
+	Recycled, Allocated, CollectionsAsked int
+	RecycledBytes                         int64
 }
 
 // RunPhases split a run's wall clock on the CUDA backend, in seconds, in

@@ -251,7 +251,7 @@ func (p *cpuBackend) kernelTimes() []KernelTime {
 }
 
 func (p *cpuBackend) stats(s *Stats) {
-	s.Recycled, s.Allocated, s.RecycledBytes = p.rec.counts()
+	s.Recycled, s.Allocated, s.CollectionsAsked, s.RecycledBytes = p.rec.counts()
 }
 
 func (p *cpuBackend) close() error {

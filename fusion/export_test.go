@@ -136,6 +136,14 @@ func SetRecycling(minBytes int, poison bool) (restore func()) {
 	return func() { minRecycled, poisonRecycled = m, p }
 }
 
+// SetAskCollections turns the recycler's background collections on or off
+// until restore.
+func SetAskCollections(on bool) (restore func()) {
+	a := askCollections
+	askCollections = on
+	return func() { askCollections = a }
+}
+
 // WaitFinalizers collects garbage and returns once every finalizer that
 // collection queued has run (the recycler's among them): finalizers run one
 // batch after another on one goroutine, so a sentinel's finalizer queued by

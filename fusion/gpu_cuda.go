@@ -1306,7 +1306,7 @@ func (g *gpu) stats(s *Stats) {
 		}
 	}
 	s.SolverDeviceTime = g.solverMs / 1e3
-	s.Recycled, s.Allocated, s.RecycledBytes = g.rec.counts()
+	s.Recycled, s.Allocated, s.CollectionsAsked, s.RecycledBytes = g.rec.counts()
 }
 
 // touch marks input n changed on the host: the next run uploads it.

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 	"weak"
 )
@@ -38,8 +39,15 @@ import (
 // Memory comes back only when a collection runs, and a collection runs when
 // the program allocates enough (GOGC): a run that takes from the free list
 // allocates nothing large, so a loop that drops its values alternates
-// stretches of recycled runs with stretches of new memory. The free list is
-// bounded (limit bytes: recycleRuns runs' worth of the machine's readable
+// stretches of recycled runs with stretches of new memory. So, for buffers
+// of askGCBytes or more, the recycler asks for a collection in the
+// background (askGC: one at a time in the process, and one more after it
+// where asked again while it ran) when a run takes the last buffer of a
+// free list (so that what the runs before dropped is back for the next run:
+// a loop that drops its values is recycled every run) and when a new
+// buffer is allocated, the first time since a buffer last came back and
+// then after 2, 4, 8, … such misses (a loop that keeps its values asks a
+// few times, not every run). The free list is bounded (limit bytes: recycleRuns runs' worth of the machine's readable
 // values, found at prepare); what comes back beyond it is left to the
 // collector, one collection later than without a finalizer. So that little
 // comes back beyond it, a new buffer gets the finalizer only while the free
@@ -59,10 +67,58 @@ type recycler struct {
 	// without the finalizer since one last came back (0: none was)
 	refused uint64
 	gcs     [1]metrics.Sample
+	// misses: new buffers of askGCBytes or more since a buffer last came
+	// back
+	misses int
 	// counts since the machine was made, of buffers of minRecycled bytes or
-	// more: taken from a free list, and allocated anew
-	recycled, allocated int
-	recycledBytes       int64
+	// more: taken from a free list, and allocated anew; asks, the
+	// collections asked for
+	recycled, allocated, asks int
+	recycledBytes             int64
+}
+
+// askGCBytes is the least a new armed buffer has to be for its miss to ask
+// for a collection: zeroing 1 MiB anew (and faulting its pages in) costs
+// about what a collection of a small heap costs the other cores.
+var askGCBytes = 1 << 20
+
+// askCollections (tests) turns the asks off.
+var askCollections = true
+
+// gcState is askGC's: 0 no collection of its running, 1 one running, 2
+// one running and another asked for since it started.
+var gcState atomic.Int32
+
+// askGC starts a collection in the background, or, where one it started is
+// still running (it may have begun before the memory the caller wants back
+// became unreachable), one more after it: runtime.GC blocks only the
+// goroutine that calls it (the collection is concurrent), and the
+// finalizers of what it finds unreachable put buffers back on the free
+// lists.
+func askGC() {
+	for {
+		switch s := gcState.Load(); s {
+		case 0:
+			if gcState.CompareAndSwap(0, 1) {
+				go func() {
+					for {
+						runtime.GC()
+						if gcState.CompareAndSwap(1, 0) {
+							return
+						}
+						gcState.Store(1) // asked for again while it ran
+					}
+				}()
+				return
+			}
+		case 1:
+			if gcState.CompareAndSwap(1, 2) {
+				return
+			}
+		default:
+			return
+		}
+	}
 }
 
 // recycleList is the free list of one size.
@@ -125,6 +181,12 @@ func (r *recycler) take(bytes int) (*recycleSlot, unsafe.Pointer) {
 	n := len(l.free)
 	if n == 0 {
 		r.allocated++
+		if bytes >= askGCBytes {
+			if r.misses&(r.misses-1) == 0 { // 0, 1, 2, 4, …
+				r.ask()
+			}
+			r.misses++
+		}
 		if r.held+r.armed+bytes > r.limit {
 			metrics.Read(r.gcs[:])
 			gcs := r.gcs[0].Value.Uint64()
@@ -139,6 +201,9 @@ func (r *recycler) take(bytes int) (*recycleSlot, unsafe.Pointer) {
 		r.armed += bytes
 		return l.slot, nil
 	}
+	if n == 1 && bytes >= askGCBytes {
+		r.ask() // the list's last: the next run's should be back by then
+	}
 	r.armed += bytes
 	p := l.free[n-1]
 	l.free[n-1] = nil
@@ -147,6 +212,14 @@ func (r *recycler) take(bytes int) (*recycleSlot, unsafe.Pointer) {
 	r.recycled++
 	r.recycledBytes += int64(bytes)
 	return l.slot, p
+}
+
+// ask asks for a collection in the background (askGC). r.mu is held.
+func (r *recycler) ask() {
+	if askCollections {
+		r.asks++
+		askGC()
+	}
 }
 
 // back is the finalizer: the runtime found p's allocation unreachable.
@@ -158,7 +231,7 @@ func (s *recycleSlot) back(p *byte) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.armed, r.refused = max(0, r.armed-s.bytes), 0
+	r.armed, r.refused, r.misses = max(0, r.armed-s.bytes), 0, 0
 	l := r.lists[s.bytes]
 	if r.closed || l == nil || r.held+s.bytes > r.limit {
 		return // left to the collector
@@ -184,13 +257,13 @@ func (r *recycler) close() {
 }
 
 // counts are the recycler's counts (zero for nil).
-func (r *recycler) counts() (recycled, allocated int, recycledBytes int64) {
+func (r *recycler) counts() (recycled, allocated, asks int, recycledBytes int64) {
 	if r == nil {
-		return 0, 0, 0
+		return 0, 0, 0, 0
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.recycled, r.allocated, r.recycledBytes
+	return r.recycled, r.allocated, r.asks, r.recycledBytes
 }
 
 // recycledSlice is n elements for a value the user can read: a buffer from

@@ -68,7 +68,7 @@ func TestRecyclerBound(t *testing.T) {
 		r.mu.Lock()
 		armed := r.armed
 		r.mu.Unlock()
-		recycled, allocated, _ := r.counts()
+		recycled, allocated, _, _ := r.counts()
 		if bufs != st.bufs || held != bufs*size || armed != st.armed || recycled != st.recycled || allocated != st.allocated || (r.lists != nil) != st.slots {
 			t.Fatalf("%s: %d buffers held (%d bytes), %d bytes armed, %d recycled, %d allocated, slots %v; want %d, %d, %d, %d, %v",
 				st.name, bufs, held, armed, recycled, allocated, r.lists != nil, st.bufs, st.armed, st.recycled, st.allocated, st.slots)

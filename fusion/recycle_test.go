@@ -5,7 +5,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"runtime/debug"
+	"slices"
 	"testing"
+	"time"
 	"unsafe"
 
 	G "gorgonia.org/gorgonia"
@@ -270,6 +273,76 @@ func TestRecycleReusesDroppedValues(t *testing.T) {
 			if !c.wantBytes(perRun) {
 				t.Fatalf("%.0f bytes allocated per run, want %s (%d)", perRun, c.want, bytes)
 			}
+		})
+	}
+}
+
+// TestRecycleWithoutCollections: with the collector's pacing off
+// (SetGCPercent(-1): no collection runs unless asked for), a loop that
+// drops each run's 4 MB softmax and never collects gets most of its runs'
+// values recycled because a miss asks for a collection in the background;
+// with the asks off nothing ever comes back. A loop that keeps every value
+// asks after 1, 2, 4, 8, … runs in which nothing came back, not every run. Results stay
+// those of the first run.
+func TestRecycleWithoutCollections(t *testing.T) {
+	const rows, cols = 2048, 512
+	const runs = 40
+	for _, c := range []struct {
+		name       string
+		ask, keep  bool
+		minRecycle int // of the runs after the first
+		maxAsks    int
+	}{
+		{"asks, values dropped", true, false, runs / 3, runs},
+		{"no asks, values dropped", false, false, 0, 0},
+		{"asks, values kept", true, true, 0, 8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer fusion.SetAskCollections(c.ask)()
+			fusion.WaitFinalizers() // nothing of earlier tests in flight
+			defer debug.SetGCPercent(debug.SetGCPercent(-1))
+			g := G.NewGraph()
+			x := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("x"))
+			y := G.Must(G.SoftMax(x))
+			vm := fusion.NewTapeMachine(g)
+			defer vm.Close()
+			if err := vm.Err(); err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(5, 9))
+			d := make([]float32, rows*cols)
+			for i := range d {
+				d[i] = rng.Float32()*6 - 3
+			}
+			if err := G.Let(x, tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(d))); err != nil {
+				t.Fatal(err)
+			}
+			var first []float32
+			var kept [][]float32
+			for run := range runs {
+				if err := vm.RunAll(); err != nil {
+					t.Fatal(err)
+				}
+				got := y.Value().Data().([]float32)
+				if run == 0 {
+					first = append([]float32(nil), got...)
+				} else if !slices.Equal(got, first) {
+					t.Fatalf("run %d: not the first run's values", run)
+				}
+				if c.keep {
+					kept = append(kept, got)
+				}
+				time.Sleep(time.Millisecond) // the rest of a user's loop
+			}
+			s := vm.Stats()
+			t.Logf("%d runs: %d recycled, %d allocated, %d collections asked for", runs, s.Recycled, s.Allocated, s.CollectionsAsked)
+			if s.Recycled < c.minRecycle || (c.minRecycle == 0 && s.Recycled != 0) {
+				t.Errorf("%d values recycled, want %d or more (0 where nothing may come back)", s.Recycled, c.minRecycle)
+			}
+			if s.CollectionsAsked > c.maxAsks || (c.ask && s.CollectionsAsked == 0) {
+				t.Errorf("%d collections asked for, want 1 to %d (0 without asks)", s.CollectionsAsked, c.maxAsks)
+			}
+			runtime.KeepAlive(kept)
 		})
 	}
 }
