@@ -374,6 +374,27 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 		// than SGEMM; mma.sync's one accumulator is not): 128×128 tiles
 		// (4 stages of 48 KiB) where there is a wave of them, else 64×128
 		// (6 stages of 32 KiB), 64×64 for narrower products
+		// 3xTF32 Aᵀ·B over a long K (the weight gradients xᵀ·dy): Aᵀ
+		// staged in the swapped form (wg_stage = 1: 16-byte copies along m,
+		// transposed and split by the copying threads), 64×128 tiles, 4
+		// stages of 40 KiB, K in 4 parts where the group is the bare
+		// product; 128×128 and 3 stages with an epilogue where those fill
+		// the SMs. The H200, 2026-12-02 (`tilefuse peer -precision tf32x3
+		// -run 'bert TN'`): 768×3072×4096 and 3072×768×4096 0.335 ms (57.8
+		// TFLOP/s) against 1.03 on the swapped form with 4-byte copies of
+		// Aᵀ; 128×128 unsplit 0.574, 128×128 in 4 parts 0.388
+		if ws, ok := productWaveShape(grp); ok && prec == tile.PrecTF32x3 && ws.transA && ws.n >= 128 && ws.k >= 1024 &&
+			t.SharedMemory >= 4*4*bk*(3*64+128) {
+			meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = 64, 128, bk
+			meta["num_warps"], meta["num_stages"], meta["wgmma"], meta["wg_stage"] = 8, 4, 2, 1
+			switch {
+			case ws.bare && tile.CDiv(ws.k, bk) >= 16:
+				meta["SPLIT_K"] = 4
+			case ws.batch*tile.CDiv(ws.m, 128)*tile.CDiv(ws.n, 128) >= wave && t.SharedMemory >= 3*4*bk*(3*128+128):
+				meta["BLOCK_M"], meta["num_stages"] = 128, 3
+			}
+			return
+		}
 		if prec == tile.PrecTF32x3 && n >= 64 && t.SharedMemory >= 3*4*bk*3*64 {
 			bm, bn := 64, 128
 			if n < 128 {
