@@ -91,7 +91,7 @@ type Stats struct {
 	// and buffers allocated anew. Both are 0 with WithReuseOutputs(true)
 	// or WithRecycle(false). CollectionsAsked counts the collections the
 	// machine started in the background because a run had to allocate a
-	// buffer of 1 MiB or more anew (see WithRecycle).
+	// buffer of 4 MiB or more anew (see WithRecycle).
 	Recycled, Allocated, CollectionsAsked int
 	RecycledBytes                         int64
 }

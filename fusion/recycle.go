@@ -77,10 +77,13 @@ type recycler struct {
 	recycledBytes             int64
 }
 
-// askGCBytes is the least a new armed buffer has to be for its miss to ask
-// for a collection: zeroing 1 MiB anew (and faulting its pages in) costs
-// about what a collection of a small heap costs the other cores.
-var askGCBytes = 1 << 20
+// askGCBytes is the least a buffer has to be for the recycler to ask for
+// collections: zeroing 4 MiB anew and faulting its pages in takes about
+// half a millisecond, more than a collection of a small heap costs; at 1
+// MiB (the bench's encoder_train large, one value a step) a collection a
+// step cost about what it saved (the H200's host, 2026-12-02: wall over
+// device 1.37× before, 1.54× with them, both within its run-to-run spread).
+var askGCBytes = 4 << 20
 
 // askCollections (tests) turns the asks off.
 var askCollections = true
