@@ -220,7 +220,9 @@ func TestHeadsPatterns(t *testing.T) {
 // layer (batch 8, 12 heads, seq 512, head dim 64) in TF32 on the H200 run
 // 8·12 programs per block of the sequence, a wave of 128-row blocks: the
 // tiles of the wide rule (128 queries at 4 warps for the forward and dQ,
-// 128 keys for dK/dV), not those of a grid of the batch alone.
+// 128 keys for dK/dV), not those of a grid of the batch alone. The heads'
+// weight gradients xᵀ·dP in 3xTF32 take the staged swapped form at 64×64
+// (TF32 keeps tuneMatMul's tiles).
 func TestHeadsAttentionTiles(t *testing.T) {
 	const b, s, d, h = 8, 512, 768, 12
 	dh := d / h
@@ -274,5 +276,29 @@ func TestHeadsAttentionTiles(t *testing.T) {
 	}
 	if len(seen) != len(want) {
 		t.Fatalf("attention kernels %v, want the forward, dQ and dK/dV", seen)
+	}
+	grads := 0
+	for _, grp := range groups {
+		if grp.Kind != HeadsGradGroup {
+			continue
+		}
+		grads++
+		for _, c := range []struct {
+			prec   tile.Precision
+			staged bool
+		}{{tile.PrecTF32x3, true}, {tile.PrecTF32, false}} {
+			k, err := Emit(grp, H200, c.prec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := k.Tile.Meta
+			staged := m["wg_stage"] == 1 && m["wgmma"] == 2 && m["BLOCK_M"] == 64 && m["BLOCK_N"] == 64 && m["num_warps"] == 4 && m["num_stages"] == 6
+			if staged != c.staged || (!c.staged && m["wg_stage"] != 0) {
+				t.Errorf("%v at %v: meta %v, staged form %v, want %v", grp, c.prec, m, staged, c.staged)
+			}
+		}
+	}
+	if grads == 0 {
+		t.Fatal("no heads_grad kernel")
 	}
 }

@@ -389,6 +389,15 @@ var headsGradKind = groupKind{
 	tune: func(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 		hs := grp.heads
 		tuneMatMul(&Group{MatMul: &Node{Info: ops.Info{Shape: []int{len(grp.dw), hs.d, hs.dh}, DType: grp.Root.Info.DType}}}, t, prec, meta)
+		// 3xTF32 over a long K: xᵀ staged in the swapped form (wg_stage =
+		// 1), as the weight gradients of products are (tuneMatMul), 64×64
+		// at 4 warps (BLOCK_N is the head dim, 16 a warp), 6 stages of 32
+		// KiB
+		if t.GPU() && prec == tile.PrecTF32x3 && grp.Root.Info.DType == tile.F32 && hs.dh == 64 && hs.n >= 1024 &&
+			t.SharedMemory >= 6*4*32*(3*64+64) {
+			meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = 64, 64, 32
+			meta["num_warps"], meta["num_stages"], meta["wgmma"], meta["wg_stage"] = 4, 6, 2, 1
+		}
 	},
 	anyShape: true,
 	emit:     emitHeadsGrad,

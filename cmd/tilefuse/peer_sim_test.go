@@ -109,7 +109,10 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "wg_stage": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, true},
 		{peerCase{name: "Aᵀ·B 130x100x150 swapped staged 3xTF32 64x128", m: 130, k: 100, n: 150, ta: true}, tile.PrecTF32x3,
 			tile.Meta{"wgmma": 2, "wg_stage": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
-		// graphpass's 3xTF32 weight gradients: staged, K in 4 parts
+		// graphpass's 3xTF32 weight gradients: staged, K in 4 parts; the
+		// heads' (64 columns) at 64×64, 6 stages
+		{peerCase{name: "Aᵀ·B 130x300x64 swapped staged 3xTF32 64x64", m: 130, k: 300, n: 64, ta: true}, tile.PrecTF32x3,
+			tile.Meta{"wgmma": 2, "wg_stage": 1, "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 6}, false},
 		{peerCase{name: "Aᵀ·B 130x600x150 swapped staged 3xTF32 64x128 split 4", m: 130, k: 600, n: 150, ta: true}, tile.PrecTF32x3,
 			tile.Meta{"wgmma": 2, "wg_stage": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4, "SPLIT_K": 4}, false},
 		// the epilogue through shared memory (epi_smem = 1): the
