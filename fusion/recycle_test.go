@@ -195,6 +195,29 @@ func TestRecycleNeverOverwritesHeldValues(t *testing.T) {
 	}
 }
 
+// softmaxMachine is a machine over a rows×cols softmax of x (seeded
+// values in [−3, 3), let into x), closed when t ends, and its output node.
+func softmaxMachine(t *testing.T, rows, cols int, seed uint64, opts ...fusion.Option) (*fusion.Machine, *G.Node) {
+	t.Helper()
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("x"))
+	y := G.Must(G.SoftMax(x))
+	vm := fusion.NewTapeMachine(g, opts...)
+	t.Cleanup(func() { vm.Close() })
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, seed))
+	d := make([]float32, rows*cols)
+	for i := range d {
+		d[i] = rng.Float32()*6 - 3
+	}
+	if err := G.Let(x, tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(d))); err != nil {
+		t.Fatal(err)
+	}
+	return vm, y
+}
+
 // TestRecycleReusesDroppedValues: a loop that drops each run's value (a
 // 4 MB softmax) and collects after each run gets it recycled from the
 // third run on: no new memory, a few KB allocated per run as machine code
@@ -218,22 +241,7 @@ func TestRecycleReusesDroppedValues(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			g := G.NewGraph()
-			x := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("x"))
-			y := G.Must(G.SoftMax(x))
-			vm := fusion.NewTapeMachine(g, c.opts...)
-			defer vm.Close()
-			if err := vm.Err(); err != nil {
-				t.Fatal(err)
-			}
-			rng := rand.New(rand.NewPCG(5, 8))
-			d := make([]float32, rows*cols)
-			for i := range d {
-				d[i] = rng.Float32()*6 - 3
-			}
-			if err := G.Let(x, tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(d))); err != nil {
-				t.Fatal(err)
-			}
+			vm, y := softmaxMachine(t, rows, cols, 8, c.opts...)
 			var first []float32
 			var ms0, ms1 runtime.MemStats
 			var total float64
@@ -301,22 +309,7 @@ func TestRecycleWithoutCollections(t *testing.T) {
 			defer fusion.SetAskCollections(c.ask)()
 			fusion.WaitFinalizers() // nothing of earlier tests in flight
 			defer debug.SetGCPercent(debug.SetGCPercent(-1))
-			g := G.NewGraph()
-			x := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("x"))
-			y := G.Must(G.SoftMax(x))
-			vm := fusion.NewTapeMachine(g)
-			defer vm.Close()
-			if err := vm.Err(); err != nil {
-				t.Fatal(err)
-			}
-			rng := rand.New(rand.NewPCG(5, 9))
-			d := make([]float32, rows*cols)
-			for i := range d {
-				d[i] = rng.Float32()*6 - 3
-			}
-			if err := G.Let(x, tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(d))); err != nil {
-				t.Fatal(err)
-			}
+			vm, y := softmaxMachine(t, rows, cols, 9)
 			var first []float32
 			var kept [][]float32
 			for run := range runs {

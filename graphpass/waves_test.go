@@ -57,41 +57,16 @@ func TestWaveModel(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			g := G.NewGraph()
-			var y *G.Node
-			if c.ta || c.tb {
-				xs, ws := []int{1, c.m, c.k}, []int{1, c.k, c.n}
-				if c.ta {
-					xs = []int{1, c.k, c.m}
+			grp := productGroup(t, c.m, c.k, c.n, c.ta, c.tb, func(g *G.ExprGraph, y *G.Node) {
+				if c.tanh {
+					G.Must(G.Tanh(y))
 				}
-				if c.tb {
-					ws = []int{1, c.n, c.k}
+				if c.heavy {
+					u := G.NewMatrix(g, tensor.Float32, G.WithShape(c.m, c.n), G.WithName("u"))
+					th := G.Must(G.Tanh(u))
+					G.Must(G.HadamardProd(y, G.Must(G.Sub(G.NewConstant(float32(1)), G.Must(G.HadamardProd(th, th))))))
 				}
-				x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(xs...), G.WithName("x"))
-				w := G.NewTensor(g, tensor.Float32, 3, G.WithShape(ws...), G.WithName("w"))
-				y = G.Must(G.BatchedMatMul(x, w, c.ta, c.tb))
-			} else {
-				x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.m, c.k), G.WithName("x"))
-				w := G.NewMatrix(g, tensor.Float32, G.WithShape(c.k, c.n), G.WithName("w"))
-				y = G.Must(G.Mul(x, w))
-			}
-			if c.tanh {
-				G.Must(G.Tanh(y))
-			}
-			if c.heavy {
-				u := G.NewMatrix(g, tensor.Float32, G.WithShape(c.m, c.n), G.WithName("u"))
-				th := G.Must(G.Tanh(u))
-				G.Must(G.HadamardProd(y, G.Must(G.Sub(G.NewConstant(float32(1)), G.Must(G.HadamardProd(th, th))))))
-			}
-			gr, err := Import(g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			groups := Partition(gr, Options{Target: H200, MatMul: true})
-			if len(groups) != 1 || groups[0].Kind != MatMulGroup {
-				t.Fatalf("%d groups, want one matmul group", len(groups))
-			}
-			grp := groups[0]
+			})
 			got := defaultMeta(grp, H200, c.prec)
 			if got.String() != c.want.String() {
 				t.Errorf("meta %v, want %v", got, c.want)
@@ -234,28 +209,48 @@ func TestTF32x3WeightGradients(t *testing.T) {
 		{"NN 768×3072×4096: not Aᵀ, the swapped form of before", 768, 4096, 3072, false, false, swapped},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g := G.NewGraph()
-			xs := []int{1, c.m, c.k}
-			if c.ta {
-				xs = []int{1, c.k, c.m}
-			}
-			x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(xs...), G.WithName("x"))
-			w := G.NewTensor(g, tensor.Float32, 3, G.WithShape(1, c.k, c.n), G.WithName("w"))
-			y := G.Must(G.BatchedMatMul(x, w, c.ta, false))
-			if c.tanh {
-				G.Must(G.Tanh(y))
-			}
-			gr, err := Import(g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			groups := Partition(gr, Options{Target: H200, MatMul: true})
-			if len(groups) != 1 || groups[0].Kind != MatMulGroup {
-				t.Fatalf("%d groups, want one matmul group", len(groups))
-			}
-			if got := defaultMeta(groups[0], H200, tile.PrecTF32x3); got.String() != c.want.String() {
+			grp := productGroup(t, c.m, c.k, c.n, c.ta, false, func(_ *G.ExprGraph, y *G.Node) {
+				if c.tanh {
+					G.Must(G.Tanh(y))
+				}
+			})
+			if got := defaultMeta(grp, H200, tile.PrecTF32x3); got.String() != c.want.String() {
 				t.Errorf("meta %v, want %v", got, c.want)
 			}
 		})
 	}
+}
+
+// productGroup is the one matmul group of m×k by k×n (x·w, or a batch of one
+// with xᵀ where ta, wᵀ where tb) followed by what epi adds to y, on the H200.
+func productGroup(t *testing.T, m, k, n int, ta, tb bool, epi func(g *G.ExprGraph, y *G.Node)) *Group {
+	t.Helper()
+	g := G.NewGraph()
+	var y *G.Node
+	if ta || tb {
+		xs, ws := []int{1, m, k}, []int{1, k, n}
+		if ta {
+			xs = []int{1, k, m}
+		}
+		if tb {
+			ws = []int{1, n, k}
+		}
+		x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(xs...), G.WithName("x"))
+		w := G.NewTensor(g, tensor.Float32, 3, G.WithShape(ws...), G.WithName("w"))
+		y = G.Must(G.BatchedMatMul(x, w, ta, tb))
+	} else {
+		x := G.NewMatrix(g, tensor.Float32, G.WithShape(m, k), G.WithName("x"))
+		w := G.NewMatrix(g, tensor.Float32, G.WithShape(k, n), G.WithName("w"))
+		y = G.Must(G.Mul(x, w))
+	}
+	epi(g, y)
+	gr, err := Import(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := Partition(gr, Options{Target: H200, MatMul: true})
+	if len(groups) != 1 || groups[0].Kind != MatMulGroup {
+		t.Fatalf("%d groups, want one matmul group", len(groups))
+	}
+	return groups[0]
 }
