@@ -46,6 +46,15 @@ func tuneAttention(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 			meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"], meta["num_stages"] = 128, 32, 4, 3
 			return
 		}
+		// head dims of 128 with Hopper's shared memory: 64 keys a block on
+		// wgmma (codegen's MMA loop with wgmma = 1; mma.sync off sm_90),
+		// its default stages (tilefuse tune on the H200, 2026-12-02: B2 H16
+		// S4096 D128 2.03 ms against 128×32 on mma.sync's 2.19; 128×64 on
+		// mma.sync 2.22, 128×32 on wgmma 2.29)
+		if headBlock(a.hk) == 128 && headBlock(a.hv) == 128 && t.SharedMemory >= 200<<10 {
+			meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"], meta["wgmma"] = 128, 64, 8, 1
+			return
+		}
 		meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"], meta["num_stages"] = 128, bn, 8, 3
 		return
 	}
