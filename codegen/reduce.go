@@ -240,8 +240,13 @@ func (l *lowerer) dot(v *tile.Value) error {
 			addr := l.smemSlot(w, idx, size, op.off)
 			val := xv.regs[cls[0]]
 			if v.Prec == tile.PrecTF32 && t.DType == tile.F32 {
+				// as a TF32 dot sees them: A truncated, B rounded
 				rt := l.reg("r")
-				emit(w, "cvt.rna.tf32.f32 %s, %s", rt, val)
+				if op.x == a {
+					emitTruncTF32(w, "", rt, val)
+				} else {
+					emitRoundTF32(w, "", rt, val)
+				}
 				emit(w, "st.shared.b32 [%s], %s", addr, rt)
 			} else if v.Prec == tile.PrecBF16 && t.DType == tile.F32 {
 				// rounded to bf16 and back (the upper half of an f32):

@@ -101,10 +101,12 @@ func Cases() []Case {
 	// differ, sums exact in f32, compared exactly, on every TF32 form
 	// (mma.sync fragments in registers; wgmma's A in registers and B
 	// transposed into shared memory; the swapped form's A read by the
-	// tensor cores as it landed, also Aᵀ staged, and warp-specialised), A's
-	// and B's in turn
+	// tensor cores as it landed, also Aᵀ staged, and warp-specialised; 16×16
+	// tiles, which no warp layout of mma.sync's fits: the dot through shared
+	// memory), A's and B's in turn
 	for _, side := range []string{"A", "B"} {
 		cs = append(cs,
+			tf32Operands(side, "40x40x40_16x16", 40, 40, 40, 16, false, false),
 			tf32Operands(side, "70x40x96", 70, 40, 96, 32, false, false),
 			tf32Operands(side, "70x40x96_transB", 70, 40, 96, 32, false, true),
 			tf32Operands(side, "130x70x90_wgmma", 130, 70, 90, 64, false, false, tile.Meta{"BK": 32, "wgmma": 1}),
