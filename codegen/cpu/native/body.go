@@ -632,7 +632,13 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 		case !pg.g.avx512:
 			pg.g.storeF64Y(at, val, mask, masked, t[1])
 		case masked:
-			pg.g.a.VMOVUPDstoreZ(at, pg.g.kMask(mask), z(val))
+			skip := a.NewLabel() // no lane active: no store (see load)
+			k := pg.g.kMask(mask)
+			a.VMOVMSKPS(rT0, mask)
+			a.TESTL(rT0, rT0)
+			a.Jcc(amd64.CondE, skip)
+			pg.g.a.VMOVUPDstoreZ(at, k, z(val))
+			a.Bind(skip)
 		default:
 			pg.g.a.VMOVUPDstoreZ(at, 0, z(val))
 		}
