@@ -64,6 +64,14 @@ type Options struct {
 	// time on the CPU) goes into Result.Profile (the timed runs are not
 	// slowed by it).
 	Profile bool
+	// ColdCPU times each CPU run right after the collection that precedes
+	// it, as before 2026-12-02: the pool's workers parked (the collection
+	// outlasts their watch) and the caches as the collection left them.
+	// By default one untimed run of the mode comes between the collection
+	// and the timed run (on the input set the mode's previous timed run
+	// had, so that the timed run still binds inputs anew), as PyTorch's
+	// timed calls follow one another (bench/torch: a loop after warm-up).
+	ColdCPU bool
 }
 
 // Measurement is one mode's timing.
@@ -415,10 +423,17 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 	// GPU, untimed runs of its own mode for gpuWarm (one for Gorgonia's), so
 	// that it finds the device's caches and clocks as a loop of its own runs
 	// would: the SM clock drops to 345 MHz while Gorgonia's turn keeps the
-	// GPU idle, and one run of a few ms did not bring it back up
+	// GPU idle, and one run of a few ms did not bring it back up; on the
+	// CPU one untimed run (unless ColdCPU), so that it finds the pool's
+	// workers awake and the caches as a loop of its runs leaves them
 	for i := range o.Runs {
 		for _, r := range runs {
 			runtime.GC()
+			if o.Backend != fusion.CUDA && !o.ColdCPU {
+				if err := run(r.vm, i+len(sets)-1); err != nil {
+					return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
+				}
+			}
 			if o.Backend == fusion.CUDA {
 				warm := time.Duration(0)
 				if r.m.Mode != Gorgonia {

@@ -185,10 +185,17 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 			}
 		}
 	}
-	// timed steps, the modes taking turns (see Graph)
+	// timed steps, the modes taking turns (see Graph: on the CPU one
+	// untimed step between the collection and the timed one, unless
+	// ColdCPU)
 	for i := range o.Runs {
 		for _, r := range modes {
 			runtime.GC()
+			if o.Backend != fusion.CUDA && !o.ColdCPU {
+				if err := step(r, i+len(sets)-1, nil); err != nil {
+					return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
+				}
+			}
 			if o.Backend == fusion.CUDA && r.m.Mode != Gorgonia {
 				for t0 := time.Now(); time.Since(t0) < gpuWarm; {
 					if err := step(r, i, nil); err != nil {

@@ -86,7 +86,7 @@ func tuneReduce(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 // several outputs, below; on the CPU a tile of 4096),
 // added elementwise down its CHUNK rows and reduced across the rows once
 // at the end. Programs tile the outputs (program axis 0; on the CPU
-// BLOCK_O is halved down to 16 until there are two a core) and, where
+// BLOCK_O is halved down to minColumnsCPU until there are two a core) and, where
 // those are fewer than 4 an SM and the target splits sums, the rows too
 // (program axis 1: CHUNK rows each, at least 2 BLOCK_R, a multiple of
 // it), the parts added atomically into the zeroed output. The form
@@ -97,7 +97,7 @@ func tuneReduce(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 // 8192×1024, native: 205 → 23 ms on the 2-core VM).
 func tuneColumns(root *Node, t Target, nr, no, outs int, meta tile.Meta) {
 	bo := min(128, pow2AtLeast(no))
-	for !t.GPU() && bo > 16 && tile.CDiv(no, bo) < 2*t.Cores {
+	for !t.GPU() && bo > minColumnsCPU && tile.CDiv(no, bo) < 2*t.Cores {
 		bo /= 2
 	}
 	// on a GPU at most 64 accumulator registers a thread, at least 4 a
@@ -117,6 +117,14 @@ func tuneColumns(root *Node, t Target, nr, no, outs int, meta tile.Meta) {
 	}
 	meta["COLUMNS"], meta["BLOCK_O"], meta["BLOCK_R"], meta["CHUNK"] = 1, bo, br, chunk
 }
+
+// minColumnsCPU is the fewest columns a CPU program of the column form
+// sums: one row of 16 f32 columns is one zmm vector, and the row loop's
+// cost a row then outweighs it. One core of the 2-core VM (native, a
+// reuse loop, the tile each core count gives): 1000×777 at 128 columns
+// 0.17 ms, 32 columns 0.18–0.23, 16 columns 0.40–0.52; 8192×1024 at 128
+// 2.3 ms, 64 2.8, 32 4.0, 16 8.6.
+const minColumnsCPU = 32
 
 // reduceDims is the shape a reduction reads its input as: neighbouring
 // dimensions that are both kept or both reduced merge into one, and

@@ -19,9 +19,9 @@ import (
 
 type benchOpts struct {
 	backend, workloads, size, json, plot, precision, cpuprofile string
-	runs, profile                                               int
+	runs, profile, rotate                                       int
 	warm                                                        time.Duration
-	quiet, native, autotune, graphs                             bool
+	quiet, native, autotune, graphs, cold                       bool
 }
 
 func benchFlags() (*flag.FlagSet, *benchOpts) {
@@ -39,6 +39,8 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.BoolVar(&o.native, "native", false, "time the fused graphs twice, their CPU kernels on the executor (fused) and as machine code (native, the default otherwise), in turn with the other modes, with a table of native against the executor")
 	fs.BoolVar(&o.autotune, "autotune", false, "tilefuse's modes with fusion.WithAutotune: each kernel's meta-parameters measured on the backend at compile time (choices from and to the cache on disk; the compile times include the tuning)")
 	fs.BoolVar(&o.graphs, "cuda-graphs", false, "tilefuse's modes with fusion.WithCUDAGraphs: on the GPU each run's kernels replayed as CUDA graphs, one cuGraphLaunch for the launches between ops left to the CPU")
+	fs.IntVar(&o.rotate, "rotate", 0, "input sets each mode's runs cycle through (0: 4 where the inputs take less than 64 MiB, else 1; 1: the same inputs every run, as bench/torch's timed calls)")
+	fs.BoolVar(&o.cold, "cold", false, "on the CPU, time each run right after the collection that precedes it (the pool's workers parked, the caches as the collection left them), as before 2026-12-02; by default one untimed run of the mode comes between them, as PyTorch's timed calls follow one another")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole bench (compiles, warm-ups and timed runs; go tool pprof reads it) to `file`")
 	fs.IntVar(&o.profile, "profile", 0, "list each workload's `N` slowest kernels per tilefuse mode, timed in a run of their own (events on the GPU, the wall clock on the CPU)")
 	return fs, o
@@ -118,6 +120,9 @@ func benchCmd(args []string, out, progress io.Writer) error {
 	if *profile < 0 {
 		return fmt.Errorf("-profile %d: want a count of kernels", *profile)
 	}
+	if o.rotate < 0 {
+		return fmt.Errorf("-rotate %d: want a count of input sets, or 0", o.rotate)
+	}
 	copyGBps, copyWhat, err := copyBandwidth(be)
 	if err != nil {
 		return err
@@ -154,7 +159,7 @@ func benchCmd(args []string, out, progress io.Writer) error {
 			if err != nil {
 				return err
 			}
-			r, err := bench.Graph(spec, bench.Options{Backend: be, Tol: tol, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, SkipGorgonia: *size == bench.Peer, Native: o.native, FusionOptions: fopts, Progress: func(mode string) {
+			r, err := bench.Graph(spec, bench.Options{Backend: be, Tol: tol, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, SkipGorgonia: *size == bench.Peer, Native: o.native, ColdCPU: o.cold, Rotate: o.rotate, FusionOptions: fopts, Progress: func(mode string) {
 				bar.step(w.Name + "/" + sz + " " + mode)
 			}})
 			if err != nil {

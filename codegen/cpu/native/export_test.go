@@ -14,10 +14,11 @@ func SetFastRows(on bool) (was bool) { return !noFastRows.Swap(!on) }
 // in zmm registers (fast.go: zmmOK).
 func ZmmPhases(nk *Kernel) int { return nk.zmm }
 
-// RunRanges runs a launch of nk over grid as the pool would with one
-// worker per range: each range's Run in turn, on this goroutine (ranges[w]
-// is worker w's static range), after binding args as Launch does.
-func RunRanges(nk *Kernel, grid tile.Grid, ranges [][2]int, args ...any) error {
+// RunParts runs a launch of nk over grid cut into parts parts (one per
+// worker asked for), as the pool would where only the workers listed run:
+// each one's Run in turn, on this goroutine, after binding args as Launch
+// does; chunks of 3 programs.
+func RunParts(nk *Kernel, grid tile.Grid, parts int, workers []int, args ...any) error {
 	g, err := grid.Norm()
 	if err != nil {
 		return err
@@ -33,9 +34,9 @@ func RunRanges(nk *Kernel, grid tile.Grid, ranges [][2]int, args ...any) error {
 	t.fail.Store(false)
 	t.total = g[0] * g[1] * g[2]
 	t.chunk = 3
-	t.next.Store(0)
-	for w, r := range ranges {
-		t.Run(w, r[0], r[1])
+	t.split(parts)
+	for _, w := range workers {
+		t.Run(w, 0, t.total)
 	}
 
 	if t.fail.Load() {
@@ -63,6 +64,10 @@ func Work(nk *Kernel) float64 { return nk.work }
 // SetRunHook makes f be called as each of a launch's Run calls starts
 // (nil: none), with the worker it runs as.
 func SetRunHook(f func(w int)) { runHook = f }
+
+// SetChunkHook sets the hook called before each native call with the
+// programs it runs (nil: none).
+func SetChunkHook(f func(lo, hi int64)) { chunkHook = f }
 
 // FreeFrames is the number of frames on nk's free list.
 func FreeFrames(nk *Kernel) int {

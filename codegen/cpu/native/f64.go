@@ -181,7 +181,16 @@ func (pg *phaseGen) loadF64(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg
 		a.VPXORQZ(z(into), z(into), z(into))
 		a.VBLENDMPDZ(z(into), k, z(into), z(t[1]))
 	default:
+		// no lane active: no load (body.go's load says why)
+		skip, done := a.NewLabel(), a.NewLabel()
+		a.VMOVMSKPS(rT0, mask)
+		a.TESTL(rT0, rT0)
+		a.Jcc(amd64.CondE, skip)
 		a.VMOVUPDZ(z(into), k, at)
+		a.JMP(done)
+		a.Bind(skip)
+		a.VPXORQZ(z(into), z(into), z(into))
+		a.Bind(done)
 	}
 	if other {
 		// lanes whose mask is off take other

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -170,8 +171,31 @@ type task struct {
 	args  []any // a copy of the launch's arguments, while it runs (see Launch)
 	chunk int   // programs per native call
 	total int   // programs of the launch
-	next  atomic.Int64
+	// the launch's programs cut into one part per worker asked for, in
+	// order: worker w takes chunks of part w mod len first, then of the
+	// others' in turn (parts of workers that came late or not at all)
+	parts []part
 	fail  atomic.Bool
+}
+
+// part is a run of programs [next, end) that workers take chunks of, the
+// worker it belongs to first; on a cache line of its own.
+type part struct {
+	next atomic.Int64
+	end  int64
+	_    [48]byte
+}
+
+// split cuts the launch's programs into n parts of (nearly) equal size.
+func (t *task) split(n int) {
+	if cap(t.parts) < n {
+		t.parts = make([]part, n)
+	}
+	t.parts = t.parts[:n]
+	for i := range t.parts {
+		t.parts[i].next.Store(int64(t.total * i / n))
+		t.parts[i].end = int64(t.total * (i + 1) / n)
+	}
 }
 
 // maxCallNs bounds the work of one native call, which the Go runtime
@@ -181,11 +205,31 @@ const maxCallNs = 200_000
 // parallelNs is the work below which a launch runs on the caller alone:
 // waking the workers costs a few microseconds. Above it a launch asks for
 // one worker per parallelNs/2 of work, up to the pool's size, so that each
-// worker woken has work for several times what waking it costs.
-const parallelNs = 30_000
+// worker woken has work for several times what waking it costs. 30 µs, or
+// TILEFUSE_PARALLEL_NS nanoseconds, read when the process starts, for
+// measuring.
+var parallelNs = envInt("TILEFUSE_PARALLEL_NS", 30_000)
 
-// runHook, set by tests alone, is called as each Run starts.
-var runHook func(w int)
+// sharedChunks (TILEFUSE_SHARED_CHUNKS=1, for measuring) makes a launch
+// one part that every worker takes chunks of in turn, as before parts:
+// the programs go to whichever worker comes first.
+var sharedChunks = os.Getenv("TILEFUSE_SHARED_CHUNKS") == "1"
+
+// envInt is the non-negative integer the environment variable name holds,
+// else def.
+func envInt(name string, def int) float64 {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n >= 0 {
+		return float64(n)
+	}
+	return float64(def)
+}
+
+// runHook, set by tests alone, is called as each Run starts; chunkHook
+// before each native call, with the programs it runs.
+var (
+	runHook   func(w int)
+	chunkHook func(lo, hi int64)
+)
 
 // launchWorkers is how many workers (the caller included) a launch of
 // work estimated nanoseconds asks of a pool of n: 1 (the caller alone)
@@ -231,7 +275,11 @@ func (nk *Kernel) Launch(grid tile.Grid, args ...any) error {
 		t.chunk = max(1, min(t.chunk, total/(grabsPerWorker*workers)))
 	}
 	t.total = total
-	t.next.Store(0)
+	if sharedChunks {
+		t.split(1)
+	} else {
+		t.split(workers)
+	}
 	pool.Default().Do(t, total, workers)
 	// the buffers must stay alive until every call has returned
 	runtime.KeepAlive(args)
@@ -348,11 +396,15 @@ func scalarBits(x any, d tile.DType) (uint64, bool) {
 }
 
 // Run runs programs as worker w: the header into a frame, then native
-// calls of chunk programs each, taken in turn from the launch's counter
-// (the pool's static range [lo, hi) is not used: every worker takes
-// chunks until none is left, so the launch's programs are run once each
-// however the pool splits them and however fast each worker gets through
-// its chunks).
+// calls of chunk programs each, taken from its own part of the launch
+// first and then from the other parts in turn, until none is left (the
+// pool's range [lo, hi) is not used). So the launch's programs are run
+// once each however the pool splits them and however fast each worker gets
+// through its chunks, and where every worker comes in time each runs the
+// same programs as in the launch before: a row kernel's rows, input and
+// output, are still in the caches of the core that ran them last (the
+// worker goroutines of a busy pool stay on their threads), where a shared
+// counter sent them to whichever core came first.
 func (t *task) Run(w, lo, hi int) {
 	if runHook != nil {
 		runHook(w)
@@ -364,17 +416,25 @@ func (t *task) Run(w, lo, hi int) {
 	*f.u64(hGrid) = uint64(t.grid[0])
 	*f.u64(hGrid + 8) = uint64(t.grid[1])
 	*f.u64(hGrid + 16) = uint64(t.grid[2])
-	for !t.fail.Load() {
-		at := int(t.next.Add(int64(t.chunk))) - t.chunk
-		if at >= t.total {
-			return
-		}
-		*f.u64(hProgLo) = uint64(at)
-		*f.u64(hProgHi) = uint64(min(t.total, at+t.chunk))
-		r, ok := nk.code.Call(f.at)
-		if !ok || r != retOK {
-			t.fail.Store(true)
-			return
+	chunk := int64(t.chunk)
+	for i := range len(t.parts) {
+		pt := &t.parts[(w+i)%len(t.parts)]
+		for !t.fail.Load() {
+			at := pt.next.Add(chunk) - chunk
+			if at >= pt.end {
+				break
+			}
+			hi := min(pt.end, at+chunk)
+			if chunkHook != nil {
+				chunkHook(at, hi)
+			}
+			*f.u64(hProgLo) = uint64(at)
+			*f.u64(hProgHi) = uint64(hi)
+			r, ok := nk.code.Call(f.at)
+			if !ok || r != retOK {
+				t.fail.Store(true)
+				return
+			}
 		}
 	}
 }

@@ -752,14 +752,14 @@ func TestUnmaskedRowsNative(t *testing.T) {
 	}
 }
 
-// TestChunksTaken: a launch's workers take chunks of programs from a
-// shared counter, not the static ranges the pool gives them, so the
-// workers that come first do the work of one that comes late (or never
-// before they are done). Each case runs some workers' Run calls one after
-// another, their static ranges covering only part of the launch, over a
-// vector add of 20 programs in chunks of 3 (the last one short), the
-// output poisoned first: every program must have run (with static ranges
-// the programs outside them would not).
+// TestChunksTaken: a launch is cut into one part per worker asked for,
+// each worker takes chunks of its own part first and then of the others',
+// so the workers that come do the work of those that come late (or never
+// before they are done), and a part's programs run once each. Each case
+// runs some workers' Run calls one after another over a vector add of 20
+// programs in chunks of 3 (parts of 20/k programs: chunks cut short at a
+// part's end), the output poisoned first: every program must have run
+// (the sums), and once (each native call's programs counted).
 func TestChunksTaken(t *testing.T) {
 	requireJIT(t)
 	const block, progs = 16, 20
@@ -768,21 +768,37 @@ func TestChunksTaken(t *testing.T) {
 	rng := tiletest.RNG("chunks")
 	x, y := tiletest.Uniform(rng, n, -1, 1), tiletest.Uniform(rng, n, -1, 1)
 	for _, c := range []struct {
-		name   string
-		ranges [][2]int
+		name    string
+		parts   int
+		workers []int
 	}{
-		{"one worker, the whole range", [][2]int{{0, progs}}},
-		{"the first of two halves alone", [][2]int{{0, progs / 2}}},
-		{"the first given nothing, the second a third", [][2]int{{0, 0}, {13, progs}}},
-		{"both halves, the first takes all", [][2]int{{0, progs / 2}, {progs / 2, progs}}},
+		{"one worker, one part", 1, []int{0}},
+		{"the caller alone, two parts", 2, []int{0}},
+		{"the second of three alone", 3, []int{1}},
+		{"the last of four, then the first", 4, []int{3, 0}},
+		{"a worker beyond the parts", 3, []int{5}},
+		{"every worker", 4, []int{0, 1, 2, 3}},
+		{"parts of fewer programs than a chunk", 7, []int{2}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := make([]float32, n)
 			for i := range out {
 				out[i] = float32(math.NaN())
 			}
-			if err := native.RunRanges(nk, tile.Grid{progs}, c.ranges, x, y, out, n); err != nil {
+			var runs [progs]int
+			native.SetChunkHook(func(lo, hi int64) {
+				for p := lo; p < hi; p++ {
+					runs[p]++
+				}
+			})
+			defer native.SetChunkHook(nil)
+			if err := native.RunParts(nk, tile.Grid{progs}, c.parts, c.workers, x, y, out, n); err != nil {
 				t.Fatal(err)
+			}
+			for p, r := range runs {
+				if r != 1 {
+					t.Fatalf("program %d ran %d times", p, r)
+				}
 			}
 			for i := range out {
 				if want := x[i] + y[i]; out[i] != want {
