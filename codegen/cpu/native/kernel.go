@@ -3,6 +3,7 @@ package native
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"os"
 	"path/filepath"
@@ -63,8 +64,10 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 		return nil, err
 	}
 	if dir := os.Getenv("TILEFUSE_NATIVE_DUMP"); dir != "" {
-		// the machine code, for objdump -D -b binary -m i386:x86-64
-		os.WriteFile(filepath.Join(dir, k.Name+".bin"), code, 0o644)
+		// the machine code, for objdump -D -b binary -m i386:x86-64; the
+		// name with a hash of the code, since kernels compiled by their IR
+		// without names share one (fusion's CPU backend)
+		os.WriteFile(filepath.Join(dir, dumpName(k.Name, code)), code, 0o644)
 	}
 	c, err := jit.New(code)
 	if err != nil {
@@ -74,6 +77,14 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	nk.frames.new = func() *frame { return newFrame(frameSize) }
 	nk.tasks.new = func() *task { return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params))} }
 	return nk, nil
+}
+
+// dumpName is the file TILEFUSE_NATIVE_DUMP writes code of kernel name to:
+// the name and 16 hex digits of the code's FNV-1a hash.
+func dumpName(name string, code []byte) string {
+	h := fnv.New64a()
+	h.Write(code)
+	return fmt.Sprintf("%s-%016x.bin", name, h.Sum64())
 }
 
 // Kernel is the kernel compiled.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -934,4 +935,48 @@ func vecAdd(t *testing.T, block int) *native.Kernel {
 		}
 	})
 	return nk
+}
+
+// TestDumpKeepsEveryKernel: with TILEFUSE_NATIVE_DUMP set, two kernels of
+// one name (fusion's CPU backend compiles kernels by their IR without
+// names) leave two files of machine code, each the code of one of them
+// (they were one file, the last one's, before).
+func TestDumpKeepsEveryKernel(t *testing.T) {
+	requireJIT(t)
+	dir := t.TempDir()
+	t.Setenv("TILEFUSE_NATIVE_DUMP", dir)
+	var sizes []int
+	for _, c := range []tile.Meta{{"BLOCK": 128}, {"BLOCK": 256}} {
+		k, err := kernels.VecAdd(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.Name = "same"
+		nk, err := native.Compile(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, nk.CodeSize())
+		nk.Free()
+	}
+	files, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, f := range files {
+		if !strings.HasPrefix(f.Name(), "same-") || !strings.HasSuffix(f.Name(), ".bin") {
+			t.Errorf("file %q", f.Name())
+		}
+		info, err := f.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, int(info.Size()))
+	}
+	sort.Ints(got)
+	sort.Ints(sizes)
+	if fmt.Sprint(got) != fmt.Sprint(sizes) {
+		t.Errorf("files of %v bytes, want one per kernel of %v", got, sizes)
+	}
 }
