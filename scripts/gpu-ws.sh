@@ -18,11 +18,11 @@ mkdir -p "$out"
 echo "TestWarpSpecialisedProductOnGPU rc=$?"; grep -E '^(--- |ok|FAIL|PASS)|regs' "$out/ws-gpu-test.log" | head -40
 for tool in memcheck racecheck; do
   compute-sanitizer --tool $tool --error-exitcode 9 .gpu/cuda.test -test.count=1 \
-    -test.run 'TestWarpSpecialisedProductOnGPU/(tf32_256x128_8\+4_warps_4_stages|tf32_256x128_8\+8_warps|bf16_256x128_8\+4_warps_3_stages|tf32_unrounded_256x128)/200x136x72' > "$out/ws-$tool.log" 2>&1
+    -test.run 'TestWarpSpecialisedProductOnGPU/(tf32_256x128_8\+4_warps_4_stages|tf32_256x128_8\+8_warps|bf16_256x128_8\+4_warps_3_stages|bf16_192x128_8\+4_warps_4_stages_lag_1)/200x136x72' > "$out/ws-$tool.log" 2>&1
   echo "$tool rc=$?"; tail -3 "$out/ws-$tool.log"
 done
 s='wgmma=2,SPLIT_K=1,BLOCK_K=32,BLOCK_N=128,num_warps=8'
-tf32="ws=1;ws=1,ws_warps=8,BLOCK_M=128;ws=1,ws_regs=40;ws=1,ws_regs=24;ws=1,num_stages=3;ws=1,ws_lag=1;ws=1,ws_lag=3;ws=1,skip_round=1;skip_round=1"
+tf32="ws=1;ws=1,ws_warps=8,BLOCK_M=128;ws=1,ws_regs=40;ws=1,ws_regs=24;ws=1,num_stages=3;ws=1,ws_lag=1;ws=1,ws_lag=3"
 tf32="$tf32;$s,BLOCK_M=192,num_stages=4;$s,BLOCK_M=192,num_stages=5,ws=1;$s,BLOCK_M=128,num_stages=6;$s,BLOCK_M=128,num_stages=6,ws=1"
 bf16="ws=1;ws=1,ws_warps=8,BLOCK_M=128;ws=1,ws_regs=56;ws=1,ws_lag=2"
 bf16="$bf16;$s,BLOCK_M=192,num_stages=4;$s,BLOCK_M=192,num_stages=4,ws=1;$s,BLOCK_M=128,num_stages=5;$s,BLOCK_M=128,num_stages=5,ws=1"
