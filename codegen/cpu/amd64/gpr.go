@@ -322,3 +322,6 @@ func (a *Asm) VZEROUPPER() { a.byte1(0xc5, 0xf8, 0x77) }
 
 // PREFETCHT0 [m]: a hint to bring m's cache line into every level.
 func (a *Asm) PREFETCHT0(m Mem) { a.legacy(0, false, []byte{0x0f, 0x18}, 1, m, nil) }
+
+// PREFETCHT1 m: a hint to bring m's line into the caches from L2 outward.
+func (a *Asm) PREFETCHT1(m Mem) { a.legacy(0, false, []byte{0x0f, 0x18}, 2, m, nil) }

@@ -485,11 +485,27 @@ func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) e
 // the caches, in zmm loops of one-row phases whose load pattern moves
 // with the program id (the rows the bench's row kernels stream); one line
 // per 16 lanes, so the row's loads wait less on memory while the phase
-// computes. A prefetch never faults: past a buffer's end it is only a
-// wasted line.
+// computes. In a two-dimensional phase that packs nothing, a load whose
+// rows lie a constant stride apart (wider than the row: the column form's
+// [BLOCK_R, BLOCK_O] tile of a column sum, its rows 4 KB apart at 1024
+// columns) hints the same columns prefetchRows rows on into L2
+// (prefetcht1; the next step's tile where the loop walks the rows a tile
+// at a time): rows a page or more apart defeat the hardware prefetchers,
+// and hints into L1 (prefetcht0) evicted the tile and its accumulator.
+// A prefetch never faults: past a buffer's end it is only a wasted line.
 func (pg *phaseGen) prefetch(pat *pattern, at amd64.Mem) {
 	g := pg.g
-	if !g.zmm || pg.rank != 1 || pat.root < 0 || pat.elast != 1 || !pg.stream(pat) {
+	if !g.zmm || pat.root < 0 || pat.elast != 1 {
+		return
+	}
+	ahead, l2 := int64(0), false
+	switch {
+	case pg.rank == 1 && pg.stream(pat):
+		ahead = 4 * int64(pg.last)
+	case pg.rank == 2 && len(pg.ph.packs) == 0 && pat.e[0].op == sxConst && pat.e[0].k > int64(pg.last):
+		ahead, l2 = int64(pat.esz())*pat.e[0].k*int64(min(pg.ph.shape.Dims[0], prefetchRows)), true
+	}
+	if ahead == 0 || ahead > 1<<30 {
 		return
 	}
 	lines := 1
@@ -498,10 +514,23 @@ func (pg *phaseGen) prefetch(pat *pattern, at amd64.Mem) {
 	}
 	for c := range lines {
 		m := at
-		m.Disp += int32(4*pg.last + 64*c)
-		g.a.PREFETCHT0(m)
+		m.Disp += int32(ahead) + int32(64*c)
+		if l2 {
+			g.a.PREFETCHT1(m)
+			g.p.prefetchesL2++
+		} else {
+			g.a.PREFETCHT0(m)
+		}
 	}
 }
+
+// prefetchRows is how many rows on a two-dimensional phase's strided
+// loads are hinted (prefetch). Column sums, one core of the 2-core VM
+// (BenchmarkColSum, load 4.7–5, 8192×1024 in 128- and 32-column
+// programs, ms): none 2.6–3.7 and 4.0–4.7; 32 rows on 1.3–2.1 and
+// 2.3–3.6; 64 and 128 rows alike within the noise; 8 and 16 rows less
+// gain (1.5–2.6, 2.6–3.8); prefetcht0 at 32 rows 1.8–1.9 and 4.0–4.4.
+const prefetchRows = 32
 
 // stream reports whether pattern pat's row part depends on a program id.
 func (pg *phaseGen) stream(pat *pattern) bool {

@@ -75,3 +75,7 @@ func FreeFrames(nk *Kernel) int {
 	defer nk.frames.mu.Unlock()
 	return len(nk.frames.free)
 }
+
+// PrefetchesL2 is the number of prefetcht1 hints of strided rows in nk's
+// code (body.go: prefetch).
+func PrefetchesL2(nk *Kernel) int { return nk.prefetchesL2 }

@@ -29,17 +29,18 @@ var ErrFallback = errors.New("native: run this launch on the executor")
 
 // Kernel is a tile kernel compiled to native code.
 type Kernel struct {
-	k      *tile.Kernel
-	code   *jit.Code
-	frame  int32
-	stored []bool
-	work   float64 // estimated nanoseconds per program
-	frames freeList[frame]
-	tasks  freeList[task]
-	size   int // code bytes
-	fast   int // phases with an unmasked row loop (fast.go)
-	zmm    int // of which computing in zmm registers (fast.go: zmmOK)
-	pairs  int // zmm loops whose two vectors are emitted in pairs (fast.go: pairOK)
+	k            *tile.Kernel
+	code         *jit.Code
+	frame        int32
+	stored       []bool
+	work         float64 // estimated nanoseconds per program
+	frames       freeList[frame]
+	tasks        freeList[task]
+	size         int // code bytes
+	fast         int // phases with an unmasked row loop (fast.go)
+	zmm          int // of which computing in zmm registers (fast.go: zmmOK)
+	pairs        int // zmm loops whose two vectors are emitted in pairs (fast.go: pairOK)
+	prefetchesL2 int // prefetcht1 hints of strided rows emitted (body.go: prefetch)
 }
 
 // Compile compiles k to native code, or returns an error wrapping
@@ -73,7 +74,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops}
+	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, prefetchesL2: p.prefetchesL2}
 	nk.frames.new = func() *frame { return newFrame(frameSize) }
 	nk.tasks.new = func() *task { return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params))} }
 	return nk, nil

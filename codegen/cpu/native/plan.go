@@ -199,9 +199,10 @@ type plan struct {
 
 	avx512 bool // zmm code (read once: isa.go); f64 lanes in zmm registers, else ymm pairs (f64y.go)
 
-	fastPhases int // set by generate: phases with an unmasked row loop (fast.go)
-	zmmPhases  int // of which computing in zmm registers (fast.go: zmmOK)
-	pairLoops  int // zmm loops emitted in pairs (fast.go: pairOK)
+	fastPhases   int // set by generate: phases with an unmasked row loop (fast.go)
+	zmmPhases    int // of which computing in zmm registers (fast.go: zmmOK)
+	pairLoops    int // zmm loops emitted in pairs (fast.go: pairOK)
+	prefetchesL2 int // strided rows hinted into L2 (body.go: prefetch)
 }
 
 // wrapCheck: the lanes of x, computed in region rg, must fit in int32.
