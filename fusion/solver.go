@@ -366,7 +366,14 @@ func (s *Solver) exec(d tile.DType) (*solverExec, error) {
 	if err != nil {
 		return nil, err
 	}
-	ex, err := cpuKernels.get(k.String(), k, false)
+	// as machine code where the machine's kernels are (WithNativeCPU; on by
+	// default, so also without a machine): every op of the update is one
+	// native code computes bit for bit as the reference does
+	native := true
+	if s.m != nil && s.m.c != nil {
+		native = s.m.c.cfg.native
+	}
+	ex, err := cpuKernels.get(k.String(), k, native)
 	if err != nil {
 		return nil, fmt.Errorf("fusion: solver kernel %s: %w", k.Name, err)
 	}

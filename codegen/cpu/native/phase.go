@@ -131,6 +131,27 @@ func (pg *phaseGen) add(n *node) *node {
 }
 
 func (pg *phaseGen) build() error {
+	if err := pg.buildNodes(); err != nil {
+		return err
+	}
+	// in place (plan.checkInPlace): each load of a buffer the kernel stores
+	// to comes before every store to it, as in the program
+	if len(pg.g.p.inplace) > 0 {
+		for i, n := range pg.nodes {
+			if n.op != opLoad || n.pat.root < 0 || !pg.g.p.stored[n.pat.root] {
+				continue
+			}
+			for _, st := range pg.nodes[:i] {
+				if st.op == opStore && st.pat.root == n.pat.root {
+					return unsupported(n.v, "load from a buffer the kernel also stores to, after a store to it")
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (pg *phaseGen) buildNodes() error {
 	p := pg.g.p
 	id := identity(pg.rank)
 	for _, v := range pg.ph.ops {

@@ -195,7 +195,8 @@ type plan struct {
 	stored   []bool      // by parameter: the kernel stores through it
 	needWrap []wrapCheck // i32 affine values whose lanes must fit in int32
 	needDiv  []divCheck
-	cur      *region // the region being classified
+	inplace  []*tile.Value // vector loads from buffers the kernel stores to (checkInPlace)
+	cur      *region       // the region being classified
 
 	avx512 bool // zmm code (read once: isa.go); f64 lanes in zmm registers, else ymm pairs (f64y.go)
 
@@ -360,7 +361,60 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 	if err := p.order(); err != nil {
 		return nil, err
 	}
+	if err := p.checkInPlace(); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// checkInPlace admits vector loads from buffers the kernel also stores to
+// (an optimizer's update: w, its gradient and its state read and written
+// in place) where no reordering can show: the kernel is one region of one
+// one-dimensional phase (no loop, product, reduction or second level),
+// and every store to such a buffer has the address of each of its loads,
+// one element a lane (so each lane reads and writes its own element, and
+// no other lane's); the phase's body must also load before it stores
+// (phaseGen.build checks the order of its nodes).
+func (p *plan) checkInPlace() error {
+	if len(p.inplace) == 0 {
+		return nil
+	}
+	v := p.inplace[0]
+	if len(p.items) != 1 || p.items[0].rg == nil || len(p.regions) != 1 {
+		return unsupported(v, "load from a buffer the kernel also stores to, in a kernel with loops")
+	}
+	rg := p.items[0].rg
+	if len(rg.phases) != 1 || len(rg.dots) > 0 || rg.phases[0].shape.Rank != 1 {
+		return unsupported(v, "load from a buffer the kernel also stores to, in a kernel of more than one one-dimensional phase")
+	}
+	ph := rg.phases[0]
+	for _, u := range ph.ops {
+		if u.Op.IsReduce() || len(ph.yields) > 0 || len(ph.packs) > 0 {
+			return unsupported(v, "load from a buffer the kernel also stores to, in a kernel that reduces")
+		}
+	}
+	var stores []*tile.Value
+	p.k.Walk(func(u *tile.Value) {
+		if u.Op == tile.OpStore {
+			stores = append(stores, u)
+		}
+	})
+	for _, l := range p.inplace {
+		la := p.in(l.Args[0]).aff
+		if la.c == nil || la.coef[0] == nil || la.coef[0].op != sxConst || la.coef[0].k != 1 {
+			return unsupported(l, "load from a buffer the kernel also stores to, not one element a lane")
+		}
+		for _, st := range stores {
+			sa := p.in(st.Args[0]).aff
+			if sa == nil || sa.root != la.root {
+				continue
+			}
+			if sa.c == nil || sa.coef[0] == nil || !sxEqual(sa.c, la.c) || !sxEqual(sa.coef[0], la.coef[0]) {
+				return unsupported(l, "load from a buffer the kernel stores to at other addresses")
+			}
+		}
+	}
+	return nil
 }
 
 // newRegion starts a region (a loop's body when lp is set).
@@ -506,8 +560,9 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		}
 		if p.stored[root.root] {
 			// phases reorder a program's work: a buffer it reads must not
-			// change under it
-			return unsupported(v, "load from a buffer the kernel also stores to")
+			// change under it, unless the kernel is one elementwise phase
+			// that loads and stores it lane for lane (checkInPlace)
+			p.inplace = append(p.inplace, v)
 		}
 		// a load from a buffer the kernel never writes reads the same
 		// values again in a later phase (Launch checks that no two
