@@ -131,6 +131,22 @@ func TestOperandTilesConflictFree(t *testing.T) {
 	}
 }
 
+// compilePipe compiles k with opts, its stages dumped, and returns the
+// kernel and its .pipe dump (the pipelined loops' plans).
+func compilePipe(t *testing.T, k *tile.Kernel, opts Options) (*Kernel, string) {
+	t.Helper()
+	opts.DumpDir = t.TempDir()
+	ck, err := Compile(k, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipe, err := os.ReadFile(filepath.Join(opts.DumpDir, k.Name+".pipe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck, string(pipe)
+}
+
 // TestPipelinedDot: a TF32 K loop runs on the tensor cores with its
 // accumulator in registers: operands copied by cp.async into a ring of
 // stages, A's fragments by ldmatrix, one wait and one barrier per
@@ -138,16 +154,8 @@ func TestOperandTilesConflictFree(t *testing.T) {
 // through shared memory). IEEE stays on FMAs.
 func TestPipelinedDot(t *testing.T) {
 	k := constMatmul(t, 256, 256, 256, 64, 64, 32, tile.PrecTF32)
-	dir := t.TempDir()
-	ck, err := Compile(k, Options{Spec: all16(k), DumpDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pipe, err := os.ReadFile(filepath.Join(dir, k.Name+".pipe"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "dot %"; !strings.Contains(string(pipe), want) || !strings.Contains(string(pipe), "3 stages of 16384 B") {
+	ck, pipe := compilePipe(t, k, Options{Spec: all16(k)})
+	if want := "dot %"; !strings.Contains(pipe, want) || !strings.Contains(pipe, "3 stages of 16384 B") {
 		t.Errorf("the .pipe dump does not show the plan:\n%s", pipe)
 	}
 	p := ck.PTX
@@ -307,16 +315,8 @@ func TestWgmmaSwapped(t *testing.T) {
 	k := constMatmul(t, 4096, 4096, 4096, 256, 128, 32, tile.PrecTF32)
 	k.Meta["wgmma"] = 2
 	k.Meta["num_stages"] = 4
-	dir := t.TempDir()
-	ck, err := Compile(k, Options{Arch: 90, NumWarps: 8, Spec: all16(k), DumpDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pipe, err := os.ReadFile(filepath.Join(dir, k.Name+".pipe"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(pipe), "wgmma m64n256k8 tf32 on Cᵀ = Bᵀ·Aᵀ") || !strings.Contains(string(pipe), "4 stages of 49152 B (2 ahead") {
+	ck, pipe := compilePipe(t, k, Options{Arch: 90, NumWarps: 8, Spec: all16(k)})
+	if !strings.Contains(pipe, "wgmma m64n256k8 tf32 on Cᵀ = Bᵀ·Aᵀ") || !strings.Contains(pipe, "4 stages of 49152 B (2 ahead") {
 		t.Errorf("the .pipe dump does not show the swapped plan:\n%s", pipe)
 	}
 	p := ck.PTX
@@ -368,7 +368,7 @@ func TestWgmmaSwapped(t *testing.T) {
 	x3 := constMatmul(t, 4096, 4096, 4096, 64, 128, 32, tile.PrecTF32x3)
 	x3.Meta["wgmma"] = 2
 	x3.Meta["num_stages"] = 6
-	ck, err = Compile(x3, Options{Arch: 90, NumWarps: 8, Spec: all16(x3)})
+	ck, err := Compile(x3, Options{Arch: 90, NumWarps: 8, Spec: all16(x3)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,6 @@
 package codegen
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,16 +29,8 @@ import (
 func TestWgmmaWarpSpecialised(t *testing.T) {
 	k := constMatmul(t, 4096, 4096, 4096, 256, 128, 32, tile.PrecTF32)
 	k.Meta["wgmma"], k.Meta["ws"], k.Meta["num_stages"] = 2, 1, 4
-	dir := t.TempDir()
-	ck, err := Compile(k, Options{Arch: 90, NumWarps: 8, Spec: all16(k), DumpDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pipe, err := os.ReadFile(filepath.Join(dir, k.Name+".pipe"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(pipe), "4 stages of 49152 B (warp-specialised: 4 producer warps, full/empty mbarriers, copies completing on full, setmaxnreg 56/224") {
+	ck, pipe := compilePipe(t, k, Options{Arch: 90, NumWarps: 8, Spec: all16(k)})
+	if !strings.Contains(pipe, "4 stages of 49152 B (warp-specialised: 4 producer warps, full/empty mbarriers, copies completing on full, setmaxnreg 56/224") {
 		t.Errorf("the .pipe dump does not show the warp-specialised plan:\n%s", pipe)
 	}
 	if ck.NumWarps != 8 || ck.ProducerWarps != 4 || ck.Threads() != 384 {
@@ -149,16 +139,8 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 		for key, v := range c.meta {
 			k.Meta[key] = v
 		}
-		dir := t.TempDir()
-		ck, err := Compile(k, Options{Arch: 90, NumWarps: c.nw, Spec: all16(k), DumpDir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pipe, err := os.ReadFile(filepath.Join(dir, k.Name+".pipe"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := ck.PTX + string(pipe)
+		ck, pipe := compilePipe(t, k, Options{Arch: 90, NumWarps: c.nw, Spec: all16(k)})
+		text := ck.PTX + pipe
 		if ck.ProducerWarps != c.pw {
 			t.Errorf("%s: %d producer warps, want %d", c.name, ck.ProducerWarps, c.pw)
 		}
