@@ -297,28 +297,40 @@ func TestDotNative(t *testing.T) {
 				}
 				return out
 			}
-			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
-			var first []float32
-			for _, isa := range isas(t) {
-				native.SetAVX512(isa == "avx512")
-				nk, err := native.Compile(k)
-				if err != nil {
-					t.Fatalf("%s: not compiled natively: %v\n%v", isa, err, k)
-				}
-				got := run(func(args ...any) error { return nk.Launch(grid, args...) })
-				nk.Free()
+			productOnEachISA(t, k, grid, run, func(isa string, got, want []float32) {
 				checkDot(t, isa, c.m, c.n, c.k, c.loadAcc, c.tA, c.tB, a, b, c0, got, want)
-				if first == nil {
-					first = got
-					continue
-				}
-				for i := range got { // the same operations in the same order
-					if math.Float32bits(got[i]) != math.Float32bits(first[i]) {
-						t.Fatalf("c[%d] = %v with %s, %v with avx2", i, got[i], isa, first[i])
-					}
-				}
-			}
+			})
 		})
+	}
+}
+
+// productOnEachISA runs product kernel k on the reference interpreter and
+// as machine code on each ISA the CPU has (run launches it on fresh,
+// poisoned outputs), checks each result against the reference's with
+// check, and requires the ISAs' results to be the same bit for bit (the
+// same operations in the same order).
+func productOnEachISA(t *testing.T, k *tile.Kernel, grid tile.Grid, run func(launch func(args ...any) error) []float32, check func(isa string, got, want []float32)) {
+	t.Helper()
+	want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+	var first []float32
+	for _, isa := range isas(t) {
+		native.SetAVX512(isa == "avx512")
+		nk, err := native.Compile(k)
+		if err != nil {
+			t.Fatalf("%s: not compiled natively: %v\n%v", isa, err, k)
+		}
+		got := run(func(args ...any) error { return nk.Launch(grid, args...) })
+		nk.Free()
+		check(isa, got, want)
+		if first == nil {
+			first = got
+			continue
+		}
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(first[i]) {
+				t.Fatalf("c[%d] = %v with %s, %v with avx2", i, got[i], isa, first[i])
+			}
+		}
 	}
 }
 
@@ -892,27 +904,9 @@ func TestProductStepsNative(t *testing.T) {
 				}
 				return out
 			}
-			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
-			var first []float32
-			for _, isa := range isas(t) {
-				native.SetAVX512(isa == "avx512")
-				nk, err := native.Compile(k)
-				if err != nil {
-					t.Fatalf("%s: not compiled natively: %v\n%v", isa, err, k)
-				}
-				got := run(func(args ...any) error { return nk.Launch(grid, args...) })
-				nk.Free()
+			productOnEachISA(t, k, grid, run, func(isa string, got, want []float32) {
 				checkDot(t, isa, c.m, c.n, c.k, false, c.tA, c.tB, a, b, nil, got, want)
-				if first == nil {
-					first = got
-					continue
-				}
-				for i := range got {
-					if math.Float32bits(got[i]) != math.Float32bits(first[i]) {
-						t.Fatalf("c[%d] = %v with %s, %v with avx2", i, got[i], isa, first[i])
-					}
-				}
-			}
+			})
 		})
 	}
 }
