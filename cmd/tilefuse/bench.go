@@ -21,7 +21,7 @@ type benchOpts struct {
 	backend, workloads, size, json, plot, precision, cpuprofile string
 	runs, profile, rotate                                       int
 	warm                                                        time.Duration
-	quiet, native, autotune, graphs, cold                       bool
+	quiet, native, autotune, graphs, cold, noGorgonia           bool
 }
 
 func benchFlags() (*flag.FlagSet, *benchOpts) {
@@ -41,6 +41,7 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.BoolVar(&o.graphs, "cuda-graphs", false, "tilefuse's modes with fusion.WithCUDAGraphs: on the GPU each run's kernels replayed as CUDA graphs, one cuGraphLaunch for the launches between ops left to the CPU")
 	fs.IntVar(&o.rotate, "rotate", 0, "input sets each mode's runs cycle through (0: 4 where the inputs take less than 64 MiB, else 1; 1: the same inputs every run, as bench/torch's timed calls)")
 	fs.BoolVar(&o.cold, "cold", false, "on the CPU, time each run right after the collection that precedes it (the pool's workers parked, the caches as the collection left them), as before 2026-12-02; by default one untimed run of the mode comes between them, as PyTorch's timed calls follow one another")
+	fs.BoolVar(&o.noGorgonia, "no-gorgonia", false, "leave Gorgonia's own machine out at every size (as -size peer does): tilefuse's modes only, for profiles and quick comparisons")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole bench (compiles, warm-ups and timed runs; go tool pprof reads it) to `file`")
 	fs.IntVar(&o.profile, "profile", 0, "list each workload's `N` slowest kernels per tilefuse mode, timed in a run of their own (events on the GPU, the wall clock on the CPU)")
 	return fs, o
@@ -159,7 +160,7 @@ func benchCmd(args []string, out, progress io.Writer) error {
 			if err != nil {
 				return err
 			}
-			r, err := bench.Graph(spec, bench.Options{Backend: be, Tol: tol, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, SkipGorgonia: *size == bench.Peer, Native: o.native, ColdCPU: o.cold, Rotate: o.rotate, FusionOptions: fopts, Progress: func(mode string) {
+			r, err := bench.Graph(spec, bench.Options{Backend: be, Tol: tol, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, SkipGorgonia: *size == bench.Peer || o.noGorgonia, Native: o.native, ColdCPU: o.cold, Rotate: o.rotate, FusionOptions: fopts, Progress: func(mode string) {
 				bar.step(w.Name + "/" + sz + " " + mode)
 			}})
 			if err != nil {
@@ -247,13 +248,14 @@ func writeTable(out io.Writer, results []*bench.Result, be fusion.Backend, copyG
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		g, u, f := r.Mode(bench.Gorgonia), r.Mode(bench.Unfused), r.Mode(bench.Fused)
-		gt, gerr := "–", "–" // Gorgonia's machine left out (-size peer)
+		gt, gerr, fs, us := "–", "–", "–", "–" // Gorgonia's machine left out (-size peer, -no-gorgonia)
 		if g != nil {
 			gt, gerr = ms(g.Median), fmt.Sprintf("%.1g", g.MaxErr)
+			fs, us = fmt.Sprintf("%.2fx", r.Speedup(bench.Fused)), fmt.Sprintf("%.2fx", r.Speedup(bench.Unfused))
 		}
-		fmt.Fprintf(out, "| %s | %s | %d → %d | %.1f → %.1f | %s | %s | %s (%s–%s) | %.2fx | %.2fx | %.2f | %.0f%% | %s | %s / %s | %s / %.1g |\n",
+		fmt.Fprintf(out, "| %s | %s | %d → %d | %.1f → %.1f | %s | %s | %s (%s–%s) | %s | %s | %.2f | %.0f%% | %s | %s / %s | %s / %.1g |\n",
 			r.Name, r.Size, u.Kernels, f.Kernels, float64(u.KernelBytes)/1e6, float64(f.KernelBytes)/1e6, gt, ms(u.Median), ms(f.Median), ms(f.Min), ms(f.Max),
-			r.Speedup(bench.Fused), r.Speedup(bench.Unfused), f.GBps, 100*r.Roofline(bench.Fused), gflops(f),
+			fs, us, f.GBps, 100*r.Roofline(bench.Fused), gflops(f),
 			ms(f.CompileCold), ms(f.CompileCached), gerr, f.MaxErr)
 	}
 	fmt.Fprintln(out, "\nkernels count fused kernels plus ops left to Gorgonia; kernels' MB is what they move per run (each kernel's inputs read once, outputs written once; ops left to Gorgonia not counted); max err is max |a-b|/(1+|b|) against the unfused run.")
