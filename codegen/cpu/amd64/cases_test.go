@@ -238,6 +238,8 @@ var encCases = []encCase{
 	{"vpaddd zmm mem", func(a *Asm) { a.VPADDDZ(2, 2, Ptr(RDI, 64)) }, "VPADDD 64(DI), Z2, Z2", "62f16d48fe5701"},
 	{"vpsubd zmm", func(a *Asm) { a.VPSUBDZ(1, 1, ZReg(4)) }, "VPSUBD Z4, Z1, Z1", "62f17548facc"},
 	{"vfmadd213ps zmm bcst", func(a *Asm) { a.VFMADD213PSZ(3, 2, Ptr(RDI, 40).Bcst()) }, "VFMADD213PS.BCST 40(DI), Z2, Z3", "62f26d58a85f0a"},
+	{"vscalefps zmm", func(a *Asm) { a.VSCALEFPSZ(15, 14, ZReg(13)) }, "VSCALEFPS Z13, Z14, Z15", "62520d482cfd"},
+	{"vscalefps zmm ext", func(a *Asm) { a.VSCALEFPSZ(20, 3, ZReg(28)) }, "VSCALEFPS Z28, Z3, Z20", "628265482ce4"},
 	{"vfnmadd231ps zmm bcst", func(a *Asm) { a.VFNMADD231PSZ(8, 9, Ptr(RDI, 12).Bcst()) }, "VFNMADD231PS.BCST 12(DI), Z9, Z8", "62723558bc4703"},
 	{"vsqrtps zmm", func(a *Asm) { a.VSQRTPSZ(2, ZReg(3)) }, "VSQRTPS Z3, Z2", "62f17c4851d3"},
 	{"vsqrtps zmm bcst", func(a *Asm) { a.VSQRTPSZ(2, Ptr(RDI, 4).Bcst()) }, "VSQRTPS.BCST 4(DI), Z2", "62f17c58515701"},

@@ -208,6 +208,12 @@ func (a *Asm) VFNMADD231PSZ(d, x ZReg, y Operand) {
 	a.evex(map0F38, pp66, false, 0xbc, uint8(d), uint8(x), y, 64)
 }
 
+// VSCALEFPSZ d = x·2^⌊y⌋, rounded once (the result's overflow to ±Inf and
+// underflow to subnormals and 0 as any product's; NaN in x or y gives NaN).
+func (a *Asm) VSCALEFPSZ(d, x ZReg, y Operand) {
+	a.evex(map0F38, pp66, false, 0x2c, uint8(d), uint8(x), y, 64)
+}
+
 // VSQRTPSZ d = √s.
 func (a *Asm) VSQRTPSZ(d ZReg, s Operand) { a.evex(map0F, ppNone, false, 0x51, uint8(d), 0, s, 64) }
 

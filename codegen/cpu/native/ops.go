@@ -203,9 +203,11 @@ func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 	if op == tile.OpExp {
 		res := t[5]
 		g.expCore32(res, x, t[:5])
-		over := a.cmpSel(t[0], x, g.constF32(expOverflow32), amd64.CmpGT)
-		a.blendSel(res, res, g.constF32(float32(math.Inf(1))), over)
-		a.zeroSel(res, a.cmpSel(t[0], x, g.constF32(expUnderflow32), amd64.CmpLT), res)
+		if !g.zmm { // in zmm VSCALEFPS's own overflow and underflow do this
+			over := a.cmpSel(t[0], x, g.constF32(expOverflow32), amd64.CmpGT)
+			a.blendSel(res, res, g.constF32(float32(math.Inf(1))), over)
+			a.zeroSel(res, a.cmpSel(t[0], x, g.constF32(expUnderflow32), amd64.CmpLT), res)
+		}
 		a.blendSel(dst, res, x, a.cmpSel(t[0], x, x, amd64.CmpUNORD))
 		return
 	}
@@ -277,6 +279,17 @@ func (g *gen) log32(dst, x amd64.VReg, t []amd64.VReg) {
 // Taylor polynomial of e^r by fused multiply-adds, times 2^(n>>1) and
 // 2^(n-(n>>1)). x is read first, res written last; t holds five
 // temporaries.
+//
+// In zmm the scaling is one VSCALEFPS (p·2^n rounded once) instead of
+// the nine integer and float instructions that build and apply the two
+// powers: the same results, since both products are exact wherever the
+// result is normal, and where it is subnormal the two-step form's first
+// product (by 2^(n>>1), n ≥ -150) is still normal, so both round once.
+// Past the clamps, n = 128 overflows to +Inf and n = -150 gives less
+// than half the least subnormal, 0: what mathF32's range blends give
+// for x above expOverflow32 and below expUnderflow32, which the zmm
+// form therefore leaves out (TestExpScalef compares the zmm code with
+// expf32, the ymm code's twin, over every f32 where the two could differ).
 func (g *gen) expCore32(res, x amd64.VReg, t []amd64.VReg) {
 	a := g.va()
 	a.VMAXPS(t[0], x, g.constF32(-104))
@@ -289,6 +302,11 @@ func (g *gen) expCore32(res, x amd64.VReg, t []amd64.VReg) {
 	a.vbcst(t[3], g.constF32(expTaylor32[0]))
 	for _, c := range expTaylor32[1:] {
 		a.VFMADD213PS(t[3], t[2], g.constF32(c))
+	}
+	if g.zmm {
+		a.vscalef(res, t[3], t[1])
+		g.p.scalefs++
+		return
 	}
 	a.VCVTTPS2DQ(t[1], t[1])
 	a.VPSRAD(t[4], t[1], 1)

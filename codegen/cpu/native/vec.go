@@ -190,6 +190,13 @@ func (v vasm) VFNMADD231PS(d, x amd64.VReg, y amd64.Operand) {
 	v.bin((*amd64.Asm).VFNMADD231PS, (*amd64.Asm).VFNMADD231PSZ, d, x, y)
 }
 
+// vscalef d = x·2^⌊y⌋ (VSCALEFPS), in zmm code only: it has no VEX
+// form (expCore32 calls it where gen.zmm is set).
+func (v vasm) vscalef(d, x, y amd64.VReg) {
+	v.each(func() { v.Asm.VSCALEFPSZ(v.z(d), v.z(x), v.z(y)) })
+	v.wrote(d)
+}
+
 func (v vasm) VSQRTPS(d amd64.VReg, s amd64.Operand) {
 	if v.g.zmm {
 		v.each(func() { v.Asm.VSQRTPSZ(v.z(d), v.zop(s)) })
