@@ -147,7 +147,7 @@ func (p *Pool) watch(ready func() bool) bool {
 			if time.Since(t0) > spinTime {
 				return false
 			}
-			if i%yieldEvery == 0 {
+			if yieldEvery > 0 && i%yieldEvery == 0 {
 				runtime.Gosched()
 			}
 		}
@@ -155,8 +155,25 @@ func (p *Pool) watch(ready func() bool) bool {
 }
 
 // yieldEvery is how many watching calls pass between two yields: a
-// multiple of 64, about 2–5 µs of atomic loads and clock reads.
-const yieldEvery = 2048
+// multiple of 64, about 2–5 µs of atomic loads and clock reads at the
+// default 2048, or TILEFUSE_YIELD_EVERY calls (rounded down to a multiple
+// of 64, at least 64; 0: never), read when the process starts, for
+// measuring: runtime.Gosched goes through the scheduler's global queue and
+// its lock, which 15 watching workers on a 16-core machine take often.
+var yieldEvery = yieldFrom(os.Getenv("TILEFUSE_YIELD_EVERY"))
+
+// yieldFrom is the yield period a TILEFUSE_YIELD_EVERY value asks for:
+// 2048 when it is empty or not a count.
+func yieldFrom(env string) int {
+	n, err := strconv.Atoi(env)
+	switch {
+	case err != nil || n < 0:
+		return 2048
+	case n == 0:
+		return 0
+	}
+	return max(64, n/64*64)
+}
 
 // unjoined: a dispatch other than last is open.
 func (p *Pool) unjoined(last uint32) bool {

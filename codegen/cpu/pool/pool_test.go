@@ -244,3 +244,27 @@ func TestSpinFrom(t *testing.T) {
 		})
 	}
 }
+
+// TestYieldFrom: TILEFUSE_YIELD_EVERY is a count of watching calls,
+// rounded down to a multiple of 64 (the clock is read every 64), at least
+// 64; 0 never yields; anything else leaves the default.
+func TestYieldFrom(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		want int
+	}{
+		{"", 2048},
+		{"0", 0},
+		{"16384", 16384},
+		{"100", 64},
+		{"10", 64},
+		{"-1", 2048},
+		{"1k", 2048},
+	} {
+		t.Run(c.env, func(t *testing.T) {
+			if got := yieldFrom(c.env); got != c.want {
+				t.Fatalf("yieldFrom(%q) = %v, want %v", c.env, got, c.want)
+			}
+		})
+	}
+}
