@@ -45,15 +45,25 @@ const (
 // spinTime is how long a worker that finished a dispatch watches for the
 // next one before it parks (where the pool has no more workers than the
 // machine has CPUs: otherwise a spinning worker takes a core from one that
-// has work): 50 µs, or TILEFUSE_SPIN_US microseconds (0: park at once),
-// read when the process starts, for measuring.
-var spinTime = spinFrom(os.Getenv("TILEFUSE_SPIN_US"))
+// has work): 50 µs on a machine of fewer than 8 CPUs, 1 ms on one of 8 or
+// more (as OpenMP runtimes spin, so that the kernels of a graph whose host
+// work between launches outlasts 50 µs still find the workers awake:
+// the H200's 16-core host, 2026-12-02, `tilefuse bench -backend cpu -size
+// small`, two rounds, medians ms, 50 µs → 1 ms: mlp_step 0.51–0.55 →
+// 0.42–0.43, attention 0.16–0.18 → 0.15, the one-kernel rows within ±5%),
+// or TILEFUSE_SPIN_US microseconds (0: park at once), read when the
+// process starts, for measuring.
+var spinTime = spinFrom(os.Getenv("TILEFUSE_SPIN_US"), runtime.NumCPU())
 
-// spinFrom is the spin time a TILEFUSE_SPIN_US value asks for: 50 µs when
-// it is empty or not a count of microseconds.
-func spinFrom(env string) time.Duration {
+// spinFrom is the spin time a TILEFUSE_SPIN_US value asks for on a
+// machine of cpus CPUs: the default where it is empty or not a count of
+// microseconds.
+func spinFrom(env string, cpus int) time.Duration {
 	if us, err := strconv.Atoi(env); err == nil && us >= 0 {
 		return time.Duration(us) * time.Microsecond
+	}
+	if cpus >= 8 {
+		return time.Millisecond
 	}
 	return 50 * time.Microsecond
 }

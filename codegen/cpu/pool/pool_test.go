@@ -225,21 +225,27 @@ func TestSizedToCPUs(t *testing.T) {
 }
 
 // TestSpinFrom: TILEFUSE_SPIN_US is a count of microseconds; anything
-// else leaves the default.
+// else leaves the default, 50 µs under 8 CPUs and 1 ms from 8.
 func TestSpinFrom(t *testing.T) {
 	for _, c := range []struct {
+		name string
 		env  string
+		cpus int
 		want time.Duration
 	}{
-		{"", 50 * time.Microsecond},
-		{"0", 0},
-		{"200", 200 * time.Microsecond},
-		{"-3", 50 * time.Microsecond},
-		{"1ms", 50 * time.Microsecond},
+		{"default 2 cpus", "", 2, 50 * time.Microsecond},
+		{"default 7 cpus", "", 7, 50 * time.Microsecond},
+		{"default 8 cpus", "", 8, time.Millisecond},
+		{"default 16 cpus", "", 16, time.Millisecond},
+		{"zero", "0", 16, 0},
+		{"200", "200", 2, 200 * time.Microsecond},
+		{"200 on 16", "200", 16, 200 * time.Microsecond},
+		{"negative", "-3", 2, 50 * time.Microsecond},
+		{"not a count", "1ms", 16, time.Millisecond},
 	} {
-		t.Run(c.env, func(t *testing.T) {
-			if got := spinFrom(c.env); got != c.want {
-				t.Fatalf("spinFrom(%q) = %v, want %v", c.env, got, c.want)
+		t.Run(c.name, func(t *testing.T) {
+			if got := spinFrom(c.env, c.cpus); got != c.want {
+				t.Fatalf("spinFrom(%q, %d) = %v, want %v", c.env, c.cpus, got, c.want)
 			}
 		})
 	}
