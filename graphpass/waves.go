@@ -362,3 +362,51 @@ func unsplitThenSplits(all []tcTiling) []tile.Meta {
 func stagedCandidates(t Target, prec tile.Precision, s waveShape) []tile.Meta {
 	return unsplitThenSplits(tilings(t, prec, s, true))
 }
+
+// storeBoundK is the longest K of a product that storeBound takes: two
+// steps of BLOCK_K = 32.
+const storeBoundK = 64
+
+// storeBoundMeta is the tiling of a store-bound product: the swapped wgmma
+// form at 128×128 (64 accumulators a thread: two CTAs an SM, so that one's
+// epilogue stores while the other's loop runs; at 256×128 the heuristic's
+// kernel took 254 registers, one CTA an SM, its phases in turn), 3 stages
+// (at most 2 iterations: a fourth would hold nothing), the epilogue through
+// shared memory (epi_smem = 1, codegen's epilogueThroughSmem: the
+// accumulator of Cᵀ read back row-major, 16-byte stores where the rows
+// are 16-byte aligned, else lanes along consecutive columns).
+var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3,
+	"wgmma": 2, "epi_smem": 1}
+
+// storeBoundCandidates are the autotuner's alternatives to storeBoundMeta:
+// the swapped form at 256×128 (the choice before, 4 stages) with and
+// without epi_smem, at 64×128 (three CTAs an SM) with it, and 128×128
+// without it.
+func storeBoundCandidates() []tile.Meta {
+	return []tile.Meta{
+		with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4),
+		with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4, "epi_smem", 0),
+		with(storeBoundMeta, "BLOCK_M", 64),
+		with(storeBoundMeta, "epi_smem", 0),
+	}
+}
+
+// storeBound reports whether product s on t at prec is bound by its
+// output's stores rather than its arithmetic: a TF32 product (A as given,
+// K-major, as the swapped form copies it) over K of at most storeBoundK,
+// at least 128 on each side of the output, with a wave of 128×128 tiles,
+// on a GPU whose shared memory holds the swapped form's 3 stages of
+// 128×128 (and the epilogue's 128×132 words in them). The H200,
+// 2026-12-02, TF32, heuristic's 256×128 swapped form, 8 warps, 4 stages:
+// 4096×4096×32 36.6 TFLOP/s, ×64 65.8, 4095×4097×33 9.7 (19.9 with
+// epi_smem), 4096×4096×50 47.4; the 64 MB output at ~4 TB/s is ~16 µs, the
+// arithmetic at 300 TFLOP/s 7 µs at K = 64. An epilogue that reads a value
+// of the output's shape through many ops (heavyEpi) is left to the other
+// rules.
+func storeBound(t Target, prec tile.Precision, s waveShape) bool {
+	if !t.GPU() || prec != tile.PrecTF32 || s.transA || s.heavyEpi || s.k > storeBoundK ||
+		s.m < 128 || s.n < 128 || t.SharedMemory < 3*4*32*(128+128) {
+		return false
+	}
+	return s.batch*tile.CDiv(s.m, 128)*tile.CDiv(s.n, 128) >= t.SMs
+}

@@ -1,6 +1,7 @@
 package graphpass
 
 import (
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -253,4 +254,63 @@ func productGroup(t *testing.T, m, k, n int, ta, tb bool, epi func(g *G.ExprGrap
 		t.Fatalf("%d groups, want one matmul group", len(groups))
 	}
 	return groups[0]
+}
+
+// TestStoreBoundProducts: TF32 products over K of at most 64 with a wave
+// of 128×128 tiles (issue 10's odd shapes and their aligned neighbours)
+// take the swapped form at 128×128, 3 stages, with the epilogue through
+// shared memory, and offer the autotuner 256×128 with and without it,
+// 64×128 and 128×128 without it; longer K, Aᵀ, bf16, products too small
+// for a wave and a heavy epilogue keep the other rules.
+func TestStoreBoundProducts(t *testing.T) {
+	sb := "{BLOCK_K = 32, BLOCK_M = 128, BLOCK_N = 128, epi_smem = 1, num_stages = 3, num_warps = 8, wgmma = 2}"
+	for _, c := range []struct {
+		name    string
+		m, k, n int
+		ta      bool
+		heavy   bool
+		prec    tile.Precision
+		store   bool
+	}{
+		{name: "4095×4097×33", m: 4095, k: 33, n: 4097, prec: tile.PrecTF32, store: true},
+		{name: "4096×4096×50", m: 4096, k: 50, n: 4096, prec: tile.PrecTF32, store: true},
+		{name: "4096×4096×32", m: 4096, k: 32, n: 4096, prec: tile.PrecTF32, store: true},
+		{name: "4096×4096×64", m: 4096, k: 64, n: 4096, prec: tile.PrecTF32, store: true},
+		{name: "4096×4096×96: K past two steps", m: 4096, k: 96, n: 4096, prec: tile.PrecTF32},
+		{name: "1000³", m: 1000, k: 1000, n: 1000, prec: tile.PrecTF32},
+		{name: "1024×1024×32: 64 tiles of 128×128, under a wave", m: 1024, k: 32, n: 1024, prec: tile.PrecTF32},
+		{name: "Aᵀ 4096×4096×32", m: 4096, k: 32, n: 4096, ta: true, prec: tile.PrecTF32},
+		{name: "bf16 4096×4096×32", m: 4096, k: 32, n: 4096, prec: tile.PrecBF16},
+		{name: "heavy epilogue 4096×4096×32", m: 4096, k: 32, n: 4096, heavy: true, prec: tile.PrecTF32},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			grp := productGroup(t, c.m, c.k, c.n, c.ta, false, func(g *G.ExprGraph, y *G.Node) {
+				if c.heavy {
+					u := G.NewMatrix(g, tensor.Float32, G.WithShape(c.m, c.n), G.WithName("u"))
+					th := G.Must(G.Tanh(u))
+					G.Must(G.HadamardProd(y, G.Must(G.Sub(G.NewConstant(float32(1)), G.Must(G.HadamardProd(th, th))))))
+				}
+			})
+			cands := Candidates(grp, H200, c.prec)
+			if got := cands[0].String() == sb; got != c.store {
+				t.Fatalf("meta %v: store-bound %v, want %v", cands[0], got, c.store)
+			}
+			if !c.store {
+				return
+			}
+			var got []string
+			for _, m := range cands[1:] {
+				got = append(got, m.String())
+			}
+			want := []string{
+				"{BLOCK_K = 32, BLOCK_M = 256, BLOCK_N = 128, epi_smem = 1, num_stages = 4, num_warps = 8, wgmma = 2}",
+				"{BLOCK_K = 32, BLOCK_M = 256, BLOCK_N = 128, num_stages = 4, num_warps = 8, wgmma = 2}",
+				"{BLOCK_K = 32, BLOCK_M = 64, BLOCK_N = 128, epi_smem = 1, num_stages = 3, num_warps = 8, wgmma = 2}",
+				"{BLOCK_K = 32, BLOCK_M = 128, BLOCK_N = 128, num_stages = 3, num_warps = 8, wgmma = 2}",
+			}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("candidates\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
 }
