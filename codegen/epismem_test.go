@@ -171,3 +171,49 @@ func TestEpiSmemRaggedRows(t *testing.T) {
 		})
 	}
 }
+
+// TestSwappedKTail: with k_tail = 1, a swapped loop whose K is a constant
+// no multiple of BLOCK_K runs in its last iteration only the k steps of 8
+// that start before K (one at K = 33, three at K = 50), on a path of its
+// own beside the full iteration's four (both unrolled iterations); K = 64,
+// or k_tail unset, has no such path.
+func TestSwappedKTail(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		k     int
+		tail  int
+		steps int // in the last iteration; 0: no tail path
+	}{
+		{"K=33", 33, 1, 1},
+		{"K=50", 50, 1, 3},
+		{"K=64", 64, 1, 0},
+		{"K=33 without k_tail", 33, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k := maskedProduct(t, 195, 197, c.k, 128, tile.Meta{"epi_smem": 1, "num_stages": 3, "k_tail": c.tail})
+			ck, err := Compile(k, Options{Arch: 90, NumWarps: 8, Spec: all16(k)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := ck.PTX
+			paths := regexp.MustCompile(`(?s)\n\$L_wg_ktail_\d+:\n(.*?)wgmma.commit_group`).FindAllStringSubmatch(p, -1)
+			if c.steps == 0 {
+				if len(paths) != 0 {
+					t.Fatalf("%d tail paths", len(paths))
+				}
+				return
+			}
+			if len(paths) != 2 {
+				t.Fatalf("%d tail paths, want one per unrolled iteration", len(paths))
+			}
+			for _, m := range paths {
+				if n := strings.Count(m[1], "wgmma.mma_async"); n != c.steps {
+					t.Errorf("%d wgmmas on the tail path, want %d", n, c.steps)
+				}
+			}
+			if n := strings.Count(p, "wgmma.mma_async"); n != 2*(4+c.steps) {
+				t.Errorf("%d wgmmas, want %d", n, 2*(4+c.steps))
+			}
+		})
+	}
+}

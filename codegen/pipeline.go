@@ -703,7 +703,7 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		}
 		switch {
 		case p.swapped:
-			l.wgmmaSwappedStep(p, sc, carried[p.accIdx], blk[u])
+			l.wgmmaSwappedStep(p, sc, carried[p.accIdx], blk[u], l.swappedTail(v, p, iv, bounds[1], ptx))
 			if blk[0] != nil {
 				l.addBlock(p, carried[p.accIdx], blk[1-u])
 			}

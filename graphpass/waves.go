@@ -380,14 +380,16 @@ var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "n
 
 // storeBoundCandidates are the autotuner's alternatives to storeBoundMeta:
 // the swapped form at 256×128 (the choice before, 4 stages) with and
-// without epi_smem, at 64×128 (three CTAs an SM) with it, and 128×128
-// without it.
+// without epi_smem, at 64×128 (three CTAs an SM) with it, 128×128 without
+// it, and with k_tail = 1 (codegen's swappedTail: the last iteration's k
+// steps past K skipped; not measured yet).
 func storeBoundCandidates() []tile.Meta {
 	return []tile.Meta{
 		with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4),
 		with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4, "epi_smem", 0),
 		with(storeBoundMeta, "BLOCK_M", 64),
 		with(storeBoundMeta, "epi_smem", 0),
+		with(storeBoundMeta, "k_tail", 1),
 	}
 }
 

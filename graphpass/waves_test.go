@@ -260,7 +260,7 @@ func productGroup(t *testing.T, m, k, n int, ta, tb bool, epi func(g *G.ExprGrap
 // of 128×128 tiles (issue 10's odd shapes and their aligned neighbours)
 // take the swapped form at 128×128, 3 stages, with the epilogue through
 // shared memory, and offer the autotuner 256×128 with and without it,
-// 64×128 and 128×128 without it; longer K, Aᵀ, bf16, products too small
+// 64×128, 128×128 without it and with k_tail; longer K, Aᵀ, bf16, products too small
 // for a wave and a heavy epilogue keep the other rules.
 func TestStoreBoundProducts(t *testing.T) {
 	sb := "{BLOCK_K = 32, BLOCK_M = 128, BLOCK_N = 128, epi_smem = 1, num_stages = 3, num_warps = 8, wgmma = 2}"
@@ -307,6 +307,7 @@ func TestStoreBoundProducts(t *testing.T) {
 				"{BLOCK_K = 32, BLOCK_M = 256, BLOCK_N = 128, num_stages = 4, num_warps = 8, wgmma = 2}",
 				"{BLOCK_K = 32, BLOCK_M = 64, BLOCK_N = 128, epi_smem = 1, num_stages = 3, num_warps = 8, wgmma = 2}",
 				"{BLOCK_K = 32, BLOCK_M = 128, BLOCK_N = 128, num_stages = 3, num_warps = 8, wgmma = 2}",
+				"{BLOCK_K = 32, BLOCK_M = 128, BLOCK_N = 128, epi_smem = 1, k_tail = 1, num_stages = 3, num_warps = 8, wgmma = 2}",
 			}
 			if strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Errorf("candidates\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -152,6 +152,16 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		{peerCase{name: "matmul 195x33x197 swapped 64x128 epi_smem", m: 195, k: 33, n: 197}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		// k_tail = 1: the last iteration's k steps past K skipped (K = 33:
+		// one of four; 50: three; 100: one; 3xTF32 and warp-specialised too)
+		{peerCase{name: "matmul 195x33x197 swapped 128x128 epi_smem k_tail", m: 195, k: 33, n: 197}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "k_tail": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		{peerCase{name: "matmul 130x50x129 swapped 128x128 epi_smem k_tail", m: 130, k: 50, n: 129}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "k_tail": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		{peerCase{name: "gelu 150x100x200 swapped 3xTF32 64x128 k_tail", m: 150, k: 100, n: 200, gelu: true}, tile.PrecTF32x3,
+			tile.Meta{"wgmma": 2, "k_tail": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, false},
+		{peerCase{name: "matmul 200x264x136 swapped ws 256x128 k_tail", m: 200, k: 264, n: 136}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "ws": 1, "k_tail": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		// warp-specialised (ws = 1): a producer of num_warps more warps
 		// copies the stages, the consumers run the wgmmas, full and empty
 		// mbarriers between them (M, N, K no multiples of the tile; past
@@ -229,6 +239,9 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 					out, err := exec.Command(ptxas, "-arch=sm_80", "-o", os.DevNull, file).CombinedOutput()
 					require.NoError(t, err, "ptxas: %s", out)
 				}
+			}
+			if c.tune["k_tail"] == 1 {
+				require.Contains(t, sim.Last.PTX, "$L_wg_ktail_", "no path for the last iteration's k steps")
 			}
 			if c.tune["ws"] == 1 {
 				pw := 4
