@@ -3,6 +3,7 @@ package graphpass
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/tilefuse/tilefuse/ops"
@@ -378,18 +379,38 @@ const storeBoundK = 64
 var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3,
 	"wgmma": 2, "epi_smem": 1}
 
-// storeBoundCandidates are the autotuner's alternatives to storeBoundMeta:
-// the swapped form at 256×128 (the choice before, 4 stages) with and
-// without epi_smem, at 64×128 (three CTAs an SM) with it, 128×128 without
-// it, and with k_tail = 1 (codegen's swappedTail: the last iteration's k
-// steps past K skipped; not measured yet).
-func storeBoundCandidates() []tile.Meta {
+// storeBoundTiling is storeBoundMeta for s, at 64 rows where an operand's
+// rows are not 8-byte aligned (K odd for A, N odd for B; Bᵀ's rows are
+// K long): its copies are then 4 bytes wide, 16 a thread and operand at
+// 128×128, each address held across the loop, and ptxas 11.8 on an sm_90
+// stand-in of the kernel (wgmmas replaced by fmas on their registers)
+// counted 251 registers at 4095×4097×33 (195 at 4096×4096×33, 226 at
+// 4096×4097×32: one CTA an SM) against 126 at 4096×4096×32 and 128 at ×50
+// (8-byte copies of A); at 64×128, 128 at 4095×4097×33.
+func storeBoundTiling(s waveShape) tile.Meta {
+	bRow := s.n
+	if s.transB {
+		bRow = s.k
+	}
+	if s.k%2 != 0 || bRow%2 != 0 {
+		return with(storeBoundMeta, "BLOCK_M", 64)
+	}
+	return maps.Clone(storeBoundMeta)
+}
+
+// storeBoundCandidates are the autotuner's alternatives to
+// storeBoundTiling's choice def: the swapped form at 256×128 (the choice
+// before, 4 stages) with and without epi_smem, at 64 and 128 rows with it
+// and 128 without it, and with k_tail = 1 (codegen's swappedTail: the
+// last iteration's k steps past K skipped; not measured yet).
+func storeBoundCandidates(def tile.Meta) []tile.Meta {
 	return []tile.Meta{
 		with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4),
 		with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4, "epi_smem", 0),
 		with(storeBoundMeta, "BLOCK_M", 64),
+		with(storeBoundMeta),
 		with(storeBoundMeta, "epi_smem", 0),
-		with(storeBoundMeta, "k_tail", 1),
+		with(def, "k_tail", 1),
 	}
 }
 
