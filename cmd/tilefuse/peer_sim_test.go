@@ -118,7 +118,7 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 		// the epilogue through shared memory (epi_smem = 1): the
 		// accumulator of Cᵀ stored into the stages' memory and read back
 		// row-major, 16-byte loads and stores where the columns allow (n a
-		// multiple of 4), scalar at n = 90
+		// multiple of 4), 8 bytes at n = 90
 		{peerCase{name: "gelu 300x96x200 swapped 256x128 epi_smem", m: 300, k: 96, n: 200, gelu: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		{peerCase{name: "gelu 300x96x200 swapped bf16 256x128 epi_smem", m: 300, k: 96, n: 200, gelu: true}, tile.PrecBF16,
