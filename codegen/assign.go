@@ -97,7 +97,7 @@ func (l *lowerer) assignLayouts(b *tile.Block) error {
 				l.natural[r.ID] = lays[r.Aux]
 				if p := l.pipes[v.ID]; p != nil && p.epiSmem && int(r.Aux) == p.accIdx {
 					// the epilogue in the row-major layout, through shared memory
-					l.natural[r.ID] = l.canonical(r.Type.Shape)
+					l.natural[r.ID] = l.epiSmemLayout(b, r)
 				}
 			}
 		default:
@@ -106,6 +106,49 @@ func (l *lowerer) assignLayouts(b *tile.Block) error {
 		l.plan.order = append(l.plan.order, v)
 	}
 	return nil
+}
+
+// epiSmemLayout is the row-major layout of the [m, n] block into which
+// epilogueThroughSmem reads the swapped form's accumulator back (loop
+// result r, in block b): runs of as many consecutive elements of a row a
+// thread as the widest access the epilogue's writes allow, 4 (16-byte
+// stores) where every write that depends on r may be 16 bytes wide, else
+// 2 or 1. A write that cannot be 16 bytes wide (rows not 16-byte aligned:
+// n = 4097; atomic adds) in runs of 4 would be scalar stores 16 bytes
+// apart, a warp's store spanning 512 bytes; with runs of 1 the 32 lanes
+// of a warp hold 32 consecutive columns and its scalar store covers 128
+// contiguous bytes.
+func (l *lowerer) epiSmemLayout(b *tile.Block, r *tile.Value) *Layout {
+	vec := 4
+	for _, w := range b.Values {
+		if w.Op != tile.OpStore && w.Op != tile.OpAtomicAdd || !dependsOn(w.Args[1], r) {
+			continue
+		}
+		vec = min(vec, l.writeWidth(w))
+	}
+	lay := plain(l.intern(newBlocked(r.Type.Shape.Slice(), l.opt.NumWarps, vec)))
+	return &lay
+}
+
+// writeWidth is how many consecutive elements of a row one access of
+// store or atomic add w may cover at most (a power of two up to 16 bytes):
+// the pointer's contiguity and alignment and the mask's constancy along
+// the last dimension, as vecWidth bounds them; atomic adds are scalar.
+func (l *lowerer) writeWidth(w *tile.Value) int {
+	if w.Op == tile.OpAtomicAdd || w.Args[1].Type.Shape.IsScalar() {
+		return 1
+	}
+	size := elemBytes(w.Args[1].Type)
+	pi := l.axes[w.Args[0].ID]
+	v := min(pi.Contig, 16/size, max(1, pi.Div/size))
+	if len(w.Args) > 2 {
+		v = min(v, l.axes[w.Args[2].ID].Const)
+	}
+	p := 1
+	for p*2 <= v {
+		p *= 2
+	}
+	return p
 }
 
 // reducedLayout is the layout of reduction v's result when its operand is

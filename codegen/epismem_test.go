@@ -1,6 +1,16 @@
 package codegen
 
-import "testing"
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
 
 // TestEpiSmemBanks: the swapped form's accumulator stored into the
 // [m][n+epiPad] tile of epilogueThroughSmem, register by register, puts
@@ -44,6 +54,165 @@ func TestEpiSmemBanks(t *testing.T) {
 			to := newBlocked([]int{c.m, c.n}, c.w, 4)
 			if to.SPT[1] != 4 || ((c.n+epiPad)*4)%16 != 0 {
 				t.Errorf("row-major layout %s: runs of %d, row stride %d B", to.key(), to.SPT[1], (c.n+epiPad)*4)
+			}
+		})
+	}
+}
+
+// maskedProduct is C = A·B over an m×k A and a k×n B, row-major, every
+// access masked (rows, columns and K's tail), in the swapped form at
+// bm×128 tiles, 8 warps, 4 stages, with the meta-parameters extra.
+func maskedProduct(t *testing.T, m, n, k, bm int, extra tile.Meta) *tile.Kernel {
+	t.Helper()
+	const bn, bk = 128, 32
+	meta := tile.Meta{"num_stages": 4, "wgmma": 2, "num_warps": 8}
+	maps.Copy(meta, extra)
+	b := tile.NewBuilder("mm_masked", meta)
+	pa, pb, pc := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("c", tile.F32)
+	rm := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1)
+	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0)
+	rkRow, rkCol := b.ExpandDims(b.Arange(0, bk), 0), b.ExpandDims(b.Arange(0, bk), 1)
+	inM, inN := b.Lt(rm, m), b.Lt(rn, n)
+	acc := b.For(0, k, bk, []*tile.Value{b.Zeros(tile.F32, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
+		av := b.Load(b.AddPtr(pa, b.Add(b.Add(b.Mul(rm, k), rkRow), k0)), b.And(inM, b.Lt(b.Add(rkRow, k0), k)), 0.0)
+		bv := b.Load(b.AddPtr(pb, b.Add(b.Mul(b.Add(rkCol, k0), n), rn)), b.And(b.Lt(b.Add(rkCol, k0), k), inN), 0.0)
+		return []*tile.Value{b.Dot(av, bv, c[0], tile.PrecTF32)}
+	})
+	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, n), rn)), acc[0], b.And(inM, inN))
+	kk, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kk
+}
+
+// TestEpiSmemRaggedRows: with epi_smem = 1 the accumulator is read back
+// from shared memory in runs of as many consecutive elements of a row a
+// thread as the output's stores may cover: 4 (16-byte stores) where rows
+// are 16-byte aligned, 2 where they are 8-byte aligned, else 1, lanes
+// along the columns, so that a warp's store of one slot covers 32·run
+// consecutive elements of one row (128 contiguous bytes at run 1; with
+// runs of 4 a scalar store of a warp spanned 512 bytes at a 16-byte
+// stride). Checked on the store's planned layout, lane by lane, and on the
+// PTX's widths of the read-back and of the stores.
+func TestEpiSmemRaggedRows(t *testing.T) {
+	spt := regexp.MustCompile(`shape=\[(\d+) (\d+)\] spt=\[(\d+) (\d+)\] tpw=\[(\d+) (\d+)\] wpc=\[(\d+) (\d+)\]`)
+	for _, c := range []struct {
+		name    string
+		m, n, k int
+		bm      int
+		run     int
+	}{
+		{"4095x4097x33 256x128", 4095, 4097, 33, 256, 1},
+		{"195x197x33 128x128", 195, 197, 33, 128, 1},
+		{"130x130x50 128x128", 130, 130, 50, 128, 2},
+		{"4096x4096x50 256x128", 4096, 4096, 50, 256, 4},
+		{"300x200x64 64x128", 300, 200, 64, 64, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k := maskedProduct(t, c.m, c.n, c.k, c.bm, tile.Meta{"epi_smem": 1})
+			opts := Options{Arch: 90, NumWarps: 8, Spec: all16(k), DumpDir: t.TempDir()}
+			ck, err := Compile(k, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := os.ReadFile(filepath.Join(opts.DumpDir, k.Name+".plan"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(string(plan), "\n")
+			var b *Blocked
+			for i, line := range lines {
+				if strings.Contains(line, "store ") && i+1 < len(lines) {
+					mm := spt.FindStringSubmatch(lines[i+1])
+					if mm == nil {
+						t.Fatalf("no blocked access layout for the store: %s", lines[i+1])
+					}
+					v := make([]int, 8)
+					for j := range v {
+						v[j], _ = strconv.Atoi(mm[j+1])
+					}
+					b = &Blocked{Shape: v[0:2], SPT: v[2:4], TPW: v[4:6], WPC: v[6:8]}
+				}
+			}
+			if b == nil {
+				t.Fatalf("no store in the plan:\n%s", plan)
+			}
+			if b.SPT[1] != c.run {
+				t.Errorf("store layout %s: runs of %d a thread, want %d", b.key(), b.SPT[1], c.run)
+			}
+			// every warp's access of one slot: 32 lanes over 32·run
+			// consecutive columns of one row, lane i at run·i
+			for warp := 0; warp < 8; warp++ {
+				for _, s := range b.slots() {
+					if s.S[1]%b.SPT[1] != 0 {
+						continue // inside a run: the access starts at its first
+					}
+					c0 := b.coordOf(0, warp, s)
+					for lane := 1; lane < 32; lane++ {
+						co := b.coordOf(lane, warp, s)
+						if co[0] != c0[0] || co[1] != c0[1]+lane*c.run {
+							t.Fatalf("layout %s, warp %d slot %v: lane %d at %v, lane 0 at %v", b.key(), warp, s, lane, co, c0)
+						}
+					}
+				}
+			}
+			epi := ck.PTX[strings.LastIndex(ck.PTX, "$L_pipe_end"):]
+			wantLd, wantSt := map[int]string{1: "ld.shared.f32", 2: "ld.shared.v2.f32", 4: "ld.shared.v4.f32"}[c.run],
+				map[int]string{1: "st.global.f32", 2: "st.global.v2.f32", 4: "st.global.v4.f32"}[c.run]
+			if !strings.Contains(epi, wantLd) || !strings.Contains(epi, wantSt) {
+				t.Errorf("epilogue without %s and %s", wantLd, wantSt)
+			}
+			for _, w := range []string{"ld.shared.f32", "ld.shared.v2.f32", "ld.shared.v4.f32", "st.global.f32", "st.global.v2.f32", "st.global.v4.f32"} {
+				if w != wantLd && w != wantSt && strings.Contains(epi, w) {
+					t.Errorf("epilogue with %s at runs of %d", w, c.run)
+				}
+			}
+		})
+	}
+}
+
+// TestSwappedKTail: with k_tail = 1, a swapped loop whose K is a constant
+// no multiple of BLOCK_K runs in its last iteration only the k steps of 8
+// that start before K (one at K = 33, three at K = 50), on a path of its
+// own beside the full iteration's four (both unrolled iterations); K = 64,
+// or k_tail unset, has no such path.
+func TestSwappedKTail(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		k     int
+		tail  int
+		steps int // in the last iteration; 0: no tail path
+	}{
+		{"K=33", 33, 1, 1},
+		{"K=50", 50, 1, 3},
+		{"K=64", 64, 1, 0},
+		{"K=33 without k_tail", 33, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k := maskedProduct(t, 195, 197, c.k, 128, tile.Meta{"epi_smem": 1, "num_stages": 3, "k_tail": c.tail})
+			ck, err := Compile(k, Options{Arch: 90, NumWarps: 8, Spec: all16(k)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := ck.PTX
+			paths := regexp.MustCompile(`(?s)\n\$L_wg_ktail_\d+:\n(.*?)wgmma.commit_group`).FindAllStringSubmatch(p, -1)
+			if c.steps == 0 {
+				if len(paths) != 0 {
+					t.Fatalf("%d tail paths", len(paths))
+				}
+				return
+			}
+			if len(paths) != 2 {
+				t.Fatalf("%d tail paths, want one per unrolled iteration", len(paths))
+			}
+			for _, m := range paths {
+				if n := strings.Count(m[1], "wgmma.mma_async"); n != c.steps {
+					t.Errorf("%d wgmmas on the tail path, want %d", n, c.steps)
+				}
+			}
+			if n := strings.Count(p, "wgmma.mma_async"); n != 2*(4+c.steps) {
+				t.Errorf("%d wgmmas, want %d", n, 2*(4+c.steps))
 			}
 		})
 	}

@@ -53,9 +53,10 @@ type pipe struct {
 	swapped bool
 	// epiSmem (swapped form, meta-parameter epi_smem = 1): after the K
 	// loop the accumulator goes through shared memory (the stages' memory,
-	// rows padded by 4 words) into the canonical row-major layout of the
-	// [m, n] block (4 consecutive elements of a row a thread), so that the
-	// epilogue's loads and stores are 16 bytes wide (epilogueThroughSmem).
+	// rows padded by 4 words) into a row-major layout of the [m, n] block
+	// (epiSmemLayout: 4 consecutive elements of a row a thread, so that the
+	// epilogue's loads and stores are 16 bytes wide, or 2 or 1 where its
+	// writes cannot be, lanes along the columns; epilogueThroughSmem).
 	epiSmem bool
 	// alo (swapped 3xTF32): the low TF32 parts of A's tile, beside it in
 	// each stage (the tile itself holds the high parts); the products of
@@ -703,7 +704,7 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		}
 		switch {
 		case p.swapped:
-			l.wgmmaSwappedStep(p, sc, carried[p.accIdx], blk[u])
+			l.wgmmaSwappedStep(p, sc, carried[p.accIdx], blk[u], l.swappedTail(v, p, iv, bounds[1], ptx))
 			if blk[0] != nil {
 				l.addBlock(p, carried[p.accIdx], blk[1-u])
 			}
@@ -767,13 +768,14 @@ const epiPad = 4
 
 // epilogueThroughSmem moves the swapped form's accumulator acc (after the
 // loop's wait_group 0, cp.async.wait_group 0 and barrier: the stages are
-// scratch) into layout to, the canonical row-major layout of the [m, n]
-// block, through a [m][n+epiPad] f32 tile at the start of the scratch
-// region: each thread stores its accumulator words (4-byte stores, without
-// bank conflicts), a barrier, then each thread loads its runs of
+// scratch) into layout to, a row-major layout of the [m, n] block
+// (epiSmemLayout), through a [m][n+epiPad] f32 tile at the start of the
+// scratch region: each thread stores its accumulator words (4-byte stores,
+// without bank conflicts), a barrier, then each thread loads its runs of
 // consecutive elements of a row with ld.shared.v4 (v2, or scalar, where
-// the layout's runs are shorter), and a barrier before the scratch region
-// is reused.
+// the layout's runs are shorter: a warp's scalar loads are then 32
+// consecutive words of a row, conflict-free), and a barrier before the
+// scratch region is reused.
 func (l *lowerer) epilogueThroughSmem(p *pipe, acc *lval, to *Layout) *lval {
 	w := &l.body
 	stride := p.n + epiPad

@@ -3,6 +3,8 @@ package codegen
 import (
 	"fmt"
 	"strings"
+
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 // Hopper's warpgroup MMA for pipelined TF32 K loops (sm_90a).
@@ -178,7 +180,13 @@ func (l *lowerer) rowBase(p *pipe, lane, stage string) string {
 // bf16 runs m64nMk16: the fragment's pairs (k+2t, k+2t+1) of B packed and
 // rounded by cvt.rn.bf16x2, wgmma's B the stage's bf16 tile (64-byte
 // swizzle).
-func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []string) {
+//
+// Where tail is not nil (K a constant no multiple of BLOCK_K: the last
+// iteration's stage is zero past K), the last iteration runs only the k
+// steps of 8 that start before K (a uniform branch between two whole
+// fence … commit sequences), so that K = 33 runs one k step in its
+// second iteration, not 4.
+func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []string, tail *kTail) {
 	if p.bf16() {
 		l.wgmmaSwappedBF16(p, stage, acc)
 		return
@@ -257,32 +265,82 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 	mma := func(a [4]string, desc, scale string) {
 		emit(w, "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 %s, {%s, %s, %s, %s}, %s, %s, 1, 1", p.m, d, a[0], a[1], a[2], a[3], desc, scale)
 	}
-	for i, a := range frags {
-		di := cur
+	// the k steps' descriptors (32 bytes a step, >> 4) and 3xTF32's low tile
+	descs, dlos := make([]string, len(frags)), make([]string, len(frags))
+	for i := range frags {
+		descs[i] = cur
 		if i > 0 {
-			di = l.reg("rd")
-			emit(w, "add.s64 %s, %s, %d", di, cur, 2*i) // 32 bytes >> 4
+			descs[i] = l.reg("rd")
+			emit(w, "add.s64 %s, %s, %d", descs[i], cur, 2*i)
 		}
-		if !p.x3() {
-			mma(a, di, scaleD)
-			continue
+		if p.x3() {
+			dlos[i] = l.reg("rd")
+			emit(w, "add.s64 %s, %s, %d", dlos[i], descs[i], (p.alo.Off-at.Off)>>4)
 		}
-		dlo := l.reg("rd")
-		emit(w, "add.s64 %s, %s, %d", dlo, di, (p.alo.Off-at.Off)>>4)
-		first := scaleD
-		if i == 0 {
-			first = l.geo("wg|zero_d", func(w *strings.Builder) string {
-				q := l.reg("p")
-				emit(w, "setp.ne.u32 %s, 1, 1", q)
-				return q
-			})
-		}
-		mma(a, dlo, first)       // B's high part, A's low
-		mma(lows[i], di, scaleD) // B's low part, A's high
-		mma(a, di, scaleD)       // the high parts
 	}
-	emit(w, "wgmma.commit_group.sync.aligned")
+	steps := func(n int) {
+		for i, a := range frags[:n] {
+			if !p.x3() {
+				mma(a, descs[i], scaleD)
+				continue
+			}
+			first := scaleD
+			if i == 0 {
+				first = l.geo("wg|zero_d", func(w *strings.Builder) string {
+					q := l.reg("p")
+					emit(w, "setp.ne.u32 %s, 1, 1", q)
+					return q
+				})
+			}
+			mma(a, dlos[i], first)         // B's high part, A's low
+			mma(lows[i], descs[i], scaleD) // B's low part, A's high
+			mma(a, descs[i], scaleD)       // the high parts
+		}
+		emit(w, "wgmma.commit_group.sync.aligned")
+	}
+	if tail == nil || tail.steps >= len(frags) {
+		steps(len(frags))
+	} else {
+		// the last iteration, partial: its first tail.steps k steps only,
+		// each path a whole fence … commit sequence
+		k, last := l.reg(tail.class), l.reg("p")
+		short, join := l.label("wg_ktail"), l.label("wg_kjoin")
+		emit(w, "add.%s %s, %s, %d", tail.ptx, k, tail.iv, p.k)
+		emit(w, "setp.gt.%s %s, %s, %s", tail.ptx, last, k, tail.hi)
+		emit(w, "@%s bra.uni %s", last, short)
+		steps(len(frags))
+		emit(w, "bra.uni %s", join)
+		w.WriteString(short + ":\n")
+		steps(tail.steps)
+		w.WriteString(join + ":\n")
+	}
 	emit(w, "wgmma.wait_group.sync.aligned 1")
+}
+
+// kTail is what wgmmaSwappedStep needs to skip the k steps of a last
+// iteration past K: the iteration's induction variable iv (a register of
+// class class, PTX integer type ptx), K, the loop's bound hi, and the k
+// steps of 8 the last iteration runs.
+type kTail struct {
+	iv, hi, ptx, class string
+	steps              int
+}
+
+// swappedTail is the kTail of swapped loop v (induction variable iv, bound
+// hi, of PTX integer type ptx) with the meta-parameter k_tail = 1 (not
+// measured on the GPU yet: whether ptxas keeps the wgmmas pipelined across
+// the branch) where its bounds and step are constants,
+// the step BLOCK_K, and K no multiple of it: a last iteration whose stage
+// holds fewer than BLOCK_K rows of k (the copies past K fill zeros). Nil
+// otherwise, and for bf16 (k steps of 16).
+func (l *lowerer) swappedTail(v *tile.Value, p *pipe, iv, hi, ptx string) *kTail {
+	lo, up, st := v.Args[0], v.Args[1], v.Args[2]
+	if l.k.Meta["k_tail"] != 1 || p.bf16() || lo.Op != tile.OpConst || up.Op != tile.OpConst || st.Op != tile.OpConst || st.Aux != int64(p.k) ||
+		(up.Aux-lo.Aux)%st.Aux == 0 {
+		return nil
+	}
+	rem := int((up.Aux - lo.Aux) % st.Aux)
+	return &kTail{iv: iv, hi: hi, ptx: ptx, class: regClass(v.Args[0].Type), steps: (rem + 7) / 8}
 }
 
 // wgmmaSwappedBF16 is wgmmaSwappedStep for bf16.

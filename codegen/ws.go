@@ -306,7 +306,7 @@ func (l *lowerer) wsLoop(v *tile.Value, p *pipe, bounds []string, carried []*lva
 			// before its wgmmas read A through the async proxy
 			emit(w, "fence.proxy.async.shared::cta")
 		}
-		l.wgmmaSwappedStep(p, sc, acc, blk[u])
+		l.wgmmaSwappedStep(p, sc, acc, blk[u], l.swappedTail(v, p, iv, bounds[1], ptx))
 		if blk[0] != nil {
 			l.addBlock(p, acc, blk[1-u])
 		}

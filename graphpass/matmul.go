@@ -37,10 +37,14 @@ var matmulKind = groupKind{
 // -tune measure them; the heuristic does not take them.
 //
 // Where the wave model chooses (waves.go), its other tilings instead, the
-// cheapest estimates first (at most maxWaveCandidates).
+// cheapest estimates first (at most maxWaveCandidates); for store-bound
+// products (storeBound) storeBoundCandidates.
 func matmulSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []tile.Meta {
 	if ws, ok := productWaveShape(grp); ok && waveModelApplies(t, prec, ws) {
 		return waveCandidates(t, prec, ws)
+	}
+	if ws, ok := productWaveShape(grp); ok && storeBound(t, prec, ws) {
+		return storeBoundCandidates(def)
 	}
 	mm := grp.MatMul
 	s := mm.Info.Shape
@@ -318,6 +322,14 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 // gradient, 784 rows: 64-row tiles, 832 computed, not 896; same VM, one
 // core, 784×1024 over K 512: 6.75 → 6.0 ms).
 //
+// TF32 products over a short K (at most storeBoundK: one or two steps of
+// 32) at least 128 on each side of the output, with a wave of 128×128
+// tiles, are bound by their output's stores (storeBound): the swapped
+// form at 128×128 (64×128 where an operand's copies would be 4 bytes:
+// storeBoundTiling), 8 warps, 3 stages, its epilogue through shared memory
+// (epi_smem = 1: 16-byte stores where the output's rows are 16-byte
+// aligned, else scalar stores with a warp's lanes on consecutive columns).
+//
 // Otherwise (IEEE products, FMAs on CUDA cores, and the CPU's executor,
 // which measured slower at 128: linear_gelu 1024³ 0.38–0.51 s against
 // 0.63–1.1 with -tags purego) the tile's side is 64 when the product has
@@ -337,6 +349,10 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 		// the H200's shared memory: the wave model (waves.go)
 		if ws, ok := productWaveShape(grp); ok && waveModelApplies(t, prec, ws) {
 			maps.Copy(meta, chooseWaves(t, prec, ws).meta())
+			return
+		}
+		if ws, ok := productWaveShape(grp); ok && storeBound(t, prec, ws) {
+			maps.Copy(meta, storeBoundTiling(ws))
 			return
 		}
 		m, n := s[len(s)-2], s[len(s)-1]

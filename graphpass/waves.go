@@ -3,6 +3,7 @@ package graphpass
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/tilefuse/tilefuse/ops"
@@ -361,4 +362,74 @@ func unsplitThenSplits(all []tcTiling) []tile.Meta {
 // autotuner (the model weighs them itself at TF32 only: waveTilings).
 func stagedCandidates(t Target, prec tile.Precision, s waveShape) []tile.Meta {
 	return unsplitThenSplits(tilings(t, prec, s, true))
+}
+
+// storeBoundK is the longest K of a product that storeBound takes: two
+// steps of BLOCK_K = 32.
+const storeBoundK = 64
+
+// storeBoundMeta is the tiling of a store-bound product: the swapped wgmma
+// form at 128×128 (64 accumulators a thread: two CTAs an SM, so that one's
+// epilogue stores while the other's loop runs; at 256×128 the heuristic's
+// kernel took 254 registers, one CTA an SM, its phases in turn), 3 stages
+// (at most 2 iterations: a fourth would hold nothing), the epilogue through
+// shared memory (epi_smem = 1, codegen's epilogueThroughSmem: the
+// accumulator of Cᵀ read back row-major, 16-byte stores where the rows
+// are 16-byte aligned, else lanes along consecutive columns).
+var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3,
+	"wgmma": 2, "epi_smem": 1}
+
+// storeBoundTiling is storeBoundMeta for s, at 64 rows where an operand's
+// rows are not 8-byte aligned (K odd for A, N odd for B; Bᵀ's rows are
+// K long): its copies are then 4 bytes wide, 16 a thread and operand at
+// 128×128, each address held across the loop, and ptxas 11.8 on an sm_90
+// stand-in of the kernel (wgmmas replaced by fmas on their registers)
+// counted 251 registers at 4095×4097×33 (195 at 4096×4096×33, 226 at
+// 4096×4097×32: one CTA an SM) against 126 at 4096×4096×32 and 128 at ×50
+// (8-byte copies of A); at 64×128, 128 at 4095×4097×33.
+func storeBoundTiling(s waveShape) tile.Meta {
+	bRow := s.n
+	if s.transB {
+		bRow = s.k
+	}
+	if s.k%2 != 0 || bRow%2 != 0 {
+		return with(storeBoundMeta, "BLOCK_M", 64)
+	}
+	return maps.Clone(storeBoundMeta)
+}
+
+// storeBoundCandidates are the autotuner's alternatives to
+// storeBoundTiling's choice def: the swapped form at 256×128 (the choice
+// before, 4 stages) with and without epi_smem, at 64 and 128 rows with it
+// and 128 without it, and with k_tail = 1 (codegen's swappedTail: the
+// last iteration's k steps past K skipped; not measured yet).
+func storeBoundCandidates(def tile.Meta) []tile.Meta {
+	return []tile.Meta{
+		with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4),
+		with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4, "epi_smem", 0),
+		with(storeBoundMeta, "BLOCK_M", 64),
+		with(storeBoundMeta),
+		with(storeBoundMeta, "epi_smem", 0),
+		with(def, "k_tail", 1),
+	}
+}
+
+// storeBound reports whether product s on t at prec is bound by its
+// output's stores rather than its arithmetic: a TF32 product (A as given,
+// K-major, as the swapped form copies it) over K of at most storeBoundK,
+// at least 128 on each side of the output, with a wave of 128×128 tiles,
+// on a GPU whose shared memory holds the swapped form's 3 stages of
+// 128×128 (and the epilogue's 128×132 words in them). The H200,
+// 2026-12-02, TF32, heuristic's 256×128 swapped form, 8 warps, 4 stages:
+// 4096×4096×32 36.6 TFLOP/s, ×64 65.8, 4095×4097×33 9.7 (19.9 with
+// epi_smem), 4096×4096×50 47.4; the 64 MB output at ~4 TB/s is ~16 µs, the
+// arithmetic at 300 TFLOP/s 7 µs at K = 64. An epilogue that reads a value
+// of the output's shape through many ops (heavyEpi) is left to the other
+// rules.
+func storeBound(t Target, prec tile.Precision, s waveShape) bool {
+	if !t.GPU() || prec != tile.PrecTF32 || s.transA || s.heavyEpi || s.k > storeBoundK ||
+		s.m < 128 || s.n < 128 || t.SharedMemory < 3*4*32*(128+128) {
+		return false
+	}
+	return s.batch*tile.CDiv(s.m, 128)*tile.CDiv(s.n, 128) >= t.SMs
 }

@@ -1,6 +1,8 @@
 package graphpass
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -253,4 +255,74 @@ func productGroup(t *testing.T, m, k, n int, ta, tb bool, epi func(g *G.ExprGrap
 		t.Fatalf("%d groups, want one matmul group", len(groups))
 	}
 	return groups[0]
+}
+
+// TestStoreBoundProducts: TF32 products over K of at most 64 with a wave
+// of 128×128 tiles (issue 10's odd shapes and their aligned neighbours)
+// take the swapped form at 128×128, 3 stages, with the epilogue through
+// shared memory, at 64×128 where an operand's rows are of odd length (its
+// copies 4 bytes wide), and offer the autotuner 256×128 with and without
+// it, 64 and 128 rows with it, 128 without it, and the choice with k_tail;
+// longer K, Aᵀ, bf16, products too small for a wave and a heavy epilogue
+// keep the other rules.
+func TestStoreBoundProducts(t *testing.T) {
+	sb := func(bm int, extra string) string {
+		return fmt.Sprintf("{BLOCK_K = 32, BLOCK_M = %d, BLOCK_N = 128, epi_smem = 1, %snum_stages = %d, num_warps = 8, wgmma = 2}", bm, extra, map[bool]int{true: 4, false: 3}[bm == 256])
+	}
+	for _, c := range []struct {
+		name    string
+		m, k, n int
+		ta, tb  bool
+		heavy   bool
+		prec    tile.Precision
+		bm      int // 0: not store-bound
+	}{
+		{name: "4095×4097×33: 4-byte copies of A and B", m: 4095, k: 33, n: 4097, prec: tile.PrecTF32, bm: 64},
+		{name: "4096×4097×32: 4-byte copies of B", m: 4096, k: 32, n: 4097, prec: tile.PrecTF32, bm: 64},
+		{name: "4096×4096×33: 4-byte copies of A", m: 4096, k: 33, n: 4096, prec: tile.PrecTF32, bm: 64},
+		{name: "4096×4096×50: 8-byte copies of A", m: 4096, k: 50, n: 4096, prec: tile.PrecTF32, bm: 128},
+		{name: "4096×4096×32", m: 4096, k: 32, n: 4096, prec: tile.PrecTF32, bm: 128},
+		{name: "4096×4096×64", m: 4096, k: 64, n: 4096, prec: tile.PrecTF32, bm: 128},
+		{name: "A·Bᵀ 4096×4097×32: Bᵀ's rows K long", m: 4096, k: 32, n: 4097, tb: true, prec: tile.PrecTF32, bm: 128},
+		{name: "4096×4096×96: K past two steps", m: 4096, k: 96, n: 4096, prec: tile.PrecTF32},
+		{name: "1000³", m: 1000, k: 1000, n: 1000, prec: tile.PrecTF32},
+		{name: "1024×1024×32: 64 tiles of 128×128, under a wave", m: 1024, k: 32, n: 1024, prec: tile.PrecTF32},
+		{name: "Aᵀ 4096×4096×32", m: 4096, k: 32, n: 4096, ta: true, prec: tile.PrecTF32},
+		{name: "bf16 4096×4096×32", m: 4096, k: 32, n: 4096, prec: tile.PrecBF16},
+		{name: "heavy epilogue 4096×4096×32", m: 4096, k: 32, n: 4096, heavy: true, prec: tile.PrecTF32},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			grp := productGroup(t, c.m, c.k, c.n, c.ta, c.tb, func(g *G.ExprGraph, y *G.Node) {
+				if c.heavy {
+					u := G.NewMatrix(g, tensor.Float32, G.WithShape(c.m, c.n), G.WithName("u"))
+					th := G.Must(G.Tanh(u))
+					G.Must(G.HadamardProd(y, G.Must(G.Sub(G.NewConstant(float32(1)), G.Must(G.HadamardProd(th, th))))))
+				}
+			})
+			cands := Candidates(grp, H200, c.prec)
+			if c.bm == 0 {
+				if cands[0]["epi_smem"] == 1 || cands[0]["k_tail"] != 0 {
+					t.Fatalf("meta %v: store-bound", cands[0])
+				}
+				return
+			}
+			if got := cands[0].String(); got != sb(c.bm, "") {
+				t.Fatalf("meta %v, want %s", got, sb(c.bm, ""))
+			}
+			var want []string
+			for _, m := range []string{sb(256, ""), strings.Replace(sb(256, ""), "epi_smem = 1, ", "", 1), sb(64, ""), sb(128, ""),
+				strings.Replace(sb(128, ""), "epi_smem = 1, ", "", 1), sb(c.bm, "k_tail = 1, ")} {
+				if m != cands[0].String() {
+					want = append(want, m)
+				}
+			}
+			var got []string
+			for _, m := range cands[1:] {
+				got = append(got, m.String())
+			}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("candidates\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
 }

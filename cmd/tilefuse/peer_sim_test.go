@@ -118,7 +118,7 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 		// the epilogue through shared memory (epi_smem = 1): the
 		// accumulator of Cᵀ stored into the stages' memory and read back
 		// row-major, 16-byte loads and stores where the columns allow (n a
-		// multiple of 4), scalar at n = 90
+		// multiple of 4), 8 bytes at n = 90
 		{peerCase{name: "gelu 300x96x200 swapped 256x128 epi_smem", m: 300, k: 96, n: 200, gelu: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		{peerCase{name: "gelu 300x96x200 swapped bf16 256x128 epi_smem", m: 300, k: 96, n: 200, gelu: true}, tile.PrecBF16,
@@ -135,6 +135,33 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, false},
 		{peerCase{name: "Aᵀ·B gelu 130x70x92 swapped staged 64x64 epi_smem", m: 130, k: 70, n: 92, ta: true, gelu: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "wg_stage": 1, "epi_smem": 1, "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, false},
+		// store-bound products (issue 10's odd shapes scaled down; graphpass
+		// storeBound: 128×128, 3 stages, epi_smem): K = 33 is one step of
+		// 32 and a 1-wide tail, K = 50 a step and 18; the accumulator read
+		// back in runs of 1 (n = 197, 129: lanes along the columns), 2
+		// (n = 130) or 4 (n = 196)
+		{peerCase{name: "matmul 195x33x197 swapped 128x128 epi_smem", m: 195, k: 33, n: 197}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		{peerCase{name: "matmul 130x50x129 swapped 128x128 epi_smem", m: 130, k: 50, n: 129}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		{peerCase{name: "matmul 200x50x130 swapped 128x128 epi_smem", m: 200, k: 50, n: 130}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		{peerCase{name: "matmul 300x64x196 swapped 128x128 epi_smem", m: 300, k: 64, n: 196}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, true},
+		{peerCase{name: "matmul 195x33x197 swapped 256x128 epi_smem", m: 195, k: 33, n: 197}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 195x33x197 swapped 64x128 epi_smem", m: 195, k: 33, n: 197}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		// k_tail = 1: the last iteration's k steps past K skipped (K = 33:
+		// one of four; 50: three; 100: one; 3xTF32 and warp-specialised too)
+		{peerCase{name: "matmul 195x33x197 swapped 128x128 epi_smem k_tail", m: 195, k: 33, n: 197}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "k_tail": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		{peerCase{name: "matmul 130x50x129 swapped 128x128 epi_smem k_tail", m: 130, k: 50, n: 129}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "k_tail": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		{peerCase{name: "gelu 150x100x200 swapped 3xTF32 64x128 k_tail", m: 150, k: 100, n: 200, gelu: true}, tile.PrecTF32x3,
+			tile.Meta{"wgmma": 2, "k_tail": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, false},
+		{peerCase{name: "matmul 200x264x136 swapped ws 256x128 k_tail", m: 200, k: 264, n: 136}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "ws": 1, "k_tail": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		// warp-specialised (ws = 1): a producer of num_warps more warps
 		// copies the stages, the consumers run the wgmmas, full and empty
 		// mbarriers between them (M, N, K no multiples of the tile; past
@@ -213,6 +240,9 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 					require.NoError(t, err, "ptxas: %s", out)
 				}
 			}
+			if c.tune["k_tail"] == 1 {
+				require.Contains(t, sim.Last.PTX, "$L_wg_ktail_", "no path for the last iteration's k steps")
+			}
 			if c.tune["ws"] == 1 {
 				pw := 4
 				if c.tune["ws_warps"] != 0 {
@@ -222,12 +252,22 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 				requireWarpSpecialised(t, sim.Last, c.tune["num_warps"], pw, c.prec == tile.PrecTF32 && c.tune["wg_stage"] == 0)
 			}
 			if c.tune["epi_smem"] == 1 {
-				// the accumulator goes through shared memory, read back
-				// 16 bytes wide; the stores are 16 bytes wide where n is a
-				// multiple of 4, else scalar (atomics are scalar)
-				require.True(t, strings.Contains(sim.Last.PTX, "ld.shared.v4.f32"), "no 16-byte reads of the accumulator's tile")
+				// the accumulator goes through shared memory, read back in
+				// runs as wide as the stores: 16 bytes where n is a
+				// multiple of 4, 8 where it is even, else scalar (atomics
+				// are scalar)
+				run := map[int]int{0: 4, 2: 2}[c.pc.n%4]
+				if run == 0 || c.tune["SPLIT_K"] > 1 {
+					run = 1
+				}
+				read := map[int]string{1: "ld.shared.f32", 2: "ld.shared.v2.f32", 4: "ld.shared.v4.f32"}[run]
+				require.True(t, strings.Contains(sim.Last.PTX, read), "no %s of the accumulator's tile", read)
+				if c.tune["wg_stage"] == 0 {
+					require.Equal(t, run == 4, strings.Contains(sim.Last.PTX, "ld.shared.v4.f32"), "ld.shared.v4.f32 at runs of %d", run)
+				}
 				if c.tune["SPLIT_K"] <= 1 {
 					require.Equal(t, c.pc.n%4 == 0, strings.Contains(sim.Last.PTX, "st.global.v4.f32"), "st.global.v4.f32 where n = %d", c.pc.n)
+					require.Equal(t, run == 2, strings.Contains(sim.Last.PTX, "st.global.v2.f32"), "st.global.v2.f32 where n = %d", c.pc.n)
 				}
 			}
 			maxRel, normRel, bad := p.check(c.pc, p.args[len(p.args)-1], peerTol(c.prec))

@@ -217,8 +217,10 @@ func TestEpilogueThroughSmem(t *testing.T) {
 			if !strings.Contains(ptx, "wgmma.mma_async") {
 				t.Fatal("not the wgmma form")
 			}
-			if got := strings.Contains(ptx, "ld.shared.v4.f32"); got != (c.epi == 1) {
-				t.Errorf("16-byte reads of the accumulator's tile: %v, want %v", got, c.epi == 1)
+			// (read back in runs of 4 only where the stores are 16 bytes
+			// wide: at n = 90 in runs of 2, 8-byte reads and stores)
+			if got := strings.Contains(ptx, "ld.shared.v4.f32"); got != (c.epi == 1 && c.wantVector) {
+				t.Errorf("16-byte reads of the accumulator's tile: %v, want %v", got, c.epi == 1 && c.wantVector)
 			}
 			epi := ptx[strings.LastIndex(ptx, "$L_pipe_end"):]
 			if got := strings.Contains(epi, "st.global.v4.f32"); got != c.wantVector {

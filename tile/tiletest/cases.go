@@ -96,6 +96,13 @@ func Cases() []Case {
 		matmulPrec("430x200x100_tf32_wgmma2_192x128", 430, 200, 100, 128, false, false, tile.PrecTF32, tile.Meta{"BM": 192, "BK": 32, "wgmma": 2, "num_stages": 4, "num_warps": 8}),
 		matmulPrec("430x200x100_tf32_wgmma2_192x128_transB", 430, 200, 100, 128, false, true, tile.PrecTF32, tile.Meta{"BM": 192, "BK": 32, "wgmma": 2, "num_stages": 4, "num_warps": 8}),
 		matmulPrec("430x200x100_bf16_wgmma2_192x128", 430, 200, 100, 128, false, false, tile.PrecBF16, tile.Meta{"BM": 192, "BK": 32, "wgmma": 2, "num_stages": 4, "num_warps": 8}),
+		// store-bound products (graphpass storeBound: 128×128, 3 stages,
+		// the epilogue through shared memory) at issue 10's odd shapes
+		// scaled down: K = 33 (a step and a 1-wide tail), 50; rows of 197
+		// and 129 (scalar stores, lanes along the columns), 130 (8 bytes)
+		matmulPrec("195x197x33_tf32_wgmma2_epi_smem", 195, 197, 33, 128, false, false, tile.PrecTF32, tile.Meta{"BK": 32, "wgmma": 2, "epi_smem": 1, "num_stages": 3, "num_warps": 8}),
+		matmulPrec("130x129x50_tf32_wgmma2_epi_smem", 130, 129, 50, 128, false, false, tile.PrecTF32, tile.Meta{"BK": 32, "wgmma": 2, "epi_smem": 1, "num_stages": 3, "num_warps": 8}),
+		matmulPrec("200x130x50_tf32_wgmma2_epi_smem_transB", 200, 130, 50, 128, false, true, tile.PrecTF32, tile.Meta{"BK": 32, "wgmma": 2, "epi_smem": 1, "num_stages": 3, "num_warps": 8}),
 	)
 	// TF32 truncates A and rounds B: operands whose rounding and truncation
 	// differ, sums exact in f32, compared exactly, on every TF32 form
