@@ -429,6 +429,11 @@ func emit(c *compilation) error {
 			if err := writeDump(c.cfg.dumpDir, k.Tile.Name+".tile", k.Tile.String()); err != nil {
 				return err
 			}
+			if k.Combine != nil {
+				if err := writeDump(c.cfg.dumpDir, k.Combine.Name+".tile", k.Combine.String()); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil
@@ -456,6 +461,17 @@ func verifyKernels(c *compilation) error {
 				return fmt.Errorf("%v: kernel %s: parameter %d is not a pointer", grp, k.Tile.Name, i)
 			}
 		}
+		if k.Parts > 1 {
+			if k.Combine == nil || k.OnePointer || k.Accumulates {
+				return fmt.Errorf("%v: kernel %s writes %d partial results but has no combining kernel (or one pointer, or accumulates)", grp, k.Tile.Name, k.Parts)
+			}
+			if err := k.Combine.Verify(); err != nil {
+				return fmt.Errorf("%v: %w", grp, err)
+			}
+			if len(k.Combine.Params) != 2*k.Outs {
+				return fmt.Errorf("%v: kernel %s takes %d parameters for %d outputs' parts and outputs", grp, k.Combine.Name, len(k.Combine.Params), k.Outs)
+			}
+		}
 	}
 	return nil
 }
@@ -468,6 +484,9 @@ type prepared struct {
 	exec *cpu.Exec
 	text string
 	sum  [16]byte // text's hash (textSum): what FusedOp.WriteHash writes
+	// combine is the executable form of the kernel's Combine, where it
+	// writes partial results (graphpass.Kernel.Parts)
+	combine *cpu.Exec
 }
 
 // textSum is a 128-bit hash of a kernel's text, for FusedOp's hash (in
@@ -497,6 +516,7 @@ func prepareKernels(c *compilation) error {
 		}
 	}
 	execs := make([]*cpu.Exec, len(c.groups))
+	combines := make([]*cpu.Exec, len(c.groups))
 	sums := make([][16]byte, len(c.groups))
 	errs := make([]error, len(c.groups))
 	var wg sync.WaitGroup
@@ -507,7 +527,11 @@ func prepareKernels(c *compilation) error {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			defer recoverTo(&errs[i], "preparing a kernel") // compile's recover is on its own goroutine
-			execs[i], errs[i] = cpuKernels.get(texts[i], c.kernels[c.groups[i]].Tile, c.cfg.native)
+			k := c.kernels[c.groups[i]]
+			execs[i], errs[i] = cpuKernels.get(texts[i], k.Tile, c.cfg.native)
+			if errs[i] == nil && k.Combine != nil {
+				combines[i], errs[i] = cpuKernels.get(k.Combine.Anonymous(), k.Combine, c.cfg.native)
+			}
 			sums[i] = textSum(texts[i])
 		}()
 	}
@@ -517,7 +541,7 @@ func prepareKernels(c *compilation) error {
 		if errs[j] != nil {
 			return fmt.Errorf("fusion: %v: %w", c.groups[j], errs[j])
 		}
-		c.prepared[grp] = prepared{execs[j], texts[i], sums[j]}
+		c.prepared[grp] = prepared{execs[j], texts[i], sums[j], combines[j]}
 	}
 	return nil
 }

@@ -25,7 +25,10 @@ type FusedOp struct {
 	name   string
 	kernel *graphpass.Kernel
 	exec   *cpu.Exec
-	ins    []hm.Type
+	// combine adds the kernel's partial results into its outputs, where it
+	// writes them (graphpass.Kernel.Parts)
+	combine *cpu.Exec
+	ins     []hm.Type
 	out    hm.Type
 	ops    []string // the original ops, for String and the report
 	text   string   // the kernel's IR
@@ -43,7 +46,10 @@ func newFusedOp(grp *graphpass.Group, k *graphpass.Kernel, pk prepared) (*FusedO
 	if k == nil || pk.exec == nil {
 		return nil, fmt.Errorf("fusion: %v has no prepared kernel", grp)
 	}
-	op := &FusedOp{name: k.Tile.Name, kernel: k, exec: pk.exec, text: pk.text, sum: pk.sum, outs: max(1, k.Outs)}
+	if k.Parts > 1 && (pk.combine == nil || k.OnePointer) {
+		return nil, fmt.Errorf("fusion: %v writes %d partial results and has no prepared kernel to combine them", grp, k.Parts)
+	}
+	op := &FusedOp{name: k.Tile.Name, kernel: k, exec: pk.exec, combine: pk.combine, text: pk.text, sum: pk.sum, outs: max(1, k.Outs)}
 	dt := dtypeOf(grp.Root)
 	for _, in := range grp.Inputs {
 		if in.Internal() { // a block of the kernel's dtype
@@ -176,6 +182,11 @@ type boxes struct {
 	// a view op's last header and the data it views
 	view    *tensor.Dense
 	viewKey boxKey
+	// a kernel's partial results (graphpass.Kernel.Parts) and its
+	// combining kernel's arguments
+	parts32 []float32
+	parts64 []float64
+	combine *boxes
 }
 
 type boxKey struct {
@@ -329,7 +340,7 @@ func (op *FusedOp) do(reuse G.Value, b *boxes, rec *recycler, vals ...G.Value) (
 		}
 	}
 	if numel(op.kernel.Out) > 0 { // an empty output has nothing to compute (and an empty grid is an error)
-		if err := op.exec.Launch(op.kernel.Grid, args...); err != nil {
+		if err := op.launch(b, args, len(vals)); err != nil {
 			if ee := (*tile.ExecError)(nil); errors.As(err, &ee) && ee.Kernel != op.name {
 				named := *ee // the Exec may be another kernel's of the same text
 				named.Kernel = op.name
@@ -362,6 +373,66 @@ func (op *FusedOp) do(reuse G.Value, b *boxes, rec *recycler, vals ...G.Value) (
 		return reuse, nil
 	}
 	return tensor.New(tensor.WithShape(op.shape()...), tensor.WithBacking(out)), nil
+}
+
+// launch runs the kernel over args (its inputs, nin of them, then its
+// output parameters). A kernel that writes partial results
+// (graphpass.Kernel.Parts) writes them into scratch (b's, kept between
+// runs; fresh without b), and its Combine adds them into the outputs.
+func (op *FusedOp) launch(b *boxes, args []any, nin int) error {
+	k := op.kernel
+	if k.Parts <= 1 {
+		return op.exec.Launch(k.Grid, args...)
+	}
+	var cb *boxes
+	var cargs []any
+	if b != nil {
+		if b.combine == nil {
+			b.combine = &boxes{}
+		}
+		cb = b.combine
+		cargs = cb.scratch[:0]
+		defer func() { cb.scratch = cargs[:0] }()
+	}
+	sizes := k.ScratchSizes()
+	p32, p64 := new([]float32), new([]float64) // without b: fresh scratch each run
+	if b != nil {
+		p32, p64 = &b.parts32, &b.parts64
+	}
+	if k.DType == tile.F64 {
+		cargs = scratchArgs(cb, cargs, partsOf(p64, sizes), sizes)
+	} else {
+		cargs = scratchArgs(cb, cargs, partsOf(p32, sizes), sizes)
+	}
+	cargs = append(cargs, args[nin:]...) // the combine's outputs: the kernel's
+	copy(args[nin:], cargs[:len(sizes)])  // the kernel's outputs: the scratch
+	if err := op.exec.Launch(k.Grid, args...); err != nil {
+		return err
+	}
+	return op.combine.Launch(k.CombineGrid, cargs...)
+}
+
+// partsOf is scratch for a kernel's partial results of the given sizes:
+// *keep, made to measure where it is not.
+func partsOf[T float32 | float64](keep *[]T, sizes []int) []T {
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	if len(*keep) != total {
+		*keep = make([]T, total)
+	}
+	return *keep
+}
+
+// scratchArgs appends s cut into the given sizes to args, boxed through b.
+func scratchArgs[T float32 | float64](b *boxes, args []any, s []T, sizes []int) []any {
+	at := 0
+	for _, n := range sizes {
+		args = box(b, args, s[at:at+n:at+n])
+		at += n
+	}
+	return args
 }
 
 // hostSlice gives a value's elements as a Go slice (a scalar as one element).

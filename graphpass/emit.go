@@ -24,6 +24,27 @@ type Kernel struct {
 	// Accumulates: the kernel adds into its output (a reduction split over
 	// programs, each adding its part atomically), which must be zeros first
 	Accumulates bool
+	// Parts, where more than 1: the kernel writes Parts partial results of
+	// each output instead of the output (the CPU's column form split over
+	// row chunks), each output parameter pointing to Parts·numel(Shape(i))
+	// elements of scratch, part p at p·numel(Shape(i)); Combine, launched
+	// over CombineGrid after it, adds them in order p = 0, 1, … into the
+	// outputs. Combine's parameters: each output's scratch, then the
+	// outputs as the kernel takes them. So the sums are the same bits run
+	// after run, whatever order the programs run in.
+	Parts       int
+	Combine     *tile.Kernel
+	CombineGrid tile.Grid
+}
+
+// ScratchSizes are the elements of each output parameter of a kernel that
+// writes partial results (Parts > 1): Parts times the output's.
+func (k *Kernel) ScratchSizes() []int {
+	var sizes []int
+	for i := range max(1, k.Outs) {
+		sizes = append(sizes, k.Parts*max(1, numel(k.Shape(i))))
+	}
+	return sizes
 }
 
 // Shape is output i's shape.

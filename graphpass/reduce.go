@@ -96,6 +96,9 @@ func tuneReduce(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 // take 15 at 3.5 TB/s); on the CPU, gathers of one column (colsum large,
 // 8192×1024, native: 205 → 23 ms on the 2-core VM).
 func tuneColumns(root *Node, t Target, nr, no, outs int, meta tile.Meta) {
+	if tuneColumnParts(root, t, nr, no, outs, meta) {
+		return
+	}
 	bo := min(128, pow2AtLeast(no))
 	for !t.GPU() && bo > minColumnsCPU && tile.CDiv(no, bo) < 2*t.Cores {
 		bo /= 2
@@ -116,6 +119,71 @@ func tuneColumns(root *Node, t Target, nr, no, outs int, meta tile.Meta) {
 		}
 	}
 	meta["COLUMNS"], meta["BLOCK_O"], meta["BLOCK_R"], meta["CHUNK"] = 1, bo, br, chunk
+}
+
+// tuneColumnParts: the column form on the CPU as native code, split over
+// row chunks (a sum; the target does not split with atomics): programs over
+// column blocks × chunks of CHUNK rows, each program streaming its chunk's
+// rows of BLOCK_O contiguous columns (up to 1024: a whole row of a
+// 1024-wide input, so its loads are one contiguous run the hardware
+// prefetchers follow, where a band of 32–128 columns read down every row
+// touched a page a row) into Parts partial sums, which the kernel's
+// Combine adds in order (Kernel.Parts). CHUNK gives at least two programs
+// a core up to 16 cores (the program count does not follow the machine
+// below that: 32 programs at 8192×1024 on any host, 256 rows each) and
+// each program at least minPartElems elements; where that leaves one
+// chunk the form is the unsplit one (false).
+func tuneColumnParts(root *Node, t Target, nr, no, outs int, meta tile.Meta) bool {
+	if t.GPU() || t.SplitReductions || !t.Native || root.Info.Reduce != tile.OpReduceSum {
+		return false
+	}
+	bo := columnBlockCPU(no)
+	// a tile of 4096 elements at one sum (16 KB of f32 accumulator in the
+	// frame; fewer rows where there are sibling sums)
+	br := 1
+	for 2*br*bo*outs <= 4096 && 2*br <= pow2AtLeast(nr) {
+		br *= 2
+	}
+	blocks := tile.CDiv(no, bo)
+	minRows := max(br, tile.CDiv(minPartElems, bo))
+	split := min(tile.CDiv(2*max(t.Cores, 16), blocks), nr/minRows)
+	if split < 2 {
+		return false
+	}
+	chunk := tile.CDiv(tile.CDiv(nr, split), br) * br
+	if tile.CDiv(nr, chunk) < 2 {
+		return false
+	}
+	meta["COLUMNS"], meta["BLOCK_O"], meta["BLOCK_R"], meta["CHUNK"] = 1, bo, br, chunk
+	return true
+}
+
+// minPartElems is the fewest elements a program of the CPU's split column
+// form sums (64 KB of f32).
+const minPartElems = 16384
+
+// columnBlockCPU is the columns a program of the CPU's split column form
+// sums: the block size (a power of two, or three times one, up to 1024)
+// that costs least where a block of bo columns costs bo + 32 (the row
+// loop's own cost a row) and a block the columns end inside (masked
+// loads: the row's mask computed and checked vector by vector) twice its
+// width + 32; ties go to the wider. 1024 columns: 1024; 768: 768; 777:
+// six blocks of 128 and one masked; 3072: three of 1024.
+func columnBlockCPU(no int) int {
+	best, bestCost := 0, 0
+	for _, bo := range []int{1024, 768, 512, 384, 256, 192, 128, 64, 32, 16} {
+		if bo > pow2AtLeast(no) {
+			continue
+		}
+		cost := (no / bo) * (bo + 32)
+		if no%bo != 0 {
+			cost += 2*bo + 32
+		}
+		if best == 0 || cost < bestCost {
+			best, bestCost = bo, cost
+		}
+	}
+	return best
 }
 
 // minColumnsCPU is the fewest columns a CPU program of the column form
@@ -205,6 +273,9 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 	// programs too (program axis 1), each adding its part into the output
 	// atomically; sums only (there is no atomic max)
 	split := tile.CDiv(nr, chunk)
+	// on a CPU (no atomic splits) each row chunk's sums are a part of the
+	// kernel's scratch, added in order by a second kernel (Kernel.Parts)
+	parts := split > 1 && !e.t.SplitReductions
 	if split > 1 && (root.Info.Reduce != tile.OpReduceSum || chunk%br != 0) {
 		return fmt.Errorf("graphpass: %v: CHUNK = %d splits a %v or is not a multiple of BLOCK_R = %d", e.grp, chunk, root.Info.Reduce, br)
 	}
@@ -282,7 +353,15 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 	if maskO != nil {
 		storeMask = b.Reshape(maskO, bo)
 	}
-	if split > 1 {
+	switch {
+	case parts:
+		k.Grid[1], k.Parts = split, split
+		comb, grid, err := combineParts(fmt.Sprintf("fused_%d_%s_combine", e.grp.ID, e.grp.Kind), d, no, split, len(outs))
+		if err != nil {
+			return fmt.Errorf("graphpass: %v: %w", e.grp, err)
+		}
+		k.Combine, k.CombineGrid = comb, grid
+	case split > 1:
 		k.Grid[1], k.Accumulates = split, true
 	}
 	for i, n := range outs {
@@ -290,14 +369,66 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 		if err != nil {
 			return err
 		}
+		if parts { // this chunk's part of the scratch
+			p = b.AddPtr(p, b.Mul(b.ProgramID(1), no))
+		}
 		res := b.Reduce(root.Info.Reduce, acc[i], rAxis)
-		if split > 1 {
+		if split > 1 && !parts {
 			b.AtomicAdd(b.AddPtr(p, b.Reshape(o, bo)), res, storeMask)
 		} else {
 			b.Store(b.AddPtr(p, b.Reshape(o, bo)), res, storeMask)
 		}
 	}
 	return nil
+}
+
+// combineParts is the kernel that adds a split column sum's parts
+// (Kernel.Parts): parameters in0… (each output's parts × no elements,
+// part p at p·no), then out, out1…; program i sums columns [i·BLOCK,
+// (i+1)·BLOCK) over the parts in order from zero, so the result does not
+// depend on the order the parts were computed in.
+func combineParts(name string, d tile.DType, no, parts, outs int) (*tile.Kernel, tile.Grid, error) {
+	bc := min(1024, pow2AtLeast(no))
+	b := tile.NewBuilder(name, tile.Meta{"BLOCK": bc})
+	ins := make([]*tile.Value, outs)
+	for i := range ins {
+		ins[i] = b.Ptr(fmt.Sprintf("in%d", i), d)
+	}
+	ptrs := []*tile.Value{b.Ptr("out", d)}
+	for i := 1; i < outs; i++ {
+		ptrs = append(ptrs, b.Ptr(fmt.Sprintf("out%d", i), d))
+	}
+	cols := b.Add(b.Mul(b.ProgramID(0), bc), b.Arange(0, bc))
+	var mask *tile.Value
+	if no%bc != 0 {
+		mask = b.Lt(cols, no)
+	}
+	inits := make([]*tile.Value, outs)
+	for i := range inits {
+		inits[i] = b.Zeros(d, bc)
+	}
+	acc := b.For(0, parts, 1, inits, func(p *tile.Value, c []*tile.Value) []*tile.Value {
+		at := b.Add(b.Mul(p, no), cols)
+		next := make([]*tile.Value, outs)
+		for i := range next {
+			var v *tile.Value
+			if mask == nil {
+				v = b.Load(b.AddPtr(ins[i], at), nil, nil)
+			} else {
+				v = b.Load(b.AddPtr(ins[i], at), mask, 0.0)
+			}
+			next[i] = b.Add(c[i], v)
+		}
+		return next
+	})
+	for i := range acc {
+		b.Store(b.AddPtr(ptrs[i], cols), acc[i], mask)
+	}
+	k, err := b.Build()
+	if err != nil {
+		return nil, tile.Grid{}, err
+	}
+	return k, tile.Grid{tile.CDiv(no, bc)}, nil
 }
 
 // reduction is a reduction group's reduction: its root, or the value the
