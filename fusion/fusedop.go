@@ -29,12 +29,12 @@ type FusedOp struct {
 	// writes them (graphpass.Kernel.Parts)
 	combine *cpu.Exec
 	ins     []hm.Type
-	out    hm.Type
-	ops    []string // the original ops, for String and the report
-	text   string   // the kernel's IR
-	sum    [16]byte // a 128-bit hash of text (prepared.sum), for WriteHash
-	view   bool     // the group only reshapes: its output shares its input's memory
-	outs   int      // outputs: more than one are stacked along a new first axis, or laid end to end (see sizes)
+	out     hm.Type
+	ops     []string // the original ops, for String and the report
+	text    string   // the kernel's IR
+	sum     [16]byte // a 128-bit hash of text (prepared.sum), for WriteHash
+	view    bool     // the group only reshapes: its output shares its input's memory
+	outs    int      // outputs: more than one are stacked along a new first axis, or laid end to end (see sizes)
 	// sizes are the outputs' element counts where their shapes differ: the
 	// op's value is then one vector holding them end to end (nil: stacked)
 	sizes []int
@@ -405,7 +405,7 @@ func (op *FusedOp) launch(b *boxes, args []any, nin int) error {
 		cargs = scratchArgs(cb, cargs, partsOf(p32, sizes), sizes)
 	}
 	cargs = append(cargs, args[nin:]...) // the combine's outputs: the kernel's
-	copy(args[nin:], cargs[:len(sizes)])  // the kernel's outputs: the scratch
+	copy(args[nin:], cargs[:len(sizes)]) // the kernel's outputs: the scratch
 	if err := op.exec.Launch(k.Grid, args...); err != nil {
 		return err
 	}
