@@ -28,6 +28,7 @@ type FusedOp struct {
 	// combine adds the kernel's partial results into its outputs, where it
 	// writes them (graphpass.Kernel.Parts)
 	combine *cpu.Exec
+	parts   []int // the scratch's elements for each output's partial results
 	ins     []hm.Type
 	out     hm.Type
 	ops     []string // the original ops, for String and the report
@@ -50,6 +51,9 @@ func newFusedOp(grp *graphpass.Group, k *graphpass.Kernel, pk prepared) (*FusedO
 		return nil, fmt.Errorf("fusion: %v writes %d partial results and has no prepared kernel to combine them", grp, k.Parts)
 	}
 	op := &FusedOp{name: k.Tile.Name, kernel: k, exec: pk.exec, combine: pk.combine, text: pk.text, sum: pk.sum, outs: max(1, k.Outs)}
+	if k.Parts > 1 {
+		op.parts = k.ScratchSizes()
+	}
 	dt := dtypeOf(grp.Root)
 	for _, in := range grp.Inputs {
 		if in.Internal() { // a block of the kernel's dtype
@@ -392,37 +396,51 @@ func (op *FusedOp) launch(b *boxes, args []any, nin int) error {
 		}
 		cb = b.combine
 		cargs = cb.scratch[:0]
-		defer func() { cb.scratch = cargs[:0] }()
 	}
-	sizes := k.ScratchSizes()
-	p32, p64 := new([]float32), new([]float64) // without b: fresh scratch each run
-	if b != nil {
-		p32, p64 = &b.parts32, &b.parts64
-	}
+	sizes := op.parts
 	if k.DType == tile.F64 {
-		cargs = scratchArgs(cb, cargs, partsOf(p64, sizes), sizes)
+		var s []float64
+		if b != nil {
+			s = b.parts64
+		}
+		s = partsOf(s, sizes)
+		cargs = scratchArgs(cb, cargs, s, sizes)
+		if b != nil {
+			b.parts64 = s
+		}
 	} else {
-		cargs = scratchArgs(cb, cargs, partsOf(p32, sizes), sizes)
+		var s []float32
+		if b != nil {
+			s = b.parts32
+		}
+		s = partsOf(s, sizes)
+		cargs = scratchArgs(cb, cargs, s, sizes)
+		if b != nil {
+			b.parts32 = s
+		}
 	}
 	cargs = append(cargs, args[nin:]...) // the combine's outputs: the kernel's
 	copy(args[nin:], cargs[:len(sizes)]) // the kernel's outputs: the scratch
+	if cb != nil {
+		cb.scratch = cargs[:0] // keep the array for the next run
+	}
 	if err := op.exec.Launch(k.Grid, args...); err != nil {
 		return err
 	}
 	return op.combine.Launch(k.CombineGrid, cargs...)
 }
 
-// partsOf is scratch for a kernel's partial results of the given sizes:
-// *keep, made to measure where it is not.
-func partsOf[T float32 | float64](keep *[]T, sizes []int) []T {
+// partsOf is s where it holds a kernel's partial results of the given
+// sizes, else new scratch for them.
+func partsOf[T float32 | float64](s []T, sizes []int) []T {
 	total := 0
 	for _, n := range sizes {
 		total += n
 	}
-	if len(*keep) != total {
-		*keep = make([]T, total)
+	if len(s) != total {
+		s = make([]T, total)
 	}
-	return *keep
+	return s
 }
 
 // scratchArgs appends s cut into the given sizes to args, boxed through b.

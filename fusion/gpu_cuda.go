@@ -426,6 +426,9 @@ func (g *gpu) plan(c *Compiled) error {
 			if op.IsView() { // shares its operand's buffer (load)
 				continue
 			}
+			if op.kernel.Parts > 1 { // the CPU's form: partial results combined by a second kernel
+				return fmt.Errorf("fusion: %s writes %d partial results (a CPU target's kernel): not on the device", op.name, op.kernel.Parts)
+			}
 			st := devStep{n: n}
 			if op.Accumulates() { // the kernel adds into its output
 				for _, o := range g.outs[n] {

@@ -170,6 +170,9 @@ const minPartElems = 16384
 // width + 32; ties go to the wider. 1024 columns: 1024; 768: 768; 777:
 // six blocks of 128 and one masked; 3072: three of 1024.
 func columnBlockCPU(no int) int {
+	if no <= 16 {
+		return pow2AtLeast(no)
+	}
 	best, bestCost := 0, 0
 	for _, bo := range []int{1024, 768, 512, 384, 256, 192, 128, 64, 32, 16} {
 		if bo > pow2AtLeast(no) {
