@@ -277,3 +277,165 @@ func TestColumnFormManySums(t *testing.T) {
 		})
 	}
 }
+
+// TestColumnParts: on a CPU target as native code a column sum splits over
+// row chunks (Kernel.Parts): programs over column blocks × chunks, each
+// chunk's sums a part of the scratch, which Combine adds in order. The plan
+// (BLOCK_O, CHUNK, the parts, at least 32 programs where the input holds
+// 32 of at least 16K elements: two a core up to 16 cores on any host), then on the reference
+// interpreter, scratch and outputs poisoned (NaN): every part of every
+// column written, each output the parts added in order from zero bit for
+// bit (float32 adds in Go: the result does not depend on the order the
+// programs ran in), and within 1e-5·Σ|terms| of float64 sums of the same
+// float32 inputs (as TestColumnReductions). Shapes off every block. A
+// maximum, too few rows and the executor's target stay unsplit.
+func TestColumnParts(t *testing.T) {
+	native := func(cores int) Target {
+		tg := CPU(cores)
+		tg.Native = true
+		return tg
+	}
+	cases := []struct {
+		name       string
+		rows, cols int
+		sums       int // 1: Σ[0] x; 2: Σ[0] x and Σ[0] x⊙y (siblings, one kernel)
+		max        bool
+		target     Target
+		// the plan; parts 0: unsplit
+		bo, br, chunk, parts int
+	}{
+		{name: "8192×1024 (colsum large) on 16 cores: 32 chunks of 256 whole rows", rows: 8192, cols: 1024, sums: 1, target: native(16), bo: 1024, br: 4, chunk: 256, parts: 32},
+		{name: "8192×1024 on 2 cores: the same 32 programs", rows: 8192, cols: 1024, sums: 1, target: native(2), bo: 1024, br: 4, chunk: 256, parts: 32},
+		{name: "1000×777 (colsum small): seven 128-column blocks × 5 chunks", rows: 1000, cols: 777, sums: 1, target: native(16), bo: 128, br: 32, chunk: 224, parts: 5},
+		{name: "4097×1000: rows and columns off every block", rows: 4097, cols: 1000, sums: 1, target: native(16), bo: 256, br: 16, chunk: 528, parts: 8},
+		{name: "3001×768, two sibling sums: 768-column rows, 2 a tile", rows: 3001, cols: 768, sums: 2, target: native(16), bo: 768, br: 2, chunk: 94, parts: 32},
+		{name: "4095×33: narrow rows, chunks of at least 16K elements", rows: 4095, cols: 33, sums: 1, target: native(16), bo: 64, br: 64, chunk: 320, parts: 13},
+		{name: "100×1024: chunks of at least 16 rows", rows: 100, cols: 1024, sums: 1, target: native(16), bo: 1024, br: 4, chunk: 20, parts: 5},
+		{name: "20×1024: one chunk, unsplit", rows: 20, cols: 1024, sums: 1, target: native(16)},
+		{name: "max[0] 1000×777: unsplit", rows: 1000, cols: 777, max: true, target: native(16)},
+		{name: "1000×777 on the executor: unsplit", rows: 1000, cols: 777, sums: 1, target: CPU(16)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("x"))
+			switch {
+			case c.max:
+				G.Must(G.Max(x, 0))
+			case c.sums == 2:
+				y := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("y"))
+				G.Must(G.Sum(x, 0))
+				G.Must(G.Sum(G.Must(G.HadamardProd(x, y)), 0))
+			default:
+				G.Must(G.Sum(x, 0))
+			}
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := Partition(gr, Options{Target: c.target})
+			if len(groups) != 1 {
+				t.Fatalf("%d groups, want 1", len(groups))
+			}
+			grp := groups[0]
+			k, err := Emit(grp, c.target, tile.PrecIEEE)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := k.Tile.Meta
+			if m["COLUMNS"] != 1 {
+				t.Fatalf("meta %v: not the column form", m)
+			}
+			if c.parts == 0 {
+				if k.Parts > 1 || k.Combine != nil || k.Grid[1] > 1 || k.Accumulates {
+					t.Fatalf("meta %v grid %v: %d parts, accumulates %v; want unsplit", m, k.Grid, k.Parts, k.Accumulates)
+				}
+				return
+			}
+			if m["BLOCK_O"] != c.bo || m["BLOCK_R"] != c.br || m["CHUNK"] != c.chunk || k.Parts != c.parts || k.Combine == nil || k.Accumulates {
+				t.Fatalf("meta %v, %d parts, accumulates %v; want BLOCK_O %d, BLOCK_R %d, CHUNK %d, %d parts", m, k.Parts, k.Accumulates, c.bo, c.br, c.chunk, c.parts)
+			}
+			if want := (tile.Grid{tile.CDiv(c.cols, c.bo), c.parts}); k.Grid != want {
+				t.Fatalf("grid %v, want %v", k.Grid, want)
+			}
+			if p := k.Grid[0] * k.Grid[1]; c.rows*c.cols >= 32*16384 && p < 32 { // 32 programs of 64 KB
+				t.Errorf("%d programs, want at least 32 (two a core of 16)", p)
+			}
+			if testing.Short() && c.rows*c.cols > 1<<20 {
+				t.Skip("-short: the plan checked; 8M elements on the interpreter left out")
+			}
+			rng := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.cols)))
+			ins := map[string][]float32{}
+			for _, name := range []string{"x", "y"} {
+				d := make([]float32, c.rows*c.cols)
+				for i := range d {
+					d[i] = float32(rng.Float64()*4 - 2)
+				}
+				ins[name] = d
+			}
+			var args []any
+			for _, in := range grp.Inputs {
+				args = append(args, ins[in.G.Name()])
+			}
+			nan := float32(math.NaN())
+			scratch := make([][]float32, k.Outs)
+			outs := make([][]float32, k.Outs)
+			for i, n := range k.ScratchSizes() {
+				if n != c.parts*c.cols {
+					t.Fatalf("scratch of %d elements, want %d", n, c.parts*c.cols)
+				}
+				scratch[i] = make([]float32, n)
+				outs[i] = make([]float32, c.cols)
+				for j := range scratch[i] {
+					scratch[i][j] = nan
+				}
+				for j := range outs[i] {
+					outs[i][j] = nan
+				}
+			}
+			main, comb := args, []any{}
+			for i := range scratch {
+				main = append(main, scratch[i])
+				comb = append(comb, scratch[i])
+			}
+			for i := range outs {
+				comb = append(comb, outs[i])
+			}
+			if err := interp.Interpret(k.Tile, k.Grid, main...); err != nil {
+				t.Fatal(err)
+			}
+			if err := interp.Interpret(k.Combine, k.CombineGrid, comb...); err != nil {
+				t.Fatal(err)
+			}
+			for o, n := range append([]*Node{grp.Root}, grp.Extra...) {
+				prod := len(n.Inputs[0].Inputs) == 2 // Σ[0] x ⊙ y (no reshape here: n is the sum)
+				for j := range c.cols {
+					var inOrder float32
+					for p := range c.parts {
+						v := scratch[o][p*c.cols+j]
+						if v != v {
+							t.Fatalf("output %d: part %d of column %d not written", o, p, j)
+						}
+						inOrder += v
+					}
+					var want, scale float64
+					for r := range c.rows {
+						v := float64(ins["x"][r*c.cols+j])
+						if prod {
+							v *= float64(ins["y"][r*c.cols+j])
+						}
+						want += v
+						scale += math.Abs(v)
+					}
+					got := outs[o][j]
+					if math.Float32bits(got) != math.Float32bits(inOrder) {
+						t.Fatalf("output %d column %d = %v, the parts in order %v", o, j, got, inOrder)
+					}
+					if tol := 1e-5 * scale; !(math.Abs(float64(got)-want) <= tol) {
+						t.Fatalf("output %d column %d = %v, want %v (within %.3g)", o, j, got, want, tol)
+					}
+				}
+			}
+		})
+	}
+}
