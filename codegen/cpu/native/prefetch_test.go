@@ -1,10 +1,16 @@
 package native_test
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"testing"
 
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
+	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
@@ -76,6 +82,114 @@ func TestColumnFormPrefetch(t *testing.T) {
 					}
 				}
 			}
+		})
+	}
+}
+
+// TestColumnPartsNative: graphpass's column sums split over row chunks for
+// a CPU target (Kernel.Parts: each program a chunk of rows of a column
+// block, its sums a part of the scratch; Combine adds the parts in order)
+// compile natively, both kernels, and on each ISA give the reference's
+// parts and sums bit for bit (productOnEachISA: scratch and outputs
+// poisoned; the ISAs the same bits), with tails in rows and columns and
+// two sibling sums in one kernel.
+func TestColumnPartsNative(t *testing.T) {
+	requireJIT(t)
+	tg := graphpass.CPU(16)
+	tg.Native = true
+	for _, c := range []struct {
+		name       string
+		rows, cols int
+		siblings   bool
+	}{
+		{name: "8192×1024 (colsum large): 32 chunks of whole rows", rows: 8192, cols: 1024},
+		{name: "1000×777 (colsum small): 128-column blocks, a masked last one", rows: 1000, cols: 777},
+		{name: "4097×1000: rows and columns off every block", rows: 4097, cols: 1000},
+		{name: "3001×768: Σ x and Σ x⊙y in one kernel", rows: 3001, cols: 768, siblings: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if testing.Short() && c.rows*c.cols > 1<<22 {
+				t.Skip("-short: 8M elements on the interpreter")
+			}
+			g := G.NewGraph()
+			x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("x"))
+			G.Must(G.Sum(x, 0))
+			if c.siblings {
+				y := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("y"))
+				G.Must(G.Sum(G.Must(G.HadamardProd(x, y)), 0))
+			}
+			gr, err := graphpass.Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := graphpass.Partition(gr, graphpass.Options{Target: tg})
+			if len(groups) != 1 {
+				t.Fatalf("%d groups, want 1", len(groups))
+			}
+			k, err := graphpass.Emit(groups[0], tg, tile.PrecIEEE)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k.Parts < 2 || k.Combine == nil {
+				t.Fatalf("%d parts: not split (meta %v)", k.Parts, k.Tile.Meta)
+			}
+			var ins []any
+			for i := range groups[0].Inputs {
+				ins = append(ins, tiletest.Uniform(tiletest.RNG(fmt.Sprint(c.name, i)), c.rows*c.cols, -2, 2))
+			}
+			// poisoned buffers of the given sizes, launched after args;
+			// their elements end to end
+			poisoned := func(launch func(args ...any) error, args []any, sizes []int) []float32 {
+				var all []float32
+				var bufs []any
+				for _, n := range sizes {
+					b := make([]float32, n)
+					for i := range b {
+						b[i] = float32(math.NaN())
+					}
+					bufs = append(bufs, b)
+				}
+				if err := launch(append(slices.Clone(args), bufs...)...); err != nil {
+					t.Fatal(err)
+				}
+				for _, b := range bufs {
+					all = append(all, b.([]float32)...)
+				}
+				return all
+			}
+			sizes := k.ScratchSizes()
+			same := func(what string) func(isa string, got, want []float32) {
+				return func(isa string, got, want []float32) {
+					for i := range want {
+						if want[i] != want[i] {
+							t.Fatalf("%s: the reference left element %d unwritten", what, i)
+						}
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s, %s: element %d = %v, want %v", isa, what, i, got[i], want[i])
+						}
+					}
+				}
+			}
+			var parts []float32
+			productOnEachISA(t, k.Tile, k.Grid, func(launch func(args ...any) error) []float32 {
+				p := poisoned(launch, ins, sizes)
+				if parts == nil {
+					parts = p // the reference's, which the combine reads
+				}
+				return p
+			}, same("parts"))
+			var scratch []any
+			for at, n := 0, 0; n < len(sizes); n++ {
+				scratch = append(scratch, parts[at:at+sizes[n]])
+				at += sizes[n]
+			}
+			outs := make([]int, k.Outs)
+			for i := range outs {
+				outs[i] = c.cols
+			}
+			productOnEachISA(t, k.Combine, k.CombineGrid, func(launch func(args ...any) error) []float32 {
+				return poisoned(launch, scratch, outs)
+			}, same("sums"))
 		})
 	}
 }
