@@ -503,6 +503,11 @@ func (op *FusedOp) Grid() tile.Grid { return op.kernel.Grid }
 // hold zeros before the launch (a reduction split over programs).
 func (op *FusedOp) Accumulates() bool { return op.kernel.Accumulates }
 
+// Parts is the number of partial results the kernel writes where a second
+// kernel adds them into its outputs (graphpass.Kernel.Parts: the CPU's
+// column sums split over row chunks); 0 or 1 where it writes its outputs.
+func (op *FusedOp) Parts() int { return op.kernel.Parts }
+
 // IsView reports whether the op only reshapes: its output is its input's memory.
 func (op *FusedOp) IsView() bool { return op.view }
 

@@ -10,6 +10,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/fusion"
 	"github.com/tilefuse/tilefuse/graphpass"
 )
@@ -17,8 +18,10 @@ import (
 // TestSplitReductions: for a GPU target, a sum with few outputs over many
 // elements is spread over programs that add their parts into the output
 // atomically (into a buffer zeroed before each launch: the test runs
-// twice); a maximum is not split. For the CPU's own target nothing is split,
-// and the sums are the same bits run after run. Against float64 sums,
+// twice); a maximum is not split. For the CPU's own target nothing adds
+// atomically (column sums as native code split into partial sums that a
+// second kernel adds in order: TestColumnSiblingReductions), and the sums
+// are the same bits run after run. Against float64 sums,
 // shapes off every block.
 func TestSplitReductions(t *testing.T) {
 	t.Run("cpu target", func(t *testing.T) { checkSplitReductions(t, 1e-12, false) })
@@ -149,15 +152,32 @@ func colSums(x []float64, r, c int) []float64 {
 // (the column form unsplit: the same bits run after run) and for the
 // H200's (the column form split over row chunks); float32 sums against
 // float64 ones within 1e-5·Σ|terms| per output, at shapes off every block.
+//
+// As native code (jit.Supported) a CPU target splits them over row chunks
+// into partial sums that a second kernel adds in order
+// (FusedOp.Parts): on 16 cores' target too (at 8192×1024 32 chunks of
+// 256 rows), the outputs reused and poisoned (NaN) between runs, every
+// sum written again and the same bits run after run.
 func TestColumnSiblingReductions(t *testing.T) {
 	shapes := [][2]int{{1000, 777}, {4095, 33}, {4096, 768}}
-	t.Run("cpu target", func(t *testing.T) { checkColumnSiblings(t, shapes, true) })
-	t.Run("h200 target", func(t *testing.T) { checkColumnSiblings(t, shapes, false, fusion.WithTarget(graphpass.H200)) })
+	native := jit.Supported()
+	t.Run("cpu target", func(t *testing.T) { checkColumnSiblings(t, shapes, true, native) })
+	t.Run("h200 target", func(t *testing.T) { checkColumnSiblings(t, shapes, false, false, fusion.WithTarget(graphpass.H200)) })
+	t.Run("cpu target of 16 cores, outputs reused", func(t *testing.T) {
+		if !native {
+			t.Skip("no native code here (not amd64 with AVX2 and FMA, or -tags purego): the CPU target does not split")
+		}
+		tg := graphpass.CPU(16)
+		tg.Native = true
+		checkColumnSiblings(t, append(shapes, [2]int{4097, 1000}, [2]int{8192, 1024}), true, true, fusion.WithTarget(tg), fusion.WithReuseOutputs(true))
+	})
 }
 
 // checkColumnSiblings: sameBits says whether the sums must be the same
-// bits run after run (a target that does not split them).
-func checkColumnSiblings(t *testing.T, shapes [][2]int, sameBits bool, opts ...fusion.Option) {
+// bits run after run (a target that does not split them with atomics);
+// parts whether the kernel writes partial results (FusedOp.Parts) where
+// the shape holds two chunks of 16K elements.
+func checkColumnSiblings(t *testing.T, shapes [][2]int, sameBits, parts bool, opts ...fusion.Option) {
 	for _, sh := range shapes {
 		t.Run(fmt.Sprintf("%dx%d", sh[0], sh[1]), func(t *testing.T) {
 			r, c := sh[0], sh[1]
@@ -171,14 +191,21 @@ func checkColumnSiblings(t *testing.T, shapes [][2]int, sameBits bool, opts ...f
 			if err := vm.Err(); err != nil {
 				t.Fatal(err)
 			}
-			kernels := 0
+			kernels, split := 0, 0
 			for _, n := range vm.Compiled().Graph.AllNodes() {
 				if f, ok := n.Op().(*fusion.FusedOp); ok && !f.IsView() {
 					kernels++
+					split = max(split, f.Parts())
 				}
 			}
 			if kernels != 1 {
 				t.Fatalf("%d kernels, want 1:\n%v", kernels, vm.Report())
+			}
+			if want := parts && r*c >= 2*16384; (split > 1) != want {
+				t.Fatalf("%d partial results, want split %v", split, want)
+			}
+			if parts && r == 8192 && c == 1024 && split != 32 {
+				t.Fatalf("%d chunks at 8192×1024, want 32", split)
 			}
 			rng := rand.New(rand.NewPCG(uint64(r), uint64(c)))
 			d, x := make([]float32, r*c), make([]float32, r*c)
@@ -214,6 +241,9 @@ func checkColumnSiblings(t *testing.T, shapes [][2]int, sameBits bool, opts ...f
 					t.Fatal("the sums differ run after run")
 				}
 				first = append(slices.Clone(gotB), gotG...)
+				for j := range c { // poisoned: reused outputs must be written again
+					gotB[j], gotG[j] = float32(math.NaN()), float32(math.NaN())
+				}
 				vm.Reset()
 			}
 		})
