@@ -138,10 +138,11 @@ func tuneColumnParts(root *Node, t Target, nr, no, outs int, meta tile.Meta) boo
 		return false
 	}
 	bo := columnBlockCPU(no)
-	// a tile of 4096 elements at one sum (16 KB of f32 accumulator in the
-	// frame; fewer rows where there are sibling sums)
+	// a tile of 2048 elements at one sum (8 KB of f32 accumulator in the
+	// frame; fewer rows where there are sibling sums): at 1024 columns 2
+	// rows a step ran 10–20% faster than 4 on the 2-core VM, 8 slower still
 	br := 1
-	for 2*br*bo*outs <= 4096 && 2*br <= pow2AtLeast(nr) {
+	for 2*br*bo*outs <= 2048 && 2*br <= pow2AtLeast(nr) {
 		br *= 2
 	}
 	blocks := tile.CDiv(no, bo)
@@ -166,9 +167,12 @@ const minPartElems = 16384
 // sums: the block size (a power of two, or three times one, up to 1024)
 // that costs least where a block of bo columns costs bo + 32 (the row
 // loop's own cost a row) and a block the columns end inside (masked
-// loads: the row's mask computed and checked vector by vector) twice its
-// width + 32; ties go to the wider. 1024 columns: 1024; 768: 768; 777:
-// six blocks of 128 and one masked; 3072: three of 1024.
+// loads, the mask computed and checked vector by vector) twice its v
+// columns in range, half its others (vectors with no lane on are skipped,
+// not free) + 32; ties go to the wider. 1024 columns: 1024; 768: 768;
+// 777: three blocks of 256 and one with 9 columns in range (on the 2-core
+// VM 256 columns ran 10–20% faster than 128 and 768, which read two
+// blocks, the second nearly empty); 3072: three of 1024.
 func columnBlockCPU(no int) int {
 	if no <= 16 {
 		return pow2AtLeast(no)
@@ -179,8 +183,8 @@ func columnBlockCPU(no int) int {
 			continue
 		}
 		cost := (no / bo) * (bo + 32)
-		if no%bo != 0 {
-			cost += 2*bo + 32
+		if v := no % bo; v != 0 {
+			cost += 2*v + (bo-v)/2 + 32
 		}
 		if best == 0 || cost < bestCost {
 			best, bestCost = bo, cost

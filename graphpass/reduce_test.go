@@ -304,13 +304,13 @@ func TestColumnParts(t *testing.T) {
 		// the plan; parts 0: unsplit
 		bo, br, chunk, parts int
 	}{
-		{name: "8192×1024 (colsum large) on 16 cores: 32 chunks of 256 whole rows", rows: 8192, cols: 1024, sums: 1, target: native(16), bo: 1024, br: 4, chunk: 256, parts: 32},
-		{name: "8192×1024 on 2 cores: the same 32 programs", rows: 8192, cols: 1024, sums: 1, target: native(2), bo: 1024, br: 4, chunk: 256, parts: 32},
-		{name: "1000×777 (colsum small): seven 128-column blocks × 5 chunks", rows: 1000, cols: 777, sums: 1, target: native(16), bo: 128, br: 32, chunk: 224, parts: 5},
-		{name: "4097×1000: rows and columns off every block", rows: 4097, cols: 1000, sums: 1, target: native(16), bo: 256, br: 16, chunk: 528, parts: 8},
-		{name: "3001×768, two sibling sums: 768-column rows, 2 a tile", rows: 3001, cols: 768, sums: 2, target: native(16), bo: 768, br: 2, chunk: 94, parts: 32},
-		{name: "4095×33: narrow rows, chunks of at least 16K elements", rows: 4095, cols: 33, sums: 1, target: native(16), bo: 64, br: 64, chunk: 320, parts: 13},
-		{name: "100×1024: chunks of at least 16 rows", rows: 100, cols: 1024, sums: 1, target: native(16), bo: 1024, br: 4, chunk: 20, parts: 5},
+		{name: "8192×1024 (colsum large) on 16 cores: 32 chunks of 256 whole rows", rows: 8192, cols: 1024, sums: 1, target: native(16), bo: 1024, br: 2, chunk: 256, parts: 32},
+		{name: "8192×1024 on 2 cores: the same 32 programs", rows: 8192, cols: 1024, sums: 1, target: native(2), bo: 1024, br: 2, chunk: 256, parts: 32},
+		{name: "1000×777 (colsum small): four 256-column blocks × 8 chunks", rows: 1000, cols: 777, sums: 1, target: native(16), bo: 256, br: 8, chunk: 128, parts: 8},
+		{name: "4097×1000: rows and columns off every block", rows: 4097, cols: 1000, sums: 1, target: native(16), bo: 192, br: 8, chunk: 688, parts: 6},
+		{name: "3001×768, two sibling sums: 768-column rows, 1 a tile", rows: 3001, cols: 768, sums: 2, target: native(16), bo: 768, br: 1, chunk: 94, parts: 32},
+		{name: "4095×33: narrow rows, chunks of at least 16K elements", rows: 4095, cols: 33, sums: 1, target: native(16), bo: 64, br: 32, chunk: 288, parts: 15},
+		{name: "100×1024: chunks of at least 16 rows", rows: 100, cols: 1024, sums: 1, target: native(16), bo: 1024, br: 2, chunk: 18, parts: 6},
 		{name: "20×1024: one chunk, unsplit", rows: 20, cols: 1024, sums: 1, target: native(16)},
 		{name: "max[0] 1000×777: unsplit", rows: 1000, cols: 777, max: true, target: native(16)},
 		{name: "1000×777 on the executor: unsplit", rows: 1000, cols: 777, sums: 1, target: CPU(16)},
