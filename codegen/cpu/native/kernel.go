@@ -122,12 +122,36 @@ func estimate(p *plan) float64 {
 		}
 		trips := 16.0 // bounds known only at run time: a guess
 		lo, hi, step := it.loop.v.Args[0], it.loop.v.Args[1], it.loop.v.Args[2]
-		if lo.Op == tile.OpConst && hi.Op == tile.OpConst && step.Op == tile.OpConst && step.Aux > 0 {
+		switch {
+		case lo.Op == tile.OpConst && hi.Op == tile.OpConst && step.Op == tile.OpConst && step.Aux > 0:
 			trips = float64(max(0, (hi.Aux-lo.Aux+step.Aux-1)/step.Aux))
+		case step.Op == tile.OpConst && step.Aux > 0:
+			if n, ok := chunkOf(lo, hi); ok { // a chunk of the range: [lo, min(lo + n, end))
+				trips = float64((n + step.Aux - 1) / step.Aux)
+			}
 		}
 		ns += trips * (10 + region(it.loop.body))
 	}
 	return ns
+}
+
+// chunkOf reports n where hi is min(lo + n, end) or min(end, lo + n) for
+// constants n and end: a loop over a program's chunk of a range (a
+// reduction split over row chunks), at most n long.
+func chunkOf(lo, hi *tile.Value) (int64, bool) {
+	if hi.Op != tile.OpMin || len(hi.Args) != 2 {
+		return 0, false
+	}
+	for _, a := range hi.Args {
+		if a.Op == tile.OpAdd && len(a.Args) == 2 {
+			for i, x := range a.Args {
+				if x == lo && a.Args[1-i].Op == tile.OpConst && a.Args[1-i].Aux > 0 {
+					return a.Args[1-i].Aux, true
+				}
+			}
+		}
+	}
+	return 0, false
 }
 
 // freeList is a stack of a kernel's frames or tasks, kept across garbage

@@ -92,7 +92,8 @@ func TestColumnFormPrefetch(t *testing.T) {
 // compile natively, both kernels, and on each ISA give the reference's
 // parts and sums bit for bit (productOnEachISA: scratch and outputs
 // poisoned; the ISAs the same bits), with tails in rows and columns and
-// two sibling sums in one kernel.
+// two sibling sums in one kernel; the estimated work of a part (a loop
+// over [lo, min(lo + CHUNK, rows))) is its chunk's, not a guess.
 func TestColumnPartsNative(t *testing.T) {
 	requireJIT(t)
 	tg := graphpass.CPU(16)
@@ -132,6 +133,27 @@ func TestColumnPartsNative(t *testing.T) {
 			}
 			if k.Parts < 2 || k.Combine == nil {
 				t.Fatalf("%d parts: not split (meta %v)", k.Parts, k.Tile.Meta)
+			}
+			// the pool's estimate of a program's work (which sizes the
+			// launch's workers and chunks) counts its chunk's rows: the
+			// parts' estimates add up to the unsplit kernel's
+			whole := tg
+			whole.Tune = func(_ *graphpass.Group, m tile.Meta) { m["CHUNK"] = c.rows }
+			ku, err := graphpass.Emit(groups[0], whole, tile.PrecIEEE)
+			if err != nil || ku.Parts > 1 {
+				t.Fatalf("unsplit: %v, %d parts", err, ku.Parts)
+			}
+			var works [2]float64
+			for i, kk := range []*tile.Kernel{k.Tile, ku.Tile} {
+				nk, err := native.Compile(kk)
+				if err != nil {
+					t.Fatal(err)
+				}
+				works[i] = native.Work(nk)
+				nk.Free()
+			}
+			if r := works[0] * float64(k.Parts) / works[1]; r < 0.8 || r > 1.25 {
+				t.Errorf("estimated work: %.0f ns a part × %d parts, %.0f ns unsplit (%.2f×)", works[0], k.Parts, works[1], r)
 			}
 			var ins []any
 			for i := range groups[0].Inputs {
