@@ -14,6 +14,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/fusion"
 	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
@@ -505,5 +506,62 @@ func TestAutotuneSplitCandidates(t *testing.T) {
 			require.NoError(t, plain.RunAll())
 			closeTo(t, "a·b", got, floats(y.Value()), 1e-3)
 		})
+	}
+}
+
+// TestAutotuneColumnParts: a CPU column sum split into partial sums
+// (FusedOp.Parts: a second kernel adds them) tunes as any kernel: each
+// candidate's chunks (CHUNK halved and doubled) and tiles run both kernels
+// on the CPU, none computes otherwise, the one the timer favours is
+// chosen, and the machine's sums are float64 column sums' within
+// 1e-5·Σ|x|.
+func TestAutotuneColumnParts(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("no native code here (not amd64 with AVX2 and FMA, or -tags purego): a CPU target splits no column sum")
+	}
+	const rows, cols = 1000, 777
+	tg := graphpass.CPU(16)
+	tg.Native = true
+	var calls atomic.Int32
+	defer fusion.SetTuneTimer(fakeTimes(&calls, func(m tile.Meta) float64 {
+		if m["CHUNK"] == 256 {
+			return 0.5
+		}
+		return 1
+	}))()
+	g := G.NewGraph()
+	rng := rand.New(rand.NewPCG(7, 7))
+	d := make([]float32, rows*cols)
+	for i := range d {
+		d[i] = float32(rng.Float64()*4 - 2)
+	}
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("x"), G.WithValue(tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(d))))
+	y := G.Must(G.Sum(x, 0))
+	tm := fusion.NewTapeMachine(g, fusion.WithTarget(tg), fusion.WithAutotune(true), fusion.WithCacheDir(t.TempDir()))
+	require.NoError(t, tm.Err())
+	defer tm.Close()
+	rep := tm.Report()
+	require.Len(t, rep.Tuning, 1)
+	r := rep.Tuning[0]
+	assert.Equal(t, 128, r.Default["CHUNK"], "%v", r.Default)
+	assert.Empty(t, r.Rejected)
+	assert.Equal(t, 256, r.Chosen["CHUNK"], "%v", r)
+	parts := 0
+	for _, n := range tm.Compiled().Graph.AllNodes() {
+		if f, ok := n.Op().(*fusion.FusedOp); ok {
+			parts = max(parts, f.Parts())
+		}
+	}
+	assert.Equal(t, 4, parts, "1000 rows in chunks of 256")
+	require.NoError(t, tm.RunAll())
+	got := floats(y.Value())
+	require.Len(t, got, cols)
+	for j := range cols {
+		var want, scale float64
+		for i := range rows {
+			want += float64(d[i*cols+j])
+			scale += math.Abs(float64(d[i*cols+j]))
+		}
+		require.InDelta(t, want, got[j], 1e-5*scale, "column %d", j)
 	}
 }
