@@ -508,6 +508,15 @@ func (op *FusedOp) Accumulates() bool { return op.kernel.Accumulates }
 // column sums split over row chunks); 0 or 1 where it writes its outputs.
 func (op *FusedOp) Parts() int { return op.kernel.Parts }
 
+// Combine is the kernel that adds the kernel's partial results into its
+// outputs and its grid, where the kernel writes them (Parts > 1: its
+// output parameters then point to Parts times each output's elements,
+// part p at p times the output's; Combine takes them, then the outputs);
+// nil elsewhere.
+func (op *FusedOp) Combine() (*tile.Kernel, tile.Grid) {
+	return op.kernel.Combine, op.kernel.CombineGrid
+}
+
 // IsView reports whether the op only reshapes: its output is its input's memory.
 func (op *FusedOp) IsView() bool { return op.view }
 

@@ -171,12 +171,16 @@ func generatedKernels[T float32 | float64](t *testing.T, spec bench.Spec, why ma
 		if s, ok := n.Value().Data().([]T); ok {
 			outLen = len(s)
 		}
+		// a kernel of partial results (a column sum split over row chunks)
+		// writes Parts times each output: its scratch (TestColumnPartsNative
+		// runs the kernel that adds them)
+		parts := max(1, f.Parts())
 		run := func(launch func(args []any) error) []T {
 			args := make([]any, 0, len(ins)+f.Outputs())
 			for _, in := range ins {
 				args = append(args, append([]T(nil), in...))
 			}
-			out := make([]T, outLen)
+			out := make([]T, parts*outLen)
 			for i := range out {
 				if !f.Accumulates() { // else zeros, which the kernel adds into
 					out[i] = T(math.NaN())
@@ -187,8 +191,8 @@ func generatedKernels[T float32 | float64](t *testing.T, spec bench.Spec, why ma
 			} else {
 				at := 0
 				for _, n := range f.PartSizes() {
-					args = append(args, out[at:at+n])
-					at += n
+					args = append(args, out[at:at+parts*n])
+					at += parts * n
 				}
 			}
 			if err := launch(args); err != nil {

@@ -100,13 +100,32 @@ func runGeneratedOn(t *testing.T, wl bench.Workload, prec tile.Precision, tol ti
 				out[i] = float32(math.NaN())
 			}
 		}
+		var outs []any
 		at := 0 // a multi-output kernel writes each output through its own pointer
 		for _, size := range f.PartSizes() {
-			args = append(args, out[at:at+size])
+			outs = append(outs, out[at:at+size])
 			at += size
 		}
 		if f.OnePointer() { // or finds each at its offset
-			args = append(args[:len(args)-f.Outputs()], out)
+			outs = []any{out}
+		}
+		// a CPU kernel of partial results (a column sum split over row
+		// chunks) writes them into scratch, poisoned too; its Combine adds
+		// them into the outputs
+		var scratch []any
+		for _, size := range f.PartSizes() {
+			if f.Parts() > 1 {
+				s := make([]float32, f.Parts()*size)
+				for i := range s {
+					s[i] = float32(math.NaN())
+				}
+				scratch = append(scratch, s)
+			}
+		}
+		if scratch != nil {
+			args = append(args, scratch...)
+		} else {
+			args = append(args, outs...)
 		}
 		k := f.Kernel()
 		if check != nil {
@@ -119,6 +138,15 @@ func runGeneratedOn(t *testing.T, wl bench.Workload, prec tile.Precision, tol ti
 		sim := &ptxsim.Launcher{Arch: a, Racecheck: true, Initcheck: true, NumWarps: k.Meta["num_warps"]}
 		if err := sim.Launch(k, f.Grid(), args...); err != nil {
 			t.Fatalf("%s: %v", k.Name, err)
+		}
+		if comb, grid := f.Combine(); scratch != nil {
+			if comb == nil {
+				t.Fatalf("%s: %d parts and no combining kernel", k.Name, f.Parts())
+			}
+			sim := &ptxsim.Launcher{Arch: a, Racecheck: true, Initcheck: true, NumWarps: comb.Meta["num_warps"]}
+			if err := sim.Launch(comb, grid, append(scratch, outs...)...); err != nil {
+				t.Fatalf("%s: %v", comb.Name, err)
+			}
 		}
 		for i := range want {
 			g, w := float64(out[i]), float64(want[i])
