@@ -249,3 +249,54 @@ func checkColumnSiblings(t *testing.T, shapes [][2]int, sameBits, parts bool, op
 		})
 	}
 }
+
+// TestColumnPartsDo: a kernel of partial results run through FusedOp.Do
+// (as Gorgonia's own machine runs the compiled graph: fresh memory, no
+// step to keep scratch in) gives RunAll's sums bit for bit.
+func TestColumnPartsDo(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("no native code here (not amd64 with AVX2 and FMA, or -tags purego): the CPU target does not split")
+	}
+	const r, c = 1000, 777
+	tg := graphpass.CPU(16)
+	tg.Native = true
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(r, c), G.WithName("x"))
+	y := G.Must(G.Sum(x, 0))
+	rng := rand.New(rand.NewPCG(9, 9))
+	d := make([]float32, r*c)
+	for i := range d {
+		d[i] = float32(rng.Float64()*4 - 2)
+	}
+	in := tensor.New(tensor.WithShape(r, c), tensor.WithBacking(d))
+	if err := G.Let(x, in); err != nil {
+		t.Fatal(err)
+	}
+	vm := fusion.NewTapeMachine(g, fusion.WithTarget(tg))
+	defer vm.Close()
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(y.Value().Data().([]float32))
+	var op *fusion.FusedOp
+	for _, n := range vm.Compiled().Graph.AllNodes() {
+		if f, ok := n.Op().(*fusion.FusedOp); ok && f.Parts() > 1 {
+			op = f
+		}
+	}
+	if op == nil {
+		t.Fatal("no kernel of partial results")
+	}
+	for run := range 2 {
+		v, err := op.Do(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := v.Data().([]float32); !slices.Equal(got, want) {
+			t.Fatalf("run %d: Do's sums differ from RunAll's", run)
+		}
+	}
+}
