@@ -325,8 +325,7 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 // TF32 products over a short K (at most storeBoundK: one or two steps of
 // 32) at least 128 on each side of the output, with a wave of 128×128
 // tiles, are bound by their output's stores (storeBound): the swapped
-// form at 128×128 (64×128 where an operand's copies would be 4 bytes:
-// storeBoundTiling), 8 warps, 3 stages, its epilogue through shared memory
+// form at 128×128 (storeBoundTiling), 8 warps, 3 stages, its epilogue through shared memory
 // (epi_smem = 1: 16-byte stores where the output's rows are 16-byte
 // aligned, else scalar stores with a warp's lanes on consecutive columns).
 //

@@ -379,22 +379,15 @@ const storeBoundK = 64
 var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3,
 	"wgmma": 2, "epi_smem": 1}
 
-// storeBoundTiling is storeBoundMeta for s, at 64 rows where an operand's
-// rows are not 8-byte aligned (K odd for A, N odd for B; Bᵀ's rows are
-// K long): its copies are then 4 bytes wide, 16 a thread and operand at
-// 128×128, each address held across the loop, and ptxas 11.8 on an sm_90
-// stand-in of the kernel (wgmmas replaced by fmas on their registers)
-// counted 251 registers at 4095×4097×33 (195 at 4096×4096×33, 226 at
-// 4096×4097×32: one CTA an SM) against 126 at 4096×4096×32 and 128 at ×50
-// (8-byte copies of A); at 64×128, 128 at 4095×4097×33.
+// storeBoundTiling is storeBoundMeta for s. Where an operand's rows are
+// not 8-byte aligned (K odd for A, N odd for B) its copies are 4 bytes
+// wide, 16 a thread and operand at 128×128, each address held across the
+// loop (ptxas 11.8 on an sm_90 stand-in: 251 registers at 4095×4097×33,
+// one CTA an SM, against 128 at 64×128), yet 128 rows still store faster:
+// on the H200 (2026-12-02, `tilefuse peer -run 'matmul 4095'`) 4095×4097×33
+// ran 21.1–21.6 TFLOP/s at 128×128 (227 registers) against 16.4 at 64×128
+// and 10.0 at the 256×128 form before.
 func storeBoundTiling(s waveShape) tile.Meta {
-	bRow := s.n
-	if s.transB {
-		bRow = s.k
-	}
-	if s.k%2 != 0 || bRow%2 != 0 {
-		return with(storeBoundMeta, "BLOCK_M", 64)
-	}
 	return maps.Clone(storeBoundMeta)
 }
 
@@ -429,6 +422,14 @@ func storeBoundCandidates(def tile.Meta) []tile.Meta {
 func storeBound(t Target, prec tile.Precision, s waveShape) bool {
 	if !t.GPU() || prec != tile.PrecTF32 || s.transA || s.heavyEpi || s.k > storeBoundK ||
 		s.m < 128 || s.n < 128 || t.SharedMemory < 3*4*32*(128+128) {
+		return false
+	}
+	// rows of K that are not 16-byte aligned (A's copies 4 or 8 bytes wide)
+	// under an output whose rows are (the 256×128 form's stores already 16
+	// bytes wide) stay with the other rules: on the H200 4096×4096×50 ran
+	// 47.2 TFLOP/s there against 42.5 at 128×128 (×32 and ×64: 36.5 → 39.2
+	// and 65.0 → 68.3; 2026-12-02, `tilefuse peer -run 'matmul 4096×4096×'`)
+	if s.k%4 != 0 && s.n%4 == 0 {
 		return false
 	}
 	return s.batch*tile.CDiv(s.m, 128)*tile.CDiv(s.n, 128) >= t.SMs

@@ -277,10 +277,11 @@ func TestStoreBoundProducts(t *testing.T) {
 		prec    tile.Precision
 		bm      int // 0: not store-bound
 	}{
-		{name: "4095×4097×33: 4-byte copies of A and B", m: 4095, k: 33, n: 4097, prec: tile.PrecTF32, bm: 64},
-		{name: "4096×4097×32: 4-byte copies of B", m: 4096, k: 32, n: 4097, prec: tile.PrecTF32, bm: 64},
-		{name: "4096×4096×33: 4-byte copies of A", m: 4096, k: 33, n: 4096, prec: tile.PrecTF32, bm: 64},
-		{name: "4096×4096×50: 8-byte copies of A", m: 4096, k: 50, n: 4096, prec: tile.PrecTF32, bm: 128},
+		{name: "4095×4097×33: 4-byte copies of A and B", m: 4095, k: 33, n: 4097, prec: tile.PrecTF32, bm: 128},
+		{name: "4096×4097×32: 4-byte copies of B", m: 4096, k: 32, n: 4097, prec: tile.PrecTF32, bm: 128},
+		{name: "4096×4096×33: 4-byte copies of A, aligned output rows", m: 4096, k: 33, n: 4096, prec: tile.PrecTF32},
+		{name: "4096×4096×50: 8-byte copies of A, aligned output rows", m: 4096, k: 50, n: 4096, prec: tile.PrecTF32},
+		{name: "4096×4094×50: 8-byte copies, output rows 8-byte aligned", m: 4096, k: 50, n: 4094, prec: tile.PrecTF32, bm: 128},
 		{name: "4096×4096×32", m: 4096, k: 32, n: 4096, prec: tile.PrecTF32, bm: 128},
 		{name: "4096×4096×64", m: 4096, k: 64, n: 4096, prec: tile.PrecTF32, bm: 128},
 		{name: "A·Bᵀ 4096×4097×32: Bᵀ's rows K long", m: 4096, k: 32, n: 4097, tb: true, prec: tile.PrecTF32, bm: 128},
