@@ -267,6 +267,8 @@ func TestMetaParameters(t *testing.T) {
 		{"attention on the executor, 2 cores: 32×32", attention(32, 512, 512, 64, 64), CPU(2), tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32}, 0},
 		{"attention tf32, B4 H16 S2048 D64: 128×32 at 4 warps, 3 stages", attention(64, 2048, 2048, 64, 64), H200, tile.Meta{"BLOCK_M": 128, "BLOCK_N": 32, "num_stages": 3, "num_warps": 4}, tile.PrecTF32},
 		{"attention tf32, B2 H16 S4096 D128: 128×64 at 8 warps on wgmma", attention(32, 4096, 4096, 128, 128), H200, tile.Meta{"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "wgmma": 1}, tile.PrecTF32},
+		{"attention 3xTF32, B2 H16 S4096 D128: 128×32 at 8 warps on wgmma", attention(32, 4096, 4096, 128, 128), H200, tile.Meta{"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "wgmma": 1}, tile.PrecTF32x3},
+		{"attention 3xTF32, B2 H16 S4096 D128, 160 KiB of shared memory: not on wgmma", attention(32, 4096, 4096, 128, 128), GPU(132, 1024, 160<<10), tile.Meta{"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4}, tile.PrecTF32x3},
 		{"attention tf32, B2 H16 S4096 D128, 160 KiB of shared memory: 128×32 at 8 warps, 3 stages", attention(32, 4096, 4096, 128, 128), GPU(132, 1024, 160<<10), tile.Meta{"BLOCK_M": 128, "BLOCK_N": 32, "num_stages": 3, "num_warps": 8}, tile.PrecTF32},
 		{"attention tf32, 40 blocks of 128 queries for 132 SMs: the smaller blocks", attention(10, 512, 512, 64, 64), H200, tile.Meta{"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 2}, tile.PrecTF32},
 	}
