@@ -41,9 +41,16 @@ type Thread struct {
 // Run runs f on the device's thread, with a Thread for its driver calls: a
 // sequence of launches and copies in one Run reaches the GPU without gaps
 // between them.
-func (d *Device) Run(f func(t *Thread) error) error {
+func (d *Device) Run(f func(t *Thread) error) error { return d.RunAsync(f)() }
+
+// RunAsync is Run handed over without waiting: it returns at once with
+// the function that waits for f and returns its error (to be called
+// once), so that the caller's goroutine can work beside the device's
+// thread meanwhile (fusion hashes the inputs it kept while the thread
+// launches the run's kernels).
+func (d *Device) RunAsync(f func(t *Thread) error) (wait func() error) {
 	t := &Thread{d: d}
-	return d.Do(func() error {
+	return d.work.start(func() error {
 		t.live = true
 		defer func() { t.live = false }()
 		return f(t)

@@ -63,19 +63,30 @@ func (w *worker) next() (func(), bool) {
 }
 
 // do runs f on the worker's goroutine and returns its error.
-func (w *worker) do(f func() error) error {
+func (w *worker) do(f func() error) error { return w.start(f)() }
+
+// start hands f to the worker's goroutine and returns at once with the
+// function that waits for it and returns its error (polled for waitSpin
+// with spin, then blocked on): the caller's goroutine is free in between,
+// for work of its own beside the device's. The wait must be called once.
+func (w *worker) start(f func() error) (wait func() error) {
 	var err error
 	ch := make(chan struct{})
 	w.work <- func() {
 		defer close(ch)
 		err = f()
 	}
+	return func() error { return w.wait(ch, &err) }
+}
+
+// wait returns *err once ch is closed.
+func (w *worker) wait(ch chan struct{}, err *error) error {
 	if w.spin {
 		start := time.Now()
 		for i := 1; ; i++ {
 			select {
 			case <-ch:
-				return err
+				return *err
 			default:
 			}
 			if i%64 == 0 && time.Since(start) > waitSpin {
@@ -84,7 +95,7 @@ func (w *worker) do(f func() error) error {
 		}
 	}
 	<-ch
-	return err
+	return *err
 }
 
 // stop ends loop once the work handed over has run.

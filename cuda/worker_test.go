@@ -81,3 +81,40 @@ func TestWorker(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerStart: start returns before the piece has run, so the caller
+// works beside it (here the piece waits for the caller's signal, which
+// the caller sends only after start has returned), and the wait returns
+// the piece's error, with and without spinning.
+func TestWorkerStart(t *testing.T) {
+	for _, spin := range []bool{false, true} {
+		t.Run(fmt.Sprintf("spin=%v", spin), func(t *testing.T) {
+			w := newWorker(spin)
+			go func() {
+				runtime.LockOSThread()
+				w.loop()
+			}()
+			defer w.stop()
+			for i := range 20 {
+				go1 := make(chan struct{})
+				ran := false
+				wait := w.start(func() error {
+					select {
+					case <-go1:
+					case <-time.After(10 * time.Second):
+						return errors.New("the caller never signalled: start waited for the piece")
+					}
+					ran = true
+					return fmt.Errorf("piece %d", i)
+				})
+				close(go1) // the caller's own work, while the piece waits for it
+				if err := wait(); err == nil || err.Error() != fmt.Sprintf("piece %d", i) {
+					t.Fatalf("piece %d: error %v", i, err)
+				}
+				if !ran {
+					t.Fatalf("piece %d: wait returned before the piece ran", i)
+				}
+			}
+		})
+	}
+}

@@ -766,11 +766,11 @@ func (g *gpu) run() error {
 	// hashes them first
 	plan := planInputsLater(g.held, vals, c.cfg.inCheck)
 	var sums chan []uint64
+	var hashLater [][]byte // hashed by this goroutine once the device's thread has the run
 	if len(plan.later) > 0 {
 		if g.speculate && !g.stale {
 			sums = make(chan []uint64, 1)
-			bs := plan.laterBytes()
-			go func() { sums <- hashAll(bs) }()
+			hashLater = plan.laterBytes()
 		} else {
 			g.stale = len(plan.settle(g.held, hashAll(plan.laterBytes()))) > 0
 		}
@@ -783,7 +783,7 @@ func (g *gpu) run() error {
 		*d = now.Sub(mark).Seconds()
 		mark = now
 	}
-	err := g.dev.Run(func(t *cuda.Thread) error {
+	wait := g.dev.RunAsync(func(t *cuda.Thread) error {
 		lap(&ph.HandOff)
 		if g.fetch == nil {
 			return fmt.Errorf("fusion: the machine is closed")
@@ -892,6 +892,15 @@ func (g *gpu) run() error {
 		ph.Download += down
 		return nil
 	})
+	if hashLater != nil {
+		// the kept inputs' hashes, computed here while the device's thread
+		// uploads and launches (a goroutine of their own waited a
+		// reschedule behind this one's polling), settled by the thread
+		// after its launches; sums holds one, so an early return of the
+		// thread leaves the send nothing to wait for
+		sums <- hashAll(hashLater)
+	}
+	err := wait()
 	lap(&ph.Return)
 	g.last.HostSeconds = max(0, time.Since(start).Seconds()-g.devMs/1e3)
 	if err != nil && !strings.HasPrefix(err.Error(), "fusion: ") {
