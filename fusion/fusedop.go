@@ -399,25 +399,17 @@ func (op *FusedOp) launch(b *boxes, args []any, nin int) error {
 	}
 	sizes := op.parts
 	if k.DType == tile.F64 {
-		var s []float64
+		var held *[]float64
 		if b != nil {
-			s = b.parts64
+			held = &b.parts64
 		}
-		s = partsOf(s, sizes)
-		cargs = scratchArgs(cb, cargs, s, sizes)
-		if b != nil {
-			b.parts64 = s
-		}
+		cargs = heldScratch(held, cb, cargs, sizes)
 	} else {
-		var s []float32
+		var held *[]float32
 		if b != nil {
-			s = b.parts32
+			held = &b.parts32
 		}
-		s = partsOf(s, sizes)
-		cargs = scratchArgs(cb, cargs, s, sizes)
-		if b != nil {
-			b.parts32 = s
-		}
+		cargs = heldScratch(held, cb, cargs, sizes)
 	}
 	cargs = append(cargs, args[nin:]...) // the combine's outputs: the kernel's
 	copy(args[nin:], cargs[:len(sizes)]) // the kernel's outputs: the scratch
@@ -428,6 +420,21 @@ func (op *FusedOp) launch(b *boxes, args []any, nin int) error {
 		return err
 	}
 	return op.combine.Launch(k.CombineGrid, cargs...)
+}
+
+// heldScratch appends to args the scratch of sizes, in the memory *held
+// keeps from run to run (fresh where held is nil), boxed in b.
+func heldScratch[T float32 | float64](held *[]T, b *boxes, args []any, sizes []int) []any {
+	var s []T
+	if held != nil {
+		s = *held
+	}
+	s = partsOf(s, sizes)
+	args = scratchArgs(b, args, s, sizes)
+	if held != nil {
+		*held = s
+	}
+	return args
 }
 
 // partsOf is s where it holds a kernel's partial results of the given
