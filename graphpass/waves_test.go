@@ -260,11 +260,11 @@ func productGroup(t *testing.T, m, k, n int, ta, tb bool, epi func(g *G.ExprGrap
 // TestStoreBoundProducts: TF32 products over K of at most 64 with a wave
 // of 128×128 tiles (issue 10's odd shapes and their aligned neighbours)
 // take the swapped form at 128×128, 3 stages, with the epilogue through
-// shared memory, at 64×128 where an operand's rows are of odd length (its
-// copies 4 bytes wide), and offer the autotuner 256×128 with and without
-// it, 64 and 128 rows with it, 128 without it, and the choice with k_tail;
-// longer K, Aᵀ, bf16, products too small for a wave and a heavy epilogue
-// keep the other rules.
+// shared memory, whatever the operands' row lengths, and offer the
+// autotuner 256×128 with and without it, 64 and 128 rows with it, 128
+// without it, and the choice with k_tail; K's rows unaligned under aligned
+// output rows, longer K, Aᵀ, bf16, products too small for a wave and a
+// heavy epilogue keep the other rules.
 func TestStoreBoundProducts(t *testing.T) {
 	sb := func(bm int, extra string) string {
 		return fmt.Sprintf("{BLOCK_K = 32, BLOCK_M = %d, BLOCK_N = 128, epi_smem = 1, %snum_stages = %d, num_warps = 8, wgmma = 2}", bm, extra, map[bool]int{true: 4, false: 3}[bm == 256])
