@@ -708,21 +708,20 @@ func cpuKernelTime(k *graphpass.Kernel, args []any, limit float64, native bool) 
 		if err != nil {
 			return 0, err
 		}
-		nout := len(tuneOutSizes(k))
-		var cargs []any
+		var scratch []any
 		for _, n := range k.ScratchSizes() {
 			if k.DType == tile.F64 {
-				cargs = append(cargs, make([]float64, n))
+				scratch = append(scratch, make([]float64, n))
 			} else {
-				cargs = append(cargs, make([]float32, n))
+				scratch = append(scratch, make([]float32, n))
 			}
 		}
-		launch = func(args ...any) error {
-			in := append(slices.Clone(args[:len(args)-nout]), cargs[:nout]...)
-			if err := e.Launch(k.Grid, in...); err != nil {
-				return err
-			}
-			return c.Launch(k.CombineGrid, append(cargs[:nout:nout], args[len(args)-nout:]...)...)
+		nin := len(args) - len(scratch)
+		kargs, cargs := make([]any, len(args)), make([]any, 0, 2*len(scratch))
+		launch = func(args ...any) error { // args' outputs stay the caller's
+			copy(kargs, args)
+			_, err := launchParts(k, e, c, kargs, nin, append(cargs[:0], scratch...))
+			return err
 		}
 	}
 	if err := launch(args...); err != nil {

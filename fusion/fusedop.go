@@ -411,15 +411,27 @@ func (op *FusedOp) launch(b *boxes, args []any, nin int) error {
 		}
 		cargs = heldScratch(held, cb, cargs, sizes)
 	}
-	cargs = append(cargs, args[nin:]...) // the combine's outputs: the kernel's
-	copy(args[nin:], cargs[:len(sizes)]) // the kernel's outputs: the scratch
+	cargs, err := launchParts(k, op.exec, op.combine, args, nin, cargs)
 	if cb != nil {
 		cb.scratch = cargs[:0] // keep the array for the next run
 	}
-	if err := op.exec.Launch(k.Grid, args...); err != nil {
-		return err
+	return err
+}
+
+// launchParts runs a kernel of partial results (graphpass.Kernel.Parts):
+// e, k's kernel, over its inputs (args[:nin]) writing the scratch (cargs:
+// one part buffer an output, cut as k.ScratchSizes), then c, k.Combine,
+// over the scratch and the outputs (args[nin:]). args[nin:] is
+// overwritten with the scratch; it returns cargs with the outputs
+// appended.
+func launchParts(k *graphpass.Kernel, e, c *cpu.Exec, args []any, nin int, cargs []any) ([]any, error) {
+	nout := len(cargs)
+	cargs = append(cargs, args[nin:]...) // the combine's outputs: the kernel's
+	copy(args[nin:], cargs[:nout])       // the kernel's outputs: the scratch
+	if err := e.Launch(k.Grid, args...); err != nil {
+		return cargs, err
 	}
-	return op.combine.Launch(k.CombineGrid, cargs...)
+	return cargs, c.Launch(k.CombineGrid, cargs...)
 }
 
 // heldScratch appends to args the scratch of sizes, in the memory *held
