@@ -40,8 +40,11 @@ func tuneAttention(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	// (tilefuse tune on the H200, 2026-12-01, third session, twice: B4 H16
 	// S2048 D64 0.577 → 0.496 and 0.578 → 0.504 ms in the rematch; at D128
 	// 4 warps measured 3.26 against 8 warps' 2.17)
-	if t.GPU() && prec == tile.PrecTF32 && bm == 64 && tile.CDiv(a.sq, 128)*nb >= t.SMs &&
-		t.MaxThreads >= 256 && 3*4*bn*(headBlock(a.hk)+headBlock(a.hv)) <= 160<<10 && t.SharedMemory >= 160<<10 {
+	// a wave of 128-query blocks at up to 8 warps; head dims of 128 with
+	// Hopper's shared memory (the rules of TF32 and 3xTF32 below)
+	wave128 := t.GPU() && bm == 64 && tile.CDiv(a.sq, 128)*nb >= t.SMs && t.MaxThreads >= 256
+	hopper128 := headBlock(a.hk) == 128 && headBlock(a.hv) == 128 && t.SharedMemory >= 200<<10
+	if prec == tile.PrecTF32 && wave128 && 3*4*bn*(headBlock(a.hk)+headBlock(a.hv)) <= 160<<10 && t.SharedMemory >= 160<<10 {
 		if max(headBlock(a.hk), headBlock(a.hv)) <= 64 {
 			meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"], meta["num_stages"] = 128, 32, 4, 3
 			return
@@ -51,7 +54,7 @@ func tuneAttention(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 		// its default stages (tilefuse tune on the H200, 2026-12-02: B2 H16
 		// S4096 D128 2.03 ms against 128×32 on mma.sync's 2.19; 128×64 on
 		// mma.sync 2.22, 128×32 on wgmma 2.29)
-		if headBlock(a.hk) == 128 && headBlock(a.hv) == 128 && t.SharedMemory >= 200<<10 {
+		if hopper128 {
 			meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"], meta["wgmma"] = 128, 64, 8, 1
 			return
 		}
@@ -63,8 +66,7 @@ func tuneAttention(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	// H200, 2026-12-02, sixth session: B2 H16 S4096 D128 4.70 ms against
 	// the 64×32, 4 warps that the rules below give, 7.11; 27 candidates;
 	// SDPA in strict fp32 10.1 ms in the same call)
-	if t.GPU() && prec == tile.PrecTF32x3 && bm == 64 && tile.CDiv(a.sq, 128)*nb >= t.SMs && t.MaxThreads >= 256 &&
-		headBlock(a.hk) == 128 && headBlock(a.hv) == 128 && t.SharedMemory >= 200<<10 {
+	if prec == tile.PrecTF32x3 && wave128 && hopper128 {
 		meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"], meta["wgmma"] = 128, 32, 8, 1
 		return
 	}
