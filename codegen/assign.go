@@ -133,22 +133,17 @@ func (l *lowerer) epiSmemLayout(b *tile.Block, r *tile.Value) *Layout {
 // writeWidth is how many consecutive elements of a row one access of
 // store or atomic add w may cover at most (a power of two up to 16 bytes):
 // the pointer's contiguity and alignment and the mask's constancy along
-// the last dimension, as vecWidth bounds them; atomic adds are scalar.
+// the last dimension (accessWidth); atomic adds are scalar.
 func (l *lowerer) writeWidth(w *tile.Value) int {
 	if w.Op == tile.OpAtomicAdd || w.Args[1].Type.Shape.IsScalar() {
 		return 1
 	}
-	size := elemBytes(w.Args[1].Type)
-	pi := l.axes[w.Args[0].ID]
-	v := min(pi.Contig, 16/size, max(1, pi.Div/size))
+	var mask *tile.Value
 	if len(w.Args) > 2 {
-		v = min(v, l.axes[w.Args[2].ID].Const)
+		mask = w.Args[2]
 	}
-	p := 1
-	for p*2 <= v {
-		p *= 2
-	}
-	return p
+	size := elemBytes(w.Args[1].Type)
+	return l.accessWidth(w.Args[0], mask, size, 16/size)
 }
 
 // reducedLayout is the layout of reduction v's result when its operand is

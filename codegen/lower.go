@@ -1244,8 +1244,16 @@ func (l *lowerer) vecWidth(lay *Layout, ptr, mask *tile.Value, size int) int {
 	if lay.Src[last] != lay.B.rank()-1 || lay.B.wraps(last) {
 		return 1
 	}
+	return l.accessWidth(ptr, mask, size, lay.B.SPT[last])
+}
+
+// accessWidth is the most consecutive elements of size bytes one access
+// through ptr under mask (nil: none) may cover, at most most: a power of
+// two up to 16 bytes that the pointer's contiguity and alignment and the
+// mask's constancy along the last dimension allow.
+func (l *lowerer) accessWidth(ptr, mask *tile.Value, size, most int) int {
 	pi := l.axes[ptr.ID]
-	v := min(lay.B.SPT[last], pi.Contig, 16/size, max(1, pi.Div/size))
+	v := min(most, pi.Contig, 16/size, max(1, pi.Div/size))
 	if mask != nil {
 		v = min(v, l.axes[mask.ID].Const)
 	}
