@@ -14,7 +14,6 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/fusion"
 	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
@@ -516,12 +515,8 @@ func TestAutotuneSplitCandidates(t *testing.T) {
 // chosen, and the machine's sums are float64 column sums' within
 // 1e-5·Σ|x|.
 func TestAutotuneColumnParts(t *testing.T) {
-	if !jit.Supported() {
-		t.Skip("no native code here (not amd64 with AVX2 and FMA, or -tags purego): a CPU target splits no column sum")
-	}
 	const rows, cols = 1000, 777
-	tg := graphpass.CPU(16)
-	tg.Native = true
+	tg := splittingCPU(t)
 	var calls atomic.Int32
 	defer fusion.SetTuneTimer(fakeTimes(&calls, func(m tile.Meta) float64 {
 		if m["CHUNK"] == 256 {

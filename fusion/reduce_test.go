@@ -164,11 +164,7 @@ func TestColumnSiblingReductions(t *testing.T) {
 	t.Run("cpu target", func(t *testing.T) { checkColumnSiblings(t, shapes, true, native) })
 	t.Run("h200 target", func(t *testing.T) { checkColumnSiblings(t, shapes, false, false, fusion.WithTarget(graphpass.H200)) })
 	t.Run("cpu target of 16 cores, outputs reused", func(t *testing.T) {
-		if !native {
-			t.Skip("no native code here (not amd64 with AVX2 and FMA, or -tags purego): the CPU target does not split")
-		}
-		tg := graphpass.CPU(16)
-		tg.Native = true
+		tg := splittingCPU(t)
 		checkColumnSiblings(t, append(shapes, [2]int{4097, 1000}, [2]int{8192, 1024}), true, true, fusion.WithTarget(tg), fusion.WithReuseOutputs(true))
 	})
 }
@@ -254,12 +250,8 @@ func checkColumnSiblings(t *testing.T, shapes [][2]int, sameBits, parts bool, op
 // (as Gorgonia's own machine runs the compiled graph: fresh memory, no
 // step to keep scratch in) gives RunAll's sums bit for bit.
 func TestColumnPartsDo(t *testing.T) {
-	if !jit.Supported() {
-		t.Skip("no native code here (not amd64 with AVX2 and FMA, or -tags purego): the CPU target does not split")
-	}
 	const r, c = 1000, 777
-	tg := graphpass.CPU(16)
-	tg.Native = true
+	tg := splittingCPU(t)
 	g := G.NewGraph()
 	x := G.NewMatrix(g, tensor.Float32, G.WithShape(r, c), G.WithName("x"))
 	y := G.Must(G.Sum(x, 0))
@@ -299,4 +291,17 @@ func TestColumnPartsDo(t *testing.T) {
 			t.Fatalf("run %d: Do's sums differ from RunAll's", run)
 		}
 	}
+}
+
+// splittingCPU is a 16-core CPU target whose kernels run as machine code,
+// the target that splits column sums over row chunks (graphpass
+// tuneColumnParts); the test is skipped where there is no native code.
+func splittingCPU(t *testing.T) graphpass.Target {
+	t.Helper()
+	if !jit.Supported() {
+		t.Skip("no native code here (not amd64 with AVX2 and FMA, or -tags purego): the CPU target does not split column sums")
+	}
+	tg := graphpass.CPU(16)
+	tg.Native = true
+	return tg
 }
