@@ -21,23 +21,32 @@ import (
 // (1e-6 relative), at three runs with a new x each; the values read after a
 // run stay what they were after the next (fresh memory, not overwritten),
 // and Stats counts a download per output; with launches one by one, as
-// CUDA graphs and under WithProfile (no copies beside the kernels).
+// CUDA graphs and under WithProfile (no copies beside the kernels); and
+// with every recycled or uncleared host buffer poisoned with NaN first, so
+// that a byte a download into a recycled buffer leaves unwritten shows.
 func TestWriteBacksFetchedOnGPU(t *testing.T) {
 	if err := fusion.Available(fusion.CUDA); err != nil {
 		t.Fatal(err)
 	}
 	defer fusion.SetMaxFetcherBytes(16 << 20)()
 	modes := []struct {
-		name string
-		opts []fusion.Option
+		name   string
+		opts   []fusion.Option
+		poison bool
 	}{
-		{"launches", nil},
-		{"graphs", []fusion.Option{fusion.WithCUDAGraphs(true)}},
-		{"profile", []fusion.Option{fusion.WithProfile(true)}}, // no side-stream copies
+		{"launches", nil, false},
+		{"graphs", []fusion.Option{fusion.WithCUDAGraphs(true)}, false},
+		{"profile", []fusion.Option{fusion.WithProfile(true)}, false}, // no side-stream copies
+		{"poisoned", nil, true},
 	}
 	for _, mode := range modes {
 		for _, n := range []int{1003, 5<<20 + 3} {
-			t.Run(fmt.Sprintf("%s/%d", mode.name, n), func(t *testing.T) { fetchedCase(t, n, mode.opts) })
+			t.Run(fmt.Sprintf("%s/%d", mode.name, n), func(t *testing.T) {
+				if mode.poison {
+					defer fusion.SetRecycling(16, true)()
+				}
+				fetchedCase(t, n, mode.opts)
+			})
 		}
 	}
 }
