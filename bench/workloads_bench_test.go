@@ -46,6 +46,15 @@ func BenchmarkWorkloads(b *testing.B) {
 					}
 					vm.Reset()
 				}
+				if m, ok := vm.(*fusion.Machine); ok && b.N > 0 {
+					// a loop of runs as a user writes it (no collection
+					// between them): how often a readable value's memory
+					// was new (zeroed, its pages faulted in) and how often
+					// recycled
+					st := m.Stats()
+					b.ReportMetric(float64(st.Allocated)/float64(b.N), "new-buffers/op")
+					b.ReportMetric(float64(st.Recycled)/float64(b.N), "recycled/op")
+				}
 			})
 		}
 	}
