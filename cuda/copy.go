@@ -7,9 +7,12 @@ import (
 )
 
 // copyPiece is the least a goroutine of parallelCopy copies: below two of
-// them one core copies alone (starting a goroutine costs about a
-// microsecond, a piece 20–40 µs at 6–12 GB/s).
-const copyPiece = 256 << 10
+// them one core copies alone. On the H200's host (16 cores, 2026-12-02,
+// BenchmarkParallelCopy) one core copied 1.6 MB in 46 µs (36 GB/s) and
+// 2, 4 and 8 goroutines in 125, 79 and 76 µs: starting and waiting for a
+// goroutine costs tens of microseconds there, more than a piece of 256
+// KiB (the piece until then) takes to copy.
+const copyPiece = 2 << 20
 
 // stageWorkers is how many cores a Stager copies a piece with: 4 on a
 // machine of 8 or more (a GPU host: the staging copy of a 1.6 MB batch is

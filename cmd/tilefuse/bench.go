@@ -21,7 +21,7 @@ type benchOpts struct {
 	backend, workloads, size, json, plot, precision, cpuprofile string
 	runs, profile, rotate                                       int
 	warm                                                        time.Duration
-	quiet, native, autotune, graphs, cold, noGorgonia           bool
+	quiet, native, autotune, graphs, cold, noGorgonia, reuse    bool
 }
 
 func benchFlags() (*flag.FlagSet, *benchOpts) {
@@ -39,6 +39,7 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.BoolVar(&o.native, "native", false, "time the fused graphs twice, their CPU kernels on the executor (fused) and as machine code (native, the default otherwise), in turn with the other modes, with a table of native against the executor")
 	fs.BoolVar(&o.autotune, "autotune", false, "tilefuse's modes with fusion.WithAutotune: each kernel's meta-parameters measured on the backend at compile time (choices from and to the cache on disk; the compile times include the tuning)")
 	fs.BoolVar(&o.graphs, "cuda-graphs", false, "tilefuse's modes with fusion.WithCUDAGraphs: on the GPU each run's kernels replayed as CUDA graphs, one cuGraphLaunch for the launches between ops left to the CPU")
+	fs.BoolVar(&o.reuse, "reuse-outputs", false, "tilefuse's modes with fusion.WithReuseOutputs: each run writes its readable values into the memory of the last run's (a user who reads each run's values before the next), instead of memory that no value the user may still hold has")
 	fs.IntVar(&o.rotate, "rotate", 0, "input sets each mode's runs cycle through (0: 4 where the inputs take less than 64 MiB, else 1; 1: the same inputs every run, as bench/torch's timed calls)")
 	fs.BoolVar(&o.cold, "cold", false, "on the CPU, time each run right after the collection that precedes it (the pool's workers parked, the caches as the collection left them), as before 2026-12-02; by default one untimed run of the mode comes between them, as PyTorch's timed calls follow one another")
 	fs.BoolVar(&o.noGorgonia, "no-gorgonia", false, "leave Gorgonia's own machine out at every size (as -size peer does): tilefuse's modes only, for profiles and quick comparisons")
@@ -114,6 +115,9 @@ func benchCmd(args []string, out, progress io.Writer) error {
 	}
 	if o.graphs {
 		fopts = append(fopts, fusion.WithCUDAGraphs(true))
+	}
+	if o.reuse {
+		fopts = append(fopts, fusion.WithReuseOutputs(true))
 	}
 	if *runs < 1 {
 		return fmt.Errorf("-runs %d: want at least 1", *runs)
