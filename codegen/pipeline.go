@@ -780,11 +780,23 @@ func (l *lowerer) epilogueThroughSmem(p *pipe, acc *lval, to *Layout) *lval {
 	w := &l.body
 	stride := p.n + epiPad
 	l.needSmem(p.m * stride * 4)
+	// each address from a base register of its layout with an immediate
+	// offset where the slots' coordinates differ by constants (copyBases),
+	// not from coordinate registers of each slot (prologue registers, live
+	// across the loop)
+	elem := func(vc []int) int64 { return int64(4 * (vc[0]*stride + vc[1])) }
+	var bases [2]copyBases
 	addr := func(lay *Layout, s slot) string {
-		row, col := l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)
-		i := l.reg("r")
-		emit(w, "mad.lo.s32 %s, %s, %d, %s", i, row, stride, col)
-		return l.smemSlot(w, i, 4, 0)
+		b := &bases[0]
+		if lay != acc.lay {
+			b = &bases[1]
+		}
+		return b.addr(lay, s, elem, func() string {
+			row, col := l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)
+			i := l.reg("r")
+			emit(w, "mad.lo.s32 %s, %s, %d, %s", i, row, stride, col)
+			return l.smemSlot(w, i, 4, 0)
+		})
 	}
 	slots := acc.lay.B.slots()
 	for _, cls := range l.classesOf(acc.lay) {
