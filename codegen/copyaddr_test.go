@@ -18,7 +18,8 @@ import (
 // store-bound choice and 256×128), warp-specialised, mma.sync on sm_80,
 // and the aligned 16-byte copies; likewise the epilogue's stores and,
 // with epi_smem = 1, its stores into and loads from shared memory (one
-// base register each). Every copy group (one iteration's
+// base register each); per_slot_addr = 1 keeps one register an access.
+// Every copy group (one iteration's
 // copies, up to its commit or mbarrier arrive) holds as many copies as
 // the tile needs.
 func TestCopyBaseRegisters(t *testing.T) {
@@ -36,6 +37,7 @@ func TestCopyBaseRegisters(t *testing.T) {
 		run     int // elements a load from shared memory (epi_smem)
 	}{
 		{"4095x4097x33 swapped 128x128 epi_smem", 4095, 4097, 33, 128, 90, tile.Meta{"epi_smem": 1, "num_stages": 3}, 32, "4", 3, 64, 1},
+		{"4095x4097x33 swapped 128x128 epi_smem per_slot_addr", 4095, 4097, 33, 128, 90, tile.Meta{"epi_smem": 1, "num_stages": 3, "per_slot_addr": 1}, 32, "4", 3, 64, 1},
 		{"4095x4097x33 swapped 256x128", 4095, 4097, 33, 256, 90, nil, 48, "4", 3, 128, 1},
 		// the producer's 4 warps copy the tile: 96 copies a thread, one group in its loop
 		{"4095x4097x33 swapped ws 256x128", 4095, 4097, 33, 256, 90, tile.Meta{"ws": 1}, 96, "4", 1, 128, 1},
@@ -59,8 +61,13 @@ func TestCopyBaseRegisters(t *testing.T) {
 				if n != c.copies {
 					t.Errorf("group %d: %d copies, want %d", groups, n, c.copies)
 				}
-				// A's and B's: one base each
-				if len(src) > 2 || len(dst) > 2 {
+				// A's and B's: one base each (per_slot_addr = 1: one
+				// register a copy, the old form)
+				if c.extra["per_slot_addr"] == 1 {
+					if len(src) != n || len(dst) != n {
+						t.Errorf("group %d: %d copies from %d global address registers into %d shared ones, want %d each (per_slot_addr = 1)", groups, n, len(src), len(dst), n)
+					}
+				} else if len(src) > 2 || len(dst) > 2 {
 					t.Errorf("group %d: %d copies from %d global address registers into %d shared ones, want at most 2 each", groups, n, len(src), len(dst))
 				}
 				src, dst, n = map[string]bool{}, map[string]bool{}, 0
@@ -103,7 +110,11 @@ func TestCopyBaseRegisters(t *testing.T) {
 				if len(ms) != a.want {
 					t.Errorf("epilogue: %d %s, want %d", len(ms), a.what, a.want)
 				}
-				if len(regs) > 1 {
+				if c.extra["per_slot_addr"] == 1 {
+					if len(regs) != len(ms) {
+						t.Errorf("epilogue: %d %s from %d address registers, want %[1]d (per_slot_addr = 1)", len(ms), a.what, len(regs))
+					}
+				} else if len(regs) > 1 {
 					t.Errorf("epilogue: %d %s from %d address registers, want 1", len(ms), a.what, len(regs))
 				}
 			}

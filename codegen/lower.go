@@ -1480,7 +1480,7 @@ func (l *lowerer) storePrep(v *tile.Value) (*storeEmit, error) {
 	}
 	if s.atomic {
 		s.old = &lval{lay: lay, regs: make([]string, nslots(lay))}
-	} else if lay != nil {
+	} else if lay != nil && !l.perSlotAddr() {
 		s.ptr = l.affineOf(ptr, map[*tile.Value]*affine{})
 	}
 	s.classes = l.classesOf(lay)

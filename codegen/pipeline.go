@@ -787,16 +787,20 @@ func (l *lowerer) epilogueThroughSmem(p *pipe, acc *lval, to *Layout) *lval {
 	elem := func(vc []int) int64 { return int64(4 * (vc[0]*stride + vc[1])) }
 	var bases [2]copyBases
 	addr := func(lay *Layout, s slot) string {
-		b := &bases[0]
-		if lay != acc.lay {
-			b = &bases[1]
-		}
-		return b.addr(lay, s, elem, func() string {
+		own := func() string {
 			row, col := l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)
 			i := l.reg("r")
 			emit(w, "mad.lo.s32 %s, %s, %d, %s", i, row, stride, col)
 			return l.smemSlot(w, i, 4, 0)
-		})
+		}
+		if l.perSlotAddr() {
+			return own()
+		}
+		b := &bases[0]
+		if lay != acc.lay {
+			b = &bases[1]
+		}
+		return b.addr(lay, s, elem, own)
 	}
 	slots := acc.lay.B.slots()
 	for _, cls := range l.classesOf(acc.lay) {
@@ -1123,6 +1127,9 @@ func (l *lowerer) ownedGroups(lay *Layout, vw int, f func(first int, s slot, g s
 // memory and one into the tile per copy).
 func (l *lowerer) asyncCopies(args []*lval, lay *Layout, vw int, live, sp string, ptr *affine, at func(s slot) string, off func(vc []int) int64) {
 	w := &l.body
+	if l.perSlotAddr() {
+		ptr, off = nil, nil
+	}
 	var src, dst copyBases
 	l.ownedGroups(lay, vw, func(first int, s slot, g string) {
 		pred := live
@@ -1161,6 +1168,11 @@ func (l *lowerer) asyncCopies(args []*lval, lay *Layout, vw int, live, sp string
 		emit(w, "%scp.async.%s.shared.global [%s], [%s], %d, %s", g, cache, da, sa, 4*vw, size)
 	})
 }
+
+// perSlotAddr: the meta-parameter per_slot_addr = 1 keeps the old form,
+// an address register for each copy and store (copyBases not used): only
+// to measure what the bases gain, beside the default in one run.
+func (l *lowerer) perSlotAddr() bool { return l.k.Meta["per_slot_addr"] == 1 }
 
 // copyBases are the base registers of the addresses of one load's copies
 // (asyncCopies): each with the slot whose address it holds.
