@@ -1442,6 +1442,12 @@ type storeEmit struct {
 	atomic   bool
 	slotwise bool  // operands asked for group by group (slotwise.go)
 	old      *lval // atomic_add's result
+	// ptr: the pointer as an affine block (nil: not known to be one), so
+	// that a store addresses from an earlier store's register plus an
+	// immediate offset where their slots' coordinates differ by constants
+	// (bases, as asyncCopies' copies do)
+	ptr   *affine
+	bases copyBases
 }
 
 // storePrep demands store v's operands (all slots, or none yet where they
@@ -1474,6 +1480,8 @@ func (l *lowerer) storePrep(v *tile.Value) (*storeEmit, error) {
 	}
 	if s.atomic {
 		s.old = &lval{lay: lay, regs: make([]string, nslots(lay))}
+	} else if lay != nil && !l.perSlotAddr() {
+		s.ptr = l.affineOf(ptr, map[*tile.Value]*affine{})
 	}
 	s.classes = l.classesOf(lay)
 	return s, nil
@@ -1535,7 +1543,17 @@ func (l *lowerer) storeAt(s *storeEmit, ci int) error {
 	for j, cls := range group {
 		regs[j] = args[1].regs[cls[0]]
 	}
-	emit(w, "%sst.global%s%s.%s [%s], %s", guard, cacheOp(v), vecSuffix(s.vw), memType(t), args[0].regs[first], vecOperand(regs))
+	addr := args[0].regs[first]
+	if s.ptr != nil {
+		addr = s.bases.addr(lay, s.slots[first], func(vc []int) int64 {
+			var a int64
+			for i, c := range vc {
+				a += s.ptr.Coef[i] * int64(c)
+			}
+			return a
+		}, func() string { return addr })
+	}
+	emit(w, "%sst.global%s%s.%s [%s], %s", guard, cacheOp(v), vecSuffix(s.vw), memType(t), addr, vecOperand(regs))
 	return nil
 }
 

@@ -98,6 +98,16 @@ func (t smemTile) addr(r, c int) int {
 	return t.Off + r*t.rowBytes() + 16*((c/4)^t.Swz.phase(r)) + 4*(c%4)
 }
 
+// slotAddr is addr of the element at value coordinates vc of a load
+// whose tile is t: (vc[0], vc[1]), or (vc[1], vc[0]) where the tile holds
+// the operand transposed (tileSlot).
+func (t smemTile) slotAddr(vc []int, trans bool) int {
+	if trans {
+		return t.addr(vc[1], vc[0])
+	}
+	return t.addr(vc[0], vc[1])
+}
+
 func (t smemTile) String() string {
 	return fmt.Sprintf("[%d][%d]f32 at +%d, swizzle %v", t.Rows, t.Cols, t.Off, t.Swz)
 }

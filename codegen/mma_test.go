@@ -172,7 +172,7 @@ func TestPipelinedDot(t *testing.T) {
 		{`and\.b32 %r\d+, %r\d+, 0xffffe000`, loop, 4 * 2 * 4},
 		{`cvt\.rna\.tf32\.f32`, loop, 4 * 4 * 2},
 		// 64×32 + 32×64 floats, 16 bytes a copy, 128 threads
-		{`cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16`, loop, 8},
+		{`cp\.async\.cg\.shared\.global \[%r\d+(\+-?\d+)?\], \[%rd\d+(\+-?\d+)?\], 16`, loop, 8},
 		{`cp\.async\.wait_group 1`, loop, 1},
 		{`bar\.sync`, loop, 1},
 		{`st\.shared`, p, 0},
@@ -340,7 +340,7 @@ func TestWgmmaSwapped(t *testing.T) {
 		// A 256×32 and B 32×128 by 256 threads: 8 + 4 16-byte copies an
 		// iteration; A read by the tensor cores as it landed (no pass),
 		// Bᵀ's fragments rounded in registers
-		{`cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16`, loop, 2 * 12},
+		{`cp\.async\.cg\.shared\.global \[%r\d+(\+-?\d+)?\], \[%rd\d+(\+-?\d+)?\], 16`, loop, 2 * 12},
 		{`ld\.shared\.v4\.b32`, loop, 0},
 		{`st\.shared\.v4\.b32`, loop, 0},
 		{`ld\.shared\.b32`, loop, 2 * 16},

@@ -254,7 +254,8 @@ func (l *lowerer) tileCopies(ml *mmaLoop, region int, ivp, sp, live string) erro
 		if err != nil {
 			return err
 		}
-		l.asyncCopies(args, lay, t.vw, live, sp, func(s slot) string { return l.copySlot(t, region, lay, s) })
+		l.asyncCopies(args, lay, t.vw, live, sp, l.affineOf(ld.Args[0], map[*tile.Value]*affine{}),
+			func(s slot) string { return l.copySlot(t, region, lay, s) }, nil)
 	}
 	return nil
 }

@@ -780,11 +780,27 @@ func (l *lowerer) epilogueThroughSmem(p *pipe, acc *lval, to *Layout) *lval {
 	w := &l.body
 	stride := p.n + epiPad
 	l.needSmem(p.m * stride * 4)
+	// each address from a base register of its layout with an immediate
+	// offset where the slots' coordinates differ by constants (copyBases),
+	// not from coordinate registers of each slot (prologue registers, live
+	// across the loop)
+	elem := func(vc []int) int64 { return int64(4 * (vc[0]*stride + vc[1])) }
+	var bases [2]copyBases
 	addr := func(lay *Layout, s slot) string {
-		row, col := l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)
-		i := l.reg("r")
-		emit(w, "mad.lo.s32 %s, %s, %d, %s", i, row, stride, col)
-		return l.smemSlot(w, i, 4, 0)
+		own := func() string {
+			row, col := l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)
+			i := l.reg("r")
+			emit(w, "mad.lo.s32 %s, %s, %d, %s", i, row, stride, col)
+			return l.smemSlot(w, i, 4, 0)
+		}
+		if l.perSlotAddr() {
+			return own()
+		}
+		b := &bases[0]
+		if lay != acc.lay {
+			b = &bases[1]
+		}
+		return b.addr(lay, s, elem, own)
 	}
 	slots := acc.lay.B.slots()
 	for _, cls := range l.classesOf(acc.lay) {
@@ -877,7 +893,10 @@ func (l *lowerer) issueCopies(p *pipe, ivp string, carried []*lval, sp, live str
 		if p.copy[i] != nil {
 			vw = p.vw[i]
 		}
-		l.asyncCopies(args, lay, vw, live, sp, func(s slot) string { return l.tileSlot(t, lay, s, p.copy[i] != nil) })
+		trans := p.copy[i] != nil
+		l.asyncCopies(args, lay, vw, live, sp, l.affineOf(ld.Args[0], map[*tile.Value]*affine{}),
+			func(s slot) string { return l.tileSlot(t, lay, s, trans) },
+			func(vc []int) int64 { return int64(t.slotAddr(vc, trans)) })
 	}
 	// the next iteration's carried values
 	yield := body.Values[len(body.Values)-1]
@@ -1095,8 +1114,23 @@ func (l *lowerer) ownedGroups(lay *Layout, vw int, f func(first int, s slot, g s
 // given) into the shared address sp + at(slot): masked lanes (and all in
 // an iteration past the end, live false) copy nothing and fill zeros; a
 // thread holding a copy of another's element does not copy at all.
-func (l *lowerer) asyncCopies(args []*lval, lay *Layout, vw int, live, sp string, at func(s slot) string) {
+//
+// The addresses come from a few base registers with immediate offsets
+// (copyBases): where the load's pointer is affine (ptr, nil if not known
+// to be) a copy reads at [r+imm], r the address register of an earlier
+// copy whose slot's coordinates differ from its own by the same constants
+// in every thread, imm their byte distance; likewise it writes at
+// [d+imm] where off (the byte offset in the tile of an element's value
+// coordinates; nil: unknown) differs by a constant. The other slots'
+// address registers go unused, and with them their per-slot offsets
+// (prologue registers live across the loop: one 32-bit offset into
+// memory and one into the tile per copy).
+func (l *lowerer) asyncCopies(args []*lval, lay *Layout, vw int, live, sp string, ptr *affine, at func(s slot) string, off func(vc []int) int64) {
 	w := &l.body
+	if l.perSlotAddr() {
+		ptr, off = nil, nil
+	}
+	var src, dst copyBases
 	l.ownedGroups(lay, vw, func(first int, s slot, g string) {
 		pred := live
 		if m := maskReg(args, first); m != "" {
@@ -1106,14 +1140,104 @@ func (l *lowerer) asyncCopies(args []*lval, lay *Layout, vw int, live, sp string
 		}
 		size := l.reg("r")
 		emit(w, "selp.u32 %s, %d, 0, %s", size, 4*vw, pred)
-		dst := l.reg("r")
-		emit(w, "add.s32 %s, %s, %s", dst, sp, at(s))
+		sa := args[0].regs[first]
+		if ptr != nil {
+			sa = src.addr(lay, s, func(vc []int) int64 {
+				var a int64
+				for i, c := range vc {
+					a += ptr.Coef[i] * int64(c)
+				}
+				return a
+			}, func() string { return args[0].regs[first] })
+		}
+		newDst := func() string {
+			r := l.reg("r")
+			emit(w, "add.s32 %s, %s, %s", r, sp, at(s))
+			return r
+		}
+		var da string
+		if off != nil {
+			da = dst.addr(lay, s, off, newDst)
+		} else {
+			da = newDst()
+		}
 		cache := "ca"
 		if vw == 4 {
 			cache = "cg"
 		}
-		emit(w, "%scp.async.%s.shared.global [%s], [%s], %d, %s", g, cache, dst, args[0].regs[first], 4*vw, size)
+		emit(w, "%scp.async.%s.shared.global [%s], [%s], %d, %s", g, cache, da, sa, 4*vw, size)
 	})
+}
+
+// perSlotAddr: the meta-parameter per_slot_addr = 1 keeps the old form,
+// an address register for each copy and store (copyBases not used): only
+// to measure what the bases gain, beside the default in one run.
+func (l *lowerer) perSlotAddr() bool { return l.k.Meta["per_slot_addr"] == 1 }
+
+// copyBases are the base registers of the addresses of one load's copies
+// (asyncCopies): each with the slot whose address it holds.
+type copyBases []struct {
+	s   slot
+	reg string
+}
+
+// maxImm bounds the immediate offsets of copyBases: well inside the 24
+// bits signed of an SASS address's immediate.
+const maxImm = 1 << 22
+
+// addr is the address of slot s as "reg+imm" (or "reg"): from a base whose slot's
+// f (a byte offset as a function of the value coordinates) differs from
+// s's by the same constant in every thread of lay, else from a new base,
+// reg().
+func (cb *copyBases) addr(lay *Layout, s slot, f func(vc []int) int64, reg func() string) string {
+	for _, b := range *cb {
+		if d, ok := slotDelta(lay, b.s, s, f); ok && d > -maxImm && d < maxImm {
+			if d == 0 {
+				return b.reg
+			}
+			return fmt.Sprintf("%s+%d", b.reg, d) // +-d where negative
+		}
+	}
+	r := reg()
+	*cb = append(*cb, struct {
+		s   slot
+		reg string
+	}{s, r})
+	return r
+}
+
+// slotDelta is f(coordinates of slot s) − f(coordinates of slot b), the
+// value coordinates of the threads of layout lay, when it is the same
+// for every thread (lane and warp); ok false otherwise.
+func slotDelta(lay *Layout, b, s slot, f func(vc []int) int64) (d int64, ok bool) {
+	warps := 1
+	for _, n := range lay.B.WPC {
+		warps *= n
+	}
+	for warp := 0; warp < warps; warp++ {
+		for lane := 0; lane < 32; lane++ {
+			x := f(valueCoords(lay, lane, warp, s)) - f(valueCoords(lay, lane, warp, b))
+			if warp == 0 && lane == 0 {
+				d = x
+			} else if x != d {
+				return 0, false
+			}
+		}
+	}
+	return d, true
+}
+
+// valueCoords are the value coordinates of slot s of the thread (lane,
+// warp) in layout lay (0 along a dimension the layout leaves out).
+func valueCoords(lay *Layout, lane, warp int, s slot) []int {
+	c := lay.B.coordOf(lane, warp, s)
+	vc := make([]int, len(lay.Src))
+	for i, d := range lay.Src {
+		if d >= 0 {
+			vc[i] = c[d]
+		}
+	}
+	return vc
 }
 
 func maskReg(args []*lval, slot int) string {

@@ -75,7 +75,7 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 		// the producer: A 256×32 and B 32×128 by 128 threads, 16 + 8
 		// 16-byte copies an iteration, completing on the stage's full
 		// barrier; no pass over A (no groups, no waits, no conversion)
-		{"producer's copies", `cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16`, prod, 24},
+		{"producer's copies", `cp\.async\.cg\.shared\.global \[%r\d+(\+-?\d+)?\], \[%rd\d+(\+-?\d+)?\], 16`, prod, 24},
 		{"producer waits on empty", `mbarrier\.try_wait\.parity\.shared::cta\.b64`, prod, 1},
 		{"copies complete on full", `cp\.async\.mbarrier\.arrive\.noinc\.shared\.b64 \[%r\d+\];`, prod, 1},
 		{"no groups", `cp\.async\.(commit|wait)_group`, prod + drain, 0},

@@ -382,7 +382,9 @@ const storeBoundK = 64
 // 128 at 64×128), yet 128 rows still store faster: on the H200
 // (2026-12-02, `tilefuse peer -run 'matmul 4095'`) 4095×4097×33 ran
 // 21.1–21.6 TFLOP/s at 128×128 (227 registers) against 16.4 at 64×128 and
-// 10.0 at the 256×128 form before.
+// 10.0 at the 256×128 form before. Since the copies address from base
+// registers (codegen's copyBases) the stand-in takes 128 at 128×128 (not
+// yet measured on the H200).
 var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3,
 	"wgmma": 2, "epi_smem": 1}
 

@@ -187,14 +187,14 @@ func checkWgmmaForm(t *testing.T, p string, prec tile.Precision, bn, dk, dv int,
 		{`fence\.proxy\.async\.shared::cta`, 1},
 		{`bar\.sync`, 1},
 		{`cp\.async\.wait_group`, 1},
-		{`cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16`, -1}, // K (and bf16's V): 16 bytes
+		{`cp\.async\.cg\.shared\.global \[%r\d+(\+-?\d+)?\], \[%rd\d+(\+-?\d+)?\], 16`, -1}, // K (and bf16's V): 16 bytes
 	}
 	if prec == tile.PrecBF16 { // converted by the copying thread: K packed, V a half a row
 		counts = append(counts, count{`cp\.async\.ca`, 0}, count{`cvt\.rn\.bf16x2\.f32`, -1}, count{`st\.shared\.b16`, -1}, count{`cvt\.rna\.tf32`, 0})
 	} else if staged { // wg_stage: V copied 16 bytes wide, transposed by the copying threads
 		counts = append(counts, count{`cp\.async\.ca`, 0}, count{`cvt\.rn\.bf16x2`, 0})
 	} else { // V: 4 bytes, transposing
-		counts = append(counts, count{`cp\.async\.ca\.shared\.global \[%r\d+\], \[%rd\d+\], 4`, -1}, count{`cvt\.rn\.bf16x2`, 0})
+		counts = append(counts, count{`cp\.async\.ca\.shared\.global \[%r\d+(\+-?\d+)?\], \[%rd\d+(\+-?\d+)?\], 4`, -1}, count{`cvt\.rn\.bf16x2`, 0})
 	}
 	for _, x := range counts {
 		got := len(regexp.MustCompile(x.re).FindAllString(loop, -1))

@@ -100,7 +100,7 @@ func TestFlashMMALoop(t *testing.T) {
 					want int
 				}{
 					{c.mma, c.per},
-					{`cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %r\d+`, 2 * 64 * 32 / 4 / 128},
+					{`cp\.async\.cg\.shared\.global \[%r\d+(\+-?\d+)?\], \[%rd\d+(\+-?\d+)?\], 16, %r\d+`, 2 * 64 * 32 / 4 / 128},
 					{`cp\.async\.wait_group 0`, 1},
 					{`bar\.sync`, 1},
 					{`st\.shared`, c.stores},
