@@ -15,10 +15,12 @@ import (
 // copies of A and B, 16 a thread and operand at 128×128) had a 64-bit
 // address and a tile offset per copy, 32 of each an iteration, their
 // offsets live across the loop. Checked on the swapped form (the
-// store-bound choice and 256×128), warp-specialised, mma.sync on sm_80,
-// and the aligned 16-byte copies; likewise the epilogue's stores and,
-// with epi_smem = 1, its stores into and loads from shared memory (one
-// base register each); per_slot_addr = 1 keeps one register an access.
+// store-bound choice and 256×128), mma.sync on sm_80, and the aligned
+// 16-byte copies; likewise the epilogue's stores and, with epi_smem = 1,
+// its stores into and loads from shared memory (one base register each);
+// per_slot_addr = 1, and the warp-specialised form (ws = 1: its
+// setmaxnreg split was sized for the old form's registers,
+// lowerer.perSlotAddr), keep one register an access.
 // Every copy group (one iteration's
 // copies, up to its commit or mbarrier arrive) holds as many copies as
 // the tile needs.
@@ -39,7 +41,8 @@ func TestCopyBaseRegisters(t *testing.T) {
 		{"4095x4097x33 swapped 128x128 epi_smem", 4095, 4097, 33, 128, 90, tile.Meta{"epi_smem": 1, "num_stages": 3}, 32, "4", 3, 64, 1},
 		{"4095x4097x33 swapped 128x128 epi_smem per_slot_addr", 4095, 4097, 33, 128, 90, tile.Meta{"epi_smem": 1, "num_stages": 3, "per_slot_addr": 1}, 32, "4", 3, 64, 1},
 		{"4095x4097x33 swapped 256x128", 4095, 4097, 33, 256, 90, nil, 48, "4", 3, 128, 1},
-		// the producer's 4 warps copy the tile: 96 copies a thread, one group in its loop
+		// the producer's 4 warps copy the tile: 96 copies a thread, one group
+		// in its loop, each from its own registers (perSlotAddr)
 		{"4095x4097x33 swapped ws 256x128", 4095, 4097, 33, 256, 90, tile.Meta{"ws": 1}, 96, "4", 1, 128, 1},
 		{"4095x4097x33 mma.sync 128x128", 4095, 4097, 33, 128, 80, tile.Meta{"wgmma": 0, "num_stages": 3}, 32, "4", 2, 64, 1},
 		{"4096x4096x32 swapped 128x128 epi_smem", 4096, 4096, 32, 128, 90, tile.Meta{"epi_smem": 1, "num_stages": 3}, 8, "16", 3, 16, 4},
@@ -63,7 +66,7 @@ func TestCopyBaseRegisters(t *testing.T) {
 				}
 				// A's and B's: one base each (per_slot_addr = 1: one
 				// register a copy, the old form)
-				if c.extra["per_slot_addr"] == 1 {
+				if c.extra["per_slot_addr"] == 1 || c.extra["ws"] == 1 {
 					if len(src) != n || len(dst) != n {
 						t.Errorf("group %d: %d copies from %d global address registers into %d shared ones, want %d each (per_slot_addr = 1)", groups, n, len(src), len(dst), n)
 					}
@@ -110,7 +113,7 @@ func TestCopyBaseRegisters(t *testing.T) {
 				if len(ms) != a.want {
 					t.Errorf("epilogue: %d %s, want %d", len(ms), a.what, a.want)
 				}
-				if c.extra["per_slot_addr"] == 1 {
+				if c.extra["per_slot_addr"] == 1 || c.extra["ws"] == 1 {
 					if len(regs) != len(ms) {
 						t.Errorf("epilogue: %d %s from %d address registers, want %[1]d (per_slot_addr = 1)", len(ms), a.what, len(regs))
 					}

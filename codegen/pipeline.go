@@ -1170,9 +1170,17 @@ func (l *lowerer) asyncCopies(args []*lval, lay *Layout, vw int, live, sp string
 }
 
 // perSlotAddr: the meta-parameter per_slot_addr = 1 keeps the old form,
-// an address register for each copy and store (copyBases not used): only
-// to measure what the bases gain, beside the default in one run.
-func (l *lowerer) perSlotAddr() bool { return l.k.Meta["per_slot_addr"] == 1 }
+// an address register for each copy and store (copyBases not used), to
+// measure what the bases gain beside the default in one run; and the
+// warp-specialised form (ws = 1, a candidate, no heuristic's default)
+// keeps it always: its setmaxnreg split assumes the launch allocates the
+// .maxntid bound's registers (168 at 384 threads), which ptxas did with
+// the per-slot addresses, and with the bases it allocated fewer (the
+// H200, 2026-12-02: bf16 128×128 on 8 + 4 warps, 142 a thread against
+// the 166 its 80/208 split needs; the cuda package refused to load it).
+func (l *lowerer) perSlotAddr() bool {
+	return l.k.Meta["per_slot_addr"] == 1 || l.k.Meta["ws"] == 1
+}
 
 // copyBases are the base registers of the addresses of one load's copies
 // (asyncCopies): each with the slot whose address it holds.
