@@ -86,16 +86,26 @@ type Pool struct {
 	parked []atomic.Bool
 	spin   bool
 
-	// the dispatch in flight
+	// the dispatch in flight, written by its caller before it opens
 	task   Task
-	chunks []int // chunk c is [chunks[c], chunks[c+1])
-	k      int   // chunks
-	next   atomic.Int32
-	state  atomic.Uint64 // the dispatch's number, open, the workers it asks for, the workers in it
-	seq    uint32        // the number of the last dispatch
+	chunks []int  // chunk c is [chunks[c], chunks[c+1])
+	k      int    // chunks
+	seq    uint32 // the number of the last dispatch
 	done   chan struct{}
+
+	// the words the workers write or watch, each on a cache line of its
+	// own: state, which watching workers read all the time, apart from
+	// the fields above, so that the caller's writes to those do not take
+	// the line from every watcher each time (16 cores), and next and
+	// joins apart from state
+	_     [64]byte
+	state atomic.Uint64 // the dispatch's number, open, the workers it asks for, the workers in it
+	_     [56]byte
+	next  atomic.Int32
+	_     [60]byte
 	// joins counts the workers that ever joined a dispatch (tests)
 	joins atomic.Int64
+	_     [56]byte
 }
 
 // New is a pool of n workers, the caller of each dispatch included; n ≤ 0
@@ -269,7 +279,7 @@ func (p *Pool) Do(t Task, total, workers int) {
 	}
 	p.state.Store(uint64(p.seq)<<32 | open | uint64(k)<<wantShift)
 	for w := 1; w < k; w++ {
-		if p.parked[w].CompareAndSwap(true, false) {
+		if p.parked[w].Load() && p.parked[w].CompareAndSwap(true, false) { // a watching worker's flag is left alone: no locked write
 			p.wake[w] <- struct{}{} // the flag was set: the buffer is empty
 		}
 	}
