@@ -69,11 +69,19 @@ func SetRunHook(f func(w int)) { runHook = f }
 // programs it runs (nil: none).
 func SetChunkHook(f func(lo, hi int64)) { chunkHook = f }
 
-// FreeFrames is the number of frames on nk's free list.
-func FreeFrames(nk *Kernel) int {
-	nk.frames.mu.Lock()
-	defer nk.frames.mu.Unlock()
-	return len(nk.frames.free)
+// KeptFrames is the number of frames the tasks on nk's free list keep.
+func KeptFrames(nk *Kernel) int {
+	nk.tasks.mu.Lock()
+	defer nk.tasks.mu.Unlock()
+	n := 0
+	for _, t := range nk.tasks.free {
+		for _, f := range t.frames {
+			if f != nil {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // PrefetchesL2 is the number of prefetcht1 hints of strided rows in nk's

@@ -2,6 +2,7 @@ package native_test
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"runtime"
 	"strconv"
@@ -106,8 +107,8 @@ func TestSmallLaunchInline(t *testing.T) {
 }
 
 // TestLaunchAfterGCAllocs: a launch right after a garbage collection
-// allocates nothing: a kernel's task and frames are kept on its own free
-// lists, which a collection does not empty (a sync.Pool's would be, and
+// allocates nothing: a kernel's tasks, each with its workers' frames, are
+// kept on its own free list, which a collection does not empty (a sync.Pool's would be, and
 // the bench times each run after a collection). Small (on the caller) and
 // large (on the pool's workers, where there are several) launches.
 func TestLaunchAfterGCAllocs(t *testing.T) {
@@ -133,8 +134,8 @@ func TestLaunchAfterGCAllocs(t *testing.T) {
 			if err := nk.Launch(grid, args...); err != nil {
 				t.Fatal(err)
 			}
-			if native.FreeFrames(nk) == 0 {
-				t.Fatal("no frame on the free list after a launch")
+			if native.KeptFrames(nk) == 0 {
+				t.Fatal("no frame kept after a launch")
 			}
 			allocs := testing.AllocsPerRun(10, func() {
 				runtime.GC()
@@ -151,5 +152,47 @@ func TestLaunchAfterGCAllocs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConcurrentLaunches: launches of one kernel from several goroutines
+// at once, each over data of its own, large enough to use the pool's
+// workers (one launch at a time gets them; the others run on their
+// callers): each launch's task and its workers' frames are its own, so
+// every output is its own inputs' sum. Outputs poisoned with NaN, a tail
+// not a multiple of the block, float64 references, 1e-6 relative.
+func TestConcurrentLaunches(t *testing.T) {
+	requireJIT(t)
+	const block, n, goroutines, reps = 256, 1<<18 + 37, 4, 20
+	nk := vecAdd(t, block)
+	grid := tile.Grid{(n + block - 1) / block}
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		go func() {
+			errs <- func() error {
+				rng := tiletest.RNG(fmt.Sprintf("concurrent-%d", g))
+				x, y := tiletest.Uniform(rng, n, -1, 1), tiletest.Uniform(rng, n, -1, 1)
+				out := make([]float32, n)
+				for rep := range reps {
+					for i := range out {
+						out[i] = float32(math.NaN())
+					}
+					if err := nk.Launch(grid, x, y, out, n); err != nil {
+						return err
+					}
+					for i := range out {
+						if want := float64(x[i]) + float64(y[i]); !(math.Abs(float64(out[i])-want) <= 1e-6*(1+math.Abs(want))) {
+							return fmt.Errorf("goroutine %d, launch %d: out[%d] = %v, want %v", g, rep, i, out[i], want)
+						}
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range goroutines {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -34,7 +34,6 @@ type Kernel struct {
 	frame        int32
 	stored       []bool
 	work         float64 // estimated nanoseconds per program
-	frames       freeList[frame]
 	tasks        freeList[task]
 	size         int // code bytes
 	fast         int // phases with an unmasked row loop (fast.go)
@@ -76,8 +75,9 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 		return nil, err
 	}
 	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, prefetchesL2: p.prefetchesL2, scalefs: p.scalefs}
-	nk.frames.new = func() *frame { return newFrame(frameSize) }
-	nk.tasks.new = func() *task { return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params))} }
+	nk.tasks.new = func() *task {
+		return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params)), frames: make([]*frame, pool.Default().Workers())}
+	}
 	return nk, nil
 }
 
@@ -154,11 +154,11 @@ func chunkOf(lo, hi *tile.Value) (int64, bool) {
 	return 0, false
 }
 
-// freeList is a stack of a kernel's frames or tasks, kept across garbage
-// collections: a sync.Pool is emptied by every collection, after which
-// each launch allocated (and zeroed) its task and every worker's frame
-// anew, the bench's timed runs (each after a collection) included. It
-// holds as many as were ever in use at once.
+// freeList is a stack of a kernel's tasks (each with its workers'
+// frames), kept across garbage collections: a sync.Pool is emptied by
+// every collection, after which each launch allocated (and zeroed) its task
+// and every worker's frame anew, the bench's timed runs (each after a
+// collection) included. It holds as many as were ever in use at once.
 type freeList[T any] struct {
 	mu   sync.Mutex
 	free []*T
@@ -213,6 +213,14 @@ type task struct {
 	// others' in turn (parts of workers that came late or not at all)
 	parts []part
 	fail  atomic.Bool
+	// frames[w] is worker w's frame, made on its first Run and kept with
+	// the task: a launch runs each worker on one goroutine, and a task is
+	// one launch's at a time. (A free list of frames shared by the
+	// workers, as before, had them contend for its mutex at the start and
+	// end of every launch: on the 16-core host, 2026-12-02, 47% of
+	// task.Run's samples in a loop of small softmax, LayerNorm and column
+	// sum runs.)
+	frames []*frame
 }
 
 // part is a run of programs [next, end) that workers take chunks of, the
@@ -447,8 +455,15 @@ func (t *task) Run(w, lo, hi int) {
 		runHook(w)
 	}
 	nk := t.nk
-	f := nk.frames.get()
-	defer nk.frames.put(f)
+	var f *frame
+	if w < len(t.frames) {
+		if f = t.frames[w]; f == nil {
+			f = newFrame(nk.frame)
+			t.frames[w] = f
+		}
+	} else { // a worker beyond the pool's (RunParts): a frame of its own
+		f = newFrame(nk.frame)
+	}
 	copy(unsafe.Slice((*byte)(f.at), len(t.hdr)), t.hdr)
 	*f.u64(hGrid) = uint64(t.grid[0])
 	*f.u64(hGrid + 8) = uint64(t.grid[1])

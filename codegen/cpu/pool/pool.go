@@ -3,10 +3,12 @@
 // (the caller included) and splits a range of work items (a kernel's
 // program instances) into one chunk per worker asked for; the caller opens
 // the dispatch, wakes the others, and takes chunks itself. Chunks go to
-// whoever comes first, so a worker that wakes late finds none left and
-// does nothing, and the caller waits only for workers that took a chunk
-// and are still in it, never for one that has not woken yet. A dispatch of
-// one worker runs on the caller alone, without waking anyone. A worker
+// whoever comes first of the workers asked for (a dispatch of k workers
+// is joined only by workers 1 to k-1: one still watching after a larger
+// dispatch leaves it alone), so a worker that wakes late finds none left
+// and does nothing, and the caller waits only for workers that took a
+// chunk and are still in it, never for one that has not woken yet. A
+// dispatch of one worker runs on the caller alone, without waking anyone. A worker
 // that finishes a dispatch watches for the next one for a short while
 // (spinTime) before it parks, so that the kernels of a graph, which come
 // one after another, find it awake (TILEFUSE_SPIN_US sets that while;
@@ -35,11 +37,16 @@ type Task interface {
 }
 
 // Pool.state is the dispatch's number (the high 32 bits), the bit open,
-// set while it takes workers, and the workers in it (the caller not
-// included: the bits below open).
+// set while it takes workers, the workers it asks for (the caller
+// included: the want bits) and the workers in it (the caller not
+// included: the in bits).
 const (
-	open   = 1 << 30
-	inMask = open - 1
+	open      = 1 << 30
+	wantShift = 15
+	inMask    = 1<<wantShift - 1
+	wantMask  = inMask << wantShift
+	// maxWorkers bounds a pool's workers: the in and want bits
+	maxWorkers = inMask
 )
 
 // spinTime is how long a worker that finished a dispatch watches for the
@@ -79,16 +86,26 @@ type Pool struct {
 	parked []atomic.Bool
 	spin   bool
 
-	// the dispatch in flight
+	// the dispatch in flight, written by its caller before it opens
 	task   Task
-	chunks []int // chunk c is [chunks[c], chunks[c+1])
-	k      int   // chunks
-	next   atomic.Int32
-	state  atomic.Uint64 // the dispatch's number, open, the workers in it
-	seq    uint32        // the number of the last dispatch
+	chunks []int  // chunk c is [chunks[c], chunks[c+1])
+	k      int    // chunks
+	seq    uint32 // the number of the last dispatch
 	done   chan struct{}
+
+	// the words the workers write or watch, each on a cache line of its
+	// own: state, which watching workers read all the time, apart from
+	// the fields above, so that the caller's writes to those do not take
+	// the line from every watcher each time (16 cores), and next and
+	// joins apart from state
+	_     [64]byte
+	state atomic.Uint64 // the dispatch's number, open, the workers it asks for, the workers in it
+	_     [56]byte
+	next  atomic.Int32
+	_     [60]byte
 	// joins counts the workers that ever joined a dispatch (tests)
 	joins atomic.Int64
+	_     [56]byte
 }
 
 // New is a pool of n workers, the caller of each dispatch included; n ≤ 0
@@ -99,6 +116,7 @@ func New(n int) *Pool {
 	if n <= 0 {
 		n = min(runtime.GOMAXPROCS(0), runtime.NumCPU())
 	}
+	n = min(n, maxWorkers)
 	return &Pool{n: n, chunks: make([]int, n+1), done: make(chan struct{}, 1), spin: spinTime > 0 && n <= runtime.NumCPU()}
 }
 
@@ -125,7 +143,7 @@ func (p *Pool) worker(w int) {
 		// park, unless a dispatch it has not joined opened meanwhile and
 		// the flag is still its own
 		p.parked[w].Store(true)
-		if !p.unjoined(last) || !p.parked[w].CompareAndSwap(true, false) {
+		if !p.unjoined(w, last) || !p.parked[w].CompareAndSwap(true, false) {
 			<-p.wake[w]
 		}
 		for p.join(w, &last) {
@@ -133,7 +151,7 @@ func (p *Pool) worker(w int) {
 				break
 			}
 			// watch for the next dispatch a while before parking
-			p.watch(func() bool { return p.unjoined(last) })
+			p.watch(func() bool { return p.unjoined(w, last) })
 		}
 	}
 }
@@ -185,19 +203,28 @@ func yieldFrom(env string) int {
 	return max(64, n/64*64)
 }
 
-// unjoined: a dispatch other than last is open.
-func (p *Pool) unjoined(last uint32) bool {
-	s := p.state.Load()
-	return s&open != 0 && uint32(s>>32) != last
+// unjoined: a dispatch other than last is open and asks for worker w.
+func (p *Pool) unjoined(w int, last uint32) bool {
+	return wants(p.state.Load(), w, last)
 }
 
-// join takes part in the open dispatch, unless there is none or it is
-// last (a worker joins a dispatch once): chunks until none is left. It
-// reports whether it joined, and sets last to the dispatch it joined.
+// wants: state s is of an open dispatch other than last that asks for
+// worker w (one of the want bits' first workers).
+func wants(s uint64, w int, last uint32) bool {
+	return s&open != 0 && uint32(s>>32) != last && uint64(w) < s&wantMask>>wantShift
+}
+
+// join takes part in the open dispatch, unless there is none, it is last
+// (a worker joins a dispatch once) or it does not ask for w: chunks until
+// none is left. It reports whether it joined, and sets last to the
+// dispatch it joined. Only the workers asked for join: where any watching
+// worker did, a dispatch of 4 on a 16-core machine had up to 15 workers
+// contending for its state's cache line, and its caller waited for each of
+// them to leave.
 func (p *Pool) join(w int, last *uint32) bool {
 	for {
 		s := p.state.Load()
-		if s&open == 0 || uint32(s>>32) == *last {
+		if !wants(s, w, *last) {
 			return false
 		}
 		if p.state.CompareAndSwap(s, s+1) {
@@ -250,9 +277,9 @@ func (p *Pool) Do(t Task, total, workers int) {
 	if p.seq == 0 { // 0 is no worker's last dispatch
 		p.seq = 1
 	}
-	p.state.Store(uint64(p.seq)<<32 | open)
+	p.state.Store(uint64(p.seq)<<32 | open | uint64(k)<<wantShift)
 	for w := 1; w < k; w++ {
-		if p.parked[w].CompareAndSwap(true, false) {
+		if p.parked[w].Load() && p.parked[w].CompareAndSwap(true, false) { // a watching worker's flag is left alone: no locked write
 			p.wake[w] <- struct{}{} // the flag was set: the buffer is empty
 		}
 	}

@@ -274,3 +274,60 @@ func TestYieldFrom(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlyAskedWorkersJoin: a dispatch of k workers is run by the caller
+// and workers 1 to k-1 alone, even while other workers watch for work
+// after a larger dispatch (spinning forced on: the pool is larger than
+// this machine may be); and the want bits of the state say so.
+func TestOnlyAskedWorkersJoin(t *testing.T) {
+	p := New(4)
+	p.spin = true
+	for rep := range 20 {
+		big := &slowCounter{counter: counter{seen: make([]atomic.Int32, 4)}}
+		p.Do(big, 4, 4) // every worker joins, then watches
+		check(t, &big.counter, 4)
+		small := &slowCounter{counter: counter{seen: make([]atomic.Int32, 2)}}
+		p.Do(small, 2, 2)
+		check(t, &small.counter, 2)
+		for w := 2; w < 4; w++ {
+			if n := small.workers[w].Load(); n != 0 {
+				t.Fatalf("rep %d: worker %d ran %d chunks of a dispatch of 2 workers", rep, w, n)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		w    int
+		want uint64
+		open bool
+		last uint32
+		join bool
+	}{
+		{"asked", 1, 2, true, 0, true},
+		{"beyond the asked", 2, 2, true, 0, false},
+		{"the last asked of all", 3, 4, true, 0, true},
+		{"closed", 1, 2, false, 0, false},
+		{"joined already", 1, 2, true, 7, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := uint64(7)<<32 | c.want<<wantShift
+			if c.open {
+				s |= open
+			}
+			if got := wants(s, c.w, c.last); got != c.join {
+				t.Fatalf("wants(%#x, %d, %d) = %v, want %v", s, c.w, c.last, got, c.join)
+			}
+		})
+	}
+}
+
+// slowCounter is a counter whose items take about 200 µs each.
+type slowCounter struct {
+	counter
+}
+
+func (c *slowCounter) Run(w, lo, hi int) {
+	for t0 := time.Now(); time.Since(t0) < time.Duration(hi-lo)*200*time.Microsecond; {
+	}
+	c.counter.Run(w, lo, hi)
+}
