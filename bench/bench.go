@@ -72,6 +72,12 @@ type Options struct {
 	// had, so that the timed run still binds inputs anew), as PyTorch's
 	// timed calls follow one another (bench/torch: a loop after warm-up).
 	ColdCPU bool
+	// Loop times each mode's runs back to back, one mode after the other,
+	// with one collection before each mode's runs and none between them, as
+	// a user's loop of RunAll runs: the memory of values a run drops comes
+	// back to tilefuse's recycler only when a collection happens to run
+	// (by default each timed run follows a collection, which gives it back).
+	Loop bool
 }
 
 // Measurement is one mode's timing.
@@ -417,6 +423,33 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 			}
 		}
 	}
+	// timed is one timed run of r (input set i)
+	timed := func(r *modeRun, i int) error {
+		t0 := time.Now()
+		if err := run(r.vm, i); err != nil {
+			return fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
+		}
+		r.times = append(r.times, time.Since(t0).Seconds())
+		copiesOf(r.vm, r.m, &r.host)
+		if dt, ok := r.vm.(deviceTimer); ok {
+			if d, ok := dt.DeviceTime(); ok {
+				r.dev = append(r.dev, d)
+			}
+		}
+		return nil
+	}
+	if o.Loop {
+		// each mode's runs back to back, one mode after the other, with no
+		// collection between them (one before each mode's): a user's loop
+		for _, r := range runs {
+			runtime.GC()
+			for i := range o.Runs {
+				if err := timed(r, i); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	// the timed runs, the modes taking turns, so that a machine that slows
 	// down or speeds up meanwhile moves all three alike; each timed run
 	// follows a collection (no mode pays for another's garbage) and, on the
@@ -426,7 +459,11 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 	// GPU idle, and one run of a few ms did not bring it back up; on the
 	// CPU one untimed run (unless ColdCPU), so that it finds the pool's
 	// workers awake and the caches as a loop of its runs leaves them
-	for i := range o.Runs {
+	turns := o.Runs
+	if o.Loop {
+		turns = 0 // timed above
+	}
+	for i := range turns {
 		for _, r := range runs {
 			runtime.GC()
 			if o.Backend != fusion.CUDA && !o.ColdCPU {
@@ -448,16 +485,8 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 					}
 				}
 			}
-			t0 := time.Now()
-			if err := run(r.vm, i); err != nil {
-				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
-			}
-			r.times = append(r.times, time.Since(t0).Seconds())
-			copiesOf(r.vm, r.m, &r.host)
-			if dt, ok := r.vm.(deviceTimer); ok {
-				if d, ok := dt.DeviceTime(); ok {
-					r.dev = append(r.dev, d)
-				}
+			if err := timed(r, i); err != nil {
+				return nil, err
 			}
 		}
 	}

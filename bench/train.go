@@ -185,10 +185,44 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 			}
 		}
 	}
+	// timed is one timed step of r (input set i)
+	timed := func(r *trainMode, i int) error {
+		t0 := time.Now()
+		if err := step(r, i, nil); err != nil {
+			return fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
+		}
+		r.times = append(r.times, time.Since(t0).Seconds())
+		copiesOf(r.vm, r.m, &r.host)
+		if sm, ok := r.vm.(statser); ok && r.m.Mode == Fused {
+			st := sm.Stats()
+			if d := st.SolverDeviceTime; d > 0 {
+				r.solverDev = append(r.solverDev, d)
+				r.phases = append(r.phases, st.Phases)
+			}
+		}
+		if dt, ok := r.vm.(deviceTimer); ok {
+			if d, ok := dt.DeviceTime(); ok {
+				r.dev = append(r.dev, d)
+			}
+		}
+		return nil
+	}
+	turns := o.Runs
+	if o.Loop { // each mode's steps back to back, as a user's loop (Options.Loop)
+		for _, r := range modes {
+			runtime.GC()
+			for i := range o.Runs {
+				if err := timed(r, i); err != nil {
+					return nil, err
+				}
+			}
+		}
+		turns = 0
+	}
 	// timed steps, the modes taking turns (see Graph: on the CPU one
 	// untimed step between the collection and the timed one, unless
 	// ColdCPU)
-	for i := range o.Runs {
+	for i := range turns {
 		for _, r := range modes {
 			runtime.GC()
 			if o.Backend != fusion.CUDA && !o.ColdCPU {
@@ -203,23 +237,8 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 					}
 				}
 			}
-			t0 := time.Now()
-			if err := step(r, i, nil); err != nil {
-				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
-			}
-			r.times = append(r.times, time.Since(t0).Seconds())
-			copiesOf(r.vm, r.m, &r.host)
-			if sm, ok := r.vm.(statser); ok && r.m.Mode == Fused {
-				st := sm.Stats()
-				if d := st.SolverDeviceTime; d > 0 {
-					r.solverDev = append(r.solverDev, d)
-					r.phases = append(r.phases, st.Phases)
-				}
-			}
-			if dt, ok := r.vm.(deviceTimer); ok {
-				if d, ok := dt.DeviceTime(); ok {
-					r.dev = append(r.dev, d)
-				}
+			if err := timed(r, i); err != nil {
+				return nil, err
 			}
 		}
 	}

@@ -81,3 +81,32 @@ func TestCopiesOf(t *testing.T) {
 	assert.Equal(t, &Copies{Uploads: 2, Downloads: 3, BytesUp: 40, BytesDown: 12, Held: 5, HashedBytes: 7}, m.Copies)
 	assert.Equal(t, []float64{2e-4}, host)
 }
+
+// TestLoop: Options.Loop times each mode's runs back to back (no
+// collection between them) for a plain graph and a training step: every
+// mode measured, its runs' spread ordered (min ≤ median ≤ max), the fused
+// results checked against the unfused ones as without Loop.
+func TestLoop(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		build func(string) (Spec, error)
+		tol   float64
+	}{
+		{"softmax", softmaxW, 1e-5},
+		{"mlp_train", mlpTrain, 1e-5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := c.build("small")
+			require.NoError(t, err)
+			r, err := Graph(s, Options{Runs: 4, WarmUp: time.Millisecond, Loop: true})
+			require.NoError(t, err)
+			require.Len(t, r.Modes, 3)
+			for _, m := range r.Modes {
+				assert.Positive(t, m.Min, m.Mode)
+				assert.LessOrEqual(t, m.Min, m.Median, m.Mode)
+				assert.LessOrEqual(t, m.Median, m.Max, m.Mode)
+				assert.Less(t, m.MaxErr, c.tol, m.Mode)
+			}
+		})
+	}
+}

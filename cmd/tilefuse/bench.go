@@ -18,10 +18,10 @@ import (
 )
 
 type benchOpts struct {
-	backend, workloads, size, json, plot, precision, cpuprofile string
-	runs, profile, rotate                                       int
-	warm                                                        time.Duration
-	quiet, native, autotune, graphs, cold, noGorgonia, reuse    bool
+	backend, workloads, size, json, plot, precision, cpuprofile    string
+	runs, profile, rotate                                          int
+	warm                                                           time.Duration
+	quiet, native, autotune, graphs, cold, noGorgonia, reuse, loop bool
 }
 
 func benchFlags() (*flag.FlagSet, *benchOpts) {
@@ -39,6 +39,7 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.BoolVar(&o.native, "native", false, "time the fused graphs twice, their CPU kernels on the executor (fused) and as machine code (native, the default otherwise), in turn with the other modes, with a table of native against the executor")
 	fs.BoolVar(&o.autotune, "autotune", false, "tilefuse's modes with fusion.WithAutotune: each kernel's meta-parameters measured on the backend at compile time (choices from and to the cache on disk; the compile times include the tuning)")
 	fs.BoolVar(&o.graphs, "cuda-graphs", false, "tilefuse's modes with fusion.WithCUDAGraphs: on the GPU each run's kernels replayed as CUDA graphs, one cuGraphLaunch for the launches between ops left to the CPU")
+	fs.BoolVar(&o.loop, "loop", false, "time each mode's runs (training steps) back to back, one mode after the other, with no garbage collection between them, as a user's loop (by default the modes take turns and each timed run follows a collection, which gives tilefuse's recycler the memory of the values earlier runs dropped)")
 	fs.BoolVar(&o.reuse, "reuse-outputs", false, "tilefuse's modes with fusion.WithReuseOutputs: each run writes its readable values into the memory of the last run's (a user who reads each run's values before the next), instead of memory that no value the user may still hold has")
 	fs.IntVar(&o.rotate, "rotate", 0, "input sets each mode's runs cycle through (0: 4 where the inputs take less than 64 MiB, else 1; 1: the same inputs every run, as bench/torch's timed calls)")
 	fs.BoolVar(&o.cold, "cold", false, "on the CPU, time each run right after the collection that precedes it (the pool's workers parked, the caches as the collection left them), as before 2026-12-02; by default one untimed run of the mode comes between them, as PyTorch's timed calls follow one another")
@@ -164,7 +165,7 @@ func benchCmd(args []string, out, progress io.Writer) error {
 			if err != nil {
 				return err
 			}
-			r, err := bench.Graph(spec, bench.Options{Backend: be, Tol: tol, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, SkipGorgonia: *size == bench.Peer || o.noGorgonia, Native: o.native, ColdCPU: o.cold, Rotate: o.rotate, FusionOptions: fopts, Progress: func(mode string) {
+			r, err := bench.Graph(spec, bench.Options{Backend: be, Tol: tol, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, SkipGorgonia: *size == bench.Peer || o.noGorgonia, Native: o.native, ColdCPU: o.cold, Loop: o.loop, Rotate: o.rotate, FusionOptions: fopts, Progress: func(mode string) {
 				bar.step(w.Name + "/" + sz + " " + mode)
 			}})
 			if err != nil {
