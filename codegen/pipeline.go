@@ -1183,23 +1183,27 @@ func (l *lowerer) perSlotAddr() bool {
 }
 
 // copyBases are the base registers of the addresses of one load's copies
-// (asyncCopies): each with the slot whose address it holds.
-type copyBases []struct {
-	s   slot
-	reg string
+// (asyncCopies) or stores: each with the byte offsets of the slot whose
+// address it holds, thread by thread (slotOffsets).
+type copyBases []copyBase
+
+type copyBase struct {
+	offs []int64
+	reg  string
 }
 
 // maxImm bounds the immediate offsets of copyBases: well inside the 24
 // bits signed of an SASS address's immediate.
 const maxImm = 1 << 22
 
-// addr is the address of slot s as "reg+imm" (or "reg"): from a base whose slot's
-// f (a byte offset as a function of the value coordinates) differs from
-// s's by the same constant in every thread of lay, else from a new base,
-// reg().
+// addr is the address of slot s as "reg+imm" (or "reg"): from a base whose
+// slot's f (a byte offset as a function of the value coordinates) differs
+// from s's by the same constant in every thread of lay, else from a new
+// base, reg().
 func (cb *copyBases) addr(lay *Layout, s slot, f func(vc []int) int64, reg func() string) string {
+	offs := slotOffsets(lay, s, f)
 	for _, b := range *cb {
-		if d, ok := slotDelta(lay, b.s, s, f); ok && d > -maxImm && d < maxImm {
+		if d, ok := uniformDelta(b.offs, offs); ok && d > -maxImm && d < maxImm {
 			if d == 0 {
 				return b.reg
 			}
@@ -1207,45 +1211,45 @@ func (cb *copyBases) addr(lay *Layout, s slot, f func(vc []int) int64, reg func(
 		}
 	}
 	r := reg()
-	*cb = append(*cb, struct {
-		s   slot
-		reg string
-	}{s, r})
+	*cb = append(*cb, copyBase{offs, r})
 	return r
 }
 
-// slotDelta is f(coordinates of slot s) − f(coordinates of slot b), the
-// value coordinates of the threads of layout lay, when it is the same
-// for every thread (lane and warp); ok false otherwise.
-func slotDelta(lay *Layout, b, s slot, f func(vc []int) int64) (d int64, ok bool) {
+// slotOffsets are f of the value coordinates of slot s, thread by thread
+// (warp by warp, lane by lane) of layout lay (0 along a dimension the
+// layout leaves out).
+func slotOffsets(lay *Layout, s slot, f func(vc []int) int64) []int64 {
 	warps := 1
 	for _, n := range lay.B.WPC {
 		warps *= n
 	}
+	offs := make([]int64, 32*warps)
+	vc := make([]int, len(lay.Src))
 	for warp := 0; warp < warps; warp++ {
 		for lane := 0; lane < 32; lane++ {
-			x := f(valueCoords(lay, lane, warp, s)) - f(valueCoords(lay, lane, warp, b))
-			if warp == 0 && lane == 0 {
-				d = x
-			} else if x != d {
-				return 0, false
+			c := lay.B.coordOf(lane, warp, s)
+			for i, d := range lay.Src {
+				vc[i] = 0
+				if d >= 0 {
+					vc[i] = c[d]
+				}
 			}
+			offs[32*warp+lane] = f(vc)
+		}
+	}
+	return offs
+}
+
+// uniformDelta is s − b when it is the same in every thread; ok false
+// otherwise.
+func uniformDelta(b, s []int64) (d int64, ok bool) {
+	d = s[0] - b[0]
+	for i := range s {
+		if s[i]-b[i] != d {
+			return 0, false
 		}
 	}
 	return d, true
-}
-
-// valueCoords are the value coordinates of slot s of the thread (lane,
-// warp) in layout lay (0 along a dimension the layout leaves out).
-func valueCoords(lay *Layout, lane, warp int, s slot) []int {
-	c := lay.B.coordOf(lane, warp, s)
-	vc := make([]int, len(lay.Src))
-	for i, d := range lay.Src {
-		if d >= 0 {
-			vc[i] = c[d]
-		}
-	}
-	return vc
 }
 
 func maskReg(args []*lval, slot int) string {
