@@ -21,6 +21,16 @@ type affine struct {
 	Base  int64
 }
 
+// step is Σ_d Coef[d]·c_d: the block's value at coordinates c less its
+// value at the origin (copyBases' offset of a slot).
+func (a *affine) step(c []int) int64 {
+	var d int64
+	for i, x := range c {
+		d += a.Coef[i] * int64(x)
+	}
+	return d
+}
+
 func (a *affine) uniform() bool {
 	for _, c := range a.Coef {
 		if c != 0 {

@@ -1545,13 +1545,7 @@ func (l *lowerer) storeAt(s *storeEmit, ci int) error {
 	}
 	addr := args[0].regs[first]
 	if s.ptr != nil {
-		addr = s.bases.addr(lay, s.slots[first], func(vc []int) int64 {
-			var a int64
-			for i, c := range vc {
-				a += s.ptr.Coef[i] * int64(c)
-			}
-			return a
-		}, func() string { return addr })
+		addr = s.bases.addr(lay, s.slots[first], s.ptr.step, func() string { return addr })
 	}
 	emit(w, "%sst.global%s%s.%s [%s], %s", guard, cacheOp(v), vecSuffix(s.vw), memType(t), addr, vecOperand(regs))
 	return nil

@@ -1142,13 +1142,7 @@ func (l *lowerer) asyncCopies(args []*lval, lay *Layout, vw int, live, sp string
 		emit(w, "selp.u32 %s, %d, 0, %s", size, 4*vw, pred)
 		sa := args[0].regs[first]
 		if ptr != nil {
-			sa = src.addr(lay, s, func(vc []int) int64 {
-				var a int64
-				for i, c := range vc {
-					a += ptr.Coef[i] * int64(c)
-				}
-				return a
-			}, func() string { return args[0].regs[first] })
+			sa = src.addr(lay, s, ptr.step, func() string { return args[0].regs[first] })
 		}
 		newDst := func() string {
 			r := l.reg("r")
