@@ -458,7 +458,11 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 	// would: the SM clock drops to 345 MHz while Gorgonia's turn keeps the
 	// GPU idle, and one run of a few ms did not bring it back up; on the
 	// CPU one untimed run (unless ColdCPU), so that it finds the pool's
-	// workers awake and the caches as a loop of its runs leaves them
+	// workers awake and the caches as a loop of its runs leaves them. The
+	// untimed runs take the input set before the timed run's, so that the
+	// timed run's inputs are new to the machine and go up (until
+	// 2026-12-02 the GPU's untimed runs took the timed run's own set, which
+	// the device then held: no upload was timed)
 	turns := o.Runs
 	if o.Loop {
 		turns = 0 // timed above
@@ -477,7 +481,7 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 					warm = gpuWarm
 				}
 				for t0 := time.Now(); ; {
-					if err := run(r.vm, i); err != nil {
+					if err := run(r.vm, i+len(sets)-1); err != nil {
 						return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
 					}
 					if time.Since(t0) >= warm {

@@ -231,8 +231,8 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 				}
 			}
 			if o.Backend == fusion.CUDA && r.m.Mode != Gorgonia {
-				for t0 := time.Now(); time.Since(t0) < gpuWarm; {
-					if err := step(r, i, nil); err != nil {
+				for t0 := time.Now(); time.Since(t0) < gpuWarm; { // the set before the timed step's, as Graph's
+					if err := step(r, i+len(sets)-1, nil); err != nil {
 						return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
 					}
 				}

@@ -510,6 +510,14 @@ func fits(host any, b *Buffer, msg string) (unsafe.Pointer, int64, error) {
 	return p, n, err
 }
 
+// Sync waits for everything enqueued on the device so far.
+func (t *Thread) Sync() error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	return cu.Synchronize()
+}
+
 // Zero enqueues the zeroing of b (bytes 0: +0.0 in float32 and float64).
 func (t *Thread) Zero(b *Buffer) error {
 	if err := t.check(); err != nil {

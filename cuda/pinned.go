@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -49,7 +50,18 @@ type Stager struct {
 	// Workers is how many cores copy a piece into its slot (parallelCopy;
 	// NewStager: 4 on a machine of 8 or more cores, else 1)
 	Workers int
+	// Direct is the bytes of Bytes that UploadKept sent straight from
+	// host memory it had page-locked
+	Direct int64
+	pins   *pinPolicy // UploadKept's locked ranges; nil: LockRepeated(false)
 }
+
+// Bounds of the host memory UploadKept locks in place: ranges of at least
+// lockMin bytes, at most lockMax bytes at once.
+const (
+	lockMin = 256 << 10
+	lockMax = 256 << 20
+)
 
 // NewStager allocates slots × slotBytes of pinned host memory and an event
 // per slot.
@@ -57,7 +69,7 @@ func (d *Device) NewStager(slotBytes int64, slots int) (*Stager, error) {
 	if slotBytes <= 0 || slots < 2 {
 		return nil, fmt.Errorf("cuda: stager of %d slots of %d bytes: want at least 2 slots of at least 1 byte", slots, slotBytes)
 	}
-	s := &Stager{d: d, slot: slotBytes, ev: make([]cu.Event, slots), pend: make([]bool, slots), Workers: stageWorkers()}
+	s := &Stager{d: d, slot: slotBytes, ev: make([]cu.Event, slots), pend: make([]bool, slots), Workers: stageWorkers(), pins: newPinPolicy(lockMin, lockMax)}
 	err := d.Do(func() error {
 		var err error
 		if p, ok := d.freePinned.take(slotBytes * int64(slots)); ok {
@@ -116,6 +128,107 @@ func (s *Stager) Upload(t *Thread, b *Buffer, host any) error {
 	return nil
 }
 
+// LockRepeated(false) makes UploadKept stage every upload as Upload does,
+// unlocking what it had locked (between runs: the stream must have passed
+// every copy from it); by default (true) it locks ranges it uploads from
+// again (pinPolicy).
+func (s *Stager) LockRepeated(on bool) error {
+	if !on {
+		err := s.unlockAll()
+		s.pins = nil
+		return err
+	}
+	if s.pins == nil {
+		s.pins = newPinPolicy(lockMin, lockMax)
+	}
+	return nil
+}
+
+// UploadKept is Upload for host memory that the caller leaves unchanged
+// until the stream has passed the copy (a Run waits for its stream before
+// it returns): the second time an upload of 256 KiB or more comes from the
+// same memory, the stager page-locks that memory in place
+// (cuMemHostRegister, once; pinPolicy has the rule and its bounds), and
+// from then on its uploads are one asynchronous copy straight from it,
+// with no copy into the slots by the host. The stager keeps such memory
+// reachable and locked (a runtime.Pinner) until it unlocks it: when the
+// bound needs room, on LockRepeated(false) or on Close.
+func (s *Stager) UploadKept(t *Thread, b *Buffer, host any) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	p, n, err := fits(host, b, "upload of %d bytes into a buffer of %d")
+	if err != nil || n == 0 || s.pins == nil {
+		if err == nil && n > 0 {
+			err = s.Upload(t, b, host)
+		}
+		return err
+	}
+	act, evict := s.pins.upload(uintptr(p), n)
+	if len(evict) > 0 {
+		if err := cu.Synchronize(); err != nil { // no copy still reading them
+			return err
+		}
+		for _, e := range evict {
+			if err := unlockRange(e); err != nil {
+				return err
+			}
+		}
+	}
+	if act == lockIt {
+		l := &lockedMem{p: p}
+		l.pin.Pin(p)
+		ok := memHostRegister(p, n) == nil
+		if !ok {
+			l.pin.Unpin() // staged from now on
+		}
+		s.pins.took(uintptr(p), n, l, ok)
+		if ok {
+			act = directly
+		}
+	}
+	if act != directly {
+		return s.Upload(t, b, host)
+	}
+	if err := cu.MemcpyHtoDAsync(b.Ptr, p, n, cu.Stream{}); err != nil {
+		return fmt.Errorf("cuda: upload of %d bytes from locked memory: %w", n, err)
+	}
+	s.Bytes += n
+	s.Direct += n
+	return nil
+}
+
+// lockedMem is host memory UploadKept locked: where, and the Pinner that
+// keeps it (Go memory) where it is and reachable meanwhile.
+type lockedMem struct {
+	p   unsafe.Pointer
+	pin runtime.Pinner
+}
+
+// unlockRange unlocks a range UploadKept locked (no copy may still read it).
+func unlockRange(e *pinned) error {
+	l := e.pin.(*lockedMem)
+	err := memHostUnregister(l.p)
+	l.pin.Unpin()
+	return err
+}
+
+// unlockAll waits for the stream and unlocks every range UploadKept locked.
+func (s *Stager) unlockAll() error {
+	if s.pins == nil || len(s.pins.locked) == 0 {
+		return nil
+	}
+	return s.d.Do(func() error {
+		first := cu.Synchronize()
+		for _, e := range s.pins.drop() {
+			if err := unlockRange(e); first == nil {
+				first = err
+			}
+		}
+		return first
+	})
+}
+
 // next records the current slot's event and moves to the next slot,
 // waiting for that slot's copies if any are still pending.
 func (s *Stager) next() error {
@@ -140,7 +253,8 @@ func (s *Stager) Close() error {
 	if s == nil || s.d == nil {
 		return nil
 	}
-	return s.d.Do(func() error {
+	lerr := s.unlockAll()
+	err := s.d.Do(func() error {
 		var first error
 		keep := func(err error) {
 			if first == nil && err != nil {
@@ -166,4 +280,8 @@ func (s *Stager) Close() error {
 		s.d = nil
 		return first
 	})
+	if err == nil {
+		err = lerr
+	}
+	return err
 }

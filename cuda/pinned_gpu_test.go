@@ -139,3 +139,91 @@ func TestMemInfoOnGPU(t *testing.T) {
 		t.Errorf("free memory %d before, %d after freeing again", free0, free2)
 	}
 }
+
+// TestUploadKeptOnGPU uploads from the same host memory run after run,
+// rewriting it in place between runs, as a training loop refills its batch:
+// the second upload from a range of 256 KiB or more locks it and later
+// ones go straight from it (Stager.Direct counts them); every run's bytes
+// arrive, including a subslice sharing a page with a locked range (the
+// driver refuses to lock it: staged) and the uploads after a bound small
+// enough to unlock ranges (pinPolicy); LockRepeated(false) and Close unlock
+// everything.
+func TestUploadKeptOnGPU(t *testing.T) {
+	s, err := dev.NewStager(64<<10, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 300_001 // float32s: 1.2 MB, not a multiple of a page
+	big := make([]float32, 3*n)
+	hosts := map[string][]float32{
+		"batch a":        big[:n],
+		"batch b":        big[n+1024 : 2*n+1024], // shares pages with a and c: refused or staged
+		"batch c":        big[2*n+2048:],
+		"own memory":     make([]float32, n),
+		"small (64 KiB)": make([]float32, 16<<10),
+		"another own":    make([]float32, 2*n),
+	}
+	names := []string{"batch a", "batch b", "batch c", "own memory", "small (64 KiB)", "another own"}
+	bufs := map[string]*Buffer{}
+	for _, name := range names {
+		b, err := dev.Alloc(int64(4 * len(hosts[name])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dev.Free(b)
+		bufs[name] = b
+	}
+	rng := rand.New(rand.NewPCG(21, 2))
+	for rep := range 6 {
+		switch rep {
+		case 3: // new memory: staged now, locked next run
+			hosts["own memory"] = make([]float32, n)
+		case 4: // and room for little more than it: the others unlocked first
+			s.pins.max = 5 << 20 / 2
+		}
+		want := map[string][]float32{}
+		err := dev.Run(func(th *Thread) error {
+			for _, name := range names {
+				h := hosts[name]
+				for i := range h {
+					h[i] = rng.Float32() + float32(rep)
+				}
+				want[name] = append([]float32(nil), h...)
+				if err := s.UploadKept(th, bufs[name], h); err != nil {
+					return err
+				}
+			}
+			return th.Sync()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			got := make([]float32, len(want[name]))
+			if err := dev.Download(got, bufs[name]); err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if got[i] != want[name][i] {
+					t.Fatalf("run %d, %s: element %d is %v, uploaded %v", rep, name, i, got[i], want[name][i])
+				}
+			}
+		}
+		if rep == 0 && s.Direct != 0 {
+			t.Errorf("run 0: %d bytes sent straight from memory never uploaded from before", s.Direct)
+		}
+		if rep == 2 && s.Direct < int64(4*3*n) {
+			t.Errorf("run 2: %d bytes sent straight from locked memory, want at least the three large ranges' %d", s.Direct, 4*3*n)
+		}
+	}
+	if s.pins.evictions == 0 || len(s.pins.locked) == 0 {
+		t.Errorf("after six runs: %d ranges unlocked for room, %d locked; want some of each", s.pins.evictions, len(s.pins.locked))
+	}
+	if err := s.LockRepeated(false); err != nil {
+		t.Fatal(err)
+	}
+	if s.pins != nil {
+		t.Error("LockRepeated(false) kept its ranges")
+	}
+}

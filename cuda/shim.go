@@ -14,6 +14,14 @@ static int tf_mem_host_alloc(void **p, size_t bytes) {
 	return (int)cuMemHostAlloc(p, bytes, 0);
 }
 
+static int tf_mem_host_register(void *p, size_t bytes) {
+	return (int)cuMemHostRegister(p, bytes, 0);
+}
+
+static int tf_mem_host_unregister(void *p) {
+	return (int)cuMemHostUnregister(p);
+}
+
 static int tf_smem_optin(CUdevice d) {
 	int v = 0;
 	if (cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d) != 0) {
@@ -49,6 +57,24 @@ func memHostAlloc(n int64) (unsafe.Pointer, error) {
 		return nil, fmt.Errorf("cuMemHostAlloc(%d bytes): CUresult %d", n, int(rc))
 	}
 	return p, nil
+}
+
+// memHostRegister page-locks n bytes of host memory at p in place
+// (cuMemHostRegister, which cu lacks), for asynchronous copies straight
+// from it. p may be Go memory only while a runtime.Pinner pins it.
+func memHostRegister(p unsafe.Pointer, n int64) error {
+	if rc := C.tf_mem_host_register(p, C.size_t(n)); rc != 0 {
+		return fmt.Errorf("cuMemHostRegister(%d bytes): CUresult %d", n, int(rc))
+	}
+	return nil
+}
+
+// memHostUnregister undoes memHostRegister(p, …).
+func memHostUnregister(p unsafe.Pointer) error {
+	if rc := C.tf_mem_host_unregister(p); rc != 0 {
+		return fmt.Errorf("cuMemHostUnregister: CUresult %d", int(rc))
+	}
+	return nil
 }
 
 // sharedMemoryOptin is the most dynamic shared memory a kernel of device d

@@ -63,6 +63,12 @@ type Stats struct {
 	// window.
 	Uploads, Downloads int
 	BytesUp, BytesDown int64
+	// BytesUpInPlace is the part of BytesUp that went straight from the
+	// user's memory, which the GPU backend page-locked in place because
+	// earlier runs uploaded from it too (a batch refilled in place, a few
+	// taken in turn): no copy into staging memory first (DESIGN.md,
+	// "Uploads from locked memory").
+	BytesUpInPlace int64
 	// Held is the number of the last run's inputs that the device held, so
 	// they were not uploaded (GPU backend; see WithInputCheck); HashedBytes
 	// the bytes that run hashed to tell them unchanged, and HostSeconds the

@@ -4,6 +4,7 @@ package fusion
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -229,6 +230,11 @@ func (g *gpu) prepare(c *Compiled) error {
 	}
 	if g.stage, err = dev.NewStager(min(max(inBytes/4, 64<<10), 1<<20), 4); err != nil {
 		return fmt.Errorf("fusion: %w", err)
+	}
+	if os.Getenv("TILEFUSE_LOCK_INPUTS") == "0" { // every upload staged, for A/B
+		if err := g.stage.LockRepeated(false); err != nil {
+			return fmt.Errorf("fusion: %w", err)
+		}
 	}
 	// the fetcher: every readable value of a run at once (fetcherBytes)
 	var backBytes int64
@@ -577,7 +583,12 @@ func (g *gpu) buffer(n *G.Node) (*cuda.Buffer, error) {
 }
 
 // upload copies v into n's buffer: through t inside a Run, else on its own.
-func (g *gpu) upload(t *cuda.Thread, n *G.Node, v G.Value) error {
+// A user's input (input true) goes through Stager.UploadKept: the run
+// waits for the stream before it returns, and the user does not write the
+// value meanwhile, so that memory uploaded from run after run (a batch
+// filled in place, a few taken in turn) is locked once and sent straight
+// from where it is.
+func (g *gpu) upload(t *cuda.Thread, n *G.Node, v G.Value, input bool) error {
 	b, ok := g.bufs[n]
 	if !ok {
 		if t != nil { // allocating here would wait on the thread we are on
@@ -598,6 +609,12 @@ func (g *gpu) upload(t *cuda.Thread, n *G.Node, v G.Value) error {
 	g.last.Uploads++
 	g.last.BytesUp += b.Bytes
 	g.vers.wrote(n)
+	if input {
+		d := g.stage.Direct
+		err := g.stage.UploadKept(t, b, h)
+		g.last.BytesUpInPlace += g.stage.Direct - d
+		return err
+	}
 	return g.stage.Upload(t, b, h)
 }
 
@@ -737,7 +754,7 @@ func (g *gpu) devBuf(n *G.Node) (*cuda.Buffer, error) {
 		return b, nil
 	}
 	if isConst(n) {
-		if err := g.upload(nil, n, n.Value()); err != nil {
+		if err := g.upload(nil, n, n.Value(), false); err != nil {
 			return nil, err
 		}
 		return g.bufs[n], nil
@@ -794,7 +811,7 @@ func (g *gpu) run() error {
 				continue
 			}
 			g.held[i].ok = false // until the copy is enqueued
-			if err := g.upload(t, in.nn, vals[i]); err != nil {
+			if err := g.upload(t, in.nn, vals[i], true); err != nil {
 				return err
 			}
 			g.held[i].took(vals[i], plan.bytes[i], plan.sums[i], plan.hashed[i])
@@ -810,6 +827,7 @@ func (g *gpu) run() error {
 		defer func() {
 			if !fetched {
 				g.endFetch(t, false)
+				t.Sync() // nothing reads the user's inputs once RunAll returns (UploadKept); a sticky error is the run's already
 			}
 		}()
 		if err := g.timer.Start(t); err != nil {
@@ -924,7 +942,7 @@ func (g *gpu) redo(t *cuda.Thread, c *Compiled, vals []G.Value, plan *inputPlan,
 		in := c.rw.inputs[i]
 		g.last.Held--
 		g.held[i].ok = false
-		if err := g.upload(t, in.nn, vals[i]); err != nil {
+		if err := g.upload(t, in.nn, vals[i], true); err != nil {
 			return err
 		}
 		g.held[i].took(vals[i], plan.bytes[i], plan.sums[i], plan.hashed[i])
@@ -1280,7 +1298,7 @@ func (g *gpu) hostOp(t *cuda.Thread, c *Compiled, n *G.Node) error {
 	if err != nil {
 		return fmt.Errorf("fusion: %v on the CPU: %w", n.Name(), err)
 	}
-	if err := g.upload(t, n, v); err != nil {
+	if err := g.upload(t, n, v, false); err != nil {
 		return err
 	}
 	g.last.HostOps++

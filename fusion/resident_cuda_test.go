@@ -169,3 +169,69 @@ func TestTransfersOnGPU(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchInPlaceOnGPU runs an MLP's forward and backward on the CUDA
+// backend with its batch refilled in place before every run (the same
+// tensors, new contents), the way a loader reuses its buffers, and with two
+// batches taken in turn: the 2.2 MB batch input goes up every run, from
+// the third run on straight from its own memory, page-locked in place
+// (Stats.BytesUpInPlace: the labels, 20 KB, stay staged), and each run's
+// loss is Gorgonia's over the same values (float32, 2e-5 relative).
+func TestBatchInPlaceOnGPU(t *testing.T) {
+	if err := fusion.Available(fusion.CUDA); err != nil {
+		t.Fatal(err)
+	}
+	const batch, in, hidden, out = 512, 1100, 64, 10
+	dt := tensor.Float32
+	m := newMLP(t, dt, batch, in, hidden, out, 5)
+	r := newMLP(t, dt, batch, in, hidden, out, 5)
+	vm := fusion.NewTapeMachine(m.g, fusion.WithBackend(fusion.CUDA))
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Close()
+	ref := G.NewTapeMachine(r.g)
+	defer ref.Close()
+	rng := rand.New(rand.NewPCG(8, 3))
+	xBytes := int64(4 * batch * in)
+	for _, turns := range []int{1, 2} {
+		t.Run(map[int]string{1: "one batch refilled", 2: "two batches in turn"}[turns], func(t *testing.T) {
+			var xs, ys []tensor.Tensor
+			for range turns {
+				xs, ys = append(xs, data(dt, rng, batch, in)), append(ys, data(dt, rng, batch, out))
+			}
+			for step := range 6 {
+				x, y := xs[step%turns], ys[step%turns]
+				for _, v := range []tensor.Tensor{x, y} { // new contents, same memory
+					d := v.Data().([]float32)
+					for i := range d {
+						d[i] = float32(rng.Float64()*2 - 1)
+					}
+				}
+				G.Let(m.x, x)
+				G.Let(m.y, y)
+				if err := vm.RunAll(); err != nil {
+					t.Fatal(err)
+				}
+				st := vm.Stats()
+				vm.Reset()
+				G.Let(r.x, x.Clone())
+				G.Let(r.y, y.Clone())
+				if err := ref.RunAll(); err != nil {
+					t.Fatal(err)
+				}
+				got, want := scalar(m.loss.Value()), scalar(r.loss.Value())
+				ref.Reset()
+				if math.Abs(got-want) > 2e-5*math.Abs(want) {
+					t.Fatalf("step %d: loss %v, Gorgonia %v", step, got, want)
+				}
+				if st.BytesUp < xBytes {
+					t.Fatalf("step %d: %d bytes up, the batch's contents changed (%d)", step, st.BytesUp, xBytes)
+				}
+				if step >= 2*turns && st.BytesUpInPlace != xBytes {
+					t.Fatalf("step %d: %d bytes up from locked memory, want the batch's %d", step, st.BytesUpInPlace, xBytes)
+				}
+			}
+		})
+	}
+}
