@@ -326,7 +326,9 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 // tiles, are bound by their output's stores (storeBound): the swapped
 // form at 128×128 (storeBoundMeta), 8 warps, 3 stages, its epilogue through shared memory
 // (epi_smem = 1: 16-byte stores where the output's rows are 16-byte
-// aligned, else scalar stores with a warp's lanes on consecutive columns).
+// aligned, else scalar stores with a warp's lanes on consecutive columns);
+// where the output's rows are an odd number of words, 256 rows and 4
+// stages (storeBoundOddRows).
 //
 // Otherwise (IEEE products, FMAs on CUDA cores, and the CPU's executor,
 // which measured slower at 128: linear_gelu 1024³ 0.38–0.51 s against
@@ -350,6 +352,9 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 			return
 		} else if ok && storeBound(t, prec, ws) {
 			maps.Copy(meta, storeBoundMeta)
+			if ws.n%2 != 0 { // output rows stored a word at a time (storeBoundOddRows)
+				meta["BLOCK_M"], meta["num_stages"] = 256, 4
+			}
 			return
 		}
 		m, n := s[len(s)-2], s[len(s)-1]

@@ -386,10 +386,21 @@ const storeBoundK = 64
 // registers (codegen's copyBases) the stand-in takes 128 at 128×128; the
 // H200's ptxas 156, and 20.6 TFLOP/s against 20.9 with the old addresses
 // (2026-12-02, one call), where 256×128 at 4 stages ran 23.2 (254
-// registers): a candidate for this rule once measured again.
+// registers): a candidate for this rule once measured again. It was
+// (storeBoundOddRows).
 var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3,
 	"wgmma": 2, "epi_smem": 1}
 
+// storeBoundOddRows: where the output's rows are an odd number of words
+// (stored a word at a time, lanes along the columns), tuneMatMul takes
+// storeBoundMeta at 256×128 and 4 stages (254 registers, one CTA an SM):
+// on the H200, 2026-12-02, two calls, 4095×4097×33 ran 23.0–23.2 TFLOP/s
+// there against 20.6–20.7 at 128×128 (156 registers), memcheck clean
+// (`tilefuse peer -precision tf32 -run 'matmul 4095' -tune
+// 'BLOCK_M=256,num_stages=4'`). Only that shape was measured; other odd
+// widths (4096×4097×32: A's copies 16 bytes wide) take it by the same
+// store-bound reasoning, unmeasured.
+//
 // storeBoundCandidates are the autotuner's alternatives to
 // the choice def (storeBoundMeta): the swapped form at 256×128 (the choice
 // before, 4 stages) with and without epi_smem, at 64 and 128 rows with it

@@ -260,7 +260,8 @@ func productGroup(t *testing.T, m, k, n int, ta, tb bool, epi func(g *G.ExprGrap
 // TestStoreBoundProducts: TF32 products over K of at most 64 with a wave
 // of 128×128 tiles (issue 10's odd shapes and their aligned neighbours)
 // take the swapped form at 128×128, 3 stages, with the epilogue through
-// shared memory, whatever the operands' row lengths, and offer the
+// shared memory, whatever the operands' row lengths (at 256×128, 4
+// stages, where the output's rows are an odd number of words), and offer the
 // autotuner 256×128 with and without it, 64 and 128 rows with it, 128
 // without it, and the choice with k_tail; K's rows unaligned under aligned
 // output rows, longer K, Aᵀ, bf16, products too small for a wave and a
@@ -277,14 +278,14 @@ func TestStoreBoundProducts(t *testing.T) {
 		prec    tile.Precision
 		bm      int // 0: not store-bound
 	}{
-		{name: "4095×4097×33: 4-byte copies of A and B", m: 4095, k: 33, n: 4097, prec: tile.PrecTF32, bm: 128},
-		{name: "4096×4097×32: 4-byte copies of B", m: 4096, k: 32, n: 4097, prec: tile.PrecTF32, bm: 128},
+		{name: "4095×4097×33: 4-byte copies of A and B, odd output rows", m: 4095, k: 33, n: 4097, prec: tile.PrecTF32, bm: 256},
+		{name: "4096×4097×32: 4-byte copies of B, odd output rows", m: 4096, k: 32, n: 4097, prec: tile.PrecTF32, bm: 256},
 		{name: "4096×4096×33: 4-byte copies of A, aligned output rows", m: 4096, k: 33, n: 4096, prec: tile.PrecTF32},
 		{name: "4096×4096×50: 8-byte copies of A, aligned output rows", m: 4096, k: 50, n: 4096, prec: tile.PrecTF32},
 		{name: "4096×4094×50: 8-byte copies, output rows 8-byte aligned", m: 4096, k: 50, n: 4094, prec: tile.PrecTF32, bm: 128},
 		{name: "4096×4096×32", m: 4096, k: 32, n: 4096, prec: tile.PrecTF32, bm: 128},
 		{name: "4096×4096×64", m: 4096, k: 64, n: 4096, prec: tile.PrecTF32, bm: 128},
-		{name: "A·Bᵀ 4096×4097×32: Bᵀ's rows K long", m: 4096, k: 32, n: 4097, tb: true, prec: tile.PrecTF32, bm: 128},
+		{name: "A·Bᵀ 4096×4097×32: Bᵀ's rows K long, odd output rows", m: 4096, k: 32, n: 4097, tb: true, prec: tile.PrecTF32, bm: 256},
 		{name: "4096×4096×96: K past two steps", m: 4096, k: 96, n: 4096, prec: tile.PrecTF32},
 		{name: "1000³", m: 1000, k: 1000, n: 1000, prec: tile.PrecTF32},
 		{name: "1024×1024×32: 64 tiles of 128×128, under a wave", m: 1024, k: 32, n: 1024, prec: tile.PrecTF32},

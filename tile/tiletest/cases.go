@@ -103,6 +103,9 @@ func Cases() []Case {
 		matmulPrec("195x197x33_tf32_wgmma2_epi_smem", 195, 197, 33, 128, false, false, tile.PrecTF32, tile.Meta{"BK": 32, "wgmma": 2, "epi_smem": 1, "num_stages": 3, "num_warps": 8}),
 		matmulPrec("130x129x50_tf32_wgmma2_epi_smem", 130, 129, 50, 128, false, false, tile.PrecTF32, tile.Meta{"BK": 32, "wgmma": 2, "epi_smem": 1, "num_stages": 3, "num_warps": 8}),
 		matmulPrec("200x130x50_tf32_wgmma2_epi_smem_transB", 200, 130, 50, 128, false, true, tile.PrecTF32, tile.Meta{"BK": 32, "wgmma": 2, "epi_smem": 1, "num_stages": 3, "num_warps": 8}),
+		// and at 256 rows, 4 stages, where the output's rows are an odd
+		// number of words (storeBoundOddRows): 300 rows, a tile and 44
+		matmulPrec("300x197x33_tf32_wgmma2_256x128_epi_smem", 300, 197, 33, 128, false, false, tile.PrecTF32, tile.Meta{"BM": 256, "BK": 32, "wgmma": 2, "epi_smem": 1, "num_stages": 4, "num_warps": 8}),
 	)
 	// TF32 truncates A and rounds B: operands whose rounding and truncation
 	// differ, sums exact in f32, compared exactly, on every TF32 form
