@@ -94,7 +94,7 @@ func cpuProductSpace(mm *Node, def tile.Meta) []tile.Meta {
 	var out []tile.Meta
 	for _, side := range [][2]int{{64, 64}, {128, 128}, {128, 256}, {256, 128}, {256, 256}} {
 		for _, bk := range []int{32, 64, 128} {
-			c := with(def, "BLOCK_M", min(side[0], max(32, pow2AtLeast(m))), "BLOCK_N", min(side[1], max(32, pow2AtLeast(n))), "BLOCK_K", min(bk, max(32, pow2AtLeast(k))))
+			c := with(def, "BLOCK_M", min(side[0], max(tile.MinDotDim, pow2AtLeast(m))), "BLOCK_N", min(side[1], max(tile.MinDotDim, pow2AtLeast(n))), "BLOCK_K", min(bk, max(32, pow2AtLeast(k))))
 			if !seen[c.String()] {
 				seen[c.String()] = true
 				out = append(out, c)
@@ -304,8 +304,17 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 //
 // IEEE products on the CPU as native code (Target.Native: packed blocks
 // and a 12×32 micro-kernel): the largest of 128, 64 and 32 on a side (each side no
-// larger than the product's, rounded up to a power of two, at least 32) of
-// which the product has at least four tiles a core. Larger
+// larger than the product's, rounded up to a power of two, at least 16) of
+// which the product has at least four tiles a core. A product 16 wide
+// takes 16-column tiles (one core of the 2-core VM, 2026-12-02, K steps
+// of 64, best of 200: 512×16 over K 1024 304 µs at 32×32, 142 at 32×16,
+// 135 at 64×16; Aᵀ×B 1024×16 over K 512 299, 159, 136: 32 columns computed
+// twice the product's). On the H200's 16-core host the same rule's 64×64
+// tiles for mlp_step's 784×1024 and 512×1024 products ran faster than any
+// larger tile, in isolation and in the step (2026-12-02: Aᵀ×B 784×1024
+// over K 512 1.01 ms at 64×64, 1.06 at 128×128, 1.76 at 256×256; mlp_step
+// large 2.52–2.63 ms against 4.17–4.30 with a model that chose 256×256;
+// `tilefuse tune` kept 64×64 as well). Larger
 // tiles pack each operand block fewer times (one core, 2026-12-01, with
 // the unmasked packs: BenchmarkDot 1024³ 72 GFLOP/s at 64×64, 86 at
 // 128×128; gelu(x·W+b) 1024³ 50–56 ms at 64×64, 44–51 at 128×128).
@@ -454,7 +463,7 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 		batch := outputs / (m * n)
 		var bm, bn int
 		for _, side := range []int{128, 64, 32} {
-			bm, bn = min(side, max(32, pow2AtLeast(m))), min(side, max(32, pow2AtLeast(n)))
+			bm, bn = min(side, max(tile.MinDotDim, pow2AtLeast(m))), min(side, max(tile.MinDotDim, pow2AtLeast(n)))
 			if batch*tile.CDiv(m, bm)*tile.CDiv(n, bn) >= 4*t.Cores {
 				break
 			}

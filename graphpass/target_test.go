@@ -213,6 +213,8 @@ func TestMetaParameters(t *testing.T) {
 			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}, 0},
 		{"matmul 1024×32 on 2 cores: 128×32 tiles, no wider than the product", matmul(1024, 256, 32), native(2),
 			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 32, "BLOCK_K": 64}, 0},
+		{"matmul 512×16 over K 1024 on 2 cores: 64×16 tiles, no wider than the product (32 would compute twice its columns)", matmul(512, 1024, 16), native(2),
+			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 16, "BLOCK_K": 64}, 0},
 		{"matmul 100×70 on 2 cores: 32×32 tiles, the smallest; K 50 in steps of 32 (then one of 32, masked)", matmul(100, 50, 70), native(2),
 			tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, 0},
 		{"matmul over K 16 on 2 cores: one step of 16", matmul(512, 16, 1024), native(2),
