@@ -8,11 +8,15 @@
 // dispatch leaves it alone), so a worker that wakes late finds none left
 // and does nothing, and the caller waits only for workers that took a
 // chunk and are still in it, never for one that has not woken yet. A
-// dispatch of one worker runs on the caller alone, without waking anyone. A worker
-// that finishes a dispatch watches for the next one for a short while
-// (spinTime) before it parks, so that the kernels of a graph, which come
-// one after another, find it awake (TILEFUSE_SPIN_US sets that while;
-// 0 parks at once). Nothing is allocated per dispatch.
+// dispatch of one worker runs on the caller alone, without waking anyone
+// (so does any dispatch while GOMAXPROCS is 1). A worker that finishes a
+// dispatch, or that was woken too late to join one, watches for the next
+// one for a short while (spinTime) before it parks, so that the kernels
+// of a graph, which come one after another, find it awake
+// (TILEFUSE_SPIN_US sets that while; 0 parks at once). A dispatch that
+// wakes parked workers readies a goroutine that does nothing after them,
+// so that none of them waits in the caller's runnext slot (Do). Nothing
+// is allocated per dispatch.
 //
 // One dispatch uses the workers at a time: a dispatch from another
 // goroutine while one is in flight runs on its caller alone (it neither
@@ -28,6 +32,17 @@ import (
 	"sync/atomic"
 	"time"
 )
+
+// procsEvery is how many dispatches pass between two reads of
+// GOMAXPROCS.
+const procsEvery = 64
+
+// alone runs t over [0, total) on the caller.
+func (p *Pool) alone(t Task, total int) {
+	if total > 0 {
+		t.Run(0, 0, total)
+	}
+}
 
 // Task is work over a range of items: Run(w, lo, hi) does items [lo, hi)
 // as worker w (0 is the caller). Run is called concurrently for disjoint
@@ -81,10 +96,15 @@ type Pool struct {
 	start sync.Once
 	busy  sync.Mutex
 	wake  []chan struct{}
+	// kick readies a goroutine that does nothing (Do says why)
+	kick chan struct{}
 	// parked[w] is set by worker w before it blocks on wake[w]; whoever
 	// clears it sends the token that wakes it
 	parked []atomic.Bool
 	spin   bool
+	// spinFor is how long a worker watches (spinTime; tests set it
+	// before the first dispatch)
+	spinFor time.Duration
 
 	// the dispatch in flight, written by its caller before it opens
 	task   Task
@@ -92,6 +112,9 @@ type Pool struct {
 	k      int    // chunks
 	seq    uint32 // the number of the last dispatch
 	done   chan struct{}
+	// procs is GOMAXPROCS as last read, by the dispatch after procsAge
+	// reached 0 (each dispatch counts it down)
+	procs, procsAge int
 
 	// the words the workers write or watch, each on a cache line of its
 	// own: state, which watching workers read all the time, apart from
@@ -103,9 +126,11 @@ type Pool struct {
 	_     [56]byte
 	next  atomic.Int32
 	_     [60]byte
-	// joins counts the workers that ever joined a dispatch (tests)
+	// joins counts the workers that ever joined a dispatch, wakes the
+	// tokens dispatches sent to parked workers (tests)
 	joins atomic.Int64
-	_     [56]byte
+	wakes atomic.Int64
+	_     [48]byte
 }
 
 // New is a pool of n workers, the caller of each dispatch included; n ≤ 0
@@ -117,7 +142,7 @@ func New(n int) *Pool {
 		n = min(runtime.GOMAXPROCS(0), runtime.NumCPU())
 	}
 	n = min(n, maxWorkers)
-	return &Pool{n: n, chunks: make([]int, n+1), done: make(chan struct{}, 1), spin: spinTime > 0 && n <= runtime.NumCPU()}
+	return &Pool{n: n, chunks: make([]int, n+1), done: make(chan struct{}, 1), spin: spinTime > 0 && n <= runtime.NumCPU(), spinFor: spinTime}
 }
 
 var std = New(0)
@@ -135,7 +160,16 @@ func (p *Pool) startWorkers() {
 		p.wake[w] = make(chan struct{}, 1)
 		go p.worker(w)
 	}
+	p.kick = make(chan struct{})
+	go func() {
+		for range p.kick {
+		}
+	}()
 }
+
+// kick (TILEFUSE_KICK=0 turns it off, for measuring): a dispatch that
+// wakes workers readies the pool's kicker after them (Do).
+var kick = os.Getenv("TILEFUSE_KICK") != "0"
 
 func (p *Pool) worker(w int) {
 	var last uint32 // the last dispatch this worker joined
@@ -146,12 +180,19 @@ func (p *Pool) worker(w int) {
 		if !p.unjoined(w, last) || !p.parked[w].CompareAndSwap(true, false) {
 			<-p.wake[w]
 		}
-		for p.join(w, &last) {
-			if !p.spin {
+		// join, then watch for the next dispatch a while before parking,
+		// also where it woke too late for the one that woke it (its
+		// caller took every chunk): a worker that parked again at once
+		// was woken again, late again, by each of the next dispatches,
+		// which ran on their callers alone and paid for the wake-ups
+		// (the first runs after anything that outlasts the watch, such
+		// as a collection: softmax small with 2 workers on the 2-core
+		// VM stayed at its one-worker time run after run)
+		for {
+			p.join(w, &last)
+			if !p.spin || !p.watch(func() bool { return p.unjoined(w, last) }) {
 				break
 			}
-			// watch for the next dispatch a while before parking
-			p.watch(func() bool { return p.unjoined(w, last) })
 		}
 	}
 }
@@ -172,7 +213,7 @@ func (p *Pool) watch(ready func() bool) bool {
 			return true
 		}
 		if i%64 == 0 {
-			if time.Since(t0) > spinTime {
+			if time.Since(t0) > p.spinFor {
 				return false
 			}
 			if yieldEvery > 0 && i%yieldEvery == 0 {
@@ -255,19 +296,31 @@ func (p *Pool) take(w int) {
 
 // Do runs t over items [0, total) on up to workers workers, the caller
 // included: on the caller alone when workers or total is below 2, the
-// pool has one worker or another dispatch holds the workers; else in
-// min(workers, Workers, total) chunks of equal size, taken by the caller
-// and the workers that wake in time.
+// pool has one worker, GOMAXPROCS is 1 or another dispatch holds the
+// workers; else in min(workers, Workers, GOMAXPROCS, total) chunks of
+// equal size, taken by the caller and the workers that wake in time.
+//
+// GOMAXPROCS is read again every procsEvery dispatches (it takes the
+// scheduler's lock): a pool sized when GOMAXPROCS was 16 that wakes 15
+// workers when it is 1 (go test -cpu 1,16) has them take turns with the
+// caller on its one P, after the caller's run, or in the middle of its
+// next one when the scheduler preempts it.
 func (p *Pool) Do(t Task, total, workers int) {
 	if workers < 2 || total < 2 || p.n < 2 || !p.busy.TryLock() {
-		if total > 0 {
-			t.Run(0, 0, total)
-		}
+		p.alone(t, total)
+		return
+	}
+	if p.procsAge--; p.procsAge < 0 {
+		p.procs, p.procsAge = runtime.GOMAXPROCS(0), procsEvery
+	}
+	k := min(p.n, total, workers, p.procs)
+	if k < 2 {
+		p.busy.Unlock()
+		p.alone(t, total)
 		return
 	}
 	defer p.busy.Unlock()
 	p.start.Do(p.startWorkers)
-	k := min(p.n, total, workers)
 	for c := 0; c <= k; c++ {
 		p.chunks[c] = total * c / k
 	}
@@ -278,9 +331,25 @@ func (p *Pool) Do(t Task, total, workers int) {
 		p.seq = 1
 	}
 	p.state.Store(uint64(p.seq)<<32 | open | uint64(k)<<wantShift)
+	woke := false
 	for w := 1; w < k; w++ {
 		if p.parked[w].Load() && p.parked[w].CompareAndSwap(true, false) { // a watching worker's flag is left alone: no locked write
 			p.wake[w] <- struct{}{} // the flag was set: the buffer is empty
+			p.wakes.Add(1)
+			woke = true
+		}
+	}
+	if woke && kick {
+		// the last goroutine readied waits in the caller's P's runnext
+		// slot, which another P steals from only after a sleep (usleep(3),
+		// 50-100 µs on Linux with the default timer slack); readying the
+		// kicker moves the last worker woken to the P's run queue, where
+		// the P that the wake-up started takes it at once (a parked
+		// worker woken on the 2-core VM ran 97 µs after the wake-up
+		// before, after the three runs that followed it)
+		select {
+		case p.kick <- struct{}{}:
+		default: // the kicker has not run since the last kick
 		}
 	}
 	p.take(0)

@@ -87,7 +87,9 @@ func TestDo(t *testing.T) {
 // no worker has taken and returns without waiting for workers that have
 // not woken: here the workers never do (their goroutines are not
 // started), and each dispatch must still finish, on the caller alone.
+// (GOMAXPROCS 4 at least, so that the dispatch asks for all 4.)
 func TestLateWorkersNotAwaited(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(4, runtime.GOMAXPROCS(0))))
 	p := New(4)
 	p.start.Do(func() { // the workers' channels and flags, but no goroutines
 		p.wake = make([]chan struct{}, p.n)
@@ -278,8 +280,10 @@ func TestYieldFrom(t *testing.T) {
 // TestOnlyAskedWorkersJoin: a dispatch of k workers is run by the caller
 // and workers 1 to k-1 alone, even while other workers watch for work
 // after a larger dispatch (spinning forced on: the pool is larger than
-// this machine may be); and the want bits of the state say so.
+// this machine may be, and GOMAXPROCS 4 at least, so that a dispatch
+// asks for all 4); and the want bits of the state say so.
 func TestOnlyAskedWorkersJoin(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(4, runtime.GOMAXPROCS(0))))
 	p := New(4)
 	p.spin = true
 	for rep := range 20 {
@@ -330,4 +334,86 @@ func (c *slowCounter) Run(w, lo, hi int) {
 	for t0 := time.Now(); time.Since(t0) < time.Duration(hi-lo)*200*time.Microsecond; {
 	}
 	c.counter.Run(w, lo, hi)
+}
+
+// TestLateWokenWorkerWatches: a worker woken for a dispatch whose caller
+// took every chunk first (two tiny chunks: the caller takes both within
+// a microsecond, long before the worker runs) watches for the next
+// dispatch as one that joined does, so the next dispatch finds it awake
+// and sends no wake-up. Parking again at once had every dispatch after
+// an idle while (a collection) wake it, late, again.
+func TestLateWokenWorkerWatches(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0))))
+	p := New(2)
+	p.spin, p.spinFor = true, 300*time.Millisecond
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for t0 := time.Now(); !cond(); time.Sleep(time.Millisecond) {
+			if time.Since(t0) > 10*time.Second {
+				t.Fatalf("no %s after 10 s", what)
+			}
+		}
+	}
+	for round := range 3 {
+		c := &counter{seen: make([]atomic.Int32, 2)}
+		if round == 0 {
+			p.Do(c, 2, 2) // starts the worker
+			check(t, c, 2)
+			c = &counter{seen: make([]atomic.Int32, 2)}
+		}
+		waitFor("parked worker", func() bool { return p.parked[1].Load() })
+		w0 := p.wakes.Load()
+		p.Do(c, 2, 2)
+		check(t, c, 2)
+		if got := p.wakes.Load() - w0; got != 1 {
+			t.Fatalf("round %d: the dispatch sent %d wake-ups to a parked worker, want 1", round, got)
+		}
+		waitFor("wake-up taken", func() bool { return len(p.wake[1]) == 0 })
+		time.Sleep(5 * time.Millisecond) // well within the watch: parked again if it does not watch
+		c = &counter{seen: make([]atomic.Int32, 2)}
+		p.Do(c, 2, 2)
+		check(t, c, 2)
+		if got := p.wakes.Load() - w0; got != 1 {
+			t.Fatalf("round %d: the dispatch 5 ms after a wake-up sent %d more: the worker parked instead of watching", round, got-1)
+		}
+	}
+}
+
+// TestDispatchFollowsGOMAXPROCS: a pool sized for more workers than
+// GOMAXPROCS asks for no more than GOMAXPROCS (at 1, the caller alone,
+// and no worker goroutine is started), read again within procsEvery
+// dispatches of a change.
+func TestDispatchFollowsGOMAXPROCS(t *testing.T) {
+	was := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(was)
+	p := New(4)
+	ranges := func(c *counter) (n int32) {
+		for w := range c.workers {
+			n += c.workers[w].Load()
+		}
+		return n
+	}
+	for i := range 3 * procsEvery {
+		c := &counter{seen: make([]atomic.Int32, 100)}
+		p.Do(c, 100, 4)
+		check(t, c, 100)
+		if n := ranges(c); n != 1 || c.workers[0].Load() != 1 {
+			t.Fatalf("GOMAXPROCS 1, dispatch %d: %d ranges, the caller %d, want the caller's one", i, n, c.workers[0].Load())
+		}
+	}
+	if p.wake != nil {
+		t.Fatal("dispatches at GOMAXPROCS 1 started the workers")
+	}
+	runtime.GOMAXPROCS(4)
+	for i := 0; ; i++ {
+		c := &counter{seen: make([]atomic.Int32, 100)}
+		p.Do(c, 100, 4)
+		check(t, c, 100)
+		if ranges(c) == 4 {
+			break
+		}
+		if i > procsEvery {
+			t.Fatalf("GOMAXPROCS 4: still %d ranges after %d dispatches, want 4", ranges(c), i+1)
+		}
+	}
 }
