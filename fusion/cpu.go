@@ -121,7 +121,7 @@ func (p *cpuBackend) prepare(c *Compiled) error {
 			}
 		}
 		if c.cfg.recycle && limit > 0 {
-			p.rec = newRecycler(recycleRuns * limit)
+			p.rec = newRecycler(recycleLimit(limit))
 		}
 	}
 	for _, b := range c.back {

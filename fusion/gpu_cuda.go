@@ -246,7 +246,7 @@ func (g *gpu) prepare(c *Compiled) error {
 	if g.fetch, err = dev.NewFetcher(fetcherBytes(backBytes)); err != nil {
 		return fmt.Errorf("fusion: %w", err)
 	}
-	if !c.cfg.reuse && c.cfg.recycle { // up to recycleRuns runs' worth of the readable values' host memory
+	if !c.cfg.reuse && c.cfg.recycle { // up to recycleLimit of the readable values' host memory
 		limit := 0
 		for _, b := range c.back {
 			if n := hostBytes(b.nn); n >= minRecycled {
@@ -254,7 +254,7 @@ func (g *gpu) prepare(c *Compiled) error {
 			}
 		}
 		if limit > 0 {
-			g.rec = newRecycler(recycleRuns * limit)
+			g.rec = newRecycler(recycleLimit(limit))
 		}
 	}
 	g.lap("stager", &mark)

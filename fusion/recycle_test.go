@@ -377,6 +377,45 @@ func TestRecycleUnderOneProc(t *testing.T) {
 	}
 }
 
+// TestRecycleSmallValuesDeep: a machine whose readable value is small
+// (a 256 KiB softmax) keeps up to 32 runs' worth (8 MiB) on its free list:
+// 20 runs that drop their values without a collection (the collector's
+// pacing off), then one collection, and the next 19 runs all take memory
+// that came back (the 20th run's value is still the node's). With 4 runs'
+// worth, as for every machine before, 4 came back. Results stay those of
+// the first run.
+func TestRecycleSmallValuesDeep(t *testing.T) {
+	const rows, cols = 128, 512
+	fusion.WaitFinalizers() // nothing of earlier tests in flight
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	vm, y := softmaxMachine(t, rows, cols, 12)
+	var first []float32
+	run := func(i int) {
+		t.Helper()
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		got := y.Value().Data().([]float32)
+		if first == nil {
+			first = append([]float32(nil), got...)
+		} else if !slices.Equal(got, first) {
+			t.Fatalf("run %d: not the first run's values", i)
+		}
+	}
+	for i := range 20 {
+		run(i)
+	}
+	fusion.WaitFinalizers()
+	s0 := vm.Stats()
+	for i := range 19 {
+		run(20 + i)
+	}
+	s1 := vm.Stats()
+	if got := s1.Recycled - s0.Recycled; got != 19 {
+		t.Fatalf("%d of the 19 runs after the collection recycled, want all (%+v)", got, s1)
+	}
+}
+
 // TestRecycledOutputAKernelAddsInto: a readable column sum that a kernel
 // accumulates into (split over programs, written for the H200 target) is
 // zeroed when its memory is recycled: with recycled buffers poisoned with
