@@ -226,7 +226,8 @@ func WithReuseOutputs(on bool) Option { return func(c *config) { c.reuse = on } 
 // the memory: no tensor, slice, subslice, view or pointer into it is left),
 // so that Go need not zero new memory each run; a value the user still
 // holds is never reused, whatever part of it they hold. Memory comes back
-// as the collector runs, at most 4 runs' worth a machine (Close drops it);
+// as the collector runs, at most 4 runs' worth a machine, or up to 32
+// runs' worth of small values within 8 MiB (Close drops it);
 // where a run had to allocate such a value of 4 MiB or more anew, the
 // machine starts a collection in the background (runtime.GC on a goroutine
 // of its own, one at a time, not again until one brought memory back), so
