@@ -354,6 +354,7 @@ func TestLateWokenWorkerWatches(t *testing.T) {
 			}
 		}
 	}
+	woken := 0 // rounds whose first dispatch woke the worker
 	for round := range 3 {
 		c := &counter{seen: make([]atomic.Int32, 2)}
 		if round == 0 {
@@ -365,17 +366,21 @@ func TestLateWokenWorkerWatches(t *testing.T) {
 		w0 := p.wakes.Load()
 		p.Do(c, 2, 2)
 		check(t, c, 2)
-		if got := p.wakes.Load() - w0; got != 1 {
-			t.Fatalf("round %d: the dispatch sent %d wake-ups to a parked worker, want 1", round, got)
+		w1 := p.wakes.Load()
+		if w1 > w0 { // else the worker, between its flag and its channel, saw the dispatch first
+			woken++
 		}
 		waitFor("wake-up taken", func() bool { return len(p.wake[1]) == 0 })
 		time.Sleep(5 * time.Millisecond) // well within the watch: parked again if it does not watch
 		c = &counter{seen: make([]atomic.Int32, 2)}
 		p.Do(c, 2, 2)
 		check(t, c, 2)
-		if got := p.wakes.Load() - w0; got != 1 {
-			t.Fatalf("round %d: the dispatch 5 ms after a wake-up sent %d more: the worker parked instead of watching", round, got-1)
+		if got := p.wakes.Load() - w1; got != 0 {
+			t.Fatalf("round %d: the dispatch 5 ms after a wake-up sent %d more: the worker parked instead of watching", round, got)
 		}
+	}
+	if woken == 0 {
+		t.Fatal("no round's first dispatch woke the parked worker")
 	}
 }
 
