@@ -218,6 +218,33 @@ func softmaxMachine(t *testing.T, rows, cols int, seed uint64, opts ...fusion.Op
 	return vm, y
 }
 
+// sameRuns runs a machine and checks that y holds the first run's values
+// after every run (the recycled memory each run takes holds nothing of
+// another run's).
+type sameRuns struct {
+	t     *testing.T
+	vm    *fusion.Machine
+	y     *G.Node
+	first []float32
+	n     int
+}
+
+// run is one RunAll, checked; it returns y's values.
+func (r *sameRuns) run() []float32 {
+	r.t.Helper()
+	if err := r.vm.RunAll(); err != nil {
+		r.t.Fatal(err)
+	}
+	got := r.y.Value().Data().([]float32)
+	if r.first == nil {
+		r.first = append([]float32(nil), got...)
+	} else if !slices.Equal(got, r.first) {
+		r.t.Fatalf("run %d: not the first run's values", r.n)
+	}
+	r.n++
+	return got
+}
+
 // TestRecycleReusesDroppedValues: a loop that drops each run's value (a
 // 4 MB softmax) and collects after each run gets it recycled from the
 // third run on: no new memory, a few KB allocated per run as machine code
@@ -310,18 +337,10 @@ func TestRecycleWithoutCollections(t *testing.T) {
 			fusion.WaitFinalizers() // nothing of earlier tests in flight
 			defer debug.SetGCPercent(debug.SetGCPercent(-1))
 			vm, y := softmaxMachine(t, rows, cols, 9)
-			var first []float32
+			r := &sameRuns{t: t, vm: vm, y: y}
 			var kept [][]float32
-			for run := range runs {
-				if err := vm.RunAll(); err != nil {
-					t.Fatal(err)
-				}
-				got := y.Value().Data().([]float32)
-				if run == 0 {
-					first = append([]float32(nil), got...)
-				} else if !slices.Equal(got, first) {
-					t.Fatalf("run %d: not the first run's values", run)
-				}
+			for range runs {
+				got := r.run()
 				if c.keep {
 					kept = append(kept, got)
 				}
@@ -355,17 +374,9 @@ func TestRecycleUnderOneProc(t *testing.T) {
 	fusion.WaitFinalizers() // nothing of earlier tests in flight
 	defer debug.SetGCPercent(debug.SetGCPercent(5))
 	vm, y := softmaxMachine(t, rows, cols, 11)
-	var first []float32
-	for run := range runs {
-		if err := vm.RunAll(); err != nil {
-			t.Fatal(err)
-		}
-		got := y.Value().Data().([]float32)
-		if run == 0 {
-			first = append([]float32(nil), got...)
-		} else if !slices.Equal(got, first) {
-			t.Fatalf("run %d: not the first run's values", run)
-		}
+	r := &sameRuns{t: t, vm: vm, y: y}
+	for range runs {
+		r.run()
 	}
 	s := vm.Stats()
 	t.Logf("%d runs: %d recycled, %d allocated, %d collections asked for", runs, s.Recycled, s.Allocated, s.CollectionsAsked)
@@ -389,26 +400,14 @@ func TestRecycleSmallValuesDeep(t *testing.T) {
 	fusion.WaitFinalizers() // nothing of earlier tests in flight
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	vm, y := softmaxMachine(t, rows, cols, 12)
-	var first []float32
-	run := func(i int) {
-		t.Helper()
-		if err := vm.RunAll(); err != nil {
-			t.Fatal(err)
-		}
-		got := y.Value().Data().([]float32)
-		if first == nil {
-			first = append([]float32(nil), got...)
-		} else if !slices.Equal(got, first) {
-			t.Fatalf("run %d: not the first run's values", i)
-		}
-	}
-	for i := range 20 {
-		run(i)
+	r := &sameRuns{t: t, vm: vm, y: y}
+	for range 20 {
+		r.run()
 	}
 	fusion.WaitFinalizers()
 	s0 := vm.Stats()
-	for i := range 19 {
-		run(20 + i)
+	for range 19 {
+		r.run()
 	}
 	s1 := vm.Stats()
 	if got := s1.Recycled - s0.Recycled; got != 19 {
