@@ -599,6 +599,9 @@ func (g *gpu) upload(t *cuda.Thread, n *G.Node, v G.Value, input bool) error {
 			return err
 		}
 	}
+	if d, ok := v.(*tensor.Dense); ok && d.IsMaterializable() {
+		input = false // a view: its bytes are copied out afresh each run, nothing to lock
+	}
 	h, err := hostSlice(v)
 	if err != nil {
 		return fmt.Errorf("fusion: %v: %w", n.Name(), err)
