@@ -343,7 +343,9 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 				e.err = err
 				return c
 			}
-			v = e.inRange(v, identity)
+			if identity != 0 || !loadUnder(v, e.mask) {
+				v = e.inRange(v, identity)
+			}
 			if root.Info.Reduce == tile.OpReduceMax {
 				next[i] = b.Maximum(c[i], v)
 			} else {
@@ -387,6 +389,23 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 		}
 	}
 	return nil
+}
+
+// loadUnder reports whether x is a load under mask m (m itself, or m
+// broadcast to the load's shape, as gen emits an input's load) with no
+// other: its masked-off lanes give +0, what inRange's select of a sum's
+// identity would give them, so that select is left out (bit for bit the
+// same lanes; on the CPU the unmasked row loop then computes no mask at
+// all, where the select computed it a vector: colsum's column blocks).
+func loadUnder(x, m *tile.Value) bool {
+	if m == nil || x.Op != tile.OpLoad || len(x.Args) != 2 {
+		return false
+	}
+	lm := x.Args[1]
+	for lm != m && (lm.Op == tile.OpBroadcast || lm.Op == tile.OpExpandDims) {
+		lm = lm.Args[0]
+	}
+	return lm == m
 }
 
 // combineParts is the kernel that adds a split column sum's parts
