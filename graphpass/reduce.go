@@ -182,9 +182,9 @@ func columnBlockCPU(no int) int {
 		if bo > pow2AtLeast(no) {
 			continue
 		}
-		cost := (no / bo) * (bo + 32)
-		if v := no % bo; v != 0 {
-			cost += 2*v + (bo-v)/2 + 32
+		cost := tile.CDiv(no, bo) * (bo + 32)
+		if bo > no { // masked: about twice the columns, in range or not
+			cost = 2*bo + 32
 		}
 		if best == 0 || cost < bestCost {
 			best, bestCost = bo, cost
@@ -297,10 +297,20 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 	if columns == 1 {
 		oAxis, rAxis, ts = 1, 0, tile.Shp(br, bo)
 	}
-	o := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bo), b.Arange(0, bo)), rAxis) // [BO,1] or [1,BO]
+	// on the CPU the column form's last block, where the columns end
+	// inside it, starts at no - BO instead (shifted): it reads whole rows
+	// (the unmasked row loop; a masked vector cost about five unmasked ones,
+	// in range or not) and stores only the columns past the block before
+	// it, each column stored by one program, summed in the same order
+	start := b.Mul(b.ProgramID(0), bo)
+	shifted := columns == 1 && !e.t.GPU() && no > bo && no%bo != 0
+	if shifted {
+		start = b.Minimum(start, no-bo)
+	}
+	o := b.ExpandDims(b.Add(start, b.Arange(0, bo)), rAxis) // [BO,1] or [1,BO]
 	// nil: every output in range
 	var maskO *tile.Value
-	if no%bo != 0 {
+	if no%bo != 0 && !shifted {
 		maskO = b.Lt(o, no)
 	}
 	rk := b.ExpandDims(b.Arange(0, br), oAxis) // [1,BR] or [BR,1]
@@ -359,8 +369,11 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 	}
 	k.Grid = tile.Grid{tile.CDiv(no, bo)}
 	var storeMask *tile.Value
-	if maskO != nil {
+	switch {
+	case maskO != nil:
 		storeMask = b.Reshape(maskO, bo)
+	case shifted: // the block's own columns
+		storeMask = b.Reshape(b.Ge(o, b.Mul(b.ProgramID(0), bo)), bo)
 	}
 	switch {
 	case parts:

@@ -104,7 +104,7 @@ func TestColumnPartsNative(t *testing.T) {
 		siblings   bool
 	}{
 		{name: "8192×1024 (colsum large): 32 chunks of whole rows", rows: 8192, cols: 1024},
-		{name: "1000×777 (colsum small): 256-column blocks, a masked last one", rows: 1000, cols: 777},
+		{name: "1000×777 (colsum small): 512-column blocks, the last shifted back", rows: 1000, cols: 777},
 		{name: "4097×1000: rows and columns off every block", rows: 4097, cols: 1000},
 		{name: "3001×768: Σ x and Σ x⊙y in one kernel", rows: 3001, cols: 768, siblings: true},
 	} {
