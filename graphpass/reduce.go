@@ -166,13 +166,16 @@ const minPartElems = 16384
 // columnBlockCPU is the columns a program of the CPU's split column form
 // sums: the block size (a power of two, or three times one, up to 1024)
 // that costs least where a block of bo columns costs bo + 32 (the row
-// loop's own cost a row) and a block the columns end inside (masked
-// loads, the mask computed and checked vector by vector) twice its v
-// columns in range, half its others (vectors with no lane on are skipped,
-// not free) + 32; ties go to the wider. 1024 columns: 1024; 768: 768;
-// 777: three blocks of 256 and one with 9 columns in range (on the 2-core
-// VM 256 columns ran 10–20% faster than 128 and 768, which read two
-// blocks, the second nearly empty); 3072: three of 1024.
+// loop's own cost a row) and the columns take ⌈no/bo⌉ blocks, the last
+// shifted back to end at the last column (emitReduce: whole rows, no
+// mask; the columns it shares with the block before it are read twice);
+// a block wider than the columns is masked: 2·bo + 32 (a masked vector
+// cost about five unmasked ones, in range or not: colsum small's 256-column
+// blocks, the last with 9 columns in range, took 36% of the kernel's
+// samples for one block in four); ties go to the wider. 1024 columns:
+// 1024; 768: 768; 777: two blocks of 512 (on one core of the 2-core VM
+// 128, 192, 256 and 512 ran alike within the noise, 0.088–0.103 ms a
+// launch); 33: two of 32; 3072: three of 1024.
 func columnBlockCPU(no int) int {
 	if no <= 16 {
 		return pow2AtLeast(no)
