@@ -104,42 +104,26 @@ func TestRowStoreHints(t *testing.T) {
 
 // BenchmarkRows: the row kernels (kernels.LayerNorm and kernels.Softmax,
 // rows of 1024 f32, one row a program) run natively, on rows that stay in
-// the caches (64: 512 KiB moved a launch) and rows that do not (4096);
-// SetBytes counts each input read once and each output written once.
+// the caches (64 and 256) and rows that do not (4096); SetBytes counts
+// each input read once and each output written once; ns/row is a launch's
+// time over its rows.
 func BenchmarkRows(b *testing.B) {
 	requireJIT(b)
 	const cols = 1024
 	for _, wl := range []string{"layernorm", "softmax"} {
 		for _, rows := range []int{1, 64, 256, 4096} {
 			b.Run(fmt.Sprintf("%s/%dx%d", wl, rows, cols), func(b *testing.B) {
-				var k *tile.Kernel
-				var err error
-				if wl == "layernorm" {
-					k, err = kernels.LayerNorm(tile.Meta{"BLOCK": cols})
-				} else {
-					k, err = kernels.Softmax(tile.Meta{"BLOCK": cols})
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
+				k, launch := rowKernel(b, wl, cols, rows, cols)
 				nk, err := native.Compile(k)
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer nk.Free()
-				rng := tiletest.RNG("rows")
-				x, y := tiletest.Uniform(rng, rows*cols, -4, 4), make([]float32, rows*cols)
-				w, bias := tiletest.Uniform(rng, cols, 0.5, 1.5), tiletest.Uniform(rng, cols, -1, 1)
-				mean, rstd := make([]float32, rows), make([]float32, rows)
-				launch := func() error {
-					if wl == "layernorm" {
-						return nk.Launch(tile.Grid{rows}, x, y, w, bias, mean, rstd, cols, cols, float32(1e-5))
-					}
-					return nk.Launch(tile.Grid{rows}, x, y, cols, cols)
-				}
+				x, y := tiletest.Uniform(tiletest.RNG("rows"), rows*cols, -4, 4), make([]float32, rows*cols)
+				l := func(args ...any) error { return nk.Launch(tile.Grid{rows}, args...) }
 				b.SetBytes(8 * int64(rows) * cols)
 				for b.Loop() {
-					if err := launch(); err != nil {
+					if err := launch(l, x, y); err != nil {
 						b.Fatal(err)
 					}
 				}
