@@ -92,6 +92,8 @@ var encCases = []encCase{
 	{"vzeroupper", func(a *Asm) { a.VZEROUPPER() }, "VZEROUPPER", "c5f877"},
 	{"prefetcht0", func(a *Asm) { a.PREFETCHT0(PtrIdx(RBX, RSI, 4, 4096)) }, "PREFETCHT0 4096(BX)(SI*4)", "0f188cb300100000"},
 	{"prefetcht0 ext", func(a *Asm) { a.PREFETCHT0(Ptr(R9, 64)) }, "PREFETCHT0 64(R9)", "410f184940"},
+	{"prefetchw", func(a *Asm) { a.PREFETCHW(PtrIdx(RBX, RSI, 4, 4096)) }, "BYTE $0x0f; BYTE $0x0d; BYTE $0x8c; BYTE $0xb3; LONG $4096", "0f0d8cb300100000"},                  // PREFETCHW 4096(BX)(SI*4): not in Go's assembler
+	{"prefetchw ext", func(a *Asm) { a.PREFETCHW(PtrIdx(R9, RSI, 4, 4160)) }, "BYTE $0x41; BYTE $0x0f; BYTE $0x0d; BYTE $0x8c; BYTE $0xb1; LONG $4160", "410f0d8cb140100000"}, // PREFETCHW 4160(R9)(SI*4)
 	// vector moves
 	{"vmovups load", func(a *Asm) { a.VMOVUPS(0, PtrIdx(RAX, RCX, 4, 0)) }, "VMOVUPS (AX)(CX*4), Y0", "c5fc100488"},
 	{"vmovups load ext", func(a *Asm) { a.VMOVUPS(9, PtrIdx(R10, R11, 4, 32)) }, "VMOVUPS 32(R10)(R11*4), Y9", "c4017c104c9a20"},

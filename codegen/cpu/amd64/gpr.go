@@ -323,5 +323,10 @@ func (a *Asm) VZEROUPPER() { a.byte1(0xc5, 0xf8, 0x77) }
 // PREFETCHT0 [m]: a hint to bring m's cache line into every level.
 func (a *Asm) PREFETCHT0(m Mem) { a.legacy(0, false, []byte{0x0f, 0x18}, 1, m, nil) }
 
+// PREFETCHW m: a hint to bring m's line into the caches in a state that
+// lets a store write it (AMD 3DNow! prefetch, Intel since Broadwell; a
+// no-op on older Intel cores).
+func (a *Asm) PREFETCHW(m Mem) { a.legacy(0, false, []byte{0x0f, 0x0d}, 1, m, nil) }
+
 // PREFETCHT1 m: a hint to bring m's line into the caches from L2 outward.
 func (a *Asm) PREFETCHT1(m Mem) { a.legacy(0, false, []byte{0x0f, 0x18}, 2, m, nil) }

@@ -1,6 +1,8 @@
 package native
 
 import (
+	"sync/atomic"
+
 	"github.com/tilefuse/tilefuse/codegen/cpu/amd64"
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -524,6 +526,34 @@ func (pg *phaseGen) prefetch(pat *pattern, at amd64.Mem) {
 	}
 }
 
+// prefetchStore hints a zmm loop's unmasked store of a one-row phase whose
+// row moves with the program id one row on, for writing (prefetchw): the
+// next program's output lines arrive owned while this row computes, so
+// its stores do not wait on a read for ownership each.
+func (pg *phaseGen) prefetchStore(pat *pattern, at amd64.Mem) {
+	g := pg.g
+	if noStoreHints.Load() || !g.zmm || pat.root < 0 || pat.elast != 1 || pg.rank != 1 || !pg.stream(pat) {
+		return
+	}
+	ahead := int64(pat.esz()) * int64(pg.last)
+	if ahead > 1<<30 {
+		return
+	}
+	lines := 1
+	if g.zpair {
+		lines = 2
+	}
+	for c := range lines {
+		m := at
+		m.Disp += int32(ahead) + int32(64*c)
+		g.a.PREFETCHW(m)
+		g.p.prefetchesW++
+	}
+}
+
+// noStoreHints turns prefetchStore off (tests: export_test.go).
+var noStoreHints atomic.Bool
+
 // prefetchRows is how many rows on a two-dimensional phase's strided
 // loads are hinted (prefetch). Column sums, one core of the 2-core VM
 // (BenchmarkColSum, load 4.7–5, 8192×1024 in 128- and 32-column
@@ -701,6 +731,7 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 		a.VMASKMOVPSstore(at, mask, val)
 		a.Bind(skip)
 	} else {
+		pg.prefetchStore(n.pat, at)
 		a.VMOVUPSstore(at, val)
 	}
 	return nil

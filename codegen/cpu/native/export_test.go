@@ -87,3 +87,11 @@ func KeptFrames(nk *Kernel) int {
 // PrefetchesL2 is the number of prefetcht1 hints of strided rows in nk's
 // code (body.go: prefetch).
 func PrefetchesL2(nk *Kernel) int { return nk.prefetchesL2 }
+
+// PrefetchesW is the number of prefetchw hints of stores in nk's code
+// (body.go: prefetchStore).
+func PrefetchesW(nk *Kernel) int { return nk.prefetchesW }
+
+// SetStoreHints makes kernels compiled from now on hint their row stores
+// one row on (on, the default) or not, and returns the previous setting.
+func SetStoreHints(on bool) (was bool) { return !noStoreHints.Swap(!on) }

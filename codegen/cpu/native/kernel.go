@@ -40,6 +40,7 @@ type Kernel struct {
 	zmm          int // of which computing in zmm registers (fast.go: zmmOK)
 	pairs        int // zmm loops whose two vectors are emitted in pairs (fast.go: pairOK)
 	prefetchesL2 int // prefetcht1 hints of strided rows emitted (body.go: prefetch)
+	prefetchesW  int // prefetchw hints of row stores emitted (body.go: prefetchStore)
 	scalefs      int // exps scaled by VSCALEFPS (zmm: ops.go, expCore32)
 }
 
@@ -74,7 +75,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, prefetchesL2: p.prefetchesL2, scalefs: p.scalefs}
+	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, prefetchesL2: p.prefetchesL2, prefetchesW: p.prefetchesW, scalefs: p.scalefs}
 	nk.tasks.new = func() *task {
 		return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params)), frames: make([]*frame, pool.Default().Workers())}
 	}

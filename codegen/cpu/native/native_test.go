@@ -58,7 +58,7 @@ func hasF64(k *tile.Kernel) bool {
 	return f
 }
 
-func requireJIT(t *testing.T) {
+func requireJIT(t testing.TB) {
 	t.Helper()
 	if !jit.Supported() {
 		t.Skip("no native code here: not amd64 with AVX2 and FMA, or -tags purego")

@@ -204,6 +204,7 @@ type plan struct {
 	zmmPhases    int // of which computing in zmm registers (fast.go: zmmOK)
 	pairLoops    int // zmm loops emitted in pairs (fast.go: pairOK)
 	prefetchesL2 int // strided rows hinted into L2 (body.go: prefetch)
+	prefetchesW  int // stores hinted one row on for writing (body.go: prefetchStore)
 	scalefs      int // exps scaled by VSCALEFPS (ops.go: expCore32)
 }
 

@@ -1,0 +1,134 @@
+package native_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/native"
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/kernels"
+	"github.com/tilefuse/tilefuse/tile/tiletest"
+)
+
+// rowKernel is the bench's row kernel wl (kernels.LayerNorm or
+// kernels.Softmax) in blocks of block lanes, and a launch of it over rows
+// rows of n (the row stride n) on x into y (LayerNorm's weights, bias,
+// mean and rstd fixed by the seed).
+func rowKernel(tb testing.TB, wl string, block, rows, n int) (*tile.Kernel, func(launch func(args ...any) error, x, y []float32) error) {
+	tb.Helper()
+	var k *tile.Kernel
+	var err error
+	if wl == "layernorm" {
+		k, err = kernels.LayerNorm(tile.Meta{"BLOCK": block})
+	} else {
+		k, err = kernels.Softmax(tile.Meta{"BLOCK": block})
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rng := tiletest.RNG("rows")
+	w, bias := tiletest.Uniform(rng, n, 0.5, 1.5), tiletest.Uniform(rng, n, -1, 1)
+	mean, rstd := make([]float32, rows), make([]float32, rows)
+	return k, func(launch func(args ...any) error, x, y []float32) error {
+		if wl == "layernorm" {
+			return launch(x, y, w, bias, mean, rstd, n, n, float32(1e-5))
+		}
+		return launch(x, y, n, n)
+	}
+}
+
+// TestRowStoreHints: the row kernels' stores of a row in zmm loops hint
+// the next program's row for writing (prefetchw, body.go: prefetchStore)
+// where the CPU has AVX-512 and not without; the hint changes no result:
+// bit for bit the code without hints, and within the tolerances of the
+// zmm tests (zmm_test.go) of the reference, on poisoned outputs, with
+// rows whose last program hints past the buffer's end (a hint never
+// faults) and rows shorter than the block (masked loops).
+func TestRowStoreHints(t *testing.T) {
+	requireJIT(t)
+	for _, c := range []struct {
+		name     string
+		wl       string
+		block, n int
+		rows     int
+		rel, abs float64
+	}{
+		{name: "layernorm 37 rows of 1024", wl: "layernorm", block: 1024, n: 1024, rows: 37, rel: 1e-5, abs: 1e-5},
+		{name: "softmax 37 rows of 1024", wl: "softmax", block: 1024, n: 1024, rows: 37, rel: 2e-6, abs: 1e-9},
+		{name: "softmax 21 rows of 1000 in blocks of 1024", wl: "softmax", block: 1024, n: 1000, rows: 21, rel: 2e-6, abs: 1e-9},
+		{name: "layernorm 5 rows of 96 in blocks of 128", wl: "layernorm", block: 128, n: 96, rows: 5, rel: 1e-5, abs: 1e-5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k, launch := rowKernel(t, c.wl, c.block, c.rows, c.n)
+			x := tiletest.Uniform(tiletest.RNG(c.name), c.rows*c.n, -4, 4)
+			run := func(l func(args ...any) error) []float32 {
+				y := make([]float32, c.rows*c.n)
+				for i := range y {
+					y[i] = float32(math.NaN())
+				}
+				if err := launch(l, x, y); err != nil {
+					t.Fatal(err)
+				}
+				return y
+			}
+			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{c.rows}, args...) })
+			for _, isa := range isas(t) {
+				native.SetAVX512(isa == "avx512")
+				var outs [2][]float32
+				for i, hints := range []bool{false, true} {
+					was := native.SetStoreHints(hints)
+					nk, err := native.Compile(k)
+					native.SetStoreHints(was)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got, wantHints := native.PrefetchesW(nk) > 0, hints && isa == "avx512"; got != wantHints {
+						t.Errorf("%s, hints %v: %d prefetchw in the code, want some: %v", isa, hints, native.PrefetchesW(nk), wantHints)
+					}
+					outs[i] = run(func(args ...any) error { return nk.Launch(tile.Grid{c.rows}, args...) })
+					nk.Free()
+				}
+				for i, v := range outs[1] {
+					if math.Float32bits(v) != math.Float32bits(outs[0][i]) {
+						t.Fatalf("%s: y[%d] = %v with hints, %v without", isa, i, v, outs[0][i])
+					}
+					if d := math.Abs(float64(v) - float64(want[i])); !(d <= c.abs+c.rel*math.Abs(float64(want[i]))) {
+						t.Fatalf("%s: y[%d] = %v, reference %v", isa, i, v, want[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRows: the row kernels (kernels.LayerNorm and kernels.Softmax,
+// rows of 1024 f32, one row a program) run natively, on rows that stay in
+// the caches (64 and 256) and rows that do not (4096); SetBytes counts
+// each input read once and each output written once; ns/row is a launch's
+// time over its rows.
+func BenchmarkRows(b *testing.B) {
+	requireJIT(b)
+	const cols = 1024
+	for _, wl := range []string{"layernorm", "softmax"} {
+		for _, rows := range []int{1, 64, 256, 4096} {
+			b.Run(fmt.Sprintf("%s/%dx%d", wl, rows, cols), func(b *testing.B) {
+				k, launch := rowKernel(b, wl, cols, rows, cols)
+				nk, err := native.Compile(k)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer nk.Free()
+				x, y := tiletest.Uniform(tiletest.RNG("rows"), rows*cols, -4, 4), make([]float32, rows*cols)
+				l := func(args ...any) error { return nk.Launch(tile.Grid{rows}, args...) }
+				b.SetBytes(8 * int64(rows) * cols)
+				for b.Loop() {
+					if err := launch(l, x, y); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rows), "ns/row")
+			})
+		}
+	}
+}
