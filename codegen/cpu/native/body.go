@@ -510,6 +510,19 @@ func (pg *phaseGen) prefetch(pat *pattern, at amd64.Mem) {
 	if ahead == 0 || ahead > 1<<30 {
 		return
 	}
+	g.hintLines(at, ahead, func(m amd64.Mem) {
+		if l2 {
+			g.a.PREFETCHT1(m)
+			g.p.prefetchesL2++
+		} else {
+			g.a.PREFETCHT0(m)
+		}
+	})
+}
+
+// hintLines emits hint for the line ahead bytes past at, and the one after
+// it where the loop moves two zmm vectors a step (zpair).
+func (g *gen) hintLines(at amd64.Mem, ahead int64, hint func(amd64.Mem)) {
 	lines := 1
 	if g.zpair {
 		lines = 2
@@ -517,12 +530,7 @@ func (pg *phaseGen) prefetch(pat *pattern, at amd64.Mem) {
 	for c := range lines {
 		m := at
 		m.Disp += int32(ahead) + int32(64*c)
-		if l2 {
-			g.a.PREFETCHT1(m)
-			g.p.prefetchesL2++
-		} else {
-			g.a.PREFETCHT0(m)
-		}
+		hint(m)
 	}
 }
 
@@ -539,16 +547,10 @@ func (pg *phaseGen) prefetchStore(pat *pattern, at amd64.Mem) {
 	if ahead > 1<<30 {
 		return
 	}
-	lines := 1
-	if g.zpair {
-		lines = 2
-	}
-	for c := range lines {
-		m := at
-		m.Disp += int32(ahead) + int32(64*c)
+	g.hintLines(at, ahead, func(m amd64.Mem) {
 		g.a.PREFETCHW(m)
 		g.p.prefetchesW++
-	}
+	})
 }
 
 // noStoreHints turns prefetchStore off (tests: export_test.go).
