@@ -36,6 +36,7 @@ type trainMode struct {
 	times, dev []float64
 	host       []float64 // Stats.HostSeconds of the timed steps (GPU)
 	solverDev  []float64 // Stats.SolverDeviceTime of the timed steps (GPU, fused)
+	upDev      []float64 // Stats.UploadDeviceTime of the same steps
 	phases     []fusion.RunPhases
 }
 
@@ -197,6 +198,7 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 			st := sm.Stats()
 			if d := st.SolverDeviceTime; d > 0 {
 				r.solverDev = append(r.solverDev, d)
+				r.upDev = append(r.upDev, st.UploadDeviceTime)
 				r.phases = append(r.phases, st.Phases)
 			}
 		}
@@ -258,6 +260,8 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 		if len(r.solverDev) == len(r.times) {
 			slices.Sort(r.solverDev)
 			m.SolverDevice = median(r.solverDev)
+			slices.Sort(r.upDev)
+			m.UploadDevice = median(r.upDev)
 			m.Phases = medianPhases(r.phases)
 		}
 		m.GBps = float64(inBytes+outBytes(s.Outputs)) / m.Time() / 1e9

@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -286,6 +287,8 @@ func (d *Device) CompileCached(k *tile.Kernel, numWarps int, args []any, c *disk
 type Timer struct {
 	d          *Device
 	start, end cu.Event
+	pre        cu.Event // Before's, made by its first call
+	hasPre     bool
 }
 
 // NewTimer creates the two events.
@@ -308,6 +311,36 @@ func (t *Timer) Start(th *Thread) error {
 		return err
 	}
 	return t.start.Record(cu.Stream{})
+}
+
+// Before records an event ahead of Start (on the device's thread, inside
+// Run), for timing the work enqueued between them: ReadBefore.
+func (t *Timer) Before(th *Thread) error {
+	if err := th.check(); err != nil {
+		return err
+	}
+	if !t.hasPre {
+		ev, err := cu.MakeEvent(cu.DefaultEvent)
+		if err != nil {
+			return err
+		}
+		t.pre, t.hasPre = ev, true
+	}
+	return t.pre.Record(cu.Stream{})
+}
+
+// ReadBefore is the device time from Before to Start in ms, once Start's
+// event has completed (after Read, Stop or Sync): the work enqueued between
+// them, and whatever the device still had to do before it when Before was
+// recorded.
+func (t *Timer) ReadBefore(th *Thread) (float64, error) {
+	if err := th.check(); err != nil {
+		return 0, err
+	}
+	if !t.hasPre {
+		return 0, errors.New("cuda: Timer.ReadBefore without Before")
+	}
+	return t.pre.Elapsed(t.start)
 }
 
 // Stop records the second event, waits for it and returns the device time
@@ -418,6 +451,12 @@ func (t *Thread) Elapsed(a, b *Event) (float64, error) {
 // Close destroys the events.
 func (t *Timer) Close() error {
 	return t.d.Do(func() error {
+		if t.hasPre {
+			t.hasPre = false
+			if err := cu.DestroyEvent(&t.pre); err != nil {
+				return err
+			}
+		}
 		if err := cu.DestroyEvent(&t.start); err != nil {
 			return err
 		}

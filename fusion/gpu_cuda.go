@@ -5,6 +5,7 @@ package fusion
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -808,6 +809,12 @@ func (g *gpu) run() error {
 		if g.fetch == nil {
 			return fmt.Errorf("fusion: the machine is closed")
 		}
+		upTimed := slices.Contains(plan.up, true)
+		if upTimed {
+			if err := g.timer.Before(t); err != nil {
+				return err
+			}
+		}
 		for i, in := range c.rw.inputs {
 			if !plan.up[i] {
 				g.last.Held++
@@ -890,6 +897,13 @@ func (g *gpu) run() error {
 			return err
 		}
 		g.devMs = ms
+		if upTimed {
+			up, err := g.timer.ReadBefore(t)
+			if err != nil {
+				return err
+			}
+			g.last.UploadDeviceTime = up / 1e3
+		}
 		if g.profile != nil { // every event has completed with the timer's
 			g.times = g.times[:0]
 			for _, n := range g.order {

@@ -340,8 +340,8 @@ func writeTrain(out io.Writer, results []*bench.Result) {
 		}
 		if !header {
 			fmt.Fprintln(out, "\nTraining steps, fused: the wall clock of a whole step (batch up, RunAll, the fused solver's step, the loss read) against the device time of its kernels (the run's, events around them in the timed step, plus the solver's), medians in ms:")
-			fmt.Fprintln(out, "\n| workload | size | wall (min–max) | device: run + solver | wall / device | host ms of the run | launches / graph replays a step | host µs: check / hand-off / up / launch / wait / down / return / solver step |")
-			fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|")
+			fmt.Fprintln(out, "\n| workload | size | wall (min–max) | device: run + solver | wall / device | uploads' device µs | host ms of the run | launches / graph replays a step | host µs: check / hand-off / up / launch / wait / down / return / solver step |")
+			fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|")
 			header = true
 		}
 		dev := f.DeviceInRun + f.SolverDevice
@@ -354,8 +354,8 @@ func writeTrain(out io.Writer, results []*bench.Result) {
 			us := func(s float64) string { return fmt.Sprintf("%.0f", s*1e6) }
 			phases = strings.Join([]string{us(p.Check), us(p.HandOff), us(p.Upload), us(p.Launch), us(p.Wait), us(p.Download), us(p.Return), us(p.Solver)}, " / ")
 		}
-		fmt.Fprintf(out, "| %s | %s | %s (%s–%s) | %s + %s | %.2fx | %s | %s | %s |\n", r.Name, r.Size, ms(f.Median), ms(f.Min), ms(f.Max),
-			ms(f.DeviceInRun), ms(f.SolverDevice), f.Median/dev, ms(f.HostMedian), launches, phases)
+		fmt.Fprintf(out, "| %s | %s | %s (%s–%s) | %s + %s | %.2fx | %.0f | %s | %s | %s |\n", r.Name, r.Size, ms(f.Median), ms(f.Min), ms(f.Max),
+			ms(f.DeviceInRun), ms(f.SolverDevice), f.Median/dev, f.UploadDevice*1e6, ms(f.HostMedian), launches, phases)
 	}
 }
 
