@@ -128,8 +128,8 @@ type Measurement struct {
 	// plus SolverDevice on the device
 	SolverDevice float64 `json:"solver_device_s,omitempty"`
 	// UploadDevice is, for a training step on the GPU (the fused mode), the
-	// median device time of the step's uploads (the batch's DMA, and what
-	// the device still had queued before it: fusion.Stats.UploadDeviceTime)
+	// median device time of the step's uploads (the batch's DMA:
+	// fusion.Stats.UploadDeviceTime)
 	UploadDevice float64 `json:"upload_device_s,omitempty"`
 	// Phases is, for a training step on the GPU (the fused mode), the median
 	// over the timed steps of each phase of the step's host wall clock

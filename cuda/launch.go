@@ -331,8 +331,8 @@ func (t *Timer) Before(th *Thread) error {
 
 // ReadBefore is the device time from Before to Start in ms, once Start's
 // event has completed (after Read, Stop or Sync): the work enqueued between
-// them, and whatever the device still had to do before it when Before was
-// recorded.
+// them, from the moment the device reached it (an event's time is when the
+// stream gets to it, after the work queued before it).
 func (t *Timer) ReadBefore(th *Thread) (float64, error) {
 	if err := th.check(); err != nil {
 		return 0, err

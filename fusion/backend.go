@@ -70,10 +70,9 @@ type Stats struct {
 	// "Uploads from locked memory").
 	BytesUpInPlace int64
 	// UploadDeviceTime is the device time of the last run's uploads (GPU
-	// backend): from an event before the first copy to the one the run's
-	// DeviceTime starts from, so it also counts what the device still had
-	// to do when they were enqueued (a solver step's kernels). 0 when the
-	// run uploaded nothing.
+	// backend): from the moment the device reached them (after any work
+	// queued before, such as a solver step's kernels) to the event the
+	// run's DeviceTime starts from. 0 when the run uploaded nothing.
 	UploadDeviceTime float64
 	// Held is the number of the last run's inputs that the device held, so
 	// they were not uploaded (GPU backend; see WithInputCheck); HashedBytes
