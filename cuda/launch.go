@@ -58,6 +58,20 @@ func (d *Device) RunAsync(f func(t *Thread) error) (wait func() error) {
 	})
 }
 
+// Post hands f to the device's thread and returns at once, without a way
+// to wait for it: f runs after the work handed over before it and before
+// the work handed over after it, and must keep its own error for a later
+// Run to report (fusion's solver steps: their launches are enqueued
+// beside the caller's next work instead of before it returns).
+func (d *Device) Post(f func(t *Thread)) {
+	t := &Thread{d: d}
+	d.work.post(func() {
+		t.live = true
+		defer func() { t.live = false }()
+		f(t)
+	})
+}
+
 func (t *Thread) check() error {
 	if !t.live {
 		return fmt.Errorf("cuda: a Thread used outside its Device.Run")

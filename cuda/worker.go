@@ -79,6 +79,9 @@ func (w *worker) start(f func() error) (wait func() error) {
 	return func() error { return w.wait(ch, &err) }
 }
 
+// post hands f to the worker's goroutine without a way to wait for it.
+func (w *worker) post(f func()) { w.work <- f }
+
 // wait returns *err once ch is closed.
 func (w *worker) wait(ch chan struct{}, err *error) error {
 	if w.spin {

@@ -118,3 +118,40 @@ func TestWorkerStart(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerPost: post returns before the piece has run (the piece waits
+// for the caller's signal, sent after post returned), and pieces posted and
+// started after it run in the order they were handed over.
+func TestWorkerPost(t *testing.T) {
+	for _, spin := range []bool{false, true} {
+		t.Run(fmt.Sprintf("spin=%v", spin), func(t *testing.T) {
+			w := newWorker(spin)
+			go func() {
+				runtime.LockOSThread()
+				w.loop()
+			}()
+			defer w.stop()
+			var order []int // written by the worker's goroutine only
+			go1 := make(chan struct{})
+			w.post(func() {
+				select {
+				case <-go1:
+				case <-time.After(10 * time.Second):
+					order = append(order, -1) // post waited for the piece
+					return
+				}
+				order = append(order, 0)
+			})
+			close(go1)
+			for i := 1; i <= 5; i++ {
+				w.post(func() { order = append(order, i) })
+			}
+			if err := w.do(func() error { order = append(order, 6); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if want := []int{0, 1, 2, 3, 4, 5, 6}; fmt.Sprint(order) != fmt.Sprint(want) {
+				t.Fatalf("pieces ran in the order %v, want %v", order, want)
+			}
+		})
+	}
+}

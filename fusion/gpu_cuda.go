@@ -3,6 +3,7 @@
 package fusion
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -115,6 +116,7 @@ type gpu struct {
 	// copy stands for, and which solver steps it (solver_cuda.go)
 	held    []held
 	inAt    map[*G.Node]int // an input's node in the new graph → its index
+	upOrder []int           // the inputs' indices, largest first: the order a run uploads them
 	owner   []*gpuSolver
 	vers    *memVersions        // device memory versions and host copies
 	backVal map[*G.Node]G.Value // user's node → the value last written back
@@ -157,7 +159,12 @@ type gpu struct {
 	// events around the last fused solver step's launches (solver_cuda.go)
 	solverEv   [2]*cuda.Event
 	solverLast bool // recorded and not read yet
-	solverMs   float64
+	// stepErr: the error of a solver step's launches, which run on the
+	// device's thread after Step returned (Device.Post); touched on that
+	// thread only, and reported by the next of this machine's runs, steps,
+	// syncs or closes there (takeStepErr)
+	stepErr  error
+	solverMs float64
 	// the load stage's parts, timed (loadPhases)
 	phases []StageTime
 	// rec recycles the fresh host memory of readable values (recycle.go);
@@ -225,10 +232,17 @@ func (g *gpu) prepare(c *Compiled) error {
 	}
 	// the staging ring: a quarter of the inputs' bytes a slot, 64 KiB to 1 MiB
 	var inBytes int64
+	g.upOrder = g.upOrder[:0]
 	for i, in := range c.rw.inputs {
 		g.inAt[in.nn] = i
 		inBytes += g.bufs[in.nn].Bytes
+		g.upOrder = append(g.upOrder, i)
 	}
+	// the largest first, so that a batch's DMA (the longest copy) starts
+	// before the host stages the small inputs behind it
+	slices.SortStableFunc(g.upOrder, func(a, b int) int {
+		return cmp.Compare(g.bufs[c.rw.inputs[b].nn].Bytes, g.bufs[c.rw.inputs[a].nn].Bytes)
+	})
 	if g.stage, err = dev.NewStager(min(max(inBytes/4, 64<<10), 1<<20), 4); err != nil {
 		return fmt.Errorf("fusion: %w", err)
 	}
@@ -809,13 +823,17 @@ func (g *gpu) run() error {
 		if g.fetch == nil {
 			return fmt.Errorf("fusion: the machine is closed")
 		}
+		if err := g.takeStepErr(); err != nil {
+			return err
+		}
 		upTimed := slices.Contains(plan.up, true)
 		if upTimed {
 			if err := g.timer.Before(t); err != nil {
 				return err
 			}
 		}
-		for i, in := range c.rw.inputs {
+		for _, i := range g.upOrder {
+			in := c.rw.inputs[i]
 			if !plan.up[i] {
 				g.last.Held++
 				continue
@@ -1322,6 +1340,17 @@ func (g *gpu) hostOp(t *cuda.Thread, c *Compiled, n *G.Node) error {
 	return nil
 }
 
+// takeStepErr is the error of the last solver step's launches, once (on
+// the device's thread).
+func (g *gpu) takeStepErr() error {
+	err := g.stepErr
+	g.stepErr = nil
+	if err != nil {
+		return fmt.Errorf("fusion: the last solver step failed on the device: %w", err)
+	}
+	return nil
+}
+
 // deviceTime is the last run's compute on the device, from an event before
 // the first launch to one after the last: inputs already up, results not yet
 // down.
@@ -1340,6 +1369,9 @@ func (g *gpu) stats(s *Stats) {
 	s.Runs, s.DeviceTime = runs, dt
 	if g.solverLast && g.dev != nil {
 		err := g.dev.Run(func(t *cuda.Thread) error {
+			if g.stepErr != nil { // left for the next run to report
+				return g.stepErr
+			}
 			if err := t.Wait(g.solverEv[1]); err != nil {
 				return err
 			}

@@ -54,6 +54,12 @@ import (
 // a write into it is not seen. m.Sync() is always safe to call and copies
 // only what changed on the device since it last came down.
 //
+// On the CUDA backend Step returns once its launches are handed to the
+// device's thread, not once they are enqueued: the host's next work (the
+// loss read, the next batch) goes on beside them. An error enqueueing them
+// (rare: the launches were prepared when the solver was bound) is returned
+// by the machine's next RunAll, Step, Sync or Close.
+//
 // A Solver is not safe for concurrent use; Step it from the goroutine that
 // runs the machine.
 type Solver struct {

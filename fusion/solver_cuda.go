@@ -36,6 +36,9 @@ func (g *gpu) sync() error {
 		return nil
 	}
 	return g.dev.Run(func(t *cuda.Thread) error {
+		if err := g.takeStepErr(); err != nil {
+			return err
+		}
 		g.beginFetch() // every copy enqueued, one wait
 		for i := range g.held {
 			if err := g.syncOne(t, i); err != nil {
@@ -300,8 +303,14 @@ func (p gpuParam) grad2orig(g *gpu) *G.Node {
 	return nil
 }
 
-// step launches every learnable's kernel, one Run, and marks the
-// learnables' host tensors stale.
+// step launches every learnable's kernel and marks the learnables' host
+// tensors stale. The launches are posted to the device's thread
+// (Device.Post) and the step returns without waiting for them to be
+// enqueued: a training loop's next work on the host (the loss read, the
+// next batch let, the next run's look at its inputs) goes on beside them.
+// An error enqueueing them is reported by the machine's next run, step,
+// Sync or Close (gpu.takeStepErr); the kernels run on the device in order
+// with everything else, as before.
 func (s *gpuSolver) step(scalars func(tile.DType) []any) error {
 	if s.closed || s.g.bufs == nil {
 		return errors.New("fusion: solver step: the machine or the solver is closed")
@@ -317,44 +326,55 @@ func (s *gpuSolver) step(scalars func(tile.DType) []any) error {
 			}
 		}
 	}
-	err := s.g.dev.Run(func(t *cuda.Thread) error {
-		g.solverLast = false
-		if err := t.Record(g.solverEv[0]); err != nil {
-			return err
+	type launch struct {
+		pk *cuda.Packed
+		sc []any
+	}
+	var ls []launch
+	for _, gr := range s.groups {
+		if gr.pk == nil {
+			continue
 		}
-		for _, gr := range s.groups {
-			if gr.pk == nil {
-				continue
+		sc := scalars(gr.dtype)
+		if 2+len(sc) != len(gr.k.Params) {
+			return fmt.Errorf("fusion: solver step: @%s: %d scalars for %d parameters", gr.k.Name, len(sc), len(gr.k.Params))
+		}
+		ls = append(ls, launch{gr.pk, sc})
+		g.last.Launches++
+		for _, pi := range gr.params {
+			p := s.params[pi]
+			g.held[p.in].dirty = true
+			g.vers.wrote(g.c.rw.inputs[p.in].nn)
+			g.vers.wrote(p.grad) // zeroed
+		}
+	}
+	g.solverLast = true
+	ev := g.solverEv
+	g.dev.Post(func(t *cuda.Thread) {
+		if err := g.takeStepErr(); err != nil { // an earlier step's, not yet reported
+			g.stepErr = err
+			return
+		}
+		err := func() error {
+			if err := t.Record(ev[0]); err != nil {
+				return err
 			}
-			sc := scalars(gr.dtype)
-			if 2+len(sc) != len(gr.k.Params) {
-				return fmt.Errorf("@%s: %d scalars for %d parameters", gr.k.Name, len(sc), len(gr.k.Params))
-			}
-			for j, x := range sc {
-				if err := gr.pk.Set(2+j, x); err != nil {
+			for _, l := range ls {
+				for j, x := range l.sc {
+					if err := l.pk.Set(2+j, x); err != nil {
+						return err
+					}
+				}
+				if err := t.LaunchPacked(l.pk); err != nil {
 					return err
 				}
 			}
-			if err := t.LaunchPacked(gr.pk); err != nil {
-				return err
-			}
-			s.g.last.Launches++
-			for _, pi := range gr.params {
-				p := s.params[pi]
-				s.g.held[p.in].dirty = true
-				s.g.vers.wrote(s.g.c.rw.inputs[p.in].nn)
-				s.g.vers.wrote(p.grad) // zeroed
-			}
+			return t.Record(ev[1])
+		}()
+		if err != nil {
+			g.stepErr = err
 		}
-		if err := t.Record(g.solverEv[1]); err != nil {
-			return err
-		}
-		g.solverLast = true
-		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("fusion: solver step: %w", err)
-	}
 	return nil
 }
 
@@ -366,6 +386,9 @@ func (s *gpuSolver) state(i int) ([]tensor.Tensor, error) {
 	p := s.params[i]
 	var out []tensor.Tensor
 	err := s.g.dev.Run(func(t *cuda.Thread) error {
+		if err := s.g.takeStepErr(); err != nil {
+			return err
+		}
 		for _, b := range p.state {
 			var host any = make([]float32, p.shape.TotalSize())
 			if p.dtype == tile.F64 {
@@ -393,6 +416,9 @@ func (s *gpuSolver) close() error {
 	var err error
 	if s.g.bufs != nil { // the machine is open: its buffers hold the learnables
 		err = s.g.dev.Run(func(t *cuda.Thread) error {
+			if err := s.g.takeStepErr(); err != nil {
+				return err
+			}
 			for _, p := range s.params {
 				if err := s.g.syncOne(t, p.in); err != nil {
 					return err
