@@ -200,10 +200,18 @@ func valueBytes(v G.Value) (b []byte, contiguous bool) {
 		if x.IsMaterializable() {
 			return nil, false
 		}
-		switch d := x.Data().(type) {
-		case []float32:
+		if x.IsScalar() {
+			return nil, false // as Data, which gives a scalar's element, not a slice
+		}
+		// the backing array's typed view (storage.Header's, promoted), not
+		// Data: that builds the slice through reflect and allocates, half
+		// of a training step's look at its inputs
+		switch x.Dtype() {
+		case tensor.Float32:
+			d := x.Float32s()
 			return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(d))), 4*len(d)), true
-		case []float64:
+		case tensor.Float64:
+			d := x.Float64s()
 			return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(d))), 8*len(d)), true
 		}
 	case *G.F32:
