@@ -702,13 +702,22 @@ func hostBytes(n *G.Node) int {
 	return 4 * size
 }
 
-// preallocate starts the allocation of the fresh host memory of the values
-// a run sends down early (g.pre), one goroutine a value.
-func (g *gpu) preallocate() {
+// preallocate makes the channels through which the fresh host memory of
+// the values a run sends down early comes (g.pre: set before the run is
+// handed over, read by the device's thread), and returns the function
+// that allocates it, a goroutine a value: called once the device's thread
+// has the run, so that the batch's copy does not wait for the goroutines
+// to be started (nil: nothing to allocate).
+func (g *gpu) preallocate() (start func()) {
 	clear(g.pre)
 	if g.fetch == nil || g.c.cfg.reuse {
-		return
+		return nil
 	}
+	type pre struct {
+		n  *G.Node
+		ch chan any
+	}
+	var ps []pre
 	for _, js := range g.early {
 		for _, j := range js {
 			n := g.c.back[j].nn
@@ -720,8 +729,16 @@ func (g *gpu) preallocate() {
 			}
 			ch := make(chan any, 1)
 			g.pre[n] = ch
-			rec := g.rec // not g's field: close may clear it while this runs
-			go func() { ch <- hostMem(n, rec) }()
+			ps = append(ps, pre{n, ch})
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	rec := g.rec // not g's field: close may clear it while this runs
+	return func() {
+		for _, p := range ps {
+			go func() { p.ch <- hostMem(p.n, rec) }()
 		}
 	}
 }
@@ -793,7 +810,7 @@ func (g *gpu) run() error {
 	}
 	g.last, g.devMs = Stats{}, 0
 	start := time.Now()
-	g.preallocate()
+	alloc := g.preallocate()
 	// the inputs kept if their bytes hash as before: hashed on other
 	// goroutines while the device thread uploads and launches (on the
 	// guess that they did not change), settled before anything comes
@@ -945,6 +962,9 @@ func (g *gpu) run() error {
 		ph.Download += down
 		return nil
 	})
+	if alloc != nil {
+		alloc()
+	}
 	if hashLater != nil {
 		// the kept inputs' hashes, computed here while the device's thread
 		// uploads and launches (a goroutine of their own waited a
