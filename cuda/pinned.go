@@ -4,9 +4,7 @@ package cuda
 
 import (
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -56,18 +54,7 @@ type Stager struct {
 	// host memory it had page-locked
 	Direct int64
 	pins   *pinPolicy // UploadKept's locked ranges; nil: LockRepeated(false)
-	// Split is how many copies, on as many streams, UploadKept sends an
-	// upload of splitMin bytes or more from locked memory as (1: one copy
-	// on the default stream; NewStager reads TILEFUSE_UPLOAD_SPLIT). The
-	// default stream waits for every part.
-	Split    int
-	side     []cu.Stream // Split-1 non-blocking streams, made on first use
-	sideDone []cu.Event  // per side stream: recorded after its part
-	splitAt  cu.Event    // recorded on the default stream before the parts
 }
-
-// splitMin is the smallest upload UploadKept splits (Stager.Split).
-const splitMin = 512 << 10
 
 // Bounds of the host memory UploadKept locks in place: ranges of at least
 // lockMin bytes, at most lockMax bytes at once.
@@ -82,10 +69,7 @@ func (d *Device) NewStager(slotBytes int64, slots int) (*Stager, error) {
 	if slotBytes <= 0 || slots < 2 {
 		return nil, fmt.Errorf("cuda: stager of %d slots of %d bytes: want at least 2 slots of at least 1 byte", slots, slotBytes)
 	}
-	s := &Stager{d: d, slot: slotBytes, ev: make([]cu.Event, slots), pend: make([]bool, slots), Workers: stageWorkers(), pins: newPinPolicy(lockMin, lockMax), Split: 1}
-	if k, err := strconv.Atoi(os.Getenv("TILEFUSE_UPLOAD_SPLIT")); err == nil && k >= 1 && k <= 8 {
-		s.Split = k
-	}
+	s := &Stager{d: d, slot: slotBytes, ev: make([]cu.Event, slots), pend: make([]bool, slots), Workers: stageWorkers(), pins: newPinPolicy(lockMin, lockMax)}
 	err := d.Do(func() error {
 		var err error
 		if p, ok := d.freePinned.take(slotBytes * int64(slots)); ok {
@@ -206,67 +190,11 @@ func (s *Stager) UploadKept(t *Thread, b *Buffer, host any) error {
 	if act != directly {
 		return s.Upload(t, b, host)
 	}
-	if err := s.copyDirect(b.Ptr, p, n); err != nil {
+	if err := cu.MemcpyHtoDAsync(b.Ptr, p, n, cu.Stream{}); err != nil {
 		return fmt.Errorf("cuda: upload of %d bytes from locked memory: %w", n, err)
 	}
 	s.Bytes += n
 	s.Direct += n
-	return nil
-}
-
-// copyDirect enqueues the copy of n bytes at p (page-locked) to dst: one
-// copy on the default stream, or with Split > 1 and n ≥ splitMin that
-// many parts, the first on the default stream and each other one on a
-// stream of its own that starts after the work before it on the default
-// stream, which then waits for them all.
-func (s *Stager) copyDirect(dst cu.DevicePtr, p unsafe.Pointer, n int64) error {
-	k := int64(s.Split)
-	if k <= 1 || n < splitMin {
-		return cu.MemcpyHtoDAsync(dst, p, n, cu.Stream{})
-	}
-	if s.splitAt == (cu.Event{}) {
-		var err error
-		if s.splitAt, err = cu.MakeEvent(cu.DisableTiming); err != nil {
-			return err
-		}
-	}
-	for int64(len(s.side)) < k-1 {
-		st, err := cu.MakeStream(cu.NonBlocking)
-		if err != nil {
-			return err
-		}
-		ev, err := cu.MakeEvent(cu.DisableTiming)
-		if err != nil {
-			st.Destroy()
-			return err
-		}
-		s.side, s.sideDone = append(s.side, st), append(s.sideDone, ev)
-	}
-	if err := s.splitAt.Record(cu.Stream{}); err != nil {
-		return err
-	}
-	part := (n/k + 4095) / 4096 * 4096
-	for i := int64(1); i < k && i*part < n; i++ {
-		st := s.side[i-1]
-		if err := st.Wait(s.splitAt, 0); err != nil {
-			return err
-		}
-		off := i * part
-		if err := cu.MemcpyHtoDAsync(dst+cu.DevicePtr(off), unsafe.Add(p, off), min(part, n-off), st); err != nil {
-			return err
-		}
-		if err := s.sideDone[i-1].Record(st); err != nil {
-			return err
-		}
-	}
-	if err := cu.MemcpyHtoDAsync(dst, p, min(part, n), cu.Stream{}); err != nil {
-		return err
-	}
-	for i := int64(1); i < k && i*part < n; i++ {
-		if err := (cu.Stream{}).Wait(s.sideDone[i-1], 0); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -349,14 +277,6 @@ func (s *Stager) Close() error {
 				keep(cu.DestroyEvent(&s.ev[i]))
 			}
 		}
-		for i := range s.side {
-			keep(s.side[i].Destroy())
-			keep(cu.DestroyEvent(&s.sideDone[i]))
-		}
-		if s.splitAt != (cu.Event{}) {
-			keep(cu.DestroyEvent(&s.splitAt))
-		}
-		s.side, s.sideDone = nil, nil
 		s.d = nil
 		return first
 	})

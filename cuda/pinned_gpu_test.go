@@ -3,7 +3,6 @@
 package cuda
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -148,22 +147,13 @@ func TestMemInfoOnGPU(t *testing.T) {
 // arrive, including a subslice sharing a page with a locked range (the
 // driver refuses to lock it: staged) and the uploads after a bound small
 // enough to unlock ranges (pinPolicy); LockRepeated(false) and Close unlock
-// everything. With Split 3 the large uploads go as three copies on three
-// streams, and the run does not wait for the device: the download after it,
-// on the default stream, must find every part there.
+// everything.
 func TestUploadKeptOnGPU(t *testing.T) {
-	for _, split := range []int{1, 3} {
-		t.Run(fmt.Sprintf("split=%d", split), func(t *testing.T) { uploadKeptCase(t, split) })
-	}
-}
-
-func uploadKeptCase(t *testing.T, split int) {
 	s, err := dev.NewStager(64<<10, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	s.Split = split
 	const n = 300_001 // float32s: 1.2 MB, not a multiple of a page
 	big := make([]float32, 3*n)
 	hosts := map[string][]float32{
@@ -203,9 +193,6 @@ func uploadKeptCase(t *testing.T, split int) {
 				if err := s.UploadKept(th, bufs[name], h); err != nil {
 					return err
 				}
-			}
-			if split > 1 {
-				return nil // the downloads below are ordered after every part
 			}
 			return th.Sync()
 		})

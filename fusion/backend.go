@@ -111,12 +111,14 @@ type Stats struct {
 // order: Check, residency's look at the inputs (hashing where it must);
 // HandOff, the hand-over to the device's OS thread; Upload, the uploads
 // (the staging copies and their enqueueing); Launch, enqueueing the
-// compute (launches or graph replays, host ops with their copies); Wait,
-// waiting once for the device to finish it and the readable values'
-// copies enqueued behind it (the device time, less what ran while the
-// host was still launching, plus the copies); Download, enqueueing those
-// copies and copying them out of the pinned memory; Return, the hand-back to the caller. Solver is the wall
-// clock of a fused solver Step since the run (its hand-over and launches).
+// compute (launches or graph replays, host ops with their copies) and
+// the readable values' copies behind it; Wait, waiting once for the
+// device to finish it all (the device time, less what ran while the host
+// was still launching, plus the copies); Download, what follows once the
+// device is done: the timers read and the values copied out of the pinned
+// memory; Return, the hand-back to the caller. Solver is the wall clock
+// of a fused solver Step since the run (on the CUDA backend the hand-over
+// of its launches to the device's thread).
 type RunPhases struct {
 	Check, HandOff, Upload, Launch, Wait, Download, Return, Solver float64
 }

@@ -959,7 +959,7 @@ func (g *gpu) run() error {
 			return err
 		}
 		lap(&ph.Download)
-		ph.Download += down
+		ph.Launch += down
 		return nil
 	})
 	if alloc != nil {
