@@ -89,11 +89,7 @@ func TestWorker(t *testing.T) {
 func TestWorkerStart(t *testing.T) {
 	for _, spin := range []bool{false, true} {
 		t.Run(fmt.Sprintf("spin=%v", spin), func(t *testing.T) {
-			w := newWorker(spin)
-			go func() {
-				runtime.LockOSThread()
-				w.loop()
-			}()
+			w := startWorker(spin)
 			defer w.stop()
 			for i := range 20 {
 				go1 := make(chan struct{})
@@ -125,11 +121,7 @@ func TestWorkerStart(t *testing.T) {
 func TestWorkerPost(t *testing.T) {
 	for _, spin := range []bool{false, true} {
 		t.Run(fmt.Sprintf("spin=%v", spin), func(t *testing.T) {
-			w := newWorker(spin)
-			go func() {
-				runtime.LockOSThread()
-				w.loop()
-			}()
+			w := startWorker(spin)
 			defer w.stop()
 			var order []int // written by the worker's goroutine only
 			go1 := make(chan struct{})
@@ -154,4 +146,15 @@ func TestWorkerPost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startWorker is a worker whose loop runs on a goroutine locked to its OS
+// thread, as the device's.
+func startWorker(spin bool) *worker {
+	w := newWorker(spin)
+	go func() {
+		runtime.LockOSThread()
+		w.loop()
+	}()
+	return w
 }

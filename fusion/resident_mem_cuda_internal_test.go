@@ -27,23 +27,7 @@ func TestMemoryAfterCloseOnGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 2048 // x, w, x·w, its gradient, w's gradient: 16 MB each
-	g := G.NewGraph()
-	x := G.NewMatrix(g, tensor.Float32, G.WithShape(n, n), G.WithName("x"))
-	w := G.NewMatrix(g, tensor.Float32, G.WithShape(n, n), G.WithName("w"))
-	loss := G.Must(G.Mean(G.Must(G.Square(G.Must(G.Tanh(G.Must(G.Mul(x, w))))))))
-	if _, err := G.Grad(loss, w); err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(3, 1))
-	fill := func() *tensor.Dense {
-		d := make([]float32, n*n)
-		for i := range d {
-			d[i] = float32(rng.NormFloat64() * 0.02)
-		}
-		return tensor.New(tensor.WithShape(n, n), tensor.WithBacking(d))
-	}
-	G.Let(x, fill())
-	G.Let(w, fill())
+	g, _, w, _ := tanhLossGraph(t, n, 3, 0.02)
 	life := func() (peakDrop int64) {
 		t.Helper()
 		free0, _, err := dev.MemInfo()
@@ -98,4 +82,28 @@ func TestMemoryAfterCloseOnGPU(t *testing.T) {
 			t.Fatalf("life %d: free memory %d after Close, %d before NewTapeMachine (%+d bytes)", i, free, level, -d)
 		}
 	}
+}
+
+// tanhLossGraph is mean(tanh(x·w)²) over n×n matrices x and w, with w's
+// gradient, both let to seeded normal values of the standard deviation sd.
+func tanhLossGraph(t *testing.T, n int, seed uint64, sd float64) (g *G.ExprGraph, x, w, loss *G.Node) {
+	t.Helper()
+	g = G.NewGraph()
+	x = G.NewMatrix(g, tensor.Float32, G.WithShape(n, n), G.WithName("x"))
+	w = G.NewMatrix(g, tensor.Float32, G.WithShape(n, n), G.WithName("w"))
+	loss = G.Must(G.Mean(G.Must(G.Square(G.Must(G.Tanh(G.Must(G.Mul(x, w))))))))
+	if _, err := G.Grad(loss, w); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	fill := func() *tensor.Dense {
+		d := make([]float32, n*n)
+		for i := range d {
+			d[i] = float32(rng.NormFloat64() * sd)
+		}
+		return tensor.New(tensor.WithShape(n, n), tensor.WithBacking(d))
+	}
+	G.Let(x, fill())
+	G.Let(w, fill())
+	return g, x, w, loss
 }

@@ -4,12 +4,10 @@ package fusion
 
 import (
 	"errors"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/cuda"
 )
@@ -20,24 +18,7 @@ import (
 // and the solver's next Step's launches do not hide it. The error is made
 // by a piece posted after a real step, as a failing launch would leave it.
 func TestSolverStepErrorLaterOnGPU(t *testing.T) {
-	const n = 64
-	g := G.NewGraph()
-	x := G.NewMatrix(g, tensor.Float32, G.WithShape(n, n), G.WithName("x"))
-	w := G.NewMatrix(g, tensor.Float32, G.WithShape(n, n), G.WithName("w"))
-	loss := G.Must(G.Mean(G.Must(G.Square(G.Must(G.Tanh(G.Must(G.Mul(x, w))))))))
-	if _, err := G.Grad(loss, w); err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(5, 1))
-	fill := func() *tensor.Dense {
-		d := make([]float32, n*n)
-		for i := range d {
-			d[i] = float32(rng.NormFloat64() * 0.1)
-		}
-		return tensor.New(tensor.WithShape(n, n), tensor.WithBacking(d))
-	}
-	G.Let(x, fill())
-	G.Let(w, fill())
+	g, _, w, loss := tanhLossGraph(t, 64, 5, 0.1)
 	m := NewTapeMachine(g, WithBackend(CUDA))
 	if err := m.Err(); err != nil {
 		t.Fatal(err)
