@@ -95,3 +95,7 @@ func PrefetchesW(nk *Kernel) int { return nk.prefetchesW }
 // SetStoreHints makes kernels compiled from now on hint their row stores
 // one row on (on, the default) or not, and returns the previous setting.
 func SetStoreHints(on bool) (was bool) { return !noStoreHints.Swap(!on) }
+
+// Folds is the number of selects nk's unmasked loops read as their first
+// value, their condition proven true over the row (fast.go: fold).
+func Folds(nk *Kernel) int { return nk.folds }

@@ -42,6 +42,11 @@ type fastPlan struct {
 	live   []bool        // per node: emitted in the unmasked loop
 	pats   []*pattern    // the patterns the unmasked loop reads
 	last   []int         // per node: its last reader in the unmasked loop
+	// fold: selects whose condition is a mask this plan proves true over
+	// the row (a proven access mask, or a conjunct of one): in the
+	// unmasked loop their value is their first operand's
+	fold   map[*node]*node
+	proven map[*node]bool // masks (and their conjuncts) proven true over the row
 }
 
 // planFast is the phase's fast plan, or nil where it has none: no masked
@@ -75,12 +80,21 @@ func (pg *phaseGen) planFast(copies int) *fastPlan {
 			continue
 		}
 		fp.unmask = append(fp.unmask, n)
+		fp.prove(m)
 		if !n.pat.checked && !containsPat(fp.ranges, n.pat) {
 			fp.ranges = append(fp.ranges, n.pat)
 		}
 	}
 	if len(fp.unmask) == 0 && masked {
 		return nil
+	}
+	for _, n := range pg.nodes { // in order: a select's operands come before it
+		if n.op == opCompute && n.v.Op == tile.OpSelect && fp.proven[n.args[0]] {
+			if fp.fold == nil {
+				fp.fold = map[*node]*node{}
+			}
+			fp.fold[n] = fp.folded(n.args[1])
+		}
 	}
 	for _, c := range fp.cmps {
 		for _, x := range c.args {
@@ -135,15 +149,59 @@ func containsPat(ps []*pattern, p *pattern) bool {
 	return false
 }
 
-// args are the operands n reads in the unmasked loop.
+// args are the operands n reads in the unmasked loop: a folded select's
+// first value in its place.
 func (fp *fastPlan) args(n *node) []*node {
-	if fp == nil || !contains(fp.unmask, n) {
+	if fp == nil {
 		return n.args
 	}
-	if n.op == opStore {
-		return n.args[:1] // the value; not the mask
+	as := n.args
+	if contains(fp.unmask, n) {
+		if n.op != opStore {
+			return nil // a load: neither the mask nor the value of masked-off lanes
+		}
+		as = n.args[:1] // the value; not the mask
 	}
-	return nil // a load: neither the mask nor the value of masked-off lanes
+	if len(fp.fold) == 0 {
+		return as
+	}
+	var out []*node
+	for i, a := range as {
+		if f, ok := fp.fold[a]; ok {
+			if out == nil {
+				out = append([]*node(nil), as...)
+			}
+			out[i] = f
+		}
+	}
+	if out == nil {
+		return as
+	}
+	return out
+}
+
+// prove records mask m, proven true over the row, and the conjuncts it is
+// an And of.
+func (fp *fastPlan) prove(m *node) {
+	if fp.proven == nil {
+		fp.proven = map[*node]bool{}
+	}
+	fp.proven[m] = true
+	if m.op == opCompute && m.v.Op == tile.OpAnd {
+		fp.prove(m.args[0])
+		fp.prove(m.args[1])
+	}
+}
+
+// folded is the node whose value n has in the unmasked loop.
+func (fp *fastPlan) folded(n *node) *node {
+	for {
+		f, ok := fp.fold[n]
+		if !ok {
+			return n
+		}
+		n = f
+	}
 }
 
 // provable reports whether mask m can be proven true over a row, adding
@@ -388,7 +446,7 @@ func (pg *phaseGen) movesZ(fp *fastPlan) bool {
 		case opMatRead:
 			vals++
 		case opMatWrite, opStore:
-			if len(fp.args(n)) != 1 || n.args[0].op != opLoad && n.args[0].op != opMatRead {
+			if as := fp.args(n); len(as) != 1 || as[0].op != opLoad && as[0].op != opMatRead {
 				return false
 			}
 		default:
@@ -422,7 +480,7 @@ func (pg *phaseGen) innerZ(fp *fastPlan) error {
 			reg[n] = z
 			a.VMOVUPSZ(z, at)
 		default:
-			a.VMOVUPSstoreZ(at, reg[n.args[0]])
+			a.VMOVUPSstoreZ(at, reg[fp.args(n)[0]])
 		}
 	}
 	if pg.last > 2*lane {

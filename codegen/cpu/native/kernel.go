@@ -39,6 +39,7 @@ type Kernel struct {
 	fast         int // phases with an unmasked row loop (fast.go)
 	zmm          int // of which computing in zmm registers (fast.go: zmmOK)
 	pairs        int // zmm loops whose two vectors are emitted in pairs (fast.go: pairOK)
+	folds        int // selects the unmasked loops read as their first value (fast.go: fold)
 	prefetchesL2 int // prefetcht1 hints of strided rows emitted (body.go: prefetch)
 	prefetchesW  int // prefetchw hints of row stores emitted (body.go: prefetchStore)
 	scalefs      int // exps scaled by VSCALEFPS (zmm: ops.go, expCore32)
@@ -75,7 +76,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, prefetchesL2: p.prefetchesL2, prefetchesW: p.prefetchesW, scalefs: p.scalefs}
+	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, prefetchesW: p.prefetchesW, scalefs: p.scalefs}
 	nk.tasks.new = func() *task {
 		return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params)), frames: make([]*frame, pool.Default().Workers())}
 	}

@@ -93,6 +93,7 @@ func (pg *phaseGen) emit() error {
 		}
 	} else {
 		g.p.fastPhases++
+		g.p.folds += len(fp.fold)
 		rowwise, done := a.NewLabel(), a.NewLabel()
 		pg.blockCheck(fp, rowwise)
 		if err := pg.nest(copies, fp, true); err != nil {

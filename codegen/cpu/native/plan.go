@@ -203,6 +203,7 @@ type plan struct {
 	fastPhases   int // set by generate: phases with an unmasked row loop (fast.go)
 	zmmPhases    int // of which computing in zmm registers (fast.go: zmmOK)
 	pairLoops    int // zmm loops emitted in pairs (fast.go: pairOK)
+	folds        int // selects the unmasked loops read as their first value (fast.go: fold)
 	prefetchesL2 int // strided rows hinted into L2 (body.go: prefetch)
 	prefetchesW  int // stores hinted one row on for writing (body.go: prefetchStore)
 	scalefs      int // exps scaled by VSCALEFPS (ops.go: expCore32)
