@@ -247,6 +247,8 @@ var encCases = []encCase{
 	{"vsqrtps zmm bcst", func(a *Asm) { a.VSQRTPSZ(2, Ptr(RDI, 4).Bcst()) }, "VSQRTPS.BCST 4(DI), Z2", "62f17c58515701"},
 	{"vcvttps2dq zmm", func(a *Asm) { a.VCVTTPS2DQZ(5, ZReg(6)) }, "VCVTTPS2DQ Z6, Z5", "62f17e485bee"},
 	{"vcvtdq2ps zmm", func(a *Asm) { a.VCVTDQ2PSZ(7, ZReg(9)) }, "VCVTDQ2PS Z9, Z7", "62d17c485bf9"},
+	{"vrangeps zmm", func(a *Asm) { a.VRANGEPSZ(1, 2, ZReg(3), 2) }, "VRANGEPS $2, Z3, Z2, Z1", "62f36d4850cb02"},
+	{"vrangeps zmm ext bcst", func(a *Asm) { a.VRANGEPSZ(17, 20, Ptr(RDI, 8).Bcst(), 2) }, "VRANGEPS.BCST $2, 8(DI), Z20, Z17", "62e35d50504f0202"},
 	{"vrndscaleps zmm", func(a *Asm) { a.VRNDSCALEPSZ(1, ZReg(2), 9) }, "VRNDSCALEPS $9, Z2, Z1", "62f37d4808ca09"},
 	{"vrndscaleps zmm bcst", func(a *Asm) { a.VRNDSCALEPSZ(1, Ptr(RDI, 8).Bcst(), 10) }, "VRNDSCALEPS.BCST $10, 8(DI), Z1", "62f37d58084f020a"},
 	{"vpsrad zmm", func(a *Asm) { a.VPSRADZ(4, 5, 1) }, "VPSRAD $1, Z5, Z4", "62f15d4872e501"},

@@ -233,6 +233,13 @@ func (a *Asm) VRNDSCALEPSZ(d ZReg, s Operand, imm uint8) {
 	a.evexK(map0F3A, pp66, false, 0x08, uint8(d), 0, s, 64, 0, false, imm)
 }
 
+// VRANGEPSZ d = the range operation imm selects on x and y (AVX512DQ;
+// imm 2: the one of smaller magnitude, with x's sign: x clamped to
+// [-|y|, |y|] where y is a bound; a NaN in x gives x quieted).
+func (a *Asm) VRANGEPSZ(d, x ZReg, y Operand, imm uint8) {
+	a.evexK(map0F3A, pp66, false, 0x50, uint8(d), uint8(x), y, 64, 0, false, imm)
+}
+
 // VPSRADZ d = s >> n (int32 lanes, arithmetic).
 func (a *Asm) VPSRADZ(d, s ZReg, n uint8) {
 	a.evexK(map0F, pp66, false, 0x72, 4, uint8(d), s, 64, 0, false, n)

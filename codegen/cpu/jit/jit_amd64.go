@@ -66,6 +66,18 @@ var hasAVX512 = func() bool {
 	return b7&(1<<16) != 0 // AVX512F
 }()
 
+// HasAVX512DQ reports whether AVX512DQ's instructions (VRANGEPS, …) are
+// usable: AVX-512F's conditions and the CPU's DQ bit.
+func HasAVX512DQ() bool { return hasAVX512DQ }
+
+var hasAVX512DQ = func() bool {
+	if !hasAVX512 {
+		return false
+	}
+	_, b7, _, _ := cpuid(7, 0)
+	return b7&(1<<17) != 0 // AVX512DQ
+}()
+
 // New copies code into fresh executable memory (mapped read+write,
 // written, then made read+execute) whose first byte is the entry point.
 func New(code []byte) (*Code, error) {

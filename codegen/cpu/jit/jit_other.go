@@ -17,6 +17,9 @@ func Supported() bool { return false }
 // HasAVX512 reports false: no generated code in this build.
 func HasAVX512() bool { return false }
 
+// HasAVX512DQ is false: this build runs no generated code.
+func HasAVX512DQ() bool { return false }
+
 // New returns an error: this build cannot run generated code.
 func New(code []byte) (*Code, error) {
 	return nil, fmt.Errorf("jit: generated code cannot run in this build (not amd64, or -tags purego)")

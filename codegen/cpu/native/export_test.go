@@ -1,6 +1,9 @@
 package native
 
-import "github.com/tilefuse/tilefuse/tile"
+import (
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
+	"github.com/tilefuse/tilefuse/tile"
+)
 
 // FastPhases is the number of nk's phases with an unmasked row loop
 // (fast.go).
@@ -99,3 +102,8 @@ func SetStoreHints(on bool) (was bool) { return !noStoreHints.Swap(!on) }
 // Folds is the number of selects nk's unmasked loops read as their first
 // value, their condition proven true over the row (fast.go: fold).
 func Folds(nk *Kernel) int { return nk.folds }
+
+// SetRangeClamp makes kernels compiled from now on clamp exp's argument
+// in zmm code by VRANGEPS (on, where the CPU has AVX512DQ) or by VMAXPS
+// and VMINPS (off), and returns the previous setting.
+func SetRangeClamp(on bool) (was bool) { return useRangeClamp.Swap(on && jit.HasAVX512DQ()) }

@@ -51,6 +51,7 @@ type gen struct {
 	p      *plan
 	a      amd64.Asm
 	avx512 bool // products in zmm registers (dot.go: dotZ)
+	dq     bool // AVX512DQ's VRANGEPS for exp's clamp in zmm (ops.go: expCore32)
 
 	// a phase's unmasked loop in zmm registers (vec.go): set while its
 	// body is emitted; the opmask each vector register's mask came from
@@ -162,7 +163,7 @@ func paramEnd(i int) int32  { return hParams + paramSize*int32(i) + 8 }
 // generate emits the whole function: the program loop around the
 // segments and phases.
 func generate(p *plan) (code []byte, frame int32, err error) {
-	g := &gen{p: p, avx512: p.avx512, slot: map[int]int32{}, vslot: map[int]int32{}, block: map[int]int32{},
+	g := &gen{p: p, avx512: p.avx512, dq: p.avx512 && useRangeClamp.Load(), slot: map[int]int32{}, vslot: map[int]int32{}, block: map[int]int32{},
 		consts: map[[32]byte]amd64.Label{}, consts64: map[[64]byte]amd64.Label{}, sxDone: map[*sx]bool{}}
 	g.frameSize = hParams + paramSize*int32(len(p.k.Params))
 	a := &g.a

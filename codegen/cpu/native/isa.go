@@ -24,3 +24,10 @@ func AVX512() bool { return useAVX512.Load() }
 // against the other and testing both; the environment's
 // TILEFUSE_NATIVE_AVX512=0 turns it off at start-up.
 func SetAVX512(on bool) (was bool) { return useAVX512.Swap(on && jit.HasAVX512()) }
+
+// useRangeClamp says whether exp's zmm code clamps its argument by one
+// VRANGEPS (AVX512DQ) instead of VMAXPS and VMINPS (ops.go: expCore32):
+// where the CPU has AVX512DQ; SetRangeClamp (tests) turns it off.
+var useRangeClamp atomic.Bool
+
+func init() { useRangeClamp.Store(jit.HasAVX512DQ()) }

@@ -43,6 +43,7 @@ type Kernel struct {
 	prefetchesL2 int // prefetcht1 hints of strided rows emitted (body.go: prefetch)
 	prefetchesW  int // prefetchw hints of row stores emitted (body.go: prefetchStore)
 	scalefs      int // exps scaled by VSCALEFPS (zmm: ops.go, expCore32)
+	ranges       int // exps clamped by VRANGEPS (zmm with AVX512DQ: ops.go, expCore32)
 }
 
 // Compile compiles k to native code, or returns an error wrapping
@@ -76,7 +77,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, prefetchesW: p.prefetchesW, scalefs: p.scalefs}
+	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, prefetchesW: p.prefetchesW, scalefs: p.scalefs, ranges: p.ranges}
 	nk.tasks.new = func() *task {
 		return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params)), frames: make([]*frame, pool.Default().Workers())}
 	}

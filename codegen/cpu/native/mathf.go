@@ -27,6 +27,8 @@ const (
 	// expf32's range: above it +Inf, below it 0 (the f32 subnormals end)
 	expOverflow32  = float32(88.72284)
 	expUnderflow32 = float32(-103.97208)
+	// the zmm form's clamp where the CPU has AVX512DQ (ops.go: expCore32)
+	expClampZ = float32(128)
 	// tanhf32: its Taylor polynomial below tanhSmall32, 1 - 2/(e^{2|x|}+1)
 	// above; |x| clamped to tanhClamp32, where tanh rounds to ±1
 	tanhSmall32 = float32(0.625)

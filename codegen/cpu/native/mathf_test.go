@@ -95,50 +95,64 @@ func TestMathTwins(t *testing.T) {
 }
 
 // TestExpScalef: exp's zmm form scales by VSCALEFPS and leaves out the
-// range blends (expCore32); it gives expf32's bits for every f32 where
-// the two forms could part: every f32 from 80 to 95 and from -110 to -80
-// (overflow, the subnormal results, underflow, the clamps), the special
-// values and, as a sample of the rest, TestMathTwins' inputs.
+// range blends, and where the CPU has AVX512DQ clamps its argument by one
+// VRANGEPS to ±128 instead of to [-104, 89] (expCore32); either way it
+// gives expf32's bits for every f32 where the forms could part: every f32
+// from 80 to 200 and from -200 to -80 (overflow, the subnormal results,
+// underflow, both clamps), every 4099th f32 of larger magnitude (and the
+// largest), the special values and, as a sample of the rest, TestMathTwins'
+// inputs. Both clamps are compiled and checked where the CPU has DQ.
 func TestExpScalef(t *testing.T) {
 	if !jit.Supported() || !jit.HasAVX512() {
 		t.Skip("no AVX-512 here: the zmm form is not generated")
 	}
-	was := SetAVX512(true)
-	nk := mathKernel(t, tile.OpExp)
-	SetAVX512(was)
-	if nk.zmm == 0 || nk.scalefs == 0 {
-		t.Fatalf("exp: %d phases in zmm registers, %d scaled by VSCALEFPS", nk.zmm, nk.scalefs)
-	}
 	xs := mathInputs()
-	for _, r := range [][2]float32{{80, 95}, {-110, -80}} {
+	for _, r := range [][2]float32{{80, 200}, {-200, -80}} {
 		lo, hi := math.Float32bits(min(r[0], r[1])), math.Float32bits(max(r[0], r[1]))
 		if r[0] < 0 {
-			lo, hi = math.Float32bits(-80), math.Float32bits(-110) // sign-magnitude: bits grow with |x|
+			lo, hi = math.Float32bits(-80), math.Float32bits(-200) // sign-magnitude: bits grow with |x|
 		}
 		for b := lo; b <= hi; b++ {
 			xs = append(xs, math.Float32frombits(b))
 		}
 	}
-	y := make([]float32, len(xs))
-	for i := range y {
-		y[i] = float32(math.NaN()) // poisoned
+	for b := math.Float32bits(200); b < 0x7f800000; b += 4099 {
+		xs = append(xs, math.Float32frombits(b), -math.Float32frombits(b))
 	}
-	if err := nk.Launch(tile.Grid{(len(xs) + 255) / 256}, xs, y, len(xs)); err != nil {
-		t.Fatal(err)
-	}
-	bad := 0
-	for i, x := range xs {
-		w := expf32(x)
-		if math.Float32bits(y[i]) != math.Float32bits(w) && !(w != w && y[i] != y[i]) {
-			if bad++; bad <= 5 {
-				t.Errorf("exp(%v) (%#x) = %v (%#x) in zmm, %v (%#x) by expf32", x, math.Float32bits(x), y[i], math.Float32bits(y[i]), w, math.Float32bits(w))
+	xs = append(xs, math.MaxFloat32, -math.MaxFloat32, float32(math.Inf(1)), float32(math.Inf(-1)))
+	for _, dq := range []bool{false, true} {
+		if dq && !jit.HasAVX512DQ() {
+			t.Log("no AVX512DQ here: the VRANGEPS clamp is not generated")
+			continue
+		}
+		was, wasDQ := SetAVX512(true), useRangeClamp.Swap(dq)
+		nk := mathKernel(t, tile.OpExp)
+		SetAVX512(was)
+		useRangeClamp.Store(wasDQ)
+		if nk.zmm == 0 || nk.scalefs == 0 || (nk.ranges > 0) != dq {
+			t.Fatalf("exp, DQ %v: %d phases in zmm registers, %d scaled by VSCALEFPS, %d clamped by VRANGEPS", dq, nk.zmm, nk.scalefs, nk.ranges)
+		}
+		y := make([]float32, len(xs))
+		for i := range y {
+			y[i] = float32(math.NaN()) // poisoned
+		}
+		if err := nk.Launch(tile.Grid{(len(xs) + 255) / 256}, xs, y, len(xs)); err != nil {
+			t.Fatal(err)
+		}
+		bad := 0
+		for i, x := range xs {
+			w := expf32(x)
+			if math.Float32bits(y[i]) != math.Float32bits(w) && !(w != w && y[i] != y[i]) {
+				if bad++; bad <= 5 {
+					t.Errorf("DQ %v: exp(%v) (%#x) = %v (%#x) in zmm, %v (%#x) by expf32", dq, x, math.Float32bits(x), y[i], math.Float32bits(y[i]), w, math.Float32bits(w))
+				}
 			}
 		}
+		if bad > 0 {
+			t.Fatalf("DQ %v: %d of %d lanes differ", dq, bad, len(xs))
+		}
+		t.Logf("DQ %v: %d inputs, every lane expf32's", dq, len(xs))
 	}
-	if bad > 0 {
-		t.Fatalf("%d of %d lanes differ", bad, len(xs))
-	}
-	t.Logf("%d inputs, every lane expf32's", len(xs))
 }
 
 // ulpErr is |got - want| in units of the last place of float32(want).

@@ -207,6 +207,7 @@ type plan struct {
 	prefetchesL2 int // strided rows hinted into L2 (body.go: prefetch)
 	prefetchesW  int // stores hinted one row on for writing (body.go: prefetchStore)
 	scalefs      int // exps scaled by VSCALEFPS (ops.go: expCore32)
+	ranges       int // exps clamped by VRANGEPS (ops.go: expCore32)
 }
 
 // wrapCheck: the lanes of x, computed in region rg, must fit in int32.

@@ -197,6 +197,13 @@ func (v vasm) vscalef(d, x, y amd64.VReg) {
 	v.wrote(d)
 }
 
+// vrange d = VRANGEPS(x, y) as imm selects, in zmm code only (AVX512DQ;
+// no VEX form): y a uniform, broadcast.
+func (v vasm) vrange(d, x amd64.VReg, y amd64.Mem, imm uint8) {
+	v.each(func() { v.Asm.VRANGEPSZ(v.z(d), v.z(x), v.zop(y), imm) })
+	v.wrote(d)
+}
+
 func (v vasm) VSQRTPS(d amd64.VReg, s amd64.Operand) {
 	if v.g.zmm {
 		v.each(func() { v.Asm.VSQRTPSZ(v.z(d), v.zop(s)) })
