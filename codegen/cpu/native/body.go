@@ -833,7 +833,10 @@ func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
 			g.zfixed = true
 			for c := range 2 {
 				g.zc = c
-				if r.v.Op == tile.OpReduceSum {
+				if r.v.Op == tile.OpReduceSum && c == 1 && g.sum32 {
+					// the second vector's own partial sums (fast.go: sum32)
+					a.Asm.VADDPSZ(nanOf(acc), nanOf(acc), a.z(xr))
+				} else if r.v.Op == tile.OpReduceSum {
 					a.Asm.VADDPSZ(zr(acc), zr(acc), a.z(xr))
 				} else {
 					g.maxStepZ(r.v.Op, acc, xr)

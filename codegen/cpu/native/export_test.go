@@ -107,3 +107,12 @@ func Folds(nk *Kernel) int { return nk.folds }
 // in zmm code by VRANGEPS (on, where the CPU has AVX512DQ) or by VMAXPS
 // and VMINPS (off), and returns the previous setting.
 func SetRangeClamp(on bool) (was bool) { return useRangeClamp.Swap(on && jit.HasAVX512DQ()) }
+
+// SetSum32 makes kernels compiled from now on sum rows in paired zmm loops
+// in 32 partial sums (on; fast.go: useSum32) or sixteen (off, the
+// default), and returns the previous setting.
+func SetSum32(on bool) (was bool) { return useSum32.Swap(on) }
+
+// Sum32Loops is the number of nk's paired zmm loops summing in 32 partial
+// sums.
+func Sum32Loops(nk *Kernel) int { return nk.sum32 }

@@ -3,6 +3,7 @@ package native
 import (
 	"fmt"
 	"math"
+	"os"
 	"sync/atomic"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/amd64"
@@ -556,6 +557,21 @@ func zmmOp(v *tile.Value) bool {
 	return false
 }
 
+// useSum32 (TILEFUSE_NATIVE_SUM32=1 at start-up; SetSum32 in tests), an
+// experiment for measuring, off by default: a paired zmm loop's row sums
+// add the second vector of each pair into an accumulator of its own (the
+// register nanOf gives, free in a sum), the two added after the loop: 32
+// partial sums s[i mod 32], then s[j] + s[j+16], where the executor and
+// every other loop keep sixteen (codegen/cpu: sumRow32). The sums' chains
+// are half as long (the LayerNorm's two row sums are chains of 64
+// dependent adds a row of 1024), but the results are no longer the
+// executor's, nor the ymm loop's, bit for bit: within the sums' stated
+// tolerance of the reference only (TestSum32Native). For measuring what the
+// executor's order costs on a host before changing it everywhere.
+var useSum32 atomic.Bool
+
+func init() { useSum32.Store(os.Getenv("TILEFUSE_NATIVE_SUM32") == "1") }
+
 // noZmmPairs turns the paired zmm bodies off (tests: export_test.go).
 var noZmmPairs atomic.Bool
 
@@ -624,6 +640,16 @@ func (pg *phaseGen) innerZmm() error {
 		copies = 1
 		g.p.pairLoops++
 	}
+	g.sum32 = false
+	if pairs && useSum32.Load() {
+		for _, r := range pg.reds {
+			if last(r) && r.v.Op == tile.OpReduceSum {
+				g.sum32 = true
+				g.p.sum32Loops++
+				a.VBROADCASTSSZ(nanOf(r.acc[0]), pg.redInit(r))
+			}
+		}
+	}
 	a.XORL(rJ, rJ)
 	top := a.NewLabel()
 	if pg.last > step {
@@ -638,6 +664,8 @@ func (pg *phaseGen) innerZmm() error {
 		}
 	}
 	g.zmm, g.zpair = false, false
+	sum32 := g.sum32
+	g.sum32 = false
 	if g.zmmBad != "" {
 		return fmt.Errorf("native: %s in a zmm loop (a node zmmOK should decline)", g.zmmBad)
 	}
@@ -650,6 +678,8 @@ func (pg *phaseGen) innerZmm() error {
 		if last(r) {
 			if r.v.Op != tile.OpReduceSum {
 				g.nanFold(r.acc[0])
+			} else if sum32 {
+				a.VADDPSZ(amd64.ZReg(r.acc[0]), amd64.ZReg(r.acc[0]), nanOf(r.acc[0]))
 			}
 			a.VEXTRACTF64X4Z(amd64.ZReg(r.acc[1]), amd64.ZReg(r.acc[0]), 1)
 		}

@@ -208,6 +208,7 @@ type plan struct {
 	prefetchesW  int // stores hinted one row on for writing (body.go: prefetchStore)
 	scalefs      int // exps scaled by VSCALEFPS (ops.go: expCore32)
 	ranges       int // exps clamped by VRANGEPS (ops.go: expCore32)
+	sum32Loops   int // paired zmm loops summing in 32 partial sums (fast.go: useSum32)
 }
 
 // wrapCheck: the lanes of x, computed in region rg, must fit in int32.
