@@ -240,6 +240,15 @@ func (a *Asm) VRANGEPSZ(d, x ZReg, y Operand, imm uint8) {
 	a.evexK(map0F3A, pp66, false, 0x50, uint8(d), uint8(x), y, 64, 0, false, imm)
 }
 
+// KORW d = x | y (16-bit opmasks).
+func (a *Asm) KORW(d, x, y KReg) { a.vex(map0F, ppNone, false, true, 0x45, uint8(d), uint8(x), VReg(y)) }
+
+// KXORW d = x ^ y (16-bit opmasks; KXORW k, k, k clears k).
+func (a *Asm) KXORW(d, x, y KReg) { a.vex(map0F, ppNone, false, true, 0x47, uint8(d), uint8(x), VReg(y)) }
+
+// KORTESTW sets ZF where x | y is zero (16-bit opmasks).
+func (a *Asm) KORTESTW(x, y KReg) { a.vex(map0F, ppNone, false, false, 0x98, uint8(x), 0, VReg(y)) }
+
 // VPSRADZ d = s >> n (int32 lanes, arithmetic).
 func (a *Asm) VPSRADZ(d, s ZReg, n uint8) {
 	a.evexK(map0F, pp66, false, 0x72, 4, uint8(d), s, 64, 0, false, n)

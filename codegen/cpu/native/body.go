@@ -833,16 +833,30 @@ func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
 			g.zfixed = true
 			for c := range 2 {
 				g.zc = c
-				if r.v.Op == tile.OpReduceSum && c == 1 && g.sum32 {
+				switch {
+				case r.v.Op == tile.OpReduceSum && c == 1 && g.sum32:
 					// the second vector's own partial sums (fast.go: sum32)
 					a.Asm.VADDPSZ(nanOf(acc), nanOf(acc), a.z(xr))
-				} else if r.v.Op == tile.OpReduceSum {
+				case r.v.Op == tile.OpReduceSum:
 					a.Asm.VADDPSZ(zr(acc), zr(acc), a.z(xr))
-				} else {
+				case g.nanDetect: // the scan's steps but NaNs (fast.go: nanDetectOK)
+					if r.v.Op == tile.OpReduceMin {
+						a.Asm.VMINPSZ(zr(acc), a.z(xr), zr(acc))
+					} else {
+						a.Asm.VMAXPSZ(zr(acc), a.z(xr), zr(acc))
+					}
+					a.wrote(acc)
+				default:
 					g.maxStepZ(r.v.Op, acc, xr)
 				}
 			}
 			g.zfixed, g.zc = false, 0
+			if g.nanDetect && r.v.Op != tile.OpReduceSum {
+				// lanes where either vector of the pair is NaN, into kNaNs
+				k := a.newK()
+				a.Asm.VCMPPSZ(k, zr(xr), zr(xr)+16, amd64.CmpUNORD)
+				a.Asm.KORW(kNaNs, kNaNs, k)
+			}
 		case r.v.Op == tile.OpReduceSum:
 			a.VADDPS(acc, acc, xr)
 		case pg.g.zmm:

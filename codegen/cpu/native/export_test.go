@@ -116,3 +116,12 @@ func SetSum32(on bool) (was bool) { return useSum32.Swap(on) }
 // Sum32Loops is the number of nk's paired zmm loops summing in 32 partial
 // sums.
 func Sum32Loops(nk *Kernel) int { return nk.sum32 }
+
+// SetNaNDetect makes kernels compiled from now on run paired zmm max/min
+// loops detecting NaNs first (on, the default; fast.go: nanDetectOK) or
+// tracking them throughout (off), and returns the previous setting.
+func SetNaNDetect(on bool) (was bool) { return !noNaNDetect.Swap(!on) }
+
+// NaNDetects is the number of nk's paired zmm max/min loops that detect
+// NaNs first.
+func NaNDetects(nk *Kernel) int { return nk.nanDetects }

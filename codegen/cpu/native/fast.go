@@ -572,6 +572,37 @@ var useSum32 atomic.Bool
 
 func init() { useSum32.Store(os.Getenv("TILEFUSE_NATIVE_SUM32") == "1") }
 
+// kNaNs gathers, in a paired zmm loop that only detects NaNs
+// (nanDetectOK), the lanes where either vector of a pair was NaN: pairs
+// use K1–K6 (vec.go: newK), so K7 is free there.
+const kNaNs amd64.KReg = 7
+
+// noNaNDetect turns the NaN-detecting max loops off (tests: export_test.go).
+var noNaNDetect atomic.Bool
+
+// nanDetectOK reports whether the phase's paired zmm loop can run its row
+// max and min without tracking NaNs, detecting them only (one compare of
+// the pair's two vectors a pair, its lanes ORed into kNaNs), and run the
+// row again tracking them where it saw one: every last-axis reduction a
+// max or min (in registers: pairOK), and nothing in the loop that a second
+// run would do twice (stores, frame blocks written).
+func (pg *phaseGen) nanDetectOK() bool {
+	if noNaNDetect.Load() || len(pg.reds) == 0 {
+		return false
+	}
+	for _, r := range pg.reds {
+		if r.v.Op != tile.OpReduceMax && r.v.Op != tile.OpReduceMin || r.axis != r.v.Args[0].Type.Shape.Rank-1 || r.inMem {
+			return false
+		}
+	}
+	for i, n := range pg.nodes {
+		if pg.fast.live[i] && (n.op == opStore || n.op == opMatWrite) {
+			return false
+		}
+	}
+	return true
+}
+
 // noZmmPairs turns the paired zmm bodies off (tests: export_test.go).
 var noZmmPairs atomic.Bool
 
@@ -622,14 +653,6 @@ func (pg *phaseGen) innerZmm() error {
 	}
 	// last-axis reductions in registers (in the frame: rowStart set both halves)
 	last := func(r *redState) bool { return r.axis == r.v.Args[0].Type.Shape.Rank-1 && !r.inMem }
-	for _, r := range pg.reds {
-		if last(r) {
-			a.VBROADCASTSSZ(amd64.ZReg(r.acc[0]), pg.redInit(r))
-			if r.v.Op != tile.OpReduceSum { // no NaN yet (maxStepZ)
-				a.VBROADCASTSSZ(nanOf(r.acc[0]), pg.redInit(r))
-			}
-		}
-	}
 	const zl = 2 * lane // f32 lanes of a zmm register
 	copies, step := 1, zl
 	if pg.last%(2*zl) == 0 {
@@ -640,39 +663,66 @@ func (pg *phaseGen) innerZmm() error {
 		copies = 1
 		g.p.pairLoops++
 	}
-	g.sum32 = false
+	sum32 := false
 	if pairs && useSum32.Load() {
 		for _, r := range pg.reds {
 			if last(r) && r.v.Op == tile.OpReduceSum {
-				g.sum32 = true
+				sum32 = true
 				g.p.sum32Loops++
-				a.VBROADCASTSSZ(nanOf(r.acc[0]), pg.redInit(r))
 			}
 		}
 	}
-	a.XORL(rJ, rJ)
-	top := a.NewLabel()
-	if pg.last > step {
-		a.Bind(top)
+	// loop emits the loop over the row, its accumulators set first; with
+	// detect, its max and min only detect NaNs (nanDetectOK)
+	loop := func(detect bool) error {
+		for _, r := range pg.reds {
+			if last(r) {
+				a.VBROADCASTSSZ(amd64.ZReg(r.acc[0]), pg.redInit(r))
+				if r.v.Op != tile.OpReduceSum && !detect || sum32 { // no NaN yet (maxStepZ)
+					a.VBROADCASTSSZ(nanOf(r.acc[0]), pg.redInit(r))
+				}
+			}
+		}
+		if detect {
+			a.KXORW(kNaNs, kNaNs, kNaNs)
+		}
+		a.XORL(rJ, rJ)
+		top := a.NewLabel()
+		if pg.last > step {
+			a.Bind(top)
+		}
+		g.zmm, g.zpair, g.sum32, g.nanDetect = true, pairs, sum32, detect
+		defer func() { g.zmm, g.zpair, g.sum32, g.nanDetect = false, false, false, false }()
+		for c := 0; c < copies; c++ {
+			pg.off = c * zl
+			if err := pg.body(c); err != nil {
+				return err
+			}
+		}
+		if g.zmmBad != "" {
+			return fmt.Errorf("native: %s in a zmm loop (a node zmmOK should decline)", g.zmmBad)
+		}
+		if pg.last > step {
+			a.ADDQimm(rJ, int32(step))
+			a.CMPQimm(rJ, int32(pg.last))
+			a.Jcc(amd64.CondL, top)
+		}
+		return nil
 	}
-	g.zmm, g.zpair = true, pairs
-	for c := 0; c < copies; c++ {
-		pg.off = c * zl
-		if err := pg.body(c); err != nil {
-			g.zmm, g.zpair = false, false
+	end := a.NewLabel()
+	if pairs && pg.nanDetectOK() {
+		// rows without a NaN (the max's NaN tracking, a compare and a
+		// blend a vector, left out: bit for bit the scan's result where
+		// there is none); a row with one runs the loop again, tracking
+		g.p.nanDetects++
+		if err := loop(true); err != nil {
 			return err
 		}
+		a.KORTESTW(kNaNs, kNaNs)
+		a.Jcc(amd64.CondE, end) // none: the loop's accumulators are the scan's
 	}
-	g.zmm, g.zpair = false, false
-	sum32 := g.sum32
-	g.sum32 = false
-	if g.zmmBad != "" {
-		return fmt.Errorf("native: %s in a zmm loop (a node zmmOK should decline)", g.zmmBad)
-	}
-	if pg.last > step {
-		a.ADDQimm(rJ, int32(step))
-		a.CMPQimm(rJ, int32(pg.last))
-		a.Jcc(amd64.CondL, top)
+	if err := loop(false); err != nil {
+		return err
 	}
 	for _, r := range pg.reds {
 		if last(r) {
@@ -681,6 +731,11 @@ func (pg *phaseGen) innerZmm() error {
 			} else if sum32 {
 				a.VADDPSZ(amd64.ZReg(r.acc[0]), amd64.ZReg(r.acc[0]), nanOf(r.acc[0]))
 			}
+		}
+	}
+	a.Bind(end)
+	for _, r := range pg.reds {
+		if last(r) {
 			a.VEXTRACTF64X4Z(amd64.ZReg(r.acc[1]), amd64.ZReg(r.acc[0]), 1)
 		}
 	}

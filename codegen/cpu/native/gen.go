@@ -53,6 +53,9 @@ type gen struct {
 	avx512 bool // products in zmm registers (dot.go: dotZ)
 	dq     bool // AVX512DQ's VRANGEPS for exp's clamp in zmm (ops.go: expCore32)
 	sum32  bool // the current paired zmm loop sums in 32 partial sums (fast.go: sum32)
+	// nanDetect: the current paired zmm loop's max and min only detect
+	// NaNs (fast.go: nanDetectOK; body.go: reduce)
+	nanDetect bool
 
 	// a phase's unmasked loop in zmm registers (vec.go): set while its
 	// body is emitted; the opmask each vector register's mask came from

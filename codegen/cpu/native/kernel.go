@@ -45,6 +45,7 @@ type Kernel struct {
 	scalefs      int // exps scaled by VSCALEFPS (zmm: ops.go, expCore32)
 	ranges       int // exps clamped by VRANGEPS (zmm with AVX512DQ: ops.go, expCore32)
 	sum32        int // paired zmm loops summing in 32 partial sums (fast.go: useSum32)
+	nanDetects   int // paired zmm max/min loops detecting NaNs first (fast.go: nanDetectOK)
 }
 
 // Compile compiles k to native code, or returns an error wrapping
@@ -78,7 +79,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, prefetchesW: p.prefetchesW, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops}
+	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, prefetchesW: p.prefetchesW, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects}
 	nk.tasks.new = func() *task {
 		return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params)), frames: make([]*frame, pool.Default().Workers())}
 	}

@@ -209,6 +209,7 @@ type plan struct {
 	scalefs      int // exps scaled by VSCALEFPS (ops.go: expCore32)
 	ranges       int // exps clamped by VRANGEPS (ops.go: expCore32)
 	sum32Loops   int // paired zmm loops summing in 32 partial sums (fast.go: useSum32)
+	nanDetects   int // paired zmm max/min loops detecting NaNs first (fast.go: nanDetectOK)
 }
 
 // wrapCheck: the lanes of x, computed in region rg, must fit in int32.
