@@ -35,6 +35,10 @@ func tempsFor(n *node) int {
 			return 10
 		case tile.OpRsqrt:
 			return 3
+		case tile.OpDiv:
+			if useDivFMA.Load() && !isF64(n) {
+				return 2 // ops.go: divFMA
+			}
 		case tile.OpSign:
 			if isF64(n) {
 				return 2 // a ymm pair's form (f64y.go)

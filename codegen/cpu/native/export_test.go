@@ -125,3 +125,19 @@ func SetNaNDetect(on bool) (was bool) { return !noNaNDetect.Swap(!on) }
 // NaNDetects is the number of nk's paired zmm max/min loops that detect
 // NaNs first.
 func NaNDetects(nk *Kernel) int { return nk.nanDetects }
+
+// SetDivFMA makes kernels compiled from now on divide by a uniform in zmm
+// loops by FMA corrections (on; ops.go: divFMA) or VDIVPS (off, the
+// default), and returns the previous setting.
+func SetDivFMA(on bool) (was bool) { return useDivFMA.Swap(on) }
+
+// DivFMAs is the number of nk's divisions by a uniform by FMA corrections.
+func DivFMAs(nk *Kernel) int { return nk.divFMAs }
+
+// SetDivSlowPoison makes kernels compiled from now on give DivPoison where
+// divFMA would divide by VDIVPS (a vector with a lane out of the
+// corrections' range), and returns the previous setting.
+func SetDivSlowPoison(on bool) (was bool) { return divSlowPoison.Swap(on) }
+
+// DivPoison is what SetDivSlowPoison's vectors hold.
+const DivPoison = divPoison

@@ -572,6 +572,48 @@ var useSum32 atomic.Bool
 
 func init() { useSum32.Store(os.Getenv("TILEFUSE_NATIVE_SUM32") == "1") }
 
+// divSetup computes, before a zmm loop's row, for each f32 division by a
+// uniform b in the loop (where useDivFMA is on) the frame splats divFMA
+// reads: y = RN(1/b), and the least |dividend| its corrections take: 2^-100
+// where 2^-20 ≤ |b| ≤ 2^20, else +Inf (every vector then divides).
+// Y0–Y2 are free before the loop.
+func (pg *phaseGen) divSetup() {
+	g := pg.g
+	if !useDivFMA.Load() {
+		return
+	}
+	a := &g.a
+	for i, n := range pg.nodes {
+		if !pg.fast.live[i] || n.op != opCompute || n.v.Op != tile.OpDiv || isF64(n) || n.args[1].op != opUniform {
+			continue
+		}
+		if pg.divSlots == nil {
+			pg.divSlots = map[*tile.Value][2]int32{}
+		}
+		sl, ok := pg.divSlots[n.v]
+		if !ok {
+			sl = [2]int32{g.alloc(32, 32), g.alloc(32, 32)}
+			pg.divSlots[n.v] = sl
+			g.p.divFMAs++
+		}
+		if g.divRcp == nil {
+			g.divRcp = map[*tile.Value][2]int32{}
+		}
+		g.divRcp[n.v] = sl
+		a.VBROADCASTSS(0, n.args[1].mem)
+		a.VMOVUPS(1, g.constF32(1))
+		a.VDIVPS(1, 1, amd64.VReg(0))
+		a.VMOVUPSstore(fr(sl[0]), 1)
+		a.VANDPS(0, 0, g.constVec(0x7fffffff))
+		a.VCMPPS(1, 0, g.constF32(0x1p-20), amd64.CmpGE)
+		a.VCMPPS(2, 0, g.constF32(0x1p20), amd64.CmpLE)
+		a.VANDPS(1, 1, amd64.VReg(2))
+		a.VMOVUPS(2, g.constF32(float32(math.Inf(1))))
+		a.VBLENDVPS(2, 2, g.constF32(0x1p-100), 1)
+		a.VMOVUPSstore(fr(sl[1]), 2)
+	}
+}
+
 // kNaNs gathers, in a paired zmm loop that only detects NaNs
 // (nanDetectOK), the lanes where either vector of a pair was NaN: pairs
 // use K1–K6 (vec.go: newK), so K7 is free there.
@@ -686,13 +728,14 @@ func (pg *phaseGen) innerZmm() error {
 		if detect {
 			a.KXORW(kNaNs, kNaNs, kNaNs)
 		}
+		pg.divSetup()
 		a.XORL(rJ, rJ)
 		top := a.NewLabel()
 		if pg.last > step {
 			a.Bind(top)
 		}
 		g.zmm, g.zpair, g.sum32, g.nanDetect = true, pairs, sum32, detect
-		defer func() { g.zmm, g.zpair, g.sum32, g.nanDetect = false, false, false, false }()
+		defer func() { g.zmm, g.zpair, g.sum32, g.nanDetect, g.divRcp = false, false, false, false, nil }()
 		for c := 0; c < copies; c++ {
 			pg.off = c * zl
 			if err := pg.body(c); err != nil {

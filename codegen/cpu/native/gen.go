@@ -53,6 +53,10 @@ type gen struct {
 	avx512 bool // products in zmm registers (dot.go: dotZ)
 	dq     bool // AVX512DQ's VRANGEPS for exp's clamp in zmm (ops.go: expCore32)
 	sum32  bool // the current paired zmm loop sums in 32 partial sums (fast.go: sum32)
+	// divRcp: the current zmm loop's divisions by a uniform, each with its
+	// frame splats of the reciprocal and of the smallest |dividend| the
+	// corrections take (ops.go: divFMA)
+	divRcp map[*tile.Value][2]int32
 	// nanDetect: the current paired zmm loop's max and min only detect
 	// NaNs (fast.go: nanDetectOK; body.go: reduce)
 	nanDetect bool

@@ -31,3 +31,13 @@ func SetAVX512(on bool) (was bool) { return useAVX512.Swap(on && jit.HasAVX512()
 var useRangeClamp atomic.Bool
 
 func init() { useRangeClamp.Store(jit.HasAVX512DQ()) }
+
+// useDivFMA (TILEFUSE_NATIVE_DIVFMA=1 at start-up; SetDivFMA in tests), off
+// by default: in zmm loops, an f32 division by a uniform (softmax's e/Σe)
+// is a product by the reciprocal and two corrections by fused
+// multiply-adds (ops.go: divFMA) instead of VDIVPS: the same bits, for
+// hosts whose divider is slow (Intel's VDIVPS zmm: about one in 10 cycles;
+// on the 2-core VM's Zen 5 it is one in 2.6 and the corrections are slower).
+var useDivFMA atomic.Bool
+
+func init() { useDivFMA.Store(os.Getenv("TILEFUSE_NATIVE_DIVFMA") == "1") }

@@ -46,6 +46,7 @@ type Kernel struct {
 	ranges       int // exps clamped by VRANGEPS (zmm with AVX512DQ: ops.go, expCore32)
 	sum32        int // paired zmm loops summing in 32 partial sums (fast.go: useSum32)
 	nanDetects   int // paired zmm max/min loops detecting NaNs first (fast.go: nanDetectOK)
+	divFMAs      int // divisions by a uniform by FMA corrections (ops.go: divFMA)
 }
 
 // Compile compiles k to native code, or returns an error wrapping
@@ -79,7 +80,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, prefetchesW: p.prefetchesW, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects}
+	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, prefetchesW: p.prefetchesW, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs}
 	nk.tasks.new = func() *task {
 		return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params)), frames: make([]*frame, pool.Default().Workers())}
 	}

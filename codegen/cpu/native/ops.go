@@ -2,6 +2,7 @@ package native
 
 import (
 	"math"
+	"sync/atomic"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/amd64"
 	"github.com/tilefuse/tilefuse/tile"
@@ -42,6 +43,10 @@ func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) e
 	case tile.OpMul:
 		a.VMULPS(dst, g.reg(s[0], t[0]), s[1].rm())
 	case tile.OpDiv:
+		if sl, ok := g.divRcp[v]; ok && g.zmm && s[1].isMem {
+			g.divFMA(dst, g.reg(s[0], t[0]), s[1].mem, sl, t)
+			break
+		}
 		a.VDIVPS(dst, g.reg(s[0], t[0]), s[1].rm())
 	case tile.OpMin, tile.OpMax:
 		// (x != x || x op y) ? x : y, as the reference: vminps/vmaxps give
@@ -334,3 +339,63 @@ func (g *gen) expCore32(res, x amd64.VReg, t []amd64.VReg) {
 	a.VMULPS(t[3], t[3], t[4])
 	a.VMULPS(res, t[3], t[1])
 }
+
+// divFMA: dst = x/b for a uniform b in a zmm loop (useDivFMA), the
+// quotient correctly rounded as VDIVPS gives it, from y = RN(1/b) (the
+// frame splat sl[0], divSetup): q = x·y, then twice r = x - q·b (exact
+// where q is within an ulp), q = q + r·y, in fused multiply-adds. The
+// first product is within 1.5 ulp, the first correction makes it
+// faithful, and the second then rounds to the correctly rounded quotient
+// (Markstein's theorem: y within half an ulp of 1/b, q faithful, r exact,
+// one rounding) wherever nothing overflows or underflows: |x| in
+// [2^-100, 2^100] and |b| in [2^-20, 2^20] (divSetup makes the bound sl[1]
+// +Inf otherwise). A vector with a lane outside (0, ±Inf, NaN, subnormals,
+// the extremes) divides by VDIVPS. t holds two temporaries; x is read
+// before dst is written.
+func (g *gen) divFMA(dst, x amd64.VReg, b amd64.Mem, sl [2]int32, t []amd64.VReg) {
+	v := g.va()
+	a := v.Asm
+	k1, k2 := v.newK(), v.newK()
+	banks := 1
+	if g.zpair {
+		banks = 2
+	}
+	g.zfixed = true
+	for c := 0; c < banks; c++ {
+		g.zc = c
+		xz, dz, t0, t1 := v.z(x), v.z(dst), v.z(t[0]), v.z(t[1])
+		slow, done := a.NewLabel(), a.NewLabel()
+		a.VPANDDZ(t0, xz, g.constVec(0x7fffffff).Bcst())
+		a.VCMPPSZ(v.zk(k1), t0, fr(sl[1]).Bcst(), cmpNGEUQ)
+		a.VCMPPSZ(v.zk(k2), t0, g.constF32(0x1p100).Bcst(), amd64.CmpGT)
+		a.KORTESTW(v.zk(k1), v.zk(k2))
+		a.Jcc(amd64.CondNE, slow)
+		y := fr(sl[0]).Bcst()
+		a.VMULPSZ(t1, xz, y)
+		for range 2 {
+			a.VMOVAPSZ(t0, xz)
+			a.VFNMADD231PSZ(t0, t1, b.Bcst())
+			a.VFMADD231PSZ(t1, t0, y)
+		}
+		a.VMOVAPSZ(dz, t1)
+		a.JMP(done)
+		a.Bind(slow)
+		if divSlowPoison.Load() { // tests: which vectors divide
+			a.VBROADCASTSSZ(dz, g.constVec(divPoison))
+		} else {
+			a.VDIVPSZ(dz, xz, b.Bcst())
+		}
+		a.Bind(done)
+	}
+	g.zfixed, g.zc = false, 0
+	v.wrote(dst)
+}
+
+// divSlowPoison (tests: export_test.go) makes divFMA's vectors that would
+// divide by VDIVPS take divPoison instead, to see which do.
+var divSlowPoison atomic.Bool
+
+const divPoison = 0x7fc0d1f0
+
+// cmpNGEUQ: not greater than or equal, unordered, quiet (true for NaN).
+const cmpNGEUQ uint8 = 0x19

@@ -72,15 +72,16 @@ func shiftOf(d tile.DType) uint8 {
 }
 
 type phaseGen struct {
-	g     *gen
-	ph    *phase
-	rank  int
-	last  int // the last dimension
-	width int // active lanes of a vector: min(8, last)
-	nodes []*node
-	memo  map[string]*node
-	pats  []*pattern
-	reds  []*redState
+	divSlots map[*tile.Value][2]int32 // fast.go: divSetup
+	g        *gen
+	ph       *phase
+	rank     int
+	last     int // the last dimension
+	width    int // active lanes of a vector: min(8, last)
+	nodes    []*node
+	memo     map[string]*node
+	pats     []*pattern
+	reds     []*redState
 	// register allocation
 	owner [16]*node
 	busy  [16]bool

@@ -210,6 +210,7 @@ type plan struct {
 	ranges       int // exps clamped by VRANGEPS (ops.go: expCore32)
 	sum32Loops   int // paired zmm loops summing in 32 partial sums (fast.go: useSum32)
 	nanDetects   int // paired zmm max/min loops detecting NaNs first (fast.go: nanDetectOK)
+	divFMAs      int // divisions by a uniform by FMA corrections (ops.go: divFMA)
 }
 
 // wrapCheck: the lanes of x, computed in region rg, must fit in int32.
