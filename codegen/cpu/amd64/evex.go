@@ -241,10 +241,14 @@ func (a *Asm) VRANGEPSZ(d, x ZReg, y Operand, imm uint8) {
 }
 
 // KORW d = x | y (16-bit opmasks).
-func (a *Asm) KORW(d, x, y KReg) { a.vex(map0F, ppNone, false, true, 0x45, uint8(d), uint8(x), VReg(y)) }
+func (a *Asm) KORW(d, x, y KReg) {
+	a.vex(map0F, ppNone, false, true, 0x45, uint8(d), uint8(x), VReg(y))
+}
 
 // KXORW d = x ^ y (16-bit opmasks; KXORW k, k, k clears k).
-func (a *Asm) KXORW(d, x, y KReg) { a.vex(map0F, ppNone, false, true, 0x47, uint8(d), uint8(x), VReg(y)) }
+func (a *Asm) KXORW(d, x, y KReg) {
+	a.vex(map0F, ppNone, false, true, 0x47, uint8(d), uint8(x), VReg(y))
+}
 
 // KORTESTW sets ZF where x | y is zero (16-bit opmasks).
 func (a *Asm) KORTESTW(x, y KReg) { a.vex(map0F, ppNone, false, false, 0x98, uint8(x), 0, VReg(y)) }
