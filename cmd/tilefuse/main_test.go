@@ -194,6 +194,30 @@ func TestTune(t *testing.T) {
 	}
 }
 
+// TestTuneSizes: -size peer tunes each named peer shape of a workload
+// (the chain's one included: it was passed on as "peer", which its
+// builder refuses), a workload of one unnamed peer size at "peer", and
+// any other size as given.
+func TestTuneSizes(t *testing.T) {
+	for _, c := range []struct {
+		workload, size string
+		want           []string
+	}{
+		{"chain", "peer", []string{"peer:64M"}},
+		{"softmax", "peer", []string{"peer:8192x4096", "peer:32768x1024", "peer:4096x32768", "peer:1823x781", "peer:1151x8192"}},
+		{"colsum", "peer", []string{"peer:4096x3072", "peer:4096x768"}},
+		{"attention", "peer", []string{"peer"}},
+		{"softmax", "large", []string{"large"}},
+		{"mlp_step", "peer", []string{"peer"}}, // no peer size: its builder says so
+	} {
+		t.Run(c.workload+"/"+c.size, func(t *testing.T) {
+			w, ok := bench.Lookup(c.workload)
+			require.True(t, ok)
+			assert.Equal(t, c.want, tuneSizes(w, c.size))
+		})
+	}
+}
+
 // TestTuneBudget: with a budget spent before any measurement (1 ns),
 // tilefuse tune keeps the defaults, says in the table and under it that the
 // budget ran out, and stores nothing: a run without that bound measures.

@@ -71,11 +71,7 @@ func tuneCmd(args []string, out, progressW io.Writer) error {
 	if !ok {
 		return fmt.Errorf("no workload %q (have %s)", o.workload, workloadNames())
 	}
-	sizes := []string{o.size}
-	if o.size == bench.Peer && len(w.PeerSizes()) > 1 { // each of its peer shapes in turn
-		sizes = w.PeerSizes()
-	}
-	for i, size := range sizes {
+	for i, size := range tuneSizes(w, o.size) {
 		if i > 0 {
 			fmt.Fprintln(out)
 		}
@@ -84,6 +80,16 @@ func tuneCmd(args []string, out, progressW io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// tuneSizes are the sizes tuneCmd tunes w at for -size size: size, or for
+// -size peer each of w's peer shapes in turn where they have names of their
+// own ("peer:8192x4096", the chain's one "peer:64M").
+func tuneSizes(w bench.Workload, size string) []string {
+	if ps := w.PeerSizes(); size == bench.Peer && len(ps) > 0 && ps[0] != bench.Peer {
+		return ps
+	}
+	return []string{size}
 }
 
 // tuneSize is tuneCmd for one size of w.
