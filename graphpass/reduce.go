@@ -131,7 +131,7 @@ func tuneColumns(root *Node, t Target, nr, no, outs int, meta tile.Meta) {
 // Combine adds in order (Kernel.Parts). CHUNK gives at least two programs
 // a core up to 16 cores (the program count does not follow the machine
 // below that: 32 programs at 8192×1024 on any host, 256 rows each) and
-// each program at least minPartElems elements; where that leaves one
+// each program about minPartElems elements or more; where that leaves one
 // chunk the form is the unsplit one (false).
 func tuneColumnParts(root *Node, t Target, nr, no, outs int, meta tile.Meta) bool {
 	if t.GPU() || t.SplitReductions || !t.Native || root.Info.Reduce != tile.OpReduceSum {
@@ -146,8 +146,10 @@ func tuneColumnParts(root *Node, t Target, nr, no, outs int, meta tile.Meta) boo
 		br *= 2
 	}
 	blocks := tile.CDiv(no, bo)
+	// the parts: two a core up to 16 cores, and about minPartElems
+	// elements each at least (the nearest count of such parts)
 	minRows := max(br, tile.CDiv(minPartElems, bo))
-	split := min(tile.CDiv(2*max(t.Cores, 16), blocks), nr/minRows)
+	split := min(tile.CDiv(2*max(t.Cores, 16), blocks), (nr+minRows/2)/minRows)
 	if split < 2 {
 		return false
 	}
@@ -159,9 +161,12 @@ func tuneColumnParts(root *Node, t Target, nr, no, outs int, meta tile.Meta) boo
 	return true
 }
 
-// minPartElems is the fewest elements a program of the CPU's split column
-// form sums (64 KB of f32).
-const minPartElems = 16384
+// minPartElems is about the fewest elements a program of the CPU's split
+// column form sums (256 KB of f32). 16K before 2026-12-02: colsum small
+// (1000×777) then ran 16 chunks of 64 rows, where tilefuse tune on the
+// 16-core host chose 8 of 128 (28.5 µs a launch), and each part costs the
+// combining kernel a pass over the columns.
+const minPartElems = 65536
 
 // columnBlockCPU is the columns a program of the CPU's split column form
 // sums: the block size (a power of two, or three times one, up to 1024)
@@ -428,9 +433,15 @@ func loadUnder(x, m *tile.Value) bool {
 // (Kernel.Parts): parameters in0… (each output's parts × no elements,
 // part p at p·no), then out, out1…; program i sums columns [i·BLOCK,
 // (i+1)·BLOCK) over the parts in order from zero, so the result does not
-// depend on the order the parts were computed in.
+// depend on the order the parts were computed in. BLOCK is the column
+// form's block (columnBlockCPU) and, as there, where the columns end
+// inside the last block it starts at no − BLOCK instead and stores only
+// the columns past the block before it: every load a whole vector (the
+// unmasked row loop), each column stored by one program. (A block of
+// 1024 over 777 columns masked every vector: 4.1 µs a launch for 16
+// parts on one core of the 2-core VM, a tenth of the parts' kernel.)
 func combineParts(name string, d tile.DType, no, parts, outs int) (*tile.Kernel, tile.Grid, error) {
-	bc := min(1024, pow2AtLeast(no))
+	bc := columnBlockCPU(no)
 	b := tile.NewBuilder(name, tile.Meta{"BLOCK": bc})
 	ins := make([]*tile.Value, outs)
 	for i := range ins {
@@ -440,10 +451,20 @@ func combineParts(name string, d tile.DType, no, parts, outs int) (*tile.Kernel,
 	for i := 1; i < outs; i++ {
 		ptrs = append(ptrs, b.Ptr(fmt.Sprintf("out%d", i), d))
 	}
-	cols := b.Add(b.Mul(b.ProgramID(0), bc), b.Arange(0, bc))
-	var mask *tile.Value
-	if no%bc != 0 {
+	start := b.Mul(b.ProgramID(0), bc)
+	shifted := no > bc && no%bc != 0
+	if shifted {
+		start = b.Minimum(start, no-bc)
+	}
+	cols := b.Add(start, b.Arange(0, bc))
+	// mask: the loads' (nil: whole vectors); storeMask: the store's
+	var mask, storeMask *tile.Value
+	switch {
+	case shifted: // the block's own columns
+		storeMask = b.Ge(cols, b.Mul(b.ProgramID(0), bc))
+	case no%bc != 0:
 		mask = b.Lt(cols, no)
+		storeMask = mask
 	}
 	inits := make([]*tile.Value, outs)
 	for i := range inits {
@@ -464,7 +485,7 @@ func combineParts(name string, d tile.DType, no, parts, outs int) (*tile.Kernel,
 		return next
 	})
 	for i := range acc {
-		b.Store(b.AddPtr(ptrs[i], cols), acc[i], mask)
+		b.Store(b.AddPtr(ptrs[i], cols), acc[i], storeMask)
 	}
 	k, err := b.Build()
 	if err != nil {

@@ -281,8 +281,8 @@ func TestColumnFormManySums(t *testing.T) {
 // TestColumnParts: on a CPU target as native code a column sum splits over
 // row chunks (Kernel.Parts): programs over column blocks × chunks, each
 // chunk's sums a part of the scratch, which Combine adds in order. The plan
-// (BLOCK_O, CHUNK, the parts, at least 32 programs where the input holds
-// 32 of at least 16K elements: two a core up to 16 cores on any host), then on the reference
+// (BLOCK_O, CHUNK, the parts: 32 programs where the input holds 32 of
+// about 64K elements, two a core up to 16 cores on any host), then on the reference
 // interpreter, scratch and outputs poisoned (NaN): every part of every
 // column written, each output the parts added in order from zero bit for
 // bit (float32 adds in Go: the result does not depend on the order the
@@ -309,11 +309,12 @@ func TestColumnParts(t *testing.T) {
 	}{
 		{name: "8192×1024 (colsum large) on 16 cores: 32 chunks of 256 whole rows", rows: 8192, cols: 1024, sums: 1, target: native(16), bo: 1024, br: 2, chunk: 256, parts: 32, whole: true},
 		{name: "8192×1024 on 2 cores: the same 32 programs", rows: 8192, cols: 1024, sums: 1, target: native(2), bo: 1024, br: 2, chunk: 256, parts: 32, whole: true},
-		{name: "1000×777 (colsum small): two 512-column blocks (the second shifted to end at the last column) × 16 chunks", rows: 1000, cols: 777, sums: 1, target: native(16), bo: 512, br: 4, chunk: 64, parts: 16, whole: true},
+		{name: "1000×777 (colsum small): two 512-column blocks (the second shifted to end at the last column) × 8 chunks of 128 rows", rows: 1000, cols: 777, sums: 1, target: native(16), bo: 512, br: 4, chunk: 128, parts: 8, whole: true},
 		{name: "4097×1000: rows and columns off every block", rows: 4097, cols: 1000, sums: 1, target: native(16), bo: 512, br: 4, chunk: 260, parts: 16},
 		{name: "3001×768, two sibling sums: 768-column rows, 1 a tile", rows: 3001, cols: 768, sums: 2, target: native(16), bo: 768, br: 1, chunk: 94, parts: 32, whole: true},
-		{name: "4095×33: narrow rows, chunks of at least 16K elements", rows: 4095, cols: 33, sums: 1, target: native(16), bo: 32, br: 64, chunk: 640, parts: 7},
-		{name: "100×1024: chunks of at least 16 rows", rows: 100, cols: 1024, sums: 1, target: native(16), bo: 1024, br: 2, chunk: 18, parts: 6},
+		{name: "4095×33: narrow rows, chunks of about 64K elements", rows: 4095, cols: 33, sums: 1, target: native(16), bo: 32, br: 64, chunk: 2048, parts: 2},
+		{name: "20000×12: fewer columns than a vector: masked blocks, masked combining", rows: 20000, cols: 12, sums: 1, target: native(16), bo: 16, br: 128, chunk: 4096, parts: 5},
+		{name: "100×1024: chunks of about 64 rows (64K elements), rounded", rows: 100, cols: 1024, sums: 1, target: native(16), bo: 1024, br: 2, chunk: 50, parts: 2},
 		{name: "20×1024: one chunk, unsplit", rows: 20, cols: 1024, sums: 1, target: native(16)},
 		{name: "max[0] 1000×777: unsplit", rows: 1000, cols: 777, max: true, target: native(16)},
 		{name: "1000×777 on the executor: unsplit", rows: 1000, cols: 777, sums: 1, target: CPU(16)},
@@ -366,7 +367,14 @@ func TestColumnParts(t *testing.T) {
 					t.Errorf("a masked load: %v", v)
 				}
 			})
-			if p := k.Grid[0] * k.Grid[1]; c.rows*c.cols >= 32*16384 && p < 32 { // 32 programs of 64 KB
+			// the combining kernel's loads are whole vectors wherever the
+			// columns fill one (its last block shifted as the parts' are)
+			k.Combine.Walk(func(v *tile.Value) {
+				if c.cols >= 16 && v.Op == tile.OpLoad && len(v.Args) > 1 {
+					t.Errorf("a masked load in the combining kernel: %v", v)
+				}
+			})
+			if p := k.Grid[0] * k.Grid[1]; c.rows*c.cols >= 32*65536 && p < 32 { // 32 programs of 256 KB (minPartElems)
 				t.Errorf("%d programs, want at least 32 (two a core of 16)", p)
 			}
 			if testing.Short() && c.rows*c.cols > 1<<20 {

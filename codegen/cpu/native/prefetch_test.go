@@ -107,6 +107,8 @@ func TestColumnPartsNative(t *testing.T) {
 		{name: "1000×777 (colsum small): 512-column blocks, the last shifted back", rows: 1000, cols: 777},
 		{name: "4097×1000: rows and columns off every block", rows: 4097, cols: 1000},
 		{name: "3001×768: Σ x and Σ x⊙y in one kernel", rows: 3001, cols: 768, siblings: true},
+		{name: "4095×33: 32-column blocks, the last shifted back by 31", rows: 4095, cols: 33},
+		{name: "20000×12: fewer columns than a vector, masked parts and combining", rows: 20000, cols: 12},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if testing.Short() && c.rows*c.cols > 1<<22 {
