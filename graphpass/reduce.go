@@ -137,18 +137,21 @@ func tuneColumnParts(root *Node, t Target, nr, no, outs int, meta tile.Meta) boo
 	if t.GPU() || t.SplitReductions || !t.Native || root.Info.Reduce != tile.OpReduceSum {
 		return false
 	}
-	bo := columnBlockCPU(no)
+	bo, tail := columnBlockCPU(no), 0
+	blocks := tile.CDiv(no, bo)
+	if b, t, ok := columnTailCPU(no); ok {
+		bo, tail, blocks = b, t, 1
+	}
 	// a tile of 2048 elements at one sum (8 KB of f32 accumulator in the
 	// frame; fewer rows where there are sibling sums): at 1024 columns 2
 	// rows a step ran 10–20% faster than 4 on the 2-core VM, 8 slower still
 	br := 1
-	for 2*br*bo*outs <= 2048 && 2*br <= pow2AtLeast(nr) {
+	for 2*br*(bo+tail)*outs <= 2048 && 2*br <= pow2AtLeast(nr) {
 		br *= 2
 	}
-	blocks := tile.CDiv(no, bo)
 	// the parts: two a core up to 16 cores, and about minPartElems
 	// elements each at least (the nearest count of such parts)
-	minRows := max(br, tile.CDiv(minPartElems, bo))
+	minRows := max(br, tile.CDiv(minPartElems, bo+tail))
 	split := min(tile.CDiv(2*max(t.Cores, 16), blocks), (nr+minRows/2)/minRows)
 	if split < 2 {
 		return false
@@ -158,7 +161,48 @@ func tuneColumnParts(root *Node, t Target, nr, no, outs int, meta tile.Meta) boo
 		return false
 	}
 	meta["COLUMNS"], meta["BLOCK_O"], meta["BLOCK_R"], meta["CHUNK"] = 1, bo, br, chunk
+	if tail > 0 {
+		meta["TAIL"] = tail
+	}
 	return true
+}
+
+// columnTailCPU is the CPU's split column form as one block of bo columns
+// and a tail of the row's last tail columns (emitReduce: TAIL), where
+// that reads fewer columns a row than columnBlockCPU's blocks (a row of
+// blocks costing ⌈no/bo⌉·(bo + 32), the block and its tail bo + tail +
+// 64): bo the widest block (a power of two from 16, or three times one
+// from 96, up to 3072) within the columns, tail the narrowest block from
+// 16 holding the rest. 777 columns: 768 and 16 (784 columns read a row,
+// where two blocks of 512 read 1024; the columns' loads all whole vectors
+// either way); 33: 32 and 16; 1000: none (768 and 256 cost what two
+// blocks of 512 do).
+func columnTailCPU(no int) (bo, tail int, ok bool) {
+	blockDim := func(n int) bool { // a block dimension of at least 16
+		return n >= 16 && (n&(n-1) == 0 || n >= 96 && n%3 == 0 && (n/3)&(n/3-1) == 0)
+	}
+	for n := min(no, 3072); n >= 16; n-- {
+		if blockDim(n) {
+			bo = n
+			break
+		}
+	}
+	if bo == 0 || bo == no {
+		return 0, 0, false
+	}
+	for tail = 16; !blockDim(tail); tail++ {
+	}
+	for tail < no-bo || !blockDim(tail) {
+		tail++
+	}
+	if tail > no {
+		return 0, 0, false
+	}
+	cb := columnBlockCPU(no)
+	if bo+tail+64 >= tile.CDiv(no, cb)*(cb+32) {
+		return 0, 0, false
+	}
+	return bo, tail, true
 }
 
 // minPartElems is about the fewest elements a program of the CPU's split
@@ -301,9 +345,35 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 	}
 	// the tile: [BO, BR], the reduced axis last, or in the column form
 	// [BR, BO], the outputs along the contiguous axis
-	oAxis, rAxis, ts := 0, 1, tile.Shp(bo, br)
+	oAxis, rAxis := 0, 1
 	if columns == 1 {
-		oAxis, rAxis, ts = 1, 0, tile.Shp(br, bo)
+		oAxis, rAxis = 1, 0
+	}
+	tail, err := e.optParam("TAIL", 0)
+	if err != nil {
+		return err
+	}
+	// TAIL (the CPU's column form): one program's block of BO columns,
+	// [0, BO), and a second tile of the row's last TAIL columns, [no −
+	// TAIL, no), whose store keeps the columns past BO: every load a whole
+	// vector, and the row read once but for the columns the two share
+	// (777: 768 + 16 columns, where two blocks of 512 read 1024)
+	if tail > 0 && (columns != 1 || e.t.GPU() || bo > no || tail > no || bo+tail < no || tail == no) {
+		return fmt.Errorf("graphpass: %v: TAIL = %d with BLOCK_O = %d over %d columns (COLUMNS = %d): not one block and a tail of the row", e.grp, tail, bo, no, columns)
+	}
+	// a piece is a tile of columns every program sums: its columns o
+	// ([BO,1] or [1,BO]), its shape, the loads' mask (nil: every column in
+	// range) and the store's (nil: every column its own)
+	type piece struct {
+		o, maskO, storeMask *tile.Value
+		w                   int
+		ts                  tile.Shape
+	}
+	shape := func(w int) tile.Shape {
+		if columns == 1 {
+			return tile.Shp(br, w)
+		}
+		return tile.Shp(w, br)
 	}
 	// on the CPU the column form's last block, where the columns end
 	// inside it, starts at no - BO instead (shifted): it reads whole rows
@@ -311,15 +381,18 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 	// in range or not) and stores only the columns past the block before
 	// it, each column stored by one program, summed in the same order
 	start := b.Mul(b.ProgramID(0), bo)
-	shifted := columns == 1 && !e.t.GPU() && no > bo && no%bo != 0
+	shifted := columns == 1 && !e.t.GPU() && no > bo && no%bo != 0 && tail == 0
 	if shifted {
 		start = b.Minimum(start, no-bo)
 	}
-	o := b.ExpandDims(b.Add(start, b.Arange(0, bo)), rAxis) // [BO,1] or [1,BO]
-	// nil: every output in range
-	var maskO *tile.Value
-	if no%bo != 0 && !shifted {
-		maskO = b.Lt(o, no)
+	main := piece{o: b.ExpandDims(b.Add(start, b.Arange(0, bo)), rAxis), w: bo, ts: shape(bo)} // [BO,1] or [1,BO]
+	if no%bo != 0 && !shifted && tail == 0 {
+		main.maskO = b.Lt(main.o, no)
+	}
+	pieces := []piece{main}
+	if tail > 0 {
+		o := b.ExpandDims(b.Add(b.Arange(0, tail), no-tail), rAxis)
+		pieces = append(pieces, piece{o: o, w: tail, ts: shape(tail)})
 	}
 	rk := b.ExpandDims(b.Arange(0, br), oAxis) // [1,BR] or [BR,1]
 	d := root.Info.DType
@@ -328,46 +401,52 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 		identity = -inf
 	}
 	// the root's reduction and its siblings' (extra outputs): the same
-	// reduction of inputs of one shape, at the same indices
+	// reduction of inputs of one shape, at the same indices; accumulator
+	// j·len(outs) + i is output i's over piece j
 	outs := append([]*Node{e.grp.Root}, e.grp.Extra...)
-	inits := make([]*tile.Value, len(outs))
-	for i := range outs {
-		inits[i] = b.Full(identity, d, ts.Dims[0], ts.Dims[1])
+	var inits []*tile.Value
+	for _, pc := range pieces {
+		for range outs {
+			inits = append(inits, b.Full(identity, d, pc.ts.Dims[0], pc.ts.Dims[1]))
+		}
 	}
 	acc := b.For(lo, hi, br, inits, func(r0 *tile.Value, c []*tile.Value) []*tile.Value {
 		r := b.Add(rk, r0)
-		mask := maskO
-		if nr%br != 0 { // else every step is whole (chunk is a multiple of br)
-			mask = e.and(maskO, b.Lt(r, nr))
-		}
-		// input coordinates: kept ones from o, reduced ones from r
-		co, cr := e.coords(b.BroadcastTo(o, ts), keptS), e.coords(b.BroadcastTo(r, ts), redS)
-		full := make([]*tile.Value, len(inS))
-		for i, j, l := 0, 0, 0; i < len(inS); i++ {
-			if reduced[i] {
-				full[i] = cr[l]
-				l++
-			} else {
-				full[i] = co[j]
-				j++
+		next := make([]*tile.Value, len(c))
+		for j, pc := range pieces {
+			mask := pc.maskO
+			if nr%br != 0 { // else every step is whole (chunk is a multiple of br)
+				mask = e.and(pc.maskO, b.Lt(r, nr))
 			}
-		}
-		e.mask = mask
-		at := e.flatten(full, inS)
-		next := make([]*tile.Value, len(outs))
-		for i, n := range outs {
-			v, err := e.gen(reductionOf(n).Inputs[0], at)
-			if err != nil {
-				e.err = err
-				return c
+			// input coordinates: kept ones from o, reduced ones from r
+			co, cr := e.coords(b.BroadcastTo(pc.o, pc.ts), keptS), e.coords(b.BroadcastTo(r, pc.ts), redS)
+			full := make([]*tile.Value, len(inS))
+			for i, j, l := 0, 0, 0; i < len(inS); i++ {
+				if reduced[i] {
+					full[i] = cr[l]
+					l++
+				} else {
+					full[i] = co[j]
+					j++
+				}
 			}
-			if identity != 0 || !loadUnder(v, e.mask) {
-				v = e.inRange(v, identity)
-			}
-			if root.Info.Reduce == tile.OpReduceMax {
-				next[i] = b.Maximum(c[i], v)
-			} else {
-				next[i] = b.Add(c[i], v)
+			e.mask = mask
+			at := e.flatten(full, inS)
+			for i, n := range outs {
+				v, err := e.gen(reductionOf(n).Inputs[0], at)
+				if err != nil {
+					e.err = err
+					return c
+				}
+				if identity != 0 || !loadUnder(v, e.mask) {
+					v = e.inRange(v, identity)
+				}
+				a := j*len(outs) + i
+				if root.Info.Reduce == tile.OpReduceMax {
+					next[a] = b.Maximum(c[a], v)
+				} else {
+					next[a] = b.Add(c[a], v)
+				}
 			}
 		}
 		return next
@@ -376,12 +455,17 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 		return e.err
 	}
 	k.Grid = tile.Grid{tile.CDiv(no, bo)}
-	var storeMask *tile.Value
+	if tail > 0 {
+		k.Grid = tile.Grid{1}
+	}
 	switch {
-	case maskO != nil:
-		storeMask = b.Reshape(maskO, bo)
+	case pieces[0].maskO != nil:
+		pieces[0].storeMask = b.Reshape(pieces[0].maskO, bo)
 	case shifted: // the block's own columns
-		storeMask = b.Reshape(b.Ge(o, b.Mul(b.ProgramID(0), bo)), bo)
+		pieces[0].storeMask = b.Reshape(b.Ge(pieces[0].o, b.Mul(b.ProgramID(0), bo)), bo)
+	}
+	if tail > 0 { // the tail's columns past the block
+		pieces[1].storeMask = b.Reshape(b.Ge(pieces[1].o, bo), tail)
 	}
 	switch {
 	case parts:
@@ -402,11 +486,14 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 		if parts { // this chunk's part of the scratch
 			p = b.AddPtr(p, b.Mul(b.ProgramID(1), no))
 		}
-		res := b.Reduce(root.Info.Reduce, acc[i], rAxis)
-		if split > 1 && !parts {
-			b.AtomicAdd(b.AddPtr(p, b.Reshape(o, bo)), res, storeMask)
-		} else {
-			b.Store(b.AddPtr(p, b.Reshape(o, bo)), res, storeMask)
+		for j, pc := range pieces {
+			res := b.Reduce(root.Info.Reduce, acc[j*len(outs)+i], rAxis)
+			at := b.AddPtr(p, b.Reshape(pc.o, pc.w))
+			if split > 1 && !parts {
+				b.AtomicAdd(at, res, pc.storeMask)
+			} else {
+				b.Store(at, res, pc.storeMask)
+			}
 		}
 	}
 	return nil

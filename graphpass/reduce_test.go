@@ -278,6 +278,41 @@ func TestColumnFormManySums(t *testing.T) {
 	}
 }
 
+// TestColumnTailRejected: a TAIL (the row's last columns in a tile of
+// their own) that does not make one block and a tail of the row is an
+// error of Emit, not a kernel that leaves columns unsummed or sums some
+// twice: an autotuner's candidate with BLOCK_O changed and TAIL kept.
+func TestColumnTailRejected(t *testing.T) {
+	tg := CPU(16)
+	tg.Native = true
+	for _, c := range []struct {
+		name string
+		meta tile.Meta
+	}{
+		{"block and tail short of the row", tile.Meta{"COLUMNS": 1, "BLOCK_O": 512, "BLOCK_R": 4, "CHUNK": 128, "TAIL": 16}},
+		{"block wider than the row", tile.Meta{"COLUMNS": 1, "BLOCK_O": 1024, "BLOCK_R": 2, "CHUNK": 128, "TAIL": 16}},
+		{"tail wider than the row", tile.Meta{"COLUMNS": 1, "BLOCK_O": 768, "BLOCK_R": 2, "CHUNK": 128, "TAIL": 1024}},
+		{"not the column form", tile.Meta{"BLOCK_O": 768, "BLOCK_R": 2, "CHUNK": 128, "TAIL": 16}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewMatrix(g, tensor.Float32, G.WithShape(1000, 777), G.WithName("x"))
+			G.Must(G.Sum(x, 0))
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := Partition(gr, Options{Target: tg})
+			if len(groups) != 1 {
+				t.Fatalf("%d groups, want 1", len(groups))
+			}
+			if k, err := Emit(groups[0], TuneTo(tg, c.meta), tile.PrecIEEE); err == nil {
+				t.Fatalf("emitted with %v: %v", c.meta, k.Tile.Meta)
+			}
+		})
+	}
+}
+
 // TestColumnParts: on a CPU target as native code a column sum splits over
 // row chunks (Kernel.Parts): programs over column blocks × chunks, each
 // chunk's sums a part of the scratch, which Combine adds in order. The plan
@@ -301,18 +336,20 @@ func TestColumnParts(t *testing.T) {
 		sums       int // 1: Σ[0] x; 2: Σ[0] x and Σ[0] x⊙y (siblings, one kernel)
 		max        bool
 		target     Target
-		// the plan; parts 0: unsplit
-		bo, br, chunk, parts int
+		// the plan; parts 0: unsplit; tail: the row's last columns in a
+		// tile of their own (TAIL), one program of columns
+		bo, br, chunk, parts, tail int
 		// every load unmasked: where the columns end inside a block, the
 		// last one shifted to end at the last column (no mask on columns)
 		whole bool
 	}{
 		{name: "8192×1024 (colsum large) on 16 cores: 32 chunks of 256 whole rows", rows: 8192, cols: 1024, sums: 1, target: native(16), bo: 1024, br: 2, chunk: 256, parts: 32, whole: true},
 		{name: "8192×1024 on 2 cores: the same 32 programs", rows: 8192, cols: 1024, sums: 1, target: native(2), bo: 1024, br: 2, chunk: 256, parts: 32, whole: true},
-		{name: "1000×777 (colsum small): two 512-column blocks (the second shifted to end at the last column) × 8 chunks of 128 rows", rows: 1000, cols: 777, sums: 1, target: native(16), bo: 512, br: 4, chunk: 128, parts: 8, whole: true},
+		{name: "1000×777 (colsum small): 768 columns and a tail of the last 16 × 12 chunks of 84 rows", rows: 1000, cols: 777, sums: 1, target: native(16), bo: 768, br: 2, chunk: 84, parts: 12, tail: 16, whole: true},
+		{name: "600×1100: 1024 columns and a tail of the last 96", rows: 600, cols: 1100, sums: 1, target: native(16), bo: 1024, br: 1, chunk: 60, parts: 10, tail: 96, whole: true},
 		{name: "4097×1000: rows and columns off every block", rows: 4097, cols: 1000, sums: 1, target: native(16), bo: 512, br: 4, chunk: 260, parts: 16},
 		{name: "3001×768, two sibling sums: 768-column rows, 1 a tile", rows: 3001, cols: 768, sums: 2, target: native(16), bo: 768, br: 1, chunk: 94, parts: 32, whole: true},
-		{name: "4095×33: narrow rows, chunks of about 64K elements", rows: 4095, cols: 33, sums: 1, target: native(16), bo: 32, br: 64, chunk: 2048, parts: 2},
+		{name: "4095×33: narrow rows, 32 columns and a tail of 16, chunks of about 64K elements", rows: 4095, cols: 33, sums: 1, target: native(16), bo: 32, br: 32, chunk: 1376, parts: 3, tail: 16},
 		{name: "20000×12: fewer columns than a vector: masked blocks, masked combining", rows: 20000, cols: 12, sums: 1, target: native(16), bo: 16, br: 128, chunk: 4096, parts: 5},
 		{name: "100×1024: chunks of about 64 rows (64K elements), rounded", rows: 100, cols: 1024, sums: 1, target: native(16), bo: 1024, br: 2, chunk: 50, parts: 2},
 		{name: "20×1024: one chunk, unsplit", rows: 20, cols: 1024, sums: 1, target: native(16)},
@@ -356,10 +393,14 @@ func TestColumnParts(t *testing.T) {
 				}
 				return
 			}
-			if m["BLOCK_O"] != c.bo || m["BLOCK_R"] != c.br || m["CHUNK"] != c.chunk || k.Parts != c.parts || k.Combine == nil || k.Accumulates {
-				t.Fatalf("meta %v, %d parts, accumulates %v; want BLOCK_O %d, BLOCK_R %d, CHUNK %d, %d parts", m, k.Parts, k.Accumulates, c.bo, c.br, c.chunk, c.parts)
+			if m["BLOCK_O"] != c.bo || m["BLOCK_R"] != c.br || m["CHUNK"] != c.chunk || m["TAIL"] != c.tail || k.Parts != c.parts || k.Combine == nil || k.Accumulates {
+				t.Fatalf("meta %v, %d parts, accumulates %v; want BLOCK_O %d, BLOCK_R %d, CHUNK %d, TAIL %d, %d parts", m, k.Parts, k.Accumulates, c.bo, c.br, c.chunk, c.tail, c.parts)
 			}
-			if want := (tile.Grid{tile.CDiv(c.cols, c.bo), c.parts}); k.Grid != want {
+			programs := tile.CDiv(c.cols, c.bo)
+			if c.tail > 0 {
+				programs = 1
+			}
+			if want := (tile.Grid{programs, c.parts}); k.Grid != want {
 				t.Fatalf("grid %v, want %v", k.Grid, want)
 			}
 			k.Tile.Walk(func(v *tile.Value) {

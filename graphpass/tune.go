@@ -137,11 +137,12 @@ func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.M
 	var out []tile.Meta
 	reduced := numel(reduction(grp).Inputs[0].Info.Shape) / max(1, numel(grp.Root.Info.Shape))
 	split := chunk < reduced // programs share the reduced range: CHUNK stays a multiple
+	// BLOCK_O changed: the row's blocks without a TAIL (emitReduce)
 	if br > 8 && bo*2 <= pow2AtLeast(numel(grp.Root.Info.Shape)) {
-		out = append(out, with(def, "BLOCK_R", br/2, "BLOCK_O", bo*2))
+		out = append(out, with(def, "BLOCK_R", br/2, "BLOCK_O", bo*2, "TAIL", 0))
 	}
 	if bo > 1 && (!split || chunk%(2*br) == 0) {
-		out = append(out, with(def, "BLOCK_R", br*2, "BLOCK_O", bo/2))
+		out = append(out, with(def, "BLOCK_R", br*2, "BLOCK_O", bo/2, "TAIL", 0))
 	}
 	if def["COLUMNS"] == 1 && split {
 		if chunk/2 >= br && (chunk/2)%br == 0 {
