@@ -144,6 +144,18 @@ func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.M
 	if bo > 1 && (!split || chunk%(2*br) == 0) {
 		out = append(out, with(def, "BLOCK_R", br*2, "BLOCK_O", bo/2, "TAIL", 0))
 	}
+	if tail := def["TAIL"]; tail > 0 {
+		// the CPU's row of blocks, the last shifted (columnBlockCPU), in
+		// place of the block and its tail: the form before TAIL, for the
+		// tuner to compare on the host
+		no, outs := numel(grp.Root.Info.Shape), 1+len(grp.Extra)
+		b := columnBlockCPU(no)
+		r := 1
+		for 2*r*b*outs <= 2048 && 2*r <= pow2AtLeast(reduced) {
+			r *= 2
+		}
+		out = append(out, with(def, "TAIL", 0, "BLOCK_O", b, "BLOCK_R", r, "CHUNK", tile.CDiv(chunk, r)*r))
+	}
 	if def["COLUMNS"] == 1 && split {
 		if chunk/2 >= br && (chunk/2)%br == 0 {
 			out = append(out, with(def, "CHUNK", chunk/2))

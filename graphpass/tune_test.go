@@ -42,6 +42,8 @@ func TestCandidates(t *testing.T) {
 		{name: "column sums 1000×777: the split's CHUNK halved and doubled, 256 columns, warps", build: func(g *G.ExprGraph) { must(G.Sum(in(g, "x", 1000, 777), 0)) }, target: H200, min: 6,
 			want: []string{"{BLOCK_O = 128, BLOCK_R = 32, CHUNK = 32, COLUMNS = 1, num_warps = 4}", "{BLOCK_O = 128, BLOCK_R = 32, CHUNK = 128, COLUMNS = 1, num_warps = 4}", "{BLOCK_O = 256, BLOCK_R = 16, CHUNK = 64, COLUMNS = 1, num_warps = 4}"}},
 		{"column sums 1000×777, cpu", func(g *G.ExprGraph) { must(G.Sum(in(g, "x", 1000, 777), 0)) }, CPU(2), 3, nil, tile.PrecIEEE},
+		{name: "column sums 1000×777, cpu as machine code: block and tail (the default), its chunks halved and doubled, and the blocks without a tail", build: func(g *G.ExprGraph) { must(G.Sum(in(g, "x", 1000, 777), 0)) }, target: Target{Cores: 2, Native: true}, min: 4,
+			want: []string{"{BLOCK_O = 768, BLOCK_R = 2, CHUNK = 42, COLUMNS = 1, TAIL = 16}", "{BLOCK_O = 768, BLOCK_R = 2, CHUNK = 168, COLUMNS = 1, TAIL = 16}", "{BLOCK_O = 512, BLOCK_R = 4, CHUNK = 84, COLUMNS = 1}"}},
 		{"row sums", func(g *G.ExprGraph) { must(G.Sum(in(g, "x", 300, 777), 1)) }, CPU(2), 2, nil, tile.PrecIEEE},
 		{"softmax of short rows", func(g *G.ExprGraph) { opSoftmax(in(g, "x", 2048, 100)) }, H200, 4, nil, tile.PrecIEEE},
 		{"softmax rows of 1000", func(g *G.ExprGraph) { must(G.SoftMax(in(g, "x", 37, 1000))) }, H200, 3, nil, tile.PrecIEEE},
@@ -202,6 +204,19 @@ func runOnInterp(t *testing.T, grp *Group, k *Kernel) []float32 {
 		if !k.Accumulates {
 			out[i] = float32(math.NaN())
 		}
+	}
+	if k.Parts > 1 { // partial sums in a scratch, then added in order (one output)
+		scratch := make([]float32, k.Parts*n)
+		for i := range scratch {
+			scratch[i] = float32(math.NaN())
+		}
+		if err := interp.Interpret(k.Tile, k.Grid, append(args, scratch)...); err != nil {
+			t.Fatal(fmt.Errorf("%s: %w", k.Tile.Meta, err))
+		}
+		if err := interp.Interpret(k.Combine, k.CombineGrid, scratch, out); err != nil {
+			t.Fatal(fmt.Errorf("%s, combining: %w", k.Tile.Meta, err))
+		}
+		return out
 	}
 	if err := interp.Interpret(k.Tile, k.Grid, append(args, out)...); err != nil {
 		t.Fatal(fmt.Errorf("%s: %w", k.Tile.Meta, err))
