@@ -519,7 +519,7 @@ func TestAutotuneColumnParts(t *testing.T) {
 	tg := splittingCPU(t)
 	var calls atomic.Int32
 	defer fusion.SetTuneTimer(fakeTimes(&calls, func(m tile.Meta) float64 {
-		if m["CHUNK"] == 128 {
+		if m["CHUNK"] == 168 {
 			return 0.5
 		}
 		return 1
@@ -538,16 +538,17 @@ func TestAutotuneColumnParts(t *testing.T) {
 	rep := tm.Report()
 	require.Len(t, rep.Tuning, 1)
 	r := rep.Tuning[0]
-	assert.Equal(t, 64, r.Default["CHUNK"], "%v", r.Default)
+	assert.Equal(t, 84, r.Default["CHUNK"], "%v", r.Default) // 768 columns and a tail of 16
+	assert.Equal(t, 16, r.Default["TAIL"], "%v", r.Default)
 	assert.Empty(t, r.Rejected)
-	assert.Equal(t, 128, r.Chosen["CHUNK"], "%v", r)
+	assert.Equal(t, 168, r.Chosen["CHUNK"], "%v", r)
 	parts := 0
 	for _, n := range tm.Compiled().Graph.AllNodes() {
 		if f, ok := n.Op().(*fusion.FusedOp); ok {
 			parts = max(parts, f.Parts())
 		}
 	}
-	assert.Equal(t, 8, parts, "1000 rows in chunks of 128")
+	assert.Equal(t, 6, parts, "1000 rows in chunks of 168")
 	require.NoError(t, tm.RunAll())
 	got := floats(y.Value())
 	require.Len(t, got, cols)
