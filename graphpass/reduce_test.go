@@ -346,6 +346,7 @@ func TestColumnParts(t *testing.T) {
 		{name: "8192×1024 (colsum large) on 16 cores: 32 chunks of 256 whole rows", rows: 8192, cols: 1024, sums: 1, target: native(16), bo: 1024, br: 2, chunk: 256, parts: 32, whole: true},
 		{name: "8192×1024 on 2 cores: the same 32 programs", rows: 8192, cols: 1024, sums: 1, target: native(2), bo: 1024, br: 2, chunk: 256, parts: 32, whole: true},
 		{name: "1000×777 (colsum small): 768 columns and a tail of the last 16 × 12 chunks of 84 rows", rows: 1000, cols: 777, sums: 1, target: native(16), bo: 768, br: 2, chunk: 84, parts: 12, tail: 16, whole: true},
+		{name: "1001×777, two sibling sums: 768 columns and a tail of 16, one row a tile", rows: 1001, cols: 777, sums: 2, target: native(16), bo: 768, br: 1, chunk: 84, parts: 12, tail: 16, whole: true},
 		{name: "600×1100: 1024 columns and a tail of the last 96", rows: 600, cols: 1100, sums: 1, target: native(16), bo: 1024, br: 1, chunk: 60, parts: 10, tail: 96, whole: true},
 		{name: "4097×1000: rows and columns off every block", rows: 4097, cols: 1000, sums: 1, target: native(16), bo: 512, br: 4, chunk: 260, parts: 16},
 		{name: "3001×768, two sibling sums: 768-column rows, 1 a tile", rows: 3001, cols: 768, sums: 2, target: native(16), bo: 768, br: 1, chunk: 94, parts: 32, whole: true},

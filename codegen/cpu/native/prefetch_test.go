@@ -106,6 +106,7 @@ func TestColumnPartsNative(t *testing.T) {
 		{name: "8192×1024 (colsum large): 32 chunks of whole rows", rows: 8192, cols: 1024},
 		{name: "1000×777 (colsum small): 768 columns and a tail of the last 16", rows: 1000, cols: 777},
 		{name: "600×1100: 1024 columns and a tail of the last 96", rows: 600, cols: 1100},
+		{name: "1001×777: Σ x and Σ x⊙y with a tail", rows: 1001, cols: 777, siblings: true},
 		{name: "4097×1000: rows and columns off every block", rows: 4097, cols: 1000},
 		{name: "3001×768: Σ x and Σ x⊙y in one kernel", rows: 3001, cols: 768, siblings: true},
 		{name: "4095×33: 32 columns and a tail of the last 16, rows off the tile", rows: 4095, cols: 33},
