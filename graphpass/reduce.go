@@ -96,7 +96,7 @@ func tuneReduce(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 // take 15 at 3.5 TB/s); on the CPU, gathers of one column (colsum large,
 // 8192×1024, native: 205 → 23 ms on the 2-core VM).
 func tuneColumns(root *Node, t Target, nr, no, outs int, meta tile.Meta) {
-	if tuneColumnParts(root, t, nr, no, outs, meta) {
+	if tuneColumnParts(root, t, nr, no, outs, meta) || tuneColumnsInline(t, nr, no, outs, meta) {
 		return
 	}
 	bo := min(128, pow2AtLeast(no))
@@ -204,6 +204,38 @@ func columnTailCPU(no int) (bo, tail int, ok bool) {
 	}
 	return bo, tail, true
 }
+
+// tuneColumnsInline: a column reduction as native code on the CPU small
+// enough to run on one core (at most inlineColumnElems elements read,
+// every output's: native's estimate keeps such a launch on its caller) is
+// one chunk of whole rows, in the split form's blocks (columnBlockCPU, or
+// a block and a tail: columnTailCPU), where the unsplit form halves
+// BLOCK_O down to 32 columns for two programs a core: 64×777 on one core
+// of the 2-core VM 11.4 µs in 25 programs of 32 columns, 3.9 µs in two of
+// 512.
+func tuneColumnsInline(t Target, nr, no, outs int, meta tile.Meta) bool {
+	if t.GPU() || !t.Native || nr*no*outs > inlineColumnElems {
+		return false
+	}
+	bo, tail := columnBlockCPU(no), 0
+	if b, tl, ok := columnTailCPU(no); ok {
+		bo, tail = b, tl
+	}
+	br := 1
+	for 2*br*(bo+tail)*outs <= 2048 && 2*br <= pow2AtLeast(nr) {
+		br *= 2
+	}
+	meta["COLUMNS"], meta["BLOCK_O"], meta["BLOCK_R"], meta["CHUNK"] = 1, bo, br, nr
+	if tail > 0 {
+		meta["TAIL"] = tail
+	}
+	return true
+}
+
+// inlineColumnElems is the most elements tuneColumnsInline takes: 512 KB
+// of f32, 32 µs at the 16 GB/s a core native's work estimate takes for
+// what a program streams (its threshold for waking workers is 30).
+const inlineColumnElems = 1 << 17
 
 // minPartElems is about the fewest elements a program of the CPU's split
 // column form sums (256 KB of f32). 16K before 2026-12-02: colsum small

@@ -278,6 +278,128 @@ func TestColumnFormManySums(t *testing.T) {
 	}
 }
 
+// TestColumnsInline: a column reduction as native code small enough for
+// one core (at most 128K elements read) is one chunk of whole rows in the
+// split form's blocks (a block and a tail where that reads fewer columns),
+// not 32-column programs; sums, sibling sums and a maximum, on the
+// reference interpreter against float64 (sums within 1e-5·Σ|x|, the
+// maximum exactly), outputs poisoned. Larger, or on the executor, the
+// unsplit form as before.
+func TestColumnsInline(t *testing.T) {
+	native := CPU(16)
+	native.Native = true
+	for _, c := range []struct {
+		name         string
+		rows, cols   int
+		op           string // "sum", "max", "siblings" (Σ x, Σ x⊙y)
+		target       Target
+		bo, br, tail int // 0: the unsplit form of 32-column programs
+	}{
+		{"64×777 sum: 768 and a tail of 16", 64, 777, "sum", native, 768, 2, 16},
+		{"64×777 max: 768 and a tail of 16", 64, 777, "max", native, 768, 2, 16},
+		{"64×768, two sibling sums: whole rows", 64, 768, "siblings", native, 768, 1, 0},
+		{"128×768, two sibling sums: over 128K elements read, 32-column programs", 128, 768, "siblings", native, 0, 0, 0},
+		{"20×1000 sum: two blocks of 512, the last shifted", 20, 1000, "sum", native, 512, 4, 0},
+		{"7×33 sum: 32 and a tail of 16, rows off the tile", 7, 33, "sum", native, 32, 8, 16},
+		{"200×777 max: over 128K elements, 32-column programs", 200, 777, "max", native, 0, 0, 0},
+		{"64×777 sum on the executor: 32-column programs", 64, 777, "sum", CPU(16), 0, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("x"))
+			switch c.op {
+			case "max":
+				G.Must(G.Max(x, 0))
+			case "siblings":
+				y := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("y"))
+				G.Must(G.Sum(x, 0))
+				G.Must(G.Sum(G.Must(G.HadamardProd(x, y)), 0))
+			default:
+				G.Must(G.Sum(x, 0))
+			}
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := Partition(gr, Options{Target: c.target})
+			if len(groups) != 1 {
+				t.Fatalf("%d groups, want 1", len(groups))
+			}
+			grp := groups[0]
+			k, err := Emit(grp, c.target, tile.PrecIEEE)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := k.Tile.Meta
+			if m["COLUMNS"] != 1 || k.Parts > 1 || k.Combine != nil || m["CHUNK"] != c.rows {
+				t.Fatalf("meta %v, %d parts: not the unsplit column form", m, k.Parts)
+			}
+			if c.bo == 0 {
+				if m["BLOCK_O"] != 32 || m["TAIL"] != 0 {
+					t.Fatalf("meta %v, want 32-column programs", m)
+				}
+				return
+			}
+			if m["BLOCK_O"] != c.bo || m["BLOCK_R"] != c.br || m["TAIL"] != c.tail {
+				t.Fatalf("meta %v, want BLOCK_O %d, BLOCK_R %d, TAIL %d", m, c.bo, c.br, c.tail)
+			}
+			k.Tile.Walk(func(v *tile.Value) {
+				if v.Op == tile.OpLoad && len(v.Args) > 1 && c.rows%c.br == 0 {
+					t.Errorf("a masked load: %v", v)
+				}
+			})
+			rng := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.cols)))
+			ins := map[string][]float32{}
+			for _, name := range []string{"x", "y"} {
+				d := make([]float32, c.rows*c.cols)
+				for i := range d {
+					d[i] = float32(rng.Float64()*4 - 2)
+				}
+				ins[name] = d
+			}
+			var args []any
+			for _, in := range grp.Inputs {
+				args = append(args, ins[in.G.Name()])
+			}
+			outs := make([][]float32, max(1, k.Outs))
+			for i := range outs {
+				outs[i] = make([]float32, c.cols)
+				for j := range outs[i] {
+					outs[i][j] = float32(math.NaN())
+				}
+				args = append(args, outs[i])
+			}
+			if err := interp.Interpret(k.Tile, k.Grid, args...); err != nil {
+				t.Fatal(err)
+			}
+			for o, n := range append([]*Node{grp.Root}, grp.Extra...) {
+				prod := len(n.Inputs[0].Inputs) == 2 // Σ[0] x ⊙ y
+				for j := range c.cols {
+					want, scale := 0.0, 0.0
+					if c.op == "max" {
+						want = math.Inf(-1)
+					}
+					for i := range c.rows {
+						v := float64(ins["x"][i*c.cols+j])
+						if prod {
+							v *= float64(ins["y"][i*c.cols+j])
+						}
+						if c.op == "max" {
+							want = math.Max(want, v)
+						} else {
+							want += v
+							scale += math.Abs(v)
+						}
+					}
+					if got := float64(outs[o][j]); !(math.Abs(got-want) <= 1e-5*scale) {
+						t.Fatalf("output %d, column %d: %v, want %v", o, j, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestColumnTailRejected: a TAIL (the row's last columns in a tile of
 // their own) that does not make one block and a tail of the row is an
 // error of Emit, not a kernel that leaves columns unsummed or sums some

@@ -219,3 +219,94 @@ func TestColumnPartsNative(t *testing.T) {
 		})
 	}
 }
+
+// TestColumnsInlineNative: graphpass's column reductions small enough for
+// one core (one chunk of whole rows: a block, a block and a tail, two
+// blocks the last shifted) compile natively and give the reference's
+// outputs bit for bit on each ISA (outputs poisoned): sums, sibling sums,
+// a maximum with NaNs and signed zeros in the input, rows off the tile.
+func TestColumnsInlineNative(t *testing.T) {
+	requireJIT(t)
+	tg := graphpass.CPU(16)
+	tg.Native = true
+	for _, c := range []struct {
+		name       string
+		rows, cols int
+		op         string // "sum", "max", "siblings"
+	}{
+		{name: "64×777 sum: 768 and a tail of 16", rows: 64, cols: 777, op: "sum"},
+		{name: "64×777 max: 768 and a tail of 16, NaNs and signed zeros", rows: 64, cols: 777, op: "max"},
+		{name: "64×768 Σ x and Σ x⊙y: whole rows", rows: 64, cols: 768, op: "siblings"},
+		{name: "20×1000 sum: two blocks of 512, the last shifted", rows: 20, cols: 1000, op: "sum"},
+		{name: "7×33 sum: 32 and a tail of 16, rows off the tile", rows: 7, cols: 33, op: "sum"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("x"))
+			switch c.op {
+			case "max":
+				G.Must(G.Max(x, 0))
+			case "siblings":
+				y := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("y"))
+				G.Must(G.Sum(x, 0))
+				G.Must(G.Sum(G.Must(G.HadamardProd(x, y)), 0))
+			default:
+				G.Must(G.Sum(x, 0))
+			}
+			gr, err := graphpass.Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := graphpass.Partition(gr, graphpass.Options{Target: tg})
+			if len(groups) != 1 {
+				t.Fatalf("%d groups, want 1", len(groups))
+			}
+			k, err := graphpass.Emit(groups[0], tg, tile.PrecIEEE)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := k.Tile.Meta; m["CHUNK"] != c.rows || m["BLOCK_O"] < 32 || k.Parts > 1 || m["BLOCK_O"] == 32 && c.cols > 64 {
+				t.Fatalf("meta %v, %d parts: not one chunk of whole rows", m, k.Parts)
+			}
+			var ins []any
+			for i := range groups[0].Inputs {
+				d := tiletest.Uniform(tiletest.RNG(fmt.Sprint(c.name, i)), c.rows*c.cols, -2, 2)
+				if c.op == "max" { // NaNs, a column of signed zeros, infinities
+					for r := range c.rows {
+						d[r*c.cols+3] = float32(math.Copysign(0, float64(r%2)-0.5))
+					}
+					d[5*c.cols+7], d[9*c.cols+7] = float32(math.NaN()), float32(math.Inf(1))
+					d[2*c.cols+c.cols-1] = float32(math.NaN())
+				}
+				ins = append(ins, d)
+			}
+			outs := max(1, k.Outs)
+			productOnEachISA(t, k.Tile, k.Grid, func(launch func(args ...any) error) []float32 {
+				args := slices.Clone(ins)
+				var bufs [][]float32
+				for range outs {
+					b := make([]float32, c.cols)
+					for i := range b {
+						b[i] = float32(math.NaN())
+					}
+					bufs = append(bufs, b)
+					args = append(args, b)
+				}
+				if err := launch(args...); err != nil {
+					t.Fatal(err)
+				}
+				var all []float32
+				for _, b := range bufs {
+					all = append(all, b...)
+				}
+				return all
+			}, func(isa string, got, want []float32) {
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(c.op == "max" && got[i] != got[i] && want[i] != want[i]) {
+						t.Fatalf("%s: element %d = %v, want %v", isa, i, got[i], want[i])
+					}
+				}
+			})
+		})
+	}
+}
