@@ -16,7 +16,6 @@ import (
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/codegen/cpu/pool"
 	"github.com/tilefuse/tilefuse/tile"
-	"github.com/tilefuse/tilefuse/tile/analysis"
 )
 
 // ErrFallback is returned by Launch when this launch must run on the
@@ -106,42 +105,16 @@ func (nk *Kernel) CodeSize() int { return nk.size }
 // unreachable). No launch may be in flight or follow.
 func (nk *Kernel) Free() error { return nk.code.Free() }
 
-// estimate is a rough cost of one program in nanoseconds on one core,
-// which sizes a launch's workers (launchWorkers) and its calls (maxCallNs):
-// per region, its phases' vector work (phaseNs a slot: a vector of eight
-// lanes costs 4 + 3 per op, yield and pack), but no less than the bytes
-// its loads and stores that move with the program id stream (memNsPerByte,
-// each buffer once a region: its largest access), plus its products'
-// FMAs (about 0.3 ns each, an FMA of eight lanes with its share of loads);
-// a loop's body times its trips.
-//
-// Calibrated 2026-12-02 against one core's time, min of 50 launches:
-// every native kernel of the bench's workloads at size small on the
-// 2-core VM (AMD EPYC, AVX-512), where the estimate before (0.4 ns a slot,
-// no floor) was 4.4× the time at the median (rows 4–6×, products
-// 2.7–5.3×, the column sum 4.4–5.6×), and the 16-core host's (Xeon) one-core
-// times in bench/RESULTS.md: softmax and LayerNorm 64×1024 21 and 16 µs
-// (estimated 90 and 70: 4.3×), the column sum 1000×777 about 285 µs
-// (estimated 401: its time is the 4 MB it streams from L3, about 14 GB/s
-// a core there), products about a quarter of the VM's rate a core (the
-// 0.3 ns an FMA about right there). So a slot is 0.1 ns and the floor
-// 16 GB/s a core: softmax small 33 µs, LayerNorm 33, colsum small 262.
-// TILEFUSE_OLD_ESTIMATE=1 (read at start, for measuring) is the estimate
-// before.
+// estimate is a rough cost of one program in nanoseconds: the vector
+// instructions of its phases (about 0.4 ns each on one core).
 func estimate(p *plan) float64 {
-	slot, perByte := phaseNs, memNsPerByte
-	if oldEstimate {
-		slot, perByte = 0.4, 0
-	}
-	bytes := streamed(p)
 	ns := 20.0
 	region := func(rg *region) float64 {
 		t := 0.0
 		for _, ph := range rg.phases {
 			vecs := float64(max(1, ph.shape.Numel()/lane))
-			t += slot * vecs * float64(4+3*(len(ph.ops)+len(ph.yields)+len(ph.packs)))
+			t += 0.4 * vecs * float64(4+3*(len(ph.ops)+len(ph.yields)+len(ph.packs)))
 		}
-		t = max(t, perByte*float64(bytes[rg]))
 		for _, d := range rg.dots { // an FMA of eight lanes, with its share of loads, about 0.3 ns
 			s := d.Args[0].Type.Shape
 			t += 0.3 * float64(s.Dims[0]*s.Dims[1]*d.Args[1].Type.Shape.Dims[1]/lane)
@@ -166,47 +139,6 @@ func estimate(p *plan) float64 {
 		ns += trips * (10 + region(it.loop.body))
 	}
 	return ns
-}
-
-// phaseNs and memNsPerByte are estimate's costs of a vector slot and of a
-// byte streamed (16 GB/s); oldEstimate is TILEFUSE_OLD_ESTIMATE=1.
-const (
-	phaseNs      = 0.1
-	memNsPerByte = 1.0 / 16
-)
-
-var oldEstimate = os.Getenv("TILEFUSE_OLD_ESTIMATE") == "1"
-
-// streamed is, per region, the bytes its block loads and stores move
-// whose addresses depend on a program id (a row of the program's own, not
-// a vector every program reads, as LayerNorm's γ and β): each buffer
-// counted once, its largest access (a row loaded in three phases is read
-// from memory once).
-func streamed(p *plan) map[*region]int64 {
-	roots := analysis.Roots(p.k)
-	per := map[*region]map[int64]int64{}
-	p.k.Walk(func(v *tile.Value) {
-		if (v.Op != tile.OpLoad && v.Op != tile.OpStore) || len(v.Args) == 0 {
-			return
-		}
-		in, ptr := p.in(v), v.Args[0]
-		r := roots[ptr.ID]
-		if in.kind == kDead || in.rg == nil || r == nil || ptr.Type.Shape.Rank == 0 || !valueHasPID(ptr, map[*tile.Value]bool{}) {
-			return
-		}
-		n := int64(ptr.Type.Shape.Numel() * ptr.Type.DType.Size())
-		if per[in.rg] == nil {
-			per[in.rg] = map[int64]int64{}
-		}
-		per[in.rg][r.Aux] = max(per[in.rg][r.Aux], n)
-	})
-	out := map[*region]int64{}
-	for rg, m := range per {
-		for _, n := range m {
-			out[rg] += n
-		}
-	}
-	return out
 }
 
 // chunkOf reports n where hi is min(lo + n, end) or min(end, lo + n) for
