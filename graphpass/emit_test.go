@@ -187,6 +187,13 @@ func TestEmitBlockCoordinates(t *testing.T) {
 // emitOne partitions g for target tg, wants one group, and emits its kernel.
 func emitOne(t *testing.T, g *G.ExprGraph, tg Target) *Kernel {
 	t.Helper()
+	k, _ := emitOneGroup(t, g, tg)
+	return k
+}
+
+// emitOneGroup is emitOne that also returns the group.
+func emitOneGroup(t *testing.T, g *G.ExprGraph, tg Target) (*Kernel, *Group) {
+	t.Helper()
 	gr, err := Import(g)
 	if err != nil {
 		t.Fatal(err)
@@ -199,5 +206,5 @@ func emitOne(t *testing.T, g *G.ExprGraph, tg Target) *Kernel {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return k
+	return k, groups[0]
 }

@@ -305,31 +305,7 @@ func TestColumnsInline(t *testing.T) {
 		{"64×777 sum on the executor: 32-column programs", 64, 777, "sum", CPU(16), 0, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g := G.NewGraph()
-			x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("x"))
-			switch c.op {
-			case "max":
-				G.Must(G.Max(x, 0))
-			case "siblings":
-				y := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("y"))
-				G.Must(G.Sum(x, 0))
-				G.Must(G.Sum(G.Must(G.HadamardProd(x, y)), 0))
-			default:
-				G.Must(G.Sum(x, 0))
-			}
-			gr, err := Import(g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			groups := Partition(gr, Options{Target: c.target})
-			if len(groups) != 1 {
-				t.Fatalf("%d groups, want 1", len(groups))
-			}
-			grp := groups[0]
-			k, err := Emit(grp, c.target, tile.PrecIEEE)
-			if err != nil {
-				t.Fatal(err)
-			}
+			k, grp := columnKernel(t, c.rows, c.cols, c.op, c.target)
 			m := k.Tile.Meta
 			if m["COLUMNS"] != 1 || k.Parts > 1 || k.Combine != nil || m["CHUNK"] != c.rows {
 				t.Fatalf("meta %v, %d parts: not the unsplit column form", m, k.Parts)
@@ -481,31 +457,14 @@ func TestColumnParts(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			g := G.NewGraph()
-			x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("x"))
+			op := "sum"
 			switch {
 			case c.max:
-				G.Must(G.Max(x, 0))
+				op = "max"
 			case c.sums == 2:
-				y := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("y"))
-				G.Must(G.Sum(x, 0))
-				G.Must(G.Sum(G.Must(G.HadamardProd(x, y)), 0))
-			default:
-				G.Must(G.Sum(x, 0))
+				op = "siblings"
 			}
-			gr, err := Import(g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			groups := Partition(gr, Options{Target: c.target})
-			if len(groups) != 1 {
-				t.Fatalf("%d groups, want 1", len(groups))
-			}
-			grp := groups[0]
-			k, err := Emit(grp, c.target, tile.PrecIEEE)
-			if err != nil {
-				t.Fatal(err)
-			}
+			k, grp := columnKernel(t, c.rows, c.cols, op, c.target)
 			m := k.Tile.Meta
 			if m["COLUMNS"] != 1 {
 				t.Fatalf("meta %v: not the column form", m)
@@ -618,4 +577,24 @@ func TestColumnParts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// columnKernel is the one kernel of a column reduction over a rows×cols
+// matrix on target: op "sum" (Σ[0] x), "max" (max[0] x) or "siblings" (Σ[0] x
+// and Σ[0] x⊙y), imported, partitioned (one group) and emitted.
+func columnKernel(t *testing.T, rows, cols int, op string, target Target) (*Kernel, *Group) {
+	t.Helper()
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("x"))
+	switch op {
+	case "max":
+		G.Must(G.Max(x, 0))
+	case "siblings":
+		y := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("y"))
+		G.Must(G.Sum(x, 0))
+		G.Must(G.Sum(G.Must(G.HadamardProd(x, y)), 0))
+	default:
+		G.Must(G.Sum(x, 0))
+	}
+	return emitOneGroup(t, g, target)
 }

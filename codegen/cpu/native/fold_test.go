@@ -148,19 +148,7 @@ func TestLayerNormFoldNative(t *testing.T) {
 		{name: "rows of 96 in blocks of 128", block: 128, n: 96, rows: 5, wantFold: true, wantPairsAVX512: 6},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			k, launch := rowKernel(t, "layernorm", c.block, c.rows, c.n)
-			x := tiletest.Uniform(tiletest.RNG(c.name), c.rows*c.n, -4, 4)
-			run := func(l func(args ...any) error) []float32 {
-				y := make([]float32, c.rows*c.n)
-				for i := range y {
-					y[i] = float32(math.NaN())
-				}
-				if err := launch(l, x, y); err != nil {
-					t.Fatal(err)
-				}
-				return y
-			}
-			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{c.rows}, args...) })
+			k, run, want := rowCase(t, c.name, "layernorm", c.block, c.rows, c.n)
 			for _, isa := range isas(t) {
 				native.SetAVX512(isa == "avx512")
 				var outs [2][]float32

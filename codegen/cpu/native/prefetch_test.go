@@ -116,25 +116,11 @@ func TestColumnPartsNative(t *testing.T) {
 			if testing.Short() && c.rows*c.cols > 1<<22 {
 				t.Skip("-short: 8M elements on the interpreter")
 			}
-			g := G.NewGraph()
-			x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("x"))
-			G.Must(G.Sum(x, 0))
+			op := "sum"
 			if c.siblings {
-				y := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("y"))
-				G.Must(G.Sum(G.Must(G.HadamardProd(x, y)), 0))
+				op = "siblings"
 			}
-			gr, err := graphpass.Import(g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			groups := graphpass.Partition(gr, graphpass.Options{Target: tg})
-			if len(groups) != 1 {
-				t.Fatalf("%d groups, want 1", len(groups))
-			}
-			k, err := graphpass.Emit(groups[0], tg, tile.PrecIEEE)
-			if err != nil {
-				t.Fatal(err)
-			}
+			k, grp := columnKernel(t, c.rows, c.cols, op, tg)
 			if k.Parts < 2 || k.Combine == nil {
 				t.Fatalf("%d parts: not split (meta %v)", k.Parts, k.Tile.Meta)
 			}
@@ -143,7 +129,7 @@ func TestColumnPartsNative(t *testing.T) {
 			// parts' estimates add up to the unsplit kernel's
 			whole := tg
 			whole.Tune = func(_ *graphpass.Group, m tile.Meta) { m["CHUNK"] = c.rows }
-			ku, err := graphpass.Emit(groups[0], whole, tile.PrecIEEE)
+			ku, err := graphpass.Emit(grp, whole, tile.PrecIEEE)
 			if err != nil || ku.Parts > 1 {
 				t.Fatalf("unsplit: %v, %d parts", err, ku.Parts)
 			}
@@ -160,7 +146,7 @@ func TestColumnPartsNative(t *testing.T) {
 				t.Errorf("estimated work: %.0f ns a part × %d parts, %.0f ns unsplit (%.2f×)", works[0], k.Parts, works[1], r)
 			}
 			var ins []any
-			for i := range groups[0].Inputs {
+			for i := range grp.Inputs {
 				ins = append(ins, tiletest.Uniform(tiletest.RNG(fmt.Sprint(c.name, i)), c.rows*c.cols, -2, 2))
 			}
 			// poisoned buffers of the given sizes, launched after args;
@@ -241,35 +227,12 @@ func TestColumnsInlineNative(t *testing.T) {
 		{name: "7×33 sum: 32 and a tail of 16, rows off the tile", rows: 7, cols: 33, op: "sum"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g := G.NewGraph()
-			x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("x"))
-			switch c.op {
-			case "max":
-				G.Must(G.Max(x, 0))
-			case "siblings":
-				y := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("y"))
-				G.Must(G.Sum(x, 0))
-				G.Must(G.Sum(G.Must(G.HadamardProd(x, y)), 0))
-			default:
-				G.Must(G.Sum(x, 0))
-			}
-			gr, err := graphpass.Import(g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			groups := graphpass.Partition(gr, graphpass.Options{Target: tg})
-			if len(groups) != 1 {
-				t.Fatalf("%d groups, want 1", len(groups))
-			}
-			k, err := graphpass.Emit(groups[0], tg, tile.PrecIEEE)
-			if err != nil {
-				t.Fatal(err)
-			}
+			k, grp := columnKernel(t, c.rows, c.cols, c.op, tg)
 			if m := k.Tile.Meta; m["CHUNK"] != c.rows || m["BLOCK_O"] < 32 || k.Parts > 1 || m["BLOCK_O"] == 32 && c.cols > 64 {
 				t.Fatalf("meta %v, %d parts: not one chunk of whole rows", m, k.Parts)
 			}
 			var ins []any
-			for i := range groups[0].Inputs {
+			for i := range grp.Inputs {
 				d := tiletest.Uniform(tiletest.RNG(fmt.Sprint(c.name, i)), c.rows*c.cols, -2, 2)
 				if c.op == "max" { // NaNs, a column of signed zeros, infinities
 					for r := range c.rows {
@@ -309,4 +272,36 @@ func TestColumnsInlineNative(t *testing.T) {
 			})
 		})
 	}
+}
+
+// columnKernel is the one kernel graphpass makes for tg of a column
+// reduction over a rows×cols matrix: op "sum" (Σ[0] x), "max" (max[0] x) or
+// "siblings" (Σ[0] x and Σ[0] x⊙y), and its group.
+func columnKernel(t *testing.T, rows, cols int, op string, tg graphpass.Target) (*graphpass.Kernel, *graphpass.Group) {
+	t.Helper()
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("x"))
+	switch op {
+	case "max":
+		G.Must(G.Max(x, 0))
+	case "siblings":
+		y := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("y"))
+		G.Must(G.Sum(x, 0))
+		G.Must(G.Sum(G.Must(G.HadamardProd(x, y)), 0))
+	default:
+		G.Must(G.Sum(x, 0))
+	}
+	gr, err := graphpass.Import(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := graphpass.Partition(gr, graphpass.Options{Target: tg})
+	if len(groups) != 1 {
+		t.Fatalf("%d groups, want 1", len(groups))
+	}
+	k, err := graphpass.Emit(groups[0], tg, tile.PrecIEEE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, groups[0]
 }

@@ -60,19 +60,7 @@ func TestRowStoreHints(t *testing.T) {
 		{name: "layernorm 5 rows of 96 in blocks of 128", wl: "layernorm", block: 128, n: 96, rows: 5, rel: 1e-5, abs: 1e-5},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			k, launch := rowKernel(t, c.wl, c.block, c.rows, c.n)
-			x := tiletest.Uniform(tiletest.RNG(c.name), c.rows*c.n, -4, 4)
-			run := func(l func(args ...any) error) []float32 {
-				y := make([]float32, c.rows*c.n)
-				for i := range y {
-					y[i] = float32(math.NaN())
-				}
-				if err := launch(l, x, y); err != nil {
-					t.Fatal(err)
-				}
-				return y
-			}
-			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{c.rows}, args...) })
+			k, run, want := rowCase(t, c.name, c.wl, c.block, c.rows, c.n)
 			for _, isa := range isas(t) {
 				native.SetAVX512(isa == "avx512")
 				var outs [2][]float32
@@ -131,4 +119,26 @@ func BenchmarkRows(b *testing.B) {
 			})
 		}
 	}
+}
+
+// rowCase is the row kernel wl over rows of n in blocks of block, with
+// seeded inputs (named by name): the kernel, a run of it through a
+// launcher into an output poisoned with NaNs, and the reference
+// interpreter's output.
+func rowCase(t *testing.T, name, wl string, block, rows, n int) (k *tile.Kernel, run func(l func(args ...any) error) []float32, want []float32) {
+	t.Helper()
+	k, launch := rowKernel(t, wl, block, rows, n)
+	x := tiletest.Uniform(tiletest.RNG(name), rows*n, -4, 4)
+	run = func(l func(args ...any) error) []float32 {
+		y := make([]float32, rows*n)
+		for i := range y {
+			y[i] = float32(math.NaN())
+		}
+		if err := launch(l, x, y); err != nil {
+			t.Fatal(err)
+		}
+		return y
+	}
+	want = run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{rows}, args...) })
+	return k, run, want
 }

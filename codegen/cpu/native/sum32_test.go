@@ -7,7 +7,6 @@ import (
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/tile"
-	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
 // TestSum32Native: the measuring switch TILEFUSE_NATIVE_SUM32 (SetSum32:
@@ -41,19 +40,7 @@ func TestSum32Native(t *testing.T) {
 		{name: "layernorm rows of 96 in blocks of 128", wl: "layernorm", block: 128, n: 96, rows: 5, wantLoops: 4, rel: 1e-5, abs: 1e-5},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			k, launch := rowKernel(t, c.wl, c.block, c.rows, c.n)
-			x := tiletest.Uniform(tiletest.RNG(c.name), c.rows*c.n, -4, 4)
-			run := func(l func(args ...any) error) []float32 {
-				y := make([]float32, c.rows*c.n)
-				for i := range y {
-					y[i] = float32(math.NaN())
-				}
-				if err := launch(l, x, y); err != nil {
-					t.Fatal(err)
-				}
-				return y
-			}
-			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{c.rows}, args...) })
+			k, run, want := rowCase(t, c.name, c.wl, c.block, c.rows, c.n)
 			for _, on := range []bool{false, true} {
 				native.SetSum32(on)
 				nk, err := native.Compile(k)
