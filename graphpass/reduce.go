@@ -137,17 +137,10 @@ func tuneColumnParts(root *Node, t Target, nr, no, outs int, meta tile.Meta) boo
 	if t.GPU() || t.SplitReductions || !t.Native || root.Info.Reduce != tile.OpReduceSum {
 		return false
 	}
-	bo, tail := columnBlockCPU(no), 0
+	bo, tail, br := columnTileCPU(nr, no, outs)
 	blocks := tile.CDiv(no, bo)
-	if b, t, ok := columnTailCPU(no); ok {
-		bo, tail, blocks = b, t, 1
-	}
-	// a tile of 2048 elements at one sum (8 KB of f32 accumulator in the
-	// frame; fewer rows where there are sibling sums): at 1024 columns 2
-	// rows a step ran 10–20% faster than 4 on the 2-core VM, 8 slower still
-	br := 1
-	for 2*br*(bo+tail)*outs <= 2048 && 2*br <= pow2AtLeast(nr) {
-		br *= 2
+	if tail > 0 {
+		blocks = 1
 	}
 	// the parts: two a core up to 16 cores, and about minPartElems
 	// elements each at least (the nearest count of such parts)
@@ -160,11 +153,36 @@ func tuneColumnParts(root *Node, t Target, nr, no, outs int, meta tile.Meta) boo
 	if tile.CDiv(nr, chunk) < 2 {
 		return false
 	}
+	setColumnMeta(meta, bo, br, chunk, tail)
+	return true
+}
+
+// columnTileCPU is the CPU's column form's tile over nr rows of no
+// columns with outs sibling sums: bo columns, the block (columnBlockCPU),
+// or a block and a tail of the row's last tail columns (columnTailCPU);
+// br rows a step: a tile of 2048 elements at one sum (8 KB of f32
+// accumulator in the frame; fewer rows where there are sibling sums): at
+// 1024 columns 2 rows a step ran 10–20% faster than 4 on the 2-core VM,
+// 8 slower still.
+func columnTileCPU(nr, no, outs int) (bo, tail, br int) {
+	bo = columnBlockCPU(no)
+	if b, t, ok := columnTailCPU(no); ok {
+		bo, tail = b, t
+	}
+	br = 1
+	for 2*br*(bo+tail)*outs <= 2048 && 2*br <= pow2AtLeast(nr) {
+		br *= 2
+	}
+	return bo, tail, br
+}
+
+// setColumnMeta sets the column form's meta-parameters (TAIL where there
+// is one).
+func setColumnMeta(meta tile.Meta, bo, br, chunk, tail int) {
 	meta["COLUMNS"], meta["BLOCK_O"], meta["BLOCK_R"], meta["CHUNK"] = 1, bo, br, chunk
 	if tail > 0 {
 		meta["TAIL"] = tail
 	}
-	return true
 }
 
 // columnTailCPU is the CPU's split column form as one block of bo columns
@@ -190,10 +208,7 @@ func columnTailCPU(no int) (bo, tail int, ok bool) {
 	if bo == 0 || bo == no {
 		return 0, 0, false
 	}
-	for tail = 16; !blockDim(tail); tail++ {
-	}
-	for tail < no-bo || !blockDim(tail) {
-		tail++
+	for tail = 16; tail < no-bo || !blockDim(tail); tail++ {
 	}
 	if tail > no {
 		return 0, 0, false
@@ -206,9 +221,9 @@ func columnTailCPU(no int) (bo, tail int, ok bool) {
 }
 
 // tuneColumnsInline: a column reduction as native code on the CPU small
-// enough to run on one core (at most inlineColumnElems elements read,
-// every output's: native's estimate keeps such a launch on its caller) is
-// one chunk of whole rows, in the split form's blocks (columnBlockCPU, or
+// enough for one core (at most inlineColumnElems elements read, every
+// output's: one program, which the launch's caller runs) is one chunk of
+// whole rows, in the split form's blocks (columnBlockCPU, or
 // a block and a tail: columnTailCPU), where the unsplit form halves
 // BLOCK_O down to 32 columns for two programs a core: 64×777 on one core
 // of the 2-core VM 11.4 µs in 25 programs of 32 columns, 3.9 µs in two of
@@ -217,24 +232,13 @@ func tuneColumnsInline(t Target, nr, no, outs int, meta tile.Meta) bool {
 	if t.GPU() || !t.Native || nr*no*outs > inlineColumnElems {
 		return false
 	}
-	bo, tail := columnBlockCPU(no), 0
-	if b, tl, ok := columnTailCPU(no); ok {
-		bo, tail = b, tl
-	}
-	br := 1
-	for 2*br*(bo+tail)*outs <= 2048 && 2*br <= pow2AtLeast(nr) {
-		br *= 2
-	}
-	meta["COLUMNS"], meta["BLOCK_O"], meta["BLOCK_R"], meta["CHUNK"] = 1, bo, br, nr
-	if tail > 0 {
-		meta["TAIL"] = tail
-	}
+	bo, tail, br := columnTileCPU(nr, no, outs)
+	setColumnMeta(meta, bo, br, nr, tail)
 	return true
 }
 
 // inlineColumnElems is the most elements tuneColumnsInline takes: 512 KB
-// of f32, 32 µs at the 16 GB/s a core native's work estimate takes for
-// what a program streams (its threshold for waking workers is 30).
+// of f32, about 32 µs of one core streaming them at 16 GB/s.
 const inlineColumnElems = 1 << 17
 
 // minPartElems is about the fewest elements a program of the CPU's split
