@@ -172,8 +172,22 @@ func (f *Fetcher) enqueue(t *Thread, host any, b *Buffer, side bool) error {
 // Pending is the number of copies enqueued and not yet finished.
 func (f *Fetcher) Pending() int { return len(f.pend) }
 
+// OnSide reports whether every copy enqueued and not yet finished went on
+// the side stream (EnqueueSide): then CopyLanded waits for each of them
+// alone, and Finish after it waits for nothing more.
+func (f *Fetcher) OnSide() bool {
+	for _, c := range f.pend {
+		if c.ev < 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Finish waits for the copies enqueued (and so for the device work before
-// them) and copies each into its host slice.
+// them) and copies each into its host slice. Where CopyLanded has copied
+// out every one of them already, it waits for nothing: the device may
+// still run the work enqueued after them.
 func (f *Fetcher) Finish(t *Thread) error {
 	if err := t.check(); err != nil {
 		return err
@@ -183,7 +197,11 @@ func (f *Fetcher) Finish(t *Thread) error {
 	}
 	pend := f.pend
 	f.pend, f.off, f.nLanded = f.pend[:0], 0, 0
-	if !f.synced {
+	allOut := true
+	for _, c := range pend {
+		allOut = allOut && c.out
+	}
+	if !f.synced && !allOut {
 		if err := cu.Synchronize(); err != nil {
 			return fmt.Errorf("cuda: fetcher: %w", err)
 		}

@@ -382,6 +382,15 @@ func (t *Timer) Mark(th *Thread) error {
 	return t.end.Record(cu.Stream{})
 }
 
+// Done reports, without waiting, whether the work before Mark (or Stop)
+// has completed on the device.
+func (t *Timer) Done(th *Thread) (bool, error) {
+	if err := th.check(); err != nil {
+		return false, err
+	}
+	return eventDone(t.end)
+}
+
 // Read is the device time from Start to Mark in ms, waiting for the
 // second event if it has not completed yet.
 func (t *Timer) Read(th *Thread) (float64, error) {

@@ -154,9 +154,22 @@ func (s *Stager) LockRepeated(on bool) error {
 // reachable and locked (a runtime.Pinner) until it unlocks it: when the
 // bound needs room, on LockRepeated(false) or on Close.
 func (s *Stager) UploadKept(t *Thread, b *Buffer, host any) error {
+	_, err := s.UploadKeptOn(t, nil, b, host)
+	return err
+}
+
+// UploadKeptOn is UploadKept with the copy straight from locked memory
+// enqueued on on (nil: the default stream), where on reports it went;
+// a staged copy goes on the default stream either way.
+func (s *Stager) UploadKeptOn(t *Thread, on *Stream, b *Buffer, host any) (onStream bool, err error) {
 	if err := t.check(); err != nil {
-		return err
+		return false, err
 	}
+	err = s.uploadKept(t, on, b, host, &onStream)
+	return onStream, err
+}
+
+func (s *Stager) uploadKept(t *Thread, on *Stream, b *Buffer, host any, onStream *bool) error {
 	p, n, err := fits(host, b, "upload of %d bytes into a buffer of %d")
 	if err != nil || n == 0 || s.pins == nil {
 		if err == nil && n > 0 {
@@ -190,11 +203,16 @@ func (s *Stager) UploadKept(t *Thread, b *Buffer, host any) error {
 	if act != directly {
 		return s.Upload(t, b, host)
 	}
-	if err := cu.MemcpyHtoDAsync(b.Ptr, p, n, cu.Stream{}); err != nil {
+	stream := cu.Stream{}
+	if on != nil {
+		stream = on.s
+	}
+	if err := cu.MemcpyHtoDAsync(b.Ptr, p, n, stream); err != nil {
 		return fmt.Errorf("cuda: upload of %d bytes from locked memory: %w", n, err)
 	}
 	s.Bytes += n
 	s.Direct += n
+	*onStream = on != nil
 	return nil
 }
 

@@ -22,6 +22,10 @@ static int tf_mem_host_unregister(void *p) {
 	return (int)cuMemHostUnregister(p);
 }
 
+static int tf_event_query(CUevent e) {
+	return (int)cuEventQuery(e);
+}
+
 static int tf_smem_optin(CUdevice d) {
 	int v = 0;
 	if (cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d) != 0) {
@@ -75,6 +79,22 @@ func memHostUnregister(p unsafe.Pointer) error {
 		return fmt.Errorf("cuMemHostUnregister: CUresult %d", int(rc))
 	}
 	return nil
+}
+
+// eventDone reports whether the work before e's last record has completed
+// (cuEventQuery, which cu lacks): CUDA_ERROR_NOT_READY is false, not an
+// error.
+func eventDone(e cu.Event) (bool, error) {
+	// cu.Event is a struct holding only its CUevent handle.
+	h := *(*C.CUevent)(unsafe.Pointer(&e))
+	switch rc := C.tf_event_query(h); rc {
+	case 0:
+		return true, nil
+	case 600: // CUDA_ERROR_NOT_READY
+		return false, nil
+	default:
+		return false, fmt.Errorf("cuEventQuery: CUresult %d", int(rc))
+	}
 }
 
 // sharedMemoryOptin is the most dynamic shared memory a kernel of device d
