@@ -77,6 +77,8 @@ type Options struct {
 	// a user's loop of RunAll runs: the memory of values a run drops comes
 	// back to tilefuse's recycler only when a collection happens to run
 	// (by default each timed run follows a collection, which gives it back).
+	// A training step (Spec.Train) is timed loopSteps steps at a time, the
+	// device waited for at the end of them only.
 	Loop bool
 }
 
@@ -490,6 +492,11 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 					}
 					if time.Since(t0) >= warm {
 						break
+					}
+				}
+				if w, ok := r.vm.(waiter); ok { // the timed run starts with the device idle (fusion.WithAsyncRuns)
+					if err := w.Wait(); err != nil {
+						return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
 					}
 				}
 			}

@@ -186,13 +186,24 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 			}
 		}
 	}
-	// timed is one timed step of r (input set i)
-	timed := func(r *trainMode, i int) error {
+	// timed is k timed steps of r back to back (input sets i to i+k-1),
+	// until the device has finished them (a fused machine's RunAll may
+	// return while its backward kernels and the solver's step still run:
+	// fusion.WithAsyncRuns): the time a step is their wall clock over k;
+	// the statistics are the last step's
+	timed := func(r *trainMode, i, k int) error {
 		t0 := time.Now()
-		if err := step(r, i, nil); err != nil {
-			return fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
+		for j := range k {
+			if err := step(r, i+j, nil); err != nil {
+				return fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
+			}
 		}
-		r.times = append(r.times, time.Since(t0).Seconds())
+		if w, ok := r.vm.(waiter); ok {
+			if err := w.Wait(); err != nil {
+				return fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
+			}
+		}
+		r.times = append(r.times, time.Since(t0).Seconds()/float64(k))
 		copiesOf(r.vm, r.m, &r.host)
 		if sm, ok := r.vm.(statser); ok && r.m.Mode == Fused {
 			st := sm.Stats()
@@ -210,11 +221,11 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 		return nil
 	}
 	turns := o.Runs
-	if o.Loop { // each mode's steps back to back, as a user's loop (Options.Loop)
+	if o.Loop { // each mode's steps back to back, as a user's loop (Options.Loop), timed loopSteps at a time
 		for _, r := range modes {
 			runtime.GC()
 			for i := range o.Runs {
-				if err := timed(r, i); err != nil {
+				if err := timed(r, i*loopSteps, loopSteps); err != nil {
 					return nil, err
 				}
 			}
@@ -238,8 +249,13 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 						return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
 					}
 				}
+				if w, ok := r.vm.(waiter); ok { // the timed step starts with the device idle
+					if err := w.Wait(); err != nil {
+						return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
+					}
+				}
 			}
-			if err := timed(r, i); err != nil {
+			if err := timed(r, i, 1); err != nil {
 				return nil, err
 			}
 		}
@@ -274,6 +290,15 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 	res.Bytes = inBytes + outBytes(s.Outputs)
 	return res, nil
 }
+
+// loopSteps is how many steps a timed stretch of a training loop has
+// (Options.Loop): the device waited for at its end only, so that a step's
+// kernels may run while the host prepares the next, as in a user's loop.
+const loopSteps = 10
+
+// waiter is a machine whose device work may outlast its calls
+// (fusion.Machine.Wait).
+type waiter interface{ Wait() error }
 
 // medianPhases is the median of each phase over ps.
 func medianPhases(ps []fusion.RunPhases) *fusion.RunPhases {

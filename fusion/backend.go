@@ -92,6 +92,11 @@ type Stats struct {
 	// around them; Stats waits for them to finish to read it. A training
 	// step's kernels take DeviceTime plus SolverDeviceTime on the device.
 	SolverDeviceTime float64
+	// ReturnedEarly says that the last run returned while its last kernels
+	// still ran on the device (GPU backend, WithAsyncRuns: every value the
+	// user can read had landed); DeviceTime and HostSeconds are read then
+	// by Stats, which waits for those kernels to end.
+	ReturnedEarly bool
 	// Phases is where the last run's wall clock went on the host (GPU
 	// backend), for finding the host's cost of a step.
 	Phases RunPhases
@@ -114,9 +119,10 @@ type Stats struct {
 // compute (launches or graph replays, host ops with their copies) and
 // the readable values' copies behind it; Wait, waiting once for the
 // device to finish it all (the device time, less what ran while the host
-// was still launching, plus the copies); Download, what follows once the
-// device is done: the timers read and the values copied out of the pinned
-// memory; Return, the hand-back to the caller. Solver is the wall clock
+// was still launching, plus the copies), or, where the run returns early
+// (Stats.ReturnedEarly), for the readable values to land and the inputs
+// to be read; Download, what follows: the timers read (not when the run
+// returns early) and the values copied out of the pinned memory; Return, the hand-back to the caller. Solver is the wall clock
 // of a fused solver Step since the run (on the CUDA backend the hand-over
 // of its launches to the device's thread).
 type RunPhases struct {

@@ -165,6 +165,28 @@ type gpu struct {
 	// syncs or closes there (takeStepErr)
 	stepErr  error
 	solverMs float64
+	// async: a run returns once the values the user can read have landed
+	// and its uploads have been read, its later kernels (a backward pass
+	// whose gradients a fused solver takes on the device) still running
+	// (WithAsyncRuns; not with host ops or WithProfile); unsettled: the
+	// last run returned so, and its device times are read when asked for
+	// (settle); upDone: recorded after a run's uploads; runWall: the last
+	// run's wall clock, s; runErr: an error of the device found after a
+	// run returned, reported as stepErr is
+	async     bool
+	unsettled bool
+	upTimed   bool
+	upDone    *cuda.Event
+	runWall   float64
+	runErr    error
+	// twins: inputs that runs upload one after another (a batch), each
+	// with a second device buffer (twin.go); copyS: the stream their
+	// copies take, copyEv recorded after them; lastUp: the inputs the
+	// last run uploaded
+	twins  map[int]*twin
+	copyS  *cuda.Stream
+	copyEv *cuda.Event
+	lastUp []bool
 	// the load stage's parts, timed (loadPhases)
 	phases []StageTime
 	// rec recycles the fresh host memory of readable values (recycle.go);
@@ -228,6 +250,9 @@ func (g *gpu) prepare(c *Compiled) error {
 	}
 	g.lap("plan", &mark)
 	if g.timer, err = dev.NewTimer(); err != nil {
+		return fmt.Errorf("fusion: %w", err)
+	}
+	if g.upDone, err = dev.NewEvent(); err != nil {
 		return fmt.Errorf("fusion: %w", err)
 	}
 	// the staging ring: a quarter of the inputs' bytes a slot, 64 KiB to 1 MiB
@@ -515,6 +540,7 @@ func (g *gpu) planEarly(c *Compiled) {
 	if c.cfg.profile {
 		return
 	}
+	g.async = g.speculate && c.cfg.asyncRuns
 	last := map[int]int{} // memory → the last step writing it
 	for i, st := range g.steps {
 		if m, ok := g.vers.mem[st.n]; ok {
@@ -604,14 +630,22 @@ func (g *gpu) buffer(n *G.Node) (*cuda.Buffer, error) {
 // filled in place, a few taken in turn) is locked once and sent straight
 // from where it is.
 func (g *gpu) upload(t *cuda.Thread, n *G.Node, v G.Value, input bool) error {
+	_, err := g.uploadOn(t, nil, n, v, input)
+	return err
+}
+
+// uploadOn is upload with a user's input's copy straight from its locked
+// memory enqueued on the stream on (nil: the default stream); onStream
+// reports that it went there.
+func (g *gpu) uploadOn(t *cuda.Thread, on *cuda.Stream, n *G.Node, v G.Value, input bool) (onStream bool, err error) {
 	b, ok := g.bufs[n]
 	if !ok {
 		if t != nil { // allocating here would wait on the thread we are on
-			return fmt.Errorf("fusion: %v has no buffer from prepare", n.Name())
+			return false, fmt.Errorf("fusion: %v has no buffer from prepare", n.Name())
 		}
 		var err error
 		if b, err = g.buffer(n); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if d, ok := v.(*tensor.Dense); ok && d.IsMaterializable() {
@@ -619,21 +653,21 @@ func (g *gpu) upload(t *cuda.Thread, n *G.Node, v G.Value, input bool) error {
 	}
 	h, err := hostSlice(v)
 	if err != nil {
-		return fmt.Errorf("fusion: %v: %w", n.Name(), err)
+		return false, fmt.Errorf("fusion: %v: %w", n.Name(), err)
 	}
 	if t == nil {
-		return g.dev.Upload(b, h)
+		return false, g.dev.Upload(b, h)
 	}
 	g.last.Uploads++
 	g.last.BytesUp += b.Bytes
 	g.vers.wrote(n)
 	if input {
 		d := g.stage.Direct
-		err := g.stage.UploadKept(t, b, h)
+		onStream, err := g.stage.UploadKeptOn(t, on, b, h)
 		g.last.BytesUpInPlace += g.stage.Direct - d
-		return err
+		return onStream, err
 	}
-	return g.stage.Upload(t, b, h)
+	return false, g.stage.Upload(t, b, h)
 }
 
 // download copies n's buffer into host memory: n's in mem, kept from one
@@ -827,6 +861,9 @@ func (g *gpu) run() error {
 			g.stale = len(plan.settle(g.held, hashAll(plan.laterBytes()))) > 0
 		}
 	}
+	if err := g.makeTwins(plan.up); err != nil {
+		return err
+	}
 	ph := &g.last.Phases
 	mark := time.Now()
 	ph.Check = mark.Sub(start).Seconds()
@@ -843,12 +880,14 @@ func (g *gpu) run() error {
 		if err := g.takeStepErr(); err != nil {
 			return err
 		}
+		g.unsettled = false // the last run's times: not asked for before this run
 		upTimed := slices.Contains(plan.up, true)
 		if upTimed {
 			if err := g.timer.Before(t); err != nil {
 				return err
 			}
 		}
+		beside := false // a copy on the copy stream
 		for _, i := range g.upOrder {
 			in := c.rw.inputs[i]
 			if !plan.up[i] {
@@ -856,10 +895,30 @@ func (g *gpu) run() error {
 				continue
 			}
 			g.held[i].ok = false // until the copy is enqueued
-			if err := g.upload(t, in.nn, vals[i], true); err != nil {
+			on, err := g.twinFor(t, i)
+			if err != nil {
 				return err
 			}
+			went, err := g.uploadOn(t, on, in.nn, vals[i], true)
+			if err != nil {
+				return err
+			}
+			beside = beside || went
 			g.held[i].took(vals[i], plan.bytes[i], plan.sums[i], plan.hashed[i])
+		}
+		g.lastUp = append(g.lastUp[:0], plan.up...)
+		if beside { // the kernels wait for the copies beside them
+			if err := g.copyS.Record(t, g.copyEv); err != nil {
+				return err
+			}
+			if err := t.WaitFor(g.copyEv); err != nil {
+				return err
+			}
+		}
+		if upTimed && g.async {
+			if err := t.Record(g.upDone); err != nil {
+				return err
+			}
 		}
 		lap(&ph.Upload)
 		// the readable values' downloads: each enqueued on the fetcher's
@@ -899,6 +958,9 @@ func (g *gpu) run() error {
 		if err := g.timer.Mark(t); err != nil {
 			return err
 		}
+		if err := g.twinsRead(t); err != nil {
+			return err
+		}
 		for j, b := range c.back {
 			if g.sent[j] {
 				continue // on its way since its kernel
@@ -920,38 +982,30 @@ func (g *gpu) run() error {
 		}
 		down := time.Since(mark).Seconds()
 		mark = time.Now()
+		// every value the user can read on its way beside the kernels
+		// (async): the run returns once they have landed and its uploads
+		// have been read, the rest of its kernels still running
+		early := g.async && g.fetch.OnSide()
 		if err := g.fetch.CopyLanded(t); err != nil { // the early values out while the kernels run
 			return err
 		}
-		if err := g.fetch.Wait(t); err != nil {
-			return err
-		}
-		lap(&ph.Wait)
-		ms, err := g.timer.Read(t)
-		if err != nil {
-			return err
-		}
-		g.devMs = ms
-		if upTimed {
-			up, err := g.timer.ReadBefore(t)
-			if err != nil {
-				return err
-			}
-			g.last.UploadDeviceTime = up / 1e3
-		}
-		if g.profile != nil { // every event has completed with the timer's
-			g.times = g.times[:0]
-			for _, n := range g.order {
-				ev, ok := g.profile[n]
-				if !ok {
-					continue
-				}
-				ms, err := t.Elapsed(ev[0], ev[1])
-				if err != nil {
+		if early {
+			if upTimed {
+				if err := t.Wait(g.upDone); err != nil { // the user's input memory read
 					return err
 				}
-				op := n.Op().(*FusedOp)
-				g.times = append(g.times, KernelTime{Kernel: op.name, Ops: op.ops, Seconds: ms / 1e3})
+			}
+			lap(&ph.Wait)
+			g.unsettled, g.upTimed = true, upTimed
+			g.last.ReturnedEarly = true
+		} else {
+			if err := g.fetch.Wait(t); err != nil {
+				return err
+			}
+			lap(&ph.Wait)
+			g.upTimed = upTimed
+			if err := g.settle(t); err != nil {
+				return err
 			}
 		}
 		fetched = true
@@ -975,7 +1029,10 @@ func (g *gpu) run() error {
 	}
 	err := wait()
 	lap(&ph.Return)
-	g.last.HostSeconds = max(0, time.Since(start).Seconds()-g.devMs/1e3)
+	g.runWall = time.Since(start).Seconds()
+	if !g.unsettled {
+		g.last.HostSeconds = max(0, g.runWall-g.devMs/1e3)
+	}
 	if err != nil && !strings.HasPrefix(err.Error(), "fusion: ") {
 		err = fmt.Errorf("fusion: %w", err)
 	}
@@ -1360,21 +1417,112 @@ func (g *gpu) hostOp(t *cuda.Thread, c *Compiled, n *G.Node) error {
 	return nil
 }
 
-// takeStepErr is the error of the last solver step's launches, once (on
+// takeStepErr is the error of the last solver step's launches, or of the
+// device's work of a run that returned before it ended (async), once (on
 // the device's thread).
 func (g *gpu) takeStepErr() error {
-	err := g.stepErr
-	g.stepErr = nil
+	err, rerr := g.stepErr, g.runErr
+	g.stepErr, g.runErr = nil, nil
 	if err != nil {
 		return fmt.Errorf("fusion: the last solver step failed on the device: %w", err)
 	}
+	if rerr != nil {
+		return fmt.Errorf("fusion: the last run failed on the device after RunAll returned: %w", rerr)
+	}
 	return nil
+}
+
+// settle reads the last run's device times (on the device's thread),
+// waiting for its compute to end: the timer, the uploads' time, and with
+// WithProfile each kernel's.
+func (g *gpu) settle(t *cuda.Thread) error {
+	g.unsettled = false
+	ms, err := g.timer.Read(t)
+	if err != nil {
+		return err
+	}
+	g.devMs = ms
+	if g.upTimed {
+		up, err := g.timer.ReadBefore(t)
+		if err != nil {
+			return err
+		}
+		g.last.UploadDeviceTime = up / 1e3
+	}
+	if g.profile != nil { // every event has completed with the timer's
+		g.times = g.times[:0]
+		for _, n := range g.order {
+			ev, ok := g.profile[n]
+			if !ok {
+				continue
+			}
+			ms, err := t.Elapsed(ev[0], ev[1])
+			if err != nil {
+				return err
+			}
+			op := n.Op().(*FusedOp)
+			g.times = append(g.times, KernelTime{Kernel: op.name, Ops: op.ops, Seconds: ms / 1e3})
+		}
+	}
+	return nil
+}
+
+// settleLate settles a run that returned before its compute ended
+// (async), when its times are asked for; an error of the device found so
+// is the next run's, step's, sync's or close's (runErr), and the times
+// stay 0.
+func (g *gpu) settleLate() {
+	if !g.unsettled || g.dev == nil {
+		return
+	}
+	g.dev.Run(func(t *cuda.Thread) error {
+		if !g.unsettled { // settled or dropped by a run meanwhile
+			return nil
+		}
+		if err := g.settle(t); err != nil {
+			g.devMs, g.last.UploadDeviceTime = 0, 0
+			if g.runErr == nil {
+				g.runErr = err
+			}
+			return nil
+		}
+		g.last.HostSeconds = max(0, g.runWall-g.devMs/1e3)
+		return nil
+	})
+}
+
+// wait blocks until the device has done everything this machine gave it
+// (a run that returned early, a solver's step), settles the last run's
+// times, and returns an error of that work, once.
+func (g *gpu) wait() error {
+	if g.dev == nil {
+		return nil
+	}
+	err := g.dev.Run(func(t *cuda.Thread) error {
+		if err := t.Sync(); err != nil {
+			return err
+		}
+		if g.unsettled {
+			if err := g.settle(t); err != nil {
+				return err
+			}
+			g.last.HostSeconds = max(0, g.runWall-g.devMs/1e3)
+		}
+		return g.takeStepErr()
+	})
+	if err != nil && !strings.HasPrefix(err.Error(), "fusion: ") {
+		err = fmt.Errorf("fusion: %w", err)
+	}
+	return err
 }
 
 // deviceTime is the last run's compute on the device, from an event before
 // the first launch to one after the last: inputs already up, results not yet
 // down.
-func (g *gpu) deviceTime() float64 { return g.devMs / 1e3 }
+func (g *gpu) deviceTime() float64 {
+	g.settleLate()
+	return g.devMs / 1e3
+}
 
 func (g *gpu) kernelTimes() []KernelTime {
 	if g.profile == nil {
@@ -1384,6 +1532,7 @@ func (g *gpu) kernelTimes() []KernelTime {
 }
 
 func (g *gpu) stats(s *Stats) {
+	g.settleLate()
 	runs, dt := s.Runs, s.DeviceTime
 	*s = g.last
 	s.Runs, s.DeviceTime = runs, dt
@@ -1423,7 +1572,11 @@ func (g *gpu) close() error {
 	if g.dev == nil {
 		return nil
 	}
+	werr := g.wait() // a run's or a step's work still on the device, and its error
 	serr := g.sync() // the learnables the device holds, back to their host tensors
+	if werr != nil {
+		serr = werr
+	}
 	g.rec.close()
 	g.rec = nil
 	for _, s := range g.solvers {
@@ -1471,6 +1624,14 @@ func (g *gpu) close() error {
 		}
 	}
 	g.solverLast = false
+	if g.upDone != nil {
+		g.dev.FreeEvent(g.upDone)
+		g.upDone = nil
+	}
+	if err := g.closeTwins(); serr == nil && err != nil {
+		serr = fmt.Errorf("fusion: closing: %w", err)
+	}
+	g.unsettled = false
 	if g.timer != nil {
 		if err := g.timer.Close(); serr == nil {
 			serr = err

@@ -149,6 +149,30 @@ func (m *Machine) KernelTimes() []KernelTime {
 	return m.be.kernelTimes()
 }
 
+// Wait blocks until the device has finished everything the machine gave it
+// (a run that returned before its last kernels ended, WithAsyncRuns; a
+// fused solver's step) and returns the error of that work, if any, once.
+// On the CPU backend, where runs and steps end before they return, it
+// returns nil at once.
+func (m *Machine) Wait() (err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	defer recoverTo(&err, "waiting")
+	if m.be == nil {
+		return nil
+	}
+	if w, ok := m.be.(waiter); ok {
+		return w.wait()
+	}
+	return nil
+}
+
+// waiter is a backend whose work may outlast the calls that gave it (the
+// GPU backend).
+type waiter interface {
+	wait() error
+}
+
 // Reset readies the machine for another run. Every run starts afresh, so
 // there is nothing to undo; it is here so that the machine drops in for
 // Gorgonia's.

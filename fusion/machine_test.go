@@ -35,8 +35,11 @@ func TestStatsCountRunsAndTheReportStays(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := m.Stats()
-		if s.Runs != run || s.HostOps != 0 || s.Uploads != 0 || s.DeviceTime != 0 {
+		if s.Runs != run || s.HostOps != 0 || s.Uploads != 0 || s.DeviceTime != 0 || s.ReturnedEarly {
 			t.Fatalf("Stats after %d CPU runs: %+v", run, s)
+		}
+		if err := m.Wait(); err != nil { // a CPU run has ended when it returns
+			t.Fatalf("Wait after %d CPU runs: %v", run, err)
 		}
 	}
 	if after := m.Report().String(); after != before {

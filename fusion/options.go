@@ -47,6 +47,7 @@ type config struct {
 	target       *graphpass.Target // nil: the backend's own
 	reuse        bool
 	recycle      bool // WithRecycle
+	asyncRuns    bool // WithAsyncRuns
 	native       bool
 	cacheDir     *string // nil: diskcache's default directory; "": no cache on disk
 	autotune     bool
@@ -59,7 +60,7 @@ type config struct {
 // configure applies opts over the defaults and checks what they set.
 // TILEFUSE_DUMP, when set, is the dump directory unless WithDumpDir names one.
 func configure(opts []Option) (config, error) {
-	cfg := config{fuse: true, maxGroup: 64, dumpDir: os.Getenv("TILEFUSE_DUMP"), native: true, recycle: true}
+	cfg := config{fuse: true, maxGroup: 64, dumpDir: os.Getenv("TILEFUSE_DUMP"), native: true, recycle: true, asyncRuns: true}
 	for _, o := range opts {
 		if o == nil {
 			return cfg, fmt.Errorf("fusion: a nil Option")
@@ -236,3 +237,21 @@ func WithReuseOutputs(on bool) Option { return func(c *config) { c.reuse = on } 
 // and the collections asked for. It changes nothing with
 // WithReuseOutputs(true).
 func WithRecycle(on bool) Option { return func(c *config) { c.recycle = on } }
+
+// WithAsyncRuns(false) makes every RunAll on the CUDA backend wait for the
+// device to finish the run's kernels before it returns. By default (true)
+// a run whose values the user can read all come down on their way beside
+// the kernels (every readable value is written before the last kernels:
+// a training graph whose gradients a fused solver takes on the device,
+// fusion.NewSolver) returns once those values have landed and the run's
+// inputs have been read from the user's memory, while its last kernels
+// (the backward pass) still run: the solver's step and the next batch are
+// queued behind them, and the device does not wait for the host between
+// steps, as a PyTorch loop's. Every value the user can read holds its
+// result when RunAll returns either way; what changes is when an error of
+// those last kernels is seen: it is returned by the machine's next RunAll,
+// Wait, Sync, a solver's Step or Close. Machine.Wait waits for the
+// device; Stats and DeviceTime wait for the last run's kernels to end. A
+// run with ops left to the CPU, or with WithProfile, always waits. The
+// CPU backend runs synchronously and ignores it.
+func WithAsyncRuns(on bool) Option { return func(c *config) { c.asyncRuns = on } }

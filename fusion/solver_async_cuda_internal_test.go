@@ -4,10 +4,13 @@ package fusion
 
 import (
 	"errors"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/cuda"
 )
@@ -63,6 +66,161 @@ func TestSolverStepErrorLaterOnGPU(t *testing.T) {
 			}
 			if v, ok := loss.Value().(*G.F32); !ok || float32(*v) <= 0 {
 				t.Fatalf("loss %v after the report, want a positive value", loss.Value())
+			}
+		})
+	}
+}
+
+// TestAsyncRunOnGPU: a training run whose readable values all come from
+// its forward kernels (the loss and the small prediction; the gradient is
+// the fused solver's, taken on the device) returns once they have landed,
+// its backward product still running (WithAsyncRuns, the default), and
+// the next run's batch, a different tensor each step, goes into the
+// batch's second buffer (a twin) beside it. It computes what runs that
+// wait for the device compute, within the order of a reduction's atomics
+// (the loss 1e-5 relative, w 1e-6), where a batch written over the one the
+// backward still reads, or kernels not re-pointed to the new batch, change
+// the gradient by far more. Without the work every run waits: the device
+// is idle at each return.
+func TestAsyncRunOnGPU(t *testing.T) {
+	const n, steps = 2048, 6 // products of 2048³ forward and backward
+	type run struct {
+		losses      []float64
+		w           []float32
+		early, busy []bool
+		twins       int
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	fill := func(r, c int, sd float64) *tensor.Dense {
+		d := make([]float32, r*c)
+		for i := range d {
+			d[i] = float32(rng.NormFloat64() * sd)
+		}
+		return tensor.New(tensor.WithShape(r, c), tensor.WithBacking(d))
+	}
+	batches := []*tensor.Dense{fill(n, n, 0.05), fill(n, n, 0.05)}
+	w0, v0 := fill(n, n, 0.05), fill(n, 1, 0.05)
+	train := func(t *testing.T, opts ...Option) run {
+		g := G.NewGraph()
+		x := G.NewMatrix(g, tensor.Float32, G.WithShape(n, n), G.WithName("x"))
+		w := G.NewMatrix(g, tensor.Float32, G.WithShape(n, n), G.WithName("w"))
+		v := G.NewMatrix(g, tensor.Float32, G.WithShape(n, 1), G.WithName("v"))
+		pred := G.Must(G.Mul(G.Must(G.Tanh(G.Must(G.Mul(x, w)))), v))
+		loss := G.Must(G.Mean(G.Must(G.Square(pred))))
+		if _, err := G.Grad(loss, w); err != nil {
+			t.Fatal(err)
+		}
+		G.Let(w, w0.Clone())
+		G.Let(v, v0)
+		G.Let(x, batches[0])
+		m := NewTapeMachine(g, append([]Option{WithBackend(CUDA)}, opts...)...)
+		if err := m.Err(); err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		s, err := NewSolver(m, G.NewAdamSolver(G.WithLearnRate(1e-3)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		gb := m.be.(*gpu)
+		var r run
+		for i := range steps {
+			G.Let(x, batches[i%2])
+			if err := m.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			var done bool
+			if err := gb.dev.Run(func(th *cuda.Thread) (err error) {
+				done, err = gb.timer.Done(th)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			r.early, r.busy = append(r.early, gb.last.ReturnedEarly), append(r.busy, !done)
+			if err := s.Step(G.NodesToValueGrads(G.Nodes{w})); err != nil {
+				t.Fatal(err)
+			}
+			l, ok := loss.Value().(*G.F32)
+			if !ok {
+				t.Fatalf("step %d: loss %v", i, loss.Value())
+			}
+			r.losses = append(r.losses, float64(*l))
+		}
+		if err := m.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		st := m.Stats()
+		if st.DeviceTime <= 0 || st.ReturnedEarly != r.early[steps-1] {
+			t.Fatalf("Stats after Wait: device time %g s, returned early %v; want > 0, %v", st.DeviceTime, st.ReturnedEarly, r.early[steps-1])
+		}
+		if err := m.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		r.w = append([]float32(nil), w.Value().Data().([]float32)...)
+		r.twins = len(gb.twins)
+		return r
+	}
+	async := train(t)
+	sync := train(t, WithAsyncRuns(false))
+	if async.twins != 1 || sync.twins != 0 {
+		t.Errorf("twins: %d async, %d waiting; want the batch's 1, 0", async.twins, sync.twins)
+	}
+	for i := range steps {
+		if !async.early[i] || !async.busy[i] {
+			t.Errorf("async step %d: returned early %v, device busy at return %v; want both", i, async.early[i], async.busy[i])
+		}
+		if sync.early[i] || sync.busy[i] {
+			t.Errorf("WithAsyncRuns(false) step %d: returned early %v, device busy at return %v; want neither", i, sync.early[i], sync.busy[i])
+		}
+		if d := math.Abs(async.losses[i] - sync.losses[i]); d > 1e-5*math.Abs(sync.losses[i]) {
+			t.Errorf("step %d: loss %g async, %g waiting", i, async.losses[i], sync.losses[i])
+		}
+	}
+	for i := range async.w {
+		if d := math.Abs(float64(async.w[i] - sync.w[i])); d > 1e-6 {
+			t.Fatalf("w[%d] after %d steps: %g async, %g waiting", i, steps, async.w[i], sync.w[i])
+		}
+	}
+}
+
+// TestAsyncRunErrorLaterOnGPU: an error of the device's work found after
+// a run returned early (runErr, as settleLate keeps it) is reported once by
+// the machine's next call: Wait, RunAll, Sync or Close.
+func TestAsyncRunErrorLaterOnGPU(t *testing.T) {
+	g, _, _, _ := tanhLossGraph(t, 64, 5, 0.1)
+	m := NewTapeMachine(g, WithBackend(CUDA))
+	if err := m.Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	gb := m.be.(*gpu)
+	boom := errors.New("boom: a kernel that failed")
+	for _, c := range []struct {
+		name string
+		next func() error
+	}{
+		{"Wait", m.Wait},
+		{"RunAll", m.RunAll},
+		{"Sync", m.Sync},
+		{"Close", m.Close},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := m.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			if err := gb.dev.Run(func(*cuda.Thread) error { gb.runErr = boom; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			err := c.next()
+			if err == nil || !errors.Is(err, boom) || !strings.Contains(err.Error(), "after RunAll returned") {
+				t.Fatalf("got %v, want the run's error", err)
+			}
+			if c.name == "Close" {
+				return
+			}
+			if err := m.Wait(); err != nil { // reported once
+				t.Fatalf("Wait after the report: %v", err)
 			}
 		})
 	}

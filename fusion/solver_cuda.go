@@ -32,8 +32,8 @@ func (g *gpu) sync() error {
 	for i := range g.held {
 		dirty = dirty || g.held[i].dirty
 	}
-	if !dirty && len(g.stepGrad) == 0 {
-		return nil
+	if !dirty && len(g.stepGrad) == 0 { // nothing to bring back, but an error of the device's to report
+		return g.dev.Run(func(*cuda.Thread) error { return g.takeStepErr() })
 	}
 	return g.dev.Run(func(t *cuda.Thread) error {
 		if err := g.takeStepErr(); err != nil {
