@@ -1,0 +1,252 @@
+package graphpass_test
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	. "github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/interp"
+)
+
+// persistRef computes a row workload in float64 from its inputs (by name:
+// x, r, gamma, beta), rows of n.
+type persistRef func(in map[string][]float64, rows, n int) []float64
+
+func softmaxRef(in map[string][]float64, rows, n int) []float64 {
+	x, out := in["x"], make([]float64, rows*n)
+	for i := range rows {
+		row := x[i*n : (i+1)*n]
+		m := slices.Max(row)
+		s := 0.0
+		for _, v := range row {
+			s += math.Exp(v - m)
+		}
+		for j, v := range row {
+			out[i*n+j] = math.Exp(v-m) / s
+		}
+	}
+	return out
+}
+
+// layerNormRef is LayerNorm (ε 1e-5) of x, or of x + r where there is an
+// r, times γ plus β where there are.
+func layerNormRef(in map[string][]float64, rows, n int) []float64 {
+	out := make([]float64, rows*n)
+	row := make([]float64, n)
+	for i := range rows {
+		for j := range n {
+			row[j] = in["x"][i*n+j]
+			if r := in["r"]; r != nil {
+				row[j] += r[i*n+j]
+			}
+		}
+		mean, v := 0.0, 0.0
+		for _, x := range row {
+			mean += x
+		}
+		mean /= float64(n)
+		for _, x := range row {
+			v += (x - mean) * (x - mean)
+		}
+		rstd := 1 / math.Sqrt(v/float64(n)+1e-5)
+		for j, x := range row {
+			y := (x - mean) * rstd
+			if g := in["gamma"]; g != nil {
+				y = y*g[j] + in["beta"][j]
+			}
+			out[i*n+j] = y
+		}
+	}
+	return out
+}
+
+// opResidualLayerNorm is LayerNorm(x + r) with γ and β: two inputs read at
+// the row's own indices.
+func opResidualLayerNorm(x *G.Node) *G.Node {
+	r := G.NewTensor(x.Graph(), tensor.Float32, 2, G.WithShape(x.Shape()...), G.WithName("r"))
+	return opLayerNormAffine(G.Must(G.Add(x, r)))
+}
+
+// TestPersistentRows: a row kernel held in one block, one row a program,
+// written persistent (PERSIST = k: min(rows, k·SMs) programs, each looping
+// over rows pid, pid + grid, …, the next row's loads issued before the
+// current row's stores) computes, in the reference interpreter, what
+// float64 does: softmax written op by op and Gorgonia's, LayerNorm with γ
+// and β (loaded late, 2 groups ahead) and of a sum x + r (two inputs
+// carried a row ahead), on targets of few SMs so that each program takes
+// several rows, with rows that are no multiple of the grid and widths
+// that are no multiple of the block (777 in 1024), and fewer rows than
+// the grid (one each). Outputs are poisoned with NaN first; f32 against
+// float64 within 2e-5·(1 + |y|)·√(n/64) (sums of n terms in another
+// order). The kernel's grid and its one loop are checked: without the
+// persistent form PERSIST was ignored, the grid was the rows and no loop
+// ran.
+func TestPersistentRows(t *testing.T) {
+	softmaxG := func(x *G.Node) *G.Node { return G.Must(G.SoftMax(x)) }
+	cases := []struct {
+		name       string
+		build      func(x *G.Node) *G.Node
+		ref        persistRef
+		rows, n    int
+		sms, k     int
+		grid, most int // the grid, and the most rows a program takes
+		held       int // inputs loaded a row ahead (before the loop, and in it)
+	}{
+		{"softmax op by op 37×777, 4 SMs, 2 programs an SM", opSoftmax, softmaxRef, 37, 777, 4, 2, 8, 5, 1},
+		{"Gorgonia SoftMax 37×777, 4 SMs, 1 an SM", softmaxG, softmaxRef, 37, 777, 4, 1, 4, 10, 1},
+		{"layernorm with γ and β 37×777, 4 SMs, 3 an SM", opLayerNormAffine, layerNormRef, 37, 777, 4, 3, 12, 4, 1},
+		{"layernorm of x + r 37×777, 5 SMs, 2 an SM", opResidualLayerNorm, layerNormRef, 37, 777, 5, 2, 10, 4, 2},
+		{"layernorm with γ and β 130×8192, 3 SMs", opLayerNormAffine, layerNormRef, 130, 8192, 3, 1, 3, 44, 1},
+		{"softmax op by op 130×8192, 3 SMs, 2 an SM", opSoftmax, softmaxRef, 130, 8192, 3, 2, 6, 22, 1},
+		{"softmax op by op 5×300, fewer rows than the grid", opSoftmax, softmaxRef, 5, 300, 4, 2, 5, 1, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if testing.Short() && c.rows*c.n > 1<<16 {
+				t.Skip("-short: a million elements in the interpreter")
+			}
+			g := G.NewGraph()
+			c.build(G.NewTensor(g, tensor.Float32, 2, G.WithShape(c.rows, c.n), G.WithName("x")))
+			tg := GPU(c.sms, 1024, 48<<10)
+			_, grp := emitOneGroup(t, g, tg)
+			def := Candidates(grp, tg, tile.PrecIEEE)[0]
+			if def["BLOCK_M"] > 1 || def["CHUNK"] > 0 {
+				t.Fatalf("the default %v holds no row a program in one block", def)
+			}
+			m := maps.Clone(def)
+			m["PERSIST"] = c.k
+			k, err := Emit(grp, TuneTo(tg, m), tile.PrecIEEE)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k.Grid[0] != c.grid || k.Tile.Count(tile.OpFor) != 1 {
+				t.Fatalf("grid %v and %d loops, want %d programs and one loop:\n%s", k.Grid, k.Tile.Count(tile.OpFor), c.grid, k.Tile)
+			}
+			before := 0 // loads of the first row, before the loop
+			for _, v := range k.Tile.Body.Values {
+				if v.Op == tile.OpLoad {
+					before++
+				}
+			}
+			if before != c.held {
+				t.Fatalf("%d loads before the loop, want %d:\n%s", before, c.held, k.Tile)
+			}
+			if most := (c.rows + c.grid - 1) / c.grid; most != c.most {
+				t.Fatalf("%d rows a program at most, the case says %d", most, c.most)
+			}
+			rng := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.n)))
+			in := map[string][]float64{}
+			var args []any
+			for _, x := range grp.Inputs {
+				name := x.G.Name()
+				size := c.n
+				if len(x.Info.Shape) == 2 {
+					size = c.rows * c.n
+				}
+				v32, v64 := make([]float32, size), make([]float64, size)
+				for i := range v32 {
+					v32[i] = float32(rng.Float64()*8 - 4)
+					v64[i] = float64(v32[i])
+				}
+				if _, ok := in[name]; ok || name == "" {
+					t.Fatalf("input %q twice or unnamed", name)
+				}
+				in[name] = v64
+				args = append(args, v32)
+			}
+			out := make([]float32, c.rows*c.n)
+			for i := range out {
+				out[i] = float32(math.NaN())
+			}
+			if err := interp.Interpret(k.Tile, k.Grid, append(args, out)...); err != nil {
+				t.Fatal(err)
+			}
+			want := c.ref(in, c.rows, c.n)
+			tol := 2e-5 * math.Sqrt(float64(c.n)/64)
+			for i, w := range want {
+				if d := math.Abs(float64(out[i]) - w); !(d <= tol*(1+math.Abs(w))) {
+					t.Fatalf("%v: output[%d] (row %d) = %v, float64 %v", m, i, i/c.n, out[i], w)
+				}
+			}
+			t.Logf("%v over %v: %d rows agree", m, k.Grid, c.rows)
+		})
+	}
+}
+
+// TestPersistentRejected: PERSIST with rows walked in blocks (CHUNK) or
+// several rows a program (BLOCK_M) is an error of Emit, not a kernel that
+// ignores it.
+func TestPersistentRejected(t *testing.T) {
+	cases := []struct {
+		name  string
+		shape []int
+		meta  tile.Meta
+	}{
+		{"walked in blocks", []int{200, 40000}, tile.Meta{"CHUNK": 8192, "num_warps": 16, "PERSIST": 1}},
+		{"rows a program", []int{4096, 100}, tile.Meta{"BLOCK": 128, "BLOCK_M": 8, "num_warps": 4, "PERSIST": 2}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			opLayerNorm(G.NewTensor(g, tensor.Float32, 2, G.WithShape(c.shape...), G.WithName("x")))
+			_, grp := emitOneGroup(t, g, H200)
+			if _, err := Emit(grp, TuneTo(H200, c.meta), tile.PrecIEEE); err == nil {
+				t.Fatalf("%v: no error", c.meta)
+			} else {
+				t.Log(err)
+			}
+		})
+	}
+}
+
+// TestPersistentCandidates: the autotuner's candidates for a row held in
+// one block, one row a program, include the persistent form at 1 to 4
+// programs an SM where they fit (threads, and two rows of registers a
+// program), and none where the rows are no more than the SMs.
+func TestPersistentCandidates(t *testing.T) {
+	cases := []struct {
+		name  string
+		build func(x *G.Node) *G.Node
+		shape []int
+		want  []int // PERSIST values among the candidates
+	}{
+		{"layernorm 1151×8192", opLayerNormAffine, []int{1151, 8192}, []int{1, 2, 3, 4}},
+		{"softmax 1151×8192", opSoftmax, []int{1151, 8192}, []int{1, 2, 3, 4}},
+		{"layernorm 8192×4096", opLayerNormAffine, []int{8192, 4096}, []int{1, 2, 3, 4}},
+		{"layernorm 4096×32768: one program of 16 warps an SM", opLayerNormAffine, []int{4096, 32768}, []int{1}},
+		{"softmax 100×4096: no more rows than SMs", opSoftmax, []int{100, 4096}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			c.build(G.NewTensor(g, tensor.Float32, 2, G.WithShape(c.shape...), G.WithName("x")))
+			_, grp := emitOneGroup(t, g, H200)
+			cands := Candidates(grp, H200, tile.PrecIEEE)
+			var got []int
+			for _, m := range cands {
+				if p := m["PERSIST"]; p > 0 {
+					def := maps.Clone(cands[0])
+					def["PERSIST"] = p
+					if m.String() != def.String() {
+						t.Errorf("candidate %v is not the default %v made persistent", m, cands[0])
+					}
+					got = append(got, p)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Fatalf("PERSIST %v among the candidates, want %v: %v", got, c.want, cands)
+			}
+			if cands[0]["PERSIST"] != 0 {
+				t.Fatalf("the default %v is persistent: not measured yet", cands[0])
+			}
+		})
+	}
+}
