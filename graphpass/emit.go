@@ -185,7 +185,9 @@ func (e *emitter) outOffset(n *Node) (int, error) {
 // the shape they share, and stores them under the mask (with the cache
 // hint, if any). A per-row extra output (perRow: a LayerNorm's 1/σ) is
 // computed at its row's index, idx / n for rows of n, and stored by the
-// lanes of the row's first column only.
+// lanes of the row's first column only. Where beforeStore is set, every
+// output is computed first, then beforeStore is called, then they are
+// stored.
 func (e *emitter) store(out, idx *tile.Value, hint ...tile.CacheHint) error {
 	b := e.b
 	ptrs := append([]*tile.Value{out}, e.extra...)
