@@ -56,7 +56,7 @@ func buildRowForm(form string, rows, cols int) *G.ExprGraph {
 // global loads after its first global store where the store issues the
 // late loads (the next row, and LayerNorm's γ and β) and has more groups
 // than are issued ahead of it, and none where the next row is loaded
-// whole before it.
+// whole before it; as many loads of each input as stores, none twice.
 func TestPersistentRowKernelsInSimulator(t *testing.T) {
 	cases := []struct {
 		form            string
@@ -154,6 +154,15 @@ func TestPersistentRowKernelsInSimulator(t *testing.T) {
 			after, stores := strings.Count(body[first:], "ld.global"), strings.Count(body, "st.global")
 			if d := meta["late_loads"]; d > 0 && stores > d+1 && after == 0 || d == 0 && after > 0 {
 				t.Errorf("%v: %d global loads after the first of the loop's %d global stores", meta, after, stores)
+			}
+			// each access once: the next row's loads (and γ's and β's) as
+			// many and as wide as the row's stores, none a second time
+			inputs := 1
+			if c.form == "layernorm" {
+				inputs = 3
+			}
+			if loads := strings.Count(body, "ld.global"); loads != inputs*stores {
+				t.Errorf("%v: %d global loads in the loop, want %d (%d inputs, %d stores)", meta, loads, inputs*stores, inputs, stores)
 			}
 			if c.cols%4 == 0 {
 				for _, op := range []string{"ld.global", "st.global"} {
