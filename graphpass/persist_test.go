@@ -87,9 +87,9 @@ func opResidualLayerNorm(x *G.Node) *G.Node {
 // float64 does: softmax written op by op and Gorgonia's, LayerNorm with γ
 // and β (loaded late, 2 groups ahead) and of a sum x + r (two inputs
 // carried a row ahead), on targets of few SMs so that each program takes
-// several rows, with rows that are no multiple of the grid and widths
-// that are no multiple of the block (777 in 1024), and fewer rows than
-// the grid (one each). Outputs are poisoned with NaN first; f32 against
+// several rows, and on a CPU's (its cores in place of SMs), with rows
+// that are no multiple of the grid and widths that are no multiple of the
+// block (777 in 1024), and fewer rows than the grid (one each). Outputs are poisoned with NaN first; f32 against
 // float64 within 2e-5·(1 + |y|)·√(n/64) (sums of n terms in another
 // order). The kernel's grid and its one loop are checked: without the
 // persistent form PERSIST was ignored, the grid was the rows and no loop
@@ -112,12 +112,16 @@ func TestPersistentRows(t *testing.T) {
 		{"layernorm with γ and β 130×8192, 3 SMs", opLayerNormAffine, layerNormRef, 130, 8192, 3, 1, 3, 44, 1},
 		{"softmax op by op 130×8192, 3 SMs, 2 an SM", opSoftmax, softmaxRef, 130, 8192, 3, 2, 6, 22, 1},
 		{"softmax op by op 5×300, fewer rows than the grid", opSoftmax, softmaxRef, 5, 300, 4, 2, 5, 1, 1},
+		{"layernorm with γ and β 37×777 on a cpu of 3 cores (sms 0), 2 a core", opLayerNormAffine, layerNormRef, 37, 777, 0, 2, 6, 7, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			g := G.NewGraph()
 			c.build(G.NewTensor(g, tensor.Float32, 2, G.WithShape(c.rows, c.n), G.WithName("x")))
 			tg := GPU(c.sms, 1024, 48<<10)
+			if c.sms == 0 {
+				tg = CPU(3)
+			}
 			_, grp := emitOneGroup(t, g, tg)
 			def := Candidates(grp, tg, tile.PrecIEEE)[0]
 			if def["BLOCK_M"] > 1 || def["CHUNK"] > 0 {
