@@ -45,9 +45,9 @@ func buildRowForm(form string, rows, cols int) *G.ExprGraph {
 // k: min(rows, k·SMs) programs looping over their rows, the next row
 // loaded before the current one is stored), as the autotuner's candidate
 // (the next row loaded late) and whole before the store, lowered to PTX
-// runs in the
-// simulator (sm_90, racecheck and initcheck on: the reductions' shared
-// memory reused row after row) and agrees with the reference interpreter
+// runs in the simulator (sm_90, racecheck and initcheck on: the
+// reductions' shared memory reused row after row) and agrees with the
+// reference interpreter
 // running the same kernel (outputs poisoned with NaN; within a millionth
 // of the largest output plus 2e-5 relative, as runRowKernel), on targets
 // of 2 to 4 SMs so that each program loops over several rows, rows no
