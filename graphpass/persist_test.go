@@ -87,7 +87,8 @@ func opResidualLayerNorm(x *G.Node) *G.Node {
 // float64 does: softmax written op by op and Gorgonia's, LayerNorm with γ
 // and β (loaded late, 2 groups ahead) and of a sum x + r (two inputs
 // carried a row ahead), on targets of few SMs so that each program takes
-// several rows, and on a CPU's (its cores in place of SMs), with rows
+// several rows, and on a CPU's (its cores in place of SMs), rows over two
+// leading axes (3×13×777: the loop's row split into coordinates), with rows
 // that are no multiple of the grid and widths that are no multiple of the
 // block (777 in 1024), and fewer rows than the grid (one each). Outputs are poisoned with NaN first; f32 against
 // float64 within 2e-5·(1 + |y|)·√(n/64) (sums of n terms in another
@@ -102,22 +103,28 @@ func TestPersistentRows(t *testing.T) {
 		ref        persistRef
 		rows, n    int
 		sms, k     int
-		grid, most int // the grid, and the most rows a program takes
-		held       int // inputs loaded a row ahead (before the loop, and in it)
+		grid, most int   // the grid, and the most rows a program takes
+		held       int   // inputs loaded a row ahead (before the loop, and in it)
+		dims       []int // x's shape where it is not rows×n
 	}{
-		{"softmax op by op 37×777, 4 SMs, 2 programs an SM", opSoftmax, softmaxRef, 37, 777, 4, 2, 8, 5, 1},
-		{"Gorgonia SoftMax 37×777, 4 SMs, 1 an SM", softmaxG, softmaxRef, 37, 777, 4, 1, 4, 10, 1},
-		{"layernorm with γ and β 37×777, 4 SMs, 3 an SM", opLayerNormAffine, layerNormRef, 37, 777, 4, 3, 12, 4, 1},
-		{"layernorm of x + r 37×777, 5 SMs, 2 an SM", opResidualLayerNorm, layerNormRef, 37, 777, 5, 2, 10, 4, 2},
-		{"layernorm with γ and β 130×8192, 3 SMs", opLayerNormAffine, layerNormRef, 130, 8192, 3, 1, 3, 44, 1},
-		{"softmax op by op 130×8192, 3 SMs, 2 an SM", opSoftmax, softmaxRef, 130, 8192, 3, 2, 6, 22, 1},
-		{"softmax op by op 5×300, fewer rows than the grid", opSoftmax, softmaxRef, 5, 300, 4, 2, 5, 1, 1},
-		{"layernorm with γ and β 37×777 on a cpu of 3 cores (sms 0), 2 a core", opLayerNormAffine, layerNormRef, 37, 777, 0, 2, 6, 7, 1},
+		{"softmax op by op 37×777, 4 SMs, 2 programs an SM", opSoftmax, softmaxRef, 37, 777, 4, 2, 8, 5, 1, nil},
+		{"Gorgonia SoftMax 37×777, 4 SMs, 1 an SM", softmaxG, softmaxRef, 37, 777, 4, 1, 4, 10, 1, nil},
+		{"layernorm with γ and β 37×777, 4 SMs, 3 an SM", opLayerNormAffine, layerNormRef, 37, 777, 4, 3, 12, 4, 1, nil},
+		{"layernorm of x + r 37×777, 5 SMs, 2 an SM", opResidualLayerNorm, layerNormRef, 37, 777, 5, 2, 10, 4, 2, nil},
+		{"layernorm with γ and β 130×8192, 3 SMs", opLayerNormAffine, layerNormRef, 130, 8192, 3, 1, 3, 44, 1, nil},
+		{"softmax op by op 130×8192, 3 SMs, 2 an SM", opSoftmax, softmaxRef, 130, 8192, 3, 2, 6, 22, 1, nil},
+		{"softmax op by op 5×300, fewer rows than the grid", opSoftmax, softmaxRef, 5, 300, 4, 2, 5, 1, 1, nil},
+		{"layernorm with γ and β 37×777 on a cpu of 3 cores (sms 0), 2 a core", opLayerNormAffine, layerNormRef, 37, 777, 0, 2, 6, 7, 1, nil},
+		{"Gorgonia SoftMax 3×13×777 (rows over two axes), 4 SMs, 2 an SM", softmaxG, softmaxRef, 39, 777, 4, 2, 8, 5, 1, []int{3, 13, 777}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			g := G.NewGraph()
-			c.build(G.NewTensor(g, tensor.Float32, 2, G.WithShape(c.rows, c.n), G.WithName("x")))
+			shape := []int{c.rows, c.n}
+			if c.dims != nil {
+				shape = c.dims
+			}
+			c.build(G.NewTensor(g, tensor.Float32, len(shape), G.WithShape(shape...), G.WithName("x")))
 			tg := GPU(c.sms, 1024, 48<<10)
 			if c.sms == 0 {
 				tg = CPU(3)
@@ -154,7 +161,7 @@ func TestPersistentRows(t *testing.T) {
 			for _, x := range grp.Inputs {
 				name := x.G.Name()
 				size := c.n
-				if len(x.Info.Shape) == 2 {
+				if len(x.Info.Shape) >= 2 {
 					size = c.rows * c.n
 				}
 				v32, v64 := make([]float32, size), make([]float64, size)
