@@ -86,13 +86,14 @@ func opResidualLayerNorm(x *G.Node) *G.Node {
 // current row's stores) computes, in the reference interpreter, what
 // float64 does: softmax written op by op and Gorgonia's, LayerNorm with γ
 // and β (loaded late, 2 groups ahead) and of a sum x + r (two inputs
-// carried a row ahead), on targets of few SMs so that each program takes
-// several rows, and on a CPU's (its cores in place of SMs), rows over two
-// leading axes (3×13×777: the loop's row split into coordinates), with rows
-// that are no multiple of the grid and widths that are no multiple of the
-// block (777 in 1024), and fewer rows than the grid (one each). Outputs are poisoned with NaN first; f32 against
-// float64 within 2e-5·(1 + |y|)·√(n/64) (sums of n terms in another
-// order). The kernel's grid and its one loop are checked: without the
+// carried a row ahead); on targets of few SMs so that each program takes
+// several rows, and on a CPU's (its cores in place of SMs); rows over two
+// leading axes (3×13×777: the loop's row split into coordinates); rows
+// that are no multiple of the grid, widths that are no multiple of the
+// block (777 in 1024), and fewer rows than the grid (one each). Outputs
+// are poisoned with NaN first; f32 against float64 within 2e-5·(1 +
+// |y|)·√(n/64) (sums of n terms in another order). The kernel's grid, its
+// one loop and its loads before the loop are checked: without the
 // persistent form PERSIST was ignored, the grid was the rows and no loop
 // ran.
 func TestPersistentRows(t *testing.T) {
