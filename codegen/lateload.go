@@ -24,6 +24,12 @@ import (
 // parameter may write what it reads), and only in a kernel of one store or
 // atomic, after which nothing else reads memory.
 
+// In a kernel whose only store is in the body of a top-level loop (a
+// persistent row kernel: a row an iteration), the same holds of that body:
+// its loads after its last reduction, the next row's among them, are
+// issued in the store; a load the loop carries to the next iteration is
+// asked for whole after the store (lateWhole).
+
 // lateLoad is a load emitted group by group inside the last store.
 type lateLoad struct {
 	v       *tile.Value
@@ -94,19 +100,31 @@ func (l *lowerer) planLate(b *tile.Block) {
 		late[v.ID] = ll
 	}
 	if len(late) > 0 {
-		l.late, l.lateStore, l.lateAhead = late, st, d
+		l.late, l.lateStore, l.lateAhead, l.lateBlock = late, st, d, b
 	}
 }
 
 // lateWhole emits late load v whole where it is asked for otherwise than
 // slot by slot in its layout; false if v is no late load not yet emitted.
+// A load the store has issued groups of (a persistent row kernel's next
+// row, which the store does not read and its loop carries) has its other
+// groups issued and is the registers of all of them.
 func (l *lowerer) lateWhole(v *tile.Value) (bool, error) {
 	ll := l.late[v.ID]
 	if ll == nil || ll.whole {
 		return false, nil
 	}
 	ll.whole = true
-	return true, l.load(v)
+	if len(ll.issued) == 0 {
+		return true, l.load(v)
+	}
+	for ci := 0; ci < len(ll.classes); ci += ll.vw {
+		if err := l.lateIssue(ll, ci); err != nil {
+			return false, err
+		}
+	}
+	l.remember(v, ll.x)
+	return true, nil
 }
 
 // lateAt is the register of slot i of late load ll, its group issued if
@@ -184,7 +202,7 @@ func (l *lowerer) lateAheadOf(ci, vw int) error {
 // lateOrder is the late loads in program order.
 func (l *lowerer) lateOrder() []*lateLoad {
 	var out []*lateLoad
-	for _, v := range l.k.Body.Values {
+	for _, v := range l.lateBlock.Values {
 		if ll := l.late[v.ID]; ll != nil {
 			out = append(out, ll)
 		}

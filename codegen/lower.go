@@ -70,8 +70,9 @@ type lowerer struct {
 	late      map[int]*lateLoad
 	lateStore *tile.Value
 	lateAhead int
-	lating    bool    // emitting lateStore
-	result    *Kernel // the print stage's result
+	lateBlock *tile.Block // the block of lateStore and the late loads
+	lating    bool        // emitting lateStore
+	result    *Kernel     // the print stage's result
 }
 
 func newLowerer(k *tile.Kernel, opt Options) *lowerer {
@@ -724,6 +725,9 @@ func (l *lowerer) demand(v *tile.Value, lay *Layout) (*lval, error) {
 		if x == nil {
 			return nil, fmt.Errorf("internal: %%%d used before it was emitted", v.ID)
 		}
+		if layKey(x.lay) == layKey(lay) { // a late load just emitted (lateWhole)
+			return x, nil
+		}
 		y := l.rename(x, lay, v.Type.Shape)
 		if y == nil {
 			y = l.convert(x, v.Type, lay, v.Type.Shape)
@@ -1190,8 +1194,8 @@ func (l *lowerer) cast(w *strings.Builder, from, to tile.DType, a string) string
 // ---- program order: anchors, stores, loops ----
 
 func (l *lowerer) block(b *tile.Block) error {
-	if b == l.k.Body {
-		l.planLate(b)
+	if b == l.k.Body || l.loopDepth == 1 && l.late == nil {
+		l.planLate(b) // the kernel's, or a top-level loop's (a persistent row kernel)
 	}
 	done := map[*tile.Value]bool{}
 	for i, v := range b.Values {

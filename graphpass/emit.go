@@ -185,10 +185,13 @@ func (e *emitter) outOffset(n *Node) (int, error) {
 // the shape they share, and stores them under the mask (with the cache
 // hint, if any). A per-row extra output (perRow: a LayerNorm's 1/σ) is
 // computed at its row's index, idx / n for rows of n, and stored by the
-// lanes of the row's first column only.
+// lanes of the row's first column only. Where beforeStore is set, every
+// output is computed first, then beforeStore is called, then they are
+// stored.
 func (e *emitter) store(out, idx *tile.Value, hint ...tile.CacheHint) error {
 	b := e.b
 	ptrs := append([]*tile.Value{out}, e.extra...)
+	vals, ats, masks := make([]*tile.Value, len(ptrs)), make([]*tile.Value, len(ptrs)), make([]*tile.Value, len(ptrs))
 	for i, n := range append([]*Node{e.grp.Root}, e.grp.Extra...) {
 		at, mask := idx, e.mask
 		if !sameShape(n.Info.Shape, e.grp.Root.Info.Shape) && perRow(n, e.grp.Full) {
@@ -202,7 +205,18 @@ func (e *emitter) store(out, idx *tile.Value, hint ...tile.CacheHint) error {
 		if !v.Type.Shape.IsScalar() && v.Type.Shape != at.Type.Shape || v.Type.Shape.IsScalar() && !at.Type.Shape.IsScalar() {
 			v = b.BroadcastTo(v, at.Type.Shape) // a row's value, held once a row
 		}
-		b.Store(b.AddPtr(ptrs[i], at), v, mask, hint...)
+		if e.beforeStore == nil {
+			b.Store(b.AddPtr(ptrs[i], at), v, mask, hint...)
+			continue
+		}
+		vals[i], ats[i], masks[i] = v, at, mask
+	}
+	if e.beforeStore == nil {
+		return nil
+	}
+	e.beforeStore()
+	for i := range vals { // every output computed, then the loads before the stores
+		b.Store(b.AddPtr(ptrs[i], ats[i]), vals[i], masks[i], hint...)
 	}
 	return nil
 }
@@ -264,6 +278,12 @@ type emitter struct {
 	// stream, if set, says which loads read data no other program reads
 	// (a load at idx gets the streaming cache hint).
 	stream func(idx *tile.Value) bool
+	// beforeStore, if set, is called by store once the outputs are
+	// computed, before they are stored (a persistent row kernel loads its
+	// next row there).
+	beforeStore func()
+	// onLoad, if set, is told of every load of an input (at idx).
+	onLoad func(n *Node, idx *tile.Value)
 	// rowReciprocal: a division by a value the same along each row (a
 	// scalar, or [BLOCK_M,1], against a block of the row) is one
 	// reciprocal a row and a product per element (divideByRow).
@@ -405,6 +425,9 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 				hint = []tile.CacheHint{tile.CacheStreaming}
 			}
 			v = b.Load(b.AddPtr(p, idx), m, nil, hint...)
+			if e.onLoad != nil {
+				e.onLoad(n, idx)
+			}
 		}
 	case n.Info.Kind.Writable(): // elementwise and injective ops: the catalogue writes them
 		var err error

@@ -261,7 +261,8 @@ type rowEmit struct {
 	e    *emitter
 	idx  *tile.Value // the flat indices of this program's row (of the block, when looped): [BLOCK], or [BLOCK_M,BLOCK]
 	cols *tile.Value // the column of each lane: [BLOCK], or [1,BLOCK]
-	rows *tile.Value // BLOCK_M > 1: the row of each lane, [BLOCK_M,1]; nil: the program id
+	rows *tile.Value // BLOCK_M > 1: the row of each lane, [BLOCK_M,1]; nil: row
+	row  *tile.Value // one row a program: its row, the persistent loop's (PERSIST); nil: the program id
 	// BLOCK_M > 1: the masks of rows and columns in range (nil: all are)
 	rowMask, colMask *tile.Value
 	// looped rows: each softmax's row maximum and Σe^(x-max)
@@ -290,7 +291,15 @@ func emitRow(e *emitter, out *tile.Value, k *Kernel) error {
 		hint = []tile.CacheHint{tile.CacheStreaming}
 		e.stream = func(idx *tile.Value) bool { return idx == r.idx }
 	}
-	if _, ok := e.meta["CHUNK"]; ok { // walked in blocks
+	persist, err := e.optParam("PERSIST", 0)
+	if err != nil {
+		return err
+	}
+	_, chunked := e.meta["CHUNK"]
+	if bm := e.meta["BLOCK_M"]; persist > 0 && (chunked || bm > 1) {
+		return fmt.Errorf("graphpass: %v: PERSIST = %d: a persistent row kernel holds one row a program in one block (CHUNK %d, BLOCK_M %d)", e.grp, persist, e.meta["CHUNK"], bm)
+	}
+	if chunked { // walked in blocks
 		chunk, err := e.param("CHUNK")
 		if err != nil {
 			return err
@@ -318,8 +327,123 @@ func emitRow(e *emitter, out *tile.Value, k *Kernel) error {
 	if block != n {
 		e.mask = b.Lt(r.cols, n)
 	}
+	if persist > 0 {
+		return r.persistent(out, k, rows, n, block, persist, hint)
+	}
 	r.idx = b.Add(b.Mul(b.ProgramID(0), n), r.cols)
 	return e.store(out, r.idx, hint...)
+}
+
+// persistent writes the one-row form as a persistent kernel (PERSIST =
+// k): min(rows, k·SMs) programs (the target's SMs; a CPU's cores), program
+// p taking rows p, p + grid, … in a loop, so that the rows split evenly
+// over the SMs (1151 rows on 132 SMs: 8 or 9 an SM, where one row a
+// program at 2 to 4 programs an SM left a last wave mostly empty), and
+// with the loads of the next row issued before the current row's output
+// is stored: the row's inputs read at the row's own indices (rowReads:
+// softmax's and LayerNorm's x, a softmax backward's y and dy) are carried
+// in registers from one iteration to the next, the first row's loaded
+// before the loop, and the next row's (masked off past the last row)
+// after the reductions, just before the store. Operands loaded late
+// (late_loads: LayerNorm's γ and β) and the next row's loads are then
+// issued in the store, group by group (codegen's late loads in the loop's
+// body), so that an SM always has loads in flight while it stores.
+func (r *rowEmit) persistent(out *tile.Value, k *Kernel, rows, n, block, persist int, hint []tile.CacheHint) error {
+	e, b := r.e, r.e.b
+	if len(e.grp.Full) == 0 || rows < 1 {
+		return fmt.Errorf("graphpass: %v: PERSIST = %d: no rows", e.grp, persist)
+	}
+	procs := e.t.SMs
+	if !e.t.GPU() {
+		procs = max(1, e.t.Cores)
+	}
+	grid := min(rows, persist*procs)
+	k.Grid = tile.Grid{grid}
+	held, err := r.rowReads(block)
+	if err != nil {
+		return err
+	}
+	loadRow := func(row, mask *tile.Value) []*tile.Value {
+		idx := b.Add(b.Mul(row, n), r.cols)
+		vs := make([]*tile.Value, len(held))
+		for i, in := range held {
+			vs[i] = b.Load(b.AddPtr(e.ptr[in], idx), mask, nil, hint...)
+		}
+		return vs
+	}
+	pid := b.ProgramID(0)
+	first := loadRow(pid, e.mask) // pid < rows: the grid is at most rows
+	outer := e.memo
+	b.For(pid, rows, grid, first, func(row *tile.Value, cur []*tile.Value) []*tile.Value {
+		r.row = row
+		r.idx = b.Add(b.Mul(row, n), r.cols)
+		e.memo = make(map[memoKey]*tile.Value, len(outer)+len(held))
+		for key, v := range outer {
+			e.memo[key] = v
+		}
+		for i, in := range held { // the row's inputs, loaded an iteration before
+			v := cur[i]
+			if in.Info.DType != 0 && v.Type.DType != in.Info.DType {
+				v = b.Cast(v, in.Info.DType)
+			}
+			e.memo[memoKey{in, r.idx}] = v
+		}
+		next := cur
+		e.beforeStore = func() {
+			nr := b.Add(row, grid)
+			m := b.BroadcastTo(b.Lt(nr, rows), tile.Shp(block))
+			next = loadRow(nr, e.and(e.mask, m))
+		}
+		if err := e.store(out, r.idx, hint...); err != nil {
+			e.err = err
+		}
+		e.beforeStore = nil
+		return next
+	})
+	e.memo = outer
+	return e.err
+}
+
+// rowReads lists the group's inputs that the one-row form loads at the
+// row's own indices (the flat indices of its block: the x of a softmax or
+// LayerNorm, not γ and β, which are read at the columns' indices): the
+// values a persistent row kernel loads a row ahead. It writes the one-row
+// kernel in a builder of its own and records the loads.
+func (r *rowEmit) rowReads(block int) ([]*Node, error) {
+	e := r.e
+	b := tile.NewBuilder(fmt.Sprintf("fused_%d_probe", e.grp.ID), e.meta)
+	p := &emitter{b: b, grp: e.grp, t: e.t, prec: e.prec, meta: e.meta, ptr: map[*Node]*tile.Value{},
+		memo: map[memoKey]*tile.Value{}, recompute: e.recompute, rowReciprocal: e.rowReciprocal}
+	for i, in := range e.grp.Inputs {
+		p.ptr[in] = b.Ptr(fmt.Sprintf("in%d", i), in.Info.DType)
+	}
+	out := b.Ptr("out", e.grp.Root.Info.DType)
+	for i := range e.extra {
+		p.extra = append(p.extra, b.Ptr(fmt.Sprintf("out%d", i+1), e.grp.Root.Info.DType))
+	}
+	q := &rowEmit{e: p}
+	p.space, p.member = q.coords, q.member
+	q.cols = b.Arange(0, block)
+	if e.mask != nil {
+		p.mask = b.Lt(q.cols, e.grp.Full[len(e.grp.Full)-1])
+	}
+	q.idx = b.Add(b.Mul(b.ProgramID(0), e.grp.Full[len(e.grp.Full)-1]), q.cols)
+	read := map[*Node]bool{}
+	p.onLoad = func(n *Node, idx *tile.Value) {
+		if idx == q.idx && sameShape(n.Info.Shape, e.grp.Full) {
+			read[n] = true
+		}
+	}
+	if err := p.store(out, q.idx); err != nil {
+		return nil, err
+	}
+	var held []*Node
+	for _, in := range e.grp.Inputs {
+		if read[in] {
+			held = append(held, in)
+		}
+	}
+	return held, nil
 }
 
 // tile writes BLOCK_M rows a program: the rows' indices are [BM,1], the
@@ -384,6 +508,9 @@ func (r *rowEmit) coords(idx *tile.Value, s []int) []*tile.Value {
 		return nil
 	}
 	row := r.rows
+	if row == nil {
+		row = r.row
+	}
 	if row == nil {
 		row = r.e.b.ProgramID(0)
 	}
