@@ -111,20 +111,7 @@ func TestLateLoadsPTX(t *testing.T) {
 				if ptxas == "" {
 					continue
 				}
-				file := filepath.Join(t.TempDir(), "k.ptx")
-				if err := os.WriteFile(file, []byte(ck.PTX), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				out, err := exec.Command(ptxas, "-arch=sm_90", "-v", "-o", os.DevNull, file).CombinedOutput()
-				if err != nil {
-					t.Fatalf("%v: ptxas: %v\n%s", m, err, out)
-				}
-				r, s := ptxasRegs.FindSubmatch(out), ptxasSpill.FindSubmatch(out)
-				if r == nil || s == nil {
-					t.Fatalf("%v: no register count in ptxas -v:\n%s", m, out)
-				}
-				regs, _ := strconv.Atoi(string(r[1]))
-				spill, _ := strconv.Atoi(string(s[1]))
+				regs, spill := ptxasUsage(t, ptxas, ck.PTX, m.String())
 				cost[m.String()] = 4*regs + spill
 				t.Logf("%v: %d registers, %d bytes spilled", m, regs, spill)
 			}
@@ -136,4 +123,25 @@ func TestLateLoadsPTX(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ptxasUsage assembles ptx for sm_90 with ptxas -v and returns its
+// registers a thread and bytes spilled (what names the kernel in errors).
+func ptxasUsage(t *testing.T, ptxas, ptx, what string) (regs, spill int) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "k.ptx")
+	if err := os.WriteFile(file, []byte(ptx), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(ptxas, "-arch=sm_90", "-v", "-o", os.DevNull, file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: ptxas: %v\n%s", what, err, out)
+	}
+	r, s := ptxasRegs.FindSubmatch(out), ptxasSpill.FindSubmatch(out)
+	if r == nil || s == nil {
+		t.Fatalf("%s: no register count in ptxas -v:\n%s", what, out)
+	}
+	regs, _ = strconv.Atoi(string(r[1]))
+	spill, _ = strconv.Atoi(string(s[1]))
+	return regs, spill
 }

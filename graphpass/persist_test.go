@@ -7,9 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -313,20 +311,7 @@ func TestPersistentPTX(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					file := filepath.Join(t.TempDir(), "k.ptx")
-					if err := os.WriteFile(file, []byte(ck.PTX), 0o644); err != nil {
-						t.Fatal(err)
-					}
-					out, err := exec.Command(ptxas, "-arch=sm_90", "-v", "-o", os.DevNull, file).CombinedOutput()
-					if err != nil {
-						t.Fatalf("%v: ptxas: %v\n%s", m, err, out)
-					}
-					r, s := ptxasRegs.FindSubmatch(out), ptxasSpill.FindSubmatch(out)
-					if r == nil || s == nil {
-						t.Fatalf("%v: no register count in ptxas -v:\n%s", m, out)
-					}
-					regs, _ := strconv.Atoi(string(r[1]))
-					spill, _ := strconv.Atoi(string(s[1]))
+					regs, spill := ptxasUsage(t, ptxas, ck.PTX, m.String())
 					threads := 32 * m["num_warps"]
 					fit := min(2048/threads, (64<<10)/(threads*((regs+7)/8*8)))
 					t.Logf("%v over %v: %d registers, %d bytes spilled, %d programs an SM fit", m, k.Grid, regs, spill, fit)

@@ -53,24 +53,7 @@ func TestRowKernelsOfTheH200(t *testing.T) {
 }
 
 func runRowKernel(t *testing.T, form string, rows, cols, sub int) {
-	g := G.NewGraph()
-	x := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("x"))
-	switch form {
-	case "softmax":
-		e := G.Must(G.Exp(G.Must(G.BroadcastSub(x, G.Must(G.Max(x, 1)), nil, []byte{1}))))
-		G.Must(G.BroadcastHadamardDiv(e, G.Must(G.Sum(e, 1)), nil, []byte{1}))
-	case "Gorgonia SoftMax":
-		G.Must(G.SoftMax(x))
-	case "layernorm":
-		gamma := G.NewVector(g, tensor.Float32, G.WithShape(cols), G.WithName("gamma"))
-		beta := G.NewVector(g, tensor.Float32, G.WithShape(cols), G.WithName("beta"))
-		mu := G.Must(G.Mean(x, 1))
-		xc := G.Must(G.BroadcastSub(x, mu, nil, []byte{1}))
-		v := G.Must(G.Mean(G.Must(G.Square(xc)), 1))
-		rstd := G.Must(G.Inverse(G.Must(G.Sqrt(G.Must(G.Add(v, G.NewConstant(float32(1e-5))))))))
-		y := G.Must(G.BroadcastHadamardProd(xc, rstd, nil, []byte{1}))
-		G.Must(G.BroadcastAdd(G.Must(G.BroadcastHadamardProd(y, gamma, nil, []byte{0})), beta, nil, []byte{0}))
-	}
+	g := buildRowForm(form, rows, cols)
 	c, err := fusion.Compile(g, fusion.WithTarget(graphpass.H200))
 	if err != nil {
 		t.Fatal(err)
