@@ -23,7 +23,8 @@ import (
 // the copy (copyEv). Only inputs no solver steps (a learnable's buffer is
 // in the solver's launches), whose buffer no other value shares but its
 // views, and only for machines whose runs return early without CUDA
-// graphs (whose launches hold the buffers).
+// graphs (whose launches hold the buffers); inputs of up to maxTwin
+// bytes.
 type twin struct {
 	bufs  [2]*cuda.Buffer
 	cur   int            // the buffer the last upload wrote
@@ -32,6 +33,10 @@ type twin struct {
 	uses  []twinUse      // the launches' arguments that are the buffer
 	nodes []*G.Node      // the nodes whose device value it is: the input and its views
 }
+
+// maxTwin bounds the inputs given a twin: a larger one is copied into its
+// one buffer after the last run's kernels (its device memory not doubled).
+const maxTwin = 256 << 20
 
 // twinUse is argument arg of step's launch.
 type twinUse struct {
@@ -69,7 +74,7 @@ func (g *gpu) makeTwins(up []bool) error {
 func (g *gpu) newTwin(i int) (*twin, error) {
 	n := g.c.rw.inputs[i].nn
 	b := g.bufs[n]
-	if b == nil {
+	if b == nil || b.Bytes > maxTwin {
 		return nil, nil
 	}
 	tw := &twin{}
