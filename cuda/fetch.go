@@ -48,11 +48,12 @@ type Fetcher struct {
 }
 
 type fetch struct {
-	dst unsafe.Pointer
-	off int64
-	n   int64
-	ev  int  // a side copy: its event in landed; -1: none
-	out bool // copied out (CopyLanded)
+	dst  unsafe.Pointer
+	take func() any // EnqueueSideLater: the host slice, asked for at the copy out
+	off  int64
+	n    int64
+	ev   int  // a side copy: its event in landed; -1: none
+	out  bool // copied out (CopyLanded)
 }
 
 // fetchAlign keeps every staged copy on its own cache lines.
@@ -111,20 +112,47 @@ func (f *Fetcher) EnqueueSide(t *Thread, host any, b *Buffer) error {
 	return f.enqueue(t, host, b, true)
 }
 
+// EnqueueSideLater is EnqueueSide of the first n bytes of b into a host
+// slice that take gives when the copy is copied out of the pinned memory
+// (CopyLanded or Finish), not now: the host memory may still be on its way
+// (allocated on another goroutine) while the copy runs. take is called
+// once, on the device's thread; its slice must hold n bytes.
+func (f *Fetcher) EnqueueSideLater(t *Thread, b *Buffer, n int64, take func() any) error {
+	if n > b.Bytes {
+		return fmt.Errorf("cuda: download of %d bytes from a buffer of %d", n, b.Bytes)
+	}
+	return f.enqueueAt(t, nil, n, take, b, true)
+}
+
 func (f *Fetcher) enqueue(t *Thread, host any, b *Buffer, side bool) error {
+	p, n, err := fits(host, b, "download of %d bytes from a buffer of %d")
+	if err != nil {
+		return err
+	}
+	return f.enqueueAt(t, p, n, nil, b, side)
+}
+
+// enqueueAt enqueues the copy of n bytes of b into p, or into take's slice
+// at the copy out where take is not nil.
+func (f *Fetcher) enqueueAt(t *Thread, p unsafe.Pointer, n int64, take func() any, b *Buffer, side bool) error {
 	if err := t.check(); err != nil {
 		return err
 	}
 	if f.mem == nil {
 		return fmt.Errorf("cuda: fetcher: closed")
 	}
-	p, n, err := fits(host, b, "download of %d bytes from a buffer of %d")
-	if err != nil || n == 0 {
-		return err
+	if n == 0 {
+		return nil
 	}
 	if n > f.size { // too large to stage: straight into host, in order
 		if err := f.Finish(t); err != nil {
 			return err
+		}
+		if take != nil {
+			var err error
+			if p, err = takeDst(take, n); err != nil {
+				return err
+			}
 		}
 		return cu.MemcpyDtoH(p, b.Ptr, n)
 	}
@@ -162,7 +190,7 @@ func (f *Fetcher) enqueue(t *Thread, host any, b *Buffer, side bool) error {
 		f.nLanded++
 	}
 	f.synced = false
-	f.pend = append(f.pend, fetch{dst: p, off: f.off, n: n, ev: ev})
+	f.pend = append(f.pend, fetch{dst: p, take: take, off: f.off, n: n, ev: ev})
 	f.off = (f.off + n + fetchAlign - 1) / fetchAlign * fetchAlign
 	f.Bytes += n
 	f.Copies++
@@ -207,18 +235,42 @@ func (f *Fetcher) Finish(t *Thread) error {
 		}
 	}
 	f.synced = false
+	var first error
 	for _, c := range pend {
 		if !c.out {
-			f.copyOut(c)
+			if err := f.copyOut(&c); first == nil {
+				first = err
+			}
 		}
 	}
+	return first
+}
+
+// copyOut copies c from the pinned memory into its host slice (asked of
+// c.take first where it has none yet).
+func (f *Fetcher) copyOut(c *fetch) error {
+	if c.dst == nil {
+		p, err := takeDst(c.take, c.n)
+		if err != nil {
+			return err
+		}
+		c.dst = p
+	}
+	src := unsafe.Slice((*byte)(unsafe.Add(f.mem, c.off)), c.n)
+	parallelCopy(unsafe.Slice((*byte)(c.dst), c.n), src, f.Workers)
 	return nil
 }
 
-// copyOut copies c from the pinned memory into its host slice.
-func (f *Fetcher) copyOut(c fetch) {
-	src := unsafe.Slice((*byte)(unsafe.Add(f.mem, c.off)), c.n)
-	parallelCopy(unsafe.Slice((*byte)(c.dst), c.n), src, f.Workers)
+// takeDst is the memory of take's slice, which must hold n bytes.
+func takeDst(take func() any, n int64) (unsafe.Pointer, error) {
+	if take == nil {
+		return nil, fmt.Errorf("cuda: fetcher: a copy without a destination")
+	}
+	p, m, err := hostBytes(take())
+	if err == nil && m < n {
+		err = fmt.Errorf("cuda: fetcher: a host slice of %d bytes for a copy of %d", m, n)
+	}
+	return p, err
 }
 
 // CopyLanded copies the side copies enqueued so far (EnqueueSide) into
@@ -238,7 +290,9 @@ func (f *Fetcher) CopyLanded(t *Thread) error {
 		if err := f.landed[c.ev].Synchronize(); err != nil {
 			return fmt.Errorf("cuda: fetcher: %w", err)
 		}
-		f.copyOut(*c)
+		if err := f.copyOut(c); err != nil {
+			return err
+		}
 		c.out = true
 	}
 	return nil

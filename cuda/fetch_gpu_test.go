@@ -16,8 +16,10 @@ import (
 // after Finish: copies that fit are staged and land at their offsets, one
 // that does not fit in what is left finishes the others first, one larger
 // than the memory goes straight to its slice, a copy on the side stream
-// waits for the upload queued before it, and nothing past a slice's end is
-// written.
+// waits for the upload queued before it, a side copy whose host slice
+// comes only when it is copied out (EnqueueSideLater: from a goroutine,
+// as fusion's preallocated memory does) lands there, and nothing past a
+// slice's end is written.
 func TestFetcherOnGPU(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -25,13 +27,16 @@ func TestFetcherOnGPU(t *testing.T) {
 		sizes []int // float32s
 		wait  bool  // Wait before Finish
 		side  bool  // every other copy on the side stream (EnqueueSide)
+		later bool  // those with their host slice given at the copy out (EnqueueSideLater)
 	}{
-		{"all fit", 1 << 20, []int{1, 7, 63, 64, 65, 1000, 4097}, false, false},
-		{"all fit, Wait first", 1 << 20, []int{3, 250, 1025}, true, false},
-		{"overflow finishes early", 8 << 10, []int{1000, 1000, 1000, 1500, 1, 2047}, false, false},
-		{"larger than the memory", 4 << 10, []int{10, 5000, 20, 1 << 16, 3}, false, false},
-		{"side stream", 1 << 20, []int{1, 7, 63, 64, 65, 1000, 4097, 200000}, false, true},
-		{"side stream, overflow and direct", 8 << 10, []int{1000, 1500, 3000, 1, 2047, 1 << 16}, true, true},
+		{"all fit", 1 << 20, []int{1, 7, 63, 64, 65, 1000, 4097}, false, false, false},
+		{"all fit, Wait first", 1 << 20, []int{3, 250, 1025}, true, false, false},
+		{"overflow finishes early", 8 << 10, []int{1000, 1000, 1000, 1500, 1, 2047}, false, false, false},
+		{"larger than the memory", 4 << 10, []int{10, 5000, 20, 1 << 16, 3}, false, false, false},
+		{"side stream", 1 << 20, []int{1, 7, 63, 64, 65, 1000, 4097, 200000}, false, true, false},
+		{"side stream, overflow and direct", 8 << 10, []int{1000, 1500, 3000, 1, 2047, 1 << 16}, true, true, false},
+		{"side stream, memory later", 1 << 20, []int{1, 7, 63, 64, 65, 1000, 4097, 200000}, false, true, true},
+		{"side stream, memory later, overflow and direct", 8 << 10, []int{1000, 1500, 3000, 1, 2047, 1 << 16}, true, true, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -70,10 +75,20 @@ func TestFetcherOnGPU(t *testing.T) {
 				}
 				got[i][n] = 12345
 			}
+			taken := 0
 			err = dev.Run(func(th *Thread) error {
 				for i := range c.sizes {
 					if err := up.Upload(th, bufs[i], want[i]); err != nil {
 						return err
+					}
+					if c.later && i%2 == 1 {
+						ch := make(chan any, 1)
+						go func() { ch <- got[i][:c.sizes[i]] }()
+						take := func() any { taken++; return <-ch }
+						if err := f.EnqueueSideLater(th, bufs[i], 4*int64(c.sizes[i]), take); err != nil {
+							return err
+						}
+						continue
 					}
 					enq := f.Enqueue
 					if c.side && i%2 == 1 { // after the upload before it, beside what follows
@@ -105,6 +120,9 @@ func TestFetcherOnGPU(t *testing.T) {
 			}
 			if f.Pending() != 0 {
 				t.Errorf("%d copies pending after Finish", f.Pending())
+			}
+			if want := len(c.sizes) / 2; c.later && taken != want {
+				t.Errorf("the host slices of the later copies asked for %d times, want %d", taken, want)
 			}
 			for i, n := range c.sizes {
 				for j := range n {

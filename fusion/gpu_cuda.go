@@ -129,7 +129,7 @@ type gpu struct {
 	// enqueues there; afterFetch runs once the bytes have landed)
 	fetch      *cuda.Fetcher
 	fetching   bool
-	afterFetch []func()
+	afterFetch []func() error
 	// early: per step of the run, the readable values (indices into
 	// c.back) whose memory that step writes last: they come down on the
 	// fetcher's side stream as soon as it is enqueued, beside the later
@@ -703,14 +703,14 @@ func (g *gpu) download(t *cuda.Thread, n *G.Node, mem map[*G.Node]any) (G.Value,
 		if h, ok := host.([]float64); ok {
 			v := G.NewF64(h[0])
 			if g.fetching {
-				g.afterFetch = append(g.afterFetch, func() { *v = G.F64(h[0]) })
+				g.afterFetch = append(g.afterFetch, func() error { *v = G.F64(h[0]); return nil })
 			}
 			return v, nil
 		}
 		h := host.([]float32)
 		v := G.NewF32(h[0])
 		if g.fetching {
-			g.afterFetch = append(g.afterFetch, func() { *v = G.F32(h[0]) })
+			g.afterFetch = append(g.afterFetch, func() error { *v = G.F32(h[0]); return nil })
 		}
 		return v, nil
 	}
@@ -810,10 +810,16 @@ func (g *gpu) endFetch(t *cuda.Thread, wait bool) error {
 	if err := g.fetch.Finish(t); err != nil {
 		return err
 	}
+	var first error
 	for _, f := range g.afterFetch {
-		f()
+		if err := f(); first == nil {
+			first = err
+		}
 	}
 	g.afterFetch = g.afterFetch[:0]
+	if first != nil {
+		return first
+	}
 	return nil
 }
 
@@ -1283,6 +1289,9 @@ func (g *gpu) writeBack(t *cuda.Thread, b binding) error {
 	mem := g.backHost // WithReuseOutputs: the value's memory of the last copy
 	if !g.c.cfg.reuse {
 		mem = nil // fresh memory: a value read after a run is not overwritten
+		if ch, ok := g.pre[b.nn]; ok && g.fetching && g.side && !b.nn.IsScalar() {
+			return g.writeBackLater(t, b, ch)
+		}
 	}
 	v, err := g.download(t, b.nn, mem)
 	if err != nil {
@@ -1291,16 +1300,55 @@ func (g *gpu) writeBack(t *cuda.Thread, b binding) error {
 	if err := G.UnsafeLet(b.orig, v); err != nil {
 		return fmt.Errorf("writing back %v: %w", b.orig.Name(), err)
 	}
-	done := func() {
+	done := func() error {
 		g.backVal[b.orig] = v
 		g.vers.copied(b.nn)
+		return nil
 	}
 	if g.fetching { // current once the bytes have landed
 		delete(g.backVal, b.orig)
 		g.afterFetch = append(g.afterFetch, done)
 		return nil
 	}
-	done()
+	return done()
+}
+
+// writeBackLater is writeBack of a value sent early whose fresh host
+// memory is still being allocated on another goroutine (preallocate: Go
+// zeroes it, ~170 µs a MB on an H200's host): the copy goes into the
+// fetcher's pinned memory now, beside the kernels, and the memory is taken
+// from ch, the value made and given to the user's node, only when the copy
+// is copied out, so that the launches behind it do not wait for the
+// memory (encoder_train's 2 MB prediction held the backward's launches
+// back by ~0.3 ms).
+func (g *gpu) writeBackLater(t *cuda.Thread, b binding, ch chan any) error {
+	buf, ok := g.bufs[b.nn]
+	if !ok {
+		return fmt.Errorf("fusion: %v has no device value", b.nn.Name())
+	}
+	delete(g.pre, b.nn)
+	var host any
+	take := func() any {
+		if host == nil {
+			host = <-ch
+		}
+		return host
+	}
+	if err := g.fetch.EnqueueSideLater(t, buf, int64(hostBytes(b.nn)), take); err != nil {
+		return err
+	}
+	g.last.Downloads++
+	g.last.BytesDown += buf.Bytes
+	delete(g.backVal, b.orig)
+	g.afterFetch = append(g.afterFetch, func() error {
+		v := tensor.New(tensor.WithShape(b.nn.Shape().Clone()...), tensor.WithBacking(take()))
+		if err := G.UnsafeLet(b.orig, v); err != nil {
+			return fmt.Errorf("writing back %v: %w", b.orig.Name(), err)
+		}
+		g.backVal[b.orig] = v
+		g.vers.copied(b.nn)
+		return nil
+	})
 	return nil
 }
 

@@ -80,7 +80,7 @@ func (g *gpu) syncOne(t *cuda.Thread, i int) error {
 	g.last.BytesDown += b.Bytes
 	v := h.v
 	if g.fetching { // took records the copy once the bytes have landed
-		g.afterFetch = append(g.afterFetch, func() { g.took(i, v) })
+		g.afterFetch = append(g.afterFetch, func() error { g.took(i, v); return nil })
 		return nil
 	}
 	g.took(i, v)
