@@ -58,7 +58,11 @@ import (
 // device's thread, not once they are enqueued: the host's next work (the
 // loss read, the next batch) goes on beside them. An error enqueueing them
 // (rare: the launches were prepared when the solver was bound) is returned
-// by the machine's next RunAll, Step, Sync or Close.
+// by the machine's next RunAll, Step, Sync, Wait or Close. With a fused
+// solver a run's gradients stay on the device, so the run itself returns
+// once its loss and predictions have landed, its backward still running
+// (WithAsyncRuns): a loop of Let, RunAll, Step and the loss read keeps the
+// device busy from one step to the next, and m.Wait() waits for it.
 //
 // A Solver is not safe for concurrent use; Step it from the goroutine that
 // runs the machine.
