@@ -921,7 +921,8 @@ func (g *gpu) run() error {
 				return err
 			}
 		}
-		if upTimed && g.async {
+		upWait := upTimed && g.async // upDone recorded: an early return waits for it
+		if upWait {
 			if err := t.Record(g.upDone); err != nil {
 				return err
 			}
@@ -955,6 +956,7 @@ func (g *gpu) run() error {
 				if err := g.redo(t, c, vals, &plan, changed); err != nil {
 					return err
 				}
+				upWait = g.async // redo recorded upDone after its uploads
 			}
 			var waited float64
 			lap(&waited)
@@ -996,7 +998,7 @@ func (g *gpu) run() error {
 			return err
 		}
 		if early {
-			if upTimed {
+			if upWait {
 				if err := t.Wait(g.upDone); err != nil { // the user's input memory read
 					return err
 				}
@@ -1064,6 +1066,11 @@ func (g *gpu) redo(t *cuda.Thread, c *Compiled, vals []G.Value, plan *inputPlan,
 			return err
 		}
 		g.held[i].took(vals[i], plan.bytes[i], plan.sums[i], plan.hashed[i])
+	}
+	if g.async { // a run that returns early waits for these uploads too
+		if err := t.Record(g.upDone); err != nil {
+			return err
+		}
 	}
 	g.beginFetch()
 	clear(g.sent)
