@@ -84,20 +84,7 @@ func TestLateLoadsPTX(t *testing.T) {
 			delete(whole, "late_loads")
 			cost := map[string]int{}
 			for _, m := range []tile.Meta{def, whole} {
-				k, err := Emit(groups[0], TuneTo(H200, m), tile.PrecIEEE)
-				if err != nil {
-					t.Fatal(err)
-				}
-				spec := make([]int, len(k.Tile.Params))
-				for i, p := range k.Tile.Params {
-					if p.Type.Ptr {
-						spec[i] = 16 // as the launcher specialises aligned buffers
-					}
-				}
-				ck, err := codegen.Compile(k.Tile, codegen.Options{Arch: 90, NumWarps: m["num_warps"], Spec: spec})
-				if err != nil {
-					t.Fatal(err)
-				}
+				_, ck := compileH200(t, groups[0], m)
 				first := strings.Index(ck.PTX, "st.global")
 				if first < 0 {
 					t.Fatalf("%v: no global store", m)
@@ -144,4 +131,25 @@ func ptxasUsage(t *testing.T, ptxas, ptx, what string) (regs, spill int) {
 	regs, _ = strconv.Atoi(string(r[1]))
 	spill, _ = strconv.Atoi(string(s[1]))
 	return regs, spill
+}
+
+// compileH200 emits grp's kernel with meta m for the H200 and compiles it
+// to PTX for sm_90, its pointers aligned as the launcher specialises them.
+func compileH200(t *testing.T, grp *Group, m tile.Meta) (*Kernel, *codegen.Kernel) {
+	t.Helper()
+	k, err := Emit(grp, TuneTo(H200, m), tile.PrecIEEE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := make([]int, len(k.Tile.Params))
+	for i, p := range k.Tile.Params {
+		if p.Type.Ptr {
+			spec[i] = 16 // as the launcher specialises aligned buffers
+		}
+	}
+	ck, err := codegen.Compile(k.Tile, codegen.Options{Arch: 90, NumWarps: m["num_warps"], Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, ck
 }

@@ -13,7 +13,6 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/tilefuse/tilefuse/codegen"
 	. "github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/interp"
@@ -297,20 +296,7 @@ func TestPersistentPTX(t *testing.T) {
 						continue
 					}
 					n++
-					k, err := Emit(grp, TuneTo(H200, m), tile.PrecIEEE)
-					if err != nil {
-						t.Fatal(err)
-					}
-					spec := make([]int, len(k.Tile.Params))
-					for i, p := range k.Tile.Params {
-						if p.Type.Ptr {
-							spec[i] = 16 // as the launcher specialises aligned buffers
-						}
-					}
-					ck, err := codegen.Compile(k.Tile, codegen.Options{Arch: 90, NumWarps: m["num_warps"], Spec: spec})
-					if err != nil {
-						t.Fatal(err)
-					}
+					k, ck := compileH200(t, grp, m)
 					regs, spill := ptxasUsage(t, ptxas, ck.PTX, m.String())
 					threads := 32 * m["num_warps"]
 					fit := min(2048/threads, (64<<10)/(threads*((regs+7)/8*8)))

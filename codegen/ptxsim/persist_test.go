@@ -127,18 +127,7 @@ func TestPersistentRowKernelsInSimulator(t *testing.T) {
 			if err := sim.Launch(k.Tile, k.Grid, append(args, out)...); err != nil {
 				t.Fatalf("%v: %v", meta, err)
 			}
-			scale := 0.0
-			for i, w := range want {
-				if math.IsNaN(float64(w)) {
-					t.Fatalf("the interpreter left output %d unwritten", i)
-				}
-				scale = max(scale, math.Abs(float64(w)))
-			}
-			for i, w := range want {
-				if g := out[i]; !(math.Abs(float64(g-w)) <= 1e-6*scale+2e-5*math.Abs(float64(w))) {
-					t.Fatalf("%v: output[%d] (row %d) = %v in the simulator, %v in the interpreter", meta, i, i/c.cols, g, w)
-				}
-			}
+			rowsAgree(t, meta.String(), out, want, c.cols)
 			ptx := sim.Last.PTX
 			head := strings.Index(ptx, "$L_for")
 			if head < 0 {
@@ -165,11 +154,7 @@ func TestPersistentRowKernelsInSimulator(t *testing.T) {
 				t.Errorf("%v: %d global loads in the loop, want %d (%d inputs, %d stores)", meta, loads, inputs*stores, inputs, stores)
 			}
 			if c.cols%4 == 0 {
-				for _, op := range []string{"ld.global", "st.global"} {
-					if !strings.Contains(body, op+".v4.f32") && !strings.Contains(body, op+".cs.v4.f32") {
-						t.Errorf("%v: no 128-bit %s in the loop", meta, op)
-					}
-				}
+				wideAccesses(t, meta.String()+" (the loop)", body)
 			}
 			t.Logf("%v over %v: %d rows agree", meta, k.Grid, c.rows)
 		})

@@ -108,9 +108,21 @@ func runRowKernel(t *testing.T, form string, rows, cols, sub int) {
 	if err := sim.Launch(k, grid, args...); err != nil {
 		t.Fatalf("%s: %v", k.Meta, err)
 	}
-	// f32 sums in another order (the simulator's reductions go across
-	// lanes and warps, the interpreter's in order): a few ulp of the
-	// largest term, and LayerNorm's output cancels (xc·rstd·γ + β)
+	rowsAgree(t, k.Meta.String(), out, want, cols)
+	if cols%4 == 0 {
+		wideAccesses(t, k.Meta.String(), sim.Last.PTX)
+	}
+	t.Logf("%s %v: %d rows agree", k.Meta, grid, sub)
+}
+
+// rowsAgree fails t where the interpreter left an output unwritten (want
+// poisoned with NaN) or the simulator's out differs from it by more than
+// a millionth of the largest output plus 2e-5 relative: f32 sums in
+// another order (the simulator's reductions go across lanes and warps,
+// the interpreter's in order) are a few ulp of the largest term apart, and
+// LayerNorm's output cancels (xc·rstd·γ + β). what names the kernel.
+func rowsAgree(t *testing.T, what string, out, want []float32, cols int) {
+	t.Helper()
 	scale := 0.0
 	for i, w := range want {
 		if math.IsNaN(float64(w)) {
@@ -120,17 +132,19 @@ func runRowKernel(t *testing.T, form string, rows, cols, sub int) {
 	}
 	for i, w := range want {
 		if g := out[i]; !(math.Abs(float64(g-w)) <= 1e-6*scale+2e-5*math.Abs(float64(w))) {
-			t.Fatalf("%s: output[%d] (row %d) = %v in the simulator, %v in the interpreter", k.Meta, i, i/cols, g, w)
+			t.Fatalf("%s: output[%d] (row %d) = %v in the simulator, %v in the interpreter", what, i, i/cols, g, w)
 		}
 	}
-	if cols%4 == 0 {
-		for _, op := range []string{"ld.global", "st.global"} {
-			if !strings.Contains(sim.Last.PTX, op+".v4.f32") && !strings.Contains(sim.Last.PTX, op+".cs.v4.f32") {
-				t.Errorf("%s: no 128-bit %s in the PTX", k.Meta, op)
-			}
+}
+
+// wideAccesses fails t where ptx has no 128-bit global load or store.
+func wideAccesses(t *testing.T, what, ptx string) {
+	t.Helper()
+	for _, op := range []string{"ld.global", "st.global"} {
+		if !strings.Contains(ptx, op+".v4.f32") && !strings.Contains(ptx, op+".cs.v4.f32") {
+			t.Errorf("%s: no 128-bit %s in the PTX", what, op)
 		}
 	}
-	t.Logf("%s %v: %d rows agree", k.Meta, grid, sub)
 }
 
 // TestGeneratedKernelsOfTheH200 is TestGeneratedKernels with the kernels
