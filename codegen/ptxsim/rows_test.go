@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/bench"
 	"github.com/tilefuse/tilefuse/codegen/ptxsim"
@@ -189,17 +188,7 @@ func TestLayerNormCandidatesInSimulator(t *testing.T) {
 	}
 	for _, sh := range [][2]int{{3, 20000}, {5, 3000}, {4, 8192}, {7, 1000}, {3, 781}} {
 		rows, cols := sh[0], sh[1]
-		g := G.NewGraph()
-		x := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("x"))
-		gamma := G.NewVector(g, tensor.Float32, G.WithShape(cols), G.WithName("gamma"))
-		beta := G.NewVector(g, tensor.Float32, G.WithShape(cols), G.WithName("beta"))
-		mu := G.Must(G.Mean(x, 1))
-		xc := G.Must(G.BroadcastSub(x, mu, nil, []byte{1}))
-		v := G.Must(G.Mean(G.Must(G.Square(xc)), 1))
-		rstd := G.Must(G.Inverse(G.Must(G.Sqrt(G.Must(G.Add(v, G.NewConstant(float32(1e-5))))))))
-		y := G.Must(G.BroadcastHadamardProd(xc, rstd, nil, []byte{1}))
-		G.Must(G.BroadcastAdd(G.Must(G.BroadcastHadamardProd(y, gamma, nil, []byte{0})), beta, nil, []byte{0}))
-		gr, err := graphpass.Import(g)
+		gr, err := graphpass.Import(buildRowForm("layernorm", rows, cols))
 		if err != nil {
 			t.Fatal(err)
 		}
