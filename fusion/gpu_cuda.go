@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -736,6 +737,23 @@ func hostBytes(n *G.Node) int {
 	return 4 * size
 }
 
+// preallocMin is the least host memory a value sent early has allocated
+// on a goroutine of its own (preallocate); a smaller one is allocated by
+// the device's thread when its copy is enqueued. 0 (all of them on
+// goroutines) unless TILEFUSE_PREALLOC_MIN gives bytes, read when the
+// process starts, for measuring: on the H200's host the device's thread
+// may wait tens of µs for a goroutine to start (a core woken), which for
+// a loss's 4 bytes costs more than the allocation (bench/RESULTS.md, the
+// tenth session's round 5: training loops bound by the host's launch
+// phase).
+var preallocMin = func() int {
+	n, err := strconv.Atoi(os.Getenv("TILEFUSE_PREALLOC_MIN"))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}()
+
 // preallocate makes the channels through which the fresh host memory of
 // the values a run sends down early comes (g.pre: set before the run is
 // handed over, read by the device's thread), and returns the function
@@ -755,7 +773,7 @@ func (g *gpu) preallocate() (start func()) {
 	for _, js := range g.early {
 		for _, j := range js {
 			n := g.c.back[j].nn
-			if g.stepGrad[n] != nil || isConst(n) {
+			if g.stepGrad[n] != nil || isConst(n) || hostBytes(n) < preallocMin {
 				continue
 			}
 			if g.pre == nil {
