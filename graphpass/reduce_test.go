@@ -262,12 +262,7 @@ func TestColumnFormManySums(t *testing.T) {
 				if a == nil || b == nil {
 					t.Fatalf("output %d: the product's operands are not the kernel's inputs", o)
 				}
-				want, scale := make([]float64, c.cols), make([]float64, c.cols)
-				for i := range a {
-					p := float64(a[i]) * float64(b[i])
-					want[i%c.cols] += p
-					scale[i%c.cols] += math.Abs(p)
-				}
+				want, scale := columnRef(a, b, c.cols, false)
 				for j, w := range want {
 					if g := float64(outs[o][j]); !(math.Abs(g-w) <= 1e-5*scale[j]) {
 						t.Fatalf("output %d column %d: %v, want %v", o, j, g, w)
@@ -349,26 +344,14 @@ func TestColumnsInline(t *testing.T) {
 				t.Fatal(err)
 			}
 			for o, n := range append([]*Node{grp.Root}, grp.Extra...) {
-				prod := len(n.Inputs[0].Inputs) == 2 // Σ[0] x ⊙ y
-				for j := range c.cols {
-					want, scale := 0.0, 0.0
-					if c.op == "max" {
-						want = math.Inf(-1)
-					}
-					for i := range c.rows {
-						v := float64(ins["x"][i*c.cols+j])
-						if prod {
-							v *= float64(ins["y"][i*c.cols+j])
-						}
-						if c.op == "max" {
-							want = math.Max(want, v)
-						} else {
-							want += v
-							scale += math.Abs(v)
-						}
-					}
-					if got := float64(outs[o][j]); !(math.Abs(got-want) <= 1e-5*scale) {
-						t.Fatalf("output %d, column %d: %v, want %v", o, j, got, want)
+				var y []float32
+				if len(n.Inputs[0].Inputs) == 2 { // Σ[0] x ⊙ y
+					y = ins["y"]
+				}
+				want, scale := columnRef(ins["x"], y, c.cols, c.op == "max")
+				for j, w := range want {
+					if got := float64(outs[o][j]); !(math.Abs(got-w) <= 1e-5*scale[j]) {
+						t.Fatalf("output %d, column %d: %v, want %v", o, j, got, w)
 					}
 				}
 			}
@@ -597,4 +580,30 @@ func columnKernel(t *testing.T, rows, cols int, op string, target Target) (*Kern
 		G.Must(G.Sum(x, 0))
 	}
 	return emitOneGroup(t, g, target)
+}
+
+// columnRef is the float64 reference of a column reduction of a row-major
+// matrix a of cols columns, or of a⊙b where b is not nil: per column the
+// sum (the maximum where max is set) and the sum of the terms' magnitudes,
+// which bounds a float32 sum's error (0 for a maximum: exact).
+func columnRef(a, b []float32, cols int, max bool) (want, scale []float64) {
+	want, scale = make([]float64, cols), make([]float64, cols)
+	if max {
+		for j := range want {
+			want[j] = math.Inf(-1)
+		}
+	}
+	for i := range a {
+		v := float64(a[i])
+		if b != nil {
+			v *= float64(b[i])
+		}
+		if max {
+			want[i%cols] = math.Max(want[i%cols], v)
+			continue
+		}
+		want[i%cols] += v
+		scale[i%cols] += math.Abs(v)
+	}
+	return want, scale
 }
