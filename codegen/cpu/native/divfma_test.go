@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -25,10 +24,7 @@ import (
 // too (SetDivSlowPoison: those of a divisor in [2^-20, 2^20] and lanes all
 // in [2^-100, 2^100], and no other). The switch is off by default.
 func TestDivFMANative(t *testing.T) {
-	requireJIT(t)
-	if !jit.HasAVX512() {
-		t.Skip("no AVX-512 here: no zmm loop")
-	}
+	requireAVX512(t, "no zmm loop")
 	if native.SetDivFMA(false) {
 		t.Fatal("TILEFUSE_NATIVE_DIVFMA is on in the test's environment: the default is off")
 	}

@@ -4,7 +4,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
@@ -21,10 +20,7 @@ import (
 // of 32 lanes (the paired loop) and a tail (the masked loop); poisoned
 // outputs. A phase that also stores keeps the tracking loop.
 func TestNaNDetectNative(t *testing.T) {
-	requireJIT(t)
-	if !jit.HasAVX512() {
-		t.Skip("no AVX-512 here: no paired zmm loop")
-	}
+	requireAVX512(t, "no paired zmm loop")
 	const block = 128
 	nan := func(payload uint32) float32 { return math.Float32frombits(0x7fc00000 | payload) }
 	negZero := float32(math.Copysign(0, -1))

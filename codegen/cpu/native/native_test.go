@@ -65,6 +65,16 @@ func requireJIT(t testing.TB) {
 	}
 }
 
+// requireAVX512 is requireJIT on a CPU with AVX-512 (skipped elsewhere,
+// saying what the test needs it for).
+func requireAVX512(t testing.TB, why string) {
+	t.Helper()
+	requireJIT(t)
+	if !jit.HasAVX512() {
+		t.Skip("no AVX-512 here: " + why)
+	}
+}
+
 // TestAgainstReference runs every conformance case the native code
 // generator supports, natively and on the reference interpreter from the
 // same inputs: bit for bit where the kernel has no inexact op, else within

@@ -4,7 +4,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -18,10 +17,7 @@ import (
 // whose tail runs the masked loop (1000 of 1024, 96 of 128) and rows of
 // the block. Skipped without AVX-512 (no zmm loop there).
 func TestSum32Native(t *testing.T) {
-	requireJIT(t)
-	if !jit.HasAVX512() {
-		t.Skip("no AVX-512 here: no paired zmm loop")
-	}
+	requireAVX512(t, "no paired zmm loop")
 	if native.SetSum32(false) {
 		t.Fatal("TILEFUSE_NATIVE_SUM32 is on in the test's environment: the default is off")
 	}

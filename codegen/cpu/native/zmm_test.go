@@ -4,7 +4,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
@@ -29,10 +28,7 @@ import (
 // tolerances hold that for these inputs). Skipped without AVX-512 (the
 // zmm loops are never emitted there).
 func TestZmmRowsNative(t *testing.T) {
-	requireJIT(t)
-	if !jit.HasAVX512() {
-		t.Skip("no AVX-512 here: the zmm loops are never emitted")
-	}
+	requireAVX512(t, "the zmm loops are never emitted")
 	const bm = 16
 	pairs := 0 // zmm loops emitted in pairs, over the cases
 	defer func() {
