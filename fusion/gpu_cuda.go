@@ -1549,19 +1549,28 @@ func (g *gpu) settleLate() {
 		return
 	}
 	g.dev.Run(func(t *cuda.Thread) error {
-		if !g.unsettled { // settled or dropped by a run meanwhile
-			return nil
-		}
-		if err := g.settle(t); err != nil {
+		if err := g.settleNow(t); err != nil {
 			g.devMs, g.last.UploadDeviceTime = 0, 0
 			if g.runErr == nil {
 				g.runErr = err
 			}
-			return nil
 		}
-		g.last.HostSeconds = max(0, g.runWall-g.devMs/1e3)
 		return nil
 	})
+}
+
+// settleNow settles the last run if it returned early and is not settled
+// yet (or dropped by a run since), on the device's thread, its host time
+// with it.
+func (g *gpu) settleNow(t *cuda.Thread) error {
+	if !g.unsettled {
+		return nil
+	}
+	if err := g.settle(t); err != nil {
+		return err
+	}
+	g.last.HostSeconds = max(0, g.runWall-g.devMs/1e3)
+	return nil
 }
 
 // wait blocks until the device has done everything this machine gave it
@@ -1575,11 +1584,8 @@ func (g *gpu) wait() error {
 		if err := t.Sync(); err != nil {
 			return err
 		}
-		if g.unsettled {
-			if err := g.settle(t); err != nil {
-				return err
-			}
-			g.last.HostSeconds = max(0, g.runWall-g.devMs/1e3)
+		if err := g.settleNow(t); err != nil {
+			return err
 		}
 		return g.takeStepErr()
 	})
