@@ -165,26 +165,21 @@ func (s *Stager) UploadKeptOn(t *Thread, on *Stream, b *Buffer, host any) (onStr
 	if err := t.check(); err != nil {
 		return false, err
 	}
-	err = s.uploadKept(t, on, b, host, &onStream)
-	return onStream, err
-}
-
-func (s *Stager) uploadKept(t *Thread, on *Stream, b *Buffer, host any, onStream *bool) error {
 	p, n, err := fits(host, b, "upload of %d bytes into a buffer of %d")
 	if err != nil || n == 0 || s.pins == nil {
 		if err == nil && n > 0 {
 			err = s.Upload(t, b, host)
 		}
-		return err
+		return false, err
 	}
 	act, evict := s.pins.upload(uintptr(p), n)
 	if len(evict) > 0 {
 		if err := cu.Synchronize(); err != nil { // no copy still reading them
-			return err
+			return false, err
 		}
 		for _, e := range evict {
 			if err := unlockRange(e); err != nil {
-				return err
+				return false, err
 			}
 		}
 	}
@@ -201,19 +196,18 @@ func (s *Stager) uploadKept(t *Thread, on *Stream, b *Buffer, host any, onStream
 		}
 	}
 	if act != directly {
-		return s.Upload(t, b, host)
+		return false, s.Upload(t, b, host)
 	}
 	stream := cu.Stream{}
 	if on != nil {
 		stream = on.s
 	}
 	if err := cu.MemcpyHtoDAsync(b.Ptr, p, n, stream); err != nil {
-		return fmt.Errorf("cuda: upload of %d bytes from locked memory: %w", n, err)
+		return false, fmt.Errorf("cuda: upload of %d bytes from locked memory: %w", n, err)
 	}
 	s.Bytes += n
 	s.Direct += n
-	*onStream = on != nil
-	return nil
+	return on != nil, nil
 }
 
 // lockedMem is host memory UploadKept locked: where, and the Pinner that
