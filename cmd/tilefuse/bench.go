@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"time"
@@ -18,10 +19,10 @@ import (
 )
 
 type benchOpts struct {
-	backend, workloads, size, json, plot, precision, cpuprofile    string
-	runs, profile, rotate                                          int
-	warm                                                           time.Duration
-	quiet, native, autotune, graphs, cold, noGorgonia, reuse, loop bool
+	backend, workloads, size, json, plot, precision, cpuprofile, trace string
+	runs, profile, rotate                                              int
+	warm                                                               time.Duration
+	quiet, native, autotune, graphs, cold, noGorgonia, reuse, loop     bool
 }
 
 func benchFlags() (*flag.FlagSet, *benchOpts) {
@@ -45,6 +46,7 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.BoolVar(&o.cold, "cold", false, "on the CPU, time each run right after the collection that precedes it (the pool's workers parked, the caches as the collection left them), as before 2026-12-02; by default one untimed run of the mode comes between them, as PyTorch's timed calls follow one another")
 	fs.BoolVar(&o.noGorgonia, "no-gorgonia", false, "leave Gorgonia's own machine out at every size (as -size peer does): tilefuse's modes only, for profiles and quick comparisons")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole bench (compiles, warm-ups and timed runs; go tool pprof reads it) to `file`")
+	fs.StringVar(&o.trace, "trace", "", "write a Go execution trace of the whole bench (go tool trace reads it: goroutines, the device's thread, its waits) to `file`")
 	fs.IntVar(&o.profile, "profile", 0, "list each workload's `N` slowest kernels per tilefuse mode, timed in a run of their own (events on the GPU, the wall clock on the CPU)")
 	return fs, o
 }
@@ -156,6 +158,17 @@ func benchCmd(args []string, out, progress io.Writer) error {
 			return fmt.Errorf("-cpuprofile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.trace != "" {
+		f, err := os.Create(o.trace)
+		if err != nil {
+			return fmt.Errorf("-trace: %w", err)
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return fmt.Errorf("-trace: %w", err)
+		}
+		defer trace.Stop()
 	}
 	bar := newProgress(progress, steps, *quiet)
 	var results []*bench.Result

@@ -16,6 +16,7 @@
 //	go run ./cmd/tilefuse bench -json out.json -plot out.png
 //	tilefuse bench -backend cuda                           # the tilefuse_cuda build, on the GPU
 //	tilefuse bench -size small -cpuprofile cpu.out         # then go tool pprof cpu.out
+//	tilefuse bench -size small -trace bench.trace          # then go tool trace bench.trace
 //
 // tilefuse -h (or tilefuse help) lists every command and its flags;
 // tilefuse help COMMAND or tilefuse COMMAND -h one command's. Progress goes to

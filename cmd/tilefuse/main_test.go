@@ -321,6 +321,19 @@ func TestBenchCPUProfile(t *testing.T) {
 	assert.Contains(t, string(raw), "bench.Graph", "the profile's functions include the bench's")
 }
 
+// TestBenchTrace: -trace writes a Go execution trace of the bench (the
+// header runtime/trace writes first names the format).
+func TestBenchTrace(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "bench.trace")
+	var sb, progress strings.Builder
+	require.NoError(t, benchCmd([]string{"-workload", "chain", "-size", "small", "-runs", "3", "-warmup", "10ms", "-q", "-trace", f}, &sb, &progress))
+	assert.Regexp(t, `\| chain \| small \|`, sb.String())
+	b, err := os.ReadFile(f)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 1000, "a trace of a bench has events")
+	assert.True(t, bytes.HasPrefix(b, []byte("go 1.")), "a Go execution trace starts with its version header, not %q", b[:min(16, len(b))])
+}
+
 // TestProgressOnlyOnATerminal: with stderr a file (a log), the bench writes
 // one line a step and no carriage-return frames; the bar, which does, is
 // for terminals only.
@@ -367,6 +380,7 @@ func TestBenchRejectsBadInput(t *testing.T) {
 		{"runs", []string{"-runs", "0"}, "at least 1"},
 		{"profile", []string{"-profile", "-1"}, "want a count"},
 		{"cpuprofile in a missing directory", []string{"-workload", "chain", "-size", "small", "-cpuprofile", "/nonexistent/dir/cpu.prof"}, "-cpuprofile"},
+		{"trace in a missing directory", []string{"-workload", "chain", "-size", "small", "-trace", "/nonexistent/dir/bench.trace"}, "-trace"},
 		{"stray argument", []string{"stray"}, "unexpected arguments"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
