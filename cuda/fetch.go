@@ -3,7 +3,9 @@
 package cuda
 
 import (
+	"context"
 	"fmt"
+	"runtime/trace"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -257,9 +259,27 @@ func (f *Fetcher) copyOut(c *fetch) error {
 		c.dst = p
 	}
 	src := unsafe.Slice((*byte)(unsafe.Add(f.mem, c.off)), c.n)
-	parallelCopy(unsafe.Slice((*byte)(c.dst), c.n), src, f.Workers)
+	dst := unsafe.Slice((*byte)(c.dst), c.n)
+	if c.n >= sharedCopyMin && c.n < 2*copyPiece {
+		// too small for parallelCopy's goroutines: the second half offered
+		// to the run's caller, which polls for the run's end meanwhile
+		h := (c.n / 2) &^ 63
+		join := f.d.work.share(func() { copy(dst[h:], src[h:]) })
+		copy(dst[:h], src[:h])
+		join()
+		return nil
+	}
+	parallelCopy(dst, src, f.Workers)
 	return nil
 }
+
+// sharedCopyMin is the least copy out of the pinned memory that the
+// device's thread shares with the run's polling caller (worker.share):
+// on the H200's host a copy out of freshly landed memory ran at 4–8 GB/s
+// on one core (encoder_train's two 1 MB values: 125–250 µs each, in a
+// Go trace of `tilefuse bench -loop`, 2026-12-02), the largest part of a
+// training step's host time.
+const sharedCopyMin = 256 << 10
 
 // takeDst is the memory of take's slice, which must hold n bytes.
 func takeDst(take func() any, n int64) (unsafe.Pointer, error) {
@@ -287,12 +307,16 @@ func (f *Fetcher) CopyLanded(t *Thread) error {
 		if c.ev < 0 || c.out {
 			continue
 		}
+		rg := trace.StartRegion(context.Background(), "tilefuse: landed wait")
 		if err := f.landed[c.ev].Synchronize(); err != nil {
 			return fmt.Errorf("cuda: fetcher: %w", err)
 		}
+		rg.End()
+		rg = trace.StartRegion(context.Background(), "tilefuse: landed copy")
 		if err := f.copyOut(c); err != nil {
 			return err
 		}
+		rg.End()
 		c.out = true
 	}
 	return nil

@@ -52,6 +52,24 @@ static int tf_graph_zero(CUgraph g, CUgraphNode *dep, CUgraphNode *out, CUdevice
 	return (int)cuGraphAddMemsetNode(out, g, dep, dep == NULL ? 0 : 1, &p, ctx);
 }
 
+// tf_graph_set_kernel gives the kernel node n of the instantiated graph e
+// new arguments (the same function, grid and shared memory as before);
+// the driver copies their values.
+static int tf_graph_set_kernel(CUgraphExec e, CUgraphNode n, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned shmem, void **params) {
+	CUDA_KERNEL_NODE_PARAMS p;
+	p.func = f;
+	p.gridDimX = gx;
+	p.gridDimY = gy;
+	p.gridDimZ = gz;
+	p.blockDimX = bx;
+	p.blockDimY = 1;
+	p.blockDimZ = 1;
+	p.sharedMemBytes = shmem;
+	p.kernelParams = params;
+	p.extra = NULL;
+	return (int)cuGraphExecKernelNodeSetParams(e, n, &p);
+}
+
 static int tf_graph_instantiate(CUgraphExec *e, CUgraph g) {
 	return (int)cuGraphInstantiateWithFlags(e, g, 0);
 }
@@ -195,6 +213,9 @@ type Graph struct {
 	g     C.CUgraph
 	e     C.CUgraphExec
 	Nodes int // kernel and memset nodes
+	// the kernel node of each step that has one (SetLaunch), by the
+	// step's index in NewGraph's steps
+	kernels map[int]C.CUgraphNode
 }
 
 // NewGraph makes a graph of steps, in their order.
@@ -227,6 +248,10 @@ func (t *Thread) NewGraph(steps []GraphStep) (_ *Graph, err error) {
 			if rc := C.tf_graph_kernel(gr.g, dep, &node, p.fn, C.uint(g[0]), C.uint(g[1]), C.uint(g[2]), C.uint(p.threads), C.uint(p.shmem), (*unsafe.Pointer)(p.argp)); rc != 0 {
 				return nil, fmt.Errorf("cuda: graph node %d: @%s: cuGraphAddKernelNode: CUresult %d", i, p.Name, int(rc))
 			}
+			if gr.kernels == nil {
+				gr.kernels = map[int]C.CUgraphNode{}
+			}
+			gr.kernels[i] = node
 		case s.Zero != nil:
 			if s.Zero.Bytes == 0 {
 				continue
@@ -263,6 +288,34 @@ func (t *Thread) LaunchGraph(g *Graph) error {
 	}
 	if rc := C.tf_graph_launch(g.e); rc != 0 {
 		return fmt.Errorf("cuda: cuGraphLaunch (%d nodes): CUresult %d", g.Nodes, int(rc))
+	}
+	return nil
+}
+
+// SetLaunch gives the launch of step (an index into the steps g was made
+// of) p's arguments as they are now, for g's later replays: p must be the
+// step's own launch or one of the same function, grid and shared memory
+// (a buffer re-pointed with Packed.Set). Enqueued work is not affected.
+func (t *Thread) SetLaunch(g *Graph, step int, p *Packed) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if g.e == nil {
+		return fmt.Errorf("cuda: SetLaunch on a freed or empty graph")
+	}
+	if p.argp != nil && p.grid[0] == 0 {
+		return nil // launches nothing: no node
+	}
+	n, ok := g.kernels[step]
+	if !ok {
+		return fmt.Errorf("cuda: SetLaunch: step %d of the graph is no launch", step)
+	}
+	if p.argp == nil {
+		return fmt.Errorf("cuda: SetLaunch: @%s: a freed Packed", p.Name)
+	}
+	gd := p.grid
+	if rc := C.tf_graph_set_kernel(g.e, n, p.fn, C.uint(gd[0]), C.uint(gd[1]), C.uint(gd[2]), C.uint(p.threads), C.uint(p.shmem), (*unsafe.Pointer)(p.argp)); rc != 0 {
+		return fmt.Errorf("cuda: SetLaunch: @%s: cuGraphExecKernelNodeSetParams: CUresult %d", p.Name, int(rc))
 	}
 	return nil
 }

@@ -157,4 +157,38 @@ func TestPackedAndGraphOnGPU(t *testing.T) {
 	if err := dev.Run(func(th *Thread) error { return th.LaunchPacked(p1) }); err == nil {
 		t.Fatal("launch of a freed Packed: no error")
 	}
+
+	// SetLaunch: the graph's third step re-pointed at x2 (w = softmax(x2)),
+	// its first left as it was (y = softmax(x))
+	if err := p2.Set(0, bx2); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Run(func(th *Thread) error { return th.SetLaunch(g, 2, p2) }); err != nil {
+		t.Fatal(err)
+	}
+	x = fresh()
+	if err := dev.Upload(bx, x); err != nil {
+		t.Fatal(err)
+	}
+	wantY := plain(bx, by)
+	poison(by)
+	poison(bw)
+	if err := dev.Run(func(th *Thread) error { return th.LaunchGraph(g) }); err != nil {
+		t.Fatal(err)
+	}
+	same("graph's y after SetLaunch of step 2", down(by), wantY)
+	same("graph's w after SetLaunch of step 2", down(bw), want2)
+	for _, c := range []struct {
+		name string
+		step int
+		p    *Packed
+	}{
+		{"a zeroing step", 1, p2},
+		{"a step out of range", 3, p2},
+		{"a freed Packed", 0, p1},
+	} {
+		if err := dev.Run(func(th *Thread) error { return th.SetLaunch(g, c.step, c.p) }); err == nil {
+			t.Errorf("SetLaunch of %s: no error", c.name)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"runtime"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,6 +18,16 @@ import (
 type worker struct {
 	work chan func()
 	spin bool
+	// a piece of the worker's own work that a caller polling in wait may
+	// take and run (share)
+	help atomic.Pointer[helpTask]
+}
+
+// helpTask is a piece of work offered by share: run once, by a waiting
+// caller or by the worker itself.
+type helpTask struct {
+	f    func()
+	done atomic.Bool
 }
 
 // How long each side polls before it blocks.
@@ -82,7 +93,38 @@ func (w *worker) start(f func() error) (wait func() error) {
 // post hands f to the worker's goroutine without a way to wait for it.
 func (w *worker) post(f func()) { w.work <- f }
 
-// wait returns *err once ch is closed.
+// share offers f, a piece of the work running on the worker's goroutine,
+// to a caller polling in wait (a core already awake: starting a goroutine
+// costs tens of µs on an H200's host), and returns the function that the
+// worker calls once it has done the rest of its work: it runs f itself if
+// no caller took it, or else polls until the caller has run it. Without
+// spin (no caller polls) f is left to that function.
+func (w *worker) share(f func()) (join func()) {
+	if !w.spin {
+		return f
+	}
+	t := &helpTask{f: f}
+	w.help.Store(t)
+	return func() {
+		if w.help.CompareAndSwap(t, nil) { // not taken
+			f()
+			return
+		}
+		for !t.done.Load() {
+		}
+	}
+}
+
+// lend runs the piece of work offered by share, if any (a polling caller).
+func (w *worker) lend() {
+	if t := w.help.Swap(nil); t != nil {
+		t.f()
+		t.done.Store(true)
+	}
+}
+
+// wait returns *err once ch is closed; while it polls it runs what the
+// worker shares.
 func (w *worker) wait(ch chan struct{}, err *error) error {
 	if w.spin {
 		start := time.Now()
@@ -91,6 +133,9 @@ func (w *worker) wait(ch chan struct{}, err *error) error {
 			case <-ch:
 				return *err
 			default:
+			}
+			if w.help.Load() != nil {
+				w.lend()
 			}
 			if i%64 == 0 && time.Since(start) > waitSpin {
 				break

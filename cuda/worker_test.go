@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -157,4 +159,96 @@ func startWorker(spin bool) *worker {
 		w.loop()
 	}()
 	return w
+}
+
+// goid is the calling goroutine's id (from its stack's header), to tell
+// which goroutine ran a shared piece.
+func goid() string {
+	b := make([]byte, 64)
+	b = b[:runtime.Stack(b, false)]
+	f := strings.Fields(string(b))
+	return f[1]
+}
+
+// TestWorkerShare: a piece the worker shares (share) runs once: in lend
+// (a caller polling in wait) when one takes it, else in the worker's join;
+// join returns only once the piece has run, by whichever goroutine. Without
+// spin share leaves the piece to join.
+func TestWorkerShare(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		spin, lend bool
+		wantLender bool
+	}{
+		{"spin, lent", true, true, true},
+		{"spin, not taken", true, false, false},
+		{"no spin", false, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorker(c.spin)
+			var runs atomic.Int32
+			var ranBy atomic.Value
+			piece := func() {
+				runs.Add(1)
+				time.Sleep(time.Millisecond) // join must wait for it
+				ranBy.Store(goid())
+			}
+			joined := make(chan string)
+			shared := make(chan struct{})
+			go func() { // the worker's side
+				join := w.share(piece)
+				close(shared)
+				if c.lend {
+					for end := time.Now().Add(time.Second); c.spin && w.help.Load() != nil && time.Now().Before(end); {
+					}
+				}
+				join()
+				if ranBy.Load() == nil {
+					joined <- ""
+					return
+				}
+				joined <- goid()
+			}()
+			<-shared
+			if c.lend {
+				w.lend()
+			}
+			worker := <-joined
+			if worker == "" {
+				t.Fatal("join returned before the piece ran")
+			}
+			if runs.Load() != 1 {
+				t.Fatalf("the piece ran %d times, want once", runs.Load())
+			}
+			want := worker
+			if c.wantLender {
+				want = goid()
+			}
+			if got := ranBy.Load().(string); got != want {
+				t.Fatalf("run by goroutine %s, want %s (lender %s, worker %s)", got, want, goid(), worker)
+			}
+		})
+	}
+	// in place: a caller waiting for a piece of work (do) takes what the
+	// piece shares, or the worker runs it at its join: once either way
+	w := newWorker(true)
+	go func() {
+		runtime.LockOSThread()
+		w.loop()
+	}()
+	defer w.stop()
+	var runs atomic.Int32
+	for range 20 {
+		if err := w.do(func() error {
+			join := w.share(func() { runs.Add(1) })
+			time.Sleep(100 * time.Microsecond)
+			join()
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs.Load() != 20 {
+		t.Fatalf("20 shared pieces ran %d times", runs.Load())
+	}
 }

@@ -4,8 +4,10 @@ package fusion
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"os"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,6 +159,7 @@ type gpu struct {
 	isInput map[*G.Node]bool
 	steps   []devStep
 	segs    []devSeg
+	graphAt map[int]graphPos // each launch's node in segs' graphs (twins re-point them)
 	// events around the last fused solver step's launches (solver_cuda.go)
 	solverEv   [2]*cuda.Event
 	solverLast bool // recorded and not read yet
@@ -498,31 +501,92 @@ func (g *gpu) plan(c *Compiled) error {
 	if !c.cfg.graphs || c.cfg.profile {
 		return nil
 	}
-	return g.dev.Run(func(t *cuda.Thread) error {
-		var nodes []cuda.GraphStep
-		for i := 0; i < len(g.steps); {
-			if g.steps[i].pk == nil {
-				g.segs = append(g.segs, devSeg{from: i, to: i + 1})
-				i++
-				continue
-			}
-			j := i
-			nodes = nodes[:0]
-			for ; j < len(g.steps) && g.steps[j].pk != nil; j++ {
-				for _, z := range g.steps[j].zero {
-					nodes = append(nodes, cuda.GraphStep{Zero: z})
-				}
-				nodes = append(nodes, cuda.GraphStep{Launch: g.steps[j].pk})
-			}
-			gr, err := t.NewGraph(nodes)
-			if err != nil {
-				return fmt.Errorf("fusion: WithCUDAGraphs: kernels %d to %d of the run: %w", i+1, j, err)
-			}
-			g.segs = append(g.segs, devSeg{from: i, to: j, graph: gr})
-			i = j
+	return g.dev.Run(g.buildSegs)
+}
+
+// region marks a stretch of a run's work on the device's thread in a Go
+// execution trace (`tilefuse bench -trace`, runtime/trace); a no-op
+// unless a trace is being taken.
+func region(name string) *trace.Region {
+	return trace.StartRegion(context.Background(), name)
+}
+
+// graphPos is where a step's launch is in the run's CUDA graphs: graph
+// seg's step node (cuda.Thread.SetLaunch).
+type graphPos struct{ seg, node int }
+
+// buildSegs makes the run's stretches of launches between host ops into
+// CUDA graphs (WithCUDAGraphs). The stretch that holds the last kernel to
+// write a readable value (the user's, not a fused solver's gradient) is
+// cut after it, so that the values' copies, enqueued on the side stream
+// behind their graph (sendEarly), start once that kernel is done and not
+// behind the kernels after it: a training step returns after its forward
+// (async runs) as it does with launches. A run returns once every value
+// has landed, so cutting after earlier writers would only add graph
+// launches (a small MLP's step: 7 graphs for 10 kernels).
+func (g *gpu) buildSegs(t *cuda.Thread) error {
+	g.segs, g.graphAt = nil, map[int]graphPos{}
+	lastSend := -1
+	for i := range g.steps {
+		if g.sendsAfter(i) {
+			lastSend = i
 		}
+	}
+	var nodes []cuda.GraphStep
+	for i := 0; i < len(g.steps); {
+		if g.steps[i].pk == nil {
+			g.segs = append(g.segs, devSeg{from: i, to: i + 1})
+			i++
+			continue
+		}
+		j := i
+		nodes = nodes[:0]
+		for j < len(g.steps) && g.steps[j].pk != nil {
+			for _, z := range g.steps[j].zero {
+				nodes = append(nodes, cuda.GraphStep{Zero: z})
+			}
+			g.graphAt[j] = graphPos{len(g.segs), len(nodes)}
+			nodes = append(nodes, cuda.GraphStep{Launch: g.steps[j].pk})
+			j++
+			if j-1 == lastSend {
+				break
+			}
+		}
+		gr, err := t.NewGraph(nodes)
+		if err != nil {
+			return fmt.Errorf("fusion: WithCUDAGraphs: kernels %d to %d of the run: %w", i+1, j, err)
+		}
+		g.segs = append(g.segs, devSeg{from: i, to: j, graph: gr})
+		i = j
+	}
+	return nil
+}
+
+// sendsAfter reports whether step i is the last writer of a readable value
+// that the run sends down early (sendEarly): not a fused solver's gradient.
+func (g *gpu) sendsAfter(i int) bool {
+	for _, j := range g.early[i] {
+		if g.stepGrad[g.c.back[j].nn] == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// resegment makes the run's graphs again (WithCUDAGraphs) after the set
+// of values sent early changed (a fused solver took gradients, or let
+// them go): they are cut where those values' copies start.
+func (g *gpu) resegment() error {
+	if g.segs == nil {
 		return nil
-	})
+	}
+	for _, sg := range g.segs {
+		if err := g.dev.FreeGraph(sg.graph); err != nil {
+			return fmt.Errorf("fusion: %w", err)
+		}
+	}
+	g.segs, g.graphAt = nil, nil
+	return g.dev.Run(g.buildSegs)
 }
 
 // planEarly finds, for each readable value that a step of the run writes,
@@ -682,7 +746,9 @@ func (g *gpu) download(t *cuda.Thread, n *G.Node, mem map[*G.Node]any) (G.Value,
 	host, ok := mem[n]
 	if !ok {
 		if ch, ok := g.pre[n]; ok && mem == nil {
+			rg := region("tilefuse: host memory")
 			host = <-ch
+			rg.End()
 			delete(g.pre, n)
 		} else {
 			rec := g.rec // recycled: the memory of a value the user reads
@@ -737,19 +803,41 @@ func hostBytes(n *G.Node) int {
 	return 4 * size
 }
 
+// faultIn writes a zero into each page of mem (a []float32 or []float64
+// that a download will overwrite whole), so that memory fresh from the
+// OS, which Go hands out untouched, takes its page faults here, on the
+// goroutine of preallocate, and not in the copy out of the pinned memory
+// on the device's thread: encoder_train's two 1 MB values took 100–130
+// µs each to copy out there (~10 GB/s: a fault a page) in a Go trace of
+// `tilefuse bench -loop` on the H200's host (2026-12-02), about half of
+// the host's time in a step.
+func faultIn(mem any) {
+	var b []byte
+	switch m := mem.(type) {
+	case []float32:
+		b = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m))), 4*len(m))
+	case []float64:
+		b = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m))), 8*len(m))
+	}
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 0
+	}
+}
+
 // preallocMin is the least host memory a value sent early has allocated
 // on a goroutine of its own (preallocate); a smaller one is allocated by
-// the device's thread when its copy is enqueued. 0 (all of them on
-// goroutines) unless TILEFUSE_PREALLOC_MIN gives bytes, read when the
-// process starts, for measuring: on the H200's host the device's thread
-// may wait tens of µs for a goroutine to start (a core woken), which for
-// a loss's 4 bytes costs more than the allocation (bench/RESULTS.md, the
-// tenth session's round 5: training loops bound by the host's launch
-// phase).
+// the device's thread when its copy is enqueued: on the H200's host the
+// device's thread waited 50–70 µs (a goroutine started on a woken core,
+// then the thread itself rescheduled) for a loss's 4 bytes in the middle
+// of a training step's launches (a Go trace of `tilefuse bench -loop`,
+// 2026-12-02), where allocating them costs nanoseconds; larger values
+// wait for nothing either way (writeBackLater takes their memory at the
+// copy out). TILEFUSE_PREALLOC_MIN gives another bound in bytes, read when
+// the process starts, for measuring (0: every value on a goroutine).
 var preallocMin = func() int {
 	n, err := strconv.Atoi(os.Getenv("TILEFUSE_PREALLOC_MIN"))
 	if err != nil || n < 0 {
-		return 0
+		return 4096
 	}
 	return n
 }()
@@ -790,7 +878,11 @@ func (g *gpu) preallocate() (start func()) {
 	rec := g.rec // not g's field: close may clear it while this runs
 	return func() {
 		for _, p := range ps {
-			go func() { p.ch <- hostMem(p.n, rec) }()
+			go func() {
+				m := hostMem(p.n, rec)
+				faultIn(m)
+				p.ch <- m
+			}()
 		}
 	}
 }
@@ -912,6 +1004,7 @@ func (g *gpu) run() error {
 			}
 		}
 		beside := false // a copy on the copy stream
+		rg := region("tilefuse: upload")
 		for _, i := range g.upOrder {
 			in := c.rw.inputs[i]
 			if !plan.up[i] {
@@ -945,6 +1038,7 @@ func (g *gpu) run() error {
 				return err
 			}
 		}
+		rg.End()
 		lap(&ph.Upload)
 		// the readable values' downloads: each enqueued on the fetcher's
 		// side stream right after the kernel that writes it last (compute,
@@ -962,12 +1056,16 @@ func (g *gpu) run() error {
 		if err := g.timer.Start(t); err != nil {
 			return err
 		}
+		rg = region("tilefuse: launch")
 		if err := g.compute(t, c); err != nil {
 			return err
 		}
+		rg.End()
 		lap(&ph.Launch)
 		if sums != nil {
+			rg := region("tilefuse: hashes")
 			h := <-sums
+			rg.End()
 			changed := plan.settle(g.held, h)
 			g.stale = len(changed) > 0
 			if len(changed) > 0 { // a write into a kept input: up, and again
@@ -987,6 +1085,7 @@ func (g *gpu) run() error {
 		if err := g.twinsRead(t); err != nil {
 			return err
 		}
+		rg = region("tilefuse: write back")
 		for j, b := range c.back {
 			if g.sent[j] {
 				continue // on its way since its kernel
@@ -1006,8 +1105,10 @@ func (g *gpu) run() error {
 				return err
 			}
 		}
+		rg.End()
 		down := time.Since(mark).Seconds()
 		mark = time.Now()
+		rg = region("tilefuse: landed")
 		// every value the user can read on its way beside the kernels
 		// (async): the run returns once they have landed and its uploads
 		// have been read, the rest of its kernels still running
@@ -1021,6 +1122,7 @@ func (g *gpu) run() error {
 					return err
 				}
 			}
+			rg.End()
 			lap(&ph.Wait)
 			g.unsettled, g.upTimed = true, upTimed
 			g.last.ReturnedEarly = true
@@ -1028,6 +1130,7 @@ func (g *gpu) run() error {
 			if err := g.fetch.Wait(t); err != nil {
 				return err
 			}
+			rg.End()
 			lap(&ph.Wait)
 			g.upTimed = upTimed
 			if err := g.settle(t); err != nil {
@@ -1035,9 +1138,11 @@ func (g *gpu) run() error {
 			}
 		}
 		fetched = true
+		rg = region("tilefuse: copy out")
 		if err := g.endFetch(t, true); err != nil {
 			return err
 		}
+		rg.End()
 		lap(&ph.Download)
 		ph.Launch += down
 		return nil
@@ -1355,7 +1460,9 @@ func (g *gpu) writeBackLater(t *cuda.Thread, b binding, ch chan any) error {
 	var host any
 	take := func() any {
 		if host == nil {
+			rg := region("tilefuse: host memory")
 			host = <-ch
+			rg.End()
 		}
 		return host
 	}

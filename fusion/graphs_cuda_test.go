@@ -23,9 +23,10 @@ import (
 // both: the losses and, after Sync, the learnables and their gradients
 // agree within 1e-5·(1+|b|) (the same kernels in the same order: they
 // differ at most where a kernel accumulates with atomics). Stats count the
-// launches: with graphs a step replays one graph and launches the four
-// solver kernels one by one; without, every kernel of the run is a launch
-// of its own. Machine.DeviceTimes replays the graph too, and Stats.SolverDeviceTime
+// launches: with graphs a step replays at most two graphs (cut after the
+// last kernel that writes a readable value, where kernels follow it: its
+// copy down starts before theirs) and launches the solver's kernel;
+// without, every kernel of the run is a launch of its own. Machine.DeviceTimes replays the graph too, and Stats.SolverDeviceTime
 // times the solver's kernels.
 func TestCUDAGraphsTrainingOnGPU(t *testing.T) {
 	if err := fusion.Available(fusion.CUDA); err != nil {
@@ -86,8 +87,8 @@ func TestCUDAGraphsTrainingOnGPU(t *testing.T) {
 		if s == 0 {
 			t.Logf("a step without graphs: %d launches; with: %d graph replays and %d launches", off.Launches, on.GraphLaunches, on.Launches)
 		}
-		if on.GraphLaunches != 1 || on.Launches != 1 {
-			t.Fatalf("step %d with graphs: %d graph replays and %d launches, want 1 and the solver's one (every float32 learnable in one multi-tensor launch)", s, on.GraphLaunches, on.Launches)
+		if on.GraphLaunches < 1 || on.GraphLaunches > 2 || on.Launches != 1 {
+			t.Fatalf("step %d with graphs: %d graph replays and %d launches, want 1 or 2 (the run cut after the last kernel whose value goes down, where kernels follow it) and the solver's one (every float32 learnable in one multi-tensor launch)", s, on.GraphLaunches, on.Launches)
 		}
 		if off.GraphLaunches != 0 || off.Launches <= 2 {
 			t.Fatalf("step %d without graphs: %d graph replays and %d launches, want 0 and a launch per kernel and solver kernel", s, off.GraphLaunches, off.Launches)

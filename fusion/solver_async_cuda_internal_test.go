@@ -82,7 +82,9 @@ func TestSolverStepErrorLaterOnGPU(t *testing.T) {
 // (the loss 1e-5 relative, w 1e-6), where a batch written over the one the
 // backward still reads, or kernels not re-pointed to the new batch, change
 // the gradient by far more; its prediction, written back once its memory
-// has come (writeBackLater), agrees too. The first run is not checked (it
+// has come (writeBackLater), agrees too. The same with WithCUDAGraphs: the
+// run's graphs cut after the kernels whose values go down early, the
+// batch's twin re-pointed in its graph. The first run is not checked (it
 // also registers the batch's memory and loads the kernels). Without the
 // work every run waits: the device is idle at each return.
 func TestAsyncRunOnGPU(t *testing.T) {
@@ -93,6 +95,7 @@ func TestAsyncRunOnGPU(t *testing.T) {
 		w            []float32
 		early, busy  []bool
 		xTwin, wTwin bool
+		graphs, segs int // WithCUDAGraphs: graph launches of the last run, the run's graphs
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	fill := func(r, c int, sd float64) *tensor.Dense {
@@ -173,6 +176,12 @@ func TestAsyncRunOnGPU(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.w = append([]float32(nil), w.Value().Data().([]float32)...)
+		r.graphs = gb.last.GraphLaunches
+		for _, sg := range gb.segs {
+			if sg.graph != nil {
+				r.segs++
+			}
+		}
 		for i, in := range gb.c.rw.inputs {
 			switch in.orig {
 			case x:
@@ -183,31 +192,52 @@ func TestAsyncRunOnGPU(t *testing.T) {
 		}
 		return r
 	}
-	async := train(t)
 	sync := train(t, WithAsyncRuns(false))
-	if !async.xTwin || async.wTwin || sync.xTwin {
-		t.Errorf("twins: the batch's %v and the learnable's %v async, the batch's %v waiting; want true, false, false", async.xTwin, async.wTwin, sync.xTwin)
+	if sync.xTwin {
+		t.Errorf("WithAsyncRuns(false): the batch has a twin")
 	}
 	for i := range steps {
-		if !async.early[i] || !async.busy[i] {
-			t.Errorf("async step %d: returned early %v, device busy at return %v; want both", i, async.early[i], async.busy[i])
-		}
 		if sync.early[i] || sync.busy[i] {
 			t.Errorf("WithAsyncRuns(false) step %d: returned early %v, device busy at return %v; want neither", i, sync.early[i], sync.busy[i])
 		}
-		if d := math.Abs(async.losses[i] - sync.losses[i]); d > 1e-5*math.Abs(sync.losses[i]) {
-			t.Errorf("step %d: loss %g async, %g waiting", i, async.losses[i], sync.losses[i])
-		}
-		for j, a := range async.preds[i] {
-			if b := sync.preds[i][j]; math.Abs(float64(a-b)) > 1e-5*(1+math.Abs(float64(b))) {
-				t.Fatalf("step %d: pred[%d] %g async, %g waiting", i, j, a, b)
-			}
-		}
 	}
-	for i := range async.w {
-		if d := math.Abs(float64(async.w[i] - sync.w[i])); d > 1e-6 {
-			t.Fatalf("w[%d] after %d steps: %g async, %g waiting", i, steps, async.w[i], sync.w[i])
-		}
+	for _, c := range []struct {
+		name string
+		opts []Option
+	}{
+		{"launches", nil},
+		// the run's kernels as CUDA graphs, cut after the forward's
+		// kernels whose values go down early; the twin's launch
+		// re-pointed in its graph (cuda.Thread.SetLaunch)
+		{"CUDA graphs", []Option{WithCUDAGraphs(true)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			async := train(t, c.opts...)
+			if !async.xTwin || async.wTwin {
+				t.Errorf("twins: the batch's %v, the learnable's %v; want true, false", async.xTwin, async.wTwin)
+			}
+			if c.opts != nil && (async.segs != 2 || async.graphs != async.segs) {
+				t.Errorf("%d graphs launched by the last run, %d made; want 2 (cut after the forward's last kernel, whose values go down) and each launched", async.graphs, async.segs)
+			}
+			for i := range steps {
+				if !async.early[i] || !async.busy[i] {
+					t.Errorf("async step %d: returned early %v, device busy at return %v; want both", i, async.early[i], async.busy[i])
+				}
+				if d := math.Abs(async.losses[i] - sync.losses[i]); d > 1e-5*math.Abs(sync.losses[i]) {
+					t.Errorf("step %d: loss %g async, %g waiting", i, async.losses[i], sync.losses[i])
+				}
+				for j, a := range async.preds[i] {
+					if b := sync.preds[i][j]; math.Abs(float64(a-b)) > 1e-5*(1+math.Abs(float64(b))) {
+						t.Fatalf("step %d: pred[%d] %g async, %g waiting", i, j, a, b)
+					}
+				}
+			}
+			for i := range async.w {
+				if d := math.Abs(float64(async.w[i] - sync.w[i])); d > 1e-6 {
+					t.Fatalf("w[%d] after %d steps: %g async, %g waiting", i, steps, async.w[i], sync.w[i])
+				}
+			}
+		})
 	}
 }
 

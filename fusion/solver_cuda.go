@@ -290,6 +290,9 @@ func (g *gpu) bindSolver(ps []deviceParam) (_ deviceSolver, err error) {
 		g.stepGrad[p.grad] = p.grad2orig(g)
 	}
 	g.solvers = append(g.solvers, s)
+	if err := g.resegment(); err != nil { // the gradients are no longer sent early
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -351,6 +354,7 @@ func (s *gpuSolver) step(scalars func(tile.DType) []any) error {
 	g.solverLast = true
 	ev := g.solverEv
 	g.dev.Post(func(t *cuda.Thread) {
+		defer region("tilefuse: solver step").End()
 		if err := g.takeStepErr(); err != nil { // an earlier step's, not yet reported
 			g.stepErr = err
 			return
@@ -437,6 +441,9 @@ func (s *gpuSolver) close() error {
 				s.g.held[p.in].stepped = false
 				delete(s.g.stepGrad, p.grad)
 			}
+		}
+		if rerr := s.g.resegment(); err == nil && rerr != nil {
+			err = rerr
 		}
 	}
 	s.free()

@@ -18,13 +18,13 @@ import (
 // goes into the buffer the last run did not read, on a stream of its own
 // (gpu.copyS), so that it runs beside the last run's kernels instead of
 // after them, and the kernels that read the input are re-pointed to it
-// (cuda.Packed.Set). The copy waits for the end of the kernels of the run
-// before, which read that buffer (free), and this run's kernels wait for
-// the copy (copyEv). Only inputs no solver steps (a learnable's buffer is
-// in the solver's launches), whose buffer no other value shares but its
-// views, and only for machines whose runs return early without CUDA
-// graphs (whose launches hold the buffers); inputs of up to maxTwin
-// bytes.
+// (cuda.Packed.Set; with WithCUDAGraphs also their nodes in the run's
+// graphs, cuda.Thread.SetLaunch). The copy waits for the end of the
+// kernels of the run before, which read that buffer (free), and this run's
+// kernels wait for the copy (copyEv). Only inputs no solver steps (a
+// learnable's buffer is in the solver's launches), whose buffer no other
+// value shares but its views, and only for machines whose runs return
+// early; inputs of up to maxTwin bytes.
 type twin struct {
 	bufs  [2]*cuda.Buffer
 	cur   int            // the buffer the last upload wrote
@@ -48,7 +48,7 @@ type twinUse struct {
 // caller's goroutine, before the run is handed over: allocating waits on
 // the device's thread).
 func (g *gpu) makeTwins(up []bool) error {
-	if !g.async || g.segs != nil || len(g.lastUp) != len(up) {
+	if !g.async || len(g.lastUp) != len(up) {
 		return nil
 	}
 	for i, u := range up {
@@ -142,6 +142,11 @@ func (g *gpu) twinFor(t *cuda.Thread, i int) (*cuda.Stream, error) {
 		st := g.steps[u.step]
 		if err := st.pk.Set(u.arg, nw); err != nil {
 			return nil, err
+		}
+		if at, ok := g.graphAt[u.step]; ok { // WithCUDAGraphs: the node replayed
+			if err := t.SetLaunch(g.segs[at.seg].graph, at.node, st.pk); err != nil {
+				return nil, err
+			}
 		}
 		g.launch[st.n][u.arg] = nw
 	}
