@@ -803,27 +803,6 @@ func hostBytes(n *G.Node) int {
 	return 4 * size
 }
 
-// faultIn writes a zero into each page of mem (a []float32 or []float64
-// that a download will overwrite whole), so that memory fresh from the
-// OS, which Go hands out untouched, takes its page faults here, on the
-// goroutine of preallocate, and not in the copy out of the pinned memory
-// on the device's thread: encoder_train's two 1 MB values took 100–130
-// µs each to copy out there (~10 GB/s: a fault a page) in a Go trace of
-// `tilefuse bench -loop` on the H200's host (2026-12-02), about half of
-// the host's time in a step.
-func faultIn(mem any) {
-	var b []byte
-	switch m := mem.(type) {
-	case []float32:
-		b = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m))), 4*len(m))
-	case []float64:
-		b = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m))), 8*len(m))
-	}
-	for i := 0; i < len(b); i += 4096 {
-		b[i] = 0
-	}
-}
-
 // preallocMin is the least host memory a value sent early has allocated
 // on a goroutine of its own (preallocate); a smaller one is allocated by
 // the device's thread when its copy is enqueued: on the H200's host the
@@ -878,11 +857,7 @@ func (g *gpu) preallocate() (start func()) {
 	rec := g.rec // not g's field: close may clear it while this runs
 	return func() {
 		for _, p := range ps {
-			go func() {
-				m := hostMem(p.n, rec)
-				faultIn(m)
-				p.ch <- m
-			}()
+			go func() { p.ch <- hostMem(p.n, rec) }()
 		}
 	}
 }
