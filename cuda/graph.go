@@ -17,9 +17,9 @@ static int tf_graph_create(CUgraph *g) {
 	return (int)cuGraphCreate(g, 0);
 }
 
-// tf_graph_kernel adds a kernel node after dep (none where dep is NULL);
-// the driver copies the arguments' values.
-static int tf_graph_kernel(CUgraph g, CUgraphNode *dep, CUgraphNode *out, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned shmem, void **params) {
+// tf_kernel_params is a kernel node's parameters: f over a grid of
+// gx×gy×gz blocks of bx threads with shmem bytes of dynamic shared memory.
+static CUDA_KERNEL_NODE_PARAMS tf_kernel_params(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned shmem, void **params) {
 	CUDA_KERNEL_NODE_PARAMS p;
 	p.func = f;
 	p.gridDimX = gx;
@@ -31,6 +31,13 @@ static int tf_graph_kernel(CUgraph g, CUgraphNode *dep, CUgraphNode *out, CUfunc
 	p.sharedMemBytes = shmem;
 	p.kernelParams = params;
 	p.extra = NULL;
+	return p;
+}
+
+// tf_graph_kernel adds a kernel node after dep (none where dep is NULL);
+// the driver copies the arguments' values.
+static int tf_graph_kernel(CUgraph g, CUgraphNode *dep, CUgraphNode *out, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned shmem, void **params) {
+	CUDA_KERNEL_NODE_PARAMS p = tf_kernel_params(f, gx, gy, gz, bx, shmem, params);
 	return (int)cuGraphAddKernelNode(out, g, dep, dep == NULL ? 0 : 1, &p);
 }
 
@@ -56,17 +63,7 @@ static int tf_graph_zero(CUgraph g, CUgraphNode *dep, CUgraphNode *out, CUdevice
 // new arguments (the same function, grid and shared memory as before);
 // the driver copies their values.
 static int tf_graph_set_kernel(CUgraphExec e, CUgraphNode n, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned shmem, void **params) {
-	CUDA_KERNEL_NODE_PARAMS p;
-	p.func = f;
-	p.gridDimX = gx;
-	p.gridDimY = gy;
-	p.gridDimZ = gz;
-	p.blockDimX = bx;
-	p.blockDimY = 1;
-	p.blockDimZ = 1;
-	p.sharedMemBytes = shmem;
-	p.kernelParams = params;
-	p.extra = NULL;
+	CUDA_KERNEL_NODE_PARAMS p = tf_kernel_params(f, gx, gy, gz, bx, shmem, params);
 	return (int)cuGraphExecKernelNodeSetParams(e, n, &p);
 }
 

@@ -148,27 +148,26 @@ func benchCmd(args []string, out, progress io.Writer) error {
 			steps += len(w.PeerSizes()) * (modes - 1)
 		}
 	}
-	if o.cpuprofile != "" {
-		f, err := os.Create(o.cpuprofile)
+	for _, r := range []struct {
+		flag, path string
+		start      func(io.Writer) error
+		stop       func()
+	}{
+		{"-cpuprofile", o.cpuprofile, pprof.StartCPUProfile, pprof.StopCPUProfile},
+		{"-trace", o.trace, trace.Start, trace.Stop},
+	} {
+		if r.path == "" {
+			continue
+		}
+		f, err := os.Create(r.path)
 		if err != nil {
-			return fmt.Errorf("-cpuprofile: %w", err)
+			return fmt.Errorf("%s: %w", r.flag, err)
 		}
 		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("-cpuprofile: %w", err)
+		if err := r.start(f); err != nil {
+			return fmt.Errorf("%s: %w", r.flag, err)
 		}
-		defer pprof.StopCPUProfile()
-	}
-	if o.trace != "" {
-		f, err := os.Create(o.trace)
-		if err != nil {
-			return fmt.Errorf("-trace: %w", err)
-		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			return fmt.Errorf("-trace: %w", err)
-		}
-		defer trace.Stop()
+		defer r.stop()
 	}
 	bar := newProgress(progress, steps, *quiet)
 	var results []*bench.Result
