@@ -1,0 +1,397 @@
+package native
+
+import (
+	"os"
+	"sync/atomic"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/amd64"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// Column loops in registers (issue 16): graphpass's column sums are a
+// counted loop over rows whose carried [BLOCK_R, BLOCK_O] tile takes each
+// step's rows elementwise, acc = acc + load(rows). Planned as any loop,
+// each iteration's phase loads the tile from the frame, adds the rows and
+// stores it back: two loads and a store a vector of sixteen columns, with
+// the tile's stores in flight against the next rows' loads. Where every
+// phase of the body is of that form, colLoop interchanges the loops: for
+// each strip of the tile's vectors that fits in registers (Z0–Z27), the
+// strip is loaded once, the iterations add their rows' vectors into it
+// (one load a vector, the sums in registers), and it is stored once after
+// the last iteration. Each lane adds the same values in the same order as
+// the loop it replaces (the adds' operands in the IR's order), so the sums
+// are the same bits; the rows' ranges are checked each iteration as the
+// unmasked loads' rows are (a fault stub where one leaves its buffer).
+
+// colAccs is how many zmm registers a strip of the carried tile takes.
+const colAccs = 28
+
+// colBlock is how many iterations a strip stays in registers for: the
+// strips of a block of rows take turns, so that the block's rows are read
+// from the caches after the first strip; colPrefetch hints each strip's
+// lines a block on into L1.
+var (
+	colBlockRows = max(1, int(envInt("TILEFUSE_COLBLK", 6)))
+	colPrefetch  = envInt("TILEFUSE_COLPF", 0) != 0
+)
+
+// noColLoops turns colLoop off (tests: export_test.go; measuring:
+// TILEFUSE_NATIVE_COLREGS=0).
+var noColLoops atomic.Bool
+
+// colTerm is one carried block of a column loop: acc = acc + load (or
+// load + acc: first is the load), the load's pattern and the block.
+type colTerm struct {
+	pg         *phaseGen
+	load       *node
+	loadFirst  bool
+	block      int32
+	rows, cols int   // the carried tile's shape ([1, cols] for rank 1)
+	rowBytes   int64 // the bytes from one of its rows to the next where a constant, else 0
+}
+
+// colLoopTerms is the body of lp as column terms, or nil where the loop is
+// not of that form: every carry an f32 block written in place, rank 1 or
+// 2 with a last dimension of whole zmm vectors; the body one level of
+// phases without products, packs, stores or reductions, each phase's
+// nodes the carried block's read, one unmasked contiguous load of a
+// parameter and their sum written back to the block.
+func (g *gen) colLoopTerms(lp *loopPlan) []colTerm {
+	if noColLoops.Load() || !g.avx512 {
+		return nil
+	}
+	body := lp.body
+	if body.levels != 1 || len(body.dots) > 0 || len(body.phases) == 0 {
+		return nil
+	}
+	for _, c := range lp.carries {
+		s := c.arg.Type.Shape
+		if !c.block || !c.inPlace || c.arg.Type.DType != tile.F32 || s.Rank < 1 || s.Rank > 2 || s.Dims[s.Rank-1]%16 != 0 {
+			return nil
+		}
+	}
+	iv := lp.v.Body.Args[0]
+	for _, dc := range g.p.needDiv {
+		if dc.rg == body {
+			return nil
+		}
+	}
+	for _, w := range g.p.needWrap {
+		if w.rg != body {
+			continue
+		}
+		if !g.sxAffine(w.x.c, iv, body) {
+			return nil
+		}
+		for d := 0; d < w.x.shape.Rank; d++ {
+			if !g.ivFree(w.x.coef[d], iv, body) {
+				return nil
+			}
+		}
+	}
+	var terms []colTerm
+	for _, ph := range body.phases {
+		if len(ph.packs) > 0 || len(ph.inits) > 0 || len(ph.yields) != 1 || ph.shape.IsScalar() {
+			return nil
+		}
+		pg := &phaseGen{g: g, ph: ph, rank: ph.shape.Rank, memo: map[string]*node{}}
+		pg.last = ph.shape.Dims[pg.rank-1]
+		pg.width = min(lane, pg.last)
+		if err := pg.build(); err != nil || len(pg.nodes) != 4 || len(pg.reds) > 0 {
+			return nil
+		}
+		y := ph.yields[0]
+		c := y.lp.carries[y.i]
+		if c.arg.Type.Shape != ph.shape {
+			return nil
+		}
+		block := g.block[c.arg.ID]
+		var rd, ld, sum, wr *node
+		for _, n := range pg.nodes {
+			switch {
+			case n.op == opMatRead && n.v == c.arg && n.pat.root == -1 && n.pat.base == block:
+				rd = n
+			case n.op == opLoad && len(n.args) == 0 && n.pat.root >= 0 && n.pat.elast == 1 && n.pat.sh == 2:
+				ld = n
+			case n.op == opCompute && n.v.Op == tile.OpAdd && n.v == c.yield && len(n.args) == 2:
+				sum = n
+			case n.op == opMatWrite && n.pat.root == -1 && n.pat.base == block && len(n.args) == 1:
+				wr = n
+			}
+		}
+		if rd == nil || ld == nil || sum == nil || wr == nil || wr.args[0] != sum || !identityPat(rd.pat, ph.shape) || !identityPat(wr.pat, ph.shape) {
+			return nil
+		}
+		t := colTerm{pg: pg, load: ld, block: block, rows: 1, cols: pg.last}
+		if pg.rank == 2 {
+			t.rows = ph.shape.Dims[0]
+		}
+		// rows a constant stride apart share one pointer (their
+		// displacements fit an int32), else each has its own (four)
+		if e := ld.pat.e[0]; t.rows > 1 && e.op == sxConst && int64(t.rows)*e.k*4 < 1<<30 && e.k*4 > -1<<30 {
+			t.rowBytes = 4 * e.k
+		} else if t.rows > 4 {
+			return nil
+		}
+		if t.rows > colAccs || !g.sxAffine(ld.pat.c, iv, body) || t.rows > 1 && !g.ivFree(ld.pat.e[0], iv, body) {
+			return nil
+		}
+		switch {
+		case sum.args[0] == rd && sum.args[1] == ld:
+		case sum.args[0] == ld && sum.args[1] == rd:
+			t.loadFirst = true
+		default:
+			return nil
+		}
+		terms = append(terms, t)
+	}
+	return terms
+}
+
+// identityPat: a frame pattern that reads a block of shape s row-major at
+// the phase's own lanes.
+func identityPat(p *pattern, s tile.Shape) bool {
+	if !p.c.isConst(0) || p.elast != 1 {
+		return false
+	}
+	if s.Rank == 2 {
+		return p.e[0].isConst(int64(s.Dims[1]))
+	}
+	return true
+}
+
+// colLoop emits lp's counter loop interchanged with its phases' lanes
+// (terms from colLoopTerms; the carried blocks hold their initial values):
+// per term, per strip of the tile's vectors, the strip in registers across
+// every iteration. The loads' addresses are affine in the counter
+// (colLoopTerms: sxAffine), so the body's scalars, its checks of i32
+// lanes and the rows' ranges are computed at the first and the last
+// iteration (an affine range's extremes; the checks hold in between where
+// they hold there) and at the second (the step between iterations'
+// addresses); the strips then only move their row pointers.
+func (g *gen) colLoop(lp *loopPlan, terms []colTerm) error {
+	a := &g.a
+	v := lp.v
+	loSlot, hiSlot, stepSlot, nSlot, lastSlot := g.alloc(8, 8), g.alloc(8, 8), g.alloc(8, 8), g.alloc(8, 8), g.alloc(8, 8)
+	g.scalarIntReg(rT0, v.Args[0])
+	a.MOVQstore(fr(loSlot), rT0)
+	g.scalarIntReg(rT1, v.Args[1])
+	a.MOVQstore(fr(hiSlot), rT1)
+	g.scalarIntReg(amd64.RCX, v.Args[2])
+	a.MOVQstore(fr(stepSlot), amd64.RCX)
+	done := a.NewLabel()
+	a.CMPQ(rT0, rT1)
+	a.Jcc(amd64.CondGE, done)
+	a.TESTQ(amd64.RCX, amd64.RCX)
+	a.Jcc(amd64.CondLE, g.stub(v.ID))
+	// q = (hi − lo − 1) / step: n = q + 1 iterations, the last at lo + q·step
+	a.MOVQ(rT0, rT1)
+	a.SUBQload(rT0, fr(loSlot))
+	a.SUBQimm(rT0, 1)
+	a.CQO()
+	a.IDIVQ(amd64.RCX)
+	a.MOVQ(rT1, rT0)
+	a.ADDQimm(rT1, 1)
+	a.MOVQstore(fr(nSlot), rT1)
+	a.IMULQload(rT0, fr(stepSlot))
+	a.ADDQload(rT0, fr(loSlot))
+	a.MOVQstore(fr(lastSlot), rT0)
+	iv := v.Body.Args[0]
+	ivSlot := g.slotOf(iv)
+	// per term: the first row's address at the first and the second
+	// iteration, and the bytes from one tile row to the next
+	first, second, rowStep := make([]int32, len(terms)), make([]int32, len(terms)), make([]int32, len(terms))
+	for i := range terms {
+		first[i], second[i], rowStep[i] = g.alloc(8, 8), g.alloc(8, 8), g.alloc(8, 8)
+	}
+	// at iteration from's slot plus add·step: the scalars, the checks and
+	// each term's rows (whole rows checked; the first's address to at[i])
+	eval := func(from int32, add bool, at []int32) error {
+		a.MOVQload(rT0, fr(from))
+		if add {
+			a.ADDQload(rT0, fr(stepSlot))
+		}
+		if iv.Type.DType == tile.I32 {
+			a.MOVSXD(rT0, rT0)
+		}
+		a.MOVQstore(fr(ivSlot), rT0)
+		before := make(map[*sx]bool, len(g.sxDone))
+		for s := range g.sxDone {
+			before[s] = true
+		}
+		if err := g.regionPrologue(lp.body); err != nil {
+			return err
+		}
+		for i, t := range terms {
+			pat := t.load.pat
+			g.sxSlot(pat.c)
+			if t.rows > 1 {
+				g.sxSlot(pat.e[0])
+				a.MOVQload(rT0, fr(int32(pat.e[0].slot)))
+				a.SHLQ(rT0, 2)
+				a.MOVQstore(fr(rowStep[i]), rT0)
+			}
+			bad := t.pg.faultStub(pat)
+			a.MOVQload(rT0, fr(int32(pat.c.slot)))
+			a.SHLQ(rT0, 2)
+			a.ADDQload(rT0, fr(paramBase(pat.root)))
+			if at != nil {
+				a.MOVQstore(fr(at[i]), rT0)
+			}
+			for r := 0; r < t.rows; r++ {
+				if r > 0 {
+					a.ADDQload(rT0, fr(rowStep[i]))
+				}
+				a.CMPQload(rT0, fr(paramBase(pat.root)))
+				a.Jcc(amd64.CondB, bad)
+				a.LEAQ(rT1, amd64.Ptr(rT0, int32(4*t.cols)))
+				a.CMPQload(rT1, fr(paramEnd(pat.root)))
+				a.Jcc(amd64.CondA, bad)
+			}
+		}
+		for s := range g.sxDone {
+			if !before[s] {
+				delete(g.sxDone, s)
+			}
+		}
+		return a.Err()
+	}
+	if err := eval(lastSlot, false, nil); err != nil {
+		return err
+	}
+	one := a.NewLabel()
+	a.MOVQload(rT0, fr(nSlot))
+	a.CMPQimm(rT0, 1)
+	a.Jcc(amd64.CondE, one)
+	if err := eval(loSlot, true, second); err != nil {
+		return err
+	}
+	a.Bind(one)
+	if err := eval(loSlot, false, first); err != nil {
+		return err
+	}
+	bases := []amd64.Reg{amd64.R8, amd64.R9, amd64.R10, amd64.R11}
+	const rDelta, rAhead, rN, rLeft, rCur = amd64.R12, amd64.R13, amd64.RCX, amd64.R14, amd64.RBX
+	for i, t := range terms {
+		// R12 = the step between iterations' rows (0 where there is one
+		// iteration: not used), R13 the prefetch distance (a block of
+		// iterations on), R14 the iterations left, RBX the block's rows
+		a.XORL(rDelta, rDelta)
+		a.MOVQload(rLeft, fr(nSlot))
+		a.CMPQimm(rLeft, 1)
+		skip := a.NewLabel()
+		a.Jcc(amd64.CondE, skip)
+		a.MOVQload(rDelta, fr(second[i]))
+		a.SUBQload(rDelta, fr(first[i]))
+		a.Bind(skip)
+		blk := max(2, colBlockRows/t.rows) // iterations a block
+		a.IMULQimm(rAhead, rDelta, int32(blk))
+		a.MOVQload(rCur, fr(first[i]))
+		vecs := t.cols / 16
+		most := colAccs / t.rows // vectors of a tile row a strip may take
+		strips := (vecs + most - 1) / most
+		per := (vecs + strips - 1) / strips
+		// blocks of colBlock iterations (the last shorter): each strip of
+		// the tile in registers over the block's rows
+		blockTop := a.NewLabel()
+		a.Bind(blockTop)
+		for s0 := 0; s0 < vecs; s0 += per {
+			n := min(per, vecs-s0)
+			reg := func(r, k int) amd64.ZReg { return amd64.ZReg(r*n + k) }
+			for r := 0; r < t.rows; r++ {
+				for k := 0; k < n; k++ {
+					a.VMOVUPSZ(reg(r, k), fr(t.block+int32(4*(r*t.cols+16*(s0+k)))))
+				}
+			}
+			a.LEAQ(bases[0], amd64.Ptr(rCur, int32(64*s0)))
+			ptrs := 1 // row r at bases[0] + r·rowBytes
+			if t.rowBytes == 0 {
+				ptrs = t.rows // row r at bases[r]
+				for r := 1; r < t.rows; r++ {
+					a.MOVQ(bases[r], bases[r-1])
+					a.ADDQload(bases[r], fr(rowStep[i]))
+				}
+			}
+			row := func(r, k int) (amd64.Reg, int32) {
+				if t.rowBytes == 0 {
+					return bases[r], int32(64 * k)
+				}
+				return bases[0], int32(int64(r)*t.rowBytes + int64(64*k))
+			}
+			// RCX = min(left, blk)
+			a.MOVQimm(rN, int64(blk))
+			a.CMPQ(rLeft, rN)
+			a.CMOVQ(amd64.CondL, rN, rLeft)
+			top := a.NewLabel()
+			a.Bind(top)
+			for r := 0; r < t.rows; r++ {
+				if colPrefetch {
+					for k := 0; k < n; k++ {
+						b, d := row(r, k)
+						a.PREFETCHT0(amd64.PtrIdx(b, rAhead, 1, d))
+					}
+				}
+				for k := 0; k < n; k++ {
+					b, d := row(r, k)
+					m := amd64.Ptr(b, d)
+					if t.loadFirst {
+						a.VMOVUPSZ(colAccs, m)
+						a.VADDPSZ(reg(r, k), colAccs, reg(r, k))
+					} else {
+						a.VADDPSZ(reg(r, k), reg(r, k), m)
+					}
+				}
+			}
+			for r := 0; r < ptrs; r++ {
+				a.ADDQ(bases[r], rDelta)
+			}
+			a.SUBQimm(rN, 1)
+			a.Jcc(amd64.CondNE, top)
+			for r := 0; r < t.rows; r++ {
+				for k := 0; k < n; k++ {
+					a.VMOVUPSstoreZ(fr(t.block+int32(4*(r*t.cols+16*(s0+k)))), reg(r, k))
+				}
+			}
+		}
+		a.ADDQ(rCur, rAhead)
+		a.SUBQimm(rLeft, int32(blk))
+		a.Jcc(amd64.CondG, blockTop)
+		g.p.colLoops++
+	}
+	a.Bind(done)
+	return a.Err()
+}
+
+// sxAffine: s is affine in the loop's counter iv (a constant, iv, a value
+// from before the loop body, sums, negations, products with one factor
+// free of iv; divisions and remainders only of what is free of it).
+func (g *gen) sxAffine(s *sx, iv *tile.Value, body *region) bool {
+	switch s.op {
+	case sxConst:
+		return true
+	case sxVal:
+		return s.v == iv || g.ivFree(s, iv, body)
+	case sxAdd:
+		return g.sxAffine(s.a, iv, body) && g.sxAffine(s.b, iv, body)
+	case sxNeg:
+		return g.sxAffine(s.a, iv, body)
+	case sxMul:
+		return g.sxAffine(s.a, iv, body) && g.sxAffine(s.b, iv, body) && (g.ivFree(s.a, iv, body) || g.ivFree(s.b, iv, body))
+	}
+	return g.ivFree(s, iv, body)
+}
+
+// ivFree: s reads neither iv nor any value computed in the loop body.
+func (g *gen) ivFree(s *sx, iv *tile.Value, body *region) bool {
+	switch s.op {
+	case sxConst:
+		return true
+	case sxVal:
+		return s.v != iv && g.p.in(s.v).rg != body
+	case sxNeg, sxDiv, sxRem:
+		return g.ivFree(s.a, iv, body)
+	}
+	return g.ivFree(s.a, iv, body) && g.ivFree(s.b, iv, body)
+}
+
+func init() { noColLoops.Store(os.Getenv("TILEFUSE_NATIVE_COLREGS") == "0") }
