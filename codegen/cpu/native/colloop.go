@@ -362,15 +362,15 @@ func (g *gen) colLoop(lp *loopPlan, terms []colTerm) error {
 	return a.Err()
 }
 
-// sxAffine: s is affine in the loop's counter iv (a constant, iv, a value
-// from before the loop body, sums, negations, products with one factor
-// free of iv; divisions and remainders only of what is free of it).
+// sxAffine: s is affine in the loop's counter iv (a constant, a value
+// affine in it, sums, negations, products with one factor free of iv;
+// divisions and remainders only of what is free of it).
 func (g *gen) sxAffine(s *sx, iv *tile.Value, body *region) bool {
 	switch s.op {
 	case sxConst:
 		return true
 	case sxVal:
-		return s.v == iv || g.ivFree(s, iv, body)
+		return g.valAffine(s.v, iv, body)
 	case sxAdd:
 		return g.sxAffine(s.a, iv, body) && g.sxAffine(s.b, iv, body)
 	case sxNeg:
@@ -381,17 +381,57 @@ func (g *gen) sxAffine(s *sx, iv *tile.Value, body *region) bool {
 	return g.ivFree(s, iv, body)
 }
 
-// ivFree: s reads neither iv nor any value computed in the loop body.
+// ivFree: s is the same at every iteration of the loop.
 func (g *gen) ivFree(s *sx, iv *tile.Value, body *region) bool {
 	switch s.op {
 	case sxConst:
 		return true
 	case sxVal:
-		return s.v != iv && g.p.in(s.v).rg != body
+		return g.valFree(s.v, iv, body)
 	case sxNeg, sxDiv, sxRem:
 		return g.ivFree(s.a, iv, body)
 	}
 	return g.ivFree(s.a, iv, body) && g.ivFree(s.b, iv, body)
+}
+
+// valAffine: integer scalar v is affine in iv: iv, a value from before the
+// body, or the body's sums, differences and products (one factor free of
+// iv) of such values.
+func (g *gen) valAffine(v, iv *tile.Value, body *region) bool {
+	if v == iv || g.valFree(v, iv, body) {
+		return true
+	}
+	if g.p.in(v).rg != body || g.p.in(v).kind != kScalarInt {
+		return false
+	}
+	switch v.Op {
+	case tile.OpAdd, tile.OpSub:
+		return g.valAffine(v.Args[0], iv, body) && g.valAffine(v.Args[1], iv, body)
+	case tile.OpMul:
+		return g.valAffine(v.Args[0], iv, body) && g.valAffine(v.Args[1], iv, body) &&
+			(g.valFree(v.Args[0], iv, body) || g.valFree(v.Args[1], iv, body))
+	}
+	return false
+}
+
+// valFree: scalar v does not depend on iv (a value from before the body,
+// or the body's constants and ops of such values).
+func (g *gen) valFree(v, iv *tile.Value, body *region) bool {
+	if v == iv {
+		return false
+	}
+	if g.p.in(v).rg != body {
+		return true
+	}
+	if v.Body != nil || g.p.in(v).kind != kScalarInt {
+		return false
+	}
+	for _, a := range v.Args {
+		if !g.valFree(a, iv, body) {
+			return false
+		}
+	}
+	return true
 }
 
 func init() { noColLoops.Store(os.Getenv("TILEFUSE_NATIVE_COLREGS") == "0") }
