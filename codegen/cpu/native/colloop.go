@@ -32,8 +32,16 @@ const colAccs = 28
 // lines a block on into L1.
 var (
 	colBlockRows = max(1, int(envInt("TILEFUSE_COLBLK", 6)))
-	colPrefetch  = envInt("TILEFUSE_COLPF", 0) != 0
+	colPrefetch  = envInt("TILEFUSE_COLPF", 1) != 0
 )
+
+// colPrefetchBytes: a column loop reading at least this many bytes hints
+// its strips' lines a block ahead.
+const colPrefetchBytes = 256 << 10
+
+// colRegsBytes: a column loop reading more than this many bytes takes the
+// strips only where its rows are whole pages apart (colLoop).
+var colRegsBytes = int32(envInt("TILEFUSE_COLREGS_BYTES", 256<<10))
 
 // noColLoops turns colLoop off (tests: export_test.go; measuring:
 // TILEFUSE_NATIVE_COLREGS=0).
@@ -169,7 +177,7 @@ func identityPat(p *pattern, s tile.Shape) bool {
 // iteration (an affine range's extremes; the checks hold in between where
 // they hold there) and at the second (the step between iterations'
 // addresses); the strips then only move their row pointers.
-func (g *gen) colLoop(lp *loopPlan, terms []colTerm) error {
+func (g *gen) colLoop(lp *loopPlan, terms []colTerm, frame amd64.Label) error {
 	a := &g.a
 	v := lp.v
 	loSlot, hiSlot, stepSlot, nSlot, lastSlot := g.alloc(8, 8), g.alloc(8, 8), g.alloc(8, 8), g.alloc(8, 8), g.alloc(8, 8)
@@ -270,6 +278,36 @@ func (g *gen) colLoop(lp *loopPlan, terms []colTerm) error {
 	if err := eval(loSlot, false, first); err != nil {
 		return err
 	}
+	// where the loop reads more than colRegsBytes, only rows that start
+	// pages of their own (strides of whole 4 KB) take the strips: rows
+	// that share pages, read strip by strip, defeat the hardware's stream
+	// prefetchers (1000×777 from memory: 25% slower than the frame form
+	// in the bench's runs after a collection)
+	for i, t := range terms {
+		a.MOVQload(rT1, fr(nSlot))
+		a.IMULQimm(rT1, rT1, int32(t.rows*t.cols*4))
+		a.CMPQimm(rT1, colRegsBytes)
+		next := a.NewLabel()
+		a.Jcc(amd64.CondLE, next)
+		// the step between iterations, and between tile rows, whole pages
+		a.MOVQload(rT1, fr(nSlot))
+		a.CMPQimm(rT1, 1)
+		one := a.NewLabel()
+		a.Jcc(amd64.CondE, one)
+		a.MOVQload(rT1, fr(second[i]))
+		a.SUBQload(rT1, fr(first[i]))
+		a.MOVQimm(amd64.RCX, 4095)
+		a.TESTQ(rT1, amd64.RCX)
+		a.Jcc(amd64.CondNE, frame)
+		a.Bind(one)
+		if t.rows > 1 {
+			a.MOVQload(rT1, fr(rowStep[i]))
+			a.MOVQimm(amd64.RCX, 4095)
+			a.TESTQ(rT1, amd64.RCX)
+			a.Jcc(amd64.CondNE, frame)
+		}
+		a.Bind(next)
+	}
 	bases := []amd64.Reg{amd64.R8, amd64.R9, amd64.R10, amd64.R11}
 	const rDelta, rAhead, rN, rLeft, rCur = amd64.R12, amd64.R13, amd64.RCX, amd64.R14, amd64.RBX
 	for i, t := range terms {
@@ -291,71 +329,87 @@ func (g *gen) colLoop(lp *loopPlan, terms []colTerm) error {
 		most := colAccs / t.rows // vectors of a tile row a strip may take
 		strips := (vecs + most - 1) / most
 		per := (vecs + strips - 1) / strips
-		// blocks of colBlock iterations (the last shorter): each strip of
-		// the tile in registers over the block's rows
-		blockTop := a.NewLabel()
-		a.Bind(blockTop)
-		for s0 := 0; s0 < vecs; s0 += per {
-			n := min(per, vecs-s0)
-			reg := func(r, k int) amd64.ZReg { return amd64.ZReg(r*n + k) }
-			for r := 0; r < t.rows; r++ {
-				for k := 0; k < n; k++ {
-					a.VMOVUPSZ(reg(r, k), fr(t.block+int32(4*(r*t.cols+16*(s0+k)))))
+		// blocks of blk iterations (the last shorter): each strip of the
+		// tile in registers over the block's rows; with pf, each strip's
+		// lines hinted a block on (loops reading more than colPrefetchBytes:
+		// their rows come from memory more often than from L2)
+		blocks := func(pf bool) {
+			blockTop := a.NewLabel()
+			a.Bind(blockTop)
+			for s0 := 0; s0 < vecs; s0 += per {
+				n := min(per, vecs-s0)
+				reg := func(r, k int) amd64.ZReg { return amd64.ZReg(r*n + k) }
+				for r := 0; r < t.rows; r++ {
+					for k := 0; k < n; k++ {
+						a.VMOVUPSZ(reg(r, k), fr(t.block+int32(4*(r*t.cols+16*(s0+k)))))
+					}
 				}
-			}
-			a.LEAQ(bases[0], amd64.Ptr(rCur, int32(64*s0)))
-			ptrs := 1 // row r at bases[0] + r·rowBytes
-			if t.rowBytes == 0 {
-				ptrs = t.rows // row r at bases[r]
-				for r := 1; r < t.rows; r++ {
-					a.MOVQ(bases[r], bases[r-1])
-					a.ADDQload(bases[r], fr(rowStep[i]))
-				}
-			}
-			row := func(r, k int) (amd64.Reg, int32) {
+				a.LEAQ(bases[0], amd64.Ptr(rCur, int32(64*s0)))
+				ptrs := 1 // row r at bases[0] + r·rowBytes
 				if t.rowBytes == 0 {
-					return bases[r], int32(64 * k)
+					ptrs = t.rows // row r at bases[r]
+					for r := 1; r < t.rows; r++ {
+						a.MOVQ(bases[r], bases[r-1])
+						a.ADDQload(bases[r], fr(rowStep[i]))
+					}
 				}
-				return bases[0], int32(int64(r)*t.rowBytes + int64(64*k))
-			}
-			// RCX = min(left, blk)
-			a.MOVQimm(rN, int64(blk))
-			a.CMPQ(rLeft, rN)
-			a.CMOVQ(amd64.CondL, rN, rLeft)
-			top := a.NewLabel()
-			a.Bind(top)
-			for r := 0; r < t.rows; r++ {
-				if colPrefetch {
+				row := func(r, k int) (amd64.Reg, int32) {
+					if t.rowBytes == 0 {
+						return bases[r], int32(64 * k)
+					}
+					return bases[0], int32(int64(r)*t.rowBytes + int64(64*k))
+				}
+				// RCX = min(left, blk)
+				a.MOVQimm(rN, int64(blk))
+				a.CMPQ(rLeft, rN)
+				a.CMOVQ(amd64.CondL, rN, rLeft)
+				top := a.NewLabel()
+				a.Bind(top)
+				for r := 0; r < t.rows; r++ {
+					if pf {
+						for k := 0; k < n; k++ {
+							b, d := row(r, k)
+							a.PREFETCHT0(amd64.PtrIdx(b, rAhead, 1, d))
+						}
+					}
 					for k := 0; k < n; k++ {
 						b, d := row(r, k)
-						a.PREFETCHT0(amd64.PtrIdx(b, rAhead, 1, d))
+						m := amd64.Ptr(b, d)
+						if t.loadFirst {
+							a.VMOVUPSZ(colAccs, m)
+							a.VADDPSZ(reg(r, k), colAccs, reg(r, k))
+						} else {
+							a.VADDPSZ(reg(r, k), reg(r, k), m)
+						}
 					}
 				}
-				for k := 0; k < n; k++ {
-					b, d := row(r, k)
-					m := amd64.Ptr(b, d)
-					if t.loadFirst {
-						a.VMOVUPSZ(colAccs, m)
-						a.VADDPSZ(reg(r, k), colAccs, reg(r, k))
-					} else {
-						a.VADDPSZ(reg(r, k), reg(r, k), m)
+				for r := 0; r < ptrs; r++ {
+					a.ADDQ(bases[r], rDelta)
+				}
+				a.SUBQimm(rN, 1)
+				a.Jcc(amd64.CondNE, top)
+				for r := 0; r < t.rows; r++ {
+					for k := 0; k < n; k++ {
+						a.VMOVUPSstoreZ(fr(t.block+int32(4*(r*t.cols+16*(s0+k)))), reg(r, k))
 					}
 				}
 			}
-			for r := 0; r < ptrs; r++ {
-				a.ADDQ(bases[r], rDelta)
-			}
-			a.SUBQimm(rN, 1)
-			a.Jcc(amd64.CondNE, top)
-			for r := 0; r < t.rows; r++ {
-				for k := 0; k < n; k++ {
-					a.VMOVUPSstoreZ(fr(t.block+int32(4*(r*t.cols+16*(s0+k)))), reg(r, k))
-				}
-			}
+			a.ADDQ(rCur, rAhead)
+			a.SUBQimm(rLeft, int32(blk))
+			a.Jcc(amd64.CondG, blockTop)
 		}
-		a.ADDQ(rCur, rAhead)
-		a.SUBQimm(rLeft, int32(blk))
-		a.Jcc(amd64.CondG, blockTop)
+		plain, end := a.NewLabel(), a.NewLabel()
+		if colPrefetch {
+			a.MOVQload(rT0, fr(nSlot))
+			a.IMULQimm(rT0, rT0, int32(t.rows*t.cols*4))
+			a.CMPQimm(rT0, colPrefetchBytes)
+			a.Jcc(amd64.CondL, plain)
+			blocks(true)
+			a.JMP(end)
+		}
+		a.Bind(plain)
+		blocks(false)
+		a.Bind(end)
 		g.p.colLoops++
 	}
 	a.Bind(done)

@@ -83,6 +83,8 @@ func TestColumnLoopsNative(t *testing.T) {
 	for _, c := range []colLoopCase{
 		{name: "2×768 of 777-wide rows (colsum small's block)", m: 84, n: 777, br: 2, bo: 768, blocks: 1, lo: 0, hi: 84, want: 1},
 		{name: "2×1024 of 1024-wide rows, two blocks of 512", m: 40, n: 1024, br: 2, bo: 512, blocks: 2, lo: 0, hi: 40, want: 1},
+		{name: "2×1024 over 200 rows of 1024 (800 KB: strips with prefetches)", m: 200, n: 1024, br: 2, bo: 1024, blocks: 1, lo: 0, hi: 200, want: 1},
+		{name: "2×768 over 200 rows of 777 (600 KB, rows sharing pages: the frame form at run time)", m: 200, n: 777, br: 2, bo: 768, blocks: 1, lo: 0, hi: 200, want: 1},
 		{name: "4×96, rows 197 apart, two blocks, a chunk from row 5", m: 65, n: 197, br: 4, bo: 96, blocks: 2, lo: 5, hi: 65, want: 1},
 		{name: "16×32: many rows, one pointer", m: 160, n: 33, br: 16, bo: 32, blocks: 1, lo: 0, hi: 160, want: 1},
 		{name: "rank 1: 96 columns of rows 101 apart", m: 37, n: 101, bo: 96, blocks: 1, lo: 0, hi: 37, want: 1},

@@ -362,8 +362,18 @@ func (g *gen) loopCode(lp *loopPlan) error {
 			return err
 		}
 	}
+	// column loops in registers where their rows stream well (colloop.go),
+	// else (frame) the loop below
+	var frame amd64.Label
 	if terms := g.colLoopTerms(lp); terms != nil {
-		return g.colLoop(lp, terms)
+		frame = a.NewLabel()
+		past := a.NewLabel()
+		if err := g.colLoop(lp, terms, frame); err != nil {
+			return err
+		}
+		a.JMP(past)
+		a.Bind(frame)
+		defer a.Bind(past)
 	}
 	// the counter (int64, as the reference counts) and the bounds
 	counter, hiSlot, stepSlot := g.alloc(8, 8), g.alloc(8, 8), g.alloc(8, 8)
