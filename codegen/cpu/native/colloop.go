@@ -37,7 +37,7 @@ var (
 
 // colPrefetchBytes: a column loop reading at least this many bytes hints
 // its strips' lines a block ahead.
-const colPrefetchBytes = 256 << 10
+const colPrefetchBytes = 128 << 10
 
 // colRegsBytes: a column loop reading more than this many bytes takes the
 // strips only where its rows are whole pages apart (colLoop).
