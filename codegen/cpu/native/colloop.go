@@ -12,27 +12,36 @@ import (
 // counted loop over rows whose carried [BLOCK_R, BLOCK_O] tile takes each
 // step's rows elementwise, acc = acc + load(rows). Planned as any loop,
 // each iteration's phase loads the tile from the frame, adds the rows and
-// stores it back: two loads and a store a vector of sixteen columns, with
-// the tile's stores in flight against the next rows' loads. Where every
-// phase of the body is of that form, colLoop interchanges the loops: for
-// each strip of the tile's vectors that fits in registers (Z0–Z27), the
-// strip is loaded once, the iterations add their rows' vectors into it
-// (one load a vector, the sums in registers), and it is stored once after
-// the last iteration. Each lane adds the same values in the same order as
-// the loop it replaces (the adds' operands in the IR's order), so the sums
-// are the same bits; the rows' ranges are checked each iteration as the
-// unmasked loads' rows are (a fault stub where one leaves its buffer).
+// stores it back: two loads and a store a vector of sixteen columns. Where
+// every phase of the body is of that form (colLoopTerms), colLoop runs the
+// loop in blocks of a few iterations (colBlockRows rows of the input a
+// block) and, within a block, strip by strip of the tile's vectors (up to
+// 28 zmm registers): a strip is loaded once, the block's iterations add
+// their rows into it (one load a vector), and it is stored once. Each lane
+// adds the same values in the same order as the loop it replaces (the
+// adds' operands in the IR's order), so the sums are the same bits. The
+// loads' addresses are affine in the counter, so the body's scalars, its
+// i32 checks and the rows' ranges are computed at the first and the last
+// iteration (an affine range's extremes) and at the second (the step
+// between iterations' rows); a row outside its buffer is a fault stub
+// (the launch falls back), as in the frame loop. Which form runs is chosen
+// at run time: loops reading up to colRegsBytes, and larger ones whose
+// rows are whole pages apart, take the strips (hinting each strip's lines
+// a block ahead from colPrefetchBytes on); larger loops over rows that
+// share pages take the frame loop, emitted after (read strip by strip,
+// such rows defeat the hardware's stream prefetchers).
 
 // colAccs is how many zmm registers a strip of the carried tile takes.
 const colAccs = 28
 
-// colBlock is how many iterations a strip stays in registers for: the
-// strips of a block of rows take turns, so that the block's rows are read
-// from the caches after the first strip; colPrefetch hints each strip's
-// lines a block on into L1.
+// colBlockRows is how many rows of the input a block of iterations reads
+// (at least two iterations: a strip stays in registers over the block);
+// the strips of a block take turns over its rows, which stay in L1 after
+// the first strip (more rows 4 KB apart than L1's ways contend). colPrefetch
+// (TILEFUSE_NATIVE_COLPF=0 turns it off) hints each strip's lines a block on.
 var (
-	colBlockRows = max(1, int(envInt("TILEFUSE_COLBLK", 6)))
-	colPrefetch  = envInt("TILEFUSE_COLPF", 1) != 0
+	colBlockRows = max(1, int(envInt("TILEFUSE_NATIVE_COLBLK", 6)))
+	colPrefetch  = envInt("TILEFUSE_NATIVE_COLPF", 1) != 0
 )
 
 // colPrefetchBytes: a column loop reading at least this many bytes hints
@@ -41,7 +50,7 @@ const colPrefetchBytes = 128 << 10
 
 // colRegsBytes: a column loop reading more than this many bytes takes the
 // strips only where its rows are whole pages apart (colLoop).
-var colRegsBytes = int32(envInt("TILEFUSE_COLREGS_BYTES", 256<<10))
+var colRegsBytes = int32(min(envInt("TILEFUSE_NATIVE_COLBYTES", 256<<10), 1<<30))
 
 // noColLoops turns colLoop off (tests: export_test.go; measuring:
 // TILEFUSE_NATIVE_COLREGS=0).
