@@ -150,6 +150,9 @@ func contains(ns []*node, n *node) bool {
 // mem is allowed, gives a memory operand for a uniform value.
 func (pg *phaseGen) operand(arg *node, protect []*node, memOK bool) (opnd, error) {
 	if arg.op == opUniform {
+		if r, ok := pg.pinned[arg]; ok { // pin.go: read, never written
+			return opnd{reg: r}, nil
+		}
 		if memOK {
 			return opnd{mem: arg.mem, isMem: true}, nil
 		}
@@ -225,7 +228,7 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 		if err != nil {
 			return err
 		}
-		if !o.isMem && a.op == opUniform {
+		if _, pinned := pg.pinned[a]; !o.isMem && a.op == opUniform && !pinned {
 			tmpRegs = append(tmpRegs, o.reg)
 		}
 		srcs[i] = o

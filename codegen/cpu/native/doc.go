@@ -46,7 +46,11 @@
 //     Max and min scan each lane as the reference scans a row and combine
 //     the lanes in order: only which of +0 and -0, or which NaN, comes out
 //     may differ from an in-order scan. Reductions along axis 0 of a 2-D
-//     block accumulate in the frame in the reference's order.
+//     block accumulate in the frame in the reference's order. A loop whose
+//     body only adds contiguous loads into its carried tile (a column sum)
+//     keeps strips of the tile in zmm registers over blocks of iterations
+//     (colloop.go), and zmm loops keep uniforms in registers where the
+//     body leaves some spare (pin.go): the same bits either way.
 //   - f32 exp and tanh are computed in f32 on eight lanes (mathf.go, with
 //     their scalar twins expf32 and tanhf32): exp within 1 ulp of e^x,
 //     tanh within 1.5 ulp of tanh x (measured 0.94 and 1.36), inside the

@@ -141,3 +141,20 @@ func SetDivSlowPoison(on bool) (was bool) { return divSlowPoison.Swap(on) }
 
 // DivPoison is what SetDivSlowPoison's vectors hold.
 const DivPoison = divPoison
+
+// SetColLoops makes kernels compiled from now on sum column loops' carried
+// blocks in registers (on, the default; colloop.go) or through the frame
+// (off), and returns the previous setting.
+func SetColLoops(on bool) (was bool) { return !noColLoops.Swap(!on) }
+
+// ColLoops is the number of nk's carried blocks summed in registers
+// (colloop.go).
+func ColLoops(nk *Kernel) int { return nk.colLoops }
+
+// SetPinUniforms makes kernels compiled from now on keep uniforms of zmm
+// loops in registers (on, the default; pin.go) or read them from memory
+// (off), and returns the previous setting.
+func SetPinUniforms(on bool) (was bool) { return !noPinUniforms.Swap(!on) }
+
+// Pins is the number of uniforms nk's zmm loops keep in registers.
+func Pins(nk *Kernel) int { return nk.pins }

@@ -729,6 +729,15 @@ func (pg *phaseGen) innerZmm() error {
 			a.KXORW(kNaNs, kNaNs, kNaNs)
 		}
 		pg.divSetup()
+		pg.pinned = pg.pinUniforms()
+		for u, r := range pg.pinned {
+			a.VBROADCASTSSZ(amd64.ZReg(r), u.mem)
+			if pairs {
+				a.VBROADCASTSSZ(amd64.ZReg(r+16), u.mem)
+			}
+			g.p.pins++
+		}
+		defer func() { pg.unpin(pg.pinned); pg.pinned = nil }()
 		a.XORL(rJ, rJ)
 		top := a.NewLabel()
 		if pg.last > step {

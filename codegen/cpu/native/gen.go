@@ -272,14 +272,7 @@ func (g *gen) program() error {
 // the scalars that level makes available and its phases.
 func (g *gen) region(rg *region) error {
 	p := g.p
-	for _, v := range rg.scalars {
-		if in := p.in(v); !in.invar && in.segment == 0 {
-			if err := g.scalar(v); err != nil {
-				return err
-			}
-		}
-	}
-	if err := g.wrapChecks(rg); err != nil {
+	if err := g.regionPrologue(rg); err != nil {
 		return err
 	}
 	pi := 0
@@ -307,6 +300,19 @@ func (g *gen) region(rg *region) error {
 		}
 	}
 	return nil
+}
+
+// regionPrologue emits the scalars of a region's first segment and its
+// checks of i32 lanes.
+func (g *gen) regionPrologue(rg *region) error {
+	for _, v := range rg.scalars {
+		if in := g.p.in(v); !in.invar && in.segment == 0 {
+			if err := g.scalar(v); err != nil {
+				return err
+			}
+		}
+	}
+	return g.wrapChecks(rg)
 }
 
 // loopCode emits a counted loop: the carried storage given its initial
@@ -355,6 +361,19 @@ func (g *gen) loopCode(lp *loopPlan) error {
 		if err := g.phase(ph); err != nil {
 			return err
 		}
+	}
+	// column loops in registers where their rows stream well (colloop.go),
+	// else (frame) the loop below
+	var frame amd64.Label
+	if terms := g.colLoopTerms(lp); terms != nil {
+		frame = a.NewLabel()
+		past := a.NewLabel()
+		if err := g.colLoop(lp, terms, frame); err != nil {
+			return err
+		}
+		a.JMP(past)
+		a.Bind(frame)
+		defer a.Bind(past)
 	}
 	// the counter (int64, as the reference counts) and the bounds
 	counter, hiSlot, stepSlot := g.alloc(8, 8), g.alloc(8, 8), g.alloc(8, 8)

@@ -41,6 +41,8 @@ type Kernel struct {
 	pairs        int // zmm loops whose two vectors are emitted in pairs (fast.go: pairOK)
 	folds        int // selects the unmasked loops read as their first value (fast.go: fold)
 	prefetchesL2 int // prefetcht1 hints of strided rows emitted (body.go: prefetch)
+	colLoops     int // carried blocks summed in registers (colloop.go)
+	pins         int // uniforms kept in registers in zmm loops (pin.go)
 	prefetchesW  int // prefetchw hints of row stores emitted (body.go: prefetchStore)
 	scalefs      int // exps scaled by VSCALEFPS (zmm: ops.go, expCore32)
 	ranges       int // exps clamped by VRANGEPS (zmm with AVX512DQ: ops.go, expCore32)
@@ -80,7 +82,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, prefetchesW: p.prefetchesW, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs}
+	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, colLoops: p.colLoops, pins: p.pins, prefetchesW: p.prefetchesW, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs}
 	nk.tasks.new = func() *task {
 		return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params)), frames: make([]*frame, pool.Default().Workers())}
 	}

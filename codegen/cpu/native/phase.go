@@ -88,7 +88,9 @@ type phaseGen struct {
 	pairs bool      // f64 vectors are ymm pairs: no AVX-512 (f64y.go)
 	pos   int       // the node being emitted
 	fast  *fastPlan // emitting the unmasked loop (fast.go), or nil
-	off   int       // lane offset of the body copy being emitted (0 or 8; 0 or 16 in zmm)
+	// uniforms kept in registers in the zmm loop being emitted (pin.go)
+	pinned map[*node]amd64.VReg
+	off    int // lane offset of the body copy being emitted (0 or 8; 0 or 16 in zmm)
 
 	zmmCounted bool // counted in plan.zmmPhases
 }

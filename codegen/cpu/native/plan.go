@@ -205,6 +205,8 @@ type plan struct {
 	pairLoops    int // zmm loops emitted in pairs (fast.go: pairOK)
 	folds        int // selects the unmasked loops read as their first value (fast.go: fold)
 	prefetchesL2 int // strided rows hinted into L2 (body.go: prefetch)
+	colLoops     int // carried blocks summed in registers (colloop.go)
+	pins         int // uniforms kept in registers in zmm loops (pin.go)
 	prefetchesW  int // stores hinted one row on for writing (body.go: prefetchStore)
 	scalefs      int // exps scaled by VSCALEFPS (ops.go: expCore32)
 	ranges       int // exps clamped by VRANGEPS (ops.go: expCore32)

@@ -277,7 +277,7 @@ func TestColumnsInlineNative(t *testing.T) {
 // columnKernel is the one kernel graphpass makes for tg of a column
 // reduction over a rows×cols matrix: op "sum" (Σ[0] x), "max" (max[0] x) or
 // "siblings" (Σ[0] x and Σ[0] x⊙y), and its group.
-func columnKernel(t *testing.T, rows, cols int, op string, tg graphpass.Target) (*graphpass.Kernel, *graphpass.Group) {
+func columnKernel(t testing.TB, rows, cols int, op string, tg graphpass.Target) (*graphpass.Kernel, *graphpass.Group) {
 	t.Helper()
 	g := G.NewGraph()
 	x := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("x"))
