@@ -15,8 +15,9 @@ import (
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
-// TestLaunchWorkers: a launch asks for the caller alone below 30 µs of
-// estimated work, then one worker per 15 µs, up to the pool's size.
+// TestLaunchWorkers: a launch asks for the caller alone below 15 µs of
+// estimated work, then one worker per 15 µs, 2 at least, up to the pool's
+// size.
 func TestLaunchWorkers(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -25,12 +26,14 @@ func TestLaunchWorkers(t *testing.T) {
 		want int
 	}{
 		{"nothing", 0, 16, 1},
-		{"just under the threshold", 29_999, 16, 1},
-		{"at the threshold", 30_000, 16, 2},
+		{"just under the threshold", 14_999, 16, 1},
+		{"at the threshold", 15_000, 16, 2},
+		{"under two workers' worth", 29_999, 16, 2},
 		{"a small softmax's 90 µs", 90_000, 16, 6},
 		{"capped by the pool", 1e6, 16, 16},
 		{"a pool of two", 1e6, 2, 2},
 		{"a pool of one", 1e6, 1, 1},
+		{"too much to count", math.Inf(1), 16, 16},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := native.LaunchWorkers(c.work, c.n); got != c.want {
