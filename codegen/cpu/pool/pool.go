@@ -1,13 +1,14 @@
 // Package pool is the CPU backend's persistent worker pool: one goroutine
 // per core, started once. A dispatch asks for up to a number of workers
-// (the caller included) and splits a range of work items (a kernel's
-// program instances) into one chunk per worker asked for; the caller opens
-// the dispatch, wakes the others, and takes chunks itself. Chunks go to
-// whoever comes first of the workers asked for (a dispatch of k workers
-// is joined only by workers 1 to k-1: one still watching after a larger
-// dispatch leaves it alone), so a worker that wakes late finds none left
-// and does nothing, and the caller waits only for workers that took a
-// chunk and are still in it, never for one that has not woken yet. A
+// (the caller included) and cuts a range of work items (a kernel's
+// program instances) into chunks, and the chunks into one part per worker
+// asked for; the caller opens the dispatch, wakes the others, and takes
+// chunks itself. Each worker takes its own part's chunks from the front,
+// then the others' from the back (a dispatch of k workers is joined only
+// by workers 1 to k-1: one still watching after a larger dispatch leaves
+// it alone), so a late worker's part is done by those that came, and the
+// caller waits only for workers that joined and are still in a chunk,
+// never for one that has not woken yet. A
 // dispatch of one worker runs on the caller alone, without waking anyone
 // (so does any dispatch while GOMAXPROCS is 1). A worker that finishes a
 // dispatch, or that was woken too late to join one, watches for the next
