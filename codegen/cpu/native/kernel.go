@@ -239,23 +239,18 @@ type task struct {
 // cannot preempt (a garbage collection waits for it).
 const maxCallNs = 200_000
 
-// parallelNs is the estimated work below which a launch runs on the
-// caller alone: 15 µs, or TILEFUSE_PARALLEL_NS nanoseconds, read when the
-// process starts, for measuring. Measured on the 2-core VM (2026-12-02,
-// BenchmarkSplit, rows of 1024 f32, the same buffers alone and split,
-// medians): 4 rows (4–6 µs estimated, about 1 µs of work) lose or break
-// even split (softmax 1.32 → 1.26–1.43 µs, LayerNorm 1.07 → 1.21), 8 rows
-// (9–11 µs estimated) gain a little (2.4 → 1.9, 1.8 → 1.7), 16 rows
-// (18–22 µs estimated, about 3–5 µs of work: under the 30 µs it was)
-// clearly (4.6 → 3.1, 3.3 → 2.6).
-var parallelNs = envInt("TILEFUSE_PARALLEL_NS", 15_000)
-
-// workerNs is the estimated work a launch over parallelNs asks for a
-// worker per (2 at least, up to the pool's size): 15 µs (a small softmax's
-// 90 µs asks for 6 workers of 16), or TILEFUSE_WORKER_NS nanoseconds,
-// read when the process starts, for measuring. (It was half the
-// threshold; TILEFUSE_PARALLEL_NS no longer sets it.)
-var workerNs = envInt("TILEFUSE_WORKER_NS", 15_000)
+// parallelNs is the work below which a launch runs on the caller alone:
+// waking the workers costs a few microseconds. Above it a launch asks for
+// one worker per parallelNs/2 of work, up to the pool's size, so that each
+// worker woken has work for several times what waking it costs. 30 µs, or
+// TILEFUSE_PARALLEL_NS nanoseconds, read when the process starts, for
+// measuring. Where the split pays on the 2-core VM moves with the host
+// (2026-12-02, BenchmarkSplit, rows of 1024 f32, the same buffers alone
+// and split, medians): in one period softmax rows of 8 (11 µs estimated)
+// already gained (2.4 → 1.9 µs) and 16 rows (22 µs) clearly (4.6 → 3.1),
+// in another 16 rows lost (4.7 → 5.3), LayerNorm's 32 (35 µs) lost (6.3 →
+// 6.9) and 64 rows gained (12.3 → 10.0); so it stays at 30 µs.
+var parallelNs = envInt("TILEFUSE_PARALLEL_NS", 30_000)
 
 // envInt is the non-negative integer the environment variable name holds,
 // else def.
@@ -275,15 +270,16 @@ var (
 
 // launchWorkers is how many workers (the caller included) a launch of
 // work estimated nanoseconds asks of a pool of n: 1 (the caller alone)
-// below parallelNs, else one per workerNs, 2 at least, n at most.
+// below parallelNs, else one per parallelNs/2, up to n (n where
+// parallelNs is 0).
 func launchWorkers(work float64, n int) int {
 	if work < parallelNs || n < 2 {
 		return 1
 	}
-	if workerNs <= 0 || work/workerNs >= float64(n) {
+	if per := parallelNs / 2; per <= 0 || work/per >= float64(n) {
 		return n
 	}
-	return max(2, int(work/workerNs))
+	return max(1, int(work/(parallelNs/2)))
 }
 
 // grabsPerWorker is how many chunks a parallel launch is cut into per

@@ -13,7 +13,8 @@ import (
 )
 
 // BenchmarkSplit: a row kernel's launch on the caller alone against the
-// same launch split over the pool's workers, on the same buffers (a
+// same launch split over every worker of the pool (the threshold at 1 ns:
+// min(GOMAXPROCS, CPUs) of them), on the same buffers (a
 // kernel's speed depends on where its buffers lie, so launches of other
 // buffers, or of another process, do not compare), in blocks of 200
 // launches alternating, each launch timed: min and median µs of each
