@@ -17,11 +17,11 @@ func SetFastRows(on bool) (was bool) { return !noFastRows.Swap(!on) }
 // in zmm registers (fast.go: zmmOK).
 func ZmmPhases(nk *Kernel) int { return nk.zmm }
 
-// RunParts runs a launch of nk over grid cut into parts parts (one per
-// worker asked for), as the pool would where only the workers listed run:
-// each one's Run in turn, on this goroutine, after binding args as Launch
-// does; chunks of 3 programs.
-func RunParts(nk *Kernel, grid tile.Grid, parts int, workers []int, args ...any) error {
+// RunRanges runs a launch of nk over grid as the pool would give it to
+// workers in ranges (each {worker, first program, end}), one Run after
+// another on this goroutine, after binding args as Launch does; native
+// calls of chunk programs at most.
+func RunRanges(nk *Kernel, grid tile.Grid, chunk int, ranges [][3]int, args ...any) error {
 	g, err := grid.Norm()
 	if err != nil {
 		return err
@@ -33,20 +33,20 @@ func RunParts(nk *Kernel, grid tile.Grid, parts int, workers []int, args ...any)
 	if !t.bind(args) {
 		return ErrFallback
 	}
-	t.grid = [3]int{g[0], g[1], g[2]}
-	t.fail.Store(false)
-	t.total = g[0] * g[1] * g[2]
-	t.chunk = 3
-	t.split(parts)
-	for _, w := range workers {
-		t.Run(w, 0, t.total)
+	t.prepare([3]int{g[0], g[1], g[2]}, chunk)
+	for _, r := range ranges {
+		t.Run(r[0], r[1], r[2])
 	}
-
 	if t.fail.Load() {
 		return ErrFallback
 	}
 	return nil
 }
+
+// LaunchChunks is the programs of a native call and of the pool's chunks
+// for a launch of total programs of work estimated nanoseconds each on
+// workers workers.
+var LaunchChunks = launchChunks
 
 // SetZmmPairs makes kernels compiled from now on emit the zmm loop's two
 // vectors as one paired body (on, the default) or as two bodies, and
@@ -158,3 +158,10 @@ func SetPinUniforms(on bool) (was bool) { return !noPinUniforms.Swap(!on) }
 
 // Pins is the number of uniforms nk's zmm loops keep in registers.
 func Pins(nk *Kernel) int { return nk.pins }
+
+// SetParallelNs sets the estimated work below which a launch runs on the
+// caller alone, and returns the previous setting.
+func SetParallelNs(ns float64) (was float64) {
+	was, parallelNs = parallelNs, ns
+	return was
+}

@@ -16,23 +16,31 @@ import (
 )
 
 // TestLaunchWorkers: a launch asks for the caller alone below 30 µs of
-// estimated work, then one worker per 15 µs, up to the pool's size.
+// estimated work, then one worker per 15 µs, up to the pool's size; a
+// threshold of 0 asks for every worker (it divided by zero: int(+Inf),
+// the caller alone).
 func TestLaunchWorkers(t *testing.T) {
 	for _, c := range []struct {
 		name string
+		ns   float64 // the threshold
 		work float64
 		n    int
 		want int
 	}{
-		{"nothing", 0, 16, 1},
-		{"just under the threshold", 29_999, 16, 1},
-		{"at the threshold", 30_000, 16, 2},
-		{"a small softmax's 90 µs", 90_000, 16, 6},
-		{"capped by the pool", 1e6, 16, 16},
-		{"a pool of two", 1e6, 2, 2},
-		{"a pool of one", 1e6, 1, 1},
+		{"nothing", 30_000, 0, 16, 1},
+		{"just under the threshold", 30_000, 29_999, 16, 1},
+		{"at the threshold", 30_000, 30_000, 16, 2},
+		{"a small softmax's 90 µs", 30_000, 90_000, 16, 6},
+		{"capped by the pool", 30_000, 1e6, 16, 16},
+		{"a pool of two", 30_000, 1e6, 2, 2},
+		{"a pool of one", 30_000, 1e6, 1, 1},
+		{"too much to count", 30_000, math.Inf(1), 16, 16},
+		{"a threshold of 1 ns", 1, 5_000, 16, 16},
+		{"a threshold of 0", 0, 5_000, 16, 16},
+		{"a threshold of 0, nothing to do", 0, 0, 16, 16},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			defer native.SetParallelNs(native.SetParallelNs(c.ns))
 			if got := native.LaunchWorkers(c.work, c.n); got != c.want {
 				t.Fatalf("LaunchWorkers(%v, %d) = %d, want %d", c.work, c.n, got, c.want)
 			}

@@ -209,17 +209,21 @@ func newFrame(size int32) *frame {
 func (f *frame) u64(off int) *uint64 { return (*uint64)(unsafe.Add(f.at, off)) }
 
 // task is one launch as pool work: the header the frames start with.
+//
+// What the caller writes at every launch (args) is on a cache line apart
+// from what the workers read (the rest), and Launch writes those only
+// where they change (bind, prepare): each line the caller writes is one the
+// workers of the next launch must fetch from its core, one trip after
+// another before their first program (a launch of the same kernel over the
+// same buffers, the loop of a graph's runs, writes none).
 type task struct {
+	args []any // a copy of the launch's arguments, while it runs (see Launch)
+	_    [64 - 24]byte
+
 	nk    *Kernel
 	hdr   []byte
 	grid  [3]int
-	args  []any // a copy of the launch's arguments, while it runs (see Launch)
-	chunk int   // programs per native call
-	total int   // programs of the launch
-	// the launch's programs cut into one part per worker asked for, in
-	// order: worker w takes chunks of part w mod len first, then of the
-	// others' in turn (parts of workers that came late or not at all)
-	parts []part
+	chunk int // programs per native call at most
 	fail  atomic.Bool
 	// frames[w] is worker w's frame, made on its first Run and kept with
 	// the task: a launch runs each worker on one goroutine, and a task is
@@ -231,26 +235,6 @@ type task struct {
 	frames []*frame
 }
 
-// part is a run of programs [next, end) that workers take chunks of, the
-// worker it belongs to first; on a cache line of its own.
-type part struct {
-	next atomic.Int64
-	end  int64
-	_    [48]byte
-}
-
-// split cuts the launch's programs into n parts of (nearly) equal size.
-func (t *task) split(n int) {
-	if cap(t.parts) < n {
-		t.parts = make([]part, n)
-	}
-	t.parts = t.parts[:n]
-	for i := range t.parts {
-		t.parts[i].next.Store(int64(t.total * i / n))
-		t.parts[i].end = int64(t.total * (i + 1) / n)
-	}
-}
-
 // maxCallNs bounds the work of one native call, which the Go runtime
 // cannot preempt (a garbage collection waits for it).
 const maxCallNs = 200_000
@@ -260,13 +244,13 @@ const maxCallNs = 200_000
 // one worker per parallelNs/2 of work, up to the pool's size, so that each
 // worker woken has work for several times what waking it costs. 30 µs, or
 // TILEFUSE_PARALLEL_NS nanoseconds, read when the process starts, for
-// measuring.
+// measuring. Where the split pays on the 2-core VM moves with the host
+// (2026-12-02, BenchmarkSplit, rows of 1024 f32, the same buffers alone
+// and split, medians): in one period softmax rows of 8 (11 µs estimated)
+// already gained (2.4 → 1.9 µs) and 16 rows (22 µs) clearly (4.6 → 3.1),
+// in another 16 rows lost (4.7 → 5.3), LayerNorm's 32 (35 µs) lost (6.3 →
+// 6.9) and 64 rows gained (12.3 → 10.0); so it stays at 30 µs.
 var parallelNs = envInt("TILEFUSE_PARALLEL_NS", 30_000)
-
-// sharedChunks (TILEFUSE_SHARED_CHUNKS=1, for measuring) makes a launch
-// one part that every worker takes chunks of in turn, as before parts:
-// the programs go to whichever worker comes first.
-var sharedChunks = os.Getenv("TILEFUSE_SHARED_CHUNKS") == "1"
 
 // envInt is the non-negative integer the environment variable name holds,
 // else def.
@@ -286,19 +270,35 @@ var (
 
 // launchWorkers is how many workers (the caller included) a launch of
 // work estimated nanoseconds asks of a pool of n: 1 (the caller alone)
-// below parallelNs.
+// below parallelNs, else one per parallelNs/2, up to n (n where
+// parallelNs is 0).
 func launchWorkers(work float64, n int) int {
-	if work < parallelNs {
+	if work < parallelNs || n < 2 {
 		return 1
 	}
-	return max(1, min(n, int(work/(parallelNs/2))))
+	if per := parallelNs / 2; per <= 0 || work/per >= float64(n) {
+		return n
+	}
+	return max(1, int(work/(parallelNs/2)))
 }
 
 // grabsPerWorker is how many chunks a parallel launch is cut into per
-// worker at least: workers take chunks in turn from a shared counter, so
-// a worker that starts late or shares its core with another process does
-// less of the launch, and the others more.
+// worker at least: a worker that starts late or shares its core with
+// another process does less of the launch, and the others take its
+// part's last chunks (codegen/cpu/pool).
 const grabsPerWorker = 8
+
+// launchChunks is the programs of a native call (chunk: no more than
+// maxCallNs of estimated work) and of the pool's chunks (grain: at least
+// grabsPerWorker a worker) for a launch of total programs of work
+// estimated nanoseconds each on workers workers.
+func launchChunks(total int, work float64, workers int) (chunk, grain int) {
+	chunk = max(1, int(maxCallNs/work))
+	if workers < 2 {
+		return chunk, total
+	}
+	return chunk, max(1, min(chunk, total/(grabsPerWorker*workers)))
+}
 
 // Launch runs the kernel over grid with args as codegen/cpu's Exec.Launch
 // takes them. It returns nil, or ErrFallback: then nothing it did counts
@@ -319,21 +319,11 @@ func (nk *Kernel) Launch(grid tile.Grid, args ...any) error {
 	if !t.bind(args) {
 		return ErrFallback
 	}
-	t.grid = [3]int{g[0], g[1], g[2]}
-	t.fail.Store(false)
 	total := g[0] * g[1] * g[2]
-	t.chunk = max(1, int(maxCallNs/nk.work))
 	workers := launchWorkers(float64(total)*nk.work, pool.Default().Workers())
-	if workers > 1 {
-		t.chunk = max(1, min(t.chunk, total/(grabsPerWorker*workers)))
-	}
-	t.total = total
-	if sharedChunks {
-		t.split(1)
-	} else {
-		t.split(workers)
-	}
-	pool.Default().Do(t, total, workers)
+	chunk, grain := launchChunks(total, nk.work, workers)
+	t.prepare([3]int{g[0], g[1], g[2]}, chunk)
+	pool.Default().DoChunks(t, total, workers, grain)
 	// the buffers must stay alive until every call has returned
 	runtime.KeepAlive(args)
 	if t.fail.Load() {
@@ -347,7 +337,11 @@ func (nk *Kernel) Launch(grid tile.Grid, args ...any) error {
 // the parameter's type or buffers overlap where one is stored to.
 func (t *task) bind(args []any) bool {
 	h := unsafe.Pointer(&t.hdr[0])
-	put := func(off int32, v uint64) { *(*uint64)(unsafe.Add(h, off)) = v }
+	put := func(off int32, v uint64) { // only where it changes (task)
+		if p := (*uint64)(unsafe.Add(h, off)); *p != v {
+			*p = v
+		}
+	}
 	for i, p := range t.nk.k.Params {
 		if p.Type.Ptr {
 			var base, n uintptr
@@ -399,6 +393,20 @@ func (t *task) bind(args []any) bool {
 	return true
 }
 
+// prepare sets the launch's grid and programs per call, and clears fail,
+// writing only what changes (task).
+func (t *task) prepare(grid [3]int, chunk int) {
+	if t.grid != grid {
+		t.grid = grid
+	}
+	if t.chunk != chunk {
+		t.chunk = chunk
+	}
+	if t.fail.Load() {
+		t.fail.Store(false)
+	}
+}
+
 // scalarBits is a scalar argument as its frame slot holds it: integers
 // sign-extended, i1 as 0 or 1, f32 as its bits; ok false where
 // tile.ConvertScalar would refuse it (the executor reports why).
@@ -448,16 +456,8 @@ func scalarBits(x any, d tile.DType) (uint64, bool) {
 	return 0, false
 }
 
-// Run runs programs as worker w: the header into a frame, then native
-// calls of chunk programs each, taken from its own part of the launch
-// first and then from the other parts in turn, until none is left (the
-// pool's range [lo, hi) is not used). So the launch's programs are run
-// once each however the pool splits them and however fast each worker gets
-// through its chunks, and where every worker comes in time each runs the
-// same programs as in the launch before: a row kernel's rows, input and
-// output, are still in the caches of the core that ran them last (the
-// worker goroutines of a busy pool stay on their threads), where a shared
-// counter sent them to whichever core came first.
+// Run runs programs [lo, hi) as worker w: the header into its frame, then
+// native calls of chunk programs at most.
 func (t *task) Run(w, lo, hi int) {
 	if runHook != nil {
 		runHook(w)
@@ -469,32 +469,24 @@ func (t *task) Run(w, lo, hi int) {
 			f = newFrame(nk.frame)
 			t.frames[w] = f
 		}
-	} else { // a worker beyond the pool's (RunParts): a frame of its own
+	} else { // a worker beyond the pool's (tests): a frame of its own
 		f = newFrame(nk.frame)
 	}
 	copy(unsafe.Slice((*byte)(f.at), len(t.hdr)), t.hdr)
 	*f.u64(hGrid) = uint64(t.grid[0])
 	*f.u64(hGrid + 8) = uint64(t.grid[1])
 	*f.u64(hGrid + 16) = uint64(t.grid[2])
-	chunk := int64(t.chunk)
-	for i := range len(t.parts) {
-		pt := &t.parts[(w+i)%len(t.parts)]
-		for !t.fail.Load() {
-			at := pt.next.Add(chunk) - chunk
-			if at >= pt.end {
-				break
-			}
-			hi := min(pt.end, at+chunk)
-			if chunkHook != nil {
-				chunkHook(at, hi)
-			}
-			*f.u64(hProgLo) = uint64(at)
-			*f.u64(hProgHi) = uint64(hi)
-			r, ok := nk.code.Call(f.at)
-			if !ok || r != retOK {
-				t.fail.Store(true)
-				return
-			}
+	for at := lo; at < hi && !t.fail.Load(); at += t.chunk {
+		end := min(hi, at+t.chunk)
+		if chunkHook != nil {
+			chunkHook(int64(at), int64(end))
+		}
+		*f.u64(hProgLo) = uint64(at)
+		*f.u64(hProgHi) = uint64(end)
+		r, ok := nk.code.Call(f.at)
+		if !ok || r != retOK {
+			t.fail.Store(true)
+			return
 		}
 	}
 }

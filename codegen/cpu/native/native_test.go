@@ -775,14 +775,13 @@ func TestUnmaskedRowsNative(t *testing.T) {
 	}
 }
 
-// TestChunksTaken: a launch is cut into one part per worker asked for,
-// each worker takes chunks of its own part first and then of the others',
-// so the workers that come do the work of those that come late (or never
-// before they are done), and a part's programs run once each. Each case
-// runs some workers' Run calls one after another over a vector add of 20
-// programs in chunks of 3 (parts of 20/k programs: chunks cut short at a
-// part's end), the output poisoned first: every program must have run
-// (the sums), and once (each native call's programs counted).
+// TestChunksTaken: a worker's Run of programs [lo, hi) runs each of them
+// once, in native calls of at most the launch's chunk, whatever ranges the
+// pool gives which workers (codegen/cpu/pool's TestChunksAssigned says
+// which): each case runs some ranges one after another over a vector add
+// of 20 programs, the output poisoned first; every program must have run
+// (the sums), once (each native call's programs counted), and no call may
+// run more than the chunk.
 func TestChunksTaken(t *testing.T) {
 	requireJIT(t)
 	const block, progs = 16, 20
@@ -791,17 +790,16 @@ func TestChunksTaken(t *testing.T) {
 	rng := tiletest.RNG("chunks")
 	x, y := tiletest.Uniform(rng, n, -1, 1), tiletest.Uniform(rng, n, -1, 1)
 	for _, c := range []struct {
-		name    string
-		parts   int
-		workers []int
+		name   string
+		chunk  int
+		ranges [][3]int // worker, lo, hi
 	}{
-		{"one worker, one part", 1, []int{0}},
-		{"the caller alone, two parts", 2, []int{0}},
-		{"the second of three alone", 3, []int{1}},
-		{"the last of four, then the first", 4, []int{3, 0}},
-		{"a worker beyond the parts", 3, []int{5}},
-		{"every worker", 4, []int{0, 1, 2, 3}},
-		{"parts of fewer programs than a chunk", 7, []int{2}},
+		{"the caller alone, in one range", 3, [][3]int{{0, 0, 20}}},
+		{"one call a range", 100, [][3]int{{0, 0, 20}}},
+		{"two workers, a part each", 3, [][3]int{{0, 0, 10}, {1, 10, 20}}},
+		{"ranges of a part taken from both ends", 2, [][3]int{{1, 10, 13}, {0, 0, 10}, {0, 17, 20}, {1, 13, 17}}},
+		{"a worker beyond the pool's frames", 3, [][3]int{{1000, 0, 7}, {0, 7, 20}}},
+		{"ranges of one program", 4, [][3]int{{0, 0, 1}, {1, 1, 2}, {0, 2, 20}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := make([]float32, n)
@@ -809,13 +807,15 @@ func TestChunksTaken(t *testing.T) {
 				out[i] = float32(math.NaN())
 			}
 			var runs [progs]int
+			longest := int64(0)
 			native.SetChunkHook(func(lo, hi int64) {
+				longest = max(longest, hi-lo)
 				for p := lo; p < hi; p++ {
 					runs[p]++
 				}
 			})
 			defer native.SetChunkHook(nil)
-			if err := native.RunParts(nk, tile.Grid{progs}, c.parts, c.workers, x, y, out, n); err != nil {
+			if err := native.RunRanges(nk, tile.Grid{progs}, c.chunk, c.ranges, x, y, out, n); err != nil {
 				t.Fatal(err)
 			}
 			for p, r := range runs {
@@ -823,10 +823,41 @@ func TestChunksTaken(t *testing.T) {
 					t.Fatalf("program %d ran %d times", p, r)
 				}
 			}
+			if longest > int64(c.chunk) {
+				t.Fatalf("a native call ran %d programs, more than the chunk of %d", longest, c.chunk)
+			}
 			for i := range out {
 				if want := x[i] + y[i]; out[i] != want {
 					t.Fatalf("out[%d] = %v, want %v", i, out[i], want)
 				}
+			}
+		})
+	}
+}
+
+// TestLaunchChunks: a native call runs no more than maxCallNs (200 µs) of
+// estimated work; a launch on the caller alone is one chunk of the pool
+// (one Run), and a parallel one grabsPerWorker (8) chunks a worker at
+// least, each no longer than a call.
+func TestLaunchChunks(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		total        int
+		work         float64
+		workers      int
+		chunk, grain int
+	}{
+		{"alone", 64, 1402, 1, 142, 64},
+		{"a small softmax on two", 64, 1402, 2, 142, 4},
+		{"on sixteen", 64, 1402, 16, 142, 1},
+		{"long programs", 10_000, 50_000, 4, 4, 4},
+		{"programs over a call each", 100, 1e6, 2, 1, 1},
+		{"many short programs", 1 << 20, 100, 2, 2000, 2000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			chunk, grain := native.LaunchChunks(c.total, c.work, c.workers)
+			if chunk != c.chunk || grain != c.grain {
+				t.Fatalf("LaunchChunks(%d, %v, %d) = %d, %d, want %d, %d", c.total, c.work, c.workers, chunk, grain, c.chunk, c.grain)
 			}
 		})
 	}

@@ -1,13 +1,14 @@
 // Package pool is the CPU backend's persistent worker pool: one goroutine
 // per core, started once. A dispatch asks for up to a number of workers
-// (the caller included) and splits a range of work items (a kernel's
-// program instances) into one chunk per worker asked for; the caller opens
-// the dispatch, wakes the others, and takes chunks itself. Chunks go to
-// whoever comes first of the workers asked for (a dispatch of k workers
-// is joined only by workers 1 to k-1: one still watching after a larger
-// dispatch leaves it alone), so a worker that wakes late finds none left
-// and does nothing, and the caller waits only for workers that took a
-// chunk and are still in it, never for one that has not woken yet. A
+// (the caller included) and cuts a range of work items (a kernel's
+// program instances) into chunks, and the chunks into one part per worker
+// asked for; the caller opens the dispatch, wakes the others, and takes
+// chunks itself. Each worker takes its own part's chunks from the front,
+// then the others' from the back (a dispatch of k workers is joined only
+// by workers 1 to k-1: one still watching after a larger dispatch leaves
+// it alone), so a late worker's part is done by those that came, and the
+// caller waits only for workers that joined and are still in a chunk,
+// never for one that has not woken yet. A
 // dispatch of one worker runs on the caller alone, without waking anyone
 // (so does any dispatch while GOMAXPROCS is 1). A worker that finishes a
 // dispatch, or that was woken too late to join one, watches for the next
@@ -52,16 +53,18 @@ type Task interface {
 }
 
 // Pool.state is the dispatch's number (the high 32 bits), the bit open,
-// set while it takes workers, the workers it asks for (the caller
-// included: the want bits) and the workers in it (the caller not
-// included: the in bits).
+// set while it has chunks left, and the workers it asks for (the caller
+// included: the want bits).
 const (
 	open      = 1 << 30
 	wantShift = 15
-	inMask    = 1<<wantShift - 1
-	wantMask  = inMask << wantShift
-	// maxWorkers bounds a pool's workers: the in and want bits
-	maxWorkers = inMask
+	wantBits  = 1<<wantShift - 1
+	wantMask  = wantBits << wantShift
+	// maxWorkers bounds a pool's workers: the want bits
+	maxWorkers = wantBits
+	// maxGrains bounds the chunks of a dispatch: a part's bounds are 16
+	// bits each
+	maxGrains = 1<<16 - 1
 )
 
 // spinTime is how long a worker that finished a dispatch watches for the
@@ -91,6 +94,17 @@ func spinFrom(env string, cpus int) time.Duration {
 }
 
 // Pool is a set of worker goroutines.
+//
+// What a dispatch writes and what its workers read or write is laid out
+// so that few cache lines go from one core to another per dispatch (each
+// such trip is 100–200 ns, and a worker's start is a chain of them): the
+// caller writes the dispatch's line (state, task, sizes) once; a worker
+// takes chunks of its own part (parts[w], a line of its own that no one
+// else writes unless it steals at the end); a worker says it joined and
+// left on a line of its own (flags[w]), which the caller reads to wait for
+// it. Nothing is read-modify-written by every worker: a counter that every
+// worker took chunks from, and a state word every worker joined and left
+// by CAS, cost a trip per worker each, one after another.
 type Pool struct {
 	n     int // workers, the caller included
 	start sync.Once
@@ -105,32 +119,60 @@ type Pool struct {
 	// spinFor is how long a worker watches (spinTime; tests set it
 	// before the first dispatch)
 	spinFor time.Duration
-
-	// the dispatch in flight, written by its caller before it opens
-	task   Task
-	chunks []int  // chunk c is [chunks[c], chunks[c+1])
-	k      int    // chunks
-	seq    uint32 // the number of the last dispatch
-	done   chan struct{}
+	seq     uint32 // the number of the last dispatch
+	done    chan struct{}
 	// procs is GOMAXPROCS as last read, by the dispatch after procsAge
 	// reached 0 (each dispatch counts it down)
 	procs, procsAge int
-
-	// the words the workers write or watch, each on a cache line of its
-	// own: state, which watching workers read all the time, apart from
-	// the fields above, so that the caller's writes to those do not take
-	// the line from every watcher each time (16 cores), and next and
-	// joins apart from state
-	_     [64]byte
-	state atomic.Uint64 // the dispatch's number, open, the workers it asks for, the workers in it
-	_     [56]byte
-	next  atomic.Int32
-	_     [60]byte
-	// joins counts the workers that ever joined a dispatch, wakes the
-	// tokens dispatches sent to parked workers (tests)
-	joins atomic.Int64
+	// parts[w] is the chunks of worker w's part of the dispatch in flight,
+	// flags[w] what worker w joined and left (the caller's, 0, unused)
+	parts []part
+	flags []flags
+	// wakes counts the tokens dispatches sent to parked workers (tests)
 	wakes atomic.Int64
-	_     [48]byte
+
+	// the dispatch: its state, which watching workers read all the
+	// time, on a line of its own, written once a dispatch (a field beside
+	// it that the caller wrote took the line from each watcher, and each
+	// watcher took it back before the next field: a trip each, 0.6 µs
+	// before the caller's first chunk on the 2-core VM); the rest on the
+	// next line, written by the caller before the state and read by the
+	// workers after it
+	_     [64]byte
+	state atomic.Uint64 // the dispatch's number, open, the workers it asks for
+	_     [56]byte
+	task  Task
+	total int // items
+	grain int // items a chunk
+	k     int // parts (the workers asked for, the caller included)
+	_     [64 - 16 - 8 - 8 - 8]byte
+	// sleeping is set by a caller that blocks on done until its workers
+	// leave; the worker that clears it sends the token
+	sleeping atomic.Bool
+	_        [63]byte
+}
+
+// part is the chunks of one worker's part of a dispatch not yet taken: the
+// dispatch's number (the high 32 bits), the first chunk (16 bits) and the
+// end (the low 16 bits). A word of another dispatch's number is the part
+// untouched, all its chunks left: whoever takes the first chunk of it
+// sets it, so that a dispatch writes no part but the caller's own. Its
+// owner takes chunks from the front, others (at the end of their own)
+// from the back, so that where every worker comes in time each runs the
+// same items as in the dispatch before (a row kernel's rows, input and
+// output, are still in the caches of the core that ran them last).
+type part struct {
+	w atomic.Uint64
+	_ [56]byte
+}
+
+// flags is what worker w said of the dispatches: in, the last it joined
+// (before it looks at the dispatch again: the caller waits for a worker
+// that joined an open dispatch), out, the last it left.
+type flags struct {
+	in, out atomic.Uint32
+	joins   atomic.Int64 // dispatches it ran chunks of (tests)
+	_       [48]byte
 }
 
 // New is a pool of n workers, the caller of each dispatch included; n ≤ 0
@@ -142,7 +184,7 @@ func New(n int) *Pool {
 		n = min(runtime.GOMAXPROCS(0), runtime.NumCPU())
 	}
 	n = min(n, maxWorkers)
-	return &Pool{n: n, chunks: make([]int, n+1), done: make(chan struct{}, 1), spin: spinTime > 0 && n <= runtime.NumCPU(), spinFor: spinTime}
+	return &Pool{n: n, parts: make([]part, n), flags: make([]flags, n), done: make(chan struct{}, 1), spin: spinTime > 0 && n <= runtime.NumCPU(), spinFor: spinTime}
 }
 
 var std = New(0)
@@ -257,55 +299,103 @@ func wants(s uint64, w int, last uint32) bool {
 
 // join takes part in the open dispatch, unless there is none, it is last
 // (a worker joins a dispatch once) or it does not ask for w: chunks until
-// none is left. It reports whether it joined, and sets last to the
-// dispatch it joined. Only the workers asked for join: where any watching
-// worker did, a dispatch of 4 on a 16-core machine had up to 15 workers
-// contending for its state's cache line, and its caller waited for each of
-// them to leave.
+// none is left. It reports whether it looked at a dispatch, and sets last
+// to it. Only the workers asked for join: where any watching worker did, a
+// dispatch of 4 on a 16-core machine had up to 15 workers contending for
+// its state's cache line, and its caller waited for each of them to leave.
+//
+// Joining is a store to the worker's own flags and a second look at the
+// state: where it is still open, the caller, which closes it and then
+// reads the flags (both sequentially consistent), sees the worker in and
+// waits for its out; where it closed meanwhile, the worker takes nothing.
 func (p *Pool) join(w int, last *uint32) bool {
-	for {
-		s := p.state.Load()
-		if !wants(s, w, *last) {
-			return false
-		}
-		if p.state.CompareAndSwap(s, s+1) {
-			*last = uint32(s >> 32)
-			break
-		}
+	s := p.state.Load()
+	if !wants(s, w, *last) {
+		return false
 	}
-	p.joins.Add(1)
-	p.take(w)
-	if p.state.Add(^uint64(0))&(open|inMask) == 0 { // the last one out of a closed dispatch
-		p.done <- struct{}{}
+	seq := uint32(s >> 32)
+	*last = seq
+	f := &p.flags[w]
+	f.in.Store(seq)
+	if p.state.Load() == s {
+		f.joins.Add(1)
+		p.take(w, seq)
+	}
+	f.out.Store(seq)
+	if p.sleeping.Load() && p.sleeping.CompareAndSwap(true, false) {
+		p.done <- struct{}{} // the caller blocks for it (Do)
 	}
 	return true
 }
 
-// take runs chunks of the dispatch in flight as worker w until none is
-// left.
-func (p *Pool) take(w int) {
-	t := p.task
-	for {
-		c := int(p.next.Add(1)) - 1
-		if c >= p.k {
-			return
+// take runs chunks of dispatch seq as worker w until none is left: of its
+// own part from the front, then of the others' (of workers that came late
+// or not at all, or are slower) from the back.
+func (p *Pool) take(w int, seq uint32) {
+	t, k, total, grain := p.task, p.k, p.total, p.grain
+	grains := (total + grain - 1) / grain
+	for i := range k {
+		j := w + i
+		if j >= k {
+			j -= k
 		}
-		t.Run(w, p.chunks[c], p.chunks[c+1])
+		for {
+			g, ok := p.grab(j, seq, i == 0, grains*j/k, grains*(j+1)/k)
+			if !ok {
+				break
+			}
+			t.Run(w, g*grain, min(total, (g+1)*grain))
+		}
+	}
+}
+
+// grab takes a chunk of part j of dispatch seq, whose chunks are [lo, hi)
+// where no one took one yet: the first one left where front, else the
+// last one left; ok false where none is left.
+func (p *Pool) grab(j int, seq uint32, front bool, lo, hi int) (g int, ok bool) {
+	pt := &p.parts[j].w
+	for {
+		v := pt.Load()
+		a, b := uint64(lo), uint64(hi)
+		if uint32(v>>32) == seq {
+			a, b = v>>16&0xffff, v&0xffff
+		}
+		if a >= b {
+			return 0, false
+		}
+		if front {
+			g, a = int(a), a+1
+		} else {
+			b--
+			g = int(b)
+		}
+		if pt.CompareAndSwap(v, uint64(seq)<<32|a<<16|b) {
+			return g, true
+		}
 	}
 }
 
 // Do runs t over items [0, total) on up to workers workers, the caller
-// included: on the caller alone when workers or total is below 2, the
-// pool has one worker, GOMAXPROCS is 1 or another dispatch holds the
-// workers; else in min(workers, Workers, GOMAXPROCS, total) chunks of
-// equal size, taken by the caller and the workers that wake in time.
+// included, in one chunk per worker: DoChunks with chunks of
+// total/workers items.
+func (p *Pool) Do(t Task, total, workers int) { p.DoChunks(t, total, workers, 0) }
+
+// DoChunks runs t over items [0, total) on up to workers workers, the
+// caller included: on the caller alone (one Run of the whole range) when
+// workers or total is below 2, the pool has one worker, GOMAXPROCS is 1 or
+// another dispatch holds the workers; else in chunks of grain items (0:
+// total/k, where k is min(workers, Workers, GOMAXPROCS, total); more where
+// there would be more than 65535), the range cut into k parts of whole
+// chunks, one per worker, taken by the caller and the workers that wake in
+// time (each its own part first; a part whose worker is late is taken by
+// the others).
 //
 // GOMAXPROCS is read again every procsEvery dispatches (it takes the
 // scheduler's lock): a pool sized when GOMAXPROCS was 16 that wakes 15
 // workers when it is 1 (go test -cpu 1,16) has them take turns with the
 // caller on its one P, after the caller's run, or in the middle of its
 // next one when the scheduler preempts it.
-func (p *Pool) Do(t Task, total, workers int) {
+func (p *Pool) DoChunks(t Task, total, workers, grain int) {
 	if workers < 2 || total < 2 || p.n < 2 || !p.busy.TryLock() {
 		p.alone(t, total)
 		return
@@ -314,6 +404,11 @@ func (p *Pool) Do(t Task, total, workers int) {
 		p.procs, p.procsAge = runtime.GOMAXPROCS(0), procsEvery
 	}
 	k := min(p.n, total, workers, p.procs)
+	if grain <= 0 {
+		grain = (total + k - 1) / max(k, 1)
+	}
+	grain = max(grain, (total+maxGrains-1)/maxGrains)
+	k = min(k, (total+grain-1)/grain) // a chunk a worker at least
 	if k < 2 {
 		p.busy.Unlock()
 		p.alone(t, total)
@@ -321,16 +416,17 @@ func (p *Pool) Do(t Task, total, workers int) {
 	}
 	defer p.busy.Unlock()
 	p.start.Do(p.startWorkers)
-	for c := 0; c <= k; c++ {
-		p.chunks[c] = total * c / k
-	}
-	p.task, p.k = t, k
-	p.next.Store(0)
 	p.seq++
-	if p.seq == 0 { // 0 is no worker's last dispatch
+	if p.seq == 0 { // 0 is no worker's last dispatch, and of no part
 		p.seq = 1
+		for j := range p.parts { // a part of number 1 from 2³² dispatches ago is not this one's
+			p.parts[j].w.Store(0)
+		}
 	}
-	p.state.Store(uint64(p.seq)<<32 | open | uint64(k)<<wantShift)
+	seq := p.seq
+	p.task, p.total, p.grain, p.k = t, total, grain, k
+	s := uint64(seq)<<32 | uint64(k)<<wantShift
+	p.state.Store(s | open)
 	woke := false
 	for w := 1; w < k; w++ {
 		if p.parked[w].Load() && p.parked[w].CompareAndSwap(true, false) { // a watching worker's flag is left alone: no locked write
@@ -352,19 +448,42 @@ func (p *Pool) Do(t Task, total, workers int) {
 		default: // the kicker has not run since the last kick
 		}
 	}
-	p.take(0)
-	if p.state.Add(^uint64(open-1))&inMask != 0 { // workers still in their chunks
-		// they are in their last chunks (none is left to take): watch
-		// for them a while before blocking, since a caller that blocks
-		// must be woken by the last worker out, a trip through the
-		// scheduler (and the OS, where its thread went to sleep) that
-		// can take longer than the chunks themselves. Either way the
-		// last one out sends done, which is taken here so that the next
-		// dispatch does not find it.
-		if p.spin {
-			p.watch(func() bool { return p.state.Load()&inMask == 0 })
-		}
-		<-p.done
-	}
+	p.take(0, seq)
+	// no chunk is left: close, then wait for the workers that joined
+	// (they are in their last chunks), never for one that did not
+	p.state.Store(s)
+	p.wait(seq, k)
 	p.task = nil
+}
+
+// wait returns when each of workers 1 to k-1 that joined dispatch seq has
+// left it. It watches their flags for up to the spin time before blocking,
+// since a caller that blocks must be woken by a worker, a trip through
+// the scheduler (and the OS, where its thread went to sleep) that can take
+// longer than the chunks themselves.
+func (p *Pool) wait(seq uint32, k int) {
+	left := func() bool {
+		for w := 1; w < k; w++ {
+			if f := &p.flags[w]; f.in.Load() == seq && f.out.Load() != seq {
+				return false
+			}
+		}
+		return true
+	}
+	if left() || p.spin && p.watch(left) {
+		return
+	}
+	for {
+		p.sleeping.Store(true)
+		if left() {
+			if !p.sleeping.CompareAndSwap(true, false) {
+				<-p.done // a worker cleared it: take its token
+			}
+			return
+		}
+		<-p.done // the worker that clears it sends it after its out
+		if left() {
+			return
+		}
+	}
 }

@@ -123,14 +123,23 @@ func TestLateWorkersNotAwaited(t *testing.T) {
 // TestWorkersJoin: with its workers running, a pool's dispatches are
 // joined by them (over many dispatches of long chunks, at least once).
 func TestWorkersJoin(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0)))) // at 1 a dispatch asks for the caller alone
 	p := New(2)
 	c := &slow{}
-	for i := 0; i < 200 && p.joins.Load() == 0; i++ {
+	for i := 0; i < 200 && joined(p) == 0; i++ {
 		p.Do(c, 2, 2)
 	}
-	if p.joins.Load() == 0 {
+	if joined(p) == 0 {
 		t.Fatal("no worker joined any of 200 dispatches")
 	}
+}
+
+// joined is how many dispatches the workers of p ran chunks of, together.
+func joined(p *Pool) (n int64) {
+	for w := range p.flags {
+		n += p.flags[w].joins.Load()
+	}
+	return n
 }
 
 // slow spins about 100 µs an item.
@@ -421,4 +430,95 @@ func TestDispatchFollowsGOMAXPROCS(t *testing.T) {
 			t.Fatalf("GOMAXPROCS 4: still %d ranges after %d dispatches, want 4", ranges(c), i+1)
 		}
 	}
+}
+
+// recorder records which worker ran which items, in order.
+type recorder struct {
+	mu   sync.Mutex
+	runs [][3]int // worker, lo, hi
+}
+
+func (r *recorder) Run(w, lo, hi int) {
+	r.mu.Lock()
+	r.runs = append(r.runs, [3]int{w, lo, hi})
+	r.mu.Unlock()
+}
+
+// TestChunksAssigned: a dispatch's items are cut into k parts of whole
+// chunks, one a worker; a worker takes its own part's chunks from the
+// front and, when none is left, the others' from the back; every item
+// runs once, in chunks of the grain (the last one of the range shorter).
+// Each case calls take as the workers listed, one after another, on a
+// dispatch opened by hand (no worker goroutine runs), so the order is
+// known: worker 0 alone takes its part front to back and then worker 1's
+// back to front, the worker after it finds nothing; a part its owner has
+// begun is finished by another from the back.
+func TestChunksAssigned(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		total, grain int
+		k            int
+		takers       []int
+		want         [][3]int
+	}{
+		{"the caller alone", 10, 3, 2, []int{0, 1},
+			[][3]int{{0, 0, 3}, {0, 3, 6}, {0, 9, 10}, {0, 6, 9}}},
+		{"the second first", 10, 3, 2, []int{1, 0},
+			[][3]int{{1, 6, 9}, {1, 9, 10}, {1, 3, 6}, {1, 0, 3}}},
+		{"three parts, the last taker takes from the back of the first", 12, 2, 3, []int{2, 1},
+			[][3]int{{2, 8, 10}, {2, 10, 12}, {2, 2, 4}, {2, 0, 2}, {2, 6, 8}, {2, 4, 6}}},
+		{"one item a chunk", 4, 1, 4, []int{3, 0, 1, 2},
+			[][3]int{{3, 3, 4}, {3, 0, 1}, {3, 1, 2}, {3, 2, 3}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := New(4)
+			r := &recorder{}
+			p.seq = 5
+			p.task, p.total, p.grain, p.k = r, c.total, c.grain, c.k
+			for _, w := range c.takers {
+				p.take(w, p.seq)
+			}
+			if len(r.runs) != len(c.want) {
+				t.Fatalf("runs %v, want %v", r.runs, c.want)
+			}
+			for i := range c.want {
+				if r.runs[i] != c.want[i] {
+					t.Fatalf("runs %v, want %v", r.runs, c.want)
+				}
+			}
+		})
+	}
+	t.Run("a part begun by its owner", func(t *testing.T) {
+		p := New(2)
+		r := &recorder{}
+		p.seq = 9
+		p.task, p.total, p.grain, p.k = r, 8, 2, 2
+		// worker 1 took its first chunk, then stopped (preempted)
+		if g, ok := p.grab(1, 9, true, 2, 4); !ok || g != 2 {
+			t.Fatalf("worker 1's first grab: %d %v, want chunk 2", g, ok)
+		}
+		p.take(0, 9)
+		want := [][3]int{{0, 0, 2}, {0, 2, 4}, {0, 6, 8}}
+		if len(r.runs) != len(want) {
+			t.Fatalf("runs %v, want %v", r.runs, want)
+		}
+		for i := range want {
+			if r.runs[i] != want[i] {
+				t.Fatalf("runs %v, want %v", r.runs, want)
+			}
+		}
+	})
+	t.Run("parts of another dispatch are whole", func(t *testing.T) {
+		p := New(2)
+		r := &recorder{}
+		p.task, p.total, p.grain, p.k = r, 4, 1, 2
+		p.seq = 1
+		p.take(0, 1) // takes all 4 of dispatch 1
+		r.runs = nil
+		p.seq = 2
+		p.take(1, 2) // dispatch 2: the words of dispatch 1 are not its parts
+		if len(r.runs) != 4 {
+			t.Fatalf("dispatch 2 ran %v, want all 4 items", r.runs)
+		}
+	})
 }
