@@ -232,10 +232,7 @@ func (g *gen) colLoop(lp *loopPlan, terms []colTerm, frame amd64.Label) error {
 			a.MOVSXD(rT0, rT0)
 		}
 		a.MOVQstore(fr(ivSlot), rT0)
-		before := make(map[*sx]bool, len(g.sxDone))
-		for s := range g.sxDone {
-			before[s] = true
-		}
+		forget := g.sxScope()
 		if err := g.regionPrologue(lp.body); err != nil {
 			return err
 		}
@@ -266,11 +263,7 @@ func (g *gen) colLoop(lp *loopPlan, terms []colTerm, frame amd64.Label) error {
 				a.Jcc(amd64.CondA, bad)
 			}
 		}
-		for s := range g.sxDone {
-			if !before[s] {
-				delete(g.sxDone, s)
-			}
-		}
+		forget()
 		return a.Err()
 	}
 	if err := eval(lastSlot, false, nil); err != nil {

@@ -86,6 +86,23 @@ type gen struct {
 	stubs     []stubAt // fault exits of accesses, emitted after the code
 }
 
+// sxScope notes the expressions computed so far and returns the function
+// that forgets those computed since (code inside a loop's body or a
+// branch: not computed where the code after it runs).
+func (g *gen) sxScope() (forget func()) {
+	before := make(map[*sx]bool, len(g.sxDone))
+	for s := range g.sxDone {
+		before[s] = true
+	}
+	return func() {
+		for s := range g.sxDone {
+			if !before[s] {
+				delete(g.sxDone, s)
+			}
+		}
+	}
+}
+
 func (g *gen) alloc(size, align int32) int32 {
 	g.frameSize = (g.frameSize + align - 1) / align * align
 	off := g.frameSize
@@ -399,18 +416,11 @@ func (g *gen) loopCode(lp *loopPlan) error {
 	}
 	a.MOVQstore(fr(ivSlot), rT0)
 	// expressions first computed in the body are recomputed after it
-	before := make(map[*sx]bool, len(g.sxDone))
-	for s := range g.sxDone {
-		before[s] = true
-	}
+	forget := g.sxScope()
 	if err := g.region(lp.body); err != nil {
 		return err
 	}
-	for s := range g.sxDone {
-		if !before[s] {
-			delete(g.sxDone, s)
-		}
-	}
+	forget()
 	// the yields become the carried values: scalars through temporaries
 	// (a yield may be another carried value), blocks copied from theirs
 	var tmps []int32

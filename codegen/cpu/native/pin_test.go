@@ -1,11 +1,9 @@
 package native_test
 
 import (
-	"math"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
-	"github.com/tilefuse/tilefuse/tile"
 )
 
 // TestPinUniformsNative: the row kernels' zmm loops keep their uniforms
@@ -30,32 +28,8 @@ func TestPinUniformsNative(t *testing.T) {
 		{name: "softmax 21 rows of 1000 in blocks of 1024", wl: "softmax", block: 1024, n: 1000, rows: 21, pins: true, rel: 2e-6, abs: 1e-9},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			k, run, want := rowCase(t, c.name, c.wl, c.block, c.rows, c.n)
-			for _, isa := range isas(t) {
-				native.SetAVX512(isa == "avx512")
-				var outs [2][]float32
-				for i, pin := range []bool{false, true} {
-					was := native.SetPinUniforms(pin)
-					nk, err := native.Compile(k)
-					native.SetPinUniforms(was)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if got, wantPins := native.Pins(nk) > 0, pin && isa == "avx512" && c.pins; got != wantPins {
-						t.Errorf("%s, pinning %v: %d uniforms in registers, want some: %v", isa, pin, native.Pins(nk), wantPins)
-					}
-					outs[i] = run(func(args ...any) error { return nk.Launch(tile.Grid{c.rows}, args...) })
-					nk.Free()
-				}
-				for i, v := range outs[1] {
-					if math.Float32bits(v) != math.Float32bits(outs[0][i]) {
-						t.Fatalf("%s: y[%d] = %v pinned, %v from memory", isa, i, v, outs[0][i])
-					}
-					if d := math.Abs(float64(v) - float64(want[i])); !(d <= c.abs+c.rel*math.Abs(float64(want[i]))) {
-						t.Fatalf("%s: y[%d] = %v, reference %v", isa, i, v, want[i])
-					}
-				}
-			}
+			pin := rowSwitch{"pinning", "uniforms in registers", native.SetPinUniforms, native.Pins}
+			pin.check(t, c.name, c.wl, c.block, c.rows, c.n, c.rel, c.abs, func(isa string) bool { return isa == "avx512" && c.pins })
 		})
 	}
 }

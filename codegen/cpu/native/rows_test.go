@@ -60,33 +60,53 @@ func TestRowStoreHints(t *testing.T) {
 		{name: "layernorm 5 rows of 96 in blocks of 128", wl: "layernorm", block: 128, n: 96, rows: 5, rel: 1e-5, abs: 1e-5},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			k, run, want := rowCase(t, c.name, c.wl, c.block, c.rows, c.n)
-			for _, isa := range isas(t) {
-				native.SetAVX512(isa == "avx512")
-				var outs [2][]float32
-				for i, hints := range []bool{false, true} {
-					was := native.SetStoreHints(hints)
-					nk, err := native.Compile(k)
-					native.SetStoreHints(was)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if got, wantHints := native.PrefetchesW(nk) > 0, hints && isa == "avx512"; got != wantHints {
-						t.Errorf("%s, hints %v: %d prefetchw in the code, want some: %v", isa, hints, native.PrefetchesW(nk), wantHints)
-					}
-					outs[i] = run(func(args ...any) error { return nk.Launch(tile.Grid{c.rows}, args...) })
-					nk.Free()
-				}
-				for i, v := range outs[1] {
-					if math.Float32bits(v) != math.Float32bits(outs[0][i]) {
-						t.Fatalf("%s: y[%d] = %v with hints, %v without", isa, i, v, outs[0][i])
-					}
-					if d := math.Abs(float64(v) - float64(want[i])); !(d <= c.abs+c.rel*math.Abs(float64(want[i]))) {
-						t.Fatalf("%s: y[%d] = %v, reference %v", isa, i, v, want[i])
-					}
-				}
-			}
+			hints := rowSwitch{"hints", "prefetchw in the code", native.SetStoreHints, native.PrefetchesW}
+			hints.check(t, c.name, c.wl, c.block, c.rows, c.n, c.rel, c.abs, func(isa string) bool { return isa == "avx512" })
 		})
+	}
+}
+
+// rowSwitch is a code generator's switch that must change no result of
+// the row kernels: set turns it on or off (returning the setting before),
+// count is how many places of a compiled kernel show it (what names them).
+type rowSwitch struct {
+	name, what string
+	set        func(on bool) (was bool)
+	count      func(*native.Kernel) int
+}
+
+// check compiles the row kernel of wl (rows of n in blocks of block) with
+// the switch off and on for each ISA the CPU has: the code shows the
+// switch exactly where shows(isa) and it is on, and the outputs, on
+// poisoned memory, are the same bits both ways and within rel and abs of
+// the reference.
+func (sw rowSwitch) check(t *testing.T, name, wl string, block, rows, n int, rel, abs float64, shows func(isa string) bool) {
+	t.Helper()
+	k, run, want := rowCase(t, name, wl, block, rows, n)
+	for _, isa := range isas(t) {
+		native.SetAVX512(isa == "avx512")
+		var outs [2][]float32
+		for i, on := range []bool{false, true} {
+			was := sw.set(on)
+			nk, err := native.Compile(k)
+			sw.set(was)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, wantSome := sw.count(nk) > 0, on && shows(isa); got != wantSome {
+				t.Errorf("%s, %s %v: %d %s, want some: %v", isa, sw.name, on, sw.count(nk), sw.what, wantSome)
+			}
+			outs[i] = run(func(args ...any) error { return nk.Launch(tile.Grid{rows}, args...) })
+			nk.Free()
+		}
+		for i, v := range outs[1] {
+			if math.Float32bits(v) != math.Float32bits(outs[0][i]) {
+				t.Fatalf("%s: y[%d] = %v with %s, %v without", isa, i, v, sw.name, outs[0][i])
+			}
+			if d := math.Abs(float64(v) - float64(want[i])); !(d <= abs+rel*math.Abs(float64(want[i]))) {
+				t.Fatalf("%s: y[%d] = %v, reference %v", isa, i, v, want[i])
+			}
+		}
 	}
 }
 
