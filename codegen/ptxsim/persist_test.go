@@ -116,17 +116,7 @@ func TestPersistentRowKernelsInSimulator(t *testing.T) {
 				}
 				args, ref = append(args, d), append(ref, append([]float32(nil), d...))
 			}
-			out, want := make([]float32, c.rows*c.cols), make([]float32, c.rows*c.cols)
-			for i := range out {
-				out[i], want[i] = float32(math.NaN()), float32(math.NaN())
-			}
-			if err := interp.Interpret(k.Tile, k.Grid, append(ref, want)...); err != nil {
-				t.Fatal(err)
-			}
-			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true, NumWarps: meta["num_warps"]}
-			if err := sim.Launch(k.Tile, k.Grid, append(args, out)...); err != nil {
-				t.Fatalf("%v: %v", meta, err)
-			}
+			out, want, sim := simulateRows(t, k, meta, args, ref, c.rows*c.cols)
 			rowsAgree(t, meta.String(), out, want, c.cols)
 			ptx := sim.Last.PTX
 			head := strings.Index(ptx, "$L_for")

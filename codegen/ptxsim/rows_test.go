@@ -136,6 +136,26 @@ func rowsAgree(t *testing.T, what string, out, want []float32, cols int) {
 	}
 }
 
+// simulateRows runs row kernel k (tuned to meta) in the simulator on args
+// (the H200: racecheck, initcheck, meta's warps) and in the interpreter on
+// ref, a copy of them, each into an output of n elements poisoned with NaN;
+// it returns both outputs and the simulator (its Last PTX).
+func simulateRows(t *testing.T, k *graphpass.Kernel, meta tile.Meta, args, ref []any, n int) (out, want []float32, sim *ptxsim.Launcher) {
+	t.Helper()
+	out, want = make([]float32, n), make([]float32, n)
+	for i := range out {
+		out[i], want[i] = float32(math.NaN()), float32(math.NaN())
+	}
+	if err := interp.Interpret(k.Tile, k.Grid, append(ref, want)...); err != nil {
+		t.Fatal(err)
+	}
+	sim = &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true, NumWarps: meta["num_warps"]}
+	if err := sim.Launch(k.Tile, k.Grid, append(args, out)...); err != nil {
+		t.Fatalf("%v: %v", meta, err)
+	}
+	return out, want, sim
+}
+
 // wideAccesses fails t where ptx has no 128-bit global load or store.
 func wideAccesses(t *testing.T, what, ptx string) {
 	t.Helper()
@@ -217,29 +237,8 @@ func TestLayerNormCandidatesInSimulator(t *testing.T) {
 					args = append(args, append([]float32(nil), vals[in.G.Name()]...))
 					ref = append(ref, append([]float32(nil), vals[in.G.Name()]...))
 				}
-				out, want := make([]float32, rows*cols), make([]float32, rows*cols)
-				for i := range out {
-					out[i], want[i] = float32(math.NaN()), float32(math.NaN())
-				}
-				if err := interp.Interpret(k.Tile, k.Grid, append(ref, want)...); err != nil {
-					t.Fatal(err)
-				}
-				sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true, NumWarps: meta["num_warps"]}
-				if err := sim.Launch(k.Tile, k.Grid, append(args, out)...); err != nil {
-					t.Fatal(err)
-				}
-				scale := 0.0
-				for i, w := range want {
-					if math.IsNaN(float64(w)) {
-						t.Fatalf("the interpreter left output %d unwritten", i)
-					}
-					scale = max(scale, math.Abs(float64(w)))
-				}
-				for i, w := range want {
-					if g := out[i]; !(math.Abs(float64(g-w)) <= 1e-6*scale+2e-5*math.Abs(float64(w))) {
-						t.Fatalf("output[%d] (row %d) = %v in the simulator, %v in the interpreter", i, i/cols, g, w)
-					}
-				}
+				out, want, _ := simulateRows(t, k, meta, args, ref, rows*cols)
+				rowsAgree(t, meta.String(), out, want, cols)
 			})
 		}
 	}
