@@ -80,6 +80,11 @@ type Options struct {
 	// A training step (Spec.Train) is timed loopSteps steps at a time, the
 	// device waited for at the end of them only.
 	Loop bool
+	// DeviceBatch is, on the GPU, how many of the graph's runs back to back
+	// each device time spans (fusion.Machine.DeviceTimesBatch: the mean of
+	// DeviceBatch runs between two events, as the copy roofline is timed);
+	// 0 or 1: an event between every two runs.
+	DeviceBatch int
 }
 
 // Measurement is one mode's timing.
@@ -99,8 +104,11 @@ type Measurement struct {
 	// PyTorch's are timed, without the copies of inputs up and results down
 	// that Median includes
 	DeviceMedian float64 `json:"device_median_s,omitempty"`
-	DeviceMin    float64 `json:"device_min_s,omitempty"`
-	DeviceMax    float64 `json:"device_max_s,omitempty"`
+	// DeviceBatch is the runs each of those device times spans
+	// (Options.DeviceBatch; 0 where there are none)
+	DeviceBatch int     `json:"device_batch,omitempty"`
+	DeviceMin   float64 `json:"device_min_s,omitempty"`
+	DeviceMax   float64 `json:"device_max_s,omitempty"`
 	// DeviceInRun is the median device time of the compute within the
 	// timed runs (fusion.Machine.DeviceTime): each follows that run's
 	// uploads, during which the GPU idles and its clocks drop (the bench's
@@ -519,13 +527,14 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 			m.DeviceInRun = m.DeviceMedian
 		}
 		if dl, ok := r.vm.(deviceLooper); ok {
-			dev, ok, err := dl.DeviceTimes(o.Runs, gpuWarm)
+			dev, ok, err := dl.DeviceTimesBatch(o.Runs, max(o.DeviceBatch, 1), gpuWarm)
 			if err != nil {
 				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, m.Mode, err)
 			}
 			if ok {
 				slices.Sort(dev)
 				m.DeviceMedian, m.DeviceMin, m.DeviceMax = median(dev), dev[0], dev[len(dev)-1]
+				m.DeviceBatch = max(o.DeviceBatch, 1)
 			}
 		}
 		m.GBps = float64(inBytes+outBytes(s.Outputs)) / m.Time() / 1e9
@@ -559,7 +568,7 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 // deviceLooper is a machine that times its compute back to back (fusion
 // on the GPU).
 type deviceLooper interface {
-	DeviceTimes(n int, warm time.Duration) ([]float64, bool, error)
+	DeviceTimesBatch(n, batch int, warm time.Duration) ([]float64, bool, error)
 }
 
 // deviceTimer is a machine that measures its device time (fusion on the GPU).

@@ -3,6 +3,7 @@
 package fusion_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -147,6 +148,23 @@ func TestDeviceTimesOnGPU(t *testing.T) {
 		if !(s > 0 && s < 0.1) {
 			t.Fatalf("run %d: %v s", i, s)
 		}
+	}
+	// batches of 4 runs between events: one mean time a batch, each
+	// positive and no more than 1.5 the median of the single runs' (the
+	// events a batch leaves out only make it shorter)
+	batched, ok, err := m.DeviceTimesBatch(5, 4, 0)
+	if err != nil || !ok || len(batched) != 5 {
+		t.Fatalf("%d batched times (ok %v, %v)", len(batched), ok, err)
+	}
+	single := slices.Clone(times)
+	slices.Sort(single)
+	for i, s := range batched {
+		if !(s > 0 && s < 1.5*single[len(single)/2]) {
+			t.Fatalf("batch %d: %v s a run; single runs %v", i, s, single)
+		}
+	}
+	if _, ok, err := m.DeviceTimesBatch(2, 0, 0); ok || err == nil {
+		t.Fatalf("DeviceTimesBatch(2, 0): ok %v, %v", ok, err)
 	}
 	if after := m.Stats(); after != before {
 		t.Fatalf("statistics %+v after DeviceTimes, %+v before", after, before)

@@ -1322,8 +1322,10 @@ var tuneWarm struct {
 
 // deviceTimes runs compute back to back in one Run: untimed for warm of
 // wall time (waiting on the device every 8 runs, so that the queue does
-// not run far ahead), then n runs with an event between each two.
-func (g *gpu) deviceTimes(n int, warm time.Duration) ([]float64, error) {
+// not run far ahead) and once more, so that the device is busy when the
+// first event is recorded, then n batches of batch runs with an event
+// between each two batches.
+func (g *gpu) deviceTimes(n, batch int, warm time.Duration) ([]float64, error) {
 	c := g.c
 	evs := make([]*cuda.Event, n+1)
 	defer func() {
@@ -1356,12 +1358,17 @@ func (g *gpu) deviceTimes(n int, warm time.Duration) ([]float64, error) {
 				}
 			}
 		}
+		if err := g.compute(t, c); err != nil {
+			return err
+		}
 		if err := t.Record(evs[0]); err != nil {
 			return err
 		}
 		for i := range n {
-			if err := g.compute(t, c); err != nil {
-				return err
+			for range batch {
+				if err := g.compute(t, c); err != nil {
+					return err
+				}
 			}
 			if err := t.Record(evs[i+1]); err != nil {
 				return err
@@ -1375,7 +1382,7 @@ func (g *gpu) deviceTimes(n int, warm time.Duration) ([]float64, error) {
 			if err != nil {
 				return err
 			}
-			times[i] = ms / 1e3
+			times[i] = ms / 1e3 / float64(batch)
 		}
 		return nil
 	})

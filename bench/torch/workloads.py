@@ -343,9 +343,15 @@ WORKLOADS = {
 }
 
 
+DEVICE_BATCH = 1  # --device-batch
+
+
 def device_time(fn, args, runs, warm_s=0.1):
     """median seconds of one call, by CUDA events around it (on the CPU by
-    the wall clock: wall_time)"""
+    the wall clock: wall_time); with --device-batch K > 1, the median over
+    runs batches of the mean of K calls back to back between two events, the
+    batches one after another (as tilefuse bench -device-batch K times its
+    graphs and the copy roofline is timed)"""
     if dev == "cpu":
         return wall_time(fn, args, runs, warm_s)
     t0 = time.time()
@@ -353,6 +359,16 @@ def device_time(fn, args, runs, warm_s=0.1):
     while time.time() - t0 < warm_s:
         fn(*args)
     torch.cuda.synchronize()
+    if DEVICE_BATCH > 1:
+        evs = [torch.cuda.Event(enable_timing=True) for _ in range(runs + 1)]
+        torch.cuda._sleep(1_000_000)  # ~0.5 ms: the device busy while the host queues the first calls
+        evs[0].record()
+        for e in evs[1:]:
+            for _ in range(DEVICE_BATCH):
+                fn(*args)
+            e.record()
+        evs[-1].synchronize()
+        return statistics.median(a.elapsed_time(b) / 1e3 / DEVICE_BATCH for a, b in zip(evs, evs[1:]))
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(runs):
@@ -485,12 +501,18 @@ def main():
     ap.add_argument("--precisions", default="fp32", help="fp32 (strict, as tilefuse's ieee dots), tf32 (TF32 products) and/or bf16 (autocast to bfloat16)")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="where to run: the GPU (CUDA events) or the CPU (the wall clock around one call)")
     ap.add_argument("--threads", type=int, default=0, help="with --device cpu: torch.set_num_threads (0: PyTorch's default, the cores)")
+    ap.add_argument("--device-batch", type=int, default=1, help="on the GPU, calls back to back between two events, each time their mean (tilefuse bench -device-batch); 1: events around each call")
     a = ap.parse_args()
-    global dev
+    global dev, DEVICE_BATCH
     dev = a.device
+    if a.device_batch < 1:
+        sys.exit(f"--device-batch {a.device_batch}: want at least 1")
+    DEVICE_BATCH = a.device_batch
     if dev == "cpu" and a.threads > 0:
         torch.set_num_threads(a.threads)
     how = "device medians (events around one call)" if dev == "cuda" else "medians (the wall clock around one call)"
+    if dev == "cuda" and DEVICE_BATCH > 1:
+        how = f"device medians (events {DEVICE_BATCH} calls apart, each time the mean of those calls)"
     if a.peer:
         print(f"torch {torch.__version__}, {device_name()}; {how}", file=sys.stderr)
         return peer(a)

@@ -20,7 +20,7 @@ import (
 
 type benchOpts struct {
 	backend, workloads, size, json, plot, precision, cpuprofile, trace string
-	runs, profile, rotate                                              int
+	runs, profile, rotate, deviceBatch                                 int
 	warm                                                               time.Duration
 	quiet, native, autotune, graphs, cold, noGorgonia, reuse, loop     bool
 }
@@ -43,6 +43,7 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.BoolVar(&o.loop, "loop", false, "time each mode's runs (training steps) back to back, one mode after the other, with no garbage collection between them, as a user's loop (by default the modes take turns and each timed run follows a collection, which gives tilefuse's recycler the memory of the values earlier runs dropped); training steps are timed ten at a time, the device waited for at the end of the ten only, so that a step's kernels run while the host readies the next")
 	fs.BoolVar(&o.reuse, "reuse-outputs", false, "tilefuse's modes with fusion.WithReuseOutputs: each run writes its readable values into the memory of the last run's (a user who reads each run's values before the next), instead of memory that no value the user may still hold has")
 	fs.IntVar(&o.rotate, "rotate", 0, "input sets each mode's runs cycle through (0: 4 where the inputs take less than 64 MiB, else 1; 1: the same inputs every run, as bench/torch's timed calls)")
+	fs.IntVar(&o.deviceBatch, "device-batch", 1, "on the GPU, the graph's runs back to back that each device time spans (their mean between two events, as the copy roofline is timed: an event between two runs costs the device a few µs); 1: an event between every two runs")
 	fs.BoolVar(&o.cold, "cold", false, "on the CPU, time each run right after the collection that precedes it (the pool's workers parked, the caches as the collection left them), as before 2026-12-02; by default one untimed run of the mode comes between them, as PyTorch's timed calls follow one another")
 	fs.BoolVar(&o.noGorgonia, "no-gorgonia", false, "leave Gorgonia's own machine out at every size (as -size peer does): tilefuse's modes only, for profiles and quick comparisons")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole bench (compiles, warm-ups and timed runs; go tool pprof reads it) to `file`")
@@ -131,6 +132,9 @@ func benchCmd(args []string, out, progress io.Writer) error {
 	if o.rotate < 0 {
 		return fmt.Errorf("-rotate %d: want a count of input sets, or 0", o.rotate)
 	}
+	if o.deviceBatch < 1 {
+		return fmt.Errorf("-device-batch %d: want at least 1 run", o.deviceBatch)
+	}
 	copyGBps, copyWhat, err := copyBandwidth(be)
 	if err != nil {
 		return err
@@ -177,7 +181,7 @@ func benchCmd(args []string, out, progress io.Writer) error {
 			if err != nil {
 				return err
 			}
-			r, err := bench.Graph(spec, bench.Options{Backend: be, Tol: tol, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, SkipGorgonia: *size == bench.Peer || o.noGorgonia, Native: o.native, ColdCPU: o.cold, Loop: o.loop, Rotate: o.rotate, FusionOptions: fopts, Progress: func(mode string) {
+			r, err := bench.Graph(spec, bench.Options{Backend: be, Tol: tol, Runs: *runs, WarmUp: *warm, Profile: *profile > 0, SkipGorgonia: *size == bench.Peer || o.noGorgonia, Native: o.native, ColdCPU: o.cold, Loop: o.loop, Rotate: o.rotate, DeviceBatch: o.deviceBatch, FusionOptions: fopts, Progress: func(mode string) {
 				bar.step(w.Name + "/" + sz + " " + mode)
 			}})
 			if err != nil {
@@ -283,7 +287,13 @@ func writeTable(out io.Writer, results []*bench.Result, be fusion.Backend, copyG
 	}
 	defer writeTrain(out, results)  // last
 	defer writeCopies(out, results) // after the device table
-	fmt.Fprintln(out, "\nOn the device (the graph's kernels run back to back, events between runs, inputs already up, nothing copied: as PyTorch's are timed; \"in a run\": events around the kernels within a timed run, after its uploads), medians in ms:")
+	events := "events between runs"
+	for _, r := range results {
+		if f := r.Mode(bench.Fused); f != nil && f.DeviceBatch > 1 {
+			events = fmt.Sprintf("events %d runs apart, each time the mean of those runs", f.DeviceBatch)
+		}
+	}
+	fmt.Fprintf(out, "\nOn the device (the graph's kernels run back to back, %s, inputs already up, nothing copied: as PyTorch's are timed; \"in a run\": events around the kernels within a timed run, after its uploads), medians in ms:\n", events)
 	fmt.Fprintln(out, "\n| workload | size | unfused | fused (min–max) | fused in a run | fused vs unfused | fused GB/s | % of copy | fused GFLOP/s | transfers and host, fused |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {

@@ -379,6 +379,7 @@ func TestBenchRejectsBadInput(t *testing.T) {
 		{"precision", []string{"-precision", "fp8"}, "want ieee, tf32, tf32x3 or bf16"},
 		{"runs", []string{"-runs", "0"}, "at least 1"},
 		{"profile", []string{"-profile", "-1"}, "want a count"},
+		{"device batch", []string{"-device-batch", "0"}, "-device-batch 0: want at least 1 run"},
 		{"cpuprofile in a missing directory", []string{"-workload", "chain", "-size", "small", "-cpuprofile", "/nonexistent/dir/cpu.prof"}, "-cpuprofile"},
 		{"trace in a missing directory", []string{"-workload", "chain", "-size", "small", "-trace", "/nonexistent/dir/bench.trace"}, "-trace"},
 		{"stray argument", []string{"stray"}, "unexpected arguments"},
@@ -414,6 +415,11 @@ func TestDeviceTable(t *testing.T) {
 	} {
 		assert.Contains(t, out, want)
 	}
+	assert.Contains(t, out, "events between runs")
+	r.Mode(bench.Fused).DeviceBatch = 10 // -device-batch 10
+	buf.Reset()
+	writeTable(&buf, []*bench.Result{r}, fusion.CUDA, 4000, "device-to-device copy")
+	assert.Contains(t, buf.String(), "events 10 runs apart, each time the mean of those runs")
 	png := filepath.Join(t.TempDir(), "dev.png")
 	require.NoError(t, writePlot(png, []*bench.Result{r}, fusion.CUDA))
 	f, err := os.Open(png)
