@@ -26,6 +26,8 @@
 #
 #   bash scripts/gpu-rows.sh                  # logs in $OUT (or ./gpu-logs/rows)
 #   STEPS="2 3" bash scripts/gpu-rows.sh      # some steps only
+#   DEVICE_BATCH=10 bash scripts/gpu-rows.sh  # step 3: device times of 10
+#                                             # runs (calls) between events
 #
 # $OUT gets two files (the device tool brings back at most 8): rows.log,
 # every step's table, the last lines of its stderr and the steps' status
@@ -82,10 +84,11 @@ for s in $steps; do
   3)
     # step 2's tuning results are in this cache: -autotune takes them
     step bench-peer 900 env XDG_CACHE_HOME="$cache/xdg3" "$tf" bench -backend cuda -q -runs "${RUNS:-10}" -workload chain,softmax,layernorm -size peer \
-      -json "$logs/bench-peer.json"
+      -device-batch "${DEVICE_BATCH:-1}" -json "$logs/bench-peer.json"
     step bench-peer-autotune 900 env XDG_CACHE_HOME="$cache/xdg3" "$tf" bench -backend cuda -q -runs "${RUNS:-10}" -workload chain,softmax,layernorm -size peer \
-      -autotune -json "$logs/bench-peer-autotune.json"
-    step torch-peer 900 python3 bench/torch/workloads.py --runs "${TORCH_RUNS:-30}" --workload chain,softmax,layernorm --sizes peer --json "$logs/torch-peer.json"
+      -device-batch "${DEVICE_BATCH:-1}" -autotune -json "$logs/bench-peer-autotune.json"
+    step torch-peer 900 python3 bench/torch/workloads.py --runs "${TORCH_RUNS:-30}" --workload chain,softmax,layernorm --sizes peer \
+      --device-batch "${DEVICE_BATCH:-1}" --json "$logs/torch-peer.json"
     ;;
   4)
     # a fresh cache directory: the first process compiles cold (the
