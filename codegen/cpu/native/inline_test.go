@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -15,8 +16,9 @@ import (
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
-// TestLaunchWorkers: a launch asks for the caller alone below 30 µs of
-// estimated work, then one worker per 15 µs, up to the pool's size; a
+// TestLaunchWorkers: a launch asks for the caller alone below the
+// threshold of estimated work (30 µs in most cases here), then one worker
+// per half of it, up to the pool's size; a
 // threshold of 0 asks for every worker (it divided by zero: int(+Inf),
 // the caller alone).
 func TestLaunchWorkers(t *testing.T) {
@@ -38,6 +40,8 @@ func TestLaunchWorkers(t *testing.T) {
 		{"a threshold of 1 ns", 1, 5_000, 16, 16},
 		{"a threshold of 0", 0, 5_000, 16, 16},
 		{"a threshold of 0, nothing to do", 0, 0, 16, 16},
+		{"the default's 5 µs: a small LayerNorm's 25 µs", 5_000, 25_000, 16, 10},
+		{"the default's 5 µs: under it", 5_000, 4_999, 16, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			defer native.SetParallelNs(native.SetParallelNs(c.ns))
@@ -45,6 +49,20 @@ func TestLaunchWorkers(t *testing.T) {
 				t.Fatalf("LaunchWorkers(%v, %d) = %d, want %d", c.work, c.n, got, c.want)
 			}
 		})
+	}
+}
+
+// TestParallelNsDefault: without TILEFUSE_PARALLEL_NS a launch splits from
+// 5 µs of estimated work (measured on the 16-core host and the 2-core VM:
+// kernel.go's parallelNs).
+func TestParallelNsDefault(t *testing.T) {
+	if v := os.Getenv("TILEFUSE_PARALLEL_NS"); v != "" {
+		t.Skipf("TILEFUSE_PARALLEL_NS=%s sets the threshold", v)
+	}
+	was := native.SetParallelNs(0)
+	native.SetParallelNs(was)
+	if was != 5_000 {
+		t.Fatalf("the default threshold is %v ns, want 5000", was)
 	}
 }
 

@@ -242,15 +242,23 @@ const maxCallNs = 200_000
 // parallelNs is the work below which a launch runs on the caller alone:
 // waking the workers costs a few microseconds. Above it a launch asks for
 // one worker per parallelNs/2 of work, up to the pool's size, so that each
-// worker woken has work for several times what waking it costs. 30 µs, or
+// worker woken has work for several times what waking it costs. 5 µs, or
 // TILEFUSE_PARALLEL_NS nanoseconds, read when the process starts, for
-// measuring. Where the split pays on the 2-core VM moves with the host
-// (2026-12-02, BenchmarkSplit, rows of 1024 f32, the same buffers alone
-// and split, medians): in one period softmax rows of 8 (11 µs estimated)
-// already gained (2.4 → 1.9 µs) and 16 rows (22 µs) clearly (4.6 → 3.1),
-// in another 16 rows lost (4.7 → 5.3), LayerNorm's 32 (35 µs) lost (6.3 →
-// 6.9) and 64 rows gained (12.3 → 10.0); so it stays at 30 µs.
-var parallelNs = envInt("TILEFUSE_PARALLEL_NS", 30_000)
+// measuring. It was 30 µs until 2026-12-02 (twelfth session), from the
+// 2-core VM, where the split pays moves with the host between 10 and
+// 40 µs of estimated work; since the pool's per-worker dispatch (cpusplit)
+// the 16-core GPU host gains at every workload with it lower (`tilefuse
+// bench -backend cpu -size small -loop -rotate 1`, GOMAXPROCS=16, medians,
+// ms, 30 µs against 4 µs / 10 µs, one call each): softmax 0.0187 →
+// 0.0171 / 0.0171, LayerNorm 0.0172 → 0.0124 / 0.0128, colsum 0.0236 →
+// 0.0304 / 0.0235, attention 0.175 → 0.115 / 0.092, mlp_step 0.241 →
+// 0.213 / 0.219, encoder_fwd_bwd 1.1 → 0.742 / 0.763; at GOMAXPROCS=4
+// attention 0.283 → 0.237 / 0.279, encoder_fwd_bwd 1.43 → 1.24 / 1.38; at
+// 1 µs colsum small lost (0.0734) and LayerNorm at 16 did not gain; on the
+// 2-core VM 5 µs against 30 µs, three calls in turn: within the calls'
+// spread or better (softmax 0.011–0.018 against 0.014–0.028, mlp_step
+// 0.181–0.273 against 0.180–0.243).
+var parallelNs = envInt("TILEFUSE_PARALLEL_NS", 5_000)
 
 // envInt is the non-negative integer the environment variable name holds,
 // else def.
