@@ -228,10 +228,7 @@ func (g *gen) colLoop(lp *loopPlan, terms []colTerm, frame amd64.Label) error {
 		if add {
 			a.ADDQload(rT0, fr(stepSlot))
 		}
-		if iv.Type.DType == tile.I32 {
-			a.MOVSXD(rT0, rT0)
-		}
-		a.MOVQstore(fr(ivSlot), rT0)
+		g.storeIV(iv, ivSlot)
 		forget := g.sxScope()
 		if err := g.regionPrologue(lp.body); err != nil {
 			return err
@@ -298,15 +295,11 @@ func (g *gen) colLoop(lp *loopPlan, terms []colTerm, frame amd64.Label) error {
 		a.Jcc(amd64.CondE, one)
 		a.MOVQload(rT1, fr(second[i]))
 		a.SUBQload(rT1, fr(first[i]))
-		a.MOVQimm(amd64.RCX, 4095)
-		a.TESTQ(rT1, amd64.RCX)
-		a.Jcc(amd64.CondNE, frame)
+		wholePages(a, rT1, frame)
 		a.Bind(one)
 		if t.rows > 1 {
 			a.MOVQload(rT1, fr(rowStep[i]))
-			a.MOVQimm(amd64.RCX, 4095)
-			a.TESTQ(rT1, amd64.RCX)
-			a.Jcc(amd64.CondNE, frame)
+			wholePages(a, rT1, frame)
 		}
 		a.Bind(next)
 	}
@@ -491,3 +484,11 @@ func (g *gen) valFree(v, iv *tile.Value, body *region) bool {
 }
 
 func init() { noColLoops.Store(os.Getenv("TILEFUSE_NATIVE_COLREGS") == "0") }
+
+// wholePages jumps to otherwise unless r, a step in bytes, is a multiple of
+// 4 KB (RCX clobbered).
+func wholePages(a *amd64.Asm, r amd64.Reg, otherwise amd64.Label) {
+	a.MOVQimm(amd64.RCX, 4095)
+	a.TESTQ(r, amd64.RCX)
+	a.Jcc(amd64.CondNE, otherwise)
+}

@@ -86,6 +86,16 @@ type gen struct {
 	stubs     []stubAt // fault exits of accesses, emitted after the code
 }
 
+// storeIV stores rT0, a loop's counter, as the loop's induction value iv
+// in its slot (sign-extended from its low 32 bits where iv is i32, as the
+// reference wraps it).
+func (g *gen) storeIV(iv *tile.Value, slot int32) {
+	if iv.Type.DType == tile.I32 {
+		g.a.MOVSXD(rT0, rT0)
+	}
+	g.a.MOVQstore(fr(slot), rT0)
+}
+
 // sxScope notes the expressions computed so far and returns the function
 // that forgets those computed since (code inside a loop's body or a
 // branch: not computed where the code after it runs).
@@ -411,10 +421,7 @@ func (g *gen) loopCode(lp *loopPlan) error {
 	a.MOVQload(rT0, fr(counter))
 	a.CMPQload(rT0, fr(hiSlot))
 	a.Jcc(amd64.CondGE, done)
-	if iv.Type.DType == tile.I32 {
-		a.MOVSXD(rT0, rT0)
-	}
-	a.MOVQstore(fr(ivSlot), rT0)
+	g.storeIV(iv, ivSlot)
 	// expressions first computed in the body are recomputed after it
 	forget := g.sxScope()
 	if err := g.region(lp.body); err != nil {

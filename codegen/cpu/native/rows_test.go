@@ -121,14 +121,7 @@ func BenchmarkRows(b *testing.B) {
 	for _, wl := range []string{"layernorm", "softmax"} {
 		for _, rows := range []int{1, 64, 256, 4096} {
 			b.Run(fmt.Sprintf("%s/%dx%d", wl, rows, cols), func(b *testing.B) {
-				k, launch := rowKernel(b, wl, cols, rows, cols)
-				nk, err := native.Compile(k)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer nk.Free()
-				x, y := tiletest.Uniform(tiletest.RNG("rows"), rows*cols, -4, 4), make([]float32, rows*cols)
-				l := func(args ...any) error { return nk.Launch(tile.Grid{rows}, args...) }
+				launch, l, x, y := rowBench(b, wl, rows, cols)
 				b.SetBytes(8 * int64(rows) * cols)
 				for b.Loop() {
 					if err := launch(l, x, y); err != nil {
@@ -139,6 +132,21 @@ func BenchmarkRows(b *testing.B) {
 			})
 		}
 	}
+}
+
+// rowBench compiles the row kernel wl over rows of cols (one row a
+// program, freed when b ends) and gives rowKernel's launch of it, its
+// native launcher over rows programs, seeded inputs and an output.
+func rowBench(b *testing.B, wl string, rows, cols int) (launch func(l func(args ...any) error, x, y []float32) error, l func(args ...any) error, x, y []float32) {
+	b.Helper()
+	k, launch := rowKernel(b, wl, cols, rows, cols)
+	nk, err := native.Compile(k)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { nk.Free() })
+	x, y = tiletest.Uniform(tiletest.RNG("rows"), rows*cols, -4, 4), make([]float32, rows*cols)
+	return launch, func(args ...any) error { return nk.Launch(tile.Grid{rows}, args...) }, x, y
 }
 
 // rowCase is the row kernel wl over rows of n in blocks of block, with

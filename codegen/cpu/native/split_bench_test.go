@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
-	"github.com/tilefuse/tilefuse/tile"
-	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
 // BenchmarkSplit: a row kernel's launch on the caller alone against the
@@ -31,14 +29,7 @@ func BenchmarkSplit(b *testing.B) {
 				if runtime.GOMAXPROCS(0) < 2 {
 					b.Skip("GOMAXPROCS 1: nothing to split over")
 				}
-				k, launch := rowKernel(b, wl, cols, rows, cols)
-				nk, err := native.Compile(k)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer nk.Free()
-				x, y := tiletest.Uniform(tiletest.RNG("rows"), rows*cols, -4, 4), make([]float32, rows*cols)
-				l := func(args ...any) error { return nk.Launch(tile.Grid{rows}, args...) }
+				launch, l, x, y := rowBench(b, wl, rows, cols)
 				defer native.SetParallelNs(native.SetParallelNs(0))
 				var times [2][]float64
 				const block = 200
