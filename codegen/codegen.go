@@ -142,7 +142,8 @@ type stage struct {
 //   - check: the planned layouts fit their values;
 //   - pipeline: the K loops of tensor-core dots that the layouts stage
 //     planned for software pipelining (cp.async stages, mma.sync or wgmma,
-//     the accumulator in registers), dumped as .pipe;
+//     the accumulator in registers), and the loads a loop carries through
+//     shared memory (smem_carry: smemcarry.go), dumped as .pipe;
 //   - emit: PTX instructions in program order, anchors in their planned
 //     layouts;
 //   - print: the module text.
@@ -151,7 +152,7 @@ var stages = []stage{
 	{"analysis", "axes", (*lowerer).analyze, (*lowerer).axesDump},
 	{"layouts", "plan", func(l *lowerer) error { l.planMMALoops(); return l.assignLayouts(l.k.Body) }, (*lowerer).planDump},
 	{"check", "", (*lowerer).checkLayouts, nil},
-	{"pipeline", "pipe", func(*lowerer) error { return nil }, func(l *lowerer) string { return l.pipeDump() + l.mmaLoopDump() }},
+	{"pipeline", "pipe", func(l *lowerer) error { l.planCarries(); return nil }, func(l *lowerer) string { return l.pipeDump() + l.mmaLoopDump() + l.carryDump() }},
 	{"emit", "layout", func(l *lowerer) error { return l.block(l.k.Body) }, (*lowerer).layoutDump},
 	{"print", "ptx", func(l *lowerer) error {
 		if l.layoutErr != nil {

@@ -72,6 +72,7 @@ type lowerer struct {
 	lateAhead int
 	lateBlock *tile.Block // the block of lateStore and the late loads
 	lating    bool        // emitting lateStore
+	carry     *carries    // loads carried through shared memory (smemcarry.go); nil: none
 	result    *Kernel     // the print stage's result
 }
 
@@ -1205,7 +1206,11 @@ func (l *lowerer) block(b *tile.Block) error {
 		var err error
 		switch v.Op {
 		case tile.OpLoad:
-			if l.late[v.ID] == nil { // late loads: in the store (lateload.go)
+			switch {
+			case l.carry != nil && l.carry.byInit[v.ID] != nil: // copied by its loop
+			case l.carry != nil && l.carry.byNext[v.ID] != nil:
+				err = l.carryNext(l.carry.byNext[v.ID])
+			case l.late[v.ID] == nil: // late loads: in the store (lateload.go)
 				err = l.load(v)
 			}
 		case tile.OpStore, tile.OpAtomicAdd:
@@ -1672,7 +1677,23 @@ func (l *lowerer) forLoop(v *tile.Value) error {
 	lays := l.plan.loops[v.ID]
 	carried := make([]*lval, len(inits))
 	w := &l.body
+	var viaSmem map[int]*carry // by carried index (smemcarry.go)
+	if l.carry != nil && len(l.carry.byLoop[v.ID]) > 0 {
+		viaSmem = map[int]*carry{}
+		par := l.reg("r")
+		emit(w, "mov.u32 %s, 0", par)
+		l.carry.parity[v.ID] = par
+		for _, c := range l.carry.byLoop[v.ID] {
+			viaSmem[c.idx] = c
+			if err := l.carryCopies(c, c.init, l.carryBase(c)); err != nil {
+				return err
+			}
+		}
+	}
 	for i, in := range inits {
+		if viaSmem[i] != nil {
+			continue
+		}
 		lay := lays[i]
 		x, err := l.demand(in, lay)
 		if err != nil {
@@ -1704,7 +1725,9 @@ func (l *lowerer) forLoop(v *tile.Value) error {
 	defer func() { l.loopDepth-- }()
 	l.remember(body.Args[0], &lval{regs: []string{iv}})
 	for i, a := range body.Args[1:] {
-		l.remember(a, carried[i])
+		if viaSmem[i] == nil { // else read from shared memory in the body
+			l.remember(a, carried[i])
+		}
 	}
 	if err := l.block(body); err != nil {
 		return err
@@ -1712,6 +1735,9 @@ func (l *lowerer) forLoop(v *tile.Value) error {
 	yield := body.Values[len(body.Values)-1]
 	next := make([]*lval, len(yield.Args))
 	for i, y := range yield.Args {
+		if viaSmem[i] != nil {
+			continue
+		}
 		x, err := l.demand(y, lays[i])
 		if err != nil {
 			return err
@@ -1721,6 +1747,9 @@ func (l *lowerer) forLoop(v *tile.Value) error {
 	// copy the next values in, as one parallel assignment
 	var moves []move
 	for i, c := range carried {
+		if viaSmem[i] != nil {
+			continue
+		}
 		for _, cls := range l.classesOf(lays[i]) {
 			if src := next[i].regs[cls[0]]; src != c.regs[cls[0]] {
 				moves = append(moves, move{c.regs[cls[0]], src, movType(inits[i].Type)})
@@ -1728,14 +1757,24 @@ func (l *lowerer) forLoop(v *tile.Value) error {
 		}
 	}
 	l.parallelMoves(w, moves, carried)
+	if viaSmem != nil {
+		par := l.carry.parity[v.ID]
+		emit(w, "xor.b32 %s, %s, 1", par, par)
+	}
 	emit(w, "add.%s %s, %s, %s", ptxInt(it.DType), iv, iv, bounds[2])
 	emit(w, "bra.uni %s", head)
 	w.WriteString(end + ":\n")
 	l.memo = l.memo[:len(l.memo)-1]
+	if viaSmem != nil { // the last iteration's copies (of no row: zeros)
+		emit(w, "cp.async.wait_all")
+	}
 
-	// results: the carried registers, in the enclosing scope
+	// results: the carried registers, in the enclosing scope (none of
+	// those carried through shared memory is used)
 	for _, r := range forResults(l.k, v) {
-		l.remember(r, carried[r.Aux])
+		if carried[r.Aux] != nil {
+			l.remember(r, carried[r.Aux])
+		}
 	}
 	return nil
 }

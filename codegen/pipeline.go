@@ -1294,6 +1294,9 @@ type move struct{ dst, src, typ string }
 func (l *lowerer) parallelMoves(w *strings.Builder, moves []move, carried []*lval) {
 	isCarried := map[string]bool{}
 	for _, c := range carried {
+		if c == nil { // carried through shared memory (smemcarry.go)
+			continue
+		}
 		for _, r := range c.regs {
 			isCarried[r] = true
 		}

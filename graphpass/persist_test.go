@@ -222,19 +222,24 @@ func TestPersistentRejected(t *testing.T) {
 // one block, one row a program, include the default made persistent at 1
 // to 4 programs an SM where they fit (threads, and two rows of registers a
 // program), with the next row loaded late (late_loads: the default's, else
-// 1), and none where the rows are no more than the SMs.
+// 1), and with the next row through shared memory (smem_carry, the
+// default's late loads) at 1 to 8 where the threads, a row of registers
+// and two rows of shared memory a program fit; none where the rows are no
+// more than the SMs.
 func TestPersistentCandidates(t *testing.T) {
 	cases := []struct {
 		name  string
 		build func(x *G.Node) *G.Node
 		shape []int
-		want  []int // PERSIST values among the candidates
+		want  []int // PERSIST values among the candidates, registers
+		smem  []int // through shared memory
 	}{
-		{"layernorm 1151×8192", opLayerNormAffine, []int{1151, 8192}, []int{1, 2, 3, 4}},
-		{"softmax 1151×8192", opSoftmax, []int{1151, 8192}, []int{1, 2, 3, 4}},
-		{"layernorm 8192×4096", opLayerNormAffine, []int{8192, 4096}, []int{1, 2, 3, 4}},
-		{"layernorm 4096×32768: one program of 16 warps an SM", opLayerNormAffine, []int{4096, 32768}, []int{1}},
-		{"softmax 100×4096: no more rows than SMs", opSoftmax, []int{100, 4096}, nil},
+		{"layernorm 1151×8192", opLayerNormAffine, []int{1151, 8192}, []int{1, 2, 3, 4}, []int{1, 2, 3}},
+		{"softmax 1151×8192", opSoftmax, []int{1151, 8192}, []int{1, 2, 3, 4}, []int{1, 2, 3}},
+		{"layernorm 8192×4096", opLayerNormAffine, []int{8192, 4096}, []int{1, 2, 3, 4}, []int{1, 2, 3, 4, 5, 6}},
+		{"softmax 32768×1024 at 4 warps", opSoftmax, []int{32768, 1024}, []int{1, 2, 3, 4}, []int{1, 2, 3, 4, 5, 6, 7, 8}},
+		{"layernorm 4096×32768: one program of 16 warps an SM", opLayerNormAffine, []int{4096, 32768}, []int{1}, nil},
+		{"softmax 100×4096: no more rows than SMs", opSoftmax, []int{100, 4096}, nil, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -242,19 +247,24 @@ func TestPersistentCandidates(t *testing.T) {
 			c.build(G.NewTensor(g, tensor.Float32, 2, G.WithShape(c.shape...), G.WithName("x")))
 			_, grp := emitOneGroup(t, g, H200)
 			cands := Candidates(grp, H200, tile.PrecIEEE)
-			var got []int
+			var got, smem []int
 			for _, m := range cands {
 				if p := m["PERSIST"]; p > 0 {
 					def := maps.Clone(cands[0])
-					def["PERSIST"], def["late_loads"] = p, max(1, def["late_loads"])
+					if m["smem_carry"] == 1 {
+						def["PERSIST"], def["smem_carry"] = p, 1
+						smem = append(smem, p)
+					} else {
+						def["PERSIST"], def["late_loads"] = p, max(1, def["late_loads"])
+						got = append(got, p)
+					}
 					if m.String() != def.String() {
 						t.Errorf("candidate %v is not the default %v made persistent", m, cands[0])
 					}
-					got = append(got, p)
 				}
 			}
-			if fmt.Sprint(got) != fmt.Sprint(c.want) {
-				t.Fatalf("PERSIST %v among the candidates, want %v: %v", got, c.want, cands)
+			if fmt.Sprint(got) != fmt.Sprint(c.want) || fmt.Sprint(smem) != fmt.Sprint(c.smem) {
+				t.Fatalf("PERSIST %v and %v (smem_carry) among the candidates, want %v and %v: %v", got, smem, c.want, c.smem, cands)
 			}
 			if cands[0]["PERSIST"] != 0 {
 				t.Fatalf("the default %v is persistent: not measured yet", cands[0])

@@ -348,6 +348,13 @@ func emitRow(e *emitter, out *tile.Value, k *Kernel) error {
 // (late_loads: LayerNorm's γ and β) and the next row's loads are then
 // issued in the store, group by group (codegen's late loads in the loop's
 // body), so that an SM always has loads in flight while it stores.
+//
+// With smem_carry = 1 (codegen's meta-parameter) the next row's loads are
+// instead the first thing of the loop's body, and codegen carries them
+// through shared memory (smemcarry.go): cp.async copies issued as the
+// iteration starts, which land while the current row is reduced and
+// stored and hold no register, so that the row alone is in registers and
+// a program always has its next row in flight.
 func (r *rowEmit) persistent(out *tile.Value, k *Kernel, rows, n, block, persist int, hint []tile.CacheHint) error {
 	e, b := r.e, r.e.b
 	if len(e.grp.Full) == 0 || rows < 1 {
@@ -374,9 +381,19 @@ func (r *rowEmit) persistent(out *tile.Value, k *Kernel, rows, n, block, persist
 	pid := b.ProgramID(0)
 	first := loadRow(pid, e.mask) // pid < rows: the grid is at most rows
 	outer := e.memo
+	early := e.meta["smem_carry"] > 0
 	b.For(pid, rows, grid, first, func(row *tile.Value, cur []*tile.Value) []*tile.Value {
 		r.row = row
 		r.idx = b.Add(b.Mul(row, n), r.cols)
+		next := cur
+		loadNext := func() {
+			nr := b.Add(row, grid)
+			m := b.BroadcastTo(b.Lt(nr, rows), tile.Shp(block))
+			next = loadRow(nr, e.and(e.mask, m))
+		}
+		if early { // through shared memory: issued first, held in no register
+			loadNext()
+		}
 		e.memo = make(map[memoKey]*tile.Value, len(outer)+len(held))
 		for key, v := range outer {
 			e.memo[key] = v
@@ -388,11 +405,8 @@ func (r *rowEmit) persistent(out *tile.Value, k *Kernel, rows, n, block, persist
 			}
 			e.memo[memoKey{in, r.idx}] = v
 		}
-		next := cur
-		e.beforeStore = func() {
-			nr := b.Add(row, grid)
-			m := b.BroadcastTo(b.Lt(nr, rows), tile.Shp(block))
-			next = loadRow(nr, e.and(e.mask, m))
+		if !early {
+			e.beforeStore = loadNext
 		}
 		if err := e.store(out, r.idx, hint...); err != nil {
 			e.err = err

@@ -63,20 +63,31 @@ func TestPersistentRowKernelsInSimulator(t *testing.T) {
 		rows, cols, sms int
 		persist         int
 		whole           bool // the next row loaded whole before the store (no late_loads), not the tuner's candidate
+		smem            bool // the next row through shared memory (smem_carry)
 	}{
-		{"softmax", 37, 777, 4, 2, false},
-		{"softmax", 37, 777, 4, 2, true},
-		{"Gorgonia SoftMax", 21, 1000, 2, 3, false},
-		{"layernorm", 37, 777, 4, 3, false},
-		{"layernorm", 9, 4096, 2, 2, false},
-		{"softmax", 9, 4096, 2, 2, false},
-		{"softmax", 9, 4096, 2, 2, true},
-		{"layernorm", 130, 8192, 3, 1, false},
-		{"softmax", 130, 8192, 3, 2, false},
+		{"softmax", 37, 777, 4, 2, false, false},
+		{"softmax", 37, 777, 4, 2, true, false},
+		{"Gorgonia SoftMax", 21, 1000, 2, 3, false, false},
+		{"layernorm", 37, 777, 4, 3, false, false},
+		{"layernorm", 9, 4096, 2, 2, false, false},
+		{"softmax", 9, 4096, 2, 2, false, false},
+		{"softmax", 9, 4096, 2, 2, true, false},
+		{"layernorm", 130, 8192, 3, 1, false, false},
+		{"softmax", 130, 8192, 3, 2, false, false},
+		{"softmax", 37, 777, 4, 2, false, true},
+		{"Gorgonia SoftMax", 21, 1000, 2, 3, false, true},
+		{"layernorm", 37, 777, 4, 3, false, true},
+		{"layernorm", 9, 4096, 2, 2, false, true},
+		{"softmax", 9, 4096, 2, 4, false, true},
+		{"softmax", 130, 8192, 3, 1, false, true},
+		{"softmax", 40, 64, 4, 2, false, true},
 	}
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("%s %dx%d on %d SMs, PERSIST %d, whole %v", c.form, c.rows, c.cols, c.sms, c.persist, c.whole), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s %dx%d on %d SMs, PERSIST %d, whole %v, smem %v", c.form, c.rows, c.cols, c.sms, c.persist, c.whole, c.smem), func(t *testing.T) {
 			tg := graphpass.GPU(c.sms, 1024, 48<<10)
+			if c.smem { // two rows a program in shared memory, as on an H200
+				tg = graphpass.GPU(c.sms, 1024, 227<<10)
+			}
 			gr, err := graphpass.Import(buildRowForm(c.form, c.rows, c.cols))
 			if err != nil {
 				t.Fatal(err)
@@ -89,9 +100,12 @@ func TestPersistentRowKernelsInSimulator(t *testing.T) {
 			cands := graphpass.Candidates(grp, tg, tile.PrecIEEE)
 			var meta tile.Meta
 			for _, m := range cands {
-				if m["PERSIST"] == c.persist {
+				if m["PERSIST"] == c.persist && (m["smem_carry"] == 1) == c.smem {
 					meta = m
 				}
+			}
+			if meta == nil && c.cols < 128 { // rows held by fewer lanes than threads (replicated): no candidate, written as one
+				meta = tile.Meta{"BLOCK": c.cols, "num_warps": 4, "PERSIST": c.persist, "smem_carry": 1}
 			}
 			if meta == nil {
 				t.Fatalf("no candidate with PERSIST = %d: %v", c.persist, cands)
@@ -130,16 +144,34 @@ func TestPersistentRowKernelsInSimulator(t *testing.T) {
 			}
 			// late: loads after the first store where the store has more
 			// groups than are issued ahead of it
+			inputs := 1
+			if c.form == "layernorm" {
+				inputs = 3
+			}
 			after, stores := strings.Count(body[first:], "ld.global"), strings.Count(body, "st.global")
+			if c.smem {
+				// the row's copies first in the body, as many and as wide
+				// as the stores, read back from shared memory; γ and β
+				// late as before
+				copies, reads := strings.Count(body, "cp.async.cg"), strings.Count(body, "ld.shared.v4")
+				wide := c.cols%4 == 0 && c.cols >= 4*32*meta["num_warps"] // 16 bytes a thread at least
+				if wide && (copies != stores || reads < stores) || !wide && strings.Count(body, "cp.async.c") < stores {
+					t.Errorf("%v: %d 16-byte copies and %d 16-byte shared reads in the loop for %d stores", meta, copies, reads, stores)
+				}
+				if cp := strings.Index(body, "cp.async"); cp < 0 || cp > first || strings.Index(body, "cp.async.wait_group 1") < 0 {
+					t.Errorf("%v: the next row's copies do not start the loop's body, or no wait for the current row's", meta)
+				}
+				if loads := strings.Count(body, "ld.global"); loads != (inputs-1)*stores {
+					t.Errorf("%v: %d global loads in the loop, want %d (γ and β)", meta, loads, (inputs-1)*stores)
+				}
+				t.Logf("%v over %v: %d rows agree", meta, k.Grid, c.rows)
+				return
+			}
 			if d := meta["late_loads"]; d > 0 && stores > d+1 && after == 0 || d == 0 && after > 0 {
 				t.Errorf("%v: %d global loads after the first of the loop's %d global stores", meta, after, stores)
 			}
 			// each access once: the next row's loads (and γ's and β's) as
 			// many and as wide as the row's stores, none a second time
-			inputs := 1
-			if c.form == "layernorm" {
-				inputs = 3
-			}
 			if loads := strings.Count(body, "ld.global"); loads != inputs*stores {
 				t.Errorf("%v: %d global loads in the loop, want %d (%d inputs, %d stores)", meta, loads, inputs*stores, inputs, stores)
 			}
