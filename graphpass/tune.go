@@ -278,7 +278,7 @@ func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta
 		}
 	}
 	if bm == 1 {
-		out = append(out, persistForms(def, t, rows, grp.Root.Info.DType.Size())...)
+		out = append(out, persistForms(def, t, rows)...)
 	}
 	if bm == 1 && block >= 8192 {
 		if block <= 64*32*allWarps && block >= 8*32*allWarps {
@@ -304,23 +304,19 @@ const smThreads, smRegisters = 2048, 64 << 10
 // group (late_loads: def's, else 1), where its registers are freed: with
 // them whole before the store, ptxas 11.8 (sm_90) gave softmax 1151×8192
 // at 8 warps 80 registers against 66, and 4096×32768 at 16 warps 128 and
-// 104 bytes spilled against 126 and none. And for k = 1 to 8 where the
-// threads, one row a register an element and two rows of shared memory a
-// program (and 1 KiB the SM keeps for each) fit, the next row carried
-// through shared memory (smem_carry = 1: codegen's cp.async copies issued
-// as the iteration starts), def's late loads kept.
-func persistForms(def tile.Meta, t Target, rows, size int) []tile.Meta {
+// 104 bytes spilled against 126 and none. The next row carried through
+// shared memory instead (codegen's smem_carry = 1, for k = 1 to 8 programs
+// an SM) is not among them: on the H200 it was slower at every peer shape
+// (2026-12-02, tuner batches of 10: softmax 8192×4096 best 0.0729 ms
+// against the default's 0.0675, 32768×1024 0.0692 against 0.0657, 1151×8192
+// 0.0239 against 0.0220, LayerNorm 8192×4096 0.0743 against 0.0673), and
+// each candidate costs the tuner a compile and a measurement.
+func persistForms(def tile.Meta, t Target, rows int) []tile.Meta {
 	var out []tile.Meta
 	w, block := max(1, def["num_warps"]), max(1, def["BLOCK"])
 	late := max(1, def["late_loads"])
 	for k := 1; k <= 4 && k*32*w <= smThreads && k*2*block <= smRegisters && rows > t.SMs; k++ {
 		out = append(out, with(def, "PERSIST", k, "late_loads", late))
-	}
-	// the next row through shared memory (smem_carry): one row in
-	// registers, two stages of it in shared memory a program
-	stages := 2 * block * size
-	for k := 1; k <= 8 && k*32*w <= smThreads && k*block <= smRegisters && k*(stages+1024) <= t.SharedMemory && rows > t.SMs; k++ {
-		out = append(out, with(def, "PERSIST", k, "smem_carry", 1))
 	}
 	return out
 }
