@@ -5,6 +5,7 @@ package cuda
 import (
 	"encoding/hex"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -31,6 +32,12 @@ type Device struct {
 	// without opting in (48 KiB), and the most a kernel may opt into
 	// (Load opts in for kernels that need more than 48 KiB)
 	MaxThreads, SharedMemory, SharedMemoryOptin int
+	// per SM: its shared memory at most (the L1 it shares with is the
+	// rest), and the shared memory the driver reserves in each CTA
+	SharedMemorySM, SharedMemoryReserved int
+	// TILEFUSE_CARVEOUT as read at Open (carveout.go)
+	carveAuto bool
+	carvePct  int
 
 	work *worker // the hand-over to the thread below (worker.go)
 	done chan struct{}
@@ -62,6 +69,10 @@ const (
 // Open creates a context on GPU ordinal and the thread that owns it.
 func Open(ordinal int) (*Device, error) {
 	d := &Device{work: newWorker(spinWorkers()), done: make(chan struct{}), modules: map[[32]byte]*Function{}, ptx: map[string]*codegen.Kernel{}, ahead: map[[32]byte]linked{}}
+	var err error
+	if d.carveAuto, d.carvePct, err = carveoutSetting(os.Getenv("TILEFUSE_CARVEOUT")); err != nil {
+		return nil, err
+	}
 	ready := make(chan error)
 	go func() {
 		runtime.LockOSThread()
@@ -88,6 +99,8 @@ func Open(ordinal int) (*Device, error) {
 		d.MaxThreads, _ = dev.Attribute(cu.MaxThreadsPerBlock)
 		d.SharedMemory, _ = dev.Attribute(cu.MaxSharedMemoryPerBlock)
 		d.SharedMemoryOptin = max(d.SharedMemory, sharedMemoryOptin(dev))
+		d.SharedMemorySM, _ = dev.Attribute(cu.MaxSharedMemoryPerMultiprocessor)
+		d.SharedMemoryReserved = sharedMemoryReserved(dev)
 		d.MemSize, _ = dev.TotalMem()
 		d.freeMem = newFreeList[cu.DevicePtr](min(poolBytes, d.MemSize/8))
 		d.freePinned = newFreeList[unsafe.Pointer](pinnedPoolBytes)
@@ -131,14 +144,47 @@ type Function struct {
 	DynShared    int // dynamic shared memory per launch, bytes
 	Regs         int // registers per thread
 	StaticShared int // static shared memory, bytes
+	Carveout     int // the preferred shared-memory carveout it was given, percent (-1: none)
 	Local        int // local memory per thread, bytes: spills and stack
 	fn           cu.Function
 	mod          cu.Module
 }
 
 func (f *Function) String() string {
-	return fmt.Sprintf("%s: %d threads, %d regs, %d B shared (%d static + %d dynamic), %d B local (spills)",
-		f.Name, f.Threads, f.Regs, f.StaticShared+f.DynShared, f.StaticShared, f.DynShared, f.Local)
+	return fmt.Sprintf("%s: %d threads, %d regs, %d B shared (%d static + %d dynamic, carveout %d%%), %d B local (spills)",
+		f.Name, f.Threads, f.Regs, f.StaticShared+f.DynShared, f.StaticShared, f.DynShared, f.Carveout, f.Local)
+}
+
+// preferL1 gives f the least shared-memory carveout that keeps its CTAs
+// an SM (carveout.go), or TILEFUSE_CARVEOUT's fixed one. It runs on the
+// device's thread. If the occupancy the driver reports drops under the
+// hint anyway, the hint is taken back.
+func (d *Device) preferL1(f *Function) error {
+	f.Carveout = -1
+	pct := d.carvePct
+	if d.carveAuto {
+		blocks, err := f.fn.MaxActiveBlocksPerMultiProcessor(f.Threads, int64(f.DynShared))
+		if err != nil {
+			return nil // no occupancy, no hint
+		}
+		pct = carveoutFor(blocks, f.StaticShared+f.DynShared, d.SharedMemoryReserved, d.SharedMemorySM)
+		if pct < 0 {
+			return nil
+		}
+		if err := setCarveout(f.fn, pct); err != nil {
+			return err
+		}
+		if after, err := f.fn.MaxActiveBlocksPerMultiProcessor(f.Threads, int64(f.DynShared)); err != nil || after < blocks {
+			return setCarveout(f.fn, -1)
+		}
+		f.Carveout = pct
+		return nil
+	}
+	if pct < 0 {
+		return nil
+	}
+	f.Carveout = pct
+	return setCarveout(f.fn, pct)
 }
 
 // Load JIT-compiles a generated kernel (cached by the hash of its PTX
@@ -206,8 +252,11 @@ func (d *Device) LoadCached(k *codegen.Kernel, c *diskcache.Cache) (*Function, e
 			}
 		}
 		f.fn, f.mod = fn, mod
-		f.Regs, _ = fn.Attribute(cu.NumRegs)
 		f.StaticShared, _ = fn.Attribute(cu.SharedSizeBytes)
+		if err := d.preferL1(f); err != nil {
+			return fmt.Errorf("cuda: @%s: %w", k.Name, err)
+		}
+		f.Regs, _ = fn.Attribute(cu.NumRegs)
 		f.Local, _ = fn.Attribute(cu.LocalSizeBytes)
 		if need := k.RegisterPool(); f.Regs*f.Threads < need {
 			// the consumers' setmaxnreg.inc would wait for ever for

@@ -10,6 +10,10 @@ static int tf_set_max_dynamic_smem(CUfunction f, int bytes) {
 	return (int)cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
 }
 
+static int tf_set_carveout(CUfunction f, int pct) {
+	return (int)cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, pct);
+}
+
 static int tf_mem_host_alloc(void **p, size_t bytes) {
 	return (int)cuMemHostAlloc(p, bytes, 0);
 }
@@ -24,6 +28,14 @@ static int tf_mem_host_unregister(void *p) {
 
 static int tf_event_query(CUevent e) {
 	return (int)cuEventQuery(e);
+}
+
+static int tf_smem_reserved(CUdevice d) {
+	int v = 0;
+	if (cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, d) != 0) {
+		return 0;
+	}
+	return v;
 }
 
 static int tf_smem_optin(CUdevice d) {
@@ -49,6 +61,16 @@ func setMaxDynamicShared(f cu.Function, bytes int) error {
 	h := *(*C.CUfunction)(unsafe.Pointer(&f))
 	if rc := C.tf_set_max_dynamic_smem(h, C.int(bytes)); rc != 0 {
 		return fmt.Errorf("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %d): CUresult %d", bytes, int(rc))
+	}
+	return nil
+}
+
+// setCarveout sets f's preferred shared-memory carveout (percent of the
+// unified L1/shared memory; -1 the driver's default).
+func setCarveout(f cu.Function, pct int) error {
+	h := *(*C.CUfunction)(unsafe.Pointer(&f))
+	if rc := C.tf_set_carveout(h, C.int(pct)); rc != 0 {
+		return fmt.Errorf("cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT, %d): CUresult %d", pct, int(rc))
 	}
 	return nil
 }
@@ -101,4 +123,10 @@ func eventDone(e cu.Event) (bool, error) {
 // may opt into (0 if the driver does not say).
 func sharedMemoryOptin(d cu.Device) int {
 	return int(C.tf_smem_optin(C.CUdevice(d)))
+}
+
+// sharedMemoryReserved is the shared memory the driver keeps for itself in
+// every CTA (0 if the driver does not say).
+func sharedMemoryReserved(d cu.Device) int {
+	return int(C.tf_smem_reserved(C.CUdevice(d)))
 }
