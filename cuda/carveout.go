@@ -5,22 +5,23 @@ import (
 	"strconv"
 )
 
-// Each SM's L1 cache and shared memory are one memory: the driver splits
-// it per kernel, and a kernel's preferred carveout (the share of it kept
-// as shared memory, in percent of the SM's most) is a hint to that split.
-// Without one the split a kernel runs under depends on what ran before it
-// on the SM: on the H200 (2026-12-03) the softmax 8192×4096 row kernel,
-// with a few hundred bytes of shared memory a CTA, ran 71 µs until some
-// other kernels had run in the process and 68 µs from then on; with the
-// carveout at its most shared (100) 72 µs, at the least (0) 68 µs from
-// the first launch. A memory-bound kernel's loads in flight wait in L1,
-// so the L1 a split leaves is what such a kernel can have in flight.
+// Each SM's L1 cache and shared memory are one memory that the driver
+// splits per kernel; a kernel's preferred carveout (the share kept as
+// shared memory, in percent of the SM's most) is a hint to that split.
+// tilefuse gives none by default: measured on the H200 (2026-12-03) the
+// hint did not make the peer row graphs faster. The softmax 8192×4096 row
+// kernel runs 70.6–71.1 µs or 67.5–68.3 µs a launch by what ran before it
+// on the device, and no hint removed that: the least carveout that keeps
+// the occupancy (auto, below) started at 70.7 like no hint at all did in
+// some processes (68.2 in others), carveout 0 once started at 68.4 but
+// left the bench's graph at 70.1 (and 32768×1024 at 71.7–72.2 µs against
+// 66.7–67.5: fewer CTAs an SM), carveout 100 ran 71.5–72.3 throughout; the
+// bench's large workloads moved within ±2.6% between auto and no hint.
 //
-// So every kernel is given the least carveout that still holds as many
-// of its CTAs an SM as the driver's occupancy allows without a hint: the
-// rest stays L1. TILEFUSE_CARVEOUT overrides it for measuring: "auto" or
-// unset that rule, -1 no hint (the driver's own choice), 0–100 a fixed
-// percentage for every kernel.
+// TILEFUSE_CARVEOUT sets it for measuring: unset or -1 no hint (the
+// driver's choice), auto the least carveout that holds as many CTAs an SM
+// as the occupancy without a hint allows (taken back if the occupancy then
+// drops), 0–100 a fixed percentage for every kernel.
 
 // carveoutFor is the least carveout, in percent of perSM (the SM's shared
 // memory at most), that holds blocks CTAs of shared bytes each, every CTA
@@ -34,10 +35,13 @@ func carveoutFor(blocks, shared, reserved, perSM int) int {
 	return min(100, (need*100+perSM-1)/perSM)
 }
 
-// carveoutSetting reads TILEFUSE_CARVEOUT's value: auto (the rule above)
-// for "" and "auto", else the fixed percentage, -1 for the driver's choice.
+// carveoutSetting reads TILEFUSE_CARVEOUT's value: -1 (no hint) for ""
+// and "-1", auto for "auto", else the fixed percentage.
 func carveoutSetting(v string) (auto bool, pct int, err error) {
-	if v == "" || v == "auto" {
+	switch v {
+	case "":
+		return false, -1, nil
+	case "auto":
 		return true, 0, nil
 	}
 	pct, err = strconv.Atoi(v)

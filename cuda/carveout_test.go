@@ -35,7 +35,7 @@ func TestCarveoutSetting(t *testing.T) {
 		pct     int
 		wantErr bool
 	}{
-		{"", true, 0, false},
+		{"", false, -1, false},
 		{"auto", true, 0, false},
 		{"-1", false, -1, false},
 		{"0", false, 0, false},

@@ -77,10 +77,13 @@ func TestFunctionAttributes(t *testing.T) {
 		t.Fatalf("attributes %s", f)
 	}
 	t.Log(f)
-	// the carveout: the least that holds the CTAs the occupancy allows
-	// (carveout.go), unless TILEFUSE_CARVEOUT fixes it
-	if v := os.Getenv("TILEFUSE_CARVEOUT"); v != "" && v != "auto" {
-		t.Skipf("TILEFUSE_CARVEOUT=%s: the carveout rule is not in use", v)
+	// the carveout: none by default; with TILEFUSE_CARVEOUT=auto the
+	// least that holds the CTAs the occupancy allows (carveout.go)
+	if v := os.Getenv("TILEFUSE_CARVEOUT"); v != "auto" {
+		if auto, pct, err := carveoutSetting(v); err == nil && !auto && f.Carveout != pct {
+			t.Fatalf("TILEFUSE_CARVEOUT=%q: carveout %d%%, want %d%%", v, f.Carveout, pct)
+		}
+		return
 	}
 	var blocks int
 	if err := dev.Do(func() (err error) {

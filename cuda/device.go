@@ -155,10 +155,10 @@ func (f *Function) String() string {
 		f.Name, f.Threads, f.Regs, f.StaticShared+f.DynShared, f.StaticShared, f.DynShared, f.Carveout, f.Local)
 }
 
-// preferL1 gives f the least shared-memory carveout that keeps its CTAs
-// an SM (carveout.go), or TILEFUSE_CARVEOUT's fixed one. It runs on the
-// device's thread. If the occupancy the driver reports drops under the
-// hint anyway, the hint is taken back.
+// preferL1 gives f the shared-memory carveout TILEFUSE_CARVEOUT asks for
+// (carveout.go; by default none): a fixed one, or with auto the least
+// that keeps its CTAs an SM, taken back if the occupancy the driver
+// reports drops under it. It runs on the device's thread.
 func (d *Device) preferL1(f *Function) error {
 	f.Carveout = -1
 	pct := d.carvePct
