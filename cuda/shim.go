@@ -66,7 +66,7 @@ func setMaxDynamicShared(f cu.Function, bytes int) error {
 }
 
 // setCarveout sets f's preferred shared-memory carveout (percent of the
-// unified L1/shared memory; -1 the driver's default).
+// SM's most shared memory; -1 no preference, the driver's choice).
 func setCarveout(f cu.Function, pct int) error {
 	h := *(*C.CUfunction)(unsafe.Pointer(&f))
 	if rc := C.tf_set_carveout(h, C.int(pct)); rc != 0 {
