@@ -415,6 +415,10 @@ PEER = [
     ("matmul 4096×4096×50", 4096, 50, 4096, False),
     ("matmul 4096×4096×32", 4096, 32, 4096, False),
     ("matmul 4096×4096×64", 4096, 64, 4096, False),
+    # 4096³'s output at other depths (time against K: a tile's fixed cost)
+    ("matmul 4096×4096×1024", 4096, 1024, 4096, False),
+    ("matmul 4096×4096×2048", 4096, 2048, 4096, False),
+    ("matmul 4096×4096×8192", 4096, 8192, 4096, False),
     # the BERT-base encoder layer's products (8×512 rows, model 768, FF 3072)
     ("bert NN 4096×3072×768", 4096, 768, 3072, False),
     ("bert NN gelu 4096×3072×768", 4096, 768, 3072, True),

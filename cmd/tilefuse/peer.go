@@ -62,6 +62,12 @@ var peerCases = []peerCase{
 	// beside K = 50
 	{name: "matmul 4096×4096×32", m: 4096, k: 32, n: 4096},
 	{name: "matmul 4096×4096×64", m: 4096, k: 64, n: 4096},
+	// 4096³'s output at other depths: a tile's time against K (1024,
+	// 2048, 4096, 8192) parts its fixed cost (the pipeline's fill, the
+	// epilogue's stores, the last wave) from the K loop's
+	{name: "matmul 4096×4096×1024", m: 4096, k: 1024, n: 4096},
+	{name: "matmul 4096×4096×2048", m: 4096, k: 2048, n: 4096},
+	{name: "matmul 4096×4096×8192", m: 4096, k: 8192, n: 4096},
 	// the BERT-base encoder layer's products (batch 8 × seq 512 rows,
 	// model 768, FF 3072) forward (NN) and backward (NT: input gradients,
 	// TN: weight gradients)
