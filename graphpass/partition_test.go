@@ -1,6 +1,8 @@
 package graphpass
 
 import (
+	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -32,6 +34,21 @@ func kinds(groups []*Group) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// readable checks that every value a group's kernel reads is written by
+// some kernel or outside them: a group's root or extra output, an internal
+// value, or a node in no group.
+func readable(groups []*Group) error {
+	for _, g := range groups {
+		for _, in := range g.Inputs {
+			if in.Group == nil || in.Internal() || in == in.Group.Root || slices.Contains(in.Group.Extra, in) {
+				continue
+			}
+			return fmt.Errorf("%v reads %v, which %v computes but does not write", g, in, in.Group)
+		}
+	}
+	return nil
 }
 
 func TestPartitionDecisions(t *testing.T) {
@@ -113,6 +130,22 @@ func TestPartitionDecisions(t *testing.T) {
 			must(G.Sum(a, 1))
 			return nil
 		}, Options{MatMul: true}, []string{"matmul:A,tanh,+,⊙ +A", "reduction:Σ[0] ~tanh", "reduction:Σ[1] ~tanh ~+"}},
+		{"a value another group left to P is computed again by P's readers too", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			// groups of 4, made from the last node back: P = s, +, 1/√,
+			// exp (s = x², its chain ending last) leaves s to A = s², +,
+			// 1/√, which computes it from x; then A leaves q = s² + ½ to
+			// the sum, which must compute s from x as well: no kernel
+			// writes s (the sum read it from nowhere: FuzzFusion,
+			// 2026-12-03)
+			half := G.NewConstant(0.5)
+			s := must(G.Square(x))
+			a := must(G.Add(s, half)) // s's first user: s goes to P
+			q := must(G.Add(must(G.Square(s)), half))
+			must(G.InverseSqrt(q))
+			must(G.Sum(q, 0))
+			must(G.Exp(must(G.InverseSqrt(a))))
+			return nil
+		}, Options{MaxGroup: 4}, []string{"elementwise:square,+,invSqrt ~square", "elementwise:square,+,invSqrt,exp", "reduction:Σ[0] ~square ~square ~+"}},
 		{"a node written out is an extra output", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
 			e := must(G.Exp(x))
 			must(G.Tanh(e))
@@ -221,7 +254,11 @@ func TestPartitionDecisions(t *testing.T) {
 			for _, n := range out {
 				opt.WriteOut[n] = true
 			}
-			got := kinds(Partition(gr, opt))
+			groups := Partition(gr, opt)
+			if err := readable(groups); err != nil {
+				t.Fatal(err)
+			}
+			got := kinds(groups)
 			if strings.Join(got, " | ") != strings.Join(c.want, " | ") {
 				t.Fatalf("groups %q, want %q", got, c.want)
 			}

@@ -146,8 +146,14 @@ func tryRemat(p *Group, xs []*Node, readers map[*Node][]*Group, maxGroup int, t 
 		var walk func(n *Node) bool
 		walk = func(n *Node) bool {
 			switch {
-			case seen[n] || n.Group != p || kept[n] || promote[n] || n.Info.Kind == ops.Constant:
-				return true // read (an input or output of P), or a constant
+			case seen[n] || n.Info.Kind == ops.Constant:
+				return true // computed by c already, or a constant
+			case n.Group != p && slices.Contains(p.Recompute, n):
+				// P computes it again from what it reads (its group
+				// left it to P): no kernel writes it, so c computes it
+				// again too (FuzzFusion, 2026-12-03)
+			case n.Group != p || kept[n] || promote[n]:
+				return true // read: an input or output of P
 			case !cheap(n):
 				if !promotable(n, p, t) {
 					return false
