@@ -153,3 +153,68 @@ func compileH200(t *testing.T, grp *Group, m tile.Meta) (*Kernel, *codegen.Kerne
 	}
 	return k, ck
 }
+
+// TestStreamHints: STREAM puts the streaming hint (ld/st.global.cs) on the
+// row's loads and the stores (1), the loads alone (2) or the stores alone
+// (3), in the one-row, rows-a-program, persistent and walked forms; γ and
+// β are never streamed (they are read by every row); any other value is
+// an error.
+func TestStreamHints(t *testing.T) {
+	count := func(re, ptx string) int { return len(regexp.MustCompile(re).FindAllString(ptx, -1)) }
+	for _, c := range []struct {
+		name       string
+		rows, cols int
+		ln         bool
+		meta       tile.Meta
+	}{
+		{"softmax one row a program", 64, 4096, false, tile.Meta{"BLOCK": 4096, "num_warps": 4}},
+		{"softmax rows a program", 64, 1024, false, tile.Meta{"BLOCK": 1024, "BLOCK_M": 2, "num_warps": 4}},
+		{"softmax persistent", 300, 4096, false, tile.Meta{"BLOCK": 4096, "PERSIST": 2, "late_loads": 1, "num_warps": 4}},
+		{"softmax walked", 8, 40000, false, tile.Meta{"CHUNK": 8192, "num_warps": 16}},
+		{"LayerNorm with γ and β late", 64, 4096, true, tile.Meta{"BLOCK": 4096, "late_loads": 1, "num_warps": 4}},
+	} {
+		g := G.NewGraph()
+		x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("x"))
+		if c.ln {
+			opLayerNormAffine(x)
+		} else {
+			e := G.Must(G.Exp(G.Must(G.BroadcastSub(x, G.Must(G.Max(x, 1)), nil, []byte{1}))))
+			G.Must(G.BroadcastHadamardDiv(e, G.Must(G.Sum(e, 1)), nil, []byte{1}))
+		}
+		gr, err := Import(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups := Partition(gr, Options{Target: H200})
+		if len(groups) != 1 {
+			t.Fatalf("%s: %d groups", c.name, len(groups))
+		}
+		for stream := range 5 {
+			t.Run(fmt.Sprintf("%s/STREAM=%d", c.name, stream), func(t *testing.T) {
+				m := maps.Clone(c.meta)
+				if stream > 0 { // absent: none
+					m["STREAM"] = stream
+				}
+				if stream == 4 {
+					if _, err := Emit(groups[0], TuneTo(H200, m), tile.PrecIEEE); err == nil || !strings.Contains(err.Error(), "STREAM = 4") {
+						t.Fatalf("STREAM = 4: error %v, want one that names it", err)
+					}
+					return
+				}
+				_, ck := compileH200(t, groups[0], m)
+				lds, sts := count(`ld\.global\.cs\.`, ck.PTX), count(`st\.global\.cs\.`, ck.PTX)
+				plainSts := count(`st\.global\.(v[24]\.)?f32`, ck.PTX)
+				wantLd, wantSt := stream == 1 || stream == 2, stream == 1 || stream == 3
+				if (lds > 0) != wantLd || (sts > 0) != wantSt || (plainSts > 0) == wantSt {
+					t.Errorf("%d ld.global.cs, %d st.global.cs, %d plain stores: want streamed loads %v, streamed stores %v", lds, sts, plainSts, wantLd, wantSt)
+				}
+				if c.ln && stream != 0 {
+					// γ and β: loads without the hint beside the row's
+					if plain := count(`ld\.global\.(nc\.)?(v[24]\.)?f32`, ck.PTX); plain == 0 {
+						t.Errorf("no plain load: γ and β streamed too")
+					}
+				}
+			})
+		}
+	}
+}

@@ -286,10 +286,21 @@ func emitRow(e *emitter, out *tile.Value, k *Kernel) error {
 	if err != nil {
 		return err
 	}
-	var hint []tile.CacheHint
-	if stream != 0 {
-		hint = []tile.CacheHint{tile.CacheStreaming}
-		e.stream = func(idx *tile.Value) bool { return idx == r.idx }
+	// STREAM: 1 the row's loads and the stores with the streaming hint, 2
+	// the loads alone, 3 the stores alone
+	var hint, loadHint []tile.CacheHint // the stores', the persistent form's loads'
+	switch stream {
+	case 0:
+	case 1, 2, 3:
+		if stream != 2 {
+			hint = []tile.CacheHint{tile.CacheStreaming}
+		}
+		if stream != 3 {
+			loadHint = []tile.CacheHint{tile.CacheStreaming}
+			e.stream = func(idx *tile.Value) bool { return idx == r.idx }
+		}
+	default:
+		return fmt.Errorf("graphpass: %v: STREAM = %d: want 0 (no hint), 1 (the row's loads and the stores), 2 (the loads) or 3 (the stores)", e.grp, stream)
 	}
 	persist, err := e.optParam("PERSIST", 0)
 	if err != nil {
@@ -328,7 +339,7 @@ func emitRow(e *emitter, out *tile.Value, k *Kernel) error {
 		e.mask = b.Lt(r.cols, n)
 	}
 	if persist > 0 {
-		return r.persistent(out, k, rows, n, block, persist, hint)
+		return r.persistent(out, k, rows, n, block, persist, loadHint, hint)
 	}
 	r.idx = b.Add(b.Mul(b.ProgramID(0), n), r.cols)
 	return e.store(out, r.idx, hint...)
@@ -355,7 +366,7 @@ func emitRow(e *emitter, out *tile.Value, k *Kernel) error {
 // iteration starts, which land while the current row is reduced and
 // stored and hold no register, so that the row alone is in registers and
 // a program always has its next row in flight.
-func (r *rowEmit) persistent(out *tile.Value, k *Kernel, rows, n, block, persist int, hint []tile.CacheHint) error {
+func (r *rowEmit) persistent(out *tile.Value, k *Kernel, rows, n, block, persist int, loadHint, hint []tile.CacheHint) error {
 	e, b := r.e, r.e.b
 	if len(e.grp.Full) == 0 || rows < 1 {
 		return fmt.Errorf("graphpass: %v: PERSIST = %d: no rows", e.grp, persist)
@@ -374,7 +385,7 @@ func (r *rowEmit) persistent(out *tile.Value, k *Kernel, rows, n, block, persist
 		idx := b.Add(b.Mul(row, n), r.cols)
 		vs := make([]*tile.Value, len(held))
 		for i, in := range held {
-			vs[i] = b.Load(b.AddPtr(e.ptr[in], idx), mask, nil, hint...)
+			vs[i] = b.Load(b.AddPtr(e.ptr[in], idx), mask, nil, loadHint...)
 		}
 		return vs
 	}

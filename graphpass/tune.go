@@ -168,7 +168,8 @@ func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.M
 }
 
 // rowSpace: on a GPU, num_warps halved and doubled, BLOCK_M halved and
-// doubled (one row a program: two), the streaming hint the other way, and
+// doubled (one row a program: two), the streaming hint the other way (and
+// where the default streams, on the row's loads or the stores alone), and
 // for rows of at least 8192 held in one block, every warp the target has
 // (32 at 1024 threads: 8 to 32 elements a thread, a quarter or half of
 // the registers, one program of 32 warps an SM) and the row walked in
@@ -265,7 +266,12 @@ func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta
 	if 2*bm <= pow2AtLeast(rows) && 2*bm*block <= 64*32*def["num_warps"] {
 		out = append(out, with(def, "BLOCK_M", 2*bm, "late_loads", 0)) // a [1,BLOCK] γ is loaded whole
 	}
-	out = append(out, with(def, "STREAM", 1-def["STREAM"]))
+	switch def["STREAM"] {
+	case 0:
+		out = append(out, with(def, "STREAM", 1))
+	case 1: // none, and on the loads or the stores alone
+		out = append(out, with(def, "STREAM", 0), with(def, "STREAM", 2), with(def, "STREAM", 3))
+	}
 	for _, m := range warpChoices(def, t, 16) {
 		if bm*block <= 64*32*m["num_warps"] { // at most 64 elements a thread
 			out = append(out, m)
