@@ -2,9 +2,11 @@ package codegen
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -323,5 +325,35 @@ func TestLargeSharedMemory(t *testing.T) {
 	}
 	if ck.SharedBytes <= 48<<10 {
 		t.Fatalf("%d B of shared memory; the case meant to exceed 48 KB does not", ck.SharedBytes)
+	}
+}
+
+// TestBlockedCopiesAlongPowersOfTwo: newBlocked puts the lanes and warps a
+// block leaves over (copies) along a dimension that is a power of two, so
+// that a dimension of three times one keeps an exact tile: [1, 96] at 4
+// warps (the CPU's column tail, lowered to PTX by FuzzFusion) had its
+// copies along the 96, a tile of 128; shapes of powers of two keep theirs
+// where they were.
+func TestBlockedCopiesAlongPowersOfTwo(t *testing.T) {
+	for _, c := range []struct {
+		shape      []int
+		warps, vec int
+		tpw, wpc   []int
+	}{
+		{[]int{1, 96}, 4, 4, []int{4, 8}, []int{4, 1}},
+		{[]int{2, 192}, 8, 4, []int{2, 16}, []int{8, 1}},
+		{[]int{96, 1}, 4, 4, []int{32, 1}, []int{1, 4}},
+		{[]int{1, 64}, 4, 4, []int{1, 32}, []int{4, 1}},
+		{[]int{4, 8}, 4, 4, []int{4, 8}, []int{4, 1}},
+	} {
+		t.Run(fmt.Sprint(c.shape), func(t *testing.T) {
+			b := newBlocked(c.shape, c.warps, c.vec)
+			if err := b.tilesExactly(); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(b.TPW, c.tpw) || !slices.Equal(b.WPC, c.wpc) {
+				t.Errorf("%s: lanes %v, warps %v; want %v, %v", b.key(), b.TPW, b.WPC, c.tpw, c.wpc)
+			}
+		})
 	}
 }

@@ -172,7 +172,21 @@ func newBlocked(s []int, numWarps, vec int) *Blocked {
 		b.TPW[d] = t
 		lanes /= t
 	}
-	b.TPW[last] *= lanes // leftover lanes hold copies
+	// leftover lanes and warps hold copies, along a dimension that is a
+	// power of two (its coordinates wrap under a mask) where there is one:
+	// a tile wider than a dimension of three times a power of two (96)
+	// does not hold it (tilesExactly), so [1, 96] at 4 warps takes its
+	// copies along the 1, not the 96 (FuzzFusion, 2026-12-03: the CPU's
+	// column tail)
+	copies := func(from, step int) int {
+		for d := from; d >= 0 && d < r; d += step {
+			if s[d] > 0 && s[d]&(s[d]-1) == 0 {
+				return d
+			}
+		}
+		return from
+	}
+	b.TPW[copies(last, -1)] *= lanes
 	warps := numWarps
 	for d := 0; d < r && warps > 1; d++ {
 		room := max(1, s[d]/(b.SPT[d]*b.TPW[d]))
@@ -180,7 +194,7 @@ func newBlocked(s []int, numWarps, vec int) *Blocked {
 		b.WPC[d] = w
 		warps /= w
 	}
-	b.WPC[0] *= warps // leftover warps hold copies
+	b.WPC[copies(0, 1)] *= warps
 	return b
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/tilefuse/tilefuse/codegen/ptxsim"
 	"github.com/tilefuse/tilefuse/fusion"
 	"github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/interp"
 )
 
@@ -53,7 +54,26 @@ func TestColumnKernelsOfTheH200(t *testing.T) {
 
 var scalarLoad = regexp.MustCompile(`ld\.global(\.[a-z]+)*\.f32`)
 
+// TestColumnTailInSimulator: the CPU's column form with a tail (TAIL: one
+// block of 1024 columns and a tile of the row's last 96, three times a
+// power of two), lowered to PTX as FuzzFusion lowers every kernel, runs in
+// the simulator as in the interpreter: its [1, 96] tile's spare lanes and
+// warps hold copies along the 1 (codegen's newBlocked), where a tile of
+// 128 along the 96 did not lower.
+func TestColumnTailInSimulator(t *testing.T) {
+	cpu := graphpass.CPU(16)
+	cpu.Native = true // the machine-code backend's forms
+	k := runColumnKernelOn(t, cpu, "bias", 7, 1104, false)
+	if k.Meta["TAIL"] != 96 {
+		t.Fatalf("not the column tail of 96: %v", k.Meta)
+	}
+}
+
 func runColumnKernel(t *testing.T, form string, rows, cols int, sub bool) {
+	runColumnKernelOn(t, graphpass.H200, form, rows, cols, sub)
+}
+
+func runColumnKernelOn(t *testing.T, target graphpass.Target, form string, rows, cols int, sub bool) *tile.Kernel {
 	g := G.NewGraph()
 	dy := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("dy"))
 	vec := func(n *G.Node) *G.Node { return G.Must(G.Reshape(n, tensor.Shape{cols})) }
@@ -67,7 +87,7 @@ func runColumnKernel(t *testing.T, form string, rows, cols int, sub bool) {
 	case "max":
 		G.Must(G.Max(dy, 0))
 	}
-	c, err := fusion.Compile(g, fusion.WithTarget(graphpass.H200))
+	c, err := fusion.Compile(g, fusion.WithTarget(target))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +142,9 @@ func runColumnKernel(t *testing.T, form string, rows, cols int, sub bool) {
 		t.Fatalf("%s: %v", k.Meta, err)
 	}
 	done := min(cols, grid[0]*k.Meta["BLOCK_O"]) // the columns the programs run cover
+	if k.Meta["TAIL"] > 0 && !sub {
+		done = cols // and the tail's tile the row's last
+	}
 	for o, out := range outs {
 		want := ref[ins+o].([]float32)
 		for j := range done {
@@ -143,4 +166,5 @@ func runColumnKernel(t *testing.T, form string, rows, cols int, sub bool) {
 		}
 	}
 	t.Logf("%s %v: %d columns agree", k.Meta, grid, done)
+	return k
 }
