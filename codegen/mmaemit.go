@@ -260,19 +260,24 @@ func (l *lowerer) tileCopies(ml *mmaLoop, region int, ivp, sp, live string) erro
 	return nil
 }
 
-// roundTiles rounds to TF32 (B operands: to nearest), in place, this thread's copies into the stage
-// at byte offset sc of the tiles of ml that are read by TF32 products only
-// (opTile.rounded): after the thread's wait for them, before the barrier
+// roundTiles rounds to TF32 (B operands of PrecTF32: to nearest; of
+// PrecTF32TB: truncated), in place, this thread's copies into the stage
+// at byte offset sc of the tiles of ml that are read by such products only
+// (opTile.rounded, opTile.truncated): after the thread's wait for them, before the barrier
 // that shows them to the other warps. Zero fills round to zero.
 func (l *lowerer) roundTiles(ml *mmaLoop, region int, sc string) {
 	w := &l.body
 	for _, t := range ml.tiles {
-		if !t.rounded {
+		if !t.rounded && !t.truncated {
 			continue
 		}
 		l.eachCopy(t, region, sc, func(g, a string, _ slot, regs []string) {
 			for _, r := range regs {
-				emitRoundTF32(w, g, r, r)
+				if t.truncated {
+					emitTruncTF32(w, g, r, r)
+				} else {
+					emitRoundTF32(w, g, r, r)
+				}
 			}
 			emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(t.vw), a, vecOperand(regs))
 		})
@@ -445,7 +450,8 @@ func (l *lowerer) aFrag(d *mmaDot, ks int, at func(h, kb, s int) string) []strin
 		}
 		return f
 	}
-	return []string{l.truncTF32(w, at(0, ks, 0)), l.truncTF32(w, at(1, ks, 0)), l.truncTF32(w, at(0, ks, 1)), l.truncTF32(w, at(1, ks, 1))}
+	p := d.v.Prec
+	return []string{l.tf32A(w, p, at(0, ks, 0)), l.tf32A(w, p, at(1, ks, 0)), l.tf32A(w, p, at(0, ks, 1)), l.tf32A(w, p, at(1, ks, 1))}
 }
 
 // aTileBase is the thread's address of its first A words in dot d's A
@@ -471,15 +477,16 @@ func (l *lowerer) aTileBase(d *mmaDot, region, res int) string {
 
 // storeATile writes x (A of dot d, held in d.a) into its tile at region:
 // each thread its own pairs of columns (the tile's rows are its warp's);
-// rounded to TF32 for a TF32 product, so that its reads need no conversion.
+// converted to TF32 for a TF32 product (tf32A), so that its reads need no
+// conversion.
 func (l *lowerer) storeATile(d *mmaDot, x *lval, region int) {
 	w := &l.body
 	b := d.a.B
 	word := func(r string) string {
-		if d.v.Prec != tile.PrecTF32 {
+		if !d.v.Prec.IsTF32() {
 			return r
 		}
-		return l.truncTF32(w, r)
+		return l.tf32A(w, d.v.Prec, r)
 	}
 	for i := 0; i < b.wrep(0)/2; i++ {
 		for h := range 2 {
@@ -509,17 +516,22 @@ func (l *lowerer) aTileFrag(d *mmaDot, region, i, ks int) []string {
 		words[[3]int{h, kb, 0}], words[[3]int{h, kb, 1}] = r0, r1
 		return words[[3]int{h, kb, s}]
 	}
-	if d.v.Prec == tile.PrecTF32 { // rounded once by storeATile
+	if d.v.Prec.IsTF32() { // converted once by storeATile
 		return []string{at(0, ks, 0), at(1, ks, 0), at(0, ks, 1), at(1, ks, 1)}
 	}
 	return l.aFrag(d, ks, at)
 }
 
-// truncTF32 is x as a TF32 product reads it (tile.TruncTF32): its 13 low
-// mantissa bits cleared, in a register of its own.
-func (l *lowerer) truncTF32(w *strings.Builder, x string) string {
+// tf32A is x as a TF32 product of precision p reads its A operand, in a
+// register of its own: truncated (PrecTF32, tile.TruncTF32: its 13 low
+// mantissa bits cleared) or rounded (PrecTF32TB, tile.RoundTF32).
+func (l *lowerer) tf32A(w *strings.Builder, p tile.Precision, x string) string {
 	r := l.reg("r")
-	emitTruncTF32(w, "", r, x)
+	if p.TruncatesA() {
+		emitTruncTF32(w, "", r, x)
+	} else {
+		emitRoundTF32(w, "", r, x)
+	}
 	return r
 }
 
@@ -528,13 +540,14 @@ func (l *lowerer) truncTF32(w *strings.Builder, x string) string {
 const tf32Mask = "0xffffe000"
 
 // emitTruncTF32 writes dst = src truncated to TF32 (g: a guard or ""): a
-// TF32 dot's A operand.
+// PrecTF32 dot's A operand, a PrecTF32TB dot's B.
 func emitTruncTF32(w *strings.Builder, g, dst, src string) {
 	emit(w, "%sand.b32 %s, %s, %s", g, dst, src, tf32Mask)
 }
 
 // emitRoundTF32 writes dst = src rounded to TF32, to nearest with ties away
-// (tile.RoundTF32, cvt.rna): a TF32 dot's B operand.
+// (tile.RoundTF32, cvt.rna): a PrecTF32 dot's B operand, a PrecTF32TB
+// dot's A.
 func emitRoundTF32(w *strings.Builder, g, dst, src string) {
 	emit(w, "%scvt.rna.tf32.f32 %s, %s", g, dst, src)
 }
@@ -657,7 +670,12 @@ func (l *lowerer) mmaDotEmit(d *mmaDot, region, aRegion int, stage string) error
 					bf[j] = []string{h0, h1, l0, l1}
 					continue
 				}
-				if !d.b.rounded {
+				switch {
+				case d.b.rounded || d.b.truncated:
+				case v.Prec.TruncatesB():
+					emitTruncTF32(w, "", x[0], x[0])
+					emitTruncTF32(w, "", x[1], x[1])
+				default:
 					emitRoundTF32(w, "", x[0], x[0])
 					emitRoundTF32(w, "", x[1], x[1])
 				}

@@ -87,11 +87,14 @@ type opTile struct {
 	inner int
 	copy  *Layout // the layout the copies are issued in
 	vw    int     // elements a copy
-	// rounded: every dot reading the tile is a TF32 product (as its B), so
-	// each thread rounds its own copies to TF32 in place once they land (before
-	// the iteration's barrier), and the fragment reads need no conversion:
-	// a word is converted once instead of once per warp reading it
-	rounded bool
+	// rounded: every dot reading the tile is a PrecTF32 product (as its B),
+	// so each thread rounds its own copies to TF32 in place once they land
+	// (before the iteration's barrier), and the fragment reads need no
+	// conversion: a word is converted once instead of once per warp reading
+	// it; truncated: the same for PrecTF32TB products, which truncate their
+	// B (and.b32; on mma.sync only: wgmma reads a TF32 B from shared memory
+	// truncated, as it lies)
+	rounded, truncated bool
 	// wg: the tile's views as wgmma B operands (wgmma loops), each in
 	// wgmma's canonical K-major layout; direct: the copies land in wg[0]
 	// itself (TF32), else in t as in the mma.sync form, and each thread
@@ -268,15 +271,21 @@ func (l *lowerer) matchMMALoop(f *tile.Value) *mmaLoop {
 		ml.tiles = append(ml.tiles, t)
 	}
 	for _, t := range ml.tiles {
-		t.rounded = true
+		t.rounded, t.truncated = true, true
 		for _, d := range ml.dots {
-			if d.b == t && d.v.Prec != tile.PrecTF32 {
-				t.rounded = false
+			if d.b == t {
+				t.rounded = t.rounded && d.v.Prec == tile.PrecTF32
+				t.truncated = t.truncated && d.v.Prec == tile.PrecTF32TB
 			}
 		}
 	}
 	if l.opt.Arch >= 90 && l.k.Meta["wgmma"] == 1 {
 		l.tryWgmma(ml)
+	}
+	if ml.wg {
+		for _, t := range ml.tiles {
+			t.truncated = false // the tensor cores truncate what they read
+		}
 	}
 	l.placeOperands(ml)
 	// swizzles: each tile's fragment reads, as B of each dot it feeds
@@ -667,8 +676,11 @@ func (l *lowerer) mmaLoopDump() string {
 		fmt.Fprintf(&sb, "for %%%d: %s, %d stages of %d B\n", v.ID, form, ml.stages, ml.stageBytes)
 		for _, t := range ml.tiles {
 			rounded := ""
-			if t.rounded {
+			switch {
+			case t.rounded:
 				rounded = ", rounded to TF32 in place"
+			case t.truncated:
+				rounded = ", truncated to TF32 in place"
 			}
 			for i, v := range t.wg {
 				n, kw, rb, _, e := t.wgGeom(v)

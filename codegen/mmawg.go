@@ -59,7 +59,7 @@ func (l *lowerer) wgmmaLoop(ml *mmaLoop) bool {
 		return false
 	}
 	prec := ml.dots[0].v.Prec
-	if prec != tile.PrecTF32 && prec != tile.PrecBF16 && prec != tile.PrecTF32x3 {
+	if !prec.IsTF32() && prec != tile.PrecBF16 && prec != tile.PrecTF32x3 {
 		return false
 	}
 	bf, x3 := prec == tile.PrecBF16, prec == tile.PrecTF32x3

@@ -253,8 +253,8 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		return nil
 	}
 	d := p.dot
-	if d.Prec == tile.PrecIEEE || d.Type.DType != tile.F32 {
-		return nil
+	if d.Prec == tile.PrecIEEE || d.Prec == tile.PrecTF32TB || d.Type.DType != tile.F32 {
+		return nil // PrecTF32TB: MMA loops (mmaloop.go) or the dot through shared memory
 	}
 	p.m, p.k, p.n = d.Args[0].Type.Shape.Dims[0], d.Args[0].Type.Shape.Dims[1], d.Args[1].Type.Shape.Dims[1]
 	kstep := 8 // m16n8k8 tf32; bf16's m16n8k16 takes 16

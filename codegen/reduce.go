@@ -199,7 +199,7 @@ func (l *lowerer) dot(v *tile.Value) error {
 		return err
 	}
 	w := &l.body
-	mma := v.Prec == tile.PrecTF32 && t.DType == tile.F32
+	mma := v.Prec.IsTF32() && t.DType == tile.F32
 	// A at [0, m*lda), B after it; rows padded against bank conflicts (for the
 	// tensor-core fragments: A rows 4 words apart mod 32 banks, B rows 8)
 	lda, ldb := k, n+1
@@ -239,10 +239,11 @@ func (l *lowerer) dot(v *tile.Value) error {
 			emit(w, "mad.lo.s32 %s, %s, %d, %s", idx, regOrZero(w, l, r), op.stride, regOrZero(w, l, c))
 			addr := l.smemSlot(w, idx, size, op.off)
 			val := xv.regs[cls[0]]
-			if v.Prec == tile.PrecTF32 && t.DType == tile.F32 {
-				// as a TF32 dot sees them: A truncated, B rounded
+			if v.Prec.IsTF32() && t.DType == tile.F32 {
+				// as a TF32 dot sees them: PrecTF32's A truncated and B
+				// rounded, PrecTF32TB's the other way round
 				rt := l.reg("r")
-				if op.x == a {
+				if (op.x == a) == v.Prec.TruncatesA() {
 					emitTruncTF32(w, "", rt, val)
 				} else {
 					emitRoundTF32(w, "", rt, val)

@@ -2,13 +2,14 @@ package fusion
 
 import (
 	"fmt"
-	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"os"
 	"runtime"
+	"slices"
 	"time"
 
 	G "gorgonia.org/gorgonia"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/diskcache"
 	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
@@ -110,10 +111,14 @@ func WithDumpDir(dir string) Option { return func(c *config) { c.dumpDir = dir }
 // tile.TruncTF32, tile.RoundTF32),
 // PrecBF16 (operands rounded to bfloat16, f32 sums) or PrecTF32x3 (three
 // TF32 products of each operand's high and low parts: close to f32's
-// accuracy). On the GPU all but ieee run on the tensor cores.
+// accuracy). On the GPU all but ieee run on the tensor cores. Flash
+// attention's products under PrecTF32 round A and truncate B instead
+// (tile.PrecTF32TB, which is not an option here): the operand each kernel
+// converts in registers is rounded, the one the tensor cores read from
+// shared memory as it lies is truncated.
 func WithPrecision(p tile.Precision) Option {
 	return func(c *config) {
-		if !p.Valid() {
+		if !slices.Contains(tile.Precisions, p) {
 			c.errs = append(c.errs, fmt.Errorf("fusion: WithPrecision(%v): no such precision (tile.PrecIEEE, PrecTF32, PrecBF16 or PrecTF32x3)", p))
 		}
 		c.precision = p

@@ -568,6 +568,20 @@ func (ae *attnEmit) keyEnd(q0 *tile.Value, bm int) any {
 // emitAttention: program (i, b) computes rows [i·BM, (i+1)·BM) of batch
 // b's output, looping over blocks of keys with an online softmax; in a
 // training graph it also writes each row's log-sum-exp.
+// attnDot is the precision of an attention kernel's dots where the graph's
+// products have precision p: TF32 as tile.PrecTF32TB, which rounds A and
+// truncates B. Each of the kernels' dots holds A in registers (Q, dO, K or
+// V resident, or P and dS computed from the scores) and streams B through
+// shared memory (K, V, Q, dO), where wgmma reads it as it lies (TF32:
+// truncated), so nothing is converted there: PrecTF32's B, rounded, took a
+// pass over each stage's copies (a load, a conversion and a store a word).
+func attnDot(p tile.Precision) tile.Precision {
+	if p == tile.PrecTF32 {
+		return tile.PrecTF32TB
+	}
+	return p
+}
+
 func emitAttention(e *emitter, out *tile.Value, k *Kernel) error {
 	ae, err := newAttnEmit(e)
 	if err != nil {
@@ -604,7 +618,7 @@ func emitAttention(e *emitter, out *tile.Value, k *Kernel) error {
 		rn := ae.rows(n0, bn, true)                // [1,BN] keys
 		kt := ae.block(kp, a.sk, a.hk, rn, rdkCol) // [BDK,BN]
 		ae.setTile(rm, rn)
-		s := b.Dot(qt, kt, nil, e.prec)
+		s := b.Dot(qt, kt, nil, attnDot(e.prec))
 		if a.scale != nil {
 			ae.tiles[a.scale] = s
 		} else {
@@ -622,7 +636,7 @@ func emitAttention(e *emitter, out *tile.Value, k *Kernel) error {
 		rnCol := ae.rows(n0, bn, false)            // [BN,1]
 		vt := ae.block(vp, a.sk, a.hv, rnCol, rdv) // [BN,BDV]
 		li = b.Add(b.Mul(li, alpha), b.Sum(pt, 1, tile.KeepDims))
-		acc = b.Dot(pt, vt, b.Mul(acc, alpha), e.prec)
+		acc = b.Dot(pt, vt, b.Mul(acc, alpha), attnDot(e.prec))
 		return []*tile.Value{mNew, li, acc}
 	})
 	if e.err != nil {
@@ -726,14 +740,14 @@ func emitAttentionDQ(e *emitter, out *tile.Value, k *Kernel) error {
 		kt := ae.block(kp, a.sk, a.hk, rn, rdkCol) // [BDK,BN]
 		vt := ae.block(vp, a.sk, a.hv, rn, rdvCol) // [BDV,BN]
 		ae.setTile(rm, rn)
-		s := b.Dot(qt, kt, nil, e.prec)
-		dp := b.Dot(dot, vt, nil, e.prec)
+		s := b.Dot(qt, kt, nil, attnDot(e.prec))
+		dp := b.Dot(dot, vt, nil, attnDot(e.prec))
 		_, ds, err := ae.backwardTiles(s, lse, dp, delta)
 		if err != nil {
 			e.err = err
 			return c
 		}
-		next := []*tile.Value{b.Dot(ds, b.Trans(kt), c[0], e.prec)}
+		next := []*tile.Value{b.Dot(ds, b.Trans(kt), c[0], attnDot(e.prec))}
 		for i, sum := range a.sums {
 			x, err := e.gen(sum.Inputs[0], ae.idx)
 			if err != nil {
@@ -824,14 +838,14 @@ func emitAttentionDKV(e *emitter, out *tile.Value, k *Kernel) error {
 		lse := e.loadOr0(b.AddPtr(lp, rowOff), rowMask)
 		delta := e.loadOr0(b.AddPtr(dlp, rowOff), rowMask)
 		ae.setTile(rmT, rn) // [BN,BM]
-		s := b.Dot(kt, qT, nil, e.prec)
-		dp := b.Dot(vt, b.Trans(dot), nil, e.prec)
+		s := b.Dot(kt, qT, nil, attnDot(e.prec))
+		dp := b.Dot(vt, b.Trans(dot), nil, attnDot(e.prec))
 		p, ds, err := ae.backwardTiles(s, lse, dp, delta)
 		if err != nil {
 			e.err = err
 			return c
 		}
-		return []*tile.Value{b.Dot(ds, b.Trans(qT), c[0], e.prec), b.Dot(p, dot, c[1], e.prec)}
+		return []*tile.Value{b.Dot(ds, b.Trans(qT), c[0], attnDot(e.prec)), b.Dot(p, dot, c[1], attnDot(e.prec))}
 	})
 	if e.err != nil {
 		return e.err

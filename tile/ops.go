@@ -93,6 +93,7 @@ const (
 	// formed: PrecIEEE exactly; PrecTF32 with a truncated to TF32 (10
 	// mantissa bits, the 13 low bits dropped: TruncTF32, as the tensor cores
 	// read an f32 operand) and b rounded to TF32 (RoundTF32);
+	// PrecTF32TB the other way round (a rounded, b truncated);
 	// PrecBF16 with them rounded to bfloat16; PrecTF32x3 as three TF32
 	// products of the operands' high and low parts (see Precision).
 	OpDot
@@ -307,6 +308,16 @@ const (
 	// three products of TF32 operands (each exact in f32) summed in that
 	// order, small ones first: close to f32's accuracy on the tensor cores
 	PrecTF32x3
+	// PrecTF32TB: PrecTF32 with its operands' conversions swapped: a
+	// rounded to TF32 (RoundTF32), b truncated (TruncTF32). It is for
+	// kernels that hold A in registers and give the tensor cores B as it
+	// lies in shared memory, as flash attention's loops do (Q and P in
+	// registers; K and V copied into shared memory and read from there):
+	// they convert nothing in shared memory. Accuracy is PrecTF32's (one
+	// operand rounded, one truncated). Graphpass chooses it for such
+	// kernels where the user asked for TF32; it is not a user precision
+	// (not in Precisions).
+	PrecTF32TB
 	numPrecisions
 )
 
@@ -323,11 +334,26 @@ func (p Precision) String() string {
 		return "bf16"
 	case PrecTF32x3:
 		return "tf32x3"
+	case PrecTF32TB:
+		return "tf32tb"
 	}
 	return fmt.Sprintf("precision(%d)", uint8(p))
 }
 
-// Precisions lists the precisions, for parsing and for tables.
+// IsTF32 reports whether p is one of the TF32 precisions whose products
+// are of single TF32 operands (PrecTF32, PrecTF32TB).
+func (p Precision) IsTF32() bool { return p == PrecTF32 || p == PrecTF32TB }
+
+// TruncatesA reports whether a dot of precision p truncates its a operand
+// to TF32 (PrecTF32), and TruncatesB its b operand (PrecTF32TB); the other
+// operand of a TF32 dot is rounded to nearest.
+func (p Precision) TruncatesA() bool { return p == PrecTF32 }
+
+// TruncatesB: see TruncatesA.
+func (p Precision) TruncatesB() bool { return p == PrecTF32TB }
+
+// Precisions lists the precisions a user chooses among, for parsing and
+// for tables (PrecTF32TB, graphpass's choice for some kernels, is not one).
 var Precisions = []Precision{PrecIEEE, PrecTF32, PrecBF16, PrecTF32x3}
 
 // SplitTF32 splits x into hi = RoundTF32(x) and lo = RoundTF32(x − hi), as

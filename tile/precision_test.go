@@ -2,6 +2,7 @@ package tile_test
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/tile"
@@ -83,7 +84,8 @@ func TestSplitTF32(t *testing.T) {
 }
 
 // TestPrecisionNames: every precision has a name and is valid; the next
-// number is not.
+// number is not. The users' precisions are the first four; PrecTF32TB
+// (graphpass's, for flash attention) is not among them.
 func TestPrecisionNames(t *testing.T) {
 	want := []string{"ieee", "tf32", "bf16", "tf32x3"}
 	for i, p := range tile.Precisions {
@@ -91,7 +93,29 @@ func TestPrecisionNames(t *testing.T) {
 			t.Errorf("precision %d: %q valid=%v", i, p, p.Valid())
 		}
 	}
-	if p := tile.Precision(len(tile.Precisions)); p.Valid() {
+	if p := tile.PrecTF32TB; p.String() != "tf32tb" || !p.Valid() || slices.Contains(tile.Precisions, p) {
+		t.Errorf("%q: valid=%v, a user precision=%v", p, p.Valid(), slices.Contains(tile.Precisions, p))
+	}
+	if p := tile.PrecTF32TB + 1; p.Valid() {
 		t.Errorf("%v is valid", p)
+	}
+}
+
+// TestTF32Operands: which operand each TF32 precision truncates (the other
+// is rounded; the interpreter's dot: interp's TestDotPrecisions).
+func TestTF32Operands(t *testing.T) {
+	for _, c := range []struct {
+		p          tile.Precision
+		tf32, a, b bool // IsTF32, TruncatesA, TruncatesB
+	}{
+		{tile.PrecIEEE, false, false, false},
+		{tile.PrecTF32, true, true, false},
+		{tile.PrecTF32TB, true, false, true},
+		{tile.PrecBF16, false, false, false},
+		{tile.PrecTF32x3, false, false, false},
+	} {
+		if c.p.IsTF32() != c.tf32 || c.p.TruncatesA() != c.a || c.p.TruncatesB() != c.b {
+			t.Errorf("%v: IsTF32 %v TruncatesA %v TruncatesB %v, want %v %v %v", c.p, c.p.IsTF32(), c.p.TruncatesA(), c.p.TruncatesB(), c.tf32, c.a, c.b)
+		}
 	}
 }

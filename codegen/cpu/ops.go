@@ -1014,11 +1014,15 @@ func (c *compiler) dot(v *tile.Value) (instr, error) {
 		}, nil
 	}
 	switch v.Prec {
-	case tile.PrecTF32, tile.PrecBF16:
+	case tile.PrecTF32, tile.PrecTF32TB, tile.PrecBF16:
 		// copies of the operands as the dot sees them first (TF32: a
-		// truncated, b rounded; bf16: both rounded)
+		// truncated, b rounded; TF32TB the other way round; bf16: both
+		// rounded)
 		roundA, roundB := tile.TruncTF32, tile.RoundTF32
-		if v.Prec == tile.PrecBF16 {
+		switch v.Prec {
+		case tile.PrecTF32TB:
+			roundA, roundB = tile.RoundTF32, tile.TruncTF32
+		case tile.PrecBF16:
 			roundA, roundB = tile.RoundBF16, tile.RoundBF16
 		}
 		sa, sb := c.scratch(tile.F32, m*k), c.scratch(tile.F32, k*n)

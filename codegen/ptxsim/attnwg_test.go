@@ -196,6 +196,19 @@ func checkWgmmaForm(t *testing.T, p string, prec tile.Precision, bn, dk, dv int,
 	} else { // V: 4 bytes, transposing
 		counts = append(counts, count{`cp\.async\.ca\.shared\.global \[%r\d+(\+-?\d+)?\], \[%rd\d+(\+-?\d+)?\], 4`, -1}, count{`cvt\.rn\.bf16x2`, 0})
 	}
+	if prec == tile.PrecTF32 {
+		// graphpass writes TF32 attention as tile.PrecTF32TB: P (A) is
+		// rounded in registers, K and V (B) are read by the tensor cores as
+		// they landed (truncated), so nothing is converted in shared memory:
+		// without wg_stage no store between the copies' wait and the fence
+		counts = append(counts, count{`cvt\.rna\.tf32\.f32`, -1}, count{`and\.b32 %r\d+, %r\d+, 0xffffe000`, 0})
+		if !staged {
+			w, f := strings.Index(loop, "cp.async.wait_group"), strings.Index(loop, "fence.proxy.async")
+			if w < 0 || f < w || strings.Contains(loop[w:f], "st.shared") {
+				t.Errorf("the stage's copies are converted between the wait and the fence:\n%s", loop[max(w, 0):max(f, 0)])
+			}
+		}
+	}
 	for _, x := range counts {
 		got := len(regexp.MustCompile(x.re).FindAllString(loop, -1))
 		if x.want < 0 {

@@ -492,7 +492,8 @@ func reduceAxis[T number](v *tile.Value, x []T) []T {
 // dot is acc + a·b: each result element starts from acc's and adds a[i,k]·
 // b[k,j] for k = 0, 1, …, each product rounded to the dtype before the
 // add. With PrecTF32, f32 operand a is first truncated to TF32
-// (tile.TruncTF32) and b rounded to TF32 (tile.RoundTF32); with PrecBF16
+// (tile.TruncTF32) and b rounded to TF32 (tile.RoundTF32), with
+// PrecTF32TB a rounded and b truncated; with PrecBF16
 // both are rounded to bfloat16; with PrecTF32x3 it is acc + a_lo·b_hi + a_hi·b_lo + a_hi·b_hi,
 // three such dots in that order, of the operands' TF32 parts (tile.SplitTF32).
 func dot(v *tile.Value, a, b, acc any) (any, error) {
@@ -503,6 +504,8 @@ func dot(v *tile.Value, a, b, acc any) (any, error) {
 		switch v.Prec {
 		case tile.PrecTF32:
 			a, b = map1(a, tile.TruncTF32), map1(b, tile.RoundTF32)
+		case tile.PrecTF32TB:
+			a, b = map1(a, tile.RoundTF32), map1(b, tile.TruncTF32)
 		case tile.PrecBF16:
 			a, b = map1(a, tile.RoundBF16), map1(b, tile.RoundBF16)
 		case tile.PrecTF32x3:

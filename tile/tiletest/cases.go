@@ -126,6 +126,20 @@ func Cases() []Case {
 			tf32Operands(side, "300x200x100_wgmma2_128x64_ws", 300, 200, 100, 64, false, false, tile.Meta{"BM": 128, "BK": 32, "wgmma": 2, "ws": 1, "num_stages": 4}),
 		)
 	}
+	// PrecTF32TB (flash attention's TF32: A rounded, B truncated) the same
+	// way: the dot through shared memory (16×16), MMA loops on mma.sync (B
+	// truncated in place) and on wgmma (B as it lies), and the forms that
+	// PrecTF32 would take (wgmma = 2: not the pipelined forms, whose
+	// conversions are PrecTF32's)
+	for _, side := range []string{"A", "B"} {
+		cs = append(cs,
+			tf32OperandsPrec(tile.PrecTF32TB, side, "40x40x40_16x16", 40, 40, 40, 16, false, false),
+			tf32OperandsPrec(tile.PrecTF32TB, side, "70x40x96", 70, 40, 96, 32, false, false),
+			tf32OperandsPrec(tile.PrecTF32TB, side, "70x40x96_transB", 70, 40, 96, 32, false, true),
+			tf32OperandsPrec(tile.PrecTF32TB, side, "130x70x90_wgmma", 130, 70, 90, 64, false, false, tile.Meta{"BK": 32, "wgmma": 1}),
+			tf32OperandsPrec(tile.PrecTF32TB, side, "130x70x90_wgmma2", 130, 70, 90, 64, false, false, tile.Meta{"BM": 128, "BK": 32, "wgmma": 2, "num_stages": 4}),
+		)
+	}
 	cs = append(cs, moreCases()...)
 	for _, c := range []struct {
 		name    string
@@ -346,17 +360,18 @@ func MatmulRef(a, b []float32, m, n, k int, tf32 bool) []float64 {
 }
 
 // MatmulRefPrec is C = A·B in float64 with the operands as a dot of
-// precision p sees them: TF32 (A truncated, B rounded), bfloat16, or
+// precision p sees them: TF32 (A truncated, B rounded; PrecTF32TB the
+// other way round), bfloat16, or
 // (tf32x3) the sum of the products of their TF32 parts a_lo·b_hi +
 // a_hi·b_lo + a_hi·b_hi.
 func MatmulRefPrec(a, b []float32, m, n, k int, p tile.Precision) []float64 {
 	parts := func(x float32, isB bool) (hi, lo float64) {
 		switch p {
-		case tile.PrecTF32:
-			if isB {
-				return float64(tile.RoundTF32(x)), 0
+		case tile.PrecTF32, tile.PrecTF32TB:
+			if isB == p.TruncatesB() {
+				return float64(tile.TruncTF32(x)), 0
 			}
-			return float64(tile.TruncTF32(x)), 0
+			return float64(tile.RoundTF32(x)), 0
 		case tile.PrecBF16:
 			return float64(tile.RoundBF16(x)), 0
 		case tile.PrecTF32x3:
@@ -416,16 +431,22 @@ func matmulPrec(name string, m, n, k, bs int, transA, transB bool, p tile.Precis
 }
 
 // tf32Operands is a TF32 matmul whose side operand tells truncation from
-// rounding. Side A: A's elements are 1 + j·2⁻¹⁰ + 3·2⁻¹² (j < 8), which
+// rounding (tf32OperandsPrec with tile.PrecTF32). Side A: A's elements are 1 + j·2⁻¹⁰ + 3·2⁻¹² (j < 8), which
 // TF32 truncates to 1 + j·2⁻¹⁰ and rounds to 1 + (j+1)·2⁻¹⁰, B's are 2^e
 // (|e| ≤ 2), exact in TF32. Side B: B's elements are 2^e·(1 + j·2⁻¹⁰ +
 // 3·2⁻¹²) (e ∈ {0, 1}), A's 2^f (f ∈ {−1, 0}). Every product is a multiple
 // of 2⁻¹² below 2⁴ and every sum of them below 2¹⁰, so f32 sums them exactly
 // in any order: the result is compared exactly with the product of the
-// operands as a TF32 dot sees them (A truncated, B rounded). The other
-// conversion would move each element by at least k·2⁻¹² (all positive,
-// nothing cancels).
+// operands as a TF32 dot sees them (PrecTF32: A truncated, B rounded;
+// PrecTF32TB the other way round). The other conversion would move each
+// element by at least k·2⁻¹² (all positive, nothing cancels).
 func tf32Operands(side, name string, m, n, k, bs int, transA, transB bool, extra ...tile.Meta) Case {
+	return tf32OperandsPrec(tile.PrecTF32, side, name, m, n, k, bs, transA, transB, extra...)
+}
+
+// tf32OperandsPrec is tf32Operands with TF32 precision p (PrecTF32's cases
+// are named tf32_A_…, tf32_B_…; PrecTF32TB's tf32tb_A_…).
+func tf32OperandsPrec(p tile.Precision, side, name string, m, n, k, bs int, transA, transB bool, extra ...tile.Meta) Case {
 	data := func(rng *rand.Rand) ([]float32, []float32) {
 		a, b := make([]float32, m*k), make([]float32, k*n)
 		odd := func(e int) float32 {
@@ -447,7 +468,7 @@ func tf32Operands(side, name string, m, n, k, bs int, transA, transB bool, extra
 		}
 		return a, b
 	}
-	return matmulData("tf32_"+side+"_"+name, m, n, k, bs, transA, transB, tile.PrecTF32, data, Tol{}, extra...)
+	return matmulData(p.String()+"_"+side+"_"+name, m, n, k, bs, transA, transB, p, data, Tol{}, extra...)
 }
 
 // matmulData is matmulPrec with operands from data and tolerance tol.
@@ -462,7 +483,7 @@ func matmulData(name string, m, n, k, bs int, transA, transB bool, p tile.Precis
 	switch p {
 	case tile.PrecTF32:
 		meta["TF32"] = 1
-	case tile.PrecBF16, tile.PrecTF32x3:
+	case tile.PrecBF16, tile.PrecTF32x3, tile.PrecTF32TB:
 		meta["PREC"] = int(p)
 	}
 	return Case{
