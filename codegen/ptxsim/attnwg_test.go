@@ -83,7 +83,7 @@ func TestAttentionWgmmaInSimulator(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				checkWgmmaForm(t, ck.PTX, prec, c.bn, c.dk, c.dv, c.staged)
+				checkWgmmaForm(t, ck.PTX, attnDotPrec(prec), c.bn, c.dk, c.dv, c.staged)
 				var args []any
 				for _, x := range grp.Inputs {
 					src, ok := vals[x.G.Name()]
@@ -113,6 +113,15 @@ func TestAttentionWgmmaInSimulator(t *testing.T) {
 			})
 		}
 	}
+}
+
+// attnDotPrec is the precision of graphpass's attention dots where the
+// graph's products have precision p (graphpass's attnDot).
+func attnDotPrec(p tile.Precision) tile.Precision {
+	if p == tile.PrecTF32 {
+		return tile.PrecTF32TB
+	}
+	return p
 }
 
 // checkWgmmaForm checks the form of a wgmma attention forward's PTX (bn
@@ -196,10 +205,10 @@ func checkWgmmaForm(t *testing.T, p string, prec tile.Precision, bn, dk, dv int,
 	} else { // V: 4 bytes, transposing
 		counts = append(counts, count{`cp\.async\.ca\.shared\.global \[%r\d+(\+-?\d+)?\], \[%rd\d+(\+-?\d+)?\], 4`, -1}, count{`cvt\.rn\.bf16x2`, 0})
 	}
-	if prec == tile.PrecTF32 {
-		// graphpass writes TF32 attention as tile.PrecTF32TB: P (A) is
-		// rounded in registers, K and V (B) are read by the tensor cores as
-		// they landed (truncated), so nothing is converted in shared memory:
+	if prec == tile.PrecTF32TB {
+		// (graphpass writes TF32 attention so) P (A) is rounded in
+		// registers, K and V (B) are read by the tensor cores as they
+		// landed (truncated), so nothing is converted in shared memory:
 		// without wg_stage no store between the copies' wait and the fence
 		counts = append(counts, count{`cvt\.rna\.tf32\.f32`, -1}, count{`and\.b32 %r\d+, %r\d+, 0xffffe000`, 0})
 		if !staged {

@@ -35,7 +35,7 @@ func TestFlashWgmmaLoop(t *testing.T) {
 		{"d128, 128×32, 8 warps, 3 stages", 150, 128, 128, 32, 8, 3},
 		{"d32, 64×64", 70, 32, 64, 64, 4, 2},
 	} {
-		for _, prec := range []tile.Precision{tile.PrecTF32, tile.PrecBF16, tile.PrecTF32x3} {
+		for _, prec := range []tile.Precision{tile.PrecTF32, tile.PrecTF32TB, tile.PrecBF16, tile.PrecTF32x3} {
 			t.Run(c.name+"/"+prec.String(), func(t *testing.T) {
 				if testing.Short() && c.d >= 128 {
 					t.Skip("-short: the large head dim")
