@@ -46,14 +46,24 @@ func tuneAttention(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	hopper128 := headBlock(a.hk) == 128 && headBlock(a.hv) == 128 && t.SharedMemory >= 200<<10
 	if prec == tile.PrecTF32 && wave128 && 3*4*bn*(headBlock(a.hk)+headBlock(a.hv)) <= 160<<10 && t.SharedMemory >= 160<<10 {
 		if max(headBlock(a.hk), headBlock(a.hv)) <= 64 {
+			// with Hopper's shared memory on wgmma at 8 warps, since the
+			// dots are PrecTF32TB (attnDot) and nothing converts K and V in
+			// shared memory (tilefuse tune on the H200, 2026-12-03: B4 H16
+			// S2048 D64 0.380 ms against 128×32 at 4 warps on mma.sync's
+			// 0.475; 0.384 with 2 stages, 64×64 at 4 warps 0.422; 28
+			// candidates)
 			meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"], meta["num_stages"] = 128, 32, 4, 3
+			if t.SharedMemory >= 200<<10 {
+				meta["num_warps"], meta["wgmma"] = 8, 1
+			}
 			return
 		}
 		// head dims of 128 with Hopper's shared memory: 64 keys a block on
 		// wgmma (codegen's MMA loop with wgmma = 1; mma.sync off sm_90),
 		// its default stages (tilefuse tune on the H200, 2026-12-02: B2 H16
 		// S4096 D128 2.03 ms against 128×32 on mma.sync's 2.19; 128×64 on
-		// mma.sync 2.22, 128×32 on wgmma 2.29)
+		// mma.sync 2.22, 128×32 on wgmma 2.29; 2026-12-03, PrecTF32TB:
+		// 1.334 against 128×32's 1.616, the best of 20)
 		if hopper128 {
 			meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"], meta["wgmma"] = 128, 64, 8, 1
 			return

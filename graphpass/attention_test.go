@@ -252,7 +252,7 @@ func TestHeadsAttentionTiles(t *testing.T) {
 	}
 	groups := Partition(gr, Options{MatMul: true, Target: H200})
 	want := map[GroupKind]tile.Meta{
-		AttentionGroup:    {"BLOCK_M": 128, "BLOCK_N": 32, "num_stages": 3, "num_warps": 4},
+		AttentionGroup:    {"BLOCK_M": 128, "BLOCK_N": 32, "num_stages": 3, "num_warps": 8, "wgmma": 1},
 		AttentionDQGroup:  {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 4},
 		AttentionDKVGroup: {"BLOCK_M": 32, "BLOCK_N": 128, "num_warps": 4},
 	}
@@ -270,7 +270,7 @@ func TestHeadsAttentionTiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := k.Tile.Meta; got["BLOCK_M"] != w["BLOCK_M"] || got["BLOCK_N"] != w["BLOCK_N"] || got["num_warps"] != w["num_warps"] || got["num_stages"] != w["num_stages"] {
+		if got := k.Tile.Meta; got["BLOCK_M"] != w["BLOCK_M"] || got["BLOCK_N"] != w["BLOCK_N"] || got["num_warps"] != w["num_warps"] || got["num_stages"] != w["num_stages"] || got["wgmma"] != w["wgmma"] {
 			t.Errorf("%v: meta %v, want %v", grp.Kind, got, w)
 		}
 	}
