@@ -608,7 +608,7 @@ func sameOuts(got, want []any, d tile.DType, ntol float64) error {
 }
 
 // dotTol is sameOuts' ntol for kernel k: 8 units of the rounding of its
-// products' operands (TF32 2⁻¹¹, bf16 2⁻⁸), 0 where its products are exact
+// products' operands (TF32 2⁻¹¹, either TF32 precision; bf16 2⁻⁸), 0 where its products are exact
 // (ieee) or as accurate (3xTF32), or where it has none.
 func dotTol(k *tile.Kernel) float64 {
 	tol := 0.0
@@ -616,10 +616,10 @@ func dotTol(k *tile.Kernel) float64 {
 		if v.Op != tile.OpDot {
 			return
 		}
-		switch v.Prec {
-		case tile.PrecTF32:
+		switch {
+		case v.Prec.IsTF32():
 			tol = max(tol, 8*0x1p-11)
-		case tile.PrecBF16:
+		case v.Prec == tile.PrecBF16:
 			tol = max(tol, 8*0x1p-8)
 		}
 	})

@@ -67,3 +67,44 @@ func BenchmarkSameOuts(b *testing.B) {
 		}
 	}
 }
+
+// TestDotTol: a kernel's tolerance of products is that of its least
+// accurate dot: 8·2⁻¹¹ for either TF32 precision (graphpass writes flash
+// attention's as tile.PrecTF32TB: without it the tuner rejected every
+// wgmma dQ candidate, whose sums run in another order, on the H200),
+// 8·2⁻⁸ for bf16, none for ieee and 3xTF32 or without dots.
+func TestDotTol(t *testing.T) {
+	kernel := func(precs ...tile.Precision) *tile.Kernel {
+		b := tile.NewBuilder("dots", nil)
+		out := b.Ptr("out", tile.F32)
+		acc := b.Zeros(tile.F32, 16, 16)
+		for _, p := range precs {
+			acc = b.Dot(b.Full(1, tile.F32, 16, 16), b.Full(2, tile.F32, 16, 16), acc, p)
+		}
+		idx := b.Add(b.Mul(b.ExpandDims(b.Arange(0, 16), 1), b.Const(16, tile.I32)), b.ExpandDims(b.Arange(0, 16), 0))
+		b.Store(b.AddPtr(out, idx), acc, nil)
+		k, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	for _, c := range []struct {
+		name  string
+		precs []tile.Precision
+		want  float64
+	}{
+		{"no dots", nil, 0},
+		{"ieee", []tile.Precision{tile.PrecIEEE}, 0},
+		{"tf32x3", []tile.Precision{tile.PrecTF32x3}, 0},
+		{"tf32", []tile.Precision{tile.PrecTF32}, 8 * 0x1p-11},
+		{"tf32tb", []tile.Precision{tile.PrecTF32TB}, 8 * 0x1p-11},
+		{"bf16", []tile.Precision{tile.PrecBF16}, 8 * 0x1p-8},
+		{"tf32tb and bf16", []tile.Precision{tile.PrecTF32TB, tile.PrecBF16}, 8 * 0x1p-8},
+		{"ieee and tf32tb", []tile.Precision{tile.PrecIEEE, tile.PrecTF32TB}, 8 * 0x1p-11},
+	} {
+		if got := dotTol(kernel(c.precs...)); got != c.want {
+			t.Errorf("%s: dotTol %g, want %g", c.name, got, c.want)
+		}
+	}
+}
