@@ -107,8 +107,15 @@ func tuneAttentionDQ(grp *Group, t Target, prec tile.Precision, meta tile.Meta) 
 	// TF32, head dims up to 64, a wave of 128-query blocks: 128×32 at 4
 	// warps (tilefuse tune on the H200, 2026-12-01, third session: B4 H16
 	// S2048 D64 dQ 0.973 → 0.732 ms against 64×32 at 4 warps)
+	// With Hopper's shared memory and keys enough for 16 steps of 64, 64
+	// keys a step at 8 warps on wgmma (tilefuse tune on the H200,
+	// 2026-12-03, the dots PrecTF32TB: B4 H16 S2048 D64 0.620 ms against
+	// 0.705; at the BERT layer's S512 it was slower, 0.0937 against 0.0864)
 	if wideAttnTF32(t, prec, a, nb, bm, a.sq) {
 		meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"] = 128, 32, 4
+		if t.SharedMemory >= 200<<10 && a.sk >= 1024 {
+			meta["BLOCK_N"], meta["num_warps"], meta["wgmma"] = 64, 8, 1
+		}
 		return
 	}
 	meta["BLOCK_M"], meta["BLOCK_N"] = bm, 32
@@ -158,8 +165,15 @@ func tuneAttentionDKV(grp *Group, t Target, prec tile.Precision, meta tile.Meta)
 	// as dQ: 128 keys at 4 warps (tilefuse tune on the H200, 2026-12-01,
 	// third session: B4 H16 S2048 D64 dK/dV 1.316 → 0.996 ms against 64
 	// keys at 4 warps)
+	// With Hopper's shared memory, 64 queries a step at 8 warps on wgmma
+	// (tilefuse tune on the H200, 2026-12-03, the dots PrecTF32TB: B4 H16
+	// S2048 D64 0.963 ms against 0.99; the BERT layer's B8 H12 S512 D64
+	// 0.1085 against 0.1183)
 	if wideAttnTF32(t, prec, a, nb, bn, a.sk) {
 		meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"] = 32, 128, 4
+		if t.SharedMemory >= 200<<10 {
+			meta["BLOCK_M"], meta["num_warps"], meta["wgmma"] = 64, 8, 1
+		}
 		return
 	}
 	meta["BLOCK_M"], meta["BLOCK_N"] = 32, bn

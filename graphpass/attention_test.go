@@ -254,7 +254,7 @@ func TestHeadsAttentionTiles(t *testing.T) {
 	want := map[GroupKind]tile.Meta{
 		AttentionGroup:    {"BLOCK_M": 128, "BLOCK_N": 32, "num_stages": 3, "num_warps": 8, "wgmma": 1},
 		AttentionDQGroup:  {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 4},
-		AttentionDKVGroup: {"BLOCK_M": 32, "BLOCK_N": 128, "num_warps": 4},
+		AttentionDKVGroup: {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "wgmma": 1},
 	}
 	seen := map[GroupKind]bool{}
 	for _, grp := range groups {
@@ -300,5 +300,79 @@ func TestHeadsAttentionTiles(t *testing.T) {
 	}
 	if grads == 0 {
 		t.Fatal("no heads_grad kernel")
+	}
+}
+
+// TestAttentionTrainingTiles: the tiles of a training step's attention
+// kernels at TF32, B4 H16 S2048 D64 (the bench's attention_fwd_bwd at the
+// peer size): on the H200 all three on wgmma at 8 warps (the forward
+// 128×32, dQ 64 keys a step, dK/dV 64 queries a step: tilefuse tune,
+// 2026-12-03); with 160 KiB of shared memory (not Hopper's) at 4 warps on
+// mma.sync; at S512 dQ keeps 32 keys a step at 4 warps (wgmma was slower
+// there).
+func TestAttentionTrainingTiles(t *testing.T) {
+	type want map[GroupKind]tile.Meta
+	for _, c := range []struct {
+		name   string
+		seq    int
+		target Target
+		want   want
+	}{
+		{"H200, S2048", 2048, H200, want{
+			AttentionGroup:    {"BLOCK_M": 128, "BLOCK_N": 32, "num_stages": 3, "num_warps": 8, "wgmma": 1},
+			AttentionDQGroup:  {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "wgmma": 1},
+			AttentionDKVGroup: {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "wgmma": 1},
+		}},
+		{"H200, S512", 512, H200, want{
+			AttentionGroup:    {"BLOCK_M": 128, "BLOCK_N": 32, "num_stages": 3, "num_warps": 8, "wgmma": 1},
+			AttentionDQGroup:  {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 4},
+			AttentionDKVGroup: {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "wgmma": 1},
+		}},
+		{"160 KiB of shared memory, S2048", 2048, GPU(132, 1024, 160<<10), want{
+			AttentionGroup:    {"BLOCK_M": 128, "BLOCK_N": 32, "num_stages": 3, "num_warps": 4},
+			AttentionDQGroup:  {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 4},
+			AttentionDKVGroup: {"BLOCK_M": 32, "BLOCK_N": 128, "num_warps": 4},
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nb := 64 * 2048 / c.seq // B·H: 64 at S2048, 256 at S512
+			must := G.Must
+			g := G.NewGraph()
+			in := func(name string) *G.Node {
+				return G.NewTensor(g, tensor.Float32, 3, G.WithShape(nb, c.seq, 64), G.WithName(name))
+			}
+			q, k, v := in("q"), in("k"), in("v")
+			sc := must(G.Mul(must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(float32(0.125))))
+			o := must(G.BatchedMatMul(must(G.SoftMax(sc)), v, false, false))
+			if _, err := G.Grad(must(G.Sum(must(G.Square(o)))), q, k, v); err != nil {
+				t.Fatal(err)
+			}
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[GroupKind]bool{}
+			for _, grp := range Partition(gr, Options{MatMul: true, Target: c.target}) {
+				w, ok := c.want[grp.Kind]
+				if !ok {
+					continue
+				}
+				seen[grp.Kind] = true
+				k, err := Emit(grp, c.target, tile.PrecTF32)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := k.Tile.Meta
+				for _, key := range []string{"BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "wgmma"} {
+					if got[key] != w[key] {
+						t.Errorf("%v: meta %v, want %v", grp.Kind, got, w)
+						break
+					}
+				}
+			}
+			if len(seen) != len(c.want) {
+				t.Fatalf("attention kernels %v, want the forward, dQ and dK/dV", seen)
+			}
+		})
 	}
 }

@@ -302,14 +302,17 @@ func TestAttentionWgmmaTraining(t *testing.T) {
 		mask              string
 		rows              int // resident rows (queries; keys in dK/dV), 16 a warp
 		heads             int // > 0: heads by projections and a concat (headsSpec), causal
+		step              int // streamed rows a step (keys; queries in dK/dV); 0: 32
 	}{
-		{"d64 causal", 1, 70, 70, 64, 64, "causal", 64, 0},
-		{"dk 24 dv 40, additive mask, scale by division", 1, 33, 19, 24, 40, "input", 64, 0},
-		{"d128", 1, 40, 45, 128, 128, "", 64, 0},
-		{"dk 10 dv 6: 8-byte copies", 1, 37, 29, 10, 6, "causal", 64, 0},
-		{"dk 5 dv 7: 4-byte copies", 1, 21, 26, 5, 7, "input", 64, 0},
-		{"d32 causal, batch 2, 128 rows at 8 warps", 2, 140, 140, 32, 32, "causal", 128, 0},
-		{"3 heads of 32 by projections and a concat", 2, 37, 37, 32, 32, "heads", 64, 3},
+		{"d64 causal", 1, 70, 70, 64, 64, "causal", 64, 0, 0},
+		{"dk 24 dv 40, additive mask, scale by division", 1, 33, 19, 24, 40, "input", 64, 0, 0},
+		{"d128", 1, 40, 45, 128, 128, "", 64, 0, 0},
+		{"dk 10 dv 6: 8-byte copies", 1, 37, 29, 10, 6, "causal", 64, 0, 0},
+		{"dk 5 dv 7: 4-byte copies", 1, 21, 26, 5, 7, "input", 64, 0, 0},
+		{"d32 causal, batch 2, 128 rows at 8 warps", 2, 140, 140, 32, 32, "causal", 128, 0, 0},
+		{"3 heads of 32 by projections and a concat", 2, 37, 37, 32, 32, "heads", 64, 3, 0},
+		{"d64 causal, 128 rows at 8 warps, 64 a step (graphpass's dQ and dK/dV on the H200)", 1, 150, 150, 64, 64, "causal", 128, 0, 64},
+		{"dk 24 dv 40, additive mask, 128 rows at 8 warps, 64 a step", 1, 133, 77, 24, 40, "input", 128, 0, 64},
 	} {
 		for _, prec := range []tile.Precision{tile.PrecTF32, tile.PrecBF16, tile.PrecTF32x3} {
 			t.Run(c.name+"/"+prec.String(), func(t *testing.T) {
@@ -318,11 +321,15 @@ func TestAttentionWgmmaTraining(t *testing.T) {
 				}
 				target := graphpass.H200
 				target.Tune = func(grp *graphpass.Group, m tile.Meta) {
+					step := c.step
+					if step == 0 {
+						step = 32
+					}
 					switch grp.Kind {
 					case graphpass.AttentionGroup, graphpass.AttentionDQGroup:
-						m["BLOCK_M"], m["BLOCK_N"] = c.rows, 32
+						m["BLOCK_M"], m["BLOCK_N"] = c.rows, step
 					case graphpass.AttentionDKVGroup:
-						m["BLOCK_M"], m["BLOCK_N"] = 32, c.rows
+						m["BLOCK_M"], m["BLOCK_N"] = step, c.rows
 					default:
 						return
 					}
@@ -354,10 +361,10 @@ func TestAttentionWgmmaTraining(t *testing.T) {
 				}
 				runGeneratedOn(t, wl, prec, tols[prec], 90, check, fusion.WithTarget(target))
 				want := 3
-				if prec == tile.PrecTF32x3 && c.dk == 128 {
+				if prec == tile.PrecTF32x3 && (c.dk == 128 || c.dk == 64 && c.step == 64) {
 					// dK/dV's views of Q and dO, high and low parts, at head
-					// dim 128: two stages would take 256 KiB (codegen keeps
-					// mma.sync there)
+					// dim 128 (or 64 queries a step at head dim 64): two
+					// stages would take 256 KiB (codegen keeps mma.sync there)
 					want = 2
 				}
 				if onWgmma != want || onMMASync != 3-want {
