@@ -11,6 +11,8 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 // encoder is one transformer encoder block as a Gorgonia user writes it:
@@ -200,8 +202,38 @@ func TestTransformerEncoderBlock(t *testing.T) {
 	checkEncoder(t, 1e-10, fusion.WithBackend(fusion.CPU), fusion.WithMatMulFusion(true))
 }
 
+// TestHeadsGradSplit: the encoder block with 600 tokens for a GPU target
+// at TF32, run on the CPU in float64: the heads' weight gradients take K
+// (the tokens) in parts added into zeroed outputs (SPLIT_K, graphpass's
+// headsSplit), and the output and gradients still match the float64
+// reference and central differences as tightly as unsplit.
+func TestHeadsGradSplit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 600 tokens, 80 reference runs for the central differences")
+	}
+	vm := checkEncoderSized(t, 1e-10, 2, 300, 12, 3, 24, fusion.WithBackend(fusion.CPU), fusion.WithMatMulFusion(true),
+		fusion.WithTarget(graphpass.H200), fusion.WithPrecision(tile.PrecTF32))
+	split := 0
+	for _, n := range vm.Compiled().Graph.AllNodes() {
+		if f, ok := n.Op().(*fusion.FusedOp); ok && strings.Contains(f.Kernel().Name, "heads_grad") {
+			if f.Kernel().Meta["SPLIT_K"] > 1 {
+				split++
+			}
+		}
+	}
+	if split != 2 {
+		t.Errorf("%d heads_grad kernels split along K, want 2", split)
+	}
+}
+
 func checkEncoder(t *testing.T, tol float64, opts ...fusion.Option) {
-	const b, s, d, h, ff = 2, 5, 12, 3, 24
+	checkEncoderSized(t, tol, 2, 5, 12, 3, 24, opts...)
+}
+
+// checkEncoderSized is checkEncoder at batch b, sequence s, model d, h
+// heads and feed-forward ff; it returns the machine, closed when the test
+// ends.
+func checkEncoderSized(t *testing.T, tol float64, b, s, d, h, ff int, opts ...fusion.Option) *fusion.Machine {
 	e := newEncoder(t, b, s, d, h, ff)
 	rng := rand.New(rand.NewPCG(5, 6))
 	xv := randMatrix(rng, b*s, d, 1)
@@ -209,7 +241,7 @@ func checkEncoder(t *testing.T, tol float64, opts ...fusion.Option) {
 	G.Let(e.x, xv)
 	// the block's output feeds the cost: a prediction, readable without WithKeep
 	vm := fusion.NewTapeMachine(e.g, opts...)
-	defer vm.Close()
+	t.Cleanup(func() { vm.Close() })
 	if err := vm.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -262,6 +294,7 @@ func checkEncoder(t *testing.T, tol float64, opts ...fusion.Option) {
 			t.Errorf("%d %s kernels, want %d for the %d heads:\n%v", kinds[k], k, n, h, rep)
 		}
 	}
+	return vm
 }
 
 // TestAttentionThroughTransposes writes the heads the other way, with
