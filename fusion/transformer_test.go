@@ -203,7 +203,7 @@ func TestTransformerEncoderBlock(t *testing.T) {
 }
 
 // TestHeadsGradSplit: the encoder block with 600 tokens for a GPU target
-// at TF32, run on the CPU in float64: the heads' weight gradients take K
+// at 3xTF32, run on the CPU in float64: the heads' weight gradients take K
 // (the tokens) in parts added into zeroed outputs (SPLIT_K, graphpass's
 // headsSplit), and the output and gradients still match the float64
 // reference and central differences as tightly as unsplit.
@@ -212,7 +212,7 @@ func TestHeadsGradSplit(t *testing.T) {
 		t.Skip("-short: 600 tokens, 80 reference runs for the central differences")
 	}
 	vm := checkEncoderSized(t, 1e-10, 2, 300, 12, 3, 24, fusion.WithBackend(fusion.CPU), fusion.WithMatMulFusion(true),
-		fusion.WithTarget(graphpass.H200), fusion.WithPrecision(tile.PrecTF32))
+		fusion.WithTarget(graphpass.H200), fusion.WithPrecision(tile.PrecTF32x3))
 	split := 0
 	for _, n := range vm.Compiled().Graph.AllNodes() {
 		if f, ok := n.Op().(*fusion.FusedOp); ok && strings.Contains(f.Kernel().Name, "heads_grad") {

@@ -406,16 +406,19 @@ var headsGradKind = groupKind{
 	emit:     emitHeadsGrad,
 }
 
-// headsSplit is SPLIT_K for a heads_grad group on a GPU with tensor-core
-// products: its K (the tokens) split into parts, each program adding its
-// part into the zeroed outputs, so that the programs are at least four
-// for every SM while each part keeps 8 steps of BLOCK_K or more. The BERT
-// layer's (768×64 per weight, K = 4096 tokens, 12 or 24 weights) ran 144
-// programs of 4 warps for 132 SMs: 4.4 warps an SM, 62 and 84 TFLOP/s on
-// the H200 (2026-12-03) where its other weight gradients ran 134.
+// headsSplit is SPLIT_K for a heads_grad group on a GPU at 3xTF32: its K
+// (the tokens) split into parts, each program adding its part into the
+// zeroed outputs, so that the programs are at least four for every SM
+// while each part keeps 8 steps of BLOCK_K or more. The BERT layer's
+// (768×64 per weight, K = 4096 tokens, 12 or 24 weights) run 144 or 288
+// programs of 4 warps for 132 SMs. Measured on the H200 (2026-12-03, the
+// BERT layer's forward+backward, device time): 3xTF32 3.91 → 3.85 ms; at
+// TF32 the two kernels alone went 77.6 → 54.6 and 115.2 → 94.0 µs (62 →
+// 88 and 84 → 103 TFLOP/s) but the layer 1.45 → 1.47–1.48 ms in two
+// passes (not understood yet), so TF32 keeps one part.
 func headsSplit(grp *Group, t Target, prec tile.Precision, meta tile.Meta) int {
 	hs := grp.heads
-	if !t.GPU() || prec == tile.PrecIEEE || meta["BLOCK_M"] < 1 || meta["BLOCK_N"] < 1 || meta["BLOCK_K"] < 1 {
+	if !t.GPU() || prec != tile.PrecTF32x3 || meta["BLOCK_M"] < 1 || meta["BLOCK_N"] < 1 || meta["BLOCK_K"] < 1 {
 		return 1
 	}
 	progs := tile.CDiv(hs.d, meta["BLOCK_M"]) * tile.CDiv(hs.dh, meta["BLOCK_N"]) * len(grp.dw)
