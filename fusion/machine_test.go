@@ -61,6 +61,7 @@ func TestMisuseIsAClearError(t *testing.T) {
 		want string
 	}{
 		{"an unknown precision", []fusion.Option{fusion.WithPrecision(tile.Precision(99))}, "WithPrecision(precision(99))"},
+		{"graphpass's attention precision, not a user's", []fusion.Option{fusion.WithPrecision(tile.PrecTF32TB)}, "WithPrecision(tf32tb)"},
 		{"an unknown backend", []fusion.Option{fusion.WithBackend(fusion.Backend(7))}, "WithBackend(Backend(7))"},
 		{"a group of no ops", []fusion.Option{fusion.WithMaxGroup(0)}, "WithMaxGroup(0)"},
 		{"a negative group size", []fusion.Option{fusion.WithMaxGroup(-1)}, "WithMaxGroup(-1)"},
