@@ -43,7 +43,7 @@ func tuneAttention(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	// a wave of 128-query blocks at up to 8 warps; head dims of 128 with
 	// Hopper's shared memory (the rules of TF32 and 3xTF32 below)
 	wave128 := t.GPU() && bm == 64 && tile.CDiv(a.sq, 128)*nb >= t.SMs && t.MaxThreads >= 256
-	hopper128 := headBlock(a.hk) == 128 && headBlock(a.hv) == 128 && t.SharedMemory >= 200<<10
+	hopper128 := headBlock(a.hk) == 128 && headBlock(a.hv) == 128 && hopperSmem(t)
 	if prec == tile.PrecTF32 && wave128 && 3*4*bn*(headBlock(a.hk)+headBlock(a.hv)) <= 160<<10 && t.SharedMemory >= 160<<10 {
 		if max(headBlock(a.hk), headBlock(a.hv)) <= 64 {
 			// with Hopper's shared memory on wgmma at 8 warps, since the
@@ -53,7 +53,7 @@ func tuneAttention(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 			// 0.475; 0.384 with 2 stages, 64×64 at 4 warps 0.422; 28
 			// candidates)
 			meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"], meta["num_stages"] = 128, 32, 4, 3
-			if t.SharedMemory >= 200<<10 {
+			if hopperSmem(t) {
 				meta["num_warps"], meta["wgmma"] = 8, 1
 			}
 			return
@@ -113,7 +113,7 @@ func tuneAttentionDQ(grp *Group, t Target, prec tile.Precision, meta tile.Meta) 
 	// 0.705; at the BERT layer's S512 it was slower, 0.0937 against 0.0864)
 	if wideAttnTF32(t, prec, a, nb, bm, a.sq) {
 		meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"] = 128, 32, 4
-		if t.SharedMemory >= 200<<10 && a.sk >= 1024 {
+		if hopperSmem(t) && a.sk >= 1024 {
 			meta["BLOCK_N"], meta["num_warps"], meta["wgmma"] = 64, 8, 1
 		}
 		return
@@ -121,6 +121,11 @@ func tuneAttentionDQ(grp *Group, t Target, prec tile.Precision, meta tile.Meta) 
 	meta["BLOCK_M"], meta["BLOCK_N"] = bm, 32
 	attnWarps(t, prec, bm, meta)
 }
+
+// hopperSmem: the target has Hopper's shared memory (up to 227 KiB a
+// program; an A100's 163 KiB is not), which the attention rules take as
+// "wgmma is there" (codegen falls back to mma.sync below sm_90 anyway).
+func hopperSmem(t Target) bool { return t.SharedMemory >= 200<<10 }
 
 // wideAttnTF32: a TF32 attention kernel on a GPU, head dims up to 64, whose
 // held block of 64 (queries; keys for dK/dV) can be 128 with a wave of
@@ -171,7 +176,7 @@ func tuneAttentionDKV(grp *Group, t Target, prec tile.Precision, meta tile.Meta)
 	// 0.1085 against 0.1183)
 	if wideAttnTF32(t, prec, a, nb, bn, a.sk) {
 		meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"] = 32, 128, 4
-		if t.SharedMemory >= 200<<10 {
+		if hopperSmem(t) {
 			meta["BLOCK_M"], meta["num_warps"], meta["wgmma"] = 64, 8, 1
 		}
 		return
@@ -589,9 +594,6 @@ func (ae *attnEmit) keyEnd(q0 *tile.Value, bm int) any {
 	return ae.b.Minimum(ae.b.Add(q0, bm), ae.a.sk)
 }
 
-// emitAttention: program (i, b) computes rows [i·BM, (i+1)·BM) of batch
-// b's output, looping over blocks of keys with an online softmax; in a
-// training graph it also writes each row's log-sum-exp.
 // attnDot is the precision of an attention kernel's dots where the graph's
 // products have precision p: TF32 as tile.PrecTF32TB, which rounds A and
 // truncates B. Each of the kernels' dots holds A in registers (Q, dO, K or
@@ -606,6 +608,9 @@ func attnDot(p tile.Precision) tile.Precision {
 	return p
 }
 
+// emitAttention: program (i, b) computes rows [i·BM, (i+1)·BM) of batch
+// b's output, looping over blocks of keys with an online softmax; in a
+// training graph it also writes each row's log-sum-exp.
 func emitAttention(e *emitter, out *tile.Value, k *Kernel) error {
 	ae, err := newAttnEmit(e)
 	if err != nil {
