@@ -352,6 +352,24 @@ func (p Precision) TruncatesA() bool { return p == PrecTF32 }
 // TruncatesB: see TruncatesA.
 func (p Precision) TruncatesB() bool { return p == PrecTF32TB }
 
+// Operands are the conversions by which a dot of precision p sees its f32
+// operands a and b before it multiplies them: PrecTF32 TruncTF32 and
+// RoundTF32, PrecTF32TB the other way round, PrecBF16 RoundBF16 for both;
+// nil for ieee (as they are) and tf32x3 (which splits each: SplitTF32).
+// The interpreter, the CPU backend and the tests' references read the
+// rule here.
+func (p Precision) Operands() (a, b func(float32) float32) {
+	switch p {
+	case PrecTF32:
+		return TruncTF32, RoundTF32
+	case PrecTF32TB:
+		return RoundTF32, TruncTF32
+	case PrecBF16:
+		return RoundBF16, RoundBF16
+	}
+	return nil, nil
+}
+
 // Precisions lists the precisions a user chooses among, for parsing and
 // for tables (PrecTF32TB, graphpass's choice for some kernels, is not one).
 var Precisions = []Precision{PrecIEEE, PrecTF32, PrecBF16, PrecTF32x3}

@@ -102,7 +102,8 @@ func TestPrecisionNames(t *testing.T) {
 }
 
 // TestTF32Operands: which operand each TF32 precision truncates (the other
-// is rounded; the interpreter's dot: interp's TestDotPrecisions).
+// is rounded), and that Operands, the conversions the interpreter, the CPU
+// backend and the tests' references apply, says the same.
 func TestTF32Operands(t *testing.T) {
 	for _, c := range []struct {
 		p          tile.Precision
@@ -116,6 +117,27 @@ func TestTF32Operands(t *testing.T) {
 	} {
 		if c.p.IsTF32() != c.tf32 || c.p.TruncatesA() != c.a || c.p.TruncatesB() != c.b {
 			t.Errorf("%v: IsTF32 %v TruncatesA %v TruncatesB %v, want %v %v %v", c.p, c.p.IsTF32(), c.p.TruncatesA(), c.p.TruncatesB(), c.tf32, c.a, c.b)
+		}
+		// Operands agrees: 1 + 3·2⁻¹² truncates to 1 and rounds to 1 + 2⁻¹⁰
+		const x = float32(1 + 3.0/(1<<12))
+		conv := func(trunc bool) float32 {
+			switch {
+			case !c.tf32:
+				return x
+			case trunc:
+				return 1
+			}
+			return 1 + 1.0/(1<<10)
+		}
+		ca, cb := c.p.Operands()
+		if c.tf32 && (ca == nil || ca(x) != conv(c.a) || cb(x) != conv(c.b)) {
+			t.Errorf("%v: Operands does not truncate a %v, b %v", c.p, c.a, c.b)
+		}
+		if (c.p == tile.PrecIEEE || c.p == tile.PrecTF32x3) && (ca != nil || cb != nil) {
+			t.Errorf("%v: Operands converts", c.p)
+		}
+		if c.p == tile.PrecBF16 && (ca == nil || ca(x) != tile.RoundBF16(x) || cb(x) != tile.RoundBF16(x)) {
+			t.Errorf("bf16: Operands does not round both to bf16")
 		}
 	}
 }

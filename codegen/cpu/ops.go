@@ -1015,16 +1015,9 @@ func (c *compiler) dot(v *tile.Value) (instr, error) {
 	}
 	switch v.Prec {
 	case tile.PrecTF32, tile.PrecTF32TB, tile.PrecBF16:
-		// copies of the operands as the dot sees them first (TF32: a
-		// truncated, b rounded; TF32TB the other way round; bf16: both
-		// rounded)
-		roundA, roundB := tile.TruncTF32, tile.RoundTF32
-		switch v.Prec {
-		case tile.PrecTF32TB:
-			roundA, roundB = tile.RoundTF32, tile.TruncTF32
-		case tile.PrecBF16:
-			roundA, roundB = tile.RoundBF16, tile.RoundBF16
-		}
+		// copies of the operands as the dot sees them first
+		// (tile.Precision.Operands)
+		roundA, roundB := v.Prec.Operands()
 		sa, sb := c.scratch(tile.F32, m*k), c.scratch(tile.F32, k*n)
 		return func(f *frame) error {
 			ra, rb := get[float32](f, sa), get[float32](f, sb)

@@ -501,14 +501,10 @@ func dot(v *tile.Value, a, b, acc any) (any, error) {
 	switch a := a.(type) {
 	case []float32:
 		b := b.([]float32)
-		switch v.Prec {
-		case tile.PrecTF32:
-			a, b = map1(a, tile.TruncTF32), map1(b, tile.RoundTF32)
-		case tile.PrecTF32TB:
-			a, b = map1(a, tile.RoundTF32), map1(b, tile.TruncTF32)
-		case tile.PrecBF16:
-			a, b = map1(a, tile.RoundBF16), map1(b, tile.RoundBF16)
-		case tile.PrecTF32x3:
+		if ca, cb := v.Prec.Operands(); ca != nil {
+			a, b = map1(a, ca), map1(b, cb)
+		}
+		if v.Prec == tile.PrecTF32x3 {
 			hi := func(x float32) float32 { h, _ := tile.SplitTF32(x); return h }
 			lo := func(x float32) float32 { _, l := tile.SplitTF32(x); return l }
 			ahi, alo, bhi, blo := map1(a, hi), map1(a, lo), map1(b, hi), map1(b, lo)

@@ -366,15 +366,13 @@ func MatmulRef(a, b []float32, m, n, k int, tf32 bool) []float64 {
 // a_hi·b_lo + a_hi·b_hi.
 func MatmulRefPrec(a, b []float32, m, n, k int, p tile.Precision) []float64 {
 	parts := func(x float32, isB bool) (hi, lo float64) {
-		switch p {
-		case tile.PrecTF32, tile.PrecTF32TB:
-			if isB == p.TruncatesB() {
-				return float64(tile.TruncTF32(x)), 0
+		if ca, cb := p.Operands(); ca != nil {
+			if isB {
+				return float64(cb(x)), 0
 			}
-			return float64(tile.RoundTF32(x)), 0
-		case tile.PrecBF16:
-			return float64(tile.RoundBF16(x)), 0
-		case tile.PrecTF32x3:
+			return float64(ca(x)), 0
+		}
+		if p == tile.PrecTF32x3 {
 			h, l := tile.SplitTF32(x)
 			return float64(h), float64(l)
 		}
