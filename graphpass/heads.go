@@ -414,8 +414,8 @@ var headsGradKind = groupKind{
 // programs of 4 warps for 132 SMs. Measured on the H200 (2026-12-03, the
 // BERT layer's forward+backward, device time): 3xTF32 3.91 → 3.85 ms; at
 // TF32 the two kernels alone went 77.6 → 54.6 and 115.2 → 94.0 µs (62 →
-// 88 and 84 → 103 TFLOP/s) but the layer 1.45 → 1.47–1.48 ms in two
-// passes (not understood yet), so TF32 keeps one part.
+// 88 and 84 → 103 TFLOP/s) but the layer 1.45 → 1.47–1.49 ms in four
+// passes over two calls (not understood yet), so TF32 keeps one part.
 func headsSplit(grp *Group, t Target, prec tile.Precision, meta tile.Meta) int {
 	hs := grp.heads
 	if !t.GPU() || prec != tile.PrecTF32x3 || meta["BLOCK_M"] < 1 || meta["BLOCK_N"] < 1 || meta["BLOCK_K"] < 1 {
@@ -490,9 +490,7 @@ func emitHeadsGrad(e *emitter, out *tile.Value, k *Kernel) error {
 		nw := b.I32(len(grp.dw))
 		part := b.Div(p, nw)
 		p = b.Rem(p, nw)
-		chunk := tile.CDiv(tile.CDiv(kk, bk), split) * bk
-		start := b.Mul(part, chunk)
-		lo, hi = start, b.Minimum(b.Add(start, chunk), kk)
+		lo, hi = kPart(b, part, kk, bk, split)
 	}
 	pb := b.AddPtr(ps, choose(b, p, in))
 	rm := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1) // [BM,1] rows of xᵀ

@@ -207,9 +207,7 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 			return fmt.Errorf("graphpass: %v: SPLIT_K = %d takes a bare 2-D product", e.grp, s)
 		}
 		split = s
-		chunk := tile.CDiv(tile.CDiv(kk, bk), split) * bk
-		start := b.Mul(b.ProgramID(2), chunk)
-		lo, hi = start, b.Minimum(b.Add(start, chunk), kk)
+		lo, hi = kPart(b, b.ProgramID(2), kk, bk, split)
 	}
 	// one K loop of BLOCK_K steps, masked along K where BLOCK_K does not
 	// divide K; on a CPU whose kernels run as machine code (which computes
@@ -275,6 +273,15 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 		k.Grid[2] = batch
 	}
 	return nil
+}
+
+// kPart is the range [lo, hi) of K that part (a program coordinate) of a
+// K split into split parts of whole BLOCK_K steps takes (SPLIT_K; the
+// last parts may be short or empty).
+func kPart(b *tile.Builder, part *tile.Value, kk, bk, split int) (lo, hi *tile.Value) {
+	chunk := tile.CDiv(tile.CDiv(kk, bk), split) * bk
+	start := b.Mul(part, chunk)
+	return start, b.Minimum(b.Add(start, chunk), kk)
 }
 
 // tuneMatMul chooses BLOCK_M×BLOCK_N output tiles and BLOCK_K along K.
