@@ -49,6 +49,9 @@ func (l *lowerer) assignLayouts(b *tile.Block) error {
 			if lay == nil {
 				lay = l.layoutOf(v.Args[0]) // the same shape as the value
 			}
+			if x := l.coalescedStore(v, lay); x != nil {
+				lay = x // the value converted through shared memory
+			}
 			l.plan.access[v.ID] = lay
 			if v.Op == tile.OpAtomicAdd {
 				l.natural[v.ID] = lay
@@ -240,4 +243,32 @@ func (l *lowerer) planDump() string {
 		}
 	}
 	return sb.String()
+}
+
+// coalescedStore is the layout a store of a 2-D block takes instead of its
+// value's natural layout lay where lay's lanes walk the dimension that is
+// not contiguous in memory (a transpose: t loaded with lanes along its
+// rows and stored as tᵀ, whose rows are t's columns), so that each store
+// of a warp would touch one word of 32 rows: the canonical layout of the
+// value's shape, with lanes along the contiguous last dimension and runs
+// of 4 a thread (16-byte stores where alignment allows); the value is
+// converted to it through shared memory (lowerer.convert, rows padded).
+// nil where lay is kept: a scalar or a block of another rank, a
+// register-level (tensor-core) layout, an atomic add, lanes already along
+// the contiguous dimension, memory contiguous along neither, or a thread
+// that already holds 4 consecutive elements of a row.
+func (l *lowerer) coalescedStore(v *tile.Value, lay *Layout) *Layout {
+	if v.Op != tile.OpStore || lay == nil || v.Args[1].Type.Shape.Rank != 2 || lay.B.WRep != nil {
+		return nil
+	}
+	if l.axes[v.Args[0].ID].Contig < 4 {
+		return nil // not known to be contiguous along the last dimension
+	}
+	if laneDim(lay) != 0 {
+		return nil
+	}
+	if d := lay.Src[1]; d >= 0 && lay.B.SPT[d] >= 4 {
+		return nil
+	}
+	return l.canonical(v.Args[1].Type.Shape)
 }

@@ -357,3 +357,69 @@ func TestBlockedCopiesAlongPowersOfTwo(t *testing.T) {
 		})
 	}
 }
+
+// TestTransposeThroughSmem: a block loaded along its rows and stored
+// transposed (kernels.Transpose, 64×64 at 4 warps, pointers and sizes
+// 16-byte aligned) is stored in the canonical layout of its transpose
+// (coalescedStore: lanes along the output's contiguous rows, 16 bytes a
+// thread) after a conversion through shared memory, so that both its
+// loads and its stores are 16 bytes wide: 8 of each a thread, no scalar
+// global access (before, its stores were 32 scalar ones a thread, a warp's
+// touching 32 rows). The conversion's rows are padded to 65 words (mad by
+// 65): a warp's scalar reads and writes of one slot fall at most 2 to a
+// bank, where unpadded rows of 64 words put a warp's reads of a column
+// 16 to a bank.
+func TestTransposeThroughSmem(t *testing.T) {
+	k := build(t, kernels.Transpose, tile.Meta{"BM": 64, "BN": 64})
+	ck, err := Compile(k, Options{Spec: all16(k)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ck.PTX
+	for _, c := range []struct {
+		re   string
+		want int
+	}{
+		{`ld\.global\.v4\.f32`, 8}, {`st\.global\.v4\.f32`, 8}, {`ld\.global\.f32`, 0}, {`st\.global\.f32`, 0},
+		{`st\.shared\.f32`, 32}, {`ld\.shared\.f32`, 32}, {`mad\.lo\.s32 %r\d+, %r\d+, 65,`, 1},
+	} {
+		if n := count(c.re, p); n < c.want || c.want == 0 && n != 0 {
+			t.Errorf("%d of %s, want %d", n, c.re, c.want)
+		}
+	}
+	// the conversion's two sides, as convert addresses them: the load's
+	// canonical layout and the transposed one its consumer reads in
+	b := newBlocked([]int{64, 64}, 4, 4)
+	from, to := plain(b), Layout{B: b, Src: []int{1, 0}}
+	worst := func(lay Layout, pitch int) int {
+		most := 0
+		for _, s := range b.slots() {
+			banks := map[int]map[int]bool{}
+			for lane := range 32 {
+				c := b.coordOf(lane, 0, s)
+				r, col := c[lay.Src[0]], c[lay.Src[1]]
+				addr := r*pitch + col
+				if banks[addr%32] == nil {
+					banks[addr%32] = map[int]bool{}
+				}
+				banks[addr%32][addr] = true
+				most = max(most, len(banks[addr%32]))
+			}
+		}
+		return most
+	}
+	if laneDim(&from) == laneDim(&to) {
+		t.Fatalf("the two sides walk the same dimension (%d): no padding", laneDim(&from))
+	}
+	for _, c := range []struct {
+		name        string
+		lay         Layout
+		pitch, most int
+	}{
+		{"writes, padded", from, 65, 2}, {"reads, padded", to, 65, 2}, {"reads, unpadded", to, 64, 16},
+	} {
+		if got := worst(c.lay, c.pitch); got != c.most {
+			t.Errorf("%s: %d-way bank conflicts, want %d", c.name, got, c.most)
+		}
+	}
+}

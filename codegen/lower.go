@@ -486,6 +486,50 @@ func (l *lowerer) flatIndex(lay *Layout, sh tile.Shape, s slot) string {
 	})
 }
 
+// pitchedIndex is flatIndex of a 2-D value whose rows are pitch elements
+// apart (0: the value's own row length).
+func (l *lowerer) pitchedIndex(lay *Layout, sh tile.Shape, s slot, pitch int) string {
+	if pitch == 0 || sh.Rank != 2 {
+		return l.flatIndex(lay, sh, s)
+	}
+	key := fmt.Sprintf("pitched|%s|%v|%v|%d", lay, sh, s.Off, pitch)
+	return l.geo(key, func(w *strings.Builder) string {
+		r, c := l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)
+		t := l.reg("r")
+		switch {
+		case r == "0" && c == "0":
+			emit(w, "mov.u32 %s, 0", t)
+		case r == "0":
+			emit(w, "mov.u32 %s, %s", t, c)
+		case c == "0":
+			emit(w, "mul.lo.s32 %s, %s, %d", t, r, pitch)
+		default:
+			emit(w, "mad.lo.s32 %s, %s, %d, %s", t, r, pitch, c)
+		}
+		return t
+	})
+}
+
+// laneDim is the dimension of a value that consecutive lanes of a warp
+// walk in layout lay (its blocked layout's last dimension with more than
+// one lane), or -1 where no lane varies along one the value has.
+func laneDim(lay *Layout) int {
+	if lay == nil {
+		return -1
+	}
+	for d := lay.B.rank() - 1; d >= 0; d-- {
+		if lay.B.TPW[d] > 1 && lay.B.Shape[d] > lay.B.SPT[d] {
+			for i, s := range lay.Src {
+				if s == d {
+					return i
+				}
+			}
+			return -1
+		}
+	}
+	return -1
+}
+
 // owner is a predicate register true where this thread holds the canonical
 // copy of slot s's element (so that replicated values are stored or added
 // once), or "" when every copy is canonical.
@@ -653,15 +697,30 @@ func elemBytes(t tile.Type) int {
 // convert moves x (a value of type xt held in x.lay) into layout to of a
 // value of shape toShape with the same elements in row-major order, through
 // shared memory.
+//
+// Where a 2-D value changes the dimension its lanes run along (a
+// transpose: written by lanes along one dimension, read by lanes along
+// the other), its rows are one element longer in shared memory than in
+// the value, so that a warp's reads of one column fall in different
+// banks (a row of 64 words unpadded puts a column in one bank: 32-way
+// conflicts; TestTransposeThroughSmem).
 func (l *lowerer) convert(x *lval, xt tile.Type, to *Layout, toShape tile.Shape) *lval {
 	w := &l.body
 	size := elemBytes(xt)
-	l.needSmem(xt.Shape.Numel() * size)
+	pitch := 0 // the row length in shared memory: the value's own, or padded
+	if xt.Shape.Rank == 2 && toShape.Rank == 2 && xt.Shape.Dims == toShape.Dims && laneDim(x.lay) != laneDim(to) {
+		pitch = xt.Shape.Dims[1] + 1
+	}
+	if pitch > 0 {
+		l.needSmem(xt.Shape.Dims[0] * pitch * size)
+	} else {
+		l.needSmem(xt.Shape.Numel() * size)
+	}
 	l.barrier(w)
 	slots := x.lay.B.slots()
 	for _, cls := range l.classesOf(x.lay) {
 		s := slots[cls[0]]
-		a := l.smemSlot(w, l.flatIndex(x.lay, xt.Shape, s), size, 0)
+		a := l.smemSlot(w, l.pitchedIndex(x.lay, xt.Shape, s, pitch), size, 0)
 		l.stShared(w, xt, a, x.regs[cls[0]])
 	}
 	l.barrier(w)
@@ -669,7 +728,7 @@ func (l *lowerer) convert(x *lval, xt tile.Type, to *Layout, toShape tile.Shape)
 	tslots := to.B.slots()
 	for _, cls := range l.classesOf(to) {
 		s := tslots[cls[0]]
-		a := l.smemSlot(w, l.flatIndex(to, toShape, s), size, 0)
+		a := l.smemSlot(w, l.pitchedIndex(to, toShape, s, pitch), size, 0)
 		r := l.ldShared(w, xt, a)
 		for _, i := range cls {
 			out.regs[i] = r
