@@ -76,10 +76,11 @@ func newFusedOp(grp *graphpass.Group, k *graphpass.Kernel, pk prepared) (*FusedO
 		}
 		op.out = G.TensorType{Dims: 1, Of: dt}
 	}
-	// a view: reshapes alone, of one input, to one output, computing
-	// nothing again (a second output is stacked with the first: a kernel
-	// writes it)
-	op.view = len(grp.Inputs) == 1 && len(k.Out) > 0 && op.outs == 1 && k.Shapes == nil && len(grp.Recompute) == 0
+	// a view: reshapes alone (at least one: a group of no members, such
+	// as a transpose, computes its root), of one input, to one output,
+	// computing nothing again (a second output is stacked with the first:
+	// a kernel writes it)
+	op.view = len(grp.Members) > 0 && len(grp.Inputs) == 1 && len(k.Out) > 0 && op.outs == 1 && k.Shapes == nil && len(grp.Recompute) == 0
 	for _, m := range grp.Members {
 		op.ops = append(op.ops, m.Info.Name)
 		op.view = op.view && m.Info.Kind == ops.Reshape
