@@ -20,6 +20,7 @@ const (
 	HeadsWeightsGroup                  // heads.go: a multi-head pattern's weights, stacked
 	HeadsProjGroup                     // heads.go: its projections, one batched product
 	HeadsGradGroup                     // heads.go: its weights' gradients, a batched product for q's and one for k's and v's
+	TransposeGroup                     // transpose.go: a weight gradient's A, transposed once for its product
 
 	numGroupKinds // the end: groupKinds has one entry per kind
 )
@@ -84,6 +85,7 @@ var groupKinds = [...]groupKind{
 	HeadsWeightsGroup: headsWeightsKind,
 	HeadsProjGroup:    headsProjKind,
 	HeadsGradGroup:    headsGradKind,
+	TransposeGroup:    transposeKind,
 }
 
 var _ [numGroupKinds]groupKind = groupKinds // one entry per kind

@@ -161,6 +161,10 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 		return err
 	}
 	pa, pb := e.ptr[mm.Inputs[0]], e.ptr[mm.Inputs[1]]
+	transA := e.grp.transA()
+	if e.grp.aT != nil { // A transposed by its own kernel: read as A·B
+		pa = e.ptr[e.grp.aT]
+	}
 	if pa == nil || pb == nil {
 		return fmt.Errorf("graphpass: %v: the product's operands are not inputs of the kernel", e.grp)
 	}
@@ -170,7 +174,7 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	}
 	// element (r, c) of A is at r·sar + c·sac; likewise B
 	sar, sac := kk, 1
-	if mm.Info.TransA {
+	if transA {
 		sar, sac = 1, m
 	}
 	sbr, sbc := n, 1

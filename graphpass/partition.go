@@ -7,6 +7,7 @@ import (
 	G "gorgonia.org/gorgonia"
 
 	"github.com/tilefuse/tilefuse/ops"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 // Group is a set of nodes that becomes one kernel.
@@ -36,8 +37,13 @@ type Group struct {
 	attn       *attention // the attention pattern an attention kind's group is part of
 	heads      *heads     // the multi-head pattern of a heads kind's group
 	dw         []*Node    // a heads_grad group's outputs, by part
+	aT         *Node      // a product group's A transposed by a transpose group (pretranspose), which it reads instead of A
 	from       *Group     // and the backward kernel whose value it reads
 }
+
+// transA reports whether product group g reads its A transposed (k×m in
+// memory): its product's Aᵀ, unless a transpose group copies it first.
+func (g *Group) transA() bool { return g.MatMul != nil && g.MatMul.Info.TransA && g.aT == nil }
 
 func sameShape(a, b []int) bool {
 	if len(a) != len(b) {
@@ -74,6 +80,10 @@ type Options struct {
 	// dead, and not written out): they join no group and are not computed
 	// (Node.Dead).
 	Dead map[*G.Node]bool
+	// Precision is the precision of the products the groups' kernels will
+	// be emitted at (Emit's): whether a weight gradient's A is transposed
+	// by a kernel of its own first depends on it (pretranspose).
+	Precision tile.Precision
 }
 
 // Partition assigns fusable nodes to groups and returns the groups in
@@ -149,9 +159,17 @@ func Partition(gr *Graph, opt Options) []*Group {
 	if !opt.Off {
 		groups = mergeSiblingReductions(groups, maxGroup)
 		rematerialise(groups, writeOut, maxGroup, opt.Target)
+		groups = pretranspose(groups, opt.Target, opt.Precision)
 	}
-	// order groups and members topologically, find each group's inputs
-	sort.Slice(groups, func(i, j int) bool { return groups[i].Root.index < groups[j].Root.index })
+	// order groups and members topologically, find each group's inputs (a
+	// transpose group shares its product group's index and goes first)
+	sort.Slice(groups, func(i, j int) bool {
+		a, b := groups[i], groups[j]
+		if a.Root.index != b.Root.index {
+			return a.Root.index < b.Root.index
+		}
+		return a.Kind == TransposeGroup && b.Kind != TransposeGroup
+	})
 	for id, grp := range groups {
 		grp.ID = id
 		sort.Slice(grp.Members, func(i, j int) bool { return grp.Members[i].index < grp.Members[j].index })
@@ -180,9 +198,12 @@ func groupInputs(grp *Group) []*Node {
 		ins = append(ins, in)
 	}
 	for _, m := range append(append([]*Node(nil), grp.Members...), grp.Recompute...) {
-		for _, in := range m.Inputs {
+		for i, in := range m.Inputs {
 			if grp.attn != nil && grp.attn.skip(in) || grp.heads.skip(in) {
 				continue // computed from indices, or read through a stack
+			}
+			if m == grp.MatMul && i == 0 && grp.aT != nil {
+				continue // read transposed (Reads)
 			}
 			add(in)
 		}

@@ -282,7 +282,7 @@ func productWaveShape(grp *Group) (waveShape, bool) {
 	if mm.Info.TransA {
 		k = a[0]
 	}
-	return waveShape{batch: batch, m: m, n: n, k: k, transA: mm.Info.TransA, transB: mm.Info.TransB,
+	return waveShape{batch: batch, m: m, n: n, k: k, transA: grp.transA(), transB: mm.Info.TransB,
 		bare: batch == 1 && grp.Root == mm && len(grp.Extra) == 0, heavyEpi: heavyEpilogue(grp)}, true
 }
 

@@ -1,0 +1,122 @@
+package graphpass
+
+import (
+	"fmt"
+
+	"github.com/tilefuse/tilefuse/ops"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// Weight gradients Aᵀ·B (A stored k×m: the activations a layer read) on
+// Hopper's tensor cores. wgmma reads a TF32 operand from shared memory
+// only K-major, and in the swapped form that operand is A, which Aᵀ
+// stores m-contiguous: the product kernel transposes each stage of it
+// through registers (wg_stage = 1). So such a product reads A from a copy
+// transposed once by a kernel of its own (a transpose group: its root an
+// internal m×k value) and runs as A·B, for 2·m·k·4 bytes more moved. On
+// the H200 (2026-12-03, `tilefuse peer -precision tf32 -run bert`) the
+// BERT layer's 768×3072 and 3072×768 weight gradients (K = 4096) took
+// 0.143 ms staged (135 TFLOP/s) and 0.089 and 0.092 as A·B (218, 209);
+// the layer's forward and backward 1.45 → 1.37–1.38 ms with three such
+// copies (x and the attention's output, 4096×768; the GELU's output,
+// 4096×3072).
+
+// pretransposed reports whether product group grp reads A from a copy
+// transposed by a kernel of its own: a bare 2-D Aᵀ·B on a Hopper target
+// (its shared memory) at a tensor-core precision the swapped form
+// stages Aᵀ for, large enough that a copy of A is small beside the
+// product (m and n at least 256, k at least 1024).
+func pretransposed(grp *Group, t Target, prec tile.Precision) bool {
+	mm := grp.MatMul
+	if grp.Kind != MatMulGroup || mm == nil || mm.Info.Kind != ops.MatMul || !mm.Info.TransA || mm.Info.TransB ||
+		!t.GPU() || !hopperSmem(t) || !pretransposePrec(prec) {
+		return false
+	}
+	a := mm.Inputs[0].Info.Shape // k×m
+	if len(a) != 2 || len(mm.Info.Shape) != 2 {
+		return false
+	}
+	k, m, n := a[0], a[1], mm.Info.Shape[1]
+	return m >= 256 && n >= 256 && k >= 1024
+}
+
+// pretransposePrec: the precisions whose products transpose Aᵀ once
+// first. TF32 only: on the H200 (2026-12-03, the BERT layer's fwd+bwd)
+// 3xTF32's staged products (64×128, K in 4 parts) were faster than a
+// transpose and A·B: 3.86 ms staged against 4.17 with the copies.
+func pretransposePrec(prec tile.Precision) bool { return prec == tile.PrecTF32 }
+
+// pretranspose gives each product group that reads A transposed once
+// (pretransposed) a transpose group before it: its root, an internal
+// m×k value, is the product's A (Group.aT).
+func pretranspose(groups []*Group, t Target, prec tile.Precision) []*Group {
+	out := groups[:len(groups):len(groups)]
+	for _, grp := range groups {
+		if !pretransposed(grp, t, prec) {
+			continue
+		}
+		a := grp.MatMul.Inputs[0]
+		tg := &Group{Kind: TransposeGroup, Reads: []*Node{a}}
+		aT := newInternal(fmt.Sprintf("%v.T", a), []int{a.Info.Shape[1], a.Info.Shape[0]}, a.Info.DType, tg)
+		aT.index = grp.Root.index // ordered just before its product's group (Partition)
+		tg.Root, tg.Full = aT, aT.Info.Shape
+		grp.aT = aT
+		grp.Reads = append(grp.Reads, aT)
+		out = append(out, tg)
+	}
+	return out
+}
+
+// transpose: program (i, j) copies the BLOCK_R×BLOCK_C block (i, j) of
+// the k×m value A into the m×k root transposed: loaded along A's rows,
+// stored along the root's, through shared memory (codegen's
+// coalescedStore).
+var transposeKind = groupKind{
+	name:    "transpose",
+	byClaim: true,
+	join:    func(*Node, *Group, Target) (GroupKind, bool) { return TransposeGroup, false },
+	tune: func(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
+		meta["BLOCK_R"], meta["BLOCK_C"] = 64, 64
+		if !t.GPU() {
+			meta["BLOCK_R"], meta["BLOCK_C"] = 32, 32
+		}
+	},
+	emit: emitTranspose,
+}
+
+func emitTranspose(e *emitter, out *tile.Value, k *Kernel) error {
+	b := e.b
+	if len(e.grp.Reads) != 1 {
+		return fmt.Errorf("graphpass: %v: a transpose reads one value", e.grp)
+	}
+	a := e.grp.Reads[0]
+	pa := e.ptr[a]
+	if pa == nil {
+		return fmt.Errorf("graphpass: %v: %v is not an input of the kernel", e.grp, a)
+	}
+	s := a.Info.Shape
+	rows, cols := s[0], s[1]
+	br, err := e.param("BLOCK_R")
+	if err != nil {
+		return err
+	}
+	bc, err := e.param("BLOCK_C")
+	if err != nil {
+		return err
+	}
+	r := b.Add(b.Mul(b.ProgramID(0), br), b.Arange(0, br))
+	c := b.Add(b.Mul(b.ProgramID(1), bc), b.Arange(0, bc))
+	r2, c2 := b.ExpandDims(r, 1), b.ExpandDims(c, 0) // [BR,1], [1,BC]
+	var in, outMask *tile.Value
+	if rows%br != 0 || cols%bc != 0 {
+		in = b.And(b.BroadcastTo(b.Lt(r2, rows), tile.Shp(br, bc)), b.BroadcastTo(b.Lt(c2, cols), tile.Shp(br, bc)))
+	}
+	v := e.loadOr0(b.AddPtr(pa, b.Add(b.Mul(r2, cols), c2)), in)
+	cT, rT := b.ExpandDims(c, 1), b.ExpandDims(r, 0) // [BC,1], [1,BR]
+	if in != nil {
+		outMask = b.And(b.BroadcastTo(b.Lt(cT, cols), tile.Shp(bc, br)), b.BroadcastTo(b.Lt(rT, rows), tile.Shp(bc, br)))
+	}
+	b.Store(b.AddPtr(out, b.Add(b.Mul(cT, rows), rT)), b.Trans(v), outMask)
+	k.Grid = tile.Grid{tile.CDiv(rows, br), tile.CDiv(cols, bc)}
+	return nil
+}
