@@ -430,6 +430,8 @@ PEER = [
     ("bert TN 768×3072×4096", 768, 4096, 3072, False, True, False),
     ("bert TN 3072×768×4096", 3072, 4096, 768, False, True, False),
     ("bert TN 768×768×4096", 768, 4096, 768, False, True, False),
+    ("bert NN 768×3072×4096", 768, 4096, 3072, False),
+    ("bert NN 3072×768×4096", 3072, 4096, 768, False),
 ]
 
 

@@ -81,6 +81,11 @@ var peerCases = []peerCase{
 	{name: "bert TN 768×3072×4096", m: 768, k: 4096, n: 3072, ta: true},
 	{name: "bert TN 3072×768×4096", m: 3072, k: 4096, n: 768, ta: true},
 	{name: "bert TN 768×768×4096", m: 768, k: 4096, n: 768, ta: true},
+	// the first two weight gradients as a graph at TF32 on Hopper runs
+	// them: A transposed once by a kernel of its own, then A·B
+	// (graphpass's pretranspose; the transpose is not timed here)
+	{name: "bert NN 768×3072×4096", m: 768, k: 4096, n: 3072},
+	{name: "bert NN 3072×768×4096", m: 3072, k: 4096, n: 768},
 }
 
 // transposed is the r×c row-major x stored c×r.
