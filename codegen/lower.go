@@ -703,12 +703,13 @@ func elemBytes(t tile.Type) int {
 // the other), its rows are one element longer in shared memory than in
 // the value, so that a warp's reads of one column fall in different
 // banks (a row of 64 words unpadded puts a column in one bank: 32-way
-// conflicts; TestTransposeThroughSmem).
+// conflicts; TestTransposeThroughSmem). Rows of an odd length already
+// put a column's words in 32 banks.
 func (l *lowerer) convert(x *lval, xt tile.Type, to *Layout, toShape tile.Shape) *lval {
 	w := &l.body
 	size := elemBytes(xt)
 	pitch := 0 // the row length in shared memory: the value's own, or padded
-	if xt.Shape.Rank == 2 && toShape.Rank == 2 && xt.Shape.Dims == toShape.Dims && laneDim(x.lay) != laneDim(to) {
+	if xt.Shape.Rank == 2 && toShape.Rank == 2 && xt.Shape.Dims == toShape.Dims && xt.Shape.Dims[1]%2 == 0 && laneDim(x.lay) != laneDim(to) {
 		pitch = xt.Shape.Dims[1] + 1
 	}
 	if pitch > 0 {
