@@ -170,3 +170,10 @@ func SetMaxFetcherBytes(n int64) (restore func()) {
 	maxFetcherBytes = n
 	return func() { maxFetcherBytes = old }
 }
+
+// TuneInputs are the tuner's input arguments for group grp's kernel k (its
+// outputs left out).
+func TuneInputs(grp *graphpass.Group, k *graphpass.Kernel) []any {
+	args, _ := tuneArgs(grp, k)
+	return args[:len(grp.Inputs)]
+}
