@@ -398,9 +398,29 @@ var headsGradKind = groupKind{
 			meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = 64, 64, 32
 			meta["num_warps"], meta["num_stages"], meta["wgmma"], meta["wg_stage"] = 4, 6, 2, 1
 		}
+		if grp.aT != nil {
+			// x transposed once (pretranspose): A·B on the swapped wgmma
+			// form, 64 columns (a head) at 4 warps
+			meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = 128, 64, 32
+			meta["num_warps"], meta["num_stages"], meta["wgmma"] = 4, 4, 2
+		}
 		if s := headsSplit(grp, t, prec, meta); s > 1 {
 			meta["SPLIT_K"] = s
 		}
+	},
+	space: func(grp *Group, t Target, prec tile.Precision, def tile.Meta) []tile.Meta {
+		if grp.aT == nil {
+			return nil
+		}
+		var out []tile.Meta
+		for _, bm := range []int{64, 128, 256} {
+			for _, split := range []int{1, 2} {
+				if c := with(with(def, "BLOCK_M", bm), "SPLIT_K", split); c.String() != def.String() {
+					out = append(out, c)
+				}
+			}
+		}
+		return out
 	},
 	anyShape: true,
 	emit:     emitHeadsGrad,
@@ -463,6 +483,9 @@ func emitHeadsGrad(e *emitter, out *tile.Value, k *Kernel) error {
 	bm, bn, bk := bl[0], bl[1], bl[2]
 	m, n, kk := hs.d, hs.dh, hs.n
 	px, ps := e.ptr[hs.x], e.ptr[grp.from.Stack]
+	if grp.aT != nil {
+		px = e.ptr[grp.aT]
+	}
 	if px == nil || ps == nil {
 		return fmt.Errorf("graphpass: %v: x and the backward kernel's value must be inputs of the kernel", grp)
 	}
@@ -497,6 +520,10 @@ func emitHeadsGrad(e *emitter, out *tile.Value, k *Kernel) error {
 	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0) // [1,BN]
 	rkRow, rkCol := b.ExpandDims(b.Arange(0, bk), 0), b.ExpandDims(b.Arange(0, bk), 1)
 	offA, offB := b.Add(rm, b.Mul(rkRow, m)), b.Add(b.Mul(rkCol, n), rn) // xᵀ(r, c) = x[c, r]
+	stepA := m                                                           // along K: a row of x
+	if grp.aT != nil {                                                   // x's copy, transposed: xᵀ(r, c) = copy[r, c]
+		offA, stepA = b.Add(b.Mul(rm, kk), rkRow), 1
+	}
 	var inM, inN *tile.Value
 	if m%bm != 0 {
 		inM = b.Lt(rm, m)
@@ -509,7 +536,7 @@ func emitHeadsGrad(e *emitter, out *tile.Value, k *Kernel) error {
 		if kk%bk != 0 {
 			maskA, maskB = e.and(inM, b.Lt(b.Add(rkRow, k0), kk)), e.and(b.Lt(b.Add(rkCol, k0), kk), inN)
 		}
-		av := e.loadOr0(b.AddPtr(px, b.Add(offA, b.Mul(k0, m))), e.fullMask(maskA, bm, bk))
+		av := e.loadOr0(b.AddPtr(px, b.Add(offA, mulBy(b, k0, stepA))), e.fullMask(maskA, bm, bk))
 		bv := e.loadOr0(b.AddPtr(pb, b.Add(offB, b.Mul(k0, n))), e.fullMask(maskB, bk, bn))
 		return []*tile.Value{b.Dot(av, bv, c[0], e.prec)}
 	})
@@ -632,4 +659,12 @@ func emitHeadsProj(e *emitter, out *tile.Value, k *Kernel) error {
 	b.Store(b.AddPtr(out, idx), acc[0], e.fullMask(e.and(inM, inN), bm, bn))
 	k.Grid = tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn), len(hs.w)}
 	return nil
+}
+
+// mulBy is x·c, x itself where c is 1.
+func mulBy(b *tile.Builder, x *tile.Value, c int) *tile.Value {
+	if c == 1 {
+		return x
+	}
+	return b.Mul(x, c)
 }

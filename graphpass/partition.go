@@ -37,7 +37,7 @@ type Group struct {
 	attn       *attention // the attention pattern an attention kind's group is part of
 	heads      *heads     // the multi-head pattern of a heads kind's group
 	dw         []*Node    // a heads_grad group's outputs, by part
-	aT         *Node      // a product group's A transposed by a transpose group (pretranspose), which it reads instead of A
+	aT         *Node      // a product or heads_grad group's A transposed by a transpose group (pretranspose), which it reads instead of A
 	from       *Group     // and the backward kernel whose value it reads
 }
 
@@ -202,8 +202,8 @@ func groupInputs(grp *Group) []*Node {
 			if grp.attn != nil && grp.attn.skip(in) || grp.heads.skip(in) {
 				continue // computed from indices, or read through a stack
 			}
-			if m == grp.MatMul && i == 0 && grp.aT != nil {
-				continue // read transposed (Reads)
+			if i == 0 && grp.aT != nil && m.Info.Kind == ops.MatMul && m.Info.TransA {
+				continue // a product's Aᵀ, read from its copy (Reads)
 			}
 			add(in)
 		}

@@ -2,6 +2,7 @@ package graphpass
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
@@ -40,6 +41,16 @@ func pretransposed(grp *Group, t Target, prec tile.Precision) bool {
 	return m >= 256 && n >= 256 && k >= 1024
 }
 
+// headsPretransposed reports whether heads_grad group grp reads x (the
+// tokens × model input of the heads' projections) from a copy transposed
+// once, as pretransposed products do: at TF32 on a Hopper target, and
+// then runs on the swapped wgmma form (headsGradKind's tune) where it ran
+// on mma.sync reading xᵀ.
+func headsPretransposed(grp *Group, t Target, prec tile.Precision) bool {
+	hs := grp.heads
+	return hs != nil && t.GPU() && hopperSmem(t) && pretransposePrec(prec) && hs.d >= 256 && hs.n >= 1024 && hs.dh%64 == 0
+}
+
 // pretransposePrec: the precisions whose products transpose Aᵀ once
 // first. TF32 only: on the H200 (2026-12-03, the BERT layer's fwd+bwd)
 // 3xTF32's staged products (64×128, K in 4 parts) were faster than a
@@ -51,7 +62,25 @@ func pretransposePrec(prec tile.Precision) bool { return prec == tile.PrecTF32 }
 // m×k value, is the product's A (Group.aT).
 func pretranspose(groups []*Group, t Target, prec tile.Precision) []*Group {
 	out := groups[:len(groups):len(groups)]
+	heads := map[*heads]*Node{} // a multi-head pattern's x, transposed once for its heads_grad groups
 	for _, grp := range groups {
+		if grp.Kind == HeadsGradGroup && headsPretransposed(grp, t, prec) {
+			hs := grp.heads
+			xT, ok := heads[hs]
+			if !ok {
+				tg := &Group{Kind: TransposeGroup, Reads: []*Node{hs.x}}
+				xT = newInternal(fmt.Sprintf("%v.T", hs.x), []int{hs.d, hs.n}, hs.x.Info.DType, tg)
+				tg.Root, tg.Full = xT, xT.Info.Shape
+				xT.index = grp.Root.index
+				heads[hs] = xT
+				out = append(out, tg)
+			}
+			xT.index = min(xT.index, grp.Root.index) // before both heads_grad groups
+			grp.aT = xT
+			grp.Reads = slices.DeleteFunc(slices.Clone(grp.Reads), func(n *Node) bool { return n == hs.x })
+			grp.Reads = append(grp.Reads, xT)
+			continue
+		}
 		if !pretransposed(grp, t, prec) {
 			continue
 		}
