@@ -2,6 +2,7 @@ package fusion
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	G "gorgonia.org/gorgonia"
@@ -277,6 +278,25 @@ func unitOrder(gr *graphpass.Graph, groups []*graphpass.Group) ([]*graphpass.Nod
 		index[grp.Root] = at
 		all = append(all, grp.Root)
 		reads[grp.Root] = grp.Inputs
+	}
+	// a group of no members (graphpass's transposed copies, a stack of
+	// weights) computes a value for other groups only: its place is its
+	// first reader's, so that the value lives no longer than it must and
+	// its reader finds it in the L2 (ties go to the group, which its
+	// reader depends on)
+	for _, grp := range groups {
+		if len(grp.Members) > 0 {
+			continue
+		}
+		first := -1
+		for _, r := range groups {
+			if slices.Contains(r.Inputs, grp.Root) && (first < 0 || index[r.Root] < first) {
+				first = index[r.Root]
+			}
+		}
+		if first >= 0 {
+			index[grp.Root] = first
+		}
 	}
 	deps := map[*graphpass.Node]int{}
 	users := map[*graphpass.Node][]*graphpass.Node{}
