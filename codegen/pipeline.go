@@ -84,7 +84,14 @@ type pipe struct {
 	// Copied as the tile [m][k] / [k][n] before, a warp's 4-byte copies of
 	// Bᵀ touched 32 rows of memory, 4 useful bytes in each 32-byte sector.
 	aT, bT bool
-	copy   [2]*Layout
+	// ss (swapped TF32 form, B stored [n][k], meta-parameter wg_ss = 1):
+	// wgmma's A, B's tile, is read from shared memory through a descriptor
+	// as its B (A's tile) is, not loaded into registers each k step: B's
+	// [n][k] tile takes A's K-major 128-byte swizzle, and the tensor cores
+	// read it truncated to TF32, not rounded (an operand graphpass rounded
+	// before: tile.PrecTF32 then computes exactly what it says)
+	ss   bool
+	copy [2]*Layout
 	vw     [2]int
 	// staged (swapped form, meta-parameter wg_stage = 1, A stored
 	// transposed): wgmma reads A K-major from shared memory, and Aᵀ is
@@ -439,6 +446,10 @@ func (l *lowerer) transposedOperands(p *pipe) {
 		p.bT = true
 		p.b, _ = transposedBTile(p.n, p.k, p.swapped)
 		p.b.Off = p.a.bytes()
+		if p.swapped && l.k.Meta["wg_ss"] == 1 && p.dot.Prec == tile.PrecTF32 && p.n%64 == 0 {
+			p.ss = true
+			p.b.Swz = swizzle{1, 1, 8} // wgmma's K-major 128-byte swizzle, as A's
+		}
 	}
 }
 

@@ -216,7 +216,10 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 		return r
 	}
 	var frags, lows [][4]string
-	for kk := 0; kk < p.k; kk += 8 {
+	for kk := 0; kk < p.k && p.ss; kk += 8 {
+		frags = append(frags, [4]string{}) // read by the tensor cores (descriptors below)
+	}
+	for kk := 0; kk < p.k && !p.ss; kk += 8 {
 		// a0..a3 at (g, t) (g+8, t) (g, t+4) (g+8, t+4): B's (k+t, n) ...
 		var a [4]string
 		if p.bT {
@@ -264,6 +267,31 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 	emit(w, "wgmma.fence.sync.aligned")
 	mma := func(a [4]string, desc, scale string) {
 		emit(w, "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 %s, {%s, %s, %s, %s}, %s, %s, 1, 1", p.m, d, a[0], a[1], a[2], a[3], desc, scale)
+	}
+	if p.ss {
+		// wgmma's A: the warpgroup's 64 rows n of B's K-major tile in the
+		// stage, 32 bytes a k step, as wgmma's B
+		base := l.geo("wgs|bdesc", func(w *strings.Builder) string {
+			wg, off := l.reg("r"), l.reg("rd")
+			emit(w, "shr.u32 %s, %s, 2", wg, l.warpID())
+			emit(w, "mul.lo.u32 %s, %s, %d", wg, wg, 64*p.b.rowBytes()>>4)
+			emit(w, "cvt.u64.u32 %s, %s", off, wg)
+			emit(w, "add.s64 %s, %s, %s", off, off, l.wgmmaDescriptor("wgsb", p.b, wgmmaDesc))
+			return off
+		})
+		bcur := l.reg("rd")
+		emit(w, "add.s64 %s, %s, %s", bcur, base, cur)
+		emit(w, "sub.s64 %s, %s, %s", bcur, bcur, desc) // base + the stage's offset
+		for i := range frags {
+			frags[i][0] = bcur
+			if i > 0 {
+				frags[i][0] = l.reg("rd")
+				emit(w, "add.s64 %s, %s, %d", frags[i][0], bcur, 2*i)
+			}
+		}
+		mma = func(a [4]string, desc, scale string) {
+			emit(w, "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 %s, %s, %s, %s, 1, 1", p.m, d, a[0], desc, scale)
+		}
 	}
 	// the k steps' descriptors (32 bytes a step, >> 4) and 3xTF32's low tile
 	descs, dlos := make([]string, len(frags)), make([]string, len(frags))

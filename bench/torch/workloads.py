@@ -409,6 +409,7 @@ TRAIN_STEPS = {"mlp_train", "encoder_train"}
 PEER = [
     ("matmul 4096³", 4096, 4096, 4096, False),
     ("linear_gelu 4096³", 4096, 4096, 4096, True),
+    ("matmul NT 4096³", 4096, 4096, 4096, False, False, True),
     ("matmul 1024³", 1024, 1024, 1024, False),
     ("matmul 1000³", 1000, 1000, 1000, False),
     ("matmul 4095×4097×33", 4095, 33, 4097, False),

@@ -53,6 +53,7 @@ type peerCase struct {
 var peerCases = []peerCase{
 	{name: "matmul 4096³", m: 4096, k: 4096, n: 4096},
 	{name: "linear_gelu 4096³", m: 4096, k: 4096, n: 4096, gelu: true},
+	{name: "matmul NT 4096³", m: 4096, k: 4096, n: 4096, tb: true}, // W stored n×k: both operands K-major
 	{name: "matmul 1024³", m: 1024, k: 1024, n: 1024},
 	{name: "matmul 1000³", m: 1000, k: 1000, n: 1000},
 	{name: "matmul 4095×4097×33", m: 4095, k: 33, n: 4097},

@@ -55,6 +55,11 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "wgmma": 0}, false},
 		{peerCase{name: "A·Bᵀ 300x200x100 swapped 256x128", m: 300, k: 100, n: 200, tb: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+		// wgmma's A (Bᵀ's tile) read through a descriptor (wg_ss = 1)
+		{peerCase{name: "A·Bᵀ 300x200x100 swapped 256x128 wg_ss", m: 300, k: 100, n: 200, tb: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "wg_ss": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+		{peerCase{name: "A·Bᵀ 130x150x70 swapped 128x64 wg_ss", m: 130, k: 150, n: 70, tb: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "wg_ss": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, false},
 		{peerCase{name: "A·Bᵀ 150x100x200 swapped 3xTF32 64x128", m: 150, k: 100, n: 200, tb: true}, tile.PrecTF32x3,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, true},
 		// K split over program axis 2, the parts added atomically (the
@@ -239,6 +244,11 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 					out, err := exec.Command(ptxas, "-arch=sm_80", "-o", os.DevNull, file).CombinedOutput()
 					require.NoError(t, err, "ptxas: %s", out)
 				}
+			}
+			if c.tune["wg_ss"] == 1 {
+				// both of wgmma's operands through descriptors: no fragment loads
+				require.Regexp(t, `wgmma\.mma_async\.sync\.aligned\.m64n\d+k8\.f32\.tf32\.tf32 \{[^}]*\}, %rd\d+, %rd\d+,`, sim.Last.PTX)
+				require.NotContains(t, sim.Last.PTX, "ldmatrix", "B's fragments loaded into registers")
 			}
 			if c.tune["k_tail"] == 1 {
 				require.Contains(t, sim.Last.PTX, "$L_wg_ktail_", "no path for the last iteration's k steps")
