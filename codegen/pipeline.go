@@ -92,7 +92,7 @@ type pipe struct {
 	// before: tile.PrecTF32 then computes exactly what it says)
 	ss   bool
 	copy [2]*Layout
-	vw     [2]int
+	vw   [2]int
 	// staged (swapped form, meta-parameter wg_stage = 1, A stored
 	// transposed): wgmma reads A K-major from shared memory, and Aᵀ is
 	// m-contiguous in memory, so its copies into the K-major tile would be
