@@ -185,12 +185,7 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0) // [1,BN]
 	rkRow, rkCol := b.ExpandDims(b.Arange(0, bk), 0), b.ExpandDims(b.Arange(0, bk), 1)
 	d := mm.Info.DType
-	mul := func(x *tile.Value, c int) *tile.Value {
-		if c == 1 {
-			return x
-		}
-		return b.Mul(x, c)
-	}
+	mul := func(x *tile.Value, c int) *tile.Value { return mulBy(b, x, c) }
 	// the tiles' offsets at k0 = 0, once (step); the loop adds k0's step
 	// along K. Masks only where the sizes leave lanes out of range.
 	var inM, inN *tile.Value
