@@ -58,40 +58,39 @@ func headsPretransposed(grp *Group, t Target, prec tile.Precision) bool {
 func pretransposePrec(prec tile.Precision) bool { return prec == tile.PrecTF32 }
 
 // pretranspose gives each product group that reads A transposed once
-// (pretransposed) a transpose group before it: its root, an internal
-// m×k value, is the product's A (Group.aT).
+// (pretransposed), and each heads_grad group that reads x so
+// (headsPretransposed), a transpose group before it: its root, an
+// internal m×k value, is the group's A (Group.aT). A value two such
+// groups read is copied once, before the first of them.
 func pretranspose(groups []*Group, t Target, prec tile.Precision) []*Group {
 	out := groups[:len(groups):len(groups)]
-	heads := map[*heads]*Node{} // a multi-head pattern's x, transposed once for its heads_grad groups
+	copies := map[*Node]*Node{} // a value transposed, and its copy
+	copyOf := func(a *Node, grp *Group) *Node {
+		aT, ok := copies[a]
+		if !ok {
+			tg := &Group{Kind: TransposeGroup, Reads: []*Node{a}}
+			aT = newInternal(fmt.Sprintf("%v.T", a), []int{a.Info.Shape[1], a.Info.Shape[0]}, a.Info.DType, tg)
+			aT.index = grp.Root.index
+			tg.Root, tg.Full = aT, aT.Info.Shape
+			copies[a] = aT
+			out = append(out, tg)
+		}
+		// ordered just before the first group that reads it (Partition)
+		aT.index = min(aT.index, grp.Root.index)
+		return aT
+	}
 	for _, grp := range groups {
-		if grp.Kind == HeadsGradGroup && headsPretransposed(grp, t, prec) {
-			hs := grp.heads
-			xT, ok := heads[hs]
-			if !ok {
-				tg := &Group{Kind: TransposeGroup, Reads: []*Node{hs.x}}
-				xT = newInternal(fmt.Sprintf("%v.T", hs.x), []int{hs.d, hs.n}, hs.x.Info.DType, tg)
-				tg.Root, tg.Full = xT, xT.Info.Shape
-				xT.index = grp.Root.index
-				heads[hs] = xT
-				out = append(out, tg)
-			}
-			xT.index = min(xT.index, grp.Root.index) // before both heads_grad groups
-			grp.aT = xT
-			grp.Reads = slices.DeleteFunc(slices.Clone(grp.Reads), func(n *Node) bool { return n == hs.x })
-			grp.Reads = append(grp.Reads, xT)
+		var a *Node
+		switch {
+		case grp.Kind == HeadsGradGroup && headsPretransposed(grp, t, prec):
+			a = grp.heads.x
+		case pretransposed(grp, t, prec):
+			a = grp.MatMul.Inputs[0]
+		default:
 			continue
 		}
-		if !pretransposed(grp, t, prec) {
-			continue
-		}
-		a := grp.MatMul.Inputs[0]
-		tg := &Group{Kind: TransposeGroup, Reads: []*Node{a}}
-		aT := newInternal(fmt.Sprintf("%v.T", a), []int{a.Info.Shape[1], a.Info.Shape[0]}, a.Info.DType, tg)
-		aT.index = grp.Root.index // ordered just before its product's group (Partition)
-		tg.Root, tg.Full = aT, aT.Info.Shape
-		grp.aT = aT
-		grp.Reads = append(grp.Reads, aT)
-		out = append(out, tg)
+		grp.aT = copyOf(a, grp)
+		grp.Reads = append(slices.DeleteFunc(slices.Clone(grp.Reads), func(n *Node) bool { return n == a }), grp.aT)
 	}
 	return out
 }

@@ -78,3 +78,47 @@ func TestPretranspose(t *testing.T) {
 		})
 	}
 }
+
+// TestPretransposeShared: two weight gradients of one input (xᵀ·dY and
+// xᵀ·dZ of Σ(x·W)² + Σ(x·V)²) read one copy of x, written once, before
+// the first of them.
+func TestPretransposeShared(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(1100, 260), G.WithName("x"))
+	w := G.NewMatrix(g, tensor.Float32, G.WithShape(260, 300), G.WithName("w"))
+	v := G.NewMatrix(g, tensor.Float32, G.WithShape(260, 280), G.WithName("v"))
+	sq := func(y *G.Node) *G.Node { return G.Must(G.Sum(G.Must(G.Square(y)))) }
+	loss := G.Must(G.Add(sq(G.Must(G.Mul(x, w))), sq(G.Must(G.Mul(x, v)))))
+	if _, err := G.Grad(loss, w, v); err != nil {
+		t.Fatal(err)
+	}
+	gr, err := Import(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := Partition(gr, Options{Target: H200, MatMul: true, Precision: tile.PrecTF32})
+	var copies []*Node
+	readers := 0
+	at := map[*Group]int{}
+	for i, grp := range groups {
+		at[grp] = i
+		if grp.Kind == TransposeGroup {
+			copies = append(copies, grp.Root)
+		}
+	}
+	if len(copies) != 1 {
+		t.Fatalf("%d copies of x, want 1: %v", len(copies), groups)
+	}
+	for _, grp := range groups {
+		if grp.aT == nil {
+			continue
+		}
+		readers++
+		if grp.aT != copies[0] || at[grp] < at[copies[0].Group] {
+			t.Fatalf("%v reads %v (at %d), the copy is at %d", grp, grp.aT, at[grp], at[copies[0].Group])
+		}
+	}
+	if readers != 2 {
+		t.Fatalf("%d products read the copy, want 2", readers)
+	}
+}
