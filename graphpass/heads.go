@@ -613,6 +613,23 @@ var headsProjKind = groupKind{
 	tune: func(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 		hs := grp.heads
 		tuneMatMul(&Group{MatMul: &Node{Info: ops.Info{Shape: []int{3 * hs.h, hs.n, hs.dh}, DType: grp.Root.Info.DType}}}, t, prec, meta)
+		if t.GPU() && hopperSmem(t) && prec == tile.PrecTF32 && grp.Root.Info.DType == tile.F32 && hs.dh == 64 && hs.n >= 256 {
+			// TF32 on Hopper: the swapped wgmma form, a head's 64
+			// columns at 4 warps (tuneMatMul's TF32 rule asks for 128
+			// columns; 3xTF32's takes 64)
+			meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = 128, 64, 32
+			meta["num_warps"], meta["num_stages"], meta["wgmma"] = 4, 4, 2
+		}
+	},
+	space: func(grp *Group, t Target, prec tile.Precision, def tile.Meta) []tile.Meta {
+		if def["wgmma"] != 2 || prec != tile.PrecTF32 {
+			return nil
+		}
+		var out []tile.Meta
+		for _, bm := range []int{64, 256} {
+			out = append(out, with(def, "BLOCK_M", bm))
+		}
+		return out
 	},
 	emit: emitHeadsProj,
 }
