@@ -19,13 +19,14 @@ import (
 // BERT layer's 768×3072 and 3072×768 weight gradients (K = 4096) took
 // 0.143 ms staged (135 TFLOP/s) and 0.089 and 0.092 as A·B (218, 209);
 // the layer's forward and backward 1.45 → 1.37–1.38 ms with three such
-// copies (x and the attention's output, 4096×768; the GELU's output,
-// 4096×3072).
+// copies (the second LayerNorm's and the attention's outputs, 4096×768;
+// the GELU's output, 4096×3072), and → 1.30 with the heads' weight
+// gradients reading a fourth (the layer's input x) on wgmma.
 
 // pretransposed reports whether product group grp reads A from a copy
-// transposed by a kernel of its own: a bare 2-D Aᵀ·B on a Hopper target
-// (its shared memory) at a tensor-core precision the swapped form
-// stages Aᵀ for, large enough that a copy of A is small beside the
+// transposed by a kernel of its own: a 2-D Aᵀ·B (with its epilogue, if
+// any) on a Hopper target (its shared memory) at TF32
+// (pretransposePrec), large enough that a copy of A is small beside the
 // product (m and n at least 256, k at least 1024).
 func pretransposed(grp *Group, t Target, prec tile.Precision) bool {
 	mm := grp.MatMul
