@@ -89,7 +89,8 @@ type pipe struct {
 	// as its B (A's tile) is, not loaded into registers each k step: B's
 	// [n][k] tile takes A's K-major 128-byte swizzle, and the tensor cores
 	// read it truncated to TF32, not rounded (an operand graphpass rounded
-	// before: tile.PrecTF32 then computes exactly what it says)
+	// before: tile.PrecTF32 then computes exactly what it says); not with
+	// the warp-specialised loop (ws = 1), which was not checked with it
 	ss   bool
 	copy [2]*Layout
 	vw   [2]int
@@ -446,7 +447,7 @@ func (l *lowerer) transposedOperands(p *pipe) {
 		p.bT = true
 		p.b, _ = transposedBTile(p.n, p.k, p.swapped)
 		p.b.Off = p.a.bytes()
-		if p.swapped && l.k.Meta["wg_ss"] == 1 && p.dot.Prec == tile.PrecTF32 && p.n%64 == 0 {
+		if p.swapped && !p.ws && l.k.Meta["wg_ss"] == 1 && p.dot.Prec == tile.PrecTF32 && p.n%64 == 0 {
 			p.ss = true
 			p.b.Swz = swizzle{1, 1, 8} // wgmma's K-major 128-byte swizzle, as A's
 		}
