@@ -216,8 +216,8 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 		return r
 	}
 	var frags, lows [][4]string
-	for kk := 0; kk < p.k && p.ss; kk += 8 {
-		frags = append(frags, [4]string{}) // read by the tensor cores (descriptors below)
+	if p.ss {
+		frags = make([][4]string, p.k/8) // B's descriptors, a k step each (below)
 	}
 	for kk := 0; kk < p.k && !p.ss; kk += 8 {
 		// a0..a3 at (g, t) (g+8, t) (g, t+4) (g+8, t+4): B's (k+t, n) ...

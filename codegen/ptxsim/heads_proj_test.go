@@ -71,11 +71,7 @@ func TestHeadsProjWgmmaInSimulator(t *testing.T) {
 			}
 			var args []any
 			for _, in := range pg.Inputs {
-				n := 1
-				for _, e := range in.Info.Shape {
-					n *= e
-				}
-				a := make([]float32, n)
+				a := make([]float32, tensorSize(in.Info.Shape))
 				for i := range a {
 					a[i] = float32(rng.Float64()*2 - 1)
 				}

@@ -3,6 +3,7 @@ package ptxsim_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,7 +42,7 @@ func TestTransposeGroupInSimulator(t *testing.T) {
 			continue
 		}
 		tg = grp
-		if i+1 >= len(groups) || groups[i+1].Kind != graphpass.MatMulGroup || !slicesHas(groups[i+1].Inputs, grp.Root) {
+		if i+1 >= len(groups) || groups[i+1].Kind != graphpass.MatMulGroup || !slices.Contains(groups[i+1].Inputs, grp.Root) {
 			t.Fatalf("the transpose group is not followed by the product that reads its copy: %v", groups)
 		}
 		for _, in := range groups[i+1].Inputs {
@@ -85,13 +86,4 @@ func TestTransposeGroupInSimulator(t *testing.T) {
 			t.Fatalf("[%d][%d]: simulator %v, interpreter %v, x %v", r, c, got[i], want[i], in[c*m+r])
 		}
 	}
-}
-
-func slicesHas(ns []*graphpass.Node, n *graphpass.Node) bool {
-	for _, x := range ns {
-		if x == n {
-			return true
-		}
-	}
-	return false
 }
