@@ -91,9 +91,16 @@ type pipe struct {
 	// read it truncated to TF32, not rounded (an operand graphpass rounded
 	// before: tile.PrecTF32 then computes exactly what it says); not with
 	// the warp-specialised loop (ws = 1), which was not checked with it
-	ss   bool
-	copy [2]*Layout
-	vw   [2]int
+	ss bool
+	// lateCopies (swapped form without a pass over its copies, meta-parameter
+	// late_copies = 1): an iteration issues its wgmmas first and the copies
+	// of a later stage after them, so that the tensor cores are given the
+	// next products as soon as the stage's barrier returns (the copies
+	// rewrite the stage that the iteration before last read, which every
+	// warp retired before that barrier, so their place is free either way)
+	lateCopies bool
+	copy       [2]*Layout
+	vw         [2]int
 	// staged (swapped form, meta-parameter wg_stage = 1, A stored
 	// transposed): wgmma reads A K-major from shared memory, and Aᵀ is
 	// m-contiguous in memory, so its copies into the K-major tile would be
@@ -189,6 +196,9 @@ func (p *pipe) String() string {
 			}
 		}
 		ahead := fmt.Sprintf("%d ahead", p.ahead())
+		if p.lateCopies {
+			ahead += ", issued after the wgmmas"
+		}
 		if p.ws {
 			ahead = fmt.Sprintf("warp-specialised: %d producer warps, full/empty mbarriers, pass %d behind the copies", p.wsWarps, p.wsLag)
 			if p.wsLag == 0 {
@@ -395,6 +405,7 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	if p.ws {
 		l.wsPlan(p)
 	}
+	p.lateCopies = p.swapped && !p.ws && !p.copyPass() && l.k.Meta["late_copies"] == 1
 	if p.wgmma {
 		ring := p.stages * p.stageBytes
 		p.bt = smemTile{Off: (ring + 1023) / 1024 * 1024, Rows: p.n, Cols: p.k, Swz: swizzle{1, 1, 8}}
@@ -711,12 +722,19 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 			emit(w, "fence.proxy.async.shared::cta")
 		}
 		l.barrier(w)
-		if err := produce(); err != nil {
-			return err
+		if !p.lateCopies {
+			if err := produce(); err != nil {
+				return err
+			}
 		}
 		switch {
 		case p.swapped:
 			l.wgmmaSwappedStep(p, sc, carried[p.accIdx], blk[u], l.swappedTail(v, p, iv, bounds[1], ptx))
+			if p.lateCopies {
+				if err := produce(); err != nil {
+					return err
+				}
+			}
 			if blk[0] != nil {
 				l.addBlock(p, carried[p.accIdx], blk[1-u])
 			}
