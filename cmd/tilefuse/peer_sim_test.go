@@ -60,11 +60,12 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "wg_ss": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
 		{peerCase{name: "A·Bᵀ 130x150x70 swapped 128x64 wg_ss", m: 130, k: 150, n: 70, tb: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "wg_ss": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, false},
-		// the copies of a later stage issued after the wgmmas (late_copies = 1)
-		{peerCase{name: "matmul 300x200x100 swapped 256x128 late_copies", m: 300, k: 100, n: 200}, tile.PrecTF32,
-			tile.Meta{"wgmma": 2, "late_copies": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
-		{peerCase{name: "gelu 130x150x70 swapped 128x64 late_copies", m: 130, k: 150, n: 70, gelu: true}, tile.PrecTF32,
-			tile.Meta{"wgmma": 2, "late_copies": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, false},
+		// the copies of a later stage issued before the wgmmas (early_copies
+		// = 1; by default after them)
+		{peerCase{name: "matmul 300x200x100 swapped 256x128 early_copies", m: 300, k: 100, n: 200}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "early_copies": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+		{peerCase{name: "gelu 130x150x70 swapped 128x64 early_copies", m: 130, k: 150, n: 70, gelu: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "early_copies": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, false},
 		{peerCase{name: "A·Bᵀ 150x100x200 swapped 3xTF32 64x128", m: 150, k: 100, n: 200, tb: true}, tile.PrecTF32x3,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, true},
 		// K split over program axis 2, the parts added atomically (the
@@ -255,19 +256,21 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 				require.Regexp(t, `wgmma\.mma_async\.sync\.aligned\.m64n\d+k8\.f32\.tf32\.tf32 \{[^}]*\}, %rd\d+, %rd\d+,`, sim.Last.PTX)
 				require.NotContains(t, sim.Last.PTX, "ldmatrix", "B's fragments loaded into registers")
 			}
-			if c.tune["late_copies"] == 1 {
-				// in the loop, each iteration's copies come after its wgmmas:
-				// a commit_group of the wgmmas before every cp.async between
-				// the loop's head and its end
-				loop := sim.Last.PTX[strings.Index(sim.Last.PTX, "$L_pipe_3:"):strings.Index(sim.Last.PTX, "$L_pipe_end_4:")]
-				iters := strings.Split(loop, "bar.sync 0;")[1:]
+			if c.tune["wgmma"] == 2 && c.tune["ws"] != 1 && c.tune["wg_stage"] != 1 && c.prec == tile.PrecTF32 {
+				// in the loop, each iteration's copies come after its
+				// wgmmas' commit_group (before it with early_copies = 1)
+				head, end := strings.Index(sim.Last.PTX, "$L_pipe_3:"), strings.Index(sim.Last.PTX, "$L_pipe_end_4:")
+				require.True(t, head >= 0 && end > head, "no pipelined loop")
+				iters := strings.Split(sim.Last.PTX[head:end], "bar.sync 0;")[1:]
 				require.Len(t, iters, 2, "two iterations unrolled")
 				for _, it := range iters {
-					c, w := strings.Index(it, "cp.async.cg"), strings.Index(it, "wgmma.commit_group")
-					if c < 0 {
-						c = strings.Index(it, "cp.async.ca")
+					cp, w := strings.Index(it, "cp.async.c"), strings.Index(it, "wgmma.commit_group")
+					require.True(t, cp >= 0 && w >= 0, "no copies or no commit in an iteration")
+					if c.tune["early_copies"] == 1 {
+						require.Less(t, cp, w, "copies after the wgmmas' commit")
+					} else {
+						require.Greater(t, cp, w, "copies before the wgmmas' commit")
 					}
-					require.True(t, w >= 0 && c > w, "copies (at %d) before the wgmmas' commit (at %d)", c, w)
 				}
 			}
 			if c.tune["k_tail"] == 1 {
