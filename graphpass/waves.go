@@ -28,8 +28,9 @@ import (
 // scheduler refills a slot as a CTA ends; co-resident CTAs share the SM's
 // tensor cores), so the wave count is that ceiling. A step's cost grows
 // with the tile's area plus a per-step overhead a (the fragment loads,
-// barriers and issue a tile pays whatever its size): the constants are
-// fitted to the H200's measurements of 2026-12-01 (tf32): swapped wgmma
+// barriers and issue a tile pays whatever its size): the constants were
+// fitted to the H200's measurements of 2026-12-01 (tf32; c of the two
+// wgmma forms refitted on 2026-12-03, below): swapped wgmma
 // 256×128 at 4096³ 234.8 TFLOP/s, 128×128 183.1, 64×128 144 (4096×3072×768);
 // the transposing wgmma 128×256 210.9; mma.sync 128×128 150 and 64×128 at
 // 288 tiles 0.186 ms (768×3072×4096); split K on 4096×3072×768 at 256×128,
@@ -65,8 +66,26 @@ type tcForm struct {
 }
 
 var (
-	formSwapped = tcForm{wgmma: 2, c: 8.52e-13, a: 8192}
-	formWGMMA   = tcForm{wgmma: 1, c: 9.49e-13, a: 8192}
+	// c refitted on 2026-12-03 (seventeenth session) to the loops of
+	// that day: the swapped form's to matmul 4096³ TF32 in 0.450 ms at
+	// 256×128 (4 waves of 131 steps; it was 8.52e-13, fitted to 234.8
+	// TFLOP/s on 2026-12-01), the transposing form's in the ratio of its
+	// time to the swapped form's in one call (`tilefuse peer -precision
+	// tf32 -run 'matmul 4096³' -tune …`, r17g: swapped 256×128 0.461 ms,
+	// 128×128 0.577, 64×128 0.754 — c within 5% of each other; the
+	// transposing form 128×256 0.608; it was 9.49e-13). The model then
+	// estimates the BERT layer's products within 10–15% of their times
+	// (4096×3072×768 69.5 µs against 74, 4096×768×3072 68.0 against
+	// 75–77) and takes the copied weight gradients (A·B 768×3072×4096 and
+	// 3072×768×4096) unsplit: 80 and 84 µs against 89 and 91 in 4 parts
+	// (r17g), where the old c chose the split. mma.sync keeps its fit:
+	// it runs the products with A stored transposed, where it was measured
+	// (the same call's A·B at 4096³, 128×128 0.857 ms and 64×128 at 4
+	// warps 0.895, would give 1.43e-12, and then the model took mma.sync
+	// for Aᵀ·B 768×3072×4096 over the staged form that ran it faster);
+	// nor does the staged form's (below)
+	formSwapped = tcForm{wgmma: 2, c: 6.55e-13, a: 8192}
+	formWGMMA   = tcForm{wgmma: 1, c: 8.64e-13, a: 8192}
 	formMMASync = tcForm{wgmma: 0, c: 1.616e-12, a: 1024}
 	// the swapped form with Aᵀ staged (wg_stage = 1), fitted to the H200's
 	// TF32 Aᵀ·B 768×768×4096 at 192, 128 and 64 rows unsplit (0.180,
