@@ -192,7 +192,7 @@ func decodeCpAsync(d *decoder) error {
 		case d.mods[1] == "mbarrier":
 			return decodeCpAsyncMbarrierArrive(d)
 		case d.mods[1] == "bulk" && len(d.mods) > 2 && d.mods[2] == "tensor":
-			return d.errorf("%s (TMA with a tensor map) is not simulated yet", d.raw.op)
+			return decodeCpAsyncBulkTensor(d)
 		case d.mods[1] == "bulk":
 			return decodeCpAsyncBulk(d)
 		case strings.HasPrefix(d.mods[1], "reduce"):

@@ -471,7 +471,12 @@ func (d *decoder) operand(ts []token, t ptxType) (operand, error) {
 		if off, ok := d.e.sharedSyms[name]; ok {
 			return operand{kind: oImm, imm: off}, nil
 		}
-		return operand{}, d.errorf("%s is neither a declared register, a special register nor a shared variable", name)
+		if p, ok := d.e.param(name); ok {
+			// a kernel parameter's address (mov.b64 %rd, param; then
+			// cvta.param): the simulator's param window
+			return operand{kind: oImm, imm: paramWindow + uint64(p.Offset)}, nil
+		}
+		return operand{}, d.errorf("%s is neither a declared register, a special register, a shared variable nor a parameter", name)
 	}
 	// immediates: [-] number
 	sign := false

@@ -45,7 +45,9 @@
 // pipelines: mbarrier (init, inval, arrive, arrive_drop, arrive.expect_tx,
 // expect_tx, complete_tx, test_wait and try_wait, with .parity),
 // cp.async.mbarrier.arrive(.noinc), cp.async.bulk global → shared
-// completing on an mbarrier (mbarrier::complete_tx::bytes), elect.sync,
+// completing on an mbarrier (mbarrier::complete_tx::bytes), and
+// cp.async.bulk.tensor in tile mode from a tensor map in the simulator's
+// own encoding (EncodeTensorMap; tma.go), elect.sync,
 // setmaxnreg as a no-op, and wgmma (mma_async m64nNk8 .tf32 and m64nNk16
 // .f16/.bf16 with f32 or f16 accumulators, A from registers or a
 // descriptor, B from a descriptor, K- or MN-major, no swizzle or 32/64/128-
@@ -85,8 +87,8 @@
 // their own order. Warps interleave only at barriers, so races on global
 // memory between CTAs, and spin-waits on flags written by another warp,
 // are not modelled; local memory, textures, surfaces, calls, clusters and
-// distributed shared memory, cp.async.bulk.tensor (TMA with tensor
-// maps), bulk stores, sparse and 8-bit wgmma, and descriptors with a base
+// distributed shared memory, the tensor copies' im2col mode, multicast
+// and stores, bulk stores, sparse and 8-bit wgmma, and descriptors with a base
 // offset are not simulated yet. The wgmma layouts are CUTLASS's canonical
 // GMMA layouts, checked here against a generic evaluation of CUTLASS's
 // statement of them, not yet on a GPU.
