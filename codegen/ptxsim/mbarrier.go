@@ -475,16 +475,26 @@ func decodeCpAsyncBulk(d *decoder) error {
 			if da+uint64(n) > uint64(w.c.l.sharedSize) {
 				return w.faultAddr(l, "memcheck", da, "cp.async.bulk writes %d bytes at shared offset %#x: the CTA has %d", n, da, w.c.l.sharedSize)
 			}
-			idx, err := w.c.async.issueBulk(w, l, int(da), data, pc)
-			if err != nil {
+			if err := w.bulkOnto(b, l, da, data, pc); err != nil {
 				return err
 			}
-			cp := &w.c.async.copies[idx]
-			cp.bound, cp.mc = true, w.c.sync.release(w.id)
-			b.bulk = append(b.bulk, bulkCopy{copy: idx, bytes: int64(n)})
 		}
 		return nil
 	}
+	return nil
+}
+
+// bulkOnto issues a bulk copy of data to shared offset da by lane l,
+// which lands (and completes its bytes' transactions on mbarrier b) when
+// a thread waits on b.
+func (w *warp) bulkOnto(b *mbar, l int, da uint64, data []byte, pc int) error {
+	idx, err := w.c.async.issueBulk(w, l, int(da), data, pc)
+	if err != nil {
+		return err
+	}
+	cp := &w.c.async.copies[idx]
+	cp.bound, cp.mc = true, w.c.sync.release(w.id)
+	b.bulk = append(b.bulk, bulkCopy{copy: idx, bytes: int64(len(data))})
 	return nil
 }
 

@@ -237,13 +237,9 @@ func decodeCpAsyncBulkTensor(d *decoder) error {
 			if err != nil {
 				return err
 			}
-			idx, err := w.c.async.issueBulk(w, l, int(da), data, pc)
-			if err != nil {
+			if err := w.bulkOnto(b, l, da, data, pc); err != nil {
 				return err
 			}
-			cp := &w.c.async.copies[idx]
-			cp.bound, cp.mc = true, w.c.sync.release(w.id)
-			b.bulk = append(b.bulk, bulkCopy{copy: idx, bytes: int64(len(data))})
 		}
 		return nil
 	}
