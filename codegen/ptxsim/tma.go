@@ -118,10 +118,10 @@ func decodeTensorMap(b []byte) (TensorMap, bool) {
 
 // swizzleOff applies a tensor map's swizzle (bytes) to shared offset o.
 func swizzleOff(o uint64, swizzle int) uint64 {
-	b := uint64(bits.TrailingZeros(uint(swizzle)) - 4) // 32 → 1, 64 → 2, 128 → 3
 	if swizzle == 0 {
 		return o
 	}
+	b := uint64(bits.TrailingZeros(uint(swizzle)) - 4) // 32 → 1, 64 → 2, 128 → 3
 	return o ^ ((o >> 7) & (1<<b - 1) << 4)
 }
 
