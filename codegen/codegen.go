@@ -41,6 +41,9 @@ type Kernel struct {
 	// consumers' warps ask for with setmaxnreg (0, 0: none)
 	RegSplit    [2]int
 	SharedBytes int // dynamic shared memory to launch with
+	// TensorMaps are parameters after the tile kernel's own, in order:
+	// CUtensorMaps the launcher encodes for pointer arguments (tma.go)
+	TensorMaps []TensorMap
 
 	hashOnce sync.Once
 	hash     [32]byte
@@ -158,7 +161,7 @@ var stages = []stage{
 		if l.layoutErr != nil {
 			return l.layoutErr
 		}
-		l.result = &Kernel{Name: l.k.Name, NumWarps: l.opt.NumWarps, ProducerWarps: l.producerWarps, RegSplit: l.regSplit, SharedBytes: l.totalSmem()}
+		l.result = &Kernel{Name: l.k.Name, NumWarps: l.opt.NumWarps, ProducerWarps: l.producerWarps, RegSplit: l.regSplit, SharedBytes: l.totalSmem(), TensorMaps: l.tmaps}
 		l.result.PTX = l.assemble()
 		l.result.Layout = l.layoutDump()
 		return nil
@@ -193,17 +196,27 @@ func (l *lowerer) assemble() string {
 	if l.wgmma {
 		version, target = PTXVersionWgmma, "sm_90a"
 	}
+	for _, m := range l.tmaps {
+		fmt.Fprintf(&sb, "// %v\n", m) // in the PTX, and so in the module's key (Hash)
+	}
 	fmt.Fprintf(&sb, ".version %s\n.target %s\n.address_size 64\n\n", version, target)
 	if l.totalSmem() > 0 {
 		fmt.Fprintf(&sb, ".extern .shared .align %d .b8 smem[];\n\n", max(16, l.scratchAlign))
 	}
 	fmt.Fprintf(&sb, ".visible .entry %s(\n", l.k.Name)
-	for i, p := range l.k.Params {
+	params := make([]string, 0, len(l.k.Params)+len(l.tmaps))
+	for _, p := range l.k.Params {
+		params = append(params, fmt.Sprintf(".param .%s %s", paramType(p.Type), paramName(p)))
+	}
+	for i := range l.tmaps {
+		params = append(params, fmt.Sprintf(".param .align 64 .b8 %s[128]", tmaParamName(i)))
+	}
+	for i, p := range params {
 		sep := ","
-		if i == len(l.k.Params)-1 {
+		if i == len(params)-1 {
 			sep = ""
 		}
-		fmt.Fprintf(&sb, "\t.param .%s %s%s\n", paramType(p.Type), paramName(p), sep)
+		fmt.Fprintf(&sb, "\t%s%s\n", p, sep)
 	}
 	fmt.Fprintf(&sb, ")\n.maxntid %d, 1, 1\n", 32*(l.opt.NumWarps+l.producerWarps))
 	if r := l.k.Meta["max_registers"]; r > 0 { // a meta-parameter: registers a thread may use

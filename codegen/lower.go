@@ -62,9 +62,12 @@ type lowerer struct {
 	// warp-specialised loop adds as its producer (wsLoop); barThreads:
 	// once they have exited, the threads that barriers wait for
 	producerWarps int
-	barThreads    int
-	regSplit      [2]int            // setmaxnreg's counts (Kernel.RegSplit)
-	slotMemo      map[string]string // values emitted slot by slot (slotwise.go)
+	// tmaps: the tensor maps the kernel takes after its own parameters
+	// (tma.go), in order
+	tmaps      []TensorMap
+	barThreads int
+	regSplit   [2]int            // setmaxnreg's counts (Kernel.RegSplit)
+	slotMemo   map[string]string // values emitted slot by slot (slotwise.go)
 	// late loads (lateload.go): by value ID, the store they are emitted
 	// in and how many of its groups ahead
 	late      map[int]*lateLoad

@@ -103,8 +103,14 @@ type pipe struct {
 	// layer's A·Bᵀ 4096×768×3072 250 → 264, 4096×768×768 220 → 235; none
 	// slower beyond the calls' spread.
 	lateCopies bool
-	copy       [2]*Layout
-	vw         [2]int
+	// tma (swapped TF32 form, meta-parameter tma = 1; tma.go): A's tile
+	// of each stage is one tensor copy from thread 0 completing on the
+	// stage's full mbarrier, not cp.async copies; tmaDeclined says why
+	// tma = 1 was not applied
+	tma         *tmaCopy
+	tmaDeclined string
+	copy        [2]*Layout
+	vw          [2]int
 	// staged (swapped form, meta-parameter wg_stage = 1, A stored
 	// transposed): wgmma reads A K-major from shared memory, and Aᵀ is
 	// m-contiguous in memory, so its copies into the K-major tile would be
@@ -202,6 +208,12 @@ func (p *pipe) String() string {
 		ahead := fmt.Sprintf("%d ahead", p.ahead())
 		if p.lateCopies {
 			ahead += ", issued after the wgmmas"
+		}
+		if p.tma != nil {
+			ahead += fmt.Sprintf(", A by one tensor copy a stage from thread 0 (rows of %d), full mbarriers", p.tma.lda)
+		}
+		if p.tmaDeclined != "" {
+			ahead += "; tma = 1 declined: " + p.tmaDeclined
 		}
 		if p.ws {
 			ahead = fmt.Sprintf("warp-specialised: %d producer warps, full/empty mbarriers, pass %d behind the copies", p.wsWarps, p.wsLag)
@@ -410,6 +422,14 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		l.wsPlan(p)
 	}
 	p.lateCopies = p.swapped && !p.ws && !p.copyPass() && l.k.Meta["early_copies"] != 1
+	if l.k.Meta["tma"] == 1 {
+		switch {
+		case !p.swapped || p.ws || p.copyPass() || p.ss:
+			p.tmaDeclined = "not the swapped TF32 form without a pass over its copies (nor ws, wg_ss)"
+		default:
+			p.tma, p.tmaDeclined = l.tmaPlan(p)
+		}
+	}
 	if p.wgmma {
 		ring := p.stages * p.stageBytes
 		p.bt = smemTile{Off: (ring + 1023) / 1024 * 1024, Rows: p.n, Cols: p.k, Swz: swizzle{1, 1, 8}}
@@ -657,7 +677,16 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		wrap := l.reg("p")
 		emit(w, "setp.ge.s32 %s, %s, %d", wrap, sp, ring)
 		emit(w, "@%s mov.u32 %s, 0", wrap, sp)
+		if p.tma != nil {
+			l.tmaAdvance(p, p.tma.fp, wrap, "")
+		}
 		return nil
+	}
+	var ph string // tma: the consumers' round parity
+	if p.tma != nil {
+		l.tmaStart(p)
+		ph = l.reg("r")
+		emit(w, "mov.u32 %s, 0", ph)
 	}
 	// prologue: ahead iterations in flight
 	cnt := l.reg("r")
@@ -723,9 +752,14 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 					return err
 				}
 			}
-			emit(w, "fence.proxy.async.shared::cta")
+			if p.tma == nil {
+				emit(w, "fence.proxy.async.shared::cta")
+			}
 		}
 		l.barrier(w)
+		if p.tma != nil {
+			l.wsWait(p.tma.fc, ph, "tma_full") // A's tensor copy of this stage
+		}
 		if !p.lateCopies {
 			if err := produce(); err != nil {
 				return err
@@ -752,6 +786,9 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		wrap := l.reg("p")
 		emit(w, "setp.ge.s32 %s, %s, %d", wrap, sc, ring)
 		emit(w, "@%s mov.u32 %s, 0", wrap, sc)
+		if p.tma != nil {
+			l.tmaAdvance(p, p.tma.fc, wrap, ph)
+		}
 		emit(w, "add.%s %s, %s, %s", ptx, iv, iv, bounds[2])
 		return nil
 	}
@@ -914,6 +951,14 @@ func (l *lowerer) issueCopies(p *pipe, ivp string, carried []*lval, sp, live str
 			t = p.b
 		}
 		lay := l.plan.access[ld.ID]
+		if i == 0 && p.tma != nil {
+			offs, err := l.demand(p.tma.offs, lay)
+			if err != nil {
+				return err
+			}
+			l.tmaIssue(p, offs, lay, sp, live)
+			continue
+		}
 		n := min(len(ld.Args), 2)
 		args, err := l.demandAll(ld.Args[:n], lay)
 		if err != nil {

@@ -146,8 +146,11 @@ type Function struct {
 	StaticShared int // static shared memory, bytes
 	Carveout     int // the preferred shared-memory carveout it was given, percent (-1: none)
 	Local        int // local memory per thread, bytes: spills and stack
-	fn           cu.Function
-	mod          cu.Module
+	// tmaps: the tensor maps the kernel takes after its own parameters,
+	// encoded at each launch for their arguments (codegen.TensorMap)
+	tmaps []codegen.TensorMap
+	fn    cu.Function
+	mod   cu.Module
 }
 
 func (f *Function) String() string {
@@ -206,7 +209,7 @@ func (d *Device) LoadCached(k *codegen.Kernel, c *diskcache.Cache) (*Function, e
 	if f, ok := d.modules[key]; ok {
 		return f, nil
 	}
-	f := &Function{Name: k.Name, Threads: k.Threads(), DynShared: k.SharedBytes}
+	f := &Function{Name: k.Name, Threads: k.Threads(), DynShared: k.SharedBytes, tmaps: k.TensorMaps}
 	diskKey := d.diskKey(key)
 	err := d.Do(func() error {
 		var mod cu.Module

@@ -93,6 +93,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/tilefuse/tilefuse/codegen"
 	"github.com/tilefuse/tilefuse/tile"
 )
 
@@ -109,8 +110,17 @@ type Packed struct {
 	grid    tile.Grid // each dimension at least 1; grid[0] 0: launches nothing
 	threads int
 	shmem   int
-	argv    unsafe.Pointer // an 8-byte slot per argument
-	argp    unsafe.Pointer // a pointer per argument, to its slot
+	argv    unsafe.Pointer // an 8-byte slot per argument, then the tensor maps (64-byte aligned)
+	argp    unsafe.Pointer // a pointer per argument, to its slot, then to each tensor map
+	tmaps   []codegen.TensorMap
+	bufs    []*Buffer // the pointer arguments' buffers, for the tensor maps
+}
+
+// tmap is the address of tensor map j in argv.
+func (p *Packed) tmap(j int) unsafe.Pointer {
+	slots := 8 * max(1, len(p.k.Params))
+	pad := (64 - int((uintptr(p.argv)+uintptr(slots))%64)) % 64
+	return unsafe.Add(p.argv, slots+pad+tensorMapBytes*j)
 }
 
 // Pack packs a launch of f, generated from k, over grid with args (as
@@ -125,17 +135,21 @@ func (d *Device) Pack(f *Function, k *tile.Kernel, grid tile.Grid, args ...any) 
 			g[i] = 1
 		}
 	}
-	p := &Packed{Name: k.Name, k: k, fn: *(*C.CUfunction)(unsafe.Pointer(&f.fn)), grid: g, threads: f.Threads, shmem: f.DynShared}
+	p := &Packed{Name: k.Name, k: k, fn: *(*C.CUfunction)(unsafe.Pointer(&f.fn)), grid: g, threads: f.Threads, shmem: f.DynShared,
+		tmaps: f.tmaps, bufs: make([]*Buffer, len(args))}
 	n := max(1, len(args))
-	p.argv = C.calloc(C.size_t(n), 8)
-	p.argp = C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(uintptr(0))))
+	p.argv = C.calloc(C.size_t(8*n+64+tensorMapBytes*len(f.tmaps)), 1)
+	p.argp = C.calloc(C.size_t(n+len(f.tmaps)), C.size_t(unsafe.Sizeof(uintptr(0))))
 	if p.argv == nil || p.argp == nil {
 		p.Free()
 		return nil, fmt.Errorf("cuda: @%s: packing %d arguments: out of host memory", k.Name, len(args))
 	}
-	ptrs := unsafe.Slice((*unsafe.Pointer)(p.argp), n)
+	ptrs := unsafe.Slice((*unsafe.Pointer)(p.argp), n+len(f.tmaps))
 	for i := range n {
 		ptrs[i] = unsafe.Add(p.argv, 8*i)
+	}
+	for j := range f.tmaps {
+		ptrs[len(args)+j] = p.tmap(j)
 	}
 	for i, a := range args {
 		if err := p.Set(i, a); err != nil {
@@ -160,6 +174,16 @@ func (p *Packed) Set(i int, arg any) error {
 		return fmt.Errorf("cuda: @%s: argument %d (%s): %w", p.Name, i, p.k.Params[i].Name, err)
 	}
 	*(*uint64)(unsafe.Add(p.argv, 8*i)) = v
+	if b, ok := arg.(*Buffer); ok {
+		p.bufs[i] = b
+	}
+	for j, tm := range p.tmaps {
+		if tm.Param == i {
+			if err := encodeTensorMap(p.tmap(j), tm, p.bufs[i]); err != nil {
+				return fmt.Errorf("cuda: @%s: argument %d (%s): %w", p.Name, i, p.k.Params[i].Name, err)
+			}
+		}
+	}
 	return nil
 }
 

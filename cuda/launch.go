@@ -91,6 +91,21 @@ func (t *Thread) launchN(n int, f *Function, k *tile.Kernel, grid tile.Grid, arg
 	if len(args) != len(k.Params) {
 		return fmt.Errorf("cuda: @%s: %d arguments for %d parameters", k.Name, len(args), len(k.Params))
 	}
+	if len(f.tmaps) > 0 {
+		// parameters of 128 bytes (tensor maps): cu.Launch copies 8 a
+		// parameter, so through a packed launch
+		p, err := t.d.Pack(f, k, grid, args...)
+		if err != nil {
+			return err
+		}
+		defer p.Free()
+		for range n {
+			if err := t.LaunchPacked(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	slots := make([]uint64, len(args)) // each parameter in 8 bytes, as cu.Launch copies them
 	for i, p := range k.Params {
 		v, err := paramBits(p.Type, args[i])

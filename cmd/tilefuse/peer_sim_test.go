@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -66,6 +67,16 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "early_copies": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
 		{peerCase{name: "gelu 130x150x70 swapped 128x64 early_copies", m: 130, k: 150, n: 70, gelu: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "early_copies": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, false},
+		// A's tile of each stage by one tensor copy (tma = 1) where A's
+		// load has no mask; masked, the copies stay cp.async
+		{peerCase{name: "matmul 512x96x256 swapped 256x128 tma", m: 512, k: 96, n: 256}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+		{peerCase{name: "gelu 256x160x128 swapped 128x64 tma", m: 256, k: 160, n: 128, gelu: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, true},
+		{peerCase{name: "A·Bᵀ 256x64x200 swapped 256x128 tma", m: 256, k: 64, n: 200, tb: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 300x96x256 swapped 256x128 tma declined", m: 300, k: 96, n: 256}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
 		{peerCase{name: "A·Bᵀ 150x100x200 swapped 3xTF32 64x128", m: 150, k: 100, n: 200, tb: true}, tile.PrecTF32x3,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, true},
 		// K split over program axis 2, the parts added atomically (the
@@ -259,8 +270,10 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			if c.tune["wgmma"] == 2 && c.tune["ws"] != 1 && c.tune["wg_stage"] != 1 && c.prec == tile.PrecTF32 {
 				// in the loop, each iteration's copies come after its
 				// wgmmas' commit_group (before it with early_copies = 1)
-				head, end := strings.Index(sim.Last.PTX, "$L_pipe_3:"), strings.Index(sim.Last.PTX, "$L_pipe_end_4:")
-				require.True(t, head >= 0 && end > head, "no pipelined loop")
+				hl := regexp.MustCompile(`\$L_pipe_\d+:`).FindStringIndex(sim.Last.PTX)
+				el := regexp.MustCompile(`\$L_pipe_end_\d+:`).FindStringIndex(sim.Last.PTX)
+				require.True(t, hl != nil && el != nil && el[0] > hl[0], "no pipelined loop")
+				head, end := hl[0], el[0]
 				iters := strings.Split(sim.Last.PTX[head:end], "bar.sync 0;")[1:]
 				require.Len(t, iters, 2, "two iterations unrolled")
 				for _, it := range iters {
@@ -271,6 +284,16 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 					} else {
 						require.Greater(t, cp, w, "copies before the wgmmas' commit")
 					}
+				}
+			}
+			if c.tune["tma"] == 1 {
+				// unmasked A (m a multiple of BLOCK_M, k of 32): its tiles by
+				// tensor copies through the tensor map after the parameters
+				unmasked := c.pc.m%c.tune["BLOCK_M"] == 0 && c.pc.k%32 == 0
+				require.Equal(t, unmasked, strings.Contains(sim.Last.PTX, "cp.async.bulk.tensor.2d"), "tensor copies where A is unmasked")
+				require.Equal(t, unmasked, strings.Contains(sim.Last.PTX, ".param .align 64 .b8 tmap_0[128]"), "a tensor map parameter")
+				if unmasked {
+					require.Equal(t, []codegen.TensorMap{{Param: 0, ElemBytes: 4, Inner: int64(c.pc.k), Box: [2]int{32, c.tune["BLOCK_M"]}, Swizzle: 128}}, sim.Last.TensorMaps)
 				}
 			}
 			if c.tune["k_tail"] == 1 {

@@ -102,6 +102,13 @@ func (l *Launcher) Launch(k *tile.Kernel, grid tile.Grid, args ...any) error {
 		}
 		params[i] = v
 	}
+	for _, tm := range ck.TensorMaps {
+		b, err := encodeFor(tm, addrs[tm.Param], hostBytes(args[tm.Param]))
+		if err != nil {
+			return fmt.Errorf("ptxsim: @%s: %w", k.Name, err)
+		}
+		params = append(params, b)
+	}
 	g := [3]int(grid)
 	if g[0] == 0 {
 		return nil
@@ -118,4 +125,26 @@ func (l *Launcher) Launch(k *tile.Kernel, grid tile.Grid, args ...any) error {
 		}
 	}
 	return nil
+}
+
+// encodeFor encodes codegen's tensor map tm for the argument at addr of
+// bytes bytes, as the cuda launcher does with cuTensorMapEncodeTiled.
+func encodeFor(tm codegen.TensorMap, addr uint64, bytes int64) ([]byte, error) {
+	return EncodeTensorMap(TensorMap{Addr: addr, ElemBytes: tm.ElemBytes,
+		Dims:    []uint64{uint64(tm.Inner), uint64(tm.Rows(bytes))},
+		Strides: []uint64{uint64(tm.Inner) * uint64(tm.ElemBytes)},
+		Box:     []uint32{uint32(tm.Box[0]), uint32(tm.Box[1])}, Swizzle: tm.Swizzle})
+}
+
+// hostBytes is the size in bytes of a host buffer argument.
+func hostBytes(x any) int64 {
+	switch b := x.(type) {
+	case []float32:
+		return 4 * int64(len(b))
+	case []float64:
+		return 8 * int64(len(b))
+	case []int32:
+		return 4 * int64(len(b))
+	}
+	return 0
 }

@@ -1,0 +1,194 @@
+package codegen
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// Tensor copies (TMA, cp.async.bulk.tensor) of the swapped form's A
+// (meta-parameter tma = 1, sm_90a, TF32 without a pass over the copies, not
+// warp-specialised).
+//
+// Each stage's A tile, [BLOCK_M rows][BLOCK_K = 32 floats] K-major with the
+// 128-byte swizzle that the wgmma descriptor reads, is exactly a box of a
+// two-dimensional tensor map in the 128-byte swizzle: so instead of every
+// thread issuing its share of 16-byte cp.async copies (8 a thread at
+// 256×128 on 8 warps) and their addresses, thread 0 issues one tensor copy
+// a stage, completing on a full mbarrier of that stage, on which every
+// thread waits before the iteration's wgmmas read the stage. B's copies stay
+// cp.async (its fragments are read by ld.shared, after the iteration's
+// barrier as before), and so does the barrier, which also keeps a stage
+// from being rewritten before every warp retired the wgmmas that read it
+// (the copies of iteration i+stages-2 are issued after iteration i's
+// barrier, as ahead says).
+//
+// The tensor map is a kernel parameter after the tile kernel's own
+// (Kernel.TensorMaps), 128 bytes aligned to 64, which the launcher encodes
+// for the argument at each launch. Its tensor has rows of lda elements (the
+// load's row stride) and as many rows as the argument's buffer holds, so
+// that a box is read exactly where the load would read it and never filled
+// with zeros: the plan takes only loads without a mask whose element
+// offsets are offs = r·lda + c (r, c: the value coordinates plus a scalar
+// origin), lda a multiple of BLOCK_K (so of 4: 16-byte row strides) and the
+// origin's offset known divisible by BLOCK_K (a box never crosses the end
+// of a row). Masked loads (sizes no multiple of the tile) keep cp.async:
+// a map's bounds would have to be the mask's.
+
+// TensorMap describes a kernel parameter that follows the tile kernel's
+// own ones: a CUtensorMap (128 bytes, 64-byte aligned, passed by value)
+// that the launcher encodes at each launch for the tensor at pointer
+// parameter Param — rows of Inner elements of ElemBytes bytes one after
+// another (the row stride Inner·ElemBytes, a multiple of 16), as many rows
+// as the argument's buffer holds (Rows) — copied in boxes of Box[0]
+// elements by Box[1] rows with the given Swizzle (bytes: 0, 32, 64, 128)
+// into shared memory.
+type TensorMap struct {
+	Param     int
+	ElemBytes int
+	Inner     int64
+	Box       [2]int
+	Swizzle   int
+}
+
+// Rows is the tensor's number of rows for an argument of bytes bytes: its
+// last row may end before the buffer does (a view of fewer columns than
+// the stride), so rounded up; boxes read only what the kernel's load read.
+func (m TensorMap) Rows(bytes int64) int64 {
+	row := m.Inner * int64(m.ElemBytes)
+	return (bytes + row - 1) / row
+}
+
+func (m TensorMap) String() string {
+	return fmt.Sprintf("tensor map of parameter %d: rows of %d × %d B, boxes %d×%d, %d-byte swizzle", m.Param, m.Inner, m.ElemBytes, m.Box[0], m.Box[1], m.Swizzle)
+}
+
+// tmaParamName is the PTX name of tensor map i's parameter.
+func tmaParamName(i int) string { return fmt.Sprintf("tmap_%d", i) }
+
+// tmaCopy is the plan of A's tensor copies in a swapped loop.
+type tmaCopy struct {
+	param *tile.Value // the kernel parameter A's pointer is based on
+	offs  *tile.Value // the load's element offsets from it, [m, k]
+	lda   int64
+	index int // its Kernel.TensorMaps index
+	// emission: the full mbarriers' base address, the producer's (thread
+	// 0's) barrier of stage sp and the consumers' of stage sc
+	bars, fp, fc string
+}
+
+// tmaPlan returns the plan of A's tensor copies in swapped loop p, or nil
+// with the reason they do not apply.
+func (l *lowerer) tmaPlan(p *pipe) (*tmaCopy, string) {
+	ld := p.loads[0]
+	if len(ld.Args) != 1 {
+		return nil, "A's load is masked"
+	}
+	ptr := ld.Args[0]
+	if ptr.Op != tile.OpAddPtr || ptr.Args[0].Op != tile.OpSplat || ptr.Args[0].Args[0].Op != tile.OpParam {
+		return nil, "A's pointer is not a parameter plus offsets"
+	}
+	offs := ptr.Args[1]
+	a := l.affineOf(offs, map[*tile.Value]*affine{})
+	if a == nil || len(a.Coef) != 2 || a.Coef[1] != 1 || a.Coef[0] <= 0 {
+		return nil, "A's offsets are not r·lda + c"
+	}
+	lda, bk := a.Coef[0], int64(p.k)
+	if lda%bk != 0 || a.Div%bk != 0 {
+		return nil, fmt.Sprintf("A's rows (%d) or origin (divisible by %d) not a multiple of BLOCK_K", lda, a.Div)
+	}
+	if lda*4 >= 1<<40 || p.m > 256 {
+		return nil, "A's tensor out of a tensor map's range"
+	}
+	return &tmaCopy{param: ptr.Args[0].Args[0], offs: offs, lda: lda}, ""
+}
+
+// tmaStart reserves and initialises the full mbarriers of p's stages
+// (thread 0, an arrival each: its expect_tx) and declares the tensor map;
+// every thread's earlier accesses to shared memory are ordered before the
+// tensor copies (which write through the async proxy) by a proxy fence and
+// a barrier.
+func (l *lowerer) tmaStart(p *pipe) {
+	w := &l.body
+	t := p.tma
+	t.index = len(l.tmaps)
+	l.tmaps = append(l.tmaps, TensorMap{Param: int(t.param.Aux), ElemBytes: 4, Inner: t.lda, Box: [2]int{p.k, p.m}, Swizzle: 128})
+	t.bars = l.reg("r")
+	emit(w, "add.s32 %s, %s, %d", t.bars, l.baseAddr(), l.ownRegion(8*p.stages))
+	first := l.tmaThread()
+	emit(w, "fence.proxy.async.shared::cta")
+	for s := range p.stages {
+		emit(w, "@%s mbarrier.init.shared::cta.b64 [%s+%d], 1", first, t.bars, 8*s)
+	}
+	emit(w, "fence.mbarrier_init.release.cluster")
+	l.barrier(w)
+	t.fp, t.fc = l.reg("r"), l.reg("r")
+	emit(w, "mov.u32 %s, %s", t.fp, t.bars)
+	emit(w, "mov.u32 %s, %s", t.fc, t.bars)
+}
+
+// tmaThread is a predicate true in thread 0, which issues the tensor copies.
+func (l *lowerer) tmaThread() string {
+	return l.geo("tma|first", func(w *strings.Builder) string {
+		q := l.reg("p")
+		emit(w, "setp.eq.u32 %s, %s, 0", q, l.tid())
+		return q
+	})
+}
+
+// tmaIssue emits thread 0's tensor copy of A's tile of the iteration whose
+// offsets offs holds (in layout lay) into the stage at byte offset sp,
+// where live: an expect_tx of the tile's bytes on the stage's full barrier
+// (t.fp) and the copy completing on it. The box's origin is offs at the
+// value coordinates (0, 0): thread 0's first slot less its coordinates.
+func (l *lowerer) tmaIssue(p *pipe, offs *lval, lay *Layout, sp, live string) {
+	w := &l.body
+	t := p.tma
+	s := lay.B.slots()[0]
+	c := lay.B.coordOf(0, 0, s)
+	var vc [2]int64
+	for i, d := range lay.Src {
+		if d >= 0 {
+			vc[i] = int64(c[d])
+		}
+	}
+	skip := l.label("tma_skip")
+	emit(w, "@!%s bra %s", l.tmaThread(), skip)
+	q, m0, k0 := l.reg("r"), l.reg("r"), l.reg("r")
+	emit(w, "sub.s32 %s, %s, %d", q, offs.regs[0], t.lda*vc[0]+vc[1])
+	emit(w, "div.u32 %s, %s, %d", m0, q, t.lda)
+	emit(w, "mul.lo.u32 %s, %s, %d", k0, m0, t.lda)
+	emit(w, "sub.u32 %s, %s, %s", k0, q, k0)
+	dst := l.reg("r")
+	emit(w, "add.s32 %s, %s, %s", dst, l.smemAddr(), sp)
+	if p.a.Off != 0 {
+		emit(w, "add.s32 %s, %s, %d", dst, dst, p.a.Off)
+	}
+	emit(w, "@%s mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %d", live, t.fp, 4*p.m*p.k)
+	emit(w, "@%s cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%s], [%s, {%s, %s}], [%s]",
+		live, dst, l.tmaMap(t.index), k0, m0, t.fp)
+	w.WriteString(skip + ":\n")
+}
+
+// tmaMap is the generic address of tensor map i's parameter.
+func (l *lowerer) tmaMap(i int) string {
+	return l.geo(fmt.Sprintf("tma|map%d", i), func(w *strings.Builder) string {
+		r := l.reg("rd")
+		emit(w, "mov.b64 %s, %s", r, tmaParamName(i))
+		emit(w, "cvta.param.u64 %s, %s", r, r)
+		return r
+	})
+}
+
+// tmaAdvance moves barrier register b to the next stage's after the
+// stage offset st moved, back to the first where st wrapped (wrap); the
+// round parity ph, where not "", flips there.
+func (l *lowerer) tmaAdvance(p *pipe, b, wrap, ph string) {
+	w := &l.body
+	emit(w, "add.s32 %s, %s, 8", b, b)
+	emit(w, "@%s mov.u32 %s, %s", wrap, b, p.tma.bars)
+	if ph != "" {
+		emit(w, "@%s xor.b32 %s, %s, 1", wrap, ph, ph)
+	}
+}

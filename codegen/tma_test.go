@@ -1,0 +1,112 @@
+package codegen_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/codegen"
+	"github.com/tilefuse/tilefuse/codegen/ptxsim"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// tmaProduct is C = A·B (row-major m×k A, k×n B) in bm×bn tiles of the
+// swapped wgmma form, A's load masked only where maskA, as graphpass
+// writes its products.
+func tmaProduct(t *testing.T, m, n, k, bm, bn int, prec tile.Precision, maskA bool, meta tile.Meta) *tile.Kernel {
+	t.Helper()
+	const bk = 32
+	b := tile.NewBuilder("tma_product", meta)
+	pa, pb, pc := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("c", tile.F32)
+	rm := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1)
+	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0)
+	rkRow, rkCol := b.ExpandDims(b.Arange(0, bk), 0), b.ExpandDims(b.Arange(0, bk), 1)
+	offA, offB := b.Add(b.Mul(rm, k), rkRow), b.Add(b.Mul(rkCol, n), rn)
+	inM, inN := b.Lt(rm, m), b.Lt(rn, n)
+	acc := b.For(0, k, bk, []*tile.Value{b.Zeros(tile.F32, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
+		var mask *tile.Value
+		if maskA {
+			mask = b.And(inM, b.Lt(b.Add(rkRow, k0), k))
+		}
+		av := b.Load(b.AddPtr(pa, b.Add(offA, k0)), mask, nil)
+		bv := b.Load(b.AddPtr(pb, b.Add(offB, b.Mul(k0, n))), b.And(b.Lt(b.Add(rkCol, k0), k), inN), 0.0)
+		return []*tile.Value{b.Dot(av, bv, c[0], prec)}
+	})
+	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, n), rn)), acc[0], b.And(inM, inN))
+	kk, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kk
+}
+
+// TestTensorCopiesOfA: with tma = 1 the swapped TF32 loop copies A's tiles
+// by cp.async.bulk.tensor through a tensor map after the kernel's
+// parameters (rows of k floats, boxes 32×BLOCK_M, the 128-byte swizzle of
+// the wgmma tile) where A's load is unmasked, and keeps cp.async where it
+// is masked or the precision passes over its copies. Each kernel runs in
+// the simulator with racecheck and initcheck against the exact product of
+// small integers.
+func TestTensorCopiesOfA(t *testing.T) {
+	for _, c := range []struct {
+		name              string
+		m, n, k, bm, bn   int
+		prec              tile.Precision
+		maskA, wantTensor bool
+	}{
+		{"256x128, B and C masked", 512, 200, 96, 256, 128, tile.PrecTF32, false, true},
+		{"128x64, 5 iterations", 384, 136, 160, 128, 64, tile.PrecTF32, false, true},
+		{"A masked: cp.async", 300, 200, 96, 256, 128, tile.PrecTF32, true, false},
+		{"bf16 (a pass over A's copies): cp.async", 256, 128, 64, 256, 128, tile.PrecBF16, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nw := c.bn / 16
+			meta := tile.Meta{"wgmma": 2, "tma": 1, "num_warps": nw, "num_stages": 3}
+			kk := tmaProduct(t, c.m, c.n, c.k, c.bm, c.bn, c.prec, c.maskA, meta)
+			ck, err := codegen.Compile(kk, codegen.Options{NumWarps: nw, Arch: 90, Spec: []int{16, 16, 16}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(ck.PTX, "cp.async.bulk.tensor.2d"); got != c.wantTensor {
+				t.Fatalf("tensor copies %v, want %v", got, c.wantTensor)
+			}
+			if c.wantTensor {
+				want := codegen.TensorMap{Param: 0, ElemBytes: 4, Inner: int64(c.k), Box: [2]int{32, c.bm}, Swizzle: 128}
+				if len(ck.TensorMaps) != 1 || ck.TensorMaps[0] != want {
+					t.Fatalf("tensor maps %v, want [%v]", ck.TensorMaps, want)
+				}
+				for _, s := range []string{".param .align 64 .b8 tmap_0[128]", "// " + want.String(), "mbarrier.arrive.expect_tx", "cvta.param.u64"} {
+					if !strings.Contains(ck.PTX, s) {
+						t.Fatalf("no %q in the PTX", s)
+					}
+				}
+			} else if len(ck.TensorMaps) != 0 || strings.Contains(ck.PTX, "tmap_") {
+				t.Fatalf("tensor maps %v where A is copied by cp.async", ck.TensorMaps)
+			}
+			a, b, out := make([]float32, c.m*c.k), make([]float32, c.k*c.n), make([]float32, c.m*c.n)
+			for i := range a {
+				a[i] = float32(i%7) - 3
+			}
+			for i := range b {
+				b[i] = float32(i%5) - 2
+			}
+			for i := range out {
+				out[i] = float32(1e30)
+			}
+			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
+			if err := sim.Launch(kk, tile.Grid{tile.CDiv(c.m, c.bm), tile.CDiv(c.n, c.bn)}, a, b, out); err != nil {
+				t.Fatal(err)
+			}
+			for i := range c.m {
+				for j := range c.n {
+					s := 0.0
+					for x := range c.k {
+						s += float64(a[i*c.k+x]) * float64(b[x*c.n+j])
+					}
+					if float64(out[i*c.n+j]) != s {
+						t.Fatalf("C[%d][%d] = %v, want %v", i, j, out[i*c.n+j], s)
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,111 @@
+//go:build tilefuse_cuda
+
+package cuda
+
+/*
+#include <stdint.h>
+#include <cuda.h>
+
+// cuTensorMapEncodeTiled (CUDA 12's driver API) through cuGetProcAddress:
+// CUDA 11.8's headers, which this package builds against, lack CUtensorMap
+// and its enums, so the prototype is our own (the enums are ints, the map
+// 128 bytes aligned to 64).
+typedef CUresult (*tf_encode_tiled_fn)(void *map, int dtype, cuuint32_t rank, void *addr,
+	const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,
+	const cuuint32_t *elemStrides, int interleave, int swizzle, int l2promo, int oobFill);
+
+static tf_encode_tiled_fn tf_encode_fn;
+
+static int tf_tensor_map_init(void) {
+	void *p = 0;
+	if (tf_encode_fn) {
+		return 0;
+	}
+	CUresult rc = cuGetProcAddress("cuTensorMapEncodeTiled", &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT);
+	if (rc != CUDA_SUCCESS) {
+		return (int)rc;
+	}
+	if (!p) {
+		return -1;
+	}
+	tf_encode_fn = (tf_encode_tiled_fn)p;
+	return 0;
+}
+
+// tf_tensor_map_2d encodes a map of rows of d0 elements (dtype), d1 rows
+// stride bytes apart, boxes b0×b1, the swizzle mode (0 none, 1 32 B, 2 64
+// B, 3 128 B), L2 promotion of 128 bytes, zeros outside the tensor.
+static int tf_tensor_map_2d(void *map, int dtype, uint64_t addr, uint64_t d0, uint64_t d1, uint64_t stride,
+	uint32_t b0, uint32_t b1, int swizzle) {
+	cuuint64_t dims[2] = {d0, d1};
+	cuuint64_t strides[1] = {stride};
+	cuuint32_t box[2] = {b0, b1};
+	cuuint32_t es[2] = {1, 1};
+	return (int)tf_encode_fn(map, dtype, 2, (void *)(uintptr_t)addr, dims, strides, box, es, 0, swizzle, 2, 0);
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/tilefuse/tilefuse/codegen"
+)
+
+// tensorMapBytes is a CUtensorMap's size; its alignment is 64.
+const tensorMapBytes = 128
+
+var (
+	tmaOnce sync.Once
+	tmaErr  error
+)
+
+// tmaEncoder finds cuTensorMapEncodeTiled in the driver (once).
+func tmaEncoder() error {
+	tmaOnce.Do(func() {
+		if rc := C.tf_tensor_map_init(); rc != 0 {
+			tmaErr = fmt.Errorf("cuda: cuTensorMapEncodeTiled not found in the driver (CUresult %d): tensor maps need a CUDA 12 driver", int(rc))
+		}
+	})
+	return tmaErr
+}
+
+// encodeTensorMap writes tm's CUtensorMap for argument b into dst (128
+// bytes aligned to 64, C memory): rows of tm.Inner elements, as many as b
+// holds (codegen.TensorMap.Rows).
+func encodeTensorMap(dst unsafe.Pointer, tm codegen.TensorMap, b *Buffer) error {
+	if err := tmaEncoder(); err != nil {
+		return err
+	}
+	if uintptr(dst)%64 != 0 {
+		return fmt.Errorf("cuda: tensor map at %p: not 64-byte aligned", dst)
+	}
+	if b == nil || b.Ptr == 0 {
+		return fmt.Errorf("cuda: %v: no buffer", tm)
+	}
+	rows := tm.Rows(b.Bytes)
+	stride := tm.Inner * int64(tm.ElemBytes)
+	switch {
+	case uint64(b.Ptr)%16 != 0:
+		return fmt.Errorf("cuda: %v: buffer at %#x is not 16-byte aligned", tm, uint64(b.Ptr))
+	case rows < 1 || rows > 1<<32 || tm.Inner < 1 || tm.Inner > 1<<32:
+		return fmt.Errorf("cuda: %v: a buffer of %d bytes is %d rows", tm, b.Bytes, rows)
+	case stride%16 != 0:
+		return fmt.Errorf("cuda: %v: rows %d bytes apart, not a multiple of 16", tm, stride)
+	case tm.ElemBytes != 4:
+		return fmt.Errorf("cuda: %v: only 4-byte elements (float32)", tm)
+	}
+	swz := map[int]int{0: 0, 32: 1, 64: 2, 128: 3}
+	mode, ok := swz[tm.Swizzle]
+	if !ok {
+		return fmt.Errorf("cuda: %v: swizzle of %d bytes", tm, tm.Swizzle)
+	}
+	const float32Type = 7 // CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+	if rc := C.tf_tensor_map_2d(dst, float32Type, C.uint64_t(b.Ptr), C.uint64_t(tm.Inner), C.uint64_t(rows), C.uint64_t(stride),
+		C.uint32_t(tm.Box[0]), C.uint32_t(tm.Box[1]), C.int(mode)); rc != 0 {
+		return fmt.Errorf("cuda: %v: cuTensorMapEncodeTiled: CUresult %d", tm, int(rc))
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+//go:build tilefuse_cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/codegen"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// tmaProduct is wsProduct with A's load unmasked (m a multiple of bm, k
+// of 32), the form whose A tiles the swapped loop copies by tensor copies
+// with tma = 1; B's load and the store keep their masks.
+func tmaProduct(t *testing.T, m, n, k, bm, bn int, meta tile.Meta) *tile.Kernel {
+	t.Helper()
+	const bk = 32
+	b := tile.NewBuilder("tma_product", meta)
+	pa, pb, pc := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("c", tile.F32)
+	rm := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1)
+	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0)
+	rkRow, rkCol := b.ExpandDims(b.Arange(0, bk), 0), b.ExpandDims(b.Arange(0, bk), 1)
+	offA, offB := b.Add(b.Mul(rm, k), rkRow), b.Add(b.Mul(rkCol, n), rn)
+	inN := b.Lt(rn, n)
+	acc := b.For(0, k, bk, []*tile.Value{b.Zeros(tile.F32, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
+		av := b.Load(b.AddPtr(pa, b.Add(offA, k0)), nil, nil)
+		bv := b.Load(b.AddPtr(pb, b.Add(offB, b.Mul(k0, n))), b.And(b.Lt(b.Add(rkCol, k0), k), inN), 0.0)
+		return []*tile.Value{b.Dot(av, bv, c[0], tile.PrecTF32)}
+	})
+	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, n), rn)), acc[0], b.Lt(rn, n))
+	kk, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kk
+}
+
+// TestTensorCopyProductOnGPU: the swapped wgmma loop with A's tiles
+// copied by cp.async.bulk.tensor through a tensor map the launcher encodes
+// (tma = 1) runs on the device, through Launch (a packed launch: the map
+// is a 128-byte parameter) and through Pack with the arguments set anew,
+// and gives the same result, bit for bit, as the same kernel with cp.async
+// copies (the same operands reach the same wgmmas), within TF32's tolerance
+// of the float64 product; outputs poisoned with NaN.
+func TestTensorCopyProductOnGPU(t *testing.T) {
+	if dev.Arch < 90 {
+		t.Skipf("device %s is sm_%d: tensor copies and wgmma need sm_90a (Hopper)", dev.Name, dev.Arch)
+	}
+	gpu := &Launcher{Dev: dev}
+	refs := map[[3]int][2][]float64{}
+	for _, c := range []struct {
+		name    string
+		m, n, k int
+		bm, bn  int
+		meta    tile.Meta
+	}{
+		{"256x128 8 warps 4 stages", 512, 200, 96, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 4}},
+		{"256x128 8 warps 4 stages, 1024 rows", 1024, 1000, 1024, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 4}},
+		{"128x64 4 warps 3 stages", 384, 136, 160, 128, 64, tile.Meta{"num_warps": 4, "num_stages": 3}},
+	} {
+		t.Run(fmt.Sprintf("%s/%dx%dx%d", c.name, c.m, c.n, c.k), func(t *testing.T) {
+			m, n, k := c.m, c.n, c.k
+			rng := rand.New(rand.NewPCG(uint64(m), uint64(n*k)))
+			a, b := make([]float32, m*k), make([]float32, k*n)
+			for i := range a {
+				a[i] = float32(rng.Float64()*2 - 1)
+			}
+			for i := range b {
+				b[i] = float32(rng.Float64()*2 - 1)
+			}
+			grid := tile.Grid{tile.CDiv(m, c.bm), tile.CDiv(n, c.bn)}
+			metaOf := func(tma int) tile.Meta {
+				meta := tile.Meta{"wgmma": 2, "tma": tma}
+				for key, v := range c.meta {
+					meta[key] = v
+				}
+				return meta
+			}
+			poisoned := func() []float32 {
+				out := make([]float32, m*n)
+				for i := range out {
+					out[i] = float32(math.NaN())
+				}
+				return out
+			}
+			run := func(tma int) []float32 {
+				out := poisoned()
+				if err := gpu.Launch(tmaProduct(t, m, n, k, c.bm, c.bn, metaOf(tma)), grid, a, b, out); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			kt := tmaProduct(t, m, n, k, c.bm, c.bn, metaOf(1))
+			ck, err := codegen.Compile(kt, codegen.Options{NumWarps: c.meta["num_warps"], Arch: dev.Target(), Spec: []int{16, 16, 16}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ck.TensorMaps) != 1 || !strings.Contains(ck.PTX, "cp.async.bulk.tensor") {
+				t.Fatalf("not the tensor-copy form: %v", ck.TensorMaps)
+			}
+			got, base := run(1), run(0)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(base[i]) {
+					t.Fatalf("element (%d, %d): %v with tensor copies, %v with cp.async", i/n, i%n, got[i], base[i])
+				}
+			}
+			ref, mag := wsReference(refs, [3]int{m, n, k}, a, b)
+			worst := 0.0
+			for i := range got {
+				e := math.Abs(float64(got[i])-ref[i]) / mag[i]
+				if math.IsNaN(e) || e > 4e-3 {
+					t.Fatalf("element (%d, %d): %v, float64 %v (error %.2g of Σ|a||b|)", i/n, i%n, got[i], ref[i], e)
+				}
+				worst = max(worst, e)
+			}
+			t.Logf("max error %.2g of Σ|a||b|", worst)
+			// a packed launch, its A set anew to a buffer of other values
+			f, err := dev.Load(ck)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bufs := make([]*Buffer, 4)
+			for i, h := range [][]float32{a, b, poisoned(), make([]float32, m*k)} {
+				if bufs[i], err = dev.Alloc(int64(4 * len(h))); err != nil {
+					t.Fatal(err)
+				}
+				defer dev.Free(bufs[i])
+				if err := dev.Upload(bufs[i], h); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := dev.Pack(f, kt, grid, bufs[3], bufs[1], bufs[2]) // A all zeros
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Free()
+			if err := p.Set(0, bufs[0]); err != nil { // A again: the map encoded for it
+				t.Fatal(err)
+			}
+			if err := dev.Run(func(th *Thread) error { return th.LaunchPacked(p) }); err != nil {
+				t.Fatal(err)
+			}
+			packed := make([]float32, m*n)
+			if err := dev.Download(packed, bufs[2]); err != nil {
+				t.Fatal(err)
+			}
+			for i := range packed {
+				if math.Float32bits(packed[i]) != math.Float32bits(got[i]) {
+					t.Fatalf("packed launch, element (%d, %d): %v, Launch gave %v", i/n, i%n, packed[i], got[i])
+				}
+			}
+		})
+	}
+}
