@@ -61,7 +61,7 @@ func (m TensorMap) Rows(bytes int64) int64 {
 }
 
 func (m TensorMap) String() string {
-	return fmt.Sprintf("tensor map of parameter %d: rows of %d × %d B, boxes %d×%d, %d-byte swizzle", m.Param, m.Inner, m.ElemBytes, m.Box[0], m.Box[1], m.Swizzle)
+	return fmt.Sprintf("tensor map of parameter %d: rows of %d x %d B, boxes %d x %d, %d-byte swizzle", m.Param, m.Inner, m.ElemBytes, m.Box[0], m.Box[1], m.Swizzle)
 }
 
 // tmaParamName is the PTX name of tensor map i's parameter.

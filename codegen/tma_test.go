@@ -66,6 +66,11 @@ func TestTensorCopiesOfA(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			for i, r := range ck.PTX {
+				if r >= 0x80 { // ptxas stops at the first non-ASCII byte, comments included
+					t.Fatalf("a non-ASCII character at byte %d of the PTX: %q", i, ck.PTX[max(0, i-40):i+4])
+				}
+			}
 			if got := strings.Contains(ck.PTX, "cp.async.bulk.tensor.2d"); got != c.wantTensor {
 				t.Fatalf("tensor copies %v, want %v", got, c.wantTensor)
 			}
