@@ -48,20 +48,35 @@ type TensorMap struct {
 	Param     int
 	ElemBytes int
 	Inner     int64
-	Box       [2]int
-	Swizzle   int
+	// Rows: the tensor's rows, outside which a box reads zeros (the
+	// load's mask); 0: as many as the argument holds (RowsIn)
+	Rows    int64
+	Box     [2]int
+	Swizzle int
 }
 
-// Rows is the tensor's number of rows for an argument of bytes bytes: its
-// last row may end before the buffer does (a view of fewer columns than
-// the stride), so rounded up; boxes read only what the kernel's load read.
-func (m TensorMap) Rows(bytes int64) int64 {
+// RowsIn is the tensor's number of rows for an argument of bytes bytes:
+// Rows where set (an error where the argument ends before the last row
+// starts), else as many as it holds, rounded up (its last row may end
+// before the buffer does: a view of fewer columns than the stride; the
+// boxes read only what the kernel's load read).
+func (m TensorMap) RowsIn(bytes int64) (int64, error) {
 	row := m.Inner * int64(m.ElemBytes)
-	return (bytes + row - 1) / row
+	if m.Rows > 0 {
+		if (m.Rows-1)*row >= bytes {
+			return 0, fmt.Errorf("%v: an argument of %d bytes", m, bytes)
+		}
+		return m.Rows, nil
+	}
+	return (bytes + row - 1) / row, nil
 }
 
 func (m TensorMap) String() string {
-	return fmt.Sprintf("tensor map of parameter %d: rows of %d x %d B, boxes %d x %d, %d-byte swizzle", m.Param, m.Inner, m.ElemBytes, m.Box[0], m.Box[1], m.Swizzle)
+	rows := "as many as the argument holds"
+	if m.Rows > 0 {
+		rows = fmt.Sprint(m.Rows)
+	}
+	return fmt.Sprintf("tensor map of parameter %d: rows of %d x %d B (%s), boxes %d x %d, %d-byte swizzle", m.Param, m.Inner, m.ElemBytes, rows, m.Box[0], m.Box[1], m.Swizzle)
 }
 
 // tmaParamName is the PTX name of tensor map i's parameter.
@@ -72,7 +87,8 @@ type tmaCopy struct {
 	param *tile.Value // the kernel parameter A's pointer is based on
 	offs  *tile.Value // the load's element offsets from it, [m, k]
 	lda   int64
-	index int // its Kernel.TensorMaps index
+	rows  int64 // the tensor's rows where A's mask bounds them (0: as many as the argument holds)
+	index int   // its Kernel.TensorMaps index
 	// emission: the full mbarriers' base address, the producer's (thread
 	// 0's) barrier of stage sp and the consumers' of stage sc
 	bars, fp, fc string
@@ -82,9 +98,6 @@ type tmaCopy struct {
 // with the reason they do not apply.
 func (l *lowerer) tmaPlan(p *pipe) (*tmaCopy, string) {
 	ld := p.loads[0]
-	if len(ld.Args) != 1 {
-		return nil, "A's load is masked"
-	}
 	ptr := ld.Args[0]
 	if ptr.Op != tile.OpAddPtr || ptr.Args[0].Op != tile.OpSplat || ptr.Args[0].Args[0].Op != tile.OpParam {
 		return nil, "A's pointer is not a parameter plus offsets"
@@ -95,13 +108,117 @@ func (l *lowerer) tmaPlan(p *pipe) (*tmaCopy, string) {
 		return nil, "A's offsets are not r·lda + c"
 	}
 	lda, bk := a.Coef[0], int64(p.k)
-	if lda%bk != 0 || a.Div%bk != 0 {
-		return nil, fmt.Sprintf("A's rows (%d) or origin (divisible by %d) not a multiple of BLOCK_K", lda, a.Div)
+	if lda%bk != 0 {
+		return nil, fmt.Sprintf("A's rows (%d) not a multiple of BLOCK_K", lda)
 	}
 	if lda*4 >= 1<<40 || p.m > 256 {
 		return nil, "A's tensor out of a tensor map's range"
 	}
-	return &tmaCopy{param: ptr.Args[0].Args[0], offs: offs, lda: lda}, ""
+	t := &tmaCopy{param: ptr.Args[0].Args[0], offs: offs, lda: lda}
+	if len(ld.Args) == 1 {
+		if a.Div%bk != 0 {
+			return nil, fmt.Sprintf("A's origin (divisible by %d) not a multiple of BLOCK_K", a.Div)
+		}
+		return t, ""
+	}
+	rows, why := l.tmaRowMask(p, ld, lda)
+	if why != "" {
+		return nil, why
+	}
+	t.rows = rows
+	return t, ""
+}
+
+// tmaRowMask returns M where A's load ld, of element offsets offs = X·lda +
+// C, is masked by X < M alone (M a constant, X the offsets' rows, masked
+// lanes reading zero) and C is the loop's induction variable plus the
+// columns' range from 0, the loop running from a multiple of BLOCK_K ≥ 0
+// by BLOCK_K to at most lda: then the box at the tensor coordinates (C₀,
+// X₀), the offsets' origin split by lda, is filled with zeros exactly in
+// the rows the mask leaves out, on a map of M rows of lda elements.
+func (l *lowerer) tmaRowMask(p *pipe, ld *tile.Value, lda int64) (int64, string) {
+	const masked = "A's mask is not its rows' bound"
+	if len(ld.Args) > 2 {
+		if o := stripShape(ld.Args[2]); o.Op != tile.OpConst || o.Aux != 0 {
+			return 0, "A's masked lanes read other than zero"
+		}
+	}
+	cmp := stripBroadcast(ld.Args[1])
+	if cmp.Op != tile.OpLt {
+		return 0, masked
+	}
+	x, bound := cmp.Args[0], stripShape(cmp.Args[1])
+	if bound.Op != tile.OpConst || bound.Aux < 1 || bound.Aux > 1<<31 {
+		return 0, masked
+	}
+	offs := p.loads[0].Args[0].Args[1]
+	row, iv, cols := 0, 0, 0
+	for _, term := range sumTerms(offs) {
+		switch {
+		case term.Op == tile.OpMul && (term.Args[0] == x && isConstOf(term.Args[1], lda) || term.Args[1] == x && isConstOf(term.Args[0], lda)):
+			row++
+		case stripShape(term) == p.loop.Body.Args[0]:
+			iv++
+		case isColumnRange(term):
+			cols++
+		default:
+			return 0, masked
+		}
+	}
+	if row != 1 || iv != 1 || cols != 1 {
+		return 0, masked
+	}
+	lo, hi, step := p.loop.Args[0], p.loop.Args[1], p.loop.Args[2]
+	bk := int64(p.k)
+	if lo.Op != tile.OpConst || hi.Op != tile.OpConst || step.Op != tile.OpConst ||
+		lo.Aux < 0 || lo.Aux%bk != 0 || step.Aux != bk || hi.Aux > lda {
+		return 0, "A's loop bounds not known within its rows"
+	}
+	return bound.Aux, ""
+}
+
+// sumTerms are the terms of v as a sum (through adds and the broadcasts
+// and splats of sums), each with its broadcasts stripped.
+func sumTerms(v *tile.Value) []*tile.Value {
+	v = stripBroadcast(v)
+	if v.Op == tile.OpAdd {
+		return append(sumTerms(v.Args[0]), sumTerms(v.Args[1])...)
+	}
+	return []*tile.Value{v}
+}
+
+// stripBroadcast is v without the broadcasts over it.
+func stripBroadcast(v *tile.Value) *tile.Value {
+	for v.Op == tile.OpBroadcast {
+		v = v.Args[0]
+	}
+	return v
+}
+
+// stripShape is v without the broadcasts, splats and dimension
+// insertions over it.
+func stripShape(v *tile.Value) *tile.Value {
+	for v.Op == tile.OpBroadcast || v.Op == tile.OpSplat || v.Op == tile.OpExpandDims {
+		v = v.Args[0]
+	}
+	return v
+}
+
+// isConstOf reports whether v is the constant c (through its shape).
+func isConstOf(v *tile.Value, c int64) bool {
+	v = stripShape(v)
+	return v.Op == tile.OpConst && v.Aux == c
+}
+
+// isColumnRange reports whether v is a range from 0 along the last of two
+// dimensions: [1, n] or broadcast, its first dimension inserted.
+func isColumnRange(v *tile.Value) bool {
+	v = stripBroadcast(v)
+	if v.Op != tile.OpExpandDims || v.Aux != 0 || v.Type.Shape.Rank != 2 {
+		return false
+	}
+	r := v.Args[0]
+	return r.Op == tile.OpArange && r.Aux == 0
 }
 
 // tmaStart reserves and initialises the full mbarriers of p's stages
@@ -113,7 +230,7 @@ func (l *lowerer) tmaStart(p *pipe) {
 	w := &l.body
 	t := p.tma
 	t.index = len(l.tmaps)
-	l.tmaps = append(l.tmaps, TensorMap{Param: int(t.param.Aux), ElemBytes: 4, Inner: t.lda, Box: [2]int{p.k, p.m}, Swizzle: 128})
+	l.tmaps = append(l.tmaps, TensorMap{Param: int(t.param.Aux), ElemBytes: 4, Inner: t.lda, Rows: t.rows, Box: [2]int{p.k, p.m}, Swizzle: 128})
 	t.bars = l.reg("r")
 	emit(w, "add.s32 %s, %s, %d", t.bars, l.baseAddr(), l.ownRegion(8*p.stages))
 	first := l.tmaThread()

@@ -1,6 +1,7 @@
 package codegen_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -10,9 +11,10 @@ import (
 )
 
 // tmaProduct is C = A·B (row-major m×k A, k×n B) in bm×bn tiles of the
-// swapped wgmma form, A's load masked only where maskA, as graphpass
-// writes its products.
-func tmaProduct(t *testing.T, m, n, k, bm, bn int, prec tile.Precision, maskA bool, meta tile.Meta) *tile.Kernel {
+// swapped wgmma form, A's load masked by its rows' bound where maskA is
+// "rows", by that and K's where "rows and k" (unmasked where ""), as
+// graphpass writes its products.
+func tmaProduct(t *testing.T, m, n, k, bm, bn int, prec tile.Precision, maskA string, meta tile.Meta) *tile.Kernel {
 	t.Helper()
 	const bk = 32
 	b := tile.NewBuilder("tma_product", meta)
@@ -24,14 +26,21 @@ func tmaProduct(t *testing.T, m, n, k, bm, bn int, prec tile.Precision, maskA bo
 	inM, inN := b.Lt(rm, m), b.Lt(rn, n)
 	acc := b.For(0, k, bk, []*tile.Value{b.Zeros(tile.F32, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
 		var mask *tile.Value
-		if maskA {
+		switch maskA {
+		case "rows":
+			mask = inM
+		case "rows and k":
 			mask = b.And(inM, b.Lt(b.Add(rkRow, k0), k))
 		}
 		av := b.Load(b.AddPtr(pa, b.Add(offA, k0)), mask, nil)
 		bv := b.Load(b.AddPtr(pb, b.Add(offB, b.Mul(k0, n))), b.And(b.Lt(b.Add(rkCol, k0), k), inN), 0.0)
 		return []*tile.Value{b.Dot(av, bv, c[0], prec)}
 	})
-	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, n), rn)), acc[0], b.And(inM, inN))
+	storeMask := b.And(inM, inN)
+	if maskA == "rows" {
+		storeMask = inN // every row of the grid's tiles: those past m must be zeros
+	}
+	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, n), rn)), acc[0], storeMask)
 	kk, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -48,15 +57,19 @@ func tmaProduct(t *testing.T, m, n, k, bm, bn int, prec tile.Precision, maskA bo
 // small integers.
 func TestTensorCopiesOfA(t *testing.T) {
 	for _, c := range []struct {
-		name              string
-		m, n, k, bm, bn   int
-		prec              tile.Precision
-		maskA, wantTensor bool
+		name            string
+		m, n, k, bm, bn int
+		prec            tile.Precision
+		maskA           string
+		wantTensor      bool
+		rows            int64 // the map's rows (0: from the argument)
 	}{
-		{"256x128, B and C masked", 512, 200, 96, 256, 128, tile.PrecTF32, false, true},
-		{"128x64, 5 iterations", 384, 136, 160, 128, 64, tile.PrecTF32, false, true},
-		{"A masked: cp.async", 300, 200, 96, 256, 128, tile.PrecTF32, true, false},
-		{"bf16 (a pass over A's copies): cp.async", 256, 128, 64, 256, 128, tile.PrecBF16, false, false},
+		{"256x128, B and C masked", 512, 200, 96, 256, 128, tile.PrecTF32, "", true, 0},
+		{"128x64, 5 iterations", 384, 136, 160, 128, 64, tile.PrecTF32, "", true, 0},
+		{"A's rows masked: a map of m rows", 300, 200, 96, 256, 128, tile.PrecTF32, "rows", true, 300},
+		{"A's rows masked, 128x64", 200, 100, 64, 128, 64, tile.PrecTF32, "rows", true, 200},
+		{"A masked along k too: cp.async", 300, 200, 96, 256, 128, tile.PrecTF32, "rows and k", false, 0},
+		{"bf16 (a pass over A's copies): cp.async", 256, 128, 64, 256, 128, tile.PrecBF16, "", false, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			nw := c.bn / 16
@@ -75,7 +88,7 @@ func TestTensorCopiesOfA(t *testing.T) {
 				t.Fatalf("tensor copies %v, want %v", got, c.wantTensor)
 			}
 			if c.wantTensor {
-				want := codegen.TensorMap{Param: 0, ElemBytes: 4, Inner: int64(c.k), Box: [2]int{32, c.bm}, Swizzle: 128}
+				want := codegen.TensorMap{Param: 0, ElemBytes: 4, Inner: int64(c.k), Rows: c.rows, Box: [2]int{32, c.bm}, Swizzle: 128}
 				if len(ck.TensorMaps) != 1 || ck.TensorMaps[0] != want {
 					t.Fatalf("tensor maps %v, want [%v]", ck.TensorMaps, want)
 				}
@@ -87,9 +100,15 @@ func TestTensorCopiesOfA(t *testing.T) {
 			} else if len(ck.TensorMaps) != 0 || strings.Contains(ck.PTX, "tmap_") {
 				t.Fatalf("tensor maps %v where A is copied by cp.async", ck.TensorMaps)
 			}
-			a, b, out := make([]float32, c.m*c.k), make([]float32, c.k*c.n), make([]float32, c.m*c.n)
+			// A's buffer and C hold the grid's rows; A's rows past m are
+			// NaN, which its mask reads as zeros (C's rows there are 0)
+			rowsGrid := tile.CDiv(c.m, c.bm) * c.bm
+			a, b, out := make([]float32, rowsGrid*c.k), make([]float32, c.k*c.n), make([]float32, rowsGrid*c.n)
 			for i := range a {
 				a[i] = float32(i%7) - 3
+				if i >= c.m*c.k {
+					a[i] = float32(math.NaN())
+				}
 			}
 			for i := range b {
 				b[i] = float32(i%5) - 2
@@ -109,6 +128,13 @@ func TestTensorCopiesOfA(t *testing.T) {
 					}
 					if float64(out[i*c.n+j]) != s {
 						t.Fatalf("C[%d][%d] = %v, want %v", i, j, out[i*c.n+j], s)
+					}
+				}
+			}
+			if c.maskA == "rows" {
+				for i := c.m * c.n; i < len(out); i++ {
+					if out[i] != 0 {
+						t.Fatalf("C[%d][%d] = %v past A's rows, want 0 (their mask)", i/c.n, i%c.n, out[i])
 					}
 				}
 			}

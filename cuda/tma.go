@@ -74,7 +74,7 @@ func tmaEncoder() error {
 
 // encodeTensorMap writes tm's CUtensorMap for argument b into dst (128
 // bytes aligned to 64, C memory): rows of tm.Inner elements, as many as b
-// holds (codegen.TensorMap.Rows).
+// holds (codegen.TensorMap.RowsIn).
 func encodeTensorMap(dst unsafe.Pointer, tm codegen.TensorMap, b *Buffer) error {
 	if err := tmaEncoder(); err != nil {
 		return err
@@ -85,7 +85,10 @@ func encodeTensorMap(dst unsafe.Pointer, tm codegen.TensorMap, b *Buffer) error 
 	if b == nil || b.Ptr == 0 {
 		return fmt.Errorf("cuda: %v: no buffer", tm)
 	}
-	rows := tm.Rows(b.Bytes)
+	rows, err := tm.RowsIn(b.Bytes)
+	if err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
 	stride := tm.Inner * int64(tm.ElemBytes)
 	switch {
 	case uint64(b.Ptr)%16 != 0:

@@ -14,8 +14,9 @@ import (
 )
 
 // tmaProduct is wsProduct with A's load unmasked (m a multiple of bm, k
-// of 32), the form whose A tiles the swapped loop copies by tensor copies
-// with tma = 1; B's load and the store keep their masks.
+// of 32) or masked by its rows' bound alone, the forms whose A tiles the
+// swapped loop copies by tensor copies with tma = 1; B's load and the
+// store keep their masks.
 func tmaProduct(t *testing.T, m, n, k, bm, bn int, meta tile.Meta) *tile.Kernel {
 	t.Helper()
 	const bk = 32
@@ -25,13 +26,17 @@ func tmaProduct(t *testing.T, m, n, k, bm, bn int, meta tile.Meta) *tile.Kernel 
 	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0)
 	rkRow, rkCol := b.ExpandDims(b.Arange(0, bk), 0), b.ExpandDims(b.Arange(0, bk), 1)
 	offA, offB := b.Add(b.Mul(rm, k), rkRow), b.Add(b.Mul(rkCol, n), rn)
-	inN := b.Lt(rn, n)
+	inM, inN := b.Lt(rm, m), b.Lt(rn, n)
+	var maskA *tile.Value
+	if m%bm != 0 {
+		maskA = inM
+	}
 	acc := b.For(0, k, bk, []*tile.Value{b.Zeros(tile.F32, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
-		av := b.Load(b.AddPtr(pa, b.Add(offA, k0)), nil, nil)
+		av := b.Load(b.AddPtr(pa, b.Add(offA, k0)), maskA, nil)
 		bv := b.Load(b.AddPtr(pb, b.Add(offB, b.Mul(k0, n))), b.And(b.Lt(b.Add(rkCol, k0), k), inN), 0.0)
 		return []*tile.Value{b.Dot(av, bv, c[0], tile.PrecTF32)}
 	})
-	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, n), rn)), acc[0], b.Lt(rn, n))
+	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, n), rn)), acc[0], b.And(inM, inN))
 	kk, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +46,8 @@ func tmaProduct(t *testing.T, m, n, k, bm, bn int, meta tile.Meta) *tile.Kernel 
 
 // TestTensorCopyProductOnGPU: the swapped wgmma loop with A's tiles
 // copied by cp.async.bulk.tensor through a tensor map the launcher encodes
-// (tma = 1) runs on the device, through Launch (a packed launch: the map
+// (tma = 1; A unmasked, or masked by its rows' bound: a map of m rows)
+// runs on the device, through Launch (a packed launch: the map
 // is a 128-byte parameter) and through Pack with the arguments set anew,
 // and gives the same result, bit for bit, as the same kernel with cp.async
 // copies (the same operands reach the same wgmmas), within TF32's tolerance
@@ -61,6 +67,8 @@ func TestTensorCopyProductOnGPU(t *testing.T) {
 		{"256x128 8 warps 4 stages", 512, 200, 96, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 4}},
 		{"256x128 8 warps 4 stages, 1024 rows", 1024, 1000, 1024, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 4}},
 		{"128x64 4 warps 3 stages", 384, 136, 160, 128, 64, tile.Meta{"num_warps": 4, "num_stages": 3}},
+		{"192x128 A's rows masked", 1000, 300, 768, 192, 128, tile.Meta{"num_warps": 8, "num_stages": 4}},
+		{"256x128 A's rows masked", 300, 200, 96, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 4}},
 	} {
 		t.Run(fmt.Sprintf("%s/%dx%dx%d", c.name, c.m, c.n, c.k), func(t *testing.T) {
 			m, n, k := c.m, c.n, c.k

@@ -75,8 +75,12 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, true},
 		{peerCase{name: "A·Bᵀ 256x64x200 swapped 256x128 tma", m: 256, k: 64, n: 200, tb: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
-		{peerCase{name: "matmul 300x96x256 swapped 256x128 tma declined", m: 300, k: 96, n: 256}, tile.PrecTF32,
+		{peerCase{name: "matmul 300x96x256 swapped 256x128 tma rows masked", m: 300, k: 96, n: 256}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+		{peerCase{name: "gelu 200x64x136 swapped 192x128 tma rows masked", m: 200, k: 64, n: 136, gelu: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 300x100x256 swapped 256x128 tma declined", m: 300, k: 100, n: 256}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		{peerCase{name: "A·Bᵀ 150x100x200 swapped 3xTF32 64x128", m: 150, k: 100, n: 200, tb: true}, tile.PrecTF32x3,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, true},
 		// K split over program axis 2, the parts added atomically (the
@@ -287,13 +291,18 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 				}
 			}
 			if c.tune["tma"] == 1 {
-				// unmasked A (m a multiple of BLOCK_M, k of 32): its tiles by
-				// tensor copies through the tensor map after the parameters
-				unmasked := c.pc.m%c.tune["BLOCK_M"] == 0 && c.pc.k%32 == 0
-				require.Equal(t, unmasked, strings.Contains(sim.Last.PTX, "cp.async.bulk.tensor.2d"), "tensor copies where A is unmasked")
-				require.Equal(t, unmasked, strings.Contains(sim.Last.PTX, ".param .align 64 .b8 tmap_0[128]"), "a tensor map parameter")
-				if unmasked {
-					require.Equal(t, []codegen.TensorMap{{Param: 0, ElemBytes: 4, Inner: int64(c.pc.k), Box: [2]int{32, c.tune["BLOCK_M"]}, Swizzle: 128}}, sim.Last.TensorMaps)
+				// A unmasked along k (k a multiple of 32; its rows masked
+				// or not): its tiles by tensor copies through the tensor
+				// map after the parameters, of m rows where they are masked
+				tensor := c.pc.k%32 == 0
+				require.Equal(t, tensor, strings.Contains(sim.Last.PTX, "cp.async.bulk.tensor.2d"), "tensor copies where A is unmasked along k")
+				require.Equal(t, tensor, strings.Contains(sim.Last.PTX, ".param .align 64 .b8 tmap_0[128]"), "a tensor map parameter")
+				if tensor {
+					rows := int64(0)
+					if c.pc.m%c.tune["BLOCK_M"] != 0 {
+						rows = int64(c.pc.m)
+					}
+					require.Equal(t, []codegen.TensorMap{{Param: 0, ElemBytes: 4, Inner: int64(c.pc.k), Rows: rows, Box: [2]int{32, c.tune["BLOCK_M"]}, Swizzle: 128}}, sim.Last.TensorMaps)
 				}
 			}
 			if c.tune["k_tail"] == 1 {
