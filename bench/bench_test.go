@@ -255,7 +255,10 @@ func TestPeerSizes(t *testing.T) {
 			// the GELU's forward kernel writes the GELU and the
 			// pre-activation; the backward's product computes tanh and
 			// 1 + tanh again from the latter (4 outputs and 1540 MB moved
-			// a run before graphpass's rematerialisation, 1276 after)
+			// a run before graphpass's rematerialisation, 1276 after; 1314
+			// since the heads' backward kernels' reads of the stacked
+			// projections count: their stacks had shape [0] before, and
+			// the report counted no bytes for them)
 			for _, g := range c.Report.Groups {
 				if slices.ContainsFunc(g.Ops, func(op string) bool { return strings.HasPrefix(op, "Cube") }) {
 					assert.Len(t, g.Extra, 1, "the GELU's forward kernel's extra outputs: %v", g.Extra)
@@ -264,7 +267,7 @@ func TestPeerSizes(t *testing.T) {
 					assert.False(t, strings.HasPrefix(x, "Tanh("), "%s writes %s", g.Kernel, x)
 				}
 			}
-			assert.Less(t, c.Report.KernelBytes(), int64(1300e6), "bytes the kernels move a run")
+			assert.Less(t, c.Report.KernelBytes(), int64(1330e6), "bytes the kernels move a run")
 			cpuC, err := fusion.Compile(s.Graph, fusion.WithMatMulFusion(true), fusion.WithTarget(graphpass.CPU(2)))
 			require.NoError(t, err)
 			assert.LessOrEqual(t, cpuC.Report.Kernels(), 23, "the CPU target's kernels")

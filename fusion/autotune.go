@@ -495,12 +495,7 @@ func medianOf(xs []float64) float64 {
 func tuneArgs(grp *graphpass.Group, k *graphpass.Kernel) (args []any, outs []any) {
 	rng := rand.New(rand.NewPCG(12, 2026))
 	for _, in := range grp.Inputs {
-		n := max(1, numel(in.Info.Shape))
-		if s := in.Group; in.Internal() && s != nil && s.Stack == in {
-			// a kernel's outputs laid end to end, which the group indexes
-			// into (the heads' backward value): as many elements as they
-			n = stackSize(s)
-		}
+		n := max(1, numel(in.Info.Shape)) // a Stack (graphpass): its group's outputs' elements
 		if in.Info.DType == tile.F64 {
 			x := make([]float64, n)
 			for i := range x {
@@ -524,16 +519,6 @@ func tuneArgs(grp *graphpass.Group, k *graphpass.Kernel) (args []any, outs []any
 	}
 	resetOuts(outs, k.Accumulates)
 	return append(args, outs...), outs
-}
-
-// stackSize is the elements of group g's outputs, laid end to end (the
-// value its Stack stands for).
-func stackSize(g *graphpass.Group) int {
-	n := 0
-	for _, o := range append([]*graphpass.Node{g.Root}, g.Extra...) {
-		n += max(1, numel(o.Info.Shape))
-	}
-	return n
 }
 
 // tuneOutSizes are the elements of each output parameter of k: one per

@@ -12,10 +12,11 @@ import (
 // TestTuneArgsStack: the tuner's inputs for a heads_grad kernel of the
 // BERT layer at TF32 on the H200 (which has candidates: xᵀ copied once,
 // on wgmma) hold the backward kernel's whole value where the kernel reads
-// it through its stack (an internal value of shape [0]: given 1 element,
-// the default faulted on the H200 with an illegal address and every later
-// launch of the tuner's context failed), and every other input as many
-// elements as its shape.
+// it through its stack (an internal value whose shape, [0] before, gave it
+// 1 element: the default faulted on the H200 with an illegal address and
+// every later launch of the tuner's context failed; now the shape is the
+// group's outputs' elements, checked here against them once the partition
+// is done), and every other input as many elements as its shape.
 func TestTuneArgsStack(t *testing.T) {
 	wl, _ := bench.Lookup("encoder_fwd_bwd")
 	sp, err := wl.Build(bench.Peer)

@@ -355,7 +355,14 @@ func (hs *heads) weightGradients(writeOut func(*Node) bool) []*Group {
 	} {
 		part.from.OnePointer = true
 		if part.from.Stack == nil {
-			part.from.Stack = newInternal(fmt.Sprintf("%v.%s", hs.concat, part.suffix), []int{0}, hs.concat.Info.DType, part.from)
+			// the value of the group's outputs laid end to end: as many
+			// elements as they have (what the compile report counts the
+			// heads' backward as reading, and the tuner allocates)
+			n := 0
+			for _, o := range append([]*Node{part.from.Root}, part.from.Extra...) {
+				n += max(1, numel(o.Info.Shape))
+			}
+			part.from.Stack = newInternal(fmt.Sprintf("%v.%s", hs.concat, part.suffix), []int{n}, hs.concat.Info.DType, part.from)
 		}
 		g := &Group{Kind: HeadsGradGroup, heads: hs, Reads: []*Node{hs.x, part.from.Stack}, OnePointer: true}
 		outs := slices.Clone(part.dw)
