@@ -422,12 +422,15 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		l.wsPlan(p)
 	}
 	p.lateCopies = p.swapped && !p.ws && !p.copyPass() && l.k.Meta["early_copies"] != 1
-	if l.k.Meta["tma"] == 1 {
+	if v, asked := l.k.Meta["tma"]; asked && v == 1 || !asked && tmaDefault && p.swapped {
 		switch {
 		case !p.swapped || p.ws || p.copyPass() || p.ss:
 			p.tmaDeclined = "not the swapped TF32 form without a pass over its copies (nor ws, wg_ss)"
 		default:
 			p.tma, p.tmaDeclined = l.tmaPlan(p)
+		}
+		if !asked {
+			p.tmaDeclined = "" // the default where it applies
 		}
 	}
 	if p.wgmma {

@@ -36,6 +36,10 @@ import (
 // of a row). Masked loads (sizes no multiple of the tile) keep cp.async:
 // a map's bounds would have to be the mask's.
 
+// tmaDefault: tensor copies of A where they apply without the
+// meta-parameter tma (tma = 0 keeps cp.async, tma = 1 asks for them).
+const tmaDefault = false
+
 // TensorMap describes a kernel parameter that follows the tile kernel's
 // own ones: a CUtensorMap (128 bytes, 64-byte aligned, passed by value)
 // that the launcher encodes at each launch for the tensor at pointer
