@@ -141,3 +141,31 @@ func TestTensorCopiesOfA(t *testing.T) {
 		})
 	}
 }
+
+// TestTensorMapRows: a map's rows are the mask's bound where it has one
+// (an error where the argument ends before its last row starts), else as
+// many as the argument holds, its last row possibly shorter than the
+// stride (a view of fewer columns).
+func TestTensorMapRows(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		rows    int64 // TensorMap.Rows
+		bytes   int64
+		want    int64
+		wantErr bool
+	}{
+		{name: "whole rows", bytes: 4 * 96 * 10, want: 10},
+		{name: "a last row of 40 columns", bytes: 4 * (96*9 + 40), want: 10},
+		{name: "the mask's bound", rows: 7, bytes: 4 * 96 * 10, want: 7},
+		{name: "the mask's bound past the argument", rows: 11, bytes: 4 * 96 * 10, wantErr: true},
+		{name: "the mask's last row starting in the argument", rows: 10, bytes: 4 * (96*9 + 1), want: 10},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := codegen.TensorMap{ElemBytes: 4, Inner: 96, Rows: c.rows, Box: [2]int{32, 256}, Swizzle: 128}
+			got, err := m.RowsIn(c.bytes)
+			if (err != nil) != c.wantErr || got != c.want {
+				t.Fatalf("RowsIn(%d) = %d, %v; want %d (error %v)", c.bytes, got, err, c.want, c.wantErr)
+			}
+		})
+	}
+}
