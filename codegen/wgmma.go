@@ -240,6 +240,12 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 			continue
 		}
 		for _, r := range a {
+			if l.k.Meta["tf32_rn"] == 1 {
+				// measurement only: ties to even, one F2FP on sm_90,
+				// where rna is a compare and two predicated integer ops
+				emit(w, "cvt.rn.tf32.f32 %s, %s", r, r)
+				continue
+			}
 			emitRoundTF32(w, "", r, r)
 		}
 		frags = append(frags, a)

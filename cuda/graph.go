@@ -114,6 +114,25 @@ type Packed struct {
 	argp    unsafe.Pointer // a pointer per argument, to its slot, then to each tensor map
 	tmaps   []codegen.TensorMap
 	bufs    []*Buffer // the pointer arguments' buffers, for the tensor maps
+	// stale: tensor maps whose argument changed since they were encoded
+	// (encoded on the device's thread, before a launch or a graph's node
+	// takes them: cuTensorMapEncodeTiled wants the context current)
+	stale []bool
+}
+
+// encodeMaps encodes the tensor maps whose arguments changed; on the
+// device's thread.
+func (p *Packed) encodeMaps() error {
+	for j, tm := range p.tmaps {
+		if !p.stale[j] {
+			continue
+		}
+		if err := encodeTensorMap(p.tmap(j), tm, p.bufs[tm.Param]); err != nil {
+			return fmt.Errorf("cuda: @%s: argument %d (%s): %w", p.Name, tm.Param, p.k.Params[tm.Param].Name, err)
+		}
+		p.stale[j] = false
+	}
+	return nil
 }
 
 // tmap is the address of tensor map j in argv.
@@ -136,7 +155,7 @@ func (d *Device) Pack(f *Function, k *tile.Kernel, grid tile.Grid, args ...any) 
 		}
 	}
 	p := &Packed{Name: k.Name, k: k, fn: *(*C.CUfunction)(unsafe.Pointer(&f.fn)), grid: g, threads: f.Threads, shmem: f.DynShared,
-		tmaps: f.tmaps, bufs: make([]*Buffer, len(args))}
+		tmaps: f.tmaps, bufs: make([]*Buffer, len(args)), stale: make([]bool, len(f.tmaps))}
 	n := max(1, len(args))
 	p.argv = C.calloc(C.size_t(8*n+64+tensorMapBytes*len(f.tmaps)), 1)
 	p.argp = C.calloc(C.size_t(n+len(f.tmaps)), C.size_t(unsafe.Sizeof(uintptr(0))))
@@ -179,9 +198,10 @@ func (p *Packed) Set(i int, arg any) error {
 	}
 	for j, tm := range p.tmaps {
 		if tm.Param == i {
-			if err := encodeTensorMap(p.tmap(j), tm, p.bufs[i]); err != nil {
+			if err := checkTensorMap(tm, p.bufs[i]); err != nil {
 				return fmt.Errorf("cuda: @%s: argument %d (%s): %w", p.Name, i, p.k.Params[i].Name, err)
 			}
+			p.stale[j] = true
 		}
 	}
 	return nil
@@ -208,6 +228,9 @@ func (t *Thread) LaunchPacked(p *Packed) error {
 	}
 	if p.grid[0] == 0 {
 		return nil
+	}
+	if err := p.encodeMaps(); err != nil {
+		return err
 	}
 	g := p.grid
 	if rc := C.tf_launch(p.fn, C.uint(g[0]), C.uint(g[1]), C.uint(g[2]), C.uint(p.threads), C.uint(p.shmem), (*unsafe.Pointer)(p.argp)); rc != 0 {
@@ -264,6 +287,9 @@ func (t *Thread) NewGraph(steps []GraphStep) (_ *Graph, err error) {
 			}
 			if p.grid[0] == 0 {
 				continue
+			}
+			if err := p.encodeMaps(); err != nil {
+				return nil, fmt.Errorf("cuda: graph node %d: %w", i, err)
 			}
 			g := p.grid
 			if rc := C.tf_graph_kernel(gr.g, dep, &node, p.fn, C.uint(g[0]), C.uint(g[1]), C.uint(g[2]), C.uint(p.threads), C.uint(p.shmem), (*unsafe.Pointer)(p.argp)); rc != 0 {
@@ -333,6 +359,9 @@ func (t *Thread) SetLaunch(g *Graph, step int, p *Packed) error {
 	}
 	if p.argp == nil {
 		return fmt.Errorf("cuda: SetLaunch: @%s: a freed Packed", p.Name)
+	}
+	if err := p.encodeMaps(); err != nil {
+		return fmt.Errorf("cuda: SetLaunch: %w", err)
 	}
 	gd := p.grid
 	if rc := C.tf_graph_set_kernel(g.e, n, p.fn, C.uint(gd[0]), C.uint(gd[1]), C.uint(gd[2]), C.uint(p.threads), C.uint(p.shmem), (*unsafe.Pointer)(p.argp)); rc != 0 {

@@ -72,9 +72,43 @@ func tmaEncoder() error {
 	return tmaErr
 }
 
+// checkTensorMap reports what keeps tm from being encoded for argument b
+// (what cuTensorMapEncodeTiled would refuse, and a buffer shorter than the
+// map's rows).
+func checkTensorMap(tm codegen.TensorMap, b *Buffer) error {
+	_, err := tensorMapRows(tm, b)
+	return err
+}
+
+// tensorMapRows checks tm for argument b and returns its rows.
+func tensorMapRows(tm codegen.TensorMap, b *Buffer) (int64, error) {
+	if b == nil || b.Ptr == 0 {
+		return 0, fmt.Errorf("cuda: %v: no buffer", tm)
+	}
+	rows, err := tm.RowsIn(b.Bytes)
+	if err != nil {
+		return 0, fmt.Errorf("cuda: %w", err)
+	}
+	stride := tm.Inner * int64(tm.ElemBytes)
+	switch {
+	case uint64(b.Ptr)%16 != 0:
+		return 0, fmt.Errorf("cuda: %v: buffer at %#x is not 16-byte aligned", tm, uint64(b.Ptr))
+	case rows < 1 || rows > 1<<32 || tm.Inner < 1 || tm.Inner > 1<<32:
+		return 0, fmt.Errorf("cuda: %v: a buffer of %d bytes is %d rows", tm, b.Bytes, rows)
+	case stride%16 != 0:
+		return 0, fmt.Errorf("cuda: %v: rows %d bytes apart, not a multiple of 16", tm, stride)
+	case tm.ElemBytes != 4:
+		return 0, fmt.Errorf("cuda: %v: only 4-byte elements (float32)", tm)
+	case tm.Swizzle != 0 && tm.Swizzle != 32 && tm.Swizzle != 64 && tm.Swizzle != 128:
+		return 0, fmt.Errorf("cuda: %v: swizzle of %d bytes", tm, tm.Swizzle)
+	}
+	return rows, nil
+}
+
 // encodeTensorMap writes tm's CUtensorMap for argument b into dst (128
 // bytes aligned to 64, C memory): rows of tm.Inner elements, as many as b
-// holds (codegen.TensorMap.RowsIn).
+// holds (codegen.TensorMap.RowsIn). On the device's thread: the driver
+// wants the context current (CUresult 201 otherwise, seen on the H200).
 func encodeTensorMap(dst unsafe.Pointer, tm codegen.TensorMap, b *Buffer) error {
 	if err := tmaEncoder(); err != nil {
 		return err
@@ -82,29 +116,12 @@ func encodeTensorMap(dst unsafe.Pointer, tm codegen.TensorMap, b *Buffer) error 
 	if uintptr(dst)%64 != 0 {
 		return fmt.Errorf("cuda: tensor map at %p: not 64-byte aligned", dst)
 	}
-	if b == nil || b.Ptr == 0 {
-		return fmt.Errorf("cuda: %v: no buffer", tm)
-	}
-	rows, err := tm.RowsIn(b.Bytes)
+	rows, err := tensorMapRows(tm, b)
 	if err != nil {
-		return fmt.Errorf("cuda: %w", err)
+		return err
 	}
 	stride := tm.Inner * int64(tm.ElemBytes)
-	switch {
-	case uint64(b.Ptr)%16 != 0:
-		return fmt.Errorf("cuda: %v: buffer at %#x is not 16-byte aligned", tm, uint64(b.Ptr))
-	case rows < 1 || rows > 1<<32 || tm.Inner < 1 || tm.Inner > 1<<32:
-		return fmt.Errorf("cuda: %v: a buffer of %d bytes is %d rows", tm, b.Bytes, rows)
-	case stride%16 != 0:
-		return fmt.Errorf("cuda: %v: rows %d bytes apart, not a multiple of 16", tm, stride)
-	case tm.ElemBytes != 4:
-		return fmt.Errorf("cuda: %v: only 4-byte elements (float32)", tm)
-	}
-	swz := map[int]int{0: 0, 32: 1, 64: 2, 128: 3}
-	mode, ok := swz[tm.Swizzle]
-	if !ok {
-		return fmt.Errorf("cuda: %v: swizzle of %d bytes", tm, tm.Swizzle)
-	}
+	mode := map[int]int{0: 0, 32: 1, 64: 2, 128: 3}[tm.Swizzle]
 	const float32Type = 7 // CU_TENSOR_MAP_DATA_TYPE_FLOAT32
 	if rc := C.tf_tensor_map_2d(dst, float32Type, C.uint64_t(b.Ptr), C.uint64_t(tm.Inner), C.uint64_t(rows), C.uint64_t(stride),
 		C.uint32_t(tm.Box[0]), C.uint32_t(tm.Box[1]), C.int(mode)); rc != 0 {

@@ -48,7 +48,9 @@ func tmaProduct(t *testing.T, m, n, k, bm, bn int, meta tile.Meta) *tile.Kernel 
 // copied by cp.async.bulk.tensor through a tensor map the launcher encodes
 // (tma = 1; A unmasked, or masked by its rows' bound: a map of m rows)
 // runs on the device, through Launch (a packed launch: the map
-// is a 128-byte parameter) and through Pack with the arguments set anew,
+// is a 128-byte parameter) and through Pack with the arguments set anew
+// outside the device's thread (the maps are encoded on it, at the launch:
+// the driver refused the encoding without the context, CUresult 201),
 // and gives the same result, bit for bit, as the same kernel with cp.async
 // copies (the same operands reach the same wgmmas), within TF32's tolerance
 // of the float64 product; outputs poisoned with NaN.
