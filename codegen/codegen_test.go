@@ -252,12 +252,12 @@ func TestTF32UsesTensorCores(t *testing.T) {
 		if got := strings.Contains(ck.PTX, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"); got != c.mma {
 			t.Errorf("TF32=%d: mma.sync present = %v", c.tf32, got)
 		}
-		// A truncated (and.b32), B rounded (cvt.rna), as the interpreter
+		// A truncated (and.b32), B rounded (cvt.rn on sm_90), as the interpreter
 		if got := strings.Contains(ck.PTX, ", 0xffffe000;"); got != c.mma {
 			t.Errorf("TF32=%d: and.b32 …, 0xffffe000 present = %v", c.tf32, got)
 		}
-		if got := strings.Contains(ck.PTX, "cvt.rna.tf32.f32"); got != c.mma {
-			t.Errorf("TF32=%d: cvt.rna.tf32 present = %v", c.tf32, got)
+		if got := strings.Contains(ck.PTX, "cvt.rn.tf32.f32"); got != c.mma {
+			t.Errorf("TF32=%d: cvt.rn.tf32 present = %v", c.tf32, got)
 		}
 		if got := strings.Contains(ck.PTX, "fma.rn.f32"); got != c.fma {
 			t.Errorf("TF32=%d: fma.rn.f32 present = %v", c.tf32, got)

@@ -305,7 +305,7 @@ func (l *lowerer) aFragGeometry(p *pipe) (row, chunk string) {
 // mmaStep emits the tensor-core work of one pipeline stage: for each k step
 // of 8, the warp's A fragments by ldmatrix.x4 and B fragments by
 // ld.shared.b32 from the stage at byte offset stage (a register), A's
-// truncated to TF32 (and.b32) and B's rounded (cvt.rna), as the interpreter
+// truncated to TF32 (and.b32) and B's rounded (roundTF32), as the interpreter
 // sees a TF32 dot's operands, then an mma.sync per m16n8 tile
 // of the warp into the accumulator registers acc (held in p.acc's layout).
 func (l *lowerer) mmaStep(p *pipe, stage string, acc *lval) {
@@ -397,7 +397,7 @@ func (l *lowerer) mmaStep(p *pipe, stage string, acc *lval) {
 		}
 		return
 	}
-	round := func(x string) { emitRoundTF32(w, "", x, x) } // B's words
+	round := func(x string) { l.roundTF32(w, "", x, x) } // B's words
 	for kk := 0; kk < p.k; kk += 8 {
 		a := make([][4]string, mt)
 		for i := range a {
@@ -411,9 +411,9 @@ func (l *lowerer) mmaStep(p *pipe, stage string, acc *lval) {
 			// 3xTF32: hi = tf32(x), lo = tf32(x − hi); the small products first
 			hiLo := func(x string) (string, string) {
 				hi, lo := l.reg("r"), l.reg("r")
-				emit(w, "cvt.rna.tf32.f32 %s, %s", hi, x)
+				l.roundTF32(w, "", hi, x)
 				emit(w, "sub.f32 %s, %s, %s", lo, x, hi)
-				emit(w, "cvt.rna.tf32.f32 %s, %s", lo, lo)
+				l.roundTF32(w, "", lo, lo)
 				return hi, lo
 			}
 			ah, al := make([][4]string, mt), make([][4]string, mt)

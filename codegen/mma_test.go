@@ -170,7 +170,7 @@ func TestPipelinedDot(t *testing.T) {
 		{`ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16`, loop, 4 * 2},
 		// A's fragments truncated, B's rounded
 		{`and\.b32 %r\d+, %r\d+, 0xffffe000`, loop, 4 * 2 * 4},
-		{`cvt\.rna\.tf32\.f32`, loop, 4 * 4 * 2},
+		{`cvt\.rna?\.tf32\.f32`, loop, 4 * 4 * 2},
 		// 64×32 + 32×64 floats, 16 bytes a copy, 128 threads
 		{`cp\.async\.cg\.shared\.global \[%r\d+(\+-?\d+)?\], \[%rd\d+(\+-?\d+)?\], 16`, loop, 8},
 		{`cp\.async\.wait_group 1`, loop, 1},
@@ -271,7 +271,7 @@ func TestWgmmaDot(t *testing.T) {
 		{`st\.shared\.b32`, loop, 32},
 		{`ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16`, loop, 4},
 		{`and\.b32 %r\d+, %r\d+, 0xffffe000`, loop, 16}, // A's fragments, truncated
-		{`cvt\.rna\.tf32\.f32`, loop, 32},               // B's words, rounded
+		{`cvt\.rna?\.tf32\.f32`, loop, 32},              // B's words, rounded
 		{`mma\.sync`, p, 0},
 	} {
 		if n := count(c.re, c.in); n != c.want {
@@ -315,6 +315,7 @@ func TestWgmmaSwapped(t *testing.T) {
 	k := constMatmul(t, 4096, 4096, 4096, 256, 128, 32, tile.PrecTF32)
 	k.Meta["wgmma"] = 2
 	k.Meta["num_stages"] = 4
+	k.Meta["tma"] = 0 // A by cp.async (tensor copies: TestTensorCopiesOfA)
 	ck, pipe := compilePipe(t, k, Options{Arch: 90, NumWarps: 8, Spec: all16(k)})
 	if !strings.Contains(pipe, "wgmma m64n256k8 tf32 on Cᵀ = Bᵀ·Aᵀ") || !strings.Contains(pipe, "4 stages of 49152 B (2 ahead") {
 		t.Errorf("the .pipe dump does not show the swapped plan:\n%s", pipe)
@@ -345,7 +346,7 @@ func TestWgmmaSwapped(t *testing.T) {
 		{`st\.shared\.v4\.b32`, loop, 0},
 		{`ld\.shared\.b32`, loop, 2 * 16},
 		{`and\.b32 %r\d+, %r\d+, 0xffffe000`, loop, 0},
-		{`cvt\.rna\.tf32\.f32`, loop, 2 * 16},
+		{`cvt\.rna?\.tf32\.f32`, loop, 2 * 16},
 		{`st\.shared\.b32`, loop, 0},
 		{`ldmatrix`, p, 0},
 		{`mma\.sync`, p, 0},
@@ -388,7 +389,7 @@ func TestWgmmaSwapped(t *testing.T) {
 		// A 64×32 by 256 threads: 2 chunks of 4 a thread, split into two tiles
 		{`st\.shared\.v4\.b32`, loop, 2 * 2 * 2},
 		{`sub\.f32`, loop, 2 * (8 + 16)},
-		{`cvt\.rna\.tf32\.f32`, loop, 2 * 2 * (8 + 16)},
+		{`cvt\.rna?\.tf32\.f32`, loop, 2 * 2 * (8 + 16)},
 	} {
 		if n := count(c.re, c.in); n != c.want {
 			t.Errorf("3xTF32: %d × %s, want %d", n, c.re, c.want)
@@ -422,7 +423,7 @@ func TestWgmmaSwapped(t *testing.T) {
 		{`cvt\.rn\.bf16x2\.f32`, 2 * (8*2 + 8)},
 		{`st\.shared\.v2\.b32 \[%r\d+\]`, 2 * 8},
 		{`ld\.shared\.b32`, 2 * 16},
-		{`cvt\.rna`, 0},
+		{`cvt\.rna?\.tf32`, 0},
 	} {
 		if n := count(c.re, loop); n != c.want {
 			t.Errorf("bf16: %d × %s, want %d", n, c.re, c.want)
@@ -480,7 +481,7 @@ func TestSlotwiseEpilogue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	epi := ck.PTX[strings.Index(ck.PTX, "$L_pipe_end_4:"):]
+	epi := ck.PTX[regexp.MustCompile(`\$L_pipe_end_\d+:`).FindStringIndex(ck.PTX)[0]:]
 	stores := regexp.MustCompile(`st\.global\.f32`).FindAllStringIndex(epi, -1)
 	tanh := regexp.MustCompile(`tanh|ex2`).FindAllStringIndex(epi, -1)
 	if len(stores) != 128 || len(tanh) == 0 {
@@ -506,12 +507,12 @@ func TestPipelinedPrecisions(t *testing.T) {
 			`mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32`: 2 * 2 * 4,
 			`cvt\.rn\.bf16x2\.f32`:              2 * (2*4 + 4*2),
 			`ldmatrix\.sync\.aligned\.m8n8\.x4`: 2 * 2 * 2,
-			`cvt\.rna\.tf32`:                    0,
+			`cvt\.rna?\.tf32`:                   0,
 		}},
 		{tile.PrecTF32x3, map[string]int{
 			`mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32`: 3 * 4 * 2 * 4,
-			`sub\.f32`:            4 * (2*4 + 4*2),
-			`cvt\.rna\.tf32\.f32`: 2 * 4 * (2*4 + 4*2),
+			`sub\.f32`:             4 * (2*4 + 4*2),
+			`cvt\.rna?\.tf32\.f32`: 2 * 4 * (2*4 + 4*2),
 		}},
 	} {
 		k := constMatmul(t, 256, 256, 256, 64, 64, 32, c.prec)

@@ -276,7 +276,7 @@ func (l *lowerer) roundTiles(ml *mmaLoop, region int, sc string) {
 				if t.truncated {
 					emitTruncTF32(w, g, r, r)
 				} else {
-					emitRoundTF32(w, g, r, r)
+					l.roundTF32(w, g, r, r)
 				}
 			}
 			emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(t.vw), a, vecOperand(regs))
@@ -530,7 +530,7 @@ func (l *lowerer) tf32A(w *strings.Builder, p tile.Precision, x string) string {
 	if p.TruncatesA() {
 		emitTruncTF32(w, "", r, x)
 	} else {
-		emitRoundTF32(w, "", r, x)
+		l.roundTF32(w, "", r, x)
 	}
 	return r
 }
@@ -545,19 +545,47 @@ func emitTruncTF32(w *strings.Builder, g, dst, src string) {
 	emit(w, "%sand.b32 %s, %s, %s", g, dst, src, tf32Mask)
 }
 
-// emitRoundTF32 writes dst = src rounded to TF32, to nearest with ties away
-// (tile.RoundTF32, cvt.rna): a PrecTF32 dot's B operand, a PrecTF32TB
-// dot's A.
-func emitRoundTF32(w *strings.Builder, g, dst, src string) {
-	emit(w, "%scvt.rna.tf32.f32 %s, %s", g, dst, src)
+// roundTF32 writes dst = src rounded to TF32, to nearest with ties to even
+// (tile.RoundTF32; g: a guard or ""): a PrecTF32 dot's B operand, a
+// PrecTF32TB dot's A, 3xTF32's parts. On sm_90 cvt.rn.tf32.f32, one
+// instruction (F2FP.TF32 in SASS, where cvt.rna is a compare and two
+// predicated integer ops: the H200, 2026-12-03); sm_80 has cvt.rna only,
+// so there the increment 0xfff plus the kept bit 13 is added to finite
+// values' bits before the 13 low bits are cleared, and infinities and NaN
+// take cvt.rna's result (themselves, NaN quieted).
+func (l *lowerer) roundTF32(w *strings.Builder, g, dst, src string) {
+	if l.opt.Arch >= 90 {
+		emit(w, "%scvt.rn.tf32.f32 %s, %s", g, dst, src)
+		return
+	}
+	inc, e, nf, na := l.reg("r"), l.reg("r"), l.reg("p"), l.reg("r")
+	if strings.HasPrefix(src, "%f") { // the integer ops take the bits
+		b := l.reg("r")
+		emit(w, "%smov.b32 %s, %s", g, b, src)
+		src = b
+	}
+	out := dst
+	if strings.HasPrefix(dst, "%f") {
+		out = l.reg("r")
+		defer emit(w, "%smov.b32 %s, %s", g, dst, out)
+	}
+	emit(w, "%sshr.u32 %s, %s, 13", g, inc, src)
+	emit(w, "%sand.b32 %s, %s, 1", g, inc, inc)
+	emit(w, "%sadd.u32 %s, %s, 4095", g, inc, inc)
+	emit(w, "%sand.b32 %s, %s, 2139095040", g, e, src) // the exponent, 0x7f800000
+	emit(w, "%ssetp.eq.u32 %s, %s, 2139095040", g, nf, e)
+	emit(w, "%scvt.rna.tf32.f32 %s, %s", g, na, src)
+	emit(w, "%sadd.u32 %s, %s, %s", g, e, src, inc)
+	emit(w, "%sand.b32 %s, %s, -8192", g, e, e) // 0xffffe000, written apart from the truncations
+	emit(w, "%sselp.b32 %s, %s, %s, %s", g, out, na, e, nf)
 }
 
 // splitTF32 is 3xTF32's split: hi = tf32(x), lo = tf32(x − hi).
 func (l *lowerer) splitTF32(w *strings.Builder, x string) (hi, lo string) {
 	hi, lo = l.reg("r"), l.reg("r")
-	emit(w, "cvt.rna.tf32.f32 %s, %s", hi, x)
+	l.roundTF32(w, "", hi, x)
 	emit(w, "sub.f32 %s, %s, %s", lo, x, hi)
-	emit(w, "cvt.rna.tf32.f32 %s, %s", lo, lo)
+	l.roundTF32(w, "", lo, lo)
 	return hi, lo
 }
 
@@ -676,8 +704,8 @@ func (l *lowerer) mmaDotEmit(d *mmaDot, region, aRegion int, stage string) error
 					emitTruncTF32(w, "", x[0], x[0])
 					emitTruncTF32(w, "", x[1], x[1])
 				default:
-					emitRoundTF32(w, "", x[0], x[0])
-					emitRoundTF32(w, "", x[1], x[1])
+					l.roundTF32(w, "", x[0], x[0])
+					l.roundTF32(w, "", x[1], x[1])
 				}
 				bf[j] = x[:]
 			}

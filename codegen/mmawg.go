@@ -395,7 +395,7 @@ func (l *lowerer) wgInPlace(ml *mmaLoop, carried []*lval, lays []*Layout) map[*m
 // prepareTiles makes this thread's copies of ml's tiles in the stage at
 // byte offset sc ready for wgmma, once they have landed (after its
 // cp.async.wait_group, before the fence and the barrier): it loads each
-// copy, rounds it to TF32 (cvt.rna: the tiles are B operands, which a TF32
+// copy, rounds it to TF32 (roundTF32: the tiles are B operands, which a TF32
 // dot rounds) and stores it back where the copies land in a view (direct),
 // or splits it (3xTF32), and writes it into every other view of the tile:
 // TF32 views there are transposed (wgmmaLoop), a word a
@@ -424,9 +424,9 @@ func (l *lowerer) prepareTiles(ml *mmaLoop, region int, sc string) {
 			if x3 {
 				for j, r := range x {
 					x[j], lo = l.reg("r"), append(lo, l.reg("r"))
-					emit(w, "%scvt.rna.tf32.f32 %s, %s", g, x[j], r)
+					l.roundTF32(w, g, x[j], r)
 					emit(w, "%ssub.f32 %s, %s, %s", g, lo[j], r, x[j])
-					emit(w, "%scvt.rna.tf32.f32 %s, %s", g, lo[j], lo[j])
+					l.roundTF32(w, g, lo[j], lo[j])
 				}
 				if t.direct {
 					v := t.wg[0]
@@ -436,7 +436,7 @@ func (l *lowerer) prepareTiles(ml *mmaLoop, region int, sc string) {
 			}
 			if t.rounded {
 				for _, r := range x {
-					emitRoundTF32(w, g, r, r)
+					l.roundTF32(w, g, r, r)
 				}
 				if t.direct {
 					emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(t.vw), src, vecOperand(x))

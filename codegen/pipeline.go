@@ -422,7 +422,7 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		l.wsPlan(p)
 	}
 	p.lateCopies = p.swapped && !p.ws && !p.copyPass() && l.k.Meta["early_copies"] != 1
-	if v, asked := l.k.Meta["tma"]; asked && v == 1 || !asked && tmaDefault && p.swapped {
+	if v, asked := l.k.Meta["tma"]; asked && v == 1 || !asked && p.swapped && p.m == tmaDefaultRows {
 		switch {
 		case !p.swapped || p.ws || p.copyPass() || p.ss:
 			p.tmaDeclined = "not the swapped TF32 form without a pass over its copies (nor ws, wg_ss)"
@@ -1017,7 +1017,7 @@ func (l *lowerer) addBlock(p *pipe, acc *lval, blk []string) {
 // roundCopies passes over what this thread copied into A's tile of the
 // stage at byte offset stage (the copies issueCopies made, zero fills
 // included), once they have landed (pipe.copyPass): for 3xTF32 the tile
-// keeps the high parts (rounded to nearest, cvt.rna) and alo receives the
+// keeps the high parts (rounded to nearest, roundTF32) and alo receives the
 // low ones; for bf16 they go, rounded to bf16, into the stage's bf16 tile;
 // the staged form transposes them (transposeCopies).
 func (l *lowerer) roundCopies(p *pipe, stage string) error {
@@ -1082,10 +1082,10 @@ func (l *lowerer) roundCopies(p *pipe, stage string) error {
 		for _, r := range regs {
 			x := l.reg("r")
 			emit(w, "%smov.b32 %s, %s", g, x, r)
-			emit(w, "%scvt.rna.tf32.f32 %s, %s", g, r, x)
+			l.roundTF32(w, g, r, x)
 			d := l.reg("r")
 			emit(w, "%ssub.f32 %s, %s, %s", g, d, x, r)
-			emit(w, "%scvt.rna.tf32.f32 %s, %s", g, d, d)
+			l.roundTF32(w, g, d, d)
 			lo = append(lo, d)
 		}
 		emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(vw), a, vecOperand(regs))
@@ -1162,9 +1162,9 @@ func (l *lowerer) transposeCopies(p *pipe, stage string) {
 				emit(w, "%sst.shared.b16 [%s+%d], %s", g, addr, e*rowBytes, h)
 			case p.x3():
 				hi, lo := l.reg("r"), l.reg("r")
-				emit(w, "%scvt.rna.tf32.f32 %s, %s", g, hi, x)
+				l.roundTF32(w, g, hi, x)
 				emit(w, "%ssub.f32 %s, %s, %s", g, lo, x, hi)
-				emit(w, "%scvt.rna.tf32.f32 %s, %s", g, lo, lo)
+				l.roundTF32(w, g, lo, lo)
 				emit(w, "%sst.shared.b32 [%s+%d], %s", g, addr, e*rowBytes, hi)
 				emit(w, "%sst.shared.b32 [%s+%d], %s", g, addr, e*rowBytes+p.alo.Off-p.ak.Off, lo)
 			default:

@@ -246,7 +246,7 @@ func (l *lowerer) dot(v *tile.Value) error {
 				if (op.x == a) == v.Prec.TruncatesA() {
 					emitTruncTF32(w, "", rt, val)
 				} else {
-					emitRoundTF32(w, "", rt, val)
+					l.roundTF32(w, "", rt, val)
 				}
 				emit(w, "st.shared.b32 [%s], %s", addr, rt)
 			} else if v.Prec == tile.PrecBF16 && t.DType == tile.F32 {

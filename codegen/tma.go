@@ -36,9 +36,16 @@ import (
 // of a row). Masked loads (sizes no multiple of the tile) keep cp.async:
 // a map's bounds would have to be the mask's.
 
-// tmaDefault: tensor copies of A where they apply without the
-// meta-parameter tma (tma = 0 keeps cp.async, tma = 1 asks for them).
-const tmaDefault = false
+// tmaDefaultRows: tensor copies of A by default (without the
+// meta-parameter tma: tma = 0 keeps cp.async, tma = 1 asks for them) in
+// swapped loops of tiles of this many rows (BLOCK_M), where they apply.
+// The H200, 2026-12-03 (r18d, B rounded by cvt.rn; `tilefuse peer
+// -precision tf32 -tune 'tma=1'` in one call), TFLOP/s cp.async → tensor
+// copies: at 256 rows 4096³ 318.5 → 323.7, A·Bᵀ 4096³ 320.2 → 329.1,
+// gelu(x·W+b) 301.5 → 305.1, the BERT layer's 4096×3072×768 269.4 → 272.2
+// and with gelu 216.1 → 221.7, A·Bᵀ 4096×3072×768 275.1 → 269.8; at 192
+// rows (the BERT layer's 768-wide products) −2.6% to +1.4%, so not there.
+const tmaDefaultRows = 256
 
 // TensorMap describes a kernel parameter that follows the tile kernel's
 // own ones: a CUtensorMap (128 bytes, 64-byte aligned, passed by value)

@@ -17,7 +17,7 @@ import (
 // operands, and a product x·W has W N-major, so each stage's B (copied
 // N-major by cp.async) is transposed into a K-major tile (bt: N rows of 32
 // words) with the 128-byte swizzle, rounded on the way (a TF32 dot's B:
-// cvt.rna), fenced for the
+// cvt.rn), fenced for the
 // async proxy (fence.proxy.async) and a barrier. The accumulator is the mma
 // layout with one warp per 16 rows: wgmma's fragment is mma.sync's m16n8 C
 // fragment, tiled across N (d[4j..4j+3] = c0..c3 of n8 block j).
@@ -87,7 +87,7 @@ func (l *lowerer) wgmmaStep(p *pipe, stage, bsel string, acc *lval) {
 		emit(w, "shl.b32 %s, %s, 2", par, par)
 		emit(w, "xor.b32 %s, %s, %s", par, par, lq)
 		for e := 0; e < 4; e++ {
-			emitRoundTF32(w, "", v[e], v[e])
+			l.roundTF32(w, "", v[e], v[e])
 			ch, a := l.reg("r"), l.reg("r")
 			emit(w, "xor.b32 %s, %s, %d", ch, par, e)
 			emit(w, "mad.lo.s32 %s, %s, 16, %s", a, ch, row)
@@ -232,21 +232,15 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 			var hi, lo [4]string
 			for i, x := range a {
 				hi[i], lo[i] = l.reg("r"), l.reg("r")
-				emit(w, "cvt.rna.tf32.f32 %s, %s", hi[i], x)
+				l.roundTF32(w, "", hi[i], x)
 				emit(w, "sub.f32 %s, %s, %s", lo[i], x, hi[i])
-				emit(w, "cvt.rna.tf32.f32 %s, %s", lo[i], lo[i])
+				l.roundTF32(w, "", lo[i], lo[i])
 			}
 			frags, lows = append(frags, hi), append(lows, lo)
 			continue
 		}
 		for _, r := range a {
-			if l.k.Meta["tf32_rn"] == 1 {
-				// measurement only: ties to even, one F2FP on sm_90,
-				// where rna is a compare and two predicated integer ops
-				emit(w, "cvt.rn.tf32.f32 %s, %s", r, r)
-				continue
-			}
-			emitRoundTF32(w, "", r, r)
+			l.roundTF32(w, "", r, r)
 		}
 		frags = append(frags, a)
 	}

@@ -79,14 +79,14 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 		{"producer waits on empty", `mbarrier\.try_wait\.parity\.shared::cta\.b64`, prod, 1},
 		{"copies complete on full", `cp\.async\.mbarrier\.arrive\.noinc\.shared\.b64 \[%r\d+\];`, prod, 1},
 		{"no groups", `cp\.async\.(commit|wait)_group`, prod + drain, 0},
-		{"no conversion", `cvt\.rna\.tf32\.f32|0xffffe000`, prod + drain, 0},
+		{"no conversion", `cvt\.rna?\.tf32\.f32|0xffffe000`, prod + drain, 0},
 		{"drain", `cp\.async\.wait_all;\n\texit;`, drain, 1},
 		{"no wgmma in the producer", `wgmma`, prod + drain, 0},
 		// the consumers: two iterations a trip, 4 k steps each
 		{"consumer's wgmmas", `wgmma\.mma_async\.sync\.aligned\.m64n256k8\.f32\.tf32\.tf32`, cons, 8},
 		{"consumers wait on full", `mbarrier\.try_wait\.parity\.shared::cta\.b64`, cons, 2},
 		{"consumers fence A", `@!%p\d+ bra \$L_ws_full_\d+;\n\tfence\.proxy\.async\.shared::cta;`, cons, 2},
-		{"Bᵀ's fragments rounded", `cvt\.rna\.tf32\.f32`, cons, 2 * 16},
+		{"Bᵀ's fragments rounded", `cvt\.rna?\.tf32\.f32`, cons, 2 * 16},
 		{"consumers release the stage before", `bar\.warp\.sync -1;\n\t@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];`, cons, 2},
 		{"wgmmas left running", `wgmma\.wait_group\.sync\.aligned 1;`, cons, 2},
 		{"no copies in the consumers", `cp\.async`, cons, 0},
@@ -119,9 +119,9 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 		wantNone []string
 	}{
 		// (3 stages of 64 KiB fit: the pass one behind)
-		{"bf16 256x128", tile.PrecBF16, 256, 128, 8, 4, tile.Meta{}, []string{"cvt.rn.bf16x2.f32", "3 stages of 65536 B", "pass 1 behind the copies", "cp.async.commit_group", "cp.async.wait_group 0;\n\tadd", "fence.proxy.async.shared::cta;\n\tbar.warp.sync -1;\n\t@%p", "], 4;", "setmaxnreg.dec.sync.aligned.u32 80;", "setmaxnreg.inc.sync.aligned.u32 208;"}, []string{"cvt.rna", "cp.async.mbarrier.arrive", "cp.async.wait_group 1;"}},
-		{"tf32x3 128x64 4 warps", tile.PrecTF32x3, 128, 64, 4, 4, tile.Meta{}, []string{"cvt.rna.tf32.f32", "pass 2 behind the copies", "cp.async.wait_group 1;", "cp.async.wait_group 0;"}, []string{"cp.async.mbarrier.arrive"}},
-		{"tf32x3 128x64 4 warps lag 1", tile.PrecTF32x3, 128, 64, 4, 4, tile.Meta{"ws_lag": 1, "num_stages": 3}, []string{".maxntid 256,", "cvt.rna.tf32.f32", "pass 1 behind the copies", "cp.async.wait_group 0;\n\tadd", "bar.sync 1, 128;"}, []string{"setmaxnreg", "cp.async.wait_group 1;", "cp.async.mbarrier.arrive"}},
+		{"bf16 256x128", tile.PrecBF16, 256, 128, 8, 4, tile.Meta{}, []string{"cvt.rn.bf16x2.f32", "3 stages of 65536 B", "pass 1 behind the copies", "cp.async.commit_group", "cp.async.wait_group 0;\n\tadd", "fence.proxy.async.shared::cta;\n\tbar.warp.sync -1;\n\t@%p", "], 4;", "setmaxnreg.dec.sync.aligned.u32 80;", "setmaxnreg.inc.sync.aligned.u32 208;"}, []string{"cvt.rn.tf32", "cp.async.mbarrier.arrive", "cp.async.wait_group 1;"}},
+		{"tf32x3 128x64 4 warps", tile.PrecTF32x3, 128, 64, 4, 4, tile.Meta{}, []string{"cvt.rn.tf32.f32", "pass 2 behind the copies", "cp.async.wait_group 1;", "cp.async.wait_group 0;"}, []string{"cp.async.mbarrier.arrive"}},
+		{"tf32x3 128x64 4 warps lag 1", tile.PrecTF32x3, 128, 64, 4, 4, tile.Meta{"ws_lag": 1, "num_stages": 3}, []string{".maxntid 256,", "cvt.rn.tf32.f32", "pass 1 behind the copies", "cp.async.wait_group 0;\n\tadd", "bar.sync 1, 128;"}, []string{"setmaxnreg", "cp.async.wait_group 1;", "cp.async.mbarrier.arrive"}},
 		{"producer registers 40", tile.PrecTF32, 256, 128, 8, 4, tile.Meta{"ws_regs": 40}, []string{"setmaxnreg.dec.sync.aligned.u32 40;", "setmaxnreg.inc.sync.aligned.u32 232;"}, nil},
 		{"producer registers 24", tile.PrecTF32, 256, 128, 8, 4, tile.Meta{"ws_regs": 24}, []string{"setmaxnreg.dec.sync.aligned.u32 24;", "setmaxnreg.inc.sync.aligned.u32 240;"}, nil},
 		// a producer as wide as the consumers, in their layouts: 8
@@ -132,7 +132,7 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 		// at 256×128 16 warps' 128 registers a thread cannot hold 128
 		// accumulators and the loop (the H200's ptxas refused it): the
 		// plain swapped form, and the dump says why
-		{"8 producer warps at 256x128: declined", tile.PrecTF32, 256, 128, 8, 0, tile.Meta{"ws_warps": 8}, []string{"ws = 1 declined: 8+8 warps allow 128 registers a thread, the accumulators take 128", ".maxntid 256,"}, []string{"mbarrier", "setmaxnreg"}},
+		{"8 producer warps at 256x128: declined", tile.PrecTF32, 256, 128, 8, 0, tile.Meta{"ws_warps": 8, "tma": 0}, []string{"ws = 1 declined: 8+8 warps allow 128 registers a thread, the accumulators take 128", ".maxntid 256,"}, []string{"mbarrier", "setmaxnreg"}},
 	} {
 		k := constMatmul(t, 4096, 4096, 4096, c.bm, c.bn, 32, c.prec)
 		k.Meta["wgmma"], k.Meta["ws"], k.Meta["num_stages"] = 2, 1, 4

@@ -398,7 +398,8 @@ func RoundBF16(x float32) float32 {
 }
 
 // RoundTF32 rounds x to TF32 (10 explicit mantissa bits), to nearest with
-// ties away from zero, as cvt.rna.tf32.f32 does; infinities and NaN pass
+// ties to even, as cvt.rn.tf32.f32 does (one instruction on sm_90; ties
+// went away from zero, cvt.rna, until 2026-12-03); infinities and NaN pass
 // through. It is how a dot with PrecTF32 sees its b operand, and how one
 // with PrecTF32x3 splits its f32 operands (SplitTF32).
 func RoundTF32(x float32) float32 {
@@ -406,7 +407,7 @@ func RoundTF32(x float32) float32 {
 	if u&0x7f800000 == 0x7f800000 {
 		return x
 	}
-	u += 1 << 12
+	u += 1<<12 - 1 + u>>13&1
 	u &^= 1<<13 - 1
 	return math.Float32frombits(u)
 }

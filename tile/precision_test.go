@@ -69,6 +69,39 @@ func TestTruncTF32(t *testing.T) {
 	}
 }
 
+// TestRoundTF32: to nearest, ties to even (cvt.rn.tf32.f32, which ptxsim
+// and the H200 run; ties went away from zero before 2026-12-03), as the
+// bits: exact values stay, halves go to the even neighbour in either
+// direction and for either sign, the largest finite's tie overflows to
+// infinity, infinities and NaN pass.
+func TestRoundTF32(t *testing.T) {
+	p := func(e int) float32 { return float32(math.Ldexp(1, e)) }
+	bits := math.Float32frombits
+	for _, c := range []struct {
+		name    string
+		in, out float32
+	}{
+		{"exact", 1 + p(-10), 1 + p(-10)},
+		{"below half a step", 1 + p(-12), 1},
+		{"above half a step", 1 + 3*p(-12), 1 + p(-10)},
+		{"a tie down to even", 1 + p(-11), 1},
+		{"a tie up to even", 1 + 3*p(-11), 1 + 2*p(-10)},
+		{"a negative tie down to even", -(1 + p(-11)), -1},
+		{"a negative tie up to even", -(1 + 3*p(-11)), -(1 + 2*p(-10))},
+		{"the largest finite's tie", bits(0x7f7ff000), float32(math.Inf(1))},
+		{"below the largest finite's tie", bits(0x7f7fefff), bits(0x7f7fe000)},
+		{"a subnormal tie to even", bits(0x00001000), 0},
+		{"infinity", float32(math.Inf(-1)), float32(math.Inf(-1))},
+	} {
+		if got := tile.RoundTF32(c.in); math.Float32bits(got) != math.Float32bits(c.out) {
+			t.Errorf("%s: RoundTF32(%g) = %g (%#x), want %g (%#x)", c.name, c.in, got, math.Float32bits(got), c.out, math.Float32bits(c.out))
+		}
+	}
+	if got := tile.RoundTF32(float32(math.NaN())); got == got {
+		t.Errorf("RoundTF32(NaN) = %g", got)
+	}
+}
+
 // TestSplitTF32: hi + lo carries 21 bits of mantissa where hi alone
 // carries 11: |x − (hi+lo)| ≤ 2⁻²¹|x|, and both parts are TF32 values.
 func TestSplitTF32(t *testing.T) {

@@ -199,7 +199,7 @@ func checkWgmmaForm(t *testing.T, p string, prec tile.Precision, bn, dk, dv int,
 		{`cp\.async\.cg\.shared\.global \[%r\d+(\+-?\d+)?\], \[%rd\d+(\+-?\d+)?\], 16`, -1}, // K (and bf16's V): 16 bytes
 	}
 	if prec == tile.PrecBF16 { // converted by the copying thread: K packed, V a half a row
-		counts = append(counts, count{`cp\.async\.ca`, 0}, count{`cvt\.rn\.bf16x2\.f32`, -1}, count{`st\.shared\.b16`, -1}, count{`cvt\.rna\.tf32`, 0})
+		counts = append(counts, count{`cp\.async\.ca`, 0}, count{`cvt\.rn\.bf16x2\.f32`, -1}, count{`st\.shared\.b16`, -1}, count{`cvt\.rna?\.tf32`, 0})
 	} else if staged { // wg_stage: V copied 16 bytes wide, transposed by the copying threads
 		counts = append(counts, count{`cp\.async\.ca`, 0}, count{`cvt\.rn\.bf16x2`, 0})
 	} else { // V: 4 bytes, transposing
@@ -210,7 +210,7 @@ func checkWgmmaForm(t *testing.T, p string, prec tile.Precision, bn, dk, dv int,
 		// registers, K and V (B) are read by the tensor cores as they
 		// landed (truncated), so nothing is converted in shared memory:
 		// without wg_stage no store between the copies' wait and the fence
-		counts = append(counts, count{`cvt\.rna\.tf32\.f32`, -1}, count{`and\.b32 %r\d+, %r\d+, 0xffffe000`, 0})
+		counts = append(counts, count{`cvt\.rna?\.tf32\.f32`, -1}, count{`and\.b32 %r\d+, %r\d+, 0xffffe000`, 0})
 		if !staged {
 			w, f := strings.Index(loop, "cp.async.wait_group"), strings.Index(loop, "fence.proxy.async")
 			if w < 0 || f < w || strings.Contains(loop[w:f], "st.shared") {

@@ -70,7 +70,7 @@ func TestFlashMMALoop(t *testing.T) {
 		per    int // mma.sync an iteration: (S: 4 n8 × 8 k steps + PV: 8 n8 × 4 k steps) per warp
 		aReads int // ld.shared.v2 of Q an iteration
 		stores int // st.shared an iteration: TF32's in-place rounding of the thread's copies (4 words each)
-		cvts   int // conversions to TF32 an iteration (B rounded by cvt.rna, A truncated by and.b32 0xffffe000; 3xTF32's split by cvt.rna)
+		cvts   int // conversions to TF32 an iteration (B rounded by cvt.rn, or on sm_80 by integer ops around a cvt.rna; A truncated by and.b32 0xffffe000; 3xTF32's split likewise)
 	}{
 		{"tf32", tile.PrecTF32, nil, tiletest.Tol{Abs: 2e-3, Rel: 2e-2}, `mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32`, 32 + 32, 0, 2 * 64 * 32 / 128 / 4, 2*64*32/128 + 16*32/32},
 		{"tf32, Q in shared memory", tile.PrecTF32, tile.Meta{"mma_regs": 0}, tiletest.Tol{Abs: 2e-3, Rel: 2e-2}, `mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32`, 32 + 32, 2 * 8, 2 * 64 * 32 / 128 / 4, 2*64*32/128 + 16*32/32},
@@ -108,7 +108,7 @@ func TestFlashMMALoop(t *testing.T) {
 					// of K and V (B operands) once, and truncates its P
 					// fragments (A: 16 rows × 32 keys a warp); the B
 					// fragments read no conversion
-					{`cvt\.rna\.tf32\.f32|and\.b32 %r\d+, %[rf]\d+, 0xffffe000`, c.cvts},
+					{`cvt\.rna?\.tf32\.f32|and\.b32 %r\d+, %[rf]\d+, 0xffffe000`, c.cvts},
 					{`ld\.shared\.v2\.b32`, c.aReads + 4*8}, // and S's B fragments: 4 n8 × 8 k steps
 					{`shfl\.sync\.bfly`, 2 * 2 * 2},         // the maximum and the sum: rows g and g+8, lanes ^1 and ^2
 				} {
