@@ -15,33 +15,13 @@ import (
 
 // tmaProduct is wsProduct with A's load unmasked (m a multiple of bm, k
 // of 32) or masked by its rows' bound alone, the forms whose A tiles the
-// swapped loop copies by tensor copies with tma = 1; B's load and the
-// store keep their masks.
+// swapped loop copies by tensor copies with tma = 1.
 func tmaProduct(t *testing.T, m, n, k, bm, bn int, meta tile.Meta) *tile.Kernel {
-	t.Helper()
-	const bk = 32
-	b := tile.NewBuilder("tma_product", meta)
-	pa, pb, pc := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("c", tile.F32)
-	rm := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1)
-	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0)
-	rkRow, rkCol := b.ExpandDims(b.Arange(0, bk), 0), b.ExpandDims(b.Arange(0, bk), 1)
-	offA, offB := b.Add(b.Mul(rm, k), rkRow), b.Add(b.Mul(rkCol, n), rn)
-	inM, inN := b.Lt(rm, m), b.Lt(rn, n)
-	var maskA *tile.Value
+	maskA := ""
 	if m%bm != 0 {
-		maskA = inM
+		maskA = "rows"
 	}
-	acc := b.For(0, k, bk, []*tile.Value{b.Zeros(tile.F32, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
-		av := b.Load(b.AddPtr(pa, b.Add(offA, k0)), maskA, nil)
-		bv := b.Load(b.AddPtr(pb, b.Add(offB, b.Mul(k0, n))), b.And(b.Lt(b.Add(rkCol, k0), k), inN), 0.0)
-		return []*tile.Value{b.Dot(av, bv, c[0], tile.PrecTF32)}
-	})
-	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, n), rn)), acc[0], b.And(inM, inN))
-	kk, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kk
+	return product(t, "tma_product", m, n, k, bm, bn, tile.PrecTF32, maskA, meta)
 }
 
 // TestTensorCopyProductOnGPU: the swapped wgmma loop with A's tiles

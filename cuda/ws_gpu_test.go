@@ -17,9 +17,16 @@ import (
 // graphpass writes its products: bm×bn tiles of C, a K loop of 32, masks
 // on every edge, meta-parameters meta (the wgmma form, warps, stages).
 func wsProduct(t *testing.T, m, n, k, bm, bn int, prec tile.Precision, meta tile.Meta) *tile.Kernel {
+	return product(t, "ws_product", m, n, k, bm, bn, prec, "rows and k", meta)
+}
+
+// product is C = A·B in bm×bn tiles named name, A's load masked by its
+// rows' and K's bounds ("rows and k"), by its rows' alone ("rows") or not
+// at all (""); B's load and the store masked on every edge.
+func product(t *testing.T, name string, m, n, k, bm, bn int, prec tile.Precision, maskA string, meta tile.Meta) *tile.Kernel {
 	t.Helper()
 	const bk = 32
-	b := tile.NewBuilder("ws_product", meta)
+	b := tile.NewBuilder(name, meta)
 	pa, pb, pc := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("c", tile.F32)
 	rm := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1)
 	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0)
@@ -27,7 +34,18 @@ func wsProduct(t *testing.T, m, n, k, bm, bn int, prec tile.Precision, meta tile
 	offA, offB := b.Add(b.Mul(rm, k), rkRow), b.Add(b.Mul(rkCol, n), rn)
 	inM, inN := b.Lt(rm, m), b.Lt(rn, n)
 	acc := b.For(0, k, bk, []*tile.Value{b.Zeros(tile.F32, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
-		av := b.Load(b.AddPtr(pa, b.Add(offA, k0)), b.And(inM, b.Lt(b.Add(rkRow, k0), k)), 0.0)
+		var mask *tile.Value
+		switch maskA {
+		case "rows and k":
+			mask = b.And(inM, b.Lt(b.Add(rkRow, k0), k))
+		case "rows":
+			mask = inM
+		}
+		var other any // zero where masked
+		if mask != nil {
+			other = 0.0
+		}
+		av := b.Load(b.AddPtr(pa, b.Add(offA, k0)), mask, other)
 		bv := b.Load(b.AddPtr(pb, b.Add(offB, b.Mul(k0, n))), b.And(b.Lt(b.Add(rkCol, k0), k), inN), 0.0)
 		return []*tile.Value{b.Dot(av, bv, c[0], prec)}
 	})
