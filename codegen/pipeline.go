@@ -103,9 +103,10 @@ type pipe struct {
 	// layer's A·Bᵀ 4096×768×3072 250 → 264, 4096×768×768 220 → 235; none
 	// slower beyond the calls' spread.
 	lateCopies bool
-	// tma (swapped TF32 form, meta-parameter tma = 1; tma.go): A's tile
-	// of each stage is one tensor copy from thread 0 completing on the
-	// stage's full mbarrier, not cp.async copies; tmaDeclined says why
+	// tma (swapped TF32 form at tiles of tmaDefaultRows rows, or where
+	// the meta-parameter tma = 1; tma = 0 keeps cp.async; tma.go): A's
+	// tile of each stage is one tensor copy from thread 0 completing on
+	// the stage's full mbarrier, not cp.async copies; tmaDeclined says why
 	// tma = 1 was not applied
 	tma         *tmaCopy
 	tmaDeclined string

@@ -33,8 +33,13 @@ import (
 // offsets are offs = r·lda + c (r, c: the value coordinates plus a scalar
 // origin), lda a multiple of BLOCK_K (so of 4: 16-byte row strides) and the
 // origin's offset known divisible by BLOCK_K (a box never crosses the end
-// of a row). Masked loads (sizes no multiple of the tile) keep cp.async:
-// a map's bounds would have to be the mask's.
+// of a row); or loads masked by their rows' bound alone (tmaRowMask), on a
+// map of that many rows. Other masks keep cp.async: a map's bounds would
+// have to be the mask's. The box's coordinates are the origin's element
+// offset from the parameter split by lda, so the form takes a load to read
+// at or after its parameter's address, as every kernel graphpass writes
+// does (a tile kernel that indexes before its pointer argument keeps
+// cp.async with tma = 0).
 
 // tmaDefaultRows: tensor copies of A by default (without the
 // meta-parameter tma: tma = 0 keeps cp.async, tma = 1 asks for them) in
@@ -122,8 +127,8 @@ func (l *lowerer) tmaPlan(p *pipe) (*tmaCopy, string) {
 	if lda%bk != 0 {
 		return nil, fmt.Sprintf("A's rows (%d) not a multiple of BLOCK_K", lda)
 	}
-	if lda*4 >= 1<<40 || p.m > 256 {
-		return nil, "A's tensor out of a tensor map's range"
+	if lda >= 1<<31 || p.m > 256 {
+		return nil, "A's rows or tile out of a tensor map's range"
 	}
 	t := &tmaCopy{param: ptr.Args[0].Args[0], offs: offs, lda: lda}
 	if len(ld.Args) == 1 {
