@@ -121,7 +121,15 @@ func encodeTensorMap(dst unsafe.Pointer, tm codegen.TensorMap, b *Buffer) error 
 		return err
 	}
 	stride := tm.Inner * int64(tm.ElemBytes)
-	mode := map[int]int{0: 0, 32: 1, 64: 2, 128: 3}[tm.Swizzle]
+	mode := 0 // CU_TENSOR_MAP_SWIZZLE_NONE, 32B, 64B, 128B: 0 to 3
+	switch tm.Swizzle {
+	case 32:
+		mode = 1
+	case 64:
+		mode = 2
+	case 128:
+		mode = 3
+	}
 	const float32Type = 7 // CU_TENSOR_MAP_DATA_TYPE_FLOAT32
 	if rc := C.tf_tensor_map_2d(dst, float32Type, C.uint64_t(b.Ptr), C.uint64_t(tm.Inner), C.uint64_t(rows), C.uint64_t(stride),
 		C.uint32_t(tm.Box[0]), C.uint32_t(tm.Box[1]), C.int(mode)); rc != 0 {
