@@ -363,13 +363,54 @@ func TestWgmmaSwapped(t *testing.T) {
 		t.Errorf("%d waits for the last wgmmas after the loop, want 1", n)
 	}
 	// 3xTF32: A's low parts beside its tile, B's split in registers, three
-	// wgmmas a k step into the iteration's block accumulator (the first
-	// from zero), which is added in f32 once retired: in the loop, the
-	// other iteration's; at each of the two exits, the last one's
+	// wgmmas a k step into a block accumulator (the first from zero),
+	// which is added in f32 once retired. By default one block: each
+	// iteration's wgmmas run while the next stage is split and its
+	// fragments loaded (into the other of two sets), then are retired
+	// (wait_group 0) and added; the stage before the loop is made ready
+	// once; at the one exit, the last block is added
 	x3 := constMatmul(t, 4096, 4096, 4096, 64, 128, 32, tile.PrecTF32x3)
 	x3.Meta["wgmma"] = 2
 	x3.Meta["num_stages"] = 6
 	ck, err := Compile(x3, Options{Arch: 90, NumWarps: 8, Spec: all16(x3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = ck.PTX
+	pre := p[strings.Index(p, "$L_pipe_filled_2:"):strings.Index(p, "$L_pipe_3:")]
+	loop = p[strings.Index(p, "$L_pipe_3:"):strings.Index(p, "$L_pipe_exit_4:")]
+	exit := p[strings.Index(p, "$L_pipe_exit_4:"):strings.Index(p, "$L_pipe_end_5:")]
+	for _, c := range []struct {
+		re   string
+		in   string
+		want int
+	}{
+		{`wgmma\.mma_async\.sync\.aligned\.m64n64k8\.f32\.tf32\.tf32 \{(%f\d+, ){31}%f\d+\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, %p\d+, 1, 1;`, loop, 2 * 4 * 3},
+		{`wgmma\.wait_group\.sync\.aligned 1`, p, 0},
+		{`wgmma\.wait_group\.sync\.aligned 0`, loop, 2},
+		{`add\.f32`, loop, 2 * 32},
+		{`add\.f32`, exit, 32},
+		{`wgmma\.wait_group\.sync\.aligned 0`, exit, 1},
+		{`bar\.sync`, pre, 1},
+		{`ld\.shared\.b32`, pre, 16},
+		{`bar\.sync`, loop, 2},
+		{`st\.shared\.v4\.b32`, loop, 2 * 2 * 2},
+		{`sub\.f32`, loop, 2 * (8 + 16)},
+		{`cvt\.rna?\.tf32\.f32`, loop, 2 * 2 * (8 + 16)},
+	} {
+		if n := count(c.re, c.in); n != c.want {
+			t.Errorf("3xTF32: %d × %s, want %d", n, c.re, c.want)
+		}
+	}
+	if want := 6 * (64*128*2 + 32*128*4); ck.SharedBytes != want {
+		t.Errorf("3xTF32: %d B of shared memory, want %d (6 stages of A, its low parts and B)", ck.SharedBytes, want)
+	}
+	// x3_blocks = 2: a block per unrolled iteration, each iteration's
+	// wgmmas left running under the next one's (wait_group 1), the other
+	// iteration's block added in the loop, the last one's at each of the
+	// two exits
+	x3.Meta["x3_blocks"] = 2
+	ck, err = Compile(x3, Options{Arch: 90, NumWarps: 8, Spec: all16(x3)})
 	if err != nil {
 		t.Fatal(err)
 	}

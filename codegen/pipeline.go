@@ -103,6 +103,18 @@ type pipe struct {
 	// layer's A·Bᵀ 4096×768×3072 250 → 264, 4096×768×768 220 → 235; none
 	// slower beyond the calls' spread.
 	lateCopies bool
+	// oneBlock (swapped 3xTF32, not ws or wg_ss, unless the meta-parameter
+	// x3_blocks = 2): one block accumulator and one group of wgmmas in
+	// flight, the next stage's pass and fragments loaded while it runs
+	// (oneBlockLoop); x3_blocks = 2 keeps two blocks, each iteration's
+	// wgmmas left running under the next one's, which with two sets of
+	// fragments held by the wgmmas takes 256 registers at 128×128 and spills
+	oneBlock bool
+	// x3Span: the iterations one block of a oneBlock loop sums before it
+	// is added to the accumulator (meta-parameter x3_span: 1, 2 or 4;
+	// default 1): the tensor cores' sums span 32·x3Span of k, and the
+	// accumulator waits for the tensor cores once in x3Span iterations
+	x3Span int
 	// tma (swapped TF32 form at tiles of tmaDefaultRows rows, or where
 	// the meta-parameter tma = 1; tma = 0 keeps cp.async; tma.go): A's
 	// tile of each stage is one tensor copy from thread 0 completing on
@@ -423,6 +435,13 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		l.wsPlan(p)
 	}
 	p.lateCopies = p.swapped && !p.ws && !p.copyPass() && l.k.Meta["early_copies"] != 1
+	p.oneBlock = p.swapped && p.x3() && !p.ws && !p.ss && l.k.Meta["x3_blocks"] != 2
+	if p.oneBlock {
+		p.x3Span = 1
+		if s := l.k.Meta["x3_span"]; s == 2 || s == 4 {
+			p.x3Span = s
+		}
+	}
 	if v, asked := l.k.Meta["tma"]; asked && v == 1 || !asked && p.swapped && p.m == tmaDefaultRows {
 		switch {
 		case !p.swapped || p.ws || p.copyPass() || p.ss:
@@ -715,6 +734,9 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		bsel = l.reg("r")
 		emit(w, "mov.u32 %s, 0", bsel)
 	}
+	if p.oneBlock {
+		return l.oneBlockLoop(v, p, iv, sc, bounds, stepPos, carried, produce)
+	}
 	var blk [2][]string // swapped 3xTF32: the two iterations' block accumulators, zero
 	if p.swapped && p.x3() {
 		for u := range blk {
@@ -817,6 +839,97 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	emit(w, "cp.async.wait_group 0")
 	l.barrier(w) // the buffers are scratch again
 	l.pipeResults(v, p, carried[p.accIdx])
+	return nil
+}
+
+// oneBlockLoop emits the loop of a swapped 3xTF32 pipe with one block
+// accumulator (pipe.oneBlock), after the copies' prologue: iteration i's
+// wgmmas are issued with fragments loaded before, and while they run the
+// stage of iteration i+1 is made ready (its copies waited for, A split,
+// the barrier, the copies of iteration i+1+ahead issued) and its
+// fragments loaded into the other of two sets. A block spans p.x3Span
+// iterations: the first one's wgmmas start it from zero, the others'
+// add onto it (wgmmas into one accumulator follow each other in flight);
+// after the span's last, its wgmmas are retired (wait_group 0) and the
+// block added to the accumulator in f32. Within a span, the iteration
+// after the first retires the one before it (wait_group 1) before its
+// barrier: that frees the other set of fragments, and iteration i+1+ahead's
+// copies rewrite the stage of iteration i−1, which every warp has then
+// retired. One block and two sets of fragments, not a block per
+// iteration in flight.
+func (l *lowerer) oneBlockLoop(v *tile.Value, p *pipe, iv, sc string, bounds []string, stepPos string, carried []*lval, produce func() error) error {
+	w := &l.body
+	ptx := ptxInt(v.Args[0].Type.DType)
+	acc := carried[p.accIdx]
+	var blk []string
+	for range p.m / 2 {
+		r := l.reg("f")
+		emit(w, "mov.f32 %s, 0f00000000", r)
+		blk = append(blk, r)
+	}
+	head, exit, end := l.label("pipe"), l.label("pipe_exit"), l.label("pipe_end")
+	stop, nonpos := l.reg("p"), l.reg("p")
+	emit(w, "setp.ge.%s %s, %s, %s", ptx, stop, iv, bounds[1])
+	emit(w, "not.pred %s, %s", nonpos, stepPos)
+	emit(w, "or.pred %s, %s, %s", stop, stop, nonpos)
+	emit(w, "@%s bra.uni %s", stop, end)
+	// ready: the stage at sc landed (this thread's copies), A split, seen by
+	// every thread and the tensor cores; the next copies issued
+	ready := func() error {
+		emit(w, "cp.async.wait_group %d", p.ahead()-1)
+		if err := l.roundCopies(p, sc); err != nil {
+			return err
+		}
+		emit(w, "fence.proxy.async.shared::cta")
+		l.barrier(w)
+		return produce()
+	}
+	if err := ready(); err != nil {
+		return err
+	}
+	var f [2]*swFrags
+	f[0] = l.swappedFrags(p, sc, nil)
+	f[1] = &swFrags{}
+	for range f[0].hi {
+		var hi, lo [4]string
+		for j := range hi {
+			hi[j], lo[j] = l.reg("r"), l.reg("r")
+		}
+		f[1].hi, f[1].lo = append(f[1].hi, hi), append(f[1].lo, lo)
+	}
+	ring := p.stages * p.stageBytes
+	span := p.x3Span
+	w.WriteString(head + ":\n")
+	for u := range max(2, span) {
+		l.swappedIssue(p, sc, acc, blk, l.swappedTail(v, p, iv, bounds[1], ptx), f[u%2], u%span == 0)
+		emit(w, "add.s32 %s, %s, %d", sc, sc, p.stageBytes)
+		wrap := l.reg("p")
+		emit(w, "setp.ge.s32 %s, %s, %d", wrap, sc, ring)
+		emit(w, "@%s mov.u32 %s, 0", wrap, sc)
+		emit(w, "add.%s %s, %s, %s", ptx, iv, iv, bounds[2])
+		last := l.reg("p")
+		emit(w, "setp.ge.%s %s, %s, %s", ptx, last, iv, bounds[1])
+		emit(w, "@%s bra.uni %s", last, exit)
+		if u%span != 0 {
+			emit(w, "wgmma.wait_group.sync.aligned 1") // the iteration before, its stage and fragments
+		}
+		if err := ready(); err != nil {
+			return err
+		}
+		l.swappedFrags(p, sc, f[1-u%2])
+		if (u+1)%span == 0 {
+			emit(w, "wgmma.wait_group.sync.aligned 0")
+			l.addBlock(p, acc, blk)
+		}
+	}
+	emit(w, "bra.uni %s", head)
+	w.WriteString(exit + ":\n")
+	emit(w, "wgmma.wait_group.sync.aligned 0") // the last iteration's products
+	l.addBlock(p, acc, blk)
+	w.WriteString(end + ":\n")
+	emit(w, "cp.async.wait_group 0")
+	l.barrier(w) // the buffers are scratch again
+	l.pipeResults(v, p, acc)
 	return nil
 }
 

@@ -191,6 +191,22 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 		l.wgmmaSwappedBF16(p, stage, acc)
 		return
 	}
+	l.swappedIssue(p, stage, acc, blk, tail, l.swappedFrags(p, stage, nil), true)
+	emit(&l.body, "wgmma.wait_group.sync.aligned 1")
+}
+
+// swFrags are a swapped step's fragments of Bᵀ, a k step of 8 each (wgmma's
+// A operand, four registers): hi, rounded to TF32 (3xTF32's high parts),
+// and lo, 3xTF32's low parts (nil otherwise). With wg_ss the hi entries
+// hold B's descriptors instead (set by swappedIssue).
+type swFrags struct{ hi, lo [][4]string }
+
+// swappedFrags loads and converts this warp's fragments of Bᵀ from the
+// stage at byte offset stage (a register): rows n = 16·warp + g and g + 8,
+// columns k + t and k + t + 4 of B's k×n tile (or ldmatrix of B stored
+// [n][k]). into, if not nil, names the registers to write (a set carried
+// around a loop); otherwise they are new.
+func (l *lowerer) swappedFrags(p *pipe, stage string, into *swFrags) *swFrags {
 	w := &l.body
 	l.newStep()
 	lane := l.laneID()
@@ -215,11 +231,13 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 		emit(w, "ld.shared.b32 %s, [%s+%d]", r, base, k*p.b.rowBytes()+128*(cs/8))
 		return r
 	}
-	var frags, lows [][4]string
+	f := &swFrags{}
 	if p.ss {
-		frags = make([][4]string, p.k/8) // B's descriptors, a k step each (below)
+		f.hi = make([][4]string, p.k/8) // B's descriptors, a k step each (swappedIssue)
+		return f
 	}
-	for kk := 0; kk < p.k && !p.ss; kk += 8 {
+	for kk := 0; kk < p.k; kk += 8 {
+		i := kk / 8
 		// a0..a3 at (g, t) (g+8, t) (g, t+4) (g+8, t+4): B's (k+t, n) ...
 		var a [4]string
 		if p.bT {
@@ -230,20 +248,40 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 		}
 		if p.x3() {
 			var hi, lo [4]string
-			for i, x := range a {
-				hi[i], lo[i] = l.reg("r"), l.reg("r")
-				l.roundTF32(w, "", hi[i], x)
-				emit(w, "sub.f32 %s, %s, %s", lo[i], x, hi[i])
-				l.roundTF32(w, "", lo[i], lo[i])
+			for j, x := range a {
+				if into != nil {
+					hi[j], lo[j] = into.hi[i][j], into.lo[i][j]
+				} else {
+					hi[j], lo[j] = l.reg("r"), l.reg("r")
+				}
+				l.roundTF32(w, "", hi[j], x)
+				emit(w, "sub.f32 %s, %s, %s", lo[j], x, hi[j])
+				l.roundTF32(w, "", lo[j], lo[j])
 			}
-			frags, lows = append(frags, hi), append(lows, lo)
+			f.hi, f.lo = append(f.hi, hi), append(f.lo, lo)
 			continue
 		}
-		for _, r := range a {
+		for j, r := range a {
+			if into != nil {
+				l.roundTF32(w, "", into.hi[i][j], r)
+				a[j] = into.hi[i][j]
+				continue
+			}
 			l.roundTF32(w, "", r, r)
 		}
-		frags = append(frags, a)
+		f.hi = append(f.hi, a)
 	}
+	return f
+}
+
+// swappedIssue emits a swapped step's wgmmas over the stage at byte offset
+// stage with fragments f (swappedFrags): after wgmma.fence, the k steps'
+// wgmmas (3xTF32: three each, into blk, from zero where fresh, else onto
+// what blk holds), committed as one group and left running.
+func (l *lowerer) swappedIssue(p *pipe, stage string, acc *lval, blk []string, tail *kTail, f *swFrags, fresh bool) {
+	w := &l.body
+	l.newStep()
+	frags, lows := f.hi, f.lo
 	// wgmma's B: the stage's A tile, K-major with the 128-byte swizzle; the
 	// descriptor's start moves by the stage's offset, then 32 bytes a k step
 	at := p.a
@@ -313,7 +351,7 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 				continue
 			}
 			first := scaleD
-			if i == 0 {
+			if i == 0 && fresh {
 				first = l.geo("wg|zero_d", func(w *strings.Builder) string {
 					q := l.reg("p")
 					emit(w, "setp.ne.u32 %s, 1, 1", q)
@@ -342,7 +380,6 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 		steps(tail.steps)
 		w.WriteString(join + ":\n")
 	}
-	emit(w, "wgmma.wait_group.sync.aligned 1")
 }
 
 // kTail is what wgmmaSwappedStep needs to skip the k steps of a last

@@ -40,6 +40,16 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		{peerCase{name: "gelu 150x100x200 swapped 3xTF32 64x128", m: 150, k: 100, n: 200, gelu: true}, tile.PrecTF32x3,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, false},
+		// 3xTF32 at the 4096³ default's tile (one block accumulator), and
+		// with x3_blocks = 2 (a block per unrolled iteration)
+		{peerCase{name: "matmul 260x160x136 swapped 3xTF32 128x128", m: 260, k: 160, n: 136}, tile.PrecTF32x3,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 260x160x136 swapped 3xTF32 128x128 x3_blocks 2", m: 260, k: 160, n: 136}, tile.PrecTF32x3,
+			tile.Meta{"wgmma": 2, "x3_blocks": 2, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 260x200x136 swapped 3xTF32 128x128 x3_span 2", m: 260, k: 200, n: 136}, tile.PrecTF32x3,
+			tile.Meta{"wgmma": 2, "x3_span": 2, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "gelu 150x300x200 swapped 3xTF32 64x128 x3_span 4 k_tail", m: 150, k: 300, n: 200, gelu: true}, tile.PrecTF32x3,
+			tile.Meta{"wgmma": 2, "x3_span": 4, "k_tail": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, false},
 		// transposed operands (kept in shared memory in their memory order,
 		// 16-byte copies where the strides allow, 8 or 4 where not)
 		{peerCase{name: "Aᵀ·B 196x136x100 128x128", m: 196, k: 100, n: 136, ta: true}, tile.PrecTF32,

@@ -1,0 +1,105 @@
+//go:build tilefuse_cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/codegen"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// TestOneBlock3xTF32OnGPU: the swapped 3xTF32 loop with one block
+// accumulator (the default: each iteration's wgmmas retired before the
+// next one's are issued, the next stage split and its fragments loaded
+// while they run) gives, bit for bit, what the form with a block per
+// unrolled iteration (x3_blocks = 2) gives — the same products summed in
+// the same blocks, added in the same order — at shapes no multiple of the
+// tile or of K's 32 (k_tail too), and is within tol of Σ|a||b| of the
+// float64 product in every element (outputs poisoned with NaN); with
+// blocks spanning 2 or 4 iterations (x3_span) within tol likewise.
+// cmd/tilefuse's TestPeerKernelsInSimulator runs both under racecheck and
+// the simulator's check of registers held by wgmmas in flight.
+func TestOneBlock3xTF32OnGPU(t *testing.T) {
+	if dev.Arch < 90 {
+		t.Skipf("device %s is sm_%d: the swapped wgmma form needs sm_90a (Hopper)", dev.Name, dev.Arch)
+	}
+	gpu := &Launcher{Dev: dev}
+	refs := map[[3]int][2][]float64{}
+	const tol = 1e-5
+	for _, c := range []struct {
+		name   string
+		bm, bn int
+		meta   tile.Meta
+	}{
+		{"128x128 8 warps 4 stages", 128, 128, tile.Meta{"num_warps": 8, "num_stages": 4}},
+		{"64x128 8 warps 6 stages", 64, 128, tile.Meta{"num_warps": 8, "num_stages": 6}},
+		{"128x128 8 warps 4 stages k_tail", 128, 128, tile.Meta{"num_warps": 8, "num_stages": 4, "k_tail": 1}},
+		{"128x128 8 warps 4 stages span 2", 128, 128, tile.Meta{"num_warps": 8, "num_stages": 4, "x3_span": 2}},
+		{"64x128 8 warps 6 stages span 4 k_tail", 64, 128, tile.Meta{"num_warps": 8, "num_stages": 6, "x3_span": 4, "k_tail": 1}},
+	} {
+		for _, sh := range [][3]int{{200, 136, 72}, {1000, 1000, 1000}, {4095, 4097, 33}} {
+			m, n, k := sh[0], sh[1], sh[2]
+			t.Run(fmt.Sprintf("%s/%dx%dx%d", c.name, m, n, k), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(m), uint64(n*k)))
+				a, b := make([]float32, m*k), make([]float32, k*n)
+				for i := range a {
+					a[i] = float32(rng.Float64()*2 - 1)
+				}
+				for i := range b {
+					b[i] = float32(rng.Float64()*2 - 1)
+				}
+				grid := tile.Grid{tile.CDiv(m, c.bm), tile.CDiv(n, c.bn)}
+				run := func(blocks int) []float32 {
+					meta := tile.Meta{"wgmma": 2}
+					for key, v := range c.meta {
+						meta[key] = v
+					}
+					if blocks != 0 {
+						meta["x3_blocks"] = blocks
+					}
+					kern := product(t, "x3_product", m, n, k, c.bm, c.bn, tile.PrecTF32x3, "rows and k", meta)
+					out := make([]float32, m*n)
+					for i := range out {
+						out[i] = float32(math.NaN())
+					}
+					if err := gpu.Launch(kern, grid, a, b, out); err != nil {
+						t.Fatal(err)
+					}
+					ck, err := codegen.Compile(kern, codegen.Options{NumWarps: meta["num_warps"], Arch: dev.Target(), Spec: []int{16, 16, 16}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					waits := strings.Count(ck.PTX, "wgmma.wait_group.sync.aligned 1")
+					if (blocks == 2) != (waits > 0) {
+						t.Fatalf("x3_blocks = %d: %d × wgmma.wait_group 1: not the form asked for", blocks, waits)
+					}
+					return out
+				}
+				got, two := run(0), run(2)
+				for i := range got {
+					if c.meta["x3_span"] > 1 {
+						break // blocks of 64 or 128 k: other sums than two blocks of 32
+					}
+					if math.Float32bits(got[i]) != math.Float32bits(two[i]) {
+						t.Fatalf("element (%d, %d): %v with one block, %v with two", i/n, i%n, got[i], two[i])
+					}
+				}
+				ref, mag := wsReference(refs, sh, a, b)
+				worst := 0.0
+				for i := range got {
+					e := math.Abs(float64(got[i])-ref[i]) / mag[i]
+					if math.IsNaN(e) || e > tol {
+						t.Fatalf("element (%d, %d): %v, float64 %v (error %.2g of Σ|a||b|, tolerance %.2g)", i/n, i%n, got[i], ref[i], e, tol)
+					}
+					worst = max(worst, e)
+				}
+				t.Logf("max error %.2g of Σ|a||b|", worst)
+			})
+		}
+	}
+}
