@@ -363,12 +363,14 @@ func TestWgmmaSwapped(t *testing.T) {
 		t.Errorf("%d waits for the last wgmmas after the loop, want 1", n)
 	}
 	// 3xTF32: A's low parts beside its tile, B's split in registers, three
-	// wgmmas a k step into a block accumulator (the first from zero),
-	// which is added in f32 once retired. By default one block: each
-	// iteration's wgmmas run while the next stage is split and its
-	// fragments loaded (into the other of two sets), then are retired
-	// (wait_group 0) and added; the stage before the loop is made ready
-	// once; at the one exit, the last block is added
+	// wgmmas a k step into a block accumulator, which is added in f32 once
+	// retired. By default one block over two iterations: each iteration's
+	// wgmmas run while the next stage is split and its fragments loaded
+	// (into the other of two sets); the first starts the block from zero,
+	// the second adds onto it and retires the first (wait_group 1) before
+	// its barrier, then both (wait_group 0) and adds the block; the stage
+	// before the loop is made ready once; at the one exit, the last block
+	// is added
 	x3 := constMatmul(t, 4096, 4096, 4096, 64, 128, 32, tile.PrecTF32x3)
 	x3.Meta["wgmma"] = 2
 	x3.Meta["num_stages"] = 6
@@ -386,9 +388,10 @@ func TestWgmmaSwapped(t *testing.T) {
 		want int
 	}{
 		{`wgmma\.mma_async\.sync\.aligned\.m64n64k8\.f32\.tf32\.tf32 \{(%f\d+, ){31}%f\d+\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, %p\d+, 1, 1;`, loop, 2 * 4 * 3},
-		{`wgmma\.wait_group\.sync\.aligned 1`, p, 0},
-		{`wgmma\.wait_group\.sync\.aligned 0`, loop, 2},
-		{`add\.f32`, loop, 2 * 32},
+		{`wgmma\.wait_group\.sync\.aligned 1`, loop, 1},
+		{`wgmma\.wait_group\.sync\.aligned 0`, loop, 1},
+		{`, %p\d+, 1, 1;`, loop, 2 * 4 * 3},
+		{`add\.f32`, loop, 32},
 		{`add\.f32`, exit, 32},
 		{`wgmma\.wait_group\.sync\.aligned 0`, exit, 1},
 		{`bar\.sync`, pre, 1},
@@ -404,6 +407,13 @@ func TestWgmmaSwapped(t *testing.T) {
 	}
 	if want := 6 * (64*128*2 + 32*128*4); ck.SharedBytes != want {
 		t.Errorf("3xTF32: %d B of shared memory, want %d (6 stages of A, its low parts and B)", ck.SharedBytes, want)
+	}
+	// the block starts from zero (scale-d false) in the first of its two
+	// iterations only
+	if m := regexp.MustCompile(`setp\.ne\.u32 (%p\d+), 1, 1;`).FindStringSubmatch(p); m == nil {
+		t.Error("3xTF32: no zero scale-d predicate")
+	} else if n := strings.Count(loop, ", "+m[1]+", 1, 1;"); n != 1 {
+		t.Errorf("3xTF32: %d wgmmas start the block from zero, want 1", n)
 	}
 	// x3_blocks = 2: a block per unrolled iteration, each iteration's
 	// wgmmas left running under the next one's (wait_group 1), the other
