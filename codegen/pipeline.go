@@ -211,6 +211,9 @@ func (p *pipe) String() string {
 		x3, k := "", 8
 		if p.x3() {
 			x3 = fmt.Sprintf(", 3 a k step, low parts of A %v, each iteration summed in a block accumulator", p.alo)
+			if p.oneBlock {
+				x3 = fmt.Sprintf(", 3 a k step, low parts of A %v, one block accumulator a span of %d iterations, the next stage's fragments loaded while the wgmmas run", p.alo, p.x3Span)
+			}
 		}
 		if p.bf16() {
 			x3, k = fmt.Sprintf(", converted into the stage's [%d][%d]bf16 tile at +%d, 64-byte swizzle", p.m, p.k, p.abf.Off), 16

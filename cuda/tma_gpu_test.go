@@ -5,7 +5,6 @@ package cuda
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -54,22 +53,9 @@ func TestTensorCopyProductOnGPU(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s/%dx%dx%d", c.name, c.m, c.n, c.k), func(t *testing.T) {
 			m, n, k := c.m, c.n, c.k
-			rng := rand.New(rand.NewPCG(uint64(m), uint64(n*k)))
-			a, b := make([]float32, m*k), make([]float32, k*n)
-			for i := range a {
-				a[i] = float32(rng.Float64()*2 - 1)
-			}
-			for i := range b {
-				b[i] = float32(rng.Float64()*2 - 1)
-			}
+			a, b := seededOperands(m, n, k)
 			grid := tile.Grid{tile.CDiv(m, c.bm), tile.CDiv(n, c.bn)}
-			metaOf := func(tma int) tile.Meta {
-				meta := tile.Meta{"wgmma": 2, "tma": tma}
-				for key, v := range c.meta {
-					meta[key] = v
-				}
-				return meta
-			}
+			metaOf := func(tma int) tile.Meta { return withMeta(tile.Meta{"wgmma": 2, "tma": tma}, c.meta) }
 			poisoned := func() []float32 {
 				out := make([]float32, m*n)
 				for i := range out {
@@ -78,11 +64,7 @@ func TestTensorCopyProductOnGPU(t *testing.T) {
 				return out
 			}
 			run := func(tma int) []float32 {
-				out := poisoned()
-				if err := gpu.Launch(tmaProduct(t, m, n, k, c.bm, c.bn, metaOf(tma)), grid, a, b, out); err != nil {
-					t.Fatal(err)
-				}
-				return out
+				return launchPoisoned(t, gpu, tmaProduct(t, m, n, k, c.bm, c.bn, metaOf(tma)), grid, a, b, m, n)
 			}
 			kt := tmaProduct(t, m, n, k, c.bm, c.bn, metaOf(1))
 			ck, err := codegen.Compile(kt, codegen.Options{NumWarps: c.meta["num_warps"], Arch: dev.Target(), Spec: []int{16, 16, 16}})
@@ -93,21 +75,8 @@ func TestTensorCopyProductOnGPU(t *testing.T) {
 				t.Fatalf("not the tensor-copy form: %v", ck.TensorMaps)
 			}
 			got, base := run(1), run(0)
-			for i := range got {
-				if math.Float32bits(got[i]) != math.Float32bits(base[i]) {
-					t.Fatalf("element (%d, %d): %v with tensor copies, %v with cp.async", i/n, i%n, got[i], base[i])
-				}
-			}
-			ref, mag := wsReference(refs, [3]int{m, n, k}, a, b)
-			worst := 0.0
-			for i := range got {
-				e := math.Abs(float64(got[i])-ref[i]) / mag[i]
-				if math.IsNaN(e) || e > 4e-3 {
-					t.Fatalf("element (%d, %d): %v, float64 %v (error %.2g of Σ|a||b|)", i/n, i%n, got[i], ref[i], e)
-				}
-				worst = max(worst, e)
-			}
-			t.Logf("max error %.2g of Σ|a||b|", worst)
+			sameBits(t, got, base, n, [2]string{"with tensor copies", "with cp.async"})
+			nearFloat64(t, refs, [3]int{m, n, k}, a, b, got, 4e-3)
 			// a packed launch, its A set anew to a buffer of other values
 			f, err := dev.Load(ck)
 			if err != nil {

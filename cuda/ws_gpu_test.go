@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -97,38 +98,18 @@ func TestWarpSpecialisedProductOnGPU(t *testing.T) {
 		for _, sh := range shapes {
 			m, n, k := sh[0], sh[1], sh[2]
 			t.Run(fmt.Sprintf("%s/%dx%dx%d", c.name, m, n, k), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(uint64(m), uint64(n*k)))
-				a, b := make([]float32, m*k), make([]float32, k*n)
-				for i := range a {
-					a[i] = float32(rng.Float64()*2 - 1)
-				}
-				for i := range b {
-					b[i] = float32(rng.Float64()*2 - 1)
-				}
+				a, b := seededOperands(m, n, k)
 				grid := tile.Grid{tile.CDiv(m, c.bm), tile.CDiv(n, c.bn)}
 				run := func(ws int) []float32 {
-					meta := tile.Meta{"wgmma": 2, "ws": ws}
-					for key, v := range c.meta {
-						meta[key] = v
-					}
-					out := make([]float32, m*n)
-					for i := range out {
-						out[i] = float32(math.NaN())
-					}
-					if err := gpu.Launch(wsProduct(t, m, n, k, c.bm, c.bn, c.prec, meta), grid, a, b, out); err != nil {
-						t.Fatal(err)
-					}
-					return out
+					meta := withMeta(tile.Meta{"wgmma": 2, "ws": ws}, c.meta)
+					return launchPoisoned(t, gpu, wsProduct(t, m, n, k, c.bm, c.bn, c.prec, meta), grid, a, b, m, n)
 				}
 				// the form the device runs: the producer's warps beside the
 				// consumers, the driver's JIT taking the PTX, and enough
 				// registers allocated for setmaxnreg's split (else the
 				// consumers' setmaxnreg.inc would wait for ever: Load
 				// reports it)
-				meta := tile.Meta{"wgmma": 2, "ws": 1}
-				for key, v := range c.meta {
-					meta[key] = v
-				}
+				meta := withMeta(tile.Meta{"wgmma": 2, "ws": 1}, c.meta)
 				nw := meta["num_warps"]
 				ck, err := codegen.Compile(wsProduct(t, m, n, k, c.bm, c.bn, c.prec, meta), codegen.Options{NumWarps: nw, Arch: dev.Target(), Spec: []int{16, 16, 16}})
 				if err != nil {
@@ -150,21 +131,8 @@ func TestWarpSpecialisedProductOnGPU(t *testing.T) {
 				}
 				t.Log(f)
 				got, base := run(1), run(0)
-				for i := range got {
-					if math.Float32bits(got[i]) != math.Float32bits(base[i]) {
-						t.Fatalf("element (%d, %d): %v with ws, %v without", i/n, i%n, got[i], base[i])
-					}
-				}
-				ref, mag := wsReference(refs, sh, a, b)
-				worst := 0.0
-				for i := range got {
-					e := math.Abs(float64(got[i])-ref[i]) / mag[i]
-					if math.IsNaN(e) || e > c.tol {
-						t.Fatalf("element (%d, %d): %v, float64 %v (error %.2g of Σ|a||b|, tolerance %.2g)", i/n, i%n, got[i], ref[i], e, c.tol)
-					}
-					worst = max(worst, e)
-				}
-				t.Logf("max error %.2g of Σ|a||b|", worst)
+				sameBits(t, got, base, n, [2]string{"with ws", "without"})
+				nearFloat64(t, refs, sh, a, b, got, c.tol)
 			})
 		}
 	}
@@ -191,4 +159,66 @@ func wsReference(refs map[[3]int][2][]float64, sh [3]int, a, b []float32) (ref, 
 	}
 	refs[sh] = [2][]float64{ref, mag}
 	return ref, mag
+}
+
+// seededOperands are A (m×k) and B (k×n), uniform in ±1, seeded by the shape.
+func seededOperands(m, n, k int) (a, b []float32) {
+	rng := rand.New(rand.NewPCG(uint64(m), uint64(n*k)))
+	a, b = make([]float32, m*k), make([]float32, k*n)
+	for i := range a {
+		a[i] = float32(rng.Float64()*2 - 1)
+	}
+	for i := range b {
+		b[i] = float32(rng.Float64()*2 - 1)
+	}
+	return a, b
+}
+
+// withMeta is base with extra's entries added (extra's win).
+func withMeta(base, extra tile.Meta) tile.Meta {
+	m := maps.Clone(base)
+	maps.Copy(m, extra)
+	return m
+}
+
+// launchPoisoned launches kern over grid on a and b into an m×n output
+// poisoned with NaN, and returns it.
+func launchPoisoned(t *testing.T, gpu *Launcher, kern *tile.Kernel, grid tile.Grid, a, b []float32, m, n int) []float32 {
+	t.Helper()
+	out := make([]float32, m*n)
+	for i := range out {
+		out[i] = float32(math.NaN())
+	}
+	if err := gpu.Launch(kern, grid, a, b, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// sameBits fails t at the first element (of rows n wide) where got and
+// want differ in their bits; what names the two forms.
+func sameBits(t *testing.T, got, want []float32, n int, what [2]string) {
+	t.Helper()
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("element (%d, %d): %v %s, %v %s", i/n, i%n, got[i], what[0], want[i], what[1])
+		}
+	}
+}
+
+// nearFloat64 fails t where got (the product of a and b, shape sh: m, n,
+// k) is NaN or off the float64 product by more than tol of Σ|a||b|, and
+// logs the largest such error.
+func nearFloat64(t *testing.T, refs map[[3]int][2][]float64, sh [3]int, a, b, got []float32, tol float64) {
+	t.Helper()
+	ref, mag := wsReference(refs, sh, a, b)
+	n, worst := sh[1], 0.0
+	for i := range got {
+		e := math.Abs(float64(got[i])-ref[i]) / mag[i]
+		if math.IsNaN(e) || e > tol {
+			t.Fatalf("element (%d, %d): %v, float64 %v (error %.2g of Σ|a||b|, tolerance %.2g)", i/n, i%n, got[i], ref[i], e, tol)
+		}
+		worst = max(worst, e)
+	}
+	t.Logf("max error %.2g of Σ|a||b|", worst)
 }

@@ -4,8 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -46,63 +44,32 @@ func TestOneBlock3xTF32OnGPU(t *testing.T) {
 		for _, sh := range [][3]int{{200, 136, 72}, {1000, 1000, 1000}, {4095, 4097, 33}} {
 			m, n, k := sh[0], sh[1], sh[2]
 			t.Run(fmt.Sprintf("%s/%dx%dx%d", c.name, m, n, k), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(uint64(m), uint64(n*k)))
-				a, b := make([]float32, m*k), make([]float32, k*n)
-				for i := range a {
-					a[i] = float32(rng.Float64()*2 - 1)
-				}
-				for i := range b {
-					b[i] = float32(rng.Float64()*2 - 1)
-				}
+				a, b := seededOperands(m, n, k)
 				grid := tile.Grid{tile.CDiv(m, c.bm), tile.CDiv(n, c.bn)}
 				run := func(blocks int) []float32 {
-					meta := tile.Meta{"wgmma": 2}
-					for key, v := range c.meta {
-						meta[key] = v
-					}
+					meta := withMeta(tile.Meta{"wgmma": 2}, c.meta)
 					if blocks != 0 {
 						meta["x3_blocks"] = blocks
 					}
 					kern := product(t, "x3_product", m, n, k, c.bm, c.bn, tile.PrecTF32x3, "rows and k", meta)
-					out := make([]float32, m*n)
-					for i := range out {
-						out[i] = float32(math.NaN())
-					}
-					if err := gpu.Launch(kern, grid, a, b, out); err != nil {
-						t.Fatal(err)
-					}
 					ck, err := codegen.Compile(kern, codegen.Options{NumWarps: meta["num_warps"], Arch: dev.Target(), Spec: []int{16, 16, 16}})
 					if err != nil {
 						t.Fatal(err)
 					}
-					waits := strings.Count(ck.PTX, "wgmma.wait_group.sync.aligned 1")
 					// one group in flight, except where a block spans
 					// iterations (each retires the one before it) or with
 					// a block per iteration
+					waits := strings.Count(ck.PTX, "wgmma.wait_group.sync.aligned 1")
 					if want := blocks == 2 || meta["x3_span"] != 1; want != (waits > 0) {
 						t.Fatalf("x3_blocks = %d, x3_span = %d: %d × wgmma.wait_group 1: not the form asked for", blocks, meta["x3_span"], waits)
 					}
-					return out
+					return launchPoisoned(t, gpu, kern, grid, a, b, m, n)
 				}
 				got, two := run(0), run(2)
-				for i := range got {
-					if c.meta["x3_span"] != 1 {
-						break // blocks of 64 or 128 k: other sums than two blocks of 32
-					}
-					if math.Float32bits(got[i]) != math.Float32bits(two[i]) {
-						t.Fatalf("element (%d, %d): %v with one block, %v with two", i/n, i%n, got[i], two[i])
-					}
+				if c.meta["x3_span"] == 1 { // else blocks of 64 or 128 k: other sums than two blocks of 32
+					sameBits(t, got, two, n, [2]string{"with one block", "with two"})
 				}
-				ref, mag := wsReference(refs, sh, a, b)
-				worst := 0.0
-				for i := range got {
-					e := math.Abs(float64(got[i])-ref[i]) / mag[i]
-					if math.IsNaN(e) || e > tol {
-						t.Fatalf("element (%d, %d): %v, float64 %v (error %.2g of Σ|a||b|, tolerance %.2g)", i/n, i%n, got[i], ref[i], e, tol)
-					}
-					worst = max(worst, e)
-				}
-				t.Logf("max error %.2g of Σ|a||b|", worst)
+				nearFloat64(t, refs, sh, a, b, got, tol)
 			})
 		}
 	}
