@@ -93,7 +93,9 @@ func TestWarpSpecialisedProductOnGPU(t *testing.T) {
 		{"bf16 128x128 8+8 warps", tile.PrecBF16, 128, 128, tile.Meta{"num_warps": 8, "num_stages": 4, "ws_warps": 8}, 1e-2},
 		{"bf16 256x128 8+4 warps 3 stages", tile.PrecBF16, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 3}, 1e-2},
 		{"bf16 128x128 8+4 warps 5 stages", tile.PrecBF16, 128, 128, tile.Meta{"num_warps": 8, "num_stages": 5}, 1e-2},
-		{"3xTF32 64x128 8+4 warps 6 stages", tile.PrecTF32x3, 64, 128, tile.Meta{"num_warps": 8, "num_stages": 6}, 1e-5},
+		// without ws, 3xTF32 is compared in its form with a block an
+		// iteration (x3_blocks = 2), whose sums the producer's form keeps
+		{"3xTF32 64x128 8+4 warps 6 stages", tile.PrecTF32x3, 64, 128, tile.Meta{"num_warps": 8, "num_stages": 6, "x3_blocks": 2}, 1e-5},
 	} {
 		for _, sh := range shapes {
 			m, n, k := sh[0], sh[1], sh[2]

@@ -352,6 +352,17 @@ func kPart(b *tile.Builder, part *tile.Value, kk, bk, split int) (lo, hi *tile.V
 // H200, 132 SMs: a 1024×1024×1024 product 1.6× faster at 64, the encoder's
 // 1024×32 per-head products slower); the CPU keeps the H200's rule there,
 // with which the executor's tables were measured.
+// x3NarrowRate is the rate of 3xTF32's 64×128 tiles against its 128×128
+// tiles where both fill the SMs alike (the H200, 2026-12-03, r19b: 4096³
+// 86.6 against 100.5 TFLOP/s, one CTA an SM either way).
+const x3NarrowRate = 0.86
+
+// waveFill is the part of the SMs' time that tiles programs of one CTA an
+// SM keep busy over their waves: tiles / (wave · ⌈tiles / wave⌉).
+func waveFill(tiles, wave int) float64 {
+	return float64(tiles) / float64(wave*tile.CDiv(tiles, wave))
+}
+
 func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	s := grp.MatMul.Info.Shape
 	outputs := numel(s) // batch·m·n
@@ -403,10 +414,14 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 			return
 		}
 		// 3xTF32: the swapped form wherever the product is 64 columns wide
-		// (its sums of 32 k in block accumulators make it more accurate
+		// (its sums of 64 k in block accumulators make it more accurate
 		// than SGEMM; mma.sync's one accumulator is not): 128×128 tiles
-		// (4 stages of 48 KiB) where there is a wave of them, else 64×128
-		// (6 stages of 32 KiB), 64×64 for narrower products
+		// (4 stages of 48 KiB) where their waves fill the SMs at least as
+		// well as 64×128's (6 stages of 32 KiB) at x3NarrowRate, else
+		// 64×128; 64×64 for narrower products. The H200, 2026-12-03
+		// (r19c, TFLOP/s 128×128 → 64×128): 4096×768×3072 (1.45 waves of
+		// 128×128) 76.4 → 82.8, 4096×768×768 71.3 → 77.2, 768×3072×4096
+		// (1.09 waves) 58.4 → 64.6; 4096×3072×768 (5.8 waves) 95.9 → 79.2
 		// 3xTF32 Aᵀ·B over a long K (the weight gradients xᵀ·dy): Aᵀ
 		// staged in the swapped form (wg_stage = 1: 16-byte copies along m,
 		// transposed and split by the copying threads), 64×128 tiles, 4
@@ -432,7 +447,8 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 			bm, bn := 64, 128
 			if n < 128 {
 				bn = 64
-			} else if m >= 128 && batch*tile.CDiv(m, 128)*tile.CDiv(n, 128) >= wave && t.SharedMemory >= 4*4*bk*3*128 {
+			} else if m >= 128 && t.SharedMemory >= 4*4*bk*3*128 &&
+				waveFill(batch*tile.CDiv(m, 128)*tile.CDiv(n, 128), wave) >= x3NarrowRate*waveFill(batch*tile.CDiv(m, 64)*tile.CDiv(n, 128), wave) {
 				bm = 128
 			}
 			stage := 4 * bk * (2*bm + bn)

@@ -208,8 +208,8 @@ func TestTF32x3WeightGradients(t *testing.T) {
 		{"TN 3072×768×4096, bare", 3072, 4096, 768, true, false, with(staged, "SPLIT_K", 4)},
 		{"TN 768×3072×4096 with an epilogue: 128×128 (144 tiles), 3 stages", 768, 4096, 3072, true, true, with(with(staged, "BLOCK_M", 128), "num_stages", 3)},
 		{"TN 256×256×4096 with an epilogue: 64×128 (4 tiles of 128×128 do not fill the SMs)", 256, 4096, 256, true, true, staged},
-		{"TN 768×3072×512: K too short, the swapped form of before", 768, 512, 3072, true, false, swapped},
-		{"NN 768×3072×4096: not Aᵀ, the swapped form of before", 768, 4096, 3072, false, false, swapped},
+		{"TN 768×3072×512: K too short, the swapped form of before (64×128: 1.09 waves of 128×128)", 768, 512, 3072, true, false, with(with(swapped, "BLOCK_M", 64), "num_stages", 6)},
+		{"NN 768×3072×4096: not Aᵀ, the swapped form of before (64×128: 1.09 waves of 128×128)", 768, 4096, 3072, false, false, with(with(swapped, "BLOCK_M", 64), "num_stages", 6)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			grp := productGroup(t, c.m, c.k, c.n, c.ta, false, func(_ *G.ExprGraph, y *G.Node) {
