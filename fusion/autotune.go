@@ -250,12 +250,12 @@ func (t *tuner) run() error {
 	var jobs []*tuneJob
 	kernels := map[string]int{}
 	for _, grp := range t.c.groups {
-		cands := graphpass.Candidates(grp, t.c.target, t.c.cfg.precision)
+		prec, cands := t.c.candidates(grp)
 		if len(cands) < 2 {
 			continue
 		}
 		t.total++
-		def, err := graphpass.Emit(grp, graphpass.TuneTo(t.c.target, cands[0]), t.c.cfg.precision)
+		def, err := graphpass.Emit(grp, graphpass.TuneTo(t.c.target, cands[0]), prec)
 		if err != nil {
 			return err
 		}
@@ -336,14 +336,18 @@ func (t *tuner) progress(r *TuneResult, n int) {
 // key is the disk cache's key of the tuning of the kernel of anonymous
 // text text.
 func (t *tuner) key(text string) string {
-	return diskcache.Key(text, t.c.target.String(), t.c.cfg.precision.String(), t.device, diskcache.Version())
+	prec := t.c.cfg.precision.String()
+	if !t.c.cfg.precisionSet {
+		prec = "default" // the kernel's text has its dots' precision; the default's 3xTF32 has fewer candidates
+	}
+	return diskcache.Key(text, t.c.target.String(), prec, t.device, diskcache.Version())
 }
 
 // target is the target grp's kernel is written for: the compilation's,
 // with the tuned meta-parameters where there are candidates.
 func (t *tuner) target(grp *graphpass.Group) (graphpass.Target, error) {
-	base, prec := t.c.target, t.c.cfg.precision
-	cands := graphpass.Candidates(grp, base, prec)
+	base := t.c.target
+	prec, cands := t.c.candidates(grp)
 	if len(cands) < 2 {
 		return base, nil
 	}
@@ -402,7 +406,7 @@ func (t *tuner) tune(j *tuneJob) {
 	var ks []*graphpass.Kernel
 	var metas []tile.Meta
 	for _, m := range j.cands[1:] {
-		k, err := graphpass.Emit(j.grp, graphpass.TuneTo(t.c.target, m), t.c.cfg.precision)
+		k, err := graphpass.Emit(j.grp, graphpass.TuneTo(t.c.target, m), t.c.precisionOf(j.grp))
 		if err != nil {
 			r.Rejected = append(r.Rejected, fmt.Sprintf("%v: %v", m, err))
 			continue

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/tilefuse/tilefuse/codegen/cpu"
 	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/ops"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 // Compiled is a graph after fusion. It does not change after Compile
@@ -401,6 +403,29 @@ func dumpPartition(c *compilation) string {
 	return sb.String()
 }
 
+// precisionOf is the precision grp's kernel is written at: WithPrecision's
+// where given; else on the CUDA backend graphpass.DefaultPrecision at the
+// compilation's target, and ieee on the CPU (no tensor cores: its 3xTF32
+// would be three products' work).
+func (c *compilation) precisionOf(grp *graphpass.Group) tile.Precision {
+	if c.cfg.precisionSet || c.cfg.backend != CUDA {
+		return c.cfg.precision
+	}
+	return graphpass.DefaultPrecision(grp, c.target)
+}
+
+// candidates are grp's autotuning candidates at its precision (first the
+// heuristic's choice): where that precision is the default's 3xTF32, only
+// the block-summed forms, whose accuracy the choice rests on.
+func (c *compilation) candidates(grp *graphpass.Group) (tile.Precision, []tile.Meta) {
+	prec := c.precisionOf(grp)
+	cands := graphpass.Candidates(grp, c.target, prec)
+	if !c.cfg.precisionSet && prec == tile.PrecTF32x3 {
+		cands = slices.DeleteFunc(cands, func(m tile.Meta) bool { return !graphpass.BlockSummed(m) })
+	}
+	return prec, cands
+}
+
 // emit is the emit stage; with a dump directory each kernel's IR goes to
 // <kernel>.tile.
 func emit(c *compilation) error {
@@ -420,7 +445,7 @@ func emit(c *compilation) error {
 				return err
 			}
 		}
-		k, err := graphpass.Emit(grp, t, c.cfg.precision)
+		k, err := graphpass.Emit(grp, t, c.precisionOf(grp))
 		if err != nil {
 			return err
 		}

@@ -376,6 +376,7 @@ func (cfg *config) writeKey(k *keyBuf) bool {
 	k.flag(cfg.matmul != nil)
 	k.flag(cfg.matmul != nil && *cfg.matmul)
 	k.int(int(cfg.precision))
+	k.flag(cfg.precisionSet)
 	k.int(cfg.maxGroup)
 	k.flag(cfg.readAll)
 	k.flag(cfg.native)

@@ -40,6 +40,7 @@ type config struct {
 	keep         []*G.Node
 	dumpDir      string
 	precision    tile.Precision
+	precisionSet bool // WithPrecision given; else each group's graphpass.DefaultPrecision on the GPU
 	maxGroup     int
 	profile      bool
 	inCheck      InputCheck // how the CUDA backend sees host changes (resident.go)
@@ -106,12 +107,18 @@ func WithKeep(nodes ...*G.Node) Option {
 func WithDumpDir(dir string) Option { return func(c *config) { c.dumpDir = dir } }
 
 // WithPrecision sets the precision of the dots in fused matrix products:
-// tile.PrecIEEE (exact f32 products, the default), PrecTF32 (A truncated
+// tile.PrecIEEE (exact f32 products), PrecTF32 (A truncated
 // to TF32, as the tensor cores read f32, and B rounded to TF32:
 // tile.TruncTF32, tile.RoundTF32),
 // PrecBF16 (operands rounded to bfloat16, f32 sums) or PrecTF32x3 (three
 // TF32 products of each operand's high and low parts: close to f32's
-// accuracy). On the GPU all but ieee run on the tensor cores. Flash
+// accuracy). On the GPU all but ieee run on the tensor cores. Without it,
+// each kernel's precision is chosen for it: on the CUDA backend a matrix
+// product at least 128 on each side on a GPU with Hopper's wgmma runs in
+// 3xTF32, whose kernel there is twice as fast as cuBLAS's strict fp32
+// and more accurate (graphpass.DefaultPrecision has the rule and the
+// measurements); everything else, and everything on the CPU, in ieee.
+// WithPrecision(tile.PrecIEEE) keeps every product on the FMA. Flash
 // attention's products under PrecTF32 round A and truncate B instead
 // (tile.PrecTF32TB, which is not an option here): the operand each kernel
 // converts in registers is rounded, the one the tensor cores read from
@@ -121,7 +128,7 @@ func WithPrecision(p tile.Precision) Option {
 		if !slices.Contains(tile.Precisions, p) {
 			c.errs = append(c.errs, fmt.Errorf("fusion: WithPrecision(%v): no such precision (tile.PrecIEEE, PrecTF32, PrecBF16 or PrecTF32x3)", p))
 		}
-		c.precision = p
+		c.precision, c.precisionSet = p, true
 	}
 }
 
