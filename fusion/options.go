@@ -114,7 +114,7 @@ func WithDumpDir(dir string) Option { return func(c *config) { c.dumpDir = dir }
 // TF32 products of each operand's high and low parts: close to f32's
 // accuracy). On the GPU all but ieee run on the tensor cores. Without it,
 // each kernel's precision is chosen for it: on the CUDA backend a matrix
-// product at least 128 on each side on a GPU with Hopper's wgmma runs in
+// product at least 256 on each side on a GPU with Hopper's wgmma runs in
 // 3xTF32, whose kernel there is twice as fast as cuBLAS's strict fp32
 // and more accurate (graphpass.DefaultPrecision has the rule and the
 // measurements); everything else, and everything on the CPU, in ieee.

@@ -9,7 +9,7 @@ import (
 )
 
 // TestDefaultPrecision: where the user chose no precision, a matrix
-// product at least 128 on each side on the H200 is written in 3xTF32 (the
+// product at least 256 on each side on the H200 is written in 3xTF32 (the
 // swapped wgmma form, block-summed); smaller products, targets without
 // Hopper's shared memory (an A100's 163 KiB: mma.sync's one accumulator)
 // and the CPU stay ieee.
@@ -26,6 +26,8 @@ func TestDefaultPrecision(t *testing.T) {
 		{"the BERT layer's 4096×768×3072 on the H200", 4096, 3072, 768, false, H200, tile.PrecTF32x3},
 		{"a weight gradient Aᵀ·B 768×3072×4096 on the H200 (staged)", 768, 4096, 3072, true, H200, tile.PrecTF32x3},
 		{"K = 64 on the H200", 4096, 64, 4096, false, H200, tile.PrecIEEE},
+		{"128³ on the H200 (slower in 3xTF32)", 128, 128, 128, false, H200, tile.PrecIEEE},
+		{"256³ on the H200", 256, 256, 256, false, H200, tile.PrecTF32x3},
 		{"100 columns on the H200", 1000, 512, 100, false, H200, tile.PrecIEEE},
 		{"4096³ on an A100", 4096, 4096, 4096, false, a100, tile.PrecIEEE},
 		{"4096³ on the CPU", 4096, 4096, 4096, false, CPU(16), tile.PrecIEEE},

@@ -31,7 +31,7 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.StringVar(&o.backend, "backend", "cpu", "where kernels run: cpu, or cuda (the tilefuse_cuda build)")
 	fs.StringVar(&o.workloads, "workload", "all", "comma-separated workloads, or all: "+workloadNames())
 	fs.StringVar(&o.size, "size", "all", "small, large, all (small and large) or peer (the workloads that have the peers' shapes: BERT-base, long attention, softmax and LayerNorm at five shapes, column sums at two, the chain at 64M; a GPU round's, without Gorgonia's machine)")
-	fs.StringVar(&o.precision, "precision", "ieee", "how tilefuse's products form f32 products: ieee (exact; the bench's default, as its tables have been), default (what fusion chooses without WithPrecision: 3xTF32 for products at least 128 on a side on Hopper, else ieee), tf32 (the tensor cores': A truncated and B rounded to TF32), tf32x3 (three TF32 products: near fp32's accuracy on the tensor cores) or bf16 (operands rounded to bfloat16)")
+	fs.StringVar(&o.precision, "precision", "ieee", "how tilefuse's products form f32 products: ieee (exact; the bench's default, as its tables have been), default (what fusion chooses without WithPrecision: 3xTF32 for products at least 256 on a side on Hopper, else ieee), tf32 (the tensor cores': A truncated and B rounded to TF32), tf32x3 (three TF32 products: near fp32's accuracy on the tensor cores) or bf16 (operands rounded to bfloat16)")
 	fs.IntVar(&o.runs, "runs", 5, "timed runs per mode")
 	fs.DurationVar(&o.warm, "warmup", 50*time.Millisecond, "untimed runs first, for this long (at least one)")
 	fs.StringVar(&o.json, "json", "", "write the results as JSON to `file`")

@@ -26,7 +26,7 @@ func tuneFlags() (*flag.FlagSet, *tuneOpts) {
 	fs.StringVar(&o.backend, "backend", "cpu", "where kernels run and are measured: cpu, or cuda (the tilefuse_cuda build)")
 	fs.StringVar(&o.workload, "workload", "softmax", "the workload to tune, one of: "+workloadNames())
 	fs.StringVar(&o.size, "size", "large", "its size: small, large, or one of its peer sizes (peer, peer:8192x4096, …; see help bench); peer for a workload of several peer shapes tunes each in turn")
-	fs.StringVar(&o.precision, "precision", "default", "how products form f32 products: default (as fusion chooses without WithPrecision: 3xTF32 for large products on Hopper, else ieee), ieee, tf32, tf32x3 or bf16")
+	fs.StringVar(&o.precision, "precision", "default", "how products form f32 products: default (as fusion chooses without WithPrecision: 3xTF32 for products at least 256 on a side on Hopper, else ieee), ieee, tf32, tf32x3 or bf16")
 	fs.StringVar(&o.cacheDir, "cache-dir", "", "the cache on disk the results go to (default: the one tilefuse uses, see tilefuse cache)")
 	fs.DurationVar(&o.budget, "budget", fusion.DefaultTuneBudget, "wall time to spend measuring (0: no bound); kernels not reached keep their defaults, and the table says which (a later tune measures them, taking the others from the cache)")
 	fs.BoolVar(&o.quiet, "q", false, "no progress on stderr (a bar on a terminal, one line a kernel otherwise)")
