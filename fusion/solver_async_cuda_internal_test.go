@@ -89,7 +89,10 @@ func TestSolverStepErrorLaterOnGPU(t *testing.T) {
 // also registers the batch's memory and loads the kernels). Without the
 // work every run waits: the device is idle at each return.
 func TestAsyncRunOnGPU(t *testing.T) {
-	const n, steps = 2048, 6 // products of 2048³ forward and backward
+	// products of 4096³ forward and backward: the backward's (~4 ms on the
+	// FMA) must outlast the host's return and its look at the device; at
+	// 2048³ (~0.5 ms) step 1 once found it done (the H200, 2026-12-03, r19g)
+	const n, steps = 4096, 6
 	type run struct {
 		losses       []float64
 		preds        [][]float32 // each step's prediction (written back late: writeBackLater)
@@ -121,9 +124,9 @@ func TestAsyncRunOnGPU(t *testing.T) {
 		G.Let(w, w0.Clone())
 		G.Let(v, v0)
 		G.Let(x, batches[0])
-		// ieee: the FMA's 2048³ products are what keeps the device busy past
-		// an async step's return (the default's 3xTF32 runs them 2.5× faster:
-		// step 0 had finished by then on the H200, 2026-12-03)
+		// ieee: the FMA's products are what keeps the device busy past an
+		// async step's return (the default's 3xTF32 runs them 2.5× faster:
+		// at 2048³ step 0 had finished by then on the H200, 2026-12-03)
 		m := NewTapeMachine(g, append([]Option{WithBackend(CUDA), WithPrecision(tile.PrecIEEE)}, opts...)...)
 		if err := m.Err(); err != nil {
 			t.Fatal(err)
