@@ -675,7 +675,6 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		carried[i] = c
 	}
 	l.needSmem(p.stages * p.stageBytes)
-	ring := p.stages * p.stageBytes
 	if p.wgmma {
 		l.needSmem(p.bt.Off + 2*p.btStride)
 	}
@@ -702,10 +701,7 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		}
 		emit(w, "cp.async.commit_group")
 		emit(w, "add.%s %s, %s, %s", ptx, ivp, ivp, bounds[2])
-		emit(w, "add.s32 %s, %s, %d", sp, sp, p.stageBytes)
-		wrap := l.reg("p")
-		emit(w, "setp.ge.s32 %s, %s, %d", wrap, sp, ring)
-		emit(w, "@%s mov.u32 %s, 0", wrap, sp)
+		wrap := l.nextStage(p, sp)
 		if p.tma != nil {
 			l.tmaAdvance(p, p.tma.fp, wrap, "")
 		}
@@ -814,10 +810,7 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		default:
 			l.mmaStep(p, sc, carried[p.accIdx])
 		}
-		emit(w, "add.s32 %s, %s, %d", sc, sc, p.stageBytes)
-		wrap := l.reg("p")
-		emit(w, "setp.ge.s32 %s, %s, %d", wrap, sc, ring)
-		emit(w, "@%s mov.u32 %s, 0", wrap, sc)
+		wrap := l.nextStage(p, sc)
 		if p.tma != nil {
 			l.tmaAdvance(p, p.tma.fc, wrap, ph)
 		}
@@ -846,6 +839,18 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	l.barrier(w) // the buffers are scratch again
 	l.pipeResults(v, p, carried[p.accIdx])
 	return nil
+}
+
+// nextStage moves the stage offset st (a register) to the next stage of
+// pipe p's ring, wrapping to the first after the last; it returns the
+// predicate that says it wrapped.
+func (l *lowerer) nextStage(p *pipe, st string) (wrap string) {
+	w := &l.body
+	emit(w, "add.s32 %s, %s, %d", st, st, p.stageBytes)
+	wrap = l.reg("p")
+	emit(w, "setp.ge.s32 %s, %s, %d", wrap, st, p.stages*p.stageBytes)
+	emit(w, "@%s mov.u32 %s, 0", wrap, st)
+	return wrap
 }
 
 // oneBlockLoop emits the loop of a swapped 3xTF32 pipe with one block
@@ -903,15 +908,11 @@ func (l *lowerer) oneBlockLoop(v *tile.Value, p *pipe, iv, sc string, bounds []s
 		}
 		f[1].hi, f[1].lo = append(f[1].hi, hi), append(f[1].lo, lo)
 	}
-	ring := p.stages * p.stageBytes
 	span := p.x3Span
 	w.WriteString(head + ":\n")
 	for u := range max(2, span) {
 		l.swappedIssue(p, sc, acc, blk, l.swappedTail(v, p, iv, bounds[1], ptx), f[u%2], u%span == 0)
-		emit(w, "add.s32 %s, %s, %d", sc, sc, p.stageBytes)
-		wrap := l.reg("p")
-		emit(w, "setp.ge.s32 %s, %s, %d", wrap, sc, ring)
-		emit(w, "@%s mov.u32 %s, 0", wrap, sc)
+		l.nextStage(p, sc)
 		emit(w, "add.%s %s, %s, %s", ptx, iv, iv, bounds[2])
 		last := l.reg("p")
 		emit(w, "setp.ge.%s %s, %s, %s", ptx, last, iv, bounds[1])
