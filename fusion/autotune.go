@@ -180,6 +180,7 @@ var (
 // tuneJob is a kernel text to measure.
 type tuneJob struct {
 	grp              *graphpass.Group
+	prec             tile.Precision // the group's (compilation.candidates)
 	def              *graphpass.Kernel
 	cands            []tile.Meta
 	text             string
@@ -275,7 +276,7 @@ func (t *tuner) run() error {
 		if t.fromDisk(r, cands, text) {
 			continue
 		}
-		jobs = append(jobs, &tuneJob{grp: grp, def: def, cands: cands, text: text, r: r})
+		jobs = append(jobs, &tuneJob{grp: grp, prec: prec, def: def, cands: cands, text: text, r: r})
 	}
 	for text, n := range kernels {
 		t.memo[text].Kernels = n
@@ -406,7 +407,7 @@ func (t *tuner) tune(j *tuneJob) {
 	var ks []*graphpass.Kernel
 	var metas []tile.Meta
 	for _, m := range j.cands[1:] {
-		k, err := graphpass.Emit(j.grp, graphpass.TuneTo(t.c.target, m), t.c.precisionOf(j.grp))
+		k, err := graphpass.Emit(j.grp, graphpass.TuneTo(t.c.target, m), j.prec)
 		if err != nil {
 			r.Rejected = append(r.Rejected, fmt.Sprintf("%v: %v", m, err))
 			continue

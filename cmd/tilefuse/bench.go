@@ -102,14 +102,9 @@ func benchCmd(args []string, out, progress io.Writer) error {
 		}
 		ws = peer
 	}
-	var fopts []fusion.Option
-	prec := tile.PrecIEEE
-	if o.precision != "default" { // default: no WithPrecision, each kernel's chosen for it
-		var err error
-		if prec, err = parsePrecision(o.precision); err != nil {
-			return err
-		}
-		fopts = append(fopts, fusion.WithPrecision(prec))
+	prec, fopts, err := precisionOptions(o.precision)
+	if err != nil {
+		return err
 	}
 	tol := 0.0                 // bench's default: 1e-3 for float32 graphs
 	if prec == tile.PrecBF16 { // bf16 operands (8 bits): as peer accepts
@@ -420,4 +415,17 @@ func copyBandwidth(be fusion.Backend) (float64, string, error) {
 		return gbs, "device-to-device copy", err
 	}
 	return bench.HostCopyGBps(256 << 20), "host memory copy on all cores", nil
+}
+
+// precisionOptions reads -precision of a command that compiles graphs:
+// "default" is no option (fusion chooses each kernel's precision; prec is
+// reported as ieee), any other name WithPrecision of it.
+func precisionOptions(s string) (prec tile.Precision, opts []fusion.Option, err error) {
+	if s == "default" {
+		return tile.PrecIEEE, nil, nil
+	}
+	if prec, err = parsePrecision(s); err != nil {
+		return prec, nil, err
+	}
+	return prec, []fusion.Option{fusion.WithPrecision(prec)}, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/tilefuse/tilefuse/bench"
 	"github.com/tilefuse/tilefuse/diskcache"
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 // TestMain runs main itself when TILEFUSE_TEST_MAIN holds its arguments
@@ -511,4 +512,26 @@ func TestTrainTable(t *testing.T) {
 	assert.Contains(t, out, "Training steps, fused")
 	assert.Contains(t, out, "| mlp_train | large | 2.4 (2.3–3) | 0.5 + 0.1 | 4.00x | 36 | 0.7 | 4 / 1 | 5 / 9 / 150 / 20 / 480 / 30 / 8 / 40 |")
 	assert.NotContains(t, out, "| mlp_step | large | 2.4 (2.3–3) | 0.5 + 0.1 |")
+}
+
+// TestPrecisionOptions: -precision default is no option (fusion chooses
+// each kernel's precision), a named precision is WithPrecision of it
+// (ieee too: no longer the same as giving none), anything else an error.
+func TestPrecisionOptions(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		prec  tile.Precision
+		opts  int
+		valid bool
+	}{
+		{"default", tile.PrecIEEE, 0, true},
+		{"ieee", tile.PrecIEEE, 1, true},
+		{"tf32x3", tile.PrecTF32x3, 1, true},
+		{"fp64", 0, 0, false},
+	} {
+		prec, opts, err := precisionOptions(c.in)
+		if (err == nil) != c.valid || c.valid && (prec != c.prec || len(opts) != c.opts) {
+			t.Errorf("%q: %v, %d options, %v; want %v, %d options, valid %v", c.in, prec, len(opts), err, c.prec, c.opts, c.valid)
+		}
+	}
 }

@@ -51,13 +51,11 @@ func tuneCmd(args []string, out, progressW io.Writer) error {
 		return fmt.Errorf("-backend %q: want cpu or cuda", o.backend)
 	}
 	opts := []fusion.Option{fusion.WithBackend(be), fusion.WithAutotune(true), fusion.WithTuneBudget(o.budget)}
-	if o.precision != "default" { // default: no WithPrecision, each kernel's chosen for it
-		prec, err := parsePrecision(o.precision)
-		if err != nil {
-			return err
-		}
-		opts = append(opts, fusion.WithPrecision(prec))
+	_, popts, err := precisionOptions(o.precision)
+	if err != nil {
+		return err
 	}
+	opts = append(opts, popts...)
 	dir := o.cacheDir
 	if dir == "" {
 		var err error
