@@ -44,6 +44,11 @@ type Kernel struct {
 	// TensorMaps are parameters after the tile kernel's own, in order:
 	// CUtensorMaps the launcher encodes for pointer arguments (tma.go)
 	TensorMaps []TensorMap
+	// Cluster is the CTAs of a thread-block cluster along x, y and z
+	// (the PTX's .reqnctapercluster), zero for a kernel without
+	// clusters: a launch's grid must be a multiple of it along each
+	// dimension (the CTAs of a cluster share their tiles of A: tma.go)
+	Cluster [3]int
 
 	hashOnce sync.Once
 	hash     [32]byte
@@ -161,7 +166,7 @@ var stages = []stage{
 		if l.layoutErr != nil {
 			return l.layoutErr
 		}
-		l.result = &Kernel{Name: l.k.Name, NumWarps: l.opt.NumWarps, ProducerWarps: l.producerWarps, RegSplit: l.regSplit, SharedBytes: l.totalSmem(), TensorMaps: l.tmaps}
+		l.result = &Kernel{Name: l.k.Name, NumWarps: l.opt.NumWarps, ProducerWarps: l.producerWarps, RegSplit: l.regSplit, SharedBytes: l.totalSmem(), TensorMaps: l.tmaps, Cluster: l.cluster}
 		l.result.PTX = l.assemble()
 		l.result.Layout = l.layoutDump()
 		return nil
@@ -219,6 +224,9 @@ func (l *lowerer) assemble() string {
 		fmt.Fprintf(&sb, "\t%s%s\n", p, sep)
 	}
 	fmt.Fprintf(&sb, ")\n.maxntid %d, 1, 1\n", 32*(l.opt.NumWarps+l.producerWarps))
+	if c := l.cluster; c != [3]int{} {
+		fmt.Fprintf(&sb, ".reqnctapercluster %d, %d, %d\n", c[0], c[1], c[2])
+	}
 	if r := l.k.Meta["max_registers"]; r > 0 { // a meta-parameter: registers a thread may use
 		fmt.Fprintf(&sb, ".maxnreg %d\n", r)
 	}

@@ -64,7 +64,11 @@ type lowerer struct {
 	producerWarps int
 	// tmaps: the tensor maps the kernel takes after its own parameters
 	// (tma.go), in order
-	tmaps      []TensorMap
+	tmaps []TensorMap
+	// cluster: the CTAs of a cluster along x, y, z (.reqnctapercluster;
+	// Kernel.Cluster), zero without one (tma.go: A's tensor copies
+	// multicast over a cluster of 2 along program axis 1)
+	cluster    [3]int
 	barThreads int
 	regSplit   [2]int            // setmaxnreg's counts (Kernel.RegSplit)
 	slotMemo   map[string]string // values emitted slot by slot (slotwise.go)

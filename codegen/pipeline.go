@@ -125,8 +125,15 @@ type pipe struct {
 	// tma = 1 was not applied
 	tma         *tmaCopy
 	tmaDeclined string
-	copy        [2]*Layout
-	vw          [2]int
+	// cluster (meta-parameter cluster = 2, with A's tensor copies): the
+	// kernel's CTAs run in clusters of 2 along program axis 1 (the
+	// output's columns), whose two CTAs read the same tiles of A: each
+	// copies half of every stage's tile and multicasts it into both
+	// (tma.go); clusterDeclined says why cluster = 2 was not applied
+	cluster         int
+	clusterDeclined string
+	copy            [2]*Layout
+	vw              [2]int
 	// staged (swapped form, meta-parameter wg_stage = 1, A stored
 	// transposed): wgmma reads A K-major from shared memory, and Aᵀ is
 	// m-contiguous in memory, so its copies into the K-major tile would be
@@ -233,6 +240,12 @@ func (p *pipe) String() string {
 		}
 		if p.tmaDeclined != "" {
 			ahead += "; tma = 1 declined: " + p.tmaDeclined
+		}
+		if p.cluster > 0 {
+			ahead += fmt.Sprintf(", clusters of %d along the columns: each CTA copies half of A's tile to both, empty mbarriers between them", p.cluster)
+		}
+		if p.clusterDeclined != "" {
+			ahead += "; cluster declined: " + p.clusterDeclined
 		}
 		if p.ws {
 			ahead = fmt.Sprintf("warp-specialised: %d producer warps, full/empty mbarriers, pass %d behind the copies", p.wsWarps, p.wsLag)
@@ -458,6 +471,9 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		if !asked {
 			p.tmaDeclined = "" // the default where it applies
 		}
+	}
+	if c, asked := l.k.Meta["cluster"]; asked && c > 1 {
+		p.cluster, p.clusterDeclined = l.clusterPlan(p, c)
 	}
 	if p.wgmma {
 		ring := p.stages * p.stageBytes
@@ -704,6 +720,9 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		wrap := l.nextStage(p, sp)
 		if p.tma != nil {
 			l.tmaAdvance(p, p.tma.fp, wrap, "")
+			if p.cluster > 0 {
+				l.clusterAdvance(p, wrap)
+			}
 		}
 		return nil
 	}
@@ -796,6 +815,9 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		switch {
 		case p.swapped:
 			l.wgmmaSwappedStep(p, sc, carried[p.accIdx], blk[u], l.swappedTail(v, p, iv, bounds[1], ptx))
+			if p.cluster > 0 {
+				l.clusterRelease(p)
+			}
 			if p.lateCopies {
 				if err := produce(); err != nil {
 					return err
@@ -837,6 +859,9 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	}
 	emit(w, "cp.async.wait_group 0")
 	l.barrier(w) // the buffers are scratch again
+	if p.cluster > 0 {
+		l.clusterBarrier() // no CTA leaves while the other may arrive on its mbarriers
+	}
 	l.pipeResults(v, p, carried[p.accIdx])
 	return nil
 }

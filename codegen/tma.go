@@ -108,6 +108,14 @@ type tmaCopy struct {
 	// emission: the full mbarriers' base address, the producer's (thread
 	// 0's) barrier of stage sp and the consumers' of stage sc
 	bars, fp, fc string
+	// cluster (pipe.cluster): the CTA's rank in its cluster and its
+	// peer's, the rank's first row of A's tile and its bytes into the
+	// tile, the multicast's mask of CTAs (16 bits); the producer's round
+	// parity of the empty mbarriers (1 in the first round: a fresh
+	// mbarrier's phase before its first counts as complete) and whether
+	// the consumers have run an iteration (from the second on, each
+	// releases the one before)
+	rank, peer, halfRows, halfBytes, mask, eph, used string
 }
 
 // tmaPlan returns the plan of A's tensor copies in swapped loop p, or nil
@@ -233,6 +241,79 @@ func isColumnRange(v *tile.Value) bool {
 	return r.Op == tile.OpArange && r.Aux == 0
 }
 
+// Clusters (meta-parameter cluster = 2, with A's tensor copies): CTAs
+// whose programs differ only along program axis 1 compute output tiles of
+// the same rows, so they read the same tile of A at every K step. With
+// .reqnctapercluster 1, 2, 1 two such CTAs run at once on two SMs of a
+// GPC, and each copies half of every stage's A tile (its rank's rows)
+// with one tensor copy multicast to both CTAs' shared memory, completing
+// on both CTAs' full mbarrier of the stage: every CTA reads half as much
+// of A from L2 (A is 32 of a stage's 48 KiB at 256×128×32 in TF32).
+//
+// A stage's slot may be rewritten only once both CTAs are done with it,
+// so each stage also has an empty mbarrier of two arrivals: after the
+// iteration's barrier (every warp of the CTA retired the wgmmas that read
+// the slot) thread 0 arrives on its own CTA's and, through mapa, on the
+// peer's, then waits on its own before issuing its half (the first round
+// of slots, never read, waits on the phase before the first, which a
+// fresh mbarrier counts as complete). The mbarriers are initialised
+// before a cluster barrier, which every CTA passes before either copies
+// into the other, and the CTAs pass a second one after the loop, so that
+// neither exits while the other may still arrive on its mbarriers.
+// Whether the two CTAs read the same tile is the plan's to prove: A's
+// offsets, its mask and the loop's bounds must not depend on program axis
+// 1 (clusterPlan); the launcher checks that the grid is a multiple of
+// the cluster.
+
+// clusterPlan returns the CTAs of pipe p's clusters (meta-parameter
+// cluster = c), or 0 with the reason there are none.
+func (l *lowerer) clusterPlan(p *pipe, c int) (int, string) {
+	switch {
+	case c != 2:
+		return 0, fmt.Sprintf("cluster = %d: clusters of 2 only", c)
+	case p.tma == nil:
+		return 0, "A is not copied by tensor copies (tma)"
+	case p.m%16 != 0:
+		return 0, fmt.Sprintf("half of A's %d rows is not whole 8-row swizzle atoms", p.m)
+	}
+	check := []*tile.Value{p.tma.offs, p.loop.Args[0], p.loop.Args[1], p.loop.Args[2]}
+	if ld := p.loads[0]; len(ld.Args) > 1 {
+		check = append(check, ld.Args[1])
+	}
+	seen := map[*tile.Value]bool{}
+	for _, v := range check {
+		if why := l.notUniformOver(v, 1, p.loop, seen); why != "" {
+			return 0, why
+		}
+	}
+	return c, ""
+}
+
+// notUniformOver says why v may differ between programs that differ only
+// along program axis ax ("" where it cannot): it reads that program id,
+// or a loop-carried value or another loop's argument (the induction
+// variable of loop is the same in every program where its bounds are).
+func (l *lowerer) notUniformOver(v *tile.Value, ax int64, loop *tile.Value, seen map[*tile.Value]bool) string {
+	if seen[v] {
+		return ""
+	}
+	seen[v] = true
+	switch {
+	case v.Op == tile.OpProgramID && v.Aux == ax:
+		return fmt.Sprintf("A's tile or the K loop's bounds depend on program axis %d: the cluster's CTAs would read different tiles", ax)
+	case v.Op == tile.OpBlockArg && (v.Aux != 0 || v != loop.Body.Args[0]):
+		return "A's offsets depend on a loop-carried value"
+	case v.Op == tile.OpLoad:
+		return "A's offsets depend on a load"
+	}
+	for _, a := range v.Args {
+		if why := l.notUniformOver(a, ax, loop, seen); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
 // tmaStart reserves and initialises the full mbarriers of p's stages
 // (thread 0, an arrival each: its expect_tx) and declares the tensor map;
 // every thread's earlier accesses to shared memory are ordered before the
@@ -242,16 +323,43 @@ func (l *lowerer) tmaStart(p *pipe) {
 	w := &l.body
 	t := p.tma
 	t.index = len(l.tmaps)
-	l.tmaps = append(l.tmaps, TensorMap{Param: int(t.param.Aux), ElemBytes: 4, Inner: t.lda, Rows: t.rows, Box: [2]int{p.k, p.m}, Swizzle: 128})
+	box := p.m
+	if p.cluster > 0 {
+		box = p.m / p.cluster // each CTA's share of the rows
+	}
+	l.tmaps = append(l.tmaps, TensorMap{Param: int(t.param.Aux), ElemBytes: 4, Inner: t.lda, Rows: t.rows, Box: [2]int{p.k, box}, Swizzle: 128})
 	t.bars = l.reg("r")
-	emit(w, "add.s32 %s, %s, %d", t.bars, l.baseAddr(), l.ownRegion(8*p.stages))
+	nbars := p.stages
+	if p.cluster > 0 {
+		nbars *= 2 // the empty mbarriers after the full ones
+	}
+	emit(w, "add.s32 %s, %s, %d", t.bars, l.baseAddr(), l.ownRegion(8*nbars))
 	first := l.tmaThread()
 	emit(w, "fence.proxy.async.shared::cta")
 	for s := range p.stages {
 		emit(w, "@%s mbarrier.init.shared::cta.b64 [%s+%d], 1", first, t.bars, 8*s)
 	}
+	if p.cluster > 0 {
+		for s := range p.stages {
+			emit(w, "@%s mbarrier.init.shared::cta.b64 [%s+%d], %d", first, t.bars, 8*(p.stages+s), p.cluster*l.opt.NumWarps)
+		}
+	}
 	emit(w, "fence.mbarrier_init.release.cluster")
-	l.barrier(w)
+	if p.cluster > 0 {
+		l.cluster = [3]int{1, p.cluster, 1}
+		l.clusterBarrier()
+		t.rank, t.peer, t.halfRows, t.halfBytes = l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")
+		emit(w, "mov.u32 %s, %%cluster_ctarank", t.rank)
+		emit(w, "xor.b32 %s, %s, 1", t.peer, t.rank)
+		emit(w, "mul.lo.u32 %s, %s, %d", t.halfRows, t.rank, box)
+		emit(w, "mul.lo.u32 %s, %s, %d", t.halfBytes, t.rank, 4*box*p.k)
+		t.mask, t.eph, t.used = l.reg("h"), l.reg("r"), l.reg("p")
+		emit(w, "mov.b16 %s, %d", t.mask, 1<<p.cluster-1)
+		emit(w, "mov.u32 %s, 1", t.eph)
+		emit(w, "setp.ne.u32 %s, 0, 0", t.used)
+	} else {
+		l.barrier(w)
+	}
 	t.fp, t.fc = l.reg("r"), l.reg("r")
 	emit(w, "mov.u32 %s, %s", t.fp, t.bars)
 	emit(w, "mov.u32 %s, %s", t.fc, t.bars)
@@ -294,10 +402,74 @@ func (l *lowerer) tmaIssue(p *pipe, offs *lval, lay *Layout, sp, live string) {
 	if p.a.Off != 0 {
 		emit(w, "add.s32 %s, %s, %d", dst, dst, p.a.Off)
 	}
+	if p.cluster > 0 {
+		l.clusterWait(p, live)
+		emit(w, "add.u32 %s, %s, %s", m0, m0, t.halfRows)
+		emit(w, "add.s32 %s, %s, %s", dst, dst, t.halfBytes)
+	}
 	emit(w, "@%s mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %d", live, t.fp, 4*p.m*p.k)
-	emit(w, "@%s cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%s], [%s, {%s, %s}], [%s]",
-		live, dst, l.tmaMap(t.index), k0, m0, t.fp)
+	if p.cluster > 0 {
+		emit(w, "@%s cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%s], [%s, {%s, %s}], [%s], %s",
+			live, dst, l.tmaMap(t.index), k0, m0, t.fp, t.mask)
+	} else {
+		emit(w, "@%s cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%s], [%s, {%s, %s}], [%s]",
+			live, dst, l.tmaMap(t.index), k0, m0, t.fp)
+	}
 	w.WriteString(skip + ":\n")
+}
+
+// clusterWait emits thread 0's wait, before its copy into the stage at
+// t.fp (where live), for the release of the slot's last iteration by every
+// warp of both CTAs (clusterRelease), the round before this one.
+func (l *lowerer) clusterWait(p *pipe, live string) {
+	w := &l.body
+	t := p.tma
+	e := l.reg("r")
+	emit(w, "add.s32 %s, %s, %d", e, t.fp, 8*p.stages)
+	done := l.label("tma_released")
+	emit(w, "@!%s bra %s", live, done)
+	again := l.label("tma_empty")
+	w.WriteString(again + ":\n")
+	q := l.reg("p")
+	emit(w, "mbarrier.try_wait.parity.shared::cta.b64 %s, [%s], %s", q, e, t.eph)
+	emit(w, "@!%s bra %s", q, again)
+	w.WriteString(done + ":\n")
+}
+
+// clusterRelease emits, after an iteration's wgmma.wait_group 1 (which
+// retired the iteration before it), each warp's release of that
+// iteration's stage (the one before the consumers' stage at t.fc), from
+// the second iteration on: lane 0 arrives on this CTA's empty mbarrier
+// of the stage and on the peer's. A slot is rewritten by the copies of
+// the iteration after (ahead = stages-2), so the release has an
+// iteration's time to reach the other CTA.
+func (l *lowerer) clusterRelease(p *pipe) {
+	w := &l.body
+	t := p.tma
+	e, remote, q, rel := l.reg("r"), l.reg("r"), l.reg("p"), l.reg("p")
+	emit(w, "sub.s32 %s, %s, 8", e, t.fc)
+	emit(w, "setp.lt.u32 %s, %s, %s", q, e, t.bars)
+	emit(w, "@%s add.s32 %s, %s, %d", q, e, e, 8*p.stages)
+	emit(w, "add.s32 %s, %s, %d", e, e, 8*p.stages)
+	emit(w, "mapa.shared::cluster.u32 %s, %s, %s", remote, e, t.peer)
+	emit(w, "setp.eq.u32 %s, %s, 0", rel, l.laneID())
+	emit(w, "and.pred %s, %s, %s", rel, rel, t.used)
+	emit(w, "@%s mbarrier.arrive.shared::cta.b64 _, [%s]", rel, e)
+	emit(w, "@%s mbarrier.arrive.shared::cluster.b64 _, [%s]", rel, remote)
+	emit(w, "setp.eq.u32 %s, 0, 0", t.used) // from the next iteration on
+}
+
+// clusterAdvance: after the producer's stage offset moved (wrap: it
+// wrapped), its empty mbarriers' round parity flips.
+func (l *lowerer) clusterAdvance(p *pipe, wrap string) {
+	emit(&l.body, "@%s xor.b32 %s, %s, 1", wrap, p.tma.eph, p.tma.eph)
+}
+
+// clusterBarrier emits a barrier of every thread of the cluster (release
+// and acquire at the cluster's scope).
+func (l *lowerer) clusterBarrier() {
+	emit(&l.body, "barrier.cluster.arrive.release.aligned")
+	emit(&l.body, "barrier.cluster.wait.acquire.aligned")
 }
 
 // tmaMap is the generic address of tensor map i's parameter.

@@ -149,8 +149,11 @@ type Function struct {
 	// tmaps: the tensor maps the kernel takes after its own parameters,
 	// encoded at each launch for their arguments (codegen.TensorMap)
 	tmaps []codegen.TensorMap
-	fn    cu.Function
-	mod   cu.Module
+	// cluster: the CTAs of the kernel's thread-block clusters
+	// (codegen.Kernel.Cluster, compiled into the module), zero for none
+	cluster [3]int
+	fn      cu.Function
+	mod     cu.Module
 }
 
 func (f *Function) String() string {
@@ -209,7 +212,7 @@ func (d *Device) LoadCached(k *codegen.Kernel, c *diskcache.Cache) (*Function, e
 	if f, ok := d.modules[key]; ok {
 		return f, nil
 	}
-	f := &Function{Name: k.Name, Threads: k.Threads(), DynShared: k.SharedBytes, tmaps: k.TensorMaps}
+	f := &Function{Name: k.Name, Threads: k.Threads(), DynShared: k.SharedBytes, tmaps: k.TensorMaps, cluster: k.Cluster}
 	diskKey := d.diskKey(key)
 	err := d.Do(func() error {
 		var mod cu.Module

@@ -148,6 +148,9 @@ func (d *Device) Pack(f *Function, k *tile.Kernel, grid tile.Grid, args ...any) 
 	if len(args) != len(k.Params) {
 		return nil, fmt.Errorf("cuda: @%s: %d arguments for %d parameters", k.Name, len(args), len(k.Params))
 	}
+	if err := f.clusterGrid(grid); err != nil {
+		return nil, fmt.Errorf("cuda: @%s: %w", k.Name, err)
+	}
 	g := grid
 	for i := 1; i < 3; i++ {
 		if g[i] == 0 {

@@ -91,6 +91,9 @@ func (t *Thread) launchN(n int, f *Function, k *tile.Kernel, grid tile.Grid, arg
 	if len(args) != len(k.Params) {
 		return fmt.Errorf("cuda: @%s: %d arguments for %d parameters", k.Name, len(args), len(k.Params))
 	}
+	if err := f.clusterGrid(grid); err != nil {
+		return fmt.Errorf("cuda: @%s: %w", k.Name, err)
+	}
 	if len(f.tmaps) > 0 {
 		// parameters of 128 bytes (tensor maps): cu.Launch copies 8 a
 		// parameter, so through a packed launch
@@ -131,6 +134,21 @@ func (t *Thread) launchN(n int, f *Function, k *tile.Kernel, grid tile.Grid, arg
 	for i := 0; i < n; i++ {
 		if err := f.fn.Launch(g[0], g[1], g[2], f.Threads, 1, 1, f.DynShared, cu.Stream{}, params); err != nil {
 			return fmt.Errorf("cuda: @%s: launch grid %v: %w", k.Name, g, err)
+		}
+	}
+	return nil
+}
+
+// clusterGrid reports a grid that is not whole clusters of f's (a launch
+// the driver would refuse).
+func (f *Function) clusterGrid(grid tile.Grid) error {
+	if f.cluster == [3]int{} {
+		return nil
+	}
+	for i, c := range f.cluster {
+		g := max(grid[i], 1)
+		if c > 0 && g%c != 0 {
+			return fmt.Errorf("grid %v is not whole clusters of %v CTAs", grid, f.cluster)
 		}
 	}
 	return nil

@@ -24,6 +24,10 @@ type Entry struct {
 	Params  []Param
 	MaxNTID [3]int // .maxntid (0: not given)
 	ReqNTID [3]int // .reqntid (0: not given)
+	// Cluster is .reqnctapercluster (0: not given): a kernel of clusters
+	// of more than one CTA is refused at launch (clusters, distributed
+	// shared memory and multicast copies are not simulated)
+	Cluster [3]int
 
 	mod       *Module
 	regs      map[string]regInfo // single registers by name
@@ -316,8 +320,7 @@ func (ps *parser) entry() error {
 			}
 			continue
 		case ".reqnctapercluster":
-			var tmp [3]int
-			dst = &tmp
+			dst = &e.Cluster
 		case ".explicitcluster", ".noreturn":
 			continue
 		case ".pragma":
@@ -340,6 +343,9 @@ func (ps *parser) entry() error {
 			}
 			ps.next()
 		}
+	}
+	if c := e.Cluster; max(c[0], 1)*max(c[1], 1)*max(c[2], 1) > 1 {
+		return fmt.Errorf(".reqnctapercluster %d, %d, %d of %s: clusters of CTAs (distributed shared memory, multicast copies) are not simulated", c[0], c[1], c[2], e.Name)
 	}
 	ps.next() // {
 	if err := ps.body(e); err != nil {
