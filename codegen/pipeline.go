@@ -75,6 +75,16 @@ type pipe struct {
 	// where synchronous reads go, they are issued stages-1 ahead (ahead)
 	abf      smemTile
 	abfBytes int // one tile
+	// bss (swapped bf16, B stored [k][n], not staged or ws; meta-parameter
+	// b_smem = 1): B is read by the tensor cores from shared memory too,
+	// not loaded into registers each k step: the pass over the copies also
+	// converts each thread's copies of B into the stage's bf16 tile bbf,
+	// [k][n] as B is in memory, which the wgmmas read as their A operand
+	// (Bᵀ) MN-major through a descriptor (128-byte swizzle; convertB,
+	// wgmmaSwappedBF16). The fragment loads (8 ld.shared and 4 conversions
+	// a k step of 16, a thread) leave the wgmmas' path.
+	bss bool
+	bbf smemTile
 	// aT, bT: an operand stored transposed in memory (Aᵀ: m contiguous;
 	// Bᵀ: k contiguous) is kept in shared memory in its memory order, A as
 	// [k][m], B as [n][k], so that its copies are 16 bytes wide and a
@@ -419,6 +429,7 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 				p.a.Off += p.abfBytes
 				p.b.Off += p.abfBytes
 			}
+			p.bss = l.k.Meta["b_smem"] == 1 && !p.staged && !p.bT
 		}
 	}
 	if p.wgmma {
@@ -428,7 +439,12 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	}
 	p.stageBytes = p.a.bytes() + p.b.bytes() + p.alo.bytes()
 	if p.swapped {
-		p.stageBytes = p.b.Off + p.b.bytes()               // B last
+		p.stageBytes = p.b.Off + p.b.bytes() // B last
+		if p.bss {
+			// then B's bf16 tile, 1024-aligned (swizzle atoms of 8 rows of 128 bytes)
+			p.bbf = smemTile{Off: (p.stageBytes + 1023) / 1024 * 1024, Rows: p.k, Cols: p.n / 2}
+			p.stageBytes = p.bbf.Off + p.bbf.bytes()
+		}
 		p.stageBytes = (p.stageBytes + 1023) / 1024 * 1024 // each stage's wgmma tile 1024-aligned
 	}
 	p.stages = 3
@@ -1239,7 +1255,73 @@ func (l *lowerer) roundCopies(p *pipe, stage string) error {
 			emit(w, "%sst.shared%s.b32 [%s+%d], %s", g, vecSuffix(vw), a, p.alo.Off-p.a.Off, vecOperand(lo))
 		}
 	})
+	if p.bss {
+		l.convertB(p, stage)
+	}
 	return nil
+}
+
+// convertB is the bss form's pass over this thread's copies of B in the
+// stage: each copy of vw elements (n0..n0+vw-1 at one k, zero fills
+// included) is read back, rounded to bf16 and written into the stage's
+// bf16 tile bbf, the MN-major layout wgmma reads with the 128-byte
+// swizzle: element (k, n) at (n/64)·(K/8)·1024 + (k/8)·1024 + (k%8)·128
+// + 16·((n%64/8) ^ k%8) + 2·(n%8) — rows of 64 n (128 bytes) per k, 8
+// such rows an atom, the atoms of k/8 1024 bytes apart (the descriptor's
+// stride), those of each warpgroup's 64 n after them.
+func (l *lowerer) convertB(p *pipe, stage string) {
+	w := &l.body
+	ld := p.loads[1]
+	lay := l.plan.access[ld.ID]
+	var mask *tile.Value
+	if len(ld.Args) > 1 {
+		mask = ld.Args[1]
+	}
+	vw := l.vecWidth(lay, ld.Args[0], mask, 4)
+	l.ownedGroups(lay, vw, func(_ int, s slot, g string) {
+		a := l.reg("r")
+		emit(w, "add.s32 %s, %s, %s", a, stage, l.tileSlot(p.b, lay, s, false))
+		regs := make([]string, vw)
+		for j := range regs {
+			regs[j] = l.reg("r")
+		}
+		emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(vw), vecOperand(regs), a)
+		b := l.geo(fmt.Sprintf("bbf|%v|%s|%s", p.bbf, l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)), func(w *strings.Builder) string {
+			k, n := regOrZero(w, l, l.valueCoord(lay, s, 0)), regOrZero(w, l, l.valueCoord(lay, s, 1))
+			kr, ch, t, r := l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")
+			emit(w, "and.b32 %s, %s, 7", kr, k)  // k%8
+			emit(w, "shr.u32 %s, %s, 3", ch, n)  // n/8
+			emit(w, "and.b32 %s, %s, 7", ch, ch) // n%64/8
+			emit(w, "xor.b32 %s, %s, %s", ch, ch, kr)
+			emit(w, "shr.u32 %s, %s, 6", t, n) // n/64
+			emit(w, "mul.lo.u32 %s, %s, %d", r, t, p.k/8*1024)
+			emit(w, "shr.u32 %s, %s, 3", t, k) // k/8
+			emit(w, "mad.lo.s32 %s, %s, 1024, %s", r, t, r)
+			emit(w, "mad.lo.s32 %s, %s, 128, %s", r, kr, r)
+			emit(w, "mad.lo.s32 %s, %s, 16, %s", r, ch, r)
+			emit(w, "and.b32 %s, %s, 7", t, n) // n%8
+			emit(w, "mad.lo.s32 %s, %s, 2, %s", r, t, r)
+			emit(w, "add.s32 %s, %s, %s", r, r, l.smemAddr())
+			emit(w, "add.s32 %s, %s, %d", r, r, p.bbf.Off)
+			return r
+		})
+		bs := l.reg("r")
+		emit(w, "add.s32 %s, %s, %s", bs, b, stage)
+		switch vw {
+		case 1:
+			h := l.reg("h")
+			emit(w, "%scvt.rn.bf16.f32 %s, %s", g, h, regs[0])
+			emit(w, "%sst.shared.b16 [%s], %s", g, bs, h)
+		default:
+			var packed []string
+			for j := 0; j < vw; j += 2 {
+				r := l.reg("r")
+				emit(w, "%scvt.rn.bf16x2.f32 %s, %s, %s", g, r, regs[j+1], regs[j])
+				packed = append(packed, r)
+			}
+			emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(len(packed)), bs, vecOperand(packed))
+		}
+	})
 }
 
 // transposeCopies is roundCopies of the staged form: this thread's copies

@@ -411,6 +411,10 @@ func (l *lowerer) swappedTail(v *tile.Value, p *pipe, iv, hi, ptx string) *kTail
 // wgmmaSwappedBF16 is wgmmaSwappedStep for bf16.
 func (l *lowerer) wgmmaSwappedBF16(p *pipe, stage string, acc *lval) {
 	w := &l.body
+	if p.bss {
+		l.wgmmaSwappedBF16Smem(p, stage, acc)
+		return
+	}
 	lane := l.laneID()
 	// rows 2t and 2t+1 of B, each with a base of its own (their phases differ)
 	rows := [2]string{
@@ -482,6 +486,54 @@ func (l *lowerer) wgmmaSwappedBF16(p *pipe, stage string, acc *lval) {
 		di := l.reg("rd")
 		emit(w, "add.s64 %s, %s, %d", di, cur, (32*i)>>4)
 		emit(w, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16 %s, {%s, %s, %s, %s}, %s, %s, 1, 1, 0", p.m, d, a[0], a[1], a[2], a[3], di, scaleD)
+	}
+	emit(w, "wgmma.commit_group.sync.aligned")
+	emit(w, "wgmma.wait_group.sync.aligned 1")
+}
+
+// wgmmaDescMN128 is a wgmma descriptor's bits for an MN-major operand with
+// the 128-byte swizzle (swizzle mode 1) whose atoms of 8 k (8 rows of 128
+// bytes) are 1024 bytes apart: the stride along K is the SBO of CUTLASS's
+// canonical layout; the LBO, the stride past 64 elements along M, is never
+// used by an m64 operand of 16-bit elements (one atom wide) and is set to
+// the same 1024.
+const wgmmaDescMN128 uint64 = (1024>>4)<<16 | (1024>>4)<<32 | 1<<62
+
+// wgmmaSwappedBF16Smem is the bss form's step: the wgmmas read both
+// operands from the stage through descriptors, Bᵀ (the A operand) MN-major
+// from bbf, each warpgroup its 64 columns n, and A (the B operand) K-major
+// from abf; imm-trans-a = 1.
+func (l *lowerer) wgmmaSwappedBF16Smem(p *pipe, stage string, acc *lval) {
+	w := &l.body
+	descB := l.wgmmaDescriptor("wgs", p.abf, wgmmaDesc64)
+	descA := l.geo(fmt.Sprintf("wgsb|desc|%v", p.bbf), func(w *strings.Builder) string {
+		base := l.wgmmaDescriptor("wgsb0", p.bbf, wgmmaDescMN128)
+		g, d := l.reg("r"), l.reg("rd")
+		emit(w, "shr.u32 %s, %s, 2", g, l.warpID()) // the warpgroup
+		emit(w, "mul.lo.u32 %s, %s, %d", g, g, p.k/8*1024>>4)
+		emit(w, "cvt.u64.u32 %s, %s", d, g)
+		emit(w, "add.s64 %s, %s, %s", d, d, base)
+		return d
+	})
+	scaleD := l.wgmmaScaleD()
+	var dregs []string
+	for j := 0; j < p.m/8; j++ {
+		c := p.accRegs(acc, 0, j)
+		dregs = append(dregs, c[:]...)
+	}
+	d := "{" + strings.Join(dregs, ", ") + "}"
+	sel, s64, curA, curB := l.reg("r"), l.reg("rd"), l.reg("rd"), l.reg("rd")
+	emit(w, "shr.u32 %s, %s, 4", sel, stage)
+	emit(w, "cvt.u64.u32 %s, %s", s64, sel)
+	emit(w, "add.s64 %s, %s, %s", curA, s64, descA)
+	emit(w, "add.s64 %s, %s, %s", curB, s64, descB)
+	emit(w, "wgmma.fence.sync.aligned")
+	for i := 0; i < p.k/16; i++ {
+		// 16 k a step: two atoms of Bᵀ (2048 bytes), 32 bytes of A's rows
+		da, db := l.reg("rd"), l.reg("rd")
+		emit(w, "add.s64 %s, %s, %d", da, curA, (2048*i)>>4)
+		emit(w, "add.s64 %s, %s, %d", db, curB, (32*i)>>4)
+		emit(w, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16 %s, %s, %s, %s, 1, 1, 1, 0", p.m, d, da, db, scaleD)
 	}
 	emit(w, "wgmma.commit_group.sync.aligned")
 	emit(w, "wgmma.wait_group.sync.aligned 1")
