@@ -45,7 +45,7 @@ func TestBF16BothFromSharedMemoryOnGPU(t *testing.T) {
 				grid := tile.Grid{tile.CDiv(m, c.bm), tile.CDiv(n, c.bn)}
 				run := func(bss int) []float32 {
 					meta := withMeta(tile.Meta{"wgmma": 2, "b_smem": bss}, c.meta)
-					kern := product(t, "bss_product", m, n, k, c.bm, c.bn, tile.PrecBF16, "rows and k", meta)
+					kern := product(t, fmt.Sprintf("bss_product_b_smem_%d", bss), m, n, k, c.bm, c.bn, tile.PrecBF16, "rows and k", meta)
 					ck, err := codegen.Compile(kern, codegen.Options{NumWarps: meta["num_warps"], Arch: dev.Target(), Spec: []int{16, 16, 16}})
 					if err != nil {
 						t.Fatal(err)
