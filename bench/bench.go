@@ -356,6 +356,8 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 		vm         machine
 		times, dev []float64
 		host       []float64 // Stats.HostSeconds of the timed runs (GPU)
+		// warm: the last warm-up run's wall time (how long a run takes)
+		warm time.Duration
 	}
 	var runs []*modeRun
 	defer func() {
@@ -432,9 +434,11 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 			return nil, fmt.Errorf("bench: %s: %s result differs from the unfused one: %w", s.Name, mode, err)
 		}
 		for i, t0 := 1, time.Now(); time.Since(t0) < o.WarmUp; i++ {
+			t1 := time.Now()
 			if err := run(vm, i); err != nil {
 				return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, mode, err)
 			}
+			runs[len(runs)-1].warm = time.Since(t1)
 		}
 	}
 	// timed is one timed run of r (input set i)
@@ -476,7 +480,12 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 	// untimed runs take the input set before the timed run's, so that the
 	// timed run's inputs are new to the machine and go up (until
 	// 2026-12-02 the GPU's untimed runs took the timed run's own set, which
-	// the device then held: no upload was timed)
+	// the device then held: no upload was timed). A CPU run that took
+	// warmLong or more in the warm-up follows the collection directly:
+	// what an untimed run warms (the pool's workers, the caches) is a
+	// small part of it, and those untimed runs were half the main job's
+	// time on the 2-core VM (Gorgonia's runs of the large training graphs,
+	// 0.4–1 s each)
 	turns := o.Runs
 	if o.Loop {
 		turns = 0 // timed above
@@ -484,7 +493,7 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 	for i := range turns {
 		for _, r := range runs {
 			runtime.GC()
-			if o.Backend != fusion.CUDA && !o.ColdCPU {
+			if o.Backend != fusion.CUDA && !o.ColdCPU && r.warm < warmLong {
 				if err := run(r.vm, i+len(sets)-1); err != nil {
 					return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
 				}
@@ -638,6 +647,11 @@ func compare(got, want [][]float64, tol float64) (float64, error) {
 // gpuWarm is how long a tilefuse mode runs untimed on the GPU before each
 // of its timed runs.
 const gpuWarm = 50 * time.Millisecond
+
+// warmLong: on the CPU, a mode whose warm-up run took this long or more
+// times each run right after the collection, without an untimed run of
+// its own before it.
+const warmLong = 20 * time.Millisecond
 
 func median(sorted []float64) float64 {
 	n := len(sorted)
