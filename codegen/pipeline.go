@@ -75,14 +75,15 @@ type pipe struct {
 	// where synchronous reads go, they are issued stages-1 ahead (ahead)
 	abf      smemTile
 	abfBytes int // one tile
-	// bss (swapped bf16, B stored [k][n], not staged or ws; meta-parameter
+	// bss (swapped bf16, B stored [k][n], not staged; meta-parameter
 	// b_smem = 1): B is read by the tensor cores from shared memory too,
 	// not loaded into registers each k step: the pass over the copies also
 	// converts each thread's copies of B into the stage's bf16 tile bbf,
 	// [k][n] as B is in memory, which the wgmmas read as their A operand
 	// (Bᵀ) MN-major through a descriptor (128-byte swizzle; convertB,
 	// wgmmaSwappedBF16). The fragment loads (8 ld.shared and 4 conversions
-	// a k step of 16, a thread) leave the wgmmas' path.
+	// a k step of 16, a thread) leave the wgmmas' path; warp-specialised
+	// (ws = 1), the producer's pass converts B too
 	bss bool
 	bbf smemTile
 	// aT, bT: an operand stored transposed in memory (Aᵀ: m contiguous;

@@ -251,15 +251,22 @@ func isColumnRange(v *tile.Value) bool {
 // of A from L2 (A is 32 of a stage's 48 KiB at 256×128×32 in TF32).
 //
 // A stage's slot may be rewritten only once both CTAs are done with it,
-// so each stage also has an empty mbarrier of two arrivals: after the
-// iteration's barrier (every warp of the CTA retired the wgmmas that read
-// the slot) thread 0 arrives on its own CTA's and, through mapa, on the
-// peer's, then waits on its own before issuing its half (the first round
-// of slots, never read, waits on the phase before the first, which a
-// fresh mbarrier counts as complete). The mbarriers are initialised
-// before a cluster barrier, which every CTA passes before either copies
-// into the other, and the CTAs pass a second one after the loop, so that
-// neither exits while the other may still arrive on its mbarriers.
+// so each stage also has an empty mbarrier of 2·NumWarps arrivals: after
+// an iteration's wgmma.wait_group 1 has retired the iteration before,
+// lane 0 of every warp arrives on its own CTA's empty mbarrier of that
+// stage and, through mapa, on the peer's (clusterRelease), and thread 0
+// waits on its own before issuing its half into the slot (clusterWait) —
+// an iteration later, the copies running stages-2 ahead, so the releases
+// have an iteration's time to arrive. The first round of slots, never
+// read, waits on the phase before the first, which a fresh mbarrier
+// counts as complete. The remote arrivals are plain (release at the
+// CTA's scope): what they order is the wgmmas' reads, retired by the
+// wait, as CUTLASS's cluster barriers do; .release.cluster made every
+// warp wait on the fence it implies (the H200: 4096³ 265 against 316
+// TFLOP/s). The mbarriers are initialised before a cluster barrier,
+// which every CTA passes before either copies into the other, and the
+// CTAs pass a second one after the loop, so that neither exits while the
+// other may still arrive on its mbarriers.
 // Whether the two CTAs read the same tile is the plan's to prove: A's
 // offsets, its mask and the loop's bounds must not depend on program axis
 // 1 (clusterPlan); the launcher checks that the grid is a multiple of
