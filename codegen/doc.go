@@ -22,4 +22,53 @@
 // information and invariance), .plan (the planned layouts), .pipe (the
 // software-pipelined loops), .layout (the layouts each value was emitted
 // in) and .ptx.
+//
+// # Meta-parameters
+//
+// A kernel's tile.Meta carries, beside the block sizes its own code reads
+// (BLOCK_M, BLOCK_N, BLOCK_K, …), the choices codegen reads; a key it does
+// not know is ignored, and a choice that does not apply to the kernel is
+// not taken rather than failing (for tma, cluster and ws the .pipe dump
+// says why). num_warps is
+// Options.NumWarps (graphpass and the launchers pass the kernel's).
+//
+//   - num_stages: a pipelined K loop's stages (default 3; the swapped form
+//     at least 3), fewer where shared memory holds fewer.
+//   - wgmma: 1, Hopper's wgmma with A from registers (TF32); 2,
+//     the swapped form (Cᵀ = Bᵀ·Aᵀ: B's fragments from registers, A by
+//     descriptor), the form graphpass chooses on Hopper. Without it,
+//     mma.sync.
+//   - tma (swapped TF32): 1, A by one tensor copy a stage (the default at
+//     256-row tiles); 0, cp.async.
+//   - cluster (swapped TF32 with tma): 2, clusters of 1×2 CTAs sharing A's
+//     tiles by multicast tensor copies (tma.go; the launch's grid must be
+//     whole clusters; not simulated by ptxsim).
+//   - early_copies: 1, the swapped form issues an iteration's copies
+//     before its wgmmas (the default issues them after).
+//   - epi_smem: 1, the swapped form's epilogue through shared memory
+//     (row-major runs, 16-byte stores where the rows allow).
+//   - k_tail: 1, the swapped form's last iteration runs only the k steps of
+//     8 that start before K.
+//   - x3_blocks, x3_span (swapped 3xTF32): x3_blocks = 2, a block
+//     accumulator per unrolled iteration (the old form); x3_span = 1, 2
+//     (default) or 4, the iterations one block accumulator sums.
+//   - b_smem (swapped bf16, B stored [k][n]): 1, B converted into a bf16
+//     tile of the stage and read by descriptor, MN-major.
+//   - wg_ss (swapped TF32, B stored [n][k]): 1, B read by descriptor
+//     (truncated to TF32 by the tensor cores).
+//   - wg_stage (swapped form, A stored transposed): 1, Aᵀ copied 16 bytes
+//     wide into a staging tile and transposed by its threads.
+//   - ws (swapped form): 1, warp-specialised (producer warps copy, the
+//     consumers run the wgmmas, mbarriers between); ws_warps (4 or 8),
+//     ws_lag (the pass's iterations behind the copies), ws_regs (the
+//     producer's setmaxnreg count).
+//   - max_registers: the kernel's .maxnreg.
+//   - mma_regs (mma.sync loops over register fragments): the register
+//     budget for A operands kept in registers.
+//   - late_loads: loads of the last store's operands issued that many of
+//     its groups ahead (not with wgmma).
+//   - smem_carry: 1, loads a loop carries into its next iteration through
+//     shared memory (row kernels; slower at every shape measured).
+//   - per_slot_addr, naive_copy: 1, older address and copy forms, kept to
+//     measure what the current ones gain.
 package codegen
