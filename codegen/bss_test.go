@@ -1,6 +1,7 @@
 package codegen_test
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -61,17 +62,7 @@ func TestBF16BothFromSharedMemory(t *testing.T) {
 				if err := sim.Launch(kk, tile.Grid{tile.CDiv(c.m, c.bm), tile.CDiv(c.n, c.bn)}, a, b, out); err != nil {
 					t.Fatal(err)
 				}
-				for i := range c.m {
-					for j := range c.n {
-						s := 0.0
-						for x := range c.k {
-							s += float64(a[i*c.k+x]) * float64(b[x*c.n+j])
-						}
-						if float64(out[i*c.n+j]) != s {
-							t.Fatalf("b_smem = %d: C[%d][%d] = %v, want %v", bss, i, j, out[i*c.n+j], s)
-						}
-					}
-				}
+				exactProduct(t, fmt.Sprintf("b_smem = %d: ", bss), a, b, out, c.m, c.n, c.k)
 				return out[:c.m*c.n]
 			}
 			got, frags := run(1), run(0)

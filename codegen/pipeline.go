@@ -1189,21 +1189,7 @@ func (l *lowerer) roundCopies(p *pipe, stage string) error {
 		return nil
 	}
 	w := &l.body
-	ld := p.loads[0]
-	lay := l.plan.access[ld.ID]
-	var mask *tile.Value
-	if len(ld.Args) > 1 {
-		mask = ld.Args[1]
-	}
-	vw := l.vecWidth(lay, ld.Args[0], mask, 4)
-	l.ownedGroups(lay, vw, func(_ int, s slot, g string) {
-		a := l.reg("r")
-		emit(w, "add.s32 %s, %s, %s", a, stage, l.tileSlot(p.a, lay, s, false))
-		regs := make([]string, vw)
-		for j := range regs {
-			regs[j] = l.reg("r")
-		}
-		emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(vw), vecOperand(regs), a)
+	l.readOwnCopies(p, 0, stage, func(lay *Layout, s slot, g, a string, regs []string) {
 		if p.bf16() {
 			// element (r, k) of the bf16 tile: r·64 + 2k, the 16-byte
 			// chunk k/8 XORed with (r/2)%4 (the 64-byte swizzle)
@@ -1221,24 +1207,7 @@ func (l *lowerer) roundCopies(p *pipe, stage string) error {
 				emit(w, "add.s32 %s, %s, %d", r, r, p.abf.Off)
 				return r
 			})
-			// the stage's bf16 tile
-			bs := l.reg("r")
-			emit(w, "add.s32 %s, %s, %s", bs, b, stage)
-			b = bs
-			switch vw {
-			case 1:
-				h := l.reg("h")
-				emit(w, "%scvt.rn.bf16.f32 %s, %s", g, h, regs[0])
-				emit(w, "%sst.shared.b16 [%s], %s", g, b, h)
-			default:
-				var packed []string
-				for j := 0; j < vw; j += 2 {
-					r := l.reg("r")
-					emit(w, "%scvt.rn.bf16x2.f32 %s, %s, %s", g, r, regs[j+1], regs[j])
-					packed = append(packed, r)
-				}
-				emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(len(packed)), b, vecOperand(packed))
-			}
+			l.storeBF16(g, regs, b, stage) // the stage's bf16 tile
 			return
 		}
 		var lo []string // 3xTF32 (the other passes returned above)
@@ -1251,15 +1220,64 @@ func (l *lowerer) roundCopies(p *pipe, stage string) error {
 			l.roundTF32(w, g, d, d)
 			lo = append(lo, d)
 		}
-		emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(vw), a, vecOperand(regs))
+		emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(len(regs)), a, vecOperand(regs))
 		if lo != nil {
-			emit(w, "%sst.shared%s.b32 [%s+%d], %s", g, vecSuffix(vw), a, p.alo.Off-p.a.Off, vecOperand(lo))
+			emit(w, "%sst.shared%s.b32 [%s+%d], %s", g, vecSuffix(len(lo)), a, p.alo.Off-p.a.Off, vecOperand(lo))
 		}
 	})
 	if p.bss {
 		l.convertB(p, stage)
 	}
 	return nil
+}
+
+// readOwnCopies calls f for each of this thread's copies of load i (0:
+// A, 1: B) of pipe p in the stage: its layout, slot and guard, the
+// copy's shared address (stage included) and its vw words read back.
+func (l *lowerer) readOwnCopies(p *pipe, i int, stage string, f func(lay *Layout, s slot, g, addr string, regs []string)) {
+	w := &l.body
+	ld := p.loads[i]
+	t := p.a
+	if i == 1 {
+		t = p.b
+	}
+	lay := l.plan.access[ld.ID]
+	var mask *tile.Value
+	if len(ld.Args) > 1 {
+		mask = ld.Args[1]
+	}
+	vw := l.vecWidth(lay, ld.Args[0], mask, 4)
+	l.ownedGroups(lay, vw, func(_ int, s slot, g string) {
+		a := l.reg("r")
+		emit(w, "add.s32 %s, %s, %s", a, stage, l.tileSlot(t, lay, s, false))
+		regs := make([]string, vw)
+		for j := range regs {
+			regs[j] = l.reg("r")
+		}
+		emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(vw), vecOperand(regs), a)
+		f(lay, s, g, a, regs)
+	})
+}
+
+// storeBF16 rounds the f32 words regs to bf16 and stores them, 2 bytes
+// each in order, at shared address base+stage (guard g).
+func (l *lowerer) storeBF16(g string, regs []string, base, stage string) {
+	w := &l.body
+	a := l.reg("r")
+	emit(w, "add.s32 %s, %s, %s", a, base, stage)
+	if len(regs) == 1 {
+		h := l.reg("h")
+		emit(w, "%scvt.rn.bf16.f32 %s, %s", g, h, regs[0])
+		emit(w, "%sst.shared.b16 [%s], %s", g, a, h)
+		return
+	}
+	var packed []string
+	for j := 0; j < len(regs); j += 2 {
+		r := l.reg("r")
+		emit(w, "%scvt.rn.bf16x2.f32 %s, %s, %s", g, r, regs[j+1], regs[j])
+		packed = append(packed, r)
+	}
+	emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(len(packed)), a, vecOperand(packed))
 }
 
 // convertB is the bss form's pass over this thread's copies of B in the
@@ -1271,22 +1289,7 @@ func (l *lowerer) roundCopies(p *pipe, stage string) error {
 // such rows an atom, the atoms of k/8 1024 bytes apart (the descriptor's
 // stride), those of each warpgroup's 64 n after them.
 func (l *lowerer) convertB(p *pipe, stage string) {
-	w := &l.body
-	ld := p.loads[1]
-	lay := l.plan.access[ld.ID]
-	var mask *tile.Value
-	if len(ld.Args) > 1 {
-		mask = ld.Args[1]
-	}
-	vw := l.vecWidth(lay, ld.Args[0], mask, 4)
-	l.ownedGroups(lay, vw, func(_ int, s slot, g string) {
-		a := l.reg("r")
-		emit(w, "add.s32 %s, %s, %s", a, stage, l.tileSlot(p.b, lay, s, false))
-		regs := make([]string, vw)
-		for j := range regs {
-			regs[j] = l.reg("r")
-		}
-		emit(w, "%sld.shared%s.b32 %s, [%s]", g, vecSuffix(vw), vecOperand(regs), a)
+	l.readOwnCopies(p, 1, stage, func(lay *Layout, s slot, g, _ string, regs []string) {
 		b := l.geo(fmt.Sprintf("bbf|%v|%s|%s", p.bbf, l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)), func(w *strings.Builder) string {
 			k, n := regOrZero(w, l, l.valueCoord(lay, s, 0)), regOrZero(w, l, l.valueCoord(lay, s, 1))
 			kr, ch, t, r := l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")
@@ -1306,22 +1309,7 @@ func (l *lowerer) convertB(p *pipe, stage string) {
 			emit(w, "add.s32 %s, %s, %d", r, r, p.bbf.Off)
 			return r
 		})
-		bs := l.reg("r")
-		emit(w, "add.s32 %s, %s, %s", bs, b, stage)
-		switch vw {
-		case 1:
-			h := l.reg("h")
-			emit(w, "%scvt.rn.bf16.f32 %s, %s", g, h, regs[0])
-			emit(w, "%sst.shared.b16 [%s], %s", g, bs, h)
-		default:
-			var packed []string
-			for j := 0; j < vw; j += 2 {
-				r := l.reg("r")
-				emit(w, "%scvt.rn.bf16x2.f32 %s, %s, %s", g, r, regs[j+1], regs[j])
-				packed = append(packed, r)
-			}
-			emit(w, "%sst.shared%s.b32 [%s], %s", g, vecSuffix(len(packed)), bs, vecOperand(packed))
-		}
+		l.storeBF16(g, regs, b, stage)
 	})
 }
 

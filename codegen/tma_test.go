@@ -120,17 +120,7 @@ func TestTensorCopiesOfA(t *testing.T) {
 			if err := sim.Launch(kk, tile.Grid{tile.CDiv(c.m, c.bm), tile.CDiv(c.n, c.bn)}, a, b, out); err != nil {
 				t.Fatal(err)
 			}
-			for i := range c.m {
-				for j := range c.n {
-					s := 0.0
-					for x := range c.k {
-						s += float64(a[i*c.k+x]) * float64(b[x*c.n+j])
-					}
-					if float64(out[i*c.n+j]) != s {
-						t.Fatalf("C[%d][%d] = %v, want %v", i, j, out[i*c.n+j], s)
-					}
-				}
-			}
+			exactProduct(t, "", a, b, out, c.m, c.n, c.k)
 			if c.maskA == "rows" {
 				for i := c.m * c.n; i < len(out); i++ {
 					if out[i] != 0 {
@@ -139,6 +129,24 @@ func TestTensorCopiesOfA(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// exactProduct fails t (what names the form) where out, m×n, is not
+// exactly the product of a (m×k) and b (k×n): their small integers' sums,
+// exact in float32 and in TF32 or bf16 operands.
+func exactProduct(t *testing.T, what string, a, b, out []float32, m, n, k int) {
+	t.Helper()
+	for i := range m {
+		for j := range n {
+			s := 0.0
+			for x := range k {
+				s += float64(a[i*k+x]) * float64(b[x*n+j])
+			}
+			if float64(out[i*n+j]) != s {
+				t.Fatalf("%sC[%d][%d] = %v, want %v", what, i, j, out[i*n+j], s)
+			}
+		}
 	}
 }
 

@@ -124,12 +124,7 @@ func (l *lowerer) wgmmaStep(p *pipe, stage, bsel string, acc *lval) {
 	// 3. the wgmmas: B's descriptor advances 32 bytes (8 words of K) a step
 	desc := l.wgmmaDescriptor("wg", p.bt, wgmmaDesc)
 	scaleD := l.wgmmaScaleD()
-	var dregs []string
-	for j := 0; j < p.n/8; j++ {
-		c := p.accRegs(acc, 0, j)
-		dregs = append(dregs, c[:]...)
-	}
-	d := "{" + strings.Join(dregs, ", ") + "}"
+	d := p.accOperand(acc, p.n/8)
 	// this iteration's bt: the descriptor's start address moves bsel bytes
 	sel, cur := l.reg("r"), l.reg("rd")
 	emit(w, "shr.u32 %s, %s, 4", sel, bsel)
@@ -469,12 +464,7 @@ func (l *lowerer) wgmmaSwappedBF16(p *pipe, stage string, acc *lval) {
 	}
 	desc := l.wgmmaDescriptor("wgs", p.abf, wgmmaDesc64)
 	scaleD := l.wgmmaScaleD()
-	var dregs []string
-	for j := 0; j < p.m/8; j++ {
-		c := p.accRegs(acc, 0, j)
-		dregs = append(dregs, c[:]...)
-	}
-	d := "{" + strings.Join(dregs, ", ") + "}"
+	d := p.accOperand(acc, p.m/8)
 	// the bf16 tile is the stage's: the descriptor moves by the stage
 	sel, cur := l.reg("r"), l.reg("rd")
 	emit(w, "shr.u32 %s, %s, 4", sel, stage)
@@ -489,6 +479,17 @@ func (l *lowerer) wgmmaSwappedBF16(p *pipe, stage string, acc *lval) {
 	}
 	emit(w, "wgmma.commit_group.sync.aligned")
 	emit(w, "wgmma.wait_group.sync.aligned 1")
+}
+
+// accOperand is a wgmma's accumulator operand: the registers of the
+// warp's m16n8 tiles (0, 0..tiles-1) of acc, in order, braced.
+func (p *pipe) accOperand(acc *lval, tiles int) string {
+	var regs []string
+	for j := 0; j < tiles; j++ {
+		c := p.accRegs(acc, 0, j)
+		regs = append(regs, c[:]...)
+	}
+	return "{" + strings.Join(regs, ", ") + "}"
 }
 
 // wgmmaDescMN128 is a wgmma descriptor's bits for an MN-major operand with
@@ -516,12 +517,7 @@ func (l *lowerer) wgmmaSwappedBF16Smem(p *pipe, stage string, acc *lval) {
 		return d
 	})
 	scaleD := l.wgmmaScaleD()
-	var dregs []string
-	for j := 0; j < p.m/8; j++ {
-		c := p.accRegs(acc, 0, j)
-		dregs = append(dregs, c[:]...)
-	}
-	d := "{" + strings.Join(dregs, ", ") + "}"
+	d := p.accOperand(acc, p.m/8)
 	sel, s64, curA, curB := l.reg("r"), l.reg("rd"), l.reg("rd"), l.reg("rd")
 	emit(w, "shr.u32 %s, %s, 4", sel, stage)
 	emit(w, "cvt.u64.u32 %s, %s", s64, sel)
