@@ -3,8 +3,6 @@ package codegen
 import (
 	"fmt"
 
-	"strings"
-
 	"github.com/tilefuse/tilefuse/tile"
 )
 
@@ -29,9 +27,8 @@ import (
 //
 // Each stage s has two mbarriers in a region of their own (not the
 // scratch region, which the epilogue reuses): full[s], expecting one
-// arrival from each producer warp (lane 0, after bar.warp.sync: the
-// warp's pass is done), or from each producer thread where its copies
-// complete on it, and empty[s], one from each consumer warp. Producer iteration i (stage s = i mod S, round r = i / S):
+// arrival from each producer thread (after its pass, or when its copies
+// complete on it), and empty[s], one from each consumer thread. Producer iteration i (stage s = i mod S, round r = i / S):
 //
 //   - where a pass over the copies is needed (bf16
 //     conversion, 3xTF32 splitting, staged transposition: roundCopies),
@@ -50,9 +47,8 @@ import (
 // on full[j mod S] for round j / S, issues the wgmmas of the stage
 // (wgmmaSwappedStep: B's fragments by ld.shared, A by descriptor), leaves
 // them running (wgmma.wait_group 1 retires iteration j−1's) and then
-// releases stage j−1: lane 0 of each consumer warp arrives on its empty
-// barrier after bar.warp.sync (the warp's fragment reads are done) with
-// the wgmmas that read the stage retired. Every arrival of a phase precedes every arrival of the next
+// releases stage j−1: each consumer thread arrives on its empty barrier,
+// its fragment reads done and the wgmmas that read the stage retired. Every arrival of a phase precedes every arrival of the next
 // (the producer cannot refill a stage before all consumers released it,
 // nor the consumers run a round ahead of the producer), so parities
 // suffice. A pass lag behind the copies delays the stage's hand-over by
@@ -240,15 +236,20 @@ func (l *lowerer) wsLoop(v *tile.Value, p *pipe, bounds []string, carried []*lva
 	emit(w, "add.s32 %s, %s, %d", bars, l.baseAddr(), l.ownRegion(16*S))
 	first := l.reg("p")
 	emit(w, "setp.eq.u32 %s, %s, 0", first, l.tid())
-	full := p.wsWarps // a lane of each producer warp, after its pass
-	if p.wsLag == 0 {
-		full *= 32 // each producer thread's copies
-	}
+	// every thread arrives for what it did itself: full, each producer
+	// thread after its pass (or its copies, without a pass); empty, each
+	// consumer thread once its warp's wgmmas that read the stage retired
+	// and its fragment loads were done. (A lane of each warp after
+	// bar.warp.sync, as before 2026-12-03, orders the other lanes' accesses
+	// by the barrier's cumulativity, which compute-sanitizer's racecheck
+	// does not follow: it reported hazards between a producer's copies and
+	// a consumer's ld.shared of B on the H200, r20i.)
+	full := 32 * p.wsWarps
 	for s := 0; s < S; s++ {
 		emit(w, "@%s mbarrier.init.shared::cta.b64 [%s+%d], %d", first, bars, 8*s, full)
 	}
 	for s := S; s < 2*S; s++ {
-		emit(w, "@%s mbarrier.init.shared::cta.b64 [%s+%d], %d", first, bars, 8*s, nw) // empty: a lane of each consumer warp
+		emit(w, "@%s mbarrier.init.shared::cta.b64 [%s+%d], %d", first, bars, 8*s, 32*nw) // empty: each consumer thread
 	}
 	emit(w, "fence.mbarrier_init.release.cluster")
 	emit(w, "bar.sync 0") // every warp: the mbarriers initialised
@@ -313,9 +314,7 @@ func (l *lowerer) wsLoop(v *tile.Value, p *pipe, bounds []string, carried []*lva
 		// iteration j−1's wgmmas are retired: its stage is free
 		q := l.reg("p")
 		emit(w, "setp.ne.u32 %s, %s, 0", q, hasPrev)
-		emit(w, "and.pred %s, %s, %s", q, q, l.wsLane0())
-		emit(w, "bar.warp.sync -1") // the warp's reads of the stage before its lane's release
-		emit(w, "@%s mbarrier.arrive.shared::cta.b64 _, [%s]", q, prev)
+		emit(w, "@%s mbarrier.arrive.shared::cta.b64 _, [%s]", q, prev) // each thread's reads of the stage
 		emit(w, "mov.u32 %s, 1", hasPrev)
 		emit(w, "mov.u32 %s, %s", prev, ea)
 		l.wsAdvance(p, sc, fa, ea, ph, bars, ring)
@@ -366,8 +365,7 @@ func (l *lowerer) wsProducer(p *pipe, bounds []string, carried []*lval, bars, st
 			return err
 		}
 		emit(w, "fence.proxy.async.shared::cta")
-		emit(w, "bar.warp.sync -1") // the warp's pass before its lane's release
-		emit(w, "@%s mbarrier.arrive.shared::cta.b64 _, [%s]", l.wsLane0(), fd)
+		emit(w, "mbarrier.arrive.shared::cta.b64 _, [%s]", fd) // each thread's pass
 		l.wsAdvance(p, sd, fd, "", "", bars, ring)
 		emit(w, "add.s32 %s, %s, 1", done, done)
 		return nil
@@ -429,16 +427,6 @@ func (l *lowerer) wsProducer(p *pipe, bounds []string, carried []*lval, bars, st
 	}
 	emit(w, "exit")
 	return nil
-}
-
-// wsLane0 is a predicate true in lane 0 of each warp, which arrives on
-// an mbarrier for its warp.
-func (l *lowerer) wsLane0() string {
-	return l.geo("ws|lane0", func(w *strings.Builder) string {
-		q := l.reg("p")
-		emit(w, "setp.eq.u32 %s, %s, 0", q, l.laneID())
-		return q
-	})
 }
 
 // wsWait spins on mbarrier.try_wait.parity until the phase of parity ph

@@ -65,10 +65,10 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 		{"target", `\.version 8\.0\n\.target sm_90a\n`, p, 1},
 		{"threads", `\.maxntid 384, 1, 1`, p, 1},
 		// full: an arrival from each of the 128 producer threads (their
-		// copies complete on it); empty: one from each of the 8 consumer
-		// warps
+		// copies complete on it); empty: one from each of the 256
+		// consumer threads
 		{"full mbarriers", `mbarrier\.init\.shared::cta\.b64 \[%r\d+\+\d+\], 128;`, before, 4},
-		{"empty mbarriers", `mbarrier\.init\.shared::cta\.b64 \[%r\d+\+\d+\], 8;`, before, 4},
+		{"empty mbarriers", `mbarrier\.init\.shared::cta\.b64 \[%r\d+\+\d+\], 256;`, before, 4},
 		{"one barrier before the roles split", `bar\.sync 0;`, before, 1},
 		{"producer's registers", `setmaxnreg\.dec\.sync\.aligned\.u32 56;`, before + prod, 1},
 		{"consumers' registers", `setmaxnreg\.inc\.sync\.aligned\.u32 224;`, p, 1},
@@ -87,7 +87,8 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 		{"consumers wait on full", `mbarrier\.try_wait\.parity\.shared::cta\.b64`, cons, 2},
 		{"consumers fence A", `@!%p\d+ bra \$L_ws_full_\d+;\n\tfence\.proxy\.async\.shared::cta;`, cons, 2},
 		{"Bᵀ's fragments rounded", `cvt\.rna?\.tf32\.f32`, cons, 2 * 16},
-		{"consumers release the stage before", `bar\.warp\.sync -1;\n\t@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];`, cons, 2},
+		{"consumers release the stage before, each thread", `@%p\d+ mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];`, cons, 2},
+		{"no lane's release for its warp", `bar\.warp\.sync`, p, 0},
 		{"wgmmas left running", `wgmma\.wait_group\.sync\.aligned 1;`, cons, 2},
 		{"no copies in the consumers", `cp\.async`, cons, 0},
 		{"B's fragments", `ld\.shared\.b32`, cons, 2 * 16},
@@ -105,9 +106,9 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 		}
 	}
 	// bf16: the pass converts A into the stage's bf16 tile, one
-	// iteration behind the copies, each warp handing its stage over
-	// (fence, bar.warp.sync, an arrival of lane 0: full expects one a
-	// warp); 3xTF32 splits A, two behind where 4 stages fit; 4 consumer
+	// iteration behind the copies, each thread handing its part of the
+	// stage over (fence, an arrival: full expects one a producer thread,
+	// 128); 3xTF32 splits A, two behind where 4 stages fit; 4 consumer
 	// warps (256 threads) keep the launch's registers (no setmaxnreg)
 	for _, c := range []struct {
 		name     string
@@ -119,7 +120,7 @@ func TestWgmmaWarpSpecialised(t *testing.T) {
 		wantNone []string
 	}{
 		// (3 stages of 64 KiB fit: the pass one behind)
-		{"bf16 256x128", tile.PrecBF16, 256, 128, 8, 4, tile.Meta{}, []string{"cvt.rn.bf16x2.f32", "3 stages of 65536 B", "pass 1 behind the copies", "cp.async.commit_group", "cp.async.wait_group 0;\n\tadd", "fence.proxy.async.shared::cta;\n\tbar.warp.sync -1;\n\t@%p", "], 4;", "setmaxnreg.dec.sync.aligned.u32 80;", "setmaxnreg.inc.sync.aligned.u32 208;"}, []string{"cvt.rn.tf32", "cp.async.mbarrier.arrive", "cp.async.wait_group 1;"}},
+		{"bf16 256x128", tile.PrecBF16, 256, 128, 8, 4, tile.Meta{}, []string{"cvt.rn.bf16x2.f32", "3 stages of 65536 B", "pass 1 behind the copies", "cp.async.commit_group", "cp.async.wait_group 0;\n\tadd", "fence.proxy.async.shared::cta;\n\tmbarrier.arrive.shared::cta.b64 _, [%r", "], 128;", "setmaxnreg.dec.sync.aligned.u32 80;", "setmaxnreg.inc.sync.aligned.u32 208;"}, []string{"cvt.rn.tf32", "cp.async.mbarrier.arrive", "cp.async.wait_group 1;"}},
 		{"tf32x3 128x64 4 warps", tile.PrecTF32x3, 128, 64, 4, 4, tile.Meta{}, []string{"cvt.rn.tf32.f32", "pass 2 behind the copies", "cp.async.wait_group 1;", "cp.async.wait_group 0;"}, []string{"cp.async.mbarrier.arrive"}},
 		{"tf32x3 128x64 4 warps lag 1", tile.PrecTF32x3, 128, 64, 4, 4, tile.Meta{"ws_lag": 1, "num_stages": 3}, []string{".maxntid 256,", "cvt.rn.tf32.f32", "pass 1 behind the copies", "cp.async.wait_group 0;\n\tadd", "bar.sync 1, 128;"}, []string{"setmaxnreg", "cp.async.wait_group 1;", "cp.async.mbarrier.arrive"}},
 		{"producer registers 40", tile.PrecTF32, 256, 128, 8, 4, tile.Meta{"ws_regs": 40}, []string{"setmaxnreg.dec.sync.aligned.u32 40;", "setmaxnreg.inc.sync.aligned.u32 232;"}, nil},
