@@ -33,6 +33,11 @@ type asyncCopy struct {
 type asyncThread struct {
 	open   []int   // copies not yet committed
 	groups [][]int // committed groups, oldest first
+	// the thread's tensor stores (cp.async.bulk.tensor global ←
+	// shared::cta, .bulk_group): not yet committed, and committed groups
+	// (cp.async.bulk.commit_group), oldest first
+	bulkOpen   []int
+	bulkGroups [][]int
 }
 
 type asyncCTA struct {
@@ -40,10 +45,17 @@ type asyncCTA struct {
 	copies  []asyncCopy
 	pending int
 	threads []asyncThread
+	// tensor stores in flight (tmastore.go): readBy counts, per shared
+	// byte, the stores that still read it; reading the stores whose
+	// source is still read
+	stores  []bulkStore
+	readBy  []int32
+	reading int
 }
 
 func (a *asyncCTA) init(sharedSize int) {
 	a.owner = make([]int32, sharedSize)
+	a.readBy = make([]int32, sharedSize)
 }
 
 func (a *asyncCTA) reset() {
@@ -52,6 +64,9 @@ func (a *asyncCTA) reset() {
 	for i := range a.threads {
 		a.threads[i] = asyncThread{}
 	}
+	a.stores = a.stores[:0]
+	a.reading = 0
+	clear(a.readBy)
 }
 
 func (a *asyncCTA) thread(w *warp, l int) *asyncThread {
@@ -62,8 +77,14 @@ func (a *asyncCTA) thread(w *warp, l int) *asyncThread {
 	return &a.threads[t]
 }
 
-// check reports an access to shared bytes that a pending copy will write.
+// check reports an access to shared bytes that a pending copy will
+// write, and a write to shared bytes that a tensor store still reads.
 func (a *asyncCTA) check(w *warp, l, off, n int, write bool) error {
+	if write && a.reading > 0 {
+		if err := a.checkStores(w, l, off, n); err != nil {
+			return err
+		}
+	}
 	if a.pending == 0 {
 		return nil
 	}
@@ -171,10 +192,16 @@ func (a *asyncCTA) wait(c *cta, w *warp, l, n int) error {
 	return nil
 }
 
-// drain lands every copy still in flight when the CTA ends.
+// drain lands every copy still in flight when the CTA ends, and writes
+// every tensor store's box to global memory.
 func (a *asyncCTA) drain(c *cta) error {
 	for i := range a.copies {
 		if err := a.land(c, i); err != nil {
+			return err
+		}
+	}
+	for i := range a.stores {
+		if err := a.finishStore(c, i); err != nil {
 			return err
 		}
 	}
@@ -193,6 +220,8 @@ func decodeCpAsync(d *decoder) error {
 			return decodeCpAsyncMbarrierArrive(d)
 		case d.mods[1] == "bulk" && len(d.mods) > 2 && d.mods[2] == "tensor":
 			return decodeCpAsyncBulkTensor(d)
+		case d.mods[1] == "bulk" && (d.has("commit_group") || d.has("wait_group")):
+			return decodeBulkGroup(d)
 		case d.mods[1] == "bulk":
 			return decodeCpAsyncBulk(d)
 		case strings.HasPrefix(d.mods[1], "reduce"):

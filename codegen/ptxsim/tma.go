@@ -20,8 +20,9 @@ import (
 // the tensor filled with zeros, the 32-, 64- or 128-byte swizzle applied to
 // the shared address (bits [4, 4+b) XOR bits [7, 7+b), b = 1, 2, 3, as the
 // wgmma descriptors' swizzles read them); the box's bytes, zeros included,
-// complete transactions on the mbarrier when they land. Not simulated:
-// im2col mode, multicast, cache hints, stores and reductions to global.
+// complete transactions on the mbarrier when they land. Tensor stores,
+// shared → global (tmastore.go), likewise in tile mode. Not simulated:
+// im2col mode, multicast, cache hints, reductions to global.
 
 // paramWindow is where generic addresses see the kernel's parameters (the
 // address mov gives a parameter, which cvta.param keeps): parameter byte o
@@ -137,6 +138,9 @@ func decodeCpAsyncBulkTensor(d *decoder) error {
 	if rank == 0 {
 		return d.errorf("%s: the dimension (.1d to .5d) is missing", d.raw.op)
 	}
+	if d.has("bulk_group") {
+		return decodeTensorStore(d, rank)
+	}
 	if _, ok := d.hasPrefix("mbarrier::complete_tx"); !ok || !d.has("global") || d.has("im2col") ||
 		d.has("multicast::cluster") || d.has("L2::cache_hint") {
 		return d.errorf("of the tensor copies only global → shared in tile mode with mbarrier::complete_tx::bytes is simulated")
@@ -148,34 +152,9 @@ func decodeCpAsyncBulkTensor(d *decoder) error {
 	if err != nil {
 		return err
 	}
-	// [tmap, {c0, …}]
-	ts := d.arg(1)
-	if len(ts) < 5 || ts[0].s != "[" || ts[len(ts)-1].s != "]" || ts[2].s != "," || ts[3].s != "{" || ts[len(ts)-2].s != "}" {
-		return d.errorf("[tensor map, {coordinates}] expected, found %q", joinToks(ts))
-	}
-	tmap, err := d.operand(ts[1:2], tyU64)
+	tmap, coords, err := tensorOperand(d, 1, rank)
 	if err != nil {
 		return err
-	}
-	var coords []operand
-	var cur []token
-	for _, t := range ts[4 : len(ts)-2] {
-		if t.s == "," {
-			c, err := d.operand(cur, tyS32)
-			if err != nil {
-				return err
-			}
-			coords, cur = append(coords, c), nil
-			continue
-		}
-		cur = append(cur, t)
-	}
-	c, err := d.operand(cur, tyS32)
-	if err != nil {
-		return err
-	}
-	if coords = append(coords, c); len(coords) != rank {
-		return d.errorf("%d coordinates for a %dd copy", len(coords), rank)
 	}
 	mb, err := d.address(2)
 	if err != nil {
@@ -185,27 +164,9 @@ func decodeCpAsyncBulkTensor(d *decoder) error {
 	d.in.run = func(w *warp, m uint32) error {
 		for ; m != 0; m &= m - 1 {
 			l := bits.TrailingZeros32(m)
-			at := w.val(&tmap, l)
-			var raw []byte
-			if at >= paramWindow && at < paramWindow+uint64(len(w.c.l.params)) {
-				raw = w.c.l.params[at-paramWindow:]
-			} else {
-				g, err := w.globalBytesAligned(at, 128, l, "tensor map read")
-				if err != nil {
-					return err
-				}
-				raw = g
-			}
-			tm, ok := decodeTensorMap(raw)
-			if !ok {
-				return w.faultAddr(l, "memcheck", at, "cp.async.bulk.tensor: no tensor map at %#x (the simulator reads EncodeTensorMap's bytes)", at)
-			}
-			if len(tm.Dims) != rank {
-				return w.faultAddr(l, "memcheck", at, "cp.async.bulk.tensor.%dd with a tensor map of rank %d", rank, len(tm.Dims))
-			}
-			origin := make([]int64, rank)
-			for i := range coords {
-				origin[i] = int64(int32(uint32(w.val(&coords[i], l))))
+			tm, origin, err := w.tensorMapAt(&tmap, coords, rank, l)
+			if err != nil {
+				return err
 			}
 			data, err := tm.box(w, l, origin)
 			if err != nil {
@@ -246,16 +207,78 @@ func decodeCpAsyncBulkTensor(d *decoder) error {
 	return nil
 }
 
-// box reads the box at origin (elements, innermost first) row after row,
-// zeros outside the tensor.
-func (m TensorMap) box(w *warp, l int, origin []int64) ([]byte, error) {
+// tensorOperand parses operand i of a tensor copy, [tmap, {c0, …}], with
+// rank coordinates.
+func tensorOperand(d *decoder, i, rank int) (operand, []operand, error) {
+	ts := d.arg(i)
+	if len(ts) < 5 || ts[0].s != "[" || ts[len(ts)-1].s != "]" || ts[2].s != "," || ts[3].s != "{" || ts[len(ts)-2].s != "}" {
+		return operand{}, nil, d.errorf("[tensor map, {coordinates}] expected, found %q", joinToks(ts))
+	}
+	tmap, err := d.operand(ts[1:2], tyU64)
+	if err != nil {
+		return operand{}, nil, err
+	}
+	var coords []operand
+	var cur []token
+	for _, t := range ts[4 : len(ts)-2] {
+		if t.s == "," {
+			c, err := d.operand(cur, tyS32)
+			if err != nil {
+				return operand{}, nil, err
+			}
+			coords, cur = append(coords, c), nil
+			continue
+		}
+		cur = append(cur, t)
+	}
+	c, err := d.operand(cur, tyS32)
+	if err != nil {
+		return operand{}, nil, err
+	}
+	if coords = append(coords, c); len(coords) != rank {
+		return operand{}, nil, d.errorf("%d coordinates for a %dd copy", len(coords), rank)
+	}
+	return tmap, coords, nil
+}
+
+// tensorMapAt is lane l's tensor map (in a parameter or global memory) and
+// the box's origin from its coordinates.
+func (w *warp) tensorMapAt(tmap *operand, coords []operand, rank, l int) (TensorMap, []int64, error) {
+	at := w.val(tmap, l)
+	var raw []byte
+	if at >= paramWindow && at < paramWindow+uint64(len(w.c.l.params)) {
+		raw = w.c.l.params[at-paramWindow:]
+	} else {
+		g, err := w.globalBytesAligned(at, 128, l, "tensor map read")
+		if err != nil {
+			return TensorMap{}, nil, err
+		}
+		raw = g
+	}
+	tm, ok := decodeTensorMap(raw)
+	if !ok {
+		return TensorMap{}, nil, w.faultAddr(l, "memcheck", at, "cp.async.bulk.tensor: no tensor map at %#x (the simulator reads EncodeTensorMap's bytes)", at)
+	}
+	if len(tm.Dims) != rank {
+		return TensorMap{}, nil, w.faultAddr(l, "memcheck", at, "cp.async.bulk.tensor.%dd with a tensor map of rank %d", rank, len(tm.Dims))
+	}
+	origin := make([]int64, rank)
+	for i := range coords {
+		origin[i] = int64(int32(uint32(w.val(&coords[i], l))))
+	}
+	return tm, origin, nil
+}
+
+// rows calls f for each row of the box at origin that lies in the tensor
+// (rows of dimensions 1.. in order, r counting every row of the box):
+// its global address and the part of it inside the tensor, elements lo to
+// hi of dimension 0 (relative to the tensor's start).
+func (m TensorMap) rows(origin []int64, f func(r int, addr uint64, lo, hi int64) error) error {
 	rank := len(m.Dims)
-	inner := int(m.Box[0]) * m.ElemBytes
 	rows := 1
 	for _, b := range m.Box[1:] {
 		rows *= int(b)
 	}
-	data := make([]byte, rows*inner)
 	idx := make([]int64, rank) // the row's index in the box, dimensions 1..
 	for r := range rows {
 		in := true
@@ -270,13 +293,9 @@ func (m TensorMap) box(w *warp, l int, origin []int64) ([]byte, error) {
 		if in {
 			lo, hi := max(origin[0], 0), min(origin[0]+int64(m.Box[0]), int64(m.Dims[0]))
 			if lo < hi {
-				n := int(hi-lo) * m.ElemBytes
-				src := addr + uint64(lo)*uint64(m.ElemBytes)
-				g, off, err := w.c.l.mem.find(src, n)
-				if err != nil {
-					return nil, w.faultAddr(l, "memcheck", src, "cp.async.bulk.tensor reads %d bytes of row %v: %v", n, idx[1:], err)
+				if err := f(r, addr, lo, hi); err != nil {
+					return err
 				}
-				copy(data[r*inner+int(lo-origin[0])*m.ElemBytes:], g.data[off:off+n])
 			}
 		}
 		for i := 1; i < rank; i++ {
@@ -286,5 +305,27 @@ func (m TensorMap) box(w *warp, l int, origin []int64) ([]byte, error) {
 			idx[i] = 0
 		}
 	}
-	return data, nil
+	return nil
+}
+
+// box reads the box at origin (elements, innermost first) row after row,
+// zeros outside the tensor.
+func (m TensorMap) box(w *warp, l int, origin []int64) ([]byte, error) {
+	inner := int(m.Box[0]) * m.ElemBytes
+	rows := 1
+	for _, b := range m.Box[1:] {
+		rows *= int(b)
+	}
+	data := make([]byte, rows*inner)
+	err := m.rows(origin, func(r int, addr uint64, lo, hi int64) error {
+		n := int(hi-lo) * m.ElemBytes
+		src := addr + uint64(lo)*uint64(m.ElemBytes)
+		g, off, err := w.c.l.mem.find(src, n)
+		if err != nil {
+			return w.faultAddr(l, "memcheck", src, "cp.async.bulk.tensor reads %d bytes of box row %d: %v", n, r, err)
+		}
+		copy(data[r*inner+int(lo-origin[0])*m.ElemBytes:], g.data[off:off+n])
+		return nil
+	})
+	return data, err
 }
