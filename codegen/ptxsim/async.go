@@ -30,14 +30,53 @@ type asyncCopy struct {
 	mc    uint32
 }
 
+// asyncThread is a thread's asynchronous operations in groups: its
+// cp.async copies (cp.async.commit_group, wait_group, wait_all) and its
+// tensor stores (cp.async.bulk.commit_group, bulk.wait_group{.read}).
 type asyncThread struct {
-	open   []int   // copies not yet committed
-	groups [][]int // committed groups, oldest first
-	// the thread's tensor stores (cp.async.bulk.tensor global ←
-	// shared::cta, .bulk_group): not yet committed, and committed groups
-	// (cp.async.bulk.commit_group), oldest first
-	bulkOpen   []int
-	bulkGroups [][]int
+	copies, stores asyncGroups
+}
+
+// asyncGroups are operations (indices) not yet committed and committed
+// groups of them, oldest first.
+type asyncGroups struct {
+	open   []int
+	groups [][]int
+}
+
+// commit closes the open operations into a group.
+func (g *asyncGroups) commit() {
+	g.groups = append(g.groups, g.open)
+	g.open = nil
+}
+
+// retire calls done for each operation of every group but the newest keep,
+// oldest first, and drops those groups.
+func (g *asyncGroups) retire(keep int, done func(idx int) error) error {
+	for len(g.groups) > keep {
+		for _, idx := range g.groups[0] {
+			if err := done(idx); err != nil {
+				return err
+			}
+		}
+		g.groups = g.groups[1:]
+	}
+	return nil
+}
+
+// groupCount is the N of a wait_group N (an integer constant).
+func groupCount(d *decoder) (int, error) {
+	if err := d.nargs(1); err != nil {
+		return 0, err
+	}
+	n, err := d.src(0, tyU32)
+	if err != nil {
+		return 0, err
+	}
+	if n.kind != oImm {
+		return 0, d.errorf("%s takes an integer constant", d.raw.op)
+	}
+	return int(n.imm), nil
 }
 
 type asyncCTA struct {
@@ -114,7 +153,7 @@ func (a *asyncCTA) issue(w *warp, l, dst int, data []byte, pc int) error {
 	}
 	a.pending++
 	t := a.thread(w, l)
-	t.open = append(t.open, idx-1)
+	t.copies.open = append(t.copies.open, idx-1)
 	return nil
 }
 
@@ -137,7 +176,7 @@ func (a *asyncCTA) issueBulk(w *warp, l, dst int, data []byte, pc int) (int, err
 func (a *asyncCTA) inflight(w *warp, l int) []int {
 	t := a.thread(w, l)
 	var out []int
-	for _, g := range append(append([][]int(nil), t.groups...), t.open) {
+	for _, g := range append(append([][]int(nil), t.copies.groups...), t.copies.open) {
 		for _, idx := range g {
 			if !a.copies[idx].landed {
 				out = append(out, idx)
@@ -175,21 +214,12 @@ func (a *asyncCTA) land(c *cta, idx int) error {
 func (a *asyncCTA) wait(c *cta, w *warp, l, n int) error {
 	t := a.thread(w, l)
 	if n < 0 {
-		if len(t.open) > 0 {
-			t.groups = append(t.groups, t.open)
-			t.open = nil
+		if len(t.copies.open) > 0 {
+			t.copies.commit()
 		}
 		n = 0
 	}
-	for len(t.groups) > n {
-		for _, idx := range t.groups[0] {
-			if err := a.land(c, idx); err != nil {
-				return err
-			}
-		}
-		t.groups = t.groups[1:]
-	}
-	return nil
+	return t.copies.retire(n, func(idx int) error { return a.land(c, idx) })
 }
 
 // drain lands every copy still in flight when the CTA ends, and writes
@@ -235,25 +265,17 @@ func decodeCpAsync(d *decoder) error {
 		}
 		d.in.run = func(w *warp, m uint32) error {
 			for ; m != 0; m &= m - 1 {
-				t := w.c.async.thread(w, bits.TrailingZeros32(m))
-				t.groups = append(t.groups, t.open)
-				t.open = nil
+				w.c.async.thread(w, bits.TrailingZeros32(m)).copies.commit()
 			}
 			return nil
 		}
 		return nil
 	case d.has("wait_group"):
-		if err := d.nargs(1); err != nil {
-			return err
-		}
-		n, err := d.src(0, tyU32)
+		n, err := groupCount(d)
 		if err != nil {
 			return err
 		}
-		if n.kind != oImm {
-			return d.errorf("cp.async.wait_group takes an integer constant")
-		}
-		return asyncWait(d, int(n.imm))
+		return asyncWait(d, n)
 	case d.has("wait_all"):
 		if err := d.nargs(0); err != nil {
 			return err

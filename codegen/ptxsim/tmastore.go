@@ -91,7 +91,7 @@ func decodeTensorStore(d *decoder, rank int) error {
 			}
 			a.reading++
 			t := a.thread(w, l)
-			t.bulkOpen = append(t.bulkOpen, len(a.stores)-1)
+			t.stores.open = append(t.stores.open, len(a.stores)-1)
 		}
 		return nil
 	}
@@ -154,35 +154,21 @@ func decodeBulkGroup(d *decoder) error {
 		}
 		d.in.run = func(w *warp, m uint32) error {
 			for ; m != 0; m &= m - 1 {
-				t := w.c.async.thread(w, bits.TrailingZeros32(m))
-				t.bulkGroups = append(t.bulkGroups, t.bulkOpen)
-				t.bulkOpen = nil
+				w.c.async.thread(w, bits.TrailingZeros32(m)).stores.commit()
 			}
 			return nil
 		}
 		return nil
 	}
-	if err := d.nargs(1); err != nil {
-		return err
-	}
-	n, err := d.src(0, tyU32)
+	keep, err := groupCount(d)
 	if err != nil {
 		return err
 	}
-	if n.kind != oImm {
-		return d.errorf("cp.async.bulk.wait_group takes an integer constant")
-	}
-	keep := int(n.imm)
 	d.in.run = func(w *warp, m uint32) error {
 		for ; m != 0; m &= m - 1 {
 			t := w.c.async.thread(w, bits.TrailingZeros32(m))
-			for len(t.bulkGroups) > keep {
-				for _, i := range t.bulkGroups[0] {
-					if err := w.c.async.finishStore(w.c, i); err != nil {
-						return err
-					}
-				}
-				t.bulkGroups = t.bulkGroups[1:]
+			if err := t.stores.retire(keep, func(i int) error { return w.c.async.finishStore(w.c, i) }); err != nil {
+				return err
 			}
 		}
 		return nil
