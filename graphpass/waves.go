@@ -407,8 +407,14 @@ const storeBoundK = 64
 // (2026-12-02, one call), where 256×128 at 4 stages ran 23.2 (254
 // registers): a candidate for this rule once measured again. It was
 // (storeBoundOddRows).
+//
+// max_registers = 128 keeps the two CTAs an SM the tiling is for: the
+// H200's ptxas gave the kernel 140 registers, one CTA an SM; capped, 128
+// and no spills, 4096×4096×32 ran 34.1 → 42.7 TFLOP/s and ×64 57.3 →
+// 71.9 (2026-12-04, r21b, `tilefuse peer -precision tf32 -tune
+// max_registers=128`).
 var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3,
-	"wgmma": 2, "epi_smem": 1}
+	"wgmma": 2, "epi_smem": 1, "max_registers": 128}
 
 // storeBoundOddRows: where the output's rows are an odd number of words
 // (stored a word at a time, lanes along the columns), tuneMatMul takes
@@ -427,8 +433,8 @@ var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "n
 // last iteration's k steps past K skipped; within ±2% of the choice on the H200).
 func storeBoundCandidates(def tile.Meta) []tile.Meta {
 	return []tile.Meta{
-		with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4),
-		with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4, "epi_smem", 0),
+		with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4, "max_registers", 0),
+		with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4, "epi_smem", 0, "max_registers", 0),
 		with(storeBoundMeta, "BLOCK_M", 64),
 		with(storeBoundMeta),
 		with(storeBoundMeta, "epi_smem", 0),
