@@ -377,10 +377,10 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 			maps.Copy(meta, chooseWaves(t, prec, ws).meta())
 			return
 		} else if ok && storeBound(t, prec, ws) {
-			maps.Copy(meta, storeBoundMeta)
 			if ws.n%2 != 0 { // output rows stored a word at a time (storeBoundOddRows)
-				meta["BLOCK_M"], meta["num_stages"] = 256, 4
-				delete(meta, "max_registers") // 254 registers, one CTA an SM by design
+				maps.Copy(meta, storeBoundTall)
+			} else {
+				maps.Copy(meta, storeBoundMeta)
 			}
 			return
 		}

@@ -416,6 +416,11 @@ const storeBoundK = 64
 var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3,
 	"wgmma": 2, "epi_smem": 1, "max_registers": 128}
 
+// storeBoundTall is storeBoundMeta at 256 rows and 4 stages, one CTA an SM
+// by design (254 registers: no cap): the odd-rows choice
+// (storeBoundOddRows) and a candidate of the others.
+var storeBoundTall = with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4, "max_registers", 0)
+
 // storeBoundOddRows: where the output's rows are an odd number of words
 // (stored a word at a time, lanes along the columns), tuneMatMul takes
 // storeBoundMeta at 256×128 and 4 stages (254 registers, one CTA an SM):
@@ -433,8 +438,8 @@ var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "n
 // last iteration's k steps past K skipped; within ±2% of the choice on the H200).
 func storeBoundCandidates(def tile.Meta) []tile.Meta {
 	return []tile.Meta{
-		with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4, "max_registers", 0),
-		with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4, "epi_smem", 0, "max_registers", 0),
+		storeBoundTall,
+		with(storeBoundTall, "epi_smem", 0),
 		with(storeBoundMeta, "BLOCK_M", 64),
 		with(storeBoundMeta),
 		with(storeBoundMeta, "epi_smem", 0),
