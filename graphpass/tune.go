@@ -172,7 +172,9 @@ func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.M
 // where the default streams, on the row's loads or the stores alone), and
 // for rows of at least 8192 held in one block, every warp the target has
 // (32 at 1024 threads: 8 to 32 elements a thread, a quarter or half of
-// the registers, one program of 32 warps an SM) and the row walked in
+// the registers, one program of 32 warps an SM), for shorter rows held
+// in one block a warp for every 256 elements (8 a thread) where that is
+// more than twice the default's warps, and the row walked in
 // blocks of 16 elements a thread at 4, 8, 16 and 32 warps (where the group
 // computes nothing a looped row cannot: fewer registers, more programs an
 // SM, the second pass from L2); rows walked in blocks: CHUNK halved and
@@ -285,6 +287,12 @@ func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta
 	}
 	if bm == 1 {
 		out = append(out, persistForms(def, t, rows)...)
+		// a warp for every 256 elements (8 a thread), as Triton's tutorial
+		// softmax holds a row of 4096 at 16 warps (22–24 registers, on the
+		// H200 61.5–63.7 µs a launch at 8192×4096 under ncu, 2026-12-04)
+		if w := block / 256; w > 2*def["num_warps"] && w <= allWarps && block < 8192 {
+			out = append(out, with(def, "num_warps", w))
+		}
 	}
 	if bm == 1 && block >= 8192 {
 		if block <= 64*32*allWarps && block >= 8*32*allWarps {

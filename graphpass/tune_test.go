@@ -55,6 +55,8 @@ func TestCandidates(t *testing.T) {
 				"{BLOCK = 8192, late_loads = 1, num_warps = 8}", "{BLOCK = 8192, late_loads = 4, num_warps = 8}", "{BLOCK = 8192, late_loads = 2, num_warps = 16}", "{BLOCK = 8192, late_loads = 2, num_warps = 32}", "{BLOCK = 8192, late_loads = 2, num_warps = 4}"}},
 		{name: "layernorm rows of 4096: the former default (4 warps, γ whole) and late loads at 4, 8 and 16 warps", build: func(g *G.ExprGraph) { opLayerNorm(in(g, "x", 300, 4096)) }, target: H200, min: 7,
 			want: []string{"{BLOCK = 4096, num_warps = 4}", "{BLOCK = 4096, late_loads = 2, num_warps = 4}", "{BLOCK = 4096, late_loads = 2, num_warps = 16}", "{BLOCK = 4096, late_loads = 1, num_warps = 8}", "{BLOCK = 4096, late_loads = 4, num_warps = 8}"}},
+		{name: "softmax rows of 4096: 4 warps (the default), 2 and 8, and 16 (8 elements a thread)", build: func(g *G.ExprGraph) { opSoftmax(in(g, "x", 300, 4096)) }, target: H200, min: 5,
+			want: []string{"{BLOCK = 4096, num_warps = 2}", "{BLOCK = 4096, num_warps = 8}", "{BLOCK = 4096, num_warps = 16}"}},
 		{name: "softmax rows of 32768: 32 warps, walked at 4, 8, 16 and 32", build: func(g *G.ExprGraph) { opSoftmax(in(g, "x", 2, 32768)) }, target: H200, min: 6,
 			want: []string{"{BLOCK = 32768, num_warps = 32}", "{CHUNK = 2048, num_warps = 4}", "{CHUNK = 4096, num_warps = 8}", "{CHUNK = 8192, num_warps = 16}", "{CHUNK = 16384, num_warps = 32}"}},
 		{name: "layernorm rows of 32768: walked at 8 and 16 warps, one block at 16 and 32, γ whole or late", build: func(g *G.ExprGraph) { opLayerNorm(in(g, "x", 2, 32768)) }, target: H200, min: 8,
