@@ -63,6 +63,13 @@ var peerCases = []peerCase{
 	// beside K = 50
 	{name: "matmul 4096×4096×32", m: 4096, k: 32, n: 4096},
 	{name: "matmul 4096×4096×64", m: 4096, k: 64, n: 4096},
+	// K = 50's neighbour at nearly its FLOPs, and 4095×4097×33's
+	// oddities one at a time: odd output rows (4097 words: scalar
+	// stores), odd K (A's copies 4 bytes wide), odd M (a masked last tile)
+	{name: "matmul 4096×4096×48", m: 4096, k: 48, n: 4096},
+	{name: "matmul 4096×4097×32", m: 4096, k: 32, n: 4097},
+	{name: "matmul 4096×4096×33", m: 4096, k: 33, n: 4096},
+	{name: "matmul 4095×4096×32", m: 4095, k: 32, n: 4096},
 	// 4096³'s output at other depths: a tile's time against K (1024,
 	// 2048, 4096, 8192) parts its fixed cost (the pipeline's fill, the
 	// epilogue's stores, the last wave) from the K loop's
