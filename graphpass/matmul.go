@@ -339,9 +339,10 @@ func kPart(b *tile.Builder, part *tile.Value, kk, bk, split int) (lo, hi *tile.V
 // TF32 products over a short K (at most storeBoundK: one or two steps of
 // 32) at least 128 on each side of the output, with a wave of 128×128
 // tiles, are bound by their output's stores (storeBound): the swapped
-// form at 128×128 (storeBoundMeta), 8 warps, 3 stages, its epilogue through shared memory
-// (epi_smem = 1: 16-byte stores where the output's rows are 16-byte
-// aligned, else scalar stores with a warp's lanes on consecutive columns);
+// form at 128×128 (storeBoundMeta), 8 warps, 3 stages, registers capped at
+// 128 (two CTAs an SM); where the output's rows are 16-byte aligned its
+// epilogue stored from the accumulator's registers (storeBoundDirect),
+// else through shared memory (epi_smem = 1: lanes on consecutive columns);
 // where the output's rows are an odd number of words, 256 rows and 4
 // stages (storeBoundOddRows).
 //
@@ -377,9 +378,12 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 			maps.Copy(meta, chooseWaves(t, prec, ws).meta())
 			return
 		} else if ok && storeBound(t, prec, ws) {
-			if ws.n%2 != 0 { // output rows stored a word at a time (storeBoundOddRows)
+			switch {
+			case ws.n%2 != 0: // output rows stored a word at a time (storeBoundOddRows)
 				maps.Copy(meta, storeBoundTall)
-			} else {
+			case ws.n%4 == 0: // 16-byte stores from the accumulator's registers
+				maps.Copy(meta, storeBoundDirect)
+			default:
 				maps.Copy(meta, storeBoundMeta)
 			}
 			return

@@ -416,6 +416,14 @@ const storeBoundK = 64
 var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3,
 	"wgmma": 2, "epi_smem": 1, "max_registers": 128}
 
+// storeBoundDirect is storeBoundMeta with the epilogue stored from the
+// accumulator's registers (epi_smem = 0), the choice where the output's
+// rows are 16-byte aligned: on the H200 (2026-12-04, r21b, `tilefuse peer
+// -precision tf32 -tune …`) at 128×128, 128 registers, 4096×4096×32 ran
+// 42.2–42.8 TFLOP/s against 42.7 through shared memory, ×64 74.5 against
+// 71.9, ×50 53.0 against 52.0.
+var storeBoundDirect = with(storeBoundMeta, "epi_smem", 0)
+
 // storeBoundTall is storeBoundMeta at 256 rows and 4 stages, one CTA an SM
 // by design (254 registers: no cap): the odd-rows choice
 // (storeBoundOddRows) and a candidate of the others.
@@ -465,12 +473,9 @@ func storeBound(t Target, prec tile.Precision, s waveShape) bool {
 		return false
 	}
 	// rows of K that are not 16-byte aligned (A's copies 4 or 8 bytes wide)
-	// under an output whose rows are (the 256×128 form's stores already 16
-	// bytes wide) stay with the other rules: on the H200 4096×4096×50 ran
-	// 47.2 TFLOP/s there against 42.5 at 128×128 (×32 and ×64: 36.5 → 39.2
-	// and 65.0 → 68.3; 2026-12-02, `tilefuse peer -run 'matmul 4096×4096×'`)
-	if s.k%4 != 0 && s.n%4 == 0 {
-		return false
-	}
+	// under an output whose rows are: 128×128 since its registers are
+	// capped (two CTAs an SM): 4096×4096×50 on the H200 53.0 TFLOP/s
+	// against 49.8 at the 256×128 form of the other rules (2026-12-04,
+	// r21b; on 2026-12-02, 140 registers, one CTA an SM, 42.5 against 47.2)
 	return s.batch*tile.CDiv(s.m, 128)*tile.CDiv(s.n, 128) >= t.SMs
 }

@@ -260,12 +260,13 @@ func productGroup(t *testing.T, m, k, n int, ta, tb bool, epi func(g *G.ExprGrap
 
 // TestStoreBoundProducts: TF32 products over K of at most 64 with a wave
 // of 128×128 tiles (issue 10's odd shapes and their aligned neighbours)
-// take the swapped form at 128×128, 3 stages, with the epilogue through
-// shared memory, whatever the operands' row lengths (at 256×128, 4
-// stages, where the output's rows are an odd number of words), and offer the
-// autotuner 256×128 with and without it, 64 and 128 rows with it, 128
-// without it, and the choice with k_tail; K's rows unaligned under aligned
-// output rows, longer K, Aᵀ, bf16, products too small for a wave and a
+// take the swapped form at 128×128, 3 stages, registers capped at 128,
+// whatever the operands' row lengths, the epilogue stored from the
+// accumulator where the output's rows are 16-byte aligned, else through
+// shared memory (at 256×128, 4 stages, where the output's rows are an odd
+// number of words), and offer the autotuner 256×128 with and without
+// shared memory, 64 and 128 rows with it, 128 without it, and the choice
+// with k_tail; longer K, Aᵀ, bf16, products too small for a wave and a
 // heavy epilogue keep the other rules.
 func TestStoreBoundProducts(t *testing.T) {
 	sb := func(bm int, extra string) string {
@@ -280,15 +281,16 @@ func TestStoreBoundProducts(t *testing.T) {
 		ta, tb  bool
 		heavy   bool
 		prec    tile.Precision
-		bm      int // 0: not store-bound
+		bm      int  // 0: not store-bound
+		direct  bool // the epilogue stored from the accumulator (storeBoundDirect)
 	}{
 		{name: "4095×4097×33: 4-byte copies of A and B, odd output rows", m: 4095, k: 33, n: 4097, prec: tile.PrecTF32, bm: 256},
 		{name: "4096×4097×32: 4-byte copies of B, odd output rows", m: 4096, k: 32, n: 4097, prec: tile.PrecTF32, bm: 256},
-		{name: "4096×4096×33: 4-byte copies of A, aligned output rows", m: 4096, k: 33, n: 4096, prec: tile.PrecTF32},
-		{name: "4096×4096×50: 8-byte copies of A, aligned output rows", m: 4096, k: 50, n: 4096, prec: tile.PrecTF32},
+		{name: "4096×4096×33: 4-byte copies of A, aligned output rows", m: 4096, k: 33, n: 4096, prec: tile.PrecTF32, bm: 128, direct: true},
+		{name: "4096×4096×50: 8-byte copies of A, aligned output rows", m: 4096, k: 50, n: 4096, prec: tile.PrecTF32, bm: 128, direct: true},
 		{name: "4096×4094×50: 8-byte copies, output rows 8-byte aligned", m: 4096, k: 50, n: 4094, prec: tile.PrecTF32, bm: 128},
-		{name: "4096×4096×32", m: 4096, k: 32, n: 4096, prec: tile.PrecTF32, bm: 128},
-		{name: "4096×4096×64", m: 4096, k: 64, n: 4096, prec: tile.PrecTF32, bm: 128},
+		{name: "4096×4096×32", m: 4096, k: 32, n: 4096, prec: tile.PrecTF32, bm: 128, direct: true},
+		{name: "4096×4096×64", m: 4096, k: 64, n: 4096, prec: tile.PrecTF32, bm: 128, direct: true},
 		{name: "A·Bᵀ 4096×4097×32: Bᵀ's rows K long, odd output rows", m: 4096, k: 32, n: 4097, tb: true, prec: tile.PrecTF32, bm: 256},
 		{name: "4096×4096×96: K past two steps", m: 4096, k: 96, n: 4096, prec: tile.PrecTF32},
 		{name: "1000³", m: 1000, k: 1000, n: 1000, prec: tile.PrecTF32},
@@ -312,15 +314,26 @@ func TestStoreBoundProducts(t *testing.T) {
 				}
 				return
 			}
-			if got := cands[0].String(); got != sb(c.bm, "") {
-				t.Fatalf("meta %v, want %s", got, sb(c.bm, ""))
+			def := sb(c.bm, "")
+			if c.direct {
+				def = strings.Replace(def, "epi_smem = 1, ", "", 1)
+			}
+			if got := cands[0].String(); got != def {
+				t.Fatalf("meta %v, want %s", got, def)
+			}
+			tail := sb(c.bm, "k_tail = 1, ")
+			if c.direct {
+				tail = strings.Replace(tail, "epi_smem = 1, ", "", 1)
 			}
 			var want []string
 			for _, m := range []string{sb(256, ""), strings.Replace(sb(256, ""), "epi_smem = 1, ", "", 1), sb(64, ""), sb(128, ""),
-				strings.Replace(sb(128, ""), "epi_smem = 1, ", "", 1), sb(c.bm, "k_tail = 1, ")} {
+				strings.Replace(sb(128, ""), "epi_smem = 1, ", "", 1), tail} {
 				if m != cands[0].String() {
 					want = append(want, m)
 				}
+			}
+			if c.direct { // and with k_tail through shared memory (epiSmemCandidates)
+				want = append(want, sb(c.bm, "k_tail = 1, "))
 			}
 			var got []string
 			for _, m := range cands[1:] {

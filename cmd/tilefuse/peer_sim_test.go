@@ -188,6 +188,13 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		{peerCase{name: "matmul 195x33x197 swapped 64x128 epi_smem", m: 195, k: 33, n: 197}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		// where the output's rows are 16-byte aligned the store-bound
+		// choice stores from the accumulator (storeBoundDirect), registers
+		// capped at 128: K = 33 and 50 under rows of 196 and 132
+		{peerCase{name: "matmul 195x33x196 swapped 128x128 capped", m: 195, k: 33, n: 196}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "max_registers": 128, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		{peerCase{name: "matmul 130x50x132 swapped 128x128 capped", m: 130, k: 50, n: 132}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "max_registers": 128, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
 		// k_tail = 1: the last iteration's k steps past K skipped (K = 33:
 		// one of four; 50: three; 100: one; 3xTF32 and warp-specialised too)
 		{peerCase{name: "matmul 195x33x197 swapped 128x128 epi_smem k_tail", m: 195, k: 33, n: 197}, tile.PrecTF32,
