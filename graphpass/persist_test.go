@@ -233,8 +233,8 @@ func TestPersistentCandidates(t *testing.T) {
 	}{
 		{"layernorm 1151×8192", opLayerNormAffine, []int{1151, 8192}, []int{1, 2, 3, 4}},
 		{"softmax 1151×8192", opSoftmax, []int{1151, 8192}, []int{1, 2, 3, 4}},
-		{"layernorm 8192×4096", opLayerNormAffine, []int{8192, 4096}, []int{1, 2, 3, 4}},
-		{"softmax 32768×1024 at 4 warps", opSoftmax, []int{32768, 1024}, []int{1, 2, 3, 4}},
+		{"layernorm 8192×4096", opLayerNormAffine, []int{8192, 4096}, []int{1, 2, 3, 4, 8}},
+		{"softmax 32768×1024 at 4 warps", opSoftmax, []int{32768, 1024}, []int{1, 2, 3, 4, 8, 16}},
 		{"layernorm 4096×32768: one program of 16 warps an SM", opLayerNormAffine, []int{4096, 32768}, []int{1}},
 		{"softmax 100×4096: no more rows than SMs", opSoftmax, []int{100, 4096}, nil},
 	}

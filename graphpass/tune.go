@@ -173,8 +173,7 @@ func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.M
 // for rows of at least 8192 held in one block, every warp the target has
 // (32 at 1024 threads: 8 to 32 elements a thread, a quarter or half of
 // the registers, one program of 32 warps an SM), for shorter rows held
-// in one block a warp for every 256 elements (8 a thread) where that is
-// more than twice the default's warps, and the row walked in
+// in one block (without late loads) 32 and 8 elements a thread, and the row walked in
 // blocks of 16 elements a thread at 4, 8, 16 and 32 warps (where the group
 // computes nothing a looped row cannot: fewer registers, more programs an
 // SM, the second pass from L2); rows walked in blocks: CHUNK halved and
@@ -287,11 +286,15 @@ func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta
 	}
 	if bm == 1 {
 		out = append(out, persistForms(def, t, rows)...)
-		// a warp for every 256 elements (8 a thread), as Triton's tutorial
-		// softmax holds a row of 4096 at 16 warps (22–24 registers, on the
-		// H200 61.5–63.7 µs a launch at 8192×4096 under ncu, 2026-12-04)
-		if w := block / 256; w > 2*def["num_warps"] && w <= allWarps && block < 8192 {
-			out = append(out, with(def, "num_warps", w))
+		// a row of under 8192 held at 32 elements a thread (rowWarps) and
+		// at 8 (a warp for every 256, as Triton's tutorial softmax holds
+		// 4096 at 16 warps; rowWarps8), whichever the default is not
+		if _, late := def["late_loads"]; !late && block < 8192 {
+			for _, w := range []int{rowWarps(block, t), min(block/256, allWarps)} {
+				if w != def["num_warps"] {
+					out = append(out, with(def, "num_warps", w))
+				}
+			}
 		}
 	}
 	if bm == 1 && block >= 8192 {
@@ -310,7 +313,7 @@ const smThreads, smRegisters = 2048, 64 << 10
 // persistForms are a row kernel held in one block, one row a program
 // (def), as a persistent kernel (PERSIST = k: k programs an SM, each
 // looping over its rows with the next row's loads in flight while it
-// stores; rowEmit.persistent) for k = 1 to 4 where k programs fit in an
+// stores; rowEmit.persistent) for k = 1 to 4, 8 and 16 where k programs fit in an
 // SM: their threads, and two rows of the block each (the row and the next
 // one, a register an element: 1 program an SM at 32768 wide, up to 4 at
 // 8192), where the rows are more than the SMs (fewer are one row a
@@ -329,7 +332,10 @@ func persistForms(def tile.Meta, t Target, rows int) []tile.Meta {
 	var out []tile.Meta
 	w, block := max(1, def["num_warps"]), max(1, def["BLOCK"])
 	late := max(1, def["late_loads"])
-	for k := 1; k <= 4 && k*32*w <= smThreads && k*2*block <= smRegisters && rows > t.SMs; k++ {
+	for _, k := range []int{1, 2, 3, 4, 8, 16} {
+		if k*32*w > smThreads || k*2*block > smRegisters || rows <= t.SMs {
+			break
+		}
 		out = append(out, with(def, "PERSIST", k, "late_loads", late))
 	}
 	return out
