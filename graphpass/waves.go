@@ -421,27 +421,35 @@ var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "n
 // rows are 16-byte aligned: on the H200 (2026-12-04, r21b, `tilefuse peer
 // -precision tf32 -tune …`) at 128×128, 128 registers, 4096×4096×32 ran
 // 42.2–42.8 TFLOP/s against 42.7 through shared memory, ×64 74.5 against
-// 71.9, ×50 53.0 against 52.0.
+// 71.9, ×50 53.0 against 52.0; r22a: ×32 43.1 against 43.3, ×33 33.9
+// against 32.5, ×48 55.2 against 54.5, ×50 53.5 against 52.3, ×64 74.0
+// against 72.2. Not where the output's rows are not whole tiles: the
+// rows' masks spilled (4095×4096×32, 128 bytes: 32.8 TFLOP/s against 42.4
+// through shared memory, r22a).
 var storeBoundDirect = with(storeBoundMeta, "epi_smem", 0)
 
-// storeBoundTall is storeBoundMeta at 256 rows and 4 stages, one CTA an SM
+// storeBoundTall is storeBoundMeta at 256 rows and 2 stages, one CTA an SM
 // by design (254 registers: no cap): the odd-rows choice
-// (storeBoundOddRows) and a candidate of the others.
-var storeBoundTall = with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 4, "max_registers", 0)
+// (storeBoundOddRows) and a candidate of the others. Two stages, as K is
+// at most two iterations: on the H200 4095×4097×33 ran 25.8 and 26.1
+// TFLOP/s at 2 stages against 24.0 and 24.4 at 4 (2026-12-03 r21a,
+// 2026-12-04 r22a).
+var storeBoundTall = with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 2, "max_registers", 0)
 
 // storeBoundOddRows: where the output's rows are an odd number of words
-// (stored a word at a time, lanes along the columns), tuneMatMul takes
-// storeBoundMeta at 256×128 and 4 stages (254 registers, one CTA an SM):
-// on the H200, 2026-12-02, two calls, 4095×4097×33 ran 23.0–23.2 TFLOP/s
-// there against 20.6–20.7 at 128×128 (156 registers), memcheck clean
-// (`tilefuse peer -precision tf32 -run 'matmul 4095' -tune
-// 'BLOCK_M=256,num_stages=4'`). Only that shape was measured; other odd
-// widths (4096×4097×32: A's copies 16 bytes wide) take it by the same
-// store-bound reasoning, unmeasured.
+// (stored a word at a time, lanes along the columns) and A's rows are
+// not 16-byte aligned (K not a multiple of 4: A's copies 4 or 8 bytes
+// wide, 16 a thread and stage at 128×128), tuneMatMul takes storeBoundTall
+// (254 registers, one CTA an SM): on the H200, 2026-12-02, two calls,
+// 4095×4097×33 ran 23.0–23.2 TFLOP/s there against 20.6–20.7 at 128×128
+// (156 registers), memcheck clean (`tilefuse peer -precision tf32 -run
+// 'matmul 4095' -tune 'BLOCK_M=256,num_stages=4'`); since the registers'
+// cap, 26.1 against 24.1 at 128×128 (64 bytes spilled; 2026-12-04, r22a).
+// Where A's copies are 16 bytes wide, storeBoundMeta: 4096×4097×32 ran
+// 33.5 there (128 registers, no spill) against 31.7 at 256×128 (r22a).
 //
 // storeBoundCandidates are the autotuner's alternatives to
-// the choice def (storeBoundMeta): the swapped form at 256×128 (the choice
-// before, 4 stages) with and without epi_smem, at 64 and 128 rows with it
+// the choice def (storeBoundMeta): the swapped form at 256×128 with and without epi_smem, at 64 and 128 rows with it
 // and 128 without it, and with k_tail = 1 (codegen's swappedTail: the
 // last iteration's k steps past K skipped; within ±2% of the choice on the H200).
 func storeBoundCandidates(def tile.Meta) []tile.Meta {

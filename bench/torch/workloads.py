@@ -416,6 +416,12 @@ PEER = [
     ("matmul 4096×4096×50", 4096, 50, 4096, False),
     ("matmul 4096×4096×32", 4096, 32, 4096, False),
     ("matmul 4096×4096×64", 4096, 64, 4096, False),
+    # K = 50's neighbour at nearly its FLOPs, and 4095×4097×33's oddities
+    # one at a time (odd output rows, odd K, odd M)
+    ("matmul 4096×4096×48", 4096, 48, 4096, False),
+    ("matmul 4096×4097×32", 4096, 32, 4097, False),
+    ("matmul 4096×4096×33", 4096, 33, 4096, False),
+    ("matmul 4095×4096×32", 4095, 32, 4096, False),
     # 4096³'s output at other depths (time against K: a tile's fixed cost)
     ("matmul 4096×4096×1024", 4096, 1024, 4096, False),
     ("matmul 4096×4096×2048", 4096, 2048, 4096, False),
