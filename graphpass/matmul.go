@@ -342,8 +342,8 @@ func kPart(b *tile.Builder, part *tile.Value, kk, bk, split int) (lo, hi *tile.V
 // form at 128×128 (storeBoundMeta), 8 warps, 3 stages, registers capped at
 // 128 (two CTAs an SM); where the output's rows are 16-byte aligned and
 // whole tiles of them its epilogue stored from the accumulator's
-// registers (storeBoundDirect),
-// else through shared memory (epi_smem = 1: lanes on consecutive columns);
+// registers (storeBoundDirect), else through shared memory (epi_smem = 1:
+// lanes on consecutive columns);
 // where the output's rows are an odd number of words and A's not 16-byte
 // aligned, 256 rows and 2 stages (storeBoundOddRows).
 //

@@ -71,8 +71,9 @@ const streamBytes = 64 << 20
 //   - on a GPU, num_warps: at least the target's, and one warp for every
 //     1024 elements of the block (32 a thread) up to maxRowWarps (the
 //     hand-written kernels reach 3.9 TB/s on the H200 at 4 warps for 1024
-//     and 4096), but 16 for a softmax's row of 4096 (rowWarps8); a looped row takes maxRowWarps (16), so that few rows are
-//     in flight and its second pass finds them in L2: LayerNorm's looped
+//     and 4096), but 16 for a softmax's row of 4096 (rowWarps8); a looped
+//     row takes maxRowWarps (16), so that few rows are in flight and its
+//     second pass finds them in L2: LayerNorm's looped
 //     kernel holds 99 registers a thread (ptxas 11.8, sm_90), one program
 //     of 16 warps an SM, 132 rows of 128 KiB at 32768 wide (17 MB) in
 //     flight on an H200, where 8 warps had two an SM (34 MB of its 50 MB
@@ -98,19 +99,25 @@ const streamBytes = 64 << 20
 //   - on a GPU, BLOCK_M, the rows a program takes, where the rows are
 //     short: rows are added while a program holds fewer than 8 elements a
 //     thread and the grid keeps a program for every SM (absent: one);
-//   - on a GPU, STREAM = 1 where the tensor is larger than the L2
+//   - on a GPU, STREAM = 1 where a row longer than maxRow is walked or
+//     held with late loads and the tensor is larger than the L2
 //     (streamBytes): loads of the row and the stores with the streaming
-//     cache hint, as the hand-written kernels' best configuration; not for
-//     a long row held in one block at 64 elements a thread, which runs
-//     faster with the default hints (softmax 4096×32768, H200: 0.269 ms
-//     against 0.301, 3.97 TB/s).
+//     cache hint (LayerNorm 4096×32768 on the H200: 0.286 ms against
+//     0.295–0.309 without, 2026-12-04, r22g); not for a softmax's long row
+//     held in one block at 64 elements a thread (softmax 4096×32768: 0.269
+//     ms against 0.301 with it), nor for rows of up to maxRow: the bench's
+//     graphs on the H200 (r22g, two calls each way in turn, device ms)
+//     softmax 8192×4096 0.0676–0.0677 without against 0.0702, 32768×1024
+//     0.0664 against 0.0676, LayerNorm 8192×4096 0.0683 against 0.0706,
+//     32768×1024 0.0667 against 0.0670–0.0673 (with it the kernel runs at
+//     its slow speed in a process that has not left it: DESIGN.md, "row").
 func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 	n := grp.Full[len(grp.Full)-1]
 	rows := numel(grp.Full) / max(n, 1)
-	if t.GPU() && int64(numel(grp.Full))*int64(grp.Root.Info.DType.Size()) > streamBytes {
-		meta["STREAM"] = 1
-	}
 	if looped(grp.Full, t) {
+		if t.GPU() && int64(numel(grp.Full))*int64(grp.Root.Info.DType.Size()) > streamBytes {
+			meta["STREAM"] = 1
+		}
 		switch {
 		case !t.GPU():
 			meta["CHUNK"] = 2048

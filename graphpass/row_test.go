@@ -41,7 +41,8 @@ func TestRowKernelShapes(t *testing.T) {
 		loops, rank int
 		streamed    bool // the row's loads and stores carry the streaming hint
 	}{
-		{"softmax op by op 8192×4096: one block, streamed", []int{8192, 4096}, opSoftmax, 0, 1, true},
+		{"softmax op by op 8192×4096: one block, not streamed (rows of up to maxRow)", []int{8192, 4096}, opSoftmax, 0, 1, false},
+		{"layernorm 4096×32768: one block past maxRow, late loads, streamed", []int{4096, 32768}, opLayerNorm, 0, 1, true},
 		{"softmax op by op 1823×781: one block", []int{1823, 781}, opSoftmax, 0, 1, false},
 		{"softmax op by op 4096×32768: one block, not streamed", []int{4096, 32768}, opSoftmax, 0, 1, false},
 		{"softmax op by op 64×40000: two passes", []int{64, 40000}, opSoftmax, 2, 1, false},
@@ -79,7 +80,8 @@ func TestRowKernelShapes(t *testing.T) {
 			if loops != c.loops || rank != c.rank {
 				t.Errorf("%d loops and row blocks of rank %d, want %d and %d:\n%s", loops, rank, c.loops, c.rank, k.Tile)
 			}
-			if c.streamed && (hinted != 2 || plain != 0) || !c.streamed && hinted != 0 {
+			// streamed: the row's load and the store (a LayerNorm's γ is not)
+			if c.streamed && hinted != 2 || !c.streamed && hinted != 0 {
 				t.Errorf("%d loads and stores with the streaming hint and %d without (streamed: %v):\n%s", hinted, plain, c.streamed, k.Tile)
 			}
 		})

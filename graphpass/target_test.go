@@ -167,7 +167,7 @@ func TestMetaParameters(t *testing.T) {
 		{"row of 10000 held in one block at 16 warps", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 4, 10000))) }, gpu8,
 			tile.Meta{"BLOCK": 16384, "num_warps": 16}, 0},
 		{"a softmax's row of 4096: 16 warps, 8 elements a thread (rowWarps8)", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 8192, 4096))) }, H200,
-			tile.Meta{"BLOCK": 4096, "STREAM": 1, "num_warps": 16}, 0},
+			tile.Meta{"BLOCK": 4096, "num_warps": 16}, 0},
 		{"row of 8192: 8 warps", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 1151, 8192))) }, H200,
 			tile.Meta{"BLOCK": 8192, "num_warps": 8}, 0},
 		{"a LayerNorm-like row of 8192 held at 8 warps, its gain loaded late (walked at 4 warps: slower)", func(g *G.ExprGraph) *G.Node {
