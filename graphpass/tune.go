@@ -173,8 +173,8 @@ func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.M
 // for rows of at least 8192 held in one block, every warp the target has
 // (32 at 1024 threads: 8 to 32 elements a thread, a quarter or half of
 // the registers, one program of 32 warps an SM), for shorter rows held
-// in one block (without late loads) 32 and 8 elements a thread, and the row walked in
-// blocks of 16 elements a thread at 4, 8, 16 and 32 warps (where the group
+// in one block without late loads 32 and 8 elements a thread, and the row
+// walked in blocks of 16 elements a thread at 4, 8, 16 and 32 warps (where the group
 // computes nothing a looped row cannot: fewer registers, more programs an
 // SM, the second pass from L2); rows walked in blocks: CHUNK halved and
 // doubled, blocks of 16 a thread at 4, 8, 16 and 32 warps, the warps halved
@@ -313,8 +313,8 @@ const smThreads, smRegisters = 2048, 64 << 10
 // persistForms are a row kernel held in one block, one row a program
 // (def), as a persistent kernel (PERSIST = k: k programs an SM, each
 // looping over its rows with the next row's loads in flight while it
-// stores; rowEmit.persistent) for k = 1 to 4, 8 and 16 where k programs fit in an
-// SM: their threads, and two rows of the block each (the row and the next
+// stores; rowEmit.persistent) for k = 1 to 4, 8 and 16 where k programs
+// fit in an SM: their threads, and two rows of the block each (the row and the next
 // one, a register an element: 1 program an SM at 32768 wide, up to 4 at
 // 8192), where the rows are more than the SMs (fewer are one row a
 // program anyway). The next row's loads are issued in the store, group by
@@ -327,7 +327,10 @@ const smThreads, smRegisters = 2048, 64 << 10
 // (2026-12-02, tuner batches of 10: softmax 8192×4096 best 0.0729 ms
 // against the default's 0.0675, 32768×1024 0.0692 against 0.0657, 1151×8192
 // 0.0239 against 0.0220, LayerNorm 8192×4096 0.0743 against 0.0673), and
-// each candidate costs the tuner a compile and a measurement.
+// each candidate costs the tuner a compile and a measurement. At 8 and 16
+// programs an SM (as many as one row a program keeps resident) softmax
+// 32768×1024 ran 0.0704 and 0.0722 ms against the one-row kernel's 0.0659
+// (H200, 2026-12-04, r22b): no default takes them.
 func persistForms(def tile.Meta, t Target, rows int) []tile.Meta {
 	var out []tile.Meta
 	w, block := max(1, def["num_warps"]), max(1, def["BLOCK"])

@@ -406,7 +406,8 @@ const storeBoundK = 64
 // H200's ptxas 156, and 20.6 TFLOP/s against 20.9 with the old addresses
 // (2026-12-02, one call), where 256×128 at 4 stages ran 23.2 (254
 // registers): a candidate for this rule once measured again. It was
-// (storeBoundOddRows).
+// (storeBoundOddRows); where the output's rows are 16-byte aligned and
+// whole tiles, the epilogue goes from the registers (storeBoundDirect).
 //
 // max_registers = 128 keeps the two CTAs an SM the tiling is for: the
 // H200's ptxas gave the kernel 140 registers, one CTA an SM; capped, 128
@@ -418,7 +419,7 @@ var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "n
 
 // storeBoundDirect is storeBoundMeta with the epilogue stored from the
 // accumulator's registers (epi_smem = 0), the choice where the output's
-// rows are 16-byte aligned: on the H200 (2026-12-04, r21b, `tilefuse peer
+// rows are 16-byte aligned and whole tiles of them: on the H200 (2026-12-04, r21b, `tilefuse peer
 // -precision tf32 -tune …`) at 128×128, 128 registers, 4096×4096×32 ran
 // 42.2–42.8 TFLOP/s against 42.7 through shared memory, ×64 74.5 against
 // 71.9, ×50 53.0 against 52.0; r22a: ×32 43.1 against 43.3, ×33 33.9
@@ -448,9 +449,10 @@ var storeBoundTall = with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 2, "max_
 // Where A's copies are 16 bytes wide, storeBoundMeta: 4096×4097×32 ran
 // 33.5 there (128 registers, no spill) against 31.7 at 256×128 (r22a).
 //
-// storeBoundCandidates are the autotuner's alternatives to
-// the choice def (storeBoundMeta): the swapped form at 256×128 with and without epi_smem, at 64 and 128 rows with it
-// and 128 without it, and with k_tail = 1 (codegen's swappedTail: the
+// storeBoundCandidates are the autotuner's alternatives to the choice def
+// (storeBoundMeta, storeBoundDirect or storeBoundTall): the swapped form
+// at 256×128 with and without epi_smem, at 64 and 128 rows with it and
+// 128 without it, and with k_tail = 1 (codegen's swappedTail: the
 // last iteration's k steps past K skipped; within ±2% of the choice on the H200).
 func storeBoundCandidates(def tile.Meta) []tile.Meta {
 	return []tile.Meta{
@@ -480,10 +482,10 @@ func storeBound(t Target, prec tile.Precision, s waveShape) bool {
 		s.m < 128 || s.n < 128 || t.SharedMemory < 3*4*32*(128+128) {
 		return false
 	}
-	// rows of K that are not 16-byte aligned (A's copies 4 or 8 bytes wide)
-	// under an output whose rows are: 128×128 since its registers are
-	// capped (two CTAs an SM): 4096×4096×50 on the H200 53.0 TFLOP/s
-	// against 49.8 at the 256×128 form of the other rules (2026-12-04,
-	// r21b; on 2026-12-02, 140 registers, one CTA an SM, 42.5 against 47.2)
+	// whatever K's rows (4096×4096×50, A's copies 8 bytes wide under
+	// 16-byte aligned output rows: 53.0–53.5 TFLOP/s at 128×128 against
+	// 49.8–50.6 at the other rules' 256×128 on the H200, 2026-12-04, r21b
+	// and r22b; before the registers' cap, 42.5 against 47.2, so that such
+	// products kept the other rules until then)
 	return s.batch*tile.CDiv(s.m, 128)*tile.CDiv(s.n, 128) >= t.SMs
 }
