@@ -54,10 +54,10 @@ func maxRowWarps(t Target) int { return max(t.NumWarps, min(16, t.MaxThreads/32)
 // softmax backward.
 func looped(full []int, t Target) bool { return len(full) > 0 && full[len(full)-1] > maxRow(t) }
 
-// streamBytes is the size of a row group's tensor above which its loads
-// and stores bypass the caches (STREAM): more than an H100's or H200's
-// 50 MB of L2, so that nothing a later kernel reads would have stayed
-// there anyway.
+// streamBytes is the size of a row group's tensor above which the loads
+// and stores of its rows longer than maxRow bypass the caches (STREAM,
+// tuneRow): more than an H100's or H200's 50 MB of L2, so that nothing a
+// later kernel reads would have stayed there anyway.
 const streamBytes = 64 << 20
 
 // tuneRow chooses a row kernel's meta-parameters:
