@@ -157,7 +157,7 @@ func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 	case late:
 		warps = lateWarps(block, t)
 	case block == 4096 && rowInputs(grp) == 1 && len(grp.Extra) == 0 && !hasSoftmaxGrad(grp):
-		warps = min(block/256, maxRowWarps(t)) // rowWarps8
+		warps = rowWarps8(block, t)
 	}
 	meta["num_warps"] = warps
 	bm := 1
@@ -191,16 +191,18 @@ func lateWarps(block int, t Target) int { return max(t.NumWarps, min(block/512, 
 
 // rowWarps is the warps of a row held in one block of block elements: the
 // target's, and one for every 1024 elements up to maxRowWarps.
-//
-// rowWarps8: a row of 4096 that the group reads alone (a softmax) takes a
-// warp for every 256 elements (8 a thread: 16 warps), as Triton's tutorial
-// softmax does: on the H200 (2026-12-04, r22a, `tilefuse tune -budget 0`,
+func rowWarps(block int, t Target) int { return max(t.NumWarps, min(block/1024, maxRowWarps(t))) }
+
+// rowWarps8 is the warps of a row of block elements held at 8 a thread:
+// one for every 256 elements, up to maxRowWarps. tuneRow gives them to a
+// row of 4096 that the group reads alone (a softmax: 16 warps), as
+// Triton's tutorial softmax does: on the H200 (2026-12-04, r22a, `tilefuse tune -budget 0`,
 // batches of 10 launches) softmax 8192×4096 ran 0.0664 ms a launch at 16
 // warps against 0.0687 at 4 (the default then) and 0.0678 at 8; rows of
 // 1024 keep 4 warps (8 a thread already; 8 warps 0.0710 against 0.0662
 // at 32768×1024). LayerNorm's late loads keep lateWarps (16 warps there:
 // 0.0861 against 0.0679 at 8).
-func rowWarps(block int, t Target) int { return max(t.NumWarps, min(block/1024, maxRowWarps(t))) }
+func rowWarps8(block int, t Target) int { return min(block/256, maxRowWarps(t)) }
 
 // rowInputs is the number of the group's inputs that are not scalars.
 func rowInputs(grp *Group) int {

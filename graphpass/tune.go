@@ -290,7 +290,7 @@ func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta
 		// at 8 (a warp for every 256, as Triton's tutorial softmax holds
 		// 4096 at 16 warps; rowWarps8), whichever the default is not
 		if _, late := def["late_loads"]; !late && block < 8192 {
-			for _, w := range []int{rowWarps(block, t), min(block/256, allWarps)} {
+			for _, w := range []int{rowWarps(block, t), rowWarps8(block, t)} {
 				if w != def["num_warps"] {
 					out = append(out, with(def, "num_warps", w))
 				}

@@ -317,20 +317,20 @@ func TestStoreBoundProducts(t *testing.T) {
 				}
 				return
 			}
-			def := sb(c.bm, "")
-			if c.direct {
-				def = strings.Replace(def, "epi_smem = 1, ", "", 1)
+			// the choice's form: from the accumulator (no epi_smem) where direct
+			form := func(m string) string {
+				if c.direct {
+					return strings.Replace(m, "epi_smem = 1, ", "", 1)
+				}
+				return m
 			}
+			def := form(sb(c.bm, ""))
 			if got := cands[0].String(); got != def {
 				t.Fatalf("meta %v, want %s", got, def)
 			}
-			tail := sb(c.bm, "k_tail = 1, ")
-			if c.direct {
-				tail = strings.Replace(tail, "epi_smem = 1, ", "", 1)
-			}
 			var want []string
 			for _, m := range []string{sb(256, ""), strings.Replace(sb(256, ""), "epi_smem = 1, ", "", 1), sb(64, ""), sb(128, ""),
-				strings.Replace(sb(128, ""), "epi_smem = 1, ", "", 1), tail} {
+				strings.Replace(sb(128, ""), "epi_smem = 1, ", "", 1), form(sb(c.bm, "k_tail = 1, "))} {
 				if m != cands[0].String() {
 					want = append(want, m)
 				}
