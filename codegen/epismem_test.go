@@ -176,7 +176,11 @@ func TestEpiSmemRaggedRows(t *testing.T) {
 // no multiple of BLOCK_K runs in its last iteration only the k steps of 8
 // that start before K (one at K = 33, three at K = 50), on a path of its
 // own beside the full iteration's four (both unrolled iterations); K = 64,
-// or k_tail unset, has no such path.
+// or k_tail unset, has no such path. Its copies past those steps are not
+// issued (tailCopyLimit: a limit kEnd − k of the copied iteration, kEnd 40
+// at K = 33 and 56 at K = 50, each copy guarded by its k coordinate below
+// it), and the fragments of the steps it skips are loaded only on the
+// full iteration's side (4 ld.shared a step and unrolled iteration).
 func TestSwappedKTail(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -189,6 +193,7 @@ func TestSwappedKTail(t *testing.T) {
 		{"K=64", 64, 1, 0},
 		{"K=33 without k_tail", 33, 0, 0},
 	} {
+		kEnd := 32 + 8*c.steps
 		t.Run(c.name, func(t *testing.T) {
 			k := maskedProduct(t, 195, 197, c.k, 128, tile.Meta{"epi_smem": 1, "num_stages": 3, "k_tail": c.tail})
 			ck, err := Compile(k, Options{Arch: 90, NumWarps: 8, Spec: all16(k)})
@@ -197,11 +202,28 @@ func TestSwappedKTail(t *testing.T) {
 			}
 			p := ck.PTX
 			paths := regexp.MustCompile(`(?s)\n\$L_wg_ktail_\d+:\n(.*?)wgmma.commit_group`).FindAllStringSubmatch(p, -1)
+			limits := regexp.MustCompile(`sub\.s32 (%r\d+), (\d+), %r\d+;`).FindAllStringSubmatch(p, -1)
+			guardedCopies := regexp.MustCompile(`@%p\d+ cp\.async\.`).FindAllString(p, -1)
+			guardedFrags := regexp.MustCompile(`@%p\d+ ld\.shared\.b32`).FindAllString(p, -1)
 			if c.steps == 0 {
-				if len(paths) != 0 {
-					t.Fatalf("%d tail paths", len(paths))
+				if len(paths) != 0 || len(limits) != 0 || len(guardedCopies) != 0 || len(guardedFrags) != 0 {
+					t.Fatalf("%d tail paths, %d copy limits, %d guarded copies, %d guarded fragment loads", len(paths), len(limits), len(guardedCopies), len(guardedFrags))
 				}
 				return
+			}
+			if len(limits) == 0 {
+				t.Fatal("no limit on the copies")
+			}
+			for _, m := range limits {
+				if m[2] != strconv.Itoa(kEnd) {
+					t.Errorf("copies limited by %s − k, want %d − k", m[2], kEnd)
+				}
+			}
+			if len(guardedCopies) == 0 {
+				t.Error("no copy guarded by its k coordinate")
+			}
+			if want := 2 * 4 * (4 - c.steps); len(guardedFrags) != want {
+				t.Errorf("%d guarded fragment loads, want %d", len(guardedFrags), want)
 			}
 			if len(paths) != 2 {
 				t.Fatalf("%d tail paths, want one per unrolled iteration", len(paths))

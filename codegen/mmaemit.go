@@ -255,7 +255,7 @@ func (l *lowerer) tileCopies(ml *mmaLoop, region int, ivp, sp, live string) erro
 			return err
 		}
 		l.asyncCopies(args, lay, t.vw, live, sp, l.affineOf(ld.Args[0], map[*tile.Value]*affine{}),
-			func(s slot) string { return l.copySlot(t, region, lay, s) }, nil)
+			func(s slot) string { return l.copySlot(t, region, lay, s) }, nil, nil)
 	}
 	return nil
 }

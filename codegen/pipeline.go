@@ -941,7 +941,7 @@ func (l *lowerer) oneBlockLoop(v *tile.Value, p *pipe, iv, sc string, bounds []s
 		return err
 	}
 	var f [2]*swFrags
-	f[0] = l.swappedFrags(p, sc, nil)
+	f[0] = l.swappedFrags(p, sc, nil, nil)
 	f[1] = &swFrags{}
 	for range f[0].hi {
 		var hi, lo [4]string
@@ -965,7 +965,7 @@ func (l *lowerer) oneBlockLoop(v *tile.Value, p *pipe, iv, sc string, bounds []s
 		if err := ready(); err != nil {
 			return err
 		}
-		l.swappedFrags(p, sc, f[1-u%2])
+		l.swappedFrags(p, sc, f[1-u%2], nil)
 		if (u+1)%span == 0 {
 			emit(w, "wgmma.wait_group.sync.aligned 0")
 			l.addBlock(p, acc, blk)
@@ -1111,6 +1111,7 @@ func (l *lowerer) issueCopies(p *pipe, ivp string, carried []*lval, sp, live str
 			l.remember(a, carried[i])
 		}
 	}
+	lim := l.tailCopyLimit(p, ivp)
 	for i, ld := range p.loads {
 		t := p.a
 		if i == 1 {
@@ -1139,9 +1140,13 @@ func (l *lowerer) issueCopies(p *pipe, ivp string, carried []*lval, sp, live str
 			vw = p.vw[i]
 		}
 		trans := p.copy[i] != nil
+		var need func(s slot) string
+		if lim != "" {
+			need = l.tailCopyNeeded(lay, 1-i, lim)
+		}
 		l.asyncCopies(args, lay, vw, live, sp, l.affineOf(ld.Args[0], map[*tile.Value]*affine{}),
 			func(s slot) string { return l.tileSlot(t, lay, s, trans) },
-			func(vc []int) int64 { return int64(t.slotAddr(vc, trans)) })
+			func(vc []int) int64 { return int64(t.slotAddr(vc, trans)) }, need)
 	}
 	// the next iteration's carried values
 	yield := body.Values[len(body.Values)-1]
@@ -1424,13 +1429,24 @@ func (l *lowerer) ownedGroups(lay *Layout, vw int, f func(first int, s slot, g s
 // address registers go unused, and with them their per-slot offsets
 // (prologue registers live across the loop: one 32-bit offset into
 // memory and one into the tile per copy).
-func (l *lowerer) asyncCopies(args []*lval, lay *Layout, vw int, live, sp string, ptr *affine, at func(s slot) string, off func(vc []int) int64) {
+func (l *lowerer) asyncCopies(args []*lval, lay *Layout, vw int, live, sp string, ptr *affine, at func(s slot) string, off func(vc []int) int64, need func(s slot) string) {
 	w := &l.body
 	if l.perSlotAddr() {
 		ptr, off = nil, nil
 	}
 	var src, dst copyBases
 	l.ownedGroups(lay, vw, func(first int, s slot, g string) {
+		if need != nil {
+			if q := need(s); q != "" {
+				if g == "" {
+					g = guardOf(q)
+				} else {
+					r := l.reg("p")
+					emit(w, "and.pred %s, %s, %s", r, strings.TrimSuffix(strings.TrimPrefix(g, "@"), " "), q)
+					g = guardOf(r)
+				}
+			}
+		}
 		pred := live
 		if m := maskReg(args, first); m != "" {
 			r := l.reg("p")
@@ -1460,6 +1476,64 @@ func (l *lowerer) asyncCopies(args []*lval, lay *Layout, vw int, live, sp string
 		}
 		emit(w, "%scp.async.%s.shared.global [%s], [%s], %d, %s", g, cache, da, sa, 4*vw, size)
 	})
+}
+
+// tailCopyLimit: where the last iteration of swapped loop p runs only its
+// first k steps of 8 (k_tail = 1: swappedTail), its copies of the rows of
+// k past them would fill shared memory that no wgmma reads (at K = 33 and
+// BLOCK_K = 32, 24 of the last iteration's 32 rows of k: of A's 4-byte
+// copies, 3 in 8 of the loop's), so they are not issued. A copy at k
+// coordinate kc of the tile, in the stage of the iteration at k = ivp, is
+// needed where kc < kEnd − ivp, kEnd the last iteration's k plus its steps'
+// 8·steps: for every earlier iteration that holds for every kc. The limit
+// kEnd − ivp is a register computed here; "" where the copies are all
+// issued: no k tail, a pass over the copies (3xTF32, bf16, the staged
+// form: it reads what every copy wrote), the warp-specialised loop (its
+// producer does not take the tail) or A by tensor copies.
+func (l *lowerer) tailCopyLimit(p *pipe, ivp string) string {
+	if !l.skipsTailCopies(p) {
+		return ""
+	}
+	v := p.loop
+	tail := l.swappedTail(v, p, ivp, "", "s32")
+	lo, hi, st := v.Args[0].Aux, v.Args[1].Aux, v.Args[2].Aux
+	end := lo + (hi-lo)/st*st + int64(8*tail.steps)
+	lim := l.reg("r")
+	emit(&l.body, "sub.s32 %s, %d, %s", lim, end, ivp)
+	return lim
+}
+
+// skipsTailCopies reports whether swapped loop p leaves out its last
+// iteration's copies past the k steps it runs (tailCopyLimit): with
+// k_tail = 1 and K a constant with a tail shorter than BLOCK_K − 8, where
+// the copies are cp.async, nothing passes over them, the loop is not
+// warp-specialised and wgmma's A, B's fragments, is read by ld.shared
+// (wgmmaSwappedStep then loads the fragments past the tail only in the
+// iterations before the last: B as [k][n], or through a descriptor).
+func (l *lowerer) skipsTailCopies(p *pipe) bool {
+	v := p.loop
+	if !p.swapped || p.ws || p.copyPass() || p.tma != nil || p.bT && !p.ss || p.oneBlock || ptxInt(v.Args[0].Type.DType) != "s32" {
+		return false
+	}
+	tail := l.swappedTail(v, p, "", "", "s32")
+	return tail != nil && 8*tail.steps < p.k
+}
+
+// tailCopyNeeded is asyncCopies' need for the copies of a load in layout
+// lay whose value dimension kd is k, against tailCopyLimit's lim: the
+// predicate (one a coordinate) that slot s's k coordinate is below lim.
+func (l *lowerer) tailCopyNeeded(lay *Layout, kd int, lim string) func(s slot) string {
+	preds := map[string]string{}
+	return func(s slot) string {
+		kc := l.valueCoord(lay, s, kd)
+		if q, ok := preds[kc]; ok {
+			return q
+		}
+		q := l.reg("p")
+		emit(&l.body, "setp.lt.s32 %s, %s, %s", q, kc, lim)
+		preds[kc] = q
+		return q
+	}
 }
 
 // perSlotAddr: the meta-parameter per_slot_addr = 1 keeps the old form,

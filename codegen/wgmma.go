@@ -186,8 +186,25 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 		l.wgmmaSwappedBF16(p, stage, acc)
 		return
 	}
-	l.swappedIssue(p, stage, acc, blk, tail, l.swappedFrags(p, stage, nil), true)
+	var full *fragGuard
+	if tail != nil && l.skipsTailCopies(p) {
+		// the last iteration's stage holds nothing past its tail.steps
+		// k steps (tailCopyLimit): their fragments are loaded only where
+		// the iteration is not the last
+		k, q := l.reg(tail.class), l.reg("p")
+		emit(&l.body, "add.%s %s, %s, %d", tail.ptx, k, tail.iv, p.k)
+		emit(&l.body, "setp.le.%s %s, %s, %s", tail.ptx, q, k, tail.hi)
+		full = &fragGuard{pred: q, steps: tail.steps}
+	}
+	l.swappedIssue(p, stage, acc, blk, tail, l.swappedFrags(p, stage, nil, full), true)
 	emit(&l.body, "wgmma.wait_group.sync.aligned 1")
+}
+
+// fragGuard: swappedFrags loads the fragments of the k steps from steps on
+// only where pred holds.
+type fragGuard struct {
+	pred  string
+	steps int
 }
 
 // swFrags are a swapped step's fragments of Bᵀ, a k step of 8 each (wgmma's
@@ -201,7 +218,7 @@ type swFrags struct{ hi, lo [][4]string }
 // columns k + t and k + t + 4 of B's k×n tile (or ldmatrix of B stored
 // [n][k]). into, if not nil, names the registers to write (a set carried
 // around a loop); otherwise they are new.
-func (l *lowerer) swappedFrags(p *pipe, stage string, into *swFrags) *swFrags {
+func (l *lowerer) swappedFrags(p *pipe, stage string, into *swFrags, guard *fragGuard) *swFrags {
 	w := &l.body
 	l.newStep()
 	lane := l.laneID()
@@ -222,8 +239,11 @@ func (l *lowerer) swappedFrags(p *pipe, stage string, into *swFrags) *swFrags {
 			emit(w, "add.s32 %s, %s, %s", base, l.swizzledBase(p.b, bRow, bChunk, bIn, cs%8), stage)
 			addr[cs%8] = base
 		}
-		r := l.reg("r")
-		emit(w, "ld.shared.b32 %s, [%s+%d]", r, base, k*p.b.rowBytes()+128*(cs/8))
+		r, g := l.reg("r"), ""
+		if guard != nil && k/8 >= guard.steps {
+			g = guardOf(guard.pred)
+		}
+		emit(w, "%sld.shared.b32 %s, [%s+%d]", g, r, base, k*p.b.rowBytes()+128*(cs/8))
 		return r
 	}
 	f := &swFrags{}
