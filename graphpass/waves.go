@@ -414,8 +414,17 @@ const storeBoundK = 64
 // and no spills, 4096×4096×32 ran 34.1 → 42.7 TFLOP/s and ×64 57.3 →
 // 71.9 (2026-12-04, r21b, `tilefuse peer -precision tf32 -tune
 // max_registers=128`).
+//
+// k_tail = 1: where K is no multiple of 32 the last iteration runs only
+// its k steps of 8 that start before K, and since 2026-12-04 its copies
+// past them are not issued (codegen's tailCopyLimit): at K = 33 one k step
+// of four and 8 of 32 rows of k copied. On the H200 (2026-12-04, r23b,
+// `tilefuse peer -precision tf32 -tune k_tail=1`, one process, TFLOP/s)
+// 4096×4096×33 33.3 → 36.2, ×50 51.8 → 54.7, 4095×4097×33 25.4 → 27.3;
+// ×32 (no tail) 41.4 and 41.9. Where K is a multiple of 32 it changes
+// nothing.
 var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3,
-	"wgmma": 2, "epi_smem": 1, "max_registers": 128}
+	"wgmma": 2, "epi_smem": 1, "max_registers": 128, "k_tail": 1}
 
 // storeBoundDirect is storeBoundMeta with the epilogue stored from the
 // accumulator's registers (epi_smem = 0), the choice where the output's
@@ -452,8 +461,8 @@ var storeBoundTall = with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 2, "max_
 // storeBoundCandidates are the autotuner's alternatives to the choice def
 // (storeBoundMeta, storeBoundDirect or storeBoundTall): the swapped form
 // at 256×128 with and without epi_smem, at 64 and 128 rows with it and
-// 128 without it, and with k_tail = 1 (codegen's swappedTail: the
-// last iteration's k steps past K skipped; within ±2% of the choice on the H200).
+// 128 without it, and the choice without k_tail (every k step and copy of
+// the last iteration run).
 func storeBoundCandidates(def tile.Meta) []tile.Meta {
 	return []tile.Meta{
 		storeBoundTall,
@@ -461,7 +470,7 @@ func storeBoundCandidates(def tile.Meta) []tile.Meta {
 		with(storeBoundMeta, "BLOCK_M", 64),
 		with(storeBoundMeta),
 		with(storeBoundMeta, "epi_smem", 0),
-		with(def, "k_tail", 1),
+		with(def, "k_tail", 0),
 	}
 }
 
