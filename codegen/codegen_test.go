@@ -443,3 +443,28 @@ func TestTanhStraightLine(t *testing.T) {
 		t.Errorf("no rcp.approx.f32 in tanh")
 	}
 }
+
+// TestExpForm: f32 exp is ex2.approx of x·log₂e corrected by one FMA with
+// d = x − t·ln2 (two FMAs against ln2's high and low parts) and one NaN
+// test, no finiteness tests: seven instructions beside ex2's (expf; the
+// conformance table checks its 2 ulp on every backend, the GPU's
+// ex2.approx included, with overflow, ±∞ and NaN among the inputs).
+func TestExpForm(t *testing.T) {
+	k := build(t, kernels.Unary(tile.OpExp), tile.Meta{"BLOCK": 128})
+	ck, err := Compile(k, Options{Spec: all16(k)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex2 := count(`ex2\.approx\.f32`, ck.PTX)
+	if ex2 == 0 {
+		t.Fatal("no ex2.approx.f32")
+	}
+	if n := count(`testp\.`, ck.PTX); n != 0 {
+		t.Errorf("%d testp in exp", n)
+	}
+	for re, per := range map[string]int{`setp\.nan\.f32`: 1, `fma\.rn\.f32`: 3, `mul\.rn\.f32`: 1, `selp\.f32`: 1} {
+		if n := count(re, ck.PTX); n != per*ex2 {
+			t.Errorf("%d %s for %d exponentials, want %d", n, re, ex2, per*ex2)
+		}
+	}
+}

@@ -71,7 +71,8 @@ func mathInputs(rng *rand.Rand, o tile.Op, n int) []float32 {
 	switch o {
 	case tile.OpExp:
 		draw = func() float64 { return uniform(-87, 88) }
-		special = []float64{0, -inf, inf, 1e-8, -1e-8, 88.7, -103}
+		// past 88.73 e^x overflows (at 1e30 x·log₂e too), NaN stays NaN
+		special = []float64{0, -inf, inf, 1e-8, -1e-8, 88.7, -103, 88.73, 89, 100, 1e30, -1e30, math.NaN()}
 	case tile.OpExp2:
 		draw = func() float64 { return uniform(-125, 127) }
 		special = []float64{0, -inf, inf, 0.5}
