@@ -201,6 +201,16 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "epi_smem": 1, "k_tail": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
 		{peerCase{name: "matmul 130x50x129 swapped 128x128 epi_smem k_tail", m: 130, k: 50, n: 129}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "epi_smem": 1, "k_tail": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		// the store-bound choices, which take k_tail (graphpass
+		// storeBoundMeta): the last iteration's copies past its k steps
+		// left out too, K under one step (20) and a step and one (33),
+		// from the accumulator and through shared memory at 256 rows
+		{peerCase{name: "matmul 195x20x196 swapped 128x128 capped k_tail", m: 195, k: 20, n: 196}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "max_registers": 128, "k_tail": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		{peerCase{name: "matmul 195x33x196 swapped 128x128 capped k_tail", m: 195, k: 33, n: 196}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "max_registers": 128, "k_tail": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		{peerCase{name: "matmul 300x33x197 swapped 256x128 epi_smem k_tail 2 stages", m: 300, k: 33, n: 197}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "k_tail": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2}, false},
 		{peerCase{name: "gelu 150x100x200 swapped 3xTF32 64x128 k_tail", m: 150, k: 100, n: 200, gelu: true}, tile.PrecTF32x3,
 			tile.Meta{"wgmma": 2, "k_tail": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, false},
 		{peerCase{name: "matmul 200x264x136 swapped ws 256x128 k_tail", m: 200, k: 264, n: 136}, tile.PrecTF32,
