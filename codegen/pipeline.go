@@ -1436,15 +1436,15 @@ func (l *lowerer) asyncCopies(args []*lval, lay *Layout, vw int, live, sp string
 	}
 	var src, dst copyBases
 	l.ownedGroups(lay, vw, func(first int, s slot, g string) {
-		if need != nil {
+		if need != nil { // the copy only where needed, and by its owner
 			if q := need(s); q != "" {
-				if g == "" {
-					g = guardOf(q)
-				} else {
+				own, _ := l.owner(lay, s)
+				if own != "" {
 					r := l.reg("p")
-					emit(w, "and.pred %s, %s, %s", r, strings.TrimSuffix(strings.TrimPrefix(g, "@"), " "), q)
-					g = guardOf(r)
+					emit(w, "and.pred %s, %s, %s", r, own, q)
+					q = r
 				}
+				g = guardOf(q)
 			}
 		}
 		pred := live

@@ -407,9 +407,10 @@ type kTail struct {
 }
 
 // swappedTail is the kTail of swapped loop v (induction variable iv, bound
-// hi, of PTX integer type ptx) with the meta-parameter k_tail = 1 (not
-// measured on the GPU yet: whether ptxas keeps the wgmmas pipelined across
-// the branch) where its bounds and step are constants,
+// hi, of PTX integer type ptx) with the meta-parameter k_tail = 1 (with the
+// last iteration's copies past its steps left out, tailCopyLimit, the
+// store-bound products' default: graphpass storeBoundMeta, measured on the
+// H200) where its bounds and step are constants,
 // the step BLOCK_K, and K no multiple of it: a last iteration whose stage
 // holds fewer than BLOCK_K rows of k (the copies past K fill zeros). Nil
 // otherwise, and for bf16 (k steps of 16).
