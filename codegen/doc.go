@@ -48,7 +48,8 @@
 //   - epi_smem: 1, the swapped form's epilogue through shared memory
 //     (row-major runs, 16-byte stores where the rows allow).
 //   - k_tail: 1, the swapped form's last iteration runs only the k steps of
-//     8 that start before K.
+//     8 that start before K, and (TF32 by cp.async, not warp-specialised)
+//     issues no copies past them (tailCopyLimit).
 //   - x3_blocks, x3_span (swapped 3xTF32): x3_blocks = 2, a block
 //     accumulator per unrolled iteration (the old form); x3_span = 1, 2
 //     (default) or 4, the iterations one block accumulator sums.
