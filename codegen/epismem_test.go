@@ -204,7 +204,7 @@ func TestSwappedKTail(t *testing.T) {
 			paths := regexp.MustCompile(`(?s)\n\$L_wg_ktail_\d+:\n(.*?)wgmma.commit_group`).FindAllStringSubmatch(p, -1)
 			limits := regexp.MustCompile(`sub\.s32 (%r\d+), (\d+), %r\d+;`).FindAllStringSubmatch(p, -1)
 			guardedCopies := regexp.MustCompile(`@%p\d+ cp\.async\.`).FindAllString(p, -1)
-			guardedFrags := regexp.MustCompile(`@%p\d+ ld\.shared\.b32`).FindAllString(p, -1)
+			guardedFrags := regexp.MustCompile(`@!?%p\d+ ld\.shared\.b32`).FindAllString(p, -1)
 			if c.steps == 0 {
 				if len(paths) != 0 || len(limits) != 0 || len(guardedCopies) != 0 || len(guardedFrags) != 0 {
 					t.Fatalf("%d tail paths, %d copy limits, %d guarded copies, %d guarded fragment loads", len(paths), len(limits), len(guardedCopies), len(guardedFrags))

@@ -190,11 +190,12 @@ func (l *lowerer) wgmmaSwappedStep(p *pipe, stage string, acc *lval, blk []strin
 	if tail != nil && l.skipsTailCopies(p) {
 		// the last iteration's stage holds nothing past its tail.steps
 		// k steps (tailCopyLimit): their fragments are loaded only where
-		// the iteration is not the last
-		k, q := l.reg(tail.class), l.reg("p")
-		emit(&l.body, "add.%s %s, %s, %d", tail.ptx, k, tail.iv, p.k)
-		emit(&l.body, "setp.le.%s %s, %s, %s", tail.ptx, q, k, tail.hi)
-		full = &fragGuard{pred: q, steps: tail.steps}
+		// the iteration is not the last (the predicate swappedIssue's
+		// branch takes too)
+		t := *tail
+		t.last = l.tailLast(p, tail)
+		tail = &t
+		full = &fragGuard{pred: "!" + t.last, steps: t.steps}
 	}
 	l.swappedIssue(p, stage, acc, blk, tail, l.swappedFrags(p, stage, nil, full), true)
 	emit(&l.body, "wgmma.wait_group.sync.aligned 1")
@@ -384,10 +385,11 @@ func (l *lowerer) swappedIssue(p *pipe, stage string, acc *lval, blk []string, t
 	} else {
 		// the last iteration, partial: its first tail.steps k steps only,
 		// each path a whole fence … commit sequence
-		k, last := l.reg(tail.class), l.reg("p")
+		last := tail.last
+		if last == "" {
+			last = l.tailLast(p, tail)
+		}
 		short, join := l.label("wg_ktail"), l.label("wg_kjoin")
-		emit(w, "add.%s %s, %s, %d", tail.ptx, k, tail.iv, p.k)
-		emit(w, "setp.gt.%s %s, %s, %s", tail.ptx, last, k, tail.hi)
 		emit(w, "@%s bra.uni %s", last, short)
 		steps(len(frags))
 		emit(w, "bra.uni %s", join)
@@ -404,6 +406,16 @@ func (l *lowerer) swappedIssue(p *pipe, stage string, acc *lval, blk []string, t
 type kTail struct {
 	iv, hi, ptx, class string
 	steps              int
+	last               string // tailLast's predicate where computed already, else ""
+}
+
+// tailLast emits the predicate that the iteration at tail.iv is the last
+// (its k + BLOCK_K past K).
+func (l *lowerer) tailLast(p *pipe, tail *kTail) string {
+	k, last := l.reg(tail.class), l.reg("p")
+	emit(&l.body, "add.%s %s, %s, %d", tail.ptx, k, tail.iv, p.k)
+	emit(&l.body, "setp.gt.%s %s, %s, %s", tail.ptx, last, k, tail.hi)
+	return last
 }
 
 // swappedTail is the kTail of swapped loop v (induction variable iv, bound
