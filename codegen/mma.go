@@ -95,7 +95,22 @@ func (t smemTile) bytes() int    { return t.Rows * t.rowBytes() }
 
 // addr is the byte offset of element (r, c) in the stage.
 func (t smemTile) addr(r, c int) int {
-	return t.Off + r*t.rowBytes() + 16*((c/4)^t.Swz.phase(r)) + 4*(c%4)
+	ch := c / 4
+	if ch < t.swizzled() {
+		ch ^= t.Swz.phase(r)
+	}
+	return t.Off + r*t.rowBytes() + 16*ch + 4*(c%4)
+}
+
+// swizzled is the number of a row's chunks that the swizzle permutes: all
+// of them but those past the last whole group of MaxPhase (the 33rd chunk
+// of a realigned B's rows: realign.go).
+func (t smemTile) swizzled() int {
+	n := t.Cols / 4
+	if t.Swz.MaxPhase > 1 {
+		n -= n % t.Swz.MaxPhase
+	}
+	return n
 }
 
 // slotAddr is addr of the element at value coordinates vc of a load

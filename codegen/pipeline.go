@@ -145,6 +145,12 @@ type pipe struct {
 	clusterDeclined string
 	copy            [2]*Layout
 	vw              [2]int
+	// rb (swapped TF32 form, B's rows not 16-byte aligned, unless the
+	// meta-parameter realign_b = 0): B copied in 16-byte chunks from each
+	// row's phase (realign.go); rbDeclined says why the copy layout did
+	// not suit it
+	rb         *realignB
+	rbDeclined string
 	// staged (swapped form, meta-parameter wg_stage = 1, A stored
 	// transposed): wgmma reads A K-major from shared memory, and Aᵀ is
 	// m-contiguous in memory, so its copies into the K-major tile would be
@@ -269,6 +275,12 @@ func (p *pipe) String() string {
 		}
 		if p.wsDeclined != "" {
 			ahead += "; ws = 1 declined: " + p.wsDeclined
+		}
+		if p.rb != nil {
+			ahead += fmt.Sprintf(", B realigned (rows of %d mod 4 words copied in 16-byte chunks from their phase)", p.rb.nw)
+		}
+		if p.rbDeclined != "" {
+			ahead += "; realign_b declined: " + p.rbDeclined
 		}
 		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk%d %s on Cᵀ = Bᵀ·Aᵀ (Bᵀ from registers, A K-major%s), %d stages of %d B (%s; A %v; B %v), %d warpgroups, accumulator %s of Cᵀ",
 			p.dot.ID, p.m, p.n, p.k, p.m, k, p.dot.Prec, x3, p.stages, p.stageBytes, ahead, p.a, p.b, p.wm/4, p.acc.key())
@@ -438,6 +450,7 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		// phases of 8 rows conflict-free under chunk ^ row%8
 		p.b.Swz = swizzle{1, 1, min(8, p.n/4)}
 	}
+	l.planRealignB(p)
 	p.stageBytes = p.a.bytes() + p.b.bytes() + p.alo.bytes()
 	if p.swapped {
 		p.stageBytes = p.b.Off + p.b.bytes() // B last
@@ -717,6 +730,11 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	}
 	if p.ws {
 		return l.wsLoop(v, p, bounds, carried)
+	}
+	if p.rb != nil {
+		if err := l.realignSetup(p); err != nil {
+			return err
+		}
 	}
 	ity, ptx := movType(it), ptxInt(it.DType)
 	stepPos := l.reg("p")
@@ -1126,6 +1144,16 @@ func (l *lowerer) issueCopies(p *pipe, ivp string, carried []*lval, sp, live str
 			l.tmaIssue(p, offs, lay, sp, live)
 			continue
 		}
+		var need func(s slot) string
+		if lim != "" {
+			need = l.tailCopyNeeded(lay, 1-i, lim)
+		}
+		if i == 1 && p.rb != nil {
+			if err := l.realignedCopies(p, ld, lay, live, sp, need); err != nil {
+				return err
+			}
+			continue
+		}
 		n := min(len(ld.Args), 2)
 		args, err := l.demandAll(ld.Args[:n], lay)
 		if err != nil {
@@ -1140,10 +1168,6 @@ func (l *lowerer) issueCopies(p *pipe, ivp string, carried []*lval, sp, live str
 			vw = p.vw[i]
 		}
 		trans := p.copy[i] != nil
-		var need func(s slot) string
-		if lim != "" {
-			need = l.tailCopyNeeded(lay, 1-i, lim)
-		}
 		l.asyncCopies(args, lay, vw, live, sp, l.affineOf(ld.Args[0], map[*tile.Value]*affine{}),
 			func(s slot) string { return l.tileSlot(t, lay, s, trans) },
 			func(vc []int) int64 { return int64(t.slotAddr(vc, trans)) }, need)

@@ -237,7 +237,13 @@ func (l *lowerer) swappedFrags(p *pipe, stage string, into *swFrags, guard *frag
 		base, ok := addr[cs%8]
 		if !ok {
 			base = l.reg("r")
-			emit(w, "add.s32 %s, %s, %s", base, l.swizzledBase(p.b, bRow, bChunk, bIn, cs%8), stage)
+			rel := ""
+			if p.rb != nil {
+				rel = l.realignedFragBase(p, bRow, bCol, cs%8)
+			} else {
+				rel = l.swizzledBase(p.b, bRow, bChunk, bIn, cs%8)
+			}
+			emit(w, "add.s32 %s, %s, %s", base, rel, stage)
 			addr[cs%8] = base
 		}
 		r, g := l.reg("r"), ""

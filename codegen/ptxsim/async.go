@@ -339,7 +339,7 @@ func decodeCpAsync(d *decoder) error {
 				if sa%uint64(n) != 0 {
 					return w.faultAddr(l, "memcheck", sa, "cp.async source is not aligned to its %d bytes", n)
 				}
-				b, err := w.globalBytes(sa, ns, l, "cp.async read")
+				b, err := w.globalRange(sa, ns, l, "cp.async read")
 				if err != nil {
 					return err
 				}

@@ -60,6 +60,13 @@ func (w *warp) globalBytes(addr uint64, n, l int, what string) ([]byte, error) {
 	if addr%uint64(n) != 0 {
 		return nil, w.faultAddr(l, "memcheck", addr, "misaligned %s of %d bytes (the address must be a multiple of %d)", what, n, n)
 	}
+	return w.globalRange(addr, n, l, what)
+}
+
+// globalRange is globalBytes without the alignment check, for an access
+// whose alignment is its caller's (cp.async: cp-size, not the src-size it
+// reads, which may be 12).
+func (w *warp) globalRange(addr uint64, n, l int, what string) ([]byte, error) {
 	mem := w.c.l.mem
 	b, off, err := mem.find(addr, n)
 	if err != nil {
