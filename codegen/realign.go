@@ -44,11 +44,20 @@ type realignB struct {
 	nw   int           // B's row stride in words, mod 4 (1, 2 or 3)
 	col  *tile.Value   // the mask's column factor, nil where none
 	rows []*tile.Value // the mask's factors constant along the row
-	// set before the loop (realignSetup): per column coordinate register
-	// of a thread's group, the byte counts of its chunk and of the row's
-	// 33rd chunk (that one's predicate last: the group is the row's last)
-	cnt, cnt32, last map[string]string
-	ph4              string // 4·ph of this thread's rows, u64
+	// set before the loop (realignSetup), per column coordinate register
+	// of a thread's group: the byte counts of its chunk and of the row's
+	// 33rd chunk; last: the group is the row's last (its thread copies the
+	// 33rd chunk); g33: last and the phase's copies of the 33rd chunk (8
+	// bytes where ph ≥ 2, 4 where ph = 1, 4 at +8 where ph = 3); full33:
+	// the 33rd chunk's tile columns valid (else they are zeros)
+	cnt, cnt32, last, full33 map[string]string
+	g33                      map[string][3]string
+	ph                       string // this thread's rows' phase, u32
+	ph4                      string // 4·ph, u64
+	// slow: the warp-uniform predicate that some chunk of the warp is
+	// partial (a count neither 0 nor 16, or a 33rd chunk's neither 0 nor
+	// 4·ph: a boundary tile's); "" where none can be (no column factor)
+	slow string
 }
 
 // planRealignB decides whether p's B is copied realigned, and widens its
@@ -203,8 +212,8 @@ func (rb *realignB) realignCheck(l *lowerer, lay *Layout) string {
 
 // realignSetup readies p's realigned copies before its loop: the checks
 // of the copy layout (p.rb dropped where it fails: the copies are then
-// the old ones, the tile's extra chunk unused), each thread's phase, and
-// the byte counts of its chunks.
+// the old ones, the tile's extra chunk unused), each thread's phase, the
+// byte counts of its chunks and whether its warp copies a partial one.
 func (l *lowerer) realignSetup(p *pipe) error {
 	rb := p.rb
 	lay := l.plan.access[p.loads[1].ID]
@@ -216,18 +225,27 @@ func (l *lowerer) realignSetup(p *pipe) error {
 	slots := lay.B.slots()
 	classes := l.classesOf(lay)
 	first := slots[classes[0][0]]
-	ph := l.geo(fmt.Sprintf("realign|ph|%d|%s", rb.nw, l.valueCoord(lay, first, 0)), func(w *strings.Builder) string {
+	row := l.valueCoord(lay, first, 0)
+	rb.ph = l.geo(fmt.Sprintf("realign|ph|%d|%s", rb.nw, row), func(w *strings.Builder) string {
 		r := l.reg("r")
-		emit(w, "mul.lo.s32 %s, %s, %d", r, regOrZero(w, l, l.valueCoord(lay, first, 0)), rb.nw)
+		emit(w, "mul.lo.s32 %s, %s, %d", r, regOrZero(w, l, row), rb.nw)
 		emit(w, "and.b32 %s, %s, 3", r, r)
 		return r
 	})
-	rb.ph4 = l.geo("realign|ph4|"+ph, func(w *strings.Builder) string {
+	rb.ph4 = l.geo("realign|ph4|"+rb.ph, func(w *strings.Builder) string {
 		r := l.reg("rd")
-		emit(w, "mul.wide.u32 %s, %s, 4", r, ph)
+		emit(w, "mul.wide.u32 %s, %s, 4", r, rb.ph)
 		return r
 	})
-	rb.cnt, rb.cnt32, rb.last = map[string]string{}, map[string]string{}, map[string]string{}
+	ph4w := l.reg("r")
+	emit(w, "shl.b32 %s, %s, 2", ph4w, rb.ph)
+	var phIs [4]string // ph == 1, ph ≥ 2, ph == 3
+	for i, c := range []string{"eq.u32 %s, %s, 1", "ge.u32 %s, %s, 2", "eq.u32 %s, %s, 3"} {
+		phIs[i] = l.reg("p")
+		emit(w, "setp."+c, phIs[i], rb.ph)
+	}
+	rb.cnt, rb.cnt32, rb.last, rb.full33 = map[string]string{}, map[string]string{}, map[string]string{}, map[string]string{}
+	rb.g33 = map[string][3]string{}
 	var col *lval
 	if rb.col != nil {
 		var err error
@@ -235,6 +253,7 @@ func (l *lowerer) realignSetup(p *pipe) error {
 			return err
 		}
 	}
+	part := ""
 	for ci := 0; ci < len(classes); ci += 4 {
 		s := slots[classes[ci][0]]
 		key := l.valueCoord(lay, s, 1)
@@ -244,12 +263,16 @@ func (l *lowerer) realignSetup(p *pipe) error {
 		last := l.reg("p")
 		emit(w, "setp.eq.s32 %s, %s, %d", last, regOrZero(w, l, key), p.n-4)
 		rb.last[key] = last
+		var g [3]string
+		for i, q := range []string{phIs[1], phIs[0], phIs[2]} {
+			g[i] = l.reg("p")
+			emit(w, "and.pred %s, %s, %s", g[i], last, q)
+		}
+		rb.g33[key] = g
 		if col == nil {
 			// every column: full chunks, and the 33rd the row's last ph
-			rb.cnt[key] = "16"
-			c32 := l.reg("r")
-			emit(w, "shl.b32 %s, %s, 2", c32, ph)
-			rb.cnt32[key] = c32
+			rb.cnt[key], rb.cnt32[key] = "16", ph4w
+			rb.full33[key] = last
 			continue
 		}
 		pc := l.reg("r")
@@ -264,9 +287,9 @@ func (l *lowerer) realignSetup(p *pipe) error {
 		emit(w, "selp.u32 %s, %s, 0, %s", prev, prev, in)
 		// min(4, pc + ph) where pc > 0, else max(0, pc' + ph − 4); ×4
 		a, b, c := l.reg("r"), l.reg("r"), l.reg("r")
-		emit(w, "add.u32 %s, %s, %s", a, pc, ph)
+		emit(w, "add.u32 %s, %s, %s", a, pc, rb.ph)
 		emit(w, "min.u32 %s, %s, 4", a, a)
-		emit(w, "add.s32 %s, %s, %s", b, prev, ph)
+		emit(w, "add.s32 %s, %s, %s", b, prev, rb.ph)
 		emit(w, "sub.s32 %s, %s, 4", b, b)
 		emit(w, "max.s32 %s, %s, 0", b, b)
 		q := l.reg("p")
@@ -275,20 +298,61 @@ func (l *lowerer) realignSetup(p *pipe) error {
 		emit(w, "shl.b32 %s, %s, 2", c, c)
 		rb.cnt[key] = c
 		c32 := l.reg("r")
-		emit(w, "add.s32 %s, %s, %s", c32, pc, ph)
+		emit(w, "add.s32 %s, %s, %s", c32, pc, rb.ph)
 		emit(w, "sub.s32 %s, %s, 4", c32, c32)
 		emit(w, "max.s32 %s, %s, 0", c32, c32)
 		emit(w, "shl.b32 %s, %s, 2", c32, c32)
 		rb.cnt32[key] = c32
+		f := l.reg("p")
+		emit(w, "setp.ne.u32 %s, %s, 0", f, c32)
+		emit(w, "and.pred %s, %s, %s", f, f, last)
+		rb.full33[key] = f
+		// partial: 0 < cnt < 16, or the row's last with 0 < cnt32 < 4·ph
+		x, y := l.reg("p"), l.reg("p")
+		emit(w, "setp.ne.u32 %s, %s, 0", x, c)
+		emit(w, "setp.ne.u32 %s, %s, 16", y, c)
+		emit(w, "and.pred %s, %s, %s", x, x, y)
+		emit(w, "setp.ne.u32 %s, %s, %s", y, c32, ph4w)
+		emit(w, "and.pred %s, %s, %s", y, y, f)
+		emit(w, "or.pred %s, %s, %s", x, x, y)
+		if part != "" {
+			emit(w, "or.pred %s, %s, %s", x, x, part)
+		}
+		part = x
+	}
+	if part != "" {
+		rb.slow = l.reg("p")
+		emit(w, "vote.sync.any.pred %s, %s, -1", rb.slow, part)
 	}
 	return nil
+}
+
+// plusImm is the address a ("reg" or "reg+imm", copyBases') d bytes on.
+func plusImm(a string, d int) string {
+	if d == 0 {
+		return a
+	}
+	reg, imm := a, 0
+	if i := strings.IndexByte(a, '+'); i >= 0 {
+		reg = a[:i]
+		fmt.Sscan(a[i+1:], &imm)
+	}
+	if imm+d == 0 {
+		return reg
+	}
+	return fmt.Sprintf("%s+%d", reg, imm+d)
 }
 
 // realignedCopies issues the copies of p's B (load ld in layout lay) of
 // the iteration whose predicate is live into the stage at sp: a 16-byte
 // chunk a group from the aligned address below it (count: realignSetup),
-// and the row's 33rd chunk from the thread whose group is its last; need
-// as asyncCopies'.
+// and the row's 33rd chunk's ph words from the thread whose group is its
+// last (8 and 4 bytes, each whole or zeros); need as asyncCopies'. Where
+// the warp copies a partial chunk (rb.slow: a boundary tile) it takes
+// another path, where such a chunk is four 4-byte copies and the 33rd
+// chunk's words 4-byte copies too, so that no copy's range passes the
+// valid columns (where B's last row ends its buffer, compute-sanitizer's
+// memcheck reports a 16-byte copy past the end whatever its src-size).
 func (l *lowerer) realignedCopies(p *pipe, ld *tile.Value, lay *Layout, live, sp string, need func(s slot) string) error {
 	w := &l.body
 	rb, t := p.rb, p.b
@@ -305,45 +369,35 @@ func (l *lowerer) realignedCopies(p *pipe, ld *tile.Value, lay *Layout, live, sp
 		rows = append(rows, x)
 	}
 	ptr := l.affineOf(ld.Args[0], map[*tile.Value]*affine{})
+	type chunk struct {
+		key, pred, q       string // q: the k tail's guard ("" none)
+		sa, da, sa32, da32 string
+	}
+	var cs []chunk
 	var src, dst, dst32 copyBases
 	l.ownedGroups(lay, 4, func(first int, s slot, _ string) {
-		pred := live
+		c := chunk{key: l.valueCoord(lay, s, 1), pred: live}
 		for _, x := range rows {
 			r := l.reg("p")
-			emit(w, "and.pred %s, %s, %s", r, pred, x.regs[first])
-			pred = r
+			emit(w, "and.pred %s, %s, %s", r, c.pred, x.regs[first])
+			c.pred = r
 		}
-		// the k tail's copies past the last iteration's steps not issued
-		// (tailCopyLimit), nor the row's 33rd chunk there
-		guard, last := "", p.rb.last[l.valueCoord(lay, s, 1)]
 		if need != nil {
-			if q := need(s); q != "" {
-				guard = guardOf(q)
-				r := l.reg("p")
-				emit(w, "and.pred %s, %s, %s", r, last, q)
-				last = r
-			}
+			c.q = need(s)
 		}
-		key := l.valueCoord(lay, s, 1)
-		size := l.reg("r")
-		emit(w, "selp.u32 %s, %s, 0, %s", size, rb.cnt[key], pred)
 		base := func() string {
 			r := l.reg("rd")
 			emit(w, "sub.s64 %s, %s, %s", r, args[0].regs[first], rb.ph4)
 			return r
 		}
-		sa := src.addr(lay, s, ptr.step, base)
-		da := dst.addr(lay, s, func(vc []int) int64 { return int64(t.slotAddr(vc, false)) }, func() string {
+		c.sa = src.addr(lay, s, ptr.step, base)
+		c.da = dst.addr(lay, s, func(vc []int) int64 { return int64(t.slotAddr(vc, false)) }, func() string {
 			r := l.reg("r")
 			emit(w, "add.s32 %s, %s, %s", r, sp, l.tileSlot(t, lay, s, false))
 			return r
 		})
-		emit(w, "%scp.async.cg.shared.global [%s], [%s], 16, %s", guard, da, sa, size)
-		// the row's 33rd chunk
-		size32 := l.reg("r")
-		emit(w, "selp.u32 %s, %s, 0, %s", size32, rb.cnt32[key], pred)
-		sa = src.addr(lay, s, func(c []int) int64 { return ptr.step(c) + 16 }, base)
-		da = dst32.addr(lay, s, func(vc []int) int64 { return int64(t.Off + vc[0]*t.rowBytes() + 4*p.n) }, func() string {
+		c.sa32 = src.addr(lay, s, func(c []int) int64 { return ptr.step(c) + 16 }, base)
+		c.da32 = dst32.addr(lay, s, func(vc []int) int64 { return int64(t.Off + vc[0]*t.rowBytes() + 4*p.n) }, func() string {
 			row := l.valueCoord(lay, s, 0)
 			off := l.geo(fmt.Sprintf("realign|row|%v|%s", t, row), func(w *strings.Builder) string {
 				r := l.reg("r")
@@ -355,8 +409,67 @@ func (l *lowerer) realignedCopies(p *pipe, ld *tile.Value, lay *Layout, live, sp
 			emit(w, "add.s32 %s, %s, %s", r, sp, off)
 			return r
 		})
-		emit(w, "@%s cp.async.cg.shared.global [%s], [%s], 16, %s", last, da, sa, size32)
+		cs = append(cs, c)
 	})
+	// and: a ∧ b as a predicate register ("" stands for true)
+	and := func(a, b string) string {
+		switch {
+		case a == "":
+			return b
+		case b == "":
+			return a
+		}
+		r := l.reg("p")
+		emit(w, "and.pred %s, %s, %s", r, a, b)
+		return r
+	}
+	size := func(n any, pred string) string {
+		r := l.reg("r")
+		emit(w, "selp.u32 %s, %v, 0, %s", r, n, pred)
+		return r
+	}
+	fast := func() {
+		for _, c := range cs {
+			emit(w, "%scp.async.cg.shared.global [%s], [%s], 16, %s", guardOf(c.q), c.da, c.sa, size(rb.cnt[c.key], c.pred))
+			// the 33rd chunk: its ph words whole (or zeros)
+			g, f := rb.g33[c.key], and(c.pred, rb.full33[c.key])
+			s8, s4 := size(8, f), size(4, f)
+			emit(w, "@%s cp.async.ca.shared.global [%s], [%s], 8, %s", and(g[0], c.q), c.da32, c.sa32, s8)
+			emit(w, "@%s cp.async.ca.shared.global [%s], [%s], 4, %s", and(g[1], c.q), c.da32, c.sa32, s4)
+			emit(w, "@%s cp.async.ca.shared.global [%s], [%s], 4, %s", and(g[2], c.q), plusImm(c.da32, 8), plusImm(c.sa32, 8), s4)
+		}
+	}
+	if rb.slow == "" {
+		fast()
+		return nil
+	}
+	slow, done := l.label("realign_slow"), l.label("realign_done")
+	emit(w, "@%s bra.uni %s", rb.slow, slow)
+	fast()
+	emit(w, "bra.uni %s", done)
+	w.WriteString(slow + ":\n")
+	for _, c := range cs {
+		cnt := rb.cnt[c.key]
+		x, y := l.reg("p"), l.reg("p")
+		emit(w, "setp.eq.u32 %s, %s, 0", x, cnt)
+		emit(w, "setp.eq.u32 %s, %s, 16", y, cnt)
+		emit(w, "or.pred %s, %s, %s", x, x, y) // whole (or nothing): one copy
+		emit(w, "not.pred %s, %s", y, x)
+		emit(w, "@%s cp.async.cg.shared.global [%s], [%s], 16, %s", and(x, c.q), c.da, c.sa, size(cnt, c.pred))
+		part := and(y, c.q)
+		for i := range 4 {
+			v := l.reg("p")
+			emit(w, "setp.gt.u32 %s, %s, %d", v, cnt, 4*i)
+			emit(w, "@%s cp.async.ca.shared.global [%s], [%s], 4, %s", part, plusImm(c.da, 4*i), plusImm(c.sa, 4*i), size(4, and(c.pred, v)))
+		}
+		for i := range 3 {
+			v, g := l.reg("p"), l.reg("p")
+			emit(w, "setp.gt.u32 %s, %s, %d", v, rb.cnt32[c.key], 4*i)
+			emit(w, "setp.gt.u32 %s, %s, %d", g, rb.ph, i)
+			emit(w, "@%s cp.async.ca.shared.global [%s], [%s], 4, %s", and(and(g, rb.last[c.key]), c.q), plusImm(c.da32, 4*i), plusImm(c.sa32, 4*i), size(4, and(c.pred, v)))
+		}
+	}
+	w.WriteString(done + ":\n")
 	return nil
 }
 

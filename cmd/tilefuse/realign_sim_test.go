@@ -21,8 +21,10 @@ import (
 // group's own columns are all masked but the group before's are not), K
 // with a tail (k_tail: the last iteration's copies past its steps left
 // out), more iterations than stages, 64, 128 and 256 rows. Where K is a
-// multiple of 4 every copy is 16 bytes wide (B's were 4 or 8 before);
-// realign_b = 0 keeps the narrow copies.
+// multiple of 4 every copy is 16 bytes wide (B's were 4 or 8 before)
+// but for the 33rd chunk's words and a boundary tile's partial chunks,
+// which are narrow copies on paths of their own; realign_b = 0 keeps the
+// narrow copies.
 func TestRealignedBInSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seconds in the simulator")
@@ -71,18 +73,45 @@ func TestRealignedBInSimulator(t *testing.T) {
 				sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
 				require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
 				ptx := sim.Last.PTX
-				narrow := regexp.MustCompile(`\], [48], %r`).MatchString(ptx)
-				// the 33rd chunk a row: a predicated 16-byte copy
-				extra := regexp.MustCompile(`@%p\d+ cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16, %r`).MatchString(ptx)
+				narrow := regexp.MustCompile(`\], [48], %r`)
+				// each copy of B: the fast path (a warp without a partial
+				// chunk) issues a 16-byte copy a group and the 33rd chunk's
+				// words by predicated 8- and 4-byte copies; the slow path
+				// (a boundary tile's warp) comes after it
+				fastRe := regexp.MustCompile(`(?s)@%p\d+ bra\.uni (\$L_realign_slow_\d+);\n(.*?)bra\.uni (\$L_realign_done_\d+);\n(.*?)\n(\$L_realign_done_\d+):`)
+				paths := fastRe.FindAllStringSubmatch(ptx, -1)
 				if off {
-					require.True(t, narrow, "realign_b = 0: no narrow copies of B")
-					require.False(t, extra, "realign_b = 0: a row's 33rd chunk")
+					require.True(t, narrow.MatchString(ptx), "realign_b = 0: no narrow copies of B")
+					require.Empty(t, paths, "realign_b = 0: realigned copies")
+					require.NotContains(t, ptx, "vote.sync.any.pred")
 				} else {
-					require.True(t, extra, "no 33rd chunk")
+					require.Len(t, paths, 3, "the prologue's and two iterations' copies of B: fast and slow paths")
+					for _, m := range paths {
+						require.Equal(t, m[3], m[5], "the slow path's end")
+						require.True(t, strings.HasPrefix(m[4], m[1][:len(m[1])]+":"), "the slow path after the fast one")
+						fast := m[2]
+						require.Equal(t, 4, strings.Count(fast, ", 16, %r"), "16-byte copies a thread on the fast path: 4 rows' groups")
+						// from one base register in global memory (the
+						// phase taken off once) into two in shared memory
+						// (the chunks, the 33rd chunks)
+						srcs, dsts := map[string]bool{}, map[string]bool{}
+						for _, m := range regexp.MustCompile(`cp\.async\.c[ag]\.shared\.global \[(%r\d+)(?:\+\d+)?\], \[(%rd\d+)(?:\+\d+)?\]`).FindAllStringSubmatch(fast, -1) {
+							dsts[m[1]], srcs[m[2]] = true, true
+						}
+						require.Len(t, srcs, 1, "global base registers of B's copies")
+						require.Len(t, dsts, 2, "shared base registers of B's copies")
+						for _, line := range strings.Split(fast, "\n") {
+							if strings.Contains(line, "cp.async.ca") {
+								require.True(t, strings.HasPrefix(strings.TrimSpace(line), "@%p"), "an unpredicated narrow copy on the fast path: %s", line)
+							}
+						}
+					}
+					rest := fastRe.ReplaceAllString(ptx, "")
 					if c.k%4 == 0 {
-						require.False(t, narrow, "a copy narrower than 16 bytes")
+						require.False(t, narrow.MatchString(rest), "a copy narrower than 16 bytes outside B's paths")
 					}
 					require.Contains(t, ptx, "shfl.sync.up.b32", "the chunks' counts")
+					require.Contains(t, ptx, "vote.sync.any.pred", "the warp's slow path")
 				}
 				maxRel, normRel, bad := p.check(pc, p.args[len(p.args)-1], peerTol(tile.PrecTF32))
 				require.Zero(t, bad, "max %.2g norm %.2g", maxRel, normRel)

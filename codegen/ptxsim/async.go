@@ -1,6 +1,7 @@
 package ptxsim
 
 import (
+	"fmt"
 	"math/bits"
 	"strings"
 )
@@ -342,6 +343,15 @@ func decodeCpAsync(d *decoder) error {
 				b, err := w.globalRange(sa, ns, l, "cp.async read")
 				if err != nil {
 					return err
+				}
+				// compute-sanitizer's memcheck takes the whole cp-size
+				// range as read where src-size is not 0 (the H200,
+				// 2026-12-04: a 16-byte copy of 4 bytes at a buffer's
+				// last 4 was an invalid global read)
+				if ns < n {
+					if _, err := w.globalRange(sa, n, l, fmt.Sprintf("cp.async read (src-size %d)", ns)); err != nil {
+						return err
+					}
 				}
 				copy(data, b)
 			}

@@ -2,6 +2,7 @@ package ptxsim_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -315,5 +316,41 @@ func TestCpAsyncZeroFill(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("shared after the copies %v, want %v", got, want)
 		}
+	}
+}
+
+// TestCpAsyncRangePastEnd: a cp.async whose src-size reads inside a buffer
+// but whose cp-size range passes its end is a memcheck fault, as
+// compute-sanitizer reports it (a 16-byte copy of a buffer's last 4
+// bytes); src-size 0 reads nothing and is not.
+func TestCpAsyncRangePastEnd(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		size  int
+		fault bool
+	}{
+		{"src-size 4 of the last 4 bytes", 4, true},
+		{"src-size 0", 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := kernelPTX("tail", ".param .u64 x", fmt.Sprintf(`
+	.shared .align 16 .b8 buf[16];
+	mov.u32 %%r1, buf;
+	ld.param.u64 %%rd1, [x];
+	mov.u32 %%r2, %d;
+	cp.async.cg.shared.global [%%r1], [%%rd1+16], 16, %%r2;
+	cp.async.wait_all;`, c.size))
+			ptxasCheck(t, src)
+			mem := ptxsim.NewMemory()
+			xa, _ := mem.AllocCopy("x", []uint32{1, 2, 3, 4, 5}) // 20 bytes: 4 past the 16
+			if !c.fault {
+				mustRun(t, src, "tail", ptxsim.Config{Block: [3]int{1}}, mem, xa)
+				return
+			}
+			f := mustFault(t, src, "tail", ptxsim.Config{Block: [3]int{1}}, mem, xa)
+			if f.Kind != "memcheck" || !strings.Contains(f.Msg, "src-size 4") {
+				t.Fatalf("fault %v, want memcheck naming the src-size", f)
+			}
+		})
 	}
 }
