@@ -340,10 +340,9 @@ func kPart(b *tile.Builder, part *tile.Value, kk, bk, split int) (lo, hi *tile.V
 // 32) at least 128 on each side of the output, with a wave of 128×128
 // tiles, are bound by their output's stores (storeBound): the swapped
 // form at 128×128 (storeBoundMeta), 8 warps, 3 stages, registers capped at
-// 128 (two CTAs an SM); where the output's rows are 16-byte aligned and
-// whole tiles of them its epilogue stored from the accumulator's
-// registers (storeBoundDirect), else through shared memory (epi_smem = 1:
-// lanes on consecutive columns);
+// 128 (two CTAs an SM); where the output is whole tiles of 128×128 its
+// epilogue stored from the accumulator's registers (storeBoundDirect),
+// else through shared memory (epi_smem = 1: lanes on consecutive columns);
 // where the output's rows are an odd number of words and A's not 16-byte
 // aligned, 256 rows and 2 stages (storeBoundOddRows).
 //
@@ -382,7 +381,7 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 			switch {
 			case ws.n%2 != 0 && ws.k%4 != 0: // output rows stored a word at a time, A's copies narrow (storeBoundOddRows)
 				maps.Copy(meta, storeBoundTall)
-			case ws.n%4 == 0 && ws.m%storeBoundMeta["BLOCK_M"] == 0: // from the accumulator's registers (storeBoundDirect)
+			case ws.n%storeBoundMeta["BLOCK_N"] == 0 && ws.m%storeBoundMeta["BLOCK_M"] == 0: // from the accumulator's registers (storeBoundDirect)
 				maps.Copy(meta, storeBoundDirect)
 			default:
 				maps.Copy(meta, storeBoundMeta)

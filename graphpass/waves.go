@@ -406,8 +406,8 @@ const storeBoundK = 64
 // H200's ptxas 156, and 20.6 TFLOP/s against 20.9 with the old addresses
 // (2026-12-02, one call), where 256×128 at 4 stages ran 23.2 (254
 // registers): a candidate for this rule once measured again. It was
-// (storeBoundOddRows); where the output's rows are 16-byte aligned and
-// whole tiles, the epilogue goes from the registers (storeBoundDirect).
+// (storeBoundOddRows); where the output is whole tiles, the epilogue goes
+// from the registers (storeBoundDirect).
 //
 // max_registers = 128 keeps the two CTAs an SM the tiling is for: the
 // H200's ptxas gave the kernel 140 registers, one CTA an SM; capped, 128
@@ -427,15 +427,19 @@ var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "n
 	"wgmma": 2, "epi_smem": 1, "max_registers": 128, "k_tail": 1}
 
 // storeBoundDirect is storeBoundMeta with the epilogue stored from the
-// accumulator's registers (epi_smem = 0), the choice where the output's
-// rows are 16-byte aligned and whole tiles of them: on the H200 (2026-12-04, r21b, `tilefuse peer
+// accumulator's registers (epi_smem = 0), the choice where the output is
+// whole tiles of 128×128 (its rows 16-byte aligned): on the H200 (2026-12-04, r21b, `tilefuse peer
 // -precision tf32 -tune …`) at 128×128, 128 registers, 4096×4096×32 ran
 // 42.2–42.8 TFLOP/s against 42.7 through shared memory, ×64 74.5 against
 // 71.9, ×50 53.0 against 52.0; r22a: ×32 43.1 against 43.3, ×33 33.9
 // against 32.5, ×48 55.2 against 54.5, ×50 53.5 against 52.3, ×64 74.0
 // against 72.2. Not where the output's rows are not whole tiles: the
 // rows' masks spilled (4095×4096×32, 128 bytes: 32.8 TFLOP/s against 42.4
-// through shared memory, r22a).
+// through shared memory, r22a); nor its columns (4096×4100×32, rows 16-byte
+// aligned, a last column of tiles 4 wide: 22.0 against 41.7 through shared
+// memory, r24c, 2026-12-04; stalled on the stores' queue, lg_throttle
+// 20.6 a issue against 5.8, and 4.9 M sectors written to L2 against 3.4 M
+// for its 64 MB).
 var storeBoundDirect = with(storeBoundMeta, "epi_smem", 0)
 
 // storeBoundTall is storeBoundMeta at 256 rows and 2 stages, one CTA an SM

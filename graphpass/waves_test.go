@@ -295,6 +295,8 @@ func TestStoreBoundProducts(t *testing.T) {
 		{name: "4096×4094×50: 8-byte copies, output rows 8-byte aligned", m: 4096, k: 50, n: 4094, prec: tile.PrecTF32, bm: 128},
 		{name: "4096×4096×32", m: 4096, k: 32, n: 4096, prec: tile.PrecTF32, bm: 128, direct: true},
 		{name: "4095×4096×32: rows not whole tiles, through shared memory", m: 4095, k: 32, n: 4096, prec: tile.PrecTF32, bm: 128},
+		{name: "4096×4100×32: rows 16-byte aligned, columns not whole tiles, through shared memory", m: 4096, k: 32, n: 4100, prec: tile.PrecTF32, bm: 128},
+		{name: "4096×4224×32: 33 whole tiles of columns, from the accumulator", m: 4096, k: 32, n: 4224, prec: tile.PrecTF32, bm: 128, direct: true},
 		{name: "4096×4096×64", m: 4096, k: 64, n: 4096, prec: tile.PrecTF32, bm: 128, direct: true},
 		{name: "A·Bᵀ 4096×4097×32: Bᵀ's rows K long, odd output rows", m: 4096, k: 32, n: 4097, tb: true, prec: tile.PrecTF32, bm: 128},
 		{name: "A·Bᵀ 4096×4097×33: odd output rows, A's copies 4 bytes wide", m: 4096, k: 33, n: 4097, tb: true, prec: tile.PrecTF32, bm: 256},

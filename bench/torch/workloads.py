@@ -422,6 +422,10 @@ PEER = [
     ("matmul 4096×4097×32", 4096, 32, 4097, False),
     ("matmul 4096×4096×33", 4096, 33, 4096, False),
     ("matmul 4095×4096×32", 4095, 32, 4096, False),
+    # odd N's effects apart: aligned rows with a last column of tiles 4
+    # wide (4100), 33 whole tiles (4224)
+    ("matmul 4096×4100×32", 4096, 32, 4100, False),
+    ("matmul 4096×4224×32", 4096, 32, 4224, False),
     # 4096³'s output at other depths (time against K: a tile's fixed cost)
     ("matmul 4096×4096×1024", 4096, 1024, 4096, False),
     ("matmul 4096×4096×2048", 4096, 2048, 4096, False),

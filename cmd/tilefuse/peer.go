@@ -70,6 +70,11 @@ var peerCases = []peerCase{
 	{name: "matmul 4096×4097×32", m: 4096, k: 32, n: 4097},
 	{name: "matmul 4096×4096×33", m: 4096, k: 33, n: 4096},
 	{name: "matmul 4095×4096×32", m: 4095, k: 32, n: 4096},
+	// odd N's two effects apart: rows of 4100 words are 16-byte aligned
+	// but leave a last column of tiles 4 wide, as 4097's leaves one 1
+	// wide; 4224 is 33 whole tiles
+	{name: "matmul 4096×4100×32", m: 4096, k: 32, n: 4100},
+	{name: "matmul 4096×4224×32", m: 4096, k: 32, n: 4224},
 	// 4096³'s output at other depths: a tile's time against K (1024,
 	// 2048, 4096, 8192) parts its fixed cost (the pipeline's fill, the
 	// epilogue's stores, the last wave) from the K loop's
