@@ -23,8 +23,7 @@ import (
 // lowerer.perSlotAddr), keep one register an access.
 // Every copy group (one iteration's
 // copies, up to its commit or mbarrier arrive) holds as many copies as
-// the tile needs. (B's realigned copies, where its rows are not 16-byte
-// aligned, are TestRealignedBInSimulator's: realign_b = 0 here.)
+// the tile needs.
 func TestCopyBaseRegisters(t *testing.T) {
 	copyRe := regexp.MustCompile(`cp\.async\.c[ag]\.shared\.global \[(%r\d+)(?:\+-?\d+)?\], \[(%rd\d+)(?:\+-?\d+)?\], (\d+),`)
 	for _, c := range []struct {
@@ -39,10 +38,9 @@ func TestCopyBaseRegisters(t *testing.T) {
 		stores  int // the epilogue's stores a thread
 		run     int // elements a load from shared memory (epi_smem)
 	}{
-		// B's copies 4 bytes wide too (realign_b = 0; realigned, below)
-		{"4095x4097x33 swapped 128x128 epi_smem", 4095, 4097, 33, 128, 90, tile.Meta{"epi_smem": 1, "num_stages": 3, "realign_b": 0}, 32, "4", 3, 64, 1},
+		{"4095x4097x33 swapped 128x128 epi_smem", 4095, 4097, 33, 128, 90, tile.Meta{"epi_smem": 1, "num_stages": 3}, 32, "4", 3, 64, 1},
 		{"4095x4097x33 swapped 128x128 epi_smem per_slot_addr", 4095, 4097, 33, 128, 90, tile.Meta{"epi_smem": 1, "num_stages": 3, "per_slot_addr": 1}, 32, "4", 3, 64, 1},
-		{"4095x4097x33 swapped 256x128", 4095, 4097, 33, 256, 90, tile.Meta{"realign_b": 0}, 48, "4", 3, 128, 1},
+		{"4095x4097x33 swapped 256x128", 4095, 4097, 33, 256, 90, nil, 48, "4", 3, 128, 1},
 		// the producer's 4 warps copy the tile: 96 copies a thread, one group
 		// in its loop, each from its own registers (perSlotAddr)
 		{"4095x4097x33 swapped ws 256x128", 4095, 4097, 33, 256, 90, tile.Meta{"ws": 1}, 96, "4", 1, 128, 1},

@@ -50,6 +50,11 @@
 //   - k_tail: 1, the swapped form's last iteration runs only the k steps of
 //     8 that start before K, and (TF32 by cp.async, not warp-specialised)
 //     issues no copies past them (tailCopyLimit).
+//   - realign_b (swapped TF32, B stored [k][n] with rows not 16-byte
+//     aligned): 1, B copied in 16-byte chunks from each row's phase into
+//     rows one chunk longer, the fragment reads shifted by the phase
+//     (realign.go; measured no faster at 4095×4097×33: opt-in, a tuner
+//     candidate of the store-bound products).
 //   - x3_blocks, x3_span (swapped 3xTF32): x3_blocks = 2, a block
 //     accumulator per unrolled iteration (the old form); x3_span = 1, 2
 //     (default) or 4, the iterations one block accumulator sums.

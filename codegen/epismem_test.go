@@ -195,9 +195,7 @@ func TestSwappedKTail(t *testing.T) {
 	} {
 		kEnd := 32 + 8*c.steps
 		t.Run(c.name, func(t *testing.T) {
-			// B's copies not realigned (realign_b = 0: their own guards,
-			// TestRealignedBInSimulator)
-			k := maskedProduct(t, 195, 197, c.k, 128, tile.Meta{"epi_smem": 1, "num_stages": 3, "k_tail": c.tail, "realign_b": 0})
+			k := maskedProduct(t, 195, 197, c.k, 128, tile.Meta{"epi_smem": 1, "num_stages": 3, "k_tail": c.tail})
 			ck, err := Compile(k, Options{Arch: 90, NumWarps: 8, Spec: all16(k)})
 			if err != nil {
 				t.Fatal(err)

@@ -145,10 +145,9 @@ type pipe struct {
 	clusterDeclined string
 	copy            [2]*Layout
 	vw              [2]int
-	// rb (swapped TF32 form, B's rows not 16-byte aligned, unless the
-	// meta-parameter realign_b = 0): B copied in 16-byte chunks from each
-	// row's phase (realign.go); rbDeclined says why the copy layout did
-	// not suit it
+	// rb (swapped TF32 form, B's rows not 16-byte aligned, meta-parameter
+	// realign_b = 1): B copied in 16-byte chunks from each row's phase
+	// (realign.go); rbDeclined says why the copy layout did not suit it
 	rb         *realignB
 	rbDeclined string
 	// staged (swapped form, meta-parameter wg_stage = 1, A stored

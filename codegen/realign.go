@@ -7,8 +7,9 @@ import (
 	"github.com/tilefuse/tilefuse/tile"
 )
 
-// Realigned copies of B (the swapped TF32 form; meta-parameter realign_b,
-// on by default where it applies, realign_b = 0 keeps the old copies).
+// Realigned copies of B (the swapped TF32 form; meta-parameter realign_b
+// = 1, where it applies; by default, and with 0, B's copies are as wide as
+// its rows' alignment allows).
 //
 // Where B's rows are not 16-byte aligned (N = 4097: row k starts at word
 // k·N of the buffer) its copies were 4 bytes wide, four times the cp.async
@@ -67,7 +68,7 @@ func (l *lowerer) planRealignB(p *pipe) {
 		l.perSlotAddr() || p.n%32 != 0 {
 		return
 	}
-	if v, ok := l.k.Meta["realign_b"]; ok && v == 0 {
+	if l.k.Meta["realign_b"] != 1 {
 		return
 	}
 	ld := p.loads[1]

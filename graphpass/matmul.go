@@ -43,7 +43,7 @@ func matmulSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []til
 	if ws, ok := productWaveShape(grp); ok && waveModelApplies(t, prec, ws) {
 		return waveCandidates(t, prec, ws)
 	} else if ok && storeBound(t, prec, ws) {
-		return storeBoundCandidates(def)
+		return storeBoundCandidates(def, ws)
 	}
 	mm := grp.MatMul
 	s := mm.Info.Shape

@@ -465,10 +465,15 @@ var storeBoundTall = with(storeBoundMeta, "BLOCK_M", 256, "num_stages", 2, "max_
 // storeBoundCandidates are the autotuner's alternatives to the choice def
 // (storeBoundMeta, storeBoundDirect or storeBoundTall): the swapped form
 // at 256×128 with and without epi_smem, at 64 and 128 rows with it and
-// 128 without it, and the choice without k_tail (every k step and copy of
-// the last iteration run).
-func storeBoundCandidates(def tile.Meta) []tile.Meta {
-	return []tile.Meta{
+// 128 without it, the choice without k_tail (every k step and copy of
+// the last iteration run), and where B's rows are not 16-byte aligned (B
+// stored [k][n], n no multiple of 4) the choice with B's copies realigned (realign_b = 1:
+// on the H200, r24b, 2026-12-04, `tilefuse peer -tune realign_b=0` when it
+// was the default: 4096×4097×32 33.8 TFLOP/s against 33.1, 4095×4097×33
+// 26.8 against 27.5 at 256×128 and 25.8 against 26.6 at 128×128, so not
+// the default).
+func storeBoundCandidates(def tile.Meta, s waveShape) []tile.Meta {
+	c := []tile.Meta{
 		storeBoundTall,
 		with(storeBoundTall, "epi_smem", 0),
 		with(storeBoundMeta, "BLOCK_M", 64),
@@ -476,6 +481,10 @@ func storeBoundCandidates(def tile.Meta) []tile.Meta {
 		with(storeBoundMeta, "epi_smem", 0),
 		with(def, "k_tail", 0),
 	}
+	if !s.transB && s.n%4 != 0 {
+		c = append(c, with(def, "realign_b", 1))
+	}
+	return c
 }
 
 // storeBound reports whether product s on t at prec is bound by its

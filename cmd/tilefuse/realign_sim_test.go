@@ -14,7 +14,7 @@ import (
 )
 
 // TestRealignedBInSimulator: the swapped TF32 form's realigned copies of
-// B (codegen/realign.go) where B's rows are not 16-byte aligned (N mod 4
+// B (codegen/realign.go, realign_b = 1) where B's rows are not 16-byte aligned (N mod 4
 // = 1, 2, 3), run in the PTX simulator for sm_90 (memcheck: no read past
 // B's end; racecheck, initcheck) against peer's float64 check: the last
 // tile's columns 1 to 5 wide and 127 (the chunks' counts where the
@@ -23,8 +23,8 @@ import (
 // out), more iterations than stages, 64, 128 and 256 rows. Where K is a
 // multiple of 4 every copy is 16 bytes wide (B's were 4 or 8 before)
 // but for the 33rd chunk's words and a boundary tile's partial chunks,
-// which are narrow copies on paths of their own; realign_b = 0 keeps the
-// narrow copies.
+// which are narrow copies on paths of their own; without realign_b = 1 the
+// copies are narrow.
 func TestRealignedBInSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seconds in the simulator")
@@ -59,8 +59,9 @@ func TestRealignedBInSimulator(t *testing.T) {
 			name := fmt.Sprintf("%dx%dx%d %dx128 %d stages %v", c.m, c.k, c.n, c.bm, c.stages, c.extra)
 			tune := meta(c.bm, c.stages, c.extra)
 			if off {
-				name += " realign_b=0"
-				tune["realign_b"] = 0
+				name += " by default"
+			} else {
+				tune["realign_b"] = 1
 			}
 			t.Run(name, func(t *testing.T) {
 				pc := peerCase{name: name, m: c.m, k: c.k, n: c.n, gelu: c.gelu}
@@ -81,8 +82,8 @@ func TestRealignedBInSimulator(t *testing.T) {
 				fastRe := regexp.MustCompile(`(?s)@%p\d+ bra\.uni (\$L_realign_slow_\d+);\n(.*?)bra\.uni (\$L_realign_done_\d+);\n(.*?)\n(\$L_realign_done_\d+):`)
 				paths := fastRe.FindAllStringSubmatch(ptx, -1)
 				if off {
-					require.True(t, narrow.MatchString(ptx), "realign_b = 0: no narrow copies of B")
-					require.Empty(t, paths, "realign_b = 0: realigned copies")
+					require.True(t, narrow.MatchString(ptx), "by default: no narrow copies of B")
+					require.Empty(t, paths, "by default: realigned copies")
 					require.NotContains(t, ptx, "vote.sync.any.pred")
 				} else {
 					require.Len(t, paths, 3, "the prologue's and two iterations' copies of B: fast and slow paths")
