@@ -135,6 +135,27 @@ func (c tcTiling) String() string {
 	return fmt.Sprintf("%v (%.1f µs)", c.meta(), c.est*1e6)
 }
 
+// partialColumns is the wave model's choice m for product s at prec with
+// the epilogue through shared memory (epi_smem = 1) where the swapped
+// form's output is not whole tiles of columns (its epilogue from the
+// accumulator masks each column), and, at TF32 where B is stored [k][n]
+// with rows not 16-byte aligned, B's copies realigned (realign_b = 1). On
+// the H200 (2026-12-04, r24d, `tilefuse peer -precision tf32 -run vocab
+// -tune …`, 256×128, 4 stages, TFLOP/s; cuBLAS TF32 in the same call 124
+// and 122): BERT's vocabulary projection 4096×30522×768 206.3 → 234.2
+// with epi_smem → 237.9 with both, GPT-2's 4096×50257×768 191.1 → 216.8 →
+// 226.6 (realigned alone: 202.9, 190.2).
+func partialColumns(m tile.Meta, prec tile.Precision, s waveShape) tile.Meta {
+	if m["wgmma"] != 2 || s.n%m["BLOCK_N"] == 0 {
+		return m
+	}
+	m["epi_smem"] = 1
+	if prec == tile.PrecTF32 && !s.transB && s.n%4 != 0 {
+		m["realign_b"] = 1
+	}
+	return m
+}
+
 // waveShape is what the model reads of a product.
 type waveShape struct {
 	batch, m, n, k int

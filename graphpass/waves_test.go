@@ -57,6 +57,14 @@ func TestWaveModel(t *testing.T) {
 		{name: "NN 768×768×4096 tf32, bare: 36 tiles of 128×128 in a quarter wave, K in 3 parts on the swapped form", m: 768, k: 4096, n: 768, prec: tile.PrecTF32, want: swapped128split3},
 		{name: "NN 768×3072×4096 tf32 with an epilogue", m: 768, k: 4096, n: 3072, tanh: true, prec: tile.PrecTF32, want: swapped192},
 		{name: "NN 4096×3072×768 tf32 through tanh's derivative of a value of its shape: 64 rows on the swapped form (the H200, the BERT layer's dO·W2ᵀ ⊙ gelu'(z): 0.168 ms against 0.269 at 256)", m: 4096, k: 768, n: 3072, heavy: true, prec: tile.PrecTF32, want: swapped64},
+		// the output not whole tiles of columns: the epilogue through
+		// shared memory, B's copies realigned where its rows are not
+		// 16-byte aligned (partialColumns)
+		{name: "vocabulary 4096×30522×768 tf32: epi_smem, B realigned (rows 8-byte aligned)", m: 4096, k: 768, n: 30522, prec: tile.PrecTF32, want: with(swapped256, "epi_smem", 1, "realign_b", 1)},
+		{name: "vocabulary 4096×50257×768 tf32: epi_smem, B realigned (rows of an odd number of words)", m: 4096, k: 768, n: 50257, prec: tile.PrecTF32, want: with(swapped256, "epi_smem", 1, "realign_b", 1)},
+		{name: "4096×4100×768 tf32: epi_smem (rows 16-byte aligned)", m: 4096, k: 768, n: 4100, prec: tile.PrecTF32, want: with(swapped256, "epi_smem", 1)},
+		{name: "NT 4096×30522×768 tf32: epi_smem, Bᵀ not realigned", m: 4096, k: 768, n: 30522, tb: true, prec: tile.PrecTF32, want: with(swapped256, "epi_smem", 1)},
+		{name: "vocabulary 4096×30522×768 bf16: epi_smem only", m: 4096, k: 768, n: 30522, prec: tile.PrecBF16, want: with(swapped256bf, "epi_smem", 1)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

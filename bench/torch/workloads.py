@@ -443,6 +443,9 @@ PEER = [
     ("bert TN 768×768×4096", 768, 4096, 768, False, True, False),
     ("bert NN 768×3072×4096", 768, 4096, 3072, False),
     ("bert NN 3072×768×4096", 3072, 4096, 768, False),
+    # vocabulary projections: BERT's 30522 words, GPT-2's 50257
+    ("vocab 4096×30522×768", 4096, 768, 30522, False),
+    ("vocab 4096×50257×768", 4096, 768, 50257, False),
 ]
 
 

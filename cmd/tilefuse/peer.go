@@ -99,6 +99,11 @@ var peerCases = []peerCase{
 	// (graphpass's pretranspose; the transpose is not timed here)
 	{name: "bert NN 768×3072×4096", m: 768, k: 4096, n: 3072},
 	{name: "bert NN 3072×768×4096", m: 3072, k: 4096, n: 768},
+	// vocabulary projections (8×512 tokens, model 768): BERT's 30522 words
+	// (rows 8-byte aligned), GPT-2's 50257 (an odd number: B's copies 4
+	// bytes wide)
+	{name: "vocab 4096×30522×768", m: 4096, k: 768, n: 30522},
+	{name: "vocab 4096×50257×768", m: 4096, k: 768, n: 50257},
 }
 
 // transposed is the r×c row-major x stored c×r.

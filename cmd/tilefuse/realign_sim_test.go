@@ -54,6 +54,10 @@ func TestRealignedBInSimulator(t *testing.T) {
 		{130, 200, 198, 128, 3, nil, true},
 		{150, 100, 131, 64, 4, nil, false},
 		{130, 50, 129, 128, 3, tile.Meta{"k_tail": 1}, false},
+		// the wave model's form for vocabulary projections (partialColumns):
+		// 256×128, 4 stages, more iterations than stages, gelu's epilogue
+		{300, 200, 203, 256, 4, nil, true},
+		{300, 200, 202, 256, 4, nil, false},
 	} {
 		for _, off := range []bool{false, true} {
 			name := fmt.Sprintf("%dx%dx%d %dx128 %d stages %v", c.m, c.k, c.n, c.bm, c.stages, c.extra)
