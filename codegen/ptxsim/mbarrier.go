@@ -429,6 +429,9 @@ func decodeCpAsyncMbarrierArrive(d *decoder) error {
 // [dst], [src], size, [mbar]: size bytes (a multiple of 16, 16-byte
 // aligned) that complete size transactions on the mbarrier when they land.
 func decodeCpAsyncBulk(d *decoder) error {
+	if len(d.mods) > 2 && d.mods[2] == "global" && d.has("bulk_group") {
+		return decodeBulkStore(d)
+	}
 	if _, ok := d.hasPrefix("mbarrier::complete_tx"); !ok || !d.has("global") {
 		return d.errorf("of the bulk copies only global → shared with mbarrier::complete_tx::bytes is simulated")
 	}

@@ -21,9 +21,12 @@ import (
 // the store (fence.proxy.async.shared::cta), and the source's bytes under
 // racecheck and initcheck.
 
-// bulkStore is a tensor store in flight.
+// bulkStore is a tensor store in flight, or a bulk store (plain: n
+// bytes to global address dst).
 type bulkStore struct {
 	tm       TensorMap
+	plain    bool
+	dst      uint64
 	origin   []int64
 	data     []byte // the box, row after row, as it was read
 	src, n   int    // the shared bytes it reads
@@ -98,6 +101,69 @@ func decodeTensorStore(d *decoder, rank int) error {
 	return nil
 }
 
+// decodeBulkStore: cp.async.bulk.global.shared::cta.bulk_group [dst],
+// [src], size (PTX ISA §9.7.9.25.4.1): size bytes of shared memory
+// written to global memory, both addresses and the size multiples of 16;
+// it joins its thread's bulk async-group as a tensor store does, its
+// source read when issued and its bytes written when the group retires.
+func decodeBulkStore(d *decoder) error {
+	if !d.has("shared::cta") || d.has("L2::cache_hint") || d.has("cp_mask") {
+		return d.errorf("of the bulk stores only shared::cta → global with bulk_group is simulated")
+	}
+	if err := d.nargs(3); err != nil {
+		return err
+	}
+	dst, err := d.address(0)
+	if err != nil {
+		return err
+	}
+	src, err := d.address(1)
+	if err != nil {
+		return err
+	}
+	size, err := d.src(2, tyU32)
+	if err != nil {
+		return err
+	}
+	pc := d.in.pc
+	d.in.run = func(w *warp, m uint32) error {
+		for ; m != 0; m &= m - 1 {
+			l := bits.TrailingZeros32(m)
+			n := int(uint32(w.val(&size, l)))
+			da := w.addr(&dst, l)
+			sa := w.addr(&src, l)
+			if sa >= sharedWindow {
+				sa -= sharedWindow
+			}
+			sa &= 0xffffffff
+			if n%16 != 0 || da%16 != 0 || sa%16 != 0 {
+				return w.faultAddr(l, "memcheck", da, "cp.async.bulk of %d bytes from shared %#x to %#x: sizes and addresses must be multiples of 16", n, sa, da)
+			}
+			if sa+uint64(n) > uint64(w.c.l.sharedSize) {
+				return w.faultAddr(l, "memcheck", sa, "cp.async.bulk reads %d bytes at shared offset %#x: the CTA has %d", n, sa, w.c.l.sharedSize)
+			}
+			if _, _, err := w.c.l.mem.find(da, n); n > 0 && err != nil {
+				return w.faultAddr(l, "memcheck", da, "cp.async.bulk writes %d bytes: %v", n, err)
+			}
+			a := &w.c.async
+			if err := a.check(w, l, int(sa), n, false); err != nil {
+				return err
+			}
+			data := make([]byte, n)
+			copy(data, w.c.shared[sa:sa+uint64(n)])
+			a.stores = append(a.stores, bulkStore{plain: true, dst: da, data: data, src: int(sa), n: n, warp: w.id, lane: l, pc: pc})
+			for i := int(sa); i < int(sa)+n; i++ {
+				a.readBy[i]++
+			}
+			a.reading++
+			t := a.thread(w, l)
+			t.stores.open = append(t.stores.open, len(a.stores)-1)
+		}
+		return nil
+	}
+	return nil
+}
+
 // checkStores reports a write to shared bytes that a tensor store in
 // flight still reads.
 func (a *asyncCTA) checkStores(w *warp, l, off, n int) error {
@@ -108,7 +174,7 @@ func (a *asyncCTA) checkStores(w *warp, l, off, n int) error {
 		for _, st := range a.stores {
 			if !st.done && i >= st.src && i < st.src+st.n {
 				in := w.c.l.e.prog[st.pc]
-				return w.faultAddr(l, "async", uint64(i), "writes shared byte %#x, which the tensor store issued by warp %d lane %d at line %d `%s` may still read: that thread has not waited for it (cp.async.bulk.wait_group.read, then a barrier for other threads)",
+				return w.faultAddr(l, "async", uint64(i), "writes shared byte %#x, which the bulk or tensor store issued by warp %d lane %d at line %d `%s` may still read: that thread has not waited for it (cp.async.bulk.wait_group.read, then a barrier for other threads)",
 					i, st.warp, st.lane, in.line, in.text)
 			}
 		}
@@ -128,6 +194,16 @@ func (a *asyncCTA) finishStore(c *cta, i int) error {
 		a.readBy[j]--
 	}
 	a.reading--
+	if st.plain {
+		g, off, err := c.l.mem.find(st.dst, st.n)
+		if err != nil {
+			w := c.warps[st.warp]
+			w.cur = c.l.e.prog[st.pc]
+			return w.faultAddr(st.lane, "memcheck", st.dst, "cp.async.bulk writes %d bytes: %v", st.n, err)
+		}
+		copy(g.data[off:off+st.n], st.data)
+		return nil
+	}
 	m := st.tm
 	inner := int(m.Box[0]) * m.ElemBytes
 	return m.rows(st.origin, func(r int, addr uint64, lo, hi int64) error {

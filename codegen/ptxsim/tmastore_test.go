@@ -2,6 +2,8 @@ package ptxsim_test
 
 import (
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -136,3 +138,75 @@ func TestTensorStore(t *testing.T) {
 		})
 	}
 }
+
+// TestBulkStore: cp.async.bulk.global.shared::cta.bulk_group writes its
+// shared bytes to global memory when its group retires (wait_group.read);
+// a write to its source before that, a size or an address not a multiple
+// of 16, and a destination past its buffer are faults.
+func TestBulkStore(t *testing.T) {
+	src := func(size, dstOff int, early string) string {
+		return strings.NewReplacer(".version 7.8", ".version 8.0", ".target sm_80", ".target sm_90a").Replace(kernelPTX("bulkstore", ".param .u64 y", `
+	.shared .align 16 .b8 buf[64];
+	mov.u32 %r0, %tid.x;
+	mov.u32 %r1, buf;
+	mul.lo.u32 %r2, %r0, 4;
+	add.u32 %r3, %r1, %r2;
+	add.u32 %r4, %r0, 100;
+	st.shared.u32 [%r3], %r4;
+	fence.proxy.async.shared::cta;
+	bar.sync 0;
+	ld.param.u64 %rd1, [y];
+	add.s64 %rd2, %rd1, `+itoa(dstOff)+`;
+	setp.eq.u32 %p1, %r0, 0;
+	mov.u32 %r5, `+itoa(size)+`;
+	@%p1 cp.async.bulk.global.shared::cta.bulk_group [%rd2], [%r1+16], %r5;
+	@%p1 cp.async.bulk.commit_group;
+	`+early+`
+	@%p1 cp.async.bulk.wait_group.read 0;`))
+	}
+	run := func(size, dstOff int, early string) (*ptxsim.Fault, []uint32) {
+		mem := ptxsim.NewMemory()
+		ya, _ := mem.AllocCopy("y", make([]uint32, 12))
+		mod, err := ptxsim.Parse(src(size, dstOff, early))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = mod.Launch("bulkstore", ptxsim.Config{Block: [3]int{16}}, mem, ya)
+		got := make([]uint32, 12)
+		mem.Read(ya, got)
+		if err == nil {
+			return nil, got
+		}
+		f, ok := err.(*ptxsim.Fault)
+		if !ok {
+			t.Fatalf("not a fault: %v", err)
+		}
+		t.Logf("reported: %v", err)
+		return f, got
+	}
+	if f, got := run(32, 16, ""); f != nil {
+		t.Fatal(f)
+	} else if want := []uint32{0, 0, 0, 0, 104, 105, 106, 107, 108, 109, 110, 111}; !slices.Equal(got, want) {
+		t.Fatalf("y %v, want %v", got, want)
+	}
+	for _, c := range []struct {
+		name         string
+		size, dstOff int
+		early        string
+		kind         string
+	}{
+		{"size 24", 24, 16, "", "memcheck"},
+		{"destination 8 bytes in", 32, 8, "", "memcheck"},
+		{"past y's end", 32, 32, "", "memcheck"},
+		{"the source rewritten before the wait", 32, 16, "@%p1 st.shared.u32 [%r1+20], %r0;", "async"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, _ := run(c.size, c.dstOff, c.early)
+			if f == nil || f.Kind != c.kind {
+				t.Fatalf("fault %v, want one of kind %s", f, c.kind)
+			}
+		})
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
