@@ -76,8 +76,6 @@ type lowerer struct {
 	// in and how many of its groups ahead
 	late      map[int]*lateLoad
 	lateStore *tile.Value
-	// skipStore: stores emitted by their loop's epilogue (rowstore.go)
-	skipStore map[int]bool
 	lateAhead int
 	lateBlock *tile.Block // the block of lateStore and the late loads
 	lating    bool        // emitting lateStore
@@ -1283,9 +1281,6 @@ func (l *lowerer) block(b *tile.Block) error {
 				err = l.load(v)
 			}
 		case tile.OpStore, tile.OpAtomicAdd:
-			if l.skipStore[v.ID] {
-				break
-			}
 			if run := l.storeRun(b.Values[i:]); len(run) > 1 {
 				for _, x := range run {
 					done[x] = true

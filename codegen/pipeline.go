@@ -150,10 +150,6 @@ type pipe struct {
 	// (realign.go); rbDeclined says why the copy layout did not suit it
 	rb         *realignB
 	rbDeclined string
-	// rs (swapped form with epi_smem, output rows not 16-byte aligned,
-	// meta-parameter row_stores = 1): the epilogue stores by rows
-	// (rowstore.go), set when it is emitted
-	rs *rowStore
 	// staged (swapped form, meta-parameter wg_stage = 1, A stored
 	// transposed): wgmma reads A K-major from shared memory, and Aᵀ is
 	// m-contiguous in memory, so its copies into the K-major tile would be
@@ -284,9 +280,6 @@ func (p *pipe) String() string {
 		}
 		if p.rbDeclined != "" {
 			ahead += "; realign_b declined: " + p.rbDeclined
-		}
-		if p.rs != nil {
-			ahead += "; the result " + p.rs.String()
 		}
 		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk%d %s on Cᵀ = Bᵀ·Aᵀ (Bᵀ from registers, A K-major%s), %d stages of %d B (%s; A %v; B %v), %d warpgroups, accumulator %s of Cᵀ",
 			p.dot.ID, p.m, p.n, p.k, p.m, k, p.dot.Prec, x3, p.stages, p.stageBytes, ahead, p.a, p.b, p.wm/4, p.acc.key())
@@ -903,7 +896,8 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	if p.cluster > 0 {
 		l.clusterBarrier() // no CTA leaves while the other may arrive on its mbarriers
 	}
-	return l.pipeResults(v, p, carried[p.accIdx])
+	l.pipeResults(v, p, carried[p.accIdx])
+	return nil
 }
 
 // nextStage moves the stage offset st (a register) to the next stage of
@@ -1001,21 +995,15 @@ func (l *lowerer) oneBlockLoop(v *tile.Value, p *pipe, iv, sc string, bounds []s
 	w.WriteString(end + ":\n")
 	emit(w, "cp.async.wait_group 0")
 	l.barrier(w) // the buffers are scratch again
-	return l.pipeResults(v, p, acc)
+	l.pipeResults(v, p, acc)
+	return nil
 }
 
 // pipeResults gives loop v's result the accumulator acc (moved through
 // shared memory into the row-major layout where p.epiSmem).
-func (l *lowerer) pipeResults(v *tile.Value, p *pipe, acc *lval) error {
+func (l *lowerer) pipeResults(v *tile.Value, p *pipe, acc *lval) {
 	for _, r := range forResults(l.k, v) {
 		if int(r.Aux) == p.accIdx {
-			if rs := l.planRowStore(p, r); rs != nil {
-				p.rs = rs
-				if err := l.rowStores(p, acc, l.natural[r.ID], rs); err != nil {
-					return err
-				}
-				continue
-			}
 			if p.epiSmem {
 				l.remember(r, l.epilogueThroughSmem(p, acc, l.natural[r.ID]))
 			} else {
@@ -1023,7 +1011,6 @@ func (l *lowerer) pipeResults(v *tile.Value, p *pipe, acc *lval) error {
 			}
 		}
 	}
-	return nil
 }
 
 // epiPad is the padding, in words, of each row of the accumulator's tile in

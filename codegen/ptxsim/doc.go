@@ -45,7 +45,9 @@
 // pipelines: mbarrier (init, inval, arrive, arrive_drop, arrive.expect_tx,
 // expect_tx, complete_tx, test_wait and try_wait, with .parity),
 // cp.async.mbarrier.arrive(.noinc), cp.async.bulk global → shared
-// completing on an mbarrier (mbarrier::complete_tx::bytes), and
+// completing on an mbarrier (mbarrier::complete_tx::bytes) and shared::cta
+// → global in a bulk group (the whole range checked, its source read when
+// issued and rewritable only after cp.async.bulk.wait_group.read), and
 // cp.async.bulk.tensor in tile mode from a tensor map in the simulator's
 // own encoding (EncodeTensorMap; tma.go), elect.sync,
 // setmaxnreg as a no-op, and wgmma (mma_async m64nNk8 .tf32 and m64nNk16
@@ -88,7 +90,7 @@
 // memory between CTAs, and spin-waits on flags written by another warp,
 // are not modelled; local memory, textures, surfaces, calls, clusters and
 // distributed shared memory, the tensor copies' im2col mode, multicast
-// and stores, bulk stores, sparse and 8-bit wgmma, and descriptors with a base
+// and reductions, sparse and 8-bit wgmma, and descriptors with a base
 // offset are not simulated yet. The wgmma layouts are CUTLASS's canonical
 // GMMA layouts, checked here against a generic evaluation of CUTLASS's
 // statement of them, not yet on a GPU.
