@@ -218,6 +218,9 @@ func TestTF32x3WeightGradients(t *testing.T) {
 		{"TN 256×256×4096 with an epilogue: 64×128 (4 tiles of 128×128 do not fill the SMs)", 256, 4096, 256, true, true, staged},
 		{"TN 768×3072×512: K too short, the swapped form of before (64×128: 1.09 waves of 128×128)", 768, 512, 3072, true, false, with(with(swapped, "BLOCK_M", 64), "num_stages", 6)},
 		{"NN 768×3072×4096: not Aᵀ, the swapped form of before (64×128: 1.09 waves of 128×128)", 768, 4096, 3072, false, false, with(with(swapped, "BLOCK_M", 64), "num_stages", 6)},
+		{"NN 4096×30522×768, a vocabulary projection: the output not whole tiles of columns, the epilogue through shared memory", 4096, 768, 30522, false, false, with(swapped, "epi_smem", 1)},
+		{"NN 4096×50257×768", 4096, 768, 50257, false, false, with(swapped, "epi_smem", 1)},
+		{"NN 4000×3072×768: rows not whole tiles, from the accumulator (measured alike)", 4000, 768, 3072, false, false, swapped},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			grp := productGroup(t, c.m, c.k, c.n, c.ta, false, func(_ *G.ExprGraph, y *G.Node) {

@@ -104,6 +104,9 @@ var peerCases = []peerCase{
 	// bytes wide)
 	{name: "vocab 4096×30522×768", m: 4096, k: 768, n: 30522},
 	{name: "vocab 4096×50257×768", m: 4096, k: 768, n: 50257},
+	// the layer's products at 4000 tokens (8×500): rows not whole tiles
+	{name: "bert NN 4000×3072×768", m: 4000, k: 768, n: 3072},
+	{name: "bert NN 4000×768×3072", m: 4000, k: 3072, n: 768},
 }
 
 // transposed is the r×c row-major x stored c×r.
