@@ -446,6 +446,7 @@ PEER = [
     # vocabulary projections: BERT's 30522 words, GPT-2's 50257
     ("vocab 4096×30522×768", 4096, 768, 30522, False),
     ("vocab 4096×50257×768", 4096, 768, 50257, False),
+    ("vocab NT 4096×50257×768", 4096, 768, 50257, False, False, True),
     # the layer's products at 4000 tokens: rows not whole tiles
     ("bert NN 4000×3072×768", 4000, 768, 3072, False),
     ("bert NN 4000×768×3072", 4000, 3072, 768, False),

@@ -104,6 +104,9 @@ var peerCases = []peerCase{
 	// bytes wide)
 	{name: "vocab 4096×30522×768", m: 4096, k: 768, n: 30522},
 	{name: "vocab 4096×50257×768", m: 4096, k: 768, n: 50257},
+	// the same with the embedding matrix [vocabulary][model] as the
+	// weights (tied: logits = h·Eᵀ)
+	{name: "vocab NT 4096×50257×768", m: 4096, k: 768, n: 50257, tb: true},
 	// the layer's products at 4000 tokens (8×500): rows not whole tiles
 	{name: "bert NN 4000×3072×768", m: 4000, k: 768, n: 3072},
 	{name: "bert NN 4000×768×3072", m: 4000, k: 3072, n: 768},
