@@ -266,27 +266,38 @@ type mmaRegs struct {
 func (l *lowerer) swizzledBase(t smemTile, row, chunk, inChunk string, res int) string {
 	key := fmt.Sprintf("swz|%v|%s|%s|%s|%d", t, row, chunk, inChunk, res)
 	return l.geo(key, func(w *strings.Builder) string {
-		s := t.Swz
-		ph := l.reg("r")
-		emit(w, "shr.u32 %s, %s, %d", ph, row, log2(s.PerPhase))
-		if s.Mul != 1 {
-			emit(w, "mul.lo.s32 %s, %s, %d", ph, ph, s.Mul)
-		}
-		emit(w, "and.b32 %s, %s, %d", ph, ph, s.MaxPhase-1)
+		ph := l.swizzlePhase(w, t.Swz, row)
 		c := l.reg("r")
 		emit(w, "add.s32 %s, %s, %d", c, chunk, res)
 		emit(w, "xor.b32 %s, %s, %s", c, c, ph)
-		a := l.reg("r")
-		emit(w, "mad.lo.s32 %s, %s, %d, %s", a, row, t.rowBytes(), l.smemAddr())
-		emit(w, "mad.lo.s32 %s, %s, 16, %s", a, c, a)
-		if inChunk != "" {
-			emit(w, "mad.lo.s32 %s, %s, 4, %s", a, inChunk, a)
-		}
-		if t.Off != 0 {
-			emit(w, "add.s32 %s, %s, %d", a, a, t.Off)
-		}
-		return a
+		return l.tileAddr(w, t, row, c, inChunk)
 	})
+}
+
+// swizzlePhase emits phase(row) of swizzle s into a new register.
+func (l *lowerer) swizzlePhase(w *strings.Builder, s swizzle, row string) string {
+	ph := l.reg("r")
+	emit(w, "shr.u32 %s, %s, %d", ph, row, log2(s.PerPhase))
+	if s.Mul != 1 {
+		emit(w, "mul.lo.s32 %s, %s, %d", ph, ph, s.Mul)
+	}
+	emit(w, "and.b32 %s, %s, %d", ph, ph, s.MaxPhase-1)
+	return ph
+}
+
+// tileAddr emits the shared address of word inChunk ("" for 0) of the
+// (swizzled) 16-byte chunk ch of tile t's row row.
+func (l *lowerer) tileAddr(w *strings.Builder, t smemTile, row, ch, inChunk string) string {
+	a := l.reg("r")
+	emit(w, "mad.lo.s32 %s, %s, %d, %s", a, row, t.rowBytes(), l.smemAddr())
+	emit(w, "mad.lo.s32 %s, %s, 16, %s", a, ch, a)
+	if inChunk != "" {
+		emit(w, "mad.lo.s32 %s, %s, 4, %s", a, inChunk, a)
+	}
+	if t.Off != 0 {
+		emit(w, "add.s32 %s, %s, %d", a, a, t.Off)
+	}
+	return a
 }
 
 // shiftAnd emits (x >> sh) & mask into a prologue register.

@@ -1660,25 +1660,13 @@ func (l *lowerer) tileSlot(t smemTile, lay *Layout, s slot, trans bool) string {
 	key := fmt.Sprintf("tileslot|%v|%s|%s", t, r, c)
 	return l.geo(key, func(w *strings.Builder) string {
 		row, col := regOrZero(w, l, r), regOrZero(w, l, c)
-		ph := l.reg("r")
-		emit(w, "shr.u32 %s, %s, %d", ph, row, log2(t.Swz.PerPhase))
-		if t.Swz.Mul != 1 {
-			emit(w, "mul.lo.s32 %s, %s, %d", ph, ph, t.Swz.Mul)
-		}
-		emit(w, "and.b32 %s, %s, %d", ph, ph, t.Swz.MaxPhase-1)
+		ph := l.swizzlePhase(w, t.Swz, row)
 		ch := l.reg("r")
 		emit(w, "shr.u32 %s, %s, 2", ch, col)
 		emit(w, "xor.b32 %s, %s, %s", ch, ch, ph)
 		in := l.reg("r")
 		emit(w, "and.b32 %s, %s, 3", in, col)
-		a := l.reg("r")
-		emit(w, "mad.lo.s32 %s, %s, %d, %s", a, row, t.rowBytes(), l.smemAddr())
-		emit(w, "mad.lo.s32 %s, %s, 16, %s", a, ch, a)
-		emit(w, "mad.lo.s32 %s, %s, 4, %s", a, in, a)
-		if t.Off != 0 {
-			emit(w, "add.s32 %s, %s, %d", a, a, t.Off)
-		}
-		return a
+		return l.tileAddr(w, t, row, ch, in)
 	})
 }
 

@@ -490,24 +490,11 @@ func (l *lowerer) realignedFragBase(p *pipe, row, col string, res int) string {
 		emit(w, "shr.u32 %s, %s, 2", ch, c)
 		emit(w, "add.s32 %s, %s, %d", ch, ch, res)
 		emit(w, "and.b32 %s, %s, 3", in, c)
-		s := t.Swz
-		sw := l.reg("r")
-		emit(w, "shr.u32 %s, %s, %d", sw, row, log2(s.PerPhase))
-		if s.Mul != 1 {
-			emit(w, "mul.lo.s32 %s, %s, %d", sw, sw, s.Mul)
-		}
-		emit(w, "and.b32 %s, %s, %d", sw, sw, s.MaxPhase-1)
+		sw := l.swizzlePhase(w, t.Swz, row)
 		whole := l.reg("p")
 		emit(w, "setp.lt.u32 %s, %s, %d", whole, ch, t.swizzled())
 		emit(w, "selp.u32 %s, %s, 0, %s", sw, sw, whole)
 		emit(w, "xor.b32 %s, %s, %s", ch, ch, sw)
-		a := l.reg("r")
-		emit(w, "mad.lo.s32 %s, %s, %d, %s", a, row, t.rowBytes(), l.smemAddr())
-		emit(w, "mad.lo.s32 %s, %s, 16, %s", a, ch, a)
-		emit(w, "mad.lo.s32 %s, %s, 4, %s", a, in, a)
-		if t.Off != 0 {
-			emit(w, "add.s32 %s, %s, %d", a, a, t.Off)
-		}
-		return a
+		return l.tileAddr(w, t, row, ch, in)
 	})
 }

@@ -88,13 +88,7 @@ func decodeTensorStore(d *decoder, rank int) error {
 				}
 				copy(data[o:o+16], w.c.shared[sa+t:sa+t+16])
 			}
-			a.stores = append(a.stores, bulkStore{tm: tm, origin: origin, data: data, src: int(sa), n: n, warp: w.id, lane: l, pc: pc})
-			for i := int(sa); i < int(sa)+n; i++ {
-				a.readBy[i]++
-			}
-			a.reading++
-			t := a.thread(w, l)
-			t.stores.open = append(t.stores.open, len(a.stores)-1)
+			a.addStore(w, l, bulkStore{tm: tm, origin: origin, data: data, src: int(sa), n: n, warp: w.id, lane: l, pc: pc})
 		}
 		return nil
 	}
@@ -151,17 +145,23 @@ func decodeBulkStore(d *decoder) error {
 			}
 			data := make([]byte, n)
 			copy(data, w.c.shared[sa:sa+uint64(n)])
-			a.stores = append(a.stores, bulkStore{plain: true, dst: da, data: data, src: int(sa), n: n, warp: w.id, lane: l, pc: pc})
-			for i := int(sa); i < int(sa)+n; i++ {
-				a.readBy[i]++
-			}
-			a.reading++
-			t := a.thread(w, l)
-			t.stores.open = append(t.stores.open, len(a.stores)-1)
+			a.addStore(w, l, bulkStore{plain: true, dst: da, data: data, src: int(sa), n: n, warp: w.id, lane: l, pc: pc})
 		}
 		return nil
 	}
 	return nil
+}
+
+// addStore puts st in flight: its source bytes read until it retires,
+// in lane l's open bulk async-group.
+func (a *asyncCTA) addStore(w *warp, l int, st bulkStore) {
+	a.stores = append(a.stores, st)
+	for i := st.src; i < st.src+st.n; i++ {
+		a.readBy[i]++
+	}
+	a.reading++
+	t := a.thread(w, l)
+	t.stores.open = append(t.stores.open, len(a.stores)-1)
 }
 
 // checkStores reports a write to shared bytes that a tensor store in
