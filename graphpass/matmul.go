@@ -459,13 +459,16 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 			stage := 4 * bk * (2*bm + bn)
 			meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"] = bm, bn, bk
 			meta["num_warps"], meta["num_stages"], meta["wgmma"] = bn/16, min(6, t.SharedMemory/stage), 2
-			if n%bn != 0 {
+			if ws, ok := productWaveShape(grp); ok && bm == 128 && n%bn != 0 && ws.k >= 256 {
 				// the output not whole tiles of columns: the epilogue
 				// through shared memory, as partialColumns has it (the
 				// H200, 2026-12-04, r24g, `tilefuse peer -precision tf32x3
 				// -tune epi_smem=1`, 128×128, TFLOP/s: 4096×30522×768 88.5
 				// → 92.3, 4096×50257×768 77.3 → 79.8; cuBLAS SGEMM 47.5 and
-				// 48.3 in the same call)
+				// 48.3 in the same call); not measured at 64 rows (1000³,
+				// narrow products) nor over a short K (the store-bound
+				// shapes, where 3xTF32 is not the default), which keep the
+				// accumulator's stores
 				meta["epi_smem"] = 1
 			}
 			return
