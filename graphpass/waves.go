@@ -459,7 +459,7 @@ var storeBoundMeta = tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "n
 // through shared memory, r22a); nor its columns (4096×4100×32, rows 16-byte
 // aligned, a last column of tiles 4 wide: 22.0 against 41.7 through shared
 // memory, r24c, 2026-12-04; stalled on the stores' queue, lg_throttle
-// 20.6 a issue against 5.8, and 4.9 M sectors written to L2 against 3.4 M
+// 20.6 stalls an issue against 5.8, and 4.9 M sectors written to L2 against 3.4 M
 // for its 64 MB).
 var storeBoundDirect = with(storeBoundMeta, "epi_smem", 0)
 
