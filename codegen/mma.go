@@ -266,23 +266,12 @@ type mmaRegs struct {
 func (l *lowerer) swizzledBase(t smemTile, row, chunk, inChunk string, res int) string {
 	key := fmt.Sprintf("swz|%v|%s|%s|%s|%d", t, row, chunk, inChunk, res)
 	return l.geo(key, func(w *strings.Builder) string {
-		ph := l.swizzlePhase(w, t.Swz, row)
+		ph := l.phase(w, t.Swz, row)
 		c := l.reg("r")
 		emit(w, "add.s32 %s, %s, %d", c, chunk, res)
 		emit(w, "xor.b32 %s, %s, %s", c, c, ph)
 		return l.tileAddr(w, t, row, c, inChunk)
 	})
-}
-
-// swizzlePhase emits phase(row) of swizzle s into a new register.
-func (l *lowerer) swizzlePhase(w *strings.Builder, s swizzle, row string) string {
-	ph := l.reg("r")
-	emit(w, "shr.u32 %s, %s, %d", ph, row, log2(s.PerPhase))
-	if s.Mul != 1 {
-		emit(w, "mul.lo.s32 %s, %s, %d", ph, ph, s.Mul)
-	}
-	emit(w, "and.b32 %s, %s, %d", ph, ph, s.MaxPhase-1)
-	return ph
 }
 
 // tileAddr emits the shared address of word inChunk ("" for 0) of the

@@ -1660,7 +1660,7 @@ func (l *lowerer) tileSlot(t smemTile, lay *Layout, s slot, trans bool) string {
 	key := fmt.Sprintf("tileslot|%v|%s|%s", t, r, c)
 	return l.geo(key, func(w *strings.Builder) string {
 		row, col := regOrZero(w, l, r), regOrZero(w, l, c)
-		ph := l.swizzlePhase(w, t.Swz, row)
+		ph := l.phase(w, t.Swz, row)
 		ch := l.reg("r")
 		emit(w, "shr.u32 %s, %s, 2", ch, col)
 		emit(w, "xor.b32 %s, %s, %s", ch, ch, ph)

@@ -490,7 +490,7 @@ func (l *lowerer) realignedFragBase(p *pipe, row, col string, res int) string {
 		emit(w, "shr.u32 %s, %s, 2", ch, c)
 		emit(w, "add.s32 %s, %s, %d", ch, ch, res)
 		emit(w, "and.b32 %s, %s, 3", in, c)
-		sw := l.swizzlePhase(w, t.Swz, row)
+		sw := l.phase(w, t.Swz, row)
 		whole := l.reg("p")
 		emit(w, "setp.lt.u32 %s, %s, %d", whole, ch, t.swizzled())
 		emit(w, "selp.u32 %s, %s, 0, %s", sw, sw, whole)

@@ -290,15 +290,7 @@ func decodeCpAsync(d *decoder) error {
 	if err := d.nargs(3, 4, 5); err != nil {
 		return err
 	}
-	dst, err := d.address(0)
-	if err != nil {
-		return err
-	}
-	src, err := d.address(1)
-	if err != nil {
-		return err
-	}
-	size, err := d.src(2, tyU32)
+	dst, src, size, err := d.copyOperands()
 	if err != nil {
 		return err
 	}

@@ -600,6 +600,19 @@ func (d *decoder) isVec(i int) bool {
 	return len(ts) > 0 && ts[0].s == "{"
 }
 
+// copyOperands decodes a copy's [dst], [src], size (its first three
+// operands: cp.async and the bulk copies).
+func (d *decoder) copyOperands() (dst, src addrOperand, size operand, err error) {
+	if dst, err = d.address(0); err != nil {
+		return
+	}
+	if src, err = d.address(1); err != nil {
+		return
+	}
+	size, err = d.src(2, tyU32)
+	return
+}
+
 // address parses [reg], [reg+imm], [sym], [sym+imm], [imm].
 func (d *decoder) address(i int) (addrOperand, error) {
 	ts := d.arg(i)
