@@ -78,13 +78,6 @@ func (l *lowerer) assignLayouts(b *tile.Block) error {
 				// a K loop for the tensor cores: the accumulator lives in
 				// registers in the mma layout, before, in and after the loop
 				l.pipes[v.ID] = p
-				if p.rc != nil {
-					// stored by the loop's epilogue (realignc.go)
-					if l.rcStores == nil {
-						l.rcStores = map[*tile.Value]string{}
-					}
-					l.rcStores[p.rc.st] = "planned"
-				}
 				for i, c := range p.copy {
 					if c == nil {
 						c = p.wsCopy[i]

@@ -75,7 +75,6 @@ type lowerer struct {
 	// late loads (lateload.go): by value ID, the store they are emitted
 	// in and how many of its groups ahead
 	late      map[int]*lateLoad
-	rcStores  map[*tile.Value]string // stores emitted by their loop's epilogue (realignc.go): "planned", then "stored"
 	lateStore *tile.Value
 	lateAhead int
 	lateBlock *tile.Block // the block of lateStore and the late loads
@@ -1271,12 +1270,6 @@ func (l *lowerer) block(b *tile.Block) error {
 		if done[v] {
 			continue
 		}
-		if st := l.rcStores[v]; st != "" {
-			if st != "stored" {
-				return fmt.Errorf("%s: internal: a realigned store its loop did not emit", v)
-			}
-			continue
-		}
 		var err error
 		switch v.Op {
 		case tile.OpLoad:
@@ -1645,7 +1638,7 @@ func (l *lowerer) storeAt(s *storeEmit, ci int) error {
 func (l *lowerer) storeRun(vals []*tile.Value) []*tile.Value {
 	v := vals[0]
 	lay := l.plan.access[v.ID]
-	if v.Op != tile.OpStore || !l.slotwise(lay) || l.rcStores[v] != "" {
+	if v.Op != tile.OpStore || !l.slotwise(lay) {
 		return nil
 	}
 	root := ptrRoot(v.Args[0])
@@ -1663,7 +1656,7 @@ func (l *lowerer) storeRun(vals []*tile.Value) []*tile.Value {
 		}
 		r := ptrRoot(x.Args[0])
 		xl := l.plan.access[x.ID]
-		if r == nil || roots[r] || layKey(xl) != layKey(lay) || !l.slotwise(xl) || len(x.Args) != len(v.Args) || l.rcStores[x] != "" {
+		if r == nil || roots[r] || layKey(xl) != layKey(lay) || !l.slotwise(xl) || len(x.Args) != len(v.Args) {
 			break
 		}
 		roots[r] = true

@@ -150,10 +150,6 @@ type pipe struct {
 	// (realign.go); rbDeclined says why the copy layout did not suit it
 	rb         *realignB
 	rbDeclined string
-	// rc (swapped form through shared memory, the output's rows not
-	// 16-byte aligned, meta-parameter realign_c = 1): C's store realigned
-	// to 16-byte chunks from each row's phase (realignc.go)
-	rc *realignC
 	// staged (swapped form, meta-parameter wg_stage = 1, A stored
 	// transposed): wgmma reads A K-major from shared memory, and Aᵀ is
 	// m-contiguous in memory, so its copies into the K-major tile would be
@@ -284,9 +280,6 @@ func (p *pipe) String() string {
 		}
 		if p.rbDeclined != "" {
 			ahead += "; realign_b declined: " + p.rbDeclined
-		}
-		if p.rc != nil {
-			ahead += fmt.Sprintf(", C stored realigned (rows of %d mod 4 words in 16-byte chunks from their phase)", p.rc.nw)
 		}
 		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk%d %s on Cᵀ = Bᵀ·Aᵀ (Bᵀ from registers, A K-major%s), %d stages of %d B (%s; A %v; B %v), %d warpgroups, accumulator %s of Cᵀ",
 			p.dot.ID, p.m, p.n, p.k, p.m, k, p.dot.Prec, x3, p.stages, p.stageBytes, ahead, p.a, p.b, p.wm/4, p.acc.key())
@@ -457,7 +450,6 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		p.b.Swz = swizzle{1, 1, min(8, p.n/4)}
 	}
 	l.planRealignB(p)
-	l.planRealignC(p, f)
 	p.stageBytes = p.a.bytes() + p.b.bytes() + p.alo.bytes()
 	if p.swapped {
 		p.stageBytes = p.b.Off + p.b.bytes() // B last
@@ -904,7 +896,8 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	if p.cluster > 0 {
 		l.clusterBarrier() // no CTA leaves while the other may arrive on its mbarriers
 	}
-	return l.pipeResults(v, p, carried[p.accIdx])
+	l.pipeResults(v, p, carried[p.accIdx])
+	return nil
 }
 
 // nextStage moves the stage offset st (a register) to the next stage of
@@ -1002,28 +995,22 @@ func (l *lowerer) oneBlockLoop(v *tile.Value, p *pipe, iv, sc string, bounds []s
 	w.WriteString(end + ":\n")
 	emit(w, "cp.async.wait_group 0")
 	l.barrier(w) // the buffers are scratch again
-	return l.pipeResults(v, p, acc)
+	l.pipeResults(v, p, acc)
+	return nil
 }
 
 // pipeResults gives loop v's result the accumulator acc (moved through
 // shared memory into the row-major layout where p.epiSmem).
-func (l *lowerer) pipeResults(v *tile.Value, p *pipe, acc *lval) error {
+func (l *lowerer) pipeResults(v *tile.Value, p *pipe, acc *lval) {
 	for _, r := range forResults(l.k, v) {
 		if int(r.Aux) == p.accIdx {
 			if p.epiSmem {
-				x, err := l.epilogueThroughSmem(p, acc, l.natural[r.ID])
-				if err != nil {
-					return err
-				}
-				if x != nil { // nil: stored realigned, its only use
-					l.remember(r, x)
-				}
+				l.remember(r, l.epilogueThroughSmem(p, acc, l.natural[r.ID]))
 			} else {
 				l.remember(r, acc)
 			}
 		}
 	}
-	return nil
 }
 
 // epiPad is the padding, in words, of each row of the accumulator's tile in
@@ -1043,7 +1030,7 @@ const epiPad = 4
 // the layout's runs are shorter: a warp's scalar loads are then 32
 // consecutive words of a row, conflict-free), and a barrier before the
 // scratch region is reused.
-func (l *lowerer) epilogueThroughSmem(p *pipe, acc *lval, to *Layout) (*lval, error) {
+func (l *lowerer) epilogueThroughSmem(p *pipe, acc *lval, to *Layout) *lval {
 	w := &l.body
 	stride := p.n + epiPad
 	l.needSmem(p.m * stride * 4)
@@ -1052,22 +1039,12 @@ func (l *lowerer) epilogueThroughSmem(p *pipe, acc *lval, to *Layout) (*lval, er
 	// not from coordinate registers of each slot (prologue registers, live
 	// across the loop)
 	elem := func(vc []int) int64 { return int64(4 * (vc[0]*stride + vc[1])) }
-	if p.rc != nil {
-		// rows shifted by their phase (realignc.go)
-		elem = func(vc []int) int64 { return int64(4 * p.rc.word(vc[0], vc[1], stride)) }
-	}
 	var bases [2]copyBases
 	addr := func(lay *Layout, s slot) string {
 		own := func() string {
 			row, col := l.valueCoord(lay, s, 0), l.valueCoord(lay, s, 1)
 			i := l.reg("r")
 			emit(w, "mad.lo.s32 %s, %s, %d, %s", i, row, stride, col)
-			if p.rc != nil {
-				ph := l.reg("r")
-				emit(w, "mul.lo.u32 %s, %s, %d", ph, regOrZero(w, l, row), p.rc.nw)
-				emit(w, "and.b32 %s, %s, 3", ph, ph)
-				emit(w, "add.u32 %s, %s, %s", i, i, ph)
-			}
 			return l.smemSlot(w, i, 4, 0)
 		}
 		if l.perSlotAddr() {
@@ -1084,13 +1061,6 @@ func (l *lowerer) epilogueThroughSmem(p *pipe, acc *lval, to *Layout) (*lval, er
 		emit(w, "st.shared.f32 [%s], %s", addr(acc.lay, slots[cls[0]]), acc.regs[cls[0]])
 	}
 	l.barrier(w)
-	if p.rc != nil {
-		if err := l.storeRealigned(p, stride); err != nil {
-			return nil, err
-		}
-		l.barrier(w) // the tile's reads before the scratch region is reused
-		return nil, nil
-	}
 	out := &lval{lay: to, regs: make([]string, nslots(to))}
 	last := to.B.rank() - 1
 	run := 1
@@ -1135,7 +1105,7 @@ func (l *lowerer) epilogueThroughSmem(p *pipe, acc *lval, to *Layout) (*lval, er
 		i += n - 1
 	}
 	l.barrier(w) // the tile's reads before the scratch region is reused
-	return out, nil
+	return out
 }
 
 // issueCopies emits, in a scope of its own where the loop's induction

@@ -336,7 +336,8 @@ func (l *lowerer) wsLoop(v *tile.Value, p *pipe, bounds []string, carried []*lva
 	// the producer has exited: from here on barriers are the consumers'
 	l.producerWarps, l.barThreads, l.regSplit = p.wsWarps, threads, p.wsRegs
 	l.barrier(w) // the stages are scratch again
-	return l.pipeResults(v, p, acc)
+	l.pipeResults(v, p, acc)
+	return nil
 }
 
 // wsProducer emits the producer's loop (see above), ending in exit.
