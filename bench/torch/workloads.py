@@ -422,6 +422,11 @@ PEER = [
     ("matmul 4096×4097×32", 4096, 32, 4097, False),
     ("matmul 4096×4096×33", 4096, 33, 4096, False),
     ("matmul 4095×4096×32", 4095, 32, 4096, False),
+    # K past a multiple of 32, and odd M with odd N at K = 32
+    ("matmul 4096×4096×34", 4096, 34, 4096, False),
+    ("matmul 4096×4096×36", 4096, 36, 4096, False),
+    ("matmul 4096×4096×40", 4096, 40, 4096, False),
+    ("matmul 4095×4097×32", 4095, 32, 4097, False),
     # odd N's effects apart: aligned rows with a last column of tiles 4
     # wide (4100), 33 whole tiles (4224)
     ("matmul 4096×4100×32", 4096, 32, 4100, False),

@@ -70,6 +70,13 @@ var peerCases = []peerCase{
 	{name: "matmul 4096×4097×32", m: 4096, k: 32, n: 4097},
 	{name: "matmul 4096×4096×33", m: 4096, k: 33, n: 4096},
 	{name: "matmul 4095×4096×32", m: 4095, k: 32, n: 4096},
+	// K past a multiple of 32 (a second iteration: ×34, ×36, ×40
+	// against ×32 and ×48) and rows of A 4 or 8 bytes aligned (×33
+	// against ×34); odd M and odd N together at K = 32
+	{name: "matmul 4096×4096×34", m: 4096, k: 34, n: 4096},
+	{name: "matmul 4096×4096×36", m: 4096, k: 36, n: 4096},
+	{name: "matmul 4096×4096×40", m: 4096, k: 40, n: 4096},
+	{name: "matmul 4095×4097×32", m: 4095, k: 32, n: 4097},
 	// odd N's two effects apart: rows of 4100 words are 16-byte aligned
 	// but leave a last column of tiles 4 wide, as 4097's leaves one 1
 	// wide; 4224 is 33 whole tiles
