@@ -78,6 +78,9 @@ func (l *lowerer) assignLayouts(b *tile.Block) error {
 				// a K loop for the tensor cores: the accumulator lives in
 				// registers in the mma layout, before, in and after the loop
 				l.pipes[v.ID] = p
+				l.wsKernel = l.wsKernel || p.ws
+				l.epiLate = l.chooseEpiLate(v, p)
+				p.epiLate = l.epiLate
 				for i, c := range p.copy {
 					if c == nil {
 						c = p.wsCopy[i]
@@ -271,4 +274,56 @@ func (l *lowerer) coalescedStore(v *tile.Value, lay *Layout) *Layout {
 		return nil
 	}
 	return l.canonical(v.Args[1].Type.Shape)
+}
+
+// chooseEpiLate is epi_late for a kernel whose loop f is pipe p (lowerer.
+// inPrologue, loopDone): the meta-parameter where the kernel has it; else,
+// for the swapped form alone in its kernel (not warp-specialised), 1 where
+// the masks of the stores after the loop are the same in every row of the
+// block (its rows whole tiles), 2 where they are not and the loop runs at
+// most twice (store-bound products), and 0 otherwise. Measured on the
+// H200 (2026-12-04, r25n, `tilefuse peer`, TFLOP/s, 0 → 1 / 2): rows whole
+// tiles: 4096×4097×32 33.4 → 34.3 / 24.4 (with 2 ptxas orders the stores a
+// column of the tile at a time), 4096³ 309.7 → 317.1 / 312.6, gelu(x·W+b)
+// 4096³ 298.0 → 299.6 / 291.9, 4096×50257×768 bf16 188.7 → 194.4 / 193.8,
+// 3xTF32 79.7 → 82.0 / 81.6, TF32 225.9 → 225.1 / 225.2; rows not whole
+// tiles: 4095×4097×32 30.4 → 25.9 / 33.0 (0 spilled 56 bytes: the rows'
+// masks held across the loop), 4095×4097×33 TF32 27.8 → 19.3 / 28.0, bf16
+// 10.1 → 17.5 / 17.6 (0 spilled 200 bytes), 3xTF32 9.5 → 11.3 / 14.1,
+// 4000×3072×768 258.6 → 262.1 / 261.6, 1000³ (32 iterations) 100.0 →
+// 96.5 / 97.5. With this choice against none (r25o, the same call):
+// 4096×4097×32 31.9 → 34.0, 4095×4097×32 30.2 → 33.0, 4095×4097×33 TF32
+// 27.8 → 27.9, bf16 10.2 → 17.6, 3xTF32 9.5 → 14.2, 4096³ 303.4 → 314.9,
+// gelu(x·W+b) 4096³ 293.1 → 296.7, 4096×50257×768 bf16 189.5 → 194.4,
+// 3xTF32 79.5 → 82.0 (1000³ and 4000×3072×768 take none: their PTX is
+// unchanged).
+func (l *lowerer) chooseEpiLate(f *tile.Value, p *pipe) int {
+	if e, ok := l.k.Meta["epi_late"]; ok {
+		return e
+	}
+	if !p.swapped || p.ws || l.k.Count(tile.OpFor) != 1 {
+		return 0
+	}
+	memo := map[*tile.Value]*affine{}
+	whole := true
+	after := false
+	for _, v := range l.k.Body.Values {
+		if v == f {
+			after = true
+			continue
+		}
+		if after && v.Op == tile.OpStore && len(v.Args) > 2 && v.Args[2].Type.Shape.Rank == 2 &&
+			l.runs(v.Args[2], 0, memo) < int64(v.Args[2].Type.Shape.Dims[0]) {
+			whole = false
+		}
+	}
+	if whole {
+		return 1
+	}
+	lo, hi, step := f.Args[0], f.Args[1], f.Args[2]
+	if lo.Op == tile.OpConst && hi.Op == tile.OpConst && step.Op == tile.OpConst && step.Aux > 0 &&
+		(hi.Aux-lo.Aux+step.Aux-1)/step.Aux <= 2 {
+		return 2
+	}
+	return 0
 }

@@ -47,6 +47,12 @@
 //     before its wgmmas (the default issues them after).
 //   - epi_smem: 1, the swapped form's epilogue through shared memory
 //     (row-major runs, 16-byte stores where the rows allow).
+//   - epi_late (kernels with loops, not warp-specialised): the invariant
+//     values that only the epilogue asks for in their layouts (a loop's
+//     masks and offsets in the epilogue's) computed after the last loop,
+//     not in the prologue (held across the loops): 1, the stores' pointers
+//     and masks asked for right after the loop (lowerer.loopDone); 2,
+//     where the stores ask for them; 0 (default), in the prologue.
 //   - k_tail: 1, the swapped form's last iteration runs only the k steps of
 //     8 that start before K, and (TF32 by cp.async, not warp-specialised)
 //     issues no copies past them (tailCopyLimit).

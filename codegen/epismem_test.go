@@ -239,3 +239,57 @@ func TestSwappedKTail(t *testing.T) {
 		})
 	}
 }
+
+// TestEpiLate: the meta-parameter epi_late places the invariant values
+// that only the epilogue asks for in its layouts (here the rows' and
+// columns' masks of the store, in the row-major layout of epi_smem): 0 in
+// the prologue, held across the K loop; 1 and 2 after the loop, 1 before
+// the epilogue's round trip through shared memory (asked for right after
+// the loop), 2 where the stores ask for them, after it. Without the
+// meta-parameter the kernel's choice (chooseEpiLate) is 2 here: the rows
+// are masked (not whole tiles) and the loop runs twice (K = 33).
+func TestEpiLate(t *testing.T) {
+	setp := regexp.MustCompile(`(?m)^\tsetp\.`)
+	compile := func(extra tile.Meta) string {
+		k := maskedProduct(t, 195, 197, 33, 128, maps.Clone(extra))
+		ck, err := Compile(k, Options{Arch: 90, NumWarps: 8, Spec: all16(k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ck.PTX
+	}
+	type where struct{ before, between, after int } // setp before the loop, between its end and the first st.shared, after that
+	at := func(ptx string) where {
+		end := strings.LastIndex(ptx, "$L_pipe_end")
+		sts := end + strings.Index(ptx[end:], "st.shared.f32")
+		if end < 0 || sts < end {
+			t.Fatalf("no loop end or no epilogue through shared memory")
+		}
+		loop := strings.Index(ptx, "wgmma.mma_async")
+		return where{len(setp.FindAllString(ptx[:loop], -1)), len(setp.FindAllString(ptx[end:sts], -1)), len(setp.FindAllString(ptx[sts:], -1))}
+	}
+	base := tile.Meta{"epi_smem": 1, "num_stages": 3, "k_tail": 1}
+	var w [3]where
+	for e := range w {
+		w[e] = at(compile(with(base, "epi_late", e)))
+		t.Logf("epi_late %d: setp before the loop %d, between its end and the epilogue's stores into shared memory %d, after %d", e, w[e].before, w[e].between, w[e].after)
+	}
+	if w[0].before <= w[1].before || w[1].before != w[2].before {
+		t.Errorf("setp before the loop: %d, %d, %d: want the epilogue's masks out of the prologue with 1 and 2", w[0].before, w[1].before, w[2].before)
+	}
+	if w[1].between <= w[2].between || w[2].between != w[0].between {
+		t.Errorf("setp between the loop's end and the epilogue's round trip: %d, %d, %d: want the masks there with 1 only", w[0].between, w[1].between, w[2].between)
+	}
+	if w[2].after <= w[0].after {
+		t.Errorf("setp after the round trip: %d with 2, %d with 0: want the masks there with 2", w[2].after, w[0].after)
+	}
+	if got, want := compile(base), compile(with(base, "epi_late", 2)); got != want {
+		t.Error("without epi_late: not the kernel of epi_late = 2 (masked rows, two iterations)")
+	}
+}
+
+func with(m tile.Meta, k string, v int) tile.Meta {
+	out := maps.Clone(m)
+	out[k] = v
+	return out
+}

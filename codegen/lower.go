@@ -2,6 +2,7 @@ package codegen
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -27,6 +28,8 @@ type lowerer struct {
 	opt  Options
 	axes []analysis.AxisInfo
 	inv  []bool // kernel-invariant: computed in the prologue
+	// invAll: kernel-invariant, a loop's need or not (loopDone)
+	invAll []bool
 
 	pro, body strings.Builder
 	nreg      map[string]int
@@ -74,13 +77,18 @@ type lowerer struct {
 	slotMemo   map[string]string // values emitted slot by slot (slotwise.go)
 	// late loads (lateload.go): by value ID, the store they are emitted
 	// in and how many of its groups ahead
-	late      map[int]*lateLoad
-	lateStore *tile.Value
-	lateAhead int
-	lateBlock *tile.Block // the block of lateStore and the late loads
-	lating    bool        // emitting lateStore
-	carry     *carries    // loads carried through shared memory (smemcarry.go); nil: none
-	result    *Kernel     // the print stage's result
+	late map[int]*lateLoad
+	// loops: the kernel's loops (analyze); loopsDone: those emitted
+	// (inPrologue)
+	loops, loopsDone int
+	wsKernel         bool // a warp-specialised loop: every invariant value in the prologue
+	epiLate          int  // the meta-parameter epi_late, or its choice (chooseEpiLate)
+	lateStore        *tile.Value
+	lateAhead        int
+	lateBlock        *tile.Block // the block of lateStore and the late loads
+	lating           bool        // emitting lateStore
+	carry            *carries    // loads carried through shared memory (smemcarry.go); nil: none
+	result           *Kernel     // the print stage's result
 }
 
 func newLowerer(k *tile.Kernel, opt Options) *lowerer {
@@ -120,8 +128,10 @@ func (l *lowerer) analyze() error {
 		}
 		return false
 	})
-	hasLoop := k.Count(tile.OpFor) > 0
+	l.loops = k.Count(tile.OpFor)
+	hasLoop := l.loops > 0
 	needs := analysis.LoopNeeds(k)
+	l.invAll = slices.Clone(l.inv)
 	for i := range l.inv {
 		l.inv[i] = l.inv[i] && (!hasLoop || needs[i])
 	}
@@ -186,10 +196,64 @@ func (l *lowerer) label(what string) string {
 
 // out is where v's code goes: the prologue for kernel-invariant values.
 func (l *lowerer) out(v *tile.Value) *strings.Builder {
-	if v != nil && v.ID < len(l.inv) && l.inv[v.ID] {
+	if v != nil && l.inPrologue(v) {
 		return &l.pro
 	}
 	return &l.body
+}
+
+// inPrologue reports whether v, kernel-invariant, goes to the prologue
+// where it is emitted now. With the meta-parameter epi_late (1 or 2; not
+// in a warp-specialised kernel, whose setmaxnreg split is sized on the
+// registers the launch gives, which ptxas lowers where fewer are live)
+// not once every loop of the kernel has been emitted, so that what only
+// the epilogue asks for (a loop's mask in the epilogue's layout: the rows
+// of an odd M, 16 predicates a thread at 128×128) is computed after the
+// loops, not held across them.
+func (l *lowerer) inPrologue(v *tile.Value) bool {
+	if v.ID >= len(l.inv) || !l.inv[v.ID] {
+		return false
+	}
+	return l.epiLate == 0 || l.wsKernel || l.loops == 0 || l.loopsDone < l.loops
+}
+
+// loopDone counts loop f as emitted. With epi_late = 1, after the
+// kernel's last loop it asks, in the layouts their stores take, for the
+// invariant pointers and masks of the stores of the kernel's top-level
+// block that come after f (not a store with late loads, whose pointers
+// and masks are computed slot by slot), so that they are computed there,
+// before the epilogue's other work, as they were in the prologue; with
+// epi_late = 2 they are computed where the stores ask for them. On the
+// H200 (2026-12-04, r25n) masks asked for only at the stores let ptxas
+// reorder a warp's stores by mask, a column of the tile at a time instead
+// of a row at a time (4096×4097×32 33.4 → 24.4 TFLOP/s; 34.3 with
+// epi_late = 1), while asking for them whole before the epilogue holds
+// them across it (4095×4097×32 30.4 → 25.9; 33.0 with epi_late = 2).
+func (l *lowerer) loopDone(f *tile.Value) error {
+	l.loopsDone++
+	if l.loopsDone != l.loops || l.wsKernel || l.epiLate != 1 {
+		return nil
+	}
+	vals := l.k.Body.Values
+	i := slices.Index(vals, f)
+	if i < 0 {
+		return nil
+	}
+	for _, st := range vals[i+1:] {
+		if st.Op != tile.OpStore || st == l.lateStore {
+			continue
+		}
+		lay := l.plan.access[st.ID]
+		for j, a := range st.Args {
+			if j == 1 || !l.invAll[a.ID] {
+				continue
+			}
+			if _, err := l.demand(a, lay); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func emit(w *strings.Builder, format string, args ...any) {
@@ -220,7 +284,7 @@ func (l *lowerer) lookup(v *tile.Value, lay *Layout) *lval {
 func (l *lowerer) remember(v *tile.Value, x *lval) {
 	key := fmt.Sprintf("%d|%s", v.ID, layKey(x.lay))
 	scope := l.memo[len(l.memo)-1]
-	if l.inv[v.ID] {
+	if l.inPrologue(v) {
 		scope = l.memo[0]
 	}
 	scope[key] = x
@@ -1295,11 +1359,13 @@ func (l *lowerer) block(b *tile.Block) error {
 			err = l.dot(v)
 		case tile.OpFor:
 			if p, ok := l.pipes[v.ID]; ok {
-				err = l.pipelinedLoop(v, p)
+				err = l.pipelinedLoop(v, p) // counted in pipeResults
 			} else if ml := l.mma().loops[v.ID]; ml != nil {
 				err = l.mmaLoopEmit(v, ml)
+				l.loopsDone++
 			} else {
 				err = l.forLoop(v)
+				l.loopsDone++
 			}
 		}
 		if err != nil {

@@ -150,6 +150,8 @@ type pipe struct {
 	// (realign.go); rbDeclined says why the copy layout did not suit it
 	rb         *realignB
 	rbDeclined string
+	// epiLate: the kernel's epi_late (chooseEpiLate), for the dump
+	epiLate int
 	// staged (swapped form, meta-parameter wg_stage = 1, A stored
 	// transposed): wgmma reads A K-major from shared memory, and Aᵀ is
 	// m-contiguous in memory, so its copies into the K-major tile would be
@@ -280,6 +282,9 @@ func (p *pipe) String() string {
 		}
 		if p.rbDeclined != "" {
 			ahead += "; realign_b declined: " + p.rbDeclined
+		}
+		if p.epiLate != 0 && !p.ws {
+			ahead += fmt.Sprintf(", the epilogue's invariant values after the loop (epi_late %d)", p.epiLate)
 		}
 		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk%d %s on Cᵀ = Bᵀ·Aᵀ (Bᵀ from registers, A K-major%s), %d stages of %d B (%s; A %v; B %v), %d warpgroups, accumulator %s of Cᵀ",
 			p.dot.ID, p.m, p.n, p.k, p.m, k, p.dot.Prec, x3, p.stages, p.stageBytes, ahead, p.a, p.b, p.wm/4, p.acc.key())
@@ -896,8 +901,7 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 	if p.cluster > 0 {
 		l.clusterBarrier() // no CTA leaves while the other may arrive on its mbarriers
 	}
-	l.pipeResults(v, p, carried[p.accIdx])
-	return nil
+	return l.pipeResults(v, p, carried[p.accIdx])
 }
 
 // nextStage moves the stage offset st (a register) to the next stage of
@@ -995,13 +999,15 @@ func (l *lowerer) oneBlockLoop(v *tile.Value, p *pipe, iv, sc string, bounds []s
 	w.WriteString(end + ":\n")
 	emit(w, "cp.async.wait_group 0")
 	l.barrier(w) // the buffers are scratch again
-	l.pipeResults(v, p, acc)
-	return nil
+	return l.pipeResults(v, p, acc)
 }
 
 // pipeResults gives loop v's result the accumulator acc (moved through
 // shared memory into the row-major layout where p.epiSmem).
-func (l *lowerer) pipeResults(v *tile.Value, p *pipe, acc *lval) {
+func (l *lowerer) pipeResults(v *tile.Value, p *pipe, acc *lval) error {
+	if err := l.loopDone(v); err != nil {
+		return err
+	}
 	for _, r := range forResults(l.k, v) {
 		if int(r.Aux) == p.accIdx {
 			if p.epiSmem {
@@ -1011,6 +1017,7 @@ func (l *lowerer) pipeResults(v *tile.Value, p *pipe, acc *lval) {
 			}
 		}
 	}
+	return nil
 }
 
 // epiPad is the padding, in words, of each row of the accumulator's tile in

@@ -336,8 +336,7 @@ func (l *lowerer) wsLoop(v *tile.Value, p *pipe, bounds []string, carried []*lva
 	// the producer has exited: from here on barriers are the consumers'
 	l.producerWarps, l.barThreads, l.regSplit = p.wsWarps, threads, p.wsRegs
 	l.barrier(w) // the stages are scratch again
-	l.pipeResults(v, p, acc)
-	return nil
+	return l.pipeResults(v, p, acc)
 }
 
 // wsProducer emits the producer's loop (see above), ending in exit.
