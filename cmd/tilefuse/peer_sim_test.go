@@ -247,10 +247,7 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 		t.Run(c.pc.name, func(t *testing.T) {
 			p, err := buildPeer(c.pc, graphpass.H200, c.prec, c.tune)
 			require.NoError(t, err)
-			args := make([]any, len(p.args))
-			for i, a := range p.args {
-				args[i] = a
-			}
+			args := p.anyArgs()
 			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
 			require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
 			inst := "mma.sync"

@@ -24,10 +24,7 @@ func TestPeerKernelsAndCheck(t *testing.T) {
 		for _, prec := range tile.Precisions {
 			p, err := buildPeer(c, graphpass.H200, prec, nil)
 			require.NoError(t, err)
-			args := make([]any, len(p.args))
-			for i, a := range p.args {
-				args[i] = a
-			}
+			args := p.anyArgs()
 			require.NoError(t, interp.Interpret(p.k.Tile, p.k.Grid, args...))
 			got := p.args[len(p.args)-1]
 			maxRel, normRel, bad := p.check(c, got, peerTol(prec))
@@ -47,10 +44,7 @@ func TestPeerKernelsAndCheck(t *testing.T) {
 		p, err := buildPeer(c, graphpass.H200, prec, tile.Meta{"SPLIT_K": 3})
 		require.NoError(t, err)
 		require.True(t, p.k.Accumulates, "%v", prec)
-		args := make([]any, len(p.args))
-		for i, a := range p.args {
-			args[i] = a
-		}
+		args := p.anyArgs()
 		require.NoError(t, interp.Interpret(p.k.Tile, p.k.Grid, args...))
 		maxRel, normRel, bad := p.check(c, p.args[len(p.args)-1], peerTol(prec))
 		require.Zero(t, bad, "split %v: max %.2g norm %.2g", prec, maxRel, normRel)
@@ -62,4 +56,13 @@ func TestPeerKernelsAndCheck(t *testing.T) {
 	require.Equal(t, []tile.Meta{nil, {"BLOCK_N": 256, "num_stages": 4}, {"num_warps": 4}}, tunes)
 	_, err = parseTunes("BLOCK_N")
 	require.ErrorContains(t, err, "name=integer")
+}
+
+// anyArgs are p's arguments as a launcher takes them.
+func (p *peerKernel) anyArgs() []any {
+	args := make([]any, len(p.args))
+	for i, a := range p.args {
+		args[i] = a
+	}
+	return args
 }

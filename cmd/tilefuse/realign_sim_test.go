@@ -71,10 +71,7 @@ func TestRealignedBInSimulator(t *testing.T) {
 				pc := peerCase{name: name, m: c.m, k: c.k, n: c.n, gelu: c.gelu}
 				p, err := buildPeer(pc, graphpass.H200, tile.PrecTF32, tune)
 				require.NoError(t, err)
-				args := make([]any, len(p.args))
-				for i, a := range p.args {
-					args[i] = a
-				}
+				args := p.anyArgs()
 				sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
 				require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
 				ptx := sim.Last.PTX
