@@ -245,7 +245,7 @@ func (l *lowerer) loopDone(f *tile.Value) error {
 		}
 		lay := l.plan.access[st.ID]
 		for j, a := range st.Args {
-			if j == 1 || !l.invAll[a.ID] {
+			if j == 1 || !l.invAll[a.ID] || readsAnchor(a) {
 				continue
 			}
 			if _, err := l.demand(a, lay); err != nil {
@@ -873,6 +873,24 @@ func (l *lowerer) demand(v *tile.Value, lay *Layout) (*lval, error) {
 	}
 	l.remember(v, x)
 	return x, nil
+}
+
+// readsAnchor reports whether v is, or is computed from, an anchor (a
+// load's value, a reduction's, …), which is emitted in program order.
+func readsAnchor(v *tile.Value) bool {
+	seen := map[*tile.Value]bool{}
+	var walk func(x *tile.Value) bool
+	walk = func(x *tile.Value) bool {
+		if seen[x] {
+			return false
+		}
+		seen[x] = true
+		if isAnchor(x) {
+			return true
+		}
+		return slices.ContainsFunc(x.Args, walk)
+	}
+	return walk(v)
 }
 
 func isAnchor(v *tile.Value) bool {
