@@ -221,8 +221,10 @@ func (l *lowerer) inPrologue(v *tile.Value) bool {
 // kernel's last loop it asks, in the layouts their stores take, for the
 // invariant pointers and masks of the stores of the kernel's top-level
 // block that come after f (not a store with late loads, whose pointers
-// and masks are computed slot by slot), so that they are computed there,
-// before the epilogue's other work, as they were in the prologue; with
+// and masks are computed slot by slot; invariant values read no load,
+// reduction or loop result, which are emitted in program order), so that
+// they are computed there, before the epilogue's other work, as they were
+// in the prologue; with
 // epi_late = 2 they are computed where the stores ask for them. On the
 // H200 (2026-12-04, r25n) masks asked for only at the stores let ptxas
 // reorder a warp's stores by mask, a column of the tile at a time instead
@@ -245,7 +247,7 @@ func (l *lowerer) loopDone(f *tile.Value) error {
 		}
 		lay := l.plan.access[st.ID]
 		for j, a := range st.Args {
-			if j == 1 || !l.invAll[a.ID] || readsAnchor(a) {
+			if j == 1 || !l.invAll[a.ID] {
 				continue
 			}
 			if _, err := l.demand(a, lay); err != nil {
@@ -873,24 +875,6 @@ func (l *lowerer) demand(v *tile.Value, lay *Layout) (*lval, error) {
 	}
 	l.remember(v, x)
 	return x, nil
-}
-
-// readsAnchor reports whether v is, or is computed from, an anchor (a
-// load's value, a reduction's, …), which is emitted in program order.
-func readsAnchor(v *tile.Value) bool {
-	seen := map[*tile.Value]bool{}
-	var walk func(x *tile.Value) bool
-	walk = func(x *tile.Value) bool {
-		if seen[x] {
-			return false
-		}
-		seen[x] = true
-		if isAnchor(x) {
-			return true
-		}
-		return slices.ContainsFunc(x.Args, walk)
-	}
-	return walk(v)
 }
 
 func isAnchor(v *tile.Value) bool {
