@@ -297,7 +297,15 @@ func (l *lowerer) coalescedStore(v *tile.Value, lay *Layout) *Layout {
 // gelu(x·W+b) 4096³ 293.1 → 296.7, 4096×50257×768 bf16 189.5 → 194.4,
 // 3xTF32 79.5 → 82.0 (1000³ and 4000×3072×768 take none: their PTX is
 // unchanged).
+//
+// Only in a kernel whose one dot is the loop's: a dot emitted after the
+// loop without a pipe (dotMMA) branches around its tiles, and a value
+// first asked for inside such a branch would not be defined past it,
+// where the prologue's always was.
 func (l *lowerer) chooseEpiLate(f *tile.Value, p *pipe) int {
+	if l.k.Count(tile.OpDot) != 1 {
+		return 0
+	}
 	if e, ok := l.k.Meta["epi_late"]; ok {
 		return e
 	}
