@@ -47,7 +47,7 @@
 //     before its wgmmas (the default issues them after).
 //   - epi_smem: 1, the swapped form's epilogue through shared memory
 //     (row-major runs, 16-byte stores where the rows allow).
-//   - epi_late (kernels with loops, not warp-specialised): the invariant
+//   - epi_late (kernels with loops and one dot, not warp-specialised): the invariant
 //     values that only the epilogue asks for in their layouts (a loop's
 //     masks and offsets in the epilogue's) computed after the last loop,
 //     not in the prologue (held across the loops): 1, the stores' pointers
