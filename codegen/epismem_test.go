@@ -64,6 +64,14 @@ func TestEpiSmemBanks(t *testing.T) {
 // bm×128 tiles, 8 warps, 4 stages, with the meta-parameters extra.
 func maskedProduct(t *testing.T, m, n, k, bm int, extra tile.Meta) *tile.Kernel {
 	t.Helper()
+	return maskedProductKeep(t, m, n, k, bm, extra, false)
+}
+
+// maskedProductKeep is maskedProduct, and where keep is set the store's
+// mask also reads a keep-mask over the output's columns, loaded after the
+// loop from a fourth parameter (keep[j] > 0).
+func maskedProductKeep(t *testing.T, m, n, k, bm int, extra tile.Meta, keep bool) *tile.Kernel {
+	t.Helper()
 	const bn, bk = 128, 32
 	meta := tile.Meta{"num_stages": 4, "wgmma": 2, "num_warps": 8}
 	maps.Copy(meta, extra)
@@ -78,7 +86,12 @@ func maskedProduct(t *testing.T, m, n, k, bm int, extra tile.Meta) *tile.Kernel 
 		bv := b.Load(b.AddPtr(pb, b.Add(b.Mul(b.Add(rkCol, k0), n), rn)), b.And(b.Lt(b.Add(rkCol, k0), k), inN), 0.0)
 		return []*tile.Value{b.Dot(av, bv, c[0], tile.PrecTF32)}
 	})
-	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, n), rn)), acc[0], b.And(inM, inN))
+	mask := b.And(inM, inN)
+	if keep {
+		pk := b.Ptr("keep", tile.F32)
+		mask = b.And(mask, b.Gt(b.Load(b.AddPtr(pk, rn), inN, 0.0), 0.0))
+	}
+	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, n), rn)), acc[0], mask)
 	kk, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -299,24 +312,7 @@ func with(m tile.Meta, k string, v int) tile.Meta {
 // that reads a load after the loop (a keep-mask over the output's columns)
 // is left to the store, and the kernel compiles, the load after the loop.
 func TestEpiLateLoadedMask(t *testing.T) {
-	const m, n, k, bm, bn, bk = 195, 197, 33, 128, 128, 32
-	b := tile.NewBuilder("mm_keep", tile.Meta{"num_stages": 3, "wgmma": 2, "num_warps": 8, "epi_smem": 1, "epi_late": 1})
-	pa, pb, pc, pk := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("c", tile.F32), b.Ptr("keep", tile.F32)
-	rm := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1)
-	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0)
-	rkRow, rkCol := b.ExpandDims(b.Arange(0, bk), 0), b.ExpandDims(b.Arange(0, bk), 1)
-	inM, inN := b.Lt(rm, m), b.Lt(rn, n)
-	acc := b.For(0, k, bk, []*tile.Value{b.Zeros(tile.F32, bm, bn)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
-		av := b.Load(b.AddPtr(pa, b.Add(b.Add(b.Mul(rm, k), rkRow), k0)), b.And(inM, b.Lt(b.Add(rkRow, k0), k)), 0.0)
-		bv := b.Load(b.AddPtr(pb, b.Add(b.Mul(b.Add(rkCol, k0), n), rn)), b.And(b.Lt(b.Add(rkCol, k0), k), inN), 0.0)
-		return []*tile.Value{b.Dot(av, bv, c[0], tile.PrecTF32)}
-	})
-	keep := b.Gt(b.Load(b.AddPtr(pk, rn), inN, 0.0), 0.0)
-	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, n), rn)), acc[0], b.And(b.And(inM, inN), keep))
-	kk, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	kk := maskedProductKeep(t, 195, 197, 33, 128, tile.Meta{"num_stages": 3, "epi_smem": 1, "epi_late": 1}, true)
 	ck, err := Compile(kk, Options{Arch: 90, NumWarps: 8, Spec: all16(kk)})
 	if err != nil {
 		t.Fatal(err)
