@@ -691,3 +691,39 @@ func TestStagedCopiesConflictFree(t *testing.T) {
 		})
 	}
 }
+
+// TestTmaBOffsets: B's tile as its tensor copy lays it out holds every
+// element once, and the swapped form's fragment reads (a warp's rows t < 4
+// of its columns g < 8, then g + 8, at rows kk + t and kk + t + 4) touch 32
+// different banks each.
+func TestTmaBOffsets(t *testing.T) {
+	for _, bn := range []int{64, 128, 256} {
+		const bk = 32
+		seen := map[int]bool{}
+		for k := range bk {
+			for n := range bn {
+				o := tmaBOffset(bk, k, n)
+				if o < 0 || o >= 4*bk*bn || o%4 != 0 || seen[o] {
+					t.Fatalf("BLOCK_N %d: (%d, %d) at %d: outside the tile, not a word, or taken twice", bn, k, n, o)
+				}
+				seen[o] = true
+			}
+		}
+		for w := range bn / 16 {
+			for kk := 0; kk < bk; kk += 8 {
+				for _, dk := range []int{0, 4} {
+					for _, dn := range []int{0, 8} {
+						banks := map[int]bool{}
+						for lane := range 32 {
+							g, tt := lane>>2, lane&3
+							banks[tmaBOffset(bk, kk+dk+tt, 16*w+g+dn)/4%32] = true
+						}
+						if len(banks) != 32 {
+							t.Errorf("BLOCK_N %d warp %d rows %d+%d columns +%d: %d banks of 32", bn, w, kk, dk, dn, len(banks))
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -143,8 +143,19 @@ type pipe struct {
 	// (tma.go); clusterDeclined says why cluster = 2 was not applied
 	cluster         int
 	clusterDeclined string
-	copy            [2]*Layout
-	vw              [2]int
+	// tmaB (meta-parameter tma_b = 1 or 2, with A's tensor copies): B's
+	// tile of each stage is one four-dimensional tensor copy from thread 0
+	// too, on the same full mbarrier, laid out for its fragment reads
+	// (TensorMap.Paired, tmaBOffset); tmaBDeclined says why not. noBar
+	// (tma_b = 2): no copy is left to the threads, so the loop has no
+	// CTA-wide barrier: each thread releases a stage on its empty
+	// mbarrier once its wgmmas that read it are retired, and thread 0
+	// waits on that before it copies into the stage again
+	tmaB         *tmaCopy
+	tmaBDeclined string
+	noBar        bool
+	copy         [2]*Layout
+	vw           [2]int
 	// rb (swapped TF32 form, B's rows not 16-byte aligned, meta-parameter
 	// realign_b = 1): B copied in 16-byte chunks from each row's phase
 	// (realign.go); rbDeclined says why the copy layout did not suit it
@@ -259,6 +270,15 @@ func (p *pipe) String() string {
 		if p.tmaDeclined != "" {
 			ahead += "; tma = 1 declined: " + p.tmaDeclined
 		}
+		if p.tmaB != nil {
+			ahead += fmt.Sprintf(", B by one tensor copy a stage too (rows of %d, columns in interleaved pairs of 32)", p.tmaB.lda)
+			if p.noBar {
+				ahead += ", empty mbarriers and no CTA barrier in the loop"
+			}
+		}
+		if p.tmaBDeclined != "" {
+			ahead += "; tma_b declined: " + p.tmaBDeclined
+		}
 		if p.cluster > 0 {
 			ahead += fmt.Sprintf(", clusters of %d along the columns: each CTA copies half of A's tile to both, empty mbarriers between them", p.cluster)
 		}
@@ -286,8 +306,12 @@ func (p *pipe) String() string {
 		if p.epiLate != 0 && !p.ws {
 			ahead += fmt.Sprintf(", the epilogue's invariant values after the loop (epi_late %d)", p.epiLate)
 		}
-		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk%d %s on Cᵀ = Bᵀ·Aᵀ (Bᵀ from registers, A K-major%s), %d stages of %d B (%s; A %v; B %v), %d warpgroups, accumulator %s of Cᵀ",
-			p.dot.ID, p.m, p.n, p.k, p.m, k, p.dot.Prec, x3, p.stages, p.stageBytes, ahead, p.a, p.b, p.wm/4, p.acc.key())
+		b := p.b.String()
+		if p.tmaB != nil {
+			b = fmt.Sprintf("[%d][%d]f32 at +%d as its tensor copy lays it out", p.b.Rows, p.b.Cols, p.b.Off)
+		}
+		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk%d %s on Cᵀ = Bᵀ·Aᵀ (Bᵀ from registers, A K-major%s), %d stages of %d B (%s; A %v; B %s), %d warpgroups, accumulator %s of Cᵀ",
+			p.dot.ID, p.m, p.n, p.k, p.m, k, p.dot.Prec, x3, p.stages, p.stageBytes, ahead, p.a, b, p.wm/4, p.acc.key())
 	}
 	if p.wgmma {
 		return fmt.Sprintf("dot %%%d %dx%dx%d: wgmma m64n%dk8 tf32 (A from registers, B K-major %v), %d stages of %d B (A %v; B %v), %d warpgroups, accumulator %s",
@@ -508,6 +532,10 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	}
 	if c, asked := l.k.Meta["cluster"]; asked && c > 1 {
 		p.cluster, p.clusterDeclined = l.clusterPlan(p, c)
+	}
+	if v := l.k.Meta["tma_b"]; v == 1 || v == 2 {
+		p.tmaB, p.tmaBDeclined = l.tmaBPlan(p)
+		p.noBar = p.tmaB != nil && v == 2
 	}
 	if p.wgmma {
 		ring := p.stages * p.stageBytes
@@ -759,7 +787,7 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		wrap := l.nextStage(p, sp)
 		if p.tma != nil {
 			l.tmaAdvance(p, p.tma.fp, wrap, "")
-			if p.cluster > 0 {
+			if p.cluster > 0 || p.noBar {
 				l.clusterAdvance(p, wrap)
 			}
 		}
@@ -842,7 +870,9 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 				emit(w, "fence.proxy.async.shared::cta")
 			}
 		}
-		l.barrier(w)
+		if !p.noBar {
+			l.barrier(w)
+		}
 		if p.tma != nil {
 			l.wsWait(p.tma.fc, ph, "tma_full") // A's tensor copy of this stage
 		}
@@ -856,6 +886,9 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 			l.wgmmaSwappedStep(p, sc, carried[p.accIdx], blk[u], l.swappedTail(v, p, iv, bounds[1], ptx))
 			if p.cluster > 0 {
 				l.clusterRelease(p)
+			}
+			if p.noBar {
+				l.tmaRelease(p)
 			}
 			if p.lateCopies {
 				if err := produce(); err != nil {
@@ -1147,8 +1180,19 @@ func (l *lowerer) issueCopies(p *pipe, ivp string, carried []*lval, sp, live str
 			if err != nil {
 				return err
 			}
-			l.tmaIssue(p, offs, lay, sp, live)
+			var bOffs *lval
+			var bLay *Layout
+			if p.tmaB != nil {
+				bLay = l.plan.access[p.loads[1].ID]
+				if bOffs, err = l.demand(p.tmaB.offs, bLay); err != nil {
+					return err
+				}
+			}
+			l.tmaIssue(p, offs, lay, bOffs, bLay, sp, live)
 			continue
+		}
+		if i == 1 && p.tmaB != nil {
+			continue // with A's (tmaIssue)
 		}
 		var need func(s slot) string
 		if lim != "" {

@@ -69,6 +69,35 @@ type TensorMap struct {
 	Rows    int64
 	Box     [2]int
 	Swizzle int
+	// Paired (B's tensor copies, tmaB): the map is four-dimensional.
+	// Each row's elements are taken in groups of 64 (Inner and Box[0]
+	// multiples of 64), each group as two boxes of 32 elements (128
+	// bytes, Swizzle 128) whose rows interleave in shared memory: a box
+	// of Box[0] columns by Box[1] rows lands as [Box[0]/64][Box[1]][2][32],
+	// so that row r of a group's half h is the 128-byte line 2r+h of the
+	// group and the swizzle's phase is (2r+h) mod 8 (tmaBOffset).
+	Paired bool
+}
+
+// Shape is the map's encoding for an argument of bytes bytes, as
+// cuTensorMapEncodeTiled takes it: the extents in elements (the first
+// contiguous), the strides in bytes of the dimensions after the first,
+// the box's extents.
+func (m TensorMap) Shape(bytes int64) (dims, strides []uint64, box []uint32, err error) {
+	rows, err := m.RowsIn(bytes)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	row := uint64(m.Inner) * uint64(m.ElemBytes)
+	if !m.Paired {
+		return []uint64{uint64(m.Inner), uint64(rows)}, []uint64{row}, []uint32{uint32(m.Box[0]), uint32(m.Box[1])}, nil
+	}
+	if m.Inner%64 != 0 || m.Box[0]%64 != 0 {
+		return nil, nil, nil, fmt.Errorf("%v: rows or boxes not whole groups of 64 elements", m)
+	}
+	e := uint64(m.ElemBytes)
+	return []uint64{32, 2, uint64(rows), uint64(m.Inner / 64)}, []uint64{32 * e, row, 64 * e},
+		[]uint32{32, 2, uint32(m.Box[1]), uint32(m.Box[0] / 64)}, nil
 }
 
 // RowsIn is the tensor's number of rows for an argument of bytes bytes:
@@ -92,7 +121,11 @@ func (m TensorMap) String() string {
 	if m.Rows > 0 {
 		rows = fmt.Sprint(m.Rows)
 	}
-	return fmt.Sprintf("tensor map of parameter %d: rows of %d x %d B (%s), boxes %d x %d, %d-byte swizzle", m.Param, m.Inner, m.ElemBytes, rows, m.Box[0], m.Box[1], m.Swizzle)
+	paired := ""
+	if m.Paired {
+		paired = ", columns in interleaved pairs of 32"
+	}
+	return fmt.Sprintf("tensor map of parameter %d: rows of %d x %d B (%s), boxes %d x %d, %d-byte swizzle%s", m.Param, m.Inner, m.ElemBytes, rows, m.Box[0], m.Box[1], m.Swizzle, paired)
 }
 
 // tmaParamName is the PTX name of tensor map i's parameter.
@@ -335,9 +368,13 @@ func (l *lowerer) tmaStart(p *pipe) {
 		box = p.m / p.cluster // each CTA's share of the rows
 	}
 	l.tmaps = append(l.tmaps, TensorMap{Param: int(t.param.Aux), ElemBytes: 4, Inner: t.lda, Rows: t.rows, Box: [2]int{p.k, box}, Swizzle: 128})
+	if b := p.tmaB; b != nil {
+		b.index = len(l.tmaps)
+		l.tmaps = append(l.tmaps, TensorMap{Param: int(b.param.Aux), ElemBytes: 4, Inner: b.lda, Box: [2]int{p.n, p.k}, Swizzle: 128, Paired: true})
+	}
 	t.bars = l.reg("r")
 	nbars := p.stages
-	if p.cluster > 0 {
+	if p.cluster > 0 || p.noBar {
 		nbars *= 2 // the empty mbarriers after the full ones
 	}
 	emit(w, "add.s32 %s, %s, %d", t.bars, l.baseAddr(), l.ownRegion(8*nbars))
@@ -351,7 +388,18 @@ func (l *lowerer) tmaStart(p *pipe) {
 			emit(w, "@%s mbarrier.init.shared::cta.b64 [%s+%d], %d", first, t.bars, 8*(p.stages+s), p.cluster*l.opt.NumWarps)
 		}
 	}
+	if p.noBar {
+		// every thread releases the stages it read (tmaRelease)
+		for s := range p.stages {
+			emit(w, "@%s mbarrier.init.shared::cta.b64 [%s+%d], %d", first, t.bars, 8*(p.stages+s), 32*l.opt.NumWarps)
+		}
+	}
 	emit(w, "fence.mbarrier_init.release.cluster")
+	if p.noBar {
+		t.eph, t.used = l.reg("r"), l.reg("p")
+		emit(w, "mov.u32 %s, 1", t.eph)
+		emit(w, "setp.ne.u32 %s, 0, 0", t.used)
+	}
 	if p.cluster > 0 {
 		l.cluster = [3]int{1, p.cluster, 1}
 		l.clusterBarrier()
@@ -381,14 +429,12 @@ func (l *lowerer) tmaThread() string {
 	})
 }
 
-// tmaIssue emits thread 0's tensor copy of A's tile of the iteration whose
-// offsets offs holds (in layout lay) into the stage at byte offset sp,
-// where live: an expect_tx of the tile's bytes on the stage's full barrier
-// (t.fp) and the copy completing on it. The box's origin is offs at the
-// value coordinates (0, 0): thread 0's first slot less its coordinates.
-func (l *lowerer) tmaIssue(p *pipe, offs *lval, lay *Layout, sp, live string) {
+// boxOrigin emits the row and column (elements) of the box whose element
+// offsets from the parameter offs holds in layout lay, rows ld apart: the
+// offset at the value coordinates (0, 0), thread 0's first slot less its
+// coordinates, split by ld.
+func (l *lowerer) boxOrigin(offs *lval, lay *Layout, ld int64) (row, col string) {
 	w := &l.body
-	t := p.tma
 	s := lay.B.slots()[0]
 	c := lay.B.coordOf(0, 0, s)
 	var vc [2]int64
@@ -397,24 +443,51 @@ func (l *lowerer) tmaIssue(p *pipe, offs *lval, lay *Layout, sp, live string) {
 			vc[i] = int64(c[d])
 		}
 	}
+	q, r0, c0 := l.reg("r"), l.reg("r"), l.reg("r")
+	emit(w, "sub.s32 %s, %s, %d", q, offs.regs[0], ld*vc[0]+vc[1])
+	emit(w, "div.u32 %s, %s, %d", r0, q, ld)
+	emit(w, "mul.lo.u32 %s, %s, %d", c0, r0, ld)
+	emit(w, "sub.u32 %s, %s, %s", c0, q, c0)
+	return r0, c0
+}
+
+// tmaIssue emits thread 0's tensor copy of A's tile of the iteration whose
+// offsets offs holds (in layout lay) into the stage at byte offset sp,
+// where live: an expect_tx of the tile's bytes on the stage's full barrier
+// (t.fp) and the copy completing on it. With B's tensor copies (p.tmaB)
+// B's tile of the iteration (offsets bOffs in layout bLay) is copied too,
+// onto the same barrier.
+func (l *lowerer) tmaIssue(p *pipe, offs *lval, lay *Layout, bOffs *lval, bLay *Layout, sp, live string) {
+	w := &l.body
+	t := p.tma
 	skip := l.label("tma_skip")
 	emit(w, "@!%s bra %s", l.tmaThread(), skip)
-	q, m0, k0 := l.reg("r"), l.reg("r"), l.reg("r")
-	emit(w, "sub.s32 %s, %s, %d", q, offs.regs[0], t.lda*vc[0]+vc[1])
-	emit(w, "div.u32 %s, %s, %d", m0, q, t.lda)
-	emit(w, "mul.lo.u32 %s, %s, %d", k0, m0, t.lda)
-	emit(w, "sub.u32 %s, %s, %s", k0, q, k0)
+	m0, k0 := l.boxOrigin(offs, lay, t.lda)
 	dst := l.reg("r")
 	emit(w, "add.s32 %s, %s, %s", dst, l.smemAddr(), sp)
 	if p.a.Off != 0 {
 		emit(w, "add.s32 %s, %s, %d", dst, dst, p.a.Off)
 	}
-	if p.cluster > 0 {
+	if p.cluster > 0 || p.noBar {
 		l.clusterWait(p, live)
+	}
+	if p.cluster > 0 {
 		emit(w, "add.u32 %s, %s, %s", m0, m0, t.halfRows)
 		emit(w, "add.s32 %s, %s, %s", dst, dst, t.halfBytes)
 	}
-	emit(w, "@%s mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %d", live, t.fp, 4*p.m*p.k)
+	tx := 4 * p.m * p.k
+	if p.tmaB != nil {
+		tx += 4 * p.k * p.n
+	}
+	emit(w, "@%s mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %d", live, t.fp, tx)
+	if b := p.tmaB; b != nil {
+		kb, nb := l.boxOrigin(bOffs, bLay, b.lda)
+		emit(w, "shr.u32 %s, %s, 6", nb, nb) // the column group
+		bdst := l.reg("r")
+		emit(w, "add.s32 %s, %s, %d", bdst, dst, p.b.Off-p.a.Off)
+		emit(w, "@%s cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%s], [%s, {0, 0, %s, %s}], [%s]",
+			live, bdst, l.tmaMap(b.index), kb, nb, t.fp)
+	}
 	if p.cluster > 0 {
 		emit(w, "@%s cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%s], [%s, {%s, %s}], [%s], %s",
 			live, dst, l.tmaMap(t.index), k0, m0, t.fp, t.mask)
@@ -443,6 +516,24 @@ func (l *lowerer) clusterWait(p *pipe, live string) {
 	w.WriteString(done + ":\n")
 }
 
+// tmaRelease emits, after an iteration's wgmma.wait_group 1 (which
+// retired the iteration before it), every thread's release of that
+// iteration's stage on its empty mbarrier (p.noBar), from the second
+// iteration on: the thread's fragment reads of the stage are done and
+// the wgmmas that read its A tile retired, so thread 0 may copy into it
+// (clusterWait) once every thread has.
+func (l *lowerer) tmaRelease(p *pipe) {
+	w := &l.body
+	t := p.tma
+	e, q := l.reg("r"), l.reg("p")
+	emit(w, "sub.s32 %s, %s, 8", e, t.fc)
+	emit(w, "setp.eq.u32 %s, %s, %s", q, t.fc, t.bars) // the first stage's: the last one's before it
+	emit(w, "@%s add.s32 %s, %s, %d", q, e, e, 8*p.stages)
+	emit(w, "add.s32 %s, %s, %d", e, e, 8*p.stages)
+	emit(w, "@%s mbarrier.arrive.shared::cta.b64 _, [%s]", t.used, e)
+	emit(w, "setp.eq.u32 %s, 0, 0", t.used) // from the next iteration on
+}
+
 // clusterRelease emits, after an iteration's wgmma.wait_group 1 (which
 // retired the iteration before it), each warp's release of that
 // iteration's stage (the one before the consumers' stage at t.fc), from
@@ -455,7 +546,9 @@ func (l *lowerer) clusterRelease(p *pipe) {
 	t := p.tma
 	e, remote, q, rel := l.reg("r"), l.reg("r"), l.reg("p"), l.reg("p")
 	emit(w, "sub.s32 %s, %s, 8", e, t.fc)
-	emit(w, "setp.lt.u32 %s, %s, %s", q, e, t.bars)
+	// (not e < bars: where the mbarriers start at shared address 0, e
+	// wraps around)
+	emit(w, "setp.eq.u32 %s, %s, %s", q, t.fc, t.bars)
 	emit(w, "@%s add.s32 %s, %s, %d", q, e, e, 8*p.stages)
 	emit(w, "add.s32 %s, %s, %d", e, e, 8*p.stages)
 	emit(w, "mapa.shared::cluster.u32 %s, %s, %s", remote, e, t.peer)
@@ -499,4 +592,96 @@ func (l *lowerer) tmaAdvance(p *pipe, b, wrap, ph string) {
 	if ph != "" {
 		emit(w, "@%s xor.b32 %s, %s, 1", wrap, ph, ph)
 	}
+}
+
+// B's tensor copies (meta-parameter tma_b = 1 or 2, with A's): each
+// stage's B tile, [BLOCK_K][BLOCK_N] with n contiguous in memory, is one
+// copy of a four-dimensional view of B (TensorMap.Paired): the columns in
+// groups of 64, each group as two 128-byte boxes whose rows interleave, so
+// that row k of a group's half h is the group's 128-byte line 2k+h. The
+// 128-byte swizzle XORs a line's 16-byte chunk index with its line number
+// mod 8, here (2k+h) mod 8; the swapped form's fragment reads (rows k+t of
+// columns n+g of a warp's 16, t < 4, g < 8: two chunks of 4 rows) then
+// land on eight different chunk pairs, without bank conflicts, where one
+// box of BLOCK_N columns (k's line phase 4k mod 8) or 32-column boxes
+// without the interleave (phase k mod 8) conflict two ways. ldb, the row
+// stride, must be a multiple of 64 (16-byte strides, groups whole) and the
+// tile's origin a multiple of 64 columns; only an unmasked B (the map's
+// bounds would otherwise have to be the mask's).
+
+// tmaBPlan returns the plan of B's tensor copies in swapped loop p, or
+// nil with the reason they do not apply.
+func (l *lowerer) tmaBPlan(p *pipe) (*tmaCopy, string) {
+	switch {
+	case p.tma == nil:
+		return nil, "A is not copied by tensor copies (tma)"
+	case p.cluster > 0:
+		return nil, "not with clusters"
+	case p.bT || p.ss || p.rb != nil:
+		return nil, "B is not read as a [k][n] tile by ld.shared"
+	case p.n%64 != 0 || p.n > 256*64:
+		return nil, fmt.Sprintf("BLOCK_N (%d) not a multiple of 64", p.n)
+	case p.b.Off%1024 != 0:
+		return nil, fmt.Sprintf("B's tile at +%d of a stage is not 1024-aligned", p.b.Off)
+	}
+	ld := p.loads[1]
+	if len(ld.Args) > 1 {
+		return nil, "B's load is masked"
+	}
+	ptr := ld.Args[0]
+	if ptr.Op != tile.OpAddPtr || ptr.Args[0].Op != tile.OpSplat || ptr.Args[0].Args[0].Op != tile.OpParam {
+		return nil, "B's pointer is not a parameter plus offsets"
+	}
+	offs := ptr.Args[1]
+	a := l.affineOf(offs, map[*tile.Value]*affine{})
+	if a == nil || len(a.Coef) != 2 || a.Coef[1] != 1 || a.Coef[0] <= 0 {
+		return nil, "B's offsets are not k·ldb + n"
+	}
+	ldb := a.Coef[0]
+	switch {
+	case ldb%64 != 0 || ldb >= 1<<31:
+		return nil, fmt.Sprintf("B's rows (%d) not a multiple of 64", ldb)
+	case a.Div%64 != 0:
+		return nil, fmt.Sprintf("B's origin (divisible by %d) not a multiple of 64", a.Div)
+	}
+	return &tmaCopy{param: ptr.Args[0].Args[0], offs: offs, lda: ldb}, ""
+}
+
+// tmaBOffset is the byte offset in B's tile of element (k, n) as B's
+// tensor copy lays it out (a tile of bk rows): group n/64 of bk·256 bytes,
+// line 2k + h (h = n/32 mod 2), chunk (n/4 mod 8) XOR the line's phase.
+func tmaBOffset(bk, k, n int) int {
+	h, c := n>>5&1, n>>2&7
+	return n>>6*bk*256 + (2*k+h)*128 + (c^(2*k+h)&7)<<4 + n&3*4
+}
+
+// tmaBFragBase emits (in the prologue) the shared address, in the first
+// stage, of B's element (t, n + 4·cs) as its tensor copy lays the tile out (tmaBOffset).
+// The fragment reads of rows kk + t and kk + t + 4, kk a multiple of 8,
+// add (kk or kk + 4)·256 bytes to it: 2·kk or 2·kk + 8 lines further,
+// where the phase (2k + h) mod 8 is the same as at row t.
+func (l *lowerer) tmaBFragBase(p *pipe, t, n string, cs int) string {
+	return l.geo(fmt.Sprintf("tmab|%s|%s|%d", t, n, cs), func(w *strings.Builder) string {
+		nn, h, c, ph, off, x := l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")
+		emit(w, "add.s32 %s, %s, %d", nn, n, 4*cs)
+		emit(w, "bfe.u32 %s, %s, 5, 1", h, nn)
+		emit(w, "bfe.u32 %s, %s, 2, 3", c, nn)
+		emit(w, "shl.b32 %s, %s, 1", ph, t)
+		emit(w, "add.s32 %s, %s, %s", ph, ph, h)
+		emit(w, "and.b32 %s, %s, 7", ph, ph)
+		emit(w, "xor.b32 %s, %s, %s", c, c, ph)
+		emit(w, "shl.b32 %s, %s, 4", c, c)
+		emit(w, "shr.u32 %s, %s, 6", off, nn)
+		emit(w, "mul.lo.u32 %s, %s, %d", off, off, p.k*256)
+		emit(w, "mad.lo.u32 %s, %s, 256, %s", off, t, off)
+		emit(w, "mad.lo.u32 %s, %s, 128, %s", off, h, off)
+		emit(w, "add.s32 %s, %s, %s", off, off, c)
+		emit(w, "and.b32 %s, %s, 3", x, nn)
+		emit(w, "mad.lo.u32 %s, %s, 4, %s", off, x, off)
+		emit(w, "add.s32 %s, %s, %s", off, off, l.smemAddr())
+		if p.b.Off != 0 {
+			emit(w, "add.s32 %s, %s, %d", off, off, p.b.Off)
+		}
+		return off
+	})
 }

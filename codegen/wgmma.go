@@ -238,9 +238,12 @@ func (l *lowerer) swappedFrags(p *pipe, stage string, into *swFrags, guard *frag
 		if !ok {
 			base = l.reg("r")
 			rel := ""
-			if p.rb != nil {
+			switch {
+			case p.tmaB != nil:
+				rel = l.tmaBFragBase(p, bRow, bCol, cs)
+			case p.rb != nil:
 				rel = l.realignedFragBase(p, bRow, bCol, cs%8)
-			} else {
+			default:
 				rel = l.swizzledBase(p.b, bRow, bChunk, bIn, cs%8)
 			}
 			emit(w, "add.s32 %s, %s, %s", base, rel, stage)
@@ -250,7 +253,11 @@ func (l *lowerer) swappedFrags(p *pipe, stage string, into *swFrags, guard *frag
 		if guard != nil && k/8 >= guard.steps {
 			g = guardOf(guard.pred)
 		}
-		emit(w, "%sld.shared.b32 %s, [%s+%d]", g, r, base, k*p.b.rowBytes()+128*(cs/8))
+		imm := k*p.b.rowBytes() + 128*(cs/8)
+		if p.tmaB != nil {
+			imm = 256 * k // two 128-byte lines a row of k (tmaBFragBase)
+		}
+		emit(w, "%sld.shared.b32 %s, [%s+%d]", g, r, base, imm)
 		return r
 	}
 	f := &swFrags{}

@@ -32,16 +32,23 @@ static int tf_tensor_map_init(void) {
 	return 0;
 }
 
-// tf_tensor_map_2d encodes a map of rows of d0 elements (dtype), d1 rows
-// stride bytes apart, boxes b0×b1, the swizzle mode (0 none, 1 32 B, 2 64
-// B, 3 128 B), L2 promotion of 128 bytes, zeros outside the tensor.
-static int tf_tensor_map_2d(void *map, int dtype, uint64_t addr, uint64_t d0, uint64_t d1, uint64_t stride,
-	uint32_t b0, uint32_t b1, int swizzle) {
-	cuuint64_t dims[2] = {d0, d1};
-	cuuint64_t strides[1] = {stride};
-	cuuint32_t box[2] = {b0, b1};
-	cuuint32_t es[2] = {1, 1};
-	return (int)tf_encode_fn(map, dtype, 2, (void *)(uintptr_t)addr, dims, strides, box, es, 0, swizzle, 2, 0);
+// tf_tensor_map encodes a map of rank dimensions (dims in elements of
+// dtype, the first contiguous; strides in bytes of the others), boxes of
+// box, the swizzle mode (0 none, 1 32 B, 2 64 B, 3 128 B), L2 promotion of
+// 128 bytes, zeros outside the tensor.
+static int tf_tensor_map(void *map, int dtype, uint64_t addr, uint32_t rank, const uint64_t *dims, const uint64_t *strides,
+	const uint32_t *box, int swizzle) {
+	cuuint64_t d[5], st[4];
+	cuuint32_t b[5], es[5];
+	for (uint32_t i = 0; i < rank && i < 5; i++) {
+		d[i] = dims[i];
+		b[i] = box[i];
+		es[i] = 1;
+		if (i > 0) {
+			st[i - 1] = strides[i - 1];
+		}
+	}
+	return (int)tf_encode_fn(map, dtype, rank, (void *)(uintptr_t)addr, d, st, b, es, 0, swizzle, 2, 0);
 }
 */
 import "C"
@@ -107,7 +114,7 @@ func tensorMapRows(tm codegen.TensorMap, b *Buffer) (int64, error) {
 
 // encodeTensorMap writes tm's CUtensorMap for argument b into dst (128
 // bytes aligned to 64, C memory): rows of tm.Inner elements, as many as b
-// holds (codegen.TensorMap.RowsIn). On the device's thread: the driver
+// holds (codegen.TensorMap.RowsIn), in tm.Shape's dimensions. On the device's thread: the driver
 // wants the context current (CUresult 201 otherwise, seen on the H200).
 func encodeTensorMap(dst unsafe.Pointer, tm codegen.TensorMap, b *Buffer) error {
 	if err := tmaEncoder(); err != nil {
@@ -116,11 +123,9 @@ func encodeTensorMap(dst unsafe.Pointer, tm codegen.TensorMap, b *Buffer) error 
 	if uintptr(dst)%64 != 0 {
 		return fmt.Errorf("cuda: tensor map at %p: not 64-byte aligned", dst)
 	}
-	rows, err := tensorMapRows(tm, b)
-	if err != nil {
+	if _, err := tensorMapRows(tm, b); err != nil {
 		return err
 	}
-	stride := tm.Inner * int64(tm.ElemBytes)
 	mode := 0 // CU_TENSOR_MAP_SWIZZLE_NONE, 32B, 64B, 128B: 0 to 3
 	switch tm.Swizzle {
 	case 32:
@@ -130,9 +135,20 @@ func encodeTensorMap(dst unsafe.Pointer, tm codegen.TensorMap, b *Buffer) error 
 	case 128:
 		mode = 3
 	}
+	dims, strides, box, err := tm.Shape(b.Bytes)
+	if err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	var cd, cs [5]C.uint64_t
+	var cb [5]C.uint32_t
+	for i := range dims {
+		cd[i], cb[i] = C.uint64_t(dims[i]), C.uint32_t(box[i])
+	}
+	for i, x := range strides {
+		cs[i] = C.uint64_t(x)
+	}
 	const float32Type = 7 // CU_TENSOR_MAP_DATA_TYPE_FLOAT32
-	if rc := C.tf_tensor_map_2d(dst, float32Type, C.uint64_t(b.Ptr), C.uint64_t(tm.Inner), C.uint64_t(rows), C.uint64_t(stride),
-		C.uint32_t(tm.Box[0]), C.uint32_t(tm.Box[1]), C.int(mode)); rc != 0 {
+	if rc := C.tf_tensor_map(dst, float32Type, C.uint64_t(b.Ptr), C.uint32_t(len(dims)), &cd[0], &cs[0], &cb[0], C.int(mode)); rc != 0 {
 		return fmt.Errorf("cuda: %v: cuTensorMapEncodeTiled: CUresult %d", tm, int(rc))
 	}
 	return nil

@@ -130,14 +130,11 @@ func (l *Launcher) Launch(k *tile.Kernel, grid tile.Grid, args ...any) error {
 // encodeFor encodes codegen's tensor map tm for the argument at addr of
 // bytes bytes, as the cuda launcher does with cuTensorMapEncodeTiled.
 func encodeFor(tm codegen.TensorMap, addr uint64, bytes int64) ([]byte, error) {
-	rows, err := tm.RowsIn(bytes)
+	dims, strides, box, err := tm.Shape(bytes)
 	if err != nil {
 		return nil, err
 	}
-	return EncodeTensorMap(TensorMap{Addr: addr, ElemBytes: tm.ElemBytes,
-		Dims:    []uint64{uint64(tm.Inner), uint64(rows)},
-		Strides: []uint64{uint64(tm.Inner) * uint64(tm.ElemBytes)},
-		Box:     []uint32{uint32(tm.Box[0]), uint32(tm.Box[1])}, Swizzle: tm.Swizzle})
+	return EncodeTensorMap(TensorMap{Addr: addr, ElemBytes: tm.ElemBytes, Dims: dims, Strides: strides, Box: box, Swizzle: tm.Swizzle})
 }
 
 // hostBytes is the size in bytes of a host buffer argument.

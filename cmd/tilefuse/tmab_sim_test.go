@@ -1,0 +1,101 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tilefuse/tilefuse/codegen"
+	"github.com/tilefuse/tilefuse/codegen/ptxsim"
+	"github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// TestTensorCopiesOfB: the swapped TF32 form with B's tile copied by one
+// four-dimensional tensor copy a stage (tma_b = 1) and, with tma_b = 2,
+// no CTA-wide barrier in the loop (each thread releases the stages it
+// read on their empty mbarriers, thread 0 waits on them before copying),
+// run in ptxsim with racecheck and initcheck against float64, the output
+// poisoned with NaN: more iterations than stages (the ring wraps and the
+// empty mbarriers' parity flips), rows masked (A's map of M rows), one
+// and two column groups of 64, and the cases it declines (B's columns or
+// K masked), which keep cp.async and the barrier.
+func TestTensorCopiesOfB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds in the simulator")
+	}
+	big := tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}
+	small := tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+	with := func(m tile.Meta, kv ...any) tile.Meta {
+		r := tile.Meta{}
+		for k, v := range m {
+			r[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			r[kv[i].(string)] = kv[i+1].(int)
+		}
+		return r
+	}
+	for _, c := range []struct {
+		pc       peerCase
+		tune     tile.Meta
+		declined string // "": B by tensor copies
+	}{
+		{peerCase{name: "512x288x256 256x128 tma_b 1", m: 512, k: 288, n: 256}, with(big, "tma_b", 1), ""},
+		{peerCase{name: "512x288x256 256x128 tma_b 2", m: 512, k: 288, n: 256}, with(big, "tma_b", 2), ""},
+		{peerCase{name: "gelu 300x288x256 256x128 rows masked tma_b 2", m: 300, k: 288, n: 256, gelu: true}, with(big, "tma_b", 2), ""},
+		{peerCase{name: "gelu 256x224x192 128x64 tma_b 2", m: 256, k: 224, n: 192, gelu: true}, with(small, "tma_b", 2), ""},
+		{peerCase{name: "256x224x192 128x64 early_copies tma_b 2", m: 256, k: 224, n: 192}, with(small, "tma_b", 2, "early_copies", 1), ""},
+		{peerCase{name: "512x96x200 256x128 columns masked", m: 512, k: 96, n: 200}, with(big, "tma_b", 2), "B's load is masked"},
+		{peerCase{name: "512x100x256 256x128 K masked", m: 512, k: 100, n: 256}, with(big, "tma_b", 2), "A is not copied by tensor copies"},
+	} {
+		t.Run(c.pc.name, func(t *testing.T) {
+			p, err := buildPeer(c.pc, graphpass.H200, tile.PrecTF32, c.tune)
+			require.NoError(t, err)
+			args := p.anyArgs()
+			dir := t.TempDir()
+			ck, err := codegen.Compile(p.k.Tile, codegen.Options{Arch: 90, NumWarps: c.tune["num_warps"], Spec: ptxsim.Spec(p.k.Tile, args), DumpDir: dir})
+			require.NoError(t, err)
+			b, err := os.ReadFile(filepath.Join(dir, p.k.Tile.Name+".pipe"))
+			require.NoError(t, err)
+			dump := string(b)
+			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
+			require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
+			require.Equal(t, ck.PTX, sim.Last.PTX)
+			loop := pipeLoop(t, ck.PTX)
+			if c.declined != "" {
+				require.Contains(t, dump, "tma_b declined: "+c.declined)
+				require.NotContains(t, ck.PTX, "cp.async.bulk.tensor.4d")
+				require.Contains(t, loop, "bar.sync 0;", "the loop's barrier")
+			} else {
+				require.Contains(t, dump, "B by one tensor copy a stage too")
+				require.Len(t, ck.TensorMaps, 2)
+				require.Equal(t, codegen.TensorMap{Param: 1, ElemBytes: 4, Inner: int64(c.pc.n), Box: [2]int{c.tune["BLOCK_N"], 32}, Swizzle: 128, Paired: true}, ck.TensorMaps[1])
+				require.Contains(t, loop, "cp.async.bulk.tensor.4d", "B's copies in the loop")
+				// B's copies by thread 0 only: no cp.async of 16 bytes left
+				require.NotContains(t, ck.PTX, "cp.async.cg.shared.global")
+				noBar := c.tune["tma_b"] == 2
+				require.Equal(t, !noBar, strings.Contains(loop, "bar.sync"), "a CTA barrier in the loop with tma_b = %d", c.tune["tma_b"])
+				// tma_b = 2: each iteration releases the stage before
+				// (every thread) and thread 0 waits for the release
+				require.Equal(t, noBar, strings.Count(loop, "mbarrier.arrive.shared::cta.b64") == 2, "two releases (the unrolled iterations)")
+				require.Equal(t, noBar, strings.Contains(loop, "$L_tma_empty_"), "thread 0's wait for the stage's release")
+			}
+			maxRel, normRel, bad := p.check(c.pc, p.args[len(p.args)-1], peerTol(tile.PrecTF32))
+			require.Zero(t, bad, "max %.2g norm %.2g", maxRel, normRel)
+			t.Logf("max %.2g norm %.2g", maxRel, normRel)
+		})
+	}
+}
+
+// pipeLoop is the PTX of the pipelined loop's body (from its head to its end).
+func pipeLoop(t *testing.T, ptx string) string {
+	hl := regexp.MustCompile(`\$L_pipe_\d+:`).FindStringIndex(ptx)
+	el := regexp.MustCompile(`\$L_pipe_end_\d+:`).FindStringIndex(ptx)
+	require.True(t, hl != nil && el != nil && el[0] > hl[0], "no pipelined loop")
+	return ptx[hl[0]:el[0]]
+}
