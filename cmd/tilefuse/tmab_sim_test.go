@@ -99,3 +99,57 @@ func pipeLoop(t *testing.T, ptx string) string {
 	require.True(t, hl != nil && el != nil && el[0] > hl[0], "no pipelined loop")
 	return ptx[hl[0]:el[0]]
 }
+
+// TestPairedRows: the swapped TF32 form with pair_rows = 1 (a warp's
+// fragment rows g and g + 8 are the columns 2g and 2g + 1 of C: B's
+// fragment words read in pairs, 8 bytes a read, and the accumulator holding
+// two consecutive columns a row) in ptxsim under racecheck and initcheck,
+// against float64 with the output poisoned, with each epilogue and copy
+// form it meets: the direct epilogue, through shared memory, K split with atomic adds, the last iteration's k
+// steps skipped, a gelu, tensor copies of A and B, and cp.async of B
+// whose masks leave partial tiles.
+func TestPairedRows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds in the simulator")
+	}
+	big := tile.Meta{"wgmma": 2, "pair_rows": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}
+	small := tile.Meta{"wgmma": 2, "pair_rows": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+	with := func(m tile.Meta, kv ...any) tile.Meta {
+		r := tile.Meta{}
+		for k, v := range m {
+			r[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			r[kv[i].(string)] = kv[i+1].(int)
+		}
+		return r
+	}
+	for _, c := range []struct {
+		pc   peerCase
+		tune tile.Meta
+	}{
+		{peerCase{name: "300x96x200 256x128", m: 300, k: 96, n: 200}, big},
+		{peerCase{name: "gelu 300x96x201 256x128", m: 300, k: 96, n: 201, gelu: true}, big},
+		{peerCase{name: "gelu 130x70x90 128x64", m: 130, k: 70, n: 90, gelu: true}, small},
+		{peerCase{name: "512x288x256 256x128 tma_b 2", m: 512, k: 288, n: 256}, with(big, "tma", 1, "tma_b", 2)},
+		{peerCase{name: "gelu 256x224x192 128x64 tma_b 1", m: 256, k: 224, n: 192, gelu: true}, with(small, "tma", 1, "tma_b", 1)},
+		{peerCase{name: "gelu 300x96x200 256x128 epi_smem", m: 300, k: 96, n: 200, gelu: true}, with(big, "epi_smem", 1)},
+		{peerCase{name: "300x200x200 256x128 split 3", m: 300, k: 200, n: 200}, with(big, "SPLIT_K", 3)},
+		{peerCase{name: "195x33x197 128x128 epi_smem k_tail", m: 195, k: 33, n: 197}, tile.Meta{"wgmma": 2, "pair_rows": 1, "epi_smem": 1, "k_tail": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}},
+		{peerCase{name: "195x33x196 128x128 capped k_tail", m: 195, k: 33, n: 196}, tile.Meta{"wgmma": 2, "pair_rows": 1, "max_registers": 128, "k_tail": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}},
+	} {
+		t.Run(c.pc.name, func(t *testing.T) {
+			p, err := buildPeer(c.pc, graphpass.H200, tile.PrecTF32, c.tune)
+			require.NoError(t, err)
+			args := p.anyArgs()
+			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
+			require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
+			loop := pipeLoop(t, sim.Last.PTX)
+			require.Contains(t, loop, "ld.shared.v2.b32", "B's fragments in pairs")
+			require.NotContains(t, loop, "ld.shared.b32", "a fragment word read alone")
+			maxRel, normRel, bad := p.check(c.pc, p.args[len(p.args)-1], peerTol(tile.PrecTF32))
+			require.Zero(t, bad, "max %.2g norm %.2g", maxRel, normRel)
+			t.Logf("max %.2g norm %.2g", maxRel, normRel)
+		})
+	}
+}
