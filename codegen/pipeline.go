@@ -163,8 +163,8 @@ type pipe struct {
 	// bytes wide: the stores group a layout's slots along its last
 	// dimension, and Cᵀ's is m)
 	pairRows bool
-	copy     [2]*Layout
-	vw       [2]int
+	copy         [2]*Layout
+	vw           [2]int
 	// rb (swapped TF32 form, B's rows not 16-byte aligned, meta-parameter
 	// realign_b = 1): B copied in 16-byte chunks from each row's phase
 	// (realign.go); rbDeclined says why the copy layout did not suit it
