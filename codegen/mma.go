@@ -31,14 +31,6 @@ func mmaLayout(m, n, wm, wn int) *Blocked {
 	return &Blocked{Shape: []int{m, n}, SPT: []int{1, 2}, TPW: []int{8, 4}, WRep: []int{2 * mt, nt}, WPC: []int{wm, wn}}
 }
 
-// pairedAccLayout is the swapped form's accumulator of Cᵀ (n×m, a warp
-// per 16 rows n) with pipe.pairRows: the wgmma's rows g and g + 8 of a
-// warp are its rows 2g and 2g + 1 (two registers along n a thread), the
-// columns as mmaLayout's.
-func pairedAccLayout(n, m, nw int) *Blocked {
-	return &Blocked{Shape: []int{n, m}, SPT: []int{2, 2}, TPW: []int{8, 4}, WRep: []int{n / (16 * nw), m / 8}, WPC: []int{nw, 1}}
-}
-
 // mmaWarps splits numWarps into wm×wn warps for an m×n accumulator so that
 // every warp has whole m16n8 tiles, with warp tiles as square as possible
 // (ties: taller, which loads fewer B fragments). ok is false when the block

@@ -154,15 +154,6 @@ type pipe struct {
 	tmaB         *tmaCopy
 	tmaBDeclined string
 	noBar        bool
-	// pairRows (swapped TF32 form, meta-parameter pair_rows = 1): the
-	// rows g and g + 8 of a warp's wgmma fragments (its 16 rows n of Cᵀ)
-	// are the columns 2g and 2g + 1 of its 16 columns of C, not g and
-	// g + 8: each pair of B's fragment words is one ld.shared.v2 (8 a k
-	// step of 32 a thread, not 16), and the accumulator holds two
-	// consecutive columns of C a row (pairedAccLayout; its stores stay 4
-	// bytes wide: the stores group a layout's slots along its last
-	// dimension, and Cᵀ's is m)
-	pairRows bool
 	copy         [2]*Layout
 	vw           [2]int
 	// rb (swapped TF32 form, B's rows not 16-byte aligned, meta-parameter
@@ -342,16 +333,6 @@ func (p *pipe) String() string {
 func (p *pipe) accRegs(acc *lval, i, j int) [4]string {
 	slots := p.acc.slots()
 	var out [4]string
-	if p.pairRows {
-		// c0/c1 of row g at S[0] = 0 (column 2g of C), c2/c3 of row g + 8
-		// at S[0] = 1 (2g + 1)
-		for si, s := range slots {
-			if s.Rep[0] == 0 && s.Rep[1] == 0 && s.W[1] == j && s.W[0] == i {
-				out[2*s.S[0]+s.S[1]] = acc.regs[si]
-			}
-		}
-		return out
-	}
 	for si, s := range slots {
 		if s.Rep[0] != 0 || s.Rep[1] != 0 || s.W[1] != j || s.W[0]/2 != i {
 			continue
@@ -455,13 +436,7 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		// swizzle (chunk ^ row%8 in a 1024-aligned tile); B's rows
 		// swizzled for the fragment reads (operandTiles: lane (g, t) reads
 		// rows k+t and k+t+4 of column g, as mma.sync's B)
-		p.pairRows = l.k.Meta["pair_rows"] == 1 && d.Prec == tile.PrecTF32 && !p.bT && !p.ws &&
-			l.k.Meta["realign_b"] != 1 && l.k.Meta["wg_ss"] != 1
-		if p.pairRows {
-			p.acc = l.intern(pairedAccLayout(p.n, p.m, nw))
-		} else {
-			p.acc = l.intern(mmaLayout(p.n, p.m, nw, 1))
-		}
+		p.acc = l.intern(mmaLayout(p.n, p.m, nw, 1))
 		if p.staged {
 			l.stagedTiles(p)
 		} else {

@@ -265,48 +265,11 @@ func (l *lowerer) swappedFrags(p *pipe, stage string, into *swFrags, guard *frag
 		f.hi = make([][4]string, p.k/8) // B's descriptors, a k step each (swappedIssue)
 		return f
 	}
-	ld2 := func(k int) [2]string {
-		// pairRows: B's (k+t, 2g) and (k+t, 2g+1), one 8-byte read
-		base, ok := addr[0]
-		if !ok {
-			col := l.geo("wgs|bcol2", func(w *strings.Builder) string {
-				r := l.reg("r")
-				emit(w, "shr.u32 %s, %s, 2", r, lane)
-				emit(w, "shl.b32 %s, %s, 1", r, r)
-				emit(w, "mad.lo.s32 %s, %s, 16, %s", r, l.warpID(), r)
-				return r
-			})
-			rel := ""
-			if p.tmaB != nil {
-				rel = l.tmaBFragBase(p, bRow, col, 0)
-			} else {
-				rel = l.swizzledBase(p.b, bRow, l.shiftAnd("wgs|bchunk2", col, 2, (1<<30)-1), l.shiftAnd("wgs|bin2", col, 0, 3), 0)
-			}
-			base = l.reg("r")
-			emit(w, "add.s32 %s, %s, %s", base, rel, stage)
-			addr[0] = base
-		}
-		imm := k * p.b.rowBytes()
-		if p.tmaB != nil {
-			imm = 256 * k
-		}
-		r := [2]string{l.reg("r"), l.reg("r")}
-		g := ""
-		if guard != nil && k/8 >= guard.steps {
-			g = guardOf(guard.pred)
-		}
-		emit(w, "%sld.shared.v2.b32 {%s, %s}, [%s+%d]", g, r[0], r[1], base, imm)
-		return r
-	}
 	for kk := 0; kk < p.k; kk += 8 {
 		i := kk / 8
 		// a0..a3 at (g, t) (g+8, t) (g, t+4) (g+8, t+4): B's (k+t, n) ...
 		var a [4]string
-		if p.pairRows {
-			// ... n = 2g and 2g+1 (pairRows)
-			lo, hi := ld2(kk), ld2(kk+4)
-			a = [4]string{lo[0], lo[1], hi[0], hi[1]}
-		} else if p.bT {
+		if p.bT {
 			// ... of B's tile stored [n][k]: ldmatrix.x4, as mma.sync's A
 			a = l.ldmatrixT(p, kk/4, stage)
 		} else {
