@@ -78,15 +78,16 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 		{peerCase{name: "gelu 130x150x70 swapped 128x64 early_copies", m: 130, k: 150, n: 70, gelu: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "early_copies": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, false},
 		// A's tile of each stage by one tensor copy (tma = 1) where A's
-		// load has no mask; masked, the copies stay cp.async
+		// load has no mask; masked, the copies stay cp.async; B's by
+		// cp.async (tma_b = 0: TestTensorCopiesOfB has B's tensor copies)
 		{peerCase{name: "matmul 512x96x256 swapped 256x128 tma", m: 512, k: 96, n: 256}, tile.PrecTF32,
-			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+			tile.Meta{"wgmma": 2, "tma": 1, "tma_b": 0, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
 		{peerCase{name: "gelu 256x160x128 swapped 128x64 tma", m: 256, k: 160, n: 128, gelu: true}, tile.PrecTF32,
-			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, true},
+			tile.Meta{"wgmma": 2, "tma": 1, "tma_b": 0, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, true},
 		{peerCase{name: "A·Bᵀ 256x64x200 swapped 256x128 tma", m: 256, k: 64, n: 200, tb: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		{peerCase{name: "matmul 300x96x256 swapped 256x128 tma rows masked", m: 300, k: 96, n: 256}, tile.PrecTF32,
-			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+			tile.Meta{"wgmma": 2, "tma": 1, "tma_b": 0, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
 		{peerCase{name: "gelu 200x64x136 swapped 192x128 tma rows masked", m: 200, k: 64, n: 136, gelu: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		{peerCase{name: "matmul 300x100x256 swapped 256x128 tma declined", m: 300, k: 100, n: 256}, tile.PrecTF32,
@@ -302,10 +303,20 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 				el := regexp.MustCompile(`\$L_pipe_end_\d+:`).FindStringIndex(sim.Last.PTX)
 				require.True(t, hl != nil && el != nil && el[0] > hl[0], "no pipelined loop")
 				head, end := hl[0], el[0]
-				iters := strings.Split(sim.Last.PTX[head:end], "bar.sync 0;")[1:]
+				// iterations begin at the CTA barrier, or without one
+				// (B's tensor copies, tma_b = 2) at the wait for the
+				// stage's copies; their copies are cp.async or tensor copies
+				loop := sim.Last.PTX[head:end]
+				iters := strings.Split(loop, "bar.sync 0;")[1:]
+				if !strings.Contains(loop, "bar.sync") {
+					iters = regexp.MustCompile(`\$L_tma_full_\d+:`).Split(loop, -1)[1:]
+				}
 				require.Len(t, iters, 2, "two iterations unrolled")
 				for _, it := range iters {
 					cp, w := strings.Index(it, "cp.async.c"), strings.Index(it, "wgmma.commit_group")
+					if b := strings.Index(it, "cp.async.bulk.tensor"); b >= 0 && (cp < 0 || b < cp) {
+						cp = b
+					}
 					require.True(t, cp >= 0 && w >= 0, "no copies or no commit in an iteration")
 					if c.tune["early_copies"] == 1 {
 						require.Less(t, cp, w, "copies after the wgmmas' commit")
