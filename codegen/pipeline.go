@@ -192,7 +192,12 @@ type pipe struct {
 	// complete on the full barrier themselves, cp.async.mbarrier.arrive);
 	// wsRegs: setmaxnreg's counts for the producer and the consumers (0:
 	// none, where the launch's share already suffices)
-	ws     bool
+	ws bool
+	// wsTMA (ws = 2): the producer is one warp whose first thread issues
+	// the tensor copies of A and B (tma, tmaB), waiting on each stage's
+	// empty mbarrier; the launch's 288 threads at 8 consumer warps leave a
+	// thread 224 registers without setmaxnreg
+	wsTMA  bool
 	wsLag  int
 	wsRegs [2]int
 	// wsWarps: the producer's warps, 4 (one warpgroup) where its copies
@@ -290,7 +295,9 @@ func (p *pipe) String() string {
 		if p.clusterDeclined != "" {
 			ahead += "; cluster declined: " + p.clusterDeclined
 		}
-		if p.ws {
+		if p.wsTMA {
+			ahead = "warp-specialised: 1 producer warp whose first thread issues the tensor copies of A and B, full/empty mbarriers"
+		} else if p.ws {
 			ahead = fmt.Sprintf("warp-specialised: %d producer warps, full/empty mbarriers, pass %d behind the copies", p.wsWarps, p.wsLag)
 			if p.wsLag == 0 {
 				ahead = fmt.Sprintf("warp-specialised: %d producer warps, full/empty mbarriers, copies completing on full", p.wsWarps)
@@ -308,7 +315,7 @@ func (p *pipe) String() string {
 		if p.rbDeclined != "" {
 			ahead += "; realign_b declined: " + p.rbDeclined
 		}
-		if p.epiLate != 0 && !p.ws {
+		if p.epiLate != 0 && (!p.ws || p.wsTMA) {
 			ahead += fmt.Sprintf(", the epilogue's invariant values after the loop (epi_late %d)", p.epiLate)
 		}
 		b := p.b.String()
@@ -399,7 +406,9 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	if p.swapped {
 		p.wm, p.wn = nw, 1
 		p.epiSmem = l.k.Meta["epi_smem"] == 1
-		p.ws = l.k.Meta["ws"] == 1 && nw <= 8 && l.wsAlone(f)
+		ws := l.k.Meta["ws"]
+		p.ws = (ws == 1 || ws == 2) && nw <= 8 && l.wsAlone(f)
+		p.wsTMA = p.ws && ws == 2
 	}
 	only := func(v, user *tile.Value) bool {
 		us := l.users[v.ID]
@@ -516,17 +525,9 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	if p.ws {
 		l.wsPlan(p)
 	}
-	p.lateCopies = p.swapped && !p.ws && !p.copyPass() && l.k.Meta["early_copies"] != 1
-	p.oneBlock = p.swapped && p.x3() && !p.ws && !p.ss && l.k.Meta["x3_blocks"] != 2
-	if p.oneBlock {
-		p.x3Span = 2
-		if s := l.k.Meta["x3_span"]; s == 1 || s == 4 {
-			p.x3Span = s
-		}
-	}
-	if v, asked := l.k.Meta["tma"]; asked && v == 1 || !asked && p.swapped && p.m == tmaDefaultRows {
+	if v, asked := l.k.Meta["tma"]; asked && v == 1 || !asked && p.swapped && (p.m == tmaDefaultRows || p.wsTMA) {
 		switch {
-		case !p.swapped || p.ws || p.copyPass() || p.ss:
+		case !p.swapped || p.ws && !p.wsTMA || p.copyPass() || p.ss:
 			p.tmaDeclined = "not the swapped TF32 form without a pass over its copies (nor ws, wg_ss)"
 		default:
 			p.tma, p.tmaDeclined = l.tmaPlan(p)
@@ -540,9 +541,32 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	}
 	if v, asked := l.k.Meta["tma_b"]; asked && (v == 1 || v == 2) || !asked && p.tma != nil {
 		p.tmaB, p.tmaBDeclined = l.tmaBPlan(p)
-		p.noBar = p.tmaB != nil && v != 1
+		p.noBar = p.tmaB != nil && v != 1 && !p.ws
 		if !asked {
 			p.tmaBDeclined = "" // the default where it applies
+		}
+	}
+	if p.wsTMA && (p.tma == nil || p.tmaB == nil) {
+		why := p.tmaDeclined + p.tmaBDeclined
+		if why == "" {
+			why = "A's tensor copies do not apply"
+		}
+		p.ws, p.wsTMA, p.wsDeclined = false, false, "ws = 2 needs A's and B's tensor copies: "+why
+		p.tma, p.tmaB = nil, nil
+		if v, asked := l.k.Meta["tma"]; asked && v == 1 || !asked && p.m == tmaDefaultRows {
+			p.tma, _ = l.tmaPlan(p)
+		}
+		if p.tma != nil {
+			p.tmaB, _ = l.tmaBPlan(p)
+			p.noBar = p.tmaB != nil && l.k.Meta["tma_b"] != 1
+		}
+	}
+	p.lateCopies = p.swapped && !p.ws && !p.copyPass() && l.k.Meta["early_copies"] != 1
+	p.oneBlock = p.swapped && p.x3() && !p.ws && !p.ss && l.k.Meta["x3_blocks"] != 2
+	if p.oneBlock {
+		p.x3Span = 2
+		if s := l.k.Meta["x3_span"]; s == 1 || s == 4 {
+			p.x3Span = s
 		}
 	}
 	if p.wgmma {

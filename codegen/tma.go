@@ -149,6 +149,9 @@ type tmaCopy struct {
 	// the consumers have run an iteration (from the second on, each
 	// releases the one before)
 	rank, peer, halfRows, halfBytes, mask, eph, used string
+	// issuer: the predicate of the thread that issues the copies (""
+	// for thread 0: tmaThread; the producer warp's first with ws = 2)
+	issuer string
 }
 
 // tmaPlan returns the plan of A's tensor copies in swapped loop p, or nil
@@ -362,16 +365,7 @@ func (l *lowerer) notUniformOver(v *tile.Value, ax int64, loop *tile.Value, seen
 func (l *lowerer) tmaStart(p *pipe) {
 	w := &l.body
 	t := p.tma
-	t.index = len(l.tmaps)
-	box := p.m
-	if p.cluster > 0 {
-		box = p.m / p.cluster // each CTA's share of the rows
-	}
-	l.tmaps = append(l.tmaps, TensorMap{Param: int(t.param.Aux), ElemBytes: 4, Inner: t.lda, Rows: t.rows, Box: [2]int{p.k, box}, Swizzle: 128})
-	if b := p.tmaB; b != nil {
-		b.index = len(l.tmaps)
-		l.tmaps = append(l.tmaps, TensorMap{Param: int(b.param.Aux), ElemBytes: 4, Inner: b.lda, Box: [2]int{p.n, p.k}, Swizzle: 128, Paired: true})
-	}
+	l.tmaMaps(p)
 	t.bars = l.reg("r")
 	nbars := p.stages
 	if p.cluster > 0 || p.noBar {
@@ -401,6 +395,7 @@ func (l *lowerer) tmaStart(p *pipe) {
 		emit(w, "setp.ne.u32 %s, 0, 0", t.used)
 	}
 	if p.cluster > 0 {
+		box := p.m / p.cluster // each CTA's share of the rows
 		l.cluster = [3]int{1, p.cluster, 1}
 		l.clusterBarrier()
 		t.rank, t.peer, t.halfRows, t.halfBytes = l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")
@@ -418,6 +413,22 @@ func (l *lowerer) tmaStart(p *pipe) {
 	t.fp, t.fc = l.reg("r"), l.reg("r")
 	emit(w, "mov.u32 %s, %s", t.fp, t.bars)
 	emit(w, "mov.u32 %s, %s", t.fc, t.bars)
+}
+
+// tmaMaps declares the tensor maps of p's copies (A's, and B's where
+// p.tmaB) as kernel parameters.
+func (l *lowerer) tmaMaps(p *pipe) {
+	t := p.tma
+	t.index = len(l.tmaps)
+	box := p.m
+	if p.cluster > 0 {
+		box = p.m / p.cluster // each CTA's share of the rows
+	}
+	l.tmaps = append(l.tmaps, TensorMap{Param: int(t.param.Aux), ElemBytes: 4, Inner: t.lda, Rows: t.rows, Box: [2]int{p.k, box}, Swizzle: 128})
+	if b := p.tmaB; b != nil {
+		b.index = len(l.tmaps)
+		l.tmaps = append(l.tmaps, TensorMap{Param: int(b.param.Aux), ElemBytes: 4, Inner: b.lda, Box: [2]int{p.n, p.k}, Swizzle: 128, Paired: true})
+	}
 }
 
 // tmaThread is a predicate true in thread 0, which issues the tensor copies.
@@ -461,7 +472,11 @@ func (l *lowerer) tmaIssue(p *pipe, offs *lval, lay *Layout, bOffs *lval, bLay *
 	w := &l.body
 	t := p.tma
 	skip := l.label("tma_skip")
-	emit(w, "@!%s bra %s", l.tmaThread(), skip)
+	issuer := t.issuer
+	if issuer == "" {
+		issuer = l.tmaThread()
+	}
+	emit(w, "@!%s bra %s", issuer, skip)
 	m0, k0 := l.boxOrigin(offs, lay, t.lda)
 	dst := l.reg("r")
 	emit(w, "add.s32 %s, %s, %s", dst, l.smemAddr(), sp)

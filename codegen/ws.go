@@ -121,7 +121,12 @@ func (l *lowerer) wsAlone(f *tile.Value) bool {
 func (l *lowerer) wsPlan(p *pipe) {
 	nw := l.opt.NumWarps
 	p.wsWarps = nw
-	if w, ok := l.k.Meta["ws_warps"]; (!ok || w == 4) && nw > 4 && l.wsNarrow(p) {
+	if p.wsTMA {
+		// one warp of tensor copies: no pass, no setmaxnreg (the launch's
+		// share suffices where the bound below holds)
+		p.wsWarps = 1
+	}
+	if w, ok := l.k.Meta["ws_warps"]; !p.wsTMA && (!ok || w == 4) && nw > 4 && l.wsNarrow(p) {
 		// one warpgroup: each producer thread issues the copies of
 		// nw/4 consumer threads of the other form, in layouts of 4 warps
 		// (warps nw..nw+3 take those of warps 0..3: coordinates masked)
@@ -145,7 +150,10 @@ func (l *lowerer) wsPlan(p *pipe) {
 	// H200's ptxas refused 8+8 warps at 256×128: 128 registers, 158
 	// needed); else the plain swapped form, the dump says why
 	if acc, bound := p.m*p.n/(32*nw), min(255, 65536/(32*(nw+p.wsWarps)))&^7; acc+wsLoopRegs > bound {
-		p.ws, p.wsDeclined = false, fmt.Sprintf("%d+%d warps allow %d registers a thread, the accumulators take %d and the loop ~%d", nw, p.wsWarps, bound, acc, wsLoopRegs)
+		p.ws, p.wsTMA, p.wsDeclined = false, false, fmt.Sprintf("%d+%d warps allow %d registers a thread, the accumulators take %d and the loop ~%d", nw, p.wsWarps, bound, acc, wsLoopRegs)
+		return
+	}
+	if p.wsTMA {
 		return
 	}
 	if p.copyPass() {
@@ -245,6 +253,10 @@ func (l *lowerer) wsLoop(v *tile.Value, p *pipe, bounds []string, carried []*lva
 	// does not follow: it reported hazards between a producer's copies and
 	// a consumer's ld.shared of B on the H200, r20i.)
 	full := 32 * p.wsWarps
+	if p.wsTMA {
+		full = 1 // the producer's expect_tx; the copies complete the phase
+		l.tmaMaps(p)
+	}
 	for s := 0; s < S; s++ {
 		emit(w, "@%s mbarrier.init.shared::cta.b64 [%s+%d], %d", first, bars, 8*s, full)
 	}
@@ -301,7 +313,7 @@ func (l *lowerer) wsLoop(v *tile.Value, p *pipe, bounds []string, carried []*lva
 		emit(w, "or.pred %s, %s, %s", stop, stop, nonpos)
 		emit(w, "@%s bra.uni %s", stop, exits[u])
 		l.wsWait(fa, ph, "ws_full")
-		if p.wsLag == 0 {
+		if p.wsLag == 0 && !p.wsTMA {
 			// the copies of A landed through the generic proxy, with no
 			// producer thread after them to fence: the consumer does,
 			// before its wgmmas read A through the async proxy
@@ -346,6 +358,9 @@ func (l *lowerer) wsProducer(p *pipe, bounds []string, carried []*lval, bars, st
 	ring := S * p.stageBytes
 	if p.wsRegs[0] > 0 {
 		emit(w, "setmaxnreg.dec.sync.aligned.u32 %d", p.wsRegs[0])
+	}
+	if p.wsTMA {
+		return l.wsTMAProducer(p, bounds, carried, bars, stepPos, nonpos, ity, ptx)
 	}
 	// iteration ivp into the stage at sp, its barriers at fa and ea, the
 	// parity of the empty barriers' round before (1 in round 0)
@@ -459,4 +474,40 @@ func (l *lowerer) wsAdvance(p *pipe, st, fa, ea, ph, bars string, ring int) {
 	if ph != "" {
 		emit(w, "@%s xor.b32 %s, %s, 1", wrap, ph, ph)
 	}
+}
+
+// wsTMAProducer emits the producer warp of ws = 2: for each iteration, its
+// lanes wait on the stage's empty mbarrier (round r−1), then its first
+// thread expects the stage's bytes on full and issues the tensor copies of
+// A and B completing on it (tmaIssue); after the last iteration the warp
+// exits (the consumers wait for every copy on the full mbarriers).
+func (l *lowerer) wsTMAProducer(p *pipe, bounds []string, carried []*lval, bars, stepPos, nonpos, ity, ptx string) error {
+	w := &l.body
+	S := p.stages
+	ring := S * p.stageBytes
+	ivp, sp, fa, ea, ph := l.reg(regClass(p.loop.Args[0].Type)), l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")
+	emit(w, "mov.%s %s, %s", ity, ivp, bounds[0])
+	emit(w, "mov.u32 %s, 0", sp)
+	emit(w, "mov.u32 %s, %s", fa, bars)
+	emit(w, "add.s32 %s, %s, %d", ea, bars, 8*S)
+	emit(w, "mov.u32 %s, 1", ph)
+	issuer := l.reg("p")
+	emit(w, "setp.eq.u32 %s, %s, %d", issuer, l.tid(), 32*l.opt.NumWarps)
+	p.tma.issuer, p.tma.fp = issuer, fa
+	head, drain := l.label("ws_produce"), l.label("ws_drain")
+	w.WriteString(head + ":\n")
+	stop := l.reg("p")
+	emit(w, "setp.ge.%s %s, %s, %s", ptx, stop, ivp, bounds[1])
+	emit(w, "or.pred %s, %s, %s", stop, stop, nonpos)
+	emit(w, "@%s bra.uni %s", stop, drain)
+	l.wsWait(ea, ph, "ws_empty")
+	if err := l.issueCopies(p, ivp, carried, sp, stepPos); err != nil {
+		return err
+	}
+	l.wsAdvance(p, sp, fa, ea, ph, bars, ring)
+	emit(w, "add.%s %s, %s, %s", ptx, ivp, ivp, bounds[2])
+	emit(w, "bra.uni %s", head)
+	w.WriteString(drain + ":\n")
+	emit(w, "exit")
+	return nil
 }

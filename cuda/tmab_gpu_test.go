@@ -50,8 +50,8 @@ func unmaskedBProduct(t *testing.T, m, n, k, bm, bn int, meta tile.Meta) *tile.K
 // TestTensorCopiesOfBOnGPU: the swapped wgmma loop with B's tiles copied
 // by four-dimensional tensor copies too (tma_b = 1; codegen.TensorMap's
 // Paired form, which cuTensorMapEncodeTiled must take: strides out of
-// order), and without a CTA barrier in the loop (tma_b = 2: empty
-// mbarriers) runs on the device and gives the same result, bit for bit,
+// order), without a CTA barrier in the loop (tma_b = 2: empty mbarriers),
+// and from a producer warp of their own (ws = 2) runs on the device and gives the same result, bit for bit,
 // as the same kernel with B's cp.async copies (the same operands reach the
 // same wgmmas), within TF32's tolerance of the float64 product, through
 // Launch and through a packed launch whose B is set anew (its map
@@ -78,20 +78,22 @@ func TestTensorCopiesOfBOnGPU(t *testing.T) {
 			m, n, k := c.m, c.n, c.k
 			a, b := seededOperands(m, n, k)
 			grid := tile.Grid{tile.CDiv(m, c.bm), tile.CDiv(n, c.bn)}
-			metaOf := func(tb int) tile.Meta { return withMeta(tile.Meta{"wgmma": 2, "tma": 1, "tma_b": tb}, c.meta) }
-			base := launchPoisoned(t, gpu, unmaskedBProduct(t, m, n, k, c.bm, c.bn, metaOf(0)), grid, a, b, m, n)
+			base := launchPoisoned(t, gpu, unmaskedBProduct(t, m, n, k, c.bm, c.bn, withMeta(tile.Meta{"wgmma": 2, "tma": 1, "tma_b": 0}, c.meta)), grid, a, b, m, n)
 			nearFloat64(t, refs, [3]int{m, n, k}, a, b, base, 4e-3)
-			for _, tb := range []int{1, 2} {
-				kt := unmaskedBProduct(t, m, n, k, c.bm, c.bn, metaOf(tb))
+			for _, form := range []tile.Meta{{"tma_b": 1}, {"tma_b": 2}, {"ws": 2}} {
+				kt := unmaskedBProduct(t, m, n, k, c.bm, c.bn, withMeta(withMeta(tile.Meta{"wgmma": 2, "tma": 1}, c.meta), form))
 				ck, err := codegen.Compile(kt, codegen.Options{NumWarps: c.meta["num_warps"], Arch: dev.Target(), Spec: []int{16, 16, 16}})
 				if err != nil {
 					t.Fatal(err)
 				}
 				if len(ck.TensorMaps) != 2 || !ck.TensorMaps[1].Paired || !strings.Contains(ck.PTX, "cp.async.bulk.tensor.4d") {
-					t.Fatalf("tma_b = %d: not B's tensor copies: %v", tb, ck.TensorMaps)
+					t.Fatalf("%v: not B's tensor copies: %v", form, ck.TensorMaps)
+				}
+				if ws := form["ws"] == 2; ws != (ck.ProducerWarps == 1) {
+					t.Fatalf("%v: %d producer warps", form, ck.ProducerWarps)
 				}
 				got := launchPoisoned(t, gpu, kt, grid, a, b, m, n)
-				sameBits(t, got, base, n, [2]string{fmt.Sprintf("tma_b = %d", tb), "B by cp.async"})
+				sameBits(t, got, base, n, [2]string{fmt.Sprint(form), "B by cp.async"})
 				// a packed launch, B first a buffer of zeros, then set anew
 				f, err := dev.Load(ck)
 				if err != nil {
@@ -126,7 +128,7 @@ func TestTensorCopiesOfBOnGPU(t *testing.T) {
 				if err := dev.Download(packed, bufs[2]); err != nil {
 					t.Fatal(err)
 				}
-				sameBits(t, packed, base, n, [2]string{fmt.Sprintf("tma_b = %d, packed", tb), "B by cp.async"})
+				sameBits(t, packed, base, n, [2]string{fmt.Sprint(form, ", packed"), "B by cp.async"})
 			}
 		})
 	}

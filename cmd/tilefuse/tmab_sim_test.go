@@ -99,3 +99,71 @@ func pipeLoop(t *testing.T, ptx string) string {
 	require.True(t, hl != nil && el != nil && el[0] > hl[0], "no pipelined loop")
 	return ptx[hl[0]:el[0]]
 }
+
+// TestWarpSpecialisedTensorCopies: ws = 2, one producer warp beside the
+// consumers whose first thread issues the tensor copies of A and B after
+// waiting on each stage's empty mbarrier, the consumers without a CTA
+// barrier in their loop, in ptxsim under racecheck and initcheck against
+// float64 (output poisoned): more iterations than stages, rows masked, 4
+// and 8 consumer warps, and a B the tensor copies cannot take (columns
+// masked), where the kernel is the plain form and the dump says why.
+func TestWarpSpecialisedTensorCopies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds in the simulator")
+	}
+	big := tile.Meta{"wgmma": 2, "ws": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}
+	small := tile.Meta{"wgmma": 2, "ws": 2, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+	for _, c := range []struct {
+		pc       peerCase
+		tune     tile.Meta
+		declined string
+	}{
+		{peerCase{name: "512x288x256 256x128", m: 512, k: 288, n: 256}, big, ""},
+		{peerCase{name: "gelu 300x288x256 256x128 rows masked", m: 300, k: 288, n: 256, gelu: true}, big, ""},
+		{peerCase{name: "gelu 256x224x192 128x64", m: 256, k: 224, n: 192, gelu: true}, small, ""},
+		{peerCase{name: "512x96x200 256x128 columns masked", m: 512, k: 96, n: 200}, big, "ws = 2 needs A's and B's tensor copies"},
+	} {
+		t.Run(c.pc.name, func(t *testing.T) {
+			p, err := buildPeer(c.pc, graphpass.H200, tile.PrecTF32, c.tune)
+			require.NoError(t, err)
+			args := p.anyArgs()
+			dir := t.TempDir()
+			ck, err := codegen.Compile(p.k.Tile, codegen.Options{Arch: 90, NumWarps: c.tune["num_warps"], Spec: ptxsim.Spec(p.k.Tile, args), DumpDir: dir})
+			require.NoError(t, err)
+			b, err := os.ReadFile(filepath.Join(dir, p.k.Tile.Name+".pipe"))
+			require.NoError(t, err)
+			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
+			require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
+			require.Equal(t, ck.PTX, sim.Last.PTX)
+			if c.declined != "" {
+				require.Contains(t, string(b), c.declined)
+				require.Zero(t, ck.ProducerWarps)
+			} else {
+				require.Contains(t, string(b), "1 producer warp whose first thread issues the tensor copies")
+				require.Equal(t, 1, ck.ProducerWarps)
+				require.Len(t, ck.TensorMaps, 2)
+				require.NotContains(t, ck.PTX, "setmaxnreg", "the launch's registers suffice")
+				// the producer's loop: the empty wait, A's and B's copies;
+				// the consumers': the full wait, no CTA barrier
+				between := func(from, to string) string {
+					a := regexp.MustCompile(regexp.QuoteMeta(from) + `\d+:`).FindStringIndex(ck.PTX)
+					b := regexp.MustCompile(regexp.QuoteMeta(to) + `\d+:`).FindStringIndex(ck.PTX)
+					require.True(t, a != nil && b != nil && b[0] > a[0], "no %s…%s", from, to)
+					return ck.PTX[a[0]:b[0]]
+				}
+				prod := between("$L_ws_produce_", "$L_ws_drain_")
+				require.Contains(t, prod, "$L_ws_empty_")
+				require.Contains(t, prod, "cp.async.bulk.tensor.2d")
+				require.Contains(t, prod, "cp.async.bulk.tensor.4d")
+				require.NotContains(t, prod, "cp.async.cg")
+				cons := between("$L_ws_consume_", "$L_ws_end_")
+				require.Contains(t, cons, "$L_ws_full_")
+				require.NotContains(t, cons, "bar.sync")
+				require.NotContains(t, cons, "fence.proxy.async", "tensor copies need no proxy fence")
+			}
+			maxRel, normRel, bad := p.check(c.pc, p.args[len(p.args)-1], peerTol(tile.PrecTF32))
+			require.Zero(t, bad, "max %.2g norm %.2g", maxRel, normRel)
+			t.Logf("max %.2g norm %.2g", maxRel, normRel)
+		})
+	}
+}
