@@ -227,6 +227,10 @@ func (l *lowerer) assemble() string {
 	if c := l.cluster; c != [3]int{} {
 		fmt.Fprintf(&sb, ".reqnctapercluster %d, %d, %d\n", c[0], c[1], c[2])
 	}
+	if l.regSplit != [2]int{} && l.k.Meta["ws_minctas"] == 1 {
+		// __launch_bounds__(threads, 1): a register cap at entry, for setmaxnreg
+		sb.WriteString(".minnctapersm 1\n")
+	}
 	if r := l.k.Meta["max_registers"]; r > 0 { // a meta-parameter: registers a thread may use
 		fmt.Fprintf(&sb, ".maxnreg %d\n", r)
 	}

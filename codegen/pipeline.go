@@ -296,7 +296,10 @@ func (p *pipe) String() string {
 			ahead += "; cluster declined: " + p.clusterDeclined
 		}
 		if p.wsTMA {
-			ahead = "warp-specialised: 1 producer warp whose first thread issues the tensor copies of A and B, full/empty mbarriers"
+			ahead = fmt.Sprintf("warp-specialised: %d producer warps, the first one's first thread issuing the tensor copies of A and B, full/empty mbarriers", p.wsWarps)
+			if p.wsRegs[0] > 0 {
+				ahead += fmt.Sprintf(", setmaxnreg %d/%d", p.wsRegs[0], p.wsRegs[1])
+			}
 		} else if p.ws {
 			ahead = fmt.Sprintf("warp-specialised: %d producer warps, full/empty mbarriers, pass %d behind the copies", p.wsWarps, p.wsLag)
 			if p.wsLag == 0 {
@@ -315,7 +318,7 @@ func (p *pipe) String() string {
 		if p.rbDeclined != "" {
 			ahead += "; realign_b declined: " + p.rbDeclined
 		}
-		if p.epiLate != 0 && (!p.ws || p.wsTMA) {
+		if p.epiLate != 0 && (!p.ws || p.wsTMA && p.wsRegs == [2]int{}) {
 			ahead += fmt.Sprintf(", the epilogue's invariant values after the loop (epi_late %d)", p.epiLate)
 		}
 		b := p.b.String()

@@ -122,9 +122,15 @@ func (l *lowerer) wsPlan(p *pipe) {
 	nw := l.opt.NumWarps
 	p.wsWarps = nw
 	if p.wsTMA {
-		// one warp of tensor copies: no pass, no setmaxnreg (the launch's
-		// share suffices where the bound below holds)
-		p.wsWarps = 1
+		// the tensor copies' issuer: a warpgroup whose other warps exit
+		// once it gave its registers back (setmaxnreg applies to whole
+		// warpgroups), or with ws_warps = 1 one warp and no setmaxnreg
+		// (the H200's JIT bounded 288 threads as 384: 167 registers, 16
+		// bytes spilled)
+		p.wsWarps = 4
+		if l.k.Meta["ws_warps"] == 1 {
+			p.wsWarps = 1
+		}
 	}
 	if w, ok := l.k.Meta["ws_warps"]; !p.wsTMA && (!ok || w == 4) && nw > 4 && l.wsNarrow(p) {
 		// one warpgroup: each producer thread issues the copies of
@@ -154,6 +160,13 @@ func (l *lowerer) wsPlan(p *pipe) {
 		return
 	}
 	if p.wsTMA {
+		if 32*(nw+p.wsWarps) > 256 && p.wsWarps == 4 {
+			prod := 40 // CUTLASS's TMA producer's
+			if r, ok := l.k.Meta["ws_regs"]; ok && r >= 24 && r <= 256 {
+				prod = r &^ 7
+			}
+			p.wsRegs = [2]int{prod, wsConsumerRegs(nw, p.wsWarps, prod)}
+		}
 		return
 	}
 	if p.copyPass() {
@@ -491,6 +504,12 @@ func (l *lowerer) wsTMAProducer(p *pipe, bounds []string, carried []*lval, bars,
 	emit(w, "mov.u32 %s, %s", fa, bars)
 	emit(w, "add.s32 %s, %s, %d", ea, bars, 8*S)
 	emit(w, "mov.u32 %s, 1", ph)
+	if p.wsWarps > 1 {
+		// one warp issues; the others have given their registers back
+		q := l.reg("p")
+		emit(w, "setp.ge.u32 %s, %s, %d", q, l.tid(), 32*(l.opt.NumWarps+1))
+		emit(w, "@%s exit", q)
+	}
 	issuer := l.reg("p")
 	emit(w, "setp.eq.u32 %s, %s, %d", issuer, l.tid(), 32*l.opt.NumWarps)
 	p.tma.issuer, p.tma.fp = issuer, fa

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -100,9 +101,11 @@ func pipeLoop(t *testing.T, ptx string) string {
 	return ptx[hl[0]:el[0]]
 }
 
-// TestWarpSpecialisedTensorCopies: ws = 2, one producer warp beside the
-// consumers whose first thread issues the tensor copies of A and B after
-// waiting on each stage's empty mbarrier, the consumers without a CTA
+// TestWarpSpecialisedTensorCopies: ws = 2, a producer warpgroup (or with
+// ws_warps = 1 one warp) beside the consumers, whose first thread issues
+// the tensor copies of A and B after waiting on each stage's empty
+// mbarrier (the other producer warps exit once setmaxnreg gave their
+// registers to the consumers), the consumers without a CTA
 // barrier in their loop, in ptxsim under racecheck and initcheck against
 // float64 (output poisoned): more iterations than stages, rows masked, 4
 // and 8 consumer warps, and a B the tensor copies cannot take (columns
@@ -113,6 +116,16 @@ func TestWarpSpecialisedTensorCopies(t *testing.T) {
 	}
 	big := tile.Meta{"wgmma": 2, "ws": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}
 	small := tile.Meta{"wgmma": 2, "ws": 2, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+	with := func(m tile.Meta, kv ...any) tile.Meta {
+		r := tile.Meta{}
+		for k, v := range m {
+			r[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			r[kv[i].(string)] = kv[i+1].(int)
+		}
+		return r
+	}
 	for _, c := range []struct {
 		pc       peerCase
 		tune     tile.Meta
@@ -121,6 +134,7 @@ func TestWarpSpecialisedTensorCopies(t *testing.T) {
 		{peerCase{name: "512x288x256 256x128", m: 512, k: 288, n: 256}, big, ""},
 		{peerCase{name: "gelu 300x288x256 256x128 rows masked", m: 300, k: 288, n: 256, gelu: true}, big, ""},
 		{peerCase{name: "gelu 256x224x192 128x64", m: 256, k: 224, n: 192, gelu: true}, small, ""},
+		{peerCase{name: "512x288x256 256x128 one producer warp", m: 512, k: 288, n: 256}, with(big, "ws_warps", 1), ""},
 		{peerCase{name: "512x96x200 256x128 columns masked", m: 512, k: 96, n: 200}, big, "ws = 2 needs A's and B's tensor copies"},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
@@ -139,10 +153,18 @@ func TestWarpSpecialisedTensorCopies(t *testing.T) {
 				require.Contains(t, string(b), c.declined)
 				require.Zero(t, ck.ProducerWarps)
 			} else {
-				require.Contains(t, string(b), "1 producer warp whose first thread issues the tensor copies")
-				require.Equal(t, 1, ck.ProducerWarps)
+				pw := 4
+				if c.tune["ws_warps"] == 1 {
+					pw = 1
+				}
+				require.Contains(t, string(b), fmt.Sprintf("%d producer warps, the first one's first thread issuing the tensor copies", pw))
+				require.Equal(t, pw, ck.ProducerWarps)
 				require.Len(t, ck.TensorMaps, 2)
-				require.NotContains(t, ck.PTX, "setmaxnreg", "the launch's registers suffice")
+				// a producer warpgroup beside 8 consumer warps gives its
+				// registers to them; 4 + 4 warps and one producer warp do not
+				split := pw == 4 && c.tune["num_warps"] == 8
+				require.Equal(t, split, strings.Contains(ck.PTX, "setmaxnreg.inc"), "setmaxnreg")
+				require.Equal(t, split, ck.RegSplit != [2]int{}, "RegSplit %v", ck.RegSplit)
 				// the producer's loop: the empty wait, A's and B's copies;
 				// the consumers': the full wait, no CTA barrier
 				between := func(from, to string) string {
