@@ -264,7 +264,10 @@ func (d *Device) LoadCached(k *codegen.Kernel, c *diskcache.Cache) (*Function, e
 		}
 		f.Regs, _ = fn.Attribute(cu.NumRegs)
 		f.Local, _ = fn.Attribute(cu.LocalSizeBytes)
-		if need := k.RegisterPool(); f.Regs*f.Threads < need {
+		// registers are allocated a warp at a time in units of 256 (8 a
+		// thread: sm_90's register allocation unit), so a kernel of 167
+		// registers a thread holds 168
+		if need := k.RegisterPool(); (f.Regs+7)&^7*f.Threads < need {
 			// the consumers' setmaxnreg.inc would wait for ever for
 			// registers the CTA was never given
 			return fmt.Errorf("cuda: @%s: %d registers a thread allocated for %d threads, but its setmaxnreg split %v needs %d in all", k.Name, f.Regs, f.Threads, k.RegSplit, need)
