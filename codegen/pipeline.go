@@ -159,8 +159,13 @@ type pipe struct {
 	tmaB         *tmaCopy
 	tmaBDeclined string
 	noBar        bool
-	copy         [2]*Layout
-	vw           [2]int
+	// farCopies (noBar, meta-parameter tma_ahead = 1): the copies run
+	// stages-1 iterations ahead, not stages-2: iteration i copies into the
+	// slot of iteration i−1, which thread 0 waits for every thread to
+	// release in iteration i (after its own release, the wgmmas issued)
+	farCopies bool
+	copy      [2]*Layout
+	vw        [2]int
 	// rb (swapped TF32 form, B's rows not 16-byte aligned, meta-parameter
 	// realign_b = 1): B copied in 16-byte chunks from each row's phase
 	// (realign.go); rbDeclined says why the copy layout did not suit it
@@ -236,6 +241,9 @@ const wgmmaDesc64 uint64 = 1<<16 | (512>>4)<<32 | 2<<62
 // barrier of iteration i+stages-1, which every warp passes after retiring
 // iteration i's wgmmas (wait_group 1 in iteration i+1) when stages ≥ 3.
 func (p *pipe) ahead() int {
+	if p.noBar && p.farCopies {
+		return p.stages - 1
+	}
 	if p.swapped && !p.staged && !p.bf16() {
 		return p.stages - 2
 	}
@@ -565,6 +573,9 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		}
 	}
 	p.lateCopies = p.swapped && !p.ws && !p.copyPass() && l.k.Meta["early_copies"] != 1
+	// (after the iteration's release only: before it, thread 0 would wait
+	// for its own)
+	p.farCopies = p.noBar && p.lateCopies && l.k.Meta["tma_ahead"] == 1
 	p.oneBlock = p.swapped && p.x3() && !p.ws && !p.ss && l.k.Meta["x3_blocks"] != 2
 	if p.oneBlock {
 		p.x3Span = 2

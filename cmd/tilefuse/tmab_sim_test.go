@@ -24,7 +24,9 @@ import (
 // poisoned with NaN: more iterations than stages (the ring wraps and the
 // empty mbarriers' parity flips), rows masked (A's map of M rows), one
 // and two column groups of 64, and the cases it declines (B's columns or
-// K masked), which keep cp.async and the barrier.
+// K masked), which keep cp.async and the barrier; with tma_ahead = 1 the
+// copies run a stage further ahead (thread 0 waits for the release of the
+// iteration before).
 func TestTensorCopiesOfB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seconds in the simulator")
@@ -51,6 +53,9 @@ func TestTensorCopiesOfB(t *testing.T) {
 		{peerCase{name: "gelu 300x288x256 256x128 rows masked tma_b 2", m: 300, k: 288, n: 256, gelu: true}, with(big, "tma_b", 2), ""},
 		{peerCase{name: "gelu 256x224x192 128x64 tma_b 2", m: 256, k: 224, n: 192, gelu: true}, with(small, "tma_b", 2), ""},
 		{peerCase{name: "256x224x192 128x64 early_copies tma_b 2", m: 256, k: 224, n: 192}, with(small, "tma_b", 2, "early_copies", 1), ""},
+		{peerCase{name: "512x288x256 256x128 tma_ahead", m: 512, k: 288, n: 256}, with(big, "tma_ahead", 1), ""},
+		{peerCase{name: "gelu 256x224x192 128x64 tma_ahead", m: 256, k: 224, n: 192, gelu: true}, with(small, "tma_ahead", 1), ""},
+		{peerCase{name: "256x224x192 128x64 tma_ahead early_copies", m: 256, k: 224, n: 192}, with(small, "tma_ahead", 1, "early_copies", 1), ""},
 		{peerCase{name: "512x96x200 256x128 columns masked", m: 512, k: 96, n: 200}, with(big, "tma_b", 2), "B's load is masked"},
 		{peerCase{name: "512x100x256 256x128 K masked", m: 512, k: 100, n: 256}, with(big, "tma_b", 2), "A is not copied by tensor copies"},
 	} {
@@ -79,7 +84,13 @@ func TestTensorCopiesOfB(t *testing.T) {
 				require.Contains(t, loop, "cp.async.bulk.tensor.4d", "B's copies in the loop")
 				// B's copies by thread 0 only: no cp.async of 16 bytes left
 				require.NotContains(t, ck.PTX, "cp.async.cg.shared.global")
-				noBar := c.tune["tma_b"] == 2
+				noBar := c.tune["tma_b"] != 1
+				// the copies stages-2 iterations ahead, stages-1 with tma_ahead
+				ahead := c.tune["num_stages"] - 2
+				if c.tune["early_copies"] == 0 {
+					ahead += c.tune["tma_ahead"] // not before the iteration's release
+				}
+				require.Contains(t, dump, fmt.Sprintf("%d ahead", ahead))
 				require.Equal(t, !noBar, strings.Contains(loop, "bar.sync"), "a CTA barrier in the loop with tma_b = %d", c.tune["tma_b"])
 				// tma_b = 2: each iteration releases the stage before
 				// (every thread) and thread 0 waits for the release
