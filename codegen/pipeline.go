@@ -159,10 +159,16 @@ type pipe struct {
 	tmaB         *tmaCopy
 	tmaBDeclined string
 	noBar        bool
-	// farCopies (noBar, meta-parameter tma_ahead = 1): the copies run
-	// stages-1 iterations ahead, not stages-2: iteration i copies into the
-	// slot of iteration i−1, which thread 0 waits for every thread to
-	// release in iteration i (after its own release, the wgmmas issued)
+	// farCopies (noBar with the copies after the wgmmas, the default;
+	// meta-parameter tma_ahead = 0 keeps stages-2): the copies run
+	// stages-1 iterations ahead: iteration i copies into the slot of
+	// iteration i−1, which thread 0 waits for every thread to release in
+	// iteration i (after its own release, the wgmmas issued). The H200,
+	// 2026-12-04 (r26h, one call, each kernel four times beside the
+	// other), TFLOP/s stages-2 → stages-1: 4096³ 314–322 → 321–330,
+	// gelu(x·W+b) 307–310 → 311–314, 4096×4096×8192 321–332 → 331–337,
+	// the BERT layer's 4096×3072×768 267–269 → 273–280, with gelu
+	// 220–222 → 225–227
 	farCopies bool
 	copy      [2]*Layout
 	vw        [2]int
@@ -575,7 +581,9 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	p.lateCopies = p.swapped && !p.ws && !p.copyPass() && l.k.Meta["early_copies"] != 1
 	// (after the iteration's release only: before it, thread 0 would wait
 	// for its own)
-	p.farCopies = p.noBar && p.lateCopies && l.k.Meta["tma_ahead"] == 1
+	if v, ok := l.k.Meta["tma_ahead"]; !ok || v != 0 {
+		p.farCopies = p.noBar && p.lateCopies
+	}
 	p.oneBlock = p.swapped && p.x3() && !p.ws && !p.ss && l.k.Meta["x3_blocks"] != 2
 	if p.oneBlock {
 		p.x3Span = 2
