@@ -40,6 +40,12 @@
 //     mma.sync.
 //   - tma (swapped TF32): 1, A by one tensor copy a stage (the default at
 //     256-row tiles); 0, cp.async.
+//   - tma_b (with tma, B unmasked in groups of 64 columns): B by one
+//     four-dimensional tensor copy a stage laid out for its fragment reads;
+//     2 (the default where it applies), with no CTA barrier in the loop
+//     (empty mbarriers); 1, the barrier kept; 0, cp.async.
+//   - tma_ahead (tma_b without the barrier): 0, the copies stages-2
+//     iterations ahead instead of stages-1 (the default).
 //   - cluster (swapped TF32 with tma): 2, clusters of 1×2 CTAs sharing A's
 //     tiles by multicast tensor copies (tma.go; the launch's grid must be
 //     whole clusters; not simulated by ptxsim).
@@ -47,12 +53,14 @@
 //     before its wgmmas (the default issues them after).
 //   - epi_smem: 1, the swapped form's epilogue through shared memory
 //     (row-major runs, 16-byte stores where the rows allow).
-//   - epi_late (kernels with loops and one dot, not warp-specialised): the invariant
+//   - epi_late (kernels with loops and one dot, not warp-specialised with a
+//     setmaxnreg split): the invariant
 //     values that only the epilogue asks for in their layouts (a loop's
 //     masks and offsets in the epilogue's) computed after the last loop,
 //     not in the prologue (held across the loops): 1, the stores' pointers
 //     and masks asked for right after the loop (lowerer.loopDone); 2,
-//     where the stores ask for them; 0 (default), in the prologue.
+//     where the stores ask for them; 0, in the prologue; absent, codegen
+//     chooses (chooseEpiLate).
 //   - k_tail: 1, the swapped form's last iteration runs only the k steps of
 //     8 that start before K, and (TF32 by cp.async, not warp-specialised)
 //     issues no copies past them (tailCopyLimit).
@@ -71,9 +79,12 @@
 //   - wg_stage (swapped form, A stored transposed): 1, Aᵀ copied 16 bytes
 //     wide into a staging tile and transposed by its threads.
 //   - ws (swapped form): 1, warp-specialised (producer warps copy, the
-//     consumers run the wgmmas, mbarriers between); ws_warps (4 or 8),
-//     ws_lag (the pass's iterations behind the copies), ws_regs (the
-//     producer's setmaxnreg count).
+//     consumers run the wgmmas, mbarriers between); 2, the producer
+//     issues A's and B's tensor copies from one thread (a warpgroup giving
+//     its registers back, or one warp with ws_warps = 1); ws_warps (4 or 8;
+//     1 with ws = 2), ws_lag (the pass's iterations behind the copies),
+//     ws_regs (the producer's setmaxnreg count), ws_minctas (1:
+//     .minnctapersm 1 with a setmaxnreg split).
 //   - max_registers: the kernel's .maxnreg.
 //   - mma_regs (mma.sync loops over register fragments): the register
 //     budget for A operands kept in registers.
