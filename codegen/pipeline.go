@@ -222,6 +222,12 @@ type pipe struct {
 }
 
 func (p *pipe) x3() bool   { return p.dot.Prec == tile.PrecTF32x3 }
+
+// oneBlockPlanned reports whether p, 3xTF32, will take the one-block loop
+// (oneBlock is set after the tensor copies' plan).
+func (p *pipe) oneBlockPlanned(l *lowerer) bool {
+	return p.swapped && p.x3() && !p.ws && !p.ss && l.k.Meta["x3_blocks"] != 2
+}
 func (p *pipe) bf16() bool { return p.dot.Prec == tile.PrecBF16 }
 
 // copyPass: a swapped loop's copies of A are passed over once they land
@@ -544,8 +550,8 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	}
 	if v, asked := l.k.Meta["tma"]; asked && v == 1 || !asked && p.swapped && (p.m == tmaDefaultRows || p.wsTMA) {
 		switch {
-		case !p.swapped || p.ws && !p.wsTMA || p.copyPass() || p.ss:
-			p.tmaDeclined = "not the swapped TF32 form without a pass over its copies (nor ws, wg_ss)"
+		case !p.swapped || p.ws && !p.wsTMA || p.copyPass() && !(p.x3() && p.oneBlockPlanned(l) && !p.staged) || p.ss:
+			p.tmaDeclined = "not the swapped TF32 form without a pass over its copies or 3xTF32 with one block (nor ws, wg_ss)"
 		default:
 			p.tma, p.tmaDeclined = l.tmaPlan(p)
 		}
@@ -558,7 +564,7 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	}
 	if v, asked := l.k.Meta["tma_b"]; asked && (v == 1 || v == 2) || !asked && p.tma != nil {
 		p.tmaB, p.tmaBDeclined = l.tmaBPlan(p)
-		p.noBar = p.tmaB != nil && v != 1 && !p.ws
+		p.noBar = p.tmaB != nil && v != 1 && !p.ws && !p.copyPass() // a pass over A needs the barrier
 		if !asked {
 			p.tmaBDeclined = "" // the default where it applies
 		}
@@ -877,7 +883,7 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		emit(w, "mov.u32 %s, 0", bsel)
 	}
 	if p.oneBlock {
-		return l.oneBlockLoop(v, p, iv, sc, bounds, stepPos, carried, produce)
+		return l.oneBlockLoop(v, p, iv, sc, ph, bounds, stepPos, carried, produce)
 	}
 	var blk [2][]string // swapped 3xTF32: the two iterations' block accumulators, zero
 	if p.swapped && p.x3() {
@@ -1018,7 +1024,7 @@ func (l *lowerer) nextStage(p *pipe, st string) (wrap string) {
 // copies rewrite the stage of iteration i−1, which every warp has then
 // retired. One block and two sets of fragments, not a block per
 // iteration in flight.
-func (l *lowerer) oneBlockLoop(v *tile.Value, p *pipe, iv, sc string, bounds []string, stepPos string, carried []*lval, produce func() error) error {
+func (l *lowerer) oneBlockLoop(v *tile.Value, p *pipe, iv, sc, ph string, bounds []string, stepPos string, carried []*lval, produce func() error) error {
 	w := &l.body
 	ptx := ptxInt(v.Args[0].Type.DType)
 	acc := carried[p.accIdx]
@@ -1038,6 +1044,9 @@ func (l *lowerer) oneBlockLoop(v *tile.Value, p *pipe, iv, sc string, bounds []s
 	// every thread and the tensor cores; the next copies issued
 	ready := func() error {
 		emit(w, "cp.async.wait_group %d", p.ahead()-1)
+		if p.tma != nil {
+			l.wsWait(p.tma.fc, ph, "tma_full") // the stage's tensor copies
+		}
 		if err := l.roundCopies(p, sc); err != nil {
 			return err
 		}
@@ -1062,7 +1071,9 @@ func (l *lowerer) oneBlockLoop(v *tile.Value, p *pipe, iv, sc string, bounds []s
 	w.WriteString(head + ":\n")
 	for u := range max(2, span) {
 		l.swappedIssue(p, sc, acc, blk, l.swappedTail(v, p, iv, bounds[1], ptx), f[u%2], u%span == 0)
-		l.nextStage(p, sc)
+		if wrap := l.nextStage(p, sc); p.tma != nil {
+			l.tmaAdvance(p, p.tma.fc, wrap, ph)
+		}
 		emit(w, "add.%s %s, %s, %s", ptx, iv, iv, bounds[2])
 		last := l.reg("p")
 		emit(w, "setp.ge.%s %s, %s, %s", ptx, last, iv, bounds[1])

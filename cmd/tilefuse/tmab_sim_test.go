@@ -200,3 +200,53 @@ func TestWarpSpecialisedTensorCopies(t *testing.T) {
 		})
 	}
 }
+
+// TestTensorCopies3xTF32: the swapped 3xTF32 form with one block
+// accumulator and A's (and B's) tiles by tensor copies (tma = 1): the pass
+// that splits A reads the stage once its copies completed on the full
+// mbarrier, the loop keeps its barrier (the pass's writes); ptxsim with
+// racecheck and initcheck, against float64 at 3xTF32's tolerance, output
+// poisoned.
+func TestTensorCopies3xTF32(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds in the simulator")
+	}
+	base := tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}
+	with := func(kv ...any) tile.Meta {
+		r := tile.Meta{}
+		for k, v := range base {
+			r[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			r[kv[i].(string)] = kv[i+1].(int)
+		}
+		return r
+	}
+	for _, c := range []struct {
+		pc    peerCase
+		tune  tile.Meta
+		maps  int
+		bSkip bool
+	}{
+		{peerCase{name: "512x288x256", m: 512, k: 288, n: 256}, with(), 2, false},
+		{peerCase{name: "gelu 300x288x256 rows masked", m: 300, k: 288, n: 256, gelu: true}, with(), 2, false},
+		{peerCase{name: "512x288x256 tma_b 0", m: 512, k: 288, n: 256}, with("tma_b", 0), 1, true},
+		{peerCase{name: "gelu 300x224x256 x3_span 1", m: 300, k: 224, n: 256, gelu: true}, with("x3_span", 1), 2, false},
+	} {
+		t.Run(c.pc.name, func(t *testing.T) {
+			p, err := buildPeer(c.pc, graphpass.H200, tile.PrecTF32x3, c.tune)
+			require.NoError(t, err)
+			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
+			require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, p.anyArgs()...))
+			require.Len(t, sim.Last.TensorMaps, c.maps)
+			require.Contains(t, sim.Last.PTX, "cp.async.bulk.tensor.2d")
+			require.Equal(t, !c.bSkip, strings.Contains(sim.Last.PTX, "cp.async.bulk.tensor.4d"))
+			loop := pipeLoop(t, sim.Last.PTX)
+			require.Contains(t, loop, "$L_tma_full_", "the pass waits for the stage's tensor copies")
+			require.Contains(t, loop, "bar.sync", "the pass's writes before the wgmmas read them")
+			maxRel, normRel, bad := p.check(c.pc, p.args[len(p.args)-1], peerTol(tile.PrecTF32x3))
+			require.Zero(t, bad, "max %.2g norm %.2g", maxRel, normRel)
+			t.Logf("max %.2g norm %.2g", maxRel, normRel)
+		})
+	}
+}
