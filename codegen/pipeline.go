@@ -221,7 +221,7 @@ type pipe struct {
 	wsDeclined string
 }
 
-func (p *pipe) x3() bool   { return p.dot.Prec == tile.PrecTF32x3 }
+func (p *pipe) x3() bool { return p.dot.Prec == tile.PrecTF32x3 }
 
 // oneBlockPlanned reports whether p, 3xTF32, will take the one-block loop
 // (oneBlock is set after the tensor copies' plan).
