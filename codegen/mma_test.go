@@ -374,6 +374,7 @@ func TestWgmmaSwapped(t *testing.T) {
 	x3 := constMatmul(t, 4096, 4096, 4096, 64, 128, 32, tile.PrecTF32x3)
 	x3.Meta["wgmma"] = 2
 	x3.Meta["num_stages"] = 6
+	x3.Meta["tma"] = 0 // A by cp.async (tensor copies: cmd/tilefuse TestTensorCopies3xTF32)
 	ck, err := Compile(x3, Options{Arch: 90, NumWarps: 8, Spec: all16(x3)})
 	if err != nil {
 		t.Fatal(err)

@@ -548,7 +548,7 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	if p.ws {
 		l.wsPlan(p)
 	}
-	if v, asked := l.k.Meta["tma"]; asked && v == 1 || !asked && p.swapped && (p.m == tmaDefaultRows || p.wsTMA) {
+	if v, asked := l.k.Meta["tma"]; asked && v == 1 || !asked && p.swapped && (p.m == tmaDefaultRows || p.wsTMA || p.oneBlockPlanned(l) && !p.staged) {
 		switch {
 		case !p.swapped || p.ws && !p.wsTMA || p.copyPass() && !(p.x3() && p.oneBlockPlanned(l) && !p.staged) || p.ss:
 			p.tmaDeclined = "not the swapped TF32 form without a pass over its copies or 3xTF32 with one block (nor ws, wg_ss)"
