@@ -375,14 +375,7 @@ func (l *lowerer) wsProducer(p *pipe, bounds []string, carried []*lval, bars, st
 	if p.wsTMA {
 		return l.wsTMAProducer(p, bounds, carried, bars, stepPos, nonpos, ity, ptx)
 	}
-	// iteration ivp into the stage at sp, its barriers at fa and ea, the
-	// parity of the empty barriers' round before (1 in round 0)
-	ivp, sp, fa, ea, ph := l.reg(regClass(p.loop.Args[0].Type)), l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")
-	emit(w, "mov.%s %s, %s", ity, ivp, bounds[0])
-	emit(w, "mov.u32 %s, 0", sp)
-	emit(w, "mov.u32 %s, %s", fa, bars)
-	emit(w, "add.s32 %s, %s, %d", ea, bars, 8*S)
-	emit(w, "mov.u32 %s, 1", ph)
+	ivp, sp, fa, ea, ph := l.wsProducerState(p, bounds[0], bars, ity)
 	lag := p.wsLag
 	// the pass: the oldest iteration not handed over, at stage sd (full
 	// barrier fd); issued and done count iterations
@@ -496,14 +489,8 @@ func (l *lowerer) wsAdvance(p *pipe, st, fa, ea, ph, bars string, ring int) {
 // exits (the consumers wait for every copy on the full mbarriers).
 func (l *lowerer) wsTMAProducer(p *pipe, bounds []string, carried []*lval, bars, stepPos, nonpos, ity, ptx string) error {
 	w := &l.body
-	S := p.stages
-	ring := S * p.stageBytes
-	ivp, sp, fa, ea, ph := l.reg(regClass(p.loop.Args[0].Type)), l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")
-	emit(w, "mov.%s %s, %s", ity, ivp, bounds[0])
-	emit(w, "mov.u32 %s, 0", sp)
-	emit(w, "mov.u32 %s, %s", fa, bars)
-	emit(w, "add.s32 %s, %s, %d", ea, bars, 8*S)
-	emit(w, "mov.u32 %s, 1", ph)
+	ring := p.stages * p.stageBytes
+	ivp, sp, fa, ea, ph := l.wsProducerState(p, bounds[0], bars, ity)
 	if p.wsWarps > 1 {
 		// one warp issues; the others have given their registers back
 		q := l.reg("p")
@@ -529,4 +516,18 @@ func (l *lowerer) wsTMAProducer(p *pipe, bounds []string, carried []*lval, bars,
 	w.WriteString(drain + ":\n")
 	emit(w, "exit")
 	return nil
+}
+
+// wsProducerState emits the producer's starting state: iteration ivp
+// (from start) into the stage at sp, its barriers at fa (full) and ea
+// (empty), the parity ph of the empty barriers' round before (1 in round 0).
+func (l *lowerer) wsProducerState(p *pipe, start, bars, ity string) (ivp, sp, fa, ea, ph string) {
+	w := &l.body
+	ivp, sp, fa, ea, ph = l.reg(regClass(p.loop.Args[0].Type)), l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")
+	emit(w, "mov.%s %s, %s", ity, ivp, start)
+	emit(w, "mov.u32 %s, 0", sp)
+	emit(w, "mov.u32 %s, %s", fa, bars)
+	emit(w, "add.s32 %s, %s, %d", ea, bars, 8*p.stages)
+	emit(w, "mov.u32 %s, 1", ph)
+	return
 }

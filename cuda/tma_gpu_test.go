@@ -56,13 +56,6 @@ func TestTensorCopyProductOnGPU(t *testing.T) {
 			a, b := seededOperands(m, n, k)
 			grid := tile.Grid{tile.CDiv(m, c.bm), tile.CDiv(n, c.bn)}
 			metaOf := func(tma int) tile.Meta { return withMeta(tile.Meta{"wgmma": 2, "tma": tma}, c.meta) }
-			poisoned := func() []float32 {
-				out := make([]float32, m*n)
-				for i := range out {
-					out[i] = float32(math.NaN())
-				}
-				return out
-			}
 			run := func(tma int) []float32 {
 				return launchPoisoned(t, gpu, tmaProduct(t, m, n, k, c.bm, c.bn, metaOf(tma)), grid, a, b, m, n)
 			}
@@ -78,35 +71,7 @@ func TestTensorCopyProductOnGPU(t *testing.T) {
 			sameBits(t, got, base, n, [2]string{"with tensor copies", "with cp.async"})
 			nearFloat64(t, refs, [3]int{m, n, k}, a, b, got, 4e-3)
 			// a packed launch, its A set anew to a buffer of other values
-			f, err := dev.Load(ck)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bufs := make([]*Buffer, 4)
-			for i, h := range [][]float32{a, b, poisoned(), make([]float32, m*k)} {
-				if bufs[i], err = dev.Alloc(int64(4 * len(h))); err != nil {
-					t.Fatal(err)
-				}
-				defer dev.Free(bufs[i])
-				if err := dev.Upload(bufs[i], h); err != nil {
-					t.Fatal(err)
-				}
-			}
-			p, err := dev.Pack(f, kt, grid, bufs[3], bufs[1], bufs[2]) // A all zeros
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Free()
-			if err := p.Set(0, bufs[0]); err != nil { // A again: the map encoded for it
-				t.Fatal(err)
-			}
-			if err := dev.Run(func(th *Thread) error { return th.LaunchPacked(p) }); err != nil {
-				t.Fatal(err)
-			}
-			packed := make([]float32, m*n)
-			if err := dev.Download(packed, bufs[2]); err != nil {
-				t.Fatal(err)
-			}
+			packed := packedAnew(t, ck, kt, grid, a, b, m, n, 0)
 			for i := range packed {
 				if math.Float32bits(packed[i]) != math.Float32bits(got[i]) {
 					t.Fatalf("packed launch, element (%d, %d): %v, Launch gave %v", i/n, i%n, packed[i], got[i])
@@ -114,4 +79,52 @@ func TestTensorCopyProductOnGPU(t *testing.T) {
 			}
 		})
 	}
+}
+
+// packedAnew launches kernel kt (compiled as ck) of C = A·B through a Pack
+// whose operand which (0: A, 1: B) is first a buffer of zeros and then set
+// anew to its values (so that a tensor map of it is encoded again), the
+// output poisoned with NaN, and returns the output.
+func packedAnew(t *testing.T, ck *codegen.Kernel, kt *tile.Kernel, grid tile.Grid, a, b []float32, m, n, which int) []float32 {
+	t.Helper()
+	f, err := dev.Load(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, m*n)
+	for i := range out {
+		out[i] = float32(math.NaN())
+	}
+	zeros := make([]float32, len(a))
+	if which == 1 {
+		zeros = make([]float32, len(b))
+	}
+	bufs := make([]*Buffer, 4)
+	for i, h := range [][]float32{a, b, out, zeros} {
+		if bufs[i], err = dev.Alloc(int64(4 * len(h))); err != nil {
+			t.Fatal(err)
+		}
+		defer dev.Free(bufs[i])
+		if err := dev.Upload(bufs[i], h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []*Buffer{bufs[0], bufs[1], bufs[2]}
+	args[which] = bufs[3]
+	p, err := dev.Pack(f, kt, grid, args[0], args[1], args[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Free()
+	if err := p.Set(which, bufs[which]); err != nil { // its map encoded for it
+		t.Fatal(err)
+	}
+	if err := dev.Run(func(th *Thread) error { return th.LaunchPacked(p) }); err != nil {
+		t.Fatal(err)
+	}
+	packed := make([]float32, m*n)
+	if err := dev.Download(packed, bufs[2]); err != nil {
+		t.Fatal(err)
+	}
+	return packed
 }

@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"testing"
 
@@ -95,39 +94,7 @@ func TestTensorCopiesOfBOnGPU(t *testing.T) {
 				got := launchPoisoned(t, gpu, kt, grid, a, b, m, n)
 				sameBits(t, got, base, n, [2]string{fmt.Sprint(form), "B by cp.async"})
 				// a packed launch, B first a buffer of zeros, then set anew
-				f, err := dev.Load(ck)
-				if err != nil {
-					t.Fatal(err)
-				}
-				bufs := make([]*Buffer, 4)
-				out := make([]float32, m*n)
-				for i := range out {
-					out[i] = float32(math.NaN())
-				}
-				for i, h := range [][]float32{a, b, out, make([]float32, k*n)} {
-					if bufs[i], err = dev.Alloc(int64(4 * len(h))); err != nil {
-						t.Fatal(err)
-					}
-					defer dev.Free(bufs[i])
-					if err := dev.Upload(bufs[i], h); err != nil {
-						t.Fatal(err)
-					}
-				}
-				p, err := dev.Pack(f, kt, grid, bufs[0], bufs[3], bufs[2]) // B all zeros
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer p.Free()
-				if err := p.Set(1, bufs[1]); err != nil { // B again: its map encoded for it
-					t.Fatal(err)
-				}
-				if err := dev.Run(func(th *Thread) error { return th.LaunchPacked(p) }); err != nil {
-					t.Fatal(err)
-				}
-				packed := make([]float32, m*n)
-				if err := dev.Download(packed, bufs[2]); err != nil {
-					t.Fatal(err)
-				}
+				packed := packedAnew(t, ck, kt, grid, a, b, m, n, 1)
 				sameBits(t, packed, base, n, [2]string{fmt.Sprint(form, ", packed"), "B by cp.async"})
 			}
 		})

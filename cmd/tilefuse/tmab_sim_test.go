@@ -33,31 +33,21 @@ func TestTensorCopiesOfB(t *testing.T) {
 	}
 	big := tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}
 	small := tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
-	with := func(m tile.Meta, kv ...any) tile.Meta {
-		r := tile.Meta{}
-		for k, v := range m {
-			r[k] = v
-		}
-		for i := 0; i < len(kv); i += 2 {
-			r[kv[i].(string)] = kv[i+1].(int)
-		}
-		return r
-	}
 	for _, c := range []struct {
 		pc       peerCase
 		tune     tile.Meta
 		declined string // "": B by tensor copies
 	}{
-		{peerCase{name: "512x288x256 256x128 tma_b 1", m: 512, k: 288, n: 256}, with(big, "tma_b", 1), ""},
-		{peerCase{name: "512x288x256 256x128 tma_b 2", m: 512, k: 288, n: 256}, with(big, "tma_b", 2), ""},
-		{peerCase{name: "gelu 300x288x256 256x128 rows masked tma_b 2", m: 300, k: 288, n: 256, gelu: true}, with(big, "tma_b", 2), ""},
-		{peerCase{name: "gelu 256x224x192 128x64 tma_b 2", m: 256, k: 224, n: 192, gelu: true}, with(small, "tma_b", 2), ""},
-		{peerCase{name: "256x224x192 128x64 early_copies tma_b 2", m: 256, k: 224, n: 192}, with(small, "tma_b", 2, "early_copies", 1), ""},
-		{peerCase{name: "512x288x256 256x128 tma_ahead 0", m: 512, k: 288, n: 256}, with(big, "tma_ahead", 0), ""},
-		{peerCase{name: "gelu 256x224x192 128x64 tma_ahead", m: 256, k: 224, n: 192, gelu: true}, with(small, "tma_ahead", 1), ""},
-		{peerCase{name: "256x224x192 128x64 tma_ahead early_copies", m: 256, k: 224, n: 192}, with(small, "tma_ahead", 1, "early_copies", 1), ""},
-		{peerCase{name: "512x96x200 256x128 columns masked", m: 512, k: 96, n: 200}, with(big, "tma_b", 2), "B's load is masked"},
-		{peerCase{name: "512x100x256 256x128 K masked", m: 512, k: 100, n: 256}, with(big, "tma_b", 2), "A is not copied by tensor copies"},
+		{peerCase{name: "512x288x256 256x128 tma_b 1", m: 512, k: 288, n: 256}, metaWith(big, "tma_b", 1), ""},
+		{peerCase{name: "512x288x256 256x128 tma_b 2", m: 512, k: 288, n: 256}, metaWith(big, "tma_b", 2), ""},
+		{peerCase{name: "gelu 300x288x256 256x128 rows masked tma_b 2", m: 300, k: 288, n: 256, gelu: true}, metaWith(big, "tma_b", 2), ""},
+		{peerCase{name: "gelu 256x224x192 128x64 tma_b 2", m: 256, k: 224, n: 192, gelu: true}, metaWith(small, "tma_b", 2), ""},
+		{peerCase{name: "256x224x192 128x64 early_copies tma_b 2", m: 256, k: 224, n: 192}, metaWith(small, "tma_b", 2, "early_copies", 1), ""},
+		{peerCase{name: "512x288x256 256x128 tma_ahead 0", m: 512, k: 288, n: 256}, metaWith(big, "tma_ahead", 0), ""},
+		{peerCase{name: "gelu 256x224x192 128x64 tma_ahead", m: 256, k: 224, n: 192, gelu: true}, metaWith(small, "tma_ahead", 1), ""},
+		{peerCase{name: "256x224x192 128x64 tma_ahead early_copies", m: 256, k: 224, n: 192}, metaWith(small, "tma_ahead", 1, "early_copies", 1), ""},
+		{peerCase{name: "512x96x200 256x128 columns masked", m: 512, k: 96, n: 200}, metaWith(big, "tma_b", 2), "B's load is masked"},
+		{peerCase{name: "512x100x256 256x128 K masked", m: 512, k: 100, n: 256}, metaWith(big, "tma_b", 2), "A is not copied by tensor copies"},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
 			p, err := buildPeer(c.pc, graphpass.H200, tile.PrecTF32, c.tune)
@@ -127,16 +117,6 @@ func TestWarpSpecialisedTensorCopies(t *testing.T) {
 	}
 	big := tile.Meta{"wgmma": 2, "ws": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}
 	small := tile.Meta{"wgmma": 2, "ws": 2, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
-	with := func(m tile.Meta, kv ...any) tile.Meta {
-		r := tile.Meta{}
-		for k, v := range m {
-			r[k] = v
-		}
-		for i := 0; i < len(kv); i += 2 {
-			r[kv[i].(string)] = kv[i+1].(int)
-		}
-		return r
-	}
 	for _, c := range []struct {
 		pc       peerCase
 		tune     tile.Meta
@@ -145,7 +125,7 @@ func TestWarpSpecialisedTensorCopies(t *testing.T) {
 		{peerCase{name: "512x288x256 256x128", m: 512, k: 288, n: 256}, big, ""},
 		{peerCase{name: "gelu 300x288x256 256x128 rows masked", m: 300, k: 288, n: 256, gelu: true}, big, ""},
 		{peerCase{name: "gelu 256x224x192 128x64", m: 256, k: 224, n: 192, gelu: true}, small, ""},
-		{peerCase{name: "512x288x256 256x128 one producer warp", m: 512, k: 288, n: 256}, with(big, "ws_warps", 1), ""},
+		{peerCase{name: "512x288x256 256x128 one producer warp", m: 512, k: 288, n: 256}, metaWith(big, "ws_warps", 1), ""},
 		{peerCase{name: "512x96x200 256x128 columns masked", m: 512, k: 96, n: 200}, big, "ws = 2 needs A's and B's tensor copies"},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
@@ -212,26 +192,16 @@ func TestTensorCopies3xTF32(t *testing.T) {
 		t.Skip("seconds in the simulator")
 	}
 	base := tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}
-	with := func(kv ...any) tile.Meta {
-		r := tile.Meta{}
-		for k, v := range base {
-			r[k] = v
-		}
-		for i := 0; i < len(kv); i += 2 {
-			r[kv[i].(string)] = kv[i+1].(int)
-		}
-		return r
-	}
 	for _, c := range []struct {
 		pc    peerCase
 		tune  tile.Meta
 		maps  int
 		bSkip bool
 	}{
-		{peerCase{name: "512x288x256", m: 512, k: 288, n: 256}, with(), 2, false},
-		{peerCase{name: "gelu 300x288x256 rows masked", m: 300, k: 288, n: 256, gelu: true}, with(), 2, false},
-		{peerCase{name: "512x288x256 tma_b 0", m: 512, k: 288, n: 256}, with("tma_b", 0), 1, true},
-		{peerCase{name: "gelu 300x224x256 x3_span 1", m: 300, k: 224, n: 256, gelu: true}, with("x3_span", 1), 2, false},
+		{peerCase{name: "512x288x256", m: 512, k: 288, n: 256}, metaWith(base), 2, false},
+		{peerCase{name: "gelu 300x288x256 rows masked", m: 300, k: 288, n: 256, gelu: true}, metaWith(base), 2, false},
+		{peerCase{name: "512x288x256 tma_b 0", m: 512, k: 288, n: 256}, metaWith(base, "tma_b", 0), 1, true},
+		{peerCase{name: "gelu 300x224x256 x3_span 1", m: 300, k: 224, n: 256, gelu: true}, metaWith(base, "x3_span", 1), 2, false},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
 			p, err := buildPeer(c.pc, graphpass.H200, tile.PrecTF32x3, c.tune)
@@ -249,4 +219,16 @@ func TestTensorCopies3xTF32(t *testing.T) {
 			t.Logf("max %.2g norm %.2g", maxRel, normRel)
 		})
 	}
+}
+
+// metaWith is a copy of m with the pairs kv (name, value) set.
+func metaWith(m tile.Meta, kv ...any) tile.Meta {
+	r := tile.Meta{}
+	for k, v := range m {
+		r[k] = v
+	}
+	for i := 0; i < len(kv); i += 2 {
+		r[kv[i].(string)] = kv[i+1].(int)
+	}
+	return r
 }
