@@ -204,10 +204,11 @@ type pipe struct {
 	// wsRegs: setmaxnreg's counts for the producer and the consumers (0:
 	// none, where the launch's share already suffices)
 	ws bool
-	// wsTMA (ws = 2): the producer is one warp whose first thread issues
-	// the tensor copies of A and B (tma, tmaB), waiting on each stage's
-	// empty mbarrier; the launch's 288 threads at 8 consumer warps leave a
-	// thread 224 registers without setmaxnreg
+	// wsTMA (ws = 2): the producer's first thread issues the tensor
+	// copies of A and B (tma, tmaB), waiting on each stage's empty
+	// mbarrier; the producer is a warpgroup that gives its registers to
+	// the consumers (setmaxnreg) and whose other warps exit, or with
+	// ws_warps = 1 one warp (wsPlan, wsTMAProducer)
 	wsTMA  bool
 	wsLag  int
 	wsRegs [2]int
@@ -228,6 +229,7 @@ func (p *pipe) x3() bool { return p.dot.Prec == tile.PrecTF32x3 }
 func (p *pipe) oneBlockPlanned(l *lowerer) bool {
 	return p.swapped && p.x3() && !p.ws && !p.ss && l.k.Meta["x3_blocks"] != 2
 }
+
 func (p *pipe) bf16() bool { return p.dot.Prec == tile.PrecBF16 }
 
 // copyPass: a swapped loop's copies of A are passed over once they land

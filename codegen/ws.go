@@ -57,6 +57,16 @@ import (
 // producer's hand-overs (they hold two: the one they multiply and the one
 // whose wgmmas are still running).
 //
+// With ws = 2 (wsTMA, A's and B's tensor copies) the producer has no
+// copies of its own to lay out: its first thread waits on each stage's
+// empty mbarrier and issues both tensor copies on the full one (one
+// arrival: the expect_tx), and the consumers need no proxy fence
+// (wsTMAProducer); the producer is a warpgroup whose other warps exit
+// once setmaxnreg gave their registers away, or one warp (ws_warps = 1),
+// which at 8 consumer warps the register file bounds as 12 warps (168 a
+// thread: each SM sub-partition holds 16 K registers, and 9 warps put 3
+// on one).
+//
 // Registers: at 8 consumer warps and a producer warpgroup (384 threads) a
 // launch gives a thread 168 registers, fewer than a 256×128 tile's
 // consumer needs (128 accumulators, two iterations' fragments); the
