@@ -254,6 +254,8 @@ const wgmmaDesc64 uint64 = 1<<16 | (512>>4)<<32 | 2<<62
 // rewritten by the transposing pass of iteration i+stages, after the
 // barrier of iteration i+stages-1, which every warp passes after retiring
 // iteration i's wgmmas (wait_group 1 in iteration i+1) when stages ≥ 3.
+// Without the loop's barrier (farCopies) stages-1: the copies wait on the
+// empty mbarrier of the slot they rewrite.
 func (p *pipe) ahead() int {
 	if p.noBar && p.farCopies {
 		return p.stages - 1

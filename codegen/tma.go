@@ -17,7 +17,9 @@ import (
 // thread issuing its share of 16-byte cp.async copies (8 a thread at
 // 256×128 on 8 warps) and their addresses, thread 0 issues one tensor copy
 // a stage, completing on a full mbarrier of that stage, on which every
-// thread waits before the iteration's wgmmas read the stage. B's copies stay
+// thread waits before the iteration's wgmmas read the stage. Where B's
+// load suits them its tile is a tensor copy too (tmaB, below), and the
+// loop then needs no barrier (empty mbarriers); otherwise B's copies stay
 // cp.async (its fragments are read by ld.shared, after the iteration's
 // barrier as before), and so does the barrier, which also keeps a stage
 // from being rewritten before every warp retired the wgmmas that read it
