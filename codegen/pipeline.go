@@ -230,6 +230,16 @@ func (p *pipe) oneBlockPlanned(l *lowerer) bool {
 	return p.swapped && p.x3() && !p.ws && !p.ss && l.k.Meta["x3_blocks"] != 2
 }
 
+// invariantsInPrologue: a warp-specialised loop keeps every invariant
+// value in the prologue (no epi_late): its setmaxnreg split is sized for
+// the registers the launch gives, and values moved out of the prologue
+// let ptxas allocate fewer (the H200 refused such a launch, r25k). ws = 2
+// without a split (4 + 4 warps, or one producer warp) is not held to it;
+// ws = 1 without one keeps the old placement, unmeasured otherwise.
+func (p *pipe) invariantsInPrologue() bool {
+	return p.ws && (!p.wsTMA || p.wsRegs != [2]int{})
+}
+
 func (p *pipe) bf16() bool { return p.dot.Prec == tile.PrecBF16 }
 
 // copyPass: a swapped loop's copies of A are passed over once they land
@@ -342,7 +352,7 @@ func (p *pipe) String() string {
 		if p.rbDeclined != "" {
 			ahead += "; realign_b declined: " + p.rbDeclined
 		}
-		if p.epiLate != 0 && (!p.ws || p.wsTMA && p.wsRegs == [2]int{}) {
+		if p.epiLate != 0 && !p.invariantsInPrologue() {
 			ahead += fmt.Sprintf(", the epilogue's invariant values after the loop (epi_late %d)", p.epiLate)
 		}
 		b := p.b.String()
@@ -552,41 +562,15 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 	if p.ws {
 		l.wsPlan(p)
 	}
-	if v, asked := l.k.Meta["tma"]; asked && v == 1 || !asked && p.swapped && (p.m == tmaDefaultRows || p.wsTMA || p.oneBlockPlanned(l) && !p.staged) {
-		switch {
-		case !p.swapped || p.ws && !p.wsTMA || p.copyPass() && !(p.x3() && p.oneBlockPlanned(l) && !p.staged) || p.ss:
-			p.tmaDeclined = "not the swapped TF32 form without a pass over its copies or 3xTF32 with one block (nor ws, wg_ss)"
-		default:
-			p.tma, p.tmaDeclined = l.tmaPlan(p)
-		}
-		if !asked {
-			p.tmaDeclined = "" // the default where it applies
-		}
-	}
-	if c, asked := l.k.Meta["cluster"]; asked && c > 1 {
-		p.cluster, p.clusterDeclined = l.clusterPlan(p, c)
-	}
-	if v, asked := l.k.Meta["tma_b"]; asked && (v == 1 || v == 2) || !asked && p.tma != nil {
-		p.tmaB, p.tmaBDeclined = l.tmaBPlan(p)
-		p.noBar = p.tmaB != nil && v != 1 && !p.ws && !p.copyPass() // a pass over A needs the barrier
-		if !asked {
-			p.tmaBDeclined = "" // the default where it applies
-		}
-	}
+	l.planTensorCopies(p)
 	if p.wsTMA && (p.tma == nil || p.tmaB == nil) {
 		why := p.tmaDeclined + p.tmaBDeclined
 		if why == "" {
 			why = "A's tensor copies do not apply"
 		}
 		p.ws, p.wsTMA, p.wsDeclined = false, false, "ws = 2 needs A's and B's tensor copies: "+why
-		p.tma, p.tmaB = nil, nil
-		if v, asked := l.k.Meta["tma"]; asked && v == 1 || !asked && p.m == tmaDefaultRows {
-			p.tma, _ = l.tmaPlan(p)
-		}
-		if p.tma != nil {
-			p.tmaB, _ = l.tmaBPlan(p)
-			p.noBar = p.tmaB != nil && l.k.Meta["tma_b"] != 1
-		}
+		p.wsWarps, p.wsRegs = 0, [2]int{}
+		l.planTensorCopies(p) // as the plain form
 	}
 	p.lateCopies = p.swapped && !p.ws && !p.copyPass() && l.k.Meta["early_copies"] != 1
 	// (after the iteration's release only: before it, thread 0 would wait
@@ -606,6 +590,36 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		p.bt = smemTile{Off: (ring + 1023) / 1024 * 1024, Rows: p.n, Cols: p.k, Swz: swizzle{1, 1, 8}}
 	}
 	return p
+}
+
+// planTensorCopies plans p's tensor copies (tma, tmaB: where asked, or by
+// default where they apply), its clusters and whether its loop needs no
+// barrier. The reasons a default was declined are kept only for ws = 2,
+// which needs both copies and says why not in the dump.
+func (l *lowerer) planTensorCopies(p *pipe) {
+	p.tma, p.tmaB, p.tmaDeclined, p.tmaBDeclined, p.noBar = nil, nil, "", "", false
+	p.cluster, p.clusterDeclined = 0, ""
+	if v, asked := l.k.Meta["tma"]; asked && v == 1 || !asked && p.swapped && (p.m == tmaDefaultRows || p.wsTMA || p.oneBlockPlanned(l) && !p.staged) {
+		switch {
+		case !p.swapped || p.ws && !p.wsTMA || p.copyPass() && !(p.x3() && p.oneBlockPlanned(l) && !p.staged) || p.ss:
+			p.tmaDeclined = "not the swapped TF32 form without a pass over its copies or 3xTF32 with one block (nor ws, wg_ss)"
+		default:
+			p.tma, p.tmaDeclined = l.tmaPlan(p)
+		}
+		if !asked && !p.wsTMA {
+			p.tmaDeclined = "" // the default where it applies
+		}
+	}
+	if c, asked := l.k.Meta["cluster"]; asked && c > 1 {
+		p.cluster, p.clusterDeclined = l.clusterPlan(p, c)
+	}
+	if v, asked := l.k.Meta["tma_b"]; asked && (v == 1 || v == 2) || !asked && p.tma != nil {
+		p.tmaB, p.tmaBDeclined = l.tmaBPlan(p)
+		p.noBar = p.tmaB != nil && v != 1 && !p.ws && !p.copyPass() // a pass over A needs the barrier
+		if !asked && !p.wsTMA {
+			p.tmaBDeclined = "" // the default where it applies
+		}
+	}
 }
 
 // transposedOperands finds the operands of p that are contiguous in memory

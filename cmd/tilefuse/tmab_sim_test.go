@@ -127,9 +127,16 @@ func TestWarpSpecialisedTensorCopies(t *testing.T) {
 		{peerCase{name: "gelu 256x224x192 128x64", m: 256, k: 224, n: 192, gelu: true}, small, ""},
 		{peerCase{name: "512x288x256 256x128 one producer warp", m: 512, k: 288, n: 256}, metaWith(big, "ws_warps", 1), ""},
 		{peerCase{name: "512x96x200 256x128 columns masked", m: 512, k: 96, n: 200}, big, "ws = 2 needs A's and B's tensor copies"},
+		// bf16 passes over its copies: declined, the plain bf16 form (the
+		// fallback once planned A's tensor copies regardless: initcheck)
+		{peerCase{name: "bf16 512x288x256 256x128", m: 512, k: 288, n: 256}, big, "ws = 2 needs A's and B's tensor copies"},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
-			p, err := buildPeer(c.pc, graphpass.H200, tile.PrecTF32, c.tune)
+			prec := tile.PrecTF32
+			if strings.HasPrefix(c.pc.name, "bf16") {
+				prec = tile.PrecBF16
+			}
+			p, err := buildPeer(c.pc, graphpass.H200, prec, c.tune)
 			require.NoError(t, err)
 			args := p.anyArgs()
 			dir := t.TempDir()
@@ -174,7 +181,7 @@ func TestWarpSpecialisedTensorCopies(t *testing.T) {
 				require.NotContains(t, cons, "bar.sync")
 				require.NotContains(t, cons, "fence.proxy.async", "tensor copies need no proxy fence")
 			}
-			maxRel, normRel, bad := p.check(c.pc, p.args[len(p.args)-1], peerTol(tile.PrecTF32))
+			maxRel, normRel, bad := p.check(c.pc, p.args[len(p.args)-1], peerTol(prec))
 			require.Zero(t, bad, "max %.2g norm %.2g", maxRel, normRel)
 			t.Logf("max %.2g norm %.2g", maxRel, normRel)
 		})
