@@ -78,7 +78,7 @@ func (l *lowerer) assignLayouts(b *tile.Block) error {
 				// a K loop for the tensor cores: the accumulator lives in
 				// registers in the mma layout, before, in and after the loop
 				l.pipes[v.ID] = p
-				l.wsKernel = l.wsKernel || p.ws && (!p.wsTMA || p.wsRegs != [2]int{}) // ws = 2 without a setmaxnreg split takes epi_late
+				l.wsKernel = l.wsKernel || p.invariantsInPrologue()
 				l.epiLate = l.chooseEpiLate(v, p)
 				p.epiLate = l.epiLate
 				for i, c := range p.copy {
@@ -309,7 +309,7 @@ func (l *lowerer) chooseEpiLate(f *tile.Value, p *pipe) int {
 	if e, ok := l.k.Meta["epi_late"]; ok {
 		return e
 	}
-	if !p.swapped || p.ws && (!p.wsTMA || p.wsRegs != [2]int{}) || l.k.Count(tile.OpFor) != 1 {
+	if !p.swapped || p.invariantsInPrologue() || l.k.Count(tile.OpFor) != 1 {
 		return 0
 	}
 	memo := map[*tile.Value]*affine{}

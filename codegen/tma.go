@@ -379,19 +379,22 @@ func (l *lowerer) tmaStart(p *pipe) {
 	for s := range p.stages {
 		emit(w, "@%s mbarrier.init.shared::cta.b64 [%s+%d], 1", first, t.bars, 8*s)
 	}
-	if p.cluster > 0 {
-		for s := range p.stages {
-			emit(w, "@%s mbarrier.init.shared::cta.b64 [%s+%d], %d", first, t.bars, 8*(p.stages+s), p.cluster*l.opt.NumWarps)
+	if p.cluster > 0 || p.noBar {
+		// the empty mbarriers: lane 0 of each warp of both CTAs releases
+		// a stage (clusterRelease), or every thread (tmaRelease)
+		n := p.cluster * l.opt.NumWarps
+		if p.noBar {
+			n = 32 * l.opt.NumWarps
 		}
-	}
-	if p.noBar {
-		// every thread releases the stages it read (tmaRelease)
 		for s := range p.stages {
-			emit(w, "@%s mbarrier.init.shared::cta.b64 [%s+%d], %d", first, t.bars, 8*(p.stages+s), 32*l.opt.NumWarps)
+			emit(w, "@%s mbarrier.init.shared::cta.b64 [%s+%d], %d", first, t.bars, 8*(p.stages+s), n)
 		}
 	}
 	emit(w, "fence.mbarrier_init.release.cluster")
-	if p.noBar {
+	if p.cluster > 0 || p.noBar {
+		// the producer's round parity of the empty mbarriers (1 in the
+		// first round: a fresh mbarrier's phase before its first counts
+		// as complete) and whether the consumers have run an iteration
 		t.eph, t.used = l.reg("r"), l.reg("p")
 		emit(w, "mov.u32 %s, 1", t.eph)
 		emit(w, "setp.ne.u32 %s, 0, 0", t.used)
@@ -405,10 +408,8 @@ func (l *lowerer) tmaStart(p *pipe) {
 		emit(w, "xor.b32 %s, %s, 1", t.peer, t.rank)
 		emit(w, "mul.lo.u32 %s, %s, %d", t.halfRows, t.rank, box)
 		emit(w, "mul.lo.u32 %s, %s, %d", t.halfBytes, t.rank, 4*box*p.k)
-		t.mask, t.eph, t.used = l.reg("h"), l.reg("r"), l.reg("p")
+		t.mask = l.reg("h")
 		emit(w, "mov.b16 %s, %d", t.mask, 1<<p.cluster-1)
-		emit(w, "mov.u32 %s, 1", t.eph)
-		emit(w, "setp.ne.u32 %s, 0, 0", t.used)
 	} else {
 		l.barrier(w)
 	}
@@ -542,13 +543,24 @@ func (l *lowerer) clusterWait(p *pipe, live string) {
 func (l *lowerer) tmaRelease(p *pipe) {
 	w := &l.body
 	t := p.tma
-	e, q := l.reg("r"), l.reg("p")
-	emit(w, "sub.s32 %s, %s, 8", e, t.fc)
-	emit(w, "setp.eq.u32 %s, %s, %s", q, t.fc, t.bars) // the first stage's: the last one's before it
-	emit(w, "@%s add.s32 %s, %s, %d", q, e, e, 8*p.stages)
-	emit(w, "add.s32 %s, %s, %d", e, e, 8*p.stages)
+	e := l.prevEmpty(p)
 	emit(w, "@%s mbarrier.arrive.shared::cta.b64 _, [%s]", t.used, e)
 	emit(w, "setp.eq.u32 %s, 0, 0", t.used) // from the next iteration on
+}
+
+// prevEmpty emits the address of the empty mbarrier of the stage before
+// the consumers' (t.fc's), the last stage's before the first. (Compared
+// as fc = bars, not fc − 8 < bars: where the mbarriers start at shared
+// address 0, fc − 8 wraps around.)
+func (l *lowerer) prevEmpty(p *pipe) string {
+	w := &l.body
+	t := p.tma
+	e, q := l.reg("r"), l.reg("p")
+	emit(w, "sub.s32 %s, %s, 8", e, t.fc)
+	emit(w, "setp.eq.u32 %s, %s, %s", q, t.fc, t.bars)
+	emit(w, "@%s add.s32 %s, %s, %d", q, e, e, 8*p.stages)
+	emit(w, "add.s32 %s, %s, %d", e, e, 8*p.stages)
+	return e
 }
 
 // clusterRelease emits, after an iteration's wgmma.wait_group 1 (which
@@ -561,13 +573,8 @@ func (l *lowerer) tmaRelease(p *pipe) {
 func (l *lowerer) clusterRelease(p *pipe) {
 	w := &l.body
 	t := p.tma
-	e, remote, q, rel := l.reg("r"), l.reg("r"), l.reg("p"), l.reg("p")
-	emit(w, "sub.s32 %s, %s, 8", e, t.fc)
-	// (not e < bars: where the mbarriers start at shared address 0, e
-	// wraps around)
-	emit(w, "setp.eq.u32 %s, %s, %s", q, t.fc, t.bars)
-	emit(w, "@%s add.s32 %s, %s, %d", q, e, e, 8*p.stages)
-	emit(w, "add.s32 %s, %s, %d", e, e, 8*p.stages)
+	e := l.prevEmpty(p)
+	remote, rel := l.reg("r"), l.reg("p")
 	emit(w, "mapa.shared::cluster.u32 %s, %s, %s", remote, e, t.peer)
 	emit(w, "setp.eq.u32 %s, %s, 0", rel, l.laneID())
 	emit(w, "and.pred %s, %s, %s", rel, rel, t.used)

@@ -407,12 +407,7 @@ func (l *lowerer) wsProducer(p *pipe, bounds []string, carried []*lval, bars, st
 		emit(w, "mov.u32 %s, 0", issued)
 		emit(w, "mov.u32 %s, 0", done)
 	}
-	head, drain := l.label("ws_produce"), l.label("ws_drain")
-	w.WriteString(head + ":\n")
-	stop := l.reg("p")
-	emit(w, "setp.ge.%s %s, %s, %s", ptx, stop, ivp, bounds[1])
-	emit(w, "or.pred %s, %s, %s", stop, stop, nonpos)
-	emit(w, "@%s bra.uni %s", stop, drain)
+	head, drain := l.wsProduceHead(ivp, bounds[1], nonpos, ptx)
 	if lag > 0 {
 		young := l.label("ws_young")
 		q := l.reg("p")
@@ -510,12 +505,7 @@ func (l *lowerer) wsTMAProducer(p *pipe, bounds []string, carried []*lval, bars,
 	issuer := l.reg("p")
 	emit(w, "setp.eq.u32 %s, %s, %d", issuer, l.tid(), 32*l.opt.NumWarps)
 	p.tma.issuer, p.tma.fp = issuer, fa
-	head, drain := l.label("ws_produce"), l.label("ws_drain")
-	w.WriteString(head + ":\n")
-	stop := l.reg("p")
-	emit(w, "setp.ge.%s %s, %s, %s", ptx, stop, ivp, bounds[1])
-	emit(w, "or.pred %s, %s, %s", stop, stop, nonpos)
-	emit(w, "@%s bra.uni %s", stop, drain)
+	head, drain := l.wsProduceHead(ivp, bounds[1], nonpos, ptx)
 	l.wsWait(ea, ph, "ws_empty")
 	if err := l.issueCopies(p, ivp, carried, sp, stepPos); err != nil {
 		return err
@@ -540,4 +530,17 @@ func (l *lowerer) wsProducerState(p *pipe, start, bars, ity string) (ivp, sp, fa
 	emit(w, "add.s32 %s, %s, %d", ea, bars, 8*p.stages)
 	emit(w, "mov.u32 %s, 1", ph)
 	return
+}
+
+// wsProduceHead emits the head of a producer's loop: to drain once
+// iteration ivp reaches end (or the step is not positive: nonpos).
+func (l *lowerer) wsProduceHead(ivp, end, nonpos, ptx string) (head, drain string) {
+	w := &l.body
+	head, drain = l.label("ws_produce"), l.label("ws_drain")
+	w.WriteString(head + ":\n")
+	stop := l.reg("p")
+	emit(w, "setp.ge.%s %s, %s, %s", ptx, stop, ivp, end)
+	emit(w, "or.pred %s, %s, %s", stop, stop, nonpos)
+	emit(w, "@%s bra.uni %s", stop, drain)
+	return head, drain
 }
