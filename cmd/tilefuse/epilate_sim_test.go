@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tilefuse/tilefuse/codegen"
-	"github.com/tilefuse/tilefuse/codegen/ptxsim"
 	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -52,11 +51,7 @@ func TestEpiLateInSimulator(t *testing.T) {
 					tune["epi_late"] = late
 				}
 				pc := peerCase{name: name, m: c.m, k: c.k, n: c.n, gelu: c.gelu}
-				p, err := buildPeer(pc, graphpass.H200, c.prec, tune)
-				require.NoError(t, err)
-				args := p.anyArgs()
-				sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
-				require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
+				p, _ := simulatePeer(t, pc, c.prec, tune)
 				got := p.args[len(p.args)-1]
 				tol := map[tile.Precision]float64{tile.PrecTF32: 1e-2, tile.PrecBF16: 3e-2, tile.PrecTF32x3: 1e-5}[c.prec]
 				bad := 0

@@ -246,11 +246,8 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "ws": 1, "epi_smem": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4, "SPLIT_K": 3}, true},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
-			p, err := buildPeer(c.pc, graphpass.H200, c.prec, c.tune)
-			require.NoError(t, err)
+			p, sim := simulatePeer(t, c.pc, c.prec, c.tune)
 			args := p.anyArgs()
-			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
-			require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
 			inst := "mma.sync"
 			if c.tune["wgmma"] != 0 {
 				inst = "wgmma.mma_async"
@@ -382,6 +379,17 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			t.Logf("max %.2g norm %.2g", maxRel, normRel)
 		})
 	}
+}
+
+// simulatePeer builds pc's kernel as graphpass writes it for the H200 and
+// runs it in ptxsim for sm_90 with racecheck and initcheck.
+func simulatePeer(t *testing.T, pc peerCase, prec tile.Precision, tune tile.Meta) (*peerKernel, *ptxsim.Launcher) {
+	t.Helper()
+	p, err := buildPeer(pc, graphpass.H200, prec, tune)
+	require.NoError(t, err)
+	sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
+	require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, p.anyArgs()...))
+	return p, sim
 }
 
 // requireWarpSpecialised checks that ck is the warp-specialised form of a

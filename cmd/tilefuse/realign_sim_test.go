@@ -8,8 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tilefuse/tilefuse/codegen/ptxsim"
-	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
 )
 
@@ -69,11 +67,7 @@ func TestRealignedBInSimulator(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				pc := peerCase{name: name, m: c.m, k: c.k, n: c.n, gelu: c.gelu}
-				p, err := buildPeer(pc, graphpass.H200, tile.PrecTF32, tune)
-				require.NoError(t, err)
-				args := p.anyArgs()
-				sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
-				require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
+				p, sim := simulatePeer(t, pc, tile.PrecTF32, tune)
 				ptx := sim.Last.PTX
 				narrow := regexp.MustCompile(`\], [48], %r`)
 				// each copy of B: the fast path (a warp without a partial

@@ -211,10 +211,7 @@ func TestTensorCopies3xTF32(t *testing.T) {
 		{peerCase{name: "gelu 300x224x256 x3_span 1", m: 300, k: 224, n: 256, gelu: true}, metaWith(base, "x3_span", 1), 2, false},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
-			p, err := buildPeer(c.pc, graphpass.H200, tile.PrecTF32x3, c.tune)
-			require.NoError(t, err)
-			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
-			require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, p.anyArgs()...))
+			p, sim := simulatePeer(t, c.pc, tile.PrecTF32x3, c.tune)
 			require.Len(t, sim.Last.TensorMaps, c.maps)
 			require.Contains(t, sim.Last.PTX, "cp.async.bulk.tensor.2d")
 			require.Equal(t, !c.bSkip, strings.Contains(sim.Last.PTX, "cp.async.bulk.tensor.4d"))
