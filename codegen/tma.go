@@ -160,14 +160,9 @@ type tmaCopy struct {
 // with the reason they do not apply.
 func (l *lowerer) tmaPlan(p *pipe) (*tmaCopy, string) {
 	ld := p.loads[0]
-	ptr := ld.Args[0]
-	if ptr.Op != tile.OpAddPtr || ptr.Args[0].Op != tile.OpSplat || ptr.Args[0].Args[0].Op != tile.OpParam {
-		return nil, "A's pointer is not a parameter plus offsets"
-	}
-	offs := ptr.Args[1]
-	a := l.affineOf(offs, map[*tile.Value]*affine{})
-	if a == nil || len(a.Coef) != 2 || a.Coef[1] != 1 || a.Coef[0] <= 0 {
-		return nil, "A's offsets are not r·lda + c"
+	param, offs, a, why := l.rowsOfParam(ld, "A", "r·lda + c")
+	if why != "" {
+		return nil, why
 	}
 	lda, bk := a.Coef[0], int64(p.k)
 	if lda%bk != 0 {
@@ -176,7 +171,7 @@ func (l *lowerer) tmaPlan(p *pipe) (*tmaCopy, string) {
 	if lda >= 1<<31 || p.m > 256 {
 		return nil, "A's rows or tile out of a tensor map's range"
 	}
-	t := &tmaCopy{param: ptr.Args[0].Args[0], offs: offs, lda: lda}
+	t := &tmaCopy{param: param, offs: offs, lda: lda}
 	if len(ld.Args) == 1 {
 		if a.Div%bk != 0 {
 			return nil, fmt.Sprintf("A's origin (divisible by %d) not a multiple of BLOCK_K", a.Div)
@@ -189,6 +184,23 @@ func (l *lowerer) tmaPlan(p *pipe) (*tmaCopy, string) {
 	}
 	t.rows = rows
 	return t, ""
+}
+
+// rowsOfParam returns, for a load of a 2-D tile (its operand named what),
+// the kernel parameter its pointer is based on, the element offsets from
+// it and their affine form ld·row + col (form names it in the reason),
+// or why the load does not read such rows.
+func (l *lowerer) rowsOfParam(ld *tile.Value, what, form string) (param, offs *tile.Value, a *affine, why string) {
+	ptr := ld.Args[0]
+	if ptr.Op != tile.OpAddPtr || ptr.Args[0].Op != tile.OpSplat || ptr.Args[0].Args[0].Op != tile.OpParam {
+		return nil, nil, nil, what + "'s pointer is not a parameter plus offsets"
+	}
+	offs = ptr.Args[1]
+	a = l.affineOf(offs, map[*tile.Value]*affine{})
+	if a == nil || len(a.Coef) != 2 || a.Coef[1] != 1 || a.Coef[0] <= 0 {
+		return nil, nil, nil, what + "'s offsets are not " + form
+	}
+	return ptr.Args[0].Args[0], offs, a, ""
 }
 
 // tmaRowMask returns M where A's load ld, of element offsets offs = X·lda +
@@ -652,14 +664,9 @@ func (l *lowerer) tmaBPlan(p *pipe) (*tmaCopy, string) {
 	if len(ld.Args) > 1 {
 		return nil, "B's load is masked"
 	}
-	ptr := ld.Args[0]
-	if ptr.Op != tile.OpAddPtr || ptr.Args[0].Op != tile.OpSplat || ptr.Args[0].Args[0].Op != tile.OpParam {
-		return nil, "B's pointer is not a parameter plus offsets"
-	}
-	offs := ptr.Args[1]
-	a := l.affineOf(offs, map[*tile.Value]*affine{})
-	if a == nil || len(a.Coef) != 2 || a.Coef[1] != 1 || a.Coef[0] <= 0 {
-		return nil, "B's offsets are not k·ldb + n"
+	param, offs, a, why := l.rowsOfParam(ld, "B", "k·ldb + n")
+	if why != "" {
+		return nil, why
 	}
 	ldb := a.Coef[0]
 	switch {
@@ -668,7 +675,7 @@ func (l *lowerer) tmaBPlan(p *pipe) (*tmaCopy, string) {
 	case a.Div%64 != 0:
 		return nil, fmt.Sprintf("B's origin (divisible by %d) not a multiple of 64", a.Div)
 	}
-	return &tmaCopy{param: ptr.Args[0].Args[0], offs: offs, lda: ldb}, ""
+	return &tmaCopy{param: param, offs: offs, lda: ldb}, ""
 }
 
 // tmaBOffset is the byte offset in B's tile of element (k, n) as B's
