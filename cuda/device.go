@@ -35,6 +35,8 @@ type Device struct {
 	// per SM: its shared memory at most (the L1 it shares with is the
 	// rest), and the shared memory the driver reserves in each CTA
 	SharedMemorySM, SharedMemoryReserved int
+	// L2 is the device's L2 cache in bytes (50 MiB on an H200)
+	L2 int
 	// TILEFUSE_CARVEOUT as read at Open (carveout.go)
 	carveAuto bool
 	carvePct  int
@@ -101,6 +103,7 @@ func Open(ordinal int) (*Device, error) {
 		d.SharedMemoryOptin = max(d.SharedMemory, sharedMemoryOptin(dev))
 		d.SharedMemorySM, _ = dev.Attribute(cu.MaxSharedMemoryPerMultiprocessor)
 		d.SharedMemoryReserved = sharedMemoryReserved(dev)
+		d.L2, _ = dev.Attribute(cu.L2CacheSize)
 		d.MemSize, _ = dev.TotalMem()
 		d.freeMem = newFreeList[cu.DevicePtr](min(poolBytes, d.MemSize/8))
 		d.freePinned = newFreeList[unsafe.Pointer](pinnedPoolBytes)

@@ -57,7 +57,9 @@ func init() {
 		if err != nil {
 			return graphpass.Target{}, err
 		}
-		return graphpass.GPU(dev.SMs, dev.MaxThreads, dev.SharedMemoryOptin), nil
+		t := graphpass.GPU(dev.SMs, dev.MaxThreads, dev.SharedMemoryOptin)
+		t.L2 = dev.L2
+		return t, nil
 	}
 }
 

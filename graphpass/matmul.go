@@ -39,7 +39,18 @@ var matmulKind = groupKind{
 // Where the wave model chooses (waves.go), its other tilings instead, the
 // cheapest estimates first (at most maxWaveCandidates); for store-bound
 // products (storeBound) storeBoundCandidates.
+//
+// Where the heuristic took the tiles in groups of rows (GROUP_M), the
+// default order too.
 func matmulSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []tile.Meta {
+	out := matmulTiles(grp, t, prec, def)
+	if def["GROUP_M"] > 1 {
+		out = append(out, with(def, "GROUP_M", 1))
+	}
+	return out
+}
+
+func matmulTiles(grp *Group, t Target, prec tile.Precision, def tile.Meta) []tile.Meta {
 	if ws, ok := productWaveShape(grp); ok && waveModelApplies(t, prec, ws) {
 		return waveCandidates(t, prec, ws)
 	} else if ok && storeBound(t, prec, ws) {
@@ -181,8 +192,10 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	if mm.Info.TransB {
 		sbr, sbc = 1, kk
 	}
-	rm := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm)), 1) // [BM,1]
-	rn := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn)), 0) // [1,BN]
+	gm, gn := tile.CDiv(m, bm), tile.CDiv(n, bn)
+	pm, pn, group := tileOrder(b, e.meta["GROUP_M"], gm, gn)
+	rm := b.ExpandDims(b.Add(b.Mul(pm, bm), b.Arange(0, bm)), 1) // [BM,1]
+	rn := b.ExpandDims(b.Add(b.Mul(pn, bn), b.Arange(0, bn)), 0) // [1,BN]
 	rkRow, rkCol := b.ExpandDims(b.Arange(0, bk), 0), b.ExpandDims(b.Arange(0, bk), 1)
 	d := mm.Info.DType
 	mul := func(x *tile.Value, c int) *tile.Value { return mulBy(b, x, c) }
@@ -259,7 +272,10 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 		return c
 	}
 	e.mask = e.fullMask(e.and(inM, inN), bm, bn)
-	k.Grid = tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn)}
+	k.Grid = tile.Grid{gm, gn}
+	if group {
+		k.Grid = tile.Grid{gm * gn, 1}
+	}
 	if split > 1 {
 		b.AtomicAdd(b.AddPtr(out, idx), acc[0], e.mask)
 		k.Grid[2], k.Accumulates = split, true
@@ -272,6 +288,31 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 		k.Grid[2] = batch
 	}
 	return nil
+}
+
+// tileOrder gives the row and column of the output tile a program
+// computes. By default they are program coordinates 0 and 1: programs are
+// launched with coordinate 0 fastest, so a wave of SMs takes every row of
+// tiles in a few columns, and reads all of A. With GROUP_M = g (1 < g <
+// gm, Triton's name) the grid is one axis of gm·gn programs, taken in
+// groups of g rows of tiles (the last group may hold fewer), each group
+// column by column: a wave then covers about g rows and wave/g columns,
+// whose panels of A and B are fewer bytes to hold in L2 (at 4096³ in
+// 256×128 tiles, 132 programs: 4 MB a row of tiles, 2 MB a column; 80.5
+// MB a wave in the default order, 65 MB at g = 8). group reports that
+// the grid is one axis.
+func tileOrder(b *tile.Builder, g, gm, gn int) (pm, pn *tile.Value, group bool) {
+	if g <= 1 || g >= gm {
+		return b.ProgramID(0), b.ProgramID(1), false
+	}
+	pid, width := b.ProgramID(0), g*gn
+	first := b.Mul(b.Div(pid, width), g)
+	var size any = g
+	if gm%g != 0 {
+		size = b.Minimum(b.Sub(gm, first), g)
+	}
+	in := b.Rem(pid, width)
+	return b.Add(first, b.Rem(in, size)), b.Div(in, size), true
 }
 
 // kPart is the range [lo, hi) of K that part (a program coordinate) of a
@@ -365,6 +406,50 @@ func waveFill(tiles, wave int) float64 {
 }
 
 func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
+	tuneMatMulTiles(grp, t, prec, meta)
+	groupTiles(grp, t, meta)
+}
+
+// groupM is the GROUP_M that groupTiles sets: about √(wave·BLOCK_N /
+// BLOCK_M), the number of rows of tiles whose panels of A and B in one
+// wave are fewest bytes, at 256×128 tiles and 132 SMs.
+const groupM = 8
+
+// groupTiles takes a GPU's tensor-core products (wgmma forms; one batch)
+// whose tiles are more than a wave in more than groupM rows in groups of
+// groupM rows of tiles (GROUP_M, tileOrder) where, in the default order, a
+// wave's panels of A and B (a few columns of tiles, every row) are more
+// bytes than the L2: products over a long K (4096³: 86 MB a wave at
+// 256×128 tiles against 50 MiB; the BERT layer's K = 768: 16 MB). The
+// H200, 2026-12-04 (r27a, `tilefuse peer -tune`, each in one process beside
+// the default order twice, TFLOP/s): TF32 4096³ 321.6–321.9 → 318.9–334.8
+// (four runs, mean 327), gelu 301.7, 304.3 → 306.1, 314.6,
+// 4096×4096×8192 324.6, 328.7 → 330.1, 333.5, bf16 4096³ 306.3, 311.1 →
+// 317.9, 313.2, 3xTF32 107.4, 107.2 → 108.3, 109.7; GROUP_M 4 and 2 within
+// the same spread; where the panels fit, no gain (the BERT layer's
+// 4096×3072×768 267.9, 272.5 → 264.7, 272.7).
+func groupTiles(grp *Group, t Target, meta tile.Meta) {
+	ws, ok := productWaveShape(grp)
+	bm, bn := meta["BLOCK_M"], meta["BLOCK_N"]
+	if !ok || !t.GPU() || t.L2 == 0 || meta["wgmma"] == 0 || bm == 0 || bn == 0 || ws.batch != 1 || meta["SPLIT_K"] > 1 {
+		return
+	}
+	if _, set := meta["GROUP_M"]; set {
+		return
+	}
+	gm, gn := tile.CDiv(ws.m, bm), tile.CDiv(ws.n, bn)
+	if gm <= groupM || gm*gn <= t.SMs {
+		return
+	}
+	elem := grp.MatMul.Info.DType.Size()
+	panels := (min(gm, t.SMs)*bm + tile.CDiv(t.SMs, gm)*bn) * ws.k * elem
+	if panels <= t.L2 {
+		return
+	}
+	meta["GROUP_M"] = groupM
+}
+
+func tuneMatMulTiles(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	s := grp.MatMul.Info.Shape
 	outputs := numel(s) // batch·m·n
 	wave := t.SMs

@@ -17,6 +17,9 @@ type Target struct {
 	// package makes for kernels that need it) of one program (CTA), and the
 	// warps per program kernels are written for. SMs is 0 on a CPU.
 	SMs, MaxThreads, SharedMemory, NumWarps int
+	// L2 is a GPU's L2 cache in bytes (0: not known; the products' tile
+	// order, groupTiles, then stays the default)
+	L2 int
 	// A CPU: the cores the interpreter runs programs on in parallel, and
 	// whether kernels run as machine code where codegen/cpu/native
 	// supports them (else on the executor): its products take larger
@@ -47,10 +50,14 @@ func GPU(sms, maxThreads, sharedMemory int) Target {
 }
 
 // H200 is an NVIDIA H200's target (132 SMs, 1024 threads and 227 KiB of
-// shared memory per program, opted into above the 48 KiB default): the GPU
-// the heuristics were measured on, for writing its kernels where there is
-// none.
-var H200 = GPU(132, 1024, 227<<10)
+// shared memory per program, opted into above the 48 KiB default, 50 MiB
+// of L2): the GPU the heuristics were measured on, for writing its kernels
+// where there is none.
+var H200 = func() Target {
+	t := GPU(132, 1024, 227<<10)
+	t.L2 = 50 << 20
+	return t
+}()
 
 // GPU reports whether t is a GPU.
 func (t Target) GPU() bool { return t.SMs > 0 }

@@ -125,6 +125,7 @@ func TestMetaParameters(t *testing.T) {
 	gpu8.NumWarps = 8
 	smallSmem := GPU(132, 1024, 40<<10)
 	native := func(cores int) Target { t := CPU(cores); t.Native = true; return t }
+	l2 := func(bytes int) Target { t := H200; t.L2 = bytes; return t }
 	cases := []struct {
 		name   string
 		build  graph
@@ -223,24 +224,28 @@ func TestMetaParameters(t *testing.T) {
 			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64}, 0},
 		{"matmul 1000×1000 on 2 cores: 128×128 (1024, under an eighth more)", matmul(1000, 100, 1000), native(2),
 			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, 0},
-		{"matmul tf32, 4096³: 256×128 tiles on swapped wgmma, 4 stages, 8 warps", matmul(4096, 4096, 4096), H200,
+		{"matmul tf32, 4096³: 256×128 tiles on swapped wgmma, 4 stages, 8 warps, in groups of 8 rows of tiles (a wave's panels 86 MB)", matmul(4096, 4096, 4096), H200,
+			tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 8, "wgmma": 2, "GROUP_M": 8}, tile.PrecTF32},
+		{"matmul tf32, 4096³ on a GPU whose L2 is not known: the default tile order", matmul(4096, 4096, 4096), GPU(132, 1024, 227<<10),
+			tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 8, "wgmma": 2}, tile.PrecTF32},
+		{"matmul tf32, 4096³ on a GPU with a 128 MiB L2: a wave's panels fit, the default order", matmul(4096, 4096, 4096), l2(128 << 20),
 			tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 8, "wgmma": 2}, tile.PrecTF32},
 		// (the transposing wgmma's 128×256 before 2026-12-03's refit: at
 		// 4096³ the swapped form's 128×128 ran 238 TFLOP/s against its 226)
 		{"matmul tf32, 128×4096×65536: no 256-row tiles, 128×128 on the swapped wgmma", matmul(128, 4096, 16384*4), H200,
 			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 8, "wgmma": 2}, tile.PrecTF32},
-		{"matmul tf32x3, 4096³: 128×128 tiles on swapped wgmma, 4 stages", matmul(4096, 4096, 4096), H200,
-			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 8, "wgmma": 2}, tile.PrecTF32x3},
+		{"matmul tf32x3, 4096³: 128×128 tiles on swapped wgmma, 4 stages, in groups of 8 rows", matmul(4096, 4096, 4096), H200,
+			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 8, "wgmma": 2, "GROUP_M": 8}, tile.PrecTF32x3},
 		{"matmul tf32x3, 4096×3072×768: 5.8 waves of 128×128 tiles, 128×128", matmul(4096, 768, 3072), H200,
 			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 8, "wgmma": 2}, tile.PrecTF32x3},
-		{"matmul tf32x3, 4096×768×3072: 1.45 waves of 128×128 tiles, 64×128 (2.9 waves), 6 stages", matmul(4096, 3072, 768), H200,
-			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 6, "num_warps": 8, "wgmma": 2}, tile.PrecTF32x3},
+		{"matmul tf32x3, 4096×768×3072: 1.45 waves of 128×128 tiles, 64×128 (2.9 waves), 6 stages, in groups of 8 rows (a wave's panels: all of A, 50 MiB, and 3 of B's)", matmul(4096, 3072, 768), H200,
+			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 6, "num_warps": 8, "wgmma": 2, "GROUP_M": 8}, tile.PrecTF32x3},
 		{"matmul tf32x3, 1024³: no wave of 128×128 tiles, 64×128, 6 stages", matmul(1024, 1024, 1024), H200,
 			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 6, "num_warps": 8, "wgmma": 2}, tile.PrecTF32x3},
 		{"matmul tf32x3, 100 columns: 64×64 tiles, 4 warps", matmul(1000, 512, 100), H200,
 			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 6, "num_warps": 4, "wgmma": 2}, tile.PrecTF32x3},
-		{"matmul bf16, 4096³: 256×128 tiles on swapped wgmma, 3 stages (each with its bf16 tile), 8 warps", matmul(4096, 4096, 4096), H200,
-			tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 3, "num_warps": 8, "wgmma": 2}, tile.PrecBF16},
+		{"matmul bf16, 4096³: 256×128 tiles on swapped wgmma, 3 stages (each with its bf16 tile), 8 warps, in groups of 8 rows", matmul(4096, 4096, 4096), H200,
+			tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 3, "num_warps": 8, "wgmma": 2, "GROUP_M": 8}, tile.PrecBF16},
 		{"matmul bf16, 4096³, 200 KiB of shared memory: no room for the bf16 tile, 128×128 on mma.sync", matmul(4096, 4096, 4096), GPU(132, 1024, 200<<10),
 			tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 3, "num_warps": 8}, tile.PrecBF16},
 		{"matmul bf16, 1024³: no wave of 256×128 tiles, mma.sync", matmul(1024, 1024, 1024), H200,
@@ -306,8 +311,12 @@ func TestMetaParameters(t *testing.T) {
 			}
 			if bm := c.want["BLOCK_M"]; bm > 0 && groups[0].Kind == MatMulGroup {
 				m, n := groups[0].MatMul.Info.Shape[0], groups[0].MatMul.Info.Shape[1]
-				if k.Grid[0] != tile.CDiv(m, bm) || k.Grid[1] != tile.CDiv(n, c.want["BLOCK_N"]) {
-					t.Fatalf("grid %v for %d×%d tiles of %d×%d", k.Grid, m, n, bm, c.want["BLOCK_N"])
+				want := tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, c.want["BLOCK_N"])}
+				if c.want["GROUP_M"] > 1 { // one axis in groups of rows of tiles
+					want = tile.Grid{want[0] * want[1], 1}
+				}
+				if k.Grid != want {
+					t.Fatalf("grid %v for %d×%d tiles of %d×%d, want %v", k.Grid, m, n, bm, c.want["BLOCK_N"], want)
 				}
 			}
 		})
