@@ -3,6 +3,7 @@ package graphpass
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
@@ -437,6 +438,11 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			}
 		}
 		if v == nil {
+			if v, err = e.tanhPlusOne(n, idx); err != nil {
+				return nil, err
+			}
+		}
+		if v == nil {
 			if v, err = ops.Write(site{e, n}, &n.Info, n.inShapes(), idx); err != nil {
 				return nil, err
 			}
@@ -457,6 +463,35 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 	}
 	e.memo[key] = v
 	return v, nil
+}
+
+// tanhPlusOne writes n = tanh(u) + 1 (either order; GELU's tanh form,
+// ½·x·(1 + tanh(u))) as 2·sigmoid(2u), where n is a sum of a one-element
+// constant 1 and a tanh of n's shape in the group that nothing else
+// reads, on a GPU: the same value (1 + tanh(u) = 2/(1 + e^(−2u)); the
+// scalings by 2 are exact), which the GPU computes in fewer instructions
+// (an exp, a reciprocal; tanh is an exp, a reciprocal and a polynomial,
+// both computed where a warp's lanes take either) and more accurately
+// for u < 0, where 1 + tanh(u) cancels. Else nil.
+func (e *emitter) tanhPlusOne(n *Node, idx *tile.Value) (*tile.Value, error) {
+	if !e.t.GPU() || n.Info.Kind != ops.Binary || n.Info.Binary != tile.OpAdd || n.Info.Cmp || len(n.Inputs) != 2 {
+		return nil, nil
+	}
+	t, one := n.Inputs[0], n.Inputs[1]
+	if t.Info.Kind == ops.Constant {
+		t, one = one, t
+	}
+	if one.Info.Kind != ops.Constant || one.Info.Value != 1 || numel(one.Info.Shape) != 1 ||
+		t.Info.Kind != ops.Unary || t.Info.Name != "tanh" || len(t.Inputs) != 1 || !sameShape(t.Info.Shape, n.Info.Shape) ||
+		t.Group != e.grp || len(t.Users) != 1 || t == e.grp.Root || slices.Contains(e.grp.Extra, t) || e.recompute[t] {
+		return nil, nil
+	}
+	u, err := e.gen(t.Inputs[0], idx)
+	if err != nil {
+		return nil, err
+	}
+	b := e.b
+	return b.Mul(b.Sigmoid(b.Mul(u, b.Const(2, u.Type.DType))), b.Const(2, u.Type.DType)), nil
 }
 
 // site is node n of the group being written, as the ops catalogue sees it.

@@ -208,3 +208,53 @@ func emitOneGroup(t *testing.T, g *G.ExprGraph, tg Target) (*Kernel, *Group) {
 	}
 	return k, groups[0]
 }
+
+// TestTanhPlusOne: on a GPU, 1 + tanh(u) (GELU's tanh form) is written as
+// 2·sigmoid(2u), the same value in fewer instructions, where the tanh is
+// read by that sum alone; a tanh read elsewhere too, a sum with another
+// constant, and the CPU keep the tanh. Each kernel agrees with Gorgonia in
+// float64 on the interpreter.
+func TestTanhPlusOne(t *testing.T) {
+	must := G.Must
+	c := func(x *G.Node, v float64) *G.Node {
+		if x.Dtype() == tensor.Float32 {
+			return G.NewConstant(float32(v))
+		}
+		return G.NewConstant(v)
+	}
+	gelu := func(x *G.Node) *G.Node { // ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+		cube := must(G.HadamardProd(must(G.HadamardProd(x, x)), x))
+		inner := must(G.Mul(must(G.Add(x, must(G.Mul(cube, c(x, 0.044715))))), c(x, math.Sqrt(2/math.Pi))))
+		return must(G.Mul(must(G.HadamardProd(x, must(G.Add(must(G.Tanh(inner)), c(x, 1))))), c(x, 0.5)))
+	}
+	cpu := CPU(2)
+	for _, tc := range []struct {
+		name    string
+		target  Target
+		build   func(x *G.Node) *G.Node
+		sigmoid bool
+	}{
+		{"gelu's tanh form on the H200", H200, gelu, true},
+		{"1 + tanh(x), the constant first", H200, func(x *G.Node) *G.Node { return must(G.Add(c(x, 1), must(G.Tanh(x)))) }, true},
+		{"tanh(x) + 2: another constant", H200, func(x *G.Node) *G.Node { return must(G.Add(must(G.Tanh(x)), c(x, 2))) }, false},
+		{"(tanh(x) + 1)·tanh(x): the tanh read twice", H200, func(x *G.Node) *G.Node {
+			th := must(G.Tanh(x))
+			return must(G.HadamardProd(must(G.Add(th, c(x, 1))), th))
+		}, false},
+		{"gelu on the CPU", cpu, gelu, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			shape := []int{8, 1000}
+			g := G.NewGraph()
+			x := G.NewTensor(g, tensor.Float32, 2, G.WithShape(shape...), G.WithName("x"))
+			tc.build(x)
+			k := emitOne(t, g, tc.target)
+			has := map[tile.Op]bool{}
+			k.Tile.Walk(func(v *tile.Value) { has[v.Op] = true })
+			if has[tile.OpSigmoid] != tc.sigmoid || has[tile.OpTanh] == tc.sigmoid {
+				t.Fatalf("sigmoid %v, tanh %v; want sigmoid %v:\n%s", has[tile.OpSigmoid], has[tile.OpTanh], tc.sigmoid, k.Tile)
+			}
+			agrees(t, k, [][]int{shape}, func(xs []*G.Node) *G.Node { return tc.build(xs[0]) })
+		})
+	}
+}
