@@ -396,7 +396,9 @@ func kPart(b *tile.Builder, part *tile.Value, kk, bk, split int) (lo, hi *tile.V
 // with which the executor's tables were measured.
 // x3NarrowRate is the rate of 3xTF32's 64×128 tiles against its 128×128
 // tiles where both fill the SMs alike (the H200, 2026-12-03, r19b: 4096³
-// 86.6 against 100.5 TFLOP/s, one CTA an SM either way).
+// 86.6 against 100.5 TFLOP/s, one CTA an SM either way; with tensor copies
+// and GROUP_M, 2026-12-04, r27f: 92.2 against 109.9, 0.84, no choice of the
+// BERT layer's products changed by it).
 const x3NarrowRate = 0.86
 
 // waveFill is the part of the SMs' time that tiles programs of one CTA an
