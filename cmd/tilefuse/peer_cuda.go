@@ -42,7 +42,7 @@ func peerCmd(args []string, out io.Writer) error {
 	}
 	t := graphpass.GPU(d.SMs, d.MaxThreads, d.SharedMemoryOptin)
 	t.L2 = d.L2
-	fmt.Fprintf(out, "device: %s (sm_%d, %d SMs, %d KiB shared memory a CTA)\n\n", d.Name, d.Arch, d.SMs, d.SharedMemoryOptin>>10)
+	fmt.Fprintf(out, "device: %s (sm_%d, %d SMs, %d KiB shared memory a CTA, %d MiB L2)\n\n", d.Name, d.Arch, d.SMs, d.SharedMemoryOptin>>10, d.L2>>20)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "case\tprecision\tms\tTFLOP/s\tmax err/max|ref|\t‖err‖/‖ref‖\tmeta\tregs\tshared KiB\tspill B\tcheck")
 	for _, c := range peerCases {
