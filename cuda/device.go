@@ -35,7 +35,7 @@ type Device struct {
 	// per SM: its shared memory at most (the L1 it shares with is the
 	// rest), and the shared memory the driver reserves in each CTA
 	SharedMemorySM, SharedMemoryReserved int
-	// L2 is the device's L2 cache in bytes (50 MiB on an H200)
+	// L2 is the device's L2 cache in bytes (60 MiB on an H200: CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
 	L2 int
 	// TILEFUSE_CARVEOUT as read at Open (carveout.go)
 	carveAuto bool

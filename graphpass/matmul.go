@@ -422,7 +422,7 @@ const groupM = 8
 // groupM rows of tiles (GROUP_M, tileOrder) where, in the default order, a
 // wave's panels of A and B (a few columns of tiles, every row) are more
 // bytes than the L2: products over a long K (4096³: 86 MB a wave at
-// 256×128 tiles against 50 MiB; the BERT layer's K = 768: 16 MB). The
+// 256×128 tiles against the H200's 60 MiB; the BERT layer's K = 768: 16 MB). The
 // H200, 2026-12-04 (r27a, `tilefuse peer -tune`, each in one process beside
 // the default order twice, TFLOP/s): TF32 4096³ 321.6–321.9 → 318.9–334.8
 // (four runs, mean 327), gelu 301.7, 304.3 → 306.1, 314.6,
