@@ -298,9 +298,9 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 // groups of g rows of tiles (the last group may hold fewer), each group
 // column by column: a wave then covers about g rows and wave/g columns,
 // whose panels of A and B are fewer bytes to hold in L2 (at 4096³ in
-// 256×128 tiles, 132 programs: 4 MB a row of tiles, 2 MB a column; 80.5
-// MB a wave in the default order, 65 MB at g = 8). group reports that
-// the grid is one axis.
+// 256×128 tiles, 132 programs: 4 MB a row of tiles, 2 MB a column; 16
+// rows and 9 columns, 86 MB, a wave in the default order, 8 rows and 17
+// columns, 66 MB, at g = 8). group reports that the grid is one axis.
 func tileOrder(b *tile.Builder, g, gm, gn int) (pm, pn *tile.Value, group bool) {
 	if g <= 1 || g >= gm {
 		return b.ProgramID(0), b.ProgramID(1), false
@@ -422,7 +422,8 @@ const groupM = 8
 // groupM rows of tiles (GROUP_M, tileOrder) where, in the default order, a
 // wave's panels of A and B (a few columns of tiles, every row) are more
 // bytes than the L2: products over a long K (4096³: 86 MB a wave at
-// 256×128 tiles against the H200's 60 MiB; the BERT layer's K = 768: 16 MB). The
+// 256×128 tiles against the H200's 60 MiB; the BERT layer's K = 768: 16
+// MB). The
 // H200, 2026-12-04 (r27a, `tilefuse peer -tune`, each in one process beside
 // the default order twice, TFLOP/s): TF32 4096³ 321.6–321.9 → 318.9–334.8
 // (four runs, mean 327), gelu 301.7, 304.3 → 306.1, 314.6,
