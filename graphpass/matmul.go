@@ -193,6 +193,9 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 		sbr, sbc = 1, kk
 	}
 	gm, gn := tile.CDiv(m, bm), tile.CDiv(n, bn)
+	if g, set := e.meta["GROUP_M"]; set && g < 1 {
+		return fmt.Errorf("graphpass: %v: GROUP_M = %d: want 1 (the default order) or more rows of tiles a group", e.grp, g)
+	}
 	pm, pn, group := tileOrder(b, e.meta["GROUP_M"], gm, gn)
 	rm := b.ExpandDims(b.Add(b.Mul(pm, bm), b.Arange(0, bm)), 1) // [BM,1]
 	rn := b.ExpandDims(b.Add(b.Mul(pn, bn), b.Arange(0, bn)), 0) // [1,BN]

@@ -49,6 +49,10 @@ func TestGroupedTileOrder(t *testing.T) {
 			require.Zero(t, bad, "max %.2g norm %.2g", maxRel, normRel)
 		})
 	}
+	// GROUP_M under 1 is an error of the kernel's writing, not a silent
+	// default
+	_, err := buildPeer(peerCase{name: "GROUP_M 0", m: 96, k: 32, n: 64}, graphpass.CPU(2), tile.PrecIEEE, metaWith(small, "GROUP_M", 0))
+	require.ErrorContains(t, err, "GROUP_M = 0")
 	if testing.Short() {
 		t.Skip("the simulator's cases take seconds")
 	}
