@@ -491,7 +491,42 @@ func (e *emitter) tanhPlusOne(n *Node, idx *tile.Value) (*tile.Value, error) {
 		return nil, err
 	}
 	b := e.b
-	return b.Mul(b.Sigmoid(b.Mul(u, b.Const(2, u.Type.DType))), b.Const(2, u.Type.DType)), nil
+	dt := u.Type.DType
+	if e.roundedEpilogue(t.Inputs[0]) {
+		// 2·sigmoid(2u) = 2·r² with r = 1/√(1 + 2^(−2u·log₂e)): ex2 and
+		// rsqrt, each within 2 ulp, on an argument rounded once (relative
+		// error about |2u|·2⁻²⁴ in e^(−2u), which moves the sigmoid by
+		// less); in place of the exact exp's range reduction and the
+		// reciprocal's correction: 9 fewer instructions an element
+		r := b.Rsqrt(b.Add(b.Exp2(b.Mul(u, b.Const(-2*math.Log2E, dt))), b.Const(1, dt)))
+		return b.Mul(b.Mul(r, r), b.Const(2, dt)), nil
+	}
+	return b.Mul(b.Sigmoid(b.Mul(u, b.Const(2, dt))), b.Const(2, dt)), nil
+}
+
+// roundedEpilogue reports whether x, a value of the group, is computed
+// from the group's matrix product formed in TF32 or bf16 (f32 values): its
+// relative error is then the operands' rounding, 2⁻¹¹ (TF32) or 2⁻⁸
+// (bf16) of the terms, far above a few ulp of f32 more in the epilogue,
+// as attention's P = 2^(x·log₂e − m·log₂e) with these precisions.
+func (e *emitter) roundedEpilogue(x *Node) bool {
+	mm := e.grp.MatMul
+	if mm == nil || e.grp.Kind != MatMulGroup || x.Info.DType != tile.F32 || e.prec != tile.PrecTF32 && e.prec != tile.PrecBF16 {
+		return false
+	}
+	seen := map[*Node]bool{}
+	var from func(n *Node) bool
+	from = func(n *Node) bool {
+		if n == mm {
+			return true
+		}
+		if seen[n] || n.Group != e.grp {
+			return false
+		}
+		seen[n] = true
+		return slices.ContainsFunc(n.Inputs, from)
+	}
+	return from(x)
 }
 
 // site is node n of the group being written, as the ops catalogue sees it.

@@ -258,3 +258,103 @@ func TestTanhPlusOne(t *testing.T) {
 		})
 	}
 }
+
+// TestTanhPlusOneRounded: in the epilogue of a product formed in TF32 or
+// bf16, 1 + tanh(u) of a u computed from the product is written with ex2
+// and rsqrt (2·r², r = 1/√(1 + 2^(−2u·log₂e))): no sigmoid, tanh or exp
+// left, and the kernel agrees with float64 within TF32's bound on the
+// interpreter; an ieee or 3xTF32 product keeps the exact sigmoid.
+func TestTanhPlusOneRounded(t *testing.T) {
+	must := G.Must
+	const m, k, n = 48, 64, 80
+	build := func() *G.ExprGraph {
+		g := G.NewGraph()
+		x := G.NewMatrix(g, tensor.Float32, G.WithShape(m, k), G.WithName("x"))
+		w := G.NewMatrix(g, tensor.Float32, G.WithShape(k, n), G.WithName("w"))
+		b := G.NewVector(g, tensor.Float32, G.WithShape(n), G.WithName("b"))
+		s := must(G.BroadcastAdd(must(G.Mul(x, w)), b, nil, []byte{0}))
+		c := func(v float64) *G.Node { return G.NewConstant(float32(v)) }
+		cube := must(G.HadamardProd(must(G.HadamardProd(s, s)), s))
+		inner := must(G.Mul(must(G.Add(s, must(G.Mul(cube, c(0.044715))))), c(math.Sqrt(2/math.Pi))))
+		must(G.Mul(must(G.HadamardProd(s, must(G.Add(must(G.Tanh(inner)), c(1))))), c(0.5)))
+		return g
+	}
+	for _, tc := range []struct {
+		name    string
+		prec    tile.Precision
+		rounded bool
+	}{
+		{"tf32: ex2 and rsqrt", tile.PrecTF32, true},
+		{"bf16: ex2 and rsqrt", tile.PrecBF16, true},
+		{"3xTF32: the exact sigmoid", tile.PrecTF32x3, false},
+		{"ieee: the exact sigmoid", tile.PrecIEEE, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := build()
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := Partition(gr, Options{Target: H200, MatMul: true})
+			if len(groups) != 1 || groups[0].Kind != MatMulGroup {
+				t.Fatalf("%d groups, want one matmul group", len(groups))
+			}
+			kern, err := Emit(groups[0], H200, tc.prec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			has := map[tile.Op]bool{}
+			kern.Tile.Walk(func(v *tile.Value) { has[v.Op] = true })
+			if got := has[tile.OpExp2] && has[tile.OpRsqrt] && !has[tile.OpSigmoid] && !has[tile.OpTanh]; got != tc.rounded {
+				t.Fatalf("rounded form %v, want %v:\n%s", got, tc.rounded, kern.Tile)
+			}
+			if !tc.rounded && (!has[tile.OpSigmoid] || has[tile.OpTanh]) {
+				t.Fatalf("want the exact sigmoid:\n%s", kern.Tile)
+			}
+			// against float64 on the interpreter: gelu of the product's
+			// rows, within the precision's bound of the largest output
+			rng := rand.New(rand.NewPCG(9, 1))
+			xs, ws, bs := make([]float32, m*k), make([]float32, k*n), make([]float32, n)
+			for _, v := range [][]float32{xs, ws, bs} {
+				for i := range v {
+					v[i] = float32(rng.Float64()*2 - 1)
+				}
+			}
+			args := map[*G.Node][]float32{}
+			for _, nd := range g.AllNodes() {
+				switch nd.Name() {
+				case "x":
+					args[nd] = xs
+				case "w":
+					args[nd] = ws
+				case "b":
+					args[nd] = bs
+				}
+			}
+			var in []any
+			for _, x := range groups[0].Inputs {
+				in = append(in, args[x.G])
+			}
+			out := make([]float32, m*n)
+			for i := range out {
+				out[i] = float32(math.NaN())
+			}
+			if err := interp.Interpret(kern.Tile, kern.Grid, append(in, out)...); err != nil {
+				t.Fatal(err)
+			}
+			tol := map[tile.Precision]float64{tile.PrecTF32: 4e-3, tile.PrecBF16: 3e-2, tile.PrecTF32x3: 1e-5, tile.PrecIEEE: 1e-5}[tc.prec]
+			for i := range m {
+				for j := range n {
+					s := float64(bs[j])
+					for kk := range k {
+						s += float64(xs[i*k+kk]) * float64(ws[kk*n+j])
+					}
+					want := 0.5 * s * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(s+0.044715*s*s*s)))
+					if d := math.Abs(float64(out[i*n+j]) - want); !(d <= tol*(1+math.Abs(want))) {
+						t.Fatalf("(%d, %d): %v, want %v", i, j, out[i*n+j], want)
+					}
+				}
+			}
+		})
+	}
+}
