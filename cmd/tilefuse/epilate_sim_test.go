@@ -3,14 +3,11 @@ package main
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tilefuse/tilefuse/codegen"
 	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -103,17 +100,13 @@ func TestEpiLateChoice(t *testing.T) {
 		t.Run(c.pc.name, func(t *testing.T) {
 			p, err := buildPeer(c.pc, graphpass.H200, c.prec, nil)
 			require.NoError(t, err)
-			dir := t.TempDir()
 			spec := make([]int, len(p.k.Tile.Params))
 			for i := range spec {
 				spec[i] = 16
 			}
-			_, err = codegen.Compile(p.k.Tile, codegen.Options{Arch: 90, NumWarps: p.k.Tile.Meta["num_warps"], Spec: spec, DumpDir: dir})
-			require.NoError(t, err)
-			b, err := os.ReadFile(filepath.Join(dir, p.k.Tile.Name+".pipe"))
-			require.NoError(t, err)
+			_, dump := compileDumped(t, p.k.Tile, spec)
 			got := ""
-			if m := re.FindStringSubmatch(string(b)); m != nil {
+			if m := re.FindStringSubmatch(dump); m != nil {
 				got = m[1]
 			}
 			require.Equal(t, c.want, got, "epi_late chosen for %v", p.k.Tile.Meta)

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tilefuse/tilefuse/codegen"
 	"github.com/tilefuse/tilefuse/codegen/ptxsim"
 	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
@@ -66,12 +63,8 @@ func TestGroupedTileOrder(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tile.Grid{tile.CDiv(pc.m, 256) * tile.CDiv(pc.n, 128), 1}, p.k.Grid)
 			args := p.anyArgs()
-			dir := t.TempDir()
-			_, err = codegen.Compile(p.k.Tile, codegen.Options{Arch: 90, NumWarps: 8, Spec: ptxsim.Spec(p.k.Tile, args), DumpDir: dir})
-			require.NoError(t, err)
-			b, err := os.ReadFile(filepath.Join(dir, p.k.Tile.Name+".pipe"))
-			require.NoError(t, err)
-			require.True(t, strings.Contains(string(b), "A by one tensor copy") && strings.Contains(string(b), "B by one tensor copy"), "the tensor copies in the grouped order:\n%s", b)
+			_, dump := compileDumped(t, p.k.Tile, ptxsim.Spec(p.k.Tile, args))
+			require.True(t, strings.Contains(dump, "A by one tensor copy") && strings.Contains(dump, "B by one tensor copy"), "the tensor copies in the grouped order:\n%s", dump)
 			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
 			require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
 			maxRel, normRel, bad := p.check(pc, p.args[len(p.args)-1], peerTol(tile.PrecTF32))

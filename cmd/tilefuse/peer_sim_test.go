@@ -381,6 +381,19 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 	}
 }
 
+// compileDumped compiles k for sm_90 at its num_warps with the given
+// parameter facts and returns the kernel and its dump of pipelined loops
+// (<kernel>.pipe: the plan codegen chose, or why it declined a form).
+func compileDumped(t *testing.T, k *tile.Kernel, spec []int) (*codegen.Kernel, string) {
+	t.Helper()
+	dir := t.TempDir()
+	ck, err := codegen.Compile(k, codegen.Options{Arch: 90, NumWarps: k.Meta["num_warps"], Spec: spec, DumpDir: dir})
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(dir, k.Name+".pipe"))
+	require.NoError(t, err)
+	return ck, string(b)
+}
+
 // simulatePeer builds pc's kernel as graphpass writes it for the H200 and
 // runs it in ptxsim for sm_90 with racecheck and initcheck.
 func simulatePeer(t *testing.T, pc peerCase, prec tile.Precision, tune tile.Meta) (*peerKernel, *ptxsim.Launcher) {

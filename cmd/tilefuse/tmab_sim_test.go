@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -53,12 +51,7 @@ func TestTensorCopiesOfB(t *testing.T) {
 			p, err := buildPeer(c.pc, graphpass.H200, tile.PrecTF32, c.tune)
 			require.NoError(t, err)
 			args := p.anyArgs()
-			dir := t.TempDir()
-			ck, err := codegen.Compile(p.k.Tile, codegen.Options{Arch: 90, NumWarps: c.tune["num_warps"], Spec: ptxsim.Spec(p.k.Tile, args), DumpDir: dir})
-			require.NoError(t, err)
-			b, err := os.ReadFile(filepath.Join(dir, p.k.Tile.Name+".pipe"))
-			require.NoError(t, err)
-			dump := string(b)
+			ck, dump := compileDumped(t, p.k.Tile, ptxsim.Spec(p.k.Tile, args))
 			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
 			require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
 			require.Equal(t, ck.PTX, sim.Last.PTX)
@@ -139,23 +132,19 @@ func TestWarpSpecialisedTensorCopies(t *testing.T) {
 			p, err := buildPeer(c.pc, graphpass.H200, prec, c.tune)
 			require.NoError(t, err)
 			args := p.anyArgs()
-			dir := t.TempDir()
-			ck, err := codegen.Compile(p.k.Tile, codegen.Options{Arch: 90, NumWarps: c.tune["num_warps"], Spec: ptxsim.Spec(p.k.Tile, args), DumpDir: dir})
-			require.NoError(t, err)
-			b, err := os.ReadFile(filepath.Join(dir, p.k.Tile.Name+".pipe"))
-			require.NoError(t, err)
+			ck, dump := compileDumped(t, p.k.Tile, ptxsim.Spec(p.k.Tile, args))
 			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
 			require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
 			require.Equal(t, ck.PTX, sim.Last.PTX)
 			if c.declined != "" {
-				require.Contains(t, string(b), c.declined)
+				require.Contains(t, dump, c.declined)
 				require.Zero(t, ck.ProducerWarps)
 			} else {
 				pw := 4
 				if c.tune["ws_warps"] == 1 {
 					pw = 1
 				}
-				require.Contains(t, string(b), fmt.Sprintf("%d producer warps, the first one's first thread issuing the tensor copies", pw))
+				require.Contains(t, dump, fmt.Sprintf("%d producer warps, the first one's first thread issuing the tensor copies", pw))
 				require.Equal(t, pw, ck.ProducerWarps)
 				require.Len(t, ck.TensorMaps, 2)
 				// a producer warpgroup beside 8 consumer warps gives its
