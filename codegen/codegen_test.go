@@ -472,3 +472,48 @@ func TestExpForm(t *testing.T) {
 		}
 	}
 }
+
+// TestExp2FlushFree: an f32 exp2 whose every user adds a constant of at
+// least 2⁻¹⁰⁰ in magnitude (GELU's 1 + 2^t) is ex2.approx.ftz (a subnormal
+// 2^t adds nothing to such a constant); any other use keeps ex2.approx,
+// which gives subnormal results.
+func TestExp2FlushFree(t *testing.T) {
+	cases := []struct {
+		name string
+		use  func(b *tile.Builder, e *tile.Value) *tile.Value
+		ftz  bool
+	}{
+		{"plus one", func(b *tile.Builder, e *tile.Value) *tile.Value { return b.Rsqrt(b.Add(e, b.Const(1, tile.F32))) }, true},
+		{"one plus", func(b *tile.Builder, e *tile.Value) *tile.Value { return b.Add(b.Const(1, tile.F32), e) }, true},
+		{"minus 2⁻⁹⁰", func(b *tile.Builder, e *tile.Value) *tile.Value { return b.Add(e, b.Const(-0x1p-90, tile.F32)) }, true},
+		{"stored", func(_ *tile.Builder, e *tile.Value) *tile.Value { return e }, false},
+		{"plus 2⁻¹¹⁰", func(b *tile.Builder, e *tile.Value) *tile.Value { return b.Add(e, b.Const(0x1p-110, tile.F32)) }, false},
+		{"plus itself", func(b *tile.Builder, e *tile.Value) *tile.Value { return b.Add(e, e) }, false},
+		{"plus one and times two", func(b *tile.Builder, e *tile.Value) *tile.Value {
+			return b.Mul(b.Add(e, b.Const(1, tile.F32)), b.Mul(e, b.Const(2, tile.F32)))
+		}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := tile.NewBuilder("exp2_use", tile.Meta{"BLOCK": 256})
+			x, y, n := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32), b.Param("n", tile.I32)
+			BLOCK := b.BlockSize("BLOCK")
+			offs := b.Add(b.Mul(b.ProgramID(0), BLOCK), b.Arange(0, BLOCK))
+			mask := b.Lt(offs, n)
+			e := b.Exp2(b.Load(b.AddPtr(x, offs), mask, nil))
+			b.Store(b.AddPtr(y, offs), c.use(b, e), mask)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ck, err := Compile(k, Options{Spec: all16(k)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ftz, plain := count(`ex2\.approx\.ftz\.f32`, ck.PTX), count(`ex2\.approx\.f32`, ck.PTX)
+			if c.ftz && (ftz == 0 || plain != 0) || !c.ftz && (ftz != 0 || plain == 0) {
+				t.Errorf("ex2.approx.ftz %d, ex2.approx %d; want ftz %v", ftz, plain, c.ftz)
+			}
+		})
+	}
+}

@@ -1003,7 +1003,7 @@ func (l *lowerer) compute(v *tile.Value, lay *Layout) (*lval, error) {
 		if err != nil {
 			return nil, err
 		}
-		return l.perClass(lay, func(i int) (string, error) { return l.unary(w, v.Op, v.Type.DType, a.regs[i]) }, a)
+		return l.perClass(lay, func(i int) (string, error) { return l.unaryOf(w, v, a.regs[i]) }, a)
 	}
 	return nil, fmt.Errorf("codegen has no rule for %v", v.Op)
 }

@@ -108,6 +108,51 @@ func (l *lowerer) unary(w *strings.Builder, op tile.Op, d tile.DType, a string) 
 	return r, nil
 }
 
+// unaryOf emits the unary op v on the register a: unary's lowering, or
+// where v is an f32 exp2 whose subnormal results no user can tell from 0
+// (exp2FlushFree), ex2.approx.ftz, which the H200's ptxas emits as the
+// one MUFU.EX2 where the plain form adds a compare and two predicated
+// multiplies for them (3 more instructions an element: GELU's sum in a
+// TF32 product's epilogue, graphpass's tanhPlusOne).
+func (l *lowerer) unaryOf(w *strings.Builder, v *tile.Value, a string) (string, error) {
+	if v.Op == tile.OpExp2 && v.Type.DType == tile.F32 && l.exp2FlushFree(v) {
+		r := l.reg("f")
+		emit(w, "ex2.approx.ftz.f32 %s, %s", r, a)
+		return r, nil
+	}
+	return l.unary(w, v.Op, v.Type.DType, a)
+}
+
+// flushFreeAddend is the smallest magnitude of a constant c to which a
+// subnormal y (|y| < 2⁻¹²⁶) adds nothing: half an ulp of c is at least
+// 2⁻¹²⁴, so c + y rounds to c.
+const flushFreeAddend = 0x1p-100
+
+// exp2FlushFree reports whether every user of v, an exp2, adds to it a
+// constant of magnitude at least flushFreeAddend (GELU's 1 + 2^t): then a
+// subnormal 2^t and the 0 that .ftz makes of it give the same sums, and
+// .ftz's reading of a subnormal t as 0 gives 2⁰ = 1, which 2^t rounds to.
+func (l *lowerer) exp2FlushFree(v *tile.Value) bool {
+	us := l.users[v.ID]
+	if len(us) == 0 {
+		return false
+	}
+	for _, u := range us {
+		if u.Op != tile.OpAdd || len(u.Args) != 2 {
+			return false
+		}
+		c := u.Args[0]
+		if c == v {
+			c = u.Args[1]
+		}
+		c = stripShape(c)
+		if c == v || c.Op != tile.OpConst || !c.Type.DType.IsFloat() || !(math.Abs(c.AuxF) >= flushFreeAddend) {
+			return false
+		}
+	}
+	return true
+}
+
 func (l *lowerer) unaryInt(w *strings.Builder, op tile.Op, d tile.DType, a string) (string, error) {
 	r := l.reg(regClass(tile.ScalarOf(d)))
 	t, bits := ptxInt(d), "b32"

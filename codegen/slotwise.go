@@ -127,7 +127,7 @@ func (l *lowerer) demandAt(v *tile.Value, lay *Layout, i int) (string, error) {
 	case v.Op.IsBinary() || v.Op.IsCompare():
 		r, err = l.binary(w, v.Op, v.Args[0].Type.DType, args[0], args[1])
 	default:
-		r, err = l.unary(w, v.Op, v.Type.DType, args[0])
+		r, err = l.unaryOf(w, v, args[0])
 	}
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", v, err)
