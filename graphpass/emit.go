@@ -438,6 +438,11 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			}
 		}
 		if v == nil {
+			if v, err = e.roundedProduct(n, idx); err != nil {
+				return nil, err
+			}
+		}
+		if v == nil {
 			if v, err = e.tanhPlusOne(n, idx); err != nil {
 				return nil, err
 			}
@@ -468,14 +473,38 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 // tanhPlusOne writes n = tanh(u) + 1 (either order; GELU's tanh form,
 // ½·x·(1 + tanh(u))) as 2·sigmoid(2u), where n is a sum of a one-element
 // constant 1 and a tanh of n's shape in the group that nothing else
-// reads, on a GPU: the same value (1 + tanh(u) = 2/(1 + e^(−2u)); the
-// scalings by 2 are exact), which the GPU computes in fewer instructions
-// (an exp, a reciprocal; tanh is an exp, a reciprocal and a polynomial,
-// both computed where a warp's lanes take either) and more accurately
-// for u < 0, where 1 + tanh(u) cancels. Else nil.
+// reads, on a GPU (plusOneTanh): the same value (1 + tanh(u) = 2/(1 +
+// e^(−2u)); the scalings by 2 are exact), which the GPU computes in fewer
+// instructions (an exp, a reciprocal; tanh is an exp, a reciprocal and a
+// polynomial, both computed where a warp's lanes take either) and more
+// accurately for u < 0, where 1 + tanh(u) cancels. In a rounded epilogue,
+// 2·halfSum (roundedHalfSum). Else nil.
 func (e *emitter) tanhPlusOne(n *Node, idx *tile.Value) (*tile.Value, error) {
-	if !e.t.GPU() || n.Info.Kind != ops.Binary || n.Info.Binary != tile.OpAdd || n.Info.Cmp || len(n.Inputs) != 2 {
+	t := e.plusOneTanh(n)
+	if t == nil {
 		return nil, nil
+	}
+	b := e.b
+	if e.roundedEpilogue(t.Inputs[0]) {
+		h, err := e.roundedHalfSum(t, idx)
+		if err != nil {
+			return nil, err
+		}
+		return b.Mul(h, b.Const(2, h.Type.DType)), nil
+	}
+	u, err := e.gen(t.Inputs[0], idx)
+	if err != nil {
+		return nil, err
+	}
+	dt := u.Type.DType
+	return b.Mul(b.Sigmoid(b.Mul(u, b.Const(2, dt))), b.Const(2, dt)), nil
+}
+
+// plusOneTanh is the tanh of n = tanh(u) + 1 that tanhPlusOne rewrites,
+// or nil.
+func (e *emitter) plusOneTanh(n *Node) *Node {
+	if !e.t.GPU() || n.Info.Kind != ops.Binary || n.Info.Binary != tile.OpAdd || n.Info.Cmp || len(n.Inputs) != 2 {
+		return nil
 	}
 	t, one := n.Inputs[0], n.Inputs[1]
 	if t.Info.Kind == ops.Constant {
@@ -484,24 +513,194 @@ func (e *emitter) tanhPlusOne(n *Node, idx *tile.Value) (*tile.Value, error) {
 	if one.Info.Kind != ops.Constant || one.Info.Value != 1 || numel(one.Info.Shape) != 1 ||
 		t.Info.Kind != ops.Unary || t.Info.Name != "tanh" || len(t.Inputs) != 1 || !sameShape(t.Info.Shape, n.Info.Shape) ||
 		t.Group != e.grp || len(t.Users) != 1 || t == e.grp.Root || slices.Contains(e.grp.Extra, t) || e.recompute[t] {
-		return nil, nil
+		return nil
 	}
-	u, err := e.gen(t.Inputs[0], idx)
+	return t
+}
+
+// roundedHalfSum is (1 + tanh(u))/2 = 1/(1 + e^(−2u)) for the tanh t of
+// u, in a rounded epilogue, as r² with r = 1/√(1 + 2^(−2u·log₂e)): ex2
+// (flushing subnormals, which 1 + ignores: codegen) and rsqrt, each within
+// 2 ulp, on an argument rounded once (relative error about |2u|·2⁻²⁴ in
+// e^(−2u), which moves the sigmoid by less), in place of the exact exp's
+// range reduction and the reciprocal's correction. Where u is a product in
+// the group that only the tanh reads (GELU's √(2/π)·(x + 0.044715·x³)),
+// its constant factors and −2·log₂e are one constant (roundedProduct).
+func (e *emitter) roundedHalfSum(t *Node, idx *tile.Value) (*tile.Value, error) {
+	b := e.b
+	arg, err := e.scaled(t.Inputs[0], t, -2*math.Log2E, idx)
 	if err != nil {
 		return nil, err
 	}
-	b := e.b
-	dt := u.Type.DType
-	if e.roundedEpilogue(t.Inputs[0]) {
-		// 2·sigmoid(2u) = 2·r² with r = 1/√(1 + 2^(−2u·log₂e)): ex2 and
-		// rsqrt, each within 2 ulp, on an argument rounded once (relative
-		// error about |2u|·2⁻²⁴ in e^(−2u), which moves the sigmoid by
-		// less); in place of the exact exp's range reduction and the
-		// reciprocal's correction: 9 fewer instructions an element
-		r := b.Rsqrt(b.Add(b.Exp2(b.Mul(u, b.Const(-2*math.Log2E, dt))), b.Const(1, dt)))
-		return b.Mul(b.Mul(r, r), b.Const(2, dt)), nil
+	r := b.Rsqrt(b.Add(b.Exp2(arg), b.Const(1, arg.Type.DType)))
+	return b.Mul(r, r), nil
+}
+
+// scaled is c·u for u an operand of user, u's constant factors folded
+// into c where u is a product user alone reads (product).
+// Where that leaves c·(y + a·y³) (GELU's inner sum, y·y·y or cube(y)),
+// y·(c + c·a·y²): a multiply, a multiply-add (ptxas contracts them) and a
+// multiply, one fewer than the cube's two, the multiply-add and c.
+func (e *emitter) scaled(u, user *Node, c float64, idx *tile.Value) (*tile.Value, error) {
+	var p flatProduct
+	switch {
+	case e.isProduct(u) && e.absorbed(u, user):
+		var ok bool
+		if p, ok = e.product(u, c); !ok {
+			p = flatProduct{c: c, factors: []*Node{u}, half: []bool{false}}
+		}
+	default:
+		p = flatProduct{c: c, factors: []*Node{u}, half: []bool{false}}
 	}
-	return b.Mul(b.Sigmoid(b.Mul(u, b.Const(2, dt))), b.Const(2, dt)), nil
+	if len(p.factors) == 1 && !p.half[0] {
+		owner := user
+		if p.factors[0] != u {
+			owner = nil // inside u: product checked it is u's alone
+		}
+		if y, a, ok := e.cubic(p.factors[0], owner); ok {
+			b := e.b
+			yv, err := e.gen(y, idx)
+			if err != nil {
+				return nil, err
+			}
+			dt := yv.Type.DType
+			return b.Mul(yv, b.Add(b.Mul(b.Mul(yv, yv), b.Const(p.c*a, dt)), b.Const(p.c, dt))), nil
+		}
+	}
+	return e.genProduct(p, idx)
+}
+
+// cubic matches v = y + a·y³ (either order; y³ as y·y·y or cube(y), the
+// constant a anywhere in its product), where v and its parts are the
+// group's own and read once (by user, where user is not nil).
+func (e *emitter) cubic(v, user *Node) (y *Node, a float64, ok bool) {
+	if v.Info.Kind != ops.Binary || v.Info.Binary != tile.OpAdd || v.Info.Cmp || len(v.Inputs) != 2 || v.Info.DType != tile.F32 ||
+		!e.private(v) || len(v.Users) != 1 || user != nil && v.Users[0] != user {
+		return nil, 0, false
+	}
+	for i := range 2 {
+		y, cu := v.Inputs[i], v.Inputs[1-i]
+		if !sameShape(y.Info.Shape, v.Info.Shape) || !e.isProduct(cu) || !e.absorbed(cu, v) {
+			continue
+		}
+		p, ok := e.product(cu, 1)
+		if !ok || slices.Contains(p.half, true) {
+			continue
+		}
+		f := p.factors
+		switch {
+		case len(f) == 3 && f[0] == y && f[1] == y && f[2] == y:
+			return y, p.c, true
+		case len(f) == 1 && f[0].Info.Kind == ops.Unary && f[0].Info.Name == "cube" && len(f[0].Inputs) == 1 && f[0].Inputs[0] == y &&
+			e.private(f[0]) && len(f[0].Users) == 1:
+			return y, p.c, true
+		}
+	}
+	return nil, 0, false
+}
+
+// flatProduct is a product of n's shape flattened (product): c times
+// its factors, each a node of that shape, or a half sum (1 + tanh(u))/2
+// (roundedHalfSum) where half is set; consts counts the constants
+// multiplied into c.
+type flatProduct struct {
+	c       float64
+	factors []*Node
+	half    []bool
+	consts  int
+}
+
+// isProduct reports whether n is an elementwise f32 product.
+func (e *emitter) isProduct(n *Node) bool {
+	return n.Info.Kind == ops.Binary && n.Info.Binary == tile.OpMul && !n.Info.Cmp && len(n.Inputs) == 2 && n.Info.DType == tile.F32
+}
+
+// absorbed reports whether m, an operand of user, is computed only for
+// user, where user's writing may take it apart: in the group, not
+// written out, read by user alone and once, of user's shape.
+func (e *emitter) absorbed(m, user *Node) bool {
+	return e.private(m) && len(m.Users) == 1 && m.Users[0] == user && sameShape(m.Info.Shape, user.Info.Shape) && m.Info.DType == user.Info.DType
+}
+
+// private reports whether m is computed in the group for the group alone
+// (not written out, not recomputed from another group).
+func (e *emitter) private(m *Node) bool {
+	return m.Group == e.grp && !e.recompute[m] && m != e.grp.Root && !slices.Contains(e.grp.Extra, m)
+}
+
+// product flattens the product n, times c: one-element constants
+// multiplied into c, the products and the sums 1 + tanh(u) that only it
+// reads taken apart (the latter as 2 times their half, in a rounded
+// epilogue), the rest factors. Not ok where an operand is broadcast.
+func (e *emitter) product(n *Node, c float64) (p flatProduct, ok bool) {
+	p.c = c
+	var walk func(n *Node) bool
+	walk = func(n *Node) bool {
+		for _, in := range n.Inputs {
+			switch {
+			case in.Info.Kind == ops.Constant && numel(in.Info.Shape) == 1:
+				p.c *= in.Info.Value
+				p.consts++
+			case e.isProduct(in) && e.absorbed(in, n):
+				if !walk(in) {
+					return false
+				}
+			case !sameShape(in.Info.Shape, n.Info.Shape):
+				return false
+			case e.absorbed(in, n) && e.plusOneTanh(in) != nil && e.roundedEpilogue(in):
+				p.factors, p.half = append(p.factors, in), append(p.half, true)
+				p.c *= 2
+			default:
+				p.factors, p.half = append(p.factors, in), append(p.half, false)
+			}
+		}
+		return true
+	}
+	return p, walk(n) && len(p.factors) > 0
+}
+
+// genProduct computes p: its factors' product, times p.c unless that is 1.
+func (e *emitter) genProduct(p flatProduct, idx *tile.Value) (*tile.Value, error) {
+	b := e.b
+	var v *tile.Value
+	for i, f := range p.factors {
+		var x *tile.Value
+		var err error
+		if p.half[i] {
+			x, err = e.roundedHalfSum(e.plusOneTanh(f), idx)
+		} else {
+			x, err = e.gen(f, idx)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if v == nil {
+			v = x
+		} else {
+			v = b.Mul(v, x)
+		}
+	}
+	if p.c != 1 {
+		v = b.Mul(v, b.Const(p.c, v.Type.DType))
+	}
+	return v, nil
+}
+
+// roundedProduct writes a product n in a rounded epilogue (one a GPU's
+// TF32 or bf16 product's values feed: roundedEpilogue) flattened
+// (product), where that saves multiplications: its one-element constants
+// multiplied into one (GELU's ½ and the 2 of 1 + tanh(u) = 2·r², which
+// cancel), in f64 and rounded once, reassociated as the rounded
+// product's own error allows many times over. Else nil.
+func (e *emitter) roundedProduct(n *Node, idx *tile.Value) (*tile.Value, error) {
+	if !e.t.GPU() || !e.isProduct(n) || !e.roundedEpilogue(n) {
+		return nil, nil
+	}
+	p, ok := e.product(n, 1)
+	if !ok || p.consts < 2 && !slices.Contains(p.half, true) {
+		return nil, nil
+	}
+	return e.genProduct(p, idx)
 }
 
 // roundedEpilogue reports whether x, a value of the group, is computed

@@ -267,30 +267,46 @@ func TestTanhPlusOne(t *testing.T) {
 func TestTanhPlusOneRounded(t *testing.T) {
 	must := G.Must
 	const m, k, n = 48, 64, 80
-	build := func() *G.ExprGraph {
+	// GELU as users write it: form 0 as the bench's peer products, 1 with
+	// Gorgonia's Cube and the constants on the left, 2 with ½·x first
+	build := func(form int) *G.ExprGraph {
 		g := G.NewGraph()
 		x := G.NewMatrix(g, tensor.Float32, G.WithShape(m, k), G.WithName("x"))
 		w := G.NewMatrix(g, tensor.Float32, G.WithShape(k, n), G.WithName("w"))
 		b := G.NewVector(g, tensor.Float32, G.WithShape(n), G.WithName("b"))
 		s := must(G.BroadcastAdd(must(G.Mul(x, w)), b, nil, []byte{0}))
 		c := func(v float64) *G.Node { return G.NewConstant(float32(v)) }
-		cube := must(G.HadamardProd(must(G.HadamardProd(s, s)), s))
-		inner := must(G.Mul(must(G.Add(s, must(G.Mul(cube, c(0.044715))))), c(math.Sqrt(2/math.Pi))))
-		must(G.Mul(must(G.HadamardProd(s, must(G.Add(must(G.Tanh(inner)), c(1))))), c(0.5)))
+		switch form {
+		case 0:
+			cube := must(G.HadamardProd(must(G.HadamardProd(s, s)), s))
+			inner := must(G.Mul(must(G.Add(s, must(G.Mul(cube, c(0.044715))))), c(math.Sqrt(2/math.Pi))))
+			must(G.Mul(must(G.HadamardProd(s, must(G.Add(must(G.Tanh(inner)), c(1))))), c(0.5)))
+		case 1:
+			inner := must(G.Mul(c(math.Sqrt(2/math.Pi)), must(G.Add(must(G.Mul(c(0.044715), must(G.Cube(s)))), s))))
+			must(G.Mul(c(0.5), must(G.HadamardProd(must(G.Add(c(1), must(G.Tanh(inner)))), s))))
+		case 2:
+			cube := must(G.HadamardProd(s, must(G.HadamardProd(s, s))))
+			inner := must(G.Mul(must(G.Add(must(G.Mul(cube, c(0.044715))), s)), c(math.Sqrt(2/math.Pi))))
+			must(G.HadamardProd(must(G.Mul(s, c(0.5))), must(G.Add(must(G.Tanh(inner)), c(1)))))
+		}
 		return g
 	}
 	for _, tc := range []struct {
 		name    string
 		prec    tile.Precision
+		form    int
 		rounded bool
 	}{
-		{"tf32: ex2 and rsqrt", tile.PrecTF32, true},
-		{"bf16: ex2 and rsqrt", tile.PrecBF16, true},
-		{"3xTF32: the exact sigmoid", tile.PrecTF32x3, false},
-		{"ieee: the exact sigmoid", tile.PrecIEEE, false},
+		{"tf32: ex2 and rsqrt", tile.PrecTF32, 0, true},
+		{"tf32: ex2 and rsqrt, Cube, constants first", tile.PrecTF32, 1, true},
+		{"tf32: ex2 and rsqrt, ½·x first", tile.PrecTF32, 2, true},
+		{"bf16: ex2 and rsqrt", tile.PrecBF16, 0, true},
+		{"3xTF32: the exact sigmoid", tile.PrecTF32x3, 0, false},
+		{"ieee: the exact sigmoid", tile.PrecIEEE, 0, false},
+		{"ieee: the exact sigmoid, Cube, constants first", tile.PrecIEEE, 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := build()
+			g := build(tc.form)
 			gr, err := Import(g)
 			if err != nil {
 				t.Fatal(err)
@@ -310,6 +326,21 @@ func TestTanhPlusOneRounded(t *testing.T) {
 			}
 			if !tc.rounded && (!has[tile.OpSigmoid] || has[tile.OpTanh]) {
 				t.Fatalf("want the exact sigmoid:\n%s", kern.Tile)
+			}
+			if tc.rounded {
+				// the constants folded (½ against 2·r², √(2/π) and 0.044715
+				// into the exponent's): s² and s·(c + ca·s²), r², s·r²; the
+				// bias, c + …, 1 + 2^t
+				f32 := map[tile.Op]int{}
+				kern.Tile.Walk(func(v *tile.Value) {
+					if v.Type.DType == tile.F32 && !v.Type.Ptr {
+						f32[v.Op]++
+					}
+				})
+				if f32[tile.OpMul] != 5 || f32[tile.OpAdd] != 3 || f32[tile.OpExp2] != 1 || f32[tile.OpRsqrt] != 1 {
+					t.Errorf("f32 mul %d, add %d, exp2 %d, rsqrt %d; want 5, 3, 1, 1:\n%s",
+						f32[tile.OpMul], f32[tile.OpAdd], f32[tile.OpExp2], f32[tile.OpRsqrt], kern.Tile)
+				}
 			}
 			// against float64 on the interpreter: gelu of the product's
 			// rows, within the precision's bound of the largest output
