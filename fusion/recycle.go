@@ -179,8 +179,9 @@ func recycleLimit(perRun int) int {
 	return max(recycleRuns*perRun, min(recycleMaxRuns*perRun, recycleBytes))
 }
 
-// poisonRecycled (tests) fills every buffer taken from a free list and not
-// zeroed with NaN, so that an element a kernel does not write shows.
+// poisonRecycled (tests) fills every buffer taken from a free list or made
+// uninitialized, and not zeroed, with NaN, so that an element a kernel
+// does not write shows.
 var poisonRecycled bool
 
 func newRecycler(limit int) *recycler {
@@ -332,9 +333,10 @@ func (r *recycler) counts() (recycled, allocated, asks int, recycledBytes int64)
 }
 
 // recycledSlice is n elements for a value the user can read: a buffer from
-// r's free list (zeroed if zero is set) or a new one, set to come back to
-// r once unreachable; with r nil or below minRecycled bytes, new memory.
-// Taking from the free list allocates nothing.
+// r's free list or a new one (uninitialized: Go does not zero it), zeroed
+// if zero is set, set to come back to r once unreachable; with r nil or
+// below minRecycled bytes, new zeroed memory. Taking from the free list
+// allocates nothing.
 func recycledSlice[T float32 | float64](r *recycler, n int, zero bool) []T {
 	var t T
 	bytes := n * int(unsafe.Sizeof(t))
@@ -349,13 +351,15 @@ func recycledSlice[T float32 | float64](r *recycler, n int, zero bool) []T {
 		case zero:
 			clear(o)
 		case poisonRecycled:
-			nan := T(math.NaN())
-			for i := range o {
-				o[i] = nan
-			}
+			fill(o, T(math.NaN()))
 		}
-	} else {
+	} else if zero {
 		o = make([]T, n)
+	} else {
+		o = uninitialized[T](n) // written in full, as a recycled buffer is
+		if poisonRecycled {
+			fill(o, T(math.NaN()))
+		}
 	}
 	if s != nil {
 		// &o[0] is the start of its allocation (make of more than the tiny
@@ -363,4 +367,10 @@ func recycledSlice[T float32 | float64](r *recycler, n int, zero bool) []T {
 		runtime.SetFinalizer((*byte)(unsafe.Pointer(unsafe.SliceData(o))), s.fin)
 	}
 	return o
+}
+
+func fill[T float32 | float64](o []T, v T) {
+	for i := range o {
+		o[i] = v
+	}
 }

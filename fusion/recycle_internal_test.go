@@ -1,6 +1,8 @@
 package fusion
 
 import (
+	"math"
+	"runtime"
 	"testing"
 	"unsafe"
 	"weak"
@@ -212,6 +214,50 @@ func TestRecycleLimit(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if got := recycleLimit(c.perRun); got != c.want {
 				t.Fatalf("recycleLimit(%d) = %d, want %d", c.perRun, got, c.want)
+			}
+		})
+	}
+}
+
+// TestNewBuffersZeroedWhereAsked: a buffer the recycler makes anew is
+// zeroed where the kernel accumulates into it (zero set) though the heap
+// it comes from held NaN (freed buffers of the same size, filled and
+// dropped), and under the tests' poisoning NaN where it is not, and of the
+// length asked, in both widths.
+func TestNewBuffersZeroedWhereAsked(t *testing.T) {
+	defer func(p bool) { poisonRecycled = p }(poisonRecycled)
+	const n = 1 << 20 // 4 or 8 MiB: large objects, their own spans
+	for _, c := range []struct {
+		name         string
+		zero, poison bool
+	}{
+		{"zeroed", true, false},
+		{"zeroed, poisoning on", true, true},
+		{"not zeroed, poisoning on", false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			poisonRecycled = c.poison
+			for range 4 { // the heap's free pages: NaN
+				f, d := make([]float32, n), make([]float64, n)
+				fill(f, float32(math.NaN()))
+				fill(d, math.NaN())
+				runtime.KeepAlive(f)
+				runtime.KeepAlive(d)
+			}
+			runtime.GC()
+			r := newRecycler(recycleLimit(12 * n))
+			defer r.close()
+			f, d := recycledSlice[float32](r, n, c.zero), recycledSlice[float64](r, n, c.zero)
+			if len(f) != n || len(d) != n {
+				t.Fatalf("lengths %d, %d, want %d", len(f), len(d), n)
+			}
+			if _, alloc, _, _ := r.counts(); alloc != 2 {
+				t.Fatalf("%d buffers made anew, want 2", alloc)
+			}
+			for i := range n {
+				if c.zero && (f[i] != 0 || d[i] != 0) || !c.zero && (!math.IsNaN(float64(f[i])) || !math.IsNaN(d[i])) {
+					t.Fatalf("[%d] = %v, %v; zeroed %v", i, f[i], d[i], c.zero)
+				}
 			}
 		})
 	}
