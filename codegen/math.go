@@ -109,13 +109,14 @@ func (l *lowerer) unary(w *strings.Builder, op tile.Op, d tile.DType, a string) 
 }
 
 // unaryOf emits the unary op v on the register a: unary's lowering, or
-// where v is an f32 exp2 whose subnormal results no user can tell from 0
-// (exp2FlushFree), ex2.approx.ftz, which the H200's ptxas emits as the
-// one MUFU.EX2 where the plain form adds a compare and two predicated
-// multiplies for them (3 more instructions an element: GELU's sum in a
-// TF32 product's epilogue, graphpass's tanhPlusOne).
+// where v is an f32 exp2 that may flush subnormal results (Exp2Flush) or
+// whose subnormal results no user can tell from 0 (exp2FlushFree),
+// ex2.approx.ftz, which the H200's ptxas emits as the one MUFU.EX2 where
+// the plain form adds a compare and two predicated multiplies for them (3
+// more instructions an element: GELU's sum in a TF32 product's epilogue,
+// flash attention's P).
 func (l *lowerer) unaryOf(w *strings.Builder, v *tile.Value, a string) (string, error) {
-	if v.Op == tile.OpExp2 && v.Type.DType == tile.F32 && l.exp2FlushFree(v) {
+	if v.Op == tile.OpExp2 && v.Type.DType == tile.F32 && (v.Aux == 1 || l.exp2FlushFree(v)) {
 		r := l.reg("f")
 		emit(w, "ex2.approx.ftz.f32 %s, %s", r, a)
 		return r, nil

@@ -566,14 +566,19 @@ func (ae *attnEmit) scores() (*tile.Value, error) {
 // (|x|+|m|)·2⁻²⁴ + 2⁻²², within 1e-5 for scores below 100 against TF32's
 // 2⁻¹¹ rounding; ieee and 3xTF32 keep the correctly rounded e^x (expf in
 // codegen: ten more instructions an element, a third of the forward's
-// instructions besides the products at 64×64 tiles).
+// instructions besides the products at 64×64 tiles). Its results below
+// 2⁻¹²⁶ may be 0 (Exp2Flush: ex2.approx.ftz, 3 instructions fewer an
+// element): P is at most 1, a row's sum (forward) has a term of 1 to which
+// they add nothing, and in the products their terms are below 2⁻¹²⁶ of
+// the values they weigh, where the products round P itself at 2⁻¹¹ or
+// 2⁻⁸.
 func (ae *attnEmit) expDiff(x, m *tile.Value) *tile.Value {
 	b := ae.b
 	if p := ae.e.prec; p != tile.PrecTF32 && p != tile.PrecBF16 {
 		return b.Exp(b.Sub(x, m))
 	}
 	l2e := b.Const(math.Log2E, x.Type.DType)
-	return b.Exp2(b.Sub(b.Mul(x, l2e), b.Mul(m, l2e)))
+	return b.Exp2Flush(b.Sub(b.Mul(x, l2e), b.Mul(m, l2e)))
 }
 
 // zeroOut is x on the tile's lanes in range, 0 elsewhere.

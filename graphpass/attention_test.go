@@ -389,3 +389,63 @@ func TestAttentionTrainingTiles(t *testing.T) {
 		})
 	}
 }
+
+// TestAttentionExpForms: with TF32 or bf16 products the forward's and the
+// backward's P are 2^(x·log₂e − m·log₂e) that may flush subnormal results
+// (Exp2Flush: the rounded products and sums of P cannot tell), with ieee
+// and 3xTF32 the exact e^x; on the H200, a training graph's three kernels.
+func TestAttentionExpForms(t *testing.T) {
+	must := G.Must
+	g := G.NewGraph()
+	in := func(name string) *G.Node {
+		return G.NewTensor(g, tensor.Float32, 3, G.WithShape(4, 256, 64), G.WithName(name))
+	}
+	q, k, v := in("q"), in("k"), in("v")
+	sc := must(G.Mul(must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(float32(0.125))))
+	o := must(G.BatchedMatMul(must(G.SoftMax(sc)), v, false, false))
+	if _, err := G.Grad(must(G.Sum(must(G.Square(o)))), q, k, v); err != nil {
+		t.Fatal(err)
+	}
+	gr, err := Import(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := Partition(gr, Options{MatMul: true, Target: H200})
+	for _, c := range []struct {
+		prec    tile.Precision
+		rounded bool
+	}{{tile.PrecTF32, true}, {tile.PrecBF16, true}, {tile.PrecTF32x3, false}, {tile.PrecIEEE, false}} {
+		t.Run(c.prec.String(), func(t *testing.T) {
+			kernels := 0
+			for _, grp := range groups {
+				switch grp.Kind {
+				case AttentionGroup, AttentionDQGroup, AttentionDKVGroup:
+				default:
+					continue
+				}
+				kernels++
+				k, err := Emit(grp, H200, c.prec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				exp, flush, plain := 0, 0, 0
+				k.Tile.Walk(func(v *tile.Value) {
+					switch {
+					case v.Op == tile.OpExp:
+						exp++
+					case v.Op == tile.OpExp2 && v.Aux == 1:
+						flush++
+					case v.Op == tile.OpExp2:
+						plain++
+					}
+				})
+				if c.rounded && (flush == 0 || exp+plain != 0) || !c.rounded && (exp == 0 || flush+plain != 0) {
+					t.Errorf("%v: exp %d, exp2 flushing %d, exp2 %d; rounded %v", grp.Kind, exp, flush, plain, c.rounded)
+				}
+			}
+			if kernels != 3 {
+				t.Fatalf("%d attention kernels, want the forward, dQ and dK/dV", kernels)
+			}
+		})
+	}
+}

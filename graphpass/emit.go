@@ -520,7 +520,7 @@ func (e *emitter) plusOneTanh(n *Node) *Node {
 
 // roundedHalfSum is (1 + tanh(u))/2 = 1/(1 + e^(−2u)) for the tanh t of
 // u, in a rounded epilogue, as r² with r = 1/√(1 + 2^(−2u·log₂e)): ex2
-// (flushing subnormals, which 1 + ignores: codegen) and rsqrt, each within
+// (flushing subnormals, which 1 + ignores: Exp2Flush) and rsqrt, each within
 // 2 ulp, on an argument rounded once (relative error about |2u|·2⁻²⁴ in
 // e^(−2u), which moves the sigmoid by less), in place of the exact exp's
 // range reduction and the reciprocal's correction. Where u is a product in
@@ -532,7 +532,7 @@ func (e *emitter) roundedHalfSum(t *Node, idx *tile.Value) (*tile.Value, error) 
 	if err != nil {
 		return nil, err
 	}
-	r := b.Rsqrt(b.Add(b.Exp2(arg), b.Const(1, arg.Type.DType)))
+	r := b.Rsqrt(b.Add(b.Exp2Flush(arg), b.Const(1, arg.Type.DType)))
 	return b.Mul(r, r), nil
 }
 

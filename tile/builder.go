@@ -668,12 +668,26 @@ func (b *Builder) unary(op Op, x any) *Value {
 	return b.emit(op, v.Type, v)
 }
 
-func (b *Builder) Neg(x any) *Value     { return b.unary(OpNeg, x) }
-func (b *Builder) Not(x any) *Value     { return b.unary(OpNot, x) }
-func (b *Builder) Abs(x any) *Value     { return b.unary(OpAbs, x) }
-func (b *Builder) Sign(x any) *Value    { return b.unary(OpSign, x) }
-func (b *Builder) Exp(x any) *Value     { return b.unary(OpExp, x) }
-func (b *Builder) Exp2(x any) *Value    { return b.unary(OpExp2, x) }
+func (b *Builder) Neg(x any) *Value  { return b.unary(OpNeg, x) }
+func (b *Builder) Not(x any) *Value  { return b.unary(OpNot, x) }
+func (b *Builder) Abs(x any) *Value  { return b.unary(OpAbs, x) }
+func (b *Builder) Sign(x any) *Value { return b.unary(OpSign, x) }
+func (b *Builder) Exp(x any) *Value  { return b.unary(OpExp, x) }
+func (b *Builder) Exp2(x any) *Value { return b.unary(OpExp2, x) }
+
+// Exp2Flush is 2^x where a result below 2⁻¹²⁶ (a subnormal) may be 0, and
+// a subnormal x may be read as 0 (the GPU's ex2.approx.ftz, without the
+// compare and two multiplies that keep subnormal results): for values
+// whose users cannot tell an absolute error under 2⁻¹²⁶, such as a term
+// of a sum with one of 1 or more, or an operand of a product rounded to
+// TF32 or bf16. The interpreter and the CPU compute 2^x.
+func (b *Builder) Exp2Flush(x any) *Value {
+	v := b.unary(OpExp2, x)
+	if v.Op == OpExp2 {
+		v.Aux = 1
+	}
+	return v
+}
 func (b *Builder) Log(x any) *Value     { return b.unary(OpLog, x) }
 func (b *Builder) Log2(x any) *Value    { return b.unary(OpLog2, x) }
 func (b *Builder) Log1p(x any) *Value   { return b.unary(OpLog1p, x) }

@@ -354,6 +354,15 @@ func (w *irWriter) value(v *Value, indent string) {
 	case OpYield:
 		w.str("yield ")
 		w.refs(v.Args)
+	case OpExp2:
+		w.str(name)
+		w.str(" ")
+		w.refs(v.Args)
+		if v.Aux == 1 {
+			w.str(" {ftz}")
+		}
+		w.str(" : ")
+		w.typ(v.Type)
 	default:
 		w.str(name)
 		w.str(" ")

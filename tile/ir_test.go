@@ -2,6 +2,7 @@ package tile_test
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -104,6 +105,31 @@ func TestAnonymous(t *testing.T) {
 	} {
 		if other.Anonymous() == a.Anonymous() {
 			t.Errorf("kernels differing in %s have the same anonymous text", name)
+		}
+	}
+}
+
+// TestExp2Flush: Exp2Flush is an exp2 with attribute 1, printed {ftz} so
+// that a kernel with it and one without differ in their text (the kernel
+// caches' key); it verifies, and exp2's other values print as before.
+func TestExp2Flush(t *testing.T) {
+	b := tile.NewBuilder("exp2s", tile.Meta{"BLOCK": 16})
+	x, y := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+	offs := b.Arange(0, 16)
+	v := b.Load(b.AddPtr(x, offs), nil, nil)
+	f, e := b.Exp2Flush(v), b.Exp2(v)
+	b.Store(b.AddPtr(y, offs), b.Add(f, e), nil)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Op != tile.OpExp2 || f.Aux != 1 || e.Aux != 0 {
+		t.Fatalf("Exp2Flush: %v aux %d, Exp2 aux %d", f.Op, f.Aux, e.Aux)
+	}
+	text := k.String()
+	for _, want := range []string{fmt.Sprintf("%%%d = exp2 %%%d {ftz} : tensor<16xf32>", f.ID, v.ID), fmt.Sprintf("%%%d = exp2 %%%d : tensor<16xf32>", e.ID, v.ID)} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in\n%s", want, text)
 		}
 	}
 }

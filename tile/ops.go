@@ -66,7 +66,7 @@ const (
 	OpAbs  // |x| (ints and floats)
 	OpSign // -1, 0 or +1 (ints and floats; NaN stays NaN)
 	OpExp
-	OpExp2
+	OpExp2 // Aux = 1 (Builder.Exp2Flush): a result below 2⁻¹²⁶ may be 0 besides 2^x's tolerance
 	OpLog
 	OpLog2
 	OpLog1p

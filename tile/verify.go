@@ -263,6 +263,9 @@ func (vr *verifier) value(v *Value, loop *Value) error {
 		if t != a.Type {
 			return vr.fail(v, fmt.Sprintf("result type %v, want %v", t, a.Type))
 		}
+		if v.Aux != 0 && (v.Op != OpExp2 || v.Aux != 1) {
+			return vr.fail(v, fmt.Sprintf("%v with attribute %d", v.Op, v.Aux))
+		}
 	case v.Op == OpSelect:
 		if err := vr.nargs(v, 3, 3); err != nil {
 			return err

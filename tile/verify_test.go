@@ -120,6 +120,13 @@ func TestVerifierRejects(t *testing.T) {
 			exp.Args[0] = add
 			exp.Type = add.Type
 		}, "exp is not defined on"},
+		{"unary attribute", func(k *Kernel) {
+			first(k, OpExp).Aux = 1 // Exp2Flush's is exp2's alone
+		}, "exp with attribute 1"},
+		{"exp2 attribute", func(k *Kernel) {
+			e := first(k, OpExp)
+			e.Op, e.Aux = OpExp2, 2
+		}, "exp2 with attribute 2"},
 		{"load mask shape", func(k *Kernel) {
 			ld := first(k, OpLoad)
 			ld.Args[1] = prepend(k, OpConst, ScalarOf(I1))
