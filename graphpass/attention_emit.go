@@ -577,8 +577,43 @@ func (ae *attnEmit) expDiff(x, m *tile.Value) *tile.Value {
 	if p := ae.e.prec; p != tile.PrecTF32 && p != tile.PrecBF16 {
 		return b.Exp(b.Sub(x, m))
 	}
-	l2e := b.Const(math.Log2E, x.Type.DType)
-	return b.Exp2Flush(b.Sub(b.Mul(x, l2e), b.Mul(m, l2e)))
+	// x·c·log₂e as x·(c·log₂e) where x is a product by a constant c (the
+	// backward's scores, S·scale): one multiply fewer an element
+	xs, c := peelScale(x)
+	return b.Exp2Flush(b.Sub(b.Mul(xs, b.Const(c*math.Log2E, x.Type.DType)), b.Mul(m, b.Const(math.Log2E, x.Type.DType))))
+}
+
+// peelScale is v as x·c: x and the constant c where v multiplies a value
+// by a constant (through splat, either order), else v and 1.
+func peelScale(v *tile.Value) (*tile.Value, float64) {
+	if v.Op != tile.OpMul || len(v.Args) != 2 || !v.Type.DType.IsFloat() {
+		return v, 1
+	}
+	for i := range 2 {
+		c := v.Args[i]
+		for c.Op == tile.OpSplat {
+			c = c.Args[0]
+		}
+		if c.Op == tile.OpConst && c.Type.DType.IsFloat() {
+			return v.Args[1-i], c.AuxF
+		}
+	}
+	return v, 1
+}
+
+// hoistScale reports whether a dot accumulating c·A·B over a loop may
+// accumulate A·B and scale the sum by c after the loop: c a power of two
+// (the same values, barring overflow), or products rounded to TF32 or
+// bf16, whose own rounding is far above the reassociation's.
+func (ae *attnEmit) hoistScale(c float64) bool {
+	if c == 1 || c == 0 || math.IsInf(c, 0) || math.IsNaN(c) {
+		return false
+	}
+	if p := ae.e.prec; p == tile.PrecTF32 || p == tile.PrecBF16 {
+		return true
+	}
+	frac, _ := math.Frexp(math.Abs(c))
+	return frac == 0.5
 }
 
 // zeroOut is x on the tile's lanes in range, 0 elsewhere.
@@ -707,21 +742,38 @@ func (ae *attnEmit) grid(blocks int) tile.Grid {
 // rowsum(dO∘O) = rowsum(P∘dP)), and records them with the scores as the
 // values the chain to dS is computed from; it returns P and dS, 0 on lanes
 // out of range.
-func (ae *attnEmit) backwardTiles(s, lse, dp, delta *tile.Value) (p, ds *tile.Value, err error) {
+//
+// Where dS is a product by a constant c (the gradient of the scores'
+// scale) that hoistScale allows, ds is dS/c and scale c: the dot that
+// accumulates ds scales its sum by c after the loop, one multiply a
+// result element instead of one an element of every iteration's dS.
+func (ae *attnEmit) backwardTiles(s, lse, dp, delta *tile.Value) (p, ds *tile.Value, scale float64, err error) {
 	b, a := ae.b, ae.a
 	ae.tiles[a.qk] = s
 	x, err := ae.scores()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 1, err
 	}
 	p = ae.zeroOut(ae.expDiff(x, lse))
 	ae.tiles[a.sm] = p
 	ae.tiles[a.dp] = dp
 	ae.tiles[a.sd] = b.Mul(p, b.Sub(dp, delta))
 	if ds, err = ae.e.gen(a.ds, ae.idx); err != nil {
-		return nil, nil, err
+		return nil, nil, 1, err
 	}
-	return p, ae.zeroOut(ds), nil
+	scale = 1
+	if u, c := peelScale(ds); ae.hoistScale(c) {
+		ds, scale = u, c
+	}
+	return p, ae.zeroOut(ds), scale, nil
+}
+
+// scaled is v·c, or v where c is 1.
+func (ae *attnEmit) scaled(v *tile.Value, c float64) *tile.Value {
+	if c == 1 {
+		return v
+	}
+	return ae.b.Mul(v, ae.b.Const(c, v.Type.DType))
 }
 
 // emitAttentionDQ: program (i, b) holds batch b's queries [i·BM, (i+1)·BM),
@@ -769,6 +821,7 @@ func emitAttentionDQ(e *emitter, out *tile.Value, k *Kernel) error {
 	for range a.sums {
 		init = append(init, b.Zeros(dt, bm, 1))
 	}
+	scale := 1.0 // dS's constant factor, taken out of the loop (backwardTiles)
 	res := b.For(0, ae.keyEnd(q0, bm), bn, init, func(n0 *tile.Value, c []*tile.Value) []*tile.Value {
 		rn := ae.rows(n0, bn, true)                // [1,BN] keys
 		kt := ae.block(kp, a.sk, a.hk, rn, rdkCol) // [BDK,BN]
@@ -776,11 +829,12 @@ func emitAttentionDQ(e *emitter, out *tile.Value, k *Kernel) error {
 		ae.setTile(rm, rn)
 		s := b.Dot(qt, kt, nil, attnDot(e.prec))
 		dp := b.Dot(dot, vt, nil, attnDot(e.prec))
-		_, ds, err := ae.backwardTiles(s, lse, dp, delta)
+		_, ds, sc, err := ae.backwardTiles(s, lse, dp, delta)
 		if err != nil {
 			e.err = err
 			return c
 		}
+		scale = sc
 		next := []*tile.Value{b.Dot(ds, b.Trans(kt), c[0], attnDot(e.prec))}
 		for i, sum := range a.sums {
 			x, err := e.gen(sum.Inputs[0], ae.idx)
@@ -799,7 +853,7 @@ func emitAttentionDQ(e *emitter, out *tile.Value, k *Kernel) error {
 	if err != nil {
 		return err
 	}
-	b.Store(b.AddPtr(dqp, b.Add(b.Mul(rowOff, a.hk), rdk)), res[0], ae.inRange(rm, a.sq, rdk, a.hk))
+	b.Store(b.AddPtr(dqp, b.Add(b.Mul(rowOff, a.hk), rdk)), ae.scaled(res[0], scale), ae.inRange(rm, a.sq, rdk, a.hk))
 	dpp, err := ae.vec(a.delta, out)
 	if err != nil {
 		return err
@@ -862,6 +916,7 @@ func emitAttentionDKV(e *emitter, out *tile.Value, k *Kernel) error {
 		lo = b.Mul(b.Div(k0, bm), bm)
 	}
 	init := []*tile.Value{b.Zeros(dt, bn, ae.bdk), b.Zeros(dt, bn, ae.bdv)}
+	scale := 1.0 // dS's constant factor, taken out of the loop (backwardTiles)
 	res := b.For(lo, a.sq, bm, init, func(m0 *tile.Value, c []*tile.Value) []*tile.Value {
 		rmT := ae.rows(m0, bm, true)                 // [1,BM] queries
 		rmCol := ae.rows(m0, bm, false)              // [BM,1]
@@ -874,11 +929,12 @@ func emitAttentionDKV(e *emitter, out *tile.Value, k *Kernel) error {
 		ae.setTile(rmT, rn) // [BN,BM]
 		s := b.Dot(kt, qT, nil, attnDot(e.prec))
 		dp := b.Dot(vt, b.Trans(dot), nil, attnDot(e.prec))
-		p, ds, err := ae.backwardTiles(s, lse, dp, delta)
+		p, ds, sc, err := ae.backwardTiles(s, lse, dp, delta)
 		if err != nil {
 			e.err = err
 			return c
 		}
+		scale = sc
 		return []*tile.Value{b.Dot(ds, b.Trans(qT), c[0], attnDot(e.prec)), b.Dot(p, dot, c[1], attnDot(e.prec))}
 	})
 	if e.err != nil {
@@ -894,7 +950,11 @@ func emitAttentionDKV(e *emitter, out *tile.Value, k *Kernel) error {
 		if i == 1 {
 			d, cols = a.hv, rdv
 		}
-		b.Store(b.AddPtr(p, b.Add(b.Mul(keyOff, d), cols)), res[i], ae.inRange(rn, a.sk, cols, d))
+		r := res[i]
+		if i == 0 {
+			r = ae.scaled(r, scale)
+		}
+		b.Store(b.AddPtr(p, b.Add(b.Mul(keyOff, d), cols)), r, ae.inRange(rn, a.sk, cols, d))
 	}
 	if len(a.sums) > 0 {
 		if err := ae.finishSums(out); err != nil {

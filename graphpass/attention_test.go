@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/analysis"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -445,6 +446,101 @@ func TestAttentionExpForms(t *testing.T) {
 			}
 			if kernels != 3 {
 				t.Fatalf("%d attention kernels, want the forward, dQ and dK/dV", kernels)
+			}
+		})
+	}
+}
+
+// TestAttentionBackwardScaleHoisted: dS's constant factor (the gradient of
+// the scores' scale) leaves the backward kernels' loops, as one multiply
+// of dQ's and dK's sums after them, where it is a power of two or the
+// products are rounded (TF32, bf16); there the scores' own scale joins the
+// exponent's log₂e. A scale of 0.1 at ieee or 3xTF32 stays in the loop.
+func TestAttentionBackwardScaleHoisted(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		scale   float64
+		prec    tile.Precision
+		hoisted bool
+	}{
+		{"0.125, tf32", 0.125, tile.PrecTF32, true},
+		{"0.1, tf32", 0.1, tile.PrecTF32, true},
+		{"0.1, bf16", 0.1, tile.PrecBF16, true},
+		{"0.125, ieee", 0.125, tile.PrecIEEE, true},
+		{"0.1, ieee", 0.1, tile.PrecIEEE, false},
+		{"0.1, 3xTF32", 0.1, tile.PrecTF32x3, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			must := G.Must
+			g := G.NewGraph()
+			in := func(name string) *G.Node {
+				return G.NewTensor(g, tensor.Float32, 3, G.WithShape(4, 256, 64), G.WithName(name))
+			}
+			q, k, v := in("q"), in("k"), in("v")
+			sc := must(G.Mul(must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(float32(c.scale))))
+			o := must(G.BatchedMatMul(must(G.SoftMax(sc)), v, false, false))
+			if _, err := G.Grad(must(G.Sum(must(G.Square(o)))), q, k, v); err != nil {
+				t.Fatal(err)
+			}
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := 0
+			for _, grp := range Partition(gr, Options{MatMul: true, Target: H200}) {
+				if grp.Kind != AttentionDQGroup && grp.Kind != AttentionDKVGroup {
+					continue
+				}
+				seen++
+				kern, err := Emit(grp, H200, c.prec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// the multiplies by the scale that the stored values depend
+				// on: inside the loop, or after it
+				in, after := 0, 0
+				scale := float64(float32(c.scale))
+				var walk func(vs []*tile.Value, loop bool)
+				live := analysis.Live(kern.Tile)
+				walk = func(vs []*tile.Value, loop bool) {
+					for _, v := range vs {
+						if v.Op == tile.OpFor {
+							walk(v.Body.Values, true)
+						}
+						if v.Op != tile.OpMul || !live[v.ID] {
+							continue
+						}
+						for _, a := range v.Args {
+							for a.Op == tile.OpSplat {
+								a = a.Args[0]
+							}
+							if a.Op == tile.OpConst && a.AuxF == scale {
+								if loop {
+									in++
+								} else {
+									after++
+								}
+							}
+						}
+					}
+				}
+				walk(kern.Tile.Body.Values, false)
+				// in the loop: the scores' scale where it does not join
+				// log₂e (the exact exp at ieee and 3xTF32), dS's where it
+				// is not hoisted
+				wantIn, wantAfter := 0, 1
+				if c.prec == tile.PrecIEEE || c.prec == tile.PrecTF32x3 {
+					wantIn = 1
+				}
+				if !c.hoisted {
+					wantIn, wantAfter = wantIn+1, 0
+				}
+				if in != wantIn || after != wantAfter {
+					t.Errorf("%v: %d multiplies by the scale in the loop, %d after; want %d, %d\n%s", grp.Kind, in, after, wantIn, wantAfter, kern.Tile)
+				}
+			}
+			if seen != 2 {
+				t.Fatalf("%d backward kernels, want dQ and dK/dV", seen)
 			}
 		})
 	}
