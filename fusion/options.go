@@ -232,13 +232,16 @@ func WithNativeCPU(on bool) Option { return func(c *config) { c.native = on } }
 // cannot read reuse their memory either way.
 func WithReuseOutputs(on bool) Option { return func(c *config) { c.reuse = on } }
 
-// WithRecycle(false) gives the values the user can read new memory every
-// run (the default without WithReuseOutputs). By default (true) a run
+// WithRecycle(false) gives the values the user can read new, zeroed memory
+// every run (the default without WithReuseOutputs). By default (true) a run
 // gives such a value of 32 KiB or more memory that an earlier run gave
 // one and that the Go runtime has since found unreachable (a finalizer on
 // the memory: no tensor, slice, subslice, view or pointer into it is left),
 // so that Go need not zero new memory each run; a value the user still
-// holds is never reused, whatever part of it they hold. Memory comes back
+// holds is never reused, whatever part of it they hold. Where no such
+// memory has come back, the value gets new memory that Go has not zeroed
+// (its kernel writes every element; a kernel that adds into its output
+// gets it zeroed). Memory comes back
 // as the collector runs, at most 4 runs' worth a machine, or up to 32
 // runs' worth of small values within 8 MiB (Close drops it);
 // where a run had to allocate such a value of 4 MiB or more anew, the
