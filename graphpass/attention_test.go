@@ -350,21 +350,7 @@ func TestAttentionTrainingTiles(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			nb := 64 * 2048 / c.seq // B·H: 64 at S2048, 256 at S512
-			must := G.Must
-			g := G.NewGraph()
-			in := func(name string) *G.Node {
-				return G.NewTensor(g, tensor.Float32, 3, G.WithShape(nb, c.seq, 64), G.WithName(name))
-			}
-			q, k, v := in("q"), in("k"), in("v")
-			sc := must(G.Mul(must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(float32(0.125))))
-			o := must(G.BatchedMatMul(must(G.SoftMax(sc)), v, false, false))
-			if _, err := G.Grad(must(G.Sum(must(G.Square(o)))), q, k, v); err != nil {
-				t.Fatal(err)
-			}
-			gr, err := Import(g)
-			if err != nil {
-				t.Fatal(err)
-			}
+			gr := attentionTraining(t, nb, c.seq, 0.125)
 			seen := map[GroupKind]bool{}
 			for _, grp := range Partition(gr, Options{MatMul: true, Target: c.target}) {
 				w, ok := c.want[grp.Kind]
@@ -396,22 +382,7 @@ func TestAttentionTrainingTiles(t *testing.T) {
 // (Exp2Flush: the rounded products and sums of P cannot tell), with ieee
 // and 3xTF32 the exact e^x; on the H200, a training graph's three kernels.
 func TestAttentionExpForms(t *testing.T) {
-	must := G.Must
-	g := G.NewGraph()
-	in := func(name string) *G.Node {
-		return G.NewTensor(g, tensor.Float32, 3, G.WithShape(4, 256, 64), G.WithName(name))
-	}
-	q, k, v := in("q"), in("k"), in("v")
-	sc := must(G.Mul(must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(float32(0.125))))
-	o := must(G.BatchedMatMul(must(G.SoftMax(sc)), v, false, false))
-	if _, err := G.Grad(must(G.Sum(must(G.Square(o)))), q, k, v); err != nil {
-		t.Fatal(err)
-	}
-	gr, err := Import(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	groups := Partition(gr, Options{MatMul: true, Target: H200})
+	groups := Partition(attentionTraining(t, 4, 256, 0.125), Options{MatMul: true, Target: H200})
 	for _, c := range []struct {
 		prec    tile.Precision
 		rounded bool
@@ -471,23 +442,8 @@ func TestAttentionBackwardScaleHoisted(t *testing.T) {
 		{"0.1, 3xTF32", 0.1, tile.PrecTF32x3, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			must := G.Must
-			g := G.NewGraph()
-			in := func(name string) *G.Node {
-				return G.NewTensor(g, tensor.Float32, 3, G.WithShape(4, 256, 64), G.WithName(name))
-			}
-			q, k, v := in("q"), in("k"), in("v")
-			sc := must(G.Mul(must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(float32(c.scale))))
-			o := must(G.BatchedMatMul(must(G.SoftMax(sc)), v, false, false))
-			if _, err := G.Grad(must(G.Sum(must(G.Square(o)))), q, k, v); err != nil {
-				t.Fatal(err)
-			}
-			gr, err := Import(g)
-			if err != nil {
-				t.Fatal(err)
-			}
 			seen := 0
-			for _, grp := range Partition(gr, Options{MatMul: true, Target: H200}) {
+			for _, grp := range Partition(attentionTraining(t, 4, 256, float32(c.scale)), Options{MatMul: true, Target: H200}) {
 				if grp.Kind != AttentionDQGroup && grp.Kind != AttentionDKVGroup {
 					continue
 				}
@@ -544,4 +500,27 @@ func TestAttentionBackwardScaleHoisted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// attentionTraining imports a float32 training graph of attention as
+// users write it: nb batches·heads of seq queries and keys at head dim 64,
+// scores scaled by scale, the loss Σo², gradients of q, k and v.
+func attentionTraining(t *testing.T, nb, seq int, scale float32) *Graph {
+	t.Helper()
+	must := G.Must
+	g := G.NewGraph()
+	in := func(name string) *G.Node {
+		return G.NewTensor(g, tensor.Float32, 3, G.WithShape(nb, seq, 64), G.WithName(name))
+	}
+	q, k, v := in("q"), in("k"), in("v")
+	sc := must(G.Mul(must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(scale)))
+	o := must(G.BatchedMatMul(must(G.SoftMax(sc)), v, false, false))
+	if _, err := G.Grad(must(G.Sum(must(G.Square(o)))), q, k, v); err != nil {
+		t.Fatal(err)
+	}
+	gr, err := Import(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gr
 }
