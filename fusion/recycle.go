@@ -362,7 +362,7 @@ func recycledSlice[T float32 | float64](r *recycler, n int, zero bool) []T {
 		}
 	}
 	if s != nil {
-		// &o[0] is the start of its allocation (make of more than the tiny
+		// &o[0] is the start of its allocation (make or mallocgc of more than the tiny
 		// allocator's 16 bytes), as SetFinalizer requires
 		runtime.SetFinalizer((*byte)(unsafe.Pointer(unsafe.SliceData(o))), s.fin)
 	}
