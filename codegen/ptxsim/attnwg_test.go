@@ -374,3 +374,87 @@ func TestAttentionWgmmaTraining(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionRescaleSkip: the forward's rescaling of O by α (codegen's
+// rescale) is skipped by a warp whose rows' maxima did not change. Keys
+// whose first block holds every row's maximum leave α = 1 from the second
+// block on: with the rescaling's multiplies edited to give 0 (they run
+// only on the first block, where O is 0), the simulator still agrees with
+// the interpreter, so the branch skipped them; with keys whose maxima grow
+// block by block the same edit gives wrong values, so there they ran.
+// Without the edit both agree.
+func TestAttentionRescaleSkip(t *testing.T) {
+	const b, sq, sk, d, bm, bn, warps = 1, 64, 128, 64, 64, 32, 4
+	zero := regexp.MustCompile(`(?s)(@!%p\d+ bra\.uni (\$L_unit_scale_\d+);\n)(.*?)(\n)(\$L_unit_scale_\d+:)`)
+	edit := func(ptx string) string {
+		m := zero.FindStringSubmatchIndex(ptx)
+		if m == nil {
+			return ptx
+		}
+		body := ptx[m[6]:m[7]]
+		body = regexp.MustCompile(`mul\.f32 (%f\d+), %f\d+, %f\d+;`).ReplaceAllString(body, "mov.f32 $1, 0f00000000;")
+		return ptx[:m[6]] + body + ptx[m[7]:]
+	}
+	for _, c := range []struct {
+		name   string
+		key    func(j int) float32 // key j's entries
+		edited bool
+		agree  bool
+	}{
+		{"maxima in the first block", func(j int) float32 { return map[bool]float32{true: 2, false: 0.1}[j < bn] }, false, true},
+		{"maxima in the first block, edited", func(j int) float32 { return map[bool]float32{true: 2, false: 0.1}[j < bn] }, true, true},
+		{"maxima growing, edited", func(j int) float32 { return 0.5 * float32(1+j/bn) }, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			grp, vals := attentionGroup(t, b, sq, sk, d, d, "")
+			for i, x := range vals["q"] {
+				vals["q"][i] = 0.5 + 0.5*float32(math.Abs(float64(x)))
+			}
+			for i := range vals["k"] {
+				vals["k"][i] = c.key(i/d) + 0.01*vals["k"][i]
+			}
+			meta := tile.Meta{"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps, "num_stages": 2, "wgmma": 1}
+			kern, err := graphpass.Emit(grp, graphpass.TuneTo(graphpass.H200, meta), tile.PrecTF32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var args []any
+			for _, x := range grp.Inputs {
+				args = append(args, append([]float32(nil), vals[x.G.Name()]...))
+			}
+			want, got := make([]float32, b*sq*d), make([]float32, b*sq*d)
+			if err := interp.Interpret(kern.Tile, kern.Grid, append(args, want)...); err != nil {
+				t.Fatal(err)
+			}
+			sim := &ptxsim.Launcher{Arch: 90, NumWarps: warps}
+			if c.edited {
+				sim.Edit = func(ptx string) string {
+					e := edit(ptx)
+					if e == ptx {
+						t.Fatal("no rescaling block to edit")
+					}
+					return e
+				}
+			}
+			if err := sim.Launch(kern.Tile, kern.Grid, append(args, got)...); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(sim.Last.PTX, "vote.sync.any.pred") || !strings.Contains(sim.Last.PTX, "$L_unit_scale_") {
+				t.Fatal("no warp-uniform skip around the rescaling")
+			}
+			agree := true
+			for i := range want {
+				if g, w := float64(got[i]), float64(want[i]); !(math.Abs(g-w) <= 1e-3+1e-2*math.Abs(w)) {
+					agree = false
+					if c.agree {
+						t.Fatalf("out[%d] = %v in the simulator, %v in the interpreter", i, g, w)
+					}
+					break
+				}
+			}
+			if agree != c.agree {
+				t.Fatalf("the simulator agrees with the interpreter: %v, want %v", agree, c.agree)
+			}
+		})
+	}
+}
