@@ -990,8 +990,6 @@ func (l *lowerer) compute(v *tile.Value, lay *Layout) (*lval, error) {
 		return l.perClass(lay, func(i int) (string, error) { return l.cast(w, v.Args[0].Type.DType, v.Type.DType, a.regs[i]), nil }, a)
 	}
 	switch {
-	case l.isRescale(v):
-		return l.rescale(w, v, lay)
 	case v.Op.IsBinary() || v.Op.IsCompare():
 		args, err := l.demandAll(v.Args, lay)
 		if err != nil {
@@ -1949,86 +1947,4 @@ func forResults(k *tile.Kernel, f *tile.Value) []*tile.Value {
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Aux < out[j].Aux })
 	return out
-}
-
-// isRescale reports whether v rescales a loop's carried accumulator by a
-// factor per row for a dot to add into (the online softmax's O·α in flash
-// attention's forward: acc = dot(P, V, acc·α)): an f32 product of a
-// loop-carried value and a row vector broadcast along the columns, read by
-// one dot alone, as its accumulator.
-func (l *lowerer) isRescale(v *tile.Value) bool {
-	if v.Op != tile.OpMul || v.Type.DType != tile.F32 || v.Type.Shape.Rank != 2 || len(v.Args) != 2 {
-		return false
-	}
-	if us := l.users[v.ID]; len(us) != 1 || us[0].Op != tile.OpDot || len(us[0].Args) != 3 || us[0].Args[2] != v || us[0].Args[0] == v || us[0].Args[1] == v {
-		return false
-	}
-	acc, f := v.Args[0], v.Args[1]
-	if acc.Op != tile.OpBlockArg {
-		acc, f = f, acc
-	}
-	if acc.Op != tile.OpBlockArg || f.Op != tile.OpBroadcast {
-		return false
-	}
-	s := f.Args[0].Type.Shape
-	return s.Rank == 2 && s.Dims[1] == 1
-}
-
-// rescale emits v (isRescale) so that a warp whose rows' factors are all
-// exactly 1, the maximum unchanged (graphpass writes α as 1 then), skips
-// the multiplies: the results are copies of the accumulator (ptxas makes
-// them the same registers), and the products are taken only where some
-// lane's factor differs from 1 (vote.sync.any: the branch is uniform in
-// the warp). x·1 is x, so both ways give the same values; at flash
-// attention's 64 head dims and 8 warps, 32 multiplies a thread an
-// iteration, most of which the running maximum leaves at 1.
-func (l *lowerer) rescale(w *strings.Builder, v *tile.Value, lay *Layout) (*lval, error) {
-	args, err := l.demandAll(v.Args, lay)
-	if err != nil {
-		return nil, err
-	}
-	ai, fi := 0, 1
-	if v.Args[0].Op != tile.OpBlockArg {
-		ai, fi = 1, 0
-	}
-	acc, f := args[ai], args[fi]
-	// a predicate per distinct factor register: set where it is not 1
-	var any string
-	seen := map[string]bool{}
-	for _, r := range f.regs {
-		if seen[r] {
-			continue
-		}
-		seen[r] = true
-		p := l.reg("p")
-		emit(w, "setp.neu.f32 %s, %s, 0f3F800000", p, r)
-		if any != "" {
-			emit(w, "or.pred %s, %s, %s", p, p, any)
-		}
-		any = p
-	}
-	some := l.reg("p")
-	emit(w, "vote.sync.any.pred %s, %s, -1", some, any)
-	x := &lval{lay: lay, regs: make([]string, len(acc.regs))}
-	made := map[string]string{}
-	type product struct{ r, a, b string }
-	var prods []product
-	for i := range acc.regs {
-		key := acc.regs[i] + "," + f.regs[i]
-		r, ok := made[key]
-		if !ok {
-			r = l.reg("f")
-			made[key] = r
-			emit(w, "mov.f32 %s, %s", r, acc.regs[i])
-			prods = append(prods, product{r, acc.regs[i], f.regs[i]})
-		}
-		x.regs[i] = r
-	}
-	skip := l.label("unit_scale")
-	emit(w, "@!%s bra.uni %s", some, skip)
-	for _, p := range prods {
-		emit(w, "mul.f32 %s, %s, %s", p.r, p.a, p.b)
-	}
-	w.WriteString(skip + ":\n")
-	return x, nil
 }

@@ -700,10 +700,7 @@ func emitAttention(e *emitter, out *tile.Value, k *Kernel) error {
 		}
 		mNew := b.Maximum(mi, b.Max(sv, 1, tile.KeepDims))
 		ms := b.Where(b.Eq(mNew, -inf), 0.0, mNew)
-		// α is exactly 1 where the row's maximum did not change (2^(m·log₂e
-		// − m·log₂e) need not be: ptxas contracts it to an FMA), so that
-		// codegen skips a warp's rescaling of O where all its rows' are
-		alpha := b.Where(b.Eq(mi, ms), 1.0, ae.expDiff(mi, ms))
+		alpha := ae.expDiff(mi, ms)
 		pt := ae.expDiff(sv, ms)
 		rnCol := ae.rows(n0, bn, false)            // [BN,1]
 		vt := ae.block(vp, a.sk, a.hv, rnCol, rdv) // [BN,BDV]
