@@ -260,6 +260,9 @@ type emitter struct {
 	ptr   map[*Node]*tile.Value
 	mask  *tile.Value // lanes in range; nil where the sizes leave every lane in range
 	memo  map[memoKey]*tile.Value
+	// halves: (1 + t)/2 of tanhSums' tanhs, by the tanh and indices (a
+	// product group's epilogue: one scope)
+	halves map[memoKey]*tile.Value
 	// recompute: members of other groups this kernel computes (Group.Recompute)
 	recompute map[*Node]bool
 	// set by the group kind's emit:
@@ -448,6 +451,11 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			}
 		}
 		if v == nil {
+			if v, err = e.tanhSums(n, idx); err != nil {
+				return nil, err
+			}
+		}
+		if v == nil {
 			if v, err = ops.Write(site{e, n}, &n.Info, n.inShapes(), idx); err != nil {
 				return nil, err
 			}
@@ -512,10 +520,29 @@ func (e *emitter) plusOneTanh(n *Node) *Node {
 	}
 	if one.Info.Kind != ops.Constant || one.Info.Value != 1 || numel(one.Info.Shape) != 1 ||
 		t.Info.Kind != ops.Unary || t.Info.Name != "tanh" || len(t.Inputs) != 1 || !sameShape(t.Info.Shape, n.Info.Shape) ||
-		t.Group != e.grp || len(t.Users) != 1 || t == e.grp.Root || slices.Contains(e.grp.Extra, t) || e.recompute[t] {
+		t.Group != e.grp || e.recompute[t] || !e.private(t) || !e.readOnlyBy(t, n) {
 		return nil
 	}
 	return t
+}
+
+// readOnlyBy reports whether n is the one user of m, and uses it once,
+// among the nodes this group computes (its members and what it
+// recomputes): users in other groups compute m themselves where it is
+// private (not written out), as a training graph's backward recomputes
+// GELU's tanh from the pre-activation.
+func (e *emitter) readOnlyBy(m, n *Node) bool {
+	uses := 0
+	for _, u := range m.Users {
+		if u.Group != e.grp && !e.recompute[u] {
+			continue
+		}
+		if u != n {
+			return false
+		}
+		uses++
+	}
+	return uses == 1
 }
 
 // roundedHalfSum is (1 + tanh(u))/2 = 1/(1 + e^(−2u)) for the tanh t of
@@ -575,7 +602,7 @@ func (e *emitter) scaled(u, user *Node, c float64, idx *tile.Value) (*tile.Value
 // group's own and read once (by user, where user is not nil).
 func (e *emitter) cubic(v, user *Node) (y *Node, a float64, ok bool) {
 	if v.Info.Kind != ops.Binary || v.Info.Binary != tile.OpAdd || v.Info.Cmp || len(v.Inputs) != 2 || v.Info.DType != tile.F32 ||
-		!e.private(v) || len(v.Users) != 1 || user != nil && v.Users[0] != user {
+		!e.private(v) || !e.readOnce(v, user) {
 		return nil, 0, false
 	}
 	for i := range 2 {
@@ -592,7 +619,7 @@ func (e *emitter) cubic(v, user *Node) (y *Node, a float64, ok bool) {
 		case len(f) == 3 && f[0] == y && f[1] == y && f[2] == y:
 			return y, p.c, true
 		case len(f) == 1 && f[0].Info.Kind == ops.Unary && f[0].Info.Name == "cube" && len(f[0].Inputs) == 1 && f[0].Inputs[0] == y &&
-			e.private(f[0]) && len(f[0].Users) == 1:
+			e.private(f[0]) && e.readOnce(f[0], nil):
 			return y, p.c, true
 		}
 	}
@@ -617,15 +644,34 @@ func (e *emitter) isProduct(n *Node) bool {
 
 // absorbed reports whether m, an operand of user, is computed only for
 // user, where user's writing may take it apart: in the group, not
-// written out, read by user alone and once, of user's shape.
+// written out, read by user alone and once in the group (readOnlyBy), of
+// user's shape.
 func (e *emitter) absorbed(m, user *Node) bool {
-	return e.private(m) && len(m.Users) == 1 && m.Users[0] == user && sameShape(m.Info.Shape, user.Info.Shape) && m.Info.DType == user.Info.DType
+	return e.private(m) && e.readOnlyBy(m, user) && sameShape(m.Info.Shape, user.Info.Shape) && m.Info.DType == user.Info.DType
 }
 
-// private reports whether m is computed in the group for the group alone
-// (not written out, not recomputed from another group).
+// readOnce is readOnlyBy(m, user), or where user is nil, whether one node
+// of the group reads m, once.
+func (e *emitter) readOnce(m, user *Node) bool {
+	if user != nil {
+		return e.readOnlyBy(m, user)
+	}
+	var only *Node
+	for _, u := range m.Users {
+		if u.Group == e.grp || e.recompute[u] {
+			if only != nil {
+				return false
+			}
+			only = u
+		}
+	}
+	return only != nil
+}
+
+// private reports whether m is computed in the group for the group alone:
+// a member not written out, or a member of another group recomputed here.
 func (e *emitter) private(m *Node) bool {
-	return m.Group == e.grp && !e.recompute[m] && m != e.grp.Root && !slices.Contains(e.grp.Extra, m)
+	return (m.Group == e.grp || e.recompute[m]) && m != e.grp.Root && !slices.Contains(e.grp.Extra, m)
 }
 
 // product flattens the product n, times c: one-element constants
@@ -701,6 +747,112 @@ func (e *emitter) roundedProduct(n *Node, idx *tile.Value) (*tile.Value, error) 
 		return nil, nil
 	}
 	return e.genProduct(p, idx)
+}
+
+// tanhSums writes, in the epilogue of a GPU's TF32 or bf16 product,
+// n = 1 + t (either order) as 2h and n = 1 − t·t as 4h(1 − h), h =
+// (1 + t)/2 = 1/(1 + e^(−2u)) (roundedHalfSum), for a tanh t = tanh(u)
+// that the group reads only through such sums (tanhSumsOnly; GELU's
+// gradient, ½·g·(1 + t) + ½·g·x·(1 − t²)·u′, where the backward recomputes
+// t from the pre-activation): ex2 and rsqrt once for both in place of the
+// exact tanh's exponential, reciprocal and polynomial. Both are within a
+// few ulp of 1 of the sums as the graph writes them (2h is nearer where
+// 1 + t cancels, u < 0; 4h(1 − h), as 1 − t·t, loses its relative
+// accuracy only where it is below 2⁻²⁴ and its term with it); u need not
+// come from the product: the sums meet the product's rounding, 2⁻¹¹ of g,
+// in the term they are in. Else nil.
+func (e *emitter) tanhSums(n *Node, idx *tile.Value) (*tile.Value, error) {
+	t, square := e.tanhSum(n)
+	if t == nil {
+		return nil, nil
+	}
+	key := memoKey{t, idx}
+	if e.halves == nil {
+		e.halves = map[memoKey]*tile.Value{}
+	}
+	h, ok := e.halves[key]
+	if !ok {
+		var err error
+		if h, err = e.roundedHalfSum(t, idx); err != nil {
+			return nil, err
+		}
+		e.halves[key] = h
+	}
+	b := e.b
+	dt := h.Type.DType
+	if square {
+		return b.Mul(b.Mul(h, b.Sub(b.Const(1, dt), h)), b.Const(4, dt)), nil
+	}
+	return b.Mul(h, b.Const(2, dt)), nil
+}
+
+// tanhSum is the tanh t of n = 1 + t or n = 1 − t·t (square set) that
+// tanhSums rewrites, or nil.
+func (e *emitter) tanhSum(n *Node) (t *Node, square bool) {
+	if !e.t.GPU() || !e.roundedGroup() || n.Info.Kind != ops.Binary || n.Info.Cmp || len(n.Inputs) != 2 || n.Info.DType != tile.F32 {
+		return nil, false
+	}
+	a, c := n.Inputs[0], n.Inputs[1]
+	switch n.Info.Binary {
+	case tile.OpAdd:
+		if a.Info.Kind == ops.Constant {
+			a, c = c, a
+		}
+		if isOne(c) && e.tanhSumsOnly(a) && sameShape(a.Info.Shape, n.Info.Shape) {
+			return a, false
+		}
+	case tile.OpSub:
+		if isOne(a) && e.isSquare(c) && e.tanhSumsOnly(c.Inputs[0]) && sameShape(c.Info.Shape, n.Info.Shape) {
+			return c.Inputs[0], true
+		}
+	}
+	return nil, false
+}
+
+// isOne reports whether c is a one-element constant 1.
+func isOne(c *Node) bool {
+	return c.Info.Kind == ops.Constant && c.Info.Value == 1 && numel(c.Info.Shape) == 1
+}
+
+// isSquare reports whether m is t·t of one node t, private to the group.
+func (e *emitter) isSquare(m *Node) bool {
+	return e.isProduct(m) && m.Inputs[0] == m.Inputs[1] && e.private(m) && sameShape(m.Inputs[0].Info.Shape, m.Info.Shape)
+}
+
+// tanhSumsOnly reports whether t is an f32 tanh that the group computes
+// for itself and reads only as 1 + t, or as t·t read only by 1 − t·t.
+func (e *emitter) tanhSumsOnly(t *Node) bool {
+	if t.Info.Kind != ops.Unary || t.Info.Name != "tanh" || len(t.Inputs) != 1 || t.Info.DType != tile.F32 || !e.private(t) {
+		return false
+	}
+	uses := 0
+	for _, u := range t.Users {
+		if u.Group != e.grp && !e.recompute[u] {
+			continue
+		}
+		uses++
+		if u.Info.Kind != ops.Binary || u.Info.Cmp || len(u.Inputs) != 2 {
+			return false
+		}
+		switch {
+		case u.Info.Binary == tile.OpAdd && (u.Inputs[0] == t && isOne(u.Inputs[1]) || u.Inputs[1] == t && isOne(u.Inputs[0])):
+		case e.isSquare(u) && u.Inputs[0] == t:
+			for _, w := range u.Users {
+				if (w.Group == e.grp || e.recompute[w]) && !(w.Info.Kind == ops.Binary && w.Info.Binary == tile.OpSub && !w.Info.Cmp && len(w.Inputs) == 2 && isOne(w.Inputs[0]) && w.Inputs[1] == u) {
+					return false
+				}
+			}
+		default:
+			return false
+		}
+	}
+	return uses > 0
+}
+
+// roundedGroup reports whether the group is a product formed in TF32 or
+// bf16 with its epilogue.
+func (e *emitter) roundedGroup() bool {
+	return e.grp.MatMul != nil && e.grp.Kind == MatMulGroup && (e.prec == tile.PrecTF32 || e.prec == tile.PrecBF16)
 }
 
 // roundedEpilogue reports whether x, a value of the group, is computed
