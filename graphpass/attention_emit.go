@@ -107,13 +107,15 @@ func tuneAttentionDQ(grp *Group, t Target, prec tile.Precision, meta tile.Meta) 
 	// TF32, head dims up to 64, a wave of 128-query blocks: 128×32 at 4
 	// warps (tilefuse tune on the H200, 2026-12-01, third session: B4 H16
 	// S2048 D64 dQ 0.973 → 0.732 ms against 64×32 at 4 warps)
-	// With Hopper's shared memory and keys enough for 16 steps of 64, 64
+	// With Hopper's shared memory and keys enough for 8 steps of 64, 64
 	// keys a step at 8 warps on wgmma (tilefuse tune on the H200,
 	// 2026-12-03, the dots PrecTF32TB: B4 H16 S2048 D64 0.620 ms against
-	// 0.705; at the BERT layer's S512 it was slower, 0.0937 against 0.0864)
+	// 0.705; at the BERT layer's S512 it was slower then, 0.0937 against
+	// 0.0864, and since P's exp2 flushes and dS's scale left the loop
+	// faster, 0.0727 against 0.0836: r28j, 2026-12-04)
 	if wideAttnTF32(t, prec, a, nb, bm, a.sq) {
 		meta["BLOCK_M"], meta["BLOCK_N"], meta["num_warps"] = 128, 32, 4
-		if hopperSmem(t) && a.sk >= 1024 {
+		if hopperSmem(t) && a.sk >= 512 {
 			meta["BLOCK_N"], meta["num_warps"], meta["wgmma"] = 64, 8, 1
 		}
 		return

@@ -254,7 +254,7 @@ func TestHeadsAttentionTiles(t *testing.T) {
 	groups := Partition(gr, Options{MatMul: true, Target: H200})
 	want := map[GroupKind]tile.Meta{
 		AttentionGroup:    {"BLOCK_M": 128, "BLOCK_N": 32, "num_stages": 3, "num_warps": 8, "wgmma": 1},
-		AttentionDQGroup:  {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 4},
+		AttentionDQGroup:  {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "wgmma": 1},
 		AttentionDKVGroup: {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "wgmma": 1},
 	}
 	seen := map[GroupKind]bool{}
@@ -322,8 +322,8 @@ func TestHeadsAttentionTiles(t *testing.T) {
 // peer size): on the H200 all three on wgmma at 8 warps (the forward
 // 128×32, dQ 64 keys a step, dK/dV 64 queries a step: tilefuse tune,
 // 2026-12-03); with 160 KiB of shared memory (not Hopper's) at 4 warps on
-// mma.sync; at S512 dQ keeps 32 keys a step at 4 warps (wgmma was slower
-// there).
+// mma.sync; at S512 dQ too on wgmma at 64 keys a step (faster there since
+// P's exp2 flushes and dS's scale left the loop: r28j).
 func TestAttentionTrainingTiles(t *testing.T) {
 	type want map[GroupKind]tile.Meta
 	for _, c := range []struct {
@@ -339,7 +339,7 @@ func TestAttentionTrainingTiles(t *testing.T) {
 		}},
 		{"H200, S512", 512, H200, want{
 			AttentionGroup:    {"BLOCK_M": 128, "BLOCK_N": 32, "num_stages": 3, "num_warps": 8, "wgmma": 1},
-			AttentionDQGroup:  {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 4},
+			AttentionDQGroup:  {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "wgmma": 1},
 			AttentionDKVGroup: {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "wgmma": 1},
 		}},
 		{"160 KiB of shared memory, S2048", 2048, GPU(132, 1024, 160<<10), want{

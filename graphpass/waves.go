@@ -170,6 +170,21 @@ type waveShape struct {
 	// its forward gelu(x·W+b), no such read, 0.177 at 256 and 64; late
 	// loads and epi_smem did not close it: DESIGN.md)
 	heavyEpi bool
+	// geluTanh: heavyEpi's only transcendentals are tanhs read as 1 + t or
+	// t·t (GELU and its derivative), which a TF32 or bf16 product's
+	// epilogue computes by ex2 and rsqrt (emit.go: tanhPlusOne, tanhSums);
+	// then the epilogue is not heavy at those precisions (heavy)
+	geluTanh bool
+}
+
+// heavy is heavyEpi at precision prec: not where the epilogue's tanhs are
+// GELU's and the products TF32 or bf16. The H200 (r28k, 2026-12-04): the
+// BERT layer's dO·W2ᵀ ⊙ gelu'(z) at TF32 with its tanh so computed ran
+// 0.115 ms at 64 rows and 0.097 at the model's 256×128 (0.087 with
+// epi_smem), the layer's forward and backward 168.4, 168.9 → 171.2,
+// 170.9 TFLOP/s.
+func (s waveShape) heavy(prec tile.Precision) bool {
+	return s.heavyEpi && !(s.geluTanh && (prec == tile.PrecTF32 || prec == tile.PrecBF16))
 }
 
 // splitCost is the seconds of a split in parts of an m×n f32 output:
@@ -251,7 +266,7 @@ func tilings(t Target, prec tile.Precision, s waveShape, staged bool) []tcTiling
 	// bf16 in each stage beside its f32 tiles: 3 at 256×128), at least 3
 	if !s.transA && !(bf16 && s.transB) {
 		for _, bm := range []int{256, 192, 128, 64} {
-			if s.heavyEpi && bm > 64 {
+			if s.heavy(prec) && bm > 64 {
 				continue
 			}
 			for _, bn := range []int{128} {
@@ -267,7 +282,7 @@ func tilings(t Target, prec tile.Precision, s waveShape, staged bool) []tcTiling
 		}
 	}
 	// the transposing wgmma: 128×256, two K-major B tiles beside the stages
-	if prec == tile.PrecTF32 && !s.transA && !s.transB && !s.heavyEpi {
+	if prec == tile.PrecTF32 && !s.transA && !s.transB && !s.heavy(prec) {
 		extra := 2 * 256 * 128
 		add(formWGMMA, 128, 256, 8, max(2, min(3, (t.SharedMemory-extra)/(4*bk*(128+256)))))
 	}
@@ -322,8 +337,9 @@ func productWaveShape(grp *Group) (waveShape, bool) {
 	if mm.Info.TransA {
 		k = a[0]
 	}
+	heavy, gelu := heavyEpilogue(grp)
 	return waveShape{batch: batch, m: m, n: n, k: k, transA: grp.transA(), transB: mm.Info.TransB,
-		bare: batch == 1 && grp.Root == mm && len(grp.Extra) == 0, heavyEpi: heavyEpilogue(grp)}, true
+		bare: batch == 1 && grp.Root == mm && len(grp.Extra) == 0, heavyEpi: heavy, geluTanh: gelu}, true
 }
 
 // heavyEpilogue reports whether product group grp reads, beside its
@@ -332,7 +348,7 @@ func productWaveShape(grp *Group) (waveShape, bool) {
 // elementwise ops in its epilogue (the BERT layer's dO·W2ᵀ ⊙ gelu'(z)
 // reads the forward's kept values and computes the derivative in 13
 // products and sums; a residual's sum is one).
-func heavyEpilogue(grp *Group) bool {
+func heavyEpilogue(grp *Group) (heavy, geluTanh bool) {
 	mm := grp.MatMul
 	reads := false
 	for _, in := range grp.Inputs {
@@ -341,22 +357,62 @@ func heavyEpilogue(grp *Group) bool {
 		}
 	}
 	if !reads {
-		return false
+		return false, false
 	}
 	ew := 0 // the epilogue's elementwise ops
 	for _, n := range grp.Members {
 		switch n.Info.Kind {
 		case ops.Unary:
-			switch n.Info.Name {
-			case "tanh", "exp", "ln", "log2", "log1p", "expm1", "sigmoid", "softplus", "erf":
-				return true
+			if transcendental[n.Info.Name] {
+				heavy = true
 			}
 			ew++
 		case ops.Binary:
 			ew++
 		}
 	}
-	return ew >= heavyEpiOps
+	heavy = heavy || ew >= heavyEpiOps
+	// GELU's tanhs, the group's own or recomputed, and no other
+	// transcendental
+	in := map[*Node]bool{}
+	all := append(slices.Clone(grp.Members), grp.Recompute...)
+	for _, n := range all {
+		in[n] = true
+	}
+	tanhs := 0
+	for _, n := range all {
+		if n.Info.Kind != ops.Unary || !transcendental[n.Info.Name] {
+			continue
+		}
+		if n.Info.Name != "tanh" || !geluForms(n, in) {
+			return heavy, false
+		}
+		tanhs++
+	}
+	return heavy, tanhs > 0
+}
+
+// transcendental are the unary ops heavyEpilogue counts as heavy.
+var transcendental = map[string]bool{"tanh": true, "exp": true, "ln": true, "log2": true, "log1p": true, "expm1": true, "sigmoid": true, "softplus": true, "erf": true}
+
+// geluForms reports whether every user of t among the nodes in (a
+// group's) reads it as 1 + t or t·t.
+func geluForms(t *Node, in map[*Node]bool) bool {
+	for _, u := range t.Users {
+		if !in[u] {
+			continue
+		}
+		if u.Info.Kind != ops.Binary || u.Info.Cmp || len(u.Inputs) != 2 {
+			return false
+		}
+		switch {
+		case u.Info.Binary == tile.OpAdd && (u.Inputs[0] == t && isOne(u.Inputs[1]) || u.Inputs[1] == t && isOne(u.Inputs[0])):
+		case u.Info.Binary == tile.OpMul && u.Inputs[0] == t && u.Inputs[1] == t:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // maxWaveSplits is how many of the model's split tilings an autotuner
@@ -521,7 +577,7 @@ func storeBoundCandidates(def tile.Meta, s waveShape) []tile.Meta {
 // of the output's shape through many ops (heavyEpi) is left to the other
 // rules.
 func storeBound(t Target, prec tile.Precision, s waveShape) bool {
-	if !t.GPU() || prec != tile.PrecTF32 || s.transA || s.heavyEpi || s.k > storeBoundK ||
+	if !t.GPU() || prec != tile.PrecTF32 || s.transA || s.heavy(prec) || s.k > storeBoundK ||
 		s.m < 128 || s.n < 128 || t.SharedMemory < 3*4*32*(128+128) {
 		return false
 	}
