@@ -347,7 +347,9 @@ func productWaveShape(grp *Group) (waveShape, bool) {
 // transcendental (tanh, exp, log, erf, sigmoid) or at least heavyEpiOps
 // elementwise ops in its epilogue (the BERT layer's dO·W2ᵀ ⊙ gelu'(z)
 // reads the forward's kept values and computes the derivative in 13
-// products and sums; a residual's sum is one).
+// products and sums; a residual's sum is one); and geluTanh, whether its
+// only transcendentals, its own and those it recomputes, are tanhs read
+// as 1 + t or t·t (waveShape.heavy).
 func heavyEpilogue(grp *Group) (heavy, geluTanh bool) {
 	mm := grp.MatMul
 	reads := false
