@@ -534,7 +534,7 @@ func (e *emitter) plusOneTanh(n *Node) *Node {
 func (e *emitter) readOnlyBy(m, n *Node) bool {
 	uses := 0
 	for _, u := range m.Users {
-		if u.Group != e.grp && !e.recompute[u] {
+		if !e.inGroup(u) {
 			continue
 		}
 		if u != n {
@@ -658,7 +658,7 @@ func (e *emitter) readOnce(m, user *Node) bool {
 	}
 	var only *Node
 	for _, u := range m.Users {
-		if u.Group == e.grp || e.recompute[u] {
+		if e.inGroup(u) {
 			if only != nil {
 				return false
 			}
@@ -820,25 +820,37 @@ func (e *emitter) isSquare(m *Node) bool {
 }
 
 // tanhSumsOnly reports whether t is an f32 tanh that the group computes
-// for itself and reads only as 1 + t, or as t·t read only by 1 − t·t.
+// for itself and reads only as 1 + t, or as t·t (its own, of t's shape)
+// read only by 1 − t·t.
 func (e *emitter) tanhSumsOnly(t *Node) bool {
 	if t.Info.Kind != ops.Unary || t.Info.Name != "tanh" || len(t.Inputs) != 1 || t.Info.DType != tile.F32 || !e.private(t) {
 		return false
 	}
+	return geluTanhUses(t, e.inGroup, e.isSquare)
+}
+
+// inGroup reports whether the group's kernel computes u: a member, or a
+// member of another group it recomputes.
+func (e *emitter) inGroup(u *Node) bool { return u.Group == e.grp || e.recompute[u] }
+
+// geluTanhUses reports whether the nodes that in admits read t, and read
+// it only as 1 + t (either order) or as t·t (that square admits, where
+// square is not nil) which they read only as 1 − t·t: GELU's and its
+// derivative's uses of their tanh, which a TF32 or bf16 product's
+// epilogue computes by ex2 and rsqrt (tanhPlusOne, tanhSums), and which
+// the wave model therefore does not count as heavy (heavyEpilogue).
+func geluTanhUses(t *Node, in, square func(*Node) bool) bool {
 	uses := 0
 	for _, u := range t.Users {
-		if u.Group != e.grp && !e.recompute[u] {
+		if !in(u) {
 			continue
 		}
 		uses++
-		if u.Info.Kind != ops.Binary || u.Info.Cmp || len(u.Inputs) != 2 {
-			return false
-		}
 		switch {
-		case u.Info.Binary == tile.OpAdd && (u.Inputs[0] == t && isOne(u.Inputs[1]) || u.Inputs[1] == t && isOne(u.Inputs[0])):
-		case e.isSquare(u) && u.Inputs[0] == t:
+		case isBinary(u, tile.OpAdd) && (u.Inputs[0] == t && isOne(u.Inputs[1]) || u.Inputs[1] == t && isOne(u.Inputs[0])):
+		case isBinary(u, tile.OpMul) && u.Inputs[0] == t && u.Inputs[1] == t && (square == nil || square(u)):
 			for _, w := range u.Users {
-				if (w.Group == e.grp || e.recompute[w]) && !(w.Info.Kind == ops.Binary && w.Info.Binary == tile.OpSub && !w.Info.Cmp && len(w.Inputs) == 2 && isOne(w.Inputs[0]) && w.Inputs[1] == u) {
+				if in(w) && !(isBinary(w, tile.OpSub) && isOne(w.Inputs[0]) && w.Inputs[1] == u) {
 					return false
 				}
 			}
@@ -847,6 +859,12 @@ func (e *emitter) tanhSumsOnly(t *Node) bool {
 		}
 	}
 	return uses > 0
+}
+
+// isBinary reports whether n is the elementwise binary op (not a
+// comparison) of two operands.
+func isBinary(n *Node, op tile.Op) bool {
+	return n.Info.Kind == ops.Binary && n.Info.Binary == op && !n.Info.Cmp && len(n.Inputs) == 2
 }
 
 // roundedGroup reports whether the group is a product formed in TF32 or

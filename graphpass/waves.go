@@ -386,7 +386,7 @@ func heavyEpilogue(grp *Group) (heavy, geluTanh bool) {
 		if n.Info.Kind != ops.Unary || !transcendental[n.Info.Name] {
 			continue
 		}
-		if n.Info.Name != "tanh" || !geluForms(n, in) {
+		if n.Info.Name != "tanh" || !geluTanhUses(n, func(u *Node) bool { return in[u] }, nil) {
 			return heavy, false
 		}
 		tanhs++
@@ -396,26 +396,6 @@ func heavyEpilogue(grp *Group) (heavy, geluTanh bool) {
 
 // transcendental are the unary ops heavyEpilogue counts as heavy.
 var transcendental = map[string]bool{"tanh": true, "exp": true, "ln": true, "log2": true, "log1p": true, "expm1": true, "sigmoid": true, "softplus": true, "erf": true}
-
-// geluForms reports whether every user of t among the nodes in (a
-// group's) reads it as 1 + t or t·t.
-func geluForms(t *Node, in map[*Node]bool) bool {
-	for _, u := range t.Users {
-		if !in[u] {
-			continue
-		}
-		if u.Info.Kind != ops.Binary || u.Info.Cmp || len(u.Inputs) != 2 {
-			return false
-		}
-		switch {
-		case u.Info.Binary == tile.OpAdd && (u.Inputs[0] == t && isOne(u.Inputs[1]) || u.Inputs[1] == t && isOne(u.Inputs[0])):
-		case u.Info.Binary == tile.OpMul && u.Inputs[0] == t && u.Inputs[1] == t:
-		default:
-			return false
-		}
-	}
-	return true
-}
 
 // maxWaveSplits is how many of the model's split tilings an autotuner
 // tries beside every unsplit one.
