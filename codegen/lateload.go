@@ -176,7 +176,8 @@ func (l *lowerer) lateIssue(ll *lateLoad, ci int) error {
 			emit(w, "mov.%s %s, %s", selType(t), regs[j], other)
 		}
 	}
-	emit(w, "%sld.global%s%s.%s %s, [%s]", guardOf(pred), cacheOp(v), vecSuffix(len(regs)), memType(t), vecOperand(regs), args[0])
+	qual, hintArg := l.loadHint(v)
+	emit(w, "%sld.global%s%s.%s %s, [%s]%s", guardOf(pred), qual, vecSuffix(len(regs)), memType(t), vecOperand(regs), args[0], hintArg)
 	if len(l.laidOut[v.ID]) == 0 {
 		l.laidOut[v.ID] = append(l.laidOut[v.ID], layKey(ll.lay)+fmt.Sprintf(" (late, %d groups ahead)", l.lateAhead))
 	}

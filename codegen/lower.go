@@ -24,10 +24,12 @@ type lval struct {
 // memory when asked for in another. Values that depend only on parameters,
 // program ids and thread geometry go to the prologue, computed once per thread.
 type lowerer struct {
-	k    *tile.Kernel
-	opt  Options
-	axes []analysis.AxisInfo
-	inv  []bool // kernel-invariant: computed in the prologue
+	// policy: the register of the keep hint's L2 cache policy (keepPolicy)
+	policy string
+	k      *tile.Kernel
+	opt    Options
+	axes   []analysis.AxisInfo
+	inv    []bool // kernel-invariant: computed in the prologue
 	// invAll: kernel-invariant, a loop's need or not (loopDone)
 	invAll []bool
 
@@ -1525,7 +1527,8 @@ func (l *lowerer) load(v *tile.Value) error {
 				}
 			}
 		}
-		emit(w, "%sld.global%s%s.%s %s, [%s]", guardOf(pred), cacheOp(v), vecSuffix(vw), memType(t), vecOperand(regs), args[0].regs[first])
+		qual, hintArg := l.loadHint(v)
+		emit(w, "%sld.global%s%s.%s %s, [%s]%s", guardOf(pred), qual, vecSuffix(vw), memType(t), vecOperand(regs), args[0].regs[first], hintArg)
 	}
 	l.remember(v, x)
 	return nil
@@ -1778,12 +1781,36 @@ func (l *lowerer) storeGroup(run []*tile.Value) error {
 	return nil
 }
 
-// cacheOp is the PTX cache operator of a load's or store's hint.
+// cacheOp is the PTX cache operator of a store's hint.
 func cacheOp(v *tile.Value) string {
 	if tile.CacheHint(v.Aux) == tile.CacheStreaming {
 		return ".cs"
 	}
 	return ""
+}
+
+// loadHint is a load's hint in PTX: the qualifiers after ld.global and the
+// operand after the address. The keep hint is Triton's evict_last: L1's
+// evict_last priority and an L2 evict_last policy, made once in the
+// prologue by createpolicy (keepPolicy).
+func (l *lowerer) loadHint(v *tile.Value) (qual, operand string) {
+	switch tile.CacheHint(v.Aux) {
+	case tile.CacheStreaming:
+		return ".cs", ""
+	case tile.CacheKeep:
+		return ".L1::evict_last.L2::cache_hint", ", " + l.keepPolicy()
+	}
+	return "", ""
+}
+
+// keepPolicy is the register of the L2 evict_last cache policy, created in
+// the prologue on first use.
+func (l *lowerer) keepPolicy() string {
+	if l.policy == "" {
+		l.policy = l.reg("rd")
+		emit(&l.pro, "createpolicy.fractional.L2::evict_last.b64 %s, 1.0", l.policy)
+	}
+	return l.policy
 }
 
 func zeroLit(d tile.DType) string {

@@ -282,6 +282,9 @@ type emitter struct {
 	// stream, if set, says which loads read data no other program reads
 	// (a load at idx gets the streaming cache hint).
 	stream func(idx *tile.Value) bool
+	// keep: loads at an index every program and iteration shares
+	// (rowInvariant) get the keep cache hint (stream takes precedence).
+	keep bool
 	// beforeStore, if set, is called by store once the outputs are
 	// computed, before they are stored (a persistent row kernel loads its
 	// next row there).
@@ -425,8 +428,11 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 				m = b.BroadcastTo(e.mask, idx.Type.Shape)
 			}
 			var hint []tile.CacheHint
-			if e.stream != nil && e.stream(idx) {
+			switch {
+			case e.stream != nil && e.stream(idx):
 				hint = []tile.CacheHint{tile.CacheStreaming}
+			case e.keep && rowInvariant(idx):
+				hint = []tile.CacheHint{tile.CacheKeep}
 			}
 			v = b.Load(b.AddPtr(p, idx), m, nil, hint...)
 			if e.onLoad != nil {

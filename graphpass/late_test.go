@@ -218,3 +218,87 @@ func TestStreamHints(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepHints: KEEP = 1 puts the keep hint (L1 evict_last, an L2
+// evict_last policy made once by createpolicy) on the loads every row reads
+// alike, LayerNorm's γ and β, in the one-row (late loads and whole),
+// rows-a-program and persistent forms, never on the row's own loads, nor
+// on a softmax's (it reads only the row), nor in the walked form (there γ's
+// index moves with the loop); with STREAM = 2 the row's loads stream and γ
+// and β are kept; KEEP = 2 is an error; ptxas 11.8 (sm_90), where
+// installed, assembles each kernel.
+func TestKeepHints(t *testing.T) {
+	ptxas, err := exec.LookPath("ptxas")
+	if err != nil && os.Getenv("TILEFUSE_REQUIRE_PTXAS") != "" {
+		t.Fatalf("ptxas is required (TILEFUSE_REQUIRE_PTXAS is set) but not found: %v", err)
+	}
+	count := func(re, ptx string) int { return len(regexp.MustCompile(re).FindAllString(ptx, -1)) }
+	const kept = `ld\.global\.L1::evict_last\.L2::cache_hint\.(v[24]\.)?f32 [^;]*\], %rd\d+;`
+	for _, c := range []struct {
+		name       string
+		rows, cols int
+		ln         bool
+		meta       tile.Meta
+		want       bool // γ and β kept
+	}{
+		{"LayerNorm late loads", 64, 4096, true, tile.Meta{"BLOCK": 4096, "late_loads": 1, "num_warps": 8}, true},
+		{"LayerNorm whole", 64, 4096, true, tile.Meta{"BLOCK": 4096, "num_warps": 4}, true},
+		{"LayerNorm rows a program, tail", 64, 1000, true, tile.Meta{"BLOCK": 1024, "BLOCK_M": 2, "num_warps": 4}, true},
+		{"LayerNorm persistent", 300, 4096, true, tile.Meta{"BLOCK": 4096, "PERSIST": 2, "late_loads": 1, "num_warps": 8}, true},
+		{"LayerNorm walked", 8, 40000, true, tile.Meta{"CHUNK": 8192, "num_warps": 16}, false},
+		{"softmax", 64, 4096, false, tile.Meta{"BLOCK": 4096, "num_warps": 4}, false},
+	} {
+		g := G.NewGraph()
+		x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("x"))
+		if c.ln {
+			opLayerNormAffine(x)
+		} else {
+			e := G.Must(G.Exp(G.Must(G.BroadcastSub(x, G.Must(G.Max(x, 1)), nil, []byte{1}))))
+			G.Must(G.BroadcastHadamardDiv(e, G.Must(G.Sum(e, 1)), nil, []byte{1}))
+		}
+		gr, err := Import(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups := Partition(gr, Options{Target: H200})
+		if len(groups) != 1 {
+			t.Fatalf("%s: %d groups", c.name, len(groups))
+		}
+		for _, v := range []struct {
+			keep, stream int
+		}{{0, 0}, {1, 0}, {1, 2}, {2, 0}} {
+			t.Run(fmt.Sprintf("%s/KEEP=%d,STREAM=%d", c.name, v.keep, v.stream), func(t *testing.T) {
+				m := maps.Clone(c.meta)
+				for name, x := range map[string]int{"KEEP": v.keep, "STREAM": v.stream} {
+					if x > 0 {
+						m[name] = x
+					}
+				}
+				if v.keep == 2 {
+					if _, err := Emit(groups[0], TuneTo(H200, m), tile.PrecIEEE); err == nil || !strings.Contains(err.Error(), "KEEP = 2") {
+						t.Fatalf("KEEP = 2: error %v, want one that names it", err)
+					}
+					return
+				}
+				k, ck := compileH200(t, groups[0], m)
+				keeps, policies := count(kept, ck.PTX), count(`createpolicy\.fractional\.L2::evict_last\.b64 %rd\d+, 1\.0;`, ck.PTX)
+				plain := count(`ld\.global\.(v[24]\.)?f32`, ck.PTX)
+				streamed := count(`ld\.global\.cs\.`, ck.PTX)
+				want := v.keep == 1 && c.want
+				if (keeps > 0) != want || policies != min(keeps, 1) {
+					t.Errorf("%d kept loads, %d policies: want kept loads %v, one policy where there are", keeps, policies, want)
+				}
+				if want && !strings.Contains(k.Tile.String(), "{cache = keep}") {
+					t.Errorf("the tile IR does not show the hint:\n%v", k.Tile)
+				}
+				// the row itself: plain, or streamed with STREAM = 2
+				if v.stream == 2 && streamed == 0 || v.stream == 0 && plain == 0 {
+					t.Errorf("the row's loads: %d plain, %d streamed (STREAM = %d)", plain, streamed, v.stream)
+				}
+				if ptxas != "" {
+					ptxasUsage(t, ptxas, ck.PTX, m.String())
+				}
+			})
+		}
+	}
+}

@@ -323,6 +323,21 @@ func emitRow(e *emitter, out *tile.Value, k *Kernel) error {
 	default:
 		return fmt.Errorf("graphpass: %v: STREAM = %d: want 0 (no hint), 1 (the row's loads and the stores), 2 (the loads) or 3 (the stores)", e.grp, stream)
 	}
+	// KEEP: 1 the loads that every row reads alike (LayerNorm's γ and β:
+	// an index that depends on no program id and no loop) with the keep
+	// cache hint (evict last: Triton's evict_last, which Inductor puts on
+	// a row kernel's weights); a GPU's hint, which the CPU backends ignore
+	keep, err := e.optParam("KEEP", 0)
+	if err != nil {
+		return err
+	}
+	switch keep {
+	case 0:
+	case 1:
+		e.keep = true
+	default:
+		return fmt.Errorf("graphpass: %v: KEEP = %d: want 0 (no hint) or 1 (the loads every row reads alike)", e.grp, keep)
+	}
 	persist, err := e.optParam("PERSIST", 0)
 	if err != nil {
 		return err
@@ -1006,4 +1021,29 @@ func (r *rowEmit) order() []*Node {
 	}
 	visit(r.e.grp.Root)
 	return order
+}
+
+// rowInvariant reports whether the index idx is the same in every program
+// and every iteration: it depends on no program id and on no loop's
+// argument (a row kernel's γ and β at the row's columns).
+func rowInvariant(idx *tile.Value) bool {
+	seen := map[*tile.Value]bool{}
+	var varies func(v *tile.Value) bool
+	varies = func(v *tile.Value) bool {
+		if v == nil || seen[v] {
+			return false
+		}
+		seen[v] = true
+		switch v.Op {
+		case tile.OpProgramID, tile.OpBlockArg, tile.OpForResult, tile.OpFor:
+			return true
+		}
+		for _, a := range v.Args {
+			if varies(a) {
+				return true
+			}
+		}
+		return false
+	}
+	return !varies(idx)
 }

@@ -173,7 +173,9 @@ func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.M
 // for rows of at least 8192 held in one block, every warp the target has
 // (32 at 1024 threads: 8 to 32 elements a thread, a quarter or half of
 // the registers, one program of 32 warps an SM), for shorter rows held
-// in one block without late loads 32 and 8 elements a thread, and the row
+// in one block without late loads 32 and 8 elements a thread, where the
+// group reads other operands beside the row (γ and β) the keep hint on
+// them the other way (KEEP) and with the row's loads streamed, and the row
 // walked in blocks of 16 elements a thread at 4, 8, 16 and 32 warps (where the group
 // computes nothing a looped row cannot: fewer registers, more programs an
 // SM, the second pass from L2); rows walked in blocks: CHUNK halved and
@@ -272,6 +274,12 @@ func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta
 		out = append(out, with(def, "STREAM", 1))
 	case 1: // none, and on the loads or the stores alone
 		out = append(out, with(def, "STREAM", 0), with(def, "STREAM", 2), with(def, "STREAM", 3))
+	}
+	if rowInputs(grp) > 1 { // γ and β kept in the caches, or not; with the row's loads streamed too
+		out = append(out, with(def, "KEEP", 1-def["KEEP"]))
+		if def["STREAM"] != 2 {
+			out = append(out, with(def, "KEEP", 1, "STREAM", 2))
+		}
 	}
 	for _, m := range warpChoices(def, t, 16) {
 		if bm*block <= 64*32*m["num_warps"] { // at most 64 elements a thread

@@ -893,6 +893,9 @@ func (b *Builder) hint(v *Value, hint []CacheHint) *Value {
 	if len(hint) > 1 || len(hint) == 1 && hint[0] >= numCacheHints {
 		return b.fail(v.Op.String(), v.Type, "cache hints %v: give at most one known hint", hint)
 	}
+	if len(hint) == 1 && hint[0] == CacheKeep && v.Op != OpLoad {
+		return b.fail(v.Op.String(), v.Type, "cache hint keep: for loads only (a store takes streaming or none)")
+	}
 	if len(hint) == 1 {
 		v.Aux = int64(hint[0])
 	}

@@ -83,6 +83,10 @@ func TestBuilderErrors(t *testing.T) {
 			p := b.Ptr("p", tile.F32)
 			b.Load(p, nil, nil, tile.CacheStreaming, tile.CacheDefault)
 		}, "give at most one known hint"},
+		{"keep on a store", func(b *tile.Builder) {
+			p := b.Ptr("p", tile.F32)
+			b.Store(p, b.Load(p, nil, nil, tile.CacheKeep), nil, tile.CacheKeep)
+		}, "cache hint keep: for loads only"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -274,6 +274,11 @@ type CacheHint uint8
 const (
 	CacheDefault   CacheHint = iota
 	CacheStreaming           // data touched once: evict first (PTX .cs)
+	// CacheKeep: data other programs read too (a LayerNorm's γ and β,
+	// read by every row): kept in the caches, evicted last (Triton's
+	// eviction_policy="evict_last"; PTX ld.global.L1::evict_last with an
+	// L2 evict_last policy from createpolicy). Loads only.
+	CacheKeep
 	numCacheHints
 )
 
@@ -283,6 +288,8 @@ func (h CacheHint) String() string {
 		return "default"
 	case CacheStreaming:
 		return "streaming"
+	case CacheKeep:
+		return "keep"
 	}
 	return fmt.Sprintf("cache(%d)", uint8(h))
 }

@@ -433,6 +433,9 @@ func (vr *verifier) memoryOp(v *Value) error {
 		if v.Aux < 0 || v.Aux >= int64(numCacheHints) || v.Op == OpAtomicAdd && v.Aux != 0 {
 			return vr.fail(v, fmt.Sprintf("unknown cache hint %d", v.Aux))
 		}
+		if CacheHint(v.Aux) == CacheKeep {
+			return vr.fail(v, "the keep cache hint is for loads; a store takes streaming or none")
+		}
 		p, x := v.Args[0], v.Args[1]
 		if !p.Type.Ptr {
 			return vr.fail(v, fmt.Sprintf("%v to %v, not a pointer", v.Op, p.Type))

@@ -264,6 +264,9 @@ func TestVerifierRejects(t *testing.T) {
 		{"unknown cache hint", func(k *Kernel) {
 			first(k, OpLoad).Aux = 9
 		}, "unknown cache hint 9"},
+		{"keep hint on a store", func(k *Kernel) {
+			first(k, OpStore).Aux = int64(CacheKeep)
+		}, "the keep cache hint is for loads"},
 		{"nil operand", func(k *Kernel) {
 			first(k, OpAdd).Args[0] = nil
 		}, "operand 0 is nil"},
