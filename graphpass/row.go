@@ -96,6 +96,16 @@ const streamBytes = 64 << 20
 //     16 warps: 74%); held late, a row of 8192 to maxRow takes one warp
 //     for every 1024 elements (below); the walked forms stay candidates
 //     (rowSpace);
+//   - on a GPU, KEEP = 1 where the group reads an operand every row reads
+//     alike (sharedOperands: LayerNorm's γ and β) and the row is held in
+//     one block: those loads with the keep cache hint, Triton's
+//     evict_last, as Inductor writes a row kernel's weights (the H200,
+//     2026-12-04, r29a, the bench's graphs in turn, two calls, device ms:
+//     LayerNorm 8192×4096 0.0687, 0.0688 → 0.0684, 0.0682; 32768×1024
+//     0.0674, 0.0677 → 0.0667, 0.0667; 1151×8192 0.0235, 0.0234 → 0.0228,
+//     0.0228; 1823×781 0.00829, 0.00823 → 0.00807, 0.0081; not for the
+//     walked or long rows with STREAM: 4096×32768 0.289, 0.288 → 0.291,
+//     0.292);
 //   - on a GPU, BLOCK_M, the rows a program takes, where the rows are
 //     short: rows are added while a program holds fewer than 8 elements a
 //     thread and the grid keeps a program for every SM (absent: one);
@@ -139,6 +149,9 @@ func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 		return
 	}
 	block := pow2AtLeast(n)
+	if t.GPU() && sharedOperands(grp) {
+		meta["KEEP"] = 1
+	}
 	late := lateLoads(grp, t)
 	if late && block >= 8192 && !looped(grp.Full, t) {
 		// held at a warp for every 1024 elements (32 a thread) with γ and
@@ -203,6 +216,18 @@ func rowWarps(block int, t Target) int { return max(t.NumWarps, min(block/1024, 
 // at 32768×1024). LayerNorm's late loads keep lateWarps (16 warps there:
 // 0.0861 against 0.0679 at 8).
 func rowWarps8(block int, t Target) int { return min(block/256, maxRowWarps(t)) }
+
+// sharedOperands reports whether the group reads an operand that is
+// neither a scalar nor as large as its rows (LayerNorm's γ and β, read by
+// every row alike).
+func sharedOperands(grp *Group) bool {
+	for _, in := range grp.Inputs {
+		if k := numel(in.Info.Shape); k > 1 && k < numel(grp.Full) {
+			return true
+		}
+	}
+	return false
+}
 
 // rowInputs is the number of the group's inputs that are not scalars.
 func rowInputs(grp *Group) int {

@@ -171,18 +171,18 @@ func TestMetaParameters(t *testing.T) {
 			tile.Meta{"BLOCK": 4096, "num_warps": 16}, 0},
 		{"row of 8192: 8 warps", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 1151, 8192))) }, H200,
 			tile.Meta{"BLOCK": 8192, "num_warps": 8}, 0},
-		{"a LayerNorm-like row of 8192 held at 8 warps, its gain loaded late (walked at 4 warps: slower)", func(g *G.ExprGraph) *G.Node {
+		{"a LayerNorm-like row of 8192 held at 8 warps, its gain loaded late and kept in the caches (walked at 4 warps: slower)", func(g *G.ExprGraph) *G.Node {
 			x, w := in(g, "x", 1151, 8192), in(g, "w", 8192)
 			return must(G.BroadcastHadamardProd(must(G.SoftMax(x)), w, nil, []byte{0}))
-		}, H200, tile.Meta{"BLOCK": 8192, "late_loads": 2, "num_warps": 8}, 0},
+		}, H200, tile.Meta{"BLOCK": 8192, "KEEP": 1, "late_loads": 2, "num_warps": 8}, 0},
 		{"a LayerNorm-like row of 32768 in one block at 16 warps, its gain a group ahead, streamed (its input is larger than the L2)", func(g *G.ExprGraph) *G.Node {
 			x, w := in(g, "x", 4096, 32768), in(g, "w", 32768)
 			return must(G.BroadcastHadamardProd(must(G.SoftMax(x)), w, nil, []byte{0}))
 		}, H200, tile.Meta{"BLOCK": 32768, "STREAM": 1, "late_loads": 1, "num_warps": 16}, 0},
-		{"a LayerNorm-like row of 4096 in one block at 8 warps, its gain loaded late", func(g *G.ExprGraph) *G.Node {
+		{"a LayerNorm-like row of 4096 in one block at 8 warps, its gain loaded late and kept in the caches", func(g *G.ExprGraph) *G.Node {
 			x, w := in(g, "x", 64, 4000), in(g, "w", 4000)
 			return must(G.BroadcastHadamardProd(must(G.SoftMax(x)), w, nil, []byte{0}))
-		}, H200, tile.Meta{"BLOCK": 4096, "late_loads": 2, "num_warps": 8}, 0},
+		}, H200, tile.Meta{"BLOCK": 4096, "KEEP": 1, "late_loads": 2, "num_warps": 8}, 0},
 		{"rows of 100: 8 a program", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 8192, 100))) }, H200,
 			tile.Meta{"BLOCK": 128, "BLOCK_M": 8, "num_warps": 4}, 0},
 		{"rows of 100, 600 of them: 4 a program (150 programs for 132 SMs)", func(g *G.ExprGraph) *G.Node { return must(G.SoftMax(in(g, "x", 600, 100))) }, H200,

@@ -206,7 +206,7 @@ func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta
 		}
 		for _, w := range []int{4, 8, 16, 32} {
 			if c := 16 * 32 * w; w <= allWarps && c < n {
-				out = append(out, with(def, "BLOCK", 0, "BLOCK_M", 0, "late_loads", 0, "CHUNK", c, "STREAM", stream, "num_warps", w))
+				out = append(out, with(def, "BLOCK", 0, "BLOCK_M", 0, "late_loads", 0, "KEEP", 0, "CHUNK", c, "STREAM", stream, "num_warps", w))
 			}
 		}
 		return out
