@@ -283,8 +283,13 @@ type emitter struct {
 	// (a load at idx gets the streaming cache hint).
 	stream func(idx *tile.Value) bool
 	// keep: loads at an index every program and iteration shares
-	// (rowInvariant) get the keep cache hint (stream takes precedence).
-	keep bool
+	// (rowInvariant; with loopsShared, every program, whatever the
+	// iteration of a loop whose bounds are constants: a walked row's γ at
+	// its block's columns) get the keep cache hint; keepRow, if set, says
+	// which other loads get it (a walked row's loads in the passes before
+	// the last, which reads them again from L2). stream takes precedence.
+	keep, loopsShared bool
+	keepRow           func(idx *tile.Value) bool
 	// beforeStore, if set, is called by store once the outputs are
 	// computed, before they are stored (a persistent row kernel loads its
 	// next row there).
@@ -431,7 +436,7 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			switch {
 			case e.stream != nil && e.stream(idx):
 				hint = []tile.CacheHint{tile.CacheStreaming}
-			case e.keep && rowInvariant(idx):
+			case e.keepRow != nil && e.keepRow(idx), e.keep && rowInvariant(idx, e.loopsShared):
 				hint = []tile.CacheHint{tile.CacheKeep}
 			}
 			v = b.Load(b.AddPtr(p, idx), m, nil, hint...)

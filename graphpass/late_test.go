@@ -222,11 +222,12 @@ func TestStreamHints(t *testing.T) {
 // TestKeepHints: KEEP = 1 puts the keep hint (L1 evict_last, an L2
 // evict_last policy made once by createpolicy) on the loads every row reads
 // alike, LayerNorm's γ and β, in the one-row (late loads and whole),
-// rows-a-program and persistent forms, never on the row's own loads, nor
-// on a softmax's (it reads only the row), nor in the walked form (there γ's
-// index moves with the loop); with STREAM = 2 the row's loads stream and γ
-// and β are kept; KEEP = 2 is an error; ptxas 11.8 (sm_90), where
-// installed, assembles each kernel.
+// rows-a-program and persistent forms, never on the row's own loads there,
+// nor on a softmax's (it reads only the row); in the walked form, as
+// Inductor walks a row, on γ and β and the row's loads in the first pass,
+// the last pass's row loads evict-first (streamed) whatever STREAM; with
+// STREAM = 2 the row's loads stream and γ and β are kept; KEEP = 2 is an
+// error; ptxas 11.8 (sm_90), where installed, assembles each kernel.
 func TestKeepHints(t *testing.T) {
 	ptxas, err := exec.LookPath("ptxas")
 	if err != nil && os.Getenv("TILEFUSE_REQUIRE_PTXAS") != "" {
@@ -245,7 +246,8 @@ func TestKeepHints(t *testing.T) {
 		{"LayerNorm whole", 64, 4096, true, tile.Meta{"BLOCK": 4096, "num_warps": 4}, true},
 		{"LayerNorm rows a program, tail", 64, 1000, true, tile.Meta{"BLOCK": 1024, "BLOCK_M": 2, "num_warps": 4}, true},
 		{"LayerNorm persistent", 300, 4096, true, tile.Meta{"BLOCK": 4096, "PERSIST": 2, "late_loads": 1, "num_warps": 8}, true},
-		{"LayerNorm walked", 8, 40000, true, tile.Meta{"CHUNK": 8192, "num_warps": 16}, false},
+		{"LayerNorm walked", 8, 40000, true, tile.Meta{"CHUNK": 8192, "num_warps": 16}, true},
+		{"LayerNorm walked, rows of 4096", 64, 4096, true, tile.Meta{"CHUNK": 1024, "num_warps": 4}, true},
 		{"softmax", 64, 4096, false, tile.Meta{"BLOCK": 4096, "num_warps": 4}, false},
 	} {
 		g := G.NewGraph()
@@ -291,8 +293,15 @@ func TestKeepHints(t *testing.T) {
 				if want && !strings.Contains(k.Tile.String(), "{cache = keep}") {
 					t.Errorf("the tile IR does not show the hint:\n%v", k.Tile)
 				}
-				// the row itself: plain, or streamed with STREAM = 2
-				if v.stream == 2 && streamed == 0 || v.stream == 0 && plain == 0 {
+				// the row itself: plain, or streamed with STREAM = 2; walked
+				// and kept, the first pass kept and the last streamed
+				walked := c.meta["CHUNK"] > 0
+				switch {
+				case walked && v.keep == 1:
+					if plain != 0 || streamed == 0 || keeps <= streamed {
+						t.Errorf("walked and kept: %d plain, %d streamed, %d kept loads; want none plain, the row's first pass and γ and β kept, its last pass streamed", plain, streamed, keeps)
+					}
+				case v.stream == 2 && streamed == 0 || v.stream == 0 && plain == 0:
 					t.Errorf("the row's loads: %d plain, %d streamed (STREAM = %d)", plain, streamed, v.stream)
 				}
 				if ptxas != "" {

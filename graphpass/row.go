@@ -351,7 +351,10 @@ func emitRow(e *emitter, out *tile.Value, k *Kernel) error {
 	// KEEP: 1 the loads that every row reads alike (LayerNorm's γ and β:
 	// an index that depends on no program id and no loop) with the keep
 	// cache hint (evict last: Triton's evict_last, which Inductor puts on
-	// a row kernel's weights); a GPU's hint, which the CPU backends ignore
+	// a row kernel's weights); in a walked row also the row's loads in the
+	// passes before the last, and the last pass's with the streaming hint
+	// (evict first), as Inductor walks a row; a GPU's hint, which the CPU
+	// backends ignore
 	keep, err := e.optParam("KEEP", 0)
 	if err != nil {
 		return err
@@ -698,6 +701,16 @@ func (r *rowEmit) looped(out *tile.Value, n, chunk int, hint []tile.CacheHint) e
 	outer := e.memo // the row statistics, valid in every pass
 	stream := e.stream
 	e.stream = nil
+	if e.keep {
+		// as Inductor walks a row: the passes before the last keep the row
+		// in the caches for it, the last reads it evict-first; γ and β,
+		// the same blocks in every program, kept
+		e.loopsShared = true
+		e.keepRow = func(idx *tile.Value) bool { return idx == r.idx }
+		if stream == nil {
+			stream = e.keepRow
+		}
+	}
 	enter := func(c0 *tile.Value) {
 		r.cols = b.Add(lanes, c0)
 		if n%chunk != 0 {
@@ -796,7 +809,7 @@ func (r *rowEmit) looped(out *tile.Value, n, chunk int, hint []tile.CacheHint) e
 		lane := b.Where(b.Eq(res[0], -inf), 0.0, res[0])
 		r.stats[red] = [2]*tile.Value{m, b.Sum(b.Mul(res[1], b.Exp(b.Sub(lane, m))), 0)}
 	}
-	e.stream = stream
+	e.stream, e.keepRow = stream, nil
 	b.For(0, n, chunk, nil, func(c0 *tile.Value, c []*tile.Value) []*tile.Value {
 		enter(c0)
 		v, err := e.gen(e.grp.Root, r.idx)
@@ -1050,8 +1063,10 @@ func (r *rowEmit) order() []*Node {
 
 // rowInvariant reports whether the index idx is the same in every program
 // and every iteration: it depends on no program id and on no loop's
-// argument (a row kernel's γ and β at the row's columns).
-func rowInvariant(idx *tile.Value) bool {
+// argument (a row kernel's γ and β at the row's columns); with
+// loopsShared, on no program id, loops' arguments taken as the same in
+// every program (the walked row's loops, whose bounds are constants).
+func rowInvariant(idx *tile.Value, loopsShared bool) bool {
 	seen := map[*tile.Value]bool{}
 	var varies func(v *tile.Value) bool
 	varies = func(v *tile.Value) bool {
@@ -1060,8 +1075,10 @@ func rowInvariant(idx *tile.Value) bool {
 		}
 		seen[v] = true
 		switch v.Op {
-		case tile.OpProgramID, tile.OpBlockArg, tile.OpForResult, tile.OpFor:
+		case tile.OpProgramID:
 			return true
+		case tile.OpBlockArg, tile.OpForResult, tile.OpFor:
+			return !loopsShared
 		}
 		for _, a := range v.Args {
 			if varies(a) {
