@@ -176,8 +176,6 @@ func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.M
 // in one block without late loads 32 and 8 elements a thread, where the
 // group reads other operands beside the row (γ and β) the keep hint on
 // them the other way (KEEP) and with the row's loads streamed, and the row
-// walked with them kept as Inductor walks it (4 and 8 warps, 8 and 16
-// elements a thread), and the row
 // walked in blocks of 16 elements a thread at 4, 8, 16 and 32 warps (where the group
 // computes nothing a looped row cannot: fewer registers, more programs an
 // SM, the second pass from L2); rows walked in blocks: CHUNK halved and
@@ -303,18 +301,6 @@ func rowSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta
 			for _, w := range []int{rowWarps(block, t), rowWarps8(block, t)} {
 				if w != def["num_warps"] {
 					out = append(out, with(def, "num_warps", w))
-				}
-			}
-		}
-	}
-	if bm == 1 && t.GPU() && sharedOperands(grp) && len(grp.Extra) == 0 && !hasSoftmaxGrad(grp) {
-		// walked as Inductor walks a LayerNorm's row (KEEP: the passes
-		// before the last keep the row in L2, the last reads it
-		// evict-first), at 8 and 16 elements a thread, 4 and 8 warps
-		for _, w := range []int{4, 8} {
-			for _, per := range []int{8, 16} {
-				if c := per * 32 * w; w <= allWarps && c < n {
-					out = append(out, with(def, "BLOCK", 0, "BLOCK_M", 0, "late_loads", 0, "PERSIST", 0, "STREAM", 0, "KEEP", 1, "CHUNK", c, "num_warps", w))
 				}
 			}
 		}
