@@ -136,7 +136,13 @@ func (c tcTiling) String() string {
 }
 
 // partialColumns is the wave model's choice m for product s at prec with
-// the epilogue through shared memory (epi_smem = 1) where the swapped
+// the epilogue through shared memory (epi_smem = 1) on the swapped form
+// where it writes more than one output or reads a value of the output's
+// shape through a transcendental that is not heavy at prec (the H200,
+// 2026-12-04, the tuner at the BERT layer, TF32, r28j: the forward's
+// gelu(x·W1 + b1) writing x·W1 + b1 too 0.0878 → 0.0812 ms, dO·W2ᵀ ⊙
+// gelu'(z) 0.097 → 0.087; the products whose epilogue adds the residual
+// kept theirs), where the swapped
 // form's output is not whole tiles of columns (its epilogue from the
 // accumulator masks each column), and, at TF32 where B is stored [k][n]
 // with rows not 16-byte aligned, B's copies realigned (realign_b = 1). On
@@ -146,6 +152,11 @@ func (c tcTiling) String() string {
 // with epi_smem → 237.9 with both, GPT-2's 4096×50257×768 191.1 → 216.8 →
 // 226.6 (realigned alone: 202.9, 190.2).
 func partialColumns(m tile.Meta, prec tile.Precision, s waveShape) tile.Meta {
+	if m["wgmma"] == 2 && (s.outputs > 1 || s.heavyEpi && !s.heavy(prec)) {
+		// an epilogue that writes more than its output or reads a value of
+		// its shape (GELU's derivative: epilogueThroughSmem)
+		m["epi_smem"] = 1
+	}
 	if m["wgmma"] != 2 || s.n%m["BLOCK_N"] == 0 {
 		return m
 	}
@@ -161,6 +172,7 @@ type waveShape struct {
 	batch, m, n, k int
 	transA, transB bool
 	bare           bool // nothing but the product in its group, one batch: SPLIT_K writable
+	outputs        int  // the values the group writes (its root and extra outputs)
 	// heavyEpi: the epilogue reads a value of the output's shape through
 	// a transcendental (an input gradient through an activation's
 	// derivative, dO·Wᵀ ⊙ gelu'(z)): on the swapped form only 64 rows,
@@ -339,7 +351,7 @@ func productWaveShape(grp *Group) (waveShape, bool) {
 	}
 	heavy, gelu := heavyEpilogue(grp)
 	return waveShape{batch: batch, m: m, n: n, k: k, transA: grp.transA(), transB: mm.Info.TransB,
-		bare: batch == 1 && grp.Root == mm && len(grp.Extra) == 0, heavyEpi: heavy, geluTanh: gelu}, true
+		bare: batch == 1 && grp.Root == mm && len(grp.Extra) == 0, outputs: 1 + len(grp.Extra), heavyEpi: heavy, geluTanh: gelu}, true
 }
 
 // heavyEpilogue reports whether product group grp reads, beside its
