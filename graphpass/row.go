@@ -81,7 +81,8 @@ const streamBytes = 64 << 20
 //     (76 registers: 50 MB, the whole L2);
 //   - on a GPU, where the group reads other operands beside the row and
 //     writes one output (LayerNorm's γ and β: lateLoads), late_loads (one
-//     row a program): they are loaded in the output's store, 2 groups of 4
+//     row a program; not where a row of up to 1024 is not 16-byte aligned,
+//     below): they are loaded in the output's store, 2 groups of 4
 //     a thread ahead (1 at 64 elements a thread), not whole beside the
 //     row, so that a row of
 //     up to twice maxRow of 4-byte elements is held in one block as a
@@ -152,7 +153,10 @@ func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 	if t.GPU() && sharedOperands(grp) {
 		meta["KEEP"] = 1
 	}
-	late := lateLoads(grp, t)
+	// γ and β whole where rows of up to 1024 are not 16-byte aligned (the
+	// H200, r29c, tilefuse tune: LayerNorm 1823×781 at 4 warps 0.0068 ms
+	// whole against 0.0086 late, two groups ahead; rows of 1024 level)
+	late := lateLoads(grp, t) && (n%4 == 0 || block > 1024)
 	if late && block >= 8192 && !looped(grp.Full, t) {
 		// held at a warp for every 1024 elements (32 a thread) with γ and
 		// β two groups ahead: LayerNorm 1151×8192 on the H200 (tilefuse
