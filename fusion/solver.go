@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu"
+	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/tile"
 )
 
@@ -218,6 +219,13 @@ func (s *Solver) Step(model []G.ValueGrad) (err error) {
 	}
 	s.iter++
 	args := map[tile.DType][]any{}
+	// the learnables of each element type in one dispatch on the worker
+	// pool (cpu.Exec.LaunchAll), as PyTorch's multi-tensor apply: a
+	// model's many small ones (biases, heads) pay one wake-up of the
+	// workers, not one each
+	batches := map[tile.DType][]native.Launch1{}
+	names := map[tile.DType][]string{}
+	var order []tile.DType
 	for _, l := range launches {
 		d := tileDType(l.p.dtype)
 		e, err := s.exec(d)
@@ -226,17 +234,26 @@ func (s *Solver) Step(model []G.ValueGrad) (err error) {
 		}
 		if args[d] == nil {
 			args[d] = s.cfg.scalars(d, s.iter)
+			order = append(order, d)
 		}
 		n := l.p.shape.TotalSize()
 		a := append(append(append([]any{l.w, l.g}, l.p.state...), n), args[d]...)
 		grid := tile.Grid{tile.CDiv(n, solverBlock)}
 		if s.launch != nil {
-			err = s.launch(e.k, grid, a...)
-		} else {
-			err = e.exec.Launch(grid, a...)
+			if err := s.launch(e.k, grid, a...); err != nil {
+				return fmt.Errorf("fusion: solver step: %s: %w", l.p.name, err)
+			}
+			continue
 		}
-		if err != nil {
-			return fmt.Errorf("fusion: solver step: %s: %w", l.p.name, err)
+		batches[d] = append(batches[d], native.Launch1{Grid: grid, Args: a})
+		names[d] = append(names[d], l.p.name)
+	}
+	for _, d := range order {
+		if len(batches[d]) == 0 {
+			continue
+		}
+		if i, err := s.execs[d].exec.LaunchAll(batches[d]); err != nil {
+			return fmt.Errorf("fusion: solver step: %s: %w", names[d][i], err)
 		}
 	}
 	return nil

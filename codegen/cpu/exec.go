@@ -238,6 +238,24 @@ func (e *Exec) Launch(grid tile.Grid, args ...any) error {
 	return first
 }
 
+// LaunchAll runs launches of the kernel, each a grid and its arguments as
+// Launch takes them, which must be independent (no launch's stores reach
+// what another reads or writes): as machine code, all of them in one
+// dispatch on the worker pool (native's LaunchAll); else one after the
+// other as Launch runs them. It returns the first error and the index of
+// the launch that met it.
+func (e *Exec) LaunchAll(ls []native.Launch1) (int, error) {
+	if e.native != nil && e.native.LaunchAll(ls) == nil {
+		return 0, nil
+	}
+	for i, l := range ls {
+		if err := e.Launch(l.Grid, l.Args...); err != nil {
+			return i, err
+		}
+	}
+	return 0, nil
+}
+
 // located fills in the kernel and program of a fault.
 func (e *Exec) located(err error, f *frame) error {
 	if ee, ok := err.(*tile.ExecError); ok {

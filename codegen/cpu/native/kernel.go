@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -338,6 +339,83 @@ func (nk *Kernel) Launch(grid tile.Grid, args ...any) error {
 		return ErrFallback
 	}
 	return nil
+}
+
+// Launch1 is one launch of LaunchAll: its grid and arguments, as Launch
+// takes them.
+type Launch1 struct {
+	Grid tile.Grid
+	Args []any
+}
+
+// LaunchAll runs the launches of the kernel as one dispatch on the pool:
+// their programs one after the other in one range the workers share (as
+// PyTorch's multi-tensor apply runs an optimizer over many tensors), so
+// that launches too small to fill the pool alone (a model's biases and
+// heads) pay one wake-up and one join in all, not one each. The launches
+// must be independent: no launch's stores may reach what another reads or
+// writes (a solver's learnables, each with its own gradient and state).
+// It returns nil, or ErrFallback as Launch does, for all of them: then
+// the caller runs each on the executor.
+func (nk *Kernel) LaunchAll(ls []Launch1) error {
+	if len(ls) == 1 {
+		return nk.Launch(ls[0].Grid, ls[0].Args...)
+	}
+	all := &multiTask{starts: make([]int, len(ls)+1), tasks: make([]*task, 0, len(ls))}
+	defer func() {
+		for _, t := range all.tasks {
+			clear(t.args)
+			t.args = t.args[:0]
+			nk.tasks.put(t)
+		}
+	}()
+	for i, l := range ls {
+		g, err := l.Grid.Norm()
+		if err != nil || len(l.Args) != len(nk.k.Params) {
+			return ErrFallback
+		}
+		t := nk.tasks.get()
+		all.tasks = append(all.tasks, t)
+		t.args = append(t.args[:0], l.Args...) // held: see Launch
+		if !t.bind(l.Args) {
+			return ErrFallback
+		}
+		total := g[0] * g[1] * g[2]
+		chunk, _ := launchChunks(total, nk.work, 1)
+		t.prepare([3]int{g[0], g[1], g[2]}, chunk)
+		all.starts[i+1] = all.starts[i] + total
+	}
+	total := all.starts[len(ls)]
+	if total == 0 {
+		return nil
+	}
+	workers := launchWorkers(float64(total)*nk.work, pool.Default().Workers())
+	_, grain := launchChunks(total, nk.work, workers)
+	pool.Default().DoChunks(all, total, workers, grain)
+	runtime.KeepAlive(ls)
+	for _, t := range all.tasks {
+		if t.fail.Load() {
+			return ErrFallback
+		}
+	}
+	return nil
+}
+
+// multiTask is LaunchAll's work: launch i's programs are [starts[i],
+// starts[i+1]) of the range.
+type multiTask struct {
+	starts []int
+	tasks  []*task
+}
+
+// Run runs programs [lo, hi) of the range as worker w, launch by launch.
+func (m *multiTask) Run(w, lo, hi int) {
+	i, _ := slices.BinarySearch(m.starts, lo+1)
+	for i--; i < len(m.tasks) && m.starts[i] < hi; i++ {
+		if a, b := max(lo, m.starts[i]), min(hi, m.starts[i+1]); a < b {
+			m.tasks[i].Run(w, a-m.starts[i], b-m.starts[i])
+		}
+	}
 }
 
 // bind writes the parameters into the header: buffers as base and end
