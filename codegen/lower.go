@@ -24,18 +24,17 @@ type lval struct {
 // memory when asked for in another. Values that depend only on parameters,
 // program ids and thread geometry go to the prologue, computed once per thread.
 type lowerer struct {
-	// policy: the register of the keep hint's L2 cache policy (keepPolicy)
-	policy string
-	k      *tile.Kernel
-	opt    Options
-	axes   []analysis.AxisInfo
-	inv    []bool // kernel-invariant: computed in the prologue
+	k    *tile.Kernel
+	opt  Options
+	axes []analysis.AxisInfo
+	inv  []bool // kernel-invariant: computed in the prologue
 	// invAll: kernel-invariant, a loop's need or not (loopDone)
 	invAll []bool
 
 	pro, body strings.Builder
 	nreg      map[string]int
 	nlabel    int
+	policy    string // the register of the keep hint's L2 cache policy (keepPolicy)
 
 	memo    []map[string]*lval // scopes; memo[0] holds prologue values
 	natural map[int]*Layout    // anchors' natural layouts, by value ID
