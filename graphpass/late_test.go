@@ -173,22 +173,7 @@ func TestStreamHints(t *testing.T) {
 		{"softmax walked", 8, 40000, false, tile.Meta{"CHUNK": 8192, "num_warps": 16}},
 		{"LayerNorm with γ and β late", 64, 4096, true, tile.Meta{"BLOCK": 4096, "late_loads": 1, "num_warps": 4}},
 	} {
-		g := G.NewGraph()
-		x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("x"))
-		if c.ln {
-			opLayerNormAffine(x)
-		} else {
-			e := G.Must(G.Exp(G.Must(G.BroadcastSub(x, G.Must(G.Max(x, 1)), nil, []byte{1}))))
-			G.Must(G.BroadcastHadamardDiv(e, G.Must(G.Sum(e, 1)), nil, []byte{1}))
-		}
-		gr, err := Import(g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		groups := Partition(gr, Options{Target: H200})
-		if len(groups) != 1 {
-			t.Fatalf("%s: %d groups", c.name, len(groups))
-		}
+		groups := []*Group{rowGroupH200(t, c.rows, c.cols, c.ln)}
 		for stream := range 5 {
 			t.Run(fmt.Sprintf("%s/STREAM=%d", c.name, stream), func(t *testing.T) {
 				m := maps.Clone(c.meta)
@@ -250,22 +235,7 @@ func TestKeepHints(t *testing.T) {
 		{"LayerNorm walked, rows of 4096", 64, 4096, true, tile.Meta{"CHUNK": 1024, "num_warps": 4}, true},
 		{"softmax", 64, 4096, false, tile.Meta{"BLOCK": 4096, "num_warps": 4}, false},
 	} {
-		g := G.NewGraph()
-		x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("x"))
-		if c.ln {
-			opLayerNormAffine(x)
-		} else {
-			e := G.Must(G.Exp(G.Must(G.BroadcastSub(x, G.Must(G.Max(x, 1)), nil, []byte{1}))))
-			G.Must(G.BroadcastHadamardDiv(e, G.Must(G.Sum(e, 1)), nil, []byte{1}))
-		}
-		gr, err := Import(g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		groups := Partition(gr, Options{Target: H200})
-		if len(groups) != 1 {
-			t.Fatalf("%s: %d groups", c.name, len(groups))
-		}
+		groups := []*Group{rowGroupH200(t, c.rows, c.cols, c.ln)}
 		for _, v := range []struct {
 			keep, stream int
 		}{{0, 0}, {1, 0}, {1, 2}, {2, 0}} {
@@ -310,4 +280,27 @@ func TestKeepHints(t *testing.T) {
 			})
 		}
 	}
+}
+
+// rowGroupH200 is the one group of LayerNorm with γ and β (ln) or a
+// softmax written op by op over a rows×cols x, partitioned for the H200.
+func rowGroupH200(t *testing.T, rows, cols int, ln bool) *Group {
+	t.Helper()
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("x"))
+	if ln {
+		opLayerNormAffine(x)
+	} else {
+		e := G.Must(G.Exp(G.Must(G.BroadcastSub(x, G.Must(G.Max(x, 1)), nil, []byte{1}))))
+		G.Must(G.BroadcastHadamardDiv(e, G.Must(G.Sum(e, 1)), nil, []byte{1}))
+	}
+	gr, err := Import(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := Partition(gr, Options{Target: H200})
+	if len(groups) != 1 {
+		t.Fatalf("%d×%d: %d groups, want 1", rows, cols, len(groups))
+	}
+	return groups[0]
 }
