@@ -65,7 +65,7 @@ func BenchmarkSolverStep(b *testing.B) {
 					}
 					b.SetBytes(bytes)
 					for b.Loop() {
-						b.StopTimer() // the step alone: Memset runs on one core
+						b.StopTimer()             // the step alone: Memset runs on one core
 						for _, p := range model { // a gradient, as a run leaves one
 							p.(tensorParam).g.Memset(float32(1e-3))
 						}
