@@ -466,7 +466,7 @@ func tuneMatMulTiles(grp *Group, t Target, prec tile.Precision, meta tile.Meta) 
 		// TF32 and bf16 products at least 128 on every side on a GPU with
 		// the H200's shared memory: the wave model (waves.go)
 		if ws, ok := productWaveShape(grp); ok && waveModelApplies(t, prec, ws) {
-			maps.Copy(meta, partialColumns(chooseWaves(t, prec, ws).meta(), prec, ws))
+			maps.Copy(meta, partialColumns(busyEpilogue(chooseWaves(t, prec, ws).meta(), prec, ws), prec, ws))
 			return
 		} else if ok && storeBound(t, prec, ws) {
 			switch {

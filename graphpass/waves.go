@@ -135,14 +135,23 @@ func (c tcTiling) String() string {
 	return fmt.Sprintf("%v (%.1f µs)", c.meta(), c.est*1e6)
 }
 
-// partialColumns is the wave model's choice m for product s at prec with
+// busyEpilogue is the wave model's choice m for product s at prec with
 // the epilogue through shared memory (epi_smem = 1) on the swapped form
 // where it writes more than one output or reads a value of the output's
 // shape through a transcendental that is not heavy at prec (the H200,
 // 2026-12-04, the tuner at the BERT layer, TF32, r28j: the forward's
 // gelu(x·W1 + b1) writing x·W1 + b1 too 0.0878 → 0.0812 ms, dO·W2ᵀ ⊙
 // gelu'(z) 0.097 → 0.087; the products whose epilogue adds the residual
-// kept theirs), where the swapped
+// kept theirs).
+func busyEpilogue(m tile.Meta, prec tile.Precision, s waveShape) tile.Meta {
+	if m["wgmma"] == 2 && (s.outputs > 1 || s.heavyEpi && !s.heavy(prec)) {
+		m["epi_smem"] = 1
+	}
+	return m
+}
+
+// partialColumns is the wave model's choice m for product s at prec with
+// the epilogue through shared memory (epi_smem = 1) where the swapped
 // form's output is not whole tiles of columns (its epilogue from the
 // accumulator masks each column), and, at TF32 where B is stored [k][n]
 // with rows not 16-byte aligned, B's copies realigned (realign_b = 1). On
@@ -152,11 +161,6 @@ func (c tcTiling) String() string {
 // with epi_smem → 237.9 with both, GPT-2's 4096×50257×768 191.1 → 216.8 →
 // 226.6 (realigned alone: 202.9, 190.2).
 func partialColumns(m tile.Meta, prec tile.Precision, s waveShape) tile.Meta {
-	if m["wgmma"] == 2 && (s.outputs > 1 || s.heavyEpi && !s.heavy(prec)) {
-		// an epilogue that writes more than its output or reads a value of
-		// its shape (GELU's derivative: epilogueThroughSmem)
-		m["epi_smem"] = 1
-	}
 	if m["wgmma"] != 2 || s.n%m["BLOCK_N"] == 0 {
 		return m
 	}
