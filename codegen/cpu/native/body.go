@@ -31,7 +31,7 @@ func tempsFor(n *node) int {
 	switch n.op {
 	case opCompute:
 		switch n.v.Op {
-		case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid:
+		case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1:
 			return 10
 		case tile.OpRsqrt:
 			return 3
@@ -43,6 +43,7 @@ func tempsFor(n *node) int {
 			if isF64(n) {
 				return 2 // a ymm pair's form (f64y.go)
 			}
+			return 3
 		case tile.OpMin, tile.OpMax:
 			return 3
 		case tile.OpSelect, tile.OpEq, tile.OpNe, tile.OpLt, tile.OpLe, tile.OpGt, tile.OpGe:

@@ -187,3 +187,138 @@ func tanhf32(x float32) float32 {
 	// x's sign: the second form has none, the first loses it at -0
 	return math.Float32frombits(math.Float32bits(r) | math.Float32bits(x)&0x80000000)
 }
+
+// The f32 sigmoid, log1p and expm1 of native code, in f32 arithmetic on
+// eight (or sixteen) lanes from the pieces above; sigmoidf32, log1pf32 and
+// expm1f32 are their scalar twins (TestMathTwins), and TestMathErrors
+// states their bounds against the float64 functions.
+
+// sigmoidf32 is 1/(1+e^-x) as native code computes it, within 1.5 ulp
+// of the float64 function where the plain forms over expf32 (1/(1+e) and
+// e/(1+e), e = e^-|x|) reach 2.4 (an exp within 0.94 ulp, doubled where
+// e and the result lie in different binades). e is kept in two parts,
+// eh + el (el the rounding error of expCoref32's last step, 1 + q·r, by
+// one more fused multiply-add: sigmoidParts32); with d = 1 + eh rounded
+// and its error dErr (exact, as |eh| ≤ 1), num the numerator (1, or eh
+// where x < 0) and q0 = num/d rounded, the result is q0 + (r0 + numLo -
+// q0·(dErr + el))/(1+e), r0 = num - q0·d exactly (a fused
+// multiply-add), numLo el where x < 0, and 1/(1+e) taken as q0 (x ≥ 0)
+// or 1 - q0 (x < 0): one rounding at the end.
+func sigmoidf32(x float32) float32 {
+	if x != x {
+		return x
+	}
+	eh, el := sigmoidParts32(math.Float32frombits(math.Float32bits(x) | 0x80000000))
+	num, numLo, rd := float32(1), float32(0), float32(0)
+	if x < 0 {
+		num, numLo = eh, el
+	}
+	d := 1 + eh
+	dErr := eh - (d - 1)
+	q0 := num / d
+	r0 := fma32(-q0, d, num)
+	t := fma32(-q0, dErr+el, r0+numLo)
+	rd = q0
+	if x < 0 {
+		rd = 1 - q0
+	}
+	return fma32(t, rd, q0)
+}
+
+// sigmoidParts32 is e^a for a ≤ 0 in two parts, as expCoref32 computes it
+// (clamped at -104) but for its last step, p = 1 + q·r, kept as p and
+// its rounding error 1 + q·r - p (a fused multiply-add: 1 - p is exact),
+// each scaled by 2^n in two steps.
+func sigmoidParts32(a float32) (eh, el float32) {
+	a = max(a, -104)
+	n := float32(math.RoundToEven(float64(a * log2e32)))
+	r := fma32(-n, ln2Hi32, a)
+	r = fma32(-n, ln2Lo32, r)
+	q := expTaylor32[0]
+	for _, c := range expTaylor32[1 : len(expTaylor32)-1] {
+		q = fma32(q, r, c)
+	}
+	p := fma32(q, r, 1)
+	pl := fma32(q, r, 1-p)
+	ni := int32(n)
+	n1 := ni >> 1
+	n2 := ni - n1
+	s1, s2 := math.Float32frombits(uint32(n1+127)<<23), math.Float32frombits(uint32(n2+127)<<23)
+	return p * s1 * s2, pl * s1 * s2
+}
+
+// log1pf32 is ln(1+x) as native code computes it: u = 1+x rounded, c the
+// rounding's error (exact: x - (u-1) where |x| ≤ 1, else 1 - (u-x)), and
+// ln u by logf32 plus c/u, ln's first-order correction. Where c/u is NaN
+// (x = -1, +Inf, NaN, below -1) logf32(u) is the result; below 2⁻²⁴ in
+// magnitude x itself (-0 included).
+func log1pf32(x float32) float32 {
+	if float32(math.Abs(float64(x))) < expm1Tiny32 {
+		return x
+	}
+	u := 1 + x
+	c := x - (u - 1)
+	if float32(math.Abs(float64(x))) > 1 {
+		c = 1 - (u - x)
+	}
+	q := c / u
+	l := logf32(u)
+	if q != q {
+		return l
+	}
+	return l + q
+}
+
+// expm1Taylor32 holds 1/k! for k = 9 down to 2, Horner order: e^r - 1 =
+// r + r²·Σ r^(k-2)/k!, |r| ≤ ln2/2 (the truncation below 6e-10 relative).
+var expm1Taylor32 = func() (c [8]float32) {
+	for i := range c {
+		k := 9 - i
+		f := 1.0
+		for j := 2; j <= k; j++ {
+			f *= float64(j)
+		}
+		c[i] = float32(1 / f)
+	}
+	return c
+}()
+
+const (
+	expm1Low32  = float32(-17.5)   // below it e^x - 1 rounds to -1
+	expm1Tiny32 = float32(0x1p-24) // below it (in magnitude) to x, as log1p does
+)
+
+// expm1f32 is e^x - 1 as native code computes it: n = round(x·log₂e), r =
+// x - n·ln2 in two steps, em = e^r - 1 by its Taylor polynomial, then
+// 2^n·em + (2^n - 1) in one fused multiply-add where n ≤ 24 (2^n - 1 is
+// exact there but at n = -25), else 2·(2^(n-1)·em + 2^(n-1)) - 1 (2^n
+// itself overflows at n = 128, below e^x's own overflow).
+func expm1f32(x float32) float32 {
+	switch {
+	case x != x:
+		return x
+	case x > expOverflow32:
+		return float32(math.Inf(1))
+	case x < expm1Low32:
+		return -1
+	case float32(math.Abs(float64(x))) < expm1Tiny32:
+		return x
+	}
+	xc := min(max(x, expm1Low32), 89)
+	n := float32(math.RoundToEven(float64(xc * log2e32)))
+	r := fma32(-n, ln2Hi32, xc)
+	r = fma32(-n, ln2Lo32, r)
+	p := expm1Taylor32[0]
+	for _, c := range expm1Taylor32[1:] {
+		p = fma32(p, r, c)
+	}
+	em := fma32(r*r, p, r)
+	ni := int32(n)
+	if n > 24 {
+		h := math.Float32frombits(uint32(ni+126) << 23)
+		h = fma32(h, em, h)
+		return (h + h) - 1
+	}
+	s := math.Float32frombits(uint32(ni+127) << 23)
+	return fma32(s, em, s-1)
+}

@@ -36,7 +36,8 @@ func mathInputs() []float32 {
 	xs := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
 		1e-45, -1e-45, 1e-38, -1e-38, 1e-7, -1e-7}
 	for _, e := range []float32{expOverflow32, expUnderflow32, -87.33655, 88, -104, 89, tanhSmall32, -tanhSmall32, tanhClamp32, 7.9053111, 0.5, 1, 2, 10, 20,
-		minNormal32, sqrt2_32, sqrt2_32 / 2, math.MaxFloat32, 1e-45} {
+		minNormal32, sqrt2_32, sqrt2_32 / 2, math.MaxFloat32, 1e-45,
+		expm1Low32, expm1Tiny32, 16.982, 88.376, 0.3466, 1e-3, 3e-8, 0.999, -86.3} {
 		for _, x := range []float32{e, -e} {
 			xs = append(xs, x, math.Nextafter32(x, float32(math.Inf(1))), math.Nextafter32(x, float32(math.Inf(-1))))
 		}
@@ -48,11 +49,14 @@ func mathInputs() []float32 {
 	for range 50000 {
 		xs = append(xs, math.Float32frombits(rng.Uint32()))
 	}
+	for b := uint32(0); b < 0x80000000; b += 4099 { // every 4099th f32 of both signs
+		xs = append(xs, math.Float32frombits(b), math.Float32frombits(b|0x80000000))
+	}
 	return xs
 }
 
-// TestMathTwins: the generated exp, tanh and log agree with expf32,
-// tanhf32 and logf32 bit for bit, lane by lane (a tail of 57 lanes
+// TestMathTwins: the generated exp, tanh, log, sigmoid, log1p and expm1
+// agree with their twins in mathf.go bit for bit, lane by lane (a tail of 57 lanes
 // included), in ymm and, where the CPU has AVX-512, in zmm registers
 // (whole blocks; the tail's block runs the masked ymm loop).
 func TestMathTwins(t *testing.T) {
@@ -63,7 +67,8 @@ func TestMathTwins(t *testing.T) {
 	for _, c := range []struct {
 		op   tile.Op
 		twin func(float32) float32
-	}{{tile.OpExp, expf32}, {tile.OpTanh, tanhf32}, {tile.OpLog, logf32}} {
+	}{{tile.OpExp, expf32}, {tile.OpTanh, tanhf32}, {tile.OpLog, logf32},
+		{tile.OpSigmoid, sigmoidf32}, {tile.OpLog1p, log1pf32}, {tile.OpExpm1, expm1f32}} {
 		for _, zmm := range []bool{false, true} {
 			if zmm && !jit.HasAVX512() {
 				continue // no AVX-512 here: ymm only
@@ -171,17 +176,19 @@ func ulpErr(got float32, want float64) float64 {
 	return math.Abs(float64(got)-want) / math.Ldexp(1, e)
 }
 
-// TestMathErrors measures expf32, tanhf32 and logf32 against float64 exp,
-// tanh and log over every 97th f32 of their ranges (every 997th with
-// -short); mathf.go states the bounds (found with every 7th: 0.94 and
-// 1.36 ulp; logf32's over every 97th).
+// TestMathErrors measures expf32, tanhf32, logf32, sigmoidf32, log1pf32
+// and expm1f32 against the float64 functions (sigmoid64: the reference's)
+// over every 97th f32 of their
+// ranges (every 997th with -short); mathf.go states the bounds (found with
+// every 7th: 0.94, 1.36, 0.98, 1.44 and 1.44 ulp; logf32's over every
+// 97th).
 func TestMathErrors(t *testing.T) {
 	step := uint32(97)
 	if testing.Short() {
 		step = 997
 	}
-	var maxExp, maxTanh, maxLog float64
-	var atExp, atTanh, atLog float32
+	var maxExp, maxTanh, maxLog, maxSig, maxLog1p, maxExpm1 float64
+	var atExp, atTanh, atLog, atSig, atLog1p, atExpm1 float32
 	for b := uint32(0); b < 0x7f800000; b += step {
 		if x := math.Float32frombits(b); x > 0 {
 			if u := ulpErr(logf32(x), math.Log(float64(x))); u > maxLog {
@@ -189,6 +196,19 @@ func TestMathErrors(t *testing.T) {
 			}
 		}
 		for _, x := range []float32{math.Float32frombits(b), -math.Float32frombits(b)} {
+			if u := ulpErr(sigmoidf32(x), sigmoid64(float64(x))); u > maxSig {
+				maxSig, atSig = u, x
+			}
+			if x > -1 {
+				if u := ulpErr(log1pf32(x), math.Log1p(float64(x))); u > maxLog1p {
+					maxLog1p, atLog1p = u, x
+				}
+			}
+			if x < expOverflow32 {
+				if u := ulpErr(expm1f32(x), math.Expm1(float64(x))); u > maxExpm1 {
+					maxExpm1, atExpm1 = u, x
+				}
+			}
 			if x > -104 && x < 89 {
 				if u := ulpErr(expf32(x), math.Exp(float64(x))); u > maxExp {
 					maxExp, atExp = u, x
@@ -202,6 +222,34 @@ func TestMathErrors(t *testing.T) {
 		}
 	}
 	t.Logf("expf32 within %.3f ulp (at %v), tanhf32 within %.3f ulp (at %v), logf32 within %.3f ulp (at %v)", maxExp, atExp, maxTanh, atTanh, maxLog, atLog)
+	t.Logf("sigmoidf32 within %.3f ulp (at %v), log1pf32 within %.3f ulp (at %v), expm1f32 within %.3f ulp (at %v)", maxSig, atSig, maxLog1p, atLog1p, maxExpm1, atExpm1)
+	for _, c := range []struct {
+		name       string
+		max, bound float64
+		at         float32
+	}{{"sigmoidf32", maxSig, 1, atSig}, {"log1pf32", maxLog1p, 1.5, atLog1p}, {"expm1f32", maxExpm1, 1.5, atExpm1}} {
+		if c.max > c.bound {
+			t.Errorf("%s: %.3f ulp at %v, above its bound of %v", c.name, c.max, c.at, c.bound)
+		}
+	}
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	negZero := float32(math.Copysign(0, -1))
+	for _, c := range []struct {
+		name string
+		f    func(float32) float32
+		x, y float32
+	}{
+		{"sigmoid", sigmoidf32, 0, 0.5}, {"sigmoid", sigmoidf32, negZero, 0.5}, {"sigmoid", sigmoidf32, inf, 1}, {"sigmoid", sigmoidf32, -inf, 0},
+		{"sigmoid", sigmoidf32, 200, 1}, {"sigmoid", sigmoidf32, -200, 0}, {"sigmoid", sigmoidf32, nan, nan},
+		{"log1p", log1pf32, 0, 0}, {"log1p", log1pf32, negZero, negZero}, {"log1p", log1pf32, -1, -inf}, {"log1p", log1pf32, inf, inf},
+		{"log1p", log1pf32, -2, nan}, {"log1p", log1pf32, -inf, nan}, {"log1p", log1pf32, nan, nan}, {"log1p", log1pf32, 1e-30, 1e-30},
+		{"expm1", expm1f32, 0, 0}, {"expm1", expm1f32, negZero, negZero}, {"expm1", expm1f32, inf, inf}, {"expm1", expm1f32, -inf, -1},
+		{"expm1", expm1f32, 89, inf}, {"expm1", expm1f32, -50, -1}, {"expm1", expm1f32, nan, nan}, {"expm1", expm1f32, 1e-30, 1e-30},
+	} {
+		if y := c.f(c.x); math.Float32bits(y) != math.Float32bits(c.y) && !(y != y && c.y != c.y) {
+			t.Errorf("%s(%v) = %v, want %v", c.name, c.x, y, c.y)
+		}
+	}
 	if maxLog > 1 {
 		t.Errorf("logf32: %.3f ulp at %v, above its bound of 1", maxLog, atLog)
 	}
@@ -232,5 +280,57 @@ func TestMathErrors(t *testing.T) {
 	}
 	if h := tanhf32(float32(math.Copysign(0, -1))); math.Float32bits(h) != 0x80000000 {
 		t.Errorf("tanh(-0) = %v, want -0", h)
+	}
+}
+
+// TestScalarMathNative: the f32 math ops on scalars (one element a
+// program, computed on the vector code between phases) give their twins'
+// bits too, sign the reference's; and the kernel is native, not declined.
+func TestScalarMathNative(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("no native code here: not amd64 with AVX2 and FMA, or -tags purego")
+	}
+	sign := func(x float32) float32 {
+		switch {
+		case x > 0:
+			return 1
+		case x < 0:
+			return -1
+		}
+		return x
+	}
+	xs := mathInputs()[:4096]
+	for _, c := range []struct {
+		op   tile.Op
+		twin func(float32) float32
+	}{{tile.OpExp, expf32}, {tile.OpTanh, tanhf32}, {tile.OpLog, logf32}, {tile.OpSigmoid, sigmoidf32},
+		{tile.OpLog1p, log1pf32}, {tile.OpExpm1, expm1f32}, {tile.OpSign, sign}} {
+		t.Run(c.op.String(), func(t *testing.T) {
+			b := tile.NewBuilder("scalar_"+c.op.String(), nil)
+			x, y := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+			pid := b.ProgramID(0)
+			b.Store(b.AddPtr(y, pid), b.Unary(c.op, b.Load(b.AddPtr(x, pid), nil, nil)), nil)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			nk, err := Compile(k)
+			if err != nil {
+				t.Fatalf("declined: %v", err)
+			}
+			defer nk.Free()
+			got := make([]float32, len(xs))
+			for i := range got {
+				got[i] = float32(math.NaN()) // poisoned
+			}
+			if err := nk.Launch(tile.Grid{len(xs)}, xs, got); err != nil {
+				t.Fatal(err)
+			}
+			for i, x := range xs {
+				if w := c.twin(x); math.Float32bits(got[i]) != math.Float32bits(w) && !(w != w && got[i] != got[i]) {
+					t.Fatalf("%v(%v) = %v as a scalar, %v by its twin", c.op, x, got[i], w)
+				}
+			}
+		})
 	}
 }

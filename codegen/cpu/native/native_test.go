@@ -43,6 +43,12 @@ func inexact(v *tile.Value) string {
 		return "f32 tanh: codegen/cpu's tanhf, within 1 ulp"
 	case v.Op == tile.OpLog && v.Type.DType == tile.F32:
 		return "f32 log: logf32 (Cephes' logf), within 1 ulp"
+	case v.Op == tile.OpSigmoid && v.Type.DType == tile.F32:
+		return "f32 sigmoid: sigmoidf32, within 1 ulp"
+	case v.Op == tile.OpLog1p && v.Type.DType == tile.F32:
+		return "f32 log1p: log1pf32, within 1.5 ulp"
+	case v.Op == tile.OpExpm1 && v.Type.DType == tile.F32:
+		return "f32 expm1: expm1f32, within 1.5 ulp"
 	case v.Op == tile.OpReduceSum && v.Aux == int64(v.Args[0].Type.Shape.Rank-1) && v.Args[0].Type.Shape.Dims[v.Aux] > 8:
 		return "f32 sum along the last axis: sixteen partial sums"
 	case v.Op == tile.OpDot:

@@ -88,8 +88,13 @@ func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) e
 		a.VDIVPD(t[0], t[0], t[1])
 		a.VCVTPD2PS(t[0], t[0])
 		a.VINSERTF128(dst, t[2], t[0], 1)
-	case tile.OpExp, tile.OpTanh, tile.OpLog:
+	case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1:
 		g.mathF32(v.Op, dst, g.reg(s[0], t[9]), t[:9])
+	case tile.OpSign: // 1 where x > 0, -1 where x < 0, else x (±0, NaN)
+		x := g.reg(s[0], t[2])
+		zero := g.constF32(0)
+		a.blendSel(t[1], x, g.constF32(1), a.cmpSel(t[0], x, zero, amd64.CmpGT))
+		a.blendSel(dst, t[1], g.constF32(-1), a.cmpSel(t[0], x, zero, amd64.CmpLT))
 	case tile.OpSelect:
 		a.VBLENDVPS(dst, g.reg(s[2], t[0]), s[1].rm(), g.maskReg(s[0], t))
 	case tile.OpCast:
@@ -195,14 +200,24 @@ func (g *gen) maskOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) er
 	return nil
 }
 
-// mathF32: exp or tanh of eight f32 lanes, each lane as expf32 and
-// tanhf32 (mathf.go) compute it, in f32 arithmetic (so the results are
+// mathF32: exp, tanh, log, sigmoid, log1p or expm1 of eight f32 lanes
+// (sixteen in zmm), each lane as its twin in mathf.go computes it, in f32 arithmetic (so the results are
 // not the executor's: see mathf.go for their bounds). t holds nine
 // temporaries; x is read before dst is written.
 func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 	a := g.va()
-	if op == tile.OpLog {
+	switch op {
+	case tile.OpLog:
 		g.log32(dst, x, t)
+		return
+	case tile.OpSigmoid:
+		g.sigmoid32(dst, x, t)
+		return
+	case tile.OpLog1p:
+		g.log1p32(dst, x, t)
+		return
+	case tile.OpExpm1:
+		g.expm1_32(dst, x, t)
 		return
 	}
 	if op == tile.OpExp {
@@ -399,3 +414,114 @@ const divPoison = 0x7fc0d1f0
 
 // cmpNGEUQ: not greater than or equal, unordered, quiet (true for NaN).
 const cmpNGEUQ uint8 = 0x19
+
+// sigmoid32: 1/(1+e^-x) of eight lanes as sigmoidf32 computes them (the
+// two parts of e^-|x| by sigmoidParts32's operations, scaled in two steps
+// in zmm too, so that the twin's roundings are the code's everywhere,
+// subnormal parts included). t holds nine temporaries; x is read before
+// dst is written.
+func (g *gen) sigmoid32(dst, x amd64.VReg, t []amd64.VReg) {
+	a := g.va()
+	one := g.constF32(1)
+	a.VORPS(t[0], x, g.constVec(0x80000000)) // -|x|
+	a.VMAXPS(t[0], t[0], g.constF32(-104))
+	a.VMULPS(t[1], t[0], g.constF32(log2e32))
+	a.VROUNDPS(t[1], t[1], 0) // n
+	a.VFNMADD231PS(t[0], t[1], g.constF32(ln2Hi32))
+	a.VFNMADD231PS(t[0], t[1], g.constF32(ln2Lo32)) // r
+	a.vbcst(t[2], g.constF32(expTaylor32[0]))
+	for _, c := range expTaylor32[1 : len(expTaylor32)-1] {
+		a.VFMADD213PS(t[2], t[0], g.constF32(c)) // q
+	}
+	a.vbcst(t[3], one)
+	a.VFMADD231PS(t[3], t[2], t[0]) // p = 1 + q·r
+	a.vbcst(t[4], one)
+	a.VSUBPS(t[4], t[4], t[3])
+	a.VFMADD231PS(t[4], t[2], t[0]) // its error, 1 - p + q·r
+	// both times 2^(n>>1), then 2^(n - (n>>1))
+	a.VCVTTPS2DQ(t[1], t[1])
+	a.VPSRAD(t[5], t[1], 1)
+	a.VPSUBD(t[1], t[1], t[5])
+	bias := g.constVec(127)
+	a.VPADDD(t[5], t[5], bias)
+	a.VPSLLD(t[5], t[5], 23)
+	a.VPADDD(t[1], t[1], bias)
+	a.VPSLLD(t[1], t[1], 23)
+	a.VMULPS(t[3], t[3], t[5])
+	a.VMULPS(t[3], t[3], t[1]) // eh
+	a.VMULPS(t[4], t[4], t[5])
+	a.VMULPS(t[4], t[4], t[1]) // el
+	a.VCMPPS(t[5], x, g.constF32(0), amd64.CmpLT)
+	a.vbcst(t[0], one)
+	a.VBLENDVPS(t[0], t[0], t[3], t[5]) // num: eh where x < 0, else 1
+	a.VANDPS(t[1], t[4], t[5])          // numLo: el where x < 0, else 0
+	a.VADDPS(t[2], t[3], one)           // d
+	a.VSUBPS(t[6], t[2], one)
+	a.VSUBPS(t[6], t[3], t[6])       // dErr = eh - (d - 1)
+	a.VDIVPS(t[7], t[0], t[2])       // q0
+	a.VFNMADD231PS(t[0], t[7], t[2]) // r0 = num - q0·d
+	a.VADDPS(t[6], t[6], t[4])       // dErr + el
+	a.VADDPS(t[0], t[0], t[1])       // r0 + numLo
+	a.VFNMADD231PS(t[0], t[7], t[6]) // t = r0 + numLo - q0·(dErr + el)
+	a.vbcst(t[8], one)
+	a.VSUBPS(t[8], t[8], t[7])
+	a.VBLENDVPS(t[8], t[7], t[8], t[5]) // 1/(1+e): 1 - q0 where x < 0, else q0
+	a.VFMADD213PS(t[0], t[8], t[7])     // q0 + t·(1/(1+e))
+	a.blendSel(dst, t[0], x, a.cmpSel(t[1], x, x, amd64.CmpUNORD))
+}
+
+// log1p32: ln(1+x) of eight lanes as log1pf32 computes them. t holds nine
+// temporaries (log32 takes the first five); x is read before dst is
+// written.
+func (g *gen) log1p32(dst, x amd64.VReg, t []amd64.VReg) {
+	a := g.va()
+	one := g.constF32(1)
+	a.VADDPS(t[5], x, one) // u
+	a.VSUBPS(t[6], t[5], one)
+	a.VSUBPS(t[6], x, t[6]) // x - (u - 1)
+	a.VSUBPS(t[7], t[5], x)
+	a.vbcst(t[8], one)
+	a.VSUBPS(t[7], t[8], t[7]) // 1 - (u - x)
+	a.VANDPS(t[8], x, g.constVec(0x7fffffff))
+	a.blendSel(t[6], t[6], t[7], a.cmpSel(t[0], t[8], one, amd64.CmpGT)) // c
+	a.VDIVPS(t[6], t[6], t[5])                                           // q = c/u
+	g.log32(t[7], t[5], t[:5])                                           // l = ln u
+	a.VADDPS(t[5], t[7], t[6])
+	a.blendSel(t[5], t[5], t[7], a.cmpSel(t[0], t[6], t[6], amd64.CmpUNORD)) // l where q is NaN
+	a.blendSel(dst, t[5], x, a.cmpSel(t[0], t[8], g.constF32(expm1Tiny32), amd64.CmpLT))
+}
+
+// expm1_32: e^x - 1 of eight lanes as expm1f32 computes them. t holds nine
+// temporaries; x is read before dst is written.
+func (g *gen) expm1_32(dst, x amd64.VReg, t []amd64.VReg) {
+	a := g.va()
+	one := g.constF32(1)
+	a.VMAXPS(t[0], x, g.constF32(expm1Low32))
+	a.VMINPS(t[0], t[0], g.constF32(89))
+	a.VMULPS(t[1], t[0], g.constF32(log2e32))
+	a.VROUNDPS(t[1], t[1], 0) // n
+	a.VFNMADD231PS(t[0], t[1], g.constF32(ln2Hi32))
+	a.VFNMADD231PS(t[0], t[1], g.constF32(ln2Lo32)) // r
+	a.vbcst(t[2], g.constF32(expm1Taylor32[0]))
+	for _, c := range expm1Taylor32[1:] {
+		a.VFMADD213PS(t[2], t[0], g.constF32(c))
+	}
+	a.VMULPS(t[3], t[0], t[0])
+	a.VFMADD213PS(t[3], t[2], t[0]) // em = r²·p + r
+	a.VCVTTPS2DQ(t[4], t[1])
+	a.VPADDD(t[5], t[4], g.constVec(126))
+	a.VPSLLD(t[5], t[5], 23) // h = 2^(n-1)
+	a.VPADDD(t[4], t[4], g.constVec(127))
+	a.VPSLLD(t[4], t[4], 23) // s = 2^n
+	a.VSUBPS(t[6], t[4], one)
+	a.VFMADD231PS(t[6], t[4], t[3]) // s·em + (s - 1)
+	a.VFMADD213PS(t[3], t[5], t[5]) // h·em + h
+	a.VADDPS(t[3], t[3], t[3])
+	a.VSUBPS(t[3], t[3], one)
+	a.blendSel(t[6], t[6], t[3], a.cmpSel(t[7], t[1], g.constF32(24), amd64.CmpGT))
+	a.blendSel(t[6], t[6], g.constF32(float32(math.Inf(1))), a.cmpSel(t[7], x, g.constF32(expOverflow32), amd64.CmpGT))
+	a.blendSel(t[6], t[6], g.constF32(-1), a.cmpSel(t[7], x, g.constF32(expm1Low32), amd64.CmpLT))
+	a.VANDPS(t[8], x, g.constVec(0x7fffffff))
+	a.blendSel(t[6], t[6], x, a.cmpSel(t[7], t[8], g.constF32(expm1Tiny32), amd64.CmpLT))
+	a.blendSel(dst, t[6], x, a.cmpSel(t[7], x, x, amd64.CmpUNORD))
+}

@@ -1,0 +1,118 @@
+package fusion_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
+	"github.com/tilefuse/tilefuse/fusion"
+)
+
+// mathGraphs are graphs of Gorgonia's math ops that the CPU's machine code
+// computes since 2026-12-04 (sigmoid, softplus's log1p, expm1, sign; they
+// ran on the executor before), each with its float64 function and the
+// relative error it is checked to: SiLU x·σ(x), an LSTM-like gate
+// σ(x)·tanh(x), softplus log(1+e^x) (Gorgonia's op: graphpass writes it
+// as max(x,0) + log1p(e^-|x|)), log1p(|x|), expm1(x) and sign(x)·x².
+var mathGraphs = []struct {
+	name  string
+	build func(x *G.Node) *G.Node
+	f64   func(x float64) float64
+	tol   float64
+}{
+	{"silu", func(x *G.Node) *G.Node { return G.Must(G.HadamardProd(x, G.Must(G.Sigmoid(x)))) },
+		func(x float64) float64 { return x / (1 + math.Exp(-x)) }, 4e-7},
+	{"gate", func(x *G.Node) *G.Node { return G.Must(G.HadamardProd(G.Must(G.Sigmoid(x)), G.Must(G.Tanh(x)))) },
+		func(x float64) float64 { return math.Tanh(x) / (1 + math.Exp(-x)) }, 6e-7},
+	{"softplus", func(x *G.Node) *G.Node { return G.Must(G.Softplus(x)) },
+		func(x float64) float64 { return math.Max(x, 0) + math.Log1p(math.Exp(-math.Abs(x))) }, 6e-7},
+	{"log1p", func(x *G.Node) *G.Node { return G.Must(G.Log1p(G.Must(G.Abs(x)))) },
+		func(x float64) float64 { return math.Log1p(math.Abs(x)) }, 4e-7},
+	{"expm1", func(x *G.Node) *G.Node { return G.Must(G.Expm1(x)) }, math.Expm1, 4e-7},
+	{"sign", func(x *G.Node) *G.Node { return G.Must(G.HadamardProd(G.Must(G.Sign(x)), G.Must(G.Square(x)))) },
+		func(x float64) float64 { return math.Copysign(x*x, x) }, 1.2e-7},
+}
+
+// mathGraph builds one of mathGraphs over rows×cols seeded values in ±6
+// (ten exact zeros among them, for sign and the edges).
+func mathGraph(t testing.TB, i, rows, cols int, opts ...fusion.Option) (*fusion.Machine, *G.Node, []float32) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName("x"))
+	y := mathGraphs[i].build(x)
+	d := make([]float32, rows*cols)
+	rng := rand.New(rand.NewPCG(uint64(i), 2026))
+	for j := range d {
+		d[j] = float32(rng.Float64()*12 - 6)
+	}
+	for j := 0; j < 10 && j < len(d); j++ {
+		d[j*len(d)/10] = 0
+	}
+	if err := G.Let(x, tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(d))); err != nil {
+		t.Fatal(err)
+	}
+	vm := fusion.NewTapeMachine(g, opts...)
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return vm, y, d
+}
+
+// TestMathGraphsNative: each graph is one kernel, compiled to machine code
+// (none declined), and its fused result agrees with float64 within the
+// graph's tolerance (a tail of 37 columns not a multiple of any vector).
+func TestMathGraphsNative(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("no native code here: not amd64 with AVX2 and FMA, or -tags purego")
+	}
+	for i, c := range mathGraphs {
+		t.Run(c.name, func(t *testing.T) {
+			vm, y, d := mathGraph(t, i, 13, 101)
+			defer vm.Close()
+			allNative(t, vm)
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			got := y.Value().Data().([]float32)
+			worst := 0.0
+			for j, x := range d {
+				want := c.f64(float64(x))
+				e := math.Abs(float64(got[j])-want) / math.Max(math.Abs(want), 1e-30)
+				if want == 0 {
+					e = math.Abs(float64(got[j]))
+				}
+				if !(e <= c.tol) {
+					t.Fatalf("x = %v: got %v, want %v (relative error %.3g, tolerance %.3g)", x, got[j], want, e, c.tol)
+				}
+				worst = max(worst, e)
+			}
+			t.Logf("largest relative error %.3g", worst)
+		})
+	}
+}
+
+// BenchmarkMathGraphs runs mathGraphs over 1024×1024 values, the kernel on
+// the executor and as machine code side by side (outputs reused).
+func BenchmarkMathGraphs(b *testing.B) {
+	for i, c := range mathGraphs {
+		for _, native := range []bool{false, true} {
+			mode := "executor"
+			if native {
+				mode = "native"
+			}
+			b.Run(c.name+"/"+mode, func(b *testing.B) {
+				vm, _, _ := mathGraph(b, i, 1024, 1024, fusion.WithReuseOutputs(true), fusion.WithNativeCPU(native))
+				defer vm.Close()
+				b.SetBytes(8 << 20) // one read and one write of the data
+				for b.Loop() {
+					if err := vm.RunAll(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
