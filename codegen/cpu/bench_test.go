@@ -218,3 +218,35 @@ func BenchmarkLinearGELU(b *testing.B) {
 		b.ReportMetric(float64(2*m*n*kk)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	})
 }
+
+// BenchmarkMath4M is y = op(x) over 4M elements in blocks of 1024 for each
+// f32 math op the native code computes (x in ±4, where each op's forms
+// meet): the executor's float64 functions against the native f32 code.
+func BenchmarkMath4M(b *testing.B) {
+	const n, block = 1 << 22, 1024
+	for _, op := range []tile.Op{tile.OpExp, tile.OpTanh, tile.OpSigmoid, tile.OpErf, tile.OpExpm1, tile.OpLog, tile.OpLog1p} {
+		b.Run(op.String(), func(b *testing.B) {
+			bl := tile.NewBuilder("math_"+op.String(), tile.Meta{"BLOCK": block})
+			in, out := bl.Ptr("in", tile.F32), bl.Ptr("out", tile.F32)
+			offs := bl.Add(bl.Mul(bl.ProgramID(0), block), bl.Arange(0, block))
+			bl.Store(bl.AddPtr(out, offs), bl.Unary(op, bl.Load(bl.AddPtr(in, offs), nil, nil)), nil)
+			k, err := bl.Build()
+			if err != nil {
+				b.Fatal(err)
+			}
+			lo := -4.0
+			if op == tile.OpLog || op == tile.OpLog1p {
+				lo = 0.001
+			}
+			xs, ys := tiletest.Uniform(tiletest.RNG("bench"), n, lo, 4), make([]float32, n)
+			modes(b, k, func(b *testing.B, e *cpu.Exec) {
+				b.SetBytes(8 * n)
+				for b.Loop() {
+					if err := e.Launch(tile.Grid{n / block}, xs, ys); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}

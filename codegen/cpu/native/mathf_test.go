@@ -37,7 +37,7 @@ func mathInputs() []float32 {
 		1e-45, -1e-45, 1e-38, -1e-38, 1e-7, -1e-7}
 	for _, e := range []float32{expOverflow32, expUnderflow32, -87.33655, 88, -104, 89, tanhSmall32, -tanhSmall32, tanhClamp32, 7.9053111, 0.5, 1, 2, 10, 20,
 		minNormal32, sqrt2_32, sqrt2_32 / 2, math.MaxFloat32, 1e-45,
-		expm1Low32, expm1Tiny32, 16.982, 88.376, 0.3466, 1e-3, 3e-8, 0.999, -86.3} {
+		expm1Low32, expm1Tiny32, 16.982, 88.376, 0.3466, 1e-3, 3e-8, 0.999, -86.3, erfMid32, erfHigh32} {
 		for _, x := range []float32{e, -e} {
 			xs = append(xs, x, math.Nextafter32(x, float32(math.Inf(1))), math.Nextafter32(x, float32(math.Inf(-1))))
 		}
@@ -55,7 +55,7 @@ func mathInputs() []float32 {
 	return xs
 }
 
-// TestMathTwins: the generated exp, tanh, log, sigmoid, log1p and expm1
+// TestMathTwins: the generated exp, tanh, log, sigmoid, log1p, expm1 and erf
 // agree with their twins in mathf.go bit for bit, lane by lane (a tail of 57 lanes
 // included), in ymm and, where the CPU has AVX-512, in zmm registers
 // (whole blocks; the tail's block runs the masked ymm loop).
@@ -68,7 +68,7 @@ func TestMathTwins(t *testing.T) {
 		op   tile.Op
 		twin func(float32) float32
 	}{{tile.OpExp, expf32}, {tile.OpTanh, tanhf32}, {tile.OpLog, logf32},
-		{tile.OpSigmoid, sigmoidf32}, {tile.OpLog1p, log1pf32}, {tile.OpExpm1, expm1f32}} {
+		{tile.OpSigmoid, sigmoidf32}, {tile.OpLog1p, log1pf32}, {tile.OpExpm1, expm1f32}, {tile.OpErf, erff32}} {
 		for _, zmm := range []bool{false, true} {
 			if zmm && !jit.HasAVX512() {
 				continue // no AVX-512 here: ymm only
@@ -176,19 +176,19 @@ func ulpErr(got float32, want float64) float64 {
 	return math.Abs(float64(got)-want) / math.Ldexp(1, e)
 }
 
-// TestMathErrors measures expf32, tanhf32, logf32, sigmoidf32, log1pf32
-// and expm1f32 against the float64 functions (sigmoid64: the reference's)
+// TestMathErrors measures expf32, tanhf32, logf32, sigmoidf32, log1pf32,
+// expm1f32 and erff32 against the float64 functions (sigmoid64: the reference's)
 // over every 97th f32 of their
 // ranges (every 997th with -short); mathf.go states the bounds (found with
 // every 7th: 0.94, 1.36, 0.98, 1.44 and 1.44 ulp; logf32's over every
-// 97th).
+// 97th, erff32's every 3rd below 4: 1.06).
 func TestMathErrors(t *testing.T) {
 	step := uint32(97)
 	if testing.Short() {
 		step = 997
 	}
-	var maxExp, maxTanh, maxLog, maxSig, maxLog1p, maxExpm1 float64
-	var atExp, atTanh, atLog, atSig, atLog1p, atExpm1 float32
+	var maxExp, maxTanh, maxLog, maxSig, maxLog1p, maxExpm1, maxErf float64
+	var atExp, atTanh, atLog, atSig, atLog1p, atExpm1, atErf float32
 	for b := uint32(0); b < 0x7f800000; b += step {
 		if x := math.Float32frombits(b); x > 0 {
 			if u := ulpErr(logf32(x), math.Log(float64(x))); u > maxLog {
@@ -209,6 +209,9 @@ func TestMathErrors(t *testing.T) {
 					maxExpm1, atExpm1 = u, x
 				}
 			}
+			if u := ulpErr(erff32(x), math.Erf(float64(x))); u > maxErf {
+				maxErf, atErf = u, x
+			}
 			if x > -104 && x < 89 {
 				if u := ulpErr(expf32(x), math.Exp(float64(x))); u > maxExp {
 					maxExp, atExp = u, x
@@ -222,12 +225,12 @@ func TestMathErrors(t *testing.T) {
 		}
 	}
 	t.Logf("expf32 within %.3f ulp (at %v), tanhf32 within %.3f ulp (at %v), logf32 within %.3f ulp (at %v)", maxExp, atExp, maxTanh, atTanh, maxLog, atLog)
-	t.Logf("sigmoidf32 within %.3f ulp (at %v), log1pf32 within %.3f ulp (at %v), expm1f32 within %.3f ulp (at %v)", maxSig, atSig, maxLog1p, atLog1p, maxExpm1, atExpm1)
+	t.Logf("sigmoidf32 within %.3f ulp (at %v), log1pf32 within %.3f ulp (at %v), expm1f32 within %.3f ulp (at %v), erff32 within %.3f ulp (at %v)", maxSig, atSig, maxLog1p, atLog1p, maxExpm1, atExpm1, maxErf, atErf)
 	for _, c := range []struct {
 		name       string
 		max, bound float64
 		at         float32
-	}{{"sigmoidf32", maxSig, 1, atSig}, {"log1pf32", maxLog1p, 1.5, atLog1p}, {"expm1f32", maxExpm1, 1.5, atExpm1}} {
+	}{{"sigmoidf32", maxSig, 1, atSig}, {"log1pf32", maxLog1p, 1.5, atLog1p}, {"expm1f32", maxExpm1, 1.5, atExpm1}, {"erff32", maxErf, 1.1, atErf}} {
 		if c.max > c.bound {
 			t.Errorf("%s: %.3f ulp at %v, above its bound of %v", c.name, c.max, c.at, c.bound)
 		}
@@ -245,6 +248,8 @@ func TestMathErrors(t *testing.T) {
 		{"log1p", log1pf32, -2, nan}, {"log1p", log1pf32, -inf, nan}, {"log1p", log1pf32, nan, nan}, {"log1p", log1pf32, 1e-30, 1e-30},
 		{"expm1", expm1f32, 0, 0}, {"expm1", expm1f32, negZero, negZero}, {"expm1", expm1f32, inf, inf}, {"expm1", expm1f32, -inf, -1},
 		{"expm1", expm1f32, 89, inf}, {"expm1", expm1f32, -50, -1}, {"expm1", expm1f32, nan, nan}, {"expm1", expm1f32, 1e-30, 1e-30},
+		{"erf", erff32, 0, 0}, {"erf", erff32, negZero, negZero}, {"erf", erff32, inf, 1}, {"erf", erff32, -inf, -1},
+		{"erf", erff32, 10, 1}, {"erf", erff32, -4, -1}, {"erf", erff32, nan, nan}, {"erf", erff32, 1e-30, float32(math.Erf(float64(float32(1e-30))))},
 	} {
 		if y := c.f(c.x); math.Float32bits(y) != math.Float32bits(c.y) && !(y != y && c.y != c.y) {
 			t.Errorf("%s(%v) = %v, want %v", c.name, c.x, y, c.y)
@@ -304,7 +309,7 @@ func TestScalarMathNative(t *testing.T) {
 		op   tile.Op
 		twin func(float32) float32
 	}{{tile.OpExp, expf32}, {tile.OpTanh, tanhf32}, {tile.OpLog, logf32}, {tile.OpSigmoid, sigmoidf32},
-		{tile.OpLog1p, log1pf32}, {tile.OpExpm1, expm1f32}, {tile.OpSign, sign}} {
+		{tile.OpLog1p, log1pf32}, {tile.OpExpm1, expm1f32}, {tile.OpErf, erff32}, {tile.OpSign, sign}} {
 		t.Run(c.op.String(), func(t *testing.T) {
 			b := tile.NewBuilder("scalar_"+c.op.String(), nil)
 			x, y := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)

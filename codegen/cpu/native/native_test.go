@@ -49,6 +49,8 @@ func inexact(v *tile.Value) string {
 		return "f32 log1p: log1pf32, within 1.5 ulp"
 	case v.Op == tile.OpExpm1 && v.Type.DType == tile.F32:
 		return "f32 expm1: expm1f32, within 1.5 ulp"
+	case v.Op == tile.OpErf && v.Type.DType == tile.F32:
+		return "f32 erf: erff32, within 1.1 ulp"
 	case v.Op == tile.OpReduceSum && v.Aux == int64(v.Args[0].Type.Shape.Rank-1) && v.Args[0].Type.Shape.Dims[v.Aux] > 8:
 		return "f32 sum along the last axis: sixteen partial sums"
 	case v.Op == tile.OpDot:

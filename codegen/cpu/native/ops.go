@@ -88,7 +88,7 @@ func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) e
 		a.VDIVPD(t[0], t[0], t[1])
 		a.VCVTPD2PS(t[0], t[0])
 		a.VINSERTF128(dst, t[2], t[0], 1)
-	case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1:
+	case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1, tile.OpErf:
 		g.mathF32(v.Op, dst, g.reg(s[0], t[9]), t[:9])
 	case tile.OpSign: // 1 where x > 0, -1 where x < 0, else x (±0, NaN)
 		x := g.reg(s[0], t[2])
@@ -200,7 +200,7 @@ func (g *gen) maskOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) er
 	return nil
 }
 
-// mathF32: exp, tanh, log, sigmoid, log1p or expm1 of eight f32 lanes
+// mathF32: exp, tanh, log, sigmoid, log1p, expm1 or erf of eight f32 lanes
 // (sixteen in zmm), each lane as its twin in mathf.go computes it, in f32 arithmetic (so the results are
 // not the executor's: see mathf.go for their bounds). t holds nine
 // temporaries; x is read before dst is written.
@@ -218,6 +218,9 @@ func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 		return
 	case tile.OpExpm1:
 		g.expm1_32(dst, x, t)
+		return
+	case tile.OpErf:
+		g.erf32(dst, x, t)
 		return
 	}
 	if op == tile.OpExp {
@@ -524,4 +527,46 @@ func (g *gen) expm1_32(dst, x amd64.VReg, t []amd64.VReg) {
 	a.VANDPS(t[8], x, g.constVec(0x7fffffff))
 	a.blendSel(t[6], t[6], x, a.cmpSel(t[7], t[8], g.constF32(expm1Tiny32), amd64.CmpLT))
 	a.blendSel(dst, t[6], x, a.cmpSel(t[7], x, x, amd64.CmpUNORD))
+}
+
+// erf32: erf x of eight lanes as erff32 computes them (both forms on
+// every lane, then blends). t holds nine temporaries; x is read before dst
+// is written.
+func (g *gen) erf32(dst, x amd64.VReg, t []amd64.VReg) {
+	a := g.va()
+	one := g.constF32(1)
+	signBit := g.constVec(0x80000000)
+	a.VANDPS(t[0], x, g.constVec(0x7fffffff)) // |x|
+	// 1 - e^(-x²)·R(x), with the sign of x
+	a.vbcst(t[1], g.constF32(erfU0_32))
+	a.VFMADD231PS(t[1], t[0], g.constF32(erfInvH32)) // u
+	a.vbcst(t[2], g.constF32(erfcR32[0]))
+	for _, c := range erfcR32[1:] {
+		a.VFMADD213PS(t[2], t[1], g.constF32(c)) // R
+	}
+	a.VMULPS(t[3], t[0], t[0])    // hi
+	a.VXORPS(t[5], t[3], signBit) // -hi
+	a.VMOVAPS(t[4], t[5])
+	a.VFMADD231PS(t[4], t[0], t[0]) // lo = |x|·|x| - hi
+	g.expCore32(t[5], t[5], []amd64.VReg{t[1], t[3], t[6], t[7], t[8]})
+	a.VFNMADD231PS(t[5], t[5], t[4]) // e·(1 - lo)
+	a.vbcst(t[1], one)
+	a.VFNMADD231PS(t[1], t[5], t[2]) // 1 - e·R
+	a.VANDPS(t[3], x, signBit)
+	a.VORPS(t[1], t[1], t[3])
+	a.VORPS(t[3], t[3], one) // ±1
+	a.blendSel(t[1], t[1], t[3], a.cmpSel(t[4], t[0], g.constF32(erfHigh32), amd64.CmpGE))
+	// |x|·hi + |x|·(lo + z·P(z)), with the sign of x
+	a.VMULPS(t[2], t[0], t[0]) // z
+	a.vbcst(t[3], g.constF32(erfTaylor32[0]))
+	for _, c := range erfTaylor32[1:] {
+		a.VFMADD213PS(t[3], t[2], g.constF32(c))
+	}
+	a.VFMADD213PS(t[3], t[2], g.constF32(erfC0Lo32))
+	a.VMULPS(t[3], t[0], t[3])
+	a.VFMADD231PS(t[3], t[0], g.constF32(erfC0Hi32))
+	a.VANDPS(t[2], x, signBit)
+	a.VORPS(t[3], t[3], t[2])
+	a.blendSel(t[1], t[1], t[3], a.cmpSel(t[4], t[0], g.constF32(erfMid32), amd64.CmpLT))
+	a.blendSel(dst, t[1], x, a.cmpSel(t[4], x, x, amd64.CmpUNORD))
 }
