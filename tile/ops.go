@@ -60,7 +60,9 @@ const (
 	OpCast   // convert to the result's dtype: float→int truncates toward zero; x→i1 is x != 0
 
 	// Unary ops. Math ops take floats only and compute in their dtype (f32 math
-	// is the f64 function rounded to f32, or an approximation within 2 ulp).
+	// is the f64 function rounded to f32, or an approximation within the op's
+	// bound in tiletest.MathTol: 1–4 ulp, erf, sin and cos an absolute one;
+	// each backend states its own).
 	OpNeg  // -x (ints and floats)
 	OpNot  // i1 and ints: bitwise not
 	OpAbs  // |x| (ints and floats)
