@@ -1,6 +1,7 @@
 package fusion_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 // mathGraphs are graphs of Gorgonia's math ops that the CPU's machine code
@@ -115,4 +117,92 @@ func BenchmarkMathGraphs(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestPowByConstant: Gorgonia's Pow of f32 by the constants 2, 1 and −1
+// is computed as x·x, x and 1/x (ops: powByConst), bit for bit the
+// reference's float32(math.Pow) at every special value (±0, ±∞, NaN, 1,
+// overflow, underflow, subnormals, negatives), and its kernel runs as
+// machine code; 3 and ½ (no exact form) keep pow, as exact as before.
+// The gradient of Σx² is all native too (Gorgonia's x^(2−1)·2, the
+// exponent folded to 1).
+func TestPowByConstant(t *testing.T) {
+	xs := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		1, -1, 2, -3, 0.5, 1e20, -1e20, 1e-25, 1e-40, -1e-40, 3e38, 7.25, -0.1, 1e-38}
+	for _, c := range []struct {
+		y      float32
+		native bool // the kernel is machine code (pow rewritten)
+	}{{2, true}, {1, true}, {-1, true}, {3, false}, {0.5, false}} {
+		t.Run(fmt.Sprint(c.y), func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewVector(g, tensor.Float32, G.WithShape(len(xs)), G.WithName("x"))
+			p := G.Must(G.Pow(x, G.NewConstant(c.y)))
+			if err := G.Let(x, tensor.New(tensor.WithShape(len(xs)), tensor.WithBacking(append([]float32(nil), xs...)))); err != nil {
+				t.Fatal(err)
+			}
+			vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU))
+			defer vm.Close()
+			if err := vm.Err(); err != nil {
+				t.Fatal(err)
+			}
+			hasPow := false
+			for _, n := range vm.Compiled().Graph.AllNodes() {
+				if f, ok := n.Op().(*fusion.FusedOp); ok && !f.IsView() {
+					f.Kernel().Walk(func(v *tile.Value) { hasPow = hasPow || v.Op == tile.OpPow })
+				}
+			}
+			if hasPow == c.native {
+				t.Fatalf("y = %v: pow in the kernel %v", c.y, hasPow)
+			}
+			if c.native && jit.Supported() {
+				allNative(t, vm)
+			}
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			got := p.Value().Data().([]float32)
+			for i, x := range xs {
+				want := float32(math.Pow(float64(x), float64(c.y)))
+				if math.Float32bits(got[i]) != math.Float32bits(want) && !(got[i] != got[i] && want != want) {
+					t.Errorf("%v^%v = %v (%#x), want %v (%#x)", x, c.y, got[i], math.Float32bits(got[i]), want, math.Float32bits(want))
+				}
+			}
+		})
+	}
+	t.Run("gradient of Σx²", func(t *testing.T) {
+		if !jit.Supported() {
+			t.Skip("no native code here: not amd64 with AVX2 and FMA, or -tags purego")
+		}
+		g := G.NewGraph()
+		x := G.NewVector(g, tensor.Float32, G.WithShape(100), G.WithName("x"))
+		cost := G.Must(G.Sum(G.Must(G.Pow(x, G.NewConstant(float32(2))))))
+		if _, err := G.Grad(cost, x); err != nil {
+			t.Fatal(err)
+		}
+		d := make([]float32, 100)
+		for i := range d {
+			d[i] = float32(i) - 50.5
+		}
+		if err := G.Let(x, tensor.New(tensor.WithShape(100), tensor.WithBacking(d))); err != nil {
+			t.Fatal(err)
+		}
+		vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU))
+		defer vm.Close()
+		if err := vm.Err(); err != nil {
+			t.Fatal(err)
+		}
+		allNative(t, vm)
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		dx, err := x.Grad()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range dx.Data().([]float32) {
+			if want := 2 * d[i]; v != want {
+				t.Fatalf("dΣx²/dx[%d] = %v, want %v", i, v, want)
+			}
+		}
+	})
 }

@@ -56,6 +56,11 @@ func writeBinary(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value
 		return nil, err
 	}
 	b := w.Builder()
+	if info.Binary == tile.OpPow && info.DType == tile.F32 {
+		if v := powByConst(b, x, y); v != nil {
+			return v, nil
+		}
+	}
 	v := b.Binary(info.Binary, x, y)
 	if info.Cmp {
 		v = b.Cast(v, info.DType)
@@ -147,4 +152,35 @@ func clampedAt(w Writer, c []*tile.Value, a int, local *tile.Value, s []int) *ti
 	ci := append([]*tile.Value(nil), c...)
 	ci[a] = b.Maximum(b.Minimum(local, s[a]-1), 0)
 	return w.Flatten(ci, s)
+}
+
+// powByConst is x^c for an f32 x and a constant c that the exact
+// operations compute as the reference's pow does (float32(math.Pow) of
+// the operands widened: every special case of Go's Pow included) — x·x
+// for c = 2 (x² is exact in float64, so both round it once), x for 1,
+// 1/x for −1 (Go's Pow divides in float64, and a float32 quotient
+// rounded through float64 is the float32 one) — and nil for any other c
+// (3: x·x·x rounds twice; ½: √x gives −0 at −0 and NaN at −∞ where Pow
+// gives +0 and +∞). Every backend computes these exactly and fast, where
+// pow itself is an approximation on the GPU (codegen: 2⁻²¹ relative) and
+// declined by the CPU's machine code.
+func powByConst(b *tile.Builder, x, y *tile.Value) *tile.Value {
+	if x == nil || y == nil || y.Type.Shape.Rank != 0 && y.Type.Shape != x.Type.Shape {
+		return nil // the result would not have x's shape
+	}
+	for y.Op == tile.OpSplat || y.Op == tile.OpBroadcast || y.Op == tile.OpExpandDims {
+		y = y.Args[0]
+	}
+	if y.Op != tile.OpConst || !y.Type.DType.IsFloat() {
+		return nil
+	}
+	switch y.AuxF {
+	case 2:
+		return b.Mul(x, x)
+	case 1:
+		return x
+	case -1:
+		return b.Div(1.0, x)
+	}
+	return nil
 }
