@@ -118,9 +118,16 @@
 // every op, reduction, product (dotY64: 6×8) and math function the zmm
 // form's operations in the same order: its results bit for bit.
 //
+// f32 products of precision tf32, tf32tb, bf16 and tf32x3 round their
+// operand blocks as the precision reads them (precDot, roundBlock) and run
+// the ieee micro-kernel over the rounded blocks, tf32x3 as three products
+// in the reference's order: the operands' products are exact, so the
+// results are the reference's bit for bit (bar products that underflow or
+// overflow).
+//
 // What is not supported yet (Compile says which value and why): nested
-// loops, products of precisions other than ieee, atomics, f64 erf, pow
-// and the other math f32 lacks too, integer
+// loops, f64 products of precisions other than ieee, atomics, f64 erf,
+// log1p, expm1, pow and the other math f32 lacks too, integer
 // loads and non-affine integer blocks (div/rem of lanes are affine only
 // where a block does not straddle a multiple of the divisor: checked per
 // program, else a bail-out), masked gathers and stores with a stride
@@ -128,8 +135,9 @@
 // is eight scalar loads a vector, its row's range checked at the row's
 // start), reshapes other than
 // inserting or removing dimensions of size 1, reductions along axes other
-// than the last (or axis 0 of a 2-D block), f32 log, erf, sigmoid,
-// pow, rem, sign and the trigonometric functions.
+// than the last (or axis 0 of a 2-D block), f32 pow, rem, log2, exp2
+// and the trigonometric functions (f32 exp, tanh, log, sigmoid, log1p,
+// expm1, erf and sign are native: mathf.go).
 //
 // The generated code follows codegen/cpu/jit's rules: no stack, RDI the
 // frame throughout, RBP and R15 untouched, a bounded amount of work a call

@@ -47,8 +47,8 @@ func dotSupported(v *tile.Value) error {
 	switch {
 	case v.Type.DType != tile.F32 && v.Type.DType != tile.F64:
 		return unsupported(v, "%v products", v.Type.DType)
-	case v.Prec != tile.PrecIEEE:
-		return unsupported(v, "products of precision %v", v.Prec)
+	case v.Prec != tile.PrecIEEE && v.Type.DType != tile.F32:
+		return unsupported(v, "%v products of precision %v", v.Type.DType, v.Prec)
 	case a.Shape.Rank != 2 || b.Shape.Rank != 2:
 		return unsupported(v, "products of rank-%d blocks", a.Shape.Rank)
 	case b.Shape.Dims[1]%(dotVecs*lane) != 0: // (the IR's products are at least 16 wide, powers of two)
@@ -173,9 +173,130 @@ func (g *gen) dotCode(d *tile.Value) error {
 	if aT {
 		aRow, aCol = 4, int32(4*m)
 	}
+	if d.Prec != tile.PrecIEEE {
+		g.precDot(d, m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
+		return a.Err()
+	}
+	g.dotF32(m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
+	return a.Err()
+}
+
+// precDot is an f32 product of precision other than ieee: each operand
+// rounded as the precision reads it (tile.Precision.Operands: TF32 by
+// truncation or to nearest even, bfloat16 to nearest even) into a scratch
+// block of its own (roundBlock), then the ieee micro-kernel over those;
+// PrecTF32x3 as the reference computes it, three products in turn into
+// the result, a_lo·b_hi, then a_hi·b_lo, then a_hi·b_hi (tile.SplitTF32's
+// parts). The operands' products are exact in f32 (11 + 11 or 8 + 8
+// significant bits), so each fused multiply-add rounds what the
+// reference's product-then-add rounds: the same results, bar products
+// that underflow or overflow f32 (TestPrecisionDotsNative).
+func (g *gen) precDot(d *tile.Value, m, k, n int, offA, offB, offC, offD, aRow, aCol int32, zero bool) {
+	key := func(i int) int { return -(1 << 24) - 2*d.ID - (1 << 22) - i<<20 }
+	rounded := func(i int, from int32, size int, r roundKind) int32 {
+		to := g.scratchBlock(key(i), size)
+		g.roundBlock(to, from, size, r)
+		return to
+	}
+	switch d.Prec {
+	case tile.PrecTF32, tile.PrecTF32TB, tile.PrecBF16:
+		ra, rb := roundTruncTF32, roundTF32
+		switch d.Prec {
+		case tile.PrecTF32TB:
+			ra, rb = roundTF32, roundTruncTF32
+		case tile.PrecBF16:
+			ra, rb = roundBF16, roundBF16
+		}
+		g.dotF32(m, k, n, rounded(0, offA, m*k, ra), rounded(1, offB, k*n, rb), offC, offD, aRow, aCol, zero)
+	case tile.PrecTF32x3:
+		aHi, aLo := rounded(0, offA, m*k, roundTF32), rounded(2, offA, m*k, roundTF32Lo)
+		bHi, bLo := rounded(1, offB, k*n, roundTF32), rounded(3, offB, k*n, roundTF32Lo)
+		g.dotF32(m, k, n, aLo, bHi, offC, offD, aRow, aCol, zero)
+		g.dotF32(m, k, n, aHi, bLo, offD, offD, aRow, aCol, false)
+		g.dotF32(m, k, n, aHi, bHi, offD, offD, aRow, aCol, false)
+	}
+}
+
+// roundKind is how roundBlock rounds each f32 element.
+type roundKind int
+
+const (
+	roundTruncTF32 roundKind = iota // tile.TruncTF32
+	roundTF32                       // tile.RoundTF32
+	roundTF32Lo                     // x - RoundTF32(x), rounded: SplitTF32's lo
+	roundBF16                       // tile.RoundBF16
+)
+
+// roundBlock writes the n f32 of the frame block at from (n a multiple of
+// eight), each rounded as r says, to the block at to, eight lanes a step
+// in ymm registers (Y0–Y5; the bit operations of tile's scalar functions
+// lane by lane).
+func (g *gen) roundBlock(to, from int32, n int, r roundKind) {
+	a := &g.a
+	const (
+		rSrc  = amd64.R11
+		rDst  = amd64.R12
+		rLeft = amd64.RDX
+	)
+	x, t, u, w, sp := amd64.VReg(0), amd64.VReg(1), amd64.VReg(2), amd64.VReg(3), amd64.VReg(4)
+	expBits := g.constVec(0x7f800000)
+	// tf32 rounds v (not x) into d: v + 0xfff + (v>>13 & 1), 13 low bits
+	// cleared, where v is finite; infinities and NaN as they are
+	tf32 := func(d, v amd64.VReg) {
+		a.VPSRLD(t, v, 13)
+		a.VPAND(t, t, g.constVec(1))
+		a.VPADDD(t, t, g.constVec(1<<12-1))
+		a.VPADDD(t, t, v)
+		a.VPAND(t, t, g.constVec(^uint32(1<<13-1)))
+		a.VPAND(sp, v, expBits)
+		a.VPCMPEQD(sp, sp, expBits)
+		a.VBLENDVPS(d, t, v, sp)
+	}
+	a.LEAQ(rSrc, fr(from))
+	a.LEAQ(rDst, fr(to))
+	a.MOVLimm(rLeft, uint32(n/lane))
+	top := a.NewLabel()
+	a.Bind(top)
+	a.VMOVUPS(x, amd64.Ptr(rSrc, 0))
+	switch r {
+	case roundTruncTF32:
+		a.VPAND(x, x, g.constVec(^uint32(1<<13-1)))
+	case roundTF32:
+		tf32(x, x)
+	case roundTF32Lo:
+		tf32(u, x)
+		a.VSUBPS(w, x, u)
+		tf32(x, w)
+	case roundBF16:
+		// finite: v + 0x7fff + (v>>16 & 1), 16 low bits cleared; NaN
+		// quieted (bit 22 set), then infinities and NaN 16 low bits cleared
+		a.VPSRLD(t, x, 16)
+		a.VPAND(t, t, g.constVec(1))
+		a.VPADDD(t, t, g.constVec(1<<15-1))
+		a.VPADDD(t, t, x)
+		a.VPAND(u, x, g.constVec(0x7fffffff))
+		a.VPCMPGTD(u, u, expBits) // NaN
+		a.VPAND(u, u, g.constVec(1<<22))
+		a.VPOR(u, u, x)
+		a.VPAND(sp, x, expBits)
+		a.VPCMPEQD(sp, sp, expBits)
+		a.VBLENDVPS(x, t, u, sp)
+		a.VPAND(x, x, g.constVec(^uint32(1<<16-1)))
+	}
+	a.VMOVUPSstore(amd64.Ptr(rDst, 0), x)
+	a.ADDQimm(rSrc, 4*lane)
+	a.ADDQimm(rDst, 4*lane)
+	a.SUBQimm(rLeft, 1)
+	a.Jcc(amd64.CondNE, top)
+}
+
+// dotF32 is the f32 micro-kernel loop (ieee): in zmm registers where the
+// CPU has AVX-512F, else in ymm.
+func (g *gen) dotF32(m, k, n int, offA, offB, offC, offD, aRow, aCol int32, zero bool) {
+	a := &g.a
 	if g.avx512 {
 		g.dotZ(m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
-		return a.Err()
+		return
 	}
 	g.dotLoop(dotISA{
 		size: 4, vecBytes: 32, rows: dotRows, bVec: 12, aBc: 14,
@@ -185,7 +306,6 @@ func (g *gen) dotCode(d *tile.Value) error {
 		bcast: func(r int, m amd64.Mem) { a.VBROADCASTSS(amd64.VReg(r), m) },
 		fma:   func(acc, b, x int) { a.VFMADD231PS(amd64.VReg(acc), amd64.VReg(x), amd64.VReg(b)) },
 	}, m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
-	return a.Err()
 }
 
 // dotRowsZ is the rows of a zmm micro-kernel block (dotZ).

@@ -389,6 +389,11 @@ func dotKernel(t testing.TB, bm, bn, bk int, loop, loadAcc, notYield, tA, tB boo
 
 // dotKernelOf is dotKernel over elements of type dt.
 func dotKernelOf(t testing.TB, dt tile.DType, bm, bn, bk int, loop, loadAcc, notYield, tA, tB bool) *tile.Kernel {
+	return dotKernelPrec(t, dt, tile.PrecIEEE, bm, bn, bk, loop, loadAcc, notYield, tA, tB)
+}
+
+// dotKernelPrec is dotKernelOf with its products of precision prec.
+func dotKernelPrec(t testing.TB, dt tile.DType, prec tile.Precision, bm, bn, bk int, loop, loadAcc, notYield, tA, tB bool) *tile.Kernel {
 	b := tile.NewBuilder("dot", nil)
 	pa, pb, pc0, pc := b.Ptr("a", dt), b.Ptr("b", dt), b.Ptr("c0", dt), b.Ptr("c", dt)
 	M, N, K := b.Param("M", tile.I32), b.Param("N", tile.I32), b.Param("K", tile.I32)
@@ -412,7 +417,7 @@ func dotKernelOf(t testing.TB, dt tile.DType, bm, bn, bk int, loop, loadAcc, not
 		}
 		av := b.Load(b.AddPtr(pa, aOff), b.And(b.Lt(rows, M), b.Lt(kr, K)), 0.0)
 		bv := b.Load(b.AddPtr(pb, bOff), b.And(b.Lt(kc, K), b.Lt(cols, N)), 0.0)
-		return b.Dot(av, bv, acc, tile.PrecIEEE)
+		return b.Dot(av, bv, acc, prec)
 	}
 	var res *tile.Value
 	if loop {
