@@ -15,11 +15,12 @@ import (
 )
 
 // mathGraphs are graphs of Gorgonia's math ops that the CPU's machine code
-// computes since 2026-12-04 (sigmoid, softplus's log1p, expm1, sign; they
+// computes since 2026-12-04 (sigmoid, softplus's log1p, expm1, sign, log2; they
 // ran on the executor before), each with its float64 function and the
 // relative error it is checked to: SiLU x·σ(x), an LSTM-like gate
 // σ(x)·tanh(x), softplus log(1+e^x) (Gorgonia's op: graphpass writes it
-// as max(x,0) + log1p(e^-|x|)), log1p(|x|), expm1(x) and sign(x)·x².
+// as max(x,0) + log1p(e^-|x|)), log1p(|x|), expm1(x), sign(x)·x² and
+// log₂|x|.
 var mathGraphs = []struct {
 	name  string
 	build func(x *G.Node) *G.Node
@@ -37,6 +38,8 @@ var mathGraphs = []struct {
 	{"expm1", func(x *G.Node) *G.Node { return G.Must(G.Expm1(x)) }, math.Expm1, 4e-7},
 	{"sign", func(x *G.Node) *G.Node { return G.Must(G.HadamardProd(G.Must(G.Sign(x)), G.Must(G.Square(x)))) },
 		func(x float64) float64 { return math.Copysign(x*x, x) }, 1.2e-7},
+	{"log2", func(x *G.Node) *G.Node { return G.Must(G.Log2(G.Must(G.Abs(x)))) },
+		func(x float64) float64 { return math.Log2(math.Abs(x)) }, 2.4e-7},
 }
 
 // mathGraph builds one of mathGraphs over rows×cols seeded values in ±6
@@ -83,7 +86,10 @@ func TestMathGraphsNative(t *testing.T) {
 			for j, x := range d {
 				want := c.f64(float64(x))
 				e := math.Abs(float64(got[j])-want) / math.Max(math.Abs(want), 1e-30)
-				if want == 0 {
+				switch {
+				case float64(got[j]) == want: // ±∞ too
+					e = 0
+				case want == 0:
 					e = math.Abs(float64(got[j]))
 				}
 				if !(e <= c.tol) {

@@ -445,3 +445,92 @@ func erff32(x float32) float32 {
 	e = fma32(-e, lo, e)
 	return math.Float32frombits(math.Float32bits(fma32(-e, r, 1)) | sign)
 }
+
+// The f32 log2 and exp2 of native code: log2f32 and exp2f32 are their
+// scalar twins.
+//
+// log2 x = e + ln(m)·log₂e for x = m·2^e (logCoref32's m in [√½, √2), f =
+// m - 1 exact and its polynomial y ≈ ln m - f), with f·log₂e in two parts
+// (f·Lh rounded and its error by a fused multiply-add, log₂e = Lh + Ll)
+// and e added by a Fast2Sum (|e| ≥ 1 > |f·Lh| where e ≠ 0), so that only
+// the last addition rounds much: exact at powers of two; within 1.07 ulp
+// of float64 over every 7th positive f32 (TestMathErrors). exp2 x =
+// 2^f·2^n, n = round(x), f = x - n exact in [-½, ½], 2^f by the Taylor
+// polynomial of e^(f·ln2) (its coefficients ln2^k/k!), 2^n in two steps
+// as expCoref32's (x clamped to [-151, 129]: outside, 0 and +∞ by the
+// scaling itself): within 0.88 ulp over every 7th f32 (the flushing form,
+// Builder.Exp2Flush, is this too).
+
+var (
+	log2eHi32 = float32(math.Log2E)
+	log2eLo32 = float32(math.Log2E - float64(float32(math.Log2E)))
+	// exp2Taylor32: ln2^k/k! for k = 7 down to 0, Horner order
+	exp2Taylor32 = func() (c [8]float32) {
+		for i := range c {
+			k := 7 - i
+			f := 1.0
+			for j := 2; j <= k; j++ {
+				f *= float64(j)
+			}
+			c[i] = float32(math.Pow(math.Ln2, float64(k)) / f)
+		}
+		return c
+	}()
+)
+
+// log2f32 is log₂ x as native code computes it.
+func log2f32(x float32) float32 {
+	switch {
+	case x != x:
+		return x
+	case x < 0:
+		return float32(math.NaN())
+	case x == 0:
+		return float32(math.Inf(-1))
+	case x > math.MaxFloat32:
+		return x
+	}
+	bias := int32(127)
+	if x < minNormal32 {
+		x *= subnormScale
+		bias += 23
+	}
+	bits := math.Float32bits(x)
+	e := int32(bits>>23) - bias
+	m := math.Float32frombits(bits&0x7fffff | 0x3f800000)
+	if m > sqrt2_32 {
+		m *= 0.5
+		e++
+	}
+	f := m - 1
+	z := f * f
+	p := logP[0]
+	for _, c := range logP[1:] {
+		p = fma32(p, f, c)
+	}
+	y := fma32(z, -0.5, p*f*z) // ln m - f
+	a := f * log2eHi32
+	rest := fma32(f, log2eLo32, fma32(f, log2eHi32, -a))
+	rest = fma32(y, log2eHi32, rest)
+	ef := float32(e)
+	s := ef + a
+	return s + ((a - (s - ef)) + rest)
+}
+
+// exp2f32 is 2^x as native code computes it.
+func exp2f32(x float32) float32 {
+	if x != x {
+		return x
+	}
+	x = min(max(x, -151), 129)
+	n := float32(math.RoundToEven(float64(x)))
+	f := x - n
+	p := exp2Taylor32[0]
+	for _, c := range exp2Taylor32[1:] {
+		p = fma32(p, f, c)
+	}
+	ni := int32(n)
+	n1 := ni >> 1
+	n2 := ni - n1
+	return p * math.Float32frombits(uint32(n1+127)<<23) * math.Float32frombits(uint32(n2+127)<<23)
+}

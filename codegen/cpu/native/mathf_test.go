@@ -37,7 +37,7 @@ func mathInputs() []float32 {
 		1e-45, -1e-45, 1e-38, -1e-38, 1e-7, -1e-7}
 	for _, e := range []float32{expOverflow32, expUnderflow32, -87.33655, 88, -104, 89, tanhSmall32, -tanhSmall32, tanhClamp32, 7.9053111, 0.5, 1, 2, 10, 20,
 		minNormal32, sqrt2_32, sqrt2_32 / 2, math.MaxFloat32, 1e-45,
-		expm1Low32, expm1Tiny32, 16.982, 88.376, 0.3466, 1e-3, 3e-8, 0.999, -86.3, erfMid32, erfHigh32} {
+		expm1Low32, expm1Tiny32, 16.982, 88.376, 0.3466, 1e-3, 3e-8, 0.999, -86.3, erfMid32, erfHigh32, 127.5, 128, -149.5, -150, -151} {
 		for _, x := range []float32{e, -e} {
 			xs = append(xs, x, math.Nextafter32(x, float32(math.Inf(1))), math.Nextafter32(x, float32(math.Inf(-1))))
 		}
@@ -55,7 +55,8 @@ func mathInputs() []float32 {
 	return xs
 }
 
-// TestMathTwins: the generated exp, tanh, log, sigmoid, log1p, expm1 and erf
+// TestMathTwins: the generated exp, tanh, log, sigmoid, log1p, expm1, erf,
+// log2 and exp2
 // agree with their twins in mathf.go bit for bit, lane by lane (a tail of 57 lanes
 // included), in ymm and, where the CPU has AVX-512, in zmm registers
 // (whole blocks; the tail's block runs the masked ymm loop).
@@ -68,7 +69,8 @@ func TestMathTwins(t *testing.T) {
 		op   tile.Op
 		twin func(float32) float32
 	}{{tile.OpExp, expf32}, {tile.OpTanh, tanhf32}, {tile.OpLog, logf32},
-		{tile.OpSigmoid, sigmoidf32}, {tile.OpLog1p, log1pf32}, {tile.OpExpm1, expm1f32}, {tile.OpErf, erff32}} {
+		{tile.OpSigmoid, sigmoidf32}, {tile.OpLog1p, log1pf32}, {tile.OpExpm1, expm1f32}, {tile.OpErf, erff32},
+		{tile.OpLog2, log2f32}, {tile.OpExp2, exp2f32}} {
 		for _, zmm := range []bool{false, true} {
 			if zmm && !jit.HasAVX512() {
 				continue // no AVX-512 here: ymm only
@@ -177,22 +179,30 @@ func ulpErr(got float32, want float64) float64 {
 }
 
 // TestMathErrors measures expf32, tanhf32, logf32, sigmoidf32, log1pf32,
-// expm1f32 and erff32 against the float64 functions (sigmoid64: the reference's)
+// expm1f32, erff32, log2f32 and exp2f32 against the float64 functions (sigmoid64: the reference's)
 // over every 97th f32 of their
 // ranges (every 997th with -short); mathf.go states the bounds (found with
 // every 7th: 0.94, 1.36, 0.98, 1.44 and 1.44 ulp; logf32's over every
-// 97th, erff32's every 3rd below 4: 1.06).
+// 97th, erff32's every 3rd below 4: 1.06; log2f32 and exp2f32 1.07 and
+// 0.88).
 func TestMathErrors(t *testing.T) {
 	step := uint32(97)
 	if testing.Short() {
 		step = 997
 	}
-	var maxExp, maxTanh, maxLog, maxSig, maxLog1p, maxExpm1, maxErf float64
-	var atExp, atTanh, atLog, atSig, atLog1p, atExpm1, atErf float32
+	var maxExp, maxTanh, maxLog, maxSig, maxLog1p, maxExpm1, maxErf, maxLog2, maxExp2 float64
+	var atExp, atTanh, atLog, atSig, atLog1p, atExpm1, atErf, atLog2, atExp2 float32
 	for b := uint32(0); b < 0x7f800000; b += step {
 		if x := math.Float32frombits(b); x > 0 {
 			if u := ulpErr(logf32(x), math.Log(float64(x))); u > maxLog {
 				maxLog, atLog = u, x
+			}
+			want := math.Log2(float64(x))
+			if fr, ex := math.Frexp(float64(x)); fr == 0.5 {
+				want = float64(ex - 1) // exact at powers of two, as the reference's
+			}
+			if u := ulpErr(log2f32(x), want); u > maxLog2 {
+				maxLog2, atLog2 = u, x
 			}
 		}
 		for _, x := range []float32{math.Float32frombits(b), -math.Float32frombits(b)} {
@@ -212,6 +222,11 @@ func TestMathErrors(t *testing.T) {
 			if u := ulpErr(erff32(x), math.Erf(float64(x))); u > maxErf {
 				maxErf, atErf = u, x
 			}
+			if x > -151 && x < 128 {
+				if u := ulpErr(exp2f32(x), math.Exp2(float64(x))); u > maxExp2 {
+					maxExp2, atExp2 = u, x
+				}
+			}
 			if x > -104 && x < 89 {
 				if u := ulpErr(expf32(x), math.Exp(float64(x))); u > maxExp {
 					maxExp, atExp = u, x
@@ -226,11 +241,13 @@ func TestMathErrors(t *testing.T) {
 	}
 	t.Logf("expf32 within %.3f ulp (at %v), tanhf32 within %.3f ulp (at %v), logf32 within %.3f ulp (at %v)", maxExp, atExp, maxTanh, atTanh, maxLog, atLog)
 	t.Logf("sigmoidf32 within %.3f ulp (at %v), log1pf32 within %.3f ulp (at %v), expm1f32 within %.3f ulp (at %v), erff32 within %.3f ulp (at %v)", maxSig, atSig, maxLog1p, atLog1p, maxExpm1, atExpm1, maxErf, atErf)
+	t.Logf("log2f32 within %.3f ulp (at %v), exp2f32 within %.3f ulp (at %v)", maxLog2, atLog2, maxExp2, atExp2)
 	for _, c := range []struct {
 		name       string
 		max, bound float64
 		at         float32
-	}{{"sigmoidf32", maxSig, 1, atSig}, {"log1pf32", maxLog1p, 1.5, atLog1p}, {"expm1f32", maxExpm1, 1.5, atExpm1}, {"erff32", maxErf, 1.1, atErf}} {
+	}{{"sigmoidf32", maxSig, 1, atSig}, {"log1pf32", maxLog1p, 1.5, atLog1p}, {"expm1f32", maxExpm1, 1.5, atExpm1}, {"erff32", maxErf, 1.1, atErf},
+		{"log2f32", maxLog2, 1.1, atLog2}, {"exp2f32", maxExp2, 1, atExp2}} {
 		if c.max > c.bound {
 			t.Errorf("%s: %.3f ulp at %v, above its bound of %v", c.name, c.max, c.at, c.bound)
 		}
@@ -249,6 +266,10 @@ func TestMathErrors(t *testing.T) {
 		{"expm1", expm1f32, 0, 0}, {"expm1", expm1f32, negZero, negZero}, {"expm1", expm1f32, inf, inf}, {"expm1", expm1f32, -inf, -1},
 		{"expm1", expm1f32, 89, inf}, {"expm1", expm1f32, -50, -1}, {"expm1", expm1f32, nan, nan}, {"expm1", expm1f32, 1e-30, 1e-30},
 		{"erf", erff32, 0, 0}, {"erf", erff32, negZero, negZero}, {"erf", erff32, inf, 1}, {"erf", erff32, -inf, -1},
+		{"log2", log2f32, 1, 0}, {"log2", log2f32, 1024, 10}, {"log2", log2f32, 0x1p-149, -149}, {"log2", log2f32, 0, -inf},
+		{"log2", log2f32, negZero, -inf}, {"log2", log2f32, inf, inf}, {"log2", log2f32, -1, nan}, {"log2", log2f32, nan, nan},
+		{"exp2", exp2f32, 0, 1}, {"exp2", exp2f32, 10, 1024}, {"exp2", exp2f32, -149, 0x1p-149}, {"exp2", exp2f32, -150, 0},
+		{"exp2", exp2f32, 128, inf}, {"exp2", exp2f32, inf, inf}, {"exp2", exp2f32, -inf, 0}, {"exp2", exp2f32, nan, nan},
 		{"erf", erff32, 10, 1}, {"erf", erff32, -4, -1}, {"erf", erff32, nan, nan}, {"erf", erff32, 1e-30, float32(math.Erf(float64(float32(1e-30))))},
 	} {
 		if y := c.f(c.x); math.Float32bits(y) != math.Float32bits(c.y) && !(y != y && c.y != c.y) {
@@ -309,7 +330,8 @@ func TestScalarMathNative(t *testing.T) {
 		op   tile.Op
 		twin func(float32) float32
 	}{{tile.OpExp, expf32}, {tile.OpTanh, tanhf32}, {tile.OpLog, logf32}, {tile.OpSigmoid, sigmoidf32},
-		{tile.OpLog1p, log1pf32}, {tile.OpExpm1, expm1f32}, {tile.OpErf, erff32}, {tile.OpSign, sign}} {
+		{tile.OpLog1p, log1pf32}, {tile.OpExpm1, expm1f32}, {tile.OpErf, erff32}, {tile.OpLog2, log2f32}, {tile.OpExp2, exp2f32},
+		{tile.OpSign, sign}} {
 		t.Run(c.op.String(), func(t *testing.T) {
 			b := tile.NewBuilder("scalar_"+c.op.String(), nil)
 			x, y := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)

@@ -51,6 +51,10 @@ func inexact(v *tile.Value) string {
 		return "f32 expm1: expm1f32, within 1.5 ulp"
 	case v.Op == tile.OpErf && v.Type.DType == tile.F32:
 		return "f32 erf: erff32, within 1.1 ulp"
+	case v.Op == tile.OpLog2 && v.Type.DType == tile.F32:
+		return "f32 log2: log2f32, within 1.1 ulp"
+	case v.Op == tile.OpExp2 && v.Type.DType == tile.F32:
+		return "f32 exp2: exp2f32, within 1 ulp"
 	case v.Op == tile.OpReduceSum && v.Aux == int64(v.Args[0].Type.Shape.Rank-1) && v.Args[0].Type.Shape.Dims[v.Aux] > 8:
 		return "f32 sum along the last axis: sixteen partial sums"
 	case v.Op == tile.OpDot:

@@ -88,7 +88,7 @@ func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) e
 		a.VDIVPD(t[0], t[0], t[1])
 		a.VCVTPD2PS(t[0], t[0])
 		a.VINSERTF128(dst, t[2], t[0], 1)
-	case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1, tile.OpErf:
+	case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpLog2, tile.OpExp2:
 		g.mathF32(v.Op, dst, g.reg(s[0], t[9]), t[:9])
 	case tile.OpSign: // 1 where x > 0, -1 where x < 0, else x (±0, NaN)
 		x := g.reg(s[0], t[2])
@@ -200,7 +200,7 @@ func (g *gen) maskOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) er
 	return nil
 }
 
-// mathF32: exp, tanh, log, sigmoid, log1p, expm1 or erf of eight f32 lanes
+// mathF32: exp, tanh, log, sigmoid, log1p, expm1, erf, log2 or exp2 of eight f32 lanes
 // (sixteen in zmm), each lane as its twin in mathf.go computes it, in f32 arithmetic (so the results are
 // not the executor's: see mathf.go for their bounds). t holds nine
 // temporaries; x is read before dst is written.
@@ -221,6 +221,12 @@ func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 		return
 	case tile.OpErf:
 		g.erf32(dst, x, t)
+		return
+	case tile.OpLog2:
+		g.log2_32(dst, x, t)
+		return
+	case tile.OpExp2:
+		g.exp2_32(dst, x, t)
 		return
 	}
 	if op == tile.OpExp {
@@ -569,4 +575,75 @@ func (g *gen) erf32(dst, x amd64.VReg, t []amd64.VReg) {
 	a.VORPS(t[3], t[3], t[2])
 	a.blendSel(t[1], t[1], t[3], a.cmpSel(t[4], t[0], g.constF32(erfMid32), amd64.CmpLT))
 	a.blendSel(dst, t[1], x, a.cmpSel(t[4], x, x, amd64.CmpUNORD))
+}
+
+// log2_32: log₂ x of eight lanes as log2f32 computes them. t holds nine
+// temporaries; x is read before dst is written.
+func (g *gen) log2_32(dst, x amd64.VReg, t []amd64.VReg) {
+	a := g.va()
+	// x = m·2^e as log32 splits it (subnormals scaled by 2^23 first)
+	a.VCMPPS(t[0], x, g.constF32(minNormal32), amd64.CmpLT)
+	a.VMULPS(t[1], x, g.constF32(subnormScale))
+	a.VBLENDVPS(t[1], x, t[1], t[0])
+	a.VANDPS(t[0], t[0], g.constVec(23))
+	a.VPADDD(t[0], t[0], g.constVec(127))
+	a.VPSRLD(t[2], t[1], 23)
+	a.VPSUBD(t[2], t[2], t[0]) // e
+	a.VPAND(t[1], t[1], g.constVec(0x7fffff))
+	a.VPOR(t[1], t[1], g.constVec(0x3f800000)) // m in [1, 2)
+	a.VCMPPS(t[0], t[1], g.constF32(sqrt2_32), amd64.CmpGT)
+	a.VMULPS(t[3], t[1], g.constF32(0.5))
+	a.VBLENDVPS(t[1], t[1], t[3], t[0])
+	a.VPSUBD(t[2], t[2], t[0])          // e+1 where halved
+	a.VSUBPS(t[1], t[1], g.constF32(1)) // f
+	a.VMULPS(t[3], t[1], t[1])          // z
+	a.vbcst(t[4], g.constF32(logP[0]))
+	for _, c := range logP[1:] {
+		a.VFMADD213PS(t[4], t[1], g.constF32(c))
+	}
+	a.VMULPS(t[4], t[4], t[1])
+	a.VMULPS(t[4], t[4], t[3])
+	a.VFMADD231PS(t[4], t[3], g.constF32(-0.5)) // y = ln m - f
+	a.VMULPS(t[5], t[1], g.constF32(log2eHi32)) // a = f·Lh
+	a.VXORPS(t[6], t[5], g.constVec(0x80000000))
+	a.VFMADD231PS(t[6], t[1], g.constF32(log2eHi32)) // its error
+	a.VFMADD231PS(t[6], t[1], g.constF32(log2eLo32))
+	a.VFMADD231PS(t[6], t[4], g.constF32(log2eHi32)) // rest
+	a.VCVTDQ2PS(t[2], t[2])                          // ef
+	a.VADDPS(t[7], t[2], t[5])                       // s = ef + a
+	a.VSUBPS(t[8], t[7], t[2])
+	a.VSUBPS(t[8], t[5], t[8]) // a - (s - ef)
+	a.VADDPS(t[8], t[8], t[6])
+	a.VADDPS(t[8], t[7], t[8])
+	// x < 0: NaN; ±0: -Inf; +Inf: +Inf; NaN: itself
+	a.blendSel(t[8], t[8], g.constF32(float32(math.NaN())), a.cmpSel(t[0], x, g.constF32(0), amd64.CmpLT))
+	a.blendSel(t[8], t[8], g.constF32(float32(math.Inf(-1))), a.cmpSel(t[0], x, g.constF32(0), amd64.CmpEQ))
+	a.blendSel(t[8], t[8], x, a.cmpSel(t[0], x, g.constF32(float32(math.Inf(1))), amd64.CmpEQ))
+	a.blendSel(dst, t[8], x, a.cmpSel(t[0], x, x, amd64.CmpUNORD))
+}
+
+// exp2_32: 2^x of eight lanes as exp2f32 computes them (scaled in two
+// steps in zmm too). t holds nine temporaries; x is read before dst is
+// written.
+func (g *gen) exp2_32(dst, x amd64.VReg, t []amd64.VReg) {
+	a := g.va()
+	a.VMAXPS(t[0], x, g.constF32(-151))
+	a.VMINPS(t[0], t[0], g.constF32(129))
+	a.VROUNDPS(t[1], t[0], 0)  // n
+	a.VSUBPS(t[0], t[0], t[1]) // f
+	a.vbcst(t[2], g.constF32(exp2Taylor32[0]))
+	for _, c := range exp2Taylor32[1:] {
+		a.VFMADD213PS(t[2], t[0], g.constF32(c))
+	}
+	a.VCVTTPS2DQ(t[1], t[1])
+	a.VPSRAD(t[3], t[1], 1)
+	a.VPSUBD(t[1], t[1], t[3])
+	bias := g.constVec(127)
+	a.VPADDD(t[3], t[3], bias)
+	a.VPSLLD(t[3], t[3], 23)
+	a.VPADDD(t[1], t[1], bias)
+	a.VPSLLD(t[1], t[1], 23)
+	a.VMULPS(t[2], t[2], t[3])
+	a.VMULPS(t[2], t[2], t[1])
+	a.blendSel(dst, t[2], x, a.cmpSel(t[0], x, x, amd64.CmpUNORD))
 }
