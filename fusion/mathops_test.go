@@ -15,12 +15,13 @@ import (
 )
 
 // mathGraphs are graphs of Gorgonia's math ops that the CPU's machine code
-// computes since 2026-12-04 (sigmoid, softplus's log1p, expm1, sign, log2; they
+// computes since 2026-12-04 (sigmoid, softplus's log1p, expm1, sign, log2,
+// sin and cos; they
 // ran on the executor before), each with its float64 function and the
 // relative error it is checked to: SiLU x·σ(x), an LSTM-like gate
 // σ(x)·tanh(x), softplus log(1+e^x) (Gorgonia's op: graphpass writes it
-// as max(x,0) + log1p(e^-|x|)), log1p(|x|), expm1(x), sign(x)·x² and
-// log₂|x|.
+// as max(x,0) + log1p(e^-|x|)), log1p(|x|), expm1(x), sign(x)·x²,
+// log₂|x| and sin x·cos x.
 var mathGraphs = []struct {
 	name  string
 	build func(x *G.Node) *G.Node
@@ -40,6 +41,8 @@ var mathGraphs = []struct {
 		func(x float64) float64 { return math.Copysign(x*x, x) }, 1.2e-7},
 	{"log2", func(x *G.Node) *G.Node { return G.Must(G.Log2(G.Must(G.Abs(x)))) },
 		func(x float64) float64 { return math.Log2(math.Abs(x)) }, 2.4e-7},
+	{"sin·cos", func(x *G.Node) *G.Node { return G.Must(G.HadamardProd(G.Must(G.Sin(x)), G.Must(G.Cos(x)))) },
+		func(x float64) float64 { return math.Sin(x) * math.Cos(x) }, 4e-7},
 }
 
 // mathGraph builds one of mathGraphs over rows×cols seeded values in ±6
@@ -211,4 +214,38 @@ func TestPowByConstant(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSinLargeArgumentsFallBack: f32 sin and cos of arguments beyond the
+// machine code's bound (2^17; ∞) run on the executor, launch by launch
+// (the machine code bails out): the reference's float32(math.Sin) bit for
+// bit there and everywhere else in the same launch; and those below the
+// bound within 1.5 ulp as machine code.
+func TestSinLargeArgumentsFallBack(t *testing.T) {
+	xs := []float32{0.5, -3, 1 << 17, 131073, 1e6, -3e38, float32(math.Inf(1)), 2023.1857, float32(math.NaN())}
+	for _, op := range []struct {
+		name string
+		f    func(*G.Node) (*G.Node, error)
+		f64  func(float64) float64
+	}{{"sin", G.Sin, math.Sin}, {"cos", G.Cos, math.Cos}} {
+		t.Run(op.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewVector(g, tensor.Float32, G.WithShape(len(xs)), G.WithName("x"))
+			y := G.Must(op.f(x))
+			if err := G.Let(x, tensor.New(tensor.WithShape(len(xs)), tensor.WithBacking(append([]float32(nil), xs...)))); err != nil {
+				t.Fatal(err)
+			}
+			vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU))
+			defer vm.Close()
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range y.Value().Data().([]float32) {
+				want := float32(op.f64(float64(xs[i])))
+				if math.Float32bits(v) != math.Float32bits(want) && !(v != v && want != want) {
+					t.Errorf("%s(%v) = %v, want %v (the launch falls back to the executor)", op.name, xs[i], v, want)
+				}
+			}
+		})
+	}
 }

@@ -224,7 +224,7 @@ func BenchmarkLinearGELU(b *testing.B) {
 // meet): the executor's float64 functions against the native f32 code.
 func BenchmarkMath4M(b *testing.B) {
 	const n, block = 1 << 22, 1024
-	for _, op := range []tile.Op{tile.OpExp, tile.OpTanh, tile.OpSigmoid, tile.OpErf, tile.OpExpm1, tile.OpLog, tile.OpLog1p} {
+	for _, op := range []tile.Op{tile.OpExp, tile.OpTanh, tile.OpSigmoid, tile.OpErf, tile.OpExpm1, tile.OpLog, tile.OpLog1p, tile.OpLog2, tile.OpExp2, tile.OpSin, tile.OpCos} {
 		b.Run(op.String(), func(b *testing.B) {
 			bl := tile.NewBuilder("math_"+op.String(), tile.Meta{"BLOCK": block})
 			in, out := bl.Ptr("in", tile.F32), bl.Ptr("out", tile.F32)
@@ -235,7 +235,7 @@ func BenchmarkMath4M(b *testing.B) {
 				b.Fatal(err)
 			}
 			lo := -4.0
-			if op == tile.OpLog || op == tile.OpLog1p {
+			if op == tile.OpLog || op == tile.OpLog1p || op == tile.OpLog2 {
 				lo = 0.001
 			}
 			xs, ys := tiletest.Uniform(tiletest.RNG("bench"), n, lo, 4), make([]float32, n)

@@ -31,7 +31,8 @@ func tempsFor(n *node) int {
 	switch n.op {
 	case opCompute:
 		switch n.v.Op {
-		case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpLog2, tile.OpExp2:
+		case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpLog2, tile.OpExp2,
+			tile.OpSin, tile.OpCos:
 			return 10
 		case tile.OpRsqrt:
 			return 3

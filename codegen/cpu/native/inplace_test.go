@@ -41,6 +41,11 @@ func TestInPlaceNative(t *testing.T) {
 			x := b.Load(b.AddPtr(e.pw, b.Add(e.offs, 1)), b.Lt(b.Add(e.offs, 1), b.Param("n1", tile.I32)), 0.0)
 			b.Store(e.w, x, e.mask)
 		}},
+		{name: "sin, which may bail out part way", d: tile.F32, declined: "may bail out", body: func(e inplaceEnv) {
+			b := e.b
+			x := b.Load(e.w, e.mask, 0.0)
+			b.Store(e.w, b.Sub(x, b.Mul(b.Sin(x), 0.01)), e.mask)
+		}},
 		{name: "a reduction over a stored buffer", d: tile.F32, declined: "more than one", body: func(e inplaceEnv) {
 			b := e.b
 			x := b.Load(e.w, e.mask, 0.0)

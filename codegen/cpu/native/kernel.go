@@ -23,9 +23,12 @@ import (
 // executor instead: arguments it does not take (or of the wrong types: the
 // executor reports those), parameters that overlap where one is stored
 // to, an access outside a buffer (the executor reports the fault), or i32
-// index arithmetic that would wrap. Any stores already made are redone by
-// the executor, which is safe because a supported kernel never reads what
-// it stores.
+// index arithmetic that would wrap, or an f32 sin or cos argument beyond
+// sinBound32. Any stores already made are redone by the executor, which
+// is safe because a kernel that may bail out part way never reads what it
+// stores, but for the in-place kernels checkInPlace admits (one element a
+// lane), which hold no sin or cos and bail out only where an i32 index
+// over their buffers would wrap (2³¹ elements).
 var ErrFallback = errors.New("native: run this launch on the executor")
 
 // Kernel is a tile kernel compiled to native code.

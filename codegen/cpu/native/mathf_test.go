@@ -1,8 +1,10 @@
 package native
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
@@ -179,7 +181,8 @@ func ulpErr(got float32, want float64) float64 {
 }
 
 // TestMathErrors measures expf32, tanhf32, logf32, sigmoidf32, log1pf32,
-// expm1f32, erff32, log2f32 and exp2f32 against the float64 functions (sigmoid64: the reference's)
+// expm1f32, erff32, log2f32, exp2f32, sinf32 and cosf32 (up to sinBound32)
+// against the float64 functions (sigmoid64: the reference's)
 // over every 97th f32 of their
 // ranges (every 997th with -short); mathf.go states the bounds (found with
 // every 7th: 0.94, 1.36, 0.98, 1.44 and 1.44 ulp; logf32's over every
@@ -190,8 +193,8 @@ func TestMathErrors(t *testing.T) {
 	if testing.Short() {
 		step = 997
 	}
-	var maxExp, maxTanh, maxLog, maxSig, maxLog1p, maxExpm1, maxErf, maxLog2, maxExp2 float64
-	var atExp, atTanh, atLog, atSig, atLog1p, atExpm1, atErf, atLog2, atExp2 float32
+	var maxExp, maxTanh, maxLog, maxSig, maxLog1p, maxExpm1, maxErf, maxLog2, maxExp2, maxSin, maxCos float64
+	var atExp, atTanh, atLog, atSig, atLog1p, atExpm1, atErf, atLog2, atExp2, atSin, atCos float32
 	for b := uint32(0); b < 0x7f800000; b += step {
 		if x := math.Float32frombits(b); x > 0 {
 			if u := ulpErr(logf32(x), math.Log(float64(x))); u > maxLog {
@@ -227,6 +230,14 @@ func TestMathErrors(t *testing.T) {
 					maxExp2, atExp2 = u, x
 				}
 			}
+			if float32(math.Abs(float64(x))) <= sinBound32 {
+				if u := ulpErr(sinf32(x), math.Sin(float64(x))); u > maxSin {
+					maxSin, atSin = u, x
+				}
+				if u := ulpErr(cosf32(x), math.Cos(float64(x))); u > maxCos {
+					maxCos, atCos = u, x
+				}
+			}
 			if x > -104 && x < 89 {
 				if u := ulpErr(expf32(x), math.Exp(float64(x))); u > maxExp {
 					maxExp, atExp = u, x
@@ -242,12 +253,13 @@ func TestMathErrors(t *testing.T) {
 	t.Logf("expf32 within %.3f ulp (at %v), tanhf32 within %.3f ulp (at %v), logf32 within %.3f ulp (at %v)", maxExp, atExp, maxTanh, atTanh, maxLog, atLog)
 	t.Logf("sigmoidf32 within %.3f ulp (at %v), log1pf32 within %.3f ulp (at %v), expm1f32 within %.3f ulp (at %v), erff32 within %.3f ulp (at %v)", maxSig, atSig, maxLog1p, atLog1p, maxExpm1, atExpm1, maxErf, atErf)
 	t.Logf("log2f32 within %.3f ulp (at %v), exp2f32 within %.3f ulp (at %v)", maxLog2, atLog2, maxExp2, atExp2)
+	t.Logf("sinf32 within %.3f ulp (at %v), cosf32 within %.3f ulp (at %v), |x| ≤ %v", maxSin, atSin, maxCos, atCos, sinBound32)
 	for _, c := range []struct {
 		name       string
 		max, bound float64
 		at         float32
 	}{{"sigmoidf32", maxSig, 1, atSig}, {"log1pf32", maxLog1p, 1.5, atLog1p}, {"expm1f32", maxExpm1, 1.5, atExpm1}, {"erff32", maxErf, 1.1, atErf},
-		{"log2f32", maxLog2, 1.1, atLog2}, {"exp2f32", maxExp2, 1, atExp2}} {
+		{"log2f32", maxLog2, 1.1, atLog2}, {"exp2f32", maxExp2, 1, atExp2}, {"sinf32", maxSin, 1.5, atSin}, {"cosf32", maxCos, 1.5, atCos}} {
 		if c.max > c.bound {
 			t.Errorf("%s: %.3f ulp at %v, above its bound of %v", c.name, c.max, c.at, c.bound)
 		}
@@ -270,6 +282,8 @@ func TestMathErrors(t *testing.T) {
 		{"log2", log2f32, negZero, -inf}, {"log2", log2f32, inf, inf}, {"log2", log2f32, -1, nan}, {"log2", log2f32, nan, nan},
 		{"exp2", exp2f32, 0, 1}, {"exp2", exp2f32, 10, 1024}, {"exp2", exp2f32, -149, 0x1p-149}, {"exp2", exp2f32, -150, 0},
 		{"exp2", exp2f32, 128, inf}, {"exp2", exp2f32, inf, inf}, {"exp2", exp2f32, -inf, 0}, {"exp2", exp2f32, nan, nan},
+		{"sin", sinf32, 0, 0}, {"sin", sinf32, negZero, negZero}, {"sin", sinf32, 1e-30, 1e-30}, {"sin", sinf32, nan, nan},
+		{"cos", cosf32, 0, 1}, {"cos", cosf32, negZero, 1}, {"cos", cosf32, nan, nan},
 		{"erf", erff32, 10, 1}, {"erf", erff32, -4, -1}, {"erf", erff32, nan, nan}, {"erf", erff32, 1e-30, float32(math.Erf(float64(float32(1e-30))))},
 	} {
 		if y := c.f(c.x); math.Float32bits(y) != math.Float32bits(c.y) && !(y != y && c.y != c.y) {
@@ -331,8 +345,12 @@ func TestScalarMathNative(t *testing.T) {
 		twin func(float32) float32
 	}{{tile.OpExp, expf32}, {tile.OpTanh, tanhf32}, {tile.OpLog, logf32}, {tile.OpSigmoid, sigmoidf32},
 		{tile.OpLog1p, log1pf32}, {tile.OpExpm1, expm1f32}, {tile.OpErf, erff32}, {tile.OpLog2, log2f32}, {tile.OpExp2, exp2f32},
-		{tile.OpSign, sign}} {
+		{tile.OpSign, sign}, {tile.OpSin, sinf32}, {tile.OpCos, cosf32}} {
 		t.Run(c.op.String(), func(t *testing.T) {
+			xs := xs
+			if c.op == tile.OpSin || c.op == tile.OpCos { // beyond the bound the launch falls back
+				xs = slices.DeleteFunc(slices.Clone(xs), func(x float32) bool { return float32(math.Abs(float64(x))) > sinBound32 })
+			}
 			b := tile.NewBuilder("scalar_"+c.op.String(), nil)
 			x, y := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
 			pid := b.ProgramID(0)
@@ -359,5 +377,55 @@ func TestScalarMathNative(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSinCosNative: the generated sin and cos give sinf32's and cosf32's
+// bits lane by lane in ymm and zmm (every 4099th f32 up to sinBound32,
+// the arguments nearest multiples of π/2 where the reduction is tested
+// hardest, the bound itself, NaN); a launch with one lane beyond the bound
+// (the next f32, 1e30, ∞) returns ErrFallback, so that the executor runs
+// it (fusion: TestSinLargeArgumentsFallBack).
+func TestSinCosNative(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("no native code here: not amd64 with AVX2 and FMA, or -tags purego")
+	}
+	var xs []float32
+	for b := uint32(0); b <= math.Float32bits(sinBound32); b += 4099 {
+		xs = append(xs, math.Float32frombits(b), -math.Float32frombits(b))
+	}
+	for _, x := range []float32{2023.1857, 3468.5696, 5710.0967, 107868.41, 17883.264, sinBound32, -sinBound32,
+		float32(math.NaN()), 0, float32(math.Copysign(0, -1)), 1e-30, math.Pi / 2, math.Pi} {
+		xs = append(xs, x, math.Nextafter32(x, 0))
+	}
+	for _, op := range []tile.Op{tile.OpSin, tile.OpCos} {
+		twin := sinf32
+		if op == tile.OpCos {
+			twin = cosf32
+		}
+		for _, zmm := range []bool{false, true} {
+			if zmm && !jit.HasAVX512() {
+				continue
+			}
+			was := SetAVX512(zmm)
+			nk := mathKernel(t, op)
+			SetAVX512(was)
+			y := make([]float32, len(xs))
+			if err := nk.Launch(tile.Grid{(len(xs) + 255) / 256}, xs, y, len(xs)); err != nil {
+				t.Fatalf("%v, AVX-512 %v: %v", op, zmm, err)
+			}
+			for i, x := range xs {
+				if w := twin(x); math.Float32bits(y[i]) != math.Float32bits(w) && !(w != w && y[i] != y[i]) {
+					t.Fatalf("%v(%v) = %v natively (AVX-512 %v), %v by its twin", op, x, y[i], zmm, w)
+				}
+			}
+			for _, big := range []float32{math.Nextafter32(sinBound32, 1e38), -1e30, float32(math.Inf(1))} {
+				in := append([]float32(nil), xs[:300]...)
+				in[123] = big
+				if err := nk.Launch(tile.Grid{2}, in, make([]float32, len(in)), len(in)); !errors.Is(err, ErrFallback) {
+					t.Errorf("%v(%v), AVX-512 %v: launch gave %v, want ErrFallback", op, big, zmm, err)
+				}
+			}
+		}
 	}
 }

@@ -88,7 +88,8 @@ func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) e
 		a.VDIVPD(t[0], t[0], t[1])
 		a.VCVTPD2PS(t[0], t[0])
 		a.VINSERTF128(dst, t[2], t[0], 1)
-	case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpLog2, tile.OpExp2:
+	case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpLog2, tile.OpExp2,
+		tile.OpSin, tile.OpCos:
 		g.mathF32(v.Op, dst, g.reg(s[0], t[9]), t[:9])
 	case tile.OpSign: // 1 where x > 0, -1 where x < 0, else x (±0, NaN)
 		x := g.reg(s[0], t[2])
@@ -200,7 +201,8 @@ func (g *gen) maskOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) er
 	return nil
 }
 
-// mathF32: exp, tanh, log, sigmoid, log1p, expm1, erf, log2 or exp2 of eight f32 lanes
+// mathF32: exp, tanh, log, sigmoid, log1p, expm1, erf, log2, exp2, sin or
+// cos of eight f32 lanes
 // (sixteen in zmm), each lane as its twin in mathf.go computes it, in f32 arithmetic (so the results are
 // not the executor's: see mathf.go for their bounds). t holds nine
 // temporaries; x is read before dst is written.
@@ -227,6 +229,9 @@ func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 		return
 	case tile.OpExp2:
 		g.exp2_32(dst, x, t)
+		return
+	case tile.OpSin, tile.OpCos:
+		g.sincos32(dst, x, t, op == tile.OpCos)
 		return
 	}
 	if op == tile.OpExp {
@@ -646,4 +651,46 @@ func (g *gen) exp2_32(dst, x amd64.VReg, t []amd64.VReg) {
 	a.VMULPS(t[2], t[2], t[3])
 	a.VMULPS(t[2], t[2], t[1])
 	a.blendSel(dst, t[2], x, a.cmpSel(t[0], x, x, amd64.CmpUNORD))
+}
+
+// sincos32: sin x, or cos x, of eight lanes as sincosf32 computes them,
+// after a bail-out where any lane's |x| exceeds sinBound32 (∞ included;
+// NaN is computed: NaN). t holds nine temporaries; x is read before dst
+// is written. RAX is clobbered.
+func (g *gen) sincos32(dst, x amd64.VReg, t []amd64.VReg, cos bool) {
+	a := g.va()
+	a.VANDPS(t[0], x, g.constVec(0x7fffffff))
+	a.bailIf(a.cmpSel(t[1], t[0], g.constF32(sinBound32), amd64.CmpGT))
+	a.VMULPS(t[1], x, g.constF32(twoOverPi32))
+	a.VROUNDPS(t[1], t[1], 0) // k
+	a.VMOVAPS(t[2], x)
+	for _, c := range sinPiHalf32 {
+		a.VFNMADD231PS(t[2], t[1], g.constF32(c)) // r
+	}
+	a.VMULPS(t[3], t[2], t[2]) // z
+	a.vbcst(t[4], g.constF32(sinTaylor32[0]))
+	for _, c := range sinTaylor32[1:] {
+		a.VFMADD213PS(t[4], t[3], g.constF32(c))
+	}
+	a.VMULPS(t[5], t[2], t[3])
+	a.VFMADD213PS(t[5], t[4], t[2]) // sin r
+	a.vbcst(t[4], g.constF32(cosTaylor32[0]))
+	for _, c := range cosTaylor32[1:] {
+		a.VFMADD213PS(t[4], t[3], g.constF32(c))
+	}
+	a.VFMADD213PS(t[4], t[3], g.constF32(1)) // cos r
+	a.VCVTTPS2DQ(t[6], t[1])
+	if cos {
+		a.VPADDD(t[6], t[6], g.constVec(1))
+	}
+	a.VPSLLD(t[7], t[6], 31)            // odd quadrants: the sign bit
+	a.VBLENDVPS(t[5], t[5], t[4], t[7]) // cos r there
+	a.VPSLLD(t[7], t[6], 30)
+	a.VPAND(t[7], t[7], g.constVec(0x80000000))
+	a.VXORPS(t[5], t[5], t[7]) // negated in quadrants 2 and 3
+	if cos {
+		a.VMOVAPS(dst, t[5])
+		return
+	}
+	a.blendSel(dst, t[5], x, a.cmpSel(t[1], t[0], g.constF32(sinTiny32), amd64.CmpLT))
 }

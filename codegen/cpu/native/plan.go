@@ -284,7 +284,7 @@ func vectorFloatOp(o tile.Op) bool {
 	case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpDiv, tile.OpMin, tile.OpMax,
 		tile.OpNeg, tile.OpAbs, tile.OpSqrt, tile.OpRsqrt, tile.OpExp, tile.OpTanh, tile.OpLog,
 		tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpLog2, tile.OpExp2, tile.OpSign,
-		tile.OpFloor, tile.OpCeil, tile.OpSelect:
+		tile.OpSin, tile.OpCos, tile.OpFloor, tile.OpCeil, tile.OpSelect:
 		return true
 	}
 	return false
@@ -390,6 +390,11 @@ func (p *plan) checkInPlace() error {
 		return nil
 	}
 	v := p.inplace[0]
+	bails := false
+	p.k.Walk(func(u *tile.Value) { bails = bails || u.Op == tile.OpSin || u.Op == tile.OpCos })
+	if bails { // a launch that bails out part way reruns on the executor over what it stored
+		return unsupported(v, "load from a buffer the kernel also stores to, in a kernel whose sin or cos may bail out")
+	}
 	if len(p.items) != 1 || p.items[0].rg == nil || len(p.regions) != 1 {
 		return unsupported(v, "load from a buffer the kernel also stores to, in a kernel with loops")
 	}

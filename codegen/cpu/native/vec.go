@@ -467,3 +467,18 @@ func (v vasm) zeroSel(d amd64.VReg, m selMask, x amd64.VReg) {
 	}
 	v.Asm.VANDNPS(d, m.r, x)
 }
+
+// bailIf jumps to the kernel's bail-out where any lane of m is set (the
+// launch then runs on the executor). RAX is clobbered.
+func (v vasm) bailIf(m selMask) {
+	if v.g.zmm {
+		v.each(func() {
+			v.Asm.KORTESTW(v.zk(m.k), v.zk(m.k))
+			v.Asm.Jcc(amd64.CondNE, v.g.bail)
+		})
+		return
+	}
+	v.Asm.VMOVMSKPS(rT0, m.r)
+	v.Asm.TESTL(rT0, rT0)
+	v.Asm.Jcc(amd64.CondNE, v.g.bail)
+}
