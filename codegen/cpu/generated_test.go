@@ -105,7 +105,7 @@ func inexactNative(v *tile.Value) bool {
 	switch {
 	case (v.Op == tile.OpExp || v.Op == tile.OpTanh || v.Op == tile.OpLog || v.Op == tile.OpSigmoid ||
 		v.Op == tile.OpLog1p || v.Op == tile.OpExpm1 || v.Op == tile.OpErf || v.Op == tile.OpLog2 || v.Op == tile.OpExp2 ||
-		v.Op == tile.OpSin || v.Op == tile.OpCos) && v.Type.DType == tile.F32:
+		v.Op == tile.OpSin || v.Op == tile.OpCos || v.Op == tile.OpPow) && v.Type.DType == tile.F32:
 		return true
 	case v.Op == tile.OpReduceSum && v.Aux == int64(v.Args[0].Type.Shape.Rank-1) && v.Type.DType.IsFloat():
 		return true

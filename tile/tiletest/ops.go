@@ -179,7 +179,15 @@ func opBinaryF32(t *testing.T, l Launcher) {
 						continue // the sign of a zero min/max is unspecified
 					}
 				}
-				if !sameFloat(z0[i], w, 0) {
+				maxULP := 0.0
+				if op == tile.OpPow {
+					// an approximation within 2 ulp here (the IR's bound is
+					// 2⁻²¹·(1 + |y·log₂x|) relative: more_cases.go), exact
+					// where the result is 0, ±∞ or NaN; the reference
+					// interpreter and the executor are exact
+					maxULP = 2
+				}
+				if !sameFloat(z0[i], w, maxULP) {
 					t.Errorf("%v(%g, %g) = %g, want %g", op, xs[i], ys[i], z0[i], float32(w))
 				}
 			}

@@ -36,6 +36,10 @@ func tempsFor(n *node) int {
 			return 10
 		case tile.OpRsqrt:
 			return 3
+		case tile.OpPow:
+			if !isF64(n) {
+				return 12 // ops.go: pow32, and its operands loaded from memory
+			}
 		case tile.OpDiv:
 			if useDivFMA.Load() && !isF64(n) {
 				return 2 // ops.go: divFMA

@@ -135,9 +135,9 @@
 // is eight scalar loads a vector, its row's range checked at the row's
 // start), reshapes other than
 // inserting or removing dimensions of size 1, reductions along axes other
-// than the last (or axis 0 of a 2-D block), f32 pow and rem (f32 exp,
-// tanh, log, sigmoid, log1p, expm1, erf, log2, exp2, sign, and sin and
-// cos up to 2^17 in magnitude, bailing out beyond, are native: mathf.go).
+// than the last (or axis 0 of a 2-D block), f32 rem (f32 exp, tanh, log,
+// sigmoid, log1p, expm1, erf, log2, exp2, sign, pow, and sin and cos up
+// to 2^17 in magnitude, bailing out beyond, are native: mathf.go).
 //
 // The generated code follows codegen/cpu/jit's rules: no stack, RDI the
 // frame throughout, RBP and R15 untouched, a bounded amount of work a call

@@ -548,7 +548,7 @@ func zmmOp(v *tile.Value) bool {
 		tile.OpNeg, tile.OpAbs, tile.OpSqrt, tile.OpFloor, tile.OpCeil,
 		tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpRsqrt, tile.OpSelect,
 		tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpLog2, tile.OpExp2, tile.OpSign,
-		tile.OpSin, tile.OpCos,
+		tile.OpSin, tile.OpCos, tile.OpPow,
 		tile.OpEq, tile.OpNe, tile.OpLt, tile.OpLe, tile.OpGt, tile.OpGe,
 		tile.OpAnd, tile.OpOr, tile.OpXor, tile.OpNot:
 		return true

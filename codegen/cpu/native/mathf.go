@@ -490,6 +490,13 @@ func log2f32(x float32) float32 {
 	case x > math.MaxFloat32:
 		return x
 	}
+	s, t := log2Parts32(x)
+	return s + t
+}
+
+// log2Parts32 is log₂ x for a positive finite x as two f32, s + t, |t|
+// within about an ulp of s: log2f32 is their sum, powf32 multiplies both.
+func log2Parts32(x float32) (s, t float32) {
 	bias := int32(127)
 	if x < minNormal32 {
 		x *= subnormScale
@@ -513,8 +520,8 @@ func log2f32(x float32) float32 {
 	rest := fma32(f, log2eLo32, fma32(f, log2eHi32, -a))
 	rest = fma32(y, log2eHi32, rest)
 	ef := float32(e)
-	s := ef + a
-	return s + ((a - (s - ef)) + rest)
+	s = ef + a
+	return s, (a - (s - ef)) + rest
 }
 
 // exp2f32 is 2^x as native code computes it.
@@ -623,4 +630,76 @@ func sincosf32(x float32, cos bool) float32 {
 		return x
 	}
 	return v
+}
+
+// powf32 is x^y as native code computes it: Go's special cases of
+// math.Pow in its order (y = 0 or x = 1, y = 1, NaN, x = ±0 or ±∞, y =
+// ±∞, y = ½ as √x, a negative x with y not an integer), then 2^(y·log₂|x|)
+// with log₂|x| in two parts (log2Parts32) and y·log₂|x| = wh + wl by a
+// fused multiply-add for wh's error, n = round(wh + wl) and 2^n·2^f with
+// f = (wh - n) + wl (|f| ≤ ½: exp2f32's polynomial), and x's sign where y
+// is an odd integer. The error
+// grows with |y| (the two parts of log₂|x| are good to about 2⁻²⁷): within
+// 1.5 ulp of float64 for |y| ≤ 4 and |y·log₂|x|| ≤ 120, 1 + |y|/4 ulp
+// over a wider sample (TestPowErrors); the IR's bound, the GPU's, is
+// 2⁻²¹·(1 + |y·log₂x|) relative.
+// powClamp32 bounds y·log₂|x| (beyond it the result is 0 or ∞): then n =
+// round(wh + wl) is in [-152, 130] and f in [-1, 1] even where |wh + wl|
+// is past them, so that 2^f·2^n underflows or overflows as it should.
+const powClamp32 = float32(160)
+
+func powf32(x, y float32) float32 {
+	inf := float32(math.Inf(1))
+	switch {
+	case y == 0 || x == 1:
+		return 1
+	case y == 1:
+		return x
+	case x != x || y != y:
+		return float32(math.NaN())
+	}
+	ax := float32(math.Abs(float64(x)))
+	yInt := float32(math.Trunc(float64(y))) == y
+	odd := yInt && math.Abs(float64(y)) < 1<<31 && int32(y)&1 != 0
+	sg := uint32(0)
+	if odd {
+		sg = math.Float32bits(x) & 0x80000000
+	}
+	switch {
+	case ax == 0 || ax == inf:
+		if (y < 0) != (ax == inf) {
+			return math.Float32frombits(math.Float32bits(inf) | sg)
+		}
+		return math.Float32frombits(sg)
+	case math.Abs(float64(y)) > math.MaxFloat32:
+		switch {
+		case ax == 1:
+			return 1
+		case (ax < 1) == (y > 0):
+			return 0
+		}
+		return inf
+	case y == 0.5:
+		return float32(math.Sqrt(float64(x)))
+	case x < 0 && !yInt:
+		return float32(math.NaN())
+	}
+	s, t := log2Parts32(ax)
+	wh := y * s
+	wl := fma32(y, t, fma32(y, s, -wh))
+	if !(float32(math.Abs(float64(wh))) < powClamp32) { // 0 or ∞ either way; wl may be NaN
+		wl = 0
+	}
+	wh = min(max(wh, -powClamp32), powClamp32)
+	n := float32(math.RoundToEven(float64(min(max(wh+wl, -152), 130))))
+	f := min(max((wh-n)+wl, -1), 1)
+	p := exp2Taylor32[0]
+	for _, c := range exp2Taylor32[1:] {
+		p = fma32(p, f, c)
+	}
+	ni := int32(n)
+	n1 := ni >> 1
+	n2 := ni - n1
+	mag := p * math.Float32frombits(uint32(n1+127)<<23) * math.Float32frombits(uint32(n2+127)<<23)
+	return math.Float32frombits(math.Float32bits(mag) ^ sg)
 }

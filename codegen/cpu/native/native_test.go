@@ -55,6 +55,8 @@ func inexact(v *tile.Value) string {
 		return "f32 log2: log2f32, within 1.1 ulp"
 	case v.Op == tile.OpExp2 && v.Type.DType == tile.F32:
 		return "f32 exp2: exp2f32, within 1 ulp"
+	case v.Op == tile.OpPow && v.Type.DType == tile.F32:
+		return "f32 pow: powf32, within 1.25 ulp for |y| ≤ 4, 0.7·(1 + |y|/4) beyond"
 	case (v.Op == tile.OpSin || v.Op == tile.OpCos) && v.Type.DType == tile.F32:
 		return "f32 sin and cos: sinf32 and cosf32, within 1.5 ulp (beyond 2^17 the executor's)"
 	case v.Op == tile.OpReduceSum && v.Aux == int64(v.Args[0].Type.Shape.Rank-1) && v.Args[0].Type.Shape.Dims[v.Aux] > 8:

@@ -91,6 +91,8 @@ func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) e
 	case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpLog2, tile.OpExp2,
 		tile.OpSin, tile.OpCos:
 		g.mathF32(v.Op, dst, g.reg(s[0], t[9]), t[:9])
+	case tile.OpPow:
+		g.pow32(dst, g.reg(s[0], t[10]), g.reg(s[1], t[11]), t[:10])
 	case tile.OpSign: // 1 where x > 0, -1 where x < 0, else x (±0, NaN)
 		x := g.reg(s[0], t[2])
 		zero := g.constF32(0)
@@ -586,6 +588,21 @@ func (g *gen) erf32(dst, x amd64.VReg, t []amd64.VReg) {
 // temporaries; x is read before dst is written.
 func (g *gen) log2_32(dst, x amd64.VReg, t []amd64.VReg) {
 	a := g.va()
+	g.log2Parts32(t[7], t[8], x, t[:7])
+	a.VADDPS(t[8], t[7], t[8])
+	// x < 0: NaN; ±0: -Inf; +Inf: +Inf; NaN: itself
+	a.blendSel(t[8], t[8], g.constF32(float32(math.NaN())), a.cmpSel(t[0], x, g.constF32(0), amd64.CmpLT))
+	a.blendSel(t[8], t[8], g.constF32(float32(math.Inf(-1))), a.cmpSel(t[0], x, g.constF32(0), amd64.CmpEQ))
+	a.blendSel(t[8], t[8], x, a.cmpSel(t[0], x, g.constF32(float32(math.Inf(1))), amd64.CmpEQ))
+	a.blendSel(dst, t[8], x, a.cmpSel(t[0], x, x, amd64.CmpUNORD))
+}
+
+// log2Parts32: s and t, log₂ x of eight lanes in two parts as log2Parts32
+// computes them (meaningful for positive finite x). t holds seven
+// temporaries, none of them s, tl or x; x is read before s and tl are
+// written.
+func (g *gen) log2Parts32(s, tl, x amd64.VReg, t []amd64.VReg) {
+	a := g.va()
 	// x = m·2^e as log32 splits it (subnormals scaled by 2^23 first)
 	a.VCMPPS(t[0], x, g.constF32(minNormal32), amd64.CmpLT)
 	a.VMULPS(t[1], x, g.constF32(subnormScale))
@@ -615,16 +632,10 @@ func (g *gen) log2_32(dst, x amd64.VReg, t []amd64.VReg) {
 	a.VFMADD231PS(t[6], t[1], g.constF32(log2eLo32))
 	a.VFMADD231PS(t[6], t[4], g.constF32(log2eHi32)) // rest
 	a.VCVTDQ2PS(t[2], t[2])                          // ef
-	a.VADDPS(t[7], t[2], t[5])                       // s = ef + a
-	a.VSUBPS(t[8], t[7], t[2])
-	a.VSUBPS(t[8], t[5], t[8]) // a - (s - ef)
-	a.VADDPS(t[8], t[8], t[6])
-	a.VADDPS(t[8], t[7], t[8])
-	// x < 0: NaN; ±0: -Inf; +Inf: +Inf; NaN: itself
-	a.blendSel(t[8], t[8], g.constF32(float32(math.NaN())), a.cmpSel(t[0], x, g.constF32(0), amd64.CmpLT))
-	a.blendSel(t[8], t[8], g.constF32(float32(math.Inf(-1))), a.cmpSel(t[0], x, g.constF32(0), amd64.CmpEQ))
-	a.blendSel(t[8], t[8], x, a.cmpSel(t[0], x, g.constF32(float32(math.Inf(1))), amd64.CmpEQ))
-	a.blendSel(dst, t[8], x, a.cmpSel(t[0], x, x, amd64.CmpUNORD))
+	a.VADDPS(s, t[2], t[5])                          // s = ef + a
+	a.VSUBPS(tl, s, t[2])
+	a.VSUBPS(tl, t[5], tl) // a - (s - ef)
+	a.VADDPS(tl, tl, t[6])
 }
 
 // exp2_32: 2^x of eight lanes as exp2f32 computes them (scaled in two
@@ -693,4 +704,88 @@ func (g *gen) sincos32(dst, x amd64.VReg, t []amd64.VReg, cos bool) {
 		return
 	}
 	a.blendSel(dst, t[5], x, a.cmpSel(t[1], t[0], g.constF32(sinTiny32), amd64.CmpLT))
+}
+
+// pow32: x^y of eight lanes as powf32 computes them: the general form on
+// every lane, then Go's special cases blended over it, the lowest in
+// math.Pow's order first. t holds ten temporaries; x and y are read
+// before dst is written.
+func (g *gen) pow32(dst, x, y amd64.VReg, t []amd64.VReg) {
+	a := g.va()
+	one, inf, nan := g.constF32(1), g.constF32(float32(math.Inf(1))), g.constF32(float32(math.NaN()))
+	abs, sign := g.constVec(0x7fffffff), g.constVec(0x80000000)
+	a.VANDPS(t[0], x, abs)
+	g.log2Parts32(t[7], t[8], t[0], []amd64.VReg{t[1], t[2], t[3], t[4], t[5], t[6], t[9]})
+	// y·log₂|x| = wh + wl
+	a.VMULPS(t[0], y, t[7])
+	a.VXORPS(t[1], t[0], sign)
+	a.VFMADD231PS(t[1], y, t[7])
+	a.VFMADD231PS(t[1], y, t[8])
+	a.VANDPS(t[2], t[0], abs)
+	a.zeroSel(t[1], a.cmpSel(t[3], t[2], g.constF32(powClamp32), amd64.CmpGE), t[1])
+	a.VMAXPS(t[0], t[0], g.constF32(-powClamp32))
+	a.VMINPS(t[0], t[0], g.constF32(powClamp32))
+	a.VADDPS(t[2], t[0], t[1])
+	a.VMAXPS(t[2], t[2], g.constF32(-152))
+	a.VMINPS(t[2], t[2], g.constF32(130))
+	a.VROUNDPS(t[2], t[2], 0) // n
+	a.VSUBPS(t[0], t[0], t[2])
+	a.VADDPS(t[0], t[0], t[1])
+	a.VMAXPS(t[0], t[0], g.constF32(-1))
+	a.VMINPS(t[0], t[0], one) // f
+	a.vbcst(t[3], g.constF32(exp2Taylor32[0]))
+	for _, c := range exp2Taylor32[1:] {
+		a.VFMADD213PS(t[3], t[0], g.constF32(c))
+	}
+	a.VCVTTPS2DQ(t[2], t[2])
+	a.VPSRAD(t[4], t[2], 1)
+	a.VPSUBD(t[2], t[2], t[4])
+	bias := g.constVec(127)
+	a.VPADDD(t[4], t[4], bias)
+	a.VPSLLD(t[4], t[4], 23)
+	a.VPADDD(t[2], t[2], bias)
+	a.VPSLLD(t[2], t[2], 23)
+	a.VMULPS(t[3], t[3], t[4])
+	a.VMULPS(t[3], t[3], t[2]) // |x|^y
+	// x's sign where y is an odd integer
+	a.VROUNDPS(t[0], y, 3)
+	a.VCMPPS(t[1], t[0], y, amd64.CmpEQ) // y an integer (or ±∞)
+	a.VCVTTPS2DQ(t[2], y)
+	a.VPSLLD(t[2], t[2], 31)
+	a.VANDPS(t[2], t[2], t[1])
+	a.VANDPS(t[4], x, sign)
+	a.VANDPS(t[2], t[2], t[4]) // sg
+	a.VXORPS(t[3], t[3], t[2])
+	// a negative x and y not an integer: NaN
+	a.VCMPPS(t[4], x, g.constF32(0), amd64.CmpLT)
+	a.VANDNPS(t[4], t[1], t[4])
+	a.VBLENDVPS(t[3], t[3], nan, t[4])
+	// y = ½: √x
+	a.VSQRTPS(t[4], x)
+	a.blendSel(t[3], t[3], t[4], a.cmpSel(t[5], y, g.constF32(0.5), amd64.CmpEQ))
+	// y = ±∞: 1 where |x| = 1, else 0 where |x| < 1 is y > 0, else ∞
+	a.VANDPS(t[5], x, abs)
+	a.VCMPPS(t[6], t[5], one, amd64.CmpLT)
+	a.VCMPPS(t[7], y, g.constF32(0), amd64.CmpGT)
+	a.VXORPS(t[6], t[6], t[7])
+	a.VANDPS(t[6], t[6], inf)
+	a.blendSel(t[6], t[6], one, a.cmpSel(t[7], t[5], one, amd64.CmpEQ))
+	a.VANDPS(t[7], y, abs)
+	a.blendSel(t[3], t[3], t[6], a.cmpSel(t[8], t[7], inf, amd64.CmpEQ))
+	// x = ±0 or ±∞: ∞ where y < 0 is x = ±0, else 0; with sg
+	a.VCMPPS(t[6], y, g.constF32(0), amd64.CmpLT)
+	a.VCMPPS(t[7], t[5], inf, amd64.CmpEQ)
+	a.VXORPS(t[6], t[6], t[7])
+	a.VANDPS(t[6], t[6], inf)
+	a.VORPS(t[6], t[6], t[2])
+	a.VCMPPS(t[8], t[5], g.constF32(0), amd64.CmpEQ)
+	a.VORPS(t[7], t[7], t[8])
+	a.VBLENDVPS(t[3], t[3], t[6], t[7])
+	// NaN operands: NaN; y = 1: x; y = 0 or x = 1: 1
+	a.blendSel(t[3], t[3], nan, a.cmpSel(t[6], x, y, amd64.CmpUNORD))
+	a.blendSel(t[3], t[3], x, a.cmpSel(t[6], y, one, amd64.CmpEQ))
+	a.VCMPPS(t[6], y, g.constF32(0), amd64.CmpEQ)
+	a.VCMPPS(t[7], x, one, amd64.CmpEQ)
+	a.VORPS(t[6], t[6], t[7])
+	a.VBLENDVPS(dst, t[3], one, t[6])
 }

@@ -284,7 +284,7 @@ func vectorFloatOp(o tile.Op) bool {
 	case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpDiv, tile.OpMin, tile.OpMax,
 		tile.OpNeg, tile.OpAbs, tile.OpSqrt, tile.OpRsqrt, tile.OpExp, tile.OpTanh, tile.OpLog,
 		tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpLog2, tile.OpExp2, tile.OpSign,
-		tile.OpSin, tile.OpCos, tile.OpFloor, tile.OpCeil, tile.OpSelect:
+		tile.OpSin, tile.OpCos, tile.OpPow, tile.OpFloor, tile.OpCeil, tile.OpSelect:
 		return true
 	}
 	return false

@@ -1,0 +1,154 @@
+package native
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// powSpecials are pow's special arguments: zeros, ones, halves, odd and
+// even integers, the integers past 2²⁴ and 2³¹, infinities, NaN and
+// subnormals, each sign.
+func powSpecials() []float32 {
+	var s []float32
+	for _, v := range []float32{0, 1, 0.5, 2, 3, 0.25, 1 << 24, 1<<24 + 2, 1 << 31, 3e38, float32(math.Inf(1)), 1e-45, 1.5, 7} {
+		s = append(s, v, -v)
+	}
+	return append(s, float32(math.NaN()))
+}
+
+// TestPowErrors: powf32 against float32(math.Pow) — the reference's — bit
+// for bit wherever an argument is special (pow's special cases in Go's
+// order, signs of zeros and infinities included) and, in general, within
+// 1.25 ulp for |y| ≤ 4 and within 0.7·(1 + |y|/4) ulp for |y| up to 50, in
+// a seeded sample of 3M pairs (results within the normal range).
+func TestPowErrors(t *testing.T) {
+	sp := powSpecials()
+	for _, x := range sp {
+		for _, y := range sp {
+			got, want := powf32(x, y), float32(math.Pow(float64(x), float64(y)))
+			w64 := math.Pow(float64(x), float64(y))
+			special := x != x || y != y || x == 0 || y == 0 || x == 1 || y == 1 || y == 0.5 || math.IsInf(float64(x), 0) ||
+				math.IsInf(float64(y), 0) || w64 == 0 || math.IsInf(w64, 0) || w64 != w64
+			if special && math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+				t.Errorf("pow(%v, %v) = %v, want %v", x, y, got, want)
+			}
+			if !special && ulpErr(got, w64) > 4 {
+				t.Errorf("pow(%v, %v) = %v, want %v (%.2f ulp)", x, y, got, want, ulpErr(got, w64))
+			}
+		}
+	}
+	n := 3000000
+	if testing.Short() {
+		n = 300000
+	}
+	rng := rand.New(rand.NewPCG(2026, 12))
+	var small, wide float64
+	var sx, sy, wx, wy float32
+	for range n {
+		x := float32(math.Exp(rng.Float64()*40 - 20))
+		y := float32((rng.Float64() - 0.5) * 8)
+		if rng.IntN(3) == 0 {
+			y = float32((rng.Float64() - 0.5) * 100)
+		}
+		if rng.IntN(5) == 0 { // a negative base, an integer exponent
+			x, y = -x, float32(math.Round(float64(y)))
+		}
+		want := math.Pow(float64(x), float64(y))
+		if want == 0 || math.Abs(want) < 0x1p-126 || math.Abs(want) > math.MaxFloat32 {
+			continue
+		}
+		u := ulpErr(powf32(x, y), want)
+		if math.Abs(float64(y)) <= 4 {
+			if u > small {
+				small, sx, sy = u, x, y
+			}
+		} else if r := u / (1 + math.Abs(float64(y))/4); r > wide {
+			wide, wx, wy = r, x, y
+		}
+	}
+	t.Logf("|y| ≤ 4: within %.3f ulp (at %v^%v); |y| ≤ 50: within %.3f·(1 + |y|/4) ulp (at %v^%v)", small, sx, sy, wide, wx, wy)
+	if small > 1.25 || wide > 0.7 {
+		t.Errorf("powf32 beyond its bounds: %.3f ulp for |y| ≤ 4 (1.25), %.3f·(1 + |y|/4) (0.7)", small, wide)
+	}
+}
+
+// TestPowNative: the generated pow gives powf32's bits lane by lane, in
+// ymm and zmm and on scalars, over every pair of the special arguments
+// and a seeded sample (a tail of lanes not a multiple of the vector).
+func TestPowNative(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("no native code here: not amd64 with AVX2 and FMA, or -tags purego")
+	}
+	var xs, ys []float32
+	sp := powSpecials()
+	for _, x := range sp {
+		for _, y := range sp {
+			xs, ys = append(xs, x), append(ys, y)
+		}
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 20011 {
+		x := float32(math.Exp(rng.Float64()*200 - 100))
+		if rng.IntN(3) == 0 {
+			x = -x
+		}
+		y := float32((rng.Float64() - 0.5) * 30)
+		if rng.IntN(2) == 0 {
+			y = float32(math.Round(float64(y)))
+		}
+		xs, ys = append(xs, x), append(ys, y)
+	}
+	b := tile.NewBuilder("pow", tile.Meta{"BLOCK": 256})
+	px, py, pz, pn := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32), b.Ptr("z", tile.F32), b.Param("n", tile.I32)
+	offs := b.Add(b.Mul(b.ProgramID(0), 256), b.Arange(0, 256))
+	m := b.Lt(offs, pn)
+	b.Store(b.AddPtr(pz, offs), b.Pow(b.Load(b.AddPtr(px, offs), m, nil), b.Load(b.AddPtr(py, offs), m, nil)), m)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := tile.NewBuilder("pow_scalar", nil)
+	sx, sy, sz := sb.Ptr("x", tile.F32), sb.Ptr("y", tile.F32), sb.Ptr("z", tile.F32)
+	pid := sb.ProgramID(0)
+	sb.Store(sb.AddPtr(sz, pid), sb.Pow(sb.Load(sb.AddPtr(sx, pid), nil, nil), sb.Load(sb.AddPtr(sy, pid), nil, nil)), nil)
+	ks, err := sb.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		k    *tile.Kernel
+		zmm  bool
+	}{{"ymm", k, false}, {"zmm", k, true}, {"scalar", ks, false}} {
+		if c.zmm && !jit.HasAVX512() {
+			continue
+		}
+		was := SetAVX512(c.zmm)
+		nk, err := Compile(c.k)
+		SetAVX512(was)
+		if err != nil {
+			t.Fatalf("%s: declined: %v", c.name, err)
+		}
+		z := make([]float32, len(xs))
+		for i := range z {
+			z[i] = float32(math.NaN())
+		}
+		grid, args := tile.Grid{(len(xs) + 255) / 256}, []any{xs, ys, z, len(xs)}
+		if c.k == ks {
+			grid, args = tile.Grid{len(xs)}, []any{xs, ys, z}
+		}
+		if err := nk.Launch(grid, args...); err != nil {
+			t.Fatal(err)
+		}
+		nk.Free()
+		for i := range xs {
+			if w := powf32(xs[i], ys[i]); math.Float32bits(z[i]) != math.Float32bits(w) && !(w != w && z[i] != z[i]) {
+				t.Fatalf("%s: pow(%v, %v) = %v natively, %v by its twin", c.name, xs[i], ys[i], z[i], w)
+			}
+		}
+	}
+}
