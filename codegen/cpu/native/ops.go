@@ -204,10 +204,10 @@ func (g *gen) maskOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) er
 }
 
 // mathF32: exp, tanh, log, sigmoid, log1p, expm1, erf, log2, exp2, sin or
-// cos of eight f32 lanes
-// (sixteen in zmm), each lane as its twin in mathf.go computes it, in f32 arithmetic (so the results are
-// not the executor's: see mathf.go for their bounds). t holds nine
-// temporaries; x is read before dst is written.
+// cos of eight f32 lanes (sixteen in zmm), each lane as its twin in
+// mathf.go computes it, in f32 arithmetic (so the results are not the
+// executor's: see mathf.go for their bounds). t holds nine temporaries; x
+// is read before dst is written.
 func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 	a := g.va()
 	switch op {
