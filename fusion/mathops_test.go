@@ -258,3 +258,44 @@ func TestSinLargeArgumentsFallBack(t *testing.T) {
 		})
 	}
 }
+
+// TestSoftplusF64Native: Gorgonia's Softplus and Log1p over float64 (its
+// default dtype) run as machine code where the CPU has AVX-512 (f64 log1p
+// has its zmm form only), math.Log1p's results bit for bit for Log1p.
+func TestSoftplusF64Native(t *testing.T) {
+	if !jit.Supported() || !jit.HasAVX512() {
+		t.Skip("f64 log1p is machine code with AVX-512 only; not here")
+	}
+	g := G.NewGraph()
+	x := G.NewVector(g, tensor.Float64, G.WithShape(1000), G.WithName("x"))
+	sp := G.Must(G.Softplus(x))
+	lp := G.Must(G.Log1p(G.Must(G.Abs(x))))
+	d := make([]float64, 1000)
+	rng := rand.New(rand.NewPCG(64, 1))
+	for i := range d {
+		d[i] = (rng.Float64() - 0.5) * 40
+	}
+	if err := G.Let(x, tensor.New(tensor.WithShape(1000), tensor.WithBacking(d))); err != nil {
+		t.Fatal(err)
+	}
+	vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU))
+	defer vm.Close()
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	allNative(t, vm)
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range lp.Value().Data().([]float64) {
+		if w := math.Log1p(math.Abs(d[i])); v != w {
+			t.Fatalf("log1p(|%v|) = %v, want %v", d[i], v, w)
+		}
+	}
+	for i, v := range sp.Value().Data().([]float64) {
+		w := math.Max(d[i], 0) + math.Log1p(math.Exp(-math.Abs(d[i])))
+		if math.Abs(v-w) > 4e-16*math.Abs(w) {
+			t.Fatalf("softplus(%v) = %v, want %v", d[i], v, w)
+		}
+	}
+}

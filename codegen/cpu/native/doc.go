@@ -127,7 +127,8 @@
 //
 // What is not supported yet (Compile says which value and why): nested
 // loops, f64 products of precisions other than ieee, atomics, f64 erf,
-// log1p, expm1, pow and the other math f32 lacks too, integer
+// expm1, pow, sin, cos, log2, exp2 and rem (f64 log1p: with AVX-512 only),
+// integer
 // loads and non-affine integer blocks (div/rem of lanes are affine only
 // where a block does not straddle a multiple of the divisor: checked per
 // program, else a bail-out), masked gathers and stores with a stride

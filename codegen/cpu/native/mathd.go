@@ -241,6 +241,9 @@ func (g *gen) mathF64(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 	case tile.OpSigmoid:
 		g.sigmoidF64(z(dst), z(x), t)
 		return
+	case tile.OpLog1p:
+		g.log1pF64(z(dst), z(x), t)
+		return
 	}
 	if op == tile.OpExp {
 		g.expF64(z(dst), z(x), t)
@@ -399,4 +402,150 @@ func (g *gen) sigmoidF64(dst, x amd64.ZReg, t []amd64.VReg) {
 	a.VADDPDZ(d, e, g.cF64(1))
 	a.VBLENDMPDZ(e, pos, e, g.cF64(1)) // the numerator: 1 where x ≥ 0
 	a.VDIVPDZ(dst, e, d)
+}
+
+// f64 log1p: the reference's is Go's math.Log1p (pure Go on amd64:
+// FreeBSD's s_log1p.c — u = 1 + x and its rounding's correction c, u
+// normalised to [√½, √2) as 2^k·u', f = u' - 1, s = f/(2 + f) and a
+// degree-7 polynomial in s², with a branch for |x| < 2⁻²⁹, one for f
+// near 0 and the k = 0 forms). log1pF64 computes every form on every lane
+// and blends them as the branches choose, each form's operations in Go's
+// order (no fused multiply-add), so its results are math.Log1p's bit for
+// bit (TestLog1pF64Native). Where the CPU has AVX-512 only: without it the
+// kernel is declined (f64Ops).
+
+const (
+	log1pSqrt2M1     = 4.142135623730950488017e-01
+	log1pSqrt2HalfM1 = -2.928932188134524755992e-01
+	log1pLn2Hi       = 6.93147180369123816490e-01
+	log1pLn2Lo       = 1.90821492927058770002e-10
+)
+
+var log1pLp = [...]float64{6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e-01,
+	2.222219843214978396e-01, 1.818357216161805012e-01, 1.531383769920937332e-01, 1.479819860511658591e-01}
+
+// log1pF64: dst = math.Log1p(x) lane by lane (NaN where it is NaN). x is
+// read before dst is written; t holds ten temporaries.
+func (g *gen) log1pF64(dst, x amd64.ZReg, t []amd64.VReg) {
+	a := &g.a
+	va := g.va()
+	ax, u, k, c, iu, f, hfsq, s, w, r := z(t[0]), z(t[1]), z(t[2]), z(t[3]), z(t[4]), z(t[5]), z(t[6]), z(t[7]), z(t[8]), z(t[9])
+	ones := g.constI64(-1).Bcst()
+	a.VPANDQZ(ax, x, g.constI64(1<<63-1).Bcst())
+	// u = 1 + x (x itself from 2^53), k its exponent, c the correction
+	kBig := va.newK()
+	a.VCMPPDZ(kBig, ax, g.cF64(1<<53), amd64.CmpGE)
+	a.VADDPDZ(u, x, g.cF64(1))
+	a.VBLENDMPDZ(u, kBig, u, x)
+	a.VPSRLQZ(k, u, 52)
+	a.VPANDQZ(k, k, g.constI64(0x7ff).Bcst())
+	a.VPORQZ(k, k, g.cF64(0x1p52))
+	a.VSUBPDZ(k, k, g.cF64(0x1p52))
+	a.VSUBPDZ(k, k, g.cF64(1023))
+	a.VSUBPDZ(c, u, x)
+	a.VBROADCASTSDZ(iu, g.constF64(1))
+	a.VSUBPDZ(c, iu, c) // 1 - (u - x)
+	a.VSUBPDZ(iu, u, g.cF64(1))
+	a.VSUBPDZ(iu, x, iu) // x - (u - 1)
+	kPos := va.newK()
+	a.VCMPPDZ(kPos, k, g.cF64(0), amd64.CmpGT)
+	a.VBLENDMPDZ(c, kPos, iu, c)
+	a.VDIVPDZ(c, c, u)
+	a.VPXORQZ(iu, iu, iu)
+	a.VBLENDMPDZ(c, kBig, c, iu) // 0 from 2^53
+	// u's mantissa iu (compared as the subnormal doubles its bits are):
+	// below √2's, u' = 1.iu; else u' = 0.1iu, k + 1, and iu (2^52 - iu)>>2
+	a.VPANDQZ(iu, u, g.constI64(1<<52-1).Bcst())
+	kHi := va.newK()
+	a.VCMPPDZ(kHi, iu, g.constI64(0x0006a09e667f3bcd).Bcst(), amd64.CmpGE)
+	a.VPORQZ(f, iu, g.cF64(1))
+	a.VPORQZ(hfsq, iu, g.cF64(0.5))
+	a.VBLENDMPDZ(u, kHi, f, hfsq)
+	a.VADDPDZ(f, k, g.cF64(1))
+	a.VBLENDMPDZ(k, kHi, k, f)
+	// iu (as changed) = 0, as a mask of f64 lanes: iu = 0 below √2's
+	// mantissa, iu > 2^52 - 4 above it
+	kZ0, kZ1 := va.newK(), va.newK()
+	a.VCMPPDZ(kZ0, iu, g.cF64(0), amd64.CmpEQ)
+	a.VCMPPDZ(kZ1, iu, g.constI64(1<<52-4).Bcst(), amd64.CmpGT)
+	a.VPXORQZ(hfsq, hfsq, hfsq)
+	a.VBLENDMPDZ(s, kZ0, hfsq, ones)
+	a.VBLENDMPDZ(w, kZ1, hfsq, ones)
+	a.VBLENDMPDZ(iu, kHi, s, w)
+	a.VSUBPDZ(f, u, g.cF64(1))
+	// √½ - 1 < x < √2 - 1: k = 0, f = x, iu = 1
+	kK0p := va.newK()
+	a.VCMPPDZ(kK0p, ax, g.cF64(log1pSqrt2M1), amd64.CmpLT)
+	a.VCMPPDKZ(kK0p, kK0p, x, g.cF64(log1pSqrt2HalfM1), amd64.CmpGT)
+	a.VBLENDMPDZ(f, kK0p, f, x)
+	a.VBLENDMPDZ(k, kK0p, k, hfsq)
+	a.VBLENDMPDZ(iu, kK0p, iu, hfsq)
+	// the general forms
+	a.VMULPDZ(hfsq, f, g.cF64(0.5))
+	a.VMULPDZ(hfsq, hfsq, f)
+	a.VADDPDZ(s, f, g.cF64(2))
+	a.VDIVPDZ(s, f, s)
+	a.VMULPDZ(w, s, s) // z
+	a.VMULPDZ(r, w, g.cF64(log1pLp[6]))
+	for i := 5; i >= 0; i-- {
+		a.VADDPDZ(r, r, g.cF64(log1pLp[i]))
+		a.VMULPDZ(r, r, w)
+	} // R
+	a.VADDPDZ(r, hfsq, r)
+	a.VMULPDZ(r, s, r) // s·(hfsq + R)
+	a.VMULPDZ(s, k, g.cF64(log1pLn2Lo))
+	a.VADDPDZ(s, s, c) // k·Ln2Lo + c
+	a.VSUBPDZ(w, hfsq, r)
+	a.VSUBPDZ(w, f, w) // k = 0: f - (hfsq - s·(hfsq + R))
+	a.VADDPDZ(r, r, s)
+	a.VSUBPDZ(r, hfsq, r)
+	a.VSUBPDZ(r, r, f)
+	a.VMULPDZ(c, k, g.cF64(log1pLn2Hi))
+	a.VSUBPDZ(r, c, r) // else
+	kK0 := va.newK()
+	a.VCMPPDZ(kK0, k, g.cF64(0), amd64.CmpEQ)
+	a.VBLENDMPDZ(r, kK0, r, w)
+	// iu = 0: R1 = hfsq·(1 - ⅔f)
+	a.VMULPDZ(w, f, g.cF64(0.66666666666666666))
+	a.VBROADCASTSDZ(ax, g.constF64(1))
+	a.VSUBPDZ(w, ax, w)
+	a.VMULPDZ(w, hfsq, w)
+	a.VSUBPDZ(hfsq, f, w) // k = 0: f - R1
+	a.VSUBPDZ(w, w, s)
+	a.VSUBPDZ(w, w, f)
+	a.VSUBPDZ(w, c, w) // else k·Ln2Hi - ((R1 - (k·Ln2Lo + c)) - f)
+	a.VBLENDMPDZ(w, kK0, w, hfsq)
+	a.VADDPDZ(s, c, s) // f = 0: k·Ln2Hi + (c + k·Ln2Lo), or 0 where k = 0
+	a.VPXORQZ(hfsq, hfsq, hfsq)
+	a.VBLENDMPDZ(s, kK0, s, hfsq)
+	kF0 := va.newK()
+	a.VCMPPDZ(kF0, f, g.cF64(0), amd64.CmpEQ)
+	a.VBLENDMPDZ(w, kF0, w, s)
+	kIz := va.newK()
+	a.VCMPPDZ(kIz, iu, g.cF64(0), amd64.CmpNEQ) // all ones (a NaN) ≠ 0
+	a.VBLENDMPDZ(r, kIz, r, w)
+	// |x| < 2⁻²⁹: x - x·x·½ (x below 2⁻⁵⁴)
+	a.VPANDQZ(ax, x, g.constI64(1<<63-1).Bcst())
+	a.VMULPDZ(u, x, x)
+	a.VMULPDZ(u, u, g.cF64(0.5))
+	a.VSUBPDZ(u, x, u)
+	kT := va.newK()
+	a.VCMPPDZ(kT, ax, g.cF64(0x1p-54), amd64.CmpLT)
+	a.VBLENDMPDZ(u, kT, u, x)
+	kS := va.newK()
+	a.VCMPPDZ(kS, ax, g.cF64(0x1p-29), amd64.CmpLT)
+	a.VBLENDMPDZ(r, kS, r, u)
+	// x < -1: NaN; -1: -Inf; +Inf, NaN: x
+	kN := va.newK()
+	a.VCMPPDZ(kN, x, g.cF64(-1), amd64.CmpLT)
+	a.VBLENDMPDZ(r, kN, r, g.cF64(math.NaN()))
+	kN = va.newK()
+	a.VCMPPDZ(kN, x, g.cF64(-1), amd64.CmpEQ)
+	a.VBLENDMPDZ(r, kN, r, g.cF64(math.Inf(-1)))
+	kN = va.newK()
+	a.VCMPPDZ(kN, x, g.cF64(math.Inf(1)), amd64.CmpEQ)
+	a.VBLENDMPDZ(r, kN, r, x)
+	kN = va.newK()
+	a.VCMPPDZ(kN, x, x, amd64.CmpUNORD)
+	a.VBLENDMPDZ(dst, kN, r, x)
 }

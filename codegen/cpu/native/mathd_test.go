@@ -3,6 +3,7 @@ package native
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
@@ -106,4 +107,82 @@ func TestMathF64(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLog1pF64Native: f64 log1p in zmm registers is math.Log1p (the
+// reference's) bit for bit lane by lane (a tail of 61 lanes: the masked
+// loop), over mathInputs64 and log1p's own edges — -1 and below, the
+// thresholds 2⁻⁵⁴, 2⁻²⁹, √½ - 1, √2 - 1 and 2⁵³, u = 1 + x just below and
+// above √2's mantissa and near a power of two (its f ≈ 0 branch), each
+// with neighbours — and seeded values near -1, near 0 and up to 1e300;
+// and, without AVX-512, the kernel is declined (no ymm-pair form).
+func TestLog1pF64Native(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("no native code here: needs amd64 with AVX2 and FMA")
+	}
+	xs := mathInputs64()
+	for _, e := range []float64{-1, 0x1p-54, 0x1p-29, log1pSqrt2HalfM1, log1pSqrt2M1, 0x1p53, math.Sqrt2 - 1, math.Sqrt2/2 - 1,
+		1, 3, 7, 0x1p52 - 1, math.Float64frombits(0x3ff6a09e667f3bcd) - 1, math.Float64frombits(0x3ff6a09e667f3bcc) - 1,
+		math.Float64frombits(0x3fffffffffffffff) - 1, 2 * math.Float64frombits(0x3fefffffffffffff), 1e-20, 0.5, -0.5, -0.75} {
+		for _, x := range []float64{e, -e} {
+			xs = append(xs, x)
+			for i, y := 0, x; i < 4; i++ {
+				y = math.Nextafter(y, math.Inf(1))
+				xs = append(xs, y)
+			}
+			for i, y := 0, x; i < 4; i++ {
+				y = math.Nextafter(y, math.Inf(-1))
+				xs = append(xs, y)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	for range 60000 {
+		xs = append(xs, -1+math.Exp(-rng.Float64()*40), (rng.Float64()*2-1)*math.Exp(-rng.Float64()*60),
+			math.Exp(rng.Float64()*690), rng.Float64()*4-1)
+	}
+	b := tile.NewBuilder("log1p64", tile.Meta{"BLOCK": 256})
+	px, py, n := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Param("n", tile.I32)
+	offs := b.Add(b.Mul(b.ProgramID(0), 256), b.Arange(0, 256))
+	m := b.Lt(offs, n)
+	b.Store(b.AddPtr(py, offs), b.Log1p(b.Load(b.AddPtr(px, offs), m, nil)), m)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	was := AVX512()
+	defer SetAVX512(was)
+	SetAVX512(false)
+	if _, err := Compile(k); err == nil || !strings.Contains(err.Error(), "f64 log1p") {
+		t.Errorf("without AVX-512: %v, want a decline for f64 log1p", err)
+	}
+	if !jit.HasAVX512() {
+		t.Skip("no AVX-512 here: f64 log1p is declined (checked above)")
+	}
+	SetAVX512(true)
+	nk, err := Compile(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nk.Free()
+	in := xs[:(len(xs)/256-1)*256+61]
+	y := make([]float64, len(in))
+	for i := range y {
+		y[i] = math.NaN()
+	}
+	if err := nk.Launch(tile.Grid{(len(in) + 255) / 256}, in, y, len(in)); err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for i, x := range in {
+		if w := math.Log1p(x); math.Float64bits(y[i]) != math.Float64bits(w) && !(w != w && y[i] != y[i]) {
+			if bad++; bad <= 5 {
+				t.Errorf("log1p(%v) (%#x) = %v (%#x) natively, %v (%#x) by math.Log1p", x, math.Float64bits(x), y[i], math.Float64bits(y[i]), w, math.Float64bits(w))
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d lanes differ", bad, len(in))
+	}
+	t.Logf("%d inputs: bit for bit math.Log1p", len(in))
 }

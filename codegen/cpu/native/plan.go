@@ -640,7 +640,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 	case t.DType == tile.F32 || t.DType == tile.F64:
 		other, floatOp := tile.F64, vectorFloatOp // the cast's other float type; the ops vectors take
 		if t.DType == tile.F64 {
-			other, floatOp = tile.F32, vectorF64Op
+			other, floatOp = tile.F32, p.f64Op
 		}
 		switch {
 		case v.Op == tile.OpCast:
@@ -677,6 +677,12 @@ func vectorF64Op(o tile.Op) bool {
 		return true
 	}
 	return false
+}
+
+// f64Op is vectorF64Op on this plan's ISA: log1p has only its zmm form
+// (mathd.go: log1pF64).
+func (p *plan) f64Op(o tile.Op) bool {
+	return vectorF64Op(o) || o == tile.OpLog1p && p.avx512
 }
 
 func (p *plan) allFormula(v *tile.Value) bool {
@@ -818,7 +824,7 @@ func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
 		in.segment = in.avail
 		p.cur.scalars = append(p.cur.scalars, v)
 		return nil
-	case t.DType == tile.F64 && vectorF64Op(v.Op):
+	case t.DType == tile.F64 && p.f64Op(v.Op):
 		// computed by the vector code on broadcast operands (f64.go)
 		in.kind = kScalarFloat
 		in.segment = in.avail
