@@ -49,6 +49,8 @@ func dotSupported(v *tile.Value) error {
 		return unsupported(v, "%v products", v.Type.DType)
 	case v.Prec != tile.PrecIEEE && v.Type.DType != tile.F32:
 		return unsupported(v, "%v products of precision %v", v.Type.DType, v.Prec)
+	case v.Prec != tile.PrecIEEE && a.Shape.Numel()%lane != 0: // roundBlock's steps (the IR's blocks are never so)
+		return unsupported(v, "products of precision %v of an operand of %d elements", v.Prec, a.Shape.Numel())
 	case a.Shape.Rank != 2 || b.Shape.Rank != 2:
 		return unsupported(v, "products of rank-%d blocks", a.Shape.Rank)
 	case b.Shape.Dims[1]%(dotVecs*lane) != 0: // (the IR's products are at least 16 wide, powers of two)
@@ -229,7 +231,7 @@ const (
 
 // roundBlock writes the n f32 of the frame block at from (n a multiple of
 // eight), each rounded as r says, to the block at to, eight lanes a step
-// in ymm registers (Y0–Y5; the bit operations of tile's scalar functions
+// in ymm registers (Y0–Y4; the bit operations of tile's scalar functions
 // lane by lane).
 func (g *gen) roundBlock(to, from int32, n int, r roundKind) {
 	a := &g.a
