@@ -250,3 +250,24 @@ func BenchmarkMath4M(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTritonMatmul512 is kernels.Matmul (pointer blocks carried
+// through the K loop, strides as parameters: Triton's tutorial kernel)
+// at 512³ in 64×64 tiles, K steps of 32, row-major operands.
+func BenchmarkTritonMatmul512(b *testing.B) {
+	const n = 512
+	k, err := kernels.Matmul(tile.Meta{"BM": 64, "BN": 64, "BK": 32})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := tiletest.RNG("bench")
+	x, y, z := tiletest.Uniform(rng, n*n, -1, 1), tiletest.Uniform(rng, n*n, -1, 1), make([]float32, n*n)
+	modes(b, k, func(b *testing.B, e *cpu.Exec) {
+		for b.Loop() {
+			if err := e.Launch(tile.Grid{n / 64, n / 64}, x, y, z, n, n, n, n, 1, n, 1, n, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(2*n*n*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
+}

@@ -83,7 +83,7 @@ func (g *gen) colLoopTerms(lp *loopPlan) []colTerm {
 	}
 	for _, c := range lp.carries {
 		s := c.arg.Type.Shape
-		if !c.block || !c.inPlace || c.arg.Type.DType != tile.F32 || s.Rank < 1 || s.Rank > 2 || s.Dims[s.Rank-1]%16 != 0 {
+		if c.induced || !c.block || !c.inPlace || c.arg.Type.DType != tile.F32 || s.Rank < 1 || s.Rank > 2 || s.Dims[s.Rank-1]%16 != 0 {
 			return nil
 		}
 	}

@@ -125,6 +125,12 @@
 // results are the reference's bit for bit (bar products that underflow or
 // overflow).
 //
+// Loops carry pointer blocks advanced by the same offset each iteration
+// (Triton's a_ptrs += BLOCK_K·stride) as affine forms of the iteration,
+// with no storage, and a stride between lanes passed as a parameter is
+// taken as 1, each launch falling back to the executor where it is not
+// (plan.go: inducedPointer; phase.go: intern; Kernel.unit).
+//
 // What is not supported yet (Compile says which value and why): nested
 // loops, f64 products of precisions other than ieee, atomics, f64 erf,
 // expm1, pow, sin, cos, log2, exp2 and rem (f64 log1p: with AVX-512 only),

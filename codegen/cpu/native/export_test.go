@@ -165,3 +165,27 @@ func SetParallelNs(ns float64) (was float64) {
 	was, parallelNs = parallelNs, ns
 	return was
 }
+
+// UnitParams are the numbers of nk's integer parameters that its code
+// takes as 1 (strides between lanes: a launch with another value falls
+// back).
+func UnitParams(nk *Kernel) []int {
+	var u []int
+	for i, b := range nk.unit {
+		if b {
+			u = append(u, i)
+		}
+	}
+	return u
+}
+
+// StrideFallback reports whether a launch of nk with args falls back
+// because a parameter its code takes as 1 is not 1.
+func StrideFallback(nk *Kernel, args []any) bool {
+	for _, i := range UnitParams(nk) {
+		if v, ok := scalarBits(args[i], nk.k.Params[i].Type.DType); ok && v != 1 {
+			return true
+		}
+	}
+	return false
+}

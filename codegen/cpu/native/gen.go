@@ -351,6 +351,9 @@ func (g *gen) loopCode(lp *loopPlan) error {
 	v := lp.v
 	for i := range lp.carries {
 		c := &lp.carries[i]
+		if c.induced {
+			continue // no storage: an affine form of the iteration (plan: inducedPointer)
+		}
 		if c.block {
 			off := g.alloc(int32(c.arg.Type.Shape.Numel())<<shiftOf(c.arg.Type.DType), blockAlign)
 			g.block[c.arg.ID] = off
@@ -369,7 +372,7 @@ func (g *gen) loopCode(lp *loopPlan) error {
 	// the blocks' initial values: one phase per shape
 	var inits []*phase
 	for i, c := range lp.carries {
-		if !c.block {
+		if !c.block || c.induced {
 			continue
 		}
 		var ph *phase
@@ -432,7 +435,7 @@ func (g *gen) loopCode(lp *loopPlan) error {
 	// (a yield may be another carried value), blocks copied from theirs
 	var tmps []int32
 	for _, c := range lp.carries {
-		if c.block {
+		if c.block || c.induced {
 			continue
 		}
 		t := g.alloc(8, 8)
@@ -442,6 +445,9 @@ func (g *gen) loopCode(lp *loopPlan) error {
 	}
 	j := 0
 	for i, c := range lp.carries {
+		if c.induced {
+			continue
+		}
 		if c.block {
 			if !c.inPlace {
 				g.copyBlock(g.block[c.arg.ID], g.yieldBlock(lp, i), c.arg.Type.Shape.Numel()<<(shiftOf(c.arg.Type.DType)-2))

@@ -37,6 +37,7 @@ type Kernel struct {
 	code         *jit.Code
 	frame        int32
 	stored       []bool
+	unit         []bool  // by parameter: an integer the code takes as 1 (Launch falls back where it is not)
 	work         float64 // estimated nanoseconds per program
 	tasks        freeList[task]
 	size         int // code bytes
@@ -86,7 +87,11 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, colLoops: p.colLoops, pins: p.pins, prefetchesW: p.prefetchesW, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs}
+	unit := make([]bool, len(k.Params))
+	for i := range unit {
+		unit[i] = p.unit[int64(i)]
+	}
+	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, unit: unit, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, colLoops: p.colLoops, pins: p.pins, prefetchesW: p.prefetchesW, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs}
 	nk.tasks.new = func() *task {
 		return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params)), frames: make([]*frame, pool.Default().Workers())}
 	}
@@ -458,7 +463,7 @@ func (t *task) bind(args []any) bool {
 			continue
 		}
 		v, ok := scalarBits(args[i], p.Type.DType)
-		if !ok {
+		if !ok || t.nk.unit[i] && v != 1 {
 			return false
 		}
 		put(paramBase(i), v)

@@ -290,8 +290,15 @@ func (pg *phaseGen) affPattern(a *aff, root int, m lanes) (*pattern, error) {
 func (pg *phaseGen) intern(p *pattern) *pattern {
 	el := p.e[pg.rank-1]
 	p.elast = -1
-	if el.op == sxConst {
+	switch {
+	case el.op == sxConst:
 		p.elast = el.k
+	case el.op == sxVal && el.v.Op == tile.OpParam && p.root >= 0:
+		// a stride passed as a parameter (a Triton kernel's stride_k):
+		// taken as 1, the common case, and checked at each launch
+		// (Kernel.unit: another value falls back to the executor)
+		p.elast = 1
+		pg.g.p.unit[el.v.Aux] = true
 	}
 	for _, q := range pg.pats {
 		if q.root == p.root && q.base == p.base && q.sh == p.sh && sxEqual(q.c, p.c) && q.elast == p.elast {

@@ -195,8 +195,9 @@ type plan struct {
 	stored   []bool      // by parameter: the kernel stores through it
 	needWrap []wrapCheck // i32 affine values whose lanes must fit in int32
 	needDiv  []divCheck
-	inplace  []*tile.Value // vector loads from buffers the kernel stores to (checkInPlace)
-	cur      *region       // the region being classified
+	inplace  []*tile.Value  // vector loads from buffers the kernel stores to (checkInPlace)
+	unit     map[int64]bool // integer parameters the code takes as 1 (a stride between lanes: phase.go, intern), by number
+	cur      *region        // the region being classified
 
 	avx512 bool // zmm code (read once: isa.go); f64 lanes in zmm registers, else ymm pairs (f64y.go)
 
@@ -253,6 +254,11 @@ type carry struct {
 	block                    bool
 	inPlace                  bool // the yield writes the carried block itself
 	yieldPh                  *phase
+	// induced: a pointer block advanced by the same offset every
+	// iteration (Triton's a_ptrs += BLOCK_K·stride): no storage, the body
+	// reads it as its initial value's affine form plus the iterations done
+	// times the offset (inducedPointer)
+	induced bool
 }
 
 // divCheck: x / d and x % d of an affine x are affine within the block
@@ -292,7 +298,7 @@ func vectorFloatOp(o tile.Op) bool {
 
 // newPlan classifies every value of k, or returns why k is not supported.
 func newPlan(k *tile.Kernel) (*plan, error) {
-	p := &plan{k: k, info: make([]vinfo, k.NumValues()), stored: make([]bool, len(k.Params)), avx512: useAVX512.Load()}
+	p := &plan{k: k, info: make([]vinfo, k.NumValues()), stored: make([]bool, len(k.Params)), avx512: useAVX512.Load(), unit: map[int64]bool{}}
 	live := analysis.Live(k)
 	inv := analysis.Invariant(k, analysis.Launch, nil)
 	var err error
@@ -432,6 +438,67 @@ func (p *plan) checkInPlace() error {
 	return nil
 }
 
+// inducedPointer is the affine form of loop v's carried pointer block c in
+// the body: c's initial value plus ((iv - lo)/step)·d, where the yield is
+// c + d for d an integer scalar (or its splat) computed from values
+// defined before the loop, and lo and step constants (step > 0: the
+// iterations done, exactly).
+func (p *plan) inducedPointer(v *tile.Value, c *carry, inBody map[*tile.Value]bool) (*aff, error) {
+	init := p.in(c.init).aff
+	if init == nil || init.root < 0 {
+		return nil, unsupported(c.arg, "a loop-carried pointer block whose initial value is not affine")
+	}
+	y := c.yield
+	if y.Op != tile.OpAddPtr || y.Args[0] != c.arg {
+		return nil, unsupported(c.arg, "a loop-carried pointer block not advanced by an offset")
+	}
+	d := y.Args[1]
+	for d.Op == tile.OpSplat || d.Op == tile.OpBroadcast || d.Op == tile.OpExpandDims {
+		d = d.Args[0]
+	}
+	ds := p.invariantSx(d, inBody)
+	lo, step := v.Args[0], v.Args[2]
+	if ds == nil || lo.Op != tile.OpConst || step.Op != tile.OpConst || step.Aux <= 0 {
+		return nil, unsupported(c.arg, "a loop-carried pointer block advanced by an offset that changes, or with bounds not constants")
+	}
+	iters := sDivRem(sxDiv, sAdd(p.scalarOf(v.Body.Args[0]), sConst(-lo.Aux)), step.Aux)
+	a := *init
+	a.c = sAdd(init.c, sMul(iters, ds))
+	return &a, nil
+}
+
+// invariantSx is integer scalar x of a loop's body (or before it) as an
+// expression of scalars defined before the loop and constants, or nil.
+func (p *plan) invariantSx(x *tile.Value, inBody map[*tile.Value]bool) *sx {
+	if x.Type.Ptr || !x.Type.Shape.IsScalar() || !x.Type.DType.IsInt() {
+		return nil
+	}
+	if x.Op == tile.OpConst {
+		return sConst(x.Aux)
+	}
+	if !inBody[x] {
+		if p.in(x).kind != kScalarInt {
+			return nil
+		}
+		return p.scalarOf(x)
+	}
+	switch x.Op {
+	case tile.OpAdd, tile.OpSub, tile.OpMul:
+		a, b := p.invariantSx(x.Args[0], inBody), p.invariantSx(x.Args[1], inBody)
+		if a == nil || b == nil {
+			return nil
+		}
+		switch x.Op {
+		case tile.OpAdd:
+			return sAdd(a, b)
+		case tile.OpSub:
+			return sAdd(a, sNeg(b))
+		}
+		return sMul(a, b)
+	}
+	return nil
+}
+
 // newRegion starts a region (a loop's body when lp is set).
 func (p *plan) newRegion(lp *loopPlan) *region {
 	rg := &region{loop: lp}
@@ -456,9 +523,27 @@ func (p *plan) loop(v *tile.Value, one func(*tile.Value) error) error {
 	lp := &loopPlan{v: v}
 	body := v.Body
 	yield := body.Values[len(body.Values)-1]
+	inBody := map[*tile.Value]bool{}
+	for _, b := range body.Args {
+		inBody[b] = true
+	}
+	for _, b := range body.Values {
+		inBody[b] = true
+	}
 	for i, init := range v.Args[3:] {
 		arg := body.Args[i+1]
 		c := carry{arg: arg, init: init, yield: yield.Args[i], block: !arg.Type.Shape.IsScalar()}
+		if arg.Type.Ptr {
+			a, err := p.inducedPointer(v, &c, inBody)
+			if err != nil {
+				return err
+			}
+			c.induced = true
+			ai := p.in(arg)
+			ai.kind, ai.aff, ai.formula = kAffine, a, true
+			lp.carries = append(lp.carries, c)
+			continue
+		}
 		if c.block && arg.Type.DType != tile.F32 && arg.Type.DType != tile.F64 || !c.block && arg.Type.DType != tile.F32 && !arg.Type.DType.IsInt() {
 			return unsupported(arg, "a loop-carried %v", arg.Type)
 		}
@@ -476,6 +561,7 @@ func (p *plan) loop(v *tile.Value, one func(*tile.Value) error) error {
 		ai := p.in(c.arg)
 		ai.rg, ai.carry = lp.body, lp
 		switch {
+		case c.induced: // an affine form (above)
 		case c.block:
 			ai.kind, ai.formula = kCarry, true
 		case c.arg.Type.DType == tile.F32:
@@ -498,7 +584,7 @@ func (p *plan) loop(v *tile.Value, one func(*tile.Value) error) error {
 	// yields: a block is written in the phase of its shape at its level; a
 	// scalar's slot is copied at the end of the iteration
 	for i, c := range lp.carries {
-		if !c.block {
+		if !c.block || c.induced {
 			continue
 		}
 		yi := p.in(c.yield)
@@ -536,6 +622,8 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		c.result = v
 		in.carry = lp
 		switch {
+		case c.induced: // not kept past the loop: a use of it is declined
+			in.kind, in.formula = kAffine, true
 		case c.block:
 			in.kind, in.formula = kCarry, true
 		case t.DType == tile.F32:
@@ -1171,7 +1259,7 @@ func (p *plan) order() error {
 		}
 		for i := range it.loop.carries {
 			c := &it.loop.carries[i]
-			if !c.block {
+			if !c.block || c.induced {
 				continue
 			}
 			c.inPlace = true
