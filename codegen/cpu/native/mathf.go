@@ -109,19 +109,7 @@ func logf32(x float32) float32 {
 }
 
 func logCoref32(x float32) float32 {
-	bias := int32(127)
-	if x < minNormal32 { // a subnormal: scaled into the normal range
-		x *= subnormScale
-		bias += 23
-	}
-	bits := math.Float32bits(x)
-	e := int32(bits>>23) - bias
-	m := math.Float32frombits(bits&0x7fffff | 0x3f800000) // [1, 2)
-	if m > sqrt2_32 {
-		m *= 0.5
-		e++
-	}
-	f := m - 1
+	e, f := logSplit32(x)
 	z := f * f
 	p := logP[0]
 	for _, c := range logP[1:] {
@@ -133,6 +121,25 @@ func logCoref32(x float32) float32 {
 	y = fma32(z, -0.5, y)
 	r := f + y
 	return fma32(ef, ln2Hi32, r)
+}
+
+// logSplit32 splits a positive finite x as m·2^e, m in [√½, √2)
+// (subnormals scaled by 2²³ first), and gives e and f = m - 1 (exact):
+// logf32's and log2f32's reduction.
+func logSplit32(x float32) (e int32, f float32) {
+	bias := int32(127)
+	if x < minNormal32 { // a subnormal: scaled into the normal range
+		x *= subnormScale
+		bias += 23
+	}
+	bits := math.Float32bits(x)
+	e = int32(bits>>23) - bias
+	m := math.Float32frombits(bits&0x7fffff | 0x3f800000) // [1, 2)
+	if m > sqrt2_32 {
+		m *= 0.5
+		e++
+	}
+	return e, m - 1
 }
 
 func fma32(a, b, c float32) float32 { return float32(math.FMA(float64(a), float64(b), float64(c))) }
@@ -497,19 +504,7 @@ func log2f32(x float32) float32 {
 // log2Parts32 is log₂ x for a positive finite x as two f32, s + t, |t|
 // within about an ulp of s: log2f32 is their sum, powf32 multiplies both.
 func log2Parts32(x float32) (s, t float32) {
-	bias := int32(127)
-	if x < minNormal32 {
-		x *= subnormScale
-		bias += 23
-	}
-	bits := math.Float32bits(x)
-	e := int32(bits>>23) - bias
-	m := math.Float32frombits(bits&0x7fffff | 0x3f800000)
-	if m > sqrt2_32 {
-		m *= 0.5
-		e++
-	}
-	f := m - 1
+	e, f := logSplit32(x)
 	z := f * f
 	p := logP[0]
 	for _, c := range logP[1:] {

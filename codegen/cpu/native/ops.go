@@ -276,22 +276,8 @@ func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 // temporaries; x is read before dst is written.
 func (g *gen) log32(dst, x amd64.VReg, t []amd64.VReg) {
 	a := g.va()
-	// subnormals scaled by 2^23, their exponent's bias 127 + 23
-	a.VCMPPS(t[0], x, g.constF32(minNormal32), amd64.CmpLT)
-	a.VMULPS(t[1], x, g.constF32(subnormScale))
-	a.VBLENDVPS(t[1], x, t[1], t[0])
-	a.VANDPS(t[0], t[0], g.constVec(23))
-	a.VPADDD(t[0], t[0], g.constVec(127)) // the bias
-	a.VPSRLD(t[2], t[1], 23)
-	a.VPSUBD(t[2], t[2], t[0]) // e
-	a.VPAND(t[1], t[1], g.constVec(0x7fffff))
-	a.VPOR(t[1], t[1], g.constVec(0x3f800000)) // m in [1, 2)
-	a.VCMPPS(t[0], t[1], g.constF32(sqrt2_32), amd64.CmpGT)
-	a.VMULPS(t[3], t[1], g.constF32(0.5))
-	a.VBLENDVPS(t[1], t[1], t[3], t[0])
-	a.VPSUBD(t[2], t[2], t[0])          // e+1 where halved (the mask is -1)
-	a.VSUBPS(t[1], t[1], g.constF32(1)) // f
-	a.VMULPS(t[3], t[1], t[1])          // z
+	g.logSplit(t[2], t[1], x, t[0], t[3]) // e, f
+	a.VMULPS(t[3], t[1], t[1])            // z
 	a.vbcst(t[4], g.constF32(logP[0]))
 	for _, c := range logP[1:] {
 		a.VFMADD213PS(t[4], t[1], g.constF32(c))
@@ -454,19 +440,8 @@ func (g *gen) sigmoid32(dst, x amd64.VReg, t []amd64.VReg) {
 	a.vbcst(t[4], one)
 	a.VSUBPS(t[4], t[4], t[3])
 	a.VFMADD231PS(t[4], t[2], t[0]) // its error, 1 - p + q·r
-	// both times 2^(n>>1), then 2^(n - (n>>1))
 	a.VCVTTPS2DQ(t[1], t[1])
-	a.VPSRAD(t[5], t[1], 1)
-	a.VPSUBD(t[1], t[1], t[5])
-	bias := g.constVec(127)
-	a.VPADDD(t[5], t[5], bias)
-	a.VPSLLD(t[5], t[5], 23)
-	a.VPADDD(t[1], t[1], bias)
-	a.VPSLLD(t[1], t[1], 23)
-	a.VMULPS(t[3], t[3], t[5])
-	a.VMULPS(t[3], t[3], t[1]) // eh
-	a.VMULPS(t[4], t[4], t[5])
-	a.VMULPS(t[4], t[4], t[1]) // el
+	g.scale2n(t[1], t[5], t[3], t[4]) // eh, el
 	a.VCMPPS(t[5], x, g.constF32(0), amd64.CmpLT)
 	a.vbcst(t[0], one)
 	a.VBLENDVPS(t[0], t[0], t[3], t[5]) // num: eh where x < 0, else 1
@@ -603,22 +578,8 @@ func (g *gen) log2_32(dst, x amd64.VReg, t []amd64.VReg) {
 // written.
 func (g *gen) log2Parts32(s, tl, x amd64.VReg, t []amd64.VReg) {
 	a := g.va()
-	// x = m·2^e as log32 splits it (subnormals scaled by 2^23 first)
-	a.VCMPPS(t[0], x, g.constF32(minNormal32), amd64.CmpLT)
-	a.VMULPS(t[1], x, g.constF32(subnormScale))
-	a.VBLENDVPS(t[1], x, t[1], t[0])
-	a.VANDPS(t[0], t[0], g.constVec(23))
-	a.VPADDD(t[0], t[0], g.constVec(127))
-	a.VPSRLD(t[2], t[1], 23)
-	a.VPSUBD(t[2], t[2], t[0]) // e
-	a.VPAND(t[1], t[1], g.constVec(0x7fffff))
-	a.VPOR(t[1], t[1], g.constVec(0x3f800000)) // m in [1, 2)
-	a.VCMPPS(t[0], t[1], g.constF32(sqrt2_32), amd64.CmpGT)
-	a.VMULPS(t[3], t[1], g.constF32(0.5))
-	a.VBLENDVPS(t[1], t[1], t[3], t[0])
-	a.VPSUBD(t[2], t[2], t[0])          // e+1 where halved
-	a.VSUBPS(t[1], t[1], g.constF32(1)) // f
-	a.VMULPS(t[3], t[1], t[1])          // z
+	g.logSplit(t[2], t[1], x, t[0], t[3])
+	a.VMULPS(t[3], t[1], t[1]) // z
 	a.vbcst(t[4], g.constF32(logP[0]))
 	for _, c := range logP[1:] {
 		a.VFMADD213PS(t[4], t[1], g.constF32(c))
@@ -652,15 +613,7 @@ func (g *gen) exp2_32(dst, x amd64.VReg, t []amd64.VReg) {
 		a.VFMADD213PS(t[2], t[0], g.constF32(c))
 	}
 	a.VCVTTPS2DQ(t[1], t[1])
-	a.VPSRAD(t[3], t[1], 1)
-	a.VPSUBD(t[1], t[1], t[3])
-	bias := g.constVec(127)
-	a.VPADDD(t[3], t[3], bias)
-	a.VPSLLD(t[3], t[3], 23)
-	a.VPADDD(t[1], t[1], bias)
-	a.VPSLLD(t[1], t[1], 23)
-	a.VMULPS(t[2], t[2], t[3])
-	a.VMULPS(t[2], t[2], t[1])
+	g.scale2n(t[1], t[3], t[2])
 	a.blendSel(dst, t[2], x, a.cmpSel(t[0], x, x, amd64.CmpUNORD))
 }
 
@@ -738,15 +691,7 @@ func (g *gen) pow32(dst, x, y amd64.VReg, t []amd64.VReg) {
 		a.VFMADD213PS(t[3], t[0], g.constF32(c))
 	}
 	a.VCVTTPS2DQ(t[2], t[2])
-	a.VPSRAD(t[4], t[2], 1)
-	a.VPSUBD(t[2], t[2], t[4])
-	bias := g.constVec(127)
-	a.VPADDD(t[4], t[4], bias)
-	a.VPSLLD(t[4], t[4], 23)
-	a.VPADDD(t[2], t[2], bias)
-	a.VPSLLD(t[2], t[2], 23)
-	a.VMULPS(t[3], t[3], t[4])
-	a.VMULPS(t[3], t[3], t[2]) // |x|^y
+	g.scale2n(t[2], t[4], t[3]) // |x|^y
 	// x's sign where y is an odd integer
 	a.VROUNDPS(t[0], y, 3)
 	a.VCMPPS(t[1], t[0], y, amd64.CmpEQ) // y an integer (or ±∞)
@@ -788,4 +733,46 @@ func (g *gen) pow32(dst, x, y amd64.VReg, t []amd64.VReg) {
 	a.VCMPPS(t[7], x, one, amd64.CmpEQ)
 	a.VORPS(t[6], t[6], t[7])
 	a.VBLENDVPS(dst, t[3], one, t[6])
+}
+
+// scale2n multiplies each of vs in place by 2^n, n i32 lanes (clobbered),
+// in two steps as expCoref32 scales: by 2^(n>>1), then by 2^(n - (n>>1))
+// (each product exact where the result is normal, one rounding where it
+// is subnormal: the first is still normal for n ≥ -252). tmp is a
+// temporary.
+func (g *gen) scale2n(n, tmp amd64.VReg, vs ...amd64.VReg) {
+	a := g.va()
+	a.VPSRAD(tmp, n, 1)
+	a.VPSUBD(n, n, tmp)
+	bias := g.constVec(127)
+	a.VPADDD(tmp, tmp, bias)
+	a.VPSLLD(tmp, tmp, 23)
+	a.VPADDD(n, n, bias)
+	a.VPSLLD(n, n, 23)
+	for _, v := range vs {
+		a.VMULPS(v, v, tmp)
+		a.VMULPS(v, v, n)
+	}
+}
+
+// logSplit: x = m·2^e of eight lanes as logSplit32 splits them, e (i32
+// lanes) and f = m - 1 written; t0 and t3 are temporaries. x is read
+// before e and f are written.
+func (g *gen) logSplit(e, f, x, t0, t3 amd64.VReg) {
+	a := g.va()
+	// subnormals scaled by 2^23, their exponent's bias 127 + 23
+	a.VCMPPS(t0, x, g.constF32(minNormal32), amd64.CmpLT)
+	a.VMULPS(f, x, g.constF32(subnormScale))
+	a.VBLENDVPS(f, x, f, t0)
+	a.VANDPS(t0, t0, g.constVec(23))
+	a.VPADDD(t0, t0, g.constVec(127)) // the bias
+	a.VPSRLD(e, f, 23)
+	a.VPSUBD(e, e, t0)
+	a.VPAND(f, f, g.constVec(0x7fffff))
+	a.VPOR(f, f, g.constVec(0x3f800000)) // m in [1, 2)
+	a.VCMPPS(t0, f, g.constF32(sqrt2_32), amd64.CmpGT)
+	a.VMULPS(t3, f, g.constF32(0.5))
+	a.VBLENDVPS(f, f, t3, t0)
+	a.VPSUBD(e, e, t0)            // e+1 where halved (the mask is -1)
+	a.VSUBPS(f, f, g.constF32(1)) // f
 }
