@@ -93,17 +93,26 @@ const (
 	subnormScale = float32(0x1p23)
 )
 
-// logf32 is ln x as native code computes it.
-func logf32(x float32) float32 {
+// logSpecial32 is a logarithm's value at x where x is NaN, negative, ±0
+// or +Inf (ok), the same for ln and log₂.
+func logSpecial32(x float32) (y float32, ok bool) {
 	switch {
 	case x != x:
-		return x
+		return x, true
 	case x < 0:
-		return float32(math.NaN())
+		return float32(math.NaN()), true
 	case x == 0:
-		return float32(math.Inf(-1))
+		return float32(math.Inf(-1)), true
 	case x > math.MaxFloat32:
-		return x
+		return x, true
+	}
+	return 0, false
+}
+
+// logf32 is ln x as native code computes it.
+func logf32(x float32) float32 {
+	if y, ok := logSpecial32(x); ok {
+		return y
 	}
 	return logCoref32(x)
 }
@@ -487,15 +496,8 @@ var (
 
 // log2f32 is log₂ x as native code computes it.
 func log2f32(x float32) float32 {
-	switch {
-	case x != x:
-		return x
-	case x < 0:
-		return float32(math.NaN())
-	case x == 0:
-		return float32(math.Inf(-1))
-	case x > math.MaxFloat32:
-		return x
+	if y, ok := logSpecial32(x); ok {
+		return y
 	}
 	s, t := log2Parts32(x)
 	return s + t

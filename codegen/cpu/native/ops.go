@@ -210,30 +210,8 @@ func (g *gen) maskOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) er
 // is read before dst is written.
 func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 	a := g.va()
-	switch op {
-	case tile.OpLog:
-		g.log32(dst, x, t)
-		return
-	case tile.OpSigmoid:
-		g.sigmoid32(dst, x, t)
-		return
-	case tile.OpLog1p:
-		g.log1p32(dst, x, t)
-		return
-	case tile.OpExpm1:
-		g.expm1_32(dst, x, t)
-		return
-	case tile.OpErf:
-		g.erf32(dst, x, t)
-		return
-	case tile.OpLog2:
-		g.log2_32(dst, x, t)
-		return
-	case tile.OpExp2:
-		g.exp2_32(dst, x, t)
-		return
-	case tile.OpSin, tile.OpCos:
-		g.sincos32(dst, x, t, op == tile.OpCos)
+	if f := mathF32Forms[op]; f != nil {
+		f(g, dst, x, t)
 		return
 	}
 	if op == tile.OpExp {
@@ -272,6 +250,31 @@ func (g *gen) mathF32(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 	a.blendSel(dst, t[2], x, a.cmpSel(t[3], x, x, amd64.CmpUNORD))
 }
 
+// mathF32Forms are mathF32's functions but exp and tanh (which share its
+// own code), each writing its lanes as its twin in mathf.go computes them.
+var mathF32Forms = map[tile.Op]func(g *gen, dst, x amd64.VReg, t []amd64.VReg){
+	tile.OpLog:     (*gen).log32,
+	tile.OpSigmoid: (*gen).sigmoid32,
+	tile.OpLog1p:   (*gen).log1p32,
+	tile.OpExpm1:   (*gen).expm1_32,
+	tile.OpErf:     (*gen).erf32,
+	tile.OpLog2:    (*gen).log2_32,
+	tile.OpExp2:    (*gen).exp2_32,
+	tile.OpSin:     func(g *gen, dst, x amd64.VReg, t []amd64.VReg) { g.sincos32(dst, x, t, false) },
+	tile.OpCos:     func(g *gen, dst, x amd64.VReg, t []amd64.VReg) { g.sincos32(dst, x, t, true) },
+}
+
+// logSpecials: dst = r where x is positive and finite, else a logarithm's
+// value at x (logSpecial32): NaN below 0, -Inf at ±0, +Inf at +Inf, x's
+// NaN. tmp is a temporary (a mask).
+func (g *gen) logSpecials(dst, r, x, tmp amd64.VReg) {
+	a := g.va()
+	a.blendSel(r, r, g.constF32(float32(math.NaN())), a.cmpSel(tmp, x, g.constF32(0), amd64.CmpLT))
+	a.blendSel(r, r, g.constF32(float32(math.Inf(-1))), a.cmpSel(tmp, x, g.constF32(0), amd64.CmpEQ))
+	a.blendSel(r, r, x, a.cmpSel(tmp, x, g.constF32(float32(math.Inf(1))), amd64.CmpEQ))
+	a.blendSel(dst, r, x, a.cmpSel(tmp, x, x, amd64.CmpUNORD))
+}
+
 // log32: ln x of eight lanes as logf32 computes them. t holds nine
 // temporaries; x is read before dst is written.
 func (g *gen) log32(dst, x amd64.VReg, t []amd64.VReg) {
@@ -289,11 +292,7 @@ func (g *gen) log32(dst, x amd64.VReg, t []amd64.VReg) {
 	a.VFMADD231PS(t[4], t[3], g.constF32(-0.5))
 	a.VADDPS(t[4], t[1], t[4])
 	a.VFMADD231PS(t[4], t[2], g.constF32(ln2Hi32))
-	// x < 0: NaN; ±0: -Inf; +Inf: +Inf; NaN: itself
-	a.blendSel(t[4], t[4], g.constF32(float32(math.NaN())), a.cmpSel(t[0], x, g.constF32(0), amd64.CmpLT))
-	a.blendSel(t[4], t[4], g.constF32(float32(math.Inf(-1))), a.cmpSel(t[0], x, g.constF32(0), amd64.CmpEQ))
-	a.blendSel(t[4], t[4], x, a.cmpSel(t[0], x, g.constF32(float32(math.Inf(1))), amd64.CmpEQ))
-	a.blendSel(dst, t[4], x, a.cmpSel(t[0], x, x, amd64.CmpUNORD))
+	g.logSpecials(dst, t[4], x, t[0])
 }
 
 // expCore32: res = e^x for x in [-104, 89] (clamped there), as expf32's
@@ -565,11 +564,7 @@ func (g *gen) log2_32(dst, x amd64.VReg, t []amd64.VReg) {
 	a := g.va()
 	g.log2Parts32(t[7], t[8], x, t[:7])
 	a.VADDPS(t[8], t[7], t[8])
-	// x < 0: NaN; ±0: -Inf; +Inf: +Inf; NaN: itself
-	a.blendSel(t[8], t[8], g.constF32(float32(math.NaN())), a.cmpSel(t[0], x, g.constF32(0), amd64.CmpLT))
-	a.blendSel(t[8], t[8], g.constF32(float32(math.Inf(-1))), a.cmpSel(t[0], x, g.constF32(0), amd64.CmpEQ))
-	a.blendSel(t[8], t[8], x, a.cmpSel(t[0], x, g.constF32(float32(math.Inf(1))), amd64.CmpEQ))
-	a.blendSel(dst, t[8], x, a.cmpSel(t[0], x, x, amd64.CmpUNORD))
+	g.logSpecials(dst, t[8], x, t[0])
 }
 
 // log2Parts32: s and t, log₂ x of eight lanes in two parts as log2Parts32
