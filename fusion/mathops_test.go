@@ -259,17 +259,19 @@ func TestSinLargeArgumentsFallBack(t *testing.T) {
 	}
 }
 
-// TestSoftplusF64Native: Gorgonia's Softplus and Log1p over float64 (its
-// default dtype) run as machine code where the CPU has AVX-512 (f64 log1p
-// has its zmm form only), math.Log1p's results bit for bit for Log1p.
-func TestSoftplusF64Native(t *testing.T) {
+// TestF64MathGraphsNative: Gorgonia's Softplus, Log1p, Sin and Cos over
+// float64 (its default dtype) run as machine code where the CPU has
+// AVX-512 (f64 log1p, sin and cos have their zmm forms only), Go's
+// math.Log1p, math.Sin and math.Cos bit for bit.
+func TestF64MathGraphsNative(t *testing.T) {
 	if !jit.Supported() || !jit.HasAVX512() {
-		t.Skip("f64 log1p is machine code with AVX-512 only; not here")
+		t.Skip("f64 log1p, sin and cos are machine code with AVX-512 only; not here")
 	}
 	g := G.NewGraph()
 	x := G.NewVector(g, tensor.Float64, G.WithShape(1000), G.WithName("x"))
 	sp := G.Must(G.Softplus(x))
 	lp := G.Must(G.Log1p(G.Must(G.Abs(x))))
+	sn, cs := G.Must(G.Sin(x)), G.Must(G.Cos(x))
 	d := make([]float64, 1000)
 	rng := rand.New(rand.NewPCG(64, 1))
 	for i := range d {
@@ -290,6 +292,11 @@ func TestSoftplusF64Native(t *testing.T) {
 	for i, v := range lp.Value().Data().([]float64) {
 		if w := math.Log1p(math.Abs(d[i])); v != w {
 			t.Fatalf("log1p(|%v|) = %v, want %v", d[i], v, w)
+		}
+	}
+	for i, v := range sn.Value().Data().([]float64) {
+		if w, c := math.Sin(d[i]), cs.Value().Data().([]float64)[i]; v != w || c != math.Cos(d[i]) {
+			t.Fatalf("sin, cos(%v) = %v, %v, want %v, %v", d[i], v, c, w, math.Cos(d[i]))
 		}
 	}
 	for i, v := range sp.Value().Data().([]float64) {

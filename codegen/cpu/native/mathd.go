@@ -244,6 +244,9 @@ func (g *gen) mathF64(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 	case tile.OpLog1p:
 		g.log1pF64(z(dst), z(x), t)
 		return
+	case tile.OpSin, tile.OpCos:
+		g.sincosF64(z(dst), z(x), t, op == tile.OpCos)
+		return
 	}
 	if op == tile.OpExp {
 		g.expF64(z(dst), z(x), t)
@@ -548,4 +551,131 @@ func (g *gen) log1pF64(dst, x amd64.ZReg, t []amd64.VReg) {
 	kN = va.newK()
 	a.VCMPPDZ(kN, x, x, amd64.CmpUNORD)
 	a.VBLENDMPDZ(dst, kN, r, x)
+}
+
+// f64 sin and cos: the reference's are Go's math.Sin and math.Cos (pure
+// Go on amd64: Cephes' — j = ⌊|x|·4/π⌋ made even, the octant j mod 8, z =
+// ((|x| - y·PI4A) - y·PI4B) - y·PI4C, and the degree-13 sin or degree-14
+// cos polynomial in z by the octant, its sign by the octant and x's).
+// sincosF64 computes both polynomials on every lane and blends them as
+// the branches choose, each in Go's order of operations, so its results
+// are math.Sin's and math.Cos's bit for bit (TestSinCosF64Native). From
+// 2^29 Go reduces by Payne–Hanek (trigReduce): a vector with such a lane
+// (∞ included) bails out and the launch runs on the executor. With
+// AVX-512 only (plan.f64Op).
+
+const (
+	sinPI4A        = 7.85398125648498535156e-1
+	sinPI4B        = 3.77489470793079817668e-8
+	sinPI4C        = 2.69515142907905952645e-15
+	sinReduceLimit = 1 << 29 // Go's reduceThreshold
+)
+
+var sinP64 = [...]float64{1.58962301576546568060e-10, -2.50507477628578072866e-8, 2.75573136213857245213e-6,
+	-1.98412698295895385996e-4, 8.33333333332211858878e-3, -1.66666666666666307295e-1}
+var cosP64 = [...]float64{-1.13585365213876817300e-11, 2.08757008419747316778e-9, -2.75573141792967388112e-7,
+	2.48015872888517045348e-5, -1.38888888888730564116e-3, 4.16666666666665929218e-2}
+
+// sincosF64: dst = math.Sin(x), or math.Cos(x), lane by lane, after a
+// bail-out where any |x| ≥ 2^29. x is read before dst is written; t holds
+// ten temporaries.
+func (g *gen) sincosF64(dst, x amd64.ZReg, t []amd64.VReg, cos bool) {
+	a := &g.a
+	va := g.va()
+	ax, y, m, sg, r, zz, p, q, u, ones := z(t[0]), z(t[1]), z(t[2]), z(t[3]), z(t[4]), z(t[5]), z(t[6]), z(t[7]), z(t[8]), z(t[9])
+	one := g.cF64(1)
+	a.VBROADCASTSDZ(ones, g.constF64(1))
+	a.VPANDQZ(ax, x, g.constI64(1<<63-1).Bcst())
+	kb := va.newK()
+	a.VCMPPDZ(kb, ax, g.cF64(sinReduceLimit), amd64.CmpGE) // ∞ too; NaN is not
+	a.KORTESTW(kb, kb)
+	a.Jcc(amd64.CondNE, g.bail)
+	// the sign: x's for sin (1 where negative), none for cos
+	a.VPXORQZ(sg, sg, sg)
+	if !cos {
+		kn := va.newK()
+		a.VCMPPDZ(kn, x, g.cF64(0), amd64.CmpLT)
+		a.VBLENDMPDZ(sg, kn, sg, one)
+	}
+	// y = ⌊|x|·4/π⌋, made even; m = y mod 8
+	a.VMULPDZ(y, ax, g.cF64(4/math.Pi))
+	a.VRNDSCALEPDZ(y, y, 3)
+	a.VMULPDZ(u, y, g.cF64(0.5))
+	a.VRNDSCALEPDZ(m, u, 3)
+	ko := va.newK()
+	a.VCMPPDZ(ko, u, m, amd64.CmpNEQ) // odd
+	a.VADDPDZ(u, y, one)
+	a.VBLENDMPDZ(y, ko, y, u)
+	a.VMULPDZ(m, y, g.cF64(0.125))
+	a.VRNDSCALEPDZ(m, m, 1)
+	a.VMULPDZ(m, m, g.cF64(8))
+	a.VSUBPDZ(m, y, m)
+	// r = ((|x| - y·PI4A) - y·PI4B) - y·PI4C
+	a.VMULPDZ(u, y, g.cF64(sinPI4A))
+	a.VSUBPDZ(r, ax, u)
+	a.VMULPDZ(u, y, g.cF64(sinPI4B))
+	a.VSUBPDZ(r, r, u)
+	a.VMULPDZ(u, y, g.cF64(sinPI4C))
+	a.VSUBPDZ(r, r, u)
+	// m > 3: m - 4, the sign flipped
+	k4 := va.newK()
+	a.VCMPPDZ(k4, m, g.cF64(3), amd64.CmpGT)
+	a.VSUBPDZ(u, m, g.cF64(4))
+	a.VBLENDMPDZ(m, k4, m, u)
+	a.VSUBPDZ(u, ones, sg)
+	a.VBLENDMPDZ(sg, k4, sg, u)
+	if cos { // m > 1: the sign flipped again
+		k1 := va.newK()
+		a.VCMPPDZ(k1, m, one, amd64.CmpGT)
+		a.VSUBPDZ(u, ones, sg)
+		a.VBLENDMPDZ(sg, k1, sg, u)
+	}
+	a.VMULPDZ(zz, r, r)
+	// sin r: r + r·zz·P(zz)
+	g.hornerF64(p, zz, sinP64[:])
+	a.VMULPDZ(u, r, zz)
+	a.VMULPDZ(p, u, p)
+	a.VADDPDZ(p, r, p)
+	// cos r: 1 - 0.5·zz + zz·zz·Q(zz)
+	g.hornerF64(q, zz, cosP64[:])
+	a.VMULPDZ(u, zz, zz)
+	a.VMULPDZ(q, u, q)
+	a.VMULPDZ(u, zz, g.cF64(0.5))
+	a.VSUBPDZ(u, ones, u)
+	a.VADDPDZ(q, u, q)
+	// the polynomial by the octant: cos r at m = 1, 2 for sin, at m = 0, 3 for cos
+	k12 := va.newK()
+	a.VCMPPDZ(k12, m, g.cF64(0.5), amd64.CmpGT)
+	a.VCMPPDKZ(k12, k12, m, g.cF64(2.5), amd64.CmpLT)
+	if cos {
+		a.VBLENDMPDZ(p, k12, q, p)
+	} else {
+		a.VBLENDMPDZ(p, k12, p, q)
+	}
+	kneg := va.newK()
+	a.VCMPPDZ(kneg, sg, g.cF64(0.5), amd64.CmpGT)
+	a.VPXORQZ(u, p, g.constI64(-1<<63).Bcst())
+	a.VBLENDMPDZ(p, kneg, p, u)
+	// sin: ±0 as they are; NaN: NaN
+	if !cos {
+		kz := va.newK()
+		a.VCMPPDZ(kz, x, g.cF64(0), amd64.CmpEQ)
+		a.VBLENDMPDZ(p, kz, p, x)
+	}
+	kx := va.newK()
+	a.VCMPPDZ(kx, x, x, amd64.CmpUNORD)
+	a.VBLENDMPDZ(dst, kx, p, x)
+}
+
+// hornerF64: p = ((c0·z + c1)·z + …)·z + c_last, each product and sum
+// rounded, in Go's order.
+func (g *gen) hornerF64(p, z amd64.ZReg, c []float64) {
+	a := &g.a
+	a.VMULPDZ(p, z, g.cF64(c[0]))
+	for i, k := range c[1:] {
+		a.VADDPDZ(p, p, g.cF64(k))
+		if i < len(c)-2 {
+			a.VMULPDZ(p, p, z)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -185,4 +186,92 @@ func TestLog1pF64Native(t *testing.T) {
 		t.Fatalf("%d of %d lanes differ", bad, len(in))
 	}
 	t.Logf("%d inputs: bit for bit math.Log1p", len(in))
+}
+
+// TestSinCosF64Native: f64 sin and cos in zmm registers are math.Sin's and
+// math.Cos's bit for bit lane by lane (a tail of 61 lanes) over
+// mathInputs64 below 2^29 in magnitude and the arguments where the
+// reduction is hardest (near multiples of π/4, π/2 and π, each with
+// neighbours, up to 2^29), seeded values up to 2^29; a launch with a lane
+// at 2^29 or beyond (∞ included) falls back (Go reduces those by
+// Payne–Hanek); without AVX-512 the kernel is declined.
+func TestSinCosF64Native(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("no native code here: needs amd64 with AVX2 and FMA")
+	}
+	var xs []float64
+	for _, x := range mathInputs64() {
+		if !(math.Abs(x) >= sinReduceLimit) {
+			xs = append(xs, x)
+		}
+	}
+	for _, k := range []float64{1, 2, 3, 4, 7, 8, 100, 1e3, 1e5, 1e7, 3e8} {
+		for _, base := range []float64{math.Pi / 4, math.Pi / 2, math.Pi} {
+			x := math.Round(k) * base
+			for i, y := 0, x; i < 6 && y < sinReduceLimit; i++ {
+				xs = append(xs, y, -y)
+				y = math.Nextafter(y, math.Inf(1))
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(29, 2))
+	for range 60000 {
+		xs = append(xs, (rng.Float64()*2-1)*10, math.Exp(rng.Float64()*20)*math.Copysign(1, rng.Float64()-0.5),
+			(rng.Float64()*2-1)*(sinReduceLimit-1))
+	}
+	was := AVX512()
+	defer SetAVX512(was)
+	for _, c := range []struct {
+		op  tile.Op
+		ref func(float64) float64
+	}{{tile.OpSin, math.Sin}, {tile.OpCos, math.Cos}} {
+		t.Run(c.op.String(), func(t *testing.T) {
+			b := tile.NewBuilder("sincos64", tile.Meta{"BLOCK": 256})
+			px, py, n := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Param("n", tile.I32)
+			offs := b.Add(b.Mul(b.ProgramID(0), 256), b.Arange(0, 256))
+			m := b.Lt(offs, n)
+			b.Store(b.AddPtr(py, offs), b.Unary(c.op, b.Load(b.AddPtr(px, offs), m, nil)), m)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			SetAVX512(false)
+			if _, err := Compile(k); err == nil || !strings.Contains(err.Error(), "f64 "+c.op.String()) {
+				t.Errorf("without AVX-512: %v, want a decline", err)
+			}
+			if !jit.HasAVX512() {
+				t.Skip("no AVX-512 here: declined (checked above)")
+			}
+			SetAVX512(true)
+			nk, err := Compile(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nk.Free()
+			in := xs[:(len(xs)/256-1)*256+61]
+			y := make([]float64, len(in))
+			if err := nk.Launch(tile.Grid{(len(in) + 255) / 256}, in, y, len(in)); err != nil {
+				t.Fatal(err)
+			}
+			bad := 0
+			for i, x := range in {
+				if w := c.ref(x); math.Float64bits(y[i]) != math.Float64bits(w) && !(w != w && y[i] != y[i]) {
+					if bad++; bad <= 5 {
+						t.Errorf("%v(%v) = %v natively, %v by Go", c.op, x, y[i], w)
+					}
+				}
+			}
+			if bad > 0 {
+				t.Fatalf("%d of %d lanes differ", bad, len(in))
+			}
+			for _, big := range []float64{sinReduceLimit, -1e300, math.Inf(1)} {
+				in2 := append([]float64(nil), in[:300]...)
+				in2[200] = big
+				if err := nk.Launch(tile.Grid{2}, in2, make([]float64, 300), 300); !errors.Is(err, ErrFallback) {
+					t.Errorf("%v(%v): %v, want ErrFallback", c.op, big, err)
+				}
+			}
+			t.Logf("%d inputs: bit for bit Go's", len(in))
+		})
+	}
 }

@@ -767,10 +767,10 @@ func vectorF64Op(o tile.Op) bool {
 	return false
 }
 
-// f64Op is vectorF64Op on this plan's ISA: log1p has only its zmm form
-// (mathd.go: log1pF64).
+// f64Op is vectorF64Op on this plan's ISA: log1p, sin and cos have only
+// their zmm forms (mathd.go: log1pF64, sincosF64).
 func (p *plan) f64Op(o tile.Op) bool {
-	return vectorF64Op(o) || o == tile.OpLog1p && p.avx512
+	return vectorF64Op(o) || (o == tile.OpLog1p || o == tile.OpSin || o == tile.OpCos) && p.avx512
 }
 
 func (p *plan) allFormula(v *tile.Value) bool {
