@@ -12,6 +12,7 @@ import (
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/fusion"
 	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/interp"
 )
 
 // mathGraphs are graphs of Gorgonia's math ops that the CPU's machine code
@@ -259,10 +260,11 @@ func TestSinLargeArgumentsFallBack(t *testing.T) {
 	}
 }
 
-// TestF64MathGraphsNative: Gorgonia's Softplus, Log1p, Sin and Cos over
-// float64 (its default dtype) run as machine code where the CPU has
-// AVX-512 (f64 log1p, sin and cos have their zmm forms only), Go's
-// math.Log1p, math.Sin and math.Cos bit for bit.
+// TestF64MathGraphsNative: Gorgonia's Softplus, Log1p, Sin, Cos and Log2
+// over float64 (its default dtype) run as machine code where the CPU has
+// AVX-512 (f64 log1p, sin, cos and log2 have their zmm forms only), the
+// reference's (Go's math.Log1p, math.Sin, math.Cos; interp.Log2_64) bit
+// for bit.
 func TestF64MathGraphsNative(t *testing.T) {
 	if !jit.Supported() || !jit.HasAVX512() {
 		t.Skip("f64 log1p, sin and cos are machine code with AVX-512 only; not here")
@@ -272,6 +274,7 @@ func TestF64MathGraphsNative(t *testing.T) {
 	sp := G.Must(G.Softplus(x))
 	lp := G.Must(G.Log1p(G.Must(G.Abs(x))))
 	sn, cs := G.Must(G.Sin(x)), G.Must(G.Cos(x))
+	l2 := G.Must(G.Log2(G.Must(G.Abs(x))))
 	d := make([]float64, 1000)
 	rng := rand.New(rand.NewPCG(64, 1))
 	for i := range d {
@@ -292,6 +295,11 @@ func TestF64MathGraphsNative(t *testing.T) {
 	for i, v := range lp.Value().Data().([]float64) {
 		if w := math.Log1p(math.Abs(d[i])); v != w {
 			t.Fatalf("log1p(|%v|) = %v, want %v", d[i], v, w)
+		}
+	}
+	for i, v := range l2.Value().Data().([]float64) {
+		if w := interp.Log2_64(math.Abs(d[i])); v != w {
+			t.Fatalf("log2(|%v|) = %v, want %v", d[i], v, w)
 		}
 	}
 	for i, v := range sn.Value().Data().([]float64) {

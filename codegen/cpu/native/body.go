@@ -33,6 +33,9 @@ func tempsFor(n *node) int {
 		switch n.v.Op {
 		case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpLog2, tile.OpExp2,
 			tile.OpSin, tile.OpCos:
+			if n.v.Op == tile.OpLog2 && isF64(n) {
+				return 12 // mathd.go: log2F64
+			}
 			return 10
 		case tile.OpRsqrt:
 			return 3

@@ -247,6 +247,12 @@ func (g *gen) mathF64(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
 	case tile.OpSin, tile.OpCos:
 		g.sincosF64(z(dst), z(x), t, op == tile.OpCos)
 		return
+	case tile.OpExp2:
+		g.exp2F64(z(dst), z(x), t)
+		return
+	case tile.OpLog2:
+		g.log2F64(z(dst), z(x), t)
+		return
 	}
 	if op == tile.OpExp {
 		g.expF64(z(dst), z(x), t)
@@ -678,4 +684,117 @@ func (g *gen) hornerF64(p, z amd64.ZReg, c []float64) {
 			a.VMULPDZ(p, p, z)
 		}
 	}
+}
+
+// f64 exp2 and log2: the reference's exp2 is Go's math.Exp2 (pure Go on
+// amd64: k = int(x ± ½), t = x - k, r = t·Ln2Hi - (-t·Ln2Lo), Cephes'
+// rational form of e^r and Ldexp(y, k), which rounds y·2^k once: one
+// product by 2^k here, 2^k built from k's bits, by steps of 2^54 where it
+// is subnormal and of 2 at k = 1024); its log2 is interp.Log2_64: exact at
+// powers of two, else Log64(x)·log₂e (logF64, then one product). Both bit
+// for bit (TestExp2Log2F64Native), with AVX-512 only (plan.f64Op).
+
+var exp2P64 = [...]float64{4.13813679705723846039e-08, -1.65339022054652515390e-06, 6.61375632143793436117e-05,
+	-2.77777777770155933842e-03, 1.66666666666666657415e-01}
+
+// pow2F64: d = 2^k for integral f64 lanes k in [-1022, 1023] (its bits
+// (k + 1023) << 52, read from k + 1023 + 2^52's low bits).
+func (g *gen) pow2F64(d, k amd64.ZReg) {
+	a := &g.a
+	a.VADDPDZ(d, k, g.cF64(1023+0x1p52))
+	a.VPSLLQZ(d, d, 52)
+}
+
+// exp2F64: dst = math.Exp2(x) lane by lane. x is read before dst is
+// written; t holds ten temporaries.
+func (g *gen) exp2F64(dst, x amd64.ZReg, t []amd64.VReg) {
+	a := &g.a
+	va := g.va()
+	k, u, hi, lo, r, tt, c, y, w, ones := z(t[0]), z(t[1]), z(t[2]), z(t[3]), z(t[4]), z(t[5]), z(t[6]), z(t[7]), z(t[8]), z(t[9])
+	a.VBROADCASTSDZ(ones, g.constF64(1))
+	// k = int(x + ½) above 0, int(x - ½) below, 0 at ±0 (x clamped to the
+	// range: NaN and the ends are blended below)
+	a.VMAXPDZ(u, x, g.cF64(-1075))
+	a.VMINPDZ(u, u, g.cF64(1025))
+	a.VADDPDZ(k, u, g.cF64(0.5))
+	a.VSUBPDZ(w, u, g.cF64(0.5))
+	kn := va.newK()
+	a.VCMPPDZ(kn, u, g.cF64(0), amd64.CmpLT)
+	a.VBLENDMPDZ(k, kn, k, w)
+	a.VRNDSCALEPDZ(k, k, 3)
+	a.VSUBPDZ(tt, u, k)                                   // t = x - k
+	a.VMULPDZ(hi, tt, g.cF64(6.93147180369123816490e-01)) // t·Ln2Hi
+	a.VPXORQZ(lo, tt, g.constI64(-1<<63).Bcst())
+	a.VMULPDZ(lo, lo, g.cF64(1.90821492927058770002e-10)) // -t·Ln2Lo
+	// expmulti: r = hi - lo, c = r - t·P(t), t = r², y = 1 - ((lo - r·c/(2 - c)) - hi)
+	a.VSUBPDZ(r, hi, lo)
+	a.VMULPDZ(tt, r, r)
+	a.VMULPDZ(c, tt, g.cF64(exp2P64[0]))
+	for _, p := range exp2P64[1:] {
+		a.VADDPDZ(c, c, g.cF64(p))
+		a.VMULPDZ(c, c, tt)
+	}
+	a.VSUBPDZ(c, r, c)
+	a.VMULPDZ(y, r, c)
+	a.VBROADCASTSDZ(w, g.constF64(2))
+	a.VSUBPDZ(w, w, c)
+	a.VDIVPDZ(y, y, w)
+	a.VSUBPDZ(y, lo, y)
+	a.VSUBPDZ(y, y, hi)
+	a.VSUBPDZ(y, ones, y)
+	// Ldexp(y, k): y·2^k rounded once — 2^(k+54)·2^-54 below -1022,
+	// 2^1023·2 at 1024
+	ks := va.newK()
+	a.VCMPPDZ(ks, k, g.cF64(-1022), amd64.CmpLT)
+	a.VADDPDZ(w, k, g.cF64(54))
+	a.VBLENDMPDZ(w, ks, k, w)
+	a.VMINPDZ(w, w, g.cF64(1023))
+	g.pow2F64(u, w)
+	a.VMULPDZ(y, y, u)
+	a.VMULPDZ(u, y, g.cF64(0x1p-54))
+	a.VBLENDMPDZ(y, ks, y, u)
+	kb := va.newK()
+	a.VCMPPDZ(kb, k, g.cF64(1023), amd64.CmpGT)
+	a.VADDPDZ(u, y, y)
+	a.VBLENDMPDZ(y, kb, y, u)
+	// x > Overflow: +Inf; x < Underflow: 0; NaN: x
+	kk := va.newK()
+	a.VCMPPDZ(kk, x, g.cF64(1.0239999999999999e+03), amd64.CmpGT)
+	a.VBLENDMPDZ(y, kk, y, g.cF64(math.Inf(1)))
+	kk = va.newK()
+	a.VCMPPDZ(kk, x, g.cF64(-1.0740e+03), amd64.CmpLT)
+	a.VPXORQZ(u, u, u)
+	a.VBLENDMPDZ(y, kk, y, u)
+	kk = va.newK()
+	a.VCMPPDZ(kk, x, x, amd64.CmpUNORD)
+	a.VBLENDMPDZ(dst, kk, y, x)
+}
+
+// log2F64: dst = interp.Log2_64(x) lane by lane. x is read before dst is
+// written; t holds twelve temporaries (logF64 takes the first ten).
+func (g *gen) log2F64(dst, x amd64.ZReg, t []amd64.VReg) {
+	a := &g.a
+	va := g.va()
+	l, e := z(t[10]), z(t[11])
+	g.logF64(l, x, t[:10])
+	a.VMULPDZ(l, l, g.cF64(math.Log2E))
+	// powers of two (subnormal ones scaled by 2^54 first): their exponent
+	xs, m := z(t[0]), z(t[1])
+	sub := va.newK()
+	a.VCMPPDZ(sub, x, g.cF64(0), amd64.CmpGT)
+	a.VCMPPDKZ(sub, sub, x, g.cF64(0x1p-1022), amd64.CmpLT)
+	a.VMULPDZ(m, x, g.cF64(0x1p54))
+	a.VBLENDMPDZ(xs, sub, x, m)
+	a.VPSRLQZ(e, xs, 52)
+	a.VPANDQZ(e, e, g.constI64(0x7ff).Bcst())
+	a.VPORQZ(e, e, g.cF64(0x1p52))
+	a.VSUBPDZ(e, e, g.cF64(0x1p52+1023))
+	a.VSUBPDZ(m, e, g.cF64(54))
+	a.VBLENDMPDZ(e, sub, e, m)
+	a.VPANDQZ(m, xs, g.constI64(1<<52-1).Bcst())
+	p2 := va.newK()
+	a.VCMPPDZ(p2, m, g.cF64(0), amd64.CmpEQ) // mantissa bits 0 (compared as a double)
+	a.VCMPPDKZ(p2, p2, x, g.cF64(0), amd64.CmpGT)
+	a.VCMPPDKZ(p2, p2, x, g.cF64(math.Inf(1)), amd64.CmpLT)
+	a.VBLENDMPDZ(dst, p2, l, e)
 }

@@ -275,3 +275,83 @@ func TestSinCosF64Native(t *testing.T) {
 		})
 	}
 }
+
+// TestExp2Log2F64Native: f64 exp2 and log2 in zmm registers are
+// math.Exp2's and interp.Log2_64's bit for bit lane by lane (a tail of 61
+// lanes) over mathInputs64, exp2's edges (its overflow and underflow
+// thresholds, the subnormal results from -1022 to -1074, k = 1024,
+// integers and half-integers, each with neighbours), every power of two
+// (subnormal ones too) and its neighbours for log2, and seeded values; and
+// without AVX-512 both are declined.
+func TestExp2Log2F64Native(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("no native code here: needs amd64 with AVX2 and FMA")
+	}
+	xs := mathInputs64()
+	near := func(x float64) {
+		xs = append(xs, x)
+		for i, y, z := 0, x, x; i < 3; i++ {
+			y, z = math.Nextafter(y, math.Inf(1)), math.Nextafter(z, math.Inf(-1))
+			xs = append(xs, y, z)
+		}
+	}
+	for _, e := range []float64{1.0239999999999999e+03, 1024, 1023.5, 1023, -1.0740e+03, -1074.5, -1074, -1073.5, -1022, -1022.5, -1023,
+		-1050.25, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0} {
+		near(e)
+	}
+	for k := -1074; k <= 1023; k++ {
+		near(math.Ldexp(1, k))
+	}
+	rng := rand.New(rand.NewPCG(2, 2))
+	for range 60000 {
+		xs = append(xs, (rng.Float64()*2-1)*1100, (rng.Float64()*2-1)*4, rng.Float64()*1e300, math.Float64frombits(rng.Uint64()>>1))
+	}
+	was := AVX512()
+	defer SetAVX512(was)
+	for _, c := range []struct {
+		op  tile.Op
+		ref func(float64) float64
+	}{{tile.OpExp2, math.Exp2}, {tile.OpLog2, interp.Log2_64}} {
+		t.Run(c.op.String(), func(t *testing.T) {
+			b := tile.NewBuilder("exp2log2_64", tile.Meta{"BLOCK": 256})
+			px, py, n := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Param("n", tile.I32)
+			offs := b.Add(b.Mul(b.ProgramID(0), 256), b.Arange(0, 256))
+			m := b.Lt(offs, n)
+			b.Store(b.AddPtr(py, offs), b.Unary(c.op, b.Load(b.AddPtr(px, offs), m, nil)), m)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			SetAVX512(false)
+			if _, err := Compile(k); err == nil || !strings.Contains(err.Error(), "f64 "+c.op.String()) {
+				t.Errorf("without AVX-512: %v, want a decline", err)
+			}
+			if !jit.HasAVX512() {
+				t.Skip("no AVX-512 here: declined (checked above)")
+			}
+			SetAVX512(true)
+			nk, err := Compile(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nk.Free()
+			in := xs[:(len(xs)/256-1)*256+61]
+			y := make([]float64, len(in))
+			if err := nk.Launch(tile.Grid{(len(in) + 255) / 256}, in, y, len(in)); err != nil {
+				t.Fatal(err)
+			}
+			bad := 0
+			for i, x := range in {
+				if w := c.ref(x); math.Float64bits(y[i]) != math.Float64bits(w) && !(w != w && y[i] != y[i]) {
+					if bad++; bad <= 5 {
+						t.Errorf("%v(%v) (%#x) = %v natively, %v by the reference", c.op, x, math.Float64bits(x), y[i], w)
+					}
+				}
+			}
+			if bad > 0 {
+				t.Fatalf("%d of %d lanes differ", bad, len(in))
+			}
+			t.Logf("%d inputs: bit for bit the reference's", len(in))
+		})
+	}
+}

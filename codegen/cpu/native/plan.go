@@ -767,10 +767,11 @@ func vectorF64Op(o tile.Op) bool {
 	return false
 }
 
-// f64Op is vectorF64Op on this plan's ISA: log1p, sin and cos have only
-// their zmm forms (mathd.go: log1pF64, sincosF64).
+// f64Op is vectorF64Op on this plan's ISA: log1p, sin, cos, exp2 and
+// log2 have only their zmm forms (mathd.go: log1pF64, sincosF64, exp2F64,
+// log2F64).
 func (p *plan) f64Op(o tile.Op) bool {
-	return vectorF64Op(o) || (o == tile.OpLog1p || o == tile.OpSin || o == tile.OpCos) && p.avx512
+	return vectorF64Op(o) || (o == tile.OpLog1p || o == tile.OpSin || o == tile.OpCos || o == tile.OpExp2 || o == tile.OpLog2) && p.avx512
 }
 
 func (p *plan) allFormula(v *tile.Value) bool {
