@@ -324,19 +324,11 @@ func (g *gen) logF64(dst, x amd64.ZReg, t []amd64.VReg) {
 	va := g.va()
 	xs, f1, k, u, f, s, s2, s4, p, q := z(t[0]), z(t[1]), z(t[2]), z(t[3]), z(t[4]), z(t[5]), z(t[6]), z(t[7]), z(t[8]), z(t[9])
 	// subnormals: × 2^54
-	sub := va.newK()
-	a.VCMPPDZ(sub, x, g.cF64(0), amd64.CmpGT)
-	a.VCMPPDKZ(sub, sub, x, g.cF64(0x1p-1022), amd64.CmpLT)
-	a.VMULPDZ(u, x, g.cF64(0x1p54))
-	a.VBLENDMPDZ(xs, sub, x, u)
+	sub := g.scaleSubnormalsF64(xs, x, u)
 	// f1 = the mantissa in [0.5, 1), k = the exponent (2^52 + e, less 2^52 + 1022)
 	a.VPANDQZ(f1, xs, g.constI64(1<<52-1).Bcst())
 	a.VPORQZ(f1, f1, g.cF64(0.5))
-	a.VPSRLQZ(k, xs, 52)
-	a.VPANDQZ(k, k, g.constI64(0x7ff).Bcst())
-	a.VPORQZ(k, k, g.cF64(0x1p52))
-	a.VSUBPDZ(k, k, g.cF64(0x1p52))
-	a.VSUBPDZ(k, k, g.cF64(0x3fe))
+	g.exponentF64(k, xs, 0x3fe)
 	lo := va.newK()
 	a.VCMPPDZ(lo, f1, g.cF64(logHSqrt2), amd64.CmpLE)
 	a.VSUBPDZ(u, k, g.cF64(1))
@@ -446,11 +438,7 @@ func (g *gen) log1pF64(dst, x amd64.ZReg, t []amd64.VReg) {
 	a.VCMPPDZ(kBig, ax, g.cF64(1<<53), amd64.CmpGE)
 	a.VADDPDZ(u, x, g.cF64(1))
 	a.VBLENDMPDZ(u, kBig, u, x)
-	a.VPSRLQZ(k, u, 52)
-	a.VPANDQZ(k, k, g.constI64(0x7ff).Bcst())
-	a.VPORQZ(k, k, g.cF64(0x1p52))
-	a.VSUBPDZ(k, k, g.cF64(0x1p52))
-	a.VSUBPDZ(k, k, g.cF64(1023))
+	g.exponentF64(k, u, 1023)
 	a.VSUBPDZ(c, u, x)
 	a.VBROADCASTSDZ(iu, g.constF64(1))
 	a.VSUBPDZ(c, iu, c) // 1 - (u - x)
@@ -780,15 +768,8 @@ func (g *gen) log2F64(dst, x amd64.ZReg, t []amd64.VReg) {
 	a.VMULPDZ(l, l, g.cF64(math.Log2E))
 	// powers of two (subnormal ones scaled by 2^54 first): their exponent
 	xs, m := z(t[0]), z(t[1])
-	sub := va.newK()
-	a.VCMPPDZ(sub, x, g.cF64(0), amd64.CmpGT)
-	a.VCMPPDKZ(sub, sub, x, g.cF64(0x1p-1022), amd64.CmpLT)
-	a.VMULPDZ(m, x, g.cF64(0x1p54))
-	a.VBLENDMPDZ(xs, sub, x, m)
-	a.VPSRLQZ(e, xs, 52)
-	a.VPANDQZ(e, e, g.constI64(0x7ff).Bcst())
-	a.VPORQZ(e, e, g.cF64(0x1p52))
-	a.VSUBPDZ(e, e, g.cF64(0x1p52+1023))
+	sub := g.scaleSubnormalsF64(xs, x, m)
+	g.exponentF64(e, xs, 1023)
 	a.VSUBPDZ(m, e, g.cF64(54))
 	a.VBLENDMPDZ(e, sub, e, m)
 	a.VPANDQZ(m, xs, g.constI64(1<<52-1).Bcst())
@@ -797,4 +778,28 @@ func (g *gen) log2F64(dst, x amd64.ZReg, t []amd64.VReg) {
 	a.VCMPPDKZ(p2, p2, x, g.cF64(0), amd64.CmpGT)
 	a.VCMPPDKZ(p2, p2, x, g.cF64(math.Inf(1)), amd64.CmpLT)
 	a.VBLENDMPDZ(dst, p2, l, e)
+}
+
+// scaleSubnormalsF64: xs = x, its positive subnormal lanes times 2^54 (so
+// that their exponent field reads as a normal's); the opmask of those
+// lanes is returned. u is a temporary.
+func (g *gen) scaleSubnormalsF64(xs, x, u amd64.ZReg) amd64.KReg {
+	a := &g.a
+	sub := g.va().newK()
+	a.VCMPPDZ(sub, x, g.cF64(0), amd64.CmpGT)
+	a.VCMPPDKZ(sub, sub, x, g.cF64(0x1p-1022), amd64.CmpLT)
+	a.VMULPDZ(u, x, g.cF64(0x1p54))
+	a.VBLENDMPDZ(xs, sub, x, u)
+	return sub
+}
+
+// exponentF64: e = x's exponent field less bias, as an f64 (the field
+// ORed into 2^52's bits, 2^52 subtracted, then bias: each exact).
+func (g *gen) exponentF64(e, x amd64.ZReg, bias float64) {
+	a := &g.a
+	a.VPSRLQZ(e, x, 52)
+	a.VPANDQZ(e, e, g.constI64(0x7ff).Bcst())
+	a.VPORQZ(e, e, g.cF64(0x1p52))
+	a.VSUBPDZ(e, e, g.cF64(0x1p52))
+	a.VSUBPDZ(e, e, g.cF64(bias))
 }

@@ -142,50 +142,7 @@ func TestLog1pF64Native(t *testing.T) {
 		xs = append(xs, -1+math.Exp(-rng.Float64()*40), (rng.Float64()*2-1)*math.Exp(-rng.Float64()*60),
 			math.Exp(rng.Float64()*690), rng.Float64()*4-1)
 	}
-	b := tile.NewBuilder("log1p64", tile.Meta{"BLOCK": 256})
-	px, py, n := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Param("n", tile.I32)
-	offs := b.Add(b.Mul(b.ProgramID(0), 256), b.Arange(0, 256))
-	m := b.Lt(offs, n)
-	b.Store(b.AddPtr(py, offs), b.Log1p(b.Load(b.AddPtr(px, offs), m, nil)), m)
-	k, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	was := AVX512()
-	defer SetAVX512(was)
-	SetAVX512(false)
-	if _, err := Compile(k); err == nil || !strings.Contains(err.Error(), "f64 log1p") {
-		t.Errorf("without AVX-512: %v, want a decline for f64 log1p", err)
-	}
-	if !jit.HasAVX512() {
-		t.Skip("no AVX-512 here: f64 log1p is declined (checked above)")
-	}
-	SetAVX512(true)
-	nk, err := Compile(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nk.Free()
-	in := xs[:(len(xs)/256-1)*256+61]
-	y := make([]float64, len(in))
-	for i := range y {
-		y[i] = math.NaN()
-	}
-	if err := nk.Launch(tile.Grid{(len(in) + 255) / 256}, in, y, len(in)); err != nil {
-		t.Fatal(err)
-	}
-	bad := 0
-	for i, x := range in {
-		if w := math.Log1p(x); math.Float64bits(y[i]) != math.Float64bits(w) && !(w != w && y[i] != y[i]) {
-			if bad++; bad <= 5 {
-				t.Errorf("log1p(%v) (%#x) = %v (%#x) natively, %v (%#x) by math.Log1p", x, math.Float64bits(x), y[i], math.Float64bits(y[i]), w, math.Float64bits(w))
-			}
-		}
-	}
-	if bad > 0 {
-		t.Fatalf("%d of %d lanes differ", bad, len(in))
-	}
-	t.Logf("%d inputs: bit for bit math.Log1p", len(in))
+	f64UnaryZmm(t, tile.OpLog1p, xs, math.Log1p, nil)
 }
 
 // TestSinCosF64Native: f64 sin and cos in zmm registers are math.Sin's and
@@ -219,59 +176,20 @@ func TestSinCosF64Native(t *testing.T) {
 		xs = append(xs, (rng.Float64()*2-1)*10, math.Exp(rng.Float64()*20)*math.Copysign(1, rng.Float64()-0.5),
 			(rng.Float64()*2-1)*(sinReduceLimit-1))
 	}
-	was := AVX512()
-	defer SetAVX512(was)
 	for _, c := range []struct {
 		op  tile.Op
 		ref func(float64) float64
 	}{{tile.OpSin, math.Sin}, {tile.OpCos, math.Cos}} {
 		t.Run(c.op.String(), func(t *testing.T) {
-			b := tile.NewBuilder("sincos64", tile.Meta{"BLOCK": 256})
-			px, py, n := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Param("n", tile.I32)
-			offs := b.Add(b.Mul(b.ProgramID(0), 256), b.Arange(0, 256))
-			m := b.Lt(offs, n)
-			b.Store(b.AddPtr(py, offs), b.Unary(c.op, b.Load(b.AddPtr(px, offs), m, nil)), m)
-			k, err := b.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			SetAVX512(false)
-			if _, err := Compile(k); err == nil || !strings.Contains(err.Error(), "f64 "+c.op.String()) {
-				t.Errorf("without AVX-512: %v, want a decline", err)
-			}
-			if !jit.HasAVX512() {
-				t.Skip("no AVX-512 here: declined (checked above)")
-			}
-			SetAVX512(true)
-			nk, err := Compile(k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nk.Free()
-			in := xs[:(len(xs)/256-1)*256+61]
-			y := make([]float64, len(in))
-			if err := nk.Launch(tile.Grid{(len(in) + 255) / 256}, in, y, len(in)); err != nil {
-				t.Fatal(err)
-			}
-			bad := 0
-			for i, x := range in {
-				if w := c.ref(x); math.Float64bits(y[i]) != math.Float64bits(w) && !(w != w && y[i] != y[i]) {
-					if bad++; bad <= 5 {
-						t.Errorf("%v(%v) = %v natively, %v by Go", c.op, x, y[i], w)
+			f64UnaryZmm(t, c.op, xs, c.ref, func(nk *Kernel, in []float64) {
+				for _, big := range []float64{sinReduceLimit, -1e300, math.Inf(1)} {
+					in2 := append([]float64(nil), in[:300]...)
+					in2[200] = big
+					if err := nk.Launch(tile.Grid{2}, in2, make([]float64, 300), 300); !errors.Is(err, ErrFallback) {
+						t.Errorf("%v(%v): %v, want ErrFallback", c.op, big, err)
 					}
 				}
-			}
-			if bad > 0 {
-				t.Fatalf("%d of %d lanes differ", bad, len(in))
-			}
-			for _, big := range []float64{sinReduceLimit, -1e300, math.Inf(1)} {
-				in2 := append([]float64(nil), in[:300]...)
-				in2[200] = big
-				if err := nk.Launch(tile.Grid{2}, in2, make([]float64, 300), 300); !errors.Is(err, ErrFallback) {
-					t.Errorf("%v(%v): %v, want ErrFallback", c.op, big, err)
-				}
-			}
-			t.Logf("%d inputs: bit for bit Go's", len(in))
+			})
 		})
 	}
 }
@@ -306,52 +224,68 @@ func TestExp2Log2F64Native(t *testing.T) {
 	for range 60000 {
 		xs = append(xs, (rng.Float64()*2-1)*1100, (rng.Float64()*2-1)*4, rng.Float64()*1e300, math.Float64frombits(rng.Uint64()>>1))
 	}
-	was := AVX512()
-	defer SetAVX512(was)
 	for _, c := range []struct {
 		op  tile.Op
 		ref func(float64) float64
 	}{{tile.OpExp2, math.Exp2}, {tile.OpLog2, interp.Log2_64}} {
 		t.Run(c.op.String(), func(t *testing.T) {
-			b := tile.NewBuilder("exp2log2_64", tile.Meta{"BLOCK": 256})
-			px, py, n := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Param("n", tile.I32)
-			offs := b.Add(b.Mul(b.ProgramID(0), 256), b.Arange(0, 256))
-			m := b.Lt(offs, n)
-			b.Store(b.AddPtr(py, offs), b.Unary(c.op, b.Load(b.AddPtr(px, offs), m, nil)), m)
-			k, err := b.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			SetAVX512(false)
-			if _, err := Compile(k); err == nil || !strings.Contains(err.Error(), "f64 "+c.op.String()) {
-				t.Errorf("without AVX-512: %v, want a decline", err)
-			}
-			if !jit.HasAVX512() {
-				t.Skip("no AVX-512 here: declined (checked above)")
-			}
-			SetAVX512(true)
-			nk, err := Compile(k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nk.Free()
-			in := xs[:(len(xs)/256-1)*256+61]
-			y := make([]float64, len(in))
-			if err := nk.Launch(tile.Grid{(len(in) + 255) / 256}, in, y, len(in)); err != nil {
-				t.Fatal(err)
-			}
-			bad := 0
-			for i, x := range in {
-				if w := c.ref(x); math.Float64bits(y[i]) != math.Float64bits(w) && !(w != w && y[i] != y[i]) {
-					if bad++; bad <= 5 {
-						t.Errorf("%v(%v) (%#x) = %v natively, %v by the reference", c.op, x, math.Float64bits(x), y[i], w)
-					}
-				}
-			}
-			if bad > 0 {
-				t.Fatalf("%d of %d lanes differ", bad, len(in))
-			}
-			t.Logf("%d inputs: bit for bit the reference's", len(in))
+			f64UnaryZmm(t, c.op, xs, c.ref, nil)
 		})
+	}
+}
+
+// f64UnaryZmm checks y = op(x) over f64 blocks of 256, an op with its zmm
+// form only: declined without AVX-512; with it (skipped where the CPU has
+// none), ref's bits lane by lane over xs (NaN for NaN; a tail of 61
+// lanes, the masked loop), then after (if any) with the compiled kernel
+// and the inputs.
+func f64UnaryZmm(t *testing.T, op tile.Op, xs []float64, ref func(float64) float64, after func(nk *Kernel, in []float64)) {
+	t.Helper()
+	b := tile.NewBuilder("unary64_"+op.String(), tile.Meta{"BLOCK": 256})
+	px, py, n := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Param("n", tile.I32)
+	offs := b.Add(b.Mul(b.ProgramID(0), 256), b.Arange(0, 256))
+	m := b.Lt(offs, n)
+	b.Store(b.AddPtr(py, offs), b.Unary(op, b.Load(b.AddPtr(px, offs), m, nil)), m)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	was := AVX512()
+	defer SetAVX512(was)
+	SetAVX512(false)
+	if _, err := Compile(k); err == nil || !strings.Contains(err.Error(), "f64 "+op.String()) {
+		t.Errorf("without AVX-512: %v, want a decline for f64 %v", err, op)
+	}
+	if !jit.HasAVX512() {
+		t.Skipf("no AVX-512 here: f64 %v is declined (checked above)", op)
+	}
+	SetAVX512(true)
+	nk, err := Compile(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nk.Free()
+	in := xs[:(len(xs)/256-1)*256+61]
+	y := make([]float64, len(in))
+	for i := range y {
+		y[i] = math.NaN()
+	}
+	if err := nk.Launch(tile.Grid{(len(in) + 255) / 256}, in, y, len(in)); err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for i, x := range in {
+		if w := ref(x); math.Float64bits(y[i]) != math.Float64bits(w) && !(w != w && y[i] != y[i]) {
+			if bad++; bad <= 5 {
+				t.Errorf("%v(%v) (%#x) = %v (%#x) natively, %v (%#x) by the reference", op, x, math.Float64bits(x), y[i], math.Float64bits(y[i]), w, math.Float64bits(w))
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d lanes differ", bad, len(in))
+	}
+	t.Logf("%d inputs: bit for bit the reference's", len(in))
+	if after != nil {
+		after(nk, in)
 	}
 }

@@ -120,10 +120,7 @@ func logf32(x float32) float32 {
 func logCoref32(x float32) float32 {
 	e, f := logSplit32(x)
 	z := f * f
-	p := logP[0]
-	for _, c := range logP[1:] {
-		p = fma32(p, f, c)
-	}
+	p := horner32(logP[:], f)
 	y := p * f * z
 	ef := float32(e)
 	y = fma32(ef, ln2Lo32, y)
@@ -151,6 +148,26 @@ func logSplit32(x float32) (e int32, f float32) {
 	return e, m - 1
 }
 
+// horner32 is c[0]·x^(n-1) + … + c[n-1] by fused multiply-adds from
+// c[0], as the vector code's Horner chains compute it.
+func horner32(c []float32, x float32) float32 {
+	p := c[0]
+	for _, k := range c[1:] {
+		p = fma32(p, x, k)
+	}
+	return p
+}
+
+// pow2Steps32 are 2^(n>>1) and 2^(n - (n>>1)) for integral n in [-252,
+// 254]: a value times the first, then the second, is its product by 2^n
+// rounded once (scale2n in the vector code).
+func pow2Steps32(n float32) (s1, s2 float32) {
+	ni := int32(n)
+	n1 := ni >> 1
+	n2 := ni - n1
+	return math.Float32frombits(uint32(n1+127) << 23), math.Float32frombits(uint32(n2+127) << 23)
+}
+
 func fma32(a, b, c float32) float32 { return float32(math.FMA(float64(a), float64(b), float64(c))) }
 
 // expf32 is e^x as native code computes it.
@@ -171,14 +188,9 @@ func expCoref32(x float32) float32 {
 	n := float32(math.RoundToEven(float64(x * log2e32)))
 	r := fma32(-n, ln2Hi32, x)
 	r = fma32(-n, ln2Lo32, r)
-	p := expTaylor32[0]
-	for _, c := range expTaylor32[1:] {
-		p = fma32(p, r, c)
-	}
-	ni := int32(n)
-	n1 := ni >> 1
-	n2 := ni - n1
-	return p * math.Float32frombits(uint32(n1+127)<<23) * math.Float32frombits(uint32(n2+127)<<23)
+	p := horner32(expTaylor32[:], r)
+	s1, s2 := pow2Steps32(n)
+	return p * s1 * s2
 }
 
 // tanhf32 is tanh x as native code computes it.
@@ -250,16 +262,10 @@ func sigmoidParts32(a float32) (eh, el float32) {
 	n := float32(math.RoundToEven(float64(a * log2e32)))
 	r := fma32(-n, ln2Hi32, a)
 	r = fma32(-n, ln2Lo32, r)
-	q := expTaylor32[0]
-	for _, c := range expTaylor32[1 : len(expTaylor32)-1] {
-		q = fma32(q, r, c)
-	}
+	q := horner32(expTaylor32[:len(expTaylor32)-1], r) // all but the last step, + 1
 	p := fma32(q, r, 1)
 	pl := fma32(q, r, 1-p)
-	ni := int32(n)
-	n1 := ni >> 1
-	n2 := ni - n1
-	s1, s2 := math.Float32frombits(uint32(n1+127)<<23), math.Float32frombits(uint32(n2+127)<<23)
+	s1, s2 := pow2Steps32(n)
 	return p * s1 * s2, pl * s1 * s2
 }
 
@@ -324,10 +330,7 @@ func expm1f32(x float32) float32 {
 	n := float32(math.RoundToEven(float64(xc * log2e32)))
 	r := fma32(-n, ln2Hi32, xc)
 	r = fma32(-n, ln2Lo32, r)
-	p := expm1Taylor32[0]
-	for _, c := range expm1Taylor32[1:] {
-		p = fma32(p, r, c)
-	}
+	p := horner32(expm1Taylor32[:], r)
 	em := fma32(r*r, p, r)
 	ni := int32(n)
 	if n > 24 {
@@ -441,20 +444,14 @@ func erff32(x float32) float32 {
 	a := float32(math.Abs(float64(x)))
 	if a < erfMid32 {
 		z := a * a
-		p := erfTaylor32[0]
-		for _, c := range erfTaylor32[1:] {
-			p = fma32(p, z, c)
-		}
+		p := horner32(erfTaylor32[:], z)
 		return math.Float32frombits(math.Float32bits(fma32(a, erfC0Hi32, a*fma32(z, p, erfC0Lo32))) | sign)
 	}
 	if a >= erfHigh32 {
 		return math.Float32frombits(0x3f800000 | sign)
 	}
 	u := fma32(a, erfInvH32, erfU0_32)
-	r := erfcR32[0]
-	for _, c := range erfcR32[1:] {
-		r = fma32(r, u, c)
-	}
+	r := horner32(erfcR32[:], u)
 	hi := a * a
 	lo := fma32(a, a, -hi)
 	e := expCoref32(-hi)
@@ -508,10 +505,7 @@ func log2f32(x float32) float32 {
 func log2Parts32(x float32) (s, t float32) {
 	e, f := logSplit32(x)
 	z := f * f
-	p := logP[0]
-	for _, c := range logP[1:] {
-		p = fma32(p, f, c)
-	}
+	p := horner32(logP[:], f)
 	y := fma32(z, -0.5, p*f*z) // ln m - f
 	a := f * log2eHi32
 	rest := fma32(f, log2eLo32, fma32(f, log2eHi32, -a))
@@ -529,14 +523,9 @@ func exp2f32(x float32) float32 {
 	x = min(max(x, -151), 129)
 	n := float32(math.RoundToEven(float64(x)))
 	f := x - n
-	p := exp2Taylor32[0]
-	for _, c := range exp2Taylor32[1:] {
-		p = fma32(p, f, c)
-	}
-	ni := int32(n)
-	n1 := ni >> 1
-	n2 := ni - n1
-	return p * math.Float32frombits(uint32(n1+127)<<23) * math.Float32frombits(uint32(n2+127)<<23)
+	p := horner32(exp2Taylor32[:], f)
+	s1, s2 := pow2Steps32(n)
+	return p * s1 * s2
 }
 
 // The f32 sin and cos of native code: sinf32 and cosf32 are their scalar
@@ -602,15 +591,9 @@ func sincosf32(x float32, cos bool) float32 {
 		r = fma32(-k, c, r)
 	}
 	z := r * r
-	p := sinTaylor32[0]
-	for _, c := range sinTaylor32[1:] {
-		p = fma32(p, z, c)
-	}
+	p := horner32(sinTaylor32[:], z)
 	s := fma32(r*z, p, r)
-	q := cosTaylor32[0]
-	for _, c := range cosTaylor32[1:] {
-		q = fma32(q, z, c)
-	}
+	q := horner32(cosTaylor32[:], z)
 	co := fma32(z, q, 1)
 	quad := int32(k)
 	if cos {
@@ -690,13 +673,8 @@ func powf32(x, y float32) float32 {
 	wh = min(max(wh, -powClamp32), powClamp32)
 	n := float32(math.RoundToEven(float64(min(max(wh+wl, -152), 130))))
 	f := min(max((wh-n)+wl, -1), 1)
-	p := exp2Taylor32[0]
-	for _, c := range exp2Taylor32[1:] {
-		p = fma32(p, f, c)
-	}
-	ni := int32(n)
-	n1 := ni >> 1
-	n2 := ni - n1
-	mag := p * math.Float32frombits(uint32(n1+127)<<23) * math.Float32frombits(uint32(n2+127)<<23)
+	p := horner32(exp2Taylor32[:], f)
+	s1, s2 := pow2Steps32(n)
+	mag := p * s1 * s2
 	return math.Float32frombits(math.Float32bits(mag) ^ sg)
 }
