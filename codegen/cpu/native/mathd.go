@@ -232,33 +232,24 @@ func (g *gen) tanhF64(dst, x amd64.ZReg, t []amd64.VReg) {
 	a.VBLENDMPDZ(dst, k, res, x)
 }
 
-// mathF64 emits f64 exp or tanh of v's operand x into dst.
+// mathF64 emits the f64 math function op of x into dst (mathF64Forms),
+// each the reference's bit for bit.
 func (g *gen) mathF64(op tile.Op, dst, x amd64.VReg, t []amd64.VReg) {
-	switch op {
-	case tile.OpLog:
-		g.logF64(z(dst), z(x), t)
-		return
-	case tile.OpSigmoid:
-		g.sigmoidF64(z(dst), z(x), t)
-		return
-	case tile.OpLog1p:
-		g.log1pF64(z(dst), z(x), t)
-		return
-	case tile.OpSin, tile.OpCos:
-		g.sincosF64(z(dst), z(x), t, op == tile.OpCos)
-		return
-	case tile.OpExp2:
-		g.exp2F64(z(dst), z(x), t)
-		return
-	case tile.OpLog2:
-		g.log2F64(z(dst), z(x), t)
-		return
-	}
-	if op == tile.OpExp {
-		g.expF64(z(dst), z(x), t)
-		return
-	}
-	g.tanhF64(z(dst), z(x), t)
+	mathF64Forms[op](g, z(dst), z(x), t)
+}
+
+// mathF64Forms are the f64 math functions in zmm registers (x read before
+// dst is written; t their temporaries: ten, twelve for log2).
+var mathF64Forms = map[tile.Op]func(g *gen, dst, x amd64.ZReg, t []amd64.VReg){
+	tile.OpExp:     (*gen).expF64,
+	tile.OpTanh:    (*gen).tanhF64,
+	tile.OpLog:     (*gen).logF64,
+	tile.OpSigmoid: (*gen).sigmoidF64,
+	tile.OpLog1p:   (*gen).log1pF64,
+	tile.OpExp2:    (*gen).exp2F64,
+	tile.OpLog2:    (*gen).log2F64,
+	tile.OpSin:     func(g *gen, dst, x amd64.ZReg, t []amd64.VReg) { g.sincosF64(dst, x, t, false) },
+	tile.OpCos:     func(g *gen, dst, x amd64.ZReg, t []amd64.VReg) { g.sincosF64(dst, x, t, true) },
 }
 
 // f64 log: the reference's Log64 is Go's math.Log (on amd64 its assembly,
