@@ -155,7 +155,7 @@ func clampedAt(w Writer, c []*tile.Value, a int, local *tile.Value, s []int) *ti
 }
 
 // powByConst is x^c for an f32 x and a constant c that the exact
-// operations compute as the reference's pow does (float32(math.Pow) of
+// operations compute as the reference's pow does (float32(interp.Pow64) of
 // the operands widened: every special case of Go's Pow included) — x·x
 // for c = 2 (x² is exact in float64, so both round it once), x for 1,
 // 1/x for −1 (Go's Pow divides in float64, and a float32 quotient

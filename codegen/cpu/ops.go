@@ -387,7 +387,7 @@ func binFloat[T float](v *tile.Value, d, x, y int) (instr, error) {
 		return mk2(d, x, y, func(d, a, b []T) {
 			a, b = a[:len(d)], b[:len(d)]
 			for i := range d {
-				d[i] = T(math.Pow(float64(a[i]), float64(b[i])))
+				d[i] = T(interp.Pow64(float64(a[i]), float64(b[i])))
 			}
 		}), nil
 	}

@@ -148,7 +148,7 @@ func floatBinary[T float](o tile.Op) func(a, b T) T {
 			return b
 		}
 	case tile.OpPow:
-		return func(a, b T) T { return T(math.Pow(float64(a), float64(b))) }
+		return func(a, b T) T { return T(Pow64(float64(a), float64(b))) }
 	}
 	return nil
 }

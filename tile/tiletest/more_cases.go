@@ -289,7 +289,7 @@ func MathTol64(o tile.Op) Tol {
 	return Tol{Rel: u(1)}
 }
 
-// binaryCase checks pow or rem on f32 or f64 against Go's math.Pow and math.Mod.
+// binaryCase checks pow or rem on f32 or f64 against interp.Pow64 (Go's math.Pow with a logarithm right for subnormals) and math.Mod.
 func binaryCase(o tile.Op, d tile.DType) Case {
 	const n, block = 3000, 512
 	var tol Tol
@@ -301,7 +301,7 @@ func binaryCase(o tile.Op, d tile.DType) Case {
 	default: // (|y·ln x| + 4)·2⁻⁵³ with |y·ln x| ≤ 14 here
 		tol = Tol{Abs: 1e-300, Rel: 18 * 0x1p-53}
 	}
-	ref := math.Pow
+	ref := interp.Pow64
 	if o == tile.OpRem {
 		ref = math.Mod
 	}
