@@ -305,6 +305,8 @@ var encCases = []encCase{
 	{"vfnmadd231pd zmm bcst", func(a *Asm) { a.VFNMADD231PDZ(8, 9, Ptr(RDI, 16).Bcst()) }, "VFNMADD231PD.BCST 16(DI), Z9, Z8", "6272b558bc4702"},
 	{"vcvtpd2dq zmm", func(a *Asm) { a.VCVTPD2DQZ(3, 10) }, "VCVTPD2DQ Z10, Y3", "62d1ff48e6da"},
 	{"vpsllq zmm", func(a *Asm) { a.VPSLLQZ(12, 3, 52) }, "VPSLLQ $52, Z3, Z12", "62f19d4873f334"},
+	{"vpaddq zmm", func(a *Asm) { a.VPADDQZ(1, 2, ZReg(13)) }, "VPADDQ Z13, Z2, Z1", "62d1ed48d4cd"},
+	{"vpaddq zmm bcst", func(a *Asm) { a.VPADDQZ(9, 2, Ptr(RDI, 64).Bcst()) }, "VPADDQ.BCST 64(DI), Z2, Z9", "6271ed58d44f08"},
 	{"vcmppd zmm k under k", func(a *Asm) { a.VCMPPDKZ(2, 1, 4, Ptr(RDI, 8).Bcst(), 0x11) }, "VCMPPD.BCST $0x11, 8(DI), Z4, K1, K2", "62f1dd59c2570111"},
 	{"vfmadd231pd zmm", func(a *Asm) { a.VFMADD231PDZ(9, 17, ZReg(28)) }, "VFMADD231PD Z28, Z17, Z9", "6212f540b8cc"},
 	{"vpsrlq zmm", func(a *Asm) { a.VPSRLQZ(12, 3, 52) }, "VPSRLQ $52, Z3, Z12", "62f19d4873d334"},

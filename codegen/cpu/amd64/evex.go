@@ -378,6 +378,11 @@ func (a *Asm) VMAXPDZ(d, x ZReg, y Operand) {
 	a.evex(map0F, pp66, true, 0x5f, uint8(d), uint8(x), y, 64)
 }
 
+// VPADDQZ d = x + y (int64 lanes).
+func (a *Asm) VPADDQZ(d, x ZReg, y Operand) {
+	a.evex(map0F, pp66, true, 0xd4, uint8(d), uint8(x), y, 64)
+}
+
 // VPANDQZ d = x & y (64-bit lanes).
 func (a *Asm) VPANDQZ(d, x ZReg, y Operand) {
 	a.evex(map0F, pp66, true, 0xdb, uint8(d), uint8(x), y, 64)
