@@ -260,14 +260,14 @@ func TestSinLargeArgumentsFallBack(t *testing.T) {
 	}
 }
 
-// TestF64MathGraphsNative: Gorgonia's Softplus, Log1p, Sin, Cos and Log2
-// over float64 (its default dtype) run as machine code where the CPU has
-// AVX-512 (f64 log1p, sin, cos and log2 have their zmm forms only), the
-// reference's (Go's math.Log1p, math.Sin, math.Cos; interp.Log2_64) bit
-// for bit.
+// TestF64MathGraphsNative: Gorgonia's Softplus, Log1p, Sin, Cos, Log2 and
+// Pow over float64 (its default dtype) run as machine code where the CPU
+// has AVX-512 (f64 log1p, sin, cos, log2 and pow have their zmm forms
+// only), the reference's (Go's math.Log1p, math.Sin, math.Cos, math.Pow;
+// interp.Log2_64) bit for bit.
 func TestF64MathGraphsNative(t *testing.T) {
 	if !jit.Supported() || !jit.HasAVX512() {
-		t.Skip("f64 log1p, sin and cos are machine code with AVX-512 only; not here")
+		t.Skip("f64 log1p, sin, cos, log2 and pow are machine code with AVX-512 only; not here")
 	}
 	g := G.NewGraph()
 	x := G.NewVector(g, tensor.Float64, G.WithShape(1000), G.WithName("x"))
@@ -275,6 +275,8 @@ func TestF64MathGraphsNative(t *testing.T) {
 	lp := G.Must(G.Log1p(G.Must(G.Abs(x))))
 	sn, cs := G.Must(G.Sin(x)), G.Must(G.Cos(x))
 	l2 := G.Must(G.Log2(G.Must(G.Abs(x))))
+	p15 := G.Must(G.Pow(G.Must(G.Abs(x)), G.NewConstant(1.5)))
+	sq := G.Must(G.Pow(x, G.NewConstant(2.0)))
 	d := make([]float64, 1000)
 	rng := rand.New(rand.NewPCG(64, 1))
 	for i := range d {
@@ -307,10 +309,62 @@ func TestF64MathGraphsNative(t *testing.T) {
 			t.Fatalf("sin, cos(%v) = %v, %v, want %v, %v", d[i], v, c, w, math.Cos(d[i]))
 		}
 	}
+	for i, v := range p15.Value().Data().([]float64) {
+		// math.Pow where x is not subnormal, as here
+		if w, s := math.Pow(math.Abs(d[i]), 1.5), sq.Value().Data().([]float64)[i]; v != w || s != math.Pow(d[i], 2) {
+			t.Fatalf("|x|^1.5, x^2 (x = %v) = %v, %v, want %v, %v", d[i], v, s, w, math.Pow(d[i], 2))
+		}
+	}
 	for i, v := range sp.Value().Data().([]float64) {
 		w := math.Max(d[i], 0) + math.Log1p(math.Exp(-math.Abs(d[i])))
 		if math.Abs(v-w) > 4e-16*math.Abs(w) {
 			t.Fatalf("softplus(%v) = %v, want %v", d[i], v, w)
+		}
+	}
+}
+
+// BenchmarkF64MathGraphs: Gorgonia graphs over 1024×1024 float64 (its
+// default dtype) whose kernels are machine code with AVX-512 only, on
+// the executor and as machine code (outputs reused).
+func BenchmarkF64MathGraphs(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		build func(x *G.Node) *G.Node
+	}{
+		{"softplus", func(x *G.Node) *G.Node { return G.Must(G.Softplus(x)) }},
+		{"sin·cos", func(x *G.Node) *G.Node { return G.Must(G.HadamardProd(G.Must(G.Sin(x)), G.Must(G.Cos(x)))) }},
+		{"|x|^1.5", func(x *G.Node) *G.Node { return G.Must(G.Pow(G.Must(G.Abs(x)), G.NewConstant(1.5))) }},
+		{"x^2", func(x *G.Node) *G.Node { return G.Must(G.Pow(x, G.NewConstant(2.0))) }},
+	} {
+		for _, native := range []bool{false, true} {
+			mode := "executor"
+			if native {
+				mode = "native"
+			}
+			b.Run(c.name+"/"+mode, func(b *testing.B) {
+				g := G.NewGraph()
+				x := G.NewMatrix(g, tensor.Float64, G.WithShape(1024, 1024), G.WithName("x"))
+				c.build(x)
+				d := make([]float64, 1024*1024)
+				rng := rand.New(rand.NewPCG(3, 2026))
+				for j := range d {
+					d[j] = rng.Float64()*12 - 6
+				}
+				if err := G.Let(x, tensor.New(tensor.WithShape(1024, 1024), tensor.WithBacking(d))); err != nil {
+					b.Fatal(err)
+				}
+				vm := fusion.NewTapeMachine(g, fusion.WithReuseOutputs(true), fusion.WithNativeCPU(native))
+				defer vm.Close()
+				if err := vm.Err(); err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(16 << 20) // one read and one write of the data
+				for b.Loop() {
+					if err := vm.RunAll(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }

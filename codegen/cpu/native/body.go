@@ -40,9 +40,7 @@ func tempsFor(n *node) int {
 		case tile.OpRsqrt:
 			return 3
 		case tile.OpPow:
-			if !isF64(n) {
-				return 12 // ops.go: pow32, and its operands loaded from memory
-			}
+			return 12 // ops.go: pow32, and its operands loaded from memory; powd.go: powF64
 		case tile.OpDiv:
 			if useDivFMA.Load() && !isF64(n) {
 				return 2 // ops.go: divFMA

@@ -22,8 +22,8 @@ import (
 // reference's per lane: IEEE add, sub, mul, div, sqrt (rounded once),
 // rsqrt (1/√x, two roundings as the reference's), sign, floor and ceil, min and max with the reference's NaN rule, sign
 // operations, selects, conversions f32 ↔ f64 (f64 → f32 rounds to
-// nearest, as Go's float32(x)) and i32 → f64 (exact); exp, tanh and log
-// (mathd.go); reductions, scalars and gathers (below). Products: dot.go
+// nearest, as Go's float32(x)) and i32 → f64 (exact); exp, tanh, log and
+// the other math functions (mathd.go), pow (powd.go); reductions, scalars and gathers (below). Products: dot.go
 // (dotZ64).
 
 // isF64 reports whether node n computes (or stores, through its pattern)
@@ -115,6 +115,8 @@ func (g *gen) f64Op(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) err
 		a.VRNDSCALEPDZ(z(dst), r(0), 10)
 	case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid, tile.OpLog1p, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2: // mathd.go: the reference's, bit for bit
 		g.mathF64(v.Op, dst, s[0].reg, t)
+	case tile.OpPow: // powd.go: the reference's, bit for bit
+		g.powF64(z(dst), r(0), r(1), t)
 	case tile.OpSelect:
 		a.VBLENDMPDZ(z(dst), g.kMask(s[0].reg), r(2), r(1))
 	case tile.OpCast:

@@ -767,11 +767,15 @@ func vectorF64Op(o tile.Op) bool {
 	return false
 }
 
-// f64Op is vectorF64Op on this plan's ISA: log1p, sin, cos, exp2 and
-// log2 have only their zmm forms (mathd.go: log1pF64, sincosF64, exp2F64,
-// log2F64).
+// f64Op is vectorF64Op on this plan's ISA: log1p, sin, cos, exp2, log2
+// and pow have only their zmm forms (mathd.go: log1pF64, sincosF64,
+// exp2F64, log2F64; powd.go: powF64).
 func (p *plan) f64Op(o tile.Op) bool {
-	return vectorF64Op(o) || (o == tile.OpLog1p || o == tile.OpSin || o == tile.OpCos || o == tile.OpExp2 || o == tile.OpLog2) && p.avx512
+	switch o {
+	case tile.OpLog1p, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2, tile.OpPow:
+		return p.avx512
+	}
+	return vectorF64Op(o)
 }
 
 func (p *plan) allFormula(v *tile.Value) bool {

@@ -3,10 +3,12 @@ package native
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/interp"
 )
 
 // powSpecials are pow's special arguments: zeros, ones, halves, odd and
@@ -150,5 +152,120 @@ func TestPowNative(t *testing.T) {
 				t.Fatalf("%s: pow(%v, %v) = %v natively, %v by its twin", c.name, xs[i], ys[i], z[i], w)
 			}
 		}
+	}
+}
+
+// TestPowF64Native: f64 pow natively is interp.Pow64 bit for bit, in zmm
+// and on scalars, over every pair of special arguments and a seeded
+// sample that takes each of Pow64's paths: integer exponents up to 2^62
+// (the loop's 63 iterations) and past 2^63, halves, fractions of x
+// normal, subnormal and negative, results that overflow, underflow and
+// go subnormal through Ldexp, and exponents that end the loop early
+// (|xe| past 4096), and whole vectors of integer exponents (the
+// logarithm and e^ skipped). Without AVX-512 the kernel is declined.
+func TestPowF64Native(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("no native code here: not amd64 with AVX2 and FMA, or -tags purego")
+	}
+	sp := []float64{0, math.Copysign(0, -1), 1, -1, 0.5, -0.5, 2, -2, 3, -3, 0.25, -0.25, 1.5, -1.5, 0.75,
+		1e-300, -1e-300, 1e300, 5e-324, 1e-310, -1e-310, math.Inf(1), math.Inf(-1), math.NaN(),
+		1 << 53, 1<<53 + 2, -(1 << 53) - 1, 1<<53 - 1, 1 << 62, 1 << 63, -(1 << 63), 1 << 64, 1e300,
+		0.9999999999999999, 1.0000000000000002, math.MaxFloat64, 0x1p-1022, 7.5, -7, 1023, 1024, -1074, 0.5000000000000001}
+	var xs, ys []float64
+	for _, x := range sp {
+		for _, y := range sp {
+			xs, ys = append(xs, x), append(ys, y)
+		}
+	}
+	rng := rand.New(rand.NewPCG(11, 13))
+	for range 60000 {
+		x := math.Ldexp(rng.Float64()+0.5, rng.IntN(2100)-1074)
+		switch rng.IntN(8) {
+		case 0:
+			x = -x
+		case 1:
+			x = 1 + (rng.Float64()-0.5)*0x1p-20 // near 1: large exponents stay finite
+		}
+		var y float64
+		switch rng.IntN(6) {
+		case 0:
+			y = float64(rng.IntN(2000) - 1000)
+		case 1:
+			y = float64(rng.IntN(40)-20) + 0.5
+		case 2:
+			y = (rng.Float64() - 0.5) * 40
+		case 3:
+			y = math.Ldexp(rng.Float64()-0.5, rng.IntN(70)) // up to 2^69: every bit count
+		case 4:
+			y = math.Trunc(math.Ldexp(rng.Float64(), rng.IntN(64)))
+		default:
+			y = (rng.Float64() - 0.5) * 3
+		}
+		xs, ys = append(xs, x), append(ys, y)
+	}
+	for range 512 { // whole vectors of integer exponents: e^ skipped
+		xs = append(xs, math.Ldexp(rng.Float64()-0.5, rng.IntN(2100)-1074))
+		ys = append(ys, float64(rng.IntN(64)-32))
+	}
+	xs, ys = xs[:len(xs)-len(xs)%256+61], ys[:len(xs)-len(xs)%256+61]
+	b := tile.NewBuilder("pow64", tile.Meta{"BLOCK": 256})
+	px, py, pz, pn := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Ptr("z", tile.F64), b.Param("n", tile.I32)
+	offs := b.Add(b.Mul(b.ProgramID(0), 256), b.Arange(0, 256))
+	m := b.Lt(offs, pn)
+	b.Store(b.AddPtr(pz, offs), b.Pow(b.Load(b.AddPtr(px, offs), m, nil), b.Load(b.AddPtr(py, offs), m, nil)), m)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := tile.NewBuilder("pow64_scalar", nil)
+	sx, sy, sz := sb.Ptr("x", tile.F64), sb.Ptr("y", tile.F64), sb.Ptr("z", tile.F64)
+	pid := sb.ProgramID(0)
+	sb.Store(sb.AddPtr(sz, pid), sb.Pow(sb.Load(sb.AddPtr(sx, pid), nil, nil), sb.Load(sb.AddPtr(sy, pid), nil, nil)), nil)
+	ks, err := sb.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	was := AVX512()
+	defer SetAVX512(was)
+	SetAVX512(false)
+	if _, err := Compile(k); err == nil || !strings.Contains(err.Error(), "f64 pow") {
+		t.Errorf("without AVX-512: %v, want a decline for f64 pow", err)
+	}
+	if !jit.HasAVX512() {
+		t.Skip("no AVX-512 here: f64 pow is declined (checked above)")
+	}
+	SetAVX512(true)
+	for _, c := range []struct {
+		name string
+		k    *tile.Kernel
+	}{{"zmm", k}, {"scalar", ks}} {
+		nk, err := Compile(c.k)
+		if err != nil {
+			t.Fatalf("%s: declined: %v", c.name, err)
+		}
+		z := make([]float64, len(xs))
+		for i := range z {
+			z[i] = math.NaN()
+		}
+		grid, args := tile.Grid{(len(xs) + 255) / 256}, []any{xs, ys, z, len(xs)}
+		if c.k == ks {
+			grid, args = tile.Grid{len(xs)}, []any{xs, ys, z}
+		}
+		if err := nk.Launch(grid, args...); err != nil {
+			t.Fatal(err)
+		}
+		nk.Free()
+		bad := 0
+		for i := range xs {
+			if w := interp.Pow64(xs[i], ys[i]); math.Float64bits(z[i]) != math.Float64bits(w) && !(w != w && z[i] != z[i]) {
+				if bad++; bad <= 5 {
+					t.Errorf("%s: pow(%v, %v) = %v natively, %v by the reference", c.name, xs[i], ys[i], z[i], w)
+				}
+			}
+		}
+		if bad > 0 {
+			t.Fatalf("%s: %d of %d lanes differ", c.name, bad, len(xs))
+		}
+		t.Logf("%s: %d pairs, bit for bit the reference's", c.name, len(xs))
 	}
 }
