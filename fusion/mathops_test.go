@@ -260,14 +260,14 @@ func TestSinLargeArgumentsFallBack(t *testing.T) {
 	}
 }
 
-// TestF64MathGraphsNative: Gorgonia's Softplus, Log1p, Sin, Cos, Log2 and
-// Pow over float64 (its default dtype) run as machine code where the CPU
-// has AVX-512 (f64 log1p, sin, cos, log2 and pow have their zmm forms
-// only), the reference's (Go's math.Log1p, math.Sin, math.Cos, math.Pow;
-// interp.Log2_64) bit for bit.
+// TestF64MathGraphsNative: Gorgonia's Softplus, Log1p, Expm1, Sin, Cos,
+// Log2 and Pow over float64 (its default dtype) run as machine code where
+// the CPU has AVX-512 (f64 log1p, expm1, sin, cos, log2 and pow have their
+// zmm forms only), the reference's (Go's math.Log1p, math.Expm1, math.Sin,
+// math.Cos, math.Pow; interp.Log2_64) bit for bit.
 func TestF64MathGraphsNative(t *testing.T) {
 	if !jit.Supported() || !jit.HasAVX512() {
-		t.Skip("f64 log1p, sin, cos, log2 and pow are machine code with AVX-512 only; not here")
+		t.Skip("f64 log1p, expm1, sin, cos, log2 and pow are machine code with AVX-512 only; not here")
 	}
 	g := G.NewGraph()
 	x := G.NewVector(g, tensor.Float64, G.WithShape(1000), G.WithName("x"))
@@ -277,6 +277,7 @@ func TestF64MathGraphsNative(t *testing.T) {
 	l2 := G.Must(G.Log2(G.Must(G.Abs(x))))
 	p15 := G.Must(G.Pow(G.Must(G.Abs(x)), G.NewConstant(1.5)))
 	sq := G.Must(G.Pow(x, G.NewConstant(2.0)))
+	em := G.Must(G.Expm1(x))
 	d := make([]float64, 1000)
 	rng := rand.New(rand.NewPCG(64, 1))
 	for i := range d {
@@ -309,6 +310,11 @@ func TestF64MathGraphsNative(t *testing.T) {
 			t.Fatalf("sin, cos(%v) = %v, %v, want %v, %v", d[i], v, c, w, math.Cos(d[i]))
 		}
 	}
+	for i, v := range em.Value().Data().([]float64) {
+		if w := math.Expm1(d[i]); v != w {
+			t.Fatalf("expm1(%v) = %v, want %v", d[i], v, w)
+		}
+	}
 	for i, v := range p15.Value().Data().([]float64) {
 		// math.Pow where x is not subnormal, as here
 		if w, s := math.Pow(math.Abs(d[i]), 1.5), sq.Value().Data().([]float64)[i]; v != w || s != math.Pow(d[i], 2) {
@@ -332,6 +338,7 @@ func BenchmarkF64MathGraphs(b *testing.B) {
 		build func(x *G.Node) *G.Node
 	}{
 		{"softplus", func(x *G.Node) *G.Node { return G.Must(G.Softplus(x)) }},
+		{"expm1", func(x *G.Node) *G.Node { return G.Must(G.Expm1(x)) }},
 		{"sin·cos", func(x *G.Node) *G.Node { return G.Must(G.HadamardProd(G.Must(G.Sin(x)), G.Must(G.Cos(x)))) }},
 		{"|x|^1.5", func(x *G.Node) *G.Node { return G.Must(G.Pow(G.Must(G.Abs(x)), G.NewConstant(1.5))) }},
 		{"x^2", func(x *G.Node) *G.Node { return G.Must(G.Pow(x, G.NewConstant(2.0))) }},

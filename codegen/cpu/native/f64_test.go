@@ -342,7 +342,6 @@ func TestF64Declined(t *testing.T) {
 		body      func(b *tile.Builder, x *tile.Value) *tile.Value
 	}{
 		{"erf", "f64 erf", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Erf(x) }},
-		{"expm1", "f64 expm1", func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Expm1(x) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := tile.NewBuilder("f64_declined", nil)

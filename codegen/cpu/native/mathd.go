@@ -246,6 +246,7 @@ var mathF64Forms = map[tile.Op]func(g *gen, dst, x amd64.ZReg, t []amd64.VReg){
 	tile.OpLog:     (*gen).logF64,
 	tile.OpSigmoid: (*gen).sigmoidF64,
 	tile.OpLog1p:   (*gen).log1pF64,
+	tile.OpExpm1:   (*gen).expm1F64,
 	tile.OpExp2:    (*gen).exp2F64,
 	tile.OpLog2:    (*gen).log2F64,
 	tile.OpSin:     func(g *gen, dst, x amd64.ZReg, t []amd64.VReg) { g.sincosF64(dst, x, t, false) },
@@ -793,4 +794,149 @@ func (g *gen) exponentF64(e, x amd64.ZReg, bias float64) {
 	a.VPORQZ(e, e, g.cF64(0x1p52))
 	a.VSUBPDZ(e, e, g.cF64(0x1p52))
 	a.VSUBPDZ(e, e, g.cF64(bias))
+}
+
+// f64 expm1: the reference's is Go's math.Expm1 (pure Go on amd64:
+// FreeBSD's s_expm1.c — x = k·ln2 + r with r = hi - lo and its rounding's
+// correction c, k = 0 for |x| ≤ ln2/2, ±1 below 3·ln2/2, else int(x/ln2 ±
+// ½); a rational form of e^r - 1 in r²/2 (R1 a degree-5 polynomial), then
+// one of six forms by k, the last three adding k to y's exponent field).
+// expm1F64 computes every form on every lane and blends them as the
+// branches choose, each in Go's order (no fused multiply-add). k = 0 and
+// k = ±1 are the general reduction with k as it is (x - 0·Ln2Hi is x,
+// and c then 0; ±1·Ln2Hi is exact), so one reduction serves every lane.
+// Bit for bit (TestExpm1F64Native); with AVX-512 only (plan.f64Op).
+
+var expm1Q64 = [...]float64{-2.01099218183624371326e-07, 4.00821782732936239552e-06,
+	-7.93650757867487942473e-05, 1.58730158725481460165e-03, -3.33333333333331316428e-02, 1}
+
+// expm1F64: dst = math.Expm1(x) lane by lane. x is read before dst is
+// written; t holds ten temporaries.
+func (g *gen) expm1F64(dst, x amd64.ZReg, t []amd64.VReg) {
+	a := &g.a
+	va := g.va()
+	c := g.cF64
+	ax, k, hi, lo, xr, cr := z(t[0]), z(t[1]), z(t[2]), z(t[3]), z(t[4]), z(t[5])
+	a.VPANDQZ(ax, x, g.constI64(1<<63-1).Bcst())
+	neg := va.newK()
+	a.VCMPPDZ(neg, x, c(0), amd64.CmpLT)
+	// k = int(x/ln2 ± ½); ±1 below 3·ln2/2; 0 to ln2/2
+	a.VMULPDZ(hi, x, c(1.44269504088896338700e+00))
+	a.VADDPDZ(lo, hi, c(0.5))
+	a.VSUBPDZ(hi, hi, c(0.5))
+	a.VBLENDMPDZ(k, neg, lo, hi)
+	a.VRNDSCALEPDZ(k, k, 3)
+	a.VBROADCASTSDZ(lo, g.constF64(1))
+	a.VBLENDMPDZ(lo, neg, lo, c(-1))
+	k1 := va.newK()
+	a.VCMPPDZ(k1, ax, c(1.03972077083991796413e+00), amd64.CmpLT)
+	a.VBLENDMPDZ(k, k1, k, lo)
+	k0 := va.newK()
+	a.VCMPPDZ(k0, ax, c(3.46573590279972654709e-01), amd64.CmpLE)
+	a.VBLENDMPDZ(k, k0, k, c(0))
+	// hi = x - k·Ln2Hi, lo = k·Ln2Lo, xr = hi - lo, cr = (hi - xr) - lo
+	a.VMULPDZ(lo, k, c(6.93147180369123816490e-01))
+	a.VSUBPDZ(hi, x, lo)
+	a.VMULPDZ(lo, k, c(1.90821492927058770002e-10))
+	a.VSUBPDZ(xr, hi, lo)
+	a.VSUBPDZ(cr, hi, xr)
+	a.VSUBPDZ(cr, cr, lo)
+	// hfx = xr/2, hxs = xr·hfx, r1 = R1(hxs), tt = 3 - r1·hfx,
+	// e = hxs·((r1 - tt)/(6 - xr·tt))
+	hfx, hxs, r1, tt, w, v := hi, lo, z(t[6]), z(t[7]), z(t[8]), z(t[9])
+	a.VMULPDZ(hfx, xr, c(0.5))
+	a.VMULPDZ(hxs, xr, hfx)
+	g.hornerF64(r1, hxs, expm1Q64[:])
+	a.VMULPDZ(w, r1, hfx)
+	a.VBROADCASTSDZ(tt, g.constF64(3))
+	a.VSUBPDZ(tt, tt, w)
+	a.VSUBPDZ(r1, r1, tt)
+	a.VMULPDZ(w, xr, tt)
+	a.VBROADCASTSDZ(v, g.constF64(6))
+	a.VSUBPDZ(v, v, w)
+	a.VDIVPDZ(r1, r1, v)
+	e := r1
+	a.VMULPDZ(e, hxs, e)
+	// k = 0: xr - (xr·e - hxs)
+	res := hfx
+	a.VMULPDZ(w, xr, e)
+	a.VSUBPDZ(w, w, hxs)
+	a.VSUBPDZ(res, xr, w)
+	// e = (xr·(e - cr) - cr) - hxs
+	a.VSUBPDZ(w, e, cr)
+	a.VMULPDZ(w, xr, w)
+	a.VSUBPDZ(w, w, cr)
+	a.VSUBPDZ(e, w, hxs)
+	// k = -1: 0.5·(xr - e) - 0.5
+	a.VSUBPDZ(w, xr, e)
+	a.VMULPDZ(w, w, c(0.5))
+	a.VSUBPDZ(w, w, c(0.5))
+	kk := va.newK()
+	a.VCMPPDZ(kk, k, c(-1), amd64.CmpEQ)
+	a.VBLENDMPDZ(res, kk, res, w)
+	// k = 1: -2·(e - (xr + 0.5)) where xr < -0.25, else 1 + 2·(xr - e)
+	a.VADDPDZ(w, xr, c(0.5))
+	a.VSUBPDZ(w, e, w)
+	a.VMULPDZ(w, w, c(-2))
+	a.VSUBPDZ(v, xr, e)
+	a.VMULPDZ(v, v, c(2))
+	a.VADDPDZ(v, v, c(1))
+	kk = va.newK()
+	a.VCMPPDZ(kk, xr, c(-0.25), amd64.CmpLT)
+	a.VBLENDMPDZ(v, kk, v, w)
+	kk = va.newK()
+	a.VCMPPDZ(kk, k, c(1), amd64.CmpEQ)
+	a.VBLENDMPDZ(res, kk, res, v)
+	// k << 52, to add to an exponent field (k + 1.5·2^52's low bits)
+	kb := hxs
+	a.VADDPDZ(kb, k, c(0x1.8p52))
+	a.VPSLLQZ(kb, kb, 52)
+	// k ≤ -2 or k > 56: (1 - (e - xr))·2^k - 1
+	a.VSUBPDZ(w, e, xr)
+	a.VBROADCASTSDZ(v, g.constF64(1))
+	a.VSUBPDZ(w, v, w)
+	a.VPADDQZ(w, w, kb)
+	a.VSUBPDZ(w, w, c(1))
+	ka, kb2 := va.newK(), va.newK()
+	a.VCMPPDZ(ka, k, c(-2), amd64.CmpLE)
+	a.VCMPPDZ(kb2, k, c(56), amd64.CmpGT)
+	a.KORW(ka, ka, kb2)
+	a.VBLENDMPDZ(res, ka, res, w)
+	// 2^-k for 2 ≤ k ≤ 56 (clamped elsewhere)
+	p2 := tt
+	a.VMINPDZ(p2, k, c(60))
+	a.VMAXPDZ(p2, p2, c(0))
+	a.VPXORQZ(p2, p2, g.constI64(-1<<63).Bcst())
+	g.pow2F64(p2, p2)
+	// 2 ≤ k < 20: ((1 - 2^-k) - (e - xr))·2^k
+	a.VSUBPDZ(v, v, p2) // v was 1
+	a.VSUBPDZ(w, e, xr)
+	a.VSUBPDZ(w, v, w)
+	a.VPADDQZ(w, w, kb)
+	kk = va.newK()
+	a.VCMPPDZ(kk, k, c(2), amd64.CmpGE)
+	a.VCMPPDKZ(kk, kk, k, c(20), amd64.CmpLT)
+	a.VBLENDMPDZ(res, kk, res, w)
+	// 20 ≤ k ≤ 56: ((xr - (e + 2^-k)) + 1)·2^k
+	a.VADDPDZ(w, e, p2)
+	a.VSUBPDZ(w, xr, w)
+	a.VADDPDZ(w, w, c(1))
+	a.VPADDQZ(w, w, kb)
+	kk = va.newK()
+	a.VCMPPDZ(kk, k, c(20), amd64.CmpGE)
+	a.VCMPPDKZ(kk, kk, k, c(56), amd64.CmpLE)
+	a.VBLENDMPDZ(res, kk, res, w)
+	// |x| < 2^-54: x; x ≤ -56·ln2: -1; x ≥ 709.78…: +∞; NaN: x
+	kk = va.newK()
+	a.VCMPPDZ(kk, ax, c(0x1p-54), amd64.CmpLT)
+	a.VBLENDMPDZ(res, kk, res, x)
+	kk = va.newK()
+	a.VCMPPDZ(kk, x, c(-3.88162421113569373274e+01), amd64.CmpLE)
+	a.VBLENDMPDZ(res, kk, res, c(-1))
+	kk = va.newK()
+	a.VCMPPDZ(kk, x, c(7.09782712893383973096e+02), amd64.CmpGE)
+	a.VBLENDMPDZ(res, kk, res, c(math.Inf(1)))
+	kk = va.newK()
+	a.VCMPPDZ(kk, x, x, amd64.CmpUNORD)
+	a.VBLENDMPDZ(dst, kk, res, x)
 }

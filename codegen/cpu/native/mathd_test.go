@@ -145,6 +145,43 @@ func TestLog1pF64Native(t *testing.T) {
 	f64UnaryZmm(t, tile.OpLog1p, xs, math.Log1p, nil)
 }
 
+// TestExpm1F64Native: f64 expm1 in zmm registers is math.Expm1's bit for
+// bit lane by lane (a tail of 61 lanes) over mathInputs64 and expm1's own
+// edges — the thresholds 2⁻⁵⁴, ln2/2, 3·ln2/2, 56·ln2 and 709.78…, the
+// arguments where k changes (k·ln2 ± ½ln2 for k to ±60, and at 20 and 56,
+// the forms' bounds), each with neighbours and of both signs — and seeded
+// values across ±750 and near 0; without AVX-512 the kernel is declined.
+func TestExpm1F64Native(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("no native code here: needs amd64 with AVX2 and FMA")
+	}
+	xs := mathInputs64()
+	edges := []float64{0x1p-54, 0.5 * math.Ln2, 1.5 * math.Ln2, 56 * math.Ln2, 7.09782712893383973096e+02, 0.25, 1,
+		3.46573590279972654709e-01, 1.03972077083991796413e+00, 3.88162421113569373274e+01, 700, 709.7}
+	for k := -60; k <= 60; k++ {
+		edges = append(edges, (float64(k)+0.5)*math.Ln2, float64(k)*math.Ln2)
+	}
+	for _, e := range edges {
+		for _, x := range []float64{e, -e} {
+			xs = append(xs, x)
+			for i, y := 0, x; i < 3; i++ {
+				y = math.Nextafter(y, math.Inf(1))
+				xs = append(xs, y)
+			}
+			for i, y := 0, x; i < 3; i++ {
+				y = math.Nextafter(y, math.Inf(-1))
+				xs = append(xs, y)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, 9))
+	for range 60000 {
+		xs = append(xs, (rng.Float64()*2-1)*750, (rng.Float64()*2-1)*math.Exp(-rng.Float64()*40),
+			(rng.Float64()*2-1)*45, (rng.Float64()*2-1)*1.2)
+	}
+	f64UnaryZmm(t, tile.OpExpm1, xs, math.Expm1, nil)
+}
+
 // TestSinCosF64Native: f64 sin and cos in zmm registers are math.Sin's and
 // math.Cos's bit for bit lane by lane (a tail of 61 lanes) over
 // mathInputs64 below 2^29 in magnitude and the arguments where the
