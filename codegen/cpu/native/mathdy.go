@@ -79,8 +79,12 @@ func (g *gen) expCoreF64Y(y, x amd64.VReg, t []amd64.VReg) {
 	a.VADDPD(r, r, c(0x1p52))
 	a.VPSLLQ(r, r, 52)
 	a.VMULPD(p, p, r)
-	a.VMULPD(u, p, c(0x1p-1022))
-	a.VBLENDVPD(p, p, u, den)
+	// × 2^-1022 where 2^n is subnormal, × 1 elsewhere: a product with a
+	// subnormal result costs the CPU far more than one with a normal one,
+	// so none is formed where the lane does not need it
+	a.VMOVUPD(u, c(1))
+	a.VBLENDVPD(u, u, c(0x1p-1022), den)
+	a.VMULPD(p, p, u)
 	a.VCMPPD(k, nf, c(-1075), amd64.CmpLT)
 	a.VBLENDVPD(p, p, c(0), k)
 	a.VCMPPD(k, nf, c(1024), amd64.CmpGE)
