@@ -251,6 +251,51 @@ func BenchmarkMath4M(b *testing.B) {
 	}
 }
 
+// BenchmarkMathF64_2M: y = op(x) over 2M f64 in blocks of 1024 (x in ±4,
+// 0.001–4 for the logarithms; pow: |x|^y with y in ±4), on the executor
+// and as machine code (each the reference's bit for bit: without AVX-512
+// log1p, expm1, erf, sin, cos, exp2, log2 and pow are declined: skipped).
+func BenchmarkMathF64_2M(b *testing.B) {
+	const n, block = 1 << 21, 1024
+	for _, op := range []tile.Op{tile.OpExp, tile.OpTanh, tile.OpSigmoid, tile.OpErf, tile.OpExpm1, tile.OpLog, tile.OpLog1p,
+		tile.OpLog2, tile.OpExp2, tile.OpSin, tile.OpCos, tile.OpPow} {
+		b.Run(op.String(), func(b *testing.B) {
+			bl := tile.NewBuilder("math64_"+op.String(), tile.Meta{"BLOCK": block})
+			in, in2, out := bl.Ptr("in", tile.F64), bl.Ptr("in2", tile.F64), bl.Ptr("out", tile.F64)
+			offs := bl.Add(bl.Mul(bl.ProgramID(0), block), bl.Arange(0, block))
+			x := bl.Load(bl.AddPtr(in, offs), nil, nil)
+			var y *tile.Value
+			if op == tile.OpPow {
+				y = bl.Pow(bl.Abs(x), bl.Load(bl.AddPtr(in2, offs), nil, nil))
+			} else {
+				y = bl.Unary(op, x)
+			}
+			bl.Store(bl.AddPtr(out, offs), y, nil)
+			k, err := bl.Build()
+			if err != nil {
+				b.Fatal(err)
+			}
+			lo := -4.0
+			if op == tile.OpLog || op == tile.OpLog1p || op == tile.OpLog2 {
+				lo = 0.001
+			}
+			rng := tiletest.RNG("bench")
+			xs, x2, ys := make([]float64, n), make([]float64, n), make([]float64, n)
+			for i := range xs {
+				xs[i], x2[i] = lo+(4-lo)*rng.Float64(), 8*rng.Float64()-4
+			}
+			modes(b, k, func(b *testing.B, e *cpu.Exec) {
+				b.SetBytes(16 * n)
+				for b.Loop() {
+					if err := e.Launch(tile.Grid{n / block}, xs, x2, ys); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
+
 // BenchmarkTritonMatmul512 is kernels.Matmul (pointer blocks carried
 // through the K loop, strides as parameters: Triton's tutorial kernel)
 // at 512³ in 64×64 tiles, K steps of 32, row-major operands.

@@ -132,8 +132,8 @@
 // (plan.go: inducedPointer; phase.go: intern; Kernel.unit).
 //
 // What is not supported yet (Compile says which value and why): nested
-// loops, f64 products of precisions other than ieee, atomics, f64 erf
-// and rem (f64 log1p, expm1, sin, cos, exp2, log2 and pow: with AVX-512
+// loops, f64 products of precisions other than ieee, atomics, f64 rem
+// (f64 log1p, expm1, erf, sin, cos, exp2, log2 and pow: with AVX-512
 // only), integer
 // loads and non-affine integer blocks (div/rem of lanes are affine only
 // where a block does not straddle a multiple of the divisor: checked per

@@ -113,7 +113,7 @@ func (g *gen) f64Op(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) err
 		a.VRNDSCALEPDZ(z(dst), r(0), 9)
 	case tile.OpCeil:
 		a.VRNDSCALEPDZ(z(dst), r(0), 10)
-	case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2: // mathd.go: the reference's, bit for bit
+	case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2: // mathd.go: the reference's, bit for bit
 		g.mathF64(v.Op, dst, s[0].reg, t)
 	case tile.OpPow: // powd.go: the reference's, bit for bit
 		g.powF64(z(dst), r(0), r(1), t)

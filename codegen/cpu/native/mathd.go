@@ -252,6 +252,7 @@ var mathF64Forms = map[tile.Op]func(g *gen, dst, x amd64.ZReg, t []amd64.VReg){
 	tile.OpSigmoid: (*gen).sigmoidF64,
 	tile.OpLog1p:   (*gen).log1pF64,
 	tile.OpExpm1:   (*gen).expm1F64,
+	tile.OpErf:     (*gen).erfF64,
 	tile.OpExp2:    (*gen).exp2F64,
 	tile.OpLog2:    (*gen).log2F64,
 	tile.OpSin:     func(g *gen, dst, x amd64.ZReg, t []amd64.VReg) { g.sincosF64(dst, x, t, false) },
@@ -944,4 +945,127 @@ func (g *gen) expm1F64(dst, x amd64.ZReg, t []amd64.VReg) {
 	kk = va.newK()
 	a.VCMPPDZ(kk, x, x, amd64.CmpUNORD)
 	a.VBLENDMPDZ(dst, kk, res, x)
+}
+
+// f64 erf: the reference's is Go's math.Erf (pure Go on amd64: FreeBSD's
+// s_erf.c — x + x·R(x²)/S(x²) below 0.84375 (x + x·efx, or 0.125·(8x +
+// efx8·x), below 2⁻²⁸), erx + P(s)/Q(s) with s = |x| - 1 below 1.25, below
+// 6 1 - e^(-z²-0.5625)·e^((z-|x|)(z+|x|) + R(s)/S(s))/|x| with s = 1/x²,
+// z = |x| with its low 32 bits cleared and R, S of one of two sets by
+// |x| < 1/0.35, 1 from 6, the sign of x on each; math.Exp being its amd64
+// assembly: expCoreF64). erfF64 computes every form on every lane and
+// blends them as the branches choose, each in Go's order (no fused
+// multiply-add); R and S of the set not chosen are computed and dropped.
+// Bit for bit (TestErfF64Native); with AVX-512 only (plan.f64Op).
+
+var (
+	erfPP64 = [...]float64{-2.37630166566501626084e-05, -5.77027029648944159157e-03, -2.84817495755985104766e-02,
+		-3.25042107247001499370e-01, 1.28379167095512558561e-01}
+	erfQQ64 = [...]float64{-3.96022827877536812320e-06, 1.32494738004321644526e-04, 5.08130628187576562776e-03,
+		6.50222499887672944485e-02, 3.97917223959155352819e-01, 1}
+	erfPA64 = [...]float64{-2.16637559486879084300e-03, 3.54783043256182359371e-02, -1.10894694282396677476e-01,
+		3.18346619901161753674e-01, -3.72207876035701323847e-01, 4.14856118683748331666e-01, -2.36211856075265944077e-03}
+	erfQA64 = [...]float64{1.19844998467991074170e-02, 1.36370839120290507362e-02, 1.26171219808761642112e-01,
+		7.18286544141962662868e-02, 5.40397917702171048937e-01, 1.06420880400844228286e-01, 1}
+	erfRA64 = [...]float64{-9.81432934416914548592e+00, -8.12874355063065934246e+01, -1.84605092906711035994e+02,
+		-1.62396669462573470355e+02, -6.23753324503260060396e+01, -1.05586262253232909814e+01, -6.93858572707181764372e-01,
+		-9.86494403484714822705e-03}
+	erfSA64 = [...]float64{-6.04244152148580987438e-02, 6.57024977031928170135e+00, 1.08635005541779435134e+02,
+		4.29008140027567833386e+02, 6.45387271733267880336e+02, 4.34565877475229228821e+02, 1.37657754143519042600e+02,
+		1.96512716674392571292e+01, 1}
+	erfRB64 = [...]float64{-4.83519191608651397019e+02, -1.02509513161107724954e+03, -6.37566443368389627722e+02,
+		-1.60636384855821916062e+02, -1.77579549177547519889e+01, -7.99283237680523006574e-01, -9.86494292470009928597e-03}
+	erfSB64 = [...]float64{-2.24409524465858183362e+01, 4.74528541206955367215e+02, 2.55305040643316442583e+03,
+		3.19985821950859553908e+03, 1.53672958608443695994e+03, 3.25792512996573918826e+02, 3.03380607434824582924e+01, 1}
+)
+
+const (
+	erfErx  = 8.45062911510467529297e-01
+	erfEfx  = 1.28379167095512586316e-01
+	erfEfx8 = 1.02703333676410069053e+00
+)
+
+// erfF64: dst = math.Erf(x) lane by lane. x is read before dst is written;
+// t holds ten temporaries.
+func (g *gen) erfF64(dst, x amd64.ZReg, t []amd64.VReg) {
+	a := &g.a
+	va := g.va()
+	c := g.cF64
+	tz := func(i int) amd64.ZReg { return z(t[i]) }
+	ax := tz(0)
+	a.VPANDQZ(ax, x, g.constI64(1<<63-1).Bcst())
+	// below 6: 1 - e^(-z²-0.5625)·e^((z-|x|)(z+|x|) + R/S)/|x|, s = 1/x²
+	s, ra, sa, rb, sb := tz(1), tz(2), tz(3), tz(4), tz(5)
+	a.VMULPDZ(s, ax, ax)
+	a.VBROADCASTSDZ(ra, g.constF64(1))
+	a.VDIVPDZ(s, ra, s)
+	g.hornerF64(ra, s, erfRA64[:])
+	g.hornerF64(sa, s, erfSA64[:])
+	g.hornerF64(rb, s, erfRB64[:])
+	g.hornerF64(sb, s, erfSB64[:])
+	k := va.newK()
+	a.VCMPPDZ(k, ax, c(1/0.35), amd64.CmpLT)
+	a.VBLENDMPDZ(ra, k, rb, ra)
+	a.VBLENDMPDZ(sa, k, sb, sa)
+	a.VDIVPDZ(ra, ra, sa) // R/S
+	zz, u, w := tz(1), tz(3), tz(4)
+	a.VPANDQZ(zz, ax, g.constI64(-1<<32).Bcst())
+	a.VSUBPDZ(u, zz, ax)
+	a.VADDPDZ(w, zz, ax)
+	a.VMULPDZ(u, u, w)
+	a.VADDPDZ(u, u, ra)
+	a.VMULPDZ(w, zz, zz)
+	a.VPXORQZ(w, w, g.constI64(-1<<63).Bcst())
+	a.VSUBPDZ(w, w, c(0.5625))
+	e1, e2 := tz(5), tz(2)
+	g.expCoreF64(e1, w, t[6:10])
+	g.expCoreF64(e2, u, t[6:10])
+	a.VMULPDZ(e1, e1, e2)
+	a.VDIVPDZ(e1, e1, ax)
+	res := tz(6)
+	a.VBROADCASTSDZ(res, g.constF64(1))
+	a.VSUBPDZ(res, res, e1)
+	// below 1.25: erx + P(s)/Q(s), s = |x| - 1
+	p, q := tz(2), tz(3)
+	a.VSUBPDZ(s, ax, c(1))
+	g.hornerF64(p, s, erfPA64[:])
+	g.hornerF64(q, s, erfQA64[:])
+	a.VDIVPDZ(p, p, q)
+	a.VADDPDZ(p, p, c(erfErx))
+	k = va.newK()
+	a.VCMPPDZ(k, ax, c(1.25), amd64.CmpLT)
+	a.VBLENDMPDZ(res, k, res, p)
+	// below 0.84375: |x| + |x|·R(x²)/S(x²); below 2⁻²⁸ |x| + efx·|x|,
+	// below 2^-1015 0.125·(8·|x| + efx8·|x|)
+	a.VMULPDZ(s, ax, ax)
+	g.hornerF64(p, s, erfPP64[:])
+	g.hornerF64(q, s, erfQQ64[:])
+	a.VDIVPDZ(p, p, q)
+	a.VMULPDZ(p, ax, p)
+	a.VADDPDZ(p, ax, p)
+	tiny, vt, v8 := tz(3), tz(4), tz(5)
+	a.VMULPDZ(tiny, ax, c(erfEfx))
+	a.VADDPDZ(tiny, ax, tiny)
+	a.VMULPDZ(vt, ax, c(8))
+	a.VMULPDZ(v8, ax, c(erfEfx8))
+	a.VADDPDZ(vt, vt, v8)
+	a.VMULPDZ(vt, vt, c(0.125))
+	k = va.newK()
+	a.VCMPPDZ(k, ax, c(2.848094538889218e-306), amd64.CmpLT)
+	a.VBLENDMPDZ(tiny, k, tiny, vt)
+	k = va.newK()
+	a.VCMPPDZ(k, ax, c(0x1p-28), amd64.CmpLT)
+	a.VBLENDMPDZ(p, k, p, tiny)
+	k = va.newK()
+	a.VCMPPDZ(k, ax, c(0.84375), amd64.CmpLT)
+	a.VBLENDMPDZ(res, k, res, p)
+	// from 6 (∞ too): 1; then x's sign; NaN: NaN
+	k = va.newK()
+	a.VCMPPDZ(k, ax, c(6), amd64.CmpGE)
+	a.VBLENDMPDZ(res, k, res, c(1))
+	a.VPANDQZ(w, x, g.constI64(-1<<63).Bcst())
+	a.VPXORQZ(res, res, w)
+	k = va.newK()
+	a.VCMPPDZ(k, x, x, amd64.CmpUNORD)
+	a.VBLENDMPDZ(dst, k, res, c(math.NaN()))
 }

@@ -767,12 +767,12 @@ func vectorF64Op(o tile.Op) bool {
 	return false
 }
 
-// f64Op is vectorF64Op on this plan's ISA: log1p, expm1, sin, cos, exp2,
-// log2 and pow have only their zmm forms (mathd.go: log1pF64, expm1F64,
-// sincosF64, exp2F64, log2F64; powd.go: powF64).
+// f64Op is vectorF64Op on this plan's ISA: log1p, expm1, erf, sin, cos,
+// exp2, log2 and pow have only their zmm forms (mathd.go: log1pF64,
+// expm1F64, erfF64, sincosF64, exp2F64, log2F64; powd.go: powF64).
 func (p *plan) f64Op(o tile.Op) bool {
 	switch o {
-	case tile.OpLog1p, tile.OpExpm1, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2, tile.OpPow:
+	case tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2, tile.OpPow:
 		return p.avx512
 	}
 	return vectorF64Op(o)
