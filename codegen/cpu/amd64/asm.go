@@ -114,6 +114,10 @@ func (a *Asm) fail(format string, args ...any) {
 // Err is the first misuse recorded, or nil.
 func (a *Asm) Err() error { return a.err }
 
+// Fail records an error of the code being assembled (the first is kept):
+// for emitters above the encoder that find an operand they cannot take.
+func (a *Asm) Fail(format string, args ...any) { a.fail(format, args...) }
+
 // Len is the number of code bytes emitted so far.
 func (a *Asm) Len() int { return len(a.buf) }
 

@@ -32,6 +32,9 @@ func (k KReg) String() string { return fmt.Sprintf("K%d", uint8(k)) }
 // for the EVEX instructions that take it.
 func (m Mem) Bcst() Mem { m.bcst = true; return m }
 
+// Plain is m without Bcst: the same address, read whole (a VEX operand).
+func (m Mem) Plain() Mem { m.bcst = false; return m }
+
 // evex emits an EVEX-encoded 512-bit instruction: ModRM reg field reg
 // (0–31), second source vvvv (0–31), r/m operand rm (a ZReg, Reg or Mem),
 // its memory operand's size n for disp8 compression (a broadcast's is 4).
