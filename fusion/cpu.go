@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu"
+	nativegen "github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -314,11 +315,16 @@ type execCache struct {
 const maxExecs = 4096
 
 // get is k's executable form; text is k.Anonymous(); native asks for
-// machine code (cpu.WithNative).
+// machine code (cpu.WithNative), compiled for the vector width the native
+// code generator takes now (native.SetAVX512 turns zmm off and on: each
+// has its own entries).
 func (c *execCache) get(text string, k *tile.Kernel, native bool) (*cpu.Exec, error) {
 	key := text
 	if native {
 		key = "native\n" + text
+		if nativegen.AVX512() {
+			key = "native zmm\n" + text
+		}
 	}
 	c.mu.Lock()
 	e, ok := c.m[key]
