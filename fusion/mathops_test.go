@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
+	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/fusion"
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/interp"
@@ -261,14 +262,25 @@ func TestSinLargeArgumentsFallBack(t *testing.T) {
 }
 
 // TestF64MathGraphsNative: Gorgonia's Softplus, Log1p, Expm1, Sin, Cos,
-// Log2 and Pow over float64 (its default dtype) run as machine code where
-// the CPU has AVX-512 (f64 log1p, expm1, sin, cos, log2 and pow have their
-// zmm forms only), the reference's (Go's math.Log1p, math.Expm1, math.Sin,
-// math.Cos, math.Pow; interp.Log2_64) bit for bit.
+// Log2 and Pow over float64 (its default dtype) run as machine code, the
+// reference's (Go's math.Log1p, math.Expm1, math.Sin, math.Cos, math.Pow;
+// interp.Log2_64) bit for bit: in zmm registers where the CPU has AVX-512,
+// and in ymm pairs (both, where it has).
 func TestF64MathGraphsNative(t *testing.T) {
-	if !jit.Supported() || !jit.HasAVX512() {
-		t.Skip("f64 log1p, expm1, sin, cos, log2 and pow are machine code with AVX-512 only; not here")
+	if !jit.Supported() {
+		t.Skip("no native code here: not amd64 with AVX2 and FMA, or -tags purego")
 	}
+	t.Run("ymm pairs", func(t *testing.T) {
+		was := native.SetAVX512(false)
+		defer native.SetAVX512(was)
+		f64MathGraphs(t)
+	})
+	if jit.HasAVX512() {
+		t.Run("zmm", f64MathGraphs)
+	}
+}
+
+func f64MathGraphs(t *testing.T) {
 	g := G.NewGraph()
 	x := G.NewVector(g, tensor.Float64, G.WithShape(1000), G.WithName("x"))
 	sp := G.Must(G.Softplus(x))
@@ -330,8 +342,8 @@ func TestF64MathGraphsNative(t *testing.T) {
 }
 
 // BenchmarkF64MathGraphs: Gorgonia graphs over 1024×1024 float64 (its
-// default dtype) whose kernels are machine code with AVX-512 only, on
-// the executor and as machine code (outputs reused).
+// default dtype) with math functions the machine code computes as Go
+// does, on the executor and as machine code (outputs reused).
 func BenchmarkF64MathGraphs(b *testing.B) {
 	for _, c := range []struct {
 		name  string

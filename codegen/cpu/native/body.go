@@ -241,8 +241,13 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 		srcs[i] = o
 	}
 	nt := tempsFor(n)
-	if pg.pairs && n.op == opCompute && isF64(n) && (n.v.Op == tile.OpExp || n.v.Op == tile.OpTanh || n.v.Op == tile.OpLog || n.v.Op == tile.OpSigmoid) {
-		nt = mathTempsPairs // and their high halves (mathdy.go)
+	if pg.pairs && n.op == opCompute && isF64(n) {
+		switch n.v.Op {
+		case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid:
+			nt = mathTempsPairs // and their high halves (mathdy.go)
+		case tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2, tile.OpPow:
+			nt = 0 // every register saved and used (zasm.go: mathF64Pairs)
+		}
 	}
 	for range nt {
 		r, err := pg.freeReg(args)

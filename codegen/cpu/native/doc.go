@@ -103,20 +103,23 @@
 // operand) is packed transposed and read so (a), or turned back in 8×8
 // tiles in the frame (b).
 //
-// f64 (f64.go, mathd.go): where the CPU has AVX-512F, eight f64 lanes are
+// f64 (f64.go, mathd.go, powd.go): where the CPU has AVX-512F, eight f64 lanes are
 // one zmm register in the phases' eight-lane loops (masks stay eight
 // 32-bit lanes, turned into opmasks for f64 moves, blends and
 // comparisons): loads and stores, arithmetic, comparisons and selects,
 // casts to and from f32 and from i32 and i1, row and column reductions
 // (sums in the executor's four partial sums), scalars (loads, sums, the
 // ops on broadcast operands), gathers, products (12×16 in zmm, FMAs in k
-// order), exp, tanh, log and sigmoid as the reference computes them (Go's
-// amd64 math.Exp, math.Tanh and math.Log, operation by operation): bit for bit
-// the reference's but sums (the executor's order) and products (within
-// 2(K+1)·2⁻⁵³·Σ|a·b|). Without AVX-512 (f64y.go, mathdy.go) eight f64
-// lanes are a pair of ymm registers (Y0–Y7 and the register 8 above),
-// every op, reduction, product (dotY64: 6×8) and math function the zmm
-// form's operations in the same order: its results bit for bit.
+// order), exp, tanh, log, sigmoid, log1p, expm1, erf, sin, cos, exp2,
+// log2 and pow as the reference computes them (Go's math functions, those
+// of amd64 assembly included, operation by operation): bit for bit the
+// reference's but sums (the executor's order) and products (within
+// 2(K+1)·2⁻⁵³·Σ|a·b|). Without AVX-512 (f64y.go, mathdy.go, zasm.go)
+// eight f64 lanes are a pair of ymm registers (Y0–Y7 and the register 8
+// above), every op, reduction, product (dotY64: 6×8) and math function the
+// zmm form's operations in the same order (exp, tanh, log and sigmoid
+// written for ymm halves; the others the zmm code itself on each half,
+// opmasks as lane masks in the frame): its results bit for bit.
 //
 // f32 products of precision tf32, tf32tb, bf16 and tf32x3 round their
 // operand blocks as the precision reads them (precDot, roundBlock) and run
@@ -132,9 +135,8 @@
 // (plan.go: inducedPointer; phase.go: intern; Kernel.unit).
 //
 // What is not supported yet (Compile says which value and why): nested
-// loops, f64 products of precisions other than ieee, atomics, f64 rem
-// (f64 log1p, expm1, erf, sin, cos, exp2, log2 and pow: with AVX-512
-// only), integer
+// loops, f64 products of precisions other than ieee, atomics, f64 rem,
+// integer
 // loads and non-affine integer blocks (div/rem of lanes are affine only
 // where a block does not straddle a multiple of the divisor: checked per
 // program, else a bail-out), masked gathers and stores with a stride

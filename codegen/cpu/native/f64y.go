@@ -21,8 +21,9 @@ import (
 // no fault). Every op is the zmm form's per lane, in the same order
 // (IEEE operations, the reference's NaN rule for min and max, row sums in
 // the executor's four partial sums: lanes 0–3, then 4–7), so results are
-// bit for bit the zmm form's; exp, tanh, log and sigmoid: mathdy.go;
-// products: dotY64.
+// bit for bit the zmm form's; exp, tanh, log and sigmoid: mathdy.go; the
+// other math functions and pow: zasm.go (mathd.go's zmm code run on each
+// half); products: dotY64.
 
 // hi is the register of lanes 4–7 of the f64 value whose lanes 0–3 are in r.
 func hi(r amd64.VReg) amd64.VReg { return r + 8 }
@@ -55,6 +56,8 @@ func (g *gen) f64OpY(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) er
 	switch v.Op {
 	case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid: // mathdy.go
 		return g.mathF64Y(v, dst, s[0].reg, t)
+	case tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2, tile.OpPow: // zasm.go
+		return g.mathF64Pairs(v, dst, s)
 	case tile.OpSelect:
 		// both halves' masks first: dst may be the mask's register
 		a.VPMOVSXDQ(t[0], s[0].reg)

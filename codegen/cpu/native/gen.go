@@ -84,6 +84,11 @@ type gen struct {
 	fault     amd64.Label
 	bail      amd64.Label
 	stubs     []stubAt // fault exits of accesses, emitted after the code
+	// zh: where set, the f64 math functions emit through it (zasm.go: a
+	// half of a pair without AVX-512); halfFrame its frame area (0: none
+	// yet)
+	zh        *halfAsm
+	halfFrame int32
 }
 
 // storeIV stores rT0, a loop's counter, as the loop's induction value iv

@@ -120,7 +120,7 @@ func (g *gen) cF64(x float64) amd64.Mem { return g.constF64(x).Bcst() }
 // expOverflow (others: anything). x is read first and stays; y is
 // written last; t holds four temporaries.
 func (g *gen) expCoreF64(y, x amd64.ZReg, t []amd64.VReg) {
-	a := &g.a
+	a := g.za()
 	va := g.va()
 	nf, r, p, u := z(t[0]), z(t[1]), z(t[2]), z(t[3])
 	a.VMULPDZ(nf, x, g.cF64(expLog2E))
@@ -170,7 +170,7 @@ func (g *gen) expCoreF64(y, x amd64.ZReg, t []amd64.VReg) {
 // expF64: dst = exp64(x) lane by lane. x is read before dst is written; t
 // holds six temporaries.
 func (g *gen) expF64(dst, x amd64.ZReg, t []amd64.VReg) {
-	a := &g.a
+	a := g.za()
 	va := g.va()
 	xs, y := z(t[4]), z(t[5])
 	// 709 < x < 709.8: e^(x-1)·e
@@ -193,7 +193,7 @@ func (g *gen) expF64(dst, x amd64.ZReg, t []amd64.VReg) {
 // tanhF64: dst = tanh64(x) lane by lane. x is read before dst is written;
 // t holds ten temporaries.
 func (g *gen) tanhF64(dst, x amd64.ZReg, t []amd64.VReg) {
-	a := &g.a
+	a := g.za()
 	va := g.va()
 	zz, s, p, q, res := z(t[4]), z(t[5]), z(t[6]), z(t[7]), z(t[8])
 	a.VPANDQZ(zz, x, g.constI64(1<<63-1).Bcst())
@@ -318,7 +318,7 @@ func logArch64(x float64) float64 {
 // logF64: dst = log64(x) lane by lane. x is read before dst is written; t
 // holds ten temporaries.
 func (g *gen) logF64(dst, x amd64.ZReg, t []amd64.VReg) {
-	a := &g.a
+	a := g.za()
 	va := g.va()
 	xs, f1, k, u, f, s, s2, s4, p, q := z(t[0]), z(t[1]), z(t[2]), z(t[3]), z(t[4]), z(t[5]), z(t[6]), z(t[7]), z(t[8]), z(t[9])
 	// subnormals: × 2^54
@@ -391,7 +391,7 @@ func sigmoid64(x float64) float64 {
 // sigmoidF64: dst = sigmoid64(x) lane by lane. x is read before dst is
 // written; t holds ten temporaries.
 func (g *gen) sigmoidF64(dst, x amd64.ZReg, t []amd64.VReg) {
-	a := &g.a
+	a := g.za()
 	xs, e, d := z(t[6]), z(t[7]), z(t[8])
 	pos := g.va().newK()
 	a.VCMPPDZ(pos, x, g.cF64(0), amd64.CmpGE)
@@ -410,8 +410,7 @@ func (g *gen) sigmoidF64(dst, x amd64.ZReg, t []amd64.VReg) {
 // near 0 and the k = 0 forms). log1pF64 computes every form on every lane
 // and blends them as the branches choose, each form's operations in Go's
 // order (no fused multiply-add), so its results are math.Log1p's bit for
-// bit (TestLog1pF64Native). Where the CPU has AVX-512 only: without it the
-// kernel is declined (f64Ops).
+// bit (TestLog1pF64Native); without AVX-512 on ymm halves (zasm.go).
 
 const (
 	log1pSqrt2M1     = 4.142135623730950488017e-01
@@ -426,7 +425,7 @@ var log1pLp = [...]float64{6.666666666666735130e-01, 3.999999999940941908e-01, 2
 // log1pF64: dst = math.Log1p(x) lane by lane (NaN where it is NaN). x is
 // read before dst is written; t holds ten temporaries.
 func (g *gen) log1pF64(dst, x amd64.ZReg, t []amd64.VReg) {
-	a := &g.a
+	a := g.za()
 	va := g.va()
 	ax, u, k, c, iu, f, hfsq, s, w, r := z(t[0]), z(t[1]), z(t[2]), z(t[3]), z(t[4]), z(t[5]), z(t[6]), z(t[7]), z(t[8]), z(t[9])
 	ones := g.constI64(-1).Bcst()
@@ -553,8 +552,8 @@ func (g *gen) log1pF64(dst, x amd64.ZReg, t []amd64.VReg) {
 // the branches choose, each in Go's order of operations, so its results
 // are math.Sin's and math.Cos's bit for bit (TestSinCosF64Native). From
 // 2^29 Go reduces by Payne–Hanek (trigReduce): a vector with such a lane
-// (∞ included) bails out and the launch runs on the executor. With
-// AVX-512 only (plan.f64Op).
+// (∞ included) bails out and the launch runs on the executor. Without
+// AVX-512 on ymm halves (zasm.go).
 
 const (
 	sinPI4A        = 7.85398125648498535156e-1
@@ -572,7 +571,7 @@ var cosP64 = [...]float64{-1.13585365213876817300e-11, 2.08757008419747316778e-9
 // bail-out where any |x| ≥ 2^29. x is read before dst is written; t holds
 // ten temporaries.
 func (g *gen) sincosF64(dst, x amd64.ZReg, t []amd64.VReg, cos bool) {
-	a := &g.a
+	a := g.za()
 	va := g.va()
 	ax, y, m, sg, r, zz, p, q, u, ones := z(t[0]), z(t[1]), z(t[2]), z(t[3]), z(t[4]), z(t[5]), z(t[6]), z(t[7]), z(t[8]), z(t[9])
 	one := g.cF64(1)
@@ -662,7 +661,7 @@ func (g *gen) sincosF64(dst, x amd64.ZReg, t []amd64.VReg, cos bool) {
 // hornerF64: p = ((c0·z + c1)·z + …)·z + c_last, each product and sum
 // rounded, in Go's order.
 func (g *gen) hornerF64(p, z amd64.ZReg, c []float64) {
-	a := &g.a
+	a := g.za()
 	a.VMULPDZ(p, z, g.cF64(c[0]))
 	for i, k := range c[1:] {
 		a.VADDPDZ(p, p, g.cF64(k))
@@ -678,7 +677,7 @@ func (g *gen) hornerF64(p, z amd64.ZReg, c []float64) {
 // product by 2^k here, 2^k built from k's bits, by steps of 2^54 where it
 // is subnormal and of 2 at k = 1024); its log2 is interp.Log2_64: exact at
 // powers of two, else Log64(x)·log₂e (logF64, then one product). Both bit
-// for bit (TestExp2Log2F64Native), with AVX-512 only (plan.f64Op).
+// for bit (TestExp2Log2F64Native); without AVX-512 on ymm halves (zasm.go).
 
 var exp2P64 = [...]float64{4.13813679705723846039e-08, -1.65339022054652515390e-06, 6.61375632143793436117e-05,
 	-2.77777777770155933842e-03, 1.66666666666666657415e-01}
@@ -686,7 +685,7 @@ var exp2P64 = [...]float64{4.13813679705723846039e-08, -1.65339022054652515390e-
 // pow2F64: d = 2^k for integral f64 lanes k in [-1022, 1023] (its bits
 // (k + 1023) << 52, read from k + 1023 + 2^52's low bits).
 func (g *gen) pow2F64(d, k amd64.ZReg) {
-	a := &g.a
+	a := g.za()
 	a.VADDPDZ(d, k, g.cF64(1023+0x1p52))
 	a.VPSLLQZ(d, d, 52)
 }
@@ -694,7 +693,7 @@ func (g *gen) pow2F64(d, k amd64.ZReg) {
 // exp2F64: dst = math.Exp2(x) lane by lane. x is read before dst is
 // written; t holds ten temporaries.
 func (g *gen) exp2F64(dst, x amd64.ZReg, t []amd64.VReg) {
-	a := &g.a
+	a := g.za()
 	va := g.va()
 	k, u, hi, lo, r, tt, c, y, w, ones := z(t[0]), z(t[1]), z(t[2]), z(t[3]), z(t[4]), z(t[5]), z(t[6]), z(t[7]), z(t[8]), z(t[9])
 	a.VBROADCASTSDZ(ones, g.constF64(1))
@@ -759,7 +758,7 @@ func (g *gen) exp2F64(dst, x amd64.ZReg, t []amd64.VReg) {
 // log2F64: dst = interp.Log2_64(x) lane by lane. x is read before dst is
 // written; t holds twelve temporaries (logF64 takes the first ten).
 func (g *gen) log2F64(dst, x amd64.ZReg, t []amd64.VReg) {
-	a := &g.a
+	a := g.za()
 	va := g.va()
 	l, e := z(t[10]), z(t[11])
 	g.logF64(l, x, t[:10])
@@ -782,7 +781,7 @@ func (g *gen) log2F64(dst, x amd64.ZReg, t []amd64.VReg) {
 // that their exponent field reads as a normal's); the opmask of those
 // lanes is returned. u is a temporary.
 func (g *gen) scaleSubnormalsF64(xs, x, u amd64.ZReg) amd64.KReg {
-	a := &g.a
+	a := g.za()
 	sub := g.va().newK()
 	a.VCMPPDZ(sub, x, g.cF64(0), amd64.CmpGT)
 	a.VCMPPDKZ(sub, sub, x, g.cF64(0x1p-1022), amd64.CmpLT)
@@ -794,7 +793,7 @@ func (g *gen) scaleSubnormalsF64(xs, x, u amd64.ZReg) amd64.KReg {
 // exponentF64: e = x's exponent field less bias, as an f64 (the field
 // ORed into 2^52's bits, 2^52 subtracted, then bias: each exact).
 func (g *gen) exponentF64(e, x amd64.ZReg, bias float64) {
-	a := &g.a
+	a := g.za()
 	a.VPSRLQZ(e, x, 52)
 	a.VPANDQZ(e, e, g.constI64(0x7ff).Bcst())
 	a.VPORQZ(e, e, g.cF64(0x1p52))
@@ -811,7 +810,8 @@ func (g *gen) exponentF64(e, x amd64.ZReg, bias float64) {
 // branches choose, each in Go's order (no fused multiply-add). k = 0 and
 // k = ±1 are the general reduction with k as it is (x - 0·Ln2Hi is x,
 // and c then 0; ±1·Ln2Hi is exact), so one reduction serves every lane.
-// Bit for bit (TestExpm1F64Native); with AVX-512 only (plan.f64Op).
+// Bit for bit (TestExpm1F64Native); without AVX-512 on ymm halves
+// (zasm.go).
 
 var expm1Q64 = [...]float64{-2.01099218183624371326e-07, 4.00821782732936239552e-06,
 	-7.93650757867487942473e-05, 1.58730158725481460165e-03, -3.33333333333331316428e-02, 1}
@@ -819,7 +819,7 @@ var expm1Q64 = [...]float64{-2.01099218183624371326e-07, 4.00821782732936239552e
 // expm1F64: dst = math.Expm1(x) lane by lane. x is read before dst is
 // written; t holds ten temporaries.
 func (g *gen) expm1F64(dst, x amd64.ZReg, t []amd64.VReg) {
-	a := &g.a
+	a := g.za()
 	va := g.va()
 	c := g.cF64
 	ax, k, hi, lo, xr, cr := z(t[0]), z(t[1]), z(t[2]), z(t[3]), z(t[4]), z(t[5])
@@ -956,7 +956,7 @@ func (g *gen) expm1F64(dst, x amd64.ZReg, t []amd64.VReg) {
 // assembly: expCoreF64). erfF64 computes every form on every lane and
 // blends them as the branches choose, each in Go's order (no fused
 // multiply-add); R and S of the set not chosen are computed and dropped.
-// Bit for bit (TestErfF64Native); with AVX-512 only (plan.f64Op).
+// Bit for bit (TestErfF64Native); without AVX-512 on ymm halves (zasm.go).
 
 var (
 	erfPP64 = [...]float64{-2.37630166566501626084e-05, -5.77027029648944159157e-03, -2.84817495755985104766e-02,
@@ -988,7 +988,7 @@ const (
 // erfF64: dst = math.Erf(x) lane by lane. x is read before dst is written;
 // t holds ten temporaries.
 func (g *gen) erfF64(dst, x amd64.ZReg, t []amd64.VReg) {
-	a := &g.a
+	a := g.za()
 	va := g.va()
 	c := g.cF64
 	tz := func(i int) amd64.ZReg { return z(t[i]) }

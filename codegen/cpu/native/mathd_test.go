@@ -4,7 +4,6 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
@@ -110,13 +109,13 @@ func TestMathF64(t *testing.T) {
 	}
 }
 
-// TestLog1pF64Native: f64 log1p in zmm registers is math.Log1p (the
+// TestLog1pF64Native: f64 log1p natively is math.Log1p (the
 // reference's) bit for bit lane by lane (a tail of 61 lanes: the masked
 // loop), over mathInputs64 and log1p's own edges — -1 and below, the
 // thresholds 2⁻⁵⁴, 2⁻²⁹, √½ - 1, √2 - 1 and 2⁵³, u = 1 + x just below and
 // above √2's mantissa and near a power of two (its f ≈ 0 branch), each
 // with neighbours — and seeded values near -1, near 0 and up to 1e300;
-// and, without AVX-512, the kernel is declined (no ymm-pair form).
+// in ymm pairs and, where the CPU has AVX-512, in zmm registers.
 func TestLog1pF64Native(t *testing.T) {
 	if !jit.Supported() {
 		t.Skip("no native code here: needs amd64 with AVX2 and FMA")
@@ -142,15 +141,16 @@ func TestLog1pF64Native(t *testing.T) {
 		xs = append(xs, -1+math.Exp(-rng.Float64()*40), (rng.Float64()*2-1)*math.Exp(-rng.Float64()*60),
 			math.Exp(rng.Float64()*690), rng.Float64()*4-1)
 	}
-	f64UnaryZmm(t, tile.OpLog1p, xs, math.Log1p, nil)
+	f64UnaryNative(t, tile.OpLog1p, xs, math.Log1p, nil)
 }
 
-// TestExpm1F64Native: f64 expm1 in zmm registers is math.Expm1's bit for
+// TestExpm1F64Native: f64 expm1 natively is math.Expm1's bit for
 // bit lane by lane (a tail of 61 lanes) over mathInputs64 and expm1's own
 // edges — the thresholds 2⁻⁵⁴, ln2/2, 3·ln2/2, 56·ln2 and 709.78…, the
 // arguments where k changes (k·ln2 ± ½ln2 for k to ±60, and at 20 and 56,
 // the forms' bounds), each with neighbours and of both signs — and seeded
-// values across ±750 and near 0; without AVX-512 the kernel is declined.
+// values across ±750 and near 0; in ymm pairs and, where the CPU has
+// AVX-512, in zmm registers.
 func TestExpm1F64Native(t *testing.T) {
 	if !jit.Supported() {
 		t.Skip("no native code here: needs amd64 with AVX2 and FMA")
@@ -179,14 +179,14 @@ func TestExpm1F64Native(t *testing.T) {
 		xs = append(xs, (rng.Float64()*2-1)*750, (rng.Float64()*2-1)*math.Exp(-rng.Float64()*40),
 			(rng.Float64()*2-1)*45, (rng.Float64()*2-1)*1.2)
 	}
-	f64UnaryZmm(t, tile.OpExpm1, xs, math.Expm1, nil)
+	f64UnaryNative(t, tile.OpExpm1, xs, math.Expm1, nil)
 }
 
-// TestErfF64Native: f64 erf in zmm registers is math.Erf's bit for bit
+// TestErfF64Native: f64 erf natively is math.Erf's bit for bit
 // lane by lane (a tail of 61 lanes) over mathInputs64 and erf's own edges
 // — the forms' bounds 2^-1015, 2⁻²⁸, 0.84375, 1.25, 1/0.35 and 6, each
 // with neighbours and of both signs — and seeded values across ±7 and
-// near 0; without AVX-512 the kernel is declined.
+// near 0; in ymm pairs and, where the CPU has AVX-512, in zmm registers.
 func TestErfF64Native(t *testing.T) {
 	if !jit.Supported() {
 		t.Skip("no native code here: needs amd64 with AVX2 and FMA")
@@ -210,16 +210,17 @@ func TestErfF64Native(t *testing.T) {
 		xs = append(xs, (rng.Float64()*2-1)*7, (rng.Float64()*2-1)*math.Exp(-rng.Float64()*750),
 			(rng.Float64()*2-1)*1.3, (rng.Float64()*2-1)*3)
 	}
-	f64UnaryZmm(t, tile.OpErf, xs, math.Erf, nil)
+	f64UnaryNative(t, tile.OpErf, xs, math.Erf, nil)
 }
 
-// TestSinCosF64Native: f64 sin and cos in zmm registers are math.Sin's and
+// TestSinCosF64Native: f64 sin and cos natively are math.Sin's and
 // math.Cos's bit for bit lane by lane (a tail of 61 lanes) over
 // mathInputs64 below 2^29 in magnitude and the arguments where the
 // reduction is hardest (near multiples of π/4, π/2 and π, each with
 // neighbours, up to 2^29), seeded values up to 2^29; a launch with a lane
 // at 2^29 or beyond (∞ included) falls back (Go reduces those by
-// Payne–Hanek); without AVX-512 the kernel is declined.
+// Payne–Hanek); in ymm pairs and, where the CPU has AVX-512, in zmm
+// registers.
 func TestSinCosF64Native(t *testing.T) {
 	if !jit.Supported() {
 		t.Skip("no native code here: needs amd64 with AVX2 and FMA")
@@ -249,7 +250,7 @@ func TestSinCosF64Native(t *testing.T) {
 		ref func(float64) float64
 	}{{tile.OpSin, math.Sin}, {tile.OpCos, math.Cos}} {
 		t.Run(c.op.String(), func(t *testing.T) {
-			f64UnaryZmm(t, c.op, xs, c.ref, func(nk *Kernel, in []float64) {
+			f64UnaryNative(t, c.op, xs, c.ref, func(nk *Kernel, in []float64) {
 				for _, big := range []float64{sinReduceLimit, -1e300, math.Inf(1)} {
 					in2 := append([]float64(nil), in[:300]...)
 					in2[200] = big
@@ -262,13 +263,13 @@ func TestSinCosF64Native(t *testing.T) {
 	}
 }
 
-// TestExp2Log2F64Native: f64 exp2 and log2 in zmm registers are
+// TestExp2Log2F64Native: f64 exp2 and log2 natively are
 // math.Exp2's and interp.Log2_64's bit for bit lane by lane (a tail of 61
 // lanes) over mathInputs64, exp2's edges (its overflow and underflow
 // thresholds, the subnormal results from -1022 to -1074, k = 1024,
 // integers and half-integers, each with neighbours), every power of two
-// (subnormal ones too) and its neighbours for log2, and seeded values; and
-// without AVX-512 both are declined.
+// (subnormal ones too) and its neighbours for log2, and seeded values; in
+// ymm pairs and, where the CPU has AVX-512, in zmm registers.
 func TestExp2Log2F64Native(t *testing.T) {
 	if !jit.Supported() {
 		t.Skip("no native code here: needs amd64 with AVX2 and FMA")
@@ -297,17 +298,16 @@ func TestExp2Log2F64Native(t *testing.T) {
 		ref func(float64) float64
 	}{{tile.OpExp2, math.Exp2}, {tile.OpLog2, interp.Log2_64}} {
 		t.Run(c.op.String(), func(t *testing.T) {
-			f64UnaryZmm(t, c.op, xs, c.ref, nil)
+			f64UnaryNative(t, c.op, xs, c.ref, nil)
 		})
 	}
 }
 
-// f64UnaryZmm checks y = op(x) over f64 blocks of 256, an op with its zmm
-// form only: declined without AVX-512; with it (skipped where the CPU has
-// none), ref's bits lane by lane over xs (NaN for NaN; a tail of 61
-// lanes, the masked loop), then after (if any) with the compiled kernel
-// and the inputs.
-func f64UnaryZmm(t *testing.T, op tile.Op, xs []float64, ref func(float64) float64, after func(nk *Kernel, in []float64)) {
+// f64UnaryNative runs y = op(x) over xs natively (a tail of 61 lanes), in
+// ymm pairs and, where the CPU has AVX-512, in zmm registers, and checks
+// every lane against ref bit for bit; after, if not nil, gets the last
+// kernel and the inputs.
+func f64UnaryNative(t *testing.T, op tile.Op, xs []float64, ref func(float64) float64, after func(nk *Kernel, in []float64)) {
 	t.Helper()
 	b := tile.NewBuilder("unary64_"+op.String(), tile.Meta{"BLOCK": 256})
 	px, py, n := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Param("n", tile.I32)
@@ -320,40 +320,41 @@ func f64UnaryZmm(t *testing.T, op tile.Op, xs []float64, ref func(float64) float
 	}
 	was := AVX512()
 	defer SetAVX512(was)
-	SetAVX512(false)
-	if _, err := Compile(k); err == nil || !strings.Contains(err.Error(), "f64 "+op.String()) {
-		t.Errorf("without AVX-512: %v, want a decline for f64 %v", err, op)
-	}
-	if !jit.HasAVX512() {
-		t.Skipf("no AVX-512 here: f64 %v is declined (checked above)", op)
-	}
-	SetAVX512(true)
-	nk, err := Compile(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nk.Free()
 	in := xs[:(len(xs)/256-1)*256+61]
-	y := make([]float64, len(in))
-	for i := range y {
-		y[i] = math.NaN()
-	}
-	if err := nk.Launch(tile.Grid{(len(in) + 255) / 256}, in, y, len(in)); err != nil {
-		t.Fatal(err)
-	}
-	bad := 0
-	for i, x := range in {
-		if w := ref(x); math.Float64bits(y[i]) != math.Float64bits(w) && !(w != w && y[i] != y[i]) {
-			if bad++; bad <= 5 {
-				t.Errorf("%v(%v) (%#x) = %v (%#x) natively, %v (%#x) by the reference", op, x, math.Float64bits(x), y[i], math.Float64bits(y[i]), w, math.Float64bits(w))
+	for _, zmm := range []bool{false, true} {
+		if zmm && !jit.HasAVX512() {
+			t.Logf("no AVX-512 here: ymm pairs only")
+			continue
+		}
+		SetAVX512(zmm)
+		nk, err := Compile(k)
+		if err != nil {
+			t.Fatalf("zmm %v: %v", zmm, err)
+		}
+		y := make([]float64, len(in))
+		for i := range y {
+			y[i] = math.NaN()
+		}
+		if err := nk.Launch(tile.Grid{(len(in) + 255) / 256}, in, y, len(in)); err != nil {
+			nk.Free()
+			t.Fatal(err)
+		}
+		bad := 0
+		for i, x := range in {
+			if w := ref(x); math.Float64bits(y[i]) != math.Float64bits(w) && !(w != w && y[i] != y[i]) {
+				if bad++; bad <= 5 {
+					t.Errorf("zmm %v: %v(%v) (%#x) = %v (%#x) natively, %v (%#x) by the reference", zmm, op, x, math.Float64bits(x), y[i], math.Float64bits(y[i]), w, math.Float64bits(w))
+				}
 			}
 		}
-	}
-	if bad > 0 {
-		t.Fatalf("%d of %d lanes differ", bad, len(in))
-	}
-	t.Logf("%d inputs: bit for bit the reference's", len(in))
-	if after != nil {
-		after(nk, in)
+		if bad > 0 {
+			nk.Free()
+			t.Fatalf("zmm %v: %d of %d lanes differ", zmm, bad, len(in))
+		}
+		t.Logf("zmm %v: %d inputs, bit for bit the reference's", zmm, len(in))
+		if after != nil {
+			after(nk, in)
+		}
+		nk.Free()
 	}
 }

@@ -767,13 +767,14 @@ func vectorF64Op(o tile.Op) bool {
 	return false
 }
 
-// f64Op is vectorF64Op on this plan's ISA: log1p, expm1, erf, sin, cos,
-// exp2, log2 and pow have only their zmm forms (mathd.go: log1pF64,
-// expm1F64, erfF64, sincosF64, exp2F64, log2F64; powd.go: powF64).
+// f64Op reports whether the code generator computes op o on f64 blocks:
+// vectorF64Op's, and the math functions written for zmm registers only
+// (mathd.go: log1pF64, expm1F64, erfF64, sincosF64, exp2F64, log2F64;
+// powd.go: powF64), run on ymm halves without AVX-512 (zasm.go).
 func (p *plan) f64Op(o tile.Op) bool {
 	switch o {
 	case tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2, tile.OpPow:
-		return p.avx512
+		return true
 	}
 	return vectorF64Op(o)
 }

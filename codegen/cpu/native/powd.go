@@ -17,12 +17,13 @@ import (
 // Go's special cases over it, the lowest in Pow's order first. Every step
 // is an IEEE operation or exact (integers and exponents as exact f64
 // values: i >> 1 is ⌊i/2⌋, i & 1 is i - 2⌊i/2⌋), so the lanes are
-// Pow64's bit for bit (TestPowF64Native). With AVX-512 only (plan.f64Op).
+// Pow64's bit for bit (TestPowF64Native). Without AVX-512 on ymm halves
+// (zasm.go).
 
 // powF64: dst = interp.Pow64(x, y) lane by lane. x and y are read before
 // dst is written; t holds twelve temporaries.
 func (g *gen) powF64(dst, x, y amd64.ZReg, t []amd64.VReg) {
-	a := &g.a
+	a := g.za()
 	va := g.va()
 	c := g.cF64
 	tz := func(i int) amd64.ZReg { return z(t[i]) }
