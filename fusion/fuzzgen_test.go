@@ -934,7 +934,7 @@ func shapeSize(s []int) int {
 	return n
 }
 
-// transpose: Gorgonia's Transpose (not fused: Gorgonia runs it).
+// transpose: Gorgonia's Transpose (an injective op: fused).
 func (fg *fzGraph) transpose() {
 	x := fg.any(2)
 	switch len(x.shape) {

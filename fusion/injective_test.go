@@ -84,3 +84,80 @@ func checkSliceConcat(t *testing.T, tol float64, opts ...fusion.Option) {
 	}
 	t.Logf("%d kernels; left to Gorgonia: %d", vm.Report().Kernels(), len(vm.Report().Unfused))
 }
+
+// TestTransposeFusedBackward: Gorgonia's Transpose fuses as an injective op
+// (none is left to Gorgonia) — a 4-D permutation of a tanh's input, a 3-D
+// one after a product's reshape (a convolution's NHWC → NCHW), a 2-D one
+// as a product's operand — forward and backward (its gradient is the
+// inverse permutation); loss and gradients match Gorgonia's. The sizes 3,
+// 5, 7 are no block's multiples.
+func TestTransposeFusedBackward(t *testing.T) {
+	build := func() (*G.ExprGraph, []*G.Node, *G.Node, []*G.Node) {
+		g := G.NewGraph()
+		x := G.NewTensor(g, tensor.Float64, 4, G.WithShape(3, 5, 7, 2), G.WithName("x"))
+		w := G.NewMatrix(g, tensor.Float64, G.WithShape(6, 7), G.WithName("w"))
+		u := G.NewMatrix(g, tensor.Float64, G.WithShape(3*5*2, 6), G.WithName("u"))
+		a := G.Must(G.Tanh(G.Must(G.Transpose(x, 0, 3, 1, 2)))) // (3, 2, 5, 7)
+		r := G.Must(G.Reshape(a, tensor.Shape{3 * 2 * 5, 7}))
+		p := G.Must(G.Mul(r, G.Must(G.Transpose(w)))) // (30, 6)
+		q := G.Must(G.Transpose(G.Must(G.Reshape(p, tensor.Shape{3, 10, 6})), 2, 0, 1))
+		s := G.Must(G.Mul(G.Must(G.Reshape(q, tensor.Shape{6, 30})), u)) // (6, 6)
+		loss := G.Must(G.Sum(G.Must(G.Square(s))))
+		grads, err := G.Grad(loss, x, w, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g, []*G.Node{x, w, u}, loss, grads
+	}
+	gRef, inRef, lossRef, dRef := build()
+	g, in, loss, d := build()
+	rng := rand.New(rand.NewPCG(4, 7))
+	for i := range in {
+		b := make([]float64, in[i].Shape().TotalSize())
+		for j := range b {
+			b[j] = rng.Float64()*2 - 1
+		}
+		v := tensor.New(tensor.WithShape(in[i].Shape().Clone()...), tensor.WithBacking(b))
+		if err := G.Let(inRef[i], v); err != nil {
+			t.Fatal(err)
+		}
+		if err := G.Let(in[i], v.Clone()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU))
+	defer vm.Close()
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range vm.Report().Unfused {
+		if strings.HasPrefix(u.Op, "Transpose") || strings.HasPrefix(u.Op, "Aᵀ") {
+			t.Fatalf("%s left to Gorgonia:\n%v", u.Op, vm.Report())
+		}
+	}
+	lowersToPTX(t, vm)
+	vmRef := G.NewTapeMachine(gRef)
+	defer vmRef.Close()
+	if err := vmRef.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.RunAll(); err != nil {
+		t.Fatalf("%v\n%v", err, vm.Report())
+	}
+	const tol = 1e-12
+	if a, b := scalar(loss.Value()), scalar(lossRef.Value()); !(math.Abs(a-b) <= tol*(1+math.Abs(b))) {
+		t.Fatalf("loss %v fused, %v in Gorgonia", a, b)
+	}
+	for i := range d {
+		got, want := floats(d[i].Value()), floats(dRef[i].Value())
+		if len(got) != len(want) || len(want) != in[i].Shape().TotalSize() {
+			t.Fatalf("gradient %d: %d values, want %d", i, len(got), len(want))
+		}
+		for j := range want {
+			if !(math.Abs(got[j]-want[j]) <= tol*(1+math.Abs(want[j]))) {
+				t.Fatalf("gradient %d [%d] = %v, want %v\n%v", i, j, got[j], want[j], vm.Report())
+			}
+		}
+	}
+	t.Logf("%d kernels; left to Gorgonia: %d", vm.Report().Kernels(), len(vm.Report().Unfused))
+}

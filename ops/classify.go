@@ -23,7 +23,7 @@ type Info struct {
 	Binary tile.Op // the tile op of a Binary
 	Cmp    bool    // Binary is a comparison giving 1 or 0 in the operand dtype
 	Reduce tile.Op // OpReduceSum or OpReduceMax
-	Axes   []int   // reduced or repeated axes
+	Axes   []int   // reduced or repeated axes; a Transpose's pattern
 	Value  float64 // a Constant's value
 	Log    bool    // a Softmax (or SoftmaxGrad) that is log-softmax
 	Start  int     // a Slice's (or SliceIncr's) range along Axes[0]: [Start, End)
@@ -224,6 +224,27 @@ func readSlice(n *G.Node, op G.Op, info *Info) string {
 		start, end = sl.IsSlice().Start(), sl.IsSlice().End()
 	}
 	info.Axes, info.Start, info.End = []int{along}, start, end
+	return ""
+}
+
+// readTranspose reads Gorgonia's Transpose: its pattern (output axis i is
+// the operand's axis pattern[i]) into Axes.
+func readTranspose(n *G.Node, op G.Op, info *Info) string {
+	p, err := intsField(op, "pattern")
+	if err != nil {
+		return err.Error()
+	}
+	seen := make([]bool, len(p))
+	for _, a := range p {
+		if a < 0 || a >= len(p) || seen[a] {
+			return "a transpose whose pattern is not a permutation"
+		}
+		seen[a] = true
+	}
+	if len(p) != len(info.Shape) {
+		return "a transpose whose pattern is not of its rank"
+	}
+	info.Axes = p
 	return ""
 }
 

@@ -73,6 +73,8 @@ func (info Info) Func() string {
 		return "Concat"
 	case SliceIncr:
 		return "Slice's gradient"
+	case Transpose:
+		return "Transpose"
 	}
 	return spelledFunc(info.Name)
 }

@@ -25,6 +25,7 @@ const (
 	Concat                    // operands joined along one axis (injective)
 	SoftmaxGrad               // Gorgonia's SoftmaxDiff: the softmax's backward along the last axis, from (x, y, dy)
 	SliceIncr                 // a slice's backward T[…]+=…: zeros of the first operand's shape, the second in the range
+	Transpose                 // Gorgonia's Transpose: the axes permuted (injective)
 
 	numKinds // the end: the kinds table below has one entry per kind
 )
@@ -44,7 +45,8 @@ type kindProps struct {
 	// i, or moves one element (Unary, Binary, Constant, Reshape, Repeat)
 	elementwise bool
 	// injective: each output element reads one element of one operand at
-	// an index of its own (Reshape, Repeat, Slice, Concat, SliceIncr):
+	// an index of its own (Reshape, Repeat, Slice, Concat, SliceIncr,
+	// Transpose):
 	// such ops fuse wherever elementwise ones do, outside attention kernels
 	injective bool
 	// product: a matrix product, whose operands live in index spaces other
@@ -91,6 +93,8 @@ var kinds = [...]kindProps{
 		spelled: prefix("SoftmaxDiff{"), read: readSoftmax},
 	SliceIncr: {name: "slice backward", injective: true,
 		spelled: func(s string) bool { return prefix("T[")(s) && isIncrSpelling(s) }, read: readSlice, write: writeSliceIncr},
+	Transpose: {name: "transpose", injective: true,
+		spelled: prefix("Aᵀ{"), read: readTranspose, write: writeTranspose},
 }
 
 var _ [numKinds]kindProps = kinds // one entry per kind
@@ -114,8 +118,8 @@ func (k Kind) Elementwise() bool { return k.props().elementwise }
 
 // Injective reports whether each output element of k reads one element of
 // one operand at an index of its own (Reshape, Repeat, Slice, Concat,
-// SliceIncr): such ops fuse wherever elementwise ones do, outside attention
-// kernels.
+// SliceIncr, Transpose): such ops fuse wherever elementwise ones do,
+// outside attention kernels.
 func (k Kind) Injective() bool { return k.props().injective }
 
 // Product reports whether k is a matrix product (MatMul, BatchedMatMul).

@@ -29,7 +29,7 @@ func TestKindTable(t *testing.T) {
 			}
 		})
 	}
-	if s := numKinds.String(); s != "kind(15)" {
+	if s := numKinds.String(); s != "kind(16)" {
 		t.Fatalf("the end sentinel prints %q", s)
 	}
 }
@@ -50,7 +50,8 @@ func TestSpellings(t *testing.T) {
 		{"Softmax{-1, false}()", Softmax}, {"SoftmaxDiff{-1, false}()", SoftmaxGrad},
 		{"A × B", MatMul}, {"Aᵀ × Bᵀ", MatMul}, {"A ××× Bᵀ", BatchedMatMul},
 		{"T[:, 1:4]", Slice}, {"T[:, 1:4]+=...", SliceIncr}, {"Concat(1)", Concat},
-		{"=", Opaque}, {"print", Opaque}, {"Aᵀ{1, 0}", Opaque}, {"A × b", Opaque},
+		{"Aᵀ{1, 0}", Transpose}, {"Aᵀ{0, 3, 1, 2}", Transpose},
+		{"=", Opaque}, {"print", Opaque}, {"A × b", Opaque},
 	}
 	for _, c := range cases {
 		t.Run(c.s, func(t *testing.T) {

@@ -117,6 +117,20 @@ func writeSliceIncr(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Va
 	return b.Where(inRange, x, 0.0), nil
 }
 
+// writeTranspose: the operand's coordinate along axis pattern[i] is the
+// output's along axis i.
+func writeTranspose(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error) {
+	c := w.Coords(idx, info.Shape)
+	if len(in) != 1 || len(in[0]) != len(c) || len(info.Axes) != len(c) {
+		return nil, fmt.Errorf("ops: %s: a transpose of rank %d over %v", info.Name, len(info.Axes), in)
+	}
+	ci := make([]*tile.Value, len(c))
+	for i, a := range info.Axes {
+		ci[a] = c[i]
+	}
+	return w.Operand(0, w.Flatten(ci, in[0]))
+}
+
 // writeConcat: each lane takes the operand its coordinate along the axis
 // falls in.
 func writeConcat(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error) {
