@@ -116,9 +116,40 @@ func cpuProductSpace(mm *Node, def tile.Meta) []tile.Meta {
 }
 
 // takesProduct reports whether grp, an elementwise group, can take the
-// product n as its matmul: its first, over the group's shape.
+// product n as its matmul: its first, over the group's shape, read by its
+// epilogue at its own indices only.
 func takesProduct(n *Node, grp *Group) bool {
-	return grp.MatMul == nil && sameShape(n.Info.Shape, grp.Full) && productFuses(n) && !hasPerRowExtra(grp)
+	return grp.MatMul == nil && sameShape(n.Info.Shape, grp.Full) && productFuses(n) && !hasPerRowExtra(grp) && !readsPermuted(n, grp)
+}
+
+// readsPermuted reports whether a member of grp reads n, through members
+// only, at indices other than its own: a Transpose (not the identity)
+// between n and the group's outputs. A square product transposed has the
+// group's shape, but its epilogue holds the product one tile at a time
+// (productTile) and cannot read another tile's elements.
+func readsPermuted(n *Node, grp *Group) bool {
+	seen := map[*Node]bool{}
+	var walk func(x *Node) bool
+	walk = func(x *Node) bool {
+		for _, u := range x.Users {
+			if u.Group != grp || seen[u] {
+				continue
+			}
+			seen[u] = true
+			if u.Info.Kind == ops.Transpose {
+				for i, a := range u.Info.Axes {
+					if a != i {
+						return true
+					}
+				}
+			}
+			if walk(u) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(n)
 }
 
 // productFuses reports whether n is a product a matmul group computes: a
