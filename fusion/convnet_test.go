@@ -15,59 +15,157 @@ import (
 // TestConvNet: Gorgonia's convolutional network (its convnet example's
 // layers: Conv2d, Rectify, MaxPool2D twice, a dense layer, SoftMax, the
 // cross-entropy and its gradients) runs on tilefuse's machine with the
-// results of Gorgonia's own, in float64 and float32: the convolutions'
-// products, their NHWC → NCHW transposes with the ReLUs, the dense layers
-// and the softmax fused; im2col, col2im, MaxPool2D and its backward left
-// to Gorgonia (said in the report).
+// results of Gorgonia's own, in float64 and float32, with the CPU's kernels
+// and with the H200's (run on the CPU): the convolutions' products, the
+// ReLUs, the dense layers and the softmax fused, and in the GPU's kernels
+// the im2col and the NHWC → NCHW transposes too (graphpass.KernelOn);
+// col2im, MaxPool2D and its backward left to Gorgonia (said in the report).
 func TestConvNet(t *testing.T) {
 	for _, c := range []struct {
 		dt  tensor.Dtype
 		tol float64
 	}{{tensor.Float64, 1e-12}, {tensor.Float32, 2e-5}} {
-		t.Run(c.dt.String(), func(t *testing.T) {
+		for _, tg := range targets {
+			t.Run(c.dt.String()+"/"+tg.name, func(t *testing.T) { convNet(t, c.dt, c.tol, tg.fused, tg.opts...) })
+		}
+	}
+}
+
+func convNet(t *testing.T, dt tensor.Dtype, tol float64, fused bool, opts ...fusion.Option) {
+	build := func() (*G.ExprGraph, []*G.Node, *G.Node, []*G.Node) {
+		g := G.NewGraph()
+		const bs = 3
+		x := G.NewTensor(g, dt, 4, G.WithShape(bs, 1, 28, 28), G.WithName("x"))
+		y := G.NewMatrix(g, dt, G.WithShape(bs, 10), G.WithName("y"))
+		w0 := G.NewTensor(g, dt, 4, G.WithShape(8, 1, 3, 3), G.WithName("w0"))
+		w1 := G.NewTensor(g, dt, 4, G.WithShape(16, 8, 3, 3), G.WithName("w1"))
+		w2 := G.NewMatrix(g, dt, G.WithShape(16*7*7, 32), G.WithName("w2"))
+		w3 := G.NewMatrix(g, dt, G.WithShape(32, 10), G.WithName("w3"))
+		layer := func(in, w *G.Node) *G.Node {
+			cv := G.Must(G.Conv2d(in, w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
+			return G.Must(G.MaxPool2D(G.Must(G.Rectify(cv)), tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+		}
+		p := layer(layer(x, w0), w1)
+		h := G.Must(G.Rectify(G.Must(G.Mul(G.Must(G.Reshape(p, tensor.Shape{bs, 16 * 7 * 7})), w2))))
+		o := G.Must(G.SoftMax(G.Must(G.Mul(h, w3))))
+		loss := G.Must(G.Neg(G.Must(G.Mean(G.Must(G.HadamardProd(G.Must(G.Log(o)), y))))))
+		ws := []*G.Node{x, y, w0, w1, w2, w3}
+		grads, err := G.Grad(loss, ws[2:]...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g, ws, loss, grads
+	}
+	gRef, inRef, lossRef, dRef := build()
+	g, in, loss, d := build()
+	rng := rand.New(rand.NewPCG(28, 28))
+	for i := range in {
+		n := in[i].Shape().TotalSize()
+		var v *tensor.Dense
+		if dt == tensor.Float64 {
+			b := make([]float64, n)
+			for j := range b {
+				b[j] = rng.Float64()*2 - 1
+			}
+			v = tensor.New(tensor.WithShape(in[i].Shape().Clone()...), tensor.WithBacking(b))
+		} else {
+			b := make([]float32, n)
+			for j := range b {
+				b[j] = float32(rng.Float64()*2 - 1)
+			}
+			v = tensor.New(tensor.WithShape(in[i].Shape().Clone()...), tensor.WithBacking(b))
+		}
+		if err := G.Let(inRef[i], v); err != nil {
+			t.Fatal(err)
+		}
+		if err := G.Let(in[i], v.Clone()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vm := fusion.NewTapeMachine(g, opts...)
+	defer vm.Close()
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	left := map[string]int{}
+	for _, u := range vm.Report().Unfused {
+		left[strings.SplitN(u.Op, "{", 2)[0]]++
+		gpuLeaves := strings.HasPrefix(u.Op, "col2im") || strings.HasPrefix(u.Op, "MaxPool")
+		if !gpuLeaves && (fused || u.Op != "Transpose" && u.Op != "Im2Col") {
+			t.Errorf("%s left to Gorgonia", u.Op)
+		}
+	}
+	if fused != (left["Transpose"] == 0 && left["Im2Col"] == 0) {
+		t.Errorf("fused %v, left to Gorgonia: %v", fused, left)
+	}
+	vmRef := G.NewTapeMachine(gRef)
+	defer vmRef.Close()
+	for run := 0; run < 2; run++ {
+		if err := vmRef.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		if err := vm.RunAll(); err != nil {
+			t.Fatalf("%v\n%v", err, vm.Report())
+		}
+		if a, b := scalar(loss.Value()), scalar(lossRef.Value()); !(math.Abs(a-b) <= tol*(1+math.Abs(b))) {
+			t.Fatalf("run %d: loss %v fused, %v in Gorgonia", run, a, b)
+		}
+		for i := range d {
+			got, want := floats(d[i].Value()), floats(dRef[i].Value())
+			if len(got) != len(want) || len(want) == 0 {
+				t.Fatalf("gradient %d: %d values, want %d", i, len(got), len(want))
+			}
+			for j := range want {
+				if !(math.Abs(got[j]-want[j]) <= tol*(1+math.Abs(want[j]))) {
+					t.Fatalf("run %d: gradient %d [%d] = %v, want %v", run, i, j, got[j], want[j])
+				}
+			}
+		}
+		vmRef.Reset()
+	}
+	t.Logf("%d kernels; left to Gorgonia: %v", vm.Report().Kernels(), left)
+}
+
+// TestConvolutions: Gorgonia's Conv2d at paddings, strides and dilations
+// that put windows past every edge (odd image sizes, kernels not square),
+// its value and the gradients of Σ tanh(conv)² with respect to the image
+// and the filter, match Gorgonia's with the CPU's kernels and with the
+// H200's (run on the CPU), where im2col fuses (it reads the image, or zero
+// past an edge); col2im (the image's gradient) is left to Gorgonia.
+func TestConvolutions(t *testing.T) {
+	for _, c := range []struct {
+		name                        string
+		img, filter                 []int
+		kernel, pad, stride, dilate []int
+	}{
+		{"3x3 pad 1", []int{2, 3, 9, 11}, []int{4, 3, 3, 3}, []int{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}},
+		{"5x3 pad 2,0 stride 2,1", []int{2, 2, 13, 7}, []int{3, 2, 5, 3}, []int{5, 3}, []int{2, 0}, []int{2, 1}, []int{1, 1}},
+		{"2x2 stride 2", []int{1, 4, 10, 10}, []int{5, 4, 2, 2}, []int{2, 2}, []int{0, 0}, []int{2, 2}, []int{1, 1}},
+		{"3x3 pad 2 dilation 2", []int{2, 1, 8, 9}, []int{2, 1, 3, 3}, []int{3, 3}, []int{2, 2}, []int{1, 1}, []int{2, 2}},
+		{"3x3 pad 1 stride 3", []int{3, 2, 11, 10}, []int{4, 2, 3, 3}, []int{3, 3}, []int{1, 1}, []int{3, 3}, []int{1, 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			build := func() (*G.ExprGraph, []*G.Node, *G.Node, []*G.Node) {
 				g := G.NewGraph()
-				const bs = 3
-				x := G.NewTensor(g, c.dt, 4, G.WithShape(bs, 1, 28, 28), G.WithName("x"))
-				y := G.NewMatrix(g, c.dt, G.WithShape(bs, 10), G.WithName("y"))
-				w0 := G.NewTensor(g, c.dt, 4, G.WithShape(8, 1, 3, 3), G.WithName("w0"))
-				w1 := G.NewTensor(g, c.dt, 4, G.WithShape(16, 8, 3, 3), G.WithName("w1"))
-				w2 := G.NewMatrix(g, c.dt, G.WithShape(16*7*7, 32), G.WithName("w2"))
-				w3 := G.NewMatrix(g, c.dt, G.WithShape(32, 10), G.WithName("w3"))
-				layer := func(in, w *G.Node) *G.Node {
-					cv := G.Must(G.Conv2d(in, w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
-					return G.Must(G.MaxPool2D(G.Must(G.Rectify(cv)), tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
-				}
-				p := layer(layer(x, w0), w1)
-				h := G.Must(G.Rectify(G.Must(G.Mul(G.Must(G.Reshape(p, tensor.Shape{bs, 16 * 7 * 7})), w2))))
-				o := G.Must(G.SoftMax(G.Must(G.Mul(h, w3))))
-				loss := G.Must(G.Neg(G.Must(G.Mean(G.Must(G.HadamardProd(G.Must(G.Log(o)), y))))))
-				ws := []*G.Node{x, y, w0, w1, w2, w3}
-				grads, err := G.Grad(loss, ws[2:]...)
+				x := G.NewTensor(g, tensor.Float64, 4, G.WithShape(c.img...), G.WithName("x"))
+				w := G.NewTensor(g, tensor.Float64, 4, G.WithShape(c.filter...), G.WithName("w"))
+				cv := G.Must(G.Conv2d(x, w, tensor.Shape(c.kernel), c.pad, c.stride, c.dilate))
+				loss := G.Must(G.Sum(G.Must(G.Square(G.Must(G.Tanh(cv))))))
+				grads, err := G.Grad(loss, x, w)
 				if err != nil {
 					t.Fatal(err)
 				}
-				return g, ws, loss, grads
+				return g, []*G.Node{x, w}, cv, append(grads, loss)
 			}
-			gRef, inRef, lossRef, dRef := build()
-			g, in, loss, d := build()
-			rng := rand.New(rand.NewPCG(28, 28))
+			gRef, inRef, cvRef, outRef := build()
+			g, in, cv, out := build()
+			rng := rand.New(rand.NewPCG(5, 5))
 			for i := range in {
-				n := in[i].Shape().TotalSize()
-				var v *tensor.Dense
-				if c.dt == tensor.Float64 {
-					b := make([]float64, n)
-					for j := range b {
-						b[j] = rng.Float64()*2 - 1
-					}
-					v = tensor.New(tensor.WithShape(in[i].Shape().Clone()...), tensor.WithBacking(b))
-				} else {
-					b := make([]float32, n)
-					for j := range b {
-						b[j] = float32(rng.Float64()*2 - 1)
-					}
-					v = tensor.New(tensor.WithShape(in[i].Shape().Clone()...), tensor.WithBacking(b))
+				b := make([]float64, in[i].Shape().TotalSize())
+				for j := range b {
+					b[j] = rng.Float64()*2 - 1
 				}
+				v := tensor.New(tensor.WithShape(in[i].Shape().Clone()...), tensor.WithBacking(b))
 				if err := G.Let(inRef[i], v); err != nil {
 					t.Fatal(err)
 				}
@@ -75,44 +173,48 @@ func TestConvNet(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU))
-			defer vm.Close()
-			if err := vm.Err(); err != nil {
-				t.Fatal(err)
+			for _, tg := range targets {
+				convolution(t, g, cv, out, cvRef, outRef, gRef, tg.fused, tg.opts...)
 			}
-			left := map[string]int{}
-			for _, u := range vm.Report().Unfused {
-				left[strings.SplitN(u.Op, "{", 2)[0]]++
-				if !strings.HasPrefix(u.Op, "im2col") && !strings.HasPrefix(u.Op, "col2im") && !strings.HasPrefix(u.Op, "MaxPool") {
-					t.Errorf("%s left to Gorgonia", u.Op)
-				}
-			}
-			vmRef := G.NewTapeMachine(gRef)
-			defer vmRef.Close()
-			for run := 0; run < 2; run++ {
-				if err := vmRef.RunAll(); err != nil {
-					t.Fatal(err)
-				}
-				if err := vm.RunAll(); err != nil {
-					t.Fatalf("%v\n%v", err, vm.Report())
-				}
-				if a, b := scalar(loss.Value()), scalar(lossRef.Value()); !(math.Abs(a-b) <= c.tol*(1+math.Abs(b))) {
-					t.Fatalf("run %d: loss %v fused, %v in Gorgonia", run, a, b)
-				}
-				for i := range d {
-					got, want := floats(d[i].Value()), floats(dRef[i].Value())
-					if len(got) != len(want) || len(want) == 0 {
-						t.Fatalf("gradient %d: %d values, want %d", i, len(got), len(want))
-					}
-					for j := range want {
-						if !(math.Abs(got[j]-want[j]) <= c.tol*(1+math.Abs(want[j]))) {
-							t.Fatalf("run %d: gradient %d [%d] = %v, want %v", run, i, j, got[j], want[j])
-						}
-					}
-				}
-				vmRef.Reset()
-			}
-			t.Logf("%d kernels; left to Gorgonia: %v", vm.Report().Kernels(), left)
 		})
+	}
+}
+
+func convolution(t *testing.T, g *G.ExprGraph, cv *G.Node, out []*G.Node, cvRef *G.Node, outRef []*G.Node, gRef *G.ExprGraph, fused bool, opts ...fusion.Option) {
+	vm := fusion.NewTapeMachine(g, append(opts, fusion.WithKeep(cv))...)
+	defer vm.Close()
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range vm.Report().Unfused {
+		if !strings.HasPrefix(u.Op, "col2im") && (fused || u.Op != "Transpose" && u.Op != "Im2Col") {
+			t.Errorf("%s left to Gorgonia", u.Op)
+		}
+	}
+	if fused {
+		lowersToPTX(t, vm)
+	}
+	vmRef := G.NewTapeMachine(gRef)
+	defer vmRef.Close()
+	if err := vmRef.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.RunAll(); err != nil {
+		t.Fatalf("%v\n%v", err, vm.Report())
+	}
+	for i, n := range append([]*G.Node{cv}, out...) {
+		ref := append([]*G.Node{cvRef}, outRef...)[i]
+		got, want := floats(n.Value()), floats(ref.Value())
+		if len(want) == 0 {
+			got, want = []float64{scalar(n.Value())}, []float64{scalar(ref.Value())}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("value %d: %d elements, want %d", i, len(got), len(want))
+		}
+		for j := range want {
+			if !(math.Abs(got[j]-want[j]) <= 1e-12*(1+math.Abs(want[j]))) {
+				t.Fatalf("fused %v: value %d [%d] = %v, want %v", fused, i, j, got[j], want[j])
+			}
+		}
 	}
 }

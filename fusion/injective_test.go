@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/graphpass"
 )
 
 // TestSliceConcatSoftmaxBackward: slices and a concat (and, in the backward
@@ -86,12 +87,31 @@ func checkSliceConcat(t *testing.T, tol float64, opts ...fusion.Option) {
 }
 
 // TestTransposeFusedBackward: Gorgonia's Transpose fuses as an injective op
-// (none is left to Gorgonia) — a 4-D permutation of a tanh's input, a 3-D
-// one after a product's reshape (a convolution's NHWC → NCHW), a 2-D one
-// as a product's operand — forward and backward (its gradient is the
-// inverse permutation); loss and gradients match Gorgonia's. The sizes 3,
-// 5, 7 are no block's multiples.
+// in a GPU's kernels (here the H200's, run on the CPU; none is left to
+// Gorgonia) and is left to Gorgonia on the CPU (graphpass.KernelOn) — a
+// 4-D permutation of a tanh's input, a 3-D one after a product's reshape
+// (a convolution's NHWC → NCHW), a 2-D one as a product's operand —
+// forward and backward (its gradient is the inverse permutation); loss and
+// gradients match Gorgonia's both ways. The sizes 3, 5, 7 are no block's
+// multiples.
 func TestTransposeFusedBackward(t *testing.T) {
+	for _, c := range targets {
+		t.Run(c.name, func(t *testing.T) { transposeBackward(t, c.fused, c.opts...) })
+	}
+}
+
+// targets are the two ways the transpose tests run: the CPU's own kernels
+// (Transpose left to Gorgonia), and the H200's run on the CPU (fused).
+var targets = []struct {
+	name  string
+	fused bool
+	opts  []fusion.Option
+}{
+	{"cpu", false, []fusion.Option{fusion.WithBackend(fusion.CPU)}},
+	{"H200 kernels", true, []fusion.Option{fusion.WithBackend(fusion.CPU), fusion.WithTarget(graphpass.H200), fusion.WithMatMulFusion(true)}},
+}
+
+func transposeBackward(t *testing.T, fused bool, opts ...fusion.Option) {
 	build := func() (*G.ExprGraph, []*G.Node, *G.Node, []*G.Node) {
 		g := G.NewGraph()
 		x := G.NewTensor(g, tensor.Float64, 4, G.WithShape(3, 5, 7, 2), G.WithName("x"))
@@ -125,17 +145,24 @@ func TestTransposeFusedBackward(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU))
+	vm := fusion.NewTapeMachine(g, opts...)
 	defer vm.Close()
 	if err := vm.Err(); err != nil {
 		t.Fatal(err)
 	}
+	left := 0
 	for _, u := range vm.Report().Unfused {
-		if strings.HasPrefix(u.Op, "Transpose") || strings.HasPrefix(u.Op, "Aᵀ") {
+		if u.Op != "Transpose" {
 			t.Fatalf("%s left to Gorgonia:\n%v", u.Op, vm.Report())
 		}
+		left++
 	}
-	lowersToPTX(t, vm)
+	if fused && left > 0 || !fused && left == 0 {
+		t.Fatalf("%d transposes left to Gorgonia (fused: %v):\n%v", left, fused, vm.Report())
+	}
+	if fused {
+		lowersToPTX(t, vm)
+	}
 	vmRef := G.NewTapeMachine(gRef)
 	defer vmRef.Close()
 	if err := vmRef.RunAll(); err != nil {
@@ -164,8 +191,9 @@ func TestTransposeFusedBackward(t *testing.T) {
 
 // TestTransposeKeepsShape: a Transpose whose output has its operand's
 // shape (square matrices, a batch of square ones, equal axes) inside
-// products' epilogues, row groups and reductions' prologues reads other
-// elements than its output's: each graph's value matches Gorgonia's (a
+// products' epilogues, row groups and reductions' prologues (the H200's
+// kernels, where it fuses, run on the CPU) reads other elements than its
+// output's: each graph's value matches Gorgonia's (a
 // square product transposed after its ReLU gave 1008 of 1369 elements
 // wrong when the product joined the transpose's group: its epilogue holds
 // one tile of the product).
@@ -232,7 +260,7 @@ func TestTransposeKeepsShape(t *testing.T) {
 			if err := vmRef.RunAll(); err != nil {
 				t.Fatal(err)
 			}
-			vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU), fusion.WithKeep(out))
+			vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU), fusion.WithTarget(graphpass.H200), fusion.WithMatMulFusion(true), fusion.WithKeep(out))
 			defer vm.Close()
 			if err := vm.RunAll(); err != nil {
 				t.Fatalf("%v\n%v", err, vm.Report())

@@ -256,6 +256,8 @@ func whyUnfused(c *compilation, n *graphpass.Node) string {
 		return "matrix products are left to Gorgonia's BLAS by default on a CPU without AVX2 and FMA, where it is faster; WithMatMulFusion(true) fuses them"
 	case k == ops.BatchedMatMul:
 		return "a batched product whose operands are not 3-D with one batch size"
+	case !graphpass.KernelOn(k, c.target):
+		return "on the CPU Gorgonia's own runs it faster: the machine code does not take its index arithmetic (divisions of the flat index) yet"
 	case k == ops.SoftmaxGrad:
 		return "the softmax's gradient over rows too long for one block (walked in blocks, it has no kernel yet)"
 	}

@@ -24,6 +24,9 @@ type Info struct {
 	Cmp    bool    // Binary is a comparison giving 1 or 0 in the operand dtype
 	Reduce tile.Op // OpReduceSum or OpReduceMax
 	Axes   []int   // reduced or repeated axes; a Transpose's pattern
+	// Window is an Im2Col's kernel height and width, padding, stride and
+	// dilation (height then width each)
+	Window [8]int
 	Value  float64 // a Constant's value
 	Log    bool    // a Softmax (or SoftmaxGrad) that is log-softmax
 	Start  int     // a Slice's (or SliceIncr's) range along Axes[0]: [Start, End)
@@ -245,6 +248,27 @@ func readTranspose(n *G.Node, op G.Op, info *Info) string {
 		return "a transpose whose pattern is not of its rank"
 	}
 	info.Axes = p
+	return ""
+}
+
+// readIm2Col reads Gorgonia's im2col: (B, C, H, W) → (B, OH, OW, C·KH·KW),
+// element [b, oh, ow, (c·KH + i)·KW + j] the operand's [b, c, oh·SH − PH +
+// i·DH, ow·SW − PW + j·DW], or 0 where that is past an edge.
+func readIm2Col(n *G.Node, op G.Op, info *Info) string {
+	for i, f := range []string{"h", "w", "padH", "padW", "strideH", "strideW", "dilationH", "dilationW"} {
+		v, err := intField(op, f)
+		if err != nil {
+			return err.Error()
+		}
+		info.Window[i] = v
+	}
+	w := info.Window
+	if w[0] < 1 || w[1] < 1 || w[2] < 0 || w[3] < 0 || w[4] < 1 || w[5] < 1 || w[6] < 1 || w[7] < 1 {
+		return "an im2col with a window of no size, a negative padding or a stride or dilation below 1"
+	}
+	if len(info.Shape) != 4 {
+		return "an im2col that is not 4-D"
+	}
 	return ""
 }
 

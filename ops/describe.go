@@ -75,6 +75,8 @@ func (info Info) Func() string {
 		return "Slice's gradient"
 	case Transpose:
 		return "Transpose"
+	case Im2Col:
+		return "Im2Col"
 	}
 	return spelledFunc(info.Name)
 }

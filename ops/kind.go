@@ -26,6 +26,7 @@ const (
 	SoftmaxGrad               // Gorgonia's SoftmaxDiff: the softmax's backward along the last axis, from (x, y, dy)
 	SliceIncr                 // a slice's backward T[…]+=…: zeros of the first operand's shape, the second in the range
 	Transpose                 // Gorgonia's Transpose: the axes permuted (injective)
+	Im2Col                    // Gorgonia's im2col: a convolution's patches as rows, zeros past the edges (injective)
 
 	numKinds // the end: the kinds table below has one entry per kind
 )
@@ -45,8 +46,8 @@ type kindProps struct {
 	// i, or moves one element (Unary, Binary, Constant, Reshape, Repeat)
 	elementwise bool
 	// injective: each output element reads one element of one operand at
-	// an index of its own (Reshape, Repeat, Slice, Concat, SliceIncr,
-	// Transpose):
+	// an index of its own, or a zero (Reshape, Repeat, Slice, Concat,
+	// SliceIncr, Transpose, Im2Col):
 	// such ops fuse wherever elementwise ones do, outside attention kernels
 	injective bool
 	// product: a matrix product, whose operands live in index spaces other
@@ -95,6 +96,8 @@ var kinds = [...]kindProps{
 		spelled: func(s string) bool { return prefix("T[")(s) && isIncrSpelling(s) }, read: readSlice, write: writeSliceIncr},
 	Transpose: {name: "transpose", injective: true,
 		spelled: prefix("Aᵀ{"), read: readTranspose, write: writeTranspose},
+	Im2Col: {name: "im2col", injective: true,
+		spelled: prefix("im2col<"), read: readIm2Col, write: writeIm2Col},
 }
 
 var _ [numKinds]kindProps = kinds // one entry per kind
@@ -117,9 +120,9 @@ func (k Kind) props() kindProps {
 func (k Kind) Elementwise() bool { return k.props().elementwise }
 
 // Injective reports whether each output element of k reads one element of
-// one operand at an index of its own (Reshape, Repeat, Slice, Concat,
-// SliceIncr, Transpose): such ops fuse wherever elementwise ones do,
-// outside attention kernels.
+// one operand at an index of its own, or a zero (Reshape, Repeat, Slice,
+// Concat, SliceIncr, Transpose, Im2Col): such ops fuse wherever
+// elementwise ones do, outside attention kernels.
 func (k Kind) Injective() bool { return k.props().injective }
 
 // Product reports whether k is a matrix product (MatMul, BatchedMatMul).

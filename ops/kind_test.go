@@ -29,7 +29,7 @@ func TestKindTable(t *testing.T) {
 			}
 		})
 	}
-	if s := numKinds.String(); s != "kind(16)" {
+	if s := numKinds.String(); s != "kind(17)" {
 		t.Fatalf("the end sentinel prints %q", s)
 	}
 }
@@ -51,6 +51,7 @@ func TestSpellings(t *testing.T) {
 		{"A × B", MatMul}, {"Aᵀ × Bᵀ", MatMul}, {"A ××× Bᵀ", BatchedMatMul},
 		{"T[:, 1:4]", Slice}, {"T[:, 1:4]+=...", SliceIncr}, {"Concat(1)", Concat},
 		{"Aᵀ{1, 0}", Transpose}, {"Aᵀ{0, 3, 1, 2}", Transpose},
+		{"im2col<(3,3), (1, 1), (1,1) (1, 1)>", Im2Col}, {"col2im<(3,3), (1, 1), (1,1)>", Opaque},
 		{"=", Opaque}, {"print", Opaque}, {"A × b", Opaque},
 	}
 	for _, c := range cases {

@@ -131,6 +131,35 @@ func writeTranspose(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Va
 	return w.Operand(0, w.Flatten(ci, in[0]))
 }
 
+// writeIm2Col: output [b, oh, ow, z] with z = (c·KH + i)·KW + j reads the
+// operand (B, C, H, W) at [b, c, oh·SH − PH + i·DH, ow·SW − PW + j·DW]
+// (clamped into the image, so that every lane reads in bounds) and is 0
+// where that is past an edge.
+func writeIm2Col(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error) {
+	if len(in) != 1 || len(in[0]) != 4 || len(info.Shape) != 4 {
+		return nil, fmt.Errorf("ops: %s: an im2col of %v to %v", info.Name, in, info.Shape)
+	}
+	b := w.Builder()
+	kh, kw, ph, pw, sh, sw, dh, dw := info.Window[0], info.Window[1], info.Window[2], info.Window[3], info.Window[4], info.Window[5], info.Window[6], info.Window[7]
+	s := in[0] // B, C, H, W
+	if info.Shape[3] != s[1]*kh*kw {
+		return nil, fmt.Errorf("ops: %s: %d columns for %d channels of %d×%d", info.Name, info.Shape[3], s[1], kh, kw)
+	}
+	c := w.Coords(idx, info.Shape)
+	ch := b.Div(c[3], kh*kw)
+	r := b.Rem(c[3], kh*kw)
+	y := b.Add(b.Mul(c[1], sh), b.Add(b.Mul(b.Div(r, kw), dh), -ph))
+	x := b.Add(b.Mul(c[2], sw), b.Add(b.Mul(b.Rem(r, kw), dw), -pw))
+	in4 := func(v *tile.Value, n int) *tile.Value { return b.And(b.Ge(v, 0), b.Lt(v, n)) }
+	ok := b.And(in4(y, s[2]), in4(x, s[3]))
+	clamp := func(v *tile.Value, n int) *tile.Value { return b.Maximum(b.Minimum(v, n-1), 0) }
+	v, err := w.Operand(0, w.Flatten([]*tile.Value{c[0], ch, clamp(y, s[2]), clamp(x, s[3])}, s))
+	if err != nil {
+		return nil, err
+	}
+	return b.Where(ok, v, b.Zeros(v.Type.DType, v.Type.Shape.Dims[:v.Type.Shape.Rank]...)), nil
+}
+
 // writeConcat: each lane takes the operand its coordinate along the axis
 // falls in.
 func writeConcat(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error) {

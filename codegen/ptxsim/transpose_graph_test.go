@@ -18,7 +18,9 @@ import (
 
 // TestTransposeKernels: every kernel graphpass emits for the H200 from a
 // graph of Gorgonia Transposes — a convolution's NHWC → NCHW after its
-// product, with the ReLU, and the backward's permutations (training) — runs
+// product, with the ReLU, and the backward's permutations (training) — and
+// of a convolution (its im2col past the image's edges: padding, stride,
+// dilation; the filter's gradient) runs
 // in the simulator (racecheck, initcheck) as in the interpreter: seeded
 // inputs, outputs poisoned, sizes no block's multiple. At least one kernel
 // reads a transposed operand.
@@ -32,19 +34,30 @@ func TestTransposeKernels(t *testing.T) {
 	if _, err := G.Grad(loss, x, w); err != nil {
 		t.Fatal(err)
 	}
+	// and a convolution past the image's edges (its im2col)
+	im := G.NewTensor(g, tensor.Float32, 4, G.WithShape(2, 3, 11, 9), G.WithName("im"))
+	f := G.NewTensor(g, tensor.Float32, 4, G.WithShape(4, 3, 5, 3), G.WithName("f"))
+	cv := G.Must(G.Conv2d(im, f, tensor.Shape{5, 3}, []int{2, 1}, []int{2, 1}, []int{1, 2}))
+	if _, err := G.Grad(G.Must(G.Sum(G.Must(G.Tanh(cv)))), f); err != nil {
+		t.Fatal(err)
+	}
 	gr, err := graphpass.Import(g)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(3, 5))
-	kernels, transposed := 0, 0
+	kernels, transposed, im2col := 0, 0, 0
 	for _, grp := range graphpass.Partition(gr, graphpass.Options{Target: graphpass.H200, MatMul: true}) {
-		has := false
+		has, hasIm := false, false
 		for _, m := range grp.Members {
 			has = has || m.Info.Kind == ops.Transpose
+			hasIm = hasIm || m.Info.Kind == ops.Im2Col
 		}
 		if has {
 			transposed++
+		}
+		if hasIm {
+			im2col++
 		}
 		t.Run(fmt.Sprintf("group %d %v", grp.ID, grp.Kind), func(t *testing.T) {
 			kern, err := graphpass.Emit(grp, graphpass.H200, tile.PrecIEEE)
@@ -102,8 +115,8 @@ func TestTransposeKernels(t *testing.T) {
 			kernels++
 		})
 	}
-	if kernels < 3 || transposed < 2 {
-		t.Fatalf("%d kernels ran, %d with a transpose", kernels, transposed)
+	if kernels < 3 || transposed < 2 || im2col < 1 {
+		t.Fatalf("%d kernels ran, %d with a transpose, %d with an im2col", kernels, transposed, im2col)
 	}
-	t.Logf("%d kernels, %d with a transpose", kernels, transposed)
+	t.Logf("%d kernels, %d with a transpose, %d with an im2col", kernels, transposed, im2col)
 }
