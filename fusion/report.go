@@ -257,7 +257,7 @@ func whyUnfused(c *compilation, n *graphpass.Node) string {
 	case k == ops.BatchedMatMul:
 		return "a batched product whose operands are not 3-D with one batch size"
 	case !graphpass.KernelOn(k, c.target):
-		return "on the CPU Gorgonia's own runs it faster: the machine code does not take its index arithmetic (divisions of the flat index) yet"
+		return "on the CPU Gorgonia runs it: the machine code does not take its index arithmetic (divisions of the flat index) yet, and the executor is not faster than Gorgonia at every shape"
 	case k == ops.SoftmaxGrad:
 		return "the softmax's gradient over rows too long for one block (walked in blocks, it has no kernel yet)"
 	}
