@@ -267,8 +267,22 @@ func importGraph(c *compilation) error {
 			}
 		}
 	}
+	if c.cfg.fuse && c.productsFuse() {
+		graphpass.FoldTransposedOperands(gr) // before readable: a transpose no product reads is not computed
+	}
 	c.gr = gr
 	return nil
+}
+
+// productsFuse reports whether matrix products become kernels: on the GPU,
+// and on a CPU whose vector code has products, unless WithMatMulFusion says
+// otherwise.
+func (c *compilation) productsFuse() bool {
+	matmul := c.cfg.backend == CUDA || cpu.VectorDot()
+	if c.cfg.matmul != nil {
+		matmul = *c.cfg.matmul
+	}
+	return matmul
 }
 
 // checkImport: the DAG lists every node once, operands before users, and
@@ -326,10 +340,7 @@ func dumpImport(c *compilation) string {
 // partition is the partition stage: the readable set is written out; the
 // kernels are for the backend's target (targetOf).
 func partition(c *compilation) error {
-	matmul := c.cfg.backend == CUDA || cpu.VectorDot()
-	if c.cfg.matmul != nil {
-		matmul = *c.cfg.matmul
-	}
+	matmul := c.productsFuse()
 	t, err := c.cfg.targetOf()
 	if err != nil {
 		return err

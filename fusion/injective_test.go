@@ -281,3 +281,127 @@ func TestTransposeKeepsShape(t *testing.T) {
 		})
 	}
 }
+
+// TestTransposedOperands: a product of a Transpose of its operand's last
+// two axes — x·Transpose(w), Transpose(a)·b, q ××× Transpose(k, 0, 2, 1)
+// in an attention — reads the operand as stored (its TransA or TransB
+// flipped: graphpass.FoldTransposedOperands), so the transpose is not
+// computed at all (no kernel, not left to Gorgonia) where nothing else
+// reads it, and is where something does; forward and backward match
+// Gorgonia's with the CPU's kernels and the H200's.
+func TestTransposedOperands(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		shapes   [][]int
+		build    func(in []*G.Node) *G.Node
+		computed bool // a transpose is also read by something else
+	}{
+		{"x·wᵀ", [][]int{{13, 20}, {17, 20}}, func(in []*G.Node) *G.Node {
+			return G.Must(G.Tanh(G.Must(G.Mul(in[0], G.Must(G.Transpose(in[1]))))))
+		}, false},
+		{"aᵀ·b", [][]int{{20, 13}, {20, 17}}, func(in []*G.Node) *G.Node {
+			return G.Must(G.Mul(G.Must(G.Transpose(in[0])), in[1]))
+		}, false},
+		{"x·xᵀ", [][]int{{19, 7}}, func(in []*G.Node) *G.Node {
+			return G.Must(G.Mul(in[0], G.Must(G.Transpose(in[0]))))
+		}, false},
+		{"softmax(q·kᵀ)·v", [][]int{{3, 33, 16}, {3, 33, 16}, {3, 33, 16}}, func(in []*G.Node) *G.Node {
+			s := G.Must(G.BatchedMatMul(in[0], G.Must(G.Transpose(in[1], 0, 2, 1)), false, false))
+			return G.Must(G.BatchedMatMul(G.Must(G.SoftMax(s)), in[2], false, false))
+		}, false},
+		{"x·wᵀ and wᵀ itself", [][]int{{13, 20}, {17, 20}}, func(in []*G.Node) *G.Node {
+			wt := G.Must(G.Transpose(in[1]))
+			return G.Must(G.Add(G.Must(G.Sum(G.Must(G.Mul(in[0], wt)))), G.Must(G.Sum(G.Must(G.Exp(wt))))))
+		}, true},
+	} {
+		for _, tg := range targets {
+			t.Run(c.name+"/"+tg.name, func(t *testing.T) {
+				build := func() (*G.ExprGraph, []*G.Node, *G.Node, []*G.Node) {
+					g := G.NewGraph()
+					var in []*G.Node
+					for i, s := range c.shapes {
+						in = append(in, G.NewTensor(g, tensor.Float64, len(s), G.WithShape(s...), G.WithName(string(rune('a'+i)))))
+					}
+					out := c.build(in)
+					loss := G.Must(G.Sum(G.Must(G.Square(out))))
+					grads, err := G.Grad(loss, in...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return g, in, loss, grads
+				}
+				gRef, inRef, lossRef, dRef := build()
+				g, in, loss, d := build()
+				rng := rand.New(rand.NewPCG(2, 3))
+				for i := range in {
+					b := make([]float64, in[i].Shape().TotalSize())
+					for j := range b {
+						b[j] = rng.Float64()*2 - 1
+					}
+					v := tensor.New(tensor.WithShape(in[i].Shape().Clone()...), tensor.WithBacking(b))
+					if err := G.Let(inRef[i], v); err != nil {
+						t.Fatal(err)
+					}
+					if err := G.Let(in[i], v.Clone()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				vmRef := G.NewTapeMachine(gRef)
+				defer vmRef.Close()
+				if err := vmRef.RunAll(); err != nil {
+					t.Fatal(err)
+				}
+				vm := fusion.NewTapeMachine(g, tg.opts...)
+				defer vm.Close()
+				if err := vm.RunAll(); err != nil {
+					t.Fatalf("%v\n%v", err, vm.Report())
+				}
+				// the forward's transposes (labelled Transpose(a), …; the
+				// backward's read unnamed values): computed only where
+				// read by other than a product
+				forward, notComputed := 0, 0
+				fwd := func(label string) bool {
+					return strings.HasPrefix(label, "Transpose(") && !strings.Contains(label, "…")
+				}
+				rep := vm.Report()
+				for _, k := range rep.Groups {
+					for _, n := range k.Nodes {
+						if fwd(n) {
+							forward++
+						}
+					}
+				}
+				for _, u := range rep.Unfused {
+					if fwd(u.Node) {
+						forward++
+					}
+				}
+				for _, n := range rep.NotComputed {
+					if fwd(n) {
+						notComputed++
+					}
+				}
+				if !c.computed && notComputed == 0 {
+					t.Errorf("no forward transpose among the values not computed\n%v", rep)
+				}
+				if c.computed != (forward > 0) {
+					t.Errorf("the forward's transposes computed %d times, want computed %v\n%v", forward, c.computed, rep)
+				}
+				if a, b := scalar(loss.Value()), scalar(lossRef.Value()); !(math.Abs(a-b) <= 1e-12*(1+math.Abs(b))) {
+					t.Fatalf("loss %v fused, %v in Gorgonia", a, b)
+				}
+				for i := range d {
+					got, want := floats(d[i].Value()), floats(dRef[i].Value())
+					if len(got) != len(want) || len(want) == 0 {
+						t.Fatalf("gradient %d: %d values, want %d", i, len(got), len(want))
+					}
+					for j := range want {
+						if !(math.Abs(got[j]-want[j]) <= 1e-12*(1+math.Abs(want[j]))) {
+							t.Fatalf("gradient %d [%d] = %v, want %v\n%v", i, j, got[j], want[j], vm.Report())
+						}
+					}
+				}
+			})
+		}
+	}
+}

@@ -114,7 +114,7 @@ func planReadable(c *compilation) error {
 	for _, n := range c.gr.Nodes {
 		g := n.G
 		scalar := g.IsScalar() && !stray[n]
-		root := len(n.Users) == 0 && !stray[n] && (c.forward[n] || len(gradOf[g]) > 0 || scalar)
+		root := len(n.Users) == 0 && !n.FoldedAway() && !stray[n] && (c.forward[n] || len(gradOf[g]) > 0 || scalar)
 		base[g] = c.cfg.readAll || root || keep[g] || scalar || !strings.Contains(g.Name(), "(%") || predictions[n]
 	}
 	c.isRead = map[*G.Node]bool{}
@@ -212,7 +212,7 @@ func forwardNodes(gr *graphpass.Graph) map[*graphpass.Node]bool {
 		if back[n] {
 			continue
 		}
-		if len(n.Users) == 0 || len(n.Info.Shape) == 0 && training || !training {
+		if len(n.Users) == 0 && !n.FoldedAway() || len(n.Info.Shape) == 0 && training || !training {
 			fwd[n] = true
 		}
 		if fwd[n] {

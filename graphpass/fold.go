@@ -80,3 +80,60 @@ func foldValue(n *Node) (float64, bool) {
 	}
 	return 0, false
 }
+
+// FoldTransposedOperands makes each product that becomes a kernel of its
+// own (productFuses) read an operand that is a Transpose of its last two
+// axes — x·Transpose(w), q ××× Transpose(k, 0, 2, 1) — from the
+// transpose's operand, as stored, with its TransA or TransB flipped (the
+// kernels read either layout), so that no transposed copy is made. The
+// Transpose keeps its other users; with none, and not read by the user, it
+// is not computed (fusion's readable stage, which runs after this, where
+// Node.FoldedAway tells it from a root of the user's graph). Call
+// it only where products become kernels (Options.MatMul): a product left
+// to Gorgonia runs on the operands the user gave it. It returns the
+// number of operands folded.
+func FoldTransposedOperands(gr *Graph) int {
+	folded := 0
+	for _, mm := range gr.Nodes {
+		if !productFuses(mm) || len(mm.Inputs) != 2 {
+			continue
+		}
+		for i, tr := range mm.Inputs {
+			if tr.Info.Kind != ops.Transpose || len(tr.Inputs) != 1 || !swapsLastTwo(tr.Info.Axes) {
+				continue
+			}
+			src := tr.Inputs[0]
+			mm.Inputs[i] = src
+			for j, u := range tr.Users {
+				if u == mm {
+					tr.Users = append(tr.Users[:j:j], tr.Users[j+1:]...)
+					break
+				}
+			}
+			src.Users = append(src.Users, mm)
+			tr.folded = true
+			if i == 0 {
+				mm.Info.TransA = !mm.Info.TransA
+			} else {
+				mm.Info.TransB = !mm.Info.TransB
+			}
+			folded++
+		}
+	}
+	return folded
+}
+
+// swapsLastTwo reports whether pattern p swaps the last two axes and keeps
+// the others: (1, 0), (0, 2, 1).
+func swapsLastTwo(p []int) bool {
+	r := len(p)
+	if r < 2 || p[r-1] != r-2 || p[r-2] != r-1 {
+		return false
+	}
+	for i := 0; i < r-2; i++ {
+		if p[i] != i {
+			return false
+		}
+	}
+	return true
+}

@@ -2,6 +2,7 @@ package graphpass
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -112,5 +113,55 @@ func TestFoldConstants(t *testing.T) {
 				t.Fatalf("value %T", v)
 			}
 		})
+	}
+}
+
+// TestFoldTransposedOperands: a product's operand that is a Transpose of
+// its last two axes is read as stored, its flag flipped, the transpose's
+// user lists following; other patterns, and other users, are left alone.
+func TestFoldTransposedOperands(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float64, G.WithShape(3, 4), G.WithName("x"))
+	w := G.NewMatrix(g, tensor.Float64, G.WithShape(5, 4), G.WithName("w"))
+	q := G.NewTensor(g, tensor.Float64, 3, G.WithShape(2, 3, 4), G.WithName("q"))
+	k := G.NewTensor(g, tensor.Float64, 3, G.WithShape(2, 3, 4), G.WithName("k"))
+	r := G.NewTensor(g, tensor.Float64, 3, G.WithShape(4, 2, 3), G.WithName("r"))
+	m := G.NewTensor(g, tensor.Float64, 3, G.WithShape(2, 4, 5), G.WithName("m"))
+	wt := G.Must(G.Transpose(w))
+	xw := G.Must(G.Mul(x, wt))                                                      // folds: x·w, B transposed
+	qk := G.Must(G.BatchedMatMul(q, G.Must(G.Transpose(k, 0, 2, 1)), false, false)) // folds
+	rq := G.Must(G.BatchedMatMul(G.Must(G.Transpose(r, 1, 2, 0)), m, false, false)) // (2, 3, 4)·(2, 4, 5): not the last two swapped
+	ew := G.Must(G.Exp(wt))                                                         // wt's other user
+	_, _, _ = rq, ew, qk
+	gr, err := Import(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := FoldTransposedOperands(gr); n != 2 {
+		t.Fatalf("%d operands folded, want 2", n)
+	}
+	nx, nw, nk, nwt := gr.Lookup(xw), gr.Lookup(w), gr.Lookup(k), gr.Lookup(wt)
+	if nx.Inputs[1] != nw || !nx.Info.TransB || nx.Info.TransA {
+		t.Errorf("x·wᵀ reads %v (TransA %v, TransB %v), want w with B transposed", nx.Inputs[1], nx.Info.TransA, nx.Info.TransB)
+	}
+	if nq := gr.Lookup(qk); nq.Inputs[1] != nk || !nq.Info.TransB {
+		t.Errorf("q ××× kᵀ reads %v (TransB %v), want k with B transposed", nq.Inputs[1], nq.Info.TransB)
+	}
+	if nr := gr.Lookup(rq); nr.Inputs[0].Info.Kind != ops.Transpose || nr.Info.TransA {
+		t.Errorf("a (1, 2, 0) transpose was folded")
+	}
+	if len(nwt.Users) != 1 || nwt.Users[0] != gr.Lookup(ew) || nwt.FoldedAway() {
+		t.Errorf("wᵀ's users %v, folded away %v: want its Exp alone", nwt.Users, nwt.FoldedAway())
+	}
+	if !slices.Contains(nw.Users, nx) {
+		t.Errorf("w's users %v lack x·w", nw.Users)
+	}
+	if nkt := gr.Lookup(qk).Inputs[1]; nkt != nk {
+		t.Fatal("kᵀ not folded")
+	}
+	for _, n := range gr.Nodes {
+		if n.Info.Kind == ops.Transpose && len(n.Inputs) == 1 && n.Inputs[0] == nk && !n.FoldedAway() {
+			t.Errorf("kᵀ, read by nothing now, is not FoldedAway")
+		}
 	}
 }

@@ -19,6 +19,7 @@ type Node struct {
 	Group  *Group // nil for nodes left as they are
 	index  int    // position in topological order
 	dead   bool   // nobody reads its value: not computed (Options.Dead)
+	folded bool   // users of it read its operand instead (FoldTransposedOperands)
 }
 
 // Graph is an imported Gorgonia graph, nodes in topological order (operands first).
@@ -76,6 +77,11 @@ func (n *Node) String() string {
 
 // Index is n's position in Graph.Nodes (-1 for an internal value).
 func (n *Node) Index() int { return n.index }
+
+// FoldedAway reports whether n has no users because every one of them
+// reads its operand instead (FoldTransposedOperands): no root of the
+// user's graph, though nothing reads it now.
+func (n *Node) FoldedAway() bool { return n.folded && len(n.Users) == 0 }
 
 // Dead reports whether n is computed by no kernel and left out of the
 // rewritten graph, as nobody reads its value (Options.Dead).
