@@ -268,10 +268,30 @@ func importGraph(c *compilation) error {
 		}
 	}
 	if c.cfg.fuse && c.productsFuse() {
-		graphpass.FoldTransposedOperands(gr) // before readable: a transpose no product reads is not computed
+		// before readable: a transpose no product reads is not computed
+		graphpass.FoldTransposedOperands(gr, c.userReads)
 	}
 	c.gr = gr
 	return nil
+}
+
+// userReads reports whether the user reads node n's value whatever the
+// readable rule says: WithReadAll, WithKeep, a gorgonia.Read statement.
+func (c *compilation) userReads(n *graphpass.Node) bool {
+	if c.cfg.readAll || n.G == nil {
+		return c.cfg.readAll
+	}
+	for _, k := range c.cfg.keep {
+		if k == n.G {
+			return true
+		}
+	}
+	for _, r := range c.reads {
+		if r.n == n.G {
+			return true
+		}
+	}
+	return false
 }
 
 // productsFuse reports whether matrix products become kernels: on the GPU,

@@ -287,8 +287,10 @@ func TestTransposeKeepsShape(t *testing.T) {
 // in an attention — reads the operand as stored (its TransA or TransB
 // flipped: graphpass.FoldTransposedOperands), so the transpose is not
 // computed at all (no kernel, not left to Gorgonia) where nothing else
-// reads it, and is where something does; forward and backward match
-// Gorgonia's with the CPU's kernels and the H200's.
+// reads it, and is where something does; the backward's transposes of
+// products (a weight's gradient Transpose(xᵀ·dy)) are the products of the
+// operands swapped; forward and backward match Gorgonia's with the CPU's
+// kernels and the H200's.
 func TestTransposedOperands(t *testing.T) {
 	for _, c := range []struct {
 		name     string
@@ -383,6 +385,24 @@ func TestTransposedOperands(t *testing.T) {
 				}
 				if !c.computed && notComputed == 0 {
 					t.Errorf("no forward transpose among the values not computed\n%v", rep)
+				}
+				// nor the backward's (Transpose(xᵀ·dy) of a weight's gradient:
+				// the product of the operands swapped)
+				any := 0
+				for _, k := range rep.Groups {
+					for _, op := range k.Ops {
+						if op == "Transpose" {
+							any++
+						}
+					}
+				}
+				for _, u := range rep.Unfused {
+					if u.Op == "Transpose" {
+						any++
+					}
+				}
+				if !c.computed && any > 0 {
+					t.Errorf("%d transposes computed\n%v", any, rep)
 				}
 				if c.computed != (forward > 0) {
 					t.Errorf("the forward's transposes computed %d times, want computed %v\n%v", forward, c.computed, rep)

@@ -2,6 +2,7 @@ package graphpass
 
 import (
 	"math"
+	"strings"
 
 	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
@@ -90,10 +91,12 @@ func foldValue(n *Node) (float64, bool) {
 // is not computed (fusion's readable stage, which runs after this, where
 // Node.FoldedAway tells it from a root of the user's graph). Call
 // it only where products become kernels (Options.MatMul): a product left
-// to Gorgonia runs on the operands the user gave it. It returns the
-// number of operands folded.
-func FoldTransposedOperands(gr *Graph) int {
-	folded := 0
+// to Gorgonia runs on the operands the user gave it. userReads reports
+// whether the user reads a node's value (keeps it, reads it with
+// gorgonia.Read, reads every value): such a product is not folded into
+// its transpose. It returns the number of operands and transposes folded.
+func FoldTransposedOperands(gr *Graph, userReads func(*Node) bool) int {
+	folded := foldTransposedProducts(gr, userReads)
 	for _, mm := range gr.Nodes {
 		if !productFuses(mm) || len(mm.Inputs) != 2 {
 			continue
@@ -136,4 +139,45 @@ func swapsLastTwo(p []int) bool {
 		}
 	}
 	return true
+}
+
+// foldTransposedProducts turns each Transpose of the last two axes of a
+// product that nothing else reads (and that is no node the user named or
+// reads: one Gorgonia made, as Grad's weight gradient of x·Transpose(w),
+// Transpose(xᵀ·dy)) into the product itself with its operands swapped,
+// (op(A)·op(B))ᵀ = op(B)ᵀ·op(A)ᵀ: no transposed copy of its result. The
+// product is then read by nothing (FoldedAway). It returns the number of
+// transposes folded.
+//
+// (It runs before the operand folds, so that the swapped operands, where
+// they are transposes themselves, fold too.)
+func foldTransposedProducts(gr *Graph, userReads func(*Node) bool) int {
+	folded := 0
+	for _, tr := range gr.Nodes {
+		if tr.Info.Kind != ops.Transpose || len(tr.Inputs) != 1 || !swapsLastTwo(tr.Info.Axes) {
+			continue
+		}
+		mm := tr.Inputs[0]
+		if !productFuses(mm) || len(mm.Inputs) != 2 || len(mm.Users) != 1 || mm.G == nil || !madeByGorgonia(mm) || userReads(mm) {
+			continue
+		}
+		a, b := mm.Inputs[0], mm.Inputs[1]
+		info := mm.Info
+		info.Shape, info.Name = tr.Info.Shape, tr.Info.Name
+		info.TransA, info.TransB = !mm.Info.TransB, !mm.Info.TransA
+		tr.Info = info
+		tr.Inputs = []*Node{b, a}
+		mm.Users, mm.folded = nil, true // it keeps its operands (not computed: dead)
+		for _, in := range tr.Inputs {  // twice for x·xᵀ
+			in.Users = append(in.Users, tr)
+		}
+		folded++
+	}
+	return folded
+}
+
+// madeByGorgonia reports whether n is a node Gorgonia named ("op(%a, %b)"),
+// not one the user named (and may read).
+func madeByGorgonia(n *Node) bool {
+	return strings.Contains(n.G.Name(), "(%")
 }

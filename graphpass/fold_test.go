@@ -137,7 +137,7 @@ func TestFoldTransposedOperands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := FoldTransposedOperands(gr); n != 2 {
+	if n := FoldTransposedOperands(gr, func(*Node) bool { return false }); n != 2 {
 		t.Fatalf("%d operands folded, want 2", n)
 	}
 	nx, nw, nk, nwt := gr.Lookup(xw), gr.Lookup(w), gr.Lookup(k), gr.Lookup(wt)
@@ -162,6 +162,38 @@ func TestFoldTransposedOperands(t *testing.T) {
 	for _, n := range gr.Nodes {
 		if n.Info.Kind == ops.Transpose && len(n.Inputs) == 1 && n.Inputs[0] == nk && !n.FoldedAway() {
 			t.Errorf("kᵀ, read by nothing now, is not FoldedAway")
+		}
+	}
+}
+
+// TestFoldTransposedProducts: a Transpose of a product that nothing else
+// reads and that the user did not name becomes the product of the
+// operands swapped, (op(A)·op(B))ᵀ = op(B)ᵀ·op(A)ᵀ; a product the user
+// reads (named, or userReads) keeps its transpose.
+func TestFoldTransposedProducts(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float64, G.WithShape(3, 4), G.WithName("x"))
+	y := G.NewMatrix(g, tensor.Float64, G.WithShape(4, 5), G.WithName("y"))
+	z := G.NewMatrix(g, tensor.Float64, G.WithShape(4, 5), G.WithName("z"))
+	tp := G.Must(G.Transpose(G.Must(G.Mul(x, y))))                        // (5, 3) = yᵀ·xᵀ
+	kept := G.Must(G.Mul(G.Must(G.Transpose(y)), G.Must(G.Transpose(x)))) // read by the user (userReads)
+	tk := G.Must(G.Transpose(kept))                                       // stays a transpose
+	named := G.Must(G.Mul(x, z))                                          // the user's name (another product: Gorgonia shares equal nodes)
+	G.WithName("xy")(named)                                               // named after it was made
+	tn := G.Must(G.Transpose(named))                                      // stays a transpose
+	gr, err := Import(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := func(n *Node) bool { return n.G == kept }
+	FoldTransposedOperands(gr, reads)
+	p := gr.Lookup(tp)
+	if p.Info.Kind != ops.MatMul || p.Inputs[0] != gr.Lookup(y) || p.Inputs[1] != gr.Lookup(x) || !p.Info.TransA || !p.Info.TransB {
+		t.Errorf("(x·y)ᵀ is %v over %v, %v (TransA %v, TransB %v): want yᵀ·xᵀ", p.Info.Kind, p.Inputs[0], p.Inputs[len(p.Inputs)-1], p.Info.TransA, p.Info.TransB)
+	}
+	for _, n := range []*G.Node{tk, tn} {
+		if gr.Lookup(n).Info.Kind != ops.Transpose {
+			t.Errorf("%v folded: its product is read", n)
 		}
 	}
 }
