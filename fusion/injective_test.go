@@ -189,14 +189,15 @@ func transposeBackward(t *testing.T, fused bool, opts ...fusion.Option) {
 	t.Logf("%d kernels; left to Gorgonia: %d", vm.Report().Kernels(), len(vm.Report().Unfused))
 }
 
-// TestTransposeKeepsShape: a Transpose whose output has its operand's
-// shape (square matrices, a batch of square ones, equal axes) inside
-// products' epilogues, row groups and reductions' prologues (the H200's
-// kernels, where it fuses, run on the CPU) reads other elements than its
-// output's: each graph's value matches Gorgonia's (a
-// square product transposed after its ReLU gave 1008 of 1369 elements
-// wrong when the product joined the transpose's group: its epilogue holds
-// one tile of the product).
+// TestTransposeKeepsShape: ops that move elements but keep the shape — a
+// Transpose of square matrices, a batch of square ones or equal axes,
+// rows or columns rolled by slices and a concat — inside products'
+// epilogues, row groups and reductions' prologues (the H200's kernels,
+// where transposes fuse, run on the CPU) read other elements than their
+// output's: each graph's value matches Gorgonia's (a square product
+// transposed after its ReLU gave 1008 of 1369 elements wrong, a product's
+// rows rolled all of them, when the product joined the group: its
+// epilogue holds one tile of the product).
 func TestTransposeKeepsShape(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -228,6 +229,18 @@ func TestTransposeKeepsShape(t *testing.T) {
 		}},
 		{"a square product of a transpose", [][]int{{30, 30}, {30, 30}}, func(in []*G.Node) *G.Node {
 			return G.Must(G.Transpose(G.Must(G.Mul(G.Must(G.Transpose(in[0])), in[1]))))
+		}},
+		{"a product's rows rolled", [][]int{{40, 20}, {20, 40}}, func(in []*G.Node) *G.Node {
+			p := G.Must(G.Tanh(G.Must(G.Mul(in[0], in[1]))))
+			return G.Must(G.Concat(0, G.Must(G.Slice(p, G.S(20, 40))), G.Must(G.Slice(p, G.S(0, 20)))))
+		}},
+		{"a product's columns rolled", [][]int{{24, 16}, {16, 40}}, func(in []*G.Node) *G.Node {
+			p := G.Must(G.Mul(in[0], in[1]))
+			return G.Must(G.Exp(G.Must(G.Concat(1, G.Must(G.Slice(p, nil, G.S(7, 40))), G.Must(G.Slice(p, nil, G.S(0, 7)))))))
+		}},
+		{"a softmax's rows rolled", [][]int{{30, 33}}, func(in []*G.Node) *G.Node {
+			p := G.Must(G.SoftMax(in[0]))
+			return G.Must(G.Concat(0, G.Must(G.Slice(p, G.S(11, 30))), G.Must(G.Slice(p, G.S(0, 11)))))
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -123,10 +123,14 @@ func takesProduct(n *Node, grp *Group) bool {
 }
 
 // readsPermuted reports whether a member of grp reads n, through members
-// only, at indices other than its own: a Transpose (not the identity)
-// between n and the group's outputs. A square product transposed has the
-// group's shape, but its epilogue holds the product one tile at a time
-// (productTile) and cannot read another tile's elements.
+// only, at indices other than its own: an injective op that moves elements
+// (a Transpose not the identity, a Slice, a Concat, a Repeat, a Reshape to
+// another shape, an Im2Col, …) between n and the group's outputs. The
+// product joins only groups of its own shape, but such ops can keep the
+// shape while moving its elements (a square product transposed; rows
+// rolled, Concat(Slice(p, 20:40), Slice(p, 0:20)), which gave every
+// element wrong), and the epilogue holds the product one tile at a time
+// (productTile): it cannot read another tile's elements.
 func readsPermuted(n *Node, grp *Group) bool {
 	seen := map[*Node]bool{}
 	var walk func(x *Node) bool
@@ -136,12 +140,8 @@ func readsPermuted(n *Node, grp *Group) bool {
 				continue
 			}
 			seen[u] = true
-			if u.Info.Kind == ops.Transpose {
-				for i, a := range u.Info.Axes {
-					if a != i {
-						return true
-					}
-				}
+			if movesElements(u) {
+				return true
 			}
 			if walk(u) {
 				return true
@@ -150,6 +150,27 @@ func readsPermuted(n *Node, grp *Group) bool {
 		return false
 	}
 	return walk(n)
+}
+
+// movesElements reports whether injective node n reads an operand element
+// at other than its own index (elementwise ops and identities do not).
+func movesElements(n *Node) bool {
+	k := n.Info.Kind
+	if !k.Injective() {
+		return false
+	}
+	switch k {
+	case ops.Reshape:
+		return false // row-major order kept: the same flat index
+	case ops.Transpose:
+		for i, a := range n.Info.Axes {
+			if a != i {
+				return true
+			}
+		}
+		return false
+	}
+	return true
 }
 
 // productFuses reports whether n is a product a matmul group computes: a
