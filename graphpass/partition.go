@@ -189,9 +189,16 @@ func Partition(gr *Graph, opt Options) []*Group {
 // and a transpose with a ReLU at 0.5–1.5× Gorgonia's time (1M f32: 9.1
 // against 20.4 ms NHWC → NCHW, 12.0 against 8.0 a heads split), so
 // Gorgonia runs them there, as it did before they were in the catalogue;
-// on a GPU they fuse (no copy to the host and back).
+// on a GPU they fuse (no copy to the host and back). The same holds for
+// the window ops MaxPool, MaxPoolDiff and Col2Im (and MaxPool and its
+// backward must move together: Gorgonia's backward reads a mask that its
+// forward fills).
 func KernelOn(k ops.Kind, t Target) bool {
-	return t.GPU() || k != ops.Transpose && k != ops.Im2Col
+	switch k {
+	case ops.Transpose, ops.Im2Col, ops.MaxPool, ops.MaxPoolDiff, ops.Col2Im:
+		return t.GPU()
+	}
+	return true
 }
 
 // groupInputs are the values grp's kernel reads: its members' and

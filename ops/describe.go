@@ -77,6 +77,12 @@ func (info Info) Func() string {
 		return "Transpose"
 	case Im2Col:
 		return "Im2Col"
+	case MaxPool:
+		return "MaxPool"
+	case MaxPoolDiff:
+		return "MaxPool's gradient"
+	case Col2Im:
+		return "Col2Im"
 	}
 	return spelledFunc(info.Name)
 }

@@ -27,6 +27,9 @@ const (
 	SliceIncr                 // a slice's backward T[…]+=…: zeros of the first operand's shape, the second in the range
 	Transpose                 // Gorgonia's Transpose: the axes permuted (injective)
 	Im2Col                    // Gorgonia's im2col: a convolution's patches as rows, zeros past the edges (injective)
+	MaxPool                   // Gorgonia's MaxPool2D: each window's largest element (a window of its operand)
+	MaxPoolDiff               // MaxPool2D's backward from (x, pooled, dy): dy to each window's first largest element
+	Col2Im                    // Gorgonia's col2im (im2col's backward): each image element the sum of the columns that read it
 
 	numKinds // the end: the kinds table below has one entry per kind
 )
@@ -47,7 +50,8 @@ type kindProps struct {
 	elementwise bool
 	// injective: each output element reads one element of one operand at
 	// an index of its own, or a zero (Reshape, Repeat, Slice, Concat,
-	// SliceIncr, Transpose, Im2Col):
+	// SliceIncr, Transpose, Im2Col), or the elements of a window of its
+	// operands (MaxPool, MaxPoolDiff, Col2Im):
 	// such ops fuse wherever elementwise ones do, outside attention kernels
 	injective bool
 	// product: a matrix product, whose operands live in index spaces other
@@ -98,6 +102,12 @@ var kinds = [...]kindProps{
 		spelled: prefix("Aᵀ{"), read: readTranspose, write: writeTranspose},
 	Im2Col: {name: "im2col", injective: true,
 		spelled: prefix("im2col<"), read: readIm2Col, write: writeIm2Col},
+	MaxPool: {name: "max pool", injective: true,
+		spelled: prefix("MaxPool{"), read: readMaxPool, write: writeMaxPool},
+	MaxPoolDiff: {name: "max pool backward", injective: true,
+		spelled: prefix("MaxPoolDiff{"), read: readMaxPool, write: writeMaxPoolDiff},
+	Col2Im: {name: "col2im", injective: true,
+		spelled: prefix("col2im<"), read: readCol2Im, write: writeCol2Im},
 }
 
 var _ [numKinds]kindProps = kinds // one entry per kind
@@ -121,8 +131,9 @@ func (k Kind) Elementwise() bool { return k.props().elementwise }
 
 // Injective reports whether each output element of k reads one element of
 // one operand at an index of its own, or a zero (Reshape, Repeat, Slice,
-// Concat, SliceIncr, Transpose, Im2Col): such ops fuse wherever
-// elementwise ones do, outside attention kernels.
+// Concat, SliceIncr, Transpose, Im2Col), or a window's (MaxPool,
+// MaxPoolDiff, Col2Im): such ops fuse wherever elementwise ones do, outside
+// attention kernels.
 func (k Kind) Injective() bool { return k.props().injective }
 
 // Product reports whether k is a matrix product (MatMul, BatchedMatMul).

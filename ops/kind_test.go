@@ -29,7 +29,7 @@ func TestKindTable(t *testing.T) {
 			}
 		})
 	}
-	if s := numKinds.String(); s != "kind(17)" {
+	if s := numKinds.String(); s != "kind(20)" {
 		t.Fatalf("the end sentinel prints %q", s)
 	}
 }
@@ -51,7 +51,9 @@ func TestSpellings(t *testing.T) {
 		{"A × B", MatMul}, {"Aᵀ × Bᵀ", MatMul}, {"A ××× Bᵀ", BatchedMatMul},
 		{"T[:, 1:4]", Slice}, {"T[:, 1:4]+=...", SliceIncr}, {"Concat(1)", Concat},
 		{"Aᵀ{1, 0}", Transpose}, {"Aᵀ{0, 3, 1, 2}", Transpose},
-		{"im2col<(3,3), (1, 1), (1,1) (1, 1)>", Im2Col}, {"col2im<(3,3), (1, 1), (1,1)>", Opaque},
+		{"im2col<(3,3), (1, 1), (1,1) (1, 1)>", Im2Col}, {"col2im<(3,3), (1, 1), (1,1)>", Col2Im},
+		{"MaxPool{4, 8, 28, 28}(kernel: (2, 2), pad: (0, 0), stride: (2, 2))", MaxPool},
+		{"MaxPoolDiff{4, 8, 28, 28}(kernel: (2, 2), pad: (0, 0), stride: (2, 2))", MaxPoolDiff},
 		{"=", Opaque}, {"print", Opaque}, {"A × b", Opaque},
 	}
 	for _, c := range cases {

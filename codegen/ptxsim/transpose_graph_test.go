@@ -20,7 +20,8 @@ import (
 // graph of Gorgonia Transposes — a convolution's NHWC → NCHW after its
 // product, with the ReLU, and the backward's permutations (training) — and
 // of a convolution (its im2col past the image's edges: padding, stride,
-// dilation; the filter's gradient) runs
+// dilation; the filter's and the image's gradients, col2im) with a max
+// pool of overlapping windows and its backward runs
 // in the simulator (racecheck, initcheck) as in the interpreter: seeded
 // inputs, outputs poisoned, sizes no block's multiple. At least one kernel
 // reads a transposed operand.
@@ -38,7 +39,8 @@ func TestTransposeKernels(t *testing.T) {
 	im := G.NewTensor(g, tensor.Float32, 4, G.WithShape(2, 3, 11, 9), G.WithName("im"))
 	f := G.NewTensor(g, tensor.Float32, 4, G.WithShape(4, 3, 5, 3), G.WithName("f"))
 	cv := G.Must(G.Conv2d(im, f, tensor.Shape{5, 3}, []int{2, 1}, []int{2, 1}, []int{1, 2}))
-	if _, err := G.Grad(G.Must(G.Sum(G.Must(G.Tanh(cv)))), f); err != nil {
+	pool := G.Must(G.MaxPool2D(G.Must(G.Rectify(cv)), tensor.Shape{3, 2}, []int{1, 0}, []int{2, 1}))
+	if _, err := G.Grad(G.Must(G.Sum(G.Must(G.Tanh(pool)))), f, im); err != nil {
 		t.Fatal(err)
 	}
 	gr, err := graphpass.Import(g)
@@ -46,12 +48,16 @@ func TestTransposeKernels(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(3, 5))
-	kernels, transposed, im2col := 0, 0, 0
+	kernels, transposed, im2col, windows := 0, 0, 0, 0
 	for _, grp := range graphpass.Partition(gr, graphpass.Options{Target: graphpass.H200, MatMul: true}) {
 		has, hasIm := false, false
 		for _, m := range grp.Members {
 			has = has || m.Info.Kind == ops.Transpose
 			hasIm = hasIm || m.Info.Kind == ops.Im2Col
+			switch m.Info.Kind {
+			case ops.MaxPool, ops.MaxPoolDiff, ops.Col2Im:
+				windows++
+			}
 		}
 		if has {
 			transposed++
@@ -115,8 +121,8 @@ func TestTransposeKernels(t *testing.T) {
 			kernels++
 		})
 	}
-	if kernels < 3 || transposed < 2 || im2col < 1 {
-		t.Fatalf("%d kernels ran, %d with a transpose, %d with an im2col", kernels, transposed, im2col)
+	if kernels < 3 || transposed < 2 || im2col < 1 || windows < 3 {
+		t.Fatalf("%d kernels ran, %d with a transpose, %d with an im2col, %d pools, pools' backwards and col2ims", kernels, transposed, im2col, windows)
 	}
-	t.Logf("%d kernels, %d with a transpose, %d with an im2col", kernels, transposed, im2col)
+	t.Logf("%d kernels, %d with a transpose, %d with an im2col, %d pools, pools' backwards and col2ims", kernels, transposed, im2col, windows)
 }
