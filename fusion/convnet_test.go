@@ -241,6 +241,7 @@ func TestMaxPools(t *testing.T) {
 		{"3x2 stride 2,1 pad 1,0", []int{1, 3, 9, 7}, []int{3, 2}, []int{1, 0}, []int{2, 1}},
 		{"2x2 stride 2, odd image", []int{3, 2, 11, 9}, []int{2, 2}, []int{0, 0}, []int{2, 2}},
 		{"3x3 stride 2 pad 1", []int{2, 2, 10, 10}, []int{3, 3}, []int{1, 1}, []int{2, 2}},
+		{"2x3 stride 2 explicit pad 1,0,0,2", []int{2, 2, 9, 8}, []int{2, 3}, []int{1, 0, 0, 2}, []int{2, 2}},
 	} {
 		for _, tg := range targets {
 			t.Run(c.name+"/"+tg.name, func(t *testing.T) {
