@@ -1,6 +1,7 @@
 package fusion_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -57,30 +58,7 @@ func convNet(t *testing.T, dt tensor.Dtype, tol float64, fused bool, opts ...fus
 	}
 	gRef, inRef, lossRef, dRef := build()
 	g, in, loss, d := build()
-	rng := rand.New(rand.NewPCG(28, 28))
-	for i := range in {
-		n := in[i].Shape().TotalSize()
-		var v *tensor.Dense
-		if dt == tensor.Float64 {
-			b := make([]float64, n)
-			for j := range b {
-				b[j] = rng.Float64()*2 - 1
-			}
-			v = tensor.New(tensor.WithShape(in[i].Shape().Clone()...), tensor.WithBacking(b))
-		} else {
-			b := make([]float32, n)
-			for j := range b {
-				b[j] = float32(rng.Float64()*2 - 1)
-			}
-			v = tensor.New(tensor.WithShape(in[i].Shape().Clone()...), tensor.WithBacking(b))
-		}
-		if err := G.Let(inRef[i], v); err != nil {
-			t.Fatal(err)
-		}
-		if err := G.Let(in[i], v.Clone()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	letTwins(t, rand.New(rand.NewPCG(28, 28)), inRef, in, nil)
 	vm := fusion.NewTapeMachine(g, opts...)
 	defer vm.Close()
 	if err := vm.Err(); err != nil {
@@ -105,19 +83,9 @@ func convNet(t *testing.T, dt tensor.Dtype, tol float64, fused bool, opts ...fus
 		if err := vm.RunAll(); err != nil {
 			t.Fatalf("%v\n%v", err, vm.Report())
 		}
-		if a, b := scalar(loss.Value()), scalar(lossRef.Value()); !(math.Abs(a-b) <= tol*(1+math.Abs(b))) {
-			t.Fatalf("run %d: loss %v fused, %v in Gorgonia", run, a, b)
-		}
+		sameAsGorgonia(t, fmt.Sprintf("run %d: loss", run), loss, lossRef, tol)
 		for i := range d {
-			got, want := floats(d[i].Value()), floats(dRef[i].Value())
-			if len(got) != len(want) || len(want) == 0 {
-				t.Fatalf("gradient %d: %d values, want %d", i, len(got), len(want))
-			}
-			for j := range want {
-				if !(math.Abs(got[j]-want[j]) <= tol*(1+math.Abs(want[j]))) {
-					t.Fatalf("run %d: gradient %d [%d] = %v, want %v", run, i, j, got[j], want[j])
-				}
-			}
+			sameAsGorgonia(t, fmt.Sprintf("run %d: gradient %d", run, i), d[i], dRef[i], tol)
 		}
 		vmRef.Reset()
 	}
@@ -157,20 +125,7 @@ func TestConvolutions(t *testing.T) {
 			}
 			gRef, inRef, cvRef, outRef := build()
 			g, in, cv, out := build()
-			rng := rand.New(rand.NewPCG(5, 5))
-			for i := range in {
-				b := make([]float64, in[i].Shape().TotalSize())
-				for j := range b {
-					b[j] = rng.Float64()*2 - 1
-				}
-				v := tensor.New(tensor.WithShape(in[i].Shape().Clone()...), tensor.WithBacking(b))
-				if err := G.Let(inRef[i], v); err != nil {
-					t.Fatal(err)
-				}
-				if err := G.Let(in[i], v.Clone()); err != nil {
-					t.Fatal(err)
-				}
-			}
+			letTwins(t, rand.New(rand.NewPCG(5, 5)), inRef, in, nil)
 			for _, tg := range targets {
 				convolution(t, g, cv, out, cvRef, outRef, gRef, tg.fused, tg.opts...)
 			}
@@ -204,19 +159,7 @@ func convolution(t *testing.T, g *G.ExprGraph, cv *G.Node, out []*G.Node, cvRef 
 		t.Fatalf("%v\n%v", err, vm.Report())
 	}
 	for i, n := range append([]*G.Node{cv}, out...) {
-		ref := append([]*G.Node{cvRef}, outRef...)[i]
-		got, want := floats(n.Value()), floats(ref.Value())
-		if len(want) == 0 {
-			got, want = []float64{scalar(n.Value())}, []float64{scalar(ref.Value())}
-		}
-		if len(got) != len(want) {
-			t.Fatalf("value %d: %d elements, want %d", i, len(got), len(want))
-		}
-		for j := range want {
-			if !(math.Abs(got[j]-want[j]) <= 1e-12*(1+math.Abs(want[j]))) {
-				t.Fatalf("fused %v: value %d [%d] = %v, want %v", fused, i, j, got[j], want[j])
-			}
-		}
+		sameAsGorgonia(t, fmt.Sprintf("fused %v: value %d", fused, i), n, append([]*G.Node{cvRef}, outRef...)[i], 1e-12)
 	}
 }
 
@@ -259,23 +202,8 @@ func TestMaxPools(t *testing.T) {
 				}
 				gRef, inRef, pRef, dRef := build()
 				g, in, p, d := build()
-				rng := rand.New(rand.NewPCG(7, 11))
-				for i := range in {
-					b := make([]float64, in[i].Shape().TotalSize())
-					for j := range b {
-						b[j] = math.Round((rng.Float64()*2-1)*2) / 2 // five levels: ties
-						if i == 1 {
-							b[j] = rng.Float64()*2 - 1
-						}
-					}
-					v := tensor.New(tensor.WithShape(in[i].Shape().Clone()...), tensor.WithBacking(b))
-					if err := G.Let(inRef[i], v); err != nil {
-						t.Fatal(err)
-					}
-					if err := G.Let(in[i], v.Clone()); err != nil {
-						t.Fatal(err)
-					}
-				}
+				letTwins(t, rand.New(rand.NewPCG(7, 11)), inRef[:1], in[:1], func(x float64) float64 { return math.Round(x*2) / 2 }) // five levels: ties
+				letTwins(t, rand.New(rand.NewPCG(7, 12)), inRef[1:], in[1:], nil)
 				vm := fusion.NewTapeMachine(g, append(tg.opts, fusion.WithKeep(p))...)
 				defer vm.Close()
 				if err := vm.Err(); err != nil {
@@ -297,17 +225,9 @@ func TestMaxPools(t *testing.T) {
 				if err := vm.RunAll(); err != nil {
 					t.Fatalf("%v\n%v", err, vm.Report())
 				}
-				for i, pair := range [][2]*G.Node{{p, pRef}, {d, dRef}} {
-					got, want := floats(pair[0].Value()), floats(pair[1].Value())
-					if len(got) != len(want) || len(want) == 0 {
-						t.Fatalf("value %d: %d elements, want %d", i, len(got), len(want))
-					}
-					for j := range want {
-						if got[j] != want[j] { // the same additions in the same order: bit for bit
-							t.Fatalf("value %d [%d] = %v, want %v", i, j, got[j], want[j])
-						}
-					}
-				}
+				// the same comparisons, the same additions in the same order: bit for bit
+				sameAsGorgonia(t, "the pool", p, pRef, 0)
+				sameAsGorgonia(t, "its gradient", d, dRef, 0)
 			})
 		}
 	}

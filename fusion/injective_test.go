@@ -1,6 +1,7 @@
 package fusion_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -131,20 +132,7 @@ func transposeBackward(t *testing.T, fused bool, opts ...fusion.Option) {
 	}
 	gRef, inRef, lossRef, dRef := build()
 	g, in, loss, d := build()
-	rng := rand.New(rand.NewPCG(4, 7))
-	for i := range in {
-		b := make([]float64, in[i].Shape().TotalSize())
-		for j := range b {
-			b[j] = rng.Float64()*2 - 1
-		}
-		v := tensor.New(tensor.WithShape(in[i].Shape().Clone()...), tensor.WithBacking(b))
-		if err := G.Let(inRef[i], v); err != nil {
-			t.Fatal(err)
-		}
-		if err := G.Let(in[i], v.Clone()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	letTwins(t, rand.New(rand.NewPCG(4, 7)), inRef, in, nil)
 	vm := fusion.NewTapeMachine(g, opts...)
 	defer vm.Close()
 	if err := vm.Err(); err != nil {
@@ -171,20 +159,9 @@ func transposeBackward(t *testing.T, fused bool, opts ...fusion.Option) {
 	if err := vm.RunAll(); err != nil {
 		t.Fatalf("%v\n%v", err, vm.Report())
 	}
-	const tol = 1e-12
-	if a, b := scalar(loss.Value()), scalar(lossRef.Value()); !(math.Abs(a-b) <= tol*(1+math.Abs(b))) {
-		t.Fatalf("loss %v fused, %v in Gorgonia", a, b)
-	}
+	sameAsGorgonia(t, "loss", loss, lossRef, 1e-12)
 	for i := range d {
-		got, want := floats(d[i].Value()), floats(dRef[i].Value())
-		if len(got) != len(want) || len(want) != in[i].Shape().TotalSize() {
-			t.Fatalf("gradient %d: %d values, want %d", i, len(got), len(want))
-		}
-		for j := range want {
-			if !(math.Abs(got[j]-want[j]) <= tol*(1+math.Abs(want[j]))) {
-				t.Fatalf("gradient %d [%d] = %v, want %v\n%v", i, j, got[j], want[j], vm.Report())
-			}
-		}
+		sameAsGorgonia(t, fmt.Sprintf("gradient %d", i), d[i], dRef[i], 1e-12)
 	}
 	t.Logf("%d kernels; left to Gorgonia: %d", vm.Report().Kernels(), len(vm.Report().Unfused))
 }
@@ -254,20 +231,7 @@ func TestTransposeKeepsShape(t *testing.T) {
 			}
 			gRef, inRef, outRef := build()
 			g, in, out := build()
-			rng := rand.New(rand.NewPCG(8, 8))
-			for i := range in {
-				b := make([]float64, in[i].Shape().TotalSize())
-				for j := range b {
-					b[j] = rng.Float64()*2 - 1
-				}
-				v := tensor.New(tensor.WithShape(in[i].Shape().Clone()...), tensor.WithBacking(b))
-				if err := G.Let(inRef[i], v); err != nil {
-					t.Fatal(err)
-				}
-				if err := G.Let(in[i], v.Clone()); err != nil {
-					t.Fatal(err)
-				}
-			}
+			letTwins(t, rand.New(rand.NewPCG(8, 8)), inRef, in, nil)
 			vmRef := G.NewTapeMachine(gRef)
 			defer vmRef.Close()
 			if err := vmRef.RunAll(); err != nil {
@@ -281,15 +245,7 @@ func TestTransposeKeepsShape(t *testing.T) {
 			for _, u := range vm.Report().Unfused {
 				t.Errorf("%s left to Gorgonia", u.Op)
 			}
-			got, want := floats(out.Value()), floats(outRef.Value())
-			if len(got) != len(want) || len(want) == 0 {
-				t.Fatalf("%d values, want %d", len(got), len(want))
-			}
-			for j := range want {
-				if !(math.Abs(got[j]-want[j]) <= 1e-12*(1+math.Abs(want[j]))) {
-					t.Fatalf("[%d] = %v, want %v\n%v", j, got[j], want[j], vm.Report())
-				}
-			}
+			sameAsGorgonia(t, "the value", out, outRef, 1e-12)
 			lowersToPTX(t, vm)
 		})
 	}
@@ -347,20 +303,7 @@ func TestTransposedOperands(t *testing.T) {
 				}
 				gRef, inRef, lossRef, dRef := build()
 				g, in, loss, d := build()
-				rng := rand.New(rand.NewPCG(2, 3))
-				for i := range in {
-					b := make([]float64, in[i].Shape().TotalSize())
-					for j := range b {
-						b[j] = rng.Float64()*2 - 1
-					}
-					v := tensor.New(tensor.WithShape(in[i].Shape().Clone()...), tensor.WithBacking(b))
-					if err := G.Let(inRef[i], v); err != nil {
-						t.Fatal(err)
-					}
-					if err := G.Let(in[i], v.Clone()); err != nil {
-						t.Fatal(err)
-					}
-				}
+				letTwins(t, rand.New(rand.NewPCG(2, 3)), inRef, in, nil)
 				vmRef := G.NewTapeMachine(gRef)
 				defer vmRef.Close()
 				if err := vmRef.RunAll(); err != nil {
@@ -420,19 +363,9 @@ func TestTransposedOperands(t *testing.T) {
 				if c.computed != (forward > 0) {
 					t.Errorf("the forward's transposes computed %d times, want computed %v\n%v", forward, c.computed, rep)
 				}
-				if a, b := scalar(loss.Value()), scalar(lossRef.Value()); !(math.Abs(a-b) <= 1e-12*(1+math.Abs(b))) {
-					t.Fatalf("loss %v fused, %v in Gorgonia", a, b)
-				}
+				sameAsGorgonia(t, "loss", loss, lossRef, 1e-12)
 				for i := range d {
-					got, want := floats(d[i].Value()), floats(dRef[i].Value())
-					if len(got) != len(want) || len(want) == 0 {
-						t.Fatalf("gradient %d: %d values, want %d", i, len(got), len(want))
-					}
-					for j := range want {
-						if !(math.Abs(got[j]-want[j]) <= 1e-12*(1+math.Abs(want[j]))) {
-							t.Fatalf("gradient %d [%d] = %v, want %v\n%v", i, j, got[j], want[j], vm.Report())
-						}
-					}
+					sameAsGorgonia(t, fmt.Sprintf("gradient %d", i), d[i], dRef[i], 1e-12)
 				}
 			})
 		}

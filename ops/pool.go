@@ -64,12 +64,31 @@ func lowest(d tile.DType) float64 {
 	return -math.MaxFloat64
 }
 
-// window is a pooling window's element (i, j): its coordinates and
-// whether it is inside the image (H, W).
-func window(b *tile.Builder, y0, x0 *tile.Value, i, j, h, w int) (y, x, in *tile.Value) {
-	y, x = b.Add(y0, i), b.Add(x0, j)
-	in = b.And(b.And(b.Ge(y, 0), b.Lt(y, h)), b.And(b.Ge(x, 0), b.Lt(x, w)))
-	return y, x, in
+// scanWindow scans the (kh, kw) window of image operand 0 (shape s: B, C,
+// H, W) at row y0 and column x0 of batch and channel c[0], c[1] as
+// Gorgonia's max pool does: rows in order, each element inside the image
+// taken where strictly greater than the largest so far, from −MaxFloat.
+// It returns the largest value and where it is (a row before the window's
+// where no element was taken).
+func scanWindow(w Writer, c []*tile.Value, y0, x0 *tile.Value, kh, kw int, s []int) (best, by, bx *tile.Value, err error) {
+	b := w.Builder()
+	for i := 0; i < kh; i++ {
+		for j := 0; j < kw; j++ {
+			y, x := b.Add(y0, i), b.Add(x0, j)
+			in := b.And(b.And(b.Ge(y, 0), b.Lt(y, s[2])), b.And(b.Ge(x, 0), b.Lt(x, s[3])))
+			v, err := w.Operand(0, w.Flatten([]*tile.Value{c[0], c[1], clampTo(b, y, s[2]), clampTo(b, x, s[3])}, s))
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			if best == nil {
+				best = b.Full(lowest(v.Type.DType), v.Type.DType, v.Type.Shape.Dims[:v.Type.Shape.Rank]...)
+				by, bx = b.Sub(y0, 1), x0
+			}
+			take := b.And(in, b.Gt(v, best))
+			best, by, bx = b.Where(take, v, best), b.Where(take, y, by), b.Where(take, x, bx)
+		}
+	}
+	return best, by, bx, nil
 }
 
 func clampTo(b *tile.Builder, v *tile.Value, n int) *tile.Value {
@@ -87,19 +106,9 @@ func writeMaxPool(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Valu
 	kh, kw, ph, pw, sh, sw := info.Window[0], info.Window[1], info.Window[2], info.Window[3], info.Window[4], info.Window[5]
 	c := w.Coords(idx, info.Shape)
 	y0, x0 := b.Add(b.Mul(c[2], sh), -ph), b.Add(b.Mul(c[3], sw), -pw)
-	var m *tile.Value
-	for i := 0; i < kh; i++ {
-		for j := 0; j < kw; j++ {
-			y, x, ok := window(b, y0, x0, i, j, s[2], s[3])
-			v, err := w.Operand(0, w.Flatten([]*tile.Value{c[0], c[1], clampTo(b, y, s[2]), clampTo(b, x, s[3])}, s))
-			if err != nil {
-				return nil, err
-			}
-			if m == nil {
-				m = b.Full(lowest(v.Type.DType), v.Type.DType, v.Type.Shape.Dims[:v.Type.Shape.Rank]...)
-			}
-			m = b.Where(b.And(ok, b.Gt(v, m)), v, m)
-		}
+	m, _, _, err := scanWindow(w, c, y0, x0, kh, kw, s)
+	if err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -126,21 +135,9 @@ func writeMaxPoolDiff(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.
 			y0, x0 := b.Add(b.Mul(py, sh), -ph), b.Add(b.Mul(px, sw), -pw)
 			holds := b.And(b.And(b.And(b.Ge(py, 0), b.Lt(py, p[2])), b.And(b.Ge(px, 0), b.Lt(px, p[3]))),
 				b.And(b.Lt(b.Sub(c[2], y0), kh), b.Lt(b.Sub(c[3], x0), kw)))
-			var best, by, bx *tile.Value
-			for i := 0; i < kh; i++ {
-				for j := 0; j < kw; j++ {
-					y, x, ok := window(b, y0, x0, i, j, s[2], s[3])
-					v, err := w.Operand(0, w.Flatten([]*tile.Value{c[0], c[1], clampTo(b, y, s[2]), clampTo(b, x, s[3])}, s))
-					if err != nil {
-						return nil, err
-					}
-					if best == nil {
-						best = b.Full(lowest(v.Type.DType), v.Type.DType, v.Type.Shape.Dims[:v.Type.Shape.Rank]...)
-						by, bx = b.Sub(y0, 1), x0 // no element yet: a row before the window's
-					}
-					take := b.And(ok, b.Gt(v, best))
-					best, by, bx = b.Where(take, v, best), b.Where(take, y, by), b.Where(take, x, bx)
-				}
+			_, by, bx, err := scanWindow(w, c, y0, x0, kh, kw, s)
+			if err != nil {
+				return nil, err
 			}
 			at := w.Flatten([]*tile.Value{c[0], c[1], clampTo(b, py, p[2]), clampTo(b, px, p[3])}, p)
 			g, err := w.Operand(2, at)

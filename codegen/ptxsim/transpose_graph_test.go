@@ -70,54 +70,7 @@ func TestTransposeKernels(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var args []any
-			for _, in := range grp.Inputs {
-				size := 1
-				for _, d := range in.Info.Shape {
-					size *= d
-				}
-				d := make([]float32, size)
-				for i := range d {
-					d[i] = float32(rng.Float64()*2 - 1)
-				}
-				args = append(args, d)
-			}
-			size := 1
-			for _, d := range kern.Out {
-				size *= d
-			}
-			outs := func() ([]any, [][]float32) {
-				var as []any
-				var fs [][]float32
-				for range kern.Outs {
-					o := make([]float32, size)
-					for i := range o {
-						o[i] = float32(math.NaN())
-						if kern.Accumulates {
-							o[i] = 0
-						}
-					}
-					as, fs = append(as, o), append(fs, o)
-				}
-				return as, fs
-			}
-			wantArgs, want := outs()
-			if err := interp.Interpret(kern.Tile, kern.Grid, append(args, wantArgs...)...); err != nil {
-				t.Fatal(err)
-			}
-			gotArgs, got := outs()
-			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true, NumWarps: kern.Tile.Meta["num_warps"]}
-			if err := sim.Launch(kern.Tile, kern.Grid, append(args, gotArgs...)...); err != nil {
-				t.Fatal(err)
-			}
-			for o := range want {
-				for i := range want[o] {
-					g, w := float64(got[o][i]), float64(want[o][i])
-					if !(math.Abs(g-w) <= 1e-5*max(1, math.Abs(w))) {
-						t.Fatalf("output %d [%d]: %v in the simulator, %v in the interpreter", o, i, g, w)
-					}
-				}
-			}
+			simAgainstInterp(t, grp, kern, rng, &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true, NumWarps: kern.Tile.Meta["num_warps"]})
 			kernels++
 		})
 	}
@@ -125,4 +78,59 @@ func TestTransposeKernels(t *testing.T) {
 		t.Fatalf("%d kernels ran, %d with a transpose, %d with an im2col, %d pools, pools' backwards and col2ims", kernels, transposed, im2col, windows)
 	}
 	t.Logf("%d kernels, %d with a transpose, %d with an im2col, %d pools, pools' backwards and col2ims", kernels, transposed, im2col, windows)
+}
+
+// simAgainstInterp runs group grp's kernel kern (f32) on the simulator sim
+// and on the interpreter from the same seeded inputs, outputs poisoned
+// with NaN (zeros where the kernel accumulates), and fails t where an
+// output differs by more than 1e-5·max(1, |want|).
+func simAgainstInterp(t *testing.T, grp *graphpass.Group, kern *graphpass.Kernel, rng *rand.Rand, sim *ptxsim.Launcher) {
+	t.Helper()
+	var args []any
+	for _, in := range grp.Inputs {
+		size := 1
+		for _, d := range in.Info.Shape {
+			size *= d
+		}
+		d := make([]float32, size)
+		for i := range d {
+			d[i] = float32(rng.Float64()*2 - 1)
+		}
+		args = append(args, d)
+	}
+	size := 1
+	for _, d := range kern.Out {
+		size *= d
+	}
+	outs := func() ([]any, [][]float32) {
+		var as []any
+		var fs [][]float32
+		for range kern.Outs {
+			o := make([]float32, size)
+			for i := range o {
+				o[i] = float32(math.NaN())
+				if kern.Accumulates {
+					o[i] = 0
+				}
+			}
+			as, fs = append(as, o), append(fs, o)
+		}
+		return as, fs
+	}
+	wantArgs, want := outs()
+	if err := interp.Interpret(kern.Tile, kern.Grid, append(args, wantArgs...)...); err != nil {
+		t.Fatal(err)
+	}
+	gotArgs, got := outs()
+	if err := sim.Launch(kern.Tile, kern.Grid, append(args, gotArgs...)...); err != nil {
+		t.Fatal(err)
+	}
+	for o := range want {
+		for i := range want[o] {
+			g, w := float64(got[o][i]), float64(want[o][i])
+			if !(math.Abs(g-w) <= 1e-5*max(1, math.Abs(w))) {
+				t.Fatalf("output %d [%d]: %v in the simulator, %v in the interpreter", o, i, g, w)
+			}
+		}
+	}
 }

@@ -121,21 +121,9 @@ func TestLog1pF64Native(t *testing.T) {
 		t.Skip("no native code here: needs amd64 with AVX2 and FMA")
 	}
 	xs := mathInputs64()
-	for _, e := range []float64{-1, 0x1p-54, 0x1p-29, log1pSqrt2HalfM1, log1pSqrt2M1, 0x1p53, math.Sqrt2 - 1, math.Sqrt2/2 - 1,
-		1, 3, 7, 0x1p52 - 1, math.Float64frombits(0x3ff6a09e667f3bcd) - 1, math.Float64frombits(0x3ff6a09e667f3bcc) - 1,
-		math.Float64frombits(0x3fffffffffffffff) - 1, 2 * math.Float64frombits(0x3fefffffffffffff), 1e-20, 0.5, -0.5, -0.75} {
-		for _, x := range []float64{e, -e} {
-			xs = append(xs, x)
-			for i, y := 0, x; i < 4; i++ {
-				y = math.Nextafter(y, math.Inf(1))
-				xs = append(xs, y)
-			}
-			for i, y := 0, x; i < 4; i++ {
-				y = math.Nextafter(y, math.Inf(-1))
-				xs = append(xs, y)
-			}
-		}
-	}
+	xs = withNeighbours(xs, 4, -1, 0x1p-54, 0x1p-29, log1pSqrt2HalfM1, log1pSqrt2M1, 0x1p53, math.Sqrt2-1, math.Sqrt2/2-1,
+		1, 3, 7, 0x1p52-1, math.Float64frombits(0x3ff6a09e667f3bcd)-1, math.Float64frombits(0x3ff6a09e667f3bcc)-1,
+		math.Float64frombits(0x3fffffffffffffff)-1, 2*math.Float64frombits(0x3fefffffffffffff), 1e-20, 0.5, -0.5, -0.75)
 	rng := rand.New(rand.NewPCG(1, 1))
 	for range 60000 {
 		xs = append(xs, -1+math.Exp(-rng.Float64()*40), (rng.Float64()*2-1)*math.Exp(-rng.Float64()*60),
@@ -161,19 +149,7 @@ func TestExpm1F64Native(t *testing.T) {
 	for k := -60; k <= 60; k++ {
 		edges = append(edges, (float64(k)+0.5)*math.Ln2, float64(k)*math.Ln2)
 	}
-	for _, e := range edges {
-		for _, x := range []float64{e, -e} {
-			xs = append(xs, x)
-			for i, y := 0, x; i < 3; i++ {
-				y = math.Nextafter(y, math.Inf(1))
-				xs = append(xs, y)
-			}
-			for i, y := 0, x; i < 3; i++ {
-				y = math.Nextafter(y, math.Inf(-1))
-				xs = append(xs, y)
-			}
-		}
-	}
+	xs = withNeighbours(xs, 3, edges...)
 	rng := rand.New(rand.NewPCG(5, 9))
 	for range 60000 {
 		xs = append(xs, (rng.Float64()*2-1)*750, (rng.Float64()*2-1)*math.Exp(-rng.Float64()*40),
@@ -192,19 +168,7 @@ func TestErfF64Native(t *testing.T) {
 		t.Skip("no native code here: needs amd64 with AVX2 and FMA")
 	}
 	xs := mathInputs64()
-	for _, e := range []float64{2.848094538889218e-306, 0x1p-28, 0.84375, 1.25, 1 / 0.35, 6, 1, 2, 3, 5.9} {
-		for _, x := range []float64{e, -e} {
-			xs = append(xs, x)
-			for i, y := 0, x; i < 3; i++ {
-				y = math.Nextafter(y, math.Inf(1))
-				xs = append(xs, y)
-			}
-			for i, y := 0, x; i < 3; i++ {
-				y = math.Nextafter(y, math.Inf(-1))
-				xs = append(xs, y)
-			}
-		}
-	}
+	xs = withNeighbours(xs, 3, 2.848094538889218e-306, 0x1p-28, 0.84375, 1.25, 1/0.35, 6, 1, 2, 3, 5.9)
 	rng := rand.New(rand.NewPCG(3, 17))
 	for range 60000 {
 		xs = append(xs, (rng.Float64()*2-1)*7, (rng.Float64()*2-1)*math.Exp(-rng.Float64()*750),
@@ -301,6 +265,25 @@ func TestExp2Log2F64Native(t *testing.T) {
 			f64UnaryNative(t, c.op, xs, c.ref, nil)
 		})
 	}
+}
+
+// withNeighbours appends each edge e and -e to xs, each with its n
+// neighbours on either side (Nextafter).
+func withNeighbours(xs []float64, n int, edges ...float64) []float64 {
+	for _, e := range edges {
+		for _, x := range []float64{e, -e} {
+			xs = append(xs, x)
+			for i, y := 0, x; i < n; i++ {
+				y = math.Nextafter(y, math.Inf(1))
+				xs = append(xs, y)
+			}
+			for i, y := 0, x; i < n; i++ {
+				y = math.Nextafter(y, math.Inf(-1))
+				xs = append(xs, y)
+			}
+		}
+	}
+	return xs
 }
 
 // f64UnaryNative runs y = op(x) over xs natively (a tail of 61 lanes), in
