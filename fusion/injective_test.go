@@ -102,13 +102,15 @@ func TestTransposeFusedBackward(t *testing.T) {
 }
 
 // targets are the two ways the transpose tests run: the CPU's own kernels
-// (Transpose left to Gorgonia), and the H200's run on the CPU (fused).
+// (Transpose left to Gorgonia), and the H200's run on the CPU (fused);
+// products fused both ways (on a CPU without the vector products, as under
+// -tags purego, they are Gorgonia's by default).
 var targets = []struct {
 	name  string
 	fused bool
 	opts  []fusion.Option
 }{
-	{"cpu", false, []fusion.Option{fusion.WithBackend(fusion.CPU)}},
+	{"cpu", false, []fusion.Option{fusion.WithBackend(fusion.CPU), fusion.WithMatMulFusion(true)}},
 	{"H200 kernels", true, []fusion.Option{fusion.WithBackend(fusion.CPU), fusion.WithTarget(graphpass.H200), fusion.WithMatMulFusion(true)}},
 }
 
