@@ -347,3 +347,12 @@ func TestFlashAttentionLongSequenceOnGPU(t *testing.T) {
 	t.Logf("one run: %v wall, %.3g ms on the device", time.Since(t0), 1e3*vm.Stats().DeviceTime)
 	la.checkRows(t, 2e-3)
 }
+
+// TestConvNetOnGPU: Gorgonia's convnet layers and their gradients on the
+// CUDA backend — im2col, col2im, the max pools and their backward, the
+// NCHW transposes all kernels, nothing left to Gorgonia — against
+// Gorgonia's machine on the CPU (float64 and float32).
+func TestConvNetOnGPU(t *testing.T) {
+	convNet(t, tensor.Float64, 1e-10, true, fusion.WithBackend(fusion.CUDA))
+	convNet(t, tensor.Float32, 2e-5, true, fusion.WithBackend(fusion.CUDA))
+}
