@@ -187,11 +187,17 @@ func productFuses(n *Node) bool {
 }
 
 // productTile is the member function of a kernel that computes a product
-// tile by tile: a product is acc, the current tile.
-func productTile(e *emitter, acc *tile.Value) func(n *Node, idx *tile.Value) (*tile.Value, error) {
+// tile by tile: a product is acc, the current tile, at the tile's own flat
+// indices *at only. Asked at other indices (an op that moves elements
+// between the product and the group's outputs, which readsPermuted keeps
+// out of the group) it fails rather than give the tile's elements there.
+func productTile(e *emitter, acc *tile.Value, at **tile.Value) func(n *Node, idx *tile.Value) (*tile.Value, error) {
 	return func(n *Node, idx *tile.Value) (*tile.Value, error) {
 		if !n.Info.Kind.Product() || acc == nil {
 			return nil, fmt.Errorf("graphpass: %v: %v %v outside its tile", e.grp, n.Info.Kind, n)
+		}
+		if idx != *at {
+			return nil, fmt.Errorf("graphpass: %v: product %v read at other indices than its tile's", e.grp, n)
 		}
 		return acc, nil
 	}
@@ -306,11 +312,11 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	} else {
 		acc = b.For(lo, hi, bk, []*tile.Value{b.Zeros(d, bm, bn)}, step(bk, rkRow, rkCol, kk%bk != 0))
 	}
-	e.member = productTile(e, acc[0])
 	idx := b.Add(b.Mul(rm, n), rn) // [BM,BN] flat indices of the output
 	if batch > 1 {
 		idx = b.Add(idx, b.Mul(b.ProgramID(2), m*n))
 	}
+	e.member = productTile(e, acc[0], &idx)
 	// the tile's own indices split into the rows and columns it has: no
 	// division (a bias row is then loaded once per column a thread holds)
 	e.space = func(at *tile.Value, s []int) []*tile.Value {
