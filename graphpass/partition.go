@@ -109,7 +109,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 	for i := len(gr.Nodes) - 1; i >= 0; i-- {
 		n := gr.Nodes[i]
 		start, fusable := startKind(n, opt)
-		if n.Group != nil || !fusable || n.dead || !KernelOn(n.Info.Kind, opt.Target) {
+		if n.Group != nil || !fusable || n.dead {
 			continue // already in an attention group, not fusable, or not computed
 		}
 		if n.Info.Kind == ops.Constant {
@@ -178,27 +178,6 @@ func Partition(gr *Graph, opt Options) []*Group {
 		sort.SliceStable(grp.Inputs, func(i, j int) bool { return grp.Inputs[i].index < grp.Inputs[j].index })
 	}
 	return groups
-}
-
-// KernelOn reports whether ops of kind k become kernels on target t. On a
-// CPU a Transpose and an Im2Col do not: their elements' coordinates are
-// divisions and remainders of the flat index, which the machine code does
-// not take where a block spans more than the divisor, and on the executor
-// an im2col ran far slower than Gorgonia's loop (a 3×3 convolution over
-// 32×16×32×32 f32: the run 26.9 → 167 ms, the im2col kernel alone 138 ms)
-// and a transpose with a ReLU at 0.5–1.5× Gorgonia's time (1M f32: 9.1
-// against 20.4 ms NHWC → NCHW, 12.0 against 8.0 a heads split), so
-// Gorgonia runs them there, as it did before they were in the catalogue;
-// on a GPU they fuse (no copy to the host and back). The same holds for
-// the window ops MaxPool, MaxPoolDiff and Col2Im (and MaxPool and its
-// backward must move together: Gorgonia's backward reads a mask that its
-// forward fills).
-func KernelOn(k ops.Kind, t Target) bool {
-	switch k {
-	case ops.Transpose, ops.Im2Col, ops.MaxPool, ops.MaxPoolDiff, ops.Col2Im:
-		return t.GPU()
-	}
-	return true
 }
 
 // groupInputs are the values grp's kernel reads: its members' and

@@ -107,7 +107,7 @@ var kinds = [...]kindProps{
 	MaxPoolDiff: {name: "max pool backward", injective: true,
 		spelled: prefix("MaxPoolDiff{"), read: readMaxPool, write: writeMaxPoolDiff},
 	Col2Im: {name: "col2im", injective: true,
-		spelled: prefix("col2im<"), read: readCol2Im, write: writeCol2Im},
+		spelled: prefix("col2im<"), read: readIm2Col, write: writeCol2Im}, // col2im embeds im2col's op
 }
 
 var _ [numKinds]kindProps = kinds // one entry per kind

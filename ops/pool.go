@@ -53,8 +53,6 @@ func readMaxPool(n *G.Node, op G.Op, info *Info) string {
 	return ""
 }
 
-// readCol2Im reads col2im's window: im2col's (its embedded op's fields).
-func readCol2Im(n *G.Node, op G.Op, info *Info) string { return readIm2Col(n, op, info) }
 
 // lowest is −MaxFloat of d, where Gorgonia's max pool starts.
 func lowest(d tile.DType) float64 {

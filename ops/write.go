@@ -157,7 +157,7 @@ func writeIm2Col(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value
 	if err != nil {
 		return nil, err
 	}
-	return b.Where(ok, v, b.Zeros(v.Type.DType, v.Type.Shape.Dims[:v.Type.Shape.Rank]...)), nil
+	return b.Where(ok, v, 0.0), nil
 }
 
 // writeConcat: each lane takes the operand its coordinate along the axis

@@ -728,7 +728,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 	case t.DType == tile.F32 || t.DType == tile.F64:
 		other, floatOp := tile.F64, vectorFloatOp // the cast's other float type; the ops vectors take
 		if t.DType == tile.F64 {
-			other, floatOp = tile.F32, p.f64Op
+			other, floatOp = tile.F32, vectorF64Op
 		}
 		switch {
 		case v.Op == tile.OpCast:
@@ -761,22 +761,13 @@ func vectorF64Op(o tile.Op) bool {
 	switch o {
 	case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpDiv, tile.OpMin, tile.OpMax,
 		tile.OpNeg, tile.OpAbs, tile.OpSqrt, tile.OpRsqrt, tile.OpSign, tile.OpFloor, tile.OpCeil, tile.OpSelect,
-		tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid:
+		tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid,
+		// written for zmm registers (mathd.go, powd.go), run on ymm halves
+		// without AVX-512 (zasm.go)
+		tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2, tile.OpPow:
 		return true
 	}
 	return false
-}
-
-// f64Op reports whether the code generator computes op o on f64 blocks:
-// vectorF64Op's, and the math functions written for zmm registers only
-// (mathd.go: log1pF64, expm1F64, erfF64, sincosF64, exp2F64, log2F64;
-// powd.go: powF64), run on ymm halves without AVX-512 (zasm.go).
-func (p *plan) f64Op(o tile.Op) bool {
-	switch o {
-	case tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2, tile.OpPow:
-		return true
-	}
-	return vectorF64Op(o)
 }
 
 func (p *plan) allFormula(v *tile.Value) bool {
@@ -918,7 +909,7 @@ func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
 		in.segment = in.avail
 		p.cur.scalars = append(p.cur.scalars, v)
 		return nil
-	case t.DType == tile.F64 && p.f64Op(v.Op):
+	case t.DType == tile.F64 && vectorF64Op(v.Op):
 		// computed by the vector code on broadcast operands (f64.go)
 		in.kind = kScalarFloat
 		in.segment = in.avail
