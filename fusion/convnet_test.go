@@ -150,14 +150,7 @@ func convolution(t *testing.T, g *G.ExprGraph, cv *G.Node, out []*G.Node, cvRef 
 	if fused {
 		lowersToPTX(t, vm)
 	}
-	vmRef := G.NewTapeMachine(gRef)
-	defer vmRef.Close()
-	if err := vmRef.RunAll(); err != nil {
-		t.Fatal(err)
-	}
-	if err := vm.RunAll(); err != nil {
-		t.Fatalf("%v\n%v", err, vm.Report())
-	}
+	runTwins(t, gRef, vm)
 	for i, n := range append([]*G.Node{cv}, out...) {
 		sameAsGorgonia(t, fmt.Sprintf("fused %v: value %d", fused, i), n, append([]*G.Node{cvRef}, outRef...)[i], 1e-12)
 	}
@@ -217,14 +210,7 @@ func TestMaxPools(t *testing.T) {
 				if tg.fused {
 					lowersToPTX(t, vm)
 				}
-				vmRef := G.NewTapeMachine(gRef)
-				defer vmRef.Close()
-				if err := vmRef.RunAll(); err != nil {
-					t.Fatal(err)
-				}
-				if err := vm.RunAll(); err != nil {
-					t.Fatalf("%v\n%v", err, vm.Report())
-				}
+				runTwins(t, gRef, vm)
 				// the same comparisons, the same additions in the same order: bit for bit
 				sameAsGorgonia(t, "the pool", p, pRef, 0)
 				sameAsGorgonia(t, "its gradient", d, dRef, 0)

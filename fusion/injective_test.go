@@ -153,14 +153,7 @@ func transposeBackward(t *testing.T, fused bool, opts ...fusion.Option) {
 	if fused {
 		lowersToPTX(t, vm)
 	}
-	vmRef := G.NewTapeMachine(gRef)
-	defer vmRef.Close()
-	if err := vmRef.RunAll(); err != nil {
-		t.Fatal(err)
-	}
-	if err := vm.RunAll(); err != nil {
-		t.Fatalf("%v\n%v", err, vm.Report())
-	}
+	runTwins(t, gRef, vm)
 	sameAsGorgonia(t, "loss", loss, lossRef, 1e-12)
 	for i := range d {
 		sameAsGorgonia(t, fmt.Sprintf("gradient %d", i), d[i], dRef[i], 1e-12)
@@ -234,16 +227,9 @@ func TestTransposeKeepsShape(t *testing.T) {
 			gRef, inRef, outRef := build()
 			g, in, out := build()
 			letTwins(t, rand.New(rand.NewPCG(8, 8)), inRef, in, nil)
-			vmRef := G.NewTapeMachine(gRef)
-			defer vmRef.Close()
-			if err := vmRef.RunAll(); err != nil {
-				t.Fatal(err)
-			}
 			vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU), fusion.WithTarget(graphpass.H200), fusion.WithMatMulFusion(true), fusion.WithKeep(out))
 			defer vm.Close()
-			if err := vm.RunAll(); err != nil {
-				t.Fatalf("%v\n%v", err, vm.Report())
-			}
+			runTwins(t, gRef, vm)
 			for _, u := range vm.Report().Unfused {
 				t.Errorf("%s left to Gorgonia", u.Op)
 			}
@@ -306,16 +292,9 @@ func TestTransposedOperands(t *testing.T) {
 				gRef, inRef, lossRef, dRef := build()
 				g, in, loss, d := build()
 				letTwins(t, rand.New(rand.NewPCG(2, 3)), inRef, in, nil)
-				vmRef := G.NewTapeMachine(gRef)
-				defer vmRef.Close()
-				if err := vmRef.RunAll(); err != nil {
-					t.Fatal(err)
-				}
 				vm := fusion.NewTapeMachine(g, tg.opts...)
 				defer vm.Close()
-				if err := vm.RunAll(); err != nil {
-					t.Fatalf("%v\n%v", err, vm.Report())
-				}
+				runTwins(t, gRef, vm)
 				// the forward's transposes (labelled Transpose(a), …; the
 				// backward's read unnamed values): computed only where
 				// read by other than a product

@@ -6,6 +6,8 @@ import (
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/fusion"
 )
 
 // Helpers of the tests that build a graph twice, run one copy on
@@ -45,6 +47,20 @@ func letTwins(t *testing.T, rng *rand.Rand, ref, ours []*G.Node, level func(floa
 		if err := G.Let(ours[i], v.Clone()); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// runTwins runs Gorgonia's machine over gRef, then vm (tilefuse's, over
+// the twin graph), once each, failing t on an error of either.
+func runTwins(t *testing.T, gRef *G.ExprGraph, vm *fusion.Machine) {
+	t.Helper()
+	vmRef := G.NewTapeMachine(gRef)
+	t.Cleanup(func() { vmRef.Close() })
+	if err := vmRef.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.RunAll(); err != nil {
+		t.Fatalf("%v\n%v", err, vm.Report())
 	}
 }
 

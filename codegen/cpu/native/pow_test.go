@@ -103,55 +103,14 @@ func TestPowNative(t *testing.T) {
 		}
 		xs, ys = append(xs, x), append(ys, y)
 	}
-	b := tile.NewBuilder("pow", tile.Meta{"BLOCK": 256})
-	px, py, pz, pn := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32), b.Ptr("z", tile.F32), b.Param("n", tile.I32)
-	offs := b.Add(b.Mul(b.ProgramID(0), 256), b.Arange(0, 256))
-	m := b.Lt(offs, pn)
-	b.Store(b.AddPtr(pz, offs), b.Pow(b.Load(b.AddPtr(px, offs), m, nil), b.Load(b.AddPtr(py, offs), m, nil)), m)
-	k, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb := tile.NewBuilder("pow_scalar", nil)
-	sx, sy, sz := sb.Ptr("x", tile.F32), sb.Ptr("y", tile.F32), sb.Ptr("z", tile.F32)
-	pid := sb.ProgramID(0)
-	sb.Store(sb.AddPtr(sz, pid), sb.Pow(sb.Load(sb.AddPtr(sx, pid), nil, nil), sb.Load(sb.AddPtr(sy, pid), nil, nil)), nil)
-	ks, err := sb.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name string
-		k    *tile.Kernel
-		zmm  bool
-	}{{"ymm", k, false}, {"zmm", k, true}, {"scalar", ks, false}} {
-		if c.zmm && !jit.HasAVX512() {
-			continue
-		}
-		was := SetAVX512(c.zmm)
-		nk, err := Compile(c.k)
-		SetAVX512(was)
-		if err != nil {
-			t.Fatalf("%s: declined: %v", c.name, err)
-		}
-		z := make([]float32, len(xs))
-		for i := range z {
-			z[i] = float32(math.NaN())
-		}
-		grid, args := tile.Grid{(len(xs) + 255) / 256}, []any{xs, ys, z, len(xs)}
-		if c.k == ks {
-			grid, args = tile.Grid{len(xs)}, []any{xs, ys, z}
-		}
-		if err := nk.Launch(grid, args...); err != nil {
-			t.Fatal(err)
-		}
-		nk.Free()
+	runPow(t, tile.F32, xs, ys, []powRun{{"ymm", false, false}, {"zmm", false, true}, {"scalar", true, false}}, func(name string, z []float32) {
 		for i := range xs {
 			if w := powf32(xs[i], ys[i]); math.Float32bits(z[i]) != math.Float32bits(w) && !(w != w && z[i] != z[i]) {
-				t.Fatalf("%s: pow(%v, %v) = %v natively, %v by its twin", c.name, xs[i], ys[i], z[i], w)
+				t.Fatalf("%s: pow(%v, %v) = %v natively, %v by its twin", name, xs[i], ys[i], z[i], w)
 			}
 		}
-	}
+		t.Logf("%s: %d pairs, bit for bit the twin's", name, len(xs))
+	})
 }
 
 // TestPowF64Native: f64 pow natively is interp.Pow64 bit for bit, in
@@ -208,8 +167,36 @@ func TestPowF64Native(t *testing.T) {
 		ys = append(ys, float64(rng.IntN(64)-32))
 	}
 	xs, ys = xs[:len(xs)-len(xs)%256+61], ys[:len(xs)-len(xs)%256+61]
-	b := tile.NewBuilder("pow64", tile.Meta{"BLOCK": 256})
-	px, py, pz, pn := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Ptr("z", tile.F64), b.Param("n", tile.I32)
+	runPow(t, tile.F64, xs, ys, []powRun{{"ymm pairs", false, false}, {"scalar, ymm", true, false}, {"zmm", false, true}, {"scalar, zmm", true, true}}, func(name string, z []float64) {
+		bad := 0
+		for i := range xs {
+			if w := interp.Pow64(xs[i], ys[i]); math.Float64bits(z[i]) != math.Float64bits(w) && !(w != w && z[i] != z[i]) {
+				if bad++; bad <= 5 {
+					t.Errorf("%s: pow(%v, %v) = %v natively, %v by the reference", name, xs[i], ys[i], z[i], w)
+				}
+			}
+		}
+		if bad > 0 {
+			t.Fatalf("%s: %d of %d lanes differ", name, bad, len(xs))
+		}
+		t.Logf("%s: %d pairs, bit for bit the reference's", name, len(xs))
+	})
+}
+
+// powRun is one way runPow runs pow: over blocks of 256 lanes (a masked
+// tail) or one pair a program (scalar), with zmm registers or without.
+type powRun struct {
+	name        string
+	scalar, zmm bool
+}
+
+// runPow compiles z = pow(x, y) of dtype d for each run (skipping zmm runs
+// where the CPU has no AVX-512), launches it natively over xs and ys into
+// a NaN-poisoned z, and gives z to check.
+func runPow[T float32 | float64](t *testing.T, d tile.DType, xs, ys []T, runs []powRun, check func(name string, z []T)) {
+	t.Helper()
+	b := tile.NewBuilder("pow", tile.Meta{"BLOCK": 256})
+	px, py, pz, pn := b.Ptr("x", d), b.Ptr("y", d), b.Ptr("z", d), b.Param("n", tile.I32)
 	offs := b.Add(b.Mul(b.ProgramID(0), 256), b.Arange(0, 256))
 	m := b.Lt(offs, pn)
 	b.Store(b.AddPtr(pz, offs), b.Pow(b.Load(b.AddPtr(px, offs), m, nil), b.Load(b.AddPtr(py, offs), m, nil)), m)
@@ -217,8 +204,8 @@ func TestPowF64Native(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := tile.NewBuilder("pow64_scalar", nil)
-	sx, sy, sz := sb.Ptr("x", tile.F64), sb.Ptr("y", tile.F64), sb.Ptr("z", tile.F64)
+	sb := tile.NewBuilder("pow_scalar", nil)
+	sx, sy, sz := sb.Ptr("x", d), sb.Ptr("y", d), sb.Ptr("z", d)
 	pid := sb.ProgramID(0)
 	sb.Store(sb.AddPtr(sz, pid), sb.Pow(sb.Load(sb.AddPtr(sx, pid), nil, nil), sb.Load(sb.AddPtr(sy, pid), nil, nil)), nil)
 	ks, err := sb.Build()
@@ -227,43 +214,33 @@ func TestPowF64Native(t *testing.T) {
 	}
 	was := AVX512()
 	defer SetAVX512(was)
-	for _, c := range []struct {
-		name string
-		k    *tile.Kernel
-		zmm  bool
-	}{{"ymm pairs", k, false}, {"scalar, ymm", ks, false}, {"zmm", k, true}, {"scalar, zmm", ks, true}} {
-		if c.zmm && !jit.HasAVX512() {
-			t.Logf("%s: no AVX-512 here", c.name)
+	for _, r := range runs {
+		if r.zmm && !jit.HasAVX512() {
+			t.Logf("%s: no AVX-512 here", r.name)
 			continue
 		}
-		SetAVX512(c.zmm)
-		nk, err := Compile(c.k)
+		SetAVX512(r.zmm)
+		kern, grid := k, tile.Grid{(len(xs) + 255) / 256}
+		if r.scalar {
+			kern, grid = ks, tile.Grid{len(xs)}
+		}
+		nk, err := Compile(kern)
 		if err != nil {
-			t.Fatalf("%s: declined: %v", c.name, err)
+			t.Fatalf("%s: declined: %v", r.name, err)
 		}
-		z := make([]float64, len(xs))
+		z := make([]T, len(xs))
 		for i := range z {
-			z[i] = math.NaN()
+			z[i] = T(math.NaN())
 		}
-		grid, args := tile.Grid{(len(xs) + 255) / 256}, []any{xs, ys, z, len(xs)}
-		if c.k == ks {
-			grid, args = tile.Grid{len(xs)}, []any{xs, ys, z}
+		args := []any{xs, ys, z, len(xs)}
+		if r.scalar {
+			args = args[:3]
 		}
-		if err := nk.Launch(grid, args...); err != nil {
+		err = nk.Launch(grid, args...)
+		nk.Free()
+		if err != nil {
 			t.Fatal(err)
 		}
-		nk.Free()
-		bad := 0
-		for i := range xs {
-			if w := interp.Pow64(xs[i], ys[i]); math.Float64bits(z[i]) != math.Float64bits(w) && !(w != w && z[i] != z[i]) {
-				if bad++; bad <= 5 {
-					t.Errorf("%s: pow(%v, %v) = %v natively, %v by the reference", c.name, xs[i], ys[i], z[i], w)
-				}
-			}
-		}
-		if bad > 0 {
-			t.Fatalf("%s: %d of %d lanes differ", c.name, bad, len(xs))
-		}
-		t.Logf("%s: %d pairs, bit for bit the reference's", c.name, len(xs))
+		check(r.name, z)
 	}
 }
