@@ -53,7 +53,6 @@ func readMaxPool(n *G.Node, op G.Op, info *Info) string {
 	return ""
 }
 
-
 // lowest is −MaxFloat of d, where Gorgonia's max pool starts.
 func lowest(d tile.DType) float64 {
 	if d == tile.F32 {
