@@ -121,6 +121,7 @@ var Workloads = []Workload{
 	{"mlp_train", "mlp_step as a training loop: batch up, RunAll, Adam's step (fused: fusion.NewSolver), loss read", mlpTrain},
 	{"encoder_fwd", "a transformer encoder block, forward (peer: BERT-base)", func(s string) (Spec, error) { return encoderW(s, false) }},
 	{"encoder_fwd_bwd", "a transformer encoder block, forward, a loss mean(out²) and gradients (peer: BERT-base)", func(s string) (Spec, error) { return encoderW(s, true) }},
+	{"convnet", "Gorgonia's convnet example (MNIST 28×28: three 3×3 convolutions of 32, 64 and 128 filters, each with ReLU and a 2×2 max pool; dense 1152→625 with ReLU, 625→10, softmax, cross-entropy; no dropout): the loss and its 5 weights' gradients, batch 4 (small) or 100 (large, the example's)", convNet},
 	{"encoder_train", "encoder_fwd_bwd as a training loop: batch up, RunAll, Adam's step (fused: fusion.NewSolver), loss read (peer: BERT-base)", encoderTrain},
 }
 
@@ -449,4 +450,48 @@ func encoderSpec(size string, backward bool) (_ Spec, params G.Nodes, cost *G.No
 		flops *= 3
 	}
 	return b.spec(name, size, flops, outputs...), params, cost, nil
+}
+
+// convNet is Gorgonia's convnet example (examples/convnet) as one training
+// step's work: its layers and loss as the example writes them, without
+// its dropout (random), and the gradients of its five weights. Flops count
+// the convolutions as the products of their im2col (2·b·h·w·9·cin·cout a
+// layer) and the dense layers, forward, and twice that backward less the
+// first convolution's input gradient (nothing reads it).
+func convNet(size string) (Spec, error) {
+	batch, err := pick(size, 4, 100)
+	if err != nil {
+		return Spec{}, err
+	}
+	b := newBuilder()
+	x, y := b.input("x", 1, batch, 1, 28, 28), b.input("y", 1, batch, 10)
+	var ws G.Nodes
+	var flops, first int64
+	in, hw := 1, 28
+	p := x
+	for i, out := range []int{32, 64, 128} {
+		w := b.input(fmt.Sprintf("w%d", i), 1/math.Sqrt(float64(9*in)), out, in, 3, 3)
+		ws = append(ws, w)
+		f := int64(2 * batch * hw * hw * 9 * in * out)
+		if i == 0 {
+			first = f
+		}
+		flops += f
+		c := G.Must(G.Conv2d(p, w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
+		p = G.Must(G.MaxPool2D(G.Must(G.Rectify(c)), tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+		in, hw = out, hw/2
+	}
+	flat := in * hw * hw // 128·3·3
+	w3 := b.input("w3", 1/math.Sqrt(float64(flat)), flat, 625)
+	w4 := b.input("w4", 1/math.Sqrt(625), 625, 10)
+	ws = append(ws, w3, w4)
+	flops += int64(2 * batch * (flat*625 + 625*10))
+	h := G.Must(G.Rectify(G.Must(G.Mul(G.Must(G.Reshape(p, tensor.Shape{batch, flat})), w3))))
+	o := G.Must(G.SoftMax(G.Must(G.Mul(h, w4))))
+	loss := G.Must(G.Neg(G.Must(G.Mean(G.Must(G.HadamardProd(G.Must(G.Log(o)), y))))))
+	grads, err := G.Grad(loss, ws...)
+	if err != nil {
+		return Spec{}, err
+	}
+	return b.spec("convnet", size, 3*flops-first, append(G.Nodes{loss}, grads...)...), nil
 }

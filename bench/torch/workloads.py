@@ -335,11 +335,45 @@ def encoder_parts(size, g, backward):
     return x, block, params, flops
 
 
+def convnet(size, g):
+    """Gorgonia's convnet example as bench/workloads.go convNet writes it:
+    three 3×3 convolutions (padding 1) of 32, 64 and 128 filters, each with
+    ReLU and a 2×2 max pool, dense 1152→625 with ReLU, 625→10, softmax,
+    -mean(log(p)·y); the loss's gradients of the five weights"""
+    batch = pick(size, 4, 100)
+    x, y = rnd(1, batch, 1, 28, 28, g=g), rnd(1, batch, 10, g=g)
+    ws, cin, hw, flops, first = [], 1, 28, 0, 0
+    for cout in (32, 64, 128):
+        ws.append(rnd(1 / math.sqrt(9 * cin), cout, cin, 3, 3, g=g))
+        f = 2 * batch * hw * hw * 9 * cin * cout
+        first = first or f
+        flops += f
+        cin, hw = cout, hw // 2
+    flat = cin * hw * hw
+    ws += [rnd(1 / math.sqrt(flat), flat, 625, g=g), rnd(1 / math.sqrt(625), 625, 10, g=g)]
+    flops += 2 * batch * (flat * 625 + 625 * 10)
+    params = [w.requires_grad_() for w in ws]
+
+    def features(x):
+        for w in params[:3]:
+            x = F.max_pool2d(F.relu(F.conv2d(x, w, padding=1)), 2)
+        return F.relu(x.reshape(x.shape[0], -1) @ params[3]) @ params[4]
+
+    def loss_ops(x, y):
+        return -(torch.log(softmax_ops_last(features(x))) * y).mean()
+
+    def loss_lib(x, y):
+        return -(F.log_softmax(features(x), dim=1) * y).mean()
+
+    return (x, y), grads_of(loss_ops, params), grads_of(loss_lib, params), 3 * flops - first
+
+
 WORKLOADS = {
     "chain": chain, "softmax": softmax, "layernorm": layernorm, "colsum": colsum, "linear_gelu": linear_gelu,
     "attention": attention, "attention_d128": lambda s, g: attention(s, g, d=128),
     "attention_fwd_bwd": lambda s, g: attention(s, g, backward=True), "mlp_step": mlp_step, "mlp_train": mlp_train, "encoder_train": encoder_train,
     "encoder_fwd": lambda s, g: encoder(s, g, False), "encoder_fwd_bwd": lambda s, g: encoder(s, g, True),
+    "convnet": convnet,
 }
 
 
