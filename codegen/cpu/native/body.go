@@ -408,28 +408,37 @@ func (pg *phaseGen) checkLanes(n *node, pat *pattern, mask amd64.VReg) {
 		a.Bind(ok)
 		return
 	}
-	// first lane: RDX = row + 4·(j + off + first)
+	// first lane: RDX = row + 4·(j + off + first), for a gather
+	// row + 4·elast·(j + off + first)
+	scale := func(r amd64.Reg) {
+		if pat.elast > 1 {
+			a.IMULQimm(r, r, pat.esz()*int32(pat.elast))
+		} else {
+			a.SHLQ(r, pat.sh)
+		}
+	}
 	a.BSFL(rT1, rT0)
 	a.ADDQ(rT1, rJ)
-	a.SHLQ(rT1, pat.sh)
+	a.ADDQimm(rT1, int32(pg.off))
+	scale(rT1)
 	if pat.hasReg {
 		a.ADDQ(rT1, pat.reg)
 	} else {
 		a.ADDQload(rT1, fr(pat.slot))
 	}
-	a.ADDQimm(rT1, pat.esz()*int32(pg.off))
 	a.CMPQload(rT1, fr(paramBase(pat.root)))
 	a.Jcc(amd64.CondB, bad)
-	// last lane: RAX = row + 4·(j + off + last + 1)
+	// last lane's end: RAX = row + 4·(j + off + last) + 4 (its element's)
 	a.BSRL(rT0, rT0)
 	a.ADDQ(rT0, rJ)
-	a.SHLQ(rT0, pat.sh)
+	a.ADDQimm(rT0, int32(pg.off))
+	scale(rT0)
 	if pat.hasReg {
 		a.ADDQ(rT0, pat.reg)
 	} else {
 		a.ADDQload(rT0, fr(pat.slot))
 	}
-	a.ADDQimm(rT0, pat.esz()*int32(pg.off+1))
+	a.ADDQimm(rT0, pat.esz())
 	a.CMPQload(rT0, fr(paramEnd(pat.root)))
 	a.Jcc(amd64.CondA, bad)
 	a.Bind(ok)
@@ -447,12 +456,27 @@ func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) e
 	if masked && m != nil {
 		pg.checkLanes(n, n.pat, mask)
 	}
-	if n.pat.elast > 1 { // a gather (unmasked: the row's range was checked)
-		if n.pat.sh == 3 {
+	if n.pat.elast > 1 { // a gather (unmasked: the row's range was checked; masked: the active lanes')
+		switch {
+		case n.pat.sh == 3 && masked:
+			pg.gatherF64Masked(n.pat, dst, mask)
+		case n.pat.sh == 3:
 			pg.gatherF64(n.pat, dst)
-			return nil
+		case masked:
+			other := len(srcs) == 2 && !isZeroConst(n.v.Args[2])
+			into := dst
+			if other {
+				into = t[2]
+			}
+			pg.gatherMasked(n.pat, into, t[1], mask)
+			if other {
+				mr := toReg(pg, *m, t[0])
+				or := toReg(pg, srcs[1], t[1])
+				a.VBLENDVPS(dst, or, t[2], mr)
+			}
+		default:
+			pg.gather(n.pat, dst, t[1])
 		}
-		pg.gather(n.pat, dst, t[1])
 		return nil
 	}
 	at := pg.addr(n.pat)
@@ -641,6 +665,44 @@ func (pg *phaseGen) gather(pat *pattern, dst, t amd64.VReg) {
 		half(t, 4, pg.width-4)
 		a.VINSERTF128(dst, dst, t, 1)
 	}
+}
+
+// gatherMasked is gather under a mask: a lane whose mask is off is +0
+// and its element is not read (its address may lie past the buffer). The
+// mask's bits go to RDX, shifted out lane by lane into the carry.
+func (pg *phaseGen) gatherMasked(pat *pattern, dst, t, mask amd64.VReg) {
+	a := pg.g.va()
+	pg.gatherBase(pat, 4)
+	a.VMOVMSKPS(rT1, mask) // before dst is written: it may be the mask's register
+	a.VXORPS(dst, dst, dst)
+	if pg.width > 4 {
+		a.VXORPS(t, t, t)
+	}
+	s := int32(4 * pat.elast)
+	for l := 0; l < pg.width; l++ {
+		r, ll := dst, l
+		if l >= 4 {
+			r, ll = t, l-4
+		}
+		skip := a.NewLabel()
+		a.SHRQ(rT1, 1)
+		a.Jcc(amd64.CondAE, skip) // carry clear: lane l is off
+		a.VINSERTPS(r, r, amd64.Ptr(rT0, int32(l)*s), uint8(ll<<4))
+		a.Bind(skip)
+	}
+	if pg.width > 4 {
+		a.VINSERTF128(dst, dst, t, 1)
+	}
+}
+
+// gatherBase puts the address of the vector's lane 0 of gather pattern
+// pat (esz-byte elements) in RAX; RDX is clobbered.
+func (pg *phaseGen) gatherBase(pat *pattern, esz int32) {
+	a := &pg.g.a
+	b := pg.rowBase(pat)
+	a.LEAQ(rT0, amd64.Ptr(rJ, int32(pg.off)))
+	a.IMULQimm(rT0, rT0, esz*int32(pat.elast))
+	a.ADDQ(rT0, b)
 }
 
 func toReg(pg *phaseGen, o opnd, t amd64.VReg) amd64.VReg {

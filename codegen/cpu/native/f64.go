@@ -452,6 +452,35 @@ func (pg *phaseGen) gatherF64(pat *pattern, dst amd64.VReg) {
 	a.VMOVUPDZ(z(dst), 0, fr(tmp))
 }
 
+// gatherF64Masked is gatherF64 under a mask (eight i32 lanes): a lane
+// whose mask is off is +0 and its element is not read. The lanes go
+// through the scratch vector as gatherF64's, each through dst's low lane.
+func (pg *phaseGen) gatherF64Masked(pat *pattern, dst, mask amd64.VReg) {
+	g := pg.g
+	a := &g.a
+	pg.gatherBase(pat, 8)
+	a.VMOVMSKPS(rT1, mask) // before dst is written: it may be the mask's register
+	tmp := g.alloc(64, 64)
+	s := 8 * int32(pat.elast)
+	a.VXORPS(dst, dst, dst)
+	a.VMOVUPSstore(fr(tmp), dst)
+	a.VMOVUPSstore(fr(tmp+32), dst)
+	for l := 0; l < pg.width; l++ {
+		skip := a.NewLabel()
+		a.SHRQ(rT1, 1)
+		a.Jcc(amd64.CondAE, skip) // carry clear: lane l is off
+		a.VMOVSDload(dst, amd64.Ptr(rT0, int32(l)*s))
+		a.VMOVSDstore(fr(tmp+int32(8*l)), dst)
+		a.Bind(skip)
+	}
+	if !g.avx512 {
+		a.VMOVUPD(dst, fr(tmp))
+		a.VMOVUPD(hi(dst), fr(tmp+32))
+		return
+	}
+	a.VMOVUPDZ(z(dst), 0, fr(tmp))
+}
+
 // splatF64 broadcasts the float64 at m to every lane of f64 vector r (a
 // zmm register, or a ymm pair without AVX-512: f64y.go).
 func (g *gen) splatF64(r amd64.VReg, m amd64.Mem) {

@@ -339,8 +339,9 @@ func sxEqual(a, b *sx) bool {
 }
 
 // pointer is the pattern of pointer block v at lanes m; gather allows a
-// constant stride of more than one element between lanes (an unmasked
-// load: eight scalar loads a vector).
+// constant stride of more than one element between lanes (a load: eight
+// scalar loads a vector, under a mask those of the active lanes; an f64
+// one under a mask only where masked-off lanes take 0).
 func (pg *phaseGen) pointer(v *tile.Value, m lanes, gather bool) (*pattern, error) {
 	a := pg.g.p.in(v).aff
 	if a == nil || a.root < 0 {
@@ -416,7 +417,7 @@ func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
 			return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
 		}
 		if u.Op == tile.OpLoad {
-			pat, err := pg.pointer(u.Args[0], m, len(u.Args) == 1)
+			pat, err := pg.pointer(u.Args[0], m, len(u.Args) < 3 || isZeroConst(u.Args[2]) || u.Type.DType != tile.F64)
 			if err != nil {
 				return nil, err
 			}

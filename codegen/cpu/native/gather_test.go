@@ -1,0 +1,116 @@
+package native_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/native"
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/tiletest"
+)
+
+// TestMaskedGatherNative: masked loads whose lanes lie a constant stride
+// of more than one element apart — a transpose's reads, y[c, r] = 2·x[r, c]
+// for an r×c matrix x, program p writing rows [p·BR, (p+1)·BR) of y in a
+// block [BR, BC] masked to the matrix — run natively, in f32 and f64, bit
+// for bit the reference's. The masked-off lanes' addresses lie past x's
+// end where the matrix ends (their elements are not read), and a mask
+// that lets a lane past the end through falls back (ErrFallback). f32
+// loads with a value for masked-off lanes (other) take it there.
+func TestMaskedGatherNative(t *testing.T) {
+	requireJIT(t)
+	for _, c := range []struct {
+		name         string
+		dt           tile.DType
+		rows, cols   int // x's
+		br, bc       int // the block: rows of y (x's columns), columns of y (x's rows)
+		other        bool
+		pastTheEnd   bool // the mask lets one row of x too many through
+		wantFallback bool
+	}{
+		{name: "f32 5×3, one row a program", dt: tile.F32, rows: 5, cols: 3, br: 1, bc: 8},
+		{name: "f32 28×32, rows of 28 in 32 lanes", dt: tile.F32, rows: 28, cols: 32, br: 1, bc: 32},
+		{name: "f32 49×128, 4 rows a program", dt: tile.F32, rows: 49, cols: 128, br: 4, bc: 64},
+		{name: "f32 13×7, 2 rows a program, the last program half out", dt: tile.F32, rows: 13, cols: 7, br: 2, bc: 16},
+		{name: "f32 19×5, masked-off lanes take -1", dt: tile.F32, rows: 19, cols: 5, br: 1, bc: 32, other: true},
+		{name: "f32 a lane past the end falls back", dt: tile.F32, rows: 9, cols: 4, br: 1, bc: 16, pastTheEnd: true, wantFallback: true},
+		{name: "f64 5×3, one row a program", dt: tile.F64, rows: 5, cols: 3, br: 1, bc: 8},
+		{name: "f64 28×32", dt: tile.F64, rows: 28, cols: 32, br: 1, bc: 32},
+		{name: "f64 13×7, 2 rows a program", dt: tile.F64, rows: 13, cols: 7, br: 2, bc: 16},
+		{name: "f64 a lane past the end falls back", dt: tile.F64, rows: 9, cols: 4, br: 1, bc: 16, pastTheEnd: true, wantFallback: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := tile.NewBuilder("gather_masked", nil)
+			px, py := b.Ptr("x", c.dt), b.Ptr("y", c.dt)
+			yr := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), c.br), b.Arange(0, c.br)), 1) // x's column
+			yc := b.ExpandDims(b.Arange(0, c.bc), 0)                                       // x's row
+			limit := c.rows
+			if c.pastTheEnd {
+				limit++
+			}
+			mask := b.And(b.Lt(yr, c.cols), b.Lt(yc, limit))
+			var other any
+			if c.other {
+				other = -1.0
+			}
+			v := b.Load(b.AddPtr(px, b.Add(b.Mul(yc, c.cols), yr)), mask, other)
+			b.Store(b.AddPtr(py, b.Add(b.Mul(yr, c.rows), yc)), b.Mul(v, 2.0), b.And(b.Lt(yr, c.cols), b.Lt(yc, c.rows)))
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			grid := tile.Grid{(c.cols + c.br - 1) / c.br}
+			for _, isa := range isas(t) {
+				native.SetAVX512(isa == "avx512")
+				nk, err := native.Compile(k)
+				if err != nil {
+					t.Fatalf("%s: not compiled natively: %v", isa, err)
+				}
+				defer nk.Free()
+				rng := tiletest.RNG(c.name)
+				x := make([]float64, c.rows*c.cols)
+				for i := range x {
+					x[i] = rng.Float64()*2 - 1
+				}
+				run := func(launch func(args ...any) error) ([]float64, error) {
+					y := make([]float64, c.rows*c.cols)
+					for i := range y {
+						y[i] = math.NaN()
+					}
+					if c.dt == tile.F64 {
+						return y, launch(append([]float64(nil), x...), y)
+					}
+					x32, y32 := make([]float32, len(x)), make([]float32, len(y))
+					for i := range x {
+						x32[i], y32[i] = float32(x[i]), float32(y[i])
+					}
+					err := launch(x32, y32)
+					for i := range y {
+						y[i] = float64(y32[i])
+					}
+					return y, err
+				}
+				got, err := run(func(args ...any) error { return nk.Launch(grid, args...) })
+				if c.wantFallback {
+					if !errors.Is(err, native.ErrFallback) {
+						t.Fatalf("%s: a lane past the end: got %v, want ErrFallback", isa, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", isa, err)
+				}
+				want, err := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range want {
+					if math.Float64bits(got[i]) != math.Float64bits(want[i]) || math.IsNaN(got[i]) {
+						t.Fatalf("%s: y[%d] = %v natively, %v on the reference", isa, i, got[i], want[i])
+					}
+				}
+			}
+		})
+	}
+}
