@@ -44,7 +44,7 @@ func TestMaskedGatherNative(t *testing.T) {
 			b := tile.NewBuilder("gather_masked", nil)
 			px, py := b.Ptr("x", c.dt), b.Ptr("y", c.dt)
 			yr := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), c.br), b.Arange(0, c.br)), 1) // x's column
-			yc := b.ExpandDims(b.Arange(0, c.bc), 0)                                       // x's row
+			yc := b.ExpandDims(b.Arange(0, c.bc), 0)                                     // x's row
 			limit := c.rows
 			if c.pastTheEnd {
 				limit++
