@@ -38,6 +38,10 @@ var elementwiseKind = groupKind{
 	remat:  true,
 	extras: func(*Group, Target) bool { return true },
 	tune: func(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
+		if s := grp.Root.Info.Shape; !t.GPU() && len(s) >= 2 && transposes(grp) {
+			meta["BLOCK_C"] = min(1024, pow2AtLeast(s[len(s)-1]))
+			return
+		}
 		meta["BLOCK"] = min(t.perThread(8, 1024), pow2AtLeast(numel(grp.Root.Info.Shape)))
 	},
 	space: elementwiseSpace,
@@ -47,8 +51,12 @@ var elementwiseKind = groupKind{
 // emitElementwise: program p computes the flat indices [p·BLOCK,
 // (p+1)·BLOCK) of the output. BLOCK: on a GPU 8 elements a thread (1024 at
 // 4 warps), on the CPU 1024, or the output's size rounded up to a power of
-// two if smaller.
+// two if smaller. On the CPU a group with a transpose is written over rows
+// instead (BLOCK_C: emitRows).
 func emitElementwise(e *emitter, out *tile.Value, k *Kernel) error {
+	if _, ok := e.meta["BLOCK_C"]; ok {
+		return emitRows(e, out, k)
+	}
 	b := e.b
 	n := numel(e.grp.Root.Info.Shape)
 	block, err := e.param("BLOCK")
@@ -115,22 +123,97 @@ func (bs *blockSpace) coords(idx *tile.Value, s []int) []*tile.Value {
 	return c
 }
 
+// transposes reports whether group grp has a member that permutes axes.
+func transposes(grp *Group) bool {
+	for _, n := range grp.Members {
+		if n.Info.Kind == ops.Transpose && movesElements(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// emitRows: program (r, j) computes columns [j·BLOCK_C, (j+1)·BLOCK_C) of
+// row r of the output (its last axis; BLOCK_C the row's length rounded up
+// to a power of two, at most 1024). Each lane's coordinates are the row's
+// (scalars: the program's) and its column, so that a transpose's reads are
+// the lanes of an affine address, a constant stride apart (ops merges the
+// transpose's axes first: NHWC → NCHW reads each row of HW a stride of C
+// apart), which the CPU's machine code loads lane by lane; in the flat
+// form (emitElementwise) they are divisions of the lanes' flat indices,
+// which it does not take.
+func emitRows(e *emitter, out *tile.Value, k *Kernel) error {
+	b := e.b
+	s := e.grp.Root.Info.Shape
+	c := s[len(s)-1]
+	bc, err := e.param("BLOCK_C")
+	if err != nil {
+		return err
+	}
+	rs := &lineSpace{e: e, row: b.ProgramID(0), col: b.Arange(0, bc), c: c}
+	tiles := tile.CDiv(c, bc)
+	if tiles > 1 {
+		rs.col = b.Add(b.Mul(b.ProgramID(1), bc), rs.col)
+	}
+	rs.offs = b.Add(b.Mul(rs.row, c), rs.col)
+	e.space = rs.coords
+	if c%bc != 0 {
+		e.mask = b.Lt(rs.col, c)
+	}
+	if err := e.store(out, rs.offs); err != nil {
+		return err
+	}
+	k.Grid = tile.Grid{numel(s) / c, tiles}
+	return nil
+}
+
+// lineSpace is emitRows' index space: offs = row·c + col.
+type lineSpace struct {
+	e              *emitter
+	offs, row, col *tile.Value
+	c              int
+}
+
+// coords splits the space's own indices into coordinates of shape s
+// whose last axis is m rows of the space's (m·c long): the last
+// coordinate (row mod m)·c + col, the others the row's, row / m split
+// (scalars). Nil for other indices and shapes.
+func (rs *lineSpace) coords(idx *tile.Value, s []int) []*tile.Value {
+	n := len(s)
+	if idx != rs.offs || n == 0 || s[n-1]%rs.c != 0 {
+		return nil
+	}
+	b := rs.e.b
+	row, last := rs.row, rs.col
+	if m := s[n-1] / rs.c; m > 1 {
+		last = b.Add(b.Mul(b.Rem(row, m), rs.c), last)
+		row = b.Div(row, m)
+	}
+	if n == 1 {
+		return []*tile.Value{b.Add(b.Mul(row, s[0]), last)}
+	}
+	return append(rs.e.split(row, s[:n-1]), last)
+}
+
 // KernelOn reports whether ops of kind k become kernels on target t. On a
-// CPU a Transpose and an Im2Col do not: their elements' coordinates are
-// divisions and remainders of the flat index, which the machine code does
-// not take where a block spans more than the divisor, and on the executor
-// an im2col ran far slower than Gorgonia's loop (a 3×3 convolution over
-// 32×16×32×32 f32: the run 26.9 → 167 ms, the im2col kernel alone 138 ms)
-// and a transpose with a ReLU at 0.5–1.5× Gorgonia's time (1M f32: 9.1
-// against 20.4 ms NHWC → NCHW, 12.0 against 8.0 a heads split), so
-// Gorgonia runs them there, as it did before they were in the catalogue;
-// on a GPU they fuse (no copy to the host and back). The same holds for
-// the window ops MaxPool, MaxPoolDiff and Col2Im (and MaxPool and its
-// backward must move together: Gorgonia's backward reads a mask that its
-// forward fills).
+// GPU every kind does (no copy to the host and back). On a CPU a
+// Transpose does where kernels run as machine code (Target.Native), which
+// takes its reads over rows (emitRows); on the executor a transpose with a
+// ReLU ran at 0.5–1.5× Gorgonia's time (1M f32: 9.1 against 20.4 ms NHWC →
+// NCHW, 12.0 against 8.0 a heads split), so Gorgonia runs it there. An
+// Im2Col does not: its columns' coordinates are divisions and remainders
+// by the window's size, which the machine code does not take where a
+// block spans more than the divisor, and on the executor an im2col ran
+// far slower than Gorgonia's loop (a 3×3 convolution over 32×16×32×32
+// f32: the run 26.9 → 167 ms, the im2col kernel alone 138 ms). Nor do the
+// window ops MaxPool, MaxPoolDiff and Col2Im (MaxPool and its backward
+// must move together: Gorgonia's backward reads a mask that its forward
+// fills).
 func KernelOn(k ops.Kind, t Target) bool {
 	switch k {
-	case ops.Transpose, ops.Im2Col, ops.MaxPool, ops.MaxPoolDiff, ops.Col2Im:
+	case ops.Transpose:
+		return t.GPU() || t.Native
+	case ops.Im2Col, ops.MaxPool, ops.MaxPoolDiff, ops.Col2Im:
 		return t.GPU()
 	}
 	return true

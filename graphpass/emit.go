@@ -260,6 +260,7 @@ type emitter struct {
 	ptr   map[*Node]*tile.Value
 	mask  *tile.Value // lanes in range; nil where the sizes leave every lane in range
 	memo  map[memoKey]*tile.Value
+	flats map[*tile.Value]flatOf // flat indices flatten made, by what
 	// halves: (1 + t)/2 of tanhSums' tanhs, by the tanh and indices (a
 	// product group's epilogue: one scope)
 	halves map[memoKey]*tile.Value
@@ -350,7 +351,14 @@ func (e *emitter) param(name string) (int, error) {
 }
 
 // coords splits flat row-major indices into per-dimension coordinates of shape s.
+// Indices flatten made from coordinates of the same shape split into
+// those coordinates (a transpose's reads through another transpose: the
+// divisions and remainders of the indices would undo the multiplies and
+// adds that made them, which the CPU's machine code does not see through).
 func (e *emitter) coords(idx *tile.Value, s []int) []*tile.Value {
+	if f, ok := e.flats[idx]; ok && slices.Equal(f.s, s) {
+		return f.c
+	}
 	if e.space != nil {
 		if c := e.space(idx, s); c != nil {
 			return c
@@ -395,7 +403,20 @@ func (e *emitter) flatten(c []*tile.Value, s []int) *tile.Value {
 	if idx == nil {
 		return e.b.Mul(c[0], 0)
 	}
+	if !slices.Contains(s, 1) { // a coordinate along an axis of size 1 is not in idx (split gives 0)
+		if e.flats == nil {
+			e.flats = map[*tile.Value]flatOf{}
+		}
+		e.flats[idx] = flatOf{c: slices.Clone(c), s: slices.Clone(s)}
+	}
 	return idx
+}
+
+// flatOf is what flat indices were made of (emitter.flatten): the
+// coordinates c of shape s.
+type flatOf struct {
+	c []*tile.Value
+	s []int
 }
 
 // gen computes node n at the flat indices idx of its own shape.

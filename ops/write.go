@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -118,17 +119,73 @@ func writeSliceIncr(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Va
 }
 
 // writeTranspose: the operand's coordinate along axis pattern[i] is the
-// output's along axis i.
+// output's along axis i, over the fewest axes that say the same
+// (mergeTranspose): NHWC → NCHW is (N, HW, C) → (N, C, HW), whose output
+// rows are a run of the operand's elements a constant stride apart.
 func writeTranspose(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error) {
-	c := w.Coords(idx, info.Shape)
-	if len(in) != 1 || len(in[0]) != len(c) || len(info.Axes) != len(c) {
+	if len(in) != 1 || len(in[0]) != len(info.Shape) || len(info.Axes) != len(info.Shape) {
 		return nil, fmt.Errorf("ops: %s: a transpose of rank %d over %v", info.Name, len(info.Axes), in)
 	}
+	out, from, pattern := mergeTranspose(info.Shape, in[0], info.Axes)
+	c := w.Coords(idx, out)
 	ci := make([]*tile.Value, len(c))
-	for i, a := range info.Axes {
+	for i, a := range pattern {
 		ci[a] = c[i]
 	}
-	return w.Operand(0, w.Flatten(ci, in[0]))
+	return w.Operand(0, w.Flatten(ci, from))
+}
+
+// mergeTranspose is the transpose of shape in by pattern (output shape out)
+// over the fewest axes: axes of size 1 left out, and output axes that read
+// consecutive axes of the operand in order made one. It returns the
+// output's shape, the operand's and the pattern over them (at least one
+// axis each).
+func mergeTranspose(out, in, pattern []int) (mout, mfrom, mpattern []int) {
+	var axes []int // the output's axes of size above 1
+	for i, a := range pattern {
+		if in[a] > 1 {
+			axes = append(axes, i)
+		}
+	}
+	if len(axes) == 0 {
+		return []int{1}, []int{1}, []int{0}
+	}
+	// runs of output axes reading consecutive operand axes (skipping size 1)
+	next := func(a int) int { // the operand's next axis above 1 after a
+		for a++; a < len(in) && in[a] == 1; a++ {
+		}
+		return a
+	}
+	var runs [][]int // output axes
+	for _, i := range axes {
+		if n := len(runs); n > 0 {
+			last := runs[n-1][len(runs[n-1])-1]
+			if pattern[i] == next(pattern[last]) {
+				runs[n-1] = append(runs[n-1], i)
+				continue
+			}
+		}
+		runs = append(runs, []int{i})
+	}
+	// the runs in the operand's order are its merged axes
+	order := make([]int, len(runs))
+	for r := range order {
+		order[r] = r
+	}
+	sort.Slice(order, func(x, y int) bool { return pattern[runs[order[x]][0]] < pattern[runs[order[y]][0]] })
+	mout, mfrom, mpattern = make([]int, len(runs)), make([]int, len(runs)), make([]int, len(runs))
+	for j, r := range order {
+		mpattern[r] = j
+	}
+	for r, run := range runs {
+		size := 1
+		for _, i := range run {
+			size *= out[i]
+		}
+		mout[r] = size
+		mfrom[mpattern[r]] = size
+	}
+	return mout, mfrom, mpattern
 }
 
 // writeIm2Col: output [b, oh, ow, z] with z = (c·KH + i)·KW + j reads the
