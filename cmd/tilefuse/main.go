@@ -25,7 +25,8 @@ func init() {
 		doc: `Measures the standard workloads (an elementwise chain, softmax, LayerNorm,
 matmul + bias + GELU, attention forward and backward, an MLP training step,
 alone and as a loop with Adam, a transformer encoder block forward and
-forward + backward; each small and large; -size peer: the BERT-base layer
+forward + backward, Gorgonia's convnet example's training step; each small
+and large; -size peer: the BERT-base layer
 and long attention, without Gorgonia's machine) three ways:
 Gorgonia's tape machine, tilefuse with fusion off (one kernel per op) and
 tilefuse fused. Every fused result is checked against the unfused one first.

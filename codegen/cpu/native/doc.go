@@ -139,10 +139,11 @@
 // integer
 // loads and non-affine integer blocks (div/rem of lanes are affine only
 // where a block does not straddle a multiple of the divisor: checked per
-// program, else a bail-out), masked gathers and stores with a stride
-// between lanes (an unmasked load whose lanes lie a constant stride apart
-// is eight scalar loads a vector, its row's range checked at the row's
-// start), reshapes other than
+// program, else a bail-out), stores with a stride between lanes and
+// masked f64 loads so whose masked-off lanes take other than 0 (a load
+// whose lanes lie a constant stride apart is eight scalar loads a vector:
+// unmasked, its row's range checked at the row's start; masked, those of
+// the active lanes, their range checked per vector), reshapes other than
 // inserting or removing dimensions of size 1, reductions along axes other
 // than the last (or axis 0 of a 2-D block), f32 rem (f32 exp, tanh, log,
 // sigmoid, log1p, expm1, erf, log2, exp2, sign, pow, and sin and cos up
