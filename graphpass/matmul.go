@@ -470,7 +470,45 @@ func waveFill(tiles, wave int) float64 {
 
 func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	tuneMatMulTiles(grp, t, prec, meta)
+	splitLongK(grp, t, meta)
 	groupTiles(grp, t, meta)
+}
+
+// splitLongK: on a GPU, a bare 2-D product (nothing else in its group)
+// whose output is a few tiles (at most a quarter of the SMs) over a long K
+// (at least 64 steps) — a convolution's weight gradient, Σ over every
+// pixel of the batch: 32×9 over K = 78400 in the convnet example's first
+// layer — takes K in SPLIT_K parts, the largest power of two for which the
+// parts' programs fit the SMs, each part at least 16 steps: one program
+// ran the whole K (the H200, 2026-12-05, r32b, the bench's convnet large:
+// 2.6 ms of the step's 4.1 at ieee, 0.67 of 1.35 at TF32, where PyTorch's
+// whole step took 1.34 and 1.31). The parts add into the zeroed output
+// atomically (Kernel.Accumulates), so the sum's order is the programs'.
+// Not where the wave model chose (wgmma forms) or SPLIT_K is set.
+func splitLongK(grp *Group, t Target, meta tile.Meta) {
+	mm := grp.MatMul
+	s := mm.Info.Shape
+	bm, bn, bk := meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"]
+	if !t.GPU() || mm.Info.Kind != ops.MatMul || grp.Root != mm || len(grp.Extra) > 0 || len(s) != 2 ||
+		meta["wgmma"] != 0 || meta["SPLIT_K"] != 0 || bm == 0 || bn == 0 || bk == 0 || len(mm.Inputs) != 2 {
+		return
+	}
+	a := mm.Inputs[0].Info.Shape
+	k := a[len(a)-1]
+	if mm.Info.TransA {
+		k = a[len(a)-2]
+	}
+	tiles, steps := tile.CDiv(s[0], bm)*tile.CDiv(s[1], bn), tile.CDiv(k, bk)
+	if 4*tiles > t.SMs || steps < 64 {
+		return
+	}
+	split := 1
+	for tiles*2*split <= t.SMs && steps >= 2*split*16 {
+		split *= 2
+	}
+	if split > 1 {
+		meta["SPLIT_K"] = split
+	}
 }
 
 // groupM is the GROUP_M that groupTiles sets: about √(wave·BLOCK_N /

@@ -415,3 +415,38 @@ func heavyEpilogueOf(g *G.ExprGraph, y *G.Node, m, n int, tanhForm, exp bool) {
 	th := G.Must(G.Tanh(u))
 	G.Must(G.HadamardProd(y, G.Must(G.Sub(G.NewConstant(float32(1)), G.Must(G.HadamardProd(th, th))))))
 }
+
+// TestSplitLongK: on the H200 a bare 2-D product whose output is a few
+// tiles over a long K (a convolution's weight gradient: every pixel of the
+// batch summed) takes K in parts (splitLongK), at every precision the wave
+// model leaves; an epilogue, a short K or a product of many tiles keeps
+// one part.
+func TestSplitLongK(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		m, k, n int
+		prec    tile.Precision
+		tanh    bool
+		want    int // SPLIT_K, 0 for none
+	}{
+		{"the convnet's first layer, 32×9 over 78400 (one tile: 128 parts)", 32, 78400, 9, tile.PrecIEEE, false, 128},
+		{"the same at TF32", 32, 78400, 9, tile.PrecTF32, false, 128},
+		{"its second layer, 64×288 over 19600 (18 tiles: 4 parts)", 64, 19600, 288, tile.PrecIEEE, false, 4},
+		{"32×9 over 3136 (98 steps: parts of at least 16)", 32, 3136, 9, tile.PrecIEEE, false, 4},
+		{"32×9 over 1024: K short", 32, 1024, 9, tile.PrecIEEE, false, 0},
+		{"32×9 over 78400 with an epilogue", 32, 78400, 9, tile.PrecIEEE, true, 0},
+		{"768×768 over 4096 at ieee: 144 tiles", 768, 4096, 768, tile.PrecIEEE, false, 0},
+		{"the encoder's 256×256 over 1024", 256, 1024, 256, tile.PrecIEEE, false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			grp := productGroup(t, c.m, c.k, c.n, false, false, func(_ *G.ExprGraph, y *G.Node) {
+				if c.tanh {
+					G.Must(G.Tanh(y))
+				}
+			})
+			if got := defaultMeta(grp, H200, c.prec)["SPLIT_K"]; got != c.want {
+				t.Errorf("SPLIT_K %d, want %d (%v)", got, c.want, defaultMeta(grp, H200, c.prec))
+			}
+		})
+	}
+}
