@@ -337,7 +337,19 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	if group {
 		k.Grid = tile.Grid{gm * gn, 1}
 	}
-	if split > 1 {
+	switch {
+	case split > 1 && !e.t.GPU():
+		// on a CPU each part into its own part of the scratch, added in
+		// order by the kernel's Combine (Kernel.Parts): the same bits run
+		// after run
+		b.Store(b.AddPtr(b.AddPtr(out, b.Mul(b.ProgramID(2), m*n)), idx), acc[0], e.mask)
+		comb, grid, err := combineParts(fmt.Sprintf("fused_%d_%s_combine", e.grp.ID, e.grp.Kind), d, m*n, split, 1)
+		if err != nil {
+			return fmt.Errorf("graphpass: %v: %w", e.grp, err)
+		}
+		k.Grid[2], k.Parts, k.Combine, k.CombineGrid = split, split, comb, grid
+		return nil
+	case split > 1:
 		b.AtomicAdd(b.AddPtr(out, idx), acc[0], e.mask)
 		k.Grid[2], k.Accumulates = split, true
 		return nil
@@ -484,12 +496,17 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 // 2.6 ms of the step's 4.1 at ieee, 0.67 of 1.35 at TF32, where PyTorch's
 // whole step took 1.34 and 1.31). The parts add into the zeroed output
 // atomically (Kernel.Accumulates), so the sum's order is the programs'.
-// Not where the wave model chose (wgmma forms) or SPLIT_K is set.
+// On a CPU whose kernels are machine code, likewise where the output is
+// fewer tiles than cores, the parts up to two programs a core, each
+// written to scratch and added in order by the kernel's Combine
+// (Kernel.Parts: the same bits run after run; the 2-core VM, the
+// convnet's 32×9 over 78400: 4.8 ms in one program). Not where the wave
+// model chose (wgmma forms) or SPLIT_K is set.
 func splitLongK(grp *Group, t Target, meta tile.Meta) {
 	mm := grp.MatMul
 	s := mm.Info.Shape
 	bm, bn, bk := meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"]
-	if !t.GPU() || mm.Info.Kind != ops.MatMul || grp.Root != mm || len(grp.Extra) > 0 || len(s) != 2 ||
+	if !t.GPU() && !t.Native || mm.Info.Kind != ops.MatMul || grp.Root != mm || len(grp.Extra) > 0 || len(s) != 2 ||
 		meta["wgmma"] != 0 || meta["SPLIT_K"] != 0 || bm == 0 || bn == 0 || bk == 0 || len(mm.Inputs) != 2 {
 		return
 	}
@@ -499,11 +516,17 @@ func splitLongK(grp *Group, t Target, meta tile.Meta) {
 		k = a[len(a)-2]
 	}
 	tiles, steps := tile.CDiv(s[0], bm)*tile.CDiv(s[1], bn), tile.CDiv(k, bk)
-	if 4*tiles > t.SMs || steps < 64 {
+	programs := t.SMs // at most this many programs in all
+	if !t.GPU() {
+		programs = 2 * t.Cores
+		if 2*tiles > t.Cores || steps < 64 {
+			return
+		}
+	} else if 4*tiles > t.SMs || steps < 64 {
 		return
 	}
 	split := 1
-	for tiles*2*split <= t.SMs && steps >= 2*split*16 {
+	for tiles*2*split <= programs && steps >= 2*split*16 {
 		split *= 2
 	}
 	if split > 1 {

@@ -420,7 +420,7 @@ func heavyEpilogueOf(g *G.ExprGraph, y *G.Node, m, n int, tanhForm, exp bool) {
 // tiles over a long K (a convolution's weight gradient: every pixel of the
 // batch summed) takes K in parts (splitLongK), at every precision the wave
 // model leaves; an epilogue, a short K or a product of many tiles keeps
-// one part.
+// one part. On a CPU likewise where its kernels are machine code.
 func TestSplitLongK(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -446,6 +446,30 @@ func TestSplitLongK(t *testing.T) {
 			})
 			if got := defaultMeta(grp, H200, c.prec)["SPLIT_K"]; got != c.want {
 				t.Errorf("SPLIT_K %d, want %d (%v)", got, c.want, defaultMeta(grp, H200, c.prec))
+			}
+		})
+	}
+	// a CPU whose kernels are machine code: where the output is fewer tiles
+	// than half the cores, up to two programs a core; the executor's
+	// kernels never
+	native2, native16, exec16 := CPU(2), CPU(16), CPU(16)
+	native2.Native, native16.Native = true, true
+	for _, c := range []struct {
+		name    string
+		m, k, n int
+		target  Target
+		want    int
+	}{
+		{"32×9 over 78400, 2 cores: 4 parts", 32, 78400, 9, native2, 4},
+		{"32×9 over 78400, 16 cores: 32 parts", 32, 78400, 9, native16, 32},
+		{"32×9 over 78400 on the executor", 32, 78400, 9, exec16, 0},
+		{"288×64 over 19600, 16 cores: 18 tiles", 288, 19600, 64, native16, 0},
+		{"32×9 over 2048, 16 cores: K short", 32, 2048, 9, native16, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			grp := productGroup(t, c.m, c.k, c.n, false, false, func(*G.ExprGraph, *G.Node) {})
+			if got := defaultMeta(grp, c.target, tile.PrecIEEE)["SPLIT_K"]; got != c.want {
+				t.Errorf("SPLIT_K %d, want %d (%v)", got, c.want, defaultMeta(grp, c.target, tile.PrecIEEE))
 			}
 		})
 	}
