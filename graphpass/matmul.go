@@ -341,9 +341,10 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	case split > 1 && !e.t.GPU():
 		// on a CPU each part into its own part of the scratch, added in
 		// order by the kernel's Combine (Kernel.Parts): the same bits run
-		// after run
+		// after run; its block a power of two (a few tiles' elements: the
+		// combine is short, and GPU code lowers it too)
 		b.Store(b.AddPtr(b.AddPtr(out, b.Mul(b.ProgramID(2), m*n)), idx), acc[0], e.mask)
-		comb, grid, err := combineParts(fmt.Sprintf("fused_%d_%s_combine", e.grp.ID, e.grp.Kind), d, m*n, split, 1)
+		comb, grid, err := combineParts(fmt.Sprintf("fused_%d_%s_combine", e.grp.ID, e.grp.Kind), d, m*n, split, 1, min(1024, pow2AtLeast(m*n)))
 		if err != nil {
 			return fmt.Errorf("graphpass: %v: %w", e.grp, err)
 		}

@@ -506,7 +506,7 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 	switch {
 	case parts:
 		k.Grid[1], k.Parts = split, split
-		comb, grid, err := combineParts(fmt.Sprintf("fused_%d_%s_combine", e.grp.ID, e.grp.Kind), d, no, split, len(outs))
+		comb, grid, err := combineParts(fmt.Sprintf("fused_%d_%s_combine", e.grp.ID, e.grp.Kind), d, no, split, len(outs), columnBlockCPU(no))
 		if err != nil {
 			return fmt.Errorf("graphpass: %v: %w", e.grp, err)
 		}
@@ -556,15 +556,14 @@ func loadUnder(x, m *tile.Value) bool {
 // (Kernel.Parts): parameters in0… (each output's parts × no elements,
 // part p at p·no), then out, out1…; program i sums columns [i·BLOCK,
 // (i+1)·BLOCK) over the parts in order from zero, so the result does not
-// depend on the order the parts were computed in. BLOCK is the column
-// form's block (columnBlockCPU) and, as there, where the columns end
+// depend on the order the parts were computed in. BLOCK is bc (the column
+// form's block, columnBlockCPU, for its parts) and, as there, where the columns end
 // inside the last block it starts at no − BLOCK instead and stores only
 // the columns past the block before it: every load a whole vector (the
 // unmasked row loop), each column stored by one program. (A block of
 // 1024 over 777 columns masked every vector: 4.1 µs a launch for 16
 // parts on one core of the 2-core VM, a tenth of the parts' kernel.)
-func combineParts(name string, d tile.DType, no, parts, outs int) (*tile.Kernel, tile.Grid, error) {
-	bc := columnBlockCPU(no)
+func combineParts(name string, d tile.DType, no, parts, outs, bc int) (*tile.Kernel, tile.Grid, error) {
 	b := tile.NewBuilder(name, tile.Meta{"BLOCK": bc})
 	ins := make([]*tile.Value, outs)
 	for i := range ins {
