@@ -75,6 +75,19 @@ func convNet(t *testing.T, dt tensor.Dtype, tol float64, fused bool, opts ...fus
 	if !fused && len(left) == 0 {
 		t.Errorf("nothing left to Gorgonia with the CPU's kernels")
 	}
+	// a window op's operand is computed once an element, not in the window
+	// op's kernel for each window that reads it (graphpass windowed)
+	for _, grp := range vm.Report().Groups {
+		var windows []string
+		for _, op := range grp.Ops {
+			if windowOps[op] {
+				windows = append(windows, op)
+			}
+		}
+		if len(windows) > 1 {
+			t.Errorf("kernel %s computes %v: a window op's operand in its kernel", grp.Root, windows)
+		}
+	}
 	vmRef := G.NewTapeMachine(gRef)
 	defer vmRef.Close()
 	for run := 0; run < 2; run++ {
@@ -133,6 +146,10 @@ func TestConvolutions(t *testing.T) {
 		})
 	}
 }
+
+// windowOps are the report's names of the ops that read a window of
+// their operand's elements for each of theirs.
+var windowOps = map[string]bool{"Im2Col": true, "Col2Im": true, "MaxPool": true, "MaxPool's gradient": true}
 
 // cpuLeaves are the ops Gorgonia runs on the CPU (graphpass.KernelOn): a
 // Transpose only where kernels are not machine code.

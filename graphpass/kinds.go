@@ -3,6 +3,7 @@ package graphpass
 import (
 	"fmt"
 
+	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
 )
 
@@ -124,8 +125,29 @@ func canJoin(n *Node, grp *Group, t Target) (GroupKind, bool) {
 		if u.Group == grp && u.Info.Kind.Product() {
 			return 0, false // a product's operands live in other index spaces
 		}
+		if u.Group == grp && windowed(n.Info.Kind) && windowed(u.Info.Kind) {
+			// a window op reads an operand element for several of its own
+			// (a max pool's backward reads dy at each of the 4 elements of
+			// a 2×2 window), and each of n's elements is itself a window
+			// of loads: computed once each, in a kernel of its own (the
+			// H200, 2026-12-05, r32c, the convnet's col2im in its max
+			// pool's backward: 157 µs fused against 32 + the backward's
+			// own apart)
+			return 0, false
+		}
 	}
 	return groupKinds[grp.Kind].join(n, grp, t)
+}
+
+// windowed reports whether ops of kind k compute each element from a
+// window of their operand's elements (im2col, col2im, a max pool and its
+// backward).
+func windowed(k ops.Kind) bool {
+	switch k {
+	case ops.Im2Col, ops.Col2Im, ops.MaxPool, ops.MaxPoolDiff:
+		return true
+	}
+	return false
 }
 
 // takesExtras reports whether grp can compute further outputs beside its root.
