@@ -414,12 +414,7 @@ func TestDotF64Native(t *testing.T) {
 			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
 			var prev []float64
 			for _, isa := range isas(t) {
-				native.SetAVX512(isa == "avx512")
-				nk, err := native.Compile(k)
-				if err != nil {
-					t.Fatalf("%s: not compiled natively: %v\n%v", isa, err, k)
-				}
-				defer nk.Free()
+				nk := compileFor(t, isa, k)
 				got := run(func(args ...any) error { return nk.Launch(grid, args...) })
 				checkDotF64(t, isa, c.m, c.n, c.k, c.loadAcc, c.tA, c.tB, a, bm, c0, got, want)
 				if prev != nil {
@@ -491,12 +486,7 @@ func TestF64ScalarsNative(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, isa := range isas(t) {
-		native.SetAVX512(isa == "avx512")
-		nk, err := native.Compile(k)
-		if err != nil {
-			t.Fatalf("%s: not compiled natively: %v\n%v", isa, err, k)
-		}
-		defer nk.Free()
+		nk := compileFor(t, isa, k)
 		testF64Scalars(t, isa, k, nk, ex)
 	}
 }
@@ -568,12 +558,7 @@ func TestF64OneAddressStoreNative(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, isa := range isas(t) {
-				native.SetAVX512(isa == "avx512")
-				nk, err := native.Compile(k)
-				if err != nil {
-					t.Fatalf("%s: not compiled natively: %v\n%v", isa, err, k)
-				}
-				defer nk.Free()
+				nk := compileFor(t, isa, k)
 				testF64OneAddress(t, isa, k, nk, c.name, c.m, c.n, bm)
 			}
 		})
@@ -639,12 +624,7 @@ func TestF64GatherNative(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, isa := range isas(t) {
-				native.SetAVX512(isa == "avx512")
-				nk, err := native.Compile(k)
-				if err != nil {
-					t.Fatalf("%s: not compiled natively: %v", isa, err)
-				}
-				defer nk.Free()
+				nk := compileFor(t, isa, k)
 				testF64Gather(t, isa, k, nk, c.rows, c.cols, c.s, c.programs, c.short, c.name)
 			}
 		})

@@ -62,12 +62,7 @@ func TestMaskedGatherNative(t *testing.T) {
 			}
 			grid := tile.Grid{(c.cols + c.br - 1) / c.br}
 			for _, isa := range isas(t) {
-				native.SetAVX512(isa == "avx512")
-				nk, err := native.Compile(k)
-				if err != nil {
-					t.Fatalf("%s: not compiled natively: %v", isa, err)
-				}
-				defer nk.Free()
+				nk := compileFor(t, isa, k)
 				rng := tiletest.RNG(c.name)
 				x := make([]float64, c.rows*c.cols)
 				for i := range x {

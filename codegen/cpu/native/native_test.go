@@ -90,6 +90,20 @@ func requireJIT(t testing.TB) {
 	}
 }
 
+// compileFor compiles k natively with AVX-512 on or off as isa says
+// ("avx512", "avx2"), failing t where it is not compiled; the kernel is
+// freed when t ends.
+func compileFor(t *testing.T, isa string, k *tile.Kernel) *native.Kernel {
+	t.Helper()
+	native.SetAVX512(isa == "avx512")
+	nk, err := native.Compile(k)
+	if err != nil {
+		t.Fatalf("%s: not compiled natively: %v\n%v", isa, err, k)
+	}
+	t.Cleanup(func() { nk.Free() })
+	return nk
+}
+
 // requireAVX512 is requireJIT on a CPU with AVX-512 (skipped elsewhere,
 // saying what the test needs it for).
 func requireAVX512(t testing.TB, why string) {
