@@ -8,14 +8,17 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu"
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 // TestLongKProductInParts: a convolution's weight gradient — Aᵀ·B of a few
 // output tiles over a long K, alone in its group — runs on a CPU whose
 // kernels are machine code with K in parts (graphpass splitLongK), each
-// written to scratch and added in order by the kernel's Combine: the
+// written to scratch and added in order by the kernel's Combine (both
+// machine code): the
 // result is Gorgonia's (within the sums' rounding, float64 and float32)
 // and the same bits run after run.
 func TestLongKProductInParts(t *testing.T) {
@@ -51,6 +54,16 @@ func TestLongKProductInParts(t *testing.T) {
 			for _, n := range vm.Compiled().Graph.AllNodes() {
 				if f, ok := n.Op().(*fusion.FusedOp); ok && f.Kernel().Meta["SPLIT_K"] > 1 {
 					parts = f.Kernel().Meta["SPLIT_K"]
+					comb, _ := f.Combine()
+					for _, k := range []*tile.Kernel{f.Kernel(), comb} {
+						e, err := cpu.NewExec(k, cpu.WithNative(true))
+						if err != nil {
+							t.Fatal(err)
+						}
+						if !e.Native() {
+							t.Fatalf("%s is not machine code: %v", k.Name, e.NativeErr())
+						}
+					}
 				}
 			}
 			if parts == 0 {
