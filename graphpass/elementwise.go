@@ -210,10 +210,10 @@ func (rs *lineSpace) coords(idx *tile.Value, s []int) []*tile.Value {
 // must move together: Gorgonia's backward reads a mask that its forward
 // fills).
 func KernelOn(k ops.Kind, t Target) bool {
-	switch k {
-	case ops.Transpose:
+	switch {
+	case k == ops.Transpose:
 		return t.GPU() || t.Native
-	case ops.Im2Col, ops.MaxPool, ops.MaxPoolDiff, ops.Col2Im:
+	case k.Window():
 		return t.GPU()
 	}
 	return true

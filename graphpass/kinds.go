@@ -3,7 +3,6 @@ package graphpass
 import (
 	"fmt"
 
-	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
 )
 
@@ -125,7 +124,7 @@ func canJoin(n *Node, grp *Group, t Target) (GroupKind, bool) {
 		if u.Group == grp && u.Info.Kind.Product() {
 			return 0, false // a product's operands live in other index spaces
 		}
-		if u.Group == grp && windowed(n.Info.Kind) && windowed(u.Info.Kind) {
+		if u.Group == grp && n.Info.Kind.Window() && u.Info.Kind.Window() {
 			// a window op reads an operand element for several of its own
 			// (a max pool's backward reads dy at each of the 4 elements of
 			// a 2×2 window), and each of n's elements is itself a window
@@ -137,17 +136,6 @@ func canJoin(n *Node, grp *Group, t Target) (GroupKind, bool) {
 		}
 	}
 	return groupKinds[grp.Kind].join(n, grp, t)
-}
-
-// windowed reports whether ops of kind k compute each element from a
-// window of their operand's elements (im2col, col2im, a max pool and its
-// backward).
-func windowed(k ops.Kind) bool {
-	switch k {
-	case ops.Im2Col, ops.Col2Im, ops.MaxPool, ops.MaxPoolDiff:
-		return true
-	}
-	return false
 }
 
 // takesExtras reports whether grp can compute further outputs beside its root.

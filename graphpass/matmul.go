@@ -61,15 +61,10 @@ func matmulTiles(grp *Group, t Target, prec tile.Precision, def tile.Meta) []til
 	if !t.GPU() && t.Native && prec == tile.PrecIEEE && def["BLOCK_M"] != 0 {
 		return cpuProductSpace(mm, def)
 	}
-	if !t.GPU() || mm.Info.Kind != ops.MatMul || grp.Root != mm || len(grp.Extra) > 0 || def["wgmma"] != 0 || len(s) != 2 {
+	if !t.GPU() || !bareProduct(grp) || def["wgmma"] != 0 {
 		return nil
 	}
-	m, n := s[0], s[1]
-	a := mm.Inputs[0].Info.Shape
-	k := a[1]
-	if mm.Info.TransA {
-		k = a[0]
-	}
+	m, n, k := s[0], s[1], productK(mm)
 	bm, bn, bk := def["BLOCK_M"], def["BLOCK_N"], def["BLOCK_K"]
 	if bm == 0 || bn == 0 || bk == 0 || tile.CDiv(m, bm)*tile.CDiv(n, bn) >= t.SMs {
 		return nil
@@ -95,12 +90,7 @@ func matmulTiles(grp *Group, t Target, prec tile.Precision, def tile.Meta) []til
 // not stable from run to run: a choice for the tuner, not the heuristic.
 func cpuProductSpace(mm *Node, def tile.Meta) []tile.Meta {
 	s := mm.Info.Shape
-	m, n := s[len(s)-2], s[len(s)-1]
-	a := mm.Inputs[0].Info.Shape
-	k := a[len(a)-1]
-	if mm.Info.TransA {
-		k = a[len(a)-2]
-	}
+	m, n, k := s[len(s)-2], s[len(s)-1], productK(mm)
 	seen := map[string]bool{def.String(): true}
 	var out []tile.Meta
 	for _, side := range [][2]int{{64, 64}, {128, 128}, {128, 256}, {256, 128}, {256, 256}} {
@@ -208,15 +198,11 @@ func productTile(e *emitter, acc *tile.Value, at **tile.Value) func(n *Node, idx
 func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	b, mm := e.b, e.grp.MatMul
 	s := mm.Info.Shape
-	batch, aS := 1, mm.Inputs[0].Info.Shape
+	batch := 1
 	if mm.Info.Kind == ops.BatchedMatMul { // program axis 2 walks the batch
-		batch, s, aS = s[0], s[1:], aS[1:]
+		batch, s = s[0], s[1:]
 	}
-	m, n := s[0], s[1]
-	kk := aS[1]
-	if mm.Info.TransA {
-		kk = aS[0]
-	}
+	m, n, kk := s[0], s[1], productK(mm)
 	bm, err := e.param("BLOCK_M")
 	if err != nil {
 		return err
@@ -487,6 +473,24 @@ func tuneMatMul(grp *Group, t Target, prec tile.Precision, meta tile.Meta) {
 	groupTiles(grp, t, meta)
 }
 
+// productK is product mm's K: its A's last axis, or the one before where
+// it reads A transposed.
+func productK(mm *Node) int {
+	a := mm.Inputs[0].Info.Shape
+	if mm.Info.TransA {
+		return a[len(a)-2]
+	}
+	return a[len(a)-1]
+}
+
+// bareProduct reports whether grp is a 2-D product and nothing else (no
+// epilogue, no further output): one whose K may be split in parts that add
+// into its output.
+func bareProduct(grp *Group) bool {
+	mm := grp.MatMul
+	return mm.Info.Kind == ops.MatMul && grp.Root == mm && len(grp.Extra) == 0 && len(mm.Info.Shape) == 2 && len(mm.Inputs) == 2
+}
+
 // splitLongK: on a GPU, a bare 2-D product (nothing else in its group)
 // whose output is a few tiles (at most a quarter of the SMs) over a long K
 // (at least 64 steps) — a convolution's weight gradient, Σ over every
@@ -507,16 +511,10 @@ func splitLongK(grp *Group, t Target, meta tile.Meta) {
 	mm := grp.MatMul
 	s := mm.Info.Shape
 	bm, bn, bk := meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"]
-	if !t.GPU() && !t.Native || mm.Info.Kind != ops.MatMul || grp.Root != mm || len(grp.Extra) > 0 || len(s) != 2 ||
-		meta["wgmma"] != 0 || meta["SPLIT_K"] != 0 || bm == 0 || bn == 0 || bk == 0 || len(mm.Inputs) != 2 {
+	if !t.GPU() && !t.Native || !bareProduct(grp) || meta["wgmma"] != 0 || meta["SPLIT_K"] != 0 || bm == 0 || bn == 0 || bk == 0 {
 		return
 	}
-	a := mm.Inputs[0].Info.Shape
-	k := a[len(a)-1]
-	if mm.Info.TransA {
-		k = a[len(a)-2]
-	}
-	tiles, steps := tile.CDiv(s[0], bm)*tile.CDiv(s[1], bn), tile.CDiv(k, bk)
+	tiles, steps := tile.CDiv(s[0], bm)*tile.CDiv(s[1], bn), tile.CDiv(productK(mm), bk)
 	programs := t.SMs // at most this many programs in all
 	if !t.GPU() {
 		programs = 2 * t.Cores
@@ -729,12 +727,8 @@ func tuneMatMulTiles(grp *Group, t Target, prec tile.Precision, meta tile.Meta) 
 			bn /= 2
 		}
 		bk := 32 // a product of its own kind's (heads_proj: no operands here)
-		if in := grp.MatMul.Inputs; len(in) == 2 {
-			a := in[0].Info.Shape
-			k := a[len(a)-1]
-			if grp.MatMul.Info.TransA {
-				k = a[len(a)-2]
-			}
+		if len(grp.MatMul.Inputs) == 2 {
+			k := productK(grp.MatMul)
 			bk = tile.MinDotDim // the largest power of two up to 64 that K holds
 			for bk < 64 && 2*bk <= k {
 				bk *= 2

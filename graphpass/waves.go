@@ -346,13 +346,9 @@ func productWaveShape(grp *Group) (waveShape, bool) {
 	}
 	batch := 1
 	if len(s) == 3 {
-		batch, a = s[0], a[1:]
+		batch = s[0]
 	}
-	m, n := s[len(s)-2], s[len(s)-1]
-	k := a[1]
-	if mm.Info.TransA {
-		k = a[0]
-	}
+	m, n, k := s[len(s)-2], s[len(s)-1], productK(mm)
 	heavy, gelu := heavyEpilogue(grp)
 	return waveShape{batch: batch, m: m, n: n, k: k, transA: grp.transA(), transB: mm.Info.TransB,
 		bare: batch == 1 && grp.Root == mm && len(grp.Extra) == 0, outputs: 1 + len(grp.Extra), heavyEpi: heavy, geluTanh: gelu}, true

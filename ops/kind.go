@@ -54,6 +54,10 @@ type kindProps struct {
 	// operands (MaxPool, MaxPoolDiff, Col2Im):
 	// such ops fuse wherever elementwise ones do, outside attention kernels
 	injective bool
+	// window: reads its operand over windows: each output element from a
+	// window of operand elements (MaxPool, MaxPoolDiff, Col2Im), or each
+	// operand element into a window of outputs (Im2Col)
+	window bool
 	// product: a matrix product, whose operands live in index spaces other
 	// than its output's
 	product bool
@@ -100,13 +104,13 @@ var kinds = [...]kindProps{
 		spelled: func(s string) bool { return prefix("T[")(s) && isIncrSpelling(s) }, read: readSlice, write: writeSliceIncr},
 	Transpose: {name: "transpose", injective: true,
 		spelled: prefix("Aᵀ{"), read: readTranspose, write: writeTranspose},
-	Im2Col: {name: "im2col", injective: true,
+	Im2Col: {name: "im2col", injective: true, window: true,
 		spelled: prefix("im2col<"), read: readIm2Col, write: writeIm2Col},
-	MaxPool: {name: "max pool", injective: true,
+	MaxPool: {name: "max pool", injective: true, window: true,
 		spelled: prefix("MaxPool{"), read: readMaxPool, write: writeMaxPool},
-	MaxPoolDiff: {name: "max pool backward", injective: true,
+	MaxPoolDiff: {name: "max pool backward", injective: true, window: true,
 		spelled: prefix("MaxPoolDiff{"), read: readMaxPool, write: writeMaxPoolDiff},
-	Col2Im: {name: "col2im", injective: true,
+	Col2Im: {name: "col2im", injective: true, window: true,
 		spelled: prefix("col2im<"), read: readIm2Col, write: writeCol2Im}, // col2im embeds im2col's op
 }
 
@@ -135,6 +139,11 @@ func (k Kind) Elementwise() bool { return k.props().elementwise }
 // MaxPoolDiff, Col2Im): such ops fuse wherever elementwise ones do, outside
 // attention kernels.
 func (k Kind) Injective() bool { return k.props().injective }
+
+// Window reports whether k reads its operand over windows: each output
+// element from a window of operand elements (MaxPool, MaxPoolDiff,
+// Col2Im), or each operand element into a window of outputs (Im2Col).
+func (k Kind) Window() bool { return k.props().window }
 
 // Product reports whether k is a matrix product (MatMul, BatchedMatMul).
 func (k Kind) Product() bool { return k.props().product }

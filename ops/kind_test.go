@@ -26,6 +26,8 @@ func TestKindTable(t *testing.T) {
 				t.Fatalf("%v: written by the catalogue %v, elementwise %v, injective %v", k, p.write != nil, p.elementwise, p.injective)
 			case p.product && (p.elementwise || p.row):
 				t.Fatalf("%v: a product is neither elementwise nor a row op", k)
+			case p.window && !p.injective:
+				t.Fatalf("%v: a window kind fuses as the injective ones do", k)
 			}
 		})
 	}
