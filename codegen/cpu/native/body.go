@@ -649,11 +649,8 @@ func valueHasPID(v *tile.Value, seen map[*tile.Value]bool) bool {
 // scalar loads inserted lane by lane, the high half through t.
 func (pg *phaseGen) gather(pat *pattern, dst, t amd64.VReg) {
 	a := pg.g.va()
-	b := pg.rowBase(pat)
+	pg.gatherBase(pat, 4)
 	s := int32(4 * pat.elast)
-	a.LEAQ(rT0, amd64.Ptr(rJ, int32(pg.off)))
-	a.IMULQimm(rT0, rT0, s)
-	a.ADDQ(rT0, b)
 	half := func(r amd64.VReg, from, n int) {
 		a.VMOVSSload(r, amd64.Ptr(rT0, int32(from)*s))
 		for l := 1; l < n; l++ {

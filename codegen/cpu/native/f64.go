@@ -430,11 +430,8 @@ func (g *gen) scalarF64Op(v *tile.Value) error {
 func (pg *phaseGen) gatherF64(pat *pattern, dst amd64.VReg) {
 	g := pg.g
 	a := &g.a
-	b := pg.rowBase(pat)
+	pg.gatherBase(pat, 8)
 	s := 8 * int32(pat.elast)
-	a.LEAQ(rT0, amd64.Ptr(rJ, int32(pg.off)))
-	a.IMULQimm(rT0, rT0, s)
-	a.ADDQ(rT0, b)
 	tmp := g.alloc(64, 64)
 	for l := 0; l < lane; l++ {
 		if l < pg.width {
