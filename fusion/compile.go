@@ -268,30 +268,28 @@ func importGraph(c *compilation) error {
 		}
 	}
 	if c.cfg.fuse && c.productsFuse() {
-		// before readable: a transpose no product reads is not computed
-		graphpass.FoldTransposedOperands(gr, c.userReads)
+		// before readable: a transpose no product reads is not computed,
+		// unless the user reads it whatever the readable rule says
+		kept := c.keptByUser()
+		graphpass.FoldTransposedOperands(gr, func(n *graphpass.Node) bool { return c.cfg.readAll || kept[n.G] })
 	}
 	c.gr = gr
 	return nil
 }
 
-// userReads reports whether the user reads node n's value whatever the
-// readable rule says: WithReadAll, WithKeep, a gorgonia.Read statement.
-func (c *compilation) userReads(n *graphpass.Node) bool {
-	if c.cfg.readAll || n.G == nil {
-		return c.cfg.readAll
-	}
-	for _, k := range c.cfg.keep {
-		if k == n.G {
-			return true
+// keptByUser are the nodes the user reads whatever the readable rule
+// says: WithKeep's and those of gorgonia.Read statements.
+func (c *compilation) keptByUser() map[*G.Node]bool {
+	kept := map[*G.Node]bool{}
+	for _, n := range c.cfg.keep {
+		if n != nil {
+			kept[n] = true
 		}
 	}
 	for _, r := range c.reads {
-		if r.n == n.G {
-			return true
-		}
+		kept[r.n] = true
 	}
-	return false
+	return kept
 }
 
 // productsFuse reports whether matrix products become kernels: on the GPU,

@@ -79,7 +79,6 @@ import (
 
 // planReadable is the readable stage.
 func planReadable(c *compilation) error {
-	keep := map[*G.Node]bool{}
 	for i, n := range c.cfg.keep {
 		if n == nil {
 			return fmt.Errorf("fusion: WithKeep: node %d of %d is nil", i+1, len(c.cfg.keep))
@@ -87,11 +86,8 @@ func planReadable(c *compilation) error {
 		if c.gr.Lookup(n) == nil {
 			return fmt.Errorf("fusion: WithKeep: node %v is not in the graph being compiled (a node of another graph?)", n.Name())
 		}
-		keep[n] = true
 	}
-	for _, r := range c.reads {
-		keep[r.n] = true
-	}
+	keep := c.keptByUser()
 	gradOf := map[*G.Node][]*graphpass.Node{} // a gradient, and the nodes it is the gradient of
 	for _, n := range c.gr.Nodes {
 		if d := n.G.Deriv(); d != nil {
