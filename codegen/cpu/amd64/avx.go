@@ -110,6 +110,7 @@ var (
 	opPERM2F128  = vop{map0F3A, pp66, false, 0x06}
 	opBLENDPS    = vop{map0F3A, pp66, false, 0x0c}
 	opINSERTPSop = vop{map0F3A, pp66, false, 0x21}
+	opEXTRACTPS  = vop{map0F3A, pp66, false, 0x17}
 )
 
 // v3 emits d = op(s1, s2) with s1 in VEX.vvvv and s2 the r/m operand.
@@ -359,6 +360,11 @@ func (a *Asm) VSQRTSS(d, x VReg, y Operand) { a.v3(opSQRTSS, false, uint8(d), ui
 // zeroes lanes.
 func (a *Asm) VINSERTPS(d, x VReg, y Operand, imm uint8) {
 	a.v3(opINSERTPSop, false, uint8(d), uint8(x), y, imm)
+}
+
+// VEXTRACTPS [m], s, imm: the f32 lane imm (0–3) of xmm s to memory.
+func (a *Asm) VEXTRACTPS(m Mem, s VReg, imm uint8) {
+	a.v3(opEXTRACTPS, false, uint8(s), 0, m, imm)
 }
 
 // ---- double precision (f32 math through float64) ----

@@ -166,6 +166,8 @@ var encCases = []encCase{
 	{"vmulss", func(a *Asm) { a.VMULSS(2, 3, VReg(4)) }, "VMULSS X4, X3, X2", "c5e259d4"},
 	{"vdivss", func(a *Asm) { a.VDIVSS(2, 3, VReg(4)) }, "VDIVSS X4, X3, X2", "c5e25ed4"},
 	{"vsqrtss", func(a *Asm) { a.VSQRTSS(2, 2, VReg(4)) }, "VSQRTSS X4, X2, X2", "c5ea51d4"},
+	{"vextractps", func(a *Asm) { a.VEXTRACTPS(Ptr(RDI, 12), 3, 2) }, "VEXTRACTPS $2, X3, 12(DI)", "c4e379175f0c02"},
+	{"vextractps ext", func(a *Asm) { a.VEXTRACTPS(Ptr(R9, 0), 11, 3) }, "VEXTRACTPS $3, X11, (R9)", "c44379171903"},
 	{"vinsertps", func(a *Asm) { a.VINSERTPS(0, 0, VReg(1), 0x10) }, "VINSERTPS $0x10, X1, X0, X0", "c4e37921c110"},
 	// double precision
 	{"vcvtps2pd", func(a *Asm) { a.VCVTPS2PD(0, VReg(1)) }, "VCVTPS2PD X1, Y0", "c5fc5ac1"},

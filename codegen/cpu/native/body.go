@@ -692,6 +692,40 @@ func (pg *phaseGen) gatherMasked(pat *pattern, dst, t, mask amd64.VReg) {
 	}
 }
 
+// scatter stores the vector's f32 lanes to a pattern with a constant
+// stride of more than one element, lane by lane (VEXTRACTPS), the high
+// half through t; under a mask only the active lanes (the others'
+// addresses may lie past the buffer), the mask's bits shifted out of RDX
+// as gatherMasked does. t may be the mask's register: the bits are taken
+// before t is written.
+func (pg *phaseGen) scatter(pat *pattern, val, t, mask amd64.VReg, masked bool) {
+	a := pg.g.va()
+	pg.gatherBase(pat, 4)
+	if masked {
+		a.VMOVMSKPS(rT1, mask)
+	}
+	s := int32(4 * pat.elast)
+	for l := 0; l < pg.width; l++ {
+		r, ll := val, l
+		if l >= 4 {
+			if l == 4 {
+				a.VEXTRACTF128(t, val, 1)
+			}
+			r, ll = t, l-4
+		}
+		var skip amd64.Label
+		if masked {
+			skip = a.NewLabel()
+			a.SHRQ(rT1, 1)
+			a.Jcc(amd64.CondAE, skip) // carry clear: lane l is off
+		}
+		a.VEXTRACTPS(amd64.Ptr(rT0, int32(l)*s), r, uint8(ll))
+		if masked {
+			a.Bind(skip)
+		}
+	}
+}
+
 // gatherBase puts the address of the vector's lane 0 of gather pattern
 // pat (esz-byte elements) in RAX; RDX is clobbered.
 func (pg *phaseGen) gatherBase(pat *pattern, esz int32) {
@@ -744,6 +778,10 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 	mask, masked := pg.activeMask(m, t[0])
 	if masked && m != nil {
 		pg.checkLanes(n, n.pat, mask)
+	}
+	if n.pat.elast > 1 { // a scatter (unmasked: the row's range was checked; masked: the active lanes')
+		pg.scatter(n.pat, val, t[0], mask, masked)
+		return nil
 	}
 	at := pg.addr(n.pat)
 	if n.pat.sh == 3 {

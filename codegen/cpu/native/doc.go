@@ -11,7 +11,10 @@
 //     index, c + Σ coef[d]·q[d], with c and the coefficients scalar
 //     expressions of the program's scalars (program ids, parameters,
 //     constants): loads and stores go through addresses computed at the
-//     start of each row, never through per-lane offsets. A kernel with an
+//     start of each row, never through per-lane offsets; lanes a constant
+//     stride of more than one element apart (a transpose's reads, an
+//     im2col's stores) are loaded or stored one lane at a time (f32 and
+//     f64 loads, f32 stores; in ymm loops). A kernel with an
 //     integer block that is not affine (a division of lanes, a load of
 //     integers) is not supported.
 //   - Vector values are computed in phases: one loop nest per phase over

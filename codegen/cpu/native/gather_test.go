@@ -3,6 +3,7 @@ package native_test
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
@@ -102,6 +103,101 @@ func TestMaskedGatherNative(t *testing.T) {
 				}
 				for i := range want {
 					if math.Float64bits(got[i]) != math.Float64bits(want[i]) || math.IsNaN(got[i]) {
+						t.Fatalf("%s: y[%d] = %v natively, %v on the reference", isa, i, got[i], want[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestScatterNative: stores whose lanes lie a constant stride of more than
+// one element apart — a transpose written from the rows it reads, y[c, r]
+// = 2·x[r, c] for an r×c matrix x, program p reading rows [p·BR, (p+1)·BR)
+// of x in a block [BR, BC] — run natively in f32, bit for bit the
+// reference's, masked (rows and columns past the matrix: their addresses
+// lie past y's end and are not written) and unmasked (whole blocks: the
+// row's range checked once); every element of y not stored keeps its
+// poison. A mask that lets a lane past the end through falls back; f64
+// lanes a stride apart are not stored natively (declined).
+func TestScatterNative(t *testing.T) {
+	requireJIT(t)
+	for _, c := range []struct {
+		name         string
+		dt           tile.DType
+		rows, cols   int // x's
+		br, bc       int // the block over x
+		unmasked     bool
+		pastTheEnd   bool
+		wantFallback bool
+		declined     bool
+	}{
+		{name: "f32 6×8 unmasked, 2 rows a program", dt: tile.F32, rows: 6, cols: 8, br: 2, bc: 8, unmasked: true},
+		{name: "f32 4×16 unmasked, two vectors a row", dt: tile.F32, rows: 4, cols: 16, br: 1, bc: 16, unmasked: true},
+		{name: "f32 28×28 in 32 lanes", dt: tile.F32, rows: 28, cols: 28, br: 1, bc: 32},
+		{name: "f32 13×7, 2 rows a program, the last half out", dt: tile.F32, rows: 13, cols: 7, br: 2, bc: 8},
+		{name: "f32 9×3 in 4 lanes (a partial vector)", dt: tile.F32, rows: 9, cols: 3, br: 1, bc: 4},
+		{name: "f32 a lane past the end falls back", dt: tile.F32, rows: 9, cols: 4, br: 1, bc: 8, pastTheEnd: true, wantFallback: true},
+		{name: "f64 declined", dt: tile.F64, rows: 5, cols: 3, br: 1, bc: 8, declined: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := tile.NewBuilder("scatter", nil)
+			px, py := b.Ptr("x", c.dt), b.Ptr("y", c.dt)
+			xr := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), c.br), b.Arange(0, c.br)), 1)
+			xc := b.ExpandDims(b.Arange(0, c.bc), 0)
+			var in, out *tile.Value
+			if !c.unmasked {
+				in = b.And(b.Lt(xr, c.rows), b.Lt(xc, c.cols))
+				out = in
+				if c.pastTheEnd {
+					out = b.And(b.Lt(xr, c.rows), b.Lt(xc, c.cols+1))
+				}
+			}
+			v := b.Load(b.AddPtr(px, b.Add(b.Mul(xr, c.cols), xc)), in, nil)
+			b.Store(b.AddPtr(py, b.Add(b.Mul(xc, c.rows), xr)), b.Mul(v, 2.0), out)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			grid := tile.Grid{(c.rows + c.br - 1) / c.br}
+			for _, isa := range isas(t) {
+				if c.declined {
+					native.SetAVX512(isa == "avx512")
+					if _, err := native.Compile(k); !errors.Is(err, native.ErrUnsupported) || !strings.Contains(err.Error(), "stride") {
+						t.Fatalf("%s: got %v, want ErrUnsupported", isa, err)
+					}
+					continue
+				}
+				nk := compileFor(t, isa, k)
+				rng := tiletest.RNG(c.name)
+				x := make([]float32, c.rows*c.cols)
+				for i := range x {
+					x[i] = float32(rng.Float64()*2 - 1)
+				}
+				run := func(launch func(args ...any) error) ([]float32, error) {
+					y := make([]float32, c.rows*c.cols+c.rows) // room past the end: a lane let through writes there
+					for i := range y {
+						y[i] = float32(math.NaN())
+					}
+					err := launch(append([]float32(nil), x...), y[:c.rows*c.cols])
+					return y, err
+				}
+				got, err := run(func(args ...any) error { return nk.Launch(grid, args...) })
+				if c.wantFallback {
+					if !errors.Is(err, native.ErrFallback) {
+						t.Fatalf("%s: a lane past the end: got %v, want ErrFallback", isa, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", isa, err)
+				}
+				want, err := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) || i < c.rows*c.cols && got[i] != got[i] {
 						t.Fatalf("%s: y[%d] = %v natively, %v on the reference", isa, i, got[i], want[i])
 					}
 				}

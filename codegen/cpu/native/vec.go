@@ -406,6 +406,10 @@ func (v vasm) VINSERTPS(d, x amd64.VReg, y amd64.Operand, imm uint8) {
 	v.ymmOnly("VINSERTPS")
 	v.Asm.VINSERTPS(d, x, y, imm)
 }
+func (v vasm) VEXTRACTPS(m amd64.Mem, s amd64.VReg, imm uint8) {
+	v.ymmOnly("VEXTRACTPS")
+	v.Asm.VEXTRACTPS(m, s, imm)
+}
 func (v vasm) VMASKMOVPSload(d, mask amd64.VReg, m amd64.Mem) {
 	v.ymmOnly("VMASKMOVPS")
 	v.Asm.VMASKMOVPSload(d, mask, m)
