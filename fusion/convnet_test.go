@@ -68,12 +68,17 @@ func convNet(t *testing.T, dt tensor.Dtype, tol float64, fused bool, opts ...fus
 	left := map[string]int{}
 	for _, u := range vm.Report().Unfused {
 		left[u.Op]++
-		if fused || !cpuLeaves[u.Op] {
+		if fused || !cpuLeaves(u.Op, dt, false) { // the convolutions' stride 1, the pools' 2
 			t.Errorf("%s left to Gorgonia", u.Op)
 		}
 	}
-	if !fused && len(left) == 0 {
-		t.Errorf("nothing left to Gorgonia with the CPU's kernels")
+	for _, op := range []string{"Im2Col", "MaxPool", "MaxPool's gradient"} {
+		if !fused && cpuLeaves(op, dt, false) && left[op] == 0 {
+			t.Errorf("no %s left to Gorgonia with the CPU's kernels", op)
+		}
+	}
+	if !fused && jit.Supported() {
+		allNative(t, vm)
 	}
 	// a window op's operand is computed once an element, not in the window
 	// op's kernel for each window that reads it (graphpass windowed)
@@ -124,26 +129,32 @@ func TestConvolutions(t *testing.T) {
 		{"3x3 pad 2 dilation 2", []int{2, 1, 8, 9}, []int{2, 1, 3, 3}, []int{3, 3}, []int{2, 2}, []int{1, 1}, []int{2, 2}},
 		{"3x3 pad 1 stride 3", []int{3, 2, 11, 10}, []int{4, 2, 3, 3}, []int{3, 3}, []int{1, 1}, []int{3, 3}, []int{1, 1}},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			build := func() (*G.ExprGraph, []*G.Node, *G.Node, []*G.Node) {
-				g := G.NewGraph()
-				x := G.NewTensor(g, tensor.Float64, 4, G.WithShape(c.img...), G.WithName("x"))
-				w := G.NewTensor(g, tensor.Float64, 4, G.WithShape(c.filter...), G.WithName("w"))
-				cv := G.Must(G.Conv2d(x, w, tensor.Shape(c.kernel), c.pad, c.stride, c.dilate))
-				loss := G.Must(G.Sum(G.Must(G.Square(G.Must(G.Tanh(cv))))))
-				grads, err := G.Grad(loss, x, w)
-				if err != nil {
-					t.Fatal(err)
+		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+			t.Run(c.name+"/"+dt.String(), func(t *testing.T) {
+				build := func() (*G.ExprGraph, []*G.Node, *G.Node, []*G.Node) {
+					g := G.NewGraph()
+					x := G.NewTensor(g, dt, 4, G.WithShape(c.img...), G.WithName("x"))
+					w := G.NewTensor(g, dt, 4, G.WithShape(c.filter...), G.WithName("w"))
+					cv := G.Must(G.Conv2d(x, w, tensor.Shape(c.kernel), c.pad, c.stride, c.dilate))
+					loss := G.Must(G.Sum(G.Must(G.Square(G.Must(G.Tanh(cv))))))
+					grads, err := G.Grad(loss, x, w)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return g, []*G.Node{x, w}, cv, append(grads, loss)
 				}
-				return g, []*G.Node{x, w}, cv, append(grads, loss)
-			}
-			gRef, inRef, cvRef, outRef := build()
-			g, in, cv, out := build()
-			letTwins(t, rand.New(rand.NewPCG(5, 5)), inRef, in, nil)
-			for _, tg := range targets {
-				convolution(t, g, cv, out, cvRef, outRef, gRef, tg.fused, tg.opts...)
-			}
-		})
+				gRef, inRef, cvRef, outRef := build()
+				g, in, cv, out := build()
+				letTwins(t, rand.New(rand.NewPCG(5, 5)), inRef, in, nil)
+				tol := 1e-12
+				if dt == tensor.Float32 {
+					tol = 2e-5 // products and sums in another order
+				}
+				for _, tg := range targets {
+					convolution(t, g, cv, out, cvRef, outRef, gRef, dt, c.stride[1] == 1, tol, tg.fused, tg.opts...)
+				}
+			})
+		}
 	}
 }
 
@@ -151,27 +162,45 @@ func TestConvolutions(t *testing.T) {
 // their operand's elements for each of theirs.
 var windowOps = map[string]bool{"Im2Col": true, "Col2Im": true, "MaxPool": true, "MaxPool's gradient": true}
 
-// cpuLeaves are the ops Gorgonia runs on the CPU (graphpass.KernelOn): a
-// Transpose only where kernels are not machine code.
-var cpuLeaves = map[string]bool{"Transpose": !jit.Supported(), "Im2Col": true, "Col2Im": true, "MaxPool": true, "MaxPool's gradient": true}
+// cpuLeaves reports whether Gorgonia runs op (the report's name) of type
+// dt, of stride 1 along the image's rows or not, on the CPU target
+// (graphpass.KernelOn): where kernels are machine code, an f64 im2col
+// (its lanes' stores lie a stride apart, which the machine code does not
+// store in f64) and f64 window ops of a stride above 1; elsewhere every
+// transpose and window op.
+func cpuLeaves(op string, dt tensor.Dtype, stride1 bool) bool {
+	switch {
+	case op == "Transpose":
+		return !jit.Supported()
+	case !windowOps[op]:
+		return false
+	case !jit.Supported():
+		return true
+	case dt == tensor.Float32:
+		return false
+	}
+	return op == "Im2Col" || !stride1
+}
 
-func convolution(t *testing.T, g *G.ExprGraph, cv *G.Node, out []*G.Node, cvRef *G.Node, outRef []*G.Node, gRef *G.ExprGraph, fused bool, opts ...fusion.Option) {
+func convolution(t *testing.T, g *G.ExprGraph, cv *G.Node, out []*G.Node, cvRef *G.Node, outRef []*G.Node, gRef *G.ExprGraph, dt tensor.Dtype, stride1 bool, tol float64, fused bool, opts ...fusion.Option) {
 	vm := fusion.NewTapeMachine(g, append(opts, fusion.WithKeep(cv))...)
 	defer vm.Close()
 	if err := vm.Err(); err != nil {
 		t.Fatal(err)
 	}
 	for _, u := range vm.Report().Unfused {
-		if fused || !cpuLeaves[u.Op] {
+		if fused || !cpuLeaves(u.Op, dt, stride1) {
 			t.Errorf("%s left to Gorgonia", u.Op)
 		}
 	}
 	if fused {
 		lowersToPTX(t, vm)
+	} else if jit.Supported() {
+		allNative(t, vm)
 	}
 	runTwins(t, gRef, vm)
 	for i, n := range append([]*G.Node{cv}, out...) {
-		sameAsGorgonia(t, fmt.Sprintf("fused %v: value %d", fused, i), n, append([]*G.Node{cvRef}, outRef...)[i], 1e-12)
+		sameAsGorgonia(t, fmt.Sprintf("fused %v: value %d", fused, i), n, append([]*G.Node{cvRef}, outRef...)[i], tol)
 	}
 }
 
@@ -199,41 +228,45 @@ func TestMaxPools(t *testing.T) {
 		{"2x3 stride 2 explicit pad 1,0,0,2", []int{2, 2, 9, 8}, []int{2, 3}, []int{1, 0, 0, 2}, []int{2, 2}},
 	} {
 		for _, tg := range targets {
-			t.Run(c.name+"/"+tg.name, func(t *testing.T) {
-				build := func() (*G.ExprGraph, []*G.Node, *G.Node, *G.Node) {
-					g := G.NewGraph()
-					x := G.NewTensor(g, tensor.Float64, 4, G.WithShape(c.img...), G.WithName("x"))
-					p := G.Must(G.MaxPool2D(x, tensor.Shape(c.kernel), c.pad, c.stride))
-					y := G.NewTensor(g, tensor.Float64, 4, G.WithShape(p.Shape()...), G.WithName("y"))
-					loss := G.Must(G.Sum(G.Must(G.HadamardProd(p, y))))
-					grads, err := G.Grad(loss, x)
-					if err != nil {
+			for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+				t.Run(c.name+"/"+tg.name+"/"+dt.String(), func(t *testing.T) {
+					build := func() (*G.ExprGraph, []*G.Node, *G.Node, *G.Node) {
+						g := G.NewGraph()
+						x := G.NewTensor(g, dt, 4, G.WithShape(c.img...), G.WithName("x"))
+						p := G.Must(G.MaxPool2D(x, tensor.Shape(c.kernel), c.pad, c.stride))
+						y := G.NewTensor(g, dt, 4, G.WithShape(p.Shape()...), G.WithName("y"))
+						loss := G.Must(G.Sum(G.Must(G.HadamardProd(p, y))))
+						grads, err := G.Grad(loss, x)
+						if err != nil {
+							t.Fatal(err)
+						}
+						return g, []*G.Node{x, y}, p, grads[0]
+					}
+					gRef, inRef, pRef, dRef := build()
+					g, in, p, d := build()
+					letTwins(t, rand.New(rand.NewPCG(7, 11)), inRef[:1], in[:1], func(x float64) float64 { return math.Round(x*2) / 2 }) // five levels: ties
+					letTwins(t, rand.New(rand.NewPCG(7, 12)), inRef[1:], in[1:], nil)
+					vm := fusion.NewTapeMachine(g, append(tg.opts, fusion.WithKeep(p))...)
+					defer vm.Close()
+					if err := vm.Err(); err != nil {
 						t.Fatal(err)
 					}
-					return g, []*G.Node{x, y}, p, grads[0]
-				}
-				gRef, inRef, pRef, dRef := build()
-				g, in, p, d := build()
-				letTwins(t, rand.New(rand.NewPCG(7, 11)), inRef[:1], in[:1], func(x float64) float64 { return math.Round(x*2) / 2 }) // five levels: ties
-				letTwins(t, rand.New(rand.NewPCG(7, 12)), inRef[1:], in[1:], nil)
-				vm := fusion.NewTapeMachine(g, append(tg.opts, fusion.WithKeep(p))...)
-				defer vm.Close()
-				if err := vm.Err(); err != nil {
-					t.Fatal(err)
-				}
-				for _, u := range vm.Report().Unfused {
-					if tg.fused || !cpuLeaves[u.Op] {
-						t.Errorf("%s left to Gorgonia", u.Op)
+					for _, u := range vm.Report().Unfused {
+						if tg.fused || !cpuLeaves(u.Op, dt, c.stride[1] == 1) {
+							t.Errorf("%s left to Gorgonia", u.Op)
+						}
 					}
-				}
-				if tg.fused {
-					lowersToPTX(t, vm)
-				}
-				runTwins(t, gRef, vm)
-				// the same comparisons, the same additions in the same order: bit for bit
-				sameAsGorgonia(t, "the pool", p, pRef, 0)
-				sameAsGorgonia(t, "its gradient", d, dRef, 0)
-			})
+					if tg.fused {
+						lowersToPTX(t, vm)
+					} else {
+						allNative(t, vm)
+					}
+					runTwins(t, gRef, vm)
+					// the same comparisons, the same additions in the same order: bit for bit
+					sameAsGorgonia(t, "the pool", p, pRef, 0)
+					sameAsGorgonia(t, "its gradient", d, dRef, 0)
+				})
+			}
 		}
 	}
 }

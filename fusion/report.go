@@ -256,10 +256,12 @@ func whyUnfused(c *compilation, n *graphpass.Node) string {
 		return "matrix products are left to Gorgonia's BLAS by default on a CPU without AVX2 and FMA, where it is faster; WithMatMulFusion(true) fuses them"
 	case k == ops.BatchedMatMul:
 		return "a batched product whose operands are not 3-D with one batch size"
-	case !graphpass.KernelOn(k, c.target) && k == ops.Transpose:
+	case !graphpass.KernelOn(n, c.target) && k == ops.Transpose:
 		return "on this CPU kernels run on the executor (not as machine code: no AVX2 and FMA, or -tags purego), which is not faster than Gorgonia at transposes"
-	case !graphpass.KernelOn(k, c.target):
-		return "on the CPU Gorgonia runs it: the machine code does not take its index arithmetic (divisions of the flat index) yet, and the executor is not faster than Gorgonia at every shape"
+	case !graphpass.KernelOn(n, c.target) && c.target.Native:
+		return "on the CPU Gorgonia runs it: the machine code stores no f64 lanes a stride apart, which this window op's form needs (f32 it takes)"
+	case !graphpass.KernelOn(n, c.target):
+		return "on this CPU kernels run on the executor (not as machine code: no AVX2 and FMA, or -tags purego), which is far slower than Gorgonia at a window op's index arithmetic"
 	case k == ops.SoftmaxGrad:
 		return "the softmax's gradient over rows too long for one block (walked in blocks, it has no kernel yet)"
 	}

@@ -1,6 +1,9 @@
 package graphpass
 
 import (
+	"fmt"
+	"slices"
+
 	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -11,7 +14,7 @@ import (
 var elementwiseKind = groupKind{
 	name: "elementwise",
 	start: func(n *Node, opt Options) bool {
-		return (n.Info.Kind.Elementwise() || n.Info.Kind.Injective()) && KernelOn(n.Info.Kind, opt.Target)
+		return (n.Info.Kind.Elementwise() || n.Info.Kind.Injective()) && KernelOn(n, opt.Target)
 	},
 	// Any fusable node joins: a product makes the group a matmul group, a
 	// row reduction or softmax over the group's shape a row group.
@@ -42,6 +45,12 @@ var elementwiseKind = groupKind{
 			meta["BLOCK_C"] = min(1024, pow2AtLeast(s[len(s)-1]))
 			return
 		}
+		if w, a, r := windowLanes(grp, t); w != nil {
+			bl := min(1024, pow2AtLeast(w.Info.Shape[a]))
+			meta["BLOCK_L"] = bl
+			meta["BLOCK_R"] = min(max(1, 512/bl), pow2AtLeast(w.Info.Shape[r]))
+			return
+		}
 		meta["BLOCK"] = min(t.perThread(8, 1024), pow2AtLeast(numel(grp.Root.Info.Shape)))
 	},
 	space: elementwiseSpace,
@@ -56,6 +65,9 @@ var elementwiseKind = groupKind{
 func emitElementwise(e *emitter, out *tile.Value, k *Kernel) error {
 	if _, ok := e.meta["BLOCK_C"]; ok {
 		return emitRows(e, out, k)
+	}
+	if _, ok := e.meta["BLOCK_L"]; ok {
+		return emitLanes(e, out, k)
 	}
 	b := e.b
 	n := numel(e.grp.Root.Info.Shape)
@@ -195,26 +207,209 @@ func (rs *lineSpace) coords(idx *tile.Value, s []int) []*tile.Value {
 	return append(rs.e.split(row, s[:n-1]), last)
 }
 
-// KernelOn reports whether ops of kind k become kernels on target t. On a
-// GPU every kind does (no copy to the host and back). On a CPU a
+// KernelOn reports whether node n becomes part of a kernel on target t. On
+// a GPU every kind does (no copy to the host and back). On a CPU a
 // Transpose does where kernels run as machine code (Target.Native), which
 // takes its reads over rows (emitRows); on the executor a transpose with a
 // ReLU ran at 0.5–1.5× Gorgonia's time (1M f32: 9.1 against 20.4 ms NHWC →
-// NCHW, 12.0 against 8.0 a heads split), so Gorgonia runs it there. An
-// Im2Col does not: its columns' coordinates are divisions and remainders
-// by the window's size, which the machine code does not take where a
-// block spans more than the divisor, and on the executor an im2col ran
-// far slower than Gorgonia's loop (a 3×3 convolution over 32×16×32×32
-// f32: the run 26.9 → 167 ms, the im2col kernel alone 138 ms). Nor do the
-// window ops MaxPool, MaxPoolDiff and Col2Im (MaxPool and its backward
-// must move together: Gorgonia's backward reads a mask that its forward
-// fills).
-func KernelOn(k ops.Kind, t Target) bool {
+// NCHW, 12.0 against 8.0 a heads split), so Gorgonia runs it there. So do
+// the window ops (Im2Col, Col2Im, MaxPool, MaxPoolDiff), written over lanes
+// along one axis (emitLanes) whose every index is then an affine function
+// of the lanes, where the machine code takes their form: f32, and f64
+// where the lanes' stores are contiguous (a max pool, its backward and a
+// col2im of stride 1 along the rows; the machine code stores no f64
+// lanes a stride apart). On the executor an im2col ran far slower than
+// Gorgonia's loop (a 3×3 convolution over 32×16×32×32 f32: the run 26.9 →
+// 167 ms, the im2col kernel alone 138 ms). A max pool and its backward
+// move together (Gorgonia's backward reads a mask that its forward fills):
+// the rule reads only what the two share, their window and type.
+func KernelOn(n *Node, t Target) bool {
+	k := n.Info.Kind
 	switch {
+	case t.GPU():
+		return true
 	case k == ops.Transpose:
-		return t.GPU() || t.Native
+		return t.Native
 	case k.Window():
-		return t.GPU()
+		if !t.Native {
+			return false
+		}
+		if n.Info.DType == tile.F32 {
+			return true
+		}
+		return k != ops.Im2Col && n.Info.Window[5] == 1
 	}
 	return true
+}
+
+// windowLanes is, on a CPU, the window op of group grp (a window op never
+// joins another's group: canJoin) and the axes of its shape that
+// emitLanes runs the lanes (a) and the rows (r) along, where the group
+// has no transpose and every member between the window op and the root
+// keeps its elements' order (so that the root's flat index is the window
+// op's). Each lane's and row's indices must be affine: an im2col's
+// output columns and rows (OW, OH: each lane reads the image a stride
+// apart and stores a row of columns apart), a max pool's (PW, PH), a
+// col2im's and a max pool backward's image columns (W) where the stride
+// along them is 1, with its rows (H) where their stride is 1 too, else
+// its channels (C); with a stride above 1 along the columns, the channels
+// (C, rows along the batch: the window's arithmetic is a scalar's, each
+// lane an image plane apart). Nil for other groups and on a GPU.
+func windowLanes(grp *Group, t Target) (w *Node, a, r int) {
+	if t.GPU() || transposes(grp) {
+		return nil, 0, 0
+	}
+	for _, n := range grp.Members {
+		if n.Info.Kind.Window() {
+			if w != nil {
+				return nil, 0, 0
+			}
+			w = n
+		}
+	}
+	if w == nil || len(w.Info.Shape) != 4 || numel(w.Info.Shape) != numel(grp.Root.Info.Shape) {
+		return nil, 0, 0
+	}
+	for _, n := range grp.Members {
+		if n != w && readsMember(n, w, grp) && (movesElements(n) || numel(n.Info.Shape) != numel(w.Info.Shape)) {
+			return nil, 0, 0
+		}
+	}
+	switch sh, sw := w.Info.Window[4], w.Info.Window[5]; {
+	case w.Info.Kind == ops.Im2Col:
+		return w, 2, 1
+	case w.Info.Kind == ops.MaxPool:
+		return w, 3, 2
+	case sw == 1 && sh == 1:
+		return w, 3, 2
+	case sw == 1:
+		return w, 3, 1
+	}
+	return w, 1, 0
+}
+
+// readsMember reports whether member n of group grp reads w, directly or
+// through other members.
+func readsMember(n, w *Node, grp *Group) bool {
+	seen := map[*Node]bool{}
+	var from func(x *Node) bool
+	from = func(x *Node) bool {
+		if x == w {
+			return true
+		}
+		if seen[x] || x.Group != grp {
+			return false
+		}
+		seen[x] = true
+		return slices.ContainsFunc(x.Inputs, from)
+	}
+	return slices.ContainsFunc(n.Inputs, from)
+}
+
+// emitLanes: the group's window op w (windowLanes) over blocks [BLOCK_R,
+// BLOCK_L] of its shape S, the lanes along axis a and the rows along axis
+// r (windowLanes; BLOCK_L: S[a] rounded up to a power of two, at most
+// 1024; BLOCK_R: S[r]'s, at most 512 elements a block), each program one
+// block of the other axes' coordinates (scalars, the program id split).
+// The root's flat index is w's (windowLanes), so the store is an affine
+// address whose lanes lie a stride of S[a+1]·…·S[3] apart, which the CPU's
+// machine code writes lane by lane where that stride is not 1; every
+// index w reads is affine in the rows and lanes too.
+func emitLanes(e *emitter, out *tile.Value, k *Kernel) error {
+	b := e.b
+	w, a, r := windowLanes(e.grp, e.t)
+	if w == nil {
+		return fmt.Errorf("graphpass: %v: BLOCK_L in a group without a window op over lanes", e.grp)
+	}
+	s := w.Info.Shape
+	bl, err := e.param("BLOCK_L")
+	if err != nil {
+		return err
+	}
+	br, err := e.param("BLOCK_R")
+	if err != nil {
+		return err
+	}
+	shape := tile.Shp(br, bl)
+	along := func(axis, block, pid, dim int) (*tile.Value, *tile.Value, int) {
+		i := b.Arange(0, block)
+		tiles := tile.CDiv(s[axis], block)
+		if tiles > 1 {
+			i = b.Add(b.Mul(b.ProgramID(pid), block), i)
+		}
+		var in *tile.Value
+		if s[axis]%block != 0 {
+			in = b.BroadcastTo(b.ExpandDims(b.Lt(i, s[axis]), 1-dim), shape)
+		}
+		return b.BroadcastTo(b.ExpandDims(i, 1-dim), shape), in, tiles
+	}
+	c := make([]*tile.Value, len(s))
+	var rowIn, laneIn *tile.Value
+	var rows, lanes int
+	c[r], rowIn, rows = along(r, br, 1, 0)
+	c[a], laneIn, lanes = along(a, bl, 2, 1)
+	rest, first := b.ProgramID(0), 0
+	for first == r || first == a {
+		first++
+	}
+	for i := len(s) - 1; i >= 0; i-- {
+		switch {
+		case i == a || i == r:
+		case i == first:
+			c[i] = rest
+		default:
+			c[i] = b.Rem(rest, s[i])
+			rest = b.Div(rest, s[i])
+		}
+	}
+	ls := &laneSpace{e: e, c: c, s: s}
+	ls.offs = e.flatten(c, s)
+	e.space = ls.coords
+	e.mask = e.and(rowIn, laneIn)
+	if err := e.store(out, ls.offs); err != nil {
+		return err
+	}
+	k.Grid = tile.Grid{numel(s) / (s[a] * s[r]), rows, lanes}
+	return nil
+}
+
+// laneSpace is emitLanes' index space: the flat indices offs of shape s
+// at coordinates c.
+type laneSpace struct {
+	e    *emitter
+	offs *tile.Value
+	c    []*tile.Value
+	s    []int
+}
+
+// coords are the space's coordinates in shape s whose axes are runs of
+// the space's (the root's (B·OH·OW, Z) of an im2col's (B, OH, OW, Z)),
+// each the run's coordinates flattened, the first axis all that is left.
+// Nil for other indices and shapes.
+func (ls *laneSpace) coords(idx *tile.Value, s []int) []*tile.Value {
+	if idx != ls.offs {
+		return nil
+	}
+	out := make([]*tile.Value, len(s))
+	i := len(ls.s)
+	for j := len(s) - 1; j >= 0; j-- {
+		from, size := i, 1
+		if j == 0 {
+			i = 0
+		} else {
+			for i > 0 && size < s[j] {
+				i--
+				size *= ls.s[i]
+			}
+			if size != s[j] {
+				return nil
+			}
+		}
+		if i == from {
+			out[j] = ls.e.b.Mul(ls.offs, 0) // an axis of size 1
+			continue
+		}
+		out[j] = ls.e.flatten(ls.c[i:from], ls.s[i:from])
+	}
+	return out
 }

@@ -244,8 +244,9 @@ func hasPerRowExtra(grp *Group) bool {
 }
 
 type memoKey struct {
-	n   *Node
-	idx *tile.Value
+	n     *Node
+	idx   *tile.Value
+	under *tile.Value // the mask of OperandWhere's reads (emitter.under)
 }
 
 // emitter is one kernel being written: what every group kind shares.
@@ -259,6 +260,10 @@ type emitter struct {
 	extra []*tile.Value // pointers of the extra outputs
 	ptr   map[*Node]*tile.Value
 	mask  *tile.Value // lanes in range; nil where the sizes leave every lane in range
+	// under: while OperandWhere reads an operand on the CPU, its lanes'
+	// condition (mask includes it; a value computed under it is memoised
+	// apart from one computed on every lane)
+	under *tile.Value
 	memo  map[memoKey]*tile.Value
 	flats map[*tile.Value]flatOf // flat indices flatten made, by what
 	// halves: (1 + t)/2 of tanhSums' tanhs, by the tanh and indices (a
@@ -356,8 +361,13 @@ func (e *emitter) param(name string) (int, error) {
 // divisions and remainders of the indices would undo the multiplies and
 // adds that made them, which the CPU's machine code does not see through).
 func (e *emitter) coords(idx *tile.Value, s []int) []*tile.Value {
-	if f, ok := e.flats[idx]; ok && slices.Equal(f.s, s) {
-		return f.c
+	if f, ok := e.flats[idx]; ok {
+		if slices.Equal(f.s, s) {
+			return f.c
+		}
+		if c := e.splitRuns(f, s); c != nil {
+			return c
+		}
 	}
 	if e.space != nil {
 		if c := e.space(idx, s); c != nil {
@@ -365,6 +375,35 @@ func (e *emitter) coords(idx *tile.Value, s []int) []*tile.Value {
 		}
 	}
 	return e.split(idx, s)
+}
+
+// splitRuns is the coordinates in shape s of the flat indices that f's
+// coordinates make, where each axis of f's shape is a run of s's (a
+// transpose over merged axes read by a window op: (B, C, H·W) → (B, C, H,
+// W)): each of f's coordinates split over its run, so that a run of one
+// axis keeps its coordinate (a lane's stays affine) and scalars split as
+// scalars. Nil where the axes do not line up.
+func (e *emitter) splitRuns(f flatOf, s []int) []*tile.Value {
+	var out []*tile.Value
+	j := 0
+	for i, n := range f.s {
+		from, size := j, 1
+		for j < len(s) && size < n {
+			size *= s[j]
+			j++
+		}
+		for j < len(s) && s[j] == 1 && size == n && i == len(f.s)-1 {
+			j++ // trailing axes of size 1
+		}
+		if size != n || j == from {
+			return nil
+		}
+		out = append(out, e.split(f.c[i], s[from:j])...)
+	}
+	if j != len(s) {
+		return nil
+	}
+	return out
 }
 
 // split turns row-major flat indices into coordinates of shape s (the first
@@ -421,7 +460,7 @@ type flatOf struct {
 
 // gen computes node n at the flat indices idx of its own shape.
 func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
-	key := memoKey{n, idx}
+	key := memoKey{n, idx, e.under}
 	if v, ok := e.memo[key]; ok {
 		return v, nil
 	}
@@ -798,7 +837,7 @@ func (e *emitter) tanhSums(n *Node, idx *tile.Value) (*tile.Value, error) {
 	if t == nil {
 		return nil, nil
 	}
-	key := memoKey{t, idx}
+	key := memoKey{n: t, idx: idx}
 	if e.halves == nil {
 		e.halves = map[memoKey]*tile.Value{}
 	}
@@ -940,6 +979,27 @@ func (s site) Builder() *tile.Builder                             { return s.e.b
 func (s site) Coords(idx *tile.Value, sh []int) []*tile.Value     { return s.e.coords(idx, sh) }
 func (s site) Flatten(c []*tile.Value, sh []int) *tile.Value      { return s.e.flatten(c, sh) }
 func (s site) Operand(i int, at *tile.Value) (*tile.Value, error) { return s.e.gen(s.n.Inputs[i], at) }
+func (s site) OperandWhere(i int, ok, at *tile.Value, inBounds func() *tile.Value) (*tile.Value, error) {
+	return s.e.genWhere(s.n.Inputs[i], ok, at, inBounds)
+}
+
+// genWhere computes n at indices at on the lanes where ok holds (the
+// others' values unspecified, their indices possibly outside n): on a GPU
+// at inBounds() on every lane (a load per lane costs no more than a
+// predicate, and the kernels stay as they were measured); on the CPU with
+// the loads under ok, so that indices stay affine functions of the lanes
+// (no clamps), as the machine code takes them. A kind that masks loads by
+// their shape (maskOf) reads every lane too.
+func (e *emitter) genWhere(n *Node, ok, at *tile.Value, inBounds func() *tile.Value) (*tile.Value, error) {
+	if e.t.GPU() || e.maskOf != nil {
+		return e.gen(n, inBounds())
+	}
+	mask, under := e.mask, e.under
+	defer func() { e.mask, e.under = mask, under }()
+	e.under = e.and(under, ok)
+	e.mask = e.and(mask, ok)
+	return e.gen(n, at)
+}
 
 // inShapes are the shapes of n's operands.
 func (n *Node) inShapes() [][]int {

@@ -483,7 +483,7 @@ func (r *rowEmit) persistent(out *tile.Value, k *Kernel, rows, n, block, persist
 			if in.Info.DType != 0 && v.Type.DType != in.Info.DType {
 				v = b.Cast(v, in.Info.DType)
 			}
-			e.memo[memoKey{in, r.idx}] = v
+			e.memo[memoKey{n: in, idx: r.idx}] = v
 		}
 		if !early {
 			e.beforeStore = loadNext
@@ -633,7 +633,7 @@ func (r *rowEmit) member(n *Node, idx *tile.Value) (*tile.Value, error) {
 	}
 	switch n.Info.Kind {
 	case ops.Reduce: // once per row
-		if v, ok := e.memo[memoKey{n, nil}]; ok {
+		if v, ok := e.memo[memoKey{n: n, idx: nil}]; ok {
 			return v, nil
 		}
 		x, err := in(0, r.idx)
@@ -645,7 +645,7 @@ func (r *rowEmit) member(n *Node, idx *tile.Value) (*tile.Value, error) {
 			identity = -inf
 		}
 		v := r.reduce(n.Info.Reduce, e.inRange(x, identity))
-		e.memo[memoKey{n, nil}] = v
+		e.memo[memoKey{n: n, idx: nil}] = v
 		return v, nil
 	case ops.Softmax: // along the row: max, exp, sum in the block
 		if st, ok := r.stats[n]; ok { // a looped row: the statistics are known
@@ -777,7 +777,7 @@ func (r *rowEmit) looped(out *tile.Value, n, chunk int, hint []tile.CacheHint) e
 				if e.err != nil {
 					return e.err
 				}
-				outer[memoKey{red, nil}] = b.Reduce(red.Info.Reduce, res[0], 0)
+				outer[memoKey{n: red, idx: nil}] = b.Reduce(red.Info.Reduce, res[0], 0)
 				continue
 			}
 		}
@@ -804,8 +804,8 @@ func (r *rowEmit) looped(out *tile.Value, n, chunk int, hint []tile.CacheHint) e
 			m := b.Max(res[0], 0)
 			ms := b.Where(b.Eq(m, -inf), 0.0, m)
 			lane := b.Where(b.Eq(res[0], -inf), 0.0, res[0])
-			outer[memoKey{red, nil}] = m
-			outer[memoKey{expSum, nil}] = b.Sum(b.Mul(res[1], b.Exp(b.Sub(lane, ms))), 0)
+			outer[memoKey{n: red, idx: nil}] = m
+			outer[memoKey{n: expSum, idx: nil}] = b.Sum(b.Mul(res[1], b.Exp(b.Sub(lane, ms))), 0)
 			done[expSum] = true
 			continue
 		}
@@ -902,7 +902,7 @@ func (r *rowEmit) knownAfter(c, red *Node, outer map[memoKey]*tile.Value) bool {
 		seen[n] = true
 		switch n.Info.Kind {
 		case ops.Reduce:
-			if _, done := outer[memoKey{n, nil}]; n != red && !done {
+			if _, done := outer[memoKey{n: n, idx: nil}]; n != red && !done {
 				return false
 			}
 			return true // computed as a whole: its operand is not read again
@@ -961,7 +961,7 @@ func (r *rowEmit) sumAndSquares(red, sq, c *Node, n, chunk int, enter func(*tile
 	if e.err != nil {
 		return e.err
 	}
-	outer[memoKey{red, nil}] = b.Reduce(tile.OpReduceSum, res[0], 0)
+	outer[memoKey{n: red, idx: nil}] = b.Reduce(tile.OpReduceSum, res[0], 0)
 	// c over the first block's lanes (a value per row: the same in each)
 	enter(b.I32(0))
 	cl, err := e.gen(c, r.idx)
@@ -977,7 +977,7 @@ func (r *rowEmit) sumAndSquares(red, sq, c *Node, n, chunk int, enter func(*tile
 		k = res[3]
 	}
 	dev := b.Sub(res[1], cl)
-	outer[memoKey{sq, nil}] = b.Reduce(tile.OpReduceSum, b.Add(res[2], b.Mul(k, b.Mul(dev, dev))), 0)
+	outer[memoKey{n: sq, idx: nil}] = b.Reduce(tile.OpReduceSum, b.Add(res[2], b.Mul(k, b.Mul(dev, dev))), 0)
 	return nil
 }
 

@@ -65,27 +65,39 @@ func lowest(d tile.DType) float64 {
 // H, W) at row y0 and column x0 of batch and channel c[0], c[1] as
 // Gorgonia's max pool does: rows in order, each element inside the image
 // taken where strictly greater than the largest so far, from −MaxFloat.
-// It returns the largest value and where it is (a row before the window's
-// where no element was taken).
-func scanWindow(w Writer, c []*tile.Value, y0, x0 *tile.Value, kh, kw int, s []int) (best, by, bx *tile.Value, err error) {
+// It returns the largest value and, where at is not nil, whether the
+// element taken last is the one at row at[0] and column at[1] (false
+// where no element was taken): a mask, not the taken element's
+// coordinates, so that on the CPU every integer stays an affine function
+// of the lanes.
+func scanWindow(w Writer, c []*tile.Value, y0, x0 *tile.Value, kh, kw int, s []int, at []*tile.Value) (best, taken *tile.Value, err error) {
 	b := w.Builder()
 	for i := 0; i < kh; i++ {
 		for j := 0; j < kw; j++ {
 			y, x := b.Add(y0, i), b.Add(x0, j)
 			in := b.And(b.And(b.Ge(y, 0), b.Lt(y, s[2])), b.And(b.Ge(x, 0), b.Lt(x, s[3])))
-			v, err := w.Operand(0, w.Flatten([]*tile.Value{c[0], c[1], clampTo(b, y, s[2]), clampTo(b, x, s[3])}, s))
+			v, err := w.OperandWhere(0, in, w.Flatten([]*tile.Value{c[0], c[1], y, x}, s), func() *tile.Value {
+				return w.Flatten([]*tile.Value{c[0], c[1], clampTo(b, y, s[2]), clampTo(b, x, s[3])}, s)
+			})
 			if err != nil {
-				return nil, nil, nil, err
+				return nil, nil, err
 			}
 			if best == nil {
 				best = b.Full(lowest(v.Type.DType), v.Type.DType, v.Type.Shape.Dims[:v.Type.Shape.Rank]...)
-				by, bx = b.Sub(y0, 1), x0
 			}
 			take := b.And(in, b.Gt(v, best))
-			best, by, bx = b.Where(take, v, best), b.Where(take, y, by), b.Where(take, x, bx)
+			best = b.Where(take, v, best)
+			if at != nil {
+				here := b.And(b.Eq(y, at[0]), b.Eq(x, at[1]))
+				if taken == nil {
+					taken = b.And(take, here)
+				} else {
+					taken = b.Or(b.And(take, here), b.And(b.Not(take), taken))
+				}
+			}
 		}
 	}
-	return best, by, bx, nil
+	return best, taken, nil
 }
 
 func clampTo(b *tile.Builder, v *tile.Value, n int) *tile.Value {
@@ -103,7 +115,7 @@ func writeMaxPool(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Valu
 	kh, kw, ph, pw, sh, sw := info.Window[0], info.Window[1], info.Window[2], info.Window[3], info.Window[4], info.Window[5]
 	c := w.Coords(idx, info.Shape)
 	y0, x0 := b.Add(b.Mul(c[2], sh), -ph), b.Add(b.Mul(c[3], sw), -pw)
-	m, _, _, err := scanWindow(w, c, y0, x0, kh, kw, s)
+	m, _, err := scanWindow(w, c, y0, x0, kh, kw, s, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +136,13 @@ func writeMaxPoolDiff(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.
 	c := w.Coords(idx, info.Shape)
 	// the last windows that can hold (y, x): ⌊(y + PH)/SH⌋, ⌊(x + PW)/SW⌋
 	// (y + PH ≥ 0); earlier ones down to kh/SH back
-	lastY, lastX := b.Div(b.Add(c[2], ph), sh), b.Div(b.Add(c[3], pw), sw)
+	div := func(v *tile.Value, d int) *tile.Value { // v / d (no division by 1: lanes stay affine on the CPU)
+		if d == 1 {
+			return v
+		}
+		return b.Div(v, d)
+	}
+	lastY, lastX := div(b.Add(c[2], ph), sh), div(b.Add(c[3], pw), sw)
 	var acc *tile.Value
 	for di := (kh+sh-1)/sh - 1; di >= 0; di-- { // the pooled rows in order
 		for dj := (kw+sw-1)/sw - 1; dj >= 0; dj-- {
@@ -132,16 +150,17 @@ func writeMaxPoolDiff(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.
 			y0, x0 := b.Add(b.Mul(py, sh), -ph), b.Add(b.Mul(px, sw), -pw)
 			holds := b.And(b.And(b.And(b.Ge(py, 0), b.Lt(py, p[2])), b.And(b.Ge(px, 0), b.Lt(px, p[3]))),
 				b.And(b.Lt(b.Sub(c[2], y0), kh), b.Lt(b.Sub(c[3], x0), kw)))
-			_, by, bx, err := scanWindow(w, c, y0, x0, kh, kw, s)
+			_, taken, err := scanWindow(w, c, y0, x0, kh, kw, s, c[2:4])
 			if err != nil {
 				return nil, err
 			}
-			at := w.Flatten([]*tile.Value{c[0], c[1], clampTo(b, py, p[2]), clampTo(b, px, p[3])}, p)
-			g, err := w.Operand(2, at)
+			g, err := w.OperandWhere(2, holds, w.Flatten([]*tile.Value{c[0], c[1], py, px}, p), func() *tile.Value {
+				return w.Flatten([]*tile.Value{c[0], c[1], clampTo(b, py, p[2]), clampTo(b, px, p[3])}, p)
+			})
 			if err != nil {
 				return nil, err
 			}
-			mine := b.And(holds, b.And(b.Eq(by, c[2]), b.Eq(bx, c[3])))
+			mine := b.And(holds, taken)
 			g = b.Where(mine, g, 0.0)
 			if acc == nil {
 				acc = b.Add(b.Full(0, g.Type.DType, g.Type.Shape.Dims[:g.Type.Shape.Rank]...), g)
@@ -167,11 +186,16 @@ func writeCol2Im(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value
 		return nil, fmt.Errorf("ops: %s: %d columns for %d channels of %d×%d", info.Name, s[3], info.Shape[1], kh, kw)
 	}
 	c := w.Coords(idx, info.Shape)
+	// o, the window's position that reads v at offset k, and whether it is
+	// one (a stride of 1: o is v + pad − d·k, no division)
 	at := func(v *tile.Value, pad, d, stride, k, n int) (*tile.Value, *tile.Value) {
 		t := b.Add(v, pad-d*k) // o·stride when it is a window's
+		if stride == 1 {
+			return t, b.And(b.Ge(t, 0), b.Lt(t, n))
+		}
 		ok := b.And(b.Ge(t, 0), b.Eq(b.Rem(t, stride), 0))
 		o := b.Div(t, stride)
-		return clampTo(b, o, n), b.And(ok, b.Lt(o, n))
+		return o, b.And(ok, b.Lt(o, n))
 	}
 	var acc *tile.Value
 	for i := kh - 1; i >= 0; i-- {
@@ -179,11 +203,14 @@ func writeCol2Im(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value
 		for j := kw - 1; j >= 0; j-- {
 			ow, okX := at(c[3], pw, dw, sw, j, s[2])
 			z := b.Add(b.Mul(c[1], kh*kw), i*kw+j)
-			v, err := w.Operand(0, w.Flatten([]*tile.Value{c[0], oh, ow, z}, s))
+			ok := b.And(okY, okX)
+			v, err := w.OperandWhere(0, ok, w.Flatten([]*tile.Value{c[0], oh, ow, z}, s), func() *tile.Value {
+				return w.Flatten([]*tile.Value{c[0], clampTo(b, oh, s[1]), clampTo(b, ow, s[2]), z}, s)
+			})
 			if err != nil {
 				return nil, err
 			}
-			v = b.Where(b.And(okY, okX), v, 0.0)
+			v = b.Where(ok, v, 0.0)
 			if acc == nil {
 				acc = b.Add(b.Full(0, v.Type.DType, v.Type.Shape.Dims[:v.Type.Shape.Rank]...), v)
 			} else {

@@ -21,6 +21,14 @@ type Writer interface {
 	// Operand computes operand i of the node being written at the flat
 	// indices at, of the operand's own shape.
 	Operand(i int, at *tile.Value) (*tile.Value, error)
+	// OperandWhere is Operand on the lanes where ok holds; the others'
+	// values are unspecified (the caller selects them away) and their
+	// indices in at may lie outside the operand. A writer that reads every
+	// lane (a GPU's: a load costs no more than its predicate) reads at
+	// inBounds() instead, the same indices clamped into the operand; one
+	// that masks the reads (the CPU's machine code, which takes affine
+	// indices but not the clamps' minimum and maximum) never calls it.
+	OperandWhere(i int, ok, at *tile.Value, inBounds func() *tile.Value) (*tile.Value, error)
 }
 
 type writeFunc func(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error)
@@ -190,8 +198,8 @@ func mergeTranspose(out, in, pattern []int) (mout, mfrom, mpattern []int) {
 
 // writeIm2Col: output [b, oh, ow, z] with z = (c·KH + i)·KW + j reads the
 // operand (B, C, H, W) at [b, c, oh·SH − PH + i·DH, ow·SW − PW + j·DW]
-// (clamped into the image, so that every lane reads in bounds) and is 0
-// where that is past an edge.
+// (OperandWhere: read where that is inside the image) and is 0 where it
+// is past an edge.
 func writeIm2Col(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error) {
 	if len(in) != 1 || len(in[0]) != 4 || len(info.Shape) != 4 {
 		return nil, fmt.Errorf("ops: %s: an im2col of %v to %v", info.Name, in, info.Shape)
@@ -209,8 +217,9 @@ func writeIm2Col(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value
 	x := b.Add(b.Mul(c[2], sw), b.Add(b.Mul(b.Rem(r, kw), dw), -pw))
 	in4 := func(v *tile.Value, n int) *tile.Value { return b.And(b.Ge(v, 0), b.Lt(v, n)) }
 	ok := b.And(in4(y, s[2]), in4(x, s[3]))
-	clamp := func(v *tile.Value, n int) *tile.Value { return b.Maximum(b.Minimum(v, n-1), 0) }
-	v, err := w.Operand(0, w.Flatten([]*tile.Value{c[0], ch, clamp(y, s[2]), clamp(x, s[3])}, s))
+	v, err := w.OperandWhere(0, ok, w.Flatten([]*tile.Value{c[0], ch, y, x}, s), func() *tile.Value {
+		return w.Flatten([]*tile.Value{c[0], ch, clampTo(b, y, s[2]), clampTo(b, x, s[3])}, s)
+	})
 	if err != nil {
 		return nil, err
 	}
