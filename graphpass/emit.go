@@ -485,6 +485,14 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 		} else {
 			var m *tile.Value
 			switch {
+			case e.under != nil && idx.Type.Shape.IsScalar():
+				// under OperandWhere's condition a scalar index may lie
+				// outside the operand too (the lanes' block of an operand
+				// broadcast along them): it is read under the mask
+				if !e.mask.Type.Shape.IsScalar() {
+					idx = b.BroadcastTo(idx, e.mask.Type.Shape)
+				}
+				m = e.mask
 			case e.maskOf != nil:
 				m = e.maskOf(idx.Type.Shape)
 			case e.mask != nil && !idx.Type.Shape.IsScalar():
@@ -989,9 +997,11 @@ func (s site) OperandWhere(i int, ok, at *tile.Value, inBounds func() *tile.Valu
 // predicate, and the kernels stay as they were measured); on the CPU with
 // the loads under ok, so that indices stay affine functions of the lanes
 // (no clamps), as the machine code takes them. A kind that masks loads by
-// their shape (maskOf) reads every lane too.
+// their shape (maskOf) reads every lane too, and so does a read at one
+// index for every lane (a scalar: its clamps are a scalar's, and a load
+// at a scalar index is not masked).
 func (e *emitter) genWhere(n *Node, ok, at *tile.Value, inBounds func() *tile.Value) (*tile.Value, error) {
-	if e.t.GPU() || e.maskOf != nil {
+	if e.t.GPU() || e.maskOf != nil || at.Type.Shape.IsScalar() {
 		return e.gen(n, inBounds())
 	}
 	mask, under := e.mask, e.under
