@@ -72,7 +72,7 @@ func (pg *phaseGen) planFast(copies int) *fastPlan {
 			continue
 		}
 		masked = true
-		if n.pat.root < 0 || n.pat.elast > 1 {
+		if n.pat.root < 0 {
 			continue
 		}
 		save := *fp
@@ -297,8 +297,11 @@ func (pg *phaseGen) fastCheck(fp *fastPlan, slow amd64.Label) {
 	// the row's lanes of each access made unmasked within its buffer
 	for _, pat := range fp.ranges {
 		n := int32(pg.last)
-		if pat.elast == 0 {
+		switch {
+		case pat.elast == 0:
 			n = 1
+		case pat.elast > 1: // lanes a stride apart (a gather or a scatter)
+			n = int32(pat.elast)*(n-1) + 1
 		}
 		pg.rowPart(rT0, pat)
 		a.CMPQload(rT0, fr(paramBase(pat.root)))
