@@ -274,3 +274,52 @@ func TestStridedFastRows(t *testing.T) {
 		}
 	}
 }
+
+// TestScalarDivConst: a scalar i32 divided by a constant (a program id
+// split into coordinates, each program's) is computed by a multiplication
+// (scalarDivConst) with the reference's truncated quotient and remainder
+// (the sign of the dividend) at dividends from −2³¹ to 2³¹−1 and divisors
+// from 1 to 2³¹−1, powers of two and their neighbours among them; each
+// result is used as an index, so a wrong one reads another element.
+func TestScalarDivConst(t *testing.T) {
+	requireJIT(t)
+	divisors := []int64{1, 2, 3, 5, 7, 9, 10, 16, 17, 31, 49, 288, 1000, 1 << 16, 1<<16 + 1, 641 * 6700417 % (1 << 31), 1<<30 - 1, 1 << 30, 1<<31 - 1}
+	rng := tiletest.RNG("TestScalarDivConst")
+	ns := []int32{0, 1, -1, 2, -2, 8, -8, 9, -9, math.MaxInt32, math.MinInt32, math.MinInt32 + 1, math.MaxInt32 - 1}
+	for range 200 {
+		ns = append(ns, int32(rng.Uint32()))
+	}
+	for _, isa := range isas(t) {
+		for _, d := range divisors {
+			b := tile.NewBuilder("div_const", nil)
+			px, py := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+			n := b.Param("n", tile.I32)
+			q, r := b.Div(n, int(d)), b.Rem(n, int(d))
+			// as indices: x[q mod 8 + 8·(r mod 8)], the mods of nonnegatives
+			qi := b.Rem(b.Add(b.Rem(q, 8), 8), 8)
+			ri := b.Rem(b.Add(b.Rem(r, 8), 8), 8)
+			v := b.Load(b.AddPtr(px, b.Add(b.Splat(b.Add(qi, b.Mul(ri, 8)), tile.Shp(1)), b.Arange(0, 1))), nil, nil)
+			b.Store(b.AddPtr(py, b.Arange(0, 1)), v, nil)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			nk := compileFor(t, isa, k)
+			x := make([]float32, 64)
+			for i := range x {
+				x[i] = float32(i)
+			}
+			for _, nv := range ns {
+				y := []float32{-1}
+				if err := nk.Launch(tile.Grid{1}, x, y, nv); err != nil {
+					t.Fatalf("%s: n %d / %d: %v", isa, nv, d, err)
+				}
+				qw, rw := int64(nv)/d, int64(nv)%d
+				want := float32((qw%8+8)%8 + 8*((rw%8+8)%8))
+				if y[0] != want {
+					t.Fatalf("%s: n %d, d %d: index %v, want %v (q %d, r %d)", isa, nv, d, y[0], want, qw, rw)
+				}
+			}
+		}
+	}
+}

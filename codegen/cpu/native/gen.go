@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/amd64"
 	"github.com/tilefuse/tilefuse/tile"
@@ -812,6 +813,10 @@ func (g *gen) scalarInt(v *tile.Value) error {
 func (g *gen) scalarDivRem(v *tile.Value) {
 	a := &g.a
 	w32 := is32(v.Type.DType)
+	if d := v.Args[1]; w32 && d.Op == tile.OpConst && d.Aux >= 1 && d.Aux <= math.MaxInt32 {
+		g.scalarDivConst(v, d.Aux)
+		return
+	}
 	g.scalarIntReg(rT0, v.Args[0])
 	g.scalarIntReg(amd64.RCX, v.Args[1])
 	zero, minus1, done := a.NewLabel(), a.NewLabel(), a.NewLabel()
@@ -844,6 +849,41 @@ func (g *gen) scalarDivRem(v *tile.Value) {
 		a.XORL(rT0, rT0)
 	}
 	a.Bind(done)
+}
+
+// scalarDivConst is scalarDivRem of an i32 by a constant d ≥ 1 without a
+// division: q = ⌊|n|·M / 2^s⌋ with s = 31 + ⌈log₂ d⌉ and M = ⌈2^s/d⌉ (M <
+// 2^32, so |n|·M < 2^63 for every |n| ≤ 2^31), exact because |n|·(M·d −
+// 2^s) < 2^31·d ≤ 2^s; then the sign of n (truncation) and, for a
+// remainder, n − q·d (Go's and the reference's, with the sign of n). The
+// quotient or remainder is left in RAX; RDX, RCX and R8 are clobbered.
+func (g *gen) scalarDivConst(v *tile.Value, d int64) {
+	a := &g.a
+	g.scalarIntReg(rT0, v.Args[0])
+	if d == 1 {
+		if v.Op == tile.OpRem {
+			a.XORL(rT0, rT0)
+		}
+		return
+	}
+	l := bits.Len64(uint64(d - 1))
+	s := 31 + l
+	m := (int64(1)<<s + d - 1) / d
+	a.MOVQ(rT1, rT0) // n
+	a.MOVQ(amd64.RCX, rT0)
+	a.SARQ(amd64.RCX, 63) // n's sign: 0 or −1
+	a.XORQ(rT0, amd64.RCX)
+	a.SUBQ(rT0, amd64.RCX) // |n|
+	a.MOVQimm(amd64.R8, m)
+	a.IMULQ(rT0, amd64.R8)
+	a.SHRQ(rT0, uint8(s)) // ⌊|n|/d⌋
+	a.XORQ(rT0, amd64.RCX)
+	a.SUBQ(rT0, amd64.RCX) // trunc(n/d)
+	if v.Op == tile.OpRem {
+		a.IMULQimm(rT0, rT0, int32(d))
+		a.SUBQ(rT1, rT0)
+		a.MOVQ(rT0, rT1)
+	}
 }
 
 // scalarFloat computes an f32 scalar with the vector code on broadcast
