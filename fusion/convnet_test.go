@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -18,9 +19,12 @@ import (
 // cross-entropy and its gradients) runs on tilefuse's machine with the
 // results of Gorgonia's own, in float64 and float32, with the CPU's kernels
 // and with the H200's (run on the CPU): the convolutions' products, the
-// ReLUs, the dense layers and the softmax fused, and in the GPU's kernels
-// everything — im2col, the NHWC → NCHW transposes, MaxPool2D and its
-// backward, col2im — (on the CPU Gorgonia runs those: graphpass.KernelOn).
+// ReLUs, the dense layers and the softmax fused, and with the GPU's
+// kernels everything — im2col, the NHWC → NCHW transposes, MaxPool2D and
+// its backward, col2im — as with the CPU's where kernels are machine code,
+// each of them machine code (allNative), but for float64 im2cols and pools
+// of stride 2, which Gorgonia runs there (graphpass.KernelOn; the report
+// says why).
 func TestConvNet(t *testing.T) {
 	for _, c := range []struct {
 		dt  tensor.Dtype
@@ -71,6 +75,9 @@ func convNet(t *testing.T, dt tensor.Dtype, tol float64, fused bool, opts ...fus
 		if fused || !cpuLeaves(u.Op, dt, false) { // the convolutions' stride 1, the pools' 2
 			t.Errorf("%s left to Gorgonia", u.Op)
 		}
+		if windowOps[u.Op] && jit.Supported() && !strings.Contains(u.Why, "f64 lanes a stride apart") {
+			t.Errorf("%s left to Gorgonia, the report says why not: %q", u.Op, u.Why)
+		}
 	}
 	for _, op := range []string{"Im2Col", "MaxPool", "MaxPool's gradient"} {
 		if !fused && cpuLeaves(op, dt, false) && left[op] == 0 {
@@ -114,9 +121,11 @@ func convNet(t *testing.T, dt tensor.Dtype, tol float64, fused bool, opts ...fus
 // TestConvolutions: Gorgonia's Conv2d at paddings, strides and dilations
 // that put windows past every edge (odd image sizes, kernels not square),
 // its value and the gradients of Σ tanh(conv)² with respect to the image
-// and the filter, match Gorgonia's with the CPU's kernels and with the
-// H200's (run on the CPU), where im2col (it reads the image, or zero past
-// an edge) and col2im (the image's gradient) fuse.
+// and the filter, in float64 and float32, match Gorgonia's with the CPU's
+// kernels and with the H200's (run on the CPU), where im2col (it reads the
+// image, or zero past an edge) and col2im (the image's gradient) fuse (on
+// the CPU where kernels are machine code, float64 im2cols and col2ims of
+// a stride above 1 aside: cpuLeaves), every kernel machine code there.
 func TestConvolutions(t *testing.T) {
 	for _, c := range []struct {
 		name                        string
@@ -210,9 +219,10 @@ func convolution(t *testing.T, g *G.ExprGraph, cv *G.Node, out []*G.Node, cvRef 
 // first largest element of a window takes its gradient, as Gorgonia's
 // mask has it), its value and the gradient of Σ pool·y with respect to the
 // image are Gorgonia's bit for bit (the same comparisons, the same
-// additions in the same order), with the CPU's kernels (Gorgonia runs the
-// pool) and with the H200's (run on the CPU), where the pool and its
-// backward are kernels.
+// additions in the same order), in float64 and float32, with the CPU's
+// kernels and with the H200's (run on the CPU), where the pool and its
+// backward are kernels (on the CPU where kernels are machine code, each
+// machine code, float64 pools of a stride above 1 aside: cpuLeaves).
 func TestMaxPools(t *testing.T) {
 	for _, c := range []struct {
 		name        string
