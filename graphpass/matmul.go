@@ -505,7 +505,9 @@ func bareProduct(grp *Group) bool {
 // at most half as many tiles as cores, the parts up to two programs a
 // core, each written to scratch and added in order by the kernel's
 // Combine (Kernel.Parts: the same bits run after run; the 2-core VM, the
-// convnet's 32×9 over 78400: 1.41 ms in one program, 0.80 in 4 parts).
+// convnet's 32×9 over 78400: 1.41 ms in one program, 0.80 in 4 parts),
+// and where more tiles leave cores idle for much of the last wave, in as
+// many parts as keep 80% of them busy.
 // Not where the wave model chose (wgmma forms) or SPLIT_K is set.
 func splitLongK(grp *Group, t Target, meta tile.Meta) {
 	mm := grp.MatMul
@@ -516,15 +518,26 @@ func splitLongK(grp *Group, t Target, meta tile.Meta) {
 	}
 	tiles, steps := tile.CDiv(s[0], bm)*tile.CDiv(s[1], bn), tile.CDiv(productK(mm), bk)
 	programs := t.SMs // at most this many programs in all
-	if !t.GPU() {
-		programs = 2 * t.Cores
-		if 2*tiles > t.Cores || steps < 64 {
-			return
+	split := 1
+	switch {
+	case steps < 64:
+		return
+	case !t.GPU() && 2*tiles > t.Cores:
+		// more tiles than half the cores but too few for whole waves: the
+		// fewest parts whose programs keep 80% of the cores busy over the
+		// waves they take (the convnet's 288×64 over 19600 in 18 tiles on
+		// 16 cores: 2 waves of whole-K programs, 56%; 4 parts: 5 waves of
+		// quarter-K ones, 90%)
+		busy := func(n int) bool { return 5*n >= 4*tile.CDiv(n, t.Cores)*t.Cores }
+		for !busy(tiles*split) && split < 64 && steps >= 2*split*16 {
+			split *= 2
 		}
-	} else if 4*tiles > t.SMs || steps < 64 {
+		programs = 0
+	case !t.GPU():
+		programs = 2 * t.Cores
+	case 4*tiles > t.SMs:
 		return
 	}
-	split := 1
 	for tiles*2*split <= programs && steps >= 2*split*16 {
 		split *= 2
 	}

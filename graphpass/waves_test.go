@@ -420,7 +420,9 @@ func heavyEpilogueOf(g *G.ExprGraph, y *G.Node, m, n int, tanhForm, exp bool) {
 // tiles over a long K (a convolution's weight gradient: every pixel of the
 // batch summed) takes K in parts (splitLongK), at every precision the wave
 // model leaves; an epilogue, a short K or a product of many tiles keeps
-// one part. On a CPU likewise where its kernels are machine code.
+// one part. On a CPU likewise where its kernels are machine code, and
+// where more tiles than half the cores would leave many idle in the last
+// wave.
 func TestSplitLongK(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -463,7 +465,9 @@ func TestSplitLongK(t *testing.T) {
 		{"32×9 over 78400, 2 cores: 4 parts", 32, 78400, 9, native2, 4},
 		{"32×9 over 78400, 16 cores: 32 parts", 32, 78400, 9, native16, 32},
 		{"32×9 over 78400 on the executor", 32, 78400, 9, exec16, 0},
-		{"288×64 over 19600, 16 cores: 18 tiles", 288, 19600, 64, native16, 0},
+		{"288×64 over 19600, 16 cores: 18 tiles, 2 waves at 56%: 4 parts, 5 at 90%", 288, 19600, 64, native16, 4},
+		{"288×64 over 19600, 2 cores: 18 tiles, whole waves", 288, 19600, 64, native2, 0},
+		{"576×128 over 4900, 16 cores: 72 tiles, 5 waves at 90%", 576, 4900, 128, native16, 0},
 		{"32×9 over 2048, 16 cores: K short", 32, 2048, 9, native16, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
