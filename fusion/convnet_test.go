@@ -280,3 +280,73 @@ func TestMaxPools(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowOpsAroundTransposes: on the CPU where kernels are machine
+// code, window ops next to transposes — an NHWC image transposed into a
+// convolution (im2col reads through the transpose), a max pool whose
+// output is transposed other than NCHW → NHWC (which the rows form would
+// divide the lanes for: the pool's backward keeps a group of its own,
+// graphpass windowJoins), a batch of one (axes of size 1 in every flat
+// index) — are kernels, every kernel machine code, with Gorgonia's values
+// and gradients (float32; the products' sums in another order).
+func TestWindowOpsAroundTransposes(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego): window ops are Gorgonia's (TestConvNet checks the reason)")
+	}
+	for _, c := range []struct {
+		name  string
+		build func(g *G.ExprGraph) ([]*G.Node, *G.Node)
+	}{
+		{"an NHWC image into a convolution and a pool", func(g *G.ExprGraph) ([]*G.Node, *G.Node) {
+			x := G.NewTensor(g, tensor.Float32, 4, G.WithShape(2, 9, 10, 3), G.WithName("x"))
+			w := G.NewTensor(g, tensor.Float32, 4, G.WithShape(4, 3, 3, 3), G.WithName("w"))
+			cv := G.Must(G.Conv2d(G.Must(G.Transpose(x, 0, 3, 1, 2)), w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
+			p := G.Must(G.MaxPool2D(G.Must(G.Rectify(cv)), tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+			return []*G.Node{x, w}, G.Must(G.Sum(G.Must(G.Square(p))))
+		}},
+		{"a pool transposed over its rows and columns", func(g *G.ExprGraph) ([]*G.Node, *G.Node) {
+			x := G.NewTensor(g, tensor.Float32, 4, G.WithShape(2, 3, 12, 10), G.WithName("x"))
+			p := G.Must(G.MaxPool2D(G.Must(G.Tanh(x)), tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+			q := G.Must(G.Transpose(p, 0, 1, 3, 2))
+			u := G.NewTensor(g, tensor.Float32, 4, G.WithShape(q.Shape()...), G.WithName("u"))
+			return []*G.Node{x, u}, G.Must(G.Sum(G.Must(G.HadamardProd(q, u))))
+		}},
+		{"a batch of one, a 3-channel image, stride 2", func(g *G.ExprGraph) ([]*G.Node, *G.Node) {
+			x := G.NewTensor(g, tensor.Float32, 4, G.WithShape(1, 3, 11, 5), G.WithName("x"))
+			w := G.NewTensor(g, tensor.Float32, 4, G.WithShape(2, 3, 2, 2), G.WithName("w"))
+			cv := G.Must(G.Conv2d(G.Must(G.Transpose(x, 0, 1, 3, 2)), w, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}, []int{1, 1}))
+			return []*G.Node{x, w}, G.Must(G.Sum(G.Must(G.Square(cv))))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			build := func() (*G.ExprGraph, []*G.Node, *G.Node, []*G.Node) {
+				g := G.NewGraph()
+				in, loss := c.build(g)
+				grads, err := G.Grad(loss, in...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return g, in, loss, grads
+			}
+			gRef, inRef, lossRef, dRef := build()
+			g, in, loss, d := build()
+			letTwins(t, rand.New(rand.NewPCG(3, 3)), inRef, in, nil)
+			vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU), fusion.WithMatMulFusion(true))
+			defer vm.Close()
+			if err := vm.Err(); err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range vm.Report().Unfused {
+				if windowOps[u.Op] || u.Op == "Transpose" {
+					t.Errorf("%s left to Gorgonia: %s", u.Op, u.Why)
+				}
+			}
+			allNative(t, vm)
+			runTwins(t, gRef, vm)
+			sameAsGorgonia(t, "loss", loss, lossRef, 2e-5)
+			for i := range d {
+				sameAsGorgonia(t, fmt.Sprintf("gradient %d", i), d[i], dRef[i], 2e-5)
+			}
+		})
+	}
+}

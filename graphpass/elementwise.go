@@ -41,14 +41,14 @@ var elementwiseKind = groupKind{
 	remat:  true,
 	extras: func(*Group, Target) bool { return true },
 	tune: func(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
-		if s := grp.Root.Info.Shape; !t.GPU() && len(s) >= 2 && transposes(grp) {
-			meta["BLOCK_C"] = min(1024, pow2AtLeast(s[len(s)-1]))
-			return
-		}
 		if w, a, r := windowLanes(grp, t); w != nil {
 			bl := min(1024, pow2AtLeast(w.Info.Shape[a]))
 			meta["BLOCK_L"] = bl
 			meta["BLOCK_R"] = min(max(1, 512/bl), pow2AtLeast(w.Info.Shape[r]))
+			return
+		}
+		if s := grp.Root.Info.Shape; !t.GPU() && len(s) >= 2 && transposes(grp) {
+			meta["BLOCK_C"] = min(1024, pow2AtLeast(s[len(s)-1]))
 			return
 		}
 		meta["BLOCK"] = min(t.perThread(8, 1024), pow2AtLeast(numel(grp.Root.Info.Shape)))
@@ -244,10 +244,11 @@ func KernelOn(n *Node, t Target) bool {
 
 // windowLanes is, on a CPU, the window op of group grp (a window op never
 // joins another's group: canJoin) and the axes of its shape that
-// emitLanes runs the lanes (a) and the rows (r) along, where the group
-// has no transpose and every member between the window op and the root
-// keeps its elements' order (so that the root's flat index is the window
-// op's). Each lane's and row's indices must be affine: an im2col's
+// emitLanes runs the lanes (a) and the rows (r) along, where every member
+// between the window op and the root keeps its elements' order (so that
+// the root's flat index is the window op's; a transpose of its operand
+// is read as any operand is). Each lane's and row's indices must be
+// affine: an im2col's
 // output columns and rows (OW, OH: each lane reads the image a stride
 // apart and stores a row of columns apart), a max pool's (PW, PH), a
 // col2im's and a max pool backward's image columns (W) where the stride
@@ -256,7 +257,7 @@ func KernelOn(n *Node, t Target) bool {
 // (C, rows along the batch: the window's arithmetic is a scalar's, each
 // lane an image plane apart). Nil for other groups and on a GPU.
 func windowLanes(grp *Group, t Target) (w *Node, a, r int) {
-	if t.GPU() || transposes(grp) {
+	if t.GPU() {
 		return nil, 0, 0
 	}
 	for _, n := range grp.Members {
@@ -270,10 +271,8 @@ func windowLanes(grp *Group, t Target) (w *Node, a, r int) {
 	if w == nil || len(w.Info.Shape) != 4 || numel(w.Info.Shape) != numel(grp.Root.Info.Shape) {
 		return nil, 0, 0
 	}
-	for _, n := range grp.Members {
-		if n != w && readsMember(n, w, grp) && (movesElements(n) || numel(n.Info.Shape) != numel(w.Info.Shape)) {
-			return nil, 0, 0
-		}
+	if !keepsOrder(grp, w) {
+		return nil, 0, 0
 	}
 	switch sh, sw := w.Info.Window[4], w.Info.Window[5]; {
 	case w.Info.Kind == ops.Im2Col:
@@ -286,6 +285,91 @@ func windowLanes(grp *Group, t Target) (w *Node, a, r int) {
 		return w, 3, 1
 	}
 	return w, 1, 0
+}
+
+// keepsOrder reports whether every member of grp that reads window op w
+// (a member or joining) keeps its elements' order and number: the root's
+// flat index is w's.
+func keepsOrder(grp *Group, w *Node) bool {
+	if numel(w.Info.Shape) != numel(grp.Root.Info.Shape) {
+		return false
+	}
+	for _, n := range grp.Members {
+		if n != w && readsMember(n, w, grp) && (movesElements(n) || numel(n.Info.Shape) != numel(w.Info.Shape)) {
+			return false
+		}
+	}
+	return true
+}
+
+// windowJoins reports whether window op w may join group grp on a CPU,
+// where its kernel's indices must stay affine functions of the lanes
+// (the machine code takes no others, and the executor is far slower than
+// Gorgonia's loops): where the members between it and the root keep its
+// order (emitLanes, windowLanes), or else where the group's rows run
+// their lanes (emitRows: the root's last axis, followed down through the
+// members' reshapes and elementwise ops) along w's channels through NCHW
+// → NHWC transposes only (a convolution's backward: the max pool's
+// backward read by the transpose back to the product's layout), whose
+// channels ops keeps an axis of their own (mergeTranspose), and along
+// which w's arithmetic is a scalar's. Other transposes merge or split the
+// lanes' axis with others (divisions of the lanes: FuzzConvNet found
+// them). A window op that may not joins no group and roots one of its
+// own, in the lanes form.
+func windowJoins(w *Node, grp *Group) bool {
+	if len(w.Info.Shape) != 4 {
+		return false
+	}
+	if keepsOrder(grp, w) {
+		return true
+	}
+	var walk func(n *Node, axis int) (int, bool)
+	walk = func(n *Node, axis int) (int, bool) {
+		if n == w {
+			return axis, true
+		}
+		if n.Group != grp {
+			return 0, false
+		}
+		if n.Info.Kind == ops.Transpose && movesElements(n) && !slices.Equal(n.Info.Axes, []int{0, 2, 3, 1}) {
+			return 0, false
+		}
+		for _, in := range n.Inputs {
+			if ax, ok := axisRead(n, in, axis); ok {
+				if a, ok := walk(in, ax); ok {
+					return a, true
+				}
+			}
+		}
+		return 0, false
+	}
+	s := grp.Root.Info.Shape
+	if len(s) == 0 || w.Info.Kind == ops.Im2Col {
+		return false
+	}
+	a, ok := walk(grp.Root, len(s)-1)
+	return ok && a == 1
+}
+
+// axisRead is the axis of operand in's shape that axis axis of n's reads
+// as a whole (nil where none does: a broadcast, merged or split axes, an
+// op that is not elementwise, a transpose or a reshape).
+func axisRead(n, in *Node, axis int) (int, bool) {
+	o, i := n.Info.Shape, in.Info.Shape
+	switch k := n.Info.Kind; {
+	case k == ops.Transpose && len(n.Info.Axes) == len(o) && len(i) == len(o):
+		return n.Info.Axes[axis], true
+	case k == ops.Reshape:
+		trail := numel(o[axis+1:])
+		for j := range i {
+			if i[j] == o[axis] && numel(i[j+1:]) == trail {
+				return j, true
+			}
+		}
+	case k.Elementwise() && slices.Equal(o, i):
+		return axis, true
+	}
+	return 0, false
 }
 
 // readsMember reports whether member n of group grp reads w, directly or
@@ -364,6 +448,9 @@ func emitLanes(e *emitter, out *tile.Value, k *Kernel) error {
 	}
 	ls := &laneSpace{e: e, c: c, s: s}
 	ls.offs = e.flatten(c, s)
+	if ls.offs.Type.Shape != shape { // the lanes' and rows' axes of size 1: a scalar
+		ls.offs = b.Add(ls.offs, b.Mul(c[a], 0))
+	}
 	e.space = ls.coords
 	e.mask = e.and(rowIn, laneIn)
 	if err := e.store(out, ls.offs); err != nil {

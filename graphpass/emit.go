@@ -363,9 +363,18 @@ func (e *emitter) param(name string) (int, error) {
 func (e *emitter) coords(idx *tile.Value, s []int) []*tile.Value {
 	if f, ok := e.flats[idx]; ok {
 		if slices.Equal(f.s, s) {
-			return f.c
+			c := slices.Clone(f.c)
+			for i := range c {
+				if c[i] == nil {
+					c[i] = e.b.Const(0, tile.I32)
+				}
+			}
+			return c
 		}
 		if c := e.splitRuns(f, s); c != nil {
+			return c
+		}
+		if c := e.mergeRuns(f, s); c != nil {
 			return c
 		}
 	}
@@ -395,12 +404,45 @@ func (e *emitter) splitRuns(f flatOf, s []int) []*tile.Value {
 		for j < len(s) && s[j] == 1 && size == n && i == len(f.s)-1 {
 			j++ // trailing axes of size 1
 		}
-		if size != n || j == from {
+		if size != n || j == from || f.c[i] == nil {
 			return nil
+		}
+		for from < j-1 && s[from] == 1 { // leading axes of size 1: coordinate 0, no division
+			out = append(out, e.b.Mul(f.c[i], 0))
+			from++
 		}
 		out = append(out, e.split(f.c[i], s[from:j])...)
 	}
 	if j != len(s) {
+		return nil
+	}
+	return out
+}
+
+// mergeRuns is the coordinates in shape s of the flat indices that f's
+// coordinates make, where each axis of s is a run of f's (an operand read
+// through a transpose written over merged axes: (B, C, H, W) → (B, C,
+// H·W)): each run's coordinates flattened, affine where they are. Nil
+// where the axes do not line up.
+func (e *emitter) mergeRuns(f flatOf, s []int) []*tile.Value {
+	out := make([]*tile.Value, len(s))
+	i := 0
+	for j, n := range s {
+		from, size := i, 1
+		for i < len(f.s) && size < n {
+			size *= f.s[i]
+			i++
+		}
+		if size != n || i == from {
+			return nil
+		}
+		if n == 1 {
+			out[j] = e.b.Const(0, tile.I32)
+			continue
+		}
+		out[j] = e.flatten(f.c[from:i], f.s[from:i])
+	}
+	if i != len(f.s) {
 		return nil
 	}
 	return out
@@ -442,12 +484,23 @@ func (e *emitter) flatten(c []*tile.Value, s []int) *tile.Value {
 	if idx == nil {
 		return e.b.Mul(c[0], 0)
 	}
-	if !slices.Contains(s, 1) { // a coordinate along an axis of size 1 is not in idx (split gives 0)
-		if e.flats == nil {
-			e.flats = map[*tile.Value]flatOf{}
-		}
-		e.flats[idx] = flatOf{c: slices.Clone(c), s: slices.Clone(s)}
+	// a coordinate along an axis of size 1 is not in idx: recorded as nil,
+	// 0 where it is asked for (as split gives). On a GPU only shapes
+	// without such axes are recorded (their kernels as measured; the CPU's
+	// machine code needs the coordinates, not divisions of the lanes)
+	if slices.Contains(s, 1) && e.t.GPU() {
+		return idx
 	}
+	if e.flats == nil {
+		e.flats = map[*tile.Value]flatOf{}
+	}
+	cc := slices.Clone(c)
+	for i := range s {
+		if s[i] == 1 {
+			cc[i] = nil
+		}
+	}
+	e.flats[idx] = flatOf{c: cc, s: slices.Clone(s)}
 	return idx
 }
 

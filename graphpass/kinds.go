@@ -135,6 +135,9 @@ func canJoin(n *Node, grp *Group, t Target) (GroupKind, bool) {
 			return 0, false
 		}
 	}
+	if !t.GPU() && n.Info.Kind.Window() && !windowJoins(n, grp) {
+		return 0, false
+	}
 	return groupKinds[grp.Kind].join(n, grp, t)
 }
 
