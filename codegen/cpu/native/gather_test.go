@@ -87,19 +87,9 @@ func TestMaskedGatherNative(t *testing.T) {
 					}
 					return y, err
 				}
-				got, err := run(func(args ...any) error { return nk.Launch(grid, args...) })
-				if c.wantFallback {
-					if !errors.Is(err, native.ErrFallback) {
-						t.Fatalf("%s: a lane past the end: got %v, want ErrFallback", isa, err)
-					}
+				got, want, ok := againstReference(t, isa, nk, k, grid, c.wantFallback, run)
+				if !ok {
 					continue
-				}
-				if err != nil {
-					t.Fatalf("%s: %v", isa, err)
-				}
-				want, err := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
-				if err != nil {
-					t.Fatal(err)
 				}
 				for i := range want {
 					if math.Float64bits(got[i]) != math.Float64bits(want[i]) || math.IsNaN(got[i]) {
@@ -109,6 +99,29 @@ func TestMaskedGatherNative(t *testing.T) {
 			}
 		})
 	}
+}
+
+// againstReference launches nk, then the reference interpreter, over
+// grid through run (each with fresh, poisoned outputs) and returns both
+// results; where wantFallback, it checks that nk falls back instead (a
+// lane past a buffer's end) and returns ok false.
+func againstReference[T any](t *testing.T, isa string, nk *native.Kernel, k *tile.Kernel, grid tile.Grid, wantFallback bool, run func(launch func(args ...any) error) ([]T, error)) (got, want []T, ok bool) {
+	t.Helper()
+	got, err := run(func(args ...any) error { return nk.Launch(grid, args...) })
+	if wantFallback {
+		if !errors.Is(err, native.ErrFallback) {
+			t.Fatalf("%s: a lane past the end: got %v, want ErrFallback", isa, err)
+		}
+		return nil, nil, false
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", isa, err)
+	}
+	want, err = run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, want, true
 }
 
 // TestScatterNative: stores whose lanes lie a constant stride of more than
@@ -182,19 +195,9 @@ func TestScatterNative(t *testing.T) {
 					err := launch(append([]float32(nil), x...), y[:c.rows*c.cols])
 					return y, err
 				}
-				got, err := run(func(args ...any) error { return nk.Launch(grid, args...) })
-				if c.wantFallback {
-					if !errors.Is(err, native.ErrFallback) {
-						t.Fatalf("%s: a lane past the end: got %v, want ErrFallback", isa, err)
-					}
+				got, want, ok := againstReference(t, isa, nk, k, grid, c.wantFallback, run)
+				if !ok {
 					continue
-				}
-				if err != nil {
-					t.Fatalf("%s: %v", isa, err)
-				}
-				want, err := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
-				if err != nil {
-					t.Fatal(err)
 				}
 				for i := range want {
 					if math.Float32bits(got[i]) != math.Float32bits(want[i]) || i < c.rows*c.cols && got[i] != got[i] {
