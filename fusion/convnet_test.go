@@ -268,7 +268,7 @@ func TestMaxPools(t *testing.T) {
 					}
 					if tg.fused {
 						lowersToPTX(t, vm)
-					} else {
+					} else if jit.Supported() {
 						allNative(t, vm)
 					}
 					runTwins(t, gRef, vm)
