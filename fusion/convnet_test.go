@@ -22,9 +22,8 @@ import (
 // ReLUs, the dense layers and the softmax fused, and with the GPU's
 // kernels everything — im2col, the NHWC → NCHW transposes, MaxPool2D and
 // its backward, col2im — as with the CPU's where kernels are machine code,
-// each of them machine code (allNative), but for float64 im2cols and pools
-// of stride 2, which Gorgonia runs there (graphpass.KernelOn; the report
-// says why).
+// each of them machine code there (allNative; elsewhere Gorgonia runs
+// them: graphpass.KernelOn; the report says why).
 func TestConvNet(t *testing.T) {
 	for _, c := range []struct {
 		dt  tensor.Dtype
@@ -72,15 +71,15 @@ func convNet(t *testing.T, dt tensor.Dtype, tol float64, fused bool, opts ...fus
 	left := map[string]int{}
 	for _, u := range vm.Report().Unfused {
 		left[u.Op]++
-		if fused || !cpuLeaves(u.Op, dt, false) { // the convolutions' stride 1, the pools' 2
+		if fused || !cpuLeaves(u.Op) {
 			t.Errorf("%s left to Gorgonia", u.Op)
 		}
-		if windowOps[u.Op] && jit.Supported() && !strings.Contains(u.Why, "f64 lanes a stride apart") {
+		if windowOps[u.Op] && !strings.Contains(u.Why, "not as machine code") {
 			t.Errorf("%s left to Gorgonia, the report says why not: %q", u.Op, u.Why)
 		}
 	}
-	for _, op := range []string{"Im2Col", "MaxPool", "MaxPool's gradient"} {
-		if !fused && cpuLeaves(op, dt, false) && left[op] == 0 {
+	for op := range windowOps {
+		if !fused && cpuLeaves(op) && left[op] == 0 {
 			t.Errorf("no %s left to Gorgonia with the CPU's kernels", op)
 		}
 	}
@@ -124,8 +123,8 @@ func convNet(t *testing.T, dt tensor.Dtype, tol float64, fused bool, opts ...fus
 // and the filter, in float64 and float32, match Gorgonia's with the CPU's
 // kernels and with the H200's (run on the CPU), where im2col (it reads the
 // image, or zero past an edge) and col2im (the image's gradient) fuse (on
-// the CPU where kernels are machine code, float64 im2cols and col2ims of
-// a stride above 1 aside: cpuLeaves), every kernel machine code there.
+// the CPU where kernels are machine code: cpuLeaves), every kernel
+// machine code there.
 func TestConvolutions(t *testing.T) {
 	for _, c := range []struct {
 		name                        string
@@ -160,7 +159,7 @@ func TestConvolutions(t *testing.T) {
 					tol = 2e-5 // products and sums in another order
 				}
 				for _, tg := range targets {
-					convolution(t, g, cv, out, cvRef, outRef, gRef, dt, c.stride[1] == 1, tol, tg.fused, tg.opts...)
+					convolution(t, g, cv, out, cvRef, outRef, gRef, tol, tg.fused, tg.opts...)
 				}
 			})
 		}
@@ -171,34 +170,21 @@ func TestConvolutions(t *testing.T) {
 // their operand's elements for each of theirs.
 var windowOps = map[string]bool{"Im2Col": true, "Col2Im": true, "MaxPool": true, "MaxPool's gradient": true}
 
-// cpuLeaves reports whether Gorgonia runs op (the report's name) of type
-// dt, of stride 1 along the image's rows or not, on the CPU target
-// (graphpass.KernelOn): where kernels are machine code, an f64 im2col
-// (its lanes' stores lie a stride apart, which the machine code does not
-// store in f64) and f64 window ops of a stride above 1; elsewhere every
-// transpose and window op.
-func cpuLeaves(op string, dt tensor.Dtype, stride1 bool) bool {
-	switch {
-	case op == "Transpose":
-		return !jit.Supported()
-	case !windowOps[op]:
-		return false
-	case !jit.Supported():
-		return true
-	case dt == tensor.Float32:
-		return false
-	}
-	return op == "Im2Col" || !stride1
+// cpuLeaves reports whether Gorgonia runs op (the report's name) on the
+// CPU target (graphpass.KernelOn): every transpose and window op where
+// kernels are not machine code, none where they are.
+func cpuLeaves(op string) bool {
+	return (op == "Transpose" || windowOps[op]) && !jit.Supported()
 }
 
-func convolution(t *testing.T, g *G.ExprGraph, cv *G.Node, out []*G.Node, cvRef *G.Node, outRef []*G.Node, gRef *G.ExprGraph, dt tensor.Dtype, stride1 bool, tol float64, fused bool, opts ...fusion.Option) {
+func convolution(t *testing.T, g *G.ExprGraph, cv *G.Node, out []*G.Node, cvRef *G.Node, outRef []*G.Node, gRef *G.ExprGraph, tol float64, fused bool, opts ...fusion.Option) {
 	vm := fusion.NewTapeMachine(g, append(opts, fusion.WithKeep(cv))...)
 	defer vm.Close()
 	if err := vm.Err(); err != nil {
 		t.Fatal(err)
 	}
 	for _, u := range vm.Report().Unfused {
-		if fused || !cpuLeaves(u.Op, dt, stride1) {
+		if fused || !cpuLeaves(u.Op) {
 			t.Errorf("%s left to Gorgonia", u.Op)
 		}
 	}
@@ -222,7 +208,7 @@ func convolution(t *testing.T, g *G.ExprGraph, cv *G.Node, out []*G.Node, cvRef 
 // additions in the same order), in float64 and float32, with the CPU's
 // kernels and with the H200's (run on the CPU), where the pool and its
 // backward are kernels (on the CPU where kernels are machine code, each
-// machine code, float64 pools of a stride above 1 aside: cpuLeaves).
+// machine code: cpuLeaves).
 func TestMaxPools(t *testing.T) {
 	for _, c := range []struct {
 		name        string
@@ -262,7 +248,7 @@ func TestMaxPools(t *testing.T) {
 						t.Fatal(err)
 					}
 					for _, u := range vm.Report().Unfused {
-						if tg.fused || !cpuLeaves(u.Op, dt, c.stride[1] == 1) {
+						if tg.fused || !cpuLeaves(u.Op) {
 							t.Errorf("%s left to Gorgonia", u.Op)
 						}
 					}

@@ -258,8 +258,6 @@ func whyUnfused(c *compilation, n *graphpass.Node) string {
 		return "a batched product whose operands are not 3-D with one batch size"
 	case !graphpass.KernelOn(n, c.target) && k == ops.Transpose:
 		return "on this CPU kernels run on the executor (not as machine code: no AVX2 and FMA, or -tags purego), which is not faster than Gorgonia at transposes"
-	case !graphpass.KernelOn(n, c.target) && c.target.Native:
-		return "on the CPU Gorgonia runs it: the machine code stores no f64 lanes a stride apart, which this window op's form needs (f32 it takes)"
 	case !graphpass.KernelOn(n, c.target):
 		return "on this CPU kernels run on the executor (not as machine code: no AVX2 and FMA, or -tags purego), which is far slower than Gorgonia at a window op's index arithmetic"
 	case k == ops.SoftmaxGrad:

@@ -213,16 +213,13 @@ func (rs *lineSpace) coords(idx *tile.Value, s []int) []*tile.Value {
 // takes its reads over rows (emitRows); on the executor a transpose with a
 // ReLU ran at 0.5–1.5× Gorgonia's time (1M f32: 9.1 against 20.4 ms NHWC →
 // NCHW, 12.0 against 8.0 a heads split), so Gorgonia runs it there. So do
-// the window ops (Im2Col, Col2Im, MaxPool, MaxPoolDiff), written over lanes
-// along one axis (emitLanes) whose every index is then an affine function
-// of the lanes, where the machine code takes their form: f32, and f64
-// where the lanes' stores are contiguous (a max pool, its backward and a
-// col2im of stride 1 along the rows; the machine code stores no f64
-// lanes a stride apart). On the executor an im2col ran far slower than
-// Gorgonia's loop (a 3×3 convolution over 32×16×32×32 f32: the run 26.9 →
-// 167 ms, the im2col kernel alone 138 ms). A max pool and its backward
-// move together (Gorgonia's backward reads a mask that its forward fills):
-// the rule reads only what the two share, their window and type.
+// the window ops (Im2Col, Col2Im, MaxPool, MaxPoolDiff), written over
+// blocks whose every index is an affine function of the lanes
+// (emitLanes), which the machine code takes; on the executor an im2col
+// ran far slower than Gorgonia's loop (a 3×3 convolution over 32×16×32×32
+// f32: the run 26.9 → 167 ms, the im2col kernel alone 138 ms). A max pool
+// and its backward move together (Gorgonia's backward reads a mask that
+// its forward fills): the rule is the same for both.
 func KernelOn(n *Node, t Target) bool {
 	k := n.Info.Kind
 	switch {
@@ -231,13 +228,7 @@ func KernelOn(n *Node, t Target) bool {
 	case k == ops.Transpose:
 		return t.Native
 	case k.Window():
-		if !t.Native {
-			return false
-		}
-		if n.Info.DType == tile.F32 {
-			return true
-		}
-		return k != ops.Im2Col && n.Info.Window[5] == 1
+		return t.Native
 	}
 	return true
 }

@@ -780,6 +780,10 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 		pg.checkLanes(n, n.pat, mask)
 	}
 	if n.pat.elast > 1 { // a scatter (unmasked: the row's range was checked; masked: the active lanes')
+		if n.pat.sh == 3 {
+			pg.scatterF64(n.pat, val, t[0], mask, masked)
+			return nil
+		}
 		pg.scatter(n.pat, val, t[0], mask, masked)
 		return nil
 	}

@@ -14,8 +14,8 @@
 //     start of each row, never through per-lane offsets; lanes a constant
 //     stride of more than one element apart (a transpose's reads, an
 //     im2col's stores) are loaded or stored one lane at a time (f32 and
-//     f64 loads, f32 stores; in ymm loops, without the per-lane tests in
-//     rows whose masks hold). A kernel with an
+//     f64; in ymm loops, without the per-lane tests in rows whose masks
+//     hold). A kernel with an
 //     integer block that is not affine (a division of lanes, a load of
 //     integers) is not supported.
 //   - Vector values are computed in phases: one loop nest per phase over

@@ -478,6 +478,40 @@ func (pg *phaseGen) gatherF64Masked(pat *pattern, dst, mask amd64.VReg) {
 	a.VMOVUPDZ(z(dst), 0, fr(tmp))
 }
 
+// scatterF64 stores the vector's f64 lanes to a pattern with a constant
+// stride of more than one element: the vector to a scratch block, then
+// each lane's element through t's low lane; under a mask (eight i32
+// lanes, its bits taken before t is written: t may be the mask's
+// register) only the active lanes', the others' addresses never touched.
+func (pg *phaseGen) scatterF64(pat *pattern, val, t, mask amd64.VReg, masked bool) {
+	g := pg.g
+	a := &g.a
+	pg.gatherBase(pat, 8)
+	if masked {
+		a.VMOVMSKPS(rT1, mask)
+	}
+	tmp := g.alloc(64, 64)
+	if g.avx512 {
+		a.VMOVUPDstoreZ(fr(tmp), 0, z(val))
+	} else {
+		g.storeF64Y(fr(tmp), val, 0, false, 0)
+	}
+	s := 8 * int32(pat.elast)
+	for l := 0; l < pg.width; l++ {
+		var skip amd64.Label
+		if masked {
+			skip = a.NewLabel()
+			a.SHRQ(rT1, 1)
+			a.Jcc(amd64.CondAE, skip) // carry clear: lane l is off
+		}
+		a.VMOVSDload(t, fr(tmp+int32(8*l)))
+		a.VMOVSDstore(amd64.Ptr(rT0, int32(l)*s), t)
+		if masked {
+			a.Bind(skip)
+		}
+	}
+}
+
 // splatF64 broadcasts the float64 at m to every lane of f64 vector r (a
 // zmm register, or a ymm pair without AVX-512: f64y.go).
 func (g *gen) splatF64(r amd64.VReg, m amd64.Mem) {

@@ -3,7 +3,6 @@ package native_test
 import (
 	"errors"
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
@@ -127,12 +126,11 @@ func againstReference[T any](t *testing.T, isa string, nk *native.Kernel, k *til
 // TestScatterNative: stores whose lanes lie a constant stride of more than
 // one element apart — a transpose written from the rows it reads, y[c, r]
 // = 2·x[r, c] for an r×c matrix x, program p reading rows [p·BR, (p+1)·BR)
-// of x in a block [BR, BC] — run natively in f32, bit for bit the
+// of x in a block [BR, BC] — run natively in f32 and f64, bit for bit the
 // reference's, masked (rows and columns past the matrix: their addresses
 // lie past y's end and are not written) and unmasked (whole blocks: the
 // row's range checked once); every element of y not stored keeps its
-// poison. A mask that lets a lane past the end through falls back; f64
-// lanes a stride apart are not stored natively (declined).
+// poison. A mask that lets a lane past the end through falls back.
 func TestScatterNative(t *testing.T) {
 	requireJIT(t)
 	for _, c := range []struct {
@@ -143,7 +141,6 @@ func TestScatterNative(t *testing.T) {
 		unmasked     bool
 		pastTheEnd   bool
 		wantFallback bool
-		declined     bool
 	}{
 		{name: "f32 6×8 unmasked, 2 rows a program", dt: tile.F32, rows: 6, cols: 8, br: 2, bc: 8, unmasked: true},
 		{name: "f32 4×16 unmasked, two vectors a row", dt: tile.F32, rows: 4, cols: 16, br: 1, bc: 16, unmasked: true},
@@ -151,7 +148,11 @@ func TestScatterNative(t *testing.T) {
 		{name: "f32 13×7, 2 rows a program, the last half out", dt: tile.F32, rows: 13, cols: 7, br: 2, bc: 8},
 		{name: "f32 9×3 in 4 lanes (a partial vector)", dt: tile.F32, rows: 9, cols: 3, br: 1, bc: 4},
 		{name: "f32 a lane past the end falls back", dt: tile.F32, rows: 9, cols: 4, br: 1, bc: 8, pastTheEnd: true, wantFallback: true},
-		{name: "f64 declined", dt: tile.F64, rows: 5, cols: 3, br: 1, bc: 8, declined: true},
+		{name: "f64 6×8 unmasked, 2 rows a program", dt: tile.F64, rows: 6, cols: 8, br: 2, bc: 8, unmasked: true},
+		{name: "f64 28×28 in 32 lanes", dt: tile.F64, rows: 28, cols: 28, br: 1, bc: 32},
+		{name: "f64 13×7, 2 rows a program, the last half out", dt: tile.F64, rows: 13, cols: 7, br: 2, bc: 8},
+		{name: "f64 9×3 in 4 lanes (a partial vector)", dt: tile.F64, rows: 9, cols: 3, br: 1, bc: 4},
+		{name: "f64 a lane past the end falls back", dt: tile.F64, rows: 9, cols: 4, br: 1, bc: 8, pastTheEnd: true, wantFallback: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := tile.NewBuilder("scatter", nil)
@@ -174,25 +175,33 @@ func TestScatterNative(t *testing.T) {
 			}
 			grid := tile.Grid{(c.rows + c.br - 1) / c.br}
 			for _, isa := range isas(t) {
-				if c.declined {
-					native.SetAVX512(isa == "avx512")
-					if _, err := native.Compile(k); !errors.Is(err, native.ErrUnsupported) || !strings.Contains(err.Error(), "stride") {
-						t.Fatalf("%s: got %v, want ErrUnsupported", isa, err)
-					}
-					continue
-				}
 				nk := compileFor(t, isa, k)
 				rng := tiletest.RNG(c.name)
-				x := make([]float32, c.rows*c.cols)
+				x := make([]float64, c.rows*c.cols)
 				for i := range x {
-					x[i] = float32(rng.Float64()*2 - 1)
+					x[i] = rng.Float64()*2 - 1
 				}
-				run := func(launch func(args ...any) error) ([]float32, error) {
-					y := make([]float32, c.rows*c.cols+c.rows) // room past the end: a lane let through writes there
+				n := c.rows * c.cols
+				run := func(launch func(args ...any) error) ([]float64, error) {
+					// room past the end: a lane let through would write there
+					y := make([]float64, n+c.rows)
 					for i := range y {
-						y[i] = float32(math.NaN())
+						y[i] = math.NaN()
 					}
-					err := launch(append([]float32(nil), x...), y[:c.rows*c.cols])
+					if c.dt == tile.F64 {
+						return y, launch(append([]float64(nil), x...), y[:n])
+					}
+					x32, y32 := make([]float32, len(x)), make([]float32, len(y))
+					for i := range x {
+						x32[i] = float32(x[i])
+					}
+					for i := range y32 {
+						y32[i] = float32(y[i])
+					}
+					err := launch(x32, y32[:n])
+					for i := range y {
+						y[i] = float64(y32[i])
+					}
 					return y, err
 				}
 				got, want, ok := againstReference(t, isa, nk, k, grid, c.wantFallback, run)
@@ -200,7 +209,7 @@ func TestScatterNative(t *testing.T) {
 					continue
 				}
 				for i := range want {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) || i < c.rows*c.cols && got[i] != got[i] {
+					if math.Float64bits(got[i]) != math.Float64bits(want[i]) || i < n && math.IsNaN(got[i]) {
 						t.Fatalf("%s: y[%d] = %v natively, %v on the reference", isa, i, got[i], want[i])
 					}
 				}

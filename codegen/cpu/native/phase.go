@@ -161,9 +161,9 @@ func (pg *phaseGen) buildNodes() error {
 		in := p.in(v)
 		switch in.kind {
 		case kStore:
-			// f32 lanes a constant stride apart are stored lane by lane
-			// (scatter); f64 ones are not
-			pat, err := pg.pointer(v.Args[0], id, v.Args[1].Type.DType == tile.F32)
+			// lanes a constant stride apart are stored lane by lane
+			// (scatter, scatterF64)
+			pat, err := pg.pointer(v.Args[0], id, true)
 			if err != nil {
 				return err
 			}
@@ -343,8 +343,8 @@ func sxEqual(a, b *sx) bool {
 // pointer is the pattern of pointer block v at lanes m; gather allows a
 // constant stride of more than one element between lanes (a load: eight
 // scalar loads a vector, under a mask those of the active lanes; an f64
-// one under a mask only where masked-off lanes take 0; an f32 store:
-// eight scalar stores, under a mask those of the active lanes).
+// one under a mask only where masked-off lanes take 0; a store: eight
+// scalar stores, under a mask those of the active lanes).
 func (pg *phaseGen) pointer(v *tile.Value, m lanes, gather bool) (*pattern, error) {
 	a := pg.g.p.in(v).aff
 	if a == nil || a.root < 0 {
