@@ -69,22 +69,7 @@ func TestMaskedGatherNative(t *testing.T) {
 					x[i] = rng.Float64()*2 - 1
 				}
 				run := func(launch func(args ...any) error) ([]float64, error) {
-					y := make([]float64, c.rows*c.cols)
-					for i := range y {
-						y[i] = math.NaN()
-					}
-					if c.dt == tile.F64 {
-						return y, launch(append([]float64(nil), x...), y)
-					}
-					x32, y32 := make([]float32, len(x)), make([]float32, len(y))
-					for i := range x {
-						x32[i], y32[i] = float32(x[i]), float32(y[i])
-					}
-					err := launch(x32, y32)
-					for i := range y {
-						y[i] = float64(y32[i])
-					}
-					return y, err
+					return launchIn(c.dt, x, c.rows*c.cols, c.rows*c.cols, launch)
 				}
 				got, want, ok := againstReference(t, isa, nk, k, grid, c.wantFallback, run)
 				if !ok {
@@ -98,6 +83,31 @@ func TestMaskedGatherNative(t *testing.T) {
 			}
 		})
 	}
+}
+
+// launchIn launches with a copy of x and the first n of size elements of
+// y, poisoned with NaN (those past n show a store let through), in type
+// dt (f32: converted there and back), and returns all of y.
+func launchIn(dt tile.DType, x []float64, size, n int, launch func(args ...any) error) ([]float64, error) {
+	y := make([]float64, size)
+	for i := range y {
+		y[i] = math.NaN()
+	}
+	if dt == tile.F64 {
+		return y, launch(append([]float64(nil), x...), y[:n])
+	}
+	x32, y32 := make([]float32, len(x)), make([]float32, size)
+	for i := range x {
+		x32[i] = float32(x[i])
+	}
+	for i := range y32 {
+		y32[i] = float32(y[i])
+	}
+	err := launch(x32, y32[:n])
+	for i := range y {
+		y[i] = float64(y32[i])
+	}
+	return y, err
 }
 
 // againstReference launches nk, then the reference interpreter, over
@@ -184,25 +194,7 @@ func TestScatterNative(t *testing.T) {
 				n := c.rows * c.cols
 				run := func(launch func(args ...any) error) ([]float64, error) {
 					// room past the end: a lane let through would write there
-					y := make([]float64, n+c.rows)
-					for i := range y {
-						y[i] = math.NaN()
-					}
-					if c.dt == tile.F64 {
-						return y, launch(append([]float64(nil), x...), y[:n])
-					}
-					x32, y32 := make([]float32, len(x)), make([]float32, len(y))
-					for i := range x {
-						x32[i] = float32(x[i])
-					}
-					for i := range y32 {
-						y32[i] = float32(y[i])
-					}
-					err := launch(x32, y32[:n])
-					for i := range y {
-						y[i] = float64(y32[i])
-					}
-					return y, err
+					return launchIn(c.dt, x, n+c.rows, n, launch)
 				}
 				got, want, ok := againstReference(t, isa, nk, k, grid, c.wantFallback, run)
 				if !ok {
