@@ -437,57 +437,17 @@ func emitLanes(e *emitter, out *tile.Value, k *Kernel) error {
 			rest = b.Div(rest, s[i])
 		}
 	}
-	ls := &laneSpace{e: e, c: c, s: s}
-	ls.offs = e.flatten(c, s)
-	if ls.offs.Type.Shape != shape { // the lanes' and rows' axes of size 1: a scalar
-		ls.offs = b.Add(ls.offs, b.Mul(c[a], 0))
+	// the members' coordinates come from the flat index's record
+	// (emitter.coords: the same axes, or runs of them merged)
+	offs := e.flatten(c, s)
+	if offs.Type.Shape != shape { // the lanes' and rows' axes of size 1: a scalar
+		offs = b.Add(offs, b.Mul(c[a], 0))
+		e.recordFlat(offs, c, s)
 	}
-	e.space = ls.coords
 	e.mask = e.and(rowIn, laneIn)
-	if err := e.store(out, ls.offs); err != nil {
+	if err := e.store(out, offs); err != nil {
 		return err
 	}
 	k.Grid = tile.Grid{numel(s) / (s[a] * s[r]), rows, lanes}
 	return nil
-}
-
-// laneSpace is emitLanes' index space: the flat indices offs of shape s
-// at coordinates c.
-type laneSpace struct {
-	e    *emitter
-	offs *tile.Value
-	c    []*tile.Value
-	s    []int
-}
-
-// coords are the space's coordinates in shape s whose axes are runs of
-// the space's (the root's (B·OH·OW, Z) of an im2col's (B, OH, OW, Z)),
-// each the run's coordinates flattened, the first axis all that is left.
-// Nil for other indices and shapes.
-func (ls *laneSpace) coords(idx *tile.Value, s []int) []*tile.Value {
-	if idx != ls.offs {
-		return nil
-	}
-	out := make([]*tile.Value, len(s))
-	i := len(ls.s)
-	for j := len(s) - 1; j >= 0; j-- {
-		from, size := i, 1
-		if j == 0 {
-			i = 0
-		} else {
-			for i > 0 && size < s[j] {
-				i--
-				size *= ls.s[i]
-			}
-			if size != s[j] {
-				return nil
-			}
-		}
-		if i == from {
-			out[j] = ls.e.b.Mul(ls.offs, 0) // an axis of size 1
-			continue
-		}
-		out[j] = ls.e.flatten(ls.c[i:from], ls.s[i:from])
-	}
-	return out
 }

@@ -484,12 +484,18 @@ func (e *emitter) flatten(c []*tile.Value, s []int) *tile.Value {
 	if idx == nil {
 		return e.b.Mul(c[0], 0)
 	}
-	// a coordinate along an axis of size 1 is not in idx: recorded as nil,
-	// 0 where it is asked for (as split gives). On a GPU only shapes
-	// without such axes are recorded (their kernels as measured; the CPU's
-	// machine code needs the coordinates, not divisions of the lanes)
+	e.recordFlat(idx, c, s)
+	return idx
+}
+
+// recordFlat records that flat indices idx of shape s are coordinates c
+// (flats). A coordinate along an axis of size 1 is not in idx: recorded
+// as nil, 0 where it is asked for (as split gives). On a GPU only shapes
+// without such axes are recorded (their kernels as measured; the CPU's
+// machine code needs the coordinates, not divisions of the lanes).
+func (e *emitter) recordFlat(idx *tile.Value, c []*tile.Value, s []int) {
 	if slices.Contains(s, 1) && e.t.GPU() {
-		return idx
+		return
 	}
 	if e.flats == nil {
 		e.flats = map[*tile.Value]flatOf{}
@@ -501,7 +507,6 @@ func (e *emitter) flatten(c []*tile.Value, s []int) *tile.Value {
 		}
 	}
 	e.flats[idx] = flatOf{c: cc, s: slices.Clone(s)}
-	return idx
 }
 
 // flatOf is what flat indices were made of (emitter.flatten): the
