@@ -507,7 +507,11 @@ func bareProduct(grp *Group) bool {
 // Combine (Kernel.Parts: the same bits run after run; the 2-core VM, the
 // convnet's 32×9 over 78400: 1.41 ms in one program, 0.80 in 4 parts),
 // and where more tiles leave cores idle for much of the last wave, in as
-// many parts as keep 80% of them busy.
+// many parts as keep 80% of them busy; and tiles of 64×64 or less in
+// parts of at most cpuPartK of K (the bench's convnet large on the 2-core
+// VM, 2026-12-05, the weight gradient 64×288 over 19600 from 18 tiles of
+// 32×32 to 5 of 64×64 in 16 parts, with tuneMatMulTiles' cpuLongK: 4.4–4.5
+// → 3.2 ms; 128×576 over 4900 in 4 parts: 2.5–2.6 → 2.2).
 // Not where the wave model chose (wgmma forms) or SPLIT_K is set.
 func splitLongK(grp *Group, t Target, meta tile.Meta) {
 	mm := grp.MatMul
@@ -541,9 +545,31 @@ func splitLongK(grp *Group, t Target, meta tile.Meta) {
 	for tiles*2*split <= programs && steps >= 2*split*16 {
 		split *= 2
 	}
+	if !t.GPU() && bm*bn <= 64*64 {
+		// on a CPU, tiles of 64×64 or less (whose panels are the most bytes
+		// per FLOP) in parts of at most cpuPartK of K: a part's panels of A
+		// and B stay in a core's L2 while its tiles take them in turn
+		for productK(mm) > split*cpuPartK && split < 64 && steps >= 2*split*16 {
+			split *= 2
+		}
+	}
 	if split > 1 {
 		meta["SPLIT_K"] = split
 	}
+}
+
+// cpuPartK is the longest part of K a CPU's bare product takes in one
+// program where its K is split (splitLongK). The 2-core VM (AMD EPYC,
+// 2026-12-05, the bench's convnet large, the weight gradients 64×288 over
+// K = 19600 and 128×576 over 4900): a whole K streams its panels from
+// memory, 64×288×19600 ran 115–139 GFLOP/s on one core against 178 over K
+// = 1960.
+const cpuPartK = 2048
+
+// cpuLongK reports whether grp is a bare product over a long K (at least
+// 64 steps of 64) on a CPU: one splitLongK takes in parts.
+func cpuLongK(grp *Group) bool {
+	return bareProduct(grp) && productK(grp.MatMul) >= 64*64
 }
 
 // groupM is the GROUP_M that groupTiles sets: about √(wave·BLOCK_N /
@@ -725,7 +751,9 @@ func tuneMatMulTiles(grp *Group, t Target, prec tile.Precision, meta tile.Meta) 
 		var bm, bn int
 		for _, side := range []int{128, 64, 32} {
 			bm, bn = min(side, max(tile.MinDotDim, pow2AtLeast(m))), min(side, max(tile.MinDotDim, pow2AtLeast(n)))
-			if batch*tile.CDiv(m, bm)*tile.CDiv(n, bn) >= 4*t.Cores {
+			if batch*tile.CDiv(m, bm)*tile.CDiv(n, bn) >= 4*t.Cores || side == 64 && cpuLongK(grp) {
+				// a bare product over a long K keeps tiles of 64: its
+				// programs come from K's parts (splitLongK)
 				break
 			}
 		}

@@ -452,28 +452,34 @@ func TestSplitLongK(t *testing.T) {
 		})
 	}
 	// a CPU whose kernels are machine code: where the output is fewer tiles
-	// than half the cores, up to two programs a core; the executor's
-	// kernels never
+	// than half the cores, up to two programs a core; where tiles of 64×64
+	// or less stream their panels over K, parts of at most cpuPartK; a
+	// bare product over a long K keeps tiles of 64 (cpuLongK); the
+	// executor's kernels never
 	native2, native16, exec16 := CPU(2), CPU(16), CPU(16)
 	native2.Native, native16.Native = true, true
 	for _, c := range []struct {
-		name    string
-		m, k, n int
-		target  Target
-		want    int
+		name           string
+		m, k, n        int
+		target         Target
+		bm, bn, splitK int
 	}{
-		{"32×9 over 78400, 2 cores: 4 parts", 32, 78400, 9, native2, 4},
-		{"32×9 over 78400, 16 cores: 32 parts", 32, 78400, 9, native16, 32},
-		{"32×9 over 78400 on the executor", 32, 78400, 9, exec16, 0},
-		{"288×64 over 19600, 16 cores: 18 tiles, 2 waves at 56%: 4 parts, 5 at 90%", 288, 19600, 64, native16, 4},
-		{"288×64 over 19600, 2 cores: 18 tiles, whole waves", 288, 19600, 64, native2, 0},
-		{"576×128 over 4900, 16 cores: 72 tiles, 5 waves at 90%", 576, 4900, 128, native16, 0},
-		{"32×9 over 2048, 16 cores: K short", 32, 2048, 9, native16, 0},
+		{"32×9 over 78400, 2 cores: 64 parts of 1225", 32, 78400, 9, native2, 32, 16, 64},
+		{"32×9 over 78400, 16 cores: 64 parts", 32, 78400, 9, native16, 32, 16, 64},
+		{"32×9 over 78400 on the executor", 32, 78400, 9, exec16, 32, 32, 0},
+		{"288×64 over 19600, 16 cores: 5 tiles of 64, 16 parts of 1225", 288, 19600, 64, native16, 64, 64, 16},
+		{"288×64 over 19600, 2 cores: 5 tiles of 64 (not 18 of 32), 16 parts", 288, 19600, 64, native2, 64, 64, 16},
+		{"576×128 over 4900, 16 cores: 18 tiles of 64, 4 waves of 4 parts at 90%", 576, 4900, 128, native16, 64, 64, 4},
+		{"576×128 over 4900, 2 cores: 18 tiles, 4 parts of 1225", 576, 4900, 128, native2, 64, 64, 4},
+		{"1024×1024 over 4096, 2 cores: 128×128 tiles, whole K", 1024, 4096, 1024, native2, 128, 128, 0},
+		{"512×512 over 8192, 16 cores: 64 tiles of 64, 4 parts of 2048", 512, 8192, 512, native16, 64, 64, 4},
+		{"32×9 over 2048, 16 cores: K short", 32, 2048, 9, native16, 32, 16, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			grp := productGroup(t, c.m, c.k, c.n, false, false, func(*G.ExprGraph, *G.Node) {})
-			if got := defaultMeta(grp, c.target, tile.PrecIEEE)["SPLIT_K"]; got != c.want {
-				t.Errorf("SPLIT_K %d, want %d (%v)", got, c.want, defaultMeta(grp, c.target, tile.PrecIEEE))
+			m := defaultMeta(grp, c.target, tile.PrecIEEE)
+			if m["BLOCK_M"] != c.bm || m["BLOCK_N"] != c.bn || m["SPLIT_K"] != c.splitK {
+				t.Errorf("%v, want BLOCK_M %d, BLOCK_N %d, SPLIT_K %d", m, c.bm, c.bn, c.splitK)
 			}
 		})
 	}
