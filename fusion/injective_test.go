@@ -357,3 +357,51 @@ func TestTransposedOperands(t *testing.T) {
 		}
 	}
 }
+
+// TestChainedTransposes: two transposes in a row (each pair of the 4-D
+// permutations FuzzConvNet draws, and NCHW ↔ NHWC), between two tanh, at
+// shapes whose sizes are no block's multiples, with a batch of one among
+// them; loss and gradient match Gorgonia's, and on a CPU whose kernels are
+// machine code every kernel is (graphpass merges each transpose's axes its
+// own way, (B, C, H·W) against (B, C·H, W), and reads one through the
+// other through their common refinement, emitter.refineRuns: dividing the
+// flat indices divided the lanes, which the machine code does not take:
+// 32 of these 72 cases did before).
+func TestChainedTransposes(t *testing.T) {
+	perms := [][]int{{0, 1, 3, 2}, {1, 0, 2, 3}, {0, 2, 1, 3}, {3, 2, 1, 0}, {0, 3, 1, 2}, {0, 2, 3, 1}}
+	for _, shape := range [][]int{{2, 3, 5, 7}, {1, 5, 6, 3}} {
+		for _, p1 := range perms {
+			for _, p2 := range perms {
+				t.Run(fmt.Sprintf("%v %v %v", shape, p1, p2), func(t *testing.T) {
+					build := func() (*G.ExprGraph, *G.Node, *G.Node, *G.Node) {
+						g := G.NewGraph()
+						x := G.NewTensor(g, tensor.Float32, 4, G.WithShape(shape...), G.WithName("x"))
+						y := G.Must(G.Tanh(G.Must(G.Transpose(G.Must(G.Transpose(G.Must(G.Tanh(x)), p1...)), p2...))))
+						u := G.NewTensor(g, tensor.Float32, 4, G.WithShape(y.Shape()...), G.WithName("u"))
+						loss := G.Must(G.Sum(G.Must(G.HadamardProd(y, u))))
+						dx, err := G.Grad(loss, x)
+						if err != nil {
+							t.Fatal(err)
+						}
+						return g, x, loss, dx[0]
+					}
+					gRef, xRef, lossRef, dRef := build()
+					g, x, loss, d := build()
+					uRef, u := gRef.ByName("u")[0], g.ByName("u")[0]
+					letTwins(t, rand.New(rand.NewPCG(5, 9)), []*G.Node{xRef, uRef}, []*G.Node{x, u}, nil)
+					vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU))
+					defer vm.Close()
+					if err := vm.Err(); err != nil {
+						t.Fatal(err)
+					}
+					if jit.Supported() {
+						allNative(t, vm)
+					}
+					runTwins(t, gRef, vm)
+					sameAsGorgonia(t, "loss", loss, lossRef, 1e-5)
+					sameAsGorgonia(t, "gradient", d, dRef, 1e-5)
+				})
+			}
+		}
+	}
+}

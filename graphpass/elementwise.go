@@ -189,7 +189,10 @@ type lineSpace struct {
 // coords splits the space's own indices into coordinates of shape s
 // whose last axis is m rows of the space's (m·c long): the last
 // coordinate (row mod m)·c + col, the others the row's, row / m split
-// (scalars). Nil for other indices and shapes.
+// (scalars). The last coordinate (over one axis: the index) is recorded as
+// made of (row mod m, col) of shape (m, c), so that a read of it through
+// another transpose splits it back into those (emitter.refineRuns), not
+// by dividing the lanes. Nil for other indices and shapes.
 func (rs *lineSpace) coords(idx *tile.Value, s []int) []*tile.Value {
 	n := len(s)
 	if idx != rs.offs || n == 0 || s[n-1]%rs.c != 0 {
@@ -197,12 +200,22 @@ func (rs *lineSpace) coords(idx *tile.Value, s []int) []*tile.Value {
 	}
 	b := rs.e.b
 	row, last := rs.row, rs.col
-	if m := s[n-1] / rs.c; m > 1 {
-		last = b.Add(b.Mul(b.Rem(row, m), rs.c), last)
+	var r *tile.Value // row mod m
+	m := s[n-1] / rs.c
+	if m > 1 {
+		r = b.Rem(row, m)
+		last = b.Add(b.Mul(r, rs.c), last)
+		rs.e.recordFlat(last, []*tile.Value{r, rs.col}, []int{m, rs.c})
 		row = b.Div(row, m)
 	}
 	if n == 1 {
-		return []*tile.Value{b.Add(b.Mul(row, s[0]), last)}
+		// s[0] is every element: row / m is 0 in every program, the index
+		// the last coordinate's
+		flat := b.Add(b.Mul(row, s[0]), last)
+		if m > 1 {
+			rs.e.recordFlat(flat, []*tile.Value{r, rs.col}, []int{m, rs.c})
+		}
+		return []*tile.Value{flat}
 	}
 	return append(rs.e.split(row, s[:n-1]), last)
 }

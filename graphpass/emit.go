@@ -265,7 +265,10 @@ type emitter struct {
 	// apart from one computed on every lane)
 	under *tile.Value
 	memo  map[memoKey]*tile.Value
-	flats map[*tile.Value]flatOf // flat indices flatten made, by what
+	flats map[*tile.Value][]flatOf // flat indices flatten made, by what, in the order recorded
+	// refining: the flat indices whose coordinates refineRuns is making
+	// (a coordinate flattened from itself alone splits by division there)
+	refining map[*tile.Value]bool
 	// halves: (1 + t)/2 of tanhSums' tanhs, by the tanh and indices (a
 	// product group's epilogue: one scope)
 	halves map[memoKey]*tile.Value
@@ -361,8 +364,9 @@ func (e *emitter) param(name string) (int, error) {
 // divisions and remainders of the indices would undo the multiplies and
 // adds that made them, which the CPU's machine code does not see through).
 func (e *emitter) coords(idx *tile.Value, s []int) []*tile.Value {
-	if f, ok := e.flats[idx]; ok {
-		if slices.Equal(f.s, s) {
+	recs := e.flats[idx]
+	for i := len(recs) - 1; i >= 0; i-- { // the latest record of shape s
+		if f := recs[i]; slices.Equal(f.s, s) {
 			c := slices.Clone(f.c)
 			for i := range c {
 				if c[i] == nil {
@@ -371,11 +375,19 @@ func (e *emitter) coords(idx *tile.Value, s []int) []*tile.Value {
 			}
 			return c
 		}
-		if c := e.splitRuns(f, s); c != nil {
-			return c
+	}
+	if !e.refining[idx] {
+		if e.refining == nil {
+			e.refining = map[*tile.Value]bool{}
 		}
-		if c := e.mergeRuns(f, s); c != nil {
-			return c
+		e.refining[idx] = true
+		defer delete(e.refining, idx)
+		for i := len(recs) - 1; i >= 0; i-- {
+			if f := recs[i]; !(len(recs) > 1 && f.identity(idx)) {
+				if c := e.refineRuns(f, s); c != nil {
+					return c
+				}
+			}
 		}
 	}
 	if e.space != nil {
@@ -386,64 +398,98 @@ func (e *emitter) coords(idx *tile.Value, s []int) []*tile.Value {
 	return e.split(idx, s)
 }
 
-// splitRuns is the coordinates in shape s of the flat indices that f's
-// coordinates make, where each axis of f's shape is a run of s's (a
-// transpose over merged axes read by a window op: (B, C, H·W) → (B, C, H,
-// W)): each of f's coordinates split over its run, so that a run of one
-// axis keeps its coordinate (a lane's stays affine) and scalars split as
-// scalars. Nil where the axes do not line up.
-func (e *emitter) splitRuns(f flatOf, s []int) []*tile.Value {
-	var out []*tile.Value
-	j := 0
-	for i, n := range f.s {
-		from, size := j, 1
-		for j < len(s) && size < n {
-			size *= s[j]
-			j++
-		}
-		for j < len(s) && s[j] == 1 && size == n && i == len(f.s)-1 {
-			j++ // trailing axes of size 1
-		}
-		if size != n || j == from || f.c[i] == nil {
+// refineRuns is the coordinates in shape s of the flat indices that f's
+// coordinates make, through the common refinement of the two shapes: the
+// sizes into which both split as runs of consecutive axes ((B, C, H·W) and
+// (B, C·H, W) both split into (B, C, H, W)), where it exists. Each of f's
+// coordinates splits over its run of the refinement (one part: it stays as
+// it is, a lane's affine), and each of s's is its run's parts flattened
+// (affine where they are), so that indices read through transposes over
+// merged axes, through window ops reading a transpose written over merged
+// axes, and through chained transposes merged differently ((B, 4, 8·3)
+// read as (B, 4·8, 3)) keep their lanes whole wherever an axis of the
+// refinement holds them, where dividing the flat index would divide the
+// lanes (which the CPU's machine code does not take); a coordinate split
+// over several parts is itself split by coords (flattened coordinates of
+// those parts split into them). Axes of size 1 have
+// no part: coordinate 0. Nil where the shapes have no common refinement
+// (6·4 and 4·6) or a coordinate is missing.
+func (e *emitter) refineRuns(f flatOf, s []int) []*tile.Value {
+	type part struct{ size, from, to int } // a refinement axis: part of f's axis from and of s's axis to
+	var parts []part
+	i, j := 0, 0
+	rf, rs := 1, 1 // what is left of f.s[i] and s[j]
+	if len(f.s) > 0 {
+		rf = f.s[0]
+	}
+	if len(s) > 0 {
+		rs = s[0]
+	}
+	for i < len(f.s) || j < len(s) {
+		switch {
+		case i < len(f.s) && rf == 1:
+			if i++; i < len(f.s) {
+				rf = f.s[i]
+			}
+		case j < len(s) && rs == 1:
+			if j++; j < len(s) {
+				rs = s[j]
+			}
+		case i == len(f.s) || j == len(s) || rf < 1 || rs < 1:
+			return nil
+		case rf%rs == 0: // s's axis ends first (or both): the outer part of f's
+			parts = append(parts, part{rs, i, j})
+			rf, rs = rf/rs, 1
+		case rs%rf == 0:
+			parts = append(parts, part{rf, i, j})
+			rs, rf = rs/rf, 1
+		default:
 			return nil
 		}
-		for from < j-1 && s[from] == 1 { // leading axes of size 1: coordinate 0, no division
-			out = append(out, e.b.Mul(f.c[i], 0))
-			from++
+	}
+	// each of f's coordinates over its parts
+	coord := make([]*tile.Value, len(parts))
+	for p := 0; p < len(parts); {
+		q := p
+		for q < len(parts) && parts[q].from == parts[p].from {
+			q++
 		}
-		out = append(out, e.split(f.c[i], s[from:j])...)
+		c := f.c[parts[p].from]
+		if c == nil {
+			return nil
+		}
+		sizes := make([]int, 0, q-p)
+		for _, pt := range parts[p:q] {
+			sizes = append(sizes, pt.size)
+		}
+		if e.refining[c] { // the indices themselves (an identity record)
+			copy(coord[p:q], e.split(c, sizes))
+		} else { // a coordinate itself flattened splits as it was made
+			copy(coord[p:q], e.coords(c, sizes))
+		}
+		p = q
 	}
-	if j != len(s) {
-		return nil
-	}
-	return out
-}
-
-// mergeRuns is the coordinates in shape s of the flat indices that f's
-// coordinates make, where each axis of s is a run of f's (an operand read
-// through a transpose written over merged axes: (B, C, H, W) → (B, C,
-// H·W)): each run's coordinates flattened, affine where they are. Nil
-// where the axes do not line up.
-func (e *emitter) mergeRuns(f flatOf, s []int) []*tile.Value {
+	// each of s's coordinates from its parts
 	out := make([]*tile.Value, len(s))
-	i := 0
-	for j, n := range s {
-		from, size := i, 1
-		for i < len(f.s) && size < n {
-			size *= f.s[i]
-			i++
+	p := 0
+	for j := range s {
+		q := p
+		for q < len(parts) && parts[q].to == j {
+			q++
 		}
-		if size != n || i == from {
-			return nil
-		}
-		if n == 1 {
+		switch q - p {
+		case 0:
 			out[j] = e.b.Const(0, tile.I32)
-			continue
+		case 1:
+			out[j] = coord[p]
+		default:
+			sizes := make([]int, 0, q-p)
+			for _, pt := range parts[p:q] {
+				sizes = append(sizes, pt.size)
+			}
+			out[j] = e.flatten(coord[p:q], sizes)
 		}
-		out[j] = e.flatten(f.c[from:i], f.s[from:i])
-	}
-	if i != len(f.s) {
-		return nil
+		p = q
 	}
 	return out
 }
@@ -498,7 +544,7 @@ func (e *emitter) recordFlat(idx *tile.Value, c []*tile.Value, s []int) {
 		return
 	}
 	if e.flats == nil {
-		e.flats = map[*tile.Value]flatOf{}
+		e.flats = map[*tile.Value][]flatOf{}
 	}
 	cc := slices.Clone(c)
 	for i := range s {
@@ -506,7 +552,7 @@ func (e *emitter) recordFlat(idx *tile.Value, c []*tile.Value, s []int) {
 			cc[i] = nil
 		}
 	}
-	e.flats[idx] = flatOf{c: cc, s: slices.Clone(s)}
+	e.flats[idx] = append(e.flats[idx], flatOf{c: cc, s: slices.Clone(s)})
 }
 
 // flatOf is what flat indices were made of (emitter.flatten): the
@@ -514,6 +560,13 @@ func (e *emitter) recordFlat(idx *tile.Value, c []*tile.Value, s []int) {
 type flatOf struct {
 	c []*tile.Value
 	s []int
+}
+
+// identity reports whether f records flat indices idx as themselves, the
+// only coordinate not 0 (flatten over one axis that is not 1): nothing to
+// split them by where they have another record.
+func (f flatOf) identity(idx *tile.Value) bool {
+	return slices.Contains(f.c, idx)
 }
 
 // gen computes node n at the flat indices idx of its own shape.
