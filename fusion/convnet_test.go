@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -270,11 +271,14 @@ func TestMaxPools(t *testing.T) {
 // TestWindowOpsAroundTransposes: on the CPU where kernels are machine
 // code, window ops next to transposes — an NHWC image transposed into a
 // convolution (im2col reads through the transpose), a max pool whose
-// output is transposed other than NCHW → NHWC (which the rows form would
-// divide the lanes for: the pool's backward keeps a group of its own,
-// graphpass windowJoins), a batch of one (axes of size 1 in every flat
-// index) — are kernels, every kernel machine code, with Gorgonia's values
-// and gradients (float32; the products' sums in another order).
+// output is transposed over its rows and columns (its backward keeps a
+// group of its own, graphpass windowJoins: the rows' lanes would not run
+// along its channels), a max pool of an image in (N, W, H, C) (its
+// backward joins the transpose back, whose lanes run along its channels,
+// and stays machine code: the transposes' reads split through the shapes'
+// common refinement), a batch of one (axes of size 1 in every flat index)
+// — are kernels, every kernel machine code, with Gorgonia's values and
+// gradients (float32; the products' sums in another order).
 func TestWindowOpsAroundTransposes(t *testing.T) {
 	if !jit.Supported() {
 		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego): window ops are Gorgonia's (TestConvNet checks the reason)")
@@ -282,6 +286,9 @@ func TestWindowOpsAroundTransposes(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		build func(g *G.ExprGraph) ([]*G.Node, *G.Node)
+		// the max pool's backward shares a kernel with a transpose
+		// (checked where set)
+		poolGradWithTranspose bool
 	}{
 		{"an NHWC image into a convolution and a pool", func(g *G.ExprGraph) ([]*G.Node, *G.Node) {
 			x := G.NewTensor(g, tensor.Float32, 4, G.WithShape(2, 9, 10, 3), G.WithName("x"))
@@ -289,20 +296,26 @@ func TestWindowOpsAroundTransposes(t *testing.T) {
 			cv := G.Must(G.Conv2d(G.Must(G.Transpose(x, 0, 3, 1, 2)), w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
 			p := G.Must(G.MaxPool2D(G.Must(G.Rectify(cv)), tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
 			return []*G.Node{x, w}, G.Must(G.Sum(G.Must(G.Square(p))))
-		}},
+		}, false},
 		{"a pool transposed over its rows and columns", func(g *G.ExprGraph) ([]*G.Node, *G.Node) {
 			x := G.NewTensor(g, tensor.Float32, 4, G.WithShape(2, 3, 12, 10), G.WithName("x"))
 			p := G.Must(G.MaxPool2D(G.Must(G.Tanh(x)), tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
 			q := G.Must(G.Transpose(p, 0, 1, 3, 2))
 			u := G.NewTensor(g, tensor.Float32, 4, G.WithShape(q.Shape()...), G.WithName("u"))
 			return []*G.Node{x, u}, G.Must(G.Sum(G.Must(G.HadamardProd(q, u))))
-		}},
+		}, false},
+		{"a pool of an image in (N, W, H, C)", func(g *G.ExprGraph) ([]*G.Node, *G.Node) {
+			z := G.NewTensor(g, tensor.Float32, 4, G.WithShape(2, 10, 12, 3), G.WithName("z"))
+			p := G.Must(G.MaxPool2D(G.Must(G.Tanh(G.Must(G.Transpose(z, 0, 3, 2, 1)))), tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+			u := G.NewTensor(g, tensor.Float32, 4, G.WithShape(p.Shape()...), G.WithName("u"))
+			return []*G.Node{z, u}, G.Must(G.Sum(G.Must(G.HadamardProd(p, u))))
+		}, true},
 		{"a batch of one, a 3-channel image, stride 2", func(g *G.ExprGraph) ([]*G.Node, *G.Node) {
 			x := G.NewTensor(g, tensor.Float32, 4, G.WithShape(1, 3, 11, 5), G.WithName("x"))
 			w := G.NewTensor(g, tensor.Float32, 4, G.WithShape(2, 3, 2, 2), G.WithName("w"))
 			cv := G.Must(G.Conv2d(G.Must(G.Transpose(x, 0, 1, 3, 2)), w, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}, []int{1, 1}))
 			return []*G.Node{x, w}, G.Must(G.Sum(G.Must(G.Square(cv))))
-		}},
+		}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			build := func() (*G.ExprGraph, []*G.Node, *G.Node, []*G.Node) {
@@ -328,6 +341,11 @@ func TestWindowOpsAroundTransposes(t *testing.T) {
 				}
 			}
 			allNative(t, vm)
+			if c.poolGradWithTranspose && !slices.ContainsFunc(vm.Report().Groups, func(g fusion.GroupInfo) bool {
+				return slices.Contains(g.Ops, "MaxPool's gradient") && slices.Contains(g.Ops, "Transpose")
+			}) {
+				t.Errorf("the max pool's backward has a kernel of its own:\n%v", vm.Report())
+			}
 			runTwins(t, gRef, vm)
 			sameAsGorgonia(t, "loss", loss, lossRef, 2e-5)
 			for i := range d {

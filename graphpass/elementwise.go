@@ -312,14 +312,14 @@ func keepsOrder(grp *Group, w *Node) bool {
 // Gorgonia's loops): where the members between it and the root keep its
 // order (emitLanes, windowLanes), or else where the group's rows run
 // their lanes (emitRows: the root's last axis, followed down through the
-// members' reshapes and elementwise ops) along w's channels through NCHW
-// → NHWC transposes only (a convolution's backward: the max pool's
-// backward read by the transpose back to the product's layout), whose
-// channels ops keeps an axis of their own (mergeTranspose), and along
-// which w's arithmetic is a scalar's. Other transposes merge or split the
-// lanes' axis with others (divisions of the lanes: FuzzConvNet found
-// them). A window op that may not joins no group and roots one of its
-// own, in the lanes form.
+// members' reshapes, elementwise ops and transposes, axis by axis) along
+// w's channels (a convolution's backward: the max pool's backward read by
+// the transpose back to the product's layout), along which w's arithmetic
+// is a scalar's; the transposes' reads of each other, merged their own
+// ways, split through the shapes' common refinement (emitter.refineRuns:
+// the lanes' axis stays whole; before it, transposes other than NCHW →
+// NHWC divided the lanes, which FuzzConvNet found). A window op that may
+// not joins no group and roots one of its own, in the lanes form.
 func windowJoins(w *Node, grp *Group) bool {
 	if len(w.Info.Shape) != 4 {
 		return false
@@ -333,9 +333,6 @@ func windowJoins(w *Node, grp *Group) bool {
 			return axis, true
 		}
 		if n.Group != grp {
-			return 0, false
-		}
-		if n.Info.Kind == ops.Transpose && movesElements(n) && !slices.Equal(n.Info.Axes, []int{0, 2, 3, 1}) {
 			return 0, false
 		}
 		for _, in := range n.Inputs {
