@@ -507,11 +507,8 @@ func bareProduct(grp *Group) bool {
 // Combine (Kernel.Parts: the same bits run after run; the 2-core VM, the
 // convnet's 32×9 over 78400: 1.41 ms in one program, 0.80 in 4 parts),
 // and where more tiles leave cores idle for much of the last wave, in as
-// many parts as keep 80% of them busy; and tiles of 64×64 or less in
-// parts of at most cpuPartK of K (the bench's convnet large on the 2-core
-// VM, 2026-12-05, the weight gradient 64×288 over 19600 from 18 tiles of
-// 32×32 to 5 of 64×64 in 16 parts, with tuneMatMulTiles' cpuLongK: 4.4–4.5
-// → 3.2 ms; 128×576 over 4900 in 4 parts: 2.5–2.6 → 2.2).
+// many parts as keep 80% of them busy; and in parts of at most cpuPartK
+// of K.
 // Not where the wave model chose (wgmma forms) or SPLIT_K is set.
 func splitLongK(grp *Group, t Target, meta tile.Meta) {
 	mm := grp.MatMul
@@ -545,10 +542,9 @@ func splitLongK(grp *Group, t Target, meta tile.Meta) {
 	for tiles*2*split <= programs && steps >= 2*split*16 {
 		split *= 2
 	}
-	if !t.GPU() && bm*bn <= 64*64 {
-		// on a CPU, tiles of 64×64 or less (whose panels are the most bytes
-		// per FLOP) in parts of at most cpuPartK of K: a part's panels of A
-		// and B stay in a core's L2 while its tiles take them in turn
+	if !t.GPU() {
+		// on a CPU, parts of at most cpuPartK of K: a part's panels of A and
+		// B stay nearer the core while its tiles take them in turn
 		for productK(mm) > split*cpuPartK && split < 64 && steps >= 2*split*16 {
 			split *= 2
 		}
@@ -560,10 +556,16 @@ func splitLongK(grp *Group, t Target, meta tile.Meta) {
 
 // cpuPartK is the longest part of K a CPU's bare product takes in one
 // program where its K is split (splitLongK). The 2-core VM (AMD EPYC,
-// 2026-12-05, the bench's convnet large, the weight gradients 64×288 over
-// K = 19600 and 128×576 over 4900): a whole K streams its panels from
-// memory, 64×288×19600 ran 115–139 GFLOP/s on one core against 178 over K
-// = 1960.
+// 2026-12-05): a whole K streams the tiles' panels from memory, one core
+// 64×288×19600 (64×64 tiles) 115–139 GFLOP/s against 178 over K = 1960,
+// 512×512×8192 145 (64×64) and 182 (128×128) against 190–210 and 219 over
+// K = 2048; the bench's convnet large, its weight gradients 64×288 over
+// 19600 from 18 tiles of 32×32 to 5 of 64×64 in 16 parts (with
+// cpuLongK) 4.4–4.5 → 3.2 ms, 128×576 over 4900 in 4 parts 2.5–2.6 →
+// 2.2; weight gradients xᵀ·dy over 8192 rows (fusion, two cores, 128×128
+// tiles in 4 parts, medians of 15 runs, the two builds in turn three
+// times, ms): 1024×512 25.0, 25.8, 25.2 → 24.8, 25.6, 22.8; 768×768
+// 28.8, 30.7, 28.6 → 26.8, 25.8, 24.7.
 const cpuPartK = 2048
 
 // cpuLongK reports whether grp is a bare product over a long K (at least

@@ -452,8 +452,8 @@ func TestSplitLongK(t *testing.T) {
 		})
 	}
 	// a CPU whose kernels are machine code: where the output is fewer tiles
-	// than half the cores, up to two programs a core; where tiles of 64×64
-	// or less stream their panels over K, parts of at most cpuPartK; a
+	// than half the cores, up to two programs a core; parts of at most
+	// cpuPartK (a whole K streams the tiles' panels from memory); a
 	// bare product over a long K keeps tiles of 64 (cpuLongK); the
 	// executor's kernels never
 	native2, native16, exec16 := CPU(2), CPU(16), CPU(16)
@@ -471,7 +471,8 @@ func TestSplitLongK(t *testing.T) {
 		{"288×64 over 19600, 2 cores: 5 tiles of 64 (not 18 of 32), 16 parts", 288, 19600, 64, native2, 64, 64, 16},
 		{"576×128 over 4900, 16 cores: 18 tiles of 64, 4 waves of 4 parts at 90%", 576, 4900, 128, native16, 64, 64, 4},
 		{"576×128 over 4900, 2 cores: 18 tiles, 4 parts of 1225", 576, 4900, 128, native2, 64, 64, 4},
-		{"1024×1024 over 4096, 2 cores: 128×128 tiles, whole K", 1024, 4096, 1024, native2, 128, 128, 0},
+		{"1024×1024 over 4096, 2 cores: 128×128 tiles, 2 parts", 1024, 4096, 1024, native2, 128, 128, 2},
+		{"1024×1024 over 2048, 2 cores: whole K", 1024, 2048, 1024, native2, 128, 128, 0},
 		{"512×512 over 8192, 16 cores: 64 tiles of 64, 4 parts of 2048", 512, 8192, 512, native16, 64, 64, 4},
 		{"32×9 over 2048, 16 cores: K short", 32, 2048, 9, native16, 32, 16, 0},
 	} {
