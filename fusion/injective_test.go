@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -403,5 +404,66 @@ func TestChainedTransposes(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestTransposeTiles: on a CPU whose kernels are machine code a group with
+// one transpose that moves its operand's last axis is written over blocks
+// [BLOCK_R, BLOCK_L] of its output, the rows along the axis that reads the
+// operand's last (graphpass transposeTiles: its loads are contiguous down
+// each block's columns, which the machine code packs and turns in
+// registers), where both axes are at least 8 long; else over rows of the
+// output (BLOCK_C: its lanes loaded one by one). Values and gradients
+// Gorgonia's, every kernel machine code.
+func TestTransposeTiles(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego): transposes are Gorgonia's there")
+	}
+	for _, c := range []struct {
+		name  string
+		shape []int
+		perm  []int
+		want  string // the forward transpose's kernel's meta-parameters
+	}{
+		{"NHWC → NCHW, 28 columns of 32 channels", []int{2, 9, 28, 32}, []int{0, 3, 1, 2}, "{BLOCK_L = 32, BLOCK_R = 16}"},
+		{"NCHW → NHWC, 16 channels of 10 columns", []int{2, 16, 6, 10}, []int{0, 2, 3, 1}, "{BLOCK_L = 16, BLOCK_R = 16}"},
+		{"NHWC → NCHW, 7 columns: rows", []int{3, 7, 7, 128}, []int{0, 3, 1, 2}, "{BLOCK_C = 8}"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			build := func() (*G.ExprGraph, *G.Node, *G.Node, *G.Node) {
+				g := G.NewGraph()
+				x := G.NewTensor(g, tensor.Float32, 4, G.WithShape(c.shape...), G.WithName("x"))
+				y := G.Must(G.Rectify(G.Must(G.Transpose(G.Must(G.Tanh(x)), c.perm...))))
+				u := G.NewTensor(g, tensor.Float32, 4, G.WithShape(y.Shape()...), G.WithName("u"))
+				loss := G.Must(G.Sum(G.Must(G.HadamardProd(y, u))))
+				dx, err := G.Grad(loss, x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return g, y, loss, dx[0]
+			}
+			gRef, yRef, lossRef, dRef := build()
+			g, y, loss, d := build()
+			letTwins(t, rand.New(rand.NewPCG(6, 1)), []*G.Node{gRef.ByName("x")[0], gRef.ByName("u")[0]}, []*G.Node{g.ByName("x")[0], g.ByName("u")[0]}, nil)
+			vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU))
+			defer vm.Close()
+			if err := vm.Err(); err != nil {
+				t.Fatal(err)
+			}
+			allNative(t, vm)
+			var metas []string
+			for _, n := range vm.Compiled().Graph.AllNodes() {
+				if f, ok := n.Op().(*fusion.FusedOp); ok && !f.IsView() {
+					metas = append(metas, f.Kernel().Meta.String())
+				}
+			}
+			if !slices.Contains(metas, c.want) {
+				t.Errorf("kernels' meta-parameters %v, want one %s", metas, c.want)
+			}
+			runTwins(t, gRef, vm)
+			sameAsGorgonia(t, "y", y, yRef, 1e-6) // tanh within 1.5 ulp of Go's
+			sameAsGorgonia(t, "loss", loss, lossRef, 1e-5)
+			sameAsGorgonia(t, "gradient", d, dRef, 1e-6)
+		})
 	}
 }

@@ -47,6 +47,12 @@ var elementwiseKind = groupKind{
 			meta["BLOCK_R"] = min(max(1, 512/bl), pow2AtLeast(w.Info.Shape[r]))
 			return
 		}
+		if s, a, r, ok := transposeTiles(grp, t); ok {
+			bl := min(256, pow2AtLeast(s[a]))
+			meta["BLOCK_L"] = bl
+			meta["BLOCK_R"] = min(pow2AtLeast(s[r]), max(8, 512/bl))
+			return
+		}
 		if s := grp.Root.Info.Shape; !t.GPU() && len(s) >= 2 && transposes(grp) {
 			meta["BLOCK_C"] = min(1024, pow2AtLeast(s[len(s)-1]))
 			return
@@ -373,6 +379,61 @@ func axisRead(n, in *Node, axis int) (int, bool) {
 	return 0, false
 }
 
+// transposeTiles is, on a CPU whose kernels are machine code, the shape
+// (the root's) and the axes emitLanes runs the lanes (a: the root's last)
+// and the rows (r) of a group with one transpose that moves elements
+// along: r the axis that reads the transpose's operand's last (its
+// elements one apart), so that the operand's reads are blocks of rows
+// contiguous down their columns, which the machine code loads contiguous
+// and turns in registers (native: transposed loads), where the rows form
+// (emitRows) loads each lane alone. The members between the transpose
+// and the root keep its order (keepsOrder: the root's flat index is the
+// transpose's); both axes at least 8 long. False for other groups.
+func transposeTiles(grp *Group, t Target) (s []int, a, r int, ok bool) {
+	if t.GPU() || !t.Native {
+		return nil, 0, 0, false
+	}
+	var tr *Node
+	for _, n := range grp.Members {
+		switch {
+		case n.Info.Kind.Window():
+			return nil, 0, 0, false
+		case n.Info.Kind == ops.Transpose && movesElements(n):
+			if tr != nil {
+				return nil, 0, 0, false
+			}
+			tr = n
+		}
+	}
+	if tr == nil || !keepsOrder(grp, tr) || len(tr.Inputs) != 1 {
+		return nil, 0, 0, false
+	}
+	o, in, perm := tr.Info.Shape, tr.Inputs[0].Info.Shape, tr.Info.Axes
+	if len(o) != len(in) || len(perm) != len(o) {
+		return nil, 0, 0, false
+	}
+	last := len(in) - 1 // the operand's last axis above 1: its elements one apart
+	for last > 0 && in[last] == 1 {
+		last--
+	}
+	q := slices.Index(perm, last)
+	if q < 0 {
+		return nil, 0, 0, false
+	}
+	// the root's axis that is q's: its size, the same elements after it
+	s = grp.Root.Info.Shape
+	a, r = len(s)-1, -1
+	for i := range s {
+		if s[i] == o[q] && numel(s[i+1:]) == numel(o[q+1:]) {
+			r = i
+		}
+	}
+	if r < 0 || r == a || s[a] < 8 || s[r] < 8 {
+		return nil, 0, 0, false
+	}
+	return s, a, r, true
+}
+
 // readsMember reports whether member n of group grp reads w, directly or
 // through other members.
 func readsMember(n, w *Node, grp *Group) bool {
@@ -402,11 +463,15 @@ func readsMember(n, w *Node, grp *Group) bool {
 // index w reads is affine in the rows and lanes too.
 func emitLanes(e *emitter, out *tile.Value, k *Kernel) error {
 	b := e.b
-	w, a, r := windowLanes(e.grp, e.t)
-	if w == nil {
-		return fmt.Errorf("graphpass: %v: BLOCK_L in a group without a window op over lanes", e.grp)
+	var s []int
+	var a, r int
+	if w, wa, wr := windowLanes(e.grp, e.t); w != nil {
+		s, a, r = w.Info.Shape, wa, wr
+	} else if ts, ta, tr, ok := transposeTiles(e.grp, e.t); ok {
+		s, a, r = ts, ta, tr
+	} else {
+		return fmt.Errorf("graphpass: %v: BLOCK_L in a group without a window op or a transpose over lanes", e.grp)
 	}
-	s := w.Info.Shape
 	bl, err := e.param("BLOCK_L")
 	if err != nil {
 		return err

@@ -87,6 +87,10 @@ func KeptFrames(nk *Kernel) int {
 	return n
 }
 
+// TransLoads is the number of transposed loads in nk's code, packed and
+// turned back in the frame (trans.go).
+func TransLoads(nk *Kernel) int { return nk.transLoads }
+
 // PrefetchesL2 is the number of prefetcht1 hints of strided rows in nk's
 // code (body.go: prefetch).
 func PrefetchesL2(nk *Kernel) int { return nk.prefetchesL2 }

@@ -319,6 +319,11 @@ func (g *gen) region(rg *region) error {
 				}
 			}
 		}
+		for _, v := range rg.trans {
+			if p.in(v).avail == level {
+				g.transCode(v)
+			}
+		}
 		for _, d := range rg.dots {
 			if p.in(d).avail == level {
 				if err := g.dotCode(d); err != nil {

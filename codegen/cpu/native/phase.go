@@ -402,6 +402,12 @@ func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
 	case kDot:
 		pat := pg.framePattern(g.dotBlock(u), u.Type, m)
 		return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
+	case kTrans:
+		if pg.ph.level < in.avail { // its pack's phase: the load itself
+			return pg.loadNode(u, m)
+		}
+		pat := pg.framePattern(g.matBlock(u), u.Type, m)
+		return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
 	case kAffine:
 		if u.Type.DType != tile.I32 {
 			return nil, unsupported(u, "%v lanes as a vector", u.Type.DType)
@@ -420,24 +426,7 @@ func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
 			return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
 		}
 		if u.Op == tile.OpLoad {
-			pat, err := pg.pointer(u.Args[0], m, len(u.Args) < 3 || isZeroConst(u.Args[2]) || u.Type.DType != tile.F64)
-			if err != nil {
-				return nil, err
-			}
-			var args []*node
-			for _, a := range u.Args[1:] {
-				n, err := pg.eval(a, m)
-				if err != nil {
-					return nil, err
-				}
-				args = append(args, n)
-			}
-			if len(args) == 0 {
-				pat.checked = true
-			} else {
-				pat.anyMask = true
-			}
-			return pg.add(&node{v: u, op: opLoad, args: args, pat: pat}), nil
+			return pg.loadNode(u, m)
 		}
 		var args []*node
 		for _, a := range u.Args {
@@ -450,6 +439,29 @@ func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
 		return pg.add(&node{v: u, op: opCompute, args: args}), nil
 	}
 	return nil, unsupported(u, "value of kind %d in a phase", in.kind)
+}
+
+// loadNode is load u's node at lanes m: its pointer's pattern, its mask and
+// other value.
+func (pg *phaseGen) loadNode(u *tile.Value, m lanes) (*node, error) {
+	pat, err := pg.pointer(u.Args[0], m, len(u.Args) < 3 || isZeroConst(u.Args[2]) || u.Type.DType != tile.F64)
+	if err != nil {
+		return nil, err
+	}
+	var args []*node
+	for _, a := range u.Args[1:] {
+		n, err := pg.eval(a, m)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, n)
+	}
+	if len(args) == 0 {
+		pat.checked = true
+	} else {
+		pat.anyMask = true
+	}
+	return pg.add(&node{v: u, op: opLoad, args: args, pat: pat}), nil
 }
 
 // uniform is the vector of scalar x in every lane: a pool constant, or the

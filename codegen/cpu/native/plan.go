@@ -40,6 +40,7 @@ const (
 	kCarry                   // a loop-carried block (the body's argument, the loop's result): its frame block
 	kLoop                    // for, yield: planned as their loop
 	kDot                     // matrix product: a register-blocked micro-kernel over frame blocks (dot.go), its result a frame block
+	kTrans                   // a transposed load: packed transposed by a phase, turned back at the next level's start (trans.go), its result a frame block
 )
 
 // sx is a scalar integer expression over the program's scalar values,
@@ -214,6 +215,11 @@ type plan struct {
 	sum32Loops   int // paired zmm loops summing in 32 partial sums (fast.go: useSum32)
 	nanDetects   int // paired zmm max/min loops detecting NaNs first (fast.go: nanDetectOK)
 	divFMAs      int // divisions by a uniform by FMA corrections (ops.go: divFMA)
+	transLoads   int // transposed loads packed and turned back in the frame (trans.go)
+
+	// readAsIs: values a product or a shape op reads (at lanes of their
+	// own: not taken as transposed loads, trans.go)
+	readAsIs map[*tile.Value]bool
 }
 
 // wrapCheck: the lanes of x, computed in region rg, must fit in int32.
@@ -232,6 +238,7 @@ type region struct {
 	levels  int
 	loop    *loopPlan     // the loop this region is the body of, or nil
 	dots    []*tile.Value // products, each run at the start of its level
+	trans   []*tile.Value // transposed loads, each turned back at the start of its level
 }
 
 // item is one step of the top level: a region or a loop.
@@ -298,7 +305,7 @@ func vectorFloatOp(o tile.Op) bool {
 
 // newPlan classifies every value of k, or returns why k is not supported.
 func newPlan(k *tile.Kernel) (*plan, error) {
-	p := &plan{k: k, info: make([]vinfo, k.NumValues()), stored: make([]bool, len(k.Params)), avx512: useAVX512.Load(), unit: map[int64]bool{}}
+	p := &plan{k: k, info: make([]vinfo, k.NumValues()), stored: make([]bool, len(k.Params)), avx512: useAVX512.Load(), unit: map[int64]bool{}, readAsIs: map[*tile.Value]bool{}}
 	live := analysis.Live(k)
 	inv := analysis.Invariant(k, analysis.Launch, nil)
 	var err error
@@ -307,6 +314,11 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 	k.Walk(func(v *tile.Value) {
 		if err != nil {
 			return
+		}
+		if v.Op == tile.OpDot || v.Op.IsShape() {
+			for _, a := range v.Args {
+				p.readAsIs[a] = true
+			}
 		}
 		switch v.Op {
 		case tile.OpFor:
@@ -666,6 +678,10 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 			// change under it, unless the kernel is one elementwise phase
 			// that loads and stores it lane for lane (checkInPlace)
 			p.inplace = append(p.inplace, v)
+		}
+		if p.transLoad(v) {
+			in.kind, in.formula, in.avail = kTrans, true, avail+1
+			return nil
 		}
 		// a load from a buffer the kernel never writes reads the same
 		// values again in a later phase (Launch checks that no two
@@ -1168,6 +1184,11 @@ func (p *plan) place(rg *region) error {
 		case kStore:
 			in.ph = p.phaseOf(rg, in.avail, v.Args[0].Type.Shape, pos)
 			in.ph.ops = append(in.ph.ops, v)
+		case kTrans:
+			rg.trans = append(rg.trans, v)
+			s := v.Type.Shape
+			ph := p.phaseOf(rg, in.avail-1, tile.Shp(s.Dims[1], s.Dims[0]), pos)
+			ph.packs = append(ph.packs, pack{v, true})
 		case kDot:
 			rg.dots = append(rg.dots, v)
 			for i, x := range v.Args {
@@ -1354,6 +1375,12 @@ func (p *plan) orderRegion(rg *region) error {
 			walk(ph, y.lp.carries[y.i].yield, identity(ph.shape.Rank))
 		}
 		for _, pk := range ph.packs {
+			if p.in(pk.x).kind == kTrans { // the load itself, in the pack's phase
+				for _, a := range pk.x.Args {
+					walk(ph, a, pk.lanes())
+				}
+				continue
+			}
 			walk(ph, pk.x, pk.lanes())
 		}
 	}

@@ -1,0 +1,82 @@
+package native_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/native"
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/tiletest"
+)
+
+// TestTransposedLoads: y = 2·xᵀ + 1 for an r×c f32 matrix x, written over
+// blocks [br, bc] of y (program (p, q): y's rows [p·br, …), its columns
+// [q·bc, …)), so that each block of x is loaded one element apart down
+// its rows and c apart along its lanes (a transpose's read: NHWC → NCHW).
+// Where both sides of the block are multiples of eight the load is packed
+// transposed and turned back in the frame (native.TransLoads; its users
+// read rows), else loaded lane by lane, and where a shape op reads it
+// (Trans: the block read back at swapped lanes, contiguous as it is) never
+// packed; every result bit for bit the reference's, with tails in both
+// directions, on a poisoned output.
+func TestTransposedLoads(t *testing.T) {
+	requireJIT(t)
+	for _, c := range []struct {
+		name      string
+		r, c      int // x's
+		br, bc    int // the block over y
+		viaTrans  bool
+		wantTrans int
+	}{
+		{name: "28×32 in 16×32 blocks (an NHWC → NCHW of 28 columns)", r: 28, c: 32, br: 16, bc: 32, wantTrans: 1},
+		{name: "64×64 in 8×64 blocks, no mask", r: 64, c: 64, br: 8, bc: 64, wantTrans: 1},
+		{name: "13×21 in 8×16 blocks, tails both ways", r: 13, c: 21, br: 8, bc: 16, wantTrans: 1},
+		{name: "40×24 in 32×8 blocks", r: 40, c: 24, br: 32, bc: 8, wantTrans: 1},
+		{name: "a side of 4: lane by lane", r: 12, c: 10, br: 4, bc: 16},
+		{name: "read through a transpose of the block: as it is", r: 24, c: 16, br: 16, bc: 8, viaTrans: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := tile.NewBuilder("trans", nil)
+			px, py := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+			j := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), c.br), b.Arange(0, c.br)), 1) // y's rows: x's columns
+			i := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), c.bc), b.Arange(0, c.bc)), 0) // y's columns: x's rows
+			mask := b.And(b.Lt(j, c.c), b.Lt(i, c.r))
+			var v *tile.Value
+			if c.viaTrans { // the block [bc, br] of x as stored, transposed
+				xi := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), c.bc), b.Arange(0, c.bc)), 1)
+				xj := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), c.br), b.Arange(0, c.br)), 0)
+				v = b.Trans(b.Load(b.AddPtr(px, b.Add(b.Mul(xi, c.c), xj)), b.And(b.Lt(xi, c.r), b.Lt(xj, c.c)), 0.0))
+			} else {
+				v = b.Load(b.AddPtr(px, b.Add(b.Mul(i, c.c), j)), mask, 0.0)
+			}
+			b.Store(b.AddPtr(py, b.Add(b.Mul(j, c.r), i)), b.Add(b.Mul(v, 2.0), 1.0), mask)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			grid := tile.Grid{(c.c + c.br - 1) / c.br, (c.r + c.bc - 1) / c.bc}
+			for _, isa := range isas(t) {
+				nk := compileFor(t, isa, k)
+				if got := native.TransLoads(nk); got != c.wantTrans {
+					t.Errorf("%s: %d transposed loads, want %d", isa, got, c.wantTrans)
+				}
+				rng := tiletest.RNG(c.name)
+				x := make([]float64, c.r*c.c)
+				for i := range x {
+					x[i] = rng.Float64()*2 - 1
+				}
+				n := c.r * c.c
+				run := func(launch func(args ...any) error) ([]float64, error) { return launchIn(tile.F32, x, n, n, launch) }
+				got, want, ok := againstReference(t, isa, nk, k, grid, false, run)
+				if !ok {
+					continue
+				}
+				for i := range want {
+					if math.Float64bits(got[i]) != math.Float64bits(want[i]) || math.IsNaN(got[i]) {
+						t.Fatalf("%s: y[%d] = %v natively, %v on the reference", isa, i, got[i], want[i])
+					}
+				}
+			}
+		})
+	}
+}
