@@ -41,16 +41,13 @@ var elementwiseKind = groupKind{
 	remat:  true,
 	extras: func(*Group, Target) bool { return true },
 	tune: func(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
-		if w, a, r := windowLanes(grp, t); w != nil {
-			bl := min(1024, pow2AtLeast(w.Info.Shape[a]))
+		if s, a, r, minRows, ok := lanesForm(grp, t); ok {
+			bl := min(1024, pow2AtLeast(s[a]))
+			if minRows > 1 {
+				bl = min(256, bl) // the transposes' blocks are turned in the frame
+			}
 			meta["BLOCK_L"] = bl
-			meta["BLOCK_R"] = min(max(1, 512/bl), pow2AtLeast(w.Info.Shape[r]))
-			return
-		}
-		if s, a, r, ok := transposeTiles(grp, t); ok {
-			bl := min(256, pow2AtLeast(s[a]))
-			meta["BLOCK_L"] = bl
-			meta["BLOCK_R"] = min(pow2AtLeast(s[r]), max(8, 512/bl))
+			meta["BLOCK_R"] = min(pow2AtLeast(s[r]), max(minRows, 512/bl))
 			return
 		}
 		if s := grp.Root.Info.Shape; !t.GPU() && len(s) >= 2 && transposes(grp) {
@@ -379,6 +376,20 @@ func axisRead(n, in *Node, axis int) (int, bool) {
 	return 0, false
 }
 
+// lanesForm is the shape and the axes emitLanes writes group grp over on
+// target t (the lanes a, the rows r), and the fewest rows a block takes:
+// a window op's (windowLanes; 1) or a transpose's (transposeTiles; 8, the
+// machine code's transposed loads' tiles). False for other groups.
+func lanesForm(grp *Group, t Target) (s []int, a, r, minRows int, ok bool) {
+	if w, wa, wr := windowLanes(grp, t); w != nil {
+		return w.Info.Shape, wa, wr, 1, true
+	}
+	if s, a, r, ok := transposeTiles(grp, t); ok {
+		return s, a, r, 8, true
+	}
+	return nil, 0, 0, 0, false
+}
+
 // transposeTiles is, on a CPU whose kernels are machine code, the shape
 // (the root's) and the axes emitLanes runs the lanes (a: the root's last)
 // and the rows (r) of a group with one transpose that moves elements
@@ -463,13 +474,8 @@ func readsMember(n, w *Node, grp *Group) bool {
 // index w reads is affine in the rows and lanes too.
 func emitLanes(e *emitter, out *tile.Value, k *Kernel) error {
 	b := e.b
-	var s []int
-	var a, r int
-	if w, wa, wr := windowLanes(e.grp, e.t); w != nil {
-		s, a, r = w.Info.Shape, wa, wr
-	} else if ts, ta, tr, ok := transposeTiles(e.grp, e.t); ok {
-		s, a, r = ts, ta, tr
-	} else {
+	s, a, r, _, ok := lanesForm(e.grp, e.t)
+	if !ok {
 		return fmt.Errorf("graphpass: %v: BLOCK_L in a group without a window op or a transpose over lanes", e.grp)
 	}
 	bl, err := e.param("BLOCK_L")

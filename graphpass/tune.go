@@ -108,9 +108,25 @@ func warpChoices(def tile.Meta, t Target, maxWarps int) []tile.Meta {
 }
 
 // elementwiseSpace: BLOCK halved and doubled (more warps with the double
-// on a GPU, as 8 a thread), and quadrupled on the CPU.
+// on a GPU, as 8 a thread), and quadrupled on the CPU; in the lanes form
+// (emitLanes) the rows a block halved and doubled; none in the rows form
+// (BLOCK_C: a row of the output a program).
 func elementwiseSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta {
+	if s, _, r, minRows, ok := lanesForm(grp, t); ok {
+		br := def["BLOCK_R"]
+		var out []tile.Meta
+		if br/2 >= minRows {
+			out = append(out, with(def, "BLOCK_R", br/2))
+		}
+		if 2*br <= pow2AtLeast(s[r]) {
+			out = append(out, with(def, "BLOCK_R", 2*br))
+		}
+		return out
+	}
 	b := def["BLOCK"]
+	if b == 0 {
+		return nil
+	}
 	n := pow2AtLeast(numel(grp.Root.Info.Shape))
 	var out []tile.Meta
 	if b > 32 {

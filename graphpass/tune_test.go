@@ -68,6 +68,11 @@ func TestCandidates(t *testing.T) {
 		{"softmax rows of 10000, cpu", func(g *G.ExprGraph) { must(G.SoftMax(in(g, "x", 3, 10000))) }, CPU(2), 3, nil, tile.PrecIEEE},
 		{name: "product, cpu as machine code: tiles of 64–256, K steps of 32–128", build: func(g *G.ExprGraph) { must(G.Tanh(must(G.Mul(in(g, "x", 300, 200), in(g, "w", 200, 150))))) }, target: Target{Cores: 2, Native: true}, min: 10,
 			want: []string{"{BLOCK_K = 64, BLOCK_M = 64, BLOCK_N = 64}", "{BLOCK_K = 128, BLOCK_M = 256, BLOCK_N = 256}", "{BLOCK_K = 32, BLOCK_M = 256, BLOCK_N = 128}"}},
+		{name: "a transpose, cpu as machine code: 16 rows of 32 lanes (the default), 8 and 32 rows", build: func(g *G.ExprGraph) { must(G.Rectify(must(G.Transpose(in(g, "x", 2, 9, 28, 32), 0, 3, 1, 2)))) }, target: Target{Cores: 2, Native: true}, min: 3,
+			want: []string{"{BLOCK_L = 32, BLOCK_R = 8}", "{BLOCK_L = 32, BLOCK_R = 32}"}},
+		{name: "a max pool, cpu as machine code: its block of 8 rows (every row) halved", build: func(g *G.ExprGraph) {
+			must(G.MaxPool2D(in(g, "x", 2, 3, 12, 10), tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+		}, target: Target{Cores: 2, Native: true}, min: 2, want: []string{"{BLOCK_L = 8, BLOCK_R = 4}"}},
 		{"product, cpu on the executor", func(g *G.ExprGraph) { must(G.Mul(in(g, "x", 300, 200), in(g, "w", 200, 150))) }, CPU(2), 1, nil, tile.PrecIEEE},
 		{"product of few tiles, long K", func(g *G.ExprGraph) { must(G.Mul(in(g, "x", 70, 600), in(g, "w", 600, 50))) }, H200, 3, nil, tile.PrecIEEE},
 		// the wave model's tilings (waves.go): 192 rows, split K, tails
