@@ -412,7 +412,8 @@ func TestChainedTransposes(t *testing.T) {
 // [BLOCK_R, BLOCK_L] of its output, the rows along the axis that reads the
 // operand's last (graphpass transposeTiles: its loads are contiguous down
 // each block's columns, which the machine code packs and turns in
-// registers), where both axes are at least 8 long; else over rows of the
+// registers), where that axis is at least 8 long (a block at least 8
+// lanes wide, masked past a shorter last axis); else over rows of the
 // output (BLOCK_C: its lanes loaded one by one). Values and gradients
 // Gorgonia's, every kernel machine code.
 func TestTransposeTiles(t *testing.T) {
@@ -427,7 +428,9 @@ func TestTransposeTiles(t *testing.T) {
 	}{
 		{"NHWC → NCHW, 28 columns of 32 channels", []int{2, 9, 28, 32}, []int{0, 3, 1, 2}, "{BLOCK_L = 32, BLOCK_R = 16}"},
 		{"NCHW → NHWC, 16 channels of 10 columns", []int{2, 16, 6, 10}, []int{0, 2, 3, 1}, "{BLOCK_L = 16, BLOCK_R = 16}"},
-		{"NHWC → NCHW, 7 columns: rows", []int{3, 7, 7, 128}, []int{0, 3, 1, 2}, "{BLOCK_C = 8}"},
+		{"NHWC → NCHW, 7 columns in 8 lanes", []int{3, 7, 7, 128}, []int{0, 3, 1, 2}, "{BLOCK_L = 8, BLOCK_R = 64}"},
+		{"NCHW → NHWC, 3 channels in 8 lanes", []int{2, 3, 9, 20}, []int{0, 2, 3, 1}, "{BLOCK_L = 8, BLOCK_R = 32}"},
+		{"NCHW → NHWC, 5 columns: rows", []int{2, 64, 3, 5}, []int{0, 2, 3, 1}, "{BLOCK_C = 64}"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			build := func() (*G.ExprGraph, *G.Node, *G.Node, *G.Node) {

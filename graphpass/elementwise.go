@@ -44,7 +44,7 @@ var elementwiseKind = groupKind{
 		if s, a, r, minRows, ok := lanesForm(grp, t); ok {
 			bl := min(1024, pow2AtLeast(s[a]))
 			if minRows > 1 {
-				bl = min(256, bl) // the transposes' blocks are turned in the frame
+				bl = max(8, min(256, bl)) // the transposes' blocks are turned in the frame
 			}
 			meta["BLOCK_L"] = bl
 			meta["BLOCK_R"] = min(pow2AtLeast(s[r]), max(minRows, 512/bl))
@@ -399,7 +399,9 @@ func lanesForm(grp *Group, t Target) (s []int, a, r, minRows int, ok bool) {
 // and turns in registers (native: transposed loads), where the rows form
 // (emitRows) loads each lane alone. The members between the transpose
 // and the root keep its order (keepsOrder: the root's flat index is the
-// transpose's); both axes at least 8 long. False for other groups.
+// transpose's); the rows' axis at least 8 long (the machine code turns
+// blocks in 8×8 tiles: a block is at least 8 lanes wide, masked past a
+// shorter axis). False for other groups.
 func transposeTiles(grp *Group, t Target) (s []int, a, r int, ok bool) {
 	if t.GPU() || !t.Native {
 		return nil, 0, 0, false
@@ -439,7 +441,7 @@ func transposeTiles(grp *Group, t Target) (s []int, a, r int, ok bool) {
 			r = i
 		}
 	}
-	if r < 0 || r == a || s[a] < 8 || s[r] < 8 {
+	if r < 0 || r == a || s[a] < 2 || s[r] < 8 {
 		return nil, 0, 0, false
 	}
 	return s, a, r, true
