@@ -105,7 +105,9 @@
 // multiply-adds, within 2(K+1)·2⁻²⁴·(|c| + Σ|a·b|) of the reference.
 // An operand loaded contiguously along its first dimension (a transposed
 // operand) is packed transposed and read so (a), or turned back in 8×8
-// tiles in the frame (b).
+// tiles in the frame (b). Any other f32 block so loaded (a transpose's
+// read; trans.go) is likewise packed by a phase of the level before and
+// turned back at the start of its level, its users reading rows.
 //
 // f64 (f64.go, mathd.go, powd.go): where the CPU has AVX-512F, eight f64 lanes are
 // one zmm register in the phases' eight-lane loops (masks stay eight

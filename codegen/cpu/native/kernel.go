@@ -127,6 +127,9 @@ func estimate(p *plan) float64 {
 			vecs := float64(max(1, ph.shape.Numel()/lane))
 			t += 0.4 * vecs * float64(4+3*(len(ph.ops)+len(ph.yields)+len(ph.packs)))
 		}
+		for _, v := range rg.trans { // transposeBlock: about six instructions a vector
+			t += 0.4 * 6 * float64(max(1, v.Type.Shape.Numel()/lane))
+		}
 		for _, d := range rg.dots { // an FMA of eight lanes, with its share of loads, about 0.3 ns
 			s := d.Args[0].Type.Shape
 			t += 0.3 * float64(s.Dims[0]*s.Dims[1]*d.Args[1].Type.Shape.Dims[1]/lane)
