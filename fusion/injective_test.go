@@ -414,30 +414,32 @@ func TestChainedTransposes(t *testing.T) {
 // each block's columns, which the machine code packs and turns in
 // registers), where that axis is at least 8 long (a block at least 8
 // lanes wide, masked past a shorter last axis); else over rows of the
-// output (BLOCK_C: its lanes loaded one by one). Values and gradients
-// Gorgonia's, every kernel machine code.
+// output (BLOCK_C: its lanes loaded one by one), as in float64. Values
+// and gradients Gorgonia's, every kernel machine code.
 func TestTransposeTiles(t *testing.T) {
 	if !jit.Supported() {
 		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego): transposes are Gorgonia's there")
 	}
 	for _, c := range []struct {
 		name  string
+		dt    tensor.Dtype
 		shape []int
 		perm  []int
 		want  string // the forward transpose's kernel's meta-parameters
 	}{
-		{"NHWC → NCHW, 28 columns of 32 channels", []int{2, 9, 28, 32}, []int{0, 3, 1, 2}, "{BLOCK_L = 32, BLOCK_R = 16}"},
-		{"NCHW → NHWC, 16 channels of 10 columns", []int{2, 16, 6, 10}, []int{0, 2, 3, 1}, "{BLOCK_L = 16, BLOCK_R = 16}"},
-		{"NHWC → NCHW, 7 columns in 8 lanes", []int{3, 7, 7, 128}, []int{0, 3, 1, 2}, "{BLOCK_L = 8, BLOCK_R = 64}"},
-		{"NCHW → NHWC, 3 channels in 8 lanes", []int{2, 3, 9, 20}, []int{0, 2, 3, 1}, "{BLOCK_L = 8, BLOCK_R = 32}"},
-		{"NCHW → NHWC, 5 columns: rows", []int{2, 64, 3, 5}, []int{0, 2, 3, 1}, "{BLOCK_C = 64}"},
+		{"NHWC → NCHW, 28 columns of 32 channels", tensor.Float32, []int{2, 9, 28, 32}, []int{0, 3, 1, 2}, "{BLOCK_L = 32, BLOCK_R = 16}"},
+		{"NCHW → NHWC, 16 channels of 10 columns", tensor.Float32, []int{2, 16, 6, 10}, []int{0, 2, 3, 1}, "{BLOCK_L = 16, BLOCK_R = 16}"},
+		{"NHWC → NCHW, 7 columns in 8 lanes", tensor.Float32, []int{3, 7, 7, 128}, []int{0, 3, 1, 2}, "{BLOCK_L = 8, BLOCK_R = 64}"},
+		{"NCHW → NHWC, 3 channels in 8 lanes", tensor.Float32, []int{2, 3, 9, 20}, []int{0, 2, 3, 1}, "{BLOCK_L = 8, BLOCK_R = 32}"},
+		{"NCHW → NHWC, 5 columns: rows", tensor.Float32, []int{2, 64, 3, 5}, []int{0, 2, 3, 1}, "{BLOCK_C = 64}"},
+		{"NHWC → NCHW in float64: rows", tensor.Float64, []int{2, 9, 28, 32}, []int{0, 3, 1, 2}, "{BLOCK_C = 32}"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			build := func() (*G.ExprGraph, *G.Node, *G.Node, *G.Node) {
 				g := G.NewGraph()
-				x := G.NewTensor(g, tensor.Float32, 4, G.WithShape(c.shape...), G.WithName("x"))
+				x := G.NewTensor(g, c.dt, 4, G.WithShape(c.shape...), G.WithName("x"))
 				y := G.Must(G.Rectify(G.Must(G.Transpose(G.Must(G.Tanh(x)), c.perm...))))
-				u := G.NewTensor(g, tensor.Float32, 4, G.WithShape(y.Shape()...), G.WithName("u"))
+				u := G.NewTensor(g, c.dt, 4, G.WithShape(y.Shape()...), G.WithName("u"))
 				loss := G.Must(G.Sum(G.Must(G.HadamardProd(y, u))))
 				dx, err := G.Grad(loss, x)
 				if err != nil {
