@@ -414,8 +414,8 @@ func TestChainedTransposes(t *testing.T) {
 // each block's columns, which the machine code packs and turns in
 // registers), where that axis is at least 8 long (a block at least 8
 // lanes wide, masked past a shorter last axis); else over rows of the
-// output (BLOCK_C: its lanes loaded one by one), as in float64. Values
-// and gradients Gorgonia's, every kernel machine code.
+// output (BLOCK_C: its lanes loaded one by one); float32 and float64.
+// Values and gradients Gorgonia's, every kernel machine code.
 func TestTransposeTiles(t *testing.T) {
 	if !jit.Supported() {
 		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego): transposes are Gorgonia's there")
@@ -432,7 +432,8 @@ func TestTransposeTiles(t *testing.T) {
 		{"NHWC → NCHW, 7 columns in 8 lanes", tensor.Float32, []int{3, 7, 7, 128}, []int{0, 3, 1, 2}, "{BLOCK_L = 8, BLOCK_R = 64}"},
 		{"NCHW → NHWC, 3 channels in 8 lanes", tensor.Float32, []int{2, 3, 9, 20}, []int{0, 2, 3, 1}, "{BLOCK_L = 8, BLOCK_R = 32}"},
 		{"NCHW → NHWC, 5 columns: rows", tensor.Float32, []int{2, 64, 3, 5}, []int{0, 2, 3, 1}, "{BLOCK_C = 64}"},
-		{"NHWC → NCHW in float64: rows", tensor.Float64, []int{2, 9, 28, 32}, []int{0, 3, 1, 2}, "{BLOCK_C = 32}"},
+		{"NHWC → NCHW in float64", tensor.Float64, []int{2, 9, 28, 32}, []int{0, 3, 1, 2}, "{BLOCK_L = 32, BLOCK_R = 16}"},
+		{"NCHW → NHWC in float64, 5 columns: rows", tensor.Float64, []int{2, 64, 3, 5}, []int{0, 2, 3, 1}, "{BLOCK_C = 64}"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			build := func() (*G.ExprGraph, *G.Node, *G.Node, *G.Node) {

@@ -401,9 +401,8 @@ func lanesForm(grp *Group, t Target) (s []int, a, r, minRows int, ok bool) {
 // and the root keep its order (keepsOrder: the root's flat index is the
 // transpose's); the rows' axis at least 8 long (the machine code turns
 // blocks in 8×8 tiles: a block is at least 8 lanes wide, masked past a
-// shorter axis); f32 (the machine code turns f64 blocks element by
-// element: NHWC → NCHW of 100×28×28×32 f64 on one core 6.2–6.4 ms in rows,
-// 7.3–7.7 in such blocks). False for other groups.
+// shorter axis); f32 or f64 (turned in 4×4 tiles). False for other
+// groups.
 func transposeTiles(grp *Group, t Target) (s []int, a, r int, ok bool) {
 	if t.GPU() || !t.Native {
 		return nil, 0, 0, false
@@ -420,7 +419,7 @@ func transposeTiles(grp *Group, t Target) (s []int, a, r int, ok bool) {
 			tr = n
 		}
 	}
-	if tr == nil || tr.Info.DType != tile.F32 || !keepsOrder(grp, tr) || len(tr.Inputs) != 1 {
+	if tr == nil || (tr.Info.DType != tile.F32 && tr.Info.DType != tile.F64) || !keepsOrder(grp, tr) || len(tr.Inputs) != 1 {
 		return nil, 0, 0, false
 	}
 	o, in, perm := tr.Info.Shape, tr.Inputs[0].Info.Shape, tr.Info.Axes

@@ -27,6 +27,8 @@ var (
 	opSHUFPS   = vop{map0F, ppNone, false, 0xc6}
 	opUNPCKLPS = vop{map0F, ppNone, false, 0x14}
 	opUNPCKHPS = vop{map0F, ppNone, false, 0x15}
+	opUNPCKLPD = vop{map0F, pp66, false, 0x14}
+	opUNPCKHPD = vop{map0F, pp66, false, 0x15}
 	opMOVUPS   = vop{map0F, ppNone, false, 0x10}
 	opMOVUPSst = vop{map0F, ppNone, false, 0x11}
 	opMOVAPS   = vop{map0F, ppNone, false, 0x28}
@@ -294,6 +296,14 @@ func (a *Asm) VUNPCKLPS(d, x VReg, y Operand) { a.v3(opUNPCKLPS, true, uint8(d),
 // VUNPCKHPS d = the high two lanes of each 128-bit half of x and y,
 // interleaved (x2 y2 x3 y3 | x6 y6 x7 y7).
 func (a *Asm) VUNPCKHPS(d, x VReg, y Operand) { a.v3(opUNPCKHPS, true, uint8(d), uint8(x), y) }
+
+// VUNPCKLPD d = the low f64 lane of each 128-bit half of x and y,
+// interleaved (x0 y0 | x2 y2).
+func (a *Asm) VUNPCKLPD(d, x VReg, y Operand) { a.v3(opUNPCKLPD, true, uint8(d), uint8(x), y) }
+
+// VUNPCKHPD d = the high f64 lane of each 128-bit half of x and y,
+// interleaved (x1 y1 | x3 y3).
+func (a *Asm) VUNPCKHPD(d, x VReg, y Operand) { a.v3(opUNPCKHPD, true, uint8(d), uint8(x), y) }
 
 // VPERMILPS d = s's lanes permuted by imm within each 128-bit half.
 func (a *Asm) VPERMILPS(d VReg, s Operand, imm uint8) { a.v3(opPERMILPS, true, uint8(d), 0, s, imm) }

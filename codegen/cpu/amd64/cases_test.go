@@ -146,6 +146,8 @@ var encCases = []encCase{
 	{"vshufps", func(a *Asm) { a.VSHUFPS(0, 1, VReg(2), 0x4e) }, "VSHUFPS $0x4e, Y2, Y1, Y0", "c5f4c6c24e"},
 	{"vunpcklps", func(a *Asm) { a.VUNPCKLPS(0, 1, VReg(2)) }, "VUNPCKLPS Y2, Y1, Y0", "c5f414c2"},
 	{"vunpckhps ext", func(a *Asm) { a.VUNPCKHPS(9, 12, VReg(14)) }, "VUNPCKHPS Y14, Y12, Y9", "c4411c15ce"},
+	{"vunpcklpd", func(a *Asm) { a.VUNPCKLPD(0, 1, VReg(2)) }, "VUNPCKLPD Y2, Y1, Y0", "c5f514c2"},
+	{"vunpckhpd ext", func(a *Asm) { a.VUNPCKHPD(9, 12, VReg(14)) }, "VUNPCKHPD Y14, Y12, Y9", "c4411d15ce"},
 	{"vpermilps", func(a *Asm) { a.VPERMILPS(0, VReg(1), 0xb1) }, "VPERMILPS $0xb1, Y1, Y0", "c4e37d04c1b1"},
 	{"vpermps", func(a *Asm) { a.VPERMPS(0, 1, VReg(2)) }, "VPERMPS Y2, Y1, Y0", "c4e27516c2"},
 	{"vperm2f128", func(a *Asm) { a.VPERM2F128(0, 1, VReg(2), 0x21) }, "VPERM2F128 $0x21, Y2, Y1, Y0", "c4e37506c221"},

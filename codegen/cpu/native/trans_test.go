@@ -9,12 +9,13 @@ import (
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
-// TestTransposedLoads: y = 2·xᵀ + 1 for an r×c f32 matrix x, written over
+// TestTransposedLoads: y = 2·xᵀ + 1 for an r×c matrix x (f32, f64), written over
 // blocks [br, bc] of y (program (p, q): y's rows [p·br, …), its columns
 // [q·bc, …)), so that each block of x is loaded one element apart down
 // its rows and c apart along its lanes (a transpose's read: NHWC → NCHW).
 // Where both sides of the block are multiples of eight the load is packed
-// transposed and turned back in the frame (native.TransLoads; its users
+// transposed and turned back in the frame (native.TransLoads: f32 in 8×8
+// tiles, f64 in 4×4; its users
 // read rows), else loaded lane by lane, and where a shape op reads it
 // (Trans: the block read back at swapped lanes, contiguous as it is) never
 // packed; every result bit for bit the reference's, with tails in both
@@ -23,21 +24,26 @@ func TestTransposedLoads(t *testing.T) {
 	requireJIT(t)
 	for _, c := range []struct {
 		name      string
+		dt        tile.DType
 		r, c      int // x's
 		br, bc    int // the block over y
 		viaTrans  bool
 		wantTrans int
 	}{
-		{name: "28×32 in 16×32 blocks (an NHWC → NCHW of 28 columns)", r: 28, c: 32, br: 16, bc: 32, wantTrans: 1},
-		{name: "64×64 in 8×64 blocks, no mask", r: 64, c: 64, br: 8, bc: 64, wantTrans: 1},
-		{name: "13×21 in 8×16 blocks, tails both ways", r: 13, c: 21, br: 8, bc: 16, wantTrans: 1},
-		{name: "40×24 in 32×8 blocks", r: 40, c: 24, br: 32, bc: 8, wantTrans: 1},
-		{name: "a side of 4: lane by lane", r: 12, c: 10, br: 4, bc: 16},
-		{name: "read through a transpose of the block: as it is", r: 24, c: 16, br: 16, bc: 8, viaTrans: true},
+		{dt: tile.F32, name: "f32 28×32 in 16×32 blocks (an NHWC → NCHW of 28 columns)", r: 28, c: 32, br: 16, bc: 32, wantTrans: 1},
+		{dt: tile.F32, name: "f32 64×64 in 8×64 blocks, no mask", r: 64, c: 64, br: 8, bc: 64, wantTrans: 1},
+		{dt: tile.F32, name: "f32 13×21 in 8×16 blocks, tails both ways", r: 13, c: 21, br: 8, bc: 16, wantTrans: 1},
+		{dt: tile.F32, name: "f32 40×24 in 32×8 blocks", r: 40, c: 24, br: 32, bc: 8, wantTrans: 1},
+		{dt: tile.F32, name: "f32 a side of 4: lane by lane", r: 12, c: 10, br: 4, bc: 16},
+		{dt: tile.F32, name: "f32 read through a transpose of the block: as it is", r: 24, c: 16, br: 16, bc: 8, viaTrans: true},
+		{dt: tile.F64, name: "f64 28×32 in 16×32 blocks (an NHWC → NCHW of 28 columns)", r: 28, c: 32, br: 16, bc: 32, wantTrans: 1},
+		{dt: tile.F64, name: "f64 64×64 in 8×64 blocks, no mask", r: 64, c: 64, br: 8, bc: 64, wantTrans: 1},
+		{dt: tile.F64, name: "f64 13×21 in 8×16 blocks, tails both ways", r: 13, c: 21, br: 8, bc: 16, wantTrans: 1},
+		{dt: tile.F64, name: "f64 40×24 in 32×8 blocks", r: 40, c: 24, br: 32, bc: 8, wantTrans: 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := tile.NewBuilder("trans", nil)
-			px, py := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+			px, py := b.Ptr("x", c.dt), b.Ptr("y", c.dt)
 			j := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), c.br), b.Arange(0, c.br)), 1) // y's rows: x's columns
 			i := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), c.bc), b.Arange(0, c.bc)), 0) // y's columns: x's rows
 			mask := b.And(b.Lt(j, c.c), b.Lt(i, c.r))
@@ -66,7 +72,7 @@ func TestTransposedLoads(t *testing.T) {
 					x[i] = rng.Float64()*2 - 1
 				}
 				n := c.r * c.c
-				run := func(launch func(args ...any) error) ([]float64, error) { return launchIn(tile.F32, x, n, n, launch) }
+				run := func(launch func(args ...any) error) ([]float64, error) { return launchIn(c.dt, x, n, n, launch) }
 				got, want, ok := againstReference(t, isa, nk, k, grid, false, run)
 				if !ok {
 					continue
