@@ -149,7 +149,7 @@ func (g *gen) dotCode(d *tile.Value) error {
 	offC, _ := g.operandBlock(d, 2)
 	offD := g.dotBlock(d)
 	if d.Type.DType == tile.F64 {
-		if bT { // b's transpose [N,K] → b [K,N], element by element
+		if bT { // b's transpose [N,K] → b [K,N], in 4×4 tiles (the IR's products are at least 16 on a side)
 			to := g.scratchBlock(-(1<<24)-2*d.ID-(1<<23), 2*k*n)
 			g.transposeBlock64(to, offB, n, k)
 			offB = to
@@ -405,38 +405,6 @@ func (g *gen) dotZ64(m, k, n int, offA, offB, offC, offD, aRow, aCol int32, zero
 		bcast: func(r int, m amd64.Mem) { a.VBROADCASTSDZ(amd64.ZReg(r), m) },
 		fma:   func(acc, b, x int) { a.VFMADD231PDZ(amd64.ZReg(acc), amd64.ZReg(b), amd64.ZReg(x)) },
 	}, m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
-}
-
-// transposeBlock64 writes the transpose of the r×c f64 frame block at
-// from (row-major) to the c×r block at to, one element at a time (a
-// product's transposed b: K·N moves against its 2·M·K·N flops).
-func (g *gen) transposeBlock64(to, from int32, r, c int) {
-	a := &g.a
-	const (
-		rSrc  = amd64.R11 // from, in order
-		rDst  = amd64.R12 // to, down a column
-		rCol  = amd64.R13 // to's column
-		rLeft = amd64.RDX // elements left in the row
-		rRows = amd64.R10 // rows left
-	)
-	a.LEAQ(rSrc, fr(from))
-	a.LEAQ(rCol, fr(to))
-	a.MOVLimm(rRows, uint32(r))
-	rows := a.NewLabel()
-	a.Bind(rows)
-	a.MOVQ(rDst, rCol)
-	a.MOVLimm(rLeft, uint32(c))
-	cols := a.NewLabel()
-	a.Bind(cols)
-	a.MOVQload(rT0, amd64.Ptr(rSrc, 0))
-	a.MOVQstore(amd64.Ptr(rDst, 0), rT0)
-	a.ADDQimm(rSrc, 8)
-	a.ADDQimm(rDst, int32(8*r))
-	a.SUBQimm(rLeft, 1)
-	a.Jcc(amd64.CondNE, cols)
-	a.ADDQimm(rCol, 8)
-	a.SUBQimm(rRows, 1)
-	a.Jcc(amd64.CondNE, rows)
 }
 
 // dotRowsY64 is the rows of a block of dotY64's micro-kernel.
