@@ -86,3 +86,52 @@ func TestTransposedLoads(t *testing.T) {
 		})
 	}
 }
+
+// TestTransposedLoadsInALoop: transposed loads in a loop's body — y =
+// Σ_s (x_sᵀ) over the steps s of a loop, x_s the s-th r×c matrix of x, a
+// carried [br, bc] block adding each step's block of x_sᵀ (its columns
+// one element apart down the block's rows) — are packed and turned each
+// iteration (native.TransLoads), the sums bit for bit the reference's.
+func TestTransposedLoadsInALoop(t *testing.T) {
+	requireJIT(t)
+	const r, c, br, bc, steps = 24, 16, 16, 8, 5
+	for _, dt := range []tile.DType{tile.F32, tile.F64} {
+		t.Run(dt.String(), func(t *testing.T) {
+			b := tile.NewBuilder("trans_loop", nil)
+			px, py := b.Ptr("x", dt), b.Ptr("y", dt)
+			j := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), br), b.Arange(0, br)), 1)
+			i := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bc), b.Arange(0, bc)), 0)
+			acc := b.For(0, steps, 1, []*tile.Value{b.Zeros(dt, br, bc)}, func(s *tile.Value, carried []*tile.Value) []*tile.Value {
+				v := b.Load(b.AddPtr(px, b.Add(b.Add(b.Mul(i, c), j), b.Mul(s, r*c))), nil, nil)
+				return []*tile.Value{b.Add(carried[0], v)}
+			})
+			b.Store(b.AddPtr(py, b.Add(b.Mul(j, r), i)), acc[0], nil)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			grid := tile.Grid{c / br, r / bc}
+			for _, isa := range isas(t) {
+				nk := compileFor(t, isa, k)
+				if got := native.TransLoads(nk); got != 1 {
+					t.Errorf("%s: %d transposed loads, want 1", isa, got)
+				}
+				rng := tiletest.RNG("trans_loop")
+				x := make([]float64, steps*r*c)
+				for i := range x {
+					x[i] = rng.Float64()*2 - 1
+				}
+				run := func(launch func(args ...any) error) ([]float64, error) { return launchIn(dt, x, r*c, r*c, launch) }
+				got, want, ok := againstReference(t, isa, nk, k, grid, false, run)
+				if !ok {
+					continue
+				}
+				for i := range want {
+					if math.Float64bits(got[i]) != math.Float64bits(want[i]) || math.IsNaN(got[i]) {
+						t.Fatalf("%s: y[%d] = %v natively, %v on the reference", isa, i, got[i], want[i])
+					}
+				}
+			}
+		})
+	}
+}
