@@ -63,6 +63,7 @@ var (
 	opMOVSD     = vop{map0F, ppF2, false, 0x10}
 	opMOVSDst   = vop{map0F, ppF2, false, 0x11}
 	opMOVSHDUP  = vop{map0F, ppF3, false, 0x16}
+	opMOVHPD    = vop{map0F, pp66, false, 0x16}
 	opCVTTPS2DQ = vop{map0F, ppF3, false, 0x5b}
 	opCVTPD2DQ  = vop{map0F, ppF2, false, 0xe6}
 
@@ -165,6 +166,10 @@ func (a *Asm) VMOVSSstore(m Mem, s VReg) { a.v3(opMOVSSst, false, uint8(s), 0, m
 
 // VMOVSDload d = the float64 at m in lane 0, the other lanes zero.
 func (a *Asm) VMOVSDload(d VReg, m Mem) { a.v3(opMOVSD, false, uint8(d), 0, m) }
+
+// VMOVHPDload d = x's float64 lane 0 and the float64 at m (lane 1), the
+// lanes above zero (VEX.128).
+func (a *Asm) VMOVHPDload(d, x VReg, m Mem) { a.v3(opMOVHPD, false, uint8(d), uint8(x), m) }
 
 // VMOVSDstore [m] = s's float64 lane 0.
 func (a *Asm) VMOVSDstore(m Mem, s VReg) { a.v3(opMOVSDst, false, uint8(s), 0, m) }

@@ -301,6 +301,8 @@ var encCases = []encCase{
 	{"vcvtdq2pd zmm", func(a *Asm) { a.VCVTDQ2PDZ(2, ZReg(9)) }, "VCVTDQ2PD Y9, Z2", "62d17e48e6d1"},
 	{"vmovsd load", func(a *Asm) { a.VMOVSDload(3, PtrIdx(RDI, RAX, 8, 64)) }, "VMOVSD 64(DI)(AX*8), X3", "c5fb105cc740"},
 	{"vmovsd store", func(a *Asm) { a.VMOVSDstore(Ptr(R9, 8), 12) }, "VMOVSD X12, 8(R9)", "c4417b116108"},
+	{"vmovhpd load", func(a *Asm) { a.VMOVHPDload(0, 1, Ptr(RAX, 0)) }, "VMOVHPD (AX), X1, X0", "c5f11600"},
+	{"vmovhpd load ext", func(a *Asm) { a.VMOVHPDload(9, 9, Ptr(R11, 24)) }, "VMOVHPD 24(R11), X9, X9", "c44131164b18"},
 	{"vpermilps swap halves", func(a *Asm) { a.VPERMILPS(1, VReg(2), 0x4e) }, "VPERMILPS $0x4e, Y2, Y1", "c4e37d04ca4e"},
 	{"vaddpd ymm", func(a *Asm) { a.VADDPD(6, 6, VReg(9)) }, "VADDPD Y9, Y6, Y6", "c4c14d58f1"},
 	{"vmovapd zmm", func(a *Asm) { a.VMOVAPDZ(1, 18) }, "VMOVAPD Z18, Z1", "62e1fd4829d1"},

@@ -459,9 +459,9 @@ func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) e
 	if n.pat.elast > 1 { // a gather (unmasked: the row's range was checked; masked: the active lanes')
 		switch {
 		case n.pat.sh == 3 && masked:
-			pg.gatherF64Masked(n.pat, dst, mask)
+			pg.gatherF64Masked(n.pat, dst, t[1], t[2], mask)
 		case n.pat.sh == 3:
-			pg.gatherF64(n.pat, dst)
+			pg.gatherF64(n.pat, dst, t[1], t[2])
 		case masked:
 			other := len(srcs) == 2 && !isZeroConst(n.v.Args[2])
 			into := dst

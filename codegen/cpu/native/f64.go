@@ -424,58 +424,82 @@ func (g *gen) scalarF64Op(v *tile.Value) error {
 
 // gatherF64 loads the vector's f64 lanes of a pattern with a constant
 // stride of more than one element (the row's active lanes, the others
-// zero), through the frame: each lane's 8 bytes moved to a 64-byte
-// scratch vector, then loaded (unmasked: the row's range was checked at
-// its start).
-func (pg *phaseGen) gatherF64(pat *pattern, dst amd64.VReg) {
-	g := pg.g
-	a := &g.a
-	pg.gatherBase(pat, 8)
-	s := 8 * int32(pat.elast)
-	tmp := g.alloc(64, 64)
-	for l := 0; l < lane; l++ {
-		if l < pg.width {
-			a.MOVQload(rT1, amd64.Ptr(rT0, int32(l)*s))
-		} else {
-			a.XORL(rT1, rT1)
-		}
-		a.MOVQstore(fr(tmp+int32(8*l)), rT1)
-	}
-	if !g.avx512 {
-		a.VMOVUPD(dst, fr(tmp))
-		a.VMOVUPD(hi(dst), fr(tmp+32))
-		return
-	}
-	a.VMOVUPDZ(z(dst), 0, fr(tmp))
+// zero), in registers: each pair of lanes into an xmm register (VMOVSD,
+// VMOVHPD), pairs into ymm halves (VINSERTF128), with AVX-512 the halves
+// into dst's zmm (VINSERTF64X4), without it into dst's ymm pair; t1 and
+// t2 are scratch (their low registers). Unmasked: the row's range was
+// checked at its start. Through a scratch vector in the frame before
+// (2026-12-05): eight scalar stores read back by one vector load, which
+// the store buffer cannot forward.
+func (pg *phaseGen) gatherF64(pat *pattern, dst, t1, t2 amd64.VReg) {
+	pg.gatherF64Lanes(pat, dst, t1, t2, func(l int) bool { return l < pg.width }, nil)
 }
 
 // gatherF64Masked is gatherF64 under a mask (eight i32 lanes): a lane
-// whose mask is off is +0 and its element is not read. The lanes go
-// through the scratch vector as gatherF64's, each through dst's low lane.
-func (pg *phaseGen) gatherF64Masked(pat *pattern, dst, mask amd64.VReg) {
+// whose mask is off is +0 and its element is not read. The mask's bits go
+// to RDX before any register is written (dst or a scratch may hold it),
+// and each lane's load is skipped where its bit is clear.
+func (pg *phaseGen) gatherF64Masked(pat *pattern, dst, t1, t2, mask amd64.VReg) {
+	a := &pg.g.a
+	pg.gatherF64Lanes(pat, dst, t1, t2, func(l int) bool { return l < pg.width }, func() { a.VMOVMSKPS(rT1, mask) })
+}
+
+// gatherF64Lanes is gatherF64's and gatherF64Masked's code: lane l is
+// loaded where has(l) (and, with takeMask, its mask bit is set: the bits
+// in RDX, shifted out in lane order).
+func (pg *phaseGen) gatherF64Lanes(pat *pattern, dst, t1, t2 amd64.VReg, has func(int) bool, takeMask func()) {
 	g := pg.g
 	a := &g.a
 	pg.gatherBase(pat, 8)
-	a.VMOVMSKPS(rT1, mask) // before dst is written: it may be the mask's register
-	tmp := g.alloc(64, 64)
+	if takeMask != nil {
+		takeMask()
+	}
 	s := 8 * int32(pat.elast)
-	a.VXORPS(dst, dst, dst)
-	a.VMOVUPSstore(fr(tmp), dst)
-	a.VMOVUPSstore(fr(tmp+32), dst)
-	for l := 0; l < pg.width; l++ {
-		skip := a.NewLabel()
-		a.SHRQ(rT1, 1)
-		a.Jcc(amd64.CondAE, skip) // carry clear: lane l is off
-		a.VMOVSDload(dst, amd64.Ptr(rT0, int32(l)*s))
-		a.VMOVSDstore(fr(tmp+int32(8*l)), dst)
-		a.Bind(skip)
+	// pair: lanes l and l+1 into xmm x, the lanes above zero
+	pair := func(x amd64.VReg, l int) {
+		a.VXORPS(x, x, x)
+		for h := 0; h < 2; h++ {
+			if !has(l + h) {
+				continue
+			}
+			var skip amd64.Label
+			if takeMask != nil { // lanes in order: each one's bit shifted out into the carry
+				skip = a.NewLabel()
+				a.SHRQ(rT1, 1)
+				a.Jcc(amd64.CondAE, skip) // carry clear: lane l+h is off
+			}
+			if h == 0 {
+				a.VMOVSDload(x, amd64.Ptr(rT0, int32(l)*s)) // lane 1 zeroed: loaded next
+			} else {
+				a.VMOVHPDload(x, x, amd64.Ptr(rT0, int32(l+1)*s))
+			}
+			if takeMask != nil {
+				a.Bind(skip)
+			}
+		}
+	}
+	// quad: lanes l..l+3 into ymm y
+	quad := func(y, tmp amd64.VReg, l int) {
+		pair(y, l)
+		if has(l + 2) {
+			pair(tmp, l+2)
+			a.VINSERTF128(y, y, tmp, 1)
+		}
 	}
 	if !g.avx512 {
-		a.VMOVUPD(dst, fr(tmp))
-		a.VMOVUPD(hi(dst), fr(tmp+32))
+		quad(dst, t1, 0)
+		if has(4) {
+			quad(hi(dst), t1, 4)
+		} else {
+			a.VXORPS(hi(dst), hi(dst), hi(dst))
+		}
 		return
 	}
-	a.VMOVUPDZ(z(dst), 0, fr(tmp))
+	quad(dst, t1, 0) // VEX writes zero dst's bits above 255
+	if has(4) {
+		quad(t1, t2, 4)
+		a.VINSERTF64X4Z(z(dst), z(dst), z(t1), 1)
+	}
 }
 
 // scatterF64 stores the vector's f64 lanes to a pattern with a constant

@@ -211,7 +211,7 @@ func TestScatterNative(t *testing.T) {
 }
 
 // TestStridedFastRows: a phase whose accesses all lie a stride apart
-// between lanes — y[c, r] = 2·x[c, r] for cols×rows matrices read in
+// between lanes — y[c, r] = 2·x[c, r] for cols×rows matrices (f32, f64) read in
 // blocks [br, cols] of their transposes: a gather and a scatter — under
 // masks that hold over whole rows of most programs has an unmasked row
 // loop (native.FastPhases): rows whose masks hold (and whose lanes, a
@@ -222,59 +222,49 @@ func TestScatterNative(t *testing.T) {
 func TestStridedFastRows(t *testing.T) {
 	requireJIT(t)
 	const rows, cols, br = 13, 16, 2
-	b := tile.NewBuilder("strided_fast", nil)
-	px, py := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
-	r := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), br), b.Arange(0, br)), 1)
-	c := b.ExpandDims(b.Arange(0, cols), 0)
-	mask := b.And(b.Lt(r, rows), b.Lt(c, cols))
-	at := b.Add(b.Mul(c, rows), r)
-	v := b.Load(b.AddPtr(px, at), mask, nil)
-	b.Store(b.AddPtr(py, at), b.Mul(v, 2.0), mask)
-	k, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	grid := tile.Grid{(rows + br - 1) / br}
-	for _, isa := range isas(t) {
-		nk := compileFor(t, isa, k)
-		if native.FastPhases(nk) == 0 {
-			t.Fatalf("%s: no unmasked row loop", isa)
+	for _, dt := range []tile.DType{tile.F32, tile.F64} {
+		b := tile.NewBuilder("strided_fast", nil)
+		px, py := b.Ptr("x", dt), b.Ptr("y", dt)
+		r := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), br), b.Arange(0, br)), 1)
+		c := b.ExpandDims(b.Arange(0, cols), 0)
+		mask := b.And(b.Lt(r, rows), b.Lt(c, cols))
+		at := b.Add(b.Mul(c, rows), r)
+		v := b.Load(b.AddPtr(px, at), mask, nil)
+		b.Store(b.AddPtr(py, at), b.Mul(v, 2.0), mask)
+		k, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
 		}
-		rng := tiletest.RNG("TestStridedFastRows")
-		x := make([]float32, rows*cols)
-		for i := range x {
-			x[i] = float32(rng.Float64()*2 - 1)
-		}
-		run := func(launch func(args ...any) error) []float32 {
-			y := make([]float32, rows*cols)
-			for i := range y {
-				y[i] = float32(math.NaN())
+		grid := tile.Grid{(rows + br - 1) / br}
+		for _, isa := range isas(t) {
+			nk := compileFor(t, isa, k)
+			if native.FastPhases(nk) == 0 {
+				t.Fatalf("%v %s: no unmasked row loop", dt, isa)
 			}
-			if err := launch(append([]float32(nil), x...), y); err != nil {
-				t.Fatalf("%s: %v", isa, err)
+			rng := tiletest.RNG("TestStridedFastRows")
+			x := make([]float64, rows*cols)
+			for i := range x {
+				x[i] = rng.Float64()*2 - 1
 			}
-			return y
-		}
-		got := run(func(args ...any) error { return nk.Launch(grid, args...) })
-		want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
-		for i := range want {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) || got[i] != got[i] {
-				t.Fatalf("%s: y[%d] = %v natively, %v on the reference", isa, i, got[i], want[i])
+			n := rows * cols
+			run := func(launch func(args ...any) error) ([]float64, error) { return launchIn(dt, x, n, n, launch) }
+			got, want, _ := againstReference(t, isa, nk, k, grid, false, run)
+			for i := range want {
+				if math.Float64bits(got[i]) != math.Float64bits(want[i]) || math.IsNaN(got[i]) {
+					t.Fatalf("%v %s: y[%d] = %v natively, %v on the reference", dt, isa, i, got[i], want[i])
+				}
 			}
-		}
-		// y one element short: the row that stores its last element, its
-		// masks holding, must not pass the row's range check (lanes a
-		// stride apart: its last lane 15·13 elements on), and the launch
-		// falls back with the element past the end untouched
-		y := make([]float32, rows*cols)
-		for i := range y {
-			y[i] = float32(math.NaN())
-		}
-		if err := nk.Launch(grid, append([]float32(nil), x...), y[:len(y)-1]); !errors.Is(err, native.ErrFallback) {
-			t.Fatalf("%s: y one short: got %v, want ErrFallback", isa, err)
-		}
-		if last := y[len(y)-1]; last == last {
-			t.Fatalf("%s: the element past y's end was written (%v)", isa, last)
+			// y one element short: the row that stores its last element, its
+			// masks holding, must not pass the row's range check (lanes a
+			// stride apart: its last lane 15·13 elements on), and the launch
+			// falls back with the element past the end untouched
+			y, err := launchIn(dt, x, n, n-1, func(args ...any) error { return nk.Launch(grid, args...) })
+			if !errors.Is(err, native.ErrFallback) {
+				t.Fatalf("%v %s: y one short: got %v, want ErrFallback", dt, isa, err)
+			}
+			if last := y[n-1]; !math.IsNaN(last) {
+				t.Fatalf("%v %s: the element past y's end was written (%v)", dt, isa, last)
+			}
 		}
 	}
 }
