@@ -767,9 +767,32 @@ func (pg *phaseGen) guardedScalar(at amd64.Mem, mask amd64.VReg) amd64.Mem {
 	return amd64.Ptr(rT0, 0)
 }
 
-// store: a vector store, masked.
+// store: a vector store, masked. In an unmasked row over a prefix of its
+// lanes (fast.go) a store that runs over it stores this copy's lanes
+// before the prefix's end only: a lane stride apart, those lanes; else
+// under the constant mask of those lanes.
 func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 	a := pg.g.va()
+	if fp := pg.fast; fp != nil && fp.prefixed[n] {
+		active := min(lane, fp.prefix-pg.off)
+		if active <= 0 {
+			return nil
+		}
+		if active < lane {
+			w := pg.width
+			pg.width = active
+			defer func() { pg.width = w }()
+			if n.pat.elast > 1 {
+				val := toReg(pg, srcs[0], t[1])
+				if n.pat.sh == 3 {
+					pg.scatterF64(n.pat, val, t[0], 0, false)
+				} else {
+					pg.scatter(n.pat, val, t[0], 0, false)
+				}
+				return nil
+			}
+		}
+	}
 	val := toReg(pg, srcs[0], t[1])
 	var m *opnd
 	if len(srcs) > 1 {

@@ -87,6 +87,10 @@ func KeptFrames(nk *Kernel) int {
 	return n
 }
 
+// PrefixRows is the number of nk's phases whose unmasked rows cover a
+// prefix of their lanes (fast.go).
+func PrefixRows(nk *Kernel) int { return nk.prefixRows }
+
 // TransLoads is the number of transposed loads in nk's code, packed and
 // turned back in the frame (trans.go).
 func TransLoads(nk *Kernel) int { return nk.transLoads }

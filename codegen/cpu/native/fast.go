@@ -48,6 +48,14 @@ type fastPlan struct {
 	// unmasked loop their value is their first operand's
 	fold   map[*node]*node
 	proven map[*node]bool // masks (and their conjuncts) proven true over the row
+	// prefix: where set, the unmasked row covers only the row's first
+	// prefix lanes for the stores in prefixed, whose masks hold there (a
+	// comparison of the lanes with a constant: a block wider than its
+	// axis); the lanes past it are computed and never stored
+	prefix      int
+	prefixed    map[*node]bool
+	allowPrefix bool // planFast's second try: prefixes may be proven
+	usedPrefix  bool // provable: the mask just proven needs the prefix
 }
 
 // planFast is the phase's fast plan, or nil where it has none: no masked
@@ -56,10 +64,92 @@ type fastPlan struct {
 // loop can compute in zmm registers (zmmOK): an empty plan, no checks but
 // the accesses' ranges once a phase.
 func (pg *phaseGen) planFast(copies int) *fastPlan {
+	if pg.prefixOK(copies) {
+		// a comparison of the lanes with a constant that holds over a
+		// prefix of them fails the row's check in every row: where every
+		// store's mask holds over that prefix, the row runs unmasked there
+		if fp := pg.planFastWith(copies, true); fp != nil && fp.prefix > 0 && pg.allStoresPrefixed(fp) {
+			return fp
+		}
+	}
+	return pg.planFastWith(copies, false)
+}
+
+// prefixOK reports whether a phase may run unmasked over a prefix of its
+// rows' lanes: one inner iteration a row (each body copy's lanes known),
+// and nothing but stores reads its values (no reduction, frame block,
+// carried block or pack: the lanes past the prefix would hold other
+// values than the masked loop's).
+func (pg *phaseGen) prefixOK(copies int) bool {
+	if pg.width != lane || pg.last != copies*lane || pg.rank < 1 {
+		return false
+	}
+	for _, n := range pg.nodes {
+		if n.op == opReduce || n.op == opMatWrite {
+			return false
+		}
+	}
+	return true
+}
+
+// allStoresPrefixed reports whether every store of the phase is one fp
+// runs over its prefix: then no lane past it is stored by either loop.
+func (pg *phaseGen) allStoresPrefixed(fp *fastPlan) bool {
+	for _, n := range pg.nodes {
+		if n.op == opStore && !fp.prefixed[n] {
+			return false
+		}
+	}
+	return true
+}
+
+// prefixOf is the number of leading lanes of a row over which comparison
+// m holds, where m compares the row's lanes (an i32 lane vector with
+// stride 1 and a constant row part) with a constant and holds over a
+// prefix of them, 0 < k < the row's length (a block wider than its axis:
+// lanes < 14 in 16).
+func (pg *phaseGen) prefixOf(m *node) (int, bool) {
+	constRow := func(p *pattern) (int64, bool) {
+		if p.c == nil || p.c.op != sxConst {
+			return 0, false
+		}
+		for k := 0; k < pg.rank-1 && k < len(p.e); k++ {
+			if !p.e[k].isConst(0) {
+				return 0, false
+			}
+		}
+		return p.c.k, true
+	}
+	x, y := m.args[0].pat, m.args[1].pat
+	cx, okx := constRow(x)
+	cy, oky := constRow(y)
+	if !okx || !oky {
+		return 0, false
+	}
+	var k int64
+	switch {
+	case x.elast == 1 && y.elast == 0 && m.v.Op == tile.OpLt: // c0 + j < C
+		k = cy - cx
+	case x.elast == 1 && y.elast == 0 && m.v.Op == tile.OpLe:
+		k = cy - cx + 1
+	case x.elast == 0 && y.elast == 1 && m.v.Op == tile.OpGt: // C > c0 + j
+		k = cx - cy
+	case x.elast == 0 && y.elast == 1 && m.v.Op == tile.OpGe:
+		k = cx - cy + 1
+	default:
+		return 0, false
+	}
+	if k <= 0 || k >= int64(pg.last) {
+		return 0, false
+	}
+	return int(k), true
+}
+
+func (pg *phaseGen) planFastWith(copies int, allowPrefix bool) *fastPlan {
 	if pg.width != lane || pg.last%(copies*lane) != 0 {
 		return nil
 	}
-	fp := &fastPlan{}
+	fp := &fastPlan{allowPrefix: allowPrefix}
 	masked := false
 	for _, n := range pg.nodes {
 		var m *node
@@ -76,12 +166,22 @@ func (pg *phaseGen) planFast(copies int) *fastPlan {
 			continue
 		}
 		save := *fp
-		if !pg.provable(m, fp) {
+		fp.usedPrefix = false
+		if !pg.provable(m, fp) || fp.usedPrefix && n.op != opStore {
+			// (a load under a prefix's mask keeps it: its masked-off
+			// lanes' values may reach a store's unmasked lanes)
 			*fp = save
 			continue
 		}
 		fp.unmask = append(fp.unmask, n)
-		fp.prove(m)
+		if fp.usedPrefix { // not proven over the row: selects on it keep both values
+			if fp.prefixed == nil {
+				fp.prefixed = map[*node]bool{}
+			}
+			fp.prefixed[n] = true
+		} else {
+			fp.prove(m)
+		}
 		if !n.pat.checked && !containsPat(fp.ranges, n.pat) {
 			fp.ranges = append(fp.ranges, n.pat)
 		}
@@ -229,6 +329,13 @@ func (pg *phaseGen) provable(m *node, fp *fastPlan) bool {
 				if x.op != opIntVec || x.pat.elast < 0 || x.pat.elast*int64(pg.last) > math.MaxInt32 {
 					return false
 				}
+			}
+			if k, ok := pg.prefixOf(m); ok && fp.allowPrefix {
+				if fp.prefix != 0 && fp.prefix != k {
+					return false
+				}
+				fp.prefix, fp.usedPrefix = k, true
+				return true // constant: no check at the row's start
 			}
 			fp.cmps = append(fp.cmps, m)
 			return true
@@ -433,7 +540,7 @@ func (pg *phaseGen) cornerValue(r amd64.Reg, pat *pattern, c int) {
 // frame writes and stores, every value a plain vector of the row; then it
 // runs in zmm registers, 16 lanes a move.
 func (pg *phaseGen) movesZ(fp *fastPlan) bool {
-	if !pg.g.avx512 || pg.last%(2*lane) != 0 {
+	if !pg.g.avx512 || pg.last%(2*lane) != 0 || fp.prefix > 0 {
 		return false
 	}
 	vals := 0
@@ -508,7 +615,7 @@ func (pg *phaseGen) innerZ(fp *fastPlan) error {
 // two of eight (lanes 8–15 the second copy's), split into them after the
 // loop for the row's end (innerZmm).
 func (pg *phaseGen) zmmOK(fp *fastPlan) bool {
-	if !pg.g.avx512 || pg.last%(2*lane) != 0 {
+	if !pg.g.avx512 || pg.last%(2*lane) != 0 || fp.prefix > 0 {
 		return false
 	}
 	for i, n := range pg.nodes {

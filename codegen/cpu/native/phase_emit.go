@@ -94,6 +94,9 @@ func (pg *phaseGen) emit() error {
 	} else {
 		g.p.fastPhases++
 		g.p.folds += len(fp.fold)
+		if fp.prefix > 0 {
+			g.p.prefixRows++
+		}
 		rowwise, done := a.NewLabel(), a.NewLabel()
 		pg.blockCheck(fp, rowwise)
 		if err := pg.nest(copies, fp, true); err != nil {

@@ -216,6 +216,7 @@ type plan struct {
 	nanDetects   int // paired zmm max/min loops detecting NaNs first (fast.go: nanDetectOK)
 	divFMAs      int // divisions by a uniform by FMA corrections (ops.go: divFMA)
 	transLoads   int // transposed loads packed and turned back in the frame (trans.go)
+	prefixRows   int // phases whose unmasked rows cover a prefix of their lanes (fast.go)
 
 	// readAsIs: values a product or a shape op reads (at lanes of their
 	// own: not taken as transposed loads, trans.go)
