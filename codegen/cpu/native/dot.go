@@ -332,11 +332,44 @@ func (g *gen) dotZ(m, k, n int, offA, offB, offC, offD, aRow, aCol int32, zero b
 	}, m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
 }
 
-// transposeBlock writes the transpose of the r×c frame block at from
+// transposeBlock writes the transpose of the r×c f32 frame block at from
 // (row-major) to the c×r block at to, in 8×8 tiles (r and c multiples of
 // eight): eight rows loaded, interleaved (unpack), shuffled and their
 // 128-bit halves exchanged, eight rows stored.
 func (g *gen) transposeBlock(to, from int32, r, c int) {
+	a := &g.a
+	g.walkTiles(to, from, r, c, lane, 4, func(src, dst amd64.Reg) {
+		for q := 0; q < lane; q++ {
+			a.VMOVUPS(amd64.VReg(q), amd64.Ptr(src, int32(4*q*c)))
+		}
+		for q := 0; q < lane; q += 2 {
+			a.VUNPCKLPS(amd64.VReg(8+q), amd64.VReg(q), amd64.VReg(q+1))
+			a.VUNPCKHPS(amd64.VReg(9+q), amd64.VReg(q), amd64.VReg(q+1))
+		}
+		for q := 0; q < lane; q += 4 {
+			// t(8+q), t(9+q) from rows q, q+1; t(10+q), t(11+q) from q+2, q+3
+			a.VSHUFPS(amd64.VReg(q), amd64.VReg(8+q), amd64.VReg(10+q), 0x44)
+			a.VSHUFPS(amd64.VReg(q+1), amd64.VReg(8+q), amd64.VReg(10+q), 0xee)
+			a.VSHUFPS(amd64.VReg(q+2), amd64.VReg(9+q), amd64.VReg(11+q), 0x44)
+			a.VSHUFPS(amd64.VReg(q+3), amd64.VReg(9+q), amd64.VReg(11+q), 0xee)
+		}
+		for q := 0; q < lane; q++ {
+			imm := uint8(0x20)
+			if q >= 4 {
+				imm = 0x31
+			}
+			a.VPERM2F128(8, amd64.VReg(q%4), amd64.VReg(q%4+4), imm)
+			a.VMOVUPSstore(amd64.Ptr(dst, int32(4*q*r)), 8)
+		}
+	})
+}
+
+// walkTiles runs tile over the t×t tiles of an r×c frame block at from
+// (row-major, esz-byte elements; r and c multiples of t) in row order,
+// each with src at the tile in from and dst at the tile of to (the c×r
+// block) it transposes into: the loop that transposeBlock and
+// transposeBlock64 share. R10–R14 and RDX are clobbered.
+func (g *gen) walkTiles(to, from int32, r, c, t, esz int, tile func(src, dst amd64.Reg)) {
 	a := &g.a
 	const (
 		rSrc  = amd64.R11 // the tile in from
@@ -348,42 +381,21 @@ func (g *gen) transposeBlock(to, from int32, r, c int) {
 	)
 	a.LEAQ(rRow, fr(from))
 	a.LEAQ(rCol, fr(to))
-	a.MOVLimm(rRows, uint32(r/lane))
+	a.MOVLimm(rRows, uint32(r/t))
 	rows := a.NewLabel()
 	a.Bind(rows)
 	a.MOVQ(rSrc, rRow)
 	a.MOVQ(rDst, rCol)
-	a.MOVLimm(rLeft, uint32(c/lane))
+	a.MOVLimm(rLeft, uint32(c/t))
 	tiles := a.NewLabel()
 	a.Bind(tiles)
-	for q := 0; q < lane; q++ {
-		a.VMOVUPS(amd64.VReg(q), amd64.Ptr(rSrc, int32(4*q*c)))
-	}
-	for q := 0; q < lane; q += 2 {
-		a.VUNPCKLPS(amd64.VReg(8+q), amd64.VReg(q), amd64.VReg(q+1))
-		a.VUNPCKHPS(amd64.VReg(9+q), amd64.VReg(q), amd64.VReg(q+1))
-	}
-	for q := 0; q < lane; q += 4 {
-		// t(8+q), t(9+q) from rows q, q+1; t(10+q), t(11+q) from q+2, q+3
-		a.VSHUFPS(amd64.VReg(q), amd64.VReg(8+q), amd64.VReg(10+q), 0x44)
-		a.VSHUFPS(amd64.VReg(q+1), amd64.VReg(8+q), amd64.VReg(10+q), 0xee)
-		a.VSHUFPS(amd64.VReg(q+2), amd64.VReg(9+q), amd64.VReg(11+q), 0x44)
-		a.VSHUFPS(amd64.VReg(q+3), amd64.VReg(9+q), amd64.VReg(11+q), 0xee)
-	}
-	for q := 0; q < lane; q++ {
-		imm := uint8(0x20)
-		if q >= 4 {
-			imm = 0x31
-		}
-		a.VPERM2F128(8, amd64.VReg(q%4), amd64.VReg(q%4+4), imm)
-		a.VMOVUPSstore(amd64.Ptr(rDst, int32(4*q*r)), 8)
-	}
-	a.ADDQimm(rSrc, 4*lane)
-	a.ADDQimm(rDst, int32(4*lane*r))
+	tile(rSrc, rDst)
+	a.ADDQimm(rSrc, int32(esz*t))
+	a.ADDQimm(rDst, int32(esz*t*r))
 	a.SUBQimm(rLeft, 1)
 	a.Jcc(amd64.CondNE, tiles)
-	a.ADDQimm(rRow, int32(4*lane*c))
-	a.ADDQimm(rCol, 4*lane)
+	a.ADDQimm(rRow, int32(esz*t*c))
+	a.ADDQimm(rCol, int32(esz*t))
 	a.SUBQimm(rRows, 1)
 	a.Jcc(amd64.CondNE, rows)
 }

@@ -2,6 +2,7 @@ package native_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -75,11 +76,7 @@ func TestMaskedGatherNative(t *testing.T) {
 				if !ok {
 					continue
 				}
-				for i := range want {
-					if math.Float64bits(got[i]) != math.Float64bits(want[i]) || math.IsNaN(got[i]) {
-						t.Fatalf("%s: y[%d] = %v natively, %v on the reference", isa, i, got[i], want[i])
-					}
-				}
+				sameBits64(t, isa, got, want, len(want))
 			}
 		})
 	}
@@ -108,6 +105,17 @@ func launchIn(dt tile.DType, x []float64, size, n int, launch func(args ...any) 
 		y[i] = float64(y32[i])
 	}
 	return y, err
+}
+
+// sameBits64 fails t unless got is want bit for bit, and where stored (the
+// first stored elements) no NaN: each one of them written.
+func sameBits64(t *testing.T, what string, got, want []float64, stored int) {
+	t.Helper()
+	for i := range want {
+		if math.Float64bits(got[i]) != math.Float64bits(want[i]) || i < stored && math.IsNaN(got[i]) {
+			t.Fatalf("%s: element %d = %v natively, %v on the reference", what, i, got[i], want[i])
+		}
+	}
 }
 
 // againstReference launches nk, then the reference interpreter, over
@@ -200,11 +208,7 @@ func TestScatterNative(t *testing.T) {
 				if !ok {
 					continue
 				}
-				for i := range want {
-					if math.Float64bits(got[i]) != math.Float64bits(want[i]) || i < n && math.IsNaN(got[i]) {
-						t.Fatalf("%s: y[%d] = %v natively, %v on the reference", isa, i, got[i], want[i])
-					}
-				}
+				sameBits64(t, isa, got, want, n)
 			}
 		})
 	}
@@ -249,11 +253,7 @@ func TestStridedFastRows(t *testing.T) {
 			n := rows * cols
 			run := func(launch func(args ...any) error) ([]float64, error) { return launchIn(dt, x, n, n, launch) }
 			got, want, _ := againstReference(t, isa, nk, k, grid, false, run)
-			for i := range want {
-				if math.Float64bits(got[i]) != math.Float64bits(want[i]) || math.IsNaN(got[i]) {
-					t.Fatalf("%v %s: y[%d] = %v natively, %v on the reference", dt, isa, i, got[i], want[i])
-				}
-			}
+			sameBits64(t, fmt.Sprint(dt, " ", isa), got, want, len(want))
 			// y one element short: the row that stores its last element, its
 			// masks holding, must not pass the row's range check (lanes a
 			// stride apart: its last lane 15·13 elements on), and the launch

@@ -1,7 +1,6 @@
 package native_test
 
 import (
-	"math"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
@@ -97,11 +96,7 @@ func TestPrefixRows(t *testing.T) {
 				if !ok {
 					continue
 				}
-				for i := range want {
-					if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
-						t.Fatalf("%s: element %d = %v natively, %v on the reference", isa, i, got[i], want[i])
-					}
-				}
+				sameBits64(t, isa, got, want, 0)
 			}
 		})
 	}

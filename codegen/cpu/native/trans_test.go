@@ -1,7 +1,6 @@
 package native_test
 
 import (
-	"math"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
@@ -77,11 +76,7 @@ func TestTransposedLoads(t *testing.T) {
 				if !ok {
 					continue
 				}
-				for i := range want {
-					if math.Float64bits(got[i]) != math.Float64bits(want[i]) || math.IsNaN(got[i]) {
-						t.Fatalf("%s: y[%d] = %v natively, %v on the reference", isa, i, got[i], want[i])
-					}
-				}
+				sameBits64(t, isa, got, want, len(want))
 			}
 		})
 	}
@@ -126,11 +121,7 @@ func TestTransposedLoadsInALoop(t *testing.T) {
 				if !ok {
 					continue
 				}
-				for i := range want {
-					if math.Float64bits(got[i]) != math.Float64bits(want[i]) || math.IsNaN(got[i]) {
-						t.Fatalf("%s: y[%d] = %v natively, %v on the reference", isa, i, got[i], want[i])
-					}
-				}
+				sameBits64(t, isa, got, want, len(want))
 			}
 		})
 	}
