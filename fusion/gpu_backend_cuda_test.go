@@ -352,6 +352,12 @@ func TestFlashAttentionLongSequenceOnGPU(t *testing.T) {
 // CUDA backend — im2col, col2im, the max pools and their backward, the
 // NCHW transposes all kernels, nothing left to Gorgonia — against
 // Gorgonia's machine on the CPU (float64 and float32).
+// TestChainedTransposesOnGPU: TestChainedTransposes' graphs on the GPU,
+// whose kernels index through the same common refinement of the shapes.
+func TestChainedTransposesOnGPU(t *testing.T) {
+	chainedTransposes(t, false, fusion.WithBackend(fusion.CUDA))
+}
+
 func TestConvNetOnGPU(t *testing.T) {
 	convNet(t, tensor.Float64, 1e-10, true, fusion.WithBackend(fusion.CUDA))
 	convNet(t, tensor.Float32, 2e-5, true, fusion.WithBackend(fusion.CUDA))

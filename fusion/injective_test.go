@@ -369,6 +369,13 @@ func TestTransposedOperands(t *testing.T) {
 // flat indices divided the lanes, which the machine code does not take:
 // 32 of these 72 cases did before).
 func TestChainedTransposes(t *testing.T) {
+	chainedTransposes(t, jit.Supported(), fusion.WithBackend(fusion.CPU))
+}
+
+// chainedTransposes runs TestChainedTransposes' graphs on the backend opts
+// name (TestChainedTransposesOnGPU: the GPU's kernels take the same flat
+// indices); every kernel is checked to be machine code where native says.
+func chainedTransposes(t *testing.T, native bool, opts ...fusion.Option) {
 	perms := [][]int{{0, 1, 3, 2}, {1, 0, 2, 3}, {0, 2, 1, 3}, {3, 2, 1, 0}, {0, 3, 1, 2}, {0, 2, 3, 1}}
 	for _, shape := range [][]int{{2, 3, 5, 7}, {1, 5, 6, 3}} {
 		for _, p1 := range perms {
@@ -390,12 +397,12 @@ func TestChainedTransposes(t *testing.T) {
 					g, x, loss, d := build()
 					uRef, u := gRef.ByName("u")[0], g.ByName("u")[0]
 					letTwins(t, rand.New(rand.NewPCG(5, 9)), []*G.Node{xRef, uRef}, []*G.Node{x, u}, nil)
-					vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU))
+					vm := fusion.NewTapeMachine(g, opts...)
 					defer vm.Close()
 					if err := vm.Err(); err != nil {
 						t.Fatal(err)
 					}
-					if jit.Supported() {
+					if native {
 						allNative(t, vm)
 					}
 					runTwins(t, gRef, vm)
