@@ -26,6 +26,14 @@ type Report struct {
 	// not computed either), which no kernel computes: Gorgonia's unsummed
 	// contributions to an undifferentiated operand's gradient (readable.go).
 	NotComputed []string
+	// Recomputed are the nodes that no kernel writes: each kernel that
+	// reads them computes them again from what it reads (a kernel whose
+	// every value its readers can compute again so, exactly where a
+	// comparison reads them, is no kernel: graphpass's rematerialisation;
+	// a convolution's ReLU after its transpose to NCHW, which its max pool
+	// and the pool's backward compute from the convolution's output).
+	// FusedOps counts them.
+	Recomputed []string
 	// BytesSaved is the memory traffic a run saves by keeping
 	// intermediates inside kernels: each value a kernel keeps to itself
 	// would, unfused, be written once and read once.
@@ -80,9 +88,10 @@ type Unfused struct {
 // Kernels is the number of tile kernels.
 func (r *Report) Kernels() int { return len(r.Groups) }
 
-// FusedOps is the number of ops inside kernels.
+// FusedOps is the number of ops inside kernels: their members and the
+// nodes only the kernels that read them compute (Recomputed).
 func (r *Report) FusedOps() int {
-	n := 0
+	n := len(r.Recomputed)
 	for _, g := range r.Groups {
 		n += len(g.Ops)
 	}
@@ -135,11 +144,14 @@ func (r *Report) String() string {
 			fmt.Fprintf(&sb, "      no value after a run: %s\n", strings.Join(g.NoValue, ", "))
 		}
 	}
+	if len(r.Recomputed) > 0 {
+		fmt.Fprintf(&sb, "  computed again by each kernel that reads them, written by none: %s\n", strings.Join(r.Recomputed, ", "))
+	}
 	for _, u := range r.Unfused {
 		fmt.Fprintf(&sb, "  left to Gorgonia: %s (%s): %s\n", u.Node, u.Op, u.Why)
 	}
 	if len(r.NoValue) > 0 {
-		fmt.Fprintf(&sb, "  %d of your nodes have no value after a run (listed per kernel); keep one with fusion.WithKeep(node), or all with fusion.WithReadAll(true)\n", len(r.NoValue))
+		fmt.Fprintf(&sb, "  %d of your nodes have no value after a run (listed per kernel, or above as computed again); keep one with fusion.WithKeep(node), or all with fusion.WithReadAll(true)\n", len(r.NoValue))
 	}
 	for _, t := range r.Tuning {
 		fmt.Fprintf(&sb, "  autotuned %s\n", t)
@@ -203,6 +215,16 @@ func buildReport(c *compilation) *Report {
 	for _, n := range c.gr.Nodes {
 		if n.Dead() {
 			rep.NotComputed = append(rep.NotComputed, label(n))
+			continue
+		}
+		if n.Recomputed() { // inside the kernels that read it (a dissolved group's)
+			rep.Recomputed = append(rep.Recomputed, label(n))
+			if noValue(n) {
+				rep.NoValue = append(rep.NoValue, label(n))
+			}
+			if n.Info.Kind != ops.Reshape {
+				rep.BytesSaved += 2 * nodeBytes(n)
+			}
 			continue
 		}
 		if n.Group != nil || n.Info.Kind == ops.Input || n.Info.Kind == ops.Constant {

@@ -256,8 +256,8 @@ func unitOrder(gr *graphpass.Graph, groups []*graphpass.Group) ([]*graphpass.Nod
 	var all []*graphpass.Node
 	reads := map[*graphpass.Node][]*graphpass.Node{}
 	for _, n := range gr.Nodes {
-		if n.Group != nil || n.Dead() {
-			continue // a group's unit is its root; what nothing reads is not computed
+		if n.Group != nil || n.Dead() || n.Recomputed() {
+			continue // a group's unit is its root; what nothing reads is not computed; a dissolved group's member by its readers
 		}
 		all = append(all, n)
 		if n.Info.Kind == ops.Constant {

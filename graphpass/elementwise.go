@@ -138,9 +138,10 @@ func (bs *blockSpace) coords(idx *tile.Value, s []int) []*tile.Value {
 	return c
 }
 
-// transposes reports whether group grp has a member that permutes axes.
+// transposes reports whether group grp has a member, or computes again a
+// value, that permutes axes.
 func transposes(grp *Group) bool {
-	for _, n := range grp.Members {
+	for _, n := range append(slices.Clone(grp.Members), grp.Recompute...) {
 		if n.Info.Kind == ops.Transpose && movesElements(n) {
 			return true
 		}

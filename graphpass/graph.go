@@ -20,6 +20,9 @@ type Node struct {
 	index  int    // position in topological order
 	dead   bool   // nobody reads its value: not computed (Options.Dead)
 	folded bool   // users of it read its operand instead (FoldTransposedOperands)
+	// recomputed: a member of a group that rematerialise dissolved: no
+	// kernel writes it, every group that reads it computes it again
+	recomputed bool
 }
 
 // Graph is an imported Gorgonia graph, nodes in topological order (operands first).
@@ -82,6 +85,11 @@ func (n *Node) Index() int { return n.index }
 // reads its operand instead (FoldTransposedOperands): no root of the
 // user's graph, though nothing reads it now.
 func (n *Node) FoldedAway() bool { return n.folded && len(n.Users) == 0 }
+
+// Recomputed reports whether n is computed by no kernel of its own: the
+// group it was in left every value it wrote to the groups that read them,
+// which compute it again (rematerialise), and is gone. Group is nil.
+func (n *Node) Recomputed() bool { return n.recomputed }
 
 // Dead reports whether n is computed by no kernel and left out of the
 // rewritten graph, as nobody reads its value (Options.Dead).

@@ -39,6 +39,7 @@ type Group struct {
 	dw         []*Node    // a heads_grad group's outputs, by part
 	aT         *Node      // a product or heads_grad group's A transposed by a transpose group (pretranspose), which it reads instead of A
 	from       *Group     // and the backward kernel whose value it reads
+	dissolved  bool       // every value it wrote is computed again by its readers (rematerialise): no kernel
 }
 
 // transA reports whether product group g reads its A transposed (k×m in
@@ -158,7 +159,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 	}
 	if !opt.Off {
 		groups = mergeSiblingReductions(groups, maxGroup)
-		rematerialise(groups, writeOut, maxGroup, opt.Target)
+		groups = rematerialise(groups, writeOut, maxGroup, opt.Target)
 		groups = pretranspose(groups, opt.Target, opt.Precision)
 	}
 	// order groups and members topologically, find each group's inputs (a

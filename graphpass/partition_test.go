@@ -42,6 +42,9 @@ func kinds(groups []*Group) []string {
 func readable(groups []*Group) error {
 	for _, g := range groups {
 		for _, in := range g.Inputs {
+			if in.Recomputed() {
+				return fmt.Errorf("%v reads %v, which no kernel writes (its group dissolved)", g, in)
+			}
 			if in.Group == nil || in.Internal() || in == in.Group.Root || slices.Contains(in.Group.Extra, in) {
 				continue
 			}
@@ -50,6 +53,10 @@ func readable(groups []*Group) error {
 	}
 	return nil
 }
+
+// nativeCPU is a CPU whose kernels are machine code: window ops are
+// kernels there (KernelOn).
+var nativeCPU = Target{Cores: 2, Native: true}
 
 func TestPartitionDecisions(t *testing.T) {
 	must := G.Must
@@ -230,6 +237,47 @@ func TestPartitionDecisions(t *testing.T) {
 			must(G.BroadcastSub(x, must(G.Sum(x, 0)), nil, []byte{0}))
 			return nil
 		}, Options{}, []string{"elementwise:Reshape(1,,Repeat0,-", "reduction:Σ[0]"}},
+		{"ReLU after a transpose, read by a max pool and its backward, is computed by both", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			// the group ReLU(Aᵀ(z)) would write is dissolved: the pool
+			// and its backward read z through the transpose
+			z := G.NewTensor(g, tensor.Float64, 4, G.WithShape(2, 6, 8, 3), G.WithName("z"))
+			p := must(G.MaxPool2D(must(G.Rectify(must(G.Transpose(z, 0, 3, 1, 2)))), tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+			u := G.NewTensor(g, tensor.Float64, 4, G.WithShape(p.Shape()...), G.WithName("u"))
+			if _, err := G.Grad(must(G.Sum(must(G.HadamardProd(p, u)))), z); err != nil {
+				panic(err)
+			}
+			return nil
+		}, Options{Target: nativeCPU}, []string{"elementwise:MaxPool{2, ~Aᵀ{0, ~>= ~⊙", "elementwise:Reshape(1,,Repeat0,Repeat1,Repeat2,Repeat3,⊙",
+			"elementwise:⊙ ~Aᵀ{0,", "elementwise:⊙,Aᵀ{0, ~Aᵀ{0, ~>=", "elementwise:⊙,MaxPoolDiff{2, ~Aᵀ{0, ~>= ~⊙ ~Reshape(1, ~Repeat0 ~Repeat1 ~Repeat2 ~Repeat3", "reduction:⊙,Σ[0"}},
+		{"a max pool is not computed again by the im2col that reads it", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			// fewer bytes (the image read once, not the pool written and
+			// read), but each element of the im2col's 3×3 windows would
+			// compute a 2×2 window of the pool's
+			z := G.NewTensor(g, tensor.Float64, 4, G.WithShape(2, 3, 8, 8), G.WithName("z"))
+			w := G.NewTensor(g, tensor.Float64, 4, G.WithShape(4, 3, 3, 3), G.WithName("w"))
+			p := must(G.MaxPool2D(z, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+			must(G.Conv2d(p, w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
+			return nil
+		}, Options{Target: nativeCPU}, []string{"elementwise:MaxPool{2,", "elementwise:Reshape(2,,Aᵀ{0,", "elementwise:Reshape(4,", "elementwise:im2col<(3,3),,Reshape(32,"}},
+		{"an exact value a comparison reads is computed again", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			// the rows' max's gradient compares ReLU(x) with the max: both
+			// computed again, they are the values the ReLU group wrote
+			r := must(G.Rectify(x))
+			if _, err := G.Grad(must(G.Sum(must(G.Max(r, 1)))), x); err != nil {
+				panic(err)
+			}
+			return nil
+		}, Options{}, []string{"elementwise:Reshape(1),Repeat0,Reshape(4,,Repeat1,==,Reshape(4,,Repeat1,⊙,⊙ ~>= ~⊙",
+			"elementwise:⊙ ~>= ~⊙ ~Reshape(1) ~Repeat0 ~Reshape(4, ~Repeat1 ~== ~Reshape(4, ~Repeat1 ~⊙", "reduction:MaxAlong[1] ~>= ~⊙", "reduction:Σ[0]"}},
+		{"an inexact one is read", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
+			// tanh computed again could come out an ulp from the value
+			// the max was taken of
+			r := must(G.Tanh(x))
+			if _, err := G.Grad(must(G.Sum(must(G.Max(r, 1)))), x); err != nil {
+				panic(err)
+			}
+			return nil
+		}, Options{}, []string{"elementwise:Reshape(1),Repeat0,Reshape(4,,Repeat1,==,Reshape(4,,Repeat1,⊙,⊙,-,⊙", "elementwise:tanh", "reduction:MaxAlong[1]", "reduction:Σ[0]"}},
 		{"fusion off: one kernel per op", func(g *G.ExprGraph, x, y *G.Node) []*G.Node {
 			must(G.Tanh(must(G.Add(must(G.Exp(x)), y))))
 			return nil

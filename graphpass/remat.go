@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/tilefuse/tilefuse/ops"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 // maxRecompute bounds the ops a group recomputes of another group's values
@@ -27,12 +28,24 @@ const maxRecompute = 8
 // pre-activation z, which it reads anyway, instead of reading both from
 // the forward's kernel (the BERT layer: 2 × 50 MB fewer written and read).
 //
+// An elementwise group whose every output, its root included, can be left
+// so and is exact (moves, comparisons, ReLU: exactOp) is dissolved: its
+// readers compute all it wrote, and it is no kernel (Node.Recomputed; the
+// groups returned leave it out). Exact: what a reader computes again is
+// bit for bit what the group would have written, and cheap where a reader
+// computes it once for each window that reads it (a tanh would be four
+// times over in a 2×2 max pool's backward). A convolution's
+// ReLU after the transpose to NCHW, ReLU(Aᵀ(conv)), read by a max pool and
+// by the pool's backward: each reads the convolution's output (NHWC)
+// through the transpose instead of a copy in NCHW, and the backward's
+// window reads, lanes along the channels, become contiguous.
+//
 // Only kinds with remat set take part, as producers and as readers; a
 // reader that multiplies x in its product reads it (a product's operands
 // are loaded tile by tile), and so does a node left to Gorgonia: then x
 // stays an output. The readers' values are the same ops on the same values,
 // computed again.
-func rematerialise(groups []*Group, writeOut func(*Node) bool, maxGroup int, t Target) {
+func rematerialise(groups []*Group, writeOut func(*Node) bool, maxGroup int, t Target) []*Group {
 	readers := map[*Node][]*Group{} // the groups whose kernels read each value
 	for _, grp := range groups {
 		for _, in := range groupInputs(grp) {
@@ -40,7 +53,7 @@ func rematerialise(groups []*Group, writeOut func(*Node) bool, maxGroup int, t T
 		}
 	}
 	for _, p := range groups {
-		if !groupKinds[p.Kind].remat || len(p.Extra) == 0 {
+		if !groupKinds[p.Kind].remat {
 			continue
 		}
 		var cands []*Node
@@ -48,6 +61,11 @@ func rematerialise(groups []*Group, writeOut func(*Node) bool, maxGroup int, t T
 			if leavable(x, p, readers[x], writeOut) {
 				cands = append(cands, x)
 			}
+		}
+		if all := append(slices.Clone(cands), p.Root); p.Kind == ElementwiseGroup && p.MatMul == nil && len(cands) == len(p.Extra) &&
+			leavable(p.Root, p, readers[p.Root], writeOut) && !slices.ContainsFunc(all, func(x *Node) bool { return !exact(x, p) }) &&
+			tryRemat(p, all, readers, maxGroup, t) {
+			continue // dissolved
 		}
 		if len(cands) == 0 {
 			continue
@@ -61,12 +79,13 @@ func rematerialise(groups []*Group, writeOut func(*Node) bool, maxGroup int, t T
 			tryRemat(p, []*Node{x}, readers, maxGroup, t)
 		}
 	}
+	return slices.DeleteFunc(groups, func(g *Group) bool { return g.dissolved })
 }
 
-// leavable reports whether x, an extra output of p, may be left to its
-// readers to compute: not one the caller reads, elementwise or injective,
-// and read only by groups that can compute it, none of which multiplies it
-// in its product.
+// leavable reports whether x, an output of p, may be left to its readers
+// to compute: not one the caller reads, elementwise or injective, and read
+// only by groups that can compute it, none of which multiplies it in its
+// product.
 func leavable(x *Node, p *Group, readers []*Group, writeOut func(*Node) bool) bool {
 	if x.Internal() || writeOut(x) || !cheap(x) || len(readers) == 0 {
 		return false
@@ -78,22 +97,24 @@ func leavable(x *Node, p *Group, readers []*Group, writeOut func(*Node) bool) bo
 	}
 	for _, u := range x.Users {
 		switch {
-		case u.Info.Kind == ops.Constant || u.dead || u.Group == p:
+		case u.Info.Kind == ops.Constant || u.dead || u.Group == p || u.recomputed:
+			// a recomputed user is computed by x's readers, which read x
 		case u.Group == nil || u.Info.Kind.Product():
 			return false // left to Gorgonia, or a product's operand
 		}
 	}
-	return !compared(x, p, map[*Node]bool{})
+	return !compared(x, p, map[*Node]bool{}) || exact(x, p)
 }
 
 // compared reports whether a comparison in a group other than p depends on
 // x through that group's members: recomputed there, x could come out an ulp
 // from the value a comparison is meant to find equal (a max's gradient
 // compares the values with their maximum, computed by another kernel from
-// x as p wrote it; GPU fuzz, 2026-12-01), so such a value is not left.
+// x as p wrote it; GPU fuzz, 2026-12-01), so such a value is not left
+// unless it is computed exactly (exact).
 func compared(x *Node, p *Group, seen map[*Node]bool) bool {
 	for _, u := range x.Users {
-		if u.Group == nil || u.Group == p || seen[u] {
+		if u.Group == nil && !u.recomputed || u.Group == p || seen[u] {
 			continue
 		}
 		seen[u] = true
@@ -103,6 +124,60 @@ func compared(x *Node, p *Group, seen map[*Node]bool) bool {
 	}
 	return false
 }
+
+// exact reports whether p computes x from what it reads by ops whose
+// results are exact (exactOp): computed again anywhere, on any backend, x
+// comes out bit for bit as p would write it, so a comparison may read it.
+func exact(x *Node, p *Group) bool {
+	seen := map[*Node]bool{}
+	var walk func(n *Node) bool
+	walk = func(n *Node) bool {
+		switch {
+		case seen[n] || n.Info.Kind == ops.Constant:
+			return true
+		case n.Group != p && !slices.Contains(p.Recompute, n):
+			return true // read as its own kernel wrote it
+		case !exactOp(n):
+			return false
+		}
+		seen[n] = true
+		for _, o := range n.Inputs {
+			if !walk(o) {
+				return false
+			}
+		}
+		return true
+	}
+	return walk(x)
+}
+
+// exactOp reports whether n's value is one of its operands' elements, a
+// zero, or a comparison's 0 or 1, whatever the backend: moves (reshapes,
+// repeats, slices, concatenations, transposes, im2col), a max pool, a
+// comparison, max and min, negation and absolute value, and a product with
+// a comparison (x·(x ≥ 0): ReLU as Gorgonia writes it; x·1 and x·0 are
+// exact, and so is any sum they are contracted into).
+func exactOp(n *Node) bool {
+	in := n.Info
+	switch in.Kind {
+	case ops.Reshape, ops.Repeat, ops.Slice, ops.Concat, ops.Transpose, ops.Im2Col, ops.MaxPool:
+		return true
+	case ops.Binary:
+		switch in.Binary {
+		case tile.OpMax, tile.OpMin:
+			return true
+		case tile.OpMul:
+			return isComparison(n.Inputs[0]) || isComparison(n.Inputs[1])
+		}
+		return in.Cmp
+	case ops.Unary:
+		return in.Name == "neg" || in.Name == "abs"
+	}
+	return false
+}
+
+// isComparison reports whether n is a comparison (1 or 0 in its dtype).
+func isComparison(n *Node) bool { return n.Info.Kind == ops.Binary && n.Info.Cmp }
 
 // cheap reports whether n is computed by the catalogue from its operands
 // at its own index: elementwise or injective.
@@ -124,7 +199,8 @@ func tryRemat(p *Group, xs []*Node, readers map[*Node][]*Group, maxGroup int, t 
 			}
 		}
 	}
-	kept := map[*Node]bool{p.Root: true}
+	dissolve := leave[p.Root] // P would write nothing: no kernel
+	kept := map[*Node]bool{p.Root: !dissolve}
 	for _, x := range p.Extra {
 		kept[x] = !leave[x]
 	}
@@ -148,12 +224,19 @@ func tryRemat(p *Group, xs []*Node, readers map[*Node][]*Group, maxGroup int, t 
 			switch {
 			case seen[n] || n.Info.Kind == ops.Constant:
 				return true // computed by c already, or a constant
-			case n.Group != p && slices.Contains(p.Recompute, n):
+			case n.Group != p && (slices.Contains(p.Recompute, n) || n.recomputed):
 				// P computes it again from what it reads (its group
-				// left it to P): no kernel writes it, so c computes it
-				// again too (FuzzFusion, 2026-12-03)
+				// left it to P, or was dissolved): no kernel writes it,
+				// so c computes it again too (FuzzFusion, 2026-12-03)
 			case n.Group != p || kept[n] || promote[n]:
 				return true // read: an input or output of P
+			case n.Info.Kind.Window():
+				// a window op reads a window an element, and its readers
+				// may read it over windows again (a max pool recomputed
+				// by the next layer's im2col: 36 loads an element for 9);
+				// as a window op joins no other's kernel, none is
+				// computed again in one
+				return false
 			case !cheap(n):
 				if !promotable(n, p, t) {
 					return false
@@ -180,8 +263,12 @@ func tryRemat(p *Group, xs []*Node, readers map[*Node][]*Group, maxGroup int, t 
 		}
 		add[c] = nodes
 	}
+	if dissolve && len(promote) > 0 {
+		return false // P would write the promoted values: not dissolved
+	}
 	groups := append([]*Group{p}, cs...)
 	before := traffic(groups)
+	p.dissolved = dissolve
 	extra, recompute := p.Extra, map[*Group][]*Node{}
 	p.Extra = slices.DeleteFunc(slices.Clone(p.Extra), func(x *Node) bool { return leave[x] })
 	for n := range promote {
@@ -203,8 +290,17 @@ func tryRemat(p *Group, xs []*Node, readers map[*Node][]*Group, maxGroup int, t 
 		for _, x := range xs {
 			readers[x] = nil
 		}
+		if dissolve { // P reads nothing now, and its members are no kernel's
+			for _, in := range groupInputs(p) {
+				readers[in] = slices.DeleteFunc(readers[in], func(g *Group) bool { return g == p })
+			}
+			for _, m := range p.Members {
+				m.Group, m.recomputed = nil, true
+			}
+		}
 		return true
 	}
+	p.dissolved = false
 	p.Extra = extra
 	for _, c := range cs {
 		c.Recompute = recompute[c]
@@ -221,10 +317,13 @@ func promotable(n *Node, p *Group, t Target) bool {
 }
 
 // traffic is the bytes the kernels of groups move: each one's inputs read
-// once and its outputs written once.
+// once and its outputs written once (a dissolved group none).
 func traffic(groups []*Group) int64 {
 	var n int64
 	for _, grp := range groups {
+		if grp.dissolved {
+			continue
+		}
 		for _, in := range groupInputs(grp) {
 			n += nodeBytes(in)
 		}
