@@ -106,7 +106,14 @@ func checkConvNet(t *testing.T, data []byte, leg string, opts ...fusion.Option) 
 		t.Skipf("Gorgonia does not build this program: %v", err)
 	}
 	g, in, loss, d, _, _ := convProgram(data)
-	letTwins(t, rand.New(rand.NewPCG(uint64(len(data)), 5)), inRef, in, func(x float64) float64 { return math.Round(x*8) / 8 })
+	// the image in eighths (equal elements: ties in the pools' windows),
+	// the filters not: a sum of products of eighths may cancel exactly,
+	// which Gorgonia's BLAS computes as 0 and the kernels' fused
+	// multiply-adds as the rounding error of one product (−6.9e-18), and
+	// a ReLU's gradient there is 1 against 0 (testdata 8134253fea67fcf0)
+	rng := rand.New(rand.NewPCG(uint64(len(data)), 5))
+	letTwins(t, rng, inRef[:1], in[:1], func(x float64) float64 { return math.Round(x*8) / 8 })
+	letTwins(t, rng, inRef[1:], in[1:], nil)
 	vmRef := G.NewTapeMachine(gRef)
 	defer vmRef.Close()
 	if err := vmRef.RunAll(); err != nil {
