@@ -73,6 +73,9 @@ func TestCandidates(t *testing.T) {
 		{name: "a max pool, cpu as machine code: its block of 8 rows (every row) halved", build: func(g *G.ExprGraph) {
 			must(G.MaxPool2D(in(g, "x", 2, 3, 12, 10), tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
 		}, target: Target{Cores: 2, Native: true}, min: 2, want: []string{"{BLOCK_L = 8, BLOCK_R = 4}"}},
+		{name: "a max pool of ReLU(NHWC → NCHW), cpu as machine code: lanes along the 24 channels (32), rows along the 5 columns (8), halved", build: func(g *G.ExprGraph) {
+			must(G.MaxPool2D(must(G.Rectify(must(G.Transpose(in(g, "x", 2, 12, 10, 24), 0, 3, 1, 2)))), tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+		}, target: Target{Cores: 2, Native: true}, min: 2, want: []string{"{BLOCK_L = 32, BLOCK_R = 8}", "{BLOCK_L = 32, BLOCK_R = 4}"}},
 		{"product, cpu on the executor", func(g *G.ExprGraph) { must(G.Mul(in(g, "x", 300, 200), in(g, "w", 200, 150))) }, CPU(2), 1, nil, tile.PrecIEEE},
 		{"product of few tiles, long K", func(g *G.ExprGraph) { must(G.Mul(in(g, "x", 70, 600), in(g, "w", 600, 50))) }, H200, 3, nil, tile.PrecIEEE},
 		// the wave model's tilings (waves.go): 192 rows, split K, tails
