@@ -28,13 +28,16 @@ const maxRecompute = 8
 // pre-activation z, which it reads anyway, instead of reading both from
 // the forward's kernel (the BERT layer: 2 × 50 MB fewer written and read).
 //
-// An elementwise group whose every output, its root included, can be left
-// so and is exact (moves, comparisons, ReLU: exactOp) is dissolved: its
+// On a CPU, an elementwise group whose every output, its root included,
+// can be left so and is exact (moves, comparisons, ReLU: exactOp) is dissolved: its
 // readers compute all it wrote, and it is no kernel (Node.Recomputed; the
 // groups returned leave it out). Exact: what a reader computes again is
 // bit for bit what the group would have written, and cheap where a reader
 // computes it once for each window that reads it (a tanh would be four
-// times over in a 2×2 max pool's backward). A convolution's
+// times over in a 2×2 max pool's backward). Not on a GPU yet: there a
+// reader that computes a transpose again reads its operand's lanes
+// uncoalesced (a max pool's lanes along the columns of an NHWC image, 64
+// floats apart), which the transpose's own kernel does not; unmeasured. A convolution's
 // ReLU after the transpose to NCHW, ReLU(Aᵀ(conv)), read by a max pool and
 // by the pool's backward: each reads the convolution's output (NHWC)
 // through the transpose instead of a copy in NCHW, and the backward's
@@ -62,7 +65,7 @@ func rematerialise(groups []*Group, writeOut func(*Node) bool, maxGroup int, t T
 				cands = append(cands, x)
 			}
 		}
-		if all := append(slices.Clone(cands), p.Root); p.Kind == ElementwiseGroup && p.MatMul == nil && len(cands) == len(p.Extra) &&
+		if all := append(slices.Clone(cands), p.Root); !t.GPU() && p.Kind == ElementwiseGroup && p.MatMul == nil && len(cands) == len(p.Extra) &&
 			leavable(p.Root, p, readers[p.Root], writeOut) && !slices.ContainsFunc(all, func(x *Node) bool { return !exact(x, p) }) &&
 			tryRemat(p, all, readers, maxGroup, t) {
 			continue // dissolved
