@@ -279,10 +279,20 @@ func windowLanes(grp *Group, t Target) (w *Node, a, r int) {
 	if w == nil || len(w.Info.Shape) != 4 || numel(w.Info.Shape) != numel(grp.Root.Info.Shape) {
 		return nil, 0, 0
 	}
-	if !keepsOrder(grp, w) {
+	perm := rootPerm(grp, w)
+	if !keepsOrder(grp, w) && perm == nil {
 		return nil, 0, 0
 	}
 	switch sh, sw := w.Info.Window[4], w.Info.Window[5]; {
+	case perm != nil:
+		// the root is w's axes permuted: lanes along the axis that is its
+		// last (its stores contiguous), where w's arithmetic along it is
+		// affine (a max pool's backward of stride 2 along its channels;
+		// its rows along the batch)
+		if w.Info.Kind != ops.MaxPoolDiff || sh == 1 || sw == 1 || perm[len(perm)-1] != 1 {
+			return nil, 0, 0
+		}
+		return w, 1, 0
 	case w.Info.Kind == ops.Im2Col:
 		return w, 2, 1
 	case w.Info.Kind == ops.MaxPool && channelsLast(w, grp):
@@ -295,6 +305,47 @@ func windowLanes(grp *Group, t Target) (w *Node, a, r int) {
 		return w, 3, 1
 	}
 	return w, 1, 0
+}
+
+// rootPerm is the permutation of window op w's axes that grp's root is
+// (the root's flat index that of Transpose(w, perm)), where between w and
+// the root there are only elementwise ops of w's shape, one transpose of
+// it and then reshapes (a convolution's backward: the max pool's backward
+// times ReLU's mask, transposed back to NHWC and reshaped to the
+// product's rows); nil where the root is otherwise, or w's order kept.
+func rootPerm(grp *Group, w *Node) []int {
+	var perm []int
+	n := grp.Root
+	for n != w {
+		k := n.Info.Kind
+		switch {
+		case n.Group != grp:
+			return nil
+		case k == ops.Reshape && perm == nil && len(n.Inputs) == 1:
+			n = n.Inputs[0]
+			continue
+		case k == ops.Reshape:
+			return nil // a reshape between w and the transpose
+		case k == ops.Transpose && perm == nil && len(n.Inputs) == 1 && sameShape(n.Inputs[0].Info.Shape, w.Info.Shape) && movesElements(n):
+			perm = n.Info.Axes
+			n = n.Inputs[0]
+			continue
+		case (k == ops.Unary || k == ops.Binary) && sameShape(n.Info.Shape, w.Info.Shape) && perm != nil:
+			// along the operand that w reaches (the others are read at
+			// the same index)
+			i := slices.IndexFunc(n.Inputs, func(o *Node) bool { return o == w || readsMember(o, w, grp) && o.Group == grp })
+			if i < 0 {
+				return nil
+			}
+			n = n.Inputs[i]
+			continue
+		}
+		return nil
+	}
+	if len(perm) != len(w.Info.Shape) {
+		return nil
+	}
+	return perm
 }
 
 // channelsLast reports whether window op w reads its operand, through the
@@ -560,6 +611,21 @@ func emitLanes(e *emitter, out *tile.Value, k *Kernel) error {
 	if offs.Type.Shape != shape { // the lanes' and rows' axes of size 1: a scalar
 		offs = b.Add(offs, b.Mul(c[a], 0))
 		e.recordFlat(offs, c, s)
+	}
+	if w, _, _ := windowLanes(e.grp, e.t); w != nil {
+		if perm := rootPerm(e.grp, w); perm != nil {
+			// the root is w's axes permuted: stored at its own flat index,
+			// which its transpose reads w's coordinates back from
+			pc, ps := make([]*tile.Value, len(perm)), make([]int, len(perm))
+			for i, p := range perm {
+				pc[i], ps[i] = c[p], s[p]
+			}
+			offs = e.flatten(pc, ps)
+			if offs.Type.Shape != shape {
+				offs = b.Add(offs, b.Mul(c[a], 0))
+				e.recordFlat(offs, pc, ps)
+			}
+		}
 	}
 	e.mask = e.and(rowIn, laneIn)
 	if err := e.store(out, offs); err != nil {
