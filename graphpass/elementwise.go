@@ -312,8 +312,12 @@ func windowLanes(grp *Group, t Target) (w *Node, a, r int) {
 // the root there are only elementwise ops of w's shape, one transpose of
 // it and then reshapes (a convolution's backward: the max pool's backward
 // times ReLU's mask, transposed back to NHWC and reshaped to the
-// product's rows); nil where the root is otherwise, or w's order kept.
+// product's rows), and no extra output (stored at the root's index); nil
+// where the root is otherwise, or w's order kept.
 func rootPerm(grp *Group, w *Node) []int {
+	if len(grp.Extra) > 0 {
+		return nil
+	}
 	var perm []int
 	n := grp.Root
 	for n != w {

@@ -29,19 +29,20 @@ const maxRecompute = 8
 // the forward's kernel (the BERT layer: 2 × 50 MB fewer written and read).
 //
 // On a CPU, an elementwise group whose every output, its root included,
-// can be left so and is exact (moves, comparisons, ReLU: exactOp) is dissolved: its
-// readers compute all it wrote, and it is no kernel (Node.Recomputed; the
-// groups returned leave it out). Exact: what a reader computes again is
-// bit for bit what the group would have written, and cheap where a reader
-// computes it once for each window that reads it (a tanh would be four
-// times over in a 2×2 max pool's backward). Not on a GPU yet: there a
-// reader that computes a transpose again reads its operand's lanes
-// uncoalesced (a max pool's lanes along the columns of an NHWC image, 64
-// floats apart), which the transpose's own kernel does not; unmeasured. A convolution's
-// ReLU after the transpose to NCHW, ReLU(Aᵀ(conv)), read by a max pool and
-// by the pool's backward: each reads the convolution's output (NHWC)
-// through the transpose instead of a copy in NCHW, and the backward's
-// window reads, lanes along the channels, become contiguous.
+// can be left so and is exact (moves, comparisons, ReLU: exactOp) is
+// dissolved: its readers compute all it wrote, and it is no kernel
+// (Node.Recomputed; the groups returned leave it out). Exact: what a
+// reader computes again is bit for bit what the group would have written,
+// and cheap where a reader computes it once for each window that reads it
+// (a tanh would be four times over in a 2×2 max pool's backward). A
+// convolution's ReLU after the transpose to NCHW, ReLU(Aᵀ(conv)), read by
+// a max pool and by the pool's backward: each reads the convolution's
+// output (NHWC) through the transpose instead of a copy in NCHW, and the
+// backward's window reads, lanes along the channels, become contiguous.
+// Not on a GPU yet: there a reader that computes a transpose again reads
+// its operand's lanes uncoalesced (a max pool's lanes along the columns
+// of an NHWC image, 64 floats apart), which the transpose's own kernel
+// does not; unmeasured.
 //
 // Only kinds with remat set take part, as producers and as readers; a
 // reader that multiplies x in its product reads it (a product's operands
