@@ -595,19 +595,27 @@ func emitLanes(e *emitter, out *tile.Value, k *Kernel) error {
 	var rows, lanes int
 	c[r], rowIn, rows = along(r, br, 1, 0)
 	c[a], laneIn, lanes = along(a, bl, 2, 1)
-	rest, first := b.ProgramID(0), 0
-	for first == r || first == a {
-		first++
-	}
+	// the other axes from the program id, the last the fastest; where the
+	// root is stored column by column (columnMajor: an im2col's patches,
+	// [N, OH, OW, C·KH·KW] stored as [C·KH·KW, N·OH·OW]) the first, so
+	// that programs one after the other store one after the other
+	var free []int
 	for i := len(s) - 1; i >= 0; i-- {
-		switch {
-		case i == a || i == r:
-		case i == first:
-			c[i] = rest
-		default:
-			c[i] = b.Rem(rest, s[i])
-			rest = b.Div(rest, s[i])
+		if i != a && i != r {
+			free = append(free, i)
 		}
+	}
+	if e.grp.Root.colMajor {
+		slices.Reverse(free)
+	}
+	rest := b.ProgramID(0)
+	for j, i := range free {
+		if j == len(free)-1 {
+			c[i] = rest
+			break
+		}
+		c[i] = b.Rem(rest, s[i])
+		rest = b.Div(rest, s[i])
 	}
 	// the members' coordinates come from the flat index's record
 	// (emitter.coords: the same axes, or runs of them merged)

@@ -206,6 +206,10 @@ func (e *emitter) store(out, idx *tile.Value, hint ...tile.CacheHint) error {
 		if !v.Type.Shape.IsScalar() && v.Type.Shape != at.Type.Shape || v.Type.Shape.IsScalar() && !at.Type.Shape.IsScalar() {
 			v = b.BroadcastTo(v, at.Type.Shape) // a row's value, held once a row
 		}
+		if n.colMajor { // stored column by column (columnMajor)
+			c := e.coords(at, n.Info.Shape)
+			at = e.flatten([]*tile.Value{c[1], c[0]}, []int{n.Info.Shape[1], n.Info.Shape[0]})
+		}
 		if e.beforeStore == nil {
 			b.Store(b.AddPtr(ptrs[i], at), v, mask, hint...)
 			continue

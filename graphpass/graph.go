@@ -23,6 +23,9 @@ type Node struct {
 	// recomputed: a member of a group that rematerialise dissolved: no
 	// kernel writes it, every group that reads it computes it again
 	recomputed bool
+	// colMajor: a 2-D value stored column by column (element (i, j) of
+	// an R×C value at j·R + i), which only products read (columnMajor)
+	colMajor bool
 }
 
 // Graph is an imported Gorgonia graph, nodes in topological order (operands first).
@@ -90,6 +93,10 @@ func (n *Node) FoldedAway() bool { return n.folded && len(n.Users) == 0 }
 // group it was in left every value it wrote to the groups that read them,
 // which compute it again (rematerialise), and is gone. Group is nil.
 func (n *Node) Recomputed() bool { return n.recomputed }
+
+// ColMajor reports whether n, a 2-D value, is stored column by column
+// (element (i, j) of an R×C value at j·R + i; columnMajor).
+func (n *Node) ColMajor() bool { return n.colMajor }
 
 // Dead reports whether n is computed by no kernel and left out of the
 // rewritten graph, as nobody reads its value (Options.Dead).

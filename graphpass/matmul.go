@@ -227,13 +227,14 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 		z := b.ProgramID(2)
 		pa, pb = b.AddPtr(pa, b.Mul(z, m*kk)), b.AddPtr(pb, b.Mul(z, kk*n))
 	}
-	// element (r, c) of A is at r·sar + c·sac; likewise B
+	// element (r, c) of A is at r·sar + c·sac; likewise B. An operand
+	// stored column by column (columnMajor) is read as its transpose is.
 	sar, sac := kk, 1
-	if transA {
+	if transA != (e.grp.aT == nil && mm.Inputs[0].colMajor) {
 		sar, sac = 1, m
 	}
 	sbr, sbc := n, 1
-	if mm.Info.TransB {
+	if mm.Info.TransB != mm.Inputs[1].colMajor {
 		sbr, sbc = 1, kk
 	}
 	gm, gn := tile.CDiv(m, bm), tile.CDiv(n, bn)

@@ -161,6 +161,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 		groups = mergeSiblingReductions(groups, maxGroup)
 		groups = rematerialise(groups, writeOut, maxGroup, opt.Target)
 		groups = pretranspose(groups, opt.Target, opt.Precision)
+		columnMajor(groups, writeOut, opt.Target)
 	}
 	// order groups and members topologically, find each group's inputs (a
 	// transpose group shares its product group's index and goes first)

@@ -9,6 +9,8 @@ import (
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/ops"
 )
 
 // kinds summarises a partition: each group as "kind:op,op,…", then
@@ -309,6 +311,67 @@ func TestPartitionDecisions(t *testing.T) {
 			got := kinds(groups)
 			if strings.Join(got, " | ") != strings.Join(c.want, " | ") {
 				t.Fatalf("groups %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// TestColumnMajor: on a CPU whose kernels are machine code, a
+// convolution's patches (the im2col's kernel's root), which only its
+// products read, are stored column by column (columnMajor); not on a GPU,
+// not on the executor, and not where the caller reads them.
+func TestColumnMajor(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		target Target
+		keep   bool
+		want   bool
+	}{
+		{"native CPU", nativeCPU, false, true},
+		{"native CPU, the patches read by the caller", nativeCPU, true, false},
+		{"the executor", CPU(2), false, false},
+		{"H200", H200, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewTensor(g, tensor.Float32, 4, G.WithShape(4, 3, 8, 8), G.WithName("x"))
+			w := G.NewTensor(g, tensor.Float32, 4, G.WithShape(5, 3, 3, 3), G.WithName("w"))
+			cv := G.Must(G.Conv2d(x, w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
+			if _, err := G.Grad(G.Must(G.Sum(G.Must(G.Square(cv)))), w); err != nil {
+				t.Fatal(err)
+			}
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cols *Node // the patches as the products' rows: [4·8·8, 3·3·3]
+			for _, n := range gr.Nodes {
+				if n.Info.Kind == ops.Reshape && sameShape(n.Info.Shape, []int{256, 27}) {
+					cols = n
+				}
+			}
+			if cols == nil {
+				t.Fatal("no patches")
+			}
+			out := map[*G.Node]bool{}
+			if c.keep {
+				out[cols.G] = true
+			}
+			groups := Partition(gr, Options{Target: c.target, MatMul: true, WriteOut: out})
+			if err := readable(groups); err != nil {
+				t.Fatal(err)
+			}
+			if cols.ColMajor() != c.want {
+				t.Fatalf("the patches stored column by column: %v, want %v", cols.ColMajor(), c.want)
+			}
+			products := 0
+			for _, grp := range groups {
+				if grp.MatMul != nil && slices.Contains(grp.MatMul.Inputs, cols) {
+					products++
+				}
+			}
+			if products != 2 {
+				t.Fatalf("%d products read the patches, want 2 (the convolution and its weight gradient)", products)
 			}
 		})
 	}
