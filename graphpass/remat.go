@@ -367,7 +367,7 @@ func columnMajor(groups []*Group, writeOut func(*Node) bool, t Target) {
 			!slices.ContainsFunc(p.Members, func(n *Node) bool { return n.Info.Kind == ops.Im2Col }) {
 			continue
 		}
-		ok := len(readers[x]) > 0 && len(readers[x]) == len(slices.DeleteFunc(slices.Clone(x.Users), func(u *Node) bool { return u.dead }))
+		ok := len(readers[x]) > 0 && onlyKernelsRead(x)
 		for _, c := range readers[x] {
 			mm := c.MatMul
 			ok = ok && c.Kind == MatMulGroup && mm != nil && mm.Info.Kind == ops.MatMul && c.aT == nil &&
@@ -378,4 +378,16 @@ func columnMajor(groups []*Group, writeOut func(*Node) bool, t Target) {
 			x.colMajor = true
 		}
 	}
+}
+
+// onlyKernelsRead reports whether every node that reads x is in a group
+// (or computed again by groups), none left to Gorgonia, which would read
+// it as stored in its own shape.
+func onlyKernelsRead(x *Node) bool {
+	for _, u := range x.Users {
+		if !u.dead && u.Info.Kind != ops.Constant && u.Group == nil && !u.recomputed {
+			return false
+		}
+	}
+	return true
 }
