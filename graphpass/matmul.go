@@ -569,6 +569,31 @@ func splitLongK(grp *Group, t Target, meta tile.Meta) {
 // 28.8, 30.7, 28.6 → 26.8, 25.8, 24.7.
 const cpuPartK = 2048
 
+// wholeSide is a native CPU product's tile side for a dimension of size
+// that side pads: three times a power of two (a range the IR allows), half
+// as wide again or a quarter narrower, where that pads nothing (the
+// convnet's 288 and 576 columns: 64 → 96, 128 → 192), else side. The
+// micro-kernel's columns are strips of 16 or 32 and its rows blocks of 6
+// or 12, so that 96 and 192 are whole strips and blocks; a wider tile
+// takes each panel of A for more columns. The 2-core VM (AMD EPYC,
+// 2026-12-05, BenchmarkProducts' tile cases, one core, GFLOP/s):
+// 19600×288×64 at 128×64 140.8, at 128×96 164.9; 4900×576×128 at 128×128
+// 184.6–185.7, at 128×192 219.4–221.3 (128×96 203.8, 128×64 195–204);
+// 64×288×1280 (both operands transposed, as the weight gradients) at
+// 64×64 183.8, at 64×96 190.0.
+func wholeSide(size, side int) int {
+	if size%side == 0 {
+		return side
+	}
+	if w := 3 * side / 2; w >= 96 && size%w == 0 {
+		return w
+	}
+	if w := 3 * side / 4; w >= 96 && size%w == 0 {
+		return w
+	}
+	return side
+}
+
 // cpuLongK reports whether grp is a bare product over a long K (at least
 // 64 steps of 64) on a CPU: one splitLongK takes in parts.
 func cpuLongK(grp *Group) bool {
@@ -770,6 +795,7 @@ func tuneMatMulTiles(grp *Group, t Target, prec tile.Precision, meta tile.Meta) 
 		for bn > 32 && 8*pad(n, bn) > n && pad(n, bn/2) < pad(n, bn) {
 			bn /= 2
 		}
+		bm, bn = wholeSide(m, bm), wholeSide(n, bn)
 		bk := 32 // a product of its own kind's (heads_proj: no operands here)
 		if len(grp.MatMul.Inputs) == 2 {
 			k := productK(grp.MatMul)

@@ -113,6 +113,54 @@ func BenchmarkProducts(b *testing.B) {
 	}
 }
 
+// BenchmarkProductTiles: the convnet's products whose columns 64-wide
+// tiles pad (288, 576), at the tiles of 64 or 128 and at those of three
+// times a power of two that pad nothing (graphpass wholeSide); one core
+// by default.
+func BenchmarkProductTiles(b *testing.B) {
+	for _, c := range []struct {
+		m, n, k, bm, bn int
+		tA, tB          bool
+	}{
+		{19600, 288, 64, 128, 64, false, false},
+		{19600, 288, 64, 128, 96, false, false},
+		{4900, 576, 128, 128, 128, false, false},
+		{4900, 576, 128, 128, 64, false, false},
+		{4900, 576, 128, 128, 96, false, false},
+		{4900, 576, 128, 128, 192, false, false},
+		{64, 288, 1280, 64, 64, true, true},
+		{64, 288, 1280, 64, 96, true, true},
+	} {
+		name := fmt.Sprintf("%dx%dx%d/%dx%d", c.m, c.n, c.k, c.bm, c.bn)
+		if c.tA || c.tB {
+			name += fmt.Sprintf("/tA=%v,tB=%v", c.tA, c.tB)
+		}
+		rng := tiletest.RNG(name)
+		av, bv := tiletest.Uniform(rng, c.m*c.k, -1, 1), tiletest.Uniform(rng, c.k*c.n, -1, 1)
+		out := make([]float32, c.m*c.n)
+		b.Run(name, func(b *testing.B) {
+			nk, err := native.Compile(productKernel(b, c.m, c.n, c.k, c.bm, c.bn, 64, c.tA, c.tB, true))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer nk.Free()
+			grid := tile.Grid{(c.m + c.bm - 1) / c.bm, (c.n + c.bn - 1) / c.bn}
+			best := time.Duration(math.MaxInt64)
+			flops := 2 * float64(c.m) * float64(c.n) * float64(c.k)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				if err := nk.Launch(grid, av, bv, out); err != nil {
+					b.Fatal(err)
+				}
+				best = min(best, time.Since(t0))
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			b.ReportMetric(flops/best.Seconds()/1e9, "best-GFLOP/s")
+		})
+	}
+}
+
 // productKernel is c = a·b as graphpass's emitMatMul writes it for a
 // native CPU target: constant sizes, masks only where the blocks do not
 // divide them, a transposed a ([K,M] in memory) or b ([N,K]); with

@@ -971,6 +971,9 @@ func TestProductStepsNative(t *testing.T) {
 		{"A×Bᵀ, K 10: a masked step of 16", 33, 40, 10, 32, 32, 16, false, true},
 		{"A×Bᵀ, K 1030: 32 steps of 32, 6 in 16", 40, 64, 1030, 32, 64, 32, false, true},
 		{"both transposed, K 90: 64, then 26 in 32", 60, 60, 90, 64, 64, 64, true, true},
+		{"A×B, 96×96 tiles (three times a power of two), row and column tails", 200, 250, 130, 96, 96, 64, false, false},
+		{"A×B, 128×192 tiles, K 128", 300, 576, 128, 128, 192, 64, false, false},
+		{"both transposed, 96×64 tiles, K 1225: 19 steps of 64, 9 in a masked 16", 288, 64, 1225, 96, 64, 64, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			k := productKernel(t, c.m, c.n, c.k, c.bm, c.bn, c.bk, c.tA, c.tB, true)
