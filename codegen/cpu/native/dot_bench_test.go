@@ -115,8 +115,8 @@ func BenchmarkProducts(b *testing.B) {
 
 // BenchmarkProductTiles: the convnet's products whose columns 64-wide
 // tiles pad (288, 576), at the tiles of 64 or 128 and at those of three
-// times a power of two that pad nothing (graphpass wholeSide); one core
-// by default.
+// times a power of two that pad nothing (graphpass wholeSide), and its
+// forward products with a as stored row by row or transposed.
 func BenchmarkProductTiles(b *testing.B) {
 	for _, c := range []struct {
 		m, n, k, bm, bn int
@@ -130,6 +130,12 @@ func BenchmarkProductTiles(b *testing.B) {
 		{4900, 576, 128, 128, 192, false, false},
 		{64, 288, 1280, 64, 64, true, true},
 		{64, 288, 1280, 64, 96, true, true},
+		// the forward products, a (the patches) as stored row by row and
+		// column by column (graphpass columnMajor)
+		{19600, 64, 288, 128, 64, false, false},
+		{19600, 64, 288, 128, 64, true, false},
+		{4900, 128, 576, 128, 128, false, false},
+		{4900, 128, 576, 128, 128, true, false},
 	} {
 		name := fmt.Sprintf("%dx%dx%d/%dx%d", c.m, c.n, c.k, c.bm, c.bn)
 		if c.tA || c.tB {
