@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -89,6 +90,9 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m := os.Getenv("TILEFUSE_PERFMAP"); m != "" {
+		writePerfMap(m, c.Entry(), len(code), strings.TrimSuffix(dumpName(k.Name, code), ".bin"))
+	}
 	unit := make([]bool, len(k.Params))
 	for i := range unit {
 		unit[i] = p.unit[int64(i)]
@@ -106,6 +110,31 @@ func dumpName(name string, code []byte) string {
 	h := fnv.New64a()
 	h.Write(code)
 	return fmt.Sprintf("%s-%016x.bin", name, h.Sum64())
+}
+
+// perfMapMu keeps writePerfMap's lines whole where kernels compile on
+// several goroutines.
+var perfMapMu sync.Mutex
+
+// writePerfMap appends the line "start size name" (hexadecimal) of code at
+// entry to Linux perf's map of a process's generated code
+// (/tmp/perf-PID.map, where perf report and perf script look) where m is
+// "1", else to the file m: a profile then names each kernel's samples by
+// the kernel (the name as TILEFUSE_NATIVE_DUMP names its file, without
+// .bin, so that a sample's offset can be found in that file's code). A
+// failure to write is ignored: the map is a diagnostic.
+func writePerfMap(m string, entry uintptr, size int, name string) {
+	if m == "1" {
+		m = fmt.Sprintf("/tmp/perf-%d.map", os.Getpid())
+	}
+	perfMapMu.Lock()
+	defer perfMapMu.Unlock()
+	f, err := os.OpenFile(m, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(f, "%x %x %s\n", entry, size, name)
+	f.Close()
 }
 
 // Kernel is the kernel compiled.
