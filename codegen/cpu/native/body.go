@@ -1,6 +1,7 @@
 package native
 
 import (
+	"math"
 	"sync/atomic"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/amd64"
@@ -416,6 +417,27 @@ func (pg *phaseGen) checkLanes(n *node, pat *pattern, mask amd64.VReg) {
 		} else {
 			a.SHLQ(r, pat.sh)
 		}
+	}
+	// the whole vector's lanes first: where all of them lie within the
+	// buffer the active ones do (most rows of a window op's border-masked
+	// reads: a lane off at an image's edge reads the row before it, still
+	// in the buffer); else the active lanes' own range
+	if span := int64(pat.esz()) * (pat.elast*int64(pg.width-1) + 1); pat.elast > 0 && span <= math.MaxInt32 {
+		exact := a.NewLabel()
+		a.MOVQ(rT1, rJ)
+		a.ADDQimm(rT1, int32(pg.off))
+		scale(rT1)
+		if pat.hasReg {
+			a.ADDQ(rT1, pat.reg)
+		} else {
+			a.ADDQload(rT1, fr(pat.slot))
+		}
+		a.CMPQload(rT1, fr(paramBase(pat.root)))
+		a.Jcc(amd64.CondB, exact)
+		a.ADDQimm(rT1, int32(span))
+		a.CMPQload(rT1, fr(paramEnd(pat.root)))
+		a.Jcc(amd64.CondBE, ok)
+		a.Bind(exact)
 	}
 	a.BSFL(rT1, rT0)
 	a.ADDQ(rT1, rJ)

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -1067,5 +1069,117 @@ func TestDumpKeepsEveryKernel(t *testing.T) {
 	sort.Ints(sizes)
 	if fmt.Sprint(got) != fmt.Sprint(sizes) {
 		t.Errorf("files of %v bytes, want one per kernel of %v", got, sizes)
+	}
+}
+
+// TestPerfMap: with TILEFUSE_PERFMAP set to a file, each compiled kernel
+// appends "start size name-hash" (hexadecimal) to it: its code's entry,
+// its size, and the name its TILEFUSE_NATIVE_DUMP file has without .bin.
+func TestPerfMap(t *testing.T) {
+	requireJIT(t)
+	m := filepath.Join(t.TempDir(), "perf.map")
+	t.Setenv("TILEFUSE_PERFMAP", m)
+	type entry struct{ size, name string }
+	var want []entry
+	for _, c := range []tile.Meta{{"BLOCK": 128}, {"BLOCK": 256}} {
+		k, err := kernels.VecAdd(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nk, err := native.Compile(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nk.Free()
+		want = append(want, entry{fmt.Sprintf("%x", nk.CodeSize()), k.Name})
+	}
+	b, err := os.ReadFile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), b)
+	}
+	for i, l := range lines {
+		f := strings.Fields(l)
+		if len(f) != 3 {
+			t.Fatalf("line %q: want start, size, name", l)
+		}
+		if start, err := strconv.ParseUint(f[0], 16, 64); err != nil || start == 0 {
+			t.Errorf("line %q: start %q", l, f[0])
+		}
+		w := want[i]
+		if _, err := strconv.ParseUint(strings.TrimPrefix(f[2], w.name+"-"), 16, 64); f[1] != w.size || !strings.HasPrefix(f[2], w.name+"-") || len(f[2]) != len(w.name)+17 || err != nil {
+			t.Errorf("line %q, want size %s and the name %s- and 16 hex digits", l, w.size, w.name)
+		}
+	}
+}
+
+// TestMaskedLanesAtTheEdges: masked loads, contiguous and a stride apart,
+// whose vectors reach before a buffer's start or past its end with those
+// lanes off (the row checks the active lanes only where the whole vector
+// is not within the buffer): bit for bit the reference's; with one active
+// lane past the end the launch falls back (ErrFallback) and the reference
+// faults.
+func TestMaskedLanesAtTheEdges(t *testing.T) {
+	requireJIT(t)
+	const rows, cols, programs = 8, 16, 3
+	for _, c := range []struct {
+		name      string
+		s, shift  int
+		extra     int // lanes the mask lets past the buffer's end
+		wantFault bool
+	}{
+		{"contiguous, the lanes before the start off", 1, 5, 0, false},
+		{"contiguous, the lanes past the end off", 1, -5, 0, false},
+		{"a stride apart, the lanes before the start off", 5, 9, 0, false},
+		{"a stride apart, the lanes past the end off", 5, -9, 0, false},
+		{"a stride apart, an active lane past the end", 5, -9, 1, true},
+		{"contiguous, an active lane past the end", 1, -5, 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			xlen := (cols-1)*c.s + rows*programs
+			b := tile.NewBuilder("edges", nil)
+			px, py := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+			r := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), rows), b.Arange(0, rows)), 1)
+			col := b.ExpandDims(b.Arange(0, cols), 0)
+			idx := b.Add(b.Add(b.Mul(col, c.s), r), -c.shift)
+			v := b.Load(b.AddPtr(px, idx), b.And(b.Ge(idx, 0), b.Lt(idx, xlen+c.extra)), 0.0)
+			b.Store(b.AddPtr(py, b.Add(b.Mul(r, cols), col)), b.Mul(v, 2.0), nil)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			nk, err := native.Compile(k)
+			if err != nil {
+				t.Fatalf("not compiled natively: %v", err)
+			}
+			defer nk.Free()
+			x := tiletest.Uniform(tiletest.RNG(c.name), xlen, -1, 1)
+			run := func(launch func(args ...any) error) ([]float32, error) {
+				y := make([]float32, rows*programs*cols)
+				for i := range y {
+					y[i] = float32(math.NaN())
+				}
+				return y, launch(x, y)
+			}
+			got, gerr := run(func(args ...any) error { return nk.Launch(tile.Grid{programs}, args...) })
+			want, werr := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{programs}, args...) })
+			if c.wantFault {
+				if werr == nil || !errors.Is(gerr, native.ErrFallback) {
+					t.Fatalf("an active lane past the end: native %v, reference %v; want a fallback and a fault", gerr, werr)
+				}
+				return
+			}
+			if gerr != nil || werr != nil {
+				t.Fatalf("native %v, reference %v", gerr, werr)
+			}
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("y[%d] = %v natively, %v on the reference", i, got[i], want[i])
+				}
+			}
+		})
 	}
 }
