@@ -72,7 +72,10 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err := k.Verify(); err != nil {
 		return nil, err
 	}
-	p, err := newPlan(k)
+	// the plan of a copy whose repeated pure values are one value
+	// (tile.CSE): each is computed once a vector, not once a repetition
+	kc, _ := k.CSE()
+	p, err := newPlan(kc)
 	if err != nil {
 		return nil, err
 	}

@@ -1183,3 +1183,60 @@ func TestMaskedLanesAtTheEdges(t *testing.T) {
 		})
 	}
 }
+
+// TestRepeatedValuesComputedOnce: a kernel that computes its index, mask
+// and an exp twice compiles to the code of the same kernel computing each
+// once (Compile plans tile.CSE's copy), and still computes the reference's
+// values.
+func TestRepeatedValuesComputedOnce(t *testing.T) {
+	requireJIT(t)
+	const n, block = 1000, 64
+	build := func(twice bool) *tile.Kernel {
+		b := tile.NewBuilder("twice", nil)
+		px, py := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+		offs := func() *tile.Value { return b.Add(b.Mul(b.ProgramID(0), block), b.Arange(0, block)) }
+		o1 := offs()
+		o2 := o1
+		if twice {
+			o2 = offs()
+		}
+		v := b.Load(b.AddPtr(px, o1), b.Lt(o1, n), 0.0)
+		e1, e2 := b.Exp(v), b.Exp(v)
+		if !twice {
+			e2 = e1
+		}
+		b.Store(b.AddPtr(py, o2), b.Add(e1, b.Mul(e2, 0.5)), b.Lt(o2, n))
+		k, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	once, twice := build(false), build(true)
+	nk1, err := native.Compile(once)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nk1.Free()
+	nk2, err := native.Compile(twice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nk2.Free()
+	if nk1.CodeSize() != nk2.CodeSize() {
+		t.Errorf("code of %d bytes with the values repeated, %d without", nk2.CodeSize(), nk1.CodeSize())
+	}
+	x := tiletest.Uniform(tiletest.RNG("twice"), n, -2, 2)
+	got, want := make([]float32, n), make([]float32, n)
+	if err := nk2.Launch(tile.Grid{tile.CDiv(n, block)}, x, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := (tiletest.Interp{}).Launch(twice, tile.Grid{tile.CDiv(n, block)}, x, want); err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if d := math.Abs(float64(got[i] - want[i])); d > 1e-6*math.Abs(float64(want[i]))+1e-7 {
+			t.Fatalf("y[%d] = %v natively, %v on the reference", i, got[i], want[i])
+		}
+	}
+}
