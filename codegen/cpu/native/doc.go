@@ -7,6 +7,11 @@
 // its executor otherwise.
 //
 // How a kernel becomes code (plan.go, then gen.go, phase.go, body.go):
+//   - Compile plans a copy of the kernel in which each repeated pure value
+//     (the same op, type, attributes and operands) is one value
+//     (tile.Kernel.CSE): generated kernels repeat their index arithmetic
+//     and masks (a col2im's nine taps), which each vector would otherwise
+//     compute once a repetition.
 //   - Every integer and pointer block is an affine function of the lane
 //     index, c + Σ coef[d]·q[d], with c and the coefficients scalar
 //     expressions of the program's scalars (program ids, parameters,
@@ -63,8 +68,9 @@
 //     float64 rounded once, as the reference; every other op is exact.
 //
 // Memory safety: every access is checked against its buffer, unmasked
-// ones once per row, masked ones per vector over their active lanes
-// (masked-off lanes are never touched: vmaskmovps). Unmasked rows
+// ones once per row, masked ones per vector: the whole vector's range
+// first, and where that leaves the buffer its active lanes' (masked-off
+// lanes are never touched: vmaskmovps). Unmasked rows
 // (fast.go): where a phase's masks are comparisons of i32 lanes, scalar
 // booleans and Ands of them, a check that they hold over every lane and
 // that the accesses lie in their buffers runs once a phase (each side is
@@ -159,4 +165,12 @@
 // frame throughout, RBP and R15 untouched, a bounded amount of work a call
 // (Launch splits a worker's programs into calls of about 200 µs), so that
 // the garbage collector's stop-the-world is not held up for long.
+//
+// Looking at the code: TILEFUSE_NATIVE_DUMP=dir writes each kernel's
+// machine code to dir/name-hash.bin (objdump -D -b binary -m
+// i386:x86-64), and TILEFUSE_PERFMAP=1 appends each kernel's address,
+// size and name-hash to /tmp/perf-PID.map, where Linux perf finds the
+// names of generated code: perf record then perf report names each
+// kernel's samples, and a sample's offset from the kernel's address is an
+// offset in its dumped file.
 package native
