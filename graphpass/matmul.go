@@ -576,11 +576,14 @@ const cpuPartK = 2048
 // micro-kernel's columns are strips of 16 or 32 and its rows blocks of 6
 // or 12, so that 96 and 192 are whole strips and blocks; a wider tile
 // takes each panel of A for more columns. The 2-core VM (AMD EPYC,
-// 2026-12-05, BenchmarkProducts' tile cases, one core, GFLOP/s):
+// 2026-12-05, native's BenchmarkProductTiles, one core, GFLOP/s):
 // 19600×288×64 at 128×64 140.8, at 128×96 164.9; 4900×576×128 at 128×128
 // 184.6–185.7, at 128×192 219.4–221.3 (128×96 203.8, 128×64 195–204);
-// 64×288×1280 (both operands transposed, as the weight gradients) at
-// 64×64 183.8, at 64×96 190.0.
+// 64×288×1280 with both operands transposed at 64×64 183.8, at 64×96
+// 190.0. On the H100 machine's 16 cores 19600×288×64 722 → 888, and
+// 4900×576×128 at 128×192 level with 128×128 (937 and 953). The convnet's
+// weight gradient 288×64 over 19600 takes 96×64 tiles: 3 of them in
+// parts where 5 of 64×64 were.
 func wholeSide(size, side int) int {
 	if size%side == 0 {
 		return side
