@@ -409,13 +409,20 @@ func (pg *phaseGen) checkLanes(n *node, pat *pattern, mask amd64.VReg) {
 		a.Bind(ok)
 		return
 	}
-	// first lane: RDX = row + 4·(j + off + first), for a gather
-	// row + 4·elast·(j + off + first)
-	scale := func(r amd64.Reg) {
+	// the element of lane r (r holds the lane's index in the vector):
+	// r = row + 4·(j + off + r), for a gather row + 4·elast·(j + off + r)
+	laneAddr := func(r amd64.Reg) {
+		a.ADDQ(r, rJ)
+		a.ADDQimm(r, int32(pg.off))
 		if pat.elast > 1 {
 			a.IMULQimm(r, r, pat.esz()*int32(pat.elast))
 		} else {
 			a.SHLQ(r, pat.sh)
+		}
+		if pat.hasReg {
+			a.ADDQ(r, pat.reg)
+		} else {
+			a.ADDQload(r, fr(pat.slot))
 		}
 	}
 	// the whole vector's lanes first: where all of them lie within the
@@ -424,14 +431,8 @@ func (pg *phaseGen) checkLanes(n *node, pat *pattern, mask amd64.VReg) {
 	// in the buffer); else the active lanes' own range
 	if span := int64(pat.esz()) * (pat.elast*int64(pg.width-1) + 1); pat.elast > 0 && span <= math.MaxInt32 {
 		exact := a.NewLabel()
-		a.MOVQ(rT1, rJ)
-		a.ADDQimm(rT1, int32(pg.off))
-		scale(rT1)
-		if pat.hasReg {
-			a.ADDQ(rT1, pat.reg)
-		} else {
-			a.ADDQload(rT1, fr(pat.slot))
-		}
+		a.XORL(rT1, rT1)
+		laneAddr(rT1)
 		a.CMPQload(rT1, fr(paramBase(pat.root)))
 		a.Jcc(amd64.CondB, exact)
 		a.ADDQimm(rT1, int32(span))
@@ -439,27 +440,13 @@ func (pg *phaseGen) checkLanes(n *node, pat *pattern, mask amd64.VReg) {
 		a.Jcc(amd64.CondBE, ok)
 		a.Bind(exact)
 	}
+	// the first active lane's element, then the last one's end
 	a.BSFL(rT1, rT0)
-	a.ADDQ(rT1, rJ)
-	a.ADDQimm(rT1, int32(pg.off))
-	scale(rT1)
-	if pat.hasReg {
-		a.ADDQ(rT1, pat.reg)
-	} else {
-		a.ADDQload(rT1, fr(pat.slot))
-	}
+	laneAddr(rT1)
 	a.CMPQload(rT1, fr(paramBase(pat.root)))
 	a.Jcc(amd64.CondB, bad)
-	// last lane's end: RAX = row + 4·(j + off + last) + 4 (its element's)
 	a.BSRL(rT0, rT0)
-	a.ADDQ(rT0, rJ)
-	a.ADDQimm(rT0, int32(pg.off))
-	scale(rT0)
-	if pat.hasReg {
-		a.ADDQ(rT0, pat.reg)
-	} else {
-		a.ADDQload(rT0, fr(pat.slot))
-	}
+	laneAddr(rT0)
 	a.ADDQimm(rT0, pat.esz())
 	a.CMPQload(rT0, fr(paramEnd(pat.root)))
 	a.Jcc(amd64.CondA, bad)

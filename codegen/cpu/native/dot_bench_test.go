@@ -90,24 +90,7 @@ func BenchmarkProducts(b *testing.B) {
 		}
 		for _, side := range []int{64, 128} {
 			b.Run(fmt.Sprintf("%s/%dx%d", c.name, side, side), func(b *testing.B) {
-				nk, err := native.Compile(productKernel(b, c.m, c.n, c.k, side, side, bk, c.tA, c.tB, true))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer nk.Free()
-				grid := tile.Grid{(c.m + side - 1) / side, (c.n + side - 1) / side}
-				best := time.Duration(math.MaxInt64)
-				flops := 2 * float64(c.m) * float64(c.n) * float64(c.k)
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					t0 := time.Now()
-					if err := nk.Launch(grid, av, bv, out); err != nil {
-						b.Fatal(err)
-					}
-					best = min(best, time.Since(t0))
-				}
-				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				b.ReportMetric(flops/best.Seconds()/1e9, "best-GFLOP/s")
+				benchProduct(b, c.m, c.n, c.k, side, side, bk, c.tA, c.tB, av, bv, out)
 			})
 		}
 	}
@@ -145,26 +128,32 @@ func BenchmarkProductTiles(b *testing.B) {
 		av, bv := tiletest.Uniform(rng, c.m*c.k, -1, 1), tiletest.Uniform(rng, c.k*c.n, -1, 1)
 		out := make([]float32, c.m*c.n)
 		b.Run(name, func(b *testing.B) {
-			nk, err := native.Compile(productKernel(b, c.m, c.n, c.k, c.bm, c.bn, 64, c.tA, c.tB, true))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer nk.Free()
-			grid := tile.Grid{(c.m + c.bm - 1) / c.bm, (c.n + c.bn - 1) / c.bn}
-			best := time.Duration(math.MaxInt64)
-			flops := 2 * float64(c.m) * float64(c.n) * float64(c.k)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				t0 := time.Now()
-				if err := nk.Launch(grid, av, bv, out); err != nil {
-					b.Fatal(err)
-				}
-				best = min(best, time.Since(t0))
-			}
-			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			b.ReportMetric(flops/best.Seconds()/1e9, "best-GFLOP/s")
+			benchProduct(b, c.m, c.n, c.k, c.bm, c.bn, 64, c.tA, c.tB, av, bv, out)
 		})
 	}
+}
+
+// benchProduct times productKernel's c = a·b at bm×bn tiles in K steps of
+// bk, reporting GFLOP/s and those of the fastest launch (best-GFLOP/s).
+func benchProduct(b *testing.B, m, n, k, bm, bn, bk int, tA, tB bool, av, bv, out []float32) {
+	nk, err := native.Compile(productKernel(b, m, n, k, bm, bn, bk, tA, tB, true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nk.Free()
+	grid := tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn)}
+	best := time.Duration(math.MaxInt64)
+	flops := 2 * float64(m) * float64(n) * float64(k)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if err := nk.Launch(grid, av, bv, out); err != nil {
+			b.Fatal(err)
+		}
+		best = min(best, time.Since(t0))
+	}
+	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	b.ReportMetric(flops/best.Seconds()/1e9, "best-GFLOP/s")
 }
 
 // productKernel is c = a·b as graphpass's emitMatMul writes it for a

@@ -520,29 +520,7 @@ func TestGatherNative(t *testing.T) {
 				xlen--
 			}
 			x := tiletest.Uniform(tiletest.RNG(c.name), xlen, -1, 1)
-			run := func(launch func(args ...any) error) ([]float32, error) {
-				y := make([]float32, c.rows*c.programs*c.cols)
-				for i := range y {
-					y[i] = float32(math.NaN())
-				}
-				return y, launch(x, y)
-			}
-			got, gerr := run(func(args ...any) error { return nk.Launch(tile.Grid{c.programs}, args...) })
-			want, werr := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{c.programs}, args...) })
-			if c.short {
-				if werr == nil || !errors.Is(gerr, native.ErrFallback) {
-					t.Fatalf("a read past the end: native %v, reference %v; want a fallback and a fault", gerr, werr)
-				}
-				return
-			}
-			if gerr != nil || werr != nil {
-				t.Fatalf("native %v, reference %v", gerr, werr)
-			}
-			for i := range want {
-				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("y[%d] = %v natively, %v on the reference", i, got[i], want[i])
-				}
-			}
+			sameAsReference(t, nk, k, tile.Grid{c.programs}, x, c.rows*c.programs*c.cols, c.short)
 		})
 	}
 }
@@ -1157,30 +1135,39 @@ func TestMaskedLanesAtTheEdges(t *testing.T) {
 			}
 			defer nk.Free()
 			x := tiletest.Uniform(tiletest.RNG(c.name), xlen, -1, 1)
-			run := func(launch func(args ...any) error) ([]float32, error) {
-				y := make([]float32, rows*programs*cols)
-				for i := range y {
-					y[i] = float32(math.NaN())
-				}
-				return y, launch(x, y)
-			}
-			got, gerr := run(func(args ...any) error { return nk.Launch(tile.Grid{programs}, args...) })
-			want, werr := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{programs}, args...) })
-			if c.wantFault {
-				if werr == nil || !errors.Is(gerr, native.ErrFallback) {
-					t.Fatalf("an active lane past the end: native %v, reference %v; want a fallback and a fault", gerr, werr)
-				}
-				return
-			}
-			if gerr != nil || werr != nil {
-				t.Fatalf("native %v, reference %v", gerr, werr)
-			}
-			for i := range want {
-				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("y[%d] = %v natively, %v on the reference", i, got[i], want[i])
-				}
-			}
+			sameAsReference(t, nk, k, tile.Grid{programs}, x, rows*programs*cols, c.wantFault)
 		})
+	}
+}
+
+// sameAsReference launches nk and k on the reference over grid with (x, y),
+// y of ylen elements poisoned with NaN: with fault, the launch must fall
+// back (ErrFallback) and the reference fault; else both succeed and agree
+// bit for bit.
+func sameAsReference(t *testing.T, nk *native.Kernel, k *tile.Kernel, grid tile.Grid, x []float32, ylen int, fault bool) {
+	t.Helper()
+	run := func(launch func(args ...any) error) ([]float32, error) {
+		y := make([]float32, ylen)
+		for i := range y {
+			y[i] = float32(math.NaN())
+		}
+		return y, launch(x, y)
+	}
+	got, gerr := run(func(args ...any) error { return nk.Launch(grid, args...) })
+	want, werr := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+	if fault {
+		if werr == nil || !errors.Is(gerr, native.ErrFallback) {
+			t.Fatalf("a read past the end: native %v, reference %v; want a fallback and a fault", gerr, werr)
+		}
+		return
+	}
+	if gerr != nil || werr != nil {
+		t.Fatalf("native %v, reference %v", gerr, werr)
+	}
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("y[%d] = %v natively, %v on the reference", i, got[i], want[i])
+		}
 	}
 }
 
