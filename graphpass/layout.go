@@ -18,12 +18,7 @@ func columnMajor(groups []*Group, writeOut func(*Node) bool, t Target) {
 	if t.GPU() || !t.Native {
 		return
 	}
-	readers := map[*Node][]*Group{}
-	for _, grp := range groups {
-		for _, in := range groupInputs(grp) {
-			readers[in] = append(readers[in], grp)
-		}
-	}
+	readers := groupReaders(groups)
 	for _, p := range groups {
 		x := p.Root
 		if p.Kind != ElementwiseGroup || len(p.Extra) > 0 || len(x.Info.Shape) != 2 || writeOut(x) || x.Internal() ||

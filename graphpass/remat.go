@@ -50,12 +50,7 @@ const maxRecompute = 8
 // stays an output. The readers' values are the same ops on the same values,
 // computed again.
 func rematerialise(groups []*Group, writeOut func(*Node) bool, maxGroup int, t Target) []*Group {
-	readers := map[*Node][]*Group{} // the groups whose kernels read each value
-	for _, grp := range groups {
-		for _, in := range groupInputs(grp) {
-			readers[in] = append(readers[in], grp)
-		}
-	}
+	readers := groupReaders(groups)
 	for _, p := range groups {
 		if !groupKinds[p.Kind].remat {
 			continue
@@ -84,6 +79,17 @@ func rematerialise(groups []*Group, writeOut func(*Node) bool, maxGroup int, t T
 		}
 	}
 	return slices.DeleteFunc(groups, func(g *Group) bool { return g.dissolved })
+}
+
+// groupReaders maps each value to the groups whose kernels read it.
+func groupReaders(groups []*Group) map[*Node][]*Group {
+	readers := map[*Node][]*Group{}
+	for _, grp := range groups {
+		for _, in := range groupInputs(grp) {
+			readers[in] = append(readers[in], grp)
+		}
+	}
+	return readers
 }
 
 // leavable reports whether x, an output of p, may be left to its readers
