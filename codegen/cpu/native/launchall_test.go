@@ -27,14 +27,7 @@ func TestLaunchAll(t *testing.T) {
 	n := b.Param("n", tile.I32)
 	offs := b.Add(b.Mul(b.ProgramID(0), block), b.Arange(0, block))
 	adamLike(inplaceEnv{b: b, w: b.AddPtr(pw, offs), g: b.AddPtr(pg, offs), m: b.AddPtr(pm, offs), mask: b.Lt(offs, n), offs: offs, pw: pw})
-	k, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	nk, err := native.Compile(k)
-	if err != nil {
-		t.Fatalf("not compiled natively: %v", err)
-	}
+	k, nk := buildNative(t, b)
 	defer nk.Free()
 	sizes := []int{1, 255, 256, 700, 4096, 100*block - 3, 17}
 	for _, split := range []float64{0, -1} {

@@ -506,14 +506,7 @@ func TestGatherNative(t *testing.T) {
 			col := b.ExpandDims(b.Arange(0, c.cols), 0)
 			v := b.Load(b.AddPtr(px, b.Add(b.Mul(col, c.s), r)), nil, nil)
 			b.Store(b.AddPtr(py, b.Add(b.Mul(r, c.cols), col)), b.Mul(v, 2.0), nil)
-			k, err := b.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			nk, err := native.Compile(k)
-			if err != nil {
-				t.Fatalf("not compiled natively: %v", err)
-			}
+			k, nk := buildNative(t, b)
 			defer nk.Free()
 			xlen := (c.cols-1)*c.s + c.rows*c.programs
 			if c.short {
@@ -553,14 +546,7 @@ func TestManyReductionsNative(t *testing.T) {
 	for i := range nred {
 		b.Store(b.AddPtr(outs[i], b.Arange(0, rows)), red(i), nil)
 	}
-	k, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	nk, err := native.Compile(k)
-	if err != nil {
-		t.Fatalf("not compiled natively: %v", err)
-	}
+	k, nk := buildNative(t, b)
 	defer nk.Free()
 	xs := tiletest.Uniform(tiletest.RNG("many reductions"), rows*cols, -2, 2)
 	run := func(launch func(args ...any) error) [][]float32 {
@@ -1059,17 +1045,9 @@ func TestPerfMap(t *testing.T) {
 	t.Setenv("TILEFUSE_PERFMAP", m)
 	type entry struct{ size, name string }
 	var want []entry
-	for _, c := range []tile.Meta{{"BLOCK": 128}, {"BLOCK": 256}} {
-		k, err := kernels.VecAdd(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nk, err := native.Compile(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nk.Free()
-		want = append(want, entry{fmt.Sprintf("%x", nk.CodeSize()), k.Name})
+	for _, block := range []int{128, 256} {
+		nk := vecAdd(t, block)
+		want = append(want, entry{fmt.Sprintf("%x", nk.CodeSize()), nk.Kernel().Name})
 	}
 	b, err := os.ReadFile(m)
 	if err != nil {
@@ -1125,14 +1103,7 @@ func TestMaskedLanesAtTheEdges(t *testing.T) {
 			idx := b.Add(b.Add(b.Mul(col, c.s), r), -c.shift)
 			v := b.Load(b.AddPtr(px, idx), b.And(b.Ge(idx, 0), b.Lt(idx, xlen+c.extra)), 0.0)
 			b.Store(b.AddPtr(py, b.Add(b.Mul(r, cols), col)), b.Mul(v, 2.0), nil)
-			k, err := b.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			nk, err := native.Compile(k)
-			if err != nil {
-				t.Fatalf("not compiled natively: %v", err)
-			}
+			k, nk := buildNative(t, b)
 			defer nk.Free()
 			x := tiletest.Uniform(tiletest.RNG(c.name), xlen, -1, 1)
 			sameAsReference(t, nk, k, tile.Grid{programs}, x, rows*programs*cols, c.wantFault)
@@ -1226,4 +1197,19 @@ func TestRepeatedValuesComputedOnce(t *testing.T) {
 			t.Fatalf("y[%d] = %v natively, %v on the reference", i, got[i], want[i])
 		}
 	}
+}
+
+// buildNative builds b's kernel and compiles it to machine code, failing
+// the test where either fails; the caller frees the code.
+func buildNative(t *testing.T, b *tile.Builder) (*tile.Kernel, *native.Kernel) {
+	t.Helper()
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nk, err := native.Compile(k)
+	if err != nil {
+		t.Fatalf("not compiled natively: %v", err)
+	}
+	return k, nk
 }
