@@ -364,7 +364,8 @@ func partition(c *compilation) error {
 		return err
 	}
 	c.target = t
-	c.groups = graphpass.Partition(c.gr, graphpass.Options{WriteOut: c.isRead, Dead: c.dead, MaxGroup: c.cfg.maxGroup, Off: !c.cfg.fuse, MatMul: matmul, Target: t, Precision: c.cfg.precision})
+	c.groups = graphpass.Partition(c.gr, graphpass.Options{WriteOut: c.isRead, Dead: c.dead, MaxGroup: c.cfg.maxGroup, Off: !c.cfg.fuse, MatMul: matmul, Target: t, Precision: c.cfg.precision,
+		FreshOutputs: c.cfg.backend == CPU && !c.cfg.reuse})
 	return nil
 }
 

@@ -40,6 +40,10 @@ type Group struct {
 	aT         *Node      // a product or heads_grad group's A transposed by a transpose group (pretranspose), which it reads instead of A
 	from       *Group     // and the backward kernel whose value it reads
 	dissolved  bool       // every value it wrote is computed again by its readers (rematerialise): no kernel
+	// freshOut: on a CPU, every output is a value the user reads, written
+	// each run into memory of its own (Options.FreshOutputs), and no other
+	// node reads it (freshOutputs)
+	freshOut bool
 }
 
 // transA reports whether product group g reads its A transposed (k×m in
@@ -85,6 +89,12 @@ type Options struct {
 	// be emitted at (Emit's): whether a weight gradient's A is transposed
 	// by a kernel of its own first depends on it (pretranspose).
 	Precision tile.Precision
+	// FreshOutputs: each run writes the values in WriteOut into memory of
+	// their own, which no earlier run's stores left in the caches (package
+	// fusion's CPU backend without WithReuseOutputs). A CPU group whose
+	// every output is such a value that no other node reads is then
+	// written past the caches where that pays (freshOut, tuneRow).
+	FreshOutputs bool
 }
 
 // Partition assigns fusable nodes to groups and returns the groups in
@@ -178,8 +188,25 @@ func Partition(gr *Graph, opt Options) []*Group {
 		sort.Slice(grp.Extra, func(i, j int) bool { return grp.Extra[i].index < grp.Extra[j].index })
 		grp.Inputs = groupInputs(grp)
 		sort.SliceStable(grp.Inputs, func(i, j int) bool { return grp.Inputs[i].index < grp.Inputs[j].index })
+		grp.freshOut = opt.FreshOutputs && !opt.Target.GPU() && freshOutputs(grp, writeOut)
 	}
 	return groups
+}
+
+// freshOutputs reports whether every output of grp is written out and read
+// by no node outside it that is computed: its values go to the user alone.
+func freshOutputs(grp *Group, writeOut func(*Node) bool) bool {
+	for _, x := range append([]*Node{grp.Root}, grp.Extra...) {
+		if x.Internal() || !writeOut(x) {
+			return false
+		}
+		for _, u := range x.Users {
+			if u.Group != grp && !u.dead {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // groupInputs are the values grp's kernel reads: its members' and

@@ -60,6 +60,37 @@ func looped(full []int, t Target) bool { return len(full) > 0 && full[len(full)-
 // later kernel reads would have stayed there anyway.
 const streamBytes = 64 << 20
 
+// cpuStreamBytes is the least a CPU row group's outputs take for its
+// stores to go past the caches (cpuStream).
+const cpuStreamBytes = 4 << 20
+
+// cpuStream reports whether a row group's stores go past the caches on a
+// CPU (STREAM = 3: the stores' streaming hint, which codegen/cpu/native
+// writes as non-temporal stores): its target runs machine code, its
+// outputs go to the user alone in memory of their own each run
+// (Group.freshOut) and take cpuStreamBytes or more. Such memory is in no
+// cache, so an ordinary store first reads each line for ownership; past
+// the caches the line is written once. Measured on the H100 machine's
+// 16-core host (2026-12-05, r37b, `tilefuse bench -backend cpu -size large
+// -runs 30 -loop -rotate 1`, GOMAXPROCS=16, three calls in turn, medians,
+// ms): LayerNorm 0.319, 0.26, 0.291 → 0.154, 0.149, 0.185 (PyTorch CPU
+// 0.194 in the same call), softmax 0.427, 0.404, 0.336 → 0.238, 0.296,
+// 0.27 (PyTorch 0.333); with the outputs reused (WithReuseOutputs, the
+// lines in the caches: not taken there) LayerNorm 0.136, 0.134, 0.145 →
+// 0.128, 0.126, 0.158, and on the 2-core VM 0.34–0.37 → 0.39–0.41. Not
+// for elementwise groups: the chain (a GELU, compute-bound) moved within
+// its spread on the host and lost 3–6% on the VM.
+func cpuStream(grp *Group, t Target) bool {
+	if t.GPU() || !t.Native || !grp.freshOut {
+		return false
+	}
+	bytes := 0
+	for _, x := range append([]*Node{grp.Root}, grp.Extra...) {
+		bytes += numel(x.Info.Shape) * x.Info.DType.Size()
+	}
+	return bytes >= cpuStreamBytes
+}
+
 // tuneRow chooses a row kernel's meta-parameters:
 //   - BLOCK, the row's length rounded up to a power of two, held in one
 //     block; or, for rows longer than maxRow, CHUNK, the block the row is
@@ -110,6 +141,8 @@ const streamBytes = 64 << 20
 //   - on a GPU, BLOCK_M, the rows a program takes, where the rows are
 //     short: rows are added while a program holds fewer than 8 elements a
 //     thread and the grid keeps a program for every SM (absent: one);
+//   - on a CPU, STREAM = 3 (the stores past the caches) where cpuStream
+//     says so;
 //   - on a GPU, STREAM = 1 where a row longer than maxRow is walked or
 //     held with late loads and the tensor is larger than the L2
 //     (streamBytes): loads of the row and the stores with the streaming
@@ -125,6 +158,9 @@ const streamBytes = 64 << 20
 func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 	n := grp.Full[len(grp.Full)-1]
 	rows := numel(grp.Full) / max(n, 1)
+	if cpuStream(grp, t) {
+		meta["STREAM"] = 3
+	}
 	if looped(grp.Full, t) {
 		if t.GPU() && int64(numel(grp.Full))*int64(grp.Root.Info.DType.Size()) > streamBytes {
 			meta["STREAM"] = 1

@@ -269,8 +269,10 @@ func (o Op) accepts(d DType) bool {
 }
 
 // CacheHint tells the GPU how a load or store should use the caches (as
-// Triton's eviction_policy and cache_modifier do); it never changes results,
-// and the CPU backends ignore it.
+// Triton's eviction_policy and cache_modifier do); it never changes results.
+// On the CPU, codegen/cpu/native writes a store with CacheStreaming past the
+// caches (non-temporal stores, where its vectors are aligned); the executor
+// and the CPU's loads ignore hints.
 type CacheHint uint8
 
 const (

@@ -31,6 +31,7 @@ var (
 	opUNPCKHPD = vop{map0F, pp66, false, 0x15}
 	opMOVUPS   = vop{map0F, ppNone, false, 0x10}
 	opMOVUPSst = vop{map0F, ppNone, false, 0x11}
+	opMOVNTPS  = vop{map0F, ppNone, false, 0x2b}
 	opMOVAPS   = vop{map0F, ppNone, false, 0x28}
 	opMOVAPSst = vop{map0F, ppNone, false, 0x29}
 	opMOVHLPS  = vop{map0F, ppNone, false, 0x12}
@@ -144,6 +145,11 @@ func (a *Asm) VMOVUPSX(d VReg, m Mem) { a.v3(opMOVUPS, false, uint8(d), 0, m) }
 
 // VMOVUPSstore [m], s (256-bit store).
 func (a *Asm) VMOVUPSstore(m Mem, s VReg) { a.v3(opMOVUPSst, true, uint8(s), 0, m) }
+
+// VMOVNTPSstore [m], s: a 256-bit store past the caches (non-temporal: no
+// read for ownership, the line not kept; m 32-byte aligned, else the CPU
+// faults). An SFENCE orders it before later stores.
+func (a *Asm) VMOVNTPSstore(m Mem, s VReg) { a.v3(opMOVNTPS, true, uint8(s), 0, m) }
 
 // VMOVUPSstoreX [m], s (128-bit store).
 func (a *Asm) VMOVUPSstoreX(m Mem, s VReg) { a.v3(opMOVUPSst, false, uint8(s), 0, m) }

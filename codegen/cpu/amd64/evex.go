@@ -123,6 +123,12 @@ func (a *Asm) VMOVUPSstoreZ(m Mem, s ZReg) {
 	a.evex(map0F, ppNone, false, 0x11, uint8(s), 0, m, 64)
 }
 
+// VMOVNTPSstoreZ [m], s: a 512-bit store that bypasses the caches
+// (non-temporal; m 64-byte aligned, else the CPU faults).
+func (a *Asm) VMOVNTPSstoreZ(m Mem, s ZReg) {
+	a.evex(map0F, ppNone, false, 0x2b, uint8(s), 0, m, 64)
+}
+
 // VBROADCASTSSZ d, [m]: a 32-bit value from memory into all 16 lanes.
 func (a *Asm) VBROADCASTSSZ(d ZReg, m Mem) {
 	a.evex(map0F38, pp66, false, 0x18, uint8(d), 0, m, 4)

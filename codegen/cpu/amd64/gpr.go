@@ -320,6 +320,10 @@ func (a *Asm) RET() { a.byte1(0xc3) }
 // returning to code that uses SSE).
 func (a *Asm) VZEROUPPER() { a.byte1(0xc5, 0xf8, 0x77) }
 
+// SFENCE orders the stores before it (non-temporal ones included) before
+// those after it.
+func (a *Asm) SFENCE() { a.byte1(0x0f, 0xae, 0xf8) }
+
 // PREFETCHT0 [m]: a hint to bring m's cache line into every level.
 func (a *Asm) PREFETCHT0(m Mem) { a.legacy(0, false, []byte{0x0f, 0x18}, 1, m, nil) }
 

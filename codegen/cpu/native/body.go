@@ -884,11 +884,49 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 		a.Jcc(amd64.CondE, skip)
 		a.VMASKMOVPSstore(at, mask, val)
 		a.Bind(skip)
-	} else {
+	} else if tile.CacheHint(n.v.Aux) != tile.CacheStreaming || !pg.ntStore(n.pat, at, val) {
 		pg.prefetchStore(n.pat, at)
 		a.VMOVUPSstore(at, val)
 	}
 	return nil
+}
+
+// ntStore writes the whole f32 vector of a store with the streaming hint
+// past the caches (VMOVNTPS: no read for ownership, the line not kept in
+// them) where its address is aligned to the vector's size, as VMOVNTPS
+// requires, and with a plain store where it is not: each vector's address
+// is tested (rows whose width is no multiple of the vector start at every
+// alignment; the branch goes the same way along a row). The code returns
+// through an SFENCE (gen.nt), so that the stores are ordered before the
+// pool's handshake that ends the call. It emits nothing and reports false
+// where the store is not contiguous lanes of a parameter's buffer.
+func (pg *phaseGen) ntStore(pat *pattern, at amd64.Mem, val amd64.VReg) bool {
+	g := pg.g
+	if pat.root < 0 || pat.elast != 1 {
+		return false
+	}
+	v, a := g.va(), &g.a
+	align := int32(32)
+	if g.zmm {
+		align = 64
+	}
+	a.LEAQ(rT0, at)
+	a.MOVQ(rT1, rT0)
+	a.ANDQimm(rT1, align-1)
+	plain, done := a.NewLabel(), a.NewLabel()
+	a.Jcc(amd64.CondNE, plain)
+	if g.zmm {
+		v.each(func() { a.VMOVNTPSstoreZ(v.zm(amd64.Ptr(rT0, 0)), v.z(val)) })
+	} else {
+		a.VMOVNTPSstore(amd64.Ptr(rT0, 0), val)
+	}
+	a.JMP(done)
+	a.Bind(plain)
+	v.VMOVUPSstore(amd64.Ptr(rT0, 0), val)
+	a.Bind(done)
+	g.nt = true
+	g.p.ntStores++
+	return true
 }
 
 func (pg *phaseGen) matRead(n *node, dst amd64.VReg, t []amd64.VReg) {

@@ -102,6 +102,7 @@ func PrefetchesL2(nk *Kernel) int { return nk.prefetchesL2 }
 // PrefetchesW is the number of prefetchw hints of stores in nk's code
 // (body.go: prefetchStore).
 func PrefetchesW(nk *Kernel) int { return nk.prefetchesW }
+func NTStores(nk *Kernel) int    { return nk.ntStores }
 
 // SetStoreHints makes kernels compiled from now on hint their row stores
 // one row on (on, the default) or not, and returns the previous setting.

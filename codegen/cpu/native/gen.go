@@ -49,6 +49,7 @@ const (
 )
 
 type gen struct {
+	nt     bool // a store past the caches was emitted (ntStore): SFENCE before returning
 	p      *plan
 	a      amd64.Asm
 	avx512 bool // products in zmm registers (dot.go: dotZ)
@@ -196,6 +197,14 @@ func (g *gen) laneMask(w int) amd64.Mem {
 	return g.constBytes(b)
 }
 
+// sfence orders the stores past the caches (ntStore) before the return,
+// where the code has any.
+func (g *gen) sfence() {
+	if g.nt {
+		g.a.SFENCE()
+	}
+}
+
 func fr(off int32) amd64.Mem { return amd64.Ptr(rF, off) }
 
 func paramBase(i int) int32 { return hParams + paramSize*int32(i) }
@@ -261,15 +270,18 @@ func generate(p *plan) (code []byte, frame int32, err error) {
 	a.JMP(top)
 
 	a.Bind(done)
+	g.sfence()
 	a.VZEROUPPER()
 	a.XORL(rT0, rT0)
 	a.RET()
 	a.Bind(g.fault) // RAX holds the faulting value's ID
 	a.MOVQstore(fr(hFaultOp), rT0)
+	g.sfence()
 	a.VZEROUPPER()
 	a.MOVLimm(rT0, retFault)
 	a.RET()
 	a.Bind(g.bail)
+	g.sfence()
 	a.VZEROUPPER()
 	a.MOVLimm(rT0, retBail)
 	a.RET()

@@ -50,6 +50,7 @@ type Kernel struct {
 	colLoops     int // carried blocks summed in registers (colloop.go)
 	pins         int // uniforms kept in registers in zmm loops (pin.go)
 	prefetchesW  int // prefetchw hints of row stores emitted (body.go: prefetchStore)
+	ntStores     int // stores past the caches emitted (body.go: ntStore)
 	scalefs      int // exps scaled by VSCALEFPS (zmm: ops.go, expCore32)
 	ranges       int // exps clamped by VRANGEPS (zmm with AVX512DQ: ops.go, expCore32)
 	sum32        int // paired zmm loops summing in 32 partial sums (fast.go: useSum32)
@@ -100,7 +101,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	for i := range unit {
 		unit[i] = p.unit[int64(i)]
 	}
-	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, unit: unit, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, colLoops: p.colLoops, pins: p.pins, prefetchesW: p.prefetchesW, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs, transLoads: p.transLoads, prefixRows: p.prefixRows}
+	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, unit: unit, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, colLoops: p.colLoops, pins: p.pins, prefetchesW: p.prefetchesW, ntStores: p.ntStores, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs, transLoads: p.transLoads, prefixRows: p.prefixRows}
 	nk.tasks.new = func() *task {
 		return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params)), frames: make([]*frame, pool.Default().Workers())}
 	}

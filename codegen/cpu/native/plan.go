@@ -210,6 +210,7 @@ type plan struct {
 	colLoops     int // carried blocks summed in registers (colloop.go)
 	pins         int // uniforms kept in registers in zmm loops (pin.go)
 	prefetchesW  int // stores hinted one row on for writing (body.go: prefetchStore)
+	ntStores     int // stores past the caches where aligned (body.go: ntStore)
 	scalefs      int // exps scaled by VSCALEFPS (ops.go: expCore32)
 	ranges       int // exps clamped by VRANGEPS (ops.go: expCore32)
 	sum32Loops   int // paired zmm loops summing in 32 partial sums (fast.go: useSum32)

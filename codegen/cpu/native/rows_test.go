@@ -17,12 +17,18 @@ import (
 // mean and rstd fixed by the seed).
 func rowKernel(tb testing.TB, wl string, block, rows, n int) (*tile.Kernel, func(launch func(args ...any) error, x, y []float32) error) {
 	tb.Helper()
+	return rowKernelMeta(tb, wl, tile.Meta{"BLOCK": block}, rows, n)
+}
+
+// rowKernelMeta is rowKernel with the kernel's meta-parameters given.
+func rowKernelMeta(tb testing.TB, wl string, meta tile.Meta, rows, n int) (*tile.Kernel, func(launch func(args ...any) error, x, y []float32) error) {
+	tb.Helper()
 	var k *tile.Kernel
 	var err error
 	if wl == "layernorm" {
-		k, err = kernels.LayerNorm(tile.Meta{"BLOCK": block})
+		k, err = kernels.LayerNorm(meta)
 	} else {
-		k, err = kernels.Softmax(tile.Meta{"BLOCK": block})
+		k, err = kernels.Softmax(meta)
 	}
 	if err != nil {
 		tb.Fatal(err)

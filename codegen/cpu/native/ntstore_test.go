@@ -1,0 +1,83 @@
+package native_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/native"
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/tiletest"
+)
+
+// TestStoresPastTheCaches: a row kernel's output store with the streaming
+// hint (the kernels' STREAM = 1) is written past the caches (VMOVNTPS,
+// body.go: ntStore) in its unmasked loops, ymm and zmm alike, and not
+// without the hint; the outputs are the same bits as the kernel's without
+// it and within the zmm tests' tolerances of the reference, on poisoned
+// memory, with the output at every alignment of a vector (0 to 15 elements
+// past a 64-byte boundary: a vector that is not aligned takes the plain
+// store, which VMOVNTPS would fault on) and no element outside the output
+// written.
+func TestStoresPastTheCaches(t *testing.T) {
+	requireJIT(t)
+	for _, c := range []struct {
+		name     string
+		wl       string
+		block, n int
+		rows     int
+		rel, abs float64
+	}{
+		{name: "layernorm 37 rows of 1024", wl: "layernorm", block: 1024, n: 1024, rows: 37, rel: 1e-5, abs: 1e-5},
+		{name: "softmax 37 rows of 1024", wl: "softmax", block: 1024, n: 1024, rows: 37, rel: 2e-6, abs: 1e-9},
+		{name: "softmax 21 rows of 1000 in blocks of 1024", wl: "softmax", block: 1024, n: 1000, rows: 21, rel: 2e-6, abs: 1e-9},
+		{name: "layernorm 9 rows of 4104 in blocks of 8192", wl: "layernorm", block: 8192, n: 4104, rows: 9, rel: 1e-5, abs: 1e-5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k0, launch := rowKernelMeta(t, c.wl, tile.Meta{"BLOCK": c.block}, c.rows, c.n)
+			k1, _ := rowKernelMeta(t, c.wl, tile.Meta{"BLOCK": c.block, "STREAM": 1}, c.rows, c.n)
+			x := tiletest.Uniform(tiletest.RNG(c.name), c.rows*c.n, -4, 4)
+			const pad = 16
+			// run launches l on x into a poisoned output off elements past
+			// the start of its buffer (a fresh allocation: 64-byte aligned)
+			// and returns the output, checking the padding is untouched
+			run := func(l func(args ...any) error, off int) []float32 {
+				buf := make([]float32, c.rows*c.n+2*pad)
+				for i := range buf {
+					buf[i] = float32(math.NaN())
+				}
+				y := buf[off : off+c.rows*c.n]
+				if err := launch(l, x, y); err != nil {
+					t.Fatal(err)
+				}
+				for i, v := range buf {
+					if (i < off || i >= off+len(y)) && !math.IsNaN(float64(v)) {
+						t.Fatalf("offset %d: element %d outside the output written (%v)", off, i, v)
+					}
+				}
+				return y
+			}
+			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k0, tile.Grid{c.rows}, args...) }, 0)
+			for _, isa := range isas(t) {
+				nk0, nk1 := compileFor(t, isa, k0), compileFor(t, isa, k1)
+				if n := native.NTStores(nk0); n != 0 {
+					t.Errorf("%s: %d stores past the caches without the hint", isa, n)
+				}
+				if native.NTStores(nk1) == 0 {
+					t.Errorf("%s: no store past the caches with the hint", isa)
+				}
+				for off := range pad {
+					plain := run(func(args ...any) error { return nk0.Launch(tile.Grid{c.rows}, args...) }, off)
+					past := run(func(args ...any) error { return nk1.Launch(tile.Grid{c.rows}, args...) }, off)
+					for i, v := range past {
+						if math.Float32bits(v) != math.Float32bits(plain[i]) {
+							t.Fatalf("%s, offset %d: y[%d] = %v past the caches, %v without", isa, off, i, v, plain[i])
+						}
+						if d := math.Abs(float64(v) - float64(want[i])); !(d <= c.abs+c.rel*math.Abs(float64(want[i]))) {
+							t.Fatalf("%s, offset %d: y[%d] = %v, reference %v", isa, off, i, v, want[i])
+						}
+					}
+				}
+			}
+		})
+	}
+}
