@@ -242,14 +242,9 @@ func WithReuseOutputs(on bool) Option { return func(c *config) { c.reuse = on } 
 // memory has come back, the value gets new memory that Go has not zeroed
 // (its kernel writes every element; a kernel that adds into its output
 // gets it zeroed). Memory comes back
-// as the collector runs, at most 4 runs' worth a machine, or up to 32
-// runs' worth of small values within 8 MiB (Close drops it);
-// where a run had to allocate such a value of 4 MiB or more anew, the
-// machine starts a collection in the background (runtime.GC on a goroutine
-// of its own, one at a time, not again until one brought memory back), so
-// that a loop that drops its values gets them back by its next runs
-// without waiting for the collector's pace. Stats counts what was recycled
-// and the collections asked for. It changes nothing with
+// as the collector runs, at its own pace, at most 4 runs' worth a machine,
+// or up to 32 runs' worth of small values within 8 MiB (Close drops it).
+// Stats counts what was recycled. It changes nothing with
 // WithReuseOutputs(true).
 func WithRecycle(on bool) Option { return func(c *config) { c.recycle = on } }
 

@@ -2,6 +2,7 @@ package fusion
 
 import (
 	"math"
+	"os"
 	"runtime"
 	"runtime/metrics"
 	"sync"
@@ -39,9 +40,10 @@ import (
 // Memory comes back only when a collection runs, and a collection runs when
 // the program allocates enough (GOGC): a run that takes from the free list
 // allocates nothing large, so a loop that drops its values alternates
-// stretches of recycled runs with stretches of new memory. So, for buffers
-// of askGCBytes or more, the recycler asks for a collection in the
-// background (askGC: one at a time in the process, and one more after it
+// stretches of recycled runs with stretches of new memory. With
+// TILEFUSE_ASKGC=1 (askCollections; off by default since 2026-12-05, below),
+// for buffers of askGCBytes or more, the recycler asks for a collection in
+// the background (askGC: one at a time in the process, and one more after it
 // where asked again while it ran) when a run takes the last buffer of a
 // free list (so that what the runs before dropped is back for the next run:
 // a loop that drops its values is recycled every run) and when a new
@@ -87,8 +89,24 @@ type recycler struct {
 // device 1.37× before, 1.54× with them, both within its run-to-run spread).
 var askGCBytes = 4 << 20
 
-// askCollections (tests) turns the asks off.
-var askCollections = true
+// askCollections turns the asks on: TILEFUSE_ASKGC=1, read when the
+// process starts, for measuring (tests set it). Off by default since
+// 2026-12-05: they were made (2026-12-02) when Go zeroed each new buffer,
+// which cost a run about what a collection did; since new buffers are left
+// unzeroed (nozero.go) a run in new memory costs little more than a
+// recycled one, while each asked collection stops the world twice, and on
+// 16 cores each stop waits for every worker in machine code to return
+// (0.34 + 0.23 ms on average, r37a). Measured without them (GOMAXPROCS=16
+// on the GPU machines' hosts, `tilefuse bench -size large -runs 30 -loop`,
+// medians, ms): the GPU backend's training steps (r37d, H100, two calls,
+// wall) mlp_train 0.242, 0.231 → 0.218, 0.214, encoder_train 0.681, 0.619
+// → 0.61, 0.624, encoder_fwd_bwd 2.36, 2.59 → 2.36, 2.33; the CPU backend
+// (r37a, H200's host) LayerNorm 0.626, 0.328, 0.455 → 0.275, 0.332, 0.279,
+// the other rows within their spread with ~40 collections a bench process
+// instead of ~150, and (r37c, H100's host) the same medians but the worst
+// runs of mlp_step and encoder_fwd_bwd 27–40 ms → 3–28; the 2-core VM
+// mlp_train 4.9 → 4.31, linear_gelu 5.24, 5.15 → 4.91, 4.9.
+var askCollections = os.Getenv("TILEFUSE_ASKGC") == "1"
 
 // gcState is askGC's: 0 no collection of its running, 1 one running, 2
 // one running and another asked for since it started.
