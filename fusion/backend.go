@@ -107,7 +107,9 @@ type Stats struct {
 	// and buffers allocated anew. Both are 0 with WithReuseOutputs(true)
 	// or WithRecycle(false). CollectionsAsked counts the collections the
 	// machine started in the background because a run had to allocate a
-	// buffer of 4 MiB or more anew (see WithRecycle).
+	// buffer of 4 MiB or more anew: 0 unless the process runs with
+	// TILEFUSE_ASKGC=1 (fusion's recycle.go: askCollections), which asks
+	// for them, for measuring.
 	Recycled, Allocated, CollectionsAsked int
 	RecycledBytes                         int64
 }
