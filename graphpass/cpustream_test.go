@@ -17,7 +17,8 @@ import (
 // more stores with the streaming hint (STREAM = 3: codegen/cpu/native
 // writes such stores past the caches) and loads without it; not where that
 // memory is reused, the kernels run on the executor or a GPU, the outputs
-// are smaller, or a node outside the group reads them.
+// are smaller or float64 (unmeasured where it would pay), or a node outside
+// the group reads them.
 func TestStoresPastTheCachesOnCPU(t *testing.T) {
 	nativeCPU := Target{Cores: 2, Native: true}
 	hinted := regexp.MustCompile(`(?m)^.*\bstore\b.*\{cache = streaming\}`)
@@ -30,19 +31,25 @@ func TestStoresPastTheCachesOnCPU(t *testing.T) {
 		target        Target
 		readByProduct bool
 		want          bool
+		f64           bool
 	}{
-		{"softmax 4096×1024, memory of its own", 4096, 1024, false, true, nativeCPU, false, true},
-		{"LayerNorm 4096×1024, memory of its own", 4096, 1024, true, true, nativeCPU, false, true},
-		{"softmax 1024×1024 (4 MiB)", 1024, 1024, false, true, nativeCPU, false, true},
-		{"softmax 1023×1024 (under 4 MiB)", 1023, 1024, false, true, nativeCPU, false, false},
-		{"softmax 4096×1024, memory reused", 4096, 1024, false, false, nativeCPU, false, false},
-		{"softmax 4096×1024 on the executor", 4096, 1024, false, true, CPU(2), false, false},
-		{"softmax 4096×1024 on the H200", 4096, 1024, false, true, H200, false, false},
-		{"softmax 4096×1024 read by a product", 4096, 1024, false, true, nativeCPU, true, false},
+		{"softmax 4096×1024, memory of its own", 4096, 1024, false, true, nativeCPU, false, true, false},
+		{"LayerNorm 4096×1024, memory of its own", 4096, 1024, true, true, nativeCPU, false, true, false},
+		{"softmax 1024×1024 (4 MiB)", 1024, 1024, false, true, nativeCPU, false, true, false},
+		{"softmax 1023×1024 (under 4 MiB)", 1023, 1024, false, true, nativeCPU, false, false, false},
+		{"softmax 4096×1024, memory reused", 4096, 1024, false, false, nativeCPU, false, false, false},
+		{"softmax 4096×1024 on the executor", 4096, 1024, false, true, CPU(2), false, false, false},
+		{"softmax 4096×1024 on the H200", 4096, 1024, false, true, H200, false, false, false},
+		{"softmax 4096×1024 read by a product", 4096, 1024, false, true, nativeCPU, true, false, false},
+		{"softmax 4096×1024 in float64", 4096, 1024, false, true, nativeCPU, false, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := G.NewGraph()
-			x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, c.cols), G.WithName("x"))
+			dt := tensor.Float32
+			if c.f64 {
+				dt = tensor.Float64
+			}
+			x := G.NewMatrix(g, dt, G.WithShape(c.rows, c.cols), G.WithName("x"))
 			var y *G.Node
 			if c.ln {
 				y = opLayerNormAffine(x)
@@ -51,7 +58,7 @@ func TestStoresPastTheCachesOnCPU(t *testing.T) {
 			}
 			writeOut := map[*G.Node]bool{y: true}
 			if c.readByProduct { // Gorgonia's product (MatMul off) reads y
-				w := G.NewMatrix(g, tensor.Float32, G.WithShape(c.cols, 8), G.WithName("w"))
+				w := G.NewMatrix(g, dt, G.WithShape(c.cols, 8), G.WithName("w"))
 				writeOut[G.Must(G.Mul(y, w))] = true
 			}
 			gr, err := Import(g)

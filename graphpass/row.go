@@ -79,9 +79,11 @@ const cpuStreamBytes = 4 << 20
 // lines in the caches: not taken there) LayerNorm 0.136, 0.134, 0.145 →
 // 0.128, 0.126, 0.158, and on the 2-core VM 0.34–0.37 → 0.39–0.41. Not
 // for elementwise groups: the chain (a GELU, compute-bound) moved within
-// its spread on the host and lost 3–6% on the VM.
+// its spread on the host and lost 3–6% on the VM. Not for f64 outputs
+// either: the 2-core VM's f64 LayerNorm large in new memory ran 1.93–2.07 →
+// 2.02–2.21 ms with them, its softmax level (the host unmeasured).
 func cpuStream(grp *Group, t Target) bool {
-	if t.GPU() || !t.Native || !grp.freshOut {
+	if t.GPU() || !t.Native || !grp.freshOut || grp.Root.Info.DType != tile.F32 {
 		return false
 	}
 	bytes := 0

@@ -842,6 +842,7 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 			a.VMOVSDload(t[0], amd64.PtrIdx(rF, rT0, 8, tmp))
 			a.VMOVSDstore(at, t[0])
 			a.Bind(skip)
+		case !masked && tile.CacheHint(n.v.Aux) == tile.CacheStreaming && pg.ntStore(n.pat, at, val):
 		case !pg.g.avx512:
 			pg.g.storeF64Y(at, val, mask, masked, t[1])
 		case masked:
@@ -891,12 +892,14 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 	return nil
 }
 
-// ntStore writes the whole f32 vector of a store with the streaming hint
-// past the caches (VMOVNTPS: no read for ownership, the line not kept in
-// them) where its address is aligned to the vector's size, as VMOVNTPS
-// requires, and with a plain store where it is not: each vector's address
-// is tested (rows whose width is no multiple of the vector start at every
-// alignment; the branch goes the same way along a row). The code returns
+// ntStore writes the whole vector of a store with the streaming hint past
+// the caches (VMOVNTPS: no read for ownership, the line not kept in them)
+// where its address is aligned to the vector's size, as VMOVNTPS requires,
+// and with a plain store where it is not: each vector's address is tested
+// (rows whose width is no multiple of the vector start at every alignment;
+// the branch goes the same way along a row). f32 vectors are a ymm or zmm
+// register (zmm pairs alike); f64 ones a zmm register, or two ymm halves
+// (f64y.go), both 32-byte aligned where the first is. The code returns
 // through an SFENCE (gen.nt), so that the stores are ordered before the
 // pool's handshake that ends the call. It emits nothing and reports false
 // where the store is not contiguous lanes of a parameter's buffer.
@@ -906,8 +909,9 @@ func (pg *phaseGen) ntStore(pat *pattern, at amd64.Mem, val amd64.VReg) bool {
 		return false
 	}
 	v, a := g.va(), &g.a
-	align := int32(32)
-	if g.zmm {
+	f64 := pat.sh == 3
+	align := int32(32) // a ymm register, or an f64 vector's ymm halves
+	if f64 && g.avx512 || !f64 && g.zmm {
 		align = 64
 	}
 	a.LEAQ(rT0, at)
@@ -915,14 +919,28 @@ func (pg *phaseGen) ntStore(pat *pattern, at amd64.Mem, val amd64.VReg) bool {
 	a.ANDQimm(rT1, align-1)
 	plain, done := a.NewLabel(), a.NewLabel()
 	a.Jcc(amd64.CondNE, plain)
-	if g.zmm {
-		v.each(func() { a.VMOVNTPSstoreZ(v.zm(amd64.Ptr(rT0, 0)), v.z(val)) })
-	} else {
-		a.VMOVNTPSstore(amd64.Ptr(rT0, 0), val)
+	to := amd64.Ptr(rT0, 0)
+	switch {
+	case f64 && g.avx512:
+		a.VMOVNTPSstoreZ(to, z(val))
+	case f64:
+		a.VMOVNTPSstore(to, half(val, 0))
+		a.VMOVNTPSstore(memHalf(to, 1), half(val, 1))
+	case g.zmm:
+		v.each(func() { a.VMOVNTPSstoreZ(v.zm(to), v.z(val)) })
+	default:
+		a.VMOVNTPSstore(to, val)
 	}
 	a.JMP(done)
 	a.Bind(plain)
-	v.VMOVUPSstore(amd64.Ptr(rT0, 0), val)
+	switch {
+	case f64 && g.avx512:
+		a.VMOVUPDstoreZ(to, 0, z(val))
+	case f64:
+		g.storeF64Y(to, val, 0, false, 0)
+	default:
+		v.VMOVUPSstore(to, val)
+	}
 	a.Bind(done)
 	g.nt = true
 	g.p.ntStores++

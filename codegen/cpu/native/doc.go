@@ -83,11 +83,11 @@
 // Launch also falls back where buffers overlap and the kernel stores to
 // one of them (phases reorder a program's work).
 //
-// Cache hints: a store with tile.CacheStreaming of whole f32 vectors to
-// contiguous lanes goes past the caches (VMOVNTPS) where each vector's
-// address is aligned to its size, a plain store where not (body.go:
-// ntStore); such code returns through an SFENCE. Other hints, and loads'
-// hints, are ignored.
+// Cache hints: a store with tile.CacheStreaming of whole vectors (f32 or
+// f64) to contiguous lanes goes past the caches (VMOVNTPS) where each
+// vector's address is aligned to its size, a plain store where not
+// (body.go: ntStore); such code returns through an SFENCE. Other hints,
+// and loads' hints, are ignored.
 //
 // Loops (plan.go: loop, gen.go: loopCode): the kernel's top level is a
 // sequence of regions (straight-line code, planned as above) and counted

@@ -81,3 +81,86 @@ func TestStoresPastTheCaches(t *testing.T) {
 		})
 	}
 }
+
+// scaleRows64 is y[r, c] = x[r, c]·2 − 1 over rows of n f64 (c < n, one row
+// a program in a block of block lanes), its store with the streaming hint
+// where stream is set.
+func scaleRows64(t *testing.T, block int, stream bool) *tile.Kernel {
+	t.Helper()
+	b := tile.NewBuilder("scale64", tile.Meta{"BLOCK": block})
+	x, y := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64)
+	n := b.Param("n", tile.I32)
+	base := b.Mul(b.ProgramID(0), n)
+	cols := b.Arange(0, b.BlockSize("BLOCK"))
+	mask := b.Lt(cols, n)
+	v := b.Sub(b.Mul(b.Load(b.AddPtr(x, b.Add(base, cols)), mask, nil), 2.0), 1.0)
+	var hint []tile.CacheHint
+	if stream {
+		hint = []tile.CacheHint{tile.CacheStreaming}
+	}
+	b.Store(b.AddPtr(y, b.Add(base, cols)), v, mask, hint...)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestF64StoresPastTheCaches: TestStoresPastTheCaches for f64 rows (a zmm
+// register of eight lanes, or two ymm halves without AVX-512): stores past
+// the caches only with the hint, the same bits as the reference at every
+// alignment of the output (0 to 7 elements past a 64-byte boundary), the
+// padding untouched.
+func TestF64StoresPastTheCaches(t *testing.T) {
+	requireJIT(t)
+	for _, c := range []struct {
+		name           string
+		rows, n, block int
+	}{
+		{"37 rows of 256", 37, 256, 256},
+		{"21 rows of 100 in blocks of 128", 21, 100, 128},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k0, k1 := scaleRows64(t, c.block, false), scaleRows64(t, c.block, true)
+			x := make([]float64, c.rows*c.n)
+			for i, v := range tiletest.Uniform(tiletest.RNG(c.name), len(x), -4, 4) {
+				x[i] = float64(v) / 3
+			}
+			const pad = 8
+			run := func(l func(args ...any) error, off int) []float64 {
+				buf := make([]float64, c.rows*c.n+2*pad)
+				for i := range buf {
+					buf[i] = math.NaN()
+				}
+				y := buf[off : off+c.rows*c.n]
+				if err := l(x, y, c.n); err != nil {
+					t.Fatal(err)
+				}
+				for i, v := range buf {
+					if (i < off || i >= off+len(y)) && !math.IsNaN(v) {
+						t.Fatalf("offset %d: element %d outside the output written (%v)", off, i, v)
+					}
+				}
+				return y
+			}
+			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k0, tile.Grid{c.rows}, args...) }, 0)
+			for _, isa := range isas(t) {
+				nk0, nk1 := compileFor(t, isa, k0), compileFor(t, isa, k1)
+				if n := native.NTStores(nk0); n != 0 {
+					t.Errorf("%s: %d stores past the caches without the hint", isa, n)
+				}
+				if native.NTStores(nk1) == 0 {
+					t.Errorf("%s: no store past the caches with the hint", isa)
+				}
+				for off := range pad {
+					got := run(func(args ...any) error { return nk1.Launch(tile.Grid{c.rows}, args...) }, off)
+					for i, v := range got {
+						if math.Float64bits(v) != math.Float64bits(want[i]) {
+							t.Fatalf("%s, offset %d: y[%d] = %v, reference %v", isa, off, i, v, want[i])
+						}
+					}
+				}
+			}
+		})
+	}
+}
