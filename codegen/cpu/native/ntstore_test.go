@@ -36,48 +36,9 @@ func TestStoresPastTheCaches(t *testing.T) {
 			k0, launch := rowKernelMeta(t, c.wl, tile.Meta{"BLOCK": c.block}, c.rows, c.n)
 			k1, _ := rowKernelMeta(t, c.wl, tile.Meta{"BLOCK": c.block, "STREAM": 1}, c.rows, c.n)
 			x := tiletest.Uniform(tiletest.RNG(c.name), c.rows*c.n, -4, 4)
-			const pad = 16
-			// run launches l on x into a poisoned output off elements past
-			// the start of its buffer (a fresh allocation: 64-byte aligned)
-			// and returns the output, checking the padding is untouched
-			run := func(l func(args ...any) error, off int) []float32 {
-				buf := make([]float32, c.rows*c.n+2*pad)
-				for i := range buf {
-					buf[i] = float32(math.NaN())
-				}
-				y := buf[off : off+c.rows*c.n]
-				if err := launch(l, x, y); err != nil {
-					t.Fatal(err)
-				}
-				for i, v := range buf {
-					if (i < off || i >= off+len(y)) && !math.IsNaN(float64(v)) {
-						t.Fatalf("offset %d: element %d outside the output written (%v)", off, i, v)
-					}
-				}
-				return y
-			}
-			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k0, tile.Grid{c.rows}, args...) }, 0)
-			for _, isa := range isas(t) {
-				nk0, nk1 := compileFor(t, isa, k0), compileFor(t, isa, k1)
-				if n := native.NTStores(nk0); n != 0 {
-					t.Errorf("%s: %d stores past the caches without the hint", isa, n)
-				}
-				if native.NTStores(nk1) == 0 {
-					t.Errorf("%s: no store past the caches with the hint", isa)
-				}
-				for off := range pad {
-					plain := run(func(args ...any) error { return nk0.Launch(tile.Grid{c.rows}, args...) }, off)
-					past := run(func(args ...any) error { return nk1.Launch(tile.Grid{c.rows}, args...) }, off)
-					for i, v := range past {
-						if math.Float32bits(v) != math.Float32bits(plain[i]) {
-							t.Fatalf("%s, offset %d: y[%d] = %v past the caches, %v without", isa, off, i, v, plain[i])
-						}
-						if d := math.Abs(float64(v) - float64(want[i])); !(d <= c.abs+c.rel*math.Abs(float64(want[i]))) {
-							t.Fatalf("%s, offset %d: y[%d] = %v, reference %v", isa, off, i, v, want[i])
-						}
-					}
-				}
-			}
+			checkPastTheCaches(t, k0, k1, c.rows, c.rows*c.n, 16, c.rel, c.abs, func(l func(args ...any) error, y []float32) error {
+				return launch(l, x, y)
+			})
 		})
 	}
 }
@@ -107,10 +68,8 @@ func scaleRows64(t *testing.T, block int, stream bool) *tile.Kernel {
 }
 
 // TestF64StoresPastTheCaches: TestStoresPastTheCaches for f64 rows (a zmm
-// register of eight lanes, or two ymm halves without AVX-512): stores past
-// the caches only with the hint, the same bits as the reference at every
-// alignment of the output (0 to 7 elements past a 64-byte boundary), the
-// padding untouched.
+// register of eight lanes, or two ymm halves without AVX-512), bit for bit
+// the reference, the output at 0 to 7 elements past a 64-byte boundary.
 func TestF64StoresPastTheCaches(t *testing.T) {
 	requireJIT(t)
 	for _, c := range []struct {
@@ -121,46 +80,64 @@ func TestF64StoresPastTheCaches(t *testing.T) {
 		{"21 rows of 100 in blocks of 128", 21, 100, 128},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			k0, k1 := scaleRows64(t, c.block, false), scaleRows64(t, c.block, true)
 			x := make([]float64, c.rows*c.n)
 			for i, v := range tiletest.Uniform(tiletest.RNG(c.name), len(x), -4, 4) {
 				x[i] = float64(v) / 3
 			}
-			const pad = 8
-			run := func(l func(args ...any) error, off int) []float64 {
-				buf := make([]float64, c.rows*c.n+2*pad)
-				for i := range buf {
-					buf[i] = math.NaN()
-				}
-				y := buf[off : off+c.rows*c.n]
-				if err := l(x, y, c.n); err != nil {
-					t.Fatal(err)
-				}
-				for i, v := range buf {
-					if (i < off || i >= off+len(y)) && !math.IsNaN(v) {
-						t.Fatalf("offset %d: element %d outside the output written (%v)", off, i, v)
-					}
-				}
-				return y
-			}
-			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k0, tile.Grid{c.rows}, args...) }, 0)
-			for _, isa := range isas(t) {
-				nk0, nk1 := compileFor(t, isa, k0), compileFor(t, isa, k1)
-				if n := native.NTStores(nk0); n != 0 {
-					t.Errorf("%s: %d stores past the caches without the hint", isa, n)
-				}
-				if native.NTStores(nk1) == 0 {
-					t.Errorf("%s: no store past the caches with the hint", isa)
-				}
-				for off := range pad {
-					got := run(func(args ...any) error { return nk1.Launch(tile.Grid{c.rows}, args...) }, off)
-					for i, v := range got {
-						if math.Float64bits(v) != math.Float64bits(want[i]) {
-							t.Fatalf("%s, offset %d: y[%d] = %v, reference %v", isa, off, i, v, want[i])
-						}
-					}
-				}
-			}
+			checkPastTheCaches(t, scaleRows64(t, c.block, false), scaleRows64(t, c.block, true), c.rows, c.rows*c.n, 8, 0, 0, func(l func(args ...any) error, y []float64) error {
+				return l(x, y, c.n)
+			})
 		})
+	}
+}
+
+// checkPastTheCaches compiles k0 (a store without the streaming hint) and
+// k1 (the same kernel with it) for each ISA the CPU has and launches each
+// over grid programs (launch passes the arguments, y the output of n
+// elements) with y at 0 to pad−1 elements past the start of a poisoned
+// buffer (a fresh allocation: 64-byte aligned): k1 has stores past the
+// caches and k0 none, k1's output is k0's bit for bit and within rel and
+// abs of the reference's (k0 on the interpreter), and no element around
+// y is written.
+func checkPastTheCaches[T float32 | float64](t *testing.T, k0, k1 *tile.Kernel, grid, n, pad int, rel, abs float64, launch func(l func(args ...any) error, y []T) error) {
+	t.Helper()
+	run := func(l func(args ...any) error, off int) []T {
+		buf := make([]T, n+2*pad)
+		nan := T(math.NaN())
+		for i := range buf {
+			buf[i] = nan
+		}
+		y := buf[off : off+n]
+		if err := launch(l, y); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range buf {
+			if (i < off || i >= off+n) && v == v {
+				t.Fatalf("offset %d: element %d outside the output written (%v)", off, i, v)
+			}
+		}
+		return y
+	}
+	want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k0, tile.Grid{grid}, args...) }, 0)
+	for _, isa := range isas(t) {
+		nk0, nk1 := compileFor(t, isa, k0), compileFor(t, isa, k1)
+		if c := native.NTStores(nk0); c != 0 {
+			t.Errorf("%s: %d stores past the caches without the hint", isa, c)
+		}
+		if native.NTStores(nk1) == 0 {
+			t.Errorf("%s: no store past the caches with the hint", isa)
+		}
+		for off := range pad {
+			plain := run(func(args ...any) error { return nk0.Launch(tile.Grid{grid}, args...) }, off)
+			past := run(func(args ...any) error { return nk1.Launch(tile.Grid{grid}, args...) }, off)
+			for i, v := range past {
+				if math.Float64bits(float64(v)) != math.Float64bits(float64(plain[i])) {
+					t.Fatalf("%s, offset %d: y[%d] = %v past the caches, %v without", isa, off, i, v, plain[i])
+				}
+				if d := math.Abs(float64(v) - float64(want[i])); !(d <= abs+rel*math.Abs(float64(want[i]))) {
+					t.Fatalf("%s, offset %d: y[%d] = %v, reference %v", isa, off, i, v, want[i])
+				}
+			}
+		}
 	}
 }
