@@ -71,13 +71,15 @@ const cpuStreamBytes = 4 << 20
 // (Group.freshOut) and take cpuStreamBytes or more. Such memory is in no
 // cache, so an ordinary store first reads each line for ownership; past
 // the caches the line is written once. Measured on the H100 machine's
-// 16-core host (2026-12-05, r37b, `tilefuse bench -backend cpu -size large
-// -runs 30 -loop -rotate 1`, GOMAXPROCS=16, three calls in turn, medians,
-// ms): LayerNorm 0.319, 0.26, 0.291 → 0.154, 0.149, 0.185 (PyTorch CPU
-// 0.194 in the same call), softmax 0.427, 0.404, 0.336 → 0.238, 0.296,
-// 0.27 (PyTorch 0.333); with the outputs reused (WithReuseOutputs, the
-// lines in the caches: not taken there) LayerNorm 0.136, 0.134, 0.145 →
-// 0.128, 0.126, 0.158, and on the 2-core VM 0.34–0.37 → 0.39–0.41. Not
+// 16-core host (2026-12-05, `tilefuse bench -backend cpu -size large -runs
+// 30 -loop -rotate 1`, GOMAXPROCS=16, medians, ms; r37c: the session's
+// start and this in turn three times): LayerNorm 0.299, 0.397, 0.305 →
+// 0.153, 0.204, 0.161, softmax 0.342, 0.468, 0.354 → 0.256, 0.291, 0.245
+// (PyTorch CPU 0.194–0.205 and 0.333 in r37b and r37c). With the outputs
+// reused (WithReuseOutputs, the lines in the caches: not taken there; r37b,
+// an experiment build that streamed every row store) LayerNorm 0.136,
+// 0.134, 0.145 → 0.128, 0.126, 0.158, and on the 2-core VM 0.34–0.37 →
+// 0.39–0.41. Not
 // for elementwise groups: the chain (a GELU, compute-bound) moved within
 // its spread on the host and lost 3–6% on the VM. Not for f64 outputs
 // either: the 2-core VM's f64 LayerNorm large in new memory ran 1.93–2.07 →
