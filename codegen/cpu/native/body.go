@@ -820,6 +820,9 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 		return nil
 	}
 	at := pg.addr(n.pat)
+	if !masked && pg.streamed(n, at, val) {
+		return nil
+	}
 	if n.pat.sh == 3 {
 		switch {
 		case n.pat.elast == 0 && pg.last > 1:
@@ -842,7 +845,6 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 			a.VMOVSDload(t[0], amd64.PtrIdx(rF, rT0, 8, tmp))
 			a.VMOVSDstore(at, t[0])
 			a.Bind(skip)
-		case !masked && tile.CacheHint(n.v.Aux) == tile.CacheStreaming && pg.ntStore(n.pat, at, val):
 		case !pg.g.avx512:
 			pg.g.storeF64Y(at, val, mask, masked, t[1])
 		case masked:
@@ -885,11 +887,17 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 		a.Jcc(amd64.CondE, skip)
 		a.VMASKMOVPSstore(at, mask, val)
 		a.Bind(skip)
-	} else if tile.CacheHint(n.v.Aux) != tile.CacheStreaming || !pg.ntStore(n.pat, at, val) {
+	} else {
 		pg.prefetchStore(n.pat, at)
 		a.VMOVUPSstore(at, val)
 	}
 	return nil
+}
+
+// streamed writes an unmasked store with the streaming hint past the
+// caches where ntStore can, reporting whether it did.
+func (pg *phaseGen) streamed(n *node, at amd64.Mem, val amd64.VReg) bool {
+	return tile.CacheHint(n.v.Aux) == tile.CacheStreaming && pg.ntStore(n.pat, at, val)
 }
 
 // ntStore writes the whole vector of a store with the streaming hint past
