@@ -173,7 +173,7 @@ func (e *emitter) outPtr(out *tile.Value, n *Node) (*tile.Value, error) {
 // (the root, then the extra outputs).
 func (e *emitter) outOffset(n *Node) (int, error) {
 	at := 0
-	for _, x := range append([]*Node{e.grp.Root}, e.grp.Extra...) {
+	for _, x := range e.grp.outputs() {
 		if x == n {
 			return at, nil
 		}
@@ -193,7 +193,7 @@ func (e *emitter) store(out, idx *tile.Value, hint ...tile.CacheHint) error {
 	b := e.b
 	ptrs := append([]*tile.Value{out}, e.extra...)
 	vals, ats, masks := make([]*tile.Value, len(ptrs)), make([]*tile.Value, len(ptrs)), make([]*tile.Value, len(ptrs))
-	for i, n := range append([]*Node{e.grp.Root}, e.grp.Extra...) {
+	for i, n := range e.grp.outputs() {
 		at, mask := idx, e.mask
 		if !sameShape(n.Info.Shape, e.grp.Root.Info.Shape) && perRow(n, e.grp.Full) {
 			cols := e.grp.Full[len(e.grp.Full)-1]

@@ -359,7 +359,7 @@ func (hs *heads) weightGradients(writeOut func(*Node) bool) []*Group {
 			// elements as they have (what the compile report counts the
 			// heads' backward as reading, and the tuner allocates)
 			n := 0
-			for _, o := range append([]*Node{part.from.Root}, part.from.Extra...) {
+			for _, o := range part.from.outputs() {
 				n += max(1, numel(o.Info.Shape))
 			}
 			part.from.Stack = newInternal(fmt.Sprintf("%v.%s", hs.concat, part.suffix), []int{n}, hs.concat.Info.DType, part.from)
@@ -459,7 +459,7 @@ func headsSplit(grp *Group, t Target, prec tile.Precision, meta tile.Meta) int {
 // outputOffset is where output n of grp lies in its outputs laid end to end.
 func outputOffset(grp *Group, n *Node) (int, error) {
 	at := 0
-	for _, x := range append([]*Node{grp.Root}, grp.Extra...) {
+	for _, x := range grp.outputs() {
 		if x == n {
 			return at, nil
 		}

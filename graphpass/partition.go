@@ -46,6 +46,9 @@ type Group struct {
 	freshOut bool
 }
 
+// outputs are g's root and extra outputs, in that order.
+func (g *Group) outputs() []*Node { return append([]*Node{g.Root}, g.Extra...) }
+
 // transA reports whether product group g reads its A transposed (k×m in
 // memory): its product's Aᵀ, unless a transpose group copies it first.
 func (g *Group) transA() bool { return g.MatMul != nil && g.MatMul.Info.TransA && g.aT == nil }
@@ -196,7 +199,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 // freshOutputs reports whether every output of grp is written out and read
 // by no node outside it that is computed: its values go to the user alone.
 func freshOutputs(grp *Group, writeOut func(*Node) bool) bool {
-	for _, x := range append([]*Node{grp.Root}, grp.Extra...) {
+	for _, x := range grp.outputs() {
 		if x.Internal() || !writeOut(x) {
 			return false
 		}

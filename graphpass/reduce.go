@@ -439,7 +439,7 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 	// the root's reduction and its siblings' (extra outputs): the same
 	// reduction of inputs of one shape, at the same indices; accumulator
 	// j·len(outs) + i is output i's over piece j
-	outs := append([]*Node{e.grp.Root}, e.grp.Extra...)
+	outs := e.grp.outputs()
 	var inits []*tile.Value
 	for _, pc := range pieces {
 		for range outs {
@@ -654,7 +654,7 @@ func mergeSiblingReductions(groups []*Group, maxGroup int) []*Group {
 				len(a.Members)+len(b.Members) > maxGroup || groupReaches(a, b) || groupReaches(b, a) {
 				continue
 			}
-			outs := append(append([]*Node{a.Root}, a.Extra...), b.Root)
+			outs := append(a.outputs(), b.Root)
 			root := a.Root // the later root is the merged group's
 			if b.Root.index > root.index {
 				root = b.Root

@@ -337,7 +337,7 @@ func traffic(groups []*Group) int64 {
 		for _, in := range groupInputs(grp) {
 			n += nodeBytes(in)
 		}
-		for _, x := range append([]*Node{grp.Root}, grp.Extra...) {
+		for _, x := range grp.outputs() {
 			n += nodeBytes(x)
 		}
 	}

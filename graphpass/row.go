@@ -88,9 +88,9 @@ func cpuStream(grp *Group, t Target) bool {
 	if t.GPU() || !t.Native || !grp.freshOut || grp.Root.Info.DType != tile.F32 {
 		return false
 	}
-	bytes := 0
-	for _, x := range append([]*Node{grp.Root}, grp.Extra...) {
-		bytes += numel(x.Info.Shape) * x.Info.DType.Size()
+	var bytes int64
+	for _, x := range grp.outputs() {
+		bytes += nodeBytes(x)
 	}
 	return bytes >= cpuStreamBytes
 }
