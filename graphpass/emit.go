@@ -673,20 +673,34 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 }
 
 // tanhPlusOne writes n = tanh(u) + 1 (either order; GELU's tanh form,
-// ½·x·(1 + tanh(u))) as 2·sigmoid(2u), where n is a sum of a one-element
+// ½·x·(1 + tanh(u))) from e^(−2u), where n is a sum of a one-element
 // constant 1 and a tanh of n's shape in the group that nothing else
-// reads, on a GPU (plusOneTanh): the same value (1 + tanh(u) = 2/(1 +
-// e^(−2u)); the scalings by 2 are exact), which the GPU computes in fewer
-// instructions (an exp, a reciprocal; tanh is an exp, a reciprocal and a
-// polynomial, both computed where a warp's lanes take either) and more
-// accurately for u < 0, where 1 + tanh(u) cancels. In a rounded epilogue,
-// 2·halfSum (roundedHalfSum). Else nil.
+// reads (plusOneTanh): the same value, 1 + tanh(u) = 2/(1 + e^(−2u)),
+// in fewer instructions (an exp and a division; a tanh is an exp, a
+// division and a polynomial, both computed where lanes take either) and
+// more accurately for u < 0, where 1 + tanh(u) cancels (at u = −5.5 the
+// f32 sum keeps 12 bits of 24). On a GPU 2·sigmoid(2u) (the scalings by
+// 2 are exact), in a rounded epilogue 2·halfSum (roundedHalfSum); on a
+// CPU 2/(1 + e^(−2u)) by the exp and the division themselves, since the
+// CPU's sigmoid is the exact one of two parts (codegen/cpu/native:
+// sigmoid32), slower than the tanh (the chain's kernel alone on one of
+// the 2-core VM's cores, 64K elements: tanh 27.4 µs, sigmoid 31.6, exp
+// and division 18.7; on the H200 machine's 16-core host, r38a, its large
+// size (4M) 0.40–0.43 → 0.30–0.31 ms in turn three times). Else nil.
 func (e *emitter) tanhPlusOne(n *Node, idx *tile.Value) (*tile.Value, error) {
 	t := e.plusOneTanh(n)
 	if t == nil {
 		return nil, nil
 	}
 	b := e.b
+	if !e.t.GPU() {
+		arg, err := e.scaled(t.Inputs[0], t, -2, idx) // −2u, constants folded
+		if err != nil {
+			return nil, err
+		}
+		dt := arg.Type.DType
+		return b.Div(b.Const(2, dt), b.Add(b.Const(1, dt), b.Exp(arg))), nil
+	}
 	if e.roundedEpilogue(t.Inputs[0]) {
 		h, err := e.roundedHalfSum(t, idx)
 		if err != nil {
@@ -705,7 +719,7 @@ func (e *emitter) tanhPlusOne(n *Node, idx *tile.Value) (*tile.Value, error) {
 // plusOneTanh is the tanh of n = tanh(u) + 1 that tanhPlusOne rewrites,
 // or nil.
 func (e *emitter) plusOneTanh(n *Node) *Node {
-	if !e.t.GPU() || n.Info.Kind != ops.Binary || n.Info.Binary != tile.OpAdd || n.Info.Cmp || len(n.Inputs) != 2 {
+	if n.Info.Kind != ops.Binary || n.Info.Binary != tile.OpAdd || n.Info.Cmp || len(n.Inputs) != 2 {
 		return nil
 	}
 	t, one := n.Inputs[0], n.Inputs[1]
@@ -887,7 +901,7 @@ func (e *emitter) product(n *Node, c float64) (p flatProduct, ok bool) {
 				}
 			case !sameShape(in.Info.Shape, n.Info.Shape):
 				return false
-			case e.absorbed(in, n) && e.plusOneTanh(in) != nil && e.roundedEpilogue(in):
+			case e.t.GPU() && e.absorbed(in, n) && e.plusOneTanh(in) != nil && e.roundedEpilogue(in):
 				p.factors, p.half = append(p.factors, in), append(p.half, true)
 				p.c *= 2
 			default:
