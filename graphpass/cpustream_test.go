@@ -1,6 +1,7 @@
 package graphpass_test
 
 import (
+	"math"
 	"regexp"
 	"testing"
 
@@ -12,36 +13,45 @@ import (
 )
 
 // TestStoresPastTheCachesOnCPU: on a CPU whose kernels run as machine
-// code, a row group whose outputs go to the user alone, in memory of their
-// own each run (Options.FreshOutputs), and take cpuStreamBytes (4 MiB) or
-// more stores with the streaming hint (STREAM = 3: codegen/cpu/native
-// writes such stores past the caches) and loads without it; not where that
-// memory is reused, the kernels run on the executor or a GPU, the outputs
-// are smaller or float64 (unmeasured where it would pay), or a node outside
-// the group reads them.
+// code, a row or elementwise group whose outputs go to the user alone, in
+// memory of their own each run (Options.FreshOutputs), and take
+// cpuStreamBytes (4 MiB) or more stores with the streaming hint (STREAM =
+// 3: codegen/cpu/native writes such stores past the caches) and loads
+// without it; not where that memory is reused, the kernels run on the
+// executor or a GPU, the outputs are smaller or float64 (unmeasured where
+// it would pay), or a node outside the group reads them.
 func TestStoresPastTheCachesOnCPU(t *testing.T) {
 	nativeCPU := Target{Cores: 2, Native: true}
 	hinted := regexp.MustCompile(`(?m)^.*\bstore\b.*\{cache = streaming\}`)
 	hintedLoad := regexp.MustCompile(`(?m)^.*\bload\b.*\{cache = `)
+	// the group: a softmax or a LayerNorm (row groups), GELU's tanh form
+	// (elementwise)
+	const softmax, layerNorm, gelu = "softmax", "LayerNorm", "gelu"
 	for _, c := range []struct {
 		name          string
+		build         string
 		rows, cols    int
-		ln            bool
 		fresh         bool
 		target        Target
 		readByProduct bool
-		want          bool
 		f64           bool
+		want          bool
 	}{
-		{"softmax 4096×1024, memory of its own", 4096, 1024, false, true, nativeCPU, false, true, false},
-		{"LayerNorm 4096×1024, memory of its own", 4096, 1024, true, true, nativeCPU, false, true, false},
-		{"softmax 1024×1024 (4 MiB)", 1024, 1024, false, true, nativeCPU, false, true, false},
-		{"softmax 1023×1024 (under 4 MiB)", 1023, 1024, false, true, nativeCPU, false, false, false},
-		{"softmax 4096×1024, memory reused", 4096, 1024, false, false, nativeCPU, false, false, false},
-		{"softmax 4096×1024 on the executor", 4096, 1024, false, true, CPU(2), false, false, false},
-		{"softmax 4096×1024 on the H200", 4096, 1024, false, true, H200, false, false, false},
-		{"softmax 4096×1024 read by a product", 4096, 1024, false, true, nativeCPU, true, false, false},
-		{"softmax 4096×1024 in float64", 4096, 1024, false, true, nativeCPU, false, false, true},
+		{"softmax 4096×1024, memory of its own", softmax, 4096, 1024, true, nativeCPU, false, false, true},
+		{"LayerNorm 4096×1024, memory of its own", layerNorm, 4096, 1024, true, nativeCPU, false, false, true},
+		{"softmax 1024×1024 (4 MiB)", softmax, 1024, 1024, true, nativeCPU, false, false, true},
+		{"softmax 1023×1024 (under 4 MiB)", softmax, 1023, 1024, true, nativeCPU, false, false, false},
+		{"softmax 4096×1024, memory reused", softmax, 4096, 1024, false, nativeCPU, false, false, false},
+		{"softmax 4096×1024 on the executor", softmax, 4096, 1024, true, CPU(2), false, false, false},
+		{"softmax 4096×1024 on the H200", softmax, 4096, 1024, true, H200, false, false, false},
+		{"softmax 4096×1024 read by a product", softmax, 4096, 1024, true, nativeCPU, true, false, false},
+		{"softmax 4096×1024 in float64", softmax, 4096, 1024, true, nativeCPU, false, true, false},
+		{"gelu 4096×1024, memory of its own", gelu, 4096, 1024, true, nativeCPU, false, false, true},
+		{"gelu 1024×1023 (under 4 MiB)", gelu, 1024, 1023, true, nativeCPU, false, false, false},
+		{"gelu 4096×1024, memory reused", gelu, 4096, 1024, false, nativeCPU, false, false, false},
+		{"gelu 4096×1024 on the H200", gelu, 4096, 1024, true, H200, false, false, false},
+		{"gelu 4096×1024 read by a product", gelu, 4096, 1024, true, nativeCPU, true, false, false},
+		{"gelu 4096×1024 in float64", gelu, 4096, 1024, true, nativeCPU, false, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := G.NewGraph()
@@ -51,9 +61,13 @@ func TestStoresPastTheCachesOnCPU(t *testing.T) {
 			}
 			x := G.NewMatrix(g, dt, G.WithShape(c.rows, c.cols), G.WithName("x"))
 			var y *G.Node
-			if c.ln {
+			kind := RowGroup
+			switch c.build {
+			case layerNorm:
 				y = opLayerNormAffine(x)
-			} else {
+			case gelu:
+				y, kind = opGelu(x), ElementwiseGroup
+			default:
 				y = opSoftmax(x)
 			}
 			writeOut := map[*G.Node]bool{y: true}
@@ -71,8 +85,8 @@ func TestStoresPastTheCachesOnCPU(t *testing.T) {
 					grp = gp
 				}
 			}
-			if grp == nil || grp.Kind != RowGroup {
-				t.Fatalf("no row group writes y: %v", grp)
+			if grp == nil || grp.Kind != kind {
+				t.Fatalf("no %v group writes y: %v", kind, grp)
 			}
 			k, err := Emit(grp, c.target, tile.PrecIEEE)
 			if err != nil {
@@ -88,4 +102,19 @@ func TestStoresPastTheCachesOnCPU(t *testing.T) {
 			}
 		})
 	}
+}
+
+// opGelu is GELU's tanh form op by op: ½·x·(1 + tanh(√(2/π)·(x +
+// 0.044715·x³))).
+func opGelu(x *G.Node) *G.Node {
+	c := func(v float64) *G.Node {
+		if x.Dtype() == tensor.Float32 {
+			return G.NewConstant(float32(v))
+		}
+		return G.NewConstant(v)
+	}
+	must := G.Must
+	cube := must(G.HadamardProd(must(G.HadamardProd(x, x)), x))
+	u := must(G.Mul(must(G.Add(x, must(G.Mul(cube, c(0.044715))))), c(math.Sqrt(2/math.Pi))))
+	return must(G.Mul(must(G.HadamardProd(x, must(G.Add(must(G.Tanh(u)), c(1))))), c(0.5)))
 }

@@ -55,6 +55,9 @@ var elementwiseKind = groupKind{
 			return
 		}
 		meta["BLOCK"] = min(t.perThread(8, 1024), pow2AtLeast(numel(grp.Root.Info.Shape)))
+		if cpuStream(grp, t) {
+			meta["STREAM"] = 3 // the stores past the caches
+		}
 	},
 	space: elementwiseSpace,
 	emit:  emitElementwise,
@@ -64,7 +67,8 @@ var elementwiseKind = groupKind{
 // (p+1)·BLOCK) of the output. BLOCK: on a GPU 8 elements a thread (1024 at
 // 4 warps), on the CPU 1024, or the output's size rounded up to a power of
 // two if smaller. On the CPU a group with a transpose is written over rows
-// instead (BLOCK_C: emitRows).
+// instead (BLOCK_C: emitRows). STREAM = 3 (a CPU's: cpuStream) stores with
+// the streaming hint.
 func emitElementwise(e *emitter, out *tile.Value, k *Kernel) error {
 	if _, ok := e.meta["BLOCK_C"]; ok {
 		return emitRows(e, out, k)
@@ -84,7 +88,19 @@ func emitElementwise(e *emitter, out *tile.Value, k *Kernel) error {
 	if n%block != 0 { // else every lane is in range: no mask
 		e.mask = b.Lt(bs.offs, n)
 	}
-	if err := e.store(out, bs.offs); err != nil {
+	stream, err := e.optParam("STREAM", 0)
+	if err != nil {
+		return err
+	}
+	var hint []tile.CacheHint
+	switch stream {
+	case 0:
+	case 3:
+		hint = []tile.CacheHint{tile.CacheStreaming}
+	default:
+		return fmt.Errorf("graphpass: %v: STREAM = %d: want 0 (no hint) or 3 (the stores)", e.grp, stream)
+	}
+	if err := e.store(out, bs.offs, hint...); err != nil {
 		return err
 	}
 	k.Grid = tile.Grid{tile.CDiv(n, block)}

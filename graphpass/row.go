@@ -60,30 +60,35 @@ func looped(full []int, t Target) bool { return len(full) > 0 && full[len(full)-
 // later kernel reads would have stayed there anyway.
 const streamBytes = 64 << 20
 
-// cpuStreamBytes is the least a CPU row group's outputs take for its
-// stores to go past the caches (cpuStream).
+// cpuStreamBytes is the least a CPU group's outputs take for its stores
+// to go past the caches (cpuStream).
 const cpuStreamBytes = 4 << 20
 
-// cpuStream reports whether a row group's stores go past the caches on a
-// CPU (STREAM = 3: the stores' streaming hint, which codegen/cpu/native
-// writes as non-temporal stores): its target runs machine code, its
-// outputs go to the user alone in memory of their own each run
-// (Group.freshOut) and take cpuStreamBytes or more. Such memory is in no
-// cache, so an ordinary store first reads each line for ownership; past
-// the caches the line is written once. Measured on the H100 machine's
-// 16-core host (2026-12-05, `tilefuse bench -backend cpu -size large -runs
-// 30 -loop -rotate 1`, GOMAXPROCS=16, medians, ms; r37c: the session's
-// start and this in turn three times): LayerNorm 0.299, 0.397, 0.305 →
-// 0.153, 0.204, 0.161, softmax 0.342, 0.468, 0.354 → 0.256, 0.291, 0.245
-// (PyTorch CPU 0.194–0.205 and 0.333 in r37b and r37c). With the outputs
-// reused (WithReuseOutputs, the lines in the caches: not taken there; r37b,
-// an experiment build that streamed every row store) LayerNorm 0.136,
-// 0.134, 0.145 → 0.128, 0.126, 0.158, and on the 2-core VM 0.34–0.37 →
-// 0.39–0.41. Not
-// for elementwise groups: the chain (a GELU, compute-bound) moved within
-// its spread on the host and lost 3–6% on the VM. Not for f64 outputs
-// either: the 2-core VM's f64 LayerNorm large in new memory ran 1.93–2.07 →
-// 2.02–2.21 ms with them, its softmax level (the host unmeasured).
+// cpuStream reports whether a row or elementwise group's stores go past
+// the caches on a CPU (STREAM = 3: the stores' streaming hint, which
+// codegen/cpu/native writes as non-temporal stores): its target runs
+// machine code, its outputs go to the user alone in memory of their own
+// each run (Group.freshOut) and take cpuStreamBytes or more. Such memory
+// is in no cache, so an ordinary store first reads each line for
+// ownership; past the caches the line is written once. Measured on the
+// H100 machine's 16-core host (2026-12-05, `tilefuse bench -backend cpu
+// -size large -runs 30 -loop -rotate 1`, GOMAXPROCS=16, medians, ms; r37c:
+// the session's start and this in turn three times): LayerNorm 0.299,
+// 0.397, 0.305 → 0.153, 0.204, 0.161, softmax 0.342, 0.468, 0.354 → 0.256,
+// 0.291, 0.245 (PyTorch CPU 0.194–0.205 and 0.333 in r37b and r37c). With
+// the outputs reused (WithReuseOutputs, the lines in the caches: not taken
+// there; r37b, an experiment build that streamed every row store)
+// LayerNorm 0.136, 0.134, 0.145 → 0.128, 0.126, 0.158, and on the 2-core
+// VM 0.34–0.37 → 0.39–0.41. The chain (an elementwise GELU of 4M
+// elements), once its GELU took an exp and a division in place of the tanh
+// (tanhPlusOne) and its memory mattered, on the H100 machine's host alone
+// 0.314, 0.566, 0.285 → 0.268, 0.246, 0.273 and after LayerNorm and
+// softmax 0.332, 0.291 → 0.278, 0.263 (r38b, in turn), on the H200's 0.307,
+// 0.295, 0.311 → 0.282, 0.288, 0.255 (r38a), on the 2-core VM 0.562–0.588
+// → 0.548–0.573 (with the tanh it had moved within its spread on the host
+// and lost 3–6% on the VM). Not for f64 outputs: the 2-core VM's f64
+// LayerNorm large in new memory ran 1.93–2.07 → 2.02–2.21 ms with them,
+// its softmax level (the host unmeasured).
 func cpuStream(grp *Group, t Target) bool {
 	if t.GPU() || !t.Native || !grp.freshOut || grp.Root.Info.DType != tile.F32 {
 		return false
