@@ -685,8 +685,9 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 // CPU's sigmoid is the exact one of two parts (codegen/cpu/native:
 // sigmoid32), slower than the tanh (the chain's kernel alone on one of
 // the 2-core VM's cores, 64K elements: tanh 27.4 µs, sigmoid 31.6, exp
-// and division 18.7; on the H200 machine's 16-core host, r38a, its large
-// size (4M) 0.40–0.43 → 0.30–0.31 ms in turn three times). Else nil.
+// and division 18.7, and 16.6 with −2 folded into u's constants; its
+// large size (4M) on the H200 machine's 16-core host, r38a, before the
+// folding, 0.40–0.43 → 0.30–0.31 ms in turn three times). Else nil.
 func (e *emitter) tanhPlusOne(n *Node, idx *tile.Value) (*tile.Value, error) {
 	t := e.plusOneTanh(n)
 	if t == nil {
