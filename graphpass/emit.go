@@ -772,6 +772,21 @@ func (e *emitter) roundedHalfSum(t *Node, idx *tile.Value) (*tile.Value, error) 
 	return b.Mul(r, r), nil
 }
 
+// halfSum is (1 + tanh(u))/2 = 1/(1 + e^(−2u)) for the tanh t of u: on a
+// GPU in a rounded epilogue (roundedHalfSum), on a CPU by its exp and a
+// division, −2 folded into u's constants (scaled).
+func (e *emitter) halfSum(t *Node, idx *tile.Value) (*tile.Value, error) {
+	if e.t.GPU() {
+		return e.roundedHalfSum(t, idx)
+	}
+	arg, err := e.scaled(t.Inputs[0], t, -2, idx)
+	if err != nil {
+		return nil, err
+	}
+	b, dt := e.b, arg.Type.DType
+	return b.Div(b.Const(1, dt), b.Add(b.Const(1, dt), b.Exp(arg))), nil
+}
+
 // scaled is c·u for u an operand of user, u's constant factors folded
 // into c where u is a product user alone reads (product).
 // Where that leaves c·(y + a·y³) (GELU's inner sum, y·y·y or cube(y)),
@@ -958,18 +973,23 @@ func (e *emitter) roundedProduct(n *Node, idx *tile.Value) (*tile.Value, error) 
 	return e.genProduct(p, idx)
 }
 
-// tanhSums writes, in the epilogue of a GPU's TF32 or bf16 product,
-// n = 1 + t (either order) as 2h and n = 1 − t·t as 4h(1 − h), h =
-// (1 + t)/2 = 1/(1 + e^(−2u)) (roundedHalfSum), for a tanh t = tanh(u)
-// that the group reads only through such sums (tanhSumsOnly; GELU's
-// gradient, ½·g·(1 + t) + ½·g·x·(1 − t²)·u′, where the backward recomputes
-// t from the pre-activation): ex2 and rsqrt once for both in place of the
-// exact tanh's exponential, reciprocal and polynomial. Both are within a
-// few ulp of 1 of the sums as the graph writes them (2h is nearer where
-// 1 + t cancels, u < 0; 4h(1 − h), as 1 − t·t, loses its relative
-// accuracy only where it is below 2⁻²⁴ and its term with it); u need not
-// come from the product: the sums meet the product's rounding, 2⁻¹¹ of g,
-// in the term they are in. Else nil.
+// tanhSums writes, in the epilogue of a GPU's TF32 or bf16 product and in
+// any group on a CPU, n = 1 + t (either order) as 2h and n = 1 − t·t as
+// 4h(1 − h), h = (1 + t)/2 = 1/(1 + e^(−2u)) (halfSum), for a tanh t =
+// tanh(u) that the group reads only through such sums (tanhSumsOnly;
+// GELU's gradient, ½·g·(1 + t) + ½·g·x·(1 − t²)·u′, where the backward
+// recomputes t from the pre-activation): on the GPU ex2 and rsqrt
+// (roundedHalfSum), on a CPU an exp and a division (as tanhPlusOne), once
+// for both in place of the tanh's exponential, reciprocal and polynomial.
+// Both are within a few ulp of 1 of the sums as the graph writes them,
+// and nearer where those cancel: 2h where u < 0 (1 + t), 4h(1 − h) where
+// u < 0 too (1 − t·t, with t near −1); where u > 0 4h(1 − h) loses its
+// relative accuracy as 1 − t·t does, below 2⁻²⁴ (of its precision), and
+// its term with it. On the GPU u need not come from the product: the sums
+// meet the product's rounding, 2⁻¹¹ of g, in the term they are in. On a
+// CPU (2026-12-05, thirty-eighth session) the 2-core VM's encoder
+// forward+backward large ran its GELU gradient's product 1.43–1.45 →
+// 1.38–1.40 ms, the step level within its spread. Else nil.
 func (e *emitter) tanhSums(n *Node, idx *tile.Value) (*tile.Value, error) {
 	t, square := e.tanhSum(n)
 	if t == nil {
@@ -982,7 +1002,7 @@ func (e *emitter) tanhSums(n *Node, idx *tile.Value) (*tile.Value, error) {
 	h, ok := e.halves[key]
 	if !ok {
 		var err error
-		if h, err = e.roundedHalfSum(t, idx); err != nil {
+		if h, err = e.halfSum(t, idx); err != nil {
 			return nil, err
 		}
 		e.halves[key] = h
@@ -998,7 +1018,7 @@ func (e *emitter) tanhSums(n *Node, idx *tile.Value) (*tile.Value, error) {
 // tanhSum is the tanh t of n = 1 + t or n = 1 − t·t (square set) that
 // tanhSums rewrites, or nil.
 func (e *emitter) tanhSum(n *Node) (t *Node, square bool) {
-	if !e.t.GPU() || !e.roundedGroup() || n.Info.Kind != ops.Binary || n.Info.Cmp || len(n.Inputs) != 2 || n.Info.DType != tile.F32 {
+	if e.t.GPU() && (!e.roundedGroup() || n.Info.DType != tile.F32) || n.Info.Kind != ops.Binary || n.Info.Cmp || len(n.Inputs) != 2 {
 		return nil, false
 	}
 	a, c := n.Inputs[0], n.Inputs[1]
@@ -1023,16 +1043,17 @@ func isOne(c *Node) bool {
 	return c.Info.Kind == ops.Constant && c.Info.Value == 1 && numel(c.Info.Shape) == 1
 }
 
-// isSquare reports whether m is t·t of one node t, private to the group.
+// isSquare reports whether m is t·t of one node t, private to the group
+// (of either float type: tanhSumsOnly asks f32 of a GPU's).
 func (e *emitter) isSquare(m *Node) bool {
-	return e.isProduct(m) && m.Inputs[0] == m.Inputs[1] && e.private(m) && sameShape(m.Inputs[0].Info.Shape, m.Info.Shape)
+	return isBinary(m, tile.OpMul) && m.Inputs[0] == m.Inputs[1] && e.private(m) && sameShape(m.Inputs[0].Info.Shape, m.Info.Shape)
 }
 
-// tanhSumsOnly reports whether t is an f32 tanh that the group computes
-// for itself and reads only as 1 + t, or as t·t (its own, of t's shape)
-// read only by 1 − t·t.
+// tanhSumsOnly reports whether t is a tanh (f32 on a GPU) that the group
+// computes for itself and reads only as 1 + t, or as t·t (its own, of t's
+// shape) read only by 1 − t·t.
 func (e *emitter) tanhSumsOnly(t *Node) bool {
-	if t.Info.Kind != ops.Unary || t.Info.Name != "tanh" || len(t.Inputs) != 1 || t.Info.DType != tile.F32 || !e.private(t) {
+	if t.Info.Kind != ops.Unary || t.Info.Name != "tanh" || len(t.Inputs) != 1 || e.t.GPU() && t.Info.DType != tile.F32 || !e.private(t) {
 		return false
 	}
 	return geluTanhUses(t, e.inGroup, e.isSquare)
