@@ -695,12 +695,11 @@ func (e *emitter) tanhPlusOne(n *Node, idx *tile.Value) (*tile.Value, error) {
 	}
 	b := e.b
 	if !e.t.GPU() {
-		arg, err := e.scaled(t.Inputs[0], t, -2, idx) // −2u, constants folded
+		d, err := e.onePlusExp(t, idx)
 		if err != nil {
 			return nil, err
 		}
-		dt := arg.Type.DType
-		return b.Div(b.Const(2, dt), b.Add(b.Const(1, dt), b.Exp(arg))), nil
+		return b.Div(b.Const(2, d.Type.DType), d), nil
 	}
 	if e.roundedEpilogue(t.Inputs[0]) {
 		h, err := e.roundedHalfSum(t, idx)
@@ -774,17 +773,26 @@ func (e *emitter) roundedHalfSum(t *Node, idx *tile.Value) (*tile.Value, error) 
 
 // halfSum is (1 + tanh(u))/2 = 1/(1 + e^(−2u)) for the tanh t of u: on a
 // GPU in a rounded epilogue (roundedHalfSum), on a CPU by its exp and a
-// division, −2 folded into u's constants (scaled).
+// division (onePlusExp).
 func (e *emitter) halfSum(t *Node, idx *tile.Value) (*tile.Value, error) {
 	if e.t.GPU() {
 		return e.roundedHalfSum(t, idx)
 	}
+	d, err := e.onePlusExp(t, idx)
+	if err != nil {
+		return nil, err
+	}
+	return e.b.Div(e.b.Const(1, d.Type.DType), d), nil
+}
+
+// onePlusExp is 1 + e^(−2u) for the tanh t of u, −2 folded into u's
+// constants (scaled): a CPU's denominator of 1 + tanh(u) = 2/(1 + e^(−2u)).
+func (e *emitter) onePlusExp(t *Node, idx *tile.Value) (*tile.Value, error) {
 	arg, err := e.scaled(t.Inputs[0], t, -2, idx)
 	if err != nil {
 		return nil, err
 	}
-	b, dt := e.b, arg.Type.DType
-	return b.Div(b.Const(1, dt), b.Add(b.Const(1, dt), b.Exp(arg))), nil
+	return e.b.Add(e.b.Const(1, arg.Type.DType), e.b.Exp(arg)), nil
 }
 
 // scaled is c·u for u an operand of user, u's constant factors folded
