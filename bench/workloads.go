@@ -219,7 +219,9 @@ func cOf(x *G.Node, v float64) *G.Node {
 	return G.NewConstant(float32(v))
 }
 
-func gelu(x *G.Node) *G.Node { // tanh form, as users write it
+// GELU is GELU's tanh form as users write it, op by op: ½·x·(1 +
+// tanh(√(2/π)·(x + 0.044715·x³))), with Gorgonia's Cube, in x's float type.
+func GELU(x *G.Node) *G.Node {
 	inner := G.Must(G.Mul(G.Must(G.Add(x, G.Must(G.Mul(G.Must(G.Cube(x)), cOf(x, 0.044715))))), cOf(x, math.Sqrt(2/math.Pi))))
 	return G.Must(G.Mul(G.Must(G.HadamardProd(x, G.Must(G.Add(G.Must(G.Tanh(inner)), cOf(x, 1))))), cOf(x, 0.5)))
 }
@@ -248,7 +250,7 @@ func elementwise(size string) (Spec, error) {
 	b := newBuilder()
 	x := b.input("x", 2, n/1024, 1024)
 	h := G.Must(G.Add(G.Must(G.Mul(x, cOf(x, 0.5))), cOf(x, 1)))
-	return b.spec("chain", size, 0, G.Must(G.Mul(gelu(h), cOf(x, 2)))), nil
+	return b.spec("chain", size, 0, G.Must(G.Mul(GELU(h), cOf(x, 2)))), nil
 }
 
 func softmaxW(size string) (Spec, error) {
@@ -296,7 +298,7 @@ func linearGelu(size string) (Spec, error) {
 	k, n := m, m
 	b := newBuilder()
 	x, w, bias := b.input("x", 1, m, k), b.input("w", 1/math.Sqrt(float64(k)), k, n), b.input("b", 1, n)
-	y := gelu(G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w)), bias, nil, []byte{0})))
+	y := GELU(G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w)), bias, nil, []byte{0})))
 	return b.spec("linear_gelu", size, int64(2*m*n*k), y), nil
 }
 
@@ -362,7 +364,7 @@ func mlpGraph(size string) (b *builder, loss *G.Node, learnables, grads G.Nodes,
 	x, y := b.input("x", 1, batch, in), b.input("y", 1, batch, out)
 	w1, b1 := b.input("w1", 1/math.Sqrt(float64(in)), in, hid), b.input("b1", 0.1, hid)
 	w2, b2 := b.input("w2", 1/math.Sqrt(float64(hid)), hid, out), b.input("b2", 0.1, out)
-	h := gelu(G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w1)), b1, nil, []byte{0})))
+	h := GELU(G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w1)), b1, nil, []byte{0})))
 	p := G.Must(G.BroadcastAdd(G.Must(G.Mul(h, w2)), b2, nil, []byte{0}))
 	loss = G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(p, y))))))
 	learnables = G.Nodes{w1, b1, w2, b2}
@@ -433,7 +435,7 @@ func encoderSpec(size string, backward bool) (_ Spec, params G.Nodes, cost *G.No
 	h1 := layerNorm(G.Must(G.Add(x, G.Must(G.Mul(att, wo)))), param("ln1_g", 1, d), param("ln1_b", 0.1, d))
 	w1, b1 := param("w1", 1/math.Sqrt(float64(d)), d, ff), param("b1", 0.1, ff)
 	w2, b2 := param("w2", 1/math.Sqrt(float64(ff)), ff, d), param("b2", 0.1, d)
-	m := G.Must(G.BroadcastAdd(G.Must(G.Mul(gelu(G.Must(G.BroadcastAdd(G.Must(G.Mul(h1, w1)), b1, nil, []byte{0}))), w2)), b2, nil, []byte{0}))
+	m := G.Must(G.BroadcastAdd(G.Must(G.Mul(GELU(G.Must(G.BroadcastAdd(G.Must(G.Mul(h1, w1)), b1, nil, []byte{0}))), w2)), b2, nil, []byte{0}))
 	out := layerNorm(G.Must(G.Add(h1, m)), param("ln2_g", 1, d), param("ln2_b", 0.1, d))
 	n := int64(batch * s)
 	flops := 2*n*int64(3*d*d+d*d+2*d*ff) + int64(batch*h)*4*int64(s*s*dh)

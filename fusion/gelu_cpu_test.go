@@ -7,12 +7,13 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/tilefuse/tilefuse/bench"
 	"github.com/tilefuse/tilefuse/fusion"
 	"github.com/tilefuse/tilefuse/tile"
 )
 
-// TestGELUTanhFormOnCPU: GELU's tanh form written op by op, ½·x·(1 +
-// tanh(u)), u = √(2/π)·(x + 0.044715·x³), and its gradient as Gorgonia
+// TestGELUTanhFormOnCPU: GELU's tanh form written op by op (bench.GELU),
+// ½·x·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³), and its gradient as Gorgonia
 // takes it (of Σ GELU(x): ½·(1 + t) + ½·x·(1 − t·t)·u′, t = tanh u), in f32
 // and f64 on the CPU backend (machine code where the CPU runs it, the
 // executor otherwise), are kernels with no tanh (graphpass's tanhPlusOne:
@@ -51,7 +52,7 @@ func TestGELUTanhFormOnCPU(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := G.NewGraph()
 			x := G.NewVector(g, tc.dt, G.WithShape(n), G.WithName("x"))
-			y := opGELU(x)
+			y := bench.GELU(x)
 			if tc.grad {
 				if _, err := G.Grad(G.Must(G.Sum(y)), x); err != nil {
 					t.Fatal(err)
@@ -145,19 +146,4 @@ func TestGELUTanhFormOnCPU(t *testing.T) {
 			t.Logf("largest error %.2f of the bound, at x = %v", worst, xs[at])
 		})
 	}
-}
-
-// opGELU is GELU's tanh form op by op: ½·x·(1 + tanh(√(2/π)·(x +
-// 0.044715·x³))).
-func opGELU(x *G.Node) *G.Node {
-	c := func(v float64) *G.Node {
-		if x.Dtype() == tensor.Float32 {
-			return G.NewConstant(float32(v))
-		}
-		return G.NewConstant(v)
-	}
-	must := G.Must
-	cube := must(G.HadamardProd(must(G.HadamardProd(x, x)), x))
-	u := must(G.Mul(must(G.Add(x, must(G.Mul(cube, c(0.044715))))), c(math.Sqrt(2/math.Pi))))
-	return must(G.Mul(must(G.HadamardProd(x, must(G.Add(must(G.Tanh(u)), c(1))))), c(0.5)))
 }
