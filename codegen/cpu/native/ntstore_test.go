@@ -20,18 +20,7 @@ import (
 // written.
 func TestStoresPastTheCaches(t *testing.T) {
 	requireJIT(t)
-	for _, c := range []struct {
-		name     string
-		wl       string
-		block, n int
-		rows     int
-		rel, abs float64
-	}{
-		{name: "layernorm 37 rows of 1024", wl: "layernorm", block: 1024, n: 1024, rows: 37, rel: 1e-5, abs: 1e-5},
-		{name: "softmax 37 rows of 1024", wl: "softmax", block: 1024, n: 1024, rows: 37, rel: 2e-6, abs: 1e-9},
-		{name: "softmax 21 rows of 1000 in blocks of 1024", wl: "softmax", block: 1024, n: 1000, rows: 21, rel: 2e-6, abs: 1e-9},
-		{name: "layernorm 9 rows of 4104 in blocks of 8192", wl: "layernorm", block: 8192, n: 4104, rows: 9, rel: 1e-5, abs: 1e-5},
-	} {
+	for _, c := range storeCases(storeCase{name: "layernorm 9 rows of 4104 in blocks of 8192", wl: "layernorm", block: 8192, n: 4104, rows: 9, rel: 1e-5, abs: 1e-5}) {
 		t.Run(c.name, func(t *testing.T) {
 			k0, launch := rowKernelMeta(t, c.wl, tile.Meta{"BLOCK": c.block}, c.rows, c.n)
 			k1, _ := rowKernelMeta(t, c.wl, tile.Meta{"BLOCK": c.block, "STREAM": 1}, c.rows, c.n)

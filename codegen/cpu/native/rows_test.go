@@ -44,6 +44,28 @@ func rowKernelMeta(tb testing.TB, wl string, meta tile.Meta, rows, n int) (*tile
 	}
 }
 
+// storeCase is a row kernel (rowKernel's wl) of rows rows of n elements in
+// blocks of block, with its tolerances against the reference.
+type storeCase struct {
+	name     string
+	wl       string
+	block, n int
+	rows     int
+	rel, abs float64
+}
+
+// storeCases are the row kernels the store tests (TestRowStoreHints,
+// TestStoresPastTheCaches) run: rows of the vector's multiple and not, then
+// the test's own case.
+func storeCases(own storeCase) []storeCase {
+	return []storeCase{
+		{name: "layernorm 37 rows of 1024", wl: "layernorm", block: 1024, n: 1024, rows: 37, rel: 1e-5, abs: 1e-5},
+		{name: "softmax 37 rows of 1024", wl: "softmax", block: 1024, n: 1024, rows: 37, rel: 2e-6, abs: 1e-9},
+		{name: "softmax 21 rows of 1000 in blocks of 1024", wl: "softmax", block: 1024, n: 1000, rows: 21, rel: 2e-6, abs: 1e-9},
+		own,
+	}
+}
+
 // TestRowStoreHints: the row kernels' stores of a row in zmm loops hint
 // the next program's row for writing (prefetchw, body.go: prefetchStore)
 // where the CPU has AVX-512 and not without; the hint changes no result:
@@ -53,18 +75,7 @@ func rowKernelMeta(tb testing.TB, wl string, meta tile.Meta, rows, n int) (*tile
 // faults) and rows shorter than the block (masked loops).
 func TestRowStoreHints(t *testing.T) {
 	requireJIT(t)
-	for _, c := range []struct {
-		name     string
-		wl       string
-		block, n int
-		rows     int
-		rel, abs float64
-	}{
-		{name: "layernorm 37 rows of 1024", wl: "layernorm", block: 1024, n: 1024, rows: 37, rel: 1e-5, abs: 1e-5},
-		{name: "softmax 37 rows of 1024", wl: "softmax", block: 1024, n: 1024, rows: 37, rel: 2e-6, abs: 1e-9},
-		{name: "softmax 21 rows of 1000 in blocks of 1024", wl: "softmax", block: 1024, n: 1000, rows: 21, rel: 2e-6, abs: 1e-9},
-		{name: "layernorm 5 rows of 96 in blocks of 128", wl: "layernorm", block: 128, n: 96, rows: 5, rel: 1e-5, abs: 1e-5},
-	} {
+	for _, c := range storeCases(storeCase{name: "layernorm 5 rows of 96 in blocks of 128", wl: "layernorm", block: 128, n: 96, rows: 5, rel: 1e-5, abs: 1e-5}) {
 		t.Run(c.name, func(t *testing.T) {
 			hints := rowSwitch{"hints", "prefetchw in the code", native.SetStoreHints, native.PrefetchesW}
 			hints.check(t, c.name, c.wl, c.block, c.rows, c.n, c.rel, c.abs, func(isa string) bool { return isa == "avx512" })
