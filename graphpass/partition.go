@@ -96,7 +96,7 @@ type Options struct {
 	// their own, which no earlier run's stores left in the caches (package
 	// fusion's CPU backend without WithReuseOutputs). A CPU group whose
 	// every output is such a value that no other node reads is then
-	// written past the caches where that pays (freshOut, tuneRow).
+	// written past the caches where that pays (freshOut, cpuStream).
 	FreshOutputs bool
 }
 
