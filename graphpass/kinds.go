@@ -21,6 +21,7 @@ const (
 	HeadsProjGroup                     // heads.go: its projections, one batched product
 	HeadsGradGroup                     // heads.go: its weights' gradients, a batched product for q's and one for k's and v's
 	TransposeGroup                     // transpose.go: a weight gradient's A, transposed once for its product
+	PadGroup                           // pad.go: a product's operand copied into rows 16-byte aligned
 
 	numGroupKinds // the end: groupKinds has one entry per kind
 )
@@ -86,6 +87,7 @@ var groupKinds = [...]groupKind{
 	HeadsProjGroup:    headsProjKind,
 	HeadsGradGroup:    headsGradKind,
 	TransposeGroup:    transposeKind,
+	PadGroup:          padKind,
 }
 
 var _ [numGroupKinds]groupKind = groupKinds // one entry per kind

@@ -21,7 +21,7 @@ func TestGroupKindTable(t *testing.T) {
 			names[p.name] = true
 		})
 	}
-	if s := numGroupKinds.String(); s != "group kind(11)" {
+	if s := numGroupKinds.String(); s != "group kind(12)" {
 		t.Fatalf("the end sentinel prints %q", s)
 	}
 }

@@ -220,6 +220,12 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	if e.grp.aT != nil { // A transposed by its own kernel: read as A·B
 		pa = e.ptr[e.grp.aT]
 	}
+	if e.grp.aPad != nil { // copied into aligned rows (padOperands)
+		pa = e.ptr[e.grp.aPad]
+	}
+	if e.grp.bPad != nil {
+		pb = e.ptr[e.grp.bPad]
+	}
 	if pa == nil || pb == nil {
 		return fmt.Errorf("graphpass: %v: the product's operands are not inputs of the kernel", e.grp)
 	}
@@ -237,6 +243,20 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	if mm.Info.TransB != mm.Inputs[1].colMajor {
 		sbr, sbc = 1, kk
 	}
+	// kLoop is the K the loop runs over; bRows and bCols B's extent as
+	// the buffer it reads holds it. Operands copied into aligned rows
+	// (padOperands): A's copy has kLoop columns (zeros past K), B's
+	// bRows×bCols (zeros past K and n); a B read as it is keeps its K
+	// rows, masked where the loop passes them
+	kLoop, bRows, bCols := kk, kk, n
+	if e.grp.aPad != nil {
+		sar, sac = e.grp.aPad.Info.Shape[1], 1
+		kLoop = sar
+	}
+	if e.grp.bPad != nil {
+		bRows, bCols = e.grp.bPad.Info.Shape[0], e.grp.bPad.Info.Shape[1]
+		sbr, sbc = bCols, 1
+	}
 	gm, gn := tile.CDiv(m, bm), tile.CDiv(n, bn)
 	if g, set := e.meta["GROUP_M"]; set && g < 1 {
 		return fmt.Errorf("graphpass: %v: GROUP_M = %d: want 1 (the default order) or more rows of tiles a group", e.grp, g)
@@ -249,25 +269,28 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	mul := func(x *tile.Value, c int) *tile.Value { return mulBy(b, x, c) }
 	// the tiles' offsets at k0 = 0, once (step); the loop adds k0's step
 	// along K. Masks only where the sizes leave lanes out of range.
-	var inM, inN *tile.Value
+	var inM, inN, bN *tile.Value
 	if m%bm != 0 {
 		inM = b.Lt(rm, m)
 	}
 	if n%bn != 0 {
 		inN = b.Lt(rn, n)
 	}
+	if gn*bn > bCols { // B's loads masked where its buffer's columns end
+		bN = b.Lt(rn, bCols)
+	}
 	// SPLIT_K = s > 1 (a bare 2-D product only: nothing but the product in
 	// the group): program axis 2 takes the s-th part of K, and the parts
 	// are added atomically into the zeroed output (Kernel.Accumulates), so
 	// that a product with few output tiles and a long K fills the GPU
-	var lo, hi any = 0, kk
+	var lo, hi any = 0, kLoop
 	split := 1
 	if s, ok := e.meta["SPLIT_K"]; ok && s > 1 {
 		if batch > 1 || e.grp.Root != mm || len(e.grp.Extra) > 0 {
 			return fmt.Errorf("graphpass: %v: SPLIT_K = %d takes a bare 2-D product", e.grp, s)
 		}
 		split = s
-		lo, hi = kPart(b, b.ProgramID(2), kk, bk, split)
+		lo, hi = kPart(b, b.ProgramID(2), kLoop, bk, split)
 	}
 	// one K loop of BLOCK_K steps, masked along K where BLOCK_K does not
 	// divide K; on a CPU whose kernels run as machine code (which computes
@@ -278,9 +301,12 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	step := func(bk int, rkRow, rkCol *tile.Value, masked bool) func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
 		offA, offB := b.Add(mul(rm, sar), mul(rkRow, sac)), b.Add(mul(rkCol, sbr), mul(rn, sbc))
 		return func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
-			maskA, maskB := inM, inN
+			maskA, maskB := inM, bN
 			if masked {
-				maskA, maskB = e.and(inM, b.Lt(b.Add(rkRow, k0), kk)), e.and(b.Lt(b.Add(rkCol, k0), kk), inN)
+				maskA = e.and(inM, b.Lt(b.Add(rkRow, k0), kLoop))
+			}
+			if masked || bRows < kLoop {
+				maskB = e.and(b.Lt(b.Add(rkCol, k0), bRows), bN)
 			}
 			av := e.loadOr0(b.AddPtr(pa, b.Add(offA, mul(k0, sac))), e.fullMask(maskA, bm, bk))
 			bv := e.loadOr0(b.AddPtr(pb, b.Add(offB, mul(k0, sbr))), e.fullMask(maskB, bk, bn))
@@ -297,7 +323,7 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 		rkRow, rkCol := b.ExpandDims(b.Arange(0, bt), 0), b.ExpandDims(b.Arange(0, bt), 1)
 		acc = b.For(kk-rest, kk, bt, acc, step(bt, rkRow, rkCol, rest != bt))
 	} else {
-		acc = b.For(lo, hi, bk, []*tile.Value{b.Zeros(d, bm, bn)}, step(bk, rkRow, rkCol, kk%bk != 0))
+		acc = b.For(lo, hi, bk, []*tile.Value{b.Zeros(d, bm, bn)}, step(bk, rkRow, rkCol, kLoop%bk != 0))
 	}
 	idx := b.Add(b.Mul(rm, n), rn) // [BM,BN] flat indices of the output
 	if batch > 1 {

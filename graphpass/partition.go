@@ -40,11 +40,19 @@ type Group struct {
 	aT         *Node      // a product or heads_grad group's A transposed by a transpose group (pretranspose), which it reads instead of A
 	from       *Group     // and the backward kernel whose value it reads
 	dissolved  bool       // every value it wrote is computed again by its readers (rematerialise): no kernel
+	// aPad, bPad: a product group's A and B copied into rows 16-byte
+	// aligned by pad groups (padOperands), which its product reads
+	// instead
+	aPad, bPad *Node
 	// freshOut: on a CPU, every output is a value the user reads, written
 	// each run into memory of its own (Options.FreshOutputs), and no other
 	// node reads it (freshOutputs)
 	freshOut bool
 }
+
+// copies reports whether g copies a value for a product group, which
+// goes after it (a transpose or pad group).
+func (g *Group) copies() bool { return g.Kind == TransposeGroup || g.Kind == PadGroup }
 
 // outputs are g's root and extra outputs, in that order.
 func (g *Group) outputs() []*Node { return append([]*Node{g.Root}, g.Extra...) }
@@ -90,8 +98,14 @@ type Options struct {
 	Dead map[*G.Node]bool
 	// Precision is the precision of the products the groups' kernels will
 	// be emitted at (Emit's): whether a weight gradient's A is transposed
-	// by a kernel of its own first depends on it (pretranspose).
+	// by a kernel of its own first depends on it (pretranspose), and
+	// whether a product's operands are copied into aligned rows
+	// (padOperands).
 	Precision tile.Precision
+	// PrecisionByGroup: each product group's kernel is emitted at
+	// DefaultPrecision's choice for it instead of Precision (package
+	// fusion on the GPU without WithPrecision); padOperands asks it.
+	PrecisionByGroup bool
 	// FreshOutputs: each run writes the values in WriteOut into memory of
 	// their own, which no earlier run's stores left in the caches (package
 	// fusion's CPU backend without WithReuseOutputs). A CPU group whose
@@ -174,16 +188,18 @@ func Partition(gr *Graph, opt Options) []*Group {
 		groups = mergeSiblingReductions(groups, maxGroup)
 		groups = rematerialise(groups, writeOut, maxGroup, opt.Target)
 		groups = pretranspose(groups, opt.Target, opt.Precision)
+		groups = padOperands(groups, opt)
 		columnMajor(groups, writeOut, opt.Target)
 	}
 	// order groups and members topologically, find each group's inputs (a
-	// transpose group shares its product group's index and goes first)
+	// transpose or pad group shares its product group's index and goes
+	// first)
 	sort.Slice(groups, func(i, j int) bool {
 		a, b := groups[i], groups[j]
 		if a.Root.index != b.Root.index {
 			return a.Root.index < b.Root.index
 		}
-		return a.Kind == TransposeGroup && b.Kind != TransposeGroup
+		return a.copies() && !b.copies()
 	})
 	for id, grp := range groups {
 		grp.ID = id
@@ -236,6 +252,9 @@ func groupInputs(grp *Group) []*Node {
 			}
 			if i == 0 && grp.aT != nil && m.Info.Kind == ops.MatMul && m.Info.TransA {
 				continue // a product's Aᵀ, read from its copy (Reads)
+			}
+			if m == grp.MatMul && (i == 0 && grp.aPad != nil || i == 1 && grp.bPad != nil) {
+				continue // an operand read from its padded copy (Reads)
 			}
 			add(in)
 		}

@@ -165,7 +165,7 @@ func partialColumns(m tile.Meta, prec tile.Precision, s waveShape) tile.Meta {
 		return m
 	}
 	m["epi_smem"] = 1
-	if prec == tile.PrecTF32 && !s.transB && s.n%4 != 0 {
+	if prec == tile.PrecTF32 && !s.transB && s.n%4 != 0 && !s.bPadded {
 		m["realign_b"] = 1
 	}
 	return m
@@ -176,6 +176,7 @@ type waveShape struct {
 	batch, m, n, k int
 	transA, transB bool
 	bare           bool // nothing but the product in its group, one batch: SPLIT_K writable
+	bPadded        bool // B read from a copy in aligned rows (padOperands)
 	outputs        int  // the values the group writes (its root and extra outputs)
 	// heavyEpi: the epilogue reads a value of the output's shape through
 	// a transcendental (an input gradient through an activation's
@@ -351,7 +352,8 @@ func productWaveShape(grp *Group) (waveShape, bool) {
 	m, n, k := s[len(s)-2], s[len(s)-1], productK(mm)
 	heavy, gelu := heavyEpilogue(grp)
 	return waveShape{batch: batch, m: m, n: n, k: k, transA: grp.transA(), transB: mm.Info.TransB,
-		bare: batch == 1 && grp.Root == mm && len(grp.Extra) == 0, outputs: 1 + len(grp.Extra), heavyEpi: heavy, geluTanh: gelu}, true
+		bare: batch == 1 && grp.Root == mm && len(grp.Extra) == 0, outputs: 1 + len(grp.Extra), heavyEpi: heavy, geluTanh: gelu,
+		bPadded: grp.bPad != nil}, true
 }
 
 // heavyEpilogue reports whether product group grp reads, beside its
@@ -552,7 +554,7 @@ func storeBoundCandidates(def tile.Meta, s waveShape) []tile.Meta {
 		with(storeBoundMeta, "epi_smem", 0),
 		with(def, "k_tail", 0),
 	}
-	if !s.transB && s.n%4 != 0 {
+	if !s.transB && s.n%4 != 0 && !s.bPadded {
 		c = append(c, with(def, "realign_b", 1))
 	}
 	return c

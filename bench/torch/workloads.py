@@ -469,6 +469,12 @@ PEER = [
     ("matmul 4096×4096×1024", 4096, 1024, 4096, False),
     ("matmul 4096×4096×2048", 4096, 2048, 4096, False),
     ("matmul 4096×4096×8192", 4096, 8192, 4096, False),
+    # odd shapes at least 1024 on every side, beside 4096³ and 1024³
+    ("matmul 4095×4097×4099", 4095, 4099, 4097, False),
+    ("matmul 4096×4096×4099", 4096, 4099, 4096, False),
+    ("matmul 4096×4097×4096", 4096, 4096, 4097, False),
+    ("matmul 4095×4096×4096", 4095, 4096, 4096, False),
+    ("matmul 1025³", 1025, 1025, 1025, False),
     # the BERT-base encoder layer's products (8×512 rows, model 768, FF 3072)
     ("bert NN 4096×3072×768", 4096, 768, 3072, False),
     ("bert NN gelu 4096×3072×768", 4096, 768, 3072, True),

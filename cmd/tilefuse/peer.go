@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	G "gorgonia.org/gorgonia"
@@ -88,6 +89,15 @@ var peerCases = []peerCase{
 	{name: "matmul 4096×4096×1024", m: 4096, k: 1024, n: 4096},
 	{name: "matmul 4096×4096×2048", m: 4096, k: 2048, n: 4096},
 	{name: "matmul 4096×4096×8192", m: 4096, k: 8192, n: 4096},
+	// odd shapes at least 1024 on every side (issue 10's "0.8× the
+	// aligned rate per FLOP at ≥ 1024"), beside 4096³ and 1024³: every
+	// side odd (rows of A and B and C not 16-byte aligned), each one odd
+	// alone, and 1025³ beside 1024³
+	{name: "matmul 4095×4097×4099", m: 4095, k: 4099, n: 4097},
+	{name: "matmul 4096×4096×4099", m: 4096, k: 4099, n: 4096},
+	{name: "matmul 4096×4097×4096", m: 4096, k: 4096, n: 4097},
+	{name: "matmul 4095×4096×4096", m: 4095, k: 4096, n: 4096},
+	{name: "matmul 1025³", m: 1025, k: 1025, n: 1025},
 	// the BERT-base encoder layer's products (batch 8 × seq 512 rows,
 	// model 768, FF 3072) forward (NN) and backward (NT: input gradients,
 	// TN: weight gradients)
@@ -132,14 +142,30 @@ func transposed(x []float32, r, c int) []float32 {
 
 func (c peerCase) flops() float64 { return 2 * float64(c.m) * float64(c.n) * float64(c.k) }
 
-// peerKernel is a peer case's fused kernel for a target and precision, the
-// host data of its arguments in order (inputs, then the output poisoned
-// with NaN) and a float64 reference of output row r.
+// peerKernel is a peer case's fused kernels for a target and precision:
+// the product's (k, the last) and those that copy its operands first
+// (graphpass's pad groups: operands whose rows are not 16-byte aligned),
+// in order, each with the values its arguments are (inputs, then its
+// output); the host data of the graph's inputs, and x, W and b for the
+// float64 reference.
 type peerKernel struct {
-	k    *graphpass.Kernel
+	k        *graphpass.Kernel
+	launches []peerLaunch
+	// args: the host data of the product kernel's arguments in order
+	// (inputs, a padded copy's as its kernel writes it, then the output
+	// poisoned with NaN), to run it alone
 	args [][]float32
+	host map[*graphpass.Node][]float32
+	out  *graphpass.Node // the product's output
 	x, w []float32
 	b    []float32
+}
+
+// peerLaunch is one kernel of a peer case and the values of its
+// arguments.
+type peerLaunch struct {
+	k    *graphpass.Kernel
+	args []*graphpass.Node
 }
 
 func gelu64(x float64) float64 {
@@ -148,7 +174,10 @@ func gelu64(x float64) float64 {
 
 func buildPeer(c peerCase, t graphpass.Target, prec tile.Precision, tune tile.Meta) (*peerKernel, error) {
 	if len(tune) > 0 {
-		t.Tune = func(_ *graphpass.Group, m tile.Meta) {
+		t.Tune = func(grp *graphpass.Group, m tile.Meta) {
+			if grp.Kind != graphpass.MatMulGroup {
+				return // the choices are the product's
+			}
 			for k, v := range tune {
 				m[k] = v
 			}
@@ -202,18 +231,52 @@ func buildPeer(c peerCase, t graphpass.Target, prec tile.Precision, tune tile.Me
 	if err != nil {
 		return nil, err
 	}
-	groups := graphpass.Partition(gr, graphpass.Options{Target: t, MatMul: true})
-	if len(groups) != 1 || groups[0].Kind != graphpass.MatMulGroup {
-		return nil, fmt.Errorf("peer %s: %d groups, want one matmul group", c.name, len(groups))
+	// the graph as fusion partitions it at prec (an operand whose rows are
+	// not 16-byte aligned copied first: pad groups), but a product reading
+	// A transposed (ta) as it did before the pass copied A transposed at
+	// TF32 (pretranspose): the NN rows of those shapes time the copy's
+	// product
+	opt := graphpass.Options{Target: t, MatMul: true}
+	if !c.ta {
+		opt.Precision = prec
 	}
-	grp := groups[0]
-	if p.k, err = graphpass.Emit(grp, t, prec); err != nil {
-		return nil, err
+	groups := graphpass.Partition(gr, opt)
+	if len(groups) == 0 || groups[len(groups)-1].Kind != graphpass.MatMulGroup {
+		return nil, fmt.Errorf("peer %s: %d groups, want a matmul group last", c.name, len(groups))
 	}
-	for _, in := range grp.Inputs {
-		d, ok := host[in.G]
-		if !ok {
-			return nil, fmt.Errorf("peer %s: kernel input %v is not x, W or b", c.name, in.G.Name())
+	p.host = map[*graphpass.Node][]float32{}
+	for i, grp := range groups {
+		if i < len(groups)-1 && grp.Kind != graphpass.PadGroup {
+			return nil, fmt.Errorf("peer %s: group %v before the product", c.name, grp)
+		}
+		k, err := graphpass.Emit(grp, t, prec)
+		if err != nil {
+			return nil, err
+		}
+		l := peerLaunch{k: k, args: append(append([]*graphpass.Node(nil), grp.Inputs...), grp.Root)}
+		for _, in := range grp.Inputs {
+			if in.Internal() {
+				continue // written by an earlier kernel
+			}
+			d, ok := host[in.G]
+			if !ok {
+				return nil, fmt.Errorf("peer %s: kernel input %v is not x, W or b", c.name, in.G.Name())
+			}
+			p.host[in] = d
+		}
+		p.launches = append(p.launches, l)
+		p.k, p.out = k, grp.Root
+	}
+	prod := groups[len(groups)-1]
+	for _, in := range prod.Inputs {
+		d, ok := p.host[in]
+		if !ok { // a padded copy: its pad group's operand, padded here
+			src := slices.IndexFunc(groups, func(g *graphpass.Group) bool { return g.Root == in })
+			if src < 0 {
+				return nil, fmt.Errorf("peer %s: no kernel writes %v", c.name, in)
+			}
+			from := groups[src].Inputs[0]
+			d = padded(p.host[from], from.Info.Shape, in.Info.Shape)
 		}
 		p.args = append(p.args, d)
 	}
@@ -226,6 +289,16 @@ func buildPeer(c peerCase, t graphpass.Target, prec tile.Precision, tune tile.Me
 	}
 	p.args = append(p.args, out)
 	return p, nil
+}
+
+// padded is the r×c matrix x (s) in rows of a larger matrix (ps), zeros
+// past its rows and columns, as graphpass's pad kernels write it.
+func padded(x []float32, s, ps []int) []float32 {
+	out := make([]float32, ps[0]*ps[1])
+	for i := range s[0] {
+		copy(out[i*ps[1]:], x[i*s[1]:(i+1)*s[1]])
+	}
+	return out
 }
 
 // check compares output rows spread over the matrix (every row for small

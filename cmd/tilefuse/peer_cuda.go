@@ -74,32 +74,84 @@ func peerRow(d *cuda.Device, timer *cuda.Timer, t graphpass.Target, c peerCase, 
 	if err != nil {
 		return "", err
 	}
-	bufs := make([]any, 0, len(p.args))
+	// a buffer for each value: the inputs uploaded, the copies' outputs
+	// left as they are (their kernels write every element), the product's
+	// output poisoned with NaN (zeros where SPLIT_K's parts add into it)
+	bufOf := map[*graphpass.Node]*cuda.Buffer{}
 	defer func() {
-		for _, b := range bufs {
-			d.Free(b.(*cuda.Buffer))
+		for _, b := range bufOf {
+			d.Free(b)
 		}
 	}()
-	for _, h := range p.args {
-		b, err := d.Alloc(int64(4 * len(h)))
+	for _, l := range p.launches {
+		for _, v := range l.args {
+			if bufOf[v] != nil {
+				continue
+			}
+			n := 1
+			for _, e := range v.Info.Shape {
+				n *= e
+			}
+			b, err := d.Alloc(int64(4 * n))
+			if err != nil {
+				return "", err
+			}
+			bufOf[v] = b
+			h := p.host[v]
+			if v == p.out {
+				h = make([]float32, n)
+				for i := range h {
+					h[i] = float32(math.NaN())
+					if p.k.Accumulates {
+						h[i] = 0
+					}
+				}
+			}
+			if h != nil {
+				if err := d.Upload(b, h); err != nil {
+					return "", err
+				}
+			}
+		}
+	}
+	type compiled struct {
+		f    *cuda.Function
+		args []any
+		l    peerLaunch
+	}
+	var ks []compiled
+	for _, l := range p.launches {
+		args := make([]any, len(l.args))
+		for i, v := range l.args {
+			args[i] = bufOf[v]
+		}
+		kt := l.k.Tile
+		_, f, err := d.Compile(kt, kt.Meta["num_warps"], args)
 		if err != nil {
 			return "", err
 		}
-		bufs = append(bufs, b)
-		if err := d.Upload(b, h); err != nil {
-			return "", err
-		}
+		ks = append(ks, compiled{f, args, l})
 	}
+	prod := ks[len(ks)-1]
 	kt := p.k.Tile
-	_, f, err := d.Compile(kt, kt.Meta["num_warps"], bufs)
-	if err != nil {
+	runAll := func(n int) error {
+		if len(ks) == 1 {
+			return d.LaunchN(n, prod.f, kt, p.k.Grid, prod.args...)
+		}
+		for range n {
+			for _, c := range ks {
+				if err := d.Launch(c.f, c.l.k.Tile, c.l.k.Grid, c.args...); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := runAll(1); err != nil {
 		return "", err
 	}
-	if err := d.Launch(f, kt, p.k.Grid, bufs...); err != nil {
-		return "", err
-	}
-	got := p.args[len(p.args)-1]
-	if err := d.Download(got, bufs[len(bufs)-1].(*cuda.Buffer)); err != nil {
+	got := make([]float32, c.m*c.n)
+	if err := d.Download(got, bufOf[p.out]); err != nil {
 		return "", err
 	}
 	maxRel, normRel, bad := p.check(c, got, peerTol(prec))
@@ -107,7 +159,7 @@ func peerRow(d *cuda.Device, timer *cuda.Timer, t graphpass.Target, c peerCase, 
 	if bad > 0 {
 		check = fmt.Sprintf("FAIL (%d bad)", bad)
 	}
-	launch := func() error { return d.LaunchN(batch, f, kt, p.k.Grid, bufs...) }
+	launch := func() error { return runAll(batch) }
 	for spent := 0.0; spent < o.warmMs; {
 		ms, err := timer.Time(launch)
 		if err != nil {
@@ -128,6 +180,11 @@ func peerRow(d *cuda.Device, timer *cuda.Timer, t graphpass.Target, c peerCase, 
 	if math.IsNaN(ms) {
 		return "", fmt.Errorf("no time")
 	}
-	return fmt.Sprintf("%s\t%v\t%.3f\t%.1f\t%.2e\t%.2e\t%v\t%d\t%d\t%d\t%s\n", c.name, prec, ms, c.flops()/(ms*1e-3)/1e12,
-		maxRel, normRel, kt.Meta, f.Regs, (f.StaticShared+f.DynShared)>>10, f.Local, check), nil
+	meta := fmt.Sprint(kt.Meta)
+	if len(ks) > 1 { // the time is all the kernels'
+		meta = fmt.Sprintf("%s after %d copies", meta, len(ks)-1)
+	}
+	f := prod.f
+	return fmt.Sprintf("%s\t%v\t%.3f\t%.1f\t%.2e\t%.2e\t%s\t%d\t%d\t%d\t%s\n", c.name, prec, ms, c.flops()/(ms*1e-3)/1e12,
+		maxRel, normRel, meta, f.Regs, (f.StaticShared+f.DynShared)>>10, f.Local, check), nil
 }

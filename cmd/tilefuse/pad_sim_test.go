@@ -1,0 +1,90 @@
+package main
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tilefuse/tilefuse/codegen/ptxsim"
+	"github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// TestPaddedProductsInSimulator: products whose operands' rows are not
+// 16-byte aligned (graphpass's padOperands), as graphpass writes them
+// for the H200, run in ptxsim for sm_90 with racecheck and initcheck:
+// each pad kernel writes its operand's copy exactly (the operand's
+// elements where they are, zeros past them: every element written, none
+// beyond), and the product, reading the copies, agrees with float64 on
+// every output element (poisoned with NaN), its copies of A (and of a
+// padded B) tensor copies where the unpadded product's were 4-byte
+// cp.async copies. Default meta-parameters: the wave model's 256×128
+// swapped form at TF32, mma.sync at 1025³'s 64×64 where the model does
+// not apply.
+func TestPaddedProductsInSimulator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: ~10 s in the simulator")
+	}
+	for _, c := range []struct {
+		pc   peerCase
+		prec tile.Precision
+		tune tile.Meta
+		pads int
+		tma  int // tensor maps of the product: A's and a padded B's
+	}{
+		{peerCase{name: "512x515x513 tf32", m: 512, k: 515, n: 513}, tile.PrecTF32, tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "wgmma": 2, "num_warps": 8, "num_stages": 4}, 2, 2},
+		{peerCase{name: "gelu 515x516x514 tf32 (B alone)", m: 515, k: 516, n: 514, gelu: true}, tile.PrecTF32, tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "wgmma": 2, "num_warps": 8, "num_stages": 4}, 1, 0},
+		{peerCase{name: "512x515x512 bf16 (A alone)", m: 512, k: 515, n: 512}, tile.PrecBF16, nil, 1, -1},
+	} {
+		t.Run(c.pc.name, func(t *testing.T) {
+			p, err := buildPeer(c.pc, graphpass.H200, c.prec, c.tune)
+			require.NoError(t, err)
+			require.Len(t, p.launches, c.pads+1, "pad kernels and the product")
+			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
+			for _, l := range p.launches[:c.pads] {
+				from, to := l.args[0], l.args[1]
+				n := to.Info.Shape[0] * to.Info.Shape[1]
+				got := make([]float32, n+37) // past the copy: left as it is
+				for i := range got {
+					got[i] = float32(math.NaN())
+				}
+				require.NoError(t, sim.Launch(l.k.Tile, l.k.Grid, p.host[from], got[:n]))
+				want := padded(p.host[from], from.Info.Shape, to.Info.Shape)
+				for i, v := range want {
+					if got[i] != v {
+						t.Fatalf("%v: element %d of %v is %v, want %v", l.k.Tile.Name, i, to.Info.Shape, got[i], v)
+					}
+				}
+				for _, v := range got[n:] {
+					require.True(t, math.IsNaN(float64(v)), "written past the copy")
+				}
+			}
+			args := p.anyArgs()
+			ck, _ := compileDumped(t, p.k.Tile, ptxsim.Spec(p.k.Tile, args))
+			require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
+			if c.tma >= 0 {
+				require.Len(t, ck.TensorMaps, c.tma, "tensor copies of A and B")
+				require.NotContains(t, pipeLoop(t, ck.PTX), "cp.async.ca.shared.global", "no narrow copies")
+			}
+			got := p.args[len(p.args)-1]
+			maxRel, normRel, bad := p.check(c.pc, got, peerTol(c.prec))
+			require.Zero(t, bad, "max %.2g norm %.2g", maxRel, normRel)
+			// every element, not only check's rows
+			for r := range c.pc.m {
+				for j := range c.pc.n {
+					var ref float64
+					for kk := range c.pc.k {
+						ref += float64(p.x[r*c.pc.k+kk]) * float64(p.w[kk*c.pc.n+j])
+					}
+					if c.pc.gelu {
+						ref = gelu64(ref + float64(p.b[j]))
+					}
+					if e := math.Abs(float64(got[r*c.pc.n+j]) - ref); !(e <= 3e-2*(1+math.Abs(ref))) {
+						t.Fatalf("(%d, %d): %v, want %v", r, j, got[r*c.pc.n+j], ref)
+					}
+				}
+			}
+		})
+	}
+}

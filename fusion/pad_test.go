@@ -1,0 +1,122 @@
+package fusion_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// TestPaddedOperands: x·W + b with rows of x, W and the output not 16-byte
+// aligned (515×517 by 517×519), compiled for the H200 at a tensor-core
+// precision, copies x and W into aligned rows by two pad kernels before
+// its product (graphpass's padOperands), and, run on the CPU, agrees with
+// a float64 reference that sees the precision's operand conversions
+// within float32 summation's error; at ieee and for a CPU target no pad
+// kernel is written.
+func TestPaddedOperands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 138M multiply-adds on the CPU")
+	}
+	opts := func(target bool, p tile.Precision) []fusion.Option {
+		o := []fusion.Option{fusion.WithBackend(fusion.CPU), fusion.WithMatMulFusion(true), fusion.WithPrecision(p)}
+		if target {
+			o = append(o, fusion.WithTarget(graphpass.H200))
+		}
+		return o
+	}
+	checkPadded(t, []padCase{
+		{"h200 tf32", 515, 517, 519, opts(true, tile.PrecTF32), tile.PrecTF32, 2},
+		{"h200 bf16, k aligned", 515, 516, 519, opts(true, tile.PrecBF16), tile.PrecBF16, 1},
+		{"h200 ieee", 515, 517, 519, opts(true, tile.PrecIEEE), tile.PrecIEEE, 0},
+		{"cpu tf32", 515, 517, 519, opts(false, tile.PrecTF32), tile.PrecTF32, 0},
+	})
+}
+
+type padCase struct {
+	name    string
+	m, k, n int
+	opts    []fusion.Option
+	prec    tile.Precision // the precision the reference converts operands to
+	pads    int            // pad kernels the compiled graph has
+}
+
+func checkPadded(t *testing.T, cases []padCase) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.m, c.k), G.WithName("x"))
+			w := G.NewMatrix(g, tensor.Float32, G.WithShape(c.k, c.n), G.WithName("w"))
+			b := G.NewVector(g, tensor.Float32, G.WithShape(c.n), G.WithName("b"))
+			y := G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w)), b, nil, []byte{0}))
+			vm := fusion.NewTapeMachine(g, c.opts...)
+			defer vm.Close()
+			if err := vm.Err(); err != nil {
+				t.Fatal(err)
+			}
+			pads := 0
+			for _, nd := range vm.Compiled().Graph.AllNodes() {
+				if f, ok := nd.Op().(*fusion.FusedOp); ok && strings.HasSuffix(f.Kernel().Name, "_pad") {
+					pads++
+				}
+			}
+			if pads != c.pads {
+				t.Fatalf("%d pad kernels, want %d\n%v", pads, c.pads, vm.Report())
+			}
+			rng := rand.New(rand.NewPCG(31, 32))
+			data := func(n int, scale float64) []float32 {
+				d := make([]float32, n)
+				for i := range d {
+					d[i] = float32((rng.Float64()*2 - 1) * scale)
+				}
+				return d
+			}
+			xd, wd, bd := data(c.m*c.k, 1), data(c.k*c.n, 1), data(c.n, 1)
+			for _, l := range []struct {
+				n     *G.Node
+				d     []float32
+				shape []int
+			}{{x, xd, []int{c.m, c.k}}, {w, wd, []int{c.k, c.n}}, {b, bd, []int{c.n}}} {
+				if err := G.Let(l.n, tensor.New(tensor.WithShape(l.shape...), tensor.WithBacking(append([]float32(nil), l.d...)))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			got := y.Value().Data().([]float32)
+			prec := c.prec
+			if prec == tile.PrecTF32x3 {
+				prec = tile.PrecIEEE // 3xTF32 is within float32's error of exact
+			}
+			ca, cb := func(v float32) float64 { return float64(v) }, func(v float32) float64 { return float64(v) }
+			if a, b := prec.Operands(); a != nil {
+				ca, cb = func(v float32) float64 { return float64(a(v)) }, func(v float32) float64 { return float64(b(v)) }
+			}
+			worst := 0.0
+			for i := range c.m {
+				for j := range c.n {
+					s, mag := float64(bd[j]), math.Abs(float64(bd[j]))
+					for l := range c.k {
+						p := ca(xd[i*c.k+l]) * cb(wd[l*c.n+j])
+						s, mag = s+p, mag+math.Abs(p)
+					}
+					// float32 sums of k+1 terms: within (k+1)·2⁻²⁴ of Σ|terms|
+					if e := math.Abs(float64(got[i*c.n+j])-s) / (mag * float64(c.k+1) * 0x1p-24); !(e <= worst) {
+						worst = e
+					}
+				}
+			}
+			if worst > 1 || math.IsNaN(worst) {
+				t.Fatalf("off the reference by %.3g of float32 summation's bound", worst)
+			}
+		})
+	}
+}

@@ -1,0 +1,196 @@
+package graphpass
+
+import (
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/tilefuse/tilefuse/ops"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// Products whose operands' rows are not 16-byte aligned, on a GPU's
+// tensor cores. A product's K loop copies its operands' tiles into shared
+// memory in 16-byte pieces (cp.async) or as tensor copies (TMA), and both
+// need every row of the operand to start 16 bytes after the last: A (m×k)
+// where k is a multiple of 4, B (k×n) where n is. Otherwise the copies are
+// 4 or 8 bytes wide (or B's realigned, realign_b), and the loop is bound by
+// the copies' instructions: on an H100 (2026-12-05, r39a, `tilefuse peer`,
+// TF32, TFLOP/s) 4095×4097×4099 ran 145 against 4096³'s 328–342, an odd k
+// alone (4096×4096×4099) 189, an odd n alone (4096×4097×4096) 250, an
+// odd m alone 330, and 1025³ 32.1 against 1024³'s 114.7 (3xTF32 49 / 112
+// and 23.5 / 81.7; bf16 95 / 318; cuBLAS TF32 132 at 4095×4097×4099 and
+// 38.9 at 1025³).
+//
+// Such a product, at least padMinSide on every side and at a tensor-core
+// precision, reads its operands from copies whose rows are aligned, each
+// made by a kernel of its own (a pad group, its root an internal value
+// the product group reads instead): A's copy m×k' with k' = k rounded up
+// to padK (columns k to k' zero), so that the K loop runs over k' in whole
+// BLOCK_K steps and A's tiles are tensor copies; B's copy, where n is not
+// a multiple of 4 (or k is padded and B is copied anyway), k'×n' with n'
+// = n rounded up to padN (zeros past k and n), so that B's tiles are
+// unmasked tensor copies too. Where only k is odd, B keeps its own rows
+// (aligned), its loads masked past row k: A's zero columns meet B's
+// zero-filled rows. The zeros add nothing: each extra term is 0·0.
+// Copying costs 2·4 bytes an element of the operand: for an m×k A beside
+// the product's 2·m·n·k FLOPs about 4·R/(BW·n) of its time (R the
+// tensor cores' rate, BW the memory's: ~8% at n = 4096 on an H200).
+
+// padK and padN are what the padded copies' rows are rounded up to: K to
+// a whole BLOCK_K step (32), n to a whole tile of columns (the swapped
+// form's 128), so that neither copy's loads need masks.
+const (
+	padK = 32
+	padN = 128
+)
+
+// padMinSide is the least m, n and k of a product whose operands are
+// copied: the copies' launches and bytes are small beside the product's
+// work there.
+const padMinSide = 512
+
+// padPrec reports whether products at prec run on the tensor cores, whose
+// copies want aligned rows (ieee's FMA loops load without them).
+func padPrec(prec tile.Precision) bool {
+	return prec == tile.PrecTF32 || prec == tile.PrecBF16 || prec == tile.PrecTF32x3
+}
+
+// padShapes returns the shapes of the padded copies of A and B product
+// group grp reads on t at prec (nil: that operand is read as it is).
+func padShapes(grp *Group, t Target, prec tile.Precision) (aShape, bShape []int) {
+	mm := grp.MatMul
+	if grp.Kind != MatMulGroup || mm == nil || mm.Info.Kind != ops.MatMul || len(mm.Inputs) != 2 ||
+		mm.Info.TransA || mm.Info.TransB || grp.aT != nil || mm.Inputs[0].colMajor || mm.Inputs[1].colMajor ||
+		!t.GPU() || !padPrec(prec) || mm.Info.DType != tile.F32 {
+		return nil, nil
+	}
+	a, b := mm.Inputs[0].Info.Shape, mm.Inputs[1].Info.Shape
+	if len(a) != 2 || len(b) != 2 || len(mm.Info.Shape) != 2 {
+		return nil, nil
+	}
+	m, k, n := a[0], a[1], b[1]
+	if min(m, n, k) < padMinSide || padWhich == "0" {
+		return nil, nil
+	}
+	kb := k
+	if k%4 != 0 && padWhich != "b" {
+		kb = roundUp(k, padK)
+		aShape = []int{m, kb}
+	}
+	if n%4 != 0 && padWhich != "a" {
+		bShape = []int{kb, roundUp(n, padN)}
+	}
+	return aShape, bShape
+}
+
+// padWhich is TILEFUSE_PAD, read when the process starts, for measuring:
+// "0" copies neither operand, "a" A alone, "b" B alone (its rows k);
+// otherwise each where padShapes' rule asks.
+var padWhich = os.Getenv("TILEFUSE_PAD")
+
+func roundUp(x, m int) int { return (x + m - 1) / m * m }
+
+// padOperands gives each product group whose operands' rows are not
+// aligned (padShapes) a pad group before it for each such operand: its
+// root, an internal value of the padded shape, is the group's aPad or bPad.
+// Where opt.PrecisionByGroup, each group's precision is DefaultPrecision's.
+// A value two such groups read alike is copied once.
+func padOperands(groups []*Group, opt Options) []*Group {
+	out := groups[:len(groups):len(groups)]
+	type key struct {
+		x    *Node
+		r, c int
+	}
+	copies := map[key]*Node{}
+	copyOf := func(x *Node, s []int, grp *Group) *Node {
+		kk := key{x, s[0], s[1]}
+		p, ok := copies[kk]
+		if !ok {
+			pg := &Group{Kind: PadGroup, Reads: []*Node{x}}
+			p = newInternal(fmt.Sprintf("%v.pad", x), s, x.Info.DType, pg)
+			p.index = grp.Root.index
+			pg.Root, pg.Full = p, p.Info.Shape
+			copies[kk] = p
+			out = append(out, pg)
+		}
+		// ordered just before the first group that reads it (Partition)
+		p.index = min(p.index, grp.Root.index)
+		return p
+	}
+	for _, grp := range groups {
+		prec := opt.Precision
+		if opt.PrecisionByGroup && grp.Kind == MatMulGroup {
+			prec = DefaultPrecision(grp, opt.Target)
+		}
+		as, bs := padShapes(grp, opt.Target, prec)
+		if as == nil && bs == nil {
+			continue
+		}
+		mm := grp.MatMul
+		reads := slices.Clone(grp.Reads)
+		if as != nil {
+			grp.aPad = copyOf(mm.Inputs[0], as, grp)
+			reads = append(reads, grp.aPad)
+		}
+		if bs != nil {
+			grp.bPad = copyOf(mm.Inputs[1], bs, grp)
+			reads = append(reads, grp.bPad)
+		}
+		grp.Reads = reads
+	}
+	return out
+}
+
+// pad: program (i, j) writes the BLOCK_R×BLOCK_C block (i, j) of the
+// padded copy: the operand's elements where they are, zeros past its rows
+// and columns.
+var padKind = groupKind{
+	name:    "pad",
+	byClaim: true,
+	join:    func(*Node, *Group, Target) (GroupKind, bool) { return PadGroup, false },
+	tune: func(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
+		meta["BLOCK_R"], meta["BLOCK_C"] = 16, 128
+		if !t.GPU() {
+			meta["BLOCK_R"], meta["BLOCK_C"] = 8, 64
+		}
+	},
+	emit: emitPad,
+}
+
+func emitPad(e *emitter, out *tile.Value, k *Kernel) error {
+	b := e.b
+	if len(e.grp.Reads) != 1 {
+		return fmt.Errorf("graphpass: %v: a pad reads one value", e.grp)
+	}
+	x := e.grp.Reads[0]
+	px := e.ptr[x]
+	if px == nil {
+		return fmt.Errorf("graphpass: %v: %v is not an input of the kernel", e.grp, x)
+	}
+	s, p := x.Info.Shape, e.grp.Root.Info.Shape
+	if len(s) != 2 || len(p) != 2 || p[0] < s[0] || p[1] < s[1] {
+		return fmt.Errorf("graphpass: %v: pads %v to %v", e.grp, s, p)
+	}
+	rows, cols := s[0], s[1]
+	br, err := e.param("BLOCK_R")
+	if err != nil {
+		return err
+	}
+	bc, err := e.param("BLOCK_C")
+	if err != nil {
+		return err
+	}
+	r := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), br), b.Arange(0, br)), 1) // [BR,1]
+	c := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bc), b.Arange(0, bc)), 0) // [1,BC]
+	sh := tile.Shp(br, bc)
+	in := e.and(b.BroadcastTo(b.Lt(r, rows), sh), b.BroadcastTo(b.Lt(c, cols), sh))
+	v := e.loadOr0(b.AddPtr(px, b.Add(b.Mul(r, cols), c)), in)
+	var mask *tile.Value
+	if p[0]%br != 0 || p[1]%bc != 0 {
+		mask = e.and(b.BroadcastTo(b.Lt(r, p[0]), sh), b.BroadcastTo(b.Lt(c, p[1]), sh))
+	}
+	b.Store(b.AddPtr(out, b.Add(b.Mul(r, p[1]), c)), v, mask)
+	k.Grid = tile.Grid{tile.CDiv(p[0], br), tile.CDiv(p[1], bc)}
+	return nil
+}
