@@ -229,10 +229,6 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	if pa == nil || pb == nil {
 		return fmt.Errorf("graphpass: %v: the product's operands are not inputs of the kernel", e.grp)
 	}
-	if batch > 1 {
-		z := b.ProgramID(2)
-		pa, pb = b.AddPtr(pa, b.Mul(z, m*kk)), b.AddPtr(pb, b.Mul(z, kk*n))
-	}
 	// element (r, c) of A is at r·sar + c·sac; likewise B. An operand
 	// stored column by column (columnMajor) is read as its transpose is.
 	sar, sac := kk, 1
@@ -247,15 +243,25 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	// the buffer it reads holds it. Operands copied into aligned rows
 	// (padOperands): A's copy has kLoop columns (zeros past K), B's
 	// bRows×bCols (zeros past K and n); a B read as it is keeps its K
-	// rows, masked where the loop passes them
+	// rows, masked where the loop passes them. A batch's copies are
+	// padded matrix by matrix
 	kLoop, bRows, bCols := kk, kk, n
-	if e.grp.aPad != nil {
-		sar, sac = e.grp.aPad.Info.Shape[1], 1
+	if ps := shapeOf(e.grp.aPad); ps != nil {
+		sar, sac = ps[len(ps)-1], 1
 		kLoop = sar
 	}
-	if e.grp.bPad != nil {
-		bRows, bCols = e.grp.bPad.Info.Shape[0], e.grp.bPad.Info.Shape[1]
+	switch ps := shapeOf(e.grp.bPad); {
+	case ps == nil:
+	case mm.Info.TransB: // Bᵀ's copy: n×kLoop
+		bRows, bCols = ps[len(ps)-1], ps[len(ps)-2]
+		sbr, sbc = 1, bRows
+	default:
+		bRows, bCols = ps[len(ps)-2], ps[len(ps)-1]
 		sbr, sbc = bCols, 1
+	}
+	if batch > 1 {
+		z := b.ProgramID(2)
+		pa, pb = b.AddPtr(pa, b.Mul(z, m*kLoop)), b.AddPtr(pb, b.Mul(z, bRows*bCols))
 	}
 	gm, gn := tile.CDiv(m, bm), tile.CDiv(n, bn)
 	if g, set := e.meta["GROUP_M"]; set && g < 1 {
@@ -276,7 +282,10 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	if n%bn != 0 {
 		inN = b.Lt(rn, n)
 	}
-	if gn*bn > bCols { // B's loads masked where its buffer's columns end
+	switch { // B's loads masked where its buffer's columns end
+	case bCols == n:
+		bN = inN
+	case gn*bn > bCols:
 		bN = b.Lt(rn, bCols)
 	}
 	// SPLIT_K = s > 1 (a bare 2-D product only: nothing but the product in

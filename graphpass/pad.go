@@ -5,7 +5,6 @@ import (
 	"os"
 	"slices"
 
-	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
 )
 
@@ -60,26 +59,35 @@ func padPrec(prec tile.Precision) bool {
 // group grp reads on t at prec (nil: that operand is read as it is).
 func padShapes(grp *Group, t Target, prec tile.Precision) (aShape, bShape []int) {
 	mm := grp.MatMul
-	if grp.Kind != MatMulGroup || mm == nil || mm.Info.Kind != ops.MatMul || len(mm.Inputs) != 2 ||
-		mm.Info.TransA || mm.Info.TransB || grp.aT != nil || mm.Inputs[0].colMajor || mm.Inputs[1].colMajor ||
+	if grp.Kind != MatMulGroup || mm == nil || !productFuses(mm) || len(mm.Inputs) != 2 ||
+		mm.Info.TransA || grp.aT != nil || mm.Inputs[0].colMajor || mm.Inputs[1].colMajor ||
 		!t.GPU() || !padPrec(prec) || mm.Info.DType != tile.F32 {
 		return nil, nil
 	}
 	a, b := mm.Inputs[0].Info.Shape, mm.Inputs[1].Info.Shape
-	if len(a) != 2 || len(b) != 2 || len(mm.Info.Shape) != 2 {
+	r := len(a)
+	if r < 2 || r > 3 || len(b) != r || len(mm.Info.Shape) != r {
 		return nil, nil
 	}
-	m, k, n := a[0], a[1], b[1]
+	transB := mm.Info.TransB // B stored n×k: rows of k
+	lead := a[:r-2]          // a batch: each matrix padded
+	m, k, n := a[r-2], a[r-1], b[r-1]
+	if transB {
+		n = b[r-2]
+	}
 	if min(m, n, k) < padMinSide || padWhich == "0" {
 		return nil, nil
 	}
 	kb := k
 	if k%4 != 0 && padWhich != "b" {
 		kb = roundUp(k, padK)
-		aShape = []int{m, kb}
+		aShape = append(slices.Clone(lead), m, kb)
 	}
-	if n%4 != 0 && padWhich != "a" {
-		bShape = []int{kb, roundUp(n, padN)}
+	switch {
+	case transB && kb != k:
+		bShape = append(slices.Clone(lead), n, kb)
+	case !transB && n%4 != 0 && padWhich != "a":
+		bShape = append(slices.Clone(lead), kb, roundUp(n, padN))
 	}
 	return aShape, bShape
 }
@@ -99,12 +107,12 @@ func roundUp(x, m int) int { return (x + m - 1) / m * m }
 func padOperands(groups []*Group, opt Options) []*Group {
 	out := groups[:len(groups):len(groups)]
 	type key struct {
-		x    *Node
-		r, c int
+		x     *Node
+		shape string
 	}
 	copies := map[key]*Node{}
 	copyOf := func(x *Node, s []int, grp *Group) *Node {
-		kk := key{x, s[0], s[1]}
+		kk := key{x, fmt.Sprint(s)}
 		p, ok := copies[kk]
 		if !ok {
 			pg := &Group{Kind: PadGroup, Reads: []*Node{x}}
@@ -142,9 +150,9 @@ func padOperands(groups []*Group, opt Options) []*Group {
 	return out
 }
 
-// pad: program (i, j) writes the BLOCK_R×BLOCK_C block (i, j) of the
-// padded copy: the operand's elements where they are, zeros past its rows
-// and columns.
+// pad: program (i, j, z) writes the BLOCK_R×BLOCK_C block (i, j) of the
+// padded copy of matrix z (of a batch; 0 for a matrix): the operand's
+// elements where they are, zeros past its rows and columns.
 var padKind = groupKind{
 	name:    "pad",
 	byClaim: true,
@@ -169,10 +177,12 @@ func emitPad(e *emitter, out *tile.Value, k *Kernel) error {
 		return fmt.Errorf("graphpass: %v: %v is not an input of the kernel", e.grp, x)
 	}
 	s, p := x.Info.Shape, e.grp.Root.Info.Shape
-	if len(s) != 2 || len(p) != 2 || p[0] < s[0] || p[1] < s[1] {
+	r := len(s)
+	if r < 2 || r > 3 || len(p) != r || r == 3 && p[0] != s[0] || p[r-2] < s[r-2] || p[r-1] < s[r-1] {
 		return fmt.Errorf("graphpass: %v: pads %v to %v", e.grp, s, p)
 	}
-	rows, cols := s[0], s[1]
+	rows, cols := s[r-2], s[r-1]
+	p = p[r-2:]
 	br, err := e.param("BLOCK_R")
 	if err != nil {
 		return err
@@ -181,16 +191,31 @@ func emitPad(e *emitter, out *tile.Value, k *Kernel) error {
 	if err != nil {
 		return err
 	}
-	r := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), br), b.Arange(0, br)), 1) // [BR,1]
-	c := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bc), b.Arange(0, bc)), 0) // [1,BC]
+	i := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), br), b.Arange(0, br)), 1) // [BR,1]
+	j := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bc), b.Arange(0, bc)), 0) // [1,BC]
 	sh := tile.Shp(br, bc)
-	in := e.and(b.BroadcastTo(b.Lt(r, rows), sh), b.BroadcastTo(b.Lt(c, cols), sh))
-	v := e.loadOr0(b.AddPtr(px, b.Add(b.Mul(r, cols), c)), in)
+	in := e.and(b.BroadcastTo(b.Lt(i, rows), sh), b.BroadcastTo(b.Lt(j, cols), sh))
+	if len(s) == 3 { // matrix z of the batch
+		z := b.ProgramID(2)
+		px, out = b.AddPtr(px, b.Mul(z, rows*cols)), b.AddPtr(out, b.Mul(z, p[0]*p[1]))
+	}
+	v := e.loadOr0(b.AddPtr(px, b.Add(b.Mul(i, cols), j)), in)
 	var mask *tile.Value
 	if p[0]%br != 0 || p[1]%bc != 0 {
-		mask = e.and(b.BroadcastTo(b.Lt(r, p[0]), sh), b.BroadcastTo(b.Lt(c, p[1]), sh))
+		mask = e.and(b.BroadcastTo(b.Lt(i, p[0]), sh), b.BroadcastTo(b.Lt(j, p[1]), sh))
 	}
-	b.Store(b.AddPtr(out, b.Add(b.Mul(r, p[1]), c)), v, mask)
+	b.Store(b.AddPtr(out, b.Add(b.Mul(i, p[1]), j)), v, mask)
 	k.Grid = tile.Grid{tile.CDiv(p[0], br), tile.CDiv(p[1], bc)}
+	if len(s) == 3 {
+		k.Grid[2] = s[0]
+	}
 	return nil
+}
+
+// shapeOf is n's shape (nil for no node).
+func shapeOf(n *Node) []int {
+	if n == nil {
+		return nil
+	}
+	return n.Info.Shape
 }

@@ -57,12 +57,6 @@ func TestPadOperands(t *testing.T) {
 			if prod.Kind != MatMulGroup {
 				t.Fatalf("the last group is %v", prod)
 			}
-			shapeOf := func(n *Node) []int {
-				if n == nil {
-					return nil
-				}
-				return n.Info.Shape
-			}
 			if !slices.Equal(shapeOf(prod.aPad), c.a) || !slices.Equal(shapeOf(prod.bPad), c.b) {
 				t.Fatalf("copies %v and %v, want %v and %v", shapeOf(prod.aPad), shapeOf(prod.bPad), c.a, c.b)
 			}
@@ -123,6 +117,54 @@ func TestPadOperands(t *testing.T) {
 					t.Errorf("A's padded copy read with a mask, its rows whole tiles: %v", v)
 				}
 			})
+		})
+	}
+}
+
+// TestPadOperandsBatchedAndTransposed: BatchedMatMul's products pad each
+// matrix of a batch (A's k, B's n, B stored n×k its k), and a batch's pad
+// kernel writes matrix z on program axis 2; Bᵀ's copy keeps its n rows.
+func TestPadOperandsBatchedAndTransposed(t *testing.T) {
+	cases := []struct {
+		name         string
+		batch        int
+		m, k, n      int
+		tb           bool
+		a, b         []int
+		padGridBatch int
+	}{
+		{"A·Bᵀ, k odd", 1, 1024, 1023, 1024, true, []int{1, 1024, 1024}, []int{1, 1024, 1024}, 1},
+		{"A·Bᵀ, n odd alone", 1, 1024, 1024, 1023, true, nil, nil, 0},
+		{"a batch of 3, k and n odd", 3, 600, 601, 602, false, []int{3, 600, 608}, []int{3, 608, 640}, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			ws := []int{c.batch, c.k, c.n}
+			if c.tb {
+				ws = []int{c.batch, c.n, c.k}
+			}
+			x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(c.batch, c.m, c.k), G.WithName("x"))
+			w := G.NewTensor(g, tensor.Float32, 3, G.WithShape(ws...), G.WithName("w"))
+			G.Must(G.BatchedMatMul(x, w, false, c.tb))
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := Partition(gr, Options{Target: H200, MatMul: true, Precision: tile.PrecTF32})
+			prod := groups[len(groups)-1]
+			if !slices.Equal(shapeOf(prod.aPad), c.a) || !slices.Equal(shapeOf(prod.bPad), c.b) {
+				t.Fatalf("copies %v and %v, want %v and %v", shapeOf(prod.aPad), shapeOf(prod.bPad), c.a, c.b)
+			}
+			for _, grp := range groups {
+				k, err := Emit(grp, H200, tile.PrecTF32)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if grp.Kind == PadGroup && k.Grid[2] != c.padGridBatch {
+					t.Fatalf("%v: grid %v, want %d matrices on axis 2", grp, k.Grid, c.padGridBatch)
+				}
+			}
 		})
 	}
 }

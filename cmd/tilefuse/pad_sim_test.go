@@ -36,6 +36,7 @@ func TestPaddedProductsInSimulator(t *testing.T) {
 		{peerCase{name: "512x515x513 tf32", m: 512, k: 515, n: 513}, tile.PrecTF32, tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "wgmma": 2, "num_warps": 8, "num_stages": 4}, 2, 2},
 		{peerCase{name: "gelu 515x516x514 tf32 (B alone)", m: 515, k: 516, n: 514, gelu: true}, tile.PrecTF32, tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "wgmma": 2, "num_warps": 8, "num_stages": 4}, 1, 0},
 		{peerCase{name: "512x515x512 bf16 (A alone)", m: 512, k: 515, n: 512}, tile.PrecBF16, nil, 1, -1},
+		{peerCase{name: "A·Bᵀ 512x515x520 tf32", m: 512, k: 515, n: 520, tb: true}, tile.PrecTF32, nil, 2, -1},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
 			p, err := buildPeer(c.pc, graphpass.H200, c.prec, c.tune)
@@ -44,7 +45,10 @@ func TestPaddedProductsInSimulator(t *testing.T) {
 			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
 			for _, l := range p.launches[:c.pads] {
 				from, to := l.args[0], l.args[1]
-				n := to.Info.Shape[0] * to.Info.Shape[1]
+				n := 1
+				for _, d := range to.Info.Shape {
+					n *= d
+				}
 				got := make([]float32, n+37) // past the copy: left as it is
 				for i := range got {
 					got[i] = float32(math.NaN())

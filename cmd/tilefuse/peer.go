@@ -98,6 +98,8 @@ var peerCases = []peerCase{
 	{name: "matmul 4096×4097×4096", m: 4096, k: 4096, n: 4097},
 	{name: "matmul 4095×4096×4096", m: 4095, k: 4096, n: 4096},
 	{name: "matmul 1025³", m: 1025, k: 1025, n: 1025},
+	// W stored n×k (an input gradient's dY·Wᵀ): rows of k, odd
+	{name: "matmul NT 4096×4096×4099", m: 4096, k: 4099, n: 4096, tb: true},
 	// the BERT-base encoder layer's products (batch 8 × seq 512 rows,
 	// model 768, FF 3072) forward (NN) and backward (NT: input gradients,
 	// TN: weight gradients)
@@ -291,12 +293,21 @@ func buildPeer(c peerCase, t graphpass.Target, prec tile.Precision, tune tile.Me
 	return p, nil
 }
 
-// padded is the r×c matrix x (s) in rows of a larger matrix (ps), zeros
-// past its rows and columns, as graphpass's pad kernels write it.
+// padded is x, a matrix or a batch of them (shape s), each matrix in rows
+// of a larger one (ps), zeros past its rows and columns, as graphpass's
+// pad kernels write it.
 func padded(x []float32, s, ps []int) []float32 {
-	out := make([]float32, ps[0]*ps[1])
-	for i := range s[0] {
-		copy(out[i*ps[1]:], x[i*s[1]:(i+1)*s[1]])
+	r := len(s)
+	batch := 1
+	if r == 3 {
+		batch = s[0]
+	}
+	rows, cols, prows, pcols := s[r-2], s[r-1], ps[r-2], ps[r-1]
+	out := make([]float32, batch*prows*pcols)
+	for z := range batch {
+		for i := range rows {
+			copy(out[(z*prows+i)*pcols:], x[(z*rows+i)*cols:(z*rows+i+1)*cols])
+		}
 	}
 	return out
 }
