@@ -49,6 +49,15 @@ const (
 // work there.
 const padMinSide = 512
 
+// padTMASide is the least m and n of a product whose A, its rows 16-byte
+// aligned but k no multiple of 32, is copied too: where the product runs
+// on the swapped form, whose tensor copies of A want whole BLOCK_K steps
+// a row (an H100, 2026-12-05, r39c, `tilefuse peer`, TILEFUSE_PAD=wide
+// against the rule without it, TFLOP/s: 4096×4096×4100 TF32 264.4 →
+// 281.8, bf16 252.7 → 264.3; B copied too, its rows then k'). Smaller
+// products run on mma.sync, which copies such rows 16 bytes at a time.
+const padTMASide = 2048
+
 // padPrec reports whether products at prec run on the tensor cores, whose
 // copies want aligned rows (ieee's FMA loops load without them).
 func padPrec(prec tile.Precision) bool {
@@ -79,22 +88,25 @@ func padShapes(grp *Group, t Target, prec tile.Precision) (aShape, bShape []int)
 		return nil, nil
 	}
 	kb := k
-	if k%4 != 0 && padWhich != "b" {
+	wide := padWhich == "wide" // measuring: rows aligned but not to the tensor copies' rule
+	if (k%4 != 0 || k%padK != 0 && (min(m, n) >= padTMASide || wide)) && padWhich != "b" {
 		kb = roundUp(k, padK)
 		aShape = append(slices.Clone(lead), m, kb)
 	}
 	switch {
 	case transB && kb != k:
 		bShape = append(slices.Clone(lead), n, kb)
-	case !transB && n%4 != 0 && padWhich != "a":
+	case !transB && (n%4 != 0 || wide && (n%64 != 0 || kb != k)) && padWhich != "a":
 		bShape = append(slices.Clone(lead), kb, roundUp(n, padN))
 	}
 	return aShape, bShape
 }
 
 // padWhich is TILEFUSE_PAD, read when the process starts, for measuring:
-// "0" copies neither operand, "a" A alone, "b" B alone (its rows k);
-// otherwise each where padShapes' rule asks.
+// "0" copies neither operand, "a" A alone, "b" B alone (its rows k),
+// "wide" also where rows are 16-byte aligned but k is no multiple of 32
+// or n of 64 (A's or B's tensor copies' rule); otherwise each where
+// padShapes' rule asks.
 var padWhich = os.Getenv("TILEFUSE_PAD")
 
 func roundUp(x, m int) int { return (x + m - 1) / m * m }

@@ -35,6 +35,8 @@ func TestPadOperands(t *testing.T) {
 		{"1025³ tf32x3", 1025, 1025, 1025, H200, tile.PrecTF32x3, false, []int{1025, 1056}, []int{1056, 1152}},
 		{"1025³ default precision (3xTF32)", 1025, 1025, 1025, H200, tile.PrecIEEE, true, []int{1025, 1056}, []int{1056, 1152}},
 		{"sm_80 tf32", 1025, 1025, 1025, sm80, tile.PrecTF32, false, []int{1025, 1056}, []int{1056, 1152}},
+		{"k a multiple of 4, not of 32, large", 4096, 4100, 4096, H200, tile.PrecTF32, false, []int{4096, 4128}, nil},
+		{"k a multiple of 4, not of 32, under padTMASide", 1024, 1000, 4096, H200, tile.PrecTF32, false, nil, nil},
 		{"odd m alone", 4095, 4096, 4096, H200, tile.PrecTF32, false, nil, nil},
 		{"aligned", 1024, 1024, 1024, H200, tile.PrecTF32, false, nil, nil},
 		{"ieee", 1025, 1025, 1025, H200, tile.PrecIEEE, false, nil, nil},

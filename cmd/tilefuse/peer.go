@@ -98,6 +98,10 @@ var peerCases = []peerCase{
 	{name: "matmul 4096×4097×4096", m: 4096, k: 4096, n: 4097},
 	{name: "matmul 4095×4096×4096", m: 4095, k: 4096, n: 4096},
 	{name: "matmul 1025³", m: 1025, k: 1025, n: 1025},
+	// rows 16-byte aligned, but k no multiple of 32 (A's tensor copies)
+	// or n of 64 (B's)
+	{name: "matmul 4096×4096×4100", m: 4096, k: 4100, n: 4096},
+	{name: "matmul 4096×4100×4096", m: 4096, k: 4096, n: 4100},
 	// W stored n×k (an input gradient's dY·Wᵀ): rows of k, odd
 	{name: "matmul NT 4096×4096×4099", m: 4096, k: 4099, n: 4096, tb: true},
 	// the BERT-base encoder layer's products (batch 8 × seq 512 rows,
