@@ -12,14 +12,13 @@ import (
 // tensor cores. A product's K loop copies its operands' tiles into shared
 // memory in 16-byte pieces (cp.async) or as tensor copies (TMA), and both
 // need every row of the operand to start 16 bytes after the last: A (m×k)
-// where k is a multiple of 4, B (k×n) where n is. Otherwise the copies are
+// where k is a multiple of 4, B (k×n) where n is (tensor copies of A also
+// k a multiple of BLOCK_K, of B unmasked tiles). Otherwise the copies are
 // 4 or 8 bytes wide (or B's realigned, realign_b), and the loop is bound by
-// the copies' instructions: on an H100 (2026-12-05, r39a, `tilefuse peer`,
-// TF32, TFLOP/s) 4095×4097×4099 ran 145 against 4096³'s 328–342, an odd k
-// alone (4096×4096×4099) 189, an odd n alone (4096×4097×4096) 250, an
-// odd m alone 330, and 1025³ 32.1 against 1024³'s 114.7 (3xTF32 49 / 112
-// and 23.5 / 81.7; bf16 95 / 318; cuBLAS TF32 132 at 4095×4097×4099 and
-// 38.9 at 1025³).
+// their instructions: on the H200 (2026-12-05, r39b, `tilefuse peer`,
+// TF32, TFLOP/s) 4095×4097×4099 ran 140 against 4096³'s 322–333, an odd k
+// alone (4096×4096×4099) 190, an odd n alone (4096×4097×4096) 250, and
+// 1025³ 31 against 1024³'s 114.
 //
 // Such a product, at least padMinSide on every side and at a tensor-core
 // precision, reads its operands from copies whose rows are aligned, each
@@ -27,14 +26,15 @@ import (
 // the product group reads instead): A's copy m×k' with k' = k rounded up
 // to padK (columns k to k' zero), so that the K loop runs over k' in whole
 // BLOCK_K steps and A's tiles are tensor copies; B's copy, where n is not
-// a multiple of 4 (or k is padded and B is copied anyway), k'×n' with n'
-// = n rounded up to padN (zeros past k and n), so that B's tiles are
-// unmasked tensor copies too. Where only k is odd, B keeps its own rows
+// a multiple of 4, k'×n' with n' = n rounded up to padN (zeros past k and
+// n), so that B's tiles are unmasked tensor copies too; Bᵀ's (B stored
+// n×k) n×k', with A's. Where only k is padded, B keeps its own rows
 // (aligned), its loads masked past row k: A's zero columns meet B's
-// zero-filled rows. The zeros add nothing: each extra term is 0·0.
-// Copying costs 2·4 bytes an element of the operand: for an m×k A beside
-// the product's 2·m·n·k FLOPs about 4·R/(BW·n) of its time (R the
-// tensor cores' rate, BW the memory's: ~8% at n = 4096 on an H200).
+// zero-filled rows. The zeros add nothing: each extra term is 0·0. The
+// same call with the copies (their time included): 280–285, 296, 306 and
+// 57 (DESIGN.md: "Operands copied into aligned rows"). Each copy moves 2·4
+// bytes an element: for A, about 4·R/(BW·n) of the product's time (R the
+// tensor cores' rate, BW the memory's).
 
 // padK and padN are what the padded copies' rows are rounded up to: K to
 // a whole BLOCK_K step (32), n to a whole tile of columns (the swapped
@@ -52,10 +52,11 @@ const padMinSide = 512
 // padTMASide is the least m and n of a product whose A, its rows 16-byte
 // aligned but k no multiple of 32, is copied too: where the product runs
 // on the swapped form, whose tensor copies of A want whole BLOCK_K steps
-// a row (an H100, 2026-12-05, r39c, `tilefuse peer`, TILEFUSE_PAD=wide
-// against the rule without it, TFLOP/s: 4096×4096×4100 TF32 264.4 →
-// 281.8, bf16 252.7 → 264.3; B copied too, its rows then k'). Smaller
-// products run on mma.sync, which copies such rows 16 bytes at a time.
+// a row (an H100, 2026-12-05, r39d, `tilefuse peer`, against
+// TILEFUSE_PAD=0, TFLOP/s: 4096×4096×4100 TF32 265.0 → 298.1, 3xTF32 93.6
+// → 101.5, bf16 247.8 → 285.7; B copied too, TILEFUSE_PAD=wide: 277.3).
+// Smaller products run on mma.sync, which copies such rows 16 bytes at a
+// time.
 const padTMASide = 2048
 
 // padPrec reports whether products at prec run on the tensor cores, whose
