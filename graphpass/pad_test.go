@@ -124,20 +124,23 @@ func TestPadOperands(t *testing.T) {
 }
 
 // TestPadOperandsBatchedAndTransposed: BatchedMatMul's products pad each
-// matrix of a batch (A's k, B's n, B stored n×k its k), and a batch's pad
-// kernel writes matrix z on program axis 2; Bᵀ's copy keeps its n rows.
+// matrix of a batch (A's k, B's n, B stored n×k its k, A stored k×m its
+// m), and a batch's pad kernel writes matrix z on program axis 2; Bᵀ's
+// copy keeps its n rows, Aᵀ's its k rows (K is no row's length there).
 func TestPadOperandsBatchedAndTransposed(t *testing.T) {
 	cases := []struct {
 		name         string
 		batch        int
 		m, k, n      int
-		tb           bool
+		tb, ta       bool
 		a, b         []int
 		padGridBatch int
 	}{
-		{"A·Bᵀ, k odd", 1, 1024, 1023, 1024, true, []int{1, 1024, 1024}, []int{1, 1024, 1024}, 1},
-		{"A·Bᵀ, n odd alone", 1, 1024, 1024, 1023, true, nil, nil, 0},
-		{"a batch of 3, k and n odd", 3, 600, 601, 602, false, []int{3, 600, 608}, []int{3, 608, 640}, 3},
+		{"A·Bᵀ, k odd", 1, 1024, 1023, 1024, true, false, []int{1, 1024, 1024}, []int{1, 1024, 1024}, 1},
+		{"A·Bᵀ, n odd alone", 1, 1024, 1024, 1023, true, false, nil, nil, 0},
+		{"a batch of 3, k and n odd", 3, 600, 601, 602, false, false, []int{3, 600, 608}, []int{3, 608, 640}, 3},
+		{"Aᵀ·B, m odd", 1, 1023, 1025, 1024, false, true, []int{1, 1025, 1024}, nil, 1},
+		{"Aᵀ·B, n odd, k odd", 1, 1024, 1025, 1023, false, true, nil, []int{1, 1025, 1024}, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -146,9 +149,13 @@ func TestPadOperandsBatchedAndTransposed(t *testing.T) {
 			if c.tb {
 				ws = []int{c.batch, c.n, c.k}
 			}
-			x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(c.batch, c.m, c.k), G.WithName("x"))
+			xs := []int{c.batch, c.m, c.k}
+			if c.ta {
+				xs = []int{c.batch, c.k, c.m}
+			}
+			x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(xs...), G.WithName("x"))
 			w := G.NewTensor(g, tensor.Float32, 3, G.WithShape(ws...), G.WithName("w"))
-			G.Must(G.BatchedMatMul(x, w, false, c.tb))
+			G.Must(G.BatchedMatMul(x, w, c.ta, c.tb))
 			gr, err := Import(g)
 			if err != nil {
 				t.Fatal(err)

@@ -102,6 +102,9 @@ var peerCases = []peerCase{
 	// or n of 64 (B's)
 	{name: "matmul 4096×4096×4100", m: 4096, k: 4100, n: 4096},
 	{name: "matmul 4096×4100×4096", m: 4096, k: 4096, n: 4100},
+	// GPT-2's embedding gradient dE = dLogitsᵀ·h (dLogits stored
+	// tokens×vocab: rows of 50257)
+	{name: "vocab TN 50257×768×4096", m: 50257, k: 4096, n: 768, ta: true},
 	// W stored n×k (an input gradient's dY·Wᵀ): rows of k, odd
 	{name: "matmul NT 4096×4096×4099", m: 4096, k: 4099, n: 4096, tb: true},
 	// the BERT-base encoder layer's products (batch 8 × seq 512 rows,
@@ -237,16 +240,11 @@ func buildPeer(c peerCase, t graphpass.Target, prec tile.Precision, tune tile.Me
 	if err != nil {
 		return nil, err
 	}
-	// the graph as fusion partitions it at prec (an operand whose rows are
-	// not 16-byte aligned copied first: pad groups), but a product reading
-	// A transposed (ta) as it did before the pass copied A transposed at
-	// TF32 (pretranspose): the NN rows of those shapes time the copy's
-	// product
-	opt := graphpass.Options{Target: t, MatMul: true}
-	if !c.ta {
-		opt.Precision = prec
-	}
-	groups := graphpass.Partition(gr, opt)
+	// the graph as fusion partitions it at prec: an operand whose rows are
+	// not 16-byte aligned copied first (pad groups). (Transposed operands
+	// are BatchedMatMul's, which pretranspose leaves as they are: the NN
+	// rows of the weight gradients' shapes time the product of its copy.)
+	groups := graphpass.Partition(gr, graphpass.Options{Target: t, MatMul: true, Precision: prec})
 	if len(groups) == 0 || groups[len(groups)-1].Kind != graphpass.MatMulGroup {
 		return nil, fmt.Errorf("peer %s: %d groups, want a matmul group last", c.name, len(groups))
 	}
