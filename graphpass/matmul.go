@@ -245,15 +245,10 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	// bRows×bCols (zeros past K and n); a B read as it is keeps its K
 	// rows, masked where the loop passes them. A batch's copies are
 	// padded matrix by matrix
-	kLoop, bRows, bCols, aSize := kk, kk, n, m*kk
-	switch ps := shapeOf(e.grp.aPad); {
-	case ps == nil:
-	case transA: // Aᵀ's copy: kk×m', rows of m padded
-		sar, sac = 1, ps[len(ps)-1]
-		aSize = ps[len(ps)-2] * ps[len(ps)-1]
-	default:
+	kLoop, bRows, bCols := kk, kk, n
+	if ps := shapeOf(e.grp.aPad); ps != nil {
 		sar, sac = ps[len(ps)-1], 1
-		kLoop, aSize = sar, m*sar
+		kLoop = sar
 	}
 	switch ps := shapeOf(e.grp.bPad); {
 	case ps == nil:
@@ -266,7 +261,7 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	}
 	if batch > 1 {
 		z := b.ProgramID(2)
-		pa, pb = b.AddPtr(pa, b.Mul(z, aSize)), b.AddPtr(pb, b.Mul(z, bRows*bCols))
+		pa, pb = b.AddPtr(pa, b.Mul(z, m*kLoop)), b.AddPtr(pb, b.Mul(z, bRows*bCols))
 	}
 	gm, gn := tile.CDiv(m, bm), tile.CDiv(n, bn)
 	if g, set := e.meta["GROUP_M"]; set && g < 1 {

@@ -70,7 +70,7 @@ func padPrec(prec tile.Precision) bool {
 func padShapes(grp *Group, t Target, prec tile.Precision) (aShape, bShape []int) {
 	mm := grp.MatMul
 	if grp.Kind != MatMulGroup || mm == nil || !productFuses(mm) || len(mm.Inputs) != 2 ||
-		grp.aT != nil || mm.Inputs[0].colMajor || mm.Inputs[1].colMajor ||
+		mm.Info.TransA || grp.aT != nil || mm.Inputs[0].colMajor || mm.Inputs[1].colMajor ||
 		!t.GPU() || !padPrec(prec) || mm.Info.DType != tile.F32 {
 		return nil, nil
 	}
@@ -85,20 +85,8 @@ func padShapes(grp *Group, t Target, prec tile.Precision) (aShape, bShape []int)
 	if transB {
 		n = b[r-2]
 	}
-	if mm.Info.TransA { // A stored k×m: rows of m
-		k, m = m, k
-	}
-	if min(m, n, k) < padMinSide || padWhich == "0" || mm.Info.TransA && transB {
+	if min(m, n, k) < padMinSide || padWhich == "0" {
 		return nil, nil
-	}
-	if mm.Info.TransA { // rows of m and of n: K is neither's row
-		if m%4 != 0 && padWhich != "b" {
-			aShape = append(slices.Clone(lead), k, roundUp(m, padN))
-		}
-		if n%4 != 0 && padWhich != "a" {
-			bShape = append(slices.Clone(lead), k, roundUp(n, padN))
-		}
-		return aShape, bShape
 	}
 	kb := k
 	wide := padWhich == "wide" // measuring: rows aligned but not to the tensor copies' rule
