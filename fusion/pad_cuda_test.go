@@ -18,9 +18,9 @@ func TestPaddedOperandsOnGPU(t *testing.T) {
 		return append([]fusion.Option{fusion.WithBackend(fusion.CUDA), fusion.WithMatMulFusion(true)}, o...)
 	}
 	checkPadded(t, []padCase{
-		{"tf32", 515, 517, 519, gpu(fusion.WithPrecision(tile.PrecTF32)), tile.PrecTF32, 2},
-		{"bf16, k aligned", 515, 516, 519, gpu(fusion.WithPrecision(tile.PrecBF16)), tile.PrecBF16, 1},
-		{"default (3xTF32)", 515, 517, 519, gpu(), tile.PrecTF32x3, 2},
-		{"ieee", 515, 517, 519, gpu(fusion.WithPrecision(tile.PrecIEEE)), tile.PrecIEEE, 0},
+		{"tf32", 1030, 517, 519, gpu(fusion.WithPrecision(tile.PrecTF32)), tile.PrecTF32, 2},
+		{"bf16, k aligned", 1030, 516, 519, gpu(fusion.WithPrecision(tile.PrecBF16)), tile.PrecBF16, 1},
+		{"default (3xTF32)", 1030, 517, 519, gpu(), tile.PrecTF32x3, 2},
+		{"ieee", 1030, 517, 519, gpu(fusion.WithPrecision(tile.PrecIEEE)), tile.PrecIEEE, 0},
 	})
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // TestPaddedOperands: x·W + b with rows of x, W and the output not 16-byte
-// aligned (515×517 by 517×519), compiled for the H200 at a tensor-core
+// aligned (1030×517 by 517×519), compiled for the H200 at a tensor-core
 // precision, copies x and W into aligned rows by two pad kernels before
 // its product (graphpass's padOperands), and, run on the CPU, agrees with
 // a float64 reference that sees the precision's operand conversions
@@ -23,7 +23,7 @@ import (
 // kernel is written.
 func TestPaddedOperands(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: 138M multiply-adds on the CPU")
+		t.Skip("-short: 276M multiply-adds on the CPU")
 	}
 	opts := func(target bool, p tile.Precision) []fusion.Option {
 		o := []fusion.Option{fusion.WithBackend(fusion.CPU), fusion.WithMatMulFusion(true), fusion.WithPrecision(p)}
@@ -33,10 +33,10 @@ func TestPaddedOperands(t *testing.T) {
 		return o
 	}
 	checkPadded(t, []padCase{
-		{"h200 tf32", 515, 517, 519, opts(true, tile.PrecTF32), tile.PrecTF32, 2},
-		{"h200 bf16, k aligned", 515, 516, 519, opts(true, tile.PrecBF16), tile.PrecBF16, 1},
-		{"h200 ieee", 515, 517, 519, opts(true, tile.PrecIEEE), tile.PrecIEEE, 0},
-		{"cpu tf32", 515, 517, 519, opts(false, tile.PrecTF32), tile.PrecTF32, 0},
+		{"h200 tf32", 1030, 517, 519, opts(true, tile.PrecTF32), tile.PrecTF32, 2},
+		{"h200 bf16, k aligned", 1030, 516, 519, opts(true, tile.PrecBF16), tile.PrecBF16, 1},
+		{"h200 ieee", 1030, 517, 519, opts(true, tile.PrecIEEE), tile.PrecIEEE, 0},
+		{"cpu tf32", 1030, 517, 519, opts(false, tile.PrecTF32), tile.PrecTF32, 0},
 	})
 }
 

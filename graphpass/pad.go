@@ -49,6 +49,14 @@ const (
 // work there.
 const padMinSide = 512
 
+// padBMinRows is the least m of a product whose B is copied: B's copy
+// moves 2·4 bytes an element of B whatever m, and the product's time it
+// saves grows with m. On an H100 (2026-12-05, r39d) at m = 4096 an odd n's
+// copy cost ~46 µs and saved ~146 (4096×4097×4096, TF32 252 → 308
+// TFLOP/s), even at m ≈ 1300; at 1025³ both copies together gained
+// (r39b: 31 → 57, A's alone 40).
+const padBMinRows = 1024
+
 // padTMASide is the least m and n of a product whose A, its rows 16-byte
 // aligned but k no multiple of 32, is copied too: where the product runs
 // on the swapped form, whose tensor copies of A want whole BLOCK_K steps
@@ -95,6 +103,8 @@ func padShapes(grp *Group, t Target, prec tile.Precision) (aShape, bShape []int)
 		aShape = append(slices.Clone(lead), m, kb)
 	}
 	switch {
+	case m < padBMinRows && !wide:
+		// B's copy costs as B's size, the product's gain as m·(B's size)
 	case transB && kb != k:
 		bShape = append(slices.Clone(lead), n, kb)
 	case !transB && (n%4 != 0 || wide && (n%64 != 0 || kb != k)) && padWhich != "a":

@@ -38,6 +38,8 @@ func TestPadOperands(t *testing.T) {
 		{"k a multiple of 4, not of 32, large", 4096, 4100, 4096, H200, tile.PrecTF32, false, []int{4096, 4128}, nil},
 		{"k a multiple of 4, not of 32, under padTMASide", 1024, 1000, 4096, H200, tile.PrecTF32, false, nil, nil},
 		{"odd m alone", 4095, 4096, 4096, H200, tile.PrecTF32, false, nil, nil},
+		{"odd n, m under padBMinRows", 768, 1024, 4097, H200, tile.PrecTF32, false, nil, nil},
+		{"odd k and n, m under padBMinRows: A alone", 768, 1025, 4097, H200, tile.PrecTF32, false, []int{768, 1056}, nil},
 		{"aligned", 1024, 1024, 1024, H200, tile.PrecTF32, false, nil, nil},
 		{"ieee", 1025, 1025, 1025, H200, tile.PrecIEEE, false, nil, nil},
 		{"cpu", 1025, 1025, 1025, CPU(4), tile.PrecTF32, false, nil, nil},
@@ -138,7 +140,7 @@ func TestPadOperandsBatchedAndTransposed(t *testing.T) {
 	}{
 		{"A·Bᵀ, k odd", 1, 1024, 1023, 1024, true, false, []int{1, 1024, 1024}, []int{1, 1024, 1024}, 1},
 		{"A·Bᵀ, n odd alone", 1, 1024, 1024, 1023, true, false, nil, nil, 0},
-		{"a batch of 3, k and n odd", 3, 600, 601, 602, false, false, []int{3, 600, 608}, []int{3, 608, 640}, 3},
+		{"a batch of 3, k and n odd", 3, 1100, 601, 602, false, false, []int{3, 1100, 608}, []int{3, 608, 640}, 3},
 		// Aᵀ·B's copies were slower (the H100, r39e: GPT-2's embedding
 		// gradient 50257×768×4096, A stored 4096×50257, TF32 119.5 →
 		// 101.4 TFLOP/s): none
