@@ -50,12 +50,14 @@ registers, shared memory and spills. Needs the tilefuse_cuda build.`,
 	}, {
 		name: "peer", args: "[flags]", summary: "matrix products at the peers' shapes on the GPU (tilefuse_cuda build)",
 		doc: `Times the fusion pass's kernels for x·W and gelu(x·W + b) at 4096³ and at odd
-shapes (1024³, 1000³, 4095×4097×33, K = 50) and the BERT-base layer's
-products (NN, NT, TN) on the GPU, per precision and -tune choice, each
-checked first against float64 on rows spread over the output; a choice that
-cannot be written, compiled or run is a row with its error. The same shapes
-run in PyTorch with bench/torch/workloads.py --peer. Needs the tilefuse_cuda
-build.`,
+shapes (1024³, 1000³, 1025³, 4095×4097×33, 4095×4097×4099, K = 50), the
+BERT-base layer's products (NN, NT, TN) and vocabulary projections on the
+GPU, per precision and -tune choice, each checked first against float64 on
+rows spread over the output; a choice that cannot be written, compiled or
+run is a row with its error. A case whose operands graphpass copies into
+aligned rows first (pad kernels) is timed with its copies ("after N
+copies"; TILEFUSE_PAD=0 turns them off). The same shapes run in PyTorch with
+bench/torch/workloads.py --peer. Needs the tilefuse_cuda build.`,
 		flags: func() *flag.FlagSet { fs, _ := peerFlags(); return fs },
 		run:   func(args []string, stdout, _ io.Writer) error { return peerCmd(args, stdout) },
 	}, {
