@@ -53,8 +53,8 @@ const padMinSide = 512
 // moves 2·4 bytes an element of B whatever m, and the product's time it
 // saves grows with m. On an H100 (2026-12-05, r39d) at m = 4096 an odd n's
 // copy cost ~46 µs and saved ~146 (4096×4097×4096, TF32 252 → 308
-// TFLOP/s), even at m ≈ 1300; at 1025³ both copies together gained
-// (r39b: 31 → 57, A's alone 40).
+// TFLOP/s: in proportion, it would pay down to m ≈ 1300); at 1025³ both
+// copies together gained (the H200, r39b: 31 → 57, A's alone 40).
 const padBMinRows = 1024
 
 // padTMASide is the least m and n of a product whose A, its rows 16-byte
