@@ -49,12 +49,15 @@ const (
 // work there.
 const padMinSide = 512
 
-// padBMinRows is the least m of a product whose B is copied: B's copy
-// moves 2·4 bytes an element of B whatever m, and the product's time it
-// saves grows with m. On an H100 (2026-12-05, r39d) at m = 4096 an odd n's
-// copy cost ~46 µs and saved ~146 (4096×4097×4096, TF32 252 → 308
-// TFLOP/s: in proportion, it would pay down to m ≈ 1300); at 1025³ both
-// copies together gained (the H200, r39b: 31 → 57, A's alone 40).
+// padBMinRows is the least m of a TF32 or bf16 product whose B is copied:
+// B's copy moves 2·4 bytes an element of B whatever m, and the product's
+// time it saves grows with m. On an H100 (2026-12-05, r39d) at m = 4096 an
+// odd n's copy cost ~46 µs and saved ~146 (4096×4097×4096, TF32 252 → 308
+// TFLOP/s); at m = 1024 (r39f, 1024×4097×4096) TF32 230 → 234–239, bf16
+// 220 → 216; at 768 TF32 198–199 → 195, bf16 190 → 186; at 1025³ both
+// copies together gained (the H200, r39b: 31 → 57, A's alone 40). 3xTF32,
+// whose B is not realigned (realign_b is TF32's), gains at any m from
+// padMinSide: 768×4097×4096 59–60 → 79, 1024×4097×4096 86 → 99.
 const padBMinRows = 1024
 
 // padTMASide is the least m and n of a product whose A, its rows 16-byte
@@ -103,7 +106,7 @@ func padShapes(grp *Group, t Target, prec tile.Precision) (aShape, bShape []int)
 		aShape = append(slices.Clone(lead), m, kb)
 	}
 	switch {
-	case m < padBMinRows && !wide:
+	case m < padBMinRows && prec != tile.PrecTF32x3 && !wide:
 		// B's copy costs as B's size, the product's gain as m·(B's size)
 	case transB && kb != k:
 		bShape = append(slices.Clone(lead), n, kb)

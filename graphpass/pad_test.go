@@ -39,6 +39,7 @@ func TestPadOperands(t *testing.T) {
 		{"k a multiple of 4, not of 32, under padTMASide", 1024, 1000, 4096, H200, tile.PrecTF32, false, nil, nil},
 		{"odd m alone", 4095, 4096, 4096, H200, tile.PrecTF32, false, nil, nil},
 		{"odd n, m under padBMinRows", 768, 1024, 4097, H200, tile.PrecTF32, false, nil, nil},
+		{"odd n, m under padBMinRows, 3xTF32", 768, 1024, 4097, H200, tile.PrecTF32x3, false, nil, []int{1024, 4224}},
 		{"odd k and n, m under padBMinRows: A alone", 768, 1025, 4097, H200, tile.PrecTF32, false, []int{768, 1056}, nil},
 		{"aligned", 1024, 1024, 1024, H200, tile.PrecTF32, false, nil, nil},
 		{"ieee", 1025, 1025, 1025, H200, tile.PrecIEEE, false, nil, nil},

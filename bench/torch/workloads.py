@@ -477,6 +477,8 @@ PEER = [
     ("matmul 1025³", 1025, 1025, 1025, False),
     ("matmul 4096×4096×4100", 4096, 4100, 4096, False),
     ("matmul 4096×4100×4096", 4096, 4096, 4100, False),
+    ("matmul 1024×4097×4096", 1024, 4096, 4097, False),
+    ("matmul 768×4097×4096", 768, 4096, 4097, False),
     ("vocab TN 50257×768×4096", 50257, 4096, 768, False, True, False),
     ("matmul NT 4096×4096×4099", 4096, 4099, 4096, False, False, True),
     # the BERT-base encoder layer's products (8×512 rows, model 768, FF 3072)

@@ -102,6 +102,9 @@ var peerCases = []peerCase{
 	// or n of 64 (B's)
 	{name: "matmul 4096×4096×4100", m: 4096, k: 4100, n: 4096},
 	{name: "matmul 4096×4100×4096", m: 4096, k: 4096, n: 4100},
+	// an odd n at fewer rows: B's copy against padBMinRows (graphpass)
+	{name: "matmul 1024×4097×4096", m: 1024, k: 4096, n: 4097},
+	{name: "matmul 768×4097×4096", m: 768, k: 4096, n: 4097},
 	// GPT-2's embedding gradient dE = dLogitsᵀ·h (dLogits stored
 	// tokens×vocab: rows of 50257)
 	{name: "vocab TN 50257×768×4096", m: 50257, k: 4096, n: 768, ta: true},
