@@ -131,27 +131,7 @@ func roundUp(x, m int) int { return (x + m - 1) / m * m }
 // Where opt.PrecisionByGroup, each group's precision is DefaultPrecision's.
 // A value two such groups read alike is copied once.
 func padOperands(groups []*Group, opt Options) []*Group {
-	out := groups[:len(groups):len(groups)]
-	type key struct {
-		x     *Node
-		shape string
-	}
-	copies := map[key]*Node{}
-	copyOf := func(x *Node, s []int, grp *Group) *Node {
-		kk := key{x, fmt.Sprint(s)}
-		p, ok := copies[kk]
-		if !ok {
-			pg := &Group{Kind: PadGroup, Reads: []*Node{x}}
-			p = newInternal(fmt.Sprintf("%v.pad", x), s, x.Info.DType, pg)
-			p.index = grp.Root.index
-			pg.Root, pg.Full = p, p.Info.Shape
-			copies[kk] = p
-			out = append(out, pg)
-		}
-		// ordered just before the first group that reads it (Partition)
-		p.index = min(p.index, grp.Root.index)
-		return p
-	}
+	c := newCopier(groups)
 	for _, grp := range groups {
 		prec := opt.Precision
 		if opt.PrecisionByGroup && grp.Kind == MatMulGroup {
@@ -164,16 +144,16 @@ func padOperands(groups []*Group, opt Options) []*Group {
 		mm := grp.MatMul
 		reads := slices.Clone(grp.Reads)
 		if as != nil {
-			grp.aPad = copyOf(mm.Inputs[0], as, grp)
+			grp.aPad = c.copyOf(PadGroup, mm.Inputs[0], as, "pad", grp)
 			reads = append(reads, grp.aPad)
 		}
 		if bs != nil {
-			grp.bPad = copyOf(mm.Inputs[1], bs, grp)
+			grp.bPad = c.copyOf(PadGroup, mm.Inputs[1], bs, "pad", grp)
 			reads = append(reads, grp.bPad)
 		}
 		grp.Reads = reads
 	}
-	return out
+	return c.groups
 }
 
 // pad: program (i, j, z) writes the BLOCK_R×BLOCK_C block (i, j) of the
@@ -194,13 +174,9 @@ var padKind = groupKind{
 
 func emitPad(e *emitter, out *tile.Value, k *Kernel) error {
 	b := e.b
-	if len(e.grp.Reads) != 1 {
-		return fmt.Errorf("graphpass: %v: a pad reads one value", e.grp)
-	}
-	x := e.grp.Reads[0]
-	px := e.ptr[x]
-	if px == nil {
-		return fmt.Errorf("graphpass: %v: %v is not an input of the kernel", e.grp, x)
+	x, px, br, bc, err := copySource(e)
+	if err != nil {
+		return err
 	}
 	s, p := x.Info.Shape, e.grp.Root.Info.Shape
 	r := len(s)
@@ -209,14 +185,6 @@ func emitPad(e *emitter, out *tile.Value, k *Kernel) error {
 	}
 	rows, cols := s[r-2], s[r-1]
 	p = p[r-2:]
-	br, err := e.param("BLOCK_R")
-	if err != nil {
-		return err
-	}
-	bc, err := e.param("BLOCK_C")
-	if err != nil {
-		return err
-	}
 	i := b.ExpandDims(b.Add(b.Mul(b.ProgramID(0), br), b.Arange(0, br)), 1) // [BR,1]
 	j := b.ExpandDims(b.Add(b.Mul(b.ProgramID(1), bc), b.Arange(0, bc)), 0) // [1,BC]
 	sh := tile.Shp(br, bc)

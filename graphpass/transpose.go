@@ -64,22 +64,7 @@ func pretransposePrec(prec tile.Precision) bool { return prec == tile.PrecTF32 }
 // internal m×k value, is the group's A (Group.aT). A value two such
 // groups read is copied once, before the first of them.
 func pretranspose(groups []*Group, t Target, prec tile.Precision) []*Group {
-	out := groups[:len(groups):len(groups)]
-	copies := map[*Node]*Node{} // a value transposed, and its copy
-	copyOf := func(a *Node, grp *Group) *Node {
-		aT, ok := copies[a]
-		if !ok {
-			tg := &Group{Kind: TransposeGroup, Reads: []*Node{a}}
-			aT = newInternal(fmt.Sprintf("%v.T", a), []int{a.Info.Shape[1], a.Info.Shape[0]}, a.Info.DType, tg)
-			aT.index = grp.Root.index
-			tg.Root, tg.Full = aT, aT.Info.Shape
-			copies[a] = aT
-			out = append(out, tg)
-		}
-		// ordered just before the first group that reads it (Partition)
-		aT.index = min(aT.index, grp.Root.index)
-		return aT
-	}
+	c := newCopier(groups)
 	for _, grp := range groups {
 		var a *Node
 		switch {
@@ -90,10 +75,64 @@ func pretranspose(groups []*Group, t Target, prec tile.Precision) []*Group {
 		default:
 			continue
 		}
-		grp.aT = copyOf(a, grp)
+		grp.aT = c.copyOf(TransposeGroup, a, []int{a.Info.Shape[1], a.Info.Shape[0]}, "T", grp)
 		grp.Reads = append(slices.DeleteFunc(slices.Clone(grp.Reads), func(n *Node) bool { return n == a }), grp.aT)
 	}
-	return out
+	return c.groups
+}
+
+// copier makes the groups that copy a value for product groups
+// (pretranspose, padOperands): one a value and shape, ordered just
+// before the first group that reads it.
+type copier struct {
+	groups []*Group // the groups given, then the copies
+	copies map[copyKey]*Node
+}
+
+type copyKey struct {
+	x     *Node
+	kind  GroupKind
+	shape string
+}
+
+func newCopier(groups []*Group) *copier {
+	return &copier{groups: groups[:len(groups):len(groups)], copies: map[copyKey]*Node{}}
+}
+
+// copyOf is the root of a group of the given kind that copies x into an
+// internal value of shape s (named x.suffix), for grp to read: made on
+// first use, ordered before grp (its index) and every other reader.
+func (c *copier) copyOf(kind GroupKind, x *Node, s []int, suffix string, grp *Group) *Node {
+	k := copyKey{x, kind, fmt.Sprint(s)}
+	cp, ok := c.copies[k]
+	if !ok {
+		g := &Group{Kind: kind, Reads: []*Node{x}}
+		cp = newInternal(fmt.Sprintf("%v.%s", x, suffix), s, x.Info.DType, g)
+		cp.index = grp.Root.index
+		g.Root, g.Full = cp, cp.Info.Shape
+		c.copies[k] = cp
+		c.groups = append(c.groups, g)
+	}
+	// ordered just before the first group that reads it (Partition)
+	cp.index = min(cp.index, grp.Root.index)
+	return cp
+}
+
+// copySource is the value a copy group's kernel reads, its pointer and
+// the kernel's BLOCK_R×BLOCK_C block.
+func copySource(e *emitter) (x *Node, px *tile.Value, br, bc int, err error) {
+	if len(e.grp.Reads) != 1 {
+		return nil, nil, 0, 0, fmt.Errorf("graphpass: %v: a %v reads one value", e.grp, e.grp.Kind)
+	}
+	x = e.grp.Reads[0]
+	if px = e.ptr[x]; px == nil {
+		return nil, nil, 0, 0, fmt.Errorf("graphpass: %v: %v is not an input of the kernel", e.grp, x)
+	}
+	if br, err = e.param("BLOCK_R"); err != nil {
+		return nil, nil, 0, 0, err
+	}
+	bc, err = e.param("BLOCK_C")
+	return x, px, br, bc, err
 }
 
 // transpose: program (i, j) copies the BLOCK_R×BLOCK_C block (i, j) of
@@ -115,24 +154,12 @@ var transposeKind = groupKind{
 
 func emitTranspose(e *emitter, out *tile.Value, k *Kernel) error {
 	b := e.b
-	if len(e.grp.Reads) != 1 {
-		return fmt.Errorf("graphpass: %v: a transpose reads one value", e.grp)
-	}
-	a := e.grp.Reads[0]
-	pa := e.ptr[a]
-	if pa == nil {
-		return fmt.Errorf("graphpass: %v: %v is not an input of the kernel", e.grp, a)
+	a, pa, br, bc, err := copySource(e)
+	if err != nil {
+		return err
 	}
 	s := a.Info.Shape
 	rows, cols := s[0], s[1]
-	br, err := e.param("BLOCK_R")
-	if err != nil {
-		return err
-	}
-	bc, err := e.param("BLOCK_C")
-	if err != nil {
-		return err
-	}
 	r := b.Add(b.Mul(b.ProgramID(0), br), b.Arange(0, br))
 	c := b.Add(b.Mul(b.ProgramID(1), bc), b.Arange(0, bc))
 	r2, c2 := b.ExpandDims(r, 1), b.ExpandDims(c, 0) // [BR,1], [1,BC]
