@@ -2,11 +2,15 @@ package main
 
 import (
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tilefuse/tilefuse/codegen"
 	"github.com/tilefuse/tilefuse/codegen/ptxsim"
 	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile"
@@ -98,5 +102,35 @@ func TestPaddedProductsInSimulator(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPaddedKernelsAssemble: for an sm_80 target (an A100's shared memory:
+// mma.sync, no tensor copies) a product whose operands' rows are odd is
+// also written with pad kernels, and ptxas assembles the pad kernels and
+// the product (skipped without ptxas, which .ci/run installs, unless
+// TILEFUSE_REQUIRE_PTXAS is set).
+func TestPaddedKernelsAssemble(t *testing.T) {
+	ptxas, err := exec.LookPath("ptxas")
+	if err != nil {
+		if os.Getenv("TILEFUSE_REQUIRE_PTXAS") != "" {
+			t.Fatalf("ptxas is required (TILEFUSE_REQUIRE_PTXAS is set) but not found: %v", err)
+		}
+		t.Skip("no ptxas on PATH")
+	}
+	sm80 := graphpass.GPU(108, 1024, 163<<10)
+	for _, prec := range []tile.Precision{tile.PrecTF32, tile.PrecBF16, tile.PrecTF32x3} {
+		pc := peerCase{name: "1030x517x519", m: 1030, k: 517, n: 519, gelu: true}
+		p, err := buildPeer(pc, sm80, prec, nil)
+		require.NoError(t, err)
+		require.Len(t, p.launches, 3, "%v: two pad kernels and the product", prec)
+		for _, l := range p.launches {
+			ck, err := codegen.Compile(l.k.Tile, codegen.Options{Arch: 80, NumWarps: l.k.Tile.Meta["num_warps"]})
+			require.NoError(t, err)
+			file := filepath.Join(t.TempDir(), "k.ptx")
+			require.NoError(t, os.WriteFile(file, []byte(ck.PTX), 0o644))
+			out, err := exec.Command(ptxas, "-arch=sm_80", "-o", os.DevNull, file).CombinedOutput()
+			require.NoError(t, err, "%v %s: ptxas: %s", prec, l.k.Tile.Name, out)
+		}
 	}
 }
