@@ -44,6 +44,13 @@
 //     four-dimensional tensor copy a stage laid out for its fragment reads;
 //     2 (the default where it applies), with no CTA barrier in the loop
 //     (empty mbarriers); 1, the barrier kept; 0, cp.async.
+//   - tma_k (with tma): 1, a loop masked along K keeps its tensor copies:
+//     A's map bounds its columns at K (rows of a multiple of 4 floats,
+//     need not be whole BLOCK_K steps), B's (tma_b) its rows; the boxes
+//     read zeros past K. Checked in ptxsim (TestTensorCopiesOfA,
+//     TestTensorCopiesOfB, TestPaddedProductsInSimulator); not yet
+//     measured on a GPU (2026-12-05), so no default chooses it: a tuner
+//     candidate of products whose loop masks K.
 //   - tma_ahead (tma_b without the barrier): 0, the copies stages-2
 //     iterations ahead instead of stages-1 (the default).
 //   - cluster (swapped TF32 with tma): 2, clusters of 1×2 CTAs sharing A's

@@ -68,7 +68,11 @@ type TensorMap struct {
 	Inner     int64
 	// Rows: the tensor's rows, outside which a box reads zeros (the
 	// load's mask); 0: as many as the argument holds (RowsIn)
-	Rows    int64
+	Rows int64
+	// Cols: the tensor's columns, past which a box reads zeros (the
+	// load's mask along K: rows of Inner elements of which the first Cols
+	// are the operand's); 0: Inner
+	Cols    int64
 	Box     [2]int
 	Swizzle int
 	// Paired (B's tensor copies, tmaB): the map is four-dimensional.
@@ -92,7 +96,11 @@ func (m TensorMap) Shape(bytes int64) (dims, strides []uint64, box []uint32, err
 	}
 	row := uint64(m.Inner) * uint64(m.ElemBytes)
 	if !m.Paired {
-		return []uint64{uint64(m.Inner), uint64(rows)}, []uint64{row}, []uint32{uint32(m.Box[0]), uint32(m.Box[1])}, nil
+		cols := uint64(m.Inner)
+		if m.Cols > 0 {
+			cols = uint64(min(m.Cols, m.Inner))
+		}
+		return []uint64{cols, uint64(rows)}, []uint64{row}, []uint32{uint32(m.Box[0]), uint32(m.Box[1])}, nil
 	}
 	if m.Inner%64 != 0 || m.Box[0]%64 != 0 {
 		return nil, nil, nil, fmt.Errorf("%v: rows or boxes not whole groups of 64 elements", m)
@@ -127,6 +135,9 @@ func (m TensorMap) String() string {
 	if m.Paired {
 		paired = ", columns in interleaved pairs of 32"
 	}
+	if m.Cols > 0 {
+		paired += fmt.Sprintf(", the first %d columns", m.Cols)
+	}
 	return fmt.Sprintf("tensor map of parameter %d: rows of %d x %d B (%s), boxes %d x %d, %d-byte swizzle%s", m.Param, m.Inner, m.ElemBytes, rows, m.Box[0], m.Box[1], m.Swizzle, paired)
 }
 
@@ -139,6 +150,7 @@ type tmaCopy struct {
 	offs  *tile.Value // the load's element offsets from it, [m, k]
 	lda   int64
 	rows  int64 // the tensor's rows where A's mask bounds them (0: as many as the argument holds)
+	cols  int64 // its columns where the mask bounds K (0: lda)
 	index int   // its Kernel.TensorMaps index
 	// emission: the full mbarriers' base address, the producer's (thread
 	// 0's) barrier of stage sp and the consumers' of stage sc
@@ -165,24 +177,31 @@ func (l *lowerer) tmaPlan(p *pipe) (*tmaCopy, string) {
 		return nil, why
 	}
 	lda, bk := a.Coef[0], int64(p.k)
-	if lda%bk != 0 {
-		return nil, fmt.Sprintf("A's rows (%d) not a multiple of BLOCK_K", lda)
-	}
 	if lda >= 1<<31 || p.m > 256 {
 		return nil, "A's rows or tile out of a tensor map's range"
 	}
 	t := &tmaCopy{param: param, offs: offs, lda: lda}
 	if len(ld.Args) == 1 {
-		if a.Div%bk != 0 {
+		switch {
+		case lda%bk != 0:
+			return nil, fmt.Sprintf("A's rows (%d) not a multiple of BLOCK_K", lda)
+		case a.Div%bk != 0:
 			return nil, fmt.Sprintf("A's origin (divisible by %d) not a multiple of BLOCK_K", a.Div)
 		}
 		return t, ""
 	}
-	rows, why := l.tmaRowMask(p, ld, lda)
-	if why != "" {
+	rows, cols, why := l.tmaMask(p, ld, lda)
+	switch {
+	case why != "":
 		return nil, why
+	case cols > 0 && l.k.Meta["tma_k"] != 1:
+		return nil, "A's mask bounds K (tma_k = 1: a map of K columns)"
+	case lda%bk != 0 && cols == 0:
+		return nil, fmt.Sprintf("A's rows (%d) not a multiple of BLOCK_K", lda)
+	case lda%4 != 0:
+		return nil, fmt.Sprintf("A's rows (%d) not 16-byte aligned", lda)
 	}
-	t.rows = rows
+	t.rows, t.cols = rows, cols
 	return t, ""
 }
 
@@ -203,48 +222,88 @@ func (l *lowerer) rowsOfParam(ld *tile.Value, what, form string) (param, offs *t
 	return ptr.Args[0].Args[0], offs, a, ""
 }
 
-// tmaRowMask returns M where A's load ld, of element offsets offs = X·lda +
-// C, is masked by X < M alone (M a constant, X the offsets' rows, masked
-// lanes reading zero) and C is the loop's induction variable plus the
-// columns' range from 0, the loop running from a multiple of BLOCK_K ≥ 0
-// by BLOCK_K to at most lda: then the box at the tensor coordinates (C₀,
-// X₀), the offsets' origin split by lda, is filled with zeros exactly in
-// the rows the mask leaves out, on a map of M rows of lda elements.
-func (l *lowerer) tmaRowMask(p *pipe, ld *tile.Value, lda int64) (int64, string) {
-	const masked = "A's mask is not its rows' bound"
+// tmaMask returns M and K where A's load ld, of element offsets offs =
+// X·lda + C, is masked by X < M, by C < K or by both (M and K constants, K
+// at most lda, X the offsets' rows, masked lanes reading zero; 0 for a
+// bound the mask does not have) and C is the loop's induction variable
+// plus the columns' range from 0, the loop running from a multiple of
+// BLOCK_K ≥ 0 by BLOCK_K to at most lda: then the box at the tensor
+// coordinates (C₀, X₀), the offsets' origin split by lda, is filled with
+// zeros exactly where the mask leaves lanes out, on a map of M rows of
+// lda elements, K of them the tensor's (a box past column K reads no
+// memory: rows of lda elements need not be whole BLOCK_K steps then).
+func (l *lowerer) tmaMask(p *pipe, ld *tile.Value, lda int64) (rows, cols int64, why string) {
+	const masked = "A's mask is not its rows' or K's bound"
 	// masked lanes read zero: a pipelined load's other is (pipeable)
-	cmp := stripBroadcast(ld.Args[1])
-	if cmp.Op != tile.OpLt {
-		return 0, masked
-	}
-	x, bound := cmp.Args[0], stripShape(cmp.Args[1])
-	if bound.Op != tile.OpConst || bound.Aux < 1 || bound.Aux > 1<<31 {
-		return 0, masked
+	var cmps []*tile.Value
+	switch m := stripBroadcast(ld.Args[1]); m.Op {
+	case tile.OpAnd:
+		cmps = []*tile.Value{stripBroadcast(m.Args[0]), stripBroadcast(m.Args[1])}
+	default:
+		cmps = []*tile.Value{m}
 	}
 	offs := p.loads[0].Args[0].Args[1]
-	row, iv, cols := 0, 0, 0
+	var rowX *tile.Value
+	row, iv, colTerms := 0, 0, 0
 	for _, term := range sumTerms(offs) {
 		switch {
-		case term.Op == tile.OpMul && (term.Args[0] == x && isConstOf(term.Args[1], lda) || term.Args[1] == x && isConstOf(term.Args[0], lda)):
-			row++
+		case term.Op == tile.OpMul && isConstOf(term.Args[1], lda):
+			row, rowX = row+1, term.Args[0]
+		case term.Op == tile.OpMul && isConstOf(term.Args[0], lda):
+			row, rowX = row+1, term.Args[1]
 		case stripShape(term) == p.loop.Body.Args[0]:
 			iv++
 		case isColumnRange(term):
-			cols++
+			colTerms++
 		default:
-			return 0, masked
+			return 0, 0, masked
 		}
 	}
-	if row != 1 || iv != 1 || cols != 1 {
-		return 0, masked
+	if row != 1 || iv != 1 || colTerms != 1 {
+		return 0, 0, masked
+	}
+	for _, cmp := range cmps {
+		if cmp.Op != tile.OpLt {
+			return 0, 0, masked
+		}
+		x, bound := cmp.Args[0], stripShape(cmp.Args[1])
+		if bound.Op != tile.OpConst || bound.Aux < 1 || bound.Aux > 1<<31 {
+			return 0, 0, masked
+		}
+		switch {
+		case x == rowX && rows == 0:
+			rows = bound.Aux
+		case cols == 0 && bound.Aux <= lda && l.ivPlusColumns(x, p):
+			cols = bound.Aux
+		default:
+			return 0, 0, masked
+		}
 	}
 	lo, hi, step := p.loop.Args[0], p.loop.Args[1], p.loop.Args[2]
 	bk := int64(p.k)
 	if lo.Op != tile.OpConst || hi.Op != tile.OpConst || step.Op != tile.OpConst ||
 		lo.Aux < 0 || lo.Aux%bk != 0 || step.Aux != bk || hi.Aux > lda {
-		return 0, "A's loop bounds not known within its rows"
+		return 0, 0, "A's loop bounds not known within its rows"
 	}
-	return bound.Aux, ""
+	return rows, cols, ""
+}
+
+// ivPlusColumns reports whether x is the loop's induction variable plus
+// a range from 0 along the last of two dimensions (A's columns at the
+// loop's step).
+func (l *lowerer) ivPlusColumns(x *tile.Value, p *pipe) bool {
+	iv, cols := 0, 0
+	for _, term := range sumTerms(x) {
+		switch {
+		case stripShape(term) == p.loop.Body.Args[0]:
+			iv++
+		case isColumnRange(term):
+			cols++
+		default:
+			return false
+		}
+	}
+	return iv == 1 && cols == 1
 }
 
 // sumTerms are the terms of v as a sum (through adds and the broadcasts
@@ -330,6 +389,8 @@ func (l *lowerer) clusterPlan(p *pipe, c int) (int, string) {
 		return 0, fmt.Sprintf("cluster = %d: clusters of 2 only", c)
 	case p.tma == nil:
 		return 0, "A is not copied by tensor copies (tma)"
+	case p.tma.cols > 0:
+		return 0, "A's tensor map bounds K (not measured with clusters)"
 	case p.m%16 != 0:
 		return 0, fmt.Sprintf("half of A's %d rows is not whole 8-row swizzle atoms", p.m)
 	}
@@ -439,10 +500,10 @@ func (l *lowerer) tmaMaps(p *pipe) {
 	if p.cluster > 0 {
 		box = p.m / p.cluster // each CTA's share of the rows
 	}
-	l.tmaps = append(l.tmaps, TensorMap{Param: int(t.param.Aux), ElemBytes: 4, Inner: t.lda, Rows: t.rows, Box: [2]int{p.k, box}, Swizzle: 128})
+	l.tmaps = append(l.tmaps, TensorMap{Param: int(t.param.Aux), ElemBytes: 4, Inner: t.lda, Rows: t.rows, Cols: t.cols, Box: [2]int{p.k, box}, Swizzle: 128})
 	if b := p.tmaB; b != nil {
 		b.index = len(l.tmaps)
-		l.tmaps = append(l.tmaps, TensorMap{Param: int(b.param.Aux), ElemBytes: 4, Inner: b.lda, Box: [2]int{p.n, p.k}, Swizzle: 128, Paired: true})
+		l.tmaps = append(l.tmaps, TensorMap{Param: int(b.param.Aux), ElemBytes: 4, Inner: b.lda, Rows: b.rows, Box: [2]int{p.n, p.k}, Swizzle: 128, Paired: true})
 	}
 }
 
@@ -661,8 +722,11 @@ func (l *lowerer) tmaBPlan(p *pipe) (*tmaCopy, string) {
 		return nil, fmt.Sprintf("B's tile at +%d of a stage is not 1024-aligned", p.b.Off)
 	}
 	ld := p.loads[1]
+	var rows int64
 	if len(ld.Args) > 1 {
-		return nil, "B's load is masked"
+		if rows = l.tmaBRows(p, ld); rows == 0 || l.k.Meta["tma_k"] != 1 {
+			return nil, "B's load is masked"
+		}
 	}
 	param, offs, a, why := l.rowsOfParam(ld, "B", "k·ldb + n")
 	if why != "" {
@@ -675,7 +739,51 @@ func (l *lowerer) tmaBPlan(p *pipe) (*tmaCopy, string) {
 	case a.Div%64 != 0:
 		return nil, fmt.Sprintf("B's origin (divisible by %d) not a multiple of 64", a.Div)
 	}
-	return &tmaCopy{param: param, offs: offs, lda: ldb}, ""
+	return &tmaCopy{param: param, offs: offs, lda: ldb, rows: rows}, ""
+}
+
+// tmaBRows returns K where B's load ld is masked by its rows' bound along
+// K alone, k < K with k the loop's induction variable plus a range from 0
+// along the tile's first dimension (K a constant), the loop running from
+// a multiple of BLOCK_K ≥ 0 by BLOCK_K: then a map of K rows fills the
+// box with zeros exactly in the rows the mask leaves out; else 0.
+func (l *lowerer) tmaBRows(p *pipe, ld *tile.Value) int64 {
+	cmp := stripBroadcast(ld.Args[1])
+	if cmp.Op != tile.OpLt {
+		return 0
+	}
+	bound := stripShape(cmp.Args[1])
+	if bound.Op != tile.OpConst || bound.Aux < 1 || bound.Aux > 1<<31 {
+		return 0
+	}
+	iv, rowTerms := 0, 0
+	for _, term := range sumTerms(cmp.Args[0]) {
+		switch {
+		case stripShape(term) == p.loop.Body.Args[0]:
+			iv++
+		case isRowRange(term):
+			rowTerms++
+		default:
+			return 0
+		}
+	}
+	lo, step := p.loop.Args[0], p.loop.Args[2]
+	if iv != 1 || rowTerms != 1 || lo.Op != tile.OpConst || step.Op != tile.OpConst ||
+		lo.Aux < 0 || lo.Aux%int64(p.k) != 0 || step.Aux != int64(p.k) {
+		return 0
+	}
+	return bound.Aux
+}
+
+// isRowRange reports whether v is a range from 0 along the first of two
+// dimensions: [n, 1] or broadcast, its last dimension inserted.
+func isRowRange(v *tile.Value) bool {
+	v = stripBroadcast(v)
+	if v.Op != tile.OpExpandDims || v.Aux != 1 || v.Type.Shape.Rank != 2 {
+		return false
+	}
+	r := v.Args[0]
+	return r.Op == tile.OpArange && r.Aux == 0
 }
 
 // tmaBOffset is the byte offset in B's tile of element (k, n) as B's

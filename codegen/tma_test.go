@@ -63,17 +63,28 @@ func TestTensorCopiesOfA(t *testing.T) {
 		maskA           string
 		wantTensor      bool
 		rows            int64 // the map's rows (0: from the argument)
+		cols            int64 // the map's columns (0: its rows' length)
+		tmaK            int   // meta-parameter tma_k
 	}{
-		{"256x128, B and C masked", 512, 200, 96, 256, 128, tile.PrecTF32, "", true, 0},
-		{"128x64, 5 iterations", 384, 136, 160, 128, 64, tile.PrecTF32, "", true, 0},
-		{"A's rows masked: a map of m rows", 300, 200, 96, 256, 128, tile.PrecTF32, "rows", true, 300},
-		{"A's rows masked, 128x64", 200, 100, 64, 128, 64, tile.PrecTF32, "rows", true, 200},
-		{"A masked along k too: cp.async", 300, 200, 96, 256, 128, tile.PrecTF32, "rows and k", false, 0},
-		{"bf16 (a pass over A's copies): cp.async", 256, 128, 64, 256, 128, tile.PrecBF16, "", false, 0},
+		{"256x128, B and C masked", 512, 200, 96, 256, 128, tile.PrecTF32, "", true, 0, 0, 0},
+		{"128x64, 5 iterations", 384, 136, 160, 128, 64, tile.PrecTF32, "", true, 0, 0, 0},
+		{"A's rows masked: a map of m rows", 300, 200, 96, 256, 128, tile.PrecTF32, "rows", true, 300, 0, 0},
+		{"A's rows masked, 128x64", 200, 100, 64, 128, 64, tile.PrecTF32, "rows", true, 200, 0, 0},
+		{"A masked along k too: cp.async", 300, 200, 96, 256, 128, tile.PrecTF32, "rows and k", false, 0, 0, 0},
+		{"A masked along k too, tma_k: a map of m rows and k columns", 300, 200, 96, 256, 128, tile.PrecTF32, "rows and k", true, 300, 96, 1},
+		// rows of 100 floats: 16-byte aligned, not whole BLOCK_K steps;
+		// the last step's box past column 100 reads zeros, not the next row
+		{"k = 100, masked, tma_k: rows not whole steps", 300, 200, 100, 256, 128, tile.PrecTF32, "rows and k", true, 300, 100, 1},
+		{"k = 100, masked, tma_k, 128x64", 200, 100, 100, 128, 64, tile.PrecTF32, "rows and k", true, 200, 100, 1},
+		{"k = 98, tma_k: rows not 16-byte aligned, cp.async", 300, 200, 98, 256, 128, tile.PrecTF32, "rows and k", false, 0, 0, 1},
+		{"bf16 (a pass over A's copies): cp.async", 256, 128, 64, 256, 128, tile.PrecBF16, "", false, 0, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			nw := c.bn / 16
 			meta := tile.Meta{"wgmma": 2, "tma": 1, "num_warps": nw, "num_stages": 3}
+			if c.tmaK != 0 {
+				meta["tma_k"] = c.tmaK
+			}
 			kk := tmaProduct(t, c.m, c.n, c.k, c.bm, c.bn, c.prec, c.maskA, meta)
 			ck, err := codegen.Compile(kk, codegen.Options{NumWarps: nw, Arch: 90, Spec: []int{16, 16, 16}})
 			if err != nil {
@@ -88,7 +99,7 @@ func TestTensorCopiesOfA(t *testing.T) {
 				t.Fatalf("tensor copies %v, want %v", got, c.wantTensor)
 			}
 			if c.wantTensor {
-				want := codegen.TensorMap{Param: 0, ElemBytes: 4, Inner: int64(c.k), Rows: c.rows, Box: [2]int{32, c.bm}, Swizzle: 128}
+				want := codegen.TensorMap{Param: 0, ElemBytes: 4, Inner: int64(c.k), Rows: c.rows, Cols: c.cols, Box: [2]int{32, c.bm}, Swizzle: 128}
 				if len(ck.TensorMaps) != 1 || ck.TensorMaps[0] != want {
 					t.Fatalf("tensor maps %v, want [%v]", ck.TensorMaps, want)
 				}

@@ -46,6 +46,11 @@ func TestTensorCopiesOfB(t *testing.T) {
 		{peerCase{name: "256x224x192 128x64 tma_ahead early_copies", m: 256, k: 224, n: 192}, metaWith(small, "tma_ahead", 1, "early_copies", 1), ""},
 		{peerCase{name: "512x96x200 256x128 columns masked", m: 512, k: 96, n: 200}, metaWith(big, "tma_b", 2), "B's load is masked"},
 		{peerCase{name: "512x100x256 256x128 K masked", m: 512, k: 100, n: 256}, metaWith(big, "tma_b", 2), "A is not copied by tensor copies"},
+		// K masked (rows of 100 floats) with tma_k = 1: A's map bounds K,
+		// B's its rows
+		{peerCase{name: "512x100x256 256x128 K masked, tma_k: maps bounding K", m: 512, k: 100, n: 256}, metaWith(big, "tma_b", 2, "tma_k", 1), ""},
+		{peerCase{name: "gelu 300x100x192 128x64 K masked, rows masked, tma_k", m: 300, k: 100, n: 192, gelu: true}, metaWith(small, "tma_b", 2, "tma_k", 1), ""},
+		{peerCase{name: "512x98x256 256x128 K masked, tma_k, A's rows not 16-byte aligned", m: 512, k: 98, n: 256}, metaWith(big, "tma_b", 2, "tma_k", 1), "A is not copied by tensor copies"},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
 			p, err := buildPeer(c.pc, graphpass.H200, tile.PrecTF32, c.tune)
@@ -63,7 +68,12 @@ func TestTensorCopiesOfB(t *testing.T) {
 			} else {
 				require.Contains(t, dump, "B by one tensor copy a stage too")
 				require.Len(t, ck.TensorMaps, 2)
-				require.Equal(t, codegen.TensorMap{Param: 1, ElemBytes: 4, Inner: int64(c.pc.n), Box: [2]int{c.tune["BLOCK_N"], 32}, Swizzle: 128, Paired: true}, ck.TensorMaps[1])
+				var kRows, kCols int64 // the maps' bounds along K where the loop masks it
+				if c.pc.k%32 != 0 {
+					kRows, kCols = int64(c.pc.k), int64(c.pc.k)
+				}
+				require.Equal(t, kCols, ck.TensorMaps[0].Cols, "A's map's columns")
+				require.Equal(t, codegen.TensorMap{Param: 1, ElemBytes: 4, Inner: int64(c.pc.n), Rows: kRows, Box: [2]int{c.tune["BLOCK_N"], 32}, Swizzle: 128, Paired: true}, ck.TensorMaps[1])
 				require.Contains(t, loop, "cp.async.bulk.tensor.4d", "B's copies in the loop")
 				// B's copies by thread 0 only: no cp.async of 16 bytes left
 				require.NotContains(t, ck.PTX, "cp.async.cg.shared.global")
