@@ -49,8 +49,8 @@
 //     need not be whole BLOCK_K steps), B's (tma_b) its rows; the boxes
 //     read zeros past K. Checked in ptxsim (TestTensorCopiesOfA,
 //     TestTensorCopiesOfB, TestPaddedProductsInSimulator); not yet
-//     measured on a GPU (2026-12-05), so no default chooses it: a tuner
-//     candidate of products whose loop masks K.
+//     measured on a GPU (2026-12-05), so neither a default nor the
+//     tuner's candidates take it (tilefuse peer -tune tma_k=1 does).
 //   - tma_ahead (tma_b without the barrier): 0, the copies stages-2
 //     iterations ahead instead of stages-1 (the default).
 //   - cluster (swapped TF32 with tma): 2, clusters of 1×2 CTAs sharing A's

@@ -47,32 +47,7 @@ func matmulSpace(grp *Group, t Target, prec tile.Precision, def tile.Meta) []til
 	if def["GROUP_M"] > 1 {
 		out = append(out, with(def, "GROUP_M", 1))
 	}
-	if def["wgmma"] == 2 && t.GPU() && (prec == tile.PrecTF32 || prec == tile.PrecTF32x3) && kMasked(grp) {
-		out = append(out, with(def, "tma_k", 1))
-	}
 	return out
-}
-
-// kMasked reports whether product group grp's K loop masks A's or B's
-// loads along K with A's rows 16-byte aligned (A·B or A·Bᵀ, A as stored
-// or its padded copy): where codegen's tma_k = 1 keeps the tensor copies,
-// their maps bounding K (not yet measured on a GPU: a candidate).
-func kMasked(grp *Group) bool {
-	mm := grp.MatMul
-	if mm == nil || grp.transA() || grp.aT != nil {
-		return false
-	}
-	k := productK(mm)
-	kLoop, lda, bRows := k, k, k
-	if ps := shapeOf(grp.aPad); ps != nil {
-		kLoop, lda = ps[len(ps)-1], ps[len(ps)-1]
-	}
-	if ps := shapeOf(grp.bPad); ps != nil && !mm.Info.TransB {
-		bRows = ps[len(ps)-2]
-	} else if ps != nil {
-		bRows = ps[len(ps)-1]
-	}
-	return lda%4 == 0 && (kLoop%32 != 0 || bRows < kLoop)
 }
 
 func matmulTiles(grp *Group, t Target, prec tile.Precision, def tile.Meta) []tile.Meta {

@@ -183,37 +183,3 @@ func TestPadOperandsBatchedAndTransposed(t *testing.T) {
 		})
 	}
 }
-
-// TestTMAKCandidate: a product whose K loop masks its loads (k = 4100, or
-// A copied to k' with B's rows masked past k) on the swapped form has
-// codegen's tma_k = 1 among its tuner candidates; a K of whole steps, or
-// A's rows not 16-byte aligned, has not.
-func TestTMAKCandidate(t *testing.T) {
-	for _, c := range []struct {
-		name    string
-		m, k, n int
-		want    bool
-	}{
-		{"k 4100", 1024, 4100, 1024, true},
-		{"k 4099: A copied, B's rows masked", 4096, 4099, 4096, true},
-		{"k 4099, n odd: both copied, no mask", 4096, 4099, 4097, false},
-		{"k whole steps", 1024, 4096, 1024, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			g := G.NewGraph()
-			x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.m, c.k), G.WithName("x"))
-			w := G.NewMatrix(g, tensor.Float32, G.WithShape(c.k, c.n), G.WithName("w"))
-			G.Must(G.Mul(x, w))
-			gr, err := Import(g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			groups := Partition(gr, Options{Target: H200, MatMul: true, Precision: tile.PrecTF32})
-			prod := groups[len(groups)-1]
-			got := slices.ContainsFunc(Candidates(prod, H200, tile.PrecTF32), func(m tile.Meta) bool { return m["tma_k"] == 1 })
-			if got != c.want {
-				t.Fatalf("a tma_k candidate: %v, want %v", got, c.want)
-			}
-		})
-	}
-}
