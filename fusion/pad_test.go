@@ -61,14 +61,8 @@ func checkPadded(t *testing.T, cases []padCase) {
 			if err := vm.Err(); err != nil {
 				t.Fatal(err)
 			}
-			pads := 0
-			for _, nd := range vm.Compiled().Graph.AllNodes() {
-				if f, ok := nd.Op().(*fusion.FusedOp); ok && strings.HasSuffix(f.Kernel().Name, "_pad") {
-					pads++
-				}
-			}
-			if pads != c.pads {
-				t.Fatalf("%d pad kernels, want %d\n%v", pads, c.pads, vm.Report())
+			if pads := padKernels(vm); len(pads) != c.pads {
+				t.Fatalf("%d pad kernels, want %d\n%v", len(pads), c.pads, vm.Report())
 			}
 			rng := rand.New(rand.NewPCG(31, 32))
 			data := func(n int, scale float64) []float32 {
@@ -92,14 +86,7 @@ func checkPadded(t *testing.T, cases []padCase) {
 				t.Fatal(err)
 			}
 			got := y.Value().Data().([]float32)
-			prec := c.prec
-			if prec == tile.PrecTF32x3 {
-				prec = tile.PrecIEEE // 3xTF32 is within float32's error of exact
-			}
-			ca, cb := func(v float32) float64 { return float64(v) }, func(v float32) float64 { return float64(v) }
-			if a, b := prec.Operands(); a != nil {
-				ca, cb = func(v float32) float64 { return float64(a(v)) }, func(v float32) float64 { return float64(b(v)) }
-			}
+			ca, cb := referenceOperands(c.prec)
 			worst := 0.0
 			for i := range c.m {
 				for j := range c.n {
@@ -141,17 +128,12 @@ func TestPaddedBatchedOperands(t *testing.T) {
 	if err := vm.Err(); err != nil {
 		t.Fatal(err)
 	}
-	pads := 0
-	for _, nd := range vm.Compiled().Graph.AllNodes() {
-		if f, ok := nd.Op().(*fusion.FusedOp); ok && strings.HasSuffix(f.Kernel().Name, "_pad") {
-			pads++
-			if f.Grid()[2] != batch {
-				t.Fatalf("the pad kernel's grid %v: want the batch on axis 2", f.Grid())
-			}
-		}
+	pads := padKernels(vm)
+	if len(pads) != 1 {
+		t.Fatalf("%d pad kernels, want 1\n%v", len(pads), vm.Report())
 	}
-	if pads != 1 {
-		t.Fatalf("%d pad kernels, want 1\n%v", pads, vm.Report())
+	if g := pads[0].Grid(); g[2] != batch {
+		t.Fatalf("the pad kernel's grid %v: want the batch on axis 2", g)
 	}
 	rng := rand.New(rand.NewPCG(41, 42))
 	data := func(size int) []float32 {
@@ -172,14 +154,14 @@ func TestPaddedBatchedOperands(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := y.Value().Data().([]float32)
-	ca, cb := tile.PrecTF32.Operands()
+	ca, cb := referenceOperands(tile.PrecTF32)
 	worst := 0.0
 	for z := range batch {
 		for i := range m {
 			for j := range n {
 				s, mag := 0.0, 0.0
 				for l := range k {
-					p := float64(ca(xd[(z*m+i)*k+l])) * float64(cb(wd[(z*k+l)*n+j]))
+					p := ca(xd[(z*m+i)*k+l]) * cb(wd[(z*k+l)*n+j])
 					s, mag = s+p, mag+math.Abs(p)
 				}
 				if e := math.Abs(float64(got[(z*m+i)*n+j])-s) / (mag * k * 0x1p-24); !(e <= worst) {
@@ -191,4 +173,30 @@ func TestPaddedBatchedOperands(t *testing.T) {
 	if worst > 1 || math.IsNaN(worst) {
 		t.Fatalf("off the reference by %.3g of float32 summation's bound", worst)
 	}
+}
+
+// padKernels are the pad kernels (graphpass's padded copies) of vm's graph.
+func padKernels(vm *fusion.Machine) []*fusion.FusedOp {
+	var pads []*fusion.FusedOp
+	for _, nd := range vm.Compiled().Graph.AllNodes() {
+		if f, ok := nd.Op().(*fusion.FusedOp); ok && strings.HasSuffix(f.Kernel().Name, "_pad") {
+			pads = append(pads, f)
+		}
+	}
+	return pads
+}
+
+// referenceOperands converts a product's float32 operands as its dot at
+// precision p sees them, for a float64 reference (3xTF32 is within
+// float32's error of exact: its operands as they are).
+func referenceOperands(p tile.Precision) (a, b func(float32) float64) {
+	id := func(v float32) float64 { return float64(v) }
+	if p == tile.PrecTF32x3 {
+		return id, id
+	}
+	ca, cb := p.Operands()
+	if ca == nil {
+		return id, id
+	}
+	return func(v float32) float64 { return float64(ca(v)) }, func(v float32) float64 { return float64(cb(v)) }
 }

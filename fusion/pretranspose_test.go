@@ -101,18 +101,7 @@ func checkWeightGradient(t *testing.T, cases []weightGradCase) {
 			// the reference: Y = x·W and dW = xᵀ·2Y in float64, each product's
 			// operands as the precision's dot sees them (the float32 inputs
 			// converted; Y rounded to float32 first, as the kernels store it)
-			conv := func(p tile.Precision) (func(float32) float64, func(float32) float64) {
-				a, b := p.Operands()
-				if a == nil {
-					return func(v float32) float64 { return float64(v) }, func(v float32) float64 { return float64(v) }
-				}
-				return func(v float32) float64 { return float64(a(v)) }, func(v float32) float64 { return float64(b(v)) }
-			}
-			prec := c.prec
-			if prec == tile.PrecTF32x3 {
-				prec = tile.PrecIEEE // 3xTF32 is within float32's error of exact
-			}
-			ca, cb := conv(prec)
+			ca, cb := referenceOperands(c.prec)
 			y := make([]float32, k*n)
 			for i := 0; i < k; i++ {
 				for j := 0; j < n; j++ {

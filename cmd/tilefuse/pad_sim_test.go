@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -131,10 +132,16 @@ func TestPaddedKernelsAssemble(t *testing.T) {
 		for _, l := range p.launches {
 			ck, err := codegen.Compile(l.k.Tile, codegen.Options{Arch: 80, NumWarps: l.k.Tile.Meta["num_warps"]})
 			require.NoError(t, err)
-			file := filepath.Join(t.TempDir(), "k.ptx")
-			require.NoError(t, os.WriteFile(file, []byte(ck.PTX), 0o644))
-			out, err := exec.Command(ptxas, "-arch=sm_80", "-o", os.DevNull, file).CombinedOutput()
-			require.NoError(t, err, "%v %s: ptxas: %s", prec, l.k.Tile.Name, out)
+			assembleSM80(t, ptxas, ck.PTX, fmt.Sprintf("%v %s", prec, l.k.Tile.Name))
 		}
 	}
+}
+
+// assembleSM80 requires ptxas to assemble ptx (what names it) for sm_80.
+func assembleSM80(t *testing.T, ptxas, ptx, what string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "k.ptx")
+	require.NoError(t, os.WriteFile(file, []byte(ptx), 0o644))
+	out, err := exec.Command(ptxas, "-arch=sm_80", "-o", os.DevNull, file).CombinedOutput()
+	require.NoError(t, err, "%s: ptxas: %s", what, out)
 }

@@ -282,10 +282,7 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 				require.NoError(t, err)
 				require.True(t, strings.Contains(ck.PTX, "mma.sync") && !strings.Contains(ck.PTX, "wgmma"), "sm_80: not mma.sync")
 				if ptxas, err := exec.LookPath("ptxas"); err == nil {
-					file := filepath.Join(t.TempDir(), "k.ptx")
-					require.NoError(t, os.WriteFile(file, []byte(ck.PTX), 0o644))
-					out, err := exec.Command(ptxas, "-arch=sm_80", "-o", os.DevNull, file).CombinedOutput()
-					require.NoError(t, err, "ptxas: %s", out)
+					assembleSM80(t, ptxas, ck.PTX, p.k.Tile.Name)
 				}
 			}
 			if c.tune["wg_ss"] == 1 {
