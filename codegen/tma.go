@@ -341,9 +341,17 @@ func isConstOf(v *tile.Value, c int64) bool {
 
 // isColumnRange reports whether v is a range from 0 along the last of two
 // dimensions: [1, n] or broadcast, its first dimension inserted.
-func isColumnRange(v *tile.Value) bool {
+func isColumnRange(v *tile.Value) bool { return isRange2(v, 0) }
+
+// isRowRange reports whether v is a range from 0 along the first of two
+// dimensions: [n, 1] or broadcast, its last dimension inserted.
+func isRowRange(v *tile.Value) bool { return isRange2(v, 1) }
+
+// isRange2 reports whether v is a range from 0 made two-dimensional by
+// inserting dimension inserted (broadcast or not).
+func isRange2(v *tile.Value, inserted int64) bool {
 	v = stripBroadcast(v)
-	if v.Op != tile.OpExpandDims || v.Aux != 0 || v.Type.Shape.Rank != 2 {
+	if v.Op != tile.OpExpandDims || v.Aux != inserted || v.Type.Shape.Rank != 2 {
 		return false
 	}
 	r := v.Args[0]
@@ -773,17 +781,6 @@ func (l *lowerer) tmaBRows(p *pipe, ld *tile.Value) int64 {
 		return 0
 	}
 	return bound.Aux
-}
-
-// isRowRange reports whether v is a range from 0 along the first of two
-// dimensions: [n, 1] or broadcast, its last dimension inserted.
-func isRowRange(v *tile.Value) bool {
-	v = stripBroadcast(v)
-	if v.Op != tile.OpExpandDims || v.Aux != 1 || v.Type.Shape.Rank != 2 {
-		return false
-	}
-	r := v.Args[0]
-	return r.Op == tile.OpArange && r.Aux == 0
 }
 
 // tmaBOffset is the byte offset in B's tile of element (k, n) as B's
