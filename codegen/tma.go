@@ -35,9 +35,10 @@ import (
 // offsets are offs = r·lda + c (r, c: the value coordinates plus a scalar
 // origin), lda a multiple of BLOCK_K (so of 4: 16-byte row strides) and the
 // origin's offset known divisible by BLOCK_K (a box never crosses the end
-// of a row); or loads masked by their rows' bound alone (tmaRowMask), on a
-// map of that many rows. Other masks keep cp.async: a map's bounds would
-// have to be the mask's. The box's coordinates are the origin's element
+// of a row); or loads masked by their rows' bound alone (tmaMask), on a
+// map of that many rows, and with tma_k = 1 by K's bound too, on a map of
+// K columns (rows then need only be 16-byte aligned). Other masks keep
+// cp.async: a map's bounds would have to be the mask's. The box's coordinates are the origin's element
 // offset from the parameter split by lda, so the form takes a load to read
 // at or after its parameter's address, as every kernel graphpass writes
 // does (a tile kernel that indexes before its pointer argument keeps
