@@ -365,7 +365,7 @@ func partition(c *compilation) error {
 	}
 	c.target = t
 	c.groups = graphpass.Partition(c.gr, graphpass.Options{WriteOut: c.isRead, Dead: c.dead, MaxGroup: c.cfg.maxGroup, Off: !c.cfg.fuse, MatMul: matmul, Target: t, Precision: c.cfg.precision,
-		PrecisionByGroup: !c.cfg.precisionSet && c.cfg.backend == CUDA, FreshOutputs: c.cfg.backend == CPU && !c.cfg.reuse})
+		PrecisionByGroup: !c.cfg.precisionSet && c.cfg.backend == CUDA, FreshOutputs: c.cfg.backend == CPU && !c.cfg.reuse, MaxElements: c.cfg.maxElements})
 	return nil
 }
 

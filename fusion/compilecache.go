@@ -378,6 +378,7 @@ func (cfg *config) writeKey(k *keyBuf) bool {
 	k.int(int(cfg.precision))
 	k.flag(cfg.precisionSet)
 	k.int(cfg.maxGroup)
+	k.int(cfg.maxElements)
 	k.flag(cfg.readAll)
 	k.flag(cfg.native)
 	// what only the backends read, in the key all the same: an entry is

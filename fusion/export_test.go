@@ -177,3 +177,8 @@ func TuneInputs(grp *graphpass.Group, k *graphpass.Kernel) []any {
 	args, _ := tuneArgs(grp, k)
 	return args[:len(grp.Inputs)]
 }
+
+// WithMaxElements lowers the elements a tensor a kernel reads or writes may
+// have (graphpass.Options.MaxElements), so that tests run graphs whose
+// nodes Gorgonia is left with as such on small tensors.
+func WithMaxElements(n int) Option { return func(c *config) { c.maxElements = n } }

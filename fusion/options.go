@@ -56,6 +56,7 @@ type config struct {
 	tuneProgress func(done, total int, kernel string)
 	tuneBudget   *time.Duration // WithTuneBudget; nil: DefaultTuneBudget
 	noCache      bool           // WithCompileCache(false)
+	maxElements  int            // graphpass.Options.MaxElements (tests lower it: WithMaxElements in export_test.go)
 	errs         []error        // options given values they cannot take
 }
 

@@ -267,6 +267,9 @@ func whyUnfused(c *compilation, n *graphpass.Node) string {
 	if explicit {
 		matmul = *c.cfg.matmul
 	}
+	if _, ok := graphpass.Oversized(n); ok {
+		return n.Info.Why
+	}
 	switch k := n.Info.Kind; {
 	case k == ops.Opaque:
 		return "not in tilefuse's catalogue: " + n.Info.Why

@@ -135,7 +135,7 @@ func findAttention(gr *Graph, writeOut func(*Node) bool, opt Options) []*Group {
 	var groups []*Group
 	merged := map[*attention]bool{}
 	for _, c := range gr.Nodes {
-		if hs := matchHeads(c, byPV, writeOut); hs != nil {
+		if hs := matchHeads(c, byPV, writeOut); hs != nil && hs.indexable(opt.maxElements()) {
 			groups = append(groups, hs.groups(writeOut)...)
 			for _, a := range hs.pats {
 				merged[a] = true

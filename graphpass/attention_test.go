@@ -166,10 +166,16 @@ func TestHeadsPatterns(t *testing.T) {
 		scales []float64 // each head's
 		twoXs  bool      // head 1 projects another input
 		merged bool
+		limit  int // Options.MaxElements
 	}{
-		{"alike heads", []float64{0.5, 0.5}, false, true},
-		{"a head with another scale", []float64{0.5, 0.25}, false, false},
-		{"a head projecting another input", []float64{0.5, 0.5}, true, false},
+		{"alike heads", []float64{0.5, 0.5}, false, true, 0},
+		{"a head with another scale", []float64{0.5, 0.25}, false, false, 0},
+		{"a head projecting another input", []float64{0.5, 0.5}, true, false, 0},
+		// every value within the bound (x and the concatenation: 96
+		// elements), the stacks not (the projections' 288, the backward's
+		// bound 4·96): the heads' own kernels could not index them
+		{"stacks past Options.MaxElements", []float64{0.5, 0.5}, false, false, 200},
+		{"stacks within Options.MaxElements", []float64{0.5, 0.5}, false, true, 384},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -196,7 +202,7 @@ func TestHeadsPatterns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			groups := Partition(gr, Options{MatMul: true, WriteOut: map[*G.Node]bool{out: true}, Target: CPU(2)})
+			groups := Partition(gr, Options{MatMul: true, WriteOut: map[*G.Node]bool{out: true}, Target: CPU(2), MaxElements: c.limit})
 			kinds := map[GroupKind]int{}
 			for _, grp := range groups {
 				kinds[grp.Kind]++

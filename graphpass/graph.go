@@ -26,6 +26,10 @@ type Node struct {
 	// colMajor: a 2-D value stored column by column (element (i, j) of
 	// an R×C value at j·R + i), which only products read (columnMajor)
 	colMajor bool
+	// oversize: Partition left it to Gorgonia, as it reads or writes a
+	// tensor of more elements than kernels index (markOversized), and what
+	// its Info said before
+	oversize *oversize
 }
 
 // Graph is an imported Gorgonia graph, nodes in topological order (operands first).

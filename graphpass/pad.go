@@ -138,6 +138,14 @@ func padOperands(groups []*Group, opt Options) []*Group {
 			prec = DefaultPrecision(grp, opt.Target)
 		}
 		as, bs := padShapes(grp, opt.Target, prec)
+		// a copy a kernel could not index (MaxElements) is not made: the
+		// product reads that operand where it is
+		if numel(as) > opt.maxElements() {
+			as = nil
+		}
+		if numel(bs) > opt.maxElements() {
+			bs = nil
+		}
 		if as == nil && bs == nil {
 			continue
 		}

@@ -112,6 +112,11 @@ type Options struct {
 	// every output is such a value that no other node reads is then
 	// written past the caches where that pays (freshOut, cpuStream).
 	FreshOutputs bool
+	// MaxElements bounds the elements of a tensor a kernel reads or
+	// writes (0, or more than MaxElements: MaxElements); a node over it
+	// runs as Gorgonia runs it (markOversized). Tests lower it to run that
+	// path on small tensors.
+	MaxElements int
 }
 
 // Partition assigns fusable nodes to groups and returns the groups in
@@ -122,6 +127,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 		maxGroup = 64
 	}
 	writeOut := func(n *Node) bool { return opt.WriteOut[n.G] }
+	markOversized(gr, opt.maxElements())
 	for _, n := range gr.Nodes {
 		n.dead = opt.Dead[n.G]
 	}

@@ -1,0 +1,71 @@
+package graphpass
+
+import (
+	"fmt"
+
+	"github.com/tilefuse/tilefuse/ops"
+)
+
+// MaxElements is the most elements a tensor that a kernel reads or writes
+// may have. Kernels compute element offsets in 32-bit integers (the tile
+// IR's index arithmetic: program ids, aranges, a flat index's coordinates;
+// PTX widens an offset to 64 bits only when it adds it to a pointer), so a
+// tensor of 2³¹ elements or more would wrap: a wrapped offset passes a
+// mask such as idx < n and reads or writes outside the buffer (on a GPU
+// silently; the CPU's reference interpreter stops the run with an error
+// after the work before it). The bound keeps 2²⁴ below 2³¹ so that an
+// index one block past the last element (a tail program's masked lanes,
+// blocks of at most 2²⁴ elements) still fits. A node that reads or writes
+// a larger tensor runs as Gorgonia runs it (Partition leaves it out of
+// every group; Oversized).
+const MaxElements = 1<<31 - 1<<24
+
+// maxElements is opt's bound: Options.MaxElements where set and below
+// MaxElements, else MaxElements.
+func (opt Options) maxElements() int {
+	if opt.MaxElements > 0 && opt.MaxElements < MaxElements {
+		return opt.MaxElements
+	}
+	return MaxElements
+}
+
+// markOversized leaves every node of gr that reads or writes a tensor of
+// more than limit elements to Gorgonia: its Kind becomes Opaque and Why
+// says so (Oversized). Inputs and constants hold no kernel and stay as they
+// are.
+func markOversized(gr *Graph, limit int) {
+	for _, n := range gr.Nodes {
+		if n.oversize != nil || n.Info.Kind == ops.Input || n.Info.Kind == ops.Constant {
+			continue
+		}
+		biggest, which := numel(n.Info.Shape), "its value"
+		for i, in := range n.Inputs {
+			if e := numel(in.Info.Shape); e > biggest {
+				biggest, which = e, fmt.Sprintf("operand %d (%v)", i, in)
+			}
+		}
+		if biggest <= limit {
+			continue
+		}
+		n.oversize = &oversize{kind: n.Info.Kind, elements: biggest}
+		n.Info.Kind = ops.Opaque
+		n.Info.Why = fmt.Sprintf("%s has %d elements, more than the %d that tilefuse's kernels index with 32-bit offsets", which, biggest, limit)
+	}
+}
+
+// oversize is what markOversized changed on a node: the kind it had, and
+// the elements of its largest tensor.
+type oversize struct {
+	kind     ops.Kind
+	elements int
+}
+
+// Oversized reports whether Partition left n to Gorgonia because it reads
+// or writes a tensor of more elements than kernels index (MaxElements, or
+// Options.MaxElements), and that tensor's elements.
+func Oversized(n *Node) (elements int, ok bool) {
+	if n.oversize == nil {
+		return 0, false
+	}
+	return n.oversize.elements, true
+}

@@ -1,0 +1,155 @@
+package graphpass
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/ops"
+	"github.com/tilefuse/tilefuse/tile"
+)
+
+// TestOversizedNodes: a node that reads or writes a tensor of more than
+// MaxElements elements (2³¹ − 2²⁴, which is 127·2²⁴) joins no group and
+// says why; at MaxElements exactly it fuses, and so do its small
+// neighbours. Shapes only: no tensor of that size is allocated.
+func TestOversizedNodes(t *testing.T) {
+	const wide = 1 << 24
+	if MaxElements != 127*wide {
+		t.Fatalf("MaxElements = %d, the cases assume 127·2²⁴", MaxElements)
+	}
+	cases := []struct {
+		name     string
+		rows     int  // x is rows×2²⁴ float32
+		oversize bool // exp(x) and Σx are left to Gorgonia
+	}{
+		{"at the bound", 127, false},
+		{"2³¹ elements", 128, true},
+		{"past int32", 129, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.rows, wide), G.WithName("x"))
+			e := G.Must(G.Exp(x))
+			s := G.Must(G.Sum(x, 1))
+			w := G.NewMatrix(g, tensor.Float32, G.WithShape(64, 64), G.WithName("w"))
+			small := G.Must(G.Tanh(G.Must(G.Exp(w))))
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tg := range []Target{H200, CPU(16)} {
+				groups := Partition(gr, Options{Target: tg, MatMul: true, WriteOut: map[*G.Node]bool{e: true, s: true, small: true}})
+				for _, n := range []*G.Node{e, s} {
+					nd := gr.Lookup(n)
+					elems, over := Oversized(nd)
+					if over != c.oversize || (nd.Group == nil) != c.oversize {
+						t.Fatalf("%v on %v: oversized %v (%d elements), group %v; want oversized %v", n, tg, over, elems, nd.Group, c.oversize)
+					}
+					if !over {
+						continue
+					}
+					if elems != c.rows*wide || nd.Info.Kind != ops.Opaque || !strings.Contains(nd.Info.Why, "32-bit offsets") {
+						t.Fatalf("%v: %d elements, kind %v, why %q", n, elems, nd.Info.Kind, nd.Info.Why)
+					}
+				}
+				if gr.Lookup(small).Group == nil {
+					t.Fatalf("the small graph's tanh is in no group on %v", tg)
+				}
+				for _, grp := range groups {
+					if _, err := Emit(grp, tg, tile.PrecTF32); err != nil {
+						t.Fatalf("%v: %v", grp, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestOversizedBound: Options.MaxElements lowers the bound, and never
+// raises it past MaxElements; a node is oversized by its value's elements
+// or any operand's (a reduction of a large value that writes a small one).
+func TestOversizedBound(t *testing.T) {
+	for _, c := range []struct {
+		limit int
+		want  []string
+	}{
+		{1000, []string{"exp", "Σ[1]"}},
+		{100, []string{"exp", "tanh", "Σ[1]", "Σ[1]"}},
+		{6400, nil},
+		{0, nil},
+		{MaxElements + 1000, nil},
+	} {
+		g := G.NewGraph()
+		x := G.NewMatrix(g, tensor.Float64, G.WithShape(64, 100), G.WithName("x"))
+		y := G.NewMatrix(g, tensor.Float64, G.WithShape(64, 10), G.WithName("y"))
+		sx := G.Must(G.Sum(G.Must(G.Exp(x)), 1))                      // exp: 6400 elements; Σ reads 6400, writes 64
+		out := G.Must(G.Add(sx, G.Must(G.Sum(G.Must(G.Tanh(y)), 1)))) // tanh: 640
+		gr, err := Import(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		Partition(gr, Options{Target: CPU(2), MaxElements: c.limit, WriteOut: map[*G.Node]bool{out: true}})
+		var got []string
+		for _, n := range gr.Nodes {
+			if _, ok := Oversized(n); ok {
+				got = append(got, n.Info.Name)
+				if n.Group != nil {
+					t.Fatalf("limit %d: %v is oversized and in %v", c.limit, n, n.Group)
+				}
+			} else if n.Info.Kind == ops.Opaque {
+				t.Fatalf("limit %d: %v is opaque (%s) but not oversized", c.limit, n, n.Info.Why)
+			} else if n.Info.Kind != ops.Input && n.Group == nil {
+				t.Fatalf("limit %d: %v is in no group", c.limit, n)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("limit %d: oversized %q, want %q", c.limit, got, c.want)
+		}
+	}
+}
+
+// TestPadsWithinMaxElements: a product whose operands fit the bound but
+// whose aligned copies would not reads its operands where they are (no pad
+// group), on the GPU where it would copy them otherwise.
+func TestPadsWithinMaxElements(t *testing.T) {
+	const n = 1025
+	for _, c := range []struct {
+		name  string
+		limit int
+		a, b  []int
+	}{
+		{"copies within", 0, []int{n, 1056}, []int{1056, 1152}},
+		{"A's copy within, B's past", 1056 * 1100, []int{n, 1056}, nil},
+		{"both past", n*n + 1000, nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			x := G.NewMatrix(g, tensor.Float32, G.WithShape(n, n), G.WithName("x"))
+			w := G.NewMatrix(g, tensor.Float32, G.WithShape(n, n), G.WithName("w"))
+			G.Must(G.Mul(x, w))
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := Partition(gr, Options{Target: H200, MatMul: true, Precision: tile.PrecTF32, MaxElements: c.limit})
+			prod := groups[len(groups)-1]
+			if prod.Kind != MatMulGroup {
+				t.Fatalf("the last group is %v", prod)
+			}
+			if !slices.Equal(shapeOf(prod.aPad), c.a) || !slices.Equal(shapeOf(prod.bPad), c.b) {
+				t.Fatalf("copies %v and %v, want %v and %v", shapeOf(prod.aPad), shapeOf(prod.bPad), c.a, c.b)
+			}
+			for _, grp := range groups {
+				if _, err := Emit(grp, H200, tile.PrecTF32); err != nil {
+					t.Fatalf("%v: %v", grp, err)
+				}
+			}
+		})
+	}
+}
