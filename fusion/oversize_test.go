@@ -93,3 +93,70 @@ func TestOversizedLeftToGorgonia(t *testing.T) {
 		})
 	}
 }
+
+// TestOversizedAttentionMask: attention whose additive mask has more
+// elements than kernels index (the bound lowered to 4096; the mask and the
+// scores 8192) is not one flash kernel: its products, softmax and mask run
+// as Gorgonia runs them, the rest fused, and the output and the gradients
+// of q, k and v are those of the machine with the bound at its default
+// (one flash kernel forward, two backward), within 1e-12.
+func TestOversizedAttentionMask(t *testing.T) {
+	const b, s, d = 2, 64, 8
+	rng := rand.New(rand.NewPCG(40, 2))
+	vals := map[string]*tensor.Dense{}
+	for _, n := range []string{"q", "k", "v"} {
+		vals[n] = tensor.New(tensor.WithShape(b, s, d), tensor.WithBacking(randMatrix(rng, b*s, d, 1).Data()))
+	}
+	vals["mask"] = tensor.New(tensor.WithShape(b, s, s), tensor.WithBacking(randMatrix(rng, b*s, s, 2).Data()))
+	run := func(opts ...fusion.Option) (*fusion.Report, [][]float64) {
+		g := G.NewGraph()
+		in := map[string]*G.Node{}
+		for _, n := range []string{"q", "k", "v", "mask"} {
+			in[n] = G.NewTensor(g, tensor.Float64, 3, G.WithShape(vals[n].Shape()...), G.WithName(n))
+			G.Let(in[n], vals[n].Clone().(*tensor.Dense))
+		}
+		sc := G.Must(G.Add(G.Must(G.Mul(G.Must(G.BatchedMatMul(in["q"], in["k"], false, true)), G.NewConstant(0.35))), in["mask"]))
+		out := G.Must(G.BatchedMatMul(G.Must(G.SoftMax(sc)), in["v"], false, false))
+		grads, err := G.Grad(G.Must(G.Sum(G.Must(G.Square(out)))), in["q"], in["k"], in["v"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm := fusion.NewTapeMachine(g, append([]fusion.Option{fusion.WithMatMulFusion(true)}, opts...)...)
+		defer vm.Close()
+		if err := vm.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		var got [][]float64
+		for _, n := range append(G.Nodes{out}, grads...) {
+			got = append(got, append([]float64(nil), n.Value().Data().([]float64)...))
+		}
+		return vm.Report(), got
+	}
+	repDef, want := run()
+	repLow, got := run(fusion.WithMaxElements(4096))
+	if !strings.Contains(repDef.String(), "attention") {
+		t.Fatalf("at the default bound no attention kernel:\n%v", repDef)
+	}
+	if strings.Contains(repLow.String(), "attention") {
+		t.Fatalf("at 4096 an attention kernel reads the 8192-element mask:\n%v", repLow)
+	}
+	over := 0
+	for _, u := range repLow.Unfused {
+		if strings.Contains(u.Why, "32-bit offsets") {
+			over++
+		}
+	}
+	if over == 0 || repLow.Kernels() == 0 {
+		t.Fatalf("at 4096: %d ops left to Gorgonia for their size, %d kernels\n%v", over, repLow.Kernels(), repLow)
+	}
+	for i := range want {
+		for j := range want[i] {
+			if d := math.Abs(got[i][j] - want[i][j]); !(d <= 1e-12*(1+math.Abs(want[i][j]))) {
+				t.Fatalf("value %d, element %d: %v at 4096, %v at the default", i, j, got[i][j], want[i][j])
+			}
+		}
+	}
+}

@@ -134,24 +134,95 @@ func findAttention(gr *Graph, writeOut func(*Node) bool, opt Options) []*Group {
 	// heads, where their projections and Concat make one pattern
 	var groups []*Group
 	merged := map[*attention]bool{}
+	limit := opt.maxElements()
 	for _, c := range gr.Nodes {
-		if hs := matchHeads(c, byPV, writeOut); hs != nil && hs.indexable(opt.maxElements()) {
-			groups = append(groups, hs.groups(writeOut)...)
+		if hs := matchHeads(c, byPV, writeOut); hs != nil {
+			gs := hs.groups(writeOut)
+			if !claimIndexable(gs, writeOut, limit) {
+				unclaim(gs)
+				continue
+			}
+			groups = append(groups, gs...)
 			for _, a := range hs.pats {
 				merged[a] = true
 			}
 		}
 	}
 	for _, a := range pats {
+		var gs []*Group
 		switch {
 		case merged[a]:
+			continue
 		case a.training():
-			groups = append(groups, a.trainingGroups()...)
+			gs = a.trainingGroups()
 		default:
-			groups = append(groups, a.inferenceGroup())
+			gs = []*Group{a.inferenceGroup()}
 		}
+		if !claimIndexable(gs, writeOut, limit) {
+			unclaim(gs)
+			continue
+		}
+		groups = append(groups, gs...)
 	}
 	return groups
+}
+
+// claimIndexable reports whether the kernels of one claim (an attention
+// pattern's groups, or the heads') touch no tensor in memory of more than
+// limit elements (MaxElements): what their members read from outside the
+// claim, what of theirs is read outside it or by the caller (writeOut),
+// and the values its kernels make for each other (a log-sum-exp, the
+// heads' stacks). Values inside the claim that no kernel stores, such as
+// the scores of a long sequence's flash attention, do not count.
+func claimIndexable(gs []*Group, writeOut func(*Node) bool, limit int) bool {
+	in := map[*Node]bool{}
+	for _, g := range gs {
+		for _, m := range g.Members {
+			in[m] = true
+		}
+	}
+	big := func(n *Node) bool { return n != nil && numel(n.Info.Shape) > limit }
+	for _, g := range gs {
+		if big(g.Root) || big(g.Stack) {
+			return false
+		}
+		for _, x := range slices.Concat(g.Extra, g.Reads) {
+			if big(x) {
+				return false
+			}
+		}
+		for _, m := range g.Members {
+			for _, x := range m.Inputs {
+				if !in[x] && big(x) {
+					return false
+				}
+			}
+			if !big(m) {
+				continue
+			}
+			if writeOut(m) {
+				return false
+			}
+			for _, u := range users(m) {
+				if !in[u] {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// unclaim undoes a claim's groups: their members belong to no group again
+// (markOversized and the other kinds take them).
+func unclaim(gs []*Group) {
+	for _, g := range gs {
+		for _, m := range g.Members {
+			if m.Group == g {
+				m.Group = nil
+			}
+		}
+	}
 }
 
 // users are n's users that read its value (SizeOf reads only its shape;

@@ -172,8 +172,8 @@ func TestHeadsPatterns(t *testing.T) {
 		{"a head with another scale", []float64{0.5, 0.25}, false, false, 0},
 		{"a head projecting another input", []float64{0.5, 0.5}, true, false, 0},
 		// every value within the bound (x and the concatenation: 96
-		// elements), the stacks not (the projections' 288, the backward's
-		// bound 4·96): the heads' own kernels could not index them
+		// elements), the projections' stack not (288): the heads' own
+		// kernels could not index it
 		{"stacks past Options.MaxElements", []float64{0.5, 0.5}, false, false, 200},
 		{"stacks within Options.MaxElements", []float64{0.5, 0.5}, false, true, 384},
 	}

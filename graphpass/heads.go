@@ -161,16 +161,6 @@ func matchHeads(c *Node, byPV map[*Node]*attention, writeOut func(*Node) bool) *
 	return hs
 }
 
-// indexable reports whether the heads' stacked values fit a kernel's
-// 32-bit offsets (limit: Options.maxElements): the weights' and the
-// projections' stacks, and the backward's outputs laid end to end (the
-// query's and the keys' and values' gradients with their row sums: at most
-// four times the concatenation's elements). Where they do not, the heads
-// run as separate patterns, whose values markOversized checked.
-func (hs *heads) indexable(limit int) bool {
-	return 3*hs.h*hs.d*hs.dh <= limit && 4*numel(hs.concat.Info.Shape) <= limit
-}
-
 // alike reports whether attention patterns a and b compute alike: the same
 // ops in the same places between their products, the same constants, and
 // the same nodes (a mask) read from outside.

@@ -32,10 +32,12 @@ func (opt Options) maxElements() int {
 // markOversized leaves every node of gr that reads or writes a tensor of
 // more than limit elements to Gorgonia: its Kind becomes Opaque and Why
 // says so (Oversized). Inputs and constants hold no kernel and stay as they
-// are.
+// are, and so do the members of a claim's groups (attention), which
+// claimIndexable checked: a value such a kernel keeps on chip, as flash
+// attention its scores, may be larger.
 func markOversized(gr *Graph, limit int) {
 	for _, n := range gr.Nodes {
-		if n.oversize != nil || n.Info.Kind == ops.Input || n.Info.Kind == ops.Constant {
+		if n.oversize != nil || n.Group != nil || n.Info.Kind == ops.Input || n.Info.Kind == ops.Constant {
 			continue
 		}
 		biggest, which := numel(n.Info.Shape), "its value"

@@ -153,3 +153,73 @@ func TestPadsWithinMaxElements(t *testing.T) {
 		})
 	}
 }
+
+// TestOversizedAttention: an attention pattern whose scores are larger
+// than the bound but stay on chip (flash attention stores no score) is
+// claimed still; one that reads a mask of the scores' size from memory is
+// not (its kernel would index the mask), and then its ops are left to
+// Gorgonia as their tensors say. Training too: its backward kernels read
+// and write only values of q's size.
+func TestOversizedAttention(t *testing.T) {
+	const b, s, d = 2, 64, 8 // q, k, v: 1024 elements; the scores 8192
+	must := G.Must
+	for _, c := range []struct {
+		name      string
+		mask      bool
+		training  bool
+		limit     int
+		attention bool // attention groups claimed
+	}{
+		{"scores past the bound, on chip", false, false, 4096, true},
+		{"training, scores past the bound", false, true, 4096, true},
+		{"a mask past the bound", true, false, 4096, false},
+		{"a mask within the bound", true, false, 8192, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			in := func(name string, sh ...int) *G.Node {
+				return G.NewTensor(g, tensor.Float64, len(sh), G.WithShape(sh...), G.WithName(name))
+			}
+			q, k, v := in("q", b, s, d), in("k", b, s, d), in("v", b, s, d)
+			sc := must(G.Mul(must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(0.5)))
+			if c.mask {
+				sc = must(G.Add(sc, in("mask", b, s, s)))
+			}
+			out := must(G.BatchedMatMul(must(G.SoftMax(sc)), v, false, false))
+			if c.training {
+				if _, err := G.Grad(must(G.Sum(must(G.Square(out)))), q, k, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := Partition(gr, Options{Target: H200, MatMul: true, MaxElements: c.limit, WriteOut: map[*G.Node]bool{out: true}})
+			claimed := 0
+			for _, grp := range groups {
+				if grp.Kind == AttentionGroup || grp.Kind == AttentionDQGroup || grp.Kind == AttentionDKVGroup {
+					claimed++
+				}
+				if _, err := Emit(grp, H200, tile.PrecIEEE); err != nil {
+					t.Fatalf("%v: %v", grp, err)
+				}
+			}
+			if want := map[bool]int{false: 0, true: 1}[c.attention]; c.training && c.attention {
+				want = 3
+				if claimed != want {
+					t.Fatalf("%d attention groups, want %d", claimed, want)
+				}
+			} else if claimed != want {
+				t.Fatalf("%d attention groups, want %d", claimed, want)
+			}
+			qk := gr.Lookup(sc).Inputs[0]
+			if c.mask {
+				qk = qk.Inputs[0]
+			}
+			if _, over := Oversized(qk); over == c.attention || c.attention && qk.Group == nil {
+				t.Fatalf("the scores' product: oversized %v, group %v", over, qk.Group)
+			}
+		})
+	}
+}

@@ -127,7 +127,6 @@ func Partition(gr *Graph, opt Options) []*Group {
 		maxGroup = 64
 	}
 	writeOut := func(n *Node) bool { return opt.WriteOut[n.G] }
-	markOversized(gr, opt.maxElements())
 	for _, n := range gr.Nodes {
 		n.dead = opt.Dead[n.G]
 	}
@@ -139,6 +138,9 @@ func Partition(gr *Graph, opt Options) []*Group {
 			}
 		}
 	}
+	// then what no claim took and a kernel could not index is left to
+	// Gorgonia (a claim checks its own: claimIndexable)
+	markOversized(gr, opt.maxElements())
 	size := map[*Group]int{}
 	for i := len(gr.Nodes) - 1; i >= 0; i-- {
 		n := gr.Nodes[i]
