@@ -34,7 +34,15 @@ type Builder struct {
 	cur  *Block
 	meta Meta
 	err  error
+	// index64: ProgramID, NumPrograms and Arange give i64 values (Index64)
+	index64 bool
 }
+
+// Index64 makes the builder's index sources, ProgramID, NumPrograms and
+// Arange, give i64 values (their i32 values cast), so that the offsets a
+// kernel computes from them, with Go integers taking their dtype, are
+// 64-bit: for tensors of 2³¹ elements or more.
+func (b *Builder) Index64() { b.index64 = true }
 
 // NewBuilder starts a kernel named name, specialised for meta.
 func NewBuilder(name string, meta Meta) *Builder {
@@ -171,10 +179,19 @@ func (b *Builder) BlockSize(name string) int {
 // ---- sources ----
 
 // ProgramID is this program instance's coordinate along axis (0, 1 or 2).
-func (b *Builder) ProgramID(axis int) *Value { return b.gridQuery(OpProgramID, axis) }
+func (b *Builder) ProgramID(axis int) *Value { return b.index(b.gridQuery(OpProgramID, axis)) }
 
 // NumPrograms is the grid's size along axis (0, 1 or 2).
-func (b *Builder) NumPrograms(axis int) *Value { return b.gridQuery(OpNumPrograms, axis) }
+func (b *Builder) NumPrograms(axis int) *Value { return b.index(b.gridQuery(OpNumPrograms, axis)) }
+
+// index is x, an i32 index source, cast to i64 where the builder was asked
+// for 64-bit indices (Index64).
+func (b *Builder) index(x *Value) *Value {
+	if !b.index64 {
+		return x
+	}
+	return b.Cast(x, I64)
+}
 
 func (b *Builder) gridQuery(op Op, axis int) *Value {
 	t := ScalarOf(I32)
@@ -205,7 +222,7 @@ func (b *Builder) Arange(start, end int) *Value {
 	}
 	v := b.emit(OpArange, t)
 	v.Aux, v.Aux2 = int64(start), int64(end)
-	return v
+	return b.index(v)
 }
 
 // Const is a scalar constant x of dtype d.

@@ -138,6 +138,50 @@ func TestWeakLiteralPromotion(t *testing.T) {
 	}
 }
 
+// TestIndex64: after Index64 the index sources give i64 (program ids,
+// grid sizes and aranges, their i32 values cast), and offsets built from
+// them with Go integers are i64; a builder without it keeps i32.
+func TestIndex64(t *testing.T) {
+	for _, wide := range []bool{false, true} {
+		b := tile.NewBuilder("idx", nil)
+		if wide {
+			b.Index64()
+		}
+		want := tile.I32
+		if wide {
+			want = tile.I64
+		}
+		offs := b.Add(b.Mul(b.ProgramID(0), 16), b.Arange(0, 16))
+		cases := []struct {
+			name string
+			v    *tile.Value
+			want tile.Type
+		}{
+			{"program id", b.ProgramID(1), tile.ScalarOf(want)},
+			{"programs", b.NumPrograms(0), tile.ScalarOf(want)},
+			{"arange", b.Arange(0, 32), tile.BlockOf(want, 32)},
+			{"offsets", offs, tile.BlockOf(want, 16)},
+		}
+		p := b.Ptr("p", tile.F32)
+		b.Store(b.AddPtr(p, offs), b.Zeros(tile.F32, 16), nil)
+		// rows 3·10⁹ elements apart: i64 offsets, or an error at the call
+		// in i32 (no wrap)
+		rows := b.Add(b.Mul(b.ExpandDims(b.Arange(0, 4), 1), 3_000_000_000), b.ExpandDims(b.Arange(0, 8), 0))
+		_, err := b.Build()
+		switch {
+		case wide && (err != nil || rows.Type != tile.BlockOf(tile.I64, 4, 8)):
+			t.Errorf("index64: rows 3·10⁹ apart: %v (%v)", rows.Type, err)
+		case !wide && (err == nil || !strings.Contains(err.Error(), "is not an i32")):
+			t.Errorf("i32: rows 3·10⁹ apart built (%v), want an error naming the literal", err)
+		}
+		for _, c := range cases {
+			if c.v.Type != c.want {
+				t.Errorf("index64 %v, %s: %v, want %v", wide, c.name, c.v.Type, c.want)
+			}
+		}
+	}
+}
+
 // TestForeignValues: a value another Builder made is reported at the call
 // that uses it, naming that builder, wherever it is used (issue 14), not
 // later by the verifier as "used before its definition".
