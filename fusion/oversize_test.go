@@ -9,18 +9,21 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/tilefuse/tilefuse/codegen/ptxsim"
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/graphpass"
 )
 
-// TestOversizedLeftToGorgonia: nodes that read or write a tensor of more
-// elements than kernels index (graphpass.MaxElements, lowered here to
-// 5000 so that the tensors stay small) run as Gorgonia runs them, beside
-// the kernels of the rest of the graph, and every value is right: out =
-// Σ_j exp(x)ᵢⱼ + Σ_k tanh(y)ᵢₖ with x 64×100 (6400 elements: exp and its
-// sum left to Gorgonia), y 64×10 (fused), and p = x·w (a product reading
-// x: left to Gorgonia too). The report names each such node and says why.
-// On every backend this build has; a backend that is not here is skipped
-// and says so.
+// TestOversizedLeftToGorgonia: on the CPU, nodes that read or write a
+// tensor of more elements than kernels index in 32 bits
+// (graphpass.MaxElements, lowered here to 5000 so that the tensors stay
+// small) run as Gorgonia runs them, beside the kernels of the rest of the
+// graph, and every value is right: out = Σ_j exp(x)ᵢⱼ + Σ_k tanh(y)ᵢₖ with
+// x 64×100 (6400 elements: exp and its sum left to Gorgonia), y 64×10
+// (fused), and p = x·w (a product reading x: left to Gorgonia too). The
+// report names each such node and says why. On the GPU (where this build
+// has it; else skipped, saying so) they are fused, in 64-bit kernels, and
+// the values the same.
 func TestOversizedLeftToGorgonia(t *testing.T) {
 	const r, c, cy, cw, limit = 64, 100, 10, 7, 5000
 	rng := rand.New(rand.NewPCG(40, 1))
@@ -69,8 +72,11 @@ func TestOversizedLeftToGorgonia(t *testing.T) {
 						why, ok = w, true
 					}
 				}
-				if !ok || !strings.Contains(why, "6400 elements") || !strings.Contains(why, "32-bit offsets") {
+				switch {
+				case b == fusion.CPU && (!ok || !strings.Contains(why, "6400 elements") || !strings.Contains(why, "32-bit offsets")):
 					t.Errorf("%s: left to Gorgonia %v, why %q (unfused: %v)", op, ok, why, rep.Unfused)
+				case b != fusion.CPU && ok:
+					t.Errorf("%s left to Gorgonia on %v: %q", op, b, why)
 				}
 			}
 			if rep.Kernels() == 0 {
@@ -159,4 +165,95 @@ func TestOversizedAttentionMask(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestIndex64Kernels: for a GPU (the H200's kernels, run here on the CPU
+// and in the PTX simulator) a group that reads or writes a tensor of more
+// elements than 32-bit offsets reach (the bound lowered to 1000) is fused
+// all the same, its kernel indexing in 64 bits: a chain, a softmax, column
+// sums and a product with its bias over x of 48×100 each cast their
+// program ids and aranges to i64, a small tanh does not; every value is
+// the 32-bit kernels' (the bound at its default) within 1e-12, and every
+// kernel computes in the simulator what it computed on the CPU.
+func TestIndex64Kernels(t *testing.T) {
+	const r, c, n, limit = 48, 100, 30, 1000
+	rng := rand.New(rand.NewPCG(40, 3))
+	xv, wv, bv, sv := randMatrix(rng, r, c, 2), randMatrix(rng, c, n, 1), randMatrix(rng, 1, n, 1), randMatrix(rng, 10, 10, 2)
+	run := func(opts ...fusion.Option) (*fusion.Machine, [][]float64) {
+		g := G.NewGraph()
+		x := G.NewMatrix(g, tensor.Float64, G.WithShape(r, c), G.WithName("x"))
+		w := G.NewMatrix(g, tensor.Float64, G.WithShape(c, n), G.WithName("w"))
+		b := G.NewVector(g, tensor.Float64, G.WithShape(n), G.WithName("b"))
+		s := G.NewMatrix(g, tensor.Float64, G.WithShape(10, 10), G.WithName("s"))
+		G.Let(x, xv.Clone().(*tensor.Dense))
+		G.Let(w, wv.Clone().(*tensor.Dense))
+		G.Let(b, tensor.New(tensor.WithShape(n), tensor.WithBacking(append([]float64(nil), bv.Data().([]float64)...))))
+		G.Let(s, sv.Clone().(*tensor.Dense))
+		outs := G.Nodes{
+			G.Must(G.Add(G.Must(G.Tanh(G.Must(G.Mul(x, G.NewConstant(0.5))))), G.NewConstant(1.0))),
+			G.Must(G.SoftMax(x)),
+			G.Must(G.Sum(x, 0)),
+			G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w)), b, nil, []byte{0})),
+			G.Must(G.Tanh(s)),
+		}
+		vm := fusion.NewTapeMachine(g, append([]fusion.Option{fusion.WithTarget(graphpass.H200), fusion.WithMatMulFusion(true)}, opts...)...)
+		if err := vm.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		var vals [][]float64
+		for _, o := range outs {
+			vals = append(vals, append([]float64(nil), o.Value().Data().([]float64)...))
+		}
+		return vm, vals
+	}
+	ref, want := run()
+	defer ref.Close()
+	vm, got := run(fusion.WithMaxElements(limit))
+	defer vm.Close()
+	if rep := vm.Report(); len(rep.Unfused) != 0 {
+		t.Fatalf("left to Gorgonia for a GPU: %v", rep.Unfused)
+	}
+	wide, narrow := 0, 0
+	for _, node := range vm.Compiled().Graph.AllNodes() {
+		f, ok := node.Op().(*fusion.FusedOp)
+		if !ok {
+			continue
+		}
+		k := f.Kernel()
+		casts := strings.Count(k.String(), "-> i64")
+		big := false
+		for _, sz := range f.PartSizes() {
+			big = big || sz > limit
+		}
+		ch := vm.Compiled().Graph.From(node.ID())
+		for ch.Next() {
+			big = big || ch.Node().(*G.Node).Shape().TotalSize() > limit
+		}
+		if big != (casts > 0) {
+			t.Fatalf("%s (a tensor past %d elements: %v): %d casts to i64\n%v", k.Name, limit, big, casts, k)
+		}
+		if big {
+			wide++
+		} else {
+			narrow++
+		}
+	}
+	if wide < 4 || narrow < 1 {
+		t.Fatalf("%d kernels in 64 bits, %d in 32: want the chain, softmax, column sums and product in 64, the small tanh in 32", wide, narrow)
+	}
+	for i := range want {
+		for j := range want[i] {
+			if d := math.Abs(got[i][j] - want[i][j]); !(d <= 1e-12*(1+math.Abs(want[i][j]))) {
+				t.Fatalf("output %d, element %d: %v with 64-bit kernels, %v with 32-bit ones", i, j, got[i][j], want[i][j])
+			}
+		}
+	}
+	k, _ := kernelsAgree(t, vm, &ptxsim.Launcher{Arch: 90, NumWarps: 4}, "64-bit kernels")
+	if k < wide+narrow {
+		t.Fatalf("%d kernels compared in the simulator, want %d", k, wide+narrow)
+	}
+	t.Logf("%d kernels in 64 bits and %d in 32 agree with the 32-bit ones and in the simulator", wide, narrow)
 }

@@ -99,6 +99,9 @@ func Emit(grp *Group, t Target, prec tile.Precision) (*Kernel, error) {
 	root := grp.Root
 	d := root.Info.DType
 	b := tile.NewBuilder(fmt.Sprintf("fused_%d_%s", grp.ID, grp.Kind), meta)
+	if grp.index64 {
+		b.Index64()
+	}
 	e := &emitter{b: b, grp: grp, t: t, prec: prec, meta: meta, ptr: map[*Node]*tile.Value{}, memo: map[memoKey]*tile.Value{}, recompute: map[*Node]bool{}}
 	for _, n := range grp.Recompute {
 		e.recompute[n] = true

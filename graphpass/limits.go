@@ -2,23 +2,45 @@ package graphpass
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/tilefuse/tilefuse/ops"
 )
 
 // MaxElements is the most elements a tensor that a kernel reads or writes
-// may have. Kernels compute element offsets in 32-bit integers (the tile
-// IR's index arithmetic: program ids, aranges, a flat index's coordinates;
-// PTX widens an offset to 64 bits only when it adds it to a pointer), so a
-// tensor of 2³¹ elements or more would wrap: a wrapped offset passes a
-// mask such as idx < n and reads or writes outside the buffer (on a GPU
-// silently; the CPU's reference interpreter stops the run with an error
-// after the work before it). The bound keeps 2²⁴ below 2³¹ so that an
-// index one block past the last element (a tail program's masked lanes,
-// blocks of at most 2²⁴ elements) still fits. A node that reads or writes
-// a larger tensor runs as Gorgonia runs it (Partition leaves it out of
-// every group; Oversized).
+// may have for its offsets to be 32-bit integers (the tile IR's index
+// arithmetic: program ids, aranges, a flat index's coordinates; PTX widens
+// an offset to 64 bits only when it adds it to a pointer). Past it they
+// would wrap: a wrapped offset passes a mask such as idx < n and reads or
+// writes outside the buffer (on a GPU silently; the CPU's reference
+// interpreter stops the run with an error after the work before it). The
+// bound keeps 2²⁴ below 2³¹ so that an index one block past the last
+// element (a tail program's masked lanes, blocks of at most 2²⁴ elements)
+// still fits. On a GPU a group that reads or writes a larger tensor, or
+// computes over a larger shape, indexes in 64 bits (Group.index64: its
+// program ids and aranges i64, every offset from them too; a product so
+// indexed copies its operands 4 bytes at a time, without tensor copies,
+// as codegen finds 16-byte runs in i32 offsets only). On a CPU, whose
+// machine code compares i32 lanes only, such a node runs as Gorgonia runs
+// it (Partition leaves it out of every group: markOversized, Oversized).
 const MaxElements = 1<<31 - 1<<24
+
+// past reports whether grp's kernel must index in 64 bits: a tensor it
+// reads or writes in memory (its inputs, outputs, reads and stack), or the
+// shape it computes over, has more than limit elements. Values a claimed
+// kernel keeps on chip (flash attention's scores) are not indexed.
+func past(grp *Group, limit int) bool {
+	big := func(n *Node) bool { return n != nil && numel(n.Info.Shape) > limit }
+	if numel(grp.Full) > limit || big(grp.Stack) {
+		return true
+	}
+	for _, x := range slices.Concat(grp.Inputs, grp.outputs(), grp.Reads) {
+		if big(x) {
+			return true
+		}
+	}
+	return false
+}
 
 // maxElements is opt's bound: Options.MaxElements where set and below
 // MaxElements, else MaxElements.

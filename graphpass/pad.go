@@ -138,8 +138,9 @@ func padOperands(groups []*Group, opt Options) []*Group {
 			prec = DefaultPrecision(grp, opt.Target)
 		}
 		as, bs := padShapes(grp, opt.Target, prec)
-		// a copy a kernel could not index (MaxElements) is not made: the
-		// product reads that operand where it is
+		// a copy past MaxElements is not made: reading it would make the
+		// product index in 64 bits, which copies 4 bytes at a time as it
+		// does from the operand where it is
 		if numel(as) > opt.maxElements() {
 			as = nil
 		}

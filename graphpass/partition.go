@@ -44,6 +44,11 @@ type Group struct {
 	// aligned by pad groups (padOperands), which its product reads
 	// instead
 	aPad, bPad *Node
+	// index64: the kernel indexes in 64 bits (tile.Builder.Index64), as a
+	// tensor it reads or writes, or the shape it computes over, has more
+	// than MaxElements elements (on a GPU; on a CPU Partition leaves such
+	// nodes to Gorgonia: markOversized)
+	index64 bool
 	// freshOut: on a CPU, every output is a value the user reads, written
 	// each run into memory of its own (Options.FreshOutputs), and no other
 	// node reads it (freshOutputs)
@@ -138,9 +143,12 @@ func Partition(gr *Graph, opt Options) []*Group {
 			}
 		}
 	}
-	// then what no claim took and a kernel could not index is left to
-	// Gorgonia (a claim checks its own: claimIndexable)
-	markOversized(gr, opt.maxElements())
+	// then, on a CPU, what no claim took and a kernel could not index is
+	// left to Gorgonia (a claim checks its own: claimIndexable); a GPU's
+	// kernels index such tensors in 64 bits (Group.index64)
+	if !opt.Target.GPU() {
+		markOversized(gr, opt.maxElements())
+	}
 	size := map[*Group]int{}
 	for i := len(gr.Nodes) - 1; i >= 0; i-- {
 		n := gr.Nodes[i]
@@ -216,6 +224,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 		grp.Inputs = groupInputs(grp)
 		sort.SliceStable(grp.Inputs, func(i, j int) bool { return grp.Inputs[i].index < grp.Inputs[j].index })
 		grp.freshOut = opt.FreshOutputs && !opt.Target.GPU() && freshOutputs(grp, writeOut)
+		grp.index64 = past(grp, opt.maxElements())
 	}
 	return groups
 }
