@@ -197,6 +197,17 @@ func axisInfo(v *tile.Value, info []AxisInfo, spec []int) AxisInfo {
 			ai.Const = max(ai.Const, min(b.Contig, a.Const, a.Div, b.Div))
 		}
 		ai.Uniform = a.Uniform && b.Uniform
+	case tile.OpCast:
+		// a widening integer cast (i32 offsets to i64: tile.Builder.Index64,
+		// a product's 64-bit output) keeps every value, and so its runs,
+		// divisibility and constancy; any other cast is elementwise
+		from, to := argT(0).DType, v.Type.DType
+		if from.IsInt() && from != tile.I1 && to.IsInt() && to.Size() >= from.Size() {
+			a := arg(0)
+			ai.Contig, ai.Div, ai.Const, ai.Uniform, ai.Contiguous = a.Contig, a.Div, a.Const, a.Uniform, a.Contiguous
+			break
+		}
+		ai.Const, ai.Uniform = arg(0).Const, arg(0).Uniform
 	case tile.OpSelect:
 		// either operand, lane by lane: divisible by what divides both
 		// (per-head offsets chosen by program id, as the heads' kernels

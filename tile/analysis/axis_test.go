@@ -49,6 +49,28 @@ func TestAxes(t *testing.T) {
 			"loaded": {Row: B, Contig: 1, Div: 1, Const: 1},
 		},
 	}, {
+		// the same offsets in 64 bits (tile.Builder.Index64): the widening
+		// casts keep the runs and divisibility; a narrowing cast, which
+		// may wrap, and a cast to float keep only constancy
+		name: "vector_offsets_i64",
+		spec: []int{16, 16},
+		build: func(b *tile.Builder, mark func(string, *tile.Value) *tile.Value) {
+			x := b.Ptr("x", tile.F32)
+			b.Index64()
+			offs := mark("offs", b.Add(b.Mul(b.ProgramID(0), B), mark("range", b.Arange(0, B))))
+			mark("narrow", b.Cast(offs, tile.I32))
+			mark("float", b.Cast(offs, tile.F32))
+			p := mark("ptr", b.AddPtr(x, offs))
+			b.Store(p, b.Load(p, nil, nil), nil)
+		},
+		want: want{
+			"range":  {Row: B, Contig: B, Div: analysis.MaxDiv, Const: 1, Contiguous: true},
+			"offs":   {Row: B, Contig: B, Div: B, Const: 1, Contiguous: true},
+			"ptr":    {Row: B, Contig: B, Div: 16, Const: 1, Contiguous: true},
+			"narrow": {Row: B, Contig: 1, Div: 1, Const: 1},
+			"float":  {Row: B, Contig: 1, Div: 1, Const: 1},
+		},
+	}, {
 		// n of unknown divisibility: the mask may flip anywhere
 		name: "mask_unknown_n",
 		spec: []int{16, 0},
