@@ -18,9 +18,11 @@ import (
 // element (a tail program's masked lanes, blocks of at most 2²⁴ elements)
 // still fits. On a GPU a group that reads or writes a larger tensor, or
 // computes over a larger shape, indexes in 64 bits (Group.index64: its
-// program ids and aranges i64, every offset from them too; a product so
-// indexed copies its operands 4 bytes at a time, without tensor copies,
-// as codegen finds 16-byte runs in i32 offsets only). On a CPU, whose
+// program ids and aranges i64, every offset from them too; the axis
+// analysis sees through the widening casts, so its copies stay 16 bytes
+// wide), and a product whose operands fit while its output does not (a
+// language model's logits) indexes its output side alone so (Group.out64:
+// its K loop the 32-bit one's, tensor copies included). On a CPU, whose
 // machine code compares i32 lanes only, such a node runs as Gorgonia runs
 // it (Partition leaves it out of every group: markOversized, Oversized).
 const MaxElements = 1<<31 - 1<<24
@@ -92,4 +94,27 @@ func Oversized(n *Node) (elements int, ok bool) {
 		return 0, false
 	}
 	return n.oversize.elements, true
+}
+
+// productOperandsFit reports whether product group grp's K loop reads
+// only buffers of at most limit elements (A, or its transposed or padded
+// copy; B, or its padded copy; a batch's whole): then only its output side
+// needs 64-bit offsets (Group.out64), as a language model's logits over a
+// large batch, x·Wᵀ with x and W far smaller than the logits.
+func productOperandsFit(grp *Group, limit int) bool {
+	mm := grp.MatMul
+	if grp.Kind != MatMulGroup || mm == nil || len(mm.Inputs) != 2 {
+		return false
+	}
+	a, b := mm.Inputs[0], mm.Inputs[1]
+	if grp.aT != nil {
+		a = grp.aT
+	}
+	if grp.aPad != nil {
+		a = grp.aPad
+	}
+	if grp.bPad != nil {
+		b = grp.bPad
+	}
+	return numel(a.Info.Shape) <= limit && numel(b.Info.Shape) <= limit
 }

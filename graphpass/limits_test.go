@@ -9,6 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/tilefuse/tilefuse/codegen"
 	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -122,19 +123,21 @@ func TestOversizedBound(t *testing.T) {
 	}
 }
 
-// TestPadsWithinMaxElements: a product whose operands fit the bound but
-// whose aligned copies would not reads its operands where they are (no pad
-// group), on the GPU where it would copy them otherwise.
-func TestPadsWithinMaxElements(t *testing.T) {
-	const n = 1025
+// TestPadsPastMaxElements: a product whose operands fit 32-bit offsets
+// but whose aligned copies do not (the bound lowered between them) still
+// reads the copies: the pad kernels of a copy past the bound and the
+// product index in 64 bits (Group.index64), and one within stays 32-bit.
+func TestPadsPastMaxElements(t *testing.T) {
+	const n = 1025 // A's copy 1025×1056, B's 1056×1152
 	for _, c := range []struct {
-		name  string
-		limit int
-		a, b  []int
+		name          string
+		limit         int
+		aWide, bWide  bool // the pad kernels in 64 bits
+		prod64, out64 bool
 	}{
-		{"copies within", 0, []int{n, 1056}, []int{1056, 1152}},
-		{"A's copy within, B's past", 1056 * 1100, []int{n, 1056}, nil},
-		{"both past", n*n + 1000, nil, nil},
+		{"copies within", 0, false, false, false, false},
+		{"A's copy within, B's past", 1056 * 1100, false, true, true, false},
+		{"both past", n*n + 1000, true, true, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := G.NewGraph()
@@ -147,15 +150,25 @@ func TestPadsWithinMaxElements(t *testing.T) {
 			}
 			groups := Partition(gr, Options{Target: H200, MatMul: true, Precision: tile.PrecTF32, MaxElements: c.limit})
 			prod := groups[len(groups)-1]
-			if prod.Kind != MatMulGroup {
-				t.Fatalf("the last group is %v", prod)
+			if prod.Kind != MatMulGroup || prod.aPad == nil || prod.bPad == nil {
+				t.Fatalf("the last group is %v, copies %v and %v", prod, prod.aPad, prod.bPad)
 			}
-			if !slices.Equal(shapeOf(prod.aPad), c.a) || !slices.Equal(shapeOf(prod.bPad), c.b) {
-				t.Fatalf("copies %v and %v, want %v and %v", shapeOf(prod.aPad), shapeOf(prod.bPad), c.a, c.b)
+			if prod.index64 != c.prod64 || prod.out64 != c.out64 {
+				t.Fatalf("the product: 64-bit %v, output 64-bit %v; want %v, %v", prod.index64, prod.out64, c.prod64, c.out64)
+			}
+			for _, grp := range groups[:len(groups)-1] {
+				want := map[*Node]bool{prod.aPad: c.aWide, prod.bPad: c.bWide}[grp.Root]
+				if grp.index64 != want {
+					t.Fatalf("%v: 64-bit %v, want %v", grp, grp.index64, want)
+				}
 			}
 			for _, grp := range groups {
-				if _, err := Emit(grp, H200, tile.PrecTF32); err != nil {
+				k, err := Emit(grp, H200, tile.PrecTF32)
+				if err != nil {
 					t.Fatalf("%v: %v", grp, err)
+				}
+				if casts := strings.Count(k.Tile.String(), "-> i64"); (casts > 0) != (grp.index64 || grp.out64) {
+					t.Fatalf("%v: %d casts to i64", grp, casts)
 				}
 			}
 		})
@@ -167,7 +180,8 @@ func TestPadsWithinMaxElements(t *testing.T) {
 // claimed still, its kernels in 32 bits; one that reads a mask of the
 // scores' size from memory is not (its kernel would index the mask in 32
 // bits), and then its ops are left to Gorgonia on a CPU and in 64-bit
-// kernels on a GPU, as their tensors say. Training too: its backward
+// kernels on a GPU, as their tensors say (the scores' product, whose q and
+// k fit, its output side alone). Training too: its backward
 // kernels read and write only values of q's size.
 func TestOversizedAttention(t *testing.T) {
 	const b, s, d = 2, 64, 8 // q, k, v: 1024 elements; the scores 8192
@@ -236,10 +250,75 @@ func TestOversizedAttention(t *testing.T) {
 					t.Fatalf("the scores' product: oversized %v, group %v", over, qk.Group)
 				case !c.attention && !tg.GPU() && (!over || qk.Group != nil):
 					t.Fatalf("the scores' product on a CPU: oversized %v, group %v; want Gorgonia's", over, qk.Group)
-				case !c.attention && tg.GPU() && (over || qk.Group == nil || !qk.Group.index64):
-					t.Fatalf("the scores' product on a GPU: oversized %v, group %v; want a 64-bit kernel", over, qk.Group)
+				case !c.attention && tg.GPU() && (over || qk.Group == nil || !qk.Group.out64):
+					// q and k within the bound: only its output side in 64 bits
+					t.Fatalf("the scores' product on a GPU: oversized %v, group %v; want its output in 64 bits", over, qk.Group)
 				}
 			})
 		}
+	}
+}
+
+// TestLogitsPastMaxElements: a language model's logits over a large batch
+// (65536 tokens × GPT-2's 50257 words, 3.3 billion elements; x 65536×768
+// and W 50257×768 far smaller) as users write them, softmax(x·Wᵀ), for the
+// H200 at TF32: the product indexes its output side alone in 64 bits and
+// its K loop is the 32-bit one's (wgmma, A and B by tensor copies, no
+// copy under 16 bytes), the softmax's kernel indexes in 64 bits. Shapes
+// only: the kernels are written and lowered to PTX, nothing allocated.
+func TestLogitsPastMaxElements(t *testing.T) {
+	const tokens, vocab, d = 65536, 50257, 768
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(tokens, d), G.WithName("x"))
+	w := G.NewMatrix(g, tensor.Float32, G.WithShape(vocab, d), G.WithName("w"))
+	logits := G.Must(G.Mul(x, G.Must(G.Transpose(w))))
+	p := G.Must(G.SoftMax(logits))
+	gr, err := Import(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := Partition(gr, Options{Target: H200, MatMul: true, Precision: tile.PrecTF32, WriteOut: map[*G.Node]bool{p: true}})
+	var prod, sm *Group
+	for _, grp := range groups {
+		switch grp.Kind {
+		case MatMulGroup:
+			prod = grp
+		case RowGroup:
+			sm = grp
+		}
+	}
+	if prod == nil || sm == nil {
+		t.Fatalf("groups %v: want a product and a softmax", groups)
+	}
+	if !prod.out64 || prod.index64 || !sm.index64 {
+		t.Fatalf("product: output 64-bit %v, 64-bit %v; softmax: 64-bit %v", prod.out64, prod.index64, sm.index64)
+	}
+	k, err := Emit(prod, H200, tile.PrecTF32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := codegen.Compile(k.Tile, codegen.Options{Arch: 90, NumWarps: k.Tile.Meta["num_warps"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"wgmma.mma_async", "cp.async.bulk.tensor.2d"} {
+		if !strings.Contains(ck.PTX, f) {
+			t.Errorf("the logits' product (%v): no %s", k.Tile.Meta, f)
+		}
+	}
+	for _, f := range []string{"], 4, %r", "], 8, %r"} {
+		if strings.Contains(ck.PTX, f) {
+			t.Errorf("the logits' product (%v): a copy %q", k.Tile.Meta, f)
+		}
+	}
+	if len(ck.TensorMaps) < 2 {
+		t.Errorf("the logits' product: tensor maps %v, want A's and B's", ck.TensorMaps)
+	}
+	ks, err := Emit(sm, H200, tile.PrecTF32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := codegen.Compile(ks.Tile, codegen.Options{Arch: 90, NumWarps: ks.Tile.Meta["num_warps"]}); err != nil {
+		t.Fatalf("the softmax's kernel: %v", err)
 	}
 }

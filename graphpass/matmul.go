@@ -334,9 +334,21 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	} else {
 		acc = b.For(lo, hi, bk, []*tile.Value{b.Zeros(d, bm, bn)}, step(bk, rkRow, rkCol, kLoop%bk != 0))
 	}
-	idx := b.Add(b.Mul(rm, n), rn) // [BM,BN] flat indices of the output
+	// the output's coordinates: i64 where only the output side is past
+	// 32-bit offsets (Group.out64), the K loop's staying i32
+	orow, ocol, oz := rm, rn, (*tile.Value)(nil)
 	if batch > 1 {
-		idx = b.Add(idx, b.Mul(b.ProgramID(2), m*n))
+		oz = b.ProgramID(2)
+	}
+	if e.grp.out64 {
+		orow, ocol = b.Cast(rm, tile.I64), b.Cast(rn, tile.I64)
+		if oz != nil {
+			oz = b.Cast(oz, tile.I64)
+		}
+	}
+	idx := b.Add(b.Mul(orow, n), ocol) // [BM,BN] flat indices of the output
+	if batch > 1 {
+		idx = b.Add(idx, b.Mul(oz, m*n))
 	}
 	e.member = productTile(e, acc[0], &idx)
 	// the tile's own indices split into the rows and columns it has: no
@@ -345,12 +357,12 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 		if at != idx || !sameShape(s, e.grp.Full) {
 			return nil
 		}
-		c := []*tile.Value{b.BroadcastTo(rm, tile.Shp(bm, bn)), b.BroadcastTo(rn, tile.Shp(bm, bn))}
+		c := []*tile.Value{b.BroadcastTo(orow, tile.Shp(bm, bn)), b.BroadcastTo(ocol, tile.Shp(bm, bn))}
 		switch {
 		case batch > 1:
-			c = append([]*tile.Value{b.Splat(b.ProgramID(2), tile.Shp(bm, bn))}, c...)
+			c = append([]*tile.Value{b.Splat(oz, tile.Shp(bm, bn))}, c...)
 		case len(s) == 3: // a batch of one: its coordinate is 0
-			c = append([]*tile.Value{b.Zeros(tile.I32, bm, bn)}, c...)
+			c = append([]*tile.Value{b.Zeros(orow.Type.DType, bm, bn)}, c...)
 		}
 		return c
 	}

@@ -138,15 +138,6 @@ func padOperands(groups []*Group, opt Options) []*Group {
 			prec = DefaultPrecision(grp, opt.Target)
 		}
 		as, bs := padShapes(grp, opt.Target, prec)
-		// a copy past MaxElements is not made: reading it would make the
-		// product index in 64 bits, which copies 4 bytes at a time as it
-		// does from the operand where it is
-		if numel(as) > opt.maxElements() {
-			as = nil
-		}
-		if numel(bs) > opt.maxElements() {
-			bs = nil
-		}
 		if as == nil && bs == nil {
 			continue
 		}

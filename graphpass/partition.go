@@ -49,6 +49,11 @@ type Group struct {
 	// than MaxElements elements (on a GPU; on a CPU Partition leaves such
 	// nodes to Gorgonia: markOversized)
 	index64 bool
+	// out64: a product group whose operands (as its K loop reads them) fit
+	// 32-bit offsets while its output side does not: only the output's
+	// coordinates are i64, so that the K loop keeps its 16-byte and
+	// tensor copies (productOperandsFit)
+	out64 bool
 	// freshOut: on a CPU, every output is a value the user reads, written
 	// each run into memory of its own (Options.FreshOutputs), and no other
 	// node reads it (freshOutputs)
@@ -225,6 +230,9 @@ func Partition(gr *Graph, opt Options) []*Group {
 		sort.SliceStable(grp.Inputs, func(i, j int) bool { return grp.Inputs[i].index < grp.Inputs[j].index })
 		grp.freshOut = opt.FreshOutputs && !opt.Target.GPU() && freshOutputs(grp, writeOut)
 		grp.index64 = past(grp, opt.maxElements())
+		if grp.index64 && productOperandsFit(grp, opt.maxElements()) {
+			grp.index64, grp.out64 = false, true
+		}
 	}
 	return groups
 }

@@ -49,6 +49,9 @@ type peerCase struct {
 	m, k, n int
 	gelu    bool
 	ta, tb  bool
+	// maxElements: graphpass.Options.MaxElements (0: the default; tests
+	// lower it to build the kernels of tensors past 32-bit offsets)
+	maxElements int
 }
 
 var peerCases = []peerCase{
@@ -250,7 +253,7 @@ func buildPeer(c peerCase, t graphpass.Target, prec tile.Precision, tune tile.Me
 	// not 16-byte aligned copied first (pad groups). (Transposed operands
 	// are BatchedMatMul's, which pretranspose leaves as they are: the NN
 	// rows of the weight gradients' shapes time the product of its copy.)
-	groups := graphpass.Partition(gr, graphpass.Options{Target: t, MatMul: true, Precision: prec})
+	groups := graphpass.Partition(gr, graphpass.Options{Target: t, MatMul: true, Precision: prec, MaxElements: c.maxElements})
 	if len(groups) == 0 || groups[len(groups)-1].Kind != graphpass.MatMulGroup {
 		return nil, fmt.Errorf("peer %s: %d groups, want a matmul group last", c.name, len(groups))
 	}
