@@ -19,3 +19,15 @@ func TestGeneratedKernelsOnGPU(t *testing.T) {
 	defer dev.Close()
 	generatedKernelsAgree(t, &cuda.Launcher{Dev: dev, NumWarps: 4}, 300)
 }
+
+// TestIndex64KernelsOnGPU is TestIndex64Kernels on the GPU: the H200's
+// kernels that index in 64 bits (the bound lowered) against the CPU's run
+// of them.
+func TestIndex64KernelsOnGPU(t *testing.T) {
+	dev, err := cuda.Open(0)
+	if err != nil {
+		t.Fatalf("no usable GPU: %v", err)
+	}
+	defer dev.Close()
+	index64KernelsAgree(t, &cuda.Launcher{Dev: dev, NumWarps: 4})
+}

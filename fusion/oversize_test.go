@@ -12,6 +12,7 @@ import (
 	"github.com/tilefuse/tilefuse/codegen/ptxsim"
 	"github.com/tilefuse/tilefuse/fusion"
 	"github.com/tilefuse/tilefuse/graphpass"
+	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
 // TestOversizedLeftToGorgonia: on the CPU, nodes that read or write a
@@ -176,6 +177,12 @@ func TestOversizedAttentionMask(t *testing.T) {
 // the 32-bit kernels' (the bound at its default) within 1e-12, and every
 // kernel computes in the simulator what it computed on the CPU.
 func TestIndex64Kernels(t *testing.T) {
+	index64KernelsAgree(t, &ptxsim.Launcher{Arch: 90, NumWarps: 4})
+}
+
+// index64KernelsAgree is TestIndex64Kernels with its kernels run again on
+// gpu (the PTX simulator, or a GPU: TestIndex64KernelsOnGPU).
+func index64KernelsAgree(t *testing.T, gpu tiletest.Launcher) {
 	const r, c, n, limit = 48, 100, 30, 1000
 	rng := rand.New(rand.NewPCG(40, 3))
 	xv, wv, bv, sv := randMatrix(rng, r, c, 2), randMatrix(rng, c, n, 1), randMatrix(rng, 1, n, 1), randMatrix(rng, 10, 10, 2)
@@ -251,9 +258,9 @@ func TestIndex64Kernels(t *testing.T) {
 			}
 		}
 	}
-	k, _ := kernelsAgree(t, vm, &ptxsim.Launcher{Arch: 90, NumWarps: 4}, "64-bit kernels")
+	k, _ := kernelsAgree(t, vm, gpu, "64-bit kernels")
 	if k < wide+narrow {
-		t.Fatalf("%d kernels compared in the simulator, want %d", k, wide+narrow)
+		t.Fatalf("%d kernels compared on %s, want %d", k, gpu.Name(), wide+narrow)
 	}
-	t.Logf("%d kernels in 64 bits and %d in 32 agree with the 32-bit ones and in the simulator", wide, narrow)
+	t.Logf("%d kernels in 64 bits and %d in 32 agree with the 32-bit ones and on %s", wide, narrow, gpu.Name())
 }

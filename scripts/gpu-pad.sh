@@ -12,7 +12,11 @@
 #      measured): K = 4100 and 784 without copies and with tma_k, against
 #      the default; compute-sanitizer memcheck of those kernels first;
 #   3. cuBLAS at the same shapes (bench/torch/workloads.py --peer);
-#   4. fusion's padded-operand tests on the device.
+#   4. fusion's padded-operand tests on the device;
+#   5. tensors past 32-bit offsets (graphpass.MaxElements): fusion's
+#      64-bit kernels on the device (the bound lowered), compute-sanitizer
+#      memcheck of the logits' product (65536×50257×768, its output indexed
+#      in 64 bits) at TF32, then its times beside cuBLAS's.
 #
 #   bash scripts/gpu-pad.sh                 # logs in $OUT (or ./gpu-logs/pad)
 #   STEPS="2" bash scripts/gpu-pad.sh       # some steps only
@@ -24,7 +28,7 @@ out=${OUT:-gpu-logs/pad}
 mkdir -p "$out"
 tf=${TILEFUSE:-.gpu/tilefuse}
 case $tf in /*) ;; *) tf=$PWD/$tf ;; esac # step 4 runs from fusion/
-steps=${STEPS:-1 2 3 4}
+steps=${STEPS:-1 2 3 4 5}
 if [ ! -x "$tf" ]; then
   echo "gpu-pad: no $tf: build it with scripts/gpu-build.sh (or set TILEFUSE)" >&2
   exit 2
@@ -67,6 +71,12 @@ for s in $steps; do
   4)
     # from the package's directory: its testdata
     (cd fusion && run 300 ../.gpu/fusion.test -test.run 'TestPaddedOperandsOnGPU|TestWeightGradientTransposedOnceOnGPU' -test.v)
+    ;;
+  5)
+    (cd fusion && run 300 ../.gpu/fusion.test -test.run 'TestIndex64KernelsOnGPU|TestOversizedLeftToGorgonia' -test.v)
+    run 300 compute-sanitizer --tool memcheck "$tf" peer -precision tf32 -run "logits" -reps 1 -warmup-ms 0
+    run 300 "$tf" peer -precision tf32,tf32x3,bf16 -run "logits" -reps 20
+    run 300 python3 bench/torch/workloads.py --peer --workload "logits" --peer-compile 0
     ;;
   esac
 done

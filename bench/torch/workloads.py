@@ -499,6 +499,8 @@ PEER = [
     ("vocab 4096×30522×768", 4096, 768, 30522, False),
     ("vocab 4096×50257×768", 4096, 768, 50257, False),
     ("vocab NT 4096×50257×768", 4096, 768, 50257, False, False, True),
+    # a language model's logits over 16×4096 tokens: 3.3 billion outputs
+    ("logits NT 65536×50257×768", 65536, 768, 50257, False, False, True),
     # the layer's products at 4000 tokens: rows not whole tiles
     ("bert NN 4000×3072×768", 4000, 768, 3072, False),
     ("bert NN 4000×768×3072", 4000, 3072, 768, False),

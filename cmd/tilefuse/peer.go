@@ -142,6 +142,10 @@ var peerCases = []peerCase{
 	// the same with the embedding matrix [vocabulary][model] as the
 	// weights (tied: logits = h·Eᵀ)
 	{name: "vocab NT 4096×50257×768", m: 4096, k: 768, n: 50257, tb: true},
+	// a language model's logits over 16 batches of 4096 tokens: 3.3
+	// billion outputs, past 32-bit offsets (graphpass.MaxElements): the
+	// output side indexed in 64 bits, the K loop as the 32-bit one's
+	{name: "logits NT 65536×50257×768", m: 65536, k: 768, n: 50257, tb: true},
 	// the layer's products at 4000 tokens (8×500): rows not whole tiles
 	{name: "bert NN 4000×3072×768", m: 4000, k: 768, n: 3072},
 	{name: "bert NN 4000×768×3072", m: 4000, k: 3072, n: 768},
