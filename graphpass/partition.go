@@ -123,9 +123,10 @@ type Options struct {
 	// written past the caches where that pays (freshOut, cpuStream).
 	FreshOutputs bool
 	// MaxElements bounds the elements of a tensor a kernel reads or
-	// writes (0, or more than MaxElements: MaxElements); a node over it
-	// runs as Gorgonia runs it (markOversized). Tests lower it to run that
-	// path on small tensors.
+	// writes with 32-bit offsets (0, or more than MaxElements:
+	// MaxElements); past it a GPU's kernel indexes in 64 bits
+	// (Group.index64, Group.out64) and a CPU leaves the node to Gorgonia
+	// (markOversized). Tests lower it to run those paths on small tensors.
 	MaxElements int
 }
 
