@@ -139,9 +139,13 @@ func (t *Thread) launchN(n int, f *Function, k *tile.Kernel, grid tile.Grid, arg
 	return nil
 }
 
-// clusterGrid reports a grid that is not whole clusters of f's (a launch
-// the driver would refuse).
+// clusterGrid reports a grid the driver would refuse: more than 65535
+// programs on axis 1 or 2 (CUDA's gridDim.y and z; graphpass flattens such
+// grids: tile.Kernel.FlattenGrid), or not whole clusters of f's.
 func (f *Function) clusterGrid(grid tile.Grid) error {
+	if grid[1] > maxGridYZ || grid[2] > maxGridYZ {
+		return fmt.Errorf("grid %v: a launch holds at most %d programs on axes 1 and 2 (flatten it: tile.Kernel.FlattenGrid)", grid, maxGridYZ)
+	}
 	if f.cluster == [3]int{} {
 		return nil
 	}
@@ -584,3 +588,6 @@ func (l *Launcher) Launch(k *tile.Kernel, grid tile.Grid, args ...any) error {
 	}
 	return nil
 }
+
+// maxGridYZ is CUDA's bound on a launch's second and third grid axes.
+const maxGridYZ = 65535

@@ -31,3 +31,15 @@ func TestIndex64KernelsOnGPU(t *testing.T) {
 	defer dev.Close()
 	index64KernelsAgree(t, &cuda.Launcher{Dev: dev, NumWarps: 4})
 }
+
+// TestFlattenedGridsOnGPU is TestFlattenedGrids on the GPU: the H200's
+// kernels with grids flattened onto axis 0 (the bound lowered to 4)
+// against the CPU's run of them.
+func TestFlattenedGridsOnGPU(t *testing.T) {
+	dev, err := cuda.Open(0)
+	if err != nil {
+		t.Fatalf("no usable GPU: %v", err)
+	}
+	defer dev.Close()
+	flattenedGridsAgree(t, &cuda.Launcher{Dev: dev, NumWarps: 4})
+}

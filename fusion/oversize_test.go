@@ -264,3 +264,93 @@ func index64KernelsAgree(t *testing.T, gpu tiletest.Launcher) {
 	}
 	t.Logf("%d kernels in 64 bits and %d in 32 agree with the 32-bit ones and on %s", wide, narrow, gpu.Name())
 }
+
+// TestFlattenedGrids: a GPU launch holds at most 65535 programs on its
+// second and third axes; kernels whose batch (a batched product's, or
+// attention's batch × heads) passes that run flattened onto the first
+// axis. Here the bound is lowered to 4 (graphpass.Target.MaxGridYZ) for
+// the H200's kernels, run on the CPU and in the PTX simulator: attention
+// forward and backward over a batch of 6 and a batched product over 9
+// give the values of the unflattened kernels within 1e-12, each kernel
+// whose grid passed the bound has one program axis.
+func TestFlattenedGrids(t *testing.T) {
+	flattenedGridsAgree(t, &ptxsim.Launcher{Arch: 90, NumWarps: 4})
+}
+
+// flattenedGridsAgree is TestFlattenedGrids with the kernels run again on
+// gpu (the PTX simulator, or a GPU: TestFlattenedGridsOnGPU).
+func flattenedGridsAgree(t *testing.T, gpu tiletest.Launcher) {
+	const nb, s, d = 6, 16, 8
+	rng := rand.New(rand.NewPCG(40, 5))
+	vals := map[string]*tensor.Dense{}
+	for _, name := range []string{"q", "k", "v"} {
+		vals[name] = tensor.New(tensor.WithShape(nb, s, d), tensor.WithBacking(randMatrix(rng, nb*s, d, 1).Data()))
+	}
+	vals["a"] = tensor.New(tensor.WithShape(9, 5, 7), tensor.WithBacking(randMatrix(rng, 45, 7, 1).Data()))
+	vals["b"] = tensor.New(tensor.WithShape(9, 7, 6), tensor.WithBacking(randMatrix(rng, 63, 6, 1).Data()))
+	run := func(tg graphpass.Target) (*fusion.Machine, [][]float64) {
+		g := G.NewGraph()
+		in := map[string]*G.Node{}
+		for name, v := range vals {
+			in[name] = G.NewTensor(g, tensor.Float64, 3, G.WithShape(v.Shape()...), G.WithName(name))
+			G.Let(in[name], v.Clone().(*tensor.Dense))
+		}
+		sc := G.Must(G.Mul(G.Must(G.BatchedMatMul(in["q"], in["k"], false, true)), G.NewConstant(0.35)))
+		out := G.Must(G.BatchedMatMul(G.Must(G.SoftMax(sc)), in["v"], false, false))
+		prod := G.Must(G.BatchedMatMul(in["a"], in["b"], false, false))
+		grads, err := G.Grad(G.Must(G.Add(G.Must(G.Sum(G.Must(G.Square(out)))), G.Must(G.Sum(G.Must(G.Tanh(prod)))))), in["q"], in["k"], in["v"], in["a"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm := fusion.NewTapeMachine(g, fusion.WithTarget(tg), fusion.WithMatMulFusion(true), fusion.WithKeep(out, prod))
+		if err := vm.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		var got [][]float64
+		for _, n := range append(G.Nodes{out, prod}, grads...) {
+			got = append(got, append([]float64(nil), n.Value().Data().([]float64)...))
+		}
+		return vm, got
+	}
+	ref, want := run(graphpass.H200)
+	defer ref.Close()
+	low := graphpass.H200
+	low.MaxGridYZ = 4
+	vm, got := run(low)
+	defer vm.Close()
+	flat, attention := 0, 0
+	for _, node := range vm.Compiled().Graph.AllNodes() {
+		f, ok := node.Op().(*fusion.FusedOp)
+		if !ok {
+			continue
+		}
+		k := f.Kernel()
+		if strings.Contains(k.Name, "attention") {
+			attention++
+		}
+		if g := f.Grid(); g[1] > 4 || g[2] > 4 {
+			t.Fatalf("%s runs over %v, past the bound of 4", k.Name, g)
+		}
+		if strings.Count(k.String(), "get_program_id") == 1 && strings.Contains(k.String(), "rem %") && f.Grid()[0] >= 6 {
+			flat++
+		}
+	}
+	if attention < 3 || flat < 4 {
+		t.Fatalf("%d attention kernels, %d flattened: want the forward, its two backward kernels and the batched product's flattened", attention, flat)
+	}
+	for i := range want {
+		for j := range want[i] {
+			if d := math.Abs(got[i][j] - want[i][j]); !(d <= 1e-12*(1+math.Abs(want[i][j]))) {
+				t.Fatalf("value %d, element %d: %v flattened, %v not", i, j, got[i][j], want[i][j])
+			}
+		}
+	}
+	k, _ := kernelsAgree(t, vm, gpu, "flattened grids")
+	if k == 0 {
+		t.Fatalf("no kernel compared on %s", gpu.Name())
+	}
+	t.Logf("%d kernels flattened (%d attention kernels), %d compared on %s", flat, attention, k, gpu.Name())
+}

@@ -147,6 +147,17 @@ func Emit(grp *Group, t Target, prec tile.Precision) (*Kernel, error) {
 		return nil, fmt.Errorf("graphpass: %v: %w", grp, err)
 	}
 	k.Tile = tk
+	if lim := t.maxGridYZ(); t.GPU() && (k.Grid[1] > lim || k.Grid[2] > lim) {
+		// a batch or rows past what a launch's second and third axes
+		// hold (attention over batch × heads past 65535): the programs
+		// on axis 0, each computing its coordinates
+		if c := meta["cluster"]; c > 1 {
+			return nil, fmt.Errorf("graphpass: %v: grid %v passes %d programs on axis 1 or 2, and clusters of %d CTAs do not run flattened", grp, k.Grid, lim, c)
+		}
+		if k.Tile, k.Grid, err = tk.FlattenGrid(k.Grid); err != nil {
+			return nil, fmt.Errorf("graphpass: %v: %w", grp, err)
+		}
+	}
 	return k, nil
 }
 

@@ -322,3 +322,45 @@ func TestLogitsPastMaxElements(t *testing.T) {
 		t.Fatalf("the softmax's kernel: %v", err)
 	}
 }
+
+// TestGridsPastAxisBounds: for the H200 (at most 65535 programs on a
+// launch's second and third axes) attention over 70000 batches of heads
+// and a product over a batch of 70000 run flattened onto the first axis,
+// their kernels lowered to PTX; a CPU keeps their grids. Shapes only.
+func TestGridsPastAxisBounds(t *testing.T) {
+	const nb, s, d = 70000, 16, 8
+	for _, tg := range []Target{H200, CPU(16)} {
+		g := G.NewGraph()
+		in := func(name string, sh ...int) *G.Node {
+			return G.NewTensor(g, tensor.Float32, len(sh), G.WithShape(sh...), G.WithName(name))
+		}
+		q, k, v := in("q", nb, s, d), in("k", nb, s, d), in("v", nb, s, d)
+		out := G.Must(G.BatchedMatMul(G.Must(G.SoftMax(G.Must(G.Mul(G.Must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(float32(0.35)))))), v, false, false))
+		prod := G.Must(G.BatchedMatMul(in("a", nb, 5, 7), in("b", nb, 7, 6), false, false))
+		gr, err := Import(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups := Partition(gr, Options{Target: tg, MatMul: true, Precision: tile.PrecTF32, WriteOut: map[*G.Node]bool{out: true, prod: true}})
+		seen := map[GroupKind]bool{}
+		for _, grp := range groups {
+			kern, err := Emit(grp, tg, tile.PrecTF32)
+			if err != nil {
+				t.Fatalf("%v on %v: %v", grp, tg, err)
+			}
+			seen[grp.Kind] = true
+			flat := kern.Grid[1] <= 1 && kern.Grid[2] <= 1 && strings.Count(kern.Tile.String(), "get_program_id") == 1
+			if tg.GPU() != flat {
+				t.Fatalf("%v on %v: grid %v, flattened %v", grp, tg, kern.Grid, flat)
+			}
+			if tg.GPU() {
+				if _, err := codegen.Compile(kern.Tile, codegen.Options{Arch: 90, NumWarps: kern.Tile.Meta["num_warps"]}); err != nil {
+					t.Fatalf("%v: %v", grp, err)
+				}
+			}
+		}
+		if !seen[AttentionGroup] || !seen[MatMulGroup] {
+			t.Fatalf("groups on %v: %v", tg, groups)
+		}
+	}
+}

@@ -32,6 +32,11 @@ type Target struct {
 	// anyway, and the atomics would make float sums depend on the order
 	// the programs finish in.
 	SplitReductions bool
+	// MaxGridYZ bounds a GPU launch's program axes 1 and 2 (0: 65535,
+	// CUDA's gridDim.y and z); a kernel whose grid passes it runs
+	// flattened onto axis 0 (Emit, tile.Kernel.FlattenGrid). Tests lower
+	// it.
+	MaxGridYZ int
 	// Tune, if not nil, may change the meta-parameters the heuristics chose
 	// for a group's kernel (an autotuner; a measurement of one choice);
 	// it is called before the kernel is written.
@@ -92,4 +97,12 @@ func (t Target) perThread(n, cpu int) int {
 		return n * 32 * t.NumWarps
 	}
 	return cpu
+}
+
+// maxGridYZ is t's bound on program axes 1 and 2 (MaxGridYZ, else 65535).
+func (t Target) maxGridYZ() int {
+	if t.MaxGridYZ > 0 {
+		return t.MaxGridYZ
+	}
+	return 65535
 }

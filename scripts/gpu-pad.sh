@@ -14,7 +14,8 @@
 #   3. cuBLAS at the same shapes (bench/torch/workloads.py --peer);
 #   4. fusion's padded-operand tests on the device;
 #   5. tensors past 32-bit offsets (graphpass.MaxElements): fusion's
-#      64-bit kernels on the device (the bound lowered), compute-sanitizer
+#      64-bit kernels and flattened grids on the device (the bounds
+#      lowered), compute-sanitizer
 #      memcheck of the logits' product (65536×50257×768, its output indexed
 #      in 64 bits) at TF32, then its times beside cuBLAS's.
 #
@@ -73,7 +74,7 @@ for s in $steps; do
     (cd fusion && run 300 ../.gpu/fusion.test -test.run 'TestPaddedOperandsOnGPU|TestWeightGradientTransposedOnceOnGPU' -test.v)
     ;;
   5)
-    (cd fusion && run 300 ../.gpu/fusion.test -test.run 'TestIndex64KernelsOnGPU|TestOversizedLeftToGorgonia' -test.v)
+    (cd fusion && run 300 ../.gpu/fusion.test -test.run 'TestIndex64KernelsOnGPU|TestOversizedLeftToGorgonia|TestFlattenedGridsOnGPU' -test.v)
     run 300 compute-sanitizer --tool memcheck "$tf" peer -precision tf32 -run "logits" -reps 1 -warmup-ms 0
     run 300 "$tf" peer -precision tf32,tf32x3,bf16 -run "logits" -reps 20
     run 300 python3 bench/torch/workloads.py --peer --workload "logits" --peer-compile 0
