@@ -393,6 +393,9 @@ func (cfg *config) writeKey(k *keyBuf) bool {
 		k.str(*cfg.cacheDir)
 	}
 	t.Tune = nil // nil here: a target with one is not cached
-	k.str(fmt.Sprintf("%+v", t))
+	// every field (%#v: Target's String names a few, and %+v prints that;
+	// two targets alike in it, an H100's and an H200's L2, or a bound on
+	// the grid's axes, shared an entry until 2026-12-05)
+	k.str(fmt.Sprintf("%#v", t))
 	return true
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tilefuse/tilefuse/bench"
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/graphpass"
 )
 
 // cacheGraph is a small training graph: x·w through tanh, scaled by a
@@ -191,6 +192,30 @@ func TestCompileCacheHitAndMisses(t *testing.T) {
 				t.Fatalf("the report differs from the uncached compile's:\n%s\nwant\n%s", rep, wantRep)
 			}
 		})
+	}
+}
+
+// TestCompileCacheKeyHoldsTheTarget: compiles for targets that differ in
+// a field their String does not show (the L2's size, the bound on a
+// launch's second and third axes) do not share a front-end cache entry;
+// the same target again does.
+func TestCompileCacheKeyHoldsTheTarget(t *testing.T) {
+	fusion.ResetCompileCache()
+	l2 := graphpass.H200
+	l2.L2 /= 2
+	grid := graphpass.H200
+	grid.MaxGridYZ = 4
+	if l2.String() != graphpass.H200.String() || grid.String() != graphpass.H200.String() {
+		t.Fatalf("the targets' names differ (%v, %v, %v): the test's premise is gone", l2, grid, graphpass.H200)
+	}
+	for i, c := range []struct {
+		t   graphpass.Target
+		hit bool
+	}{{graphpass.H200, false}, {l2, false}, {grid, false}, {graphpass.H200, true}, {grid, true}} {
+		rep, _ := buildCacheGraph(t, cacheBase).run(t, fusion.WithTarget(c.t))
+		if rep.Cached != c.hit {
+			t.Fatalf("compile %d (%#v): Report.Cached = %v, want %v", i, c.t, rep.Cached, c.hit)
+		}
 	}
 }
 
