@@ -31,6 +31,10 @@ import (
 //   - Gorgonia's own tape machine,
 //   - fusion.NewTapeMachine with WithFusion(false) (one kernel per op),
 //   - fused with WithMatMulFusion(false) and fused with WithMatMulFusion(true),
+//   - for half the programs, the last with the H200's kernels
+//     (WithTarget), and those again with the bounds lowered: 64-bit
+//     offsets past 32 elements, grids past 2 programs on axes 1 and 2
+//     flattened onto axis 0 (graphpass.MaxElements, Target.MaxGridYZ),
 //
 // and checks that they agree: the graph's outputs, the loss, every gradient,
 // and the intermediate values it keeps (fusion.WithKeep; Gorgonia's machine
@@ -150,6 +154,13 @@ func fzCheck(t *testing.T, data []byte, b fusion.Backend) {
 		l := &legs[len(legs)-1]
 		l.name += " and WithTarget(graphpass.H200)"
 		l.opts = append(l.opts, fusion.WithTarget(graphpass.H200))
+		// and with the bounds lowered: 64-bit offsets past 32 elements (a
+		// product's output side alone where its operands fit), grids past
+		// 2 programs on axes 1 and 2 flattened onto axis 0
+		low := graphpass.H200
+		low.MaxGridYZ = 2
+		legs = append(legs, fzLeg{name: "fused " + dt.String() + " with 64-bit offsets and flattened grids (the H200's kernels, bounds lowered)" + where, dt: dt,
+			opts: append(slices.Clone(on), fusion.WithMatMulFusion(true), fusion.WithTarget(low), fusion.WithMaxElements(32))})
 	}
 	runs := 1
 	if fg.twoRuns {
