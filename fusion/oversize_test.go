@@ -1,6 +1,7 @@
 package fusion_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -87,15 +88,8 @@ func TestOversizedLeftToGorgonia(t *testing.T) {
 				if err := vm.RunAll(); err != nil {
 					t.Fatal(err)
 				}
-				check := func(name string, got, want []float64) {
-					for i := range want {
-						if d := math.Abs(got[i] - want[i]); !(d <= 1e-12*(1+math.Abs(want[i]))) {
-							t.Fatalf("run %d: %s[%d] = %v, want %v", run, name, i, got[i], want[i])
-						}
-					}
-				}
-				check("out", out.Value().Data().([]float64), want)
-				check("x·w", p.Value().Data().([]float64), wantP)
+				closeTo(t, fmt.Sprintf("run %d: out", run), out.Value().Data().([]float64), want, 1e-12)
+				closeTo(t, fmt.Sprintf("run %d: x·w", run), p.Value().Data().([]float64), wantP, 1e-12)
 			}
 		})
 	}
@@ -159,13 +153,7 @@ func TestOversizedAttentionMask(t *testing.T) {
 	if over == 0 || repLow.Kernels() == 0 {
 		t.Fatalf("at 4096: %d ops left to Gorgonia for their size, %d kernels\n%v", over, repLow.Kernels(), repLow)
 	}
-	for i := range want {
-		for j := range want[i] {
-			if d := math.Abs(got[i][j] - want[i][j]); !(d <= 1e-12*(1+math.Abs(want[i][j]))) {
-				t.Fatalf("value %d, element %d: %v at 4096, %v at the default", i, j, got[i][j], want[i][j])
-			}
-		}
-	}
+	closeValues(t, "at 4096 against the default", got, want, 1e-12)
 }
 
 // TestIndex64Kernels: for a GPU (the H200's kernels, run here on the CPU
@@ -251,13 +239,7 @@ func index64KernelsAgree(t *testing.T, gpu tiletest.Launcher) {
 	if wide < 4 || narrow < 1 {
 		t.Fatalf("%d kernels in 64 bits, %d in 32: want the chain, softmax, column sums and product in 64, the small tanh in 32", wide, narrow)
 	}
-	for i := range want {
-		for j := range want[i] {
-			if d := math.Abs(got[i][j] - want[i][j]); !(d <= 1e-12*(1+math.Abs(want[i][j]))) {
-				t.Fatalf("output %d, element %d: %v with 64-bit kernels, %v with 32-bit ones", i, j, got[i][j], want[i][j])
-			}
-		}
-	}
+	closeValues(t, "64-bit kernels against 32-bit ones", got, want, 1e-12)
 	k, _ := kernelsAgree(t, vm, gpu, "64-bit kernels")
 	if k < wide+narrow {
 		t.Fatalf("%d kernels compared on %s, want %d", k, gpu.Name(), wide+narrow)
@@ -342,13 +324,7 @@ func flattenedGridsAgree(t *testing.T, gpu tiletest.Launcher) {
 	if attention < 3 || flat < 4 {
 		t.Fatalf("%d attention kernels, %d flattened: want the forward, its two backward kernels and the batched product's flattened", attention, flat)
 	}
-	for i := range want {
-		for j := range want[i] {
-			if d := math.Abs(got[i][j] - want[i][j]); !(d <= 1e-12*(1+math.Abs(want[i][j]))) {
-				t.Fatalf("value %d, element %d: %v flattened, %v not", i, j, got[i][j], want[i][j])
-			}
-		}
-	}
+	closeValues(t, "flattened against not", got, want, 1e-12)
 	k, _ := kernelsAgree(t, vm, gpu, "flattened grids")
 	if k == 0 {
 		t.Fatalf("no kernel compared on %s", gpu.Name())
