@@ -46,31 +46,22 @@ func (k *Kernel) CSE() (c *Kernel, removed int) {
 		}
 		scopes = append(scopes, map[string]*Value{})
 		defer func() { scopes = scopes[:len(scopes)-1] }()
-		nb := &Block{}
-		for _, a := range b.Args {
-			q := *a
-			q.kernel = owner(a, k, c)
-			q.Args = remap(a.Args, m)
-			m[a] = &q
-			nb.Args = append(nb.Args, &q)
-		}
+		nb := copyArgs(b, k, c, m)
 		for _, v := range b.Values {
-			q := *v
-			q.kernel = owner(v, k, c)
-			q.Args = remap(v.Args, m)
+			q := copyValue(v, k, c, m)
 			if v.Op == OpFor {
 				q.Body = block(v.Body)
 			}
-			if key, ok := cseKey(&q, id); ok {
+			if key, ok := cseKey(q, id); ok {
 				if prev := lookup(scopes, key); prev != nil {
 					m[v] = prev
 					removed++
 					continue
 				}
-				scopes[len(scopes)-1][key] = &q
+				scopes[len(scopes)-1][key] = q
 			}
-			m[v] = &q
-			nb.Values = append(nb.Values, &q)
+			m[v] = q
+			nb.Values = append(nb.Values, q)
 		}
 		return nb
 	}
@@ -79,6 +70,28 @@ func (k *Kernel) CSE() (c *Kernel, removed int) {
 }
 
 // owner is the kernel a copy of v belongs to: c where k made v.
+// copyArgs is a new block holding copies of b's arguments (a loop's
+// induction variable and carried values) for kernel c, copied from k,
+// each recorded in m.
+func copyArgs(b *Block, k, c *Kernel, m map[*Value]*Value) *Block {
+	nb := &Block{}
+	for _, a := range b.Args {
+		q := copyValue(a, k, c, m)
+		m[a] = q
+		nb.Args = append(nb.Args, q)
+	}
+	return nb
+}
+
+// copyValue is a copy of v for kernel c, copied from k, its operands
+// through m (not recorded in m).
+func copyValue(v *Value, k, c *Kernel, m map[*Value]*Value) *Value {
+	q := *v
+	q.kernel = owner(v, k, c)
+	q.Args = remap(v.Args, m)
+	return &q
+}
+
 func owner(v *Value, k, c *Kernel) *Kernel {
 	if v.kernel == k {
 		return c

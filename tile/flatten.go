@@ -61,14 +61,7 @@ func (k *Kernel) FlattenGrid(g Grid) (*Kernel, Grid, error) {
 		if b == nil {
 			return nil
 		}
-		nb := &Block{}
-		for _, a := range b.Args {
-			q := *a
-			q.kernel = owner(a, k, c)
-			q.Args = remap(a.Args, m)
-			m[a] = &q
-			nb.Args = append(nb.Args, &q)
-		}
+		nb := copyArgs(b, k, c, m)
 		for _, v := range b.Values {
 			switch v.Op {
 			case OpProgramID:
@@ -81,14 +74,12 @@ func (k *Kernel) FlattenGrid(g Grid) (*Kernel, Grid, error) {
 				m[v] = size[v.Aux]
 				continue
 			}
-			q := *v
-			q.kernel = owner(v, k, c)
-			q.Args = remap(v.Args, m)
+			q := copyValue(v, k, c, m)
 			if v.Op == OpFor {
 				q.Body = block(v.Body)
 			}
-			m[v] = &q
-			nb.Values = append(nb.Values, &q)
+			m[v] = q
+			nb.Values = append(nb.Values, q)
 		}
 		return nb
 	}
