@@ -27,8 +27,7 @@ type Node struct {
 	// an R×C value at j·R + i), which only products read (columnMajor)
 	colMajor bool
 	// oversize: Partition left it to Gorgonia, as it reads or writes a
-	// tensor of more elements than kernels index (markOversized), and what
-	// its Info said before
+	// tensor of more elements than kernels index (markOversized)
 	oversize *oversize
 }
 

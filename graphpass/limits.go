@@ -76,16 +76,15 @@ func markOversized(gr *Graph, limit int) {
 		if biggest <= limit {
 			continue
 		}
-		n.oversize = &oversize{kind: n.Info.Kind, elements: biggest}
+		n.oversize = &oversize{elements: biggest}
 		n.Info.Kind = ops.Opaque
 		n.Info.Why = fmt.Sprintf("%s has %d elements, more than the %d that tilefuse's kernels index with 32-bit offsets", which, biggest, limit)
 	}
 }
 
-// oversize is what markOversized changed on a node: the kind it had, and
-// the elements of its largest tensor.
+// oversize is what markOversized found of a node: the elements of its
+// largest tensor.
 type oversize struct {
-	kind     ops.Kind
 	elements int
 }
 
