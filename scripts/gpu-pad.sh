@@ -37,15 +37,7 @@ fi
 log=$(cd "$out" && pwd)/pad.log
 : > "$log"
 fail=0
-run() { # run TIMEOUT CMD...: append CMD's output to the log
-  local limit=$1
-  shift
-  echo "== $*" | tee -a "$log"
-  timeout "$limit" "$@" >> "$log" 2>&1
-  local rc=$?
-  echo "== rc=$rc" | tee -a "$log"
-  [ "$rc" -eq 0 ] || fail=1
-}
+. scripts/lib-run.sh # run TIMEOUT CMD...
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >> "$log" 2>&1
 odd=("matmul 4096³" "matmul 1024³" "1025³" "4095×4097×4099" "matmul 4096×4096×4099" "NT 4096×4096×4099" "4096×4097×4096" "4096×4096×4100" "4096×1024×784" "vocab 4096×50257×768")
 for s in $steps; do

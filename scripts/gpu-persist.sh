@@ -33,15 +33,7 @@ trap 'rm -rf "$cache"' EXIT
 log=$out/persist.log
 : > "$log"
 fail=0
-run() { # run TIMEOUT CMD...: append CMD's output to the log
-  local limit=$1
-  shift
-  echo "== $*" | tee -a "$log"
-  timeout "$limit" "$@" >> "$log" 2>&1
-  local rc=$?
-  echo "== rc=$rc" | tee -a "$log"
-  [ "$rc" -eq 0 ] || fail=1
-}
+. scripts/lib-run.sh # run TIMEOUT CMD...
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >> "$log" 2>&1
 for s in $steps; do
   case $s in
