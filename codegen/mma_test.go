@@ -592,11 +592,15 @@ func TestTransposedTilesConflictFree(t *testing.T) {
 		at, ag := transposedATile(m, k)
 		bt, bg := transposedBTile(n, k, false)
 		st, sg := transposedBTile(n, k, true)
+		// the swapped bf16 form's B stored [n][k]: read in pairs of k,
+		// the swizzle chosen for those reads (matchPipe)
+		pt, pg := st, bf16PairGroups(n, k)
+		pt.Swz = chooseSwizzle(pt, pg, 8)
 		for _, c := range []struct {
 			name   string
 			t      smemTile
 			groups [][]access
-		}{{"Aᵀ", at, ag}, {"Bᵀ mma.sync", bt, bg}, {"Bᵀ swapped", st, sg}} {
+		}{{"Aᵀ", at, ag}, {"Bᵀ mma.sync", bt, bg}, {"Bᵀ swapped", st, sg}, {"Bᵀ swapped bf16", pt, pg}} {
 			t.Run(fmt.Sprintf("%s %dx%dx%d", c.name, m, n, k), func(t *testing.T) {
 				if len(c.groups) == 0 {
 					t.Fatal("no reads")

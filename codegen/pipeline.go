@@ -500,16 +500,22 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 		}
 		if p.bf16() {
 			// B's fragments of m64nNk16: lane (g, t) reads rows k+2t and
-			// k+2t+1 (and 8 below) of columns g and g+8
+			// k+2t+1 (and 8 below) of columns g and g+8; where B is stored
+			// [n][k] (bT), columns k+2t and k+2t+1 of rows g and g+8 by one
+			// 8-byte load, a half warp's 16 lanes a phase
 			var gb [][]access
-			for r := 0; r < p.k; r += 8 {
-				for c := 0; c < p.n; c += 8 {
-					for h := 0; h < 2; h++ {
-						var g []access
-						for lane := 0; lane < 32; lane++ {
-							g = append(g, access{r + 2*(lane%4) + h, c + lane/4, 1})
+			if p.bT {
+				gb = bf16PairGroups(p.n, p.k)
+			} else {
+				for r := 0; r < p.k; r += 8 {
+					for c := 0; c < p.n; c += 8 {
+						for h := 0; h < 2; h++ {
+							var g []access
+							for lane := 0; lane < 32; lane++ {
+								g = append(g, access{r + 2*(lane%4) + h, c + lane/4, 1})
+							}
+							gb = append(gb, g)
 						}
-						gb = append(gb, g)
 					}
 				}
 			}
@@ -628,11 +634,12 @@ func (l *lowerer) planTensorCopies(p *pipe) {
 // each lane reading rows k+t and k+t+4 of columns m+g and m+g+8 (as B's
 // fragments are read); B as [n][k], read on mma.sync by two ld.shared.b32
 // of row n+g (columns k+t, k+t+4), in the swapped wgmma form by ldmatrix.x4
-// (it is wgmma's A there, as A is mma.sync's). Not for the transposing
-// wgmma form, nor A in the swapped form (wgmma reads it K-major from
-// shared memory) unless it is staged (wg_stage = 1, stagedFits: copied
-// in stagedCopyBlocked's layout into a [k][m] staging tile, transposed by
-// transposeCopies), nor bf16's B in the swapped form (read in pairs of k).
+// (it is wgmma's A there, as A is mma.sync's), at bf16 by one ld.shared.v2
+// of columns k+2t and k+2t+1 (bf16PairGroups; the swizzle is chosen for
+// those in matchPipe). Not for the transposing wgmma form, nor A in the
+// swapped form (wgmma reads it K-major from shared memory) unless it is
+// staged (wg_stage = 1, stagedFits: copied in stagedCopyBlocked's layout
+// into a [k][m] staging tile, transposed by transposeCopies).
 //
 // The meta-parameter naive_copy = 1 keeps the old form (the tiles [m][k]
 // and [k][n] whatever the memory order, 4-byte copies of a transposed
@@ -642,7 +649,7 @@ func (l *lowerer) transposedOperands(p *pipe) {
 		return
 	}
 	for i, ld := range p.loads {
-		if p.swapped && (i == 0 && !l.stagedFits(p) || i == 1 && p.bf16()) {
+		if p.swapped && i == 0 && !l.stagedFits(p) {
 			continue
 		}
 		inner, vw, contig := l.contigDim(ld)
@@ -762,6 +769,28 @@ func transposedATile(m, k int) (smemTile, [][]access) {
 // fragment reads: on mma.sync lane (g, t) reads columns k+t and k+t+4 of
 // row n+g; in the swapped wgmma form (swapped) ldmatrix.x4 reads 16 rows
 // n of 8 k, as mma.sync's A. groups are those reads.
+// bf16PairGroups are the swapped bf16 form's fragment reads of B stored
+// [n][k] (an n×k tile): lane (g, t) of the warp of rows n..n+15 reads
+// columns k+2t, k+2t+1 (and k+2t+8, k+2t+9) of rows n+g and n+g+8, 8
+// bytes a lane, so each instruction is two phases of 16 lanes (4 rows of
+// 8 words each: conflict-free where those rows' chunk pairs fall in
+// distinct banks, as under chunk ^ 2·(row%4)).
+func bf16PairGroups(n, k int) [][]access {
+	var g [][]access
+	for r := 0; r < n; r += 8 {
+		for c := 0; c < k; c += 8 {
+			for half := 0; half < 2; half++ {
+				var acc []access
+				for lane := 16 * half; lane < 16*half+16; lane++ {
+					acc = append(acc, access{r + lane/4, c + 2*(lane%4), 2})
+				}
+				g = append(g, acc)
+			}
+		}
+	}
+	return g
+}
+
 func transposedBTile(n, k int, swapped bool) (smemTile, [][]access) {
 	t := smemTile{Rows: n, Cols: k}
 	var g [][]access

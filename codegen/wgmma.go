@@ -456,6 +456,81 @@ func (l *lowerer) wgmmaSwappedBF16(p *pipe, stage string, acc *lval) {
 		l.wgmmaSwappedBF16Smem(p, stage, acc)
 		return
 	}
+	var frags [][4]string
+	if p.bT {
+		frags = l.bf16PairFrags(p, stage)
+	} else {
+		frags = l.bf16Frags(p, stage)
+	}
+	desc := l.wgmmaDescriptor("wgs", p.abf, wgmmaDesc64)
+	scaleD := l.wgmmaScaleD()
+	d := p.accOperand(acc, p.m/8)
+	// the bf16 tile is the stage's: the descriptor moves by the stage
+	sel, cur := l.reg("r"), l.reg("rd")
+	emit(w, "shr.u32 %s, %s, 4", sel, stage)
+	emit(w, "cvt.u64.u32 %s, %s", cur, sel)
+	emit(w, "add.s64 %s, %s, %s", cur, cur, desc)
+	emit(w, "wgmma.fence.sync.aligned")
+	for i, a := range frags {
+		// 32 bytes (16 k) a step, in 16-byte units
+		di := l.reg("rd")
+		emit(w, "add.s64 %s, %s, %d", di, cur, (32*i)>>4)
+		emit(w, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16 %s, {%s, %s, %s, %s}, %s, %s, 1, 1, 0", p.m, d, a[0], a[1], a[2], a[3], di, scaleD)
+	}
+	emit(w, "wgmma.commit_group.sync.aligned")
+	emit(w, "wgmma.wait_group.sync.aligned 1")
+}
+
+// bf16PairFrags loads this warp's bf16 fragments of Bᵀ, B stored [n][k]
+// (p.bT), from the stage at byte offset stage: for each k step of 16,
+// a0..a3 at rows n = 16·warp + g and g + 8, column pairs (k+2t, k+2t+1)
+// and (k+2t+8, k+2t+9), each pair one ld.shared.v2 and one cvt.rn.bf16x2
+// (the swizzle, bf16PairGroups', keeps the loads conflict-free).
+func (l *lowerer) bf16PairFrags(p *pipe, stage string) [][4]string {
+	w := &l.body
+	lane := l.laneID()
+	row := l.geo("wgs|tn|row", func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "shr.u32 %s, %s, 2", r, lane)
+		emit(w, "mad.lo.s32 %s, %s, 16, %s", r, l.warpID(), r)
+		return r
+	})
+	chunk := l.shiftAnd("wgs|tn|chunk", lane, 1, 1) // t/2
+	in := l.geo("wgs|tn|in", func(w *strings.Builder) string {
+		r := l.reg("r")
+		emit(w, "and.b32 %s, %s, 1", r, lane)
+		emit(w, "shl.b32 %s, %s, 1", r, r) // 2·(t%2)
+		return r
+	})
+	addr := map[int]string{}
+	var frags [][4]string
+	for kk := 0; kk < p.k; kk += 16 {
+		var a [4]string
+		for i := range a {
+			cs := (kk + 8*(i/2)) / 4 // the pair's chunk less t/2
+			base, ok := addr[cs%8]
+			if !ok {
+				base = l.reg("r")
+				emit(w, "add.s32 %s, %s, %s", base, l.swizzledBase(p.b, row, chunk, in, cs%8), stage)
+				addr[cs%8] = base
+			}
+			lo, hi, r := l.reg("r"), l.reg("r"), l.reg("r")
+			// rows g + 8 keep g's phase (the swizzle's period divides 8)
+			emit(w, "ld.shared.v2.b32 {%s, %s}, [%s+%d]", lo, hi, base, 8*(i%2)*p.b.rowBytes()+128*(cs/8))
+			emit(w, "cvt.rn.bf16x2.f32 %s, %s, %s", r, hi, lo)
+			a[i] = r
+		}
+		frags = append(frags, a)
+	}
+	return frags
+}
+
+// bf16Frags loads this warp's bf16 fragments of Bᵀ, B stored [k][n], from
+// the stage at byte offset stage: for each k step of 16, a0..a3 at columns
+// n = 16·warp + g and g + 8, row pairs (k+2t, k+2t+1) and (k+2t+8,
+// k+2t+9), each element one ld.shared.b32, each pair one cvt.rn.bf16x2.
+func (l *lowerer) bf16Frags(p *pipe, stage string) [][4]string {
+	w := &l.body
 	lane := l.laneID()
 	// rows 2t and 2t+1 of B, each with a base of its own (their phases differ)
 	rows := [2]string{
@@ -508,23 +583,7 @@ func (l *lowerer) wgmmaSwappedBF16(p *pipe, stage string, acc *lval) {
 		}
 		frags = append(frags, a)
 	}
-	desc := l.wgmmaDescriptor("wgs", p.abf, wgmmaDesc64)
-	scaleD := l.wgmmaScaleD()
-	d := p.accOperand(acc, p.m/8)
-	// the bf16 tile is the stage's: the descriptor moves by the stage
-	sel, cur := l.reg("r"), l.reg("rd")
-	emit(w, "shr.u32 %s, %s, 4", sel, stage)
-	emit(w, "cvt.u64.u32 %s, %s", cur, sel)
-	emit(w, "add.s64 %s, %s, %s", cur, cur, desc)
-	emit(w, "wgmma.fence.sync.aligned")
-	for i, a := range frags {
-		// 32 bytes (16 k) a step, in 16-byte units
-		di := l.reg("rd")
-		emit(w, "add.s64 %s, %s, %d", di, cur, (32*i)>>4)
-		emit(w, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16 %s, {%s, %s, %s, %s}, %s, %s, 1, 1, 0", p.m, d, a[0], a[1], a[2], a[3], di, scaleD)
-	}
-	emit(w, "wgmma.commit_group.sync.aligned")
-	emit(w, "wgmma.wait_group.sync.aligned 1")
+	return frags
 }
 
 // accOperand is a wgmma's accumulator operand: the registers of the

@@ -66,6 +66,17 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "wgmma": 0}, false},
 		{peerCase{name: "A·Bᵀ 300x200x100 swapped 256x128", m: 300, k: 100, n: 200, tb: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+		// bf16 with B stored [n][k]: B's tile [n][k] by 16-byte copies,
+		// its fragments read in pairs of k (one 8-byte load each), 4- and
+		// 8-byte copies where k is not a multiple of 4
+		{peerCase{name: "A·Bᵀ 300x100x200 swapped bf16 256x128", m: 300, k: 100, n: 200, tb: true}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, true},
+		{peerCase{name: "A·Bᵀ gelu 430x96x200 swapped bf16 192x128", m: 430, k: 96, n: 200, tb: true, gelu: true}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+		{peerCase{name: "A·Bᵀ 130x70x90 swapped bf16 128x64", m: 130, k: 70, n: 90, tb: true}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, false},
+		{peerCase{name: "A·Bᵀ 130x200x90 swapped bf16 256x128 split 2", m: 130, k: 200, n: 90, tb: true}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "SPLIT_K": 2}, false},
 		// wgmma's A (Bᵀ's tile) read through a descriptor (wg_ss = 1)
 		{peerCase{name: "A·Bᵀ 300x200x100 swapped 256x128 wg_ss", m: 300, k: 100, n: 200, tb: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "wg_ss": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
@@ -284,6 +295,12 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 				if ptxas, err := exec.LookPath("ptxas"); err == nil {
 					assembleSM80(t, ptxas, ck.PTX, p.k.Tile.Name)
 				}
+			}
+			if c.tune["wgmma"] == 2 && c.prec == tile.PrecBF16 && c.pc.tb {
+				// B's tile [n][k]: its fragments in pairs of k, one 8-byte
+				// load and one conversion each
+				require.Contains(t, sim.Last.PTX, "ld.shared.v2.b32", "B's fragments not read in pairs")
+				require.Contains(t, sim.Last.PTX, "cvt.rn.bf16x2.f32")
 			}
 			if c.tune["wg_ss"] == 1 {
 				// both of wgmma's operands through descriptors: no fragment loads
