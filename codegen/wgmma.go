@@ -126,10 +126,7 @@ func (l *lowerer) wgmmaStep(p *pipe, stage, bsel string, acc *lval) {
 	scaleD := l.wgmmaScaleD()
 	d := p.accOperand(acc, p.n/8)
 	// this iteration's bt: the descriptor's start address moves bsel bytes
-	sel, cur := l.reg("r"), l.reg("rd")
-	emit(w, "shr.u32 %s, %s, 4", sel, bsel)
-	emit(w, "cvt.u64.u32 %s, %s", cur, sel)
-	emit(w, "add.s64 %s, %s, %s", cur, cur, desc)
+	cur := l.movedDesc(w, desc, bsel)
 	emit(w, "wgmma.fence.sync.aligned")
 	for i, a := range frags {
 		di := cur
@@ -327,10 +324,7 @@ func (l *lowerer) swappedIssue(p *pipe, stage string, acc *lval, blk []string, t
 		}
 	}
 	d := "{" + strings.Join(dregs, ", ") + "}"
-	sel, cur := l.reg("r"), l.reg("rd")
-	emit(w, "shr.u32 %s, %s, 4", sel, stage)
-	emit(w, "cvt.u64.u32 %s, %s", cur, sel)
-	emit(w, "add.s64 %s, %s, %s", cur, cur, desc)
+	cur := l.movedDesc(w, desc, stage)
 	emit(w, "wgmma.fence.sync.aligned")
 	mma := func(a [4]string, desc, scale string) {
 		emit(w, "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 %s, {%s, %s, %s, %s}, %s, %s, 1, 1", p.m, d, a[0], a[1], a[2], a[3], desc, scale)
@@ -466,10 +460,7 @@ func (l *lowerer) wgmmaSwappedBF16(p *pipe, stage string, acc *lval) {
 	scaleD := l.wgmmaScaleD()
 	d := p.accOperand(acc, p.m/8)
 	// the bf16 tile is the stage's: the descriptor moves by the stage
-	sel, cur := l.reg("r"), l.reg("rd")
-	emit(w, "shr.u32 %s, %s, 4", sel, stage)
-	emit(w, "cvt.u64.u32 %s, %s", cur, sel)
-	emit(w, "add.s64 %s, %s, %s", cur, cur, desc)
+	cur := l.movedDesc(w, desc, stage)
 	emit(w, "wgmma.fence.sync.aligned")
 	for i, a := range frags {
 		// 32 bytes (16 k) a step, in 16-byte units
@@ -666,6 +657,17 @@ func (l *lowerer) wgmmaDescriptor(key string, t smemTile, bits uint64) string {
 		emit(w, "or.b64 %s, %s, %d", d, d, bits)
 		return d
 	})
+}
+
+// movedDesc emits matrix descriptor desc moved off bytes (a register, a
+// multiple of 16: the stage's or the buffer's offset) along its start
+// address.
+func (l *lowerer) movedDesc(w *strings.Builder, desc, off string) string {
+	sel, cur := l.reg("r"), l.reg("rd")
+	emit(w, "shr.u32 %s, %s, 4", sel, off)
+	emit(w, "cvt.u64.u32 %s, %s", cur, sel)
+	emit(w, "add.s64 %s, %s, %s", cur, cur, desc)
+	return cur
 }
 
 // wgmmaScaleD is the predicate scale-d of a wgmma that adds into its
