@@ -280,8 +280,10 @@ func tilings(t Target, prec tile.Precision, s waveShape, staged bool) []tcTiling
 		}
 	}
 	// the swapped wgmma: 4 stages where they fit (bf16's tile of A in
-	// bf16 in each stage beside its f32 tiles: 3 at 256×128), at least 3
-	if !s.transA && !(bf16 && s.transB) {
+	// bf16 in each stage beside its f32 tiles: 3 at 256×128), at least 3;
+	// at bf16 with B stored [n][k] too, its fragments read in pairs of k
+	// (codegen, bf16PairFrags)
+	if !s.transA {
 		for _, bm := range []int{256, 192, 128, 64} {
 			if s.heavy(prec) && bm > 64 {
 				continue
