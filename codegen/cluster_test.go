@@ -35,8 +35,8 @@ func TestClusterMulticast(t *testing.T) {
 		{"256x128", 256, tile.Meta{"cluster": 2}, "", ""},
 		{"128x128, A's rows masked", 128, tile.Meta{"cluster": 2, "tma": 1}, "rows", ""},
 		{"clusters of 4", 256, tile.Meta{"cluster": 4}, "", "clusters of 2 only"},
-		{"A masked along k: no tensor copies", 256, tile.Meta{"cluster": 2}, "rows and k", "A is not copied by tensor copies"},
-		{"A masked along k, tma_k: a map bounding K", 256, tile.Meta{"cluster": 2, "tma_k": 1}, "rows and k", "A's tensor map bounds K"},
+		{"A masked along k, tma_k = 0: no tensor copies", 256, tile.Meta{"cluster": 2, "tma_k": 0}, "rows and k", "A is not copied by tensor copies"},
+		{"A masked along k: a map bounding K (tma_k's default)", 256, tile.Meta{"cluster": 2}, "rows and k", "A's tensor map bounds K"},
 		{"A read by cp.async", 256, tile.Meta{"cluster": 2, "tma": 0}, "", "A is not copied by tensor copies"},
 		{"A's rows by program axis 1", 256, tile.Meta{"cluster": 2, "swap_axes": 1}, "", "depend on program axis 1"},
 	} {

@@ -44,13 +44,11 @@
 //     four-dimensional tensor copy a stage laid out for its fragment reads;
 //     2 (the default where it applies), with no CTA barrier in the loop
 //     (empty mbarriers); 1, the barrier kept; 0, cp.async.
-//   - tma_k (with tma): 1, a loop masked along K keeps its tensor copies:
-//     A's map bounds its columns at K (rows of a multiple of 4 floats,
-//     need not be whole BLOCK_K steps), B's (tma_b) its rows; the boxes
-//     read zeros past K. Checked in ptxsim (TestTensorCopiesOfA,
-//     TestTensorCopiesOfB, TestPaddedProductsInSimulator); not yet
-//     measured on a GPU (2026-12-05), so neither a default nor the
-//     tuner's candidates take it (tilefuse peer -tune tma_k=1 does).
+//   - tma_k (with tma): 1 (the default), a loop masked along K keeps its
+//     tensor copies: A's map bounds its columns at K (rows of a multiple
+//     of 4 floats, need not be whole BLOCK_K steps), B's (tma_b) its rows;
+//     the boxes read zeros past K (tmaK has the H100's times); 0, such
+//     loops copy by cp.async.
 //   - tma_ahead (tma_b without the barrier): 0, the copies stages-2
 //     iterations ahead instead of stages-1 (the default).
 //   - cluster (swapped TF32 with tma): 2, clusters of 1×2 CTAs sharing A's

@@ -36,8 +36,8 @@ import (
 // origin), lda a multiple of BLOCK_K (so of 4: 16-byte row strides) and the
 // origin's offset known divisible by BLOCK_K (a box never crosses the end
 // of a row); or loads masked by their rows' bound alone (tmaMask), on a
-// map of that many rows, and with tma_k = 1 by K's bound too, on a map of
-// K columns (rows then need only be 16-byte aligned). Other masks keep
+// map of that many rows, and by K's bound too (unless tma_k = 0), on a map
+// of K columns (rows then need only be 16-byte aligned). Other masks keep
 // cp.async: a map's bounds would have to be the mask's. The box's coordinates are the origin's element
 // offset from the parameter split by lda, so the form takes a load to read
 // at or after its parameter's address, as every kernel graphpass writes
@@ -54,6 +54,19 @@ import (
 // and with gelu 216.1 → 221.7, A·Bᵀ 4096×3072×768 275.1 → 269.8; at 192
 // rows (the BERT layer's 768-wide products) −2.6% to +1.4%, so not there.
 const tmaDefaultRows = 256
+
+// tmaK reports whether tensor copies may bound K (meta-parameter tma_k:
+// absent or 1; 0 keeps cp.async for loops masked along K). An H100
+// (2026-12-06, r41b, `tilefuse peer -tune tma_k=1` without graphpass's
+// copies, TILEFUSE_PAD=0, against the A copy graphpass made for such
+// rows), TFLOP/s: 4096×4096×4100 TF32 294.3, 294.1 (copied) / 266.9
+// (cp.async) → 308.8, 308.9, 3xTF32 105.5, 100.6 / 94.5 → 109.5, 109.4;
+// 4096×1024×784 TF32 252.1 → 255.2, 3xTF32 90.5 → 101.3 (cuBLAS TF32
+// 316.4 and 149.7 in the same call); memcheck 0 errors at both.
+func tmaK(m tile.Meta) bool {
+	v, ok := m["tma_k"]
+	return !ok || v != 0
+}
 
 // TensorMap describes a kernel parameter that follows the tile kernel's
 // own ones: a CUtensorMap (128 bytes, 64-byte aligned, passed by value)
@@ -195,8 +208,8 @@ func (l *lowerer) tmaPlan(p *pipe) (*tmaCopy, string) {
 	switch {
 	case why != "":
 		return nil, why
-	case cols > 0 && l.k.Meta["tma_k"] != 1:
-		return nil, "A's mask bounds K (tma_k = 1: a map of K columns)"
+	case cols > 0 && !tmaK(l.k.Meta):
+		return nil, "A's mask bounds K (tma_k = 0: no map of K columns)"
 	case lda%bk != 0 && cols == 0:
 		return nil, fmt.Sprintf("A's rows (%d) not a multiple of BLOCK_K", lda)
 	case lda%4 != 0:
@@ -733,7 +746,7 @@ func (l *lowerer) tmaBPlan(p *pipe) (*tmaCopy, string) {
 	ld := p.loads[1]
 	var rows int64
 	if len(ld.Args) > 1 {
-		if rows = l.tmaBRows(p, ld); rows == 0 || l.k.Meta["tma_k"] != 1 {
+		if rows = l.tmaBRows(p, ld); rows == 0 || !tmaK(l.k.Meta) {
 			return nil, "B's load is masked"
 		}
 	}

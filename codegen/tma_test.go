@@ -64,13 +64,14 @@ func TestTensorCopiesOfA(t *testing.T) {
 		wantTensor      bool
 		rows            int64 // the map's rows (0: from the argument)
 		cols            int64 // the map's columns (0: its rows' length)
-		tmaK            int   // meta-parameter tma_k
+		tmaK            int   // meta-parameter tma_k (0: absent; -1: tma_k = 0)
 	}{
 		{"256x128, B and C masked", 512, 200, 96, 256, 128, tile.PrecTF32, "", true, 0, 0, 0},
 		{"128x64, 5 iterations", 384, 136, 160, 128, 64, tile.PrecTF32, "", true, 0, 0, 0},
 		{"A's rows masked: a map of m rows", 300, 200, 96, 256, 128, tile.PrecTF32, "rows", true, 300, 0, 0},
 		{"A's rows masked, 128x64", 200, 100, 64, 128, 64, tile.PrecTF32, "rows", true, 200, 0, 0},
-		{"A masked along k too: cp.async", 300, 200, 96, 256, 128, tile.PrecTF32, "rows and k", false, 0, 0, 0},
+		{"A masked along k too, tma_k = 0: cp.async", 300, 200, 96, 256, 128, tile.PrecTF32, "rows and k", false, 0, 0, -1},
+		{"A masked along k too: a map of m rows and k columns (tma_k's default)", 300, 200, 96, 256, 128, tile.PrecTF32, "rows and k", true, 300, 96, 0},
 		{"A masked along k too, tma_k: a map of m rows and k columns", 300, 200, 96, 256, 128, tile.PrecTF32, "rows and k", true, 300, 96, 1},
 		// rows of 100 floats: 16-byte aligned, not whole BLOCK_K steps;
 		// the last step's box past column 100 reads zeros, not the next row
@@ -83,7 +84,7 @@ func TestTensorCopiesOfA(t *testing.T) {
 			nw := c.bn / 16
 			meta := tile.Meta{"wgmma": 2, "tma": 1, "num_warps": nw, "num_stages": 3}
 			if c.tmaK != 0 {
-				meta["tma_k"] = c.tmaK
+				meta["tma_k"] = max(c.tmaK, 0)
 			}
 			kk := tmaProduct(t, c.m, c.n, c.k, c.bm, c.bn, c.prec, c.maskA, meta)
 			ck, err := codegen.Compile(kk, codegen.Options{NumWarps: nw, Arch: 90, Spec: []int{16, 16, 16}})

@@ -43,14 +43,17 @@ func TestPaddedProductsInSimulator(t *testing.T) {
 		narrow bool
 	}{
 		{peerCase{name: "1024x515x513 tf32", m: 1024, k: 515, n: 513}, tile.PrecTF32, tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "wgmma": 2, "num_warps": 8, "num_stages": 4}, 2, 2, false},
-		{peerCase{name: "gelu 1030x516x514 tf32 (B alone)", m: 1030, k: 516, n: 514, gelu: true}, tile.PrecTF32, tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "wgmma": 2, "num_warps": 8, "num_stages": 4}, 1, 0, false},
+		// B alone copied; A's rows (516 floats) 16-byte aligned, read by
+		// tensor copies whose map bounds K (tma_k's default), as is B's copy
+		{peerCase{name: "gelu 1030x516x514 tf32 (B alone)", m: 1030, k: 516, n: 514, gelu: true}, tile.PrecTF32, tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "wgmma": 2, "num_warps": 8, "num_stages": 4}, 1, 2, false},
+		{peerCase{name: "gelu 1030x516x514 tf32 (B alone), tma_k = 0", m: 1030, k: 516, n: 514, gelu: true}, tile.PrecTF32, tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "wgmma": 2, "num_warps": 8, "num_stages": 4, "tma_k": 0}, 1, 0, false},
 		{peerCase{name: "512x515x512 bf16 (A alone)", m: 512, k: 515, n: 512}, tile.PrecBF16, nil, 1, -1, false},
 		{peerCase{name: "512x515x513 tf32 (A alone: m under padBMinRows, B's odd rows masked past k)", m: 512, k: 515, n: 513}, tile.PrecTF32, nil, 1, -1, false},
 		{peerCase{name: "A·Bᵀ 1024x515x520 tf32", m: 1024, k: 515, n: 520, tb: true}, tile.PrecTF32, nil, 2, -1, false},
 		// A copied; B's aligned rows read as they are, past k zeros from its
 		// tensor map's K rows
-		{peerCase{name: "512x515x512 tf32 (A copied; B's rows masked past k)", m: 512, k: 515, n: 512}, tile.PrecTF32, tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "wgmma": 2, "num_warps": 8, "num_stages": 4}, 1, 1, false},
-		{peerCase{name: "512x515x512 tf32, tma_k (A copied; B's map of k rows)", m: 512, k: 515, n: 512}, tile.PrecTF32, tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "wgmma": 2, "num_warps": 8, "num_stages": 4, "tma_k": 1}, 1, 2, false},
+		{peerCase{name: "512x515x512 tf32, tma_k = 0 (A copied; B's rows masked past k)", m: 512, k: 515, n: 512}, tile.PrecTF32, tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "wgmma": 2, "num_warps": 8, "num_stages": 4, "tma_k": 0}, 1, 1, false},
+		{peerCase{name: "512x515x512 tf32 (A copied; B's map of k rows)", m: 512, k: 515, n: 512}, tile.PrecTF32, tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "wgmma": 2, "num_warps": 8, "num_stages": 4}, 1, 2, false},
 		// the swapped form with A's tensor copies (its copy unmasked) and
 		// B's odd rows masked past k, realigned
 		{peerCase{name: "512x515x513 tf32 swapped, B realigned", m: 512, k: 515, n: 513}, tile.PrecTF32, tile.Meta{"BLOCK_M": 256, "BLOCK_N": 128, "wgmma": 2, "num_warps": 8, "num_stages": 4, "epi_smem": 1, "realign_b": 1}, 1, 1, true},

@@ -101,8 +101,10 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "tma": 1, "tma_b": 0, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
 		{peerCase{name: "gelu 200x64x136 swapped 192x128 tma rows masked", m: 200, k: 64, n: 136, gelu: true}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
-		{peerCase{name: "matmul 300x100x256 swapped 256x128 tma declined", m: 300, k: 100, n: 256}, tile.PrecTF32,
-			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 300x100x256 swapped 256x128 tma declined (tma_k = 0)", m: 300, k: 100, n: 256}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "tma": 1, "tma_k": 0, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "matmul 300x100x256 swapped 256x128 tma, A masked along k: a map of k columns", m: 300, k: 100, n: 256}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "tma": 1, "tma_b": 0, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		{peerCase{name: "A·Bᵀ 150x100x200 swapped 3xTF32 64x128", m: 150, k: 100, n: 200, tb: true}, tile.PrecTF32x3,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, true},
 		// K split over program axis 2, the parts added atomically (the
@@ -337,10 +339,14 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 				}
 			}
 			if c.tune["tma"] == 1 {
-				// A unmasked along k (k a multiple of 32; its rows masked
-				// or not): its tiles by tensor copies through the tensor
-				// map after the parameters, of m rows where they are masked
-				tensor := c.pc.k%32 == 0
+				// A's rows 16-byte aligned (k a multiple of 4; masked along
+				// k where k is not one of 32, unless tma_k = 0 asks for
+				// cp.async there; its rows masked or not): its tiles by
+				// tensor copies through the tensor map after the
+				// parameters, of m rows where they are masked, of k
+				// columns where masked along k
+				tmaK, asked := c.tune["tma_k"]
+				tensor := c.pc.k%32 == 0 || c.pc.k%4 == 0 && (!asked || tmaK != 0)
 				require.Equal(t, tensor, strings.Contains(sim.Last.PTX, "cp.async.bulk.tensor.2d"), "tensor copies where A is unmasked along k")
 				require.Equal(t, tensor, strings.Contains(sim.Last.PTX, ".param .align 64 .b8 tmap_0[128]"), "a tensor map parameter")
 				if tensor {
@@ -348,7 +354,11 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 					if c.pc.m%c.tune["BLOCK_M"] != 0 {
 						rows = int64(c.pc.m)
 					}
-					require.Equal(t, []codegen.TensorMap{{Param: 0, ElemBytes: 4, Inner: int64(c.pc.k), Rows: rows, Box: [2]int{32, c.tune["BLOCK_M"]}, Swizzle: 128}}, sim.Last.TensorMaps)
+					cols := int64(0)
+					if c.pc.k%32 != 0 {
+						cols = int64(c.pc.k)
+					}
+					require.Equal(t, []codegen.TensorMap{{Param: 0, ElemBytes: 4, Inner: int64(c.pc.k), Rows: rows, Cols: cols, Box: [2]int{32, c.tune["BLOCK_M"]}, Swizzle: 128}}, sim.Last.TensorMaps)
 				}
 			}
 			if c.tune["wgmma"] == 2 && c.prec != tile.PrecBF16 && c.tune["wg_ss"] != 1 {

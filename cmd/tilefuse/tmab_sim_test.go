@@ -45,9 +45,10 @@ func TestTensorCopiesOfB(t *testing.T) {
 		{peerCase{name: "gelu 256x224x192 128x64 tma_ahead", m: 256, k: 224, n: 192, gelu: true}, metaWith(small, "tma_ahead", 1), ""},
 		{peerCase{name: "256x224x192 128x64 tma_ahead early_copies", m: 256, k: 224, n: 192}, metaWith(small, "tma_ahead", 1, "early_copies", 1), ""},
 		{peerCase{name: "512x96x200 256x128 columns masked", m: 512, k: 96, n: 200}, metaWith(big, "tma_b", 2), "B's load is masked"},
-		{peerCase{name: "512x100x256 256x128 K masked", m: 512, k: 100, n: 256}, metaWith(big, "tma_b", 2), "A is not copied by tensor copies"},
-		// K masked (rows of 100 floats) with tma_k = 1: A's map bounds K,
-		// B's its rows
+		{peerCase{name: "512x100x256 256x128 K masked, tma_k = 0", m: 512, k: 100, n: 256}, metaWith(big, "tma_b", 2, "tma_k", 0), "A is not copied by tensor copies"},
+		// K masked (rows of 100 floats), tma_k by default or 1: A's map
+		// bounds K, B's its rows
+		{peerCase{name: "512x100x256 256x128 K masked: maps bounding K", m: 512, k: 100, n: 256}, metaWith(big, "tma_b", 2), ""},
 		{peerCase{name: "512x100x256 256x128 K masked, tma_k: maps bounding K", m: 512, k: 100, n: 256}, metaWith(big, "tma_b", 2, "tma_k", 1), ""},
 		{peerCase{name: "gelu 300x100x192 128x64 K masked, rows masked, tma_k", m: 300, k: 100, n: 192, gelu: true}, metaWith(small, "tma_b", 2, "tma_k", 1), ""},
 		{peerCase{name: "512x98x256 256x128 K masked, tma_k, A's rows not 16-byte aligned", m: 512, k: 98, n: 256}, metaWith(big, "tma_b", 2, "tma_k", 1), "A is not copied by tensor copies"},
