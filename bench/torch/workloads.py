@@ -525,7 +525,10 @@ def peer(a):
             x = x.t().contiguous().t()
         if tb:
             w = w.t().contiguous().t()
-        ref = x.double() @ w.double()
+        # a huge output (the logits: 3.3 billion elements, 26 GB in float64):
+        # errors over 4096 rows spread over it
+        sel = torch.linspace(0, m - 1, 4096, device=dev).long() if m * n > 1 << 30 else None
+        ref = (x if sel is None else x[sel]).double() @ w.double()
         if gl:
             ref = gelu(ref + b.double())
         xb, wb, bb = x.bfloat16(), w.bfloat16(), b.bfloat16()
@@ -543,7 +546,8 @@ def peer(a):
                     continue
                 fn = torch.compile(lambda x, w, b: gelu(x @ w + b))
             t = device_time(fn, args, a.runs)
-            out = fn(*args).double()
+            out = fn(*args)
+            out = (out if sel is None else out[sel]).double()
             err = (out - ref).abs()
             row = {"name": name, "mode": mode, "s": t, "tflops": 2 * m * n * k / t / 1e12,
                    "max_err": (err.max() / ref.abs().max()).item(), "norm_err": (err.norm() / ref.norm()).item()}
