@@ -765,10 +765,6 @@ func transposedATile(m, k int) (smemTile, [][]access) {
 	return t, g
 }
 
-// transposedBTile is B's k×n operand tile stored [n][k], swizzled for its
-// fragment reads: on mma.sync lane (g, t) reads columns k+t and k+t+4 of
-// row n+g; in the swapped wgmma form (swapped) ldmatrix.x4 reads 16 rows
-// n of 8 k, as mma.sync's A. groups are those reads.
 // bf16PairGroups are the swapped bf16 form's fragment reads of B stored
 // [n][k] (an n×k tile): lane (g, t) of the warp of rows n..n+15 reads
 // columns k+2t, k+2t+1 (and k+2t+8, k+2t+9) of rows n+g and n+g+8, 8
@@ -791,6 +787,10 @@ func bf16PairGroups(n, k int) [][]access {
 	return g
 }
 
+// transposedBTile is B's k×n operand tile stored [n][k], swizzled for its
+// fragment reads: on mma.sync lane (g, t) reads columns k+t and k+t+4 of
+// row n+g; in the swapped wgmma form (swapped) ldmatrix.x4 reads 16 rows
+// n of 8 k, as mma.sync's A. groups are those reads.
 func transposedBTile(n, k int, swapped bool) (smemTile, [][]access) {
 	t := smemTile{Rows: n, Cols: k}
 	var g [][]access
