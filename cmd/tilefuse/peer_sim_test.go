@@ -347,7 +347,7 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 				// columns where masked along k
 				tmaK, asked := c.tune["tma_k"]
 				tensor := c.pc.k%32 == 0 || c.pc.k%4 == 0 && (!asked || tmaK != 0)
-				require.Equal(t, tensor, strings.Contains(sim.Last.PTX, "cp.async.bulk.tensor.2d"), "tensor copies where A is unmasked along k")
+				require.Equal(t, tensor, strings.Contains(sim.Last.PTX, "cp.async.bulk.tensor.2d"), "tensor copies where A's rows are 16-byte aligned (and tma_k is not 0)")
 				require.Equal(t, tensor, strings.Contains(sim.Last.PTX, ".param .align 64 .b8 tmap_0[128]"), "a tensor map parameter")
 				if tensor {
 					rows := int64(0)
