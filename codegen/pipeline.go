@@ -607,8 +607,8 @@ func (l *lowerer) planTensorCopies(p *pipe) {
 	p.cluster, p.clusterDeclined = 0, ""
 	if v, asked := l.k.Meta["tma"]; asked && v == 1 || !asked && p.swapped && (p.m == tmaDefaultRows || p.wsTMA || p.oneBlockPlanned(l) && !p.staged) {
 		switch {
-		case !p.swapped || p.ws && !p.wsTMA || p.copyPass() && !(p.x3() && p.oneBlockPlanned(l) && !p.staged) || p.ss:
-			p.tmaDeclined = "not the swapped TF32 form without a pass over its copies or 3xTF32 with one block (nor ws, wg_ss)"
+		case !p.swapped || p.ws && !p.wsTMA || p.copyPass() && !(p.x3() && p.oneBlockPlanned(l) && !p.staged) && !(p.bf16() && asked && !p.staged) || p.ss:
+			p.tmaDeclined = "not the swapped TF32 form without a pass over its copies, 3xTF32 with one block or bf16 where asked (nor ws, wg_ss)"
 		default:
 			p.tma, p.tmaDeclined = l.tmaPlan(p)
 		}
@@ -964,6 +964,12 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 		emit(w, "or.pred %s, %s, %s", stop, stop, nonpos)
 		emit(w, "@%s bra.uni %s", stop, exits[u])
 		emit(w, "cp.async.wait_group %d", p.ahead()-1)
+		// a pass over A's tensor copies (bf16's conversion) waits for
+		// them first; without one the wait comes after the barrier
+		passTMA := p.swapped && p.copyPass() && p.tma != nil
+		if passTMA {
+			l.wsWait(p.tma.fc, ph, "tma_full")
+		}
 		if p.swapped {
 			// this thread's copies of A (split, converted or
 			// transposed where the pass is needed) are read by the
@@ -973,14 +979,14 @@ func (l *lowerer) pipelinedLoop(v *tile.Value, p *pipe) error {
 					return err
 				}
 			}
-			if p.tma == nil {
+			if p.tma == nil || passTMA {
 				emit(w, "fence.proxy.async.shared::cta")
 			}
 		}
 		if !p.noBar {
 			l.barrier(w)
 		}
-		if p.tma != nil {
+		if p.tma != nil && !passTMA {
 			l.wsWait(p.tma.fc, ph, "tma_full") // A's tensor copy of this stage
 		}
 		if !p.lateCopies {

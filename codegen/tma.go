@@ -9,7 +9,10 @@ import (
 
 // Tensor copies (TMA, cp.async.bulk.tensor) of the swapped form's A
 // (meta-parameter tma = 1, sm_90a, TF32 without a pass over the copies, not
-// warp-specialised).
+// warp-specialised; 3xTF32 in its one-block loop; bf16 where asked, its
+// conversion pass waiting on the stage's full mbarrier before it reads
+// the f32 tile, then the proxy fence and the barrier, B's tiles staying
+// cp.async: its fragments are read in pairs of k rows).
 //
 // Each stage's A tile, [BLOCK_M rows][BLOCK_K = 32 floats] K-major with the
 // 128-byte swizzle that the wgmma descriptor reads, is exactly a box of a
@@ -738,6 +741,8 @@ func (l *lowerer) tmaBPlan(p *pipe) (*tmaCopy, string) {
 		return nil, "not with clusters"
 	case p.bT || p.ss || p.rb != nil:
 		return nil, "B is not read as a [k][n] tile by ld.shared"
+	case p.bf16():
+		return nil, "bf16's B fragments are read in pairs of k rows, not from a tensor copy's layout"
 	case p.n%64 != 0 || p.n > 256*64:
 		return nil, fmt.Sprintf("BLOCK_N (%d) not a multiple of 64", p.n)
 	case p.b.Off%1024 != 0:

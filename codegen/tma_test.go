@@ -52,7 +52,10 @@ func tmaProduct(t *testing.T, m, n, k, bm, bn int, prec tile.Precision, maskA st
 // by cp.async.bulk.tensor through a tensor map after the kernel's
 // parameters (rows of k floats, boxes 32×BLOCK_M, the 128-byte swizzle of
 // the wgmma tile) where A's load is unmasked, and keeps cp.async where it
-// is masked or the precision passes over its copies. Each kernel runs in
+// is masked in other ways (or tma_k = 0 where it is masked along k); at
+// bf16, whose pass over A's copies converts them, the pass waits for the
+// tensor copies first (where tma = 1 asks: by default bf16 keeps
+// cp.async). Each kernel runs in
 // the simulator with racecheck and initcheck against the exact product of
 // small integers.
 func TestTensorCopiesOfA(t *testing.T) {
@@ -78,7 +81,10 @@ func TestTensorCopiesOfA(t *testing.T) {
 		{"k = 100, masked, tma_k: rows not whole steps", 300, 200, 100, 256, 128, tile.PrecTF32, "rows and k", true, 300, 100, 1},
 		{"k = 100, masked, tma_k, 128x64", 200, 100, 100, 128, 64, tile.PrecTF32, "rows and k", true, 200, 100, 1},
 		{"k = 98, tma_k: rows not 16-byte aligned, cp.async", 300, 200, 98, 256, 128, tile.PrecTF32, "rows and k", false, 0, 0, 1},
-		{"bf16 (a pass over A's copies): cp.async", 256, 128, 64, 256, 128, tile.PrecBF16, "", false, 0, 0, 0},
+		// bf16's pass over A's copies (the conversion into the stage's
+		// bf16 tile) waits for the tensor copies first
+		{"bf16 (a pass over A's copies, after they land)", 256, 128, 64, 256, 128, tile.PrecBF16, "", true, 0, 0, 0},
+		{"bf16, A masked along rows and k", 300, 200, 100, 256, 128, tile.PrecBF16, "rows and k", true, 300, 100, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			nw := c.bn / 16

@@ -105,6 +105,19 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "tma": 1, "tma_k": 0, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		{peerCase{name: "matmul 300x100x256 swapped 256x128 tma, A masked along k: a map of k columns", m: 300, k: 100, n: 256}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "tma": 1, "tma_b": 0, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		// bf16 with A's tiles by tensor copies (tma = 1, asked): the
+		// conversion pass waits for them, then rounds the f32 tile into the
+		// stage's bf16 tile; B by cp.async; rows masked, K masked (a map of
+		// K columns) and B stored [n][k] (split K keeps cp.async: its
+		// parts start where no map bounds them)
+		{peerCase{name: "matmul 512x96x256 swapped bf16 256x128 tma", m: 512, k: 96, n: 256}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+		{peerCase{name: "gelu 300x100x200 swapped bf16 256x128 tma masked", m: 300, k: 100, n: 200, gelu: true}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
+		{peerCase{name: "A·Bᵀ 430x96x200 swapped bf16 192x128 tma", m: 430, k: 96, n: 200, tb: true}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+		{peerCase{name: "matmul 130x72x90 swapped bf16 128x64 tma", m: 130, k: 72, n: 90}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, false},
 		{peerCase{name: "A·Bᵀ 150x100x200 swapped 3xTF32 64x128", m: 150, k: 100, n: 200, tb: true}, tile.PrecTF32x3,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 6}, true},
 		// K split over program axis 2, the parts added atomically (the
