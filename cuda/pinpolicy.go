@@ -1,5 +1,10 @@
 package cuda
 
+import (
+	"os"
+	"sync"
+)
+
 // pinPolicy decides which host ranges a Stager page-locks in place
 // (cuMemHostRegister) so that their uploads go to the device as one
 // asynchronous copy straight from them, with no copy into the stager's
@@ -11,7 +16,9 @@ package cuda
 // batch filled in place, or a few batches taken in turn), not the first
 // (a one-off upload would pay the locking, ~100 µs a MiB, for nothing).
 // At most max bytes are locked at once; past that the range used least
-// recently is unlocked (evict). A loop that uploads from new memory every
+// recently is unlocked (evict). A range sharing a page with one locked in
+// the process (by this policy or another machine's) is staged, the driver
+// not asked (lockedPages). A loop that uploads from new memory every
 // time never repeats an address except where Go's allocator hands freed
 // memory out again; so that such a loop does not keep locking and
 // unlocking, the stager locks nothing new once it has evicted
@@ -26,6 +33,7 @@ type pinPolicy struct {
 	bytes        int64 // locked
 	tick         uint64
 	evictions    int
+	pages        *lockedPages // the process's locked pages (a test's own)
 }
 
 // pinned is a locked range: its length and when it was last uploaded from.
@@ -49,7 +57,54 @@ const (
 const seenMax = 256
 
 func newPinPolicy(min, max int64) *pinPolicy {
-	return &pinPolicy{min: min, max: max, maxEvictions: 16, seen: map[uintptr]int64{}, locked: map[uintptr]*pinned{}, refused: map[uintptr]bool{}}
+	return &pinPolicy{min: min, max: max, maxEvictions: 16, seen: map[uintptr]int64{}, locked: map[uintptr]*pinned{}, refused: map[uintptr]bool{}, pages: processPages}
+}
+
+// lockedPages is the pages of the ranges every pinPolicy of the process
+// has locked. The driver locks whole pages, once in a process: a range
+// sharing a page with one locked already (two machines uploading the same
+// input, or two inputs sliced from one allocation) is refused with
+// CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, which compute-sanitizer
+// counts as an error of the program. So such a range is staged without
+// asking the driver.
+type lockedPages struct {
+	mu   sync.Mutex
+	page uintptr
+	// spans: [first page, past the last page) of each locked range, by its address
+	spans map[uintptr][2]uintptr
+}
+
+// processPages is the process's lockedPages, which every pinPolicy shares.
+var processPages = newLockedPages(uintptr(os.Getpagesize()))
+
+func newLockedPages(page uintptr) *lockedPages {
+	return &lockedPages{page: page, spans: map[uintptr][2]uintptr{}}
+}
+
+func (l *lockedPages) span(addr uintptr, n int64) [2]uintptr {
+	return [2]uintptr{addr / l.page, (addr + uintptr(n) + l.page - 1) / l.page}
+}
+
+// take records [addr, addr+n) as locked unless a page of it is locked
+// already (then false).
+func (l *lockedPages) take(addr uintptr, n int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.span(addr, n)
+	for _, o := range l.spans {
+		if s[0] < o[1] && o[0] < s[1] {
+			return false
+		}
+	}
+	l.spans[addr] = s
+	return true
+}
+
+// release forgets the range locked at addr.
+func (l *lockedPages) release(addr uintptr) {
+	l.mu.Lock()
+	delete(l.spans, addr)
+	l.mu.Unlock()
 }
 
 // upload is the action for an upload of n bytes from addr, and the locked
@@ -74,6 +129,10 @@ func (p *pinPolicy) upload(addr uintptr, n int64) (pinAction, []*pinned) {
 		return stageIt, nil
 	}
 	delete(p.seen, addr)
+	if !p.pages.take(addr, n) {
+		p.refused[addr] = true
+		return stageIt, nil
+	}
 	var evict []*pinned
 	for p.bytes+n > p.max {
 		var old *pinned
@@ -85,6 +144,7 @@ func (p *pinPolicy) upload(addr uintptr, n int64) (pinAction, []*pinned) {
 		evict = append(evict, old)
 		p.bytes -= old.n
 		delete(p.locked, old.addr)
+		p.pages.release(old.addr)
 		p.evictions++
 	}
 	return lockIt, evict
@@ -95,6 +155,7 @@ func (p *pinPolicy) upload(addr uintptr, n int64) (pinAction, []*pinned) {
 func (p *pinPolicy) took(addr uintptr, n int64, pin any, ok bool) {
 	if !ok {
 		p.refused[addr] = true
+		p.pages.release(addr)
 		return
 	}
 	p.locked[addr] = &pinned{addr: addr, n: n, last: p.tick, pin: pin}
@@ -104,6 +165,9 @@ func (p *pinPolicy) took(addr uintptr, n int64, pin any, ok bool) {
 // drop forgets every locked range and returns them, to be unlocked.
 func (p *pinPolicy) drop() map[uintptr]*pinned {
 	l := p.locked
+	for a := range l {
+		p.pages.release(a)
+	}
 	p.locked, p.bytes = map[uintptr]*pinned{}, 0
 	return l
 }

@@ -87,6 +87,7 @@ func TestPinPolicy(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := newPinPolicy(c.min, c.max)
 			p.maxEvictions = c.evictMax
+			p.pages = newLockedPages(4096) // the test's own, not the process's
 			for i, u := range c.ups {
 				got, evict := p.upload(u.addr, u.n)
 				var ev []uintptr
@@ -115,5 +116,77 @@ func TestPinPolicy(t *testing.T) {
 				t.Errorf("drop left %d bytes, %d ranges", p.bytes, len(p.locked))
 			}
 		})
+	}
+}
+
+// TestPinPolicySharedPages: policies that share the process's locked pages
+// (two machines' stagers) do not ask the driver to lock a range with a
+// page another range holds (it would refuse: "part or all of the requested
+// memory range is already mapped"), whether the other policy locked the
+// same range or a neighbouring one; pages freed by an unlock (eviction,
+// drop, a refusal) can be locked again.
+func TestPinPolicySharedPages(t *testing.T) {
+	const K = 1 << 10
+	pages := newLockedPages(4096)
+	policy := func() *pinPolicy {
+		p := newPinPolicy(256*K, 4<<20)
+		p.pages = pages
+		return p
+	}
+	twice := func(p *pinPolicy, addr uintptr, n int64) pinAction {
+		t.Helper()
+		if got, _ := p.upload(addr, n); got != stageIt {
+			t.Fatalf("first upload from %#x: %v, want stageIt", addr, got)
+		}
+		got, _ := p.upload(addr, n)
+		return got
+	}
+	a, b, c := policy(), policy(), policy()
+	if got := twice(a, 0x100000, 300*K); got != lockIt {
+		t.Fatalf("a: %v, want lockIt", got)
+	}
+	a.took(0x100000, 300*K, nil, true)
+	cases := []struct {
+		name string
+		p    *pinPolicy
+		addr uintptr
+		n    int64
+		want pinAction
+	}{
+		{"b, the range a locked", b, 0x100000, 300 * K, stageIt},
+		{"b, a range in a's last page", b, 0x100000 + 300*K - 100, 256 * K, stageIt},
+		{"b, a range ending in a's first page", b, 0x100000 - 256*K + 8, 256 * K, stageIt},
+		{"b, the next page on", b, 0x100000 + 300*K, 256 * K, lockIt},
+		{"c, the page before a's", c, 0x100000 - 256*K, 256 * K, lockIt},
+	}
+	for _, cs := range cases {
+		if got := twice(cs.p, cs.addr, cs.n); got != cs.want {
+			t.Fatalf("%s: %v, want %v", cs.name, got, cs.want)
+		}
+		if cs.want == lockIt {
+			cs.p.took(cs.addr, cs.n, nil, true)
+		}
+	}
+	// b does not try the range it was refused again, even once a unlocks it
+	a.drop()
+	if got, _ := b.upload(0x100000, 300*K); got != stageIt {
+		t.Fatalf("b after a's drop: %v, want stageIt (refused before)", got)
+	}
+	// a new policy may lock a's pages; a refusal by the driver frees them
+	d := policy()
+	if got := twice(d, 0x100000, 300*K); got != lockIt {
+		t.Fatalf("d after a's drop: %v, want lockIt", got)
+	}
+	d.took(0x100000, 300*K, nil, false)
+	e := policy()
+	if got := twice(e, 0x100000, 300*K); got != lockIt {
+		t.Fatalf("e after d's refusal: %v, want lockIt", got)
+	}
+	e.took(0x100000, 300*K, nil, true)
+	b.drop()
+	c.drop()
+	e.drop()
+	if len(pages.spans) != 0 {
+		t.Errorf("%d spans left after every drop", len(pages.spans))
 	}
 }
