@@ -459,6 +459,7 @@ func TestWgmmaSwapped(t *testing.T) {
 	bf := constMatmul(t, 4096, 4096, 4096, 256, 128, 32, tile.PrecBF16)
 	bf.Meta["wgmma"] = 2
 	bf.Meta["num_stages"] = 4
+	bf.Meta["tma"] = 0 // A by cp.async (TestTensorCopiesOfA has its tensor copies)
 	ck, err = Compile(bf, Options{Arch: 90, NumWarps: 8, Spec: all16(bf)})
 	if err != nil {
 		t.Fatal(err)

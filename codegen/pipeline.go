@@ -605,10 +605,10 @@ func (l *lowerer) matchPipe(f *tile.Value) *pipe {
 func (l *lowerer) planTensorCopies(p *pipe) {
 	p.tma, p.tmaB, p.tmaDeclined, p.tmaBDeclined, p.noBar = nil, nil, "", "", false
 	p.cluster, p.clusterDeclined = 0, ""
-	if v, asked := l.k.Meta["tma"]; asked && v == 1 || !asked && p.swapped && (p.m == tmaDefaultRows || p.wsTMA || p.oneBlockPlanned(l) && !p.staged) {
+	if v, asked := l.k.Meta["tma"]; asked && v == 1 || !asked && p.swapped && (p.m == tmaDefaultRows || p.wsTMA || p.oneBlockPlanned(l) && !p.staged || p.bf16() && !p.staged && p.m >= tmaBF16Rows) {
 		switch {
-		case !p.swapped || p.ws && !p.wsTMA || p.copyPass() && !(p.x3() && p.oneBlockPlanned(l) && !p.staged) && !(p.bf16() && asked && !p.staged) || p.ss:
-			p.tmaDeclined = "not the swapped TF32 form without a pass over its copies, 3xTF32 with one block or bf16 where asked (nor ws, wg_ss)"
+		case !p.swapped || p.ws && !p.wsTMA || p.copyPass() && !(p.x3() && p.oneBlockPlanned(l) && !p.staged) && !(p.bf16() && !p.staged) || p.ss:
+			p.tmaDeclined = "not the swapped TF32 form without a pass over its copies, 3xTF32 with one block or bf16 (nor ws, wg_ss, staged)"
 		default:
 			p.tma, p.tmaDeclined = l.tmaPlan(p)
 		}

@@ -9,10 +9,11 @@ import (
 
 // Tensor copies (TMA, cp.async.bulk.tensor) of the swapped form's A
 // (meta-parameter tma = 1, sm_90a, TF32 without a pass over the copies, not
-// warp-specialised; 3xTF32 in its one-block loop; bf16 where asked, its
-// conversion pass waiting on the stage's full mbarrier before it reads
-// the f32 tile, then the proxy fence and the barrier, B's tiles staying
-// cp.async: its fragments are read in pairs of k rows).
+// warp-specialised; 3xTF32 in its one-block loop; bf16 (by default at
+// tiles of tmaBF16Rows rows or more), its conversion pass waiting on the
+// stage's full mbarrier before it reads the f32 tile, then the proxy fence
+// and the barrier, B's tiles staying cp.async: its fragments are read in
+// pairs of k rows).
 //
 // Each stage's A tile, [BLOCK_M rows][BLOCK_K = 32 floats] K-major with the
 // 128-byte swizzle that the wgmma descriptor reads, is exactly a box of a
@@ -57,6 +58,19 @@ import (
 // and with gelu 216.1 → 221.7, A·Bᵀ 4096×3072×768 275.1 → 269.8; at 192
 // rows (the BERT layer's 768-wide products) −2.6% to +1.4%, so not there.
 const tmaDefaultRows = 256
+
+// tmaBF16Rows: bf16's A by tensor copies by default at tiles of at least
+// this many rows (tma = 0 keeps cp.async; smaller tiles unmeasured). Its
+// conversion pass waits for them (the loop keeps its barrier; B stays
+// cp.async). The H200, 2026-12-06 (r42d, `tilefuse peer -precision bf16
+// -tune tma=1` beside the default in one process, twice, TFLOP/s):
+// 4096³ 322.1, 321.6 → 336.3, 346.8; gelu(x·W+b) 310.6, 311.2 → 335.9,
+// 334.4; the BERT layer's 4096×3072×768 (256 rows) 258.8, 257.0 → 275.6,
+// 276.2, 4096×768×3072 (192 rows) 268.3, 267.2 → 291.2, 292.7, A·Bᵀ
+// 4096×768×3072 270.8, 270.7 → 291.1, 291.7; 4096×4096×4100 without
+// graphpass's copy of A (TILEFUSE_PAD=0) 248.4, 247.8 → 310.8, 314.5
+// against 292.2, 289.2 with it; memcheck 0 errors.
+const tmaBF16Rows = 192
 
 // tmaK reports whether tensor copies may bound K (meta-parameter tma_k:
 // absent or 1; 0 keeps cp.async for loops masked along K). An H100

@@ -54,8 +54,8 @@ func tmaProduct(t *testing.T, m, n, k, bm, bn int, prec tile.Precision, maskA st
 // the wgmma tile) where A's load is unmasked, and keeps cp.async where it
 // is masked in other ways (or tma_k = 0 where it is masked along k); at
 // bf16, whose pass over A's copies converts them, the pass waits for the
-// tensor copies first (where tma = 1 asks: by default bf16 keeps
-// cp.async). Each kernel runs in
+// tensor copies first (TestBF16TensorCopiesByDefault: where tma is not
+// given). Each kernel runs in
 // the simulator with racecheck and initcheck against the exact product of
 // small integers.
 func TestTensorCopiesOfA(t *testing.T) {
@@ -145,6 +145,43 @@ func TestTensorCopiesOfA(t *testing.T) {
 						t.Fatalf("C[%d][%d] = %v past A's rows, want 0 (their mask)", i/c.n, i%c.n, out[i])
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestBF16TensorCopiesByDefault: without the meta-parameter tma, bf16's A
+// is copied by tensor copies at tiles of tmaBF16Rows rows or more (192 and
+// 256, as measured), by cp.async at smaller ones; tma = 0 and 1 decide.
+func TestBF16TensorCopiesByDefault(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		bm, bn int
+		tma    int // -1: absent
+		want   bool
+	}{
+		{"256 rows", 256, 128, -1, true},
+		{"192 rows", 192, 128, -1, true},
+		{"128 rows", 128, 64, -1, false},
+		{"256 rows, tma = 0", 256, 128, 0, false},
+		{"128 rows, tma = 1", 128, 64, 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nw := c.bn / 16
+			meta := tile.Meta{"wgmma": 2, "num_warps": nw, "num_stages": 3}
+			if c.tma >= 0 {
+				meta["tma"] = c.tma
+			}
+			kk := tmaProduct(t, 2*c.bm, 2*c.bn, 96, c.bm, c.bn, tile.PrecBF16, "", meta)
+			ck, err := codegen.Compile(kk, codegen.Options{NumWarps: nw, Arch: 90, Spec: []int{16, 16, 16}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(ck.PTX, "cp.async.bulk.tensor.2d"); got != c.want {
+				t.Fatalf("tensor copies %v, want %v", got, c.want)
+			}
+			if !strings.Contains(ck.PTX, "cvt.rn.bf16x2.f32") {
+				t.Fatal("no conversion pass")
 			}
 		})
 	}

@@ -60,16 +60,12 @@ const padMinSide = 512
 // padMinSide: 768×4097×4096 59–60 → 79, 1024×4097×4096 86 → 99.
 const padBMinRows = 1024
 
-// padTMASide is the least m and n of a bf16 product whose A, its rows
-// 16-byte aligned but k no multiple of 32, is copied too (an H100,
-// 2026-12-05, r39d, `tilefuse peer`, against TILEFUSE_PAD=0, TFLOP/s:
-// 4096×4096×4100 bf16 247.8 → 285.7). Smaller products run on mma.sync,
-// which copies such rows 16 bytes at a time. TF32 and 3xTF32 products
-// read such an A as it is since the swapped form's tensor copies bound K
-// (codegen's tma_k, by default from 2026-12-06: an H100, r41b, the same
-// shape TF32 294.3 copied → 308.8 not, 3xTF32 105.5 → 109.5); bf16's A
-// is copied by cp.async (a pass converts it), which the copy still helps.
-const padTMASide = 2048
+// An A whose rows are 16-byte aligned but k no multiple of padK is read as
+// it is: the swapped form's tensor copies of A bound K (codegen's tma_k),
+// TF32 and 3xTF32 (an H100, 2026-12-06, r41b, 4096×4096×4100 TF32 294.3
+// copied → 308.8 not, 3xTF32 105.5 → 109.5) and bf16 since its A takes
+// them too (codegen's tmaBF16Rows; the H200, r42d, bf16 289–292 copied →
+// 311–315 not); products on mma.sync copy such rows 16 bytes at a time.
 
 // padPrec reports whether products at prec run on the tensor cores, whose
 // copies want aligned rows (ieee's FMA loops load without them).
@@ -102,7 +98,7 @@ func padShapes(grp *Group, t Target, prec tile.Precision) (aShape, bShape []int)
 	}
 	kb := k
 	wide := padWhich == "wide" // measuring: rows aligned but not to the tensor copies' rule
-	if (k%4 != 0 || k%padK != 0 && (min(m, n) >= padTMASide && prec == tile.PrecBF16 || wide)) && padWhich != "b" {
+	if (k%4 != 0 || k%padK != 0 && wide) && padWhich != "b" {
 		kb = roundUp(k, padK)
 		aShape = append(slices.Clone(lead), m, kb)
 	}

@@ -105,7 +105,7 @@ var peerCases = []peerCase{
 	// or n of 64 (B's)
 	{name: "matmul 4096×4096×4100", m: 4096, k: 4100, n: 4096},
 	{name: "matmul 4096×4100×4096", m: 4096, k: 4096, n: 4100},
-	// K a multiple of 4, not of 32, under padTMASide (an MLP's 784
+	// K a multiple of 4, not of 32, at fewer columns (an MLP's 784
 	// inputs at 4096 rows): A's tensor copies bound K themselves
 	{name: "matmul 4096×1024×784", m: 4096, k: 784, n: 1024},
 	// an odd n at fewer rows: B's copy against padBMinRows (graphpass)
