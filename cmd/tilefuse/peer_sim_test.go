@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -475,4 +477,44 @@ func requireWarpSpecialised(t *testing.T, ck *codegen.Kernel, nw, pw int, noinc 
 	require.Equal(t, !noinc, strings.Contains(p, "mbarrier.arrive.shared::cta.b64 _,") && strings.Contains(prod, "cp.async.wait_group"), "the pass's arrivals")
 	require.Equal(t, nw+pw > 8, strings.Contains(p, "setmaxnreg.dec.sync.aligned.u32 ") && strings.Contains(p, "setmaxnreg.inc.sync.aligned.u32 "), "setmaxnreg past 8 warps only")
 	require.Contains(t, p, "\texit;")
+}
+
+// TestBF16TensorCopiesRandomShapes: bf16 products in the swapped wgmma
+// form at the tiles that take A's tensor copies by default (256×128 at 3
+// or 4 stages, 192×128 at 4), over seeded random shapes: m and n from 1
+// to past two tiles, k a multiple of 4 (the tensor copies, their map
+// bounding K where k is no multiple of 32) or not (cp.async), A·B and
+// A·Bᵀ, with and without gelu and the epilogue through shared memory.
+// Each runs in ptxsim (racecheck, initcheck) against float64 at bf16's
+// tolerance, and its PTX has tensor copies exactly where A's rows are
+// 16-byte aligned.
+func TestBF16TensorCopiesRandomShapes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds in the simulator")
+	}
+	rng := rand.New(rand.NewPCG(42, 2026))
+	tiles := []tile.Meta{
+		{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3},
+		{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4},
+		{"wgmma": 2, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4},
+	}
+	for i := range 16 {
+		meta := maps.Clone(tiles[i%len(tiles)])
+		bm := meta["BLOCK_M"]
+		pc := peerCase{m: 1 + rng.IntN(2*bm+40), n: 8 + rng.IntN(300), k: 4 * (1 + rng.IntN(50)), tb: rng.IntN(2) == 0, gelu: rng.IntN(3) == 0}
+		if i%5 == 4 {
+			pc.k += 1 + rng.IntN(3) // rows not 16-byte aligned: cp.async
+		}
+		if rng.IntN(3) == 0 {
+			meta["epi_smem"] = 1
+		}
+		pc.name = fmt.Sprintf("%dx%dx%d tb=%v gelu=%v %dx128 %d stages epi_smem=%d", pc.m, pc.k, pc.n, pc.tb, pc.gelu, bm, meta["num_stages"], meta["epi_smem"])
+		t.Run(pc.name, func(t *testing.T) {
+			p, sim := simulatePeer(t, pc, tile.PrecBF16, meta)
+			require.Contains(t, sim.Last.PTX, fmt.Sprintf("wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16", bm))
+			require.Equal(t, pc.k%4 == 0, strings.Contains(sim.Last.PTX, "cp.async.bulk.tensor.2d"), "tensor copies where A's rows are 16-byte aligned")
+			maxRel, normRel, bad := p.check(pc, p.args[len(p.args)-1], peerTol(tile.PrecBF16))
+			require.Zero(t, bad, "max %.2g norm %.2g", maxRel, normRel)
+		})
+	}
 }
