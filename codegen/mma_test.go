@@ -733,3 +733,49 @@ func TestTmaBOffsets(t *testing.T) {
 		}
 	}
 }
+
+// TestTmaBF16Offsets: B's tile as its bf16 tensor copy lays it out
+// (TensorMap.Groups32) holds every element once, and the bf16 fragment
+// reads (a warp's rows kk + 2t + h, t < 4, of its columns g < 8, then
+// g + 8; kk a multiple of 8, h = 0 or 1) touch 32 different banks each;
+// in TF32's layout of interleaved pairs (tmaBOffset) the same reads
+// conflict two ways, which is why bf16 has a layout of its own.
+func TestTmaBF16Offsets(t *testing.T) {
+	for _, bn := range []int{64, 128, 256} {
+		const bk = 32
+		seen := map[int]bool{}
+		for k := range bk {
+			for n := range bn {
+				o := tmaBF16Offset(bk, k, n)
+				if o < 0 || o >= 4*bk*bn || o%4 != 0 || seen[o] {
+					t.Fatalf("BLOCK_N %d: (%d, %d) at %d: outside the tile, not a word, or taken twice", bn, k, n, o)
+				}
+				seen[o] = true
+			}
+		}
+		paired := 0
+		for w := range bn / 16 {
+			for kk := 0; kk < bk; kk += 8 {
+				for h := range 2 {
+					for _, dn := range []int{0, 8} {
+						banks, pairedBanks := map[int]bool{}, map[int]bool{}
+						for lane := range 32 {
+							g, tt := lane>>2, lane&3
+							banks[tmaBF16Offset(bk, kk+2*tt+h, 16*w+g+dn)/4%32] = true
+							pairedBanks[tmaBOffset(bk, kk+2*tt+h, 16*w+g+dn)/4%32] = true
+						}
+						if len(banks) != 32 {
+							t.Errorf("BLOCK_N %d warp %d rows %d+2t+%d columns +%d: %d banks of 32", bn, w, kk, h, dn, len(banks))
+						}
+						if len(pairedBanks) < 32 {
+							paired++
+						}
+					}
+				}
+			}
+		}
+		if paired == 0 {
+			t.Errorf("BLOCK_N %d: TF32's layout reads bf16's fragments without conflicts too: the test's reason is gone", bn)
+		}
+	}
+}

@@ -315,7 +315,11 @@ func (p *pipe) String() string {
 			ahead += "; tma = 1 declined: " + p.tmaDeclined
 		}
 		if p.tmaB != nil {
-			ahead += fmt.Sprintf(", B by one tensor copy a stage too (rows of %d, columns in interleaved pairs of 32)", p.tmaB.lda)
+			groups := "interleaved pairs of 32"
+			if p.tmaB.groups32 {
+				groups = "groups of 32"
+			}
+			ahead += fmt.Sprintf(", B by one tensor copy a stage too (rows of %d, columns in %s)", p.tmaB.lda, groups)
 			if p.noBar {
 				ahead += ", empty mbarriers and no CTA barrier in the loop"
 			}
@@ -619,7 +623,7 @@ func (l *lowerer) planTensorCopies(p *pipe) {
 	if c, asked := l.k.Meta["cluster"]; asked && c > 1 {
 		p.cluster, p.clusterDeclined = l.clusterPlan(p, c)
 	}
-	if v, asked := l.k.Meta["tma_b"]; asked && (v == 1 || v == 2) || !asked && p.tma != nil {
+	if v, asked := l.k.Meta["tma_b"]; asked && (v == 1 || v == 2) || !asked && p.tma != nil && !p.bf16() { // bf16's where asked (unmeasured)
 		p.tmaB, p.tmaBDeclined = l.tmaBPlan(p)
 		p.noBar = p.tmaB != nil && v != 1 && !p.ws && !p.copyPass() // a pass over A needs the barrier
 		if !asked && !p.wsTMA {

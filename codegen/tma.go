@@ -114,6 +114,12 @@ type TensorMap struct {
 	// so that row r of a group's half h is the 128-byte line 2r+h of the
 	// group and the swizzle's phase is (2r+h) mod 8 (tmaBOffset).
 	Paired bool
+	// Groups32 (bf16's B, tmaB at bf16): the map is three-dimensional,
+	// each row's elements in groups of 32 (Inner and Box[0] multiples of
+	// 32), a group's box landing whole: a box of Box[0] columns by Box[1]
+	// rows lands as [Box[0]/32][Box[1]][32], row r of group g the 128-byte
+	// line g·Box[1] + r, the swizzle's phase r mod 8 (tmaBF16Offset).
+	Groups32 bool
 }
 
 // Shape is the map's encoding for an argument of bytes bytes, as
@@ -126,6 +132,13 @@ func (m TensorMap) Shape(bytes int64) (dims, strides []uint64, box []uint32, err
 		return nil, nil, nil, err
 	}
 	row := uint64(m.Inner) * uint64(m.ElemBytes)
+	if m.Groups32 {
+		if m.Inner%32 != 0 || m.Box[0]%32 != 0 || m.Paired {
+			return nil, nil, nil, fmt.Errorf("%v: rows or boxes not whole groups of 32 elements", m)
+		}
+		return []uint64{32, uint64(rows), uint64(m.Inner / 32)}, []uint64{row, 32 * uint64(m.ElemBytes)},
+			[]uint32{32, uint32(m.Box[1]), uint32(m.Box[0] / 32)}, nil
+	}
 	if !m.Paired {
 		cols := uint64(m.Inner)
 		if m.Cols > 0 {
@@ -166,6 +179,9 @@ func (m TensorMap) String() string {
 	if m.Paired {
 		paired = ", columns in interleaved pairs of 32"
 	}
+	if m.Groups32 {
+		paired = ", columns in groups of 32"
+	}
 	if m.Cols > 0 {
 		paired += fmt.Sprintf(", the first %d columns", m.Cols)
 	}
@@ -183,6 +199,9 @@ type tmaCopy struct {
 	rows  int64 // the tensor's rows where A's mask bounds them (0: as many as the argument holds)
 	cols  int64 // its columns where the mask bounds K (0: lda)
 	index int   // its Kernel.TensorMaps index
+	// groups32: B's copy at bf16, its columns in groups of 32
+	// (TensorMap.Groups32), not the interleaved pairs of TF32's
+	groups32 bool
 	// emission: the full mbarriers' base address, the producer's (thread
 	// 0's) barrier of stage sp and the consumers' of stage sc
 	bars, fp, fc string
@@ -542,7 +561,7 @@ func (l *lowerer) tmaMaps(p *pipe) {
 	l.tmaps = append(l.tmaps, TensorMap{Param: int(t.param.Aux), ElemBytes: 4, Inner: t.lda, Rows: t.rows, Cols: t.cols, Box: [2]int{p.k, box}, Swizzle: 128})
 	if b := p.tmaB; b != nil {
 		b.index = len(l.tmaps)
-		l.tmaps = append(l.tmaps, TensorMap{Param: int(b.param.Aux), ElemBytes: 4, Inner: b.lda, Rows: b.rows, Box: [2]int{p.n, p.k}, Swizzle: 128, Paired: true})
+		l.tmaps = append(l.tmaps, TensorMap{Param: int(b.param.Aux), ElemBytes: 4, Inner: b.lda, Rows: b.rows, Box: [2]int{p.n, p.k}, Swizzle: 128, Paired: !b.groups32, Groups32: b.groups32})
 	}
 }
 
@@ -612,11 +631,20 @@ func (l *lowerer) tmaIssue(p *pipe, offs *lval, lay *Layout, bOffs *lval, bLay *
 	emit(w, "@%s mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s], %d", live, t.fp, tx)
 	if b := p.tmaB; b != nil {
 		kb, nb := l.boxOrigin(bOffs, bLay, b.lda)
-		emit(w, "shr.u32 %s, %s, 6", nb, nb) // the column group
+		group := 6 // the column group: 64 columns, or 32 at bf16
+		if b.groups32 {
+			group = 5
+		}
+		emit(w, "shr.u32 %s, %s, %d", nb, nb, group)
 		bdst := l.reg("r")
 		emit(w, "add.s32 %s, %s, %d", bdst, dst, p.b.Off-p.a.Off)
-		emit(w, "@%s cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%s], [%s, {0, 0, %s, %s}], [%s]",
-			live, bdst, l.tmaMap(b.index), kb, nb, t.fp)
+		if b.groups32 {
+			emit(w, "@%s cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%s], [%s, {0, %s, %s}], [%s]",
+				live, bdst, l.tmaMap(b.index), kb, nb, t.fp)
+		} else {
+			emit(w, "@%s cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%s], [%s, {0, 0, %s, %s}], [%s]",
+				live, bdst, l.tmaMap(b.index), kb, nb, t.fp)
+		}
 	}
 	if p.cluster > 0 {
 		emit(w, "@%s cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%s], [%s, {%s, %s}], [%s], %s",
@@ -755,10 +783,16 @@ func (l *lowerer) tmaBPlan(p *pipe) (*tmaCopy, string) {
 		return nil, "not with clusters"
 	case p.bT || p.ss || p.rb != nil:
 		return nil, "B is not read as a [k][n] tile by ld.shared"
-	case p.bf16():
-		return nil, "bf16's B fragments are read in pairs of k rows, not from a tensor copy's layout"
-	case p.n%64 != 0 || p.n > 256*64:
-		return nil, fmt.Sprintf("BLOCK_N (%d) not a multiple of 64", p.n)
+	case p.bss:
+		return nil, "B converted into a bf16 tile (b_smem)"
+	}
+	gw := int64(64) // the map's column groups: interleaved pairs of 32, or 32 at bf16
+	if p.bf16() {
+		gw = 32
+	}
+	switch {
+	case int64(p.n)%gw != 0 || p.n > 256*64:
+		return nil, fmt.Sprintf("BLOCK_N (%d) not a multiple of %d", p.n, gw)
 	case p.b.Off%1024 != 0:
 		return nil, fmt.Sprintf("B's tile at +%d of a stage is not 1024-aligned", p.b.Off)
 	}
@@ -775,12 +809,12 @@ func (l *lowerer) tmaBPlan(p *pipe) (*tmaCopy, string) {
 	}
 	ldb := a.Coef[0]
 	switch {
-	case ldb%64 != 0 || ldb >= 1<<31:
-		return nil, fmt.Sprintf("B's rows (%d) not a multiple of 64", ldb)
-	case a.Div%64 != 0:
-		return nil, fmt.Sprintf("B's origin (divisible by %d) not a multiple of 64", a.Div)
+	case ldb%gw != 0 || ldb >= 1<<31:
+		return nil, fmt.Sprintf("B's rows (%d) not a multiple of %d", ldb, gw)
+	case a.Div%gw != 0:
+		return nil, fmt.Sprintf("B's origin (divisible by %d) not a multiple of %d", a.Div, gw)
 	}
-	return &tmaCopy{param: param, offs: offs, lda: ldb, rows: rows}, ""
+	return &tmaCopy{param: param, offs: offs, lda: ldb, rows: rows, groups32: p.bf16()}, ""
 }
 
 // tmaBRows returns K where B's load ld is masked by its rows' bound along
@@ -822,6 +856,41 @@ func (l *lowerer) tmaBRows(p *pipe, ld *tile.Value) int64 {
 func tmaBOffset(bk, k, n int) int {
 	h, c := n>>5&1, n>>2&7
 	return n>>6*bk*256 + (2*k+h)*128 + (c^(2*k+h)&7)<<4 + n&3*4
+}
+
+// tmaBF16Offset is the byte offset in B's tile of element (k, n) as B's
+// tensor copy lays it out at bf16 (TensorMap.Groups32, a tile of bk rows):
+// group n/32 of bk·128 bytes, line k, chunk (n/4 mod 8) XOR k mod 8. The
+// bf16 fragment reads (rows 2t and 2t+1 of columns n+g, t < 4, g < 8)
+// find their rows' phases 2t (+1) distinct: no bank conflicts.
+func tmaBF16Offset(bk, k, n int) int {
+	return n>>5*bk*128 + k*128 + (n>>2&7^k&7)<<4 + n&3*4
+}
+
+// tmaBF16FragBase emits (in the prologue) the shared address, in the
+// first stage, of B's element (r, n + 4·cs) as its bf16 tensor copy lays
+// the tile out (tmaBF16Offset); reads of row r + k, k a multiple of 8, add
+// 128·k bytes to it.
+func (l *lowerer) tmaBF16FragBase(p *pipe, r, n string, cs int) string {
+	return l.geo(fmt.Sprintf("tmab16|%s|%s|%d", r, n, cs), func(w *strings.Builder) string {
+		nn, c, ph, off, x := l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r"), l.reg("r")
+		emit(w, "add.s32 %s, %s, %d", nn, n, 4*cs)
+		emit(w, "bfe.u32 %s, %s, 2, 3", c, nn)
+		emit(w, "and.b32 %s, %s, 7", ph, r)
+		emit(w, "xor.b32 %s, %s, %s", c, c, ph)
+		emit(w, "shl.b32 %s, %s, 4", c, c)
+		emit(w, "shr.u32 %s, %s, 5", off, nn)
+		emit(w, "mul.lo.u32 %s, %s, %d", off, off, p.k*128)
+		emit(w, "mad.lo.u32 %s, %s, 128, %s", off, r, off)
+		emit(w, "add.s32 %s, %s, %s", off, off, c)
+		emit(w, "and.b32 %s, %s, 3", x, nn)
+		emit(w, "mad.lo.u32 %s, %s, 4, %s", off, x, off)
+		emit(w, "add.s32 %s, %s, %s", off, off, l.smemAddr())
+		if p.b.Off != 0 {
+			emit(w, "add.s32 %s, %s, %d", off, off, p.b.Off)
+		}
+		return off
+	})
 }
 
 // tmaBFragBase emits (in the prologue) the shared address, in the first

@@ -551,11 +551,21 @@ func (l *lowerer) bf16Frags(p *pipe, stage string) [][4]string {
 		base, ok := addr[key]
 		if !ok {
 			base = l.reg("r")
-			emit(w, "add.s32 %s, %s, %s", base, l.swizzledBase(p.b, rows[h], bChunk, bIn, cs%8), stage)
+			rel := ""
+			if p.tmaB != nil {
+				rel = l.tmaBF16FragBase(p, rows[h], bCol, cs)
+			} else {
+				rel = l.swizzledBase(p.b, rows[h], bChunk, bIn, cs%8)
+			}
+			emit(w, "add.s32 %s, %s, %s", base, rel, stage)
 			addr[key] = base
 		}
 		r := l.reg("r")
-		emit(w, "ld.shared.b32 %s, [%s+%d]", r, base, k*p.b.rowBytes()+128*(cs/8))
+		imm := k*p.b.rowBytes() + 128*(cs/8)
+		if p.tmaB != nil {
+			imm = 128 * k // a 128-byte line a row of a group (tmaBF16Offset); k a multiple of 8 keeps the phase
+		}
+		emit(w, "ld.shared.b32 %s, [%s+%d]", r, base, imm)
 		return r
 	}
 	pack := func(lo, hi string) string {

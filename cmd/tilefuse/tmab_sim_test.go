@@ -98,6 +98,69 @@ func TestTensorCopiesOfB(t *testing.T) {
 	}
 }
 
+// TestTensorCopiesOfBBF16: at bf16 B's tile is one three-dimensional
+// tensor copy a stage where tma_b asks (TensorMap.Groups32: columns in
+// groups of 32, a group's rows one 128-byte line each, so the pair reads
+// of rows 2t and 2t+1 find distinct swizzle phases), beside A's; the loop
+// keeps its barrier (the pass over A's copies). Run in ptxsim with
+// racecheck and initcheck against float64 at bf16's tolerance: more
+// iterations than stages, rows masked, K masked (the maps' bounds), 192-
+// and 256-row tiles, 64 columns, gelu; declined where B's columns are
+// masked, and by default (unmeasured).
+func TestTensorCopiesOfBBF16(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seconds in the simulator")
+	}
+	big := tile.Meta{"wgmma": 2, "BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}
+	mid := tile.Meta{"wgmma": 2, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}
+	small := tile.Meta{"wgmma": 2, "tma": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+	for _, c := range []struct {
+		pc       peerCase
+		tune     tile.Meta
+		declined string // "": B by tensor copies; "-": not asked
+	}{
+		{peerCase{name: "512x288x256 256x128 tma_b 1", m: 512, k: 288, n: 256}, metaWith(big, "tma_b", 1), ""},
+		{peerCase{name: "gelu 300x288x256 256x128 rows masked tma_b 2", m: 300, k: 288, n: 256, gelu: true}, metaWith(big, "tma_b", 2), ""},
+		{peerCase{name: "430x100x256 192x128 K masked", m: 430, k: 100, n: 256}, metaWith(mid, "tma_b", 1), ""},
+		{peerCase{name: "gelu 200x160x192 128x64", m: 200, k: 160, n: 192, gelu: true}, metaWith(small, "tma_b", 1), ""},
+		{peerCase{name: "512x96x200 256x128 columns masked", m: 512, k: 96, n: 200}, metaWith(big, "tma_b", 1), "B's load is masked"},
+		{peerCase{name: "512x96x256 256x128 by default", m: 512, k: 96, n: 256}, big, "-"},
+	} {
+		t.Run(c.pc.name, func(t *testing.T) {
+			p, err := buildPeer(c.pc, graphpass.H200, tile.PrecBF16, c.tune)
+			require.NoError(t, err)
+			args := p.anyArgs()
+			ck, dump := compileDumped(t, p.k.Tile, ptxsim.Spec(p.k.Tile, args))
+			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
+			require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
+			require.Equal(t, ck.PTX, sim.Last.PTX)
+			loop := pipeLoop(t, ck.PTX)
+			require.Contains(t, loop, "bar.sync 0;", "the loop's barrier (the pass over A's copies)")
+			require.Contains(t, loop, "cp.async.bulk.tensor.2d", "A's tensor copies")
+			switch c.declined {
+			case "":
+				require.Contains(t, dump, "columns in groups of 32")
+				require.Len(t, ck.TensorMaps, 2)
+				var kRows int64
+				if c.pc.k%32 != 0 {
+					kRows = int64(c.pc.k)
+				}
+				require.Equal(t, codegen.TensorMap{Param: 1, ElemBytes: 4, Inner: int64(c.pc.n), Rows: kRows, Box: [2]int{c.tune["BLOCK_N"], 32}, Swizzle: 128, Groups32: true}, ck.TensorMaps[1])
+				require.Contains(t, loop, "cp.async.bulk.tensor.3d", "B's copies in the loop")
+				require.NotContains(t, ck.PTX, "cp.async.cg.shared.global", "a thread's own copies left")
+			case "-":
+				require.Len(t, ck.TensorMaps, 1, "B's tensor copies by default")
+				require.Contains(t, ck.PTX, "cp.async.cg.shared.global")
+			default:
+				require.Contains(t, dump, "tma_b declined: "+c.declined)
+				require.Len(t, ck.TensorMaps, 1)
+			}
+			maxRel, normRel, bad := p.check(c.pc, p.args[len(p.args)-1], peerTol(tile.PrecBF16))
+			require.Zero(t, bad, "max %.2g norm %.2g", maxRel, normRel)
+		})
+	}
+}
+
 // pipeLoop is the PTX of the pipelined loop's body (from its head to its end).
 func pipeLoop(t *testing.T, ptx string) string {
 	hl := regexp.MustCompile(`\$L_pipe_\d+:`).FindStringIndex(ptx)
