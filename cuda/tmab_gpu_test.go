@@ -17,6 +17,12 @@ import (
 // tiles.
 func unmaskedBProduct(t *testing.T, m, n, k, bm, bn int, meta tile.Meta) *tile.Kernel {
 	t.Helper()
+	return unmaskedBProductAt(t, m, n, k, bm, bn, tile.PrecTF32, meta)
+}
+
+// unmaskedBProductAt is unmaskedBProduct at precision prec.
+func unmaskedBProductAt(t *testing.T, m, n, k, bm, bn int, prec tile.Precision, meta tile.Meta) *tile.Kernel {
+	t.Helper()
 	const bk = 32
 	if n%bn != 0 || k%bk != 0 {
 		t.Fatalf("%dx%dx%d: B's load would need a mask at %dx%d tiles", m, n, k, bm, bn)
@@ -36,7 +42,7 @@ func unmaskedBProduct(t *testing.T, m, n, k, bm, bn int, meta tile.Meta) *tile.K
 			av = b.Load(b.AddPtr(pa, b.Add(offA, k0)), nil, nil)
 		}
 		bv := b.Load(b.AddPtr(pb, b.Add(offB, b.Mul(k0, n))), nil, nil)
-		return []*tile.Value{b.Dot(av, bv, c[0], tile.PrecTF32)}
+		return []*tile.Value{b.Dot(av, bv, c[0], prec)}
 	})
 	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, n), rn)), acc[0], b.And(inM, b.Lt(rn, n)))
 	kk, err := b.Build()
@@ -97,6 +103,52 @@ func TestTensorCopiesOfBOnGPU(t *testing.T) {
 				packed := packedAnew(t, ck, kt, grid, a, b, m, n, 1)
 				sameBits(t, packed, base, n, [2]string{fmt.Sprint(form, ", packed"), "B by cp.async"})
 			}
+		})
+	}
+}
+
+// TestBF16TensorCopiesOfBOnGPU: at bf16, B's tiles by three-dimensional
+// tensor copies (tma_b = 1; codegen.TensorMap's Groups32 form: strides out
+// of order, as Paired's) beside A's, on the device, give the same result,
+// bit for bit, as B's cp.async copies (the same operands reach the same
+// wgmmas), within bf16's tolerance of the float64 product, through Launch
+// and a packed launch whose B is set anew; outputs poisoned with NaN.
+// ptxsim runs the same form under racecheck (cmd/tilefuse
+// TestTensorCopiesOfBBF16).
+func TestBF16TensorCopiesOfBOnGPU(t *testing.T) {
+	if dev.Arch < 90 {
+		t.Skipf("device %s is sm_%d: tensor copies and wgmma need sm_90a (Hopper)", dev.Name, dev.Arch)
+	}
+	gpu := &Launcher{Dev: dev}
+	refs := map[[3]int][2][]float64{}
+	for _, c := range []struct {
+		name    string
+		m, n, k int
+		bm, bn  int
+		meta    tile.Meta
+	}{
+		{"256x128 8 warps 4 stages", 512, 256, 96, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 4}},
+		{"192x128 8 warps 4 stages, A's rows masked", 430, 256, 288, 192, 128, tile.Meta{"num_warps": 8, "num_stages": 4}},
+		{"256x128 8 warps 3 stages, 1024³", 1024, 1024, 1024, 256, 128, tile.Meta{"num_warps": 8, "num_stages": 3}},
+	} {
+		t.Run(fmt.Sprintf("%s/%dx%dx%d", c.name, c.m, c.n, c.k), func(t *testing.T) {
+			m, n, k := c.m, c.n, c.k
+			a, b := seededOperands(m, n, k)
+			grid := tile.Grid{tile.CDiv(m, c.bm), tile.CDiv(n, c.bn)}
+			base := launchPoisoned(t, gpu, unmaskedBProductAt(t, m, n, k, c.bm, c.bn, tile.PrecBF16, withMeta(tile.Meta{"wgmma": 2, "tma": 1, "tma_b": 0}, c.meta)), grid, a, b, m, n)
+			nearFloat64(t, refs, [3]int{m, n, k}, a, b, base, 2e-2)
+			kt := unmaskedBProductAt(t, m, n, k, c.bm, c.bn, tile.PrecBF16, withMeta(tile.Meta{"wgmma": 2, "tma": 1, "tma_b": 1}, c.meta))
+			ck, err := codegen.Compile(kt, codegen.Options{NumWarps: c.meta["num_warps"], Arch: dev.Target(), Spec: []int{16, 16, 16}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ck.TensorMaps) != 2 || !ck.TensorMaps[1].Groups32 || !strings.Contains(ck.PTX, "cp.async.bulk.tensor.3d") {
+				t.Fatalf("not B's tensor copies in groups of 32: %v", ck.TensorMaps)
+			}
+			got := launchPoisoned(t, gpu, kt, grid, a, b, m, n)
+			sameBits(t, got, base, n, [2]string{"tma_b = 1", "B by cp.async"})
+			packed := packedAnew(t, ck, kt, grid, a, b, m, n, 1)
+			sameBits(t, packed, base, n, [2]string{"tma_b = 1, packed", "B by cp.async"})
 		})
 	}
 }
