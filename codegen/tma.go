@@ -883,14 +883,21 @@ func (l *lowerer) tmaBF16FragBase(p *pipe, r, n string, cs int) string {
 		emit(w, "mul.lo.u32 %s, %s, %d", off, off, p.k*128)
 		emit(w, "mad.lo.u32 %s, %s, 128, %s", off, r, off)
 		emit(w, "add.s32 %s, %s, %s", off, off, c)
-		emit(w, "and.b32 %s, %s, 3", x, nn)
-		emit(w, "mad.lo.u32 %s, %s, 4, %s", off, x, off)
-		emit(w, "add.s32 %s, %s, %s", off, off, l.smemAddr())
-		if p.b.Off != 0 {
-			emit(w, "add.s32 %s, %s, %d", off, off, p.b.Off)
-		}
+		l.tmaBWord(w, p, off, nn, x)
 		return off
 	})
+}
+
+// tmaBWord adds to off, a byte offset in B's tile up to its column's
+// 16-byte chunk, the word of column nn in that chunk (x a register for
+// it) and the tile's shared address.
+func (l *lowerer) tmaBWord(w *strings.Builder, p *pipe, off, nn, x string) {
+	emit(w, "and.b32 %s, %s, 3", x, nn)
+	emit(w, "mad.lo.u32 %s, %s, 4, %s", off, x, off)
+	emit(w, "add.s32 %s, %s, %s", off, off, l.smemAddr())
+	if p.b.Off != 0 {
+		emit(w, "add.s32 %s, %s, %d", off, off, p.b.Off)
+	}
 }
 
 // tmaBFragBase emits (in the prologue) the shared address, in the first
@@ -914,12 +921,7 @@ func (l *lowerer) tmaBFragBase(p *pipe, t, n string, cs int) string {
 		emit(w, "mad.lo.u32 %s, %s, 256, %s", off, t, off)
 		emit(w, "mad.lo.u32 %s, %s, 128, %s", off, h, off)
 		emit(w, "add.s32 %s, %s, %s", off, off, c)
-		emit(w, "and.b32 %s, %s, 3", x, nn)
-		emit(w, "mad.lo.u32 %s, %s, 4, %s", off, x, off)
-		emit(w, "add.s32 %s, %s, %s", off, off, l.smemAddr())
-		if p.b.Off != 0 {
-			emit(w, "add.s32 %s, %s, %d", off, off, p.b.Off)
-		}
+		l.tmaBWord(w, p, off, nn, x)
 		return off
 	})
 }
