@@ -38,7 +38,7 @@ nn=("matmul 4096³" "linear_gelu 4096³" "bert NN 4096×3072×768" "bert NN 4096
 for s in $steps; do
   case $s in
   1)
-    run 120 .gpu/cuda.test -test.run 'TestBF16TensorCopiesOfBOnGPU|TestTensorCopiesOfBOnGPU' -test.v
+    run 120 .gpu/cuda.test -test.run 'TestTensorCopiesOfBOnGPU' -test.v
     run 120 compute-sanitizer --tool memcheck "$tf" peer -precision bf16 -run "bert NN 4096×768×3072" -reps 2 -warmup-ms 0 -tune "tma_b=1"
     run 300 compute-sanitizer --tool racecheck "$tf" peer -precision bf16 -run "bert NN 4096×768×768" -reps 1 -warmup-ms 0 -tune "tma_b=1"
     for i in 1 2; do
