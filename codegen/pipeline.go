@@ -145,10 +145,12 @@ type pipe struct {
 	clusterDeclined string
 	// tmaB (with A's tensor copies, where B's load suits them; the
 	// meta-parameter tma_b = 0 keeps cp.async, 1 asks for them with the
-	// loop's barrier, 2 without it, the default): B's tile of each stage
-	// is one four-dimensional tensor copy from thread 0 too, on the same
-	// full mbarrier, laid out for its fragment reads (TensorMap.Paired,
-	// tmaBOffset); tmaBDeclined says why not where asked. noBar: no copy
+	// loop's barrier, 2 without it, the default but at bf16, where only
+	// asked): B's tile of each stage is one four-dimensional tensor copy
+	// from thread 0 too (three-dimensional at bf16), on the same full
+	// mbarrier, laid out for its fragment reads (TensorMap.Paired,
+	// tmaBOffset; at bf16 Groups32, tmaBF16Offset); tmaBDeclined says why
+	// not where asked. noBar: no copy
 	// is left to the threads, so the loop has no CTA-wide barrier: each
 	// thread releases a stage on its empty mbarrier once its wgmmas that
 	// read it are retired, and thread 0 waits on that before it copies
