@@ -130,7 +130,7 @@ func (p *pinPolicy) upload(addr uintptr, n int64) (pinAction, []*pinned) {
 	}
 	delete(p.seen, addr)
 	if !p.pages.take(addr, n) {
-		p.refused[addr] = true
+		p.refuse(addr)
 		return stageIt, nil
 	}
 	var evict []*pinned
@@ -150,11 +150,23 @@ func (p *pinPolicy) upload(addr uintptr, n int64) (pinAction, []*pinned) {
 	return lockIt, evict
 }
 
+// refusedMax bounds pinPolicy.refused (cleared when full: a range
+// forgotten so is asked about again, where it repeats).
+const refusedMax = 4096
+
+// refuse records that the range at addr is staged for good.
+func (p *pinPolicy) refuse(addr uintptr) {
+	if len(p.refused) >= refusedMax {
+		clear(p.refused)
+	}
+	p.refused[addr] = true
+}
+
 // took records the outcome of a lockIt: locked (with what the device side
 // keeps), or refused.
 func (p *pinPolicy) took(addr uintptr, n int64, pin any, ok bool) {
 	if !ok {
-		p.refused[addr] = true
+		p.refuse(addr)
 		p.pages.release(addr)
 		return
 	}

@@ -189,4 +189,21 @@ func TestPinPolicySharedPages(t *testing.T) {
 	if len(pages.spans) != 0 {
 		t.Errorf("%d spans left after every drop", len(pages.spans))
 	}
+	// the refused ranges are bounded: ranges repeated once each, all
+	// overlapping a locked one, leave at most refusedMax behind
+	f, g := policy(), policy()
+	if got := twice(f, 0x10000000, 4<<20); got != lockIt {
+		t.Fatalf("f: %v, want lockIt", got)
+	}
+	f.took(0x10000000, 4<<20, nil, true)
+	for i := range refusedMax + 10 {
+		addr := uintptr(0x10000000 + 64*i)
+		if got := twice(g, addr, 256*K); got != stageIt {
+			t.Fatalf("g at %#x inside f's range: %v, want stageIt", addr, got)
+		}
+	}
+	if len(g.refused) > refusedMax {
+		t.Errorf("%d refused ranges kept, bound %d", len(g.refused), refusedMax)
+	}
+	f.drop()
 }
