@@ -18,7 +18,7 @@ import (
 // At most max bytes are locked at once; past that the range used least
 // recently is unlocked (evict). A range sharing a page with one locked in
 // the process (by this policy or another machine's) is staged, the driver
-// not asked (lockedPages). A loop that uploads from new memory every
+// not asked (lockedPages), until those pages are unlocked. A loop that uploads from new memory every
 // time never repeats an address except where Go's allocator hands freed
 // memory out again; so that such a loop does not keep locking and
 // unlocking, the stager locks nothing new once it has evicted
@@ -130,8 +130,7 @@ func (p *pinPolicy) upload(addr uintptr, n int64) (pinAction, []*pinned) {
 	}
 	delete(p.seen, addr)
 	if !p.pages.take(addr, n) {
-		p.refuse(addr)
-		return stageIt, nil
+		return stageIt, nil // seen anew: asked again where it repeats, once those pages are free
 	}
 	var evict []*pinned
 	for p.bytes+n > p.max {
@@ -150,8 +149,9 @@ func (p *pinPolicy) upload(addr uintptr, n int64) (pinAction, []*pinned) {
 	return lockIt, evict
 }
 
-// refusedMax bounds pinPolicy.refused (cleared when full: a range
-// forgotten so is asked about again, where it repeats).
+// refusedMax bounds pinPolicy.refused, the ranges the driver refused
+// (cleared when full: a range forgotten so is asked about again, where it
+// repeats).
 const refusedMax = 4096
 
 // refuse records that the range at addr is staged for good.

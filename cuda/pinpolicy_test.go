@@ -123,8 +123,9 @@ func TestPinPolicy(t *testing.T) {
 // (two machines' stagers) do not ask the driver to lock a range with a
 // page another range holds (it would refuse: "part or all of the requested
 // memory range is already mapped"), whether the other policy locked the
-// same range or a neighbouring one; pages freed by an unlock (eviction,
-// drop, a refusal) can be locked again.
+// same range or a neighbouring one, and do not remember such ranges as
+// refused; pages freed by an unlock (eviction, drop, the driver's refusal)
+// can be locked again; the driver's refusals are remembered, boundedly.
 func TestPinPolicySharedPages(t *testing.T) {
 	const K = 1 << 10
 	pages := newLockedPages(4096)
@@ -167,11 +168,13 @@ func TestPinPolicySharedPages(t *testing.T) {
 			cs.p.took(cs.addr, cs.n, nil, true)
 		}
 	}
-	// b does not try the range it was refused again, even once a unlocks it
+	// once a unlocks its range, b may lock it (on its next two uploads)
 	a.drop()
-	if got, _ := b.upload(0x100000, 300*K); got != stageIt {
-		t.Fatalf("b after a's drop: %v, want stageIt (refused before)", got)
+	if got := twice(b, 0x100000, 300*K); got != lockIt {
+		t.Fatalf("b after a's drop: %v, want lockIt", got)
 	}
+	b.took(0x100000, 300*K, nil, true)
+	b.drop()
 	// a new policy may lock a's pages; a refusal by the driver frees them
 	d := policy()
 	if got := twice(d, 0x100000, 300*K); got != lockIt {
@@ -189,21 +192,31 @@ func TestPinPolicySharedPages(t *testing.T) {
 	if len(pages.spans) != 0 {
 		t.Errorf("%d spans left after every drop", len(pages.spans))
 	}
-	// the refused ranges are bounded: ranges repeated once each, all
-	// overlapping a locked one, leave at most refusedMax behind
+	// ranges overlapping a locked one are not remembered as refused; the
+	// driver's refusals are, up to refusedMax
 	f, g := policy(), policy()
 	if got := twice(f, 0x10000000, 4<<20); got != lockIt {
 		t.Fatalf("f: %v, want lockIt", got)
 	}
 	f.took(0x10000000, 4<<20, nil, true)
-	for i := range refusedMax + 10 {
-		addr := uintptr(0x10000000 + 64*i)
+	for i := range 100 {
+		addr := uintptr(0x10000000 + 4096*i)
 		if got := twice(g, addr, 256*K); got != stageIt {
 			t.Fatalf("g at %#x inside f's range: %v, want stageIt", addr, got)
 		}
 	}
-	if len(g.refused) > refusedMax {
-		t.Errorf("%d refused ranges kept, bound %d", len(g.refused), refusedMax)
+	if len(g.refused) != 0 {
+		t.Errorf("%d ranges overlapping a locked one remembered as refused", len(g.refused))
 	}
 	f.drop()
+	for i := range refusedMax + 10 {
+		addr := uintptr(0x20000000 + (256*K+4096)*i)
+		if got := twice(g, addr, 256*K); got != lockIt {
+			t.Fatalf("g at %#x: %v, want lockIt", addr, got)
+		}
+		g.took(addr, 256*K, nil, false)
+	}
+	if len(g.refused) > refusedMax || len(pages.spans) != 0 {
+		t.Errorf("%d refused ranges kept (bound %d), %d spans held", len(g.refused), refusedMax, len(pages.spans))
+	}
 }
