@@ -122,12 +122,8 @@ func (l *lowerer) wgmmaStep(p *pipe, stage, bsel string, acc *lval) {
 		frags = append(frags, a)
 	}
 	// 3. the wgmmas: B's descriptor advances 32 bytes (8 words of K) a step
-	desc := l.wgmmaDescriptor("wg", p.bt, wgmmaDesc)
-	scaleD := l.wgmmaScaleD()
-	d := p.accOperand(acc, p.n/8)
 	// this iteration's bt: the descriptor's start address moves bsel bytes
-	cur := l.movedDesc(w, desc, bsel)
-	emit(w, "wgmma.fence.sync.aligned")
+	d, cur, scaleD := l.wgmmaIssueStart(w, "wg", p.bt, wgmmaDesc, acc, p, p.n/8, bsel)
 	for i, a := range frags {
 		di := cur
 		if i > 0 {
@@ -456,12 +452,8 @@ func (l *lowerer) wgmmaSwappedBF16(p *pipe, stage string, acc *lval) {
 	} else {
 		frags = l.bf16Frags(p, stage)
 	}
-	desc := l.wgmmaDescriptor("wgs", p.abf, wgmmaDesc64)
-	scaleD := l.wgmmaScaleD()
-	d := p.accOperand(acc, p.m/8)
 	// the bf16 tile is the stage's: the descriptor moves by the stage
-	cur := l.movedDesc(w, desc, stage)
-	emit(w, "wgmma.fence.sync.aligned")
+	d, cur, scaleD := l.wgmmaIssueStart(w, "wgs", p.abf, wgmmaDesc64, acc, p, p.m/8, stage)
 	for i, a := range frags {
 		// 32 bytes (16 k) a step, in 16-byte units
 		di := l.reg("rd")
@@ -667,6 +659,20 @@ func (l *lowerer) wgmmaDescriptor(key string, t smemTile, bits uint64) string {
 		emit(w, "or.b64 %s, %s, %d", d, d, bits)
 		return d
 	})
+}
+
+// wgmmaIssueStart begins a step's wgmmas whose descriptor operand is tile
+// t (descriptor bits bits, prologue key key) moved off bytes (a register:
+// the stage's or the buffer's offset): it returns the accumulator operand
+// (the first tiles m16n8 tiles of acc), the moved descriptor and scale-d, after
+// wgmma.fence.
+func (l *lowerer) wgmmaIssueStart(w *strings.Builder, key string, t smemTile, bits uint64, acc *lval, p *pipe, tiles int, off string) (d, cur, scaleD string) {
+	desc := l.wgmmaDescriptor(key, t, bits)
+	scaleD = l.wgmmaScaleD()
+	d = p.accOperand(acc, tiles)
+	cur = l.movedDesc(w, desc, off)
+	emit(w, "wgmma.fence.sync.aligned")
+	return d, cur, scaleD
 }
 
 // movedDesc emits matrix descriptor desc moved off bytes (a register, a
