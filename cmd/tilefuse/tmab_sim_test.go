@@ -54,14 +54,7 @@ func TestTensorCopiesOfB(t *testing.T) {
 		{peerCase{name: "512x98x256 256x128 K masked, tma_k, A's rows not 16-byte aligned", m: 512, k: 98, n: 256}, metaWith(big, "tma_b", 2, "tma_k", 1), "A is not copied by tensor copies"},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
-			p, err := buildPeer(c.pc, graphpass.H200, tile.PrecTF32, c.tune)
-			require.NoError(t, err)
-			args := p.anyArgs()
-			ck, dump := compileDumped(t, p.k.Tile, ptxsim.Spec(p.k.Tile, args))
-			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
-			require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
-			require.Equal(t, ck.PTX, sim.Last.PTX)
-			loop := pipeLoop(t, ck.PTX)
+			p, ck, dump, loop := simulateDumped(t, c.pc, tile.PrecTF32, c.tune)
 			if c.declined != "" {
 				require.Contains(t, dump, "tma_b declined: "+c.declined)
 				require.NotContains(t, ck.PTX, "cp.async.bulk.tensor.4d")
@@ -127,14 +120,7 @@ func TestTensorCopiesOfBBF16(t *testing.T) {
 		{peerCase{name: "512x96x256 256x128 by default", m: 512, k: 96, n: 256}, big, "-"},
 	} {
 		t.Run(c.pc.name, func(t *testing.T) {
-			p, err := buildPeer(c.pc, graphpass.H200, tile.PrecBF16, c.tune)
-			require.NoError(t, err)
-			args := p.anyArgs()
-			ck, dump := compileDumped(t, p.k.Tile, ptxsim.Spec(p.k.Tile, args))
-			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
-			require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
-			require.Equal(t, ck.PTX, sim.Last.PTX)
-			loop := pipeLoop(t, ck.PTX)
+			p, ck, dump, loop := simulateDumped(t, c.pc, tile.PrecBF16, c.tune)
 			require.Contains(t, loop, "bar.sync 0;", "the loop's barrier (the pass over A's copies)")
 			require.Contains(t, loop, "cp.async.bulk.tensor.2d", "A's tensor copies")
 			switch c.declined {
@@ -159,6 +145,22 @@ func TestTensorCopiesOfBBF16(t *testing.T) {
 			require.Zero(t, bad, "max %.2g norm %.2g", maxRel, normRel)
 		})
 	}
+}
+
+// simulateDumped builds pc's kernel as graphpass writes it for the H200
+// at prec, compiles it with its pipeline dump and runs it in ptxsim for
+// sm_90 with racecheck and initcheck: the kernel, its compiled form, the
+// dump and the PTX of its pipelined loop.
+func simulateDumped(t *testing.T, pc peerCase, prec tile.Precision, tune tile.Meta) (*peerKernel, *codegen.Kernel, string, string) {
+	t.Helper()
+	p, err := buildPeer(pc, graphpass.H200, prec, tune)
+	require.NoError(t, err)
+	args := p.anyArgs()
+	ck, dump := compileDumped(t, p.k.Tile, ptxsim.Spec(p.k.Tile, args))
+	sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
+	require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
+	require.Equal(t, ck.PTX, sim.Last.PTX)
+	return p, ck, dump, pipeLoop(t, ck.PTX)
 }
 
 // pipeLoop is the PTX of the pipelined loop's body (from its head to its end).
