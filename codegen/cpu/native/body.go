@@ -338,6 +338,10 @@ func (pg *phaseGen) addr(pat *pattern) amd64.Mem {
 func (pg *phaseGen) intVec(n *node, dst amd64.VReg) {
 	a := pg.g.va()
 	pat := n.pat
+	if k, ok := pg.constLanes(pat); ok { // the same constant in every lane: from the pool
+		a.vbcst(dst, pg.g.constVec(uint32(int32(k))))
+		return
+	}
 	b := pg.rowBase(pat)
 	switch pat.elast {
 	case 0:
@@ -358,6 +362,22 @@ func (pg *phaseGen) intVec(n *node, dst amd64.VReg) {
 	default:
 		a.VPADDD(dst, dst, pg.g.iota(pat.elast))
 	}
+}
+
+// constLanes reports whether an integer's lanes are one constant k in
+// every row and lane (a bound an index is compared with, splat into a
+// block), which fits int32 as the lanes are.
+func (pg *phaseGen) constLanes(pat *pattern) (int64, bool) {
+	if pat.root != -2 || pat.elast != 0 || pat.c == nil || pat.c.op != sxConst ||
+		pat.c.k < math.MinInt32 || pat.c.k > math.MaxInt32 {
+		return 0, false
+	}
+	for k := 0; k < pg.rank-1 && k < len(pat.e); k++ {
+		if !pat.e[k].isConst(0) {
+			return 0, false
+		}
+	}
+	return pat.c.k, true
 }
 
 // activeMask is the mask of a memory access: the op's mask (if any) and,
@@ -462,7 +482,8 @@ func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) e
 		m = &srcs[0]
 	}
 	mask, masked := pg.activeMask(m, t[0])
-	if masked && m != nil {
+	rowChecked := pg.fast != nil && pg.fast.rowChecked[n] // fastPlan.rowChecked
+	if masked && m != nil && !rowChecked {
 		pg.checkLanes(n, n.pat, mask)
 	}
 	if n.pat.elast > 1 { // a gather (unmasked: the row's range was checked; masked: the active lanes')
@@ -508,6 +529,8 @@ func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) e
 		// one address: load it (if any lane is active) and keep the active lanes
 		a.VBROADCASTSS(t[1], pg.guardedScalar(at, mask))
 		a.VANDPS(into, mask, amd64.VReg(t[1]))
+	case rowChecked:
+		a.VMASKMOVPSload(into, mask, at)
 	default:
 		// no lane active (a block's rows past a buffer's end): no load.
 		// A masked load whose masked-off lanes lie where a load would
@@ -808,7 +831,8 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 		m = &srcs[1]
 	}
 	mask, masked := pg.activeMask(m, t[0])
-	if masked && m != nil {
+	rowChecked := pg.fast != nil && pg.fast.rowChecked[n] // fastPlan.rowChecked
+	if masked && m != nil && !rowChecked {
 		pg.checkLanes(n, n.pat, mask)
 	}
 	if n.pat.elast > 1 { // a scatter (unmasked: the row's range was checked; masked: the active lanes')
@@ -880,7 +904,9 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 		a.Bind(skip)
 		return nil
 	}
-	if masked {
+	if masked && rowChecked {
+		a.VMASKMOVPSstore(at, mask, val)
+	} else if masked {
 		skip := a.NewLabel() // no lane active: no store (see load)
 		a.VMOVMSKPS(rT0, mask)
 		a.TESTL(rT0, rT0)

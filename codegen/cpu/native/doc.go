@@ -76,7 +76,15 @@
 // that the accesses lie in their buffers runs once a phase (each side is
 // affine in the lanes: at the corners of its box), else once a row; rows
 // that pass run a loop of plain loads and stores without the masks, the
-// others the masked loop, with the same results bit for bit. i32 index arithmetic
+// others the masked loop, with the same results bit for bit. A
+// contiguous f32 access whose mask is not provable over a row (an
+// im2col's read at an image's edges: the lanes' bounds fail at some lane
+// of every row) stays masked in the unmasked loop, its whole row checked
+// against the buffer at the row's start (rows that leave it run the
+// masked loop) so that each vector is one vmaskmovps, and its mask's
+// conjuncts that do not vary along the row (the image row's bounds) are
+// proven there too, the rest computed alone (fast.go: rowChecked,
+// provePart). i32 index arithmetic
 // whose lanes would leave the int32 range (the reference wraps) bails
 // out. A fault or a bail-out makes Launch return ErrFallback, and the
 // caller reruns the launch on the executor, which reports the fault.

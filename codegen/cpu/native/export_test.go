@@ -91,6 +91,10 @@ func KeptFrames(nk *Kernel) int {
 // prefix of their lanes (fast.go).
 func PrefixRows(nk *Kernel) int { return nk.prefixRows }
 
+// RowChecked is the number of masked accesses nk's unmasked loops keep
+// masked with their row's range checked once (fast.go: rowChecked).
+func RowChecked(nk *Kernel) int { return nk.rowChecked }
+
 // TransLoads is the number of transposed loads in nk's code, packed and
 // turned back in the frame (trans.go).
 func TransLoads(nk *Kernel) int { return nk.transLoads }
@@ -108,8 +112,9 @@ func NTStores(nk *Kernel) int    { return nk.ntStores }
 // one row on (on, the default) or not, and returns the previous setting.
 func SetStoreHints(on bool) (was bool) { return !noStoreHints.Swap(!on) }
 
-// Folds is the number of selects nk's unmasked loops read as their first
-// value, their condition proven true over the row (fast.go: fold).
+// Folds is the number of values nk's unmasked loops read as another's: a
+// select as its first value, its condition proven true over the row, and
+// an And as its other side where one is (fast.go: fold).
 func Folds(nk *Kernel) int { return nk.folds }
 
 // SetRangeClamp makes kernels compiled from now on clamp exp's argument

@@ -45,7 +45,8 @@ type fastPlan struct {
 	last   []int         // per node: its last reader in the unmasked loop
 	// fold: selects whose condition is a mask this plan proves true over
 	// the row (a proven access mask, or a conjunct of one): in the
-	// unmasked loop their value is their first operand's
+	// unmasked loop their value is their first operand's; and Ands with
+	// one side so proven (provePart): their value is the other side's
 	fold   map[*node]*node
 	proven map[*node]bool // masks (and their conjuncts) proven true over the row
 	// prefix: where set, the unmasked row covers only the row's first
@@ -56,6 +57,36 @@ type fastPlan struct {
 	prefixed    map[*node]bool
 	allowPrefix bool // planFast's second try: prefixes may be proven
 	usedPrefix  bool // provable: the mask just proven needs the prefix
+	// rowChecked: masked accesses that stay masked in the unmasked loop
+	// (masks not provable over the row: an im2col's reads at an image's
+	// edges, a window's lanes in a block wider than its axis) whose whole
+	// row of lanes fastCheck checks against the buffer (ranges), so that
+	// there each vector is one vmaskmovps: no active lanes' range check,
+	// no test for a vector with none active (the masked-off lanes lie in
+	// the buffer: no fault to suppress, no assist)
+	rowChecked map[*node]bool
+}
+
+// rowCheckable reports whether masked access n can stay masked in the
+// unmasked loop with its row checked once (rowChecked): a contiguous f32
+// load or store of a buffer. (Gathers and scatters keep their per-vector
+// checks: their lanes' loads dominate, and the conjuncts provePart would
+// prove send the rows where they fail to the masked loop: a col2im's nine
+// taps fail at both edges of the image, 1.06× its time on the 2-core VM.)
+func rowCheckable(n *node) bool {
+	return n.pat.root >= 0 && n.pat.elast == 1 && n.pat.sh == 2
+}
+
+// keepMasked records masked access n (rowCheckable), which stays masked in
+// the unmasked loop, as row-checked (rowChecked).
+func (fp *fastPlan) keepMasked(n *node) {
+	if fp.rowChecked == nil {
+		fp.rowChecked = map[*node]bool{}
+	}
+	fp.rowChecked[n] = true
+	if !n.pat.checked && !containsPat(fp.ranges, n.pat) {
+		fp.ranges = append(fp.ranges, n.pat)
+	}
 }
 
 // planFast is the phase's fast plan, or nil where it has none: no masked
@@ -171,6 +202,10 @@ func (pg *phaseGen) planFastWith(copies int, allowPrefix bool) *fastPlan {
 			// (a load under a prefix's mask keeps it: its masked-off
 			// lanes' values may reach a store's unmasked lanes)
 			*fp = save
+			if rowCheckable(n) {
+				pg.provePart(m, fp)
+				fp.keepMasked(n)
+			}
 			continue
 		}
 		fp.unmask = append(fp.unmask, n)
@@ -186,16 +221,28 @@ func (pg *phaseGen) planFastWith(copies int, allowPrefix bool) *fastPlan {
 			fp.ranges = append(fp.ranges, n.pat)
 		}
 	}
-	if len(fp.unmask) == 0 && masked {
+	if len(fp.unmask) == 0 && len(fp.rowChecked) == 0 && masked {
 		return nil
 	}
 	for _, n := range pg.nodes { // in order: a select's operands come before it
-		if n.op == opCompute && n.v.Op == tile.OpSelect && fp.proven[n.args[0]] {
-			if fp.fold == nil {
-				fp.fold = map[*node]*node{}
-			}
-			fp.fold[n] = fp.folded(n.args[1])
+		if n.op != opCompute {
+			continue
 		}
+		var to *node
+		switch {
+		case n.v.Op == tile.OpSelect && fp.proven[n.args[0]]:
+			to = n.args[1]
+		case n.v.Op == tile.OpAnd && fp.proven[n.args[0]] && !fp.proven[n]:
+			to = n.args[1] // true ∧ y: y (provePart)
+		case n.v.Op == tile.OpAnd && fp.proven[n.args[1]] && !fp.proven[n]:
+			to = n.args[0]
+		default:
+			continue
+		}
+		if fp.fold == nil {
+			fp.fold = map[*node]*node{}
+		}
+		fp.fold[n] = fp.folded(to)
 	}
 	for _, c := range fp.cmps {
 		for _, x := range c.args {
@@ -233,7 +280,7 @@ func (pg *phaseGen) planFastWith(copies int, allowPrefix bool) *fastPlan {
 			fp.pats = append(fp.pats, n.pat)
 		}
 	}
-	if len(fp.unmask) == 0 && !pg.zmmOK(fp) {
+	if len(fp.unmask) == 0 && len(fp.rowChecked) == 0 && !pg.zmmOK(fp) {
 		// a phase without masks has one loop already: it takes this
 		// plan only to compute in zmm registers
 		return nil
@@ -342,6 +389,42 @@ func (pg *phaseGen) provable(m *node, fp *fastPlan) bool {
 		}
 	}
 	return false
+}
+
+// provePart proves, of a mask m that is not provable over a row as a
+// whole, the conjuncts of its And tree that do not vary along the row: a
+// comparison whose two sides move alike with the lane (an image row's
+// bounds in a window op, a block's row within its axis) and scalar
+// booleans. They hold for every lane of a row that passes fastCheck, so
+// the unmasked loop computes m from its other conjuncts alone (an And
+// with a proven side folds to its other side). Comparisons that move
+// with the lane are left in the mask: across a block wider than its axis
+// they fail at some lane of every row, which would send every row to
+// the masked loop.
+func (pg *phaseGen) provePart(m *node, fp *fastPlan) {
+	if m.op == opCompute && m.v.Op == tile.OpAnd {
+		pg.provePart(m.args[0], fp)
+		pg.provePart(m.args[1], fp)
+		if fp.proven[m.args[0]] && fp.proven[m.args[1]] {
+			fp.proven[m] = true
+		}
+		return
+	}
+	switch {
+	case m.op == opUniform:
+	case m.op == opCompute && m.v.Op.IsCompare() && len(m.args) == 2 &&
+		m.args[0].op == opIntVec && m.args[1].op == opIntVec && m.args[0].pat.elast == m.args[1].pat.elast:
+	default:
+		return
+	}
+	save := *fp
+	fp.allowPrefix = false
+	if !pg.provable(m, fp) {
+		*fp = save
+		return
+	}
+	fp.allowPrefix = save.allowPrefix
+	fp.prove(m)
 }
 
 // rowPart loads the pattern's row part into r.

@@ -45,7 +45,7 @@ type Kernel struct {
 	fast         int // phases with an unmasked row loop (fast.go)
 	zmm          int // of which computing in zmm registers (fast.go: zmmOK)
 	pairs        int // zmm loops whose two vectors are emitted in pairs (fast.go: pairOK)
-	folds        int // selects the unmasked loops read as their first value (fast.go: fold)
+	folds        int // selects and Ands the unmasked loops read as another value (fast.go: fold)
 	prefetchesL2 int // prefetcht1 hints of strided rows emitted (body.go: prefetch)
 	colLoops     int // carried blocks summed in registers (colloop.go)
 	pins         int // uniforms kept in registers in zmm loops (pin.go)
@@ -58,6 +58,7 @@ type Kernel struct {
 	divFMAs      int // divisions by a uniform by FMA corrections (ops.go: divFMA)
 	transLoads   int // transposed loads packed and turned back in the frame (trans.go)
 	prefixRows   int // phases whose unmasked rows cover a prefix of their lanes (fast.go)
+	rowChecked   int // masked accesses of unmasked loops checked once a row (fast.go: rowChecked)
 }
 
 // Compile compiles k to native code, or returns an error wrapping
@@ -101,7 +102,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	for i := range unit {
 		unit[i] = p.unit[int64(i)]
 	}
-	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, unit: unit, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, colLoops: p.colLoops, pins: p.pins, prefetchesW: p.prefetchesW, ntStores: p.ntStores, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs, transLoads: p.transLoads, prefixRows: p.prefixRows}
+	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, unit: unit, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, colLoops: p.colLoops, pins: p.pins, prefetchesW: p.prefetchesW, ntStores: p.ntStores, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs, transLoads: p.transLoads, prefixRows: p.prefixRows, rowChecked: p.rowChecked}
 	nk.tasks.new = func() *task {
 		return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params)), frames: make([]*frame, pool.Default().Workers())}
 	}

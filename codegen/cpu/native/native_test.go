@@ -656,6 +656,9 @@ func TestUnmaskedRowsNative(t *testing.T) {
 		M, N, P *tile.Value // parameters: rows, columns, a free one
 		x       func(mask *tile.Value, other any) *tile.Value
 		load    func(mask *tile.Value, other any) *tile.Value // x itself
+		// neighbour is y = x[r+dr, c+dc]·2 + 1, 0 past x's edges, stored
+		// over [M,N]
+		neighbour func(dr, dc int) (mask, val *tile.Value)
 	}
 	for _, c := range []struct {
 		name     string
@@ -664,6 +667,13 @@ func TestUnmaskedRowsNative(t *testing.T) {
 		short    bool // x shorter than M·N: a masked read past its end
 		unstored bool // the mask leaves elements of y unstored
 		wantFast bool
+		// wantChecked: masked accesses the unmasked loop keeps masked, their
+		// row's range checked once (rowChecked)
+		wantChecked int
+		// wantFolds: at least this many values the unmasked loop reads as
+		// another's (a select or an And with a side proven over the row:
+		// the window's row bounds, provePart)
+		wantFolds int
 		// the kernel: y's mask and value
 		body func(e env) (mask, val *tile.Value)
 	}{
@@ -698,9 +708,23 @@ func TestUnmaskedRowsNative(t *testing.T) {
 			m := e.b.And(e.b.Lt(e.r, e.M), e.b.Gt(e.b.Add(e.c, e.P), 0))
 			return m, e.x(e.b.And(e.b.Lt(e.r, e.M), e.b.Lt(e.c, e.N)), 0.0)
 		}},
-		{name: "a loaded value's comparison", m: 32, n: 64, unstored: true, wantFast: false, body: func(e env) (*tile.Value, *tile.Value) {
+		{name: "a loaded value's comparison: the store masked, its row checked", m: 32, n: 64, unstored: true, wantFast: true, wantChecked: 1, body: func(e env) (*tile.Value, *tile.Value) {
 			v := e.x(nil, nil)
 			return e.b.Gt(v, 1.0), v
+		}},
+		// an im2col's read of an image's neighbour, zero past its edges:
+		// the row's bounds proven at the row's start, the columns' left in
+		// the load's mask, the load's whole row checked against x (the
+		// first row reads before x at masked-off lanes, the last ones past
+		// its end: those rows run the masked loop)
+		{name: "a window's read up and left, zero past the edges", m: 37, n: 14, cols: 16, wantFast: true, wantChecked: 1, wantFolds: 2, body: func(e env) (*tile.Value, *tile.Value) {
+			return e.neighbour(-1, -1)
+		}},
+		{name: "a window's read down and right, zero past the edges", m: 37, n: 14, cols: 16, wantFast: true, wantChecked: 1, wantFolds: 2, body: func(e env) (*tile.Value, *tile.Value) {
+			return e.neighbour(1, 1)
+		}},
+		{name: "a window's read past the end of an x shorter than the mask says", m: 37, n: 14, cols: 16, short: true, wantFast: true, wantChecked: 1, body: func(e env) (*tile.Value, *tile.Value) {
+			return e.neighbour(1, 1) // the active lanes' reads past x's end found in the masked loop: a fault
 		}},
 		{name: "rows of four lanes", m: 30, n: 4, cols: 4, wantFast: false, body: func(e env) (*tile.Value, *tile.Value) {
 			m := e.b.And(e.b.Lt(e.r, e.M), e.b.Lt(e.c, e.N))
@@ -724,6 +748,17 @@ func TestUnmaskedRowsNative(t *testing.T) {
 			off := b.Add(b.Mul(e.r, e.N), e.c)
 			e.load = func(mask *tile.Value, other any) *tile.Value { return b.Load(b.AddPtr(px, off), mask, other) }
 			e.x = func(mask *tile.Value, other any) *tile.Value { return b.Add(b.Mul(e.load(mask, other), 2.0), 1.0) }
+			e.neighbour = func(dr, dc int) (*tile.Value, *tile.Value) {
+				// the columns' bound a constant, as a window op's is (the
+				// block wider than it: stores over a prefix of the lanes)
+				n := c.n
+				cl := b.ExpandDims(b.Arange(0, c.cols), 0) // the columns: one block (gn = 1)
+				in := b.And(b.Lt(e.r, e.M), b.Lt(cl, n))
+				r, cc := b.Add(e.r, dr), b.Add(cl, dc)
+				edges := b.And(b.And(b.Ge(r, 0), b.Lt(r, e.M)), b.And(b.Ge(cc, 0), b.Lt(cc, n)))
+				v := b.Load(b.AddPtr(px, b.Add(b.Mul(r, e.N), cc)), b.And(in, edges), 0.0)
+				return in, b.Add(b.Mul(v, 2.0), 1.0)
+			}
 			mask, val := c.body(e)
 			gm, gn := (c.m+bm-1)/bm, (c.n+cols-1)/cols
 			ylen := c.m * c.n
@@ -763,6 +798,12 @@ func TestUnmaskedRowsNative(t *testing.T) {
 					defer nk.Free()
 					if n := native.FastPhases(nk); fast && (n > 0) != c.wantFast || !fast && n != 0 {
 						t.Fatalf("%s, fast rows %v: %d phases with unmasked rows; want some: %v", isa, fast, n, fast && c.wantFast)
+					}
+					if n := native.RowChecked(nk); fast && n != c.wantChecked || !fast && n != 0 {
+						t.Fatalf("%s, fast rows %v: %d masked accesses checked once a row; want %d", isa, fast, n, c.wantChecked)
+					}
+					if n := native.Folds(nk); fast && n < c.wantFolds {
+						t.Fatalf("%s, fast rows %v: %d values folded in the unmasked loop; want at least %d", isa, fast, n, c.wantFolds)
 					}
 					got, gerr := run(func(args ...any) error { return nk.Launch(grid, args...) })
 					if c.short {

@@ -94,6 +94,7 @@ func (pg *phaseGen) emit() error {
 	} else {
 		g.p.fastPhases++
 		g.p.folds += len(fp.fold)
+		g.p.rowChecked += len(fp.rowChecked)
 		if fp.prefix > 0 {
 			g.p.prefixRows++
 		}

@@ -205,7 +205,7 @@ type plan struct {
 	fastPhases   int // set by generate: phases with an unmasked row loop (fast.go)
 	zmmPhases    int // of which computing in zmm registers (fast.go: zmmOK)
 	pairLoops    int // zmm loops emitted in pairs (fast.go: pairOK)
-	folds        int // selects the unmasked loops read as their first value (fast.go: fold)
+	folds        int // selects and Ands the unmasked loops read as another value (fast.go: fold)
 	prefetchesL2 int // strided rows hinted into L2 (body.go: prefetch)
 	colLoops     int // carried blocks summed in registers (colloop.go)
 	pins         int // uniforms kept in registers in zmm loops (pin.go)
@@ -218,6 +218,7 @@ type plan struct {
 	divFMAs      int // divisions by a uniform by FMA corrections (ops.go: divFMA)
 	transLoads   int // transposed loads packed and turned back in the frame (trans.go)
 	prefixRows   int // phases whose unmasked rows cover a prefix of their lanes (fast.go)
+	rowChecked   int // masked accesses of unmasked loops checked once a row (fast.go: rowChecked)
 
 	// readAsIs: values a product or a shape op reads (at lanes of their
 	// own: not taken as transposed loads, trans.go)
