@@ -492,6 +492,17 @@ func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) e
 			pg.gatherF64Masked(n.pat, dst, t[1], t[2], mask)
 		case n.pat.sh == 3:
 			pg.gatherF64(n.pat, dst, t[1], t[2])
+		case masked && rowChecked:
+			// every lane read (the row lies in the buffer: fastCheck), the
+			// masked-off ones then +0 (or other), as gatherMasked gives them
+			pg.gather(n.pat, t[2], t[1])
+			if len(srcs) == 2 && !isZeroConst(n.v.Args[2]) {
+				mr := toReg(pg, *m, t[0])
+				or := toReg(pg, srcs[1], t[1])
+				a.VBLENDVPS(dst, or, t[2], mr)
+			} else {
+				a.VANDPS(dst, mask, amd64.VReg(t[2]))
+			}
 		case masked:
 			other := len(srcs) == 2 && !isZeroConst(n.v.Args[2])
 			into := dst

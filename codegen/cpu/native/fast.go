@@ -69,12 +69,18 @@ type fastPlan struct {
 
 // rowCheckable reports whether masked access n can stay masked in the
 // unmasked loop with its row checked once (rowChecked): a contiguous f32
-// load or store of a buffer. (Gathers and scatters keep their per-vector
-// checks: their lanes' loads dominate, and the conjuncts provePart would
-// prove send the rows where they fail to the masked loop: a col2im's nine
-// taps fail at both edges of the image, 1.06× its time on the 2-core VM.)
+// load or store of a buffer, or an f32 gather (a load whose lanes lie a
+// constant stride apart: there every lane is read and the masked-off ones
+// cleared, where gatherMasked tests each lane). A scatter keeps its
+// per-lane stores. Only contiguous accesses have their masks' row-uniform
+// conjuncts proven (provePart): rows where those fail run the masked loop,
+// and a col2im's nine gathered taps fail at both edges of the image (1.06×
+// its time on the 2-core VM with them proven).
 func rowCheckable(n *node) bool {
-	return n.pat.root >= 0 && n.pat.elast == 1 && n.pat.sh == 2
+	if n.pat.root < 0 || n.pat.sh != 2 {
+		return false
+	}
+	return n.pat.elast == 1 || n.op == opLoad && n.pat.elast > 1
 }
 
 // keepMasked records masked access n (rowCheckable), which stays masked in
@@ -203,7 +209,9 @@ func (pg *phaseGen) planFastWith(copies int, allowPrefix bool) *fastPlan {
 			// lanes' values may reach a store's unmasked lanes)
 			*fp = save
 			if rowCheckable(n) {
-				pg.provePart(m, fp)
+				if n.pat.elast == 1 {
+					pg.provePart(m, fp)
+				}
 				fp.keepMasked(n)
 			}
 			continue

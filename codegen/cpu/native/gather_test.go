@@ -29,13 +29,23 @@ func TestMaskedGatherNative(t *testing.T) {
 		other        bool
 		pastTheEnd   bool // the mask lets one row of x too many through
 		wantFallback bool
+		// xrows: x's rows in memory (0: rows), the mask reading rows of
+		// them: where a row of lanes lies in x, the unmasked loop reads
+		// every lane and clears the masked-off ones (fast.go: rowChecked;
+		// wantChecked: planned so, as every block of lanes wider than the
+		// mask is; rows whose lanes leave x run the masked loop)
+		xrows       int
+		wantChecked bool
 	}{
-		{name: "f32 5×3, one row a program", dt: tile.F32, rows: 5, cols: 3, br: 1, bc: 8},
+		{name: "f32 5×3, one row a program", dt: tile.F32, rows: 5, cols: 3, br: 1, bc: 8, wantChecked: true},
 		{name: "f32 28×32, rows of 28 in 32 lanes", dt: tile.F32, rows: 28, cols: 32, br: 1, bc: 32},
 		{name: "f32 49×128, 4 rows a program", dt: tile.F32, rows: 49, cols: 128, br: 4, bc: 64},
-		{name: "f32 13×7, 2 rows a program, the last program half out", dt: tile.F32, rows: 13, cols: 7, br: 2, bc: 16},
+		{name: "f32 13×7, 2 rows a program, the last program half out", dt: tile.F32, rows: 13, cols: 7, br: 2, bc: 16, wantChecked: true},
 		{name: "f32 19×5, masked-off lanes take -1", dt: tile.F32, rows: 19, cols: 5, br: 1, bc: 32, other: true},
-		{name: "f32 a lane past the end falls back", dt: tile.F32, rows: 9, cols: 4, br: 1, bc: 16, pastTheEnd: true, wantFallback: true},
+		{name: "f32 13×7 in 16 rows of x: each row read whole", dt: tile.F32, rows: 13, cols: 7, br: 2, bc: 16, xrows: 16, wantChecked: true},
+		{name: "f32 13×7 in 16 rows of x, masked-off lanes take -1", dt: tile.F32, rows: 13, cols: 7, br: 2, bc: 16, xrows: 16, other: true, wantChecked: true},
+		{name: "f32 6×5 in 9 rows of x, one row a program", dt: tile.F32, rows: 6, cols: 5, br: 1, bc: 8, xrows: 9, wantChecked: true},
+		{name: "f32 a lane past the end falls back", dt: tile.F32, rows: 9, cols: 4, br: 1, bc: 16, pastTheEnd: true, wantFallback: true, wantChecked: true},
 		{name: "f64 5×3, one row a program", dt: tile.F64, rows: 5, cols: 3, br: 1, bc: 8},
 		{name: "f64 28×32", dt: tile.F64, rows: 28, cols: 32, br: 1, bc: 32},
 		{name: "f64 13×7, 2 rows a program", dt: tile.F64, rows: 13, cols: 7, br: 2, bc: 16},
@@ -62,10 +72,14 @@ func TestMaskedGatherNative(t *testing.T) {
 				t.Fatal(err)
 			}
 			grid := tile.Grid{(c.cols + c.br - 1) / c.br}
+			xrows := max(c.rows, c.xrows)
 			for _, isa := range isas(t) {
 				nk := compileFor(t, isa, k)
+				if n := native.RowChecked(nk); c.wantChecked != (n > 0) {
+					t.Fatalf("%s: %d masked accesses checked once a row; want some: %v", isa, n, c.wantChecked)
+				}
 				rng := tiletest.RNG(c.name)
-				x := make([]float64, c.rows*c.cols)
+				x := make([]float64, xrows*c.cols)
 				for i := range x {
 					x[i] = rng.Float64()*2 - 1
 				}
