@@ -137,6 +137,9 @@ func TestConvolutions(t *testing.T) {
 		{"2x2 stride 2", []int{1, 4, 10, 10}, []int{5, 4, 2, 2}, []int{2, 2}, []int{0, 0}, []int{2, 2}, []int{1, 1}},
 		{"3x3 pad 2 dilation 2", []int{2, 1, 8, 9}, []int{2, 1, 3, 3}, []int{3, 3}, []int{2, 2}, []int{1, 1}, []int{2, 2}},
 		{"3x3 pad 1 stride 3", []int{3, 2, 11, 10}, []int{4, 2, 3, 3}, []int{3, 3}, []int{1, 1}, []int{3, 3}, []int{1, 1}},
+		// images of 7 × 7: on the CPU 4 images an im2col program (graphpass
+		// BLOCK_F), the last program one image
+		{"3x3 pad 1, 7x7 images, batch 5", []int{5, 3, 7, 7}, []int{4, 3, 3, 3}, []int{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}},
 	} {
 		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 			t.Run(c.name+"/"+dt.String(), func(t *testing.T) {

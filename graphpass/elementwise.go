@@ -48,6 +48,9 @@ var elementwiseKind = groupKind{
 			}
 			meta["BLOCK_L"] = bl
 			meta["BLOCK_R"] = min(pow2AtLeast(s[r]), max(minRows, 512/bl))
+			if f := lanesBlockF(grp, t, s, a, r, bl*meta["BLOCK_R"]); f > 1 {
+				meta["BLOCK_F"] = f
+			}
 			return
 		}
 		if s := grp.Root.Info.Shape; !t.GPU() && len(s) >= 2 && transposes(grp) {
@@ -574,7 +577,10 @@ func readsMember(n, w *Node, grp *Group) bool {
 // BLOCK_L] of its shape S, the lanes along axis a and the rows along axis
 // r (windowLanes; BLOCK_L: S[a] rounded up to a power of two, at most
 // 1024; BLOCK_R: S[r]'s, at most 512 elements a block), each program one
-// block of the other axes' coordinates (scalars, the program id split).
+// block of the other axes' coordinates (scalars, the program id split);
+// with BLOCK_F (lanesBlockF) blocks [BLOCK_F, BLOCK_R, BLOCK_L], BLOCK_F
+// positions of the fastest of those axes (lanesFree) a program, masked
+// past its end.
 // The root's flat index is w's (windowLanes), so the store is an affine
 // address whose lanes lie a stride of S[a+1]·…·S[3] apart, which the CPU's
 // machine code writes lane by lane where that stride is not 1; every
@@ -593,45 +599,69 @@ func emitLanes(e *emitter, out *tile.Value, k *Kernel) error {
 	if err != nil {
 		return err
 	}
+	bf, err := e.optParam("BLOCK_F", 1)
+	if err != nil {
+		return err
+	}
+	free := lanesFree(e.grp, s, a, r)
+	if bf < 1 || bf > 1 && len(free) == 0 {
+		return fmt.Errorf("graphpass: %v: BLOCK_F = %d: want 1, or more along a free axis", e.grp, bf)
+	}
 	shape := tile.Shp(br, bl)
-	along := func(axis, block, pid, dim int) (*tile.Value, *tile.Value, int) {
+	pos := map[int]int{r: 0, a: 1} // each blocked axis's place in the block
+	if bf > 1 {
+		shape = tile.Shp(bf, br, bl)
+		pos = map[int]int{free[0]: 0, r: 1, a: 2}
+	}
+	// place is the block's index i (a vector along axis) expanded to the
+	// block's rank at axis's place
+	place := func(i *tile.Value, axis int) *tile.Value {
+		for d := range shape.Rank {
+			if d != pos[axis] {
+				i = b.ExpandDims(i, d)
+			}
+		}
+		return i
+	}
+	along := func(axis, block int, base func() *tile.Value) (*tile.Value, *tile.Value, int) {
 		i := b.Arange(0, block)
 		tiles := tile.CDiv(s[axis], block)
 		if tiles > 1 {
-			i = b.Add(b.Mul(b.ProgramID(pid), block), i)
+			i = b.Add(b.Mul(base(), block), i)
 		}
 		var in *tile.Value
 		if s[axis]%block != 0 {
-			in = b.BroadcastTo(b.ExpandDims(b.Lt(i, s[axis]), 1-dim), shape)
+			in = b.BroadcastTo(place(b.Lt(i, s[axis]), axis), shape)
 		}
-		return b.BroadcastTo(b.ExpandDims(i, 1-dim), shape), in, tiles
+		return b.BroadcastTo(place(i, axis), shape), in, tiles
 	}
 	c := make([]*tile.Value, len(s))
-	var rowIn, laneIn *tile.Value
+	var rowIn, laneIn, freeIn *tile.Value
 	var rows, lanes int
-	c[r], rowIn, rows = along(r, br, 1, 0)
-	c[a], laneIn, lanes = along(a, bl, 2, 1)
-	// the other axes from the program id, the last the fastest; where the
-	// root is stored column by column (columnMajor: an im2col's patches,
-	// [N, OH, OW, C·KH·KW] stored as [C·KH·KW, N·OH·OW]) the first, so
-	// that programs one after the other store one after the other
-	var free []int
-	for i := len(s) - 1; i >= 0; i-- {
-		if i != a && i != r {
-			free = append(free, i)
-		}
-	}
-	if e.grp.Root.colMajor {
-		slices.Reverse(free)
-	}
+	c[r], rowIn, rows = along(r, br, func() *tile.Value { return b.ProgramID(1) })
+	c[a], laneIn, lanes = along(a, bl, func() *tile.Value { return b.ProgramID(2) })
+	// the other axes from the program id, the first of free the fastest
+	// (lanesFree); with BLOCK_F, that one in blocks of BLOCK_F
 	rest := b.ProgramID(0)
+	programs := numel(s) / (s[a] * s[r])
 	for j, i := range free {
-		if j == len(free)-1 {
-			c[i] = rest
-			break
+		n := s[i]
+		if j == 0 && bf > 1 {
+			n = tile.CDiv(s[i], bf)
+			programs = programs / s[i] * n
 		}
-		c[i] = b.Rem(rest, s[i])
-		rest = b.Div(rest, s[i])
+		var at *tile.Value
+		if j == len(free)-1 {
+			at = rest
+		} else {
+			at = b.Rem(rest, n)
+			rest = b.Div(rest, n)
+		}
+		if j == 0 && bf > 1 {
+			c[i], freeIn, _ = along(i, bf, func() *tile.Value { return at })
+			continue
+		}
+		c[i] = at
 	}
 	// the members' coordinates come from the flat index's record
 	// (emitter.coords: the same axes, or runs of them merged)
@@ -655,10 +685,52 @@ func emitLanes(e *emitter, out *tile.Value, k *Kernel) error {
 			}
 		}
 	}
-	e.mask = e.and(rowIn, laneIn)
+	e.mask = e.and(e.and(rowIn, laneIn), freeIn)
 	if err := e.store(out, offs); err != nil {
 		return err
 	}
-	k.Grid = tile.Grid{numel(s) / (s[a] * s[r]), rows, lanes}
+	k.Grid = tile.Grid{programs, rows, lanes}
 	return nil
+}
+
+// lanesBlockF is BLOCK_F for an im2col's blocks of area elements
+// (emitLanes): where a block is smaller than 256 elements (an image of 7
+// × 7 in 8 × 8 lanes), a program takes that many positions of the
+// fastest free axis (lanesFree), up to 256 elements: each program's
+// scalar work (its coordinates split from the program id, the checks of
+// its rows' ranges) was most of such a kernel's time on the CPU (one
+// core of the 2-core VM, 3×3 im2col of 100×64×7×7 stored for a product:
+// 3.37 → 2.88 ms). 1 where the block holds 256 or more, and for the
+// other window ops: a col2im of the same images, its nine taps gathered,
+// ran 2.46 → 4.71 ms so. (On a GPU there is no lanes form.)
+func lanesBlockF(grp *Group, t Target, s []int, a, r, area int) int {
+	w, _, _ := windowLanes(grp, t)
+	free := lanesFree(grp, s, a, r)
+	if w == nil || w.Info.Kind != ops.Im2Col || area >= lanesBlockArea || len(free) == 0 {
+		return 1
+	}
+	return min(pow2AtLeast(s[free[0]]), lanesBlockArea/area)
+}
+
+// lanesBlockArea is the least block of a window op's lanes form on a CPU
+// (lanesBlockF).
+const lanesBlockArea = 256
+
+// lanesFree are the axes of shape s other than emitLanes's lanes (a) and
+// rows (r), in the order its programs walk them, the fastest first: the
+// last axis first, or, where the root is stored column by column
+// (columnMajor: an im2col's patches, [N, OH, OW, C·KH·KW] stored as
+// [C·KH·KW, N·OH·OW]), the first, so that programs one after the other
+// store one after the other.
+func lanesFree(grp *Group, s []int, a, r int) []int {
+	var free []int
+	for i := len(s) - 1; i >= 0; i-- {
+		if i != a && i != r {
+			free = append(free, i)
+		}
+	}
+	if grp.Root.colMajor {
+		slices.Reverse(free)
+	}
+	return free
 }
