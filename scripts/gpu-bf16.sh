@@ -2,7 +2,9 @@
 # Issue 10's bf16 products on a GPU machine, from the repository root,
 # after scripts/gpu-build.sh (.gpu/tilefuse and .gpu/cuda.test, -tags
 # tilefuse_cuda): what the forty-second session built and could not
-# measure.
+# measure. (Step 1 ran on an H100 in the forty-third session, r43a: the
+# device test and memcheck pass, tma_b = 1 slower in six of eight pairs,
+# so B stays cp.async at bf16; step 2 is still unmeasured.)
 #
 #   1. B's tensor copies at bf16 (codegen tma_b = 1: a 3-D map, columns
 #      in groups of 32; opt-in): cuda's device test (bit for bit the
