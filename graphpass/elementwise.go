@@ -695,18 +695,23 @@ func emitLanes(e *emitter, out *tile.Value, k *Kernel) error {
 
 // lanesBlockF is BLOCK_F for an im2col's blocks of area elements
 // (emitLanes): where a block is smaller than 256 elements (an image of 7
-// × 7 in 8 × 8 lanes), a program takes that many positions of the
-// fastest free axis (lanesFree), up to 256 elements: each program's
+// × 7 in 8 × 8 lanes) and the fastest free axis (lanesFree) is the
+// batch (its patches stored column by column for a product), a program
+// takes that many images, up to 256 elements: each program's
 // scalar work (its coordinates split from the program id, the checks of
 // its rows' ranges) was most of such a kernel's time on the CPU (one
 // core of the 2-core VM, 3×3 im2col of 100×64×7×7 stored for a product:
 // 3.37 → 2.88 ms). 1 where the block holds 256 or more, and for the
 // other window ops: a col2im of the same images, its nine taps gathered,
-// ran 2.46 → 4.71 ms so. (On a GPU there is no lanes form.)
+// ran 2.46 → 4.71 ms so. Not along the patch's columns (an im2col stored
+// row by row): the window's arithmetic divides them (a column's channel
+// and tap), which the machine code does not do over lanes, so such a
+// kernel ran on the executor (a convnet's unfused im2col of 7 × 7 images
+// 15 → 198 ms on the 2-core VM). (On a GPU there is no lanes form.)
 func lanesBlockF(grp *Group, t Target, s []int, a, r, area int) int {
 	w, _, _ := windowLanes(grp, t)
 	free := lanesFree(grp, s, a, r)
-	if w == nil || w.Info.Kind != ops.Im2Col || area >= lanesBlockArea || len(free) == 0 {
+	if w == nil || w.Info.Kind != ops.Im2Col || area >= lanesBlockArea || len(free) == 0 || free[0] != 0 {
 		return 1
 	}
 	return min(pow2AtLeast(s[free[0]]), lanesBlockArea/area)

@@ -6,20 +6,21 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile"
 )
 
 // TestLanesBlockF: on a CPU whose kernels are machine code, an im2col
 // whose lanes form's block is under 256 elements (images of 7 × 7 in 8 ×
-// 8) takes BLOCK_F positions of its fastest free axis a program (the
-// image's batch where its patches are stored for a product, column by
-// column; else the patch's columns), its grid that many times fewer;
+// 8) and whose patches a product reads (stored column by column: the
+// batch its fastest free axis) takes BLOCK_F images a program, its grid
+// that many times fewer; an im2col stored row by row (its fastest free
+// axis the patch's columns, which the window's arithmetic divides),
 // blocks of 256 (14 × 14 in 16 × 16) and the other window ops (the
-// convolution's col2im, here the image's gradient) take none. Results:
-// TestCandidates (an im2col whose free axis is no multiple of BLOCK_F,
-// against the interpreter) and fusion's TestConvolutions (against
-// Gorgonia).
+// convolution's col2im, here the image's gradient) take none; every such
+// kernel is machine code. Results: fusion's TestConvolutions (7 × 7
+// images in a batch of 5, against Gorgonia).
 func TestLanesBlockF(t *testing.T) {
 	for _, c := range []struct {
 		name      string
@@ -28,7 +29,7 @@ func TestLanesBlockF(t *testing.T) {
 		wantIm2   int  // BLOCK_F of the im2col (0: none)
 		wantGrid0 int  // the im2col's grid along axis 0
 	}{
-		{name: "7×7 alone: 4 of the 18 patch columns a program", img: []int{3, 2, 7, 7}, wantIm2: 4, wantGrid0: 3 * 5},
+		{name: "7×7 alone, stored row by row: none", img: []int{3, 2, 7, 7}, wantGrid0: 3 * 18},
 		{name: "7×7 for a product: 4 of the 5 images a program", img: []int{5, 2, 7, 7}, product: true, wantIm2: 4, wantGrid0: 18 * 2},
 		{name: "7×7 for a product, one image: none", img: []int{1, 2, 7, 7}, product: true, wantGrid0: 18},
 		{name: "14×14: a block of 256, none", img: []int{3, 2, 14, 14}, wantGrid0: 3 * 18},
@@ -64,6 +65,9 @@ func TestLanesBlockF(t *testing.T) {
 				k, err := Emit(grp, tg, tile.PrecIEEE)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if _, err := native.Compile(k.Tile); err != nil {
+					t.Errorf("%v not machine code: %v", kind, err)
 				}
 				bf := k.Tile.Meta["BLOCK_F"]
 				if kind == ops.Col2Im {
