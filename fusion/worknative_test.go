@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/tilefuse/tilefuse/bench"
-	"github.com/tilefuse/tilefuse/codegen/cpu"
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/fusion"
 )
@@ -50,28 +49,7 @@ func TestWorkloadKernelsNative(t *testing.T) {
 						allNative(t, vm)
 						return
 					}
-					kernels, moves := 0, 0
-					for _, n := range vm.Compiled().Graph.AllNodes() {
-						f, ok := n.Op().(*fusion.FusedOp)
-						if !ok || f.IsView() {
-							continue
-						}
-						kernels++
-						e, err := cpu.NewExec(f.Kernel(), cpu.WithNative(true))
-						if err != nil {
-							t.Fatal(err)
-						}
-						switch {
-						case e.Native():
-						case loneMoves.MatchString(f.String()):
-							moves++
-						default:
-							t.Errorf("kernel %v does not run natively: %v", f, e.NativeErr())
-						}
-					}
-					if kernels == 0 {
-						t.Fatal("no kernel in the graph")
-					}
+					kernels, moves := nativeBut(t, vm, func(f *fusion.FusedOp) bool { return loneMoves.MatchString(f.String()) })
 					if moves > 0 {
 						t.Logf("%d of %d kernels lone moves on the executor", moves, kernels)
 					}
