@@ -147,11 +147,19 @@ func TestTensorCopiesOfBBF16(t *testing.T) {
 	}
 }
 
-// simulateDumped builds pc's kernel as graphpass writes it for the H200
-// at prec, compiles it with its pipeline dump and runs it in ptxsim for
-// sm_90 with racecheck and initcheck: the kernel, its compiled form, the
-// dump and the PTX of its pipelined loop.
+// simulateDumped is simulateCompiled's kernel, compiled form and dump,
+// and the PTX of its pipelined loop.
 func simulateDumped(t *testing.T, pc peerCase, prec tile.Precision, tune tile.Meta) (*peerKernel, *codegen.Kernel, string, string) {
+	t.Helper()
+	p, ck, dump := simulateCompiled(t, pc, prec, tune)
+	return p, ck, dump, pipeLoop(t, ck.PTX)
+}
+
+// simulateCompiled builds pc's kernel as graphpass writes it for the H200
+// at prec, compiles it with its pipeline dump and runs it in ptxsim for
+// sm_90 with racecheck and initcheck (the PTX the simulator ran the
+// compiled one): the kernel, its compiled form and the dump.
+func simulateCompiled(t *testing.T, pc peerCase, prec tile.Precision, tune tile.Meta) (*peerKernel, *codegen.Kernel, string) {
 	t.Helper()
 	p, err := buildPeer(pc, graphpass.H200, prec, tune)
 	require.NoError(t, err)
@@ -160,7 +168,7 @@ func simulateDumped(t *testing.T, pc peerCase, prec tile.Precision, tune tile.Me
 	sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
 	require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
 	require.Equal(t, ck.PTX, sim.Last.PTX)
-	return p, ck, dump, pipeLoop(t, ck.PTX)
+	return p, ck, dump
 }
 
 // pipeLoop is the PTX of the pipelined loop's body (from its head to its end).
@@ -205,13 +213,7 @@ func TestWarpSpecialisedTensorCopies(t *testing.T) {
 			if strings.HasPrefix(c.pc.name, "bf16") {
 				prec = tile.PrecBF16
 			}
-			p, err := buildPeer(c.pc, graphpass.H200, prec, c.tune)
-			require.NoError(t, err)
-			args := p.anyArgs()
-			ck, dump := compileDumped(t, p.k.Tile, ptxsim.Spec(p.k.Tile, args))
-			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
-			require.NoError(t, sim.Launch(p.k.Tile, p.k.Grid, args...))
-			require.Equal(t, ck.PTX, sim.Last.PTX)
+			p, ck, dump := simulateCompiled(t, c.pc, prec, c.tune)
 			if c.declined != "" {
 				require.Contains(t, dump, c.declined)
 				require.Zero(t, ck.ProducerWarps)
