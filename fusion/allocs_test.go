@@ -55,14 +55,8 @@ func smallGraphs(t testing.TB) []struct {
 // allNative fails the test unless every kernel of vm's graph compiles to
 // machine code.
 func allNative(t testing.TB, vm *fusion.Machine) {
-	nativeBut(t, vm, func(*fusion.FusedOp) bool { return false })
-}
-
-// nativeBut fails the test unless every kernel of vm's graph compiles to
-// machine code but those exempt says may not, and returns the number of
-// kernels and of those exempted that do not.
-func nativeBut(t testing.TB, vm *fusion.Machine, exempt func(*fusion.FusedOp) bool) (kernels, exempted int) {
 	t.Helper()
+	kernels := 0
 	for _, n := range vm.Compiled().Graph.AllNodes() {
 		f, ok := n.Op().(*fusion.FusedOp)
 		if !ok || f.IsView() {
@@ -73,18 +67,13 @@ func nativeBut(t testing.TB, vm *fusion.Machine, exempt func(*fusion.FusedOp) bo
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch {
-		case e.Native():
-		case exempt(f):
-			exempted++
-		default:
+		if !e.Native() {
 			t.Fatalf("kernel %v does not run natively: %v", f, e.NativeErr())
 		}
 	}
 	if kernels == 0 {
 		t.Fatal("no kernel in the graph")
 	}
-	return kernels, exempted
 }
 
 // TestRunAllAllocs: a warm RunAll of a graph whose kernels all run as

@@ -1,7 +1,6 @@
 package fusion_test
 
 import (
-	"regexp"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/bench"
@@ -9,21 +8,16 @@ import (
 	"github.com/tilefuse/tilefuse/fusion"
 )
 
-// loneMoves are the unfused mode's kernels that are one Repeat, Slice or
-// Concat alone: their flat indices divide the lanes (a broadcast's
-// repeated axis, a slice's or a concatenation's rows), which the machine
-// code does not do, so they run on the executor. Fused, such ops join
-// their readers' kernels (none is alone in any fused workload).
-var loneMoves = regexp.MustCompile(`\{(Repeat\d+|T\[[^{}]*\]|Concat\(axis=\d+\))\}$`)
-
 // TestWorkloadKernelsNative: every kernel of every bench workload, at
 // both sizes, fused, compiles to machine code on this CPU, and so does
 // every kernel of the unfused mode (one kernel an op, the bench's
-// baseline) but its lone moves (loneMoves): a kernel the code generator
-// declines runs on the executor, several times slower, and nothing else
-// would say so (an im2col of 7 × 7 images in blocks along its patch's
-// columns, which its arithmetic divides, took a convnet's unfused step
-// from 15 to 198 ms on the 2-core VM).
+// baseline): a kernel the code generator declines runs on the executor,
+// several times slower, and nothing else would say so (an im2col of 7 × 7
+// images in blocks along its patch's columns, which its arithmetic
+// divides, took a convnet's unfused step from 15 to 198 ms on the 2-core
+// VM; the unfused mode's lone Repeat, Slice and Concat kernels, whose
+// flat blocks divided their lanes, ran there until 2026-12-06: graphpass
+// moveLanes).
 func TestWorkloadKernelsNative(t *testing.T) {
 	if !jit.Supported() {
 		t.Skip("no machine code in this build (not amd64 with AVX2 and FMA, or -tags purego)")
@@ -45,14 +39,7 @@ func TestWorkloadKernelsNative(t *testing.T) {
 					if err := vm.Err(); err != nil {
 						t.Fatal(err)
 					}
-					if fused {
-						allNative(t, vm)
-						return
-					}
-					kernels, moves := nativeBut(t, vm, func(f *fusion.FusedOp) bool { return loneMoves.MatchString(f.String()) })
-					if moves > 0 {
-						t.Logf("%d of %d kernels lone moves on the executor", moves, kernels)
-					}
+					allNative(t, vm)
 				})
 			}
 		}

@@ -494,7 +494,71 @@ func lanesForm(grp *Group, t Target) (s []int, a, r, minRows int, ok bool) {
 	if s, a, r, ok := transposeTiles(grp, t); ok {
 		return s, a, r, 8, true
 	}
+	if s, a, r, ok := moveLanes(grp, t); ok {
+		return s, a, r, 1, true
+	}
 	return nil, 0, 0, 0, false
+}
+
+// moveLanes is, on a CPU whose kernels are machine code, the shape (the
+// root's) and the axes emitLanes runs the lanes (a: the root's last above
+// 1) and the rows (r: the one before it above 1, else one of size 1)
+// along, for a group whose flat form (emitElementwise) would divide its
+// lanes: one with a Repeat, Slice, Concat or slice backward whose
+// coordinates in a block of the flat form's size are not the same in
+// every program (flatDivides: a slice of 32 columns, rows of 32 in a
+// block of 1024), which the machine code does not take (such kernels ran
+// on the executor: a BERT-like encoder's lone Concat of its heads, 21% of
+// its unfused forward on the 2-core VM). Over rows and lanes each such
+// op's coordinates are the block's, affine. Not for groups with a window
+// op or a transpose that moves elements (their own forms), nor for a
+// root of one axis.
+func moveLanes(grp *Group, t Target) (s []int, a, r int, ok bool) {
+	if t.GPU() || !t.Native {
+		return nil, 0, 0, false
+	}
+	s = grp.Root.Info.Shape
+	if len(s) < 2 {
+		return nil, 0, 0, false
+	}
+	bl := min(t.perThread(8, 1024), pow2AtLeast(numel(s)))
+	divides := false
+	for _, n := range append(slices.Clone(grp.Members), grp.Recompute...) {
+		switch k := n.Info.Kind; {
+		case k.Window(), k == ops.Transpose && movesElements(n):
+			return nil, 0, 0, false
+		case k == ops.Repeat || k == ops.Slice || k == ops.Concat || k == ops.SliceIncr:
+			divides = divides || flatDivides(n.Info.Shape, bl)
+		}
+	}
+	if !divides {
+		return nil, 0, 0, false
+	}
+	a = len(s) - 1
+	for a > 0 && s[a] == 1 {
+		a--
+	}
+	r = a - 1
+	for r > 0 && s[r] == 1 {
+		r--
+	}
+	if r < 0 { // one axis above 1, the first: rows along the one after it
+		r = a + 1
+	}
+	return s, a, r, true
+}
+
+// flatDivides reports whether the coordinates of shape s over a flat
+// block of bl lanes divide the lanes in some programs: an axis after the
+// first whose period (its size times its stride) bl does not divide
+// (emitter's blockSpace.coords).
+func flatDivides(s []int, bl int) bool {
+	for i := 1; i < len(s); i++ {
+		if s[i] > 1 && numel(s[i:])%bl != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // transposeTiles is, on a CPU whose kernels are machine code, the shape
@@ -589,7 +653,7 @@ func emitLanes(e *emitter, out *tile.Value, k *Kernel) error {
 	b := e.b
 	s, a, r, _, ok := lanesForm(e.grp, e.t)
 	if !ok {
-		return fmt.Errorf("graphpass: %v: BLOCK_L in a group without a window op or a transpose over lanes", e.grp)
+		return fmt.Errorf("graphpass: %v: BLOCK_L in a group without a window op, a transpose over lanes or moves that divide a flat block", e.grp)
 	}
 	bl, err := e.param("BLOCK_L")
 	if err != nil {

@@ -1163,6 +1163,7 @@ func (s site) Operand(i int, at *tile.Value) (*tile.Value, error) { return s.e.g
 func (s site) OperandWhere(i int, ok, at *tile.Value, inBounds func() *tile.Value) (*tile.Value, error) {
 	return s.e.genWhere(s.n.Inputs[i], ok, at, inBounds)
 }
+func (s site) Masked() bool { return !s.e.t.GPU() && s.e.maskOf == nil }
 
 // genWhere computes n at indices at on the lanes where ok holds (the
 // others' values unspecified, their indices possibly outside n): on a GPU

@@ -29,6 +29,12 @@ type Writer interface {
 	// that masks the reads (the CPU's machine code, which takes affine
 	// indices but not the clamps' minimum and maximum) never calls it.
 	OperandWhere(i int, ok, at *tile.Value, inBounds func() *tile.Value) (*tile.Value, error)
+	// Masked reports whether OperandWhere reads under its condition (the
+	// CPU's) rather than at inBounds() on every lane (a GPU's): a writer
+	// that clamps its indices on its own (Concat, SliceIncr) leaves them
+	// unclamped under a mask only where the reads are masked, so that a
+	// GPU's kernels stay as they were measured.
+	Masked() bool
 }
 
 type writeFunc func(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error)
@@ -115,11 +121,18 @@ func writeSliceIncr(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Va
 	c := w.Coords(idx, info.Shape)
 	inRange := b.And(b.Ge(c[a], info.Start), b.Lt(c[a], info.End))
 	incS := in[1]
-	at := idx // a scalar increment: every lane reads it
-	if len(incS) > 0 {
-		at = clampedAt(w, c, a, b.Sub(c[a], info.Start), incS)
+	var x *tile.Value
+	var err error
+	switch {
+	case len(incS) == 0: // a scalar increment: every lane reads it
+		x, err = w.Operand(1, idx)
+	case w.Masked(): // read in the range only, at affine indices
+		x, err = w.OperandWhere(1, inRange, shiftedAt(w, c, a, b.Sub(c[a], info.Start), incS), func() *tile.Value {
+			return clampedAt(w, c, a, b.Sub(c[a], info.Start), incS)
+		})
+	default:
+		x, err = w.Operand(1, clampedAt(w, c, a, b.Sub(c[a], info.Start), incS))
 	}
-	x, err := w.Operand(1, at)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +240,9 @@ func writeIm2Col(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value
 }
 
 // writeConcat: each lane takes the operand its coordinate along the axis
-// falls in.
+// falls in. Where the writer masks its reads (Masked: the CPU's, whose
+// machine code takes affine indices but not clamps), each operand is read
+// only on its own lanes, at indices not clamped.
 func writeConcat(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value, error) {
 	b := w.Builder()
 	a := info.Axes[0]
@@ -239,7 +254,31 @@ func writeConcat(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value
 		if off != 0 {
 			local = b.Sub(c[a], off)
 		}
-		xv, err := w.Operand(i, clampedAt(w, c, a, local, inS))
+		var xv *tile.Value
+		var err error
+		if w.Masked() {
+			var ok *tile.Value // c[a] in [off, off + inS[a])
+			if i > 0 {
+				ok = b.Ge(c[a], off)
+			}
+			if i < len(in)-1 {
+				lt := b.Lt(c[a], off+inS[a])
+				if ok == nil {
+					ok = lt
+				} else {
+					ok = b.And(ok, lt)
+				}
+			}
+			if ok == nil { // one operand: every lane is its
+				xv, err = w.Operand(i, shiftedAt(w, c, a, local, inS))
+			} else {
+				xv, err = w.OperandWhere(i, ok, shiftedAt(w, c, a, local, inS), func() *tile.Value {
+					return clampedAt(w, c, a, local, inS)
+				})
+			}
+		} else {
+			xv, err = w.Operand(i, clampedAt(w, c, a, local, inS))
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -260,6 +299,14 @@ func clampedAt(w Writer, c []*tile.Value, a int, local *tile.Value, s []int) *ti
 	b := w.Builder()
 	ci := append([]*tile.Value(nil), c...)
 	ci[a] = b.Maximum(b.Minimum(local, s[a]-1), 0)
+	return w.Flatten(ci, s)
+}
+
+// shiftedAt is the flat index into shape s of the coordinates c with c[a]
+// replaced by local, as it is (outside s on the lanes a mask leaves out).
+func shiftedAt(w Writer, c []*tile.Value, a int, local *tile.Value, s []int) *tile.Value {
+	ci := append([]*tile.Value(nil), c...)
+	ci[a] = local
 	return w.Flatten(ci, s)
 }
 

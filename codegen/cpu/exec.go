@@ -170,6 +170,18 @@ func (e *Exec) root(id int) int {
 	return id
 }
 
+// fallbacks counts the launches of kernels compiled to machine code that
+// ran on the executor instead (Fallbacks).
+var fallbacks atomic.Int64
+
+// Fallbacks is the number of launches in this process of kernels compiled
+// to machine code that the machine code handed to the executor
+// (native.ErrFallback: a fault, which the executor reports; an i32 index
+// past its range; buffers that overlap where the kernel stores): each
+// gives the same results, slower. Tests read it to show that a kernel ran
+// as machine code.
+func Fallbacks() int64 { return fallbacks.Load() }
+
 // Launch runs the kernel over grid with args, one per parameter in order:
 // a []float32, []float64 or []int32 for a pointer to that type (the buffer the
 // kernel reads and writes), and a number for a scalar (int, int32 or int64 for
@@ -177,8 +189,11 @@ func (e *Exec) root(id int) int {
 // error). It returns the first fault any program instance met; the
 // instances after it may not have run.
 func (e *Exec) Launch(grid tile.Grid, args ...any) error {
-	if e.native != nil && e.native.Launch(grid, args...) == nil {
-		return nil
+	if e.native != nil {
+		if e.native.Launch(grid, args...) == nil {
+			return nil
+		}
+		fallbacks.Add(1)
 	}
 	g, err := grid.Norm()
 	if err != nil {

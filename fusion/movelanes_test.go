@@ -1,0 +1,112 @@
+package fusion_test
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu"
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
+	"github.com/tilefuse/tilefuse/fusion"
+)
+
+// TestMoveLanes: kernels of Concat, Slice, a broadcast's Repeat and a
+// slice's backward whose flat blocks would divide their lanes (rows
+// shorter than a block: the machine code does not divide lanes) are
+// written over rows and lanes on a CPU whose kernels are machine code
+// (graphpass moveLanes: BLOCK_L), alone (unfused: one kernel an op, as a
+// lone Concat of a user's graph) and fused; every kernel is machine code,
+// none falls back to the executor when run, and the values are Gorgonia's
+// bit for bit (moves and one exact op; a loss's sum within 1e-12). Row counts and widths are no
+// block's multiples (37 rows of 128 in blocks of 8, widths 13, 30, 33).
+func TestMoveLanes(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego)")
+	}
+	type graph struct {
+		out   *G.Node
+		in    []*G.Node
+		extra []*G.Node // other values to compare, bit for bit (gradients)
+		tol   float64   // out's (a sum's order differs)
+	}
+	for _, c := range []struct {
+		name  string
+		build func(g *G.ExprGraph) graph
+	}{
+		{"concat of four heads, float32", func(g *G.ExprGraph) graph {
+			var hs []*G.Node
+			for _, n := range []string{"a", "b", "c", "d"} {
+				hs = append(hs, G.NewMatrix(g, tensor.Float32, G.WithShape(37, 32), G.WithName(n)))
+			}
+			return graph{out: G.Must(G.Concat(1, hs...)), in: hs}
+		}},
+		{"concat of odd widths, float64", func(g *G.ExprGraph) graph {
+			a := G.NewMatrix(g, tensor.Float64, G.WithShape(5, 13), G.WithName("a"))
+			b := G.NewMatrix(g, tensor.Float64, G.WithShape(5, 30), G.WithName("b"))
+			return graph{out: G.Must(G.Concat(1, a, b)), in: []*G.Node{a, b}}
+		}},
+		{"concat along rows, then a ReLU", func(g *G.ExprGraph) graph {
+			a := G.NewMatrix(g, tensor.Float32, G.WithShape(3, 20), G.WithName("a"))
+			b := G.NewMatrix(g, tensor.Float32, G.WithShape(4, 20), G.WithName("b"))
+			return graph{out: G.Must(G.Rectify(G.Must(G.Concat(0, a, b)))), in: []*G.Node{a, b}}
+		}},
+		{"slice of 33 columns", func(g *G.ExprGraph) graph {
+			x := G.NewMatrix(g, tensor.Float32, G.WithShape(29, 64), G.WithName("x"))
+			return graph{out: G.Must(G.Slice(x, nil, G.S(7, 40))), in: []*G.Node{x}}
+		}},
+		{"broadcast along the last axis", func(g *G.ExprGraph) graph {
+			x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(9, 6, 50), G.WithName("x"))
+			y := G.NewMatrix(g, tensor.Float32, G.WithShape(9, 6), G.WithName("y"))
+			return graph{out: G.Must(G.BroadcastAdd(x, y, nil, []byte{2})), in: []*G.Node{x, y}}
+		}},
+		{"a slice's backward", func(g *G.ExprGraph) graph {
+			x := G.NewMatrix(g, tensor.Float64, G.WithShape(11, 40), G.WithName("x"))
+			u := G.NewMatrix(g, tensor.Float64, G.WithShape(11, 17), G.WithName("u"))
+			loss := G.Must(G.Sum(G.Must(G.HadamardProd(G.Must(G.Slice(x, nil, G.S(5, 22))), u))))
+			d, err := G.Grad(loss, x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return graph{out: loss, in: []*G.Node{x, u}, extra: d, tol: 1e-12}
+		}},
+	} {
+		for _, fused := range []bool{false, true} {
+			name := c.name + "/unfused"
+			if fused {
+				name = c.name + "/fused"
+			}
+			t.Run(name, func(t *testing.T) {
+				gRef, g := G.NewGraph(), G.NewGraph()
+				ref, ours := c.build(gRef), c.build(g)
+				letTwins(t, rand.New(rand.NewPCG(4, 4)), ref.in, ours.in, nil)
+				vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU), fusion.WithFusion(fused))
+				defer vm.Close()
+				if err := vm.Err(); err != nil {
+					t.Fatal(err)
+				}
+				allNative(t, vm)
+				lanes := false
+				for _, n := range vm.Compiled().Graph.AllNodes() {
+					if f, ok := n.Op().(*fusion.FusedOp); ok && !f.IsView() {
+						lanes = lanes || strings.Contains(f.Kernel().Meta.String(), "BLOCK_L")
+					}
+				}
+				if !lanes {
+					t.Errorf("no kernel over rows and lanes (BLOCK_L):\n%v", vm.Report())
+				}
+				before := cpu.Fallbacks()
+				runTwins(t, gRef, vm)
+				if n := cpu.Fallbacks() - before; n != 0 {
+					t.Errorf("%d launches fell back to the executor", n)
+				}
+				sameAsGorgonia(t, "out", ours.out, ref.out, ours.tol)
+				for i := range ref.extra {
+					sameAsGorgonia(t, "gradient", ours.extra[i], ref.extra[i], 0)
+				}
+			})
+		}
+	}
+}
