@@ -78,6 +78,12 @@ type GroupInfo struct {
 	// outputs written once (a model: a product reads its operands' tiles
 	// more than once, from cache).
 	Bytes int64
+	// Executor is, on the CPU backend, why the kernel runs on the
+	// executor (codegen/cpu: several times slower) rather than as machine
+	// code: what the code generator does not take in it, or that machine
+	// code is off (WithNativeCPU(false), or a CPU or build without it).
+	// Empty where it is machine code, and on the GPU backend.
+	Executor string
 }
 
 // Unfused is a node that runs as Gorgonia runs it, and why.
@@ -108,6 +114,18 @@ func (r *Report) KernelBytes() int64 {
 	return n
 }
 
+// OnExecutor is the number of kernels that run on the CPU's executor
+// rather than as machine code (GroupInfo.Executor).
+func (r *Report) OnExecutor() int {
+	n := 0
+	for _, g := range r.Groups {
+		if g.Executor != "" {
+			n++
+		}
+	}
+	return n
+}
+
 // ExtraOutputs is the number of values kernels write besides their roots.
 func (r *Report) ExtraOutputs() int {
 	n := 0
@@ -124,8 +142,12 @@ func (r *Report) Summary() string {
 	if !r.Fused {
 		mode = "fusion off"
 	}
-	return fmt.Sprintf("tilefuse (%v, %s): %d kernels run %d ops; %d ops left to Gorgonia; %d extra outputs; the kernels move %s per run; %s less memory traffic per run",
+	s := fmt.Sprintf("tilefuse (%v, %s): %d kernels run %d ops; %d ops left to Gorgonia; %d extra outputs; the kernels move %s per run; %s less memory traffic per run",
 		r.Backend, mode, r.Kernels(), r.FusedOps(), len(r.Unfused), r.ExtraOutputs(), bytesString(r.KernelBytes()), bytesString(r.BytesSaved))
+	if n := r.OnExecutor(); n > 0 {
+		s += fmt.Sprintf("; %d kernels on the CPU's executor, not machine code", n)
+	}
+	return s
 }
 
 func (r *Report) String() string {
@@ -142,6 +164,9 @@ func (r *Report) String() string {
 		}
 		if len(g.NoValue) > 0 {
 			fmt.Fprintf(&sb, "      no value after a run: %s\n", strings.Join(g.NoValue, ", "))
+		}
+		if g.Executor != "" {
+			fmt.Fprintf(&sb, "      on the executor, not machine code: %s\n", g.Executor)
 		}
 	}
 	if len(r.Recomputed) > 0 {
@@ -185,6 +210,9 @@ func buildReport(c *compilation) *Report {
 	}
 	for _, grp := range c.groups {
 		gi := GroupInfo{ID: grp.ID, Kind: grp.Kind.String(), Kernel: c.kernels[grp].Tile.Name, Root: label(grp.Root)}
+		if c.cfg.backend == CPU {
+			gi.Executor = executorWhy(c.cfg.native, c.prepared[grp])
+		}
 		outs := map[*graphpass.Node]bool{grp.Root: true}
 		for _, x := range grp.Extra {
 			gi.Extra = append(gi.Extra, label(x))
@@ -321,4 +349,27 @@ func label(n *graphpass.Node) string {
 // names have the form "op(%a, %b)"), or is an input.
 func named(n *graphpass.Node) bool {
 	return n.Info.Kind == ops.Input || !strings.Contains(n.G.Name(), "(%") && n.Info.Kind != ops.Constant
+}
+
+// executorWhy is GroupInfo.Executor for a kernel prepared as p on the
+// CPU, where native asked for machine code (WithNativeCPU).
+func executorWhy(native bool, p prepared) string {
+	why := func(e *cpu.Exec) string {
+		switch {
+		case e == nil || e.Native():
+			return ""
+		case !native:
+			return "machine code is off (WithNativeCPU(false))"
+		case e.NativeErr() != nil:
+			return e.NativeErr().Error()
+		}
+		return "no machine code for it"
+	}
+	if w := why(p.exec); w != "" {
+		return w
+	}
+	if w := why(p.combine); w != "" {
+		return "its combining kernel: " + w
+	}
+	return ""
 }

@@ -1,6 +1,7 @@
 package fusion_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -8,7 +9,10 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/tilefuse/tilefuse/bench"
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/fusion"
+	"github.com/tilefuse/tilefuse/graphpass"
 )
 
 // TestReportSpeaksTheUsersLanguage: the report names nodes by the names the
@@ -94,6 +98,68 @@ func TestReportSpeaksTheUsersLanguage(t *testing.T) {
 			}
 			if !strings.Contains(text, "fusion.WithKeep(node)") {
 				t.Errorf("the report does not say how to keep a value:\n%s", text)
+			}
+		})
+	}
+}
+
+// TestReportSaysWhereKernelsRun: on the CPU backend the report names each
+// kernel that runs on the executor rather than as machine code, and why:
+// none of a column sum's where the CPU has machine code; every kernel
+// with WithNativeCPU(false); a GPU's split column sum (its parts added
+// with atomics, which the code generator does not take) written for the
+// H200 and run on the CPU. The summary counts them.
+func TestReportSaysWhereKernelsRun(t *testing.T) {
+	wl, ok := bench.Lookup("colsum")
+	if !ok {
+		t.Fatal("no colsum workload")
+	}
+	for _, c := range []struct {
+		name   string
+		opts   []fusion.Option
+		native bool   // needs machine code on this CPU
+		want   string // in each kernel's Executor ("" : none on the executor)
+	}{
+		{"machine code", nil, true, ""},
+		{"machine code off", []fusion.Option{fusion.WithNativeCPU(false)}, false, "machine code is off"},
+		{"a GPU's atomics", []fusion.Option{fusion.WithTarget(graphpass.H200)}, true, "atomics"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.native && !jit.Supported() {
+				t.Skip("no machine code in this build (not amd64 with AVX2 and FMA, or -tags purego)")
+			}
+			spec, err := wl.Build("small")
+			if err != nil {
+				t.Fatal(err)
+			}
+			vm := fusion.NewTapeMachine(spec.Graph, append([]fusion.Option{fusion.WithBackend(fusion.CPU)}, c.opts...)...)
+			defer vm.Close()
+			if err := vm.Err(); err != nil {
+				t.Fatal(err)
+			}
+			rep := vm.Report()
+			if c.want == "" {
+				if n := rep.OnExecutor(); n != 0 {
+					t.Fatalf("%d kernels on the executor:\n%v", n, rep)
+				}
+				if strings.Contains(rep.String(), "executor") {
+					t.Fatalf("the report speaks of the executor:\n%v", rep)
+				}
+				return
+			}
+			if rep.OnExecutor() != rep.Kernels() || rep.Kernels() == 0 {
+				t.Fatalf("%d of %d kernels on the executor, want all:\n%v", rep.OnExecutor(), rep.Kernels(), rep)
+			}
+			for _, g := range rep.Groups {
+				if !strings.Contains(g.Executor, c.want) {
+					t.Errorf("kernel %s: Executor %q, want it to say %q", g.Kernel, g.Executor, c.want)
+				}
+			}
+			if want := fmt.Sprintf("%d kernels on the CPU's executor", rep.Kernels()); !strings.Contains(rep.Summary(), want) {
+				t.Errorf("summary %q does not say %q", rep.Summary(), want)
+			}
+			if !strings.Contains(rep.String(), "on the executor, not machine code: ") {
+				t.Errorf("the report does not list why:\n%v", rep)
 			}
 		})
 	}
