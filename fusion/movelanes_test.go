@@ -20,7 +20,11 @@ import (
 // (graphpass moveLanes: BLOCK_L), alone (unfused: one kernel an op, as a
 // lone Concat of a user's graph) and fused; every kernel is machine code,
 // none falls back to the executor when run, and the values are Gorgonia's
-// bit for bit (moves and one exact op; a loss's sum within 1e-12). Row counts and widths are no
+// bit for bit (moves and one exact op; a loss's sum within 1e-12). So
+// is a value one a row that such a group stores beside its root (an
+// extra output: its row's index and first column from the block's
+// coordinates, not divisions of its lanes), and one of rows of one
+// column (no division at all). Row counts and widths are no
 // block's multiples (37 rows of 128 in blocks of 8, widths 13, 30, 33).
 func TestMoveLanes(t *testing.T) {
 	if !jit.Supported() {
@@ -33,8 +37,9 @@ func TestMoveLanes(t *testing.T) {
 		tol   float64   // out's (a sum's order differs)
 	}
 	for _, c := range []struct {
-		name  string
-		build func(g *G.ExprGraph) graph
+		name    string
+		build   func(g *G.ExprGraph) graph
+		noLanes bool // the flat form (no move divides it)
 	}{
 		{"concat of four heads, float32", func(g *G.ExprGraph) graph {
 			var hs []*G.Node
@@ -42,26 +47,26 @@ func TestMoveLanes(t *testing.T) {
 				hs = append(hs, G.NewMatrix(g, tensor.Float32, G.WithShape(37, 32), G.WithName(n)))
 			}
 			return graph{out: G.Must(G.Concat(1, hs...)), in: hs}
-		}},
+		}, false},
 		{"concat of odd widths, float64", func(g *G.ExprGraph) graph {
 			a := G.NewMatrix(g, tensor.Float64, G.WithShape(5, 13), G.WithName("a"))
 			b := G.NewMatrix(g, tensor.Float64, G.WithShape(5, 30), G.WithName("b"))
 			return graph{out: G.Must(G.Concat(1, a, b)), in: []*G.Node{a, b}}
-		}},
+		}, false},
 		{"concat along rows, then a ReLU", func(g *G.ExprGraph) graph {
 			a := G.NewMatrix(g, tensor.Float32, G.WithShape(3, 20), G.WithName("a"))
 			b := G.NewMatrix(g, tensor.Float32, G.WithShape(4, 20), G.WithName("b"))
 			return graph{out: G.Must(G.Rectify(G.Must(G.Concat(0, a, b)))), in: []*G.Node{a, b}}
-		}},
+		}, false},
 		{"slice of 33 columns", func(g *G.ExprGraph) graph {
 			x := G.NewMatrix(g, tensor.Float32, G.WithShape(29, 64), G.WithName("x"))
 			return graph{out: G.Must(G.Slice(x, nil, G.S(7, 40))), in: []*G.Node{x}}
-		}},
+		}, false},
 		{"broadcast along the last axis", func(g *G.ExprGraph) graph {
 			x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(9, 6, 50), G.WithName("x"))
 			y := G.NewMatrix(g, tensor.Float32, G.WithShape(9, 6), G.WithName("y"))
 			return graph{out: G.Must(G.BroadcastAdd(x, y, nil, []byte{2})), in: []*G.Node{x, y}}
-		}},
+		}, false},
 		{"a slice's backward", func(g *G.ExprGraph) graph {
 			x := G.NewMatrix(g, tensor.Float64, G.WithShape(11, 40), G.WithName("x"))
 			u := G.NewMatrix(g, tensor.Float64, G.WithShape(11, 17), G.WithName("u"))
@@ -71,7 +76,21 @@ func TestMoveLanes(t *testing.T) {
 				t.Fatal(err)
 			}
 			return graph{out: loss, in: []*G.Node{x, u}, extra: d, tol: 1e-12}
-		}},
+		}, false},
+		{"a per-row value stored beside the broadcast", func(g *G.ExprGraph) graph {
+			x := G.NewMatrix(g, tensor.Float32, G.WithShape(100, 7), G.WithName("x"))
+			a := G.NewVector(g, tensor.Float32, G.WithShape(100), G.WithName("a"))
+			v := G.Must(G.Neg(a)) // read by the user: the group's extra output, one a row
+			G.WithName("v")(v)
+			y := G.Must(G.BroadcastSub(x, G.Must(G.Reshape(v, tensor.Shape{100, 1})), nil, []byte{1}))
+			return graph{out: y, in: []*G.Node{x, a}, extra: []*G.Node{v}}
+		}, false},
+		{"a per-row value of rows of one", func(g *G.ExprGraph) graph {
+			x := G.NewVector(g, tensor.Float32, G.WithShape(3), G.WithName("x"))
+			v := G.Must(G.Neg(x))
+			G.WithName("v")(v)
+			return graph{out: G.Must(G.Reshape(v, tensor.Shape{3, 1})), in: []*G.Node{x}, extra: []*G.Node{v}}
+		}, true},
 	} {
 		for _, fused := range []bool{false, true} {
 			name := c.name + "/unfused"
@@ -94,7 +113,7 @@ func TestMoveLanes(t *testing.T) {
 						lanes = lanes || strings.Contains(f.Kernel().Meta.String(), "BLOCK_L")
 					}
 				}
-				if !lanes {
+				if !lanes && !c.noLanes {
 					t.Errorf("no kernel over rows and lanes (BLOCK_L):\n%v", vm.Report())
 				}
 				before := cpu.Fallbacks()
@@ -104,7 +123,7 @@ func TestMoveLanes(t *testing.T) {
 				}
 				sameAsGorgonia(t, "out", ours.out, ref.out, ours.tol)
 				for i := range ref.extra {
-					sameAsGorgonia(t, "gradient", ours.extra[i], ref.extra[i], 0)
+					sameAsGorgonia(t, "extra", ours.extra[i], ref.extra[i], 0)
 				}
 			})
 		}

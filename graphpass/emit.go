@@ -210,8 +210,22 @@ func (e *emitter) store(out, idx *tile.Value, hint ...tile.CacheHint) error {
 	for i, n := range e.grp.outputs() {
 		at, mask := idx, e.mask
 		if !sameShape(n.Info.Shape, e.grp.Root.Info.Shape) && perRow(n, e.grp.Full) {
-			cols := e.grp.Full[len(e.grp.Full)-1]
-			at, mask = b.Div(idx, cols), e.and(mask, b.Eq(b.Rem(idx, cols), 0))
+			full := e.grp.Full
+			cols := full[len(full)-1]
+			if _, rec := e.flats[idx]; cols == 1 {
+				// one column: each row's own index
+			} else if rec && !e.t.GPU() {
+				// the lanes form (emitLanes): the row's index and its first
+				// column from the block's coordinates, not divisions of
+				// its lanes (which the CPU's machine code does not take)
+				c := e.coords(idx, full)
+				at, mask = e.flatten(c[:len(c)-1], full[:len(full)-1]), e.and(mask, b.Eq(c[len(c)-1], 0))
+				if at.Type.Shape != idx.Type.Shape { // the rows' axes of size 1: a scalar
+					at = b.BroadcastTo(at, idx.Type.Shape)
+				}
+			} else {
+				at, mask = b.Div(idx, cols), e.and(mask, b.Eq(b.Rem(idx, cols), 0))
+			}
 		}
 		v, err := e.gen(n, at)
 		if err != nil {

@@ -1049,6 +1049,13 @@ func (p *plan) affineOf(v *tile.Value) (*aff, error) {
 			return nil, unsupported(v, "integer %v by a divisor that is not a positive constant", v.Op)
 		}
 		d := y.c.k
+		if d == 1 { // x/1 = x, x%1 = 0 in every lane
+			if v.Op == tile.OpDiv {
+				a := *x
+				return &a, nil
+			}
+			return zero(), nil
+		}
 		span := int64(0)
 		for dim := 0; dim < r; dim++ {
 			c := x.coef[dim]
