@@ -103,6 +103,9 @@ func tuneColumns(root *Node, t Target, nr, no, outs int, meta tile.Meta) {
 	for !t.GPU() && bo > minColumnsCPU && tile.CDiv(no, bo) < 2*t.Cores {
 		bo /= 2
 	}
+	if t.Native {
+		bo = max(bo, minColumnLanes)
+	}
 	// on a GPU at most 64 accumulator registers a thread, at least 4 a
 	// sum: the five sums of a block's LayerNorm gradients (fused_15 of the
 	// BERT layer) at 32 a thread took 254 registers (ptxas 11.8), two
@@ -263,7 +266,7 @@ const minPartElems = 65536
 // launch); 33: two of 32; 3072: three of 1024.
 func columnBlockCPU(no int) int {
 	if no <= 16 {
-		return pow2AtLeast(no)
+		return max(minColumnLanes, pow2AtLeast(no))
 	}
 	best, bestCost := 0, 0
 	for _, bo := range []int{1024, 768, 512, 384, 256, 192, 128, 64, 32, 16} {
@@ -288,6 +291,13 @@ func columnBlockCPU(no int) int {
 // 0.17 ms, 32 columns 0.18–0.23, 16 columns 0.40–0.52; 8192×1024 at 128
 // 2.3 ms, 64 2.8, 32 4.0, 16 8.6.
 const minColumnsCPU = 32
+
+// minColumnLanes is the fewest columns a column reduction's block takes on
+// a CPU whose kernels are machine code, which sums whole vectors of 8
+// lanes down the rows (codegen/cpu/native declines narrower rows): fewer
+// columns are masked in a block of 8 (a bias's gradient over 3 classes),
+// where a block of 4 ran on the executor.
+const minColumnLanes = 8
 
 // reduceDims is the shape a reduction reads its input as: neighbouring
 // dimensions that are both kept or both reduced merge into one, and

@@ -1,0 +1,75 @@
+package fusion_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu"
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
+	"github.com/tilefuse/tilefuse/fusion"
+)
+
+// TestNarrowColumnReductionsNative: sums and maxima down the columns of
+// fewer than 8 columns (a bias's gradient over 3 classes) take blocks of
+// 8 lanes, masked past the columns, on a CPU whose kernels are machine
+// code (graphpass minColumnLanes), where blocks of 4 or 2 ran on the
+// executor; fused and unfused, float32 and float64, 2-D and 3-D (the
+// leading axes merged), rows no multiple of the block. Every kernel is
+// machine code, none falls back when run, and the values are Gorgonia's
+// within 1e-6 (float32) and 1e-12 (float64) of |want| + 1.
+func TestNarrowColumnReductionsNative(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego)")
+	}
+	for _, c := range []struct {
+		name  string
+		dt    tensor.Dtype
+		shape []int
+		max   bool
+		axes  []int
+	}{
+		{"sum of 3 columns, float32", tensor.Float32, []int{1001, 3}, false, []int{0}},
+		{"sum of 4 columns, float64", tensor.Float64, []int{77, 4}, false, []int{0}},
+		{"sum over two leading axes of 2 columns", tensor.Float32, []int{9, 13, 2}, false, []int{0, 1}},
+		{"max of 3 columns, float64", tensor.Float64, []int{300, 3}, true, []int{0}},
+	} {
+		for _, fused := range []bool{false, true} {
+			name := c.name + "/unfused"
+			if fused {
+				name = c.name + "/fused"
+			}
+			t.Run(name, func(t *testing.T) {
+				build := func(g *G.ExprGraph) (*G.Node, *G.Node) {
+					x := G.NewTensor(g, c.dt, len(c.shape), G.WithShape(c.shape...), G.WithName("x"))
+					if c.max {
+						return x, G.Must(G.Max(G.Must(G.Tanh(x)), c.axes...))
+					}
+					return x, G.Must(G.Sum(G.Must(G.Tanh(x)), c.axes...))
+				}
+				gRef, g := G.NewGraph(), G.NewGraph()
+				xRef, yRef := build(gRef)
+				x, y := build(g)
+				letTwins(t, rand.New(rand.NewPCG(8, 3)), []*G.Node{xRef}, []*G.Node{x}, nil)
+				vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU), fusion.WithFusion(fused))
+				defer vm.Close()
+				if err := vm.Err(); err != nil {
+					t.Fatal(err)
+				}
+				allNative(t, vm)
+				before := cpu.Fallbacks()
+				runTwins(t, gRef, vm)
+				if n := cpu.Fallbacks() - before; n != 0 {
+					t.Errorf("%d launches fell back to the executor", n)
+				}
+				tol := 1e-12
+				if c.dt == tensor.Float32 {
+					tol = 1e-6
+				}
+				sameAsGorgonia(t, "reduction", y, yRef, tol)
+			})
+		}
+	}
+}
