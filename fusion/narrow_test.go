@@ -12,15 +12,17 @@ import (
 	"github.com/tilefuse/tilefuse/fusion"
 )
 
-// TestNarrowColumnReductionsNative: sums and maxima down the columns of
-// fewer than 8 columns (a bias's gradient over 3 classes) take blocks of
-// 8 lanes, masked past the columns, on a CPU whose kernels are machine
-// code (graphpass minColumnLanes), where blocks of 4 or 2 ran on the
-// executor; fused and unfused, float32 and float64, 2-D and 3-D (the
-// leading axes merged), rows no multiple of the block. Every kernel is
+// TestNarrowReductionsNative: sums and maxima down the columns of fewer
+// than 8 columns (a bias's gradient over 3 classes) take blocks of 8
+// lanes, masked past the columns, on a CPU whose kernels are machine code
+// (graphpass minColumnLanes), where blocks of 4 or 2 ran on the executor;
+// float64 rows of 1 or 2 (a LogSoftMax over two classes, a sum of pairs)
+// blocks of 4 (minRowF64), where blocks of 1 and 2 did; fused and
+// unfused, float32 and float64, 2-D and 3-D (the leading axes merged),
+// rows no multiple of the block. Every kernel is
 // machine code, none falls back when run, and the values are Gorgonia's
 // within 1e-6 (float32) and 1e-12 (float64) of |want| + 1.
-func TestNarrowColumnReductionsNative(t *testing.T) {
+func TestNarrowReductionsNative(t *testing.T) {
 	if !jit.Supported() {
 		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego)")
 	}
@@ -28,13 +30,14 @@ func TestNarrowColumnReductionsNative(t *testing.T) {
 		name  string
 		dt    tensor.Dtype
 		shape []int
-		max   bool
-		axes  []int
+		op    func(x *G.Node) (*G.Node, error)
 	}{
-		{"sum of 3 columns, float32", tensor.Float32, []int{1001, 3}, false, []int{0}},
-		{"sum of 4 columns, float64", tensor.Float64, []int{77, 4}, false, []int{0}},
-		{"sum over two leading axes of 2 columns", tensor.Float32, []int{9, 13, 2}, false, []int{0, 1}},
-		{"max of 3 columns, float64", tensor.Float64, []int{300, 3}, true, []int{0}},
+		{"sum of 3 columns, float32", tensor.Float32, []int{1001, 3}, func(x *G.Node) (*G.Node, error) { return G.Sum(x, 0) }},
+		{"sum of 4 columns, float64", tensor.Float64, []int{77, 4}, func(x *G.Node) (*G.Node, error) { return G.Sum(x, 0) }},
+		{"sum over two leading axes of 2 columns", tensor.Float32, []int{9, 13, 2}, func(x *G.Node) (*G.Node, error) { return G.Sum(x, 0, 1) }},
+		{"max of 3 columns, float64", tensor.Float64, []int{300, 3}, func(x *G.Node) (*G.Node, error) { return G.Max(x, 0) }},
+		{"sums of pairs, float64", tensor.Float64, []int{50, 2}, func(x *G.Node) (*G.Node, error) { return G.Sum(x, 1) }},
+		{"log-softmax over two classes, float64", tensor.Float64, []int{37, 2}, func(x *G.Node) (*G.Node, error) { return G.LogSoftMax(x) }},
 	} {
 		for _, fused := range []bool{false, true} {
 			name := c.name + "/unfused"
@@ -44,10 +47,7 @@ func TestNarrowColumnReductionsNative(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				build := func(g *G.ExprGraph) (*G.Node, *G.Node) {
 					x := G.NewTensor(g, c.dt, len(c.shape), G.WithShape(c.shape...), G.WithName("x"))
-					if c.max {
-						return x, G.Must(G.Max(G.Must(G.Tanh(x)), c.axes...))
-					}
-					return x, G.Must(G.Sum(G.Must(G.Tanh(x)), c.axes...))
+					return x, G.Must(c.op(G.Must(G.Tanh(x))))
 				}
 				gRef, g := G.NewGraph(), G.NewGraph()
 				xRef, yRef := build(gRef)

@@ -67,6 +67,9 @@ func tuneReduce(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 		}
 	}
 	br := min(t.perThread(8, 1024), pow2AtLeast(nr))
+	if t.Native && root.Inputs[0].Info.DType == tile.F64 {
+		br = max(br, minRowF64) // masked past the row
+	}
 	bo := max(1, min(pow2AtLeast(no), t.perThread(32, 4096)/br))
 	chunk := nr
 	if programs := tile.CDiv(no, bo); t.SplitReductions && root.Info.Reduce == tile.OpReduceSum && programs < minPrograms(t) {
@@ -291,6 +294,13 @@ func columnBlockCPU(no int) int {
 // 0.17 ms, 32 columns 0.18–0.23, 16 columns 0.40–0.52; 8192×1024 at 128
 // 2.3 ms, 64 2.8, 32 4.0, 16 8.6.
 const minColumnsCPU = 32
+
+// minRowF64 is the shortest block of a float64 row a reduction or a row
+// kernel reads on a CPU whose kernels are machine code: its row sums are
+// four partial sums (codegen/cpu/native declines blocks of 1 and 2, where
+// a LogSoftMax over two classes, or a sum of rows of 2, ran on the
+// executor); shorter rows are masked in a block of 4.
+const minRowF64 = 4
 
 // minColumnLanes is the fewest columns a column reduction's block takes on
 // a CPU whose kernels are machine code, which sums whole vectors of 8

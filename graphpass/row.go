@@ -195,6 +195,9 @@ func tuneRow(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 		return
 	}
 	block := pow2AtLeast(n)
+	if t.Native && grp.Root.Info.DType == tile.F64 {
+		block = max(block, minRowF64) // masked past the row
+	}
 	if t.GPU() && sharedOperands(grp) {
 		meta["KEEP"] = 1
 	}
