@@ -212,12 +212,13 @@ func (e *emitter) store(out, idx *tile.Value, hint ...tile.CacheHint) error {
 		if !sameShape(n.Info.Shape, e.grp.Root.Info.Shape) && perRow(n, e.grp.Full) {
 			full := e.grp.Full
 			cols := full[len(full)-1]
-			if _, rec := e.flats[idx]; cols == 1 {
+			if cols == 1 {
 				// one column: each row's own index
-			} else if rec && !e.t.GPU() {
-				// the lanes form (emitLanes): the row's index and its first
-				// column from the block's coordinates, not divisions of
-				// its lanes (which the CPU's machine code does not take)
+			} else if !e.t.GPU() {
+				// the row's index and its first column from the block's
+				// coordinates (the lanes form's, a row kernel's row and
+				// lanes), not divisions of its lanes, which the CPU's
+				// machine code does not take
 				c := e.coords(idx, full)
 				at, mask = e.flatten(c[:len(c)-1], full[:len(full)-1]), e.and(mask, b.Eq(c[len(c)-1], 0))
 				if at.Type.Shape != idx.Type.Shape { // the rows' axes of size 1: a scalar
