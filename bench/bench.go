@@ -98,6 +98,11 @@ type Measurement struct {
 	// KernelBytes, tilefuse modes: the bytes the kernels move per run, each
 	// one's inputs read once and outputs written once (fusion.Report.KernelBytes)
 	KernelBytes int64 `json:"kernel_bytes,omitempty"`
+	// OnExecutor, tilefuse modes on the CPU: the kernels that run on the
+	// executor rather than as machine code (fusion.Report.OnExecutor),
+	// and why (each kernel's name and reason, fusion.GroupInfo.Executor)
+	OnExecutor  int      `json:"on_executor,omitempty"`
+	ExecutorWhy []string `json:"executor_why,omitempty"`
 	// Device times, tilefuse modes on the GPU: the graph's compute run
 	// back to back on the device (fusion.Machine.DeviceTimes: Runs runs
 	// after 50 ms of untimed ones, events between them, nothing copied), as
@@ -410,6 +415,12 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 			}
 			m.Kernels = fm.Report().Kernels() + len(fm.Report().Unfused)
 			m.KernelBytes = fm.Report().KernelBytes()
+			m.OnExecutor = fm.Report().OnExecutor()
+			for _, g := range fm.Report().Groups {
+				if g.Executor != "" {
+					m.ExecutorWhy = append(m.ExecutorWhy, g.Kernel+": "+g.Executor)
+				}
+			}
 			vm = fm
 		}
 		runs = append(runs, &modeRun{m: m, vm: vm})

@@ -226,6 +226,25 @@ func ms(s float64) string { return fmt.Sprintf("%.3g", s*1e3) }
 // writeStages prints the fused mode's compiles stage by stage (ms), where
 // a compile took 20 ms or more: what a second compile in the process
 // still spends, and on what.
+// writeExecutor lists, for each CPU mode with kernels that run on the
+// executor rather than as machine code, how many and why (the first
+// three): such kernels are several times slower, and nothing else in the
+// table would say so.
+func writeExecutor(out io.Writer, results []*bench.Result) {
+	for _, r := range results {
+		for _, m := range r.Modes {
+			if m.OnExecutor == 0 {
+				continue
+			}
+			why := m.ExecutorWhy
+			if len(why) > 3 {
+				why = append(why[:3:3], fmt.Sprintf("and %d more", len(m.ExecutorWhy)-3))
+			}
+			fmt.Fprintf(out, "%s %s %s: %d kernels on the executor, not machine code: %s\n", r.Name, r.Size, m.Mode, m.OnExecutor, strings.Join(why, "; "))
+		}
+	}
+}
+
 func writeStages(out io.Writer, results []*bench.Result) {
 	line := func(sts []fusion.StageTime) string {
 		var b strings.Builder
@@ -277,6 +296,7 @@ func writeTable(out io.Writer, results []*bench.Result, be fusion.Backend, copyG
 	}
 	fmt.Fprintln(out, "\nkernels count fused kernels plus ops left to Gorgonia; kernels' MB is what they move per run (each kernel's inputs read once, outputs written once; ops left to Gorgonia not counted); max err is max |a-b|/(1+|b|) against the unfused run.")
 	writeStages(out, results)
+	writeExecutor(out, results)
 	writeNativeTable(out, results)
 	if !hasDev {
 		return

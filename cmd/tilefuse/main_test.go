@@ -455,6 +455,26 @@ func TestProfileList(t *testing.T) {
 	assert.NotContains(t, out, "fused_2_elementwise", "more than 2 kernels listed")
 }
 
+// TestExecutorList: the bench names, per mode, the kernels that run on
+// the CPU's executor rather than as machine code and why (the first
+// three, then a count), and says nothing where every kernel is machine
+// code.
+func TestExecutorList(t *testing.T) {
+	why := []string{"fused_0_row: a", "fused_1_row: b", "fused_2_row: c", "fused_3_row: d", "fused_4_row: e"}
+	r := &bench.Result{Name: "encoder_fwd", Size: "small", Modes: []*bench.Measurement{
+		{Mode: bench.Unfused, OnExecutor: 5, ExecutorWhy: why},
+		{Mode: bench.Fused},
+	}}
+	var buf bytes.Buffer
+	writeExecutor(&buf, []*bench.Result{r})
+	out := buf.String()
+	assert.Equal(t, "encoder_fwd small unfused: 5 kernels on the executor, not machine code: fused_0_row: a; fused_1_row: b; fused_2_row: c; and 2 more\n", out)
+	assert.Equal(t, why[3], "fused_3_row: d", "the list shortened in place")
+	buf.Reset()
+	writeExecutor(&buf, []*bench.Result{{Name: "chain", Size: "large", Modes: []*bench.Measurement{{Mode: bench.Fused}}}})
+	assert.Empty(t, buf.String())
+}
+
 // TestBenchPrecisions: bench -precision takes every precision of the
 // products; attention's error against Gorgonia's fp32 machine orders them
 // (3xTF32 near fp32's rounding, TF32's 10 bits, bf16's 7).
