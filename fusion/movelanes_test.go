@@ -99,40 +99,57 @@ func TestMoveLanes(t *testing.T) {
 			return graph{out: G.Must(G.Reshape(v, tensor.Shape{3, 1})), in: []*G.Node{x}, extra: []*G.Node{v}}
 		}, true},
 	} {
-		for _, fused := range []bool{false, true} {
-			name := c.name + "/unfused"
-			if fused {
-				name = c.name + "/fused"
+		forModes(t, c.name, func(t *testing.T, fused bool) {
+			gRef, g := G.NewGraph(), G.NewGraph()
+			ref, ours := c.build(gRef), c.build(g)
+			letTwins(t, rand.New(rand.NewPCG(4, 4)), ref.in, ours.in, nil)
+			vm := nativeTwinRun(t, gRef, g, fused)
+			lanes := false
+			for _, n := range vm.Compiled().Graph.AllNodes() {
+				if f, ok := n.Op().(*fusion.FusedOp); ok && !f.IsView() {
+					lanes = lanes || strings.Contains(f.Kernel().Meta.String(), "BLOCK_L")
+				}
 			}
-			t.Run(name, func(t *testing.T) {
-				gRef, g := G.NewGraph(), G.NewGraph()
-				ref, ours := c.build(gRef), c.build(g)
-				letTwins(t, rand.New(rand.NewPCG(4, 4)), ref.in, ours.in, nil)
-				vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU), fusion.WithFusion(fused))
-				defer vm.Close()
-				if err := vm.Err(); err != nil {
-					t.Fatal(err)
-				}
-				allNative(t, vm)
-				lanes := false
-				for _, n := range vm.Compiled().Graph.AllNodes() {
-					if f, ok := n.Op().(*fusion.FusedOp); ok && !f.IsView() {
-						lanes = lanes || strings.Contains(f.Kernel().Meta.String(), "BLOCK_L")
-					}
-				}
-				if !lanes && !c.noLanes {
-					t.Errorf("no kernel over rows and lanes (BLOCK_L):\n%v", vm.Report())
-				}
-				before := cpu.Fallbacks()
-				runTwins(t, gRef, vm)
-				if n := cpu.Fallbacks() - before; n != 0 {
-					t.Errorf("%d launches fell back to the executor", n)
-				}
-				sameAsGorgonia(t, "out", ours.out, ref.out, ours.tol)
-				for i := range ref.extra {
-					sameAsGorgonia(t, "extra", ours.extra[i], ref.extra[i], ours.tol)
-				}
-			})
-		}
+			if !lanes && !c.noLanes {
+				t.Errorf("no kernel over rows and lanes (BLOCK_L):\n%v", vm.Report())
+			}
+			sameAsGorgonia(t, "out", ours.out, ref.out, ours.tol)
+			for i := range ref.extra {
+				sameAsGorgonia(t, "extra", ours.extra[i], ref.extra[i], ours.tol)
+			}
+		})
 	}
+}
+
+// forModes runs f as the subtests name/unfused and name/fused (fusion
+// off and on).
+func forModes(t *testing.T, name string, f func(t *testing.T, fused bool)) {
+	t.Helper()
+	for _, fused := range []bool{false, true} {
+		mode := "/unfused"
+		if fused {
+			mode = "/fused"
+		}
+		t.Run(name+mode, func(t *testing.T) { f(t, fused) })
+	}
+}
+
+// nativeTwinRun makes tilefuse's CPU machine over g (fusion on or off),
+// fails t unless every kernel is machine code, runs Gorgonia's machine
+// over gRef and it once each (runTwins), and fails t if a launch of it
+// fell back to the executor. The machine closes when t ends.
+func nativeTwinRun(t *testing.T, gRef, g *G.ExprGraph, fused bool) *fusion.Machine {
+	t.Helper()
+	vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU), fusion.WithFusion(fused))
+	t.Cleanup(func() { vm.Close() })
+	if err := vm.Err(); err != nil {
+		t.Fatal(err)
+	}
+	allNative(t, vm)
+	before := cpu.Fallbacks()
+	runTwins(t, gRef, vm)
+	if n := cpu.Fallbacks() - before; n != 0 {
+		t.Errorf("%d launches fell back to the executor", n)
+	}
+	return vm
 }

@@ -7,9 +7,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/tilefuse/tilefuse/codegen/cpu"
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
-	"github.com/tilefuse/tilefuse/fusion"
 )
 
 // TestNarrowReductionsNative: sums and maxima down the columns of fewer
@@ -39,37 +37,21 @@ func TestNarrowReductionsNative(t *testing.T) {
 		{"sums of pairs, float64", tensor.Float64, []int{50, 2}, func(x *G.Node) (*G.Node, error) { return G.Sum(x, 1) }},
 		{"log-softmax over two classes, float64", tensor.Float64, []int{37, 2}, func(x *G.Node) (*G.Node, error) { return G.LogSoftMax(x) }},
 	} {
-		for _, fused := range []bool{false, true} {
-			name := c.name + "/unfused"
-			if fused {
-				name = c.name + "/fused"
+		forModes(t, c.name, func(t *testing.T, fused bool) {
+			build := func(g *G.ExprGraph) (*G.Node, *G.Node) {
+				x := G.NewTensor(g, c.dt, len(c.shape), G.WithShape(c.shape...), G.WithName("x"))
+				return x, G.Must(c.op(G.Must(G.Tanh(x))))
 			}
-			t.Run(name, func(t *testing.T) {
-				build := func(g *G.ExprGraph) (*G.Node, *G.Node) {
-					x := G.NewTensor(g, c.dt, len(c.shape), G.WithShape(c.shape...), G.WithName("x"))
-					return x, G.Must(c.op(G.Must(G.Tanh(x))))
-				}
-				gRef, g := G.NewGraph(), G.NewGraph()
-				xRef, yRef := build(gRef)
-				x, y := build(g)
-				letTwins(t, rand.New(rand.NewPCG(8, 3)), []*G.Node{xRef}, []*G.Node{x}, nil)
-				vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU), fusion.WithFusion(fused))
-				defer vm.Close()
-				if err := vm.Err(); err != nil {
-					t.Fatal(err)
-				}
-				allNative(t, vm)
-				before := cpu.Fallbacks()
-				runTwins(t, gRef, vm)
-				if n := cpu.Fallbacks() - before; n != 0 {
-					t.Errorf("%d launches fell back to the executor", n)
-				}
-				tol := 1e-12
-				if c.dt == tensor.Float32 {
-					tol = 1e-6
-				}
-				sameAsGorgonia(t, "reduction", y, yRef, tol)
-			})
-		}
+			gRef, g := G.NewGraph(), G.NewGraph()
+			xRef, yRef := build(gRef)
+			x, y := build(g)
+			letTwins(t, rand.New(rand.NewPCG(8, 3)), []*G.Node{xRef}, []*G.Node{x}, nil)
+			nativeTwinRun(t, gRef, g, fused)
+			tol := 1e-12
+			if c.dt == tensor.Float32 {
+				tol = 1e-6
+			}
+			sameAsGorgonia(t, "reduction", y, yRef, tol)
+		})
 	}
 }
