@@ -298,6 +298,8 @@ func TestColumnsInline(t *testing.T) {
 		{"7×33 sum: 32 and a tail of 16, rows off the tile", 7, 33, "sum", native, 32, 8, 16},
 		{"200×777 max: over 128K elements, 32-column programs", 200, 777, "max", native, 0, 0, 0},
 		{"64×777 sum on the executor: 32-column programs", 64, 777, "sum", CPU(16), 0, 0, 0},
+		{"64×3 sum: a block of 8, masked past the columns", 64, 3, "sum", native, 8, 64, 0},
+		{"37×5 max: a block of 8, masked past the columns and rows", 37, 5, "max", native, 8, 64, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			k, grp := columnKernel(t, c.rows, c.cols, c.op, c.target)
@@ -315,7 +317,7 @@ func TestColumnsInline(t *testing.T) {
 				t.Fatalf("meta %v, want BLOCK_O %d, BLOCK_R %d, TAIL %d", m, c.bo, c.br, c.tail)
 			}
 			k.Tile.Walk(func(v *tile.Value) {
-				if v.Op == tile.OpLoad && len(v.Args) > 1 && c.rows%c.br == 0 {
+				if v.Op == tile.OpLoad && len(v.Args) > 1 && c.rows%c.br == 0 && c.cols >= c.bo {
 					t.Errorf("a masked load: %v", v)
 				}
 			})
@@ -356,6 +358,23 @@ func TestColumnsInline(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNarrowColumnCandidates: where kernels are machine code, no
+// autotuner candidate of a column reduction of 3 columns takes a block
+// under minColumnLanes (the machine code declines it: such a candidate
+// would be measured on the executor), nor does the default.
+func TestNarrowColumnCandidates(t *testing.T) {
+	native := CPU(16)
+	native.Native = true
+	_, grp := columnKernel(t, 640, 3, "sum", native)
+	cands := Candidates(grp, native, tile.PrecIEEE) // the default first
+	const least = 8 // minColumnLanes: the machine code's vector of 8 lanes
+	for _, m := range cands {
+		if m["BLOCK_O"] < least {
+			t.Errorf("candidate %v: BLOCK_O under %d", m, least)
+		}
 	}
 }
 

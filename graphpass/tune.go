@@ -157,7 +157,9 @@ func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.M
 	if br > 8 && bo*2 <= pow2AtLeast(numel(grp.Root.Info.Shape)) {
 		out = append(out, with(def, "BLOCK_R", br/2, "BLOCK_O", bo*2, "TAIL", 0))
 	}
-	if bo > 1 && (!split || chunk%(2*br) == 0) {
+	// (not below the column form's least block where kernels are machine
+	// code: minColumnLanes)
+	if bo > 1 && (!split || chunk%(2*br) == 0) && !(t.Native && def["COLUMNS"] == 1 && bo/2 < minColumnLanes) {
 		out = append(out, with(def, "BLOCK_R", br*2, "BLOCK_O", bo/2, "TAIL", 0))
 	}
 	if tail := def["TAIL"]; tail > 0 {
