@@ -369,8 +369,8 @@ func TestNarrowColumnCandidates(t *testing.T) {
 	native := CPU(16)
 	native.Native = true
 	_, grp := columnKernel(t, 640, 3, "sum", native)
-	cands := Candidates(grp, native, tile.PrecIEEE) // the default first
-	const least = 8                                 // minColumnLanes: the machine code's vector of 8 lanes
+	// the default first; minColumnLanes: the machine code's vector of 8 lanes
+	cands, least := Candidates(grp, native, tile.PrecIEEE), 8
 	for _, m := range cands {
 		if m["BLOCK_O"] < least {
 			t.Errorf("candidate %v: BLOCK_O under %d", m, least)
