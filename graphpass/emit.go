@@ -1032,7 +1032,11 @@ func (e *emitter) tanhSums(n *Node, idx *tile.Value) (*tile.Value, error) {
 	if t == nil {
 		return nil, nil
 	}
-	key := memoKey{n: t, idx: idx}
+	// under OperandWhere's condition apart, as gen memoises: a half sum
+	// computed from loads masked by one window tap's condition is not
+	// the value of lanes another tap reads (a max pool's backward over
+	// a recomputed tanh, FuzzConvNet's 1761d2f64928ef50)
+	key := memoKey{n: t, idx: idx, under: e.under}
 	if e.halves == nil {
 		e.halves = map[memoKey]*tile.Value{}
 	}
