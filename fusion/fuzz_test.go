@@ -377,6 +377,29 @@ func fzTensor(shape tensor.Shape, backing any) G.Value {
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing))
 }
 
+// fzOptions are a tilefuse leg's options for program fg: the leg's own,
+// and what the program asks (its intermediate values kept, WithReadAll,
+// WithMaxGroup).
+func fzOptions(fg *fzGraph, leg []fusion.Option) []fusion.Option {
+	opts := slices.Clone(leg)
+	var keep G.Nodes
+	for _, c := range fg.checked() {
+		if !c.grad && c.read == nil && fg.g.To(c.n.ID()).Len() > 0 && (!fg.readAll || slices.Contains(fg.kept, fg.byNode[c.n])) {
+			keep = append(keep, c.n) // an intermediate value: kept explicitly
+		}
+	}
+	if len(keep) > 0 {
+		opts = append(opts, fusion.WithKeep(keep...))
+	}
+	if fg.readAll {
+		opts = append(opts, fusion.WithReadAll(true))
+	}
+	if fg.maxGrp > 0 {
+		opts = append(opts, fusion.WithMaxGroup(fg.maxGrp))
+	}
+	return opts
+}
+
 // fzRun builds the program for leg l and runs it runs times; with
 // perturbs > 0, after each run it runs that many times more on perturbed
 // inputs (fzInputs) and keeps, per element, the largest change (fzOut.spread).
@@ -396,23 +419,7 @@ func fzRun(t *testing.T, data []byte, l fzLeg, runs, perturbs int) *fzOut {
 	if l.gorgonia {
 		vm = G.NewTapeMachine(fg.g)
 	} else {
-		opts := slices.Clone(l.opts)
-		var keep G.Nodes
-		for _, c := range chk {
-			if !c.grad && c.read == nil && fg.g.To(c.n.ID()).Len() > 0 && (!fg.readAll || slices.Contains(fg.kept, fg.byNode[c.n])) {
-				keep = append(keep, c.n) // an intermediate value: kept explicitly
-			}
-		}
-		if len(keep) > 0 {
-			opts = append(opts, fusion.WithKeep(keep...))
-		}
-		if fg.readAll {
-			opts = append(opts, fusion.WithReadAll(true))
-		}
-		if fg.maxGrp > 0 {
-			opts = append(opts, fusion.WithMaxGroup(fg.maxGrp))
-		}
-		m := fusion.NewTapeMachine(fg.g, opts...)
+		m := fusion.NewTapeMachine(fg.g, fzOptions(fg, l.opts)...)
 		o.report = m.Report()
 		if err := m.Err(); err != nil {
 			o.err = fmt.Errorf("compiling: %w", err)
