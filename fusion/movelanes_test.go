@@ -24,7 +24,9 @@ import (
 // is a value one a row that such a group stores beside its root (an
 // extra output: its row's index and first column from the block's
 // coordinates, not divisions of its lanes), a row kernel's (at its row,
-// the program), and one of rows of one column (no division at all). Row counts and widths are no
+// the program), one of rows of one column (no division at all), and a
+// transpose whose root flattens it to one axis (graphpass
+// transposeTiles over the transpose's own shape). Row counts and widths are no
 // block's multiples (37 rows of 128 in blocks of 8, widths 13, 30, 33).
 func TestMoveLanes(t *testing.T) {
 	if !jit.Supported() {
@@ -92,6 +94,11 @@ func TestMoveLanes(t *testing.T) {
 			y := G.Must(G.Exp(G.Must(G.BroadcastSub(x, G.Must(G.Reshape(mean, tensor.Shape{37, 1})), nil, []byte{1}))))
 			return graph{out: y, in: []*G.Node{x}, extra: []*G.Node{mean}, tol: 1e-12}
 		}, true},
+		{"a transpose flattened to one axis", func(g *G.ExprGraph) graph {
+			x := G.NewMatrix(g, tensor.Float32, G.WithShape(33, 127), G.WithName("x"))
+			y := G.Must(G.Reshape(G.Must(G.Transpose(G.Must(G.Neg(x)), 1, 0)), tensor.Shape{33 * 127}))
+			return graph{out: y, in: []*G.Node{x}}
+		}, false},
 		{"a per-row value of rows of one", func(g *G.ExprGraph) graph {
 			x := G.NewVector(g, tensor.Float32, G.WithShape(3), G.WithName("x"))
 			v := G.Must(G.Neg(x))

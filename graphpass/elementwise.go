@@ -572,8 +572,9 @@ func flatDivides(s []int, bl int) bool {
 // and the root keep its order (keepsOrder: the root's flat index is the
 // transpose's); the rows' axis at least 8 long (the machine code turns
 // blocks in 8×8 tiles: a block is at least 8 lanes wide, masked past a
-// shorter axis); f32 or f64 (turned in 4×4 tiles). False for other
-// groups.
+// shorter axis); f32 or f64 (turned in 4×4 tiles). Where the root merges
+// that axis with others (a transpose flattened to one axis), the
+// transpose's own shape. False for other groups.
 func transposeTiles(grp *Group, t Target) (s []int, a, r int, ok bool) {
 	if t.GPU() || !t.Native {
 		return nil, 0, 0, false
@@ -613,7 +614,13 @@ func transposeTiles(grp *Group, t Target) (s []int, a, r int, ok bool) {
 			r = i
 		}
 	}
-	if r < 0 || r == a || s[a] < 2 || s[r] < 8 {
+	if r < 0 || r == a {
+		// a root that merges that axis with others (a transpose flattened
+		// to one axis): the transpose's own shape, whose flat index is the
+		// root's (keepsOrder)
+		s, a, r = o, len(o)-1, q
+	}
+	if r == a || s[a] < 2 || s[r] < 8 {
 		return nil, 0, 0, false
 	}
 	return s, a, r, true
