@@ -123,15 +123,10 @@ func writeSliceIncr(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Va
 	incS := in[1]
 	var x *tile.Value
 	var err error
-	switch {
-	case len(incS) == 0: // a scalar increment: every lane reads it
+	if len(incS) == 0 { // a scalar increment: every lane reads it
 		x, err = w.Operand(1, idx)
-	case w.Masked(): // read in the range only, at affine indices
-		x, err = w.OperandWhere(1, inRange, shiftedAt(w, c, a, b.Sub(c[a], info.Start), incS), func() *tile.Value {
-			return clampedAt(w, c, a, b.Sub(c[a], info.Start), incS)
-		})
-	default:
-		x, err = w.Operand(1, clampedAt(w, c, a, b.Sub(c[a], info.Start), incS))
+	} else {
+		x, err = operandAlong(w, 1, inRange, c, a, b.Sub(c[a], info.Start), incS)
 	}
 	if err != nil {
 		return nil, err
@@ -254,31 +249,19 @@ func writeConcat(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value
 		if off != 0 {
 			local = b.Sub(c[a], off)
 		}
-		var xv *tile.Value
-		var err error
+		// ok: c[a] in [off, off + inS[a]) (nil: every lane), built only
+		// where the reads are masked (a clamping writer's kernels stay as
+		// they were)
+		var ok *tile.Value
 		if w.Masked() {
-			var ok *tile.Value // c[a] in [off, off + inS[a])
 			if i > 0 {
 				ok = b.Ge(c[a], off)
 			}
 			if i < len(in)-1 {
-				lt := b.Lt(c[a], off+inS[a])
-				if ok == nil {
-					ok = lt
-				} else {
-					ok = b.And(ok, lt)
-				}
+				ok = andOf(b, ok, b.Lt(c[a], off+inS[a]))
 			}
-			if ok == nil { // one operand: every lane is its
-				xv, err = w.Operand(i, shiftedAt(w, c, a, local, inS))
-			} else {
-				xv, err = w.OperandWhere(i, ok, shiftedAt(w, c, a, local, inS), func() *tile.Value {
-					return clampedAt(w, c, a, local, inS)
-				})
-			}
-		} else {
-			xv, err = w.Operand(i, clampedAt(w, c, a, local, inS))
 		}
+		xv, err := operandAlong(w, i, ok, c, a, local, inS)
 		if err != nil {
 			return nil, err
 		}
@@ -292,14 +275,37 @@ func writeConcat(w Writer, info *Info, in [][]int, idx *tile.Value) (*tile.Value
 	return v, nil
 }
 
+// operandAlong is operand i (of shape s) at the coordinates c with c[a]
+// replaced by local, on the lanes where ok holds (nil: every lane): where
+// the writer masks its reads (Masked) at local as it is, under ok;
+// otherwise on every lane at local clamped into s (clampedAt), which a
+// select or the mask then discards where ok does not hold.
+func operandAlong(w Writer, i int, ok *tile.Value, c []*tile.Value, a int, local *tile.Value, s []int) (*tile.Value, error) {
+	switch {
+	case !w.Masked():
+		return w.Operand(i, clampedAt(w, c, a, local, s))
+	case ok == nil:
+		return w.Operand(i, shiftedAt(w, c, a, local, s))
+	}
+	return w.OperandWhere(i, ok, shiftedAt(w, c, a, local, s), func() *tile.Value {
+		return clampedAt(w, c, a, local, s)
+	})
+}
+
+// andOf is x ∧ y, y where x is nil.
+func andOf(b *tile.Builder, x, y *tile.Value) *tile.Value {
+	if x == nil {
+		return y
+	}
+	return b.And(x, y)
+}
+
 // clampedAt is the flat index into shape s of the coordinates c with c[a]
 // replaced by local clamped to [0, s[a]): lanes that a select or the mask
 // discards still read in bounds.
 func clampedAt(w Writer, c []*tile.Value, a int, local *tile.Value, s []int) *tile.Value {
 	b := w.Builder()
-	ci := append([]*tile.Value(nil), c...)
-	ci[a] = b.Maximum(b.Minimum(local, s[a]-1), 0)
-	return w.Flatten(ci, s)
+	return shiftedAt(w, c, a, b.Maximum(b.Minimum(local, s[a]-1), 0), s)
 }
 
 // shiftedAt is the flat index into shape s of the coordinates c with c[a]
