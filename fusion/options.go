@@ -244,7 +244,7 @@ func WithReuseOutputs(on bool) Option { return func(c *config) { c.reuse = on } 
 // (its kernel writes every element; a kernel that adds into its output
 // gets it zeroed). Memory comes back
 // as the collector runs, at its own pace, at most 4 runs' worth a machine,
-// or up to 32 runs' worth of small values within 8 MiB (Close drops it).
+// or up to 128 runs' worth of small values within 32 MiB (Close drops it).
 // Stats counts what was recycled. It changes nothing with
 // WithReuseOutputs(true).
 func WithRecycle(on bool) Option { return func(c *config) { c.recycle = on } }

@@ -49,7 +49,7 @@ import (
 // a loop that drops its values is recycled every run) and when a new
 // buffer is allocated, the first time since a buffer last came back and
 // then after 2, 4, 8, … such misses (a loop that keeps its values asks a
-// few times, not every run). The free list is bounded (limit bytes: recycleLimit, 4 to 32 runs' worth of the machine's readable
+// few times, not every run). The free list is bounded (limit bytes: recycleLimit, 4 to 128 runs' worth of the machine's readable
 // values, found at prepare); what comes back beyond it is left to the
 // collector, one collection later than without a finalizer. So that little
 // comes back beyond it, a new buffer gets the finalizer only while the free
@@ -181,10 +181,20 @@ const recycleRuns = 4
 // (24%, 56%, 71% under 2), 231, 120, 74 collections in 3000 runs, the
 // collector's CPU 22, 11.5, 7.6 µs a run (40–46, 26–27, 17–18), the median
 // run 24.6, 18.6, 19.1 µs (23–24, 16–17, 16–17) against about 18 (10) with
-// outputs reused.
+// outputs reused. On 16 cores the collections cost more (each stops the
+// workers in machine code), and 32 runs within 8 MiB left the mean run of
+// a loop 4–6 times the run with outputs reused; 128 runs within 32 MiB
+// (2026-12-06, BenchmarkSmallRunAll "loop", the mean with collections,
+// -cpu 16 on the H100 machine's host, two rounds, µs; bounds of 32, 64
+// and 128 runs): softmax small 70.8, 51.3 / 38.6, 32.4 / 24.4, 24.8
+// (outputs reused 7.5–12.7), LayerNorm 52.8, 40.6 / 33.6, 31.3 / 21.8,
+// 23.3, the MLP step 249, 249 / 260, 205 / 210, 214 (120–141); recycled a
+// run 0.70 → 0.88 (softmax); on the 2-core VM softmax 40–44 → 27–31,
+// LayerNorm 34–40 → 23–26, the MLP step 307–317 → 259–281. The medians of
+// `tilefuse bench -loop` (a recycled run's time) did not move.
 const (
-	recycleMaxRuns = 32
-	recycleBytes   = 8 << 20
+	recycleMaxRuns = 128
+	recycleBytes   = 32 << 20
 )
 
 // recycleLimit is the free list's bound in bytes for a machine whose

@@ -194,7 +194,7 @@ func TestDroppedMachineFreesRecycler(t *testing.T) {
 }
 
 // TestRecycleLimit: a machine's free list holds 4 runs' worth of its
-// readable values, or up to 32 runs' worth within 8 MiB.
+// readable values, or up to 128 runs' worth within 32 MiB.
 func TestRecycleLimit(t *testing.T) {
 	const k, m = 1 << 10, 1 << 20
 	for _, c := range []struct {
@@ -203,12 +203,12 @@ func TestRecycleLimit(t *testing.T) {
 		want   int
 	}{
 		{"nothing to recycle", 0, 0},
-		{"32 KiB: 32 runs", 32 * k, 32 * 32 * k},
-		{"256 KiB: 32 runs, 8 MiB", 256 * k, 8 * m},
-		{"300 KiB: 8 MiB, 27 runs", 300 * k, 8 * m},
-		{"1 MiB: 8 runs", m, 8 * m},
-		{"2 MiB: 4 runs", 2 * m, 8 * m},
-		{"3 MiB: 4 runs, above 8 MiB", 3 * m, 12 * m},
+		{"32 KiB: 128 runs", 32 * k, 128 * 32 * k},
+		{"256 KiB: 128 runs, 32 MiB", 256 * k, 32 * m},
+		{"300 KiB: 32 MiB, 109 runs", 300 * k, 32 * m},
+		{"1 MiB: 32 runs", m, 32 * m},
+		{"8 MiB: 4 runs", 8 * m, 32 * m},
+		{"9 MiB: 4 runs, above 32 MiB", 9 * m, 36 * m},
 		{"16 MiB: 4 runs", 16 * m, 64 * m},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -405,29 +405,29 @@ func TestRecycleUnderOneProc(t *testing.T) {
 }
 
 // TestRecycleSmallValuesDeep: a machine whose readable value is small
-// (a 256 KiB softmax) keeps up to 32 runs' worth (8 MiB) on its free list:
-// 20 runs that drop their values without a collection (the collector's
-// pacing off), then one collection, and the next 19 runs all take memory
-// that came back (the 20th run's value is still the node's). With 4 runs'
-// worth, as for every machine before, 4 came back. Results stay those of
-// the first run.
+// (a 256 KiB softmax) keeps up to 128 runs' worth (32 MiB) on its free
+// list: 100 runs that drop their values without a collection (the
+// collector's pacing off), then one collection, and the next 99 runs all
+// take memory that came back (the 100th run's value is still the node's).
+// With 32 runs' worth, as before 2026-12-06, 32 came back; with 4, as for
+// every machine before 2026-12-02, 4. Results stay those of the first run.
 func TestRecycleSmallValuesDeep(t *testing.T) {
-	const rows, cols = 128, 512
+	const rows, cols, runs = 128, 512, 100
 	fusion.WaitFinalizers() // nothing of earlier tests in flight
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	vm, y := softmaxMachine(t, rows, cols, 12)
 	r := &sameRuns{t: t, vm: vm, y: y}
-	for range 20 {
+	for range runs {
 		r.run()
 	}
 	fusion.WaitFinalizers()
 	s0 := vm.Stats()
-	for range 19 {
+	for range runs - 1 {
 		r.run()
 	}
 	s1 := vm.Stats()
-	if got := s1.Recycled - s0.Recycled; got != 19 {
-		t.Fatalf("%d of the 19 runs after the collection recycled, want all (%+v)", got, s1)
+	if got := s1.Recycled - s0.Recycled; got != runs-1 {
+		t.Fatalf("%d of the %d runs after the collection recycled, want all (%+v)", got, runs-1, s1)
 	}
 }
 
