@@ -262,3 +262,43 @@ func TestNewBuffersZeroedWhereAsked(t *testing.T) {
 		})
 	}
 }
+
+// TestRecycleTakesLastHandedOut: a free list gives back first the buffer
+// handed out last (the likeliest in the caches), whatever order the
+// finalizers ran in: six buffers handed out, dropped and collected, come
+// back in the reverse of the order they went out in, three rounds (each
+// round's order the reverse of the one before).
+func TestRecycleTakesLastHandedOut(t *testing.T) {
+	const n, k = 16 << 10, 6 // float32s: 64 KiB a buffer
+	r := newRecycler(k * 4 * n)
+	defer r.close()
+	round := func() []unsafe.Pointer {
+		var out []unsafe.Pointer
+		for range k {
+			s := recycledSlice[float32](r, n, false)
+			out = append(out, unsafe.Pointer(unsafe.SliceData(s)))
+		}
+		return out // made addresses at once (addrs): nothing keeps the buffers alive
+	}
+	addrs := func(ps []unsafe.Pointer) []uintptr {
+		a := make([]uintptr, len(ps))
+		for i, p := range ps {
+			a[i] = uintptr(p)
+		}
+		return a
+	}
+	last := addrs(round())
+	for i := range 3 {
+		WaitFinalizers()
+		if _, bufs := r.heldNow(); bufs != k {
+			t.Fatalf("round %d: %d buffers back, want %d", i, bufs, k)
+		}
+		got := addrs(round())
+		for j := range k {
+			if got[j] != last[k-1-j] {
+				t.Fatalf("round %d: buffers taken in the order %x, want the reverse of the order handed out before, %x", i, got, last)
+			}
+		}
+		last = got
+	}
+}
