@@ -497,35 +497,43 @@ func emit(c *compilation) error {
 // verifyKernels is the verify stage.
 func verifyKernels(c *compilation) error {
 	for _, grp := range c.groups {
-		k := c.kernels[grp]
-		if k == nil || k.Tile == nil {
-			return fmt.Errorf("%v has no kernel", grp)
+		if err := verifyKernel(grp, c.kernels[grp]); err != nil {
+			return err
 		}
-		if err := k.Tile.Verify(); err != nil {
+	}
+	return nil
+}
+
+// verifyKernel runs tile's verifier on grp's kernel k and checks its
+// signature against the group.
+func verifyKernel(grp *graphpass.Group, k *graphpass.Kernel) error {
+	if k == nil || k.Tile == nil {
+		return fmt.Errorf("%v has no kernel", grp)
+	}
+	if err := k.Tile.Verify(); err != nil {
+		return fmt.Errorf("%v: %w", grp, err)
+	}
+	want := len(grp.Inputs) + 1 + len(grp.Extra)
+	if k.OnePointer {
+		want = len(grp.Inputs) + 1
+	}
+	if len(k.Tile.Params) != want || k.Outs != 1+len(grp.Extra) {
+		return fmt.Errorf("%v: kernel %s takes %d parameters for %d outputs; the group has %d inputs and %d outputs", grp, k.Tile.Name, len(k.Tile.Params), k.Outs, len(grp.Inputs), 1+len(grp.Extra))
+	}
+	for i, p := range k.Tile.Params {
+		if !p.Type.Ptr {
+			return fmt.Errorf("%v: kernel %s: parameter %d is not a pointer", grp, k.Tile.Name, i)
+		}
+	}
+	if k.Parts > 1 {
+		if k.Combine == nil || k.OnePointer || k.Accumulates {
+			return fmt.Errorf("%v: kernel %s writes %d partial results but has no combining kernel (or one pointer, or accumulates)", grp, k.Tile.Name, k.Parts)
+		}
+		if err := k.Combine.Verify(); err != nil {
 			return fmt.Errorf("%v: %w", grp, err)
 		}
-		want := len(grp.Inputs) + 1 + len(grp.Extra)
-		if k.OnePointer {
-			want = len(grp.Inputs) + 1
-		}
-		if len(k.Tile.Params) != want || k.Outs != 1+len(grp.Extra) {
-			return fmt.Errorf("%v: kernel %s takes %d parameters for %d outputs; the group has %d inputs and %d outputs", grp, k.Tile.Name, len(k.Tile.Params), k.Outs, len(grp.Inputs), 1+len(grp.Extra))
-		}
-		for i, p := range k.Tile.Params {
-			if !p.Type.Ptr {
-				return fmt.Errorf("%v: kernel %s: parameter %d is not a pointer", grp, k.Tile.Name, i)
-			}
-		}
-		if k.Parts > 1 {
-			if k.Combine == nil || k.OnePointer || k.Accumulates {
-				return fmt.Errorf("%v: kernel %s writes %d partial results but has no combining kernel (or one pointer, or accumulates)", grp, k.Tile.Name, k.Parts)
-			}
-			if err := k.Combine.Verify(); err != nil {
-				return fmt.Errorf("%v: %w", grp, err)
-			}
-			if len(k.Combine.Params) != 2*k.Outs {
-				return fmt.Errorf("%v: kernel %s takes %d parameters for %d outputs' parts and outputs", grp, k.Combine.Name, len(k.Combine.Params), k.Outs)
-			}
+		if len(k.Combine.Params) != 2*k.Outs {
+			return fmt.Errorf("%v: kernel %s takes %d parameters for %d outputs' parts and outputs", grp, k.Combine.Name, len(k.Combine.Params), k.Outs)
 		}
 	}
 	return nil
@@ -591,12 +599,94 @@ func prepareKernels(c *compilation) error {
 		}()
 	}
 	wg.Wait()
+	if err := retileForMachineCode(c, texts, first, todo, execs, combines, sums, errs); err != nil {
+		return err
+	}
 	for i, grp := range c.groups {
 		j := first[texts[i]]
 		if errs[j] != nil {
 			return fmt.Errorf("fusion: %v: %w", c.groups[j], errs[j])
 		}
 		c.prepared[grp] = prepared{execs[j], texts[i], sums[j], combines[j]}
+	}
+	return nil
+}
+
+// retileForMachineCode: on a CPU whose kernels are machine code, a kernel
+// the machine code declines (it would run on the executor, several times
+// slower: a reduction whose input reads through a transpose merged with
+// another axis, whose block's lanes cross the merge — an integer rem of
+// lanes that span more than its divisor) is written again with the
+// autotuner's other candidates (graphpass.Candidates, in their order),
+// then narrower ones (graphpass.Narrower: a reduction's block of outputs
+// halved down to one), and the first that the machine code takes replaces it, in every group that had its text (an identical
+// layer). Where none does, the kernel stays as the heuristic wrote it, on
+// the executor, and the report says why (GroupInfo.Executor). Not with
+// the autotuner, which chooses by measuring. On entry texts, first, execs,
+// combines, sums and errs are prepareKernels' for the heuristic's kernels;
+// on return, for the kernels that replaced them.
+func retileForMachineCode(c *compilation, texts []string, first map[string]int, todo []int, execs, combines []*cpu.Exec, sums [][16]byte, errs []error) error {
+	if c.cfg.backend == CUDA || !c.target.Native || c.cfg.autotune {
+		return nil
+	}
+	native := func(e, cb *cpu.Exec) bool { return e.Native() && (cb == nil || cb.Native()) }
+	for _, i := range todo {
+		if errs[i] != nil || native(execs[i], combines[i]) {
+			continue
+		}
+		grp := c.groups[i]
+		prec, cands := c.candidates(grp)
+		for _, m := range append(cands[1:], graphpass.Narrower(grp, c.target, prec)...) {
+			k, err := graphpass.Emit(grp, graphpass.TuneTo(c.target, m), prec)
+			if err != nil || verifyKernel(grp, k) != nil {
+				continue
+			}
+			text := k.Tile.Anonymous()
+			e, err := cpuKernels.get(text, k.Tile, true)
+			if err != nil || !e.Native() {
+				continue
+			}
+			var cb *cpu.Exec
+			if k.Combine != nil {
+				if cb, err = cpuKernels.get(k.Combine.Anonymous(), k.Combine, true); err != nil || !cb.Native() {
+					continue
+				}
+			}
+			// every group of the old text: its own kernel (its name) with m
+			old := texts[i]
+			for g, grp2 := range c.groups {
+				if texts[g] != old {
+					continue
+				}
+				k2 := k
+				if g != i {
+					if k2, err = graphpass.Emit(grp2, graphpass.TuneTo(c.target, m), prec); err != nil {
+						return fmt.Errorf("fusion: %v: %w", grp2, err)
+					}
+					if err := verifyKernel(grp2, k2); err != nil {
+						return fmt.Errorf("fusion: %w", err)
+					}
+				}
+				c.kernels[grp2] = k2
+				texts[g] = k2.Tile.Anonymous()
+				if c.cfg.dumpDir != "" {
+					if err := writeDump(c.cfg.dumpDir, k2.Tile.Name+".tile", k2.Tile.String()); err != nil {
+						return err
+					}
+					if k2.Combine != nil {
+						if err := writeDump(c.cfg.dumpDir, k2.Combine.Name+".tile", k2.Combine.String()); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if _, ok := first[text]; !ok {
+				first[text] = i
+			}
+			j := first[text]
+			execs[j], combines[j], sums[j], errs[j] = e, cb, textSum(text), nil
+			break
+		}
 	}
 	return nil
 }

@@ -29,6 +29,62 @@ func Candidates(grp *Group, t Target, prec tile.Precision) []tile.Meta {
 	return append(out, epiSmemCandidates(out, seen)...)
 }
 
+// Narrower are forms of grp's kernel on t narrower than the heuristic's
+// along the outputs, for a CPU whose machine code declines the heuristic's
+// (fusion tries them after Candidates): a reduction (not the column form)
+// whose kernel divides integers by constants (an input read through a
+// transpose merged with another axis: the row r at (r mod d, r div d)),
+// its block of outputs (BLOCK_O) halved to each power of two that divides
+// every such divisor, down to one output a program, so that a block's
+// outputs stay within one multiple of d, as the machine code's integer
+// division of lanes requires (checked again as each program starts: one
+// that fails sends the launch to the executor). Empty for other kinds, a
+// kernel without such divisions, and on a GPU.
+func Narrower(grp *Group, t Target, prec tile.Precision) []tile.Meta {
+	if t.GPU() || grp.Kind != ReduceGroup {
+		return nil
+	}
+	def := defaultMeta(grp, t, prec)
+	if def["COLUMNS"] == 1 {
+		return nil
+	}
+	k, err := Emit(grp, t, prec)
+	if err != nil {
+		return nil
+	}
+	d := int64(0) // the divisors' greatest common divisor
+	k.Tile.Walk(func(v *tile.Value) {
+		if (v.Op != tile.OpDiv && v.Op != tile.OpRem) || !v.Type.DType.IsInt() {
+			return
+		}
+		c := v.Args[1]
+		for c.Op == tile.OpSplat || c.Op == tile.OpBroadcast || c.Op == tile.OpExpandDims {
+			c = c.Args[0]
+		}
+		if c.Op == tile.OpConst && c.Aux > 0 {
+			d = gcd(d, c.Aux)
+		}
+	})
+	if d == 0 {
+		return nil
+	}
+	var out []tile.Meta
+	for bo := def["BLOCK_O"] / 2; bo >= 1; bo /= 2 {
+		if d%int64(bo) == 0 {
+			out = append(out, with(def, "BLOCK_O", bo, "TAIL", 0))
+		}
+	}
+	return out
+}
+
+// gcd is the greatest common divisor of a and b (b where a is 0).
+func gcd(a, b int64) int64 {
+	for a != 0 {
+		a, b = b%a, a
+	}
+	return b
+}
+
 // epiSmemCandidates are the swapped-form tilings among cands (wgmma = 2)
 // with the epilogue through shared memory (epi_smem = 1: codegen's
 // epilogueThroughSmem, the accumulator of Cᵀ read back row-major for

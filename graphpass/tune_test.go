@@ -236,3 +236,62 @@ func runOnInterp(t *testing.T, grp *Group, k *Kernel) []float32 {
 	}
 	return out
 }
+
+// TestNarrower: a reduction whose kernel divides its rows (a transpose
+// merged with the rows by a reshape) has narrower forms on a CPU, its
+// block of outputs at each power of two that divides the divisors (4: 32
+// down to 1 but those dividing 4; 6: 2 and 1; 3: 1); none for a plain row
+// sum, a column sum, another kind, or a GPU.
+func TestNarrower(t *testing.T) {
+	cpu := Target{Cores: 2, Native: true}
+	through := func(d int) func(g *G.ExprGraph) {
+		return func(g *G.ExprGraph) {
+			x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(17, 61, d), G.WithName("x"))
+			G.Must(G.Sum(G.Must(G.Reshape(G.Must(G.Transpose(x, 0, 2, 1)), tensor.Shape{17 * d, 61})), 1))
+		}
+	}
+	plain := func(axis int) func(g *G.ExprGraph) {
+		return func(g *G.ExprGraph) {
+			G.Must(G.Sum(G.NewMatrix(g, tensor.Float32, G.WithShape(300, 77), G.WithName("x")), axis))
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		build  func(g *G.ExprGraph)
+		target Target
+		want   []int // BLOCK_O of each form, in order
+	}{
+		{"rows of a transpose, divisor 4", through(4), cpu, []int{4, 2, 1}},
+		{"rows of a transpose, divisor 6", through(6), cpu, []int{2, 1}},
+		{"rows of a transpose, divisor 3", through(3), cpu, []int{1}},
+		{"rows of a transpose, on a GPU", through(4), H200, nil},
+		{"plain row sums", plain(1), cpu, nil},
+		{"column sums", plain(0), cpu, nil},
+		{"elementwise", func(g *G.ExprGraph) {
+			G.Must(G.Tanh(G.NewMatrix(g, tensor.Float32, G.WithShape(30, 7), G.WithName("x"))))
+		}, cpu, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := G.NewGraph()
+			c.build(g)
+			gr, err := Import(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := Partition(gr, Options{Target: c.target, MatMul: true})
+			if len(groups) != 1 {
+				t.Fatalf("%d groups", len(groups))
+			}
+			var got []int
+			for _, m := range Narrower(groups[0], c.target, tile.PrecIEEE) {
+				got = append(got, m["BLOCK_O"])
+				if _, err := Emit(groups[0], TuneTo(c.target, m), tile.PrecIEEE); err != nil {
+					t.Fatalf("%v: %v", m, err)
+				}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("BLOCK_O %v, want %v", got, c.want)
+			}
+		})
+	}
+}
