@@ -102,3 +102,52 @@ func TestRetiledForMachineCode(t *testing.T) {
 		})
 	}
 }
+
+// TestInnerWholeReductions: reductions over axes that are not one run
+// (NCHW's per-channel sums over N, H and W; three separate runs of a 5-D
+// input) hold the last reduced axis whole in the tile's lanes and walk
+// the others one index at a time on a CPU whose kernels are machine code
+// (graphpass innerWhole: INNER), where the flat form's blocks crossed the
+// last axis's boundary and every launch went to the executor (or the
+// machine code declined the kernel). Fused with a producer and alone,
+// float32 and float64, last axes no block's multiple (63, 100, 7, 4); every
+// kernel machine code, none falls back when run, the values Gorgonia's
+// within 1e-5 (float32) and 1e-12 (float64) of |want| + 1, maxima bit for
+// bit.
+func TestInnerWholeReductions(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego)")
+	}
+	for _, c := range []struct {
+		name  string
+		dt    tensor.Dtype
+		shape []int
+		axes  []int
+		op    func(x *G.Node, axes ...int) (*G.Node, error)
+		pre   func(x *G.Node) (*G.Node, error) // nil: the input itself
+		tol   float64
+	}{
+		{"NCHW sums over N, H and W, float32", tensor.Float32, []int{6, 5, 7, 9}, []int{0, 2, 3}, G.Sum, nil, 1e-5},
+		{"NCHW sums of squares over N, H and W, float64", tensor.Float64, []int{3, 11, 10, 10}, []int{0, 2, 3}, G.Sum, G.Square, 1e-12},
+		{"sums over axes 0 and 2 of an axis of 4, float64", tensor.Float64, []int{127, 17, 4}, []int{0, 2}, G.Sum, nil, 1e-12},
+		{"maxima over axes 0 and 2, float32", tensor.Float32, []int{8, 16, 100}, []int{0, 2}, G.Max, nil, 0},
+		{"sums over axes 0, 2 and 4 of five, float32", tensor.Float32, []int{3, 4, 5, 6, 7}, []int{0, 2, 4}, G.Sum, G.Exp, 1e-5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			build := func(g *G.ExprGraph) (*G.Node, *G.Node) {
+				x := G.NewTensor(g, c.dt, len(c.shape), G.WithShape(c.shape...), G.WithName("x"))
+				y := x
+				if c.pre != nil {
+					y = G.Must(c.pre(x))
+				}
+				return x, G.Must(c.op(y, c.axes...))
+			}
+			gRef, g := G.NewGraph(), G.NewGraph()
+			inRef, outRef := build(gRef)
+			in, out := build(g)
+			letTwins(t, rand.New(rand.NewPCG(6, 6)), []*G.Node{inRef}, []*G.Node{in}, nil)
+			nativeTwinRun(t, gRef, g, true)
+			sameAsGorgonia(t, "out", out, outRef, c.tol)
+		})
+	}
+}

@@ -66,6 +66,9 @@ func tuneReduce(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 			no *= d
 		}
 	}
+	if innerWhole(t, inS, reduced, 1+len(grp.Extra), meta) {
+		return
+	}
 	br := min(t.perThread(8, 1024), pow2AtLeast(nr))
 	if t.Native && root.Inputs[0].Info.DType == tile.F64 {
 		br = max(br, minRowF64) // masked past the row
@@ -78,6 +81,58 @@ func tuneReduce(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
 		}
 	}
 	meta["BLOCK_O"], meta["BLOCK_R"], meta["CHUNK"] = bo, br, chunk
+}
+
+// maxInner is the longest last reduced axis innerWhole holds whole in a
+// block: the CPU's tile of 4096 elements.
+const maxInner = 4096
+
+// innerWhole: on a CPU whose kernels are machine code, a reduction over
+// axes that are not one run (NCHW's per-channel sums over N, H and W: the
+// input read as [N, C, H·W], axes 0 and 2 reduced) holds its last reduced
+// axis whole in the tile's lanes (INNER: its block, the least block size
+// at least the axis, masked past it; BLOCK_R the same) and walks the other
+// reduced axes one index at a time, where the flat form's block of the
+// reduced index crossed the last axis's boundary, which the machine code
+// checks as each block starts and hands to the executor where it fails
+// (the sums over N, H and W of a [32, 64, 28, 28] input: every launch on
+// the executor; 6.0–6.5 ms on the 2-core VM) or declines outright (a
+// block across an axis of 4). BLOCK_O fills the tile of 4096 elements.
+// Not where the last reduced axis is longer than maxInner, or for a
+// reduction over one run of axes (the flat form reads it whole).
+func innerWhole(t Target, inS []int, reduced []bool, outs int, meta tile.Meta) bool {
+	if t.GPU() || !t.Native {
+		return false
+	}
+	var redS []int
+	no := 1
+	for i, d := range inS {
+		if reduced[i] {
+			redS = append(redS, d)
+		} else {
+			no *= d
+		}
+	}
+	if len(redS) < 2 || redS[len(redS)-1] > maxInner {
+		return false
+	}
+	inner := blockAtLeast(redS[len(redS)-1])
+	if inner < minRowF64 {
+		inner = minRowF64 // (a block of at least 4: float64 rows of 1 or 2 are declined)
+	}
+	bo := max(1, min(pow2AtLeast(no), t.perThread(32, 4096)/inner/max(1, outs)))
+	meta["BLOCK_O"], meta["BLOCK_R"], meta["CHUNK"], meta["INNER"] = bo, inner, numel(redS), inner
+	return true
+}
+
+// blockAtLeast is the least block size (a power of two, or three times
+// one from 96: tile's block dimensions) of at least n.
+func blockAtLeast(n int) int {
+	b := pow2AtLeast(n)
+	if t := 3 * pow2AtLeast(max(32, tile.CDiv(n, 3))); t < b {
+		b = t
+	}
+	return b
 }
 
 // tuneColumns: the column form (COLUMNS = 1) of a reduction of nr rows of
@@ -466,16 +521,14 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 			inits = append(inits, b.Full(identity, d, pc.ts.Dims[0], pc.ts.Dims[1]))
 		}
 	}
-	acc := b.For(lo, hi, br, inits, func(r0 *tile.Value, c []*tile.Value) []*tile.Value {
-		r := b.Add(rk, r0)
+	// step adds one tile of each piece into the accumulators c: the
+	// reduced coordinates of a piece's lanes from red, its mask from mask
+	step := func(c []*tile.Value, red func(pc piece) []*tile.Value, mask func(pc piece) *tile.Value) []*tile.Value {
 		next := make([]*tile.Value, len(c))
 		for j, pc := range pieces {
-			mask := pc.maskO
-			if nr%br != 0 { // else every step is whole (chunk is a multiple of br)
-				mask = e.and(pc.maskO, b.Lt(r, nr))
-			}
-			// input coordinates: kept ones from o, reduced ones from r
-			co, cr := e.coords(b.BroadcastTo(pc.o, pc.ts), keptS), e.coords(b.BroadcastTo(r, pc.ts), redS)
+			m := mask(pc)
+			// input coordinates: kept ones from o, reduced ones from red
+			co, cr := e.coords(b.BroadcastTo(pc.o, pc.ts), keptS), red(pc)
 			full := make([]*tile.Value, len(inS))
 			for i, j, l := 0, 0, 0; i < len(inS); i++ {
 				if reduced[i] {
@@ -486,7 +539,7 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 					j++
 				}
 			}
-			e.mask = mask
+			e.mask = m
 			at := e.flatten(full, inS)
 			for i, n := range outs {
 				v, err := e.gen(reductionOf(n).Inputs[0], at)
@@ -506,7 +559,53 @@ func emitReduce(e *emitter, out *tile.Value, k *Kernel) error {
 			}
 		}
 		return next
-	})
+	}
+	inner, err := e.optParam("INNER", 0)
+	if err != nil {
+		return err
+	}
+	var acc []*tile.Value
+	if inner > 0 {
+		// INNER (a CPU's machine code): the reduced index in two loops'
+		// worth, the outer reduced axes one at a time (the loop, each a
+		// scalar: divided as a scalar) and the last reduced axis whole in
+		// the tile's lanes (masked past it), so that no lane's coordinate
+		// is a division of the lanes, which the machine code declines
+		// (NCHW's per-channel sums over N, H and W: a flat block crossed
+		// the H·W boundary)
+		r2 := redS[len(redS)-1]
+		if columns == 1 || len(redS) < 2 || split > 1 || tail > 0 || br != inner || inner < r2 {
+			return fmt.Errorf("graphpass: %v: INNER = %d with BLOCK_R = %d over reduced axes %v (COLUMNS = %d, CHUNK = %d, TAIL = %d): not the last reduced axis whole in one unsplit block", e.grp, inner, br, redS, columns, chunk, tail)
+		}
+		outer := redS[:len(redS)-1]
+		acc = b.For(0, nr/r2, 1, inits, func(q *tile.Value, c []*tile.Value) []*tile.Value {
+			cq := e.coords(q, outer)
+			return step(c, func(pc piece) []*tile.Value {
+				cr := make([]*tile.Value, 0, len(redS))
+				for _, x := range cq {
+					cr = append(cr, b.Splat(x, pc.ts))
+				}
+				return append(cr, b.BroadcastTo(rk, pc.ts))
+			}, func(pc piece) *tile.Value {
+				if r2 == br {
+					return pc.maskO
+				}
+				return e.and(pc.maskO, b.Lt(rk, r2))
+			})
+		})
+	} else {
+		acc = b.For(lo, hi, br, inits, func(r0 *tile.Value, c []*tile.Value) []*tile.Value {
+			r := b.Add(rk, r0)
+			return step(c, func(pc piece) []*tile.Value {
+				return e.coords(b.BroadcastTo(r, pc.ts), redS)
+			}, func(pc piece) *tile.Value {
+				if nr%br != 0 { // else every step is whole (chunk is a multiple of br)
+					return e.and(pc.maskO, b.Lt(r, nr))
+				}
+				return pc.maskO
+			})
+		})
+	}
 	if e.err != nil {
 		return e.err
 	}

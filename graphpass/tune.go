@@ -207,6 +207,15 @@ func elementwiseSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []t
 func reduceSpace(grp *Group, t Target, _ tile.Precision, def tile.Meta) []tile.Meta {
 	br, bo, chunk := def["BLOCK_R"], def["BLOCK_O"], def["CHUNK"]
 	var out []tile.Meta
+	if def["INNER"] > 0 { // the last reduced axis whole (innerWhole): BLOCK_O halved and doubled
+		if bo > 1 {
+			out = append(out, with(def, "BLOCK_O", bo/2))
+		}
+		if bo < pow2AtLeast(numel(grp.Root.Info.Shape)) {
+			out = append(out, with(def, "BLOCK_O", 2*bo))
+		}
+		return out
+	}
 	reduced := numel(reduction(grp).Inputs[0].Info.Shape) / max(1, numel(grp.Root.Info.Shape))
 	split := chunk < reduced // programs share the reduced range: CHUNK stays a multiple
 	// BLOCK_O changed: the row's blocks without a TAIL (emitReduce)
