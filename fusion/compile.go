@@ -480,16 +480,24 @@ func emit(c *compilation) error {
 			return err
 		}
 		c.kernels[grp] = k
-		if c.cfg.dumpDir != "" {
-			if err := writeDump(c.cfg.dumpDir, k.Tile.Name+".tile", k.Tile.String()); err != nil {
-				return err
-			}
-			if k.Combine != nil {
-				if err := writeDump(c.cfg.dumpDir, k.Combine.Name+".tile", k.Combine.String()); err != nil {
-					return err
-				}
-			}
+		if err := dumpKernel(c.cfg.dumpDir, k); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// dumpKernel writes k's IR (and its combining kernel's) to
+// <kernel>.tile in dir; nothing where dir is empty.
+func dumpKernel(dir string, k *graphpass.Kernel) error {
+	if dir == "" {
+		return nil
+	}
+	if err := writeDump(dir, k.Tile.Name+".tile", k.Tile.String()); err != nil {
+		return err
+	}
+	if k.Combine != nil {
+		return writeDump(dir, k.Combine.Name+".tile", k.Combine.String())
 	}
 	return nil
 }
@@ -669,15 +677,8 @@ func retileForMachineCode(c *compilation, texts []string, first map[string]int, 
 				}
 				c.kernels[grp2] = k2
 				texts[g] = k2.Tile.Anonymous()
-				if c.cfg.dumpDir != "" {
-					if err := writeDump(c.cfg.dumpDir, k2.Tile.Name+".tile", k2.Tile.String()); err != nil {
-						return err
-					}
-					if k2.Combine != nil {
-						if err := writeDump(c.cfg.dumpDir, k2.Combine.Name+".tile", k2.Combine.String()); err != nil {
-							return err
-						}
-					}
+				if err := dumpKernel(c.cfg.dumpDir, k2); err != nil {
+					return err
 				}
 			}
 			if _, ok := first[text]; !ok {

@@ -42,16 +42,11 @@ func TestNarrowReductionsNative(t *testing.T) {
 				x := G.NewTensor(g, c.dt, len(c.shape), G.WithShape(c.shape...), G.WithName("x"))
 				return x, G.Must(c.op(G.Must(G.Tanh(x))))
 			}
-			gRef, g := G.NewGraph(), G.NewGraph()
-			xRef, yRef := build(gRef)
-			x, y := build(g)
-			letTwins(t, rand.New(rand.NewPCG(8, 3)), []*G.Node{xRef}, []*G.Node{x}, nil)
-			nativeTwinRun(t, gRef, g, fused)
 			tol := 1e-12
 			if c.dt == tensor.Float32 {
 				tol = 1e-6
 			}
-			sameAsGorgonia(t, "reduction", y, yRef, tol)
+			nativeTwinOne(t, fused, 8, 3, tol, build)
 		})
 	}
 }
@@ -93,12 +88,7 @@ func TestRetiledForMachineCode(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			gRef, g := G.NewGraph(), G.NewGraph()
-			inRef, outRef := c.build(gRef, c.dt)
-			in, out := c.build(g, c.dt)
-			letTwins(t, rand.New(rand.NewPCG(5, 5)), []*G.Node{inRef}, []*G.Node{in}, nil)
-			nativeTwinRun(t, gRef, g, true)
-			sameAsGorgonia(t, "out", out, outRef, c.tol)
+			nativeTwinOne(t, true, 5, 5, c.tol, func(g *G.ExprGraph) (*G.Node, *G.Node) { return c.build(g, c.dt) })
 		})
 	}
 }
@@ -142,12 +132,22 @@ func TestInnerWholeReductions(t *testing.T) {
 				}
 				return x, G.Must(c.op(y, c.axes...))
 			}
-			gRef, g := G.NewGraph(), G.NewGraph()
-			inRef, outRef := build(gRef)
-			in, out := build(g)
-			letTwins(t, rand.New(rand.NewPCG(6, 6)), []*G.Node{inRef}, []*G.Node{in}, nil)
-			nativeTwinRun(t, gRef, g, true)
-			sameAsGorgonia(t, "out", out, outRef, c.tol)
+			nativeTwinOne(t, true, 6, 6, c.tol, build)
 		})
 	}
+}
+
+// nativeTwinOne builds a one-input graph twice (build), gives both inputs
+// the same seeded values, runs Gorgonia's machine on one and a fused (or
+// unfused) machine whose kernels must all be machine code on the other
+// (nativeTwinRun: none falls back when run), and compares the outputs
+// within tol (sameAsGorgonia).
+func nativeTwinOne(t *testing.T, fused bool, seed1, seed2 uint64, tol float64, build func(g *G.ExprGraph) (in, out *G.Node)) {
+	t.Helper()
+	gRef, g := G.NewGraph(), G.NewGraph()
+	inRef, outRef := build(gRef)
+	in, out := build(g)
+	letTwins(t, rand.New(rand.NewPCG(seed1, seed2)), []*G.Node{inRef}, []*G.Node{in}, nil)
+	nativeTwinRun(t, gRef, g, fused)
+	sameAsGorgonia(t, "out", out, outRef, tol)
 }

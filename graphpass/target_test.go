@@ -294,17 +294,8 @@ func TestMetaParameters(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			g := G.NewGraph()
-			c.build(g)
-			gr, err := Import(g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			groups := Partition(gr, Options{Target: c.target, MatMul: true})
-			if len(groups) != 1 {
-				t.Fatalf("%d groups, want 1", len(groups))
-			}
-			k, err := Emit(groups[0], c.target, c.prec)
+			grp := onlyGroup(t, func(g *G.ExprGraph) { c.build(g) }, c.target)
+			k, err := Emit(grp, c.target, c.prec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -315,8 +306,8 @@ func TestMetaParameters(t *testing.T) {
 			if !strings.Contains(header, "meta "+c.want.String()) {
 				t.Fatalf("the dump does not show the meta-parameters: %s", header)
 			}
-			if bm := c.want["BLOCK_M"]; bm > 0 && groups[0].Kind == MatMulGroup {
-				m, n := groups[0].MatMul.Info.Shape[0], groups[0].MatMul.Info.Shape[1]
+			if bm := c.want["BLOCK_M"]; bm > 0 && grp.Kind == MatMulGroup {
+				m, n := grp.MatMul.Info.Shape[0], grp.MatMul.Info.Shape[1]
 				want := tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, c.want["BLOCK_N"])}
 				if c.want["GROUP_M"] > 1 { // one axis in groups of rows of tiles
 					want = tile.Grid{want[0] * want[1], 1}

@@ -97,17 +97,7 @@ func TestCandidates(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			g := G.NewGraph()
-			c.build(g)
-			gr, err := Import(g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			groups := Partition(gr, Options{Target: c.target, MatMul: true})
-			if len(groups) != 1 {
-				t.Fatalf("%d groups", len(groups))
-			}
-			grp := groups[0]
+			grp := onlyGroup(t, c.build, c.target)
 			if want := strings.HasPrefix(c.name, "causal attention"); want != (grp.Kind == AttentionGroup) {
 				t.Fatalf("a %v group", grp.Kind)
 			}
@@ -276,20 +266,11 @@ func TestNarrower(t *testing.T) {
 		}, cpu, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g := G.NewGraph()
-			c.build(g)
-			gr, err := Import(g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			groups := Partition(gr, Options{Target: c.target, MatMul: true})
-			if len(groups) != 1 {
-				t.Fatalf("%d groups", len(groups))
-			}
+			grp := onlyGroup(t, c.build, c.target)
 			var got []int
-			for _, m := range Narrower(groups[0], c.target, tile.PrecIEEE) {
+			for _, m := range Narrower(grp, c.target, tile.PrecIEEE) {
 				got = append(got, m["BLOCK_O"])
-				if _, err := Emit(groups[0], TuneTo(c.target, m), tile.PrecIEEE); err != nil {
+				if _, err := Emit(grp, TuneTo(c.target, m), tile.PrecIEEE); err != nil {
 					t.Fatalf("%v: %v", m, err)
 				}
 			}
@@ -298,4 +279,21 @@ func TestNarrower(t *testing.T) {
 			}
 		})
 	}
+}
+
+// onlyGroup is the one group Partition makes of the graph build writes,
+// for target t (products fused); it fails t where there are more or none.
+func onlyGroup(t *testing.T, build func(g *G.ExprGraph), target Target) *Group {
+	t.Helper()
+	g := G.NewGraph()
+	build(g)
+	gr, err := Import(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := Partition(gr, Options{Target: target, MatMul: true})
+	if len(groups) != 1 {
+		t.Fatalf("%d groups, want 1", len(groups))
+	}
+	return groups[0]
 }
