@@ -103,6 +103,12 @@ type Measurement struct {
 	// and why (each kernel's name and reason, fusion.GroupInfo.Executor)
 	OnExecutor  int      `json:"on_executor,omitempty"`
 	ExecutorWhy []string `json:"executor_why,omitempty"`
+	// ExecutorLaunches, tilefuse modes on the CPU: the launches of kernels
+	// that are machine code which the machine code handed to the executor
+	// at run time (fusion.Stats.ExecutorLaunches) over the mode's
+	// StatsRuns runs (every run the bench made of it, untimed ones too)
+	ExecutorLaunches int `json:"executor_launches,omitempty"`
+	StatsRuns        int `json:"stats_runs,omitempty"`
 	// Device times, tilefuse modes on the GPU: the graph's compute run
 	// back to back on the device (fusion.Machine.DeviceTimes: Runs runs
 	// after 50 ms of untimed ones, events between them, nothing copied), as
@@ -545,6 +551,10 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 			slices.Sort(r.dev)
 			m.DeviceMedian, m.DeviceMin, m.DeviceMax = median(r.dev), r.dev[0], r.dev[len(r.dev)-1]
 			m.DeviceInRun = m.DeviceMedian
+		}
+		if fm, ok := r.vm.(*fusion.Machine); ok && o.Backend != fusion.CUDA {
+			st := fm.Stats()
+			m.ExecutorLaunches, m.StatsRuns = st.ExecutorLaunches, st.Runs
 		}
 		if dl, ok := r.vm.(deviceLooper); ok {
 			dev, ok, err := dl.DeviceTimesBatch(o.Runs, max(o.DeviceBatch, 1), gpuWarm)

@@ -725,7 +725,7 @@ func cpuKernelTime(k *graphpass.Kernel, args []any, limit float64, native bool) 
 		kargs, cargs := make([]any, len(args)), make([]any, 0, 2*len(scratch))
 		launch = func(args ...any) error { // args' outputs stay the caller's
 			copy(kargs, args)
-			_, err := launchParts(k, e, c, kargs, nin, append(cargs[:0], scratch...))
+			_, err := launchParts(k, e, c, kargs, nin, append(cargs[:0], scratch...), nil)
 			return err
 		}
 	}

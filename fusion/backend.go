@@ -112,6 +112,16 @@ type Stats struct {
 	// for them, for measuring.
 	Recycled, Allocated, CollectionsAsked int
 	RecycledBytes                         int64
+	// ExecutorLaunches counts, since the machine was made, the launches of
+	// its kernels (CPU backend) that were compiled to machine code and
+	// that the machine code handed to the executor at run time, several
+	// times slower (codegen/cpu.Fallbacks says why a launch does: most
+	// often a block whose lanes cross a multiple of a divisor the kernel
+	// divides them by, which the machine code checks as each block
+	// starts). Report's GroupInfo.Executor names the kernels that are not
+	// machine code at all; this, the ones that are and did not run as it.
+	// 0 on the GPU backend.
+	ExecutorLaunches int
 }
 
 // RunPhases split a run's wall clock on the CUDA backend, in seconds, in

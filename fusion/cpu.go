@@ -253,6 +253,11 @@ func (p *cpuBackend) kernelTimes() []KernelTime {
 
 func (p *cpuBackend) stats(s *Stats) {
 	s.Recycled, s.Allocated, s.CollectionsAsked, s.RecycledBytes = p.rec.counts()
+	for _, st := range p.steps {
+		if op, ok := st.n.Op().(*FusedOp); ok && op.fell != nil {
+			s.ExecutorLaunches += int(op.fell.Load())
+		}
+	}
 }
 
 func (p *cpuBackend) close() error {

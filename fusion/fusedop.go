@@ -6,6 +6,7 @@ import (
 	"hash"
 	"hash/fnv"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/chewxy/hm"
@@ -39,6 +40,10 @@ type FusedOp struct {
 	// sizes are the outputs' element counts where their shapes differ: the
 	// op's value is then one vector holding them end to end (nil: stacked)
 	sizes []int
+	// fell counts the launches (the kernel's and its combining kernel's)
+	// whose machine code handed them to the executor at run time
+	// (Stats.ExecutorLaunches)
+	fell *atomic.Int64
 }
 
 // newFusedOp is the op group grp becomes: its kernel k, run on the CPU as
@@ -50,7 +55,7 @@ func newFusedOp(grp *graphpass.Group, k *graphpass.Kernel, pk prepared) (*FusedO
 	if k.Parts > 1 && (pk.combine == nil || k.OnePointer) {
 		return nil, fmt.Errorf("fusion: %v writes %d partial results and has no prepared kernel to combine them", grp, k.Parts)
 	}
-	op := &FusedOp{name: k.Tile.Name, kernel: k, exec: pk.exec, combine: pk.combine, text: pk.text, sum: pk.sum, outs: max(1, k.Outs)}
+	op := &FusedOp{name: k.Tile.Name, kernel: k, exec: pk.exec, combine: pk.combine, text: pk.text, sum: pk.sum, outs: max(1, k.Outs), fell: new(atomic.Int64)}
 	if k.Parts > 1 {
 		op.parts = k.ScratchSizes()
 	}
@@ -387,7 +392,7 @@ func (op *FusedOp) do(reuse G.Value, b *boxes, rec *recycler, vals ...G.Value) (
 func (op *FusedOp) launch(b *boxes, args []any, nin int) error {
 	k := op.kernel
 	if k.Parts <= 1 {
-		return op.exec.Launch(k.Grid, args...)
+		return op.exec.LaunchCounting(op.fell, k.Grid, args...)
 	}
 	var cb *boxes
 	var cargs []any
@@ -412,7 +417,7 @@ func (op *FusedOp) launch(b *boxes, args []any, nin int) error {
 		}
 		cargs = heldScratch(held, cb, cargs, sizes)
 	}
-	cargs, err := launchParts(k, op.exec, op.combine, args, nin, cargs)
+	cargs, err := launchParts(k, op.exec, op.combine, args, nin, cargs, op.fell)
 	if cb != nil {
 		cb.scratch = cargs[:0] // keep the array for the next run
 	}
@@ -425,14 +430,14 @@ func (op *FusedOp) launch(b *boxes, args []any, nin int) error {
 // over the scratch and the outputs (args[nin:]). args[nin:] is
 // overwritten with the scratch; it returns cargs with the outputs
 // appended.
-func launchParts(k *graphpass.Kernel, e, c *cpu.Exec, args []any, nin int, cargs []any) ([]any, error) {
+func launchParts(k *graphpass.Kernel, e, c *cpu.Exec, args []any, nin int, cargs []any, fell *atomic.Int64) ([]any, error) {
 	nout := len(cargs)
 	cargs = append(cargs, args[nin:]...) // the combine's outputs: the kernel's
 	copy(args[nin:], cargs[:nout])       // the kernel's outputs: the scratch
-	if err := e.Launch(k.Grid, args...); err != nil {
+	if err := e.LaunchCounting(fell, k.Grid, args...); err != nil {
 		return cargs, err
 	}
-	return cargs, c.Launch(k.CombineGrid, cargs...)
+	return cargs, c.LaunchCounting(fell, k.CombineGrid, cargs...)
 }
 
 // heldScratch appends to args the scratch of sizes, in the memory *held

@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
+	"github.com/tilefuse/tilefuse/fusion"
 )
 
 // TestNarrowReductionsNative: sums and maxima down the columns of fewer
@@ -150,4 +151,53 @@ func nativeTwinOne(t *testing.T, fused bool, seed1, seed2 uint64, tol float64, b
 	letTwins(t, rand.New(rand.NewPCG(seed1, seed2)), []*G.Node{inRef}, []*G.Node{in}, nil)
 	nativeTwinRun(t, gRef, g, fused)
 	sameAsGorgonia(t, "out", out, outRef, tol)
+}
+
+// TestExecutorLaunchesCounted: a machine counts the launches of its
+// kernels that are machine code but that the machine code hands to the
+// executor at run time (Stats.ExecutorLaunches): a sum over axes 0 and 2
+// whose last axis (5000) is longer than the CPU holds whole (graphpass
+// innerWhole), so that its flat blocks of 1024 cross multiples of 5000,
+// which the machine code checks as each block starts: one such launch a
+// run, the values still Gorgonia's; none for NCHW's sums, whose last axis
+// the kernel holds whole, nor where machine code is off (the executor by
+// choice, not a hand-off).
+func TestExecutorLaunchesCounted(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego)")
+	}
+	for _, c := range []struct {
+		name   string
+		shape  []int
+		axes   []int
+		native bool
+		want   int // a run
+	}{
+		{"a last reduced axis of 5000", []int{2, 3, 5000}, []int{0, 2}, true, 1},
+		{"NCHW's sums, the last axis whole", []int{6, 5, 7, 9}, []int{0, 2, 3}, true, 0},
+		{"a last reduced axis of 5000, machine code off", []int{2, 3, 5000}, []int{0, 2}, false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			build := func(g *G.ExprGraph) (*G.Node, *G.Node) {
+				x := G.NewTensor(g, tensor.Float32, len(c.shape), G.WithShape(c.shape...), G.WithName("x"))
+				return x, G.Must(G.Sum(x, c.axes...))
+			}
+			gRef, g := G.NewGraph(), G.NewGraph()
+			inRef, outRef := build(gRef)
+			in, out := build(g)
+			letTwins(t, rand.New(rand.NewPCG(7, 7)), []*G.Node{inRef}, []*G.Node{in}, nil)
+			vm := fusion.NewTapeMachine(g, fusion.WithBackend(fusion.CPU), fusion.WithNativeCPU(c.native))
+			defer vm.Close()
+			if err := vm.Err(); err != nil {
+				t.Fatal(err)
+			}
+			for run := 1; run <= 2; run++ {
+				runTwins(t, gRef, vm)
+				if got := vm.Stats().ExecutorLaunches; got != run*c.want {
+					t.Fatalf("after run %d: %d launches handed to the executor, want %d\n%v", run, got, run*c.want, vm.Report())
+				}
+			}
+			sameAsGorgonia(t, "out", out, outRef, 1e-4)
+		})
+	}
 }

@@ -243,6 +243,13 @@ func writeExecutor(out io.Writer, results []*bench.Result) {
 			fmt.Fprintf(out, "%s %s %s: %d kernels on the executor, not machine code: %s\n", r.Name, r.Size, m.Mode, m.OnExecutor, strings.Join(why, "; "))
 		}
 	}
+	for _, r := range results {
+		for _, m := range r.Modes {
+			if m.ExecutorLaunches > 0 {
+				fmt.Fprintf(out, "%s %s %s: %d launches of machine code handed to the executor at run time in %d runs\n", r.Name, r.Size, m.Mode, m.ExecutorLaunches, m.StatsRuns)
+			}
+		}
+	}
 }
 
 func writeStages(out io.Writer, results []*bench.Result) {

@@ -473,6 +473,9 @@ func TestExecutorList(t *testing.T) {
 	buf.Reset()
 	writeExecutor(&buf, []*bench.Result{{Name: "chain", Size: "large", Modes: []*bench.Measurement{{Mode: bench.Fused}}}})
 	assert.Empty(t, buf.String())
+	buf.Reset()
+	writeExecutor(&buf, []*bench.Result{{Name: "colsum", Size: "large", Modes: []*bench.Measurement{{Mode: bench.Fused, ExecutorLaunches: 12, StatsRuns: 12}}}})
+	assert.Equal(t, "colsum large fused: 12 launches of machine code handed to the executor at run time in 12 runs\n", buf.String())
 }
 
 // TestBenchPrecisions: bench -precision takes every precision of the

@@ -177,10 +177,28 @@ var fallbacks atomic.Int64
 // Fallbacks is the number of launches in this process of kernels compiled
 // to machine code that the machine code handed to the executor
 // (native.ErrFallback: a fault, which the executor reports; an i32 index
-// past its range; buffers that overlap where the kernel stores): each
-// gives the same results, slower. Tests read it to show that a kernel ran
-// as machine code.
+// past its range; buffers that overlap where the kernel stores; a block
+// whose lanes cross a multiple of a divisor the kernel divides them by,
+// checked as each block starts): each gives the same results, slower.
+// Tests read it to show that a kernel ran as machine code; LaunchCounting
+// counts a caller's own.
 func Fallbacks() int64 { return fallbacks.Load() }
+
+// LaunchCounting is Launch, adding one to fell (where not nil) when the
+// kernel's machine code hands the launch to the executor, as Fallbacks
+// counts them for the process: a caller's count of its own launches (a
+// fused graph's machine: fusion.Stats.ExecutorLaunches).
+func (e *Exec) LaunchCounting(fell *atomic.Int64, grid tile.Grid, args ...any) error {
+	if e.native != nil && fell != nil {
+		if e.native.Launch(grid, args...) == nil {
+			return nil
+		}
+		fallbacks.Add(1)
+		fell.Add(1)
+		return e.execLaunch(grid, args...)
+	}
+	return e.Launch(grid, args...)
+}
 
 // Launch runs the kernel over grid with args, one per parameter in order:
 // a []float32, []float64 or []int32 for a pointer to that type (the buffer the
@@ -195,6 +213,11 @@ func (e *Exec) Launch(grid tile.Grid, args ...any) error {
 		}
 		fallbacks.Add(1)
 	}
+	return e.execLaunch(grid, args...)
+}
+
+// execLaunch runs the launch on the executor.
+func (e *Exec) execLaunch(grid tile.Grid, args ...any) error {
 	g, err := grid.Norm()
 	if err != nil {
 		return &tile.ExecError{Kernel: e.k.Name, Msg: err.Error()}
