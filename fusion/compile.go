@@ -627,8 +627,9 @@ func prepareKernels(c *compilation) error {
 // lanes that span more than its divisor) is written again with the
 // autotuner's other candidates (graphpass.Candidates, in their order),
 // then narrower ones (graphpass.Narrower: a reduction's block of outputs
-// halved down to one), and the first that the machine code takes replaces it, in every group that had its text (an identical
-// layer). Where none does, the kernel stays as the heuristic wrote it, on
+// halved to the powers of two that divide its divisors), and the first
+// that the machine code takes replaces it, in every group that had its
+// text (an identical layer). Where none does, the kernel stays as the heuristic wrote it, on
 // the executor, and the report says why (GroupInfo.Executor). Not with
 // the autotuner, which chooses by measuring. On entry texts, first, execs,
 // combines, sums and errs are prepareKernels' for the heuristic's kernels;

@@ -184,22 +184,6 @@ var fallbacks atomic.Int64
 // counts a caller's own.
 func Fallbacks() int64 { return fallbacks.Load() }
 
-// LaunchCounting is Launch, adding one to fell (where not nil) when the
-// kernel's machine code hands the launch to the executor, as Fallbacks
-// counts them for the process: a caller's count of its own launches (a
-// fused graph's machine: fusion.Stats.ExecutorLaunches).
-func (e *Exec) LaunchCounting(fell *atomic.Int64, grid tile.Grid, args ...any) error {
-	if e.native != nil && fell != nil {
-		if e.native.Launch(grid, args...) == nil {
-			return nil
-		}
-		fallbacks.Add(1)
-		fell.Add(1)
-		return e.execLaunch(grid, args...)
-	}
-	return e.Launch(grid, args...)
-}
-
 // Launch runs the kernel over grid with args, one per parameter in order:
 // a []float32, []float64 or []int32 for a pointer to that type (the buffer the
 // kernel reads and writes), and a number for a scalar (int, int32 or int64 for
@@ -207,17 +191,23 @@ func (e *Exec) LaunchCounting(fell *atomic.Int64, grid tile.Grid, args ...any) e
 // error). It returns the first fault any program instance met; the
 // instances after it may not have run.
 func (e *Exec) Launch(grid tile.Grid, args ...any) error {
+	return e.LaunchCounting(nil, grid, args...)
+}
+
+// LaunchCounting is Launch, adding one to fell (where not nil) when the
+// kernel's machine code hands the launch to the executor, as Fallbacks
+// counts them for the process: a caller's count of its own launches (a
+// fused graph's machine: fusion.Stats.ExecutorLaunches).
+func (e *Exec) LaunchCounting(fell *atomic.Int64, grid tile.Grid, args ...any) error {
 	if e.native != nil {
 		if e.native.Launch(grid, args...) == nil {
 			return nil
 		}
 		fallbacks.Add(1)
+		if fell != nil {
+			fell.Add(1)
+		}
 	}
-	return e.execLaunch(grid, args...)
-}
-
-// execLaunch runs the launch on the executor.
-func (e *Exec) execLaunch(grid tile.Grid, args ...any) error {
 	g, err := grid.Norm()
 	if err != nil {
 		return &tile.ExecError{Kernel: e.k.Name, Msg: err.Error()}
