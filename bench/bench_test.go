@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -274,5 +275,49 @@ func TestPeerSizes(t *testing.T) {
 			t.Logf("on the CPU target: %d kernels", cpuC.Report.Kernels())
 			t.Logf("BERT-base encoder layer, forward and backward: %d kernels", c.Report.Kernels())
 		})
+	}
+}
+
+// TestMedianKernelTimes: the profile's per-kernel medians over runs, and
+// the first run's list where the runs' lists differ.
+func TestMedianKernelTimes(t *testing.T) {
+	kt := func(ts ...float64) []fusion.KernelTime {
+		var out []fusion.KernelTime
+		for i, s := range ts {
+			out = append(out, fusion.KernelTime{Kernel: fmt.Sprintf("k%d", i), Seconds: s})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		runs [][]fusion.KernelTime
+		want []float64
+	}{
+		{"none", nil, nil},
+		{"one", [][]fusion.KernelTime{kt(3, 1)}, []float64{3, 1}},
+		{"odd", [][]fusion.KernelTime{kt(9, 1), kt(2, 5), kt(3, 4)}, []float64{3, 4}},
+		{"even", [][]fusion.KernelTime{kt(1, 8), kt(4, 2), kt(2, 6), kt(100, 4)}, []float64{3, 5}},
+		{"lists differ", [][]fusion.KernelTime{kt(1, 2), kt(5)}, []float64{1, 2}},
+		{"names differ", [][]fusion.KernelTime{kt(1, 2), {{Kernel: "x", Seconds: 7}, {Kernel: "k1", Seconds: 7}}}, []float64{1, 2}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := medianKernelTimes(c.runs)
+			if len(got) != len(c.want) {
+				t.Fatalf("got %d kernels, want %d", len(got), len(c.want))
+			}
+			for i, w := range c.want {
+				if got[i].Seconds != w || got[i].Kernel != fmt.Sprintf("k%d", i) {
+					t.Errorf("kernel %d: got %s %g, want k%d %g", i, got[i].Kernel, got[i].Seconds, i, w)
+				}
+			}
+		})
+	}
+	if runs := [][]fusion.KernelTime{kt(1, 2), kt(3, 4)}; medianKernelTimes(runs)[0].Seconds != 2 || runs[0][0].Seconds != 1 {
+		t.Errorf("the runs' own lists changed, or the median is wrong")
+	}
+	for runs, want := range map[int]int{1: 3, 5: 5, 10: 10, 100: 15} {
+		if got := profileRuns(runs); got != want {
+			t.Errorf("profileRuns(%d) = %d, want %d", runs, got, want)
+		}
 	}
 }

@@ -48,7 +48,7 @@ func benchFlags() (*flag.FlagSet, *benchOpts) {
 	fs.BoolVar(&o.noGorgonia, "no-gorgonia", false, "leave Gorgonia's own machine out at every size (as -size peer does): tilefuse's modes only, for profiles and quick comparisons")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole bench (compiles, warm-ups and timed runs; go tool pprof reads it) to `file`")
 	fs.StringVar(&o.trace, "trace", "", "write a Go execution trace of the whole bench (go tool trace reads it: goroutines, the device's thread, its waits) to `file`")
-	fs.IntVar(&o.profile, "profile", 0, "list each workload's `N` slowest kernels per tilefuse mode, timed in a run of their own (events on the GPU, the wall clock on the CPU)")
+	fs.IntVar(&o.profile, "profile", 0, "list each workload's `N` slowest kernels per tilefuse mode, timed in runs of their own (events on the GPU, the wall clock on the CPU; each kernel's median over -runs runs, 3 to 15, after one warm-up run)")
 	return fs, o
 }
 
@@ -407,7 +407,7 @@ func writeTrain(out io.Writer, results []*bench.Result) {
 // writeProfile lists each workload's n slowest kernels per tilefuse mode,
 // with their share of the kernels' total.
 func writeProfile(out io.Writer, results []*bench.Result, n int) {
-	fmt.Fprintf(out, "\nThe %d slowest kernels of one run per mode (events around each launch on the GPU, the wall clock around each op on the CPU), µs:\n", n)
+	fmt.Fprintf(out, "\nThe %d slowest kernels per mode, each one's median over a few runs (events around each launch on the GPU, the wall clock around each op on the CPU), µs:\n", n)
 	for _, r := range results {
 		for _, mode := range []string{bench.Unfused, bench.Fused} {
 			ks := slices.Clone(r.Profile[mode])
