@@ -568,13 +568,26 @@ func maxIndex(ns []*Node) int {
 
 // heads_weights: program (i, p) copies block i of weight p into the stack
 // (the weights are separate tensors: each program loads from every one of
-// them under a mask that only its own passes).
+// them under a mask that only its own passes). On a CPU (EACH = 1) program
+// i copies block i of every weight, one load and one store each, at
+// least two programs a core where the weights allow (BLOCK down to 256):
+// the masked form had each program test all 3H masks a vector, 24 times
+// the copy's work (the bench's encoder large, 24 weights of 256 × 32: 302
+// µs on the 2-core VM).
 var headsWeightsKind = groupKind{
 	name:    "heads_weights",
 	byClaim: true,
 	join:    func(*Node, *Group, Target) (GroupKind, bool) { return HeadsWeightsGroup, false },
 	tune: func(grp *Group, t Target, _ tile.Precision, meta tile.Meta) {
-		meta["BLOCK"] = min(t.perThread(8, 1024), pow2AtLeast(grp.heads.d*grp.heads.dh))
+		size := grp.heads.d * grp.heads.dh
+		bs := min(t.perThread(8, 1024), pow2AtLeast(size))
+		if !t.GPU() {
+			for bs > 256 && tile.CDiv(size, bs) < 2*t.Cores {
+				bs /= 2
+			}
+			meta["EACH"] = 1
+		}
+		meta["BLOCK"] = bs
 	},
 	emit: emitHeadsWeights,
 }
@@ -585,8 +598,19 @@ func emitHeadsWeights(e *emitter, out *tile.Value, k *Kernel) error {
 	if err != nil {
 		return err
 	}
+	each, err := e.optParam("EACH", 0)
+	if err != nil {
+		return err
+	}
 	size := hs.d * hs.dh
 	off := b.Add(b.Mul(b.ProgramID(0), bs), b.Arange(0, bs))
+	switch each {
+	case 0:
+	case 1:
+		return emitHeadsWeightsEach(e, out, k, off, size)
+	default:
+		return fmt.Errorf("graphpass: %v: EACH = %d: want 0 (a program a weight's block) or 1 (every weight's block)", e.grp, each)
+	}
 	p := b.ProgramID(1)
 	var inRange *tile.Value
 	if size%bs != 0 {
@@ -608,6 +632,28 @@ func emitHeadsWeights(e *emitter, out *tile.Value, k *Kernel) error {
 	}
 	b.Store(b.AddPtr(out, b.Add(b.Mul(p, size), off)), v, inRange)
 	k.Grid = tile.Grid{tile.CDiv(size, bs), len(hs.w)}
+	return nil
+}
+
+// emitHeadsWeightsEach: program i copies block off of every weight into
+// the stack (EACH = 1).
+func emitHeadsWeightsEach(e *emitter, out *tile.Value, k *Kernel, off *tile.Value, size int) error {
+	hs, b := e.grp.heads, e.b
+	bs := off.Type.Shape.Dims[0]
+	var inRange *tile.Value
+	var other any
+	if size%bs != 0 {
+		inRange, other = b.Lt(off, size), 0.0
+	}
+	for i, w := range hs.w {
+		wp := e.ptr[w]
+		if wp == nil {
+			return fmt.Errorf("graphpass: %v: weight %v is not an input of the kernel", e.grp, w)
+		}
+		x := b.Load(b.AddPtr(wp, off), inRange, other)
+		b.Store(b.AddPtr(out, b.Add(off, i*size)), x, inRange)
+	}
+	k.Grid = tile.Grid{tile.CDiv(size, bs)}
 	return nil
 }
 
