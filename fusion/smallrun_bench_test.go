@@ -7,6 +7,7 @@ import (
 	G "gorgonia.org/gorgonia"
 
 	"github.com/tilefuse/tilefuse/bench"
+	"github.com/tilefuse/tilefuse/codegen/cpu/pool"
 	"github.com/tilefuse/tilefuse/fusion"
 )
 
@@ -48,6 +49,7 @@ func BenchmarkSmallRunAll(b *testing.B) {
 				if mode == "reuse" || mode == "reuse-aftergc" || mode == "reuse-aftergc-warm" {
 					vm = reused
 				}
+				pool.Default().ReadProcs() // -cpu's GOMAXPROCS from the first run
 				b.ReportAllocs()
 				s0 := vm.Stats()
 				for b.Loop() {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
+	"github.com/tilefuse/tilefuse/codegen/cpu/pool"
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
@@ -47,6 +48,7 @@ func BenchmarkDot(b *testing.B) {
 				defer nk.Free()
 				grid := tile.Grid{m / blk[0], n / blk[1]}
 				best := time.Duration(math.MaxInt64)
+				pool.Default().ReadProcs() // -cpu's GOMAXPROCS from the first launch
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					t0 := time.Now()
@@ -144,6 +146,11 @@ func benchProduct(b *testing.B, m, n, k, bm, bn, bk int, tA, tB bool, av, bv, ou
 	grid := tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn)}
 	best := time.Duration(math.MaxInt64)
 	flops := 2 * float64(m) * float64(n) * float64(k)
+	// -cpu's GOMAXPROCS from the first launch: the pool reads it every
+	// 64 dispatches, and with -cpu 1,16 a case's launches at 16 had run
+	// on one core (the H100 machine's host, 2026-12-06: 512×1024×784 at
+	// 128×128 102 GFLOP/s "-16")
+	pool.Default().ReadProcs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
+	"github.com/tilefuse/tilefuse/codegen/cpu/pool"
 )
 
 // BenchmarkSplit: a row kernel's launch on the caller alone against the
@@ -29,6 +30,7 @@ func BenchmarkSplit(b *testing.B) {
 				if runtime.GOMAXPROCS(0) < 2 {
 					b.Skip("GOMAXPROCS 1: nothing to split over")
 				}
+				pool.Default().ReadProcs() // -cpu's GOMAXPROCS from the first launch
 				launch, l, x, y := rowBench(b, wl, rows, cols)
 				defer native.SetParallelNs(native.SetParallelNs(0))
 				var times [2][]float64

@@ -195,6 +195,17 @@ func Default() *Pool { return std }
 // Workers is the number of workers, the caller included.
 func (p *Pool) Workers() int { return p.n }
 
+// ReadProcs has the next dispatch read GOMAXPROCS again, where otherwise
+// up to procsEvery dispatches after a change would ask for as many
+// workers as before it: for a caller that has just changed GOMAXPROCS
+// (a benchmark run with -cpu 1,16, whose first launches at 16 had run on
+// the caller alone). It waits for a dispatch in flight to end.
+func (p *Pool) ReadProcs() {
+	p.busy.Lock()
+	p.procsAge = 0
+	p.busy.Unlock()
+}
+
 func (p *Pool) startWorkers() {
 	p.wake = make([]chan struct{}, p.n)
 	p.parked = make([]atomic.Bool, p.n)

@@ -396,7 +396,7 @@ func TestLateWokenWorkerWatches(t *testing.T) {
 // TestDispatchFollowsGOMAXPROCS: a pool sized for more workers than
 // GOMAXPROCS asks for no more than GOMAXPROCS (at 1, the caller alone,
 // and no worker goroutine is started), read again within procsEvery
-// dispatches of a change.
+// dispatches of a change, or at the next one after ReadProcs.
 func TestDispatchFollowsGOMAXPROCS(t *testing.T) {
 	was := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(was)
@@ -428,6 +428,19 @@ func TestDispatchFollowsGOMAXPROCS(t *testing.T) {
 		}
 		if i > procsEvery {
 			t.Fatalf("GOMAXPROCS 4: still %d ranges after %d dispatches, want 4", ranges(c), i+1)
+		}
+	}
+	// ReadProcs: the dispatch right after a change follows it
+	for _, c := range []struct {
+		procs, want int32
+	}{{1, 1}, {4, 4}, {2, 2}, {4, 4}} {
+		runtime.GOMAXPROCS(int(c.procs))
+		p.ReadProcs()
+		cnt := &counter{seen: make([]atomic.Int32, 100)}
+		p.Do(cnt, 100, 4)
+		check(t, cnt, 100)
+		if n := ranges(cnt); n != c.want {
+			t.Fatalf("GOMAXPROCS %d then ReadProcs: the next dispatch ran %d ranges, want %d", c.procs, n, c.want)
 		}
 	}
 }
