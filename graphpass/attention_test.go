@@ -223,6 +223,29 @@ func TestHeadsPatterns(t *testing.T) {
 	}
 }
 
+// multiHead is h heads of f32 attention over an input x [b·s, d] as the
+// bench's encoder writes them (per head q, k and v = Reshape(x·W), the
+// scores scaled, softmax, ·v, Reshape), and the Concat of their outputs;
+// ws are the weights, q, k, v a head in turn.
+func multiHead(g *G.ExprGraph, b, s, d, h int, scale float32) (out *G.Node, ws G.Nodes) {
+	must := G.Must
+	dh := d / h
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(b*s, d), G.WithName("x"))
+	var outs G.Nodes
+	for i := range h {
+		proj := func(name string) *G.Node {
+			w := G.NewMatrix(g, tensor.Float32, G.WithShape(d, dh), G.WithName(fmt.Sprintf("%s%d", name, i)))
+			ws = append(ws, w)
+			return must(G.Reshape(must(G.Mul(x, w)), tensor.Shape{b, s, dh}))
+		}
+		q, k, v := proj("wq"), proj("wk"), proj("wv")
+		sc := must(G.Mul(must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(scale)))
+		o := must(G.BatchedMatMul(must(G.SoftMax(sc)), v, false, false))
+		outs = append(outs, must(G.Reshape(o, tensor.Shape{b * s, dh})))
+	}
+	return must(G.Concat(1, outs...)), ws
+}
+
 // TestHeadsAttentionTiles: the heads' attention kernels of a BERT-base
 // layer (batch 8, 12 heads, seq 512, head dim 64) in TF32 on the H200 run
 // 8·12 programs per block of the sequence, a wave of 128-row blocks: the
@@ -232,23 +255,9 @@ func TestHeadsPatterns(t *testing.T) {
 // (TF32 keeps tuneMatMul's tiles).
 func TestHeadsAttentionTiles(t *testing.T) {
 	const b, s, d, h = 8, 512, 768, 12
-	dh := d / h
 	must := G.Must
 	g := G.NewGraph()
-	x := G.NewMatrix(g, tensor.Float32, G.WithShape(b*s, d), G.WithName("x"))
-	var outs, ws G.Nodes
-	for i := range h {
-		proj := func(name string) *G.Node {
-			w := G.NewMatrix(g, tensor.Float32, G.WithShape(d, dh), G.WithName(fmt.Sprintf("%s%d", name, i)))
-			ws = append(ws, w)
-			return must(G.Reshape(must(G.Mul(x, w)), tensor.Shape{b, s, dh}))
-		}
-		q, k, v := proj("wq"), proj("wk"), proj("wv")
-		sc := must(G.Mul(must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(float32(0.125))))
-		o := must(G.BatchedMatMul(must(G.SoftMax(sc)), v, false, false))
-		outs = append(outs, must(G.Reshape(o, tensor.Shape{b * s, dh})))
-	}
-	out := must(G.Concat(1, outs...))
+	out, ws := multiHead(g, b, s, d, h, 0.125)
 	cost := must(G.Sum(must(G.Square(out))))
 	if _, err := G.Grad(cost, ws...); err != nil {
 		t.Fatal(err)

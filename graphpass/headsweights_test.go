@@ -1,13 +1,11 @@
 package graphpass
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/tile/interp"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 )
 
 // TestHeadsWeightsEach: on a CPU the heads' weights are stacked by
@@ -19,7 +17,6 @@ import (
 // stack keeps it, and nothing past the stack (sizes no multiple of the
 // block included).
 func TestHeadsWeightsEach(t *testing.T) {
-	must := G.Must
 	for _, c := range []struct {
 		name     string
 		d, h     int
@@ -35,22 +32,9 @@ func TestHeadsWeightsEach(t *testing.T) {
 		{"H200, 256×32 weights", 256, 8, H200, false, 1024, 8},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			const b, s = 2, 4
 			dh := c.d / c.h
 			g := G.NewGraph()
-			x := G.NewMatrix(g, tensor.Float32, G.WithShape(b*s, c.d), G.WithName("x"))
-			var outs G.Nodes
-			for i := range c.h {
-				proj := func(name string) *G.Node {
-					w := G.NewMatrix(g, tensor.Float32, G.WithShape(c.d, dh), G.WithName(fmt.Sprintf("%s%d", name, i)))
-					return must(G.Reshape(must(G.Mul(x, w)), tensor.Shape{b, s, dh}))
-				}
-				q, k, v := proj("wq"), proj("wk"), proj("wv")
-				sc := must(G.Mul(must(G.BatchedMatMul(q, k, false, true)), G.NewConstant(float32(0.5))))
-				o := must(G.BatchedMatMul(must(G.SoftMax(sc)), v, false, false))
-				outs = append(outs, must(G.Reshape(o, tensor.Shape{b * s, dh})))
-			}
-			out := must(G.Concat(1, outs...))
+			out, _ := multiHead(g, 2, 4, c.d, c.h, 0.5)
 			gr, err := Import(g)
 			if err != nil {
 				t.Fatal(err)
