@@ -21,7 +21,9 @@ import (
 // they are machine code, im2col, col2im, the pools and the transposes
 // among them) and with the H200's (run on the CPU) and agrees with
 // Gorgonia's own machine within 1e-10·(1 + |x|) in float64, 1e-4·(1 + |x|)
-// in float32 (the products' sums in another order).
+// in float32 (the products' sums in another order), or, where a float32
+// element is not, is as near the same program in float64 as Gorgonia's
+// float32 one (f32Within).
 func FuzzConvNet(f *testing.F) {
 	for _, s := range []string{"\x01\x02\x07\x09\x00\x11\x22\x01\x33", "\x02\x01\x0a\x08\x01\x02\x13\x04\x00\x21", "\x00\x03\x05\x0b\x03\x10\x02\x31\x12\x00\x02",
 		"\x81\x02\x07\x09\x00\x11\x22\x01\x33", "\x80\x03\x05\x0b\x03\x10\x02\x31\x12\x00\x02\x02\x00\x01"} {
@@ -125,14 +127,81 @@ func checkConvNet(t *testing.T, data []byte, leg string, opts ...fusion.Option) 
 		t.Fatalf("%s: %v\n%s\n%v", leg, err, listing, vm.Report())
 	}
 	what := func(s string) string { return leg + ": " + s + "\n" + listing }
-	tol := 1e-10
 	if convDtype(data) == tensor.Float32 {
-		tol = 1e-4
+		f32Within(t, data, in, append([]*G.Node{loss}, d...), append([]*G.Node{lossRef}, dRef...), what)
+		return
 	}
-	sameAsGorgonia(t, what("loss"), loss, lossRef, tol)
+	sameAsGorgonia(t, what("loss"), loss, lossRef, 1e-10)
 	for i := range d {
-		sameAsGorgonia(t, what(fmt.Sprintf("gradient %d", i)), d[i], dRef[i], tol)
+		sameAsGorgonia(t, what(fmt.Sprintf("gradient %d", i)), d[i], dRef[i], 1e-10)
 	}
+}
+
+// f32Within checks a float32 program's values (the loss, then each
+// gradient) against Gorgonia's float32 ones within 1e-4·(1 + |x|); where
+// an element is not, against the same program in float64 on the same
+// inputs (Gorgonia's machine, the data's first byte's top bit clear): its
+// error there, |x − x64|/(1 + |x64|), must be within 1e-4 or no more than
+// twice Gorgonia's float32 value's. Both float32 results stray from the
+// float64 one where sums cancel (testdata d07968ccd3d1fac8: a gradient
+// 1.0e-4 from it in ours, 6.7e-5 in Gorgonia's, 1.7e-4 apart).
+func f32Within(t *testing.T, data []byte, in, got, ref []*G.Node, what func(string) string) {
+	t.Helper()
+	const tol = 1e-4
+	name := func(i int) string {
+		if i == 0 {
+			return "loss"
+		}
+		return fmt.Sprintf("gradient %d", i-1)
+	}
+	var ref64 []*G.Node // built at the first element past tol
+	for i := range got {
+		g, w := floats(got[i].Value()), floats(ref[i].Value())
+		if len(w) == 0 && ref[i].Value() != nil {
+			g, w = []float64{scalar(got[i].Value())}, []float64{scalar(ref[i].Value())}
+		}
+		if len(w) == 0 || len(g) != len(w) {
+			t.Fatalf("%s: %d values, Gorgonia's %d", what(name(i)), len(g), len(w))
+		}
+		for j := range w {
+			if math.Abs(g[j]-w[j]) <= tol*(1+math.Abs(w[j])) {
+				continue
+			}
+			if ref64 == nil {
+				ref64 = convIn64(t, data, in)
+			}
+			w64 := floats(ref64[i].Value())
+			if len(w64) == 0 {
+				w64 = []float64{scalar(ref64[i].Value())}
+			}
+			e, eRef := math.Abs(g[j]-w64[j])/(1+math.Abs(w64[j])), math.Abs(w[j]-w64[j])/(1+math.Abs(w64[j]))
+			if e > tol && e > 2*eRef {
+				t.Fatalf("%s[%d] = %v, want %v (Gorgonia's float32), %v in float64: error %.2g against Gorgonia's %.2g", what(name(i)), j, g[j], w[j], w64[j], e, eRef)
+			}
+		}
+	}
+}
+
+// convIn64 runs data's program in float64 on Gorgonia's machine over the
+// float32 program's inputs in (widened), returning its loss and gradients.
+func convIn64(t *testing.T, data []byte, in []*G.Node) []*G.Node {
+	t.Helper()
+	g, in64, loss, grads, _, err := convProgram(append([]byte{data[0] &^ 0x80}, data[1:]...))
+	if err != nil {
+		t.Fatalf("the float64 twin: %v", err)
+	}
+	for i, n := range in64 {
+		v := floats(in[i].Value())
+		if err := G.Let(n, tensor.New(tensor.WithShape(n.Shape().Clone()...), tensor.WithBacking(v))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vm := G.NewTapeMachine(g)
+	t.Cleanup(func() { vm.Close() })
+	if err := vm.RunAll(); err != nil {
+		t.Fatalf("the float64 twin on Gorgonia's machine: %v", err)
+	}
+	return append([]*G.Node{loss}, grads...)
 }
 
 // convDtype is the type of convProgram's tensors: float32 where data's
