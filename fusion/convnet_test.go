@@ -284,9 +284,7 @@ func TestMaxPools(t *testing.T) {
 // — are kernels, every kernel machine code, with Gorgonia's values and
 // gradients (float32; the products' sums in another order).
 func TestWindowOpsAroundTransposes(t *testing.T) {
-	if !jit.Supported() {
-		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego): window ops are Gorgonia's (TestConvNet checks the reason)")
-	}
+	needMachineCode(t, "window ops are Gorgonia's (TestConvNet checks the reason)")
 	for _, c := range []struct {
 		name  string
 		build func(g *G.ExprGraph) ([]*G.Node, *G.Node)

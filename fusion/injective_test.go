@@ -424,9 +424,7 @@ func chainedTransposes(t *testing.T, native bool, opts ...fusion.Option) {
 // output (BLOCK_C: its lanes loaded one by one); float32 and float64.
 // Values and gradients Gorgonia's, every kernel machine code.
 func TestTransposeTiles(t *testing.T) {
-	if !jit.Supported() {
-		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego): transposes are Gorgonia's there")
-	}
+	needMachineCode(t, "transposes are Gorgonia's there")
 	for _, c := range []struct {
 		name  string
 		dt    tensor.Dtype

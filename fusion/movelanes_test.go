@@ -9,7 +9,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu"
-	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/fusion"
 )
 
@@ -29,9 +28,7 @@ import (
 // transposeTiles over the transpose's own shape). Row counts and widths are no
 // block's multiples (37 rows of 128 in blocks of 8, widths 13, 30, 33).
 func TestMoveLanes(t *testing.T) {
-	if !jit.Supported() {
-		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego)")
-	}
+	needMachineCode(t, "")
 	type graph struct {
 		out   *G.Node
 		in    []*G.Node

@@ -7,7 +7,6 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/fusion"
 )
 
@@ -22,9 +21,7 @@ import (
 // machine code, none falls back when run, and the values are Gorgonia's
 // within 1e-6 (float32) and 1e-12 (float64) of |want| + 1.
 func TestNarrowReductionsNative(t *testing.T) {
-	if !jit.Supported() {
-		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego)")
-	}
+	needMachineCode(t, "")
 	for _, c := range []struct {
 		name  string
 		dt    tensor.Dtype
@@ -63,9 +60,7 @@ func TestNarrowReductionsNative(t *testing.T) {
 // code, none falls back when run, the values Gorgonia's within 1e-5
 // (float32) and 1e-12 (float64) of |want| + 1.
 func TestRetiledForMachineCode(t *testing.T) {
-	if !jit.Supported() {
-		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego)")
-	}
+	needMachineCode(t, "")
 	for _, c := range []struct {
 		name  string
 		dt    tensor.Dtype
@@ -106,9 +101,7 @@ func TestRetiledForMachineCode(t *testing.T) {
 // within 1e-5 (float32) and 1e-12 (float64) of |want| + 1, maxima bit for
 // bit.
 func TestInnerWholeReductions(t *testing.T) {
-	if !jit.Supported() {
-		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego)")
-	}
+	needMachineCode(t, "")
 	for _, c := range []struct {
 		name  string
 		dt    tensor.Dtype
@@ -163,9 +156,7 @@ func nativeTwinOne(t *testing.T, fused bool, seed1, seed2 uint64, tol float64, b
 // the kernel holds whole, nor where machine code is off (the executor by
 // choice, not a hand-off).
 func TestExecutorLaunchesCounted(t *testing.T) {
-	if !jit.Supported() {
-		t.Skip("kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego)")
-	}
+	needMachineCode(t, "")
 	for _, c := range []struct {
 		name   string
 		shape  []int

@@ -7,6 +7,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/fusion"
 )
 
@@ -76,4 +77,17 @@ func sameAsGorgonia(t *testing.T, what string, got, want *G.Node, tol float64) {
 		t.Fatalf("%s: Gorgonia's has no value", what)
 	}
 	closeTo(t, what, g, w, tol)
+}
+
+// needMachineCode skips t where the CPU's kernels are not machine code
+// (no AVX2 and FMA, or -tags purego), saying so, and why where given.
+func needMachineCode(t *testing.T, why string) {
+	t.Helper()
+	if !jit.Supported() {
+		msg := "kernels are not machine code on this CPU (no AVX2 and FMA, or -tags purego)"
+		if why != "" {
+			msg += ": " + why
+		}
+		t.Skip(msg)
+	}
 }
