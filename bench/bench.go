@@ -606,9 +606,9 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 // 670 µs on 16 cores in it.
 func profileRuns(runs int) int { return min(max(runs, 3), 15) }
 
-// medianKernelTimes is each kernel's median time over runs (each run's
-// kernels in launch order, the same in every run; where a run's list
-// differs from the first's, the first run's list alone).
+// medianKernelTimes is each kernel's median time and median page faults
+// over runs (each run's kernels in launch order, the same in every run;
+// where a run's list differs from the first's, the first run's list alone).
 func medianKernelTimes(runs [][]fusion.KernelTime) []fusion.KernelTime {
 	if len(runs) == 0 {
 		return nil
@@ -625,12 +625,15 @@ func medianKernelTimes(runs [][]fusion.KernelTime) []fusion.KernelTime {
 		}
 	}
 	ts := make([]float64, len(runs))
+	fs := make([]int64, len(runs))
 	for i := range out {
 		for j, r := range runs {
-			ts[j] = r[i].Seconds
+			ts[j], fs[j] = r[i].Seconds, r[i].Faults
 		}
 		slices.Sort(ts)
+		slices.Sort(fs)
 		out[i].Seconds = ts[len(ts)/2]
+		out[i].Faults = fs[len(fs)/2] // the upper median: -1 only where most runs had no count
 		if len(ts)%2 == 0 {
 			out[i].Seconds = (ts[len(ts)/2-1] + ts[len(ts)/2]) / 2
 		}

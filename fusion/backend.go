@@ -42,6 +42,11 @@ type KernelTime struct {
 	Kernel  string
 	Ops     []string // the ops it runs
 	Seconds float64
+	// Faults is, on the CPU backend, the minor page faults the process took
+	// while the kernel ran (its outputs' new pages, first touched there;
+	// other goroutines' faults in that time count too); -1 on the GPU and
+	// where the system does not count them.
+	Faults int64
 }
 
 // Stats are a machine's statistics: what its runs did, where the Report is

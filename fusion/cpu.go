@@ -163,7 +163,9 @@ func (p *cpuBackend) run() error {
 		switch op := st.n.Op().(type) {
 		case *FusedOp:
 			var start time.Time
+			var faults int64
 			if p.profile && !op.view {
+				faults = minorFaults()
 				start = time.Now()
 			}
 			reuse := p.vals[st.at]
@@ -174,7 +176,11 @@ func (p *cpuBackend) run() error {
 				return err // it names the kernel
 			}
 			if p.profile && !op.view {
-				p.times = append(p.times, KernelTime{Kernel: op.name, Ops: op.ops, Seconds: time.Since(start).Seconds()})
+				k := KernelTime{Kernel: op.name, Ops: op.ops, Seconds: time.Since(start).Seconds(), Faults: -1}
+				if f := minorFaults(); f >= 0 && faults >= 0 {
+					k.Faults = f - faults
+				}
+				p.times = append(p.times, k)
 			}
 		case *PartOp:
 			if st.fresh || st.viewsFresh || len(st.argv) != 1 {

@@ -1625,7 +1625,7 @@ func (g *gpu) settle(t *cuda.Thread) error {
 				return err
 			}
 			op := n.Op().(*FusedOp)
-			g.times = append(g.times, KernelTime{Kernel: op.name, Ops: op.ops, Seconds: ms / 1e3})
+			g.times = append(g.times, KernelTime{Kernel: op.name, Ops: op.ops, Seconds: ms / 1e3, Faults: -1})
 		}
 	}
 	return nil

@@ -150,8 +150,8 @@ type deviceLooper interface {
 
 // KernelTimes is, with WithProfile, each kernel's time in the last run, in
 // launch order: device time between events on the CUDA backend, wall time of
-// the op (output allocation included) on the CPU. It is nil without
-// WithProfile.
+// the op (output allocation included) on the CPU, with the minor page
+// faults taken in it (KernelTime.Faults). It is nil without WithProfile.
 func (m *Machine) KernelTimes() []KernelTime {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -407,7 +407,7 @@ func writeTrain(out io.Writer, results []*bench.Result) {
 // writeProfile lists each workload's n slowest kernels per tilefuse mode,
 // with their share of the kernels' total.
 func writeProfile(out io.Writer, results []*bench.Result, n int) {
-	fmt.Fprintf(out, "\nThe %d slowest kernels per mode, each one's median over a few runs (events around each launch on the GPU, the wall clock around each op on the CPU), µs:\n", n)
+	fmt.Fprintf(out, "\nThe %d slowest kernels per mode, each one's median over a few runs (events around each launch on the GPU, the wall clock around each op on the CPU, with the minor page faults taken in it, pf), µs:\n", n)
 	for _, r := range results {
 		for _, mode := range []string{bench.Unfused, bench.Fused} {
 			ks := slices.Clone(r.Profile[mode])
@@ -422,7 +422,11 @@ func writeProfile(out io.Writer, results []*bench.Result, n int) {
 				if len(ops) > 90 {
 					ops = ops[:87] + "..."
 				}
-				fmt.Fprintf(out, "  %8.1f  %4.1f%%  %s  %s\n", 1e6*k.Seconds, 100*k.Seconds/max(total, 1e-12), k.Kernel, ops)
+				faults := "" // page faults, counted on the CPU backend
+				if k.Faults >= 0 {
+					faults = fmt.Sprintf("  %5d pf", k.Faults)
+				}
+				fmt.Fprintf(out, "  %8.1f  %4.1f%%%s  %s  %s\n", 1e6*k.Seconds, 100*k.Seconds/max(total, 1e-12), faults, k.Kernel, ops)
 			}
 		}
 	}
