@@ -315,6 +315,22 @@ func TestMedianKernelTimes(t *testing.T) {
 	if runs := [][]fusion.KernelTime{kt(1, 2), kt(3, 4)}; medianKernelTimes(runs)[0].Seconds != 2 || runs[0][0].Seconds != 1 {
 		t.Errorf("the runs' own lists changed, or the median is wrong")
 	}
+	faults := func(fs ...int64) []fusion.KernelTime {
+		return []fusion.KernelTime{{Kernel: "k0", Seconds: 1, Faults: fs[0]}, {Kernel: "k1", Seconds: 1, Faults: fs[1]}}
+	}
+	for _, c := range []struct {
+		name string
+		runs [][]fusion.KernelTime
+		want [2]int64
+	}{
+		{"faults odd", [][]fusion.KernelTime{faults(900, 0), faults(3, 2), faults(5, 1)}, [2]int64{5, 1}},
+		{"faults even: the upper median", [][]fusion.KernelTime{faults(4, -1), faults(2, -1)}, [2]int64{4, -1}},
+	} {
+		got := medianKernelTimes(c.runs)
+		if got[0].Faults != c.want[0] || got[1].Faults != c.want[1] {
+			t.Errorf("%s: faults %d, %d; want %v", c.name, got[0].Faults, got[1].Faults, c.want)
+		}
+	}
 	for runs, want := range map[int]int{1: 3, 5: 5, 10: 10, 100: 15} {
 		if got := profileRuns(runs); got != want {
 			t.Errorf("profileRuns(%d) = %d, want %d", runs, got, want)
