@@ -135,10 +135,47 @@ func BenchmarkProductTiles(b *testing.B) {
 	}
 }
 
+// BenchmarkProductPitch: the encoder's FF1 (1024×1024 over K 256) and
+// FF2 (1024×256 over K 1024) products, the same FLOPs, their outputs' rows
+// as the shape has them (4 KiB and 1 KiB apart) and 64 bytes farther
+// apart: whether rows a multiple of 4 KiB apart (the same L1 sets, many
+// rows of a micro-tile at once) cost a product its stores.
+func BenchmarkProductPitch(b *testing.B) {
+	for _, c := range []struct{ m, n, k, bm, bn int }{
+		{1024, 1024, 256, 128, 128},
+		{1024, 1024, 256, 64, 64},
+		{1024, 256, 1024, 64, 64},
+		{1024, 256, 1024, 128, 128},
+	} {
+		rng := tiletest.RNG("BenchmarkProductPitch")
+		av, bv := tiletest.Uniform(rng, c.m*c.k, -1, 1), tiletest.Uniform(rng, c.k*c.n, -1, 1)
+		for _, pad := range []int{0, 16} {
+			for _, gelu := range []bool{false, true} {
+				out := make([]float32, c.m*(c.n+pad))
+				var out2 []float32
+				name := fmt.Sprintf("%dx%dx%d/%dx%d/ldc=%d", c.m, c.n, c.k, c.bm, c.bn, c.n+pad)
+				if gelu {
+					out2 = make([]float32, c.m*(c.n+pad))
+					name += "/gelu"
+				}
+				b.Run(name, func(b *testing.B) {
+					benchProductPitch(b, c.m, c.n, c.k, c.bm, c.bn, 64, c.n+pad, false, false, av, bv, out, out2)
+				})
+			}
+		}
+	}
+}
+
 // benchProduct times productKernel's c = a·b at bm×bn tiles in K steps of
 // bk, reporting GFLOP/s and those of the fastest launch (best-GFLOP/s).
 func benchProduct(b *testing.B, m, n, k, bm, bn, bk int, tA, tB bool, av, bv, out []float32) {
-	nk, err := native.Compile(productKernel(b, m, n, k, bm, bn, bk, tA, tB, true))
+	benchProductPitch(b, m, n, k, bm, bn, bk, n, tA, tB, av, bv, out, nil)
+}
+
+// benchProductPitch is benchProduct with c's rows ldc elements apart, and
+// where out2 is not nil its GELU stored there (productKernelPitch).
+func benchProductPitch(b *testing.B, m, n, k, bm, bn, bk, ldc int, tA, tB bool, av, bv, out, out2 []float32) {
+	nk, err := native.Compile(productKernelPitch(b, m, n, k, bm, bn, bk, ldc, tA, tB, true, out2 != nil))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -154,7 +191,11 @@ func benchProduct(b *testing.B, m, n, k, bm, bn, bk int, tA, tB bool, av, bv, ou
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		if err := nk.Launch(grid, av, bv, out); err != nil {
+		args := []any{av, bv, out}
+		if out2 != nil {
+			args = append(args, out2)
+		}
+		if err := nk.Launch(grid, args...); err != nil {
 			b.Fatal(err)
 		}
 		best = min(best, time.Since(t0))
@@ -170,8 +211,19 @@ func benchProduct(b *testing.B, m, n, k, bm, bn, bk int, tA, tB bool, av, bv, ou
 // own (the smallest power of two, at least 16, that holds it), else one
 // loop masked along K where bk does not divide K.
 func productKernel(t testing.TB, m, n, k, bm, bn, bk int, tA, tB, splitK bool) *tile.Kernel {
+	return productKernelPitch(t, m, n, k, bm, bn, bk, n, tA, tB, splitK, false)
+}
+
+// productKernelPitch is productKernel with c's rows ldc elements apart;
+// with gelu, a second output c2 (rows ldc apart too) holds GELU of c (the
+// tanh form), as the encoder's FF1 stores its product and its activation.
+func productKernelPitch(t testing.TB, m, n, k, bm, bn, bk, ldc int, tA, tB, splitK, gelu bool) *tile.Kernel {
 	b := tile.NewBuilder("product", nil)
 	pa, pb, pc := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("c", tile.F32)
+	var pc2 *tile.Value
+	if gelu {
+		pc2 = b.Ptr("c2", tile.F32)
+	}
 	sar, sac, sbr, sbc := k, 1, n, 1
 	if tA {
 		sar, sac = 1, m
@@ -241,7 +293,13 @@ func productKernel(t testing.TB, m, n, k, bm, bn, bk int, tA, tB, splitK bool) *
 	} else {
 		acc = b.For(0, k, bk, acc, step(bk, k%bk != 0))
 	}
-	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, n), rn)), acc[0], full(and(inM, inN), bm, bn))
+	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, ldc), rn)), acc[0], full(and(inM, inN), bm, bn))
+	if gelu {
+		x := acc[0]
+		inner := b.Mul(b.Add(x, b.Mul(b.Mul(b.Mul(x, x), x), 0.044715)), 0.7978845608)
+		g := b.Mul(b.Mul(x, 0.5), b.Add(b.Tanh(inner), 1.0))
+		b.Store(b.AddPtr(pc2, b.Add(b.Mul(rm, ldc), rn)), g, full(and(inM, inN), bm, bn))
+	}
 	kern, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
