@@ -797,7 +797,13 @@ const lanesBlockArea = 256
 // last axis first, or, where the root is stored column by column
 // (columnMajor: an im2col's patches, [N, OH, OW, C·KH·KW] stored as
 // [C·KH·KW, N·OH·OW]), the first, so that programs one after the other
-// store one after the other.
+// store one after the other; likewise where the group reads a product
+// stored column by column (readsTransposedProduct: a col2im reading its
+// patches' gradient as [C·KH·KW, N·OH·OW]), so that programs one after
+// the other read one after the other (with the channels fastest each
+// program read its nine taps' runs of an image's pixels, 78 KB apart,
+// and the next program nine runs more: the 2-core VM's col2im of
+// 100×32×14×14 took 2.4 ms, against 1.7 so).
 func lanesFree(grp *Group, s []int, a, r int) []int {
 	var free []int
 	for i := len(s) - 1; i >= 0; i-- {
@@ -805,8 +811,14 @@ func lanesFree(grp *Group, s []int, a, r int) []int {
 			free = append(free, i)
 		}
 	}
-	if grp.Root.colMajor {
+	if grp.Root.colMajor || readsTransposedProduct(grp) {
 		slices.Reverse(free)
 	}
 	return free
+}
+
+// readsTransposedProduct reports whether grp reads a product stored
+// column by column (transposedProducts).
+func readsTransposedProduct(grp *Group) bool {
+	return slices.ContainsFunc(grp.Inputs, func(n *Node) bool { return n.colMajor && n.Info.Kind == ops.MatMul })
 }

@@ -644,6 +644,11 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 				// range: every lane reads that one element
 				m = b.BroadcastTo(e.mask, idx.Type.Shape)
 			}
+			at := idx
+			if n.colMajor { // stored column by column (columnMajor, transposedProducts)
+				c := e.coords(idx, n.Info.Shape)
+				at = e.flatten([]*tile.Value{c[1], c[0]}, []int{n.Info.Shape[1], n.Info.Shape[0]})
+			}
 			var hint []tile.CacheHint
 			switch {
 			case e.stream != nil && e.stream(idx):
@@ -651,7 +656,7 @@ func (e *emitter) gen(n *Node, idx *tile.Value) (*tile.Value, error) {
 			case e.keepRow != nil && e.keepRow(idx), e.keep && rowInvariant(idx, e.loopsShared):
 				hint = []tile.CacheHint{tile.CacheKeep}
 			}
-			v = b.Load(b.AddPtr(p, idx), m, nil, hint...)
+			v = b.Load(b.AddPtr(p, at), m, nil, hint...)
 			if e.onLoad != nil {
 				e.onLoad(n, idx)
 			}

@@ -24,7 +24,9 @@ type Node struct {
 	// kernel writes it, every group that reads it computes it again
 	recomputed bool
 	// colMajor: a 2-D value stored column by column (element (i, j) of
-	// an R×C value at j·R + i), which only products read (columnMajor)
+	// an R×C value at j·R + i): an im2col's patches, which only products
+	// read (columnMajor), or a product that only col2im kernels read
+	// (transposedProducts), computed as its transpose
 	colMajor bool
 	// oversize: Partition left it to Gorgonia, as it reads or writes a
 	// tensor of more elements than kernels index (markOversized)

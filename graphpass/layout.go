@@ -38,6 +38,38 @@ func columnMajor(groups []*Group, writeOut func(*Node) bool, t Target) {
 	}
 }
 
+// transposedProducts stores column by column, on a CPU whose kernels are
+// machine code, each bare 2-D product (a product group of nothing but the
+// product, its root) that only elementwise groups holding a col2im read:
+// a convolution's patches' gradient dY·W, [N·OH·OW, C·KH·KW], which the
+// col2im reads a patch's length apart at each of its taps (a gather an
+// element, its lanes along an image's columns); stored column by column,
+// as the product Wᵀ·dYᵀ that emitMatMul computes for it, those reads are
+// contiguous. The product's operands are read as they are stored (no
+// copy of them, no split of K across programs).
+func transposedProducts(groups []*Group, writeOut func(*Node) bool, t Target) {
+	if t.GPU() || !t.Native {
+		return
+	}
+	readers := groupReaders(groups)
+	for _, p := range groups {
+		mm := p.MatMul
+		if p.Kind != MatMulGroup || mm == nil || p.Root != mm || mm.Info.Kind != ops.MatMul || len(p.Members) != 1 ||
+			len(p.Extra) > 0 || len(mm.Info.Shape) != 2 || p.aT != nil || p.aPad != nil || p.bPad != nil ||
+			writeOut(mm) || mm.Internal() || !onlyKernelsRead(mm) || len(readers[mm]) == 0 {
+			continue
+		}
+		ok := true
+		for _, c := range readers[mm] {
+			ok = ok && c.Kind == ElementwiseGroup &&
+				slices.ContainsFunc(c.Members, func(n *Node) bool { return n.Info.Kind == ops.Col2Im })
+		}
+		if ok {
+			mm.colMajor = true
+		}
+	}
+}
+
 // onlyKernelsRead reports whether every node that reads x is in a group
 // (or computed again by groups), none left to Gorgonia, which would read
 // it as stored in its own shape.

@@ -259,6 +259,20 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 		bRows, bCols = ps[len(ps)-2], ps[len(ps)-1]
 		sbr, sbc = bCols, 1
 	}
+	// a product stored column by column (transposedProducts) is computed
+	// as its transpose, (A·B)ᵀ = Bᵀ·Aᵀ: B read as the first operand, A as
+	// the second, each as its transpose; the tiles BLOCK_N × BLOCK_M
+	// (BLOCK_M still along the product's rows), stored row by row
+	swapped := mm.colMajor
+	if swapped {
+		if batch > 1 || e.grp.Root != mm || len(e.grp.Extra) > 0 || e.grp.aPad != nil || e.grp.bPad != nil || e.grp.aT != nil {
+			return fmt.Errorf("graphpass: %v: a product stored column by column is a bare 2-D product reading its operands as stored", e.grp)
+		}
+		pa, pb = pb, pa
+		sar, sac, sbr, sbc = sbc, sbr, sac, sar
+		m, n, bm, bn = n, m, bn, bm
+		bRows, bCols = kk, n
+	}
 	if batch > 1 {
 		z := b.ProgramID(2)
 		pa, pb = b.AddPtr(pa, b.Mul(z, m*kLoop)), b.AddPtr(pb, b.Mul(z, bRows*bCols))
@@ -387,6 +401,10 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	case split > 1:
 		b.AtomicAdd(b.AddPtr(out, idx), acc[0], e.mask)
 		k.Grid[2], k.Accumulates = split, true
+		return nil
+	}
+	if swapped { // idx is the transpose's own: stored as it is
+		b.Store(b.AddPtr(out, idx), acc[0], e.mask)
 		return nil
 	}
 	if err := e.store(out, idx); err != nil {

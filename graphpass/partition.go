@@ -212,6 +212,7 @@ func Partition(gr *Graph, opt Options) []*Group {
 		groups = pretranspose(groups, opt.Target, opt.Precision)
 		groups = padOperands(groups, opt)
 		columnMajor(groups, writeOut, opt.Target)
+		transposedProducts(groups, writeOut, opt.Target)
 	}
 	// order groups and members topologically, find each group's inputs (a
 	// transpose or pad group shares its product group's index and goes
