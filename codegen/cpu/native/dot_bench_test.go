@@ -121,6 +121,14 @@ func BenchmarkProductTiles(b *testing.B) {
 		{19600, 64, 288, 128, 64, true, false},
 		{4900, 128, 576, 128, 128, false, false},
 		{4900, 128, 576, 128, 128, true, false},
+		// the col2im's products dY·W computed as their transposes Wᵀ·dYᵀ
+		// (graphpass transposedProducts), both operands read transposed,
+		// beside the row-major forms above (19600×288×64, 4900×576×128)
+		{288, 19600, 64, 96, 128, true, true},
+		{288, 19600, 64, 96, 256, true, true},
+		{288, 19600, 64, 96, 64, true, true},
+		{576, 4900, 128, 192, 128, true, true},
+		{576, 4900, 128, 128, 128, true, true},
 	} {
 		name := fmt.Sprintf("%dx%dx%d/%dx%d", c.m, c.n, c.k, c.bm, c.bn)
 		if c.tA || c.tB {
