@@ -316,6 +316,22 @@ func TestPartitionDecisions(t *testing.T) {
 	}
 }
 
+// partitionKeeping partitions gr for target with products, the caller
+// reading keep (if not nil), and checks that every value the caller reads
+// is written out.
+func partitionKeeping(t *testing.T, gr *Graph, target Target, keep *Node) []*Group {
+	t.Helper()
+	out := map[*G.Node]bool{}
+	if keep != nil {
+		out[keep.G] = true
+	}
+	groups := Partition(gr, Options{Target: target, MatMul: true, WriteOut: out})
+	if err := readable(groups); err != nil {
+		t.Fatal(err)
+	}
+	return groups
+}
+
 // TestColumnMajor: on a CPU whose kernels are machine code, a
 // convolution's patches (the im2col's kernel's root), which only its
 // products read, are stored column by column (columnMajor); not on a GPU,
@@ -353,14 +369,11 @@ func TestColumnMajor(t *testing.T) {
 			if cols == nil {
 				t.Fatal("no patches")
 			}
-			out := map[*G.Node]bool{}
+			var keep *Node
 			if c.keep {
-				out[cols.G] = true
+				keep = cols
 			}
-			groups := Partition(gr, Options{Target: c.target, MatMul: true, WriteOut: out})
-			if err := readable(groups); err != nil {
-				t.Fatal(err)
-			}
+			groups := partitionKeeping(t, gr, c.target, keep)
 			if cols.ColMajor() != c.want {
 				t.Fatalf("the patches stored column by column: %v, want %v", cols.ColMajor(), c.want)
 			}

@@ -65,14 +65,11 @@ func TestTransposedProducts(t *testing.T) {
 			if prod == nil || !sameShape(prod.Info.Shape, []int{189, 18}) {
 				t.Fatalf("no product [189 18] before a col2im: %v", prod)
 			}
-			out := map[*G.Node]bool{}
+			var keep *Node
 			if c.keep {
-				out[prod.G] = true
+				keep = prod
 			}
-			groups := Partition(gr, Options{Target: c.target, MatMul: true, WriteOut: out})
-			if err := readable(groups); err != nil {
-				t.Fatal(err)
-			}
+			partitionKeeping(t, gr, c.target, keep)
 			if prod.ColMajor() != c.want {
 				t.Fatalf("the product stored column by column: %v, want %v", prod.ColMajor(), c.want)
 			}
