@@ -316,6 +316,28 @@ func TestPartitionDecisions(t *testing.T) {
 	}
 }
 
+// convGrad is the graph of Σ conv(x, w)², a 3×3 convolution padded by 1,
+// and its gradient with respect to w (and to x, where withX), imported.
+func convGrad(t *testing.T, xs, ws []int, withX bool) *Graph {
+	t.Helper()
+	g := G.NewGraph()
+	x := G.NewTensor(g, tensor.Float32, 4, G.WithShape(xs...), G.WithName("x"))
+	w := G.NewTensor(g, tensor.Float32, 4, G.WithShape(ws...), G.WithName("w"))
+	cv := G.Must(G.Conv2d(x, w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
+	wrt := []*G.Node{w}
+	if withX {
+		wrt = []*G.Node{x, w}
+	}
+	if _, err := G.Grad(G.Must(G.Sum(G.Must(G.Square(cv)))), wrt...); err != nil {
+		t.Fatal(err)
+	}
+	gr, err := Import(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gr
+}
+
 // partitionKeeping partitions gr for target with products, the caller
 // reading keep (if not nil), and checks that every value the caller reads
 // is written out.
@@ -349,17 +371,7 @@ func TestColumnMajor(t *testing.T) {
 		{"H200", H200, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g := G.NewGraph()
-			x := G.NewTensor(g, tensor.Float32, 4, G.WithShape(4, 3, 8, 8), G.WithName("x"))
-			w := G.NewTensor(g, tensor.Float32, 4, G.WithShape(5, 3, 3, 3), G.WithName("w"))
-			cv := G.Must(G.Conv2d(x, w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
-			if _, err := G.Grad(G.Must(G.Sum(G.Must(G.Square(cv)))), w); err != nil {
-				t.Fatal(err)
-			}
-			gr, err := Import(g)
-			if err != nil {
-				t.Fatal(err)
-			}
+			gr := convGrad(t, []int{4, 3, 8, 8}, []int{5, 3, 3, 3}, false)
 			var cols *Node // the patches as the products' rows: [4·8·8, 3·3·3]
 			for _, n := range gr.Nodes {
 				if n.Info.Kind == ops.Reshape && sameShape(n.Info.Shape, []int{256, 27}) {

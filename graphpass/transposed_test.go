@@ -4,9 +4,6 @@ import (
 	"math"
 	"testing"
 
-	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
-
 	"github.com/tilefuse/tilefuse/ops"
 	"github.com/tilefuse/tilefuse/tile/interp"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
@@ -34,17 +31,7 @@ func TestTransposedProducts(t *testing.T) {
 		{"H200", H200, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g := G.NewGraph()
-			x := G.NewTensor(g, tensor.Float32, 4, G.WithShape(3, 2, 9, 7), G.WithName("x"))
-			w := G.NewTensor(g, tensor.Float32, 4, G.WithShape(5, 2, 3, 3), G.WithName("w"))
-			cv := G.Must(G.Conv2d(x, w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
-			if _, err := G.Grad(G.Must(G.Sum(G.Must(G.Square(cv)))), x, w); err != nil {
-				t.Fatal(err)
-			}
-			gr, err := Import(g)
-			if err != nil {
-				t.Fatal(err)
-			}
+			gr := convGrad(t, []int{3, 2, 9, 7}, []int{5, 2, 3, 3}, true)
 			var prod, col2im *Node // the patches' gradient [3·9·7, 2·3·3] and its col2im
 			for _, n := range gr.Nodes {
 				if n.Info.Kind != ops.Col2Im {
