@@ -432,13 +432,14 @@ func TestDeviceTable(t *testing.T) {
 }
 
 // TestProfileList: the slowest kernels per mode, slowest first, with their
-// share of the run's kernel time.
+// share of the run's kernel time and, where counted (the CPU), the page
+// faults taken in them.
 func TestProfileList(t *testing.T) {
 	r := &bench.Result{Name: "mlp_step", Size: "large", Profile: map[string][]fusion.KernelTime{
-		bench.Unfused: {{Kernel: "fused_0_matmul", Ops: []string{"A × B"}, Seconds: 1e-4}},
+		bench.Unfused: {{Kernel: "fused_0_matmul", Ops: []string{"A × B"}, Seconds: 1e-4, Faults: -1}}, // not counted (a GPU's)
 		bench.Fused: {
-			{Kernel: "fused_0_matmul", Ops: []string{"A × B", "+ false"}, Seconds: 1e-4},
-			{Kernel: "fused_1_reduction", Ops: []string{"Σ[0]"}, Seconds: 3e-4},
+			{Kernel: "fused_0_matmul", Ops: []string{"A × B", "+ false"}, Seconds: 1e-4, Faults: 0},
+			{Kernel: "fused_1_reduction", Ops: []string{"Σ[0]"}, Seconds: 3e-4, Faults: 1437},
 			{Kernel: "fused_2_elementwise", Ops: []string{"tanh"}, Seconds: 1e-5},
 		},
 	}}
@@ -447,8 +448,8 @@ func TestProfileList(t *testing.T) {
 	out := buf.String()
 	for _, want := range []string{
 		"mlp_step/large fused: 3 kernels, 410.0 µs in all",
-		"     300.0  73.2%  fused_1_reduction  Σ[0]\n     100.0  24.4%  fused_0_matmul  A × B; + false\n",
-		"mlp_step/large unfused: 1 kernels, 100.0 µs in all",
+		"     300.0  73.2%   1437 pf  fused_1_reduction  Σ[0]\n     100.0  24.4%      0 pf  fused_0_matmul  A × B; + false\n",
+		"mlp_step/large unfused: 1 kernels, 100.0 µs in all\n     100.0  100.0%  fused_0_matmul  A × B\n",
 	} {
 		assert.Contains(t, out, want)
 	}
