@@ -46,7 +46,9 @@ func columnMajor(groups []*Group, writeOut func(*Node) bool, t Target) {
 // element, its lanes along an image's columns); stored column by column,
 // as the product Wᵀ·dYᵀ that emitMatMul computes for it, those reads are
 // contiguous. The product's operands are read as they are stored (no
-// copy of them, no split of K across programs).
+// copies of them: pretranspose and padOperands make none on a CPU); a
+// split of K stores and adds its parts in the transpose's order. Not on
+// a GPU (its tiles store rows as they are).
 func transposedProducts(groups []*Group, writeOut func(*Node) bool, t Target) {
 	if t.GPU() || !t.Native {
 		return
