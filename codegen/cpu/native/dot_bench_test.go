@@ -174,6 +174,64 @@ func BenchmarkProductPitch(b *testing.B) {
 	}
 }
 
+// BenchmarkProductEpilogue: the encoder's FF1 (1024×1024 over K 256 at
+// 128×128 tiles) with each epilogue of productKernelPitch — none, GELU's
+// tanh form stored beside the product, a bias and GELU's exp form stored
+// beside the pre-activation (as graphpass writes the encoder's FF1 in its
+// forward+backward) — and its outputs rotating through 1, 8 or 32 sets
+// (each written once before: out of the caches from 8 sets, 64 MiB, on
+// the hosts' 2 MiB L2s, in DRAM from 32 on a 105 MiB L3), to tell the
+// epilogue's arithmetic from its stores. µs a launch.
+func BenchmarkProductEpilogue(b *testing.B) {
+	const m, n, k, side = 1024, 1024, 256, 128
+	rng := tiletest.RNG("BenchmarkProductEpilogue")
+	av, bv := tiletest.Uniform(rng, m*k, -1, 1), tiletest.Uniform(rng, k*n, -0.0625, 0.0625)
+	bias := tiletest.Uniform(rng, n, -0.1, 0.1)
+	outs := make([][2][]float32, 32)
+	for i := range outs {
+		outs[i] = [2][]float32{make([]float32, m*n), make([]float32, m*n)}
+		for j := range outs[i] {
+			for q := range outs[i][j] {
+				outs[i][j][q] = 1 // its pages faulted in
+			}
+		}
+	}
+	for _, e := range []struct {
+		name string
+		epi  productEpilogue
+	}{{"none", epiNone}, {"gelu-tanh", epiGELUTanh}, {"bias-gelu-exp", epiBiasGELU}} {
+		for _, sets := range []int{1, 8, 32} {
+			b.Run(fmt.Sprintf("%s/sets=%d", e.name, sets), func(b *testing.B) {
+				nk, err := native.Compile(productKernelPitch(b, m, n, k, side, side, 64, n, false, false, true, e.epi))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer nk.Free()
+				grid := tile.Grid{m / side, n / side}
+				pool.Default().ReadProcs()
+				args := make([][]any, sets)
+				for i := range args {
+					switch e.epi {
+					case epiNone:
+						args[i] = []any{av, bv, outs[i][0]}
+					case epiGELUTanh:
+						args[i] = []any{av, bv, outs[i][0], outs[i][1]}
+					default:
+						args[i] = []any{av, bv, bias, outs[i][0], outs[i][1]}
+					}
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := nk.Launch(grid, args[i%sets]...); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/launch")
+			})
+		}
+	}
+}
+
 // benchProduct times productKernel's c = a·b at bm×bn tiles in K steps of
 // bk, reporting GFLOP/s and those of the fastest launch (best-GFLOP/s).
 func benchProduct(b *testing.B, m, n, k, bm, bn, bk int, tA, tB bool, av, bv, out []float32) {
@@ -183,7 +241,11 @@ func benchProduct(b *testing.B, m, n, k, bm, bn, bk int, tA, tB bool, av, bv, ou
 // benchProductPitch is benchProduct with c's rows ldc elements apart, and
 // where out2 is not nil its GELU stored there (productKernelPitch).
 func benchProductPitch(b *testing.B, m, n, k, bm, bn, bk, ldc int, tA, tB bool, av, bv, out, out2 []float32) {
-	nk, err := native.Compile(productKernelPitch(b, m, n, k, bm, bn, bk, ldc, tA, tB, true, out2 != nil))
+	epi := epiNone
+	if out2 != nil {
+		epi = epiGELUTanh
+	}
+	nk, err := native.Compile(productKernelPitch(b, m, n, k, bm, bn, bk, ldc, tA, tB, true, epi))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -219,7 +281,7 @@ func benchProductPitch(b *testing.B, m, n, k, bm, bn, bk, ldc int, tA, tB bool, 
 // own (the smallest power of two, at least 16, that holds it), else one
 // loop masked along K where bk does not divide K.
 func productKernel(t testing.TB, m, n, k, bm, bn, bk int, tA, tB, splitK bool) *tile.Kernel {
-	return productKernelPitch(t, m, n, k, bm, bn, bk, n, tA, tB, splitK, false)
+	return productKernelPitch(t, m, n, k, bm, bn, bk, n, tA, tB, splitK, epiNone)
 }
 
 // geluTanh is GELU's tanh form of x, as the bench's graphs write it:
@@ -229,14 +291,31 @@ func geluTanh(b *tile.Builder, x *tile.Value) *tile.Value {
 	return b.Mul(b.Mul(x, 0.5), b.Add(b.Tanh(u), 1.0))
 }
 
-// productKernelPitch is productKernel with c's rows ldc elements apart;
-// with gelu, a second output c2 (rows ldc apart too) holds GELU of c (the
-// tanh form), as the encoder's FF1 stores its product and its activation.
-func productKernelPitch(t testing.TB, m, n, k, bm, bn, bk, ldc int, tA, tB, splitK, gelu bool) *tile.Kernel {
+// productEpilogue is what a product kernel of productKernelPitch stores.
+type productEpilogue int
+
+const (
+	epiNone     productEpilogue = iota // c = a·b
+	epiGELUTanh                        // c = a·b, and GELU(c) (the tanh form) in c2
+	// epiBiasGELU: x = a·b + bias (a row of n, the parameter after b), GELU
+	// of x in c and x in c2, GELU as graphpass writes the bench's tanh form
+	// (x·2/(1 + e^(x·(−0.0713548·x² − 1.5957692)))/2: its cubic folded, the
+	// tanh as a sigmoid), as the encoder's FF1 stores its activation and,
+	// for the backward, its pre-activation
+	epiBiasGELU
+)
+
+// productKernelPitch is productKernel with c's rows ldc elements apart
+// and the epilogue epi (c2's rows ldc apart too).
+func productKernelPitch(t testing.TB, m, n, k, bm, bn, bk, ldc int, tA, tB, splitK bool, epi productEpilogue) *tile.Kernel {
 	b := tile.NewBuilder("product", nil)
-	pa, pb, pc := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("c", tile.F32)
-	var pc2 *tile.Value
-	if gelu {
+	pa, pb := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32)
+	var pbias, pc2 *tile.Value
+	if epi == epiBiasGELU {
+		pbias = b.Ptr("bias", tile.F32)
+	}
+	pc := b.Ptr("c", tile.F32)
+	if epi != epiNone {
 		pc2 = b.Ptr("c2", tile.F32)
 	}
 	sar, sac, sbr, sbc := k, 1, n, 1
@@ -308,9 +387,18 @@ func productKernelPitch(t testing.TB, m, n, k, bm, bn, bk, ldc int, tA, tB, spli
 	} else {
 		acc = b.For(0, k, bk, acc, step(bk, k%bk != 0))
 	}
-	b.Store(b.AddPtr(pc, b.Add(b.Mul(rm, ldc), rn)), acc[0], full(and(inM, inN), bm, bn))
-	if gelu {
-		b.Store(b.AddPtr(pc2, b.Add(b.Mul(rm, ldc), rn)), geluTanh(b, acc[0]), full(and(inM, inN), bm, bn))
+	at, mask := b.Add(b.Mul(rm, ldc), rn), full(and(inM, inN), bm, bn)
+	switch epi {
+	case epiNone:
+		b.Store(b.AddPtr(pc, at), acc[0], mask)
+	case epiGELUTanh:
+		b.Store(b.AddPtr(pc, at), acc[0], mask)
+		b.Store(b.AddPtr(pc2, at), geluTanh(b, acc[0]), mask)
+	case epiBiasGELU:
+		x := b.Add(acc[0], load(b.AddPtr(pbias, b.BroadcastTo(rn, tile.Shp(bm, bn))), full(inN, bm, bn)))
+		z := b.Mul(x, b.Add(b.Mul(b.Mul(x, x), -0.07135481387376785), -1.5957691669464111))
+		b.Store(b.AddPtr(pc, at), b.Mul(b.Mul(x, b.Div(2.0, b.Add(b.Exp(z), 1.0))), 0.5), mask)
+		b.Store(b.AddPtr(pc2, at), x, mask)
 	}
 	kern, err := b.Build()
 	if err != nil {

@@ -1013,6 +1013,77 @@ func TestProductStepsNative(t *testing.T) {
 	}
 }
 
+// TestProductEpiloguesNative: the products of BenchmarkProductPitch and
+// BenchmarkProductEpilogue with their epilogues (productKernelPitch: GELU's
+// tanh form as a second output; a bias added, GELU as graphpass writes it
+// with an exp and a division, the pre-activation as a second output), on
+// whole tiles and with row, column and K tails, outputs poisoned with NaN.
+// Against the reference interpreter, both outputs: the product's within
+// checkDot's bound (with |bias|), GELU's within 1.2 times that (its
+// slope is below 1.13) plus 4·10⁻⁶ of the value (exp and the division);
+// AVX2 and AVX-512 bit for bit the same.
+func TestProductEpiloguesNative(t *testing.T) {
+	requireJIT(t)
+	for _, c := range []struct {
+		name       string
+		m, n, k    int
+		bm, bn, bk int
+		epi        productEpilogue
+	}{
+		{"GELU (tanh form), tails in rows, columns and K", 70, 50, 200, 64, 32, 64, epiGELUTanh},
+		{"bias and GELU (exp form), whole 128×128 tiles, K 256", 256, 256, 256, 128, 128, 64, epiBiasGELU},
+		{"bias and GELU (exp form), tails in rows, columns and K", 100, 90, 77, 64, 64, 64, epiBiasGELU},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k := productKernelPitch(t, c.m, c.n, c.k, c.bm, c.bn, c.bk, c.n, false, false, true, c.epi)
+			rng := tiletest.RNG(c.name)
+			a, b := tiletest.Uniform(rng, c.m*c.k, -1, 1), tiletest.Uniform(rng, c.k*c.n, -0.5, 0.5)
+			bias := tiletest.Uniform(rng, c.n, -1, 1)
+			grid := tile.Grid{tile.CDiv(c.m, c.bm), tile.CDiv(c.n, c.bn)}
+			mn := c.m * c.n
+			run := func(launch func(args ...any) error) []float32 {
+				out := make([]float32, 2*mn) // c, then c2
+				for i := range out {
+					out[i] = float32(math.NaN()) // every element is written
+				}
+				args := []any{a, b, out[:mn], out[mn:]}
+				if c.epi == epiBiasGELU {
+					args = []any{a, b, bias, out[:mn], out[mn:]}
+				}
+				if err := launch(args...); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			productOnEachISA(t, k, grid, run, func(isa string, got, want []float32) {
+				for i := 0; i < c.m; i++ {
+					for j := 0; j < c.n; j++ {
+						abs := 0.0
+						for q := 0; q < c.k; q++ {
+							abs += math.Abs(float64(a[i*c.k+q]) * float64(b[q*c.n+j]))
+						}
+						prod, act := mn+i*c.n+j, i*c.n+j // c2 holds the product, c GELU of it
+						if c.epi == epiGELUTanh {
+							prod, act = act, prod
+						} else {
+							abs += math.Abs(float64(bias[j]))
+						}
+						bound := 2 * float64(c.k+1) * 0x1p-24 * abs
+						g, w := float64(got[prod]), float64(want[prod])
+						if !(math.Abs(g-w) <= bound) {
+							t.Fatalf("%s: product [%d,%d] = %v natively, %v on the reference: apart by more than %g", isa, i, j, g, w, bound)
+						}
+						g, w = float64(got[act]), float64(want[act])
+						if tol := 1.2*bound + 4e-6*math.Abs(w); !(math.Abs(g-w) <= tol) {
+							t.Fatalf("%s: GELU [%d,%d] = %v natively, %v on the reference: apart by more than %g", isa, i, j, g, w, tol)
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
 // vecAdd is tile/kernels' vector add of BLOCK block as machine code,
 // freed when the test ends.
 func vecAdd(t *testing.T, block int) *native.Kernel {
