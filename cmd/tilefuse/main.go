@@ -78,6 +78,18 @@ and are measured by the next tune (the others come from the cache).`,
 		flags: func() *flag.FlagSet { fs, _ := tuneFlags(); return fs },
 		run:   tuneCmd,
 	}, {
+		name: "compare", args: "[flags]", summary: "tilefuse bench's JSON beside bench/torch's, turn by turn",
+		doc: `Reads the JSON that tilefuse bench -json and bench/torch/workloads.py --json
+wrote in turns on one machine (one file of each a turn, in the same order)
+and prints, per workload and size, tilefuse's time in each turn beside
+PyTorch's fastest mode in that turn (eager, library ops, torch.compile or
+Triton's tutorial kernel, whichever ran), the ratio of the medians, and in
+how many turns tilefuse was at least as fast. Times are the GPU's device
+times where bench has them, else the wall clock, as workloads.py times each
+device.`,
+		flags: func() *flag.FlagSet { fs, _ := compareFlags(); return fs },
+		run:   func(args []string, stdout, _ io.Writer) error { return compareCmd(args, stdout) },
+	}, {
 		name: "cache", args: "[clear]", summary: "where the cache on disk is and what it holds; clear empties it",
 		doc: `Prints the directory of tilefuse's cache on disk (compiled GPU modules, which
 a later process loads instead of compiling, and autotuning results) on the
