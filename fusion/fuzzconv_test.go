@@ -175,10 +175,7 @@ func f32Within(t *testing.T, data []byte, in, got, ref []*G.Node, what func(stri
 			if ref64 == nil {
 				ref64 = convIn64(t, data, in)
 			}
-			w64 := floats(ref64[i].Value())
-			if len(w64) == 0 {
-				w64 = []float64{scalar(ref64[i].Value())}
-			}
+			w64 := elements(ref64[i].Value())
 			e, eRef := math.Abs(g[j]-w64[j])/(1+math.Abs(w64[j])), math.Abs(w[j]-w64[j])/(1+math.Abs(w64[j]))
 			if e <= tol || e <= 2*eRef {
 				continue
@@ -191,10 +188,7 @@ func f32Within(t *testing.T, data []byte, in, got, ref []*G.Node, what func(stri
 			if refP == nil {
 				refP = convPerturbed32(t, data, in)
 			}
-			wp := floats(refP[i].Value())
-			if len(wp) == 0 {
-				wp = []float64{scalar(refP[i].Value())}
-			}
+			wp := elements(refP[i].Value())
 			eP := math.Abs(wp[j]-w64[j]) / (1 + math.Abs(w64[j]))
 			if e > 2*max(eRef, eP) {
 				t.Fatalf("%s[%d] = %v, want %v (Gorgonia's float32), %v in float64: error %.2g against Gorgonia's %.2g (%.2g with the filters perturbed)", what(name(i)), j, g[j], w[j], w64[j], e, eRef, eP)
@@ -203,26 +197,19 @@ func f32Within(t *testing.T, data []byte, in, got, ref []*G.Node, what func(stri
 	}
 }
 
+// elements is v's elements, or its one value where v is a scalar.
+func elements(v G.Value) []float64 {
+	if x := floats(v); len(x) > 0 {
+		return x
+	}
+	return []float64{scalar(v)}
+}
+
 // convIn64 runs data's program in float64 on Gorgonia's machine over the
 // float32 program's inputs in (widened), returning its loss and gradients.
 func convIn64(t *testing.T, data []byte, in []*G.Node) []*G.Node {
 	t.Helper()
-	g, in64, loss, grads, _, err := convProgram(append([]byte{data[0] &^ 0x80}, data[1:]...))
-	if err != nil {
-		t.Fatalf("the float64 twin: %v", err)
-	}
-	for i, n := range in64 {
-		v := floats(in[i].Value())
-		if err := G.Let(n, tensor.New(tensor.WithShape(n.Shape().Clone()...), tensor.WithBacking(v))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	vm := G.NewTapeMachine(g)
-	t.Cleanup(func() { vm.Close() })
-	if err := vm.RunAll(); err != nil {
-		t.Fatalf("the float64 twin on Gorgonia's machine: %v", err)
-	}
-	return append([]*G.Node{loss}, grads...)
+	return convTwin(t, "the float64 twin", append([]byte{data[0] &^ 0x80}, data[1:]...), func(i int) any { return floats(in[i].Value()) })
 }
 
 // perturbRel is how far convPerturbed32 moves each filter element: 2⁻¹⁸
@@ -237,26 +224,36 @@ const perturbRel = 0x1p-18
 // ties), returning its loss and gradients.
 func convPerturbed32(t *testing.T, data []byte, in []*G.Node) []*G.Node {
 	t.Helper()
-	g, inP, loss, grads, _, err := convProgram(data)
-	if err != nil {
-		t.Fatalf("the perturbed twin: %v", err)
-	}
 	rng := rand.New(rand.NewPCG(uint64(len(data)), 7))
-	for i, n := range inP {
+	return convTwin(t, "the perturbed twin", data, func(i int) any {
 		v := slices.Clone(in[i].Value().Data().([]float32))
 		for j := range v {
 			if i > 0 {
 				v[j] *= float32(1 + float64(2*rng.IntN(2)-1)*perturbRel)
 			}
 		}
-		if err := G.Let(n, tensor.New(tensor.WithShape(n.Shape().Clone()...), tensor.WithBacking(v))); err != nil {
+		return v
+	})
+}
+
+// convTwin runs data's program on Gorgonia's machine with input i's
+// backing backing(i), returning its loss and gradients; what names it in
+// failures.
+func convTwin(t *testing.T, what string, data []byte, backing func(i int) any) []*G.Node {
+	t.Helper()
+	g, in, loss, grads, _, err := convProgram(data)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	for i, n := range in {
+		if err := G.Let(n, tensor.New(tensor.WithShape(n.Shape().Clone()...), tensor.WithBacking(backing(i)))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	vm := G.NewTapeMachine(g)
 	t.Cleanup(func() { vm.Close() })
 	if err := vm.RunAll(); err != nil {
-		t.Fatalf("the perturbed twin on Gorgonia's machine: %v", err)
+		t.Fatalf("%s on Gorgonia's machine: %v", what, err)
 	}
 	return append([]*G.Node{loss}, grads...)
 }

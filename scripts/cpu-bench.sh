@@ -15,14 +15,9 @@
 # either side failed; prints both tables last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-cpu-logs}
-mkdir -p "$out"
-tilefuse=${TILEFUSE:-.gpu/tilefuse}
-if [ ! -x "$tilefuse" ]; then
-  echo "cpu-bench: no $tilefuse: build it (go build -o $tilefuse ./cmd/tilefuse) or set TILEFUSE" >&2
-  exit 2
-fi
-threads=${THREADS:-$(nproc)}
+# shellcheck source=scripts/lib-run.sh
+. scripts/lib-run.sh
+cpu_setup cpu-bench
 { nproc; grep -m1 'model name' /proc/cpuinfo; } > "$out/cpu.txt" 2>&1
 
 t0=$(date +%s)

@@ -14,14 +14,9 @@
 # (COMPILE_TURN, 0 for none); the others time eager and library ops.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-cpu-logs}
-mkdir -p "$out"
-tilefuse=${TILEFUSE:-.gpu/tilefuse}
-if [ ! -x "$tilefuse" ]; then
-  echo "cpu-turns: no $tilefuse: build it (go build -o $tilefuse ./cmd/tilefuse) or set TILEFUSE" >&2
-  exit 2
-fi
-threads=${THREADS:-$(nproc)}
+# shellcheck source=scripts/lib-run.sh
+. scripts/lib-run.sh
+cpu_setup cpu-turns
 sizes=${SIZES:-small,large}
 workloads=${WORKLOADS:-all}
 declare -A tfs pts

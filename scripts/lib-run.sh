@@ -10,3 +10,18 @@ run() {
   echo "== rc=$rc" | tee -a "$log"
   [ "$rc" -eq 0 ] || fail=1
 }
+
+# Sourced by the CPU round scripts (cpu-bench.sh, cpu-turns.sh): cpu_setup
+# NAME makes the log folder out ($OUT, or ./cpu-logs) and sets tilefuse
+# ($TILEFUSE, or .gpu/tilefuse; exits 2 where it is not there) and threads
+# ($THREADS, or the CPUs).
+cpu_setup() {
+  out=${OUT:-cpu-logs}
+  mkdir -p "$out"
+  tilefuse=${TILEFUSE:-.gpu/tilefuse}
+  if [ ! -x "$tilefuse" ]; then
+    echo "$1: no $tilefuse: build it (go build -o $tilefuse ./cmd/tilefuse) or set TILEFUSE" >&2
+    exit 2
+  fi
+  threads=${THREADS:-$(nproc)}
+}
