@@ -108,6 +108,11 @@ func compareCmd(args []string, out io.Writer) error {
 		if err := readJSON(ptFiles[i], &p); err != nil {
 			return err
 		}
+		// a CPU table against PyTorch on a GPU (or the reverse) compares
+		// nothing: workloads.py names a CPU "CPU …" and a GPU by its name
+		if onCPU := strings.HasPrefix(p.Device, "CPU"); p.Device != "" && b.Backend != "" && onCPU != (b.Backend == "cpu") {
+			return fmt.Errorf("compare: turn %d: tilefuse ran on the %s backend (%s), PyTorch on %q (%s)", i+1, b.Backend, tfFiles[i], p.Device, ptFiles[i])
+		}
 		tfs, pts = append(tfs, b), append(pts, p)
 	}
 	rows := compareRows(tfs, pts, o.mode, o.precision)

@@ -41,14 +41,14 @@ func TestCompare(t *testing.T) {
 		`{"backend": "cpu", "results": [
 			{"name": "softmax", "size": "small", "modes": [{"mode": "fused", "median_s": 0.011}]}]}`)
 	pt := writeFiles(t, "pt",
-		`{"device": "cpu", "results": [
+		`{"device": "CPU x86_64, 16 threads", "results": [
 			{"name": "softmax", "size": "small", "precision": "fp32", "eager_s": 0.020, "library_s": 0.011},
 			{"name": "linear_gelu", "size": "large", "precision": "fp32", "eager_s": 0.005, "library_s": 0.0021, "compiled_s": 0.0016},
 			{"name": "linear_gelu", "size": "large", "precision": "tf32", "library_s": 0.0001}]}`,
-		`{"device": "cpu", "results": [
+		`{"device": "CPU x86_64, 16 threads", "results": [
 			{"name": "softmax", "size": "small", "precision": "fp32", "eager_s": 0.009, "library_s": 0.013},
 			{"name": "linear_gelu", "size": "large", "precision": "fp32", "library_s": 0.0018}]}`,
-		`{"device": "cpu", "results": [
+		`{"device": "CPU x86_64, 16 threads", "results": [
 			{"name": "softmax", "size": "small", "precision": "fp32", "library_s": 0.011},
 			{"name": "linear_gelu", "size": "large", "precision": "fp32", "library_s": 0.0019}]}`)
 	var out bytes.Buffer
@@ -85,6 +85,7 @@ func TestCompareErrors(t *testing.T) {
 	tf := writeFiles(t, "tf", `{"backend": "cpu", "results": [{"name": "chain", "size": "large", "modes": [{"mode": "fused", "median_s": 0.001}]}]}`)
 	pt := writeFiles(t, "pt", `{"results": [{"name": "softmax", "size": "large", "precision": "fp32", "library_s": 0.001}]}`)
 	bad := writeFiles(t, "bad", `{"results": [`)
+	gpu := writeFiles(t, "gpu", `{"device": "NVIDIA H200", "results": [{"name": "chain", "size": "large", "precision": "fp32", "library_s": 0.001}]}`)
 	two := writeFiles(t, "two", `{"results": []}`, `{"results": []}`)
 	for _, c := range []struct {
 		name  string
@@ -99,6 +100,7 @@ func TestCompareErrors(t *testing.T) {
 		{"a file that is not JSON", []string{"-tilefuse", bad, "-torch", pt}, false, "bada.json"},
 		{"a file that is not there", []string{"-tilefuse", tf + "x", "-torch", pt}, false, "no such file"},
 		{"no workload on both sides", []string{"-tilefuse", tf, "-torch", pt}, false, "no workload and size in both sides' files"},
+		{"the CPU against a GPU", []string{"-tilefuse", tf, "-torch", gpu}, false, `turn 1: tilefuse ran on the cpu backend`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var out bytes.Buffer

@@ -86,7 +86,8 @@ PyTorch's fastest mode in that turn (eager, library ops, torch.compile or
 Triton's tutorial kernel, whichever ran), the ratio of the medians, and in
 how many turns tilefuse was at least as fast. Times are the GPU's device
 times where bench has them, else the wall clock, as workloads.py times each
-device.`,
+device; a turn whose two files are of different devices (the CPU backend
+against PyTorch on a GPU) is an error.`,
 		flags: func() *flag.FlagSet { fs, _ := compareFlags(); return fs },
 		run:   func(args []string, stdout, _ io.Writer) error { return compareCmd(args, stdout) },
 	}, {
