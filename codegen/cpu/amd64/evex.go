@@ -212,6 +212,15 @@ func (a *Asm) VFMADD213PSZ(d, x ZReg, y Operand) {
 	a.evex(map0F38, pp66, false, 0xa8, uint8(d), uint8(x), y, 64)
 }
 
+// VFNMADD213PSZ d = -(x·d) + y, rounded once.
+func (a *Asm) VFNMADD213PSZ(d, x ZReg, y Operand) {
+	a.evex(map0F38, pp66, false, 0xac, uint8(d), uint8(x), y, 64)
+}
+
+// VRCP14PSZ d = 1/s to a relative error below 2^-14 (the reciprocal's
+// estimate; ±0 gives ±Inf, ±Inf ±0, NaN a NaN).
+func (a *Asm) VRCP14PSZ(d ZReg, s Operand) { a.evex(map0F38, pp66, false, 0x4c, uint8(d), 0, s, 64) }
+
 // VFNMADD231PSZ d = -(x·y) + d, rounded once.
 func (a *Asm) VFNMADD231PSZ(d, x ZReg, y Operand) {
 	a.evex(map0F38, pp66, false, 0xbc, uint8(d), uint8(x), y, 64)

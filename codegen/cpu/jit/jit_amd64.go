@@ -66,6 +66,16 @@ var hasAVX512 = func() bool {
 	return b7&(1<<16) != 0 // AVX512F
 }()
 
+// Intel reports whether the CPU is Intel's (CPUID's vendor GenuineIntel):
+// the native code generator's choices that measured differently on Intel's
+// cores and AMD's read it.
+func Intel() bool { return intel }
+
+var intel = func() bool {
+	_, b, c, d := cpuid(0, 0)
+	return b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e // "Genu" "ineI" "ntel"
+}()
+
 // HasAVX512DQ reports whether AVX512DQ's instructions (VRANGEPS, …) are
 // usable: AVX-512F's conditions and the CPU's DQ bit.
 func HasAVX512DQ() bool { return hasAVX512DQ }

@@ -236,3 +236,23 @@ func TestSupported(t *testing.T) {
 		t.Skip("this CPU lacks AVX2/FMA: the generated code would not run")
 	}
 }
+
+// TestIntel: Intel() agrees with the vendor Linux reports in /proc/cpuinfo.
+func TestIntel(t *testing.T) {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		t.Skip("no /proc/cpuinfo to check CPUID's vendor against: ", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "vendor_id" {
+			vendor := strings.TrimSpace(v)
+			if got := Intel(); got != (vendor == "GenuineIntel") {
+				t.Fatalf("Intel() = %v, /proc/cpuinfo's vendor_id %q", got, vendor)
+			}
+			return
+		}
+	}
+	t.Skip("no vendor_id in /proc/cpuinfo")
+}

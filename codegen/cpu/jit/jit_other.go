@@ -17,6 +17,9 @@ func Supported() bool { return false }
 // HasAVX512 reports false: no generated code in this build.
 func HasAVX512() bool { return false }
 
+// Intel is false: this build runs no generated code.
+func Intel() bool { return false }
+
 // HasAVX512DQ is false: this build runs no generated code.
 func HasAVX512DQ() bool { return false }
 

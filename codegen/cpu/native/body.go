@@ -27,8 +27,9 @@ func (o opnd) rm() amd64.Operand {
 	return o.reg
 }
 
-// temps each op needs besides its operands and result.
-func tempsFor(n *node) int {
+// temps each op needs besides its operands and result (newton: the
+// kernel's divisions of vectors take Newton's steps).
+func tempsFor(n *node, newton bool) int {
 	switch n.op {
 	case opCompute:
 		switch n.v.Op {
@@ -43,6 +44,9 @@ func tempsFor(n *node) int {
 		case tile.OpPow:
 			return 12 // ops.go: pow32, and its operands loaded from memory; powd.go: powF64
 		case tile.OpDiv:
+			if newton && !isF64(n) && n.args[1].op != opUniform {
+				return 4 // ops.go: divNewton
+			}
 			if useDivFMA.Load() && !isF64(n) {
 				return 2 // ops.go: divFMA
 			}
@@ -241,7 +245,7 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 		}
 		srcs[i] = o
 	}
-	nt := tempsFor(n)
+	nt := tempsFor(n, pg.g.p.newton)
 	if pg.pairs && n.op == opCompute && isF64(n) {
 		switch n.v.Op {
 		case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid:

@@ -145,6 +145,32 @@ func NaNDetects(nk *Kernel) int { return nk.nanDetects }
 // default), and returns the previous setting.
 func SetDivFMA(on bool) (was bool) { return useDivFMA.Swap(on) }
 
+// SetDivNewton makes kernels compiled from now on divide vectors in zmm
+// loops by Newton's steps everywhere (on; ops.go: divNewton) or nowhere
+// (off), and returns whether it was everywhere.
+func SetDivNewton(on bool) (wasAll bool) {
+	m := newtonOff
+	if on {
+		m = newtonAll
+	}
+	return divNewtonMode.Swap(m) == newtonAll
+}
+
+// DivNewtonMode is the mode (0 nowhere, 1 in kernels with a product, 2
+// everywhere); SetDivNewtonMode sets it and returns the previous one.
+func DivNewtonMode() int32           { return divNewtonMode.Load() }
+func SetDivNewtonMode(m int32) int32 { return divNewtonMode.Swap(m) }
+
+// DivNewtonFrom is divNewtonFrom (isa.go).
+func DivNewtonFrom(env string, intel bool) int32 { return divNewtonFrom(env, intel) }
+
+// SetDivNewtonProbe makes divNewton's fast vectors give the reciprocal
+// instead of the quotient in kernels compiled from now on.
+func SetDivNewtonProbe(on bool) (was bool) { return divNewtonProbe.Swap(on) }
+
+// DivNewtons is the number of nk's divisions of vectors by Newton's steps.
+func DivNewtons(nk *Kernel) int { return nk.divNewtons }
+
 // DivFMAs is the number of nk's divisions by a uniform by FMA corrections.
 func DivFMAs(nk *Kernel) int { return nk.divFMAs }
 

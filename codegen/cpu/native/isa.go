@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 // useAVX512 says whether Compile emits AVX-512 (zmm) code where it has
@@ -41,3 +42,60 @@ func init() { useRangeClamp.Store(jit.HasAVX512DQ()) }
 var useDivFMA atomic.Bool
 
 func init() { useDivFMA.Store(os.Getenv("TILEFUSE_NATIVE_DIVFMA") == "1") }
+
+// divNewtonMode: where a zmm loop's f32 division of two vectors (GELU's
+// 2/(1 + e^-2u)) is the reciprocal's estimate, two Newton steps and two
+// FMA corrections (ops.go: divNewton) instead of VDIVPS, the same bits:
+// newtonOff nowhere, newtonProducts in kernels with a product (dot), the
+// default on Intel CPUs, newtonAll everywhere. TILEFUSE_NATIVE_DIVNEWTON
+// (read at start-up) = 0, products or 1 (all) sets it for measuring;
+// SetDivNewton in tests. On the H200 machine's 16-core Intel host (r49b,
+// 2026-12-06) Newton's steps made the GELU epilogue of FF1's product
+// 4-12% faster (BenchmarkProductEpilogue, bias-gelu-exp: 583, 699 → 537,
+// 630 µs) and the chain's elementwise GELU 1.6× slower (0.23 → 0.38 ms):
+// a product's epilogue waits on the divider (VDIVPS zmm issues about one
+// in 16 cycles there) while an elementwise kernel's divisions overlap its
+// memory traffic on the divider and Newton's steps take the vector ports
+// it needs; on the 2-core VM's Zen 5 (VDIVPS zmm one in 2.6 cycles) they
+// are slower everywhere.
+var divNewtonMode atomic.Int32
+
+const (
+	newtonOff int32 = iota
+	newtonProducts
+	newtonAll
+)
+
+func init() { divNewtonMode.Store(divNewtonFrom(os.Getenv("TILEFUSE_NATIVE_DIVNEWTON"), jit.Intel())) }
+
+// divNewtonFrom is the mode TILEFUSE_NATIVE_DIVNEWTON's value env asks for
+// on a CPU that is Intel's or not: the default (products on Intel, else
+// off) where env is none of 0, products and 1.
+func divNewtonFrom(env string, intel bool) int32 {
+	switch env {
+	case "0":
+		return newtonOff
+	case "products":
+		return newtonProducts
+	case "1":
+		return newtonAll
+	}
+	if intel {
+		return newtonProducts
+	}
+	return newtonOff
+}
+
+// newtonFor reports whether kernel k's divisions of vectors take Newton's
+// steps in zmm loops (divNewtonMode).
+func newtonFor(k *tile.Kernel) bool {
+	switch divNewtonMode.Load() {
+	case newtonAll:
+		return true
+	case newtonProducts:
+		dot := false
+		k.Walk(func(v *tile.Value) { dot = dot || v.Op == tile.OpDot })
+		return dot
+	}
+	return false
+}

@@ -56,6 +56,7 @@ type Kernel struct {
 	sum32        int // paired zmm loops summing in 32 partial sums (fast.go: useSum32)
 	nanDetects   int // paired zmm max/min loops detecting NaNs first (fast.go: nanDetectOK)
 	divFMAs      int // divisions by a uniform by FMA corrections (ops.go: divFMA)
+	divNewtons   int // divisions of vectors by Newton's steps (ops.go: divNewton)
 	transLoads   int // transposed loads packed and turned back in the frame (trans.go)
 	prefixRows   int // phases whose unmasked rows cover a prefix of their lanes (fast.go)
 	rowChecked   int // masked accesses of unmasked loops checked once a row (fast.go: rowChecked)
@@ -102,7 +103,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	for i := range unit {
 		unit[i] = p.unit[int64(i)]
 	}
-	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, unit: unit, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, colLoops: p.colLoops, pins: p.pins, prefetchesW: p.prefetchesW, ntStores: p.ntStores, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs, transLoads: p.transLoads, prefixRows: p.prefixRows, rowChecked: p.rowChecked}
+	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, unit: unit, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, colLoops: p.colLoops, pins: p.pins, prefetchesW: p.prefetchesW, ntStores: p.ntStores, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs, divNewtons: p.divNewtons, transLoads: p.transLoads, prefixRows: p.prefixRows, rowChecked: p.rowChecked}
 	nk.tasks.new = func() *task {
 		return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params)), frames: make([]*frame, pool.Default().Workers())}
 	}

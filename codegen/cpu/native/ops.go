@@ -47,6 +47,10 @@ func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) e
 			g.divFMA(dst, g.reg(s[0], t[0]), s[1].mem, sl, t)
 			break
 		}
+		if g.zmm && !s[1].isMem && g.p.newton {
+			g.divNewton(dst, g.reg(s[0], t[0]), s[1].reg, t)
+			break
+		}
 		a.VDIVPS(dst, g.reg(s[0], t[0]), s[1].rm())
 	case tile.OpMin, tile.OpMax:
 		// (x != x || x op y) ? x : y, as the reference: vminps/vmaxps give
@@ -406,6 +410,88 @@ func (g *gen) divFMA(dst, x amd64.VReg, b amd64.Mem, sl [2]int32, t []amd64.VReg
 	g.zfixed, g.zc = false, 0
 	v.wrote(dst)
 }
+
+// divNewton: dst = x/b for vectors x and b in a zmm loop (useDivNewton),
+// the quotient correctly rounded as VDIVPS gives it, without the divider:
+// y0 = VRCP14PS(b) (relative error below 2^-14), then twice y = y + y·(1 -
+// b·y) (Newton's step: the first leaves y within an ulp of 1/b, the second
+// makes it RN(1/b), Markstein's theorem, for every b whose significand is
+// not all ones), q = x·y, then twice r = x - q·b (exact), q = q + r·y, as
+// divFMA does with a uniform's reciprocal: correctly rounded wherever
+// nothing overflows or underflows. A vector with a lane of x or b outside
+// [2^-62, 2^62] in magnitude (0, subnormals, ±Inf, NaN, the extremes), or
+// a b whose significand is all ones (where Newton's step can land an ulp
+// off), divides by VDIVPS. t[1:4] are temporaries (t[0] may hold x); x and
+// b are read before dst is written. divNewtonProbe (tests) makes the
+// vectors that take the steps give y, the reciprocal, instead of q.
+func (g *gen) divNewton(dst, x, b amd64.VReg, t []amd64.VReg) {
+	v := g.va()
+	a := v.Asm
+	k1, k2 := v.newK(), v.newK()
+	banks := 1
+	if g.zpair {
+		banks = 2
+	}
+	abs, lo, hi := g.constVec(0x7fffffff).Bcst(), g.constF32(0x1p-62).Bcst(), g.constF32(0x1p62).Bcst()
+	frac, one := g.constVec(0x7fffff).Bcst(), g.constF32(1).Bcst()
+	probe := divNewtonProbe.Load()
+	g.zfixed = true
+	for c := 0; c < banks; c++ {
+		g.zc = c
+		xz, bz, dz := v.z(x), v.z(b), v.z(dst)
+		y, e, q := v.z(t[1]), v.z(t[2]), v.z(t[3])
+		m1, m2 := v.zk(k1), v.zk(k2)
+		slow, done := a.NewLabel(), a.NewLabel()
+		// the lanes out of range: |x| or |b| not in [2^-62, 2^62] (NaN
+		// compares unordered: out), or b's significand all ones
+		a.VPANDDZ(e, xz, abs)
+		a.VCMPPSZ(m1, e, lo, cmpNGEUQ)
+		a.VCMPPSZ(m2, e, hi, amd64.CmpGT)
+		a.KORW(m1, m1, m2)
+		a.VPANDDZ(e, bz, abs)
+		a.VCMPPSZ(m2, e, lo, cmpNGEUQ)
+		a.KORW(m1, m1, m2)
+		a.VCMPPSZ(m2, e, hi, amd64.CmpGT)
+		a.KORW(m1, m1, m2)
+		a.VPANDDZ(e, bz, frac)
+		a.VPCMPEQDZ(m2, e, frac)
+		a.KORTESTW(m1, m2)
+		a.Jcc(amd64.CondNE, slow)
+		a.VRCP14PSZ(y, bz)
+		for range 2 {
+			a.VMOVAPSZ(e, bz)
+			a.VFNMADD213PSZ(e, y, one) // e = 1 - y·b
+			a.VFMADD231PSZ(y, y, e)    // y = y·e + y
+		}
+		if probe {
+			a.VMOVAPSZ(dz, y)
+			a.JMP(done)
+		} else {
+			a.VMULPSZ(q, xz, y)
+			for range 2 {
+				a.VMOVAPSZ(e, xz)
+				a.VFNMADD231PSZ(e, q, bz) // r = x - q·b
+				a.VFMADD231PSZ(q, e, y)   // q = r·y + q
+			}
+			a.VMOVAPSZ(dz, q)
+			a.JMP(done)
+		}
+		a.Bind(slow)
+		if divSlowPoison.Load() {
+			a.VBROADCASTSSZ(dz, g.constVec(divPoison))
+		} else {
+			a.VDIVPSZ(dz, xz, bz)
+		}
+		a.Bind(done)
+	}
+	g.zfixed, g.zc = false, 0
+	v.wrote(dst)
+	g.p.divNewtons++
+}
+
+// divNewtonProbe (tests: export_test.go) makes divNewton's vectors that take
+// Newton's steps give the reciprocal y instead of the quotient.
+var divNewtonProbe atomic.Bool
 
 // divSlowPoison (tests: export_test.go) makes divFMA's vectors that would
 // divide by VDIVPS take divPoison instead, to see which do.

@@ -61,7 +61,7 @@ func (pg *phaseGen) pinUniforms() map[*node]amd64.VReg {
 		}
 		// registers node i needs: the values live across it, its temps
 		// and its result
-		if w := live + tempsFor(n) + 1; w > need {
+		if w := live + tempsFor(n, pg.g.p.newton) + 1; w > need {
 			need = w
 		}
 		if producesValue(n) && n.last > i {

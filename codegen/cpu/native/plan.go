@@ -216,9 +216,13 @@ type plan struct {
 	sum32Loops   int // paired zmm loops summing in 32 partial sums (fast.go: useSum32)
 	nanDetects   int // paired zmm max/min loops detecting NaNs first (fast.go: nanDetectOK)
 	divFMAs      int // divisions by a uniform by FMA corrections (ops.go: divFMA)
-	transLoads   int // transposed loads packed and turned back in the frame (trans.go)
-	prefixRows   int // phases whose unmasked rows cover a prefix of their lanes (fast.go)
-	rowChecked   int // masked accesses of unmasked loops checked once a row (fast.go: rowChecked)
+	divNewtons   int // divisions of vectors by Newton's steps (ops.go: divNewton)
+	// newton: the kernel's divisions of vectors in zmm loops take Newton's
+	// steps (isa.go: newtonFor)
+	newton     bool
+	transLoads int // transposed loads packed and turned back in the frame (trans.go)
+	prefixRows int // phases whose unmasked rows cover a prefix of their lanes (fast.go)
+	rowChecked int // masked accesses of unmasked loops checked once a row (fast.go: rowChecked)
 
 	// readAsIs: values a product or a shape op reads (at lanes of their
 	// own: not taken as transposed loads, trans.go)
@@ -308,7 +312,7 @@ func vectorFloatOp(o tile.Op) bool {
 
 // newPlan classifies every value of k, or returns why k is not supported.
 func newPlan(k *tile.Kernel) (*plan, error) {
-	p := &plan{k: k, info: make([]vinfo, k.NumValues()), stored: make([]bool, len(k.Params)), avx512: useAVX512.Load(), unit: map[int64]bool{}, readAsIs: map[*tile.Value]bool{}}
+	p := &plan{k: k, info: make([]vinfo, k.NumValues()), stored: make([]bool, len(k.Params)), avx512: useAVX512.Load(), unit: map[int64]bool{}, readAsIs: map[*tile.Value]bool{}, newton: newtonFor(k)}
 	live := analysis.Live(k)
 	inv := analysis.Invariant(k, analysis.Launch, nil)
 	var err error
