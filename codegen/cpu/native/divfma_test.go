@@ -69,26 +69,7 @@ func TestDivFMANative(t *testing.T) {
 			// one special lane (both out of it)
 			inRange := func(v float32) bool { a := math.Abs(float64(v)); return a >= 0x1p-100 && a <= 0x1p100 }
 			x := make([]float32, c.rows*c.block)
-			for i := range x {
-				bb := b[i/c.block]
-				switch (i / 16) % 4 {
-				case 0:
-					for {
-						m := f(uint32(rng.IntN(230<<23)) + 12<<23)
-						mid := float64(m) + float64(math.Nextafter32(m, float32(math.Inf(1)))-m)/2
-						if x[i] = float32(float64(bb) * mid); inRange(x[i]) || !inRange(bb) {
-							break
-						}
-					}
-				case 2:
-					x[i] = f(rng.Uint32())
-				default:
-					x[i] = f(uint32(rng.IntN(60<<23)+97<<23) | uint32(rng.IntN(2))<<31)
-				}
-				if (i/16)%4 == 3 && i%16 == (i/64)%16 {
-					x[i] = specials[(i/64)%len(specials)]
-				}
-			}
+			dividends(rng, x, func(i int) float32 { return b[i/c.block] }, 4, [2]int{12, 230}, [2]int{97, 60}, inRange, specials)
 			run := func(on bool) ([]float32, int) {
 				native.SetDivFMA(on)
 				nk, err := native.Compile(k)

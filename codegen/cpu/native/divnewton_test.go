@@ -143,26 +143,7 @@ func TestDivNewtonNative(t *testing.T) {
 			// of two in every fourth lane), 2 random bits, 3 the usual range
 			// with one special lane in x, 4 the usual range (a special lane
 			// in b)
-			for i := range x {
-				bb := b[i]
-				switch (i / 16) % 5 {
-				case 0:
-					for {
-						m := f(uint32(rng.IntN(60<<23)) + 97<<23)
-						mid := float64(m) + float64(math.Nextafter32(m, float32(math.Inf(1)))-m)/2
-						if x[i] = float32(float64(bb) * mid); inRange(x[i]) || !inRange(bb) {
-							break
-						}
-					}
-				case 2:
-					x[i] = f(rng.Uint32())
-				default:
-					x[i] = f(uint32(rng.IntN(24<<23)+115<<23) | uint32(rng.IntN(2))<<31)
-				}
-				if (i/16)%5 == 3 && i%16 == (i/80)%16 {
-					x[i] = specials[(i/80)%len(specials)]
-				}
-			}
+			dividends(rng, x, func(i int) float32 { return b[i] }, 5, [2]int{97, 60}, [2]int{115, 24}, inRange, specials)
 			got, nn := runDiv(t, k, c.block, x, b, true, false, false)
 			if nn == 0 {
 				t.Fatal("no division by Newton's steps in the code")
@@ -275,6 +256,38 @@ func TestDivNewtonModes(t *testing.T) {
 	for i := range got {
 		if math.Float32bits(got[i]) != math.Float32bits(want[i]) || got[i] != got[i] {
 			t.Fatalf("output %d: %v with Newton's steps, %v with VDIVPS", i, got[i], want[i])
+		}
+	}
+}
+
+// dividends fills x by vectors of 16 lanes of kinds in turn (vector v is
+// of kind v%kinds): kind 0 near the divisor's multiples of midpoints (x[i]
+// = RN(b·m), m halfway between two floats, m's biased exponent in
+// [mid[0], mid[0]+mid[1]); redrawn until x[i] is in range, unless the
+// divisor is not), kind 2 random bits, every other kind exponents in
+// [usual[0], usual[0]+usual[1]) of either sign; in kind 3 one lane (moving
+// from one such vector to the next) takes the specials in turn.
+func dividends(rng *rand.Rand, x []float32, divisor func(i int) float32, kinds int, mid, usual [2]int, inRange func(float32) bool, specials []float32) {
+	f := math.Float32frombits
+	period := 16 * kinds
+	for i := range x {
+		bb := divisor(i)
+		switch (i / 16) % kinds {
+		case 0:
+			for {
+				m := f(uint32(rng.IntN(mid[1]<<23)) + uint32(mid[0])<<23)
+				h := float64(m) + float64(math.Nextafter32(m, float32(math.Inf(1)))-m)/2
+				if x[i] = float32(float64(bb) * h); inRange(x[i]) || !inRange(bb) {
+					break
+				}
+			}
+		case 2:
+			x[i] = f(rng.Uint32())
+		default:
+			x[i] = f(uint32(rng.IntN(usual[1]<<23)+usual[0]<<23) | uint32(rng.IntN(2))<<31)
+		}
+		if (i/16)%kinds == 3 && i%16 == (i/period)%16 {
+			x[i] = specials[(i/period)%len(specials)]
 		}
 	}
 }

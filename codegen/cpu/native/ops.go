@@ -376,10 +376,7 @@ func (g *gen) divFMA(dst, x amd64.VReg, b amd64.Mem, sl [2]int32, t []amd64.VReg
 	v := g.va()
 	a := v.Asm
 	k1, k2 := v.newK(), v.newK()
-	banks := 1
-	if g.zpair {
-		banks = 2
-	}
+	banks := g.banks()
 	g.zfixed = true
 	for c := 0; c < banks; c++ {
 		g.zc = c
@@ -411,6 +408,16 @@ func (g *gen) divFMA(dst, x amd64.VReg, b amd64.Mem, sl [2]int32, t []amd64.VReg
 	v.wrote(dst)
 }
 
+// banks is the zmm banks a paired loop's instruction is emitted for (2
+// where the loop runs in pairs, else 1), for code that emits each bank
+// itself (zfixed).
+func (g *gen) banks() int {
+	if g.zpair {
+		return 2
+	}
+	return 1
+}
+
 // divNewton: dst = x/b for vectors x and b in a zmm loop (useDivNewton),
 // the quotient correctly rounded as VDIVPS gives it, without the divider:
 // y0 = VRCP14PS(b) (relative error below 2^-14), then twice y = y + y·(1 -
@@ -428,10 +435,7 @@ func (g *gen) divNewton(dst, x, b amd64.VReg, t []amd64.VReg) {
 	v := g.va()
 	a := v.Asm
 	k1, k2 := v.newK(), v.newK()
-	banks := 1
-	if g.zpair {
-		banks = 2
-	}
+	banks := g.banks()
 	abs, lo, hi := g.constVec(0x7fffffff).Bcst(), g.constF32(0x1p-62).Bcst(), g.constF32(0x1p62).Bcst()
 	frac, one := g.constVec(0x7fffff).Bcst(), g.constF32(1).Bcst()
 	probe := divNewtonProbe.Load()
