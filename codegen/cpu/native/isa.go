@@ -52,12 +52,14 @@ func init() { useDivFMA.Store(os.Getenv("TILEFUSE_NATIVE_DIVFMA") == "1") }
 // SetDivNewton in tests. On the H200 machine's 16-core Intel host (r49b,
 // 2026-12-06) Newton's steps made the GELU epilogue of FF1's product
 // 4-12% faster (BenchmarkProductEpilogue, bias-gelu-exp: 583, 699 → 537,
-// 630 µs) and the chain's elementwise GELU 1.6× slower (0.23 → 0.38 ms):
-// a product's epilogue waits on the divider (VDIVPS zmm issues about one
-// in 16 cycles there) while an elementwise kernel's divisions overlap its
-// memory traffic on the divider and Newton's steps take the vector ports
-// it needs; on the 2-core VM's Zen 5 (VDIVPS zmm one in 2.6 cycles) they
-// are slower everywhere.
+// 630 µs), the encoder's and linear_gelu's steps 5-9%, and the chain's
+// elementwise GELU 1.6× slower (0.23 → 0.38 ms); on a 105 MiB-L3 host
+// (r49c) products' kernels with them ran level. Presumably a product's
+// epilogue waits on the divider (VDIVPS zmm issues about one in 10 cycles
+// on Intel's cores by the published tables), while an elementwise
+// kernel's divisions overlap its memory traffic and Newton's ~25
+// instructions a vector take the vector ports it needs. On the 2-core
+// VM's Zen 5 (VDIVPS zmm one in 2.6 cycles) they are slower everywhere.
 var divNewtonMode atomic.Int32
 
 const (

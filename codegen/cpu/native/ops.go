@@ -418,8 +418,9 @@ func (g *gen) banks() int {
 	return 1
 }
 
-// divNewton: dst = x/b for vectors x and b in a zmm loop (useDivNewton),
-// the quotient correctly rounded as VDIVPS gives it, without the divider:
+// divNewton: dst = x/b for vectors x and b in a zmm loop (plan.newton:
+// isa.go's divNewtonMode), the quotient correctly rounded as VDIVPS gives
+// it, without the divider:
 // y0 = VRCP14PS(b) (relative error below 2^-14), then twice y = y + y·(1 -
 // b·y) (Newton's step: the first leaves y within an ulp of 1/b, the second
 // makes it RN(1/b), Markstein's theorem, for every b whose significand is
