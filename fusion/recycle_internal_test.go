@@ -88,7 +88,7 @@ func TestRecycledSliceAllocatesNothing(t *testing.T) {
 		limit   int
 		want    float64
 	}{
-		{"from the free list", 200, 1 << 30, 0},
+		{"from the free list", 400, 1 << 30, 0},
 		{"new, past the limit (nothing comes back)", 0, 0, 1},
 	}
 	for _, c := range cases {
@@ -101,8 +101,15 @@ func TestRecycledSliceAllocatesNothing(t *testing.T) {
 				s := make([]float32, n)
 				sl.back((*byte)(unsafe.Pointer(&s[0])))
 			}
+			// the least of three counts: AllocsPerRun counts the process's
+			// allocations, and other goroutines' (finalizers, workers of
+			// earlier tests) land in one now and then (a full package run
+			// in CI counted 1 a buffer once, 2026-12-06)
 			var sink []float32
-			allocs := testing.AllocsPerRun(100, func() { sink = recycledSlice[float32](r, n, true) })
+			allocs := math.Inf(1)
+			for range 3 {
+				allocs = min(allocs, testing.AllocsPerRun(100, func() { sink = recycledSlice[float32](r, n, true) }))
+			}
 			_ = sink
 			if allocs != c.want && !raceOn {
 				t.Fatalf("%v allocations a buffer, want %v", allocs, c.want)
