@@ -47,7 +47,7 @@ func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) e
 			g.divFMA(dst, g.reg(s[0], t[0]), s[1].mem, sl, t)
 			break
 		}
-		if g.zmm && !s[1].isMem && g.p.newton {
+		if g.zmm && !s[1].isMem && g.p.newton && len(t) >= 4 { // tempsFor reserved divNewton's temps
 			g.divNewton(dst, g.reg(s[0], t[0]), s[1].reg, t)
 			break
 		}
