@@ -11,7 +11,10 @@
 #
 # TILEFUSE is the tilefuse binary (default .gpu/tilefuse; any build runs the
 # CPU backend). torch.compile takes seconds a graph, so it runs in one turn
-# (COMPILE_TURN, 0 for none); the others time eager and library ops.
+# (COMPILE_TURN, 0 for none); the others time eager and library ops. After
+# each PyTorch run the script waits for torch.compile's worker processes to
+# exit (lib-run.sh: settle): in a call on a host (2026-12-07) tilefuse's
+# small table right after the compile turn ran 2–4× slower in every row.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib-run.sh
@@ -22,6 +25,7 @@ workloads=${WORKLOADS:-all}
 declare -A tfs pts
 for turn in $(seq "${TURNS:-3}"); do
   for size in ${sizes//,/ }; do
+    echo "turn $turn $size: load $(cat /proc/loadavg)" >> "$out/load.txt"
     runs=${RUNS:-20}
     [ "$size" = small ] && runs=${SMALL_RUNS:-100}
     GOMAXPROCS=$threads timeout "${BENCH_TIMEOUT:-300}" "$tilefuse" bench -backend cpu -q -loop -rotate 1 -no-gorgonia \
@@ -32,6 +36,7 @@ for turn in $(seq "${TURNS:-3}"); do
     timeout "${TORCH_TIMEOUT:-300}" python3 bench/torch/workloads.py --device cpu --threads "$threads" --sizes "$size" \
       --compile-sizes "$cs" --runs "$runs" --workload "$workloads" --json "$out/pt-$size-$turn.json" > "$out/pt-$size-$turn.md" 2> "$out/pt-$size-$turn.err" ||
       echo "cpu-turns: workloads.py, $size, turn $turn: rc=$?" >&2
+    settle # torch.compile's workers gone before tilefuse's next turn
     tfs[$size]="${tfs[$size]:-}${tfs[$size]:+,}$out/tf-$size-$turn.json"
     pts[$size]="${pts[$size]:-}${pts[$size]:+,}$out/pt-$size-$turn.json"
   done

@@ -25,3 +25,21 @@ cpu_setup() {
   fi
   threads=${THREADS:-$(nproc)}
 }
+
+# settle waits until no process of PyTorch's compile worker pool is left
+# (torch.compile's workers can outlive the python process that started
+# them for seconds, busy, and the next side's turn would share the cores
+# with them), at most SETTLE_MAX seconds (default 60), then SETTLE more
+# (default 1). It prints what it waited for, if anything.
+settle() {
+  local t0=$SECONDS
+  while pgrep -f 'compile_worker' > /dev/null 2>&1; do
+    if [ $((SECONDS - t0)) -ge "${SETTLE_MAX:-60}" ]; then
+      echo "settle: compile workers still running after ${SETTLE_MAX:-60} s" >&2
+      break
+    fi
+    sleep 1
+  done
+  [ $((SECONDS - t0)) -gt 0 ] && echo "settle: waited $((SECONDS - t0)) s for compile workers to exit" >&2
+  sleep "${SETTLE:-1}"
+}
