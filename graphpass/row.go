@@ -88,7 +88,12 @@ const cpuStreamBytes = 4 << 20
 // → 0.548–0.573 (with the tanh it had moved within its spread on the host
 // and lost 3–6% on the VM). Not for f64 outputs: the 2-core VM's f64
 // LayerNorm large in new memory ran 1.93–2.07 → 2.02–2.21 ms with them,
-// its softmax level (the host unmeasured).
+// its softmax level (the host unmeasured). Measured again once the
+// recycler handed out the buffer it handed out last first (r50a, a 300
+// MiB-L3 host, 2026-12-07, in turn four times, ms): plain stores in place
+// of these LayerNorm large 0.165–0.206 → 0.28–0.98 in a loop and 0.225–0.38
+// → 0.268–0.483 with a collection before each run; softmax and the chain
+// slower too.
 func cpuStream(grp *Group, t Target) bool {
 	if t.GPU() || !t.Native || !grp.freshOut || grp.Root.Info.DType != tile.F32 {
 		return false
