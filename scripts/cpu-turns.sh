@@ -14,7 +14,8 @@
 # (COMPILE_TURN, 0 for none); the others time eager and library ops. After
 # each PyTorch run the script waits for torch.compile's worker processes to
 # exit (lib-run.sh: settle): in a call on a host (2026-12-07) tilefuse's
-# small table right after the compile turn ran 2–4× slower in every row.
+# small table right after the compile turn ran 1.2–4.9× slower in 11 of its
+# 14 rows, those workers presumably still busy (not observed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib-run.sh

@@ -27,9 +27,9 @@ cpu_setup() {
 }
 
 # settle waits until no process of PyTorch's compile worker pool is left
-# (torch.compile's workers can outlive the python process that started
-# them for seconds, busy, and the next side's turn would share the cores
-# with them), at most SETTLE_MAX seconds (default 60), then SETTLE more
+# (torch.compile's workers exit on their own once their parent is gone, a
+# watchdog's poll later; until then, if still busy, they would share the
+# cores with the next side's turn: presumed, not observed), at most SETTLE_MAX seconds (default 60), then SETTLE more
 # (default 1). It prints what it waited for, if anything.
 settle() {
   local t0=$SECONDS
