@@ -998,6 +998,19 @@ func (pg *phaseGen) ntStore(pat *pattern, at amd64.Mem, val amd64.VReg) bool {
 
 func (pg *phaseGen) matRead(n *node, dst amd64.VReg, t []amd64.VReg) {
 	a := pg.g.va()
+	if n.pat.elast > 1 {
+		// the block read across its rows (a transpose of a product's
+		// result or of a kept value): its lanes a constant stride apart,
+		// loaded lane by lane as a buffer's strided lanes are (addr would
+		// read them as contiguous ones: until 2026-12-07 such a read took
+		// the block's next elements, silently wrong)
+		if n.pat.sh == 3 {
+			pg.gatherF64(n.pat, dst, t[0], t[1])
+		} else {
+			pg.gather(n.pat, dst, t[0])
+		}
+		return
+	}
 	at := pg.addr(n.pat)
 	if n.pat.sh == 3 {
 		pg.matReadF64(n, dst, t, at)

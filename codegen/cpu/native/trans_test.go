@@ -126,3 +126,85 @@ func TestTransposedLoadsInALoop(t *testing.T) {
 		})
 	}
 }
+
+// TestTransposedFrameReads: a block the kernel computed (a product's
+// result, a loop-carried block) read through a transpose, y = (Mᵀ + ½)
+// or y = Mᵀ for M [r, c] stored as y's [c, r]: the phase reads the frame
+// block across its rows, lanes r elements apart (lane by lane; until
+// 2026-12-07 the machine code read such lanes as contiguous ones and
+// stored M's next elements: every element off the diagonal wrong). The
+// operands are small integers, so every product and sum is exact and the
+// results are the reference's bit for bit, on a poisoned output; a side
+// of four gives a phase narrower than a vector.
+func TestTransposedFrameReads(t *testing.T) {
+	requireJIT(t)
+	for _, c := range []struct {
+		name    string
+		dt      tile.DType
+		carry   bool // M a loop's carried sum, else a product's result
+		r, c, k int
+		plus    bool // an op between the transpose and the store
+	}{
+		{name: "f32 product 16×32, K 16, stored as it is", dt: tile.F32, r: 16, c: 32, k: 16},
+		{name: "f32 product 96×64, K 32, plus a half", dt: tile.F32, r: 96, c: 64, k: 32, plus: true},
+		{name: "f32 product 64×96, K 64, plus a half", dt: tile.F32, r: 64, c: 96, k: 64, plus: true},
+		{name: "f64 product 32×16, K 16, plus a half", dt: tile.F64, r: 32, c: 16, k: 16, plus: true},
+		{name: "f64 product 64×32, K 32, stored as it is", dt: tile.F64, r: 64, c: 32, k: 32},
+		{name: "f32 carried 32×16, plus a half", dt: tile.F32, carry: true, r: 32, c: 16, plus: true},
+		{name: "f32 carried 4×16 (a phase of four lanes)", dt: tile.F32, carry: true, r: 4, c: 16},
+		{name: "f64 carried 16×64, plus a half", dt: tile.F64, carry: true, r: 16, c: 64, plus: true},
+		{name: "f64 carried 4×16 (a phase of four lanes)", dt: tile.F64, carry: true, r: 4, c: 16, plus: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := tile.NewBuilder("trans_frame", nil)
+			px, py := b.Ptr("x", c.dt), b.Ptr("y", c.dt)
+			block := func(at, rows, cols int) *tile.Value { // rows×cols of x at element at, row-major
+				i := b.ExpandDims(b.Arange(0, rows), 1)
+				j := b.ExpandDims(b.Arange(0, cols), 0)
+				return b.Load(b.AddPtr(px, b.Add(b.Add(b.Mul(i, cols), j), at)), nil, nil)
+			}
+			var m *tile.Value
+			n := c.r * c.k // x holds a [r, k] then b [k, c]
+			if c.carry {
+				n = 3 * c.r * c.c // three [r, c] blocks, added
+				m = b.For(0, 3, 1, []*tile.Value{b.Zeros(c.dt, c.r, c.c)}, func(it *tile.Value, acc []*tile.Value) []*tile.Value {
+					i := b.ExpandDims(b.Arange(0, c.r), 1)
+					j := b.ExpandDims(b.Arange(0, c.c), 0)
+					at := b.Add(b.Add(b.Mul(i, c.c), j), b.Mul(it, c.r*c.c))
+					return []*tile.Value{b.Add(acc[0], b.Load(b.AddPtr(px, at), nil, nil))}
+				})[0]
+			} else {
+				n += c.k * c.c
+				m = b.Dot(block(0, c.r, c.k), block(c.r*c.k, c.k, c.c), b.Zeros(c.dt, c.r, c.c), tile.PrecIEEE)
+			}
+			v := b.Trans(m) // [c, r]
+			if c.plus {
+				v = b.Add(v, 0.5)
+			}
+			i := b.ExpandDims(b.Arange(0, c.c), 1)
+			j := b.ExpandDims(b.Arange(0, c.r), 0)
+			b.Store(b.AddPtr(py, b.Add(b.Mul(i, c.r), j)), v, nil)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := tiletest.RNG(c.name)
+			x := make([]float64, n)
+			for q := range x {
+				x[q] = float64(rng.IntN(9) - 4)
+			}
+			out := c.r * c.c
+			for _, isa := range isas(t) {
+				nk := compileFor(t, isa, k)
+				run := func(launch func(args ...any) error) ([]float64, error) {
+					return launchIn(c.dt, x, out+8, out, launch)
+				}
+				got, want, ok := againstReference(t, isa, nk, k, tile.Grid{1}, false, run)
+				if !ok {
+					continue
+				}
+				sameBits64(t, isa, got, want, out)
+			}
+		})
+	}
+}
