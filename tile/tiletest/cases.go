@@ -61,6 +61,8 @@ func Cases() []Case {
 	}
 	cs = append(cs, layerNorm(50, 781, 1024, 1), layerNorm(7, 64, 64, 100), layerNorm(4, 3, 4, 1))
 	cs = append(cs, colSum(300, 70, 64, 32), colSum(1, 1, 16, 16))
+	cs = append(cs, transComputed(false, 32, 64, 16, tile.PrecIEEE), transComputed(false, 64, 32, 32, tile.PrecTF32),
+		transComputed(true, 16, 64, 0, tile.PrecIEEE))
 	cs = append(cs,
 		matmul("130x70x90", 130, 70, 90, false, false, false),
 		matmul("130x70x90_transA", 130, 70, 90, true, false, false),
@@ -496,6 +498,73 @@ func matmulData(name string, m, n, k, bs int, transA, transB bool, p tile.Precis
 			grid := tile.Grid{tile.CDiv(m, bm), tile.CDiv(n, bn)}
 			return grid, []any{ab, bb, c, m, n, k, sam, sak, sbk, sbn, n, 1}, func() error {
 				return Close("c", c, MatmulRefPrec(a, b, m, n, k, p), tol)
+			}
+		},
+	}
+}
+
+// transComputed: y = Mᵀ + ½ for a block M [r, c] the kernel computed, one
+// program: a product's result (x[r, k]·w[k, c], a dot at precision p) or,
+// with carry, a loop's carried sum of three [r, c] blocks, then read
+// through a transpose: on a CPU a frame block read across its rows
+// (native: until 2026-12-07 read as contiguous lanes, silently wrong), on
+// a GPU an accumulator's layout converted. The operands are small
+// integers, so every product and sum is exact at every precision (TF32
+// and bf16 hold them) and every backend gives the reference's values
+// exactly.
+func transComputed(carry bool, r, c, k int, p tile.Precision) Case {
+	name := fmt.Sprintf("trans_of_product/%dx%dx%d/%v", r, c, k, p)
+	n := r*k + k*c
+	if carry {
+		name = fmt.Sprintf("trans_of_carry/%dx%d", r, c)
+		n = 3 * r * c
+	}
+	return Case{
+		Name: name,
+		Tol:  Tol{},
+		Kernel: func() (*tile.Kernel, error) {
+			b := tile.NewBuilder("trans_computed", nil)
+			px, py := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+			block := func(at *tile.Value, rows, cols int) *tile.Value { // rows×cols of x from element at, row-major
+				i, j := b.ExpandDims(b.Arange(0, rows), 1), b.ExpandDims(b.Arange(0, cols), 0)
+				return b.Load(b.AddPtr(b.AddPtr(px, at), b.Add(b.Mul(i, cols), j)), nil, nil)
+			}
+			var m *tile.Value
+			if carry {
+				m = b.For(0, 3, 1, []*tile.Value{b.Zeros(tile.F32, r, c)}, func(it *tile.Value, acc []*tile.Value) []*tile.Value {
+					return []*tile.Value{b.Add(acc[0], block(b.Mul(it, r*c), r, c))}
+				})[0]
+			} else {
+				m = b.Dot(block(b.Const(0, tile.I32), r, k), block(b.Const(float64(r*k), tile.I32), k, c), b.Zeros(tile.F32, r, c), p)
+			}
+			i, j := b.ExpandDims(b.Arange(0, c), 1), b.ExpandDims(b.Arange(0, r), 0)
+			b.Store(b.AddPtr(py, b.Add(b.Mul(i, r), j)), b.Add(b.Trans(m), 0.5), nil)
+			return b.Build()
+		},
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x := make([]float32, n)
+			for q := range x {
+				x[q] = float32(rng.IntN(9) - 4)
+			}
+			y := Output(r * c)
+			return tile.Grid{1}, []any{x, y}, func() error {
+				want := make([]float64, r*c) // want[j·r + i] = M[i, j] + ½
+				for i := 0; i < r; i++ {
+					for j := 0; j < c; j++ {
+						s := 0.0
+						if carry {
+							for it := 0; it < 3; it++ {
+								s += float64(x[it*r*c+i*c+j])
+							}
+						} else {
+							for q := 0; q < k; q++ {
+								s += float64(x[i*k+q]) * float64(x[r*k+q*c+j])
+							}
+						}
+						want[j*r+i] = s + 0.5
+					}
+				}
+				return Close("y", y, want, Tol{})
 			}
 		},
 	}
