@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tilefuse/tilefuse/ops"
+	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/interp"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
@@ -161,6 +162,111 @@ func TestTransposedProducts(t *testing.T) {
 			for i := range want {
 				if got[i] != want[i] || i < numel(cg.Root.Info.Shape) && got[i] == poison {
 					t.Fatalf("the image's gradient element %d: %g over the column-major product, %g over its rows", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestSwappedProducts: on a CPU whose kernels are machine code, a product
+// at ieee whose operands are both read across their rows (a convolution's
+// weight gradient dW = dYᵀ·patches, the patches stored column by column)
+// is computed as its transpose, dot(B's tile [BN,BK], A's [BK,BM]), and
+// its accumulator read through a transpose; not at TF32 (which truncates
+// A and rounds B), not on the executor, not on a GPU. On the reference
+// interpreter (odd sizes: tiles masked on both sides, K no multiple of
+// the step) the kernel gives the product within the sums' rounding, and
+// writes nothing past it.
+func TestSwappedProducts(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		target Target
+		prec   tile.Precision
+		want   bool
+	}{
+		{"native CPU", nativeCPU, tile.PrecIEEE, true},
+		{"native CPU(16)", Target{Cores: 16, Native: true}, tile.PrecIEEE, true},
+		{"native CPU at TF32", nativeCPU, tile.PrecTF32, false},
+		{"the executor", CPU(2), tile.PrecIEEE, false},
+		{"H200", H200, tile.PrecIEEE, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gr := convGrad(t, []int{3, 2, 9, 7}, []int{5, 2, 3, 3}, true)
+			partitionKeeping(t, gr, c.target, nil)
+			var prod *Node // the weight gradient [5, 18] over K = 3·9·7
+			for _, n := range gr.Nodes {
+				if n.Info.Kind == ops.MatMul && sameShape(n.Info.Shape, []int{5, 18}) {
+					prod = n
+				}
+			}
+			if prod == nil || prod.Group == nil || prod.Group.MatMul != prod {
+				t.Fatalf("no product [5 18] with a group of its own: %v", prod)
+			}
+			kern, err := Emit(prod.Group, c.target, c.prec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bm, bn := kern.Tile.Meta["BLOCK_M"], kern.Tile.Meta["BLOCK_N"]
+			var dots, swappedDots, trans int
+			kern.Tile.Walk(func(v *tile.Value) {
+				switch v.Op {
+				case tile.OpDot:
+					dots++
+					if s := v.Type.Shape; s.Dims[0] == bn && s.Dims[1] == bm && bm != bn {
+						swappedDots++
+					}
+				case tile.OpTrans:
+					trans++
+				}
+			})
+			if dots == 0 {
+				t.Fatalf("no dot in the product's kernel:\n%v", kern.Tile)
+			}
+			if got := swappedDots == dots && trans > 0; got != c.want {
+				t.Fatalf("%d of %d dots over [BLOCK_N, BLOCK_M] = [%d, %d], %d transposes: swapped %v, want %v\n%v", swappedDots, dots, bn, bm, trans, got, c.want, kern.Tile)
+			}
+			if !c.want {
+				return
+			}
+			if !prod.Inputs[1].ColMajor() {
+				t.Fatalf("the patches are not stored column by column: the case does not read both operands across their rows")
+			}
+			m, n, k := 5, 18, productK(prod)
+			rng := tiletest.RNG(c.name)
+			vals := map[*Node][]float32{}
+			var args []any
+			for _, in := range prod.Group.Inputs {
+				vals[in] = tiletest.Uniform(rng, numel(in.Info.Shape), -1, 1)
+				args = append(args, vals[in])
+			}
+			a, b := vals[prod.Inputs[0]], vals[prod.Inputs[1]]
+			const poison = float32(-7777)
+			out := make([]float32, m*n*max(1, kern.Parts)+64)
+			for i := range out {
+				out[i] = poison
+			}
+			if err := interp.Interpret(kern.Tile, kern.Grid, append(args, out)...); err != nil {
+				t.Fatal(err)
+			}
+			if kern.Combine != nil {
+				t.Fatalf("a product over K = %d in parts: the test reads one part", k)
+			}
+			for i := range m {
+				for j := range n {
+					want, sum := 0.0, 0.0
+					for kk := range k {
+						x := float64(a[kk*m+i]) * float64(b[j*k+kk]) // A stored k×m, B n×k
+						want += x
+						sum += math.Abs(x)
+					}
+					if got := float64(out[i*n+j]); math.Abs(got-want) > 1e-6*(1+sum) {
+						t.Fatalf("product (%d, %d): %g, want %g", i, j, got, want)
+					}
+				}
+			}
+			for i := m * n; i < len(out); i++ {
+				if out[i] != poison {
+					t.Fatalf("element %d past the product written: %g", i, out[i])
 				}
 			}
 		})
