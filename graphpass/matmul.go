@@ -339,16 +339,18 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 	// On a CPU whose kernels run as machine code, a product at ieee whose
 	// operands are both read across their rows (A stored [K][M], B stored
 	// [N][K]: a convolution's weight gradient from patches stored column
-	// by column) is computed as its transpose, dot(B's tile [BN,BK], A's
-	// tile [BK,BM]), whose operand tiles are both contiguous along their
-	// rows, where the product as written turns B's tile back in 8×8 tiles
-	// every K step (one core of the 2-core VM, the convnet's weight
-	// gradients' shapes: 3–10% faster); the epilogue and the store read
-	// the [BN,BM] accumulator through a transpose. Each element is the
-	// same fused multiply-adds in the same k order: the same bits. Not at
-	// other precisions: TF32 truncates A and rounds B (the tensor cores'
-	// reading), which a swap would exchange.
-	swapDot := !swapped && !e.t.GPU() && e.t.Native && e.prec == tile.PrecIEEE && sar == 1 && sac != 1 && sbr == 1 && sbc != 1
+	// by column, its forward product over them, and a col2im's product
+	// computed as its transpose above, Wᵀ·dYᵀ) is computed as its
+	// transpose, dot(B's tile [BN,BK], A's tile [BK,BM]), whose operand
+	// tiles are both contiguous along their rows, where the product as
+	// written turns B's tile back in 8×8 tiles every K step
+	// (BenchmarkSwappedProducts, one core of the 2-core VM, the convnet's
+	// shapes: level to 8% faster by the medians); the epilogue and the
+	// store read the [BN,BM] accumulator through a transpose. Each element
+	// is the same fused multiply-adds in the same k order: the same bits.
+	// Not at other precisions: TF32 truncates A and rounds B (the tensor
+	// cores' reading), which a swap would exchange.
+	swapDot := !e.t.GPU() && e.t.Native && e.prec == tile.PrecIEEE && sar == 1 && sac != 1 && sbr == 1 && sbc != 1
 	if swapDot {
 		rnC := b.ExpandDims(b.Add(b.Mul(pn, bn), b.Arange(0, bn)), 1) // [BN,1]
 		rmR := b.ExpandDims(b.Add(b.Mul(pm, bm), b.Arange(0, bm)), 0) // [1,BM]

@@ -100,6 +100,18 @@ func TestTransposedProducts(t *testing.T) {
 			if kern.Grid[0] != (n+bn-1)/bn || kern.Grid[1] != (m+bm-1)/bm {
 				t.Fatalf("grid %v at %d×%d tiles: want the transpose's, [%d %d]", kern.Grid, bm, bn, (n+bn-1)/bn, (m+bm-1)/bm)
 			}
+			// the transpose Bᵀ·Aᵀ reads both its operands across their rows
+			// (dYᵀ and Wᵀ as stored): its dot is swapped back (swapDot), dY's
+			// tile times W's, and the accumulator stored through a transpose
+			trans := 0
+			kern.Tile.Walk(func(v *tile.Value) {
+				if v.Op == tile.OpTrans {
+					trans++
+				}
+			})
+			if trans != 1 {
+				t.Fatalf("%d transposes in the kernel, want the accumulator's one:\n%v", trans, kern.Tile)
+			}
 			const poison = float32(-7777)
 			stored := make([]float32, m*n+64)
 			for i := range stored {

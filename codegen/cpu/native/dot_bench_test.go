@@ -406,3 +406,96 @@ func productKernelPitch(t testing.TB, m, n, k, bm, bn, bk, ldc int, tA, tB, spli
 	}
 	return kern
 }
+
+// BenchmarkSwappedProducts: products whose operands are both read across
+// their rows (a stored [K][M], b stored [N][K]: the convnet's weight
+// gradients and its col2im's products computed as their transposes) as
+// written, b's tile turned back in the frame every K step, against
+// computed as their transpose (graphpass: swapDot), dot(b's tile
+// [BN,BK], a's [BK,BM]) with both tiles contiguous along their rows and
+// the accumulator stored through a transpose. K a multiple of 64 (the
+// convnet's 19,600 and 4,900 rounded down).
+func BenchmarkSwappedProducts(b *testing.B) {
+	for _, c := range []struct{ m, n, k, bm, bn int }{
+		{64, 288, 19584, 64, 96},
+		{32, 288, 19584, 32, 96},
+		{128, 576, 4864, 64, 96},
+		{128, 576, 4864, 128, 96},
+		{288, 19584, 64, 96, 128},
+		{576, 4864, 128, 192, 128},
+	} {
+		name := fmt.Sprintf("%dx%dx%d/%dx%d", c.m, c.n, c.k, c.bm, c.bn)
+		rng := tiletest.RNG(name)
+		av, bv := tiletest.Uniform(rng, c.m*c.k, -1, 1), tiletest.Uniform(rng, c.k*c.n, -1, 1)
+		out := make([]float32, c.m*c.n)
+		b.Run(name+"/as-written", func(b *testing.B) {
+			benchProduct(b, c.m, c.n, c.k, c.bm, c.bn, 64, true, true, av, bv, out)
+		})
+		b.Run(name+"/swapped", func(b *testing.B) {
+			nk, err := native.Compile(swappedProductKernel(b, c.m, c.n, c.k, c.bm, c.bn, 64))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer nk.Free()
+			grid := tile.Grid{tile.CDiv(c.m, c.bm), tile.CDiv(c.n, c.bn)}
+			flops := 2 * float64(c.m) * float64(c.n) * float64(c.k)
+			pool.Default().ReadProcs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := nk.Launch(grid, av, bv, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// swappedProductKernel is c = a·b for a stored [K][M] and b stored [N][K]
+// as graphpass's emitMatMul writes it swapped (swapDot): program (p, q)
+// computes dot(b's tile [BN,BK], a's tile [BK,BM]) over K in unmasked
+// steps of bk (k a multiple of bk), masked along M and N where the
+// tiles do not divide them, and stores its transpose at c's tile.
+func swappedProductKernel(t testing.TB, m, n, k, bm, bn, bk int) *tile.Kernel {
+	b := tile.NewBuilder("swapped_product", nil)
+	pa, pb, pc := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("c", tile.F32)
+	rm := b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm))
+	rn := b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn))
+	rmR, rnC := b.ExpandDims(rm, 0), b.ExpandDims(rn, 1) // [1,BM], [BN,1]
+	rkR, rkC := b.ExpandDims(b.Arange(0, bk), 0), b.ExpandDims(b.Arange(0, bk), 1)
+	var inM, inN *tile.Value
+	if m%bm != 0 {
+		inM = b.Lt(rmR, m)
+	}
+	if n%bn != 0 {
+		inN = b.Lt(rnC, n)
+	}
+	load := func(p, mask *tile.Value, r, c int) *tile.Value {
+		if mask == nil {
+			return b.Load(p, nil, nil)
+		}
+		return b.Load(p, b.BroadcastTo(mask, tile.Shp(r, c)), 0.0)
+	}
+	offX, offY := b.Add(b.Mul(rnC, k), rkR), b.Add(b.Mul(rkC, m), rmR) // b's [BN,BK], a's [BK,BM]
+	acc := b.For(0, k, bk, []*tile.Value{b.Zeros(tile.F32, bn, bm)}, func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
+		x := load(b.AddPtr(pb, b.Add(offX, k0)), inN, bn, bk)
+		y := load(b.AddPtr(pa, b.Add(offY, b.Mul(k0, m))), inM, bk, bm)
+		return []*tile.Value{b.Dot(x, y, c[0], tile.PrecIEEE)}
+	})
+	var mask *tile.Value
+	switch {
+	case inM != nil && inN != nil:
+		mask = b.And(b.Lt(b.ExpandDims(rm, 1), m), b.Lt(b.ExpandDims(rn, 0), n))
+	case inM != nil:
+		mask = b.Lt(b.ExpandDims(rm, 1), m)
+	case inN != nil:
+		mask = b.Lt(b.ExpandDims(rn, 0), n)
+	}
+	at := b.Add(b.Mul(b.ExpandDims(rm, 1), n), b.ExpandDims(rn, 0))
+	b.Store(b.AddPtr(pc, at), b.Trans(acc[0]), mask)
+	kern, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kern
+}
