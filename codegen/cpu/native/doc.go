@@ -20,7 +20,8 @@
 //     stride of more than one element apart (a transpose's reads, an
 //     im2col's stores) are loaded or stored one lane at a time (f32 and
 //     f64; in ymm loops, without the per-lane tests in rows whose masks
-//     hold). A kernel with an
+//     hold), and so is a frame block read across its rows (a transpose of
+//     a product's result or of a loop-carried block: body.go matRead). A kernel with an
 //     integer block that is not affine (a division of lanes, a load of
 //     integers) is not supported.
 //   - Vector values are computed in phases: one loop nest per phase over
