@@ -1,6 +1,7 @@
 package native_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
@@ -204,6 +205,71 @@ func TestTransposedFrameReads(t *testing.T) {
 					continue
 				}
 				sameBits64(t, isa, got, want, out)
+			}
+		})
+	}
+}
+
+// TestTransposedKeptValue: a computed value kept in the frame (exp of a
+// block, stored as it is, which puts it in a phase of its own) and also
+// stored through a transpose, f32 and f64, with AVX2 and AVX-512: the
+// transposed store holds the other store's elements bit for bit (read
+// across the frame block's rows lane by lane; until 2026-12-07 they were
+// its row's next elements), both on poisoned outputs; the first store
+// within the math's bound of the reference.
+func TestTransposedKeptValue(t *testing.T) {
+	requireJIT(t)
+	for _, c := range []struct {
+		name string
+		dt   tile.DType
+		r, c int
+	}{
+		{"f32 32×16", tile.F32, 32, 16},
+		{"f32 16×64", tile.F32, 16, 64},
+		{"f32 32×4 (stored in a phase of four lanes)", tile.F32, 32, 4},
+		{"f64 32×16", tile.F64, 32, 16},
+		{"f64 8×32", tile.F64, 8, 32},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := tile.NewBuilder("trans_kept", nil)
+			px, py := b.Ptr("x", c.dt), b.Ptr("y", c.dt)
+			i, j := b.ExpandDims(b.Arange(0, c.r), 1), b.ExpandDims(b.Arange(0, c.c), 0)
+			e := b.Exp(b.Load(b.AddPtr(px, b.Add(b.Mul(i, c.c), j)), nil, nil)) // [r, c]
+			b.Store(b.AddPtr(py, b.Add(b.Mul(i, c.c), j)), e, nil)
+			ti, tj := b.ExpandDims(b.Arange(0, c.c), 1), b.ExpandDims(b.Arange(0, c.r), 0)
+			b.Store(b.AddPtr(py, b.Add(b.Add(b.Mul(ti, c.r), tj), c.r*c.c)), b.Trans(e), nil) // y's second half: eᵀ [c, r]
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := tiletest.RNG(c.name)
+			n := c.r * c.c
+			x := make([]float64, n)
+			for q := range x {
+				x[q] = rng.Float64()*4 - 2
+			}
+			for _, isa := range isas(t) {
+				nk := compileFor(t, isa, k)
+				got, err := launchIn(c.dt, x, 2*n+8, 2*n, func(args ...any) error { return nk.Launch(tile.Grid{1}, args...) })
+				if err != nil {
+					t.Fatalf("%s: %v", isa, err)
+				}
+				for q := 0; q < c.r; q++ {
+					for p := 0; p < c.c; p++ {
+						a, bt := got[q*c.c+p], got[n+p*c.r+q]
+						if math.IsNaN(a) || math.Float64bits(a) != math.Float64bits(bt) {
+							t.Fatalf("%s: e[%d, %d] = %v stored, %v through the transpose", isa, q, p, a, bt)
+						}
+						if want := math.Exp(x[q*c.c+p]); math.Abs(a-want) > 1e-6*want {
+							t.Fatalf("%s: e[%d, %d] = %v, want %v", isa, q, p, a, want)
+						}
+					}
+				}
+				for q := 2 * n; q < len(got); q++ {
+					if !math.IsNaN(got[q]) {
+						t.Fatalf("%s: element %d past the outputs written: %v", isa, q, got[q])
+					}
+				}
 			}
 		})
 	}
