@@ -358,11 +358,7 @@ func emitMatMul(e *emitter, out *tile.Value, k *Kernel) error {
 		if inM != nil {
 			inMR = b.Lt(rmR, m)
 		}
-		switch {
-		case bN == nil:
-		case bCols == n:
-			bNC = b.Lt(rnC, n)
-		default:
+		if bN != nil { // rn < bCols (n where B's buffer has n columns)
 			bNC = b.Lt(rnC, bCols)
 		}
 		step = func(bk int, _, _ *tile.Value, masked bool) func(k0 *tile.Value, c []*tile.Value) []*tile.Value {
