@@ -226,9 +226,10 @@ func (l *lowerer) dot(v *tile.Value) error {
 	l.barrier(w)
 	for _, op := range []struct {
 		x      *tile.Value
+		isA    bool // the operand's role: a and bv may be one value (dot(x, x))
 		off    int
 		stride int
-	}{{a, 0, lda}, {bv, bOff, ldb}} {
+	}{{a, true, 0, lda}, {bv, false, bOff, ldb}} {
 		lay := l.layoutOf(op.x)
 		xv, _ := l.demand(op.x, lay)
 		slots := lay.B.slots()
@@ -243,7 +244,7 @@ func (l *lowerer) dot(v *tile.Value) error {
 				// as a TF32 dot sees them: PrecTF32's A truncated and B
 				// rounded, PrecTF32TB's the other way round
 				rt := l.reg("r")
-				if (op.x == a) == v.Prec.TruncatesA() {
+				if op.isA == v.Prec.TruncatesA() {
 					emitTruncTF32(w, "", rt, val)
 				} else {
 					l.roundTF32(w, "", rt, val)

@@ -63,6 +63,11 @@ func Cases() []Case {
 	cs = append(cs, colSum(300, 70, 64, 32), colSum(1, 1, 16, 16))
 	cs = append(cs, transComputed(false, 32, 64, 16, tile.PrecIEEE), transComputed(false, 64, 32, 32, tile.PrecTF32),
 		transComputed(true, 16, 64, 0, tile.PrecIEEE))
+	for _, r := range []int{16, 64} {
+		for _, p := range []tile.Precision{tile.PrecTF32, tile.PrecTF32TB, tile.PrecBF16, tile.PrecTF32x3} {
+			cs = append(cs, dotSelf(r, p))
+		}
+	}
 	cs = append(cs,
 		matmul("130x70x90", 130, 70, 90, false, false, false),
 		matmul("130x70x90_transA", 130, 70, 90, true, false, false),
@@ -565,6 +570,42 @@ func transComputed(carry bool, r, c, k int, p tile.Precision) Case {
 					}
 				}
 				return Close("y", y, want, Tol{})
+			}
+		},
+	}
+}
+
+// dotSelf: y = x·x for a square block x (r×r, one program), the one value
+// both operands of the dot: it must still see A and B converted as its
+// precision says (TF32: A truncated, B rounded; TF32TB the other way
+// round). The elements 1 + j·2⁻¹⁰ + 3·2⁻¹² (j < 8) truncate and round to
+// TF32 values 2⁻¹⁰ apart, so the wrong conversion moves every element of y
+// by at least r·2⁻¹⁰ (all positive: nothing cancels), far past the
+// tolerance of f32 sums of r products below 4. (The PTX's product through
+// shared memory took a dot's operand as A when it was the same value as
+// A, so dot(x, x) truncated both, until 2026-12-07; a random kernel of
+// the fuzzers found it.)
+func dotSelf(r int, p tile.Precision) Case {
+	return Case{
+		Name: fmt.Sprintf("dot_self/%dx%d/%v", r, r, p),
+		Tol:  Tol{Abs: float64(r) * 4 * 0x1p-22},
+		Kernel: func() (*tile.Kernel, error) {
+			b := tile.NewBuilder("dot_self", nil)
+			px, py := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+			i, j := b.ExpandDims(b.Arange(0, r), 1), b.ExpandDims(b.Arange(0, r), 0)
+			off := b.Add(b.Mul(i, r), j)
+			x := b.Load(b.AddPtr(px, off), nil, nil)
+			b.Store(b.AddPtr(py, off), b.Dot(x, x, nil, p), nil)
+			return b.Build()
+		},
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x := make([]float32, r*r)
+			for q := range x {
+				x[q] = float32(1 + float64(rng.IntN(8))/(1<<10) + 3.0/(1<<12))
+			}
+			y := Output(r * r)
+			return tile.Grid{1}, []any{x, y}, func() error {
+				return Close("y", y, MatmulRefPrec(x, x, r, r, r, p), Tol{Abs: float64(r) * 4 * 0x1p-22})
 			}
 		},
 	}
