@@ -1,0 +1,49 @@
+package ptxsim_test
+
+import (
+	"testing"
+
+	"github.com/tilefuse/tilefuse/codegen/ptxsim"
+	"github.com/tilefuse/tilefuse/tile/tiletest"
+)
+
+// TestRandomKernels lowers a thousand of tiletest's random kernels with
+// codegen, for sm_80 and sm_90 at 4, 1, 8 and 2 warps in turn, runs the PTX in the simulator with
+// racecheck and initcheck on, and compares the outputs with the reference
+// interpreter's within each kernel's error bound (tiletest.Random). The
+// large ones (more than a few million element operations) are left to the
+// CPU backends' tests: the simulator takes seconds each. (The generator
+// found the TF32 conversions of dot(x, x) of 2026-12-07.)
+func TestRandomKernels(t *testing.T) {
+	ran := 0
+	for i, d := range tiletest.RandomData(1000, 128) {
+		if tiletest.Random(d).Large {
+			continue
+		}
+		sim := &ptxsim.Launcher{Arch: []int{80, 90}[i%2], NumWarps: []int{4, 1, 8, 2}[i/2%4], Racecheck: true, Initcheck: true}
+		if err := tiletest.CompareRandom(sim, d); err != nil {
+			t.Fatalf("%s, num_warps %d: %v", sim.Name(), sim.NumWarps, err)
+		}
+		ran++
+	}
+	if ran < 950 {
+		t.Fatalf("only %d of 1000 random kernels ran: the rest are large", ran)
+	}
+}
+
+// FuzzKernels is TestRandomKernels over a fuzzer's inputs (sm_90):
+// go test ./codegen/ptxsim -run '^$' -fuzz FuzzKernels.
+func FuzzKernels(f *testing.F) {
+	for _, d := range tiletest.RandomData(8, 128) {
+		f.Add(d)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if tiletest.Random(data).Large {
+			t.Skip("large: the simulator takes seconds")
+		}
+		sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
+		if err := tiletest.CompareRandom(sim, data); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,40 @@
+//go:build tilefuse_cuda
+
+package cuda
+
+import (
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/tile/tiletest"
+)
+
+// TestRandomKernelsGPU runs tiletest's random kernels on the GPU and on
+// the reference interpreter from the same inputs: their outputs agree
+// within each kernel's error bound (tiletest.Random), as the PTX
+// simulator's and the CPU backends' tests check the same kernels.
+// Each runs at 4, 1, 8 or 2 warps in turn. TILEFUSE_RANDOM_KERNELS sets
+// how many (default 1000; -short 200).
+func TestRandomKernelsGPU(t *testing.T) {
+	n := 1000
+	if testing.Short() {
+		n = 200
+	}
+	if s := os.Getenv("TILEFUSE_RANDOM_KERNELS"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	bad := 0
+	for i, d := range tiletest.RandomData(n, 128) {
+		gpu := &Launcher{Dev: dev, NumWarps: []int{4, 1, 8, 2}[i%4]}
+		if err := tiletest.CompareRandom(gpu, d); err != nil {
+			if bad++; bad <= 10 {
+				t.Errorf("num_warps %d: %v", gpu.NumWarps, err)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d random kernels disagree on %s", bad, n, dev.Name)
+	}
+	t.Logf("%d random kernels agree on %s (num_warps 1, 2, 4, 8 in turn)", n, dev.Name)
+}
