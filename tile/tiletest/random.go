@@ -179,9 +179,6 @@ func (g *rgen) build() (*tile.Kernel, error) {
 		g.step()
 	}
 	last := g.pool[len(g.pool)-1]
-	if last.d1 == 0 { // the scalar: a block of it
-		last = g.load(0, 0)
-	}
 	g.store(ys[0], last)
 	for _, y := range ys[1:] {
 		a := g.pickBlock(func(rv) bool { return true })
@@ -242,7 +239,11 @@ func (g *rgen) step() {
 			g.add(g.binary())
 		}
 	case 14:
-		g.add(g.loop())
+		if g.next(3) == 0 {
+			g.add(g.online())
+		} else {
+			g.add(g.loop())
+		}
 	case 15:
 		g.add(g.cast(g.pickBlock(func(rv) bool { return true })))
 	}
@@ -278,7 +279,7 @@ func (g *rgen) load(d1, d2 int) rv {
 	maxC := (g.g1-1)*g.bn - 1
 	if g.iv != nil { // the loop's blocks move along the rows
 		c0 = b.Add(c0, b.Mul(g.iv, g.bn))
-		maxC += (g.ivLo + (g.trips-1)*g.ivStep) * g.bn
+		maxC += (g.ivLo + max(g.trips-1, 0)*g.ivStep) * g.bn
 	}
 	maxR := (g.g0-1)*g.bm + shift - 1
 	i, j := g.idx(d1, d2)
@@ -664,6 +665,9 @@ func (g *rgen) loop() rv {
 		return init
 	}
 	trips := 1 + g.next(3)
+	if g.next(8) == 7 {
+		trips = 0 // the loop's results are its initial values
+	}
 	combine := g.next(4)
 	canDot := init.d1 >= tile.MinDotDim && init.d2 >= tile.MinDotDim && g.bm >= tile.MinDotDim && g.bn >= tile.MinDotDim
 	if combine == 3 && !canDot {
@@ -736,6 +740,51 @@ func (g *rgen) loop() rv {
 	out.pure = combine == 1 && init.pure && t.pure
 	g.work *= float64(trips)
 	return out
+}
+
+// online is a loop that carries two columns, a running maximum m and a
+// sum s of exponentials scaled to it, over one to three blocks t of d1×d2
+// the counter moves, as an online softmax does: m' = max(m, max_j t),
+// s' = s·e^(m−m') + Σ_j e^(t−m'). Its value is s + m (or m alone).
+func (g *rgen) online() rv {
+	b := g.b
+	if g.iv != nil {
+		return g.pickBlock(func(rv) bool { return true })
+	}
+	d1, d2 := g.dim(), g.dim()
+	trips := 1 + g.next(3)
+	m0 := -[]float64{100, 0.5}[g.next(2)]
+	init := []*tile.Value{b.Full(m0, g.dt, d1, 1), b.Zeros(g.dt, d1, 1)}
+	var t rv
+	outer := len(g.pool)
+	res := b.For(0, trips, 1, init, func(iv *tile.Value, c []*tile.Value) []*tile.Value {
+		g.iv, g.ivLo, g.ivStep, g.trips = iv, 0, 1, trips
+		defer func() { g.iv = nil; g.pool = g.pool[:outer] }()
+		t = g.add(g.load(d1, d2))
+		if g.next(2) == 0 {
+			t = g.add(g.unary(t))
+		}
+		t = g.tame(t, 16)
+		m := b.Maximum(c[0], b.Max(t.v, 1, true))
+		s := b.Add(b.Mul(c[1], b.Exp(b.Sub(c[0], m))), b.Sum(b.Exp(b.Sub(t.v, m)), 1, true))
+		return []*tile.Value{m, s}
+	})
+	// bounds: m is t's maximum (or m0), within t.err; every exponential
+	// takes an argument ≤ 0 (up to the errors), so it is at most 1 with
+	// Lipschitz constant 1 there, and s sums at most trips·d2 of them
+	mm := math.Max(-m0, t.mag)
+	em := t.err
+	expErr := 2*em + 2*g.u*2*mm + g.round(tile.OpExp, 1)
+	ms, es := 0.0, 0.0
+	for i := 0; i < trips; i++ {
+		es = es + ms*(expErr+2*g.u) + float64(d2)*(t.err+em+2*g.u*2*mm+g.round(tile.OpExp, 1)) + 2*float64(d2)*g.u*float64(d2)
+		ms += float64(d2)
+		es += 2 * g.u * ms
+	}
+	if g.next(3) == 0 {
+		return rv{v: res[0], d1: d1, d2: 1, mag: mm, err: em, pure: t.pure}
+	}
+	return rv{v: b.Add(res[1], res[0]), d1: d1, d2: 1, mag: ms + mm, err: es + em + g.u*(ms+mm)}
 }
 
 // cast is a round trip through the other float type, or, for a pure
