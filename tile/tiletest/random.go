@@ -17,7 +17,8 @@ import (
 // computes exactly (comparisons of loaded values, of indices, of a loop's
 // counter), products at every precision, loops that carry an accumulator
 // over blocks the counter moves along, casts, and masked stores straight
-// and transposed — the shapes the conformance table's hand-written kernels
+// and transposed, and atomic adds of every program's block into one
+// output — the shapes the conformance table's hand-written kernels
 // do not combine. Each value carries two bounds: its magnitude, and how far
 // a correct backend's value may be from the exact one given the same inputs
 // (rounding per operation, as each op's documented error: MathTol,
@@ -93,8 +94,11 @@ type rv struct {
 	pure     bool
 }
 
+// rout is an output: rows×cols elements, row-major or transposed; an
+// atomic one starts at zero and every program adds its block into it.
 type rout struct {
 	rows, cols int
+	atomic     bool
 }
 
 type rgen struct {
@@ -172,6 +176,10 @@ func (g *rgen) build() (*tile.Kernel, error) {
 	for i := range ys {
 		ys[i] = b.Ptr(fmt.Sprintf("y%d", i), g.dt)
 	}
+	var acc *tile.Value
+	if g.next(6) == 5 {
+		acc = b.Ptr("acc", g.dt)
+	}
 	g.pid0, g.pid1 = b.ProgramID(0), b.ProgramID(1)
 	g.pool = append(g.pool, rv{v: alpha, d1: 0, d2: 0, mag: 1, pure: true})
 	g.add(g.load(0, 0))
@@ -183,6 +191,9 @@ func (g *rgen) build() (*tile.Kernel, error) {
 	for _, y := range ys[1:] {
 		a := g.pickBlock(func(rv) bool { return true })
 		g.store(y, a)
+	}
+	if acc != nil {
+		g.atomicAdd(acc, g.pickBlock(func(rv) bool { return true }))
 	}
 	return b.Build()
 }
@@ -840,6 +851,26 @@ func (g *rgen) store(y *tile.Value, a rv) {
 	g.outs = append(g.outs, rout{rows: rows, cols: cols})
 }
 
+// atomicAdd adds every program's block a (its first rows×cols elements)
+// into one output of rows×cols, atomically: the programs' sums in any
+// order.
+func (g *rgen) atomicAdd(acc *tile.Value, a rv) {
+	b := g.b
+	a = g.tame(a, 1e4)
+	rows, cols := a.d1-g.next(a.d1), a.d2-g.next(a.d2)
+	i, j := g.idx(a.d1, a.d2)
+	var mask *tile.Value
+	if rows < a.d1 || cols < a.d2 {
+		mask = b.And(b.Lt(i, rows), b.Lt(j, cols))
+	}
+	b.AtomicAdd(b.AddPtr(acc, b.Add(b.Mul(i, cols), j)), a.v, mask)
+	progs := float64(g.g0 * g.g1)
+	if e := progs*a.err + 2*progs*g.u*progs*a.mag; e > g.maxErr {
+		g.maxErr = e
+	}
+	g.outs = append(g.outs, rout{rows: rows, cols: cols, atomic: true})
+}
+
 // setup makes the inputs (uniform in [−2, 2)), the scalars and the
 // poisoned outputs.
 func (g *rgen) setup(rng *rand.Rand) (tile.Grid, []any, func() error) {
@@ -870,10 +901,17 @@ func (g *rgen) setup(rng *rand.Rand) (tile.Grid, []any, func() error) {
 			y := make([]float64, o.rows*o.cols+Pad)
 			for i := range y {
 				y[i] = float64(Poison)
+				if o.atomic && i < o.rows*o.cols {
+					y[i] = 0
+				}
 			}
 			args = append(args, y)
 		} else {
-			args = append(args, Output(o.rows*o.cols))
+			y := Output(o.rows * o.cols)
+			if o.atomic {
+				clear(y[:o.rows*o.cols])
+			}
+			args = append(args, y)
 		}
 	}
 	check := func() error {

@@ -34,7 +34,7 @@ func TestRandomKernels(t *testing.T) {
 		})
 	}
 	for _, o := range []tile.Op{
-		tile.OpLoad, tile.OpStore, tile.OpDot, tile.OpFor, tile.OpTrans, tile.OpSelect,
+		tile.OpLoad, tile.OpStore, tile.OpAtomicAdd, tile.OpDot, tile.OpFor, tile.OpTrans, tile.OpSelect,
 		tile.OpReduceSum, tile.OpReduceMax, tile.OpReduceMin, tile.OpCast, tile.OpRem,
 		tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpDiv, tile.OpMax, tile.OpMin,
 		tile.OpAnd, tile.OpOr, tile.OpXor, tile.OpNot, tile.OpEq, tile.OpLt,
