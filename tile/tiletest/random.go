@@ -138,7 +138,9 @@ func (g *rgen) next(n int) int {
 	return x
 }
 
-var rdims = []int{1, 2, 4, 8, 16, 32, 64}
+// rdims are the block sides: powers of two and 96 (three times one, which
+// the layouts split otherwise)
+var rdims = []int{1, 2, 4, 8, 16, 32, 64, 96}
 
 func (g *rgen) build() (*tile.Kernel, error) {
 	g.dt, g.u = tile.F32, 0x1p-24
@@ -146,9 +148,9 @@ func (g *rgen) build() (*tile.Kernel, error) {
 		g.dt, g.u = tile.F64, 0x1p-53
 	}
 	if g.next(3) == 0 { // blocks a product can take
-		g.bm, g.bn = rdims[4+g.next(3)], rdims[4+g.next(3)]
+		g.bm, g.bn = rdims[4+g.next(4)], rdims[4+g.next(4)]
 	} else {
-		g.bm, g.bn = rdims[g.next(7)], rdims[g.next(7)]
+		g.bm, g.bn = rdims[g.next(8)], rdims[g.next(8)]
 	}
 	g.g0, g.g1 = 1+g.next(3), 1+g.next(3)
 	g.m = g.g0*g.bm - g.next(g.bm)
