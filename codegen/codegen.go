@@ -166,6 +166,9 @@ var stages = []stage{
 		if l.layoutErr != nil {
 			return l.layoutErr
 		}
+		if need, room := l.totalSmem(), maxSmem(l.opt.Arch); need > room {
+			return fmt.Errorf("codegen: @%s needs %d bytes of shared memory, more than sm_%d's %d a CTA: smaller blocks (or fewer stages)", l.k.Name, need, l.opt.Arch, room)
+		}
 		l.result = &Kernel{Name: l.k.Name, NumWarps: l.opt.NumWarps, ProducerWarps: l.producerWarps, RegSplit: l.regSplit, SharedBytes: l.totalSmem(), TensorMaps: l.tmaps, Cluster: l.cluster}
 		l.result.PTX = l.assemble()
 		l.result.Layout = l.layoutDump()

@@ -199,7 +199,12 @@ func (l *lowerer) dot(v *tile.Value) error {
 		return err
 	}
 	w := &l.body
-	mma := v.Prec.IsTF32() && t.DType == tile.F32
+	// on the tensor cores where the operands, padded, and C's m×n fit the
+	// target's shared memory beside the reductions' regions (a 128×128×128
+	// product needs 198 KB so, more than sm_80's 163); else by FMAs on the
+	// same converted operands, which need no room for C
+	mma := v.Prec.IsTF32() && t.DType == tile.F32 &&
+		l.scratchOffset()+(m*(k+4)+k*(n+8)+m*n)*size <= maxSmem(l.opt.Arch)
 	// A at [0, m*lda), B after it; rows padded against bank conflicts (for the
 	// tensor-core fragments: A rows 4 words apart mod 32 banks, B rows 8)
 	lda, ldb := k, n+1

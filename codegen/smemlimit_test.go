@@ -1,0 +1,72 @@
+package codegen_test
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/codegen"
+	"github.com/tilefuse/tilefuse/codegen/ptxsim"
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/tiletest"
+)
+
+// selfDot is y = x·x at precision p for one n×n block (one program).
+func selfDot(t *testing.T, n int, p tile.Precision) *tile.Kernel {
+	t.Helper()
+	b := tile.NewBuilder("self_dot", nil)
+	px, py := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
+	i, j := b.ExpandDims(b.Arange(0, n), 1), b.ExpandDims(b.Arange(0, n), 0)
+	off := b.Add(b.Mul(i, n), j)
+	x := b.Load(b.AddPtr(px, off), nil, nil)
+	b.Store(b.AddPtr(py, off), b.Dot(x, x, nil, p), nil)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestSharedMemoryLimit: a TF32 product through shared memory (a dot
+// outside a K loop) runs on the tensor cores where its padded operands and
+// C fit the target's shared memory, and by FMAs on the same converted
+// operands where only they do (128×128×128: 198 KB with C, more than
+// sm_80's 163 KB a CTA; found by a random kernel in the PTX simulator,
+// which refused the launch); a kernel that needs more than the target has
+// is refused by Compile, saying so, not at launch.
+func TestSharedMemoryLimit(t *testing.T) {
+	for _, c := range []struct {
+		arch int
+		mma  bool
+	}{{80, false}, {90, true}} {
+		k := selfDot(t, 128, tile.PrecTF32)
+		ck, err := codegen.Compile(k, codegen.Options{Arch: c.arch})
+		if err != nil {
+			t.Fatalf("sm_%d: %v", c.arch, err)
+		}
+		if got := strings.Contains(ck.PTX, "mma.sync"); got != c.mma {
+			t.Errorf("sm_%d: mma.sync %v, want %v (%d bytes of shared memory)", c.arch, got, c.mma, ck.SharedBytes)
+		}
+		limit := map[int]int{80: 163 << 10, 90: 227 << 10}[c.arch]
+		if ck.SharedBytes > limit {
+			t.Errorf("sm_%d: %d bytes of shared memory, more than %d", c.arch, ck.SharedBytes, limit)
+		}
+		// the result as the spec's, in the simulator
+		cs := tiletest.Case{
+			Name:   "self_dot_128",
+			Kernel: func() (*tile.Kernel, error) { return k, nil },
+			Tol:    tiletest.Tol{Abs: 1e-4},
+			Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+				x := tiletest.Uniform(rng, 128*128, -1, 1)
+				return tile.Grid{1}, []any{x, tiletest.Output(128 * 128)}, func() error { return nil }
+			},
+		}
+		if err := tiletest.Compare(&ptxsim.Launcher{Arch: c.arch}, tiletest.Interp{}, cs); err != nil {
+			t.Errorf("sm_%d: %v", c.arch, err)
+		}
+	}
+	_, err := codegen.Compile(selfDot(t, 256, tile.PrecIEEE), codegen.Options{Arch: 90})
+	if err == nil || !strings.Contains(err.Error(), "bytes of shared memory, more than sm_90's 232448 a CTA") {
+		t.Fatalf("a 256×256×256 dot through shared memory (512 KB): %v", err)
+	}
+}
