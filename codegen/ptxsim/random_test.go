@@ -8,7 +8,8 @@ import (
 )
 
 // TestRandomKernels lowers a thousand of tiletest's random kernels with
-// codegen, for sm_80 and sm_90 at 4, 1, 8 and 2 warps in turn, runs the PTX in the simulator with
+// codegen, for sm_80 and sm_90 in turn (at 4, 1, 8 and 2 warps in turn where
+// the kernel does not ask for its own), runs the PTX in the simulator with
 // racecheck and initcheck on, and compares the outputs with the reference
 // interpreter's within each kernel's error bound (tiletest.Random). The
 // large ones (more than a few million element operations) are left to the
@@ -17,10 +18,11 @@ import (
 func TestRandomKernels(t *testing.T) {
 	ran := 0
 	for i, d := range tiletest.RandomData(1000, 128) {
-		if tiletest.Random(d).Large {
+		c := tiletest.Random(d)
+		if c.Large {
 			continue
 		}
-		sim := &ptxsim.Launcher{Arch: []int{80, 90}[i%2], NumWarps: []int{4, 1, 8, 2}[i/2%4], Racecheck: true, Initcheck: true}
+		sim := &ptxsim.Launcher{Arch: []int{80, 90}[i%2], NumWarps: tiletest.RandomWarps(c, i/2), Racecheck: true, Initcheck: true}
 		if err := tiletest.CompareRandom(sim, d); err != nil {
 			t.Fatalf("%s, num_warps %d: %v", sim.Name(), sim.NumWarps, err)
 		}

@@ -111,6 +111,7 @@ type rgen struct {
 	bm, bn     int
 	m, n       int
 	g0, g1     int
+	meta       tile.Meta
 	params     bool // bounds passed as scalar parameters
 	alpha      bool // a scalar parameter (else a constant)
 	ins        []*tile.Value
@@ -147,8 +148,16 @@ func (g *rgen) build() (*tile.Kernel, error) {
 	if g.next(4) == 3 {
 		g.dt, g.u = tile.F64, 0x1p-53
 	}
-	if g.next(3) == 0 { // blocks a product can take
-		g.bm, g.bn = rdims[4+g.next(4)], rdims[4+g.next(4)]
+	var meta tile.Meta
+	if g.next(3) == 0 { // blocks a product can take, and how the GPU is to run its K loops
+		dots := []int{16, 32, 64, 96, 128}
+		g.bm, g.bn = dots[g.next(5)], dots[g.next(5)]
+		if w := g.next(3); w > 0 && g.dt == tile.F32 {
+			meta = tile.Meta{"wgmma": w, "num_stages": 2 + g.next(3), "num_warps": 4 << g.next(2)}
+			if w == 2 {
+				meta["ws"] = g.next(3)
+			}
+		}
 	} else {
 		g.bm, g.bn = rdims[g.next(8)], rdims[g.next(8)]
 	}
@@ -156,7 +165,8 @@ func (g *rgen) build() (*tile.Kernel, error) {
 	g.m = g.g0*g.bm - g.next(g.bm)
 	g.n = g.g1*g.bn - g.next(g.bn)
 	g.params = g.next(2) == 1
-	b := tile.NewBuilder("random", nil)
+	g.meta = meta
+	b := tile.NewBuilder("random", meta)
 	g.b = b
 	nin := 1 + g.next(3)
 	for i := 0; i < nin; i++ {
@@ -246,7 +256,9 @@ func (g *rgen) step() {
 	case 11:
 		g.add(g.where())
 	case 12, 13:
-		if a, ok := g.dot(); ok {
+		if a, ok := g.kloop(); ok && g.next(2) == 0 {
+			g.add(a)
+		} else if a, ok := g.dot(); ok {
 			g.add(a)
 		} else {
 			g.add(g.binary())
@@ -755,6 +767,67 @@ func (g *rgen) loop() rv {
 	return out
 }
 
+// kloop is a K loop as a matrix product writes it: acc += A·B over one
+// to three steps of k, A the program's rows of an input at columns
+// k·it… (stored straight, or transposed: read down its columns), B an
+// input's rows k·it… at the program's columns, both read as m×n matrices
+// (so K runs past their edges, masked: zeros), each used by the product
+// alone, as the GPU's pipelined loops (cp.async, wgmma) want them; the
+// accumulator starts at zero or at a value of the pool.
+func (g *rgen) kloop() (rv, bool) {
+	b := g.b
+	if g.iv != nil || g.bm < tile.MinDotDim || g.bn < tile.MinDotDim {
+		return rv{}, false
+	}
+	d1, d2 := g.dim(), g.dim()
+	k := []int{16, 32, 64}[g.next(3)]
+	trips := 1 + g.next(3)
+	prec := g.precision()
+	// mostly what wgmma takes: k steps of 32, TF32 (or, swapped, any but
+	// ieee), 16 rows a warp (swapped: 16 columns)
+	switch nw := g.meta["num_warps"]; g.meta["wgmma"] {
+	case 1:
+		if g.next(4) > 0 {
+			k, prec, d1 = 32, tile.PrecTF32, 16*nw
+		}
+	case 2:
+		if g.next(4) > 0 {
+			k, prec, d2 = 32, []tile.Precision{tile.PrecTF32, tile.PrecBF16, tile.PrecTF32x3}[g.next(3)], 16*nw
+		}
+	}
+	xa, xb := g.ins[g.next(len(g.ins))], g.ins[g.next(len(g.ins))]
+	transA := g.next(3) == 0
+	init := rv{v: b.Zeros(g.dt, d1, d2), d1: d1, d2: d2, pure: true}
+	if g.next(2) == 0 {
+		if x := g.pickBlock(func(x rv) bool { return x.d1 == d1 && x.d2 == d2 }); x.d1 == d1 && x.d2 == d2 {
+			init = g.tame(x, 1e4)
+		}
+	}
+	other := func() any { return []any{nil, 0.0}[g.next(2)] }
+	res := b.For(0, trips, 1, []*tile.Value{init.v}, func(iv *tile.Value, c []*tile.Value) []*tile.Value {
+		kk := b.Mul(iv, k)
+		i, j := g.idx(d1, k)
+		r, q := b.Add(b.Mul(g.pid0, g.bm), i), b.Add(kk, j)
+		var a *tile.Value
+		if transA { // A[r][q] at x[q][r]
+			a = b.Load(b.AddPtr(xa, b.Add(b.Mul(q, g.nv), r)), b.And(b.Lt(q, g.mv), b.Lt(r, g.nv)), other())
+		} else {
+			a = b.Load(b.AddPtr(xa, b.Add(b.Mul(r, g.nv), q)), b.And(b.Lt(r, g.mv), b.Lt(q, g.nv)), other())
+		}
+		i, j = g.idx(k, d2)
+		r, q = b.Add(kk, i), b.Add(b.Mul(g.pid1, g.bn), j)
+		bb := b.Load(b.AddPtr(xb, b.Add(b.Mul(r, g.nv), q)), b.And(b.Lt(r, g.mv), b.Lt(q, g.nv)), other())
+		return []*tile.Value{b.Dot(a, bb, c[0], prec)}
+	})
+	out := rv{v: res[0], d1: d1, d2: d2, mag: init.mag, err: init.err}
+	for range trips {
+		out.mag += float64(k) * 4
+		out.err += 2 * float64(k+1) * g.u * out.mag
+	}
+	g.work += float64(trips * d1 * d2 * k)
+	return out, true
+}
+
 // online is a loop that carries two columns, a running maximum m and a
 // sum s of exponentials scaled to it, over one to three blocks t of d1×d2
 // the counter moves, as an online softmax does: m' = max(m, max_j t),
@@ -942,6 +1015,16 @@ func (g *rgen) setup(rng *rand.Rand) (tile.Grid, []any, func() error) {
 		return nil
 	}
 	return tile.Grid{g.g0, g.g1, 1}, args, check
+}
+
+// RandomWarps is the number of warps a test runs random case c at, its
+// i-th: 4, 1, 8 or 2 in turn, or 0 (the kernel's own num_warps) where it
+// asks for one (its K loops' wgmma needs 4 or 8).
+func RandomWarps(c Case, i int) int {
+	if k, err := c.Kernel(); err == nil && k.Meta["num_warps"] > 0 {
+		return 0
+	}
+	return []int{4, 1, 8, 2}[i%4]
 }
 
 // CompareRandom runs the random kernel of data on l and on the reference
