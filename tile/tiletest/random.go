@@ -264,9 +264,12 @@ func (g *rgen) step() {
 			g.add(g.binary())
 		}
 	case 14:
-		if g.next(3) == 0 {
+		switch g.next(4) {
+		case 0:
 			g.add(g.online())
-		} else {
+		case 1:
+			g.add(g.attention())
+		default:
 			g.add(g.loop())
 		}
 	case 15:
@@ -871,6 +874,85 @@ func (g *rgen) online() rv {
 		return rv{v: res[0], d1: d1, d2: 1, mag: mm, err: em, pure: t.pure}
 	}
 	return rv{v: b.Add(res[1], res[0]), d1: d1, d2: 1, mag: ms + mm, err: es + em + g.u*(ms+mm)}
+}
+
+// attention is flash attention's loop over one to three blocks of keys:
+// s = (q·kᵀ)·c, some scores replaced by −30 where the key's index passes
+// the row's (a causal mask), m' = max(m, max_j s), p = e^(s−m'),
+// l' = l·e^(m−m') + Σ_j p, acc' = acc·e^(m−m') + p·v; its value acc/l.
+// q is a block of the program's rows loaded before the loop, k and v
+// blocks of an input's rows the counter moves (k loaded straight and
+// transposed in the loop, or read transposed), masked past the inputs.
+func (g *rgen) attention() rv {
+	b := g.b
+	if g.iv != nil {
+		return g.pickBlock(func(rv) bool { return true })
+	}
+	sides := []int{16, 32, 64}
+	d1, dk, dn, dv := sides[g.next(3)], sides[g.next(3)], sides[g.next(3)], sides[g.next(3)]
+	trips := 1 + g.next(3)
+	p1, p2 := g.precision(), g.precision()
+	scale := []float64{1, 0.125, 0.5}[g.next(3)]
+	causal, kTrans := g.next(2) == 0, g.next(2) == 0
+	xq, xk, xv := g.ins[g.next(len(g.ins))], g.ins[g.next(len(g.ins))], g.ins[g.next(len(g.ins))]
+	// q: the program's rows, columns 0…dk
+	i, j := g.idx(d1, dk)
+	r := b.Add(b.Mul(g.pid0, g.bm), i)
+	q := b.Load(b.AddPtr(xq, b.Add(b.Mul(r, g.nv), j)), b.And(b.Lt(r, g.mv), b.Lt(j, g.nv)), nil)
+	const m0 = -1e4
+	init := []*tile.Value{b.Full(m0, g.dt, d1, 1), b.Zeros(g.dt, d1, 1), b.Zeros(g.dt, d1, dv)}
+	res := b.For(0, trips, 1, init, func(iv *tile.Value, c []*tile.Value) []*tile.Value {
+		key0 := b.Mul(iv, dn)
+		var kt *tile.Value
+		if kTrans { // kt[c][key] read straight from K's rows: a transposed load
+			i, j := g.idx(dk, dn)
+			key := b.Add(key0, j)
+			kt = b.Load(b.AddPtr(xk, b.Add(b.Mul(key, g.nv), i)), b.And(b.Lt(key, g.mv), b.Lt(i, g.nv)), nil)
+		} else { // K's rows loaded, then transposed
+			i, j := g.idx(dn, dk)
+			key := b.Add(key0, i)
+			kt = b.Trans(b.Load(b.AddPtr(xk, b.Add(b.Mul(key, g.nv), j)), b.And(b.Lt(key, g.mv), b.Lt(j, g.nv)), 0.0))
+		}
+		sc := b.Dot(q, kt, nil, p1)
+		if scale != 1 {
+			sc = b.Mul(sc, scale)
+		}
+		if causal {
+			i, j := g.idx(d1, dn)
+			sc = b.Where(b.Gt(b.Add(key0, j), b.Add(b.Mul(g.pid0, g.bm), i)), -30.0, sc)
+		}
+		m := b.Maximum(c[0], b.Max(sc, 1, true))
+		alpha := b.Exp(b.Sub(c[0], m))
+		pr := b.Exp(b.Sub(sc, m))
+		l := b.Add(b.Mul(c[1], alpha), b.Sum(pr, 1, true))
+		i, j := g.idx(dn, dv)
+		key := b.Add(key0, i)
+		v := b.Load(b.AddPtr(xv, b.Add(b.Mul(key, g.nv), j)), b.And(b.Lt(key, g.mv), b.Lt(j, g.nv)), nil)
+		acc := b.Dot(pr, v, b.Mul(c[2], alpha), p2)
+		return []*tile.Value{m, l, acc}
+	})
+	// bounds: q, k and v are loads (at most 2, exact); every exponential
+	// takes an argument ≤ 0 (Lipschitz 1 there; the first trip's e^(m0−m')
+	// is 0 to every precision), l ≥ 1 (the largest score's term), so
+	// |acc/l| ≤ 2
+	const mq, mk, mv = 2.0, 2.0, 2.0
+	ms := math.Max(float64(dk)*mq*mk*scale, 30)
+	es := scale*2*float64(dk+1)*g.u*float64(dk)*mq*mk + g.u*ms
+	ep := 2*es + 4*g.u*ms + g.round(tile.OpExp, 1)
+	ml, el, macc, eacc := 0.0, 0.0, 0.0, 0.0
+	for t := 0; t < trips; t++ {
+		ea := 2*es + 4*g.u*ms + g.round(tile.OpExp, 1)
+		if t == 0 {
+			ea = g.round(tile.OpExp, 1)
+		}
+		el += ml*ea + float64(dn)*ep + 2*float64(dn)*g.u*float64(dn) + 2*g.u*(ml+float64(dn))
+		eacc += macc*ea + float64(dn)*ep*mv + 2*float64(dn+1)*g.u*(macc+float64(dn)*mv) +
+			2*float64(dn)*precErr[p2]*mv + g.u*macc
+		ml += float64(dn)
+		macc += float64(dn) * mv
+	}
+	g.work += float64(trips * d1 * dn * (dk + dv))
+	return rv{v: b.Div(res[2], res[1]), d1: d1, d2: dv, mag: mv, err: eacc + mv*el + 2*g.u*mv}
 }
 
 // cast is a round trip through the other float type, or, for a pure
