@@ -2,6 +2,7 @@ package codegen
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -167,7 +168,7 @@ var stages = []stage{
 			return l.layoutErr
 		}
 		if need, room := l.totalSmem(), maxSmem(l.opt.Arch); need > room {
-			return fmt.Errorf("codegen: @%s needs %d bytes of shared memory, more than sm_%d's %d a CTA: smaller blocks (or fewer stages)", l.k.Name, need, l.opt.Arch, room)
+			return fmt.Errorf("codegen: @%s needs %d bytes of shared memory, more than sm_%d's %d a CTA: smaller blocks (or fewer stages): %w", l.k.Name, need, l.opt.Arch, room, ErrSharedMemory)
 		}
 		l.result = &Kernel{Name: l.k.Name, NumWarps: l.opt.NumWarps, ProducerWarps: l.producerWarps, RegSplit: l.regSplit, SharedBytes: l.totalSmem(), TensorMaps: l.tmaps, Cluster: l.cluster}
 		l.result.PTX = l.assemble()
@@ -175,6 +176,12 @@ var stages = []stage{
 		return nil
 	}, func(l *lowerer) string { return l.result.PTX }},
 }
+
+// ErrSharedMemory is wrapped by Compile's error for a kernel that needs
+// more shared memory than a CTA of its target has (a product through
+// shared memory of large f64 blocks, say): as Triton's "out of resources",
+// the kernel must take smaller blocks.
+var ErrSharedMemory = errors.New("out of shared memory")
 
 // Dump writes the three main stages of a kernel to dir: its tile IR, the
 // layouts its values were emitted in and its PTX.

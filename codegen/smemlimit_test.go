@@ -1,6 +1,7 @@
 package codegen_test
 
 import (
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -66,7 +67,7 @@ func TestSharedMemoryLimit(t *testing.T) {
 		}
 	}
 	_, err := codegen.Compile(selfDot(t, 256, tile.PrecIEEE), codegen.Options{Arch: 90})
-	if err == nil || !strings.Contains(err.Error(), "bytes of shared memory, more than sm_90's 232448 a CTA") {
+	if !errors.Is(err, codegen.ErrSharedMemory) || !strings.Contains(err.Error(), "bytes of shared memory, more than sm_90's 232448 a CTA") {
 		t.Fatalf("a 256×256×256 dot through shared memory (512 KB): %v", err)
 	}
 }

@@ -3,10 +3,12 @@
 package cuda
 
 import (
+	"errors"
 	"os"
 	"strconv"
 	"testing"
 
+	"github.com/tilefuse/tilefuse/codegen"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
@@ -24,10 +26,15 @@ func TestRandomKernelsGPU(t *testing.T) {
 	if s := os.Getenv("TILEFUSE_RANDOM_KERNELS"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
-	bad := 0
+	bad, refused := 0, 0
 	for i, d := range tiletest.RandomData(n, 128) {
 		gpu := &Launcher{Dev: dev, NumWarps: tiletest.RandomWarps(tiletest.Random(d), i)}
-		if err := tiletest.CompareRandom(gpu, d); err != nil {
+		err := tiletest.CompareRandom(gpu, d)
+		if errors.Is(err, codegen.ErrSharedMemory) {
+			refused++
+			continue
+		}
+		if err != nil {
 			if bad++; bad <= 10 {
 				t.Errorf("num_warps %d: %v", gpu.NumWarps, err)
 			}
@@ -36,5 +43,8 @@ func TestRandomKernelsGPU(t *testing.T) {
 	if bad > 0 {
 		t.Fatalf("%d of %d random kernels disagree on %s", bad, n, dev.Name)
 	}
-	t.Logf("%d random kernels agree on %s (num_warps 1, 2, 4, 8 in turn)", n, dev.Name)
+	t.Logf("%d random kernels agree on %s, %d refused by Compile (more shared memory than it has)", n-refused, dev.Name, refused)
+	if refused > n/20 {
+		t.Fatalf("%d of %d random kernels refused", refused, n)
+	}
 }

@@ -1,8 +1,10 @@
 package ptxsim_test
 
 import (
+	"errors"
 	"testing"
 
+	"github.com/tilefuse/tilefuse/codegen"
 	"github.com/tilefuse/tilefuse/codegen/ptxsim"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
@@ -13,23 +15,31 @@ import (
 // racecheck and initcheck on, and compares the outputs with the reference
 // interpreter's within each kernel's error bound (tiletest.Random). The
 // large ones (more than a few million element operations) are left to the
-// CPU backends' tests: the simulator takes seconds each. (The generator
+// CPU backends' tests: the simulator takes seconds each; the few that need
+// more shared memory than the target has (large f64 products through it)
+// are refused by Compile (codegen.ErrSharedMemory), as they should be. (The generator
 // found the TF32 conversions of dot(x, x) of 2026-12-07.)
 func TestRandomKernels(t *testing.T) {
-	ran := 0
+	ran, refused := 0, 0
 	for i, d := range tiletest.RandomData(1000, 128) {
 		c := tiletest.Random(d)
 		if c.Large {
 			continue
 		}
 		sim := &ptxsim.Launcher{Arch: []int{80, 90}[i%2], NumWarps: tiletest.RandomWarps(c, i/2), Racecheck: true, Initcheck: true}
-		if err := tiletest.CompareRandom(sim, d); err != nil {
+		err := tiletest.CompareRandom(sim, d)
+		if errors.Is(err, codegen.ErrSharedMemory) {
+			refused++
+			continue
+		}
+		if err != nil {
 			t.Fatalf("%s, num_warps %d: %v", sim.Name(), sim.NumWarps, err)
 		}
 		ran++
 	}
+	t.Logf("%d random kernels ran, %d refused by Compile (more shared memory than the target has)", ran, refused)
 	if ran < 950 {
-		t.Fatalf("only %d of 1000 random kernels ran: the rest are large", ran)
+		t.Fatalf("only %d of 1000 random kernels ran: the rest are large or refused", ran)
 	}
 }
 
@@ -44,7 +54,9 @@ func FuzzKernels(f *testing.F) {
 			t.Skip("large: the simulator takes seconds")
 		}
 		sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
-		if err := tiletest.CompareRandom(sim, data); err != nil {
+		if err := tiletest.CompareRandom(sim, data); errors.Is(err, codegen.ErrSharedMemory) {
+			t.Skip(err)
+		} else if err != nil {
 			t.Fatal(err)
 		}
 	})

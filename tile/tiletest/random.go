@@ -17,8 +17,8 @@ import (
 // computes exactly (comparisons of loaded values, of indices, of a loop's
 // counter), products at every precision, loops that carry an accumulator
 // over blocks the counter moves along, casts, and masked stores straight
-// and transposed, and atomic adds of every program's block into one
-// output — the shapes the conformance table's hand-written kernels
+// and transposed, stores inside a loop, and atomic adds of every
+// program's block into one output — the shapes the conformance table's hand-written kernels
 // do not combine. Each value carries two bounds: its magnitude, and how far
 // a correct backend's value may be from the exact one given the same inputs
 // (rounding per operation, as each op's documented error: MathTol,
@@ -188,9 +188,12 @@ func (g *rgen) build() (*tile.Kernel, error) {
 	for i := range ys {
 		ys[i] = b.Ptr(fmt.Sprintf("y%d", i), g.dt)
 	}
-	var acc *tile.Value
+	var acc, z *tile.Value
 	if g.next(6) == 5 {
 		acc = b.Ptr("acc", g.dt)
+	}
+	if g.next(5) == 4 {
+		z = b.Ptr("z", g.dt)
 	}
 	g.pid0, g.pid1 = b.ProgramID(0), b.ProgramID(1)
 	g.pool = append(g.pool, rv{v: alpha, d1: 0, d2: 0, mag: 1, pure: true})
@@ -206,6 +209,9 @@ func (g *rgen) build() (*tile.Kernel, error) {
 	}
 	if acc != nil {
 		g.atomicAdd(acc, g.pickBlock(func(rv) bool { return true }))
+	}
+	if z != nil {
+		g.storeLoop(z)
 	}
 	return b.Build()
 }
@@ -1004,6 +1010,48 @@ func (g *rgen) store(y *tile.Value, a rv) {
 	b.Store(b.AddPtr(y, off), a.v, mask, hint)
 	if a.err > g.maxErr {
 		g.maxErr = a.err
+	}
+	g.outs = append(g.outs, rout{rows: rows, cols: cols})
+}
+
+// storeLoop stores inside a loop, as a looped row kernel's second pass
+// does: trip it of one to three writes a block computed from a load the
+// counter moves (and values from before the loop) to column block
+// pid1·trips + it of an output of (g0·d1 − t0) × (g1·trips·d2 − t1).
+func (g *rgen) storeLoop(z *tile.Value) {
+	b := g.b
+	d1, d2 := g.dim(), g.dim()
+	trips := 1 + g.next(3)
+	tr, tc := g.next(d1), g.next(d2)
+	rows, cols := g.g0*d1-tr, g.g1*trips*d2-tc
+	outer := len(g.pool)
+	var worst float64
+	b.For(0, trips, 1, nil, func(iv *tile.Value, _ []*tile.Value) []*tile.Value {
+		g.iv, g.ivLo, g.ivStep, g.trips = iv, 0, 1, trips
+		defer func() { g.iv = nil; g.pool = g.pool[:outer] }()
+		t := g.add(g.load(d1, d2))
+		for n := g.next(3); n > 0; n-- {
+			switch g.next(3) {
+			case 0:
+				t = g.add(g.unary(t))
+			case 1:
+				t = g.add(g.where())
+			case 2:
+				t = g.add(g.binary())
+			}
+			if t.d1 != d1 || t.d2 != d2 {
+				t = g.add(g.load(d1, d2))
+			}
+		}
+		worst = t.err
+		i, j := g.idx(d1, d2)
+		i = b.Add(i, b.Mul(g.pid0, d1))
+		j = b.Add(j, b.Mul(b.Add(b.Mul(g.pid1, trips), iv), d2))
+		b.Store(b.AddPtr(z, b.Add(b.Mul(i, cols), j)), t.v, b.And(b.Lt(i, rows), b.Lt(j, cols)))
+		return nil
+	})
+	if worst > g.maxErr {
+		g.maxErr = worst
 	}
 	g.outs = append(g.outs, rout{rows: rows, cols: cols})
 }
