@@ -524,6 +524,69 @@ func testF64Scalars(t *testing.T, isa string, k *tile.Kernel, nk *native.Kernel,
 	}
 }
 
+// TestF64ParamsNative: f64 scalar parameters run natively (they went to
+// the executor until 2026-12-07: "scalar f64", a tenth of the random
+// kernels): as vector operands, in scalar arithmetic and comparisons, and
+// an integer given for one; bit for bit the executor's, within 1e-12 of the
+// reference.
+func TestF64ParamsNative(t *testing.T) {
+	requireJIT(t)
+	const block = 256
+	b := tile.NewBuilder("f64_params", nil)
+	px, py := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64)
+	alpha, beta, n := b.Param("alpha", tile.F64), b.Param("beta", tile.F64), b.Param("n", tile.I32)
+	offs := b.Add(b.Mul(b.ProgramID(0), block), b.Arange(0, block))
+	mask := b.Lt(offs, n)
+	x := b.Load(b.AddPtr(px, offs), mask, 0.0)
+	ab := b.Where(b.Gt(alpha, beta), b.Mul(alpha, beta), b.Sub(beta, alpha)) // scalar math and a comparison
+	y := b.Add(b.Mul(x, alpha), beta)
+	y = b.Where(b.Gt(x, alpha), y, b.Mul(x, ab))
+	b.Store(b.AddPtr(py, offs), y, mask)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := cpu.NewExec(k, cpu.WithNative(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, isa := range isas(t) {
+		nk := compileFor(t, isa, k)
+		for _, c := range []struct {
+			alpha, beta any
+			size        int
+		}{{0.3, -1.25, 1000}, {-0.7, 2.5, 77}, {2, 0.5, 1001}} {
+			rng := tiletest.RNG("f64 params")
+			xs := make([]float64, c.size)
+			for i := range xs {
+				xs[i] = rng.Float64()*2 - 1
+			}
+			grid := tile.Grid{(c.size + block - 1) / block}
+			run := func(launch func(args ...any) error) []float64 {
+				y := make([]float64, c.size)
+				for i := range y {
+					y[i] = math.NaN()
+				}
+				if err := launch(xs, y, c.alpha, c.beta, c.size); err != nil {
+					t.Fatal(err)
+				}
+				return y
+			}
+			got := run(func(args ...any) error { return nk.Launch(grid, args...) })
+			want := run(func(args ...any) error { return ex.Launch(grid, args...) })
+			ref := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+			for i := range want {
+				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+					t.Fatalf("%s, alpha %v: y[%d] = %v natively, %v on the executor", isa, c.alpha, i, got[i], want[i])
+				}
+				if math.Abs(want[i]-ref[i]) > 1e-12*(1+math.Abs(ref[i])) {
+					t.Fatalf("alpha %v: y[%d] = %v on the executor, %v on the reference", c.alpha, i, want[i], ref[i])
+				}
+			}
+		}
+	}
+}
+
 // TestF64OneAddressStoreNative: an f64 block stored with every lane of a
 // row at one address (a value per row) stores the last active lane's
 // value, the reference's last write: masked (rows past M, columns past

@@ -586,6 +586,11 @@ func scalarBits(x any, d tile.DType) (uint64, bool) {
 			f = float64(n)
 		}
 		return uint64(math.Float32bits(float32(f))), true
+	case tile.F64:
+		if isInt {
+			f = float64(n)
+		}
+		return math.Float64bits(f), true
 	}
 	return 0, false
 }

@@ -920,6 +920,13 @@ func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
 		// computes with f64
 		in.kind = kScalarFloat
 		return nil
+	case t.DType == tile.F64 && v.Op == tile.OpParam:
+		// read as a splat: its parameter slot holds the float64's bits
+		// (f64.go: scalarF64)
+		in.kind = kScalarFloat
+		in.segment = in.avail
+		p.cur.scalars = append(p.cur.scalars, v)
+		return nil
 	case t.DType == tile.F64 && v.Op == tile.OpLoad:
 		// read only as a splat: its slot (f64.go: scalarF64)
 		if p.stored[p.in(v.Args[0]).aff.root] {
