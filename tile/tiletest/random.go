@@ -311,7 +311,7 @@ func (g *rgen) load(d1, d2 int) rv {
 	r0 := b.Add(b.Mul(g.pid0, g.bm), shift)
 	c0 := b.Mul(g.pid1, g.bn)
 	maxC := (g.g1-1)*g.bn - 1
-	if g.iv != nil { // the loop's blocks move along the rows
+	if g.iv != nil { // the loop's blocks move along the columns
 		c0 = b.Add(c0, b.Mul(g.iv, g.bn))
 		maxC += (g.ivLo + max(g.trips-1, 0)*g.ivStep) * g.bn
 	}
