@@ -689,6 +689,27 @@ func (g *rgen) dot() (rv, bool) {
 	return g.dotOf(a, c, acc, g.precision()), true
 }
 
+// trip is a d1×d2 block a loop's body computes: a load the counter moves,
+// then up to two ops on it and on values from before the loop (a fresh
+// load where one gives another shape).
+func (g *rgen) trip(d1, d2 int) rv {
+	t := g.add(g.load(d1, d2))
+	for n := g.next(3); n > 0; n-- {
+		switch g.next(3) {
+		case 0:
+			t = g.add(g.unary(t))
+		case 1:
+			t = g.add(g.where())
+		case 2:
+			t = g.add(g.binary())
+		}
+		if t.d1 != d1 || t.d2 != d2 {
+			t = g.add(g.load(d1, d2))
+		}
+	}
+	return t
+}
+
 // loop carries a block over one to three trips; each adds a block made
 // from loads the counter moves (and values from outside the loop), takes
 // the larger, halves and adds, or adds a product.
@@ -727,21 +748,7 @@ func (g *rgen) loop() rv {
 			prec = g.precision()
 			return []*tile.Value{g.dotOf(t, t2, &acc, prec).v}
 		}
-		t = g.add(g.load(init.d1, init.d2))
-		for n := g.next(3); n > 0; n-- {
-			switch g.next(3) {
-			case 0:
-				t = g.add(g.unary(t))
-			case 1:
-				t = g.add(g.where())
-			case 2:
-				t = g.add(g.binary())
-			}
-			if t.d1 != init.d1 || t.d2 != init.d2 {
-				t = g.add(g.load(init.d1, init.d2))
-			}
-		}
-		t = g.tame(t, 1e3)
+		t = g.tame(g.trip(init.d1, init.d2), 1e3)
 		switch combine {
 		case 0:
 			return []*tile.Value{b.Add(carried[0], t.v)}
@@ -1029,20 +1036,7 @@ func (g *rgen) storeLoop(z *tile.Value) {
 	b.For(0, trips, 1, nil, func(iv *tile.Value, _ []*tile.Value) []*tile.Value {
 		g.iv, g.ivLo, g.ivStep, g.trips = iv, 0, 1, trips
 		defer func() { g.iv = nil; g.pool = g.pool[:outer] }()
-		t := g.add(g.load(d1, d2))
-		for n := g.next(3); n > 0; n-- {
-			switch g.next(3) {
-			case 0:
-				t = g.add(g.unary(t))
-			case 1:
-				t = g.add(g.where())
-			case 2:
-				t = g.add(g.binary())
-			}
-			if t.d1 != d1 || t.d2 != d2 {
-				t = g.add(g.load(d1, d2))
-			}
-		}
+		t := g.trip(d1, d2)
 		worst = t.err
 		i, j := g.idx(d1, d2)
 		i = b.Add(i, b.Mul(g.pid0, d1))

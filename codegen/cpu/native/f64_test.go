@@ -2,6 +2,7 @@ package native_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -510,16 +511,25 @@ func testF64Scalars(t *testing.T, isa string, k *tile.Kernel, nk *native.Kernel,
 			}
 			return y
 		}
-		got := run(func(args ...any) error { return nk.Launch(grid, args...) })
-		want := run(func(args ...any) error { return ex.Launch(grid, args...) })
-		ref := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
-		for i := range want {
-			if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
-				t.Fatalf("%s, n=%d: y[%d] = %v natively, %v on the executor", isa, size, i, got[i], want[i])
-			}
-			if math.Abs(want[i]-ref[i]) > 1e-12*(1+math.Abs(ref[i])) {
-				t.Fatalf("n=%d: y[%d] = %v on the executor, %v on the reference", size, i, want[i], ref[i])
-			}
+		agreeF64(t, fmt.Sprintf("%s, n=%d", isa, size), k, nk, ex, grid, run)
+	}
+}
+
+// agreeF64 runs a launch of k over grid natively, on the executor and on
+// the reference (run makes the arguments, calls launch with them and
+// returns the outputs): the machine code's outputs bit for bit the
+// executor's, the executor's within 1e-12 of the reference's.
+func agreeF64(t *testing.T, label string, k *tile.Kernel, nk *native.Kernel, ex *cpu.Exec, grid tile.Grid, run func(launch func(args ...any) error) []float64) {
+	t.Helper()
+	got := run(func(args ...any) error { return nk.Launch(grid, args...) })
+	want := run(func(args ...any) error { return ex.Launch(grid, args...) })
+	ref := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+	for i := range want {
+		if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+			t.Fatalf("%s: y[%d] = %v natively, %v on the executor", label, i, got[i], want[i])
+		}
+		if math.Abs(want[i]-ref[i]) > 1e-12*(1+math.Abs(ref[i])) {
+			t.Fatalf("%s: y[%d] = %v on the executor, %v on the reference", label, i, want[i], ref[i])
 		}
 	}
 }
@@ -572,17 +582,7 @@ func TestF64ParamsNative(t *testing.T) {
 				}
 				return y
 			}
-			got := run(func(args ...any) error { return nk.Launch(grid, args...) })
-			want := run(func(args ...any) error { return ex.Launch(grid, args...) })
-			ref := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
-			for i := range want {
-				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
-					t.Fatalf("%s, alpha %v: y[%d] = %v natively, %v on the executor", isa, c.alpha, i, got[i], want[i])
-				}
-				if math.Abs(want[i]-ref[i]) > 1e-12*(1+math.Abs(ref[i])) {
-					t.Fatalf("alpha %v: y[%d] = %v on the executor, %v on the reference", c.alpha, i, want[i], ref[i])
-				}
-			}
+			agreeF64(t, fmt.Sprintf("%s, alpha %v, n=%d", isa, c.alpha, c.size), k, nk, ex, grid, run)
 		}
 	}
 }
