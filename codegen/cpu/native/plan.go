@@ -566,8 +566,8 @@ func (p *plan) loop(v *tile.Value, one func(*tile.Value) error) error {
 		if c.block && arg.Type.DType != tile.F32 && arg.Type.DType != tile.F64 || !c.block && arg.Type.DType != tile.F32 && !arg.Type.DType.IsInt() {
 			return unsupported(arg, "a loop-carried %v", arg.Type)
 		}
-		if ii := p.in(init); c.block && (ii.kind == kFloat || ii.kind == kMask) && !ii.formula {
-			ii.mat = true // the loop's prologue reads it
+		if c.block {
+			p.matLeaves(init) // the loop's prologue reads it
 		}
 		lp.carries = append(lp.carries, c)
 	}
@@ -621,6 +621,26 @@ func (p *plan) loop(v *tile.Value, one func(*tile.Value) error) error {
 }
 
 func (p *plan) in(v *tile.Value) *vinfo { return &p.info[v.ID] }
+
+// matLeaves marks v, where it is a value kept in the frame (not a formula),
+// or else each such value its formula reads (through views: transposes,
+// broadcasts, reshapes; and cheap ops), as materialized: a loop's prologue
+// evaluates a carried block's initial value from them after their phases
+// have run. (Until 2026-12-07 only v itself was marked, so an initial
+// value trans(exp(x)) read exp(x)'s block unwritten: a random kernel.)
+func (p *plan) matLeaves(v *tile.Value) {
+	in := p.in(v)
+	switch {
+	case in.kind == kView:
+		p.matLeaves(v.Args[0])
+	case (in.kind == kFloat || in.kind == kMask) && !in.formula:
+		in.mat = true
+	case in.kind == kFloat || in.kind == kMask:
+		for _, a := range v.Args {
+			p.matLeaves(a)
+		}
+	}
+}
 
 // classify decides v's kind, formula-ness and availability; its operands
 // were classified before it (program order).

@@ -1,7 +1,9 @@
 package native_test
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
@@ -272,5 +274,67 @@ func TestTransposedKeptValue(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTransposedCarryInit: a loop-carried block whose initial value is a
+// transpose of a value the kernel computed, y = trans(f(x)) plus zero to
+// two blocks of x, for f a value kept in the frame (exp, a square root)
+// or a formula recomputed where it is read (abs, a product by a
+// constant): the loop's prologue reads f(x) through the transpose. Until
+// 2026-12-07 a kept f(x) was never written to its block (only an initial
+// value that was itself kept was), so y began from whatever the frame
+// held, silently; a random kernel of FuzzKernels found it. f32 and f64, square and
+// not, against the reference.
+func TestTransposedCarryInit(t *testing.T) {
+	requireJIT(t)
+	fs := map[string]func(b *tile.Builder, x *tile.Value) *tile.Value{
+		"exp":  func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Exp(x) },
+		"sqrt": func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Sqrt(b.Add(b.Abs(b.Add(x, x)), 1.0)) },
+		"abs":  func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Abs(x) },
+		"mul":  func(b *tile.Builder, x *tile.Value) *tile.Value { return b.Mul(x, 3.0) },
+	}
+	for _, dt := range []tile.DType{tile.F32, tile.F64} {
+		for _, sh := range [][2]int{{8, 8}, {8, 16}, {32, 16}, {96, 128}} {
+			for name, f := range fs {
+				for trips := range 3 {
+					r, c := sh[0], sh[1]
+					cs := tiletest.Case{
+						Name: fmt.Sprintf("%v/%dx%d/%s/%d", dt, r, c, name, trips),
+						Tol:  tiletest.Tol{Abs: 1e-5, Rel: 1e-6},
+						Kernel: func() (*tile.Kernel, error) {
+							b := tile.NewBuilder("trans_carry_init", nil)
+							px, py := b.Ptr("x", dt), b.Ptr("y", dt)
+							i, j := b.ExpandDims(b.Arange(0, r), 1), b.ExpandDims(b.Arange(0, c), 0)
+							x := b.Load(b.AddPtr(px, b.Add(b.Mul(i, c), j)), nil, nil)
+							it, jt := b.ExpandDims(b.Arange(0, c), 1), b.ExpandDims(b.Arange(0, r), 0)
+							at := b.Add(b.Mul(it, r), jt)
+							res := b.For(0, trips, 1, []*tile.Value{b.Trans(f(b, x))}, func(_ *tile.Value, acc []*tile.Value) []*tile.Value {
+								return []*tile.Value{b.Add(acc[0], b.Load(b.AddPtr(px, at), nil, nil))}
+							})
+							b.Store(b.AddPtr(py, at), res[0], nil)
+							return b.Build()
+						},
+						Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+							x := tiletest.Uniform(rng, r*c, -2, 2)
+							if dt == tile.F64 {
+								x64, y := make([]float64, r*c), make([]float64, r*c+tiletest.Pad)
+								for q := range x {
+									x64[q] = float64(x[q])
+								}
+								for q := range y {
+									y[q] = math.NaN()
+								}
+								return tile.Grid{1}, []any{x64, y}, func() error { return nil }
+							}
+							return tile.Grid{1}, []any{x, tiletest.Output(r * c)}, func() error { return nil }
+						},
+					}
+					if err := tiletest.Compare(launcher{}, tiletest.Interp{}, cs); err != nil {
+						t.Errorf("%s: %v", cs.Name, err)
+					}
+				}
+			}
+		}
 	}
 }
