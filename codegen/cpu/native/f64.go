@@ -362,9 +362,9 @@ func (pg *phaseGen) rowEndF64(r *redState) {
 }
 
 // scalarF64 computes an f64 scalar into its slot: a parameter (its slot
-// already), a load (checked, or other where the mask is false), or an op computed by the vector code on
-// broadcast operands (scalarF64Op); it is read as a splat (broadcastSlot:
-// the slot itself, 8 bytes).
+// already), a load (checked, or other where the mask is false), or an op
+// computed by the vector code on broadcast operands (scalarF64Op); it is
+// read as a splat (broadcastSlot: the slot itself, 8 bytes).
 func (g *gen) scalarF64(v *tile.Value) error {
 	a := &g.a
 	if v.Op == tile.OpParam { // its slot is the parameter's (task.bind)
