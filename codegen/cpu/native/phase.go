@@ -422,6 +422,9 @@ func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
 		return pg.add(&node{v: u, op: opIntVec, pat: pat}), nil
 	case kFloat, kMask:
 		if !in.formula && (in.ph != pg.ph || !m.isIdentity()) {
+			if !in.mat { // the plan never had its phase write it: declined, not read unwritten
+				return nil, unsupported(u, "a kept value read where the plan did not keep it")
+			}
 			pat := pg.framePattern(g.matBlock(u), u.Type, m)
 			return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
 		}
