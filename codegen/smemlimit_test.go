@@ -2,7 +2,6 @@ package codegen_test
 
 import (
 	"errors"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -12,16 +11,10 @@ import (
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
-// selfDot is y = x·x at precision p for one n×n block (one program).
+// selfDot is tiletest.DotSelf's kernel, y = x·x for one n×n block.
 func selfDot(t *testing.T, n int, p tile.Precision) *tile.Kernel {
 	t.Helper()
-	b := tile.NewBuilder("self_dot", nil)
-	px, py := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32)
-	i, j := b.ExpandDims(b.Arange(0, n), 1), b.ExpandDims(b.Arange(0, n), 0)
-	off := b.Add(b.Mul(i, n), j)
-	x := b.Load(b.AddPtr(px, off), nil, nil)
-	b.Store(b.AddPtr(py, off), b.Dot(x, x, nil, p), nil)
-	k, err := b.Build()
+	k, err := tiletest.DotSelf(n, p).Kernel()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,17 +45,8 @@ func TestSharedMemoryLimit(t *testing.T) {
 		if ck.SharedBytes > limit {
 			t.Errorf("sm_%d: %d bytes of shared memory, more than %d", c.arch, ck.SharedBytes, limit)
 		}
-		// the result as the spec's, in the simulator
-		cs := tiletest.Case{
-			Name:   "self_dot_128",
-			Kernel: func() (*tile.Kernel, error) { return k, nil },
-			Tol:    tiletest.Tol{Abs: 1e-4},
-			Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
-				x := tiletest.Uniform(rng, 128*128, -1, 1)
-				return tile.Grid{1}, []any{x, tiletest.Output(128 * 128)}, func() error { return nil }
-			},
-		}
-		if err := tiletest.Compare(&ptxsim.Launcher{Arch: c.arch}, tiletest.Interp{}, cs); err != nil {
+		// the result as the spec's, in the simulator (and the case's float64 reference)
+		if err := tiletest.Compare(&ptxsim.Launcher{Arch: c.arch}, tiletest.Interp{}, tiletest.DotSelf(128, tile.PrecTF32)); err != nil {
 			t.Errorf("sm_%d: %v", c.arch, err)
 		}
 	}

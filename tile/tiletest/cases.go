@@ -65,7 +65,7 @@ func Cases() []Case {
 		transComputed(true, 16, 64, 0, tile.PrecIEEE))
 	for _, r := range []int{16, 64} {
 		for _, p := range []tile.Precision{tile.PrecTF32, tile.PrecTF32TB, tile.PrecBF16, tile.PrecTF32x3} {
-			cs = append(cs, dotSelf(r, p))
+			cs = append(cs, DotSelf(r, p))
 		}
 	}
 	cs = append(cs,
@@ -575,7 +575,7 @@ func transComputed(carry bool, r, c, k int, p tile.Precision) Case {
 	}
 }
 
-// dotSelf: y = x·x for a square block x (r×r, one program), the one value
+// DotSelf: y = x·x for a square block x (r×r, one program), the one value
 // both operands of the dot: it must still see A and B converted as its
 // precision says (TF32: A truncated, B rounded; TF32TB the other way
 // round). The elements 1 + j·2⁻¹⁰ + 3·2⁻¹² (j < 8) truncate and round to
@@ -585,7 +585,7 @@ func transComputed(carry bool, r, c, k int, p tile.Precision) Case {
 // shared memory took a dot's operand as A when it was the same value as
 // A, so dot(x, x) truncated both, until 2026-12-07; a random kernel of
 // the fuzzers found it.)
-func dotSelf(r int, p tile.Precision) Case {
+func DotSelf(r int, p tile.Precision) Case {
 	return Case{
 		Name: fmt.Sprintf("dot_self/%dx%d/%v", r, r, p),
 		Tol:  Tol{Abs: float64(r) * 4 * 0x1p-22},
