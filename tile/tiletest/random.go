@@ -689,6 +689,13 @@ func (g *rgen) dot() (rv, bool) {
 	return g.dotOf(a, c, acc, g.precision()), true
 }
 
+// at loads x[row][col] of an input read as an m×n matrix (row-major),
+// masked inside it (other where not).
+func (g *rgen) at(x, row, col *tile.Value, other any) *tile.Value {
+	b := g.b
+	return b.Load(b.AddPtr(x, b.Add(b.Mul(row, g.nv), col)), b.And(b.Lt(row, g.mv), b.Lt(col, g.nv)), other)
+}
+
 // trip is a d1×d2 block a loop's body computes: a load the counter moves,
 // then up to two ops on it and on values from before the loop (a fresh
 // load where one gives another shape).
@@ -826,13 +833,13 @@ func (g *rgen) kloop() (rv, bool) {
 		r, q := b.Add(b.Mul(g.pid0, g.bm), i), b.Add(kk, j)
 		var a *tile.Value
 		if transA { // A[r][q] at x[q][r]
-			a = b.Load(b.AddPtr(xa, b.Add(b.Mul(q, g.nv), r)), b.And(b.Lt(q, g.mv), b.Lt(r, g.nv)), other())
+			a = g.at(xa, q, r, other())
 		} else {
-			a = b.Load(b.AddPtr(xa, b.Add(b.Mul(r, g.nv), q)), b.And(b.Lt(r, g.mv), b.Lt(q, g.nv)), other())
+			a = g.at(xa, r, q, other())
 		}
 		i, j = g.idx(k, d2)
 		r, q = b.Add(kk, i), b.Add(b.Mul(g.pid1, g.bn), j)
-		bb := b.Load(b.AddPtr(xb, b.Add(b.Mul(r, g.nv), q)), b.And(b.Lt(r, g.mv), b.Lt(q, g.nv)), other())
+		bb := g.at(xb, r, q, other())
 		return []*tile.Value{b.Dot(a, bb, c[0], prec)}
 	})
 	out := rv{v: res[0], d1: d1, d2: d2, mag: init.mag, err: init.err}
@@ -911,7 +918,7 @@ func (g *rgen) attention() rv {
 	// q: the program's rows, columns 0…dk
 	i, j := g.idx(d1, dk)
 	r := b.Add(b.Mul(g.pid0, g.bm), i)
-	q := b.Load(b.AddPtr(xq, b.Add(b.Mul(r, g.nv), j)), b.And(b.Lt(r, g.mv), b.Lt(j, g.nv)), nil)
+	q := g.at(xq, r, j, nil)
 	const m0 = -1e4
 	init := []*tile.Value{b.Full(m0, g.dt, d1, 1), b.Zeros(g.dt, d1, 1), b.Zeros(g.dt, d1, dv)}
 	res := b.For(0, trips, 1, init, func(iv *tile.Value, c []*tile.Value) []*tile.Value {
@@ -920,11 +927,11 @@ func (g *rgen) attention() rv {
 		if kTrans { // kt[c][key] read straight from K's rows: a transposed load
 			i, j := g.idx(dk, dn)
 			key := b.Add(key0, j)
-			kt = b.Load(b.AddPtr(xk, b.Add(b.Mul(key, g.nv), i)), b.And(b.Lt(key, g.mv), b.Lt(i, g.nv)), nil)
+			kt = g.at(xk, key, i, nil)
 		} else { // K's rows loaded, then transposed
 			i, j := g.idx(dn, dk)
 			key := b.Add(key0, i)
-			kt = b.Trans(b.Load(b.AddPtr(xk, b.Add(b.Mul(key, g.nv), j)), b.And(b.Lt(key, g.mv), b.Lt(j, g.nv)), 0.0))
+			kt = b.Trans(g.at(xk, key, j, 0.0))
 		}
 		sc := b.Dot(q, kt, nil, p1)
 		if scale != 1 {
@@ -940,7 +947,7 @@ func (g *rgen) attention() rv {
 		l := b.Add(b.Mul(c[1], alpha), b.Sum(pr, 1, true))
 		i, j := g.idx(dn, dv)
 		key := b.Add(key0, i)
-		v := b.Load(b.AddPtr(xv, b.Add(b.Mul(key, g.nv), j)), b.And(b.Lt(key, g.mv), b.Lt(j, g.nv)), nil)
+		v := g.at(xv, key, j, nil)
 		acc := b.Dot(pr, v, b.Mul(c[2], alpha), p2)
 		return []*tile.Value{m, l, acc}
 	})
