@@ -199,15 +199,16 @@ func (l *lowerer) dot(v *tile.Value) error {
 		return err
 	}
 	w := &l.body
-	// on the tensor cores where the operands, padded, and C's m×n fit the
-	// target's shared memory beside the reductions' regions (a 128×128×128
-	// product needs 198 KB so, more than sm_80's 163); else by FMAs on the
-	// same converted operands, which need no room for C
-	mma := v.Prec.IsTF32() && t.DType == tile.F32 &&
-		l.scratchOffset()+(m*(k+4)+k*(n+8)+m*n)*size <= maxSmem(l.opt.Arch)
 	// A at [0, m*lda), B after it; rows padded against bank conflicts (for the
 	// tensor-core fragments: A rows 4 words apart mod 32 banks, B rows 8)
 	lda, ldb := k, n+1
+	mmaLda, mmaLdb := k+4, n+8
+	// on the tensor cores where the operands, so padded, and C's m×n fit
+	// the target's shared memory beside the reductions' regions (a
+	// 128×128×128 product needs 198 KB so, more than sm_80's 163); else by
+	// FMAs on the same converted operands, which need no room for C
+	mma := v.Prec.IsTF32() && t.DType == tile.F32 &&
+		l.scratchOffset()+(m*mmaLda+k*mmaLdb+m*n)*size <= maxSmem(l.opt.Arch)
 	// f32 on CUDA cores, with whole runs of 4 columns per thread: 16-byte
 	// shared loads of 4 k of A's rows and 4 columns of B's (dotVec)
 	d1 := -1
@@ -217,7 +218,7 @@ func (l *lowerer) dot(v *tile.Value) error {
 	vec := !mma && t.DType == tile.F32 && k%4 == 0 && n%4 == 0 && d1 >= 0 && accLay.B.SPT[d1]%4 == 0 && !accLay.B.wraps(d1)
 	switch {
 	case mma:
-		lda, ldb = k+4, n+8
+		lda, ldb = mmaLda, mmaLdb
 	case vec:
 		ldb = n + 4 // rows 16-byte aligned
 	}
