@@ -4,9 +4,12 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tilefuse/tilefuse/codegen"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
@@ -26,10 +29,45 @@ func TestRandomKernelsGPU(t *testing.T) {
 	if s := os.Getenv("TILEFUSE_RANDOM_KERNELS"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
+	from := 0 // TILEFUSE_RANDOM_FROM: the first kernel run (a round split over calls)
+	if s := os.Getenv("TILEFUSE_RANDOM_FROM"); s != "" {
+		from, _ = strconv.Atoi(s)
+	}
 	bad, refused := 0, 0
+	// A kernel that does not finish (a barrier no warp reaches) would
+	// leave the test silent until its timeout: the watchdog names it.
+	var cur atomic.Pointer[string]
+	var since atomic.Int64
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if p := cur.Load(); p != nil && time.Since(time.Unix(0, since.Load())) > 30*time.Second {
+					fmt.Fprintf(os.Stderr, "random kernel still running after 30 s: %s\n", *p)
+				}
+			}
+		}
+	}()
+	start := time.Now()
 	for i, d := range tiletest.RandomData(n, 128) {
-		gpu := &Launcher{Dev: dev, NumWarps: tiletest.RandomWarps(tiletest.Random(d), i)}
+		if i < from {
+			continue
+		}
+		c := tiletest.Random(d)
+		gpu := &Launcher{Dev: dev, NumWarps: tiletest.RandomWarps(c, i)}
+		name := fmt.Sprintf("#%d %s num_warps %d (data %x)", i, c.Name, gpu.NumWarps, d)
+		cur.Store(&name)
+		since.Store(time.Now().UnixNano())
 		err := tiletest.CompareRandom(gpu, d)
+		if i%100 == 99 {
+			t.Logf("%d kernels in %v", i+1, time.Since(start).Round(time.Millisecond))
+		}
 		if errors.Is(err, codegen.ErrSharedMemory) {
 			refused++
 			continue
@@ -43,7 +81,7 @@ func TestRandomKernelsGPU(t *testing.T) {
 	if bad > 0 {
 		t.Fatalf("%d of %d random kernels disagree on %s", bad, n, dev.Name)
 	}
-	t.Logf("%d random kernels agree on %s, %d refused by Compile (more shared memory than it has)", n-refused, dev.Name, refused)
+	t.Logf("%d random kernels agree on %s, %d refused by Compile (more shared memory than it has)", n-from-refused, dev.Name, refused)
 	if refused > n/20 {
 		t.Fatalf("%d of %d random kernels refused", refused, n)
 	}
