@@ -158,8 +158,14 @@
 // Loops carry pointer blocks advanced by the same offset each iteration
 // (Triton's a_ptrs += BLOCK_K·stride) as affine forms of the iteration,
 // with no storage, and a stride between lanes passed as a parameter is
-// taken as 1, each launch falling back to the executor where it is not
-// (plan.go: inducedPointer; phase.go: intern; Kernel.unit).
+// taken as 1 (plan.go: inducedPointer; phase.go: intern; Kernel.unit). A
+// launch that passes another value (an operand stored transposed) runs on
+// a copy of the kernel with those parameters made constants
+// (tile.Kernel.Specialize, Triton's specialization of integer arguments),
+// compiled at the first such launch and kept, up to maxSpecials sets of
+// values a kernel (special.go); where the copy is not compiled (a gather
+// the code generator does not take) or the kernel has as many, the launch
+// runs on the executor.
 //
 // What is not supported yet (Compile says which value and why): nested
 // loops, f64 products of precisions other than ieee, atomics, f64 rem,

@@ -229,3 +229,11 @@ func StrideFallback(nk *Kernel, args []any) bool {
 	}
 	return false
 }
+
+// Specials is how many specialized copies of nk have been made
+// (special.go), compiled or not.
+func Specials(nk *Kernel) int {
+	nk.specials.mu.Lock()
+	defer nk.specials.mu.Unlock()
+	return len(nk.specials.m)
+}

@@ -38,7 +38,8 @@ type Kernel struct {
 	code         *jit.Code
 	frame        int32
 	stored       []bool
-	unit         []bool  // by parameter: an integer the code takes as 1 (Launch falls back where it is not)
+	unit         []bool // by parameter: an integer the code takes as 1 (Launch runs a specialized copy where it is not: special.go)
+	specials     specials
 	work         float64 // estimated nanoseconds per program
 	tasks        freeList[task]
 	size         int // code bytes
@@ -151,7 +152,13 @@ func (nk *Kernel) CodeSize() int { return nk.size }
 
 // Free releases the code now (else a cleanup does when the Kernel is
 // unreachable). No launch may be in flight or follow.
-func (nk *Kernel) Free() error { return nk.code.Free() }
+func (nk *Kernel) Free() error {
+	err := nk.freeSpecials()
+	if e := nk.code.Free(); e != nil {
+		return e
+	}
+	return err
+}
 
 // estimate is a rough cost of one program in nanoseconds: the vector
 // instructions of its phases (about 0.4 ns each on one core).
@@ -365,6 +372,12 @@ func (nk *Kernel) Launch(grid tile.Grid, args ...any) error {
 	if err != nil || len(args) != len(nk.k.Params) {
 		return ErrFallback
 	}
+	if sk, ok := nk.specialFor(args); ok {
+		if sk == nil {
+			return ErrFallback
+		}
+		return sk.Launch(grid, args...)
+	}
 	t := nk.tasks.get()
 	defer nk.tasks.put(t)
 	// held by the task, the arguments escape, so that the compiler puts
@@ -408,6 +421,19 @@ type Launch1 struct {
 func (nk *Kernel) LaunchAll(ls []Launch1) error {
 	if len(ls) == 1 {
 		return nk.Launch(ls[0].Grid, ls[0].Args...)
+	}
+	// launches that pass strides other than 1 run on one specialized copy
+	// where they pass the same ones, else on the executor
+	if sk, ok := nk.specialFor(ls[0].Args); ok {
+		for _, l := range ls[1:] {
+			if s, ok := nk.specialFor(l.Args); !ok || s != sk {
+				return ErrFallback
+			}
+		}
+		if sk == nil {
+			return ErrFallback
+		}
+		return sk.LaunchAll(ls)
 	}
 	all := &multiTask{starts: make([]int, len(ls)+1), tasks: make([]*task, 0, len(ls))}
 	defer func() {

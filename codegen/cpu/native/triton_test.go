@@ -20,14 +20,41 @@ import (
 // (plan: inducedPointer), the strides between lanes (sak, sbn, scn) taken
 // as 1 and checked at each launch. Row-major operands run natively (no
 // fallback) within the products' bound of float64, at every precision,
-// with masked edges; a transposed operand (a stride not 1) falls back
-// (ErrFallback: the executor runs it); a pointer advanced by an offset
-// that changes each iteration is declined.
+// with masked edges; a transposed operand (a stride not 1) runs natively
+// on a copy specialized for its strides (tile.Kernel.Specialize, compiled
+// at its first launch and kept), C stored transposed too; a pointer
+// advanced by an offset that changes each iteration is declined.
 func TestTritonMatmulNative(t *testing.T) {
 	requireJIT(t)
 	const m, n, kk = 70, 50, 45
 	rng := tiletest.RNG("triton")
 	a, b := tiletest.Uniform(rng, m*kk, -1, 1), tiletest.Uniform(rng, kk*n, -1, 1)
+	at, bt := make([]float32, kk*m), make([]float32, n*kk) // A and B stored transposed
+	for i := 0; i < m; i++ {
+		for q := 0; q < kk; q++ {
+			at[q*m+i] = a[i*kk+q]
+		}
+	}
+	for q := 0; q < kk; q++ {
+		for j := 0; j < n; j++ {
+			bt[j*kk+q] = b[q*n+j]
+		}
+	}
+	// strides sam, sak, sbk, sbn, scm, scn; special: the specialized
+	// copies the launch compiles (the first launch at those strides)
+	layouts := []struct {
+		name    string
+		a, b    []float32
+		strides [6]int
+		special int
+	}{
+		{"row-major", a, b, [6]int{kk, 1, n, 1, n, 1}, 0},
+		{"A transposed (sak = M)", at, b, [6]int{1, m, n, 1, n, 1}, 1},
+		{"B transposed (sbn = K)", a, bt, [6]int{kk, 1, 1, kk, n, 1}, 1},
+		{"both transposed", at, bt, [6]int{1, m, 1, kk, n, 1}, 1},
+		{"A transposed again: the copy reused", at, b, [6]int{1, m, n, 1, n, 1}, 0},
+		{"C transposed (scn = M)", a, b, [6]int{kk, 1, n, 1, 1, m}, 1},
+	}
 	for _, prec := range []tile.Precision{tile.PrecIEEE, tile.PrecTF32, tile.PrecBF16, tile.PrecTF32x3} {
 		t.Run(prec.String(), func(t *testing.T) {
 			k, err := kernels.Matmul(tile.Meta{"BM": 32, "BN": 32, "BK": 16, "PREC": int(prec)})
@@ -48,41 +75,44 @@ func TestTritonMatmulNative(t *testing.T) {
 					t.Errorf("%s: strides taken as 1: %v, want sak, sbn, scn", isa, names)
 				}
 				grid := tile.Grid{(m + 31) / 32, (n + 31) / 32}
-				c := make([]float32, m*n)
-				for i := range c {
-					c[i] = float32(math.NaN())
-				}
-				if err := nk.Launch(grid, a, b, c, m, n, kk, kk, 1, n, 1, n, 1); err != nil {
-					t.Fatalf("%s: row-major launch: %v", isa, err)
-				}
-				ca, cb := func(x float32) float32 { return x }, func(x float32) float32 { return x }
-				if ra, rb := prec.Operands(); ra != nil {
-					ca, cb = ra, rb
-				}
-				for i := 0; i < m; i++ {
-					for j := 0; j < n; j++ {
-						var want, mag float64
-						for q := 0; q < kk; q++ {
-							x, y := float64(a[i*kk+q]), float64(b[q*n+j])
-							if prec != tile.PrecTF32x3 {
-								x, y = float64(ca(a[i*kk+q])), float64(cb(b[q*n+j]))
+				for _, l := range layouts {
+					c := make([]float32, m*n)
+					for i := range c {
+						c[i] = float32(math.NaN())
+					}
+					s := l.strides
+					before := native.Specials(nk)
+					err := nk.Launch(grid, l.a, l.b, c, m, n, kk, s[0], s[1], s[2], s[3], s[4], s[5])
+					if err != nil {
+						t.Fatalf("%s: %s: %v", isa, l.name, err)
+					}
+					if got, want := native.Specials(nk)-before, l.special; got != want {
+						t.Errorf("%s: %s: %d specialized copies compiled, want %d", isa, l.name, got, want)
+					}
+					ca, cb := func(x float32) float32 { return x }, func(x float32) float32 { return x }
+					if ra, rb := prec.Operands(); ra != nil {
+						ca, cb = ra, rb
+					}
+					for i := 0; i < m; i++ {
+						for j := 0; j < n; j++ {
+							var want, mag float64
+							for q := 0; q < kk; q++ {
+								x, y := float64(a[i*kk+q]), float64(b[q*n+j])
+								if prec != tile.PrecTF32x3 {
+									x, y = float64(ca(a[i*kk+q])), float64(cb(b[q*n+j]))
+								}
+								want += x * y
+								mag += math.Abs(x * y)
 							}
-							want += x * y
-							mag += math.Abs(x * y)
-						}
-						tol := 2 * (kk + 1) * 0x1p-24 * mag
-						if prec == tile.PrecTF32x3 {
-							tol += 4 * 0x1p-21 * mag // the split's low-order products left out
-						}
-						if got := float64(c[i*n+j]); !(math.Abs(got-want) <= tol) {
-							t.Fatalf("%s: c[%d,%d] = %v, want %v (±%.3g)", isa, i, j, got, want, tol)
+							tol := 2 * (kk + 1) * 0x1p-24 * mag
+							if prec == tile.PrecTF32x3 {
+								tol += 4 * 0x1p-21 * mag // the split's low-order products left out
+							}
+							if got := float64(c[i*s[4]+j*s[5]]); !(math.Abs(got-want) <= tol) {
+								t.Fatalf("%s: %s: c[%d,%d] = %v, want %v (±%.3g)", isa, l.name, i, j, got, want, tol)
+							}
 						}
 					}
-				}
-				// A stored transposed: sam = 1, sak = M
-				err = nk.Launch(grid, a, b, c, m, n, kk, 1, m, n, 1, n, 1)
-				if !errors.Is(err, native.ErrFallback) {
-					t.Errorf("%s: launch with sak = %d: %v, want ErrFallback", isa, m, err)
 				}
 				nk.Free()
 			}
