@@ -228,8 +228,8 @@ func TestPowByConstant(t *testing.T) {
 }
 
 // TestSinLargeArgumentsFallBack: f32 sin and cos of arguments beyond the
-// machine code's bound (2^17; ∞) run on the executor, launch by launch
-// (the machine code bails out): the reference's float32(math.Sin) bit for
+// machine code's bound (2^17; ∞) run on the executor, program by program
+// (the machine code bails out: native.Partial): the reference's float32(math.Sin) bit for
 // bit there and everywhere else in the same launch; and those below the
 // bound within 1.5 ulp as machine code.
 func TestSinLargeArgumentsFallBack(t *testing.T) {

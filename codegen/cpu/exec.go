@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -180,6 +181,8 @@ var fallbacks atomic.Int64
 // past its range; buffers that overlap where the kernel stores; a block
 // whose lanes cross a multiple of a divisor the kernel divides them by,
 // checked as each block starts): each gives the same results, slower.
+// Where only some programs bailed out (native.Partial), the executor runs
+// just those, and the launch counts here too.
 // Tests read it to show that a kernel ran as machine code; LaunchCounting
 // counts a caller's own.
 func Fallbacks() int64 { return fallbacks.Load() }
@@ -199,13 +202,20 @@ func (e *Exec) Launch(grid tile.Grid, args ...any) error {
 // counts them for the process: a caller's count of its own launches (a
 // fused graph's machine: fusion.Stats.ExecutorLaunches).
 func (e *Exec) LaunchCounting(fell *atomic.Int64, grid tile.Grid, args ...any) error {
+	var progs []int // nil: every program
 	if e.native != nil {
-		if e.native.Launch(grid, args...) == nil {
+		err := e.native.Launch(grid, args...)
+		if err == nil {
 			return nil
 		}
 		fallbacks.Add(1)
 		if fell != nil {
 			fell.Add(1)
+		}
+		// the machine code ran all but these: the executor runs them
+		var pe *native.Partial
+		if errors.As(err, &pe) {
+			progs = pe.Programs
 		}
 	}
 	g, err := grid.Norm()
@@ -217,6 +227,9 @@ func (e *Exec) LaunchCounting(fell *atomic.Int64, grid tile.Grid, args ...any) e
 		return err
 	}
 	total := g[0] * g[1] * g[2]
+	if progs != nil {
+		total = len(progs)
+	}
 	workers := e.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -248,6 +261,9 @@ func (e *Exec) LaunchCounting(fell *atomic.Int64, grid tile.Grid, args ...any) e
 			idx := int(next.Add(1) - 1)
 			if idx >= total {
 				break
+			}
+			if progs != nil {
+				idx = progs[idx]
 			}
 			f.pid = [3]int32{int32(idx % g[0]), int32(idx / g[0] % g[1]), int32(idx / (g[0] * g[1]))}
 			if err := runCode(e.code, f); err != nil {

@@ -87,8 +87,13 @@
 // proven there too, the rest computed alone (fast.go: rowChecked,
 // provePart). i32 index arithmetic
 // whose lanes would leave the int32 range (the reference wraps) bails
-// out. A fault or a bail-out makes Launch return ErrFallback, and the
-// caller reruns the launch on the executor, which reports the fault.
+// out. A fault makes Launch return ErrFallback, and the caller reruns the
+// launch on the executor, which reports the fault. A bail-out (that, a
+// block straddling a multiple of a divisor of its lanes, an f32 sin or
+// cos argument past sinBound32) leaves its program to the executor and
+// the call goes on with the next (Partial: the caller runs just those
+// programs), but in a kernel that loads from a buffer it stores to, where
+// it fails the launch as a fault does.
 // Launch also falls back where buffers overlap and the kernel stores to
 // one of them (phases reorder a program's work).
 //
@@ -165,7 +170,11 @@
 // compiled at the first such launch and kept, up to maxSpecials sets of
 // values a kernel (special.go); where the copy is not compiled (a gather
 // the code generator does not take) or the kernel has as many, the launch
-// runs on the executor.
+// runs on the executor. A kernel that divides lanes by a parameter
+// (Triton's offs % M: divisorParams) has no code of its own: each set of
+// divisors its launches pass gets such a copy, where a block spans less
+// than the divisor (Compile declines the kernel where it would not compile
+// with divisors no block spans).
 //
 // What is not supported yet (Compile says which value and why): nested
 // loops, f64 products of precisions other than ieee, atomics, f64 rem,

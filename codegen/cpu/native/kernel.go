@@ -40,6 +40,8 @@ type Kernel struct {
 	stored       []bool
 	unit         []bool // by parameter: an integer the code takes as 1 (Launch runs a specialized copy where it is not: special.go)
 	specials     specials
+	inplace      bool    // loads from a buffer it stores to (plan.checkInPlace): a bail-out fails the whole launch
+	consts       []int   // parameters every launch specializes (divisorParams); then code is nil
 	work         float64 // estimated nanoseconds per program
 	tasks        freeList[task]
 	size         int // code bytes
@@ -76,6 +78,28 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err := k.Verify(); err != nil {
 		return nil, err
 	}
+	if ps := divisorParams(k); len(ps) > 0 {
+		// compiled for each set of divisors the launches pass (special.go),
+		// where it compiles with divisors no block spans (else declined
+		// here, for what the code generator does not take)
+		vals := map[int]int64{}
+		for _, i := range ps {
+			vals[i] = 1 << 30
+		}
+		sk, err := k.Specialize(vals)
+		if err != nil {
+			return nil, err
+		}
+		kc, _ := sk.CSE()
+		p, err := newPlan(kc)
+		if err != nil {
+			return nil, err
+		}
+		if _, _, err := generate(p); err != nil {
+			return nil, err
+		}
+		return &Kernel{k: k, unit: make([]bool, len(k.Params)), consts: ps}, nil
+	}
 	// the plan of a copy whose repeated pure values are one value
 	// (tile.CSE): each is computed once a vector, not once a repetition
 	kc, _ := k.CSE()
@@ -104,7 +128,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	for i := range unit {
 		unit[i] = p.unit[int64(i)]
 	}
-	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, unit: unit, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, colLoops: p.colLoops, pins: p.pins, prefetchesW: p.prefetchesW, ntStores: p.ntStores, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs, divNewtons: p.divNewtons, transLoads: p.transLoads, prefixRows: p.prefixRows, rowChecked: p.rowChecked}
+	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, unit: unit, inplace: len(p.inplace) > 0, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, colLoops: p.colLoops, pins: p.pins, prefetchesW: p.prefetchesW, ntStores: p.ntStores, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs, divNewtons: p.divNewtons, transLoads: p.transLoads, prefixRows: p.prefixRows, rowChecked: p.rowChecked}
 	nk.tasks.new = func() *task {
 		return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params)), frames: make([]*frame, pool.Default().Workers())}
 	}
@@ -154,6 +178,9 @@ func (nk *Kernel) CodeSize() int { return nk.size }
 // unreachable). No launch may be in flight or follow.
 func (nk *Kernel) Free() error {
 	err := nk.freeSpecials()
+	if nk.code == nil {
+		return err
+	}
 	if e := nk.code.Free(); e != nil {
 		return e
 	}
@@ -281,6 +308,12 @@ type task struct {
 	grid  [3]int
 	chunk int // programs per native call at most
 	fail  atomic.Bool
+	// partial: a program that bails out is recorded in bailed and the
+	// others run on (Launch of a kernel without in-place loads), else a
+	// bail-out fails the launch
+	partial  bool
+	bailedMu sync.Mutex
+	bailed   []int
 	// frames[w] is worker w's frame, made on its first Run and kept with
 	// the task: a launch runs each worker on one goroutine, and a task is
 	// one launch's at a time. (A free list of frames shared by the
@@ -377,6 +410,8 @@ func (nk *Kernel) Launch(grid tile.Grid, args ...any) error {
 			return ErrFallback
 		}
 		return sk.Launch(grid, args...)
+	} else if nk.code == nil {
+		return ErrFallback
 	}
 	t := nk.tasks.get()
 	defer nk.tasks.put(t)
@@ -393,14 +428,41 @@ func (nk *Kernel) Launch(grid tile.Grid, args ...any) error {
 	workers := launchWorkers(float64(total)*nk.work, pool.Default().Workers())
 	chunk, grain := launchChunks(total, nk.work, workers)
 	t.prepare([3]int{g[0], g[1], g[2]}, chunk)
+	t.partial, t.bailed = !nk.inplace, t.bailed[:0]
 	pool.Default().DoChunks(t, total, workers, grain)
+	t.partial = false
 	// the buffers must stay alive until every call has returned
 	runtime.KeepAlive(args)
 	if t.fail.Load() {
 		return ErrFallback
 	}
+	if len(t.bailed) > 0 {
+		return &Partial{Programs: slices.Sorted(slices.Values(t.bailed))}
+	}
 	return nil
 }
+
+// Partial is Launch's error where the machine code ran every program of
+// the launch but Programs (linear indices, x fastest, ascending), which
+// bailed out before they finished (a block whose lanes straddle a
+// multiple of a divisor the kernel divides them by: the last block of
+// Triton's offs % M; an i32 index that would wrap; an f32 sin or cos
+// argument past sinBound32): the caller runs those programs on the
+// executor. A kernel that loads from a buffer it stores to never returns
+// it (ErrFallback: a program's stores are redone). errors.Is(err,
+// ErrFallback) holds for it too: rerunning the whole launch on the
+// executor gives the same results, since such a kernel reads nothing it
+// stores.
+type Partial struct {
+	Programs []int
+}
+
+func (p *Partial) Error() string {
+	return fmt.Sprintf("native: %d programs of the launch bailed out; run them on the executor", len(p.Programs))
+}
+
+// Is makes errors.Is(err, ErrFallback) hold.
+func (p *Partial) Is(target error) bool { return target == ErrFallback }
 
 // Launch1 is one launch of LaunchAll: its grid and arguments, as Launch
 // takes them.
@@ -434,6 +496,8 @@ func (nk *Kernel) LaunchAll(ls []Launch1) error {
 			return ErrFallback
 		}
 		return sk.LaunchAll(ls)
+	} else if nk.code == nil {
+		return ErrFallback
 	}
 	all := &multiTask{starts: make([]int, len(ls)+1), tasks: make([]*task, 0, len(ls))}
 	defer func() {
@@ -646,12 +710,24 @@ func (t *task) Run(w, lo, hi int) {
 		if chunkHook != nil {
 			chunkHook(int64(at), int64(end))
 		}
-		*f.u64(hProgLo) = uint64(at)
-		*f.u64(hProgHi) = uint64(end)
-		r, ok := nk.code.Call(f.at)
-		if !ok || r != retOK {
-			t.fail.Store(true)
-			return
+		for from := at; from < end; {
+			*f.u64(hProgLo) = uint64(from)
+			*f.u64(hProgHi) = uint64(end)
+			r, ok := nk.code.Call(f.at)
+			if ok && r == retOK {
+				break
+			}
+			if !ok || r != retBail || !t.partial {
+				t.fail.Store(true)
+				return
+			}
+			// the program that bailed out runs on the executor (Partial);
+			// the call goes on from the next
+			p := int(*f.u64(hLinear))
+			t.bailedMu.Lock()
+			t.bailed = append(t.bailed, p)
+			t.bailedMu.Unlock()
+			from = p + 1
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu"
 	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/tile"
@@ -39,8 +40,19 @@ func (launcher) Launch(k *tile.Kernel, grid tile.Grid, args ...any) error {
 	if errors.Is(err, native.ErrFallback) && native.StrideFallback(nk, args) {
 		return errStrideFallback
 	}
+	var pe *native.Partial
+	if errors.As(err, &pe) {
+		// the machine code ran all but pe.Programs: cpu.Exec runs the
+		// launch as it does, the executor running those
+		partials.Add(1)
+		return cpu.RunNative(k, grid, args...)
+	}
 	return err
 }
+
+// partials counts the launcher's launches that the machine code ran but
+// for some programs (native.Partial).
+var partials atomic.Int64
 
 // inexact names the ops whose native results may differ from the
 // reference interpreter's (each bound is the executor's: see

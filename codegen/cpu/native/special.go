@@ -1,9 +1,12 @@
 package native
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/tilefuse/tilefuse/tile"
 )
 
 // maxSpecials bounds how many specialized copies a kernel keeps (one per
@@ -28,15 +31,22 @@ type special struct {
 }
 
 // specialFor is the copy of nk that launches with args run on: nk itself
-// (nil, false) where every parameter nk takes as 1 is 1 or an argument
-// is not of its type (bind reports it), else the specialized copy (nil
-// where it does not compile or the kernel has maxSpecials already).
+// (nil, false) where every parameter nk takes as 1 is 1 and nk has no
+// parameter it always specializes (consts), or an argument is not of its
+// type (bind reports it; a kernel without code of its own falls back),
+// else the specialized copy (nil where it does not compile or the kernel
+// has maxSpecials already).
 func (nk *Kernel) specialFor(args []any) (*Kernel, bool) {
 	if len(args) != len(nk.k.Params) {
 		return nil, false // bind reports it
 	}
 	// the common case first, allocating nothing: every such stride 1
-	other := false
+	other := len(nk.consts) > 0
+	for _, i := range nk.consts {
+		if _, ok := scalarBits(args[i], nk.k.Params[i].Type.DType); !ok {
+			return nil, false
+		}
+	}
 	for i, u := range nk.unit {
 		if !u {
 			continue
@@ -53,7 +63,7 @@ func (nk *Kernel) specialFor(args []any) (*Kernel, bool) {
 	var key strings.Builder
 	vals := map[int]int64{}
 	for i, u := range nk.unit {
-		if b, _ := scalarBits(args[i], nk.k.Params[i].Type.DType); u && b != 1 {
+		if b, _ := scalarBits(args[i], nk.k.Params[i].Type.DType); u && b != 1 || slices.Contains(nk.consts, i) {
 			vals[i] = int64(b)
 			key.WriteString(strconv.Itoa(i) + ":" + strconv.FormatInt(int64(b), 10) + ",")
 		}
@@ -93,4 +103,27 @@ func (nk *Kernel) freeSpecials() error {
 	}
 	nk.specials.m = nil
 	return first
+}
+
+// divisorParams are the integer parameters k divides lanes by (Triton's
+// offs % M): an integer div or rem whose divisor is a parameter, splat or
+// broadcast. The machine code divides lanes by constants only (plan.go:
+// affine), so Compile makes a kernel of no code of its own that compiles
+// a copy with them as constants for each set of values its launches pass.
+func divisorParams(k *tile.Kernel) []int {
+	var ps []int
+	k.Walk(func(v *tile.Value) {
+		if (v.Op != tile.OpDiv && v.Op != tile.OpRem) || !v.Type.DType.IsInt() {
+			return
+		}
+		y := v.Args[1]
+		for y.Op == tile.OpSplat || y.Op == tile.OpBroadcast || y.Op == tile.OpExpandDims {
+			y = y.Args[0]
+		}
+		if y.Op == tile.OpParam && !slices.Contains(ps, int(y.Aux)) {
+			ps = append(ps, int(y.Aux))
+		}
+	})
+	slices.Sort(ps)
+	return ps
 }
