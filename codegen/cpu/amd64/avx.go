@@ -55,6 +55,7 @@ var (
 
 	// scalar single (F3, map 0F)
 	opADDSS     = vop{map0F, ppF3, false, 0x58}
+	opADDSD     = vop{map0F, ppF2, false, 0x58}
 	opMULSS     = vop{map0F, ppF3, false, 0x59}
 	opSUBSS     = vop{map0F, ppF3, false, 0x5c}
 	opDIVSS     = vop{map0F, ppF3, false, 0x5e}
@@ -364,6 +365,9 @@ func (a *Asm) VMOVSHDUP(d VReg, s Operand) { a.v3(opMOVSHDUP, false, uint8(d), 0
 
 // VADDSS d = a + b in lane 0 (lanes 1–3 from a).
 func (a *Asm) VADDSS(d, x VReg, y Operand) { a.v3(opADDSS, false, uint8(d), uint8(x), y) }
+
+// VADDSD d = a + b in the low f64 lane (the high one from a).
+func (a *Asm) VADDSD(d, x VReg, y Operand) { a.v3(opADDSD, false, uint8(d), uint8(x), y) }
 
 // VSUBSS d = a - b in lane 0.
 func (a *Asm) VSUBSS(d, x VReg, y Operand) { a.v3(opSUBSS, false, uint8(d), uint8(x), y) }

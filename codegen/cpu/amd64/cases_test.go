@@ -35,6 +35,8 @@ var encCases = []encCase{
 	{"movl imm", func(a *Asm) { a.MOVLimm(R9, 1000) }, "MOVL $1000, R9", "41b9e8030000"},
 	{"mov store imm", func(a *Asm) { a.MOVQstoreImm(Ptr(RDI, 8), -5) }, "MOVQ $-5, 8(DI)", "48c74708fbffffff"},
 	{"movl store imm", func(a *Asm) { a.MOVLstoreImm(Ptr(RDI, 8), 3) }, "MOVL $3, 8(DI)", "c7470803000000"},
+	{"lock cmpxchgl", func(a *Asm) { a.LOCKCMPXCHGL(Ptr(RDX, 12), RCX) }, "LOCK; CMPXCHGL CX, 12(DX)", "f00fb14a0c"},
+	{"lock cmpxchgq", func(a *Asm) { a.LOCKCMPXCHGQ(Ptr(RDX, 16), RCX) }, "LOCK; CMPXCHGQ CX, 16(DX)", "f0480fb14a10"},
 	{"lea", func(a *Asm) { a.LEAQ(RAX, PtrIdx(RBX, RCX, 4, 32)) }, "LEAQ 32(BX)(CX*4), AX", "488d448b20"},
 	// general-purpose: arithmetic
 	{"add rr", func(a *Asm) { a.ADDQ(RAX, RBX) }, "ADDQ BX, AX", "4801d8"},
@@ -167,6 +169,7 @@ var encCases = []encCase{
 	{"vmovshdup", func(a *Asm) { a.VMOVSHDUP(1, VReg(0)) }, "VMOVSHDUP X0, X1", "c5fa16c8"},
 	{"vaddss", func(a *Asm) { a.VADDSS(0, 0, VReg(1)) }, "VADDSS X1, X0, X0", "c5fa58c1"},
 	{"vaddss mem", func(a *Asm) { a.VADDSS(0, 0, Ptr(RDI, 8)) }, "VADDSS 8(DI), X0, X0", "c5fa584708"},
+	{"vaddsd mem", func(a *Asm) { a.VADDSD(2, 2, Ptr(RDI, 16)) }, "VADDSD 16(DI), X2, X2", "c5eb585710"},
 	{"vsubss", func(a *Asm) { a.VSUBSS(2, 3, VReg(4)) }, "VSUBSS X4, X3, X2", "c5e25cd4"},
 	{"vmulss", func(a *Asm) { a.VMULSS(2, 3, VReg(4)) }, "VMULSS X4, X3, X2", "c5e259d4"},
 	{"vdivss", func(a *Asm) { a.VDIVSS(2, 3, VReg(4)) }, "VDIVSS X4, X3, X2", "c5e25ed4"},

@@ -819,6 +819,9 @@ func (pg *phaseGen) guardedScalar(at amd64.Mem, mask amd64.VReg) amd64.Mem {
 // before the prefix's end only: a lane stride apart, those lanes; else
 // under the constant mask of those lanes.
 func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
+	if n.v.Op == tile.OpAtomicAdd {
+		return pg.atomicAdd(n, srcs, t)
+	}
 	a := pg.g.va()
 	if fp := pg.fast; fp != nil && fp.prefixed[n] {
 		active := min(lane, fp.prefix-pg.off)
@@ -932,6 +935,86 @@ func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 		pg.prefetchStore(n.pat, at)
 		a.VMOVUPSstore(at, val)
 	}
+	return nil
+}
+
+// atomicAdd adds each active lane's value to its element, lane by lane,
+// each by a compare-and-swap loop (LOCK CMPXCHG on the element's bits: a
+// NaN or -0 compares as its bits, so the loop ends), as other programs on
+// other workers may add to the same elements. The lanes' values and the
+// mask's bits go to the frame first; RAX holds the expected bits, RDX the
+// vector's lane-0 address, RCX the new bits (saved and restored: it may
+// hold a row base). Only outside the unmasked loops (planFast declines a
+// phase with an atomic add), so f32 vectors are ymm registers.
+func (pg *phaseGen) atomicAdd(n *node, srcs []opnd, t []amd64.VReg) error {
+	g := pg.g
+	a := g.va()
+	f64 := n.pat.sh == 3
+	esz := int32(4)
+	if f64 {
+		esz = 8
+	}
+	val := toReg(pg, srcs[0], t[1])
+	var m *opnd
+	if len(srcs) > 1 {
+		m = &srcs[1]
+	}
+	mask, masked := pg.activeMask(m, t[0])
+	if masked && m != nil {
+		pg.checkLanes(n, n.pat, mask)
+	}
+	vals := g.alloc(64, 64)
+	slots := g.alloc(32, 8) // mask bits, lane-0 address, saved RCX, the element's bits
+	bits, base, saved, cur := fr(slots), fr(slots+8), fr(slots+16), fr(slots+24)
+	switch {
+	case f64 && g.avx512:
+		g.a.VMOVUPDstoreZ(fr(vals), 0, z(val))
+	case f64:
+		g.storeF64Y(fr(vals), val, 0, false, 0)
+	default:
+		a.VMOVUPSstore(fr(vals), val)
+	}
+	if masked {
+		a.VMOVMSKPS(rT0, mask)
+		a.MOVQstore(bits, rT0)
+	}
+	pg.gatherBase(n.pat, esz) // RAX: lane 0's element (RDX clobbered)
+	a.MOVQstore(base, rT0)
+	a.MOVQstore(saved, amd64.RCX)
+	x := t[0]
+	for l := 0; l < pg.width; l++ {
+		skip, retry := a.NewLabel(), a.NewLabel()
+		if masked {
+			a.MOVQload(rT1, bits)
+			a.SHRQ(rT1, uint8(l+1))
+			a.Jcc(amd64.CondAE, skip) // carry clear: lane l is off
+		}
+		a.MOVQload(rT1, base)
+		at := amd64.Ptr(rT1, int32(l)*esz*int32(n.pat.elast))
+		if f64 {
+			a.MOVQload(rT0, at)
+		} else {
+			a.MOVLload(rT0, at)
+		}
+		a.Bind(retry)
+		a.MOVQstore(cur, rT0)
+		if f64 {
+			a.VMOVSDload(x, cur)
+			a.VADDSD(x, x, fr(vals+int32(l)*esz))
+			a.VMOVSDstore(cur, x)
+			a.MOVQload(amd64.RCX, cur)
+			a.LOCKCMPXCHGQ(at, amd64.RCX)
+		} else {
+			a.VMOVSSload(x, cur)
+			a.VADDSS(x, x, fr(vals+int32(l)*esz))
+			a.VMOVSSstore(cur, x)
+			a.MOVLload(amd64.RCX, cur)
+			a.LOCKCMPXCHGL(at, amd64.RCX)
+		}
+		a.Jcc(amd64.CondNE, retry)
+		a.Bind(skip)
+	}
+	a.MOVQload(amd64.RCX, saved)
 	return nil
 }
 

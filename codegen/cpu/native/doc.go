@@ -176,8 +176,16 @@
 // than the divisor (Compile declines the kernel where it would not compile
 // with divisors no block spans).
 //
+// Atomic adds (f32, f64) run lane by lane, each a compare-and-swap loop
+// on the element's bits (body.go: atomicAdd), outside the unmasked loops;
+// a launch of such a kernel saves the buffers it adds to and puts them
+// back where it falls back (the executor then adds once), and a program
+// that bails out fails the whole launch.
+//
 // What is not supported yet (Compile says which value and why): nested
-// loops, f64 products of precisions other than ieee, atomics, f64 rem,
+// loops, f64 products of precisions other than ieee, i32 atomics, atomics
+// whose old values are read or to a buffer the kernel also loads or
+// stores, f64 rem,
 // integer
 // loads and non-affine integer blocks (div/rem of lanes are affine only
 // where a block does not straddle a multiple of the divisor: checked per

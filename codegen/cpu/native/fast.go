@@ -101,6 +101,11 @@ func (fp *fastPlan) keepMasked(n *node) {
 // loop can compute in zmm registers (zmmOK): an empty plan, no checks but
 // the accesses' ranges once a phase.
 func (pg *phaseGen) planFast(copies int) *fastPlan {
+	for _, n := range pg.nodes {
+		if n.op == opStore && n.v.Op == tile.OpAtomicAdd {
+			return nil // lane by lane (body.go: atomicAdd), ymm only
+		}
+	}
 	if pg.prefixOK(copies) {
 		// a comparison of the lanes with a constant that holds over a
 		// prefix of them fails the row's check in every row: where every

@@ -42,6 +42,7 @@ type Kernel struct {
 	specials     specials
 	inplace      bool    // loads from a buffer it stores to (plan.checkInPlace): a bail-out fails the whole launch
 	consts       []int   // parameters every launch specializes (divisorParams); then code is nil
+	atomics      []int   // parameters the kernel adds to atomically: saved before a launch, restored where it falls back
 	work         float64 // estimated nanoseconds per program
 	tasks        freeList[task]
 	size         int // code bytes
@@ -128,7 +129,13 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	for i := range unit {
 		unit[i] = p.unit[int64(i)]
 	}
-	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, unit: unit, inplace: len(p.inplace) > 0, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, colLoops: p.colLoops, pins: p.pins, prefetchesW: p.prefetchesW, ntStores: p.ntStores, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs, divNewtons: p.divNewtons, transLoads: p.transLoads, prefixRows: p.prefixRows, rowChecked: p.rowChecked}
+	var atomics []int
+	for i, at := range p.atomics {
+		if at {
+			atomics = append(atomics, i)
+		}
+	}
+	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, unit: unit, inplace: len(p.inplace) > 0, atomics: atomics, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, colLoops: p.colLoops, pins: p.pins, prefetchesW: p.prefetchesW, ntStores: p.ntStores, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs, divNewtons: p.divNewtons, transLoads: p.transLoads, prefixRows: p.prefixRows, rowChecked: p.rowChecked}
 	nk.tasks.new = func() *task {
 		return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params)), frames: make([]*frame, pool.Default().Workers())}
 	}
@@ -428,18 +435,51 @@ func (nk *Kernel) Launch(grid tile.Grid, args ...any) error {
 	workers := launchWorkers(float64(total)*nk.work, pool.Default().Workers())
 	chunk, grain := launchChunks(total, nk.work, workers)
 	t.prepare([3]int{g[0], g[1], g[2]}, chunk)
-	t.partial, t.bailed = !nk.inplace, t.bailed[:0]
+	t.partial, t.bailed = !nk.inplace && len(nk.atomics) == 0, t.bailed[:0]
+	saved := nk.save(args)
 	pool.Default().DoChunks(t, total, workers, grain)
 	t.partial = false
 	// the buffers must stay alive until every call has returned
 	runtime.KeepAlive(args)
 	if t.fail.Load() {
+		// the executor adds again what the machine code added
+		nk.restore(args, saved)
 		return ErrFallback
 	}
 	if len(t.bailed) > 0 {
 		return &Partial{Programs: slices.Sorted(slices.Values(t.bailed))}
 	}
 	return nil
+}
+
+// save copies the buffers a kernel with atomic adds adds to, so that a
+// launch that falls back leaves them as they were (nil for other kernels).
+func (nk *Kernel) save(args []any) []any {
+	if len(nk.atomics) == 0 {
+		return nil
+	}
+	saved := make([]any, len(nk.atomics))
+	for j, i := range nk.atomics {
+		switch b := args[i].(type) {
+		case []float32:
+			saved[j] = slices.Clone(b)
+		case []float64:
+			saved[j] = slices.Clone(b)
+		}
+	}
+	return saved
+}
+
+// restore puts back what save copied.
+func (nk *Kernel) restore(args, saved []any) {
+	for j, i := range nk.atomics {
+		switch b := args[i].(type) {
+		case []float32:
+			copy(b, saved[j].([]float32))
+		case []float64:
+			copy(b, saved[j].([]float64))
+		}
+	}
 }
 
 // Partial is Launch's error where the machine code ran every program of
@@ -486,6 +526,9 @@ func (nk *Kernel) LaunchAll(ls []Launch1) error {
 	}
 	// launches that pass strides other than 1 run on one specialized copy
 	// where they pass the same ones, else on the executor
+	if len(nk.atomics) > 0 {
+		return ErrFallback // one launch at a time: each saves what it adds to
+	}
 	if sk, ok := nk.specialFor(ls[0].Args); ok {
 		for _, l := range ls[1:] {
 			if s, ok := nk.specialFor(l.Args); !ok || s != sk {

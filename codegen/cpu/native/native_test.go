@@ -86,6 +86,8 @@ func inexact(v *tile.Value) string {
 		return "f32 sum along the last axis: sixteen partial sums"
 	case v.Op == tile.OpDot:
 		return "dot: fused multiply-adds in k order (TestDotNative)"
+	case v.Op == tile.OpAtomicAdd && v.Type.DType.IsFloat():
+		return "float atomic add: programs add in the order they happen to run"
 	}
 	return ""
 }

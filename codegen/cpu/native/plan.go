@@ -197,6 +197,7 @@ type plan struct {
 	needWrap []wrapCheck // i32 affine values whose lanes must fit in int32
 	needDiv  []divCheck
 	inplace  []*tile.Value  // vector loads from buffers the kernel stores to (checkInPlace)
+	atomics  []bool         // by parameter: the kernel adds to it atomically (body.go: atomicAdd)
 	unit     map[int64]bool // integer parameters the code takes as 1 (a stride between lanes: phase.go, intern), by number
 	cur      *region        // the region being classified
 
@@ -317,6 +318,9 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 	inv := analysis.Invariant(k, analysis.Launch, nil)
 	var err error
 	roots := analysis.Roots(k)
+	users := analysis.Users(k)
+	p.atomics = make([]bool, len(k.Params))
+	plain := make([]bool, len(k.Params)) // by parameter: stored to by a store
 	// first pass: what the kernel stores through, and what it cannot do
 	k.Walk(func(v *tile.Value) {
 		if err != nil {
@@ -337,15 +341,33 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 		case tile.OpDot:
 			err = dotSupported(v)
 		case tile.OpAtomicAdd:
-			err = unsupported(v, "atomics")
+			// the old values are not returned; the buffer is not also
+			// loaded or stored plainly (phases reorder a program's work)
+			switch r := roots[v.Args[0].ID]; {
+			case v.Type.DType != tile.F32 && v.Type.DType != tile.F64:
+				err = unsupported(v, "%v atomics", v.Type.DType)
+			case len(users[v.ID]) > 0:
+				err = unsupported(v, "atomics whose old values are read")
+			case r == nil:
+				err = unsupported(v, "atomic add through a pointer that is not affine")
+			default:
+				p.stored[r.Aux] = true
+				p.atomics[r.Aux] = true
+			}
 		case tile.OpStore:
 			if r := roots[v.Args[0].ID]; r != nil {
 				p.stored[r.Aux] = true
+				plain[r.Aux] = true
 			}
 		}
 	})
 	if err != nil {
 		return nil, err
+	}
+	for i, a := range p.atomics {
+		if a && plain[i] {
+			return nil, unsupported(k.Params[i], "plain stores to a buffer the kernel also adds to atomically")
+		}
 	}
 	p.newRegion(nil)
 	one := func(v *tile.Value) error {
@@ -681,8 +703,16 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		in.avail = avail + 1
 		return nil
 	}
-	if t.Shape.IsScalar() && v.Op != tile.OpStore {
+	if t.Shape.IsScalar() && v.Op != tile.OpStore && v.Op != tile.OpAtomicAdd {
 		return p.classifyScalar(v, invar)
+	}
+	if v.Op == tile.OpAtomicAdd {
+		// a store that adds, lane by lane (body.go: atomicAdd)
+		in.kind = kStore
+		if p.in(v.Args[0]).aff == nil {
+			return unsupported(v, "atomic add through a pointer that is not affine")
+		}
+		return nil
 	}
 	switch {
 	case t.Ptr || (t.DType.IsInt() && v.Op != tile.OpLoad):
@@ -699,6 +729,9 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		root := p.in(v.Args[0]).aff
 		if root == nil {
 			return unsupported(v, "load through a pointer that is not affine")
+		}
+		if p.atomics[root.root] {
+			return unsupported(v, "load from a buffer the kernel adds to atomically")
 		}
 		if p.stored[root.root] {
 			// phases reorder a program's work: a buffer it reads must not

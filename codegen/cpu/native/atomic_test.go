@@ -1,0 +1,196 @@
+package native_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/codegen/cpu/native"
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/tiletest"
+)
+
+// colSums is out[j] += Σ_i x[i, j] over an m×n row-major x, one bm×bn
+// tile a program, its column sums added atomically (the programs down a
+// column of tiles add to the same elements); one = true adds every
+// element of the tile to out[0] instead (every lane one address).
+func colSums(t *testing.T, d tile.DType, bm, bn int, one bool) *tile.Kernel {
+	t.Helper()
+	b := tile.NewBuilder(fmt.Sprintf("col_sums_%v", d), tile.Meta{"BM": bm, "BN": bn})
+	x, out := b.Ptr("x", d), b.Ptr("out", d)
+	m, n := b.Param("m", tile.I32), b.Param("n", tile.I32)
+	rm := b.Add(b.Mul(b.ProgramID(0), bm), b.Arange(0, bm))
+	rn := b.Add(b.Mul(b.ProgramID(1), bn), b.Arange(0, bn))
+	r2, c2 := b.ExpandDims(rm, 1), b.ExpandDims(rn, 0)
+	in := b.And(b.Lt(r2, m), b.Lt(c2, n))
+	v := b.Load(b.AddPtr(x, b.Add(b.Mul(r2, n), c2)), in, 0.0)
+	if one {
+		b.AtomicAdd(b.AddPtr(out, b.Mul(b.Add(r2, c2), 0)), v, in)
+	} else {
+		b.AtomicAdd(b.AddPtr(out, rn), b.Sum(v, 0), b.Lt(rn, n))
+	}
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestAtomicAddNative: atomic adds run as machine code (a compare-and-swap
+// loop a lane), f32 and f64, masked and not, contiguous lanes and every
+// lane to one element, with many programs adding to the same elements on
+// the pool's workers: each result within the sum's bound of float64 (the
+// programs add in the order they run). A launch that falls back after
+// programs have added (an f32 sin past 2^17 in the last program bails
+// out) leaves the buffer as it was (the executor then adds once), bit for
+// bit. Old values read, or a buffer also loaded, are declined.
+// (Before 2026-12-07 Compile declined every atomic add.)
+func TestAtomicAddNative(t *testing.T) {
+	requireJIT(t)
+	for _, c := range []struct {
+		d      tile.DType
+		m, n   int
+		bm, bn int
+		one    bool
+	}{
+		{tile.F32, 512, 64, 16, 32, false},
+		{tile.F32, 300, 70, 16, 32, false}, // masked edges
+		{tile.F64, 300, 70, 16, 8, false},
+		{tile.F32, 100, 13, 8, 16, true},
+		{tile.F64, 100, 13, 8, 8, true},
+	} {
+		name := fmt.Sprintf("%v/%dx%d/one=%v", c.d, c.m, c.n, c.one)
+		t.Run(name, func(t *testing.T) {
+			for _, isa := range isas(t) {
+				native.SetAVX512(isa == "avx512")
+				k := colSums(t, c.d, c.bm, c.bn, c.one)
+				nk, err := native.Compile(k)
+				if err != nil {
+					t.Fatalf("%s: declined: %v", isa, err)
+				}
+				rng := tiletest.RNG(name)
+				x64 := make([]float64, c.m*c.n)
+				for i := range x64 {
+					x64[i] = float64(float32(rng.Float64()*2 - 1))
+				}
+				outLen := c.n
+				if c.one {
+					outLen = 1
+				}
+				want, mag := make([]float64, outLen), make([]float64, outLen)
+				for i := 0; i < c.m; i++ {
+					for j := 0; j < c.n; j++ {
+						o := j
+						if c.one {
+							o = 0
+						}
+						want[o] += x64[i*c.n+j]
+						mag[o] += math.Abs(x64[i*c.n+j])
+					}
+				}
+				grid := tile.Grid{(c.m + c.bm - 1) / c.bm, (c.n + c.bn - 1) / c.bn}
+				var got []float64
+				if c.d == tile.F32 {
+					x := make([]float32, len(x64))
+					for i := range x {
+						x[i] = float32(x64[i])
+					}
+					out := make([]float32, outLen)
+					if err := nk.Launch(grid, x, out, c.m, c.n); err != nil {
+						t.Fatalf("%s: %v", isa, err)
+					}
+					for _, v := range out {
+						got = append(got, float64(v))
+					}
+				} else {
+					out := make([]float64, outLen)
+					if err := nk.Launch(grid, x64, out, c.m, c.n); err != nil {
+						t.Fatalf("%s: %v", isa, err)
+					}
+					got = out
+				}
+				u := 0x1p-24
+				if c.d == tile.F64 {
+					u = 0x1p-53
+				}
+				for j := range want {
+					if tol := float64(c.m+1) * u * mag[j]; !(math.Abs(got[j]-want[j]) <= tol) {
+						t.Fatalf("%s: out[%d] = %v, want %v (±%.3g)", isa, j, got[j], want[j], tol)
+					}
+				}
+				nk.Free()
+			}
+		})
+	}
+
+	t.Run("fallback restores", func(t *testing.T) {
+		b := tile.NewBuilder("sin_sums", tile.Meta{"BLOCK": 16})
+		x, out := b.Ptr("x", tile.F32), b.Ptr("out", tile.F32)
+		lanes := b.Arange(0, 16)
+		v := b.Load(b.AddPtr(x, b.Add(b.Mul(b.ProgramID(0), 16), lanes)), nil, nil)
+		b.AtomicAdd(b.AddPtr(out, lanes), b.Sin(v), nil)
+		k, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nk, err := native.Compile(k)
+		if err != nil {
+			t.Fatalf("declined: %v", err)
+		}
+		defer nk.Free()
+		const progs = 64
+		xs := make([]float32, progs*16)
+		for i := range xs {
+			xs[i] = float32(i%7) * 0.25
+		}
+		xs[len(xs)-3] = 1e6 // past the machine code's bound: that program bails out
+		sums := make([]float32, 16)
+		for i := range sums {
+			sums[i] = float32(i) + 0.5
+		}
+		before := slices.Clone(sums)
+		err = nk.Launch(tile.Grid{progs}, xs, sums)
+		var p *native.Partial
+		if !errors.Is(err, native.ErrFallback) || errors.As(err, &p) {
+			t.Fatalf("launch: %v, want ErrFallback for the whole launch", err)
+		}
+		if !slices.Equal(sums, before) {
+			t.Fatalf("after the fallback out = %v, want it as it was, %v", sums, before)
+		}
+	})
+
+	t.Run("declined", func(t *testing.T) {
+		for _, c := range []struct {
+			name, want string
+			build      func(b *tile.Builder, x, out *tile.Value, r *tile.Value)
+		}{
+			{"old values read", "old values are read", func(b *tile.Builder, x, out, r *tile.Value) {
+				old := b.AtomicAdd(b.AddPtr(out, r), b.Load(b.AddPtr(x, r), nil, nil), nil)
+				b.Store(b.AddPtr(x, r), old, nil)
+			}},
+			{"buffer also loaded", "adds to atomically", func(b *tile.Builder, x, out, r *tile.Value) {
+				v := b.Load(b.AddPtr(out, r), nil, nil)
+				b.AtomicAdd(b.AddPtr(out, r), v, nil)
+			}},
+			{"buffer also stored", "also adds to atomically", func(b *tile.Builder, x, out, r *tile.Value) {
+				b.AtomicAdd(b.AddPtr(out, r), b.Load(b.AddPtr(x, r), nil, nil), nil)
+				b.Store(b.AddPtr(out, r), 1.0, nil)
+			}},
+		} {
+			b := tile.NewBuilder("declined", tile.Meta{"BLOCK": 16})
+			x, out := b.Ptr("x", tile.F32), b.Ptr("out", tile.F32)
+			c.build(b, x, out, b.Arange(0, 16))
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = native.Compile(k)
+			if !errors.Is(err, native.ErrUnsupported) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: %v, want a decline saying %q", c.name, err, c.want)
+			}
+		}
+	})
+}
