@@ -318,10 +318,14 @@ func (a *Asm) RET() { a.byte1(0xc3) }
 
 // LOCKCMPXCHGL is LOCK CMPXCHG m32, r32: where m holds EAX, m = src and
 // ZF set; else EAX = m and ZF clear, atomically.
-func (a *Asm) LOCKCMPXCHGL(m Mem, src Reg) { a.legacy(0xf0, false, []byte{0x0f, 0xb1}, uint8(src), m, nil) }
+func (a *Asm) LOCKCMPXCHGL(m Mem, src Reg) {
+	a.legacy(0xf0, false, []byte{0x0f, 0xb1}, uint8(src), m, nil)
+}
 
 // LOCKCMPXCHGQ is LOCK CMPXCHG m64, r64 (RAX), as LOCKCMPXCHGL.
-func (a *Asm) LOCKCMPXCHGQ(m Mem, src Reg) { a.legacy(0xf0, true, []byte{0x0f, 0xb1}, uint8(src), m, nil) }
+func (a *Asm) LOCKCMPXCHGQ(m Mem, src Reg) {
+	a.legacy(0xf0, true, []byte{0x0f, 0xb1}, uint8(src), m, nil)
+}
 
 // VZEROUPPER clears the upper halves of the vector registers (before
 // returning to code that uses SSE).
