@@ -83,6 +83,32 @@ func copyArgs(b *Block, k, c *Kernel, m map[*Value]*Value) *Block {
 	return nb
 }
 
+// copyBlock is a copy of b, the bodies of its loops copied too, for
+// kernel c, copied from k, each copy recorded in m; where subst (if not
+// nil) gives a value for one of b's values, that value stands for it and
+// no copy is made (FlattenGrid's coordinates, Specialize's constants).
+func copyBlock(b *Block, k, c *Kernel, m map[*Value]*Value, subst func(*Value) *Value) *Block {
+	if b == nil {
+		return nil
+	}
+	nb := copyArgs(b, k, c, m)
+	for _, v := range b.Values {
+		if subst != nil {
+			if r := subst(v); r != nil {
+				m[v] = r
+				continue
+			}
+		}
+		q := copyValue(v, k, c, m)
+		if v.Op == OpFor {
+			q.Body = copyBlock(v.Body, k, c, m, subst)
+		}
+		m[v] = q
+		nb.Values = append(nb.Values, q)
+	}
+	return nb
+}
+
 // copyValue is a copy of v for kernel c, copied from k, its operands
 // through m (not recorded in m).
 func copyValue(v *Value, k, c *Kernel, m map[*Value]*Value) *Value {

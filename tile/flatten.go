@@ -56,34 +56,18 @@ func (k *Kernel) FlattenGrid(g Grid) (*Kernel, Grid, error) {
 	}
 	coord := [3]*Value{x, y, z}
 	size := [3]*Value{}
-	var block func(b *Block) *Block
-	block = func(b *Block) *Block {
-		if b == nil {
-			return nil
-		}
-		nb := copyArgs(b, k, c, m)
-		for _, v := range b.Values {
-			switch v.Op {
-			case OpProgramID:
-				m[v] = coord[v.Aux]
-				continue
-			case OpNumPrograms:
-				if size[v.Aux] == nil {
-					size[v.Aux] = konst(g[v.Aux])
-				}
-				m[v] = size[v.Aux]
-				continue
+	body := copyBlock(k.Body, k, c, m, func(v *Value) *Value {
+		switch v.Op {
+		case OpProgramID:
+			return coord[v.Aux]
+		case OpNumPrograms:
+			if size[v.Aux] == nil {
+				size[v.Aux] = konst(g[v.Aux])
 			}
-			q := copyValue(v, k, c, m)
-			if v.Op == OpFor {
-				q.Body = block(v.Body)
-			}
-			m[v] = q
-			nb.Values = append(nb.Values, q)
+			return size[v.Aux]
 		}
-		return nb
-	}
-	body := block(k.Body)
+		return nil
+	})
 	c.Body = &Block{Values: append(pro, body.Values...)}
 	if err := c.Verify(); err != nil {
 		return nil, g, fmt.Errorf("tile: @%s: flattening grid %v: %w", k.Name, g, err)

@@ -46,23 +46,7 @@ func (k *Kernel) Specialize(vals map[int]int64) (*Kernel, error) {
 			m[p] = cv
 		}
 	}
-	var block func(b *Block) *Block
-	block = func(b *Block) *Block {
-		if b == nil {
-			return nil
-		}
-		nb := copyArgs(b, k, c, m)
-		for _, v := range b.Values {
-			q := copyValue(v, k, c, m)
-			if v.Op == OpFor {
-				q.Body = block(v.Body)
-			}
-			m[v] = q
-			nb.Values = append(nb.Values, q)
-		}
-		return nb
-	}
-	body := block(k.Body)
+	body := copyBlock(k.Body, k, c, m, nil)
 	c.Body = &Block{Args: body.Args, Values: append(pro, body.Values...)}
 	if err := c.Verify(); err != nil {
 		return nil, fmt.Errorf("tile: @%s: specializing %v: %w", k.Name, vals, err)
