@@ -488,8 +488,9 @@ func (nk *Kernel) restore(args, saved []any) {
 // multiple of a divisor the kernel divides them by: the last block of
 // Triton's offs % M; an i32 index that would wrap; an f32 sin or cos
 // argument past sinBound32): the caller runs those programs on the
-// executor. A kernel that loads from a buffer it stores to never returns
-// it (ErrFallback: a program's stores are redone). errors.Is(err,
+// executor. A kernel that loads from a buffer it stores to, or adds to one
+// atomically, never returns it (ErrFallback: a program's stores would be
+// redone over what it stored, its adds added twice). errors.Is(err,
 // ErrFallback) holds for it too: rerunning the whole launch on the
 // executor gives the same results, since such a kernel reads nothing it
 // stores.
@@ -524,11 +525,11 @@ func (nk *Kernel) LaunchAll(ls []Launch1) error {
 	if len(ls) == 1 {
 		return nk.Launch(ls[0].Grid, ls[0].Args...)
 	}
-	// launches that pass strides other than 1 run on one specialized copy
-	// where they pass the same ones, else on the executor
 	if len(nk.atomics) > 0 {
 		return ErrFallback // one launch at a time: each saves what it adds to
 	}
+	// launches that pass strides other than 1 run on one specialized copy
+	// where they pass the same ones, else on the executor
 	if sk, ok := nk.specialFor(ls[0].Args); ok {
 		for _, l := range ls[1:] {
 			if s, ok := nk.specialFor(l.Args); !ok || s != sk {
