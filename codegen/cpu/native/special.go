@@ -26,8 +26,7 @@ type specials struct {
 }
 
 type special struct {
-	nk  *Kernel // nil: the copy did not compile (the launch falls back)
-	err error
+	nk *Kernel // nil: the copy did not compile (the launch falls back)
 }
 
 // specialFor is the copy of nk that launches with args run on: nk itself
@@ -77,10 +76,10 @@ func (nk *Kernel) specialFor(args []any) (*Kernel, bool) {
 		return nil, true
 	}
 	s := &special{}
-	if k, err := nk.k.Specialize(vals); err != nil {
-		s.err = err
-	} else if s.nk, s.err = Compile(k); s.err != nil {
-		s.nk = nil
+	if k, err := nk.k.Specialize(vals); err == nil {
+		if sk, err := Compile(k); err == nil {
+			s.nk = sk
+		}
 	}
 	if nk.specials.m == nil {
 		nk.specials.m = map[string]*special{}
