@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tilefuse/tilefuse/tile"
 )
@@ -23,6 +24,17 @@ const maxSpecials = 8
 type specials struct {
 	mu sync.Mutex
 	m  map[string]*special
+	// last is the latest launch's parameters and copy: a loop that
+	// launches with the same values again finds it without allocating
+	last atomic.Pointer[lastSpecial]
+}
+
+// lastSpecial: the (parameter, value) pairs a launch specialized, in
+// parameter order (up to 8), and the copy they chose.
+type lastSpecial struct {
+	pairs [16]int64
+	n     int
+	nk    *Kernel
 }
 
 type special struct {
@@ -59,6 +71,18 @@ func (nk *Kernel) specialFor(args []any) (*Kernel, bool) {
 	if !other {
 		return nil, false
 	}
+	var cur lastSpecial
+	for i, u := range nk.unit {
+		if b, _ := scalarBits(args[i], nk.k.Params[i].Type.DType); u && b != 1 || slices.Contains(nk.consts, i) {
+			if cur.n < len(cur.pairs) {
+				cur.pairs[cur.n], cur.pairs[cur.n+1] = int64(i), int64(b)
+			}
+			cur.n += 2
+		}
+	}
+	if l := nk.specials.last.Load(); l != nil && cur.n <= len(cur.pairs) && l.n == cur.n && l.pairs == cur.pairs {
+		return l.nk, true
+	}
 	var key strings.Builder
 	vals := map[int]int64{}
 	for i, u := range nk.unit {
@@ -70,6 +94,7 @@ func (nk *Kernel) specialFor(args []any) (*Kernel, bool) {
 	nk.specials.mu.Lock()
 	defer nk.specials.mu.Unlock()
 	if s, ok := nk.specials.m[key.String()]; ok {
+		nk.specials.remember(cur, s.nk)
 		return s.nk, true
 	}
 	if len(nk.specials.m) >= maxSpecials {
@@ -85,7 +110,16 @@ func (nk *Kernel) specialFor(args []any) (*Kernel, bool) {
 		nk.specials.m = map[string]*special{}
 	}
 	nk.specials.m[key.String()] = s
+	nk.specials.remember(cur, s.nk)
 	return s.nk, true
+}
+
+// remember keeps cur's copy as the latest (where its pairs fit).
+func (s *specials) remember(cur lastSpecial, nk *Kernel) {
+	if cur.n <= len(cur.pairs) {
+		cur.nk = nk
+		s.last.Store(&cur)
+	}
 }
 
 // freeSpecials frees the specialized copies' code.
@@ -101,6 +135,7 @@ func (nk *Kernel) freeSpecials() error {
 		}
 	}
 	nk.specials.m = nil
+	nk.specials.last.Store(nil)
 	return first
 }
 

@@ -53,7 +53,8 @@ func wrappedMatmul(t *testing.T, bm, bn, bk int) *tile.Kernel {
 // while the machine code runs the others. Every shape agrees with the
 // interpreter within the products' bound of float64 through cpu.Exec;
 // nk.Launch reports exactly the straddling programs; a block longer than
-// the divisor is left to the executor (ErrFallback); C is poisoned first.
+// the divisor is left to the executor (ErrFallback); C is poisoned first;
+// launches with the same divisors again allocate nothing.
 // (Before 2026-12-07 Compile declined the kernel: a divisor not a constant.)
 func TestWrappedOffsetsNative(t *testing.T) {
 	requireJIT(t)
@@ -136,5 +137,22 @@ func TestWrappedOffsetsNative(t *testing.T) {
 	}
 	if got := native.Specials(nk); got != 4 {
 		t.Errorf("%d specialized copies, want 4 (one per distinct M and N)", got)
+	}
+	// a loop's launches with the same divisors find their copy without
+	// allocating (the latest kept: special.go)
+	if !raceEnabled {
+		const m, n, kk = 64, 96, 48
+		a, b, c := make([]float32, m*kk), make([]float32, kk*n), make([]float32, m*n)
+		grid, args := tile.Grid{m / bm, n / bn}, []any{a, b, c, m, n, kk}
+		if err := nk.Launch(grid, args...); err != nil {
+			t.Fatal(err)
+		}
+		if allocs := testing.AllocsPerRun(10, func() {
+			if err := nk.Launch(grid, args...); err != nil {
+				t.Fatal(err)
+			}
+		}); allocs != 0 {
+			t.Errorf("%v allocations per launch with the same divisors, want 0", allocs)
+		}
 	}
 }
