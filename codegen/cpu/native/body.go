@@ -1237,9 +1237,6 @@ func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
 	a.Bind(first)
 	a.VMOVUPSstore(at, xr)
 	a.Bind(done)
-	if pg.width < lane {
-		return unsupported(r.v, "column reduction of rows narrower than 8")
-	}
 	return nil
 }
 

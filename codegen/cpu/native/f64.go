@@ -288,10 +288,8 @@ func (pg *phaseGen) reduceF64(r *redState, c int, xr amd64.VReg, t []amd64.VReg)
 		}
 		return nil
 	}
-	// axis 0: the first row stores, the others combine in order
-	if pg.width < lane {
-		return unsupported(r.v, "column reduction of rows narrower than 8")
-	}
+	// axis 0: the first row stores, the others combine in order (rows
+	// narrower than a vector too: the block holds one, matBlock)
 	at := amd64.PtrIdx(rF, rJ, 8, r.res+int32(8*pg.off))
 	first, done := a.NewLabel(), a.NewLabel()
 	a.MOVQload(rT0, fr(hOuter))

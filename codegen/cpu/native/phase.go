@@ -247,7 +247,9 @@ func (g *gen) matBlock(v *tile.Value) int32 {
 	if off, ok := g.block[v.ID]; ok {
 		return off
 	}
-	off := g.alloc(int32(v.Type.Shape.Numel())<<shiftOf(v.Type.DType), blockAlign)
+	// at least 64 bytes, a vector of lanes: a column reduction of rows
+	// narrower than one writes whole vectors (body.go: reduce)
+	off := g.alloc(max(int32(v.Type.Shape.Numel())<<shiftOf(v.Type.DType), 64), blockAlign)
 	g.block[v.ID] = off
 	return off
 }
