@@ -43,7 +43,11 @@ type execConfig struct{ native bool }
 // Off by default.
 func WithNative(on bool) ExecOption { return func(c *execConfig) { c.native = on } }
 
-// Native reports whether Launch runs the kernel as machine code.
+// Native reports whether Launch runs the kernel as machine code. A kernel
+// that divides its lanes by a parameter compiles a copy for the values
+// each launch passes (native: Specialize); a launch whose copy the code
+// generator declines (a block that spans more than the divisor) runs on
+// the executor and counts in Fallbacks.
 func (e *Exec) Native() bool { return e.native != nil }
 
 // NativeErr is why the kernel does not run as machine code although
