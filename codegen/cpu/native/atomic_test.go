@@ -65,12 +65,7 @@ func TestAtomicAddNative(t *testing.T) {
 		name := fmt.Sprintf("%v/%dx%d/one=%v", c.d, c.m, c.n, c.one)
 		t.Run(name, func(t *testing.T) {
 			for _, isa := range isas(t) {
-				native.SetAVX512(isa == "avx512")
-				k := colSums(t, c.d, c.bm, c.bn, c.one)
-				nk, err := native.Compile(k)
-				if err != nil {
-					t.Fatalf("%s: declined: %v", isa, err)
-				}
+				nk := compileFor(t, isa, colSums(t, c.d, c.bm, c.bn, c.one))
 				rng := tiletest.RNG(name)
 				x64 := make([]float64, c.m*c.n)
 				for i := range x64 {
@@ -121,7 +116,6 @@ func TestAtomicAddNative(t *testing.T) {
 						t.Fatalf("%s: out[%d] = %v, want %v (±%.3g)", isa, j, got[j], want[j], tol)
 					}
 				}
-				nk.Free()
 			}
 		})
 	}
@@ -132,14 +126,7 @@ func TestAtomicAddNative(t *testing.T) {
 		lanes := b.Arange(0, 16)
 		v := b.Load(b.AddPtr(x, b.Add(b.Mul(b.ProgramID(0), 16), lanes)), nil, nil)
 		b.AtomicAdd(b.AddPtr(out, lanes), b.Sin(v), nil)
-		k, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		nk, err := native.Compile(k)
-		if err != nil {
-			t.Fatalf("declined: %v", err)
-		}
+		_, nk := buildNative(t, b)
 		defer nk.Free()
 		const progs = 64
 		xs := make([]float32, progs*16)
@@ -152,7 +139,7 @@ func TestAtomicAddNative(t *testing.T) {
 			sums[i] = float32(i) + 0.5
 		}
 		before := slices.Clone(sums)
-		err = nk.Launch(tile.Grid{progs}, xs, sums)
+		err := nk.Launch(tile.Grid{progs}, xs, sums)
 		var p *native.Partial
 		if !errors.Is(err, native.ErrFallback) || errors.As(err, &p) {
 			t.Fatalf("launch: %v, want ErrFallback for the whole launch", err)

@@ -5,7 +5,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/interp"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
@@ -45,14 +44,7 @@ func TestNarrowColumnReductionsNative(t *testing.T) {
 					cs := b.Arange(0, w)
 					b.Store(b.AddPtr(out, cs), red, b.Lt(cs, cols))
 					b.Store(b.AddPtr(out, b.Add(cs, cols)), b.Mul(red, 2.0), b.Lt(cs, cols))
-					k, err := b.Build()
-					if err != nil {
-						t.Fatal(err)
-					}
-					nk, err := native.Compile(k)
-					if err != nil {
-						t.Fatalf("declined: %v", err)
-					}
+					k, nk := buildNative(t, b)
 					defer nk.Free()
 					rng := tiletest.RNG(name)
 					xs := tiletest.Uniform(rng, m*cols, -2, 2)
