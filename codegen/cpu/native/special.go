@@ -45,51 +45,44 @@ type special struct {
 // (nil, false) where every parameter nk takes as 1 is 1 and nk has no
 // parameter it always specializes (consts), or an argument is not of its
 // type (bind reports it; a kernel without code of its own falls back),
-// else the specialized copy (nil where it does not compile or the kernel
-// has maxSpecials already).
+// else the specialized copy (nil where it does not compile, where more
+// than 8 parameters would be constants, or where the kernel has
+// maxSpecials already).
 func (nk *Kernel) specialFor(args []any) (*Kernel, bool) {
 	if len(args) != len(nk.k.Params) {
 		return nil, false // bind reports it
 	}
-	// the common case first, allocating nothing: every such stride 1
-	other := len(nk.consts) > 0
-	for _, i := range nk.consts {
-		if _, ok := scalarBits(args[i], nk.k.Params[i].Type.DType); !ok {
-			return nil, false
-		}
-	}
-	for i, u := range nk.unit {
-		if !u {
+	// the (parameter, value) pairs to make constants, allocating nothing:
+	// none in the common case, every such stride 1
+	var cur lastSpecial
+	for i, p := range nk.k.Params {
+		always := slices.Contains(nk.consts, i)
+		if !nk.unit[i] && !always {
 			continue
 		}
-		b, ok := scalarBits(args[i], nk.k.Params[i].Type.DType)
+		b, ok := scalarBits(args[i], p.Type.DType)
 		if !ok {
 			return nil, false
 		}
-		other = other || b != 1
-	}
-	if !other {
-		return nil, false
-	}
-	var cur lastSpecial
-	for i, u := range nk.unit {
-		if b, _ := scalarBits(args[i], nk.k.Params[i].Type.DType); u && b != 1 || slices.Contains(nk.consts, i) {
-			if cur.n < len(cur.pairs) {
-				cur.pairs[cur.n], cur.pairs[cur.n+1] = int64(i), int64(b)
+		if always || b != 1 {
+			if cur.n == len(cur.pairs) {
+				return nil, true
 			}
+			cur.pairs[cur.n], cur.pairs[cur.n+1] = int64(i), int64(b)
 			cur.n += 2
 		}
 	}
-	if l := nk.specials.last.Load(); l != nil && cur.n <= len(cur.pairs) && l.n == cur.n && l.pairs == cur.pairs {
+	if cur.n == 0 {
+		return nil, false
+	}
+	if l := nk.specials.last.Load(); l != nil && l.n == cur.n && l.pairs == cur.pairs {
 		return l.nk, true
 	}
 	var key strings.Builder
 	vals := map[int]int64{}
-	for i, u := range nk.unit {
-		if b, _ := scalarBits(args[i], nk.k.Params[i].Type.DType); u && b != 1 || slices.Contains(nk.consts, i) {
-			vals[i] = int64(b)
-			key.WriteString(strconv.Itoa(i) + ":" + strconv.FormatInt(int64(b), 10) + ",")
-		}
+	for j := 0; j < cur.n; j += 2 {
+		vals[int(cur.pairs[j])] = cur.pairs[j+1]
+		key.WriteString(strconv.FormatInt(cur.pairs[j], 10) + ":" + strconv.FormatInt(cur.pairs[j+1], 10) + ",")
 	}
 	nk.specials.mu.Lock()
 	defer nk.specials.mu.Unlock()
@@ -114,12 +107,10 @@ func (nk *Kernel) specialFor(args []any) (*Kernel, bool) {
 	return s.nk, true
 }
 
-// remember keeps cur's copy as the latest (where its pairs fit).
+// remember keeps cur's copy as the latest.
 func (s *specials) remember(cur lastSpecial, nk *Kernel) {
-	if cur.n <= len(cur.pairs) {
-		cur.nk = nk
-		s.last.Store(&cur)
-	}
+	cur.nk = nk
+	s.last.Store(&cur)
 }
 
 // freeSpecials frees the specialized copies' code.
