@@ -318,7 +318,7 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 	inv := analysis.Invariant(k, analysis.Launch, nil)
 	var err error
 	roots := analysis.Roots(k)
-	users := analysis.Users(k)
+	var users [][]*tile.Value // analysis.Users, where the kernel has an atomic add
 	p.atomics = make([]bool, len(k.Params))
 	plain := make([]bool, len(k.Params)) // by parameter: stored to by a store
 	// first pass: what the kernel stores through, and what it cannot do
@@ -343,6 +343,9 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 		case tile.OpAtomicAdd:
 			// the old values are not returned; the buffer is not also
 			// loaded or stored plainly (phases reorder a program's work)
+			if users == nil {
+				users = analysis.Users(k)
+			}
 			switch r := roots[v.Args[0].ID]; {
 			case v.Type.DType != tile.F32 && v.Type.DType != tile.F64:
 				err = unsupported(v, "%v atomics", v.Type.DType)
