@@ -478,14 +478,7 @@ func TestF64ScalarsNative(t *testing.T) {
 	scale = b.Mul(scale, b.Exp(b.Tanh(mean)))                  // scalar math
 	b.Store(b.AddPtr(py, offs), b.Sub(b.Mul(x, scale), mean), mask)
 	b.Store(b.AddPtr(pm, b.ProgramID(0)), mean, nil) // a scalar store
-	k, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex, err := cpu.NewExec(k, cpu.WithNative(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, ex := buildWithExecutor(t, b)
 	for _, isa := range isas(t) {
 		nk := compileFor(t, isa, k)
 		testF64Scalars(t, isa, k, nk, ex)
@@ -552,14 +545,7 @@ func TestF64ParamsNative(t *testing.T) {
 	y := b.Add(b.Mul(x, alpha), beta)
 	y = b.Where(b.Gt(x, alpha), y, b.Mul(x, ab))
 	b.Store(b.AddPtr(py, offs), y, mask)
-	k, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex, err := cpu.NewExec(k, cpu.WithNative(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, ex := buildWithExecutor(t, b)
 	for _, isa := range isas(t) {
 		nk := compileFor(t, isa, k)
 		for _, c := range []struct {
@@ -733,4 +719,19 @@ func testF64Gather(t *testing.T, isa string, k *tile.Kernel, nk *native.Kernel, 
 			t.Fatalf("%s: y[%d] = %v natively, %v on the reference", isa, i, got[i], want[i])
 		}
 	}
+}
+
+// buildWithExecutor builds b's kernel and its executor form (the machine
+// code's reference in the f64 tests), failing the test where either fails.
+func buildWithExecutor(t *testing.T, b *tile.Builder) (*tile.Kernel, *cpu.Exec) {
+	t.Helper()
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := cpu.NewExec(k, cpu.WithNative(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, ex
 }
