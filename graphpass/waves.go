@@ -221,7 +221,31 @@ func waveModelApplies(t Target, prec tile.Precision, s waveShape) bool {
 		s.m < 128 || s.n < 128 || s.k < 128 {
 		return false
 	}
-	return s.batch*tile.CDiv(s.m, 128)*tile.CDiv(s.n, 128) >= t.SMs || s.bare && s.k >= 2048
+	return s.batch*tile.CDiv(s.m, 128)*tile.CDiv(s.n, 128) >= t.SMs || s.bare && s.k >= 2048 || s.fewTiles(t)
+}
+
+// fewTiles reports whether s is a product of fewer 128×128 tiles than t
+// has SMs, at least a quarter of them, which the wave model did not weigh
+// before (neither a wave of 128×128 tiles nor bare over K ≥ 2048), both
+// operands stored as the graph reads them (NN: what was measured): such a
+// product took tuneMatMul's older rule, mma.sync at 64×64. The model now
+// chooses its tiling too, with the swapped form at 64 columns a CTA (one
+// warpgroup, 4 warps) among its TF32 choices. An H100 (2026-12-07, r54a,
+// `tilefuse peer -tune`, TFLOP/s, the older rule's mma.sync 64×64 against
+// the swapped form): TF32 1024³ 114.6 against 168.0 at 128×64 (4 warps),
+// 155.2 at 64×128, 126.2 at 128×128; 1000³ 98.9 against 131.2, 121.9,
+// 108.1; gelu(x·W + b) 1024³ 111.5 against 159.6, 150.1, 118.0; 1025³
+// (operands copied) 56.4 against 75.6, 68.1, 76.1; 2048×1024×1024 127.0
+// against 174.8, 188.6, 229.5; bf16 1024³ 120.9 against 110.5, 130.4,
+// 103.6 (bf16 at 4 warps converts A by half the threads: not a choice),
+// 1000³ 101.6 against 94.9, 110.2, 84.6, 1025³ 59.8 against 46.5, 61.9,
+// 69.2, 2048×1024×1024 135.2 against 117.4, 166.7, 197.1. SPLIT_K = 2 was
+// slower at every one of them. At 512³ (16 tiles) the older rule's 32×32
+// tiles stay (bf16 38.3 against 26.6–30.6 on the swapped form; the
+// model's estimates leave out the launch's few µs).
+func (s waveShape) fewTiles(t Target) bool {
+	tiles := s.batch * tile.CDiv(s.m, 128) * tile.CDiv(s.n, 128)
+	return tiles < t.SMs && 4*tiles >= t.SMs && !(s.bare && s.k >= 2048) && !s.transA && !s.transB
 }
 
 // waveTilings lists every tiling the model weighs for s on t at prec,
@@ -284,6 +308,18 @@ func tilings(t Target, prec tile.Precision, s waveShape, staged bool) []tcTiling
 	// at bf16 with B stored [n][k] too, its fragments read in pairs of k
 	// (codegen, bf16PairFrags)
 	if !s.transA {
+		if s.fewTiles(t) && prec == tile.PrecTF32 {
+			// 64 columns a CTA at 4 warps: weighed first, so that it
+			// takes a tie with 64×128 (one m64n128 wgmma a k step
+			// where 64×128 has two warpgroups of m64n64: fewTiles)
+			for _, bm := range []int{128, 64} {
+				if !s.heavy(prec) || bm <= 64 {
+					if st := min(4, t.SharedMemory/((4*bk*(bm+64)+1023)/1024*1024)); st >= 3 {
+						add(formSwapped, bm, 64, 4, st)
+					}
+				}
+			}
+		}
 		for _, bm := range []int{256, 192, 128, 64} {
 			if s.heavy(prec) && bm > 64 {
 				continue

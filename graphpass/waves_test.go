@@ -32,6 +32,8 @@ func TestWaveModel(t *testing.T) {
 	staged192split4 := tile.Meta{"BLOCK_M": 192, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 3, "num_warps": 8, "SPLIT_K": 4, "wg_stage": 1, "wgmma": 2}
 	swapped128split3 := tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 8, "SPLIT_K": 3, "wgmma": 2}
 	swapped64 := tile.Meta{"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 8, "wgmma": 2}
+	swapped128 := tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 8, "wgmma": 2}
+	swapped128x64 := tile.Meta{"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 4, "num_warps": 4, "wgmma": 2}
 	cases := []struct {
 		name         string
 		m, k, n      int
@@ -73,6 +75,13 @@ func TestWaveModel(t *testing.T) {
 		{name: "4096×4100×768 tf32: epi_smem (rows 16-byte aligned)", m: 4096, k: 768, n: 4100, prec: tile.PrecTF32, want: with(swapped256, "epi_smem", 1)},
 		{name: "NT 4096×30522×768 tf32: epi_smem, Bᵀ not realigned", m: 4096, k: 768, n: 30522, tb: true, prec: tile.PrecTF32, want: with(swapped256, "epi_smem", 1)},
 		{name: "vocabulary 4096×30522×768 bf16: epi_smem only", m: 4096, k: 768, n: 30522, prec: tile.PrecBF16, want: with(swapped256bf, "epi_smem", 1)},
+		// fewer 128×128 tiles than SMs (fewTiles): mma.sync 64×64 before
+		{name: "1024³ tf32: 64 tiles of 128×128, 128 of 128×64 at 4 warps (an H100: 168.0 TFLOP/s against 114.6 on mma.sync 64×64)", m: 1024, k: 1024, n: 1024, prec: tile.PrecTF32, want: swapped128x64},
+		{name: "1024³ tf32 with tanh", m: 1024, k: 1024, n: 1024, tanh: true, prec: tile.PrecTF32, want: swapped128x64},
+		{name: "1000³ tf32: the output not whole tiles of columns (epi_smem)", m: 1000, k: 1000, n: 1000, prec: tile.PrecTF32, want: with(swapped128x64, "epi_smem", 1)},
+		{name: "2048×1024×1024 tf32: one wave of 128×128 (229.5 against 127.0)", m: 2048, k: 1024, n: 1024, prec: tile.PrecTF32, want: swapped128},
+		{name: "1024³ bf16: 64×128 at 8 warps (130.4 against 120.9; 128×64 at 4 warps 110.5 is no choice)", m: 1024, k: 1024, n: 1024, prec: tile.PrecBF16, want: swapped64},
+		{name: "2048×1024×1024 bf16", m: 2048, k: 1024, n: 1024, prec: tile.PrecBF16, want: swapped128},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -112,6 +121,57 @@ func TestWaveModel(t *testing.T) {
 				if o.split > 1 && (c.tanh || c.heavy) {
 					t.Errorf("%v: a split of a product with an epilogue", o)
 				}
+			}
+		})
+	}
+}
+
+// TestFewTiles: the products the wave model takes below a wave of
+// 128×128 tiles (fewTiles) are NN ones of at least a quarter wave that it
+// did not take before; 512³ (16 tiles), NT and TN products and bare ones
+// over K ≥ 2048 (which it took before, without the 64-column tiles) are
+// as they were.
+func TestFewTiles(t *testing.T) {
+	cases := []struct {
+		name      string
+		m, k, n   int
+		ta, tb    bool
+		applies   bool
+		fewTiles  bool
+		wantOlder tile.Meta // where the model does not apply: tuneMatMul's older rule
+	}{
+		{name: "1024³", m: 1024, k: 1024, n: 1024, applies: true, fewTiles: true},
+		{name: "1025³: 81 tiles", m: 1025, k: 1025, n: 1025, applies: true, fewTiles: true},
+		{name: "512³: 16 tiles", m: 512, k: 512, n: 512, wantOlder: tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4}},
+		{name: "NT 1024³", m: 1024, k: 1024, n: 1024, tb: true, wantOlder: tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4}},
+		{name: "TN 1024³", m: 1024, k: 1024, n: 1024, ta: true, wantOlder: tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4}},
+		{name: "1024×1024×4096 bare: the model's before", m: 1024, k: 4096, n: 1024, applies: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			grp := productGroupOut(t, c.m, c.k, c.n, c.ta, c.tb, func(*G.ExprGraph, *G.Node) {})
+			s, ok := productWaveShape(grp)
+			if !ok {
+				t.Fatal("no product shape")
+			}
+			if got := waveModelApplies(H200, tile.PrecTF32, s); got != c.applies {
+				t.Fatalf("the model applies: %v, want %v", got, c.applies)
+			}
+			if got := s.fewTiles(H200); got != c.fewTiles {
+				t.Fatalf("fewTiles %v, want %v", got, c.fewTiles)
+			}
+			if !c.applies {
+				if got := defaultMeta(grp, H200, tile.PrecTF32); got.String() != c.wantOlder.String() {
+					t.Errorf("meta %v, want the older rule's %v", got, c.wantOlder)
+				}
+				return
+			}
+			narrow := slices.ContainsFunc(waveTilings(H200, tile.PrecTF32, s), func(o tcTiling) bool { return o.bn == 64 })
+			if narrow != c.fewTiles {
+				t.Errorf("64-column tiles weighed: %v, want %v", narrow, c.fewTiles)
+			}
+			if slices.ContainsFunc(waveTilings(H200, tile.PrecBF16, s), func(o tcTiling) bool { return o.bn == 64 }) {
+				t.Error("64-column tiles weighed at bf16")
 			}
 		})
 	}
@@ -359,7 +419,9 @@ func TestStoreBoundProducts(t *testing.T) {
 			})
 			cands := Candidates(grp, H200, c.prec)
 			if c.bm == 0 {
-				if cands[0]["epi_smem"] == 1 || cands[0]["k_tail"] != 0 {
+				// (epi_smem alone is no sign: the wave model's choice for an
+				// output not whole tiles of columns has it, 1000³'s)
+				if cands[0]["k_tail"] != 0 || cands[0]["max_registers"] != 0 {
 					t.Fatalf("meta %v: store-bound", cands[0])
 				}
 				return
