@@ -446,6 +446,10 @@ PEER = [
     ("matmul NT 4096³", 4096, 4096, 4096, False, False, True),
     ("matmul 1024³", 1024, 1024, 1024, False),
     ("matmul 1000³", 1000, 1000, 1000, False),
+    # fewer than a wave of 128×128 tiles; GELU's epilogue at 1024³
+    ("matmul 2048×1024×1024", 2048, 1024, 1024, False),
+    ("matmul 512³", 512, 512, 512, False),
+    ("linear_gelu 1024³", 1024, 1024, 1024, True),
     ("matmul 4095×4097×33", 4095, 33, 4097, False),
     ("matmul 4096×4096×50", 4096, 50, 4096, False),
     ("matmul 4096×4096×32", 4096, 32, 4096, False),

@@ -60,6 +60,12 @@ var peerCases = []peerCase{
 	{name: "matmul NT 4096³", m: 4096, k: 4096, n: 4096, tb: true}, // W stored n×k: both operands K-major
 	{name: "matmul 1024³", m: 1024, k: 1024, n: 1024},
 	{name: "matmul 1000³", m: 1000, k: 1000, n: 1000},
+	// products of fewer than a wave of 128×128 tiles (tuneMatMul's rules
+	// below the wave model), GELU's epilogue at 1024³ (the bench's
+	// linear_gelu large)
+	{name: "matmul 2048×1024×1024", m: 2048, k: 1024, n: 1024},
+	{name: "matmul 512³", m: 512, k: 512, n: 512},
+	{name: "linear_gelu 1024³", m: 1024, k: 1024, n: 1024, gelu: true},
 	{name: "matmul 4095×4097×33", m: 4095, k: 33, n: 4097},
 	{name: "matmul 4096×4096×50", m: 4096, k: 50, n: 4096},
 	// the odd shapes' aligned neighbours (issue 10: an odd shape at least

@@ -161,6 +161,18 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 0, "BLOCK_M": 192, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, false},
 		{peerCase{name: "matmul 130x70x200 swapped 64x128", m: 130, k: 70, n: 200}, tile.PrecTF32,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		// the model's choices below a wave of 128×128 tiles (fewTiles):
+		// TF32 at 64 columns a CTA (4 warps, 4 stages), the output not
+		// whole tiles of columns through shared memory (epi_smem), and
+		// bf16 at 64×128 (8 warps, 4 stages)
+		{peerCase{name: "gelu 300x150x200 swapped 128x64 epi_smem", m: 300, k: 150, n: 200, gelu: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4}, false},
+		{peerCase{name: "matmul 256x160x192 swapped 128x64", m: 256, k: 160, n: 192}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4}, true},
+		{peerCase{name: "matmul 130x150x200 swapped bf16 64x128 epi_smem", m: 130, k: 150, n: 200}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
+		{peerCase{name: "gelu 128x96x256 swapped bf16 64x128", m: 128, k: 96, n: 256, gelu: true}, tile.PrecBF16,
+			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
 		// Aᵀ·B in the swapped form with A staged (wg_stage = 1): copied
 		// along m, 16 bytes wide where m's stride allows (8 at 130, 4 at
 		// 131), and transposed by the copying threads into the K-major tile
