@@ -450,6 +450,11 @@ PEER = [
     ("matmul 2048×1024×1024", 2048, 1024, 1024, False),
     ("matmul 512³", 512, 512, 512, False),
     ("linear_gelu 1024³", 1024, 1024, 1024, True),
+    ("matmul NT 1024³", 1024, 1024, 1024, False, False, True),
+    ("matmul TN 1024³", 1024, 1024, 1024, False, True, False),
+    # under a quarter wave: the encoder's FF2 and its projections
+    ("matmul 1024×256×1024", 1024, 1024, 256, False),
+    ("matmul 1024×256×256", 1024, 256, 256, False),
     ("matmul 4095×4097×33", 4095, 33, 4097, False),
     ("matmul 4096×4096×50", 4096, 50, 4096, False),
     ("matmul 4096×4096×32", 4096, 32, 4096, False),

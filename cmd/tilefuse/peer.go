@@ -66,6 +66,12 @@ var peerCases = []peerCase{
 	{name: "matmul 2048×1024×1024", m: 2048, k: 1024, n: 1024},
 	{name: "matmul 512³", m: 512, k: 512, n: 512},
 	{name: "linear_gelu 1024³", m: 1024, k: 1024, n: 1024, gelu: true},
+	{name: "matmul NT 1024³", m: 1024, k: 1024, n: 1024, tb: true},
+	{name: "matmul TN 1024³", m: 1024, k: 1024, n: 1024, ta: true},
+	// under a quarter wave: the encoder's (8×128 tokens, model 256, FF
+	// 1024) second FF product and its projections
+	{name: "matmul 1024×256×1024", m: 1024, k: 1024, n: 256},
+	{name: "matmul 1024×256×256", m: 1024, k: 256, n: 256},
 	{name: "matmul 4095×4097×33", m: 4095, k: 33, n: 4097},
 	{name: "matmul 4096×4096×50", m: 4096, k: 50, n: 4096},
 	// the odd shapes' aligned neighbours (issue 10: an odd shape at least
