@@ -22,8 +22,9 @@ import (
 // CTAs = batch · ⌈M/BM⌉ · ⌈N/BN⌉ · SPLIT_K; steps = ⌈⌈K/BK⌉/SPLIT_K⌉ (the
 // longest part); 3 steps a tile for the pipeline's fill and the epilogue.
 // The model weighs the tilings that were measured (below) and applies to
-// products with a wave of 128×128 tiles, or bare ones with K ≥ 2048 (which
-// a split may fill); smaller ones keep tuneMatMul's older rules.
+// products with a wave of 128×128 tiles, bare ones with K ≥ 2048 (which
+// a split may fill) and NN ones of at least a quarter wave (fewTiles);
+// smaller ones keep tuneMatMul's older rules.
 // An SM runs ceil(CTAs/SMs) tiles whatever its residency (the block
 // scheduler refills a slot as a CTA ends; co-resident CTAs share the SM's
 // tensor cores), so the wave count is that ceiling. A step's cost grows
@@ -38,8 +39,8 @@ import (
 // its +1: the output zeroed). A split must beat the best unsplit tiling by
 // a tenth (its cost is the least certain term).
 //
-// Forms: the swapped wgmma (wgmma = 2; BN = 16·num_warps: 128 at 8 warps;
-// BM 64, 128, 192 or 256), the transposing wgmma (wgmma = 1, tf32, 128×256 at 8
+// Forms: the swapped wgmma (wgmma = 2; BN = 16·num_warps: 128 at 8 warps,
+// and 64 at 4 for TF32 products of fewTiles; BM 64, 128, 192 or 256), the transposing wgmma (wgmma = 1, tf32, 128×256 at 8
 // warps) and mma.sync (128×128 at 8 warps, 64×128 at 4). A form whose operand copies
 // would be 4 bytes wide is not a choice: A stored transposed (Aᵀ·B, the
 // weight gradients) in either wgmma form (wgmma reads it K-major from
