@@ -455,6 +455,8 @@ PEER = [
     # under a quarter wave: the encoder's FF2 and its projections
     ("matmul 1024×256×1024", 1024, 1024, 256, False),
     ("matmul 1024×256×256", 1024, 256, 256, False),
+    # the MLP step's first layer (512 × 784 → 1024)
+    ("matmul 512×1024×784", 512, 784, 1024, False),
     ("matmul 4095×4097×33", 4095, 33, 4097, False),
     ("matmul 4096×4096×50", 4096, 50, 4096, False),
     ("matmul 4096×4096×32", 4096, 32, 4096, False),
