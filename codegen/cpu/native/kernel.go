@@ -79,7 +79,11 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	if err := k.Verify(); err != nil {
 		return nil, err
 	}
-	if ps := divisorParams(k); len(ps) > 0 {
+	// a float's round trip through i32 computed in the float (tile's
+	// FoldIntRoundTrips: the code's integer blocks are affine in the
+	// lanes, with no integer vectors); k stays the kernel Kernel returns
+	pk, _ := k.FoldIntRoundTrips()
+	if ps := divisorParams(pk); len(ps) > 0 {
 		// compiled for each set of divisors the launches pass (special.go),
 		// where it compiles with divisors no block spans (else declined
 		// here, for what the code generator does not take)
@@ -87,7 +91,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 		for _, i := range ps {
 			vals[i] = 1 << 30
 		}
-		sk, err := k.Specialize(vals)
+		sk, err := pk.Specialize(vals)
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +107,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	}
 	// the plan of a copy whose repeated pure values are one value
 	// (tile.CSE): each is computed once a vector, not once a repetition
-	kc, _ := k.CSE()
+	kc, _ := pk.CSE()
 	p, err := newPlan(kc)
 	if err != nil {
 		return nil, err
