@@ -21,8 +21,7 @@ import (
 // coordinates, three distinct along each axis; a code generator that
 // emits every value computes each repetition again for every vector.
 func (k *Kernel) CSE() (c *Kernel, removed int) {
-	c = &Kernel{Name: k.Name, Meta: maps.Clone(k.Meta), nextID: k.nextID}
-	m := make(map[*Value]*Value, k.nextID)
+	c, m := copyKernel(k)
 	ids := map[*Value]int{} // operands by identity, numbered as first seen
 	id := func(v *Value) int {
 		n, ok := ids[v]
@@ -31,12 +30,6 @@ func (k *Kernel) CSE() (c *Kernel, removed int) {
 			ids[v] = n
 		}
 		return n
-	}
-	for _, p := range k.Params {
-		q := *p
-		q.kernel = owner(p, k, c)
-		m[p] = &q
-		c.Params = append(c.Params, &q)
 	}
 	var scopes []map[string]*Value
 	var block func(b *Block) *Block
@@ -67,6 +60,21 @@ func (k *Kernel) CSE() (c *Kernel, removed int) {
 	}
 	c.Body = block(k.Body)
 	return c, removed
+}
+
+// copyKernel is the start of a copy of k: its name, meta-parameters and
+// value numbering, and copies of its parameters in their order, each
+// recorded in m; the caller copies the body.
+func copyKernel(k *Kernel) (c *Kernel, m map[*Value]*Value) {
+	c = &Kernel{Name: k.Name, Meta: maps.Clone(k.Meta), nextID: k.nextID}
+	m = make(map[*Value]*Value, k.nextID)
+	for _, p := range k.Params {
+		q := *p
+		q.kernel = owner(p, k, c)
+		m[p] = &q
+		c.Params = append(c.Params, &q)
+	}
+	return c, m
 }
 
 // owner is the kernel a copy of v belongs to: c where k made v.

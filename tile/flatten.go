@@ -2,7 +2,6 @@ package tile
 
 import (
 	"fmt"
-	"maps"
 )
 
 // FlattenGrid returns a copy of k that runs over the one-axis grid of g's
@@ -25,14 +24,7 @@ func (k *Kernel) FlattenGrid(g Grid) (*Kernel, Grid, error) {
 	if total > maxGridDim {
 		return nil, g, fmt.Errorf("tile: @%s: grid %v is %d programs, more than one axis holds (%d)", k.Name, g, total, maxGridDim)
 	}
-	c := &Kernel{Name: k.Name, Meta: maps.Clone(k.Meta), nextID: k.nextID}
-	m := make(map[*Value]*Value, k.nextID)
-	for _, p := range k.Params {
-		q := *p
-		q.kernel = owner(p, k, c)
-		m[p] = &q
-		c.Params = append(c.Params, &q)
-	}
+	c, m := copyKernel(k)
 	// the coordinates, first in the body: p along axis 0, then x, y, z
 	var pro []*Value
 	add := func(op Op, t Type, args ...*Value) *Value {

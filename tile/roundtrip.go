@@ -1,7 +1,6 @@
 package tile
 
 import (
-	"maps"
 	"math"
 )
 
@@ -23,18 +22,11 @@ import (
 // it returns k itself. k is not changed.
 func (k *Kernel) FoldIntRoundTrips() (c *Kernel, folded int) {
 	uses := map[*Value][]*Value{}
-	var walk func(b *Block)
-	walk = func(b *Block) {
-		for _, v := range b.Values {
-			for _, a := range v.Args {
-				uses[a] = append(uses[a], v)
-			}
-			if v.Body != nil {
-				walk(v.Body)
-			}
+	k.Walk(func(v *Value) {
+		for _, a := range v.Args {
+			uses[a] = append(uses[a], v)
 		}
-	}
-	walk(k.Body)
+	})
 	// inner reports whether v is an i32 cast of a float that only casts
 	// back to that float read
 	inner := func(v *Value) bool {
@@ -62,14 +54,7 @@ func (k *Kernel) FoldIntRoundTrips() (c *Kernel, folded int) {
 	if !found {
 		return k, 0
 	}
-	c = &Kernel{Name: k.Name, Meta: maps.Clone(k.Meta), nextID: k.nextID}
-	m := make(map[*Value]*Value, k.nextID)
-	for _, p := range k.Params {
-		q := *p
-		q.kernel = owner(p, k, c)
-		m[p] = &q
-		c.Params = append(c.Params, &q)
-	}
+	c, m := copyKernel(k)
 	var block func(b *Block) *Block
 	block = func(b *Block) *Block {
 		if b == nil {

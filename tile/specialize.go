@@ -31,14 +31,9 @@ func (k *Kernel) Specialize(vals map[int]int64) (*Kernel, error) {
 			return nil, fmt.Errorf("tile: @%s: specializing parameter %d (%s %s) as %d: out of its range", k.Name, i, p.Name, p.Type, v)
 		}
 	}
-	c := &Kernel{Name: k.Name, Meta: maps.Clone(k.Meta), nextID: k.nextID}
-	m := make(map[*Value]*Value, k.nextID)
+	c, m := copyKernel(k)
 	var pro []*Value
 	for i, p := range k.Params {
-		q := *p
-		q.kernel = owner(p, k, c)
-		m[p] = &q
-		c.Params = append(c.Params, &q)
 		if v, ok := vals[i]; ok {
 			cv := &Value{ID: c.nextID, Op: OpConst, Type: p.Type, Aux: v, kernel: c}
 			c.nextID++
