@@ -23,7 +23,8 @@ import (
 // longest part); 3 steps a tile for the pipeline's fill and the epilogue.
 // The model weighs the tilings that were measured (below) and applies to
 // products with a wave of 128×128 tiles, bare ones with K ≥ 2048 (which
-// a split may fill) and NN ones of at least a quarter wave (fewTiles);
+// a split may fill) and ones of at least a quarter wave (at TF32 an
+// eighth: fewTiles);
 // smaller ones keep tuneMatMul's older rules.
 // An SM runs ceil(CTAs/SMs) tiles whatever its residency (the block
 // scheduler refills a slot as a CTA ends; co-resident CTAs share the SM's
@@ -222,16 +223,21 @@ func waveModelApplies(t Target, prec tile.Precision, s waveShape) bool {
 		s.m < 128 || s.n < 128 || s.k < 128 {
 		return false
 	}
-	return s.batch*tile.CDiv(s.m, 128)*tile.CDiv(s.n, 128) >= t.SMs || s.bare && s.k >= 2048 || s.fewTiles(t)
+	return s.batch*tile.CDiv(s.m, 128)*tile.CDiv(s.n, 128) >= t.SMs || s.bare && s.k >= 2048 || s.fewTiles(t, prec)
 }
 
 // fewTiles reports whether s is a product of fewer 128×128 tiles than t
 // has SMs, at least a quarter of them, which the wave model did not weigh
-// before (neither a wave of 128×128 tiles nor bare over K ≥ 2048), both
-// operands stored as the graph reads them (NN: what was measured): such a
+// before (neither a wave of 128×128 tiles nor bare over K ≥ 2048): such a
 // product took tuneMatMul's older rule, mma.sync at 64×64. The model now
 // chooses its tiling too, with the swapped form at 64 columns a CTA (one
-// warpgroup, 4 warps) among its TF32 choices. An H100 (2026-12-07, r54a,
+// warpgroup, 4 warps) among its TF32 choices where A is stored as read
+// (NN, NT). NT and TN 1024³ on an H100 (r54c, TFLOP/s, the older rule
+// against the tilings the model weighs): NT TF32 116.4 against 172.8 at
+// 128×64 (4 warps), 156.7 at 64×128, 128.9 at 128×128, bf16 124.0 against
+// 112.6, 133.4, 105.8; TN (A stored transposed: the staged swapped form at
+// TF32 69.2–102.5, bf16 77.0–110.9) mma.sync 64×128 at 4 warps 116.7
+// against 106.7, bf16 129.4 against 117.6. NN, an H100 (2026-12-07, r54a,
 // `tilefuse peer -tune`, TFLOP/s, the older rule's mma.sync 64×64 against
 // the swapped form): TF32 1024³ 114.6 against 168.0 at 128×64 (4 warps),
 // 155.2 at 64×128, 126.2 at 128×128; 1000³ 98.9 against 131.2, 121.9,
@@ -244,9 +250,20 @@ func waveModelApplies(t Target, prec tile.Precision, s waveShape) bool {
 // slower at every one of them. At 512³ (16 tiles) the older rule's 32×32
 // tiles stay (bf16 38.3 against 26.6–30.6 on the swapped form; the
 // model's estimates leave out the launch's few µs).
-func (s waveShape) fewTiles(t Target) bool {
+//
+// At TF32 with A stored as read, from an eighth of a wave (16 tiles on 132
+// SMs) too, where the model takes 64×64 at 4 warps (r54c, an H100, the
+// older rule's 32×32 against 64×64, TFLOP/s): 512×1024×784 (the MLP
+// step's first layer, 32 tiles) 53.8 against 95.9, 512³ 37.3 against
+// 41.2, 1024×256×1024 50.2 against 55.8, 1024×256×256 25.0 against 25.4;
+// not at bf16 (55.8 against 67.6 there, but 52.0 against 37.8, 38.6
+// against 29.8, 26.1 against 22.6).
+func (s waveShape) fewTiles(t Target, prec tile.Precision) bool {
 	tiles := s.batch * tile.CDiv(s.m, 128) * tile.CDiv(s.n, 128)
-	return tiles < t.SMs && 4*tiles >= t.SMs && !(s.bare && s.k >= 2048) && !s.transA && !s.transB
+	if tiles >= t.SMs || s.bare && s.k >= 2048 {
+		return false
+	}
+	return 4*tiles >= t.SMs || prec == tile.PrecTF32 && !s.transA && tiles >= t.SMs/8
 }
 
 // waveTilings lists every tiling the model weighs for s on t at prec,
@@ -309,7 +326,7 @@ func tilings(t Target, prec tile.Precision, s waveShape, staged bool) []tcTiling
 	// at bf16 with B stored [n][k] too, its fragments read in pairs of k
 	// (codegen, bf16PairFrags)
 	if !s.transA {
-		if s.fewTiles(t) && prec == tile.PrecTF32 {
+		if s.fewTiles(t, prec) && prec == tile.PrecTF32 {
 			// 64 columns a CTA at 4 warps: weighed first, so that it
 			// takes a tie with 64×128 (one m64n128 wgmma a k step
 			// where 64×128 has two warpgroups of m64n64: fewTiles)

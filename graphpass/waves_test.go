@@ -127,25 +127,42 @@ func TestWaveModel(t *testing.T) {
 }
 
 // TestFewTiles: the products the wave model takes below a wave of
-// 128×128 tiles (fewTiles) are NN ones of at least a quarter wave that it
-// did not take before; 512³ (16 tiles), NT and TN products and bare ones
-// over K ≥ 2048 (which it took before, without the 64-column tiles) are
-// as they were.
+// 128×128 tiles (fewTiles) are ones of at least a quarter wave that it did
+// not take before, and at TF32 with A stored as read from an eighth of a
+// wave; bare ones over K ≥ 2048 (which it took before, without the
+// 64-column tiles) are as they were, and so are bf16 products under a
+// quarter wave, TN ones under it and anything under an eighth.
 func TestFewTiles(t *testing.T) {
+	older32 := tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4}
 	cases := []struct {
-		name      string
-		m, k, n   int
-		ta, tb    bool
-		applies   bool
-		fewTiles  bool
-		wantOlder tile.Meta // where the model does not apply: tuneMatMul's older rule
+		name     string
+		m, k, n  int
+		ta, tb   bool
+		prec     tile.Precision
+		applies  bool
+		fewTiles bool
+		want     tile.Meta // the choice: the model's where it applies, else the older rule's
 	}{
-		{name: "1024³", m: 1024, k: 1024, n: 1024, applies: true, fewTiles: true},
-		{name: "1025³: 81 tiles", m: 1025, k: 1025, n: 1025, applies: true, fewTiles: true},
-		{name: "512³: 16 tiles", m: 512, k: 512, n: 512, wantOlder: tile.Meta{"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4}},
-		{name: "NT 1024³", m: 1024, k: 1024, n: 1024, tb: true, wantOlder: tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4}},
-		{name: "TN 1024³", m: 1024, k: 1024, n: 1024, ta: true, wantOlder: tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4}},
-		{name: "1024×1024×4096 bare: the model's before", m: 1024, k: 4096, n: 1024, applies: true},
+		{name: "1024³ tf32", m: 1024, k: 1024, n: 1024, prec: tile.PrecTF32, applies: true, fewTiles: true,
+			want: tile.Meta{"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 4, "num_warps": 4, "wgmma": 2}},
+		{name: "1025³ tf32: 81 tiles (B read as it is here, realigned; fusion copies it into aligned rows first)", m: 1025, k: 1025, n: 1025, prec: tile.PrecTF32, applies: true, fewTiles: true,
+			want: tile.Meta{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "epi_smem": 1, "num_stages": 4, "num_warps": 8, "realign_b": 1, "wgmma": 2}},
+		{name: "NT 1024³ tf32: 128×64 (an H100: 172.8 TFLOP/s against 116.4)", m: 1024, k: 1024, n: 1024, tb: true, prec: tile.PrecTF32, applies: true, fewTiles: true,
+			want: tile.Meta{"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 4, "num_warps": 4, "wgmma": 2}},
+		{name: "NT 1024³ bf16: 64×128 (133.4 against 124.0)", m: 1024, k: 1024, n: 1024, tb: true, prec: tile.PrecBF16, applies: true, fewTiles: true,
+			want: tile.Meta{"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 4, "num_warps": 8, "wgmma": 2}},
+		{name: "TN 1024³ tf32: mma.sync 64×128 (116.7 against 106.7)", m: 1024, k: 1024, n: 1024, ta: true, prec: tile.PrecTF32, applies: true, fewTiles: true,
+			want: tile.Meta{"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4}},
+		{name: "TN 1024³ bf16: mma.sync 64×128 (129.4 against 117.6)", m: 1024, k: 1024, n: 1024, ta: true, prec: tile.PrecBF16, applies: true, fewTiles: true,
+			want: tile.Meta{"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4}},
+		{name: "512×1024×784 tf32: 32 tiles, 64×64 at 4 warps (95.9 against 53.8)", m: 512, k: 784, n: 1024, prec: tile.PrecTF32, applies: true, fewTiles: true,
+			want: tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 4, "num_warps": 4, "wgmma": 2}},
+		{name: "512³ tf32: 16 tiles, 64×64 (41.2 against 37.3)", m: 512, k: 512, n: 512, prec: tile.PrecTF32, applies: true, fewTiles: true,
+			want: tile.Meta{"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_stages": 4, "num_warps": 4, "wgmma": 2}},
+		{name: "512³ bf16: the older rule", m: 512, k: 512, n: 512, prec: tile.PrecBF16, want: older32},
+		{name: "TN 512³ tf32: the older rule", m: 512, k: 512, n: 512, ta: true, prec: tile.PrecTF32, want: older32},
+		{name: "384×256×384 tf32: 9 tiles, the older rule", m: 384, k: 256, n: 384, prec: tile.PrecTF32, want: older32},
+		{name: "1024×1024×4096 bare: the model's before", m: 1024, k: 4096, n: 1024, prec: tile.PrecTF32, applies: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -154,24 +171,23 @@ func TestFewTiles(t *testing.T) {
 			if !ok {
 				t.Fatal("no product shape")
 			}
-			if got := waveModelApplies(H200, tile.PrecTF32, s); got != c.applies {
+			if got := waveModelApplies(H200, c.prec, s); got != c.applies {
 				t.Fatalf("the model applies: %v, want %v", got, c.applies)
 			}
-			if got := s.fewTiles(H200); got != c.fewTiles {
+			if got := s.fewTiles(H200, c.prec); got != c.fewTiles {
 				t.Fatalf("fewTiles %v, want %v", got, c.fewTiles)
 			}
-			if !c.applies {
-				if got := defaultMeta(grp, H200, tile.PrecTF32); got.String() != c.wantOlder.String() {
-					t.Errorf("meta %v, want the older rule's %v", got, c.wantOlder)
+			if c.want != nil {
+				if got := defaultMeta(grp, H200, c.prec); got.String() != c.want.String() {
+					t.Errorf("meta %v, want %v", got, c.want)
 				}
+			}
+			if !c.applies {
 				return
 			}
-			narrow := slices.ContainsFunc(waveTilings(H200, tile.PrecTF32, s), func(o tcTiling) bool { return o.bn == 64 })
-			if narrow != c.fewTiles {
-				t.Errorf("64-column tiles weighed: %v, want %v", narrow, c.fewTiles)
-			}
-			if slices.ContainsFunc(waveTilings(H200, tile.PrecBF16, s), func(o tcTiling) bool { return o.bn == 64 }) {
-				t.Error("64-column tiles weighed at bf16")
+			narrow := slices.ContainsFunc(waveTilings(H200, c.prec, s), func(o tcTiling) bool { return o.bn == 64 && o.form.wgmma == 2 })
+			if want := c.fewTiles && c.prec == tile.PrecTF32 && !c.ta; narrow != want {
+				t.Errorf("64-column swapped tiles weighed: %v, want %v", narrow, want)
 			}
 		})
 	}

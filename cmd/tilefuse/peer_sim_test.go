@@ -173,6 +173,11 @@ func TestPeerKernelsInSimulator(t *testing.T) {
 			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, false},
 		{peerCase{name: "gelu 128x96x256 swapped bf16 64x128", m: 128, k: 96, n: 256, gelu: true}, tile.PrecBF16,
 			tile.Meta{"wgmma": 2, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 4}, true},
+		// under a quarter wave at TF32: 64×64 at 4 warps; NT at 128×64
+		{peerCase{name: "matmul 130x100x150 swapped 64x64", m: 130, k: 100, n: 150}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4}, false},
+		{peerCase{name: "A·Bᵀ 150x100x130 swapped 128x64", m: 150, k: 100, n: 130, tb: true}, tile.PrecTF32,
+			tile.Meta{"wgmma": 2, "epi_smem": 1, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4}, false},
 		// Aᵀ·B in the swapped form with A staged (wg_stage = 1): copied
 		// along m, 16 bytes wide where m's stride allows (8 at 130, 4 at
 		// 131), and transposed by the copying threads into the K-major tile
