@@ -247,8 +247,8 @@ func waveModelApplies(t Target, prec tile.Precision, s waveShape) bool {
 // 103.6 (bf16 at 4 warps converts A by half the threads: not a choice),
 // 1000³ 101.6 against 94.9, 110.2, 84.6, 1025³ 59.8 against 46.5, 61.9,
 // 69.2, 2048×1024×1024 135.2 against 117.4, 166.7, 197.1. SPLIT_K = 2 was
-// slower at every one of them. At 512³ (16 tiles) the older rule's 32×32
-// tiles stay (bf16 38.3 against 26.6–30.6 on the swapped form; the
+// slower at every one of them. At 512³ (16 tiles) bf16 keeps the older
+// rule's 32×32 tiles (38.3 against 26.6–30.6 on the swapped form; the
 // model's estimates leave out the launch's few µs).
 //
 // At TF32 with A stored as read, from an eighth of a wave (16 tiles on 132
