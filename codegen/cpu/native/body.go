@@ -41,6 +41,8 @@ func tempsFor(n *node, newton bool) int {
 			return 10
 		case tile.OpRsqrt:
 			return 3
+		case tile.OpRem:
+			return 3 // remconst.go
 		case tile.OpPow:
 			return 12 // ops.go: pow32, and its operands loaded from memory; powd.go: powF64
 		case tile.OpDiv:
@@ -283,6 +285,8 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 	switch n.op {
 	case opCompute:
 		switch {
+		case n.v.Op == tile.OpRem && n.v.Type.DType == tile.I32:
+			pg.g.remConst(dst, srcs[0].reg, pg.g.p.in(n.v).period, temps)
 		case n.v.Type.DType == tile.I1 && n.v.Op.IsCompare() && n.v.Args[0].Type.DType == tile.F64:
 			err = pg.g.f64Compare(n.v, dst, srcs, temps)
 		case n.v.Type.DType == tile.I1:

@@ -237,3 +237,6 @@ func Specials(nk *Kernel) int {
 	defer nk.specials.mu.Unlock()
 	return len(nk.specials.m)
 }
+
+// MaxPeriod is remconst.go's largest divisor.
+const MaxPeriod = maxPeriod

@@ -422,6 +422,12 @@ func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
 			return nil, unsupported(u, "integer lanes with a stride that is not constant")
 		}
 		return pg.add(&node{v: u, op: opIntVec, pat: pat}), nil
+	case kPeriodic:
+		x, err := pg.eval(u.Args[0], m)
+		if err != nil {
+			return nil, err
+		}
+		return pg.add(&node{v: u, op: opCompute, args: []*node{x}}), nil
 	case kFloat, kMask:
 		if !in.formula && (in.ph != pg.ph || !m.isIdentity()) {
 			if !in.mat { // the plan never had its phase write it: declined, not read unwritten

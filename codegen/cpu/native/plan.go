@@ -41,6 +41,7 @@ const (
 	kLoop                    // for, yield: planned as their loop
 	kDot                     // matrix product: a register-blocked micro-kernel over frame blocks (dot.go), its result a frame block
 	kTrans                   // a transposed load: packed transposed by a phase, turned back at the next level's start (trans.go), its result a frame block
+	kPeriodic                // i32 block: an affine one's remainder by a constant (period) its lanes span, computed per position (remconst.go)
 )
 
 // sx is a scalar integer expression over the program's scalar values,
@@ -166,6 +167,8 @@ type vinfo struct {
 	// kDot: operand i (a, b) is packed transposed (its loads are
 	// contiguous along its first dimension)
 	dotTrans [2]bool
+	// kPeriodic: the divisor
+	period int64
 }
 
 // pack is an operand of a product written to a frame block of its own: as
@@ -721,6 +724,12 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 	case t.Ptr || (t.DType.IsInt() && v.Op != tile.OpLoad):
 		a, err := p.affineOf(v)
 		if err != nil {
+			if d, ok := p.periodic(v); ok {
+				// lanes a vector apart are not affine, but a mask or a
+				// cast reads them as a vector (remconst.go)
+				in.kind, in.formula, in.period = kPeriodic, true, d
+				return nil
+			}
 			return err
 		}
 		in.kind, in.aff, in.formula = kAffine, a, true
