@@ -23,7 +23,8 @@
 //     hold), and so is a frame block read across its rows (a transpose of
 //     a product's result or of a loop-carried block: body.go matRead). A kernel with an
 //     integer block that is not affine (a division of lanes, a load of
-//     integers) is not supported.
+//     integers) is not supported, but for a remainder of affine lanes by
+//     a constant, which masks and casts read as a vector (remconst.go).
 //   - Vector values are computed in phases: one loop nest per phase over
 //     the lanes of one shape, rows one at a time and the last dimension
 //     in vectors of eight f32 lanes (twice unrolled where the row has 16
@@ -189,7 +190,10 @@
 // integer
 // loads and non-affine integer blocks (div/rem of lanes are affine only
 // where a block does not straddle a multiple of the divisor: checked per
-// program, else a bail-out), stores with a stride between lanes and
+// program, else a bail-out; a remainder by a constant that the lanes span
+// is computed per lane where only masks and casts read it, remconst.go),
+// a float cast to i32 other than and back to the float (which Compile
+// computes in the float: tile's FoldIntRoundTrips), stores with a stride between lanes and
 // masked f64 loads so whose masked-off lanes take other than 0 (a load
 // whose lanes lie a constant stride apart is eight scalar loads a vector:
 // unmasked, its row's range checked at the row's start; masked, those of
