@@ -191,9 +191,9 @@
 // loads and non-affine integer blocks (div/rem of lanes are affine only
 // where a block does not straddle a multiple of the divisor: checked per
 // program, else a bail-out; a remainder by a constant that the lanes span
-// is computed per lane where only masks and casts read it, remconst.go),
-// a float cast to i32 other than and back to the float (which Compile
-// computes in the float: tile's FoldIntRoundTrips), stores with a stride between lanes and
+// is computed per lane where only masks and casts read it, remconst.go;
+// a float's round trip through i32 is computed in the float: tile's
+// FoldIntRoundTrips), stores with a stride between lanes and
 // masked f64 loads so whose masked-off lanes take other than 0 (a load
 // whose lanes lie a constant stride apart is eight scalar loads a vector:
 // unmasked, its row's range checked at the row's start; masked, those of
