@@ -64,6 +64,9 @@ func tempsFor(n *node, newton bool) int {
 		}
 		return 1
 	case opLoad:
+		if n.pat != nil && n.pat.sh == 3 && n.pat.elast > 1 && len(n.args) == 2 && !isZeroConst(n.v.Args[2]) {
+			return 4 // an f64 gather under a mask whose other is not 0: gathered into t[3], blended
+		}
 		return 3
 	case opReduce:
 		return 4
@@ -496,6 +499,10 @@ func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) e
 	}
 	if n.pat.elast > 1 { // a gather (unmasked: the row's range was checked; masked: the active lanes')
 		switch {
+		case n.pat.sh == 3 && masked && len(srcs) == 2 && !isZeroConst(n.v.Args[2]):
+			// the active lanes gathered, then the others take other
+			pg.gatherF64Masked(n.pat, t[3], t[1], t[2], mask)
+			pg.blendOtherF64(dst, srcs[1].reg, t[3], t[2], mask)
 		case n.pat.sh == 3 && masked:
 			pg.gatherF64Masked(n.pat, dst, t[1], t[2], mask)
 		case n.pat.sh == 3:

@@ -193,11 +193,10 @@
 // program, else a bail-out; a remainder by a constant that the lanes span
 // is computed per lane where only masks and casts read it, remconst.go;
 // a float's round trip through i32 is computed in the float: tile's
-// FoldIntRoundTrips), stores with a stride between lanes and
-// masked f64 loads so whose masked-off lanes take other than 0 (a load
-// whose lanes lie a constant stride apart is eight scalar loads a vector:
-// unmasked, its row's range checked at the row's start; masked, those of
-// the active lanes, their range checked per vector), reshapes other than
+// FoldIntRoundTrips; a load or store whose lanes lie a constant stride
+// apart is eight scalar accesses a vector: unmasked, its row's range
+// checked at the row's start; masked, those of the active lanes, their
+// range checked per vector, a load's others taking other), reshapes other than
 // inserting or removing dimensions of size 1, reductions along axes other
 // than the last (or axis 0 of a 2-D block), f32 rem (f32 exp, tanh, log,
 // sigmoid, log1p, expm1, erf, log2, exp2, sign, pow, and sin and cos up

@@ -445,6 +445,23 @@ func (pg *phaseGen) gatherF64Masked(pat *pattern, dst, t1, t2, mask amd64.VReg) 
 	pg.gatherF64Lanes(pat, dst, t1, t2, func(l int) bool { return l < pg.width }, func() { a.VMOVMSKPS(rT1, mask) })
 }
 
+// blendOtherF64 sets dst to loaded's f64 lanes where mask (eight i32
+// lanes) is on and other's where it is off; t: a temporary (AVX2: each
+// half's mask), written after the mask is read. dst may be the mask's or
+// other's register (the high half first on AVX2, as loadF64Y).
+func (pg *phaseGen) blendOtherF64(dst, other, loaded, t, mask amd64.VReg) {
+	g := pg.g
+	a := &g.a
+	if g.avx512 {
+		a.VBLENDMPDZ(z(dst), g.kMask(mask), z(other), z(loaded))
+		return
+	}
+	for h := 1; h >= 0; h-- {
+		g.halfMask(t, mask, h)
+		a.VBLENDVPD(half(dst, h), half(other, h), half(loaded, h), t)
+	}
+}
+
 // gatherF64Lanes is gatherF64's and gatherF64Masked's code: lane l is
 // loaded where has(l) (and, with takeMask, its mask bit is set: the bits
 // in RDX, shifted out in lane order).

@@ -344,9 +344,9 @@ func sxEqual(a, b *sx) bool {
 
 // pointer is the pattern of pointer block v at lanes m; gather allows a
 // constant stride of more than one element between lanes (a load: eight
-// scalar loads a vector, under a mask those of the active lanes; an f64
-// one under a mask only where masked-off lanes take 0; a store: eight
-// scalar stores, under a mask those of the active lanes).
+// scalar loads a vector, under a mask those of the active lanes, the
+// others then other; a store: eight scalar stores, under a mask those of
+// the active lanes).
 func (pg *phaseGen) pointer(v *tile.Value, m lanes, gather bool) (*pattern, error) {
 	a := pg.g.p.in(v).aff
 	if a == nil || a.root < 0 {
@@ -455,7 +455,7 @@ func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
 // loadNode is load u's node at lanes m: its pointer's pattern, its mask and
 // other value.
 func (pg *phaseGen) loadNode(u *tile.Value, m lanes) (*node, error) {
-	pat, err := pg.pointer(u.Args[0], m, len(u.Args) < 3 || isZeroConst(u.Args[2]) || u.Type.DType != tile.F64)
+	pat, err := pg.pointer(u.Args[0], m, true)
 	if err != nil {
 		return nil, err
 	}
