@@ -1,8 +1,6 @@
 package tile
 
-import (
-	"math"
-)
+import "math"
 
 // FoldIntRoundTrips returns a copy of k in which each round trip of a
 // float through i32 — cast(cast(x, i32), F) with x of float type F, the
