@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/tilefuse/tilefuse/tile"
-	"github.com/tilefuse/tilefuse/tile/interp"
 )
 
 // TestIntRoundTripsNative: a float cast to i32 and back (tile's
@@ -54,40 +53,11 @@ func TestIntRoundTripsNative(t *testing.T) {
 					if nk.Kernel() != k {
 						t.Fatalf("%s: Kernel is not the kernel compiled", isa)
 					}
-					bits := func(run func(x, y any) error) []uint64 {
-						var out []uint64
-						if d == tile.F32 {
-							xs, ys := make([]float32, n), make([]float32, n)
-							for i := range xs {
-								xs[i], ys[i] = float32(edges[i]), float32(math.NaN())
-							}
-							if err := run(xs, ys); err != nil {
-								t.Fatalf("%s: %v", isa, err)
-							}
-							for _, v := range ys {
-								out = append(out, uint64(math.Float32bits(v)))
-							}
-							return out
-						}
-						xs, ys := append([]float64(nil), edges[:n]...), make([]float64, n)
-						for i := range ys {
-							ys[i] = math.NaN()
-						}
-						if err := run(xs, ys); err != nil {
-							t.Fatalf("%s: %v", isa, err)
-						}
-						for _, v := range ys {
-							out = append(out, math.Float64bits(v))
-						}
-						return out
+					run := func(launch func(args ...any) error) ([]float64, error) {
+						return launchIn(d, edges[:n], n, n, launch)
 					}
-					want := bits(func(x, y any) error { return interp.Interpret(k, tile.Grid{1}, x, y) })
-					got := bits(func(x, y any) error { return nk.Launch(tile.Grid{1}, x, y) })
-					for i := range want {
-						if want[i] != got[i] {
-							t.Errorf("%s: x = %v: %#x, the interpreter %#x", isa, edges[i], got[i], want[i])
-						}
-					}
+					got, want, _ := againstReference(t, isa, nk, k, tile.Grid{1}, false, run)
+					sameBits64(t, isa, got, want, n)
 				}
 			})
 		}
