@@ -266,10 +266,19 @@ func (pg *phaseGen) reduceF64(r *redState, c int, xr amd64.VReg, t []amd64.VReg)
 		case r.inMem:
 			return unsupported(r.v, "f64 reductions past the accumulator registers")
 		case r.v.Op == tile.OpReduceSum:
-			if pg.last != 4 && pg.last%lane != 0 {
+			if pg.last > 2 && pg.last != 4 && pg.last%lane != 0 {
 				return unsupported(r.v, "f64 sum of rows of %d", pg.last)
 			}
 			acc := r.acc[0] // one accumulator of four lanes for both copies
+			if pg.last < 4 {
+				// a row of 1 or 2 in the low lanes, the rest zeroed:
+				// (x0 + 0) + (0 + 0) and (x0 + x1) + (0 + 0), the
+				// executor's ((0 + x0) + 0) + (0 + 0) and ((0 + x0) + x1)
+				// + … bit for bit (+0 + x differs from x only at x = −0,
+				// where both give +0)
+				a.VANDPD(t[0], xr, g.lowLanesF64(pg.last))
+				xr = t[0]
+			}
 			a.VADDPD(acc, acc, xr)
 			switch {
 			case pg.width <= 4:
@@ -325,6 +334,16 @@ func (pg *phaseGen) reduceF64(r *redState, c int, xr amd64.VReg, t []amd64.VReg)
 	}
 	a.Bind(done)
 	return nil
+}
+
+// lowLanesF64 is a 32-byte constant whose first n float64 lanes are all
+// ones and the rest zero: an AND keeps lanes 0…n−1.
+func (g *gen) lowLanesF64(n int) amd64.Mem {
+	var b [32]byte
+	for i := 0; i < 8*n; i++ {
+		b[i] = 0xff
+	}
+	return g.constBytes(b)
 }
 
 // rowEndF64 finishes f64 last-axis reduction r of a row into X0.

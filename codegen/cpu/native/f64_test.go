@@ -143,6 +143,19 @@ func TestF64Native(t *testing.T) {
 		{name: "row sum of four", m: 37, n: 7, bn: 4, lo: -3, hi: 3, tol: 1e-12, body: func(e env) *tile.Value {
 			return e.b.Sub(e.x, e.b.Sum(e.x, 1, true))
 		}},
+		// rows of one and two lanes: the vector's other lanes (here
+		// x + 1 = 1 past the mask) are left out of the sum
+		{name: "row sum of one", m: 37, n: 1, bn: 1, specials: true, lo: -3, hi: 3, tol: 1e-12, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Sum(e.b.Add(e.x, 1.0), 1, true))
+		}},
+		{name: "row sum of two with tails", m: 37, n: 3, bn: 2, specials: true, lo: -3, hi: 3, tol: 1e-12, body: func(e env) *tile.Value {
+			return e.b.Sub(e.x, e.b.Sum(e.b.Add(e.x, 1.0), 1, true))
+		}},
+		// −0 + −0 in order is −0, the executor's sum +0 (its partial
+		// sums start at +0)
+		{name: "row sum of two of −0", m: 32, n: 2, bn: 2, lo: 0, hi: 0, noMask: true, tol: 1e-12, body: func(e env) *tile.Value {
+			return e.b.Sum(e.b.Mul(e.x, -1.0), 1, true)
+		}},
 		{name: "row max with NaN", m: 37, n: 64, bn: 64, specials: true, lo: -3, hi: 3, body: func(e env) *tile.Value {
 			return e.b.Sub(e.x, e.b.Max(e.x, 1, true))
 		}},
