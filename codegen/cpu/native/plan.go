@@ -792,6 +792,13 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		in.kind = kView
 		in.formula = src.formula || src.kind == kScalarFloat || src.kind == kScalarBool || src.kind == kReduce
 		in.cost = src.cost
+		if v.Op == tile.OpTrans && !in.formula && t.Shape == v.Args[0].Type.Shape {
+			// a square block's transpose of a value computed in a phase
+			// would be read in that same phase (its shape's) at other
+			// lanes: it is read a level later, from the value's frame
+			// block, as a reduction's result is
+			in.avail = avail + 1
+		}
 		return nil
 	case t.DType == tile.I1:
 		// masks: comparisons, logic, casts to i1

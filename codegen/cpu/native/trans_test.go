@@ -218,7 +218,8 @@ func TestTransposedFrameReads(t *testing.T) {
 // transposed store holds the other store's elements bit for bit (read
 // across the frame block's rows lane by lane; until 2026-12-07 they were
 // its row's next elements), both on poisoned outputs; the first store
-// within the math's bound of the reference.
+// within the math's bound of the reference. Square blocks too, where the
+// transpose is read a level after the value.
 func TestTransposedKeptValue(t *testing.T) {
 	requireJIT(t)
 	for _, c := range []struct {
@@ -231,6 +232,14 @@ func TestTransposedKeptValue(t *testing.T) {
 		{"f32 32×4 (stored in a phase of four lanes)", tile.F32, 32, 4},
 		{"f64 32×16", tile.F64, 32, 16},
 		{"f64 8×32", tile.F64, 8, 32},
+		// square: eᵀ has e's shape, so its store would be in e's own
+		// phase, reading e at other lanes; it is read a level later
+		// (declined before 2026-12-07's fifty-fifth session)
+		{"f32 16×16 (square)", tile.F32, 16, 16},
+		{"f32 8×8 (square)", tile.F32, 8, 8},
+		{"f32 4×4 (square, a phase of four lanes)", tile.F32, 4, 4},
+		{"f64 16×16 (square)", tile.F64, 16, 16},
+		{"f64 2×2 (square)", tile.F64, 2, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := tile.NewBuilder("trans_kept", nil)
