@@ -118,7 +118,7 @@ func innerWhole(t Target, inS []int, reduced []bool, outs int, meta tile.Meta) b
 	}
 	inner := blockAtLeast(redS[len(redS)-1])
 	if inner < minRowF64 {
-		inner = minRowF64 // (a block of at least 4: float64 rows of 1 or 2 are declined)
+		inner = minRowF64 // (a block of at least 4: minRowF64)
 	}
 	bo := max(1, min(pow2AtLeast(no), t.perThread(32, 4096)/inner/max(1, outs)))
 	meta["BLOCK_O"], meta["BLOCK_R"], meta["CHUNK"], meta["INNER"] = bo, inner, numel(redS), inner
@@ -352,9 +352,11 @@ const minColumnsCPU = 32
 
 // minRowF64 is the shortest block of a float64 row a reduction or a row
 // kernel reads on a CPU whose kernels are machine code: its row sums are
-// four partial sums (codegen/cpu/native declines blocks of 1 and 2, where
-// a LogSoftMax over two classes, or a sum of rows of 2, ran on the
-// executor); shorter rows are masked in a block of 4.
+// four partial sums (codegen/cpu/native declined blocks of 1 and 2 until
+// 2026-12-07's fifty-fifth session, so that a LogSoftMax over two
+// classes, or a sum of rows of 2, ran on the executor; it takes them now,
+// and the block of 4 stays, not measured against them); shorter rows are
+// masked in a block of 4.
 const minRowF64 = 4
 
 // minColumnLanes is the fewest columns a column reduction's block takes on
