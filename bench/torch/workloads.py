@@ -457,6 +457,10 @@ PEER = [
     ("matmul 1024×256×256", 1024, 256, 256, False),
     # the MLP step's first layer (512 × 784 → 1024)
     ("matmul 512×1024×784", 512, 784, 1024, False),
+    # A·Bᵀ under a quarter wave
+    ("matmul NT 512×1024×784", 512, 784, 1024, False, False, True),
+    ("matmul NT 1024×256×1024", 1024, 1024, 256, False, False, True),
+    ("matmul NT 512³", 512, 512, 512, False, False, True),
     ("matmul 4095×4097×33", 4095, 33, 4097, False),
     ("matmul 4096×4096×50", 4096, 50, 4096, False),
     ("matmul 4096×4096×32", 4096, 32, 4096, False),

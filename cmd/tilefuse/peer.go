@@ -74,6 +74,10 @@ var peerCases = []peerCase{
 	{name: "matmul 1024×256×256", m: 1024, k: 256, n: 256},
 	// the MLP step's first layer (512 × 784 → 1024): 32 tiles of 128×128
 	{name: "matmul 512×1024×784", m: 512, k: 784, n: 1024},
+	// A·Bᵀ under a quarter wave (the model's choice from an eighth at TF32)
+	{name: "matmul NT 512×1024×784", m: 512, k: 784, n: 1024, tb: true},
+	{name: "matmul NT 1024×256×1024", m: 1024, k: 1024, n: 256, tb: true},
+	{name: "matmul NT 512³", m: 512, k: 512, n: 512, tb: true},
 	{name: "matmul 4095×4097×33", m: 4095, k: 33, n: 4097},
 	{name: "matmul 4096×4096×50", m: 4096, k: 50, n: 4096},
 	// the odd shapes' aligned neighbours (issue 10: an odd shape at least
