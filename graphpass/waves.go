@@ -257,7 +257,11 @@ func waveModelApplies(t Target, prec tile.Precision, s waveShape) bool {
 // step's first layer, 32 tiles) 53.8 against 95.9, 512³ 37.3 against
 // 41.2, 1024×256×1024 50.2 against 55.8, 1024×256×256 25.0 against 25.4;
 // not at bf16 (55.8 against 67.6 there, but 52.0 against 37.8, 38.6
-// against 29.8, 26.1 against 22.6).
+// against 29.8, 26.1 against 22.6). A·Bᵀ likewise (r55a, an H100, two
+// turns, the older rule against the model's choice): NT 512×1024×784
+// 51.7, 50.4 against 89.0, 91.8 (64×64), NT 1024×256×1024 (K in 4
+// parts) 37.6, 37.7 against 63.9, 64.5 (128×64), NT 512³ 39.4, 39.5
+// against 42.6, 41.8 (64×64).
 func (s waveShape) fewTiles(t Target, prec tile.Precision) bool {
 	tiles := s.batch * tile.CDiv(s.m, 128) * tile.CDiv(s.n, 128)
 	if tiles >= t.SMs || s.bare && s.k >= 2048 {
