@@ -110,6 +110,10 @@ type Measurement struct {
 	// StatsRuns runs (every run the bench made of it, untimed ones too)
 	ExecutorLaunches int `json:"executor_launches,omitempty"`
 	StatsRuns        int `json:"stats_runs,omitempty"`
+	// UntimedRuns, on the CPU: the untimed runs (training steps) made
+	// between a collection and a timed run, one a timed run unless
+	// ColdCPU or the mode's warm-up run took warmLong or more
+	UntimedRuns int `json:"untimed_runs,omitempty"`
 	// Device times, tilefuse modes on the GPU: the graph's compute run
 	// back to back on the device (fusion.Machine.DeviceTimes: Runs runs
 	// after 50 ms of untimed ones, events between them, nothing copied), as
@@ -515,6 +519,7 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 				if err := run(r.vm, i+len(sets)-1); err != nil {
 					return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
 				}
+				r.m.UntimedRuns++
 			}
 			if o.Backend == fusion.CUDA {
 				warm := time.Duration(0)
@@ -717,8 +722,8 @@ const gpuWarm = 50 * time.Millisecond
 
 // warmLong: on the CPU, a mode whose warm-up run took this long or more
 // times each run right after the collection, without an untimed run of
-// its own before it.
-const warmLong = 20 * time.Millisecond
+// its own before it (a variable for tests).
+var warmLong = 20 * time.Millisecond
 
 func median(sorted []float64) float64 {
 	n := len(sorted)

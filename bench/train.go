@@ -247,6 +247,7 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 				if err := step(r, i+len(sets)-1, nil); err != nil {
 					return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
 				}
+				r.m.UntimedRuns++
 			}
 			if o.Backend == fusion.CUDA && r.m.Mode != Gorgonia {
 				for t0 := time.Now(); time.Since(t0) < gpuWarm; { // the set before the timed step's, as Graph's

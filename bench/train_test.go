@@ -110,3 +110,42 @@ func TestLoop(t *testing.T) {
 		})
 	}
 }
+
+// TestUntimedRuns: on the CPU each timed run (training step) follows an
+// untimed one of its mode unless the mode's warm-up run took warmLong or
+// more (Graph and training steps alike; training steps kept theirs
+// always until 2026-12-07) or ColdCPU: every mode of a graph and of a
+// training step, with warmLong above and below any run's time.
+func TestUntimedRuns(t *testing.T) {
+	defer func(w time.Duration) { warmLong = w }(warmLong)
+	for _, c := range []struct {
+		name  string
+		build func(string) (Spec, error)
+	}{
+		{"softmax", func(size string) (Spec, error) { w, _ := Lookup("softmax"); return w.Build(size) }},
+		{"mlp_train", mlpTrain},
+	} {
+		for _, w := range []struct {
+			name string
+			long time.Duration
+			cold bool
+			want int // untimed runs per mode
+		}{
+			{"every run short", time.Hour, false, 3},
+			{"every run long", 0, false, 0},
+			{"cold", time.Hour, true, 0},
+		} {
+			t.Run(c.name+"/"+w.name, func(t *testing.T) {
+				warmLong = w.long
+				s, err := c.build("small")
+				require.NoError(t, err)
+				r, err := Graph(s, Options{Runs: 3, WarmUp: time.Millisecond, ColdCPU: w.cold})
+				require.NoError(t, err)
+				require.Len(t, r.Modes, 3)
+				for _, m := range r.Modes {
+					assert.Equal(t, w.want, m.UntimedRuns, m.Mode)
+				}
+			})
+		}
+	}
+}
