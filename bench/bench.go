@@ -111,8 +111,8 @@ type Measurement struct {
 	ExecutorLaunches int `json:"executor_launches,omitempty"`
 	StatsRuns        int `json:"stats_runs,omitempty"`
 	// UntimedRuns, on the CPU: the untimed runs (training steps) made
-	// between a collection and a timed run, one a timed run unless
-	// ColdCPU or the mode's warm-up run took warmLong or more
+	// between a collection and a timed run, one before each timed run
+	// unless ColdCPU or the mode's warm-up run took warmLong or more
 	UntimedRuns int `json:"untimed_runs,omitempty"`
 	// Device times, tilefuse modes on the GPU: the graph's compute run
 	// back to back on the device (fusion.Machine.DeviceTimes: Runs runs

@@ -237,9 +237,9 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 	}
 	// timed steps, the modes taking turns (see Graph: on the CPU one
 	// untimed step between the collection and the timed one, unless
-	// ColdCPU or the mode's warm-up step took warmLong or more: Gorgonia's
-	// steps of encoder_train large, ~1 s each on the 2-core VM, took 5 of
-	// the main job's ~55 s twice over)
+	// ColdCPU or the mode's warm-up step took warmLong or more: the
+	// untimed steps of Gorgonia's encoder_train large, ~1 s each on the
+	// 2-core VM, were ~5 s of the main job's ~55)
 	for i := range turns {
 		for _, r := range modes {
 			runtime.GC()

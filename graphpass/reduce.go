@@ -118,7 +118,7 @@ func innerWhole(t Target, inS []int, reduced []bool, outs int, meta tile.Meta) b
 	}
 	inner := blockAtLeast(redS[len(redS)-1])
 	if inner < minRowF64 {
-		inner = minRowF64 // (a block of at least 4: minRowF64)
+		inner = minRowF64 // float64 rows in blocks of 4 or more
 	}
 	bo := max(1, min(pow2AtLeast(no), t.perThread(32, 4096)/inner/max(1, outs)))
 	meta["BLOCK_O"], meta["BLOCK_R"], meta["CHUNK"], meta["INNER"] = bo, inner, numel(redS), inner
