@@ -276,7 +276,7 @@ func (pg *phaseGen) reduceF64(r *redState, c int, xr amd64.VReg, t []amd64.VReg)
 				// executor's ((0 + x0) + 0) + (0 + 0) and ((0 + x0) + x1)
 				// + … bit for bit (+0 + x differs from x only at x = −0,
 				// where both give +0)
-				a.VANDPD(t[0], xr, g.lowLanesF64(pg.last))
+				a.VANDPD(t[0], xr, g.laneMask(2*pg.last)) // f64 lane i: f32 lanes 2i, 2i+1
 				xr = t[0]
 			}
 			a.VADDPD(acc, acc, xr)
@@ -334,16 +334,6 @@ func (pg *phaseGen) reduceF64(r *redState, c int, xr amd64.VReg, t []amd64.VReg)
 	}
 	a.Bind(done)
 	return nil
-}
-
-// lowLanesF64 is a 32-byte constant whose first n float64 lanes are all
-// ones and the rest zero: an AND keeps lanes 0…n−1.
-func (g *gen) lowLanesF64(n int) amd64.Mem {
-	var b [32]byte
-	for i := 0; i < 8*n; i++ {
-		b[i] = 0xff
-	}
-	return g.constBytes(b)
 }
 
 // rowEndF64 finishes f64 last-axis reduction r of a row into X0.
