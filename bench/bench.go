@@ -515,7 +515,7 @@ func Graph(s Spec, o Options) (res *Result, err error) {
 	for i := range turns {
 		for _, r := range runs {
 			runtime.GC()
-			if o.Backend != fusion.CUDA && !o.ColdCPU && r.warm < warmLong {
+			if untimedFirst(o, r.warm) {
 				if err := run(r.vm, i+len(sets)-1); err != nil {
 					return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
 				}
@@ -724,6 +724,13 @@ const gpuWarm = 50 * time.Millisecond
 // times each run right after the collection, without an untimed run of
 // its own before it (a variable for tests).
 var warmLong = 20 * time.Millisecond
+
+// untimedFirst reports whether a timed run (training step) of a mode whose
+// warm-up run took warm follows an untimed one of its own after the
+// collection: on the CPU, unless ColdCPU or warm is warmLong or more.
+func untimedFirst(o Options, warm time.Duration) bool {
+	return o.Backend != fusion.CUDA && !o.ColdCPU && warm < warmLong
+}
 
 func median(sorted []float64) float64 {
 	n := len(sorted)

@@ -243,7 +243,7 @@ func trainGraph(s Spec, o Options) (res *Result, err error) {
 	for i := range turns {
 		for _, r := range modes {
 			runtime.GC()
-			if o.Backend != fusion.CUDA && !o.ColdCPU && r.warm < warmLong {
+			if untimedFirst(o, r.warm) {
 				if err := step(r, i+len(sets)-1, nil); err != nil {
 					return nil, fmt.Errorf("bench: %s: %s: %w", s.Name, r.m.Mode, err)
 				}
