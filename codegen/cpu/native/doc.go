@@ -196,8 +196,14 @@
 // FoldIntRoundTrips; a load or store whose lanes lie a constant stride
 // apart is eight scalar accesses a vector: unmasked, its row's range
 // checked at the row's start; masked, those of the active lanes, their
-// range checked per vector, a load's others taking other), reshapes other than
-// inserting or removing dimensions of size 1, reductions along axes other
+// range checked per vector, a load's others taking other), reshapes that
+// regroup dimensions other than those of integer ranges, loads and
+// elementwise values (Compile plans tile's SinkReshapes copy, in which
+// such a reshape is made of its operands reshaped, down to integer
+// ranges, which the plan reshapes by their coefficients where each
+// dimension splits into several or contiguous ones merge: plan.go
+// regroup; a reduction's result or a product's regrouped is declined),
+// reductions along axes other
 // than the last (or axis 0 of a 2-D block), f32 rem (f32 exp, tanh, log,
 // sigmoid, log1p, expm1, erf, log2, exp2, sign, pow, and sin and cos up
 // to 2^17 in magnitude, bailing out beyond, are native: mathf.go).

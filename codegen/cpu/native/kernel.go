@@ -83,6 +83,10 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 	// FoldIntRoundTrips: the code's integer blocks are affine in the
 	// lanes, with no integer vectors); k stays the kernel Kernel returns
 	pk, _ := k.FoldIntRoundTrips()
+	// a reshape that regroups dimensions of a load or of elementwise ops
+	// made of its operands reshaped (tile's SinkReshapes), down to
+	// integer ranges, which the plan reshapes by their coefficients
+	pk, _ = pk.SinkReshapes()
 	if ps := divisorParams(pk); len(ps) > 0 {
 		// compiled for each set of divisors the launches pass (special.go),
 		// where it compiles with divisors no block spans (else declined

@@ -786,7 +786,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		return nil
 	case v.Op.IsShape():
 		src := p.in(v.Args[0])
-		if v.Op == tile.OpReshape && !unitReshape(v.Args[0].Type.Shape, t.Shape) {
+		if v.Op == tile.OpReshape && !tile.UnitReshape(v.Args[0].Type.Shape, t.Shape) {
 			return unsupported(v, "reshape %v → %v", v.Args[0].Type.Shape, t.Shape)
 		}
 		in.kind = kView
@@ -868,31 +868,6 @@ func vectorF64Op(o tile.Op) bool {
 func (p *plan) allFormula(v *tile.Value) bool {
 	for _, a := range v.Args {
 		if !p.in(a).formula {
-			return false
-		}
-	}
-	return true
-}
-
-// unitReshape reports whether a reshape from s to t only inserts or
-// removes dimensions of size 1.
-func unitReshape(s, t tile.Shape) bool {
-	var a, b []int
-	for i := 0; i < s.Rank; i++ {
-		if s.Dims[i] != 1 {
-			a = append(a, s.Dims[i])
-		}
-	}
-	for i := 0; i < t.Rank; i++ {
-		if t.Dims[i] != 1 {
-			b = append(b, t.Dims[i])
-		}
-	}
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
 			return false
 		}
 	}
@@ -1076,6 +1051,14 @@ func (p *plan) affineOf(v *tile.Value) (*aff, error) {
 		a.root, a.c = src.root, src.c
 		m, ok := viewMap(v)
 		if !ok {
+			// a reshape that splits dimensions (or merges ones whose
+			// coefficients are contiguous) is affine in the result's lanes
+			if v.Op == tile.OpReshape {
+				if cs, ok := regroup(src, v.Args[0].Type.Shape, t.Shape); ok {
+					a.coef = cs
+					return a, nil
+				}
+			}
 			return nil, unsupported(v, "reshape %v → %v", v.Args[0].Type.Shape, t.Shape)
 		}
 		// a[d] of the result = src at index m(d): each source dimension's
@@ -1188,6 +1171,76 @@ func uniform(a *aff) bool {
 	return true
 }
 
+// regroup gives the coefficients of src, an affine block of shape s,
+// reshaped to t (row-major order kept), where that is affine: where the
+// dimensions of size more than 1 fall into groups of equal extent, each
+// either one dimension of s split into dimensions of t (index q of s is
+// Σ q[j]·stride[j] over the group's dimensions j of t) or dimensions of s
+// merged into one of t whose constant coefficients are those of one
+// index running over them (c[i] = c[last]·the extent after i).
+func regroup(src *aff, s, t tile.Shape) (cs [tile.MaxRank]*sx, ok bool) {
+	for d := 0; d < t.Rank; d++ {
+		cs[d] = sConst(0)
+	}
+	var sd, td []int // the dimensions of size more than 1
+	for d := 0; d < s.Rank; d++ {
+		if s.Dims[d] > 1 {
+			sd = append(sd, d)
+		}
+	}
+	for d := 0; d < t.Rank; d++ {
+		if t.Dims[d] > 1 {
+			td = append(td, d)
+		}
+	}
+	i, j := 0, 0
+	for i < len(sd) && j < len(td) {
+		i0, j0 := i, j
+		ps, pt := s.Dims[sd[i]], t.Dims[td[j]]
+		i++
+		j++
+		for ps != pt {
+			if ps < pt {
+				if i == len(sd) {
+					return cs, false
+				}
+				ps *= s.Dims[sd[i]]
+				i++
+			} else {
+				if j == len(td) {
+					return cs, false
+				}
+				pt *= t.Dims[td[j]]
+				j++
+			}
+		}
+		switch {
+		case i-i0 == 1: // one dimension of s split over t's j0..j-1
+			stride := int64(1)
+			for jj := j - 1; jj >= j0; jj-- {
+				cs[td[jj]] = sMul(src.coef[sd[i0]], sConst(stride))
+				stride *= int64(t.Dims[td[jj]])
+			}
+		case j-j0 == 1: // s's i0..i-1 merged into one of t
+			last := src.coef[sd[i-1]]
+			if last.op != sxConst {
+				return cs, false
+			}
+			stride := int64(1)
+			for ii := i - 1; ii >= i0; ii-- {
+				if c := src.coef[sd[ii]]; c.op != sxConst || c.k != last.k*stride {
+					return cs, false
+				}
+				stride *= int64(s.Dims[sd[ii]])
+			}
+			cs[td[j0]] = last
+		default:
+			return cs, false
+		}
+	}
+	return cs, i == len(sd) && j == len(td)
+}
+
 // viewMap says, for each dimension of a shape op's operand, which
 // dimension of the result it is indexed by (-1: none, the operand's
 // dimension has size 1).
@@ -1218,7 +1271,7 @@ func viewMap(v *tile.Value) ([]int, bool) {
 		m[0], m[1] = 1, 0
 		return m, true
 	case tile.OpReshape:
-		if !unitReshape(src, dst) {
+		if !tile.UnitReshape(src, dst) {
 			return nil, false
 		}
 		j := 0
