@@ -42,6 +42,12 @@ func tempsFor(n *node, newton bool) int {
 		case tile.OpRsqrt:
 			return 3
 		case tile.OpRem:
+			switch n.v.Type.DType {
+			case tile.F32:
+				return rem32Temps // rem.go
+			case tile.F64:
+				return 12 // rem.go: remF64
+			}
 			return 3 // remconst.go
 		case tile.OpPow:
 			return 12 // ops.go: pow32, and its operands loaded from memory; powd.go: powF64
@@ -255,7 +261,7 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 		switch n.v.Op {
 		case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid:
 			nt = mathTempsPairs // and their high halves (mathdy.go)
-		case tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2, tile.OpPow:
+		case tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2, tile.OpPow, tile.OpRem:
 			nt = 0 // every register saved and used (zasm.go: mathF64Pairs)
 		}
 	}

@@ -186,9 +186,7 @@
 // What is not supported yet (Compile says which value and why): nested
 // loops, f64 products of precisions other than ieee, i32 atomics, atomics
 // whose old values are read or to a buffer the kernel also loads or
-// stores, f64 rem,
-// integer
-// loads and non-affine integer blocks (div/rem of lanes are affine only
+// stores, integer loads and non-affine integer blocks (div/rem of lanes are affine only
 // where a block does not straddle a multiple of the divisor: checked per
 // program, else a bail-out; a remainder by a constant that the lanes span
 // is computed per lane where only masks and casts read it, remconst.go;
@@ -204,9 +202,10 @@
 // dimension splits into several or contiguous ones merge: plan.go
 // regroup; a reduction's result or a product's regrouped is declined),
 // reductions along axes other
-// than the last (or axis 0 of a 2-D block), f32 rem (f32 exp, tanh, log,
+// than the last (or axis 0 of a 2-D block). (f32 exp, tanh, log,
 // sigmoid, log1p, expm1, erf, log2, exp2, sign, pow, and sin and cos up
-// to 2^17 in magnitude, bailing out beyond, are native: mathf.go).
+// to 2^17 in magnitude, bailing out beyond, are native: mathf.go; f32 and
+// f64 rem, Go's math.Mod bit for bit, too: rem.go.)
 //
 // The generated code follows codegen/cpu/jit's rules: no stack, RDI the
 // frame throughout, RBP and R15 untouched, a bounded amount of work a call

@@ -117,6 +117,8 @@ func (g *gen) f64Op(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) err
 		g.mathF64(v.Op, dst, s[0].reg, t)
 	case tile.OpPow: // powd.go: the reference's, bit for bit
 		g.powF64(z(dst), r(0), r(1), t)
+	case tile.OpRem: // rem.go: the reference's, bit for bit
+		g.remF64(z(dst), r(0), r(1), t)
 	case tile.OpSelect:
 		a.VBLENDMPDZ(z(dst), g.kMask(s[0].reg), r(2), r(1))
 	case tile.OpCast:

@@ -56,7 +56,7 @@ func (g *gen) f64OpY(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) er
 	switch v.Op {
 	case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid: // mathdy.go
 		return g.mathF64Y(v, dst, s[0].reg, t)
-	case tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2, tile.OpPow: // zasm.go
+	case tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2, tile.OpPow, tile.OpRem: // zasm.go
 		return g.mathF64Pairs(v, dst, s)
 	case tile.OpSelect:
 		// both halves' masks first: dst may be the mask's register

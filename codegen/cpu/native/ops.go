@@ -97,6 +97,8 @@ func (g *gen) floatOp(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) e
 		g.mathF32(v.Op, dst, g.reg(s[0], t[9]), t[:9])
 	case tile.OpPow:
 		g.pow32(dst, g.reg(s[0], t[10]), g.reg(s[1], t[11]), t[:10])
+	case tile.OpRem:
+		g.rem32(dst, g.reg(s[0], t[10]), g.reg(s[1], t[11]), t[:10])
 	case tile.OpSign: // 1 where x > 0, -1 where x < 0, else x (±0, NaN)
 		x := g.reg(s[0], t[2])
 		zero := g.constF32(0)

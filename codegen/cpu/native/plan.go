@@ -308,7 +308,7 @@ func vectorFloatOp(o tile.Op) bool {
 	case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpDiv, tile.OpMin, tile.OpMax,
 		tile.OpNeg, tile.OpAbs, tile.OpSqrt, tile.OpRsqrt, tile.OpExp, tile.OpTanh, tile.OpLog,
 		tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpLog2, tile.OpExp2, tile.OpSign,
-		tile.OpSin, tile.OpCos, tile.OpPow, tile.OpFloor, tile.OpCeil, tile.OpSelect:
+		tile.OpSin, tile.OpCos, tile.OpPow, tile.OpFloor, tile.OpCeil, tile.OpSelect, tile.OpRem:
 		return true
 	}
 	return false
@@ -859,7 +859,7 @@ func vectorF64Op(o tile.Op) bool {
 		tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid,
 		// written for zmm registers (mathd.go, powd.go), run on ymm halves
 		// without AVX-512 (zasm.go)
-		tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2, tile.OpPow:
+		tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpSin, tile.OpCos, tile.OpExp2, tile.OpLog2, tile.OpPow, tile.OpRem:
 		return true
 	}
 	return false

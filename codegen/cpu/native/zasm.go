@@ -215,9 +215,12 @@ func (g *gen) mathF64Pairs(v *tile.Value, dst amd64.VReg, s []opnd) error {
 			a.VMOVUPS(amd64.VReg(i), fr(save+32*int32(half(o.reg, h))))
 		}
 		g.zh = &halfAsm{Asm: a, kslot: save + 16*32}
-		if v.Op == tile.OpPow {
+		switch v.Op {
+		case tile.OpPow:
 			g.powF64(0, 0, 1, t)
-		} else {
+		case tile.OpRem:
+			g.remF64(0, 0, 1, t)
+		default:
 			mathF64Forms[v.Op](g, 0, 0, t)
 		}
 		g.zh = nil
