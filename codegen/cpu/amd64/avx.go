@@ -94,6 +94,10 @@ var (
 	opBROADCASTSD = vop{map0F38, pp66, false, 0x19}
 	opCVTDQ2PD    = vop{map0F, ppF3, false, 0xe6}
 	opPMULLD      = vop{map0F38, pp66, false, 0x40}
+	opPMINSD      = vop{map0F38, pp66, false, 0x39}
+	opPMAXSD      = vop{map0F38, pp66, false, 0x3d}
+	opPABSD       = vop{map0F38, pp66, false, 0x1e}
+	opCVTTPD2DQ   = vop{map0F, pp66, false, 0xe6}
 	opPMOVSXDQ    = vop{map0F38, pp66, false, 0x25}
 	opFMADD231PS  = vop{map0F38, pp66, false, 0xb8}
 	opFMADD213PS  = vop{map0F38, pp66, false, 0xa8}
@@ -465,6 +469,19 @@ func (a *Asm) VPSUBD(d, x VReg, y Operand) { a.v3(opPSUBD, true, uint8(d), uint8
 
 // VPMULLD d = a · b (low 32 bits).
 func (a *Asm) VPMULLD(d, x VReg, y Operand) { a.v3(opPMULLD, true, uint8(d), uint8(x), y) }
+
+// VPMINSD d = min(a, b) (signed int32 lanes).
+func (a *Asm) VPMINSD(d, x VReg, y Operand) { a.v3(opPMINSD, true, uint8(d), uint8(x), y) }
+
+// VPMAXSD d = max(a, b) (signed int32 lanes).
+func (a *Asm) VPMAXSD(d, x VReg, y Operand) { a.v3(opPMAXSD, true, uint8(d), uint8(x), y) }
+
+// VPABSD d = |s| (int32 lanes; MinInt32 stays MinInt32).
+func (a *Asm) VPABSD(d VReg, s Operand) { a.v3(opPABSD, true, uint8(d), 0, s) }
+
+// VCVTTPD2DQ d(xmm) = s's 4 f64 lanes truncated to int32 (0x80000000
+// where out of range or NaN).
+func (a *Asm) VCVTTPD2DQ(d VReg, s VReg) { a.v3(opCVTTPD2DQ, true, uint8(d), 0, s) }
 
 // VPADDQ d = a + b (int64 lanes).
 func (a *Asm) VPADDQ(d, x VReg, y Operand) { a.v3(opPADDQ, true, uint8(d), uint8(x), y) }

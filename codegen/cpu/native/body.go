@@ -32,6 +32,9 @@ func (o opnd) rm() amd64.Operand {
 func tempsFor(n *node, newton bool) int {
 	switch n.op {
 	case opCompute:
+		if n.v.Type.DType == tile.I32 && !n.v.Type.Ptr && n.v.Op != tile.OpRem {
+			return intTemps(n.v) // ints.go
+		}
 		switch n.v.Op {
 		case tile.OpExp, tile.OpTanh, tile.OpLog, tile.OpSigmoid, tile.OpLog1p, tile.OpExpm1, tile.OpErf, tile.OpLog2, tile.OpExp2,
 			tile.OpSin, tile.OpCos:
@@ -48,7 +51,7 @@ func tempsFor(n *node, newton bool) int {
 			case tile.F64:
 				return 12 // rem.go: remF64
 			}
-			return 3 // remconst.go
+			return intTemps(n.v) // ints.go, and remconst.go's 3
 		case tile.OpPow:
 			return 12 // ops.go: pow32, and its operands loaded from memory; powd.go: powF64
 		case tile.OpDiv:
@@ -77,6 +80,9 @@ func tempsFor(n *node, newton bool) int {
 	case opReduce:
 		return 4
 	case opStore, opMatWrite, opMatRead:
+		if n.scat {
+			return 3 // atomicAdd: the offsets
+		}
 		return 2
 	}
 	return 1
@@ -294,8 +300,10 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 	switch n.op {
 	case opCompute:
 		switch {
-		case n.v.Op == tile.OpRem && n.v.Type.DType == tile.I32:
+		case pg.g.p.in(n.v).kind == kPeriodic:
 			pg.g.remConst(dst, srcs[0].reg, pg.g.p.in(n.v).period, temps)
+		case n.v.Type.DType == tile.I32:
+			err = pg.g.intOp(n.v, dst, srcs, temps)
 		case n.v.Type.DType == tile.I1 && n.v.Op.IsCompare() && n.v.Args[0].Type.DType == tile.F64:
 			err = pg.g.f64Compare(n.v, dst, srcs, temps)
 		case n.v.Type.DType == tile.I1:
@@ -973,11 +981,16 @@ func (pg *phaseGen) atomicAdd(n *node, srcs []opnd, t []amd64.VReg) error {
 	}
 	val := toReg(pg, srcs[0], t[1])
 	var m *opnd
-	if len(srcs) > 1 {
+	var offs amd64.VReg
+	nm := len(srcs)
+	if n.scat {
+		offs, nm = toReg(pg, srcs[nm-1], t[2]), nm-1
+	}
+	if nm > 1 {
 		m = &srcs[1]
 	}
 	mask, masked := pg.activeMask(m, t[0])
-	if masked && m != nil {
+	if masked && m != nil && !n.scat {
 		pg.checkLanes(n, n.pat, mask)
 	}
 	vals := g.alloc(64, 64)
@@ -990,6 +1003,11 @@ func (pg *phaseGen) atomicAdd(n *node, srcs []opnd, t []amd64.VReg) error {
 		g.storeF64Y(fr(vals), val, 0, false, 0)
 	default:
 		a.VMOVUPSstore(fr(vals), val)
+	}
+	var offSlots int32
+	if n.scat {
+		offSlots = g.alloc(32, 32)
+		a.VMOVUPSstore(fr(offSlots), offs)
 	}
 	if masked {
 		a.VMOVMSKPS(rT0, mask)
@@ -1008,12 +1026,35 @@ func (pg *phaseGen) atomicAdd(n *node, srcs []opnd, t []amd64.VReg) error {
 		}
 		a.MOVQload(rT1, base)
 		at := amd64.Ptr(rT1, int32(l)*esz*int32(n.pat.elast))
+		if n.scat {
+			// the lane's element: its base's plus its offset, checked
+			// against the buffer (a fault falls back)
+			a.ADDQimm(rT1, int32(l)*esz*int32(n.pat.elast))
+			a.MOVSXDload(rT0, fr(offSlots+4*int32(l)))
+			a.SHLQ(rT0, n.pat.sh)
+			a.ADDQ(rT1, rT0)
+			bad := g.stub(n.v.ID)
+			a.CMPQload(rT1, fr(paramBase(n.pat.root)))
+			a.Jcc(amd64.CondB, bad)
+			a.LEAQ(rT0, amd64.Ptr(rT1, esz))
+			a.CMPQload(rT0, fr(paramEnd(n.pat.root)))
+			a.Jcc(amd64.CondA, bad)
+			at = amd64.Ptr(rT1, 0)
+		}
 		if f64 {
 			a.MOVQload(rT0, at)
 		} else {
 			a.MOVLload(rT0, at)
 		}
 		a.Bind(retry)
+		if n.v.Type.DType == tile.I32 { // an integer add: old + val, swapped in
+			a.MOVLload(amd64.RCX, fr(vals+int32(l)*esz))
+			a.ADDL(amd64.RCX, rT0)
+			a.LOCKCMPXCHGL(at, amd64.RCX)
+			a.Jcc(amd64.CondNE, retry)
+			a.Bind(skip)
+			continue
+		}
 		a.MOVQstore(cur, rT0)
 		if f64 {
 			a.VMOVSDload(x, cur)

@@ -12,11 +12,14 @@
 //     (tile.Kernel.CSE): generated kernels repeat their index arithmetic
 //     and masks (a col2im's nine taps), which each vector would otherwise
 //     compute once a repetition.
-//   - Every integer and pointer block is an affine function of the lane
-//     index, c + Σ coef[d]·q[d], with c and the coefficients scalar
-//     expressions of the program's scalars (program ids, parameters,
-//     constants): loads and stores go through addresses computed at the
-//     start of each row, never through per-lane offsets; lanes a constant
+//   - Every pointer block and every integer block used in an address is
+//     an affine function of the lane index, c + Σ coef[d]·q[d], with c
+//     and the coefficients scalar expressions of the program's scalars
+//     (program ids, parameters, constants): loads and stores go through
+//     addresses computed at the start of each row, never through per-lane
+//     offsets (i32 blocks that are not affine — loaded integers, what is
+//     computed from them, floats cast to i32 — are data: vectors computed
+//     per position as f32 ones are, in ymm loops; ints.go); lanes a constant
 //     stride of more than one element apart (a transpose's reads, an
 //     im2col's stores) are loaded or stored one lane at a time (f32 and
 //     f64; in ymm loops, without the per-lane tests in rows whose masks
@@ -177,16 +180,22 @@
 // than the divisor (Compile declines the kernel where it would not compile
 // with divisors no block spans).
 //
-// Atomic adds (f32, f64) run lane by lane, each a compare-and-swap loop
-// on the element's bits (body.go: atomicAdd), outside the unmasked loops;
+// Atomic adds (f32, f64, i32) run lane by lane, each a compare-and-swap
+// loop on the element's bits (body.go: atomicAdd), outside the unmasked
+// loops; through an affine pointer, or one plus offsets that are i32 data
+// (a histogram's bins, a scatter-add at loaded indices: kScatter, each
+// lane's element checked against its buffer, a fault falling back);
 // a launch of such a kernel saves the buffers it adds to and puts them
 // back where it falls back (the executor then adds once), and a program
 // that bails out fails the whole launch.
 //
 // What is not supported yet (Compile says which value and why): nested
-// loops, f64 products of precisions other than ieee, i32 atomics, atomics
-// whose old values are read or to a buffer the kernel also loads or
-// stores, integer loads and non-affine integer blocks (div/rem of lanes are affine only
+// loops, f64 products of precisions other than ieee, atomics whose old
+// values are read or to a buffer the kernel also loads or stores,
+// integers that are not affine used as addresses of loads and stores (a
+// gather or scatter through loaded indices: atomic adds take them, and
+// i32 data blocks otherwise run, ints.go;
+// div/rem of lanes are affine only
 // where a block does not straddle a multiple of the divisor: checked per
 // program, else a bail-out; a remainder by a constant that the lanes span
 // is computed per lane where only masks and casts read it, remconst.go;

@@ -749,6 +749,9 @@ func (pg *phaseGen) zmmOK(fp *fastPlan) bool {
 
 // zmmOp reports whether v's op has its zmm form in ops.go (through vec.go).
 func zmmOp(v *tile.Value) bool {
+	if v.Type.DType == tile.I32 {
+		return false // ints.go: i32 data blocks in ymm only
+	}
 	switch v.Op {
 	case tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpDiv, tile.OpMin, tile.OpMax,
 		tile.OpNeg, tile.OpAbs, tile.OpSqrt, tile.OpFloor, tile.OpCeil,

@@ -473,6 +473,8 @@ func (nk *Kernel) save(args []any) []any {
 			saved[j] = slices.Clone(b)
 		case []float64:
 			saved[j] = slices.Clone(b)
+		case []int32:
+			saved[j] = slices.Clone(b)
 		}
 	}
 	return saved
@@ -486,6 +488,8 @@ func (nk *Kernel) restore(args, saved []any) {
 			copy(b, saved[j].([]float32))
 		case []float64:
 			copy(b, saved[j].([]float64))
+		case []int32:
+			copy(b, saved[j].([]int32))
 		}
 	}
 }

@@ -35,6 +35,7 @@ type node struct {
 	mem  amd64.Mem // opUniform
 	pat  *pattern  // memory ops and opIntVec
 	last int       // position of the last node that reads it, -1: none
+	scat bool      // an atomic add through a kScatter pointer: its last arg the offsets (pat the affine base)
 
 	// during emission of one body copy
 	reg   int   // register, or -1
@@ -163,7 +164,20 @@ func (pg *phaseGen) buildNodes() error {
 		case kStore:
 			// lanes a constant stride apart are stored lane by lane
 			// (scatter, scatterF64)
-			pat, err := pg.pointer(v.Args[0], id, true)
+			var pat *pattern
+			var offs *node
+			var err error
+			if pi := p.in(v.Args[0]); pi.kind == kScatter {
+				// an atomic add at an affine base plus loaded offsets
+				if pat, err = pg.affPattern(pi.base, pi.base.root, id); err == nil && pat.elast < 0 {
+					err = unsupported(v, "atomic add at a base with a stride known only at run time")
+				}
+				if err == nil {
+					offs, err = pg.eval(pi.scat, id)
+				}
+			} else {
+				pat, err = pg.pointer(v.Args[0], id, true)
+			}
 			if err != nil {
 				return err
 			}
@@ -182,7 +196,10 @@ func (pg *phaseGen) buildNodes() error {
 			} else {
 				pat.checked = true
 			}
-			pg.add(&node{v: v, op: opStore, args: args, pat: pat})
+			if offs != nil {
+				args = append(args, offs)
+			}
+			pg.add(&node{v: v, op: opStore, args: args, pat: pat, scat: offs != nil})
 		case kReduce:
 			x, err := pg.eval(v.Args[0], identity(v.Args[0].Type.Shape.Rank))
 			if err != nil {

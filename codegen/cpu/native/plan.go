@@ -42,6 +42,7 @@ const (
 	kDot                     // matrix product: a register-blocked micro-kernel over frame blocks (dot.go), its result a frame block
 	kTrans                   // a transposed load: packed transposed by a phase, turned back at the next level's start (trans.go), its result a frame block
 	kPeriodic                // i32 block: an affine one's remainder by a constant (period) its lanes span, computed per position (remconst.go)
+	kScatter                 // pointer block: an affine one (base) plus an i32 data block (scat), read only by atomic adds (ints.go)
 )
 
 // sx is a scalar integer expression over the program's scalar values,
@@ -169,6 +170,9 @@ type vinfo struct {
 	dotTrans [2]bool
 	// kPeriodic: the divisor
 	period int64
+	// kScatter: the affine pointer and the i32 data block of offsets
+	base *aff
+	scat *tile.Value
 }
 
 // pack is an operand of a product written to a frame block of its own: as
@@ -350,7 +354,7 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 				users = analysis.Users(k)
 			}
 			switch r := roots[v.Args[0].ID]; {
-			case v.Type.DType != tile.F32 && v.Type.DType != tile.F64:
+			case v.Type.DType != tile.F32 && v.Type.DType != tile.F64 && v.Type.DType != tile.I32:
 				err = unsupported(v, "%v atomics", v.Type.DType)
 			case len(users[v.ID]) > 0:
 				err = unsupported(v, "atomics whose old values are read")
@@ -715,7 +719,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 	if v.Op == tile.OpAtomicAdd {
 		// a store that adds, lane by lane (body.go: atomicAdd)
 		in.kind = kStore
-		if p.in(v.Args[0]).aff == nil {
+		if pi := p.in(v.Args[0]); pi.aff == nil && pi.kind != kScatter {
 			return unsupported(v, "atomic add through a pointer that is not affine")
 		}
 		return nil
@@ -730,12 +734,34 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 				in.kind, in.formula, in.period = kPeriodic, true, d
 				return nil
 			}
+			if x, d := v.Args[0], v.Args[len(v.Args)-1]; v.Op == tile.OpAddPtr && !t.Shape.IsScalar() &&
+				p.in(x).aff != nil && p.in(x).aff.root >= 0 && p.in(d).kind == kFloat && d.Type.DType == tile.I32 {
+				// an affine pointer plus loaded offsets: addresses lane by
+				// lane, for atomic adds only (a load or store through it
+				// finds no affine pointer and is declined)
+				in.kind, in.formula, in.base, in.scat = kScatter, true, p.in(x).aff, d
+				return nil
+			}
+			if p.intData(v) {
+				// an i32 block computed from loaded integers or a float:
+				// a vector per position, as an f32 one (ints.go)
+				in.kind = kFloat
+				if v.Op != tile.OpDiv && v.Op != tile.OpRem {
+					cost := 1
+					for _, a := range v.Args {
+						cost += p.in(a).cost
+					}
+					in.formula = p.allFormula(v) && cost <= maxFormulaCost
+					in.cost = cost
+				}
+				return nil
+			}
 			return err
 		}
 		in.kind, in.aff, in.formula = kAffine, a, true
 		return nil
 	case v.Op == tile.OpLoad:
-		if t.DType != tile.F32 && t.DType != tile.F64 {
+		if t.DType != tile.F32 && t.DType != tile.F64 && t.DType != tile.I32 {
 			return unsupported(v, "%v loads", t.DType)
 		}
 		root := p.in(v.Args[0]).aff
@@ -767,7 +793,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 			return unsupported(v, "store through a pointer that is not affine")
 		}
 		switch d := v.Args[1].Type.DType; {
-		case d != tile.F32 && d != tile.F64:
+		case d != tile.F32 && d != tile.F64 && d != tile.I32:
 			return unsupported(v, "%v stores", d)
 		}
 		return nil
@@ -863,6 +889,33 @@ func vectorF64Op(o tile.Op) bool {
 		return true
 	}
 	return false
+}
+
+// intData reports whether v, an integer block that is not affine, is an
+// i32 data block the code computes per position (ints.go): an op it has
+// whose operands are such blocks, affine i32 lanes, masks, or (a cast) a
+// float block, at least one of them not affine (a select's mask counts).
+func (p *plan) intData(v *tile.Value) bool {
+	t := v.Type
+	if t.Ptr || t.DType != tile.I32 || t.Shape.IsScalar() || !intDataOp(v) {
+		return false
+	}
+	data := false
+	for _, a := range v.Args {
+		ai := p.in(a)
+		switch {
+		case ai.kind == kFloat && (a.Type.DType == tile.I32 || a.Type.DType == tile.F32):
+			data = true
+		case ai.kind == kMask:
+			data = data || v.Op == tile.OpCast || v.Op == tile.OpSelect
+		case ai.kind == kAffine && a.Type.DType == tile.I32, ai.kind == kPeriodic:
+		case ai.kind == kView && a.Type.DType == tile.I32 && !a.Type.Ptr:
+			// a splat or broadcast of a scalar or of lanes
+		default:
+			return false
+		}
+	}
+	return data
 }
 
 func (p *plan) allFormula(v *tile.Value) bool {

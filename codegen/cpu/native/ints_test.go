@@ -1,0 +1,125 @@
+package native_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tilefuse/tilefuse/tile"
+	"github.com/tilefuse/tilefuse/tile/tiletest"
+)
+
+// TestIntDataNative: i32 blocks that are not affine in the lanes (loaded
+// integers, what is computed from them, floats cast to i32) as machine
+// code (ints.go), against the reference interpreter bit for bit on
+// poisoned outputs with a tail: every binary op at int32's edges (MinInt32
+// by −1, division and remainder by 0 and −1, wrapping products), the
+// unary ops, casts from f32 (NaN, infinities, 2³¹ and its neighbours,
+// halves), from i1 and back to f32, a select by a comparison of data, a
+// remainder by a parameter and a sum with lanes (a histogram's bins), and
+// a quotient kept in the frame for a phase after a reduction. Each kernel
+// was declined before 2026-12-07's fifty-sixth session ("i32 loads").
+func TestIntDataNative(t *testing.T) {
+	requireJIT(t)
+	const n = 203 // 6·32 + 11: a tail
+	rng := rand.New(rand.NewPCG(56, 3))
+	edges := []int32{0, 1, -1, 2, -2, 7, -7, 100, -99, math.MaxInt32, math.MinInt32, math.MaxInt32 - 1, math.MinInt32 + 1, 12345, 1 << 16}
+	xs, ys := make([]int32, n), make([]int32, n)
+	for i := range xs {
+		switch {
+		case i < len(edges)*len(edges) && i < n-16:
+			xs[i], ys[i] = edges[i/len(edges)%len(edges)], edges[i%len(edges)]
+		default:
+			xs[i], ys[i] = int32(rng.Uint32()), int32(rng.IntN(61)-30)
+		}
+	}
+	fs := make([]float32, n)
+	for i, f := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0x1p31, -0x1p31, 2147483520, -2147483904,
+		0.5, -0.5, 1.5, -1.5, 0.99, -0.99, 1e10, -1e10, 16777217, float32(math.Copysign(0, -1)), 1e-40} {
+		fs[i] = f
+	}
+	for i := 18; i < n; i++ {
+		fs[i] = float32(rng.NormFloat64() * 1e5)
+	}
+	type build func(b *tile.Builder, x, y, f *tile.Value, m, offs *tile.Value) *tile.Value // the i32 block stored
+	cases := []struct {
+		name  string
+		build build
+	}{}
+	for _, op := range []tile.Op{tile.OpAdd, tile.OpSub, tile.OpMul, tile.OpMin, tile.OpMax, tile.OpAnd, tile.OpOr, tile.OpXor, tile.OpDiv, tile.OpRem} {
+		cases = append(cases, struct {
+			name  string
+			build build
+		}{op.String(), func(b *tile.Builder, x, y, f, m, offs *tile.Value) *tile.Value { return b.Binary(op, x, y) }})
+	}
+	for _, op := range []tile.Op{tile.OpNeg, tile.OpNot, tile.OpAbs, tile.OpSign} {
+		cases = append(cases, struct {
+			name  string
+			build build
+		}{op.String(), func(b *tile.Builder, x, y, f, m, offs *tile.Value) *tile.Value { return b.Unary(op, x) }})
+	}
+	more := []struct {
+		name  string
+		build build
+	}{
+		{"cast f32 → i32", func(b *tile.Builder, x, y, f, m, offs *tile.Value) *tile.Value { return b.Cast(f, tile.I32) }},
+		{"cast i32 → f32 → i32 of x·3", func(b *tile.Builder, x, y, f, m, offs *tile.Value) *tile.Value {
+			return b.Cast(b.Mul(b.Cast(b.Mul(x, int32(3)), tile.F32), 0.25), tile.I32)
+		}},
+		{"cast i1 → i32 of x > y", func(b *tile.Builder, x, y, f, m, offs *tile.Value) *tile.Value { return b.Cast(b.Gt(x, y), tile.I32) }},
+		{"select by x < y", func(b *tile.Builder, x, y, f, m, offs *tile.Value) *tile.Value {
+			return b.Where(b.Lt(x, y), x, b.Add(y, offs))
+		}},
+		{"((x rem bins) + bins) rem bins, bins a parameter", nil},
+		{"a quotient kept past a reduction", func(b *tile.Builder, x, y, f, m, offs *tile.Value) *tile.Value {
+			q := b.Div(x, b.Add(b.Abs(y), int32(1)))
+			qf := b.Where(m, b.Cast(q, tile.F32), 0.0)
+			mean := b.Mul(b.Sum(qf, 0), 1.0/n)
+			return b.Where(b.Gt(qf, mean), q, b.Neg(q))
+		}},
+	}
+	cases = append(cases, more...)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := tile.NewBuilder("int_data", nil)
+			px, py, pf, pz := b.Ptr("x", tile.I32), b.Ptr("y", tile.I32), b.Ptr("f", tile.F32), b.Ptr("z", tile.I32)
+			bins := b.Param("bins", tile.I32)
+			offs := b.Arange(0, 256)
+			m := b.Lt(offs, n)
+			x, y := b.Load(b.AddPtr(px, offs), m, int32(0)), b.Load(b.AddPtr(py, offs), m, int32(1))
+			f := b.Load(b.AddPtr(pf, offs), m, 0.0)
+			var z *tile.Value
+			if c.build == nil {
+				bs := b.Splat(bins, tile.Shp(256))
+				z = b.Rem(b.Add(b.Rem(x, bs), bs), bs)
+			} else {
+				z = c.build(b, x, y, f, m, offs)
+			}
+			b.Store(b.AddPtr(pz, offs), z, m)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := func(launch func(args ...any) error) []int32 {
+				out := make([]int32, n+8)
+				for i := range out {
+					out[i] = -0x5a5a5a5b
+				}
+				if err := launch(xs, ys, fs, out, int32(37)); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{1}, args...) })
+			for _, isa := range isas(t) {
+				nk := compileFor(t, isa, k)
+				got := run(func(args ...any) error { return nk.Launch(tile.Grid{1}, args...) })
+				for i := range want {
+					if got[i] != want[i] {
+						t.Fatalf("%s: z[%d] = %d natively, %d on the reference (x %d, y %d, f %v)", isa, i, got[i], want[i], xs[min(i, n-1)], ys[min(i, n-1)], fs[min(i, n-1)])
+					}
+				}
+			}
+		})
+	}
+}
