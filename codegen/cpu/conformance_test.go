@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu"
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
@@ -129,10 +130,17 @@ func (l nativeLauncher) report(t *testing.T) {
 // TestConformanceNative, TestSemanticsNative and TestOpsNative run the
 // table, the semantics (faults included: they fall back to the executor,
 // which reports them) and the ops at special inputs with native code on.
+// Every case of the table compiles to machine code where this CPU runs
+// it (issue 16: since 2026-12-07's fifty-sixth session, 148 of 148; the
+// semantics and ops tables still have kernels the code generator
+// declines, which run on the executor).
 func TestConformanceNative(t *testing.T) {
 	l := newNativeLauncher()
 	tiletest.Run(t, l, tiletest.Cases())
 	l.report(t)
+	if jit.Supported() && l.native.Load() != l.total.Load() {
+		t.Errorf("%d of the %d conformance kernels are not machine code", l.total.Load()-l.native.Load(), l.total.Load())
+	}
 }
 
 func TestSemanticsNative(t *testing.T) {
