@@ -73,6 +73,9 @@ func tempsFor(n *node, newton bool) int {
 		}
 		return 1
 	case opLoad:
+		if n.scat {
+			return 4 // gatherIdx: the offsets
+		}
 		if n.pat != nil && n.pat.sh == 3 && n.pat.elast > 1 && len(n.args) == 2 && !isZeroConst(n.v.Args[2]) {
 			return 4 // an f64 gather under a mask whose other is not 0: gathered into t[3], blended
 		}
@@ -501,6 +504,10 @@ func (pg *phaseGen) checkLanes(n *node, pat *pattern, mask amd64.VReg) {
 // load: a vector load, masked (masked-off lanes never read: they take
 // other, or 0), from a buffer or a broadcast address.
 func (pg *phaseGen) load(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) error {
+	if n.scat {
+		pg.gatherIdx(n, dst, srcs, t)
+		return nil
+	}
 	a := pg.g.va()
 	var m *opnd
 	if len(srcs) > 0 {
@@ -733,6 +740,76 @@ func (pg *phaseGen) gather(pat *pattern, dst, t amd64.VReg) {
 	if pg.width > 4 {
 		half(t, 4, pg.width-4)
 		a.VINSERTF128(dst, dst, t, 1)
+	}
+}
+
+// gatherIdx is a load of 4-byte elements through a kScatter pointer:
+// each active lane's element, its base's lane plus its offset, checked
+// against the buffer (a fault falls back) and inserted into the vector,
+// the others +0, then other blended in where the load has one. srcs are
+// the mask and other (as the load has them) and the offsets, last.
+func (pg *phaseGen) gatherIdx(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) {
+	g := pg.g
+	a := g.va()
+	offs := toReg(pg, srcs[len(srcs)-1], t[3])
+	srcs = srcs[:len(srcs)-1]
+	var m *opnd
+	if len(srcs) > 0 {
+		m = &srcs[0]
+	}
+	mask, masked := pg.activeMask(m, t[0])
+	slots := g.alloc(48, 32) // the offsets, the lane-0 address, the mask's bits
+	offSlots, base, bits := slots, fr(slots+32), fr(slots+40)
+	a.VMOVUPSstore(fr(offSlots), offs)
+	if masked {
+		a.VMOVMSKPS(rT0, mask)
+		a.MOVQstore(bits, rT0)
+	}
+	pg.gatherBase(n.pat, 4) // RAX: lane 0's element (RDX clobbered)
+	a.MOVQstore(base, rT0)
+	other := len(srcs) == 2 && !isZeroConst(n.v.Args[2])
+	into := dst
+	if other {
+		into = t[2] // dst may be an operand's register: written last
+	}
+	a.VXORPS(into, into, into)
+	if pg.width > 4 {
+		a.VXORPS(t[1], t[1], t[1])
+	}
+	bad := g.stub(n.v.ID)
+	s := int32(4 * n.pat.elast)
+	for l := 0; l < pg.width; l++ {
+		r, ll := into, l
+		if l >= 4 {
+			r, ll = t[1], l-4
+		}
+		skip := a.NewLabel()
+		if masked {
+			a.MOVQload(rT1, bits)
+			a.SHRQ(rT1, uint8(l+1))
+			a.Jcc(amd64.CondAE, skip) // carry clear: lane l is off
+		}
+		a.MOVSXDload(rT1, fr(offSlots+4*int32(l)))
+		a.SHLQ(rT1, 2)
+		a.ADDQload(rT1, base)
+		if l > 0 && s != 0 {
+			a.ADDQimm(rT1, int32(l)*s)
+		}
+		a.CMPQload(rT1, fr(paramBase(n.pat.root)))
+		a.Jcc(amd64.CondB, bad)
+		a.LEAQ(rT0, amd64.Ptr(rT1, 4))
+		a.CMPQload(rT0, fr(paramEnd(n.pat.root)))
+		a.Jcc(amd64.CondA, bad)
+		a.VINSERTPS(r, r, amd64.Ptr(rT1, 0), uint8(ll<<4))
+		a.Bind(skip)
+	}
+	if pg.width > 4 {
+		a.VINSERTF128(into, into, t[1], 1)
+	}
+	if other {
+		mr := toReg(pg, *m, t[0])
+		or := toReg(pg, srcs[1], t[1])
+		a.VBLENDVPS(dst, or, into, mr)
 	}
 }
 

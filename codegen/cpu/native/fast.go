@@ -319,6 +319,9 @@ func (fp *fastPlan) args(n *node) []*node {
 	as := n.args
 	if contains(fp.unmask, n) {
 		if n.op != opStore {
+			if n.scat {
+				return n.args[len(n.args)-1:] // a gather's offsets (gatherIdx)
+			}
 			return nil // a load: neither the mask nor the value of masked-off lanes
 		}
 		as = n.args[:1] // the value; not the mask

@@ -792,6 +792,16 @@ func (g *gen) scalarInt(v *tile.Value) error {
 			tile.OpLe: amd64.CondLE, tile.OpGt: amd64.CondG, tile.OpGe: amd64.CondGE}[v.Op], rT0, amd64.R8)
 	case v.Op == tile.OpDiv || v.Op == tile.OpRem:
 		g.scalarDivRem(v)
+	case v.Op == tile.OpLoad: // i32: checked, or other (0 without one) where the mask is false
+		off, done := g.scalarLoadAddr(v, 2)
+		a.MOVSXDload(rT0, amd64.Ptr(rT0, 0))
+		a.JMP(done)
+		a.Bind(off)
+		a.XORL(rT0, rT0)
+		if len(v.Args) == 3 {
+			a.MOVQimm(rT0, v.Args[2].Aux)
+		}
+		a.Bind(done)
 	default:
 		g.scalarIntReg(rT0, x)
 		g.scalarIntReg(amd64.RCX, v.Args[1])

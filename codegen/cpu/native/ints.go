@@ -26,8 +26,12 @@ import (
 //
 // An affine pointer plus such a block (offsets loaded or computed) is a
 // kScatter pointer: atomic adds take it, lane by lane, each lane's element
-// checked against its buffer (body.go: atomicAdd); loads and stores
-// through it are declined (a gather or scatter). Declined still:
+// checked against its buffer (body.go: atomicAdd), and loads of 4-byte
+// elements (f32, i32: a gather, body.go: gatherIdx: each active lane's
+// element checked and inserted, the others +0 or other); stores through
+// it are declined (a scatter). An i32 scalar loaded once a program (an
+// embedding's row index) is a scalar slot like any integer scalar, so the
+// addresses computed from it are affine (gen.go: scalarInt). Declined still:
 // reductions of i32 blocks, casts from f64 to i32 blocks and loop-carried
 // i32 blocks.
 

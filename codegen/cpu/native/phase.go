@@ -472,6 +472,9 @@ func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
 // loadNode is load u's node at lanes m: its pointer's pattern, its mask and
 // other value.
 func (pg *phaseGen) loadNode(u *tile.Value, m lanes) (*node, error) {
+	if pi := pg.g.p.in(u.Args[0]); pi.kind == kScatter {
+		return pg.gatherNode(u, pi, m)
+	}
 	pat, err := pg.pointer(u.Args[0], m, true)
 	if err != nil {
 		return nil, err
@@ -490,6 +493,28 @@ func (pg *phaseGen) loadNode(u *tile.Value, m lanes) (*node, error) {
 		pat.anyMask = true
 	}
 	return pg.add(&node{v: u, op: opLoad, args: args, pat: pat}), nil
+}
+
+// gatherNode is load u through a kScatter pointer at lanes m: its base's
+// pattern, then its mask and other, then the offsets (body.go:
+// gatherIdx).
+func (pg *phaseGen) gatherNode(u *tile.Value, pi *vinfo, m lanes) (*node, error) {
+	pat, err := pg.affPattern(pi.base, pi.base.root, m)
+	if err != nil {
+		return nil, err
+	}
+	if pat.elast < 0 {
+		return nil, unsupported(u, "load at loaded offsets from a base with a stride known only at run time")
+	}
+	var args []*node
+	for _, a := range append(u.Args[1:], pi.scat) {
+		n, err := pg.eval(a, m)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, n)
+	}
+	return pg.add(&node{v: u, op: opLoad, args: args, pat: pat, scat: true}), nil
 }
 
 // uniform is the vector of scalar x in every lane: a pool constant, or the

@@ -42,7 +42,7 @@ const (
 	kDot                     // matrix product: a register-blocked micro-kernel over frame blocks (dot.go), its result a frame block
 	kTrans                   // a transposed load: packed transposed by a phase, turned back at the next level's start (trans.go), its result a frame block
 	kPeriodic                // i32 block: an affine one's remainder by a constant (period) its lanes span, computed per position (remconst.go)
-	kScatter                 // pointer block: an affine one (base) plus an i32 data block (scat), read only by atomic adds (ints.go)
+	kScatter                 // pointer block: an affine one (base) plus an i32 data block (scat), read by atomic adds and 4-byte loads (ints.go)
 )
 
 // sx is a scalar integer expression over the program's scalar values,
@@ -737,8 +737,8 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 			if x, d := v.Args[0], v.Args[len(v.Args)-1]; v.Op == tile.OpAddPtr && !t.Shape.IsScalar() &&
 				p.in(x).aff != nil && p.in(x).aff.root >= 0 && p.in(d).kind == kFloat && d.Type.DType == tile.I32 {
 				// an affine pointer plus loaded offsets: addresses lane by
-				// lane, for atomic adds only (a load or store through it
-				// finds no affine pointer and is declined)
+				// lane, for atomic adds and 4-byte loads (a store through
+				// it finds no affine pointer and is declined)
 				in.kind, in.formula, in.base, in.scat = kScatter, true, p.in(x).aff, d
 				return nil
 			}
@@ -765,11 +765,24 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 			return unsupported(v, "%v loads", t.DType)
 		}
 		root := p.in(v.Args[0]).aff
+		gathered := false
+		if pi := p.in(v.Args[0]); root == nil && pi.kind == kScatter && (t.DType == tile.F32 || t.DType == tile.I32) {
+			// an affine base plus loaded offsets: lane by lane (body.go:
+			// gatherIdx), computed in its phase
+			root, gathered = pi.base, true
+		}
 		if root == nil {
 			return unsupported(v, "load through a pointer that is not affine")
 		}
 		if p.atomics[root.root] {
 			return unsupported(v, "load from a buffer the kernel adds to atomically")
+		}
+		if gathered {
+			if p.stored[root.root] {
+				return unsupported(v, "load at loaded offsets from a buffer the kernel stores to")
+			}
+			in.kind = kFloat
+			return nil
 		}
 		if p.stored[root.root] {
 			// phases reorder a program's work: a buffer it reads must not
@@ -968,6 +981,20 @@ func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
 				return unsupported(v, "cast from %v to an integer", s)
 			}
 		case tile.OpSelect:
+		case tile.OpLoad:
+			// an index loaded once a program (an embedding's row, a
+			// label): its slot, read by address arithmetic as any scalar
+			pi := p.in(v.Args[0])
+			switch {
+			case t.DType != tile.I32:
+				return unsupported(v, "scalar %v load", t.DType)
+			case pi.aff == nil || pi.aff.root < 0:
+				return unsupported(v, "scalar load through a pointer that is not affine")
+			case p.stored[pi.aff.root] || p.atomics[pi.aff.root]:
+				return unsupported(v, "load from a buffer the kernel also stores to")
+			case len(v.Args) == 3 && v.Args[2].Op != tile.OpConst:
+				return unsupported(v, "scalar i32 load whose other is not a constant")
+			}
 		default:
 			return unsupported(v, "scalar %v", v.Op)
 		}

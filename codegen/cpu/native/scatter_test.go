@@ -23,8 +23,8 @@ import (
 // adds of integer-valued floats (exact in any order) at indices with
 // repeats, at a base that moves with the program; an index past the
 // buffer falls back for the whole launch with the buffer as it was, and
-// the executor reports the fault; a load or store through such a pointer
-// is still declined. Each was declined before 2026-12-07's fifty-sixth
+// the executor reports the fault; a store through such a pointer is
+// still declined (loads take it: TestGatherIdxNative). Each was declined before 2026-12-07's fifty-sixth
 // session ("i32 atomics", "atomic add through a pointer that is not
 // affine").
 func TestScatterAtomicsNative(t *testing.T) {
@@ -120,12 +120,11 @@ func TestScatterAtomicsNative(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a load through loaded offsets: declined", func(t *testing.T) {
-		b := tile.NewBuilder("gather", nil)
+	t.Run("a store through loaded offsets: declined", func(t *testing.T) {
+		b := tile.NewBuilder("scatter", nil)
 		px, pi, po := b.Ptr("x", tile.F32), b.Ptr("idx", tile.I32), b.Ptr("out", tile.F32)
 		r := b.Arange(0, 16)
-		v := b.Load(b.AddPtr(px, b.Load(b.AddPtr(pi, r), nil, nil)), nil, nil)
-		b.Store(b.AddPtr(po, r), v, nil)
+		b.Store(b.AddPtr(po, b.Load(b.AddPtr(pi, r), nil, nil)), b.Load(b.AddPtr(px, r), nil, nil), nil)
 		k, err := b.Build()
 		if err != nil {
 			t.Fatal(err)
@@ -154,4 +153,212 @@ func launchTyped(dt tile.DType, x, out []float64, launch func(x, out any) error)
 		out[i] = float64(o32[i])
 	}
 	return err
+}
+
+// TestGatherIdxNative: loads of f32 and i32 elements at an affine base
+// plus offsets loaded as i32 data (body.go: gatherIdx) as machine code,
+// against the reference bit for bit on poisoned outputs: a gather x[idx[i]]
+// with a tail (masked-off lanes' offsets are garbage, never read), with
+// another value for masked-off lanes, a cross-entropy's pick
+// logp[i·10 + label[i]] (a base whose lanes move), an i32 gather; an
+// offset past the buffer falls back and the reference faults. Declined
+// before 2026-12-07's fifty-sixth session ("load through a pointer that is
+// not affine").
+func TestGatherIdxNative(t *testing.T) {
+	requireJIT(t)
+	rng := rand.New(rand.NewPCG(56, 5))
+	const n, m = 300, 97
+	xs := make([]float32, (n+32)*10)
+	for i := range xs {
+		xs[i] = float32(rng.NormFloat64())
+	}
+	is := make([]int32, n+64)
+	for i := range is {
+		is[i] = int32(rng.IntN(m))
+		if i >= n {
+			is[i] = math.MaxInt32 // past the tail: never read
+		}
+	}
+	xi := make([]int32, m)
+	for i := range xi {
+		xi[i] = int32(rng.Uint32())
+	}
+	for _, c := range []struct {
+		name  string
+		dt    tile.DType
+		build func(b *tile.Builder, x, idx, out, pn *tile.Value)
+	}{
+		{"x[idx[i]], a tail", tile.F32, func(b *tile.Builder, x, idx, out, pn *tile.Value) {
+			offs := b.Add(b.Mul(b.ProgramID(0), 64), b.Arange(0, 64))
+			mask := b.Lt(offs, pn)
+			j := b.Load(b.AddPtr(idx, offs), mask, int32(0))
+			b.Store(b.AddPtr(out, offs), b.Load(b.AddPtr(x, j), mask, nil), mask)
+		}},
+		{"x[idx[i]] or 7 where idx[i] is odd", tile.F32, func(b *tile.Builder, x, idx, out, pn *tile.Value) {
+			offs := b.Add(b.Mul(b.ProgramID(0), 64), b.Arange(0, 64))
+			mask := b.Lt(offs, pn)
+			j := b.Load(b.AddPtr(idx, offs), mask, int32(0))
+			even := b.And(mask, b.Eq(b.Rem(j, int32(2)), int32(0)))
+			b.Store(b.AddPtr(out, offs), b.Load(b.AddPtr(x, j), even, 7.0), mask)
+		}},
+		{"−logp[i·10 + label[i]]", tile.F32, func(b *tile.Builder, x, idx, out, pn *tile.Value) {
+			offs := b.Add(b.Mul(b.ProgramID(0), 32), b.Arange(0, 32))
+			mask := b.Lt(offs, pn)
+			lab := b.Rem(b.Load(b.AddPtr(idx, offs), mask, int32(0)), int32(10))
+			row := b.AddPtr(x, b.Mul(offs, int32(10)))
+			b.Store(b.AddPtr(out, offs), b.Neg(b.Load(b.AddPtr(row, lab), mask, nil)), mask)
+		}},
+		{"i32 x[idx[i]]", tile.I32, func(b *tile.Builder, x, idx, out, pn *tile.Value) {
+			offs := b.Add(b.Mul(b.ProgramID(0), 64), b.Arange(0, 64))
+			mask := b.Lt(offs, pn)
+			j := b.Load(b.AddPtr(idx, offs), mask, int32(0))
+			b.Store(b.AddPtr(out, offs), b.Add(b.Load(b.AddPtr(x, j), mask, nil), int32(1)), mask)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := tile.NewBuilder("gather_idx", nil)
+			px, pi, po, pn := b.Ptr("x", c.dt), b.Ptr("idx", tile.I32), b.Ptr("out", c.dt), b.Param("n", tile.I32)
+			c.build(b, px, pi, po, pn)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			grid := tile.Grid{tile.CDiv(n, 32)}
+			run := func(launch func(args ...any) error) []uint32 {
+				if c.dt == tile.I32 {
+					out := make([]int32, n+8)
+					for i := range out {
+						out[i] = -0x5a5a5a5b
+					}
+					if err := launch(xi, is, out, n); err != nil {
+						t.Fatal(err)
+					}
+					bits := make([]uint32, len(out))
+					for i, v := range out {
+						bits[i] = uint32(v)
+					}
+					return bits
+				}
+				out := make([]float32, n+8)
+				for i := range out {
+					out[i] = float32(math.NaN())
+				}
+				if err := launch(xs, is, out, n); err != nil {
+					t.Fatal(err)
+				}
+				bits := make([]uint32, len(out))
+				for i, v := range out {
+					bits[i] = math.Float32bits(v)
+				}
+				return bits
+			}
+			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+			for _, isa := range isas(t) {
+				nk := compileFor(t, isa, k)
+				got := run(func(args ...any) error { return nk.Launch(grid, args...) })
+				if !slices.Equal(got, want) {
+					for i := range got {
+						if got[i] != want[i] {
+							t.Fatalf("%s: out[%d] = %#x natively, %#x on the reference", isa, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		})
+	}
+	t.Run("an offset past the buffer", func(t *testing.T) {
+		b := tile.NewBuilder("gather_idx", nil)
+		px, pi, po := b.Ptr("x", tile.F32), b.Ptr("idx", tile.I32), b.Ptr("out", tile.F32)
+		r := b.Arange(0, 8)
+		b.Store(b.AddPtr(po, r), b.Load(b.AddPtr(px, b.Load(b.AddPtr(pi, r), nil, nil)), nil, nil), nil)
+		k, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx := []int32{0, 1, 2, 3, 4, 5, 6, -1}
+		for _, isa := range isas(t) {
+			nk := compileFor(t, isa, k)
+			if err := nk.Launch(tile.Grid{1}, xs[:8], idx, make([]float32, 8)); !errors.Is(err, native.ErrFallback) {
+				t.Fatalf("%s: launch: %v, want ErrFallback", isa, err)
+			}
+		}
+		if err := (tiletest.Interp{}).Launch(k, tile.Grid{1}, xs[:8], idx, make([]float32, 8)); err == nil {
+			t.Fatal("the reference read before the buffer without a fault")
+		}
+	})
+}
+
+// TestEmbeddingNative: an i32 index loaded once a program and used in the
+// addresses of a row (an embedding's lookup: out[p, :] = table[idx[p], :],
+// rows of 64 and of 100 with a tail; a masked index load whose other is a
+// row of its own) as machine code, against the reference bit for bit on
+// poisoned outputs; an index past the table falls back and the reference
+// faults. Declined before 2026-12-07's fifty-sixth session ("scalar
+// load").
+func TestEmbeddingNative(t *testing.T) {
+	requireJIT(t)
+	rng := rand.New(rand.NewPCG(56, 6))
+	const rows, progs = 40, 23
+	for _, c := range []struct {
+		name   string
+		d      int
+		masked bool
+	}{{"rows of 64", 64, false}, {"rows of 100, a tail", 100, false}, {"the index masked: row 3 past n", 64, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			b := tile.NewBuilder("embedding", nil)
+			pt, pi, po, pn := b.Ptr("table", tile.F32), b.Ptr("idx", tile.I32), b.Ptr("out", tile.F32), b.Param("n", tile.I32)
+			p := b.ProgramID(0)
+			var row *tile.Value
+			if c.masked {
+				row = b.Load(b.AddPtr(pi, p), b.Lt(p, pn), int32(3))
+			} else {
+				row = b.Load(b.AddPtr(pi, p), nil, nil)
+			}
+			d := b.Arange(0, 128)
+			m := b.Lt(d, c.d)
+			v := b.Load(b.AddPtr(pt, b.Add(b.Mul(row, int32(c.d)), d)), m, nil)
+			b.Store(b.AddPtr(po, b.Add(b.Mul(p, int32(c.d)), d)), b.Mul(v, 2.0), m)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			table := tiletest.Uniform(rng, rows*c.d, -1, 1)
+			idx := make([]int32, progs)
+			for i := range idx {
+				idx[i] = int32(rng.IntN(rows))
+			}
+			idx[0], idx[1] = 0, rows-1
+			run := func(launch func(args ...any) error, idx []int32) ([]float32, error) {
+				out := make([]float32, progs*c.d+8)
+				for i := range out {
+					out[i] = float32(math.NaN())
+				}
+				return out, launch(table, idx, out, progs-5)
+			}
+			want, err := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{progs}, args...) }, idx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := slices.Clone(idx)
+			bad[7] = rows // past the table
+			for _, isa := range isas(t) {
+				nk := compileFor(t, isa, k)
+				got, err := run(func(args ...any) error { return nk.Launch(tile.Grid{progs}, args...) }, idx)
+				if err != nil {
+					t.Fatalf("%s: %v", isa, err)
+				}
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s: out[%d] = %v natively, %v on the reference", isa, i, got[i], want[i])
+					}
+				}
+				if _, err := run(func(args ...any) error { return nk.Launch(tile.Grid{progs}, args...) }, bad); !errors.Is(err, native.ErrFallback) {
+					t.Fatalf("%s: an index past the table: %v, want ErrFallback", isa, err)
+				}
+			}
+			if _, err := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{progs}, args...) }, bad); err == nil {
+				t.Fatal("the reference read past the table without a fault")
+			}
+		})
+	}
 }
