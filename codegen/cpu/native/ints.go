@@ -31,7 +31,10 @@ import (
 // element checked and inserted, the others +0 or other); stores through
 // it are declined (a scatter). An i32 scalar loaded once a program (an
 // embedding's row index) is a scalar slot like any integer scalar, so the
-// addresses computed from it are affine (gen.go: scalarInt). Declined still:
+// addresses computed from it are affine (gen.go: scalarInt). Broadcasts,
+// expand_dims and reshapes that only add or drop dimensions of 1 of a
+// data block are views read through, as a float block's (labels against a
+// row of classes: a one-hot mask). Declined still:
 // reductions of i32 blocks, casts from f64 to i32 blocks and loop-carried
 // i32 blocks.
 

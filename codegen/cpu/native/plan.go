@@ -742,6 +742,17 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 				in.kind, in.formula, in.base, in.scat = kScatter, true, p.in(x).aff, d
 				return nil
 			}
+			if src := v.Args[0]; v.Op.IsShape() && v.Op != tile.OpSplat && v.Op != tile.OpTrans &&
+				(p.in(src).kind == kFloat || p.in(src).kind == kView) && src.Type.DType == tile.I32 && !t.Ptr {
+				// a broadcast, expand_dims or reshape of an i32 data block:
+				// read through, as a float block's (a label against a
+				// row of classes: a one-hot mask)
+				if v.Op == tile.OpReshape && !tile.UnitReshape(src.Type.Shape, t.Shape) {
+					return unsupported(v, "reshape %v → %v", src.Type.Shape, t.Shape)
+				}
+				in.kind, in.formula, in.cost = kView, p.in(src).formula, p.in(src).cost
+				return nil
+			}
 			if p.intData(v) {
 				// an i32 block computed from loaded integers or a float:
 				// a vector per position, as an f32 one (ints.go)
@@ -923,7 +934,7 @@ func (p *plan) intData(v *tile.Value) bool {
 			data = data || v.Op == tile.OpCast || v.Op == tile.OpSelect
 		case ai.kind == kAffine && a.Type.DType == tile.I32, ai.kind == kPeriodic:
 		case ai.kind == kView && a.Type.DType == tile.I32 && !a.Type.Ptr:
-			// a splat or broadcast of a scalar or of lanes
+			data = true // a view of an i32 data block
 		default:
 			return false
 		}
