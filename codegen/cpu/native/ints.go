@@ -34,9 +34,9 @@ import (
 // addresses computed from it are affine (gen.go: scalarInt). Broadcasts,
 // expand_dims and reshapes that only add or drop dimensions of 1 of a
 // data block are views read through, as a float block's (labels against a
-// row of classes: a one-hot mask). Declined still:
-// reductions of i32 blocks, casts from f64 to i32 blocks and loop-carried
-// i32 blocks.
+// row of classes: a one-hot mask), and a loop carries i32 blocks in frame
+// blocks as it carries f32 ones. Declined still: reductions of i32 blocks
+// and casts from f64 to i32 blocks.
 
 // intDataOp reports whether the code computes op o on i32 data blocks.
 func intDataOp(v *tile.Value) bool {

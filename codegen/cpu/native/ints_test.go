@@ -177,3 +177,52 @@ func TestOneHotNative(t *testing.T) {
 		}
 	}
 }
+
+// TestIntCarriedNative: loop-carried i32 blocks (a count of the rows'
+// values past a threshold over a K loop, and two blocks swapped every
+// iteration) as machine code, against the reference bit for bit with a
+// tail. Declined before 2026-12-07's fifty-sixth session ("a loop-carried
+// tensor<…xi32>").
+func TestIntCarriedNative(t *testing.T) {
+	requireJIT(t)
+	const n, iters = 100, 7
+	b := tile.NewBuilder("int_carried", nil)
+	px, py, pz := b.Ptr("x", tile.F32), b.Ptr("y", tile.I32), b.Ptr("z", tile.I32)
+	r := b.Arange(0, 128)
+	m := b.Lt(r, n)
+	res := b.For(0, iters, 1, []*tile.Value{b.Zeros(tile.I32, 128), b.Load(b.AddPtr(py, r), m, int32(5))}, func(iv *tile.Value, c []*tile.Value) []*tile.Value {
+		x := b.Load(b.AddPtr(px, b.Add(b.Mul(iv, int32(n)), r)), m, 0.0)
+		hit := b.Cast(b.Gt(x, 0.25), tile.I32)
+		return []*tile.Value{b.Add(c[1], hit), b.Mul(c[0], int32(3))}
+	})
+	b.Store(b.AddPtr(pz, r), b.Sub(res[0], res[1]), m)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs := tiletest.Uniform(tiletest.RNG("int_carried"), n*iters, -1, 1)
+	ys := make([]int32, n)
+	for i := range ys {
+		ys[i] = int32(i*7919) - 300000
+	}
+	run := func(launch func(args ...any) error) []int32 {
+		out := make([]int32, n+8)
+		for i := range out {
+			out[i] = -0x5a5a5a5b
+		}
+		if err := launch(xs, ys, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{1}, args...) })
+	for _, isa := range isas(t) {
+		nk := compileFor(t, isa, k)
+		got := run(func(args ...any) error { return nk.Launch(tile.Grid{1}, args...) })
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%s: z[%d] = %d natively, %d on the reference", isa, i, got[i], want[i])
+			}
+		}
+	}
+}

@@ -595,7 +595,7 @@ func (p *plan) loop(v *tile.Value, one func(*tile.Value) error) error {
 			lp.carries = append(lp.carries, c)
 			continue
 		}
-		if c.block && arg.Type.DType != tile.F32 && arg.Type.DType != tile.F64 || !c.block && arg.Type.DType != tile.F32 && !arg.Type.DType.IsInt() {
+		if c.block && arg.Type.DType != tile.F32 && arg.Type.DType != tile.F64 && arg.Type.DType != tile.I32 || !c.block && arg.Type.DType != tile.F32 && !arg.Type.DType.IsInt() {
 			return unsupported(arg, "a loop-carried %v", arg.Type)
 		}
 		if c.block {
@@ -930,6 +930,8 @@ func (p *plan) intData(v *tile.Value) bool {
 		switch {
 		case ai.kind == kFloat && (a.Type.DType == tile.I32 || a.Type.DType == tile.F32):
 			data = true
+		case ai.kind == kCarry && a.Type.DType == tile.I32:
+			data = true // a loop-carried i32 block: its frame block
 		case ai.kind == kMask:
 			data = data || v.Op == tile.OpCast || v.Op == tile.OpSelect
 		case ai.kind == kAffine && a.Type.DType == tile.I32, ai.kind == kPeriodic:
