@@ -502,6 +502,119 @@ func pairSums(n, block int) Case {
 	}
 }
 
+// embedding is out[p, :] = 2·table[idx[p], :] over rows of d (a block of
+// the next power of two, a tail masked): an index loaded once a program
+// and used in the row's addresses, as an embedding's lookup. Indices
+// cover the table's first and last rows.
+func embedding(rows, d, progs int) Case {
+	block := 1
+	for block < d {
+		block *= 2
+	}
+	return Case{
+		Name: fmt.Sprintf("embedding/rows=%d/d=%d", rows, d),
+		Kernel: func() (*tile.Kernel, error) {
+			b := tile.NewBuilder("embedding", nil)
+			pt, pi, po := b.Ptr("table", tile.F32), b.Ptr("idx", tile.I32), b.Ptr("out", tile.F32)
+			p := b.ProgramID(0)
+			row := b.Load(b.AddPtr(pi, p), nil, nil)
+			c := b.Arange(0, block)
+			m := b.Lt(c, d)
+			v := b.Load(b.AddPtr(pt, b.Add(b.Mul(row, int32(d)), c)), m, nil)
+			b.Store(b.AddPtr(po, b.Add(b.Mul(p, int32(d)), c)), b.Mul(v, 2.0), m)
+			return b.Build()
+		},
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			table := Uniform(rng, rows*d, -1, 1)
+			idx := make([]int32, progs)
+			for i := range idx {
+				idx[i] = int32(rng.IntN(rows))
+			}
+			idx[0], idx[progs-1] = 0, int32(rows-1)
+			out := Output(progs * d)
+			return tile.Grid{progs}, []any{table, idx, out}, func() error {
+				want := make([]float64, progs*d)
+				for p := range progs {
+					for j := range d {
+						want[p*d+j] = 2 * float64(table[int(idx[p])*d+j])
+					}
+				}
+				return Close("out", out, want, Tol{})
+			}
+		},
+	}
+}
+
+// pickLabels is loss[i] = −logp[i·classes + label[i]] for i < n, BLOCK
+// rows a program: a gather at offsets computed from loaded labels (a
+// cross-entropy's pick of its label's column).
+func pickLabels(n, classes, block int) Case {
+	return Case{
+		Name: fmt.Sprintf("pick_labels/n=%d/classes=%d", n, classes),
+		Kernel: func() (*tile.Kernel, error) {
+			b := tile.NewBuilder("pick_labels", tile.Meta{"BLOCK": block})
+			pl, plab, po, pn := b.Ptr("logp", tile.F32), b.Ptr("labels", tile.I32), b.Ptr("loss", tile.F32), b.Param("n", tile.I32)
+			offs := b.Add(b.Mul(b.ProgramID(0), int32(block)), b.Arange(0, block))
+			m := b.Lt(offs, pn)
+			lab := b.Load(b.AddPtr(plab, offs), m, int32(0))
+			v := b.Load(b.AddPtr(pl, b.Add(b.Mul(offs, int32(classes)), lab)), m, nil)
+			b.Store(b.AddPtr(po, offs), b.Neg(v), m)
+			return b.Build()
+		},
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			logp := Uniform(rng, n*classes, -5, 0)
+			labels := make([]int32, n)
+			for i := range labels {
+				labels[i] = int32(rng.IntN(classes))
+			}
+			loss := Output(n)
+			return tile.Grid{tile.CDiv(n, block)}, []any{logp, labels, loss, n}, func() error {
+				want := make([]float64, n)
+				for i := range want {
+					want[i] = -float64(logp[i*classes+int(labels[i])])
+				}
+				return Close("loss", loss, want, Tol{})
+			}
+		},
+	}
+}
+
+// scatterAdd is out[idx[i]] += x[i] for i < n with f32 atomic adds at
+// loaded indices (repeats among them), the values small integers so that
+// every order of the adds gives the same sums.
+func scatterAdd(n, m, block int) Case {
+	return Case{
+		Name: fmt.Sprintf("scatter_add/n=%d/m=%d", n, m),
+		Kernel: func() (*tile.Kernel, error) {
+			b := tile.NewBuilder("scatter_add", tile.Meta{"BLOCK": block})
+			px, pi, po, pn := b.Ptr("x", tile.F32), b.Ptr("idx", tile.I32), b.Ptr("out", tile.F32), b.Param("n", tile.I32)
+			offs := b.Add(b.Mul(b.ProgramID(0), int32(block)), b.Arange(0, block))
+			mask := b.Lt(offs, pn)
+			j := b.Load(b.AddPtr(pi, offs), mask, int32(0))
+			b.AtomicAdd(b.AddPtr(po, j), b.Load(b.AddPtr(px, offs), mask, nil), mask)
+			return b.Build()
+		},
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x := make([]float32, n)
+			idx := make([]int32, n)
+			for i := range x {
+				x[i], idx[i] = float32(rng.IntN(21)-10), int32(rng.IntN(m))
+			}
+			out := Output(m)
+			for i := range m {
+				out[i] = 0
+			}
+			return tile.Grid{tile.CDiv(n, block)}, []any{x, idx, out, n}, func() error {
+				want := make([]float64, m)
+				for i := range x {
+					want[idx[i]] += float64(x[i])
+				}
+				return Close("out", out, want, Tol{})
+			}
+		},
+	}
+}
+
 // moreCases are the cases that exercise 2-D reductions, transposed blocks,
 // f64, i32 atomics and every math op.
 func moreCases() []Case {
@@ -514,6 +627,8 @@ func moreCases() []Case {
 		layerNormPersistent(100, 781, 1024, 7), layerNormPersistent(5, 64, 64, 16),
 		layerNorm2D(37, 781, 4, 1024, false), layerNorm2D(64, 1024, 8, 1024, true), layerNorm2D(5, 64, 2, 64, false),
 		addTransposed(100, 32), addTransposed(64, 16), pairSums(1000, 256), pairSums(4096, 1024),
+		embedding(50, 64, 37), embedding(7, 100, 5), pickLabels(300, 10, 64), pickLabels(5, 1000, 128),
+		scatterAdd(1000, 37, 128), scatterAdd(5, 2, 64),
 	}
 	for _, o := range MathOps {
 		cs = append(cs, mathCase(o))
