@@ -91,6 +91,17 @@ func copyArgs(b *Block, k, c *Kernel, m map[*Value]*Value) *Block {
 	return nb
 }
 
+// emitter appends new values of kernel c to its block nb, numbered after
+// c's values (a rewrite's replacements).
+func emitter(c *Kernel, nb *Block) func(op Op, t Type, args ...*Value) *Value {
+	return func(op Op, t Type, args ...*Value) *Value {
+		v := &Value{ID: c.nextID, Op: op, Type: t, Args: args, kernel: c}
+		c.nextID++
+		nb.Values = append(nb.Values, v)
+		return v
+	}
+}
+
 // copyBlock is a copy of b, the bodies of its loops copied too, for
 // kernel c, copied from k, each copy recorded in m; where subst (if not
 // nil) gives a value for one of b's values, that value stands for it and

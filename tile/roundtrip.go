@@ -59,12 +59,7 @@ func (k *Kernel) FoldIntRoundTrips() (c *Kernel, folded int) {
 			return nil
 		}
 		nb := copyArgs(b, k, c, m)
-		emit := func(op Op, t Type, args ...*Value) *Value {
-			v := &Value{ID: c.nextID, Op: op, Type: t, Args: args, kernel: c}
-			c.nextID++
-			nb.Values = append(nb.Values, v)
-			return v
-		}
+		emit := emitter(c, nb)
 		for _, v := range b.Values {
 			if inner(v) {
 				continue // read only by the casts back, which fold

@@ -87,12 +87,7 @@ func (k *Kernel) SinkReshapes() (c *Kernel, moved int) {
 			return nil
 		}
 		nb := copyArgs(b, k, c, m)
-		emit := func(op Op, t Type, args ...*Value) *Value {
-			v := &Value{ID: c.nextID, Op: op, Type: t, Args: args, kernel: c}
-			c.nextID++
-			nb.Values = append(nb.Values, v)
-			return v
-		}
+		emit := emitter(c, nb)
 		// as is v (of k) in shape s, in c: its copy made for s, v's copy
 		// where it has that shape, else a reshape of v's copy
 		var as func(v *Value, s Shape) *Value

@@ -100,7 +100,7 @@ func TestIntDataNative(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			run := func(launch func(args ...any) error) []int32 {
+			bitsAgainstReference(t, k, tile.Grid{1}, func(launch func(args ...any) error) []uint32 {
 				out := make([]int32, n+8)
 				for i := range out {
 					out[i] = -0x5a5a5a5b
@@ -108,18 +108,8 @@ func TestIntDataNative(t *testing.T) {
 				if err := launch(xs, ys, fs, out, int32(37)); err != nil {
 					t.Fatal(err)
 				}
-				return out
-			}
-			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{1}, args...) })
-			for _, isa := range isas(t) {
-				nk := compileFor(t, isa, k)
-				got := run(func(args ...any) error { return nk.Launch(tile.Grid{1}, args...) })
-				for i := range want {
-					if got[i] != want[i] {
-						t.Fatalf("%s: z[%d] = %d natively, %d on the reference (x %d, y %d, f %v)", isa, i, got[i], want[i], xs[min(i, n-1)], ys[min(i, n-1)], fs[min(i, n-1)])
-					}
-				}
-			}
+				return bitsI32(out)
+			})
 		})
 	}
 }
@@ -156,7 +146,7 @@ func TestOneHotNative(t *testing.T) {
 	}
 	labels[3], labels[9] = classes, -2 // out of range: no class
 	grid := tile.Grid{tile.CDiv(rows, 16)}
-	run := func(launch func(args ...any) error) []float32 {
+	bitsAgainstReference(t, k, grid, func(launch func(args ...any) error) []uint32 {
 		out := make([]float32, rows+8)
 		for i := range out {
 			out[i] = float32(math.NaN())
@@ -164,18 +154,8 @@ func TestOneHotNative(t *testing.T) {
 		if err := launch(logits, labels, out); err != nil {
 			t.Fatal(err)
 		}
-		return out
-	}
-	want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
-	for _, isa := range isas(t) {
-		nk := compileFor(t, isa, k)
-		got := run(func(args ...any) error { return nk.Launch(grid, args...) })
-		for i := range want {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("%s: out[%d] = %v natively, %v on the reference", isa, i, got[i], want[i])
-			}
-		}
-	}
+		return bitsF32(out)
+	})
 }
 
 // TestIntCarriedNative: loop-carried i32 blocks (a count of the rows'
@@ -205,7 +185,7 @@ func TestIntCarriedNative(t *testing.T) {
 	for i := range ys {
 		ys[i] = int32(i*7919) - 300000
 	}
-	run := func(launch func(args ...any) error) []int32 {
+	bitsAgainstReference(t, k, tile.Grid{1}, func(launch func(args ...any) error) []uint32 {
 		out := make([]int32, n+8)
 		for i := range out {
 			out[i] = -0x5a5a5a5b
@@ -213,16 +193,6 @@ func TestIntCarriedNative(t *testing.T) {
 		if err := launch(xs, ys, out); err != nil {
 			t.Fatal(err)
 		}
-		return out
-	}
-	want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, tile.Grid{1}, args...) })
-	for _, isa := range isas(t) {
-		nk := compileFor(t, isa, k)
-		got := run(func(args ...any) error { return nk.Launch(tile.Grid{1}, args...) })
-		for i := range want {
-			if got[i] != want[i] {
-				t.Fatalf("%s: z[%d] = %d natively, %d on the reference", isa, i, got[i], want[i])
-			}
-		}
-	}
+		return bitsI32(out)
+	})
 }

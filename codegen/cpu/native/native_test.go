@@ -1339,3 +1339,38 @@ func buildNative(t *testing.T, b *tile.Builder) (*tile.Kernel, *native.Kernel) {
 	}
 	return k, nk
 }
+
+// bitsAgainstReference runs k over grid on the reference interpreter, then
+// natively on each ISA, each time through run (which makes the arguments
+// with poisoned outputs, launches through launch and returns the outputs'
+// bits: bitsF32, bitsI32), failing t at the first bit that differs.
+func bitsAgainstReference(t *testing.T, k *tile.Kernel, grid tile.Grid, run func(launch func(args ...any) error) []uint32) {
+	t.Helper()
+	want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
+	for _, isa := range isas(t) {
+		nk := compileFor(t, isa, k)
+		got := run(func(args ...any) error { return nk.Launch(grid, args...) })
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%s: element %d = %#x natively, %#x on the reference", isa, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// bitsF32 and bitsI32 are the bits of x's elements.
+func bitsF32(x []float32) []uint32 {
+	b := make([]uint32, len(x))
+	for i, v := range x {
+		b[i] = math.Float32bits(v)
+	}
+	return b
+}
+
+func bitsI32(x []int32) []uint32 {
+	b := make([]uint32, len(x))
+	for i, v := range x {
+		b[i] = uint32(v)
+	}
+	return b
+}

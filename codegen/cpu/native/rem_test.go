@@ -45,16 +45,7 @@ func TestRem32Native(t *testing.T) {
 	same := func(got, w float32) bool { return math.Float32bits(got) == math.Float32bits(w) }
 
 	t.Run("blocks", func(t *testing.T) {
-		b := tile.NewBuilder("rem32", nil)
-		px, py, pz, pn := b.Ptr("x", tile.F32), b.Ptr("y", tile.F32), b.Ptr("z", tile.F32), b.Param("n", tile.I32)
-		offs := b.Add(b.Mul(b.ProgramID(0), 64), b.Arange(0, 64))
-		m := b.Lt(offs, pn)
-		x, y := b.Load(b.AddPtr(px, offs), m, 0.0), b.Load(b.AddPtr(py, offs), m, 1.0)
-		b.Store(b.AddPtr(pz, offs), b.Rem(x, y), m)
-		k, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
+		k := remKernel(t, tile.F32, 64)
 		for _, isa := range isas(t) {
 			nk := compileFor(t, isa, k)
 			z := make([]float32, n+8)
@@ -156,16 +147,7 @@ func TestRemF64Native(t *testing.T) {
 		xs, ys = append(xs, 5), append(ys, 3)
 	}
 	n := len(xs)
-	b := tile.NewBuilder("remf64", nil)
-	px, py, pz, pn := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Ptr("z", tile.F64), b.Param("n", tile.I32)
-	offs := b.Add(b.Mul(b.ProgramID(0), 32), b.Arange(0, 32))
-	m := b.Lt(offs, pn)
-	x, y := b.Load(b.AddPtr(px, offs), m, 0.0), b.Load(b.AddPtr(py, offs), m, 1.0)
-	b.Store(b.AddPtr(pz, offs), b.Rem(x, y), m)
-	k, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := remKernel(t, tile.F64, 32)
 	for _, isa := range isas(t) {
 		nk := compileFor(t, isa, k)
 		z := make([]float64, n+8)
@@ -186,4 +168,21 @@ func TestRemF64Native(t *testing.T) {
 			}
 		}
 	}
+}
+
+// remKernel is z = x rem y over n elements of dt, block a program, masked
+// (masked-off lanes load 0 rem 1).
+func remKernel(t *testing.T, dt tile.DType, block int) *tile.Kernel {
+	t.Helper()
+	b := tile.NewBuilder("rem", nil)
+	px, py, pz, pn := b.Ptr("x", dt), b.Ptr("y", dt), b.Ptr("z", dt), b.Param("n", tile.I32)
+	offs := b.Add(b.Mul(b.ProgramID(0), int32(block)), b.Arange(0, block))
+	m := b.Lt(offs, pn)
+	x, y := b.Load(b.AddPtr(px, offs), m, 0.0), b.Load(b.AddPtr(py, offs), m, 1.0)
+	b.Store(b.AddPtr(pz, offs), b.Rem(x, y), m)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

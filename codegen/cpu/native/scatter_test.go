@@ -223,8 +223,7 @@ func TestGatherIdxNative(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			grid := tile.Grid{tile.CDiv(n, 32)}
-			run := func(launch func(args ...any) error) []uint32 {
+			bitsAgainstReference(t, k, tile.Grid{tile.CDiv(n, 32)}, func(launch func(args ...any) error) []uint32 {
 				if c.dt == tile.I32 {
 					out := make([]int32, n+8)
 					for i := range out {
@@ -233,11 +232,7 @@ func TestGatherIdxNative(t *testing.T) {
 					if err := launch(xi, is, out, n); err != nil {
 						t.Fatal(err)
 					}
-					bits := make([]uint32, len(out))
-					for i, v := range out {
-						bits[i] = uint32(v)
-					}
-					return bits
+					return bitsI32(out)
 				}
 				out := make([]float32, n+8)
 				for i := range out {
@@ -246,24 +241,8 @@ func TestGatherIdxNative(t *testing.T) {
 				if err := launch(xs, is, out, n); err != nil {
 					t.Fatal(err)
 				}
-				bits := make([]uint32, len(out))
-				for i, v := range out {
-					bits[i] = math.Float32bits(v)
-				}
-				return bits
-			}
-			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
-			for _, isa := range isas(t) {
-				nk := compileFor(t, isa, k)
-				got := run(func(args ...any) error { return nk.Launch(grid, args...) })
-				if !slices.Equal(got, want) {
-					for i := range got {
-						if got[i] != want[i] {
-							t.Fatalf("%s: out[%d] = %#x natively, %#x on the reference", isa, i, got[i], want[i])
-						}
-					}
-				}
-			}
+				return bitsF32(out)
+			})
 		})
 	}
 	t.Run("an offset past the buffer", func(t *testing.T) {
