@@ -813,6 +813,76 @@ func (pg *phaseGen) gatherIdx(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VR
 	}
 }
 
+// scatterIdx is a store through a kScatter pointer: each active lane's
+// value to its base's lane plus its offset, lane by lane in order,
+// checked against the buffer (a fault falls back). srcs are the value,
+// the mask (where the store has one and the row is not unmasked) and the
+// offsets, last.
+func (pg *phaseGen) scatterIdx(n *node, srcs []opnd, t []amd64.VReg) {
+	g := pg.g
+	a := g.va()
+	f64 := n.pat.sh == 3
+	esz := int32(4)
+	if f64 {
+		esz = 8
+	}
+	offs := toReg(pg, srcs[len(srcs)-1], t[2])
+	srcs = srcs[:len(srcs)-1]
+	val := toReg(pg, srcs[0], t[1])
+	var m *opnd
+	if len(srcs) > 1 {
+		m = &srcs[1]
+	}
+	mask, masked := pg.activeMask(m, t[0])
+	vals := g.alloc(64, 64)
+	slots := g.alloc(48, 32) // the offsets, the lane-0 address, the mask's bits
+	offSlots, base, bits := slots, fr(slots+32), fr(slots+40)
+	switch {
+	case f64 && g.avx512:
+		g.a.VMOVUPDstoreZ(fr(vals), 0, z(val))
+	case f64:
+		g.storeF64Y(fr(vals), val, 0, false, 0)
+	default:
+		a.VMOVUPSstore(fr(vals), val)
+	}
+	a.VMOVUPSstore(fr(offSlots), offs)
+	if masked {
+		a.VMOVMSKPS(rT0, mask)
+		a.MOVQstore(bits, rT0)
+	}
+	pg.gatherBase(n.pat, esz) // RAX: lane 0's element (RDX clobbered)
+	a.MOVQstore(base, rT0)
+	bad := g.stub(n.v.ID)
+	s := esz * int32(n.pat.elast)
+	for l := 0; l < pg.width; l++ {
+		skip := a.NewLabel()
+		if masked {
+			a.MOVQload(rT1, bits)
+			a.SHRQ(rT1, uint8(l+1))
+			a.Jcc(amd64.CondAE, skip) // carry clear: lane l is off
+		}
+		a.MOVSXDload(rT1, fr(offSlots+4*int32(l)))
+		a.SHLQ(rT1, n.pat.sh)
+		a.ADDQload(rT1, base)
+		if l > 0 && s != 0 {
+			a.ADDQimm(rT1, int32(l)*s)
+		}
+		a.CMPQload(rT1, fr(paramBase(n.pat.root)))
+		a.Jcc(amd64.CondB, bad)
+		a.LEAQ(rT0, amd64.Ptr(rT1, esz))
+		a.CMPQload(rT0, fr(paramEnd(n.pat.root)))
+		a.Jcc(amd64.CondA, bad)
+		if f64 {
+			a.MOVQload(rT0, fr(vals+int32(l)*esz))
+			a.MOVQstore(amd64.Ptr(rT1, 0), rT0)
+		} else {
+			a.MOVLload(rT0, fr(vals+int32(l)*esz))
+			a.MOVLstore(amd64.Ptr(rT1, 0), rT0)
+		}
+		a.Bind(skip)
+	}
+}
+
 // gatherMasked is gather under a mask: a lane whose mask is off is +0
 // and its element is not read (its address may lie past the buffer). The
 // mask's bits go to RDX, shifted out lane by lane into the carry.
@@ -923,6 +993,10 @@ func (pg *phaseGen) guardedScalar(at amd64.Mem, mask amd64.VReg) amd64.Mem {
 func (pg *phaseGen) store(n *node, srcs []opnd, t []amd64.VReg) error {
 	if n.v.Op == tile.OpAtomicAdd {
 		return pg.atomicAdd(n, srcs, t)
+	}
+	if n.scat {
+		pg.scatterIdx(n, srcs, t)
+		return nil
 	}
 	a := pg.g.va()
 	if fp := pg.fast; fp != nil && fp.prefixed[n] {

@@ -102,8 +102,8 @@ func (fp *fastPlan) keepMasked(n *node) {
 // the accesses' ranges once a phase.
 func (pg *phaseGen) planFast(copies int) *fastPlan {
 	for _, n := range pg.nodes {
-		if n.op == opStore && n.v.Op == tile.OpAtomicAdd {
-			return nil // lane by lane (body.go: atomicAdd), ymm only
+		if n.op == opStore && (n.v.Op == tile.OpAtomicAdd || n.scat) {
+			return nil // lane by lane (body.go: atomicAdd, scatterIdx), ymm only
 		}
 	}
 	if pg.prefixOK(copies) {

@@ -26,10 +26,11 @@ import (
 //
 // An affine pointer plus such a block (offsets loaded or computed) is a
 // kScatter pointer: atomic adds take it, lane by lane, each lane's element
-// checked against its buffer (body.go: atomicAdd), and loads of 4-byte
+// checked against its buffer (body.go: atomicAdd), loads of 4-byte
 // elements (f32, i32: a gather, body.go: gatherIdx: each active lane's
-// element checked and inserted, the others +0 or other); stores through
-// it are declined (a scatter). An i32 scalar loaded once a program (an
+// element checked and inserted, the others +0 or other) and stores
+// (scatterIdx: lane by lane in order, each element checked; a kernel that
+// also loads from that buffer is declined). An i32 scalar loaded once a program (an
 // embedding's row index) is a scalar slot like any integer scalar, so the
 // addresses computed from it are affine (gen.go: scalarInt). Broadcasts,
 // expand_dims and reshapes that only add or drop dimensions of 1 of a

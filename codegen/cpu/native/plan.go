@@ -477,6 +477,9 @@ func (p *plan) checkInPlace() error {
 			return unsupported(l, "load from a buffer the kernel also stores to, not one element a lane")
 		}
 		for _, st := range stores {
+			if si := p.in(st.Args[0]); si.kind == kScatter && si.base.root == la.root {
+				return unsupported(l, "load from a buffer the kernel stores to at loaded offsets")
+			}
 			sa := p.in(st.Args[0]).aff
 			if sa == nil || sa.root != la.root {
 				continue
@@ -737,8 +740,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 			if x, d := v.Args[0], v.Args[len(v.Args)-1]; v.Op == tile.OpAddPtr && !t.Shape.IsScalar() &&
 				p.in(x).aff != nil && p.in(x).aff.root >= 0 && p.in(d).kind == kFloat && d.Type.DType == tile.I32 {
 				// an affine pointer plus loaded offsets: addresses lane by
-				// lane, for atomic adds and 4-byte loads (a store through
-				// it finds no affine pointer and is declined)
+				// lane, for atomic adds, stores and 4-byte loads
 				in.kind, in.formula, in.base, in.scat = kScatter, true, p.in(x).aff, d
 				return nil
 			}
@@ -813,7 +815,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		return nil
 	case v.Op == tile.OpStore:
 		in.kind = kStore
-		if p.in(v.Args[0]).aff == nil {
+		if pi := p.in(v.Args[0]); pi.aff == nil && pi.kind != kScatter {
 			return unsupported(v, "store through a pointer that is not affine")
 		}
 		switch d := v.Args[1].Type.DType; {

@@ -23,8 +23,8 @@ import (
 // adds of integer-valued floats (exact in any order) at indices with
 // repeats, at a base that moves with the program; an index past the
 // buffer falls back for the whole launch with the buffer as it was, and
-// the executor reports the fault; a store through such a pointer is
-// still declined (loads take it: TestGatherIdxNative). Each was declined before 2026-12-07's fifty-sixth
+// the executor reports the fault (loads and stores take such pointers
+// too: TestGatherIdxNative, TestScatterStoreNative). Each was declined before 2026-12-07's fifty-sixth
 // session ("i32 atomics", "atomic add through a pointer that is not
 // affine").
 func TestScatterAtomicsNative(t *testing.T) {
@@ -118,19 +118,6 @@ func TestScatterAtomicsNative(t *testing.T) {
 			if err := (tiletest.Interp{}).Launch(k, tile.Grid{1}, x, slices.Clone(before), len(x), 9); err == nil {
 				t.Fatalf("the reference ran an add past the buffer without a fault")
 			}
-		}
-	})
-	t.Run("a store through loaded offsets: declined", func(t *testing.T) {
-		b := tile.NewBuilder("scatter", nil)
-		px, pi, po := b.Ptr("x", tile.F32), b.Ptr("idx", tile.I32), b.Ptr("out", tile.F32)
-		r := b.Arange(0, 16)
-		b.Store(b.AddPtr(po, b.Load(b.AddPtr(pi, r), nil, nil)), b.Load(b.AddPtr(px, r), nil, nil), nil)
-		k, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := native.Compile(k); !errors.Is(err, native.ErrUnsupported) || !strings.Contains(err.Error(), "not affine") {
-			t.Fatalf("Compile: %v; want it declined (a pointer that is not affine)", err)
 		}
 	})
 }
@@ -340,4 +327,129 @@ func TestEmbeddingNative(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestScatterStoreNative: stores at an affine base plus offsets loaded as
+// i32 data (body.go: scatterIdx) as machine code, against the reference
+// bit for bit on poisoned outputs: out[perm[i]] = 2·x[i] for f32, i32 and
+// f64 with a tail (a permutation: every element written once), and at a
+// base that moves with the lanes (out[i·3 + k[i]], k < 3); an offset past
+// the buffer falls back; a kernel that also loads from the buffer it
+// scatters to is declined. Declined before 2026-12-07's fifty-sixth session
+// ("store through a pointer that is not affine").
+func TestScatterStoreNative(t *testing.T) {
+	requireJIT(t)
+	const n = 203
+	rng := rand.New(rand.NewPCG(56, 8))
+	perm := make([]int32, n+32)
+	for i, p := range rng.Perm(n) {
+		perm[i] = int32(p)
+	}
+	for i := n; i < len(perm); i++ {
+		perm[i] = math.MaxInt32 // past the tail: never read as an offset
+	}
+	k3 := make([]int32, n)
+	for i := range k3 {
+		k3[i] = int32(rng.IntN(3))
+	}
+	for _, dt := range []tile.DType{tile.F32, tile.I32, tile.F64} {
+		for _, moving := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%v moving base %v", dt, moving), func(t *testing.T) {
+				b := tile.NewBuilder("scatter_store", nil)
+				px, pi, po, pn := b.Ptr("x", dt), b.Ptr("idx", tile.I32), b.Ptr("out", dt), b.Param("n", tile.I32)
+				offs := b.Add(b.Mul(b.ProgramID(0), int32(32)), b.Arange(0, 32))
+				m := b.Lt(offs, pn)
+				j := b.Load(b.AddPtr(pi, offs), m, int32(0))
+				base := po
+				if moving {
+					base = b.AddPtr(b.Splat(po, tile.Shp(32)), b.Mul(offs, int32(3)))
+				}
+				b.Store(b.AddPtr(base, j), b.Add(b.Load(b.AddPtr(px, offs), m, nil), b.Load(b.AddPtr(px, offs), m, nil)), m)
+				k, err := b.Build()
+				if err != nil {
+					t.Fatal(err)
+				}
+				idx := perm
+				if moving {
+					idx = k3
+				}
+				size := n
+				if moving {
+					size = 3 * n
+				}
+				grid := tile.Grid{tile.CDiv(n, 32)}
+				bitsAgainstReference(t, k, grid, func(launch func(args ...any) error) []uint32 {
+					switch dt {
+					case tile.F32:
+						x, out := tiletest.Uniform(tiletest.RNG("scatter_store"), n, -2, 2), make([]float32, size+8)
+						for i := range out {
+							out[i] = float32(math.NaN())
+						}
+						if err := launch(x, idx, out, n); err != nil {
+							t.Fatal(err)
+						}
+						return bitsF32(out)
+					case tile.I32:
+						x, out := make([]int32, n), make([]int32, size+8)
+						for i := range x {
+							x[i] = int32(i*7919 - 500000)
+						}
+						for i := range out {
+							out[i] = -0x5a5a5a5b
+						}
+						if err := launch(x, idx, out, n); err != nil {
+							t.Fatal(err)
+						}
+						return bitsI32(out)
+					}
+					x, out := make([]float64, n), make([]float64, size+8)
+					for i := range x {
+						x[i] = float64(i)*0.37 - 20
+					}
+					for i := range out {
+						out[i] = math.NaN()
+					}
+					if err := launch(x, idx, out, n); err != nil {
+						t.Fatal(err)
+					}
+					bits := make([]uint32, 2*len(out))
+					for i, v := range out {
+						u := math.Float64bits(v)
+						bits[2*i], bits[2*i+1] = uint32(u), uint32(u>>32)
+					}
+					return bits
+				})
+			})
+		}
+	}
+	t.Run("an offset past the buffer", func(t *testing.T) {
+		b := tile.NewBuilder("scatter_store", nil)
+		px, pi, po := b.Ptr("x", tile.F32), b.Ptr("idx", tile.I32), b.Ptr("out", tile.F32)
+		r := b.Arange(0, 8)
+		b.Store(b.AddPtr(po, b.Load(b.AddPtr(pi, r), nil, nil)), b.Load(b.AddPtr(px, r), nil, nil), nil)
+		k, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, isa := range isas(t) {
+			nk := compileFor(t, isa, k)
+			if err := nk.Launch(tile.Grid{1}, make([]float32, 8), []int32{0, 1, 2, 3, 4, 5, 6, 8}, make([]float32, 8)); !errors.Is(err, native.ErrFallback) {
+				t.Fatalf("%s: launch: %v, want ErrFallback", isa, err)
+			}
+		}
+	})
+	t.Run("loads from the buffer it scatters to: declined", func(t *testing.T) {
+		b := tile.NewBuilder("scatter_store", nil)
+		pi, po := b.Ptr("idx", tile.I32), b.Ptr("out", tile.F32)
+		r := b.Arange(0, 8)
+		v := b.Load(b.AddPtr(po, r), nil, nil)
+		b.Store(b.AddPtr(po, b.Load(b.AddPtr(pi, r), nil, nil)), v, nil)
+		k, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := native.Compile(k); !errors.Is(err, native.ErrUnsupported) || !strings.Contains(err.Error(), "stores to") {
+			t.Fatalf("Compile: %v; want it declined", err)
+		}
+	})
 }
