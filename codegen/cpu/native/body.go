@@ -743,6 +743,49 @@ func (pg *phaseGen) gather(pat *pattern, dst, t amd64.VReg) {
 	}
 }
 
+// laneValues stores vector val's lanes to the frame at off (64 bytes): f32
+// or i32 lanes, or f64 ones (a zmm register, or a ymm pair without
+// AVX-512), for code that reads them lane by lane.
+func (g *gen) laneValues(off int32, val amd64.VReg, f64 bool) {
+	switch {
+	case f64 && g.avx512:
+		g.a.VMOVUPDstoreZ(fr(off), 0, z(val))
+	case f64:
+		g.storeF64Y(fr(off), val, 0, false, 0)
+	default:
+		g.va().VMOVUPSstore(fr(off), val)
+	}
+}
+
+// skipLaneOff jumps to skip where lane l's bit of the mask bits saved at
+// bits is clear (the lane is off). RDX is clobbered.
+func (pg *phaseGen) skipLaneOff(bits amd64.Mem, l int, skip amd64.Label) {
+	a := &pg.g.a
+	a.MOVQload(rT1, bits)
+	a.SHRQ(rT1, uint8(l+1))
+	a.Jcc(amd64.CondAE, skip) // carry clear: lane l is off
+}
+
+// laneElement puts into RDX the address of lane l's element of n, an
+// access through a kScatter pointer: the lane's base (base holds lane 0's
+// address, lanes esz·elast bytes apart) plus its offset (the i32 at frame
+// offset offs + 4l) in elements, jumping to bad where the element leaves
+// its buffer (a fault falls back). RAX is clobbered.
+func (pg *phaseGen) laneElement(n *node, l int, base amd64.Mem, offs, esz int32, bad amd64.Label) {
+	a := &pg.g.a
+	a.MOVSXDload(rT1, fr(offs+4*int32(l)))
+	a.SHLQ(rT1, n.pat.sh)
+	a.ADDQload(rT1, base)
+	if d := int32(l) * esz * int32(n.pat.elast); d != 0 {
+		a.ADDQimm(rT1, d)
+	}
+	a.CMPQload(rT1, fr(paramBase(n.pat.root)))
+	a.Jcc(amd64.CondB, bad)
+	a.LEAQ(rT0, amd64.Ptr(rT1, esz))
+	a.CMPQload(rT0, fr(paramEnd(n.pat.root)))
+	a.Jcc(amd64.CondA, bad)
+}
+
 // gatherIdx is a load of 4-byte elements through a kScatter pointer:
 // each active lane's element, its base's lane plus its offset, checked
 // against the buffer (a fault falls back) and inserted into the vector,
@@ -777,7 +820,6 @@ func (pg *phaseGen) gatherIdx(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VR
 		a.VXORPS(t[1], t[1], t[1])
 	}
 	bad := g.stub(n.v.ID)
-	s := int32(4 * n.pat.elast)
 	for l := 0; l < pg.width; l++ {
 		r, ll := into, l
 		if l >= 4 {
@@ -785,21 +827,9 @@ func (pg *phaseGen) gatherIdx(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VR
 		}
 		skip := a.NewLabel()
 		if masked {
-			a.MOVQload(rT1, bits)
-			a.SHRQ(rT1, uint8(l+1))
-			a.Jcc(amd64.CondAE, skip) // carry clear: lane l is off
+			pg.skipLaneOff(bits, l, skip)
 		}
-		a.MOVSXDload(rT1, fr(offSlots+4*int32(l)))
-		a.SHLQ(rT1, 2)
-		a.ADDQload(rT1, base)
-		if l > 0 && s != 0 {
-			a.ADDQimm(rT1, int32(l)*s)
-		}
-		a.CMPQload(rT1, fr(paramBase(n.pat.root)))
-		a.Jcc(amd64.CondB, bad)
-		a.LEAQ(rT0, amd64.Ptr(rT1, 4))
-		a.CMPQload(rT0, fr(paramEnd(n.pat.root)))
-		a.Jcc(amd64.CondA, bad)
+		pg.laneElement(n, l, base, offSlots, 4, bad)
 		a.VINSERTPS(r, r, amd64.Ptr(rT1, 0), uint8(ll<<4))
 		a.Bind(skip)
 	}
@@ -837,14 +867,7 @@ func (pg *phaseGen) scatterIdx(n *node, srcs []opnd, t []amd64.VReg) {
 	vals := g.alloc(64, 64)
 	slots := g.alloc(48, 32) // the offsets, the lane-0 address, the mask's bits
 	offSlots, base, bits := slots, fr(slots+32), fr(slots+40)
-	switch {
-	case f64 && g.avx512:
-		g.a.VMOVUPDstoreZ(fr(vals), 0, z(val))
-	case f64:
-		g.storeF64Y(fr(vals), val, 0, false, 0)
-	default:
-		a.VMOVUPSstore(fr(vals), val)
-	}
+	g.laneValues(vals, val, f64)
 	a.VMOVUPSstore(fr(offSlots), offs)
 	if masked {
 		a.VMOVMSKPS(rT0, mask)
@@ -853,25 +876,12 @@ func (pg *phaseGen) scatterIdx(n *node, srcs []opnd, t []amd64.VReg) {
 	pg.gatherBase(n.pat, esz) // RAX: lane 0's element (RDX clobbered)
 	a.MOVQstore(base, rT0)
 	bad := g.stub(n.v.ID)
-	s := esz * int32(n.pat.elast)
 	for l := 0; l < pg.width; l++ {
 		skip := a.NewLabel()
 		if masked {
-			a.MOVQload(rT1, bits)
-			a.SHRQ(rT1, uint8(l+1))
-			a.Jcc(amd64.CondAE, skip) // carry clear: lane l is off
+			pg.skipLaneOff(bits, l, skip)
 		}
-		a.MOVSXDload(rT1, fr(offSlots+4*int32(l)))
-		a.SHLQ(rT1, n.pat.sh)
-		a.ADDQload(rT1, base)
-		if l > 0 && s != 0 {
-			a.ADDQimm(rT1, int32(l)*s)
-		}
-		a.CMPQload(rT1, fr(paramBase(n.pat.root)))
-		a.Jcc(amd64.CondB, bad)
-		a.LEAQ(rT0, amd64.Ptr(rT1, esz))
-		a.CMPQload(rT0, fr(paramEnd(n.pat.root)))
-		a.Jcc(amd64.CondA, bad)
+		pg.laneElement(n, l, base, offSlots, esz, bad)
 		if f64 {
 			a.MOVQload(rT0, fr(vals+int32(l)*esz))
 			a.MOVQstore(amd64.Ptr(rT1, 0), rT0)
@@ -1147,14 +1157,7 @@ func (pg *phaseGen) atomicAdd(n *node, srcs []opnd, t []amd64.VReg) error {
 	vals := g.alloc(64, 64)
 	slots := g.alloc(32, 8) // mask bits, lane-0 address, saved RCX, the element's bits
 	bits, base, saved, cur := fr(slots), fr(slots+8), fr(slots+16), fr(slots+24)
-	switch {
-	case f64 && g.avx512:
-		g.a.VMOVUPDstoreZ(fr(vals), 0, z(val))
-	case f64:
-		g.storeF64Y(fr(vals), val, 0, false, 0)
-	default:
-		a.VMOVUPSstore(fr(vals), val)
-	}
+	g.laneValues(vals, val, f64)
 	var offSlots int32
 	if n.scat {
 		offSlots = g.alloc(32, 32)
@@ -1168,29 +1171,22 @@ func (pg *phaseGen) atomicAdd(n *node, srcs []opnd, t []amd64.VReg) error {
 	a.MOVQstore(base, rT0)
 	a.MOVQstore(saved, amd64.RCX)
 	x := t[0]
+	var bad amd64.Label
+	if n.scat {
+		bad = g.stub(n.v.ID)
+	}
 	for l := 0; l < pg.width; l++ {
 		skip, retry := a.NewLabel(), a.NewLabel()
 		if masked {
-			a.MOVQload(rT1, bits)
-			a.SHRQ(rT1, uint8(l+1))
-			a.Jcc(amd64.CondAE, skip) // carry clear: lane l is off
+			pg.skipLaneOff(bits, l, skip)
 		}
-		a.MOVQload(rT1, base)
-		at := amd64.Ptr(rT1, int32(l)*esz*int32(n.pat.elast))
+		var at amd64.Mem
 		if n.scat {
-			// the lane's element: its base's plus its offset, checked
-			// against the buffer (a fault falls back)
-			a.ADDQimm(rT1, int32(l)*esz*int32(n.pat.elast))
-			a.MOVSXDload(rT0, fr(offSlots+4*int32(l)))
-			a.SHLQ(rT0, n.pat.sh)
-			a.ADDQ(rT1, rT0)
-			bad := g.stub(n.v.ID)
-			a.CMPQload(rT1, fr(paramBase(n.pat.root)))
-			a.Jcc(amd64.CondB, bad)
-			a.LEAQ(rT0, amd64.Ptr(rT1, esz))
-			a.CMPQload(rT0, fr(paramEnd(n.pat.root)))
-			a.Jcc(amd64.CondA, bad)
+			pg.laneElement(n, l, base, offSlots, esz, bad)
 			at = amd64.Ptr(rT1, 0)
+		} else {
+			a.MOVQload(rT1, base)
+			at = amd64.Ptr(rT1, int32(l)*esz*int32(n.pat.elast))
 		}
 		if f64 {
 			a.MOVQload(rT0, at)

@@ -46,7 +46,8 @@ func (g *gen) rem32(dst, x, y amd64.VReg, t []amd64.VReg) {
 	raw.VANDPS(ok, ok, w)
 	// the other lanes reduce 0 by 1
 	raw.VANDPS(u, u, ok)
-	raw.VBLENDVPS(v, g.reg(opnd{isMem: true, mem: g.constF32(1)}, w), v, ok)
+	raw.VMOVUPS(w, g.constF32(1))
+	raw.VBLENDVPS(v, w, v, ok)
 	raw.VCVTPS2PD(r0, u)
 	raw.VEXTRACTF128(u, u, 1)
 	raw.VCVTPS2PD(r1, u)
@@ -102,7 +103,8 @@ func (g *gen) rem32(dst, x, y amd64.VReg, t []amd64.VReg) {
 	raw.VBLENDVPS(u, u, x, v)
 	// NaN where not ok and not that
 	raw.VORPS(v, v, ok)
-	raw.VBLENDVPS(dst, g.reg(opnd{isMem: true, mem: g.constVec(0x7fc00000)}, w), u, v)
+	raw.VMOVUPS(w, g.constVec(0x7fc00000))
+	raw.VBLENDVPS(dst, w, u, v)
 }
 
 // f64 rem: math.Mod(x, y), the reference's, bit for bit, by the same
