@@ -1424,25 +1424,64 @@ func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
 		}
 		return nil
 	}
-	// axis 0: the first row stores, the others combine in order
-	at := amd64.PtrIdx(rF, rJ, 4, r.res+int32(4*pg.off))
-	first, done := a.NewLabel(), a.NewLabel()
-	a.MOVQload(rT0, fr(hOuter))
-	a.TESTQ(rT0, rT0)
-	a.Jcc(amd64.CondE, first)
-	a.VMOVUPS(t[0], at)
+	// along another axis (0 of a rank-2 block, 0 or 1 of a rank-3 one):
+	// the first row along the axis stores, the others combine in order
+	at, first := pg.offAxis(r, 4)
+	done := a.NewLabel()
+	// a rank-3 block's result rows narrower than a vector lie next to each
+	// other: their vectors are read and written under the row's lane mask
+	narrow := r.v.Args[0].Type.Shape.Rank == 3 && pg.width < lane
+	if narrow {
+		a.VMASKMOVPSload(t[0], pg.laneMaskReg(t[3]), at)
+	} else {
+		a.VMOVUPS(t[0], at)
+	}
 	switch r.v.Op {
 	case tile.OpReduceSum:
 		a.VADDPS(t[0], t[0], xr)
 	default:
-		pg.g.maxStep(r.v.Op, t[0], xr, t[1], t[2])
+		pg.g.maxStep(r.v.Op, t[0], xr, t[1], t[3]) // xr may be t[2]
 	}
-	a.VMOVUPSstore(at, t[0])
+	if narrow {
+		a.VMASKMOVPSstore(at, pg.laneMaskReg(t[3]), t[0])
+	} else {
+		a.VMOVUPSstore(at, t[0])
+	}
 	a.JMP(done)
 	a.Bind(first)
-	a.VMOVUPSstore(at, xr)
+	if narrow {
+		a.VMASKMOVPSstore(at, pg.laneMaskReg(t[3]), xr)
+	} else {
+		a.VMOVUPSstore(at, xr)
+	}
 	a.Bind(done)
 	return nil
+}
+
+// offAxis begins a reduction along an axis other than the last (axis 0 of
+// a rank-2 block, 0 or 1 of a rank-3 one), whose result block accumulates
+// in the frame: it returns the address of the row's vector being emitted
+// in the result block (elements of esz bytes; the row part of a rank-3
+// block's in RDX) and jumps to first where this row is the first along
+// the axis (the reference's order: the rows along the axis in turn, the
+// outer loop counters counting them). RAX and RDX are clobbered.
+func (pg *phaseGen) offAxis(r *redState, esz int32) (amd64.Mem, amd64.Label) {
+	a := &pg.g.a
+	at := amd64.PtrIdx(rF, rJ, uint8(esz), r.res+esz*int32(pg.off))
+	if r.v.Args[0].Type.Shape.Rank == 3 {
+		// the result's row: the outer counter of the axis kept
+		s := r.v.Args[0].Type.Shape
+		kept := 1 - r.axis
+		a.MOVQload(rT1, fr(hOuter+8*int32(kept)))
+		a.IMULQimm(rT1, rT1, esz*int32(s.Dims[2]))
+		a.ADDQ(rT1, rF)
+		at = amd64.PtrIdx(rT1, rJ, uint8(esz), r.res+esz*int32(pg.off))
+	}
+	first := a.NewLabel()
+	a.MOVQload(rT0, fr(hOuter+8*int32(r.axis)))
+	a.TESTQ(rT0, rT0)
+	a.Jcc(amd64.CondE, first)
+	return at, first
 }
 
 // nanOf is the register that holds, in a zmm loop, the last NaN of each

@@ -60,7 +60,9 @@
 //     Max and min scan each lane as the reference scans a row and combine
 //     the lanes in order: only which of +0 and -0, or which NaN, comes out
 //     may differ from an in-order scan. Reductions along axis 0 of a 2-D
-//     block accumulate in the frame in the reference's order. A loop whose
+//     block, and along axis 0 or 1 of a rank-3 one, accumulate in the
+//     frame in the reference's order (a rank-3 block's result rows
+//     narrower than a vector under the row's lane mask; f64 ones declined). A loop whose
 //     body only adds contiguous loads into its carried tile (a column sum)
 //     keeps strips of the tile in zmm registers over blocks of iterations
 //     (colloop.go), and zmm loops keep uniforms in registers where the

@@ -301,11 +301,12 @@ func (pg *phaseGen) reduceF64(r *redState, c int, xr amd64.VReg, t []amd64.VReg)
 	}
 	// axis 0: the first row stores, the others combine in order (rows
 	// narrower than a vector too: the block holds one, matBlock)
-	at := amd64.PtrIdx(rF, rJ, 8, r.res+int32(8*pg.off))
-	first, done := a.NewLabel(), a.NewLabel()
-	a.MOVQload(rT0, fr(hOuter))
-	a.TESTQ(rT0, rT0)
-	a.Jcc(amd64.CondE, first)
+	if r.v.Args[0].Type.Shape.Rank == 3 && pg.width < lane {
+		// rows of the result next to each other, narrower than a vector
+		return unsupported(r.v, "f64 reduction along axis %d of a rank-3 block of rows of %d", r.axis, pg.last)
+	}
+	at, first := pg.offAxis(r, 8)
+	done := a.NewLabel()
 	if g.avx512 {
 		a.VMOVUPDZ(z(t[0]), 0, at)
 		switch r.v.Op {

@@ -829,7 +829,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		}
 		ax := int(v.Aux)
 		r := v.Args[0].Type.Shape.Rank
-		if ax != r-1 && !(ax == 0 && r == 2) {
+		if ax != r-1 && !(ax == 0 && r == 2) && !(ax < 2 && r == 3) {
 			return unsupported(v, "reduction along axis %d of a rank-%d block", ax, r)
 		}
 		in.kind = kReduce
