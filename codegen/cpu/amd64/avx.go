@@ -98,6 +98,8 @@ var (
 	opPMAXSD      = vop{map0F38, pp66, false, 0x3d}
 	opPABSD       = vop{map0F38, pp66, false, 0x1e}
 	opCVTTPD2DQ   = vop{map0F, pp66, false, 0xe6}
+	opCVTSI2SDQ   = vop{map0F, ppF2, true, 0x2a}  // xmm ← r/m64 (int64 → float64)
+	opCVTSS2SD    = vop{map0F, ppF3, false, 0x5a} // xmm ← xmm/m32 (float32 → float64)
 	opPMOVSXDQ    = vop{map0F38, pp66, false, 0x25}
 	opFMADD231PS  = vop{map0F38, pp66, false, 0xb8}
 	opFMADD213PS  = vop{map0F38, pp66, false, 0xa8}
@@ -181,6 +183,13 @@ func (a *Asm) VMOVSDload(d VReg, m Mem) { a.v3(opMOVSD, false, uint8(d), 0, m) }
 // VMOVHPDload d = x's float64 lane 0 and the float64 at m (lane 1), the
 // lanes above zero (VEX.128).
 func (a *Asm) VMOVHPDload(d, x VReg, m Mem) { a.v3(opMOVHPD, false, uint8(d), uint8(x), m) }
+
+// VCVTSI2SDQ d = s1 with lane 0 the int64 in r converted to float64
+// (rounded as MXCSR says: to nearest, as Go's float64(int64)).
+func (a *Asm) VCVTSI2SDQ(d, s1 VReg, r Reg) { a.v3(opCVTSI2SDQ, false, uint8(d), uint8(s1), r) }
+
+// VCVTSS2SD d = s1 with lane 0 s2's float32 lane 0 as float64 (exact).
+func (a *Asm) VCVTSS2SD(d, s1 VReg, s2 Operand) { a.v3(opCVTSS2SD, false, uint8(d), uint8(s1), s2) }
 
 // VMOVSDstore [m] = s's float64 lane 0.
 func (a *Asm) VMOVSDstore(m Mem, s VReg) { a.v3(opMOVSDst, false, uint8(s), 0, m) }

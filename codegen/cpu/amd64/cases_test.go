@@ -179,6 +179,10 @@ var encCases = []encCase{
 	{"vinsertps", func(a *Asm) { a.VINSERTPS(0, 0, VReg(1), 0x10) }, "VINSERTPS $0x10, X1, X0, X0", "c4e37921c110"},
 	// double precision
 	{"vcvtps2pd", func(a *Asm) { a.VCVTPS2PD(0, VReg(1)) }, "VCVTPS2PD X1, Y0", "c5fc5ac1"},
+	{"vcvtsi2sdq", func(a *Asm) { a.VCVTSI2SDQ(1, 1, R9) }, "VCVTSI2SDQ R9, X1, X1", "c4c1f32ac9"},
+	{"vcvtsi2sdq rax x12", func(a *Asm) { a.VCVTSI2SDQ(12, 3, RAX) }, "VCVTSI2SDQ AX, X3, X12", "c461e32ae0"},
+	{"vcvtss2sd", func(a *Asm) { a.VCVTSS2SD(0, 0, VReg(9)) }, "VCVTSS2SD X9, X0, X0", "c4c17a5ac1"},
+	{"vcvtss2sd load", func(a *Asm) { a.VCVTSS2SD(2, 2, Ptr(RDI, 24)) }, "VCVTSS2SD 24(DI), X2, X2", "c5ea5a5718"},
 	{"vcvtps2pd mem", func(a *Asm) { a.VCVTPS2PD(0, PtrIdx(RSI, RAX, 4, 0)) }, "VCVTPS2PD (SI)(AX*4), Y0", "c5fc5a0486"},
 	{"vcvtpd2ps", func(a *Asm) { a.VCVTPD2PS(4, 4) }, "VCVTPD2PSY Y4, X4", "c5fd5ae4"},
 	{"vcvtpd2dq", func(a *Asm) { a.VCVTPD2DQ(5, 3) }, "VCVTPD2DQY Y3, X5", "c5ffe6eb"},

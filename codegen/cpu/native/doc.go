@@ -113,7 +113,8 @@
 // sequence of regions (straight-line code, planned as above) and counted
 // loops whose body is a region run once per iteration; what crosses from
 // one region to a later one is a scalar slot, a formula or a frame block.
-// A loop-carried block lives in a frame block (a scalar in a slot) that
+// A loop-carried block lives in a frame block (a scalar in a slot: an
+// integer, an f32's or an f64's bits) that
 // the body's argument and the loop's result share; the yield writes it in
 // place when every read of it in the body comes in an earlier phase or at
 // the same lanes of the yield's phase, else into a block of its own copied
@@ -213,7 +214,9 @@
 // dimension splits into several or contiguous ones merge: plan.go
 // regroup; a reduction's result or a product's regrouped is declined),
 // reductions along axes other
-// than the last (or axis 0 of a 2-D block). (f32 exp, tanh, log,
+// than the last (but axis 0 of a 2-D block, and 0 or 1 of a rank-3 one
+// but f64 ones of rows narrower than a vector), reductions of i32 blocks,
+// scalar atomic adds in a phase. (f32 exp, tanh, log,
 // sigmoid, log1p, expm1, erf, log2, exp2, sign, pow, and sin and cos up
 // to 2^17 in magnitude, bailing out beyond, are native: mathf.go; f32 and
 // f64 rem, Go's math.Mod bit for bit, too: rem.go.)

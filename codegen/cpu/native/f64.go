@@ -377,8 +377,15 @@ func (pg *phaseGen) rowEndF64(r *redState) {
 // read as a splat (broadcastSlot: the slot itself, 8 bytes).
 func (g *gen) scalarF64(v *tile.Value) error {
 	a := &g.a
-	if v.Op == tile.OpParam { // its slot is the parameter's (task.bind)
+	switch v.Op {
+	case tile.OpParam: // its slot is the parameter's (task.bind)
 		return g.broadcastSlot(v)
+	case tile.OpBlockArg, tile.OpForResult: // a loop's carried slot (loopCode)
+		g.slotOf(v)
+		return g.broadcastSlot(v)
+	}
+	if v.Op == tile.OpCast {
+		return g.scalarF64Cast(v)
 	}
 	if v.Op != tile.OpLoad {
 		return g.scalarF64Op(v)
@@ -394,6 +401,23 @@ func (g *gen) scalarF64(v *tile.Value) error {
 	a.MOVQimm(rT0, int64(bits))
 	a.Bind(done)
 	a.MOVQstore(fr(g.slotOf(v)), rT0)
+	return g.broadcastSlot(v)
+}
+
+// scalarF64Cast computes f64 scalar v, a cast of an f32 scalar (exact)
+// or of an integer one (i32 and i1 exact; i64 rounded to nearest, as Go's
+// float64(int64)), into its slot.
+func (g *gen) scalarF64Cast(v *tile.Value) error {
+	a := &g.a
+	x := v.Args[0]
+	a.VXORPS(0, 0, amd64.VReg(0))
+	if x.Type.DType == tile.F32 {
+		a.VCVTSS2SD(0, 0, fr(g.floatSlot(x)))
+	} else {
+		g.scalarIntReg(rT0, x) // i32 slots hold the value sign-extended, i1's 0 or 1
+		a.VCVTSI2SDQ(0, 0, rT0)
+	}
+	a.VMOVSDstore(fr(g.slotOf(v)), 0)
 	return g.broadcastSlot(v)
 }
 

@@ -489,12 +489,16 @@ func (g *gen) loopCode(lp *loopPlan) error {
 	return a.Err()
 }
 
-// scalarBits loads scalar v's slot (its 8 bytes: an integer, or an f32's
-// bits) into r; constants as their bits.
+// scalarBits loads scalar v's slot (its 8 bytes: an integer, an f32's
+// bits or an f64's) into r; constants as their bits.
 func (g *gen) scalarBits(r amd64.Reg, v *tile.Value) {
 	if v.Op == tile.OpConst {
-		if v.Type.DType == tile.F32 {
+		switch v.Type.DType {
+		case tile.F32:
 			g.a.MOVLimm(r, math.Float32bits(float32(v.AuxF)))
+			return
+		case tile.F64:
+			g.a.MOVQimm(r, int64(math.Float64bits(v.AuxF)))
 			return
 		}
 		g.a.MOVQimm(r, v.Aux)

@@ -598,7 +598,7 @@ func (p *plan) loop(v *tile.Value, one func(*tile.Value) error) error {
 			lp.carries = append(lp.carries, c)
 			continue
 		}
-		if c.block && arg.Type.DType != tile.F32 && arg.Type.DType != tile.F64 && arg.Type.DType != tile.I32 || !c.block && arg.Type.DType != tile.F32 && !arg.Type.DType.IsInt() {
+		if c.block && arg.Type.DType != tile.F32 && arg.Type.DType != tile.F64 && arg.Type.DType != tile.I32 || !c.block && arg.Type.DType != tile.F32 && arg.Type.DType != tile.F64 && !arg.Type.DType.IsInt() {
 			return unsupported(arg, "a loop-carried %v", arg.Type)
 		}
 		if c.block {
@@ -618,7 +618,7 @@ func (p *plan) loop(v *tile.Value, one func(*tile.Value) error) error {
 		case c.induced: // an affine form (above)
 		case c.block:
 			ai.kind, ai.formula = kCarry, true
-		case c.arg.Type.DType == tile.F32:
+		case c.arg.Type.DType == tile.F32 || c.arg.Type.DType == tile.F64:
 			ai.kind = kScalarFloat
 			lp.body.scalars = append(lp.body.scalars, c.arg)
 		default:
@@ -700,7 +700,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 			in.kind, in.formula = kAffine, true
 		case c.block:
 			in.kind, in.formula = kCarry, true
-		case t.DType == tile.F32:
+		case t.DType == tile.F32 || t.DType == tile.F64:
 			in.kind = kScalarFloat
 			p.cur.scalars = append(p.cur.scalars, v)
 		default:
@@ -1076,6 +1076,18 @@ func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
 		}
 		if len(v.Args) == 3 && v.Args[2].Op != tile.OpConst {
 			return unsupported(v, "scalar f64 load whose other is not a constant")
+		}
+		in.kind = kScalarFloat
+		in.segment = in.avail
+		p.cur.scalars = append(p.cur.scalars, v)
+		return nil
+	case t.DType == tile.F64 && v.Op == tile.OpCast:
+		// f64.go: scalarF64Cast
+		switch x := v.Args[0]; {
+		case x.Type.DType == tile.F32 && p.in(x).kind == kScalarFloat:
+		case (x.Type.DType == tile.I32 || x.Type.DType == tile.I64 || x.Type.DType == tile.I1) && (p.in(x).kind == kScalarInt || p.in(x).kind == kScalarBool):
+		default:
+			return unsupported(v, "scalar cast from %v to f64", x.Type.DType)
 		}
 		in.kind = kScalarFloat
 		in.segment = in.avail
