@@ -792,6 +792,10 @@ func (pg *phaseGen) laneElement(n *node, l int, base amd64.Mem, offs, esz int32,
 // the others +0, then other blended in where the load has one. srcs are
 // the mask and other (as the load has them) and the offsets, last.
 func (pg *phaseGen) gatherIdx(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) {
+	if n.pat.sh == 3 {
+		pg.gatherIdxF64(n, dst, srcs, t)
+		return
+	}
 	g := pg.g
 	a := g.va()
 	offs := toReg(pg, srcs[len(srcs)-1], t[3])
@@ -840,6 +844,60 @@ func (pg *phaseGen) gatherIdx(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VR
 		mr := toReg(pg, *m, t[0])
 		or := toReg(pg, srcs[1], t[1])
 		a.VBLENDVPS(dst, or, into, mr)
+	}
+}
+
+// gatherIdxF64 is gatherIdx for f64 elements: each active lane's element,
+// checked, copied to a frame vector whose other lanes are +0, which is
+// then loaded as the f64 vector (a zmm register, or a ymm pair: f64y.go),
+// other blended in where the load has one.
+func (pg *phaseGen) gatherIdxF64(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) {
+	g := pg.g
+	a := &g.a
+	offs := toReg(pg, srcs[len(srcs)-1], t[3])
+	srcs = srcs[:len(srcs)-1]
+	var m *opnd
+	if len(srcs) > 0 {
+		m = &srcs[0]
+	}
+	mask, masked := pg.activeMask(m, t[0])
+	vals := g.alloc(64, 64)
+	slots := g.alloc(48, 32) // the offsets, the lane-0 address, the mask's bits
+	offSlots, base, bits := slots, fr(slots+32), fr(slots+40)
+	a.VMOVUPSstore(fr(offSlots), offs)
+	if masked {
+		a.VMOVMSKPS(rT0, mask)
+		a.MOVQstore(bits, rT0)
+	}
+	a.VXORPS(t[1], t[1], t[1])
+	a.VMOVUPSstore(fr(vals), t[1])
+	a.VMOVUPSstore(fr(vals+32), t[1])
+	pg.gatherBase(n.pat, 8) // RAX: lane 0's element (RDX clobbered)
+	a.MOVQstore(base, rT0)
+	bad := g.stub(n.v.ID)
+	for l := 0; l < pg.width; l++ {
+		skip := a.NewLabel()
+		if masked {
+			pg.skipLaneOff(bits, l, skip)
+		}
+		pg.laneElement(n, l, base, offSlots, 8, bad)
+		a.MOVQload(rT0, amd64.Ptr(rT1, 0))
+		a.MOVQstore(fr(vals+8*int32(l)), rT0)
+		a.Bind(skip)
+	}
+	other := len(srcs) == 2 && !isZeroConst(n.v.Args[2])
+	into := dst
+	if other {
+		into = t[3] // dst may be the mask's or other's register: written last
+	}
+	if g.avx512 {
+		a.VMOVUPDZ(z(into), 0, fr(vals))
+	} else {
+		a.VMOVUPD(into, fr(vals))
+		a.VMOVUPD(hi(into), fr(vals+32))
+	}
+	if other {
+		pg.blendOtherF64(dst, srcs[1].reg, into, t[2], mask)
 	}
 }
 

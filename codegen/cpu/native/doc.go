@@ -195,9 +195,9 @@
 // What is not supported yet (Compile says which value and why): nested
 // loops, f64 products of precisions other than ieee, atomics whose old
 // values are read or to a buffer the kernel also loads or stores,
-// integers that are not affine used as addresses of f64 loads (a gather
-// of f64 through loaded indices: atomic adds, stores and 4-byte loads
-// take them, and i32 data blocks otherwise run, ints.go;
+// integers that are not affine used in addresses but as offsets of atomic
+// adds, loads and stores (kScatter: a gather of f32, i32 or f64 through
+// loaded indices; i32 data blocks otherwise run, ints.go;
 // div/rem of lanes are affine only
 // where a block does not straddle a multiple of the divisor: checked per
 // program, else a bail-out; a remainder by a constant that the lanes span

@@ -779,7 +779,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		}
 		root := p.in(v.Args[0]).aff
 		gathered := false
-		if pi := p.in(v.Args[0]); root == nil && pi.kind == kScatter && (t.DType == tile.F32 || t.DType == tile.I32) {
+		if pi := p.in(v.Args[0]); root == nil && pi.kind == kScatter && (t.DType == tile.F32 || t.DType == tile.I32 || t.DType == tile.F64) {
 			// an affine base plus loaded offsets: lane by lane (body.go:
 			// gatherIdx), computed in its phase
 			root, gathered = pi.base, true

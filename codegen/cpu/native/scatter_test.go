@@ -195,6 +195,26 @@ func TestGatherIdxNative(t *testing.T) {
 			row := b.AddPtr(x, b.Mul(offs, int32(10)))
 			b.Store(b.AddPtr(out, offs), b.Neg(b.Load(b.AddPtr(row, lab), mask, nil)), mask)
 		}},
+		{"f64 x[idx[i]], a tail", tile.F64, func(b *tile.Builder, x, idx, out, pn *tile.Value) {
+			offs := b.Add(b.Mul(b.ProgramID(0), 64), b.Arange(0, 64))
+			mask := b.Lt(offs, pn)
+			j := b.Load(b.AddPtr(idx, offs), mask, int32(0))
+			b.Store(b.AddPtr(out, offs), b.Load(b.AddPtr(x, j), mask, nil), mask)
+		}},
+		{"f64 x[idx[i]] or 7 where idx[i] is odd", tile.F64, func(b *tile.Builder, x, idx, out, pn *tile.Value) {
+			offs := b.Add(b.Mul(b.ProgramID(0), 64), b.Arange(0, 64))
+			mask := b.Lt(offs, pn)
+			j := b.Load(b.AddPtr(idx, offs), mask, int32(0))
+			even := b.And(mask, b.Eq(b.Rem(j, int32(2)), int32(0)))
+			b.Store(b.AddPtr(out, offs), b.Mul(b.Load(b.AddPtr(x, j), even, 7.0), 3.0), mask)
+		}},
+		{"f64 −logp[i·10 + label[i]], blocks of 4", tile.F64, func(b *tile.Builder, x, idx, out, pn *tile.Value) {
+			offs := b.Add(b.Mul(b.ProgramID(0), 4), b.Arange(0, 4))
+			mask := b.Lt(offs, pn)
+			lab := b.Rem(b.Load(b.AddPtr(idx, offs), mask, int32(0)), int32(10))
+			row := b.AddPtr(x, b.Mul(offs, int32(10)))
+			b.Store(b.AddPtr(out, offs), b.Neg(b.Load(b.AddPtr(row, lab), mask, nil)), mask)
+		}},
 		{"i32 x[idx[i]]", tile.I32, func(b *tile.Builder, x, idx, out, pn *tile.Value) {
 			offs := b.Add(b.Mul(b.ProgramID(0), 64), b.Arange(0, 64))
 			mask := b.Lt(offs, pn)
@@ -210,7 +230,30 @@ func TestGatherIdxNative(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			bitsAgainstReference(t, k, tile.Grid{tile.CDiv(n, 32)}, func(launch func(args ...any) error) []uint32 {
+			grid := tile.Grid{tile.CDiv(n, 32)}
+			if strings.Contains(c.name, "blocks of 4") {
+				grid = tile.Grid{tile.CDiv(n, 4)}
+			}
+			bitsAgainstReference(t, k, grid, func(launch func(args ...any) error) []uint32 {
+				if c.dt == tile.F64 {
+					x64 := make([]float64, len(xs))
+					for i := range xs {
+						x64[i] = float64(xs[i]) + float64(i)*0x1p-40 // bits below f32's
+					}
+					out := make([]float64, n+8)
+					for i := range out {
+						out[i] = math.NaN()
+					}
+					if err := launch(x64, is, out, n); err != nil {
+						t.Fatal(err)
+					}
+					bits := make([]uint32, 0, 2*len(out))
+					for _, e := range out {
+						u := math.Float64bits(e)
+						bits = append(bits, uint32(u), uint32(u>>32))
+					}
+					return bits
+				}
 				if c.dt == tile.I32 {
 					out := make([]int32, n+8)
 					for i := range out {
@@ -232,26 +275,33 @@ func TestGatherIdxNative(t *testing.T) {
 			})
 		})
 	}
-	t.Run("an offset past the buffer", func(t *testing.T) {
-		b := tile.NewBuilder("gather_idx", nil)
-		px, pi, po := b.Ptr("x", tile.F32), b.Ptr("idx", tile.I32), b.Ptr("out", tile.F32)
-		r := b.Arange(0, 8)
-		b.Store(b.AddPtr(po, r), b.Load(b.AddPtr(px, b.Load(b.AddPtr(pi, r), nil, nil)), nil, nil), nil)
-		k, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		idx := []int32{0, 1, 2, 3, 4, 5, 6, -1}
-		for _, isa := range isas(t) {
-			nk := compileFor(t, isa, k)
-			if err := nk.Launch(tile.Grid{1}, xs[:8], idx, make([]float32, 8)); !errors.Is(err, native.ErrFallback) {
-				t.Fatalf("%s: launch: %v, want ErrFallback", isa, err)
+	for _, dt := range []tile.DType{tile.F32, tile.F64} {
+		t.Run(fmt.Sprintf("%v: an offset past the buffer", dt), func(t *testing.T) {
+			b := tile.NewBuilder("gather_idx", nil)
+			px, pi, po := b.Ptr("x", dt), b.Ptr("idx", tile.I32), b.Ptr("out", dt)
+			r := b.Arange(0, 8)
+			b.Store(b.AddPtr(po, r), b.Load(b.AddPtr(px, b.Load(b.AddPtr(pi, r), nil, nil)), nil, nil), nil)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if err := (tiletest.Interp{}).Launch(k, tile.Grid{1}, xs[:8], idx, make([]float32, 8)); err == nil {
-			t.Fatal("the reference read before the buffer without a fault")
-		}
-	})
+			x, out := any(xs[:8]), any(make([]float32, 8))
+			if dt == tile.F64 {
+				x, out = make([]float64, 8), make([]float64, 8)
+			}
+			for _, idx := range [][]int32{{0, 1, 2, 3, 4, 5, 6, -1}, {0, 1, 2, 8, 4, 5, 6, 7}} {
+				for _, isa := range isas(t) {
+					nk := compileFor(t, isa, k)
+					if err := nk.Launch(tile.Grid{1}, x, idx, out); !errors.Is(err, native.ErrFallback) {
+						t.Fatalf("%s: launch with offsets %v: %v, want ErrFallback", isa, idx, err)
+					}
+				}
+				if err := (tiletest.Interp{}).Launch(k, tile.Grid{1}, x, idx, out); err == nil {
+					t.Fatalf("the reference read past the buffer at offsets %v without a fault", idx)
+				}
+			}
+		})
+	}
 }
 
 // TestEmbeddingNative: an i32 index loaded once a program and used in the
