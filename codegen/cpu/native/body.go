@@ -1412,6 +1412,9 @@ func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
 	if isF64Red(r) {
 		return pg.reduceF64(r, c, xr, t)
 	}
+	if r.v.Type.DType == tile.I32 {
+		return pg.reduceI32(r, c, xr, t)
+	}
 	if r.axis == r.v.Args[0].Type.Shape.Rank-1 && r.inMem {
 		// the accumulator in the frame (more reductions than registers)
 		acc := fr(r.mem[c])
@@ -1514,6 +1517,60 @@ func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
 	}
 	a.Bind(done)
 	return nil
+}
+
+// reduceI32 accumulates the vector of i32 lanes in xr into reduction r
+// (ymm loops only: zmmOK): a sum wraps as the reference's int32 sum does,
+// so in any order the same bits, and max and min are exact, so the lanes
+// and rows may combine in any order.
+func (pg *phaseGen) reduceI32(r *redState, c int, xr amd64.VReg, t []amd64.VReg) error {
+	a := &pg.g.a
+	if r.axis == r.v.Args[0].Type.Shape.Rank-1 {
+		switch {
+		case r.inMem:
+			return unsupported(r.v, "i32 reductions past the accumulator registers")
+		case pg.last <= lane:
+			a.VMOVAPS(r.acc[c], xr) // one vector a row: rowEnd combines its lanes
+		default:
+			i32Step(a, r.v.Op, r.acc[c], xr)
+		}
+		return nil
+	}
+	at, first := pg.offAxis(r, 4)
+	done := a.NewLabel()
+	narrow := r.v.Args[0].Type.Shape.Rank == 3 && pg.width < lane
+	if narrow {
+		a.VMASKMOVPSload(t[0], pg.laneMaskReg(t[3]), at)
+	} else {
+		a.VMOVUPS(t[0], at)
+	}
+	i32Step(a, r.v.Op, t[0], xr)
+	if narrow {
+		a.VMASKMOVPSstore(at, pg.laneMaskReg(t[3]), t[0])
+	} else {
+		a.VMOVUPSstore(at, t[0])
+	}
+	a.JMP(done)
+	a.Bind(first)
+	if narrow {
+		a.VMASKMOVPSstore(at, pg.laneMaskReg(t[3]), xr)
+	} else {
+		a.VMOVUPSstore(at, xr)
+	}
+	a.Bind(done)
+	return nil
+}
+
+// i32Step is acc = acc op x lane by lane for an i32 reduction op.
+func i32Step(a *amd64.Asm, op tile.Op, acc amd64.VReg, x amd64.Operand) {
+	switch op {
+	case tile.OpReduceSum:
+		a.VPADDD(acc, acc, x)
+	case tile.OpReduceMax:
+		a.VPMAXSD(acc, acc, x)
+	default:
+		a.VPMINSD(acc, acc, x)
+	}
 }
 
 // offAxis begins a reduction along an axis other than the last (axis 0 of

@@ -215,8 +215,10 @@
 // regroup; a reduction's result or a product's regrouped is declined),
 // reductions along axes other
 // than the last (but axis 0 of a 2-D block, and 0 or 1 of a rank-3 one
-// but f64 ones of rows narrower than a vector), reductions of i32 blocks,
-// scalar atomic adds in a phase. (f32 exp, tanh, log,
+// but f64 ones of rows narrower than a vector), i64 data blocks (a cast
+// of loaded values to i64), scalar atomic adds in a phase. Reductions of
+// i32 blocks run in ymm loops (body.go: reduceI32; a sum wraps, as
+// int32's, so every order gives the same bits). (f32 exp, tanh, log,
 // sigmoid, log1p, expm1, erf, log2, exp2, sign, pow, and sin and cos up
 // to 2^17 in magnitude, bailing out beyond, are native: mathf.go; f32 and
 // f64 rem, Go's math.Mod bit for bit, too: rem.go.)

@@ -739,6 +739,9 @@ func (pg *phaseGen) zmmOK(fp *fastPlan) bool {
 				return false
 			}
 		case opReduce:
+			if n.v.Type.DType == tile.I32 {
+				return false // reduceI32: ymm only
+			}
 		case opCompute:
 			if !zmmOp(n.v) {
 				return false

@@ -306,6 +306,15 @@ func (pg *phaseGen) rowStart(fp *fastPlan) error {
 
 // redInit is a reduction's initial value: a uniform in the pool.
 func (pg *phaseGen) redInit(r *redState) amd64.Mem {
+	if r.v.Type.DType == tile.I32 {
+		switch r.v.Op {
+		case tile.OpReduceMax:
+			return pg.g.constVec(1 << 31) // math.MinInt32
+		case tile.OpReduceMin:
+			return pg.g.constVec(1<<31 - 1)
+		}
+		return pg.g.constVec(0)
+	}
 	switch r.v.Op {
 	case tile.OpReduceMax:
 		return pg.g.constF32(float32(math.Inf(-1)))
@@ -366,56 +375,22 @@ func (pg *phaseGen) rowEnd() error {
 			a.VMOVSDstore(amd64.PtrIdx(rF, rT0, 8, r.res), 0)
 			continue
 		}
-		x, y := r.acc[0], r.acc[1]
-		if r.inMem { // into registers 4 and 5: free at a row's end (accumulators are 6 and up)
-			x, y = 4, 5
-			if pg.pairs { // accumulators are 4–7, high halves free at a row's end
-				x, y = 8, 9
-			}
-			a.VMOVUPS(x, fr(r.mem[0]))
-			a.VMOVUPS(y, fr(r.mem[1]))
-		}
-		switch {
-		case r.v.Op != tile.OpReduceSum && pg.last >= 2*lane:
-			pg.maxTree(r.v.Op, x, y)
-		case r.v.Op == tile.OpReduceSum && pg.last >= 2*lane:
-			a.VADDPS(x, x, y)
-			a.VEXTRACTF128(0, x, 1)
-			a.VADDPSX(x, x, amd64.VReg(0))
-			a.VMOVHLPS(0, x, x)
-			a.VADDPSX(x, x, amd64.VReg(0))
-			a.VMOVSHDUP(0, x)
-			a.VADDSS(0, x, amd64.VReg(0))
-		default:
-			// lanes in order: the copies' lanes (copy 0's vectors are the
-			// even ones: for max and min which of ±0, or which NaN, comes
-			// out may differ from an in-order scan)
+		if r.v.Type.DType == tile.I32 {
+			// the lanes of both copies, in any order (reduceI32): X0
 			tmp := g.scratch(64)
-			a.VMOVUPSstore(fr(tmp), x)
+			a.VMOVUPSstore(fr(tmp), r.acc[0])
 			n := pg.width
 			if pg.last >= 2*lane {
-				a.VMOVUPSstore(fr(tmp+32), y)
+				a.VMOVUPSstore(fr(tmp+32), r.acc[1])
 				n = 2 * lane
 			}
 			a.VMOVSSload(0, fr(tmp))
 			for l := 1; l < n; l++ {
-				at := fr(tmp + int32(4*l))
-				switch r.v.Op {
-				case tile.OpReduceSum:
-					a.VADDSS(0, 0, at)
-				default:
-					// r = (p > r || p != p) ? p : r, as the reference scans
-					a.VMOVSSload(1, at)
-					pred := amd64.CmpGT
-					if r.v.Op == tile.OpReduceMin {
-						pred = amd64.CmpLT
-					}
-					a.VCMPPS(2, 1, amd64.VReg(0), pred)
-					a.VCMPPS(3, 1, amd64.VReg(1), amd64.CmpUNORD)
-					a.VORPS(2, 2, amd64.VReg(3))
-					a.VBLENDVPS(0, 0, amd64.VReg(1), 2)
-				}
+				a.VMOVSSload(1, fr(tmp+int32(4*l)))
+				i32Step(a, r.v.Op, 0, amd64.VReg(1))
 			}
+		} else {
+			pg.rowEndF32(r)
 		}
 		// store lane 0 of X0: a scalar's slot, or the block at the row index
 		if r.v.Type.Shape.IsScalar() {
@@ -431,6 +406,64 @@ func (pg *phaseGen) rowEnd() error {
 		a.VMOVSSstore(amd64.PtrIdx(rF, rT0, 4, r.res), 0)
 	}
 	return a.Err()
+}
+
+// rowEndF32 combines the two copies' accumulators of f32 reduction r into
+// lane 0 of X0 (rowEnd).
+func (pg *phaseGen) rowEndF32(r *redState) {
+	g := pg.g
+	a := &g.a
+	x, y := r.acc[0], r.acc[1]
+	if r.inMem { // into registers 4 and 5: free at a row's end (accumulators are 6 and up)
+		x, y = 4, 5
+		if pg.pairs { // accumulators are 4–7, high halves free at a row's end
+			x, y = 8, 9
+		}
+		a.VMOVUPS(x, fr(r.mem[0]))
+		a.VMOVUPS(y, fr(r.mem[1]))
+	}
+	switch {
+	case r.v.Op != tile.OpReduceSum && pg.last >= 2*lane:
+		pg.maxTree(r.v.Op, x, y)
+	case r.v.Op == tile.OpReduceSum && pg.last >= 2*lane:
+		a.VADDPS(x, x, y)
+		a.VEXTRACTF128(0, x, 1)
+		a.VADDPSX(x, x, amd64.VReg(0))
+		a.VMOVHLPS(0, x, x)
+		a.VADDPSX(x, x, amd64.VReg(0))
+		a.VMOVSHDUP(0, x)
+		a.VADDSS(0, x, amd64.VReg(0))
+	default:
+		// lanes in order: the copies' lanes (copy 0's vectors are the
+		// even ones: for max and min which of ±0, or which NaN, comes
+		// out may differ from an in-order scan)
+		tmp := g.scratch(64)
+		a.VMOVUPSstore(fr(tmp), x)
+		n := pg.width
+		if pg.last >= 2*lane {
+			a.VMOVUPSstore(fr(tmp+32), y)
+			n = 2 * lane
+		}
+		a.VMOVSSload(0, fr(tmp))
+		for l := 1; l < n; l++ {
+			at := fr(tmp + int32(4*l))
+			switch r.v.Op {
+			case tile.OpReduceSum:
+				a.VADDSS(0, 0, at)
+			default:
+				// r = (p > r || p != p) ? p : r, as the reference scans
+				a.VMOVSSload(1, at)
+				pred := amd64.CmpGT
+				if r.v.Op == tile.OpReduceMin {
+					pred = amd64.CmpLT
+				}
+				a.VCMPPS(2, 1, amd64.VReg(0), pred)
+				a.VCMPPS(3, 1, amd64.VReg(1), amd64.CmpUNORD)
+				a.VORPS(2, 2, amd64.VReg(3))
+				a.VBLENDVPS(0, 0, amd64.VReg(1), 2)
+			}
+		}
+	}
 }
 
 // maxTree combines the sixteen lanes of a row's max (min) — lanes 0–7 in

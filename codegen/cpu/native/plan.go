@@ -728,7 +728,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		return nil
 	}
 	switch {
-	case t.Ptr || (t.DType.IsInt() && v.Op != tile.OpLoad):
+	case t.Ptr || (t.DType.IsInt() && v.Op != tile.OpLoad && !v.Op.IsReduce()):
 		a, err := p.affineOf(v)
 		if err != nil {
 			if d, ok := p.periodic(v); ok {
@@ -740,15 +740,16 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 			if x, d := v.Args[0], v.Args[len(v.Args)-1]; v.Op == tile.OpAddPtr && !t.Shape.IsScalar() &&
 				p.in(x).aff != nil && p.in(x).aff.root >= 0 && p.in(d).kind == kFloat && d.Type.DType == tile.I32 {
 				// an affine pointer plus loaded offsets: addresses lane by
-				// lane, for atomic adds, stores and 4-byte loads
+				// lane, for atomic adds, stores and loads
 				in.kind, in.formula, in.base, in.scat = kScatter, true, p.in(x).aff, d
 				return nil
 			}
-			if src := v.Args[0]; v.Op.IsShape() && v.Op != tile.OpSplat && v.Op != tile.OpTrans &&
-				(p.in(src).kind == kFloat || p.in(src).kind == kView) && src.Type.DType == tile.I32 && !t.Ptr {
-				// a broadcast, expand_dims or reshape of an i32 data block:
-				// read through, as a float block's (a label against a
-				// row of classes: a one-hot mask)
+			if src, sk := v.Args[0], p.in(v.Args[0]).kind; v.Op.IsShape() && v.Op != tile.OpTrans && src.Type.DType == tile.I32 && !t.Ptr &&
+				(v.Op != tile.OpSplat && (sk == kFloat || sk == kView || sk == kReduce) || v.Op == tile.OpSplat && sk == kReduce) {
+				// a broadcast, expand_dims or reshape of an i32 data block
+				// or reduction's result, or a splat of a scalar one: read
+				// through, as a float block's (a label against a row of
+				// classes: a one-hot mask)
 				if v.Op == tile.OpReshape && !tile.UnitReshape(src.Type.Shape, t.Shape) {
 					return unsupported(v, "reshape %v → %v", src.Type.Shape, t.Shape)
 				}
@@ -824,7 +825,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		}
 		return nil
 	case v.Op.IsReduce():
-		if t.DType != tile.F32 && t.DType != tile.F64 {
+		if t.DType != tile.F32 && t.DType != tile.F64 && t.DType != tile.I32 {
 			return unsupported(v, "%v reductions", t.DType)
 		}
 		ax := int(v.Aux)
@@ -934,6 +935,8 @@ func (p *plan) intData(v *tile.Value) bool {
 			data = true
 		case ai.kind == kCarry && a.Type.DType == tile.I32:
 			data = true // a loop-carried i32 block: its frame block
+		case ai.kind == kReduce && a.Type.DType == tile.I32:
+			data = true // an i32 reduction's result: its frame block
 		case ai.kind == kMask:
 			data = data || v.Op == tile.OpCast || v.Op == tile.OpSelect
 		case ai.kind == kAffine && a.Type.DType == tile.I32, ai.kind == kPeriodic:
@@ -982,6 +985,15 @@ func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
 		base := p.in(v.Args[0]).aff
 		in.kind = kScalarPtr
 		in.aff = &aff{root: base.root, dt: t.DType, c: sAdd(base.c, p.scalarOf(v.Args[1]))}
+		return nil
+	case t.DType == tile.I32 && v.Op.IsReduce():
+		// a vector's i32 lanes reduced (body.go: reduceI32): its slot,
+		// read as a splat (an integer scalar computed from it is declined)
+		if v.Args[0].Type.Shape.Rank != 1 {
+			return unsupported(v, "scalar reduction of %v", v.Args[0].Type)
+		}
+		in.kind = kReduce
+		in.avail++
 		return nil
 	case t.DType.IsInt():
 		if in.avail > 0 {
