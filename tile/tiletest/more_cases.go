@@ -615,6 +615,158 @@ func scatterAdd(n, m, block int) Case {
 	}
 }
 
+// argmaxRows is out[r] = the least column c < cols with x[r, c] the row's
+// maximum, BM rows of BN columns a program (a tail of rows and of
+// columns): an f32 max along the rows, then an i32 min of the columns
+// that hold it. The values are small integers, so rows have ties.
+func argmaxRows(rows, cols, bm, bn int) Case {
+	return Case{
+		Name: fmt.Sprintf("argmax_rows/%dx%d/BLOCK=%dx%d", rows, cols, bm, bn),
+		Kernel: func() (*tile.Kernel, error) {
+			b := tile.NewBuilder("argmax_rows", tile.Meta{"BLOCK_M": bm, "BLOCK_N": bn})
+			px, po := b.Ptr("x", tile.F32), b.Ptr("out", tile.I32)
+			r := b.Add(b.Mul(b.ProgramID(0), int32(bm)), b.Arange(0, bm))
+			rr, cc := b.ExpandDims(r, 1), b.ExpandDims(b.Arange(0, bn), 0)
+			m := b.And(b.Lt(rr, int32(rows)), b.Lt(cc, int32(cols)))
+			v := b.Load(b.AddPtr(px, b.Add(b.Mul(rr, int32(cols)), cc)), m, math.Inf(-1))
+			mx := b.BroadcastTo(b.Reduce(tile.OpReduceMax, v, 1, true), tile.Shp(bm, bn))
+			at := b.Where(b.And(m, b.Eq(v, mx)), b.BroadcastTo(cc, tile.Shp(bm, bn)), int32(math.MaxInt32))
+			b.Store(b.AddPtr(po, r), b.Reduce(tile.OpReduceMin, at, 1), b.Lt(r, int32(rows)))
+			return b.Build()
+		},
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x := make([]float32, rows*cols)
+			for i := range x {
+				x[i] = float32(rng.IntN(7) - 3)
+			}
+			out := make([]int32, rows+Pad)
+			for i := range out {
+				out[i] = -7
+			}
+			return tile.Grid{tile.CDiv(rows, bm)}, []any{x, out}, func() error {
+				for r := range rows {
+					best := 0
+					for c := 1; c < cols; c++ {
+						if x[r*cols+c] > x[r*cols+best] {
+							best = c
+						}
+					}
+					if out[r] != int32(best) {
+						return fmt.Errorf("out[%d] = %d, want %d", r, out[r], best)
+					}
+				}
+				for i := rows; i < len(out); i++ {
+					if out[i] != -7 {
+						return fmt.Errorf("padding element %d was written", i)
+					}
+				}
+				return nil
+			}
+		},
+	}
+}
+
+// groupSums is out[b, d] = Σ_g x[b, g, d] and out2[b, d] = max_g x[b, g, d]
+// for x of batch×groups×d, BB batches a program (a tail of batches): a
+// rank-3 block reduced along its middle axis.
+func groupSums(batch, groups, d, bb int) Case {
+	return Case{
+		Name: fmt.Sprintf("group_sums/%dx%dx%d/BB=%d", batch, groups, d, bb),
+		Tol:  Tol{Abs: 1e-5, Rel: 1e-5},
+		Kernel: func() (*tile.Kernel, error) {
+			b := tile.NewBuilder("group_sums", tile.Meta{"BB": bb})
+			px, po, pm := b.Ptr("x", tile.F32), b.Ptr("sum", tile.F32), b.Ptr("max", tile.F32)
+			bi := b.Add(b.Mul(b.ProgramID(0), int32(bb)), b.Arange(0, bb))
+			b3 := b.BroadcastTo(b.ExpandDims(b.ExpandDims(bi, 1), 2), tile.Shp(bb, groups, d))
+			g3 := b.BroadcastTo(b.ExpandDims(b.ExpandDims(b.Arange(0, groups), 0), 2), tile.Shp(bb, groups, d))
+			d3 := b.BroadcastTo(b.ExpandDims(b.ExpandDims(b.Arange(0, d), 0), 0), tile.Shp(bb, groups, d))
+			m3 := b.Lt(b3, int32(batch))
+			v := b.Load(b.AddPtr(px, b.Add(b.Mul(b.Add(b.Mul(b3, int32(groups)), g3), int32(d)), d3)), m3, nil)
+			bo := b.BroadcastTo(b.ExpandDims(bi, 1), tile.Shp(bb, d))
+			do := b.BroadcastTo(b.ExpandDims(b.Arange(0, d), 0), tile.Shp(bb, d))
+			off, m2 := b.Add(b.Mul(bo, int32(d)), do), b.Lt(bo, int32(batch))
+			b.Store(b.AddPtr(po, off), b.Reduce(tile.OpReduceSum, v, 1), m2)
+			b.Store(b.AddPtr(pm, off), b.Reduce(tile.OpReduceMax, v, 1), m2)
+			return b.Build()
+		},
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x := Uniform(rng, batch*groups*d, -1, 1)
+			sum, mx := Output(batch*d), Output(batch*d)
+			return tile.Grid{tile.CDiv(batch, bb)}, []any{x, sum, mx}, func() error {
+				ws, wm := make([]float64, batch*d), make([]float64, batch*d)
+				for bi := range batch {
+					for j := range d {
+						wm[bi*d+j] = math.Inf(-1)
+						for g := range groups {
+							v := float64(x[(bi*groups+g)*d+j])
+							ws[bi*d+j] += v
+							wm[bi*d+j] = math.Max(wm[bi*d+j], v)
+						}
+					}
+				}
+				if err := Close("sum", sum, ws, Tol{Abs: 1e-5, Rel: 1e-5}); err != nil {
+					return err
+				}
+				return Close("max", mx, wm, Tol{})
+			}
+		},
+	}
+}
+
+// sumLoopF64 is out[p] = 0.25 + Σ x[p·n : p·n + n] in float64, a program
+// a row, its loop over blocks of BLOCK carrying the sum as an f64 scalar
+// (and the block count, cast to f64, as another).
+func sumLoopF64(rows, n, block int) Case {
+	return Case{
+		Name: fmt.Sprintf("sum_loop_f64/%dx%d/BLOCK=%d", rows, n, block),
+		Tol:  Tol{Abs: 1e-12, Rel: 1e-12}, // sums in another order
+		Kernel: func() (*tile.Kernel, error) {
+			b := tile.NewBuilder("sum_loop_f64", tile.Meta{"BLOCK": block})
+			px, po := b.Ptr("x", tile.F64), b.Ptr("out", tile.F64)
+			p := b.ProgramID(0)
+			res := b.For(0, int32(tile.CDiv(n, block)), 1, []*tile.Value{b.F64(0.25), b.F64(0)}, func(iv *tile.Value, c []*tile.Value) []*tile.Value {
+				offs := b.Add(b.Mul(iv, int32(block)), b.Arange(0, block))
+				v := b.Load(b.AddPtr(px, b.Add(b.Mul(p, int32(n)), offs)), b.Lt(offs, int32(n)), nil)
+				return []*tile.Value{b.Add(c[0], b.Reduce(tile.OpReduceSum, v, 0)), b.Add(c[1], b.Cast(b.Add(iv, int32(1)), tile.F64))}
+			})
+			b.Store(b.AddPtr(po, b.Mul(p, int32(2))), res[0], nil)
+			b.Store(b.AddPtr(po, b.Add(b.Mul(p, int32(2)), int32(1))), res[1], nil)
+			return b.Build()
+		},
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			x := make([]float64, rows*n)
+			for i := range x {
+				x[i] = rng.Float64()*2 - 1
+			}
+			out := make([]float64, 2*rows+Pad)
+			for i := range out {
+				out[i] = float64(Poison)
+			}
+			return tile.Grid{rows}, []any{x, out}, func() error {
+				blocks := tile.CDiv(n, block)
+				for r := range rows {
+					want := 0.25
+					for _, v := range x[r*n : r*n+n] {
+						want += v
+					}
+					if math.Abs(out[2*r]-want) > 1e-13*float64(n) {
+						return fmt.Errorf("out[%d] = %v, want %v", 2*r, out[2*r], want)
+					}
+					if wc := float64(blocks * (blocks + 1) / 2); out[2*r+1] != wc {
+						return fmt.Errorf("out[%d] = %v, want %v", 2*r+1, out[2*r+1], wc)
+					}
+				}
+				for i := 2 * rows; i < len(out); i++ {
+					if out[i] != float64(Poison) {
+						return fmt.Errorf("padding element %d was written", i)
+					}
+				}
+				return nil
+			}
+		},
+	}
+}
+
 // moreCases are the cases that exercise 2-D reductions, transposed blocks,
 // f64, i32 atomics and every math op.
 func moreCases() []Case {
@@ -629,6 +781,8 @@ func moreCases() []Case {
 		addTransposed(100, 32), addTransposed(64, 16), pairSums(1000, 256), pairSums(4096, 1024),
 		embedding(50, 64, 37), embedding(7, 100, 5), pickLabels(300, 10, 64), pickLabels(5, 1000, 128),
 		scatterAdd(1000, 37, 128), scatterAdd(5, 2, 64),
+		argmaxRows(37, 100, 16, 128), argmaxRows(300, 10, 64, 16), groupSums(37, 8, 32, 4), groupSums(5, 16, 4, 8),
+		sumLoopF64(3, 1000, 256), sumLoopF64(7, 64, 64),
 	}
 	for _, o := range MathOps {
 		cs = append(cs, mathCase(o))
