@@ -181,3 +181,91 @@ func TestAtomicAddNative(t *testing.T) {
 		}
 	})
 }
+
+// TestScalarAtomicAddNative: scalar atomic adds, each program adding one
+// value to one of three counters (i32, f32 and f64; a value computed from
+// the program id, a parameter's or a constant; the odd programs' adds
+// masked off), as machine code on every worker: the counters hold the
+// sums exactly (integer-valued floats, so every order gives them). A
+// counter past its buffer falls back. (Before 2026-12-07 a scalar atomic
+// add sent the kernel to the executor.)
+func TestScalarAtomicAddNative(t *testing.T) {
+	requireJIT(t)
+	const progs = 3001
+	for _, d := range []tile.DType{tile.I32, tile.F32, tile.F64} {
+		t.Run(d.String(), func(t *testing.T) {
+			b := tile.NewBuilder("scalar_atomics", nil)
+			ctr := b.Ptr("ctr", d)
+			w := b.Param("w", d)
+			p := b.ProgramID(0)
+			even := b.Eq(b.Rem(p, int32(2)), int32(0))
+			var v *tile.Value
+			if d == tile.I32 {
+				v = b.Add(p, int32(1))
+			} else {
+				v = b.Cast(b.Add(p, int32(1)), d)
+			}
+			b.AtomicAdd(b.AddPtr(ctr, b.Rem(p, int32(3))), v, even)
+			b.AtomicAdd(b.AddPtr(ctr, int32(3)), w, nil)
+			b.AtomicAdd(b.AddPtr(ctr, int32(4)), b.Const(2, d), nil)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([]float64, 5)
+			for q := 0; q < progs; q += 2 {
+				want[q%3] += float64(q + 1)
+			}
+			want[3], want[4] = 3*progs, 2*progs
+			for _, isa := range isas(t) {
+				nk := compileFor(t, isa, k)
+				got := make([]float64, 5)
+				switch d {
+				case tile.I32:
+					c := make([]int32, 5)
+					if err := nk.Launch(tile.Grid{progs}, c, int32(3)); err != nil {
+						t.Fatalf("%s: %v", isa, err)
+					}
+					for i, x := range c {
+						got[i] = float64(x)
+					}
+				case tile.F32:
+					c := make([]float32, 5)
+					if err := nk.Launch(tile.Grid{progs}, c, float32(3)); err != nil {
+						t.Fatalf("%s: %v", isa, err)
+					}
+					for i, x := range c {
+						got[i] = float64(x)
+					}
+				default:
+					if err := nk.Launch(tile.Grid{progs}, got, 3.0); err != nil {
+						t.Fatalf("%s: %v", isa, err)
+					}
+				}
+				for i := range want {
+					if got[i] != want[i] {
+						t.Fatalf("%s: counter %d = %v, want %v", isa, i, got[i], want[i])
+					}
+				}
+				// four counters: the fifth's adds lie past the buffer
+				var short any = make([]float64, 4)
+				switch d {
+				case tile.I32:
+					short = make([]int32, 4)
+				case tile.F32:
+					short = make([]float32, 4)
+				}
+				var wv any = 3.0
+				switch d {
+				case tile.I32:
+					wv = int32(3)
+				case tile.F32:
+					wv = float32(3)
+				}
+				if err := nk.Launch(tile.Grid{progs}, short, wv); !errors.Is(err, native.ErrFallback) {
+					t.Fatalf("%s: a counter past the buffer: %v, want ErrFallback", isa, err)
+				}
+			}
+		})
+	}
+}

@@ -188,7 +188,8 @@
 // loops; through an affine pointer, or one plus offsets that are i32 data
 // (a histogram's bins, a scatter-add at loaded indices: kScatter, each
 // lane's element checked against its buffer, a fault falling back);
-// a launch of such a kernel saves the buffers it adds to and puts them
+// a scalar's atomic add is one such loop in its scalar phase (phase.go:
+// scalarAtomicAdd); a launch of such a kernel saves the buffers it adds to and puts them
 // back where it falls back (the executor then adds once), and a program
 // that bails out fails the whole launch.
 //
@@ -216,7 +217,7 @@
 // reductions along axes other
 // than the last (but axis 0 of a 2-D block, and 0 or 1 of a rank-3 one
 // but f64 ones of rows narrower than a vector), i64 data blocks (a cast
-// of loaded values to i64), scalar atomic adds in a phase. Reductions of
+// of loaded values to i64). Reductions of
 // i32 blocks run in ymm loops (body.go: reduceI32; a sum wraps, as
 // int32's, so every order gives the same bits). (f32 exp, tanh, log,
 // sigmoid, log1p, expm1, erf, log2, exp2, sign, pow, and sin and cos up

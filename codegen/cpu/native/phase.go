@@ -543,12 +543,12 @@ func (pg *phaseGen) uniform(x *tile.Value) (*node, error) {
 	return pg.add(&node{v: x, op: opUniform, mem: mem}), nil
 }
 
-// scalarPhase emits the stores of scalars: checked, skipped where the
-// mask is false.
+// scalarPhase emits the stores and atomic adds of scalars: checked,
+// skipped where the mask is false.
 func (g *gen) scalarPhase(ph *phase) error {
 	a := &g.a
 	for _, v := range ph.ops {
-		if v.Op != tile.OpStore {
+		if v.Op != tile.OpStore && v.Op != tile.OpAtomicAdd {
 			return unsupported(v, "scalar %v in a phase", v.Op)
 		}
 		ptr := g.p.in(v.Args[0]).aff
@@ -573,6 +573,8 @@ func (g *gen) scalarPhase(ph *phase) error {
 		a.CMPQload(rT1, fr(paramEnd(ptr.root)))
 		a.Jcc(amd64.CondA, bad)
 		switch {
+		case v.Op == tile.OpAtomicAdd:
+			g.scalarAtomicAdd(x)
 		case x.Type.DType != tile.F64:
 			a.VMOVSSload(0, fr(g.floatSlot(x)))
 			a.VMOVSSstore(amd64.Ptr(rT0, 0), 0)
@@ -586,4 +588,51 @@ func (g *gen) scalarPhase(ph *phase) error {
 		a.Bind(skip)
 	}
 	return a.Err()
+}
+
+// scalarAtomicAdd adds scalar x to the element at RAX atomically (its old
+// value not read): a compare-and-swap loop on the element's bits, as
+// body.go's atomicAdd does a lane's; RCX is saved and restored.
+func (g *gen) scalarAtomicAdd(x *tile.Value) {
+	a := &g.a
+	slots := g.alloc(16, 8) // saved RCX, the element's bits
+	saved, cur := fr(slots), fr(slots+8)
+	a.MOVQstore(saved, amd64.RCX)
+	a.MOVQ(rT1, rT0)
+	at := amd64.Ptr(rT1, 0)
+	f64 := x.Type.DType == tile.F64
+	if f64 {
+		a.MOVQload(rT0, at)
+	} else {
+		a.MOVLload(rT0, at)
+	}
+	retry := a.NewLabel()
+	a.Bind(retry)
+	switch {
+	case x.Type.DType.IsInt(): // i32: old + x, swapped in
+		g.scalarIntReg(amd64.RCX, x)
+		a.ADDL(amd64.RCX, rT0)
+		a.LOCKCMPXCHGL(at, amd64.RCX)
+	case f64:
+		a.MOVQstore(cur, rT0)
+		a.VMOVSDload(0, cur)
+		if x.Op == tile.OpConst {
+			a.VMOVSDload(1, g.constF64(x.AuxF))
+		} else {
+			a.VMOVSDload(1, fr(g.slotOf(x)))
+		}
+		a.VADDSD(0, 0, amd64.VReg(1))
+		a.VMOVSDstore(cur, 0)
+		a.MOVQload(amd64.RCX, cur)
+		a.LOCKCMPXCHGQ(at, amd64.RCX)
+	default:
+		a.MOVQstore(cur, rT0)
+		a.VMOVSSload(0, cur)
+		a.VADDSS(0, 0, fr(g.floatSlot(x)))
+		a.VMOVSSstore(cur, 0)
+		a.MOVLload(amd64.RCX, cur)
+		a.LOCKCMPXCHGL(at, amd64.RCX)
+	}
+	a.Jcc(amd64.CondNE, retry)
+	a.MOVQload(amd64.RCX, saved)
 }
