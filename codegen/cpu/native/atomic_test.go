@@ -269,3 +269,89 @@ func TestScalarAtomicAddNative(t *testing.T) {
 		})
 	}
 }
+
+// TestScalarAtomicOldValuesNative: each even program takes a ticket from a
+// counter (a scalar atomic add of 1 whose old value it stores, i32, f32
+// and f64), the odd ones' adds masked off (their old value 0, as the
+// reference gives a disabled lane), plus the ticket added to a vector the
+// program stores: as machine code on every worker the even programs'
+// tickets are 0 … E−1, each once, and the counter E. (Before 2026-12-07
+// an atomic add whose old value was read sent the kernel to the executor.)
+func TestScalarAtomicOldValuesNative(t *testing.T) {
+	requireJIT(t)
+	const progs = 2001
+	const evens = (progs + 1) / 2
+	for _, d := range []tile.DType{tile.I32, tile.F32, tile.F64} {
+		t.Run(d.String(), func(t *testing.T) {
+			b := tile.NewBuilder("tickets", nil)
+			ctr, olds, vec := b.Ptr("ctr", d), b.Ptr("olds", d), b.Ptr("vec", d)
+			p := b.ProgramID(0)
+			even := b.Eq(b.Rem(p, int32(2)), int32(0))
+			old := b.AtomicAdd(b.AddPtr(ctr, 0), b.Const(1, d), even)
+			b.Store(b.AddPtr(olds, p), old, nil)
+			r := b.Arange(0, 8)
+			rv := r
+			if d != tile.I32 {
+				rv = b.Cast(r, d)
+			}
+			b.Store(b.AddPtr(vec, b.Add(b.Mul(p, int32(8)), r)), b.Add(rv, b.Splat(old, tile.Shp(8))), nil)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, isa := range isas(t) {
+				nk := compileFor(t, isa, k)
+				var c, o, v []float64
+				switch d {
+				case tile.I32:
+					ci, oi, vi := make([]int32, 1), make([]int32, progs), make([]int32, 8*progs)
+					if err := nk.Launch(tile.Grid{progs}, ci, oi, vi); err != nil {
+						t.Fatalf("%s: %v", isa, err)
+					}
+					c, o, v = f64s(ci), f64s(oi), f64s(vi)
+				case tile.F32:
+					cf, of, vf := make([]float32, 1), make([]float32, progs), make([]float32, 8*progs)
+					if err := nk.Launch(tile.Grid{progs}, cf, of, vf); err != nil {
+						t.Fatalf("%s: %v", isa, err)
+					}
+					c, o, v = f64s(cf), f64s(of), f64s(vf)
+				default:
+					c, o, v = make([]float64, 1), make([]float64, progs), make([]float64, 8*progs)
+					if err := nk.Launch(tile.Grid{progs}, c, o, v); err != nil {
+						t.Fatalf("%s: %v", isa, err)
+					}
+				}
+				if c[0] != evens {
+					t.Fatalf("%s: counter %v, want %d", isa, c[0], evens)
+				}
+				seen := make([]bool, evens)
+				for q := range progs {
+					for l := range 8 {
+						if v[8*q+l] != o[q]+float64(l) {
+							t.Fatalf("%s: program %d's vector lane %d = %v, its ticket %v", isa, q, l, v[8*q+l], o[q])
+						}
+					}
+					if q%2 == 1 {
+						if o[q] != 0 {
+							t.Fatalf("%s: masked-off program %d got %v, want 0", isa, q, o[q])
+						}
+						continue
+					}
+					tk := int(o[q])
+					if float64(tk) != o[q] || tk < 0 || tk >= evens || seen[tk] {
+						t.Fatalf("%s: program %d's ticket %v is not a new one of 0…%d", isa, q, o[q], evens-1)
+					}
+					seen[tk] = true
+				}
+			}
+		})
+	}
+}
+
+func f64s[T int32 | float32](x []T) []float64 {
+	out := make([]float64, len(x))
+	for i, e := range x {
+		out[i] = float64(e)
+	}
+	return out
+}

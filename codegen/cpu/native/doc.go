@@ -194,8 +194,9 @@
 // that bails out fails the whole launch.
 //
 // What is not supported yet (Compile says which value and why): nested
-// loops, f64 products of precisions other than ieee, atomics whose old
-// values are read or to a buffer the kernel also loads or stores,
+// loops, f64 products of precisions other than ieee, atomics of blocks
+// whose old values are read (a scalar's is: phase.go scalarAtomicOld),
+// atomics to a buffer the kernel also loads or stores,
 // integers that are not affine used in addresses but as offsets of atomic
 // adds, loads and stores (kScatter: a gather of f32, i32 or f64 through
 // loaded indices; i32 data blocks otherwise run, ints.go;

@@ -741,6 +741,9 @@ func (g *gen) scalarInt(v *tile.Value) error {
 		a.MOVQimm(rT0, v.Aux)
 		a.MOVQstore(fr(g.slotOf(v)), rT0)
 		return nil
+	case tile.OpAtomicAdd:
+		g.scalarAtomicOld(v)
+		return nil
 	}
 	x := v.Args[0]
 	dst := g.slotOf(v)
@@ -921,6 +924,10 @@ func (g *gen) scalarDivConst(v *tile.Value, d int64) {
 // operands, lane 0 stored.
 func (g *gen) scalarFloat(v *tile.Value) error {
 	a := &g.a
+	if v.Op == tile.OpAtomicAdd {
+		g.scalarAtomicOld(v)
+		return g.broadcastSlot(v)
+	}
 	if v.Type.DType == tile.F64 {
 		return g.scalarF64(v)
 	}

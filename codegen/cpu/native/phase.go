@@ -559,19 +559,7 @@ func (g *gen) scalarPhase(ph *phase) error {
 			a.TESTQ(rT0, rT0)
 			a.Jcc(amd64.CondE, skip)
 		}
-		sh, esz := uint8(2), int32(4)
-		if x.Type.DType == tile.F64 {
-			sh, esz = 3, 8
-		}
-		g.sxReg(rT0, ptr.c)
-		a.SHLQ(rT0, sh)
-		a.ADDQload(rT0, fr(paramBase(ptr.root)))
-		bad := g.stub(v.ID)
-		a.CMPQload(rT0, fr(paramBase(ptr.root)))
-		a.Jcc(amd64.CondB, bad)
-		a.LEAQ(rT1, amd64.Ptr(rT0, esz))
-		a.CMPQload(rT1, fr(paramEnd(ptr.root)))
-		a.Jcc(amd64.CondA, bad)
+		g.scalarElement(v, ptr, x.Type.DType)
 		switch {
 		case v.Op == tile.OpAtomicAdd:
 			g.scalarAtomicAdd(x)
@@ -590,9 +578,54 @@ func (g *gen) scalarPhase(ph *phase) error {
 	return a.Err()
 }
 
-// scalarAtomicAdd adds scalar x to the element at RAX atomically (its old
-// value not read): a compare-and-swap loop on the element's bits, as
-// body.go's atomicAdd does a lane's; RCX is saved and restored.
+// scalarElement puts the address of scalar access v's element (through
+// affine pointer ptr, of type d) in RAX, checked against its buffer (out
+// of it: v's stub). RDX is clobbered.
+func (g *gen) scalarElement(v *tile.Value, ptr *aff, d tile.DType) {
+	a := &g.a
+	sh, esz := uint8(2), int32(4)
+	if d == tile.F64 {
+		sh, esz = 3, 8
+	}
+	g.sxReg(rT0, ptr.c)
+	a.SHLQ(rT0, sh)
+	a.ADDQload(rT0, fr(paramBase(ptr.root)))
+	bad := g.stub(v.ID)
+	a.CMPQload(rT0, fr(paramBase(ptr.root)))
+	a.Jcc(amd64.CondB, bad)
+	a.LEAQ(rT1, amd64.Ptr(rT0, esz))
+	a.CMPQload(rT1, fr(paramEnd(ptr.root)))
+	a.Jcc(amd64.CondA, bad)
+}
+
+// scalarAtomicOld computes scalar atomic add v whose old value is read:
+// the add (scalarAtomicAdd) where its mask holds, its slot the element's
+// value before it (an i32 sign-extended), or 0 where the mask is false,
+// as the reference gives a disabled lane.
+func (g *gen) scalarAtomicOld(v *tile.Value) {
+	a := &g.a
+	off, done := a.NewLabel(), a.NewLabel()
+	if len(v.Args) == 3 {
+		g.scalarIntReg(rT0, v.Args[2])
+		a.TESTQ(rT0, rT0)
+		a.Jcc(amd64.CondE, off)
+	}
+	g.scalarElement(v, g.p.in(v.Args[0]).aff, v.Type.DType)
+	g.scalarAtomicAdd(v.Args[1]) // RAX: the old bits
+	if v.Type.DType == tile.I32 {
+		a.MOVSXD(rT0, rT0)
+	}
+	a.JMP(done)
+	a.Bind(off)
+	a.XORL(rT0, rT0)
+	a.Bind(done)
+	a.MOVQstore(fr(g.slotOf(v)), rT0)
+}
+
+// scalarAtomicAdd adds scalar x to the element at RAX atomically: a
+// compare-and-swap loop on the element's bits, as body.go's atomicAdd
+// does a lane's, leaving the element's old bits in RAX (zero-extended);
+// RCX is saved and restored.
 func (g *gen) scalarAtomicAdd(x *tile.Value) {
 	a := &g.a
 	slots := g.alloc(16, 8) // saved RCX, the element's bits

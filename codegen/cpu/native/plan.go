@@ -205,6 +205,7 @@ type plan struct {
 	needDiv  []divCheck
 	inplace  []*tile.Value  // vector loads from buffers the kernel stores to (checkInPlace)
 	atomics  []bool         // by parameter: the kernel adds to it atomically (body.go: atomicAdd)
+	oldRead  map[int]bool   // by value ID: scalar atomic adds whose old values are read (gen.go: scalarAtomicOld)
 	unit     map[int64]bool // integer parameters the code takes as 1 (a stride between lanes: phase.go, intern), by number
 	cur      *region        // the region being classified
 
@@ -327,6 +328,7 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 	roots := analysis.Roots(k)
 	var users [][]*tile.Value // analysis.Users, where the kernel has an atomic add
 	p.atomics = make([]bool, len(k.Params))
+	p.oldRead = map[int]bool{}
 	plain := make([]bool, len(k.Params)) // by parameter: stored to by a store
 	// first pass: what the kernel stores through, and what it cannot do
 	k.Walk(func(v *tile.Value) {
@@ -356,13 +358,18 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 			switch r := roots[v.Args[0].ID]; {
 			case v.Type.DType != tile.F32 && v.Type.DType != tile.F64 && v.Type.DType != tile.I32:
 				err = unsupported(v, "%v atomics", v.Type.DType)
-			case len(users[v.ID]) > 0:
-				err = unsupported(v, "atomics whose old values are read")
+			case len(users[v.ID]) > 0 && !v.Type.Shape.IsScalar():
+				err = unsupported(v, "atomics of blocks whose old values are read")
 			case r == nil:
 				err = unsupported(v, "atomic add through a pointer that is not affine")
 			default:
 				p.stored[r.Aux] = true
 				p.atomics[r.Aux] = true
+				if len(users[v.ID]) > 0 {
+					// a scalar's: computed as a scalar, its slot the old
+					// value (gen.go: scalarAtomicOld)
+					p.oldRead[v.ID] = true
+				}
 			}
 		case tile.OpStore:
 			if r := roots[v.Args[0].ID]; r != nil {
@@ -657,6 +664,24 @@ func (p *plan) loop(v *tile.Value, one func(*tile.Value) error) error {
 
 func (p *plan) in(v *tile.Value) *vinfo { return &p.info[v.ID] }
 
+// scalarAtomicOK checks a scalar atomic add whose old value is read: an
+// affine pointer, a scalar value and mask.
+func (p *plan) scalarAtomicOK(v *tile.Value) error {
+	if pi := p.in(v.Args[0]); pi.aff == nil || pi.aff.root < 0 {
+		return unsupported(v, "scalar atomic add through a pointer that is not affine")
+	}
+	switch k := p.in(v.Args[1]).kind; {
+	case v.Type.DType == tile.I32 && k == kScalarInt:
+	case v.Type.DType != tile.I32 && k == kScalarFloat:
+	default:
+		return unsupported(v, "scalar atomic add of a value of kind %d", k)
+	}
+	if len(v.Args) == 3 && p.in(v.Args[2]).kind != kScalarBool {
+		return unsupported(v, "scalar atomic add under a mask that is not a scalar")
+	}
+	return nil
+}
+
 // matLeaves marks v, where it is a value kept in the frame (not a formula),
 // or else each such value its formula reads (through views: transposes,
 // broadcasts, reshapes; and cheap ops), as materialized: a loop's prologue
@@ -716,7 +741,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		in.avail = avail + 1
 		return nil
 	}
-	if t.Shape.IsScalar() && v.Op != tile.OpStore && v.Op != tile.OpAtomicAdd {
+	if t.Shape.IsScalar() && v.Op != tile.OpStore && (v.Op != tile.OpAtomicAdd || p.oldRead[v.ID]) {
 		return p.classifyScalar(v, invar)
 	}
 	if v.Op == tile.OpAtomicAdd {
@@ -1008,6 +1033,10 @@ func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
 				return unsupported(v, "cast from %v to an integer", s)
 			}
 		case tile.OpSelect:
+		case tile.OpAtomicAdd:
+			if err := p.scalarAtomicOK(v); err != nil {
+				return err
+			}
 		case tile.OpLoad:
 			// an index loaded once a program (an embedding's row, a
 			// label): its slot, read by address arithmetic as any scalar
@@ -1040,6 +1069,14 @@ func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
 			return unsupported(v, "scalar i1 %v", v.Op)
 		}
 		in.kind = kScalarBool
+		in.segment = in.avail
+		p.cur.scalars = append(p.cur.scalars, v)
+		return nil
+	case (t.DType == tile.F32 || t.DType == tile.F64) && v.Op == tile.OpAtomicAdd:
+		if err := p.scalarAtomicOK(v); err != nil {
+			return err
+		}
+		in.kind = kScalarFloat
 		in.segment = in.avail
 		p.cur.scalars = append(p.cur.scalars, v)
 		return nil
