@@ -1,6 +1,7 @@
 package tile_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -15,6 +16,8 @@ var roundTripEdges = []float64{
 	math.NaN(), math.Inf(1), math.Inf(-1), 0, math.Copysign(0, -1), 0.5, -0.5, 0.99, -0.99, 1.5, -1.5,
 	2147483647, 2147483647.5, 2147483648, 2147483520, 2147483904, -2147483648, -2147483648.5, -2147483649,
 	-2147483904, 3e9, -3e9, 1e-40, -1e-40, 5e-324, 1e300, -1e300, 123456.75, -98765.25, 16777217,
+	// int64's bounds and the floats nearest them (f64's and f32's), 2⁵³ + 2
+	0x1p63, -0x1p63, 0x1p63 - 1024, -0x1p63 + 1024, 0x1p63 - 0x1p39, -0x1p63 - 2048, 0x1p63 + 2048, 0x1p53 + 2, -0x1p53 - 2,
 }
 
 // TestFoldIntRoundTrips: a kernel that casts a float to i32 and back (in a
@@ -25,40 +28,62 @@ var roundTripEdges = []float64{
 // too) nothing folds.
 func TestFoldIntRoundTrips(t *testing.T) {
 	const n = 32
-	for _, c := range []struct {
-		name   string
-		d      tile.DType
-		form   string // block, scalar, loop, used
-		folded int
-	}{
-		{"f32 block", tile.F32, "block", 1},
-		{"f64 block", tile.F64, "block", 1},
-		{"f32 scalar", tile.F32, "scalar", 1},
-		{"f64 scalar", tile.F64, "scalar", 1},
-		{"f32 in a loop, x from before it", tile.F32, "loop", 1},
-		{"f64 in a loop, x from before it", tile.F64, "loop", 1},
-		{"f32, the i32 stored too: not folded", tile.F32, "used", 0},
-	} {
+	type rt struct {
+		name     string
+		d        tile.DType // x's
+		mid, out tile.DType // the integer's (i32 unless said), the result's (d unless said)
+		form     string     // block, scalar, loop, used
+		folded   int
+	}
+	cases := []rt{
+		{name: "f32 block", d: tile.F32, form: "block", folded: 1},
+		{name: "f64 block", d: tile.F64, form: "block", folded: 1},
+		{name: "f32 scalar", d: tile.F32, form: "scalar", folded: 1},
+		{name: "f64 scalar", d: tile.F64, form: "scalar", folded: 1},
+		{name: "f32 in a loop, x from before it", d: tile.F32, form: "loop", folded: 1},
+		{name: "f64 in a loop, x from before it", d: tile.F64, form: "loop", folded: 1},
+		{name: "f32, the i32 stored too: not folded", d: tile.F32, form: "used", folded: 0},
+	}
+	// through i64, and back to the other float type (computed in f64)
+	for _, d := range []tile.DType{tile.F32, tile.F64} {
+		for _, mid := range []tile.DType{tile.I32, tile.I64} {
+			for _, out := range []tile.DType{tile.F32, tile.F64} {
+				if mid == tile.I32 && out == d {
+					continue // above
+				}
+				for _, form := range []string{"block", "scalar"} {
+					cases = append(cases, rt{fmt.Sprintf("%v → %v → %v %s", d, mid, out, form), d, mid, out, form, 1})
+				}
+			}
+		}
+	}
+	for _, c := range cases {
+		if c.mid == 0 {
+			c.mid = tile.I32
+		}
+		if c.out == 0 {
+			c.out = c.d
+		}
 		t.Run(c.name, func(t *testing.T) {
 			b := tile.NewBuilder("roundtrip", nil)
-			x, y, z := b.Ptr("x", c.d), b.Ptr("y", c.d), b.Ptr("z", tile.I32)
+			x, y, z := b.Ptr("x", c.d), b.Ptr("y", c.out), b.Ptr("z", tile.I32)
 			r := b.Arange(0, n)
 			switch c.form {
 			case "block", "used":
 				v := b.Load(b.AddPtr(x, r), nil, nil)
-				i := b.Cast(v, tile.I32)
-				b.Store(b.AddPtr(y, r), b.Cast(i, c.d), nil)
+				i := b.Cast(v, c.mid)
+				b.Store(b.AddPtr(y, r), b.Cast(i, c.out), nil)
 				if c.form == "used" {
 					b.Store(b.AddPtr(z, r), i, nil)
 				}
 			case "scalar":
 				p := b.ProgramID(0)
 				v := b.Load(b.AddPtr(x, p), nil, nil)
-				b.Store(b.AddPtr(y, p), b.Cast(b.Cast(v, tile.I32), c.d), nil)
+				b.Store(b.AddPtr(y, p), b.Cast(b.Cast(v, c.mid), c.out), nil)
 			case "loop":
 				v := b.Load(b.AddPtr(x, r), nil, nil)
-				res := b.For(0, 2, 1, []*tile.Value{b.Zeros(c.d, n)}, func(iv *tile.Value, cv []*tile.Value) []*tile.Value {
-					return []*tile.Value{b.Add(cv[0], b.Cast(b.Cast(v, tile.I32), c.d))}
+				res := b.For(0, 2, 1, []*tile.Value{b.Zeros(c.out, n)}, func(iv *tile.Value, cv []*tile.Value) []*tile.Value {
+					return []*tile.Value{b.Add(cv[0], b.Cast(b.Cast(v, c.mid), c.out))}
 				})
 				b.Store(b.AddPtr(y, r), res[0], nil)
 			}
@@ -78,7 +103,7 @@ func TestFoldIntRoundTrips(t *testing.T) {
 				casts = func(b *tile.Block) int {
 					cnt := 0
 					for _, v := range b.Values {
-						if v.Op == tile.OpCast {
+						if v.Op == tile.OpCast && v.Type.DType.IsInt() {
 							cnt++
 						}
 						if v.Body != nil {
@@ -102,28 +127,32 @@ func TestFoldIntRoundTrips(t *testing.T) {
 				}
 				run := func(k *tile.Kernel) (out []uint64) {
 					zs := make([]int32, n)
+					var xs, ys any
 					if c.d == tile.F32 {
-						xs, ys := make([]float32, n), make([]float32, n)
-						for j := range xs {
-							xs[j], ys[j] = float32(in[j]), float32(math.NaN())
+						x32 := make([]float32, n)
+						for j := range x32 {
+							x32[j] = float32(in[j])
 						}
-						if err := interp.Interpret(k, grid, xs, ys, zs); err != nil {
-							t.Fatal(err)
-						}
-						for _, v := range ys {
-							out = append(out, uint64(math.Float32bits(v)))
-						}
-						return out
+						xs = x32
+					} else {
+						xs = in
 					}
-					ys := make([]float64, n)
-					for j := range ys {
-						ys[j] = math.NaN()
+					y32, y64 := make([]float32, n), make([]float64, n)
+					for j := range y32 {
+						y32[j], y64[j] = float32(math.NaN()), math.NaN()
 					}
-					if err := interp.Interpret(k, grid, in, ys, zs); err != nil {
+					if ys = y64; c.out == tile.F32 {
+						ys = y32
+					}
+					if err := interp.Interpret(k, grid, xs, ys, zs); err != nil {
 						t.Fatal(err)
 					}
-					for _, v := range ys {
-						out = append(out, math.Float64bits(v))
+					for j := range n {
+						if c.out == tile.F32 {
+							out = append(out, uint64(math.Float32bits(y32[j])))
+						} else {
+							out = append(out, math.Float64bits(y64[j]))
+						}
 					}
 					return out
 				}

@@ -70,6 +70,10 @@ func tempsFor(n *node, newton bool) int {
 			return 3
 		case tile.OpSelect, tile.OpEq, tile.OpNe, tile.OpLt, tile.OpLe, tile.OpGt, tile.OpGe:
 			return 2
+		case tile.OpCast:
+			if n.v.Type.DType == tile.I1 && n.v.Args[0].Type.DType == tile.F64 {
+				return 3 // f64Compare's two and the zero
+			}
 		}
 		return 1
 	case opLoad:
@@ -309,6 +313,10 @@ func (pg *phaseGen) emitNode(n *node, c int) error {
 			err = pg.g.intOp(n.v, dst, srcs, temps)
 		case n.v.Type.DType == tile.I1 && n.v.Op.IsCompare() && n.v.Args[0].Type.DType == tile.F64:
 			err = pg.g.f64Compare(n.v, dst, srcs, temps)
+		case n.v.Type.DType == tile.I1 && n.v.Op == tile.OpCast && n.v.Args[0].Type.DType == tile.F64:
+			// x ≠ 0 (NaN too), as the reference casts: against a zeroed register
+			pg.g.zeroF64(temps[2])
+			err = pg.g.f64Compare(n.v, dst, []opnd{srcs[0], {reg: temps[2]}}, temps)
 		case n.v.Type.DType == tile.I1:
 			err = pg.g.maskOp(n.v, dst, srcs, temps)
 		case n.v.Type.DType == tile.F64:

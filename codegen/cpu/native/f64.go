@@ -151,9 +151,28 @@ func (g *gen) f64Compare(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg
 	}
 	va := g.va()
 	k := va.newK()
-	g.a.VCMPPDZ(k, z(s[0].reg), z(s[1].reg), cmpPred[v.Op])
+	g.a.VCMPPDZ(k, z(s[0].reg), z(s[1].reg), f64Pred(v))
 	va.expand(dst, k)
 	return nil
+}
+
+// f64Pred is the predicate of f64 comparison v; a cast to i1 is x ≠ 0
+// (unordered or not equal: NaN gives true).
+func f64Pred(v *tile.Value) uint8 {
+	if v.Op == tile.OpCast {
+		return amd64.CmpNEQ
+	}
+	return cmpPred[v.Op]
+}
+
+// zeroF64 sets the f64 vector r to +0 (a zmm register, or a ymm pair).
+func (g *gen) zeroF64(r amd64.VReg) {
+	if g.avx512 {
+		g.a.VPXORQZ(z(r), z(r), z(r))
+		return
+	}
+	g.a.VXORPS(r, r, r)
+	g.a.VXORPS(hi(r), hi(r), hi(r))
 }
 
 // loadF64 is load's f64 form (mask: the active lanes' vector mask where

@@ -145,8 +145,8 @@ func (g *gen) f64OpY(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) er
 func (g *gen) f64CompareY(v *tile.Value, dst amd64.VReg, s []opnd, t []amd64.VReg) error {
 	a := &g.a
 	x, y := s[0].reg, s[1].reg
-	a.VCMPPD(t[0], x, y, cmpPred[v.Op])
-	a.VCMPPD(t[1], hi(x), hi(y), cmpPred[v.Op])
+	a.VCMPPD(t[0], x, y, f64Pred(v))
+	a.VCMPPD(t[1], hi(x), hi(y), f64Pred(v))
 	a.VPERM2F128(dst, t[0], t[1], 0x20)  // lanes 0, 1, 4, 5
 	a.VPERM2F128(t[1], t[0], t[1], 0x31) // lanes 2, 3, 6, 7
 	a.VSHUFPS(dst, dst, t[1], 0x88)

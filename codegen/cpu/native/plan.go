@@ -890,7 +890,7 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 				return unsupported(v, "i1 comparisons")
 			}
 		case v.Op == tile.OpAnd || v.Op == tile.OpOr || v.Op == tile.OpXor || v.Op == tile.OpNot:
-		case v.Op == tile.OpCast && v.Args[0].Type.DType == tile.F32:
+		case v.Op == tile.OpCast && (v.Args[0].Type.DType == tile.F32 || v.Args[0].Type.DType == tile.F64):
 		case v.Op == tile.OpSelect:
 		default:
 			return unsupported(v, "%v of i1 blocks", v.Op)
