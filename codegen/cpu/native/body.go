@@ -1495,36 +1495,45 @@ func (pg *phaseGen) reduce(n *node, c int, x opnd, t []amd64.VReg) error {
 	}
 	// along another axis (0 of a rank-2 block, 0 or 1 of a rank-3 one):
 	// the first row along the axis stores, the others combine in order
+	pg.offAxisReduce(r, xr, t, func() {
+		if r.v.Op == tile.OpReduceSum {
+			a.VADDPS(t[0], t[0], xr)
+		} else {
+			pg.g.maxStep(r.v.Op, t[0], xr, t[1], t[3]) // xr may be t[2]
+		}
+	})
+	return nil
+}
+
+// offAxisReduce is a vector of a reduction along an axis other than the
+// last (offAxis): the row's vector of the result block loaded into t[0],
+// combined with xr by step (into t[0]) and stored back, or xr stored where
+// the row is the first along the axis. A rank-3 block's result rows
+// narrower than a vector lie next to each other: theirs are read and
+// written under the row's lane mask (t[3]).
+func (pg *phaseGen) offAxisReduce(r *redState, xr amd64.VReg, t []amd64.VReg, step func()) {
+	a := pg.g.va()
 	at, first := pg.offAxis(r, 4)
 	done := a.NewLabel()
-	// a rank-3 block's result rows narrower than a vector lie next to each
-	// other: their vectors are read and written under the row's lane mask
 	narrow := r.v.Args[0].Type.Shape.Rank == 3 && pg.width < lane
+	store := func(x amd64.VReg) {
+		if narrow {
+			a.VMASKMOVPSstore(at, pg.laneMaskReg(t[3]), x)
+		} else {
+			a.VMOVUPSstore(at, x)
+		}
+	}
 	if narrow {
 		a.VMASKMOVPSload(t[0], pg.laneMaskReg(t[3]), at)
 	} else {
 		a.VMOVUPS(t[0], at)
 	}
-	switch r.v.Op {
-	case tile.OpReduceSum:
-		a.VADDPS(t[0], t[0], xr)
-	default:
-		pg.g.maxStep(r.v.Op, t[0], xr, t[1], t[3]) // xr may be t[2]
-	}
-	if narrow {
-		a.VMASKMOVPSstore(at, pg.laneMaskReg(t[3]), t[0])
-	} else {
-		a.VMOVUPSstore(at, t[0])
-	}
+	step()
+	store(t[0])
 	a.JMP(done)
 	a.Bind(first)
-	if narrow {
-		a.VMASKMOVPSstore(at, pg.laneMaskReg(t[3]), xr)
-	} else {
-		a.VMOVUPSstore(at, xr)
-	}
+	store(xr)
 	a.Bind(done)
-	return nil
 }
 
 // reduceI32 accumulates the vector of i32 lanes in xr into reduction r
@@ -1544,28 +1553,7 @@ func (pg *phaseGen) reduceI32(r *redState, c int, xr amd64.VReg, t []amd64.VReg)
 		}
 		return nil
 	}
-	at, first := pg.offAxis(r, 4)
-	done := a.NewLabel()
-	narrow := r.v.Args[0].Type.Shape.Rank == 3 && pg.width < lane
-	if narrow {
-		a.VMASKMOVPSload(t[0], pg.laneMaskReg(t[3]), at)
-	} else {
-		a.VMOVUPS(t[0], at)
-	}
-	i32Step(a, r.v.Op, t[0], xr)
-	if narrow {
-		a.VMASKMOVPSstore(at, pg.laneMaskReg(t[3]), t[0])
-	} else {
-		a.VMOVUPSstore(at, t[0])
-	}
-	a.JMP(done)
-	a.Bind(first)
-	if narrow {
-		a.VMASKMOVPSstore(at, pg.laneMaskReg(t[3]), xr)
-	} else {
-		a.VMOVUPSstore(at, xr)
-	}
-	a.Bind(done)
+	pg.offAxisReduce(r, xr, t, func() { i32Step(a, r.v.Op, t[0], xr) })
 	return nil
 }
 

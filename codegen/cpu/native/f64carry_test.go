@@ -69,12 +69,7 @@ func TestF64CarriedScalarsNative(t *testing.T) {
 				if err := launch(x64, o, c.lo, c.hi, c.s); err != nil {
 					t.Fatal(err)
 				}
-				bits := make([]uint32, 0, 2*len(o))
-				for _, e := range o {
-					u := math.Float64bits(e)
-					bits = append(bits, uint32(u), uint32(u>>32))
-				}
-				return bits
+				return bitsF64(o)
 			})
 		})
 	}

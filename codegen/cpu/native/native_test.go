@@ -1367,6 +1367,16 @@ func bitsF32(x []float32) []uint32 {
 	return b
 }
 
+// bitsF64 is the bits of x's elements, each as two words (low, high).
+func bitsF64(x []float64) []uint32 {
+	b := make([]uint32, 0, 2*len(x))
+	for _, v := range x {
+		u := math.Float64bits(v)
+		b = append(b, uint32(u), uint32(u>>32))
+	}
+	return b
+}
+
 func bitsI32(x []int32) []uint32 {
 	b := make([]uint32, len(x))
 	for i, v := range x {

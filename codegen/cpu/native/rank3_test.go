@@ -120,11 +120,6 @@ func rank3Reduction(t *testing.T, d tile.DType, op tile.Op, axis int, s [3]int, 
 		if err := launch(x64, o); err != nil {
 			t.Fatal(err)
 		}
-		bits := make([]uint32, 0, 2*len(o))
-		for _, e := range o {
-			u := math.Float64bits(e)
-			bits = append(bits, uint32(u), uint32(u>>32))
-		}
-		return bits
+		return bitsF64(o)
 	})
 }

@@ -127,10 +127,7 @@ func TestI64RoundTripsAndBoolCastsNative(t *testing.T) {
 						if err := launch(xs, ys, zs); err != nil {
 							t.Fatal(err)
 						}
-						for _, e := range ys {
-							u := math.Float64bits(e)
-							bits = append(bits, uint32(u), uint32(u>>32))
-						}
+						bits = bitsF64(ys)
 					}
 					return append(bits, bitsI32(zs)...)
 				})

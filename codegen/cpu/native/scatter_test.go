@@ -247,12 +247,7 @@ func TestGatherIdxNative(t *testing.T) {
 					if err := launch(x64, is, out, n); err != nil {
 						t.Fatal(err)
 					}
-					bits := make([]uint32, 0, 2*len(out))
-					for _, e := range out {
-						u := math.Float64bits(e)
-						bits = append(bits, uint32(u), uint32(u>>32))
-					}
-					return bits
+					return bitsF64(out)
 				}
 				if c.dt == tile.I32 {
 					out := make([]int32, n+8)
