@@ -355,3 +355,64 @@ func f64s[T int32 | float32](x []T) []float64 {
 	}
 	return out
 }
+
+// TestGlobalSumAtomicNative: each program adds the sum of its block (a
+// tail masked off) to one total with a scalar atomic add — a global sum,
+// the pattern of a loss's total — in f32, f64 and i32, as machine code:
+// the total exact (integer-valued elements, so every order of the adds
+// gives it).
+func TestGlobalSumAtomicNative(t *testing.T) {
+	requireJIT(t)
+	const n, block = 1000, 64
+	want := 0
+	for i := range n {
+		want += i % 7
+	}
+	for _, d := range []tile.DType{tile.F32, tile.F64, tile.I32} {
+		t.Run(d.String(), func(t *testing.T) {
+			b := tile.NewBuilder("global_sum", nil)
+			x, out := b.Ptr("x", d), b.Ptr("out", d)
+			offs := b.Add(b.Mul(b.ProgramID(0), int32(block)), b.Arange(0, block))
+			v := b.Load(b.AddPtr(x, offs), b.Lt(offs, int32(n)), b.Const(0, d))
+			b.AtomicAdd(b.AddPtr(out, 0), b.Reduce(tile.OpReduceSum, v, 0), nil)
+			k, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, isa := range isas(t) {
+				nk := compileFor(t, isa, k)
+				var got float64
+				grid := tile.Grid{(n + block - 1) / block}
+				switch d {
+				case tile.F32:
+					xs, o := make([]float32, n), []float32{0}
+					for i := range xs {
+						xs[i] = float32(i % 7)
+					}
+					err = nk.Launch(grid, xs, o)
+					got = float64(o[0])
+				case tile.F64:
+					xs, o := make([]float64, n), []float64{0}
+					for i := range xs {
+						xs[i] = float64(i % 7)
+					}
+					err = nk.Launch(grid, xs, o)
+					got = o[0]
+				default:
+					xs, o := make([]int32, n), []int32{0}
+					for i := range xs {
+						xs[i] = int32(i % 7)
+					}
+					err = nk.Launch(grid, xs, o)
+					got = float64(o[0])
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", isa, err)
+				}
+				if got != float64(want) {
+					t.Fatalf("%s: total %v, want %d", isa, got, want)
+				}
+			}
+		})
+	}
+}
