@@ -123,3 +123,22 @@ func rank3Reduction(t *testing.T, d tile.DType, op tile.Op, axis int, s [3]int, 
 		return bitsF64(o)
 	})
 }
+
+// FuzzRank3Reductions: rank3Reduction over shapes of powers of two (1 to
+// 32 on each axis), f32 and f64, sum, max and min, axis 0 or 1, kept
+// dimensions or not, from the fuzzer's bytes: natively bit for bit the
+// interpreter (f64 rows narrower than a vector declined).
+func FuzzRank3Reductions(f *testing.F) {
+	requireJIT(f)
+	f.Add(uint8(1), uint8(2), uint8(3), uint8(0), uint8(0))
+	f.Add(uint8(3), uint8(0), uint8(1), uint8(5), uint8(1))
+	f.Add(uint8(5), uint8(4), uint8(5), uint8(10), uint8(0))
+	f.Add(uint8(0), uint8(5), uint8(2), uint8(7), uint8(1))
+	f.Fuzz(func(t *testing.T, a, b, c, sel, keep uint8) {
+		s := [3]int{1 << (a % 6), 1 << (b % 6), 1 << (c % 6)}
+		d := []tile.DType{tile.F32, tile.F64}[sel%2]
+		op := []tile.Op{tile.OpReduceSum, tile.OpReduceMax, tile.OpReduceMin}[sel/2%3]
+		axis := int(sel / 6 % 2)
+		rank3Reduction(t, d, op, axis, s, keep%2 == 1)
+	})
+}
