@@ -794,6 +794,25 @@ func (pg *phaseGen) laneElement(n *node, l int, base amd64.Mem, offs, esz int32,
 	a.Jcc(amd64.CondA, bad)
 }
 
+// laneSlots begins a lane-by-lane access through kScatter pointer n.pat
+// (elements of esz bytes): the offsets (eight i32 lanes in offs), the
+// active lanes' mask bits (where masked) and lane 0's element address
+// go to frame slots, for laneElement and skipLaneOff. RAX and RDX are
+// clobbered.
+func (pg *phaseGen) laneSlots(n *node, offs, mask amd64.VReg, masked bool, esz int32) (offSlots int32, base, bits amd64.Mem) {
+	a := &pg.g.a
+	slots := pg.g.alloc(48, 32) // the offsets, the lane-0 address, the mask's bits
+	offSlots, base, bits = slots, fr(slots+32), fr(slots+40)
+	a.VMOVUPSstore(fr(offSlots), offs)
+	if masked {
+		a.VMOVMSKPS(rT0, mask)
+		a.MOVQstore(bits, rT0)
+	}
+	pg.gatherBase(n.pat, esz) // RAX: lane 0's element (RDX clobbered)
+	a.MOVQstore(base, rT0)
+	return offSlots, base, bits
+}
+
 // gatherIdx is a load of 4-byte elements through a kScatter pointer:
 // each active lane's element, its base's lane plus its offset, checked
 // against the buffer (a fault falls back) and inserted into the vector,
@@ -813,15 +832,7 @@ func (pg *phaseGen) gatherIdx(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VR
 		m = &srcs[0]
 	}
 	mask, masked := pg.activeMask(m, t[0])
-	slots := g.alloc(48, 32) // the offsets, the lane-0 address, the mask's bits
-	offSlots, base, bits := slots, fr(slots+32), fr(slots+40)
-	a.VMOVUPSstore(fr(offSlots), offs)
-	if masked {
-		a.VMOVMSKPS(rT0, mask)
-		a.MOVQstore(bits, rT0)
-	}
-	pg.gatherBase(n.pat, 4) // RAX: lane 0's element (RDX clobbered)
-	a.MOVQstore(base, rT0)
+	offSlots, base, bits := pg.laneSlots(n, offs, mask, masked, 4)
 	other := len(srcs) == 2 && !isZeroConst(n.v.Args[2])
 	into := dst
 	if other {
@@ -869,19 +880,11 @@ func (pg *phaseGen) gatherIdxF64(n *node, dst amd64.VReg, srcs []opnd, t []amd64
 		m = &srcs[0]
 	}
 	mask, masked := pg.activeMask(m, t[0])
+	offSlots, base, bits := pg.laneSlots(n, offs, mask, masked, 8)
 	vals := g.alloc(64, 64)
-	slots := g.alloc(48, 32) // the offsets, the lane-0 address, the mask's bits
-	offSlots, base, bits := slots, fr(slots+32), fr(slots+40)
-	a.VMOVUPSstore(fr(offSlots), offs)
-	if masked {
-		a.VMOVMSKPS(rT0, mask)
-		a.MOVQstore(bits, rT0)
-	}
 	a.VXORPS(t[1], t[1], t[1])
 	a.VMOVUPSstore(fr(vals), t[1])
 	a.VMOVUPSstore(fr(vals+32), t[1])
-	pg.gatherBase(n.pat, 8) // RAX: lane 0's element (RDX clobbered)
-	a.MOVQstore(base, rT0)
 	bad := g.stub(n.v.ID)
 	for l := 0; l < pg.width; l++ {
 		skip := a.NewLabel()
@@ -931,16 +934,8 @@ func (pg *phaseGen) scatterIdx(n *node, srcs []opnd, t []amd64.VReg) {
 	}
 	mask, masked := pg.activeMask(m, t[0])
 	vals := g.alloc(64, 64)
-	slots := g.alloc(48, 32) // the offsets, the lane-0 address, the mask's bits
-	offSlots, base, bits := slots, fr(slots+32), fr(slots+40)
 	g.laneValues(vals, val, f64)
-	a.VMOVUPSstore(fr(offSlots), offs)
-	if masked {
-		a.VMOVMSKPS(rT0, mask)
-		a.MOVQstore(bits, rT0)
-	}
-	pg.gatherBase(n.pat, esz) // RAX: lane 0's element (RDX clobbered)
-	a.MOVQstore(base, rT0)
+	offSlots, base, bits := pg.laneSlots(n, offs, mask, masked, esz)
 	bad := g.stub(n.v.ID)
 	for l := 0; l < pg.width; l++ {
 		skip := a.NewLabel()
