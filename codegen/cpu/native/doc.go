@@ -62,7 +62,7 @@
 //     may differ from an in-order scan. Reductions along axis 0 of a 2-D
 //     block, and along axis 0 or 1 of a rank-3 one, accumulate in the
 //     frame in the reference's order (a rank-3 block's result rows
-//     narrower than a vector under the row's lane mask; f64 ones declined). A loop whose
+//     narrower than a vector under the row's lane mask). A loop whose
 //     body only adds contiguous loads into its carried tile (a column sum)
 //     keeps strips of the tile in zmm registers over blocks of iterations
 //     (colloop.go), and zmm loops keep uniforms in registers where the
@@ -216,8 +216,8 @@
 // dimension splits into several or contiguous ones merge: plan.go
 // regroup; a reduction's result or a product's regrouped is declined),
 // reductions along axes other
-// than the last (but axis 0 of a 2-D block, and 0 or 1 of a rank-3 one
-// but f64 ones of rows narrower than a vector), i64 data blocks (a cast
+// than the last (but axis 0 of a 2-D block, and 0 or 1 of a rank-3 one),
+// i64 data blocks (a cast
 // of loaded values to i64). Reductions of
 // i32 blocks run in ymm loops (body.go: reduceI32; a sum wraps, as
 // int32's, so every order gives the same bits). (f32 exp, tanh, log,

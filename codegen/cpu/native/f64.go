@@ -321,8 +321,47 @@ func (pg *phaseGen) reduceF64(r *redState, c int, xr amd64.VReg, t []amd64.VReg)
 	// axis 0: the first row stores, the others combine in order (rows
 	// narrower than a vector too: the block holds one, matBlock)
 	if r.v.Args[0].Type.Shape.Rank == 3 && pg.width < lane {
-		// rows of the result next to each other, narrower than a vector
-		return unsupported(r.v, "f64 reduction along axis %d of a rank-3 block of rows of %d", r.axis, pg.last)
+		// a rank-3 block's result rows narrower than a vector lie next to
+		// each other: read and written under the row's lane mask (at most
+		// four lanes: without AVX-512 the low half of the pair), made
+		// before the branch to the first row's store
+		var k amd64.KReg
+		if g.avx512 {
+			k = g.kMask(pg.laneMaskReg(t[3]))
+		} else {
+			g.halfMask(t[2], pg.laneMaskReg(t[3]), 0)
+		}
+		at, first := pg.offAxis(r, 8)
+		done := a.NewLabel()
+		step := func(acc, x amd64.VReg) {
+			switch {
+			case r.v.Op == tile.OpReduceSum && g.avx512:
+				a.VADDPDZ(z(acc), z(acc), z(x))
+			case r.v.Op == tile.OpReduceSum:
+				a.VADDPD(acc, acc, x)
+			case g.avx512:
+				g.maxStepF64(r.v.Op, z(acc), z(x))
+			default:
+				g.maxStepF64Y(r.v.Op, acc, x, t[1])
+			}
+		}
+		if g.avx512 {
+			a.VMOVUPDZ(z(t[0]), k, at)
+			step(t[0], xr)
+			a.VMOVUPDstoreZ(at, k, z(t[0]))
+			a.JMP(done)
+			a.Bind(first)
+			a.VMOVUPDstoreZ(at, k, z(xr))
+		} else {
+			a.VMASKMOVPDload(t[0], t[2], at)
+			step(t[0], xr)
+			a.VMASKMOVPDstore(at, t[2], t[0])
+			a.JMP(done)
+			a.Bind(first)
+			a.VMASKMOVPDstore(at, t[2], xr)
+		}
+		a.Bind(done)
+		return nil
 	}
 	at, first := pg.offAxis(r, 8)
 	done := a.NewLabel()

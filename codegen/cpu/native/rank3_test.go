@@ -3,10 +3,8 @@ package native_test
 import (
 	"fmt"
 	"math"
-	"strings"
 	"testing"
 
-	"github.com/tilefuse/tilefuse/codegen/cpu/native"
 	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
@@ -20,7 +18,7 @@ import (
 // reference interpreter: the result block accumulates the rows along the
 // axis in the reference's order. Rows narrower than a vector (the last
 // dimension 1, 2 or 4) lie next to each other in the result block and are
-// read and written under the row's lane mask; f64 ones are declined.
+// read and written under the row's lane mask.
 // (Before 2026-12-07 every such reduction was declined: the executor ran
 // the kernel.)
 func TestRank3ReductionsNative(t *testing.T) {
@@ -77,18 +75,6 @@ func rank3Reduction(t *testing.T, d tile.DType, op tile.Op, axis int, s [3]int, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d == tile.F64 && s[2] < 8 {
-		// declined: the executor runs it
-		native.SetAVX512(false)
-		defer native.SetAVX512(true)
-		if nk, err := native.Compile(k); err == nil {
-			nk.Free()
-			t.Fatal("f64 rows of fewer than 8 lanes compiled; the test expects them declined")
-		} else if !strings.Contains(err.Error(), "rank-3 block of rows of") {
-			t.Fatalf("declined for another reason: %v", err)
-		}
-		return
-	}
 	rng := tiletest.RNG(fmt.Sprint(d, op, axis, s, keep))
 	xs := tiletest.Uniform(rng, n, -3, 3)
 	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1))}
@@ -127,7 +113,7 @@ func rank3Reduction(t *testing.T, d tile.DType, op tile.Op, axis int, s [3]int, 
 // FuzzRank3Reductions: rank3Reduction over shapes of powers of two (1 to
 // 32 on each axis), f32 and f64, sum, max and min, axis 0 or 1, kept
 // dimensions or not, from the fuzzer's bytes: natively bit for bit the
-// interpreter (f64 rows narrower than a vector declined).
+// interpreter.
 func FuzzRank3Reductions(f *testing.F) {
 	requireJIT(f)
 	f.Add(uint8(1), uint8(2), uint8(3), uint8(0), uint8(0))
