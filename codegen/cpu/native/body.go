@@ -819,10 +819,6 @@ func (pg *phaseGen) laneSlots(n *node, offs, mask amd64.VReg, masked bool, esz i
 // the others +0, then other blended in where the load has one. srcs are
 // the mask and other (as the load has them) and the offsets, last.
 func (pg *phaseGen) gatherIdx(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) {
-	if n.pat.sh == 3 {
-		pg.gatherIdxF64(n, dst, srcs, t)
-		return
-	}
 	g := pg.g
 	a := g.va()
 	offs := toReg(pg, srcs[len(srcs)-1], t[3])
@@ -832,6 +828,11 @@ func (pg *phaseGen) gatherIdx(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VR
 		m = &srcs[0]
 	}
 	mask, masked := pg.activeMask(m, t[0])
+	if n.pat.sh == 3 {
+		offSlots, base, bits := pg.laneSlots(n, offs, mask, masked, 8)
+		pg.gatherIdxF64(n, dst, srcs, mask, masked, offSlots, base, bits, t)
+		return
+	}
 	offSlots, base, bits := pg.laneSlots(n, offs, mask, masked, 4)
 	other := len(srcs) == 2 && !isZeroConst(n.v.Args[2])
 	into := dst
@@ -866,21 +867,14 @@ func (pg *phaseGen) gatherIdx(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VR
 	}
 }
 
-// gatherIdxF64 is gatherIdx for f64 elements: each active lane's element,
-// checked, copied to a frame vector whose other lanes are +0, which is
-// then loaded as the f64 vector (a zmm register, or a ymm pair: f64y.go),
-// other blended in where the load has one.
-func (pg *phaseGen) gatherIdxF64(n *node, dst amd64.VReg, srcs []opnd, t []amd64.VReg) {
+// gatherIdxF64 is gatherIdx's end for f64 elements (srcs the mask and
+// other, as the load has them; laneSlots done): each active lane's
+// element, checked, copied to a frame vector whose other lanes are +0,
+// which is then loaded as the f64 vector (a zmm register, or a ymm pair:
+// f64y.go), other blended in where the load has one.
+func (pg *phaseGen) gatherIdxF64(n *node, dst amd64.VReg, srcs []opnd, mask amd64.VReg, masked bool, offSlots int32, base, bits amd64.Mem, t []amd64.VReg) {
 	g := pg.g
 	a := &g.a
-	offs := toReg(pg, srcs[len(srcs)-1], t[3])
-	srcs = srcs[:len(srcs)-1]
-	var m *opnd
-	if len(srcs) > 0 {
-		m = &srcs[0]
-	}
-	mask, masked := pg.activeMask(m, t[0])
-	offSlots, base, bits := pg.laneSlots(n, offs, mask, masked, 8)
 	vals := g.alloc(64, 64)
 	a.VXORPS(t[1], t[1], t[1])
 	a.VMOVUPSstore(fr(vals), t[1])
