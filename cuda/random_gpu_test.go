@@ -22,9 +22,19 @@ import (
 // Each runs at 4, 1, 8 or 2 warps in turn where it does not ask for its own. TILEFUSE_RANDOM_KERNELS sets
 // how many (default 1000; -short 200).
 func TestRandomKernelsGPU(t *testing.T) {
-	n := 1000
+	randomOnGPU(t, 1000, tiletest.Random, tiletest.CompareRandom)
+}
+
+// TestRandomMoreKernelsGPU is TestRandomKernelsGPU for RandomMore's
+// kernels (rank-3 reductions, integer reductions, nested loops; default
+// 300, -short 200).
+func TestRandomMoreKernelsGPU(t *testing.T) {
+	randomOnGPU(t, 300, tiletest.RandomMore, tiletest.CompareRandomMore)
+}
+
+func randomOnGPU(t *testing.T, n int, gen func([]byte) tiletest.Case, compare func(tiletest.Launcher, []byte) error) {
 	if testing.Short() {
-		n = 200
+		n = min(n, 200)
 	}
 	if s := os.Getenv("TILEFUSE_RANDOM_KERNELS"); s != "" {
 		n, _ = strconv.Atoi(s)
@@ -59,12 +69,12 @@ func TestRandomKernelsGPU(t *testing.T) {
 		if i < from {
 			continue
 		}
-		c := tiletest.Random(d)
+		c := gen(d)
 		gpu := &Launcher{Dev: dev, NumWarps: tiletest.RandomWarps(c, i)}
 		name := fmt.Sprintf("#%d %s num_warps %d (data %x)", i, c.Name, gpu.NumWarps, d)
 		cur.Store(&name)
 		since.Store(time.Now().UnixNano())
-		err := tiletest.CompareRandom(gpu, d)
+		err := compare(gpu, d)
 		if i%100 == 99 {
 			t.Logf("%d kernels in %v", i+1, time.Since(start).Round(time.Millisecond))
 		}

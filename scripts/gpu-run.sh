@@ -15,7 +15,7 @@ conf=$?
 .gpu/fusion.test -test.v -test.count=1 -test.run 'OnGPU' > "$out/fusion.log" 2>&1
 fus=$?
 # the sanitizer runs the conformance table, 200 random kernels (-short) and the solver kernels only: TestLoadErrorCarriesJITLog makes a driver API error on purpose
-compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/cuda.test -test.short -test.count=1 -test.run 'TestConformanceGPU|TestStagerOnGPU|TestRandomKernelsGPU' > "$out/memcheck.log" 2>&1
+compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/cuda.test -test.short -test.count=1 -test.run 'TestConformanceGPU|TestStagerOnGPU|TestRandomKernelsGPU|TestRandomMoreKernelsGPU' > "$out/memcheck.log" 2>&1
 mem=$?
 # the fused solvers' kernels (issue 13), every shape over 1, 1000 and 2500 elements
 # and (issue 13) the residency paths: staged asynchronous uploads, solver steps on the machine's

@@ -17,14 +17,27 @@ func TestRandomKernels(t *testing.T) {
 	}
 }
 
-// FuzzKernels is TestRandomKernels over a fuzzer's inputs:
-// go test ./codegen/cpu -run '^$' -fuzz FuzzKernels.
+// TestRandomMoreKernels is TestRandomKernels for 300 of RandomMore's
+// kernels (rank-3 reductions, integer reductions, nested loops).
+func TestRandomMoreKernels(t *testing.T) {
+	for _, d := range tiletest.RandomData(300, 128) {
+		if err := tiletest.CompareRandomMore(launcher{}, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// FuzzKernels is TestRandomKernels and TestRandomMoreKernels over a
+// fuzzer's inputs: go test ./codegen/cpu -run '^$' -fuzz FuzzKernels.
 func FuzzKernels(f *testing.F) {
 	for _, d := range tiletest.RandomData(8, 128) {
 		f.Add(d)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if err := tiletest.CompareRandom(launcher{}, data); err != nil {
+			t.Fatal(err)
+		}
+		if err := tiletest.CompareRandomMore(launcher{}, data); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -43,21 +43,50 @@ func TestRandomKernels(t *testing.T) {
 	}
 }
 
-// FuzzKernels is TestRandomKernels over a fuzzer's inputs (sm_90):
-// go test ./codegen/ptxsim -run '^$' -fuzz FuzzKernels.
+// TestRandomMoreKernels is TestRandomKernels for 300 of RandomMore's
+// kernels (rank-3 reductions, integer reductions, nested loops).
+func TestRandomMoreKernels(t *testing.T) {
+	ran, refused := 0, 0
+	for i, d := range tiletest.RandomData(300, 128) {
+		c := tiletest.RandomMore(d)
+		if c.Large {
+			continue
+		}
+		sim := &ptxsim.Launcher{Arch: []int{80, 90}[i%2], NumWarps: tiletest.RandomWarps(c, i/2), Racecheck: true, Initcheck: true}
+		err := tiletest.CompareRandomMore(sim, d)
+		if errors.Is(err, codegen.ErrSharedMemory) {
+			refused++
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s, num_warps %d: %v", sim.Name(), sim.NumWarps, err)
+		}
+		ran++
+	}
+	t.Logf("%d random kernels ran, %d refused by Compile (more shared memory than the target has)", ran, refused)
+	if ran < 270 {
+		t.Fatalf("only %d of 300 random kernels ran: the rest are large or refused", ran)
+	}
+}
+
+// FuzzKernels is TestRandomKernels and TestRandomMoreKernels over a
+// fuzzer's inputs (sm_90): go test ./codegen/ptxsim -run '^$' -fuzz FuzzKernels.
 func FuzzKernels(f *testing.F) {
 	for _, d := range tiletest.RandomData(8, 128) {
 		f.Add(d)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if tiletest.Random(data).Large {
-			t.Skip("large: the simulator takes seconds")
-		}
-		sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
-		if err := tiletest.CompareRandom(sim, data); errors.Is(err, codegen.ErrSharedMemory) {
-			t.Skip(err)
-		} else if err != nil {
-			t.Fatal(err)
+		for _, c := range []struct {
+			c       tiletest.Case
+			compare func(tiletest.Launcher, []byte) error
+		}{{tiletest.Random(data), tiletest.CompareRandom}, {tiletest.RandomMore(data), tiletest.CompareRandomMore}} {
+			if c.c.Large {
+				continue // the simulator takes seconds
+			}
+			sim := &ptxsim.Launcher{Arch: 90, Racecheck: true, Initcheck: true}
+			if err := c.compare(sim, data); err != nil && !errors.Is(err, codegen.ErrSharedMemory) {
+				t.Fatal(err)
+			}
 		}
 	})
 }

@@ -43,11 +43,26 @@ import (
 // name), outputs poisoned, a grid, and a check that every output element in
 // range was written with a finite value and none past it (the values are
 // compared between backends by Compare, within Tol).
-func Random(data []byte) Case {
+func Random(data []byte) Case { return random(data, false) }
+
+// RandomMore is Random with the forms added after Random's thousand were
+// fixed (so that those stay the kernels they were): reductions along any
+// axis of a block seen as three-dimensional (its rows or its columns split
+// in two, reshaped back after), integer reductions (a row's or a column's
+// argmax or argmin, a count of the elements meeting a condition, the last
+// index meeting one) cast back to the float type, and loops nested in a
+// loop's body. The same bytes make another kernel than Random's.
+func RandomMore(data []byte) Case { return random(data, true) }
+
+func random(data []byte, more bool) Case {
 	h := fnv.New64a()
 	h.Write(data)
-	name := fmt.Sprintf("random/%016x", h.Sum64())
-	g := &rgen{data: data}
+	prefix := "random"
+	if more {
+		prefix = "random-more"
+	}
+	name := fmt.Sprintf("%s/%016x", prefix, h.Sum64())
+	g := &rgen{data: data, more: more}
 	k, err := g.build()
 	tol := Tol{Abs: 4*g.maxErr + 1e-30}
 	// work the reference interpreter and the PTX simulator pay: element
@@ -104,6 +119,7 @@ type rout struct {
 type rgen struct {
 	data []byte
 	pos  int
+	more bool // RandomMore's forms too
 
 	b          *tile.Builder
 	dt         tile.DType
@@ -121,9 +137,25 @@ type rgen struct {
 	outs       []rout
 	maxErr     float64
 	work       float64 // element operations a program does (about)
-	// the loop being built: its counter, first value, step and trips
+	// the loop being built: its counter, first value, step and trips; the
+	// loops it is nested in
 	iv                  *tile.Value
 	ivLo, ivStep, trips int
+	depth               int
+}
+
+// loopState is the loop being built, saved while a nested one is.
+type loopState struct {
+	iv                  *tile.Value
+	ivLo, ivStep, trips int
+}
+
+func (g *rgen) saveLoop() loopState {
+	return loopState{g.iv, g.ivLo, g.ivStep, g.trips}
+}
+
+func (g *rgen) restoreLoop(s loopState) {
+	g.iv, g.ivLo, g.ivStep, g.trips = s.iv, s.ivLo, s.ivStep, s.trips
 }
 
 // next is the next choice in [0, n).
@@ -246,7 +278,11 @@ func (g *rgen) dim() int {
 }
 
 func (g *rgen) step() {
-	switch g.next(16) {
+	n := 16
+	if g.more {
+		n = 21
+	}
+	switch g.next(n) {
 	case 0, 1, 2:
 		g.add(g.load(0, 0))
 	case 3, 4, 5:
@@ -280,6 +316,12 @@ func (g *rgen) step() {
 		}
 	case 15:
 		g.add(g.cast(g.pickBlock(func(rv) bool { return true })))
+	case 16, 17:
+		g.add(g.reduce3(g.pickBlock(func(a rv) bool { return a.d1 > 1 || a.d2 > 1 })))
+	case 18, 19:
+		g.add(g.ireduce())
+	case 20:
+		g.add(g.loop())
 	}
 }
 
@@ -556,6 +598,110 @@ func (g *rgen) reduce(a rv) rv {
 	return out
 }
 
+// split is a power of two p with 1 < p < n that divides n, or 0 where n
+// (a block side: a power of two or three times one) has none.
+func (g *rgen) split(n int) int {
+	if n < 4 || n&(n-1) != 0 {
+		return 0
+	}
+	var ps []int
+	for p := 2; p < n; p *= 2 {
+		ps = append(ps, p)
+	}
+	return ps[g.next(len(ps))]
+}
+
+// reduce3 is a reduction (sum, max, min) along one axis of a seen as three
+// dimensions, its rows split in two ([p, d1/p, d2]: axis 0 combines rows
+// d1/p apart, axis 1 runs of d1/p rows) or its columns ([d1, p, d2/p]:
+// axis 1 combines columns d2/p apart, axis 2 runs of them), kept as a
+// dimension of one or not, reshaped back to two dimensions. A side that
+// does not split is reduced as two-dimensional.
+func (g *rgen) reduce3(a rv) rv {
+	b := g.b
+	pr, pc := g.split(a.d1), g.split(a.d2)
+	if pr == 0 && pc == 0 {
+		return g.reduce(a)
+	}
+	// axis 0 needs the rows split, axis 2 the columns, axis 1 either
+	axis := g.next(3)
+	rows := pc == 0 || pr != 0 && (axis == 0 || axis == 1 && g.next(2) == 0)
+	o := []tile.Op{tile.OpReduceSum, tile.OpReduceMax, tile.OpReduceMin}[g.next(3)]
+	if o == tile.OpReduceSum {
+		a = g.tame(a, 1e4)
+	}
+	var dims []int
+	if rows {
+		dims, axis = []int{pr, a.d1 / pr, a.d2}, min(axis, 1)
+	} else {
+		dims, axis = []int{a.d1, pc, a.d2 / pc}, max(axis, 1)
+	}
+	n := dims[axis]
+	keep := g.next(2) == 0
+	v := b.Reduce(o, b.Reshape(a.v, dims...), axis, keep)
+	rest := append(append([]int{}, dims[:axis]...), dims[axis+1:]...)
+	out := rv{v: b.Reshape(v, rest...), d1: rest[0], d2: rest[1], mag: a.mag, err: a.err, pure: a.pure}
+	if o == tile.OpReduceSum {
+		fn := float64(n)
+		out.mag = fn * a.mag
+		out.err = fn*a.err + 2*fn*g.u*out.mag
+		out.pure = false
+	}
+	return out
+}
+
+// ireduce is an integer reduction along an axis, cast back to the float
+// type (exact, pure): the index of a pure block's largest or smallest
+// element (the first, or the last), the count of elements a condition
+// holds at, or the largest flat index it holds at (−1 where none).
+func (g *rgen) ireduce() rv {
+	b := g.b
+	a := g.pickBlock(func(a rv) bool { return a.pure && (a.d1 > 1 || a.d2 > 1) })
+	if !a.pure {
+		a = g.add(g.load(0, 0))
+	}
+	d1, d2 := a.d1, a.d2
+	axis := g.next(2)
+	if d1 == 1 {
+		axis = 1
+	} else if d2 == 1 {
+		axis = 0
+	}
+	n := []int{d1, d2}[axis]
+	keep := g.next(2) == 0
+	i, j := g.idx(d1, d2)
+	along := []*tile.Value{i, j}[axis]
+	whole := func(x *tile.Value) *tile.Value { return b.BroadcastTo(x, tile.Shp(d1, d2)) }
+	var v *tile.Value
+	mag := float64(n)
+	switch g.next(3) {
+	case 0: // argmax or argmin: the first index (or the last) at the extreme
+		ext := b.Reduce([]tile.Op{tile.OpReduceMax, tile.OpReduceMin}[g.next(2)], a.v, axis, true)
+		at := b.Eq(a.v, ext)
+		if g.next(2) == 0 {
+			v = b.Reduce(tile.OpReduceMin, b.Where(at, whole(along), int32(math.MaxInt32)), axis, keep)
+		} else {
+			v = b.Reduce(tile.OpReduceMax, b.Where(at, whole(along), int32(-1)), axis, keep)
+		}
+	case 1: // a count
+		v = b.Reduce(tile.OpReduceSum, whole(b.Cast(g.cond(d1, d2), tile.I32)), axis, keep)
+	case 2: // the largest flat index i·d2 + j where a condition holds
+		flat := b.Add(b.Mul(i, d2), j)
+		v = b.Reduce(tile.OpReduceMax, b.Where(g.cond(d1, d2), flat, int32(-1)), axis, keep)
+		mag = float64(d1 * d2)
+	}
+	if !keep {
+		v = b.ExpandDims(v, axis)
+	}
+	out := rv{v: b.Cast(v, g.dt), d1: d1, d2: d2, mag: mag, pure: true}
+	if axis == 0 {
+		out.d1 = 1
+	} else {
+		out.d2 = 1
+	}
+	return out
+}
+
 // cond is an i1 block of a's shape that every backend computes the same:
 // a comparison of pure values, of indices, or of a loop's counter,
 // possibly combined.
@@ -701,14 +847,20 @@ func (g *rgen) at(x, row, col *tile.Value, other any) *tile.Value {
 // load where one gives another shape).
 func (g *rgen) trip(d1, d2 int) rv {
 	t := g.add(g.load(d1, d2))
+	kinds := 3
+	if g.more && g.depth < 2 {
+		kinds = 5
+	}
 	for n := g.next(3); n > 0; n-- {
-		switch g.next(3) {
+		switch g.next(kinds) {
 		case 0:
 			t = g.add(g.unary(t))
 		case 1:
 			t = g.add(g.where())
 		case 2:
 			t = g.add(g.binary())
+		case 3, 4: // a loop nested in this one, carrying t
+			t = g.add(g.loopFrom(t))
 		}
 		if t.d1 != d1 || t.d2 != d2 {
 			t = g.add(g.load(d1, d2))
@@ -721,11 +873,18 @@ func (g *rgen) trip(d1, d2 int) rv {
 // from loads the counter moves (and values from outside the loop), takes
 // the larger, halves and adds, or adds a product.
 func (g *rgen) loop() rv {
-	b := g.b
 	init := g.pickBlock(func(rv) bool { return true })
 	if g.iv != nil {
 		return init
 	}
+	return g.loopFrom(init)
+}
+
+// loopFrom is loop with its initial value init (RandomMore nests it in
+// another loop's body: its counter is the one the body's loads and
+// conditions then use; the outer one's values are read from before it).
+func (g *rgen) loopFrom(init rv) rv {
+	b := g.b
 	trips := 1 + g.next(3)
 	if g.next(8) == 7 {
 		trips = 0 // the loop's results are its initial values
@@ -742,10 +901,11 @@ func (g *rgen) loop() rv {
 	var t, t2 rv
 	var prec tile.Precision
 	k := g.dim()
-	outer := len(g.pool)
+	outer, saved := len(g.pool), g.saveLoop()
 	res := b.For(lo, lo+trips*step, step, []*tile.Value{init.v}, func(iv *tile.Value, carried []*tile.Value) []*tile.Value {
 		g.iv, g.ivLo, g.ivStep, g.trips = iv, lo, step, trips
-		defer func() { g.iv = nil; g.pool = g.pool[:outer] }()
+		g.depth++
+		defer func() { g.restoreLoop(saved); g.depth--; g.pool = g.pool[:outer] }()
 		acc := rv{v: carried[0], d1: init.d1, d2: init.d2}
 		if combine == 3 {
 			t, t2 = g.load(init.d1, k), g.load(k, init.d2)
@@ -1160,8 +1320,14 @@ func RandomWarps(c Case, i int) int {
 
 // CompareRandom runs the random kernel of data on l and on the reference
 // interpreter (Compare); an error carries the kernel's text.
-func CompareRandom(l Launcher, data []byte) error {
-	c := Random(data)
+func CompareRandom(l Launcher, data []byte) error { return compareRandom(l, Random(data), data) }
+
+// CompareRandomMore is CompareRandom for RandomMore's kernel of data.
+func CompareRandomMore(l Launcher, data []byte) error {
+	return compareRandom(l, RandomMore(data), data)
+}
+
+func compareRandom(l Launcher, c Case, data []byte) error {
 	err := Compare(l, Interp{}, c)
 	if err == nil {
 		return nil

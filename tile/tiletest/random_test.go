@@ -51,3 +51,56 @@ func TestRandomKernels(t *testing.T) {
 	}
 	t.Logf("ops: %v; %d large", seen, large)
 }
+
+// TestRandomMoreKernels: RandomMore's kernels build and run on the
+// reference interpreter as Random's do, and make its added forms often:
+// reductions of three-dimensional reshapes along each axis, integer
+// reductions, loops nested in loops.
+func TestRandomMoreKernels(t *testing.T) {
+	const n = 300
+	axes := map[int]int{} // a rank-3 reduction's axis
+	ints, nested, large := 0, 0, 0
+	for _, d := range tiletest.RandomData(n, 128) {
+		c := tiletest.RandomMore(d)
+		k, err := c.Kernel()
+		if err != nil {
+			t.Fatalf("%s (data %x): %v", c.Name, d, err)
+		}
+		if c.Large {
+			large++
+		}
+		if err := tiletest.RunCase(tiletest.Interp{}, c); err != nil {
+			t.Fatalf("%s (data %x): %v\n%s", c.Name, d, err, k)
+		}
+		isNested := false
+		k.Walk(func(v *tile.Value) {
+			if v.Op.IsReduce() && len(v.Args) == 1 {
+				if v.Args[0].Type.Shape.Rank == 3 {
+					axes[int(v.Aux)]++
+				}
+				if v.Type.DType == tile.I32 {
+					ints++
+				}
+			}
+			if v.Op == tile.OpFor {
+				for _, w := range v.Body.Values {
+					if w.Op == tile.OpFor {
+						isNested = true
+					}
+				}
+			}
+		})
+		if isNested {
+			nested++
+		}
+	}
+	t.Logf("rank-3 reductions by axis %v, %d integer reductions, %d kernels with nested loops, %d large", axes, ints, nested, large)
+	for axis := 0; axis < 3; axis++ {
+		if axes[axis] < 20 {
+			t.Errorf("%d reductions along axis %d of a rank-3 block in %d kernels", axes[axis], axis, n)
+		}
+	}
+	if ints < 40 || nested < 15 || large > n/10 {
+		t.Errorf("%d integer reductions, %d kernels with nested loops, %d large in %d kernels", ints, nested, large, n)
+	}
+}

@@ -60,8 +60,33 @@ func TestRandomKernels(t *testing.T) {
 	}
 }
 
-// FuzzKernels is TestRandomKernels over a fuzzer's inputs:
-// go test ./codegen/cpu/native -run '^$' -fuzz FuzzKernels.
+// TestRandomMoreKernels is TestRandomKernels for 300 of RandomMore's
+// kernels: reductions along each axis of a block reshaped to three
+// dimensions, integer reductions (argmax, counts), loops nested in loops.
+func TestRandomMoreKernels(t *testing.T) {
+	if !jit.Supported() {
+		t.Skip("no native code here: needs amd64 with AVX2 and FMA")
+	}
+	ran, other := 0, 0
+	for _, d := range tiletest.RandomData(300, 128) {
+		err := tiletest.CompareRandomMore(launcher{}, d)
+		switch {
+		case err == nil:
+			ran++
+		case ranElsewhere(err):
+			other++
+		default:
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d of RandomMore's kernels ran as machine code, %d not", ran, other)
+	if ran < 200 {
+		t.Fatalf("only %d of 300 of RandomMore's kernels ran as machine code", ran)
+	}
+}
+
+// FuzzKernels is TestRandomKernels and TestRandomMoreKernels over a
+// fuzzer's inputs: go test ./codegen/cpu/native -run '^$' -fuzz FuzzKernels.
 func FuzzKernels(f *testing.F) {
 	for _, d := range tiletest.RandomData(8, 128) {
 		f.Add(d)
@@ -71,6 +96,9 @@ func FuzzKernels(f *testing.F) {
 			t.Skip("no native code here: needs amd64 with AVX2 and FMA")
 		}
 		if err := tiletest.CompareRandom(launcher{}, data); err != nil && !ranElsewhere(err) {
+			t.Fatal(err)
+		}
+		if err := tiletest.CompareRandomMore(launcher{}, data); err != nil && !ranElsewhere(err) {
 			t.Fatal(err)
 		}
 	})
