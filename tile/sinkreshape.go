@@ -9,7 +9,12 @@ package tile
 //	reshape(load(p, m, o)) = load(reshape(p), reshape(m), reshape(o))
 //	reshape(splat(s))      = splat(s)
 //	reshape(reshape(y))    = reshape(y)
+//	reshape(expand_dims(y)) = reshape(y)
+//	reshape(broadcast(y))  = broadcast(reshape(y))   where the reshape only splits dimensions
 //
+// (the last with y's dimensions split as the broadcast's are, those of 1
+// into dimensions of 1: a row's sum broadcast along the row, then the
+// rows split in two, is the sum split in two and broadcast).
 // Each side is the same value, element for element, since a reshape keeps
 // the elements' row-major order and these ops act on each element alone.
 // What is left is reshapes of integer ranges (aranges), reductions,
@@ -25,13 +30,16 @@ package tile
 // IDs, the new values numbered after k's; moved is how many reshapes it
 // replaced. Where there is none it returns k itself. k is not changed.
 func (k *Kernel) SinkReshapes() (c *Kernel, moved int) {
-	sinkable := func(v *Value) bool {
+	sinkable := func(v *Value, s Shape) bool {
 		if v.Type.Shape.IsScalar() {
 			return false
 		}
 		switch {
-		case v.Op.IsElementwise(), v.Op == OpLoad, v.Op == OpSplat, v.Op == OpReshape:
+		case v.Op.IsElementwise(), v.Op == OpLoad, v.Op == OpSplat, v.Op == OpReshape, v.Op == OpExpandDims:
 			return true
+		case v.Op == OpBroadcast:
+			_, ok := splitBroadcast(v.Args[0].Type.Shape, v.Type.Shape, s)
+			return ok
 		}
 		return false
 	}
@@ -43,7 +51,7 @@ func (k *Kernel) SinkReshapes() (c *Kernel, moved int) {
 	k.Walk(func(v *Value) { order = append(order, v) })
 	need := map[*Value][]Shape{}
 	want := func(v *Value, s Shape) {
-		if v.Type.Shape == s || !sinkable(v) {
+		if v.Type.Shape == s || !sinkable(v, s) {
 			return
 		}
 		for _, t := range need[v] {
@@ -61,8 +69,11 @@ func (k *Kernel) SinkReshapes() (c *Kernel, moved int) {
 		for _, s := range need[v] {
 			switch v.Op {
 			case OpSplat:
-			case OpReshape:
+			case OpReshape, OpExpandDims:
 				want(v.Args[0], s)
+			case OpBroadcast:
+				ys, _ := splitBroadcast(v.Args[0].Type.Shape, v.Type.Shape, s)
+				want(v.Args[0], ys)
 			default: // elementwise, load: every operand has v's shape
 				for _, a := range v.Args {
 					want(a, s)
@@ -125,8 +136,11 @@ func (k *Kernel) SinkReshapes() (c *Kernel, moved int) {
 				switch v.Op {
 				case OpSplat:
 					r = emit(OpSplat, t, q.Args[0])
-				case OpReshape:
+				case OpReshape, OpExpandDims:
 					r = as(v.Args[0], s)
+				case OpBroadcast:
+					ys, _ := splitBroadcast(v.Args[0].Type.Shape, v.Type.Shape, s)
+					r = emit(OpBroadcast, t, as(v.Args[0], ys))
 				default:
 					args := make([]*Value, len(v.Args))
 					for i, a := range v.Args {
@@ -148,6 +162,48 @@ func (k *Kernel) SinkReshapes() (c *Kernel, moved int) {
 	}
 	c.Body = block(k.Body)
 	return c, moved
+}
+
+// splitBroadcast is the shape y (of ys) is to be reshaped to so that its
+// broadcast to s and then reshaped to t is y's reshape broadcast to t:
+// where the reshape from s to t only splits s's dimensions (each one into
+// a run of t's whose product it is; dimensions of 1 anywhere), y's are
+// split as s's are, and those y broadcasts (of 1) into dimensions of 1.
+func splitBroadcast(ys, s, t Shape) (Shape, bool) {
+	if ys.Rank != s.Rank || t.Rank > MaxRank {
+		return Shape{}, false
+	}
+	out := Shape{Rank: t.Rank}
+	j := 0
+	for d := 0; d < s.Rank; d++ {
+		n := s.Dims[d]
+		if n == 1 {
+			continue
+		}
+		for j < t.Rank && t.Dims[j] == 1 {
+			out.Dims[j] = 1
+			j++
+		}
+		prod := 1
+		for prod < n && j < t.Rank {
+			prod *= t.Dims[j]
+			out.Dims[j] = t.Dims[j]
+			if ys.Dims[d] == 1 {
+				out.Dims[j] = 1
+			}
+			j++
+		}
+		if prod != n {
+			return Shape{}, false
+		}
+	}
+	for ; j < t.Rank; j++ {
+		if t.Dims[j] != 1 {
+			return Shape{}, false
+		}
+		out.Dims[j] = 1
+	}
+	return out, true
 }
 
 // UnitReshape reports whether a reshape from s to t only inserts or

@@ -14,8 +14,12 @@ import (
 // it; a select and a cast on the way) and their copies by SinkReshapes
 // give the same bits in the interpreter on poisoned outputs; the copy
 // verifies, moves the reshapes it says it moved, and keeps none on a load
-// or an elementwise value. A reshape of a reduction's result is left, and
-// a kernel with nothing to move is returned as it is.
+// or an elementwise value. A reshape of an expand_dims is one of its
+// operand; a broadcast's, where the reshape only splits dimensions, its
+// operand's split and broadcast (a row's max broadcast back, the rows then
+// split). A reshape of a reduction's result, or one that merges a
+// broadcast's dimensions, is left, and a kernel with nothing to move is
+// returned as it is.
 func TestSinkReshapes(t *testing.T) {
 	const n = 100
 	for _, c := range []struct {
@@ -42,6 +46,23 @@ func TestSinkReshapes(t *testing.T) {
 				return []*tile.Value{b.Add(cv[0], b.Sum(b.Reshape(w, 32, 2), 1))}
 			})
 			b.Store(b.AddPtr(y, b.Arange(0, 32)), b.Cast(res[0], tile.F32), nil)
+		}},
+		{"a row's max broadcast back, the rows split: the max split, broadcast", 1, func(b *tile.Builder, x, y *tile.Value) {
+			i, j := b.ExpandDims(b.Arange(0, 16), 1), b.ExpandDims(b.Arange(0, 8), 0)
+			v := b.Load(b.AddPtr(x, b.Add(b.Mul(i, 8), j)), nil, nil)
+			w := b.Sub(v, b.Max(v, 1, true)) // the max broadcast along the row
+			s := b.Sum(b.Reshape(w, 4, 4, 8), 1)
+			b.Store(b.AddPtr(y, b.Reshape(b.Arange(0, 32), 4, 8)), s, nil)
+		}},
+		{"expand_dims of exp(x), regrouped", 1, func(b *tile.Builder, x, y *tile.Value) {
+			e := b.ExpandDims(b.Exp(b.Load(b.AddPtr(x, b.Arange(0, 64)), nil, nil)), 0) // [1, 64]
+			b.Store(b.AddPtr(y, b.Reshape(b.Arange(0, 64), 8, 8)), b.Reshape(e, 8, 8), nil)
+		}},
+		{"a broadcast's rows merged: left", 0, func(b *tile.Builder, x, y *tile.Value) {
+			i, j := b.ExpandDims(b.Arange(0, 16), 1), b.ExpandDims(b.Arange(0, 8), 0)
+			v := b.Load(b.AddPtr(x, b.Add(b.Mul(i, 8), j)), nil, nil)
+			m := b.BroadcastTo(b.Max(v, 1, true), tile.Shp(16, 8))
+			b.Store(b.AddPtr(y, b.Arange(0, 128)), b.Reshape(m, 128), nil)
 		}},
 		{"a reduction's result regrouped: left", 0, func(b *tile.Builder, x, y *tile.Value) {
 			i, j := b.ExpandDims(b.Arange(0, 16), 1), b.ExpandDims(b.Arange(0, 8), 0)

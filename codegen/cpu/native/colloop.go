@@ -69,7 +69,8 @@ type colTerm struct {
 
 // colLoopTerms is the body of lp as column terms, or nil where the loop is
 // not of that form: every carry an f32 block written in place, rank 1 or
-// 2 with a last dimension of whole zmm vectors; the body one level of
+// 2 with a last dimension of whole zmm vectors; the body one region (no
+// loop nested in it) of one level of
 // phases without products, packs, stores or reductions, each phase's
 // nodes the carried block's read, one unmasked contiguous load of a
 // parameter and their sum written back to the block.
@@ -78,7 +79,7 @@ func (g *gen) colLoopTerms(lp *loopPlan) []colTerm {
 		return nil
 	}
 	body := lp.body
-	if body.levels != 1 || len(body.dots) > 0 || len(body.phases) == 0 {
+	if len(lp.items) != 1 || body.levels != 1 || len(body.dots) > 0 || len(body.phases) == 0 {
 		return nil
 	}
 	for _, c := range lp.carries {

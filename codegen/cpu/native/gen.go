@@ -298,8 +298,11 @@ func generate(p *plan) (code []byte, frame int32, err error) {
 }
 
 // program emits one program: its regions and loops in order.
-func (g *gen) program() error {
-	for _, it := range g.p.items {
+func (g *gen) program() error { return g.items(g.p.items) }
+
+// items emits regions and loops in order (the top level, or a loop's body).
+func (g *gen) items(items []item) error {
+	for _, it := range items {
 		var err error
 		if it.rg != nil {
 			err = g.region(it.rg)
@@ -450,7 +453,7 @@ func (g *gen) loopCode(lp *loopPlan) error {
 	g.storeIV(iv, ivSlot)
 	// expressions first computed in the body are recomputed after it
 	forget := g.sxScope()
-	if err := g.region(lp.body); err != nil {
+	if err := g.items(lp.items); err != nil {
 		return err
 	}
 	forget()

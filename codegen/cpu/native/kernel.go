@@ -221,23 +221,29 @@ func estimate(p *plan) float64 {
 		}
 		return t
 	}
-	for _, it := range p.items {
-		if it.rg != nil {
-			ns += region(it.rg)
-			continue
-		}
-		trips := 16.0 // bounds known only at run time: a guess
-		lo, hi, step := it.loop.v.Args[0], it.loop.v.Args[1], it.loop.v.Args[2]
-		switch {
-		case lo.Op == tile.OpConst && hi.Op == tile.OpConst && step.Op == tile.OpConst && step.Aux > 0:
-			trips = float64(max(0, (hi.Aux-lo.Aux+step.Aux-1)/step.Aux))
-		case step.Op == tile.OpConst && step.Aux > 0:
-			if n, ok := chunkOf(lo, hi); ok { // a chunk of the range: [lo, min(lo + n, end))
-				trips = float64((n + step.Aux - 1) / step.Aux)
+	var items func(items []item) float64
+	items = func(its []item) float64 {
+		ns := 0.0
+		for _, it := range its {
+			if it.rg != nil {
+				ns += region(it.rg)
+				continue
 			}
+			trips := 16.0 // bounds known only at run time: a guess
+			lo, hi, step := it.loop.v.Args[0], it.loop.v.Args[1], it.loop.v.Args[2]
+			switch {
+			case lo.Op == tile.OpConst && hi.Op == tile.OpConst && step.Op == tile.OpConst && step.Aux > 0:
+				trips = float64(max(0, (hi.Aux-lo.Aux+step.Aux-1)/step.Aux))
+			case step.Op == tile.OpConst && step.Aux > 0:
+				if n, ok := chunkOf(lo, hi); ok { // a chunk of the range: [lo, min(lo + n, end))
+					trips = float64((n + step.Aux - 1) / step.Aux)
+				}
+			}
+			ns += trips * (10 + items(it.loop.items))
 		}
-		ns += trips * (10 + region(it.loop.body))
+		return ns
 	}
+	ns += items(p.items)
 	return ns
 }
 

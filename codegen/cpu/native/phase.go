@@ -421,6 +421,14 @@ func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
 	case kDot:
 		pat := pg.framePattern(g.dotBlock(u), u.Type, m)
 		return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
+	case kRegroup: // its operand's frame block at u's shape (plan.go: regroupFrame)
+		src := u.Args[0]
+		off := g.matBlock(src)
+		if p.in(src).kind == kDot {
+			off = g.dotBlock(src)
+		}
+		pat := pg.framePattern(off, u.Type, m)
+		return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
 	case kTrans:
 		if pg.ph.level < in.avail { // its pack's phase: the load itself
 			return pg.loadNode(u, m)

@@ -43,6 +43,7 @@ const (
 	kTrans                   // a transposed load: packed transposed by a phase, turned back at the next level's start (trans.go), its result a frame block
 	kPeriodic                // i32 block: an affine one's remainder by a constant (period) its lanes span, computed per position (remconst.go)
 	kScatter                 // pointer block: an affine one (base) plus an i32 data block (scat), read by atomic adds and 4-byte loads (ints.go)
+	kRegroup                 // a reshape that regroups dimensions of a value held in a frame block (a reduction's result, a product's, a loop-carried block): that block read at the reshape's shape
 )
 
 // sx is a scalar integer expression over the program's scalar values,
@@ -194,11 +195,13 @@ type carryRead struct {
 
 // plan is the result of planning a kernel: its top level as a sequence of
 // regions (straight-line values, planned in levels and phases) and loops
-// (whose bodies are regions run once per iteration).
+// (whose bodies are such sequences too, run once per iteration).
 type plan struct {
 	k        *tile.Kernel
 	info     []vinfo
 	items    []item
+	dst      *[]item                    // where the items being planned go: items, or a loop's body
+	loops    map[*tile.Value]*loopPlan // by OpFor, nested ones too
 	regions  []*region   // every region, bodies included
 	stored   []bool      // by parameter: the kernel stores through it
 	needWrap []wrapCheck // i32 affine values whose lanes must fit in int32
@@ -265,10 +268,15 @@ type item struct {
 
 // loopPlan is a counted loop: its body, and per loop-carried value the
 // storage it lives in across iterations (a frame block for blocks, a slot
-// for scalars), shared by the body's argument and the loop's result.
+// for scalars), shared by the body's argument and the loop's result. The
+// body is items: its first region (body: the counter and the carried
+// scalars live there), then, where loops are nested in it, each nested
+// loop and the region after it; the last region (tail) writes the yields.
 type loopPlan struct {
 	v       *tile.Value // the OpFor
 	body    *region
+	items   []item
+	tail    *region
 	carries []carry
 }
 
@@ -341,12 +349,6 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 			}
 		}
 		switch v.Op {
-		case tile.OpFor:
-			for _, b := range v.Body.Values {
-				if b.Op == tile.OpFor {
-					err = unsupported(b, "nested loops")
-				}
-			}
 		case tile.OpDot:
 			err = dotSupported(v)
 		case tile.OpAtomicAdd:
@@ -386,6 +388,7 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 			return nil, unsupported(k.Params[i], "plain stores to a buffer the kernel also adds to atomically")
 		}
 	}
+	p.dst, p.loops = &p.items, map[*tile.Value]*loopPlan{}
 	p.newRegion(nil)
 	one := func(v *tile.Value) error {
 		in := p.in(v)
@@ -560,19 +563,37 @@ func (p *plan) invariantSx(x *tile.Value, inBody map[*tile.Value]bool) *sx {
 	return nil
 }
 
-// newRegion starts a region (a loop's body when lp is set).
+// newRegion starts a region (a loop's body when lp is set, else the next
+// item of the sequence being planned).
 func (p *plan) newRegion(lp *loopPlan) *region {
 	rg := &region{loop: lp}
 	p.regions = append(p.regions, rg)
 	if lp == nil {
-		p.items = append(p.items, item{rg: rg})
+		*p.dst = append(*p.dst, item{rg: rg})
 	}
 	p.cur = rg
 	return rg
 }
 
-// loop plans a counted loop: a region of its own for the body, the values
-// after it in a new region.
+// allLoops is every loop of the plan, nested ones after the loop they are in.
+func (p *plan) allLoops() []*loopPlan {
+	var out []*loopPlan
+	var walk func(items []item)
+	walk = func(items []item) {
+		for _, it := range items {
+			if it.loop != nil {
+				out = append(out, it.loop)
+				walk(it.loop.items)
+			}
+		}
+	}
+	walk(p.items)
+	return out
+}
+
+// loop plans a counted loop: a region of its own for the body (and a loop
+// nested in the body, as this one, followed by a region of the body's
+// values after it), the values after it in a new region.
 func (p *plan) loop(v *tile.Value, one func(*tile.Value) error) error {
 	in := p.in(v)
 	in.rg, in.kind = p.cur, kLoop
@@ -582,6 +603,7 @@ func (p *plan) loop(v *tile.Value, one func(*tile.Value) error) error {
 		}
 	}
 	lp := &loopPlan{v: v}
+	p.loops[v] = lp
 	body := v.Body
 	yield := body.Values[len(body.Values)-1]
 	inBody := map[*tile.Value]bool{}
@@ -614,6 +636,9 @@ func (p *plan) loop(v *tile.Value, one func(*tile.Value) error) error {
 		lp.carries = append(lp.carries, c)
 	}
 	lp.body = p.newRegion(lp)
+	lp.items = []item{{rg: lp.body}}
+	outer := p.dst
+	p.dst = &lp.items
 	// the induction variable and the carried values
 	iv := body.Args[0]
 	p.in(iv).rg, p.in(iv).kind = lp.body, kScalarInt
@@ -635,13 +660,21 @@ func (p *plan) loop(v *tile.Value, one func(*tile.Value) error) error {
 	}
 	for _, b := range body.Values {
 		if b.Op == tile.OpYield {
-			p.in(b).rg, p.in(b).kind = lp.body, kLoop
+			p.in(b).rg, p.in(b).kind = p.cur, kLoop
+			continue
+		}
+		if b.Op == tile.OpFor {
+			if err := p.loop(b, one); err != nil {
+				return err
+			}
 			continue
 		}
 		if err := one(b); err != nil {
 			return err
 		}
 	}
+	p.dst = outer
+	lp.tail = lp.items[len(lp.items)-1].rg
 	// yields: a block is written in the phase of its shape at its level; a
 	// scalar's slot is copied at the end of the iteration
 	for i, c := range lp.carries {
@@ -650,14 +683,14 @@ func (p *plan) loop(v *tile.Value, one func(*tile.Value) error) error {
 		}
 		yi := p.in(c.yield)
 		level := 0
-		if yi.rg == lp.body {
+		if yi.rg == lp.tail {
 			level = yi.avail
 		}
-		ph := p.phaseOf(lp.body, level, c.arg.Type.Shape, len(p.info))
+		ph := p.phaseOf(lp.tail, level, c.arg.Type.Shape, len(p.info))
 		ph.yields = append(ph.yields, yieldWrite{lp, i})
 		lp.carries[i].yieldPh = ph
 	}
-	p.items = append(p.items, item{loop: lp})
+	*p.dst = append(*p.dst, item{loop: lp})
 	p.newRegion(nil) // the loop's results (OpForResult) share the carried storage
 	return nil
 }
@@ -680,6 +713,34 @@ func (p *plan) scalarAtomicOK(v *tile.Value) error {
 		return unsupported(v, "scalar atomic add under a mask that is not a scalar")
 	}
 	return nil
+}
+
+// regroupFrame classifies reshape v, which regroups dimensions, as
+// kRegroup where its operand is held in a frame block (dense, row-major)
+// when it is complete — a reduction's result, a product's, a loop-carried
+// block — so that the reshape is that block read at v's shape: its
+// elements' row-major order is the reshape's. (Reshapes of loads and of
+// elementwise values were sunk to their operands before: tile's
+// SinkReshapes; what is left regroups values of these kinds, such as a
+// block's rows split in two and reduced along either part.)
+func (p *plan) regroupFrame(v *tile.Value) bool {
+	src := v.Args[0]
+	switch src.Type.DType {
+	case tile.F32, tile.F64, tile.I32:
+	default:
+		return false
+	}
+	switch p.in(src).kind {
+	case kReduce, kDot, kCarry:
+		if src.Type.Shape.IsScalar() {
+			return false
+		}
+	default:
+		return false
+	}
+	in := p.in(v)
+	in.kind, in.formula = kRegroup, true // read wherever it is used
+	return true
 }
 
 // matLeaves marks v, where it is a value kept in the frame (not a formula),
@@ -776,6 +837,9 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 				// through, as a float block's (a label against a row of
 				// classes: a one-hot mask)
 				if v.Op == tile.OpReshape && !tile.UnitReshape(src.Type.Shape, t.Shape) {
+					if p.regroupFrame(v) {
+						return nil
+					}
 					return unsupported(v, "reshape %v → %v", src.Type.Shape, t.Shape)
 				}
 				in.kind, in.formula, in.cost = kView, p.in(src).formula, p.in(src).cost
@@ -865,6 +929,9 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 	case v.Op.IsShape():
 		src := p.in(v.Args[0])
 		if v.Op == tile.OpReshape && !tile.UnitReshape(v.Args[0].Type.Shape, t.Shape) {
+			if p.regroupFrame(v) {
+				return nil
+			}
 			return unsupported(v, "reshape %v → %v", v.Args[0].Type.Shape, t.Shape)
 		}
 		in.kind = kView
@@ -960,8 +1027,8 @@ func (p *plan) intData(v *tile.Value) bool {
 			data = true
 		case ai.kind == kCarry && a.Type.DType == tile.I32:
 			data = true // a loop-carried i32 block: its frame block
-		case ai.kind == kReduce && a.Type.DType == tile.I32:
-			data = true // an i32 reduction's result: its frame block
+		case (ai.kind == kReduce || ai.kind == kRegroup) && a.Type.DType == tile.I32:
+			data = true // an i32 reduction's result (or its regrouped block): its frame block
 		case ai.kind == kMask:
 			data = data || v.Op == tile.OpCast || v.Op == tile.OpSelect
 		case ai.kind == kAffine && a.Type.DType == tile.I32, ai.kind == kPeriodic:
@@ -983,14 +1050,7 @@ func (p *plan) allFormula(v *tile.Value) bool {
 	return true
 }
 
-func (p *plan) loopOf(v *tile.Value) *loopPlan {
-	for _, it := range p.items {
-		if it.loop != nil && it.loop.v == v {
-			return it.loop
-		}
-	}
-	return nil
-}
+func (p *plan) loopOf(v *tile.Value) *loopPlan { return p.loops[v] }
 
 // classifyScalar: rank-0 values.
 func (p *plan) classifyScalar(v *tile.Value, invar bool) error {
@@ -1573,19 +1633,18 @@ func (p *plan) order() error {
 	// a yield writes its carried block in place when every read of the
 	// block in the body comes in an earlier phase, or in the yield's phase
 	// at the same lanes
-	for _, it := range p.items {
-		if it.loop == nil {
-			continue
-		}
-		for i := range it.loop.carries {
-			c := &it.loop.carries[i]
+	// (reads in the body's regions before its tail, nested loops' bodies
+	// among them, all come before the tail's phases)
+	for _, lp := range p.allLoops() {
+		for i := range lp.carries {
+			c := &lp.carries[i]
 			if !c.block || c.induced {
 				continue
 			}
 			c.inPlace = true
-			at := slices.Index(it.loop.body.phases, c.yieldPh)
+			at := slices.Index(lp.tail.phases, c.yieldPh)
 			for _, r := range p.in(c.arg).reads {
-				ri := slices.Index(it.loop.body.phases, r.ph)
+				ri := slices.Index(lp.tail.phases, r.ph)
 				if ri > at || ri == at && !r.identity {
 					c.inPlace = false
 				}
@@ -1599,13 +1658,13 @@ func (p *plan) order() error {
 			// a product that is the yield accumulates in the carried block
 			// itself when nothing reads the block after the product starts
 			d := c.yield
-			if !c.inPlace || d.Op != tile.OpDot || d.Args[2] != c.arg || p.in(d).rg != it.loop.body {
+			if !c.inPlace || d.Op != tile.OpDot || d.Args[2] != c.arg || p.in(d).rg != lp.tail {
 				continue
 			}
 			di := p.in(d)
 			ok := len(p.in(c.arg).dotReads) == 1
 			for _, r := range p.in(c.arg).reads {
-				ok = ok && r.ph.level < di.avail
+				ok = ok && (r.ph.rg != lp.tail || r.ph.level < di.avail)
 			}
 			di.accIn = ok
 		}
@@ -1646,6 +1705,14 @@ func (p *plan) orderRegion(rg *region) error {
 			dep(ph, ui.ph)
 		case ui.kind == kCarry:
 			ui.reads = append(ui.reads, carryRead{ph, m.isIdentity() && u.Type.Shape == ph.shape})
+		case ui.kind == kRegroup: // its operand's whole frame block, at other lanes
+			src := u.Args[0]
+			switch si := p.in(src); si.kind {
+			case kReduce:
+				dep(ph, si.ph)
+			case kCarry:
+				si.reads = append(si.reads, carryRead{ph, false})
+			}
 		case (ui.kind == kFloat || ui.kind == kMask) && !ui.formula:
 			if ui.ph == ph {
 				if !m.isIdentity() || u.Type.Shape != ph.shape {
