@@ -200,11 +200,11 @@ type plan struct {
 	k        *tile.Kernel
 	info     []vinfo
 	items    []item
-	dst      *[]item                    // where the items being planned go: items, or a loop's body
+	dst      *[]item                   // where the items being planned go: items, or a loop's body
 	loops    map[*tile.Value]*loopPlan // by OpFor, nested ones too
-	regions  []*region   // every region, bodies included
-	stored   []bool      // by parameter: the kernel stores through it
-	needWrap []wrapCheck // i32 affine values whose lanes must fit in int32
+	regions  []*region                 // every region, bodies included
+	stored   []bool                    // by parameter: the kernel stores through it
+	needWrap []wrapCheck               // i32 affine values whose lanes must fit in int32
 	needDiv  []divCheck
 	inplace  []*tile.Value  // vector loads from buffers the kernel stores to (checkInPlace)
 	atomics  []bool         // by parameter: the kernel adds to it atomically (body.go: atomicAdd)

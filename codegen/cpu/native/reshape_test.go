@@ -34,7 +34,7 @@ func TestRegroupingReshapesNative(t *testing.T) {
 		n, ylen int
 		grid    int
 		build   kernel
-		decline string // what Compile's error says, where it declines
+		decline string  // what Compile's error says, where it declines
 		tol     float64 // |native − reference| ≤ tol·max(1, |reference|): products' sums in another order, exp within its ulps (else bit for bit)
 	}{
 		{"pair sums [256] → [128, 2], a tail", 1000, 500, 4, func(b *tile.Builder, x, y, n *tile.Value) {
@@ -103,7 +103,7 @@ func TestRegroupingReshapesNative(t *testing.T) {
 		{"a row's max broadcast back, the rows split [4, 4, 8] and summed", 128, 32, 1, func(b *tile.Builder, x, y, n *tile.Value) {
 			i, j := b.ExpandDims(b.Arange(0, 16), 1), b.ExpandDims(b.Arange(0, 8), 0)
 			v := b.Load(b.AddPtr(x, b.Add(b.Mul(i, 8), j)), nil, nil)
-			w := b.Sub(v, b.Max(v, 1, true)) // [16, 8]: the max broadcast along the row
+			w := b.Sub(v, b.Max(v, 1, true))            // [16, 8]: the max broadcast along the row
 			s := b.Sum(b.Reshape(b.Exp(w), 4, 4, 8), 1) // [4, 8]
 			b.Store(b.AddPtr(y, b.Reshape(b.Arange(0, 32), 4, 8)), s, nil)
 		}, "", 1e-6},
