@@ -196,3 +196,39 @@ func TestIntCarriedNative(t *testing.T) {
 		return bitsI32(out)
 	})
 }
+
+// TestIntSelectOnViewConditionNative: i32 lanes (a flat index, affine)
+// selected under a condition that is a view — a splat of a scalar
+// comparison of the program id, a row mask broadcast along the row — then
+// reduced along the rows (the last index a condition holds at, −1 where
+// none), natively bit for bit the reference interpreter. Declined before
+// the fifty-eighth session ("integer select blocks"): a random kernel of
+// tiletest.RandomMore.
+func TestIntSelectOnViewConditionNative(t *testing.T) {
+	requireJIT(t)
+	b := tile.NewBuilder("int_select_view", nil)
+	x, y := b.Ptr("x", tile.F32), b.Ptr("y", tile.I32)
+	pid := b.ProgramID(0)
+	i, j := b.ExpandDims(b.Arange(0, 16), 1), b.ExpandDims(b.Arange(0, 8), 0)
+	flat := b.Add(b.Mul(i, 8), j)                                               // [16, 8], affine
+	rowOK := b.Gt(b.Load(b.AddPtr(x, b.Add(b.Mul(pid, 16), i)), nil, nil), 0.0) // [16, 1]
+	first := b.Where(b.Splat(b.Lt(pid, 1), tile.Shp(16, 8)), flat, int32(-1))
+	second := b.Where(b.BroadcastTo(rowOK, tile.Shp(16, 8)), b.Sub(flat, 3), int32(-1))
+	out := b.Add(b.Mul(b.Max(first, 1), 1000), b.Max(second, 1)) // [16]
+	b.Store(b.AddPtr(y, b.Add(b.Mul(pid, 16), b.Arange(0, 16))), out, nil)
+	k, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs := tiletest.Uniform(tiletest.RNG("int select view"), 48, -1, 1)
+	bitsAgainstReference(t, k, tile.Grid{3}, func(launch func(args ...any) error) []uint32 {
+		o := make([]int32, 48+8)
+		for i := range o {
+			o[i] = -7
+		}
+		if err := launch(xs, o); err != nil {
+			t.Fatal(err)
+		}
+		return bitsI32(o)
+	})
+}

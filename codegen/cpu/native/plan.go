@@ -1031,6 +1031,9 @@ func (p *plan) intData(v *tile.Value) bool {
 			data = true // an i32 reduction's result (or its regrouped block): its frame block
 		case ai.kind == kMask:
 			data = data || v.Op == tile.OpCast || v.Op == tile.OpSelect
+		case ai.kind == kView && a.Type.DType == tile.I1:
+			// a splat or broadcast condition (a loop counter's comparison)
+			data = data || v.Op == tile.OpCast || v.Op == tile.OpSelect
 		case ai.kind == kAffine && a.Type.DType == tile.I32, ai.kind == kPeriodic:
 		case ai.kind == kView && a.Type.DType == tile.I32 && !a.Type.Ptr:
 			data = true // a view of an i32 data block
