@@ -31,6 +31,8 @@ import (
 //   - Gorgonia's own tape machine,
 //   - fusion.NewTapeMachine with WithFusion(false) (one kernel per op),
 //   - fused with WithMatMulFusion(false) and fused with WithMatMulFusion(true),
+//   - fused with the bound on 32-bit offsets lowered to 32 elements: the
+//     CPU's 64-bit kernels (machine code where the CPU has it),
 //   - for half the programs, the last with the H200's kernels
 //     (WithTarget), and those again with the bounds lowered: 64-bit
 //     offsets past 32 elements, grids past 2 programs on axes 1 and 2
@@ -160,6 +162,12 @@ func fzCheck(t *testing.T, data []byte, b fusion.Backend) {
 	legs = append(legs,
 		fzLeg{name: "fused " + dt.String() + where, dt: dt, opts: append(on, fusion.WithMatMulFusion(false))},
 		fzLeg{name: "fused " + dt.String() + " with WithMatMulFusion(true)" + where, dt: dt, opts: append(on, fusion.WithMatMulFusion(true))})
+	if b == fusion.CPU {
+		// the CPU's kernels with the bound lowered: 64-bit offsets past 32
+		// elements (machine code where the CPU has it)
+		legs = append(legs, fzLeg{name: "fused " + dt.String() + " with 64-bit offsets (the CPU's kernels, bound lowered)", dt: dt,
+			opts: append(slices.Clone(on), fusion.WithMatMulFusion(true), fusion.WithMaxElements(32))})
+	}
 	if fg.target {
 		// the GPU's kernels (split reductions, its block sizes) on this backend
 		l := &legs[len(legs)-1]

@@ -51,6 +51,7 @@ func TestFuzzSeedsMachineCode(t *testing.T) {
 			{"unfused", []fusion.Option{fusion.WithFusion(false)}},
 			{"fused", []fusion.Option{fusion.WithMatMulFusion(false)}},
 			{"fused with products", []fusion.Option{fusion.WithMatMulFusion(true)}},
+			{"fused with products, 64-bit offsets past 32 elements", []fusion.Option{fusion.WithMatMulFusion(true), fusion.WithMaxElements(32)}},
 		}
 		for _, l := range legs {
 			fg, err := fzBuild(data, fg.prog)

@@ -10,22 +10,26 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/tilefuse/tilefuse/codegen/cpu/jit"
 	"github.com/tilefuse/tilefuse/codegen/ptxsim"
 	"github.com/tilefuse/tilefuse/fusion"
 	"github.com/tilefuse/tilefuse/graphpass"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
-// TestOversizedLeftToGorgonia: on the CPU, nodes that read or write a
-// tensor of more elements than kernels index in 32 bits
+// TestOversizedLeftToGorgonia: on a CPU whose kernels run on the executor
+// (WithNativeCPU(false), as on CPUs without AVX2 and FMA), nodes that read
+// or write a tensor of more elements than kernels index in 32 bits
 // (graphpass.MaxElements, lowered here to 5000 so that the tensors stay
 // small) run as Gorgonia runs them, beside the kernels of the rest of the
 // graph, and every value is right: out = Σ_j exp(x)ᵢⱼ + Σ_k tanh(y)ᵢₖ with
 // x 64×100 (6400 elements: exp and its sum left to Gorgonia), y 64×10
 // (fused), and p = x·w (a product reading x: left to Gorgonia too). The
-// report names each such node and says why. On the GPU (where this build
-// has it; else skipped, saying so) they are fused, in 64-bit kernels, and
-// the values the same.
+// report names each such node and says why. Where the CPU's kernels run
+// as machine code (since the fifty-eighth session, 2026-12-07), and on the
+// GPU (where this build has it; else skipped, saying so), they are fused,
+// in 64-bit kernels, every kernel machine code on the CPU, and the values
+// the same.
 func TestOversizedLeftToGorgonia(t *testing.T) {
 	const r, c, cy, cw, limit = 64, 100, 10, 7, 5000
 	rng := rand.New(rand.NewPCG(40, 1))
@@ -43,11 +47,20 @@ func TestOversizedLeftToGorgonia(t *testing.T) {
 			want[i] += math.Tanh(ys[i*cy+k])
 		}
 	}
-	for _, b := range []fusion.Backend{fusion.CPU, fusion.CUDA} {
-		t.Run(b.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		b      fusion.Backend
+		native bool // the CPU's kernels as machine code
+	}{{"cpu executor", fusion.CPU, false}, {"cpu machine code", fusion.CPU, true}, {"cuda", fusion.CUDA, false}} {
+		b, native, name := tc.b, tc.native, tc.name
+		t.Run(name, func(t *testing.T) {
 			if err := fusion.Available(b); err != nil {
 				t.Skipf("backend %v is not here: %v", b, err)
 			}
+			if native && !jit.Supported() {
+				t.Skip("no machine code here: needs amd64 with AVX2 and FMA")
+			}
+			left2G := b == fusion.CPU && !native
 			g := G.NewGraph()
 			x := G.NewMatrix(g, tensor.Float64, G.WithShape(r, c), G.WithName("x"))
 			y := G.NewMatrix(g, tensor.Float64, G.WithShape(r, cy), G.WithName("y"))
@@ -57,7 +70,7 @@ func TestOversizedLeftToGorgonia(t *testing.T) {
 			G.Let(x, xv)
 			G.Let(y, yv)
 			G.Let(w, wv)
-			vm := fusion.NewTapeMachine(g, fusion.WithBackend(b), fusion.WithMatMulFusion(true), fusion.WithMaxElements(limit))
+			vm := fusion.NewTapeMachine(g, fusion.WithBackend(b), fusion.WithMatMulFusion(true), fusion.WithMaxElements(limit), fusion.WithNativeCPU(native))
 			defer vm.Close()
 			if err := vm.Err(); err != nil {
 				t.Fatal(err)
@@ -75,14 +88,28 @@ func TestOversizedLeftToGorgonia(t *testing.T) {
 					}
 				}
 				switch {
-				case b == fusion.CPU && (!ok || !strings.Contains(why, "6400 elements") || !strings.Contains(why, "32-bit offsets")):
+				case left2G && (!ok || !strings.Contains(why, "6400 elements") || !strings.Contains(why, "32-bit offsets")):
 					t.Errorf("%s: left to Gorgonia %v, why %q (unfused: %v)", op, ok, why, rep.Unfused)
-				case b != fusion.CPU && ok:
-					t.Errorf("%s left to Gorgonia on %v: %q", op, b, why)
+				case !left2G && ok:
+					t.Errorf("%s left to Gorgonia on %s: %q", op, name, why)
 				}
 			}
 			if rep.Kernels() == 0 {
 				t.Fatalf("no kernel: the small part of the graph is not fused\n%v", rep)
+			}
+			if native && rep.OnExecutor() > 0 {
+				t.Fatalf("%d kernels on the executor, want every one machine code\n%v", rep.OnExecutor(), rep)
+			}
+			if !left2G {
+				wide := 0
+				for _, node := range vm.Compiled().Graph.AllNodes() {
+					if f, ok := node.Op().(*fusion.FusedOp); ok && strings.Contains(f.Kernel().String(), "-> i64") {
+						wide++
+					}
+				}
+				if wide == 0 {
+					t.Fatalf("no kernel indexes in 64 bits\n%v", rep)
+				}
 			}
 			for run := range 2 {
 				if err := vm.RunAll(); err != nil {
@@ -91,16 +118,22 @@ func TestOversizedLeftToGorgonia(t *testing.T) {
 				closeTo(t, fmt.Sprintf("run %d: out", run), out.Value().Data().([]float64), want, 1e-12)
 				closeTo(t, fmt.Sprintf("run %d: x·w", run), p.Value().Data().([]float64), wantP, 1e-12)
 			}
+			if n := vm.Stats().ExecutorLaunches; native && n > 0 {
+				t.Fatalf("%d launches handed to the executor at run time, want none", n)
+			}
 		})
 	}
 }
 
 // TestOversizedAttentionMask: attention whose additive mask has more
 // elements than kernels index (the bound lowered to 4096; the mask and the
-// scores 8192) is not one flash kernel: its products, softmax and mask run
-// as Gorgonia runs them, the rest fused, and the output and the gradients
-// of q, k and v are those of the machine with the bound at its default
-// (one flash kernel forward, two backward), within 1e-12.
+// scores 8192) is not one flash kernel: on a CPU whose kernels run on the
+// executor its products, softmax and mask run as Gorgonia runs them, the
+// rest fused; where they run as machine code they are fused in 64-bit
+// kernels, every one machine code (since the fifty-eighth session); either
+// way the output and the gradients of q, k and v are those of the machine
+// with the bound at its default (one flash kernel forward, two backward),
+// within 1e-12.
 func TestOversizedAttentionMask(t *testing.T) {
 	const b, s, d = 2, 64, 8
 	rng := rand.New(rand.NewPCG(40, 2))
@@ -137,7 +170,7 @@ func TestOversizedAttentionMask(t *testing.T) {
 		return vm.Report(), got
 	}
 	repDef, want := run()
-	repLow, got := run(fusion.WithMaxElements(4096))
+	repLow, got := run(fusion.WithMaxElements(4096), fusion.WithNativeCPU(false))
 	if !strings.Contains(repDef.String(), "attention") {
 		t.Fatalf("at the default bound no attention kernel:\n%v", repDef)
 	}
@@ -154,6 +187,15 @@ func TestOversizedAttentionMask(t *testing.T) {
 		t.Fatalf("at 4096: %d ops left to Gorgonia for their size, %d kernels\n%v", over, repLow.Kernels(), repLow)
 	}
 	closeValues(t, "at 4096 against the default", got, want, 1e-12)
+	if !jit.Supported() {
+		t.Log("no machine code here (needs amd64 with AVX2 and FMA): its 64-bit kernels not run")
+		return
+	}
+	repNat, gotNat := run(fusion.WithMaxElements(4096))
+	if len(repNat.Unfused) != 0 || repNat.OnExecutor() != 0 || strings.Contains(repNat.String(), "attention") {
+		t.Fatalf("at 4096 as machine code: %d ops left to Gorgonia, %d kernels on the executor, want none and no attention kernel\n%v", len(repNat.Unfused), repNat.OnExecutor(), repNat)
+	}
+	closeValues(t, "at 4096 as machine code against the default", gotNat, want, 1e-12)
 }
 
 // TestIndex64Kernels: for a GPU (the H200's kernels, run here on the CPU

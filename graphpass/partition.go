@@ -149,10 +149,11 @@ func Partition(gr *Graph, opt Options) []*Group {
 			}
 		}
 	}
-	// then, on a CPU, what no claim took and a kernel could not index is
-	// left to Gorgonia (a claim checks its own: claimIndexable); a GPU's
-	// kernels index such tensors in 64 bits (Group.index64)
-	if !opt.Target.GPU() {
+	// then, on a CPU without the machine code, what no claim took and a
+	// kernel could not index is left to Gorgonia (a claim checks its own:
+	// claimIndexable); a GPU's kernels, and a CPU's as machine code,
+	// index such tensors in 64 bits (Group.index64)
+	if !opt.Target.GPU() && !opt.Target.Native {
 		markOversized(gr, opt.maxElements())
 	}
 	size := map[*Group]int{}

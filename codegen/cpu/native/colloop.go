@@ -438,7 +438,7 @@ func (g *gen) ivFree(s *sx, iv *tile.Value, body *region) bool {
 		return true
 	case sxVal:
 		return g.valFree(s.v, iv, body)
-	case sxNeg, sxDiv, sxRem:
+	case sxNeg, sxDiv, sxRem, sxClamp32:
 		return g.ivFree(s.a, iv, body)
 	}
 	return g.ivFree(s.a, iv, body) && g.ivFree(s.b, iv, body)

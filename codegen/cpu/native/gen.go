@@ -590,6 +590,16 @@ func (g *gen) sxSlot(s *sx) int32 {
 		s.slot = int(g.alloc(8, 8))
 		a.MOVQload(rT0, fr(int32(s.a.slot)))
 		a.NEGQ(rT0)
+	case sxClamp32:
+		g.sxSlot(s.a)
+		s.slot = int(g.alloc(8, 8))
+		a.MOVQload(rT0, fr(int32(s.a.slot)))
+		a.MOVQimm(amd64.RCX, math.MinInt32)
+		a.CMPQ(rT0, amd64.RCX)
+		a.CMOVQ(amd64.CondL, rT0, amd64.RCX)
+		a.MOVQimm(amd64.RCX, math.MaxInt32)
+		a.CMPQ(rT0, amd64.RCX)
+		a.CMOVQ(amd64.CondG, rT0, amd64.RCX)
 	case sxDiv, sxRem:
 		g.sxSlot(s.a)
 		s.slot = int(g.alloc(8, 8))

@@ -351,7 +351,7 @@ func sxEqual(a, b *sx) bool {
 		return a.k == b.k
 	case sxVal:
 		return a.v == b.v
-	case sxNeg:
+	case sxNeg, sxClamp32:
 		return sxEqual(a.a, b.a)
 	case sxDiv, sxRem:
 		return a.k == b.k && sxEqual(a.a, b.a)
@@ -463,6 +463,9 @@ func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
 		}
 		if u.Op == tile.OpLoad {
 			return pg.loadNode(u, m)
+		}
+		if in.cmp64 != nil {
+			return pg.compare64Node(u, m)
 		}
 		var args []*node
 		for _, a := range u.Args {

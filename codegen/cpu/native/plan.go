@@ -3,6 +3,7 @@ package native
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/tilefuse/tilefuse/tile"
@@ -65,8 +66,9 @@ const (
 	sxAdd
 	sxMul
 	sxNeg
-	sxDiv // a / k, truncated, k > 0 a constant
-	sxRem // a % k, truncated
+	sxDiv     // a / k, truncated, k > 0 a constant
+	sxRem     // a % k, truncated
+	sxClamp32 // a clamped to [MinInt32, MaxInt32]
 )
 
 func sConst(k int64) *sx { return &sx{op: sxConst, k: k, slot: -1} }
@@ -104,6 +106,14 @@ func sNeg(a *sx) *sx {
 		return sConst(-a.k)
 	}
 	return &sx{op: sxNeg, a: a, slot: -1}
+}
+
+// sClamp32 is a clamped to the int32 range.
+func sClamp32(a *sx) *sx {
+	if a.op == sxConst {
+		return sConst(min(max(a.k, math.MinInt32), math.MaxInt32))
+	}
+	return &sx{op: sxClamp32, a: a, slot: -1}
 }
 
 func sDivRem(op sxOp, a *sx, k int64) *sx {
@@ -151,6 +161,7 @@ type yieldWrite struct {
 type vinfo struct {
 	kind    kind
 	aff     *aff
+	cmp64   *aff // a comparison of i64 affine blocks: their difference (cmp64.go)
 	formula bool // a block value computed wherever it is used (never stored in the frame)
 	avail   int  // the first level whose phases (or segment) may use it
 	cost    int  // formula float ops: how many ops recomputing it costs
@@ -950,7 +961,11 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		switch {
 		case v.Op.IsCompare():
 			d := v.Args[0].Type.DType
-			if d.IsInt() && d != tile.I32 {
+			if d == tile.I64 {
+				if err := p.compare64(v); err != nil {
+					return err
+				}
+			} else if d.IsInt() && d != tile.I32 {
 				return unsupported(v, "%v comparisons", d)
 			}
 			if d == tile.I1 {
