@@ -22,12 +22,15 @@ import (
 // analysis sees through the widening casts, so its copies stay 16 bytes
 // wide), and a product whose operands fit while its output does not (a
 // language model's logits) indexes its output side alone so (Group.out64:
-// its K loop the 32-bit one's, tensor copies included). On a CPU, whose
-// machine code compares i32 lanes only, such a node runs as Gorgonia runs
-// it (Partition leaves it out of every group: markOversized, Oversized):
-// the executor, which runs 64-bit kernels, is slower there (the 2-core
-// VM, 2026-12-05, a row sum over 129×2²⁴ float32: Gorgonia 2.0–2.8 s, the
-// H200's 64-bit kernel on the executor 6.9 s).
+// its K loop the 32-bit one's, tensor copies included). So does a CPU's
+// group where its kernels run as machine code (Target.Native: since
+// 2026-12-07 the machine code compares i64 lanes, codegen/cpu/native's
+// cmp64.go; the 2-core VM, a row sum over 129×2²⁴ float32: 0.34–0.40 s
+// against Gorgonia's 1.27–1.33). On another CPU such a node runs as
+// Gorgonia runs it (Partition leaves it out of every group: markOversized,
+// Oversized): the executor, which runs 64-bit kernels, is slower there
+// (2026-12-05: Gorgonia 2.0–2.8 s, the H200's 64-bit kernel on the
+// executor 6.9 s).
 const MaxElements = 1<<31 - 1<<24
 
 // past reports whether grp's kernel must index in 64 bits: a tensor it
@@ -56,9 +59,9 @@ func (opt Options) maxElements() int {
 	return MaxElements
 }
 
-// markOversized leaves every node of gr that reads or writes a tensor of
-// more than limit elements to Gorgonia: its Kind becomes Opaque and Why
-// says so (Oversized). Inputs and constants hold no kernel and stay as they
+// markOversized (on a CPU without the machine code) leaves every node of
+// gr that reads or writes a tensor of more than limit elements to
+// Gorgonia: its Kind becomes Opaque and Why says so (Oversized). Inputs and constants hold no kernel and stay as they
 // are, and so do the members of a claim's groups (attention), which
 // claimIndexable checked: a value such a kernel keeps on chip, as flash
 // attention its scores, may be larger.

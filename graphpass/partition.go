@@ -46,7 +46,8 @@ type Group struct {
 	aPad, bPad *Node
 	// index64: the kernel indexes in 64 bits (tile.Builder.Index64), as a
 	// tensor it reads or writes, or the shape it computes over, has more
-	// than MaxElements elements (on a GPU; on a CPU Partition leaves such
+	// than MaxElements elements (on a GPU, and on a CPU whose kernels run
+	// as machine code, Target.Native; on another CPU Partition leaves such
 	// nodes to Gorgonia: markOversized)
 	index64 bool
 	// out64: a product group whose operands (as its K loop reads them) fit
@@ -124,8 +125,9 @@ type Options struct {
 	FreshOutputs bool
 	// MaxElements bounds the elements of a tensor a kernel reads or
 	// writes with 32-bit offsets (0, or more than MaxElements:
-	// MaxElements); past it a GPU's kernel indexes in 64 bits
-	// (Group.index64, Group.out64) and a CPU leaves the node to Gorgonia
+	// MaxElements); past it a GPU's kernel, and a CPU's run as machine
+	// code (Target.Native), indexes in 64 bits (Group.index64,
+	// Group.out64), and another CPU leaves the node to Gorgonia
 	// (markOversized). Tests lower it to run those paths on small tensors.
 	MaxElements int
 }

@@ -111,8 +111,11 @@
 //
 // Loops (plan.go: loop, gen.go: loopCode): the kernel's top level is a
 // sequence of regions (straight-line code, planned as above) and counted
-// loops whose body is a region run once per iteration; what crosses from
-// one region to a later one is a scalar slot, a formula or a frame block.
+// loops whose body is such a sequence run once per iteration (a region,
+// and where loops are nested in it each nested loop and the region after
+// it; the yields are written in its last region, after every nested loop
+// has run); what crosses from one region to a later one is a scalar slot,
+// a formula or a frame block.
 // A loop-carried block lives in a frame block (a scalar in a slot: an
 // integer, an f32's or an f64's bits) that
 // the body's argument and the loop's result share; the yield writes it in
@@ -193,8 +196,8 @@
 // back where it falls back (the executor then adds once), and a program
 // that bails out fails the whole launch.
 //
-// What is not supported yet (Compile says which value and why): nested
-// loops, f64 products of precisions other than ieee, atomics of blocks
+// What is not supported yet (Compile says which value and why): f64
+// products of precisions other than ieee, atomics of blocks
 // whose old values are read (a scalar's is: phase.go scalarAtomicOld),
 // atomics to a buffer the kernel also loads or stores,
 // integers that are not affine used in addresses but as offsets of atomic
@@ -214,11 +217,16 @@
 // such a reshape is made of its operands reshaped, down to integer
 // ranges, which the plan reshapes by their coefficients where each
 // dimension splits into several or contiguous ones merge: plan.go
-// regroup; a reduction's result or a product's regrouped is declined),
+// regroup; through an expand_dims, and through a broadcast where the
+// reshape only splits dimensions; and a reshape of a value held in a
+// frame block — a reduction's result, a product's, a loop-carried block
+// — is that block read at the new shape: plan.go regroupFrame; a reshape
+// of another view, a transpose's, is declined),
 // reductions along axes other
 // than the last (but axis 0 of a 2-D block, and 0 or 1 of a rank-3 one),
-// i64 data blocks (a cast
-// of loaded values to i64). Reductions of
+// i64 data blocks (a cast of loaded values to i64; i64 index arithmetic,
+// affine in the lanes, runs, and so do comparisons of such blocks, which
+// kernels indexing in 64 bits mask their lanes with: cmp64.go). Reductions of
 // i32 blocks run in ymm loops (body.go: reduceI32; a sum wraps, as
 // int32's, so every order gives the same bits). (f32 exp, tanh, log,
 // sigmoid, log1p, expm1, erf, log2, exp2, sign, pow, and sin and cos up
