@@ -50,8 +50,10 @@ func Random(data []byte) Case { return random(data, false) }
 // axis of a block seen as three-dimensional (its rows or its columns split
 // in two, reshaped back after), integer reductions (a row's or a column's
 // argmax or argmin, a count of the elements meeting a condition, the last
-// index meeting one) cast back to the float type, and loops nested in a
-// loop's body. The same bytes make another kernel than Random's.
+// index meeting one) cast back to the float type, loops nested in a
+// loop's body, and (a quarter of them) 64-bit indices: program ids and
+// aranges i64, as graphpass's kernels over tensors past
+// graphpass.MaxElements. The same bytes make another kernel than Random's.
 func RandomMore(data []byte) Case { return random(data, true) }
 
 func random(data []byte, more bool) Case {
@@ -200,6 +202,12 @@ func (g *rgen) build() (*tile.Kernel, error) {
 	g.meta = meta
 	b := tile.NewBuilder("random", meta)
 	g.b = b
+	if g.more && g.next(4) == 0 {
+		// program ids and aranges i64, as graphpass writes kernels over
+		// tensors past graphpass.MaxElements: every index, offset and
+		// mask built from them i64
+		b.Index64()
+	}
 	nin := 1 + g.next(3)
 	for i := 0; i < nin; i++ {
 		g.ins = append(g.ins, b.Ptr(fmt.Sprintf("x%d", i), g.dt))

@@ -1,6 +1,7 @@
 package tiletest_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tilefuse/tilefuse/tile"
@@ -55,11 +56,11 @@ func TestRandomKernels(t *testing.T) {
 // TestRandomMoreKernels: RandomMore's kernels build and run on the
 // reference interpreter as Random's do, and make its added forms often:
 // reductions of three-dimensional reshapes along each axis, integer
-// reductions, loops nested in loops.
+// reductions, loops nested in loops, 64-bit indices.
 func TestRandomMoreKernels(t *testing.T) {
 	const n = 300
 	axes := map[int]int{} // a rank-3 reduction's axis
-	ints, nested, large := 0, 0, 0
+	ints, nested, large, wide := 0, 0, 0, 0
 	for _, d := range tiletest.RandomData(n, 128) {
 		c := tiletest.RandomMore(d)
 		k, err := c.Kernel()
@@ -73,6 +74,9 @@ func TestRandomMoreKernels(t *testing.T) {
 			t.Fatalf("%s (data %x): %v\n%s", c.Name, d, err, k)
 		}
 		isNested := false
+		if strings.Contains(k.String(), "-> i64") {
+			wide++
+		}
 		k.Walk(func(v *tile.Value) {
 			if v.Op.IsReduce() && len(v.Args) == 1 {
 				if v.Args[0].Type.Shape.Rank == 3 {
@@ -94,13 +98,13 @@ func TestRandomMoreKernels(t *testing.T) {
 			nested++
 		}
 	}
-	t.Logf("rank-3 reductions by axis %v, %d integer reductions, %d kernels with nested loops, %d large", axes, ints, nested, large)
+	t.Logf("rank-3 reductions by axis %v, %d integer reductions, %d kernels with nested loops, %d in 64 bits, %d large", axes, ints, nested, wide, large)
 	for axis := 0; axis < 3; axis++ {
 		if axes[axis] < 20 {
 			t.Errorf("%d reductions along axis %d of a rank-3 block in %d kernels", axes[axis], axis, n)
 		}
 	}
-	if ints < 40 || nested < 15 || large > n/10 {
-		t.Errorf("%d integer reductions, %d kernels with nested loops, %d large in %d kernels", ints, nested, large, n)
+	if ints < 40 || nested < 15 || wide < n/6 || large > n/10 {
+		t.Errorf("%d integer reductions, %d kernels with nested loops, %d in 64 bits, %d large in %d kernels", ints, nested, wide, large, n)
 	}
 }

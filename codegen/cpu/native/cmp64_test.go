@@ -18,7 +18,8 @@ import (
 // added to both, up to 2⁶², and below −2⁴⁰), and all six comparisons of
 // a 2-D block's flat i64 index with a bound, at bounds inside the block,
 // past it either way by far (−c clamped to int32: every lane true or
-// false), and at the int32 range's edges. Declined before the
+// false), and at the int32 range's edges; a transposed load whose row
+// stride is an i32 parameter widened to i64. Declined before the
 // fifty-eighth session (2026-12-07: "i64 comparisons"); graphpass left
 // such nodes to Gorgonia on a CPU.
 func TestCompare64Native(t *testing.T) {
@@ -78,6 +79,35 @@ func TestCompare64Native(t *testing.T) {
 				return bitsF32(out)
 			})
 		}
+	})
+	t.Run("a transposed load with a row stride parameter", func(t *testing.T) {
+		// an f64 block read down x's columns, the stride between its lanes
+		// an i32 parameter widened to i64
+		b := tile.NewBuilder("trans64", nil)
+		b.Index64()
+		x, y, n := b.Ptr("x", tile.F64), b.Ptr("y", tile.F64), b.Param("n", tile.I32)
+		i, j := b.ExpandDims(b.Arange(0, 16), 1), b.ExpandDims(b.Arange(0, 8), 0)
+		rows := b.Add(b.Mul(b.ProgramID(0), 16), i)
+		v := b.Load(b.AddPtr(x, b.Add(b.Mul(j, n), rows)), b.Lt(rows, n), 0.0) // x[j][rows]: down x's columns
+		b.Store(b.AddPtr(y, b.Add(b.Mul(rows, 8), j)), b.Mul(v, 3.0), b.Lt(rows, n))
+		k, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		xs := make([]float64, 8*40)
+		for i, v := range tiletest.Uniform(tiletest.RNG("trans64"), len(xs), -2, 2) {
+			xs[i] = float64(v) / 3
+		}
+		bitsAgainstReference(t, k, tile.Grid{3}, func(launch func(args ...any) error) []uint32 {
+			out := make([]float64, 48*8+8)
+			for i := range out {
+				out[i] = math.NaN()
+			}
+			if err := launch(xs, out, 40); err != nil {
+				t.Fatal(err)
+			}
+			return bitsF64(out)
+		})
 	})
 	t.Run("lanes spanning past 2³⁰: the program bails out", func(t *testing.T) {
 		b := tile.NewBuilder("span64", nil)

@@ -1242,6 +1242,15 @@ func (p *plan) scalarOf(v *tile.Value) *sx {
 	if v.Op == tile.OpConst {
 		return sConst(v.Aux)
 	}
+	if v.Op == tile.OpCast && v.Type.DType == tile.I64 && v.Type.Shape.IsScalar() {
+		if d := v.Args[0].Type.DType; d == tile.I32 || d == tile.I1 {
+			// a widening cast: the operand's slot holds it already (an
+			// i32 sign-extended), and a parameter seen through it is
+			// one Specialize may make a constant (a row stride of a
+			// kernel indexing in 64 bits)
+			return p.scalarOf(v.Args[0])
+		}
+	}
 	return &sx{op: sxVal, v: v, slot: -1}
 }
 
