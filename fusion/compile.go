@@ -271,7 +271,12 @@ func importGraph(c *compilation) error {
 		// before readable: a transpose no product reads is not computed,
 		// unless the user reads it whatever the readable rule says
 		kept := c.keptByUser()
-		graphpass.FoldTransposedOperands(gr, func(n *graphpass.Node) bool { return c.cfg.readAll || kept[n.G] })
+		t, err := c.cfg.targetOf()
+		if err != nil {
+			return err
+		}
+		graphpass.FoldTransposedOperands(gr, func(n *graphpass.Node) bool { return c.cfg.readAll || kept[n.G] },
+			graphpass.Options{Target: t, MaxElements: c.cfg.maxElements}) // Partition's bound and target: what it leaves to Gorgonia for size is not folded
 	}
 	c.gr = gr
 	return nil

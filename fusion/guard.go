@@ -80,6 +80,13 @@ func (o guarded) conform(v G.Value, err error) (G.Value, error) {
 	return v, nil
 }
 
+// InferShape is the node's shape, as the original graph inferred it. A
+// replayed op's operands may be what Gorgonia's own inference cannot read
+// the shape from: a SizeOf, replayed as a constant (rewrite.go), is no
+// DimSizer, so a Repeat by it (a broadcast's, left to Gorgonia) inferred
+// a dimension of 0 and the replay failed.
+func (o guarded) InferShape(...G.DimSizer) (tensor.Shape, error) { return o.shape.Clone(), nil }
+
 func recoverOp(err *error, op G.Op) {
 	if r := recover(); r != nil {
 		*err = fmt.Errorf("fusion: Gorgonia's %v panicked: %v", op, r)

@@ -373,3 +373,68 @@ func flattenedGridsAgree(t *testing.T, gpu tiletest.Launcher) {
 	}
 	t.Logf("%d kernels flattened (%d attention kernels), %d compared on %s", flat, attention, k, gpu.Name())
 }
+
+// TestLeftForSizeReplayed: on a CPU whose kernels run on the executor, ops
+// left to Gorgonia for their size (the bound lowered to 32 elements) run
+// as Gorgonia runs them, on the operands the user gave them: a row
+// broadcast added to a matrix (Gorgonia's Repeat by a SizeOf, which the
+// replay makes a constant: its shape inference had made the repeat 0
+// long, and the compile failed), x·Transpose(w) with w square and not
+// (its operand had been folded into the product, which Gorgonia then ran
+// as x·w: wrong values where w is square, a shape error where it is not),
+// and the gradient of such a product (Gorgonia's Transpose(xᵀ·dy), which
+// had been folded into a swapped product). Every value, the gradients
+// too, is the unfused machine's within 1e-12.
+func TestLeftForSizeReplayed(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		build func(g *G.ExprGraph, rng *rand.Rand) (out *G.Node, wrt G.Nodes)
+	}{
+		{"a row broadcast added to a matrix", func(g *G.ExprGraph, rng *rand.Rand) (*G.Node, G.Nodes) {
+			x := G.NewMatrix(g, tensor.Float64, G.WithShape(13, 24), G.WithName("x"), G.WithValue(randMatrix(rng, 13, 24, 1)))
+			b := G.NewVector(g, tensor.Float64, G.WithShape(24), G.WithName("b"), G.WithValue(tensor.New(tensor.WithShape(24), tensor.WithBacking(randMatrix(rng, 1, 24, 1).Data()))))
+			return G.Must(G.BroadcastAdd(x, b, nil, []byte{0})), G.Nodes{x, b}
+		}},
+		{"x·Transpose(w), w square", func(g *G.ExprGraph, rng *rand.Rand) (*G.Node, G.Nodes) {
+			x := G.NewMatrix(g, tensor.Float64, G.WithShape(10, 12), G.WithName("x"), G.WithValue(randMatrix(rng, 10, 12, 1)))
+			w := G.NewMatrix(g, tensor.Float64, G.WithShape(12, 12), G.WithName("w"), G.WithValue(randMatrix(rng, 12, 12, 1)))
+			return G.Must(G.Mul(x, G.Must(G.Transpose(w)))), G.Nodes{x, w}
+		}},
+		{"x·Transpose(w), w not square", func(g *G.ExprGraph, rng *rand.Rand) (*G.Node, G.Nodes) {
+			x := G.NewMatrix(g, tensor.Float64, G.WithShape(10, 12), G.WithName("x"), G.WithValue(randMatrix(rng, 10, 12, 1)))
+			w := G.NewMatrix(g, tensor.Float64, G.WithShape(7, 12), G.WithName("w"), G.WithValue(randMatrix(rng, 7, 12, 1)))
+			return G.Must(G.Mul(x, G.Must(G.Transpose(w)))), G.Nodes{x, w}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			run := func(opts ...fusion.Option) [][]float64 {
+				g := G.NewGraph()
+				out, wrt := c.build(g, rand.New(rand.NewPCG(58, 1))) // the same values each run
+				loss := G.Must(G.Sum(G.Must(G.Square(out))))
+				grads, err := G.Grad(loss, wrt...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				vm := fusion.NewTapeMachine(g, append([]fusion.Option{fusion.WithMatMulFusion(true), fusion.WithNativeCPU(false)}, opts...)...)
+				defer vm.Close()
+				if err := vm.Err(); err != nil {
+					t.Fatal(err)
+				}
+				if err := vm.RunAll(); err != nil {
+					t.Fatal(err)
+				}
+				vals := [][]float64{append([]float64(nil), out.Value().Data().([]float64)...)}
+				for _, gr := range grads {
+					vals = append(vals, append([]float64(nil), gr.Value().Data().([]float64)...))
+				}
+				if len(opts) > 1 && len(vm.Report().Unfused) == 0 {
+					t.Fatalf("nothing left to Gorgonia for its size\n%v", vm.Report())
+				}
+				return vals
+			}
+			want := run(fusion.WithFusion(false))
+			got := run(fusion.WithFusion(true), fusion.WithMaxElements(32))
+			closeValues(t, "left to Gorgonia for size against unfused", got, want, 1e-12)
+		})
+	}
+}

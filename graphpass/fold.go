@@ -94,11 +94,17 @@ func foldValue(n *Node) (float64, bool) {
 // to Gorgonia runs on the operands the user gave it. userReads reports
 // whether the user reads a node's value (keeps it, reads it with
 // gorgonia.Read, reads every value): such a product is not folded into
-// its transpose. It returns the number of operands and transposes folded.
-func FoldTransposedOperands(gr *Graph, userReads func(*Node) bool) int {
-	folded := foldTransposedProducts(gr, userReads)
+// its transpose. opt are the options Partition will be given: a product
+// it leaves to Gorgonia for its size (on a CPU without the machine code,
+// a tensor past opt.MaxElements: markOversized) is not folded either, so
+// that Gorgonia runs it on the operands it was given (until 2026-12-07 it
+// ran on the folded ones: x·Transpose(w) as x·w, an error where the shapes
+// differ and wrong values where they do not). It returns the number of
+// operands and transposes folded.
+func FoldTransposedOperands(gr *Graph, userReads func(*Node) bool, opt Options) int {
+	folded := foldTransposedProducts(gr, userReads, opt)
 	for _, mm := range gr.Nodes {
-		if !productFuses(mm) || len(mm.Inputs) != 2 {
+		if !productFuses(mm) || len(mm.Inputs) != 2 || leftForSize(mm, opt) {
 			continue
 		}
 		for i, tr := range mm.Inputs {
@@ -151,14 +157,14 @@ func swapsLastTwo(p []int) bool {
 //
 // (It runs before the operand folds, so that the swapped operands, where
 // they are transposes themselves, fold too.)
-func foldTransposedProducts(gr *Graph, userReads func(*Node) bool) int {
+func foldTransposedProducts(gr *Graph, userReads func(*Node) bool, opt Options) int {
 	folded := 0
 	for _, tr := range gr.Nodes {
 		if tr.Info.Kind != ops.Transpose || len(tr.Inputs) != 1 || !swapsLastTwo(tr.Info.Axes) {
 			continue
 		}
 		mm := tr.Inputs[0]
-		if !productFuses(mm) || len(mm.Inputs) != 2 || len(mm.Users) != 1 || mm.G == nil || !madeByGorgonia(mm) || userReads(mm) {
+		if !productFuses(mm) || len(mm.Inputs) != 2 || len(mm.Users) != 1 || mm.G == nil || !madeByGorgonia(mm) || userReads(mm) || leftForSize(mm, opt) {
 			continue
 		}
 		a, b := mm.Inputs[0], mm.Inputs[1]

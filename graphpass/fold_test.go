@@ -137,7 +137,7 @@ func TestFoldTransposedOperands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := FoldTransposedOperands(gr, func(*Node) bool { return false }); n != 2 {
+	if n := FoldTransposedOperands(gr, func(*Node) bool { return false }, Options{Target: H200}); n != 2 {
 		t.Fatalf("%d operands folded, want 2", n)
 	}
 	nx, nw, nk, nwt := gr.Lookup(xw), gr.Lookup(w), gr.Lookup(k), gr.Lookup(wt)
@@ -186,7 +186,7 @@ func TestFoldTransposedProducts(t *testing.T) {
 		t.Fatal(err)
 	}
 	reads := func(n *Node) bool { return n.G == kept }
-	FoldTransposedOperands(gr, reads)
+	FoldTransposedOperands(gr, reads, Options{Target: H200})
 	p := gr.Lookup(tp)
 	if p.Info.Kind != ops.MatMul || p.Inputs[0] != gr.Lookup(y) || p.Inputs[1] != gr.Lookup(x) || !p.Info.TransA || !p.Info.TransB {
 		t.Errorf("(x·y)ᵀ is %v over %v, %v (TransA %v, TransB %v): want yᵀ·xᵀ", p.Info.Kind, p.Inputs[0], p.Inputs[len(p.Inputs)-1], p.Info.TransA, p.Info.TransB)

@@ -85,6 +85,25 @@ func markOversized(gr *Graph, limit int) {
 	}
 }
 
+// leftForSize reports whether Partition under opt leaves n to Gorgonia
+// for its size (markOversized's rule, before the folds that would change
+// n's operands).
+func leftForSize(n *Node, opt Options) bool {
+	if opt.Target.GPU() || opt.Target.Native {
+		return false
+	}
+	limit := opt.maxElements()
+	if numel(n.Info.Shape) > limit {
+		return true
+	}
+	for _, in := range n.Inputs {
+		if numel(in.Info.Shape) > limit {
+			return true
+		}
+	}
+	return false
+}
+
 // oversize is what markOversized found of a node: the elements of its
 // largest tensor.
 type oversize struct {
