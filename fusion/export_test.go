@@ -179,6 +179,7 @@ func TuneInputs(grp *graphpass.Group, k *graphpass.Kernel) []any {
 }
 
 // WithMaxElements lowers the elements a tensor a kernel reads or writes may
-// have (graphpass.Options.MaxElements), so that tests run graphs whose
-// nodes Gorgonia is left with as such on small tensors.
+// have with 32-bit offsets (graphpass.Options.MaxElements), so that tests
+// run on small tensors what larger ones get: 64-bit kernels (a GPU, a CPU
+// with the machine code), or nodes left to Gorgonia (other CPUs).
 func WithMaxElements(n int) Option { return func(c *config) { c.maxElements = n } }

@@ -767,6 +767,55 @@ func sumLoopF64(rows, n, block int) Case {
 	}
 }
 
+// persistentMatmul is a persistent product (Triton's persistent matmul
+// tutorial's loop nest): each of programs programs loops over the output's
+// tiles (every programs-th, from its id), a K loop of products nested in
+// that loop, the tile's row and column from the tile's number by a
+// division and a remainder, the tile stored after its K loop under the
+// output's masks: loops nested in loops, on every backend.
+func persistentMatmul(m, n, k, bm, bn, bk, programs int) Case {
+	tilesN := tile.CDiv(n, bn)
+	tiles := tile.CDiv(m, bm) * tilesN
+	return Case{
+		Name: fmt.Sprintf("persistent_matmul/%dx%dx%d/BLOCK=%dx%dx%d/programs=%d", m, n, k, bm, bn, bk, programs),
+		// float64 reference; f32 sums of k products of numbers in [−1, 1]
+		Tol: Tol{Abs: 1e-5 * float64(k), Rel: 1e-5},
+		Kernel: func() (*tile.Kernel, error) {
+			b := tile.NewBuilder("persistent_matmul", tile.Meta{"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk})
+			pa, pb, pc := b.Ptr("a", tile.F32), b.Ptr("b", tile.F32), b.Ptr("c", tile.F32)
+			b.For(b.ProgramID(0), int32(tiles), int32(programs), nil, func(t *tile.Value, _ []*tile.Value) []*tile.Value {
+				rows := b.ExpandDims(b.Add(b.Mul(b.Div(t, int32(tilesN)), int32(bm)), b.Arange(0, bm)), 1)
+				cols := b.ExpandDims(b.Add(b.Mul(b.Rem(t, int32(tilesN)), int32(bn)), b.Arange(0, bn)), 0)
+				acc := b.For(0, int32(tile.CDiv(k, bk)), 1, []*tile.Value{b.Zeros(tile.F32, bm, bn)}, func(ks *tile.Value, c []*tile.Value) []*tile.Value {
+					kc := b.ExpandDims(b.Add(b.Mul(ks, int32(bk)), b.Arange(0, bk)), 0)
+					kr := b.ExpandDims(b.Add(b.Mul(ks, int32(bk)), b.Arange(0, bk)), 1)
+					av := b.Load(b.AddPtr(pa, b.Add(b.Mul(rows, int32(k)), kc)), b.And(b.Lt(rows, int32(m)), b.Lt(kc, int32(k))), 0.0)
+					bv := b.Load(b.AddPtr(pb, b.Add(b.Mul(kr, int32(n)), cols)), b.And(b.Lt(kr, int32(k)), b.Lt(cols, int32(n))), 0.0)
+					return []*tile.Value{b.Dot(av, bv, c[0], tile.PrecIEEE)}
+				})[0]
+				b.Store(b.AddPtr(pc, b.Add(b.Mul(rows, int32(n)), cols)), acc, b.And(b.Lt(rows, int32(m)), b.Lt(cols, int32(n))))
+				return nil
+			})
+			return b.Build()
+		},
+		Setup: func(rng *rand.Rand) (tile.Grid, []any, func() error) {
+			a, bb := Uniform(rng, m*k, -1, 1), Uniform(rng, k*n, -1, 1)
+			c := Output(m * n)
+			return tile.Grid{programs}, []any{a, bb, c}, func() error {
+				want := make([]float64, m*n)
+				for i := range m {
+					for j := range n {
+						for q := range k {
+							want[i*n+j] += float64(a[i*k+q]) * float64(bb[q*n+j])
+						}
+					}
+				}
+				return Close("c", c, want, Tol{Abs: 1e-5 * float64(k), Rel: 1e-5})
+			}
+		},
+	}
+}
+
 // moreCases are the cases that exercise 2-D reductions, transposed blocks,
 // f64, i32 atomics and every math op.
 func moreCases() []Case {
@@ -783,6 +832,7 @@ func moreCases() []Case {
 		scatterAdd(1000, 37, 128), scatterAdd(5, 2, 64),
 		argmaxRows(37, 100, 16, 128), argmaxRows(300, 10, 64, 16), groupSums(37, 8, 32, 4), groupSums(5, 16, 4, 8),
 		sumLoopF64(3, 1000, 256), sumLoopF64(7, 64, 64),
+		persistentMatmul(100, 70, 50, 32, 32, 16, 3), persistentMatmul(64, 64, 64, 16, 16, 16, 4),
 	}
 	for _, o := range MathOps {
 		cs = append(cs, mathCase(o))
