@@ -1210,8 +1210,14 @@ func (pg *phaseGen) atomicAdd(n *node, srcs []opnd, t []amd64.VReg) error {
 		pg.checkLanes(n, n.pat, mask)
 	}
 	vals := g.alloc(64, 64)
-	slots := g.alloc(32, 8) // mask bits, lane-0 address, saved RCX, the element's bits
-	bits, base, saved, cur := fr(slots), fr(slots+8), fr(slots+16), fr(slots+24)
+	slots := g.alloc(40, 8) // mask bits, lane-0 address, saved RCX, the element's bits, lane 0's old value's place
+	bits, base, saved, cur, oldAt := fr(slots), fr(slots+8), fr(slots+16), fr(slots+24), fr(slots+32)
+	if n.old != nil {
+		// where this vector's old values go: lanes next to each other in
+		// the frame block (before gatherBase, which clobbers RDX)
+		a.LEAQ(rT0, pg.addr(n.old))
+		a.MOVQstore(oldAt, rT0)
+	}
 	g.laneValues(vals, val, f64)
 	var offSlots int32
 	if n.scat {
@@ -1229,6 +1235,25 @@ func (pg *phaseGen) atomicAdd(n *node, srcs []opnd, t []amd64.VReg) error {
 	var bad amd64.Label
 	if n.scat {
 		bad = g.stub(n.v.ID)
+	}
+	// keepOld writes the lane's old value (RAX, where the compare-and-swap
+	// found it), or 0 for a lane masked off, to its place in the frame
+	keepOld := func(l int, off amd64.Label) {
+		if n.old == nil {
+			a.Bind(off)
+			return
+		}
+		done := a.NewLabel()
+		a.JMP(done)
+		a.Bind(off)
+		a.XORL(rT0, rT0)
+		a.Bind(done)
+		a.MOVQload(amd64.RCX, oldAt)
+		if f64 {
+			a.MOVQstore(amd64.Ptr(amd64.RCX, int32(l)*esz), rT0)
+		} else {
+			a.MOVLstore(amd64.Ptr(amd64.RCX, int32(l)*esz), rT0)
+		}
 	}
 	for l := 0; l < pg.width; l++ {
 		skip, retry := a.NewLabel(), a.NewLabel()
@@ -1254,7 +1279,7 @@ func (pg *phaseGen) atomicAdd(n *node, srcs []opnd, t []amd64.VReg) error {
 			a.ADDL(amd64.RCX, rT0)
 			a.LOCKCMPXCHGL(at, amd64.RCX)
 			a.Jcc(amd64.CondNE, retry)
-			a.Bind(skip)
+			keepOld(l, skip)
 			continue
 		}
 		a.MOVQstore(cur, rT0)
@@ -1272,7 +1297,7 @@ func (pg *phaseGen) atomicAdd(n *node, srcs []opnd, t []amd64.VReg) error {
 			a.LOCKCMPXCHGL(at, amd64.RCX)
 		}
 		a.Jcc(amd64.CondNE, retry)
-		a.Bind(skip)
+		keepOld(l, skip)
 	}
 	a.MOVQload(amd64.RCX, saved)
 	return nil

@@ -197,8 +197,11 @@
 // that bails out fails the whole launch.
 //
 // What is not supported yet (Compile says which value and why): f64
-// products of precisions other than ieee, atomics of blocks
-// whose old values are read (a scalar's is: phase.go scalarAtomicOld),
+// products of precisions other than ieee (atomic adds whose old values
+// are read run: a scalar's computed as a scalar, gen.go scalarAtomicOld;
+// a block's old values written to its frame block lane by lane as the
+// compare-and-swap finds them, 0 for a lane masked off, read a level
+// later, body.go atomicAdd),
 // atomics to a buffer the kernel also loads or stores,
 // integers that are not affine used in addresses but as offsets of atomic
 // adds, loads and stores (kScatter: a gather of f32, i32 or f64 through

@@ -36,6 +36,7 @@ type node struct {
 	pat  *pattern  // memory ops and opIntVec
 	last int       // position of the last node that reads it, -1: none
 	scat bool      // an atomic add through a kScatter pointer: its last arg the offsets (pat the affine base)
+	old  *pattern  // an atomic add whose old values are read: their frame block (body.go: atomicAdd)
 
 	// during emission of one body copy
 	reg   int   // register, or -1
@@ -199,7 +200,10 @@ func (pg *phaseGen) buildNodes() error {
 			if offs != nil {
 				args = append(args, offs)
 			}
-			pg.add(&node{v: v, op: opStore, args: args, pat: pat, scat: offs != nil})
+			st := pg.add(&node{v: v, op: opStore, args: args, pat: pat, scat: offs != nil})
+			if v.Op == tile.OpAtomicAdd && p.oldRead[v.ID] {
+				st.old = pg.framePattern(pg.g.matBlock(v), v.Type, id)
+			}
 		case kReduce:
 			x, err := pg.eval(v.Args[0], identity(v.Args[0].Type.Shape.Rank))
 			if err != nil {
@@ -420,6 +424,13 @@ func (pg *phaseGen) evalNew(u *tile.Value, m lanes) (*node, error) {
 		return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
 	case kDot:
 		pat := pg.framePattern(g.dotBlock(u), u.Type, m)
+		return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
+	case kStore:
+		if u.Op != tile.OpAtomicAdd || !p.oldRead[u.ID] {
+			return nil, unsupported(u, "a store's value read")
+		}
+		// an atomic add's old values, written by its phase (atomicAdd)
+		pat := pg.framePattern(g.matBlock(u), u.Type, m)
 		return pg.add(&node{v: u, op: opMatRead, pat: pat}), nil
 	case kRegroup: // its operand's frame block at u's shape (plan.go: regroupFrame)
 		src := u.Args[0]

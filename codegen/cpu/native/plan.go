@@ -363,16 +363,15 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 		case tile.OpDot:
 			err = dotSupported(v)
 		case tile.OpAtomicAdd:
-			// the old values are not returned; the buffer is not also
-			// loaded or stored plainly (phases reorder a program's work)
+			// the buffer is not also loaded or stored plainly (phases
+			// reorder a program's work); old values that are read are
+			// kept: a scalar's in its slot, a block's in the frame
 			if users == nil {
 				users = analysis.Users(k)
 			}
 			switch r := roots[v.Args[0].ID]; {
 			case v.Type.DType != tile.F32 && v.Type.DType != tile.F64 && v.Type.DType != tile.I32:
 				err = unsupported(v, "%v atomics", v.Type.DType)
-			case len(users[v.ID]) > 0 && !v.Type.Shape.IsScalar():
-				err = unsupported(v, "atomics of blocks whose old values are read")
 			case r == nil:
 				err = unsupported(v, "atomic add through a pointer that is not affine")
 			default:
@@ -380,7 +379,10 @@ func newPlan(k *tile.Kernel) (*plan, error) {
 				p.atomics[r.Aux] = true
 				if len(users[v.ID]) > 0 {
 					// a scalar's: computed as a scalar, its slot the old
-					// value (gen.go: scalarAtomicOld)
+					// value (gen.go: scalarAtomicOld); a block's: each
+					// lane's old value written to its frame block as the
+					// lane is added (body.go: atomicAdd), read a level
+					// later
 					p.oldRead[v.ID] = true
 				}
 			}
@@ -822,6 +824,11 @@ func (p *plan) classify(v *tile.Value, invar bool) error {
 		if pi := p.in(v.Args[0]); pi.aff == nil && pi.kind != kScatter {
 			return unsupported(v, "atomic add through a pointer that is not affine")
 		}
+		if p.oldRead[v.ID] {
+			// its old values, in the frame once its phase (at level
+			// avail) has run
+			in.avail = avail + 1
+		}
 		return nil
 	}
 	switch {
@@ -1044,6 +1051,8 @@ func (p *plan) intData(v *tile.Value) bool {
 			data = true // a loop-carried i32 block: its frame block
 		case (ai.kind == kReduce || ai.kind == kRegroup) && a.Type.DType == tile.I32:
 			data = true // an i32 reduction's result (or its regrouped block): its frame block
+		case ai.kind == kStore && p.oldRead[a.ID] && a.Type.DType == tile.I32:
+			data = true // an i32 atomic add's old values: its frame block
 		case ai.kind == kMask:
 			data = data || v.Op == tile.OpCast || v.Op == tile.OpSelect
 		case ai.kind == kView && a.Type.DType == tile.I1:
@@ -1571,7 +1580,11 @@ func (p *plan) place(rg *region) error {
 			in.ph = p.phaseOf(rg, in.avail-1, src.Type.Shape, pos)
 			in.ph.ops = append(in.ph.ops, v)
 		case kStore:
-			in.ph = p.phaseOf(rg, in.avail, v.Args[0].Type.Shape, pos)
+			lvl := in.avail
+			if p.oldRead[v.ID] {
+				lvl-- // an atomic add whose old values are read: they are available a level later
+			}
+			in.ph = p.phaseOf(rg, lvl, v.Args[0].Type.Shape, pos)
 			in.ph.ops = append(in.ph.ops, v)
 		case kTrans:
 			rg.trans = append(rg.trans, v)
@@ -1728,7 +1741,7 @@ func (p *plan) orderRegion(rg *region) error {
 		switch {
 		case ui.kind == kView:
 			walk(ph, u.Args[0], through(u, m))
-		case ui.kind == kReduce:
+		case ui.kind == kReduce, ui.kind == kStore && p.oldRead[u.ID]:
 			dep(ph, ui.ph)
 		case ui.kind == kCarry:
 			ui.reads = append(ui.reads, carryRead{ph, m.isIdentity() && u.Type.Shape == ph.shape})
