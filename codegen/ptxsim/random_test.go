@@ -20,23 +20,7 @@ import (
 // are refused by Compile (codegen.ErrSharedMemory), as they should be. (The generator
 // found the TF32 conversions of dot(x, x) of 2026-12-07.)
 func TestRandomKernels(t *testing.T) {
-	ran, refused := 0, 0
-	for i, d := range tiletest.RandomData(1000, 128) {
-		c := tiletest.Random(d)
-		if c.Large {
-			continue
-		}
-		sim := &ptxsim.Launcher{Arch: []int{80, 90}[i%2], NumWarps: tiletest.RandomWarps(c, i/2), Racecheck: true, Initcheck: true}
-		err := tiletest.CompareRandom(sim, d)
-		if errors.Is(err, codegen.ErrSharedMemory) {
-			refused++
-			continue
-		}
-		if err != nil {
-			t.Fatalf("%s, num_warps %d: %v", sim.Name(), sim.NumWarps, err)
-		}
-		ran++
-	}
+	ran, refused := onSimulator(t, 1000, tiletest.Random, tiletest.CompareRandom)
 	t.Logf("%d random kernels ran, %d refused by Compile (more shared memory than the target has)", ran, refused)
 	if ran < 950 {
 		t.Fatalf("only %d of 1000 random kernels ran: the rest are large or refused", ran)
@@ -46,14 +30,27 @@ func TestRandomKernels(t *testing.T) {
 // TestRandomMoreKernels is TestRandomKernels for 300 of RandomMore's
 // kernels (rank-3 reductions, integer reductions, nested loops).
 func TestRandomMoreKernels(t *testing.T) {
-	ran, refused := 0, 0
-	for i, d := range tiletest.RandomData(300, 128) {
-		c := tiletest.RandomMore(d)
+	ran, refused := onSimulator(t, 300, tiletest.RandomMore, tiletest.CompareRandomMore)
+	t.Logf("%d random kernels ran, %d refused by Compile (more shared memory than the target has)", ran, refused)
+	if ran < 270 {
+		t.Fatalf("only %d of 300 random kernels ran: the rest are large or refused", ran)
+	}
+}
+
+// onSimulator runs n random kernels of gen in the simulator (sm_80 and
+// sm_90 in turn, at 4, 1, 8 and 2 warps in turn where the kernel does not
+// ask for its own, racecheck and initcheck on) against the interpreter,
+// the large ones left out, failing t at a disagreement: how many ran, and
+// how many Compile refused for want of shared memory.
+func onSimulator(t *testing.T, n int, gen func([]byte) tiletest.Case, compare func(tiletest.Launcher, []byte) error) (ran, refused int) {
+	t.Helper()
+	for i, d := range tiletest.RandomData(n, 128) {
+		c := gen(d)
 		if c.Large {
 			continue
 		}
 		sim := &ptxsim.Launcher{Arch: []int{80, 90}[i%2], NumWarps: tiletest.RandomWarps(c, i/2), Racecheck: true, Initcheck: true}
-		err := tiletest.CompareRandomMore(sim, d)
+		err := compare(sim, d)
 		if errors.Is(err, codegen.ErrSharedMemory) {
 			refused++
 			continue
@@ -63,10 +60,7 @@ func TestRandomMoreKernels(t *testing.T) {
 		}
 		ran++
 	}
-	t.Logf("%d random kernels ran, %d refused by Compile (more shared memory than the target has)", ran, refused)
-	if ran < 270 {
-		t.Fatalf("only %d of 300 random kernels ran: the rest are large or refused", ran)
-	}
+	return ran, refused
 }
 
 // FuzzKernels is TestRandomKernels and TestRandomMoreKernels over a

@@ -598,12 +598,18 @@ func (g *rgen) reduce(a rv) rv {
 		out.d2 = 1
 	}
 	if o == tile.OpReduceSum {
-		fn := float64(n)
-		out.mag = fn * a.mag
-		out.err = fn*a.err + 2*fn*g.u*out.mag
-		out.pure = false
+		g.sumBounds(&out, a, n)
 	}
 	return out
+}
+
+// sumBounds makes out the bounds of a sum of n of a's elements: n times
+// a's magnitude and error, plus the rounding of n additions in any order.
+func (g *rgen) sumBounds(out *rv, a rv, n int) {
+	fn := float64(n)
+	out.mag = fn * a.mag
+	out.err = fn*a.err + 2*fn*g.u*out.mag
+	out.pure = false
 }
 
 // split is a power of two p with 1 < p < n that divides n, or 0 where n
@@ -650,10 +656,7 @@ func (g *rgen) reduce3(a rv) rv {
 	rest := append(append([]int{}, dims[:axis]...), dims[axis+1:]...)
 	out := rv{v: b.Reshape(v, rest...), d1: rest[0], d2: rest[1], mag: a.mag, err: a.err, pure: a.pure}
 	if o == tile.OpReduceSum {
-		fn := float64(n)
-		out.mag = fn * a.mag
-		out.err = fn*a.err + 2*fn*g.u*out.mag
-		out.pure = false
+		g.sumBounds(&out, a, n)
 	}
 	return out
 }

@@ -117,14 +117,7 @@ func TestCompare64Native(t *testing.T) {
 		i, j := b.ExpandDims(b.Arange(0, 4), 1), b.ExpandDims(b.Arange(0, 8), 0)
 		v := b.Add(b.Mul(i, stride), j) // rows stride apart: i·stride + j
 		b.Store(b.AddPtr(y, b.Add(b.Mul(i, 8), j)), b.Cast(b.Lt(v, bound), tile.F32), nil)
-		k, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		nk, err := native.Compile(k)
-		if err != nil {
-			t.Fatalf("not compiled natively: %v", err)
-		}
+		k, nk := buildNative(t, b)
 		defer nk.Free()
 		for _, c := range []struct {
 			stride, bound int64

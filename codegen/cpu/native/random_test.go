@@ -41,19 +41,8 @@ func TestRandomKernels(t *testing.T) {
 	if !jit.Supported() {
 		t.Skip("no native code here: needs amd64 with AVX2 and FMA")
 	}
-	ran, other := 0, 0
 	before := partials.Load()
-	for _, d := range tiletest.RandomData(1000, 128) {
-		err := tiletest.CompareRandom(launcher{}, d)
-		switch {
-		case err == nil:
-			ran++
-		case ranElsewhere(err):
-			other++
-		default:
-			t.Fatal(err)
-		}
-	}
+	ran, other := asMachineCode(t, 1000, tiletest.CompareRandom)
 	t.Logf("%d random kernels ran as machine code (%d of them but for programs that bailed out), %d not", ran, partials.Load()-before, other)
 	if ran < 995 {
 		t.Fatalf("only %d of 1000 random kernels ran as machine code", ran)
@@ -71,9 +60,20 @@ func TestRandomMoreKernels(t *testing.T) {
 	if !jit.Supported() {
 		t.Skip("no native code here: needs amd64 with AVX2 and FMA")
 	}
-	ran, other := 0, 0
-	for _, d := range tiletest.RandomData(300, 128) {
-		err := tiletest.CompareRandomMore(launcher{}, d)
+	ran, other := asMachineCode(t, 300, tiletest.CompareRandomMore)
+	t.Logf("%d of RandomMore's kernels ran as machine code, %d not", ran, other)
+	if ran < 282 {
+		t.Fatalf("only %d of 300 of RandomMore's kernels ran as machine code", ran)
+	}
+}
+
+// asMachineCode compares n random kernels (of compare's generator) as
+// machine code with the interpreter, failing t at a disagreement: how
+// many ran, and how many the machine code left to the executor.
+func asMachineCode(t *testing.T, n int, compare func(tiletest.Launcher, []byte) error) (ran, other int) {
+	t.Helper()
+	for _, d := range tiletest.RandomData(n, 128) {
+		err := compare(launcher{}, d)
 		switch {
 		case err == nil:
 			ran++
@@ -83,10 +83,7 @@ func TestRandomMoreKernels(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%d of RandomMore's kernels ran as machine code, %d not", ran, other)
-	if ran < 282 {
-		t.Fatalf("only %d of 300 of RandomMore's kernels ran as machine code", ran)
-	}
+	return ran, other
 }
 
 // FuzzKernels is TestRandomKernels and TestRandomMoreKernels over a
