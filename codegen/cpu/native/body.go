@@ -804,13 +804,21 @@ func (pg *phaseGen) laneSlots(n *node, offs, mask amd64.VReg, masked bool, esz i
 	slots := pg.g.alloc(48, 32) // the offsets, the lane-0 address, the mask's bits
 	offSlots, base, bits = slots, fr(slots+32), fr(slots+40)
 	a.VMOVUPSstore(fr(offSlots), offs)
+	pg.bitsAndBase(n, mask, masked, esz, bits, base)
+	return offSlots, base, bits
+}
+
+// bitsAndBase stores the mask's lane bits (where masked) to bits and lane
+// 0's element address to base, for a lane-by-lane access (laneSlots,
+// atomicAdd). RAX and RDX are clobbered.
+func (pg *phaseGen) bitsAndBase(n *node, mask amd64.VReg, masked bool, esz int32, bits, base amd64.Mem) {
+	a := &pg.g.a
 	if masked {
 		a.VMOVMSKPS(rT0, mask)
 		a.MOVQstore(bits, rT0)
 	}
 	pg.gatherBase(n.pat, esz) // RAX: lane 0's element (RDX clobbered)
 	a.MOVQstore(base, rT0)
-	return offSlots, base, bits
 }
 
 // gatherIdx is a load of 4-byte elements through a kScatter pointer:
@@ -1224,12 +1232,7 @@ func (pg *phaseGen) atomicAdd(n *node, srcs []opnd, t []amd64.VReg) error {
 		offSlots = g.alloc(32, 32)
 		a.VMOVUPSstore(fr(offSlots), offs)
 	}
-	if masked {
-		a.VMOVMSKPS(rT0, mask)
-		a.MOVQstore(bits, rT0)
-	}
-	pg.gatherBase(n.pat, esz) // RAX: lane 0's element (RDX clobbered)
-	a.MOVQstore(base, rT0)
+	pg.bitsAndBase(n, mask, masked, esz, bits, base)
 	a.MOVQstore(saved, amd64.RCX)
 	x := t[0]
 	var bad amd64.Label
