@@ -2,6 +2,9 @@ package native
 
 import (
 	"math"
+	"os"
+	"slices"
+	"sync/atomic"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/amd64"
 	"github.com/tilefuse/tilefuse/tile"
@@ -179,8 +182,118 @@ func (g *gen) dotCode(d *tile.Value) error {
 		g.precDot(d, m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
 		return a.Err()
 	}
+	if ip := g.direct[d.Args[0]]; ip != nil && !aT {
+		// a where it lies where its pack phase found the block in bounds
+		// (the flag set), else its pack; the same operations in the same
+		// order either way
+		packed, done := a.NewLabel(), a.NewLabel()
+		a.MOVQload(rT0, fr(ip.flag))
+		a.TESTQ(rT0, rT0)
+		a.Jcc(amd64.CondE, packed)
+		g.aFrom = ip.addr
+		g.dotF32(m, k, n, offA, offB, offC, offD, ip.rowBytes, 4, zero)
+		g.aFrom = 0
+		a.JMP(done)
+		a.Bind(packed)
+		g.dotF32(m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
+		a.Bind(done)
+		return a.Err()
+	}
 	g.dotF32(m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
 	return a.Err()
+}
+
+// directOperand is a product's a operand left where it lies: its pack
+// phase writes the address of the block's first element to the frame slot
+// addr and 1 to flag where the whole block is in bounds and unmasked
+// (blockCheck), else 0 to flag and the pack as before.
+type directOperand struct {
+	pat        *pattern
+	nodes      [2]int // the pack's load and frame write among the phase's nodes
+	addr, flag int32
+	rowBytes   int32 // bytes between the block's rows in its buffer
+}
+
+// noDirectA turns directA off: TILEFUSE_NATIVE_DIRECT_A=0 at start-up
+// (for measuring), SetDirectA in tests (export_test.go).
+var noDirectA atomic.Bool
+
+func init() { noDirectA.Store(os.Getenv("TILEFUSE_NATIVE_DIRECT_A") == "0") }
+
+// directA returns how the pack phase being emitted leaves a product's a
+// operand where it lies (nil: it packs it), and whether the phase has
+// other packs to write. The micro-kernel broadcasts a's elements one at a
+// time, so it reads a's rows as well where they lie in their buffer as
+// packed, and the pack (each program's whole a block once a K step, from
+// rows a page or more apart; hinting the next K step's lines into L2 did
+// not shorten it) is work the product does not need: on one core of the
+// 2-core VM (AMD Zen 5) 10–19% of a 1024³ product's samples. Taken where
+// the phase only moves data (loads and their frame writes: movesZ), one of
+// its loads is an f32 block read row by row, the rows a constant stride
+// apart, from a buffer the kernel does not store to (so the product reads
+// what was loaded), and every product reading it reads it as its a, not
+// transposed, at precision ieee (the others round their operands from the
+// pack into blocks of their own).
+func (pg *phaseGen) directA(fp *fastPlan) (*directOperand, bool) {
+	g := pg.g
+	if noDirectA.Load() || pg.rank != 2 || !pg.movesZ(fp) {
+		return nil, false
+	}
+	var x *tile.Value
+	for _, pk := range pg.ph.packs {
+		if !pk.trans && g.p.packRole[pk.x] == 1 && x == nil {
+			x = pk.x
+		}
+	}
+	if x == nil || x.Type.DType != tile.F32 {
+		return nil, false
+	}
+	ld, wr, live := -1, -1, 0
+	for i, n := range pg.nodes {
+		if !fp.live[i] {
+			continue
+		}
+		live++
+		switch {
+		case n.op == opLoad && n.v == x:
+			ld = i
+		case n.op == opMatWrite && len(fp.args(n)) == 1 && fp.args(n)[0].v == x:
+			wr = i
+		}
+	}
+	if ld < 0 || wr < 0 || fp.args(pg.nodes[wr])[0] != pg.nodes[ld] {
+		return nil, false
+	}
+	for i, n := range pg.nodes { // nothing else reads the load
+		if fp.live[i] && i != wr && slices.Contains(fp.args(n), pg.nodes[ld]) {
+			return nil, false
+		}
+	}
+	pat := pg.nodes[ld].pat
+	if pat.root < 0 || g.p.stored[pat.root] || pat.elast != 1 || pat.sh != 2 || pat.e[0].op != sxConst ||
+		pat.e[0].k <= 0 || pat.e[0].k > math.MaxInt32/(4*int64(max(dotRows, dotRowsZ))) {
+		return nil, false
+	}
+	for _, rg := range g.p.regions {
+		for _, d := range rg.dots {
+			for i, y := range d.Args {
+				if y == x && (i != 0 || d.Prec != tile.PrecIEEE || d.Type.DType != tile.F32 || g.p.in(d).dotTrans[0]) {
+					return nil, false
+				}
+			}
+		}
+	}
+	if g.direct == nil {
+		g.direct = map[*tile.Value]*directOperand{}
+	}
+	ip := g.direct[x]
+	if ip == nil {
+		ip = &directOperand{addr: g.alloc(8, 8), flag: g.alloc(8, 8), rowBytes: int32(4 * pat.e[0].k)}
+		g.direct[x] = ip
+		g.p.directA++
+	}
+	ip.pat, ip.nodes = pat, [2]int{ld, wr}
+	return ip, live > 2
 }
 
 // precDot is an f32 product of precision other than ieee: each operand
@@ -514,7 +627,11 @@ func (g *gen) dotLoop(isa dotISA, m, k, n int, offA, offB, offC, offD, aRow, aCo
 	rows := isa.rows
 	for j0 := 0; j0 < n; j0 += dotVecs * lanes {
 		nv := min(dotVecs, (n-j0)/lanes) // n is a multiple of 16 (dotSupported)
-		a.LEAQ(rA, fr(offA))
+		if g.aFrom != 0 {
+			a.MOVQload(rA, fr(g.aFrom)) // a where it lies (directA)
+		} else {
+			a.LEAQ(rA, fr(offA))
+		}
 		if !zero {
 			a.LEAQ(rC, fr(offC))
 		}

@@ -49,7 +49,12 @@ const (
 )
 
 type gen struct {
-	nt     bool // a store past the caches was emitted (ntStore): SFENCE before returning
+	nt bool // a store past the caches was emitted (ntStore): SFENCE before returning
+	// direct: products' a operands that their pack phases leave where
+	// they lie when in bounds (dot.go: directA); aFrom: while a product's
+	// direct form is emitted, the frame slot holding a's address
+	direct map[*tile.Value]*directOperand
+	aFrom  int32
 	p      *plan
 	a      amd64.Asm
 	avx512 bool // products in zmm registers (dot.go: dotZ)

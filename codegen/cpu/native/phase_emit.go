@@ -99,12 +99,35 @@ func (pg *phaseGen) emit() error {
 			g.p.prefixRows++
 		}
 		rowwise, done := a.NewLabel(), a.NewLabel()
+		ip, rest := pg.directA(fp)
 		pg.blockCheck(fp, rowwise)
-		if err := pg.nest(copies, fp, true); err != nil {
+		if ip != nil {
+			// the whole block in bounds and unmasked: the product reads
+			// a where it lies, from its first element; the phase's other
+			// packs as before
+			pg.cornerValue(rT0, ip.pat, 0)
+			a.MOVQstore(fr(ip.addr), rT0)
+			a.MOVQstoreImm(fr(ip.flag), 1)
+			if rest {
+				for _, i := range ip.nodes {
+					fp.live[i] = false
+				}
+				err := pg.nest(copies, fp, true)
+				for _, i := range ip.nodes {
+					fp.live[i] = true
+				}
+				if err != nil {
+					return err
+				}
+			}
+		} else if err := pg.nest(copies, fp, true); err != nil {
 			return err
 		}
 		a.JMP(done)
 		a.Bind(rowwise)
+		if ip != nil {
+			a.MOVQstoreImm(fr(ip.flag), 0)
+		}
 		if err := pg.nest(copies, fp, false); err != nil {
 			return err
 		}

@@ -222,6 +222,10 @@ type plan struct {
 	oldRead  map[int]bool   // by value ID: scalar atomic adds whose old values are read (gen.go: scalarAtomicOld)
 	unit     map[int64]bool // integer parameters the code takes as 1 (a stride between lanes: phase.go, intern), by number
 	cur      *region        // the region being classified
+	// packRole: products' operands packed as they are (not transposed), by
+	// value: bit i set where a product reads it as its argument i (0: a,
+	// 1: b); dot.go's directA reads it
+	packRole map[*tile.Value]uint8
 
 	avx512 bool // zmm code (read once: isa.go); f64 lanes in zmm registers, else ymm pairs (f64y.go)
 
@@ -230,6 +234,7 @@ type plan struct {
 	pairLoops    int // zmm loops emitted in pairs (fast.go: pairOK)
 	folds        int // selects and Ands the unmasked loops read as another value (fast.go: fold)
 	prefetchesL2 int // strided rows hinted into L2 (body.go: prefetch)
+	directA      int // products' a operands read where they lie, not packed (dot.go: directA)
 	colLoops     int // carried blocks summed in registers (colloop.go)
 	pins         int // uniforms kept in registers in zmm loops (pin.go)
 	prefetchesW  int // stores hinted one row on for writing (body.go: prefetchStore)
@@ -340,7 +345,7 @@ func vectorFloatOp(o tile.Op) bool {
 
 // newPlan classifies every value of k, or returns why k is not supported.
 func newPlan(k *tile.Kernel) (*plan, error) {
-	p := &plan{k: k, info: make([]vinfo, k.NumValues()), stored: make([]bool, len(k.Params)), avx512: useAVX512.Load(), unit: map[int64]bool{}, readAsIs: map[*tile.Value]bool{}, newton: newtonFor(k)}
+	p := &plan{k: k, info: make([]vinfo, k.NumValues()), stored: make([]bool, len(k.Params)), avx512: useAVX512.Load(), unit: map[int64]bool{}, packRole: map[*tile.Value]uint8{}, readAsIs: map[*tile.Value]bool{}, newton: newtonFor(k)}
 	live := analysis.Live(k)
 	inv := analysis.Invariant(k, analysis.Launch, nil)
 	var err error
@@ -1610,6 +1615,9 @@ func (p *plan) place(rg *region) error {
 						in.dotTrans[i] = true
 					}
 					ph := p.phaseOf(rg, in.avail-1, s, pos)
+					if !pk.trans {
+						p.packRole[x] |= 1 << i
+					}
 					if !slices.Contains(ph.packs, pk) {
 						ph.packs = append(ph.packs, pk)
 					}
