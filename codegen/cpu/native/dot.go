@@ -182,16 +182,22 @@ func (g *gen) dotCode(d *tile.Value) error {
 		g.precDot(d, m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
 		return a.Err()
 	}
-	if ip := g.direct[d.Args[0]]; ip != nil && !aT {
+	if op := g.direct[d.Args[1]]; op != nil && op.b && !bT {
+		// b where its pack phase left it (directOps): its address and row
+		// bytes from the frame
+		g.bFrom = op
+		defer func() { g.bFrom = nil }()
+	}
+	if op := g.direct[d.Args[0]]; op != nil && !op.b && !aT {
 		// a where it lies where its pack phase found the block in bounds
 		// (the flag set), else its pack; the same operations in the same
 		// order either way
 		packed, done := a.NewLabel(), a.NewLabel()
-		a.MOVQload(rT0, fr(ip.flag))
+		a.MOVQload(rT0, fr(op.flag))
 		a.TESTQ(rT0, rT0)
 		a.Jcc(amd64.CondE, packed)
-		g.aFrom = ip.addr
-		g.dotF32(m, k, n, offA, offB, offC, offD, ip.rowBytes, 4, zero)
+		g.aFrom = op.addr
+		g.dotF32(m, k, n, offA, offB, offC, offD, op.rowBytes, 4, zero)
 		g.aFrom = 0
 		a.JMP(done)
 		a.Bind(packed)
@@ -203,57 +209,93 @@ func (g *gen) dotCode(d *tile.Value) error {
 	return a.Err()
 }
 
-// directOperand is a product's a operand left where it lies: its pack
-// phase writes the address of the block's first element to the frame slot
-// addr and 1 to flag where the whole block is in bounds and unmasked
-// (blockCheck), else 0 to flag and the pack as before.
+// directOperand is a product's operand left where it lies (directOps):
+// its pack phase writes the address of the block's first element to the
+// frame slot addr where the whole block is in bounds and unmasked
+// (blockCheck), and 1 to flag (a) or the bytes between its rows to stride
+// (b); else it packs it as before, and writes 0 to flag (a) or the pack's
+// address and row bytes (b). The micro-kernel's rows of a are offsets in
+// its code, so a product runs in two forms chosen by a's flag; b's rows
+// are a register's steps (dotLoop), one form reading either.
 type directOperand struct {
-	pat        *pattern
-	nodes      [2]int // the pack's load and frame write among the phase's nodes
-	addr, flag int32
-	rowBytes   int32 // bytes between the block's rows in its buffer
+	b      bool     // the product's b (else its a)
+	pat    *pattern // the pack's load
+	pk     pack
+	nodes  [2]int // the pack's load and frame write among the phase's nodes
+	addr   int32
+	flag   int32 // a: 1 where read where it lies
+	stride int32 // b: the bytes between the rows read
+	// rowBytes: the bytes between the block's rows in its buffer
+	rowBytes int32
 }
 
-// noDirectA turns directA off: TILEFUSE_NATIVE_DIRECT_A=0 at start-up
-// (for measuring), SetDirectA in tests (export_test.go).
-var noDirectA atomic.Bool
+// noDirectA and noDirectB turn directOps off for products' a and b
+// operands: TILEFUSE_NATIVE_DIRECT_A=0 and TILEFUSE_NATIVE_DIRECT_B=0 at
+// start-up (for measuring), SetDirect in tests (export_test.go).
+var noDirectA, noDirectB atomic.Bool
 
-func init() { noDirectA.Store(os.Getenv("TILEFUSE_NATIVE_DIRECT_A") == "0") }
+func init() {
+	noDirectA.Store(os.Getenv("TILEFUSE_NATIVE_DIRECT_A") == "0")
+	noDirectB.Store(os.Getenv("TILEFUSE_NATIVE_DIRECT_B") == "0")
+}
 
-// directA returns how the pack phase being emitted leaves a product's a
-// operand where it lies (nil: it packs it), and whether the phase has
-// other packs to write. The micro-kernel broadcasts a's elements one at a
-// time, so it reads a's rows as well where they lie in their buffer as
-// packed, and the pack (each program's whole a block once a K step, from
-// rows a page or more apart; hinting the next K step's lines into L2 did
-// not shorten it) is work the product does not need: on one core of the
-// 2-core VM (AMD Zen 5) 10–19% of a 1024³ product's samples. Taken where
-// the phase only moves data (loads and their frame writes: movesZ), one of
-// its loads is an f32 block read row by row, the rows a constant stride
-// apart, from a buffer the kernel does not store to (so the product reads
-// what was loaded), and every product reading it reads it as its a, not
-// transposed, at precision ieee (the others round their operands from the
-// pack into blocks of their own).
-func (pg *phaseGen) directA(fp *fastPlan) (*directOperand, bool) {
+// directOps returns the products' operands that the pack phase being
+// emitted leaves where they lie, and whether the phase has anything else
+// to do (other packs to write). The micro-kernel broadcasts a's elements one at a time and loads
+// b's strip a row at a time, so it reads both as well where they lie in
+// their buffers as packed, and the packs (each program's whole a and b
+// blocks once a K step, from rows a page or more apart; hinting the next K
+// step's lines into L2 did not shorten them) are work the product does
+// not need: on one core of the 2-core VM (AMD Zen 5) a's pack took 10–19%
+// of a 1024³ product's samples, b's 10% once a was read where it lies.
+// Taken where the phase only moves data (loads and their frame writes:
+// movesZ), an operand is the f32 block of one of its loads, read row by
+// row, the rows a constant stride apart, from a buffer the kernel does not
+// store to (so the product reads what was loaded), and every product
+// reading it reads it in the same role (a or b), not transposed, at
+// precision ieee (the others round their operands from the pack into
+// blocks of their own).
+func (pg *phaseGen) directOps(fp *fastPlan) ([]*directOperand, bool) {
 	g := pg.g
-	if noDirectA.Load() || pg.rank != 2 || !pg.movesZ(fp) {
-		return nil, false
+	if pg.rank != 2 || !pg.movesZ(fp) {
+		return nil, true
 	}
-	var x *tile.Value
-	for _, pk := range pg.ph.packs {
-		if !pk.trans && g.p.packRole[pk.x] == 1 && x == nil {
-			x = pk.x
+	live := 0
+	for i := range pg.nodes {
+		if fp.live[i] {
+			live++
 		}
 	}
-	if x == nil || x.Type.DType != tile.F32 {
-		return nil, false
+	var ops []*directOperand
+	moved := 0
+	for _, pk := range pg.ph.packs {
+		role := g.p.packRole[pk.x]
+		if pk.trans || role != 1 && role != 2 || role == 1 && noDirectA.Load() || role == 2 && noDirectB.Load() {
+			continue
+		}
+		op := pg.directOp(fp, pk, role == 2)
+		if op == nil {
+			continue
+		}
+		ops = append(ops, op)
+		moved += 2
 	}
-	ld, wr, live := -1, -1, 0
+	return ops, live > moved
+}
+
+// directOp is directOps for the phase's pack pk, read by products as
+// their b (else as their a), or nil.
+func (pg *phaseGen) directOp(fp *fastPlan, pk pack, b bool) *directOperand {
+	g := pg.g
+	x := pk.x
+	if x.Type.DType != tile.F32 {
+		return nil
+	}
+	ld, wr := -1, -1
 	for i, n := range pg.nodes {
 		if !fp.live[i] {
 			continue
 		}
-		live++
 		switch {
 		case n.op == opLoad && n.v == x:
 			ld = i
@@ -262,23 +304,27 @@ func (pg *phaseGen) directA(fp *fastPlan) (*directOperand, bool) {
 		}
 	}
 	if ld < 0 || wr < 0 || fp.args(pg.nodes[wr])[0] != pg.nodes[ld] {
-		return nil, false
+		return nil
 	}
 	for i, n := range pg.nodes { // nothing else reads the load
 		if fp.live[i] && i != wr && slices.Contains(fp.args(n), pg.nodes[ld]) {
-			return nil, false
+			return nil
 		}
 	}
 	pat := pg.nodes[ld].pat
 	if pat.root < 0 || g.p.stored[pat.root] || pat.elast != 1 || pat.sh != 2 || pat.e[0].op != sxConst ||
 		pat.e[0].k <= 0 || pat.e[0].k > math.MaxInt32/(4*int64(max(dotRows, dotRowsZ))) {
-		return nil, false
+		return nil
+	}
+	want := 0
+	if b {
+		want = 1
 	}
 	for _, rg := range g.p.regions {
 		for _, d := range rg.dots {
 			for i, y := range d.Args {
-				if y == x && (i != 0 || d.Prec != tile.PrecIEEE || d.Type.DType != tile.F32 || g.p.in(d).dotTrans[0]) {
-					return nil, false
+				if y == x && (i != want || d.Prec != tile.PrecIEEE || d.Type.DType != tile.F32 || g.p.in(d).dotTrans[i]) {
+					return nil
 				}
 			}
 		}
@@ -286,14 +332,20 @@ func (pg *phaseGen) directA(fp *fastPlan) (*directOperand, bool) {
 	if g.direct == nil {
 		g.direct = map[*tile.Value]*directOperand{}
 	}
-	ip := g.direct[x]
-	if ip == nil {
-		ip = &directOperand{addr: g.alloc(8, 8), flag: g.alloc(8, 8), rowBytes: int32(4 * pat.e[0].k)}
-		g.direct[x] = ip
-		g.p.directA++
+	op := g.direct[x]
+	if op == nil {
+		op = &directOperand{b: b, pk: pk, addr: g.alloc(8, 8), rowBytes: int32(4 * pat.e[0].k)}
+		if b {
+			op.stride = g.alloc(8, 8)
+			g.p.directB++
+		} else {
+			op.flag = g.alloc(8, 8)
+			g.p.directA++
+		}
+		g.direct[x] = op
 	}
-	ip.pat, ip.nodes = pat, [2]int{ld, wr}
-	return ip, live > 2
+	op.pat, op.nodes = pat, [2]int{ld, wr}
+	return op
 }
 
 // precDot is an f32 product of precision other than ieee: each operand
@@ -584,6 +636,7 @@ func (g *gen) dotLoop(isa dotISA, m, k, n int, offA, offB, offC, offD, aRow, aCo
 		rAk = amd64.R11 // a at column k
 		rBk = amd64.R12 // b at row k, the strip's columns
 		rK  = amd64.RDX // k left
+		rBS = amd64.R13 // b's row bytes where they are the frame's (directOps)
 	)
 	es, vb := isa.size, isa.vecBytes
 	lanes := int(vb / es)
@@ -601,7 +654,14 @@ func (g *gen) dotLoop(isa dotISA, m, k, n int, offA, offB, offC, offD, aRow, aCo
 			}
 		}
 		a.MOVQ(rAk, rA)
-		a.LEAQ(rBk, fr(offB+col))
+		if g.bFrom != nil {
+			a.MOVQload(rBk, fr(g.bFrom.addr)) // b where its pack phase left it
+			if col != 0 {
+				a.ADDQimm(rBk, col)
+			}
+		} else {
+			a.LEAQ(rBk, fr(offB+col))
+		}
 		a.MOVLimm(rK, uint32(k))
 		top := a.NewLabel()
 		a.Bind(top)
@@ -615,7 +675,11 @@ func (g *gen) dotLoop(isa dotISA, m, k, n int, offA, offB, offC, offD, aRow, aCo
 			}
 		}
 		a.ADDQimm(rAk, aCol)
-		a.ADDQimm(rBk, rowBytes)
+		if g.bFrom != nil {
+			a.ADDQ(rBk, rBS)
+		} else {
+			a.ADDQimm(rBk, rowBytes)
+		}
 		a.SUBQimm(rK, 1)
 		a.Jcc(amd64.CondNE, top)
 		for r := 0; r < mr; r++ {
@@ -625,6 +689,9 @@ func (g *gen) dotLoop(isa dotISA, m, k, n int, offA, offB, offC, offD, aRow, aCo
 		}
 	}
 	rows := isa.rows
+	if g.bFrom != nil {
+		a.MOVQload(rBS, fr(g.bFrom.stride))
+	}
 	for j0 := 0; j0 < n; j0 += dotVecs * lanes {
 		nv := min(dotVecs, (n-j0)/lanes) // n is a multiple of 16 (dotSupported)
 		if g.aFrom != 0 {

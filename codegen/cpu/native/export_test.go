@@ -103,13 +103,16 @@ func TransLoads(nk *Kernel) int { return nk.transLoads }
 // code (body.go: prefetch).
 func PrefetchesL2(nk *Kernel) int { return nk.prefetchesL2 }
 
-// DirectA is how many products' a operands the kernel reads where they
-// lie when their blocks are in bounds (dot.go: directA).
-func DirectA(nk *Kernel) int { return nk.directA }
+// Direct is how many products' a and b operands the kernel reads where
+// they lie when their blocks are in bounds (dot.go: directOps).
+func Direct(nk *Kernel) (a, b int) { return nk.directA, nk.directB }
 
-// SetDirectA turns the direct reads of products' a operands on or off
-// (for comparing them with packed ones); it returns the previous setting.
-func SetDirectA(on bool) (was bool) { return !noDirectA.Swap(!on) }
+// SetDirect turns the direct reads of products' a and b operands on or
+// off (for comparing them with packed ones); it returns the previous
+// settings.
+func SetDirect(a, b bool) (wasA, wasB bool) {
+	return !noDirectA.Swap(!a), !noDirectB.Swap(!b)
+}
 
 // PrefetchesW is the number of prefetchw hints of stores in nk's code
 // (body.go: prefetchStore).

@@ -50,11 +50,12 @@ const (
 
 type gen struct {
 	nt bool // a store past the caches was emitted (ntStore): SFENCE before returning
-	// direct: products' a operands that their pack phases leave where
-	// they lie when in bounds (dot.go: directA); aFrom: while a product's
+	// direct: products' operands that their pack phases leave where they
+	// lie when in bounds (dot.go: directOps); aFrom: while a product's
 	// direct form is emitted, the frame slot holding a's address
 	direct map[*tile.Value]*directOperand
 	aFrom  int32
+	bFrom  *directOperand // while a product is emitted, its b where its pack phase left it
 	p      *plan
 	a      amd64.Asm
 	avx512 bool // products in zmm registers (dot.go: dotZ)

@@ -51,7 +51,8 @@ type Kernel struct {
 	pairs        int // zmm loops whose two vectors are emitted in pairs (fast.go: pairOK)
 	folds        int // selects and Ands the unmasked loops read as another value (fast.go: fold)
 	prefetchesL2 int // prefetcht1 hints of strided rows emitted (body.go: prefetch)
-	directA      int // products' a operands read where they lie when in bounds (dot.go: directA)
+	directA      int // products' a operands read where they lie when in bounds (dot.go: directOps)
+	directB      int // and b operands
 	colLoops     int // carried blocks summed in registers (colloop.go)
 	pins         int // uniforms kept in registers in zmm loops (pin.go)
 	prefetchesW  int // prefetchw hints of row stores emitted (body.go: prefetchStore)
@@ -144,7 +145,7 @@ func Compile(k *tile.Kernel) (*Kernel, error) {
 			atomics = append(atomics, i)
 		}
 	}
-	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, unit: unit, inplace: len(p.inplace) > 0, atomics: atomics, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, directA: p.directA, colLoops: p.colLoops, pins: p.pins, prefetchesW: p.prefetchesW, ntStores: p.ntStores, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs, divNewtons: p.divNewtons, transLoads: p.transLoads, prefixRows: p.prefixRows, rowChecked: p.rowChecked}
+	nk := &Kernel{k: k, code: c, frame: frameSize, stored: p.stored, unit: unit, inplace: len(p.inplace) > 0, atomics: atomics, work: estimate(p), size: len(code), fast: p.fastPhases, zmm: p.zmmPhases, pairs: p.pairLoops, folds: p.folds, prefetchesL2: p.prefetchesL2, directA: p.directA, directB: p.directB, colLoops: p.colLoops, pins: p.pins, prefetchesW: p.prefetchesW, ntStores: p.ntStores, scalefs: p.scalefs, ranges: p.ranges, sum32: p.sum32Loops, nanDetects: p.nanDetects, divFMAs: p.divFMAs, divNewtons: p.divNewtons, transLoads: p.transLoads, prefixRows: p.prefixRows, rowChecked: p.rowChecked}
 	nk.tasks.new = func() *task {
 		return &task{nk: nk, hdr: make([]byte, hParams+paramSize*len(k.Params)), frames: make([]*frame, pool.Default().Workers())}
 	}

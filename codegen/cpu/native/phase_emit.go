@@ -99,34 +99,41 @@ func (pg *phaseGen) emit() error {
 			g.p.prefixRows++
 		}
 		rowwise, done := a.NewLabel(), a.NewLabel()
-		ip, rest := pg.directA(fp)
+		ops, rest := pg.directOps(fp)
 		pg.blockCheck(fp, rowwise)
-		if ip != nil {
-			// the whole block in bounds and unmasked: the product reads
-			// a where it lies, from its first element; the phase's other
-			// packs as before
-			pg.cornerValue(rT0, ip.pat, 0)
-			a.MOVQstore(fr(ip.addr), rT0)
-			a.MOVQstoreImm(fr(ip.flag), 1)
-			if rest {
-				for _, i := range ip.nodes {
-					fp.live[i] = false
-				}
-				err := pg.nest(copies, fp, true)
-				for _, i := range ip.nodes {
-					fp.live[i] = true
-				}
-				if err != nil {
-					return err
-				}
+		// the whole block in bounds and unmasked: the products read the
+		// operands of ops where they lie, from their first elements; the
+		// phase's other packs as before
+		for _, op := range ops {
+			pg.cornerValue(rT0, op.pat, 0)
+			a.MOVQstore(fr(op.addr), rT0)
+			if op.b {
+				a.MOVQstoreImm(fr(op.stride), op.rowBytes)
+			} else {
+				a.MOVQstoreImm(fr(op.flag), 1)
 			}
-		} else if err := pg.nest(copies, fp, true); err != nil {
+			fp.live[op.nodes[0]], fp.live[op.nodes[1]] = false, false
+		}
+		var err error
+		if rest {
+			err = pg.nest(copies, fp, true)
+		}
+		for _, op := range ops {
+			fp.live[op.nodes[0]], fp.live[op.nodes[1]] = true, true
+		}
+		if err != nil {
 			return err
 		}
 		a.JMP(done)
 		a.Bind(rowwise)
-		if ip != nil {
-			a.MOVQstoreImm(fr(ip.flag), 0)
+		for _, op := range ops {
+			if op.b {
+				a.LEAQ(rT0, fr(g.packBlock(op.pk)))
+				a.MOVQstore(fr(op.addr), rT0)
+				a.MOVQstoreImm(fr(op.stride), int32(4*op.pk.x.Type.Shape.Dims[1]))
+			} else {
+				a.MOVQstoreImm(fr(op.flag), 0)
+			}
 		}
 		if err := pg.nest(copies, fp, false); err != nil {
 			return err

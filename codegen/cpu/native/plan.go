@@ -234,7 +234,8 @@ type plan struct {
 	pairLoops    int // zmm loops emitted in pairs (fast.go: pairOK)
 	folds        int // selects and Ands the unmasked loops read as another value (fast.go: fold)
 	prefetchesL2 int // strided rows hinted into L2 (body.go: prefetch)
-	directA      int // products' a operands read where they lie, not packed (dot.go: directA)
+	directA      int // products' a operands read where they lie, not packed (dot.go: directOps)
+	directB      int // and b operands
 	colLoops     int // carried blocks summed in registers (colloop.go)
 	pins         int // uniforms kept in registers in zmm loops (pin.go)
 	prefetchesW  int // stores hinted one row on for writing (body.go: prefetchStore)
