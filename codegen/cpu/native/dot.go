@@ -182,13 +182,13 @@ func (g *gen) dotCode(d *tile.Value) error {
 		g.precDot(d, m, k, n, offA, offB, offC, offD, aRow, aCol, zero)
 		return a.Err()
 	}
-	if op := g.direct[d.Args[1]]; op != nil && op.b && !bT {
+	if op := g.direct[d.Args[1]]; op != nil && op.b && !op.trans && !bT {
 		// b where its pack phase left it (directOps): its address and row
 		// bytes from the frame
 		g.bFrom = op
 		defer func() { g.bFrom = nil }()
 	}
-	if op := g.direct[d.Args[0]]; op != nil && !op.b && !aT {
+	if op := g.direct[d.Args[0]]; op != nil && !op.b && op.trans == aT {
 		// a where it lies where its pack phase found the block in bounds
 		// (the flag set), else its pack; the same operations in the same
 		// order either way
@@ -197,7 +197,11 @@ func (g *gen) dotCode(d *tile.Value) error {
 		a.TESTQ(rT0, rT0)
 		a.Jcc(amd64.CondE, packed)
 		g.aFrom = op.addr
-		g.dotF32(m, k, n, offA, offB, offC, offD, op.rowBytes, 4, zero)
+		row, col := op.rowBytes, int32(4)
+		if aT { // a's rows are the buffer's columns
+			row, col = 4, op.rowBytes
+		}
+		g.dotF32(m, k, n, offA, offB, offC, offD, row, col, zero)
 		g.aFrom = 0
 		a.JMP(done)
 		a.Bind(packed)
@@ -219,6 +223,7 @@ func (g *gen) dotCode(d *tile.Value) error {
 // are a register's steps (dotLoop), one form reading either.
 type directOperand struct {
 	b      bool     // the product's b (else its a)
+	trans  bool     // a stored transposed ([K,M]: packed transposed)
 	pat    *pattern // the pack's load
 	pk     pack
 	nodes  [2]int // the pack's load and frame write among the phase's nodes
@@ -269,8 +274,9 @@ func (pg *phaseGen) directOps(fp *fastPlan) ([]*directOperand, bool) {
 	var ops []*directOperand
 	moved := 0
 	for _, pk := range pg.ph.packs {
+		// one role: a as it is (1), b as it is (2) or a transposed (16)
 		role := g.p.packRole[pk.x]
-		if pk.trans || role != 1 && role != 2 || role == 1 && noDirectA.Load() || role == 2 && noDirectB.Load() {
+		if role != 1 && role != 2 && role != 16 || role != 2 && noDirectA.Load() || role == 2 && noDirectB.Load() {
 			continue
 		}
 		op := pg.directOp(fp, pk, role == 2)
@@ -284,7 +290,9 @@ func (pg *phaseGen) directOps(fp *fastPlan) ([]*directOperand, bool) {
 }
 
 // directOp is directOps for the phase's pack pk, read by products as
-// their b (else as their a), or nil.
+// their b (else as their a), or nil. A transposed a's pack phase runs over
+// its transpose, its rows the buffer's: the micro-kernel steps along them
+// where it steps along a packed transposed a's.
 func (pg *phaseGen) directOp(fp *fastPlan, pk pack, b bool) *directOperand {
 	g := pg.g
 	x := pk.x
@@ -323,7 +331,7 @@ func (pg *phaseGen) directOp(fp *fastPlan, pk pack, b bool) *directOperand {
 	for _, rg := range g.p.regions {
 		for _, d := range rg.dots {
 			for i, y := range d.Args {
-				if y == x && (i != want || d.Prec != tile.PrecIEEE || d.Type.DType != tile.F32 || g.p.in(d).dotTrans[i]) {
+				if y == x && (i != want || d.Prec != tile.PrecIEEE || d.Type.DType != tile.F32 || g.p.in(d).dotTrans[i] != pk.trans) {
 					return nil
 				}
 			}
@@ -334,7 +342,7 @@ func (pg *phaseGen) directOp(fp *fastPlan, pk pack, b bool) *directOperand {
 	}
 	op := g.direct[x]
 	if op == nil {
-		op = &directOperand{b: b, pk: pk, addr: g.alloc(8, 8), rowBytes: int32(4 * pat.e[0].k)}
+		op = &directOperand{b: b, trans: pk.trans, pk: pk, addr: g.alloc(8, 8), rowBytes: int32(4 * pat.e[0].k)}
 		if b {
 			op.stride = g.alloc(8, 8)
 			g.p.directB++

@@ -222,9 +222,9 @@ type plan struct {
 	oldRead  map[int]bool   // by value ID: scalar atomic adds whose old values are read (gen.go: scalarAtomicOld)
 	unit     map[int64]bool // integer parameters the code takes as 1 (a stride between lanes: phase.go, intern), by number
 	cur      *region        // the region being classified
-	// packRole: products' operands packed as they are (not transposed), by
-	// value: bit i set where a product reads it as its argument i (0: a,
-	// 1: b); dot.go's directA reads it
+	// packRole: products' operands packed, by value: bit i set where a
+	// product reads it as its argument i (0: a, 1: b, 2: c) packed as it
+	// is, bit 4 + i where packed transposed; dot.go's directOps reads it
 	packRole map[*tile.Value]uint8
 
 	avx512 bool // zmm code (read once: isa.go); f64 lanes in zmm registers, else ymm pairs (f64y.go)
@@ -1616,7 +1616,9 @@ func (p *plan) place(rg *region) error {
 						in.dotTrans[i] = true
 					}
 					ph := p.phaseOf(rg, in.avail-1, s, pos)
-					if !pk.trans {
+					if pk.trans {
+						p.packRole[x] |= 1 << (4 + i)
+					} else {
 						p.packRole[x] |= 1 << i
 					}
 					if !slices.Contains(ph.packs, pk) {
