@@ -141,7 +141,11 @@
 // multiply-adds, within 2(K+1)·2⁻²⁴·(|c| + Σ|a·b|) of the reference.
 // An operand loaded contiguously along its first dimension (a transposed
 // operand) is packed transposed and read so (a), or turned back in 8×8
-// tiles in the frame (b). Any other f32 block so loaded (a transpose's
+// tiles in the frame (b). Where the pack phase only moves data and finds
+// an operand's whole block in bounds and unmasked, an ieee product reads
+// its a (as stored or transposed) and its b (as stored) where they lie in
+// their buffers instead of packed (directOps), the same operations in the
+// same order. Any other f32 block so loaded (a transpose's
 // read; trans.go) is likewise packed by a phase of the level before and
 // turned back at the start of its level, its users reading rows.
 //
