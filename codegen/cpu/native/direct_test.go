@@ -16,9 +16,9 @@ import (
 // in one launch: against the reference within checkDot's bound (outputs
 // poisoned with NaN), and bit for bit the same as with every operand
 // packed, or only a or only b read where it lies, on each instruction set;
-// the kernel reports how many operands it may read so: a stored
-// transposed too (its pack phase runs over the transpose), b not where it
-// is stored [N,K] (turned in the frame).
+// the kernel reports how many operands it may read so: stored transposed
+// too (a's pack phase runs over the transpose; b stored [N,K] is turned
+// into the frame from where it lies).
 func TestDirectOperandsNative(t *testing.T) {
 	requireJIT(t)
 	for _, c := range []struct {
@@ -32,11 +32,12 @@ func TestDirectOperandsNative(t *testing.T) {
 		{"A×B, 64×64 tiles (a's and b's packs in one phase)", 192, 192, 192, 64, 64, 64, false, false, 1, 1},
 		{"A×B, row tail and K in 64s and a masked 16", 200, 96, 200, 64, 32, 64, false, false, 2, 2},
 		{"A×B, column tail", 64, 200, 128, 64, 64, 64, false, false, 1, 1},
-		{"A×Bᵀ, K 1030: 32 steps of 32, 6 in 16, a row tail", 40, 64, 1030, 32, 64, 32, false, true, 2, 0},
+		{"A×Bᵀ, K 1030: 32 steps of 32, 6 in 16, a row tail", 40, 64, 1030, 32, 64, 32, false, true, 2, 2},
+		{"A×Bᵀ, 256×256 over K 128, 128×128 tiles, a column tail", 256, 200, 128, 128, 128, 64, false, true, 1, 1},
 		{"A×B, 96×96 tiles, row and column tails", 200, 250, 130, 96, 96, 64, false, false, 2, 2},
 		{"Aᵀ×B, rows 130 of 128-row tiles, K 77: 64, then 13 in 16", 130, 70, 77, 128, 64, 64, true, false, 2, 2},
 		{"Aᵀ×B, 392×256 over K 256, 128×128 tiles, a row tail", 392, 256, 256, 128, 128, 64, true, false, 1, 1},
-		{"both transposed, 96×64 tiles, K 1225: b turned in the frame", 288, 64, 1225, 96, 64, 64, true, true, 2, 0},
+		{"both transposed, 96×64 tiles, K 1225: 19 steps of 64, 9 in a masked 16", 288, 64, 1225, 96, 64, 64, true, true, 2, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			k := productKernel(t, c.m, c.n, c.k, c.bm, c.bn, c.bk, c.tA, c.tB, true)

@@ -170,7 +170,21 @@ func (g *gen) dotCode(d *tile.Value) error {
 	}
 	if bT { // b's transpose [N,K] → b [K,N], in 8×8 tiles
 		to := g.scratchBlock(-(1<<24)-2*d.ID-(1<<23), k*n)
-		g.transposeBlock(to, offB, n, k)
+		if op := g.direct[d.Args[1]]; op != nil && op.b && op.trans && d.Prec == tile.PrecIEEE {
+			// from where it lies where its pack phase found the block in
+			// bounds (the flag set), else from its pack: the same block
+			packed, done := a.NewLabel(), a.NewLabel()
+			a.MOVQload(rT0, fr(op.flag))
+			a.TESTQ(rT0, rT0)
+			a.Jcc(amd64.CondE, packed)
+			g.transposeFrom(to, tileSrc{slot: op.addr, row: op.rowBytes}, n, k)
+			a.JMP(done)
+			a.Bind(packed)
+			g.transposeBlock(to, offB, n, k)
+			a.Bind(done)
+		} else {
+			g.transposeBlock(to, offB, n, k)
+		}
 		offB = to
 	}
 	// a at row r, column k: row-major, or transposed (the block is [K,M])
@@ -223,7 +237,7 @@ func (g *gen) dotCode(d *tile.Value) error {
 // are a register's steps (dotLoop), one form reading either.
 type directOperand struct {
 	b      bool     // the product's b (else its a)
-	trans  bool     // a stored transposed ([K,M]: packed transposed)
+	trans  bool     // stored transposed (a [K,M]: packed transposed; b [N,K]: turned in the frame)
 	pat    *pattern // the pack's load
 	pk     pack
 	nodes  [2]int // the pack's load and frame write among the phase's nodes
@@ -233,6 +247,11 @@ type directOperand struct {
 	// rowBytes: the bytes between the block's rows in its buffer
 	rowBytes int32
 }
+
+// strided reports whether the product reads op through its address and
+// stride slots (b as stored), else through its flag (a; b stored
+// transposed, turned from where it lies or from its pack).
+func (op *directOperand) strided() bool { return op.b && !op.trans }
 
 // noDirectA and noDirectB turn directOps off for products' a and b
 // operands: TILEFUSE_NATIVE_DIRECT_A=0 and TILEFUSE_NATIVE_DIRECT_B=0 at
@@ -274,12 +293,14 @@ func (pg *phaseGen) directOps(fp *fastPlan) ([]*directOperand, bool) {
 	var ops []*directOperand
 	moved := 0
 	for _, pk := range pg.ph.packs {
-		// one role: a as it is (1), b as it is (2) or a transposed (16)
+		// one role: a as it is (1), b as it is (2), a transposed (16) or b
+		// transposed (32)
 		role := g.p.packRole[pk.x]
-		if role != 1 && role != 2 && role != 16 || role != 2 && noDirectA.Load() || role == 2 && noDirectB.Load() {
+		b := role == 2 || role == 32
+		if role != 1 && role != 2 && role != 16 && role != 32 || !b && noDirectA.Load() || b && noDirectB.Load() {
 			continue
 		}
-		op := pg.directOp(fp, pk, role == 2)
+		op := pg.directOp(fp, pk, b)
 		if op == nil {
 			continue
 		}
@@ -343,11 +364,14 @@ func (pg *phaseGen) directOp(fp *fastPlan, pk pack, b bool) *directOperand {
 	op := g.direct[x]
 	if op == nil {
 		op = &directOperand{b: b, trans: pk.trans, pk: pk, addr: g.alloc(8, 8), rowBytes: int32(4 * pat.e[0].k)}
-		if b {
+		if op.strided() {
 			op.stride = g.alloc(8, 8)
-			g.p.directB++
 		} else {
 			op.flag = g.alloc(8, 8)
+		}
+		if b {
+			g.p.directB++
+		} else {
 			g.p.directA++
 		}
 		g.direct[x] = op
@@ -510,10 +534,22 @@ func (g *gen) dotZ(m, k, n int, offA, offB, offC, offD, aRow, aCol int32, zero b
 // eight): eight rows loaded, interleaved (unpack), shuffled and their
 // 128-bit halves exchanged, eight rows stored.
 func (g *gen) transposeBlock(to, from int32, r, c int) {
+	g.transposeFrom(to, tileSrc{frame: from, row: int32(4 * c)}, r, c)
+}
+
+// tileSrc is where walkTiles reads: the frame block at frame, or (slot
+// not 0) the address held in the frame slot slot; its rows row bytes
+// apart.
+type tileSrc struct {
+	frame, slot, row int32
+}
+
+// transposeFrom is transposeBlock reading the r×c f32 block at src.
+func (g *gen) transposeFrom(to int32, src tileSrc, r, c int) {
 	a := &g.a
-	g.walkTiles(to, from, r, c, lane, 4, func(src, dst amd64.Reg) {
+	g.walkTilesFrom(to, src, r, c, lane, 4, func(s, dst amd64.Reg) {
 		for q := 0; q < lane; q++ {
-			a.VMOVUPS(amd64.VReg(q), amd64.Ptr(src, int32(4*q*c)))
+			a.VMOVUPS(amd64.VReg(q), amd64.Ptr(s, int32(q)*src.row))
 		}
 		for q := 0; q < lane; q += 2 {
 			a.VUNPCKLPS(amd64.VReg(8+q), amd64.VReg(q), amd64.VReg(q+1))
@@ -543,6 +579,11 @@ func (g *gen) transposeBlock(to, from int32, r, c int) {
 // block) it transposes into: the loop that transposeBlock and
 // transposeBlock64 share. R10–R14 and RDX are clobbered.
 func (g *gen) walkTiles(to, from int32, r, c, t, esz int, tile func(src, dst amd64.Reg)) {
+	g.walkTilesFrom(to, tileSrc{frame: from, row: int32(esz * c)}, r, c, t, esz, tile)
+}
+
+// walkTilesFrom is walkTiles over the r×c block at from.
+func (g *gen) walkTilesFrom(to int32, from tileSrc, r, c, t, esz int, tile func(src, dst amd64.Reg)) {
 	a := &g.a
 	const (
 		rSrc  = amd64.R11 // the tile in from
@@ -552,7 +593,11 @@ func (g *gen) walkTiles(to, from int32, r, c, t, esz int, tile func(src, dst amd
 		rLeft = amd64.RDX // tiles left in the row
 		rRows = amd64.R10 // rows of tiles left
 	)
-	a.LEAQ(rRow, fr(from))
+	if from.slot != 0 {
+		a.MOVQload(rRow, fr(from.slot))
+	} else {
+		a.LEAQ(rRow, fr(from.frame))
+	}
 	a.LEAQ(rCol, fr(to))
 	a.MOVLimm(rRows, uint32(r/t))
 	rows := a.NewLabel()
@@ -567,7 +612,7 @@ func (g *gen) walkTiles(to, from int32, r, c, t, esz int, tile func(src, dst amd
 	a.ADDQimm(rDst, int32(esz*t*r))
 	a.SUBQimm(rLeft, 1)
 	a.Jcc(amd64.CondNE, tiles)
-	a.ADDQimm(rRow, int32(esz*t*c))
+	a.ADDQimm(rRow, int32(t)*from.row)
 	a.ADDQimm(rCol, int32(esz*t))
 	a.SUBQimm(rRows, 1)
 	a.Jcc(amd64.CondNE, rows)

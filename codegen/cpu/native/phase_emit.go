@@ -107,7 +107,7 @@ func (pg *phaseGen) emit() error {
 		for _, op := range ops {
 			pg.cornerValue(rT0, op.pat, 0)
 			a.MOVQstore(fr(op.addr), rT0)
-			if op.b {
+			if op.strided() {
 				a.MOVQstoreImm(fr(op.stride), op.rowBytes)
 			} else {
 				a.MOVQstoreImm(fr(op.flag), 1)
@@ -127,7 +127,7 @@ func (pg *phaseGen) emit() error {
 		a.JMP(done)
 		a.Bind(rowwise)
 		for _, op := range ops {
-			if op.b {
+			if op.strided() {
 				a.LEAQ(rT0, fr(g.packBlock(op.pk)))
 				a.MOVQstore(fr(op.addr), rT0)
 				a.MOVQstoreImm(fr(op.stride), int32(4*op.pk.x.Type.Shape.Dims[1]))
