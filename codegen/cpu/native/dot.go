@@ -265,20 +265,21 @@ func init() {
 
 // directOps returns the products' operands that the pack phase being
 // emitted leaves where they lie, and whether the phase has anything else
-// to do (other packs to write). The micro-kernel broadcasts a's elements one at a time and loads
-// b's strip a row at a time, so it reads both as well where they lie in
-// their buffers as packed, and the packs (each program's whole a and b
-// blocks once a K step, from rows a page or more apart; hinting the next K
-// step's lines into L2 did not shorten them) are work the product does
-// not need: on one core of the 2-core VM (AMD Zen 5) a's pack took 10–19%
-// of a 1024³ product's samples, b's 10% once a was read where it lies.
-// Taken where the phase only moves data (loads and their frame writes:
-// movesZ), an operand is the f32 block of one of its loads, read row by
-// row, the rows a constant stride apart, from a buffer the kernel does not
-// store to (so the product reads what was loaded), and every product
-// reading it reads it in the same role (a or b), not transposed, at
-// precision ieee (the others round their operands from the pack into
-// blocks of their own).
+// to do (other packs to write). The micro-kernel broadcasts a's elements
+// one at a time and loads b's strip a row at a time, so it reads both as
+// well where they lie in their buffers as packed, and the packs (each
+// program's whole a and b blocks once a K step, from rows a page or more
+// apart; hinting the next K step's lines into L2 did not shorten them) are
+// work the product does not need: on one core of the 2-core VM (AMD Zen 5)
+// a's pack took 10–19% of a 1024³ product's samples, b's 10% once a was
+// read where it lies. Taken where the phase's loop is zmm moves (loads and
+// their frame writes: movesZ; with AVX2 alone the ymm micro-kernel was
+// slower reading so), an operand is the f32 block of one of its loads,
+// read row by row, the rows a constant stride apart, from a buffer the
+// kernel does not store to (so the product reads what was loaded), and
+// every product reading it reads it in the same role (a or b) the same
+// way (as stored or transposed), at precision ieee (the others round their
+// operands from the pack into blocks of their own).
 func (pg *phaseGen) directOps(fp *fastPlan) ([]*directOperand, bool) {
 	g := pg.g
 	if pg.rank != 2 || !pg.movesZ(fp) {
@@ -689,7 +690,7 @@ func (g *gen) dotLoop(isa dotISA, m, k, n int, offA, offB, offC, offD, aRow, aCo
 		rAk = amd64.R11 // a at column k
 		rBk = amd64.R12 // b at row k, the strip's columns
 		rK  = amd64.RDX // k left
-		rBS = amd64.R13 // b's row bytes where they are the frame's (directOps)
+		rBS = amd64.R13 // b's row bytes, from its stride slot (directOps)
 	)
 	es, vb := isa.size, isa.vecBytes
 	lanes := int(vb / es)
@@ -748,7 +749,7 @@ func (g *gen) dotLoop(isa dotISA, m, k, n int, offA, offB, offC, offD, aRow, aCo
 	for j0 := 0; j0 < n; j0 += dotVecs * lanes {
 		nv := min(dotVecs, (n-j0)/lanes) // n is a multiple of 16 (dotSupported)
 		if g.aFrom != 0 {
-			a.MOVQload(rA, fr(g.aFrom)) // a where it lies (directA)
+			a.MOVQload(rA, fr(g.aFrom)) // a where it lies (directOps)
 		} else {
 			a.LEAQ(rA, fr(offA))
 		}
