@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/tilefuse/tilefuse/codegen/cpu/native"
-	"github.com/tilefuse/tilefuse/tile"
 	"github.com/tilefuse/tilefuse/tile/tiletest"
 )
 
@@ -41,19 +40,7 @@ func TestDirectOperandsNative(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			k := productKernel(t, c.m, c.n, c.k, c.bm, c.bn, c.bk, c.tA, c.tB, true)
-			rng := tiletest.RNG(c.name)
-			a, b := tiletest.Uniform(rng, c.m*c.k, -1, 1), tiletest.Uniform(rng, c.k*c.n, -1, 1)
-			grid := tile.Grid{(c.m + c.bm - 1) / c.bm, (c.n + c.bn - 1) / c.bn}
-			run := func(launch func(args ...any) error) []float32 {
-				out := make([]float32, c.m*c.n)
-				for i := range out {
-					out[i] = float32(math.NaN()) // every element is written
-				}
-				if err := launch(a, b, out); err != nil {
-					t.Fatal(err)
-				}
-				return out
-			}
+			a, b, grid, run := productCase(t, c.name, c.m, c.n, c.k, c.bm, c.bn)
 			want := run(func(args ...any) error { return tiletest.Interp{}.Launch(k, grid, args...) })
 			wasA, wasB := native.SetDirect(true, true)
 			defer native.SetDirect(wasA, wasB)

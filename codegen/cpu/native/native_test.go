@@ -1007,24 +1007,33 @@ func TestProductStepsNative(t *testing.T) {
 			if want := 1 + min(1, c.k%c.bk)*min(1, c.k/c.bk); dots != want {
 				t.Fatalf("%d dots, want %d", dots, want)
 			}
-			rng := tiletest.RNG(c.name)
-			a, b := tiletest.Uniform(rng, c.m*c.k, -1, 1), tiletest.Uniform(rng, c.k*c.n, -1, 1)
-			grid := tile.Grid{(c.m + c.bm - 1) / c.bm, (c.n + c.bn - 1) / c.bn}
-			run := func(launch func(args ...any) error) []float32 {
-				out := make([]float32, c.m*c.n)
-				for i := range out {
-					out[i] = float32(math.NaN()) // every element is written
-				}
-				if err := launch(a, b, out); err != nil {
-					t.Fatal(err)
-				}
-				return out
-			}
+			a, b, grid, run := productCase(t, c.name, c.m, c.n, c.k, c.bm, c.bn)
 			productOnEachISA(t, k, grid, run, func(isa string, got, want []float32) {
 				checkDot(t, isa, c.m, c.n, c.k, false, c.tA, c.tB, a, b, nil, got, want)
 			})
 		})
 	}
+}
+
+// productCase is a product test's seeded inputs (named name): a [m,k] and
+// b [k,n] uniform in [-1, 1), the grid of its bm×bn tiles, and run, which
+// launches it into a new output [m,n] poisoned with NaN (every element is
+// written) and returns the output.
+func productCase(t *testing.T, name string, m, n, k, bm, bn int) (a, b []float32, grid tile.Grid, run func(launch func(args ...any) error) []float32) {
+	rng := tiletest.RNG(name)
+	a, b = tiletest.Uniform(rng, m*k, -1, 1), tiletest.Uniform(rng, k*n, -1, 1)
+	grid = tile.Grid{(m + bm - 1) / bm, (n + bn - 1) / bn}
+	run = func(launch func(args ...any) error) []float32 {
+		out := make([]float32, m*n)
+		for i := range out {
+			out[i] = float32(math.NaN())
+		}
+		if err := launch(a, b, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	return a, b, grid, run
 }
 
 // TestProductEpiloguesNative: the products of BenchmarkProductPitch and
