@@ -170,7 +170,7 @@ func (g *gen) dotCode(d *tile.Value) error {
 	}
 	if bT { // b's transpose [N,K] → b [K,N], in 8×8 tiles
 		to := g.scratchBlock(-(1<<24)-2*d.ID-(1<<23), k*n)
-		if op := g.direct[d.Args[1]]; op != nil && op.b && op.trans && d.Prec == tile.PrecIEEE {
+		if op := g.direct[d.Args[1]]; op != nil && op.b && op.trans { // directOp took only ieee readers
 			// from where it lies where its pack phase found the block in
 			// bounds (the flag set), else from its pack: the same block
 			packed, done := a.NewLabel(), a.NewLabel()
